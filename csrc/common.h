@@ -1,0 +1,52 @@
+/* Shared helpers for the C core: Python.h under the limited API, checked
+ * arithmetic. Everything here is static inline. */
+#ifndef MOONCAKE_RESHARD_COMMON_H
+#define MOONCAKE_RESHARD_COMMON_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stddef.h>
+#include <string.h>
+#include <stdlib.h>
+
+/* Checked arithmetic: return 0 on success, -1 on overflow. */
+static inline int
+mr_mul_u64(uint64_t a, uint64_t b, uint64_t *out)
+{
+    return __builtin_mul_overflow(a, b, out) ? -1 : 0;
+}
+
+static inline int
+mr_add_u64(uint64_t a, uint64_t b, uint64_t *out)
+{
+    return __builtin_add_overflow(a, b, out) ? -1 : 0;
+}
+
+static inline int
+mr_mul_i64(int64_t a, int64_t b, int64_t *out)
+{
+    return __builtin_mul_overflow(a, b, out) ? -1 : 0;
+}
+
+static inline int
+mr_add_i64(int64_t a, int64_t b, int64_t *out)
+{
+    return __builtin_add_overflow(a, b, out) ? -1 : 0;
+}
+
+/* Allocation of n elements of size sz with overflow check; sets MemoryError. */
+static inline void *
+mr_alloc_array(size_t n, size_t sz)
+{
+    size_t total;
+    if (__builtin_mul_overflow(n, sz, &total)) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    void *p = PyMem_Malloc(total ? total : 1);
+    if (p == NULL) PyErr_NoMemory();
+    return p;
+}
+
+#endif

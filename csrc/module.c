@@ -1,0 +1,39 @@
+/* mooncake.reshard._native: module definition.
+ *
+ * Multi-phase init; each concern lives in its own file and registers its
+ * functions through an Init_<Part>() hook declared in its header. */
+#include "common.h"
+#include "canonical.h"
+#include "coverage.h"
+#include "overlap.h"
+#include "physical.h"
+
+static int
+native_exec(PyObject *module)
+{
+    if (Init_Canonical(module) < 0) return -1;
+    if (Init_Coverage(module) < 0) return -1;
+    if (Init_Overlap(module) < 0) return -1;
+    if (Init_Physical(module) < 0) return -1;
+    return 0;
+}
+
+static PyModuleDef_Slot native_slots[] = {
+    {Py_mod_exec, (void *)native_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef native_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "mooncake.reshard._native",
+    .m_doc = "C core of mooncake.reshard: canonical hashing, coverage, overlap planning "
+             "and physical-range validation kernels.",
+    .m_size = 0,
+    .m_slots = native_slots,
+};
+
+PyMODINIT_FUNC
+PyInit__native(void)
+{
+    return PyModuleDef_Init(&native_module);
+}

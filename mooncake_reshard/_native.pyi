@@ -1,0 +1,58 @@
+"""Private C surface of mooncake.reshard (``mooncake.reshard._native``).
+
+Nothing here is public API. Kernels take plain Python values (ints, tuples,
+lists, str), range-check every input before it reaches C arithmetic, and raise
+``ValueError`` with the contract's messages (or ``TypeError``/``OverflowError``
+for inputs the Python layer should already have rejected).
+
+Each section below belongs to one C file (csrc/<name>.c).
+"""
+
+from collections.abc import Sequence
+
+# --- canonical.c: canonical JSON and SHA-256 (libcrypto EVP_Digest) ---------
+
+def sha256_hex(data: bytes) -> str:
+    """Lowercase hex SHA-256 of ``data``."""
+
+def canonical_json(obj: object, ensure_ascii: bool = True) -> str:
+    """Exactly ``json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=...)``
+    for trees of dict (str keys), list, tuple, str, int, bool and None."""
+
+def canonical_sha256(obj: object, ensure_ascii: bool = True) -> str:
+    """Lowercase hex SHA-256 of ``canonical_json(obj, ensure_ascii).encode("utf-8")``."""
+
+def placement_fragment_id(
+    tensor_id: str,
+    global_offset: tuple[int, ...],
+    local_shape: tuple[int, ...],
+    nbytes: int,
+    dp: int,
+    tp: int,
+    pp: int,
+    ep: int,
+    aliases: tuple[str, ...],
+    pipeline_stage_id: int | None,
+) -> str:
+    """``"sha256:" + hex`` of the canonical fragment content (spec §6.1)."""
+
+# --- coverage.c: N-D box geometry and exact-cover kernels --------------------
+
+def boxes_overlap(offsets: Sequence[Sequence[int]], shapes: Sequence[Sequence[int]]) -> bool:
+    """True when two boxes intersect on every dimension (spec §11.3).
+
+    Exact: regular grids are decided by hashing cells; the general N-D sweep keeps the
+    reference's fail-closed budget and raises
+    ``ValueError("high-dimensional overlap budget exceeded before validation")``."""
+
+def boxes_exactly_cover(
+    container_offset: Sequence[int],
+    container_shape: Sequence[int],
+    offsets: Sequence[Sequence[int]],
+    shapes: Sequence[Sequence[int]],
+) -> bool:
+    """Non-empty, all boxes inside the container, volumes sum to its volume, no overlap."""
+
+# --- overlap.c: logical planner kernels (issue 3) ----------------------------
+
+# --- physical.c: bound physical-range kernels (issue 4) ----------------------

@@ -1,0 +1,5 @@
+"""placeholder"""
+class ResourceKind: pass
+class ResourceManifest: pass
+class PlacementManifest: pass
+class RuntimeBindingManifest: pass
