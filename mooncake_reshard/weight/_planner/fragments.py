@@ -1,0 +1,182 @@
+"""Bound fragments: a placement fragment joined to its attested runtime fragment (spec §9.3).
+
+Also names the private fragment unions of spec §8.1 (logical and executable sources/targets).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional, Union
+
+from ...contracts.fragments import RuntimeBindingFragment
+from ...contracts.ids import LeaseId, PlacementFragmentId, RuntimeFragmentId, RuntimeInstanceId, TensorId
+from ..storage_manifest import StoredFragmentSnapshot
+from ..types import ParallelRank, PlacementFragment
+from .attestation import RuntimeBindingAttestation
+
+_U64_MAX = (1 << 64) - 1
+
+
+@dataclass(frozen=True)
+class BoundWeightFragment:
+    """A ``PlacementFragment`` joined to one ``RuntimeBindingFragment`` of a live runtime.
+
+    ``instance_id``, ``runtime_lease_id`` and ``lease_generation`` fence the runtime that owns
+    the memory; ``attestation`` (when present) proves the pair was validated against its
+    placement. ``owner`` must be the runtime binding's own owner object (usually ``None``).
+    """
+
+    placement: PlacementFragment
+    binding: RuntimeBindingFragment
+    instance_id: RuntimeInstanceId
+    runtime_lease_id: LeaseId
+    lease_generation: int
+    owner: Optional[object] = field(default=None, compare=False, repr=False)
+    attestation: Optional[RuntimeBindingAttestation] = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        placement = self.placement
+        binding = self.binding
+        if not isinstance(placement, PlacementFragment):
+            raise ValueError("bound fragment placement is invalid")
+        if not isinstance(binding, RuntimeBindingFragment):
+            raise ValueError("bound fragment runtime binding is invalid")
+        if placement.placement_fragment_id != binding.placement_fragment_id:
+            raise ValueError("bound fragment placement identity differs")
+        if placement.nbytes != binding.nbytes:
+            raise ValueError("bound fragment byte size differs")
+        instance_id = self.instance_id
+        if type(instance_id) is not str or not instance_id:
+            raise ValueError("bound fragment instance_id must be non-empty")
+        lease_id = self.runtime_lease_id
+        if type(lease_id) is not str or not lease_id:
+            raise ValueError("bound fragment runtime_lease_id must be non-empty")
+        generation = self.lease_generation
+        if type(generation) is not int or generation < 0 or generation > _U64_MAX:
+            raise ValueError("bound fragment lease_generation must fit in an unsigned 64-bit integer")
+        if self.owner is not binding.owner:
+            raise ValueError("bound fragment owner differs from runtime binding")
+        attestation = self.attestation
+        if attestation is not None:
+            if not isinstance(attestation, RuntimeBindingAttestation):
+                raise ValueError("bound fragment runtime attestation is invalid")
+            if not attestation.validates(placement, binding):
+                raise ValueError("bound fragment does not match its runtime binding attestation")
+            evidence = attestation.evidence
+            if (
+                instance_id != evidence.instance_id
+                or lease_id != evidence.lease_id
+                or generation != evidence.generation
+            ):
+                raise ValueError("bound fragment runtime fence differs from attestation")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Rebuild through the constructor, without the owner (spec §13)."""
+        return (
+            type(self),
+            (
+                self.placement,
+                self.binding,
+                self.instance_id,
+                self.runtime_lease_id,
+                self.lease_generation,
+                None,
+                self.attestation,
+            ),
+        )
+
+    # -- placement-side views ------------------------------------------------------------
+    @property
+    def placement_fragment_id(self) -> PlacementFragmentId:
+        """The placement fragment id (shared by placement and runtime fragment)."""
+        return self.placement.placement_fragment_id
+
+    @property
+    def tensor_id(self) -> TensorId:
+        """The logical tensor id."""
+        return self.placement.tensor_id
+
+    @property
+    def global_offset(self) -> tuple[int, ...]:
+        """The fragment's offset in global tensor coordinates."""
+        return self.placement.global_offset
+
+    @property
+    def local_shape(self) -> tuple[int, ...]:
+        """The fragment's logical extent."""
+        return self.placement.local_shape
+
+    @property
+    def rank(self) -> ParallelRank:
+        """The parallel rank holding the fragment."""
+        return self.placement.rank
+
+    @property
+    def pipeline_stage_id(self) -> Optional[int]:
+        """The optional virtual pipeline stage."""
+        return self.placement.pipeline_stage_id
+
+    @property
+    def aliases(self) -> tuple[TensorId, ...]:
+        """The declared alias group (sorted), or ``()``."""
+        return self.placement.aliases
+
+    # -- runtime-side views --------------------------------------------------------------
+    @property
+    def fragment_id(self) -> RuntimeFragmentId:
+        """The **runtime** fragment id."""
+        return self.binding.fragment_id
+
+    @property
+    def nbytes(self) -> int:
+        """View size in bytes."""
+        return self.binding.nbytes
+
+    @property
+    def address(self) -> int:
+        """View start address."""
+        return self.binding.address
+
+    @property
+    def worker_id(self) -> str:
+        """Worker holding the memory."""
+        return self.binding.worker_id
+
+    @property
+    def endpoint(self) -> str:
+        """Routing endpoint of the worker."""
+        return self.binding.endpoint
+
+    @property
+    def device(self) -> str:
+        """Device holding the memory."""
+        return self.binding.device
+
+    @property
+    def storage_address(self) -> int:
+        """Start of the backing allocation."""
+        return self.binding.storage_address
+
+    @property
+    def storage_nbytes(self) -> int:
+        """Size of the backing allocation."""
+        return self.binding.storage_nbytes
+
+    @property
+    def storage_offset_bytes(self) -> int:
+        """Offset of the view inside its allocation."""
+        return self.binding.storage_offset_bytes
+
+
+LogicalSourceFragment = Union[PlacementFragment, StoredFragmentSnapshot]
+LogicalTargetFragment = PlacementFragment
+ExecutableSourceFragment = Union[BoundWeightFragment, StoredFragmentSnapshot]
+ExecutableTargetFragment = BoundWeightFragment
+
+__all__ = [
+    "BoundWeightFragment",
+    "ExecutableSourceFragment",
+    "ExecutableTargetFragment",
+    "LogicalSourceFragment",
+    "LogicalTargetFragment",
+]
