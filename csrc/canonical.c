@@ -1,8 +1,626 @@
-/* canonical: placeholder until the kernels of this concern land. */
+/* canonical: canonical JSON (json.dumps(obj, sort_keys=True, separators=(",", ":")))
+ * and SHA-256 over it (OpenSSL EVP_Digest), plus the §6.1 placement fragment id
+ * built without an intermediate dict.
+ *
+ * Strings are read as (generalized) UTF-8: PyUnicode_AsUTF8AndSize for the common
+ * case, and the "surrogatepass" UTF-8 encoding for strings holding lone surrogates
+ * (only reachable with ensure_ascii=True; with ensure_ascii=False the UTF-8 encode
+ * error propagates, as json.dumps(...).encode("utf-8") would raise it). Byte order of
+ * such UTF-8 equals code point order, so dict keys are sorted with memcmp. */
 #include "canonical.h"
 
-int
-Init_Canonical(PyObject *Py_UNUSED(module))
+#include <openssl/evp.h>
+
+/* ---- growable output buffer ------------------------------------------------ */
+
+typedef struct {
+    char *data;
+    size_t len;
+    size_t cap;
+} cj_buf;
+
+static int
+cj_reserve(cj_buf *b, size_t extra)
 {
+    size_t need;
+    if (__builtin_add_overflow(b->len, extra, &need)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (need <= b->cap) return 0;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < need) {
+        if (cap > ((size_t)PY_SSIZE_T_MAX) / 2) {
+            cap = need;
+            break;
+        }
+        cap *= 2;
+    }
+    if (cap > (size_t)PY_SSIZE_T_MAX) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    char *p = PyMem_Realloc(b->data, cap);
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    b->data = p;
+    b->cap = cap;
     return 0;
+}
+
+static int
+cj_write(cj_buf *b, const char *s, size_t n)
+{
+    if (cj_reserve(b, n) < 0) return -1;
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    return 0;
+}
+
+static int
+cj_putc(cj_buf *b, char c)
+{
+    if (b->len == b->cap && cj_reserve(b, 1) < 0) return -1;
+    b->data[b->len++] = c;
+    return 0;
+}
+
+static void
+cj_free(cj_buf *b)
+{
+    PyMem_Free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+/* ---- strings ------------------------------------------------------------------ */
+
+static const char cj_hex[] = "0123456789abcdef";
+
+/* Append "\\uXXXX" (lowercase hex) for a BMP code unit; p must have 6 bytes. */
+static void
+cj_u_escape(char *p, unsigned int unit)
+{
+    p[0] = '\\';
+    p[1] = 'u';
+    p[2] = cj_hex[(unit >> 12) & 0xF];
+    p[3] = cj_hex[(unit >> 8) & 0xF];
+    p[4] = cj_hex[(unit >> 4) & 0xF];
+    p[5] = cj_hex[unit & 0xF];
+}
+
+/* Escape of an ASCII byte as json does it, or NULL when the byte is copied as is. */
+static const char *
+cj_ascii_escape(unsigned char c)
+{
+    switch (c) {
+    case '"': return "\\\"";
+    case '\\': return "\\\\";
+    case '\n': return "\\n";
+    case '\r': return "\\r";
+    case '\t': return "\\t";
+    case '\b': return "\\b";
+    case '\f': return "\\f";
+    default: return NULL;
+    }
+}
+
+/* Kernel: write the JSON string literal of generalized UTF-8 bytes s[0:n].
+ * ensure_ascii: non-ASCII as \uXXXX (surrogate pairs above U+FFFF); else raw bytes.
+ * Returns 0, or -1 with MemoryError set. Input is trusted well-formed (it comes from
+ * CPython's own encoder). */
+static int
+cj_write_utf8_string(cj_buf *b, const unsigned char *s, size_t n, int ensure_ascii)
+{
+    /* Worst case 6 output bytes per input byte for ASCII controls, 12 per 4-byte
+     * sequence (3 per byte) otherwise: reserve 6n + 2 once. */
+    size_t worst;
+    if (__builtin_mul_overflow(n, (size_t)6, &worst) || __builtin_add_overflow(worst, (size_t)2, &worst)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (cj_reserve(b, worst) < 0) return -1;
+    char *out = b->data + b->len;
+    *out++ = '"';
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        if (c < 0x80) {
+            const char *esc;
+            if (c >= 0x20 && c != '"' && c != '\\' && !(c == 0x7F && ensure_ascii)) {
+                *out++ = (char)c;
+            }
+            else if ((esc = cj_ascii_escape(c)) != NULL) {
+                out[0] = esc[0];
+                out[1] = esc[1];
+                out += 2;
+            }
+            else {
+                cj_u_escape(out, c);
+                out += 6;
+            }
+            i++;
+            continue;
+        }
+        size_t len = (c >= 0xF0) ? 4 : (c >= 0xE0) ? 3 : 2;
+        if (i + len > n) len = n - i; /* defensive; cannot happen for CPython output */
+        if (!ensure_ascii) {
+            memcpy(out, s + i, len);
+            out += len;
+            i += len;
+            continue;
+        }
+        unsigned int cp;
+        if (len == 2) cp = ((unsigned int)(c & 0x1F) << 6) | (s[i + 1] & 0x3Fu);
+        else if (len == 3)
+            cp = ((unsigned int)(c & 0x0F) << 12) | ((s[i + 1] & 0x3Fu) << 6) | (s[i + 2] & 0x3Fu);
+        else if (len == 4)
+            cp = ((unsigned int)(c & 0x07) << 18) | ((s[i + 1] & 0x3Fu) << 12) |
+                 ((s[i + 2] & 0x3Fu) << 6) | (s[i + 3] & 0x3Fu);
+        else cp = 0xFFFD;
+        i += len;
+        if (cp >= 0x10000) {
+            unsigned int v = cp - 0x10000;
+            cj_u_escape(out, 0xD800 | (v >> 10));
+            cj_u_escape(out + 6, 0xDC00 | (v & 0x3FF));
+            out += 12;
+        }
+        else {
+            cj_u_escape(out, cp);
+            out += 6;
+        }
+    }
+    *out++ = '"';
+    b->len = (size_t)(out - b->data);
+    return 0;
+}
+
+/* UTF-8 view of a str: either borrowed from the str's cache (holder NULL) or owned by
+ * a bytes object (holder set, surrogatepass). */
+typedef struct {
+    const char *s;
+    Py_ssize_t n;
+    PyObject *holder;
+} cj_utf8;
+
+static int
+cj_get_utf8(PyObject *str, int ensure_ascii, cj_utf8 *v)
+{
+    v->holder = NULL;
+    v->s = PyUnicode_AsUTF8AndSize(str, &v->n);
+    if (v->s != NULL) return 0;
+    if (!ensure_ascii || !PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return -1;
+    PyErr_Clear();
+    v->holder = PyUnicode_AsEncodedString(str, "utf-8", "surrogatepass");
+    if (v->holder == NULL) return -1;
+    char *p;
+    if (PyBytes_AsStringAndSize(v->holder, &p, &v->n) < 0) {
+        Py_CLEAR(v->holder);
+        return -1;
+    }
+    v->s = p;
+    return 0;
+}
+
+static int
+cj_write_str(cj_buf *b, PyObject *str, int ensure_ascii)
+{
+    cj_utf8 v;
+    if (cj_get_utf8(str, ensure_ascii, &v) < 0) return -1;
+    int rc = cj_write_utf8_string(b, (const unsigned char *)v.s, (size_t)v.n, ensure_ascii);
+    Py_XDECREF(v.holder);
+    return rc;
+}
+
+/* ---- ints --------------------------------------------------------------------- */
+
+static int
+cj_write_i64(cj_buf *b, long long v)
+{
+    char tmp[24];
+    char *end = tmp + sizeof(tmp);
+    char *p = end;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        *--p = (char)('0' + (u % 10));
+        u /= 10;
+    } while (u != 0);
+    if (v < 0) *--p = '-';
+    return cj_write(b, p, (size_t)(end - p));
+}
+
+/* Any int (or int subclass, not bool) in decimal, like int.__repr__. */
+static int
+cj_write_int(cj_buf *b, PyObject *obj)
+{
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (!overflow) return cj_write_i64(b, v);
+    PyObject *text = PyNumber_ToBase(obj, 10);
+    if (text == NULL) return -1;
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(text, &n);
+    int rc = (s == NULL) ? -1 : cj_write(b, s, (size_t)n);
+    Py_DECREF(text);
+    return rc;
+}
+
+/* Raise TypeError(fmt % type(obj).__name__); fmt has one %U. */
+static void
+cj_type_error(const char *fmt, PyObject *obj)
+{
+    PyObject *tp = PyObject_Type(obj);
+    if (tp == NULL) return;
+    PyObject *name = PyObject_GetAttrString(tp, "__name__");
+    Py_DECREF(tp);
+    if (name == NULL) return;
+    PyErr_Format(PyExc_TypeError, fmt, name);
+    Py_DECREF(name);
+}
+
+/* ---- containers ------------------------------------------------------------ */
+
+typedef struct {
+    const char *s;
+    size_t n;
+    PyObject *holder; /* owned bytes for surrogatepass keys, else NULL */
+    PyObject *key;    /* strong */
+    PyObject *value;  /* strong */
+} cj_item;
+
+static int
+cj_item_cmp(const void *pa, const void *pb)
+{
+    const cj_item *a = pa, *b = pb;
+    size_t m = a->n < b->n ? a->n : b->n;
+    int c = m ? memcmp(a->s, b->s, m) : 0;
+    if (c != 0) return c;
+    return (a->n > b->n) - (a->n < b->n);
+}
+
+static int cj_encode(cj_buf *b, PyObject *obj, int ensure_ascii);
+
+static int
+cj_encode_dict(cj_buf *b, PyObject *dict, int ensure_ascii)
+{
+    Py_ssize_t size = PyDict_Size(dict);
+    if (size < 0) return -1;
+    if (size == 0) return cj_write(b, "{}", 2);
+    cj_item *items = mr_alloc_array((size_t)size, sizeof(cj_item));
+    if (items == NULL) return -1;
+    Py_ssize_t count = 0, pos = 0;
+    PyObject *key, *value;
+    int rc = -1;
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+        if (count >= size) {
+            PyErr_SetString(PyExc_RuntimeError, "dictionary changed size during canonical encoding");
+            goto done;
+        }
+        if (!PyUnicode_Check(key)) {
+            cj_type_error("canonical JSON keys must be str, not %U", key);
+            goto done;
+        }
+        cj_item *it = &items[count];
+        cj_utf8 v;
+        if (cj_get_utf8(key, ensure_ascii, &v) < 0) goto done;
+        it->s = v.s;
+        it->n = (size_t)v.n;
+        it->holder = v.holder;
+        Py_INCREF(key);
+        it->key = key;
+        Py_INCREF(value);
+        it->value = value;
+        count++;
+    }
+    if (count != size) {
+        PyErr_SetString(PyExc_RuntimeError, "dictionary changed size during canonical encoding");
+        goto done;
+    }
+    qsort(items, (size_t)count, sizeof(cj_item), cj_item_cmp);
+    if (cj_putc(b, '{') < 0) goto done;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (i && cj_putc(b, ',') < 0) goto done;
+        if (cj_write_utf8_string(b, (const unsigned char *)items[i].s, items[i].n, ensure_ascii) < 0) goto done;
+        if (cj_putc(b, ':') < 0) goto done;
+        if (cj_encode(b, items[i].value, ensure_ascii) < 0) goto done;
+    }
+    if (cj_putc(b, '}') < 0) goto done;
+    rc = 0;
+done:
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_XDECREF(items[i].holder);
+        Py_DECREF(items[i].key);
+        Py_DECREF(items[i].value);
+    }
+    PyMem_Free(items);
+    return rc;
+}
+
+static int
+cj_encode_seq(cj_buf *b, PyObject *seq, int is_list, int ensure_ascii)
+{
+    if (cj_putc(b, '[') < 0) return -1;
+    for (Py_ssize_t i = 0;; i++) {
+        Py_ssize_t n = is_list ? PyList_Size(seq) : PyTuple_Size(seq);
+        if (n < 0) return -1;
+        if (i >= n) break;
+        PyObject *item = is_list ? PyList_GetItem(seq, i) : PyTuple_GetItem(seq, i);
+        if (item == NULL) return -1;
+        Py_INCREF(item);
+        int rc = (i ? cj_putc(b, ',') : 0);
+        if (rc == 0) rc = cj_encode(b, item, ensure_ascii);
+        Py_DECREF(item);
+        if (rc < 0) return -1;
+    }
+    return cj_putc(b, ']');
+}
+
+static int
+cj_encode(cj_buf *b, PyObject *obj, int ensure_ascii)
+{
+    if (PyUnicode_Check(obj)) return cj_write_str(b, obj, ensure_ascii);
+    if (obj == Py_None) return cj_write(b, "null", 4);
+    if (obj == Py_True) return cj_write(b, "true", 4);
+    if (obj == Py_False) return cj_write(b, "false", 5);
+    if (PyLong_Check(obj)) return cj_write_int(b, obj);
+    int is_list = PyList_Check(obj);
+    if (is_list || PyTuple_Check(obj) || PyDict_Check(obj)) {
+        if (Py_EnterRecursiveCall(" while encoding canonical JSON")) return -1;
+        int rc = PyDict_Check(obj) ? cj_encode_dict(b, obj, ensure_ascii)
+                                   : cj_encode_seq(b, obj, is_list, ensure_ascii);
+        Py_LeaveRecursiveCall();
+        return rc;
+    }
+    cj_type_error("Object of type %U is not canonical-JSON serializable", obj);
+    return -1;
+}
+
+/* ---- SHA-256 ------------------------------------------------------------------ */
+
+/* Kernel: lowercase hex SHA-256 of data[0:n] into hex[0:64]. Returns 0 or -1. */
+static int
+sha256_hex_kernel(const void *data, size_t n, char hex[64])
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+    if (EVP_Digest(data, n, md, &mdlen, EVP_sha256(), NULL) != 1 || mdlen != 32) return -1;
+    for (unsigned int i = 0; i < 32; i++) {
+        hex[2 * i] = cj_hex[md[i] >> 4];
+        hex[2 * i + 1] = cj_hex[md[i] & 0xF];
+    }
+    return 0;
+}
+
+/* Return str(prefix + hex sha256(data)). */
+static PyObject *
+sha256_text(const char *prefix, const void *data, size_t n)
+{
+    char out[7 + 64];
+    size_t plen = strlen(prefix);
+    if (plen > 7) {
+        PyErr_SetString(PyExc_SystemError, "sha256 prefix too long");
+        return NULL;
+    }
+    memcpy(out, prefix, plen);
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = sha256_hex_kernel(data, n, out + plen);
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
+        PyErr_SetString(PyExc_RuntimeError, "OpenSSL SHA-256 digest failed");
+        return NULL;
+    }
+    return PyUnicode_DecodeASCII(out, (Py_ssize_t)(plen + 64), NULL);
+}
+
+/* ---- Python glue ------------------------------------------------------------ */
+
+static int
+parse_obj_ensure_ascii(PyObject *args, PyObject *kwargs, const char *fmt, PyObject **obj, int *ensure_ascii)
+{
+    static char *kwlist[] = {"obj", "ensure_ascii", NULL};
+    *ensure_ascii = 1;
+    return PyArg_ParseTupleAndKeywords(args, kwargs, fmt, kwlist, obj, ensure_ascii) ? 0 : -1;
+}
+
+static PyObject *
+py_sha256_hex(PyObject *Py_UNUSED(module), PyObject *data)
+{
+    char *p;
+    Py_ssize_t n;
+    if (!PyBytes_Check(data)) {
+        PyErr_SetString(PyExc_TypeError, "sha256_hex() argument must be bytes");
+        return NULL;
+    }
+    if (PyBytes_AsStringAndSize(data, &p, &n) < 0) return NULL;
+    return sha256_text("", p, (size_t)n);
+}
+
+static PyObject *
+py_canonical_json(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
+{
+    PyObject *obj;
+    int ensure_ascii;
+    if (parse_obj_ensure_ascii(args, kwargs, "O|p:canonical_json", &obj, &ensure_ascii) < 0) return NULL;
+    cj_buf b = {NULL, 0, 0};
+    PyObject *result = NULL;
+    if (cj_encode(&b, obj, ensure_ascii) == 0) {
+        result = ensure_ascii ? PyUnicode_DecodeASCII(b.data ? b.data : "", (Py_ssize_t)b.len, NULL)
+                              : PyUnicode_DecodeUTF8(b.data ? b.data : "", (Py_ssize_t)b.len, NULL);
+    }
+    cj_free(&b);
+    return result;
+}
+
+static PyObject *
+py_canonical_sha256(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
+{
+    PyObject *obj;
+    int ensure_ascii;
+    if (parse_obj_ensure_ascii(args, kwargs, "O|p:canonical_sha256", &obj, &ensure_ascii) < 0) return NULL;
+    cj_buf b = {NULL, 0, 0};
+    PyObject *result = NULL;
+    if (cj_encode(&b, obj, ensure_ascii) == 0) result = sha256_text("", b.data ? b.data : "", b.len);
+    cj_free(&b);
+    return result;
+}
+
+/* Strict int check for placement_fragment_id arguments (bool rejected). */
+static int
+pfid_check_int(PyObject *v, const char *name)
+{
+    if (!PyLong_Check(v) || PyBool_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "%s must be an integer", name);
+        return -1;
+    }
+    return 0;
+}
+
+static int
+pfid_write_int_tuple(cj_buf *b, PyObject *t, const char *name)
+{
+    if (!PyTuple_Check(t)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a tuple of integers", name);
+        return -1;
+    }
+    Py_ssize_t n = PyTuple_Size(t);
+    if (n < 0 || cj_putc(b, '[') < 0) return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GetItem(t, i);
+        if (item == NULL || pfid_check_int(item, name) < 0) return -1;
+        if (i && cj_putc(b, ',') < 0) return -1;
+        if (cj_write_int(b, item) < 0) return -1;
+    }
+    return cj_putc(b, ']');
+}
+
+static int
+pfid_write_key(cj_buf *b, const char *key)
+{
+    /* ',"key":' — callers emit the leading '{' themselves for the first key. */
+    size_t n = strlen(key);
+    if (cj_reserve(b, n + 3) < 0) return -1;
+    b->data[b->len++] = '"';
+    memcpy(b->data + b->len, key, n);
+    b->len += n;
+    b->data[b->len++] = '"';
+    b->data[b->len++] = ':';
+    return 0;
+}
+
+static int
+pfid_write_aliases(cj_buf *b, PyObject *aliases)
+{
+    if (!PyTuple_Check(aliases)) {
+        PyErr_SetString(PyExc_TypeError, "aliases must be a tuple of str");
+        return -1;
+    }
+    Py_ssize_t n = PyTuple_Size(aliases);
+    if (n < 0) return -1;
+    if (n == 0) return cj_write(b, "[]", 2);
+    cj_item *items = mr_alloc_array((size_t)n, sizeof(cj_item));
+    if (items == NULL) return -1;
+    Py_ssize_t count = 0;
+    int rc = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *a = PyTuple_GetItem(aliases, i);
+        if (a == NULL) goto done;
+        if (!PyUnicode_Check(a)) {
+            PyErr_SetString(PyExc_TypeError, "aliases must be a tuple of str");
+            goto done;
+        }
+        cj_utf8 v;
+        if (cj_get_utf8(a, 1, &v) < 0) goto done;
+        items[count].s = v.s;
+        items[count].n = (size_t)v.n;
+        items[count].holder = v.holder;
+        Py_INCREF(a);
+        items[count].key = a;
+        items[count].value = NULL;
+        count++;
+    }
+    qsort(items, (size_t)count, sizeof(cj_item), cj_item_cmp);
+    if (cj_putc(b, '[') < 0) goto done;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (i && cj_putc(b, ',') < 0) goto done;
+        if (cj_write_utf8_string(b, (const unsigned char *)items[i].s, items[i].n, 1) < 0) goto done;
+    }
+    if (cj_putc(b, ']') < 0) goto done;
+    rc = 0;
+done:
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_XDECREF(items[i].holder);
+        Py_DECREF(items[i].key);
+    }
+    PyMem_Free(items);
+    return rc;
+}
+
+static PyObject *
+py_placement_fragment_id(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"tensor_id", "global_offset", "local_shape", "nbytes", "dp", "tp",
+                             "pp", "ep", "aliases", "pipeline_stage_id", NULL};
+    PyObject *tensor_id, *offset, *shape, *nbytes, *dp, *tp, *pp, *ep, *aliases, *stage;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOO:placement_fragment_id", kwlist, &tensor_id,
+                                     &offset, &shape, &nbytes, &dp, &tp, &pp, &ep, &aliases, &stage))
+        return NULL;
+    if (!PyUnicode_Check(tensor_id)) {
+        PyErr_SetString(PyExc_TypeError, "tensor_id must be a str");
+        return NULL;
+    }
+    if (pfid_check_int(nbytes, "nbytes") < 0 || pfid_check_int(dp, "dp") < 0 || pfid_check_int(tp, "tp") < 0 ||
+        pfid_check_int(pp, "pp") < 0 || pfid_check_int(ep, "ep") < 0)
+        return NULL;
+    if (stage != Py_None && pfid_check_int(stage, "pipeline_stage_id") < 0) return NULL;
+
+    cj_buf b = {NULL, 0, 0};
+    PyObject *result = NULL;
+    /* Keys in sorted order: aliases, global_offset, local_shape, nbytes,
+     * [pipeline_stage_id], rank{dp,ep,pp,tp}, schema, tensor_id. */
+    if (cj_putc(&b, '{') < 0 || pfid_write_key(&b, "aliases") < 0 || pfid_write_aliases(&b, aliases) < 0) goto done;
+    if (cj_putc(&b, ',') < 0 || pfid_write_key(&b, "global_offset") < 0 ||
+        pfid_write_int_tuple(&b, offset, "global_offset") < 0)
+        goto done;
+    if (cj_putc(&b, ',') < 0 || pfid_write_key(&b, "local_shape") < 0 ||
+        pfid_write_int_tuple(&b, shape, "local_shape") < 0)
+        goto done;
+    if (cj_putc(&b, ',') < 0 || pfid_write_key(&b, "nbytes") < 0 || cj_write_int(&b, nbytes) < 0) goto done;
+    if (stage != Py_None) {
+        if (cj_putc(&b, ',') < 0 || pfid_write_key(&b, "pipeline_stage_id") < 0 || cj_write_int(&b, stage) < 0)
+            goto done;
+    }
+    if (cj_write(&b, ",\"rank\":{\"dp\":", 14) < 0 || cj_write_int(&b, dp) < 0) goto done;
+    if (cj_write(&b, ",\"ep\":", 6) < 0 || cj_write_int(&b, ep) < 0) goto done;
+    if (cj_write(&b, ",\"pp\":", 6) < 0 || cj_write_int(&b, pp) < 0) goto done;
+    if (cj_write(&b, ",\"tp\":", 6) < 0 || cj_write_int(&b, tp) < 0) goto done;
+    {
+        static const char schema[] = "},\"schema\":\"weight-placement-fragment\",\"tensor_id\":";
+        if (cj_write(&b, schema, sizeof(schema) - 1) < 0) goto done;
+    }
+    if (cj_write_str(&b, tensor_id, 1) < 0 || cj_putc(&b, '}') < 0) goto done;
+    result = sha256_text("sha256:", b.data, b.len);
+done:
+    cj_free(&b);
+    return result;
+}
+
+static PyMethodDef canonical_methods[] = {
+    {"sha256_hex", (PyCFunction)py_sha256_hex, METH_O, "Lowercase hex SHA-256 of bytes."},
+    {"canonical_json", (PyCFunction)(void (*)(void))py_canonical_json, METH_VARARGS | METH_KEYWORDS,
+     "json.dumps(obj, sort_keys=True, separators=(',', ':'), ensure_ascii=...) for JSON trees."},
+    {"canonical_sha256", (PyCFunction)(void (*)(void))py_canonical_sha256, METH_VARARGS | METH_KEYWORDS,
+     "Lowercase hex SHA-256 of the UTF-8 canonical JSON of obj."},
+    {"placement_fragment_id", (PyCFunction)(void (*)(void))py_placement_fragment_id,
+     METH_VARARGS | METH_KEYWORDS, "'sha256:' + hex of the canonical placement fragment content (spec 6.1)."},
+    {NULL, NULL, 0, NULL},
+};
+
+int
+Init_Canonical(PyObject *module)
+{
+    return PyModule_AddFunctions(module, canonical_methods);
 }
