@@ -1,8 +1,448 @@
-/* physical: placeholder until the kernels of this concern land. */
+/* physical: target physical-range conflict detection for bound plans (spec §12.6).
+ *
+ * The Python layer groups bound operations by target address space and target
+ * fragment, and hands this file one flat description of "segment streams": a
+ * stream is either one whole fragment (a single segment, free of charge) or one
+ * operation's strided segments (base, inner bytes, loop counts, strides), which
+ * are expanded lazily and charged one budget unit each. Per address space the
+ * streams are k-way merged in (begin, end, operation index) order and swept;
+ * the first overlap that is not a tolerated declared alias is reported.
+ *
+ * The kernel (mr_physical_sweep) is Python-free: plain C arrays in, a status
+ * code out. The glue (physical_sweep) converts and range-checks the inputs. */
 #include "physical.h"
 
-int
-Init_Physical(PyObject *Py_UNUSED(module))
+/* Kernel status codes. */
+#define MR_PHYS_OK 0
+#define MR_PHYS_CONFLICT 1
+#define MR_PHYS_BUDGET 2
+#define MR_PHYS_OVERFLOW 3
+#define MR_PHYS_NOMEM (-1)
+
+/* Maximum loop rank accepted for one stream (real tensors have a handful). */
+#define MR_PHYS_MAX_RANK 64
+
+typedef struct {
+    uint64_t base;      /* absolute address of the first segment */
+    uint64_t inner;     /* bytes per segment (>= 1) */
+    uint64_t offset;    /* current offset from base */
+    uint64_t begin;     /* current segment [begin, end) */
+    uint64_t end;
+    int64_t op;         /* operation index, the merge tie-breaker */
+    size_t space;       /* address-space id, dense from 0 */
+    size_t loop_off;    /* first loop in the counts/strides/cursor arrays */
+    size_t rank;        /* number of outer loops */
+    int charged;        /* 1: each segment costs one budget unit */
+} mr_stream;
+
+/* Strict (begin, end, op) ordering of the current segments of two streams. */
+static int
+stream_less(const mr_stream *a, const mr_stream *b)
 {
+    if (a->begin != b->begin) return a->begin < b->begin;
+    if (a->end != b->end) return a->end < b->end;
+    return a->op < b->op;
+}
+
+static void
+heap_sift_down(size_t *heap, size_t n, size_t pos, const mr_stream *streams)
+{
+    for (;;) {
+        size_t left = 2 * pos + 1;
+        size_t best = pos;
+        if (left < n && stream_less(&streams[heap[left]], &streams[heap[best]])) best = left;
+        if (left + 1 < n && stream_less(&streams[heap[left + 1]], &streams[heap[best]])) best = left + 1;
+        if (best == pos) return;
+        size_t tmp = heap[pos];
+        heap[pos] = heap[best];
+        heap[best] = tmp;
+        pos = best;
+    }
+}
+
+static void
+heap_sift_up(size_t *heap, size_t pos, const mr_stream *streams)
+{
+    while (pos > 0) {
+        size_t parent = (pos - 1) / 2;
+        if (!stream_less(&streams[heap[pos]], &streams[heap[parent]])) return;
+        size_t tmp = heap[pos];
+        heap[pos] = heap[parent];
+        heap[parent] = tmp;
+        pos = parent;
+    }
+}
+
+/* Set [begin, end) from base + offset; 0 or MR_PHYS_OVERFLOW. */
+static int
+stream_locate(mr_stream *s)
+{
+    if (mr_add_u64(s->base, s->offset, &s->begin) < 0) return MR_PHYS_OVERFLOW;
+    if (mr_add_u64(s->begin, s->inner, &s->end) < 0) return MR_PHYS_OVERFLOW;
+    return MR_PHYS_OK;
+}
+
+/* Advance to the next segment in row-major mixed-radix order (last loop fastest).
+ * Returns 1 when a segment follows, 0 when exhausted, or MR_PHYS_OVERFLOW (negated). */
+static int
+stream_advance(mr_stream *s, const uint64_t *counts, const uint64_t *strides, uint64_t *cursor)
+{
+    size_t d = s->rank;
+    while (d > 0) {
+        d--;
+        size_t k = s->loop_off + d;
+        if (cursor[k] + 1 < counts[k]) {
+            cursor[k]++;
+            if (mr_add_u64(s->offset, strides[k], &s->offset) < 0) return -MR_PHYS_OVERFLOW;
+            return 1;
+        }
+        /* Wrap this loop: remove exactly what was added while walking it. */
+        s->offset -= cursor[k] * strides[k];
+        cursor[k] = 0;
+    }
     return 0;
+}
+
+static int
+alias_tolerated(int64_t previous, int64_t current, const int64_t *alias_class, const int64_t *tensor_key)
+{
+    if (alias_class == NULL || tensor_key == NULL) return 0;
+    int64_t cls = alias_class[previous];
+    return cls >= 0 && cls == alias_class[current] && tensor_key[previous] != tensor_key[current];
+}
+
+/* Sweep the streams of one address space (indices members[0..n)).
+ * On conflict, *bad_op and *prev_op name the current and previous operations. */
+static int
+sweep_space(mr_stream *streams, const size_t *members, size_t n, const uint64_t *counts,
+            const uint64_t *strides, uint64_t *cursor, const int64_t *alias_class,
+            const int64_t *tensor_key, uint64_t budget, size_t *heap, int64_t *bad_op,
+            int64_t *prev_op)
+{
+    uint64_t used = 0;
+    size_t heap_len = 0;
+    /* Prime: the first segment of every stream, in the given order. */
+    for (size_t i = 0; i < n; i++) {
+        mr_stream *s = &streams[members[i]];
+        if (s->charged) {
+            if (used >= budget) return MR_PHYS_BUDGET;
+            used++;
+        }
+        int rc = stream_locate(s);
+        if (rc != MR_PHYS_OK) {
+            *bad_op = s->op;
+            return rc;
+        }
+        heap[heap_len] = members[i];
+        heap_sift_up(heap, heap_len, streams);
+        heap_len++;
+    }
+    int have_previous = 0;
+    uint64_t previous_begin = 0, previous_end = 0;
+    int64_t previous_op = -1;
+    while (heap_len > 0) {
+        mr_stream *s = &streams[heap[0]];
+        if (have_previous && s->begin < previous_end) {
+            if (!(s->begin == previous_begin && s->end == previous_end
+                  && alias_tolerated(previous_op, s->op, alias_class, tensor_key))) {
+                *bad_op = s->op;
+                *prev_op = previous_op;
+                return MR_PHYS_CONFLICT;
+            }
+        }
+        else {
+            have_previous = 1;
+            previous_begin = s->begin;
+            previous_end = s->end > previous_end ? s->end : previous_end;
+            previous_op = s->op;
+        }
+        int more = stream_advance(s, counts, strides, cursor);
+        if (more < 0) {
+            *bad_op = s->op;
+            return -more;
+        }
+        if (more == 0) {
+            heap_len--;
+            heap[0] = heap[heap_len];
+        }
+        else {
+            if (s->charged) {
+                if (used >= budget) return MR_PHYS_BUDGET;
+                used++;
+            }
+            int rc = stream_locate(s);
+            if (rc != MR_PHYS_OK) {
+                *bad_op = s->op;
+                return rc;
+            }
+        }
+        heap_sift_down(heap, heap_len, 0, streams);
+    }
+    return MR_PHYS_OK;
+}
+
+/* Kernel: sweep every address space in id order, each with its own budget.
+ * Returns a status code; MR_PHYS_NOMEM when scratch memory cannot be obtained. */
+static int
+mr_physical_sweep(mr_stream *streams, size_t n_streams, size_t n_spaces, const uint64_t *counts,
+                  const uint64_t *strides, size_t n_loops, const int64_t *alias_class,
+                  const int64_t *tensor_key, uint64_t budget, int64_t *bad_op, int64_t *prev_op)
+{
+    int status = MR_PHYS_NOMEM;
+    size_t *order = NULL, *start = NULL, *heap = NULL;
+    uint64_t *cursor = NULL;
+    size_t n_alloc = n_streams ? n_streams : 1;
+    size_t space_slots;
+    if (__builtin_add_overflow(n_spaces, (size_t)1, &space_slots)) return MR_PHYS_NOMEM;
+    if (n_streams > SIZE_MAX / sizeof(size_t) || space_slots > SIZE_MAX / sizeof(size_t)
+        || n_loops > SIZE_MAX / sizeof(uint64_t)) {
+        return MR_PHYS_NOMEM;
+    }
+    order = malloc(n_alloc * sizeof(size_t));
+    heap = malloc(n_alloc * sizeof(size_t));
+    start = calloc(space_slots, sizeof(size_t));
+    cursor = calloc(n_loops ? n_loops : 1, sizeof(uint64_t));
+    if (order == NULL || heap == NULL || start == NULL || cursor == NULL) goto done;
+    /* Counting sort of the streams by space, stable within a space. */
+    for (size_t i = 0; i < n_streams; i++) start[streams[i].space + 1]++;
+    for (size_t k = 0; k < n_spaces; k++) start[k + 1] += start[k];
+    {
+        size_t *fill = heap; /* reuse as the per-space fill cursor before sweeping */
+        for (size_t k = 0; k < n_spaces; k++) fill[k] = start[k];
+        for (size_t i = 0; i < n_streams; i++) order[fill[streams[i].space]++] = i;
+    }
+    status = MR_PHYS_OK;
+    for (size_t k = 0; k < n_spaces && status == MR_PHYS_OK; k++) {
+        status = sweep_space(streams, order + start[k], start[k + 1] - start[k], counts, strides,
+                             cursor, alias_class, tensor_key, budget, heap, bad_op, prev_op);
+    }
+done:
+    free(order);
+    free(heap);
+    free(start);
+    free(cursor);
+    return status;
+}
+
+/* ---------------------------------------------------------------------------
+ * Glue */
+
+/* Read item i of a list as an unsigned 64-bit integer in [minimum, maximum]. */
+static int
+list_u64(PyObject *list, Py_ssize_t i, uint64_t minimum, uint64_t maximum, const char *what,
+         uint64_t *out)
+{
+    PyObject *item = PyList_GetItem(list, i); /* borrowed */
+    if (item == NULL) return -1;
+    if (!PyLong_Check(item)) {
+        PyErr_Format(PyExc_TypeError, "physical_sweep: %s must be an integer", what);
+        return -1;
+    }
+    unsigned long long value = PyLong_AsUnsignedLongLong(item);
+    if (value == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "physical_sweep: %s is outside the unsigned 64-bit range", what);
+        return -1;
+    }
+    if ((uint64_t)value < minimum || (uint64_t)value > maximum) {
+        PyErr_Format(PyExc_ValueError, "physical_sweep: %s is out of range", what);
+        return -1;
+    }
+    *out = (uint64_t)value;
+    return 0;
+}
+
+/* Convert an optional list of n signed keys (each >= -1) into a new array. */
+static int
+convert_keys(PyObject *obj, size_t n, const char *what, int64_t **out)
+{
+    *out = NULL;
+    if (obj == Py_None) return 0;
+    if (!PyList_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "physical_sweep: %s must be a list or None", what);
+        return -1;
+    }
+    if ((size_t)PyList_Size(obj) != n) {
+        PyErr_Format(PyExc_ValueError, "physical_sweep: %s must have one entry per operation", what);
+        return -1;
+    }
+    int64_t *keys = mr_alloc_array(n, sizeof(int64_t));
+    if (keys == NULL) return -1;
+    for (size_t i = 0; i < n; i++) {
+        PyObject *item = PyList_GetItem(obj, (Py_ssize_t)i);
+        if (item == NULL) goto fail;
+        if (!PyLong_Check(item)) {
+            PyErr_Format(PyExc_TypeError, "physical_sweep: %s must contain integers", what);
+            goto fail;
+        }
+        long long value = PyLong_AsLongLong(item);
+        if (value == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_ValueError, "physical_sweep: %s is outside the 64-bit range", what);
+            goto fail;
+        }
+        if (value < -1) {
+            PyErr_Format(PyExc_ValueError, "physical_sweep: %s must be at least -1", what);
+            goto fail;
+        }
+        keys[i] = (int64_t)value;
+    }
+    *out = keys;
+    return 0;
+fail:
+    PyMem_Free(keys);
+    return -1;
+}
+
+PyDoc_STRVAR(physical_sweep_doc,
+"physical_sweep(streams, n_spaces, n_ops, alias_class, tensor_key, budget)\n"
+"--\n\n"
+"Sweep target segment streams for physical-range conflicts (spec 12.6).\n\n"
+"``streams`` is a flat list of ints; each stream is ``space, op, charged, base, inner,\n"
+"rank`` followed by ``rank`` loop counts and ``rank`` strides. Returns None when no\n"
+"conflict exists, else ``(status, op, previous_op)`` with status 1 (conflict),\n"
+"2 (segment budget exceeded) or 3 (address arithmetic overflow).");
+
+static PyObject *
+physical_sweep(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *streams_obj, *alias_obj, *tensor_obj, *budget_obj;
+    Py_ssize_t n_spaces_arg, n_ops_arg;
+    if (!PyArg_ParseTuple(args, "O!nnOOO:physical_sweep", &PyList_Type, &streams_obj, &n_spaces_arg,
+                          &n_ops_arg, &alias_obj, &tensor_obj, &budget_obj)) {
+        return NULL;
+    }
+    if (n_spaces_arg < 0 || n_ops_arg < 0) {
+        PyErr_SetString(PyExc_ValueError, "physical_sweep: counts must be non-negative");
+        return NULL;
+    }
+    if (!PyLong_Check(budget_obj)) {
+        PyErr_SetString(PyExc_TypeError, "physical_sweep: budget must be an integer");
+        return NULL;
+    }
+    unsigned long long budget_value = PyLong_AsUnsignedLongLong(budget_obj);
+    if (budget_value == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_ValueError, "physical_sweep: budget is outside the unsigned 64-bit range");
+        return NULL;
+    }
+    size_t n_spaces = (size_t)n_spaces_arg;
+    size_t n_ops = (size_t)n_ops_arg;
+    PyObject *result = NULL;
+    mr_stream *streams = NULL;
+    uint64_t *counts = NULL, *strides = NULL;
+    int64_t *alias_class = NULL, *tensor_key = NULL;
+    Py_ssize_t total = PyList_Size(streams_obj);
+    if (total < 0) return NULL;
+
+    /* Pass 1: count streams and loops, validating the framing. */
+    size_t n_streams = 0, n_loops = 0;
+    for (Py_ssize_t pos = 0; pos < total;) {
+        uint64_t rank;
+        if (total - pos < 6) {
+            PyErr_SetString(PyExc_ValueError, "physical_sweep: truncated stream header");
+            return NULL;
+        }
+        if (list_u64(streams_obj, pos + 5, 0, MR_PHYS_MAX_RANK, "loop rank", &rank) < 0) return NULL;
+        if ((uint64_t)(total - pos - 6) < 2 * rank) {
+            PyErr_SetString(PyExc_ValueError, "physical_sweep: truncated stream loops");
+            return NULL;
+        }
+        pos += 6 + (Py_ssize_t)(2 * rank);
+        n_streams++;
+        n_loops += (size_t)rank;
+    }
+    streams = mr_alloc_array(n_streams, sizeof(mr_stream));
+    counts = mr_alloc_array(n_loops, sizeof(uint64_t));
+    strides = mr_alloc_array(n_loops, sizeof(uint64_t));
+    if (streams == NULL || counts == NULL || strides == NULL) goto done;
+    if (convert_keys(alias_obj, n_ops, "alias_class", &alias_class) < 0) goto done;
+    if (convert_keys(tensor_obj, n_ops, "tensor_key", &tensor_key) < 0) goto done;
+    if ((alias_class == NULL) != (tensor_key == NULL)) {
+        PyErr_SetString(PyExc_ValueError, "physical_sweep: alias_class and tensor_key go together");
+        goto done;
+    }
+
+    /* Pass 2: convert. */
+    {
+        Py_ssize_t pos = 0;
+        size_t loop = 0;
+        uint64_t space_max = n_spaces ? (uint64_t)(n_spaces - 1) : 0;
+        uint64_t op_max = n_ops ? (uint64_t)(n_ops - 1) : 0;
+        for (size_t i = 0; i < n_streams; i++) {
+            mr_stream *s = &streams[i];
+            uint64_t space, op, charged, rank;
+            if (n_spaces == 0 || n_ops == 0) {
+                PyErr_SetString(PyExc_ValueError, "physical_sweep: stream without space or operation");
+                goto done;
+            }
+            if (list_u64(streams_obj, pos, 0, space_max, "space", &space) < 0) goto done;
+            if (list_u64(streams_obj, pos + 1, 0, op_max, "operation index", &op) < 0) goto done;
+            if (list_u64(streams_obj, pos + 2, 0, 1, "charged flag", &charged) < 0) goto done;
+            if (list_u64(streams_obj, pos + 3, 0, UINT64_MAX, "base address", &s->base) < 0) goto done;
+            if (list_u64(streams_obj, pos + 4, 1, UINT64_MAX, "inner bytes", &s->inner) < 0) goto done;
+            if (list_u64(streams_obj, pos + 5, 0, MR_PHYS_MAX_RANK, "loop rank", &rank) < 0) goto done;
+            s->space = (size_t)space;
+            s->op = (int64_t)op;
+            s->charged = (int)charged;
+            s->rank = (size_t)rank;
+            s->loop_off = loop;
+            s->offset = 0;
+            s->begin = 0;
+            s->end = 0;
+            pos += 6;
+            for (size_t d = 0; d < s->rank; d++) {
+                if (list_u64(streams_obj, pos + (Py_ssize_t)d, 1, UINT64_MAX, "loop count", &counts[loop + d]) < 0)
+                    goto done;
+                if (list_u64(streams_obj, pos + (Py_ssize_t)(s->rank + d), 0, UINT64_MAX, "stride",
+                             &strides[loop + d]) < 0)
+                    goto done;
+                /* The walk adds up to (count - 1) * stride for this loop; it must be representable. */
+                uint64_t span;
+                if (mr_mul_u64(counts[loop + d] - 1, strides[loop + d], &span) < 0) {
+                    PyErr_SetString(PyExc_ValueError, "physical_sweep: loop span overflows 64 bits");
+                    goto done;
+                }
+            }
+            pos += (Py_ssize_t)(2 * s->rank);
+            loop += s->rank;
+        }
+    }
+
+    {
+        int64_t bad_op = -1, prev_op = -1;
+        int status;
+        Py_BEGIN_ALLOW_THREADS
+        status = mr_physical_sweep(streams, n_streams, n_spaces, counts, strides, n_loops, alias_class,
+                                   tensor_key, (uint64_t)budget_value, &bad_op, &prev_op);
+        Py_END_ALLOW_THREADS
+        if (status == MR_PHYS_NOMEM) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        if (status == MR_PHYS_OK) {
+            result = Py_NewRef(Py_None);
+        }
+        else {
+            result = Py_BuildValue("(iLL)", status, (long long)bad_op, (long long)prev_op);
+        }
+    }
+done:
+    PyMem_Free(streams);
+    PyMem_Free(counts);
+    PyMem_Free(strides);
+    PyMem_Free(alias_class);
+    PyMem_Free(tensor_key);
+    return result;
+}
+
+static PyMethodDef physical_methods[] = {
+    {"physical_sweep", physical_sweep, METH_VARARGS, physical_sweep_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+int
+Init_Physical(PyObject *module)
+{
+    return PyModule_AddFunctions(module, physical_methods);
 }

@@ -56,3 +56,21 @@ def boxes_exactly_cover(
 # --- overlap.c: logical planner kernels (issue 3) ----------------------------
 
 # --- physical.c: bound physical-range kernels (issue 4) ----------------------
+
+def physical_sweep(
+    streams: list[int],
+    n_spaces: int,
+    n_ops: int,
+    alias_class: list[int] | None,
+    tensor_key: list[int] | None,
+    budget: int,
+) -> tuple[int, int, int] | None:
+    """Sweep target segment streams for physical-range conflicts (spec §12.6).
+
+    ``streams`` is flat: per stream ``space, op, charged, base, inner, rank`` then ``rank``
+    loop counts and ``rank`` strides. A charged stream's segments cost one budget unit each
+    and are expanded lazily; per address space (own budget) the streams are k-way merged in
+    ``(begin, end, op)`` order and swept. Overlap is tolerated only for equal ranges whose ops
+    share an ``alias_class`` (>= 0) and differ in ``tensor_key``. Returns None, or
+    ``(status, op, previous_op)``: 1 conflict (``op`` is the current operation), 2 budget
+    exceeded, 3 address arithmetic overflow."""
