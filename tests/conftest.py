@@ -1,0 +1,43 @@
+"""Shared pytest configuration: hypothesis profiles.
+
+Select a profile with ``HYPOTHESIS_PROFILE``:
+
+* ``ci`` (default): modest example counts so the whole suite stays within a few minutes on two
+  cores; no deadline (the machine is shared, timings are noisy); deterministic (derandomized) so a
+  CI failure reproduces locally.
+* ``nightly``: many more examples, randomized, for long exploratory runs.
+* ``dev``: a handful of examples, for quick iteration while writing tests.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from hypothesis import HealthCheck, settings
+
+# the helper modules (strategies, oracles, layout_model, known_answers) live beside the tests
+sys.path.insert(0, os.path.dirname(__file__))
+
+settings.register_profile(
+    "ci",
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    print_blob=True,
+)
+settings.register_profile(
+    "nightly",
+    max_examples=2000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    print_blob=True,
+)
+settings.register_profile(
+    "dev",
+    max_examples=10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
