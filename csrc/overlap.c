@@ -1,8 +1,1320 @@
-/* overlap: placeholder until the kernels of this concern land. */
+/* overlap: the logical planner kernel (spec §11.1 steps 5-9, §11.7) and the
+ * exact-cover check used by the logical plan self-checks (§11.6).
+ *
+ * Layout: a Python-free kernel section (plain C types in, status code out;
+ * runs with the GIL released) followed by the glue that converts the packed
+ * inputs, calls the kernel and builds the Python results.
+ *
+ * Inputs cross the boundary as bytes objects holding native int64 / uint64
+ * arrays (the Python layer packs them with the array module, which already
+ * rejects out-of-range values); the glue copies them into aligned buffers and
+ * range-checks every value before the kernel sees it. */
 #include "overlap.h"
 
-int
-Init_Overlap(PyObject *Py_UNUSED(module))
+/* ------------------------------------------------------------------------ */
+/* Kernel                                                                   */
+/* ------------------------------------------------------------------------ */
+
+enum {
+    OV_OK = 0,
+    OV_NOMEM = 1,
+    OV_REGIONS_LIMIT = 2,   /* a = limit */
+    OV_NOT_COVERED = 3,     /* index = target */
+    OV_ITEMSIZE = 4,        /* index = target */
+    OV_SEG_REGION = 5,      /* index = target, a = segment count, b = limit */
+    OV_SEG_TOTAL = 6,       /* index = target, a = running total, b = limit */
+    OV_BUDGET = 7,          /* pairwise comparison budget exhausted */
+    OV_OVERFLOW = 8,        /* byte arithmetic does not fit 64 bits */
+};
+
+#define OV_PAIR_BUDGET 1000000LL
+
+typedef struct {
+    int64_t b;
+    int64_t e;
+} ov_ival;
+
+static void *
+ov_raw_array(size_t n, size_t sz)
 {
+    size_t total;
+    if (__builtin_mul_overflow(n, sz, &total)) return NULL;
+    return malloc(total ? total : 1);
+}
+
+static void *
+ov_raw_calloc(size_t n, size_t sz)
+{
+    return calloc(n ? n : 1, sz ? sz : 1);
+}
+
+/* A growable buffer of fixed-size elements. */
+typedef struct {
+    char *data;
+    size_t len;
+    size_t cap;
+    size_t elem;
+} ov_vec;
+
+static int
+ov_vec_reserve(ov_vec *v, size_t extra)
+{
+    size_t need;
+    if (__builtin_add_overflow(v->len, extra, &need)) return -1;
+    if (need <= v->cap) return 0;
+    size_t cap = v->cap ? v->cap : 16;
+    while (cap < need) {
+        if (__builtin_mul_overflow(cap, (size_t)2, &cap)) return -1;
+    }
+    size_t bytes;
+    if (__builtin_mul_overflow(cap, v->elem, &bytes)) return -1;
+    char *p = realloc(v->data, bytes);
+    if (p == NULL) return -1;
+    v->data = p;
+    v->cap = cap;
     return 0;
+}
+
+static void
+ov_vec_free(ov_vec *v)
+{
+    free(v->data);
+    v->data = NULL;
+    v->len = v->cap = 0;
+}
+
+static int
+ov_ival_cmp(const void *pa, const void *pb)
+{
+    const ov_ival *a = pa, *b = pb;
+    if (a->b != b->b) return a->b < b->b ? -1 : 1;
+    if (a->e != b->e) return a->e < b->e ? -1 : 1;
+    return 0;
+}
+
+/* Sorts ivals[0..n) and removes duplicates; returns the unique count. */
+static size_t
+ov_unique_ivals(ov_ival *iv, size_t n)
+{
+    if (n == 0) return 0;
+    qsort(iv, n, sizeof(ov_ival), ov_ival_cmp);
+    size_t u = 1;
+    for (size_t i = 1; i < n; i++) {
+        if (iv[i].b != iv[u - 1].b || iv[i].e != iv[u - 1].e) iv[u++] = iv[i];
+    }
+    return u;
+}
+
+/* Sorted unique intervals are pairwise disjoint. */
+static int
+ov_ivals_disjoint(const ov_ival *iv, size_t u)
+{
+    for (size_t i = 1; i < u; i++) {
+        if (iv[i].b < iv[i - 1].e) return 0;
+    }
+    return 1;
+}
+
+/* First index whose end > x, over disjoint sorted intervals (ends ascending). */
+static size_t
+ov_first_end_after(const ov_ival *iv, size_t u, int64_t x)
+{
+    size_t lo = 0, hi = u;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (iv[mid].e > x) hi = mid; else lo = mid + 1;
+    }
+    return lo;
+}
+
+/* First index whose begin >= x. */
+static size_t
+ov_first_begin_at(const ov_ival *iv, size_t u, int64_t x)
+{
+    size_t lo = 0, hi = u;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (iv[mid].b >= x) hi = mid; else lo = mid + 1;
+    }
+    return lo;
+}
+
+/* ---- disjointness of a set of boxes (all of one rank) -------------------- */
+
+typedef struct {
+    const int64_t *off;   /* nd coordinates */
+    const int64_t *shp;   /* nd extents */
+} ov_box;
+
+typedef struct {
+    const int64_t *off;
+    const int64_t *shp;
+    int nd;
+} ov_box_nd;
+
+static int
+ov_box_nd_cmp(const void *pa, const void *pb)
+{
+    const ov_box_nd *a = pa, *b = pb;
+    for (int d = 0; d < a->nd; d++) {
+        if (a->off[d] != b->off[d]) return a->off[d] < b->off[d] ? -1 : 1;
+    }
+    for (int d = 0; d < a->nd; d++) {
+        if (a->shp[d] != b->shp[d]) return a->shp[d] < b->shp[d] ? -1 : 1;
+    }
+    return 0;
+}
+
+typedef struct {
+    int64_t key;
+    size_t idx;
+} ov_keyed;
+
+static int
+ov_keyed_cmp(const void *pa, const void *pb)
+{
+    const ov_keyed *a = pa, *b = pb;
+    if (a->key != b->key) return a->key < b->key ? -1 : 1;
+    if (a->idx != b->idx) return a->idx < b->idx ? -1 : 1;
+    return 0;
+}
+
+static int
+ov_boxes_intersect(const ov_box *a, const ov_box *b, int nd)
+{
+    for (int d = 0; d < nd; d++) {
+        int64_t lo = a->off[d] > b->off[d] ? a->off[d] : b->off[d];
+        int64_t ae = a->off[d] + a->shp[d];
+        int64_t be = b->off[d] + b->shp[d];
+        int64_t hi = ae < be ? ae : be;
+        if (hi <= lo) return 0;
+    }
+    return 1;
+}
+
+/* Returns 1 when the boxes are pairwise disjoint, 0 when two intersect, or a
+ * negative OV_ status (as -status) on failure. Fast path: when, on every
+ * dimension, the distinct intervals are pairwise disjoint, boxes are disjoint
+ * exactly when no two are identical. Otherwise a sweep on the dimension with
+ * the most distinct intervals compares each box with the active ones; for
+ * three or more dimensions the comparisons are budgeted like the reference. */
+static int
+ov_boxes_disjoint(const ov_box *boxes, size_t k, int nd)
+{
+    if (k < 2) return 1;
+    ov_ival *iv = ov_raw_array(k, sizeof(ov_ival));
+    if (iv == NULL) return -OV_NOMEM;
+    int grid = 1;
+    int best_dim = 0;
+    size_t best_count = 0;
+    for (int d = 0; d < nd; d++) {
+        for (size_t i = 0; i < k; i++) {
+            iv[i].b = boxes[i].off[d];
+            iv[i].e = boxes[i].off[d] + boxes[i].shp[d];
+        }
+        size_t u = ov_unique_ivals(iv, k);
+        if (!ov_ivals_disjoint(iv, u)) grid = 0;
+        if (u > best_count) {
+            best_count = u;
+            best_dim = d;
+        }
+    }
+    free(iv);
+
+    if (grid) {
+        /* identical boxes are the only possible intersections: sort whole
+         * boxes and compare neighbours. */
+        ov_box_nd *sorted = ov_raw_array(k, sizeof(ov_box_nd));
+        if (sorted == NULL) return -OV_NOMEM;
+        for (size_t i = 0; i < k; i++) {
+            sorted[i].off = boxes[i].off;
+            sorted[i].shp = boxes[i].shp;
+            sorted[i].nd = nd;
+        }
+        qsort(sorted, k, sizeof(ov_box_nd), ov_box_nd_cmp);
+        int distinct = 1;
+        for (size_t i = 1; i < k && distinct; i++) {
+            if (ov_box_nd_cmp(&sorted[i - 1], &sorted[i]) == 0) distinct = 0;
+        }
+        free(sorted);
+        return distinct;
+    }
+    ov_keyed *keys = ov_raw_array(k, sizeof(ov_keyed));
+    if (keys == NULL) return -OV_NOMEM;
+    int result = 1;
+
+    for (size_t i = 0; i < k; i++) {
+        keys[i].key = boxes[i].off[best_dim];
+        keys[i].idx = i;
+    }
+    qsort(keys, k, sizeof(ov_keyed), ov_keyed_cmp);
+    size_t *active = ov_raw_array(k, sizeof(size_t));
+    if (active == NULL) {
+        free(keys);
+        return -OV_NOMEM;
+    }
+    size_t nactive = 0;
+    long long comparisons = 0;
+    for (size_t s = 0; s < k && result == 1; s++) {
+        const ov_box *cur = &boxes[keys[s].idx];
+        int64_t begin = cur->off[best_dim];
+        size_t w = 0;
+        for (size_t a = 0; a < nactive; a++) {
+            const ov_box *o = &boxes[active[a]];
+            if (o->off[best_dim] + o->shp[best_dim] > begin) active[w++] = active[a];
+        }
+        nactive = w;
+        for (size_t a = 0; a < nactive; a++) {
+            if (nd >= 3) {
+                if (comparisons >= OV_PAIR_BUDGET) {
+                    result = -OV_BUDGET;
+                    break;
+                }
+                comparisons++;
+            }
+            if (ov_boxes_intersect(cur, &boxes[active[a]], nd)) {
+                result = 0;
+                break;
+            }
+        }
+        active[nactive++] = keys[s].idx;
+    }
+    free(active);
+    free(keys);
+    return result;
+}
+
+/* Exact cover of a container by boxes: non-empty, every box inside, volumes
+ * sum to the container volume (checked), pairwise disjoint. Returns 1/0 or a
+ * negative status. */
+static int
+ov_exact_cover(const int64_t *coff, const int64_t *cshp, const ov_box *boxes, size_t k, int nd)
+{
+    if (k == 0) return 0;
+    uint64_t cvol = 1;
+    for (int d = 0; d < nd; d++) {
+        if (__builtin_mul_overflow(cvol, (uint64_t)cshp[d], &cvol)) return -OV_OVERFLOW;
+    }
+    uint64_t sum = 0;
+    for (size_t i = 0; i < k; i++) {
+        uint64_t vol = 1;
+        for (int d = 0; d < nd; d++) {
+            int64_t b = boxes[i].off[d], e = boxes[i].off[d] + boxes[i].shp[d];
+            if (b < coff[d] || e > coff[d] + cshp[d]) return 0;
+            if (__builtin_mul_overflow(vol, (uint64_t)boxes[i].shp[d], &vol)) return 0;
+        }
+        if (__builtin_add_overflow(sum, vol, &sum)) return 0;
+        if (sum > cvol) return 0;
+    }
+    if (sum != cvol) return 0;
+    return ov_boxes_disjoint(boxes, k, nd);
+}
+
+/* ---- fragment tables and covers ------------------------------------------ */
+
+typedef struct {
+    size_t n;
+    int64_t *tensor;
+    int64_t *start;       /* coordinate start per fragment */
+    int64_t *off;         /* flat coordinates */
+    int64_t *shape;       /* flat extents */
+    uint64_t *nbytes;
+    int64_t *order;       /* fragment id rank (sources) */
+    uint64_t *strides;    /* flat row-major byte strides (valid when ok) */
+    unsigned char *ok;    /* nbytes == volume * itemsize */
+} ov_frags;
+
+typedef struct {
+    size_t m;
+    const int64_t *members;    /* source fragment indices */
+    int nd;
+    int built;
+    int grid;
+    /* grid */
+    size_t *cnt;
+    ov_ival **ivals;
+    int64_t *cells;
+    /* interval index */
+    int dim;
+    int64_t *sorted;           /* member fragment indices sorted by begin on dim */
+    int64_t *prefmax;
+} ov_cover;
+
+static void
+ov_cover_free(ov_cover *c)
+{
+    if (c->ivals != NULL) {
+        for (int d = 0; d < c->nd; d++) free(c->ivals[d]);
+    }
+    free(c->ivals);
+    free(c->cnt);
+    free(c->cells);
+    free(c->sorted);
+    free(c->prefmax);
+    c->ivals = NULL;
+    c->cnt = NULL;
+    c->cells = NULL;
+    c->sorted = NULL;
+    c->prefmax = NULL;
+}
+
+static size_t
+ov_find_ival(const ov_ival *iv, size_t u, int64_t b)
+{
+    size_t lo = 0, hi = u;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (iv[mid].b < b) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+
+static int
+ov_cover_build(ov_cover *c, const ov_frags *src)
+{
+    c->built = 1;
+    size_t m = c->m;
+    int nd = c->nd;
+    if (m == 0) return OV_OK;
+    c->cnt = ov_raw_calloc((size_t)nd, sizeof(size_t));
+    c->ivals = ov_raw_calloc((size_t)nd, sizeof(ov_ival *));
+    if (c->cnt == NULL || c->ivals == NULL) return OV_NOMEM;
+    int grid = 1;
+    size_t best = 0;
+    int best_dim = 0;
+    uint64_t cells = 1;
+    for (int d = 0; d < nd; d++) {
+        ov_ival *iv = ov_raw_array(m, sizeof(ov_ival));
+        if (iv == NULL) return OV_NOMEM;
+        c->ivals[d] = iv;
+        for (size_t i = 0; i < m; i++) {
+            int64_t f = c->members[i];
+            int64_t p = src->start[f] + d;
+            iv[i].b = src->off[p];
+            iv[i].e = src->off[p] + src->shape[p];
+        }
+        size_t u = ov_unique_ivals(iv, m);
+        c->cnt[d] = u;
+        if (u > best) {
+            best = u;
+            best_dim = d;
+        }
+        if (!ov_ivals_disjoint(iv, u)) grid = 0;
+        if (grid && __builtin_mul_overflow(cells, (uint64_t)u, &cells)) grid = 0;
+    }
+    if (grid && cells > (uint64_t)m * 2u + 64u) grid = 0;
+    if (grid) {
+        c->cells = ov_raw_array((size_t)cells, sizeof(int64_t));
+        if (c->cells == NULL) return OV_NOMEM;
+        for (uint64_t i = 0; i < cells; i++) c->cells[i] = -1;
+        for (size_t i = 0; i < m && grid; i++) {
+            int64_t f = c->members[i];
+            uint64_t cell = 0;
+            for (int d = 0; d < nd; d++) {
+                int64_t p = src->start[f] + d;
+                size_t at = ov_find_ival(c->ivals[d], c->cnt[d], src->off[p]);
+                cell = cell * (uint64_t)c->cnt[d] + (uint64_t)at;
+            }
+            if (c->cells[cell] != -1) grid = 0; else c->cells[cell] = f;
+        }
+        if (grid) {
+            c->grid = 1;
+            return OV_OK;
+        }
+        free(c->cells);
+        c->cells = NULL;
+    }
+    c->grid = 0;
+    c->dim = best_dim;
+    ov_keyed *keys = ov_raw_array(m, sizeof(ov_keyed));
+    c->sorted = ov_raw_array(m, sizeof(int64_t));
+    c->prefmax = ov_raw_array(m, sizeof(int64_t));
+    if (keys == NULL || c->sorted == NULL || c->prefmax == NULL) {
+        free(keys);
+        return OV_NOMEM;
+    }
+    for (size_t i = 0; i < m; i++) {
+        int64_t f = c->members[i];
+        keys[i].key = src->off[src->start[f] + best_dim];
+        keys[i].idx = i;
+    }
+    qsort(keys, m, sizeof(ov_keyed), ov_keyed_cmp);
+    int64_t run = INT64_MIN;
+    for (size_t i = 0; i < m; i++) {
+        int64_t f = c->members[keys[i].idx];
+        int64_t p = src->start[f] + best_dim;
+        int64_t e = src->off[p] + src->shape[p];
+        c->sorted[i] = f;
+        if (e > run) run = e;
+        c->prefmax[i] = run;
+    }
+    free(keys);
+    return OV_OK;
+}
+
+/* One overlap of a target with a source fragment, before geometry. */
+typedef struct {
+    int64_t src;
+    size_t coord;         /* position in the scratch coordinate buffer (2*nd values) */
+    size_t rank1;         /* position in the (offset, shape, source id) order */
+    uint64_t src_base;
+    uint64_t tgt_base;
+} ov_hit;
+
+/* A finished region. */
+typedef struct {
+    int64_t src;
+    int64_t tgt;
+    size_t coord;         /* position in the output coordinate buffer (2*nd values) */
+    int nd;
+    int suffix;
+    uint64_t src_base;
+    uint64_t tgt_base;
+    uint64_t inner;
+} ov_region;
+
+typedef struct {
+    const int64_t *coords;   /* scratch coordinates */
+    int nd;
+    const int64_t *order;    /* source fragment id ranks */
+} ov_sort_ctx;
+
+/* Sort of hits by (overlap_offset, overlap_shape, source id rank): hits carry
+ * everything the comparison needs through this small context struct array. */
+typedef struct {
+    ov_hit hit;
+    const ov_sort_ctx *ctx;
+} ov_hit_sortable;
+
+static int
+ov_hit_cmp1(const void *pa, const void *pb)
+{
+    const ov_hit_sortable *a = pa, *b = pb;
+    const ov_sort_ctx *ctx = a->ctx;
+    const int64_t *x = ctx->coords + a->hit.coord;
+    const int64_t *y = ctx->coords + b->hit.coord;
+    for (int d = 0; d < 2 * ctx->nd; d++) {
+        if (x[d] != y[d]) return x[d] < y[d] ? -1 : 1;
+    }
+    int64_t ra = ctx->order[a->hit.src], rb = ctx->order[b->hit.src];
+    if (ra != rb) return ra < rb ? -1 : 1;
+    return 0;
+}
+
+static int
+ov_hit_cmp2(const void *pa, const void *pb)
+{
+    const ov_hit_sortable *a = pa, *b = pb;
+    const ov_sort_ctx *ctx = a->ctx;
+    if (a->hit.tgt_base != b->hit.tgt_base) return a->hit.tgt_base < b->hit.tgt_base ? -1 : 1;
+    int64_t ra = ctx->order[a->hit.src], rb = ctx->order[b->hit.src];
+    if (ra != rb) return ra < rb ? -1 : 1;
+    if (a->hit.src_base != b->hit.src_base) return a->hit.src_base < b->hit.src_base ? -1 : 1;
+    if (a->hit.rank1 != b->hit.rank1) return a->hit.rank1 < b->hit.rank1 ? -1 : 1;
+    return 0;
+}
+
+typedef struct {
+    /* inputs */
+    size_t ntensors;
+    int64_t *tensor_nd;
+    int64_t *tensor_itemsize;
+    ov_frags src;
+    ov_frags tgt;
+    size_t ncovers;
+    int64_t *cover_start;
+    int64_t *cover_members;
+    int64_t *tgt_cover;
+    size_t nprocess;
+    uint64_t max_regions;
+    uint64_t max_seg_region;
+    uint64_t max_seg_total;
+    /* outputs */
+    ov_vec regions;          /* ov_region */
+    ov_vec coords;           /* int64 */
+    int64_t err_index;
+    uint64_t err_a;
+    uint64_t err_b;
+} ov_plan;
+
+/* Per-fragment volume check and row-major byte strides. */
+static int
+ov_prepare_frags(ov_frags *f, const int64_t *tensor_nd, const int64_t *tensor_itemsize)
+{
+    for (size_t i = 0; i < f->n; i++) {
+        int64_t t = f->tensor[i];
+        int nd = (int)tensor_nd[t];
+        uint64_t it = (uint64_t)tensor_itemsize[t];
+        int64_t s = f->start[i];
+        uint64_t acc = it;
+        int ok = 1;
+        for (int d = nd - 1; d >= 0; d--) {
+            f->strides[s + d] = ok ? acc : 0;
+            if (ok && __builtin_mul_overflow(acc, (uint64_t)f->shape[s + d], &acc)) ok = 0;
+        }
+        f->ok[i] = (unsigned char)(ok && acc == f->nbytes[i]);
+    }
+    return OV_OK;
+}
+
+static int
+ov_plan_run(ov_plan *P)
+{
+    int status = OV_OK;
+    ov_cover *covers = ov_raw_calloc(P->ncovers, sizeof(ov_cover));
+    ov_vec hits = {NULL, 0, 0, sizeof(ov_hit_sortable)};
+    ov_vec scratch = {NULL, 0, 0, sizeof(int64_t)};
+    ov_box *boxes = NULL;
+    size_t boxes_cap = 0;
+    uint64_t total_regions = 0;
+    uint64_t total_segments = 0;
+    if (covers == NULL) return OV_NOMEM;
+    for (size_t c = 0; c < P->ncovers; c++) {
+        covers[c].members = P->cover_members + P->cover_start[c];
+        covers[c].m = (size_t)(P->cover_start[c + 1] - P->cover_start[c]);
+    }
+    ov_prepare_frags(&P->src, P->tensor_nd, P->tensor_itemsize);
+    ov_prepare_frags(&P->tgt, P->tensor_nd, P->tensor_itemsize);
+
+    for (size_t ti = 0; ti < P->nprocess && status == OV_OK; ti++) {
+        const ov_frags *S = &P->src, *T = &P->tgt;
+        int64_t t = T->tensor[ti];
+        int nd = (int)P->tensor_nd[t];
+        const int64_t *toff = T->off + T->start[ti];
+        const int64_t *tshp = T->shape + T->start[ti];
+        hits.len = 0;
+        scratch.len = 0;
+        int64_t cid = P->tgt_cover[ti];
+        ov_cover *cv = cid >= 0 ? &covers[cid] : NULL;
+        if (cv != NULL && !cv->built) {
+            cv->nd = nd;
+            status = ov_cover_build(cv, S);
+            if (status != OV_OK) break;
+        }
+        ov_sort_ctx ctx = {NULL, nd, S->order};
+
+        /* enumerate candidate source fragments overlapping the target box */
+        if (cv != NULL && cv->m > 0) {
+            size_t lo[64], hi[64], idx[64];
+            int use_grid = cv->grid && nd <= 64;
+            size_t ncand_iter = 0;
+            int done = 0;
+            if (use_grid) {
+                for (int d = 0; d < nd; d++) {
+                    lo[d] = ov_first_end_after(cv->ivals[d], cv->cnt[d], toff[d]);
+                    hi[d] = ov_first_begin_at(cv->ivals[d], cv->cnt[d], toff[d] + tshp[d]);
+                    if (lo[d] >= hi[d]) done = 1;
+                    idx[d] = lo[d];
+                }
+            } else {
+                int64_t qb = toff[cv->dim];
+                size_t a = 0, b = cv->m;
+                while (a < b) {
+                    size_t mid = a + (b - a) / 2;
+                    if (cv->prefmax[mid] > qb) b = mid; else a = mid + 1;
+                }
+                ncand_iter = a;
+            }
+            while (!done && status == OV_OK) {
+                int64_t f;
+                if (use_grid) {
+                    uint64_t cell = 0;
+                    for (int d = 0; d < nd; d++) cell = cell * (uint64_t)cv->cnt[d] + (uint64_t)idx[d];
+                    f = cv->cells[cell];
+                    /* advance the mixed-radix counter (last dimension fastest) */
+                    int d = nd - 1;
+                    while (d >= 0) {
+                        idx[d]++;
+                        if (idx[d] < hi[d]) break;
+                        idx[d] = lo[d];
+                        d--;
+                    }
+                    if (d < 0) done = 1;
+                    if (f < 0) continue;
+                } else {
+                    if (ncand_iter >= cv->m) break;
+                    f = cv->sorted[ncand_iter++];
+                    int64_t p = S->start[f] + cv->dim;
+                    if (S->off[p] >= toff[cv->dim] + tshp[cv->dim]) break;
+                }
+                const int64_t *soff = S->off + S->start[f];
+                const int64_t *sshp = S->shape + S->start[f];
+                int empty = 0;
+                if (ov_vec_reserve(&scratch, (size_t)(2 * nd)) < 0) {
+                    status = OV_NOMEM;
+                    break;
+                }
+                int64_t *box = (int64_t *)scratch.data + scratch.len;
+                for (int d = 0; d < nd; d++) {
+                    int64_t b = soff[d] > toff[d] ? soff[d] : toff[d];
+                    int64_t se = soff[d] + sshp[d], te = toff[d] + tshp[d];
+                    int64_t e = se < te ? se : te;
+                    if (e <= b) {
+                        empty = 1;
+                        break;
+                    }
+                    box[d] = b;
+                    box[nd + d] = e - b;
+                }
+                if (empty) continue;
+                /* region budget before anything is materialised */
+                if (total_regions + hits.len + 1 > P->max_regions) {
+                    status = OV_REGIONS_LIMIT;
+                    P->err_index = (int64_t)ti;
+                    P->err_a = P->max_regions;
+                    break;
+                }
+                if (ov_vec_reserve(&hits, 1) < 0) {
+                    status = OV_NOMEM;
+                    break;
+                }
+                ov_hit_sortable *h = (ov_hit_sortable *)hits.data + hits.len;
+                memset(h, 0, sizeof(*h));
+                h->hit.src = f;
+                h->hit.coord = scratch.len;
+                h->ctx = &ctx;
+                scratch.len += (size_t)(2 * nd);
+                hits.len++;
+            }
+        }
+        if (status != OV_OK) break;
+        ctx.coords = (const int64_t *)scratch.data;
+        ov_hit_sortable *hv = (ov_hit_sortable *)hits.data;
+        size_t k = hits.len;
+        for (size_t i = 0; i < k; i++) hv[i].ctx = &ctx;
+        if (k > 1) qsort(hv, k, sizeof(ov_hit_sortable), ov_hit_cmp1);
+
+        /* exact cover of the target box by the overlaps */
+        if (k > boxes_cap) {
+            free(boxes);
+            boxes = ov_raw_array(k, sizeof(ov_box));
+            if (boxes == NULL) {
+                boxes_cap = 0;
+                status = OV_NOMEM;
+                break;
+            }
+            boxes_cap = k;
+        }
+        for (size_t i = 0; i < k; i++) {
+            boxes[i].off = ctx.coords + hv[i].hit.coord;
+            boxes[i].shp = ctx.coords + hv[i].hit.coord + nd;
+        }
+        int covered;
+        if (k == 0) {
+            covered = 0;
+        } else if (cv != NULL && cv->grid) {
+            /* overlaps with pairwise disjoint grid cells are disjoint: volumes decide */
+            uint64_t tvol = 1, sum = 0;
+            covered = 1;
+            for (int d = 0; d < nd; d++) {
+                if (__builtin_mul_overflow(tvol, (uint64_t)tshp[d], &tvol)) covered = 0;
+            }
+            for (size_t i = 0; i < k && covered; i++) {
+                uint64_t vol = 1;
+                for (int d = 0; d < nd; d++) {
+                    if (__builtin_mul_overflow(vol, (uint64_t)boxes[i].shp[d], &vol)) covered = 0;
+                }
+                if (__builtin_add_overflow(sum, vol, &sum)) covered = 0;
+            }
+            if (covered && sum != tvol) covered = 0;
+        } else {
+            covered = ov_exact_cover(toff, tshp, boxes, k, nd);
+            if (covered < 0) {
+                status = -covered;
+                P->err_index = (int64_t)ti;
+                break;
+            }
+        }
+        if (!covered) {
+            status = OV_NOT_COVERED;
+            P->err_index = (int64_t)ti;
+            break;
+        }
+
+        /* region geometry (§11.7), itemsize and segment budgets, in order */
+        for (size_t i = 0; i < k && status == OV_OK; i++) {
+            ov_hit *h = &hv[i].hit;
+            int64_t f = h->src;
+            h->rank1 = i;
+            if (!S->ok[f] || !T->ok[ti] || P->tensor_itemsize[t] <= 0) {
+                status = OV_ITEMSIZE;
+                P->err_index = (int64_t)ti;
+                break;
+            }
+            const int64_t *box = ctx.coords + h->coord;
+            const int64_t *soff = S->off + S->start[f];
+            const uint64_t *SS = S->strides + S->start[f];
+            const uint64_t *TS = T->strides + T->start[ti];
+            uint64_t sb = 0, tb = 0, term;
+            for (int d = 0; d < nd && status == OV_OK; d++) {
+                if (__builtin_mul_overflow((uint64_t)(box[d] - soff[d]), SS[d], &term)
+                    || __builtin_add_overflow(sb, term, &sb)
+                    || __builtin_mul_overflow((uint64_t)(box[d] - toff[d]), TS[d], &term)
+                    || __builtin_add_overflow(tb, term, &tb)) {
+                    status = OV_OVERFLOW;
+                }
+            }
+            if (status != OV_OK) break;
+            h->src_base = sb;
+            h->tgt_base = tb;
+            uint64_t inner;
+            if (__builtin_mul_overflow((uint64_t)box[nd + nd - 1], (uint64_t)P->tensor_itemsize[t], &inner)) {
+                status = OV_OVERFLOW;
+                break;
+            }
+            int suffix = nd - 1;
+            for (int d = nd - 2; d >= 0; d--) {
+                if (SS[d] == inner && TS[d] == inner) {
+                    if (__builtin_mul_overflow(inner, (uint64_t)box[nd + d], &inner)) {
+                        status = OV_OVERFLOW;
+                        break;
+                    }
+                    suffix = d;
+                } else {
+                    break;
+                }
+            }
+            if (status != OV_OK) break;
+            uint64_t seg = 1;
+            for (int d = 0; d < suffix; d++) {
+                if (__builtin_mul_overflow(seg, (uint64_t)box[nd + d], &seg)) {
+                    status = OV_OVERFLOW;
+                    break;
+                }
+            }
+            if (status != OV_OK) break;
+            if (seg > P->max_seg_region) {
+                status = OV_SEG_REGION;
+                P->err_index = (int64_t)ti;
+                P->err_a = seg;
+                P->err_b = P->max_seg_region;
+                break;
+            }
+            if (__builtin_add_overflow(total_segments, seg, &total_segments)
+                || total_segments > P->max_seg_total) {
+                status = OV_SEG_TOTAL;
+                P->err_index = (int64_t)ti;
+                P->err_a = total_segments;
+                P->err_b = P->max_seg_total;
+                break;
+            }
+            /* stash inner and suffix through the hit: reuse src_base/tgt_base fields and
+             * recompute nothing later */
+            hv[i].hit.rank1 = i;
+            hv[i].hit.src_base = sb;
+            hv[i].hit.tgt_base = tb;
+            /* keep inner/suffix alongside in the region emitted below */
+            if (ov_vec_reserve(&P->regions, 1) < 0 || ov_vec_reserve(&P->coords, (size_t)(2 * nd)) < 0) {
+                status = OV_NOMEM;
+                break;
+            }
+            ov_region *r = (ov_region *)P->regions.data + P->regions.len;
+            r->src = f;
+            r->tgt = (int64_t)ti;
+            r->coord = P->coords.len;
+            r->nd = nd;
+            r->suffix = suffix;
+            r->src_base = sb;
+            r->tgt_base = tb;
+            r->inner = inner;
+            memcpy((int64_t *)P->coords.data + P->coords.len, box, (size_t)(2 * nd) * sizeof(int64_t));
+            P->coords.len += (size_t)(2 * nd);
+            P->regions.len++;
+        }
+        if (status != OV_OK) break;
+        /* final order within the target: (target base, source id, source base) */
+        if (k > 1) {
+            size_t first = P->regions.len - k;
+            ov_region *rv = (ov_region *)P->regions.data + first;
+            /* sort the hits by the final key, then permute the emitted regions */
+            for (size_t i = 0; i < k; i++) hv[i].hit.rank1 = i;
+            qsort(hv, k, sizeof(ov_hit_sortable), ov_hit_cmp2);
+            ov_region *tmp = ov_raw_array(k, sizeof(ov_region));
+            if (tmp == NULL) {
+                status = OV_NOMEM;
+                break;
+            }
+            for (size_t i = 0; i < k; i++) tmp[i] = rv[hv[i].hit.rank1];
+            memcpy(rv, tmp, k * sizeof(ov_region));
+            free(tmp);
+        }
+        total_regions += k;
+    }
+
+    for (size_t c = 0; c < P->ncovers; c++) ov_cover_free(&covers[c]);
+    free(covers);
+    ov_vec_free(&hits);
+    ov_vec_free(&scratch);
+    free(boxes);
+    return status;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Glue                                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* Copies a bytes object of native int64 values into a fresh buffer. */
+static int64_t *
+ov_i64_from_bytes(PyObject *obj, const char *name, size_t *count)
+{
+    char *data;
+    Py_ssize_t size;
+    if (!PyBytes_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s must be bytes", name);
+        return NULL;
+    }
+    if (PyBytes_AsStringAndSize(obj, &data, &size) < 0) return NULL;
+    if (size % (Py_ssize_t)sizeof(int64_t) != 0) {
+        PyErr_Format(PyExc_ValueError, "%s has a partial 64-bit element", name);
+        return NULL;
+    }
+    size_t n = (size_t)size / sizeof(int64_t);
+    int64_t *out = mr_alloc_array(n, sizeof(int64_t));
+    if (out == NULL) return NULL;
+    if (n) memcpy(out, data, n * sizeof(int64_t));
+    *count = n;
+    return out;
+}
+
+static int
+ov_u64_limit(PyObject *obj, const char *name, uint64_t *out)
+{
+    if (!PyLong_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s must be an int", name);
+        return -1;
+    }
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (overflow > 0) {
+        *out = UINT64_MAX;   /* above every reachable count */
+        return 0;
+    }
+    if (overflow < 0 || v <= 0) {
+        PyErr_Format(PyExc_ValueError, "%s must be a positive integer", name);
+        return -1;
+    }
+    *out = (uint64_t)v;
+    return 0;
+}
+
+static void
+ov_frags_free(ov_frags *f)
+{
+    PyMem_Free(f->tensor);
+    PyMem_Free(f->start);
+    PyMem_Free(f->off);
+    PyMem_Free(f->shape);
+    PyMem_Free(f->nbytes);
+    PyMem_Free(f->order);
+    PyMem_Free(f->strides);
+    PyMem_Free(f->ok);
+    memset(f, 0, sizeof(*f));
+}
+
+/* Loads one fragment side; validates tensor indices, coordinates and sizes. */
+static int
+ov_frags_load(ov_frags *f, const char *side, size_t ntensors, const int64_t *tensor_nd,
+              PyObject *tensor, PyObject *off, PyObject *shape, PyObject *nbytes, PyObject *order)
+{
+    size_t n, noff, nshape, nnb, nord = 0;
+    memset(f, 0, sizeof(*f));
+    f->tensor = ov_i64_from_bytes(tensor, "fragment tensors", &n);
+    if (f->tensor == NULL) return -1;
+    f->n = n;
+    f->off = ov_i64_from_bytes(off, "fragment offsets", &noff);
+    if (f->off == NULL) return -1;
+    f->shape = ov_i64_from_bytes(shape, "fragment shapes", &nshape);
+    if (f->shape == NULL) return -1;
+    f->nbytes = (uint64_t *)ov_i64_from_bytes(nbytes, "fragment nbytes", &nnb);
+    if (f->nbytes == NULL) return -1;
+    if (order != NULL) {
+        f->order = ov_i64_from_bytes(order, "fragment order", &nord);
+        if (f->order == NULL) return -1;
+    }
+    if (nnb != n || (order != NULL && nord != n) || noff != nshape) {
+        PyErr_Format(PyExc_ValueError, "%s fragment arrays have inconsistent lengths", side);
+        return -1;
+    }
+    f->start = mr_alloc_array(n, sizeof(int64_t));
+    if (f->start == NULL) return -1;
+    size_t pos = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t t = f->tensor[i];
+        if (t < 0 || (uint64_t)t >= (uint64_t)ntensors) {
+            PyErr_Format(PyExc_ValueError, "%s fragment tensor index is out of range", side);
+            return -1;
+        }
+        f->start[i] = (int64_t)pos;
+        size_t nd = (size_t)tensor_nd[t];
+        if (nd > noff - pos || pos > noff) {
+            PyErr_Format(PyExc_ValueError, "%s fragment coordinates are truncated", side);
+            return -1;
+        }
+        for (size_t d = 0; d < nd; d++) {
+            int64_t o = f->off[pos + d], s = f->shape[pos + d], e;
+            if (o < 0 || s < 1 || __builtin_add_overflow(o, s, &e)) {
+                PyErr_Format(PyExc_ValueError,
+                             "%s fragment box must fit in a signed 64-bit integer", side);
+                return -1;
+            }
+        }
+        pos += nd;
+    }
+    if (pos != noff) {
+        PyErr_Format(PyExc_ValueError, "%s fragment coordinates have trailing values", side);
+        return -1;
+    }
+    f->strides = mr_alloc_array(pos, sizeof(uint64_t));
+    f->ok = mr_alloc_array(n, 1);
+    if (f->strides == NULL || f->ok == NULL) return -1;
+    return 0;
+}
+
+static PyObject *
+ov_tuple_i64(const int64_t *v, int n)
+{
+    PyObject *t = PyTuple_New(n);
+    if (t == NULL) return NULL;
+    for (int i = 0; i < n; i++) {
+        PyObject *x = PyLong_FromLongLong(v[i]);
+        if (x == NULL || PyTuple_SetItem(t, i, x) < 0) {
+            Py_DECREF(t);
+            return NULL;
+        }
+    }
+    return t;
+}
+
+static PyObject *
+ov_tuple_u64(const uint64_t *v, int n)
+{
+    PyObject *t = PyTuple_New(n);
+    if (t == NULL) return NULL;
+    for (int i = 0; i < n; i++) {
+        PyObject *x = PyLong_FromUnsignedLongLong(v[i]);
+        if (x == NULL || PyTuple_SetItem(t, i, x) < 0) {
+            Py_DECREF(t);
+            return NULL;
+        }
+    }
+    return t;
+}
+
+/* Builds (src, tgt, overlap_offset, overlap_shape, source_base, target_base,
+ * inner_bytes, outer_loop_counts, source_strides, target_strides, segments). */
+static PyObject *
+ov_region_tuple(const ov_plan *P, const ov_region *r, PyObject *empty)
+{
+    const int64_t *box = (const int64_t *)P->coords.data + r->coord;
+    int nd = r->nd;
+    uint64_t seg = 1;
+    for (int d = 0; d < r->suffix; d++) seg *= (uint64_t)box[nd + d];
+    PyObject *items[11] = {NULL};
+    PyObject *out = NULL;
+    items[0] = PyLong_FromLongLong(r->src);
+    items[1] = PyLong_FromLongLong(r->tgt);
+    items[2] = ov_tuple_i64(box, nd);
+    items[3] = ov_tuple_i64(box + nd, nd);
+    items[4] = PyLong_FromUnsignedLongLong(r->src_base);
+    items[5] = PyLong_FromUnsignedLongLong(r->tgt_base);
+    items[6] = PyLong_FromUnsignedLongLong(r->inner);
+    if (r->suffix == 0) {
+        items[7] = Py_NewRef(empty);
+        items[8] = Py_NewRef(empty);
+        items[9] = Py_NewRef(empty);
+    } else {
+        items[7] = ov_tuple_i64(box + nd, r->suffix);
+        items[8] = ov_tuple_u64(P->src.strides + P->src.start[r->src], r->suffix);
+        items[9] = ov_tuple_u64(P->tgt.strides + P->tgt.start[r->tgt], r->suffix);
+    }
+    items[10] = PyLong_FromUnsignedLongLong(seg);
+    for (int i = 0; i < 11; i++) {
+        if (items[i] == NULL) goto done;
+    }
+    out = PyTuple_New(11);
+    if (out == NULL) goto done;
+    for (int i = 0; i < 11; i++) {
+        PyTuple_SetItem(out, i, items[i]);   /* steals; cannot fail on a fresh tuple */
+        items[i] = NULL;
+    }
+done:
+    for (int i = 0; i < 11; i++) Py_XDECREF(items[i]);
+    return out;
+}
+
+PyDoc_STRVAR(plan_overlaps_doc,
+"plan_overlaps(tensor_ndim, tensor_itemsize, src_tensor, src_offsets, src_shapes, src_nbytes,\n"
+"              src_order, cover_start, cover_members, tgt_tensor, tgt_offsets, tgt_shapes,\n"
+"              tgt_nbytes, tgt_cover, nprocess, max_regions, max_segments_per_region,\n"
+"              max_total_segments)\n"
+"--\n\n"
+"Enumerate the overlaps of each target fragment with its selected source cover (spec\n"
+"§11.1 steps 5-9). Every array argument is a bytes object of native int64 values\n"
+"(nbytes: uint64). Returns a list of region tuples on success or an error tuple\n"
+"(code, target_index, a, b) when a fail-closed rule fires.");
+
+static PyObject *
+ov_plan_overlaps(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    PyObject *a_nd, *a_it, *s_t, *s_o, *s_s, *s_n, *s_r, *c_s, *c_m, *t_t, *t_o, *t_s, *t_n, *t_c;
+    PyObject *lim_r, *lim_s, *lim_t;
+    Py_ssize_t nprocess;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOnOOO:plan_overlaps", &a_nd, &a_it, &s_t, &s_o, &s_s,
+                          &s_n, &s_r, &c_s, &c_m, &t_t, &t_o, &t_s, &t_n, &t_c, &nprocess,
+                          &lim_r, &lim_s, &lim_t)) {
+        return NULL;
+    }
+    ov_plan P;
+    memset(&P, 0, sizeof(P));
+    P.regions.elem = sizeof(ov_region);
+    P.coords.elem = sizeof(int64_t);
+    PyObject *result = NULL;
+    size_t nt, nit, ncs, ncm, ntc;
+    int status;
+
+    if (ov_u64_limit(lim_r, "max_transfer_regions", &P.max_regions) < 0
+        || ov_u64_limit(lim_s, "max_segments_per_region", &P.max_seg_region) < 0
+        || ov_u64_limit(lim_t, "max_total_lowered_segments", &P.max_seg_total) < 0) {
+        goto done;
+    }
+    P.tensor_nd = ov_i64_from_bytes(a_nd, "tensor ndim", &nt);
+    if (P.tensor_nd == NULL) goto done;
+    P.tensor_itemsize = ov_i64_from_bytes(a_it, "tensor itemsize", &nit);
+    if (P.tensor_itemsize == NULL) goto done;
+    if (nit != nt) {
+        PyErr_SetString(PyExc_ValueError, "tensor arrays have inconsistent lengths");
+        goto done;
+    }
+    P.ntensors = nt;
+    for (size_t i = 0; i < nt; i++) {
+        if (P.tensor_nd[i] < 1 || P.tensor_nd[i] > 64 || P.tensor_itemsize[i] < 1) {
+            PyErr_SetString(PyExc_ValueError, "tensor rank must be 1..64 and itemsize positive");
+            goto done;
+        }
+    }
+    if (ov_frags_load(&P.src, "source", nt, P.tensor_nd, s_t, s_o, s_s, s_n, s_r) < 0) goto done;
+    if (ov_frags_load(&P.tgt, "target", nt, P.tensor_nd, t_t, t_o, t_s, t_n, NULL) < 0) goto done;
+    P.cover_start = ov_i64_from_bytes(c_s, "cover starts", &ncs);
+    if (P.cover_start == NULL) goto done;
+    P.cover_members = ov_i64_from_bytes(c_m, "cover members", &ncm);
+    if (P.cover_members == NULL) goto done;
+    P.tgt_cover = ov_i64_from_bytes(t_c, "target covers", &ntc);
+    if (P.tgt_cover == NULL) goto done;
+    if (ncs < 1 || P.cover_start[0] != 0 || (uint64_t)P.cover_start[ncs - 1] != (uint64_t)ncm
+        || ntc != P.tgt.n || nprocess < 0 || (size_t)nprocess > P.tgt.n) {
+        PyErr_SetString(PyExc_ValueError, "cover arrays are inconsistent");
+        goto done;
+    }
+    P.ncovers = ncs - 1;
+    P.nprocess = (size_t)nprocess;
+    for (size_t c = 0; c < P.ncovers; c++) {
+        if (P.cover_start[c + 1] < P.cover_start[c]) {
+            PyErr_SetString(PyExc_ValueError, "cover starts must be non-decreasing");
+            goto done;
+        }
+    }
+    /* members of a cover are source fragments of one tensor, used by targets of that tensor */
+    for (size_t i = 0; i < ncm; i++) {
+        if (P.cover_members[i] < 0 || (uint64_t)P.cover_members[i] >= (uint64_t)P.src.n) {
+            PyErr_SetString(PyExc_ValueError, "cover member is out of range");
+            goto done;
+        }
+    }
+    for (size_t i = 0; i < P.tgt.n; i++) {
+        int64_t c = P.tgt_cover[i];
+        if (c < -1 || (c >= 0 && (uint64_t)c >= (uint64_t)P.ncovers)) {
+            PyErr_SetString(PyExc_ValueError, "target cover index is out of range");
+            goto done;
+        }
+        if (c >= 0) {
+            for (int64_t j = P.cover_start[c]; j < P.cover_start[c + 1]; j++) {
+                if (P.src.tensor[P.cover_members[j]] != P.tgt.tensor[i]) {
+                    PyErr_SetString(PyExc_ValueError, "cover member belongs to another tensor");
+                    goto done;
+                }
+            }
+        }
+    }
+
+    Py_BEGIN_ALLOW_THREADS
+    status = ov_plan_run(&P);
+    Py_END_ALLOW_THREADS
+
+    if (status == OV_NOMEM) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (status != OV_OK) {
+        result = Py_BuildValue("(iLKK)", status, (long long)P.err_index,
+                               (unsigned long long)P.err_a, (unsigned long long)P.err_b);
+        goto done;
+    }
+    {
+        PyObject *empty = PyTuple_New(0);
+        if (empty == NULL) goto done;
+        PyObject *list = PyList_New((Py_ssize_t)P.regions.len);
+        if (list == NULL) {
+            Py_DECREF(empty);
+            goto done;
+        }
+        for (size_t i = 0; i < P.regions.len; i++) {
+            PyObject *rt = ov_region_tuple(&P, (ov_region *)P.regions.data + i, empty);
+            if (rt == NULL) {
+                Py_DECREF(list);
+                Py_DECREF(empty);
+                goto done;
+            }
+            PyList_SetItem(list, (Py_ssize_t)i, rt);
+        }
+        Py_DECREF(empty);
+        result = list;
+    }
+done:
+    PyMem_Free(P.tensor_nd);
+    PyMem_Free(P.tensor_itemsize);
+    ov_frags_free(&P.src);
+    ov_frags_free(&P.tgt);
+    PyMem_Free(P.cover_start);
+    PyMem_Free(P.cover_members);
+    PyMem_Free(P.tgt_cover);
+    ov_vec_free(&P.regions);
+    ov_vec_free(&P.coords);
+    return result;
+}
+
+PyDoc_STRVAR(exact_cover_batch_doc,
+"exact_cover_batch(container_ndim, container_offsets, container_shapes, box_start,\n"
+"                  box_offsets, box_shapes)\n"
+"--\n\n"
+"For each container (a box of rank container_ndim[i]) check that its boxes\n"
+"(CSR ranges box_start[i]..box_start[i+1], same rank) exactly cover it: non-empty,\n"
+"inside, volumes sum to its volume and pairwise disjoint. Returns the index of the\n"
+"first container that is not exactly covered, or -1. All arguments are bytes of\n"
+"native int64 values.");
+
+static PyObject *
+ov_exact_cover_batch(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    PyObject *a_nd, *a_co, *a_cs, *a_bs, *a_bo, *a_bsh;
+    if (!PyArg_ParseTuple(args, "OOOOOO:exact_cover_batch", &a_nd, &a_co, &a_cs, &a_bs, &a_bo, &a_bsh)) {
+        return NULL;
+    }
+    int64_t *nd = NULL, *co = NULL, *cs = NULL, *bs = NULL, *bo = NULL, *bsh = NULL;
+    ov_box *boxes = NULL;
+    size_t n, nco, ncs, nbs, nbo, nbsh;
+    PyObject *result = NULL;
+    long long first_bad = -1;
+    int status = OV_OK;
+    nd = ov_i64_from_bytes(a_nd, "container ndim", &n);
+    if (nd == NULL) goto done;
+    co = ov_i64_from_bytes(a_co, "container offsets", &nco);
+    if (co == NULL) goto done;
+    cs = ov_i64_from_bytes(a_cs, "container shapes", &ncs);
+    if (cs == NULL) goto done;
+    bs = ov_i64_from_bytes(a_bs, "box starts", &nbs);
+    if (bs == NULL) goto done;
+    bo = ov_i64_from_bytes(a_bo, "box offsets", &nbo);
+    if (bo == NULL) goto done;
+    bsh = ov_i64_from_bytes(a_bsh, "box shapes", &nbsh);
+    if (bsh == NULL) goto done;
+    if (nco != ncs || nbo != nbsh || nbs != n + 1 || bs[0] != 0) {
+        PyErr_SetString(PyExc_ValueError, "exact cover arrays are inconsistent");
+        goto done;
+    }
+    {
+        /* validate ranks, CSR ranges and coordinates */
+        size_t cpos = 0, bpos = 0;
+        size_t maxk = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (nd[i] < 1 || nd[i] > 64 || bs[i + 1] < bs[i]) {
+                PyErr_SetString(PyExc_ValueError, "exact cover arrays are inconsistent");
+                goto done;
+            }
+            size_t k = (size_t)(bs[i + 1] - bs[i]);
+            size_t r = (size_t)nd[i];
+            if (k > maxk) maxk = k;
+            size_t need;
+            if (cpos > nco || r > nco - cpos || __builtin_mul_overflow(k, r, &need)
+                || bpos > nbo || need > nbo - bpos) {
+                PyErr_SetString(PyExc_ValueError, "exact cover arrays are truncated");
+                goto done;
+            }
+            for (size_t j = 0; j < r; j++) {
+                int64_t e;
+                if (co[cpos + j] < 0 || cs[cpos + j] < 1 || __builtin_add_overflow(co[cpos + j], cs[cpos + j], &e)) {
+                    PyErr_SetString(PyExc_ValueError, "exact cover box must fit in a signed 64-bit integer");
+                    goto done;
+                }
+            }
+            for (size_t j = 0; j < need; j++) {
+                int64_t e;
+                if (bo[bpos + j] < 0 || bsh[bpos + j] < 1 || __builtin_add_overflow(bo[bpos + j], bsh[bpos + j], &e)) {
+                    PyErr_SetString(PyExc_ValueError, "exact cover box must fit in a signed 64-bit integer");
+                    goto done;
+                }
+            }
+            cpos += r;
+            bpos += need;
+        }
+        if (cpos != nco || bpos != nbo) {
+            PyErr_SetString(PyExc_ValueError, "exact cover arrays have trailing values");
+            goto done;
+        }
+        boxes = mr_alloc_array(maxk, sizeof(ov_box));
+        if (boxes == NULL) goto done;
+        Py_BEGIN_ALLOW_THREADS
+        cpos = 0;
+        bpos = 0;
+        for (size_t i = 0; i < n; i++) {
+            size_t k = (size_t)(bs[i + 1] - bs[i]);
+            int r = (int)nd[i];
+            for (size_t j = 0; j < k; j++) {
+                boxes[j].off = bo + bpos + j * (size_t)r;
+                boxes[j].shp = bsh + bpos + j * (size_t)r;
+            }
+            int ok = ov_exact_cover(co + cpos, cs + cpos, boxes, k, r);
+            if (ok < 0 && ok != -OV_OVERFLOW) {
+                status = -ok;
+                break;
+            }
+            if (ok != 1) {
+                first_bad = (long long)i;
+                break;
+            }
+            cpos += (size_t)r;
+            bpos += k * (size_t)r;
+        }
+        Py_END_ALLOW_THREADS
+    }
+    if (status == OV_NOMEM) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (status == OV_BUDGET) {
+        PyErr_SetString(PyExc_ValueError, "high-dimensional overlap budget exceeded before validation");
+        goto done;
+    }
+    result = PyLong_FromLongLong(first_bad);
+done:
+    PyMem_Free(nd);
+    PyMem_Free(co);
+    PyMem_Free(cs);
+    PyMem_Free(bs);
+    PyMem_Free(bo);
+    PyMem_Free(bsh);
+    PyMem_Free(boxes);
+    return result;
+}
+
+static PyMethodDef overlap_methods[] = {
+    {"plan_overlaps", ov_plan_overlaps, METH_VARARGS, plan_overlaps_doc},
+    {"exact_cover_batch", ov_exact_cover_batch, METH_VARARGS, exact_cover_batch_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+int
+Init_Overlap(PyObject *module)
+{
+    return PyModule_AddFunctions(module, overlap_methods);
 }
