@@ -41,9 +41,21 @@ def placement_fragment_id(
 def boxes_overlap(offsets: Sequence[Sequence[int]], shapes: Sequence[Sequence[int]]) -> bool:
     """True when two boxes intersect on every dimension (spec §11.3).
 
-    Exact: regular grids are decided by hashing cells; the general N-D sweep keeps the
-    reference's fail-closed budget and raises
-    ``ValueError("high-dimensional overlap budget exceeded before validation")``."""
+    Boxes are half-open ``[offset, offset + shape)``; touching is not overlap, a box that is
+    empty on some dimension overlaps nothing, fewer than two boxes give ``False`` and two 0-D
+    boxes overlap. Sequences may be lists or tuples; items are ints (or ``__index__``).
+
+    Exact in every path: 1-D sort and scan; regular grids (per dimension, distinct extents
+    pairwise disjoint) by duplicate-cell detection; other 2-D inputs by a segment-tree sweep;
+    other 3-D+ inputs by the reference's sweep, which keeps its fail-closed budget and raises
+    ``ValueError("high-dimensional overlap budget exceeded before validation")`` before the
+    1,000,001st pairwise comparison. The GIL is released while deciding.
+
+    Raises ``ValueError``: "offsets and shapes must have the same length",
+    "zip() arguments have different lengths" (mismatched dimension counts),
+    "box coordinates must fit in a signed 64-bit integer", "box shape must not be negative",
+    "box end must fit in a signed 64-bit integer" (offset + shape beyond int64).
+    ``TypeError`` for non-sequences and non-integer items."""
 
 def boxes_exactly_cover(
     container_offset: Sequence[int],
@@ -51,7 +63,11 @@ def boxes_exactly_cover(
     offsets: Sequence[Sequence[int]],
     shapes: Sequence[Sequence[int]],
 ) -> bool:
-    """Non-empty, all boxes inside the container, volumes sum to its volume, no overlap."""
+    """Non-empty, every box inside the container, volumes (exact 128-bit arithmetic) sum to
+    its volume, and no two boxes overlap (``boxes_overlap``, same budget).
+
+    ``False`` (not an error) when a volume or an end overflows. Same input errors as
+    ``boxes_overlap``; the container's dimension count must match the boxes'."""
 
 # --- overlap.c: logical planner kernels (issue 3) ----------------------------
 
