@@ -1,0 +1,170 @@
+"""``RuntimeBindingFragment``: one physical, contiguous tensor view (spec §3.3)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from ._checks import I64_MAX, U64_MAX
+from .ids import PlacementFragmentId, RuntimeFragmentId
+
+__all__ = ["RuntimeBindingFragment"]
+
+
+def _runtime_ints(value: object, name: str, minimum: int) -> tuple[int, ...]:
+    cls = type(value)
+    if cls is not tuple and cls is not list:
+        raise ValueError(f"{name} must be a tuple or list")
+    items: tuple[Any, ...] = tuple(value)  # type: ignore[arg-type]
+    for index, item in enumerate(items):
+        if type(item) is not int:
+            raise ValueError(f"{name}[{index}] must be an integer")
+        if item < minimum:
+            raise ValueError(f"{name}[{index}] must be at least {minimum}")
+    return items
+
+
+def _address_range(address: object, nbytes: object) -> None:
+    for name, value in (("address", address), ("nbytes", nbytes)):
+        if type(value) is not int:
+            raise ValueError(f"{name} must be an integer")
+        if value < 1:
+            raise ValueError(f"{name} must be at least 1")
+        if value > U64_MAX:
+            raise ValueError(f"{name} must fit in an unsigned 64-bit integer")
+    if nbytes > U64_MAX - address:  # type: ignore[operator]
+        raise ValueError("address range must fit in an unsigned 64-bit integer")
+
+
+def _row_major_strides(shape: tuple[int, ...], itemsize: int) -> list[int]:
+    strides = [0] * len(shape)
+    stride = itemsize
+    for dim in range(len(shape) - 1, -1, -1):
+        strides[dim] = stride
+        stride *= shape[dim]
+    return strides
+
+
+@dataclass(frozen=True, init=False)
+class RuntimeBindingFragment:
+    """One physical contiguous tensor view on a runtime worker.
+
+    ``address`` is the first transferable byte of the view; ``storage_address``,
+    ``storage_nbytes`` and ``storage_offset_bytes`` describe the allocation that
+    contains it. ``owner`` may keep a framework allocation alive; it is never
+    compared, shown, pickled or copied into plans.
+    """
+
+    placement_fragment_id: PlacementFragmentId
+    fragment_id: RuntimeFragmentId
+    address: int
+    nbytes: int
+    worker_id: str
+    endpoint: str
+    device: str
+    itemsize: int
+    local_shape: tuple[int, ...]
+    strides_bytes: tuple[int, ...]
+    storage_address: int
+    storage_nbytes: int
+    storage_offset_bytes: int
+    owner: Optional[object] = field(default=None, compare=False, repr=False)
+
+    def __init__(
+        self,
+        placement_fragment_id: PlacementFragmentId,
+        fragment_id: RuntimeFragmentId,
+        address: int,
+        nbytes: int,
+        worker_id: str,
+        endpoint: str,
+        device: str,
+        itemsize: int,
+        local_shape: tuple[int, ...],
+        strides_bytes: tuple[int, ...],
+        storage_address: int,
+        storage_nbytes: int,
+        storage_offset_bytes: int,
+        owner: Optional[object] = None,
+    ) -> None:
+        for name, value in (
+            ("placement_fragment_id", placement_fragment_id),
+            ("fragment_id", fragment_id),
+            ("worker_id", worker_id),
+            ("endpoint", endpoint),
+            ("device", device),
+        ):
+            if type(value) is not str or not value:
+                raise ValueError(f"{name} must be a non-empty string")
+        _address_range(address, nbytes)
+        if type(itemsize) is not int:
+            raise ValueError("runtime itemsize must be an integer")
+        if itemsize < 1:
+            raise ValueError("runtime itemsize must be at least 1")
+        shape = _runtime_ints(local_shape, "runtime local_shape", 1)
+        strides = _runtime_ints(strides_bytes, "runtime strides_bytes", 0)
+        if len(shape) != len(strides):
+            raise ValueError("runtime stride rank differs from local_shape")
+        singleton = False
+        for extent, stride in zip(shape, strides):
+            if extent == 1:
+                singleton = True
+            elif stride == 0:
+                raise ValueError("runtime stride must be positive for non-singleton dimensions")
+        if singleton:
+            canonical = _row_major_strides(shape, itemsize)
+            strides = tuple(
+                canonical[dim] if extent == 1 else strides[dim] for dim, extent in enumerate(shape)
+            )
+        _address_range(storage_address, storage_nbytes)
+        if type(storage_offset_bytes) is not int:
+            raise ValueError("storage_offset_bytes must be an integer")
+        if storage_offset_bytes < 0:
+            raise ValueError("storage_offset_bytes must be at least 0")
+        if storage_offset_bytes > U64_MAX:
+            raise ValueError("storage_offset_bytes must fit in an unsigned 64-bit integer")
+        if storage_offset_bytes > U64_MAX - storage_address:
+            raise ValueError("normalized runtime address must fit in 64 bits")
+        if address != storage_address + storage_offset_bytes:
+            raise ValueError("runtime address must equal storage_address plus storage_offset_bytes")
+        if storage_offset_bytes > storage_nbytes - nbytes:
+            raise ValueError("runtime view exceeds storage allocation bounds")
+        for extent in shape:
+            if extent > I64_MAX:
+                raise ValueError("runtime local_shape must fit in a signed 64-bit integer")
+        state = self.__dict__
+        state["placement_fragment_id"] = placement_fragment_id
+        state["fragment_id"] = fragment_id
+        state["address"] = address
+        state["nbytes"] = nbytes
+        state["worker_id"] = worker_id
+        state["endpoint"] = endpoint
+        state["device"] = device
+        state["itemsize"] = itemsize
+        state["local_shape"] = shape
+        state["strides_bytes"] = strides
+        state["storage_address"] = storage_address
+        state["storage_nbytes"] = storage_nbytes
+        state["storage_offset_bytes"] = storage_offset_bytes
+        state["owner"] = owner
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        state = self.__dict__
+        return (
+            type(self),
+            (
+                state["placement_fragment_id"],
+                state["fragment_id"],
+                state["address"],
+                state["nbytes"],
+                state["worker_id"],
+                state["endpoint"],
+                state["device"],
+                state["itemsize"],
+                state["local_shape"],
+                state["strides_bytes"],
+                state["storage_address"],
+                state["storage_nbytes"],
+                state["storage_offset_bytes"],
+            ),
+        )

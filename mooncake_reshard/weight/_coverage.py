@@ -1,0 +1,247 @@
+"""Complete-placement coverage (spec §11.5).
+
+:func:`validate_complete_coverage` is a pure function of (tensors, fragments,
+topology) that raises the contract's ``ValueError``. Grouping by tensor, owner,
+replica and split coordinates is done with dicts; exact cover is decided by the
+C kernel. Participant groupings are computed once per axis-kind signature.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import product
+from typing import Any
+
+from .. import _native
+from .topology import ParallelTopology
+from .types import (
+    OwnershipAxis,
+    PlacementFragment,
+    ReplicatedAxis,
+    SplitAxis,
+    TensorDescriptor,
+)
+
+__all__ = ["validate_complete_coverage"]
+
+_KINDS = ("dp", "pp", "ep", "tp")
+
+# (owner kinds, replica kinds, split kinds) -> owner -> replica -> {split coordinates}
+_ParticipantIndex = dict[tuple[int, ...], dict[tuple[int, ...], set[tuple[int, ...]]]]
+
+
+def _coords(rank_state: dict[str, int], kinds: tuple[str, ...]) -> tuple[int, ...]:
+    return tuple([rank_state[kind] for kind in kinds])
+
+
+def _participant_index(
+    topology: ParallelTopology,
+    owner_kinds: tuple[str, ...],
+    replica_kinds: tuple[str, ...],
+    split_kinds: tuple[str, ...],
+) -> _ParticipantIndex:
+    index: _ParticipantIndex = {}
+    for participant in topology.participants:
+        state = participant.rank.__dict__
+        owner = _coords(state, owner_kinds)
+        replica = _coords(state, replica_kinds)
+        index.setdefault(owner, {}).setdefault(replica, set()).add(_coords(state, split_kinds))
+    return index
+
+
+def validate_complete_coverage(
+    tensors: Sequence[TensorDescriptor],
+    fragments: Sequence[PlacementFragment],
+    topology: ParallelTopology,
+) -> None:
+    """Every tensor is completely and provably covered by its declared axes (spec §11.5)."""
+    if not tensors:
+        raise ValueError("global weight placement must contain tensors")
+    if not fragments:
+        raise ValueError("global weight placement must contain fragments")
+    by_tensor: dict[str, list[PlacementFragment]] = {}
+    for fragment in fragments:
+        tensor_id = fragment.tensor_id
+        group = by_tensor.get(tensor_id)
+        if group is None:
+            by_tensor[tensor_id] = [fragment]
+        else:
+            group.append(fragment)
+    sizes = {
+        "dp": topology.dp_size,
+        "pp": topology.pp_size,
+        "ep": topology.ep_size,
+        "tp": topology.tp_size,
+    }
+    indexes: dict[tuple[Any, ...], _ParticipantIndex] = {}
+    for tensor in tensors:
+        tensor_id = tensor.tensor_id
+        tensor_fragments = by_tensor.get(tensor_id)
+        if not tensor_fragments:
+            raise ValueError(f"global placement tensor is not fully covered: {tensor_id}")
+        axes = tensor.parallel_axes
+        declared = {axis.kind for axis in axes}
+        _check_undeclared_axes(tensor_id, axes, declared, sizes, tensor_fragments)
+        owner_kinds = tuple(axis.kind for axis in axes if isinstance(axis, OwnershipAxis))
+        replica_kinds = tuple(axis.kind for axis in axes if isinstance(axis, ReplicatedAxis))
+        split_axes = tuple(axis for axis in axes if isinstance(axis, SplitAxis))
+        split_kinds = tuple(axis.kind for axis in split_axes)
+        signature = (owner_kinds, replica_kinds, split_kinds)
+        index = indexes.get(signature)
+        if index is None:
+            index = _participant_index(topology, owner_kinds, replica_kinds, split_kinds)
+            indexes[signature] = index
+        _check_owner_covers(
+            tensor, tensor_fragments, owner_kinds, replica_kinds, split_axes, sizes, index
+        )
+
+
+def _check_undeclared_axes(
+    tensor_id: str,
+    axes: tuple[Any, ...],
+    declared: set[str],
+    sizes: dict[str, int],
+    fragments: list[PlacementFragment],
+) -> None:
+    for kind in _KINDS:
+        if kind in declared or sizes[kind] <= 1:
+            continue
+        used = {fragment.rank.__dict__[kind] for fragment in fragments}
+        if kind in ("dp", "pp") or len(used) <= 1:
+            raise ValueError(
+                "global placement tensor requires explicit parallel semantics for active "
+                f"undeclared {kind} axis: {tensor_id}"
+            )
+        varying = tuple(
+            axis.kind
+            for axis in axes
+            if len({fragment.rank.__dict__[axis.kind] for fragment in fragments}) > 1
+        )
+        if not varying:
+            raise ValueError(
+                f"global placement tensor varies across undeclared {kind} axis: {tensor_id}"
+            )
+        mapping: dict[tuple[int, ...], int] = {}
+        for fragment in fragments:
+            state = fragment.rank.__dict__
+            key = _coords(state, varying)
+            coordinate = state[kind]
+            if mapping.setdefault(key, coordinate) != coordinate:
+                raise ValueError(
+                    "global placement tensor varies independently across undeclared "
+                    f"{kind} axis: {tensor_id}"
+                )
+
+
+def _check_owner_covers(
+    tensor: TensorDescriptor,
+    fragments: list[PlacementFragment],
+    owner_kinds: tuple[str, ...],
+    replica_kinds: tuple[str, ...],
+    split_axes: tuple[SplitAxis, ...],
+    sizes: dict[str, int],
+    index: _ParticipantIndex,
+) -> None:
+    tensor_id = tensor.tensor_id
+    split_kinds = tuple(axis.kind for axis in split_axes)
+    owners: dict[tuple[int, ...], dict[tuple[int, ...], list[PlacementFragment]]] = {}
+    for fragment in fragments:
+        state = fragment.rank.__dict__
+        owner = _coords(state, owner_kinds)
+        replica = _coords(state, replica_kinds)
+        owners.setdefault(owner, {}).setdefault(replica, []).append(fragment)
+    global_shape = tensor.global_shape
+    origin = (0,) * len(global_shape)
+    for owner in sorted(owners):
+        replicas = owners[owner]
+        expected = index.get(owner, {})
+        if set(replicas) != set(expected):
+            raise ValueError(
+                "global placement tensor is not fully covered: missing or unexpected "
+                f"replicated-axis participant for {tensor_id}"
+            )
+        for replica in sorted(replicas):
+            group = replicas[replica]
+            if not _native.boxes_exactly_cover(
+                origin,
+                global_shape,
+                [fragment.global_offset for fragment in group],
+                [fragment.local_shape for fragment in group],
+            ):
+                raise ValueError(f"global placement tensor is not fully covered: {tensor_id}")
+            if not split_axes:
+                continue
+            participant_splits = expected[replica]
+            observed = {_coords(fragment.rank.__dict__, split_kinds) for fragment in group}
+            for position, kind in enumerate(split_kinds):
+                if {coords[position] for coords in participant_splits} != set(range(sizes[kind])):
+                    raise ValueError(
+                        "global placement tensor is not fully covered: missing or unexpected "
+                        f"split-axis participant for {tensor_id}"
+                    )
+            if observed != participant_splits:
+                raise ValueError(
+                    "global placement tensor is not fully covered: missing or unexpected "
+                    f"split-axis participant for {tensor_id}"
+                )
+            _check_split_geometry(tensor, group, split_axes, observed)
+
+
+def _check_split_geometry(
+    tensor: TensorDescriptor,
+    group: list[PlacementFragment],
+    split_axes: tuple[SplitAxis, ...],
+    observed: set[tuple[int, ...]],
+) -> None:
+    tensor_id = tensor.tensor_id
+    if len(split_axes) > 1:
+        per_axis = [sorted({coords[i] for coords in observed}) for i in range(len(split_axes))]
+        if len(observed) != _product_size(per_axis) or observed != set(product(*per_axis)):
+            raise ValueError(
+                "non-Cartesian split-axis participant mapping cannot prove rank-to-dimension "
+                f"ownership: {tensor_id}"
+            )
+    for axis in split_axes:
+        kind = axis.kind
+        dim = axis.dim
+        intervals: dict[int, list[tuple[int, int]]] = {}
+        for fragment in group:
+            begin = fragment.global_offset[dim]
+            intervals.setdefault(fragment.rank.__dict__[kind], []).append(
+                (begin, begin + fragment.local_shape[dim])
+            )
+        tiles: list[tuple[int, int, int]] = []
+        for rank, spans in intervals.items():
+            spans.sort()
+            current_begin, current_end = spans[0]
+            for begin, end in spans[1:]:
+                if begin <= current_end:
+                    if end > current_end:
+                        current_end = end
+                else:
+                    tiles.append((current_begin, current_end, rank))
+                    current_begin, current_end = begin, end
+            tiles.append((current_begin, current_end, rank))
+        tiles.sort()
+        position = 0
+        for begin, end, _rank in tiles:
+            if begin != position:
+                raise ValueError(
+                    "split-axis rank geometry conflicts with declared dimension: "
+                    f"{tensor_id}: {kind} -> dim {dim}"
+                )
+            position = end
+        if position != tensor.global_shape[dim]:
+            raise ValueError(
+                "split-axis rank geometry conflicts with declared dimension: "
+                f"{tensor_id}: {kind} -> dim {dim}"
+            )
+
+
+def _product_size(per_axis: list[list[int]]) -> int:
+    size = 1
+    for values in per_axis:
+        size *= len(values)
+    return size
+
+

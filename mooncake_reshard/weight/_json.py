@@ -1,0 +1,33 @@
+"""Strict JSON reading shared by the placement and stored-manifest decoders (spec §5.3, §7.2).
+
+Duplicate keys are detected at any depth and non-finite numbers are refused while
+parsing; every other schema rule is applied by the callers with their own labels.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, NoReturn, Union
+
+__all__ = ["load_strict_json"]
+
+
+def _reject_constant(token: str) -> NoReturn:
+    raise ValueError(f"non-finite JSON number is unsupported: {token}")
+
+
+def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"duplicate JSON field: {key}")
+        result[key] = value
+    return result
+
+
+def load_strict_json(text: Union[str, bytes, bytearray], invalid_message: str) -> Any:
+    """Parse ``text``; malformed input raises ``ValueError(invalid_message)``."""
+    try:
+        return json.loads(text, object_pairs_hook=_unique_object, parse_constant=_reject_constant)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        raise ValueError(invalid_message) from None

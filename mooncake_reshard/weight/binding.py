@@ -1,0 +1,98 @@
+"""Runtime binding validation against a placement (spec §4.10, §11.8)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..contracts._checks import item_tuple
+from ..contracts.manifest import validate_resource_binding_identity
+from ._address_ranges import RuntimeView, validate_runtime_address_ranges
+from .placement import WeightPlacementManifest
+from .runtime import WeightRuntimeBindingManifest
+from .types import canonical_strides_bytes
+
+__all__ = ["validate_runtime_binding", "validate_runtime_bindings"]
+
+
+def _binding_views(
+    placement: WeightPlacementManifest, binding: WeightRuntimeBindingManifest
+) -> list[RuntimeView]:
+    """Validate one binding against its part; return its views for the range sweep."""
+    if not isinstance(placement, WeightPlacementManifest):
+        raise ValueError("placement must be a WeightPlacementManifest")
+    if not isinstance(binding, WeightRuntimeBindingManifest):
+        raise ValueError("binding must be a WeightRuntimeBindingManifest")
+    validate_resource_binding_identity(placement, binding)
+    if placement.revision != binding.revision:
+        raise ValueError("placement and runtime binding revision differ")
+    part = placement._part_index().get(binding.participant_id)
+    if part is None:
+        raise ValueError(f"unknown runtime binding participant: {binding.participant_id}")
+    runtime_by_id = {fragment.placement_fragment_id: fragment for fragment in binding.fragments}
+    expected_ids = {fragment.placement_fragment_id for fragment in part.fragments}
+    if len(runtime_by_id) != len(binding.fragments) or runtime_by_id.keys() != expected_ids:
+        extra = sorted(runtime_by_id.keys() - expected_ids)
+        if extra:
+            raise ValueError(f"unknown placement fragment in runtime binding: {extra[0]}")
+        missing = sorted(expected_ids - runtime_by_id.keys())
+        if missing:
+            raise ValueError(f"missing placement fragment in runtime binding: {missing[0]}")
+    catalog = {tensor.tensor_id: tensor for tensor in part.tensors}
+    instance_id = binding.instance_id
+    views: list[RuntimeView] = []
+    for logical in part.fragments:
+        fragment_id = logical.placement_fragment_id
+        runtime = runtime_by_id[fragment_id]
+        tensor = catalog[logical.tensor_id]
+        if runtime.nbytes != logical.nbytes:
+            raise ValueError(f"runtime binding byte size does not match placement: {fragment_id}")
+        if runtime.local_shape != logical.local_shape:
+            raise ValueError(f"runtime binding local_shape does not match placement: {fragment_id}")
+        if runtime.itemsize != tensor.itemsize:
+            raise ValueError(f"runtime binding itemsize does not match placement: {fragment_id}")
+        if runtime.strides_bytes != canonical_strides_bytes(logical.local_shape, tensor.itemsize):
+            raise ValueError(
+                "runtime binding stride does not describe a canonical contiguous view: "
+                f"{fragment_id}"
+            )
+        views.append((instance_id, runtime, logical, tensor))
+    return views
+
+
+def validate_runtime_binding(
+    placement: WeightPlacementManifest, binding: WeightRuntimeBindingManifest
+) -> None:
+    """Check that ``binding`` is a valid physical snapshot of its participant's part."""
+    validate_runtime_address_ranges(_binding_views(placement, binding))
+
+
+def validate_runtime_bindings(
+    placement: WeightPlacementManifest, bindings: Sequence[WeightRuntimeBindingManifest]
+) -> None:
+    """Check a complete binding set: one binding per participant that owns fragments."""
+    items = item_tuple(bindings, "runtime bindings", WeightRuntimeBindingManifest)
+    participants = [binding.participant_id for binding in items]
+    if len(set(participants)) != len(participants):
+        raise ValueError("duplicate runtime binding participant")
+    used_runtime_ids: set[str] = set()
+    by_instance: dict[str, list[RuntimeView]] = {}
+    for binding in items:
+        views = _binding_views(placement, binding)
+        validate_runtime_address_ranges(views)
+        for fragment in binding.fragments:
+            if fragment.fragment_id in used_runtime_ids:
+                raise ValueError(
+                    f"duplicate runtime fragment_id across participants: {fragment.fragment_id}"
+                )
+        used_runtime_ids.update(fragment.fragment_id for fragment in binding.fragments)
+        by_instance.setdefault(binding.instance_id, []).extend(views)
+    for views in by_instance.values():
+        validate_runtime_address_ranges(views)
+    required = {part.participant_id for part in placement.parts if part.fragments}
+    bound = set(participants)
+    missing = sorted(required - bound)
+    if missing:
+        raise ValueError(f"missing runtime binding participant: {missing[0]}")
+    unknown = sorted(bound - required)
+    if unknown:
+        raise ValueError(f"unknown runtime binding participant: {unknown[0]}")

@@ -1,0 +1,66 @@
+"""``WeightPlacementPart``: one participant's address-free contribution (spec §4.7)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..contracts._checks import item_tuple, require_str, require_u64
+from ..contracts.ids import ParticipantId, PlacementSetId, ResourceId, RevisionId, TopologyId
+from .types import ParallelRank, PlacementFragment, TensorDescriptor
+from .validation import validate_placement_fragments
+
+__all__ = ["WeightPlacementPart"]
+
+
+def _tensor_key(tensor: TensorDescriptor) -> str:
+    return tensor.tensor_id
+
+
+def _fragment_key(fragment: PlacementFragment) -> str:
+    return fragment.placement_fragment_id
+
+
+@dataclass(frozen=True)
+class WeightPlacementPart:
+    """One participant's tensors and logical fragments; it carries no physical address.
+
+    A part declares exactly the tensors its fragments reference; an empty part
+    declares neither. Tensors are stored sorted by id, fragments by fragment id.
+    """
+
+    resource_id: ResourceId
+    revision: RevisionId
+    weight_generation: int
+    placement_set_id: PlacementSetId
+    topology_id: TopologyId
+    participant_id: ParticipantId
+    rank: ParallelRank
+    tensors: tuple[TensorDescriptor, ...]
+    fragments: tuple[PlacementFragment, ...]
+
+    def __post_init__(self) -> None:
+        require_str(self.resource_id, "resource_id")
+        require_str(self.revision, "revision")
+        require_str(self.placement_set_id, "placement_set_id")
+        require_str(self.topology_id, "topology_id")
+        require_str(self.participant_id, "participant_id")
+        require_u64(self.weight_generation, "weight_generation")
+        rank = self.rank
+        if not isinstance(rank, ParallelRank):
+            raise ValueError("placement part rank must be a ParallelRank")
+        tensors = item_tuple(self.tensors, "WeightPlacementPart tensors", TensorDescriptor)
+        fragments = item_tuple(self.fragments, "WeightPlacementPart fragments", PlacementFragment)
+        referenced: set[str] = set()
+        for fragment in fragments:
+            if fragment.rank != rank:
+                raise ValueError("placement part fragment rank differs from part rank")
+            referenced.add(fragment.tensor_id)
+        for tensor in tensors:
+            if tensor.tensor_id not in referenced:
+                raise ValueError(f"placement part contains an unreferenced tensor: {tensor.tensor_id}")
+        tensors = tuple(sorted(tensors, key=_tensor_key))
+        fragments = tuple(sorted(fragments, key=_fragment_key))
+        validate_placement_fragments(tensors, fragments, check_alias_groups=False)
+        state = self.__dict__
+        state["tensors"] = tensors
+        state["fragments"] = fragments

@@ -1,0 +1,268 @@
+"""``WeightPlacementManifest``: one complete, global, address-free placement (spec §4.8)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from .. import _native
+from ..contracts._checks import item_tuple, require_str, require_u64
+from ..contracts.ids import PlacementId, PlacementSetId, ResourceId, RevisionId
+from ..contracts.manifest import ResourceKind
+from ._canonical import part_object, tensor_object, topology_object
+from ._coverage import validate_complete_coverage
+from .part import WeightPlacementPart
+from .topology import ParallelTopology
+from .types import ParallelRank, PlacementFragment, TensorDescriptor
+from .validation import validate_placement_fragments
+
+__all__ = ["WeightPlacementManifest"]
+
+_PART_FIELDS = ("resource_id", "revision", "weight_generation", "placement_set_id")
+
+
+def _participant_key(part: WeightPlacementPart) -> str:
+    return part.participant_id
+
+
+def _tensor_key(tensor: TensorDescriptor) -> str:
+    return tensor.tensor_id
+
+
+def _fragment_key(fragment: PlacementFragment) -> str:
+    return fragment.placement_fragment_id
+
+
+@dataclass(frozen=True, init=False)
+class WeightPlacementManifest:
+    """One complete global logical placement of one weight generation.
+
+    Built from one :class:`WeightPlacementPart` per topology participant (or with
+    :meth:`from_fragments`). Construction validates the part set, the fragment
+    checks and complete coverage, then derives the canonical ``placement_id``.
+    ``digest`` is computed on first access and cached.
+    """
+
+    resource_id: ResourceId
+    placement_id: PlacementId
+    revision: RevisionId
+    weight_generation: int
+    placement_set_id: PlacementSetId
+    topology: ParallelTopology
+    parts: tuple[WeightPlacementPart, ...]
+    tensors: tuple[TensorDescriptor, ...]
+    fragments: tuple[PlacementFragment, ...]
+    _digest_cache: Optional[str] = field(default=None, init=False, repr=False, compare=False)
+
+    def __init__(
+        self,
+        *,
+        resource_id: ResourceId,
+        revision: RevisionId,
+        weight_generation: int,
+        placement_set_id: PlacementSetId,
+        topology: ParallelTopology,
+        parts: tuple[WeightPlacementPart, ...],
+        placement_id: Optional[PlacementId] = None,
+    ) -> None:
+        require_str(resource_id, "resource_id")
+        require_str(revision, "revision")
+        require_str(placement_set_id, "placement_set_id")
+        require_u64(weight_generation, "weight_generation")
+        if not isinstance(topology, ParallelTopology):
+            raise ValueError("topology must be a ParallelTopology")
+        if placement_id is not None:
+            require_str(placement_id, "placement_id")
+        ordered_parts = tuple(
+            sorted(
+                item_tuple(parts, "WeightPlacementManifest parts", WeightPlacementPart),
+                key=_participant_key,
+            )
+        )
+        _validate_part_set(
+            ordered_parts, topology, resource_id, revision, weight_generation, placement_set_id
+        )
+        catalog: dict[str, TensorDescriptor] = {}
+        all_fragments: list[PlacementFragment] = []
+        for part in ordered_parts:
+            for tensor in part.tensors:
+                known = catalog.get(tensor.tensor_id)
+                if known is None:
+                    catalog[tensor.tensor_id] = tensor
+                elif known != tensor:
+                    raise ValueError(f"placement part tensor descriptor mismatch: {tensor.tensor_id}")
+            all_fragments.extend(part.fragments)
+        tensors = tuple(sorted(catalog.values(), key=_tensor_key))
+        all_fragments.sort(key=_fragment_key)
+        fragments = tuple(all_fragments)
+        validate_placement_fragments(tensors, fragments, check_alias_groups=True)
+        validate_complete_coverage(tensors, fragments, topology)
+        content: dict[str, Any] = {
+            "schema": "complete-weight-placement",
+            "resource_id": resource_id,
+            "revision": revision,
+            "weight_generation": weight_generation,
+            "placement_set_id": placement_set_id,
+            "topology": topology_object(topology),
+            "tensors": [tensor_object(tensor) for tensor in tensors],
+            "parts": [
+                part_object(part.participant_id, part.rank, part.fragments) for part in ordered_parts
+            ],
+        }
+        canonical = "sha256:" + _native.canonical_sha256(content)
+        if placement_id is not None and placement_id != canonical:
+            raise ValueError("placement_id does not match canonical logical content")
+        state = self.__dict__
+        state["resource_id"] = resource_id
+        state["placement_id"] = canonical
+        state["revision"] = revision
+        state["weight_generation"] = weight_generation
+        state["placement_set_id"] = placement_set_id
+        state["topology"] = topology
+        state["parts"] = ordered_parts
+        state["tensors"] = tensors
+        state["fragments"] = fragments
+        state["_digest_cache"] = None
+
+    @property
+    def resource_kind(self) -> ResourceKind:
+        """Always :attr:`ResourceKind.MODEL_WEIGHT`."""
+        return ResourceKind.MODEL_WEIGHT
+
+    @property
+    def digest(self) -> str:
+        """Hex SHA-256 of the canonical placement JSON (spec §6.4); computed once."""
+        cached = self.__dict__.get("_digest_cache")
+        if cached is None:
+            from . import serde
+
+            cached = _native.sha256_hex(serde.weight_placement_to_json(self).encode("utf-8"))
+            object.__setattr__(self, "_digest_cache", cached)
+        return cached
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {
+            name: value
+            for name, value in self.__dict__.items()
+            if not name.startswith("_") or name == "_digest_cache"
+        }
+
+    def _part_index(self) -> dict[str, WeightPlacementPart]:
+        """Parts keyed by participant id (a derived cache, never pickled)."""
+        index: Optional[dict[str, WeightPlacementPart]] = self.__dict__.get("_parts_by_participant")
+        if index is None:
+            index = {part.participant_id: part for part in self.parts}
+            self.__dict__["_parts_by_participant"] = index
+        return index
+
+    @classmethod
+    def from_fragments(
+        cls,
+        *,
+        resource_id: ResourceId,
+        revision: RevisionId,
+        weight_generation: int,
+        placement_set_id: PlacementSetId,
+        topology: ParallelTopology,
+        tensors: tuple[TensorDescriptor, ...],
+        fragments: tuple[PlacementFragment, ...],
+        placement_id: Optional[PlacementId] = None,
+    ) -> WeightPlacementManifest:
+        """Assemble a manifest from a global tensor catalog and fragment list.
+
+        Each fragment goes to the topology participant with an equal rank; one part
+        is built for every participant, including participants without fragments.
+        """
+        tensor_items = item_tuple(tensors, "placement tensors", TensorDescriptor)
+        fragment_items = item_tuple(fragments, "placement fragments", PlacementFragment)
+        catalog: dict[str, TensorDescriptor] = {}
+        for tensor in tensor_items:
+            if tensor.tensor_id in catalog:
+                raise ValueError("duplicate tensor_id in placement tensors")
+            catalog[tensor.tensor_id] = tensor
+        referenced: set[str] = set()
+        for fragment in fragment_items:
+            if fragment.tensor_id not in catalog:
+                raise ValueError(f"unknown tensor_id: {fragment.tensor_id}")
+            referenced.add(fragment.tensor_id)
+        for tensor in tensor_items:
+            if tensor.tensor_id not in referenced:
+                raise ValueError(
+                    f"global placement contains an unreferenced tensor: {tensor.tensor_id}"
+                )
+        if not isinstance(topology, ParallelTopology):
+            raise ValueError("topology must be a ParallelTopology")
+        by_rank: dict[ParallelRank, list[PlacementFragment]] = {
+            participant.rank: [] for participant in topology.participants
+        }
+        for fragment in fragment_items:
+            bucket = by_rank.get(fragment.rank)
+            if bucket is None:
+                raise ValueError(
+                    "placement fragment rank has no topology participant: "
+                    f"{fragment.placement_fragment_id}"
+                )
+            bucket.append(fragment)
+        parts = []
+        for participant in topology.participants:
+            part_fragments = by_rank[participant.rank]
+            part_tensor_ids = sorted({fragment.tensor_id for fragment in part_fragments})
+            parts.append(
+                WeightPlacementPart(
+                    resource_id=resource_id,
+                    revision=revision,
+                    weight_generation=weight_generation,
+                    placement_set_id=placement_set_id,
+                    topology_id=topology.topology_id,
+                    participant_id=participant.participant_id,
+                    rank=participant.rank,
+                    tensors=tuple(catalog[tensor_id] for tensor_id in part_tensor_ids),
+                    fragments=tuple(part_fragments),
+                )
+            )
+        return cls(
+            resource_id=resource_id,
+            revision=revision,
+            weight_generation=weight_generation,
+            placement_set_id=placement_set_id,
+            topology=topology,
+            parts=tuple(parts),
+            placement_id=placement_id,
+        )
+
+
+def _validate_part_set(
+    parts: tuple[WeightPlacementPart, ...],
+    topology: ParallelTopology,
+    resource_id: str,
+    revision: str,
+    weight_generation: int,
+    placement_set_id: str,
+) -> None:
+    participant_ids = [part.participant_id for part in parts]
+    if len(set(participant_ids)) != len(participant_ids):
+        raise ValueError("duplicate placement participant")
+    topology_ranks = {
+        participant.participant_id: participant.rank for participant in topology.participants
+    }
+    present = set(participant_ids)
+    missing = sorted(set(topology_ranks) - present)
+    if missing:
+        raise ValueError(f"missing topology participant: {missing[0]}")
+    unknown = sorted(present - set(topology_ranks))
+    if unknown:
+        raise ValueError(f"unknown topology participant: {unknown[0]}")
+    expected = {
+        "resource_id": resource_id,
+        "revision": revision,
+        "weight_generation": weight_generation,
+        "placement_set_id": placement_set_id,
+        "topology_id": topology.topology_id,
+    }
+    for part in parts:
+        state = part.__dict__
+        for name, value in expected.items():
+            if state[name] != value:
+                raise ValueError(f"placement part {name} differs")
+        if state["rank"] != topology_ranks[part.participant_id]:
+            raise ValueError("placement part rank differs from topology")

@@ -1,0 +1,110 @@
+"""Parallel topology: axis sizes and the explicit participant-to-rank mapping (spec §4.6)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from .. import _native
+from ..contracts._checks import item_tuple, require_int, require_str
+from ..contracts.ids import ParticipantId, TopologyId
+from .types import ParallelRank
+
+__all__ = ["ParallelTopology", "TopologyParticipant"]
+
+
+def rank_object(rank: ParallelRank) -> dict[str, int]:
+    """Canonical JSON object of a rank."""
+    state = rank.__dict__
+    return {"dp": state["dp"], "tp": state["tp"], "pp": state["pp"], "ep": state["ep"]}
+
+
+@dataclass(frozen=True)
+class TopologyParticipant:
+    """One selected worker and its parallel rank."""
+
+    participant_id: ParticipantId
+    rank: ParallelRank
+
+    def __post_init__(self) -> None:
+        require_str(self.participant_id, "participant_id")
+        if not isinstance(self.rank, ParallelRank):
+            raise ValueError("topology participant rank must be a ParallelRank")
+
+
+@dataclass(frozen=True, init=False)
+class ParallelTopology:
+    """TP/PP/EP/DP sizes and the exact participants selected for one placement.
+
+    ``world_size`` is the number of participants, not the product of the sizes.
+    ``topology_id`` is always the canonical content hash (spec §6.2).
+    """
+
+    tp_size: int
+    pp_size: int
+    ep_size: int
+    dp_size: int
+    participants: tuple[TopologyParticipant, ...]
+    topology_id: TopologyId
+
+    def __init__(
+        self,
+        *,
+        tp_size: int,
+        pp_size: int,
+        ep_size: int,
+        dp_size: int,
+        participants: tuple[TopologyParticipant, ...],
+        topology_id: Optional[TopologyId] = None,
+    ) -> None:
+        sizes = {"tp": tp_size, "pp": pp_size, "ep": ep_size, "dp": dp_size}
+        for axis, value in sizes.items():
+            require_int(value, f"{axis}_size", 1)
+        items = item_tuple(participants, "ParallelTopology participants", TopologyParticipant)
+        if not items:
+            raise ValueError("parallel topology participants must not be empty")
+        ordered = tuple(sorted(items, key=lambda participant: participant.participant_id))
+        if len({participant.participant_id for participant in ordered}) != len(ordered):
+            raise ValueError("duplicate topology participant_id")
+        if len({participant.rank for participant in ordered}) != len(ordered):
+            raise ValueError("duplicate topology parallel rank")
+        for participant in ordered:
+            rank = participant.rank
+            for axis, size in sizes.items():
+                if getattr(rank, axis) >= size:
+                    raise ValueError(
+                        f"{axis} rank is out of range for participant {participant.participant_id}"
+                    )
+        content: dict[str, Any] = {
+            "schema": "weight-parallel-topology",
+            "tp_size": tp_size,
+            "pp_size": pp_size,
+            "ep_size": ep_size,
+            "dp_size": dp_size,
+            "participants": [
+                {"participant_id": participant.participant_id, "rank": rank_object(participant.rank)}
+                for participant in ordered
+            ],
+        }
+        canonical = "sha256:" + _native.canonical_sha256(content)
+        if topology_id is not None and topology_id != canonical:
+            raise ValueError("topology_id does not match canonical topology")
+        state = self.__dict__
+        state["tp_size"] = tp_size
+        state["pp_size"] = pp_size
+        state["ep_size"] = ep_size
+        state["dp_size"] = dp_size
+        state["participants"] = ordered
+        state["topology_id"] = canonical
+
+    @property
+    def world_size(self) -> int:
+        """Number of declared participants."""
+        return len(self.participants)
+
+    def participant(self, participant_id: str) -> TopologyParticipant:
+        """The participant with ``participant_id``; unknown ids raise ``ValueError``."""
+        for candidate in self.participants:
+            if candidate.participant_id == participant_id:
+                return candidate
+        raise ValueError(f"unknown topology participant: {participant_id}")

@@ -1,0 +1,335 @@
+"""Weight manifest value types: axes, ranks, descriptors, fragments (spec §4.1-§4.5)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, Optional, Union
+
+from .. import _native
+from ..contracts._checks import (
+    I64_MAX,
+    U64_MAX,
+    int_tuple,
+    is_item_sequence,
+    item_tuple,
+    normalize_aliases,
+    require_int,
+    require_optional_int,
+    require_s64_coordinates,
+    require_str,
+)
+from ..contracts.fragments import RuntimeBindingFragment
+from ..contracts.ids import PlacementFragmentId, TensorId
+
+__all__ = [
+    "ParallelAxisKind",
+    "SplitAxisKind",
+    "ParallelRank",
+    "SplitAxis",
+    "ReplicatedAxis",
+    "OwnershipAxis",
+    "ParallelAxis",
+    "TensorDescriptor",
+    "PlacementFragment",
+    "RuntimeBindingFragment",
+    "validate_fragment_geometry",
+    "canonical_strides_bytes",
+    "require_sha256_digest",
+    "require_manifest_items",
+]
+
+ParallelAxisKind = Literal["dp", "pp", "ep", "tp"]
+SplitAxisKind = Literal["ep", "tp"]
+
+#: Canonical axis order used for sorting everywhere: dp, pp, ep, tp.
+AXIS_ORDER: dict[str, int] = {"dp": 0, "pp": 1, "ep": 2, "tp": 3}
+_HEX = frozenset("0123456789abcdef")
+
+
+@dataclass(frozen=True)
+class ParallelRank:
+    """A participant's coordinates on the four parallel axes (field order dp, tp, pp, ep)."""
+
+    dp: int = 0
+    tp: int = 0
+    pp: int = 0
+    ep: int = 0
+
+    def __post_init__(self) -> None:
+        state = self.__dict__
+        for name in ("dp", "tp", "pp", "ep"):
+            value = state[name]
+            if type(value) is not int or value < 0:
+                require_int(value, f"parallel rank {name}", 0)
+
+
+def _require_axis_kind(kind: object) -> None:
+    require_str(kind, "parallel axis kind")
+    if kind not in AXIS_ORDER:
+        raise ValueError(f"unsupported parallel axis kind: {kind}")
+
+
+@dataclass(frozen=True)
+class SplitAxis:
+    """A parallel kind (``ep`` or ``tp``) that shards one explicit logical dimension."""
+
+    kind: SplitAxisKind
+    dim: int
+
+    def __post_init__(self) -> None:
+        _require_axis_kind(self.kind)
+        if self.kind not in ("ep", "tp"):
+            raise ValueError(f"{self.kind} cannot use split semantics")
+        require_int(self.dim, "split axis dim", 0)
+        if self.kind == "ep" and self.dim != 0:
+            raise ValueError("EP must split the leading logical expert dimension")
+
+
+@dataclass(frozen=True)
+class ReplicatedAxis:
+    """A parallel kind whose selected ranks each hold a complete replica."""
+
+    kind: ParallelAxisKind
+
+    def __post_init__(self) -> None:
+        _require_axis_kind(self.kind)
+
+
+@dataclass(frozen=True)
+class OwnershipAxis:
+    """A parallel kind that assigns ownership without splitting a dimension."""
+
+    kind: ParallelAxisKind
+
+    def __post_init__(self) -> None:
+        _require_axis_kind(self.kind)
+
+
+ParallelAxis = Union[SplitAxis, ReplicatedAxis, OwnershipAxis]
+_AXIS_TYPES = (SplitAxis, ReplicatedAxis, OwnershipAxis)
+
+
+def axis_identity(axis: ParallelAxis) -> dict[str, Any]:
+    """Canonical JSON object of an axis (spec §6.3)."""
+    if type(axis) is SplitAxis or isinstance(axis, SplitAxis):
+        return {"semantics": "split", "kind": axis.kind, "dim": axis.dim}
+    if isinstance(axis, ReplicatedAxis):
+        return {"semantics": "replicated", "kind": axis.kind}
+    return {"semantics": "ownership", "kind": axis.kind}
+
+
+@dataclass(frozen=True)
+class TensorDescriptor:
+    """Address-free description of one logical tensor and its parallel semantics."""
+
+    tensor_id: TensorId
+    global_shape: tuple[int, ...]
+    dtype: str
+    itemsize: int
+    shard_dims: tuple[int, ...]
+    layout_fingerprint: str
+    parallel_axes: tuple[ParallelAxis, ...]
+    layer_id: Optional[int] = None
+    expert_id: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        state = self.__dict__
+        shape = int_tuple(self.global_shape, "global_shape", 1)
+        if not shape:
+            raise ValueError("global_shape must not be empty")
+        require_str(self.tensor_id, "tensor_id")
+        require_str(self.dtype, "dtype")
+        require_int(self.itemsize, "itemsize", 1)
+        shard_dims = int_tuple(self.shard_dims, "shard_dims", 0)
+        if len(set(shard_dims)) != len(shard_dims):
+            raise ValueError("shard_dims must not contain duplicates")
+        if list(shard_dims) != sorted(shard_dims):
+            raise ValueError("shard_dims must be sorted")
+        ndim = len(shape)
+        if any(dim >= ndim for dim in shard_dims):
+            raise ValueError("shard_dims contains an out-of-range dimension")
+        raw_axes = self.parallel_axes
+        if not is_item_sequence(raw_axes):
+            raise ValueError("TensorDescriptor parallel_axes must be a sequence")
+        axes = tuple(raw_axes)
+        for axis in axes:
+            if not isinstance(axis, _AXIS_TYPES):
+                raise ValueError("TensorDescriptor parallel_axes must contain explicit axis values")
+        axes = tuple(sorted(axes, key=lambda axis: AXIS_ORDER.get(axis.kind, 4)))
+        kinds = [axis.kind for axis in axes]
+        if len(set(kinds)) != len(kinds):
+            raise ValueError("parallel_axes must not contain duplicate kinds")
+        split_dims = [axis.dim for axis in axes if isinstance(axis, SplitAxis)]
+        if len(set(split_dims)) != len(split_dims):
+            raise ValueError("split axes must not share a dimension")
+        if any(dim >= ndim for dim in split_dims):
+            raise ValueError("split axis dimension is out of range")
+        if tuple(sorted(split_dims)) != shard_dims:
+            raise ValueError("parallel axis split dimensions conflict with shard_dims")
+        require_optional_int(self.layer_id, "layer_id", 0)
+        require_optional_int(self.expert_id, "expert_id", 0)
+        if self.expert_id is not None and any(
+            isinstance(axis, SplitAxis) and axis.kind == "ep" for axis in axes
+        ):
+            raise ValueError("an individually allocated expert requires explicit EP ownership")
+        require_str(self.layout_fingerprint, "layout_fingerprint")
+        require_s64_coordinates(shape, "global_shape")
+        state["global_shape"] = shape
+        state["shard_dims"] = shard_dims
+        state["parallel_axes"] = axes
+
+
+def _fragment_coordinates(
+    global_offset: object, local_shape: object
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    if type(global_offset) is tuple:
+        offset: tuple[Any, ...] = global_offset  # type: ignore[assignment]
+        for item in offset:
+            if type(item) is not int or item < 0:
+                offset = int_tuple(global_offset, "global_offset", 0)
+                break
+    else:
+        offset = int_tuple(global_offset, "global_offset", 0)
+    if type(local_shape) is tuple:
+        shape: tuple[Any, ...] = local_shape  # type: ignore[assignment]
+        for item in shape:
+            if type(item) is not int or item < 1:
+                shape = int_tuple(local_shape, "local_shape", 1)
+                break
+    else:
+        shape = int_tuple(local_shape, "local_shape", 1)
+    return offset, shape
+
+
+@dataclass(frozen=True, init=False)
+class PlacementFragment:
+    """An address-free N-D box of one tensor, assigned to one parallel rank.
+
+    ``placement_fragment_id`` defaults to the canonical content hash (spec §6.1);
+    an explicit id is kept verbatim.
+    """
+
+    tensor_id: TensorId
+    global_offset: tuple[int, ...]
+    local_shape: tuple[int, ...]
+    nbytes: int
+    rank: ParallelRank
+    pipeline_stage_id: Optional[int]
+    aliases: tuple[TensorId, ...]
+    placement_fragment_id: PlacementFragmentId
+
+    def __init__(
+        self,
+        tensor_id: TensorId,
+        global_offset: tuple[int, ...],
+        local_shape: tuple[int, ...],
+        nbytes: int,
+        rank: ParallelRank,
+        pipeline_stage_id: Optional[int] = None,
+        aliases: tuple[TensorId, ...] = (),
+        placement_fragment_id: Optional[PlacementFragmentId] = None,
+    ) -> None:
+        offset, shape = _fragment_coordinates(global_offset, local_shape)
+        if type(tensor_id) is not str or not tensor_id:
+            raise ValueError("tensor_id must be a non-empty string")
+        if type(nbytes) is not int or nbytes < 1 or nbytes > U64_MAX:
+            if type(nbytes) is not int:
+                raise ValueError("nbytes must be an integer")
+            if nbytes < 1:
+                raise ValueError("nbytes must be at least 1")
+            raise ValueError("nbytes must fit in an unsigned 64-bit integer")
+        if type(rank) is not ParallelRank and not isinstance(rank, ParallelRank):
+            raise ValueError("rank must be a ParallelRank")
+        if pipeline_stage_id is not None and (
+            type(pipeline_stage_id) is not int or pipeline_stage_id < 0
+        ):
+            require_int(pipeline_stage_id, "pipeline_stage_id", 0)
+        alias_group: tuple[Any, ...] = (
+            () if type(aliases) is tuple and not aliases else normalize_aliases(aliases, tensor_id)
+        )
+        if placement_fragment_id is None:
+            for item in offset:
+                if item > I64_MAX:
+                    raise ValueError("global_offset must fit in a signed 64-bit integer")
+            for item in shape:
+                if item > I64_MAX:
+                    raise ValueError("local_shape must fit in a signed 64-bit integer")
+            rank_state = rank.__dict__
+            placement_fragment_id = _native.placement_fragment_id(
+                tensor_id,
+                offset,
+                shape,
+                nbytes,
+                rank_state["dp"],
+                rank_state["tp"],
+                rank_state["pp"],
+                rank_state["ep"],
+                alias_group,
+                pipeline_stage_id,
+            )
+        else:
+            if type(placement_fragment_id) is not str or not placement_fragment_id:
+                raise ValueError("placement_fragment_id must be a non-empty string")
+            require_s64_coordinates(offset, "global_offset")
+            require_s64_coordinates(shape, "local_shape")
+        state = self.__dict__
+        state["tensor_id"] = tensor_id
+        state["global_offset"] = offset
+        state["local_shape"] = shape
+        state["nbytes"] = nbytes
+        state["rank"] = rank
+        state["pipeline_stage_id"] = pipeline_stage_id
+        state["aliases"] = alias_group
+        state["placement_fragment_id"] = placement_fragment_id
+
+    @property
+    def fragment_id(self) -> PlacementFragmentId:
+        """Alias of :attr:`placement_fragment_id`."""
+        return self.placement_fragment_id
+
+
+def validate_fragment_geometry(
+    tensor: TensorDescriptor,
+    *,
+    fragment_id: str,
+    global_offset: tuple[int, ...],
+    local_shape: tuple[int, ...],
+    nbytes: int,
+) -> None:
+    """Check a fragment box against its tensor: rank, bounds, byte size (spec §4.5)."""
+    global_shape = tensor.global_shape
+    ndim = len(global_shape)
+    if len(global_offset) != ndim or len(local_shape) != ndim:
+        raise ValueError(f"fragment rank mismatch: {fragment_id}")
+    volume = 1
+    for begin, extent, size in zip(global_offset, local_shape, global_shape):
+        if begin + extent > size:
+            raise ValueError(f"fragment is out of bounds: {fragment_id}")
+        volume *= extent
+    expected = volume * tensor.itemsize
+    if nbytes != expected:
+        raise ValueError(
+            f"fragment byte size mismatch: {fragment_id}: expected {expected}, got {nbytes}"
+        )
+
+
+def canonical_strides_bytes(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """Row-major byte strides of ``shape`` (the last dimension has stride ``itemsize``)."""
+    strides = [0] * len(shape)
+    stride = itemsize
+    for dim in range(len(shape) - 1, -1, -1):
+        strides[dim] = stride
+        stride *= shape[dim]
+    return tuple(strides)
+
+
+def require_sha256_digest(value: object, name: str) -> None:
+    """A lowercase 64-character hex SHA-256 digest."""
+    require_str(value, name)
+    if len(value) != 64 or not _HEX.issuperset(value):  # type: ignore[arg-type]
+        raise ValueError(f"{name} must be a lowercase SHA-256 digest")
+
+
+def require_manifest_items(value: object, name: str, item_type: type) -> tuple[Any, ...]:
+    """Item-sequence check: a non-string sequence of ``item_type`` instances, as a tuple."""
+    return item_tuple(value, name, item_type)

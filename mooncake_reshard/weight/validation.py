@@ -1,0 +1,97 @@
+"""Fragment-level placement checks shared by parts and manifests (spec §11.4).
+
+:func:`validate_placement_fragments` is a pure function of a tensor catalog and a
+fragment list; it raises the contract's ``ValueError`` on the first violation.
+Grouping is done with dicts (linear); box overlap is decided by the C kernel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .. import _native
+from .types import PlacementFragment, TensorDescriptor, validate_fragment_geometry
+
+__all__ = ["validate_placement_fragments", "validate_alias_groups"]
+
+
+def validate_placement_fragments(
+    tensors: Sequence[TensorDescriptor],
+    fragments: Sequence[PlacementFragment],
+    *,
+    check_alias_groups: bool,
+) -> dict[str, TensorDescriptor]:
+    """Run the §11.4 checks; return the catalog keyed by tensor id.
+
+    ``check_alias_groups`` enables the alias-group completeness check, which only a
+    complete manifest can decide (a part sees only its own fragments).
+    """
+    catalog: dict[str, TensorDescriptor] = {}
+    for tensor in tensors:
+        tensor_id = tensor.tensor_id
+        if tensor_id in catalog:
+            raise ValueError(f"duplicate tensor_id: {tensor_id}")
+        catalog[tensor_id] = tensor
+    seen_ids: set[str] = set()
+    seen_boxes: set[tuple[Any, ...]] = set()
+    groups: dict[tuple[Any, ...], list[PlacementFragment]] = {}
+    for fragment in fragments:
+        state = fragment.__dict__
+        fragment_id = state["placement_fragment_id"]
+        if fragment_id in seen_ids:
+            raise ValueError(f"duplicate fragment_id: {fragment_id}")
+        seen_ids.add(fragment_id)
+        tensor_id = state["tensor_id"]
+        rank = state["rank"]
+        offset = state["global_offset"]
+        shape = state["local_shape"]
+        logical_key = (tensor_id, rank, offset, shape)
+        if logical_key in seen_boxes:
+            raise ValueError(f"duplicate logical fragment for tensor and parallel rank: {tensor_id}")
+        seen_boxes.add(logical_key)
+        tensor = catalog.get(tensor_id)
+        if tensor is None:
+            raise ValueError(f"unknown tensor_id: {tensor_id}")
+        validate_fragment_geometry(
+            tensor,
+            fragment_id=fragment_id,
+            global_offset=offset,
+            local_shape=shape,
+            nbytes=state["nbytes"],
+        )
+        group_key = (tensor_id, rank)
+        group = groups.get(group_key)
+        if group is None:
+            groups[group_key] = [fragment]
+        else:
+            group.append(fragment)
+    if check_alias_groups:
+        validate_alias_groups(catalog, fragments)
+    for group in groups.values():
+        if len(group) > 1 and _native.boxes_overlap(
+            [fragment.global_offset for fragment in group],
+            [fragment.local_shape for fragment in group],
+        ):
+            raise ValueError("logical fragment boxes overlap for tensor and parallel rank")
+    return catalog
+
+
+def validate_alias_groups(
+    catalog: dict[str, TensorDescriptor], fragments: Sequence[PlacementFragment]
+) -> None:
+    """Every alias member is a known tensor whose fragments all declare that same group."""
+    declared: dict[str, set[tuple[str, ...]]] = {}
+    groups: dict[tuple[str, ...], None] = {}
+    for fragment in fragments:
+        aliases = fragment.aliases
+        declared.setdefault(fragment.tensor_id, set()).add(aliases)
+        if aliases:
+            groups[aliases] = None
+    for aliases in groups:
+        for member in aliases:
+            if member not in catalog:
+                raise ValueError(f"alias group references unknown tensor: {member}")
+        for member in aliases:
+            if declared.get(member, set()) != {aliases}:
+                raise ValueError(f"alias group is not declared consistently for tensor: {member}")

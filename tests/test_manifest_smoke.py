@@ -1,0 +1,235 @@
+"""Smoke tests of the manifest layer: spec §6 known answers and a few round trips."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import pickle
+import typing
+
+import pytest
+
+from mooncake.reshard.weight import (
+    ParallelRank,
+    ParallelTopology,
+    PlacementFragment,
+    RuntimeBindingFragment,
+    SplitAxis,
+    StoredFragmentSnapshot,
+    StoredWeightManifest,
+    TensorDescriptor,
+    TopologyParticipant,
+    WeightPlacementManifest,
+    WeightRuntimeBindingManifest,
+    validate_runtime_bindings,
+    weight_placement_from_json,
+    weight_placement_to_json,
+)
+from mooncake.reshard.weight import manifest as weight_manifest
+
+PLACEMENT_ID = "sha256:618f22d9994d8d327a7afd97f3cfcf1f6680a337d71ea3a8162a7827ed0346db"
+DIGEST = "a2ade0db5b17691e6a7c16d589d0498a64359eef91589addc870590899512d98"
+PLACEMENT_JSON = (
+    '{"parts":[{"fragments":[{"aliases":[],"global_offset":[0,0],"local_shape":[4,4],"nbytes":32,'
+    '"placement_fragment_id":"placement-0","rank":{"dp":0,"ep":0,"pp":0,"tp":0},'
+    '"tensor_id":"layers.2.experts.3.w1"}],"participant_id":"worker-0","rank":{"dp":0,"ep":0,"pp":0,'
+    '"tp":0}}],"placement_id":"sha256:618f22d9994d8d327a7afd97f3cfcf1f6680a337d71ea3a8162a7827ed0346db",'
+    '"placement_set_id":"placement-set-7","resource_id":"model","resource_kind":"model_weight",'
+    '"revision":"revision","tensors":[{"dtype":"bfloat16","expert_id":3,"global_shape":[4,4],'
+    '"itemsize":2,"layer_id":2,"layout_fingerprint":"test:qwen:bf16:v1","parallel_axes":[{"dim":0,'
+    '"kind":"tp","semantics":"split"}],"shard_dims":[0],"tensor_id":"layers.2.experts.3.w1"}],'
+    '"topology":{"dp_size":1,"ep_size":1,"participants":[{"participant_id":"worker-0","rank":'
+    '{"dp":0,"ep":0,"pp":0,"tp":0}}],"pp_size":1,"topology_id":'
+    '"sha256:017d6c66843ba96ccd39ed1b118b7635fee56677a41dc3d39c48b7bb3ccccdf4","tp_size":1},'
+    '"weight_generation":7}'
+)
+STORED_SHA = "3276b40c240a49150c2df0a0bf03026baf4bc7829854b20064900637b93aa9df"
+STORED_JSON = (
+    '{"created_at":"2026-07-17T00:00:00Z","fragments":[{"aliases":[],"fragment_id":"stored-0",'
+    '"global_offset":[0,0],"local_shape":[8,4],"nbytes":64,"object_key":'
+    '"weights/default/qwen3.5-0.8b/step-42/payload/0","object_offset":0,"tensor_id":'
+    '"layers.2.experts.3.w1"}],"group_id":"weights/default/qwen3.5-0.8b/step-42","manifest_key":'
+    '"weights/default/qwen3.5-0.8b/step-42/manifest","namespace":"default","resource_id":'
+    '"qwen3.5-0.8b","resource_kind":"model_weight","revision":"step-42","tensors":[{"dtype":'
+    '"bfloat16","expert_id":3,"global_shape":[8,4],"itemsize":2,"layer_id":2,"layout_fingerprint":'
+    '"sglang:qwen3.5:bf16:v1","parallel_axes":[{"dim":0,"kind":"tp","semantics":"split"}],'
+    '"shard_dims":[0],"tensor_id":"layers.2.experts.3.w1"}],"weight_generation":42}'
+)
+
+
+def _topology() -> ParallelTopology:
+    return ParallelTopology(
+        tp_size=1,
+        pp_size=1,
+        ep_size=1,
+        dp_size=1,
+        participants=(TopologyParticipant("worker-0", ParallelRank()),),
+    )
+
+
+def _placement() -> WeightPlacementManifest:
+    tensor = TensorDescriptor(
+        tensor_id="layers.2.experts.3.w1",
+        global_shape=(4, 4),
+        dtype="bfloat16",
+        itemsize=2,
+        shard_dims=(0,),
+        layout_fingerprint="test:qwen:bf16:v1",
+        parallel_axes=(SplitAxis("tp", 0),),
+        layer_id=2,
+        expert_id=3,
+    )
+    fragment = PlacementFragment(
+        tensor_id="layers.2.experts.3.w1",
+        global_offset=(0, 0),
+        local_shape=(4, 4),
+        nbytes=32,
+        rank=ParallelRank(),
+        placement_fragment_id="placement-0",
+    )
+    return WeightPlacementManifest.from_fragments(
+        resource_id="model",
+        revision="revision",
+        weight_generation=7,
+        placement_set_id="placement-set-7",
+        topology=_topology(),
+        tensors=(tensor,),
+        fragments=(fragment,),
+    )
+
+
+def _stored() -> StoredWeightManifest:
+    group_id = "weights/default/qwen3.5-0.8b/step-42"
+    tensor = TensorDescriptor(
+        tensor_id="layers.2.experts.3.w1",
+        global_shape=(8, 4),
+        dtype="bfloat16",
+        itemsize=2,
+        shard_dims=(0,),
+        layout_fingerprint="sglang:qwen3.5:bf16:v1",
+        parallel_axes=(SplitAxis("tp", 0),),
+        layer_id=2,
+        expert_id=3,
+    )
+    fragment = StoredFragmentSnapshot(
+        fragment_id="stored-0",
+        tensor_id="layers.2.experts.3.w1",
+        global_offset=(0, 0),
+        local_shape=(8, 4),
+        object_key=group_id + "/payload/0",
+        object_offset=0,
+        nbytes=64,
+    )
+    return StoredWeightManifest(
+        namespace="default",
+        resource_id="qwen3.5-0.8b",
+        revision="step-42",
+        weight_generation=42,
+        group_id=group_id,
+        manifest_key=group_id + "/manifest",
+        tensors=(tensor,),
+        fragments=(fragment,),
+        created_at="2026-07-17T00:00:00Z",
+    )
+
+
+def test_fragment_id_known_answer() -> None:
+    fragment = PlacementFragment("weight", (0, 0), (4, 4), 32, ParallelRank(tp=1))
+    assert fragment.placement_fragment_id == (
+        "sha256:73b1b25fe8cf11d48697cfd441a400d57ef84d52583d392c09453b5b79a86035"
+    )
+    assert fragment.fragment_id == fragment.placement_fragment_id
+
+
+def test_topology_id_known_answer() -> None:
+    assert _topology().topology_id == (
+        "sha256:017d6c66843ba96ccd39ed1b118b7635fee56677a41dc3d39c48b7bb3ccccdf4"
+    )
+
+
+def test_placement_known_answers() -> None:
+    placement = _placement()
+    assert placement.placement_id == PLACEMENT_ID
+    assert weight_placement_to_json(placement) == PLACEMENT_JSON
+    assert placement.digest == DIGEST
+    assert placement._digest_cache == DIGEST
+
+
+def test_placement_json_round_trip() -> None:
+    placement = _placement()
+    decoded = weight_placement_from_json(PLACEMENT_JSON)
+    assert decoded == placement
+    assert decoded.digest == placement.digest
+    assert weight_placement_to_json(decoded) == PLACEMENT_JSON
+
+
+def test_placement_pickle_and_copy() -> None:
+    placement = _placement()
+    _ = placement.digest
+    for clone in (pickle.loads(pickle.dumps(placement)), copy.copy(placement)):
+        assert clone == placement
+        assert clone._digest_cache == DIGEST
+    with pytest.raises(TypeError):
+        dataclasses.replace(placement)
+
+
+def test_stored_known_answer_and_round_trips() -> None:
+    stored = _stored()
+    assert stored.to_json() == STORED_JSON
+    assert stored.manifest_digest == STORED_SHA
+    assert stored.manifest_identity.content_sha256 == STORED_SHA
+    assert StoredWeightManifest.from_json(STORED_JSON) == stored
+    assert StoredWeightManifest.from_json(STORED_JSON.encode()) == stored
+    assert pickle.loads(pickle.dumps(stored)) == stored
+    assert dataclasses.replace(stored) == stored
+
+
+def test_stored_rejects_duplicate_keys_and_nan() -> None:
+    with pytest.raises(ValueError, match="^duplicate JSON field: a$"):
+        StoredWeightManifest.from_json('{"a":1,"a":2}')
+    with pytest.raises(ValueError, match="^non-finite JSON number is unsupported: NaN$"):
+        StoredWeightManifest.from_json('{"a":NaN}')
+
+
+def test_runtime_binding_round_trip() -> None:
+    placement = _placement()
+    fragment = RuntimeBindingFragment(
+        placement_fragment_id="placement-0",
+        fragment_id="rt-0",
+        address=4096,
+        nbytes=32,
+        worker_id="worker-0",
+        endpoint="worker-0:1",
+        device="cuda:0",
+        itemsize=2,
+        local_shape=(4, 4),
+        strides_bytes=(8, 2),
+        storage_address=4096,
+        storage_nbytes=32,
+        storage_offset_bytes=0,
+        owner=object(),
+    )
+    binding = WeightRuntimeBindingManifest(
+        resource_id="model",
+        placement_id=placement.placement_id,
+        placement_digest=placement.digest,
+        instance_id="instance-0",
+        generation=1,
+        lease_id="lease-0",
+        revision="revision",
+        participant_id="worker-0",
+        fragments=(fragment,),
+    )
+    validate_runtime_bindings(placement, (binding,))
+    clone = pickle.loads(pickle.dumps(fragment))
+    assert clone == fragment and clone.owner is None
+
+
+def test_type_hints_resolve() -> None:
+    for name in weight_manifest.__all__:
+        obj = getattr(weight_manifest, name)
+        typing.get_type_hints(obj)
+        if isinstance(obj, type):
+            typing.get_type_hints(obj.__init__)
+    assert json.loads(PLACEMENT_JSON)["weight_generation"] == 7
