@@ -1,0 +1,459 @@
+"""Runtime binding of a logical plan and executor projections (spec §12.1-§12.3)."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Optional, Sequence
+
+from ..binding import validate_runtime_binding
+from ..placement import WeightPlacementManifest
+from ..runtime import WeightRuntimeBindingManifest
+from ..storage_manifest import StoredFragmentSnapshot, StoredWeightManifest, validate_weight_manifest_snapshot
+from ..types import PlacementFragment
+from .attestation import RuntimeBindingAttestation
+from .bound_contracts import ExecutorTransferPlan, RuntimeFragmentSnapshot, TransferPlan
+from .bound_validation import _check_target_physical_ranges
+from .contracts import LogicalTransferPlan, TransferRegion, _trusted_region
+from .fragments import BoundWeightFragment
+
+_SIDES = ("source", "target")
+
+
+# ---------------------------------------------------------------------------------------
+# §12.3 executor projections
+
+
+def _project_part(
+    placement: WeightPlacementManifest,
+    part: Any,
+    binding: WeightRuntimeBindingManifest,
+    attestation: RuntimeBindingAttestation,
+    side: str,
+    selected_fragment_ids: Optional[frozenset[str]],
+    seen_keys: set[tuple[Any, ...]],
+    emitted: set[str],
+    out: list[ExecutorTransferPlan],
+) -> None:
+    runtime_by_pfid = {fragment.placement_fragment_id: fragment for fragment in binding.fragments}
+    per_worker: dict[str, list[BoundWeightFragment]] = {}
+    for placement_fragment in part.fragments:
+        runtime = runtime_by_pfid[placement_fragment.placement_fragment_id]
+        if selected_fragment_ids is not None and runtime.fragment_id not in selected_fragment_ids:
+            continue
+        bound = BoundWeightFragment(
+            placement=placement_fragment,
+            binding=runtime,
+            instance_id=binding.instance_id,
+            runtime_lease_id=binding.lease_id,
+            lease_generation=binding.generation,
+            owner=runtime.owner,
+            attestation=attestation,
+        )
+        per_worker.setdefault(runtime.worker_id, []).append(bound)
+    digest = placement.digest
+    for worker_id in sorted(per_worker):
+        fragments = sorted(per_worker[worker_id], key=lambda bound: bound.binding.fragment_id)
+        key = (part.rank, worker_id)
+        if key in seen_keys:
+            raise ValueError(f"duplicate {side} executor rank and worker: {key}")
+        seen_keys.add(key)
+        fragment_ids = tuple(bound.binding.fragment_id for bound in fragments)
+        emitted.update(fragment_ids)
+        out.append(
+            ExecutorTransferPlan(
+                instance_id=binding.instance_id,
+                placement_id=placement.placement_id,
+                participant_id=part.participant_id,
+                placement_digest=digest,
+                runtime_lease_id=binding.lease_id,
+                worker_id=worker_id,
+                rank=part.rank,
+                fragment_ids=fragment_ids,
+                fragment_snapshots=tuple(RuntimeFragmentSnapshot.from_fragment(bound) for bound in fragments),
+                attestation=attestation,
+            )
+        )
+
+
+def _build_executor_plans_with(
+    placements: Sequence[WeightPlacementManifest],
+    bindings: Sequence[WeightRuntimeBindingManifest],
+    side: str,
+    selected_fragment_ids: Optional[frozenset[str]],
+    attestations: Optional[dict[tuple[str, str], RuntimeBindingAttestation]],
+) -> tuple[ExecutorTransferPlan, ...]:
+    if side not in _SIDES:
+        raise ValueError(f"invalid executor side: {side}")
+    by_key: dict[tuple[str, str], WeightRuntimeBindingManifest] = {}
+    for binding in bindings:
+        key = (binding.placement_id, binding.participant_id)
+        if key in by_key:
+            raise ValueError(f"duplicate {side} runtime binding participant")
+        by_key[key] = binding
+    out: list[ExecutorTransferPlan] = []
+    seen_keys: set[tuple[Any, ...]] = set()
+    emitted: set[str] = set()
+    for placement in placements:
+        for part in placement.parts:
+            binding = by_key.get((placement.placement_id, part.participant_id))
+            if binding is None:
+                continue
+            attestation = None if attestations is None else attestations.get(
+                (placement.placement_id, part.participant_id)
+            )
+            if attestation is None:
+                validate_runtime_binding(placement, binding)
+                attestation = RuntimeBindingAttestation(placement, binding)
+            if not part.fragments:
+                continue
+            _project_part(placement, part, binding, attestation, side, selected_fragment_ids, seen_keys, emitted, out)
+    out.sort(key=lambda executor: (executor.rank.dp, executor.rank.pp, executor.rank.ep, executor.rank.tp))
+    if selected_fragment_ids is not None and emitted != set(selected_fragment_ids):
+        raise ValueError(f"missing selected {side} runtime fragment")
+    return tuple(out)
+
+
+def _build_executor_plans(
+    placements: Sequence[WeightPlacementManifest],
+    bindings: Sequence[WeightRuntimeBindingManifest],
+    side: str,
+    *,
+    selected_fragment_ids: Optional[frozenset[str]] = None,
+) -> tuple[ExecutorTransferPlan, ...]:
+    """Executor projections of ``bindings`` over ``placements`` for one side (spec §12.3).
+
+    One ``ExecutorTransferPlan`` per (participant part, worker), sorted by (dp, pp, ep, tp);
+    with ``selected_fragment_ids`` only those runtime fragments are projected, and every
+    selected id must be emitted ("missing selected {side} runtime fragment").
+    """
+    return _build_executor_plans_with(tuple(placements), tuple(bindings), side, selected_fragment_ids, None)
+
+
+# ---------------------------------------------------------------------------------------
+# §12.2 resolving executor projections
+
+
+def resolve_executor_plans(
+    plan: TransferPlan,
+    placement: WeightPlacementManifest,
+    binding: WeightRuntimeBindingManifest,
+    side: str,
+) -> tuple[ExecutorTransferPlan, ...]:
+    """Re-derive the executor projections one live binding owns and check them against the
+    plan's (spec §12.2); returns the plan's matching executors."""
+    if side == "source":
+        executors = plan.source_executors
+    elif side == "target":
+        executors = plan.target_executors
+    else:
+        raise ValueError(f"invalid executor side: {side}")
+    if not executors:
+        raise ValueError(f"transfer plan has no {side} executor metadata")
+    if (plan.resource_id, plan.revision, plan.weight_generation) != (
+        placement.resource_id,
+        placement.revision,
+        placement.weight_generation,
+    ):
+        raise ValueError(f"transfer plan identity differs from {side} placement")
+    validate_runtime_binding(placement, binding)
+    expected = tuple(
+        executor
+        for executor in executors
+        if executor.instance_id == binding.instance_id and executor.participant_id == binding.participant_id
+    )
+    if not expected:
+        raise ValueError(f"{side} executor snapshot mismatch: unknown instance")
+    selected = frozenset(fragment_id for executor in expected for fragment_id in executor.fragment_ids)
+    try:
+        current = _build_executor_plans((placement,), (binding,), side, selected_fragment_ids=selected)
+    except ValueError as exc:
+        if str(exc) == f"missing selected {side} runtime fragment":
+            raise ValueError(f"{side} executor snapshot mismatch") from None
+        raise
+    pairs = [(executor.rank, executor.worker_id) for executor in expected]
+    if len(set(pairs)) != len(pairs):
+        raise ValueError(f"{side} executor snapshot has duplicate rank and worker")
+    if current != expected:
+        raise ValueError(f"{side} executor snapshot mismatch")
+    return expected
+
+
+def resolve_executor_plan(
+    plan: TransferPlan,
+    placement: WeightPlacementManifest,
+    binding: WeightRuntimeBindingManifest,
+    side: str,
+) -> ExecutorTransferPlan:
+    """Like ``resolve_executor_plans`` but requires exactly one executor."""
+    executors = resolve_executor_plans(plan, placement, binding, side)
+    if len(executors) != 1:
+        raise ValueError(f"{side} executor snapshot contains multiple ranks")
+    return executors[0]
+
+
+# ---------------------------------------------------------------------------------------
+# §12.1 binding
+
+
+def _tensor_map(tensors: Iterable[Any]) -> dict[str, Any]:
+    mapping: dict[str, Any] = {}
+    for tensor in tensors:
+        if tensor.tensor_id in mapping:
+            raise ValueError("logical transfer plan has duplicate tensor descriptors")
+        mapping[tensor.tensor_id] = tensor
+    return mapping
+
+
+def _recheck_logical_target(plan: LogicalTransferPlan) -> None:
+    """The logical target-side self-checks of spec §11.6 (step 2 of §12.1)."""
+    from .validation import validate_logical_target_coverage
+
+    validate_logical_target_coverage(plan)
+
+
+def _bind_side(
+    label: str,
+    placement: Optional[WeightPlacementManifest],
+    bindings: Any,
+    required: set[str],
+) -> tuple[list[WeightRuntimeBindingManifest], dict[tuple[str, str], RuntimeBindingAttestation]]:
+    """Validate one side's bindings (spec §12.1 step 6); return the kept ones and attestations."""
+    if isinstance(bindings, WeightRuntimeBindingManifest):
+        raise ValueError(f"invalid {label} runtime binding input")
+    try:
+        given = tuple(bindings)
+    except TypeError:
+        raise ValueError(f"invalid {label} runtime binding input") from None
+    if placement is None:
+        if given:
+            raise ValueError(f"logical plan has no {label} placements")
+        return [], {}
+    if not given:
+        raise ValueError(f"logical plan requires {label} runtime bindings")
+    seen: set[tuple[str, str]] = set()
+    runtime_ids: set[str] = set()
+    for binding in given:
+        if not isinstance(binding, WeightRuntimeBindingManifest):
+            raise ValueError(f"invalid {label} runtime binding input")
+        key = (binding.placement_id, binding.participant_id)
+        if key in seen:
+            raise ValueError(f"duplicate {label} runtime binding participant: {binding.participant_id}")
+        seen.add(key)
+        for fragment in binding.fragments:
+            if fragment.fragment_id in runtime_ids:
+                raise ValueError(f"duplicate {label} runtime fragment_id: {fragment.fragment_id}")
+            runtime_ids.add(fragment.fragment_id)
+    for binding in given:
+        if binding.placement_id != placement.placement_id:
+            raise ValueError(f"logical plan and {label} placement IDs differ")
+    given_participants = {binding.participant_id for binding in given}
+    bindable = {part.participant_id for part in placement.parts if part.fragments}
+    if not (required <= given_participants <= bindable):
+        raise ValueError(f"logical plan and {label} runtime binding participants differ")
+    _validate_bindings_together(placement, given)
+    kept = [binding for binding in given if binding.participant_id in required]
+    attestations = {
+        (placement.placement_id, binding.participant_id): RuntimeBindingAttestation(placement, binding)
+        for binding in kept
+    }
+    return kept, attestations
+
+
+def _validate_bindings_together(placement: WeightPlacementManifest, bindings: Sequence[WeightRuntimeBindingManifest]) -> None:
+    """Each binding alone, then the per-instance address ranges across participants (§11.8)."""
+    from .._address_ranges import validate_runtime_address_ranges
+    from ..binding import _binding_views
+
+    by_instance: dict[str, list[Any]] = {}
+    for binding in bindings:
+        views = _binding_views(placement, binding)
+        validate_runtime_address_ranges(views)
+        by_instance.setdefault(binding.instance_id, []).extend(views)
+    for views in by_instance.values():
+        validate_runtime_address_ranges(views)
+
+
+def _bound_fragments(
+    label: str,
+    placement: Optional[WeightPlacementManifest],
+    kept: Sequence[WeightRuntimeBindingManifest],
+    attestations: dict[tuple[str, str], RuntimeBindingAttestation],
+) -> dict[str, BoundWeightFragment]:
+    bound: dict[str, BoundWeightFragment] = {}
+    if placement is None:
+        return bound
+    parts = {part.participant_id: part for part in placement.parts}
+    for binding in kept:
+        attestation = attestations[(placement.placement_id, binding.participant_id)]
+        evidence = attestation.evidence
+        for placement_fragment in parts[binding.participant_id].fragments:
+            fragment_id = placement_fragment.placement_fragment_id
+            if fragment_id in bound:
+                raise ValueError(f"duplicate bound {label} placement fragment: {fragment_id}")
+            bound[fragment_id] = BoundWeightFragment(
+                placement=placement_fragment,
+                binding=attestation.binding_fragment(fragment_id),
+                instance_id=evidence.instance_id,
+                runtime_lease_id=evidence.lease_id,
+                lease_generation=evidence.generation,
+                owner=None,
+                attestation=attestation,
+            )
+    return bound
+
+
+def _part_fragment_index(placement: WeightPlacementManifest) -> dict[str, PlacementFragment]:
+    return {fragment.placement_fragment_id: fragment for fragment in placement.fragments}
+
+
+def bind_logical_transfer_plan(
+    logical_plan: LogicalTransferPlan,
+    target_bindings: Sequence[WeightRuntimeBindingManifest],
+    *,
+    source_bindings: Sequence[WeightRuntimeBindingManifest] = (),
+    source_manifest: Optional[StoredWeightManifest] = None,
+) -> TransferPlan:
+    """Bind a logical plan to runtime binding snapshots and return the attested ``TransferPlan``
+    (spec §12.1). Every binding given is validated; only the selected participants' bindings
+    are kept, and no allocation owner survives in the result."""
+    if not isinstance(logical_plan, LogicalTransferPlan):
+        raise ValueError("logical_plan must be a LogicalTransferPlan")
+    _recheck_logical_target(logical_plan)
+    # Step 3: stored-source manifest.
+    plan_manifest = logical_plan.source_manifest
+    authoritative: Optional[StoredWeightManifest] = None
+    if plan_manifest is None:
+        if source_manifest is not None:
+            raise ValueError("runtime source plan must not receive a source manifest")
+    else:
+        if source_manifest is None:
+            raise ValueError("stored source plan requires a source manifest")
+        authoritative = validate_weight_manifest_snapshot(source_manifest)
+        if authoritative.manifest_identity != logical_plan.source_manifest_identity:
+            raise ValueError("logical plan source manifest identity differs")
+    source_placement = logical_plan.source_placement
+    target_placement = logical_plan.target_placement
+    # Step 4: tensor snapshots.
+    source_tensors = _tensor_map(logical_plan.source_tensors)
+    target_tensors = _tensor_map(logical_plan.target_tensors)
+    if source_placement is not None:
+        if source_tensors != {tensor.tensor_id: tensor for tensor in source_placement.tensors}:
+            raise ValueError("logical plan and source placement tensor descriptors differ")
+    elif authoritative is not None:
+        if source_tensors != {tensor.tensor_id: tensor for tensor in authoritative.tensors}:
+            raise ValueError("logical plan and source manifest tensor descriptors differ")
+    target_participants = {executor.participant_id for executor in logical_plan.target_executors}
+    if target_participants:
+        expected_target_tensors = {
+            tensor.tensor_id: tensor
+            for part in target_placement.parts
+            if part.participant_id in target_participants
+            for tensor in part.tensors
+        }
+    else:
+        expected_target_tensors = {tensor.tensor_id: tensor for tensor in target_placement.tensors}
+    if target_tensors != expected_target_tensors:
+        raise ValueError("logical plan and target placement tensor descriptors differ")
+    # Step 5: fragment snapshots.
+    logical_plan.validate_source_manifest_snapshot()
+    target_index = _part_fragment_index(target_placement)
+    source_index = _part_fragment_index(source_placement) if source_placement is not None else {}
+    committed = {fragment.fragment_id: fragment for fragment in authoritative.fragments} if authoritative else {}
+    for op in logical_plan.operations:
+        target = getattr(op, "target", None)
+        if not isinstance(target, PlacementFragment) or target_index.get(target.placement_fragment_id) != target:
+            raise ValueError("logical plan and target placement fragment snapshots differ")
+        source = getattr(op, "source", None)
+        if source_placement is not None:
+            if not isinstance(source, PlacementFragment) or source_index.get(source.placement_fragment_id) != source:
+                raise ValueError("logical plan and source placement fragment snapshots differ")
+        elif authoritative is not None:
+            if not isinstance(source, StoredFragmentSnapshot) or committed.get(source.fragment_id) != source:
+                raise ValueError("logical plan and source manifest fragment snapshots differ")
+    # Step 6: bindings, target first.
+    target_kept, target_attestations = _bind_side(
+        "target", target_placement, target_bindings, target_participants
+    )
+    source_required = {executor.participant_id for executor in logical_plan.source_executors}
+    source_kept, source_attestations = _bind_side("source", source_placement, source_bindings, source_required)
+    # Step 7: bound fragments.
+    bound_targets = _bound_fragments("target", target_placement, target_kept, target_attestations)
+    bound_sources = _bound_fragments("source", source_placement, source_kept, source_attestations)
+    # Step 8: rebuild the operations.
+    operations: list[Any] = []
+    for op in logical_plan.operations:
+        if not isinstance(op, TransferRegion):
+            raise ValueError("logical transfer operation is not canonical")
+        target = op.target
+        if not isinstance(target, PlacementFragment):
+            raise ValueError("logical transfer operation target is runtime-bound")
+        bound_target = bound_targets.get(target.placement_fragment_id)
+        if bound_target is None:
+            raise ValueError(f"missing runtime binding for placement fragment: {target.placement_fragment_id}")
+        source = op.source
+        if isinstance(source, PlacementFragment):
+            bound_source: Any = bound_sources.get(source.placement_fragment_id)
+            if bound_source is None:
+                raise ValueError(
+                    f"missing source runtime binding for placement fragment: {source.placement_fragment_id}"
+                )
+        elif isinstance(source, StoredFragmentSnapshot):
+            bound_source = source
+        else:
+            raise ValueError("logical transfer operation source is runtime-bound")
+        # Same validated geometry, fragments with the same boxes and byte sizes: the region
+        # invariants still hold, so the trusted path is safe (TransferPlan re-checks bounds).
+        operations.append(
+            _trusted_region(
+                op.tensor_id,
+                bound_source,
+                bound_target,
+                op.overlap_offset,
+                op.overlap_shape,
+                op.source_base_offset,
+                op.target_base_offset,
+                op.inner_bytes,
+                op.outer_loop_counts,
+                op.source_strides,
+                op.target_strides,
+            )
+        )
+    # Step 9: target physical ranges, once, with the plan's lowered-segment budget.
+    _check_target_physical_ranges(operations, logical_plan.planning_limits.max_total_lowered_segments)
+    # Step 10.
+    if source_kept and source_placement is None:
+        raise ValueError("source runtime bindings require a source placement")
+    # Step 11: executor projections and the revalidating TransferPlan constructor.
+    if source_kept:
+        assert source_placement is not None
+        source_selected = frozenset(
+            op.source.binding.fragment_id for op in operations if isinstance(op.source, BoundWeightFragment)
+        )
+        source_executors = _build_executor_plans_with(
+            (source_placement,), source_kept, "source", source_selected, source_attestations
+        )
+    else:
+        source_executors = ()
+    target_selected = frozenset(op.target.binding.fragment_id for op in operations)
+    target_executors = _build_executor_plans_with(
+        (target_placement,), target_kept, "target", target_selected, target_attestations
+    )
+    return TransferPlan(
+        resource_id=logical_plan.resource_id,
+        revision=logical_plan.revision,
+        weight_generation=target_placement.weight_generation,
+        target_placement=target_placement,
+        operations=tuple(operations),
+        planning_limits=logical_plan.planning_limits,
+        source_executors=source_executors,
+        target_executors=target_executors,
+        source_manifest=authoritative,
+        source_manifest_identity=logical_plan.source_manifest_identity,
+    )
+
+
+__all__ = [
+    "_build_executor_plans",
+    "bind_logical_transfer_plan",
+    "resolve_executor_plan",
+    "resolve_executor_plans",
+]

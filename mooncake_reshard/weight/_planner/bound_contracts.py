@@ -1,0 +1,549 @@
+"""Bound plan value types: ``RuntimeFragmentSnapshot``, ``ExecutorTransferPlan`` and
+``TransferPlan`` (spec §9.4-§9.6, §12.4-§12.7, §13)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Optional
+
+from ...contracts.fragments import RuntimeBindingFragment
+from ...contracts.ids import (
+    LeaseId,
+    ParticipantId,
+    PlacementFragmentId,
+    PlacementId,
+    ResourceId,
+    RevisionId,
+    RuntimeFragmentId,
+    RuntimeInstanceId,
+    TensorId,
+)
+from ..placement import WeightPlacementManifest
+from ..storage_manifest import (
+    StoredFragmentSnapshot,
+    StoredManifestIdentity,
+    StoredWeightManifest,
+    validate_weight_manifest_snapshot,
+)
+from ..types import ParallelRank, PlacementFragment
+from .attestation import RuntimeBindingAttestation
+from .bound_validation import (
+    _attestation_cache,
+    _check_target_physical_ranges,
+    _validate_no_in_place,
+)
+from .contracts import (
+    ExecutableTransferOperation,
+    OperationViews,
+    PipelineRouteGroup,
+    PlanningLimits,
+    TransferRegion,
+    build_operation_views,
+)
+from .geometry import exact_cover_failures
+from .fragments import BoundWeightFragment
+
+_HEX = frozenset("0123456789abcdef")
+_SIDES = ("source", "target")
+
+
+@dataclass(frozen=True)
+class RuntimeFragmentSnapshot:
+    """A flat, immutable copy of one selected runtime fragment (spec §9.4)."""
+
+    placement_fragment_id: PlacementFragmentId
+    fragment_id: RuntimeFragmentId
+    tensor_id: TensorId
+    global_offset: tuple[int, ...]
+    local_shape: tuple[int, ...]
+    address: int
+    nbytes: int
+    worker_id: str
+    endpoint: str
+    device: str
+    itemsize: int
+    strides_bytes: tuple[int, ...]
+    storage_address: int
+    storage_nbytes: int
+    storage_offset_bytes: int
+    lease_generation: int
+
+    @classmethod
+    def from_fragment(cls, bound_fragment: BoundWeightFragment) -> RuntimeFragmentSnapshot:
+        """Snapshot of a bound fragment (its placement, runtime binding and lease generation)."""
+        return cls.from_attested_pair(
+            bound_fragment.placement, bound_fragment.binding, lease_generation=bound_fragment.lease_generation
+        )
+
+    @classmethod
+    def from_attested_pair(
+        cls,
+        placement_fragment: PlacementFragment,
+        runtime_fragment: RuntimeBindingFragment,
+        *,
+        lease_generation: int,
+    ) -> RuntimeFragmentSnapshot:
+        """Snapshot of a placement fragment and its (evidence) runtime fragment."""
+        return cls(
+            placement_fragment_id=placement_fragment.placement_fragment_id,
+            fragment_id=runtime_fragment.fragment_id,
+            tensor_id=placement_fragment.tensor_id,
+            global_offset=placement_fragment.global_offset,
+            local_shape=placement_fragment.local_shape,
+            address=runtime_fragment.address,
+            nbytes=runtime_fragment.nbytes,
+            worker_id=runtime_fragment.worker_id,
+            endpoint=runtime_fragment.endpoint,
+            device=runtime_fragment.device,
+            itemsize=runtime_fragment.itemsize,
+            strides_bytes=runtime_fragment.strides_bytes,
+            storage_address=runtime_fragment.storage_address,
+            storage_nbytes=runtime_fragment.storage_nbytes,
+            storage_offset_bytes=runtime_fragment.storage_offset_bytes,
+            lease_generation=lease_generation,
+        )
+
+
+@dataclass(frozen=True)
+class ExecutorTransferPlan:
+    """The runtime projection of one participant's fragments on one worker (spec §9.5)."""
+
+    instance_id: RuntimeInstanceId
+    placement_id: PlacementId
+    participant_id: ParticipantId
+    placement_digest: str
+    runtime_lease_id: Optional[LeaseId]
+    worker_id: str
+    rank: ParallelRank
+    fragment_ids: tuple[RuntimeFragmentId, ...]
+    fragment_snapshots: tuple[RuntimeFragmentSnapshot, ...]
+    attestation: Optional[RuntimeBindingAttestation] = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        fragment_ids = tuple(self.fragment_ids)
+        snapshots = tuple(self.fragment_snapshots)
+        object.__setattr__(self, "fragment_ids", fragment_ids)
+        object.__setattr__(self, "fragment_snapshots", snapshots)
+        if not self.instance_id or not self.placement_id or not self.participant_id or not self.worker_id or not fragment_ids:
+            raise ValueError("executor plan identifiers must not be empty")
+        digest = self.placement_digest
+        if type(digest) is not str or len(digest) != 64 or not _HEX.issuperset(digest):
+            raise ValueError("executor plan placement digest must be SHA-256")
+        lease = self.runtime_lease_id
+        if lease is not None and (type(lease) is not str or not lease):
+            raise ValueError("executor plan runtime lease ID must be non-empty")
+        if len(set(fragment_ids)) != len(fragment_ids):
+            raise ValueError("executor plan has duplicate fragment IDs")
+        for snapshot in snapshots:
+            if not isinstance(snapshot, RuntimeFragmentSnapshot):
+                raise ValueError("executor plan has invalid runtime fragment snapshots")
+        if tuple(snapshot.fragment_id for snapshot in snapshots) != fragment_ids:
+            raise ValueError("executor plan fragment snapshot IDs do not match")
+        if self.attestation is not None and not isinstance(self.attestation, RuntimeBindingAttestation):
+            raise ValueError("executor plan runtime attestation is invalid")
+
+
+# ---------------------------------------------------------------------------------------
+# TransferPlan
+
+
+def _placement_identity(placement: Any) -> tuple[Any, Any, Any]:
+    return (placement.resource_id, placement.revision, placement.weight_generation)
+
+
+def _part_ranks(placement: WeightPlacementManifest) -> dict[str, ParallelRank]:
+    return {part.participant_id: part.rank for part in placement.parts}
+
+
+def _attested_snapshots(attestation: RuntimeBindingAttestation, worker_id: str) -> tuple[RuntimeFragmentSnapshot, ...]:
+    """All attested snapshots on ``worker_id`` sorted by runtime fragment id (cached)."""
+
+    def build() -> dict[str, tuple[RuntimeFragmentSnapshot, ...]]:
+        generation = attestation.evidence.generation
+        per_worker: dict[str, list[RuntimeFragmentSnapshot]] = {}
+        placement_by_id = attestation._placement_by_id
+        for runtime_fragment in attestation.evidence.fragments:
+            placement_fragment = placement_by_id.get(runtime_fragment.placement_fragment_id)
+            if placement_fragment is None:
+                continue
+            per_worker.setdefault(runtime_fragment.worker_id, []).append(
+                RuntimeFragmentSnapshot.from_attested_pair(
+                    placement_fragment, runtime_fragment, lease_generation=generation
+                )
+            )
+        return {
+            worker: tuple(sorted(snapshots, key=lambda s: s.fragment_id)) for worker, snapshots in per_worker.items()
+        }
+
+    table: dict[str, tuple[RuntimeFragmentSnapshot, ...]] = _attestation_cache(attestation, "snapshots_by_worker", build)
+    return table.get(worker_id, ())
+
+
+@dataclass(frozen=True)
+class TransferPlan:
+    """The bound, attested plan (spec §9.6). It has no execute or submit method.
+
+    Every construction path (``__init__``, ``dataclasses.replace``, unpickling, ``copy``)
+    revalidates the whole plan.
+    """
+
+    resource_id: ResourceId
+    revision: RevisionId
+    weight_generation: int
+    target_placement: WeightPlacementManifest
+    operations: tuple[ExecutableTransferOperation, ...]
+    planning_limits: PlanningLimits = field(default_factory=PlanningLimits)
+    source_executors: tuple[ExecutorTransferPlan, ...] = ()
+    target_executors: tuple[ExecutorTransferPlan, ...] = ()
+    source_manifest: Optional[StoredWeightManifest] = None
+    source_manifest_identity: Optional[StoredManifestIdentity] = None
+    source_stored_fragment_snapshots: tuple[StoredFragmentSnapshot, ...] = field(init=False)
+
+    _operation_views: ClassVar[Any] = None
+
+    def __post_init__(self) -> None:
+        operations = tuple(self.operations)
+        source_executors = tuple(self.source_executors)
+        target_executors = tuple(self.target_executors)
+        object.__setattr__(self, "operations", operations)
+        object.__setattr__(self, "source_executors", source_executors)
+        object.__setattr__(self, "target_executors", target_executors)
+        if not self.resource_id or not self.revision:
+            raise ValueError("transfer plan identifiers must not be empty")
+        if type(self.weight_generation) is not int or self.weight_generation < 0:
+            raise ValueError("transfer plan weight_generation must be non-negative")
+        limits = self.planning_limits
+        if not isinstance(limits, PlanningLimits):
+            raise ValueError("transfer plan planning_limits is invalid")
+        identity = self.source_manifest_identity
+        if identity is not None and not isinstance(identity, StoredManifestIdentity):
+            raise ValueError("transfer plan source manifest identity is invalid")
+        if self.source_manifest is not None and not isinstance(self.source_manifest, StoredWeightManifest):
+            raise ValueError("transfer plan source manifest is invalid")
+        if len(operations) > limits.max_transfer_regions:
+            raise ValueError("transfer plan exceeds max_transfer_regions")
+        total_segments = 0
+        any_stored = False
+        for op in operations:
+            if not isinstance(op, TransferRegion):
+                raise ValueError("transfer plan requires a canonical transfer operation")
+            if not isinstance(op.target, BoundWeightFragment):
+                raise ValueError("executable transfer plan target must be runtime-bound")
+            source = op.source
+            if isinstance(source, StoredFragmentSnapshot):
+                any_stored = True
+            elif not isinstance(source, BoundWeightFragment):
+                raise ValueError("executable transfer plan source must be runtime-bound")
+            op.validate_bounds()
+            segments = op.segment_count
+            if segments > limits.max_segments_per_region:
+                raise ValueError("transfer plan exceeds max_segments_per_region")
+            total_segments += segments
+            if total_segments > limits.max_total_lowered_segments:
+                raise ValueError("transfer plan exceeds max_total_lowered_segments")
+        self._validate_stored_source(operations, any_stored)
+        for executor in source_executors + target_executors:
+            if not isinstance(executor, ExecutorTransferPlan):
+                raise ValueError("transfer plan has invalid canonical executor metadata")
+        object.__setattr__(
+            self, "_operation_views", build_operation_views(operations, source_executors, target_executors)
+        )
+        self._validate_attested_execution(operations)
+        target_placement = self.target_placement
+        if not isinstance(target_placement, WeightPlacementManifest):
+            raise ValueError("transfer plan target placement is invalid")
+        if _placement_identity(target_placement) != (self.resource_id, self.revision, self.weight_generation):
+            raise ValueError("transfer plan target placement identity differs")
+        self._validate_executor_consistency("source", operations, source_executors)
+        self._validate_executor_consistency("target", operations, target_executors)
+        _validate_no_in_place(operations)
+        _check_target_physical_ranges(operations, limits.max_total_lowered_segments)
+        self._validate_bound_target_coverage(operations, target_executors)
+
+    # -- §9.6 step 8 ---------------------------------------------------------------------
+    def _validate_stored_source(self, operations: tuple[Any, ...], any_stored: bool) -> None:
+        if not any_stored:
+            if self.source_manifest is not None:
+                raise ValueError("runtime transfer plan must not have a source manifest")
+            if self.source_manifest_identity is not None:
+                raise ValueError("runtime transfer plan must not have a source manifest identity")
+            object.__setattr__(self, "source_stored_fragment_snapshots", ())
+            return
+        if self.source_manifest is None:
+            raise ValueError("stored transfer plan requires a source manifest")
+        manifest = validate_weight_manifest_snapshot(self.source_manifest)
+        object.__setattr__(self, "source_manifest", manifest)
+        identity = self.source_manifest_identity
+        if identity is None:
+            raise ValueError("stored transfer plan requires a source manifest identity")
+        if (identity.resource_id, identity.revision, identity.weight_generation) != (
+            self.resource_id,
+            self.revision,
+            self.weight_generation,
+        ):
+            raise ValueError("transfer plan source manifest identity differs")
+        if manifest.manifest_identity != identity:
+            raise ValueError("transfer plan source manifest commitment differs")
+        committed = {fragment.fragment_id: fragment for fragment in manifest.fragments}
+        selected: dict[str, StoredFragmentSnapshot] = {}
+        for op in operations:
+            source = op.source
+            if not isinstance(source, StoredFragmentSnapshot):
+                raise ValueError("transfer plan mixes stored and live source fragments")
+            expected = committed.get(source.fragment_id)
+            if expected is None or expected != source:
+                raise ValueError("transfer plan stored source fragment differs from committed manifest")
+            selected.setdefault(source.fragment_id, expected)
+        object.__setattr__(
+            self, "source_stored_fragment_snapshots", tuple(selected[key] for key in sorted(selected))
+        )
+
+    # -- §9.6 step 11 --------------------------------------------------------------------
+    def _validate_attested_execution(self, operations: tuple[Any, ...]) -> None:
+        plan_identity = (self.resource_id, self.revision, self.weight_generation)
+        checked: set[int] = set()
+        for op in operations:
+            for side, fragment in (("source", op.source), ("target", op.target)):
+                if not isinstance(fragment, BoundWeightFragment):
+                    continue
+                if id(fragment) in checked:
+                    continue
+                if fragment.owner is not None or fragment.binding.owner is not None:
+                    raise ValueError(f"transfer plan {side} fragment retains runtime allocation owner")
+                attestation = fragment.attestation
+                if attestation is None:
+                    raise ValueError(f"transfer plan {side} fragment lacks an attested runtime binding")
+                if _placement_identity(attestation.placement) != plan_identity:
+                    raise ValueError(f"transfer plan identity differs from {side} placement")
+                if not attestation.validates(fragment.placement, fragment.binding):
+                    raise ValueError(f"transfer plan {side} fragment differs from attested runtime binding")
+                checked.add(id(fragment))
+
+    # -- §12.4 ---------------------------------------------------------------------------
+    def _validate_executor_consistency(
+        self, side: str, operations: tuple[Any, ...], executors: tuple[ExecutorTransferPlan, ...]
+    ) -> None:
+        if not operations:
+            return
+        fragments = [op.source if side == "source" else op.target for op in operations]
+        stored = [isinstance(fragment, StoredFragmentSnapshot) for fragment in fragments]
+        if any(stored):
+            if side != "source" or not all(stored):
+                raise ValueError("transfer plan mixes stored and live source fragments")
+            if executors:
+                raise ValueError("stored source must not have live executor provenance")
+            return
+        for fragment in fragments:
+            if not isinstance(fragment, BoundWeightFragment):
+                raise ValueError(f"transfer plan {side} fragment is not runtime-bound")
+        if not executors:
+            raise ValueError(f"live {side} requires executor provenance")
+        # Expected executor key of every operation fragment, from its attestation.
+        expected_ops: dict[tuple[Any, ...], list[int]] = {}
+        active_placements: list[WeightPlacementManifest] = []
+        for index, fragment in enumerate(fragments):
+            attestation = fragment.attestation
+            if attestation is None:
+                raise ValueError(f"transfer plan {side} fragment lacks runtime attestation")
+            evidence = attestation.evidence
+            placement = attestation.placement
+            if not any(placement is known for known in active_placements):
+                active_placements.append(placement)
+            key = (
+                evidence.instance_id,
+                placement.placement_id,
+                evidence.participant_id,
+                placement.digest,
+                evidence.lease_id,
+                fragment.binding.worker_id,
+                fragment.placement.rank,
+            )
+            expected_ops.setdefault(key, []).append(index)
+        plan_identity = (self.resource_id, self.revision, self.weight_generation)
+        seen_keys: set[tuple[Any, ...]] = set()
+        snapshot_owner: dict[Any, RuntimeFragmentSnapshot] = {}
+        views: OperationViews = self._operation_views
+        for executor in executors:
+            if executor.runtime_lease_id is None:
+                raise ValueError(f"{side} executor is missing runtime lease provenance")
+            key = (
+                executor.instance_id,
+                executor.placement_id,
+                executor.participant_id,
+                executor.placement_digest,
+                executor.runtime_lease_id,
+                executor.worker_id,
+                executor.rank,
+            )
+            if key in seen_keys:
+                raise ValueError(f"transfer plan has duplicate {side} executor provenance")
+            seen_keys.add(key)
+            attestation = executor.attestation
+            if attestation is None:
+                raise ValueError(f"{side} executor lacks runtime attestation")
+            placement = attestation.placement
+            if _placement_identity(placement) != plan_identity or placement not in active_placements:
+                raise ValueError(f"{side} executor attestation identity differs")
+            evidence = attestation.evidence
+            attested_key = (
+                evidence.instance_id,
+                placement.placement_id,
+                evidence.participant_id,
+                placement.digest,
+                evidence.lease_id,
+                executor.worker_id,
+                _attestation_cache(attestation, "part_ranks", lambda: _part_ranks(placement)).get(
+                    evidence.participant_id
+                ),
+            )
+            if key != attested_key:
+                raise ValueError(f"{side} executor provenance differs from attestation")
+            wanted = set(executor.fragment_ids)
+            rebuilt = tuple(
+                snapshot
+                for snapshot in _attested_snapshots(attestation, executor.worker_id)
+                if snapshot.fragment_id in wanted
+            )
+            if rebuilt != executor.fragment_snapshots:
+                raise ValueError(f"{side} executor fragment provenance differs")
+            for snapshot in executor.fragment_snapshots:
+                if snapshot.fragment_id in snapshot_owner:
+                    raise ValueError(f"{side} executor has duplicate fragment provenance")
+                snapshot_owner[snapshot.fragment_id] = snapshot
+            actual = views.indices(executor, side)
+            if actual != tuple(expected_ops.get(key, ())):
+                raise ValueError(f"{side} executor provenance differs from operations")
+        for key in expected_ops:
+            if key not in seen_keys:
+                raise ValueError(f"{side} executor provenance differs from operations")
+        operation_ids = {fragment.binding.fragment_id for fragment in fragments}
+        if set(snapshot_owner) != operation_ids:
+            raise ValueError(f"{side} executor fragment provenance differs from operations")
+        compared: set[int] = set()
+        for fragment in fragments:
+            if id(fragment) in compared:
+                continue
+            compared.add(id(fragment))
+            if RuntimeFragmentSnapshot.from_fragment(fragment) != snapshot_owner[fragment.binding.fragment_id]:
+                raise ValueError(f"{side} executor fragment provenance differs")
+
+    # -- §12.7 ---------------------------------------------------------------------------
+    def _validate_bound_target_coverage(
+        self, operations: tuple[Any, ...], executors: tuple[ExecutorTransferPlan, ...]
+    ) -> None:
+        placement = self.target_placement
+        parts = {part.participant_id: part for part in placement.parts}
+        boxes_by_fragment: dict[Any, list[tuple[tuple[int, ...], tuple[int, ...]]]] = {}
+        op_participants: set[str] = set()
+        checked: set[int] = set()
+        for op in operations:
+            target = op.target
+            if id(target) not in checked:
+                attestation = target.attestation
+                if (
+                    attestation is None
+                    or not (attestation.placement is placement or attestation.placement == placement)
+                    or not attestation.validates(target.placement, target.binding)
+                ):
+                    raise ValueError("bound target fragment differs from target placement")
+                # ``validates`` compared the fragment with the entry of the participant's part.
+                if attestation.evidence.participant_id not in parts:
+                    raise ValueError("bound target fragment differs from target placement")
+                checked.add(id(target))
+            participant = target.attestation.evidence.participant_id
+            op_participants.add(participant)
+            boxes_by_fragment.setdefault((participant, target.placement.placement_fragment_id), []).append(
+                (op.overlap_offset, op.overlap_shape)
+            )
+        if not executors:
+            raise ValueError("bound plan has no target executor metadata")
+        seen: set[tuple[str, str]] = set()
+        views: OperationViews = self._operation_views
+        digest = placement.digest
+        for executor in executors:
+            pair = (executor.participant_id, executor.worker_id)
+            if pair in seen:
+                raise ValueError("bound plan has duplicate target executor")
+            seen.add(pair)
+            part = parts.get(executor.participant_id)
+            attestation = executor.attestation
+            if (
+                part is None
+                or attestation is None
+                or executor.rank != part.rank
+                or executor.placement_id != placement.placement_id
+                or executor.placement_digest != digest
+                or not (attestation.placement is placement or attestation.placement == placement)
+                or attestation.evidence.participant_id != executor.participant_id
+                or attestation.evidence.instance_id != executor.instance_id
+                or attestation.evidence.lease_id != executor.runtime_lease_id
+            ):
+                raise ValueError("bound target executor differs from target placement")
+            expected_ids = tuple(
+                sorted(
+                    fragment.fragment_id
+                    for fragment in attestation.evidence.fragments
+                    if fragment.worker_id == executor.worker_id
+                )
+            )
+            if executor.fragment_ids != expected_ids:
+                raise ValueError("bound target executor fragments differ from target placement")
+            if not views.indices(executor, "target"):
+                raise ValueError("bound target executor operations differ from target placement")
+        executor_participants = {executor.participant_id for executor in executors}
+        if executor_participants != op_participants:
+            raise ValueError("bound target executors differ from planned operations")
+        containers: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+        boxes: list[list[tuple[tuple[int, ...], tuple[int, ...]]]] = []
+        order: list[str] = []
+        for participant in sorted(executor_participants):
+            for fragment in parts[participant].fragments:
+                containers.append((fragment.global_offset, fragment.local_shape))
+                boxes.append(boxes_by_fragment.get((participant, fragment.placement_fragment_id), []))
+                order.append(fragment.placement_fragment_id)
+        failed = exact_cover_failures(containers, boxes)
+        if failed is not None:
+            raise ValueError(f"bound target fragment is not fully covered: {order[failed]}")
+
+    # -- pickling (spec §13) -------------------------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("_operation_views", None)
+        return state
+
+    def __setstate__(self, state: Any) -> None:
+        if not isinstance(state, dict):
+            raise ValueError("transfer plan pickle state is invalid")
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
+        self.__post_init__()
+
+    # -- derived views -------------------------------------------------------------------
+    @property
+    def total_bytes(self) -> int:
+        """Bytes moved by all operations."""
+        return sum(op.total_bytes for op in self.operations)
+
+    @property
+    def regions(self) -> tuple[ExecutableTransferOperation, ...]:
+        """The operations (same tuple)."""
+        return self.operations
+
+    @property
+    def pipeline_routes(self) -> tuple[PipelineRouteGroup, ...]:
+        """Operations grouped by source/target PP rank and pipeline stage (spec §11.9)."""
+        views: OperationViews = self._operation_views
+        return views.pipeline_routes
+
+    def operation_indices_for_executor(self, executor: ExecutorTransferPlan, side: str) -> tuple[int, ...]:
+        """Ascending indices of the operations whose ``side`` fragment belongs to ``executor``."""
+        if side not in _SIDES:
+            raise ValueError(f"invalid executor side: {side}")
+        executors = self.source_executors if side == "source" else self.target_executors
+        if executor not in executors:
+            raise ValueError(f"{side} executor is not part of this transfer plan")
+        views: OperationViews = self._operation_views
+        return views.indices(executor, side)
+
+
+__all__ = ["ExecutorTransferPlan", "RuntimeFragmentSnapshot", "TransferPlan"]

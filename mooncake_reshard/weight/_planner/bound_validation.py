@@ -1,0 +1,319 @@
+"""Checks on bound (runtime) plans: physical target ranges, in-place protection, executor
+provenance and bound target coverage (spec §12.4-§12.7).
+
+The physical-range sweep runs in C (``_native.physical_sweep``); this module groups the
+operations, decides which target fragments are completely written, and assigns declared-alias
+classes so the kernel can apply the spec's tolerance rule without calling back into Python.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Optional, Sequence
+
+from ... import _native
+from .fragments import BoundWeightFragment
+
+_U64_MAX = (1 << 64) - 1
+
+_STATUS_CONFLICT = 1
+_STATUS_BUDGET = 2
+
+
+# ---------------------------------------------------------------------------------------
+# Geometry helpers
+
+
+def _volume(shape: Sequence[int]) -> int:
+    volume = 1
+    for extent in shape:
+        volume *= extent
+    return volume
+
+
+def _boxes_intersect(a_offset: Sequence[int], a_shape: Sequence[int], b_offset: Sequence[int], b_shape: Sequence[int]) -> bool:
+    for a0, ae, b0, be in zip(a_offset, a_shape, b_offset, b_shape):
+        if a0 >= b0 + be or b0 >= a0 + ae:
+            return False
+    return True
+
+
+def _exactly_cover(
+    container_offset: tuple[int, ...],
+    container_shape: tuple[int, ...],
+    boxes: Sequence[tuple[tuple[int, ...], tuple[int, ...]]],
+) -> bool:
+    """``boxes_exactly_cover`` of spec §11.3 with cheap fast paths for the common cases."""
+    if not boxes:
+        return False
+    ndim = len(container_offset)
+    total = 0
+    for offset, shape in boxes:
+        if len(offset) != ndim or len(shape) != ndim:
+            return False
+        for c0, ce, b0, be in zip(container_offset, container_shape, offset, shape):
+            if b0 < c0 or b0 + be > c0 + ce or be <= 0:
+                return False
+        total += _volume(shape)
+    if total != _volume(container_shape):
+        return False
+    if len(boxes) == 1:
+        return True
+    try:
+        from ...geometry import boxes_overlap
+    except ImportError:  # pragma: no cover - the geometry module is part of the package
+        boxes_overlap = None
+    if boxes_overlap is not None:
+        return not boxes_overlap(list(boxes))
+    for i in range(len(boxes)):  # pragma: no cover - fallback only
+        for j in range(i + 1, len(boxes)):
+            if _boxes_intersect(boxes[i][0], boxes[i][1], boxes[j][0], boxes[j][1]):
+                return False
+    return True
+
+
+# ---------------------------------------------------------------------------------------
+# §12.6 target physical ranges
+
+
+class _EqualityClasses:
+    """Assigns small integers to values by ``==`` (identity first), tolerating unhashables."""
+
+    __slots__ = ("_hashed", "_unhashed")
+
+    def __init__(self) -> None:
+        self._hashed: dict[Any, int] = {}
+        self._unhashed: list[tuple[Any, int]] = []
+
+    def index(self, value: Any) -> int:
+        try:
+            found = self._hashed.get(value)
+            if found is None:
+                found = len(self._hashed) + len(self._unhashed)
+                self._hashed[value] = found
+            return found
+        except TypeError:
+            for known, number in self._unhashed:
+                if known is value or known == value:
+                    return number
+            number = len(self._hashed) + len(self._unhashed)
+            self._unhashed.append((value, number))
+            return number
+
+
+class _IdentityClasses:
+    """Like ``_EqualityClasses`` for large values (placements, evidence): identity memo,
+    then ``==`` against the few distinct representatives seen so far."""
+
+    __slots__ = ("_by_id", "_representatives")
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, int] = {}
+        self._representatives: list[Any] = []
+
+    def index(self, value: Any) -> int:
+        found = self._by_id.get(id(value))
+        if found is not None:
+            return found
+        for number, known in enumerate(self._representatives):
+            if known is value or known == value:
+                self._by_id[id(value)] = number
+                return number
+        number = len(self._representatives)
+        self._representatives.append(value)
+        self._by_id[id(value)] = number
+        return number
+
+
+def _complete_alias_group(fragment: Any) -> Optional[tuple[str, ...]]:
+    aliases = getattr(fragment, "aliases", ())
+    if type(aliases) is not tuple or len(aliases) < 2 or fragment.tensor_id not in aliases:
+        return None
+    return aliases
+
+
+def _alias_classes(operations: Sequence[Any]) -> tuple[Optional[list[int]], Optional[list[int]]]:
+    """Per-operation declared-alias class (or -1) and tensor key, for the kernel's tolerance rule.
+
+    Two operations are a *safe declared alias overlap* (spec §12.6) exactly when both are
+    eligible, their classes are equal and their tensor keys differ.
+    """
+    if not any(getattr(op.target, "aliases", ()) for op in operations):
+        return None, None
+    objects = _IdentityClasses()
+    owners = _EqualityClasses()
+    classes = _EqualityClasses()
+    tensors = _EqualityClasses()
+    alias_class: list[int] = []
+    tensor_key: list[int] = []
+    for op in operations:
+        tensor_key.append(tensors.index(op.tensor_id))
+        source = op.source
+        target = op.target
+        group = _complete_alias_group(target)
+        attestation = getattr(target, "attestation", None)
+        if (
+            group is None
+            or attestation is None
+            or _complete_alias_group(source) != group
+        ):
+            alias_class.append(-1)
+            continue
+        key = (
+            group,
+            source.global_offset,
+            source.local_shape,
+            op.source_base_offset,
+            op.target_base_offset,
+            op.inner_bytes,
+            op.outer_loop_counts,
+            op.source_strides,
+            op.target_strides,
+            op.overlap_offset,
+            op.overlap_shape,
+            target.global_offset,
+            target.local_shape,
+            target.address,
+            target.nbytes,
+            owners.index(target.owner),
+            target.instance_id,
+            target.runtime_lease_id,
+            target.lease_generation,
+            objects.index(attestation.placement),
+            objects.index(attestation.evidence),
+        )
+        alias_class.append(classes.index(key))
+    return alias_class, tensor_key
+
+
+def _check_target_physical_ranges(operations: Sequence[Any], max_segment_checks: int) -> None:
+    """The §12.6 check on operations already known to be bounded executable regions."""
+    spaces: dict[tuple[Any, ...], int] = {}
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for index, op in enumerate(operations):
+        target = op.target
+        binding = target.binding
+        placement = target.placement
+        space = (target.instance_id, binding.worker_id, binding.device)
+        space_id = spaces.get(space)
+        if space_id is None:
+            space_id = spaces[space] = len(spaces)
+        key = (
+            space_id,
+            binding.fragment_id,
+            placement.tensor_id,
+            target.lease_generation,
+            binding.address,
+            binding.nbytes,
+            placement.global_offset,
+            placement.local_shape,
+        )
+        members = groups.get(key)
+        if members is None:
+            groups[key] = [index]
+        else:
+            members.append(index)
+    streams: list[int] = []
+    for key, members in groups.items():
+        space_id = key[0]
+        first = operations[members[0]]
+        target = first.target
+        container_offset = target.placement.global_offset
+        container_shape = target.placement.local_shape
+        boxes = [(operations[i].overlap_offset, operations[i].overlap_shape) for i in members]
+        if _exactly_cover(container_offset, container_shape, boxes):
+            streams.extend((space_id, members[0], 0, target.binding.address, target.binding.nbytes, 0))
+            continue
+        address = target.binding.address
+        for i in members:
+            op = operations[i]
+            counts = op.outer_loop_counts
+            streams.extend((space_id, i, 1, address + op.target_base_offset, op.inner_bytes, len(counts)))
+            streams.extend(counts)
+            streams.extend(op.target_strides)
+    alias_class, tensor_key = _alias_classes(operations)
+    budget = max_segment_checks if max_segment_checks <= _U64_MAX else _U64_MAX
+    try:
+        outcome = _native.physical_sweep(streams, len(spaces), len(operations), alias_class, tensor_key, budget)
+    except (OverflowError, TypeError) as exc:
+        raise ValueError(f"target physical range is invalid: {exc}") from None
+    if outcome is None:
+        return
+    status, op_index, _previous = outcome
+    if status == _STATUS_BUDGET:
+        raise ValueError("target physical segment scan budget exceeded")
+    if status == _STATUS_CONFLICT:
+        raise ValueError(f"conflicting target physical range: {operations[op_index].target.fragment_id}")
+    raise ValueError(
+        f"target physical range does not fit in an unsigned 64-bit integer: {operations[op_index].target.fragment_id}"
+    )
+
+
+def _validate_target_physical_ranges(operations: Iterable[Any], *, max_segment_checks: int = 1_000_000) -> None:
+    """Reject target byte ranges written by two operations (spec §12.6).
+
+    ``operations`` are executable ``TransferRegion``s whose targets are ``BoundWeightFragment``s.
+    Per target address space ``(instance_id, worker_id, device)`` a completely written target
+    fragment counts as one free segment; other fragments are expanded segment by segment,
+    each costing one unit of ``max_segment_checks``. Raises ``ValueError`` on a conflict
+    ("conflicting target physical range: {fragment_id}") or an exhausted budget
+    ("target physical segment scan budget exceeded").
+    """
+    if type(max_segment_checks) is not int or max_segment_checks <= 0:
+        raise ValueError("max_segment_checks must be a positive integer")
+    ops = tuple(operations)
+    for op in ops:
+        if not isinstance(getattr(op, "target", None), BoundWeightFragment):
+            raise ValueError("executable transfer plan target must be runtime-bound")
+        op.validate_bounds()
+    _check_target_physical_ranges(ops, max_segment_checks)
+
+
+# ---------------------------------------------------------------------------------------
+# §12.5 in-place protection
+
+
+def _validate_no_in_place(operations: Sequence[Any]) -> None:
+    """Source and target allocations of one address space must not coincide (spec §12.5)."""
+    sources: dict[tuple[Any, ...], set[tuple[int, int]]] = {}
+    targets: dict[tuple[Any, ...], set[tuple[int, int]]] = {}
+    for op in operations:
+        source = op.source
+        if isinstance(source, BoundWeightFragment):
+            binding = source.binding
+            sources.setdefault((source.instance_id, binding.worker_id, binding.device), set()).add(
+                (binding.storage_address, binding.storage_nbytes)
+            )
+        target = op.target
+        binding = target.binding
+        targets.setdefault((target.instance_id, binding.worker_id, binding.device), set()).add(
+            (binding.storage_address, binding.storage_nbytes)
+        )
+    for space, allocations in sources.items():
+        other = targets.get(space)
+        if other is not None and not allocations.isdisjoint(other):
+            raise ValueError(
+                f"source and target runtime storage allocations overlap in address space {space}; "
+                "in-place reshard is unsupported"
+            )
+
+
+# ---------------------------------------------------------------------------------------
+# Shared helper for per-attestation caches
+
+
+def _attestation_cache(attestation: Any, name: str, build: Callable[[], Any]) -> Any:
+    """A derived value cached on an attestation instance (never pickled: the attestation's
+    state is ``(placement, evidence)``). The cache is keyed by the identities of both, so a
+    forged ``placement``/``evidence`` swap invalidates it."""
+    stamp = (id(attestation.placement), id(attestation.evidence))
+    cache = attestation.__dict__.get("_derived_cache")
+    if cache is None or cache[0] != stamp:
+        cache = (stamp, {})
+        object.__setattr__(attestation, "_derived_cache", cache)
+    values = cache[1]
+    if name not in values:
+        values[name] = build()
+    return values[name]
+
+
+__all__ = ["_validate_target_physical_ranges"]
