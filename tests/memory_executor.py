@@ -1,0 +1,197 @@
+"""Host-memory test executor for bound plans.
+
+* :class:`HostMemory` allocates real host buffers (ctypes arrays) and keeps them alive; their
+  ``ctypes.addressof`` addresses go into runtime bindings.
+* :func:`host_bindings` builds one ``WeightRuntimeBindingManifest`` per non-empty participant with
+  real addresses (one allocation per fragment, or one shared allocation per participant with
+  the fragments at storage offsets inside it).
+* :func:`fill_placement` / :func:`fill_stored` write a deterministic global tensor's slices
+  into source fragments (or into simulated Store object payloads).
+* :func:`execute` runs a ``TransferPlan`` with ``ctypes.memmove``: for every operation it walks
+  ``outer_loop_counts`` with the per-side ``*_strides`` (last loop fastest) and copies
+  ``inner_bytes`` per segment -- an independent re-implementation, it does not use
+  ``iter_segments``.
+* :func:`check_targets` compares every byte of every target fragment with the expected slice.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import itertools
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from mooncake.reshard.weight import RuntimeBindingFragment, WeightRuntimeBindingManifest
+from mooncake.reshard.weight.types import canonical_strides_bytes
+
+
+class HostMemory:
+    """Owner of host buffers; addresses stay valid while this object lives."""
+
+    def __init__(self) -> None:
+        self._buffers: List[Any] = []
+        self.payloads: Dict[str, int] = {}
+
+    def alloc(self, nbytes: int, fill: int = 0xCD) -> int:
+        buffer = (ctypes.c_ubyte * nbytes)()
+        ctypes.memset(buffer, fill, nbytes)
+        self._buffers.append(buffer)
+        return ctypes.addressof(buffer)
+
+    @staticmethod
+    def read(address: int, nbytes: int) -> bytes:
+        return ctypes.string_at(address, nbytes)
+
+    @staticmethod
+    def write(address: int, data: bytes) -> None:
+        ctypes.memmove(address, data, len(data))
+
+
+def _tensor_seed(tensor_id: str) -> int:
+    return int.from_bytes(hashlib.sha256(tensor_id.encode()).digest()[:4], "little")
+
+
+def element_bytes(tensor: Any, flat_index: int) -> bytes:
+    """Bytes of one element of the deterministic global tensor."""
+    itemsize = tensor.itemsize
+    value = (_tensor_seed(tensor.tensor_id) * 1_000_003 + flat_index * 7919 + 1) % (1 << (8 * itemsize))
+    return value.to_bytes(itemsize, "little")
+
+
+def slice_bytes(tensor: Any, global_offset: Sequence[int], local_shape: Sequence[int]) -> bytes:
+    """Row-major bytes of the box ``(global_offset, local_shape)`` of the global tensor."""
+    shape = tensor.global_shape
+    strides = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        strides[d] = strides[d + 1] * shape[d + 1]
+    out = bytearray()
+    for local in itertools.product(*(range(n) for n in local_shape)):
+        flat = sum((o + i) * s for o, i, s in zip(global_offset, local, strides))
+        out += element_bytes(tensor, flat)
+    return bytes(out)
+
+
+def host_bindings(
+    placement: Any,
+    memory: HostMemory,
+    *,
+    prefix: str,
+    device: str = "cpu",
+    generation: int = 1,
+    shared_allocation: bool = False,
+    owner: Optional[object] = None,
+    participants: Optional[Iterable[str]] = None,
+) -> Tuple[WeightRuntimeBindingManifest, ...]:
+    """One binding per non-empty participant (optionally only ``participants``), real addresses."""
+    wanted = None if participants is None else set(participants)
+    itemsize = {tensor.tensor_id: tensor.itemsize for tensor in placement.tensors}
+    result: List[WeightRuntimeBindingManifest] = []
+    for part in placement.parts:
+        if not part.fragments or (wanted is not None and part.participant_id not in wanted):
+            continue
+        name = f"{prefix}-{part.participant_id}"
+        sizes = [fragment.nbytes for fragment in part.fragments]
+        offsets: List[int] = []
+        total = 0
+        for size in sizes:
+            offsets.append(total)
+            total += (size + 63) // 64 * 64
+        shared = memory.alloc(total) if shared_allocation else 0
+        fragments = []
+        for number, (fragment, offset) in enumerate(zip(part.fragments, offsets)):
+            if shared_allocation:
+                storage, storage_nbytes, storage_offset = shared, total, offset
+            else:
+                storage, storage_nbytes, storage_offset = memory.alloc(fragment.nbytes), fragment.nbytes, 0
+            fragments.append(
+                RuntimeBindingFragment(
+                    placement_fragment_id=fragment.placement_fragment_id,
+                    fragment_id=f"{name}-rt{number}",
+                    address=storage + storage_offset,
+                    nbytes=fragment.nbytes,
+                    worker_id=f"{name}-worker",
+                    endpoint=f"{name}:1",
+                    device=device,
+                    itemsize=itemsize[fragment.tensor_id],
+                    local_shape=fragment.local_shape,
+                    strides_bytes=canonical_strides_bytes(fragment.local_shape, itemsize[fragment.tensor_id]),
+                    storage_address=storage,
+                    storage_nbytes=storage_nbytes,
+                    storage_offset_bytes=storage_offset,
+                    owner=owner,
+                )
+            )
+        result.append(
+            WeightRuntimeBindingManifest(
+                resource_id=placement.resource_id,
+                placement_id=placement.placement_id,
+                placement_digest=placement.digest,
+                instance_id=f"{name}-instance",
+                generation=generation,
+                lease_id=f"{name}-lease",
+                revision=placement.revision,
+                participant_id=part.participant_id,
+                fragments=tuple(fragments),
+            )
+        )
+    return tuple(result)
+
+
+def fill_placement(placement: Any, bindings: Sequence[WeightRuntimeBindingManifest], memory: HostMemory) -> None:
+    """Write each bound fragment's slice of the global tensors."""
+    tensors = {tensor.tensor_id: tensor for tensor in placement.tensors}
+    logical = {fragment.placement_fragment_id: fragment for fragment in placement.fragments}
+    for binding in bindings:
+        for runtime in binding.fragments:
+            fragment = logical[runtime.placement_fragment_id]
+            memory.write(runtime.address, slice_bytes(tensors[fragment.tensor_id], fragment.global_offset, fragment.local_shape))
+
+
+def fill_stored(manifest: Any, memory: HostMemory) -> None:
+    """Simulate the Store: one buffer per object key holding its fragments' payloads."""
+    tensors = {tensor.tensor_id: tensor for tensor in manifest.tensors}
+    sizes: Dict[str, int] = {}
+    for fragment in manifest.fragments:
+        sizes[fragment.object_key] = max(sizes.get(fragment.object_key, 0), fragment.object_offset + fragment.nbytes)
+    for key, size in sizes.items():
+        memory.payloads[key] = memory.alloc(size)
+    for fragment in manifest.fragments:
+        data = slice_bytes(tensors[fragment.tensor_id], fragment.global_offset, fragment.local_shape)
+        memory.write(memory.payloads[fragment.object_key] + fragment.object_offset, data)
+
+
+def _source_address(op: Any, memory: HostMemory) -> int:
+    source = op.source
+    if hasattr(source, "object_key"):
+        return memory.payloads[source.object_key] + source.object_offset
+    return source.address
+
+
+def execute(plan: Any, memory: HostMemory) -> int:
+    """Copy every operation of ``plan`` with memmove; returns the number of bytes moved."""
+    moved = 0
+    for op in plan.operations:
+        source_base = _source_address(op, memory) + op.source_base_offset
+        target_base = op.target.address + op.target_base_offset
+        counts = op.outer_loop_counts
+        for index in itertools.product(*(range(n) for n in counts)):
+            source_offset = sum(i * s for i, s in zip(index, op.source_strides))
+            target_offset = sum(i * s for i, s in zip(index, op.target_strides))
+            ctypes.memmove(target_base + target_offset, source_base + source_offset, op.inner_bytes)
+            moved += op.inner_bytes
+    return moved
+
+
+def check_targets(placement: Any, bindings: Sequence[WeightRuntimeBindingManifest], memory: HostMemory) -> int:
+    """Assert every target fragment holds exactly its slice; returns the number of bytes checked."""
+    tensors = {tensor.tensor_id: tensor for tensor in placement.tensors}
+    logical = {fragment.placement_fragment_id: fragment for fragment in placement.fragments}
+    checked = 0
+    for binding in bindings:
+        for runtime in binding.fragments:
+            fragment = logical[runtime.placement_fragment_id]
+            expected = slice_bytes(tensors[fragment.tensor_id], fragment.global_offset, fragment.local_shape)
+            actual = memory.read(runtime.address, runtime.nbytes)
+            assert actual == expected, f"target fragment {runtime.fragment_id} differs"
+            checked += len(actual)
+    return checked
