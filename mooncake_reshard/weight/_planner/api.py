@@ -1,0 +1,148 @@
+"""The three logical planning entry points (spec §10.1-§10.3)."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from ...contracts.ids import ParticipantId
+from ..placement import WeightPlacementManifest
+from ..storage_manifest import StoredWeightManifest, validate_weight_manifest_snapshot
+from .contracts import LogicalTransferPlan, PlanningLimits
+from .core import plan_logical_transfer
+
+__all__ = [
+    "plan_placement_transfer",
+    "plan_placement_transfer_to_local_target",
+    "plan_stored_transfer_to_target_placement",
+]
+
+
+def _limits(planning_limits: Optional[PlanningLimits]) -> PlanningLimits:
+    if planning_limits is None:
+        return PlanningLimits()
+    if not isinstance(planning_limits, PlanningLimits):
+        raise ValueError("planning_limits must be a PlanningLimits")
+    return planning_limits
+
+
+def _require_placement(value: object, side: str) -> WeightPlacementManifest:
+    if not isinstance(value, WeightPlacementManifest):
+        raise ValueError(f"{side} placement manifests must be WeightPlacementManifest")
+    return value
+
+
+def _check_identity(source: Any, target: WeightPlacementManifest) -> None:
+    if source.resource_id != target.resource_id:
+        raise ValueError("source and target resource_id differ")
+    if source.revision != target.revision:
+        raise ValueError("source and target revision differ")
+    if source.weight_generation != target.weight_generation:
+        raise ValueError("source and target weight_generation differ")
+
+
+def plan_placement_transfer(
+    source_placement: WeightPlacementManifest,
+    target_placement: WeightPlacementManifest,
+    *,
+    planning_limits: Optional[PlanningLimits] = None,
+) -> LogicalTransferPlan:
+    """Plan the logical regions that turn ``source_placement`` into ``target_placement``.
+
+    Both are complete placements of the same resource, revision and weight generation. The
+    result selects one complete source DP replica per target DP rank (round robin) and lists
+    every overlap as one compact strided :class:`TransferRegion`.
+    """
+    source = _require_placement(source_placement, "source")
+    target = _require_placement(target_placement, "target")
+    _check_identity(source, target)
+    limits = _limits(planning_limits)
+    return plan_logical_transfer(
+        resource_id=target.resource_id,
+        revision=target.revision,
+        source_placement=source,
+        source_manifest=None,
+        target_placement=target,
+        source_tensors={tensor.tensor_id: tensor for tensor in source.tensors},
+        source_fragments=source.fragments,
+        target_tensors={tensor.tensor_id: tensor for tensor in target.tensors},
+        target_fragments=target.fragments,
+        local_target=False,
+        planning_limits=limits,
+    )
+
+
+def plan_placement_transfer_to_local_target(
+    source_placement: WeightPlacementManifest,
+    target_placement: WeightPlacementManifest,
+    target_participant_id: Optional[ParticipantId] = None,
+    *,
+    planning_limits: Optional[PlanningLimits] = None,
+) -> LogicalTransferPlan:
+    """Plan only the regions one target participant needs (spec §10.2).
+
+    With ``target_participant_id=None`` the target must have exactly one participant. The plan
+    binds with that participant's target binding plus the source bindings.
+    """
+    source = _require_placement(source_placement, "source")
+    target = _require_placement(target_placement, "target")
+    if target_participant_id is None:
+        if target.topology.world_size != 1:
+            raise ValueError("target_participant_id is required for a multi-participant target")
+        target_participant_id = target.parts[0].participant_id
+    part = None
+    for candidate in target.parts:
+        if candidate.participant_id == target_participant_id:
+            part = candidate
+            break
+    if part is None:
+        raise ValueError(f"unknown target participant: {target_participant_id}")
+    _check_identity(source, target)
+    limits = _limits(planning_limits)
+    return plan_logical_transfer(
+        resource_id=target.resource_id,
+        revision=target.revision,
+        source_placement=source,
+        source_manifest=None,
+        target_placement=target,
+        source_tensors={tensor.tensor_id: tensor for tensor in source.tensors},
+        source_fragments=source.fragments,
+        target_tensors={tensor.tensor_id: tensor for tensor in part.tensors},
+        target_fragments=part.fragments,
+        local_target=True,
+        planning_limits=limits,
+        target_participants={part.participant_id},
+        target_tensor_catalog=tuple(part.tensors),
+    )
+
+
+def plan_stored_transfer_to_target_placement(
+    source_manifest: StoredWeightManifest,
+    target_placement: WeightPlacementManifest,
+    *,
+    planning_limits: Optional[PlanningLimits] = None,
+) -> LogicalTransferPlan:
+    """Plan loading a committed stored snapshot into ``target_placement`` (spec §10.3).
+
+    The plan keeps the revalidated manifest and its identity; binding later needs the same
+    manifest again (``source_manifest=``).
+    """
+    if not isinstance(source_manifest, StoredWeightManifest):
+        raise ValueError("source manifest must be a StoredWeightManifest")
+    target = _require_placement(target_placement, "target")
+    manifest = validate_weight_manifest_snapshot(source_manifest)
+    _check_identity(manifest, target)
+    limits = _limits(planning_limits)
+    return plan_logical_transfer(
+        resource_id=target.resource_id,
+        revision=target.revision,
+        source_placement=None,
+        source_manifest=manifest,
+        target_placement=target,
+        source_tensors={tensor.tensor_id: tensor for tensor in manifest.tensors},
+        source_fragments=manifest.fragments,
+        target_tensors={tensor.tensor_id: tensor for tensor in target.tensors},
+        target_fragments=target.fragments,
+        local_target=False,
+        planning_limits=limits,
+        source_tensor_catalog=tuple(manifest.tensors),
+    )

@@ -1,0 +1,617 @@
+"""Logical planner value types (spec §8) and the operation-view builder (spec §11.9).
+
+``TransferRegion`` is generic over its source and target fragment types; the public operation
+names are subscripted aliases of it. ``LogicalTransferPlan`` revalidates itself on every
+construction, ``dataclasses.replace`` and unpickling (spec §8.6, §11.6, §13).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Generic, Optional, TypeVar, Union
+
+from ...contracts.ids import ParticipantId, PlacementFragmentId, PlacementId, ResourceId, RevisionId, TensorId
+from ..placement import WeightPlacementManifest
+from ..storage_manifest import (
+    StoredFragmentSnapshot,
+    StoredManifestIdentity,
+    StoredWeightManifest,
+    validate_weight_manifest_snapshot,
+)
+from ..types import ParallelRank, PlacementFragment, TensorDescriptor
+from .fragments import BoundWeightFragment
+from .geometry import canonical_region_geometry
+
+__all__ = [
+    "BoundWeightFragment",
+    "ExecutableTransferOperation",
+    "ExecutableTransferRegion",
+    "LiveTransferOperation",
+    "LogicalTransferOperation",
+    "LogicalTransferPlan",
+    "LogicalTransferRegion",
+    "OperationViews",
+    "PipelineRouteGroup",
+    "PlacementExecutorPlan",
+    "PlanningLimits",
+    "RuntimeTensorOwner",
+    "StoredLoadOperation",
+    "TransferRegion",
+    "build_operation_views",
+]
+
+RuntimeTensorOwner = tuple[tuple[str, int], ...]
+"""Owner coordinates of a fragment, e.g. ``(("ep", 3),)`` (spec §8.1, §11.2)."""
+
+SourceFragmentT = TypeVar("SourceFragmentT")
+TargetFragmentT = TypeVar("TargetFragmentT")
+
+_U64_MAX = (1 << 64) - 1
+
+
+def _is_int(value: object) -> bool:
+    return type(value) is int
+
+
+def _int_tuple(value: object, name: str) -> tuple[int, ...]:
+    if isinstance(value, (str, bytes, bytearray)):
+        raise ValueError(f"transfer region {name} must contain integers")
+    try:
+        items = tuple(value)  # type: ignore[call-overload]
+    except TypeError:
+        raise ValueError(f"transfer region {name} must contain integers") from None
+    for item in items:
+        if type(item) is not int:
+            raise ValueError(f"transfer region {name} must contain integers")
+    return items
+
+
+def _prod(values: tuple[int, ...]) -> int:
+    result = 1
+    for v in values:
+        result *= v
+    return result
+
+
+@dataclass(frozen=True)
+class PipelineRouteGroup:
+    """Operations sharing one (source PP, source stage, target PP, target stage) route."""
+
+    source_pp: Optional[int]
+    source_pipeline_stage_id: Optional[int]
+    target_pp: int
+    target_pipeline_stage_id: Optional[int]
+    operation_indices: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if self.source_pp is not None and (not _is_int(self.source_pp) or self.source_pp < 0):
+            raise ValueError("pipeline route source_pp must be non-negative")
+        if not _is_int(self.target_pp) or self.target_pp < 0:
+            raise ValueError("pipeline route target_pp must be non-negative")
+        for name in ("source_pipeline_stage_id", "target_pipeline_stage_id"):
+            value = getattr(self, name)
+            if value is not None and (not _is_int(value) or value < 0):
+                raise ValueError(f"pipeline route {name} must be non-negative")
+        try:
+            indices = tuple(self.operation_indices)
+        except TypeError:
+            raise ValueError("pipeline route indices must be non-negative integers") from None
+        if any(not _is_int(i) or i < 0 for i in indices):
+            raise ValueError("pipeline route indices must be non-negative integers")
+        if len(set(indices)) != len(indices):
+            raise ValueError("pipeline route has duplicate operation indices")
+        object.__setattr__(self, "operation_indices", indices)
+
+
+@dataclass(frozen=True)
+class PlanningLimits:
+    """Fail-closed budgets for planning (spec §8.3)."""
+
+    max_transfer_regions: int = 1_000_000
+    max_segments_per_region: int = 1_000_000
+    max_total_lowered_segments: int = 10_000_000
+
+    def __post_init__(self) -> None:
+        for name in ("max_transfer_regions", "max_segments_per_region", "max_total_lowered_segments"):
+            value = getattr(self, name)
+            if not _is_int(value) or value <= 0:
+                raise ValueError(f"planning limit {name} must be a positive integer")
+
+
+@dataclass(frozen=True)
+class TransferRegion(Generic[SourceFragmentT, TargetFragmentT]):
+    """One source/target N-D overlap as a strided copy (spec §8.4).
+
+    A contiguous inner run of ``inner_bytes`` repeated by nested outer loops
+    (``outer_loop_counts``, outermost first) with per-side byte strides; base offsets are bytes
+    from each fragment's start. The fields must equal the canonical geometry of spec §11.7.
+    """
+
+    tensor_id: TensorId
+    source: SourceFragmentT
+    target: TargetFragmentT
+    overlap_offset: tuple[int, ...]
+    overlap_shape: tuple[int, ...]
+    source_base_offset: int
+    target_base_offset: int
+    inner_bytes: int
+    outer_loop_counts: tuple[int, ...]
+    source_strides: tuple[int, ...]
+    target_strides: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        overlap_offset = _int_tuple(self.overlap_offset, "overlap_offset")
+        overlap_shape = _int_tuple(self.overlap_shape, "overlap_shape")
+        outer = _int_tuple(self.outer_loop_counts, "outer_loop_counts")
+        s_strides = _int_tuple(self.source_strides, "source_strides")
+        t_strides = _int_tuple(self.target_strides, "target_strides")
+        setter = object.__setattr__
+        setter(self, "overlap_offset", overlap_offset)
+        setter(self, "overlap_shape", overlap_shape)
+        setter(self, "outer_loop_counts", outer)
+        setter(self, "source_strides", s_strides)
+        setter(self, "target_strides", t_strides)
+        if not self.tensor_id:
+            raise ValueError("transfer region tensor_id must not be empty")
+        source: Any = self.source
+        target: Any = self.target
+        if (
+            getattr(source, "tensor_id", None) != self.tensor_id
+            or getattr(target, "tensor_id", None) != self.tensor_id
+        ):
+            raise ValueError("transfer region tensor mismatch")
+        s_offset = tuple(source.global_offset)
+        s_shape = tuple(source.local_shape)
+        t_offset = tuple(target.global_offset)
+        t_shape = tuple(target.local_shape)
+        ndim = len(overlap_offset)
+        if ndim == 0 or len(overlap_shape) != ndim or len(s_offset) != ndim or len(t_offset) != ndim:
+            raise ValueError("transfer region logical rank mismatch")
+        if any(v < 0 for v in overlap_offset) or any(v <= 0 for v in overlap_shape):
+            raise ValueError("transfer region logical box is invalid")
+        if not _box_inside(s_offset, s_shape, overlap_offset, overlap_shape):
+            raise ValueError("transfer region exceeds source logical fragment")
+        if not _box_inside(t_offset, t_shape, overlap_offset, overlap_shape):
+            raise ValueError("transfer region exceeds target logical fragment")
+        for name in ("source_base_offset", "target_base_offset", "inner_bytes"):
+            if not _is_int(getattr(self, name)):
+                raise ValueError(f"transfer region {name} must be an integer")
+        if self.source_base_offset < 0 or self.target_base_offset < 0:
+            raise ValueError("transfer region base offsets must be non-negative")
+        if self.inner_bytes <= 0:
+            raise ValueError("transfer region inner_bytes must be positive")
+        if not (len(outer) == len(s_strides) == len(t_strides)):
+            raise ValueError("transfer region outer loop rank mismatch")
+        if any(c <= 0 for c in outer):
+            raise ValueError("transfer region outer loop counts must be positive")
+        if any(s < 0 for s in s_strides) or any(s < 0 for s in t_strides):
+            raise ValueError("transfer region strides must be non-negative")
+        s_itemsize = _fragment_itemsize(source.nbytes, s_shape)
+        t_itemsize = _fragment_itemsize(target.nbytes, t_shape)
+        if s_itemsize != t_itemsize:
+            raise ValueError("transfer region source and target itemsize differ")
+        itemsize = s_itemsize
+        geometry = canonical_region_geometry(
+            s_offset, s_shape, t_offset, t_shape, overlap_offset, overlap_shape, itemsize
+        )
+        if self.inner_bytes * _prod(outer) != _prod(overlap_shape) * itemsize:
+            raise ValueError("transfer region loop geometry does not match overlap")
+        if self.source_base_offset != geometry[0]:
+            raise ValueError("transfer region source base offset is inconsistent")
+        if self.target_base_offset != geometry[1]:
+            raise ValueError("transfer region target base offset is inconsistent")
+        if (self.inner_bytes, outer, s_strides, t_strides) != geometry[2:]:
+            raise ValueError("transfer region loop geometry is not canonical")
+        for side, strides in (("source", s_strides), ("target", t_strides)):
+            span = self.inner_bytes
+            for count, stride in zip(reversed(outer), reversed(strides)):
+                if count > 1 and stride < span:
+                    raise ValueError(f"transfer region {side} strides overlap")
+                span += (count - 1) * stride
+        self.validate_bounds()
+
+    @property
+    def segment_count(self) -> int:
+        """Number of contiguous ``inner_bytes`` runs (1 with no outer loops)."""
+        return _prod(self.outer_loop_counts)
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes copied by the whole region."""
+        return self.inner_bytes * self.segment_count
+
+    @property
+    def source_offset(self) -> int:
+        """The source base offset in bytes."""
+        return self.source_base_offset
+
+    @property
+    def target_offset(self) -> int:
+        """The target base offset in bytes."""
+        return self.target_base_offset
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of one segment (``inner_bytes``), not the region total."""
+        return self.inner_bytes
+
+    @property
+    def repeat(self) -> int:
+        """Number of segments (``segment_count``)."""
+        return self.segment_count
+
+    @property
+    def source_stride(self) -> int:
+        """The single source stride (0 without outer loops)."""
+        strides = self.source_strides
+        if not strides:
+            return 0
+        if len(strides) > 1:
+            raise ValueError("N-D transfer region has multiple source strides")
+        return strides[0]
+
+    @property
+    def target_stride(self) -> int:
+        """The single target stride (0 without outer loops)."""
+        strides = self.target_strides
+        if not strides:
+            return 0
+        if len(strides) > 1:
+            raise ValueError("N-D transfer region has multiple target strides")
+        return strides[0]
+
+    def validate_bounds(self) -> None:
+        """Check that both sides' byte extents stay inside their fragments."""
+        outer = self.outer_loop_counts
+        end = self.source_base_offset + self.inner_bytes
+        for count, stride in zip(outer, self.source_strides):
+            end += (count - 1) * stride
+        if end > self.source.nbytes:  # type: ignore[attr-defined]
+            raise ValueError("transfer region exceeds source fragment")
+        end = self.target_base_offset + self.inner_bytes
+        for count, stride in zip(outer, self.target_strides):
+            end += (count - 1) * stride
+        if end > self.target.nbytes:  # type: ignore[attr-defined]
+            raise ValueError("transfer region exceeds target fragment")
+
+    def iter_segments(self, *, max_segments: int) -> Iterator[tuple[int, int, int]]:
+        """Yield ``(source_offset, target_offset, inner_bytes)`` per segment, in row-major
+        mixed-radix order (last outer loop fastest)."""
+        if not _is_int(max_segments) or max_segments <= 0:
+            raise ValueError("max_segments must be a positive integer")
+        count = self.segment_count
+        if count > max_segments:
+            raise ValueError(f"transfer region exceeds max_segments: {count} > {max_segments}")
+        outer = self.outer_loop_counts
+        inner = self.inner_bytes
+        if not outer:
+            yield (self.source_base_offset, self.target_base_offset, inner)
+            return
+        s_strides = self.source_strides
+        t_strides = self.target_strides
+        ndim = len(outer)
+        index = [0] * ndim
+        s_pos = self.source_base_offset
+        t_pos = self.target_base_offset
+        while True:
+            yield (s_pos, t_pos, inner)
+            d = ndim - 1
+            while d >= 0:
+                index[d] += 1
+                s_pos += s_strides[d]
+                t_pos += t_strides[d]
+                if index[d] < outer[d]:
+                    break
+                s_pos -= s_strides[d] * outer[d]
+                t_pos -= t_strides[d] * outer[d]
+                index[d] = 0
+                d -= 1
+            if d < 0:
+                return
+
+
+def _box_inside(
+    outer_offset: tuple[int, ...], outer_shape: tuple[int, ...], offset: tuple[int, ...], shape: tuple[int, ...]
+) -> bool:
+    if len(outer_shape) != len(offset):
+        return False
+    for ob, oe, b, e in zip(outer_offset, outer_shape, offset, shape):
+        if b < ob or b + e > ob + oe:
+            return False
+    return True
+
+
+def _fragment_itemsize(nbytes: object, shape: tuple[int, ...]) -> int:
+    volume = _prod(shape)
+    if type(nbytes) is not int or volume <= 0 or nbytes % volume:
+        raise ValueError("transfer region fragment byte size is invalid")
+    itemsize = nbytes // volume
+    if itemsize <= 0:
+        raise ValueError("transfer region fragment itemsize is invalid")
+    return itemsize
+
+
+_new_object = object.__new__
+_set_attr = object.__setattr__
+
+
+def _trusted_region(
+    tensor_id: str,
+    source: Any,
+    target: Any,
+    overlap_offset: tuple[int, ...],
+    overlap_shape: tuple[int, ...],
+    source_base_offset: int,
+    target_base_offset: int,
+    inner_bytes: int,
+    outer_loop_counts: tuple[int, ...],
+    source_strides: tuple[int, ...],
+    target_strides: tuple[int, ...],
+) -> TransferRegion[Any, Any]:
+    """Build a region whose invariants the planner kernel already proved (no re-validation)."""
+    region: TransferRegion[Any, Any] = _new_object(TransferRegion)
+    _set_attr(
+        region,
+        "__dict__",
+        {
+            "tensor_id": tensor_id,
+            "source": source,
+            "target": target,
+            "overlap_offset": overlap_offset,
+            "overlap_shape": overlap_shape,
+            "source_base_offset": source_base_offset,
+            "target_base_offset": target_base_offset,
+            "inner_bytes": inner_bytes,
+            "outer_loop_counts": outer_loop_counts,
+            "source_strides": source_strides,
+            "target_strides": target_strides,
+        },
+    )
+    return region
+
+
+_LogicalSourceFragment = Union[PlacementFragment, StoredFragmentSnapshot]
+_LogicalTargetFragment = PlacementFragment
+_ExecutableSourceFragment = Union[BoundWeightFragment, StoredFragmentSnapshot]
+_ExecutableTargetFragment = BoundWeightFragment
+
+LogicalTransferOperation = TransferRegion[Union[PlacementFragment, StoredFragmentSnapshot], PlacementFragment]
+ExecutableTransferOperation = TransferRegion[Union[BoundWeightFragment, StoredFragmentSnapshot], BoundWeightFragment]
+LiveTransferOperation = TransferRegion[BoundWeightFragment, BoundWeightFragment]
+StoredLoadOperation = TransferRegion[StoredFragmentSnapshot, BoundWeightFragment]
+LogicalTransferRegion = LogicalTransferOperation
+ExecutableTransferRegion = ExecutableTransferOperation
+
+
+@dataclass(frozen=True)
+class PlacementExecutorPlan:
+    """The logical projection of one participant on one side of a plan (spec §8.5)."""
+
+    placement_id: PlacementId
+    participant_id: ParticipantId
+    rank: ParallelRank
+    placement_fragment_ids: tuple[PlacementFragmentId, ...]
+
+    def __post_init__(self) -> None:
+        ids = tuple(self.placement_fragment_ids)
+        object.__setattr__(self, "placement_fragment_ids", ids)
+        if not self.placement_id or not self.participant_id or not all(ids):
+            raise ValueError("placement executor identifiers must not be empty")
+        if len(set(ids)) != len(ids):
+            raise ValueError("placement executor has duplicate fragment IDs")
+
+
+# --- operation views (spec §11.9) --------------------------------------------------------------
+
+
+def _executor_key(executor: Any) -> tuple[Any, ...]:
+    if isinstance(executor, PlacementExecutorPlan):
+        return (executor.placement_id, executor.participant_id, executor.rank, executor.placement_fragment_ids)
+    return (
+        executor.instance_id,
+        executor.placement_id,
+        executor.participant_id,
+        executor.placement_digest,
+        executor.runtime_lease_id,
+        executor.worker_id,
+        executor.rank,
+        executor.fragment_ids,
+    )
+
+
+def _route_value(value: Optional[int]) -> int:
+    return -1 if value is None else value
+
+
+class OperationViews:
+    """Per-executor operation indices and pipeline routes of one plan, derived once."""
+
+    __slots__ = ("_source", "_target", "_routes")
+
+    def __init__(
+        self,
+        source: dict[tuple[Any, ...], tuple[int, ...]],
+        target: dict[tuple[Any, ...], tuple[int, ...]],
+        routes: tuple[PipelineRouteGroup, ...],
+    ) -> None:
+        self._source = source
+        self._target = target
+        self._routes = routes
+
+    @property
+    def pipeline_routes(self) -> tuple[PipelineRouteGroup, ...]:
+        """Routes sorted by (source pp, source stage, target pp, target stage), None as -1."""
+        return self._routes
+
+    def indices(self, executor: Any, side: str) -> tuple[int, ...]:
+        """Ascending operation indices whose fragment on ``side`` belongs to ``executor``."""
+        table = self._source if side == "source" else self._target
+        return table.get(_executor_key(executor), ())
+
+
+def _side_index(executors: tuple[Any, ...]) -> tuple[dict[Any, Any], dict[Any, Any], dict[Any, list[int]]]:
+    logical: dict[Any, Any] = {}
+    runtime: dict[Any, Any] = {}
+    buckets: dict[Any, list[int]] = {}
+    for executor in executors:
+        key = _executor_key(executor)
+        if key in buckets:
+            raise ValueError("transfer plan has duplicate executor projection key")
+        buckets[key] = []
+        if isinstance(executor, PlacementExecutorPlan):
+            for fragment_id in executor.placement_fragment_ids:
+                logical.setdefault(fragment_id, key)
+        else:
+            for fragment_id in executor.fragment_ids:
+                runtime.setdefault(fragment_id, key)
+    return logical, runtime, buckets
+
+
+def _owner_key(fragment: Any, logical: dict[Any, Any], runtime: dict[Any, Any]) -> Any:
+    if isinstance(fragment, PlacementFragment):
+        return logical.get(fragment.placement_fragment_id)
+    if isinstance(fragment, BoundWeightFragment):
+        return runtime.get(fragment.fragment_id)
+    return None
+
+
+def build_operation_views(
+    operations: tuple[Any, ...],
+    source_executors: tuple[Any, ...],
+    target_executors: tuple[Any, ...],
+) -> OperationViews:
+    """Derive the operation views of a logical or bound plan (spec §11.9).
+
+    Logical executors (``PlacementExecutorPlan``) own the placement fragments listed in
+    ``placement_fragment_ids``; runtime executors (``ExecutorTransferPlan``) own the bound
+    fragments whose runtime ``fragment_id`` is in ``fragment_ids``; stored sources belong to no
+    executor. Raises "transfer plan has duplicate executor projection key" for a repeated key.
+    """
+    s_logical, s_runtime, s_buckets = _side_index(source_executors)
+    t_logical, t_runtime, t_buckets = _side_index(target_executors)
+    routes: dict[tuple[Any, ...], list[int]] = {}
+    for index, operation in enumerate(operations):
+        source = operation.source
+        target = operation.target
+        key = _owner_key(source, s_logical, s_runtime)
+        if key is not None:
+            s_buckets[key].append(index)
+        key = _owner_key(target, t_logical, t_runtime)
+        if key is not None:
+            t_buckets[key].append(index)
+        if isinstance(source, (PlacementFragment, BoundWeightFragment)):
+            source_pp: Optional[int] = source.rank.pp
+            source_stage: Optional[int] = source.pipeline_stage_id
+        else:
+            source_pp = None
+            source_stage = None
+        route = (source_pp, source_stage, target.rank.pp, target.pipeline_stage_id)
+        bucket = routes.get(route)
+        if bucket is None:
+            routes[route] = [index]
+        else:
+            bucket.append(index)
+    ordered = sorted(routes, key=lambda r: tuple(_route_value(v) for v in r))
+    groups = tuple(
+        PipelineRouteGroup(r[0], r[1], r[2], r[3], tuple(routes[r])) for r in ordered
+    )
+    return OperationViews(
+        {k: tuple(v) for k, v in s_buckets.items()},
+        {k: tuple(v) for k, v in t_buckets.items()},
+        groups,
+    )
+
+
+# --- the logical plan (spec §8.6) --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LogicalTransferPlan:
+    """An address-free plan of N-D region copies from one source to a target placement."""
+
+    resource_id: ResourceId
+    revision: RevisionId
+    source_placement: Optional[WeightPlacementManifest]
+    target_placement: WeightPlacementManifest
+    source_tensors: tuple[TensorDescriptor, ...]
+    target_tensors: tuple[TensorDescriptor, ...]
+    operations: tuple[LogicalTransferOperation, ...]
+    source_manifest: Optional[StoredWeightManifest] = None
+    planning_limits: PlanningLimits = field(default_factory=PlanningLimits)
+    source_executors: tuple[PlacementExecutorPlan, ...] = ()
+    target_executors: tuple[PlacementExecutorPlan, ...] = ()
+    source_manifest_identity: Optional[StoredManifestIdentity] = field(init=False)
+
+    _operation_views: ClassVar[Optional[OperationViews]] = None
+
+    def __post_init__(self) -> None:
+        from .validation import validate_logical_plan
+
+        validate_logical_plan(self)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("_operation_views", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for key, value in state.items():
+            object.__setattr__(self, key, value)
+        self.__post_init__()
+
+    @property
+    def total_bytes(self) -> int:
+        """Sum of ``total_bytes`` over the operations."""
+        return sum(operation.total_bytes for operation in self.operations)
+
+    @property
+    def source_placement_id(self) -> Optional[PlacementId]:
+        """The source placement id (``None`` for a stored source)."""
+        placement = self.source_placement
+        return None if placement is None else placement.placement_id
+
+    @property
+    def target_placement_id(self) -> PlacementId:
+        """The target placement id."""
+        return self.target_placement.placement_id
+
+    @property
+    def pipeline_routes(self) -> tuple[PipelineRouteGroup, ...]:
+        """Operations grouped by PP route (spec §11.9)."""
+        return self._views().pipeline_routes
+
+    def _views(self) -> OperationViews:
+        views = self.__dict__.get("_operation_views")
+        if views is None:
+            views = build_operation_views(self.operations, self.source_executors, self.target_executors)
+            object.__setattr__(self, "_operation_views", views)
+        return views
+
+    def validate_source_manifest_snapshot(self) -> None:
+        """Revalidate the stored source snapshot and its selected fragments (spec §8.6)."""
+        from .validation import validate_source_manifest_snapshot
+
+        validate_source_manifest_snapshot(self)
+
+    def validate_source_placement_snapshot(self) -> None:
+        """Run the source-side logical self-checks (spec §11.6)."""
+        from .validation import validate_source_placement_snapshot
+
+        validate_source_placement_snapshot(self)
+
+    def operation_indices_for_executor(self, executor: PlacementExecutorPlan, side: str) -> tuple[int, ...]:
+        """Ascending indices of the operations whose ``side`` fragment belongs to ``executor``."""
+        if side == "source":
+            executors = self.source_executors
+        elif side == "target":
+            executors = self.target_executors
+        else:
+            raise ValueError(f"invalid executor side: {side}")
+        if executor not in executors:
+            raise ValueError(f"{side} executor is not part of this logical plan")
+        return self._views().indices(executor, side)
+
+
+def _revalidated_manifest(manifest: StoredWeightManifest) -> StoredWeightManifest:
+    return validate_weight_manifest_snapshot(manifest)

@@ -1,0 +1,206 @@
+"""Ownership and DP replica choice (spec §11.2).
+
+Owner tuples, target coverage for non-local planning, complete source DP replicas with their
+chosen owners, and the unique complete owner of DP-owned source tensors. Every "fully covers"
+test collapses identical geometry first and then runs the exact-cover kernel, batched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ..types import OwnershipAxis, PlacementFragment, TensorDescriptor
+from .contracts import RuntimeTensorOwner
+from .geometry import exact_cover_failures
+
+__all__ = [
+    "check_target_coverage",
+    "complete_parallel_source_replicas",
+    "dp_owned_source_owners",
+    "is_dp_owned",
+    "owner_kinds",
+    "parallel_tensor_owner",
+]
+
+Box = tuple[tuple[int, ...], tuple[int, ...]]
+
+
+def owner_kinds(tensor: TensorDescriptor) -> tuple[str, ...]:
+    """Kinds of the tensor's ``OwnershipAxis`` values, in canonical axis order."""
+    return tuple(axis.kind for axis in tensor.parallel_axes if isinstance(axis, OwnershipAxis))
+
+
+def parallel_tensor_owner(tensor: TensorDescriptor, fragment: PlacementFragment) -> RuntimeTensorOwner:
+    """The owner tuple of ``fragment``: ``(kind, rank.<kind>)`` per ownership axis."""
+    rank = fragment.rank
+    return tuple((kind, getattr(rank, kind)) for kind in owner_kinds(tensor))
+
+
+def is_dp_owned(tensor: TensorDescriptor) -> bool:
+    """True when the tensor declares ``OwnershipAxis("dp")``."""
+    return any(isinstance(axis, OwnershipAxis) and axis.kind == "dp" for axis in tensor.parallel_axes)
+
+
+def _tensor_box(tensor: TensorDescriptor) -> Box:
+    return ((0,) * len(tensor.global_shape), tuple(tensor.global_shape))
+
+
+def _collapsed(fragments: Iterable[Any]) -> list[Box]:
+    seen: dict[Box, None] = {}
+    for fragment in fragments:
+        seen.setdefault((tuple(fragment.global_offset), tuple(fragment.local_shape)), None)
+    return list(seen)
+
+
+def _cover_results(containers: list[Box], boxes: list[list[Box]]) -> list[bool]:
+    """Exact-cover verdict of every container (one kernel call per failure, usually one)."""
+    results = [True] * len(containers)
+    start = 0
+    while start < len(containers):
+        failed = exact_cover_failures(containers[start:], boxes[start:])
+        if failed is None:
+            break
+        results[start + failed] = False
+        start += failed + 1
+    return results
+
+
+def _group_by_owner(tensor: TensorDescriptor, fragments: Iterable[Any]) -> dict[RuntimeTensorOwner, list[Any]]:
+    kinds = owner_kinds(tensor)
+    groups: dict[RuntimeTensorOwner, list[Any]] = {}
+    for fragment in fragments:
+        rank = fragment.rank
+        owner = tuple((kind, getattr(rank, kind)) for kind in kinds)
+        bucket = groups.get(owner)
+        if bucket is None:
+            groups[owner] = [fragment]
+        else:
+            bucket.append(fragment)
+    return groups
+
+
+def _by_tensor(fragments: Iterable[Any]) -> dict[str, list[Any]]:
+    result: dict[str, list[Any]] = {}
+    for fragment in fragments:
+        bucket = result.get(fragment.tensor_id)
+        if bucket is None:
+            result[fragment.tensor_id] = [fragment]
+        else:
+            bucket.append(fragment)
+    return result
+
+
+def check_target_coverage(tensors: dict[str, TensorDescriptor], fragments: Sequence[PlacementFragment]) -> None:
+    """Target coverage for non-local planning (spec §11.2)."""
+    if not fragments:
+        raise ValueError("target manifests have no fragments")
+    dp_ranks = sorted({fragment.rank.dp for fragment in fragments})
+    by_tensor = _by_tensor(fragments)
+    # One entry per (tensor, dp) check in reporting order; each owns a run of containers.
+    checks: list[tuple[str, int, bool, int, int]] = []
+    containers: list[Box] = []
+    boxes: list[list[Box]] = []
+    for tensor_id in sorted(tensors):
+        tensor = tensors[tensor_id]
+        mine = by_tensor.get(tensor_id, [])
+        box = _tensor_box(tensor)
+        if is_dp_owned(tensor):
+            groups = _group_by_owner(tensor, mine)
+            first = len(containers)
+            for owner in groups:
+                containers.append(box)
+                boxes.append(_collapsed(groups[owner]))
+            checks.append((tensor_id, -1, bool(groups), first, len(containers)))
+            continue
+        per_dp: dict[int, list[Any]] = {}
+        for fragment in mine:
+            per_dp.setdefault(fragment.rank.dp, []).append(fragment)
+        for dp in dp_ranks:
+            groups = _group_by_owner(tensor, per_dp.get(dp, ()))
+            first = len(containers)
+            for owner in groups:
+                containers.append(box)
+                boxes.append(_collapsed(groups[owner]))
+            checks.append((tensor_id, dp, bool(groups), first, len(containers)))
+    verdicts = _cover_results(containers, boxes)
+    for tensor_id, dp, has_groups, first, end in checks:
+        if has_groups and all(verdicts[first:end]):
+            continue
+        if dp < 0:
+            raise ValueError(f"target tensor is not fully covered by its DP owner: {tensor_id}")
+        raise ValueError(f"target tensor is not fully covered: {tensor_id}: dp={dp}")
+
+
+def complete_parallel_source_replicas(
+    tensors: dict[str, TensorDescriptor], fragments: Sequence[PlacementFragment]
+) -> dict[int, dict[str, RuntimeTensorOwner]]:
+    """Complete source DP ranks and, per rank, the chosen (minimum) owner of each tensor
+    without DP ownership (spec §11.2). ``{}`` when every tensor is DP-owned."""
+    plain = sorted(tensor_id for tensor_id, tensor in tensors.items() if not is_dp_owned(tensor))
+    if not plain:
+        return {}
+    dp_ranks = sorted({fragment.rank.dp for fragment in fragments})
+    by_tensor = _by_tensor(fragments)
+    containers: list[Box] = []
+    boxes: list[list[Box]] = []
+    # (dp, tensor_id, groups, first container, end)
+    entries: list[tuple[int, str, dict[RuntimeTensorOwner, list[Any]], int, int]] = []
+    for tensor_id in plain:
+        tensor = tensors[tensor_id]
+        per_dp: dict[int, list[Any]] = {}
+        for fragment in by_tensor.get(tensor_id, ()):
+            per_dp.setdefault(fragment.rank.dp, []).append(fragment)
+        box = _tensor_box(tensor)
+        for dp in dp_ranks:
+            groups = _group_by_owner(tensor, per_dp.get(dp, ()))
+            first = len(containers)
+            for owner in groups:
+                containers.append(box)
+                boxes.append(_collapsed(groups[owner]))
+            entries.append((dp, tensor_id, groups, first, len(containers)))
+    verdicts = _cover_results(containers, boxes)
+    complete: dict[int, dict[str, RuntimeTensorOwner]] = {dp: {} for dp in dp_ranks}
+    for dp, tensor_id, groups, first, end in entries:
+        chosen = complete.get(dp)
+        if chosen is None:
+            continue
+        if not groups or not all(verdicts[first:end]):
+            del complete[dp]
+            continue
+        chosen[tensor_id] = min(groups)
+    if not complete:
+        raise ValueError("source manifests have no complete DP replica; tensors are not fully covered")
+    return complete
+
+
+def dp_owned_source_owners(
+    tensors: dict[str, TensorDescriptor], fragments: Sequence[PlacementFragment]
+) -> dict[str, RuntimeTensorOwner]:
+    """The single complete declared owner of each DP-owned source tensor (spec §11.2)."""
+    owned = sorted(tensor_id for tensor_id, tensor in tensors.items() if is_dp_owned(tensor))
+    if not owned:
+        return {}
+    by_tensor = _by_tensor(fragments)
+    containers: list[Box] = []
+    boxes: list[list[Box]] = []
+    entries: list[tuple[str, list[RuntimeTensorOwner], int]] = []
+    for tensor_id in owned:
+        tensor = tensors[tensor_id]
+        groups = _group_by_owner(tensor, by_tensor.get(tensor_id, ()))
+        first = len(containers)
+        box = _tensor_box(tensor)
+        for owner in groups:
+            containers.append(box)
+            boxes.append(_collapsed(groups[owner]))
+        entries.append((tensor_id, list(groups), first))
+    verdicts = _cover_results(containers, boxes)
+    result: dict[str, RuntimeTensorOwner] = {}
+    for tensor_id, owners, first in entries:
+        complete = [owner for i, owner in enumerate(owners) if verdicts[first + i]]
+        if not complete:
+            raise ValueError(f"DP-owned source tensor has no complete declared owner: {tensor_id}")
+        if len(complete) > 1:
+            raise ValueError(f"DP-owned source tensor has ambiguous declared owners: {tensor_id}")
+        result[tensor_id] = complete[0]
+    return result
