@@ -13,9 +13,17 @@ __all__ = ["RuntimeBindingFragment"]
 
 def _runtime_ints(value: object, name: str, minimum: int) -> tuple[int, ...]:
     cls = type(value)
-    if cls is not tuple and cls is not list:
+    if cls is tuple:
+        items: tuple[Any, ...] = value  # type: ignore[assignment]
+    elif cls is list:
+        items = tuple(value)  # type: ignore[arg-type]
+    else:
         raise ValueError(f"{name} must be a tuple or list")
-    items: tuple[Any, ...] = tuple(value)  # type: ignore[arg-type]
+    for item in items:
+        if type(item) is not int or item < minimum:
+            break
+    else:
+        return items
     for index, item in enumerate(items):
         if type(item) is not int:
             raise ValueError(f"{name}[{index}] must be an integer")
@@ -87,36 +95,81 @@ class RuntimeBindingFragment:
         storage_offset_bytes: int,
         owner: Optional[object] = None,
     ) -> None:
-        for name, value in (
-            ("placement_fragment_id", placement_fragment_id),
-            ("fragment_id", fragment_id),
-            ("worker_id", worker_id),
-            ("endpoint", endpoint),
-            ("device", device),
+        large_extent = False
+        if not (
+            type(placement_fragment_id) is str
+            and placement_fragment_id
+            and type(fragment_id) is str
+            and fragment_id
+            and type(worker_id) is str
+            and worker_id
+            and type(endpoint) is str
+            and endpoint
+            and type(device) is str
+            and device
         ):
-            if type(value) is not str or not value:
-                raise ValueError(f"{name} must be a non-empty string")
-        _address_range(address, nbytes)
+            for name, value in (
+                ("placement_fragment_id", placement_fragment_id),
+                ("fragment_id", fragment_id),
+                ("worker_id", worker_id),
+                ("endpoint", endpoint),
+                ("device", device),
+            ):
+                if type(value) is not str or not value:
+                    raise ValueError(f"{name} must be a non-empty string")
+        if not (
+            type(address) is int
+            and type(nbytes) is int
+            and 1 <= address
+            and 1 <= nbytes <= U64_MAX - address
+        ):
+            _address_range(address, nbytes)
         if type(itemsize) is not int:
             raise ValueError("runtime itemsize must be an integer")
         if itemsize < 1:
             raise ValueError("runtime itemsize must be at least 1")
-        shape = _runtime_ints(local_shape, "runtime local_shape", 1)
-        strides = _runtime_ints(strides_bytes, "runtime strides_bytes", 0)
-        if len(shape) != len(strides):
-            raise ValueError("runtime stride rank differs from local_shape")
-        singleton = False
-        for extent, stride in zip(shape, strides):
-            if extent == 1:
-                singleton = True
-            elif stride == 0:
-                raise ValueError("runtime stride must be positive for non-singleton dimensions")
-        if singleton:
-            canonical = _row_major_strides(shape, itemsize)
-            strides = tuple(
-                canonical[dim] if extent == 1 else strides[dim] for dim, extent in enumerate(shape)
-            )
-        _address_range(storage_address, storage_nbytes)
+        fast = type(local_shape) is tuple and type(strides_bytes) is tuple and len(
+            local_shape
+        ) == len(strides_bytes)
+        if fast:
+            for extent, stride in zip(local_shape, strides_bytes):  # type: ignore[arg-type]
+                if (
+                    type(extent) is not int
+                    or type(stride) is not int
+                    or extent <= 1
+                    or stride < 1
+                    or extent > I64_MAX
+                ):
+                    fast = False
+                    break
+        if fast:
+            shape: tuple[int, ...] = local_shape
+            strides: tuple[int, ...] = strides_bytes
+        else:
+            shape = _runtime_ints(local_shape, "runtime local_shape", 1)
+            strides = _runtime_ints(strides_bytes, "runtime strides_bytes", 0)
+            if len(shape) != len(strides):
+                raise ValueError("runtime stride rank differs from local_shape")
+            singleton = False
+            for extent, stride in zip(shape, strides):
+                if extent == 1:
+                    singleton = True
+                elif stride == 0:
+                    raise ValueError("runtime stride must be positive for non-singleton dimensions")
+                if extent > I64_MAX:
+                    large_extent = True
+            if singleton:
+                canonical = _row_major_strides(shape, itemsize)
+                strides = tuple(
+                    canonical[dim] if extent == 1 else strides[dim] for dim, extent in enumerate(shape)
+                )
+        if not (
+            type(storage_address) is int
+            and type(storage_nbytes) is int
+            and 1 <= storage_address
+            and 1 <= storage_nbytes <= U64_MAX - storage_address
+        ):
+            _address_range(storage_address, storage_nbytes)
         if type(storage_offset_bytes) is not int:
             raise ValueError("storage_offset_bytes must be an integer")
         if storage_offset_bytes < 0:
@@ -129,9 +182,8 @@ class RuntimeBindingFragment:
             raise ValueError("runtime address must equal storage_address plus storage_offset_bytes")
         if storage_offset_bytes > storage_nbytes - nbytes:
             raise ValueError("runtime view exceeds storage allocation bounds")
-        for extent in shape:
-            if extent > I64_MAX:
-                raise ValueError("runtime local_shape must fit in a signed 64-bit integer")
+        if large_extent:
+            raise ValueError("runtime local_shape must fit in a signed 64-bit integer")
         state = self.__dict__
         state["placement_fragment_id"] = placement_fragment_id
         state["fragment_id"] = fragment_id

@@ -7,7 +7,7 @@ JSON, so the two can never drift apart.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Optional
 
 from .topology import ParallelTopology, rank_object
 from .types import PlacementFragment, TensorDescriptor, axis_identity
@@ -37,16 +37,28 @@ def tensor_object(tensor: TensorDescriptor) -> dict[str, Any]:
     }
 
 
-def fragment_object(fragment: PlacementFragment) -> dict[str, Any]:
-    """Placement fragment object; ``pipeline_stage_id`` only when set."""
+def fragment_object(
+    fragment: PlacementFragment, rank_cache: Optional[dict[int, Any]] = None
+) -> dict[str, Any]:
+    """Placement fragment object; ``pipeline_stage_id`` only when set.
+
+    ``rank_cache`` (keyed by ``id(rank)``, valid for one encoding) shares rank objects.
+    """
     state = fragment.__dict__
+    rank = state["rank"]
+    if rank_cache is None:
+        rank_json = rank_object(rank)
+    else:
+        rank_json = rank_cache.get(id(rank))
+        if rank_json is None:
+            rank_json = rank_cache[id(rank)] = rank_object(rank)
     content = {
         "placement_fragment_id": state["placement_fragment_id"],
         "tensor_id": state["tensor_id"],
         "global_offset": state["global_offset"],
         "local_shape": state["local_shape"],
         "nbytes": state["nbytes"],
-        "rank": rank_object(state["rank"]),
+        "rank": rank_json,
         "aliases": state["aliases"],
     }
     stage = state["pipeline_stage_id"]
@@ -59,10 +71,12 @@ def part_object(
     participant_id: str, rank: Any, fragments: Iterable[PlacementFragment]
 ) -> dict[str, Any]:
     """``{participant_id, rank, fragments}``."""
+    rank_json = rank_object(rank)
+    rank_cache = {id(rank): rank_json}
     return {
         "participant_id": participant_id,
-        "rank": rank_object(rank),
-        "fragments": [fragment_object(fragment) for fragment in fragments],
+        "rank": rank_json,
+        "fragments": [fragment_object(fragment, rank_cache) for fragment in fragments],
     }
 
 

@@ -106,7 +106,11 @@ def _optional_int(value: Any, label: str, minimum: int) -> Any:
 
 
 def _ints(value: Any, label: str, minimum: int) -> tuple[int, ...]:
-    return tuple([_int(item, label, minimum) for item in _list(value, label)])
+    items = _list(value, label)
+    for item in items:
+        if type(item) is not int or item < minimum:
+            _int(item, label, minimum)
+    return tuple(items)
 
 
 def _str(value: Any, label: str) -> str:

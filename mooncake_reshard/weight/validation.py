@@ -34,8 +34,8 @@ def validate_placement_fragments(
             raise ValueError(f"duplicate tensor_id: {tensor_id}")
         catalog[tensor_id] = tensor
     seen_ids: set[str] = set()
-    seen_boxes: set[tuple[Any, ...]] = set()
     groups: dict[tuple[Any, ...], list[PlacementFragment]] = {}
+    group_boxes: dict[tuple[Any, ...], set[tuple[Any, ...]]] = {}
     for fragment in fragments:
         state = fragment.__dict__
         fragment_id = state["placement_fragment_id"]
@@ -43,29 +43,43 @@ def validate_placement_fragments(
             raise ValueError(f"duplicate fragment_id: {fragment_id}")
         seen_ids.add(fragment_id)
         tensor_id = state["tensor_id"]
-        rank = state["rank"]
-        offset = state["global_offset"]
-        shape = state["local_shape"]
-        logical_key = (tensor_id, rank, offset, shape)
-        if logical_key in seen_boxes:
-            raise ValueError(f"duplicate logical fragment for tensor and parallel rank: {tensor_id}")
-        seen_boxes.add(logical_key)
-        tensor = catalog.get(tensor_id)
-        if tensor is None:
-            raise ValueError(f"unknown tensor_id: {tensor_id}")
-        validate_fragment_geometry(
-            tensor,
-            fragment_id=fragment_id,
-            global_offset=offset,
-            local_shape=shape,
-            nbytes=state["nbytes"],
-        )
-        group_key = (tensor_id, rank)
+        group_key = (tensor_id, state["rank"])
         group = groups.get(group_key)
         if group is None:
             groups[group_key] = [fragment]
         else:
+            boxes = group_boxes.get(group_key)
+            if boxes is None:
+                first = group[0]
+                boxes = group_boxes[group_key] = {(first.global_offset, first.local_shape)}
+            box = (state["global_offset"], state["local_shape"])
+            if box in boxes:
+                raise ValueError(
+                    f"duplicate logical fragment for tensor and parallel rank: {tensor_id}"
+                )
+            boxes.add(box)
             group.append(fragment)
+        tensor = catalog.get(tensor_id)
+        if tensor is None:
+            raise ValueError(f"unknown tensor_id: {tensor_id}")
+        offset = state["global_offset"]
+        shape = state["local_shape"]
+        global_shape = tensor.global_shape
+        if len(offset) != len(global_shape) or len(shape) != len(global_shape):
+            raise ValueError(f"fragment rank mismatch: {fragment_id}")
+        volume = tensor.itemsize
+        for begin, extent, size in zip(offset, shape, global_shape):
+            if begin + extent > size:
+                raise ValueError(f"fragment is out of bounds: {fragment_id}")
+            volume *= extent
+        if volume != state["nbytes"]:
+            validate_fragment_geometry(
+                tensor,
+                fragment_id=fragment_id,
+                global_offset=offset,
+                local_shape=shape,
+                nbytes=state["nbytes"],
+            )
     if check_alias_groups:
         validate_alias_groups(catalog, fragments)
     for group in groups.values():
