@@ -144,7 +144,7 @@ def from_fragments(topo: Any, tensors: Any, fragments: Any, **overrides: Any) ->
     from mooncake.reshard.weight import WeightPlacementManifest
 
     return WeightPlacementManifest.from_fragments(
-        topology=topo, tensors=tuple(tensors), fragments=tuple(fragments), **identity_kwargs(**overrides)
+        topology=topo, tensors=tensors, fragments=fragments, **identity_kwargs(**overrides)
     )
 
 
