@@ -195,3 +195,93 @@ def check_targets(placement: Any, bindings: Sequence[WeightRuntimeBindingManifes
             assert actual == expected, f"target fragment {runtime.fragment_id} differs"
             checked += len(actual)
     return checked
+
+
+def split_range(extent: int, parts: int, index: int) -> Tuple[int, int]:
+    """Uneven contiguous split: (begin, size) of piece ``index``."""
+    base, extra = divmod(extent, parts)
+    begin = index * base + min(index, extra)
+    return begin, base + (1 if index < extra else 0)
+
+
+def tp_placement(
+    tp: int,
+    *,
+    prefix: str,
+    shape: Tuple[int, ...] = (4, 6),
+    dim: int = 1,
+    dp: int = 1,
+    tensors: Sequence[str] = ("w",),
+    tied: bool = False,
+    itemsize: int = 2,
+    resource_id: str = "model",
+    revision: str = "rev-1",
+    weight_generation: int = 1,
+) -> Any:
+    """A complete placement: ``tensors`` split ``tp`` ways on ``dim``, replicated over ``dp``.
+
+    With ``tied=True`` all tensors form one declared alias group (tied weights)."""
+    from mooncake.reshard.weight import (
+        ParallelRank,
+        ParallelTopology,
+        PlacementFragment,
+        ReplicatedAxis,
+        SplitAxis,
+        TensorDescriptor,
+        TopologyParticipant,
+        WeightPlacementManifest,
+    )
+
+    ranks = [ParallelRank(dp=d, tp=t) for d in range(dp) for t in range(tp)]
+    topology = ParallelTopology(
+        tp_size=tp,
+        pp_size=1,
+        ep_size=1,
+        dp_size=dp,
+        participants=[TopologyParticipant(f"{prefix}-d{r.dp}t{r.tp}", r) for r in ranks],
+    )
+    axes: List[Any] = [SplitAxis("tp", dim)]
+    if dp > 1:
+        axes.append(ReplicatedAxis("dp"))
+    descriptors = [
+        TensorDescriptor(
+            tensor_id=name,
+            global_shape=shape,
+            dtype=f"int{8 * itemsize}",
+            itemsize=itemsize,
+            shard_dims=(dim,),
+            layout_fingerprint="test:row-major:v1",
+            parallel_axes=tuple(axes),
+        )
+        for name in tensors
+    ]
+    aliases = tuple(sorted(tensors)) if tied else ()
+    fragments = []
+    for rank in ranks:
+        begin, size = split_range(shape[dim], tp, rank.tp)
+        offset = tuple(begin if d == dim else 0 for d in range(len(shape)))
+        local = tuple(size if d == dim else shape[d] for d in range(len(shape)))
+        nbytes = itemsize
+        for extent in local:
+            nbytes *= extent
+        for name in tensors:
+            fragments.append(
+                PlacementFragment(
+                    name,
+                    offset,
+                    local,
+                    nbytes,
+                    rank,
+                    aliases=aliases,
+                    placement_fragment_id=f"{prefix}-{name}-d{rank.dp}t{rank.tp}",
+                )
+            )
+    return WeightPlacementManifest.from_fragments(
+        resource_id=resource_id,
+        revision=revision,
+        weight_generation=weight_generation,
+        placement_set_id=f"{prefix}-set",
+        topology=topology,
+        tensors=descriptors,
+        fragments=fragments,
+    )
