@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from .. import _native
 from ._canonical import part_object, tensor_object, topology_object
@@ -119,14 +119,20 @@ def _str(value: Any, label: str) -> str:
     return value
 
 
-def _rank(value: Any, label: str) -> ParallelRank:
+def _rank(value: Any, label: str, cache: Optional[dict[tuple[int, ...], ParallelRank]] = None) -> ParallelRank:
     raw = _object(value, label, _RANK_KEYS)
-    return ParallelRank(
-        dp=_int(raw["dp"], "rank dp", 0),
-        tp=_int(raw["tp"], "rank tp", 0),
-        pp=_int(raw["pp"], "rank pp", 0),
-        ep=_int(raw["ep"], "rank ep", 0),
+    coordinates = (
+        _int(raw["dp"], "rank dp", 0),
+        _int(raw["tp"], "rank tp", 0),
+        _int(raw["pp"], "rank pp", 0),
+        _int(raw["ep"], "rank ep", 0),
     )
+    if cache is None:
+        return ParallelRank(*coordinates)
+    rank = cache.get(coordinates)
+    if rank is None:
+        rank = cache[coordinates] = ParallelRank(*coordinates)
+    return rank
 
 
 def _topology(value: Any) -> ParallelTopology:
@@ -203,7 +209,9 @@ def _tensor(value: Any, index: int) -> TensorDescriptor:
     )
 
 
-def _fragment(value: Any, index: int) -> PlacementFragment:
+def _fragment(
+    value: Any, index: int, ranks: dict[tuple[int, ...], ParallelRank]
+) -> PlacementFragment:
     if type(value) is not dict:
         raise ValueError(f"placement fragment {index} must be a JSON object")
     keys = value.keys()
@@ -214,7 +222,7 @@ def _fragment(value: Any, index: int) -> PlacementFragment:
     global_offset = _ints(value["global_offset"], "global_offset", 0)
     local_shape = _ints(value["local_shape"], "local_shape", 1)
     nbytes = _int(value["nbytes"], "nbytes", 1)
-    rank = _rank(value["rank"], f"placement rank {index}")
+    rank = _rank(value["rank"], f"placement rank {index}", ranks)
     aliases = tuple(_str(item, "alias") for item in _list(value["aliases"], "aliases"))
     stage = _optional_int(value.get("pipeline_stage_id"), "pipeline_stage_id", 0)
     return PlacementFragment(
@@ -259,12 +267,13 @@ def weight_placement_from_json(value: str) -> WeightPlacementManifest:
         catalog[tensor.tensor_id] = tensor
     decoded_parts: list[tuple[str, ParallelRank, list[PlacementFragment]]] = []
     referenced: set[str] = set()
+    ranks: dict[tuple[int, ...], ParallelRank] = {}
     for index, item in enumerate(_list(raw["parts"], "placement parts")):
         entry = _object(item, f"placement part {index}", _PART_KEYS)
         participant_id = _str(entry["participant_id"], "participant_id")
         rank = _rank(entry["rank"], f"placement part rank {index}")
         fragments = [
-            _fragment(fragment, fragment_index)
+            _fragment(fragment, fragment_index, ranks)
             for fragment_index, fragment in enumerate(
                 _list(entry["fragments"], "placement part fragments")
             )

@@ -43,7 +43,14 @@ def validate_placement_fragments(
             raise ValueError(f"duplicate fragment_id: {fragment_id}")
         seen_ids.add(fragment_id)
         tensor_id = state["tensor_id"]
-        group_key = (tensor_id, state["rank"])
+        rank_state = state["rank"].__dict__
+        group_key = (
+            tensor_id,
+            rank_state["dp"],
+            rank_state["tp"],
+            rank_state["pp"],
+            rank_state["ep"],
+        )
         group = groups.get(group_key)
         if group is None:
             groups[group_key] = [fragment]
