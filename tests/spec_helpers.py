@@ -211,7 +211,8 @@ def ka_placement() -> Any:
 def ka_binding_fragment(**overrides: Any) -> Any:
     from mooncake.reshard.weight import RuntimeBindingFragment
 
-    return RuntimeBindingFragment(**runtime_fragment_kwargs(placement_fragment_id="placement-0", **overrides))
+    overrides.setdefault("placement_fragment_id", "placement-0")
+    return RuntimeBindingFragment(**runtime_fragment_kwargs(**overrides))
 
 
 def ka_binding_kwargs(**overrides: Any) -> Dict[str, Any]:
