@@ -161,7 +161,8 @@ class RuntimeBindingFragment:
             if singleton:
                 canonical = _row_major_strides(shape, itemsize)
                 strides = tuple(
-                    canonical[dim] if extent == 1 else strides[dim] for dim, extent in enumerate(shape)
+                    canonical[dim] if extent == 1 else strides[dim]
+                    for dim, extent in enumerate(shape)
                 )
         if not (
             type(storage_address) is int

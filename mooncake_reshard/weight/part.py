@@ -57,7 +57,9 @@ class WeightPlacementPart:
             referenced.add(fragment.tensor_id)
         for tensor in tensors:
             if tensor.tensor_id not in referenced:
-                raise ValueError(f"placement part contains an unreferenced tensor: {tensor.tensor_id}")
+                raise ValueError(
+                    f"placement part contains an unreferenced tensor: {tensor.tensor_id}"
+                )
         tensors = tuple(sorted(tensors, key=_tensor_key))
         fragments = tuple(sorted(fragments, key=_fragment_key))
         validate_placement_fragments(tensors, fragments, check_alias_groups=False)

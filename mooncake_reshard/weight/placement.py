@@ -90,7 +90,9 @@ class WeightPlacementManifest:
                 if known is None:
                     catalog[tensor.tensor_id] = tensor
                 elif known != tensor:
-                    raise ValueError(f"placement part tensor descriptor mismatch: {tensor.tensor_id}")
+                    raise ValueError(
+                        f"placement part tensor descriptor mismatch: {tensor.tensor_id}"
+                    )
             all_fragments.extend(part.fragments)
         tensors = tuple(sorted(catalog.values(), key=_tensor_key))
         all_fragments.sort(key=_fragment_key)
@@ -106,7 +108,8 @@ class WeightPlacementManifest:
             "topology": topology_object(topology),
             "tensors": [tensor_object(tensor) for tensor in tensors],
             "parts": [
-                part_object(part.participant_id, part.rank, part.fragments) for part in ordered_parts
+                part_object(part.participant_id, part.rank, part.fragments)
+                for part in ordered_parts
             ],
         }
         canonical = "sha256:" + _native.canonical_sha256(content)

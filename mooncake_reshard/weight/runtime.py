@@ -6,7 +6,14 @@ from dataclasses import dataclass
 
 from ..contracts._checks import item_tuple, require_str, require_u64
 from ..contracts.fragments import RuntimeBindingFragment
-from ..contracts.ids import LeaseId, ParticipantId, PlacementId, ResourceId, RevisionId, RuntimeInstanceId
+from ..contracts.ids import (
+    LeaseId,
+    ParticipantId,
+    PlacementId,
+    ResourceId,
+    RevisionId,
+    RuntimeInstanceId,
+)
 from ..contracts.manifest import ResourceKind
 from .types import require_sha256_digest
 

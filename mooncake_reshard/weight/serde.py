@@ -36,7 +36,9 @@ _TOP_KEYS = frozenset(
         "parts",
     )
 )
-_TOPOLOGY_KEYS = frozenset(("tp_size", "pp_size", "ep_size", "dp_size", "topology_id", "participants"))
+_TOPOLOGY_KEYS = frozenset(
+    ("tp_size", "pp_size", "ep_size", "dp_size", "topology_id", "participants")
+)
 _PARTICIPANT_KEYS = frozenset(("participant_id", "rank"))
 _RANK_KEYS = frozenset(("dp", "tp", "pp", "ep"))
 _TENSOR_KEYS = frozenset(
@@ -56,7 +58,15 @@ _SPLIT_AXIS_KEYS = frozenset(("semantics", "kind", "dim"))
 _PLAIN_AXIS_KEYS = frozenset(("semantics", "kind"))
 _PART_KEYS = frozenset(("participant_id", "rank", "fragments"))
 _FRAGMENT_KEYS = frozenset(
-    ("placement_fragment_id", "tensor_id", "global_offset", "local_shape", "nbytes", "rank", "aliases")
+    (
+        "placement_fragment_id",
+        "tensor_id",
+        "global_offset",
+        "local_shape",
+        "nbytes",
+        "rank",
+        "aliases",
+    )
 )
 _STAGED_FRAGMENT_KEYS = _FRAGMENT_KEYS | {"pipeline_stage_id"}
 
@@ -119,7 +129,9 @@ def _str(value: Any, label: str) -> str:
     return value
 
 
-def _rank(value: Any, label: str, cache: Optional[dict[tuple[int, ...], ParallelRank]] = None) -> ParallelRank:
+def _rank(
+    value: Any, label: str, cache: Optional[dict[tuple[int, ...], ParallelRank]] = None
+) -> ParallelRank:
     raw = _object(value, label, _RANK_KEYS)
     coordinates = (
         _int(raw["dp"], "rank dp", 0),
@@ -137,7 +149,9 @@ def _rank(value: Any, label: str, cache: Optional[dict[tuple[int, ...], Parallel
 
 def _topology(value: Any) -> ParallelTopology:
     raw = _object(value, "parallel topology", _TOPOLOGY_KEYS)
-    sizes = {name: _int(raw[name], name, 1) for name in ("tp_size", "pp_size", "ep_size", "dp_size")}
+    sizes = {
+        name: _int(raw[name], name, 1) for name in ("tp_size", "pp_size", "ep_size", "dp_size")
+    }
     topology_id = _str(raw["topology_id"], "topology_id")
     participants = []
     for index, item in enumerate(_list(raw["participants"], "parallel topology participants")):

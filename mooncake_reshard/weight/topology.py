@@ -82,7 +82,10 @@ class ParallelTopology:
             "ep_size": ep_size,
             "dp_size": dp_size,
             "participants": [
-                {"participant_id": participant.participant_id, "rank": rank_object(participant.rank)}
+                {
+                    "participant_id": participant.participant_id,
+                    "rank": rank_object(participant.rank),
+                }
                 for participant in ordered
             ],
         }
