@@ -178,7 +178,7 @@ py_boxes_overlap(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
     }
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = mr_boxes_overlap_kernel(bx.n, bx.d, NULL, bx.begin, bx.end, MR_OVERLAP_BUDGET);
+    rc = mr_boxes_overlap_kernel(bx.n, bx.d, bx.d, NULL, bx.begin, bx.end, MR_OVERLAP_BUDGET);
     Py_END_ALLOW_THREADS
     cov_boxes_free(&bx);
     if (rc < 0) return cov_status_error(rc);
@@ -219,7 +219,7 @@ py_boxes_exactly_cover(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kw
     }
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = mr_boxes_exactly_cover_kernel(bx.d, cb, ce, bx.n, NULL, bx.begin, bx.end, MR_OVERLAP_BUDGET);
+    rc = mr_boxes_exactly_cover_kernel(bx.d, bx.d, cb, ce, bx.n, NULL, bx.begin, bx.end, MR_OVERLAP_BUDGET);
     Py_END_ALLOW_THREADS
     if (rc < 0) cov_status_error(rc);
     else result = PyBool_FromLong(rc == MR_YES);

@@ -100,25 +100,25 @@ mr_boxes_intersect(size_t d, const int64_t *ba, const int64_t *ea, const int64_t
 
 /* ---- 1-D: sort by begin, scan with the running maximum end --------------------- */
 static inline int
-mr_overlap_1d(size_t m, const size_t *live, const int64_t *begin, const int64_t *end)
+mr_overlap_1d(size_t m, size_t st, const size_t *live, const int64_t *begin, const int64_t *end)
 {
     mr_kv *kv = mr_kalloc(m, sizeof(mr_kv));
     if (kv == NULL) return MR_ENOMEM;
     for (size_t p = 0; p < m; p++) {
-        kv[p].key = mr_bias(begin[live[p]]);
+        kv[p].key = mr_bias(begin[live[p] * st]);
         kv[p].idx = live[p];
     }
     int rc = mr_radix_sort(kv, m);
     if (rc == 0) {
         rc = MR_NO;
-        int64_t max_end = end[kv[0].idx];
+        int64_t max_end = end[kv[0].idx * st];
         for (size_t p = 1; p < m; p++) {
             size_t i = kv[p].idx;
-            if (begin[i] < max_end) {
+            if (begin[i * st] < max_end) {
                 rc = MR_YES;
                 break;
             }
-            if (end[i] > max_end) max_end = end[i];
+            if (end[i * st] > max_end) max_end = end[i * st];
         }
     }
     free(kv);
@@ -130,7 +130,7 @@ mr_overlap_1d(size_t m, const size_t *live, const int64_t *begin, const int64_t 
 /* Returns MR_YES/MR_NO when the live boxes form a regular grid (answer exact),
  * 2 when they do not, or MR_ENOMEM. */
 static inline int
-mr_overlap_grid(size_t m, size_t d, const size_t *live, const int64_t *begin, const int64_t *end)
+mr_overlap_grid(size_t m, size_t d, size_t st, const size_t *live, const int64_t *begin, const int64_t *end)
 {
     int rc = MR_ENOMEM;
     mr_kv *kv = mr_kalloc(m, sizeof(mr_kv));
@@ -142,7 +142,7 @@ mr_overlap_grid(size_t m, size_t d, const size_t *live, const int64_t *begin, co
     if (kv == NULL || rank == NULL || order == NULL || order2 == NULL || ngroups == NULL) goto done;
     for (size_t k = 0; k < d; k++) {
         for (size_t p = 0; p < m; p++) {
-            kv[p].key = mr_bias(begin[live[p] * d + k]);
+            kv[p].key = mr_bias(begin[live[p] * st + k]);
             kv[p].idx = p;
         }
         if (mr_radix_sort(kv, m) < 0) goto done;
@@ -150,7 +150,7 @@ mr_overlap_grid(size_t m, size_t d, const size_t *live, const int64_t *begin, co
         int64_t gb = 0, ge = 0;
         for (size_t q = 0; q < m; q++) {
             size_t i = live[kv[q].idx];
-            int64_t b = begin[i * d + k], e = end[i * d + k];
+            int64_t b = begin[i * st + k], e = end[i * st + k];
             if (q == 0 || b != gb) {
                 if (q != 0 && ge > b) { /* distinct extents overlap: not a grid */
                     rc = 2;
@@ -258,7 +258,7 @@ mr_lower_bound(const int64_t *a, size_t n, int64_t v)
 }
 
 static inline int
-mr_overlap_2d(size_t m, const size_t *live, const int64_t *begin, const int64_t *end)
+mr_overlap_2d(size_t m, size_t st, const size_t *live, const int64_t *begin, const int64_t *end)
 {
     int rc = MR_ENOMEM;
     size_t m2;
@@ -273,9 +273,9 @@ mr_overlap_2d(size_t m, const size_t *live, const int64_t *begin, const int64_t 
     /* coordinate compression of dim-1 endpoints */
     for (size_t p = 0; p < m; p++) {
         size_t i = live[p];
-        ykv[2 * p].key = mr_bias(begin[2 * i + 1]);
+        ykv[2 * p].key = mr_bias(begin[i * st + 1]);
         ykv[2 * p].idx = 0;
-        ykv[2 * p + 1].key = mr_bias(end[2 * i + 1]);
+        ykv[2 * p + 1].key = mr_bias(end[i * st + 1]);
         ykv[2 * p + 1].idx = 0;
     }
     if (mr_radix_sort(ykv, m2) < 0) goto done;
@@ -287,8 +287,8 @@ mr_overlap_2d(size_t m, const size_t *live, const int64_t *begin, const int64_t 
     size_t nleaf = ny - 1; /* >= 1: every live box is non-empty */
     for (size_t p = 0; p < m; p++) {
         size_t i = live[p];
-        y0[p] = mr_lower_bound(ys, ny, begin[2 * i + 1]);
-        y1[p] = mr_lower_bound(ys, ny, end[2 * i + 1]);
+        y0[p] = mr_lower_bound(ys, ny, begin[i * st + 1]);
+        y1[p] = mr_lower_bound(ys, ny, end[i * st + 1]);
     }
     size_t tsz;
     if (__builtin_mul_overflow(nleaf, (size_t)4, &tsz)) goto done;
@@ -297,9 +297,9 @@ mr_overlap_2d(size_t m, const size_t *live, const int64_t *begin, const int64_t 
     if (t.mx == NULL || t.lz == NULL) goto done;
     /* events: ends first in the array so the stable sort keeps them before starts */
     for (size_t p = 0; p < m; p++) {
-        ev[p].key = mr_bias(end[2 * live[p]]);
+        ev[p].key = mr_bias(end[live[p] * st]);
         ev[p].idx = p;                        /* end event */
-        ev[m + p].key = mr_bias(begin[2 * live[p]]);
+        ev[m + p].key = mr_bias(begin[live[p] * st]);
         ev[m + p].idx = p | ((size_t)1 << (sizeof(size_t) * 8 - 1)); /* start event */
     }
     if (mr_radix_sort(ev, m2) < 0) goto done;
@@ -332,7 +332,7 @@ done:
 /* ---- 3-D+ general: the reference sweep with its comparison budget ------------- */
 
 static inline int
-mr_overlap_sweep(size_t m, size_t d, const size_t *live, const int64_t *begin, const int64_t *end,
+mr_overlap_sweep(size_t m, size_t d, size_t st, const size_t *live, const int64_t *begin, const int64_t *end,
                  uint64_t budget)
 {
     int rc = MR_ENOMEM;
@@ -343,16 +343,16 @@ mr_overlap_sweep(size_t m, size_t d, const size_t *live, const int64_t *begin, c
     size_t best_dim = 0, best_count = 0;
     for (size_t k = 0; k < d; k++) {
         for (size_t p = 0; p < m; p++) {
-            kv[p].key = mr_bias(end[live[p] * d + k]);
+            kv[p].key = mr_bias(end[live[p] * st + k]);
             kv[p].idx = live[p];
         }
         if (mr_radix_sort(kv, m) < 0) goto done;
-        for (size_t p = 0; p < m; p++) kv[p].key = mr_bias(begin[kv[p].idx * d + k]);
+        for (size_t p = 0; p < m; p++) kv[p].key = mr_bias(begin[kv[p].idx * st + k]);
         if (mr_radix_sort(kv, m) < 0) goto done;
         size_t count = 1;
         for (size_t p = 1; p < m; p++) {
             size_t i = kv[p].idx, j = kv[p - 1].idx;
-            if (begin[i * d + k] != begin[j * d + k] || end[i * d + k] != end[j * d + k]) count++;
+            if (begin[i * st + k] != begin[j * st + k] || end[i * st + k] != end[j * st + k]) count++;
         }
         if (count > best_count) {
             best_count = count;
@@ -361,7 +361,7 @@ mr_overlap_sweep(size_t m, size_t d, const size_t *live, const int64_t *begin, c
     }
     const size_t s = best_dim;
     for (size_t p = 0; p < m; p++) {
-        kv[p].key = mr_bias(begin[live[p] * d + s]);
+        kv[p].key = mr_bias(begin[live[p] * st + s]);
         kv[p].idx = live[p];
     }
     if (mr_radix_sort(kv, m) < 0) goto done;
@@ -370,15 +370,15 @@ mr_overlap_sweep(size_t m, size_t d, const size_t *live, const int64_t *begin, c
     rc = MR_NO;
     for (size_t q = 0; q < m && rc == MR_NO; q++) {
         size_t i = kv[q].idx;
-        int64_t b = begin[i * d + s];
+        int64_t b = begin[i * st + s];
         /* expire active boxes with end <= begin (min-heap on end along s) */
-        while (hn > 0 && end[heap[0] * d + s] <= b) {
+        while (hn > 0 && end[heap[0] * st + s] <= b) {
             heap[0] = heap[--hn];
             size_t x = 0;
             for (;;) {
                 size_t l = 2 * x + 1, r = l + 1, sm = x;
-                if (l < hn && end[heap[l] * d + s] < end[heap[sm] * d + s]) sm = l;
-                if (r < hn && end[heap[r] * d + s] < end[heap[sm] * d + s]) sm = r;
+                if (l < hn && end[heap[l] * st + s] < end[heap[sm] * st + s]) sm = l;
+                if (r < hn && end[heap[r] * st + s] < end[heap[sm] * st + s]) sm = r;
                 if (sm == x) break;
                 size_t t = heap[x];
                 heap[x] = heap[sm];
@@ -393,7 +393,7 @@ mr_overlap_sweep(size_t m, size_t d, const size_t *live, const int64_t *begin, c
             }
             used++;
             size_t j = heap[a];
-            if (mr_boxes_intersect(d, &begin[j * d], &end[j * d], &begin[i * d], &end[i * d])) {
+            if (mr_boxes_intersect(d, &begin[j * st], &end[j * st], &begin[i * st], &end[i * st])) {
                 rc = MR_YES;
                 break;
             }
@@ -403,7 +403,7 @@ mr_overlap_sweep(size_t m, size_t d, const size_t *live, const int64_t *begin, c
         heap[x] = i;
         while (x > 0) {
             size_t parent = (x - 1) / 2;
-            if (end[heap[parent] * d + s] <= end[heap[x] * d + s]) break;
+            if (end[heap[parent] * st + s] <= end[heap[x] * st + s]) break;
             size_t t = heap[x];
             heap[x] = heap[parent];
             heap[parent] = t;
@@ -422,7 +422,8 @@ done:
  * restricts the check to boxes subset[0:n] (indices into begin/end). Budget applies to
  * the general 3-D+ sweep only. */
 static inline int
-mr_boxes_overlap_kernel(size_t n, size_t d, const size_t *subset, const int64_t *begin, const int64_t *end,
+mr_boxes_overlap_kernel(size_t n, size_t d, size_t st, const size_t *subset, const int64_t *begin,
+                        const int64_t *end,
                         uint64_t budget)
 {
     if (n < 2) return MR_NO;
@@ -434,7 +435,7 @@ mr_boxes_overlap_kernel(size_t n, size_t d, const size_t *subset, const int64_t 
         size_t i = subset ? subset[p] : p;
         int empty = 0;
         for (size_t k = 0; k < d; k++)
-            if (end[i * d + k] <= begin[i * d + k]) {
+            if (end[i * st + k] <= begin[i * st + k]) {
                 empty = 1;
                 break;
             }
@@ -442,11 +443,11 @@ mr_boxes_overlap_kernel(size_t n, size_t d, const size_t *subset, const int64_t 
     }
     int rc;
     if (m < 2) rc = MR_NO;
-    else if (d == 1) rc = mr_overlap_1d(m, live, begin, end);
+    else if (d == 1) rc = mr_overlap_1d(m, st, live, begin, end);
     else {
-        rc = mr_overlap_grid(m, d, live, begin, end);
-        if (rc == 2) rc = (d == 2) ? mr_overlap_2d(m, live, begin, end)
-                                   : mr_overlap_sweep(m, d, live, begin, end, budget);
+        rc = mr_overlap_grid(m, d, st, live, begin, end);
+        if (rc == 2) rc = (d == 2) ? mr_overlap_2d(m, st, live, begin, end)
+                                   : mr_overlap_sweep(m, d, st, live, begin, end, budget);
     }
     free(live);
     return rc;
@@ -468,7 +469,8 @@ mr_box_volume(size_t d, const int64_t *b, const int64_t *e, unsigned __int128 *o
 /* Exact cover of the container [cb, ce) by boxes (subset as in the overlap kernel):
  * non-empty, every box inside, volume sum equal (overflow: not covered), no overlap. */
 static inline int
-mr_boxes_exactly_cover_kernel(size_t d, const int64_t *cb, const int64_t *ce, size_t n, const size_t *subset,
+mr_boxes_exactly_cover_kernel(size_t d, size_t st, const int64_t *cb, const int64_t *ce, size_t n,
+                              const size_t *subset,
                               const int64_t *begin, const int64_t *end, uint64_t budget)
 {
     if (n == 0) return MR_NO;
@@ -477,16 +479,16 @@ mr_boxes_exactly_cover_kernel(size_t d, const int64_t *cb, const int64_t *ce, si
     for (size_t p = 0; p < n; p++) {
         size_t i = subset ? subset[p] : p;
         for (size_t k = 0; k < d; k++)
-            if (begin[i * d + k] < cb[k] || end[i * d + k] > ce[k]) return MR_NO;
+            if (begin[i * st + k] < cb[k] || end[i * st + k] > ce[k]) return MR_NO;
     }
     for (size_t p = 0; p < n; p++) {
         size_t i = subset ? subset[p] : p;
         unsigned __int128 v;
-        if (mr_box_volume(d, &begin[i * d], &end[i * d], &v) < 0) return MR_NO;
+        if (mr_box_volume(d, &begin[i * st], &end[i * st], &v) < 0) return MR_NO;
         if (__builtin_add_overflow(sum, v, &sum)) return MR_NO;
     }
     if (sum != cvol) return MR_NO;
-    int rc = mr_boxes_overlap_kernel(n, d, subset, begin, end, budget);
+    int rc = mr_boxes_overlap_kernel(n, d, st, subset, begin, end, budget);
     if (rc < 0) return rc;
     return rc == MR_YES ? MR_NO : MR_YES;
 }

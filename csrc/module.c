@@ -7,6 +7,7 @@
 #include "coverage.h"
 #include "overlap.h"
 #include "physical.h"
+#include "table.h"
 
 static int
 native_exec(PyObject *module)
@@ -15,6 +16,7 @@ native_exec(PyObject *module)
     if (Init_Coverage(module) < 0) return -1;
     if (Init_Overlap(module) < 0) return -1;
     if (Init_Physical(module) < 0) return -1;
+    if (Init_Table(module) < 0) return -1;
     return 0;
 }
 

@@ -9,6 +9,7 @@ Each section below belongs to one C file (csrc/<name>.c).
 """
 
 from collections.abc import Sequence
+from typing import final
 
 # --- canonical.c: canonical JSON and SHA-256 (libcrypto EVP_Digest) ---------
 
@@ -68,6 +69,61 @@ def boxes_exactly_cover(
 
     ``False`` (not an error) when a volume or an end overflows. Same input errors as
     ``boxes_overlap``; the container's dimension count must match the boxes'."""
+
+# --- table.c: the packed fragment table (issue 2) --------------------------------
+
+@final
+class FragmentTable:
+    """A manifest's fragments packed once into flat C arrays (tensor index, rank, global
+    offset/end, nbytes); immutable, built only by :func:`pack_fragments`. Cache it on the
+    manifest (a non-field attribute) and reuse it for every bulk check. Every check releases
+    the GIL. Box semantics and the 3-D+ overlap budget are those of :func:`boxes_overlap`.
+    """
+
+    def __len__(self) -> int:
+        """Number of fragments."""
+
+    def duplicate_logical_fragment(self) -> int:
+        """Index of the first fragment (input order) that repeats an earlier fragment's
+        (tensor, rank, global_offset, local_shape), or -1 (spec §11.4 #3)."""
+
+    def overlapping_rank_group(self) -> int:
+        """First fragment of the first (tensor, rank) group, in order of first appearance,
+        whose boxes overlap, or -1 (spec §11.4 #7). Raises ``ValueError`` with the budget
+        message, or "zip() arguments have different lengths" for a group mixing dimension
+        counts (cannot happen after ``validate_fragment_geometry``)."""
+
+    def uncovered_group(self, axes: Sequence[str], collapse: bool = False) -> int:
+        """Group fragments by (tensor, rank coordinates on ``axes`` ⊆ {"dp","tp","pp","ep"});
+        return the first fragment of the first group (order of first appearance) whose boxes
+        do not exactly cover the tensor box ``[0, global_shape)``, or -1. ``collapse=True``
+        first merges identical boxes (spec §11.2 "fully covers": TP replicas count once)."""
+
+    def first_uncovered_group(self, group_of: Sequence[int], collapse: bool = False) -> int:
+        """Caller-defined groups: ``group_of[i]`` is fragment i's group id (>= 0) or -1 to leave
+        it out. Return the smallest group id whose fragments do not exactly cover their tensor
+        box, or -1. A group holding several tensors raises
+        ``ValueError("a coverage group must hold fragments of one tensor")``."""
+
+    def total_nbytes(self) -> int:
+        """Sum of the fragments' ``nbytes``."""
+
+def pack_fragments(
+    tensor_shapes: Sequence[Sequence[int]],
+    tensor_index: Sequence[int],
+    offsets: Sequence[Sequence[int]],
+    shapes: Sequence[Sequence[int]],
+    ranks: Sequence[Sequence[int]],
+    nbytes: Sequence[int],
+) -> FragmentTable:
+    """Pack a manifest's fragments in one call (also ``FragmentTable.pack``).
+
+    ``tensor_shapes[t]`` is tensor t's global shape; per fragment i: ``tensor_index[i]``
+    (an index into ``tensor_shapes``), ``offsets[i]`` / ``shapes[i]`` (same length; it may
+    differ from the tensor's), ``ranks[i] = (dp, tp, pp, ep)`` and ``nbytes[i]``.
+    Raises ``ValueError`` for columns of different lengths, an out-of-range tensor index,
+    offsets or ends beyond int64, negative shapes, nbytes beyond u64 ("... must fit in ...");
+    ``TypeError`` for non-sequences and non-integers."""
 
 # --- overlap.c: logical planner kernels (issue 3) ----------------------------
 

@@ -1,0 +1,722 @@
+/* table: the packed fragment table (issue 2). A manifest's fragments are converted
+ * once into flat C arrays (tensor index, rank, global offset / end, bytes) held by a
+ * FragmentTable, which the Python layer caches on the manifest and reuses for the bulk
+ * checks of spec §11.4 #3 and #7 and the grouped exact-cover tests of §11.2 / §11.5.
+ *
+ * Boxes are stored row-major with one stride (the largest dimension count seen); the
+ * unused trailing dimensions are padded with the extent [0, 1), which changes neither
+ * overlap nor volume. Each fragment keeps its own dimension count. */
+#include "table.h"
+#include "coverage_kernels.h"
+
+enum {
+    TBL_ENDIM = -3,  /* fragments of one group with different dimension counts */
+    TBL_EMIXED = -4, /* a coverage group holding fragments of several tensors */
+};
+
+typedef struct {
+    PyObject_HEAD
+    size_t n;        /* fragments */
+    size_t ntensors; /* tensors */
+    size_t stride;   /* max dimension count, >= 1 */
+    uint32_t *tensor; /* n: tensor index */
+    uint32_t *ndim;   /* n */
+    int64_t *rank;    /* n*4: dp, tp, pp, ep */
+    uint64_t *nbytes; /* n */
+    int64_t *begin;   /* n*stride */
+    int64_t *end;     /* n*stride */
+    uint32_t *tndim;  /* ntensors */
+    int64_t *tshape;  /* ntensors*stride, padded with 1 */
+} FragmentTable;
+
+/* ---- kernels (no Python) ----------------------------------------------------------- */
+
+static uint64_t
+tbl_mix(uint64_t h, uint64_t v)
+{
+    h ^= v + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2);
+    h ^= h >> 31;
+    h *= 0xBF58476D1CE4E5B9ULL;
+    h ^= h >> 29;
+    return h;
+}
+
+static int
+tbl_same_logical(const FragmentTable *t, size_t i, size_t j)
+{
+    if (t->tensor[i] != t->tensor[j] || t->ndim[i] != t->ndim[j]) return 0;
+    if (memcmp(&t->rank[i * 4], &t->rank[j * 4], 4 * sizeof(int64_t)) != 0) return 0;
+    size_t d = t->ndim[i], st = t->stride;
+    return memcmp(&t->begin[i * st], &t->begin[j * st], d * sizeof(int64_t)) == 0 &&
+           memcmp(&t->end[i * st], &t->end[j * st], d * sizeof(int64_t)) == 0;
+}
+
+/* Index of the first fragment (in input order) repeating an earlier one's
+ * (tensor, rank, offset, shape); n when none; MR_ENOMEM via *status. */
+static size_t
+tbl_first_duplicate(const FragmentTable *t, int *status)
+{
+    size_t n = t->n, st = t->stride, best = n;
+    *status = 0;
+    if (n < 2) return n;
+    mr_kv *kv = mr_kalloc(n, sizeof(mr_kv));
+    if (kv == NULL) {
+        *status = MR_ENOMEM;
+        return n;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint64_t h = tbl_mix(0x1234567ULL, t->tensor[i]);
+        h = tbl_mix(h, t->ndim[i]);
+        for (size_t a = 0; a < 4; a++) h = tbl_mix(h, (uint64_t)t->rank[i * 4 + a]);
+        for (size_t k = 0; k < t->ndim[i]; k++) {
+            h = tbl_mix(h, (uint64_t)t->begin[i * st + k]);
+            h = tbl_mix(h, (uint64_t)t->end[i * st + k]);
+        }
+        kv[i].key = h;
+        kv[i].idx = i;
+    }
+    if (mr_radix_sort(kv, n) < 0) {
+        free(kv);
+        *status = MR_ENOMEM;
+        return n;
+    }
+    /* runs of equal hash are in input order (stable sort): the first member that
+     * equals an earlier member of its run is that run's first repeat */
+    for (size_t s = 0; s < n;) {
+        size_t e = s + 1;
+        while (e < n && kv[e].key == kv[s].key) e++;
+        for (size_t j = s + 1; j < e && kv[j].idx < best; j++) {
+            int found = 0;
+            for (size_t i = s; i < j; i++)
+                if (tbl_same_logical(t, kv[i].idx, kv[j].idx)) {
+                    found = 1;
+                    break;
+                }
+            if (found) {
+                best = kv[j].idx;
+                break;
+            }
+        }
+        s = e;
+    }
+    free(kv);
+    return best;
+}
+
+/* Column values used for grouping. */
+enum { COL_DP = 0, COL_TP = 1, COL_PP = 2, COL_EP = 3, COL_TENSOR = 4, COL_EXTERNAL = 5 };
+
+static uint64_t
+tbl_col(const FragmentTable *t, const int64_t *external, int col, size_t i)
+{
+    if (col == COL_TENSOR) return t->tensor[i];
+    if (col == COL_EXTERNAL) return mr_bias(external[i]);
+    return mr_bias(t->rank[i * 4 + (size_t)col]);
+}
+
+/* order[0:n] := fragment indices sorted (stably) by the given columns, lexicographic. */
+static int
+tbl_sort_by(const FragmentTable *t, const int64_t *external, const int *cols, size_t ncols, size_t *order,
+            mr_kv *kv)
+{
+    size_t n = t->n;
+    for (size_t p = 0; p < n; p++) order[p] = p;
+    for (size_t c = ncols; c-- > 0;) {
+        for (size_t p = 0; p < n; p++) {
+            kv[p].key = tbl_col(t, external, cols[c], order[p]);
+            kv[p].idx = order[p];
+        }
+        if (mr_radix_sort(kv, n) < 0) return MR_ENOMEM;
+        for (size_t p = 0; p < n; p++) order[p] = kv[p].idx;
+    }
+    return 0;
+}
+
+static int
+tbl_same_key(const FragmentTable *t, const int64_t *external, const int *cols, size_t ncols, size_t i, size_t j)
+{
+    for (size_t c = 0; c < ncols; c++)
+        if (tbl_col(t, external, cols[c], i) != tbl_col(t, external, cols[c], j)) return 0;
+    return 1;
+}
+
+/* Collapse identical boxes of members[0:cnt] in place; returns the new count or
+ * (size_t)-1 on allocation failure. */
+static size_t
+tbl_collapse(const FragmentTable *t, size_t *members, size_t cnt, size_t d)
+{
+    if (cnt < 2) return cnt;
+    size_t st = t->stride;
+    mr_kv *kv = mr_kalloc(cnt, sizeof(mr_kv));
+    if (kv == NULL) return (size_t)-1;
+    for (size_t k = 2 * d; k-- > 0;) {
+        const int64_t *col = (k & 1) ? t->end : t->begin;
+        size_t dim = k / 2;
+        for (size_t p = 0; p < cnt; p++) {
+            kv[p].key = mr_bias(col[members[p] * st + dim]);
+            kv[p].idx = members[p];
+        }
+        if (mr_radix_sort(kv, cnt) < 0) {
+            free(kv);
+            return (size_t)-1;
+        }
+        for (size_t p = 0; p < cnt; p++) members[p] = kv[p].idx;
+    }
+    free(kv);
+    size_t out = 1;
+    for (size_t p = 1; p < cnt; p++) {
+        size_t a = members[out - 1], b = members[p];
+        if (memcmp(&t->begin[a * st], &t->begin[b * st], d * sizeof(int64_t)) == 0 &&
+            memcmp(&t->end[a * st], &t->end[b * st], d * sizeof(int64_t)) == 0)
+            continue;
+        members[out++] = b;
+    }
+    return out;
+}
+
+/* MR_YES when members exactly cover their tensor's box; MR_NO, or an error status. */
+static int
+tbl_group_covers(const FragmentTable *t, size_t *members, size_t cnt, int collapse, const int64_t *zeros)
+{
+    uint32_t tensor = t->tensor[members[0]];
+    size_t d = t->tndim[tensor];
+    for (size_t p = 0; p < cnt; p++) {
+        if (t->tensor[members[p]] != tensor) return TBL_EMIXED;
+        if (t->ndim[members[p]] != d) return TBL_ENDIM;
+    }
+    if (collapse) {
+        cnt = tbl_collapse(t, members, cnt, d);
+        if (cnt == (size_t)-1) return MR_ENOMEM;
+    }
+    return mr_boxes_exactly_cover_kernel(d, t->stride, zeros, &t->tshape[(size_t)tensor * t->stride], cnt, members,
+                                         t->begin, t->end, MR_OVERLAP_BUDGET);
+}
+
+typedef enum { CHECK_OVERLAP, CHECK_COVER } tbl_check;
+
+/* Group fragments by cols; visit groups in first-appearance order (external == NULL)
+ * or increasing external id (external != NULL, ids < 0 skipped). Returns the position
+ * of the first failing group through *fail_frag (its first fragment) and *fail_key (its
+ * external id), or leaves them at n / -1. Status: 0 or an MR_ / TBL_ error. */
+static int
+tbl_check_groups(const FragmentTable *t, const int64_t *external, const int *cols, size_t ncols, tbl_check check,
+                 int collapse, size_t *fail_frag, int64_t *fail_key)
+{
+    size_t n = t->n;
+    *fail_frag = n;
+    *fail_key = -1;
+    if (n == 0) return 0;
+    int rc = MR_ENOMEM;
+    size_t *order = mr_kalloc(n, sizeof(size_t));
+    mr_kv *kv = mr_kalloc(n, sizeof(mr_kv));
+    mr_kv *heads = mr_kalloc(n, sizeof(mr_kv));
+    int64_t *zeros = calloc(t->stride, sizeof(int64_t));
+    if (order == NULL || kv == NULL || heads == NULL || zeros == NULL) goto done;
+    if (tbl_sort_by(t, external, cols, ncols, order, kv) < 0) goto done;
+    /* runs -> heads (first fragment index, run start); runs are stable so the first
+     * element of a run is its smallest fragment index */
+    size_t nruns = 0;
+    for (size_t s = 0; s < n;) {
+        size_t e = s + 1;
+        while (e < n && tbl_same_key(t, external, cols, ncols, order[s], order[e])) e++;
+        if (external == NULL || external[order[s]] >= 0) {
+            heads[nruns].key = external ? (uint64_t)nruns : (uint64_t)order[s];
+            heads[nruns].idx = s;
+            nruns++;
+        }
+        s = e;
+    }
+    if (external == NULL && mr_radix_sort(heads, nruns) < 0) goto done;
+    rc = 0;
+    for (size_t r = 0; r < nruns; r++) {
+        size_t s = heads[r].idx, e = s + 1;
+        while (e < n && tbl_same_key(t, external, cols, ncols, order[s], order[e])) e++;
+        size_t first = order[s];
+        int res, failed = 0;
+        if (check == CHECK_OVERLAP) {
+            size_t d = t->ndim[first];
+            res = MR_NO;
+            for (size_t p = s; p < e; p++)
+                if (t->ndim[order[p]] != d) res = TBL_ENDIM;
+            if (res == MR_NO)
+                res = mr_boxes_overlap_kernel(e - s, d, t->stride, &order[s], t->begin, t->end, MR_OVERLAP_BUDGET);
+            failed = (res == MR_YES);
+        }
+        else {
+            res = tbl_group_covers(t, &order[s], e - s, collapse, zeros);
+            failed = (res == MR_NO);
+        }
+        if (res < 0) {
+            rc = res;
+            break;
+        }
+        if (failed) {
+            *fail_frag = first;
+            *fail_key = external ? external[first] : -1;
+            break;
+        }
+    }
+done:
+    free(order);
+    free(kv);
+    free(heads);
+    free(zeros);
+    return rc;
+}
+
+/* ---- Python glue ------------------------------------------------------------------- */
+
+static PyObject *
+tbl_item(PyObject *seq, Py_ssize_t i)
+{
+    PyObject *item;
+    if (PyList_Check(seq)) item = PyList_GetItem(seq, i);
+    else if (PyTuple_Check(seq)) item = PyTuple_GetItem(seq, i);
+    else return PySequence_GetItem(seq, i);
+    Py_XINCREF(item);
+    return item;
+}
+
+static Py_ssize_t
+tbl_len(PyObject *seq, const char *name)
+{
+    if (PyList_Check(seq)) return PyList_Size(seq);
+    if (PyTuple_Check(seq)) return PyTuple_Size(seq);
+    if (PyUnicode_Check(seq) || PyBytes_Check(seq) || PyByteArray_Check(seq) || !PySequence_Check(seq)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a sequence", name);
+        return -1;
+    }
+    return PySequence_Size(seq);
+}
+
+static int
+tbl_int64(PyObject *v, int64_t min, int64_t *out, const char *name)
+{
+    PyObject *num = PyLong_Check(v) ? (Py_INCREF(v), v) : PyNumber_Index(v);
+    if (num == NULL) return -1;
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(num, &overflow);
+    Py_DECREF(num);
+    if (x == -1 && PyErr_Occurred()) return -1;
+    if (overflow) {
+        PyErr_Format(PyExc_ValueError, "%s must fit in a signed 64-bit integer", name);
+        return -1;
+    }
+    if (x < min) {
+        PyErr_Format(PyExc_ValueError, "%s must be at least %lld", name, (long long)min);
+        return -1;
+    }
+    *out = (int64_t)x;
+    return 0;
+}
+
+/* Length of seq[i] (a nested sequence). */
+static Py_ssize_t
+tbl_inner_len(PyObject *seq, Py_ssize_t i, const char *name)
+{
+    PyObject *inner = tbl_item(seq, i);
+    if (inner == NULL) return -1;
+    Py_ssize_t n = tbl_len(inner, name);
+    Py_DECREF(inner);
+    return n;
+}
+
+/* Read seq[i] (length d) into out[0:d] as ints >= min. */
+static int
+tbl_inner_read(PyObject *seq, Py_ssize_t i, Py_ssize_t d, int64_t min, int64_t *out, const char *name)
+{
+    PyObject *inner = tbl_item(seq, i);
+    if (inner == NULL) return -1;
+    int rc = 0;
+    Py_ssize_t n = tbl_len(inner, name);
+    if (n < 0) rc = -1;
+    else if (n != d) {
+        PyErr_SetString(PyExc_ValueError, "zip() arguments have different lengths");
+        rc = -1;
+    }
+    for (Py_ssize_t k = 0; rc == 0 && k < d; k++) {
+        PyObject *v = tbl_item(inner, k);
+        if (v == NULL) rc = -1;
+        else {
+            rc = tbl_int64(v, min, &out[k], name);
+            Py_DECREF(v);
+        }
+    }
+    Py_DECREF(inner);
+    return rc;
+}
+
+static void
+tbl_free_arrays(FragmentTable *t)
+{
+    PyMem_Free(t->tensor);
+    PyMem_Free(t->ndim);
+    PyMem_Free(t->rank);
+    PyMem_Free(t->nbytes);
+    PyMem_Free(t->begin);
+    PyMem_Free(t->end);
+    PyMem_Free(t->tndim);
+    PyMem_Free(t->tshape);
+    t->tensor = t->ndim = t->tndim = NULL;
+    t->rank = t->begin = t->end = t->tshape = NULL;
+    t->nbytes = NULL;
+}
+
+static int
+tbl_fill(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_index, PyObject *offsets, PyObject *shapes,
+         PyObject *ranks, PyObject *nbytes)
+{
+    Py_ssize_t nt = tbl_len(tensor_shapes, "tensor_shapes");
+    if (nt < 0) return -1;
+    Py_ssize_t n = tbl_len(tensor_index, "tensor_index");
+    if (n < 0) return -1;
+    Py_ssize_t lens[4];
+    PyObject *cols[4] = {offsets, shapes, ranks, nbytes};
+    const char *names[4] = {"offsets", "shapes", "ranks", "nbytes"};
+    for (int c = 0; c < 4; c++) {
+        lens[c] = tbl_len(cols[c], names[c]);
+        if (lens[c] < 0) return -1;
+        if (lens[c] != n) {
+            PyErr_SetString(PyExc_ValueError, "fragment columns must have the same length");
+            return -1;
+        }
+    }
+    if ((uint64_t)nt > UINT32_MAX || (uint64_t)n > (uint64_t)(SIZE_MAX / 64)) {
+        PyErr_SetString(PyExc_ValueError, "too many tensors or fragments for a fragment table");
+        return -1;
+    }
+    /* pass 1: dimension counts and the common stride */
+    t->n = (size_t)n;
+    t->ntensors = (size_t)nt;
+    t->tndim = mr_alloc_array(t->ntensors ? t->ntensors : 1, sizeof(uint32_t));
+    t->ndim = mr_alloc_array(t->n ? t->n : 1, sizeof(uint32_t));
+    t->tensor = mr_alloc_array(t->n ? t->n : 1, sizeof(uint32_t));
+    if (t->tndim == NULL || t->ndim == NULL || t->tensor == NULL) return -1;
+    size_t stride = 1;
+    for (Py_ssize_t i = 0; i < nt; i++) {
+        Py_ssize_t d = tbl_inner_len(tensor_shapes, i, "tensor_shapes");
+        if (d < 0) return -1;
+        if ((uint64_t)d > 4096) {
+            PyErr_SetString(PyExc_ValueError, "too many dimensions for a fragment table");
+            return -1;
+        }
+        t->tndim[i] = (uint32_t)d;
+        if ((size_t)d > stride) stride = (size_t)d;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t d = tbl_inner_len(offsets, i, "offsets");
+        if (d < 0) return -1;
+        if ((uint64_t)d > 4096) {
+            PyErr_SetString(PyExc_ValueError, "too many dimensions for a fragment table");
+            return -1;
+        }
+        t->ndim[i] = (uint32_t)d;
+        if ((size_t)d > stride) stride = (size_t)d;
+    }
+    t->stride = stride;
+    size_t cells;
+    if (__builtin_mul_overflow(t->n ? t->n : 1, stride, &cells)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    t->begin = mr_alloc_array(cells, sizeof(int64_t));
+    t->end = mr_alloc_array(cells, sizeof(int64_t));
+    t->rank = mr_alloc_array(t->n ? t->n : 1, 4 * sizeof(int64_t));
+    t->nbytes = mr_alloc_array(t->n ? t->n : 1, sizeof(uint64_t));
+    size_t tcells;
+    if (__builtin_mul_overflow(t->ntensors ? t->ntensors : 1, stride, &tcells)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    t->tshape = mr_alloc_array(tcells, sizeof(int64_t));
+    if (t->begin == NULL || t->end == NULL || t->rank == NULL || t->nbytes == NULL || t->tshape == NULL) return -1;
+    /* pass 2: values */
+    for (Py_ssize_t i = 0; i < nt; i++) {
+        int64_t *row = &t->tshape[(size_t)i * stride];
+        if (tbl_inner_read(tensor_shapes, i, (Py_ssize_t)t->tndim[i], 0, row, "tensor_shapes") < 0) return -1;
+        for (size_t k = t->tndim[i]; k < stride; k++) row[k] = 1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        size_t base = (size_t)i * stride;
+        Py_ssize_t d = (Py_ssize_t)t->ndim[i];
+        int64_t v;
+        PyObject *item = tbl_item(tensor_index, i);
+        if (item == NULL) return -1;
+        int rc = tbl_int64(item, 0, &v, "tensor_index");
+        Py_DECREF(item);
+        if (rc < 0) return -1;
+        if ((uint64_t)v >= t->ntensors) {
+            PyErr_SetString(PyExc_ValueError, "tensor_index out of range");
+            return -1;
+        }
+        t->tensor[i] = (uint32_t)v;
+        if (tbl_inner_read(offsets, i, d, INT64_MIN, &t->begin[base], "offsets") < 0) return -1;
+        if (tbl_inner_read(shapes, i, d, 0, &t->end[base], "shapes") < 0) return -1;
+        for (Py_ssize_t k = 0; k < d; k++) {
+            if (__builtin_add_overflow(t->begin[base + (size_t)k], t->end[base + (size_t)k],
+                                       &t->end[base + (size_t)k])) {
+                PyErr_SetString(PyExc_ValueError, "fragment end must fit in a signed 64-bit integer");
+                return -1;
+            }
+        }
+        for (size_t k = (size_t)d; k < stride; k++) {
+            t->begin[base + k] = 0;
+            t->end[base + k] = 1;
+        }
+        if (tbl_inner_read(ranks, i, 4, INT64_MIN, &t->rank[(size_t)i * 4], "ranks") < 0) return -1;
+        item = tbl_item(nbytes, i);
+        if (item == NULL) return -1;
+        PyObject *num = PyLong_Check(item) ? (Py_INCREF(item), item) : PyNumber_Index(item);
+        Py_DECREF(item);
+        if (num == NULL) return -1;
+        unsigned long long nb = PyLong_AsUnsignedLongLong(num);
+        Py_DECREF(num);
+        if (nb == (unsigned long long)-1 && PyErr_Occurred()) {
+            if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+                PyErr_Clear();
+                PyErr_SetString(PyExc_ValueError, "nbytes must fit in an unsigned 64-bit integer");
+            }
+            return -1;
+        }
+        t->nbytes[i] = (uint64_t)nb;
+    }
+    return 0;
+}
+
+static PyObject *
+tbl_pack(PyObject *cls, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"tensor_shapes", "tensor_index", "offsets", "shapes", "ranks", "nbytes", NULL};
+    PyObject *tensor_shapes, *tensor_index, *offsets, *shapes, *ranks, *nbytes;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOO:pack_fragments", kwlist, &tensor_shapes, &tensor_index,
+                                     &offsets, &shapes, &ranks, &nbytes))
+        return NULL;
+    allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)cls, Py_tp_alloc);
+    if (alloc == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "FragmentTable has no tp_alloc");
+        return NULL;
+    }
+    PyObject *self = alloc((PyTypeObject *)cls, 0);
+    if (self == NULL) return NULL;
+    if (tbl_fill((FragmentTable *)self, tensor_shapes, tensor_index, offsets, shapes, ranks, nbytes) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return self;
+}
+
+static PyObject *
+tbl_status_error(int rc)
+{
+    if (rc == MR_EBUDGET) PyErr_SetString(PyExc_ValueError, "high-dimensional overlap budget exceeded before validation");
+    else if (rc == TBL_ENDIM) PyErr_SetString(PyExc_ValueError, "zip() arguments have different lengths");
+    else if (rc == TBL_EMIXED) PyErr_SetString(PyExc_ValueError, "a coverage group must hold fragments of one tensor");
+    else PyErr_NoMemory();
+    return NULL;
+}
+
+static PyObject *
+tbl_duplicate_logical_fragment(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    const FragmentTable *t = (const FragmentTable *)self;
+    int status;
+    size_t idx;
+    Py_BEGIN_ALLOW_THREADS
+    idx = tbl_first_duplicate(t, &status);
+    Py_END_ALLOW_THREADS
+    if (status < 0) return tbl_status_error(status);
+    return PyLong_FromSsize_t(idx == t->n ? -1 : (Py_ssize_t)idx);
+}
+
+static PyObject *
+tbl_overlapping_rank_group(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    const FragmentTable *t = (const FragmentTable *)self;
+    static const int cols[] = {COL_TENSOR, COL_DP, COL_TP, COL_PP, COL_EP};
+    size_t frag;
+    int64_t key;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = tbl_check_groups(t, NULL, cols, 5, CHECK_OVERLAP, 0, &frag, &key);
+    Py_END_ALLOW_THREADS
+    if (rc < 0) return tbl_status_error(rc);
+    return PyLong_FromSsize_t(frag == t->n ? -1 : (Py_ssize_t)frag);
+}
+
+static PyObject *
+tbl_uncovered_group(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"axes", "collapse", NULL};
+    PyObject *axes;
+    int collapse = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|p:uncovered_group", kwlist, &axes, &collapse)) return NULL;
+    const FragmentTable *t = (const FragmentTable *)self;
+    int cols[5] = {COL_TENSOR, 0, 0, 0, 0};
+    size_t ncols = 1;
+    Py_ssize_t na = tbl_len(axes, "axes");
+    if (na < 0) return NULL;
+    if (na > 4) {
+        PyErr_SetString(PyExc_ValueError, "axes must name distinct kinds among dp, tp, pp, ep");
+        return NULL;
+    }
+    for (Py_ssize_t a = 0; a < na; a++) {
+        PyObject *name = tbl_item(axes, a);
+        if (name == NULL) return NULL;
+        int col = -1;
+        if (PyUnicode_Check(name)) {
+            if (PyUnicode_CompareWithASCIIString(name, "dp") == 0) col = COL_DP;
+            else if (PyUnicode_CompareWithASCIIString(name, "tp") == 0) col = COL_TP;
+            else if (PyUnicode_CompareWithASCIIString(name, "pp") == 0) col = COL_PP;
+            else if (PyUnicode_CompareWithASCIIString(name, "ep") == 0) col = COL_EP;
+        }
+        Py_DECREF(name);
+        for (size_t c = 1; c < ncols; c++)
+            if (cols[c] == col) col = -1;
+        if (col < 0) {
+            PyErr_SetString(PyExc_ValueError, "axes must name distinct kinds among dp, tp, pp, ep");
+            return NULL;
+        }
+        cols[ncols++] = col;
+    }
+    size_t frag;
+    int64_t key;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = tbl_check_groups(t, NULL, cols, ncols, CHECK_COVER, collapse, &frag, &key);
+    Py_END_ALLOW_THREADS
+    if (rc < 0) return tbl_status_error(rc);
+    return PyLong_FromSsize_t(frag == t->n ? -1 : (Py_ssize_t)frag);
+}
+
+static PyObject *
+tbl_first_uncovered_group(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"group_of", "collapse", NULL};
+    PyObject *group_of;
+    int collapse = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|p:first_uncovered_group", kwlist, &group_of, &collapse))
+        return NULL;
+    const FragmentTable *t = (const FragmentTable *)self;
+    Py_ssize_t n = tbl_len(group_of, "group_of");
+    if (n < 0) return NULL;
+    if ((size_t)n != t->n) {
+        PyErr_SetString(PyExc_ValueError, "group_of must have one entry per fragment");
+        return NULL;
+    }
+    int64_t *ids = mr_alloc_array(t->n ? t->n : 1, sizeof(int64_t));
+    if (ids == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = tbl_item(group_of, i);
+        int rc = (v == NULL) ? -1 : tbl_int64(v, -1, &ids[i], "group_of");
+        Py_XDECREF(v);
+        if (rc < 0) {
+            PyMem_Free(ids);
+            return NULL;
+        }
+    }
+    static const int cols[] = {COL_EXTERNAL};
+    size_t frag;
+    int64_t key;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = tbl_check_groups(t, ids, cols, 1, CHECK_COVER, collapse, &frag, &key);
+    Py_END_ALLOW_THREADS
+    PyMem_Free(ids);
+    if (rc < 0) return tbl_status_error(rc);
+    return PyLong_FromLongLong(frag == t->n ? -1 : (long long)key);
+}
+
+static PyObject *
+tbl_total_nbytes(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    const FragmentTable *t = (const FragmentTable *)self;
+    unsigned __int128 sum = 0;
+    for (size_t i = 0; i < t->n; i++) sum += t->nbytes[i]; /* n < 2^64: cannot overflow 128 bits */
+    PyObject *hi = PyLong_FromUnsignedLongLong((unsigned long long)(sum >> 64));
+    PyObject *lo = PyLong_FromUnsignedLongLong((unsigned long long)sum);
+    PyObject *shift = PyLong_FromLong(64);
+    PyObject *res = NULL, *tmp = NULL;
+    if (hi != NULL && lo != NULL && shift != NULL) {
+        tmp = PyNumber_Lshift(hi, shift);
+        if (tmp != NULL) res = PyNumber_Or(tmp, lo);
+    }
+    Py_XDECREF(hi);
+    Py_XDECREF(lo);
+    Py_XDECREF(shift);
+    Py_XDECREF(tmp);
+    return res;
+}
+
+static Py_ssize_t
+tbl_length(PyObject *self)
+{
+    return (Py_ssize_t)((FragmentTable *)self)->n;
+}
+
+static int
+tbl_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    return 0;
+}
+
+static void
+tbl_dealloc(PyObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    tbl_free_arrays((FragmentTable *)self);
+    freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    tp_free(self);
+    Py_DECREF(tp);
+}
+
+static PyMethodDef tbl_methods[] = {
+    {"pack", (PyCFunction)(void (*)(void))tbl_pack, METH_CLASS | METH_VARARGS | METH_KEYWORDS,
+     "Build a FragmentTable from per-fragment columns (see pack_fragments)."},
+    {"duplicate_logical_fragment", tbl_duplicate_logical_fragment, METH_NOARGS,
+     "Index of the first fragment repeating an earlier (tensor, rank, offset, shape), or -1."},
+    {"overlapping_rank_group", tbl_overlapping_rank_group, METH_NOARGS,
+     "First fragment of the first (tensor, rank) group whose boxes overlap, or -1."},
+    {"uncovered_group", (PyCFunction)(void (*)(void))tbl_uncovered_group, METH_VARARGS | METH_KEYWORDS,
+     "First fragment of the first (tensor, *axes) group not exactly covering its tensor, or -1."},
+    {"first_uncovered_group", (PyCFunction)(void (*)(void))tbl_first_uncovered_group,
+     METH_VARARGS | METH_KEYWORDS, "Smallest caller-given group id not exactly covering its tensor, or -1."},
+    {"total_nbytes", tbl_total_nbytes, METH_NOARGS, "Sum of the fragments' nbytes."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot tbl_slots[] = {
+    {Py_tp_doc, (void *)"Packed, immutable C arrays of a manifest's fragments (built by pack_fragments)."},
+    {Py_tp_dealloc, (void *)tbl_dealloc},
+    {Py_tp_traverse, (void *)tbl_traverse},
+    {Py_tp_methods, (void *)tbl_methods},
+    {Py_sq_length, (void *)tbl_length},
+    {0, NULL},
+};
+
+static PyType_Spec tbl_spec = {
+    .name = "mooncake.reshard._native.FragmentTable",
+    .basicsize = sizeof(FragmentTable),
+    .itemsize = 0,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = tbl_slots,
+};
+
+int
+Init_Table(PyObject *module)
+{
+    PyObject *type = PyType_FromModuleAndSpec(module, &tbl_spec, NULL);
+    if (type == NULL) return -1;
+    int rc = PyModule_AddType(module, (PyTypeObject *)type);
+    if (rc == 0) {
+        PyObject *pack = PyObject_GetAttrString(type, "pack");
+        if (pack == NULL) rc = -1;
+        else {
+            rc = PyModule_AddObjectRef(module, "pack_fragments", pack);
+            Py_DECREF(pack);
+        }
+    }
+    Py_DECREF(type);
+    return rc;
+}
