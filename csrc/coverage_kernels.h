@@ -428,6 +428,19 @@ mr_boxes_overlap_kernel(size_t n, size_t d, size_t st, const size_t *subset, con
 {
     if (n < 2) return MR_NO;
     if (d == 0) return MR_YES; /* two points of a 0-D space coincide */
+    if (n <= 16) {
+        /* small inputs: exact pairwise test, no allocation (at most 120 comparisons, far
+         * below the budget, so the budgeted sweep could not have failed either) */
+        for (size_t p = 1; p < n; p++) {
+            size_t i = subset ? subset[p] : p;
+            for (size_t q = 0; q < p; q++) {
+                size_t j = subset ? subset[q] : q;
+                if (mr_boxes_intersect(d, &begin[i * st], &end[i * st], &begin[j * st], &end[j * st]))
+                    return MR_YES;
+            }
+        }
+        return MR_NO;
+    }
     size_t *live = mr_kalloc(n, sizeof(size_t));
     if (live == NULL) return MR_ENOMEM;
     size_t m = 0;

@@ -121,6 +121,36 @@ tbl_sort_by(const FragmentTable *t, const int64_t *external, const int *cols, si
 {
     size_t n = t->n;
     for (size_t p = 0; p < n; p++) order[p] = p;
+    /* one pass on a composite key when the columns' value ranges fit in 64 bits */
+    uint64_t lo[8], width[8];
+    unsigned bits_total = 0;
+    for (size_t c = 0; c < ncols && ncols <= 8; c++) {
+        uint64_t mn = UINT64_MAX, mx = 0;
+        for (size_t p = 0; p < n; p++) {
+            uint64_t v = tbl_col(t, external, cols[c], p);
+            if (v < mn) mn = v;
+            if (v > mx) mx = v;
+        }
+        unsigned b = 0;
+        while (b < 64 && ((mx - mn) >> b) != 0) b++;
+        lo[c] = mn;
+        width[c] = b;
+        bits_total += b;
+    }
+    if (ncols <= 8 && bits_total <= 64) {
+        for (size_t p = 0; p < n; p++) {
+            uint64_t key = 0;
+            for (size_t c = 0; c < ncols; c++) {
+                if (width[c] == 0) continue;
+                key = (width[c] == 64 ? 0 : key << width[c]) | (tbl_col(t, external, cols[c], p) - lo[c]);
+            }
+            kv[p].key = key;
+            kv[p].idx = p;
+        }
+        if (mr_radix_sort(kv, n) < 0) return MR_ENOMEM;
+        for (size_t p = 0; p < n; p++) order[p] = kv[p].idx;
+        return 0;
+    }
     for (size_t c = ncols; c-- > 0;) {
         for (size_t p = 0; p < n; p++) {
             kv[p].key = tbl_col(t, external, cols[c], order[p]);
