@@ -1,12 +1,18 @@
 /* physical: target physical-range conflict detection for bound plans (spec §12.6).
  *
  * The Python layer groups bound operations by target address space and target
- * fragment, and hands this file one flat description of "segment streams": a
- * stream is either one whole fragment (a single segment, free of charge) or one
- * operation's strided segments (base, inner bytes, loop counts, strides), which
- * are expanded lazily and charged one budget unit each. Per address space the
- * streams are k-way merged in (begin, end, operation index) order and swept;
- * the first overlap that is not a tolerated declared alias is reported.
+ * fragment ("groups": the fragment's byte extent and whether the group's regions
+ * have pairwise disjoint logical boxes), and hands this file one flat description
+ * of "segment streams": a stream is either one whole fragment (a single segment,
+ * free of charge) or one operation's strided segments (base, inner bytes, loop
+ * counts, strides), charged one budget unit each.
+ *
+ * Per address space, a structural proof (streams inside their fragment extents,
+ * extents pairwise disjoint, boxes disjoint within each group) shows that no two
+ * segments overlap; the space then only compares its segment count with the
+ * budget. Otherwise the streams are expanded lazily, k-way merged in (begin, end,
+ * operation index) order and swept; the first overlap that is not a tolerated
+ * declared alias is reported, or the budget runs out first.
  *
  * The kernel (mr_physical_sweep) is Python-free: plain C arrays in, a status
  * code out. The glue (physical_sweep) converts and range-checks the inputs. */
@@ -29,7 +35,8 @@ typedef struct {
     uint64_t begin;     /* current segment [begin, end) */
     uint64_t end;
     int64_t op;         /* operation index, the merge tie-breaker */
-    size_t space;       /* address-space id, dense from 0 */
+    size_t space;       /* address-space id, dense from 0 (its group's space) */
+    size_t group;       /* target-fragment group */
     size_t loop_off;    /* first loop in the counts/strides/cursor arrays */
     size_t rank;        /* number of outer loops */
     int charged;        /* 1: each segment costs one budget unit */
@@ -181,45 +188,152 @@ sweep_space(mr_stream *streams, const size_t *members, size_t n, const uint64_t 
     return MR_PHYS_OK;
 }
 
-/* Kernel: sweep every address space in id order, each with its own budget.
+typedef struct {
+    uint64_t address;   /* target fragment extent [address, address + nbytes) */
+    uint64_t nbytes;
+    size_t space;
+    int disjoint;       /* 1: the group's regions have pairwise disjoint logical boxes */
+} mr_group;
+
+typedef struct {
+    uint64_t begin;
+    uint64_t end;
+} mr_extent;
+
+static int
+compare_extent(const void *a, const void *b)
+{
+    const mr_extent *x = a, *y = b;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    if (x->end != y->end) return x->end < y->end ? -1 : 1;
+    return 0;
+}
+
+/* End of the last byte a stream writes, checked; 0 on success, -1 on overflow. */
+static int
+stream_extent_end(const mr_stream *s, const uint64_t *counts, const uint64_t *strides, uint64_t *end)
+{
+    uint64_t span = s->inner;
+    for (size_t d = 0; d < s->rank; d++) {
+        uint64_t step;
+        if (mr_mul_u64(counts[s->loop_off + d] - 1, strides[s->loop_off + d], &step) < 0) return -1;
+        if (mr_add_u64(span, step, &span) < 0) return -1;
+    }
+    return mr_add_u64(s->base, span, end);
+}
+
+/* Number of segments a stream emits (saturating at UINT64_MAX). */
+static uint64_t
+stream_segments(const mr_stream *s, const uint64_t *counts)
+{
+    uint64_t total = 1;
+    for (size_t d = 0; d < s->rank; d++) {
+        if (mr_mul_u64(total, counts[s->loop_off + d], &total) < 0) return UINT64_MAX;
+    }
+    return total;
+}
+
+/* Structural proof that a space has no physical overlap at all: every stream stays inside its
+ * group's fragment extent, the extents of the space's groups are pairwise disjoint, and within
+ * each group the regions' logical boxes are pairwise disjoint (the canonical row-major layout of
+ * a fragment maps distinct elements to distinct bytes; regions of one group share a tensor, so
+ * an overlap there is never a tolerated alias). Returns 1 when proven, 0 when the exact sweep
+ * must decide. ``extents`` is scratch for the space's groups. */
+static int
+space_provably_disjoint(const mr_stream *streams, const size_t *members, size_t n, const uint64_t *counts,
+                        const uint64_t *strides, const mr_group *groups, const size_t *space_groups,
+                        size_t n_space_groups, mr_extent *extents)
+{
+    for (size_t i = 0; i < n; i++) {
+        const mr_stream *s = &streams[members[i]];
+        const mr_group *g = &groups[s->group];
+        uint64_t end, extent_end;
+        if (!g->disjoint || s->base < g->address) return 0;
+        if (stream_extent_end(s, counts, strides, &end) < 0) return 0;
+        if (mr_add_u64(g->address, g->nbytes, &extent_end) < 0) return 0;
+        if (end > extent_end) return 0;
+    }
+    for (size_t i = 0; i < n_space_groups; i++) {
+        const mr_group *g = &groups[space_groups[i]];
+        extents[i].begin = g->address;
+        if (mr_add_u64(g->address, g->nbytes, &extents[i].end) < 0) return 0;
+    }
+    if (n_space_groups > 1) qsort(extents, n_space_groups, sizeof(mr_extent), compare_extent);
+    for (size_t i = 1; i < n_space_groups; i++) {
+        if (extents[i].begin < extents[i - 1].end) return 0;
+    }
+    return 1;
+}
+
+/* Kernel: check every address space in id order, each with its own budget. A space whose
+ * disjointness is proven structurally only needs its segment count compared with the budget
+ * (with no overlap anywhere, the lazy sweep would consume every segment); any other space is
+ * decided by the exact lazy k-way merge and sweep.
  * Returns a status code; MR_PHYS_NOMEM when scratch memory cannot be obtained. */
 static int
-mr_physical_sweep(mr_stream *streams, size_t n_streams, size_t n_spaces, const uint64_t *counts,
-                  const uint64_t *strides, size_t n_loops, const int64_t *alias_class,
-                  const int64_t *tensor_key, uint64_t budget, int64_t *bad_op, int64_t *prev_op)
+mr_physical_sweep(mr_stream *streams, size_t n_streams, const mr_group *groups, size_t n_groups,
+                  size_t n_spaces, const uint64_t *counts, const uint64_t *strides, size_t n_loops,
+                  const int64_t *alias_class, const int64_t *tensor_key, uint64_t budget, int64_t *bad_op,
+                  int64_t *prev_op)
 {
     int status = MR_PHYS_NOMEM;
-    size_t *order = NULL, *start = NULL, *heap = NULL;
+    size_t *order = NULL, *start = NULL, *heap = NULL, *group_order = NULL, *group_start = NULL, *fill = NULL;
     uint64_t *cursor = NULL;
-    size_t n_alloc = n_streams ? n_streams : 1;
+    mr_extent *extents = NULL;
     size_t space_slots;
     if (__builtin_add_overflow(n_spaces, (size_t)1, &space_slots)) return MR_PHYS_NOMEM;
     if (n_streams > SIZE_MAX / sizeof(size_t) || space_slots > SIZE_MAX / sizeof(size_t)
-        || n_loops > SIZE_MAX / sizeof(uint64_t)) {
+        || n_loops > SIZE_MAX / sizeof(uint64_t) || n_groups > SIZE_MAX / sizeof(mr_extent)) {
         return MR_PHYS_NOMEM;
     }
-    order = malloc(n_alloc * sizeof(size_t));
-    heap = malloc(n_alloc * sizeof(size_t));
+    order = malloc((n_streams ? n_streams : 1) * sizeof(size_t));
+    heap = malloc((n_streams ? n_streams : 1) * sizeof(size_t));
+    group_order = malloc((n_groups ? n_groups : 1) * sizeof(size_t));
+    extents = malloc((n_groups ? n_groups : 1) * sizeof(mr_extent));
     start = calloc(space_slots, sizeof(size_t));
+    group_start = calloc(space_slots, sizeof(size_t));
+    fill = calloc(space_slots, sizeof(size_t));
     cursor = calloc(n_loops ? n_loops : 1, sizeof(uint64_t));
-    if (order == NULL || heap == NULL || start == NULL || cursor == NULL) goto done;
-    /* Counting sort of the streams by space, stable within a space. */
-    for (size_t i = 0; i < n_streams; i++) start[streams[i].space + 1]++;
-    for (size_t k = 0; k < n_spaces; k++) start[k + 1] += start[k];
-    {
-        size_t *fill = heap; /* reuse as the per-space fill cursor before sweeping */
-        for (size_t k = 0; k < n_spaces; k++) fill[k] = start[k];
-        for (size_t i = 0; i < n_streams; i++) order[fill[streams[i].space]++] = i;
+    if (order == NULL || heap == NULL || group_order == NULL || extents == NULL || start == NULL
+        || group_start == NULL || fill == NULL || cursor == NULL) {
+        goto done;
     }
+    /* Counting sorts of the streams and of the groups by space, stable within a space. */
+    for (size_t i = 0; i < n_streams; i++) start[streams[i].space + 1]++;
+    for (size_t i = 0; i < n_groups; i++) group_start[groups[i].space + 1]++;
+    for (size_t k = 0; k < n_spaces; k++) {
+        start[k + 1] += start[k];
+        group_start[k + 1] += group_start[k];
+    }
+    for (size_t k = 0; k < n_spaces; k++) fill[k] = start[k];
+    for (size_t i = 0; i < n_streams; i++) order[fill[streams[i].space]++] = i;
+    for (size_t k = 0; k < n_spaces; k++) fill[k] = group_start[k];
+    for (size_t i = 0; i < n_groups; i++) group_order[fill[groups[i].space]++] = i;
     status = MR_PHYS_OK;
     for (size_t k = 0; k < n_spaces && status == MR_PHYS_OK; k++) {
-        status = sweep_space(streams, order + start[k], start[k + 1] - start[k], counts, strides,
-                             cursor, alias_class, tensor_key, budget, heap, bad_op, prev_op);
+        const size_t *members = order + start[k];
+        size_t n = start[k + 1] - start[k];
+        if (space_provably_disjoint(streams, members, n, counts, strides, groups, group_order + group_start[k],
+                                    group_start[k + 1] - group_start[k], extents)) {
+            uint64_t total = 0;
+            for (size_t i = 0; i < n; i++) {
+                const mr_stream *s = &streams[members[i]];
+                if (s->charged && mr_add_u64(total, stream_segments(s, counts), &total) < 0) total = UINT64_MAX;
+            }
+            if (total > budget) status = MR_PHYS_BUDGET;
+            continue;
+        }
+        status = sweep_space(streams, members, n, counts, strides, cursor, alias_class, tensor_key, budget, heap,
+                             bad_op, prev_op);
     }
 done:
     free(order);
     free(heap);
+    free(group_order);
+    free(extents);
     free(start);
+    free(group_start);
+    free(fill);
     free(cursor);
     return status;
 }
@@ -295,21 +409,22 @@ fail:
 }
 
 PyDoc_STRVAR(physical_sweep_doc,
-"physical_sweep(streams, n_spaces, n_ops, alias_class, tensor_key, budget)\n"
+"physical_sweep(streams, groups, n_spaces, n_ops, alias_class, tensor_key, budget)\n"
 "--\n\n"
 "Sweep target segment streams for physical-range conflicts (spec 12.6).\n\n"
-"``streams`` is a flat list of ints; each stream is ``space, op, charged, base, inner,\n"
-"rank`` followed by ``rank`` loop counts and ``rank`` strides. Returns None when no\n"
+"``groups`` is a flat list of ints, per target-fragment group ``space, address, nbytes,\n"
+"disjoint``. ``streams`` is a flat list of ints; each stream is ``group, op, charged, base,\n"
+"inner, rank`` followed by ``rank`` loop counts and ``rank`` strides. Returns None when no\n"
 "conflict exists, else ``(status, op, previous_op)`` with status 1 (conflict),\n"
 "2 (segment budget exceeded) or 3 (address arithmetic overflow).");
 
 static PyObject *
 physical_sweep(PyObject *Py_UNUSED(module), PyObject *args)
 {
-    PyObject *streams_obj, *alias_obj, *tensor_obj, *budget_obj;
+    PyObject *streams_obj, *groups_obj, *alias_obj, *tensor_obj, *budget_obj;
     Py_ssize_t n_spaces_arg, n_ops_arg;
-    if (!PyArg_ParseTuple(args, "O!nnOOO:physical_sweep", &PyList_Type, &streams_obj, &n_spaces_arg,
-                          &n_ops_arg, &alias_obj, &tensor_obj, &budget_obj)) {
+    if (!PyArg_ParseTuple(args, "O!O!nnOOO:physical_sweep", &PyList_Type, &streams_obj, &PyList_Type,
+                          &groups_obj, &n_spaces_arg, &n_ops_arg, &alias_obj, &tensor_obj, &budget_obj)) {
         return NULL;
     }
     if (n_spaces_arg < 0 || n_ops_arg < 0) {
@@ -330,10 +445,18 @@ physical_sweep(PyObject *Py_UNUSED(module), PyObject *args)
     size_t n_ops = (size_t)n_ops_arg;
     PyObject *result = NULL;
     mr_stream *streams = NULL;
+    mr_group *groups = NULL;
     uint64_t *counts = NULL, *strides = NULL;
     int64_t *alias_class = NULL, *tensor_key = NULL;
     Py_ssize_t total = PyList_Size(streams_obj);
     if (total < 0) return NULL;
+    Py_ssize_t group_items = PyList_Size(groups_obj);
+    if (group_items < 0) return NULL;
+    if (group_items % 4 != 0) {
+        PyErr_SetString(PyExc_ValueError, "physical_sweep: groups must hold four integers per group");
+        return NULL;
+    }
+    size_t n_groups = (size_t)(group_items / 4);
 
     /* Pass 1: count streams and loops, validating the framing. */
     size_t n_streams = 0, n_loops = 0;
@@ -353,9 +476,27 @@ physical_sweep(PyObject *Py_UNUSED(module), PyObject *args)
         n_loops += (size_t)rank;
     }
     streams = mr_alloc_array(n_streams, sizeof(mr_stream));
+    groups = mr_alloc_array(n_groups, sizeof(mr_group));
     counts = mr_alloc_array(n_loops, sizeof(uint64_t));
     strides = mr_alloc_array(n_loops, sizeof(uint64_t));
-    if (streams == NULL || counts == NULL || strides == NULL) goto done;
+    if (streams == NULL || groups == NULL || counts == NULL || strides == NULL) goto done;
+    {
+        uint64_t space_max = n_spaces ? (uint64_t)(n_spaces - 1) : 0;
+        for (size_t g = 0; g < n_groups; g++) {
+            Py_ssize_t pos = (Py_ssize_t)(4 * g);
+            uint64_t space, disjoint;
+            if (n_spaces == 0) {
+                PyErr_SetString(PyExc_ValueError, "physical_sweep: group without address space");
+                goto done;
+            }
+            if (list_u64(groups_obj, pos, 0, space_max, "group space", &space) < 0) goto done;
+            if (list_u64(groups_obj, pos + 1, 0, UINT64_MAX, "group address", &groups[g].address) < 0) goto done;
+            if (list_u64(groups_obj, pos + 2, 0, UINT64_MAX, "group nbytes", &groups[g].nbytes) < 0) goto done;
+            if (list_u64(groups_obj, pos + 3, 0, 1, "group disjoint flag", &disjoint) < 0) goto done;
+            groups[g].space = (size_t)space;
+            groups[g].disjoint = (int)disjoint;
+        }
+    }
     if (convert_keys(alias_obj, n_ops, "alias_class", &alias_class) < 0) goto done;
     if (convert_keys(tensor_obj, n_ops, "tensor_key", &tensor_key) < 0) goto done;
     if ((alias_class == NULL) != (tensor_key == NULL)) {
@@ -367,22 +508,23 @@ physical_sweep(PyObject *Py_UNUSED(module), PyObject *args)
     {
         Py_ssize_t pos = 0;
         size_t loop = 0;
-        uint64_t space_max = n_spaces ? (uint64_t)(n_spaces - 1) : 0;
+        uint64_t group_max = n_groups ? (uint64_t)(n_groups - 1) : 0;
         uint64_t op_max = n_ops ? (uint64_t)(n_ops - 1) : 0;
         for (size_t i = 0; i < n_streams; i++) {
             mr_stream *s = &streams[i];
-            uint64_t space, op, charged, rank;
-            if (n_spaces == 0 || n_ops == 0) {
-                PyErr_SetString(PyExc_ValueError, "physical_sweep: stream without space or operation");
+            uint64_t group, op, charged, rank;
+            if (n_groups == 0 || n_ops == 0) {
+                PyErr_SetString(PyExc_ValueError, "physical_sweep: stream without group or operation");
                 goto done;
             }
-            if (list_u64(streams_obj, pos, 0, space_max, "space", &space) < 0) goto done;
+            if (list_u64(streams_obj, pos, 0, group_max, "group", &group) < 0) goto done;
             if (list_u64(streams_obj, pos + 1, 0, op_max, "operation index", &op) < 0) goto done;
             if (list_u64(streams_obj, pos + 2, 0, 1, "charged flag", &charged) < 0) goto done;
             if (list_u64(streams_obj, pos + 3, 0, UINT64_MAX, "base address", &s->base) < 0) goto done;
             if (list_u64(streams_obj, pos + 4, 1, UINT64_MAX, "inner bytes", &s->inner) < 0) goto done;
             if (list_u64(streams_obj, pos + 5, 0, MR_PHYS_MAX_RANK, "loop rank", &rank) < 0) goto done;
-            s->space = (size_t)space;
+            s->group = (size_t)group;
+            s->space = groups[group].space;
             s->op = (int64_t)op;
             s->charged = (int)charged;
             s->rank = (size_t)rank;
@@ -413,8 +555,8 @@ physical_sweep(PyObject *Py_UNUSED(module), PyObject *args)
         int64_t bad_op = -1, prev_op = -1;
         int status;
         Py_BEGIN_ALLOW_THREADS
-        status = mr_physical_sweep(streams, n_streams, n_spaces, counts, strides, n_loops, alias_class,
-                                   tensor_key, (uint64_t)budget_value, &bad_op, &prev_op);
+        status = mr_physical_sweep(streams, n_streams, groups, n_groups, n_spaces, counts, strides, n_loops,
+                                   alias_class, tensor_key, (uint64_t)budget_value, &bad_op, &prev_op);
         Py_END_ALLOW_THREADS
         if (status == MR_PHYS_NOMEM) {
             PyErr_NoMemory();
@@ -429,6 +571,7 @@ physical_sweep(PyObject *Py_UNUSED(module), PyObject *args)
     }
 done:
     PyMem_Free(streams);
+    PyMem_Free(groups);
     PyMem_Free(counts);
     PyMem_Free(strides);
     PyMem_Free(alias_class);

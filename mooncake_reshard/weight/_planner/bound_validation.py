@@ -10,65 +10,17 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Optional, Sequence
 
+from math import prod
+
 from ... import _native
+from ...geometry import boxes_overlap
+from .contracts import TransferRegion
 from .fragments import BoundWeightFragment
 
 _U64_MAX = (1 << 64) - 1
 
 _STATUS_CONFLICT = 1
 _STATUS_BUDGET = 2
-
-
-# ---------------------------------------------------------------------------------------
-# Geometry helpers
-
-
-def _volume(shape: Sequence[int]) -> int:
-    volume = 1
-    for extent in shape:
-        volume *= extent
-    return volume
-
-
-def _boxes_intersect(a_offset: Sequence[int], a_shape: Sequence[int], b_offset: Sequence[int], b_shape: Sequence[int]) -> bool:
-    for a0, ae, b0, be in zip(a_offset, a_shape, b_offset, b_shape):
-        if a0 >= b0 + be or b0 >= a0 + ae:
-            return False
-    return True
-
-
-def _exactly_cover(
-    container_offset: tuple[int, ...],
-    container_shape: tuple[int, ...],
-    boxes: Sequence[tuple[tuple[int, ...], tuple[int, ...]]],
-) -> bool:
-    """``boxes_exactly_cover`` of spec §11.3 with cheap fast paths for the common cases."""
-    if not boxes:
-        return False
-    ndim = len(container_offset)
-    total = 0
-    for offset, shape in boxes:
-        if len(offset) != ndim or len(shape) != ndim:
-            return False
-        for c0, ce, b0, be in zip(container_offset, container_shape, offset, shape):
-            if b0 < c0 or b0 + be > c0 + ce or be <= 0:
-                return False
-        total += _volume(shape)
-    if total != _volume(container_shape):
-        return False
-    if len(boxes) == 1:
-        return True
-    try:
-        from ...geometry import boxes_overlap
-    except ImportError:  # pragma: no cover - the geometry module is part of the package
-        boxes_overlap = None
-    if boxes_overlap is not None:
-        return not boxes_overlap(list(boxes))
-    for i in range(len(boxes)):  # pragma: no cover - fallback only
-        for j in range(i + 1, len(boxes)):
-            if _boxes_intersect(boxes[i][0], boxes[i][1], boxes[j][0], boxes[j][1]):
-                return False
-    return True
 
 
 # ---------------------------------------------------------------------------------------
@@ -185,55 +137,96 @@ def _alias_classes(operations: Sequence[Any]) -> tuple[Optional[list[int]], Opti
     return alias_class, tensor_key
 
 
+def _group_shape(
+    members: list[int], operations: Sequence[Any], target: Any
+) -> tuple[bool, bool]:
+    """``(complete, disjoint)`` of one target-fragment group: whether its regions exactly cover
+    the fragment's logical box (spec §11.3), and whether their boxes are pairwise disjoint."""
+    container_offset = target.placement.global_offset
+    container_shape = target.placement.local_shape
+    container_volume = prod(container_shape)
+    if len(members) == 1:
+        op = operations[members[0]]
+        complete = op.overlap_offset == container_offset and op.overlap_shape == container_shape
+        return complete, True
+    boxes = [(operations[i].overlap_offset, operations[i].overlap_shape) for i in members]
+    try:
+        disjoint = not boxes_overlap(boxes)
+    except ValueError:  # the 3-D+ sweep ran out of its pairwise budget: decide by the exact sweep
+        return False, False
+    if not disjoint or sum(prod(shape) for _, shape in boxes) != container_volume:
+        return False, disjoint
+    ndim = len(container_offset)
+    for offset, shape in boxes:
+        if len(offset) != ndim or len(shape) != ndim:
+            return False, disjoint
+        for c0, ce, b0, be in zip(container_offset, container_shape, offset, shape):
+            if b0 < c0 or b0 + be > c0 + ce:
+                return False, disjoint
+    return True, disjoint
+
+
 def _check_target_physical_ranges(operations: Sequence[Any], max_segment_checks: int) -> None:
-    """The §12.6 check on operations already known to be bounded executable regions."""
+    """The §12.6 check on executable regions with runtime-bound targets."""
     spaces: dict[tuple[Any, ...], int] = {}
-    groups: dict[tuple[Any, ...], list[int]] = {}
+    group_by_key: dict[tuple[Any, ...], int] = {}
+    group_by_target: dict[int, int] = {}
+    members_by_group: list[list[int]] = []
+    group_targets: list[Any] = []
+    group_spaces: list[int] = []
     for index, op in enumerate(operations):
         target = op.target
-        binding = target.binding
-        placement = target.placement
-        space = (target.instance_id, binding.worker_id, binding.device)
-        space_id = spaces.get(space)
-        if space_id is None:
-            space_id = spaces[space] = len(spaces)
-        key = (
-            space_id,
-            binding.fragment_id,
-            placement.tensor_id,
-            target.lease_generation,
-            binding.address,
-            binding.nbytes,
-            placement.global_offset,
-            placement.local_shape,
-        )
-        members = groups.get(key)
-        if members is None:
-            groups[key] = [index]
-        else:
-            members.append(index)
+        group = group_by_target.get(id(target))
+        if group is None:
+            binding = target.binding
+            placement = target.placement
+            space = (target.instance_id, binding.worker_id, binding.device)
+            space_id = spaces.get(space)
+            if space_id is None:
+                space_id = spaces[space] = len(spaces)
+            key = (
+                space_id,
+                binding.fragment_id,
+                placement.tensor_id,
+                target.lease_generation,
+                binding.address,
+                binding.nbytes,
+                placement.global_offset,
+                placement.local_shape,
+            )
+            group = group_by_key.get(key)
+            if group is None:
+                group = group_by_key[key] = len(members_by_group)
+                members_by_group.append([])
+                group_targets.append(target)
+                group_spaces.append(space_id)
+            group_by_target[id(target)] = group
+        members_by_group[group].append(index)
     streams: list[int] = []
-    for key, members in groups.items():
-        space_id = key[0]
-        first = operations[members[0]]
-        target = first.target
-        container_offset = target.placement.global_offset
-        container_shape = target.placement.local_shape
-        boxes = [(operations[i].overlap_offset, operations[i].overlap_shape) for i in members]
-        if _exactly_cover(container_offset, container_shape, boxes):
-            streams.extend((space_id, members[0], 0, target.binding.address, target.binding.nbytes, 0))
-            continue
+    groups: list[int] = []
+    for group, members in enumerate(members_by_group):
+        target = group_targets[group]
         address = target.binding.address
+        complete, disjoint = _group_shape(members, operations, target)
+        groups.extend((group_spaces[group], address, target.binding.nbytes, 1 if disjoint else 0))
+        if complete:
+            streams.extend((group, members[0], 0, address, target.binding.nbytes, 0))
+            continue
         for i in members:
             op = operations[i]
             counts = op.outer_loop_counts
-            streams.extend((space_id, i, 1, address + op.target_base_offset, op.inner_bytes, len(counts)))
+            streams.extend((group, i, 1, address + op.target_base_offset, op.inner_bytes, len(counts)))
             streams.extend(counts)
             streams.extend(op.target_strides)
-    alias_class, tensor_key = _alias_classes(operations)
+    if any(target.placement.aliases for target in group_targets):
+        alias_class, tensor_key = _alias_classes(operations)
+    else:
+        alias_class = tensor_key = None
     budget = max_segment_checks if max_segment_checks <= _U64_MAX else _U64_MAX
     try:
-        outcome = _native.physical_sweep(streams, len(spaces), len(operations), alias_class, tensor_key, budget)
+        outcome = _native.physical_sweep(
+            streams, groups, len(spaces), len(operations), alias_class, tensor_key, budget
+        )
     except (OverflowError, TypeError) as exc:
         raise ValueError(f"target physical range is invalid: {exc}") from None
     if outcome is None:
@@ -262,9 +255,10 @@ def _validate_target_physical_ranges(operations: Iterable[Any], *, max_segment_c
         raise ValueError("max_segment_checks must be a positive integer")
     ops = tuple(operations)
     for op in ops:
-        if not isinstance(getattr(op, "target", None), BoundWeightFragment):
+        if not isinstance(op, TransferRegion):
+            raise ValueError("transfer plan requires a canonical transfer operation")
+        if not isinstance(op.target, BoundWeightFragment):
             raise ValueError("executable transfer plan target must be runtime-bound")
-        op.validate_bounds()
     _check_target_physical_ranges(ops, max_segment_checks)
 
 
