@@ -13,7 +13,8 @@ from mooncake.reshard import _native
 
 import oracles  # tests/oracles.py: cell-enumeration oracles (spec 11.3)
 
-Box = tuple[tuple[int, ...], tuple[int, ...]]
+Vec = tuple[int, ...]
+Box = tuple[Vec, Vec]
 BUDGET = "high-dimensional overlap budget exceeded before validation"
 
 
@@ -35,7 +36,7 @@ def split_boxes(boxes: list[Box]) -> tuple[list[tuple[int, ...]], list[tuple[int
 def random_boxes(draw: st.DrawFn, max_dim: int = 4) -> tuple[int, list[Box]]:
     d = draw(st.integers(1, max_dim))
     side = 6 if d <= 2 else 4
-    n = draw(st.integers(0, 8))
+    n = draw(st.integers(0, 30))
     boxes = []
     for _ in range(n):
         off = tuple(draw(st.integers(-2, side)) for _ in range(d))
@@ -45,7 +46,9 @@ def random_boxes(draw: st.DrawFn, max_dim: int = 4) -> tuple[int, list[Box]]:
 
 
 def _cuts(draw: st.DrawFn, lo: int, hi: int) -> list[int]:
-    inner = draw(st.lists(st.integers(lo + 1, hi - 1), max_size=3, unique=True)) if hi - lo > 1 else []
+    if hi - lo <= 1:
+        return [lo, hi]
+    inner = draw(st.lists(st.integers(lo + 1, hi - 1), min_size=min(2, hi - lo - 1), max_size=6, unique=True))
     return [lo, *sorted(inner), hi]
 
 
@@ -54,7 +57,7 @@ def grid_boxes(draw: st.DrawFn) -> tuple[tuple[int, ...], tuple[int, ...], list[
     """Cells of a regular grid over a container, with cells dropped and duplicated."""
     d = draw(st.integers(1, 4))
     c_off = tuple(draw(st.integers(-3, 3)) for _ in range(d))
-    c_shape = tuple(draw(st.integers(1, 5 if d <= 2 else 3)) for _ in range(d))
+    c_shape = tuple(draw(st.integers(2, (20, 8, 5, 3)[d - 1])) for _ in range(d))
     cuts = [_cuts(draw, o, o + s) for o, s in zip(c_off, c_shape)]
     cells: list[Box] = []
     for idx in itertools.product(*(range(len(c) - 1) for c in cuts)):
@@ -79,12 +82,12 @@ def guillotine_boxes(draw: st.DrawFn) -> tuple[tuple[int, ...], tuple[int, ...],
     """Recursive splits of a container: an exact, usually non-grid, cover (then maybe perturbed)."""
     d = draw(st.integers(2, 4))
     c_off = tuple(draw(st.integers(-2, 2)) for _ in range(d))
-    c_shape = tuple(draw(st.integers(1, 6 if d == 2 else 3)) for _ in range(d))
+    c_shape = tuple(draw(st.integers(2, 10 if d == 2 else 5)) for _ in range(d))
     boxes: list[Box] = []
 
     def split(off: tuple[int, ...], shp: tuple[int, ...], depth: int) -> None:
         dims = [k for k in range(d) if shp[k] > 1]
-        if depth == 0 or not dims or not draw(st.booleans()):
+        if depth == 0 or not dims or draw(st.integers(0, 9)) == 0:
             boxes.append((off, shp))
             return
         k = draw(st.sampled_from(dims))
@@ -92,7 +95,7 @@ def guillotine_boxes(draw: st.DrawFn) -> tuple[tuple[int, ...], tuple[int, ...],
         split(off, shp[:k] + (cut,) + shp[k + 1 :], depth - 1)
         split(off[:k] + (off[k] + cut,) + off[k + 1 :], shp[:k] + (shp[k] - cut,) + shp[k + 1 :], depth - 1)
 
-    split(c_off, c_shape, 4)
+    split(c_off, c_shape, 7)
     mode = draw(st.sampled_from(["exact", "exact", "drop", "dup", "grow"]))
     if mode == "drop" and len(boxes) > 1:
         del boxes[draw(st.integers(0, len(boxes) - 1))]
@@ -105,6 +108,76 @@ def guillotine_boxes(draw: st.DrawFn) -> tuple[tuple[int, ...], tuple[int, ...],
         boxes[i] = (off, shp[:k] + (shp[k] + 1,) + shp[k + 1 :])
     order = draw(st.permutations(range(len(boxes))))
     return c_off, c_shape, [boxes[i] for i in order]
+
+
+def _perturb(draw: st.DrawFn, boxes: list[Box]) -> list[Box]:
+    mode = draw(st.sampled_from(["exact", "exact", "drop", "dup", "grow", "shift"]))
+    d = len(boxes[0][0])
+    i = draw(st.integers(0, len(boxes) - 1))
+    off, shp = boxes[i]
+    k = draw(st.integers(0, d - 1))
+    if mode == "drop":
+        del boxes[i]
+    elif mode == "dup":
+        boxes.append(boxes[i])
+    elif mode == "grow":
+        boxes[i] = (off, shp[:k] + (shp[k] + 1,) + shp[k + 1 :])
+    elif mode == "shift":
+        boxes[i] = (off[:k] + (off[k] + draw(st.sampled_from([-1, 1])),) + off[k + 1 :], shp)
+    order = draw(st.permutations(range(len(boxes))))
+    return [boxes[j] for j in order]
+
+
+@st.composite
+def big_guillotine(draw: st.DrawFn) -> tuple[Vec, Vec, list[Box]]:
+    """Guillotine partitions with more than 16 boxes (past the small pairwise path)."""
+    d = draw(st.integers(2, 4))
+    c_shape = {2: (24, 24), 3: (8, 8, 6), 4: (5, 5, 4, 3)}[d]
+    c_off = tuple(draw(st.integers(-3, 3)) for _ in range(d))
+    boxes: list[Box] = [(c_off, c_shape)]
+    target = draw(st.integers(17, 60))
+    while len(boxes) < target:
+        splittable = [j for j, (_, shp) in enumerate(boxes) if max(shp) > 1]
+        if not splittable:
+            break
+        j = draw(st.sampled_from(splittable))
+        off, shp = boxes.pop(j)
+        k = draw(st.sampled_from([m for m in range(d) if shp[m] > 1]))
+        cut = draw(st.integers(1, shp[k] - 1))
+        boxes.append((off, shp[:k] + (cut,) + shp[k + 1 :]))
+        boxes.append((off[:k] + (off[k] + cut,) + off[k + 1 :], shp[:k] + (shp[k] - cut,) + shp[k + 1 :]))
+    return c_off, c_shape, _perturb(draw, boxes)
+
+
+@st.composite
+def big_grid(draw: st.DrawFn) -> tuple[Vec, Vec, list[Box]]:
+    """Regular grids with more than 16 cells."""
+    d = draw(st.integers(2, 4))
+    c_shape = {2: (12, 12), 3: (6, 6, 6), 4: (4, 4, 4, 4)}[d]
+    min_cuts = {2: 4, 3: 2, 4: 2}[d]
+    c_off = tuple(draw(st.integers(-3, 3)) for _ in range(d))
+    cuts = []
+    for o, sz in zip(c_off, c_shape):
+        inner = draw(st.lists(st.integers(o + 1, o + sz - 1), min_size=min_cuts, max_size=sz - 1, unique=True))
+        cuts.append([o, *sorted(inner), o + sz])
+    boxes: list[Box] = []
+    for idx in itertools.product(*(range(len(c) - 1) for c in cuts)):
+        boxes.append(
+            (tuple(cuts[k][i] for k, i in enumerate(idx)), tuple(cuts[k][i + 1] - cuts[k][i] for k, i in enumerate(idx)))
+        )
+    return c_off, c_shape, _perturb(draw, boxes)
+
+
+@settings(max_examples=200)
+@given(st.one_of(big_guillotine(), big_grid()))
+def test_large_structured_layouts_match_oracle(case: tuple[Vec, Vec, list[Box]]) -> None:
+    c_off, c_shape, boxes = case
+    assert len(boxes) > 16
+    offsets, shapes = split_boxes(boxes)
+    assert _native.boxes_overlap(offsets, shapes) == oracle_boxes_overlap(offsets, shapes)
+    assert _native.boxes_exactly_cover(c_off, c_shape, offsets, shapes) == oracle_boxes_exactly_cover(
+        c_off, c_shape, offsets, shapes
+    )
 
 
 @settings(max_examples=250)

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import oracles  # tests/oracles.py: cell-enumeration oracles (spec 11.3)
+from test_native_coverage import big_grid, big_guillotine
 from mooncake.reshard import _native
 
 Vec = tuple[int, ...]
@@ -266,3 +267,35 @@ def test_large_grouped_layout() -> None:
     assert table.uncovered_group(("dp",)) == -1
     assert table.uncovered_group(()) == 0  # both DP replicas together overlap
     assert table.uncovered_group(("tp",)) == 0  # one shard alone does not cover
+
+
+@st.composite
+def big_group_layouts(draw: st.DrawFn) -> Layout:
+    """Groups of more than 16 boxes (grid, 2-D sweep and 3-D+ sweep paths) on tensors of
+    different dimension counts, so the table's row stride exceeds most groups' ndim."""
+    cases = draw(st.lists(st.one_of(big_guillotine(), big_grid()), min_size=1, max_size=3))
+    shapes: list[Vec] = [(3, 2, 2, 2, 2)]  # 5-D tensor: stride 5
+    lay = Layout(shapes)
+    lay.add(0, (0, 0, 0, 0, 0), (3, 2, 2, 2, 2), (0, 0, 0, 0))
+    for c_off, c_shape, boxes in cases:
+        shapes.append(c_shape)
+        t = len(shapes) - 1
+        for off, shp in boxes:
+            lay.add(t, tuple(o - c for o, c in zip(off, c_off)), shp, (0, draw(st.integers(0, 1)), 0, 0))
+    perm = draw(st.permutations(range(len(lay))))
+    out = Layout(shapes)
+    for i in perm:
+        out.add(lay.tensor_index[i], lay.offsets[i], lay.shapes[i], lay.ranks[i])
+    return out
+
+
+@settings(max_examples=150)
+@given(big_group_layouts(), st.booleans())
+def test_table_large_groups_match_references(lay: Layout, collapse: bool) -> None:
+    table = lay.pack()
+    assert table.duplicate_logical_fragment() == ref_duplicate(lay)
+    assert table.overlapping_rank_group() == ref_overlapping_rank_group(lay)
+    for axes in ((), ("tp",), ("dp", "ep")):
+        assert table.uncovered_group(axes, collapse) == ref_uncovered_group(lay, axes, collapse)
+    group_of = list(lay.tensor_index)
+    assert table.first_uncovered_group(group_of, collapse) == ref_first_uncovered_group(lay, group_of, collapse)
