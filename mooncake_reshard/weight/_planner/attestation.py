@@ -106,9 +106,25 @@ class RuntimeBindingAttestation:
         if not isinstance(binding, WeightRuntimeBindingManifest):
             raise ValueError("runtime attestation binding is invalid")
         evidence = RuntimeBindingEvidence.from_binding(binding)
-        self._set_validated_state(placement, evidence)
+        # The evidence holds exactly the binding's content without owners, which
+        # validate_runtime_binding ignores: validating the given binding is equivalent to
+        # validating evidence.to_binding(), without building that manifest a second time.
+        self._set_validated_state(placement, evidence, binding)
 
-    def _set_validated_state(self, placement: Any, evidence: Any) -> None:
+    @classmethod
+    def _from_validated(
+        cls, placement: WeightPlacementManifest, binding: WeightRuntimeBindingManifest
+    ) -> RuntimeBindingAttestation:
+        """Private: attest a binding that ``validate_runtime_binding(placement, binding)`` has
+        just accepted (binding validates every binding before attesting the kept ones)."""
+        instance: RuntimeBindingAttestation = object.__new__(cls)
+        evidence = RuntimeBindingEvidence.from_binding(binding)
+        instance._set_validated_state(placement, evidence, binding, validated=True)
+        return instance
+
+    def _set_validated_state(
+        self, placement: Any, evidence: Any, binding: Any = None, *, validated: bool = False
+    ) -> None:
         """Validate ``(placement, evidence)`` and install it with the two fragment maps."""
         from ..binding import validate_runtime_binding
 
@@ -117,7 +133,8 @@ class RuntimeBindingAttestation:
         if not isinstance(evidence, RuntimeBindingEvidence):
             raise ValueError("runtime attestation evidence is invalid")
         _require_owner_free(evidence.fragments)
-        validate_runtime_binding(placement, evidence.to_binding())
+        if not validated:
+            validate_runtime_binding(placement, evidence.to_binding() if binding is None else binding)
         part = None
         for candidate in placement.parts:
             if candidate.participant_id == evidence.participant_id:

@@ -10,7 +10,7 @@ from ..runtime import WeightRuntimeBindingManifest
 from ..storage_manifest import StoredFragmentSnapshot, StoredWeightManifest, validate_weight_manifest_snapshot
 from ..types import PlacementFragment
 from .attestation import RuntimeBindingAttestation
-from .bound_contracts import ExecutorTransferPlan, RuntimeFragmentSnapshot, TransferPlan
+from .bound_contracts import ExecutorTransferPlan, RuntimeFragmentSnapshot, TransferPlan, _attested_snapshots
 from .bound_validation import _check_target_physical_ranges
 from .contracts import LogicalTransferPlan, TransferRegion, _trusted_region
 from .fragments import BoundWeightFragment
@@ -20,6 +20,51 @@ _SIDES = ("source", "target")
 
 # ---------------------------------------------------------------------------------------
 # §12.3 executor projections
+
+
+def _project_attested_part(
+    placement: WeightPlacementManifest,
+    part: Any,
+    binding: WeightRuntimeBindingManifest,
+    attestation: RuntimeBindingAttestation,
+    side: str,
+    selected_fragment_ids: Optional[frozenset[str]],
+    seen_keys: set[tuple[Any, ...]],
+    emitted: set[str],
+    out: list[ExecutorTransferPlan],
+) -> None:
+    """Trusted variant for ``bind``: the attestation was just built from this binding, so the
+    snapshots equal the attested ones (owners are not part of a snapshot)."""
+    digest = placement.digest
+    workers = sorted({fragment.worker_id for fragment in attestation.evidence.fragments})
+    for worker_id in workers:
+        snapshots = tuple(
+            snapshot
+            for snapshot in _attested_snapshots(attestation, worker_id)
+            if selected_fragment_ids is None or snapshot.fragment_id in selected_fragment_ids
+        )
+        if not snapshots:
+            continue
+        key = (part.rank, worker_id)
+        if key in seen_keys:
+            raise ValueError(f"duplicate {side} executor rank and worker: {key}")
+        seen_keys.add(key)
+        fragment_ids = tuple(snapshot.fragment_id for snapshot in snapshots)
+        emitted.update(fragment_ids)
+        out.append(
+            ExecutorTransferPlan(
+                instance_id=binding.instance_id,
+                placement_id=placement.placement_id,
+                participant_id=part.participant_id,
+                placement_digest=digest,
+                runtime_lease_id=binding.lease_id,
+                worker_id=worker_id,
+                rank=part.rank,
+                fragment_ids=fragment_ids,
+                fragment_snapshots=snapshots,
+                attestation=attestation,
+            )
+        )
 
 
 def _project_part(
@@ -102,10 +147,13 @@ def _build_executor_plans_with(
             )
             if attestation is None:
                 validate_runtime_binding(placement, binding)
-                attestation = RuntimeBindingAttestation(placement, binding)
+                attestation = RuntimeBindingAttestation._from_validated(placement, binding)
+                project = _project_part
+            else:
+                project = _project_attested_part
             if not part.fragments:
                 continue
-            _project_part(placement, part, binding, attestation, side, selected_fragment_ids, seen_keys, emitted, out)
+            project(placement, part, binding, attestation, side, selected_fragment_ids, seen_keys, emitted, out)
     out.sort(key=lambda executor: (executor.rank.dp, executor.rank.pp, executor.rank.ep, executor.rank.tp))
     if selected_fragment_ids is not None and emitted != set(selected_fragment_ids):
         raise ValueError(f"missing selected {side} runtime fragment")
@@ -251,8 +299,9 @@ def _bind_side(
         raise ValueError(f"logical plan and {label} runtime binding participants differ")
     _validate_bindings_together(placement, given)
     kept = [binding for binding in given if binding.participant_id in required]
+    # Every given binding passed validate_runtime_binding just above.
     attestations = {
-        (placement.placement_id, binding.participant_id): RuntimeBindingAttestation(placement, binding)
+        (placement.placement_id, binding.participant_id): RuntimeBindingAttestation._from_validated(placement, binding)
         for binding in kept
     }
     return kept, attestations

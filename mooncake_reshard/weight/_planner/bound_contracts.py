@@ -155,6 +155,24 @@ def _part_ranks(placement: WeightPlacementManifest) -> dict[str, ParallelRank]:
     return {part.participant_id: part.rank for part in placement.parts}
 
 
+def _attested_key_base(attestation: RuntimeBindingAttestation) -> tuple[Any, ...]:
+    """``(instance_id, placement_id, participant_id, placement digest, lease_id)`` (cached)."""
+
+    def build() -> tuple[Any, ...]:
+        evidence = attestation.evidence
+        placement = attestation.placement
+        return (
+            evidence.instance_id,
+            placement.placement_id,
+            evidence.participant_id,
+            placement.digest,
+            evidence.lease_id,
+        )
+
+    key: tuple[Any, ...] = _attestation_cache(attestation, "key_base", build)
+    return key
+
+
 def _attested_snapshots(attestation: RuntimeBindingAttestation, worker_id: str) -> tuple[RuntimeFragmentSnapshot, ...]:
     """All attested snapshots on ``worker_id`` sorted by runtime fragment id (cached)."""
 
@@ -340,25 +358,23 @@ class TransferPlan:
             raise ValueError(f"live {side} requires executor provenance")
         # Expected executor key of every operation fragment, from its attestation.
         expected_ops: dict[tuple[Any, ...], list[int]] = {}
-        active_placements: list[WeightPlacementManifest] = []
+        active_placements: dict[int, WeightPlacementManifest] = {}
+        fragment_keys: dict[int, tuple[Any, ...]] = {}
         for index, fragment in enumerate(fragments):
-            attestation = fragment.attestation
-            if attestation is None:
-                raise ValueError(f"transfer plan {side} fragment lacks runtime attestation")
-            evidence = attestation.evidence
-            placement = attestation.placement
-            if not any(placement is known for known in active_placements):
-                active_placements.append(placement)
-            key = (
-                evidence.instance_id,
-                placement.placement_id,
-                evidence.participant_id,
-                placement.digest,
-                evidence.lease_id,
-                fragment.binding.worker_id,
-                fragment.placement.rank,
-            )
-            expected_ops.setdefault(key, []).append(index)
+            key = fragment_keys.get(id(fragment))
+            if key is None:
+                attestation = fragment.attestation
+                if attestation is None:
+                    raise ValueError(f"transfer plan {side} fragment lacks runtime attestation")
+                placement = attestation.placement
+                active_placements[id(placement)] = placement
+                key = _attested_key_base(attestation) + (fragment.binding.worker_id, fragment.placement.rank)
+                fragment_keys[id(fragment)] = key
+            bucket = expected_ops.get(key)
+            if bucket is None:
+                expected_ops[key] = [index]
+            else:
+                bucket.append(index)
         plan_identity = (self.resource_id, self.revision, self.weight_generation)
         seen_keys: set[tuple[Any, ...]] = set()
         snapshot_owner: dict[Any, RuntimeFragmentSnapshot] = {}
@@ -382,19 +398,15 @@ class TransferPlan:
             if attestation is None:
                 raise ValueError(f"{side} executor lacks runtime attestation")
             placement = attestation.placement
-            if _placement_identity(placement) != plan_identity or placement not in active_placements:
+            if _placement_identity(placement) != plan_identity or (
+                id(placement) not in active_placements and placement not in active_placements.values()
+            ):
                 raise ValueError(f"{side} executor attestation identity differs")
-            evidence = attestation.evidence
-            attested_key = (
-                evidence.instance_id,
-                placement.placement_id,
-                evidence.participant_id,
-                placement.digest,
-                evidence.lease_id,
+            attested_key = _attested_key_base(attestation) + (
                 executor.worker_id,
-                _attestation_cache(attestation, "part_ranks", lambda: _part_ranks(placement)).get(
-                    evidence.participant_id
-                ),
+                _attestation_cache(attestation, "part_rank", lambda: _part_ranks(placement).get(
+                    attestation.evidence.participant_id
+                )),
             )
             if key != attested_key:
                 raise ValueError(f"{side} executor provenance differs from attestation")
