@@ -10,6 +10,7 @@ private 2**48-byte address window).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Dict, List, Sequence, Tuple
 
 from mooncake.reshard.weight import (
@@ -94,11 +95,17 @@ def fragment(tensor_id: str, offset: Tuple[int, ...], shape: Tuple[int, ...],
         tensor_id=tensor_id,
         global_offset=offset,
         local_shape=shape,
-        nbytes=_prod(shape) * ITEMSIZE,
+        nbytes=_nbytes(shape),
         rank=rank,
     )
 
 
+@functools.lru_cache(maxsize=None)
+def _nbytes(shape: Tuple[int, ...]) -> int:
+    return _prod(shape) * ITEMSIZE
+
+
+@functools.lru_cache(maxsize=None)
 def split(shape: Tuple[int, ...], dim: int, parts: int, index: int) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
     """Offset and shape of piece ``index`` of ``parts`` equal pieces along ``dim``."""
     if shape[dim] % parts:

@@ -12,7 +12,8 @@ Families (``--families`` selects a subset, comma-separated):
   EP16 x TP8 on the matrix dimension;
 * ``orthogonal_tp``: TP splits on dim 0 over N ranks -> dim 1 over M ranks (N x M regions per tensor);
 * ``grid_3d``: one tensor covered by an n x n x n grid of boxes (assembly / coverage cost);
-* ``sweep``: the same small-expert workload from 10**3 up to ``--max-fragments`` fragments,
+* ``sweep``: the same small-expert workload from ``--min-fragments`` (10**3) up to
+  ``--max-fragments`` fragments, by decades,
   with the growth factor per decade.
 
 Each workload runs in its own child process, so the reported peak RSS (``ru_maxrss``) is the
@@ -54,7 +55,7 @@ PRESETS: Dict[str, Dict[str, Any]] = {
         "orthogonal": {"tensors": 2, "rows": 1024, "cols": 1024, "source_tp": 8, "target_tp": 8},
         "grid_cells_per_dim": 10,
         "max_fragments": 10_000,
-        "construction_count": 5_000,
+        "construction_count": 2_000,
     },
     "full": {
         "layers": 61,
@@ -455,6 +456,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help=f"comma-separated subset of: {', '.join(FAMILIES)}")
     parser.add_argument("--layers", type=int, help="layers of the expert models (preset: small 1, full 61)")
     parser.add_argument("--experts", type=int, help="experts per layer (multiple of 48; preset: small 48, full 384)")
+    parser.add_argument("--min-fragments", type=int, default=1_000,
+                        help="smallest sweep point (fragments, source + target; default 1000)")
     parser.add_argument("--max-fragments", type=int, help="largest sweep point (fragments, source + target)")
     parser.add_argument("--grid-cells", type=int, help="cells per dimension of the 3-D grid family")
     parser.add_argument("--json", metavar="PATH", help="write the JSON document here ('-' = stdout, the default)")
@@ -473,6 +476,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parameters: Dict[str, Any] = {
         "layers": args.layers if args.layers is not None else preset["layers"],
         "experts": args.experts if args.experts is not None else preset["experts"],
+        "min_fragments": args.min_fragments,
         "max_fragments": args.max_fragments if args.max_fragments is not None else preset["max_fragments"],
         "grid_cells_per_dim": args.grid_cells if args.grid_cells is not None else preset["grid_cells_per_dim"],
         "orthogonal": preset["orthogonal"],
@@ -485,7 +489,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         _progress(f"family {family}")
         if family == "sweep":
             points = []
-            fragments = 1_000
+            fragments = args.min_fragments
             while fragments <= parameters["max_fragments"]:
                 points.append(_run_job({"kind": "sweep_point", "fragments": fragments, "profile_top": profile_top},
                                        args.in_process))

@@ -1,0 +1,153 @@
+"""Smoke tests of the benchmark scripts: tiny arguments, JSON shape, counts and verdicts.
+
+These are not timed tests: they check that both scripts run against the package, print the
+documented JSON keys, and report the counts and accept/reject verdicts of spec/API.md section 14
+(computed by the scripts from the objects) and counts of the scale workloads that follow from
+their parameters.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Dict, List
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def _run(script: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=600,
+        env=dict(os.environ),
+    )
+
+
+def test_runtime_binding_reports_section_14_counts_and_verdicts() -> None:
+    completed = _run("runtime_binding.py", "--warmup", "0", "--repeats", "1")
+    assert completed.returncode == 0, completed.stderr
+    document = json.loads(completed.stdout)
+    assert document["benchmark"] == "runtime_binding"
+    assert document["arguments"] == {"warmup": 0, "repeats": 1, "physical_rows": 128, "physical_regions": 128}
+    assert document["contract_mismatches"] == []
+    assert document["counts"] == {
+        "source_fragments": 8,
+        "target_fragments": 8,
+        "operations": 8,
+        "selected_source_executors": 4,
+        "target_executors": 8,
+        "complete_source_executors": 8,
+        "unselected_source_executors": 4,
+        "operation_nbytes": [1024] * 8,
+        "operation_repeat": [4096] * 8,
+        "total_bytes": 33554432,
+    }
+    assert document["budgets"] == {
+        "logical": {"required_segments": 32768, "accepted_at_required": True, "rejected_below_required": True},
+        "physical": {"regions": 128, "segments": 16384, "accepted_at_required": True,
+                     "rejected_below_required": True},
+    }
+    stages = {
+        "logical_planning", "runtime_binding", "transfer_plan_revalidation", "pickle_dump", "pickle_restore",
+        "physical_validation", "selected_source_projection", "complete_source_projection",
+    }
+    assert set(document["medians_ms"]) == stages
+    assert set(document["reference_medians_ms"]) == stages
+    assert set(document["speedup_vs_reference"]) == stages
+    assert all(value > 0 for value in document["medians_ms"].values())
+    assert document["reference_medians_ms"]["physical_validation"] == 84.4
+    assert isinstance(document["binding_peak_traced_memory_bytes"], int)
+    assert document["binding_peak_traced_memory_bytes"] > 0
+    assert {"python", "machine"} <= set(document)
+
+
+def test_runtime_binding_physical_workload_follows_its_arguments() -> None:
+    completed = _run("runtime_binding.py", "--warmup", "0", "--repeats", "1",
+                     "--physical-rows", "16", "--physical-regions", "32")
+    assert completed.returncode == 0, completed.stderr
+    physical = json.loads(completed.stdout)["budgets"]["physical"]
+    assert physical == {"regions": 32, "segments": 512, "accepted_at_required": True,
+                        "rejected_below_required": True}
+
+
+def _pipeline_checks(result: Dict[str, Any]) -> None:
+    assert "error" not in result, result.get("error")
+    for stage in ("build_inputs", "assemble", "plan", "build_bindings", "bind", "pickle_dump", "pickle_load"):
+        assert set(result["stages"][stage]) == {"wall_s", "cpu_s"}
+    assert result["pipeline"]["stages"] == ["assemble", "plan", "bind"]
+    memory = result["memory"]
+    assert memory["peak_rss_bytes"] >= memory["baseline_rss_bytes"] > 0
+
+
+def test_scale_small_preset(tmp_path: Path) -> None:
+    output = tmp_path / "scale.json"
+    completed = _run("scale.py", "--preset", "small", "--min-fragments", "100", "--max-fragments", "1000",
+                     "--json", str(output))
+    assert completed.returncode == 0, completed.stderr
+    document = json.loads(output.read_text(encoding="utf-8"))
+    assert document["benchmark"] == "scale"
+    assert document["preset"] == "small"
+    results = document["results"]
+    assert set(results) == {"construction", "independent_experts", "grouped_experts", "orthogonal_tp",
+                            "grid_3d", "sweep"}
+    # The readable table goes to stdout when the JSON goes to a file.
+    assert "assemble+plan+bind" in completed.stdout and "targets" in completed.stdout
+
+    # Independent experts, 1 layer x 48 experts x 3 matrices: EP48 x DP2 -> EP16 x TP8.
+    experts, tensors = 48, 48 * 3
+    kimi = results["independent_experts"]
+    _pipeline_checks(kimi)
+    counts = kimi["counts"]
+    assert counts["tensors"] == tensors
+    assert counts["source_fragments"] == tensors * 2
+    assert counts["target_fragments"] == tensors * 8
+    assert counts["operations"] == tensors * 8  # each TP shard reads one whole expert matrix
+    # w1/w3 shards are row blocks (1 segment); w2 shards are column blocks (7168 rows each).
+    assert counts["lowered_segments"] == experts * 8 * (1 + 1 + 7168)
+    assert counts["total_bytes"] == tensors * 2048 * 7168 * 2
+    assert counts["source_executors"] == 48  # the selected DP replica only
+    assert counts["target_executors"] == 128
+
+    # Grouped experts: [48, ...] tensors, EP48 on dim 0 x DP2 -> EP16 x TP8.
+    grouped = results["grouped_experts"]
+    _pipeline_checks(grouped)
+    counts = grouped["counts"]
+    assert (counts["tensors"], counts["source_fragments"], counts["target_fragments"]) == (3, 3 * 96, 3 * 128)
+    assert counts["operations"] == 3 * 128 * 3  # each target holds 3 experts, one source fragment each
+    assert counts["lowered_segments"] == 128 * 3 * (1 + 1 + 7168)
+
+    # Orthogonal TP: 2 tensors (1024, 1024), dim 0 over 8 ranks -> dim 1 over 8 ranks.
+    orthogonal = results["orthogonal_tp"]
+    _pipeline_checks(orthogonal)
+    counts = orthogonal["counts"]
+    assert counts["operations"] == 2 * 8 * 8
+    assert counts["lowered_segments"] == 2 * 8 * 8 * 128
+    assert counts["total_bytes"] == 2 * 1024 * 1024 * 2
+
+    grid = results["grid_3d"]
+    assert "error" not in grid, grid.get("error")
+    assert grid["counts"] == {"boxes": 1000, "cells_per_dim": 10}
+
+    sweep = results["sweep"]
+    points: List[Dict[str, Any]] = sweep["points"]
+    assert [p["counts"]["fragments"] for p in points] == [96, 996]
+    for point in points:
+        _pipeline_checks(point)
+        assert point["counts"]["operations"] == point["counts"]["fragments"] // 6 * 4
+    assert len(sweep["growth"]) == 1 and sweep["growth"][0]["pipeline_cpu_factor"] > 0
+
+    construction = results["construction"]
+    assert set(construction["ratio_vs_plain_dataclass"]) == {
+        "placement_fragment_explicit_id", "placement_fragment_derived_id", "runtime_binding_fragment"}
+
+    targets = document["targets"]
+    assert targets["kimi_pipeline_cpu_under_2s"]["met"] is None  # scaled down: not judged
+    assert targets["kimi_30x_below_reference"]["met"] is None
+    assert isinstance(targets["growth_per_decade_at_most_12x"]["met"], bool)
+    assert isinstance(targets["construction_at_most_1_5x_plain_dataclass"]["met"], bool)
