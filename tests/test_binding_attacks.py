@@ -143,6 +143,8 @@ def test_pickle_and_copy_round_trip_every_bound_value(world: World) -> None:
         restored = pickle.loads(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
         assert restored == value
         assert copy.copy(value) == value
+        assert copy.deepcopy(value) == value
+        assert isinstance(dataclasses.asdict(value), dict)
     assert dataclasses.replace(plan) == plan
     restored = pickle.loads(pickle.dumps(plan))
     assert restored.pipeline_routes == plan.pipeline_routes

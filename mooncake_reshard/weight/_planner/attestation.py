@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copyreg
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
@@ -21,6 +22,19 @@ from ..runtime import WeightRuntimeBindingManifest
 from ..types import PlacementFragment
 
 _OWNER_MESSAGE = "runtime binding evidence must not retain allocation owners"
+
+
+def _reduce_mapping_proxy(proxy: MappingProxyType) -> tuple[Any, ...]:  # type: ignore[type-arg]
+    return (MappingProxyType, (dict(proxy),))
+
+
+# ``dataclasses.asdict`` deep-copies non-dataclass field values; a ``MappingProxyType`` (the
+# attestation's two read-only maps, spec §9.2) cannot be copied by default, which would make
+# ``asdict`` fail on attestations, executors and whole transfer plans (spec §1.2 requires it to
+# work). Register a reducer so copies rebuild a read-only proxy over a copied dict. Attestation
+# pickling does not use it: its state is ``(placement, evidence)`` and the maps are rebuilt.
+if MappingProxyType not in copyreg.dispatch_table:
+    copyreg.pickle(MappingProxyType, _reduce_mapping_proxy)
 
 
 def _owner_free(fragment: RuntimeBindingFragment) -> RuntimeBindingFragment:
