@@ -197,9 +197,9 @@ def resolve_executor_plans(
     if not executors:
         raise ValueError(f"transfer plan has no {side} executor metadata")
     if (plan.resource_id, plan.revision, plan.weight_generation) != (
-        placement.resource_id,
-        placement.revision,
-        placement.weight_generation,
+        getattr(placement, "resource_id", None),
+        getattr(placement, "revision", None),
+        getattr(placement, "weight_generation", None),
     ):
         raise ValueError(f"transfer plan identity differs from {side} placement")
     validate_runtime_binding(placement, binding)
