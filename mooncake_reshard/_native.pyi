@@ -131,17 +131,22 @@ def pack_fragments(
 
 def physical_sweep(
     streams: list[int],
+    groups: list[int],
     n_spaces: int,
     n_ops: int,
     alias_class: list[int] | None,
     tensor_key: list[int] | None,
     budget: int,
 ) -> tuple[int, int, int] | None:
-    """Sweep target segment streams for physical-range conflicts (spec §12.6).
+    """Check target segment streams for physical-range conflicts (spec §12.6).
 
-    ``streams`` is flat: per stream ``space, op, charged, base, inner, rank`` then ``rank``
-    loop counts and ``rank`` strides. A charged stream's segments cost one budget unit each
-    and are expanded lazily; per address space (own budget) the streams are k-way merged in
+    ``groups`` is flat: per target-fragment group ``space, address, nbytes, disjoint``
+    (``disjoint`` = the group's regions have pairwise disjoint logical boxes). ``streams`` is
+    flat: per stream ``group, op, charged, base, inner, rank`` then ``rank`` loop counts and
+    ``rank`` strides; a charged stream's segments cost one budget unit each. Per address space
+    (own budget), a structural proof (streams inside their fragment extents, extents disjoint,
+    boxes disjoint within each group) settles the no-overlap case by comparing the segment count
+    with the budget; otherwise the streams are expanded lazily, k-way merged in
     ``(begin, end, op)`` order and swept. Overlap is tolerated only for equal ranges whose ops
     share an ``alias_class`` (>= 0) and differ in ``tensor_key``. Returns None, or
     ``(status, op, previous_op)``: 1 conflict (``op`` is the current operation), 2 budget
