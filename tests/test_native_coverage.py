@@ -363,3 +363,18 @@ def test_large_1d() -> None:
     assert _native.boxes_overlap(offsets, shapes) is False
     offsets[5] = (9,)
     assert _native.boxes_overlap(offsets, shapes) is True
+
+
+def test_repeated_calls_keep_refcounts() -> None:
+    import sys
+
+    offsets = [(0, 0), (2, 0), (0, 2)]
+    shapes = [(2, 2), (2, 2), (2, 2)]
+    bad = [(0, 0), (2**63, 0)]
+    refs = [sys.getrefcount(x) for x in (offsets, shapes, bad, offsets[0], shapes[0])]
+    for _ in range(500):
+        _native.boxes_overlap(offsets, shapes)
+        _native.boxes_exactly_cover((0, 0), (4, 4), offsets, shapes)
+        with pytest.raises(ValueError):
+            _native.boxes_overlap(bad, shapes[:2])
+    assert [sys.getrefcount(x) for x in (offsets, shapes, bad, offsets[0], shapes[0])] == refs
