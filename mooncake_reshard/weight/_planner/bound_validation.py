@@ -297,14 +297,16 @@ def _validate_no_in_place(operations: Sequence[Any]) -> None:
 
 def _attestation_cache(attestation: Any, name: str, build: Callable[[], Any]) -> Any:
     """A derived value cached on an attestation instance (never pickled: the attestation's
-    state is ``(placement, evidence)``). The cache is keyed by the identities of both, so a
-    forged ``placement``/``evidence`` swap invalidates it."""
-    stamp = (id(attestation.placement), id(attestation.evidence))
+    state is ``(placement, evidence)``). The cache remembers the very ``placement`` and
+    ``evidence`` objects it was derived from (held, so their identities cannot be recycled) and
+    is dropped when either was swapped, e.g. forged with ``object.__setattr__``."""
+    placement = attestation.placement
+    evidence = attestation.evidence
     cache = attestation.__dict__.get("_derived_cache")
-    if cache is None or cache[0] != stamp:
-        cache = (stamp, {})
+    if cache is None or cache[0] is not placement or cache[1] is not evidence:
+        cache = (placement, evidence, {})
         object.__setattr__(attestation, "_derived_cache", cache)
-    values = cache[1]
+    values = cache[2]
     if name not in values:
         values[name] = build()
     return values[name]
