@@ -57,7 +57,7 @@ def _roundtrip(plan: Any) -> None:
     assert restored.pipeline_routes == plan.pipeline_routes
 
 
-@settings(max_examples=60, deadline=None)
+@settings(deadline=None)
 @given(layouts())
 def test_bound_plans_execute_exactly(layout: Tuple[Any, ...]) -> None:
     source, target, shared_source, shared_target = layout
@@ -77,7 +77,7 @@ def test_bound_plans_execute_exactly(layout: Tuple[Any, ...]) -> None:
     _roundtrip(plan)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(deadline=None)
 @given(layouts(), st.data())
 def test_local_target_plans_execute_exactly(layout: Tuple[Any, ...], data: Any) -> None:
     source, target, shared_source, shared_target = layout
@@ -139,7 +139,7 @@ def tensor_aliases(placement: Any, tensor_id: str) -> Tuple[str, ...]:
     return ()
 
 
-@settings(max_examples=40, deadline=None)
+@settings(deadline=None)
 @given(layouts(), st.integers(1, 3))
 def test_store_sourced_plans_execute_exactly(layout: Tuple[Any, ...], pieces: int) -> None:
     _source, target, _shared_source, shared_target = layout
