@@ -150,3 +150,28 @@ def test_operation_views(bound: Any) -> None:
     assert bound.regions is bound.operations
     assert bound.total_bytes == 4 * 6 * 2
     assert not hasattr(TransferPlan, "execute") and not hasattr(TransferPlan, "submit")
+
+
+def test_bind_applies_the_physical_check_exactly_once(monkeypatch: Any) -> None:
+    from mooncake.reshard.weight._planner import bound_validation
+
+    source = tp_placement(2, prefix="s", shape=(4, 6))
+    target = tp_placement(3, prefix="t", shape=(4, 6))
+    memory = HostMemory()
+    limits = PlanningLimits(max_total_lowered_segments=1234)
+    logical = plan_placement_transfer(source, target, planning_limits=limits)
+    calls = []
+    original = bound_validation._validate_target_physical_ranges
+
+    def counting(operations: Any, *, max_segment_checks: int = 1_000_000) -> None:
+        calls.append(max_segment_checks)
+        original(operations, max_segment_checks=max_segment_checks)
+
+    monkeypatch.setattr(bound_validation, "_validate_target_physical_ranges", counting)
+    plan = bind_logical_transfer_plan(
+        logical,
+        host_bindings(target, memory, prefix="dst"),
+        source_bindings=host_bindings(source, memory, prefix="src"),
+    )
+    assert calls == [1234]
+    assert plan.planning_limits is logical.planning_limits

@@ -11,7 +11,7 @@ from ..storage_manifest import StoredFragmentSnapshot, StoredWeightManifest, val
 from ..types import PlacementFragment
 from .attestation import RuntimeBindingAttestation
 from .bound_contracts import ExecutorTransferPlan, RuntimeFragmentSnapshot, TransferPlan, _attested_snapshots
-from .bound_validation import _check_target_physical_ranges
+from . import bound_validation
 from .contracts import LogicalTransferPlan, TransferRegion, _trusted_region
 from .fragments import BoundWeightFragment
 
@@ -466,8 +466,11 @@ def bind_logical_transfer_plan(
                 op.target_strides,
             )
         )
-    # Step 9: target physical ranges, once, with the plan's lowered-segment budget.
-    _check_target_physical_ranges(operations, logical_plan.planning_limits.max_total_lowered_segments)
+    # Step 9: target physical ranges, once, with the plan's lowered-segment budget (looked up on
+    # the module so the single application is observable).
+    bound_validation._validate_target_physical_ranges(
+        operations, max_segment_checks=logical_plan.planning_limits.max_total_lowered_segments
+    )
     # Step 10.
     if source_kept and source_placement is None:
         raise ValueError("source runtime bindings require a source placement")
@@ -486,7 +489,7 @@ def bind_logical_transfer_plan(
     target_executors = _build_executor_plans_with(
         (target_placement,), target_kept, "target", target_selected, target_attestations
     )
-    return TransferPlan(
+    return TransferPlan._from_bound_operations(
         resource_id=logical_plan.resource_id,
         revision=logical_plan.revision,
         weight_generation=target_placement.weight_generation,

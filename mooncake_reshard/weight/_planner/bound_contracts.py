@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Optional
 
 from ...contracts.fragments import RuntimeBindingFragment
@@ -220,6 +220,20 @@ class TransferPlan:
     _operation_views: ClassVar[Any] = None
 
     def __post_init__(self) -> None:
+        self._revalidate(check_physical_ranges=True)
+
+    @classmethod
+    def _from_bound_operations(cls, **values: Any) -> TransferPlan:
+        """Private constructor for ``bind_logical_transfer_plan``: every rule runs except the
+        target physical-range check, which binding has just applied to these very operations
+        (spec §2.5: binding applies that check exactly once)."""
+        plan: TransferPlan = object.__new__(cls)
+        for name in _INIT_FIELDS:
+            object.__setattr__(plan, name, values[name])
+        plan._revalidate(check_physical_ranges=False)
+        return plan
+
+    def _revalidate(self, *, check_physical_ranges: bool) -> None:
         operations = tuple(self.operations)
         source_executors = tuple(self.source_executors)
         target_executors = tuple(self.target_executors)
@@ -275,7 +289,8 @@ class TransferPlan:
         self._validate_executor_consistency("source", operations, source_executors)
         self._validate_executor_consistency("target", operations, target_executors)
         _validate_no_in_place(operations)
-        _check_target_physical_ranges(operations, limits.max_total_lowered_segments)
+        if check_physical_ranges:
+            _check_target_physical_ranges(operations, limits.max_total_lowered_segments)
         self._validate_bound_target_coverage(operations, target_executors)
 
     # -- §9.6 step 8 ---------------------------------------------------------------------
@@ -557,5 +572,7 @@ class TransferPlan:
         views: OperationViews = self._operation_views
         return views.indices(executor, side)
 
+
+_INIT_FIELDS = tuple(f.name for f in fields(TransferPlan) if f.init)
 
 __all__ = ["ExecutorTransferPlan", "RuntimeFragmentSnapshot", "TransferPlan"]
