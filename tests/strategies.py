@@ -8,10 +8,13 @@ Composable pieces, from small to large:
 * :func:`tensor_with_fragments` -- one tensor plus a valid, complete set of fragments for it: 1-D to
   4-D shapes, uneven splits, TP split on any dim, grouped experts (``SplitAxis("ep", 0)``),
   independent experts (``OwnershipAxis("ep")`` with an ``expert_id``), DP replicas or a DP owner, PP
-  owners (possibly several complete owners), storage segmentation of a rank's box;
+  owners (possibly several complete owners), storage segmentation of a rank's box, an undeclared
+  TP axis coupled to an EP split;
 * :func:`valid_layouts` -- a complete placement that ``from_fragments`` must accept (several tensors,
   optional tied-weight alias pairs, optional pipeline stages, explicit or derived fragment ids;
   participants that receive no fragment are the "empty participants");
+* :func:`partial_topology_layouts` -- layouts over an arbitrary subset of the ranks (non-Cartesian
+  participant mappings; valid or not);
 * :func:`mutated_layouts` -- a valid layout with one to three random mutations that usually break it
   (gaps, overlaps, out-of-bounds boxes, wrong ranks, changed axis semantics, removed or added
   participants); judge it with :func:`oracles.from_fragments_verdict`.
@@ -97,6 +100,8 @@ def tensor_with_fragments(
         if size[kind] == 1:
             options = options + ["none"]
         choice[kind] = draw(st.sampled_from(options))
+    if choice["ep"] == "split" and size["tp"] > 1 and size["tp"] == size["ep"] and draw(st.integers(0, 3)) == 0:
+        choice["tp"] = "coupled"  # undeclared tp that follows the ep split rank (spec 11.5 rule 3)
     axes: List[AxisSpec] = []
     split_dim: Dict[str, int] = {}
     if choice["ep"] == "split":
@@ -147,6 +152,8 @@ def tensor_with_fragments(
     for _, c in participants:
         if key(c, own) not in chosen:
             continue
+        if choice["tp"] == "coupled" and c.tp != c.ep:
+            continue
         offset = [0] * ndim
         extent = list(global_shape)
         for k in split_kinds:
@@ -156,6 +163,27 @@ def tensor_with_fragments(
         for box_offset, box_shape in _segment(draw, tuple(offset), tuple(extent), depth=2):
             fragments.append(FragmentSpec(tensor_id=tensor_id, offset=box_offset, shape=box_shape, rank=c))
     return tensor, tuple(fragments)
+
+
+@st.composite
+def partial_topology_layouts(draw: Draw, max_tensors: int = 2, max_ndim: int = 3) -> Layout:
+    """Layouts over an arbitrary non-empty subset of the product ranks (non-Cartesian topologies).
+
+    Fragments are generated as for :func:`valid_layouts`, but because selected participants may
+    miss split or replica coordinates the result may be valid or not: judge it with the oracle.
+    """
+    sizes = draw(axis_sizes())
+    everyone = list(full_participants(*sizes))
+    participants = tuple(draw(st.lists(st.sampled_from(everyone), min_size=1, max_size=len(everyone), unique=True)))
+    names = draw(st.lists(st.sampled_from(["a", "b.w", "c.bias"]), min_size=1, max_size=max_tensors, unique=True))
+    tensors: List[TensorSpec] = []
+    fragments: List[FragmentSpec] = []
+    for name in names:
+        t, frs = draw(tensor_with_fragments(sizes, participants, name, max_ndim=max_ndim))
+        tensors.append(t)
+        fragments.extend(frs)
+    return Layout(sizes=sizes, participants=participants, tensors=tuple(tensors), fragments=tuple(fragments),
+                  notes=("partial topology",))
 
 
 @st.composite
@@ -320,7 +348,10 @@ def mutated_layouts(draw: Draw, max_mutations: int = 3, **kwargs: object) -> Lay
 
 @st.composite
 def any_layouts(draw: Draw, **kwargs: object) -> Layout:
-    """Valid and mutated layouts, roughly half each."""
-    if draw(st.booleans()):
+    """Valid, mutated and partial-topology layouts (about 40/40/20)."""
+    pick = draw(st.integers(0, 4))
+    if pick < 2:
         return draw(valid_layouts(**kwargs))  # type: ignore[arg-type]
-    return draw(mutated_layouts(**kwargs))
+    if pick < 4:
+        return draw(mutated_layouts(**kwargs))
+    return draw(partial_topology_layouts())
