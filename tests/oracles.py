@@ -384,3 +384,37 @@ def from_fragments_verdict(layout: Layout) -> Optional[FrozenSet[str]]:
     if coverage:
         return frozenset(coverage)
     return None
+
+
+# ----------------------------------------------------------------------------------------------
+# Runtime address ranges (spec 11.8)
+
+
+def runtime_range_violations(views: Sequence[Dict[str, Any]]) -> Set[str]:
+    """Message prefixes of every violated spec 11.8 rule, by pairwise comparison.
+
+    Each view is a dict with keys ``space`` (``(instance_id, worker_id, device)``), ``address``,
+    ``nbytes``, ``storage_address``, ``storage_nbytes``, ``tensor_id``, ``aliases``,
+    ``global_offset``, ``local_shape`` and ``descriptor`` (the tuple of tensor-descriptor fields
+    that aliases must share).
+    """
+    out: Set[str] = set()
+    for i, a in enumerate(views):
+        for b in views[i + 1:]:
+            if a["space"] != b["space"]:
+                continue
+            if a["address"] < b["address"] + b["nbytes"] and b["address"] < a["address"] + a["nbytes"]:
+                exact_alias = (
+                    a["address"] == b["address"] and a["nbytes"] == b["nbytes"]
+                    and len(a["aliases"]) >= 2 and a["aliases"] == b["aliases"]
+                    and a["tensor_id"] in a["aliases"] and b["tensor_id"] in a["aliases"]
+                    and a["global_offset"] == b["global_offset"] and a["local_shape"] == b["local_shape"]
+                    and a["descriptor"] == b["descriptor"]
+                )
+                if not exact_alias:
+                    out.add("runtime binding address ranges overlap: ")
+            sa, sb = a["storage_address"], b["storage_address"]
+            ea, eb = sa + a["storage_nbytes"], sb + b["storage_nbytes"]
+            if sa < eb and sb < ea and (sa, ea) != (sb, eb):
+                out.add("runtime binding storage allocation ranges overlap: ")
+    return out
