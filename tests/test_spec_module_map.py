@@ -177,3 +177,30 @@ def test_py_typed_marker_shipped() -> None:
     import mooncake.reshard as pkg
 
     assert os.path.exists(os.path.join(os.path.dirname(pkg.__file__), "py.typed"))
+
+
+SIGNATURES = [
+    ("mooncake.reshard.contracts", "validate_resource_binding_identity", ["placement", "binding"]),
+    ("mooncake.reshard.weight.binding", "validate_runtime_binding", ["placement", "binding"]),
+    ("mooncake.reshard.weight.binding", "validate_runtime_bindings", ["placement", "bindings"]),
+    ("mooncake.reshard.weight.serde", "weight_placement_to_json", ["placement"]),
+    ("mooncake.reshard.weight.serde", "weight_placement_from_json", ["value"]),
+    ("mooncake.reshard.weight.storage_manifest", "validate_weight_manifest_snapshot", ["manifest"]),
+    ("mooncake.reshard.weight.types", "canonical_strides_bytes", ["shape", "itemsize"]),
+    ("mooncake.reshard.weight.types", "require_sha256_digest", ["value", "name"]),
+    ("mooncake.reshard.weight.types", "require_manifest_items", ["value", "name", "item_type"]),
+]
+
+
+@pytest.mark.parametrize("module, name, params", SIGNATURES)
+def test_function_signatures(module: str, name: str, params: list) -> None:
+    fn = getattr(importlib.import_module(module), name)
+    assert list(inspect.signature(fn).parameters) == params
+
+
+def test_classmethod_signatures() -> None:
+    from mooncake.reshard.weight import StoredWeightManifest, TopologyParticipant
+
+    assert list(inspect.signature(StoredWeightManifest.from_json).parameters) == ["value"]
+    assert list(inspect.signature(StoredWeightManifest.from_dict).parameters) == ["raw"]
+    assert list(inspect.signature(TopologyParticipant).parameters) == ["participant_id", "rank"]
