@@ -330,3 +330,23 @@ def test_decoded_equal_content_in_other_order_gives_equal_objects() -> None:
     d["topology"]["participants"].reverse()
     q = weight_placement_from_json(json.dumps(d))
     assert q == p and q.digest == p.digest and weight_placement_to_json(q) == weight_placement_to_json(p)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * 100000 + "]" * 100000,
+        '{"a":' * 50000 + "1" + "}" * 50000,
+        KA_JSON.replace('"nbytes":32', '"nbytes":' + str(10**400)),
+        KA_JSON.replace('"weight_generation":7', '"weight_generation":1e400'),
+        KA_JSON.replace('"weight_generation":7', '"weight_generation":-0'),
+        KA_JSON.replace('"revision":"revision"', '"revision":"\\ud800"'),
+        KA_JSON[:-1],
+        KA_JSON + "x",
+    ],
+    ids=["deep-list", "deep-object", "huge-int", "1e400", "minus-zero", "lone-surrogate", "truncated", "trailing"],
+)
+def test_hostile_documents_raise_plain_value_error(text: str) -> None:
+    with pytest.raises(ValueError) as info:
+        weight_placement_from_json(text)
+    assert type(info.value) is ValueError

@@ -408,3 +408,20 @@ def test_validate_weight_manifest_snapshot() -> None:
     object.__setattr__(broken, "fragments", (sfs(object_key="elsewhere"),))
     with raises("payload object_key does not belong to manifest group"):
         validate_weight_manifest_snapshot(broken)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "[" * 100000 + "]" * 100000,
+        b"\xff\xfe",
+        KA_STORED_JSON.replace('"object_offset":0', '"object_offset":' + str(10**400)),
+        KA_STORED_JSON.replace('"weight_generation":42', '"weight_generation":42.0'),
+        KA_STORED_JSON[:-1],
+    ],
+    ids=["deep", "bad-utf8", "huge-int", "float", "truncated"],
+)
+def test_hostile_documents_raise_plain_value_error(value: Any) -> None:
+    with pytest.raises(ValueError) as info:
+        StoredWeightManifest.from_json(value)
+    assert type(info.value) is ValueError
