@@ -127,6 +127,58 @@ def pack_fragments(
 
 # --- overlap.c: logical planner kernels (issue 3) ----------------------------
 
+def plan_overlaps(
+    tensor_ndim: bytes,
+    tensor_itemsize: bytes,
+    src_tensor: bytes,
+    src_offsets: bytes,
+    src_shapes: bytes,
+    src_nbytes: bytes,
+    src_order: bytes,
+    cover_start: bytes,
+    cover_members: bytes,
+    tgt_tensor: bytes,
+    tgt_offsets: bytes,
+    tgt_shapes: bytes,
+    tgt_nbytes: bytes,
+    tgt_cover: bytes,
+    nprocess: int,
+    max_regions: int,
+    max_segments_per_region: int,
+    max_total_segments: int,
+    /,
+) -> list[tuple[int, int, tuple[int, ...], tuple[int, ...], int, int, int,
+                tuple[int, ...], tuple[int, ...], tuple[int, ...], int]] | tuple[int, int, int, int]:
+    """Overlaps of targets ``0..nprocess`` with their source covers (spec 11.1 steps 5-9, 11.7).
+
+    Arrays are bytes of native int64 (``*_nbytes``: uint64; 0 marks an unusable size). Fragment
+    coordinates are flat, ``tensor_ndim[tensor]`` values per fragment. ``src_order`` ranks the
+    source fragment ids; covers are CSR ranges of source indices (``tgt_cover`` -1: no cover).
+    Each cover is indexed once: a dense cell map when its distinct intervals form a grid
+    (binary search per dimension, output-sensitive), else an interval index on the dimension
+    with the most distinct intervals. Per target: overlaps counted against ``max_regions``
+    before anything is stored, sorted by (offset, shape, source order), exact cover checked,
+    region geometry derived, segment budgets applied, then ordered by (target base, source
+    order, source base). Returns region tuples ``(source index, target index, overlap_offset,
+    overlap_shape, source_base, target_base, inner_bytes, outer_loop_counts, source_strides,
+    target_strides, segment_count)`` or an error tuple ``(code, target index, a, b)``: 2 region
+    budget, 3 not covered, 4 itemsize, 5 segments per region, 6 total segments, 7 pairwise
+    budget, 8 byte overflow. GIL released while the kernel runs."""
+
+def exact_cover_batch(
+    container_ndim: bytes,
+    container_offsets: bytes,
+    container_shapes: bytes,
+    box_start: bytes,
+    box_offsets: bytes,
+    box_shapes: bytes,
+    /,
+) -> int:
+    """Index of the first container not exactly covered by its CSR range of boxes (non-empty,
+    inside, volume sum, pairwise disjoint), or -1. Disjointness: duplicate detection when every
+    dimension's distinct intervals are disjoint, else a sweep; 3-D and up keeps the reference's
+    1,000,000-comparison budget ("high-dimensional overlap budget exceeded before validation")."""
+
 # --- physical.c: bound physical-range kernels (issue 4) ----------------------
 
 def physical_sweep(
