@@ -415,13 +415,21 @@ def test_validate_weight_manifest_snapshot() -> None:
     [
         "[" * 100000 + "]" * 100000,
         b"\xff\xfe",
-        KA_STORED_JSON.replace('"object_offset":0', '"object_offset":' + str(10**400)),
+        KA_STORED_JSON.replace('"weight_generation":42', '"weight_generation":' + str(10**400)),
         KA_STORED_JSON.replace('"weight_generation":42', '"weight_generation":42.0'),
         KA_STORED_JSON[:-1],
     ],
-    ids=["deep", "bad-utf8", "huge-int", "float", "truncated"],
+    ids=["deep", "bad-utf8", "huge-generation", "float", "truncated"],
 )
 def test_hostile_documents_raise_plain_value_error(value: Any) -> None:
     with pytest.raises(ValueError) as info:
         StoredWeightManifest.from_json(value)
     assert type(info.value) is ValueError
+
+
+def test_uncapped_object_offset_survives_json() -> None:
+    # spec 5.2: object_offset and nbytes are not capped at u64
+    text = KA_STORED_JSON.replace('"object_offset":0', '"object_offset":' + str(10**400))
+    m = StoredWeightManifest.from_json(text)
+    assert m.fragments[0].object_offset == 10**400
+    assert m.to_json() == text
