@@ -52,7 +52,8 @@ class WeightPlacementPart:
         fragments = item_tuple(self.fragments, "WeightPlacementPart fragments", PlacementFragment)
         referenced: set[str] = set()
         for fragment in fragments:
-            if fragment.rank != rank:
+            fragment_rank = fragment.rank
+            if fragment_rank is not rank and fragment_rank != rank:
                 raise ValueError("placement part fragment rank differs from part rank")
             referenced.add(fragment.tensor_id)
         for tensor in tensors:
