@@ -450,25 +450,32 @@ class OperationViews:
         return table.get(_executor_key(executor), ())
 
 
-def _side_index(executors: tuple[Any, ...]) -> tuple[dict[Any, Any], dict[Any, Any], dict[Any, list[int]]]:
-    logical: dict[Any, Any] = {}
-    runtime: dict[Any, Any] = {}
-    buckets: dict[Any, list[int]] = {}
+def _side_index(
+    executors: tuple[Any, ...],
+) -> tuple[dict[Any, list[int]], dict[Any, list[int]], dict[tuple[Any, ...], list[int]]]:
+    """Fragment-id -> bucket maps (logical and runtime ids) and key -> bucket for one side.
+
+    Each executor's key is hashed once here; operations then find their bucket through their
+    fragment id alone, so the cost stays linear however many fragments an executor owns."""
+    logical: dict[Any, list[int]] = {}
+    runtime: dict[Any, list[int]] = {}
+    buckets: dict[tuple[Any, ...], list[int]] = {}
     for executor in executors:
         key = _executor_key(executor)
         if key in buckets:
             raise ValueError("transfer plan has duplicate executor projection key")
-        buckets[key] = []
+        bucket: list[int] = []
+        buckets[key] = bucket
         if isinstance(executor, PlacementExecutorPlan):
             for fragment_id in executor.placement_fragment_ids:
-                logical.setdefault(fragment_id, key)
+                logical.setdefault(fragment_id, bucket)
         else:
             for fragment_id in executor.fragment_ids:
-                runtime.setdefault(fragment_id, key)
+                runtime.setdefault(fragment_id, bucket)
     return logical, runtime, buckets
 
 
-def _owner_key(fragment: Any, logical: dict[Any, Any], runtime: dict[Any, Any]) -> Any:
+def _bucket_of(fragment: Any, logical: dict[Any, list[int]], runtime: dict[Any, list[int]]) -> Optional[list[int]]:
     if isinstance(fragment, PlacementFragment):
         return logical.get(fragment.placement_fragment_id)
     if isinstance(fragment, BoundWeightFragment):
@@ -494,12 +501,12 @@ def build_operation_views(
     for index, operation in enumerate(operations):
         source = operation.source
         target = operation.target
-        key = _owner_key(source, s_logical, s_runtime)
-        if key is not None:
-            s_buckets[key].append(index)
-        key = _owner_key(target, t_logical, t_runtime)
-        if key is not None:
-            t_buckets[key].append(index)
+        bucket = _bucket_of(source, s_logical, s_runtime)
+        if bucket is not None:
+            bucket.append(index)
+        bucket = _bucket_of(target, t_logical, t_runtime)
+        if bucket is not None:
+            bucket.append(index)
         if isinstance(source, (PlacementFragment, BoundWeightFragment)):
             source_pp: Optional[int] = source.rank.pp
             source_stage: Optional[int] = source.pipeline_stage_id
