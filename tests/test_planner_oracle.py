@@ -303,6 +303,7 @@ def test_plan_moves_every_byte_exactly_once(pair: Tuple[Layout, Layout], seed: i
     execute_and_check(plan, source.fragments, source.tensors, target.fragments, target.tensors, seed)
     check_replica_choice(plan, source)
     check_regions_canonical(plan)
+    assert dataclasses.replace(plan) == plan  # the full __post_init__ accepts the planner's output
     assert plan.total_bytes == sum(f.nbytes for f in target.fragments)
     assert plan_placement_transfer(source, target) == plan  # deterministic
     # reversed inventory order gives equal placements and an identical plan
@@ -323,6 +324,7 @@ def test_local_plan_is_the_participant_restriction(pair: Tuple[Layout, Layout], 
     assert [e.participant_id for e in local.target_executors] == [part.participant_id]
     assert local.target_tensors == tuple(sorted(part.tensors, key=lambda t: t.tensor_id))
     assert local.source_tensors == source.tensors
+    assert dataclasses.replace(local) == local
     execute_and_check(local, source.fragments, source.tensors, part.fragments, part.tensors, 7)
 
 
@@ -365,4 +367,5 @@ def test_stored_plan_moves_every_byte_exactly_once(pair: Tuple[Any, Layout], see
     assert plan.source_tensors == tuple(sorted(manifest.tensors, key=lambda t: t.tensor_id))
     execute_and_check(plan, manifest.fragments, manifest.tensors, target.fragments, target.tensors, seed)
     check_regions_canonical(plan)
+    assert dataclasses.replace(plan) == plan
     assert all(route.source_pp is None and route.source_pipeline_stage_id is None for route in plan.pipeline_routes)

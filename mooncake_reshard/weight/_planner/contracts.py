@@ -620,5 +620,48 @@ class LogicalTransferPlan:
         return self._views().indices(executor, side)
 
 
+def _trusted_logical_plan(
+    *,
+    resource_id: str,
+    revision: str,
+    source_placement: Optional[WeightPlacementManifest],
+    target_placement: WeightPlacementManifest,
+    source_tensors: tuple[TensorDescriptor, ...],
+    target_tensors: tuple[TensorDescriptor, ...],
+    operations: tuple[Any, ...],
+    source_manifest: Optional[StoredWeightManifest],
+    planning_limits: PlanningLimits,
+    source_executors: tuple[PlacementExecutorPlan, ...],
+    target_executors: tuple[PlacementExecutorPlan, ...],
+) -> LogicalTransferPlan:
+    """Build a plan the planner derived itself (no re-validation of what it proved).
+
+    The planner builds operations from the placements' (or the rebuilt manifest's) own
+    fragments, proves exact cover and every limit in the kernel, and projects executors from
+    the parts; only the operation views are derived here. ``dataclasses.replace``, ``copy`` and
+    unpickling of the result run the full ``__post_init__``."""
+    plan: LogicalTransferPlan = _new_object(LogicalTransferPlan)
+    _set_attr(
+        plan,
+        "__dict__",
+        {
+            "resource_id": resource_id,
+            "revision": revision,
+            "source_placement": source_placement,
+            "target_placement": target_placement,
+            "source_tensors": source_tensors,
+            "target_tensors": target_tensors,
+            "operations": operations,
+            "source_manifest": source_manifest,
+            "planning_limits": planning_limits,
+            "source_executors": source_executors,
+            "target_executors": target_executors,
+            "source_manifest_identity": None if source_manifest is None else source_manifest.manifest_identity,
+        },
+    )
+    _set_attr(plan, "_operation_views", build_operation_views(operations, source_executors, target_executors))
+    return plan
+
+
 def _revalidated_manifest(manifest: StoredWeightManifest) -> StoredWeightManifest:
     return validate_weight_manifest_snapshot(manifest)

@@ -10,7 +10,13 @@ from typing import Any, Optional
 from ..placement import WeightPlacementManifest
 from ..storage_manifest import StoredFragmentSnapshot, StoredWeightManifest
 from ..types import PlacementFragment, TensorDescriptor
-from .contracts import LogicalTransferPlan, PlacementExecutorPlan, PlanningLimits, _trusted_region
+from .contracts import (
+    LogicalTransferPlan,
+    PlacementExecutorPlan,
+    PlanningLimits,
+    _trusted_logical_plan,
+    _trusted_region,
+)
 from .geometry import FragmentBoxes, plan_overlap_regions
 from .ownership import (
     check_target_coverage,
@@ -311,7 +317,7 @@ def plan_logical_transfer(
         target_catalog = tuple(sorted(target_tensor_catalog, key=lambda t: t.tensor_id))
     else:
         target_catalog = tuple(target_placement.tensors)
-    return LogicalTransferPlan(
+    return _trusted_logical_plan(
         resource_id=resource_id,
         revision=revision,
         source_placement=source_placement,
