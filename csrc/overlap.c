@@ -28,6 +28,7 @@ enum {
 };
 
 #define OV_PAIR_BUDGET 1000000LL
+#define OV_GRID_MAX_RANK 64
 
 typedef struct {
     int64_t b;
@@ -402,7 +403,8 @@ ov_cover_build(ov_cover *c, const ov_frags *src)
         if (!ov_ivals_disjoint(iv, u)) grid = 0;
         if (grid && __builtin_mul_overflow(cells, (uint64_t)u, &cells)) grid = 0;
     }
-    if (grid && cells > (uint64_t)m * 2u + 64u) grid = 0;
+    /* the grid query walks per-dimension index arrays of fixed size OV_GRID_MAX_RANK */
+    if (grid && (cells > (uint64_t)m * 2u + 64u || nd > OV_GRID_MAX_RANK)) grid = 0;
     if (grid) {
         c->cells = ov_raw_array((size_t)cells, sizeof(int64_t));
         if (c->cells == NULL) return OV_NOMEM;
@@ -595,8 +597,8 @@ ov_plan_run(ov_plan *P)
 
         /* enumerate candidate source fragments overlapping the target box */
         if (cv != NULL && cv->m > 0) {
-            size_t lo[64], hi[64], idx[64];
-            int use_grid = cv->grid && nd <= 64;
+            size_t lo[OV_GRID_MAX_RANK], hi[OV_GRID_MAX_RANK], idx[OV_GRID_MAX_RANK];
+            int use_grid = cv->grid;
             size_t ncand_iter = 0;
             int done = 0;
             if (use_grid) {
@@ -1088,8 +1090,8 @@ ov_plan_overlaps(PyObject *Py_UNUSED(self), PyObject *args)
     }
     P.ntensors = nt;
     for (size_t i = 0; i < nt; i++) {
-        if (P.tensor_nd[i] < 1 || P.tensor_nd[i] > 64 || P.tensor_itemsize[i] < 1) {
-            PyErr_SetString(PyExc_ValueError, "tensor rank must be 1..64 and itemsize positive");
+        if (P.tensor_nd[i] < 1 || P.tensor_nd[i] > (1 << 20) || P.tensor_itemsize[i] < 1) {
+            PyErr_SetString(PyExc_ValueError, "tensor rank must be 1..1048576 and itemsize positive");
             goto done;
         }
     }
@@ -1227,7 +1229,7 @@ ov_exact_cover_batch(PyObject *Py_UNUSED(self), PyObject *args)
         size_t cpos = 0, bpos = 0;
         size_t maxk = 0;
         for (size_t i = 0; i < n; i++) {
-            if (nd[i] < 1 || nd[i] > 64 || bs[i + 1] < bs[i]) {
+            if (nd[i] < 1 || nd[i] > (1 << 20) || bs[i + 1] < bs[i]) {
                 PyErr_SetString(PyExc_ValueError, "exact cover arrays are inconsistent");
                 goto done;
             }

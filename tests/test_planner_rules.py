@@ -389,3 +389,15 @@ def test_fragment_itemsize_differs_from_descriptor() -> None:
     with raises("transfer region fragment itemsize differs from descriptor"):
         _core([_stored("a", (0, 0), (8, 6), nbytes=2**70)])
 
+
+
+def test_high_rank_tensor() -> None:
+    # rank 70: beyond any fixed-size array in the kernel
+    rank = 70
+    spec = TensorSpec("w", (4,) + (1,) * (rank - 2) + (3,), itemsize=1)
+    source = tp_placement("src", spec, 2, 0)
+    target = tp_placement("dst", spec, 3, rank - 1)
+    plan = plan_placement_transfer(source, target)
+    assert len(plan.operations) == 6
+    assert dataclasses.replace(plan) == plan
+    assert sum(op.total_bytes for op in plan.operations) == 12
