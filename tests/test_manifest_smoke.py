@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import glob
 import json
 import pickle
 import typing
@@ -233,3 +234,41 @@ def test_type_hints_resolve() -> None:
         if isinstance(obj, type):
             typing.get_type_hints(obj.__init__)
     assert json.loads(PLACEMENT_JSON)["weight_generation"] == 7
+
+
+KNOWN_ANSWERS = sorted(glob.glob("/work/shared/spec/known-answers/*.json"))
+
+
+def _runtime_binding(raw: dict[str, typing.Any]) -> WeightRuntimeBindingManifest:
+    fields = dict(raw)
+    fields["fragments"] = tuple(
+        RuntimeBindingFragment(
+            **{key: tuple(value) if isinstance(value, list) else value for key, value in item.items()}
+        )
+        for item in raw["fragments"]
+    )
+    return WeightRuntimeBindingManifest(**fields)
+
+
+@pytest.mark.skipif(not KNOWN_ANSWERS, reason="known-answer files are not available")
+def test_known_answer_inputs_reproduce() -> None:
+    for path in KNOWN_ANSWERS:
+        with open(path, encoding="utf-8") as handle:
+            case = json.load(handle)
+        inputs, expected = case["inputs"], case["expected"]
+        for side in ("source", "target"):
+            text = inputs.get(f"{side}_placement_json")
+            if text is None:
+                continue
+            placement = weight_placement_from_json(text)
+            assert weight_placement_to_json(placement) == text, path
+            if f"{side}_placement_id" in expected:
+                assert placement.placement_id == expected[f"{side}_placement_id"], path
+                assert placement.digest == expected[f"{side}_digest"], path
+            bindings = [_runtime_binding(raw) for raw in inputs.get(f"{side}_bindings") or ()]
+            if bindings:
+                validate_runtime_bindings(placement, bindings)
+        if "stored_manifest_json" in inputs:
+            stored = StoredWeightManifest.from_json(inputs["stored_manifest_json"])
+            assert stored.to_json() == inputs["stored_manifest_json"]
+            assert stored.manifest_digest == expected["stored_content_sha256"]
