@@ -405,9 +405,21 @@ class PlacementExecutorPlan:
 # --- operation views (spec §11.9) --------------------------------------------------------------
 
 
+def _rank_tuple(rank: Any) -> Any:
+    # A plain tuple hashes in C; equal ranks give equal tuples (other values are kept as-is).
+    if isinstance(rank, ParallelRank):
+        return (rank.dp, rank.tp, rank.pp, rank.ep)
+    return rank
+
+
 def _executor_key(executor: Any) -> tuple[Any, ...]:
     if isinstance(executor, PlacementExecutorPlan):
-        return (executor.placement_id, executor.participant_id, executor.rank, executor.placement_fragment_ids)
+        return (
+            executor.placement_id,
+            executor.participant_id,
+            _rank_tuple(executor.rank),
+            executor.placement_fragment_ids,
+        )
     return (
         executor.instance_id,
         executor.placement_id,
@@ -415,9 +427,44 @@ def _executor_key(executor: Any) -> tuple[Any, ...]:
         executor.placement_digest,
         executor.runtime_lease_id,
         executor.worker_id,
-        executor.rank,
+        _rank_tuple(executor.rank),
         executor.fragment_ids,
     )
+
+
+def _trusted_route(route: tuple[Any, ...], indices: tuple[int, ...]) -> PipelineRouteGroup:
+    """A route group from fragment coordinates the plan already validated."""
+    group: PipelineRouteGroup = _new_object(PipelineRouteGroup)
+    _set_attr(
+        group,
+        "__dict__",
+        {
+            "source_pp": route[0],
+            "source_pipeline_stage_id": route[1],
+            "target_pp": route[2],
+            "target_pipeline_stage_id": route[3],
+            "operation_indices": indices,
+        },
+    )
+    return group
+
+
+def _trusted_executor(
+    placement_id: str, participant_id: str, rank: ParallelRank, fragment_ids: tuple[str, ...]
+) -> PlacementExecutorPlan:
+    """An executor projected from a validated placement part (non-empty, unique ids)."""
+    executor: PlacementExecutorPlan = _new_object(PlacementExecutorPlan)
+    _set_attr(
+        executor,
+        "__dict__",
+        {
+            "placement_id": placement_id,
+            "participant_id": participant_id,
+            "rank": rank,
+            "placement_fragment_ids": fragment_ids,
+        },
+    )
+    return executor
 
 
 def _route_value(value: Optional[int]) -> int:
@@ -520,9 +567,7 @@ def build_operation_views(
         else:
             bucket.append(index)
     ordered = sorted(routes, key=lambda r: tuple(_route_value(v) for v in r))
-    groups = tuple(
-        PipelineRouteGroup(r[0], r[1], r[2], r[3], tuple(routes[r])) for r in ordered
-    )
+    groups = tuple(_trusted_route(r, tuple(routes[r])) for r in ordered)
     return OperationViews(
         {k: tuple(v) for k, v in s_buckets.items()},
         {k: tuple(v) for k, v in t_buckets.items()},

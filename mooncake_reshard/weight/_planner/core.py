@@ -14,6 +14,7 @@ from .contracts import (
     LogicalTransferPlan,
     PlacementExecutorPlan,
     PlanningLimits,
+    _trusted_executor,
     _trusted_logical_plan,
     _trusted_region,
 )
@@ -48,10 +49,6 @@ def _compatibility_error(source: TensorDescriptor, target: TensorDescriptor) -> 
     return None
 
 
-def _rank_key(rank: Any) -> tuple[int, int, int, int]:
-    return (rank.dp, rank.pp, rank.ep, rank.tp)
-
-
 def project_executors(
     placement: WeightPlacementManifest,
     used_fragment_ids: set[str],
@@ -59,29 +56,24 @@ def project_executors(
     participants: Optional[set[str]] = None,
 ) -> tuple[PlacementExecutorPlan, ...]:
     """Executor projections of one side (spec §11.1 step 7)."""
-    included: list[PlacementExecutorPlan] = []
-    ranks: set[Any] = set()
+    included: list[tuple[tuple[int, int, int, int], PlacementExecutorPlan]] = []
+    ranks: set[tuple[int, int, int, int]] = set()
+    placement_id = placement.placement_id
     for part in placement.parts:
         if participants is not None and part.participant_id not in participants:
             continue
-        fragments = part.fragments
-        if not fragments:
+        fragment_ids = [fragment.placement_fragment_id for fragment in part.fragments]
+        if not fragment_ids or used_fragment_ids.isdisjoint(fragment_ids):
             continue
-        if not any(fragment.placement_fragment_id in used_fragment_ids for fragment in fragments):
-            continue
-        if part.rank in ranks:
-            raise ValueError(f"duplicate {side} placement executor rank: {part.rank}")
-        ranks.add(part.rank)
-        included.append(
-            PlacementExecutorPlan(
-                placement.placement_id,
-                part.participant_id,
-                part.rank,
-                tuple(sorted(fragment.placement_fragment_id for fragment in fragments)),
-            )
-        )
-    included.sort(key=lambda executor: _rank_key(executor.rank))
-    return tuple(included)
+        rank = part.rank
+        key = (rank.dp, rank.pp, rank.ep, rank.tp)
+        if key in ranks:
+            raise ValueError(f"duplicate {side} placement executor rank: {rank}")
+        ranks.add(key)
+        fragment_ids.sort()
+        included.append((key, _trusted_executor(placement_id, part.participant_id, rank, tuple(fragment_ids))))
+    included.sort(key=lambda item: item[0])
+    return tuple(executor for _, executor in included)
 
 
 def _source_order_key(fragment: Any) -> tuple[Any, ...]:

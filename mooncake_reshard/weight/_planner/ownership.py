@@ -54,14 +54,26 @@ def _collapsed(fragments: Iterable[Any]) -> list[Box]:
 
 
 def _cover_results(containers: list[Box], boxes: list[list[Box]]) -> list[bool]:
-    """Exact-cover verdict of every container (one kernel call per failure, usually one)."""
+    """Exact-cover verdict of every container.
+
+    Zero or one box is decided here (one box covers exactly when it equals the container);
+    the rest go to the kernel in one call per failure (usually one call)."""
     results = [True] * len(containers)
+    pending: list[int] = []
+    for index, members in enumerate(boxes):
+        if len(members) == 1:
+            results[index] = members[0] == containers[index]
+        elif not members:
+            results[index] = False
+        else:
+            pending.append(index)
     start = 0
-    while start < len(containers):
-        failed = exact_cover_failures(containers[start:], boxes[start:])
+    while start < len(pending):
+        rest = pending[start:]
+        failed = exact_cover_failures([containers[i] for i in rest], [boxes[i] for i in rest])
         if failed is None:
             break
-        results[start + failed] = False
+        results[rest[failed]] = False
         start += failed + 1
     return results
 
