@@ -165,16 +165,19 @@ def plan_logical_transfer(
             break
 
     # Cover keys needed by the targets we will process.
-    def cover_key(fragment: PlacementFragment) -> tuple[str, Optional[int]]:
-        tensor_id = fragment.tensor_id
-        if stored or is_dp_owned(source_tensors[tensor_id]):
-            return (tensor_id, None)
-        return (tensor_id, complete_ranks[fragment.rank.dp % len(complete_ranks)])
-
+    routed_by_owner: dict[str, bool] = {}
+    replica_count = len(complete_ranks)
     needed: dict[tuple[str, Optional[int]], int] = {}
     target_cover: list[int] = []
     for fragment in targets[:stop]:
-        key = cover_key(fragment)
+        tensor_id = fragment.tensor_id
+        by_owner = routed_by_owner.get(tensor_id)
+        if by_owner is None:
+            by_owner = routed_by_owner[tensor_id] = stored or is_dp_owned(source_tensors[tensor_id])
+        if by_owner:
+            key: tuple[str, Optional[int]] = (tensor_id, None)
+        else:
+            key = (tensor_id, complete_ranks[fragment.rank.dp % replica_count])
         cover = needed.get(key)
         if cover is None:
             cover = needed[key] = len(needed)
@@ -216,7 +219,7 @@ def plan_logical_transfer(
                 if owned:
                     if owner != dp_owner:
                         continue
-                    key: tuple[str, Optional[int]] = (tensor_id, None)
+                    key = (tensor_id, None)
                 else:
                     chosen = complete.get(rank.dp)
                     if chosen is None or chosen.get(tensor_id) != owner:

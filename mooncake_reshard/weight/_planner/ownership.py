@@ -80,6 +80,9 @@ def _cover_results(containers: list[Box], boxes: list[list[Box]]) -> list[bool]:
 
 def _group_by_owner(tensor: TensorDescriptor, fragments: Iterable[Any]) -> dict[RuntimeTensorOwner, list[Any]]:
     kinds = owner_kinds(tensor)
+    if not kinds:
+        members = list(fragments)
+        return {(): members} if members else {}
     groups: dict[RuntimeTensorOwner, list[Any]] = {}
     for fragment in fragments:
         rank = fragment.rank
