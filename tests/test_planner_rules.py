@@ -401,3 +401,24 @@ def test_high_rank_tensor() -> None:
     assert len(plan.operations) == 6
     assert dataclasses.replace(plan) == plan
     assert sum(op.total_bytes for op in plan.operations) == 12
+
+
+def test_collector_state_is_restored() -> None:
+    import gc
+
+    source, target = pair()
+    assert gc.isenabled()
+    plan_placement_transfer(source, target)
+    assert gc.isenabled()
+    with raises("target_participant_id is required"):
+        plan_placement_transfer_to_local_target(source, target)
+    assert gc.isenabled()
+    with raises("layout mismatch for tensor a"):
+        plan_placement_transfer(two_tensor_placement("src", ["a"]), two_tensor_placement("dst", ["a"], fingerprint="x"))
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        plan_placement_transfer(source, target)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

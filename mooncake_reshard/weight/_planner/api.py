@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
+from collections.abc import Iterator
 from typing import Any, Optional
 
 from ...contracts.ids import ParticipantId
@@ -15,6 +18,21 @@ __all__ = [
     "plan_placement_transfer_to_local_target",
     "plan_stored_transfer_to_target_placement",
 ]
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic collector while a plan's many acyclic objects are created.
+
+    Planning allocates one region tuple per overlap; with large placements alive, automatic
+    collections would rescan them again and again. The previous state is restored."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _limits(planning_limits: Optional[PlanningLimits]) -> PlanningLimits:
@@ -56,19 +74,20 @@ def plan_placement_transfer(
     target = _require_placement(target_placement, "target")
     _check_identity(source, target)
     limits = _limits(planning_limits)
-    return plan_logical_transfer(
-        resource_id=target.resource_id,
-        revision=target.revision,
-        source_placement=source,
-        source_manifest=None,
-        target_placement=target,
-        source_tensors={tensor.tensor_id: tensor for tensor in source.tensors},
-        source_fragments=source.fragments,
-        target_tensors={tensor.tensor_id: tensor for tensor in target.tensors},
-        target_fragments=target.fragments,
-        local_target=False,
-        planning_limits=limits,
-    )
+    with _gc_paused():
+        return plan_logical_transfer(
+            resource_id=target.resource_id,
+            revision=target.revision,
+            source_placement=source,
+            source_manifest=None,
+            target_placement=target,
+            source_tensors={tensor.tensor_id: tensor for tensor in source.tensors},
+            source_fragments=source.fragments,
+            target_tensors={tensor.tensor_id: tensor for tensor in target.tensors},
+            target_fragments=target.fragments,
+            local_target=False,
+            planning_limits=limits,
+        )
 
 
 def plan_placement_transfer_to_local_target(
@@ -98,21 +117,22 @@ def plan_placement_transfer_to_local_target(
         raise ValueError(f"unknown target participant: {target_participant_id}")
     _check_identity(source, target)
     limits = _limits(planning_limits)
-    return plan_logical_transfer(
-        resource_id=target.resource_id,
-        revision=target.revision,
-        source_placement=source,
-        source_manifest=None,
-        target_placement=target,
-        source_tensors={tensor.tensor_id: tensor for tensor in source.tensors},
-        source_fragments=source.fragments,
-        target_tensors={tensor.tensor_id: tensor for tensor in part.tensors},
-        target_fragments=part.fragments,
-        local_target=True,
-        planning_limits=limits,
-        target_participants={part.participant_id},
-        target_tensor_catalog=tuple(part.tensors),
-    )
+    with _gc_paused():
+        return plan_logical_transfer(
+            resource_id=target.resource_id,
+            revision=target.revision,
+            source_placement=source,
+            source_manifest=None,
+            target_placement=target,
+            source_tensors={tensor.tensor_id: tensor for tensor in source.tensors},
+            source_fragments=source.fragments,
+            target_tensors={tensor.tensor_id: tensor for tensor in part.tensors},
+            target_fragments=part.fragments,
+            local_target=True,
+            planning_limits=limits,
+            target_participants={part.participant_id},
+            target_tensor_catalog=tuple(part.tensors),
+        )
 
 
 def plan_stored_transfer_to_target_placement(
@@ -132,17 +152,18 @@ def plan_stored_transfer_to_target_placement(
     manifest = validate_weight_manifest_snapshot(source_manifest)
     _check_identity(manifest, target)
     limits = _limits(planning_limits)
-    return plan_logical_transfer(
-        resource_id=target.resource_id,
-        revision=target.revision,
-        source_placement=None,
-        source_manifest=manifest,
-        target_placement=target,
-        source_tensors={tensor.tensor_id: tensor for tensor in manifest.tensors},
-        source_fragments=manifest.fragments,
-        target_tensors={tensor.tensor_id: tensor for tensor in target.tensors},
-        target_fragments=target.fragments,
-        local_target=False,
-        planning_limits=limits,
-        source_tensor_catalog=tuple(manifest.tensors),
-    )
+    with _gc_paused():
+        return plan_logical_transfer(
+            resource_id=target.resource_id,
+            revision=target.revision,
+            source_placement=None,
+            source_manifest=manifest,
+            target_placement=target,
+            source_tensors={tensor.tensor_id: tensor for tensor in manifest.tensors},
+            source_fragments=manifest.fragments,
+            target_tensors={tensor.tensor_id: tensor for tensor in target.tensors},
+            target_fragments=target.fragments,
+            local_target=False,
+            planning_limits=limits,
+            source_tensor_catalog=tuple(manifest.tensors),
+        )

@@ -146,35 +146,40 @@ def plan_logical_transfer(
         dp_owners = dp_owned_source_owners(source_tensors, source_fragments)
         complete_ranks = sorted(complete)
 
-    # Targets in fragment-id order; find the first target whose tensor cannot be planned.
+    # Targets in fragment-id order. One pass stops at the first target whose tensor cannot be
+    # planned (its error is raised after the kernel has processed the targets before it),
+    # assigns each target its cover and packs it for the kernel.
     targets = sorted(target_fragments, key=lambda fragment: fragment.placement_fragment_id)
-    stop = len(targets)
     stop_error: Optional[str] = None
-    verdicts: dict[str, Optional[str]] = {}
-    for index, fragment in enumerate(targets):
-        tensor_id = fragment.tensor_id
-        if tensor_id not in verdicts:
-            source_tensor = source_tensors.get(tensor_id)
-            if source_tensor is None:
-                verdicts[tensor_id] = f"missing source tensor: {tensor_id}"
-            else:
-                verdicts[tensor_id] = _compatibility_error(source_tensor, target_tensors[tensor_id])
-        if verdicts[tensor_id] is not None:
-            stop = index
-            stop_error = verdicts[tensor_id]
-            break
-
-    # Cover keys needed by the targets we will process.
-    routed_by_owner: dict[str, bool] = {}
+    tensor_state: dict[str, tuple[int, bool]] = {}  # tensor id -> (kernel tensor index, routed by owner)
+    tensor_ndim: list[int] = []
+    tensor_itemsize: list[int] = []
     replica_count = len(complete_ranks)
     needed: dict[tuple[str, Optional[int]], int] = {}
     target_cover: list[int] = []
-    for fragment in targets[:stop]:
+    t_tensor: list[int] = []
+    t_offsets: list[int] = []
+    t_shapes: list[int] = []
+    t_nbytes: list[int] = []
+    stop = len(targets)
+    for index, fragment in enumerate(targets):
         tensor_id = fragment.tensor_id
-        by_owner = routed_by_owner.get(tensor_id)
-        if by_owner is None:
-            by_owner = routed_by_owner[tensor_id] = stored or is_dp_owned(source_tensors[tensor_id])
-        if by_owner:
+        state = tensor_state.get(tensor_id)
+        if state is None:
+            source_tensor = source_tensors.get(tensor_id)
+            target_tensor = target_tensors[tensor_id]
+            if source_tensor is None:
+                stop_error = f"missing source tensor: {tensor_id}"
+            else:
+                stop_error = _compatibility_error(source_tensor, target_tensor)
+            if stop_error is not None:
+                stop = index
+                break
+            state = (len(tensor_ndim), stored or is_dp_owned(source_tensor))  # type: ignore[arg-type]
+            tensor_state[tensor_id] = state
+            tensor_ndim.append(len(target_tensor.global_shape))
+            tensor_itemsize.append(target_tensor.itemsize)
+        if state[1]:
             key: tuple[str, Optional[int]] = (tensor_id, None)
         else:
             key = (tensor_id, complete_ranks[fragment.rank.dp % replica_count])
@@ -182,7 +187,11 @@ def plan_logical_transfer(
         if cover is None:
             cover = needed[key] = len(needed)
         target_cover.append(cover)
-    target_cover.extend([-1] * (len(targets) - stop))
+        t_tensor.append(state[0])
+        t_offsets.extend(fragment.global_offset)
+        t_shapes.extend(fragment.local_shape)
+        t_nbytes.append(fragment.nbytes)
+    processed = targets[:stop]
 
     # Step 4: candidate groups and their eligible representatives per cover.
     needed_tensors = {key[0] for key in needed}
@@ -192,7 +201,7 @@ def plan_logical_transfer(
         if tensor_id not in needed_tensors:
             continue
         groups = by_tensor.setdefault(tensor_id, {})
-        geometry = (tuple(fragment.global_offset), tuple(fragment.local_shape))
+        geometry = (fragment.global_offset, fragment.local_shape)
         bucket = groups.get(geometry)
         if bucket is None:
             groups[geometry] = [fragment]
@@ -233,36 +242,32 @@ def plan_logical_transfer(
                 if owned:
                     break
 
-    # Pack both sides for the kernel.
-    tensor_index: dict[str, int] = {}
-    tensor_ndim: list[int] = []
-    tensor_itemsize: list[int] = []
-    for fragment in targets:
-        tensor_id = fragment.tensor_id
-        if tensor_id not in tensor_index:
-            tensor = target_tensors[tensor_id]
-            tensor_index[tensor_id] = len(tensor_ndim)
-            tensor_ndim.append(len(tensor.global_shape))
-            tensor_itemsize.append(tensor.itemsize)
+    # Pack the selected source fragments for the kernel.
     source_objects: list[Any] = []
     source_boxes = FragmentBoxes()
     cover_start = [0]
     cover_members: list[int] = []
+    s_tensor = source_boxes.tensor
+    s_offsets = source_boxes.offsets
+    s_shapes = source_boxes.shapes
+    s_nbytes = source_boxes.nbytes
     for cover_list in members:
         for fragment in cover_list:
             cover_members.append(len(source_objects))
             source_objects.append(fragment)
-            source_boxes.add(
-                tensor_index[fragment.tensor_id], fragment.global_offset, fragment.local_shape, fragment.nbytes
-            )
+            s_tensor.append(tensor_state[fragment.tensor_id][0])
+            s_offsets.extend(fragment.global_offset)
+            s_shapes.extend(fragment.local_shape)
+            s_nbytes.append(fragment.nbytes)
         cover_start.append(len(cover_members))
-    ranks = {fid: i for i, fid in enumerate(sorted(_fragment_id(f) for f in source_objects))}
-    source_order = [ranks[_fragment_id(f)] for f in source_objects]
+    source_ids = [_fragment_id(f) for f in source_objects]
+    ranks = {fid: i for i, fid in enumerate(sorted(source_ids))}
+    source_order = [ranks[fid] for fid in source_ids]
     target_boxes = FragmentBoxes()
-    for fragment in targets:
-        target_boxes.add(
-            tensor_index[fragment.tensor_id], fragment.global_offset, fragment.local_shape, fragment.nbytes
-        )
+    target_boxes.tensor = t_tensor
+    target_boxes.offsets = t_offsets
+    target_boxes.shapes = t_shapes
+    target_boxes.nbytes = t_nbytes
     records = plan_overlap_regions(
         tensor_ndim=tensor_ndim,
         tensor_itemsize=tensor_itemsize,
@@ -276,7 +281,7 @@ def plan_logical_transfer(
         max_transfer_regions=planning_limits.max_transfer_regions,
         max_segments_per_region=planning_limits.max_segments_per_region,
         max_total_lowered_segments=planning_limits.max_total_lowered_segments,
-        target_fragment_ids=[fragment.placement_fragment_id for fragment in targets],
+        target_fragment_ids=[fragment.placement_fragment_id for fragment in processed],
     )
     if stop_error is not None:
         raise ValueError(stop_error)
@@ -287,7 +292,7 @@ def plan_logical_transfer(
     used_targets: set[str] = set()
     for record in records:
         source = source_objects[record[0]]
-        target = targets[record[1]]
+        target = processed[record[1]]
         operations.append(
             _trusted_region(
                 target.tensor_id, source, target, record[2], record[3], record[4], record[5],

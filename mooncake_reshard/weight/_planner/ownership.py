@@ -8,7 +8,7 @@ test collapses identical geometry first and then runs the exact-cover kernel, ba
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Optional
 
 from ..types import OwnershipAxis, PlacementFragment, TensorDescriptor
 from .contracts import RuntimeTensorOwner
@@ -106,38 +106,67 @@ def _by_tensor(fragments: Iterable[Any]) -> dict[str, list[Any]]:
     return result
 
 
+OwnerGroups = dict[RuntimeTensorOwner, dict[Box, None]]
+
+
+def _owner_boxes(
+    tensors: dict[str, TensorDescriptor], fragments: Sequence[Any], dp_owned: dict[str, bool]
+) -> dict[tuple[str, int], OwnerGroups]:
+    """One pass: (tensor id, dp rank or -1 for DP-owned tensors) -> owner -> collapsed boxes."""
+    kinds_of: dict[str, tuple[str, ...]] = {}
+    table: dict[tuple[str, int], OwnerGroups] = {}
+    for fragment in fragments:
+        tensor_id = fragment.tensor_id
+        kinds = kinds_of.get(tensor_id)
+        if kinds is None:
+            tensor = tensors.get(tensor_id)
+            kinds = kinds_of[tensor_id] = owner_kinds(tensor) if tensor is not None else ()
+        rank = fragment.rank
+        owner = tuple((kind, getattr(rank, kind)) for kind in kinds) if kinds else ()
+        key = (tensor_id, -1 if dp_owned.get(tensor_id, False) else rank.dp)
+        groups = table.get(key)
+        if groups is None:
+            groups = table[key] = {}
+        boxes = groups.get(owner)
+        if boxes is None:
+            boxes = groups[owner] = {}
+        boxes[(fragment.global_offset, fragment.local_shape)] = None
+    return table
+
+
+def _dp_owned_map(tensors: dict[str, TensorDescriptor]) -> dict[str, bool]:
+    return {tensor_id: is_dp_owned(tensor) for tensor_id, tensor in tensors.items()}
+
+
+def _queue(
+    containers: list[Box], boxes: list[list[Box]], tensor: TensorDescriptor, groups: Optional[OwnerGroups]
+) -> tuple[int, int]:
+    first = len(containers)
+    if groups:
+        box = _tensor_box(tensor)
+        for members in groups.values():
+            containers.append(box)
+            boxes.append(list(members))
+    return first, len(containers)
+
+
 def check_target_coverage(tensors: dict[str, TensorDescriptor], fragments: Sequence[PlacementFragment]) -> None:
     """Target coverage for non-local planning (spec §11.2)."""
     if not fragments:
         raise ValueError("target manifests have no fragments")
     dp_ranks = sorted({fragment.rank.dp for fragment in fragments})
-    by_tensor = _by_tensor(fragments)
+    dp_owned = _dp_owned_map(tensors)
+    table = _owner_boxes(tensors, fragments, dp_owned)
     # One entry per (tensor, dp) check in reporting order; each owns a run of containers.
     checks: list[tuple[str, int, bool, int, int]] = []
     containers: list[Box] = []
     boxes: list[list[Box]] = []
     for tensor_id in sorted(tensors):
         tensor = tensors[tensor_id]
-        mine = by_tensor.get(tensor_id, [])
-        box = _tensor_box(tensor)
-        if is_dp_owned(tensor):
-            groups = _group_by_owner(tensor, mine)
-            first = len(containers)
-            for owner in groups:
-                containers.append(box)
-                boxes.append(_collapsed(groups[owner]))
-            checks.append((tensor_id, -1, bool(groups), first, len(containers)))
-            continue
-        per_dp: dict[int, list[Any]] = {}
-        for fragment in mine:
-            per_dp.setdefault(fragment.rank.dp, []).append(fragment)
-        for dp in dp_ranks:
-            groups = _group_by_owner(tensor, per_dp.get(dp, ()))
-            first = len(containers)
-            for owner in groups:
-                containers.append(box)
-                boxes.append(_collapsed(groups[owner]))
-            checks.append((tensor_id, dp, bool(groups), first, len(containers)))
+        for dp in ((-1,) if dp_owned[tensor_id] else dp_ranks):
+            groups = table.get((tensor_id, dp))
+            first, end = _queue(containers, boxes, tensor, groups)
+            checks.append((tensor_id, dp, bool(groups), first, end))
     verdicts = _cover_results(containers, boxes)
     for tensor_id, dp, has_groups, first, end in checks:
         if has_groups and all(verdicts[first:end]):
@@ -152,28 +181,21 @@ def complete_parallel_source_replicas(
 ) -> dict[int, dict[str, RuntimeTensorOwner]]:
     """Complete source DP ranks and, per rank, the chosen (minimum) owner of each tensor
     without DP ownership (spec §11.2). ``{}`` when every tensor is DP-owned."""
-    plain = sorted(tensor_id for tensor_id, tensor in tensors.items() if not is_dp_owned(tensor))
+    dp_owned = _dp_owned_map(tensors)
+    plain = sorted(tensor_id for tensor_id, owned in dp_owned.items() if not owned)
     if not plain:
         return {}
     dp_ranks = sorted({fragment.rank.dp for fragment in fragments})
-    by_tensor = _by_tensor(fragments)
+    table = _owner_boxes(tensors, fragments, dp_owned)
     containers: list[Box] = []
     boxes: list[list[Box]] = []
-    # (dp, tensor_id, groups, first container, end)
-    entries: list[tuple[int, str, dict[RuntimeTensorOwner, list[Any]], int, int]] = []
+    entries: list[tuple[int, str, Optional[OwnerGroups], int, int]] = []
     for tensor_id in plain:
         tensor = tensors[tensor_id]
-        per_dp: dict[int, list[Any]] = {}
-        for fragment in by_tensor.get(tensor_id, ()):
-            per_dp.setdefault(fragment.rank.dp, []).append(fragment)
-        box = _tensor_box(tensor)
         for dp in dp_ranks:
-            groups = _group_by_owner(tensor, per_dp.get(dp, ()))
-            first = len(containers)
-            for owner in groups:
-                containers.append(box)
-                boxes.append(_collapsed(groups[owner]))
-            entries.append((dp, tensor_id, groups, first, len(containers)))
+            groups = table.get((tensor_id, dp))
+            first, end = _queue(containers, boxes, tensor, groups)
+            entries.append((dp, tensor_id, groups, first, end))
     verdicts = _cover_results(containers, boxes)
     complete: dict[int, dict[str, RuntimeTensorOwner]] = {dp: {} for dp in dp_ranks}
     for dp, tensor_id, groups, first, end in entries:
@@ -193,22 +215,18 @@ def dp_owned_source_owners(
     tensors: dict[str, TensorDescriptor], fragments: Sequence[PlacementFragment]
 ) -> dict[str, RuntimeTensorOwner]:
     """The single complete declared owner of each DP-owned source tensor (spec §11.2)."""
-    owned = sorted(tensor_id for tensor_id, tensor in tensors.items() if is_dp_owned(tensor))
+    dp_owned = _dp_owned_map(tensors)
+    owned = sorted(tensor_id for tensor_id, is_owned in dp_owned.items() if is_owned)
     if not owned:
         return {}
-    by_tensor = _by_tensor(fragments)
+    table = _owner_boxes(tensors, [f for f in fragments if dp_owned.get(f.tensor_id, False)], dp_owned)
     containers: list[Box] = []
     boxes: list[list[Box]] = []
     entries: list[tuple[str, list[RuntimeTensorOwner], int]] = []
     for tensor_id in owned:
-        tensor = tensors[tensor_id]
-        groups = _group_by_owner(tensor, by_tensor.get(tensor_id, ()))
-        first = len(containers)
-        box = _tensor_box(tensor)
-        for owner in groups:
-            containers.append(box)
-            boxes.append(_collapsed(groups[owner]))
-        entries.append((tensor_id, list(groups), first))
+        groups = table.get((tensor_id, -1))
+        first, _ = _queue(containers, boxes, tensors[tensor_id], groups)
+        entries.append((tensor_id, list(groups) if groups else [], first))
     verdicts = _cover_results(containers, boxes)
     result: dict[str, RuntimeTensorOwner] = {}
     for tensor_id, owners, first in entries:
