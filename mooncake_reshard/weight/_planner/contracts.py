@@ -244,22 +244,22 @@ class TransferRegion(Generic[SourceFragmentT, TargetFragmentT]):
     @property
     def source_stride(self) -> int:
         """The single source stride (0 without outer loops)."""
-        strides = self.source_strides
-        if not strides:
-            return 0
+        strides: tuple[int, ...] = self.source_strides
         if len(strides) > 1:
             raise ValueError("N-D transfer region has multiple source strides")
-        return strides[0]
+        for stride in strides:
+            return stride
+        return 0
 
     @property
     def target_stride(self) -> int:
         """The single target stride (0 without outer loops)."""
-        strides = self.target_strides
-        if not strides:
-            return 0
+        strides: tuple[int, ...] = self.target_strides
         if len(strides) > 1:
             raise ValueError("N-D transfer region has multiple target strides")
-        return strides[0]
+        for stride in strides:
+            return stride
+        return 0
 
     def validate_bounds(self) -> None:
         """Check that both sides' byte extents stay inside their fragments."""

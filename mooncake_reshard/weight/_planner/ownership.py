@@ -7,7 +7,7 @@ test collapses identical geometry first and then runs the exact-cover kernel, ba
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any, Optional
 
 from ..types import OwnershipAxis, PlacementFragment, TensorDescriptor
@@ -46,13 +46,6 @@ def _tensor_box(tensor: TensorDescriptor) -> Box:
     return ((0,) * len(tensor.global_shape), tuple(tensor.global_shape))
 
 
-def _collapsed(fragments: Iterable[Any]) -> list[Box]:
-    seen: dict[Box, None] = {}
-    for fragment in fragments:
-        seen.setdefault((tuple(fragment.global_offset), tuple(fragment.local_shape)), None)
-    return list(seen)
-
-
 def _cover_results(containers: list[Box], boxes: list[list[Box]]) -> list[bool]:
     """Exact-cover verdict of every container.
 
@@ -76,34 +69,6 @@ def _cover_results(containers: list[Box], boxes: list[list[Box]]) -> list[bool]:
         results[rest[failed]] = False
         start += failed + 1
     return results
-
-
-def _group_by_owner(tensor: TensorDescriptor, fragments: Iterable[Any]) -> dict[RuntimeTensorOwner, list[Any]]:
-    kinds = owner_kinds(tensor)
-    if not kinds:
-        members = list(fragments)
-        return {(): members} if members else {}
-    groups: dict[RuntimeTensorOwner, list[Any]] = {}
-    for fragment in fragments:
-        rank = fragment.rank
-        owner = tuple((kind, getattr(rank, kind)) for kind in kinds)
-        bucket = groups.get(owner)
-        if bucket is None:
-            groups[owner] = [fragment]
-        else:
-            bucket.append(fragment)
-    return groups
-
-
-def _by_tensor(fragments: Iterable[Any]) -> dict[str, list[Any]]:
-    result: dict[str, list[Any]] = {}
-    for fragment in fragments:
-        bucket = result.get(fragment.tensor_id)
-        if bucket is None:
-            result[fragment.tensor_id] = [fragment]
-        else:
-            bucket.append(fragment)
-    return result
 
 
 OwnerGroups = dict[RuntimeTensorOwner, dict[Box, None]]
