@@ -294,6 +294,30 @@ done:
     return rc;
 }
 
+/* Index of the first fragment (input order) whose dimension count differs from its
+ * tensor's, whose end exceeds the tensor shape, or whose nbytes is not its volume
+ * times its tensor's itemsize (exact 128-bit arithmetic; overflow is a mismatch);
+ * n when none. Spec §4.5 / §11.4 geometry. */
+static size_t
+tbl_first_bad_geometry(const FragmentTable *t, const uint64_t *itemsize)
+{
+    size_t st = t->stride;
+    for (size_t i = 0; i < t->n; i++) {
+        uint32_t tix = t->tensor[i];
+        uint32_t d = t->ndim[i];
+        if (d != t->tndim[tix]) return i;
+        const int64_t *b = &t->begin[i * st], *e = &t->end[i * st], *sh = &t->tshape[(size_t)tix * st];
+        unsigned __int128 vol = itemsize[tix];
+        for (uint32_t k = 0; k < d; k++) {
+            if (b[k] < 0 || e[k] <= b[k] || e[k] > sh[k]) return i;
+            vol *= (uint64_t)(e[k] - b[k]);
+            if (vol > (unsigned __int128)UINT64_MAX) return i;
+        }
+        if (vol != (unsigned __int128)t->nbytes[i]) return i;
+    }
+    return t->n;
+}
+
 /* ---- Python glue ------------------------------------------------------------------- */
 
 static PyObject *
@@ -546,6 +570,41 @@ tbl_status_error(int rc)
 }
 
 static PyObject *
+tbl_bad_geometry(PyObject *self, PyObject *itemsizes)
+{
+    const FragmentTable *t = (const FragmentTable *)self;
+    Py_ssize_t nt = tbl_len(itemsizes, "itemsizes");
+    if (nt < 0) return NULL;
+    if ((size_t)nt != t->ntensors) {
+        PyErr_SetString(PyExc_ValueError, "itemsizes must have one entry per tensor");
+        return NULL;
+    }
+    uint64_t *items = mr_alloc_array(t->ntensors ? t->ntensors : 1, sizeof(uint64_t));
+    if (items == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < nt; i++) {
+        int64_t v;
+        PyObject *item = tbl_item(itemsizes, i);
+        if (item == NULL) {
+            PyMem_Free(items);
+            return NULL;
+        }
+        int rc = tbl_int64(item, 1, &v, "itemsizes");
+        Py_DECREF(item);
+        if (rc < 0) {
+            PyMem_Free(items);
+            return NULL;
+        }
+        items[i] = (uint64_t)v;
+    }
+    size_t idx;
+    Py_BEGIN_ALLOW_THREADS
+    idx = tbl_first_bad_geometry(t, items);
+    Py_END_ALLOW_THREADS
+    PyMem_Free(items);
+    return PyLong_FromSsize_t(idx == t->n ? -1 : (Py_ssize_t)idx);
+}
+
+static PyObject *
 tbl_duplicate_logical_fragment(PyObject *self, PyObject *Py_UNUSED(ignored))
 {
     const FragmentTable *t = (const FragmentTable *)self;
@@ -712,6 +771,8 @@ static PyMethodDef tbl_methods[] = {
      "First fragment of the first (tensor, *axes) group not exactly covering its tensor, or -1."},
     {"first_uncovered_group", (PyCFunction)(void (*)(void))tbl_first_uncovered_group,
      METH_VARARGS | METH_KEYWORDS, "Smallest caller-given group id not exactly covering its tensor, or -1."},
+    {"bad_geometry", tbl_bad_geometry, METH_O,
+     "Index of the first fragment whose rank, bounds or nbytes disagree with its tensor, or -1."},
     {"total_nbytes", tbl_total_nbytes, METH_NOARGS, "Sum of the fragments' nbytes."},
     {NULL, NULL, 0, NULL},
 };

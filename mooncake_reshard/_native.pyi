@@ -105,6 +105,12 @@ class FragmentTable:
         box, or -1. A group holding several tensors raises
         ``ValueError("a coverage group must hold fragments of one tensor")``."""
 
+    def bad_geometry(self, itemsizes: Sequence[int], /) -> int:
+        """Index of the first fragment (input order) whose dimension count differs from its
+        tensor's, whose box leaves ``[0, global_shape)`` or is empty, or whose ``nbytes`` is not
+        its volume times ``itemsizes[tensor]`` (exact; overflow counts as a mismatch), or -1
+        (spec §4.5 / §11.4 geometry). ``itemsizes`` has one entry (>= 1) per tensor."""
+
     def total_nbytes(self) -> int:
         """Sum of the fragments' ``nbytes``."""
 
