@@ -100,22 +100,28 @@ def validate_logical_plan(plan: LogicalTransferPlan) -> None:
     for executor in plan.source_executors + plan.target_executors:
         if not isinstance(executor, PlacementExecutorPlan):
             raise ValueError("logical transfer plan has invalid canonical executor metadata")
-    validate_source_manifest_snapshot(plan)
+    validate_source_manifest_snapshot(plan, manifest)
     views = build_operation_views(operations, plan.source_executors, plan.target_executors)
     setter(plan, "_operation_views", views)
     validate_logical_target_coverage(plan)
     validate_source_placement_snapshot(plan)
 
 
-def validate_source_manifest_snapshot(plan: LogicalTransferPlan) -> None:
-    """Stored-source checks (spec §8.6 ``validate_source_manifest_snapshot``)."""
+def validate_source_manifest_snapshot(
+    plan: LogicalTransferPlan, rebuilt: Optional[StoredWeightManifest] = None
+) -> None:
+    """Stored-source checks (spec §8.6 ``validate_source_manifest_snapshot``).
+
+    ``rebuilt`` is a copy of ``plan.source_manifest`` that the caller has just revalidated
+    (``__post_init__`` passes the one it built in step 8); otherwise it is rebuilt here."""
     manifest = plan.source_manifest
     identity = plan.__dict__.get("source_manifest_identity")
     if manifest is None:
         if identity is not None:
             raise ValueError("logical plan has unexpected source manifest identity")
         return
-    rebuilt = validate_weight_manifest_snapshot(manifest)
+    if rebuilt is None or rebuilt is not manifest:
+        rebuilt = validate_weight_manifest_snapshot(manifest)
     if rebuilt.manifest_identity != identity:
         raise ValueError("logical plan source manifest identity differs")
     expected_tensors = tuple(sorted(rebuilt.tensors, key=lambda t: t.tensor_id))
