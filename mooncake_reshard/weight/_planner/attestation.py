@@ -5,7 +5,7 @@ from __future__ import annotations
 import copyreg
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Optional
 
 from ...contracts.fragments import RuntimeBindingFragment
 from ...contracts.ids import (
@@ -22,6 +22,7 @@ from ..runtime import WeightRuntimeBindingManifest
 from ..types import PlacementFragment
 
 _OWNER_MESSAGE = "runtime binding evidence must not retain allocation owners"
+_U64_MAX = (1 << 64) - 1
 
 
 def _reduce_mapping_proxy(proxy: MappingProxyType) -> tuple[Any, ...]:  # type: ignore[type-arg]
@@ -130,10 +131,13 @@ class RuntimeBindingAttestation:
         cls, placement: WeightPlacementManifest, binding: WeightRuntimeBindingManifest
     ) -> RuntimeBindingAttestation:
         """Private: attest a binding that ``validate_runtime_binding(placement, binding)`` has
-        just accepted (binding validates every binding before attesting the kept ones)."""
+        just accepted (binding validates every binding before attesting the kept ones).
+
+        The attestation is remembered on the binding (see ``_cached_attestation``)."""
         instance: RuntimeBindingAttestation = object.__new__(cls)
-        evidence = RuntimeBindingEvidence.from_binding(binding)
+        evidence = _evidence_from_validated(binding)
         instance._set_validated_state(placement, evidence, binding, validated=True)
+        _remember_attestation(placement, binding, instance)
         return instance
 
     def _set_validated_state(
@@ -149,20 +153,23 @@ class RuntimeBindingAttestation:
         _require_owner_free(evidence.fragments)
         if not validated:
             validate_runtime_binding(placement, evidence.to_binding() if binding is None else binding)
-        part = None
-        for candidate in placement.parts:
-            if candidate.participant_id == evidence.participant_id:
-                part = candidate
-                break
+        part = placement._part_index().get(evidence.participant_id)
         placement_by_id: dict[PlacementFragmentId, PlacementFragment] = {}
         if part is not None:
             for fragment in part.fragments:
                 placement_by_id[fragment.placement_fragment_id] = fragment
         binding_by_id = {fragment.placement_fragment_id: fragment for fragment in evidence.fragments}
-        object.__setattr__(self, "placement", placement)
-        object.__setattr__(self, "evidence", evidence)
-        object.__setattr__(self, "_placement_by_id", MappingProxyType(placement_by_id))
-        object.__setattr__(self, "_binding_by_id", MappingProxyType(binding_by_id))
+        state = self.__dict__
+        state.pop("_derived_cache", None)
+        state.pop("_attested_view", None)
+        state["placement"] = placement
+        state["evidence"] = evidence
+        state["_placement_by_id"] = MappingProxyType(placement_by_id)
+        state["_binding_by_id"] = MappingProxyType(binding_by_id)
+        # Plain views of the same two dicts for the hot ``validates`` path (not fields, not
+        # pickled: the state is ``(placement, evidence)``).
+        state["_placement_dict"] = placement_by_id
+        state["_binding_dict"] = binding_by_id
 
     def __getstate__(self) -> tuple[WeightPlacementManifest, RuntimeBindingEvidence]:
         return (self.placement, self.evidence)
@@ -178,18 +185,21 @@ class RuntimeBindingAttestation:
     def validates(self, placement_fragment: object, binding_fragment: object) -> bool:
         """True when both fragments equal the attested entries for their placement fragment id."""
         fragment_id = getattr(placement_fragment, "placement_fragment_id", None)
+        state = self.__dict__
         try:
-            expected_placement = self._placement_by_id.get(fragment_id)  # type: ignore[arg-type]
-            expected_binding = self._binding_by_id.get(fragment_id)  # type: ignore[arg-type]
+            expected_placement = state["_placement_dict"].get(fragment_id)
+            expected_binding = state["_binding_dict"].get(fragment_id)
         except TypeError:
             return False
         if expected_placement is None or expected_binding is None:
             return False
+        if expected_placement is placement_fragment and expected_binding is binding_fragment:
+            return True
         return bool(expected_placement == placement_fragment and expected_binding == binding_fragment)
 
     def worker_fragment_pairs(self, worker_id: str) -> tuple[tuple[PlacementFragment, RuntimeBindingFragment], ...]:
         """The ``(PlacementFragment, RuntimeBindingFragment)`` pairs on ``worker_id``, in evidence order."""
-        placement_by_id = self._placement_by_id
+        placement_by_id = self.__dict__["_placement_dict"]
         return tuple(
             (placement_by_id[fragment.placement_fragment_id], fragment)
             for fragment in self.evidence.fragments
@@ -198,7 +208,105 @@ class RuntimeBindingAttestation:
 
     def binding_fragment(self, placement_fragment_id: PlacementFragmentId) -> RuntimeBindingFragment:
         """The owner-free evidence fragment; raises ``KeyError`` for an unknown id."""
-        return self._binding_by_id[placement_fragment_id]
+        return self.__dict__["_binding_dict"][placement_fragment_id]
+
+
+def _evidence_from_validated(binding: WeightRuntimeBindingManifest) -> RuntimeBindingEvidence:
+    """Trusted ``RuntimeBindingEvidence.from_binding`` for a binding that
+    ``validate_runtime_binding`` has just accepted: the evidence holds exactly the binding's
+    (validated, normalised) field values, so its re-validation through ``to_binding`` is
+    skipped. Owner-free fragments are shared; others are copied without their owner. The
+    scalar checks a forged (``object.__setattr__``) binding could evade are repeated here."""
+    fragments = binding.fragments
+    if type(fragments) is not tuple:
+        return RuntimeBindingEvidence.from_binding(binding)
+    previous = ""
+    owned = False
+    runtime_ids: set[str] = set()
+    for fragment in fragments:
+        if type(fragment) is not RuntimeBindingFragment:
+            return RuntimeBindingEvidence.from_binding(binding)
+        pfid = fragment.placement_fragment_id
+        if pfid <= previous or fragment.fragment_id in runtime_ids:
+            return RuntimeBindingEvidence.from_binding(binding)
+        previous = pfid
+        runtime_ids.add(fragment.fragment_id)
+        if fragment.owner is not None:
+            owned = True
+    generation = binding.generation
+    if type(generation) is not int or generation < 0 or generation > _U64_MAX:
+        return RuntimeBindingEvidence.from_binding(binding)
+    for value in (binding.instance_id, binding.lease_id, binding.participant_id):
+        if type(value) is not str or not value:
+            return RuntimeBindingEvidence.from_binding(binding)
+    if owned:
+        fragments = tuple(_owner_free(fragment) for fragment in fragments)
+    evidence: RuntimeBindingEvidence = object.__new__(RuntimeBindingEvidence)
+    state = evidence.__dict__
+    state["resource_id"] = binding.resource_id
+    state["revision"] = binding.revision
+    state["placement_id"] = binding.placement_id
+    state["placement_digest"] = binding.placement_digest
+    state["instance_id"] = binding.instance_id
+    state["participant_id"] = binding.participant_id
+    state["generation"] = generation
+    state["lease_id"] = binding.lease_id
+    state["fragments"] = fragments
+    return evidence
+
+
+# A validated binding remembers its attestation, keyed by the very placement object and the
+# very field values it was validated with: a later request for the same (placement, binding)
+# pair reuses that proof instead of validating the unchanged, immutable values again. The
+# entry is not a field: it is excluded from equality, ``repr``, ``asdict``, copies and pickles.
+_ATTESTATION_SLOT = "_mooncake_attestation"
+
+
+def _binding_signature(binding: WeightRuntimeBindingManifest) -> tuple[Any, ...]:
+    return (
+        binding.resource_id,
+        binding.placement_id,
+        binding.placement_digest,
+        binding.instance_id,
+        binding.generation,
+        binding.lease_id,
+        binding.revision,
+        binding.participant_id,
+        binding.fragments,
+    )
+
+
+def _remember_attestation(
+    placement: WeightPlacementManifest, binding: WeightRuntimeBindingManifest, attestation: RuntimeBindingAttestation
+) -> None:
+    if type(binding) is WeightRuntimeBindingManifest:
+        binding.__dict__[_ATTESTATION_SLOT] = (placement, _binding_signature(binding), attestation)
+
+
+def _cached_attestation(
+    placement: WeightPlacementManifest, binding: WeightRuntimeBindingManifest
+) -> Optional[RuntimeBindingAttestation]:
+    """The attestation of an earlier successful validation of exactly this ``(placement,
+    binding)`` pair (same placement object, identical or equal binding field values), or None."""
+    entry = binding.__dict__.get(_ATTESTATION_SLOT) if type(binding) is WeightRuntimeBindingManifest else None
+    if entry is None or entry[0] is not placement:
+        return None
+    attestation: RuntimeBindingAttestation = entry[2]
+    if entry[1] != _binding_signature(binding) or attestation.placement is not placement:
+        return None
+    return attestation
+
+
+def _attest(placement: WeightPlacementManifest, binding: WeightRuntimeBindingManifest) -> RuntimeBindingAttestation:
+    """``validate_runtime_binding(placement, binding)`` then the attestation, reusing the
+    remembered proof of an unchanged pair."""
+    attestation = _cached_attestation(placement, binding)
+    if attestation is not None:
+        return attestation
+    from ..binding import validate_runtime_binding
+
+    validate_runtime_binding(placement, binding)
+    return RuntimeBindingAttestation._from_validated(placement, binding)
 
 
 def _new_attestation(cls: type) -> RuntimeBindingAttestation:

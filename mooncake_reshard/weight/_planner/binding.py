@@ -10,16 +10,53 @@ from ..runtime import WeightRuntimeBindingManifest
 from ..storage_manifest import StoredFragmentSnapshot, StoredWeightManifest, validate_weight_manifest_snapshot
 from ..types import PlacementFragment
 from .attestation import RuntimeBindingAttestation
+from .attestation import _attest, _cached_attestation
 from .bound_contracts import ExecutorTransferPlan, RuntimeFragmentSnapshot, TransferPlan, _attested_snapshots
 from . import bound_validation
+from .bound_validation import _attestation_cache
 from .contracts import LogicalTransferPlan, TransferRegion, _trusted_region
-from .fragments import BoundWeightFragment
+from .fragments import BoundWeightFragment, _trusted_bound_fragment
 
 _SIDES = ("source", "target")
 
 
 # ---------------------------------------------------------------------------------------
 # §12.3 executor projections
+
+
+def _attested_executors(
+    placement: WeightPlacementManifest, part: Any, attestation: RuntimeBindingAttestation
+) -> tuple[tuple[str, tuple[RuntimeFragmentSnapshot, ...], ExecutorTransferPlan], ...]:
+    """``(worker_id, snapshots, executor of all of them)`` per worker, sorted (cached on the
+    attestation: every value is derived from the attested placement part and evidence)."""
+
+    def build() -> tuple[tuple[str, tuple[RuntimeFragmentSnapshot, ...], ExecutorTransferPlan], ...]:
+        evidence = attestation.evidence
+        digest = placement.digest
+        rows = []
+        for worker_id in sorted({fragment.worker_id for fragment in evidence.fragments}):
+            snapshots = _attested_snapshots(attestation, worker_id)
+            if not snapshots:
+                continue
+            executor = ExecutorTransferPlan(
+                instance_id=evidence.instance_id,
+                placement_id=placement.placement_id,
+                participant_id=part.participant_id,
+                placement_digest=digest,
+                runtime_lease_id=evidence.lease_id,
+                worker_id=worker_id,
+                rank=part.rank,
+                fragment_ids=tuple(snapshot.fragment_id for snapshot in snapshots),
+                fragment_snapshots=snapshots,
+                attestation=attestation,
+            )
+            rows.append((worker_id, snapshots, executor))
+        return tuple(rows)
+
+    rows: tuple[tuple[str, tuple[RuntimeFragmentSnapshot, ...], ExecutorTransferPlan], ...] = _attestation_cache(
+        attestation, ("executors", id(part)), build
+    )
+    return rows
 
 
 def _project_attested_part(
@@ -33,33 +70,37 @@ def _project_attested_part(
     emitted: set[str],
     out: list[ExecutorTransferPlan],
 ) -> None:
-    """Trusted variant for ``bind``: the attestation was just built from this binding, so the
-    snapshots equal the attested ones (owners are not part of a snapshot)."""
-    digest = placement.digest
-    workers = sorted({fragment.worker_id for fragment in attestation.evidence.fragments})
-    for worker_id in workers:
-        snapshots = tuple(
-            snapshot
-            for snapshot in _attested_snapshots(attestation, worker_id)
-            if selected_fragment_ids is None or snapshot.fragment_id in selected_fragment_ids
-        )
-        if not snapshots:
-            continue
+    """Projection of an attested part: the attestation was built from (or proven for) this
+    binding, so the snapshots equal the attested ones (owners are not part of a snapshot)."""
+    if attestation.placement is not placement or part is not placement._part_index().get(part.participant_id):
+        _project_part(placement, part, binding, attestation, side, selected_fragment_ids, seen_keys, emitted, out)
+        return
+    for worker_id, all_snapshots, executor in _attested_executors(placement, part, attestation):
+        if selected_fragment_ids is None:
+            snapshots = all_snapshots
+        else:
+            snapshots = tuple(snapshot for snapshot in all_snapshots if snapshot.fragment_id in selected_fragment_ids)
+            if not snapshots:
+                continue
         key = (part.rank, worker_id)
         if key in seen_keys:
             raise ValueError(f"duplicate {side} executor rank and worker: {key}")
         seen_keys.add(key)
+        if len(snapshots) == len(all_snapshots):
+            emitted.update(executor.fragment_ids)
+            out.append(executor)
+            continue
         fragment_ids = tuple(snapshot.fragment_id for snapshot in snapshots)
         emitted.update(fragment_ids)
         out.append(
             ExecutorTransferPlan(
-                instance_id=binding.instance_id,
-                placement_id=placement.placement_id,
-                participant_id=part.participant_id,
-                placement_digest=digest,
-                runtime_lease_id=binding.lease_id,
+                instance_id=executor.instance_id,
+                placement_id=executor.placement_id,
+                participant_id=executor.participant_id,
+                placement_digest=executor.placement_digest,
+                runtime_lease_id=executor.runtime_lease_id,
                 worker_id=worker_id,
-                rank=part.rank,
+                rank=executor.rank,
                 fragment_ids=fragment_ids,
                 fragment_snapshots=snapshots,
                 attestation=attestation,
@@ -146,14 +187,13 @@ def _build_executor_plans_with(
                 (placement.placement_id, part.participant_id)
             )
             if attestation is None:
-                validate_runtime_binding(placement, binding)
-                attestation = RuntimeBindingAttestation._from_validated(placement, binding)
-                project = _project_part
-            else:
-                project = _project_attested_part
+                # validate_runtime_binding(placement, binding), or its remembered proof.
+                attestation = _attest(placement, binding)
             if not part.fragments:
                 continue
-            project(placement, part, binding, attestation, side, selected_fragment_ids, seen_keys, emitted, out)
+            _project_attested_part(
+                placement, part, binding, attestation, side, selected_fragment_ids, seen_keys, emitted, out
+            )
     out.sort(key=lambda executor: (executor.rank.dp, executor.rank.pp, executor.rank.ep, executor.rank.tp))
     if selected_fragment_ids is not None and emitted != set(selected_fragment_ids):
         raise ValueError(f"missing selected {side} runtime fragment")
@@ -297,28 +337,46 @@ def _bind_side(
     bindable = {part.participant_id for part in placement.parts if part.fragments}
     if not (required <= given_participants <= bindable):
         raise ValueError(f"logical plan and {label} runtime binding participants differ")
-    _validate_bindings_together(placement, given)
-    kept = [binding for binding in given if binding.participant_id in required]
-    # Every given binding passed validate_runtime_binding just above.
-    attestations = {
-        (placement.placement_id, binding.participant_id): RuntimeBindingAttestation._from_validated(placement, binding)
-        for binding in kept
-    }
+    proven = _validate_bindings_together(placement, given)
+    # Every given binding passed validate_runtime_binding just above (or earlier, unchanged).
+    placement_id = placement.placement_id
+    attestations = {}
+    kept = []
+    for binding, attestation in zip(given, proven):
+        if binding.participant_id in required:
+            kept.append(binding)
+            if attestation is None:
+                attestation = RuntimeBindingAttestation._from_validated(placement, binding)
+            attestations[(placement_id, binding.participant_id)] = attestation
     return kept, attestations
 
 
-def _validate_bindings_together(placement: WeightPlacementManifest, bindings: Sequence[WeightRuntimeBindingManifest]) -> None:
-    """Each binding alone, then the per-instance address ranges across participants (§11.8)."""
+def _validate_bindings_together(
+    placement: WeightPlacementManifest, bindings: Sequence[WeightRuntimeBindingManifest]
+) -> list[Optional[RuntimeBindingAttestation]]:
+    """Each binding alone, then the per-instance address ranges across participants (§11.8).
+
+    Returns, per binding, the remembered attestation of an unchanged, already validated
+    ``(placement, binding)`` pair (whose per-binding checks are then not repeated) or None."""
     from .._address_ranges import validate_runtime_address_ranges
     from ..binding import _binding_views
 
-    by_instance: dict[str, list[Any]] = {}
+    proven: list[Optional[RuntimeBindingAttestation]] = []
+    instances: dict[str, list[WeightRuntimeBindingManifest]] = {}
     for binding in bindings:
-        views = _binding_views(placement, binding)
-        validate_runtime_address_ranges(views)
-        by_instance.setdefault(binding.instance_id, []).extend(views)
-    for views in by_instance.values():
-        validate_runtime_address_ranges(views)
+        attestation = _cached_attestation(placement, binding)
+        if attestation is None:
+            validate_runtime_address_ranges(_binding_views(placement, binding))
+        proven.append(attestation)
+        instances.setdefault(binding.instance_id, []).append(binding)
+    for members in instances.values():
+        # A single binding's instance ranges are exactly the per-binding check above.
+        if len(members) > 1:
+            views: list[Any] = []
+            for binding in members:
+                views.extend(_binding_views(placement, binding))
+            validate_runtime_address_ranges(views)
+    return proven
 
 
 def _bound_fragments(
@@ -330,24 +388,54 @@ def _bound_fragments(
     bound: dict[str, BoundWeightFragment] = {}
     if placement is None:
         return bound
-    parts = {part.participant_id: part for part in placement.parts}
+    parts = placement._part_index()
     for binding in kept:
         attestation = attestations[(placement.placement_id, binding.participant_id)]
-        evidence = attestation.evidence
-        for placement_fragment in parts[binding.participant_id].fragments:
-            fragment_id = placement_fragment.placement_fragment_id
+        part = parts[binding.participant_id]
+        for fragment_id, fragment in _attested_bound_fragments(attestation, part):
             if fragment_id in bound:
                 raise ValueError(f"duplicate bound {label} placement fragment: {fragment_id}")
-            bound[fragment_id] = BoundWeightFragment(
-                placement=placement_fragment,
-                binding=attestation.binding_fragment(fragment_id),
-                instance_id=evidence.instance_id,
-                runtime_lease_id=evidence.lease_id,
-                lease_generation=evidence.generation,
-                owner=None,
-                attestation=attestation,
-            )
+            bound[fragment_id] = fragment
     return bound
+
+
+def _attested_bound_fragments(
+    attestation: RuntimeBindingAttestation, part: Any
+) -> tuple[tuple[str, BoundWeightFragment], ...]:
+    """``(placement fragment id, BoundWeightFragment)`` for each fragment of ``part`` bound to
+    its attested evidence fragment (spec §12.1 step 7), cached on the attestation.
+
+    Built through the trusted path: placement fragment and evidence fragment are the
+    attestation's own entries and the fences are the evidence's, which is exactly what
+    ``BoundWeightFragment.__post_init__`` would verify."""
+
+    def build() -> tuple[tuple[str, BoundWeightFragment], ...]:
+        evidence = attestation.evidence
+        binding_by_id = attestation.__dict__["_binding_dict"]
+        placement_by_id = attestation.__dict__["_placement_dict"]
+        rows = []
+        for placement_fragment in part.fragments:
+            fragment_id = placement_fragment.placement_fragment_id
+            runtime = binding_by_id[fragment_id]
+            if placement_by_id.get(fragment_id) is placement_fragment:
+                bound = _trusted_bound_fragment(
+                    placement_fragment, runtime, evidence.instance_id, evidence.lease_id, evidence.generation, attestation
+                )
+            else:
+                bound = BoundWeightFragment(
+                    placement=placement_fragment,
+                    binding=runtime,
+                    instance_id=evidence.instance_id,
+                    runtime_lease_id=evidence.lease_id,
+                    lease_generation=evidence.generation,
+                    owner=None,
+                    attestation=attestation,
+                )
+            rows.append((fragment_id, bound))
+        return tuple(rows)
+
+    rows: tuple[tuple[str, BoundWeightFragment], ...] = _attestation_cache(attestation, ("bound", id(part)), build)
+    return rows
 
 
 def _part_fragment_index(placement: WeightPlacementManifest) -> dict[str, PlacementFragment]:

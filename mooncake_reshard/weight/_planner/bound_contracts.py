@@ -29,6 +29,7 @@ from ..types import ParallelRank, PlacementFragment
 from .attestation import RuntimeBindingAttestation
 from .bound_validation import (
     _attestation_cache,
+    _attestation_values,
     _check_target_physical_ranges,
     _validate_no_in_place,
 )
@@ -147,6 +148,14 @@ class ExecutorTransferPlan:
 # TransferPlan
 
 
+def _rank_key(rank: Any) -> Any:
+    """A ``ParallelRank`` as a plain tuple (cheap to hash and compare in keys); anything else
+    as itself, so it never equals the key of a real rank (dataclass equality is per class)."""
+    if type(rank) is ParallelRank:
+        return (rank.dp, rank.tp, rank.pp, rank.ep)
+    return rank
+
+
 def _placement_identity(placement: Any) -> tuple[Any, Any, Any]:
     return (placement.resource_id, placement.revision, placement.weight_generation)
 
@@ -195,6 +204,52 @@ def _attested_snapshots(attestation: RuntimeBindingAttestation, worker_id: str) 
 
     table: dict[str, tuple[RuntimeFragmentSnapshot, ...]] = _attestation_cache(attestation, "snapshots_by_worker", build)
     return table.get(worker_id, ())
+
+
+class _AttestedView:
+    """Everything the plan checks derive from one attestation, computed once per attestation
+    (cached on it, see ``_attestation_cache``)."""
+
+    __slots__ = ("placement", "evidence", "key_base", "part_rank", "generation", "snapshot_by_pfid",
+                 "snapshots_by_worker", "ids_by_worker", "evidence_ids_by_worker")
+
+    def __init__(self, attestation: RuntimeBindingAttestation) -> None:
+        evidence = attestation.evidence
+        placement = attestation.placement
+        self.placement = placement
+        self.evidence = evidence
+        self.key_base = _attested_key_base(attestation)
+        self.part_rank = _attestation_cache(
+            attestation, "part_rank", lambda: _part_ranks(placement).get(evidence.participant_id)
+        )
+        self.generation = evidence.generation
+        snapshot_by_pfid: dict[str, RuntimeFragmentSnapshot] = {}
+        snapshots_by_worker: dict[str, tuple[RuntimeFragmentSnapshot, ...]] = {}
+        ids_by_worker: dict[str, tuple[str, ...]] = {}
+        evidence_ids: dict[str, list[str]] = {}
+        for fragment in evidence.fragments:
+            evidence_ids.setdefault(fragment.worker_id, []).append(fragment.fragment_id)
+        for worker_id in evidence_ids:
+            snapshots = _attested_snapshots(attestation, worker_id)
+            snapshots_by_worker[worker_id] = snapshots
+            ids_by_worker[worker_id] = tuple(snapshot.fragment_id for snapshot in snapshots)
+            for snapshot in snapshots:
+                snapshot_by_pfid[snapshot.placement_fragment_id] = snapshot
+        self.snapshot_by_pfid = snapshot_by_pfid
+        self.snapshots_by_worker = snapshots_by_worker
+        self.ids_by_worker = ids_by_worker
+        self.evidence_ids_by_worker = {worker: tuple(sorted(ids)) for worker, ids in evidence_ids.items()}
+
+
+def _attested_view(attestation: RuntimeBindingAttestation) -> _AttestedView:
+    """The cached ``_AttestedView`` of ``attestation`` (rebuilt if its placement or evidence
+    object was swapped since)."""
+    state = attestation.__dict__
+    view: Optional[_AttestedView] = state.get("_attested_view")
+    if view is None or view.placement is not state["placement"] or view.evidence is not state["evidence"]:
+        view = _AttestedView(attestation)
+        state["_attested_view"] = view
+    return view
 
 
 @dataclass(frozen=True)
@@ -280,18 +335,19 @@ class TransferPlan:
         object.__setattr__(
             self, "_operation_views", build_operation_views(operations, source_executors, target_executors)
         )
-        self._validate_attested_execution(operations)
+        keys = self._validate_attested_execution(operations)
         target_placement = self.target_placement
         if not isinstance(target_placement, WeightPlacementManifest):
             raise ValueError("transfer plan target placement is invalid")
         if _placement_identity(target_placement) != (self.resource_id, self.revision, self.weight_generation):
             raise ValueError("transfer plan target placement identity differs")
-        self._validate_executor_consistency("source", operations, source_executors)
-        self._validate_executor_consistency("target", operations, target_executors)
+        used: set[int] = set()
+        self._validate_executor_consistency("source", operations, source_executors, keys, used)
+        self._validate_executor_consistency("target", operations, target_executors, keys, used)
         _validate_no_in_place(operations)
         if check_physical_ranges:
             _check_target_physical_ranges(operations, limits.max_total_lowered_segments)
-        self._validate_bound_target_coverage(operations, target_executors)
+        self._validate_bound_target_coverage(operations, target_executors, used)
 
     # -- §9.6 step 8 ---------------------------------------------------------------------
     def _validate_stored_source(self, operations: tuple[Any, ...], any_stored: bool) -> None:
@@ -332,33 +388,50 @@ class TransferPlan:
         )
 
     # -- §9.6 step 11 --------------------------------------------------------------------
-    def _validate_attested_execution(self, operations: tuple[Any, ...]) -> None:
+    def _validate_attested_execution(self, operations: tuple[Any, ...]) -> dict[int, tuple[Any, ...]]:
+        """Spec §9.6 step 11; returns the executor key (attested provenance, worker, rank) of
+        every distinct bound fragment, by ``id``."""
         plan_identity = (self.resource_id, self.revision, self.weight_generation)
-        checked: set[int] = set()
+        keys: dict[int, tuple[Any, ...]] = {}
+        identity_ok: set[int] = set()
         for op in operations:
             for side, fragment in (("source", op.source), ("target", op.target)):
-                if not isinstance(fragment, BoundWeightFragment):
-                    continue
-                if id(fragment) in checked:
+                if id(fragment) in keys or not isinstance(fragment, BoundWeightFragment):
                     continue
                 if fragment.owner is not None or fragment.binding.owner is not None:
                     raise ValueError(f"transfer plan {side} fragment retains runtime allocation owner")
                 attestation = fragment.attestation
                 if attestation is None:
                     raise ValueError(f"transfer plan {side} fragment lacks an attested runtime binding")
-                if _placement_identity(attestation.placement) != plan_identity:
-                    raise ValueError(f"transfer plan identity differs from {side} placement")
+                placement = attestation.placement
+                if id(placement) not in identity_ok:
+                    if _placement_identity(placement) != plan_identity:
+                        raise ValueError(f"transfer plan identity differs from {side} placement")
+                    identity_ok.add(id(placement))
                 if not attestation.validates(fragment.placement, fragment.binding):
                     raise ValueError(f"transfer plan {side} fragment differs from attested runtime binding")
-                checked.add(id(fragment))
+                keys[id(fragment)] = _attested_view(attestation).key_base + (
+                    fragment.binding.worker_id,
+                    _rank_key(fragment.placement.rank),
+                )
+        return keys
 
     # -- §12.4 ---------------------------------------------------------------------------
     def _validate_executor_consistency(
-        self, side: str, operations: tuple[Any, ...], executors: tuple[ExecutorTransferPlan, ...]
+        self,
+        side: str,
+        operations: tuple[Any, ...],
+        executors: tuple[ExecutorTransferPlan, ...],
+        keys: dict[int, tuple[Any, ...]],
+        used: set[int],
     ) -> None:
+        """Spec §12.4; adds to ``used`` the ``id`` of every executor owning operations."""
         if not operations:
             return
-        fragments = [op.source if side == "source" else op.target for op in operations]
+        if side == "source":
+            fragments = [op.source for op in operations]
+        else:
+            fragments = [op.target for op in operations]
         stored = [isinstance(fragment, StoredFragmentSnapshot) for fragment in fragments]
         if any(stored):
             if side != "source" or not all(stored):
@@ -374,17 +447,15 @@ class TransferPlan:
         # Expected executor key of every operation fragment, from its attestation.
         expected_ops: dict[tuple[Any, ...], list[int]] = {}
         active_placements: dict[int, WeightPlacementManifest] = {}
-        fragment_keys: dict[int, tuple[Any, ...]] = {}
+        unique: dict[int, BoundWeightFragment] = {}
         for index, fragment in enumerate(fragments):
-            key = fragment_keys.get(id(fragment))
-            if key is None:
-                attestation = fragment.attestation
-                if attestation is None:
-                    raise ValueError(f"transfer plan {side} fragment lacks runtime attestation")
-                placement = attestation.placement
+            key = keys.get(id(fragment))
+            if key is None:  # every bound fragment was keyed by _validate_attested_execution
+                raise ValueError(f"transfer plan {side} fragment lacks runtime attestation")
+            if id(fragment) not in unique:
+                unique[id(fragment)] = fragment
+                placement = fragment.attestation.placement
                 active_placements[id(placement)] = placement
-                key = _attested_key_base(attestation) + (fragment.binding.worker_id, fragment.placement.rank)
-                fragment_keys[id(fragment)] = key
             bucket = expected_ops.get(key)
             if bucket is None:
                 expected_ops[key] = [index]
@@ -397,14 +468,15 @@ class TransferPlan:
         for executor in executors:
             if executor.runtime_lease_id is None:
                 raise ValueError(f"{side} executor is missing runtime lease provenance")
+            worker_id = executor.worker_id
             key = (
                 executor.instance_id,
                 executor.placement_id,
                 executor.participant_id,
                 executor.placement_digest,
                 executor.runtime_lease_id,
-                executor.worker_id,
-                executor.rank,
+                worker_id,
+                _rank_key(executor.rank),
             )
             if key in seen_keys:
                 raise ValueError(f"transfer plan has duplicate {side} executor provenance")
@@ -417,46 +489,53 @@ class TransferPlan:
                 id(placement) not in active_placements and placement not in active_placements.values()
             ):
                 raise ValueError(f"{side} executor attestation identity differs")
-            attested_key = _attested_key_base(attestation) + (
-                executor.worker_id,
-                _attestation_cache(attestation, "part_rank", lambda: _part_ranks(placement).get(
-                    attestation.evidence.participant_id
-                )),
-            )
-            if key != attested_key:
+            view = _attested_view(attestation)
+            if key != view.key_base + (worker_id, _rank_key(view.part_rank)):
                 raise ValueError(f"{side} executor provenance differs from attestation")
-            wanted = set(executor.fragment_ids)
-            rebuilt = tuple(
-                snapshot
-                for snapshot in _attested_snapshots(attestation, executor.worker_id)
-                if snapshot.fragment_id in wanted
-            )
-            if rebuilt != executor.fragment_snapshots:
+            snapshots = executor.fragment_snapshots
+            fragment_ids = executor.fragment_ids
+            if fragment_ids == view.ids_by_worker.get(worker_id):
+                rebuilt = view.snapshots_by_worker[worker_id]
+            else:
+                wanted = set(fragment_ids)
+                rebuilt = tuple(
+                    snapshot
+                    for snapshot in view.snapshots_by_worker.get(worker_id, ())
+                    if snapshot.fragment_id in wanted
+                )
+            if rebuilt != snapshots:
                 raise ValueError(f"{side} executor fragment provenance differs")
-            for snapshot in executor.fragment_snapshots:
+            for snapshot in snapshots:
                 if snapshot.fragment_id in snapshot_owner:
                     raise ValueError(f"{side} executor has duplicate fragment provenance")
                 snapshot_owner[snapshot.fragment_id] = snapshot
             actual = views.indices(executor, side)
             if actual != tuple(expected_ops.get(key, ())):
                 raise ValueError(f"{side} executor provenance differs from operations")
+            if actual:
+                used.add(id(executor))
         for key in expected_ops:
             if key not in seen_keys:
                 raise ValueError(f"{side} executor provenance differs from operations")
-        operation_ids = {fragment.binding.fragment_id for fragment in fragments}
-        if set(snapshot_owner) != operation_ids:
+        operation_ids = {fragment.binding.fragment_id for fragment in unique.values()}
+        if len(snapshot_owner) != len(operation_ids) or not operation_ids.issuperset(snapshot_owner):
             raise ValueError(f"{side} executor fragment provenance differs from operations")
-        compared: set[int] = set()
-        for fragment in fragments:
-            if id(fragment) in compared:
-                continue
-            compared.add(id(fragment))
-            if RuntimeFragmentSnapshot.from_fragment(fragment) != snapshot_owner[fragment.binding.fragment_id]:
+        for fragment in unique.values():
+            owned = snapshot_owner[fragment.binding.fragment_id]
+            # ``validates`` proved placement and binding fragment equal to the attested pair, so
+            # the fragment's snapshot is the attested one when the lease generation agrees.
+            view = _attested_view(fragment.attestation)
+            attested = view.snapshot_by_pfid.get(fragment.placement.placement_fragment_id)
+            if attested is not None and fragment.lease_generation == view.generation:
+                if attested is owned or attested == owned:
+                    continue
+                raise ValueError(f"{side} executor fragment provenance differs")
+            if RuntimeFragmentSnapshot.from_fragment(fragment) != owned:
                 raise ValueError(f"{side} executor fragment provenance differs")
 
     # -- §12.7 ---------------------------------------------------------------------------
     def _validate_bound_target_coverage(
-        self, operations: tuple[Any, ...], executors: tuple[ExecutorTransferPlan, ...]
+        self, operations: tuple[Any, ...], executors: tuple[ExecutorTransferPlan, ...], used: set[int]
     ) -> None:
         placement = self.target_placement
         parts = {part.participant_id: part for part in placement.parts}
@@ -467,6 +546,7 @@ class TransferPlan:
             target = op.target
             if id(target) not in checked:
                 attestation = target.attestation
+                # ``validates(target.placement, target.binding)`` already held in step 11.
                 if (
                     attestation is None
                     or not (attestation.placement is placement or attestation.placement == placement)
@@ -506,16 +586,12 @@ class TransferPlan:
                 or attestation.evidence.lease_id != executor.runtime_lease_id
             ):
                 raise ValueError("bound target executor differs from target placement")
-            expected_ids = tuple(
-                sorted(
-                    fragment.fragment_id
-                    for fragment in attestation.evidence.fragments
-                    if fragment.worker_id == executor.worker_id
-                )
-            )
+            expected_ids = _attested_view(attestation).evidence_ids_by_worker.get(executor.worker_id, ())
             if executor.fragment_ids != expected_ids:
                 raise ValueError("bound target executor fragments differ from target placement")
-            if not views.indices(executor, "target"):
+            # §12.4 proved ``views.indices(executor, "target")`` equal to the executor's
+            # expected operations; ``used`` records the executors where it is non-empty.
+            if id(executor) not in used:
                 raise ValueError("bound target executor operations differ from target placement")
         executor_participants = {executor.participant_id for executor in executors}
         if executor_participants != op_participants:

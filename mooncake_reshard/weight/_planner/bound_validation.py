@@ -300,16 +300,23 @@ def _attestation_cache(attestation: Any, name: str, build: Callable[[], Any]) ->
     state is ``(placement, evidence)``). The cache remembers the very ``placement`` and
     ``evidence`` objects it was derived from (held, so their identities cannot be recycled) and
     is dropped when either was swapped, e.g. forged with ``object.__setattr__``."""
-    placement = attestation.placement
-    evidence = attestation.evidence
-    cache = attestation.__dict__.get("_derived_cache")
-    if cache is None or cache[0] is not placement or cache[1] is not evidence:
-        cache = (placement, evidence, {})
-        object.__setattr__(attestation, "_derived_cache", cache)
-    values = cache[2]
-    if name not in values:
-        values[name] = build()
-    return values[name]
+    values = _attestation_values(attestation)
+    try:
+        return values[name]
+    except KeyError:
+        value = values[name] = build()
+        return value
+
+
+def _attestation_values(attestation: Any) -> dict[str, Any]:
+    """The derived-value dict of ``attestation`` (see ``_attestation_cache``)."""
+    state = attestation.__dict__
+    cache = state.get("_derived_cache")
+    if cache is None or cache[0] is not state.get("placement") or cache[1] is not state.get("evidence"):
+        cache = (state.get("placement"), state.get("evidence"), {})
+        state["_derived_cache"] = cache
+    values: dict[str, Any] = cache[2]
+    return values
 
 
 __all__ = ["_validate_target_physical_ranges"]

@@ -168,6 +168,29 @@ class BoundWeightFragment:
         return self.binding.storage_offset_bytes
 
 
+def _trusted_bound_fragment(
+    placement: PlacementFragment,
+    binding: RuntimeBindingFragment,
+    instance_id: RuntimeInstanceId,
+    runtime_lease_id: LeaseId,
+    lease_generation: int,
+    attestation: RuntimeBindingAttestation,
+) -> BoundWeightFragment:
+    """Private: a ``BoundWeightFragment`` of an attestation's own placement and evidence
+    fragment with the evidence's fences (owner-free), i.e. a value ``__post_init__`` accepts by
+    construction of the attestation. Never use it for anything else."""
+    bound: BoundWeightFragment = object.__new__(BoundWeightFragment)
+    state = bound.__dict__
+    state["placement"] = placement
+    state["binding"] = binding
+    state["instance_id"] = instance_id
+    state["runtime_lease_id"] = runtime_lease_id
+    state["lease_generation"] = lease_generation
+    state["owner"] = None
+    state["attestation"] = attestation
+    return bound
+
+
 LogicalSourceFragment = Union[PlacementFragment, StoredFragmentSnapshot]
 LogicalTargetFragment = PlacementFragment
 ExecutableSourceFragment = Union[BoundWeightFragment, StoredFragmentSnapshot]
