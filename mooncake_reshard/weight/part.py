@@ -11,6 +11,18 @@ from .validation import validate_placement_fragments
 
 __all__ = ["WeightPlacementPart"]
 
+_FIELD_NAMES = (
+    "resource_id",
+    "revision",
+    "weight_generation",
+    "placement_set_id",
+    "topology_id",
+    "participant_id",
+    "rank",
+    "tensors",
+    "fragments",
+)
+
 
 def _tensor_key(tensor: TensorDescriptor) -> str:
     return tensor.tensor_id
@@ -67,3 +79,18 @@ class WeightPlacementPart:
         state = self.__dict__
         state["tensors"] = tensors
         state["fragments"] = fragments
+
+
+def assembled_part(**fields: object) -> WeightPlacementPart:
+    """A part built by ``WeightPlacementManifest.from_fragments`` without its own checks.
+
+    Private. The caller passes every field, ``tensors`` and ``fragments`` already sorted by
+    id, and must then validate the part inside a manifest (whose whole-manifest checks
+    imply every check of ``__post_init__``), falling back to the checked constructor when
+    that manifest is rejected so that errors keep their usual order.
+    """
+    part = object.__new__(WeightPlacementPart)
+    state = part.__dict__
+    for name in _FIELD_NAMES:
+        state[name] = fields[name]
+    return part

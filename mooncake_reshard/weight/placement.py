@@ -11,10 +11,14 @@ from ..contracts.ids import PlacementId, PlacementSetId, ResourceId, RevisionId
 from ..contracts.manifest import ResourceKind
 from ._canonical import part_object, tensor_object, topology_object
 from ._coverage import validate_complete_coverage
-from .part import WeightPlacementPart
+from .part import WeightPlacementPart, assembled_part
 from .topology import ParallelTopology
 from .types import ParallelRank, PlacementFragment, TensorDescriptor
-from .validation import validate_placement_fragments
+from .validation import (
+    fast_placement_checks,
+    pack_placement_fragments,
+    validate_placement_fragments,
+)
 
 __all__ = ["WeightPlacementManifest"]
 
@@ -97,7 +101,9 @@ class WeightPlacementManifest:
         tensors = tuple(sorted(catalog.values(), key=_tensor_key))
         all_fragments.sort(key=_fragment_key)
         fragments = tuple(all_fragments)
-        validate_placement_fragments(tensors, fragments, check_alias_groups=True)
+        table = fast_placement_checks(tensors, fragments, check_alias_groups=True)
+        if table is None:
+            validate_placement_fragments(tensors, fragments, check_alias_groups=True)
         validate_complete_coverage(tensors, fragments, topology)
         content: dict[str, Any] = {
             "schema": "complete-weight-placement",
@@ -126,6 +132,8 @@ class WeightPlacementManifest:
         state["tensors"] = tensors
         state["fragments"] = fragments
         state["_digest_cache"] = None
+        if table is not None:
+            state["_fragment_table"] = table
 
     @property
     def resource_kind(self) -> ResourceKind:
@@ -149,6 +157,18 @@ class WeightPlacementManifest:
             for name, value in self.__dict__.items()
             if not name.startswith("_") or name == "_digest_cache"
         }
+
+    def _fragments_table(self) -> Optional[_native.FragmentTable]:
+        """The fragments packed into C arrays (tensor index = position in ``tensors``).
+
+        Built at construction, or lazily after unpickling; a derived cache, never pickled.
+        """
+        table: Optional[_native.FragmentTable] = self.__dict__.get("_fragment_table")
+        if table is None:
+            table = pack_placement_fragments(self.tensors, self.fragments)
+            if table is not None:
+                self.__dict__["_fragment_table"] = table
+        return table
 
     def _part_index(self) -> dict[str, WeightPlacementPart]:
         """Parts keyed by participant id (a derived cache, never pickled)."""
@@ -206,32 +226,56 @@ class WeightPlacementManifest:
                     f"{fragment.placement_fragment_id}"
                 )
             bucket.append(fragment)
-        parts = []
+        common: dict[str, Any] = {
+            "resource_id": resource_id,
+            "revision": revision,
+            "weight_generation": weight_generation,
+            "placement_set_id": placement_set_id,
+            "topology_id": topology.topology_id,
+        }
+        buckets = []
         for participant in topology.participants:
             part_fragments = by_rank[participant.rank]
             part_tensor_ids = sorted({fragment.tensor_id for fragment in part_fragments})
-            parts.append(
-                WeightPlacementPart(
-                    resource_id=resource_id,
-                    revision=revision,
-                    weight_generation=weight_generation,
-                    placement_set_id=placement_set_id,
-                    topology_id=topology.topology_id,
+            buckets.append(
+                (participant, tuple(catalog[tensor_id] for tensor_id in part_tensor_ids), part_fragments)
+            )
+        manifest_fields: dict[str, Any] = {
+            "resource_id": resource_id,
+            "revision": revision,
+            "weight_generation": weight_generation,
+            "placement_set_id": placement_set_id,
+            "topology": topology,
+            "placement_id": placement_id,
+        }
+        # Fast path: the manifest's whole-manifest checks imply every part check, so the
+        # parts are assembled unchecked. On any rejection the checked constructors run
+        # again, so the error raised is exactly the one the checked path raises first.
+        try:
+            trusted = tuple(
+                assembled_part(
+                    **common,
                     participant_id=participant.participant_id,
                     rank=participant.rank,
-                    tensors=tuple(catalog[tensor_id] for tensor_id in part_tensor_ids),
-                    fragments=tuple(part_fragments),
+                    tensors=part_tensors,
+                    fragments=tuple(sorted(part_fragments, key=_fragment_key)),
                 )
+                for participant, part_tensors, part_fragments in buckets
             )
-        return cls(
-            resource_id=resource_id,
-            revision=revision,
-            weight_generation=weight_generation,
-            placement_set_id=placement_set_id,
-            topology=topology,
-            parts=tuple(parts),
-            placement_id=placement_id,
+            return cls(parts=trusted, **manifest_fields)
+        except ValueError:
+            pass
+        parts = tuple(
+            WeightPlacementPart(
+                **common,
+                participant_id=participant.participant_id,
+                rank=participant.rank,
+                tensors=part_tensors,
+                fragments=tuple(part_fragments),
+            )
+            for participant, part_tensors, part_fragments in buckets
         )
+        return cls(parts=parts, **manifest_fields)
 
 
 def _validate_part_set(

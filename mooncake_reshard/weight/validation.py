@@ -8,12 +8,17 @@ Grouping is done with dicts (linear); box overlap is decided by the C kernel.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Optional
 
 from .. import _native
 from .types import PlacementFragment, TensorDescriptor, validate_fragment_geometry
 
-__all__ = ["validate_placement_fragments", "validate_alias_groups"]
+__all__ = [
+    "validate_placement_fragments",
+    "validate_alias_groups",
+    "pack_placement_fragments",
+    "fast_placement_checks",
+]
 
 
 def validate_placement_fragments(
@@ -116,3 +121,78 @@ def validate_alias_groups(
         for member in aliases:
             if declared.get(member, set()) != {aliases}:
                 raise ValueError(f"alias group is not declared consistently for tensor: {member}")
+
+
+def pack_placement_fragments(
+    tensors: Sequence[TensorDescriptor], fragments: Sequence[PlacementFragment]
+) -> Optional[_native.FragmentTable]:
+    """Pack ``fragments`` into a C :class:`FragmentTable` (tensor index = position in ``tensors``).
+
+    Returns ``None`` when the input cannot be packed as is (duplicate or unknown tensor id,
+    values the table rejects); the caller then takes the exact per-fragment path.
+    """
+    index = {tensor.tensor_id: position for position, tensor in enumerate(tensors)}
+    if len(index) != len(tensors):
+        return None
+    try:
+        tensor_index = [index[fragment.tensor_id] for fragment in fragments]
+    except KeyError:
+        return None
+    rank_rows: dict[int, tuple[int, int, int, int]] = {}
+    ranks = []
+    append = ranks.append
+    for rank in [fragment.rank for fragment in fragments]:
+        row = rank_rows.get(id(rank))
+        if row is None:
+            state = rank.__dict__
+            row = rank_rows[id(rank)] = (state["dp"], state["tp"], state["pp"], state["ep"])
+        append(row)
+    try:
+        return _native.pack_fragments(
+            [tensor.global_shape for tensor in tensors],
+            tensor_index,
+            [fragment.global_offset for fragment in fragments],
+            [fragment.local_shape for fragment in fragments],
+            ranks,
+            [fragment.nbytes for fragment in fragments],
+        )
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def fast_placement_checks(
+    tensors: Sequence[TensorDescriptor],
+    fragments: Sequence[PlacementFragment],
+    *,
+    check_alias_groups: bool,
+) -> Optional[_native.FragmentTable]:
+    """The §11.4 checks of :func:`validate_placement_fragments` in bulk over a packed table.
+
+    Returns the table when every check passes. Returns ``None`` when any check fails (or the
+    input cannot be packed): the caller then runs :func:`validate_placement_fragments`, which
+    raises the contract's message for the first violation in the exact rule order. The alias
+    check runs here only after every per-fragment rule passed, which is its place in that order.
+    """
+    ids = {fragment.placement_fragment_id for fragment in fragments}
+    if len(ids) != len(fragments):
+        return None
+    table = pack_placement_fragments(tensors, fragments)
+    if table is None:
+        return None
+    if table.bad_geometry([tensor.itemsize for tensor in tensors]) >= 0:
+        return None
+    if table.duplicate_logical_fragment() >= 0:
+        return None
+    if check_alias_groups:
+        for fragment in fragments:
+            if fragment.aliases:
+                validate_alias_groups(
+                    {tensor.tensor_id: tensor for tensor in tensors}, fragments
+                )
+                break
+    try:
+        if table.overlapping_rank_group() >= 0:
+            return None
+    except ValueError:
+        return None
+    return table
