@@ -608,12 +608,131 @@ done:
     return result;
 }
 
+/* ---- placement fragment lists (manifest placement_id / wire JSON) -------------- */
+
+enum { PFL_ALIASES, PFL_OFFSET, PFL_SHAPE, PFL_NBYTES, PFL_STAGE, PFL_ID, PFL_RANK, PFL_TENSOR,
+       PFL_DP, PFL_EP, PFL_PP, PFL_TP, PFL_DICT, PFL_NKEYS };
+static const char *const pfl_names[PFL_NKEYS] = {
+    "aliases", "global_offset", "local_shape", "nbytes", "pipeline_stage_id", "placement_fragment_id",
+    "rank", "tensor_id", "dp", "ep", "pp", "tp", "__dict__"};
+
+/* Borrowed state[key]; KeyError (as state[key] would raise) when missing. */
+static PyObject *
+pfl_get(PyObject *state, PyObject *key)
+{
+    PyObject *v = PyDict_GetItemWithError(state, key);
+    if (v == NULL && !PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, key);
+    return v;
+}
+
+/* New reference to obj.__dict__ (must be a dict). */
+static PyObject *
+pfl_state(PyObject *obj, PyObject *dict_name)
+{
+    PyObject *state = PyObject_GetAttr(obj, dict_name);
+    if (state != NULL && !PyDict_Check(state)) {
+        Py_DECREF(state);
+        PyErr_SetString(PyExc_TypeError, "fragment state must be a dict");
+        return NULL;
+    }
+    return state;
+}
+
+static int
+pfl_key_value(cj_buf *b, int first, const char *key, PyObject *value)
+{
+    if (!first && cj_putc(b, ',') < 0) return -1;
+    if (pfid_write_key(b, key) < 0) return -1;
+    return cj_encode(b, value, 1);
+}
+
+/* One fragment: the canonical JSON of weight/_canonical.py fragment_object(fragment). */
+static int
+pfl_fragment(cj_buf *b, PyObject *fragment, PyObject *const *keys)
+{
+    PyObject *state = pfl_state(fragment, keys[PFL_DICT]);
+    if (state == NULL) return -1;
+    int rc = -1;
+    PyObject *rank_state = NULL;
+    PyObject *v[PFL_TENSOR + 1];
+    for (int k = 0; k <= PFL_TENSOR; k++) {
+        v[k] = pfl_get(state, keys[k]);
+        if (v[k] == NULL) goto done;
+    }
+    rank_state = pfl_state(v[PFL_RANK], keys[PFL_DICT]);
+    if (rank_state == NULL) goto done;
+    PyObject *r[4];
+    for (int k = 0; k < 4; k++) {
+        r[k] = pfl_get(rank_state, keys[PFL_DP + k]);
+        if (r[k] == NULL) goto done;
+    }
+    if (cj_putc(b, '{') < 0) goto done;
+    for (int k = PFL_ALIASES; k <= PFL_NBYTES; k++)
+        if (pfl_key_value(b, k == PFL_ALIASES, pfl_names[k], v[k]) < 0) goto done;
+    if (v[PFL_STAGE] != Py_None && pfl_key_value(b, 0, pfl_names[PFL_STAGE], v[PFL_STAGE]) < 0) goto done;
+    if (pfl_key_value(b, 0, pfl_names[PFL_ID], v[PFL_ID]) < 0) goto done;
+    if (cj_write(b, ",\"rank\":{", 9) < 0) goto done;
+    for (int k = 0; k < 4; k++)
+        if (pfl_key_value(b, k == 0, pfl_names[PFL_DP + k], r[k]) < 0) goto done;
+    if (cj_putc(b, '}') < 0) goto done;
+    if (pfl_key_value(b, 0, pfl_names[PFL_TENSOR], v[PFL_TENSOR]) < 0) goto done;
+    rc = cj_putc(b, '}');
+done:
+    Py_XDECREF(rank_state);
+    Py_DECREF(state);
+    return rc;
+}
+
+static PyObject *
+py_canonical_fragments_json(PyObject *Py_UNUSED(module), PyObject *fragments)
+{
+    if (!PyList_Check(fragments) && !PyTuple_Check(fragments)) {
+        PyErr_SetString(PyExc_TypeError, "fragments must be a list or tuple");
+        return NULL;
+    }
+    PyObject *keys[PFL_NKEYS];
+    int nkeys = 0;
+    for (; nkeys < PFL_NKEYS; nkeys++) {
+        keys[nkeys] = PyUnicode_InternFromString(pfl_names[nkeys]);
+        if (keys[nkeys] == NULL) break;
+    }
+    cj_buf b = {NULL, 0, 0};
+    PyObject *result = NULL;
+    if (nkeys == PFL_NKEYS && cj_putc(&b, '[') == 0) {
+        int is_list = PyList_Check(fragments);
+        int rc = 0;
+        for (Py_ssize_t i = 0; rc == 0; i++) {
+            Py_ssize_t n = is_list ? PyList_Size(fragments) : PyTuple_Size(fragments);
+            if (n < 0) {
+                rc = -1;
+                break;
+            }
+            if (i >= n) break;
+            PyObject *item = is_list ? PyList_GetItem(fragments, i) : PyTuple_GetItem(fragments, i);
+            if (item == NULL) {
+                rc = -1;
+                break;
+            }
+            Py_INCREF(item);
+            if (i) rc = cj_putc(&b, ',');
+            if (rc == 0) rc = pfl_fragment(&b, item, keys);
+            Py_DECREF(item);
+        }
+        if (rc == 0 && cj_putc(&b, ']') == 0) result = PyUnicode_DecodeASCII(b.data, (Py_ssize_t)b.len, NULL);
+    }
+    cj_free(&b);
+    for (int k = 0; k < nkeys; k++) Py_DECREF(keys[k]);
+    return result;
+}
+
 static PyMethodDef canonical_methods[] = {
     {"sha256_hex", (PyCFunction)py_sha256_hex, METH_O, "Lowercase hex SHA-256 of bytes."},
     {"canonical_json", (PyCFunction)(void (*)(void))py_canonical_json, METH_VARARGS | METH_KEYWORDS,
      "json.dumps(obj, sort_keys=True, separators=(',', ':'), ensure_ascii=...) for JSON trees."},
     {"canonical_sha256", (PyCFunction)(void (*)(void))py_canonical_sha256, METH_VARARGS | METH_KEYWORDS,
      "Lowercase hex SHA-256 of the UTF-8 canonical JSON of obj."},
+    {"canonical_fragments_json", (PyCFunction)py_canonical_fragments_json, METH_O,
+     "canonical_json([fragment_object(f) for f in fragments]) without the intermediate dicts."},
     {"placement_fragment_id", (PyCFunction)(void (*)(void))py_placement_fragment_id,
      METH_VARARGS | METH_KEYWORDS, "'sha256:' + hex of the canonical placement fragment content (spec 6.1)."},
     {NULL, NULL, 0, NULL},

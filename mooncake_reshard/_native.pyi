@@ -23,6 +23,12 @@ def canonical_json(obj: object, ensure_ascii: bool = True) -> str:
 def canonical_sha256(obj: object, ensure_ascii: bool = True) -> str:
     """Lowercase hex SHA-256 of ``canonical_json(obj, ensure_ascii).encode("utf-8")``."""
 
+def canonical_fragments_json(fragments: list[object] | tuple[object, ...], /) -> str:
+    """Exactly ``canonical_json([fragment_object(f) for f in fragments])`` (ASCII), where
+    ``fragment_object`` is ``weight/_canonical.py``'s: each fragment's ``__dict__`` (and its
+    rank's) is read directly and its values encoded as ``canonical_json`` would, without
+    building the intermediate dicts. ``KeyError`` for a missing state entry."""
+
 def placement_fragment_id(
     tensor_id: str,
     global_offset: tuple[int, ...],

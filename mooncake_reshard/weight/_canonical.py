@@ -9,10 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Optional
 
+from .. import _native
 from .topology import ParallelTopology, rank_object
 from .types import PlacementFragment, TensorDescriptor, axis_identity
 
 __all__ = [
+    "canonical_json_with_parts",
     "fragment_object",
     "part_object",
     "rank_object",
@@ -93,3 +95,38 @@ def topology_object(topology: ParallelTopology) -> dict[str, Any]:
             for participant in topology.participants
         ],
     }
+
+
+def parts_json(parts: Iterable[Any]) -> str:
+    """``canonical_json([part_object(p.participant_id, p.rank, p.fragments) for p in parts])``.
+
+    Fragments are encoded by the C core straight from their state (no intermediate dicts).
+    """
+    pieces = []
+    for part in parts:
+        fragments = part.fragments
+        if type(fragments) is not tuple and type(fragments) is not list:
+            fragments = tuple(fragments)
+        tail = _native.canonical_json(
+            {"participant_id": part.participant_id, "rank": rank_object(part.rank)}
+        )
+        pieces.append(
+            '{"fragments":' + _native.canonical_fragments_json(fragments) + "," + tail[1:]
+        )
+    return "[" + ",".join(pieces) + "]"
+
+
+def canonical_json_with_parts(payload: dict[str, Any], parts: Iterable[Any]) -> str:
+    """``canonical_json({**payload, "parts": [part_object(...) for part in parts]})`` (ASCII).
+
+    ``payload`` must not hold "parts"; when every key of it sorts after "parts" (the
+    placement content and wire objects), the parts text is spliced in front of it.
+    """
+    if payload and all(type(key) is str and key > "parts" for key in payload):
+        rest = _native.canonical_json(payload)
+        return '{"parts":' + parts_json(parts) + "," + rest[1:]
+    content = dict(payload)
+    content["parts"] = [
+        part_object(part.participant_id, part.rank, part.fragments) for part in parts
+    ]
+    return _native.canonical_json(content)

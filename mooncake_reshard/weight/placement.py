@@ -9,7 +9,7 @@ from .. import _native
 from ..contracts._checks import item_tuple, require_str, require_u64
 from ..contracts.ids import PlacementId, PlacementSetId, ResourceId, RevisionId
 from ..contracts.manifest import ResourceKind
-from ._canonical import part_object, tensor_object, topology_object
+from ._canonical import canonical_json_with_parts, tensor_object, topology_object
 from ._coverage import validate_complete_coverage
 from .part import WeightPlacementPart, assembled_part
 from .topology import ParallelTopology
@@ -113,12 +113,10 @@ class WeightPlacementManifest:
             "placement_set_id": placement_set_id,
             "topology": topology_object(topology),
             "tensors": [tensor_object(tensor) for tensor in tensors],
-            "parts": [
-                part_object(part.participant_id, part.rank, part.fragments)
-                for part in ordered_parts
-            ],
         }
-        canonical = "sha256:" + _native.canonical_sha256(content)
+        canonical = "sha256:" + _native.sha256_hex(
+            canonical_json_with_parts(content, ordered_parts).encode("ascii")
+        )
         if placement_id is not None and placement_id != canonical:
             raise ValueError("placement_id does not match canonical logical content")
         state = self.__dict__

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .. import _native
-from ._canonical import part_object, tensor_object, topology_object
+from ._canonical import canonical_json_with_parts, tensor_object, topology_object
 from ._json import load_strict_json
 from .part import WeightPlacementPart
 from .placement import WeightPlacementManifest
@@ -84,11 +83,8 @@ def weight_placement_to_json(placement: WeightPlacementManifest) -> str:
         "placement_id": placement.placement_id,
         "topology": topology_object(placement.topology),
         "tensors": [tensor_object(tensor) for tensor in placement.tensors],
-        "parts": [
-            part_object(part.participant_id, part.rank, part.fragments) for part in placement.parts
-        ],
     }
-    return _native.canonical_json(payload, ensure_ascii=True)
+    return canonical_json_with_parts(payload, placement.parts)
 
 
 def _object(value: Any, label: str, keys: frozenset[str]) -> dict[str, Any]:
