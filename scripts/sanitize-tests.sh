@@ -18,4 +18,4 @@ cd "$root"
 LD_PRELOAD="$asan:$ubsan" PYTHONMALLOC=malloc \
   ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  "$venv/bin/python" -m pytest -p no:cacheprovider tests "$@"
+  "$venv/bin/python" -m pytest -p no:cacheprovider "${@:-tests}"
