@@ -251,7 +251,7 @@ class StoredWeightManifest(StoredResourceManifest):
         _validate_stored_aliases(catalog, fragments)
         _validate_stored_coverage(tensors, fragments)
         _validate_object_ranges(fragments)
-        state = self.__dict__
+        state: dict[str, object] = vars(self)
         state["tensors"] = tensors
         state["fragments"] = fragments
         state["manifest_digest"] = _native.sha256_hex(self.to_json().encode("utf-8"))
