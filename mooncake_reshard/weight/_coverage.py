@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import product
-from typing import Any
+from typing import Any, Optional
 
 from .. import _native
 from .topology import ParallelTopology
@@ -74,26 +74,70 @@ def validate_complete_coverage(
         "tp": topology.tp_size,
     }
     indexes: dict[tuple[Any, ...], _ParticipantIndex] = {}
+    # The check of one tensor is a pure function of its shape, its axes and the set of
+    # its fragments' (rank, offset, shape) (duplicates were rejected by §11.4 #3; a list
+    # with duplicates is never memoised). Tensors repeating an already proven problem
+    # (same layout for every layer / expert) are accepted from the memo; a failing check
+    # raises before anything is memoised, so the first error is the unmemoised one.
+    proven: set[tuple[Any, ...]] = set()
+    rows: dict[int, tuple[int, int, int, int]] = {}
     for tensor in tensors:
         tensor_id = tensor.tensor_id
         tensor_fragments = by_tensor.get(tensor_id)
         if not tensor_fragments:
             raise ValueError(f"global placement tensor is not fully covered: {tensor_id}")
-        axes = tensor.parallel_axes
-        declared = {axis.kind for axis in axes}
-        _check_undeclared_axes(tensor_id, axes, declared, sizes, tensor_fragments)
-        owner_kinds = tuple(axis.kind for axis in axes if isinstance(axis, OwnershipAxis))
-        replica_kinds = tuple(axis.kind for axis in axes if isinstance(axis, ReplicatedAxis))
-        split_axes = tuple(axis for axis in axes if isinstance(axis, SplitAxis))
-        split_kinds = tuple(axis.kind for axis in split_axes)
-        signature = (owner_kinds, replica_kinds, split_kinds)
-        index = indexes.get(signature)
-        if index is None:
-            index = _participant_index(topology, owner_kinds, replica_kinds, split_kinds)
-            indexes[signature] = index
-        _check_owner_covers(
-            tensor, tensor_fragments, owner_kinds, replica_kinds, split_axes, sizes, index
-        )
+        key: Optional[tuple[Any, ...]] = None
+        if len(tensor_fragments) <= _MEMO_MAX_FRAGMENTS:
+            items = []
+            for fragment in tensor_fragments:
+                state = fragment.__dict__
+                rank = state["rank"]
+                row = rows.get(id(rank))
+                if row is None:
+                    rank_state = rank.__dict__
+                    row = rows[id(rank)] = (
+                        rank_state["dp"],
+                        rank_state["tp"],
+                        rank_state["pp"],
+                        rank_state["ep"],
+                    )
+                items.append((row, state["global_offset"], state["local_shape"]))
+            boxes = frozenset(items)
+            if len(boxes) == len(items):
+                key = (tensor.global_shape, tensor.parallel_axes, boxes)
+                if key in proven:
+                    continue
+        _check_tensor(tensor, tensor_fragments, sizes, topology, indexes)
+        if key is not None:
+            proven.add(key)
+
+
+_MEMO_MAX_FRAGMENTS = 4096
+
+
+def _check_tensor(
+    tensor: TensorDescriptor,
+    tensor_fragments: list[PlacementFragment],
+    sizes: dict[str, int],
+    topology: ParallelTopology,
+    indexes: dict[tuple[Any, ...], _ParticipantIndex],
+) -> None:
+    tensor_id = tensor.tensor_id
+    axes = tensor.parallel_axes
+    declared = {axis.kind for axis in axes}
+    _check_undeclared_axes(tensor_id, axes, declared, sizes, tensor_fragments)
+    owner_kinds = tuple(axis.kind for axis in axes if isinstance(axis, OwnershipAxis))
+    replica_kinds = tuple(axis.kind for axis in axes if isinstance(axis, ReplicatedAxis))
+    split_axes = tuple(axis for axis in axes if isinstance(axis, SplitAxis))
+    split_kinds = tuple(axis.kind for axis in split_axes)
+    signature = (owner_kinds, replica_kinds, split_kinds)
+    index = indexes.get(signature)
+    if index is None:
+        index = _participant_index(topology, owner_kinds, replica_kinds, split_kinds)
+        indexes[signature] = index
+    _check_owner_covers(
+        tensor, tensor_fragments, owner_kinds, replica_kinds, split_axes, sizes, index
+    )
 
 
 def _check_undeclared_axes(

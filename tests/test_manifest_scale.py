@@ -1,0 +1,352 @@
+"""Manifest assembly at scale (issue 2 packed table, issue 5): the fast paths against oracles.
+
+The manifest packs its fragments once into a C ``FragmentTable`` and runs the spec 11.4 checks in
+bulk; ``from_fragments`` assembles its parts unchecked (the manifest's whole-manifest checks imply
+the part checks) and falls back to the checked constructors on any rejection; spec 11.5 coverage
+memoises tensors that repeat an already proven problem; the canonical JSON of fragments is built
+in C. Every one of those is compared here with an independent reference: the brute-force oracles
+of ``tests/oracles.py``, or the exact, unoptimised Python checks the fast paths stand in for.
+No timing assertions (timings belong to ``benchmarks/scale.py``).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import pickle
+from typing import Any, Optional
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import oracles
+from layout_model import Layout, build_fragment, build_placement, build_tensor, build_topology
+from mooncake.reshard import _native
+from mooncake.reshard.weight import (
+    ParallelRank,
+    PlacementFragment,
+    WeightPlacementManifest,
+    WeightPlacementPart,
+    weight_placement_to_json,
+)
+from mooncake.reshard.weight import _coverage, validation
+from mooncake.reshard.weight._canonical import fragment_object, part_object
+from strategies import any_layouts, mutation, valid_layouts
+
+SETTINGS = settings(max_examples=120, deadline=None)
+
+
+def _message(fn: Any, *args: Any, **kwargs: Any) -> Optional[str]:
+    try:
+        fn(*args, **kwargs)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _inputs(layout: Layout) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    tensors = tuple(sorted((build_tensor(t) for t in layout.tensors), key=lambda t: t.tensor_id))
+    fragments = tuple(
+        sorted((build_fragment(layout, f) for f in layout.fragments), key=lambda f: f.placement_fragment_id)
+    )
+    return tensors, fragments
+
+
+def _clone(layout: Layout, copies: int) -> Layout:
+    """``copies`` renamed copies of every tensor and fragment (same geometry, ranks and axes)."""
+
+    def rename(j: int, name: str) -> str:
+        return f"c{j}.{name}"  # a common prefix keeps the relative order of alias members
+
+    tensors = []
+    fragments = []
+    for j in range(copies):
+        tensors.extend(dataclasses.replace(t, tensor_id=rename(j, t.tensor_id)) for t in layout.tensors)
+        fragments.extend(
+            dataclasses.replace(
+                f,
+                tensor_id=rename(j, f.tensor_id),
+                aliases=tuple(rename(j, a) for a in f.aliases),
+                fragment_id=None if f.fragment_id is None else rename(j, f.fragment_id),
+            )
+            for f in layout.fragments
+        )
+    return dataclasses.replace(layout, tensors=tuple(tensors), fragments=tuple(fragments))
+
+
+def _check_verdict(layout: Layout) -> Optional[WeightPlacementManifest]:
+    verdict = oracles.from_fragments_verdict(layout)
+    try:
+        placement = build_placement(layout)
+    except ValueError as exc:
+        assert verdict is not None, f"rejected a valid layout: {exc}"
+        assert str(exc) in verdict
+        return None
+    assert verdict is None, f"accepted an invalid layout; expected one of {sorted(verdict)}"
+    assert placement.placement_id == oracles.placement_id(layout)
+    assert placement.digest == oracles.placement_digest(layout)
+    return placement
+
+
+# ---- 11.4 bulk checks over the table == the exact per-fragment checks --------------------------
+
+
+@SETTINGS
+@given(any_layouts())
+def test_fast_fragment_checks_agree_with_exact_checks(layout: Layout) -> None:
+    try:
+        tensors, fragments = _inputs(layout)
+    except ValueError:
+        return  # a mutation produced an invalid value; nothing to assemble
+    for aliases in (False, True):
+        exact = _message(validation.validate_placement_fragments, tensors, fragments, check_alias_groups=aliases)
+        try:
+            table = validation.fast_placement_checks(tensors, fragments, check_alias_groups=aliases)
+        except ValueError as exc:
+            # only the alias check raises directly, after every per-fragment rule passed
+            assert aliases and str(exc) == exact
+            continue
+        assert (table is None) == (exact is not None), exact
+        if table is not None:
+            assert len(table) == len(fragments)
+            assert table.total_nbytes() == sum(f.nbytes for f in fragments)
+
+
+# ---- 11.5 memoised coverage == the check of every tensor ---------------------------------------
+
+
+def _unmemoised_coverage(tensors: tuple[Any, ...], fragments: tuple[Any, ...], topology: Any) -> None:
+    if not tensors:
+        raise ValueError("global weight placement must contain tensors")
+    if not fragments:
+        raise ValueError("global weight placement must contain fragments")
+    sizes = {"dp": topology.dp_size, "pp": topology.pp_size, "ep": topology.ep_size, "tp": topology.tp_size}
+    indexes: dict[Any, Any] = {}
+    for tensor in tensors:
+        group = [f for f in fragments if f.tensor_id == tensor.tensor_id]
+        if not group:
+            raise ValueError(f"global placement tensor is not fully covered: {tensor.tensor_id}")
+        _coverage._check_tensor(tensor, group, sizes, topology, indexes)
+
+
+@SETTINGS
+@given(st.data())
+def test_memoised_coverage_agrees_with_every_tensor_checked(data: st.DataObject) -> None:
+    layout = _clone(data.draw(valid_layouts(max_tensors=2)), data.draw(st.integers(2, 4)))
+    if data.draw(st.booleans()):
+        layout = data.draw(mutation(layout))
+    try:
+        tensors, fragments = _inputs(layout)
+        topology = build_topology(layout)
+    except ValueError:
+        return
+    if _message(validation.validate_placement_fragments, tensors, fragments, check_alias_groups=True):
+        return  # coverage is only reached after 11.4
+    expected = _message(_unmemoised_coverage, tensors, fragments, topology)
+    assert _message(_coverage.validate_complete_coverage, tensors, fragments, topology) == expected
+
+
+@SETTINGS
+@given(st.data())
+def test_repeated_tensors_are_judged_like_the_oracle(data: st.DataObject) -> None:
+    layout = _clone(data.draw(valid_layouts(max_tensors=2)), data.draw(st.integers(2, 5)))
+    if data.draw(st.booleans()):
+        layout = data.draw(mutation(layout))
+    _check_verdict(layout)
+
+
+# ---- from_fragments: unchecked parts == checked parts ------------------------------------------
+
+
+@SETTINGS
+@given(any_layouts())
+def test_from_fragments_agrees_with_oracle_and_checked_parts(layout: Layout) -> None:
+    placement = _check_verdict(layout)
+    if placement is None:
+        return
+    checked = tuple(
+        WeightPlacementPart(
+            **{name: getattr(part, name) for name in part.__dataclass_fields__}
+        )
+        for part in placement.parts
+    )
+    for fast, slow in zip(placement.parts, checked):
+        assert fast == slow
+        assert list(fast.__dict__) == list(slow.__dict__)
+        assert fast.__dict__ == slow.__dict__
+    rebuilt = WeightPlacementManifest(
+        resource_id=placement.resource_id,
+        revision=placement.revision,
+        weight_generation=placement.weight_generation,
+        placement_set_id=placement.placement_set_id,
+        topology=placement.topology,
+        parts=checked,
+    )
+    assert rebuilt == placement
+    assert rebuilt.placement_id == placement.placement_id
+
+
+# ---- canonical JSON of fragments in C ----------------------------------------------------------
+
+
+@SETTINGS
+@given(valid_layouts())
+def test_canonical_fragment_json_is_the_dict_encoding(layout: Layout) -> None:
+    placement = build_placement(layout)
+    fragments = placement.fragments
+    assert _native.canonical_fragments_json(fragments) == _native.canonical_json(
+        [fragment_object(f) for f in fragments]
+    )
+    assert _native.canonical_fragments_json(list(fragments)) == _native.canonical_json(
+        [fragment_object(f) for f in fragments]
+    )
+    payload = {
+        "resource_kind": "model_weight",
+        "resource_id": placement.resource_id,
+        "revision": placement.revision,
+        "weight_generation": placement.weight_generation,
+        "placement_set_id": placement.placement_set_id,
+        "placement_id": placement.placement_id,
+        "topology": oracles._topology_json(layout),
+        "tensors": [oracles._tensor_json(t) for t in sorted(layout.tensors, key=lambda t: t.tensor_id)],
+        "parts": [part_object(p.participant_id, p.rank, p.fragments) for p in placement.parts],
+    }
+    assert weight_placement_to_json(placement) == _native.canonical_json(payload)
+
+
+def test_canonical_fragment_json_edge_values() -> None:
+    fragments = [
+        PlacementFragment(
+            "t\u00e9\ud800",
+            (0, 1),
+            (2, 3),
+            12,
+            ParallelRank(dp=1, tp=2, pp=3, ep=4),
+            pipeline_stage_id=7,
+            aliases=("t\u00e9\ud800", 'a"b'),
+        ),
+        PlacementFragment("u", (0,), (2,), 2**63, ParallelRank(), placement_fragment_id="x\n\u2028"),
+    ]
+    for value in (fragments, tuple(fragments), [], ()):
+        assert _native.canonical_fragments_json(value) == _native.canonical_json([fragment_object(f) for f in value])
+    with pytest.raises(TypeError):
+        _native.canonical_fragments_json(iter(fragments))  # type: ignore[arg-type]
+    with pytest.raises(AttributeError):
+        _native.canonical_fragments_json([1])  # type: ignore[list-item]
+    broken = copy.copy(fragments[1])
+    del broken.__dict__["nbytes"]
+    with pytest.raises(KeyError):
+        _native.canonical_fragments_json([broken])
+
+
+# ---- the cached table ---------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(valid_layouts())
+def test_table_is_cached_and_never_pickled(layout: Layout) -> None:
+    placement = build_placement(layout)
+    table = placement.__dict__.get("_fragment_table")
+    assert table is not None and placement._fragments_table() is table
+    assert len(table) == len(placement.fragments)
+    state = placement.__getstate__()
+    assert "_fragment_table" not in state
+    clone = pickle.loads(pickle.dumps(placement))
+    assert "_fragment_table" not in clone.__dict__
+    assert clone == placement
+    rebuilt = clone._fragments_table()
+    assert rebuilt is not None and len(rebuilt) == len(placement.fragments)
+    assert rebuilt.duplicate_logical_fragment() == -1
+    assert rebuilt.overlapping_rank_group() == -1
+    assert rebuilt.bad_geometry([t.itemsize for t in clone.tensors]) == -1
+    assert "_fragment_table" not in copy.copy(placement).__dict__
+
+
+def _geometry_oracle(shapes: list[tuple[int, ...]], itemsizes: list[int], rows: list[Any]) -> int:
+    for i, (t, offset, shape, nbytes) in enumerate(rows):
+        full = shapes[t]
+        if len(offset) != len(full):
+            return i
+        volume = itemsizes[t]
+        for begin, extent, size in zip(offset, shape, full):
+            if extent < 1 or begin + extent > size:
+                return i
+            volume *= extent
+        if volume != nbytes:
+            return i
+    return -1
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_bad_geometry_matches_oracle(data: st.DataObject) -> None:
+    ntensors = data.draw(st.integers(1, 3))
+    shapes = [tuple(data.draw(st.lists(st.integers(1, 6), min_size=1, max_size=3))) for _ in range(ntensors)]
+    itemsizes = [data.draw(st.sampled_from([1, 2, 4, 2**62])) for _ in range(ntensors)]
+    rows = []
+    for _ in range(data.draw(st.integers(0, 6))):
+        t = data.draw(st.integers(0, ntensors - 1))
+        ndim = data.draw(st.sampled_from([len(shapes[t]), len(shapes[t]), 1, 2]))
+        offset = tuple(data.draw(st.integers(0, 6)) for _ in range(ndim))
+        shape = tuple(data.draw(st.integers(0, 6)) for _ in range(ndim))
+        volume = itemsizes[t]
+        for extent in shape:
+            volume *= extent
+        nbytes = data.draw(st.sampled_from([volume, volume + 1, 2**64 - 1])) % 2**64
+        rows.append((t, offset, shape, nbytes))
+    table = _native.pack_fragments(
+        shapes,
+        [r[0] for r in rows],
+        [r[1] for r in rows],
+        [r[2] for r in rows],
+        [(0, 0, 0, 0)] * len(rows),
+        [r[3] for r in rows],
+    )
+    assert table.bad_geometry(itemsizes) == _geometry_oracle(shapes, itemsizes, rows)
+
+
+def test_bad_geometry_argument_errors() -> None:
+    table = _native.pack_fragments([(4,)], [0], [(0,)], [(4,)], [(0, 0, 0, 0)], [4])
+    assert table.bad_geometry([1]) == -1
+    assert table.bad_geometry((2,)) == 0
+    with pytest.raises(ValueError, match="one entry per tensor"):
+        table.bad_geometry([1, 1])
+    with pytest.raises(ValueError):
+        table.bad_geometry([0])
+    with pytest.raises(ValueError):
+        table.bad_geometry([2**64])
+    with pytest.raises(TypeError):
+        table.bad_geometry(["1"])
+    with pytest.raises(TypeError):
+        table.bad_geometry(5)
+
+
+# ---- a larger deterministic layout --------------------------------------------------------------
+
+
+def test_many_experts_layout_assembles_like_the_oracle() -> None:
+    """An EP x TP expert layout with 96 tensors: memo hits, several parts, sorted output."""
+    from layout_model import AxisSpec, Coord, FragmentSpec, TensorSpec, full_participants
+
+    participants = full_participants(4, 1, 2, 1)
+    tensors = []
+    fragments = []
+    for expert in range(48):
+        for matrix, (shape, dim) in {"w1": ((8, 12), 0), "w2": ((12, 8), 1)}.items():
+            tensor_id = f"experts.{expert}.{matrix}"
+            tensors.append(
+                TensorSpec(tensor_id, shape, (AxisSpec("ownership", "ep"), AxisSpec("split", "tp", dim)), expert_id=expert)
+            )
+            for tp in range(4):
+                step = shape[dim] // 4
+                offset = tuple(tp * step if d == dim else 0 for d in range(2))
+                local = tuple(step if d == dim else shape[d] for d in range(2))
+                fragments.append(FragmentSpec(tensor_id, offset, local, Coord(tp=tp, ep=expert % 2)))
+    layout = Layout(sizes=(4, 1, 2, 1), participants=participants, tensors=tuple(tensors), fragments=tuple(fragments))
+    placement = _check_verdict(layout)
+    assert placement is not None
+    assert len(placement.fragments) == 48 * 2 * 4
+    # one fragment moved to the other EP owner: the memo must not hide it
+    bad = list(fragments)
+    bad[-1] = dataclasses.replace(bad[-1], rank=Coord(tp=bad[-1].rank.tp, ep=1 - bad[-1].rank.ep))
+    assert _check_verdict(dataclasses.replace(layout, fragments=tuple(bad))) is None
