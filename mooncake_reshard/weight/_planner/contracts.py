@@ -683,8 +683,9 @@ def _trusted_logical_plan(
 
     The planner builds operations from the placements' (or the rebuilt manifest's) own
     fragments, proves exact cover and every limit in the kernel, and projects executors from
-    the parts; only the operation views are derived here. ``dataclasses.replace``, ``copy`` and
-    unpickling of the result run the full ``__post_init__``."""
+    the parts (distinct ranks, so distinct executor keys); the operation views are derived on
+    first use (``_views``). ``dataclasses.replace``, ``copy`` and unpickling of the result run
+    the full ``__post_init__``."""
     plan: LogicalTransferPlan = _new_object(LogicalTransferPlan)
     _set_attr(
         plan,
@@ -704,7 +705,6 @@ def _trusted_logical_plan(
             "source_manifest_identity": None if source_manifest is None else source_manifest.manifest_identity,
         },
     )
-    _set_attr(plan, "_operation_views", build_operation_views(operations, source_executors, target_executors))
     return plan
 
 

@@ -5,6 +5,8 @@ groups, one C call for overlaps and region geometry, operation order, executor p
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import chain
+from operator import attrgetter
 from typing import Any, Optional
 
 from ..placement import WeightPlacementManifest
@@ -14,9 +16,9 @@ from .contracts import (
     LogicalTransferPlan,
     PlacementExecutorPlan,
     PlanningLimits,
+    TransferRegion,
     _trusted_executor,
     _trusted_logical_plan,
-    _trusted_region,
 )
 from .geometry import FragmentBoxes, plan_overlap_regions
 from .ownership import (
@@ -28,6 +30,16 @@ from .ownership import (
 )
 
 __all__ = ["plan_logical_transfer", "project_executors"]
+
+_chain = chain.from_iterable
+_placement_fragment_id = attrgetter("placement_fragment_id")
+_tensor_id = attrgetter("tensor_id")
+_rank_dp = attrgetter("rank.dp")
+_global_offset = attrgetter("global_offset")
+_local_shape = attrgetter("local_shape")
+_nbytes = attrgetter("nbytes")
+_new_object = object.__new__
+_set_attr = object.__setattr__
 
 
 def _ids(values: Any) -> str:
@@ -146,52 +158,49 @@ def plan_logical_transfer(
         dp_owners = dp_owned_source_owners(source_tensors, source_fragments)
         complete_ranks = sorted(complete)
 
-    # Targets in fragment-id order. One pass stops at the first target whose tensor cannot be
-    # planned (its error is raised after the kernel has processed the targets before it),
-    # assigns each target its cover and packs it for the kernel.
-    targets = sorted(target_fragments, key=lambda fragment: fragment.placement_fragment_id)
+    # Targets in fragment-id order. The first target whose tensor cannot be planned stops the
+    # pass (its error is raised after the kernel has processed the targets before it); every
+    # target before it gets its cover and is packed for the kernel. The per-fragment work runs
+    # as C-level maps and comprehensions; tensors are visited once, in first-occurrence order.
+    targets = sorted(target_fragments, key=_placement_fragment_id)
+    target_tids = list(map(_tensor_id, targets))
     stop_error: Optional[str] = None
-    tensor_state: dict[str, tuple[int, bool]] = {}  # tensor id -> (kernel tensor index, routed by owner)
+    stop = len(targets)
+    tensor_index: dict[str, int] = {}
+    tensor_routed: dict[str, bool] = {}  # routed by its (DP) owner rather than by target DP rank
     tensor_ndim: list[int] = []
     tensor_itemsize: list[int] = []
-    replica_count = len(complete_ranks)
-    needed: dict[tuple[str, Optional[int]], int] = {}
-    target_cover: list[int] = []
-    t_tensor: list[int] = []
-    t_offsets: list[int] = []
-    t_shapes: list[int] = []
-    t_nbytes: list[int] = []
-    stop = len(targets)
-    for index, fragment in enumerate(targets):
-        tensor_id = fragment.tensor_id
-        state = tensor_state.get(tensor_id)
-        if state is None:
-            source_tensor = source_tensors.get(tensor_id)
-            target_tensor = target_tensors[tensor_id]
-            if source_tensor is None:
-                stop_error = f"missing source tensor: {tensor_id}"
-            else:
-                stop_error = _compatibility_error(source_tensor, target_tensor)
-            if stop_error is not None:
-                stop = index
-                break
-            state = (len(tensor_ndim), stored or is_dp_owned(source_tensor))  # type: ignore[arg-type]
-            tensor_state[tensor_id] = state
-            tensor_ndim.append(len(target_tensor.global_shape))
-            tensor_itemsize.append(target_tensor.itemsize)
-        if state[1]:
-            key: tuple[str, Optional[int]] = (tensor_id, None)
+    for tensor_id in dict.fromkeys(target_tids):
+        source_tensor = source_tensors.get(tensor_id)
+        target_tensor = target_tensors[tensor_id]
+        if source_tensor is None:
+            stop_error = f"missing source tensor: {tensor_id}"
         else:
-            key = (tensor_id, complete_ranks[fragment.rank.dp % replica_count])
-        cover = needed.get(key)
-        if cover is None:
-            cover = needed[key] = len(needed)
-        target_cover.append(cover)
-        t_tensor.append(state[0])
-        t_offsets.extend(fragment.global_offset)
-        t_shapes.extend(fragment.local_shape)
-        t_nbytes.append(fragment.nbytes)
+            stop_error = _compatibility_error(source_tensor, target_tensor)
+        if stop_error is not None:
+            stop = target_tids.index(tensor_id)
+            break
+        tensor_index[tensor_id] = len(tensor_ndim)
+        tensor_routed[tensor_id] = stored or is_dp_owned(source_tensor)  # type: ignore[arg-type]
+        tensor_ndim.append(len(target_tensor.global_shape))
+        tensor_itemsize.append(target_tensor.itemsize)
     processed = targets[:stop]
+    del target_tids[stop:]
+    if all(tensor_routed.values()):
+        keys: list[tuple[str, Optional[int]]] = [(tensor_id, None) for tensor_id in target_tids]
+    else:
+        replica_count = len(complete_ranks)
+        keys = [
+            (tensor_id, None) if tensor_routed[tensor_id] else (tensor_id, complete_ranks[dp % replica_count])
+            for tensor_id, dp in zip(target_tids, map(_rank_dp, processed))
+        ]
+    needed: dict[tuple[str, Optional[int]], int] = {}
+    claim = needed.setdefault
+    target_cover = [claim(key, len(needed)) for key in keys]
+    t_tensor = [tensor_index[tensor_id] for tensor_id in target_tids]
+    t_offsets = list(_chain(map(_global_offset, processed)))
+    t_shapes = list(_chain(map(_local_shape, processed)))
+    t_nbytes = list(map(_nbytes, processed))
 
     # Step 4: candidate groups and their eligible representatives per cover.
     needed_tensors = {key[0] for key in needed}
@@ -255,7 +264,7 @@ def plan_logical_transfer(
         for fragment in cover_list:
             cover_members.append(len(source_objects))
             source_objects.append(fragment)
-            s_tensor.append(tensor_state[fragment.tensor_id][0])
+            s_tensor.append(tensor_index[fragment.tensor_id])
             s_offsets.extend(fragment.global_offset)
             s_shapes.extend(fragment.local_shape)
             s_nbytes.append(fragment.nbytes)
@@ -287,21 +296,36 @@ def plan_logical_transfer(
         raise ValueError(stop_error)
 
     # Steps 5.8 and 6: regions (already in final order) built through the trusted path.
+    new_region = _new_object
+    set_dict = _set_attr
+    region_type = TransferRegion
     operations = []
-    used_sources: set[str] = set()
-    used_targets: set[str] = set()
+    append = operations.append
     for record in records:
-        source = source_objects[record[0]]
         target = processed[record[1]]
-        operations.append(
-            _trusted_region(
-                target.tensor_id, source, target, record[2], record[3], record[4], record[5],
-                record[6], record[7], record[8], record[9],
-            )
+        region = new_region(region_type)
+        set_dict(
+            region,
+            "__dict__",
+            {
+                "tensor_id": target.tensor_id,
+                "source": source_objects[record[0]],
+                "target": target,
+                "overlap_offset": record[2],
+                "overlap_shape": record[3],
+                "source_base_offset": record[4],
+                "target_base_offset": record[5],
+                "inner_bytes": record[6],
+                "outer_loop_counts": record[7],
+                "source_strides": record[8],
+                "target_strides": record[9],
+            },
         )
-        used_targets.add(target.placement_fragment_id)
-        if placed:
-            used_sources.add(source.placement_fragment_id)
+        append(region)
+    used_targets = {processed[index].placement_fragment_id for index in {record[1] for record in records}}
+    used_sources: set[str] = set()
+    if placed:
+        used_sources = {source_objects[index].placement_fragment_id for index in {record[0] for record in records}}
 
     # Step 7: executor projections.
     target_executors = project_executors(target_placement, used_targets, "target", target_participants)

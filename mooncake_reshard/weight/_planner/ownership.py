@@ -8,6 +8,7 @@ test collapses identical geometry first and then runs the exact-cover kernel, ba
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import Any, Optional
 
 from ..types import OwnershipAxis, PlacementFragment, TensorDescriptor
@@ -24,6 +25,12 @@ __all__ = [
 ]
 
 Box = tuple[tuple[int, ...], tuple[int, ...]]
+
+_tensor_id = attrgetter("tensor_id")
+_rank = attrgetter("rank")
+_rank_dp = attrgetter("rank.dp")
+_global_offset = attrgetter("global_offset")
+_local_shape = attrgetter("local_shape")
 
 
 def owner_kinds(tensor: TensorDescriptor) -> tuple[str, ...]:
@@ -77,25 +84,39 @@ OwnerGroups = dict[RuntimeTensorOwner, dict[Box, None]]
 def _owner_boxes(
     tensors: dict[str, TensorDescriptor], fragments: Sequence[Any], dp_owned: dict[str, bool]
 ) -> dict[tuple[str, int], OwnerGroups]:
-    """One pass: (tensor id, dp rank or -1 for DP-owned tensors) -> owner -> collapsed boxes."""
-    kinds_of: dict[str, tuple[str, ...]] = {}
+    """One pass: (tensor id, dp rank or -1 for DP-owned tensors) -> owner -> collapsed boxes.
+
+    Owners are derived once per (owner kinds, DP ownership, rank object): fragments of one part
+    share few rank objects, which stay alive (held by the fragments) for the whole pass."""
+    tensor_class: dict[str, int] = {}
+    classes: dict[tuple[tuple[str, ...], bool], int] = {}
+    class_kinds: list[tuple[tuple[str, ...], bool]] = []
+    caches: list[dict[int, tuple[RuntimeTensorOwner, int]]] = []
     table: dict[tuple[str, int], OwnerGroups] = {}
-    for fragment in fragments:
-        tensor_id = fragment.tensor_id
-        kinds = kinds_of.get(tensor_id)
-        if kinds is None:
+    get_class = tensor_class.get
+    for tensor_id, rank, geometry in zip(
+        map(_tensor_id, fragments),
+        map(_rank, fragments),
+        zip(map(_global_offset, fragments), map(_local_shape, fragments)),
+    ):
+        index = get_class(tensor_id)
+        if index is None:
             tensor = tensors.get(tensor_id)
-            kinds = kinds_of[tensor_id] = owner_kinds(tensor) if tensor is not None else ()
-        rank = fragment.rank
-        owner = tuple((kind, getattr(rank, kind)) for kind in kinds) if kinds else ()
-        key = (tensor_id, -1 if dp_owned.get(tensor_id, False) else rank.dp)
-        groups = table.get(key)
-        if groups is None:
-            groups = table[key] = {}
-        boxes = groups.get(owner)
-        if boxes is None:
-            boxes = groups[owner] = {}
-        boxes[(fragment.global_offset, fragment.local_shape)] = None
+            kinds = owner_kinds(tensor) if tensor is not None else ()
+            signature = (kinds, dp_owned.get(tensor_id, False))
+            index = classes.get(signature)
+            if index is None:
+                index = classes[signature] = len(class_kinds)
+                class_kinds.append(signature)
+                caches.append({})
+            tensor_class[tensor_id] = index
+        cache = caches[index]
+        entry = cache.get(id(rank))
+        if entry is None:
+            kinds, owned = class_kinds[index]
+            owner = tuple((kind, getattr(rank, kind)) for kind in kinds) if kinds else ()
+            entry = cache[id(rank)] = (owner, -1 if owned else rank.dp)
+        table.setdefault((tensor_id, entry[1]), {}).setdefault(entry[0], {})[geometry] = None
     return table
 
 
@@ -119,7 +140,7 @@ def check_target_coverage(tensors: dict[str, TensorDescriptor], fragments: Seque
     """Target coverage for non-local planning (spec §11.2)."""
     if not fragments:
         raise ValueError("target manifests have no fragments")
-    dp_ranks = sorted({fragment.rank.dp for fragment in fragments})
+    dp_ranks = sorted(set(map(_rank_dp, fragments)))
     dp_owned = _dp_owned_map(tensors)
     table = _owner_boxes(tensors, fragments, dp_owned)
     # One entry per (tensor, dp) check in reporting order; each owns a run of containers.
@@ -150,7 +171,7 @@ def complete_parallel_source_replicas(
     plain = sorted(tensor_id for tensor_id, owned in dp_owned.items() if not owned)
     if not plain:
         return {}
-    dp_ranks = sorted({fragment.rank.dp for fragment in fragments})
+    dp_ranks = sorted(set(map(_rank_dp, fragments)))
     table = _owner_boxes(tensors, fragments, dp_owned)
     containers: list[Box] = []
     boxes: list[list[Box]] = []
