@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import copyreg
+import copy
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Optional
@@ -25,17 +25,19 @@ _OWNER_MESSAGE = "runtime binding evidence must not retain allocation owners"
 _U64_MAX = (1 << 64) - 1
 
 
-def _reduce_mapping_proxy(proxy: MappingProxyType) -> tuple[Any, ...]:  # type: ignore[type-arg]
-    return (MappingProxyType, (dict(proxy),))
+def _deepcopy_mapping_proxy(proxy: MappingProxyType, memo: dict[int, Any]) -> MappingProxyType:  # type: ignore[type-arg]
+    return MappingProxyType(copy.deepcopy(dict(proxy), memo))
 
 
-# ``dataclasses.asdict`` deep-copies non-dataclass field values; a ``MappingProxyType`` (the
-# attestation's two read-only maps, spec §9.2) cannot be copied by default, which would make
-# ``asdict`` fail on attestations, executors and whole transfer plans (spec §1.2 requires it to
-# work). Register a reducer so copies rebuild a read-only proxy over a copied dict. Attestation
-# pickling does not use it: its state is ``(placement, evidence)`` and the maps are rebuilt.
-if MappingProxyType not in copyreg.dispatch_table:
-    copyreg.pickle(MappingProxyType, _reduce_mapping_proxy)
+# ``dataclasses.asdict`` deep-copies non-dataclass field values, and a ``MappingProxyType`` (the
+# attestation's two read-only maps, spec §9.2) cannot be deep-copied by default, which would make
+# ``asdict`` fail on attestations, executors and whole transfer plans (spec §1.2: ``asdict`` works
+# on every type). Teach ``copy.deepcopy`` alone to rebuild a read-only proxy over a deep-copied
+# dict; pickling (``copyreg``) of mapping proxies is left untouched process-wide. Attestation
+# pickling never needs it: its state is ``(placement, evidence)`` and the maps are rebuilt.
+_DEEPCOPY_DISPATCH = getattr(copy, "_deepcopy_dispatch", None)
+if isinstance(_DEEPCOPY_DISPATCH, dict):
+    _DEEPCOPY_DISPATCH.setdefault(MappingProxyType, _deepcopy_mapping_proxy)
 
 
 def _owner_free(fragment: RuntimeBindingFragment) -> RuntimeBindingFragment:
@@ -72,7 +74,7 @@ class RuntimeBindingEvidence:
         fragments = tuple(self.fragments)
         object.__setattr__(self, "fragments", fragments)
         _require_owner_free(fragments)
-        binding = self.to_binding()
+        binding = _binding_of(self)
         object.__setattr__(self, "fragments", binding.fragments)
 
     @classmethod
@@ -152,7 +154,7 @@ class RuntimeBindingAttestation:
             raise ValueError("runtime attestation evidence is invalid")
         _require_owner_free(evidence.fragments)
         if not validated:
-            validate_runtime_binding(placement, evidence.to_binding() if binding is None else binding)
+            validate_runtime_binding(placement, _binding_of(evidence) if binding is None else binding)
         part = placement._part_index().get(evidence.participant_id)
         placement_by_id: dict[PlacementFragmentId, PlacementFragment] = {}
         if part is not None:
@@ -211,6 +213,69 @@ class RuntimeBindingAttestation:
         return self.__dict__["_binding_dict"][placement_fragment_id]
 
 
+_HEX = frozenset("0123456789abcdef")
+
+
+def _normalised_fragments(fragments: Any) -> bool:
+    """True for a tuple of exact ``RuntimeBindingFragment``s strictly sorted by placement
+    fragment id with distinct runtime ids: what ``WeightRuntimeBindingManifest`` normalises to."""
+    if type(fragments) is not tuple:
+        return False
+    previous = ""
+    runtime_ids: set[str] = set()
+    for fragment in fragments:
+        if type(fragment) is not RuntimeBindingFragment:
+            return False
+        pfid = fragment.placement_fragment_id
+        runtime_id = fragment.fragment_id
+        if type(pfid) is not str or pfid <= previous or runtime_id in runtime_ids:
+            return False
+        previous = pfid
+        runtime_ids.add(runtime_id)
+    return True
+
+
+def _valid_scalars(value: Any) -> bool:
+    """True when the binding-shaped ``value`` passes the scalar checks of
+    ``WeightRuntimeBindingManifest.__post_init__``."""
+    for text in (
+        value.resource_id,
+        value.placement_id,
+        value.instance_id,
+        value.lease_id,
+        value.revision,
+        value.participant_id,
+    ):
+        if type(text) is not str or not text:
+            return False
+    digest = value.placement_digest
+    if type(digest) is not str or len(digest) != 64 or not _HEX.issuperset(digest):
+        return False
+    generation = value.generation
+    return type(generation) is int and 0 <= generation <= _U64_MAX
+
+
+def _binding_of(evidence: RuntimeBindingEvidence) -> WeightRuntimeBindingManifest:
+    """``evidence.to_binding()``: built directly when the evidence already has the exact
+    normalised, valid shape the manifest constructor would accept and produce; otherwise
+    through the constructor (which raises its own messages)."""
+    fragments = evidence.fragments
+    if not _normalised_fragments(fragments) or not _valid_scalars(evidence):
+        return evidence.to_binding()
+    binding: WeightRuntimeBindingManifest = object.__new__(WeightRuntimeBindingManifest)
+    state = binding.__dict__
+    state["resource_id"] = evidence.resource_id
+    state["placement_id"] = evidence.placement_id
+    state["placement_digest"] = evidence.placement_digest
+    state["instance_id"] = evidence.instance_id
+    state["generation"] = evidence.generation
+    state["lease_id"] = evidence.lease_id
+    state["revision"] = evidence.revision
+    state["participant_id"] = evidence.participant_id
+    state["fragments"] = fragments
+    return binding
+
+
 def _evidence_from_validated(binding: WeightRuntimeBindingManifest) -> RuntimeBindingEvidence:
     """Trusted ``RuntimeBindingEvidence.from_binding`` for a binding that
     ``validate_runtime_binding`` has just accepted: the evidence holds exactly the binding's
@@ -218,28 +283,9 @@ def _evidence_from_validated(binding: WeightRuntimeBindingManifest) -> RuntimeBi
     skipped. Owner-free fragments are shared; others are copied without their owner. The
     scalar checks a forged (``object.__setattr__``) binding could evade are repeated here."""
     fragments = binding.fragments
-    if type(fragments) is not tuple:
+    if not _normalised_fragments(fragments) or not _valid_scalars(binding):
         return RuntimeBindingEvidence.from_binding(binding)
-    previous = ""
-    owned = False
-    runtime_ids: set[str] = set()
-    for fragment in fragments:
-        if type(fragment) is not RuntimeBindingFragment:
-            return RuntimeBindingEvidence.from_binding(binding)
-        pfid = fragment.placement_fragment_id
-        if pfid <= previous or fragment.fragment_id in runtime_ids:
-            return RuntimeBindingEvidence.from_binding(binding)
-        previous = pfid
-        runtime_ids.add(fragment.fragment_id)
-        if fragment.owner is not None:
-            owned = True
-    generation = binding.generation
-    if type(generation) is not int or generation < 0 or generation > _U64_MAX:
-        return RuntimeBindingEvidence.from_binding(binding)
-    for value in (binding.instance_id, binding.lease_id, binding.participant_id):
-        if type(value) is not str or not value:
-            return RuntimeBindingEvidence.from_binding(binding)
-    if owned:
+    if any(fragment.owner is not None for fragment in fragments):
         fragments = tuple(_owner_free(fragment) for fragment in fragments)
     evidence: RuntimeBindingEvidence = object.__new__(RuntimeBindingEvidence)
     state = evidence.__dict__
@@ -249,7 +295,7 @@ def _evidence_from_validated(binding: WeightRuntimeBindingManifest) -> RuntimeBi
     state["placement_digest"] = binding.placement_digest
     state["instance_id"] = binding.instance_id
     state["participant_id"] = binding.participant_id
-    state["generation"] = generation
+    state["generation"] = binding.generation
     state["lease_id"] = binding.lease_id
     state["fragments"] = fragments
     return evidence

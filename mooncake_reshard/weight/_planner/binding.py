@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, Iterable, Optional, Sequence
 
 from ..binding import validate_runtime_binding
@@ -291,11 +292,38 @@ def _tensor_map(tensors: Iterable[Any]) -> dict[str, Any]:
     return mapping
 
 
+# Logical plans whose target-side self-checks passed: id -> (weak reference, the exact field
+# objects the checks read). A plan is rechecked unless it is that very object with those very
+# (immutable) field values, i.e. unless the check has already been proven for it.
+_RECHECKED: dict[int, tuple[Any, tuple[Any, ...]]] = {}
+
+
+def _recheck_signature(plan: LogicalTransferPlan) -> tuple[Any, ...]:
+    return (plan.target_placement, plan.operations, plan.target_executors, plan.target_tensors)
+
+
+def _forget_recheck(key: int, ref: Any) -> None:
+    entry = _RECHECKED.get(key)
+    if entry is not None and entry[0] is ref:
+        del _RECHECKED[key]
+
+
 def _recheck_logical_target(plan: LogicalTransferPlan) -> None:
     """The logical target-side self-checks of spec §11.6 (step 2 of §12.1)."""
     from .validation import validate_logical_target_coverage
 
+    key = id(plan)
+    signature = _recheck_signature(plan)
+    entry = _RECHECKED.get(key)
+    if (
+        entry is not None
+        and entry[0]() is plan
+        and all(known is current for known, current in zip(entry[1], signature))
+    ):
+        return
     validate_logical_target_coverage(plan)
+    ref = weakref.ref(plan, lambda dead, key=key: _forget_recheck(key, dead))
+    _RECHECKED[key] = (ref, signature)
 
 
 def _bind_side(
@@ -367,6 +395,8 @@ def _validate_bindings_together(
         attestation = _cached_attestation(placement, binding)
         if attestation is None:
             validate_runtime_address_ranges(_binding_views(placement, binding))
+            # Remember the proof (also for bindings that are validated but not kept).
+            attestation = RuntimeBindingAttestation._from_validated(placement, binding)
         proven.append(attestation)
         instances.setdefault(binding.instance_id, []).append(binding)
     for members in instances.values():

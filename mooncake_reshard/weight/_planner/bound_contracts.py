@@ -85,24 +85,49 @@ class RuntimeFragmentSnapshot:
         lease_generation: int,
     ) -> RuntimeFragmentSnapshot:
         """Snapshot of a placement fragment and its (evidence) runtime fragment."""
-        return cls(
-            placement_fragment_id=placement_fragment.placement_fragment_id,
-            fragment_id=runtime_fragment.fragment_id,
-            tensor_id=placement_fragment.tensor_id,
-            global_offset=placement_fragment.global_offset,
-            local_shape=placement_fragment.local_shape,
-            address=runtime_fragment.address,
-            nbytes=runtime_fragment.nbytes,
-            worker_id=runtime_fragment.worker_id,
-            endpoint=runtime_fragment.endpoint,
-            device=runtime_fragment.device,
-            itemsize=runtime_fragment.itemsize,
-            strides_bytes=runtime_fragment.strides_bytes,
-            storage_address=runtime_fragment.storage_address,
-            storage_nbytes=runtime_fragment.storage_nbytes,
-            storage_offset_bytes=runtime_fragment.storage_offset_bytes,
-            lease_generation=lease_generation,
-        )
+        state = _snapshot_state(placement_fragment, runtime_fragment, lease_generation)
+        if cls is not RuntimeFragmentSnapshot:
+            return cls(**state)
+        # The dataclass has no validation: setting the field dict is exactly ``__init__``.
+        snapshot: RuntimeFragmentSnapshot = object.__new__(cls)
+        snapshot.__dict__.update(state)
+        return snapshot
+
+
+def _snapshot_state(placement_fragment: Any, runtime_fragment: Any, lease_generation: int) -> dict[str, Any]:
+    """The field dict (in field order) of the snapshot of an attested pair."""
+    return {
+        "placement_fragment_id": placement_fragment.placement_fragment_id,
+        "fragment_id": runtime_fragment.fragment_id,
+        "tensor_id": placement_fragment.tensor_id,
+        "global_offset": placement_fragment.global_offset,
+        "local_shape": placement_fragment.local_shape,
+        "address": runtime_fragment.address,
+        "nbytes": runtime_fragment.nbytes,
+        "worker_id": runtime_fragment.worker_id,
+        "endpoint": runtime_fragment.endpoint,
+        "device": runtime_fragment.device,
+        "itemsize": runtime_fragment.itemsize,
+        "strides_bytes": runtime_fragment.strides_bytes,
+        "storage_address": runtime_fragment.storage_address,
+        "storage_nbytes": runtime_fragment.storage_nbytes,
+        "storage_offset_bytes": runtime_fragment.storage_offset_bytes,
+        "lease_generation": lease_generation,
+    }
+
+
+def _snapshot_matches(snapshot: Any, expected: dict[str, Any]) -> bool:
+    """``snapshot == RuntimeFragmentSnapshot(**expected)`` without building the latter (dataclass
+    equality: same exact class, field values equal in order)."""
+    if type(snapshot) is not RuntimeFragmentSnapshot:
+        return False
+    state = snapshot.__dict__
+    if state == expected:
+        return True
+    if len(state) == len(expected):
+        return False  # same key count (the 16 fields): some field value differs
+    # Extra non-field attributes on the snapshot: compare the fields only.
+    return all(name in state and state[name] == value for name, value in expected.items())
 
 
 @dataclass(frozen=True)
@@ -208,37 +233,84 @@ def _attested_snapshots(attestation: RuntimeBindingAttestation, worker_id: str) 
 
 class _AttestedView:
     """Everything the plan checks derive from one attestation, computed once per attestation
-    (cached on it, see ``_attestation_cache``)."""
+    (cached on it): expected snapshot field dicts instead of snapshot objects."""
 
-    __slots__ = ("placement", "evidence", "key_base", "part_rank", "generation", "snapshot_by_pfid",
-                 "snapshots_by_worker", "ids_by_worker", "evidence_ids_by_worker")
+    __slots__ = ("placement", "evidence", "key_base", "part_rank", "generation", "expected_by_pfid",
+                 "rows_by_worker", "ids_by_worker", "evidence_ids_by_worker", "objects_by_worker", "_objects_by_pfid")
+
+    def object_by_pfid(self) -> dict[str, RuntimeFragmentSnapshot]:
+        """The attested snapshot objects by placement fragment id (empty when none was built)."""
+        table = self._objects_by_pfid
+        if table is None:
+            table = {}
+            for snapshots in (self.objects_by_worker or {}).values():
+                for snapshot in snapshots:
+                    table[snapshot.placement_fragment_id] = snapshot
+            self._objects_by_pfid = table
+        return table
 
     def __init__(self, attestation: RuntimeBindingAttestation) -> None:
-        evidence = attestation.evidence
-        placement = attestation.placement
-        self.placement = placement
-        self.evidence = evidence
-        self.key_base = _attested_key_base(attestation)
-        self.part_rank = _attestation_cache(
-            attestation, "part_rank", lambda: _part_ranks(placement).get(evidence.participant_id)
+        state = attestation.__dict__
+        evidence = self.evidence = state["evidence"]
+        placement = self.placement = state["placement"]
+        participant_id = evidence.participant_id
+        self.key_base = (
+            evidence.instance_id,
+            placement.placement_id,
+            participant_id,
+            placement.digest,
+            evidence.lease_id,
         )
-        self.generation = evidence.generation
-        snapshot_by_pfid: dict[str, RuntimeFragmentSnapshot] = {}
-        snapshots_by_worker: dict[str, tuple[RuntimeFragmentSnapshot, ...]] = {}
-        ids_by_worker: dict[str, tuple[str, ...]] = {}
+        part = placement._part_index().get(participant_id)
+        self.part_rank = None if part is None else part.rank
+        generation = self.generation = evidence.generation
+        placement_by_id = state["_placement_dict"]
+        expected_by_pfid: dict[str, dict[str, Any]] = {}
+        rows: dict[str, list[tuple[str, dict[str, Any]]]] = {}
         evidence_ids: dict[str, list[str]] = {}
-        for fragment in evidence.fragments:
-            evidence_ids.setdefault(fragment.worker_id, []).append(fragment.fragment_id)
-        for worker_id in evidence_ids:
-            snapshots = _attested_snapshots(attestation, worker_id)
-            snapshots_by_worker[worker_id] = snapshots
-            ids_by_worker[worker_id] = tuple(snapshot.fragment_id for snapshot in snapshots)
-            for snapshot in snapshots:
-                snapshot_by_pfid[snapshot.placement_fragment_id] = snapshot
-        self.snapshot_by_pfid = snapshot_by_pfid
-        self.snapshots_by_worker = snapshots_by_worker
+        complete = True
+        for runtime_fragment in evidence.fragments:
+            worker_id = runtime_fragment.worker_id
+            fragment_id = runtime_fragment.fragment_id
+            placement_fragment = placement_by_id.get(runtime_fragment.placement_fragment_id)
+            if placement_fragment is None:
+                complete = False
+                evidence_ids.setdefault(worker_id, []).append(fragment_id)
+                continue
+            evidence_ids.setdefault(worker_id, []).append(fragment_id)
+            expected = _snapshot_state(placement_fragment, runtime_fragment, generation)
+            expected_by_pfid[runtime_fragment.placement_fragment_id] = expected
+            bucket = rows.get(worker_id)
+            if bucket is None:
+                rows[worker_id] = [(fragment_id, expected)]
+            else:
+                bucket.append((fragment_id, expected))
+        rows_by_worker: dict[str, tuple[tuple[str, dict[str, Any]], ...]] = {}
+        ids_by_worker: dict[str, tuple[str, ...]] = {}
+        for worker_id, items in rows.items():
+            if len(items) > 1:
+                items.sort(key=_first)
+            rows_by_worker[worker_id] = tuple(items)
+            ids_by_worker[worker_id] = tuple([item[0] for item in items])
+        self.expected_by_pfid = expected_by_pfid
+        self.rows_by_worker = rows_by_worker
         self.ids_by_worker = ids_by_worker
-        self.evidence_ids_by_worker = {worker: tuple(sorted(ids)) for worker, ids in evidence_ids.items()}
+        # Runtime ids are distinct within a binding, so when every evidence fragment has its
+        # placement entry the sorted evidence ids per worker are exactly ``ids_by_worker``.
+        self.evidence_ids_by_worker = (
+            ids_by_worker
+            if complete
+            else {worker: tuple(sorted(ids)) for worker, ids in evidence_ids.items()}
+        )
+        # The attested snapshot objects, when binding already built them (identity fast path).
+        self.objects_by_worker: Optional[dict[str, tuple[RuntimeFragmentSnapshot, ...]]] = _attestation_values(
+            attestation
+        ).get("snapshots_by_worker")
+        self._objects_by_pfid: Optional[dict[str, RuntimeFragmentSnapshot]] = None
+
+
+def _first(item: tuple[str, Any]) -> str:
+    return item[0]
 
 
 def _attested_view(attestation: RuntimeBindingAttestation) -> _AttestedView:
@@ -494,17 +566,22 @@ class TransferPlan:
                 raise ValueError(f"{side} executor provenance differs from attestation")
             snapshots = executor.fragment_snapshots
             fragment_ids = executor.fragment_ids
-            if fragment_ids == view.ids_by_worker.get(worker_id):
-                rebuilt = view.snapshots_by_worker[worker_id]
+            objects = view.objects_by_worker
+            every = fragment_ids == view.ids_by_worker.get(worker_id)
+            if every and objects is not None:
+                # The attested snapshot objects themselves (equal tuples, usually identical).
+                if objects[worker_id] != snapshots:
+                    raise ValueError(f"{side} executor fragment provenance differs")
             else:
-                wanted = set(fragment_ids)
-                rebuilt = tuple(
-                    snapshot
-                    for snapshot in view.snapshots_by_worker.get(worker_id, ())
-                    if snapshot.fragment_id in wanted
-                )
-            if rebuilt != snapshots:
-                raise ValueError(f"{side} executor fragment provenance differs")
+                rows = view.rows_by_worker.get(worker_id, ())
+                if not every:
+                    wanted = set(fragment_ids)
+                    rows = tuple(row for row in rows if row[0] in wanted)
+                # The attested snapshots of the executor's fragments, compared field by field.
+                if len(rows) != len(snapshots) or not all(
+                    map(_snapshot_matches, snapshots, [row[1] for row in rows])
+                ):
+                    raise ValueError(f"{side} executor fragment provenance differs")
             for snapshot in snapshots:
                 if snapshot.fragment_id in snapshot_owner:
                     raise ValueError(f"{side} executor has duplicate fragment provenance")
@@ -525,9 +602,10 @@ class TransferPlan:
             # ``validates`` proved placement and binding fragment equal to the attested pair, so
             # the fragment's snapshot is the attested one when the lease generation agrees.
             view = _attested_view(fragment.attestation)
-            attested = view.snapshot_by_pfid.get(fragment.placement.placement_fragment_id)
+            pfid = fragment.placement.placement_fragment_id
+            attested = view.expected_by_pfid.get(pfid)
             if attested is not None and fragment.lease_generation == view.generation:
-                if attested is owned or attested == owned:
+                if owned is view.object_by_pfid().get(pfid) or _snapshot_matches(owned, attested):
                     continue
                 raise ValueError(f"{side} executor fragment provenance differs")
             if RuntimeFragmentSnapshot.from_fragment(fragment) != owned:
@@ -601,12 +679,18 @@ class TransferPlan:
         order: list[str] = []
         for participant in sorted(executor_participants):
             for fragment in parts[participant].fragments:
-                containers.append((fragment.global_offset, fragment.local_shape))
-                boxes.append(boxes_by_fragment.get((participant, fragment.placement_fragment_id), []))
+                offset = fragment.global_offset
+                shape = fragment.local_shape
+                members = boxes_by_fragment.get((participant, fragment.placement_fragment_id), [])
+                if len(members) == 1 and offset and members[0][0] == offset and members[0][1] == shape:
+                    continue  # one region equal to the whole (validated, non-empty) fragment box
+                containers.append((offset, shape))
+                boxes.append(members)
                 order.append(fragment.placement_fragment_id)
-        failed = exact_cover_failures(containers, boxes)
-        if failed is not None:
-            raise ValueError(f"bound target fragment is not fully covered: {order[failed]}")
+        if containers:
+            failed = exact_cover_failures(containers, boxes)
+            if failed is not None:
+                raise ValueError(f"bound target fragment is not fully covered: {order[failed]}")
 
     # -- pickling (spec §13) -------------------------------------------------------------
     def __getstate__(self) -> dict[str, Any]:

@@ -1,0 +1,400 @@
+"""Fast paths of runtime binding (issue 5): remembered attestations, trusted evidence and bound
+fragments, cached executor projections, attested-snapshot comparison in ``TransferPlan``.
+
+Each fast path must give exactly the value (or the error) of the slow path it replaces; no
+timing is asserted here."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import pickle
+from typing import Any
+
+import pytest
+
+from memory_executor import HostMemory, check_targets, execute, fill_placement, host_bindings, tp_placement
+from spec_helpers import raises
+
+from mooncake.reshard.weight import WeightRuntimeBindingManifest, validate_runtime_binding
+from mooncake.reshard.weight._planner.attestation import (
+    _ATTESTATION_SLOT,
+    _attest,
+    _binding_of,
+    _cached_attestation,
+    _evidence_from_validated,
+)
+from mooncake.reshard.weight._planner.binding import _build_executor_plans, _project_part
+from mooncake.reshard.weight._planner.bound_contracts import _snapshot_matches, _snapshot_state
+from mooncake.reshard.weight._planner.fragments import BoundWeightFragment
+from mooncake.reshard.weight.planner import (
+    RuntimeBindingAttestation,
+    RuntimeBindingEvidence,
+    RuntimeFragmentSnapshot,
+    TransferPlan,
+    bind_logical_transfer_plan,
+    plan_placement_transfer,
+)
+
+
+class World:
+    """TP2 x DP2 source -> TP3 target, bound to host memory."""
+
+    def __init__(self) -> None:
+        self.source = tp_placement(2, prefix="s", dp=2, shape=(4, 7))
+        self.target = tp_placement(3, prefix="t", shape=(4, 7))
+        self.logical = plan_placement_transfer(self.source, self.target)
+        self.memory = HostMemory()
+        self.source_bindings = host_bindings(self.source, self.memory, prefix="src")
+        self.target_bindings = host_bindings(self.target, self.memory, prefix="dst")
+        fill_placement(self.source, self.source_bindings, self.memory)
+
+    def bind(self, target: Any = None, source: Any = None) -> TransferPlan:
+        return bind_logical_transfer_plan(
+            self.logical,
+            self.target_bindings if target is None else target,
+            source_bindings=self.source_bindings if source is None else source,
+        )
+
+
+@pytest.fixture()
+def world() -> World:
+    return World()
+
+
+def _fresh(binding: WeightRuntimeBindingManifest) -> WeightRuntimeBindingManifest:
+    """An equal binding without any remembered attestation."""
+    return dataclasses.replace(binding)
+
+
+# ---------------------------------------------------------------------------------------
+# Remembered attestations
+
+
+def test_rebinding_reuses_the_remembered_attestation(world: World) -> None:
+    first = world.bind()
+    second = world.bind()
+    assert first == second
+    assert first.operations[0].target.attestation is second.operations[0].target.attestation
+    # A fresh, equal binding set gives an equal plan with new (equal) attestations.
+    fresh = world.bind(
+        target=tuple(_fresh(b) for b in world.target_bindings),
+        source=tuple(_fresh(b) for b in world.source_bindings),
+    )
+    assert fresh == first
+    assert fresh.operations[0].target.attestation is not first.operations[0].target.attestation
+    assert fresh.operations[0].target.attestation == first.operations[0].target.attestation
+    assert execute(second, world.memory) == second.total_bytes
+    assert check_targets(world.target, world.target_bindings, world.memory) == 4 * 7 * 2
+
+
+def test_remembered_attestation_is_per_placement_object(world: World) -> None:
+    binding = world.target_bindings[0]
+    attestation = _attest(world.target, binding)
+    assert _cached_attestation(world.target, binding) is attestation
+    other = copy.copy(world.target)  # equal placement, another object: no reuse
+    assert other == world.target
+    assert _cached_attestation(other, binding) is None
+    assert _attest(other, binding) == attestation
+    # A different placement never reuses the proof: the binding is validated (and rejected).
+    with pytest.raises(ValueError):
+        _attest(world.source, binding)
+
+
+def test_remembered_attestation_is_dropped_when_a_field_is_forged(world: World) -> None:
+    world.bind()
+    binding = world.target_bindings[0]
+    assert _cached_attestation(world.target, binding) is not None
+    object.__setattr__(binding, "lease_id", "")
+    assert _cached_attestation(world.target, binding) is None
+    with raises("lease_id must be a non-empty string"):
+        world.bind()
+
+
+def test_remembered_attestation_is_dropped_when_fragments_are_forged(world: World) -> None:
+    world.bind()
+    binding = world.target_bindings[0]
+    fragments = list(binding.fragments)
+    fragments[0] = dataclasses.replace(fragments[0], nbytes=fragments[0].nbytes + 2, storage_nbytes=1 << 30)
+    object.__setattr__(binding, "fragments", tuple(fragments))
+    assert _cached_attestation(world.target, binding) is None
+    with pytest.raises(ValueError, match="runtime binding byte size does not match placement"):
+        world.bind()
+
+
+def test_remembered_attestation_never_travels(world: World) -> None:
+    world.bind()
+    binding = world.target_bindings[0]
+    assert _ATTESTATION_SLOT in binding.__dict__
+    for clone in (pickle.loads(pickle.dumps(binding)), copy.copy(binding), copy.deepcopy(binding)):
+        assert clone == binding
+        assert _ATTESTATION_SLOT not in clone.__dict__
+    assert _ATTESTATION_SLOT not in dataclasses.asdict(binding)
+    assert _ATTESTATION_SLOT not in repr(binding)
+    assert _ATTESTATION_SLOT in binding.__dict__  # pickling did not drop it from the original
+
+
+def test_every_given_binding_is_still_validated(world: World) -> None:
+    world.bind()
+    # An unrequired but given binding that does not validate is rejected even after a
+    # successful bind of the others.
+    bad = dataclasses.replace(world.source_bindings[-1], revision="other")
+    with raises("placement and runtime binding revision differ"):
+        world.bind(source=world.source_bindings[:-1] + (bad,))
+
+
+# ---------------------------------------------------------------------------------------
+# Trusted evidence, bindings, bound fragments and snapshots equal the validated ones
+
+
+def test_trusted_evidence_equals_from_binding(world: World) -> None:
+    for binding in world.target_bindings + world.source_bindings:
+        trusted = _evidence_from_validated(binding)
+        assert trusted == RuntimeBindingEvidence.from_binding(binding)
+        assert type(trusted.fragments) is tuple
+        assert all(fragment.owner is None for fragment in trusted.fragments)
+        assert _binding_of(trusted) == trusted.to_binding() == binding
+
+
+def test_trusted_evidence_drops_owners(world: World) -> None:
+    owner = object()
+    binding = world.target_bindings[0]
+    owned = dataclasses.replace(
+        binding, fragments=tuple(dataclasses.replace(f, owner=owner) for f in binding.fragments)
+    )
+    trusted = _evidence_from_validated(owned)
+    assert trusted == RuntimeBindingEvidence.from_binding(owned)
+    assert all(fragment.owner is None for fragment in trusted.fragments)
+    plan = world.bind(target=(owned,) + world.target_bindings[1:])
+    assert all(op.target.binding.owner is None for op in plan.operations)
+
+
+def test_binding_of_forged_evidence_raises_the_constructor_messages(world: World) -> None:
+    evidence = RuntimeBindingEvidence.from_binding(world.target_bindings[0])
+    forged = copy.copy(evidence)
+    object.__setattr__(forged, "generation", -1)
+    with raises("generation must be at least 0"):
+        _binding_of(forged)
+    forged = copy.copy(evidence)
+    object.__setattr__(forged, "placement_digest", "A" * 64)
+    with raises("placement_digest must be a lowercase SHA-256 digest"):
+        _binding_of(forged)
+    forged = copy.copy(evidence)
+    object.__setattr__(forged, "fragments", evidence.fragments * 2)
+    with raises("duplicate placement fragment in runtime binding"):
+        _binding_of(forged)
+    attestation = RuntimeBindingAttestation(world.target, world.target_bindings[0])
+    with raises("generation must be at least 0"):
+        object.__setattr__(forged, "fragments", evidence.fragments)
+        object.__setattr__(forged, "generation", -1)
+        attestation.__setstate__((world.target, forged))
+
+
+def test_trusted_bound_fragments_pass_the_constructor(world: World) -> None:
+    plan = world.bind()
+    for op in plan.operations:
+        for fragment in (op.source, op.target):
+            rebuilt = BoundWeightFragment(
+                placement=fragment.placement,
+                binding=fragment.binding,
+                instance_id=fragment.instance_id,
+                runtime_lease_id=fragment.runtime_lease_id,
+                lease_generation=fragment.lease_generation,
+                owner=fragment.owner,
+                attestation=fragment.attestation,
+            )
+            assert rebuilt == fragment and rebuilt.attestation is fragment.attestation
+
+
+def test_snapshots_built_by_state_equal_the_constructor(world: World) -> None:
+    plan = world.bind()
+    for executor in plan.source_executors + plan.target_executors:
+        for snapshot in executor.fragment_snapshots:
+            built = RuntimeFragmentSnapshot(**{f.name: getattr(snapshot, f.name) for f in dataclasses.fields(snapshot)})
+            assert built == snapshot and built.__dict__ == snapshot.__dict__
+            assert _snapshot_matches(snapshot, dict(snapshot.__dict__))
+            changed = dict(snapshot.__dict__, address=snapshot.address + 2)
+            assert not _snapshot_matches(snapshot, changed)
+            extra = copy.copy(snapshot)
+            object.__setattr__(extra, "_note", 1)  # a non-field attribute does not matter
+            assert _snapshot_matches(extra, dict(snapshot.__dict__))
+            assert not _snapshot_matches(dataclasses.asdict(snapshot), dict(snapshot.__dict__))
+
+
+def test_snapshot_state_is_in_field_order(world: World) -> None:
+    plan = world.bind()
+    fragment = plan.operations[0].target
+    state = _snapshot_state(fragment.placement, fragment.binding, fragment.lease_generation)
+    assert list(state) == [f.name for f in dataclasses.fields(RuntimeFragmentSnapshot)]
+    assert RuntimeFragmentSnapshot.from_fragment(fragment) == RuntimeFragmentSnapshot(**state)
+
+
+# ---------------------------------------------------------------------------------------
+# Executor projections
+
+
+def _slow_projection(placement: Any, bindings: Any, side: str, selected: Any = None) -> tuple[Any, ...]:
+    out: list[Any] = []
+    seen: set[Any] = set()
+    emitted: set[str] = set()
+    by_participant = {b.participant_id: b for b in bindings}
+    for part in placement.parts:
+        binding = by_participant.get(part.participant_id)
+        if binding is None or not part.fragments:
+            continue
+        validate_runtime_binding(placement, binding)
+        attestation = RuntimeBindingAttestation(placement, binding)
+        _project_part(placement, part, binding, attestation, side, selected, seen, emitted, out)
+    out.sort(key=lambda e: (e.rank.dp, e.rank.pp, e.rank.ep, e.rank.tp))
+    return tuple(out)
+
+
+def test_cached_projections_equal_the_slow_path(world: World) -> None:
+    for _ in range(2):  # second round: every attestation and executor comes from the caches
+        complete = _build_executor_plans((world.source,), world.source_bindings, "source")
+        assert complete == _slow_projection(world.source, world.source_bindings, "source")
+        selected_ids = frozenset(e.fragment_ids[0] for e in complete[:2])
+        selected = _build_executor_plans(
+            (world.source,), world.source_bindings, "source", selected_fragment_ids=selected_ids
+        )
+        assert selected == _slow_projection(world.source, world.source_bindings, "source", selected_ids)
+        assert {i for e in selected for i in e.fragment_ids} == selected_ids
+    with raises("missing selected source runtime fragment"):
+        _build_executor_plans(
+            (world.source,), world.source_bindings, "source", selected_fragment_ids=frozenset({"nope"})
+        )
+
+
+def test_partially_selected_worker_gets_a_partial_executor() -> None:
+    memory = HostMemory()
+    source = tp_placement(2, prefix="s", shape=(4, 8), tensors=("a", "b"))
+    bindings = host_bindings(source, memory, prefix="src")
+    for _ in range(2):
+        complete = _build_executor_plans((source,), bindings, "source")
+        assert all(len(e.fragment_ids) == 2 for e in complete)
+        one = frozenset({complete[0].fragment_ids[1], complete[1].fragment_ids[0]})
+        selected = _build_executor_plans((source,), bindings, "source", selected_fragment_ids=one)
+        assert selected == _slow_projection(source, bindings, "source", one)
+        assert [e.fragment_ids for e in selected] == [complete[0].fragment_ids[1:], complete[1].fragment_ids[:1]]
+        assert selected[0].fragment_snapshots == complete[0].fragment_snapshots[1:]
+        assert selected[0].attestation is complete[0].attestation
+
+
+def test_partial_target_executor_in_a_plan_revalidates() -> None:
+    memory = HostMemory()
+    source = tp_placement(2, prefix="s", shape=(4, 8), tensors=("a", "b"))
+    target = tp_placement(2, prefix="t", shape=(4, 8), tensors=("a", "b"))
+    logical = plan_placement_transfer(source, target)
+    plan = bind_logical_transfer_plan(
+        logical, host_bindings(target, memory, prefix="dst"), source_bindings=host_bindings(source, memory, prefix="src")
+    )
+    assert all(len(e.fragment_ids) == 2 for e in plan.target_executors)
+    restored = pickle.loads(pickle.dumps(plan))
+    assert restored == plan == dataclasses.replace(restored)
+    executor = restored.target_executors[0]
+    swapped = copy.copy(executor)
+    object.__setattr__(swapped, "fragment_snapshots", executor.fragment_snapshots[::-1])
+    object.__setattr__(swapped, "fragment_ids", executor.fragment_ids[::-1])
+    with pytest.raises(ValueError, match="target executor"):
+        dataclasses.replace(restored, target_executors=(swapped,) + restored.target_executors[1:])
+
+
+# ---------------------------------------------------------------------------------------
+# TransferPlan revalidation through the attested views
+
+
+def test_revalidation_detects_forged_snapshots_without_cached_objects(world: World) -> None:
+    plan = world.bind()
+    executor = plan.target_executors[0]
+    snapshot = copy.copy(executor.fragment_snapshots[0])
+    object.__setattr__(snapshot, "endpoint", "forged")
+    forged_executor = copy.copy(executor)
+    object.__setattr__(forged_executor, "fragment_snapshots", (snapshot,) + executor.fragment_snapshots[1:])
+    with raises("target executor fragment provenance differs"):
+        dataclasses.replace(plan, target_executors=(forged_executor,) + plan.target_executors[1:])
+    # Same after a pickle round trip, where no attested snapshot object exists yet.
+    restored = pickle.loads(pickle.dumps(plan))
+    assert restored == plan
+    forged_executor = copy.copy(restored.target_executors[0])
+    snapshot = copy.copy(forged_executor.fragment_snapshots[0])
+    object.__setattr__(snapshot, "lease_generation", snapshot.lease_generation + 1)
+    object.__setattr__(forged_executor, "fragment_snapshots", (snapshot,) + forged_executor.fragment_snapshots[1:])
+    with raises("target executor fragment provenance differs"):
+        dataclasses.replace(restored, target_executors=(forged_executor,) + restored.target_executors[1:])
+
+
+def test_revalidation_detects_a_forged_lease_generation_on_an_operation(world: World) -> None:
+    plan = world.bind()
+    op = plan.operations[0]
+    target = copy.copy(op.target)
+    object.__setattr__(target, "lease_generation", target.lease_generation + 5)
+    forged_op = copy.copy(op)
+    object.__setattr__(forged_op, "target", target)
+    with pytest.raises(ValueError, match="target executor"):
+        dataclasses.replace(plan, operations=(forged_op,) + plan.operations[1:])
+
+
+def test_single_region_cover_shortcut_still_checks_coverage(world: World) -> None:
+    plan = world.bind()
+    assert dataclasses.replace(plan) == plan
+    target = tp_placement(2, prefix="t", shape=(4, 8))
+    memory = HostMemory()
+    source = tp_placement(2, prefix="s", shape=(4, 8))
+    logical = plan_placement_transfer(source, target)
+    source_bindings = host_bindings(source, memory, prefix="src")
+    target_bindings = host_bindings(target, memory, prefix="dst")
+    bound = bind_logical_transfer_plan(logical, target_bindings, source_bindings=source_bindings)
+    assert all(op.overlap_shape == op.target.local_shape for op in bound.operations)
+    dropped = copy.copy(bound)
+    object.__setattr__(dropped, "operations", bound.operations[1:])
+    with pytest.raises(ValueError):
+        pickle.loads(pickle.dumps(dropped))
+
+
+# ---------------------------------------------------------------------------------------
+# Logical target recheck (spec §12.1 step 2) is skipped only for the same, unchanged plan
+
+
+def test_logical_recheck_runs_again_for_a_plan_forged_in_place(world: World) -> None:
+    from mooncake.reshard.weight._planner import binding as binding_module
+
+    world.bind()
+    assert id(world.logical) in binding_module._RECHECKED
+    object.__setattr__(world.logical, "operations", world.logical.operations[:1] + world.logical.operations[2:])
+    with raises("logical target fragment is not fully covered: "):
+        world.bind()
+
+
+def test_logical_recheck_entry_dies_with_its_plan() -> None:
+    import gc
+
+    from mooncake.reshard.weight._planner import binding as binding_module
+
+    local = World()
+    local.bind()
+    key = id(local.logical)
+    assert key in binding_module._RECHECKED
+    del local
+    gc.collect()
+    assert key not in binding_module._RECHECKED
+
+
+# ---------------------------------------------------------------------------------------
+# No process-wide pickling change for mapping proxies
+
+
+def test_mapping_proxy_pickling_is_not_changed_process_wide(world: World) -> None:
+    import copyreg
+    import types
+
+    plan = world.bind()
+    assert types.MappingProxyType not in copyreg.dispatch_table
+    with pytest.raises(TypeError):
+        pickle.dumps(types.MappingProxyType({"a": 1}))
+    attestation = plan.operations[0].target.attestation
+    as_dict = dataclasses.asdict(attestation)
+    assert isinstance(as_dict["_placement_by_id"], types.MappingProxyType)
+    assert dict(as_dict["_binding_by_id"]) == dict(attestation._binding_by_id)
+    assert as_dict["_binding_by_id"] is not attestation._binding_by_id
+    assert isinstance(dataclasses.asdict(plan), dict)
+    assert copy.deepcopy(attestation) == attestation
