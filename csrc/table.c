@@ -294,6 +294,102 @@ done:
     return rc;
 }
 
+/* Fragments of tensors u and w (hord ranges, each sorted by fragment hash) are the same
+ * set of (rank, box): element-wise identical after the hash sort. A hash tie inside a
+ * tensor can only make this answer "different", which is the safe answer. */
+static int
+tbl_same_problem(const FragmentTable *t, const size_t *start, const size_t *hord, const uint64_t *fh, size_t u,
+                 size_t w)
+{
+    size_t cnt = start[u + 1] - start[u];
+    if (cnt == 0 || cnt != start[w + 1] - start[w]) return 0;
+    size_t st = t->stride;
+    for (size_t p = 0; p < cnt; p++) {
+        size_t a = hord[start[u] + p], b = hord[start[w] + p];
+        if (fh[a] != fh[b] || t->ndim[a] != t->ndim[b]) return 0;
+        if (memcmp(&t->rank[a * 4], &t->rank[b * 4], 4 * sizeof(int64_t)) != 0) return 0;
+        size_t d = t->ndim[a];
+        if (memcmp(&t->begin[a * st], &t->begin[b * st], d * sizeof(int64_t)) != 0 ||
+            memcmp(&t->end[a * st], &t->end[b * st], d * sizeof(int64_t)) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+#define TBL_MAX_REPS_PER_HASH 8
+
+/* Kernel: group fragments by tensor and find tensors repeating an earlier tensor's
+ * coverage problem: same caller class cls[] (shape and axes) and the same set of
+ * (rank, offset, shape). Outputs start[ntensors + 1] and members[n] (each tensor's
+ * fragments in input order) and rep[ntensors] (an earlier tensor with the same problem,
+ * or the tensor itself). Returns 0 or MR_ENOMEM. */
+static int
+tbl_tensor_classes(const FragmentTable *t, const int64_t *cls, size_t *start, size_t *members, size_t *rep)
+{
+    size_t n = t->n, nt = t->ntensors, st = t->stride;
+    int rc = MR_ENOMEM;
+    size_t *fill = mr_kalloc(nt ? nt : 1, sizeof(size_t));
+    size_t *hord = mr_kalloc(n ? n : 1, sizeof(size_t));
+    uint64_t *fh = mr_kalloc(n ? n : 1, sizeof(uint64_t));
+    mr_kv *kv = mr_kalloc(n ? n : 1, sizeof(mr_kv));
+    mr_kv *tk = mr_kalloc(nt ? nt : 1, sizeof(mr_kv));
+    if (fill == NULL || hord == NULL || fh == NULL || kv == NULL || tk == NULL) goto done;
+    memset(start, 0, (nt + 1) * sizeof(size_t));
+    for (size_t i = 0; i < n; i++) start[t->tensor[i] + 1]++;
+    for (size_t u = 0; u < nt; u++) start[u + 1] += start[u];
+    memcpy(fill, start, nt * sizeof(size_t));
+    for (size_t i = 0; i < n; i++) members[fill[t->tensor[i]]++] = i;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t h = tbl_mix(0x51ED270B27D0A1F3ULL, t->ndim[i]);
+        for (size_t k = 0; k < 4; k++) h = tbl_mix(h, (uint64_t)t->rank[i * 4 + k]);
+        for (size_t k = 0; k < t->ndim[i]; k++) {
+            h = tbl_mix(h, (uint64_t)t->begin[i * st + k]);
+            h = tbl_mix(h, (uint64_t)t->end[i * st + k]);
+        }
+        fh[i] = h;
+        kv[i].key = h;
+        kv[i].idx = i;
+    }
+    if (mr_radix_sort(kv, n) < 0) goto done;
+    memcpy(fill, start, nt * sizeof(size_t));
+    for (size_t p = 0; p < n; p++) {
+        size_t i = kv[p].idx;
+        hord[fill[t->tensor[i]]++] = i;
+    }
+    for (size_t u = 0; u < nt; u++) {
+        uint64_t h = tbl_mix(tbl_mix(0x2545F4914F6CDD1DULL, (uint64_t)cls[u]), start[u + 1] - start[u]);
+        for (size_t p = start[u]; p < start[u + 1]; p++) h = tbl_mix(h, fh[hord[p]]);
+        tk[u].key = h;
+        tk[u].idx = u;
+        rep[u] = u;
+    }
+    if (mr_radix_sort(tk, nt) < 0) goto done;
+    for (size_t s = 0; s < nt;) {
+        size_t e = s + 1;
+        while (e < nt && tk[e].key == tk[s].key) e++;
+        size_t reps[TBL_MAX_REPS_PER_HASH], nreps = 0;
+        for (size_t p = s; p < e; p++) { /* stable sort: increasing tensor index */
+            size_t u = tk[p].idx;
+            for (size_t r = 0; r < nreps; r++) {
+                if (cls[reps[r]] == cls[u] && tbl_same_problem(t, start, hord, fh, reps[r], u)) {
+                    rep[u] = reps[r];
+                    break;
+                }
+            }
+            if (rep[u] == u && nreps < TBL_MAX_REPS_PER_HASH) reps[nreps++] = u;
+        }
+        s = e;
+    }
+    rc = 0;
+done:
+    free(fill);
+    free(hord);
+    free(fh);
+    free(kv);
+    free(tk);
+    return rc;
+}
+
 /* Index of the first fragment (input order) whose dimension count differs from its
  * tensor's, whose end exceeds the tensor shape, or whose nbytes is not its volume
  * times its tensor's itemsize (exact 128-bit arithmetic; overflow is a mismatch);
@@ -559,6 +655,121 @@ tbl_pack(PyObject *cls, PyObject *args, PyObject *kwargs)
     return self;
 }
 
+/* Borrowed state[key]; KeyError when missing. */
+static PyObject *
+tbl_state_get(PyObject *state, PyObject *key)
+{
+    PyObject *v = PyDict_GetItemWithError(state, key);
+    if (v == NULL && !PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, key);
+    return v;
+}
+
+/* New reference to obj.__dict__ (a dict). */
+static PyObject *
+tbl_state(PyObject *obj, PyObject *dict_name)
+{
+    PyObject *state = PyObject_GetAttr(obj, dict_name);
+    if (state != NULL && !PyDict_Check(state)) {
+        Py_DECREF(state);
+        PyErr_SetString(PyExc_TypeError, "fragment state must be a dict");
+        return NULL;
+    }
+    return state;
+}
+
+enum { TOK_DICT, TOK_TENSOR, TOK_OFFSET, TOK_SHAPE, TOK_NBYTES, TOK_RANK, TOK_DP, TOK_TP, TOK_PP, TOK_EP, TOK_N };
+static const char *const tok_names[TOK_N] = {"__dict__", "tensor_id", "global_offset", "local_shape", "nbytes",
+                                             "rank", "dp", "tp", "pp", "ep"};
+
+/* Columns of pack_fragments read from fragment objects' state: cols[0..4] = tensor_index,
+ * offsets, shapes, ranks, nbytes (new lists). */
+static int
+tbl_columns_from_objects(PyObject *tensor_index, PyObject *fragments, PyObject *cols[5])
+{
+    PyObject *keys[TOK_N];
+    int nkeys = 0, rc = -1;
+    for (int c = 0; c < 5; c++) cols[c] = NULL;
+    for (; nkeys < TOK_N; nkeys++) {
+        keys[nkeys] = PyUnicode_InternFromString(tok_names[nkeys]);
+        if (keys[nkeys] == NULL) goto done;
+    }
+    Py_ssize_t n = tbl_len(fragments, "fragments");
+    if (n < 0) goto done;
+    for (int c = 0; c < 5; c++) {
+        cols[c] = PyList_New(n);
+        if (cols[c] == NULL) goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *fragment = tbl_item(fragments, i);
+        if (fragment == NULL) goto done;
+        PyObject *state = tbl_state(fragment, keys[TOK_DICT]);
+        Py_DECREF(fragment);
+        if (state == NULL) goto done;
+        PyObject *v[TOK_RANK + 1];
+        int ok = 1;
+        for (int k = TOK_TENSOR; k <= TOK_RANK && ok; k++) {
+            v[k] = tbl_state_get(state, keys[k]);
+            if (v[k] == NULL) ok = 0;
+        }
+        PyObject *index = NULL, *rank_state = NULL, *row = NULL;
+        if (ok) {
+            index = PyDict_GetItemWithError(tensor_index, v[TOK_TENSOR]);
+            if (index == NULL) {
+                if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, v[TOK_TENSOR]);
+                ok = 0;
+            }
+        }
+        if (ok) {
+            rank_state = tbl_state(v[TOK_RANK], keys[TOK_DICT]);
+            if (rank_state == NULL) ok = 0;
+        }
+        if (ok) {
+            PyObject *r[4];
+            for (int k = 0; k < 4 && ok; k++) {
+                r[k] = tbl_state_get(rank_state, keys[TOK_DP + k]);
+                if (r[k] == NULL) ok = 0;
+            }
+            if (ok) {
+                row = PyTuple_Pack(4, r[0], r[1], r[2], r[3]);
+                if (row == NULL) ok = 0;
+            }
+        }
+        if (ok) {
+            PyObject *vals[5] = {index, v[TOK_OFFSET], v[TOK_SHAPE], row, v[TOK_NBYTES]};
+            for (int c = 0; c < 5; c++) {
+                if (c != 3) Py_INCREF(vals[c]);
+                if (PyList_SetItem(cols[c], i, vals[c]) < 0) ok = 0; /* steals */
+            }
+        }
+        Py_XDECREF(rank_state);
+        Py_DECREF(state);
+        if (!ok) goto done;
+    }
+    rc = 0;
+done:
+    for (int k = 0; k < nkeys; k++) Py_DECREF(keys[k]);
+    if (rc < 0)
+        for (int c = 0; c < 5; c++) Py_CLEAR(cols[c]);
+    return rc;
+}
+
+static PyObject *
+tbl_pack_objects(PyObject *cls, PyObject *args)
+{
+    PyObject *tensor_shapes, *tensor_index, *fragments;
+    if (!PyArg_ParseTuple(args, "OO!O:pack_placement_fragments", &tensor_shapes, &PyDict_Type, &tensor_index,
+                          &fragments))
+        return NULL;
+    PyObject *cols[5];
+    if (tbl_columns_from_objects(tensor_index, fragments, cols) < 0) return NULL;
+    PyObject *pargs = Py_BuildValue("(OOOOOO)", tensor_shapes, cols[0], cols[1], cols[2], cols[3], cols[4]);
+    for (int c = 0; c < 5; c++) Py_DECREF(cols[c]);
+    if (pargs == NULL) return NULL;
+    PyObject *res = tbl_pack(cls, pargs, NULL);
+    Py_DECREF(pargs);
+    return res;
+}
+
 static PyObject *
 tbl_status_error(int rc)
 {
@@ -602,6 +813,68 @@ tbl_bad_geometry(PyObject *self, PyObject *itemsizes)
     Py_END_ALLOW_THREADS
     PyMem_Free(items);
     return PyLong_FromSsize_t(idx == t->n ? -1 : (Py_ssize_t)idx);
+}
+
+static PyObject *
+tbl_size_list(const size_t *v, size_t n)
+{
+    if (n > (size_t)PY_SSIZE_T_MAX) return PyErr_NoMemory();
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    if (list == NULL) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        PyObject *x = PyLong_FromSize_t(v[i]);
+        if (x == NULL || PyList_SetItem(list, (Py_ssize_t)i, x) < 0) {
+            Py_DECREF(list);
+            return NULL;
+        }
+    }
+    return list;
+}
+
+static PyObject *
+tbl_tensor_classes_py(PyObject *self, PyObject *classes)
+{
+    const FragmentTable *t = (const FragmentTable *)self;
+    Py_ssize_t nt = tbl_len(classes, "classes");
+    if (nt < 0) return NULL;
+    if ((size_t)nt != t->ntensors) {
+        PyErr_SetString(PyExc_ValueError, "classes must have one entry per tensor");
+        return NULL;
+    }
+    PyObject *result = NULL;
+    int64_t *cls = mr_alloc_array(t->ntensors ? t->ntensors : 1, sizeof(int64_t));
+    size_t *start = mr_alloc_array(t->ntensors + 1, sizeof(size_t));
+    size_t *members = mr_alloc_array(t->n ? t->n : 1, sizeof(size_t));
+    size_t *rep = mr_alloc_array(t->ntensors ? t->ntensors : 1, sizeof(size_t));
+    if (cls == NULL || start == NULL || members == NULL || rep == NULL) goto done;
+    for (Py_ssize_t i = 0; i < nt; i++) {
+        PyObject *item = tbl_item(classes, i);
+        if (item == NULL) goto done;
+        int rc = tbl_int64(item, 0, &cls[i], "classes");
+        Py_DECREF(item);
+        if (rc < 0) goto done;
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = tbl_tensor_classes(t, cls, start, members, rep);
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
+        tbl_status_error(rc);
+        goto done;
+    }
+    PyObject *a = tbl_size_list(rep, t->ntensors);
+    PyObject *b = a ? tbl_size_list(start, t->ntensors + 1) : NULL;
+    PyObject *c = b ? tbl_size_list(members, t->n) : NULL;
+    if (c != NULL) result = PyTuple_Pack(3, a, b, c);
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    Py_XDECREF(c);
+done:
+    PyMem_Free(cls);
+    PyMem_Free(start);
+    PyMem_Free(members);
+    PyMem_Free(rep);
+    return result;
 }
 
 static PyObject *
@@ -763,6 +1036,8 @@ tbl_dealloc(PyObject *self)
 static PyMethodDef tbl_methods[] = {
     {"pack", (PyCFunction)(void (*)(void))tbl_pack, METH_CLASS | METH_VARARGS | METH_KEYWORDS,
      "Build a FragmentTable from per-fragment columns (see pack_fragments)."},
+    {"pack_objects", (PyCFunction)tbl_pack_objects, METH_CLASS | METH_VARARGS,
+     "pack_fragments over placement fragment objects: (tensor_shapes, {tensor_id: index}, fragments)."},
     {"duplicate_logical_fragment", tbl_duplicate_logical_fragment, METH_NOARGS,
      "Index of the first fragment repeating an earlier (tensor, rank, offset, shape), or -1."},
     {"overlapping_rank_group", tbl_overlapping_rank_group, METH_NOARGS,
@@ -771,6 +1046,8 @@ static PyMethodDef tbl_methods[] = {
      "First fragment of the first (tensor, *axes) group not exactly covering its tensor, or -1."},
     {"first_uncovered_group", (PyCFunction)(void (*)(void))tbl_first_uncovered_group,
      METH_VARARGS | METH_KEYWORDS, "Smallest caller-given group id not exactly covering its tensor, or -1."},
+    {"tensor_classes", tbl_tensor_classes_py, METH_O,
+     "(rep, start, members): per-tensor fragment groups and tensors repeating an earlier coverage problem."},
     {"bad_geometry", tbl_bad_geometry, METH_O,
      "Index of the first fragment whose rank, bounds or nbytes disagree with its tensor, or -1."},
     {"total_nbytes", tbl_total_nbytes, METH_NOARGS, "Sum of the fragments' nbytes."},

@@ -111,6 +111,22 @@ class FragmentTable:
         box, or -1. A group holding several tensors raises
         ``ValueError("a coverage group must hold fragments of one tensor")``."""
 
+    @classmethod
+    def pack_objects(
+        cls, tensor_shapes: Sequence[Sequence[int]], tensor_index: dict[str, int], fragments: Sequence[object], /
+    ) -> FragmentTable:
+        """``pack_fragments`` with the columns read in C from placement fragment objects' state
+        (``tensor_id`` mapped through ``tensor_index``, ``global_offset``, ``local_shape``,
+        ``rank`` (dp, tp, pp, ep), ``nbytes``). ``KeyError`` for a missing state entry or an
+        unmapped tensor id; otherwise the errors of ``pack_fragments``."""
+
+    def tensor_classes(self, classes: Sequence[int], /) -> tuple[list[int], list[int], list[int]]:
+        """``(rep, start, members)``: ``members[start[t]:start[t + 1]]`` are tensor t's fragments
+        in input order; ``rep[t]`` is the first tensor u <= t with ``classes[u] == classes[t]``
+        and exactly the same set of (rank, offset, shape) as t (compared exactly after a hash
+        sort; a tie of hashes only ever yields ``rep[t] == t``), else t. Tensors without
+        fragments are their own ``rep``. ``classes`` has one entry (>= 0) per tensor."""
+
     def bad_geometry(self, itemsizes: Sequence[int], /) -> int:
         """Index of the first fragment (input order) whose dimension count differs from its
         tensor's, whose box leaves ``[0, global_shape)`` or is empty, or whose ``nbytes`` is not
@@ -190,6 +206,23 @@ def exact_cover_batch(
     inside, volume sum, pairwise disjoint), or -1. Disjointness: duplicate detection when every
     dimension's distinct intervals are disjoint, else a sweep; 3-D and up keeps the reference's
     1,000,000-comparison budget ("high-dimensional overlap budget exceeded before validation")."""
+
+# --- planobj.c: trusted construction of planner results (issue 5) ------------
+
+def build_regions(
+    cls: type,
+    records: list[tuple[int, int, tuple[int, ...], tuple[int, ...], int, int, int,
+                        tuple[int, ...], tuple[int, ...], tuple[int, ...], int]],
+    sources: Sequence[object],
+    targets: Sequence[object],
+    /,
+) -> tuple[object, ...]:
+    """Instances of ``cls`` (a heap type with instance ``__dict__``) from ``plan_overlaps``
+    records, without calling ``cls``: each gets a fresh field dict ``tensor_id`` (of
+    ``targets[ti]``), ``source=sources[si]``, ``target=targets[ti]`` and the record's geometry in
+    field order (the segment count is dropped). The three sequences must be lists at run time.
+    ``ValueError`` for a record that is not an 11-tuple or an index outside its list;
+    ``TypeError`` for a non-heap ``cls`` or non-lists."""
 
 # --- physical.c: bound physical-range kernels (issue 4) ----------------------
 

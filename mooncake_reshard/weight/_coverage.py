@@ -53,12 +53,21 @@ def validate_complete_coverage(
     tensors: Sequence[TensorDescriptor],
     fragments: Sequence[PlacementFragment],
     topology: ParallelTopology,
+    table: Optional[_native.FragmentTable] = None,
 ) -> None:
-    """Every tensor is completely and provably covered by its declared axes (spec §11.5)."""
+    """Every tensor is completely and provably covered by its declared axes (spec §11.5).
+
+    ``table`` (optional) is ``fragments`` packed with tensor index = position in ``tensors``
+    after every §11.4 check passed; it lets C group the fragments by tensor and find the
+    tensors that repeat an earlier tensor's problem, which are then not checked again.
+    """
     if not tensors:
         raise ValueError("global weight placement must contain tensors")
     if not fragments:
         raise ValueError("global weight placement must contain fragments")
+    if table is not None and len(table) == len(fragments):
+        _validate_with_table(tensors, fragments, topology, table)
+        return
     by_tensor: dict[str, list[PlacementFragment]] = {}
     for fragment in fragments:
         tensor_id = fragment.tensor_id
@@ -113,6 +122,44 @@ def validate_complete_coverage(
 
 
 _MEMO_MAX_FRAGMENTS = 4096
+
+
+def _topology_sizes(topology: ParallelTopology) -> dict[str, int]:
+    return {
+        "dp": topology.dp_size,
+        "pp": topology.pp_size,
+        "ep": topology.ep_size,
+        "tp": topology.tp_size,
+    }
+
+
+def _validate_with_table(
+    tensors: Sequence[TensorDescriptor],
+    fragments: Sequence[PlacementFragment],
+    topology: ParallelTopology,
+    table: _native.FragmentTable,
+) -> None:
+    # A tensor's check is a pure function of (global_shape, parallel_axes) and the set of
+    # its fragments' (rank, offset, shape); C reports tensors repeating an earlier tensor's
+    # problem exactly (no hash is trusted), so only the first of each kind is checked here,
+    # in tensor order, which keeps the first error the same.
+    classes: dict[tuple[Any, ...], int] = {}
+    class_of = [
+        classes.setdefault((tensor.global_shape, tensor.parallel_axes), len(classes))
+        for tensor in tensors
+    ]
+    rep, start, members = table.tensor_classes(class_of)
+    sizes = _topology_sizes(topology)
+    indexes: dict[tuple[Any, ...], _ParticipantIndex] = {}
+    for position, tensor in enumerate(tensors):
+        begin = start[position]
+        end = start[position + 1]
+        if begin == end:
+            raise ValueError(f"global placement tensor is not fully covered: {tensor.tensor_id}")
+        if rep[position] != position:
+            continue
+        group = [fragments[index] for index in members[begin:end]]
+        _check_tensor(tensor, group, sizes, topology, indexes)
 
 
 def _check_tensor(

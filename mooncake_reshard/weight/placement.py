@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, Optional
 
 from .. import _native
@@ -33,8 +34,8 @@ def _tensor_key(tensor: TensorDescriptor) -> str:
     return tensor.tensor_id
 
 
-def _fragment_key(fragment: PlacementFragment) -> str:
-    return fragment.placement_fragment_id
+_fragment_key = attrgetter("placement_fragment_id")
+_tensor_id_of = attrgetter("tensor_id")
 
 
 @dataclass(frozen=True, init=False)
@@ -93,7 +94,7 @@ class WeightPlacementManifest:
                 known = catalog.get(tensor.tensor_id)
                 if known is None:
                     catalog[tensor.tensor_id] = tensor
-                elif known != tensor:
+                elif known is not tensor and known != tensor:
                     raise ValueError(
                         f"placement part tensor descriptor mismatch: {tensor.tensor_id}"
                     )
@@ -104,7 +105,7 @@ class WeightPlacementManifest:
         table = fast_placement_checks(tensors, fragments, check_alias_groups=True)
         if table is None:
             validate_placement_fragments(tensors, fragments, check_alias_groups=True)
-        validate_complete_coverage(tensors, fragments, topology)
+        validate_complete_coverage(tensors, fragments, topology, table)
         content: dict[str, Any] = {
             "schema": "complete-weight-placement",
             "resource_id": resource_id,
@@ -201,11 +202,11 @@ class WeightPlacementManifest:
             if tensor.tensor_id in catalog:
                 raise ValueError("duplicate tensor_id in placement tensors")
             catalog[tensor.tensor_id] = tensor
-        referenced: set[str] = set()
-        for fragment in fragment_items:
-            if fragment.tensor_id not in catalog:
-                raise ValueError(f"unknown tensor_id: {fragment.tensor_id}")
-            referenced.add(fragment.tensor_id)
+        referenced = set(map(_tensor_id_of, fragment_items))
+        if not referenced.issubset(catalog):
+            for fragment in fragment_items:
+                if fragment.tensor_id not in catalog:
+                    raise ValueError(f"unknown tensor_id: {fragment.tensor_id}")
         for tensor in tensor_items:
             if tensor.tensor_id not in referenced:
                 raise ValueError(
@@ -216,13 +217,19 @@ class WeightPlacementManifest:
         by_rank: dict[ParallelRank, list[PlacementFragment]] = {
             participant.rank: [] for participant in topology.participants
         }
+        # Fragments usually share rank objects: look each distinct object up once.
+        by_rank_object: dict[int, list[PlacementFragment]] = {}
         for fragment in fragment_items:
-            bucket = by_rank.get(fragment.rank)
+            rank = fragment.rank
+            bucket = by_rank_object.get(id(rank))
             if bucket is None:
-                raise ValueError(
-                    "placement fragment rank has no topology participant: "
-                    f"{fragment.placement_fragment_id}"
-                )
+                bucket = by_rank.get(rank)
+                if bucket is None:
+                    raise ValueError(
+                        "placement fragment rank has no topology participant: "
+                        f"{fragment.placement_fragment_id}"
+                    )
+                by_rank_object[id(rank)] = bucket
             bucket.append(fragment)
         common: dict[str, Any] = {
             "resource_id": resource_id,
@@ -234,7 +241,7 @@ class WeightPlacementManifest:
         buckets = []
         for participant in topology.participants:
             part_fragments = by_rank[participant.rank]
-            part_tensor_ids = sorted({fragment.tensor_id for fragment in part_fragments})
+            part_tensor_ids = sorted(set(map(_tensor_id_of, part_fragments)))
             buckets.append(
                 (participant, tuple(catalog[tensor_id] for tensor_id in part_tensor_ids), part_fragments)
             )

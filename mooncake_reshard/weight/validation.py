@@ -8,10 +8,14 @@ Grouping is done with dicts (linear); box overlap is decided by the C kernel.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import Any, Optional
 
 from .. import _native
 from .types import PlacementFragment, TensorDescriptor, validate_fragment_geometry
+
+_FRAGMENT_ID = attrgetter("placement_fragment_id")
+_ALIASES = attrgetter("aliases")
 
 __all__ = [
     "validate_placement_fragments",
@@ -135,28 +139,10 @@ def pack_placement_fragments(
     if len(index) != len(tensors):
         return None
     try:
-        tensor_index = [index[fragment.tensor_id] for fragment in fragments]
-    except KeyError:
-        return None
-    rank_rows: dict[int, tuple[int, int, int, int]] = {}
-    ranks = []
-    append = ranks.append
-    for rank in [fragment.rank for fragment in fragments]:
-        row = rank_rows.get(id(rank))
-        if row is None:
-            state = rank.__dict__
-            row = rank_rows[id(rank)] = (state["dp"], state["tp"], state["pp"], state["ep"])
-        append(row)
-    try:
-        return _native.pack_fragments(
-            [tensor.global_shape for tensor in tensors],
-            tensor_index,
-            [fragment.global_offset for fragment in fragments],
-            [fragment.local_shape for fragment in fragments],
-            ranks,
-            [fragment.nbytes for fragment in fragments],
+        return _native.FragmentTable.pack_objects(
+            [tensor.global_shape for tensor in tensors], index, fragments
         )
-    except (TypeError, ValueError, OverflowError):
+    except (KeyError, TypeError, ValueError, OverflowError, AttributeError):
         return None
 
 
@@ -173,8 +159,7 @@ def fast_placement_checks(
     raises the contract's message for the first violation in the exact rule order. The alias
     check runs here only after every per-fragment rule passed, which is its place in that order.
     """
-    ids = {fragment.placement_fragment_id for fragment in fragments}
-    if len(ids) != len(fragments):
+    if len(set(map(_FRAGMENT_ID, fragments))) != len(fragments):
         return None
     table = pack_placement_fragments(tensors, fragments)
     if table is None:
@@ -183,13 +168,8 @@ def fast_placement_checks(
         return None
     if table.duplicate_logical_fragment() >= 0:
         return None
-    if check_alias_groups:
-        for fragment in fragments:
-            if fragment.aliases:
-                validate_alias_groups(
-                    {tensor.tensor_id: tensor for tensor in tensors}, fragments
-                )
-                break
+    if check_alias_groups and any(map(_ALIASES, fragments)):
+        validate_alias_groups({tensor.tensor_id: tensor for tensor in tensors}, fragments)
     try:
         if table.overlapping_rank_group() >= 0:
             return None
