@@ -144,6 +144,9 @@ def test_memoised_coverage_agrees_with_every_tensor_checked(data: st.DataObject)
         return  # coverage is only reached after 11.4
     expected = _message(_unmemoised_coverage, tensors, fragments, topology)
     assert _message(_coverage.validate_complete_coverage, tensors, fragments, topology) == expected
+    table = validation.fast_placement_checks(tensors, fragments, check_alias_groups=True)
+    assert table is not None
+    assert _message(_coverage.validate_complete_coverage, tensors, fragments, topology, table) == expected
 
 
 @SETTINGS
@@ -319,6 +322,109 @@ def test_bad_geometry_argument_errors() -> None:
         table.bad_geometry(["1"])
     with pytest.raises(TypeError):
         table.bad_geometry(5)
+
+
+# ---- pack_objects and tensor_classes -----------------------------------------------------------
+
+
+def _rank_row(rank: Any) -> tuple[int, int, int, int]:
+    return (rank.dp, rank.tp, rank.pp, rank.ep)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_tensor_classes_match_python_grouping(data: st.DataObject) -> None:
+    ntensors = data.draw(st.integers(1, 6))
+    shapes = [(4, 4)] * ntensors
+    classes = [data.draw(st.integers(0, 1)) for _ in range(ntensors)]
+    pool = [((o, 0), (1, 4), (0, tp, 0, 0)) for o in range(4) for tp in range(2)] + [((0, 0), (4, 4), (1, 0, 0, 0))]
+    rows = []
+    for t in range(ntensors):
+        for box in data.draw(st.lists(st.sampled_from(pool), max_size=4, unique=True)):
+            rows.append((t, box))
+    rows = data.draw(st.permutations(rows))
+    fragments = [
+        PlacementFragment(f"t{t}", offset, shape, 2 * shape[0] * shape[1], ParallelRank(*rank))
+        for t, (offset, shape, rank) in rows
+    ]
+    index = {f"t{t}": t for t in range(ntensors)}
+    table = _native.FragmentTable.pack_objects(shapes, index, fragments)
+    rep, start, members = table.tensor_classes(classes)
+    groups = [[i for i, (t, _) in enumerate(rows) if t == u] for u in range(ntensors)]
+    assert [members[start[u] : start[u + 1]] for u in range(ntensors)] == groups
+    sets = [frozenset(rows[i][1] for i in group) for group in groups]
+    for u in range(ntensors):
+        same = [w for w in range(u) if groups[w] and classes[w] == classes[u] and sets[w] == sets[u]]
+        if not groups[u] or not same:
+            assert rep[u] == u
+        else:
+            assert rep[u] in same  # the first of its kind that is itself a representative
+            assert rep[rep[u]] == rep[u]
+    with pytest.raises(ValueError):
+        table.tensor_classes(classes + [0])
+    with pytest.raises(ValueError):
+        table.tensor_classes([-1] * ntensors)
+
+
+@SETTINGS
+@given(any_layouts())
+def test_pack_objects_equals_pack_fragments(layout: Layout) -> None:
+    try:
+        tensors, fragments = _inputs(layout)
+    except ValueError:
+        return
+    index = {t.tensor_id: i for i, t in enumerate(tensors)}
+    if len(index) != len(tensors) or any(f.tensor_id not in index for f in fragments):
+        with pytest.raises(KeyError):
+            _native.FragmentTable.pack_objects([t.global_shape for t in tensors], index, fragments)
+        return
+    shapes = [t.global_shape for t in tensors]
+    a = _native.FragmentTable.pack_objects(shapes, index, list(fragments))
+    b = _native.pack_fragments(
+        shapes,
+        [index[f.tensor_id] for f in fragments],
+        [f.global_offset for f in fragments],
+        [f.local_shape for f in fragments],
+        [_rank_row(f.rank) for f in fragments],
+        [f.nbytes for f in fragments],
+    )
+    itemsizes = [t.itemsize for t in tensors]
+
+    def summary(table: Any) -> tuple[Any, ...]:
+        def safe(fn: Any, *args: Any) -> Any:
+            try:
+                return fn(*args)
+            except ValueError as exc:
+                return str(exc)
+
+        return (
+            len(table),
+            table.total_nbytes(),
+            table.bad_geometry(itemsizes),
+            table.duplicate_logical_fragment(),
+            safe(table.overlapping_rank_group),
+            safe(table.uncovered_group, ("dp", "tp", "pp", "ep")),
+            table.tensor_classes([0] * len(tensors)),
+        )
+
+    assert summary(a) == summary(b)
+
+
+def test_pack_objects_errors() -> None:
+    fragment = PlacementFragment("a", (0,), (2,), 2, ParallelRank())
+    with pytest.raises(KeyError):
+        _native.FragmentTable.pack_objects([(2,)], {"b": 0}, [fragment])
+    with pytest.raises(ValueError, match="tensor_index out of range"):
+        _native.FragmentTable.pack_objects([(2,)], {"a": 1}, [fragment])
+    with pytest.raises(TypeError):
+        _native.FragmentTable.pack_objects([(2,)], [("a", 0)], [fragment])  # type: ignore[arg-type]
+    with pytest.raises(AttributeError):
+        _native.FragmentTable.pack_objects([(2,)], {"a": 0}, [1])
+    broken = copy.copy(fragment)
+    del broken.__dict__["rank"]
+    with pytest.raises(KeyError):
+        _native.FragmentTable.pack_objects([(2,)], {"a": 0}, [broken])
+    assert len(_native.FragmentTable.pack_objects([(2,)], {"a": 0}, ())) == 0
 
 
 # ---- a larger deterministic layout --------------------------------------------------------------
