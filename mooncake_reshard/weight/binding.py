@@ -14,6 +14,21 @@ from .types import canonical_strides_bytes
 __all__ = ["validate_runtime_binding", "validate_runtime_bindings"]
 
 
+_STRIDES: dict[tuple[tuple[int, ...], int], tuple[int, ...]] = {}
+
+
+def _canonical_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """``canonical_strides_bytes`` memoised on ``(shape, itemsize)`` (bounded: few shapes repeat)."""
+    key = (shape, itemsize)
+    strides = _STRIDES.get(key)
+    if strides is None:
+        strides = canonical_strides_bytes(shape, itemsize)
+        if len(_STRIDES) >= 4096:
+            _STRIDES.clear()
+        _STRIDES[key] = strides
+    return strides
+
+
 def _binding_views(
     placement: WeightPlacementManifest, binding: WeightRuntimeBindingManifest
 ) -> list[RuntimeView]:
@@ -50,7 +65,7 @@ def _binding_views(
             raise ValueError(f"runtime binding local_shape does not match placement: {fragment_id}")
         if runtime.itemsize != tensor.itemsize:
             raise ValueError(f"runtime binding itemsize does not match placement: {fragment_id}")
-        if runtime.strides_bytes != canonical_strides_bytes(logical.local_shape, tensor.itemsize):
+        if runtime.strides_bytes != _canonical_strides(logical.local_shape, tensor.itemsize):
             raise ValueError(
                 "runtime binding stride does not describe a canonical contiguous view: "
                 f"{fragment_id}"

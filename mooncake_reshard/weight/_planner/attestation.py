@@ -17,6 +17,7 @@ from ...contracts.ids import (
     RevisionId,
     RuntimeInstanceId,
 )
+from ..binding import validate_runtime_binding
 from ..placement import WeightPlacementManifest
 from ..runtime import WeightRuntimeBindingManifest
 from ..types import PlacementFragment
@@ -146,8 +147,6 @@ class RuntimeBindingAttestation:
         self, placement: Any, evidence: Any, binding: Any = None, *, validated: bool = False
     ) -> None:
         """Validate ``(placement, evidence)`` and install it with the two fragment maps."""
-        from ..binding import validate_runtime_binding
-
         if not isinstance(placement, WeightPlacementManifest):
             raise ValueError("runtime attestation placement is invalid")
         if not isinstance(evidence, RuntimeBindingEvidence):
@@ -349,8 +348,6 @@ def _attest(placement: WeightPlacementManifest, binding: WeightRuntimeBindingMan
     attestation = _cached_attestation(placement, binding)
     if attestation is not None:
         return attestation
-    from ..binding import validate_runtime_binding
-
     validate_runtime_binding(placement, binding)
     return RuntimeBindingAttestation._from_validated(placement, binding)
 

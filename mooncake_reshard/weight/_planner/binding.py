@@ -322,7 +322,10 @@ def _recheck_logical_target(plan: LogicalTransferPlan) -> None:
     ):
         return
     validate_logical_target_coverage(plan)
-    ref = weakref.ref(plan, lambda dead, key=key: _forget_recheck(key, dead))
+    try:
+        ref = weakref.ref(plan, lambda dead, key=key: _forget_recheck(key, dead))
+    except TypeError:  # pragma: no cover - a plan type without weak references: never remembered
+        return
     _RECHECKED[key] = (ref, signature)
 
 
