@@ -7,6 +7,7 @@
 #include "coverage.h"
 #include "overlap.h"
 #include "physical.h"
+#include "planobj.h"
 #include "table.h"
 
 static int
@@ -16,6 +17,7 @@ native_exec(PyObject *module)
     if (Init_Coverage(module) < 0) return -1;
     if (Init_Overlap(module) < 0) return -1;
     if (Init_Physical(module) < 0) return -1;
+    if (Init_PlanObjects(module) < 0) return -1;
     if (Init_Table(module) < 0) return -1;
     return 0;
 }

@@ -9,6 +9,7 @@ from itertools import chain
 from operator import attrgetter
 from typing import Any, Optional
 
+from ... import _native
 from ..placement import WeightPlacementManifest
 from ..storage_manifest import StoredFragmentSnapshot, StoredWeightManifest
 from ..types import PlacementFragment, TensorDescriptor
@@ -38,8 +39,6 @@ _rank_dp = attrgetter("rank.dp")
 _global_offset = attrgetter("global_offset")
 _local_shape = attrgetter("local_shape")
 _nbytes = attrgetter("nbytes")
-_new_object = object.__new__
-_set_attr = object.__setattr__
 
 
 def _ids(values: Any) -> str:
@@ -295,33 +294,9 @@ def plan_logical_transfer(
     if stop_error is not None:
         raise ValueError(stop_error)
 
-    # Steps 5.8 and 6: regions (already in final order) built through the trusted path.
-    new_region = _new_object
-    set_dict = _set_attr
-    region_type = TransferRegion
-    operations = []
-    append = operations.append
-    for record in records:
-        target = processed[record[1]]
-        region = new_region(region_type)
-        set_dict(
-            region,
-            "__dict__",
-            {
-                "tensor_id": target.tensor_id,
-                "source": source_objects[record[0]],
-                "target": target,
-                "overlap_offset": record[2],
-                "overlap_shape": record[3],
-                "source_base_offset": record[4],
-                "target_base_offset": record[5],
-                "inner_bytes": record[6],
-                "outer_loop_counts": record[7],
-                "source_strides": record[8],
-                "target_strides": record[9],
-            },
-        )
-        append(region)
+    # Steps 5.8 and 6: regions (already in final order) built in C through the trusted path
+    # (class allocator + field dict, no constructor: the kernel proved every invariant).
+    operations = _native.build_regions(TransferRegion, records, source_objects, processed)
     used_targets = {processed[index].placement_fragment_id for index in {record[1] for record in records}}
     used_sources: set[str] = set()
     if placed:
@@ -348,7 +323,7 @@ def plan_logical_transfer(
         target_placement=target_placement,
         source_tensors=source_catalog,
         target_tensors=target_catalog,
-        operations=tuple(operations),
+        operations=operations,
         source_manifest=source_manifest,
         planning_limits=planning_limits,
         source_executors=source_executors,
