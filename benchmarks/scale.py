@@ -241,20 +241,21 @@ def _run_construction(count: int) -> Dict[str, Any]:
         for i in range(count)
     ]
     _progress(f"construction: {count} values of each kind")
-    repeats = 3
-    figures = {
-        "plain_fragment_s": _median_of(repeats, lambda: [plain_fragment(*a) for a in fragment_args]),
-        "placement_fragment_explicit_id_s": _median_of(
-            repeats, lambda: [PlacementFragment(*a) for a in fragment_args]
-        ),
-        "placement_fragment_derived_id_s": _median_of(
-            repeats, lambda: [PlacementFragment(*a[:7]) for a in fragment_args]
-        ),
-        "plain_runtime_s": _median_of(repeats, lambda: [plain_runtime(*a) for a in runtime_args]),
-        "runtime_binding_fragment_s": _median_of(
-            repeats, lambda: [RuntimeBindingFragment(*a) for a in runtime_args]
-        ),
+    kinds: Dict[str, Callable[[], Any]] = {
+        "plain_fragment_s": lambda: [plain_fragment(*a) for a in fragment_args],
+        "placement_fragment_explicit_id_s": lambda: [PlacementFragment(*a) for a in fragment_args],
+        "placement_fragment_derived_id_s": lambda: [PlacementFragment(*a[:7]) for a in fragment_args],
+        "plain_runtime_s": lambda: [plain_runtime(*a) for a in runtime_args],
+        "runtime_binding_fragment_s": lambda: [RuntimeBindingFragment(*a) for a in runtime_args],
     }
+    # Interleave the kinds and keep each kind's best run: on a shared, noisy machine the
+    # minimum is the most stable estimate of the intrinsic cost, and interleaving exposes every
+    # kind to the same background load.
+    samples: Dict[str, List[float]] = {name: [] for name in kinds}
+    for _ in range(5):
+        for name, function in kinds.items():
+            samples[name].append(_median_of(1, function))
+    figures = {name: min(values) for name, values in samples.items()}
     ratios = {
         "placement_fragment_explicit_id": figures["placement_fragment_explicit_id_s"] / figures["plain_fragment_s"],
         "placement_fragment_derived_id": figures["placement_fragment_derived_id_s"] / figures["plain_fragment_s"],
