@@ -18,4 +18,5 @@ pylink=(-L"$pylibdir" -Wl,-rpath,"$pylibdir" -lpython"$pyver" -ldl -lm)
 "$cc" "${flags[@]}" "$here/targets/coverage_kernels_fuzz.c" -o "$out/coverage_kernels_fuzz"
 "$cc" "${flags[@]}" "$here/targets/physical_fuzz.c" -o "$out/physical_fuzz" "${pylink[@]}"
 "$cc" "${flags[@]}" "$here/targets/overlap_fuzz.c" -o "$out/overlap_fuzz" "${pylink[@]}"
+"$cc" "${flags[@]}" "$here/targets/table_fuzz.c" -o "$out/table_fuzz" "${pylink[@]}"
 echo "built: $(ls "$out" | tr '\n' ' ')"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Short fuzz run for CI (about 1.5 minutes on 2 cores with the defaults):
+# Short fuzz run for CI (about 2 minutes on 2 cores with the defaults):
 #   1. the libFuzzer targets over the C kernels (ASan + UBSan), each from the committed corpus;
 #   2. the Python-level random fuzzer (placement JSON + hostile constructor fields);
 #   3. the atheris (coverage-guided) JSON/constructor target, when atheris is installed.
@@ -18,7 +18,7 @@ status=0
 
 if command -v "${CC_FUZZ:-clang}" >/dev/null 2>&1; then
   PYTHON="$python" bash "$here/build.sh"
-  for target in coverage_kernels physical overlap; do
+  for target in coverage_kernels physical overlap table; do
     work="$out/corpus-$target"
     mkdir -p "$work"
     cp "$here/corpus/$target/"* "$work/" 2>/dev/null || true
