@@ -128,7 +128,7 @@ def plan_logical_transfer(
         extra = target_ids - source_ids
         if extra:
             raise ValueError(f"target manifests contain unknown tensors: {_ids(extra)}")
-        check_target_coverage(target_tensors, target_fragments)
+        check_target_coverage(target_tensors, target_fragments, target_placement)
     else:
         extra = target_ids - source_ids
         if extra:
@@ -153,7 +153,7 @@ def plan_logical_transfer(
     dp_owners: dict[str, Any] = {}
     complete_ranks: list[int] = []
     if placed:
-        complete = complete_parallel_source_replicas(source_tensors, source_fragments)
+        complete = complete_parallel_source_replicas(source_tensors, source_fragments, source_placement)
         dp_owners = dp_owned_source_owners(source_tensors, source_fragments)
         complete_ranks = sorted(complete)
 

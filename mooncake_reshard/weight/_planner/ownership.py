@@ -81,6 +81,39 @@ def _cover_results(containers: list[Box], boxes: list[list[Box]]) -> list[bool]:
 OwnerGroups = dict[RuntimeTensorOwner, dict[Box, None]]
 
 
+def _single_signature(tensors: dict[str, TensorDescriptor]) -> Optional[tuple[tuple[str, ...], bool]]:
+    """``(owner kinds, DP-owned)`` shared by every tensor, or ``None`` when they differ."""
+    signatures = {(owner_kinds(tensor), is_dp_owned(tensor)) for tensor in tensors.values()}
+    return signatures.pop() if len(signatures) == 1 else None
+
+
+def _table_groups_cover(placement: Any, axes: list[str]) -> bool:
+    """True when the placement's packed fragment table proves that every group of fragments
+    with one (tensor, rank coordinates on ``axes``), identical boxes collapsed, exactly covers
+    its tensor. False when it does not or cannot tell (the exact path then decides)."""
+    try:
+        table = placement._fragments_table()
+        return table is not None and table.uncovered_group(axes, True) < 0
+    except (AttributeError, TypeError, ValueError):
+        return False
+
+
+def _fast_path_placement(placement: Any, tensors: dict[str, TensorDescriptor], fragments: Sequence[Any]) -> bool:
+    # The table indexes the placement's own fragments and tensors: only those qualify.
+    return (
+        placement is not None
+        and fragments is placement.fragments
+        and len(tensors) == len(placement.tensors)
+        and all(tensors.get(tensor.tensor_id) is tensor for tensor in placement.tensors)
+    )
+
+
+def _all_pairs_present(pairs: set[tuple[str, int]], tensors: dict[str, TensorDescriptor], dp_count: int) -> bool:
+    # Pairs are distinct and their dp values are the dp ranks; so every (tensor, dp) is
+    # present exactly when the pairs name only known tensors and their count is the product.
+    return len(pairs) == len(tensors) * dp_count and all(tensor_id in tensors for tensor_id, _ in pairs)
+
+
 def _owner_boxes(
     tensors: dict[str, TensorDescriptor], fragments: Sequence[Any], dp_owned: dict[str, bool]
 ) -> dict[tuple[str, int], OwnerGroups]:
@@ -136,10 +169,29 @@ def _queue(
     return first, len(containers)
 
 
-def check_target_coverage(tensors: dict[str, TensorDescriptor], fragments: Sequence[PlacementFragment]) -> None:
-    """Target coverage for non-local planning (spec §11.2)."""
+def check_target_coverage(
+    tensors: dict[str, TensorDescriptor], fragments: Sequence[PlacementFragment], placement: Any = None
+) -> None:
+    """Target coverage for non-local planning (spec §11.2).
+
+    With ``placement`` (whose own tensors and fragments these are) and one ownership signature
+    shared by every tensor, the packed fragment table decides the common all-covered case in
+    C; anything else (or any doubt) takes the exact path, which reports the first failure."""
     if not fragments:
         raise ValueError("target manifests have no fragments")
+    if _fast_path_placement(placement, tensors, fragments):
+        signature = _single_signature(tensors)
+        if signature is not None:
+            kinds, owned = signature
+            if owned:
+                present = set(map(_tensor_id, fragments)) == tensors.keys()
+                axes = list(kinds)
+            else:
+                pairs = set(zip(map(_tensor_id, fragments), map(_rank_dp, fragments)))
+                present = _all_pairs_present(pairs, tensors, len({dp for _, dp in pairs}))
+                axes = ["dp", *kinds]
+            if present and _table_groups_cover(placement, axes):
+                return
     dp_ranks = sorted(set(map(_rank_dp, fragments)))
     dp_owned = _dp_owned_map(tensors)
     table = _owner_boxes(tensors, fragments, dp_owned)
@@ -163,10 +215,39 @@ def check_target_coverage(tensors: dict[str, TensorDescriptor], fragments: Seque
 
 
 def complete_parallel_source_replicas(
-    tensors: dict[str, TensorDescriptor], fragments: Sequence[PlacementFragment]
+    tensors: dict[str, TensorDescriptor], fragments: Sequence[PlacementFragment], placement: Any = None
 ) -> dict[int, dict[str, RuntimeTensorOwner]]:
     """Complete source DP ranks and, per rank, the chosen (minimum) owner of each tensor
-    without DP ownership (spec §11.2). ``{}`` when every tensor is DP-owned."""
+    without DP ownership (spec §11.2). ``{}`` when every tensor is DP-owned.
+
+    With ``placement`` (whose own tensors and fragments these are) and one signature without
+    DP ownership shared by every tensor, the packed table decides the all-complete case in C
+    and the chosen owners come from the distinct (tensor, dp, owner) triples; otherwise (or
+    when some replica is incomplete) the exact path decides."""
+    if _fast_path_placement(placement, tensors, fragments):
+        signature = _single_signature(tensors)
+        if signature is not None and not signature[1]:
+            kinds = signature[0]
+            triples = set(
+                zip(
+                    map(_tensor_id, fragments),
+                    map(_rank_dp, fragments),
+                    *(map(attrgetter(f"rank.{kind}"), fragments) for kind in kinds),
+                )
+            )
+            chosen: dict[tuple[str, int], RuntimeTensorOwner] = {}
+            for triple in triples:
+                owner = tuple(zip(kinds, triple[2:]))
+                key = (triple[0], triple[1])
+                best = chosen.get(key)
+                if best is None or owner < best:
+                    chosen[key] = owner
+            dps = sorted({dp for _, dp in chosen})
+            if _all_pairs_present(set(chosen), tensors, len(dps)) and _table_groups_cover(placement, ["dp", *kinds]):
+                fast: dict[int, dict[str, RuntimeTensorOwner]] = {dp: {} for dp in dps}
+                for (tensor_id, dp), owner in sorted(chosen.items()):
+                    fast[dp][tensor_id] = owner
+                return fast
     dp_owned = _dp_owned_map(tensors)
     plain = sorted(tensor_id for tensor_id, owned in dp_owned.items() if not owned)
     if not plain:
