@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import product
+from operator import attrgetter
 from typing import Any, Optional
 
 from .. import _native
@@ -25,6 +26,8 @@ from .types import (
 __all__ = ["validate_complete_coverage"]
 
 _KINDS = ("dp", "pp", "ep", "tp")
+_OFFSET = attrgetter("global_offset")
+_SHAPE = attrgetter("local_shape")
 
 # (owner kinds, replica kinds, split kinds) -> owner -> replica -> {split coordinates}
 _ParticipantIndex = dict[tuple[int, ...], dict[tuple[int, ...], set[tuple[int, ...]]]]
@@ -235,12 +238,24 @@ def _check_owner_covers(
 ) -> None:
     tensor_id = tensor.tensor_id
     split_kinds = tuple(axis.kind for axis in split_axes)
-    owners: dict[tuple[int, ...], dict[tuple[int, ...], list[PlacementFragment]]] = {}
+    # Group by rank object first (fragments share a few rank objects), then map each
+    # distinct rank to its owner / replica coordinates. Fragment order inside a group does
+    # not matter to any check below.
+    by_rank_object: dict[int, list[PlacementFragment]] = {}
+    rank_objects: dict[int, Any] = {}
     for fragment in fragments:
-        state = fragment.rank.__dict__
+        rank = fragment.rank
+        bucket = by_rank_object.get(id(rank))
+        if bucket is None:
+            bucket = by_rank_object[id(rank)] = []
+            rank_objects[id(rank)] = rank
+        bucket.append(fragment)
+    owners: dict[tuple[int, ...], dict[tuple[int, ...], list[PlacementFragment]]] = {}
+    for key, bucket in by_rank_object.items():
+        state = rank_objects[key].__dict__
         owner = _coords(state, owner_kinds)
         replica = _coords(state, replica_kinds)
-        owners.setdefault(owner, {}).setdefault(replica, []).append(fragment)
+        owners.setdefault(owner, {}).setdefault(replica, []).extend(bucket)
     global_shape = tensor.global_shape
     origin = (0,) * len(global_shape)
     for owner in sorted(owners):
@@ -256,8 +271,8 @@ def _check_owner_covers(
             if not _native.boxes_exactly_cover(
                 origin,
                 global_shape,
-                [fragment.global_offset for fragment in group],
-                [fragment.local_shape for fragment in group],
+                list(map(_OFFSET, group)),
+                list(map(_SHAPE, group)),
             ):
                 raise ValueError(f"global placement tensor is not fully covered: {tensor_id}")
             if not split_axes:
