@@ -365,7 +365,7 @@ def _bind_side(
         if binding.placement_id != placement.placement_id:
             raise ValueError(f"logical plan and {label} placement IDs differ")
     given_participants = {binding.participant_id for binding in given}
-    bindable = {part.participant_id for part in placement.parts if part.fragments}
+    bindable = _placement_derived(placement)["bindable"]
     if not (required <= given_participants <= bindable):
         raise ValueError(f"logical plan and {label} runtime binding participants differ")
     proven = _validate_bindings_together(placement, given)
@@ -471,8 +471,31 @@ def _attested_bound_fragments(
     return rows
 
 
+_PLACEMENT_SLOT = "_mooncake_binding_derived"
+
+
+def _placement_derived(placement: WeightPlacementManifest) -> dict[str, Any]:
+    """Values binding derives from a (frozen, validated) placement, cached on it under a private
+    name (``WeightPlacementManifest.__getstate__`` drops private names: never pickled or copied).
+    The cache remembers the field objects it was derived from and is rebuilt if one was swapped."""
+    state = placement.__dict__
+    signature = (placement.fragments, placement.tensors, placement.parts)
+    entry = state.get(_PLACEMENT_SLOT)
+    if entry is not None and all(a is b for a, b in zip(entry[0], signature)):
+        values: dict[str, Any] = entry[1]
+        return values
+    values = {
+        "fragments": {fragment.placement_fragment_id: fragment for fragment in placement.fragments},
+        "tensors": {tensor.tensor_id: tensor for tensor in placement.tensors},
+        "bindable": frozenset(part.participant_id for part in placement.parts if part.fragments),
+    }
+    state[_PLACEMENT_SLOT] = (signature, values)
+    return values
+
+
 def _part_fragment_index(placement: WeightPlacementManifest) -> dict[str, PlacementFragment]:
-    return {fragment.placement_fragment_id: fragment for fragment in placement.fragments}
+    index: dict[str, PlacementFragment] = _placement_derived(placement)["fragments"]
+    return index
 
 
 def bind_logical_transfer_plan(
@@ -506,7 +529,7 @@ def bind_logical_transfer_plan(
     source_tensors = _tensor_map(logical_plan.source_tensors)
     target_tensors = _tensor_map(logical_plan.target_tensors)
     if source_placement is not None:
-        if source_tensors != {tensor.tensor_id: tensor for tensor in source_placement.tensors}:
+        if source_tensors != _placement_derived(source_placement)["tensors"]:
             raise ValueError("logical plan and source placement tensor descriptors differ")
     elif authoritative is not None:
         if source_tensors != {tensor.tensor_id: tensor for tensor in authoritative.tensors}:
@@ -520,7 +543,7 @@ def bind_logical_transfer_plan(
             for tensor in part.tensors
         }
     else:
-        expected_target_tensors = {tensor.tensor_id: tensor for tensor in target_placement.tensors}
+        expected_target_tensors = _placement_derived(target_placement)["tensors"]
     if target_tensors != expected_target_tensors:
         raise ValueError("logical plan and target placement tensor descriptors differ")
     # Step 5: fragment snapshots.
