@@ -356,6 +356,31 @@ def mutate_text(text: str, rng: random.Random) -> str:
 # checks
 
 
+def _load_spec_messages() -> List[Any]:
+    import os
+    import re
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "spec_messages.txt")
+    patterns = []
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            line = line.rstrip("\n")
+            if line and not line.startswith("#"):
+                patterns.append(re.compile(re.sub(r"\\\{[^}]*\\\}", ".*", re.escape(line)), re.S))
+    return patterns
+
+
+SPEC_MESSAGES = _load_spec_messages()
+# Messages outside the spec's quoted list that are accepted anyway: the documented signed 64-bit
+# coordinate limitation (docs/manifest.md).
+EXTRA_MESSAGES = ("must fit in a signed 64-bit integer",)
+
+
+def spec_message(text: str) -> bool:
+    """True when ``text`` starts with a spec message template (detail may be appended, §1.3)."""
+    return any(p.match(text) for p in SPEC_MESSAGES) or any(m in text for m in EXTRA_MESSAGES)
+
+
 class Finding(AssertionError):
     """A contract violation found by the fuzzer (the input is attached as ``.input``)."""
 
@@ -374,6 +399,8 @@ def check_json_text(text: Any) -> Optional[Any]:
     except ValueError as exc:
         if type(exc) is not ValueError and not isinstance(exc, UnicodeError):
             raise Finding(f"ValueError subclass {type(exc).__name__}: {exc}", text) from exc
+        if type(exc) is ValueError and not spec_message(str(exc)):
+            raise Finding(f"rejection message is not a spec message: {exc}", text) from exc
         return None
     except Exception as exc:  # noqa: BLE001 - the point of the harness
         raise Finding(f"unexpected {type(exc).__name__}: {exc}", text) from exc
@@ -464,6 +491,8 @@ def check_constructor(factory: Callable[..., Any], kwargs: Dict[str, Any], label
         # (spec 6.5), exactly as the reference does, so a lone surrogate fails in the encoder.
         if type(exc) is not ValueError and not isinstance(exc, UnicodeError):
             raise Finding(f"{label}: ValueError subclass {type(exc).__name__}: {exc}", kwargs) from exc
+        if type(exc) is ValueError and not spec_message(str(exc)):
+            raise Finding(f"{label}: rejection message is not a spec message: {exc}", kwargs) from exc
         return None
     except Boom:
         # the hostile object's own exception: Python propagates it from the caller's
