@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import chain
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any, Optional
 
 from ... import _native
@@ -39,6 +39,8 @@ _rank_dp = attrgetter("rank.dp")
 _global_offset = attrgetter("global_offset")
 _local_shape = attrgetter("local_shape")
 _nbytes = attrgetter("nbytes")
+_record_source = itemgetter(0)
+_record_target = itemgetter(1)
 
 
 def _ids(values: Any) -> str:
@@ -73,7 +75,7 @@ def project_executors(
     for part in placement.parts:
         if participants is not None and part.participant_id not in participants:
             continue
-        fragment_ids = [fragment.placement_fragment_id for fragment in part.fragments]
+        fragment_ids = list(map(_placement_fragment_id, part.fragments))
         if not fragment_ids or used_fragment_ids.isdisjoint(fragment_ids):
             continue
         rank = part.rank
@@ -184,6 +186,7 @@ def plan_logical_transfer(
         tensor_ndim.append(len(target_tensor.global_shape))
         tensor_itemsize.append(target_tensor.itemsize)
     processed = targets[:stop]
+    processed_ids = list(map(_placement_fragment_id, processed))
     del target_tids[stop:]
     if all(tensor_routed.values()):
         keys: list[tuple[str, Optional[int]]] = [(tensor_id, None) for tensor_id in target_tids]
@@ -216,9 +219,12 @@ def plan_logical_transfer(
         else:
             bucket.append(fragment)
     members: list[list[Any]] = [[] for _ in needed]
+    # Owners derived once per (owner kinds, rank object); the fragments keep the ranks alive.
+    owner_caches: dict[tuple[str, ...], dict[int, tuple[tuple[str, int], ...]]] = {}
     for tensor_id, groups in by_tensor.items():
         tensor = source_tensors[tensor_id]
         kinds = owner_kinds(tensor)
+        owner_cache = owner_caches.setdefault(kinds, {})
         dp_owner = dp_owners.get(tensor_id)
         owned = dp_owner is not None
         for group in groups.values():
@@ -232,7 +238,9 @@ def plan_logical_transfer(
             taken: set[int] = set()
             for fragment in group:
                 rank = fragment.rank
-                owner = tuple((kind, getattr(rank, kind)) for kind in kinds)
+                owner = owner_cache.get(id(rank))
+                if owner is None:
+                    owner = owner_cache[id(rank)] = tuple((kind, getattr(rank, kind)) for kind in kinds)
                 if owned:
                     if owner != dp_owner:
                         continue
@@ -268,9 +276,9 @@ def plan_logical_transfer(
             s_shapes.extend(fragment.local_shape)
             s_nbytes.append(fragment.nbytes)
         cover_start.append(len(cover_members))
-    source_ids = [_fragment_id(f) for f in source_objects]
-    ranks = {fid: i for i, fid in enumerate(sorted(source_ids))}
-    source_order = [ranks[fid] for fid in source_ids]
+    source_fragment_ids = [_fragment_id(f) for f in source_objects]
+    ranks = {fid: i for i, fid in enumerate(sorted(source_fragment_ids))}
+    source_order = [ranks[fid] for fid in source_fragment_ids]
     target_boxes = FragmentBoxes()
     target_boxes.tensor = t_tensor
     target_boxes.offsets = t_offsets
@@ -289,7 +297,7 @@ def plan_logical_transfer(
         max_transfer_regions=planning_limits.max_transfer_regions,
         max_segments_per_region=planning_limits.max_segments_per_region,
         max_total_lowered_segments=planning_limits.max_total_lowered_segments,
-        target_fragment_ids=[fragment.placement_fragment_id for fragment in processed],
+        target_fragment_ids=processed_ids,
     )
     if stop_error is not None:
         raise ValueError(stop_error)
@@ -297,10 +305,10 @@ def plan_logical_transfer(
     # Steps 5.8 and 6: regions (already in final order) built in C through the trusted path
     # (class allocator + field dict, no constructor: the kernel proved every invariant).
     operations = _native.build_regions(TransferRegion, records, source_objects, processed)
-    used_targets = {processed[index].placement_fragment_id for index in {record[1] for record in records}}
+    used_targets = set(map(processed_ids.__getitem__, set(map(_record_target, records))))
     used_sources: set[str] = set()
-    if placed:
-        used_sources = {source_objects[index].placement_fragment_id for index in {record[0] for record in records}}
+    if placed:  # source ids are placement fragment ids
+        used_sources = set(map(source_fragment_ids.__getitem__, set(map(_record_source, records))))
 
     # Step 7: executor projections.
     target_executors = project_executors(target_placement, used_targets, "target", target_participants)
