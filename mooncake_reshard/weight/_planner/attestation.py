@@ -181,7 +181,8 @@ class RuntimeBindingAttestation:
         self._set_validated_state(state[0], state[1])
 
     def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
-        return (_new_attestation, (type(self),), self.__getstate__())
+        state = self.__dict__
+        return (_new_attestation, (type(self),), (state["placement"], state["evidence"]))
 
     def validates(self, placement_fragment: object, binding_fragment: object) -> bool:
         """True when both fragments equal the attested entries for their placement fragment id."""

@@ -333,7 +333,7 @@ def _bind_side(
     label: str,
     placement: Optional[WeightPlacementManifest],
     bindings: Any,
-    required: set[str],
+    required: set[Any],
 ) -> tuple[list[WeightRuntimeBindingManifest], dict[tuple[str, str], RuntimeBindingAttestation]]:
     """Validate one side's bindings (spec §12.1 step 6); return the kept ones and attestations."""
     if isinstance(bindings, WeightRuntimeBindingManifest):

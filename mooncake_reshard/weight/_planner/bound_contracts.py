@@ -185,28 +185,6 @@ def _placement_identity(placement: Any) -> tuple[Any, Any, Any]:
     return (placement.resource_id, placement.revision, placement.weight_generation)
 
 
-def _part_ranks(placement: WeightPlacementManifest) -> dict[str, ParallelRank]:
-    return {part.participant_id: part.rank for part in placement.parts}
-
-
-def _attested_key_base(attestation: RuntimeBindingAttestation) -> tuple[Any, ...]:
-    """``(instance_id, placement_id, participant_id, placement digest, lease_id)`` (cached)."""
-
-    def build() -> tuple[Any, ...]:
-        evidence = attestation.evidence
-        placement = attestation.placement
-        return (
-            evidence.instance_id,
-            placement.placement_id,
-            evidence.participant_id,
-            placement.digest,
-            evidence.lease_id,
-        )
-
-    key: tuple[Any, ...] = _attestation_cache(attestation, "key_base", build)
-    return key
-
-
 def _attested_snapshots(attestation: RuntimeBindingAttestation, worker_id: str) -> tuple[RuntimeFragmentSnapshot, ...]:
     """All attested snapshots on ``worker_id`` sorted by runtime fragment id (cached)."""
 
@@ -601,7 +579,7 @@ class TransferPlan:
             owned = snapshot_owner[fragment.binding.fragment_id]
             # ``validates`` proved placement and binding fragment equal to the attested pair, so
             # the fragment's snapshot is the attested one when the lease generation agrees.
-            view = _attested_view(fragment.attestation)
+            view = _attested_view(fragment.attestation)  # type: ignore[arg-type]  # checked in step 11
             pfid = fragment.placement.placement_fragment_id
             attested = view.expected_by_pfid.get(pfid)
             if attested is not None and fragment.lease_generation == view.generation:

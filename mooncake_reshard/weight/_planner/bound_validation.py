@@ -8,7 +8,7 @@ classes so the kernel can apply the spec's tolerance rule without calling back i
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import Any, Callable, Hashable, Iterable, Optional, Sequence
 
 from math import prod
 
@@ -295,7 +295,7 @@ def _validate_no_in_place(operations: Sequence[Any]) -> None:
 # Shared helper for per-attestation caches
 
 
-def _attestation_cache(attestation: Any, name: str, build: Callable[[], Any]) -> Any:
+def _attestation_cache(attestation: Any, name: Hashable, build: Callable[[], Any]) -> Any:
     """A derived value cached on an attestation instance (never pickled: the attestation's
     state is ``(placement, evidence)``). The cache remembers the very ``placement`` and
     ``evidence`` objects it was derived from (held, so their identities cannot be recycled) and
@@ -308,14 +308,14 @@ def _attestation_cache(attestation: Any, name: str, build: Callable[[], Any]) ->
         return value
 
 
-def _attestation_values(attestation: Any) -> dict[str, Any]:
+def _attestation_values(attestation: Any) -> dict[Hashable, Any]:
     """The derived-value dict of ``attestation`` (see ``_attestation_cache``)."""
     state = attestation.__dict__
     cache = state.get("_derived_cache")
     if cache is None or cache[0] is not state.get("placement") or cache[1] is not state.get("evidence"):
         cache = (state.get("placement"), state.get("evidence"), {})
         state["_derived_cache"] = cache
-    values: dict[str, Any] = cache[2]
+    values: dict[Hashable, Any] = cache[2]
     return values
 
 
