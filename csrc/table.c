@@ -677,15 +677,22 @@ tbl_state(PyObject *obj, PyObject *dict_name)
     return state;
 }
 
-enum { TOK_DICT, TOK_TENSOR, TOK_OFFSET, TOK_SHAPE, TOK_NBYTES, TOK_RANK, TOK_DP, TOK_TP, TOK_PP, TOK_EP, TOK_N };
+enum { TOK_DICT, TOK_TENSOR, TOK_OFFSET, TOK_SHAPE, TOK_NBYTES, TOK_RANK, TOK_ID, TOK_ALIASES,
+       TOK_DP, TOK_TP, TOK_PP, TOK_EP, TOK_N };
 static const char *const tok_names[TOK_N] = {"__dict__", "tensor_id", "global_offset", "local_shape", "nbytes",
-                                             "rank", "dp", "tp", "pp", "ep"};
+                                             "rank", "placement_fragment_id", "aliases", "dp", "tp", "pp", "ep"};
 
 /* Columns of pack_fragments read from fragment objects' state: cols[0..4] = tensor_index,
- * offsets, shapes, ranks, nbytes (new lists). */
+ * offsets, shapes, ranks, nbytes (new lists). Also: *increasing = every
+ * placement_fragment_id is a str greater than the previous one; *any_aliases = some
+ * fragment's aliases is truthy. */
 static int
-tbl_columns_from_objects(PyObject *tensor_index, PyObject *fragments, PyObject *cols[5])
+tbl_columns_from_objects(PyObject *tensor_index, PyObject *fragments, PyObject *cols[5], int *increasing,
+                         int *any_aliases)
 {
+    PyObject *prev_id = NULL; /* strong reference */
+    *increasing = 1;
+    *any_aliases = 0;
     PyObject *keys[TOK_N];
     int nkeys = 0, rc = -1;
     for (int c = 0; c < 5; c++) cols[c] = NULL;
@@ -705,19 +712,40 @@ tbl_columns_from_objects(PyObject *tensor_index, PyObject *fragments, PyObject *
         PyObject *state = tbl_state(fragment, keys[TOK_DICT]);
         Py_DECREF(fragment);
         if (state == NULL) goto done;
-        PyObject *v[TOK_RANK + 1];
+        /* strong references throughout: attribute lookups below may run Python code */
+        PyObject *v[TOK_ALIASES + 1] = {NULL};
         int ok = 1;
-        for (int k = TOK_TENSOR; k <= TOK_RANK && ok; k++) {
+        for (int k = TOK_TENSOR; k <= TOK_ALIASES && ok; k++) {
             v[k] = tbl_state_get(state, keys[k]);
             if (v[k] == NULL) ok = 0;
+            else Py_INCREF(v[k]);
         }
         PyObject *index = NULL, *rank_state = NULL, *row = NULL;
+        if (ok && *increasing) {
+            if (!PyUnicode_CheckExact(v[TOK_ID])) *increasing = 0;
+            else if (prev_id != NULL) {
+                int cmp = PyUnicode_Compare(v[TOK_ID], prev_id);
+                if (cmp == -1 && PyErr_Occurred()) ok = 0;
+                else if (cmp <= 0) *increasing = 0;
+            }
+            Py_INCREF(v[TOK_ID]);
+            Py_XDECREF(prev_id);
+            prev_id = v[TOK_ID];
+        }
+        /* aliases other than an exact tuple count as aliases (no __bool__ is called) */
+        if (ok && !*any_aliases && (!PyTuple_CheckExact(v[TOK_ALIASES]) || PyTuple_Size(v[TOK_ALIASES]) != 0))
+            *any_aliases = 1;
+        if (ok && !PyUnicode_CheckExact(v[TOK_TENSOR])) {
+            PyErr_SetString(PyExc_TypeError, "tensor_id must be a str");
+            ok = 0;
+        }
         if (ok) {
             index = PyDict_GetItemWithError(tensor_index, v[TOK_TENSOR]);
             if (index == NULL) {
                 if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, v[TOK_TENSOR]);
                 ok = 0;
             }
+            else Py_INCREF(index);
         }
         if (ok) {
             rank_state = tbl_state(v[TOK_RANK], keys[TOK_DICT]);
@@ -736,17 +764,23 @@ tbl_columns_from_objects(PyObject *tensor_index, PyObject *fragments, PyObject *
         }
         if (ok) {
             PyObject *vals[5] = {index, v[TOK_OFFSET], v[TOK_SHAPE], row, v[TOK_NBYTES]};
+            index = NULL;
+            row = NULL;
             for (int c = 0; c < 5; c++) {
-                if (c != 3) Py_INCREF(vals[c]);
+                if (c == 1 || c == 2 || c == 4) Py_INCREF(vals[c]);
                 if (PyList_SetItem(cols[c], i, vals[c]) < 0) ok = 0; /* steals */
             }
         }
+        Py_XDECREF(index);
+        Py_XDECREF(row);
+        for (int k = TOK_TENSOR; k <= TOK_ALIASES; k++) Py_XDECREF(v[k]);
         Py_XDECREF(rank_state);
         Py_DECREF(state);
         if (!ok) goto done;
     }
     rc = 0;
 done:
+    Py_XDECREF(prev_id);
     for (int k = 0; k < nkeys; k++) Py_DECREF(keys[k]);
     if (rc < 0)
         for (int c = 0; c < 5; c++) Py_CLEAR(cols[c]);
@@ -761,12 +795,16 @@ tbl_pack_objects(PyObject *cls, PyObject *args)
                           &fragments))
         return NULL;
     PyObject *cols[5];
-    if (tbl_columns_from_objects(tensor_index, fragments, cols) < 0) return NULL;
+    int increasing, any_aliases;
+    if (tbl_columns_from_objects(tensor_index, fragments, cols, &increasing, &any_aliases) < 0) return NULL;
     PyObject *pargs = Py_BuildValue("(OOOOOO)", tensor_shapes, cols[0], cols[1], cols[2], cols[3], cols[4]);
     for (int c = 0; c < 5; c++) Py_DECREF(cols[c]);
     if (pargs == NULL) return NULL;
-    PyObject *res = tbl_pack(cls, pargs, NULL);
+    PyObject *table = tbl_pack(cls, pargs, NULL);
     Py_DECREF(pargs);
+    if (table == NULL) return NULL;
+    PyObject *res = Py_BuildValue("(OOO)", table, increasing ? Py_True : Py_False, any_aliases ? Py_True : Py_False);
+    Py_DECREF(table);
     return res;
 }
 
@@ -1037,7 +1075,7 @@ static PyMethodDef tbl_methods[] = {
     {"pack", (PyCFunction)(void (*)(void))tbl_pack, METH_CLASS | METH_VARARGS | METH_KEYWORDS,
      "Build a FragmentTable from per-fragment columns (see pack_fragments)."},
     {"pack_objects", (PyCFunction)tbl_pack_objects, METH_CLASS | METH_VARARGS,
-     "pack_fragments over placement fragment objects: (tensor_shapes, {tensor_id: index}, fragments)."},
+     "(table, ids strictly increasing, any aliases) over placement fragment objects' state."},
     {"duplicate_logical_fragment", tbl_duplicate_logical_fragment, METH_NOARGS,
      "Index of the first fragment repeating an earlier (tensor, rank, offset, shape), or -1."},
     {"overlapping_rank_group", tbl_overlapping_rank_group, METH_NOARGS,

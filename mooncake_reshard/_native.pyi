@@ -114,11 +114,14 @@ class FragmentTable:
     @classmethod
     def pack_objects(
         cls, tensor_shapes: Sequence[Sequence[int]], tensor_index: dict[str, int], fragments: Sequence[object], /
-    ) -> FragmentTable:
-        """``pack_fragments`` with the columns read in C from placement fragment objects' state
-        (``tensor_id`` mapped through ``tensor_index``, ``global_offset``, ``local_shape``,
-        ``rank`` (dp, tp, pp, ep), ``nbytes``). ``KeyError`` for a missing state entry or an
-        unmapped tensor id; otherwise the errors of ``pack_fragments``."""
+    ) -> tuple[FragmentTable, bool, bool]:
+        """``(table, ids_increasing, any_aliases)``: ``pack_fragments`` with the columns read in C
+        from placement fragment objects' state (``tensor_id`` (an exact str) mapped through
+        ``tensor_index``, ``global_offset``, ``local_shape``, ``rank`` (dp, tp, pp, ep),
+        ``nbytes``); ``ids_increasing``: every ``placement_fragment_id`` is an exact str greater
+        than the previous one (so all are distinct); ``any_aliases``: some ``aliases`` is not an
+        empty tuple. ``KeyError`` for a missing state entry or an unmapped tensor id, ``TypeError``
+        for a non-str tensor id; otherwise the errors of ``pack_fragments``."""
 
     def tensor_classes(self, classes: Sequence[int], /) -> tuple[list[int], list[int], list[int]]:
         """``(rep, start, members)``: ``members[start[t]:start[t + 1]]`` are tensor t's fragments
@@ -223,6 +226,24 @@ def build_regions(
     field order (the segment count is dropped). The three sequences must be lists at run time.
     ``ValueError`` for a record that is not an 11-tuple or an index outside its list;
     ``TypeError`` for a non-heap ``cls`` or non-lists."""
+
+def pack_targets(
+    fragments: Sequence[object],
+    tensor_index: dict[str, int],
+    tensor_ndim: bytes,
+    routed: bytes,
+    replicas: int,
+    /,
+) -> tuple[bytes, bytes, bytes, bytes, bytes, list[int]] | None:
+    """The planner's target packing in one pass over ``fragments`` (a list at run time):
+    ``(tensor, cover, offsets, shapes, nbytes, cover_keys)``. Per fragment its kernel tensor
+    index (``tensor_index[fragment.tensor_id]``), cover id, coordinates (``tensor_ndim[t]`` each)
+    and nbytes (uint64, 0 outside ``(0, 2**64)``), as native int64 bytes. A tensor with
+    ``routed[t] != 0`` has one cover (its owner), else ``rank.dp % replicas`` picks the replica
+    slot; cover ids number the keys ``t * (replicas + 1) + slot`` (``slot == replicas``: routed)
+    in order of first appearance, ``cover_keys[id]``. ``None`` when a fragment does not fit this
+    path (unknown tensor, rank count mismatch, non-int or out-of-int64 value): the caller packs
+    exactly instead and reports errors in rule order."""
 
 # --- physical.c: bound physical-range kernels (issue 4) ----------------------
 

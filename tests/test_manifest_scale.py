@@ -348,7 +348,7 @@ def test_tensor_classes_match_python_grouping(data: st.DataObject) -> None:
         for t, (offset, shape, rank) in rows
     ]
     index = {f"t{t}": t for t in range(ntensors)}
-    table = _native.FragmentTable.pack_objects(shapes, index, fragments)
+    table = _native.FragmentTable.pack_objects(shapes, index, fragments)[0]
     rep, start, members = table.tensor_classes(classes)
     groups = [[i for i, (t, _) in enumerate(rows) if t == u] for u in range(ntensors)]
     assert [members[start[u] : start[u + 1]] for u in range(ntensors)] == groups
@@ -379,7 +379,12 @@ def test_pack_objects_equals_pack_fragments(layout: Layout) -> None:
             _native.FragmentTable.pack_objects([t.global_shape for t in tensors], index, fragments)
         return
     shapes = [t.global_shape for t in tensors]
-    a = _native.FragmentTable.pack_objects(shapes, index, list(fragments))
+    a, increasing, any_aliases = _native.FragmentTable.pack_objects(shapes, index, list(fragments))
+    ids = [f.placement_fragment_id for f in fragments]
+    assert increasing == all(x < y for x, y in zip(ids, ids[1:]))
+    assert any_aliases == any(f.aliases for f in fragments)
+    _, reverse_increasing, _ = _native.FragmentTable.pack_objects(shapes, index, fragments[::-1])
+    assert reverse_increasing == (len(fragments) < 2)
     b = _native.pack_fragments(
         shapes,
         [index[f.tensor_id] for f in fragments],
@@ -424,7 +429,25 @@ def test_pack_objects_errors() -> None:
     del broken.__dict__["rank"]
     with pytest.raises(KeyError):
         _native.FragmentTable.pack_objects([(2,)], {"a": 0}, [broken])
-    assert len(_native.FragmentTable.pack_objects([(2,)], {"a": 0}, ())) == 0
+    table, increasing, any_aliases = _native.FragmentTable.pack_objects([(2,)], {"a": 0}, ())
+    assert len(table) == 0 and increasing and not any_aliases
+    with pytest.raises(TypeError):
+        _native.FragmentTable.pack_objects([(2,)], {"a": 0}, [_forged(fragment, tensor_id=_Str("a"))])
+    table, increasing, any_aliases = _native.FragmentTable.pack_objects(
+        [(2,)], {"a": 0}, [_forged(fragment, aliases=["b"]), _forged(fragment, placement_fragment_id=_Str("x"))]
+    )
+    assert any_aliases and not increasing and len(table) == 2
+
+
+class _Str(str):
+    pass
+
+
+def _forged(fragment: Any, **changes: Any) -> Any:
+    forged = copy.copy(fragment)
+    for name, value in changes.items():
+        object.__setattr__(forged, name, value)
+    return forged
 
 
 # ---- a larger deterministic layout --------------------------------------------------------------

@@ -15,7 +15,6 @@ from .. import _native
 from .types import PlacementFragment, TensorDescriptor, validate_fragment_geometry
 
 _FRAGMENT_ID = attrgetter("placement_fragment_id")
-_ALIASES = attrgetter("aliases")
 
 __all__ = [
     "validate_placement_fragments",
@@ -135,6 +134,13 @@ def pack_placement_fragments(
     Returns ``None`` when the input cannot be packed as is (duplicate or unknown tensor id,
     values the table rejects); the caller then takes the exact per-fragment path.
     """
+    packed = _pack(tensors, fragments)
+    return None if packed is None else packed[0]
+
+
+def _pack(
+    tensors: Sequence[TensorDescriptor], fragments: Sequence[PlacementFragment]
+) -> Optional[tuple[_native.FragmentTable, bool, bool]]:
     index = {tensor.tensor_id: position for position, tensor in enumerate(tensors)}
     if len(index) != len(tensors):
         return None
@@ -159,16 +165,18 @@ def fast_placement_checks(
     raises the contract's message for the first violation in the exact rule order. The alias
     check runs here only after every per-fragment rule passed, which is its place in that order.
     """
-    if len(set(map(_FRAGMENT_ID, fragments))) != len(fragments):
+    packed = _pack(tensors, fragments)
+    if packed is None:
         return None
-    table = pack_placement_fragments(tensors, fragments)
-    if table is None:
+    table, ids_increasing, any_aliases = packed
+    # ids sorted strictly increasing (the manifest's order) are unique; else count them
+    if not ids_increasing and len(set(map(_FRAGMENT_ID, fragments))) != len(fragments):
         return None
     if table.bad_geometry([tensor.itemsize for tensor in tensors]) >= 0:
         return None
     if table.duplicate_logical_fragment() >= 0:
         return None
-    if check_alias_groups and any(map(_ALIASES, fragments)):
+    if check_alias_groups and any_aliases:
         validate_alias_groups({tensor.tensor_id: tensor for tensor in tensors}, fragments)
     try:
         if table.overlapping_rank_group() >= 0:
