@@ -4,6 +4,7 @@ groups, one C call for overlaps and region geometry, operation order, executor p
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from itertools import chain
 from operator import attrgetter, itemgetter
@@ -188,21 +189,43 @@ def plan_logical_transfer(
     processed = targets[:stop]
     processed_ids = list(map(_placement_fragment_id, processed))
     del target_tids[stop:]
-    if all(tensor_routed.values()):
-        keys: list[tuple[str, Optional[int]]] = [(tensor_id, None) for tensor_id in target_tids]
-    else:
-        replica_count = len(complete_ranks)
-        keys = [
-            (tensor_id, None) if tensor_routed[tensor_id] else (tensor_id, complete_ranks[dp % replica_count])
-            for tensor_id, dp in zip(target_tids, map(_rank_dp, processed))
-        ]
+    # One C pass packs the targets and assigns covers; None sends every target through the
+    # exact Python packing below (unusual values), which reports in the contract's order.
+    replica_count = len(complete_ranks)
+    packed = _native.pack_targets(
+        processed,
+        tensor_index,
+        array("q", tensor_ndim).tobytes(),
+        array("q", [1 if routed else 0 for routed in tensor_routed.values()]).tobytes(),
+        replica_count,
+    )
     needed: dict[tuple[str, Optional[int]], int] = {}
-    claim = needed.setdefault
-    target_cover = [claim(key, len(needed)) for key in keys]
-    t_tensor = [tensor_index[tensor_id] for tensor_id in target_tids]
-    t_offsets = list(_chain(map(_global_offset, processed)))
-    t_shapes = list(_chain(map(_local_shape, processed)))
-    t_nbytes = list(map(_nbytes, processed))
+    target_packed: Optional[tuple[bytes, bytes, bytes, bytes, bytes]] = None
+    target_cover: list[int] = []
+    t_tensor: list[int] = []
+    t_offsets: list[int] = []
+    t_shapes: list[int] = []
+    t_nbytes: list[int] = []
+    if packed is not None:
+        tensor_list = list(tensor_index)
+        for cover, key in enumerate(packed[5]):
+            position, slot = divmod(key, replica_count + 1)
+            needed[(tensor_list[position], None if slot == replica_count else complete_ranks[slot])] = cover
+        target_packed = (packed[0], packed[1], packed[2], packed[3], packed[4])
+    else:
+        if all(tensor_routed.values()):
+            keys: list[tuple[str, Optional[int]]] = [(tensor_id, None) for tensor_id in target_tids]
+        else:
+            keys = [
+                (tensor_id, None) if tensor_routed[tensor_id] else (tensor_id, complete_ranks[dp % replica_count])
+                for tensor_id, dp in zip(target_tids, map(_rank_dp, processed))
+            ]
+        claim = needed.setdefault
+        target_cover = [claim(key, len(needed)) for key in keys]
+        t_tensor = [tensor_index[tensor_id] for tensor_id in target_tids]
+        t_offsets = list(_chain(map(_global_offset, processed)))
+        t_shapes = list(_chain(map(_local_shape, processed)))
+        t_nbytes = list(map(_nbytes, processed))
 
     # Step 4: candidate groups and their eligible representatives per cover.
     needed_tensors = {key[0] for key in needed}
@@ -298,6 +321,7 @@ def plan_logical_transfer(
         max_segments_per_region=planning_limits.max_segments_per_region,
         max_total_lowered_segments=planning_limits.max_total_lowered_segments,
         target_fragment_ids=processed_ids,
+        target_packed=target_packed,
     )
     if stop_error is not None:
         raise ValueError(stop_error)

@@ -139,11 +139,22 @@ def plan_overlap_regions(
     max_segments_per_region: int,
     max_total_lowered_segments: int,
     target_fragment_ids: Sequence[str],
+    target_packed: Optional[tuple[bytes, bytes, bytes, bytes, bytes]] = None,
 ) -> list[Any]:
     """Run the C kernel over targets ``0..nprocess`` (already in fragment-id order).
 
+    ``target_packed`` (from ``_native.pack_targets``: tensor, cover, offsets, shapes and nbytes
+    as native int64 / uint64 bytes) replaces ``target`` and ``target_cover`` when given.
     Returns the region records in final operation order, or raises the contract's
     ``ValueError`` for the first fail-closed rule hit (spec §11.1 steps 5.5-9)."""
+    if target_packed is None:
+        t_tensor = _pack_i64(target.tensor, "tensor indices")
+        t_offsets = _pack_i64(target.offsets, "coordinates")
+        t_shapes = _pack_i64(target.shapes, "coordinates")
+        t_nbytes = _pack_u64_or_zero(target.nbytes)
+        t_cover = _pack_i64(target_cover, "cover indices")
+    else:
+        t_tensor, t_cover, t_offsets, t_shapes, t_nbytes = target_packed
     result = _native.plan_overlaps(
         _pack_i64(tensor_ndim, "tensor ranks"),
         _pack_i64(tensor_itemsize, "itemsizes"),
@@ -154,11 +165,11 @@ def plan_overlap_regions(
         _pack_i64(source_order, "fragment order"),
         _pack_i64(cover_start, "cover indices"),
         _pack_i64(cover_members, "cover indices"),
-        _pack_i64(target.tensor, "tensor indices"),
-        _pack_i64(target.offsets, "coordinates"),
-        _pack_i64(target.shapes, "coordinates"),
-        _pack_u64_or_zero(target.nbytes),
-        _pack_i64(target_cover, "cover indices"),
+        t_tensor,
+        t_offsets,
+        t_shapes,
+        t_nbytes,
+        t_cover,
         nprocess,
         _limit(max_transfer_regions),
         _limit(max_segments_per_region),

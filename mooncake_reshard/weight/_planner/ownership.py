@@ -235,17 +235,17 @@ def complete_parallel_source_replicas(
                     *(map(attrgetter(f"rank.{kind}"), fragments) for kind in kinds),
                 )
             )
-            chosen: dict[tuple[str, int], RuntimeTensorOwner] = {}
+            minimum: dict[tuple[str, int], RuntimeTensorOwner] = {}
             for triple in triples:
                 owner = tuple(zip(kinds, triple[2:]))
                 key = (triple[0], triple[1])
-                best = chosen.get(key)
+                best = minimum.get(key)
                 if best is None or owner < best:
-                    chosen[key] = owner
-            dps = sorted({dp for _, dp in chosen})
-            if _all_pairs_present(set(chosen), tensors, len(dps)) and _table_groups_cover(placement, ["dp", *kinds]):
+                    minimum[key] = owner
+            dps = sorted({dp for _, dp in minimum})
+            if _all_pairs_present(set(minimum), tensors, len(dps)) and _table_groups_cover(placement, ["dp", *kinds]):
                 fast: dict[int, dict[str, RuntimeTensorOwner]] = {dp: {} for dp in dps}
-                for (tensor_id, dp), owner in sorted(chosen.items()):
+                for (tensor_id, dp), owner in sorted(minimum.items()):
                     fast[dp][tensor_id] = owner
                 return fast
     dp_owned = _dp_owned_map(tensors)
