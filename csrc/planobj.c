@@ -44,8 +44,8 @@ po_index(PyObject *item, Py_ssize_t bound)
 
 /* One region instance of cls from record (a tuple of PO_RECORD_LEN items). */
 static PyObject *
-po_region(PyObject *cls, allocfunc alloc, PyObject *const *keys, PyObject *tensor_key, PyObject *record,
-          PyObject *sources, Py_ssize_t nsources, PyObject *targets, Py_ssize_t ntargets)
+po_region(PyObject *cls, allocfunc alloc, PyObject *const *keys, PyObject *tensor_key, PyObject *template,
+          PyObject *record, PyObject *sources, Py_ssize_t nsources, PyObject *targets, Py_ssize_t ntargets)
 {
     if (!PyTuple_Check(record) || PyTuple_Size(record) != PO_RECORD_LEN) {
         PyErr_SetString(PyExc_ValueError, "region record must be a tuple of 11 items");
@@ -63,7 +63,8 @@ po_region(PyObject *cls, allocfunc alloc, PyObject *const *keys, PyObject *tenso
     if (source == NULL) return NULL;
     PyObject *target = PyList_GetItem(targets, ti); /* borrowed */
     if (target == NULL) return NULL;
-    PyObject *dict = PyDict_New();
+    /* A copy of the all-keys template is sized once; the stores below only replace values. */
+    PyObject *dict = PyDict_Copy(template);
     if (dict == NULL) return NULL;
     PyObject *tensor_id = PyObject_GetAttr(target, tensor_key);
     if (tensor_id == NULL) goto fail;
@@ -119,12 +120,18 @@ po_build_regions(PyObject *Py_UNUSED(self), PyObject *args)
     }
     PyObject *keys[PO_NFIELDS] = {NULL};
     PyObject *tensor_key = NULL;
+    PyObject *template = NULL;
     PyObject *result = NULL;
     for (int k = 0; k < PO_NFIELDS; k++) {
         keys[k] = PyUnicode_InternFromString(po_field_names[k]);
         if (keys[k] == NULL) goto done;
     }
     tensor_key = keys[0];
+    template = PyDict_New();
+    if (template == NULL) goto done;
+    for (int k = 0; k < PO_NFIELDS; k++) {
+        if (PyDict_SetItem(template, keys[k], Py_None) < 0) goto done;
+    }
     {
         Py_ssize_t n = PyList_Size(records);
         Py_ssize_t nsources = PyList_Size(sources);
@@ -140,7 +147,8 @@ po_build_regions(PyObject *Py_UNUSED(self), PyObject *args)
             ntargets = PyList_Size(targets);
             if (nsources < 0 || ntargets < 0) goto fail;
             Py_INCREF(record);
-            PyObject *region = po_region(cls, alloc, keys, tensor_key, record, sources, nsources, targets, ntargets);
+            PyObject *region =
+                po_region(cls, alloc, keys, tensor_key, template, record, sources, nsources, targets, ntargets);
             Py_DECREF(record);
             if (region == NULL) goto fail;
             if (PyTuple_SetItem(result, i, region) < 0) goto fail; /* steals region */
@@ -150,6 +158,7 @@ po_build_regions(PyObject *Py_UNUSED(self), PyObject *args)
 fail:
     Py_CLEAR(result);
 done:
+    Py_XDECREF(template);
     po_release_keys(keys);
     return result;
 }
