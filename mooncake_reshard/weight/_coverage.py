@@ -280,7 +280,11 @@ def _check_owner_covers(
             participant_splits = expected[replica]
             observed = {_coords(fragment.rank.__dict__, split_kinds) for fragment in group}
             for position, kind in enumerate(split_kinds):
-                if {coords[position] for coords in participant_splits} != set(range(sizes[kind])):
+                # Equal to set(range(size)) without materialising the range: an axis size may be
+                # far larger than the participant count (e.g. tp_size=2**62 from JSON).
+                size = sizes[kind]
+                values = {coords[position] for coords in participant_splits}
+                if len(values) != size or not all(0 <= value < size for value in values):
                     raise ValueError(
                         "global placement tensor is not fully covered: missing or unexpected "
                         f"split-axis participant for {tensor_id}"
