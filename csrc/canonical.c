@@ -683,45 +683,124 @@ done:
     return rc;
 }
 
-static PyObject *
-py_canonical_fragments_json(PyObject *Py_UNUSED(module), PyObject *fragments)
+/* Append canonical JSON of a fragment list (list or tuple) to b. */
+static int
+pfl_fragments(cj_buf *b, PyObject *fragments, PyObject *const *keys)
 {
     if (!PyList_Check(fragments) && !PyTuple_Check(fragments)) {
         PyErr_SetString(PyExc_TypeError, "fragments must be a list or tuple");
+        return -1;
+    }
+    int is_list = PyList_Check(fragments);
+    if (cj_putc(b, '[') < 0) return -1;
+    for (Py_ssize_t i = 0;; i++) {
+        Py_ssize_t n = is_list ? PyList_Size(fragments) : PyTuple_Size(fragments);
+        if (n < 0) return -1;
+        if (i >= n) break;
+        PyObject *item = is_list ? PyList_GetItem(fragments, i) : PyTuple_GetItem(fragments, i);
+        if (item == NULL) return -1;
+        Py_INCREF(item);
+        int rc = i ? cj_putc(b, ',') : 0;
+        if (rc == 0) rc = pfl_fragment(b, item, keys);
+        Py_DECREF(item);
+        if (rc < 0) return -1;
+    }
+    return cj_putc(b, ']');
+}
+
+static int
+pfl_keys(PyObject **keys)
+{
+    for (int k = 0; k < PFL_NKEYS; k++) {
+        keys[k] = PyUnicode_InternFromString(pfl_names[k]);
+        if (keys[k] == NULL) {
+            while (k-- > 0) Py_DECREF(keys[k]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *
+py_canonical_fragments_json(PyObject *Py_UNUSED(module), PyObject *fragments)
+{
+    PyObject *keys[PFL_NKEYS];
+    if (pfl_keys(keys) < 0) return NULL;
+    cj_buf b = {NULL, 0, 0};
+    PyObject *result = NULL;
+    if (pfl_fragments(&b, fragments, keys) == 0) result = PyUnicode_DecodeASCII(b.data, (Py_ssize_t)b.len, NULL);
+    cj_free(&b);
+    for (int k = 0; k < PFL_NKEYS; k++) Py_DECREF(keys[k]);
+    return result;
+}
+
+/* "[" + ",".join('{"fragments":' + canonical_fragments_json(f) + "," + tail[1:]) + "]" over
+ * pairs (f, tail); each tail is an ASCII str holding a JSON object "{...}" with at least one
+ * key (the rest of the part object, keys sorting after "fragments"). */
+static PyObject *
+py_canonical_parts_json(PyObject *Py_UNUSED(module), PyObject *pairs)
+{
+    if (!PyList_Check(pairs)) {
+        PyErr_SetString(PyExc_TypeError, "pairs must be a list");
         return NULL;
     }
     PyObject *keys[PFL_NKEYS];
-    int nkeys = 0;
-    for (; nkeys < PFL_NKEYS; nkeys++) {
-        keys[nkeys] = PyUnicode_InternFromString(pfl_names[nkeys]);
-        if (keys[nkeys] == NULL) break;
-    }
+    if (pfl_keys(keys) < 0) return NULL;
     cj_buf b = {NULL, 0, 0};
     PyObject *result = NULL;
-    if (nkeys == PFL_NKEYS && cj_putc(&b, '[') == 0) {
-        int is_list = PyList_Check(fragments);
-        int rc = 0;
-        for (Py_ssize_t i = 0; rc == 0; i++) {
-            Py_ssize_t n = is_list ? PyList_Size(fragments) : PyTuple_Size(fragments);
-            if (n < 0) {
-                rc = -1;
-                break;
-            }
-            if (i >= n) break;
-            PyObject *item = is_list ? PyList_GetItem(fragments, i) : PyTuple_GetItem(fragments, i);
-            if (item == NULL) {
-                rc = -1;
-                break;
-            }
-            Py_INCREF(item);
-            if (i) rc = cj_putc(&b, ',');
-            if (rc == 0) rc = pfl_fragment(&b, item, keys);
-            Py_DECREF(item);
+    int rc = cj_putc(&b, '[');
+    for (Py_ssize_t i = 0; rc == 0; i++) {
+        Py_ssize_t n = PyList_Size(pairs);
+        if (n < 0) {
+            rc = -1;
+            break;
         }
-        if (rc == 0 && cj_putc(&b, ']') == 0) result = PyUnicode_DecodeASCII(b.data, (Py_ssize_t)b.len, NULL);
+        if (i >= n) break;
+        PyObject *pair = PyList_GetItem(pairs, i);
+        if (pair == NULL) {
+            rc = -1;
+            break;
+        }
+        Py_INCREF(pair);
+        PyObject *frags = NULL, *tail = NULL;
+        if (!PyTuple_Check(pair) || PyTuple_Size(pair) != 2) {
+            PyErr_SetString(PyExc_TypeError, "pairs must hold (fragments, tail) tuples");
+            rc = -1;
+        }
+        else {
+            frags = PyTuple_GetItem(pair, 0);
+            tail = PyTuple_GetItem(pair, 1);
+            if (frags == NULL || tail == NULL) rc = -1;
+        }
+        Py_ssize_t tn = 0;
+        const char *ts = NULL;
+        if (rc == 0) {
+            if (!PyUnicode_Check(tail)) {
+                PyErr_SetString(PyExc_TypeError, "tail must be a str");
+                rc = -1;
+            }
+            else if ((ts = PyUnicode_AsUTF8AndSize(tail, &tn)) == NULL) rc = -1;
+            else if (tn < 3 || ts[0] != '{' || ts[1] == '}') {
+                PyErr_SetString(PyExc_ValueError, "tail must be a non-empty JSON object");
+                rc = -1;
+            }
+            for (Py_ssize_t k = 0; rc == 0 && k < tn; k++) {
+                if ((unsigned char)ts[k] >= 0x80) {
+                    PyErr_SetString(PyExc_ValueError, "tail must be ASCII");
+                    rc = -1;
+                }
+            }
+        }
+        if (rc == 0 && i) rc = cj_putc(&b, ',');
+        if (rc == 0) rc = cj_write(&b, "{\"fragments\":", 13);
+        if (rc == 0) rc = pfl_fragments(&b, frags, keys);
+        if (rc == 0) rc = cj_putc(&b, ',');
+        if (rc == 0) rc = cj_write(&b, ts + 1, (size_t)(tn - 1));
+        Py_DECREF(pair);
     }
+    if (rc == 0 && cj_putc(&b, ']') == 0) result = PyUnicode_DecodeASCII(b.data, (Py_ssize_t)b.len, NULL);
     cj_free(&b);
-    for (int k = 0; k < nkeys; k++) Py_DECREF(keys[k]);
+    for (int k = 0; k < PFL_NKEYS; k++) Py_DECREF(keys[k]);
     return result;
 }
 
@@ -731,6 +810,8 @@ static PyMethodDef canonical_methods[] = {
      "json.dumps(obj, sort_keys=True, separators=(',', ':'), ensure_ascii=...) for JSON trees."},
     {"canonical_sha256", (PyCFunction)(void (*)(void))py_canonical_sha256, METH_VARARGS | METH_KEYWORDS,
      "Lowercase hex SHA-256 of the UTF-8 canonical JSON of obj."},
+    {"canonical_parts_json", (PyCFunction)py_canonical_parts_json, METH_O,
+     "Canonical JSON of the parts list from (fragments, rest-of-part JSON object) pairs."},
     {"canonical_fragments_json", (PyCFunction)py_canonical_fragments_json, METH_O,
      "canonical_json([fragment_object(f) for f in fragments]) without the intermediate dicts."},
     {"placement_fragment_id", (PyCFunction)(void (*)(void))py_placement_fragment_id,

@@ -29,6 +29,13 @@ def canonical_fragments_json(fragments: list[object] | tuple[object, ...], /) ->
     rank's) is read directly and its values encoded as ``canonical_json`` would, without
     building the intermediate dicts. ``KeyError`` for a missing state entry."""
 
+def canonical_parts_json(pairs: list[tuple[list[object] | tuple[object, ...], str]], /) -> str:
+    """``"[" + ",".join('{"fragments":' + canonical_fragments_json(f) + "," + tail[1:]) + "]"``
+    over ``(fragments, tail)`` pairs, in one buffer: the canonical JSON of a placement's parts
+    when each ``tail`` is the canonical JSON of the rest of the part object (ASCII, a non-empty
+    object whose keys sort after "fragments"). ``ValueError`` for a tail that is not such an
+    object, ``TypeError`` for malformed pairs."""
+
 def placement_fragment_id(
     tensor_id: str,
     global_offset: tuple[int, ...],

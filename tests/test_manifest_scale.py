@@ -242,6 +242,24 @@ def test_canonical_fragment_json_edge_values() -> None:
         _native.canonical_fragments_json([broken])
 
 
+def test_canonical_parts_json_shape_and_errors() -> None:
+    fragment = PlacementFragment("u", (0,), (2,), 4, ParallelRank(tp=1))
+    tail = _native.canonical_json({"participant_id": "p", "rank": {"dp": 0, "tp": 1, "pp": 0, "ep": 0}})
+    expected = _native.canonical_json(
+        [{"fragments": [fragment_object(fragment)], "participant_id": "p", "rank": {"dp": 0, "tp": 1, "pp": 0, "ep": 0}}] * 2
+    )
+    assert _native.canonical_parts_json([((fragment,), tail), ([fragment], tail)]) == expected
+    assert _native.canonical_parts_json([]) == "[]"
+    for bad in ([((fragment,), "{}")], [((fragment,), "x")], [((fragment,), '{"\u00e9":1}'.encode().decode("unicode_escape"))]):
+        with pytest.raises(ValueError):
+            _native.canonical_parts_json(bad)
+    for bad_type in ([((fragment,), 1)], [(fragment,)], [(iter([fragment]), tail)]):
+        with pytest.raises(TypeError):
+            _native.canonical_parts_json(bad_type)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        _native.canonical_parts_json(((fragment,), tail))  # type: ignore[arg-type]
+
+
 # ---- the cached table ---------------------------------------------------------------------------
 
 

@@ -102,7 +102,7 @@ def parts_json(parts: Iterable[Any]) -> str:
 
     Fragments are encoded by the C core straight from their state (no intermediate dicts).
     """
-    pieces = []
+    pairs = []
     for part in parts:
         fragments = part.fragments
         if type(fragments) is not tuple and type(fragments) is not list:
@@ -110,10 +110,8 @@ def parts_json(parts: Iterable[Any]) -> str:
         tail = _native.canonical_json(
             {"participant_id": part.participant_id, "rank": rank_object(part.rank)}
         )
-        pieces.append(
-            '{"fragments":' + _native.canonical_fragments_json(fragments) + "," + tail[1:]
-        )
-    return "[" + ",".join(pieces) + "]"
+        pairs.append((fragments, tail))
+    return _native.canonical_parts_json(pairs)
 
 
 def canonical_json_with_parts(payload: dict[str, Any], parts: Iterable[Any]) -> str:

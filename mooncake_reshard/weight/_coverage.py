@@ -28,6 +28,7 @@ __all__ = ["validate_complete_coverage"]
 _KINDS = ("dp", "pp", "ep", "tp")
 _OFFSET = attrgetter("global_offset")
 _SHAPE = attrgetter("local_shape")
+_RANK = attrgetter("rank")
 
 # (owner kinds, replica kinds, split kinds) -> owner -> replica -> {split coordinates}
 _ParticipantIndex = dict[tuple[int, ...], dict[tuple[int, ...], set[tuple[int, ...]]]]
@@ -243,13 +244,17 @@ def _check_owner_covers(
     # not matter to any check below.
     by_rank_object: dict[int, list[PlacementFragment]] = {}
     rank_objects: dict[int, Any] = {}
-    for fragment in fragments:
-        rank = fragment.rank
-        bucket = by_rank_object.get(id(rank))
-        if bucket is None:
-            bucket = by_rank_object[id(rank)] = []
-            rank_objects[id(rank)] = rank
-        bucket.append(fragment)
+    ranks = list(map(_RANK, fragments))
+    if len(set(map(id, ranks))) == 1:  # one rank object: no per-fragment grouping
+        by_rank_object[id(ranks[0])] = fragments
+        rank_objects[id(ranks[0])] = ranks[0]
+    else:
+        for fragment, rank in zip(fragments, ranks):
+            bucket = by_rank_object.get(id(rank))
+            if bucket is None:
+                bucket = by_rank_object[id(rank)] = []
+                rank_objects[id(rank)] = rank
+            bucket.append(fragment)
     owners: dict[tuple[int, ...], dict[tuple[int, ...], list[PlacementFragment]]] = {}
     for key, bucket in by_rank_object.items():
         state = rank_objects[key].__dict__
