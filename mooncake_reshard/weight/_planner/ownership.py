@@ -235,17 +235,23 @@ def complete_parallel_source_replicas(
                     *(map(attrgetter(f"rank.{kind}"), fragments) for kind in kinds),
                 )
             )
-            minimum: dict[tuple[str, int], RuntimeTensorOwner] = {}
+            # Owners of one signature compare like their coordinate tuples (same kinds).
+            minimum: dict[tuple[Any, ...], tuple[Any, ...]] = {}
             for triple in triples:
-                owner = tuple(zip(kinds, triple[2:]))
-                key = (triple[0], triple[1])
+                key = triple[:2]
+                values = triple[2:]
                 best = minimum.get(key)
-                if best is None or owner < best:
-                    minimum[key] = owner
-            dps = sorted({dp for _, dp in minimum})
-            if _all_pairs_present(set(minimum), tensors, len(dps)) and _table_groups_cover(placement, ["dp", *kinds]):
+                if best is None or values < best:
+                    minimum[key] = values
+            dps = sorted({key[1] for key in minimum})
+            pairs: set[tuple[str, int]] = set(minimum)
+            if _all_pairs_present(pairs, tensors, len(dps)) and _table_groups_cover(placement, ["dp", *kinds]):
                 fast: dict[int, dict[str, RuntimeTensorOwner]] = {dp: {} for dp in dps}
-                for (tensor_id, dp), owner in sorted(minimum.items()):
+                owners: dict[tuple[Any, ...], RuntimeTensorOwner] = {}
+                for (tensor_id, dp), values in minimum.items():
+                    owner = owners.get(values)
+                    if owner is None:
+                        owner = owners[values] = tuple(zip(kinds, values))
                     fast[dp][tensor_id] = owner
                 return fast
     dp_owned = _dp_owned_map(tensors)
