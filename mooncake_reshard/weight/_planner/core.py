@@ -27,8 +27,7 @@ from .ownership import (
     check_target_coverage,
     complete_parallel_source_replicas,
     dp_owned_source_owners,
-    is_dp_owned,
-    owner_kinds,
+    tensor_signatures,
 )
 
 __all__ = ["plan_logical_transfer", "project_executors"]
@@ -131,7 +130,9 @@ def plan_logical_transfer(
         extra = target_ids - source_ids
         if extra:
             raise ValueError(f"target manifests contain unknown tensors: {_ids(extra)}")
-        check_target_coverage(target_tensors, target_fragments, target_placement)
+        check_target_coverage(
+            target_tensors, target_fragments, target_placement, tensor_signatures(target_tensors)
+        )
     else:
         extra = target_ids - source_ids
         if extra:
@@ -152,12 +153,15 @@ def plan_logical_transfer(
         raise ValueError("source fragments mix placement and stored locations")
 
     # Step 3: DP replica selection (placement sources only).
+    source_signatures = tensor_signatures(source_tensors)
     complete: dict[int, dict[str, Any]] = {}
     dp_owners: dict[str, Any] = {}
     complete_ranks: list[int] = []
     if placed:
-        complete = complete_parallel_source_replicas(source_tensors, source_fragments, source_placement)
-        dp_owners = dp_owned_source_owners(source_tensors, source_fragments)
+        complete = complete_parallel_source_replicas(
+            source_tensors, source_fragments, source_placement, source_signatures
+        )
+        dp_owners = dp_owned_source_owners(source_tensors, source_fragments, source_signatures)
         complete_ranks = sorted(complete)
 
     # Targets in fragment-id order. The first target whose tensor cannot be planned stops the
@@ -183,7 +187,7 @@ def plan_logical_transfer(
             stop = target_tids.index(tensor_id)
             break
         tensor_index[tensor_id] = len(tensor_ndim)
-        tensor_routed[tensor_id] = stored or is_dp_owned(source_tensor)  # type: ignore[arg-type]
+        tensor_routed[tensor_id] = stored or source_signatures[tensor_id][1]
         tensor_ndim.append(len(target_tensor.global_shape))
         tensor_itemsize.append(target_tensor.itemsize)
     processed = targets[:stop]
@@ -245,8 +249,7 @@ def plan_logical_transfer(
     # Owners derived once per (owner kinds, rank object); the fragments keep the ranks alive.
     owner_caches: dict[tuple[str, ...], dict[int, tuple[tuple[str, int], ...]]] = {}
     for tensor_id, groups in by_tensor.items():
-        tensor = source_tensors[tensor_id]
-        kinds = owner_kinds(tensor)
+        kinds = source_signatures[tensor_id][0]
         owner_cache = owner_caches.setdefault(kinds, {})
         dp_owner = dp_owners.get(tensor_id)
         owned = dp_owner is not None

@@ -22,6 +22,7 @@ __all__ = [
     "is_dp_owned",
     "owner_kinds",
     "parallel_tensor_owner",
+    "tensor_signatures",
 ]
 
 Box = tuple[tuple[int, ...], tuple[int, ...]]
@@ -47,6 +48,23 @@ def parallel_tensor_owner(tensor: TensorDescriptor, fragment: PlacementFragment)
 def is_dp_owned(tensor: TensorDescriptor) -> bool:
     """True when the tensor declares ``OwnershipAxis("dp")``."""
     return any(isinstance(axis, OwnershipAxis) and axis.kind == "dp" for axis in tensor.parallel_axes)
+
+
+Signature = tuple[tuple[str, ...], bool]
+
+
+def tensor_signatures(tensors: dict[str, TensorDescriptor]) -> dict[str, Signature]:
+    """``(owner_kinds(tensor), is_dp_owned(tensor))`` of every tensor, in one pass per tensor
+    (DP ownership is an ``OwnershipAxis("dp")``, i.e. ``"dp"`` among the owner kinds)."""
+    out: dict[str, Signature] = {}
+    for tensor_id, tensor in tensors.items():
+        kinds = tuple(axis.kind for axis in tensor.parallel_axes if isinstance(axis, OwnershipAxis))
+        out[tensor_id] = (kinds, "dp" in kinds)
+    return out
+
+
+def _signatures(tensors: dict[str, TensorDescriptor], signatures: Optional[dict[str, Signature]]) -> dict[str, Signature]:
+    return tensor_signatures(tensors) if signatures is None else signatures
 
 
 def _tensor_box(tensor: TensorDescriptor) -> Box:
@@ -81,10 +99,10 @@ def _cover_results(containers: list[Box], boxes: list[list[Box]]) -> list[bool]:
 OwnerGroups = dict[RuntimeTensorOwner, dict[Box, None]]
 
 
-def _single_signature(tensors: dict[str, TensorDescriptor]) -> Optional[tuple[tuple[str, ...], bool]]:
+def _single_signature(signatures: dict[str, Signature]) -> Optional[Signature]:
     """``(owner kinds, DP-owned)`` shared by every tensor, or ``None`` when they differ."""
-    signatures = {(owner_kinds(tensor), is_dp_owned(tensor)) for tensor in tensors.values()}
-    return signatures.pop() if len(signatures) == 1 else None
+    distinct = set(signatures.values())
+    return distinct.pop() if len(distinct) == 1 else None
 
 
 def _table_groups_cover(placement: Any, axes: list[str]) -> bool:
@@ -115,7 +133,7 @@ def _all_pairs_present(pairs: set[tuple[str, int]], tensors: dict[str, TensorDes
 
 
 def _owner_boxes(
-    tensors: dict[str, TensorDescriptor], fragments: Sequence[Any], dp_owned: dict[str, bool]
+    signatures: dict[str, Signature], fragments: Sequence[Any], dp_owned: dict[str, bool]
 ) -> dict[tuple[str, int], OwnerGroups]:
     """One pass: (tensor id, dp rank or -1 for DP-owned tensors) -> owner -> collapsed boxes.
 
@@ -134,8 +152,8 @@ def _owner_boxes(
     ):
         index = get_class(tensor_id)
         if index is None:
-            tensor = tensors.get(tensor_id)
-            kinds = owner_kinds(tensor) if tensor is not None else ()
+            known = signatures.get(tensor_id)
+            kinds = known[0] if known is not None else ()
             signature = (kinds, dp_owned.get(tensor_id, False))
             index = classes.get(signature)
             if index is None:
@@ -153,8 +171,8 @@ def _owner_boxes(
     return table
 
 
-def _dp_owned_map(tensors: dict[str, TensorDescriptor]) -> dict[str, bool]:
-    return {tensor_id: is_dp_owned(tensor) for tensor_id, tensor in tensors.items()}
+def _dp_owned_map(signatures: dict[str, Signature]) -> dict[str, bool]:
+    return {tensor_id: signature[1] for tensor_id, signature in signatures.items()}
 
 
 def _queue(
@@ -170,7 +188,10 @@ def _queue(
 
 
 def check_target_coverage(
-    tensors: dict[str, TensorDescriptor], fragments: Sequence[PlacementFragment], placement: Any = None
+    tensors: dict[str, TensorDescriptor],
+    fragments: Sequence[PlacementFragment],
+    placement: Any = None,
+    signatures: Optional[dict[str, Signature]] = None,
 ) -> None:
     """Target coverage for non-local planning (spec §11.2).
 
@@ -179,8 +200,9 @@ def check_target_coverage(
     C; anything else (or any doubt) takes the exact path, which reports the first failure."""
     if not fragments:
         raise ValueError("target manifests have no fragments")
+    signatures = _signatures(tensors, signatures)
     if _fast_path_placement(placement, tensors, fragments):
-        signature = _single_signature(tensors)
+        signature = _single_signature(signatures)
         if signature is not None:
             kinds, owned = signature
             if owned:
@@ -193,8 +215,8 @@ def check_target_coverage(
             if present and _table_groups_cover(placement, axes):
                 return
     dp_ranks = sorted(set(map(_rank_dp, fragments)))
-    dp_owned = _dp_owned_map(tensors)
-    table = _owner_boxes(tensors, fragments, dp_owned)
+    dp_owned = _dp_owned_map(signatures)
+    table = _owner_boxes(signatures, fragments, dp_owned)
     # One entry per (tensor, dp) check in reporting order; each owns a run of containers.
     checks: list[tuple[str, int, bool, int, int]] = []
     containers: list[Box] = []
@@ -215,7 +237,10 @@ def check_target_coverage(
 
 
 def complete_parallel_source_replicas(
-    tensors: dict[str, TensorDescriptor], fragments: Sequence[PlacementFragment], placement: Any = None
+    tensors: dict[str, TensorDescriptor],
+    fragments: Sequence[PlacementFragment],
+    placement: Any = None,
+    signatures: Optional[dict[str, Signature]] = None,
 ) -> dict[int, dict[str, RuntimeTensorOwner]]:
     """Complete source DP ranks and, per rank, the chosen (minimum) owner of each tensor
     without DP ownership (spec §11.2). ``{}`` when every tensor is DP-owned.
@@ -224,8 +249,9 @@ def complete_parallel_source_replicas(
     DP ownership shared by every tensor, the packed table decides the all-complete case in C
     and the chosen owners come from the distinct (tensor, dp, owner) triples; otherwise (or
     when some replica is incomplete) the exact path decides."""
+    signatures = _signatures(tensors, signatures)
     if _fast_path_placement(placement, tensors, fragments):
-        signature = _single_signature(tensors)
+        signature = _single_signature(signatures)
         if signature is not None and not signature[1]:
             kinds = signature[0]
             triples = set(
@@ -254,12 +280,12 @@ def complete_parallel_source_replicas(
                         owner = owners[values] = tuple(zip(kinds, values))
                     fast[dp][tensor_id] = owner
                 return fast
-    dp_owned = _dp_owned_map(tensors)
+    dp_owned = _dp_owned_map(signatures)
     plain = sorted(tensor_id for tensor_id, owned in dp_owned.items() if not owned)
     if not plain:
         return {}
     dp_ranks = sorted(set(map(_rank_dp, fragments)))
-    table = _owner_boxes(tensors, fragments, dp_owned)
+    table = _owner_boxes(signatures, fragments, dp_owned)
     containers: list[Box] = []
     boxes: list[list[Box]] = []
     entries: list[tuple[int, str, Optional[OwnerGroups], int, int]] = []
@@ -285,14 +311,17 @@ def complete_parallel_source_replicas(
 
 
 def dp_owned_source_owners(
-    tensors: dict[str, TensorDescriptor], fragments: Sequence[PlacementFragment]
+    tensors: dict[str, TensorDescriptor],
+    fragments: Sequence[PlacementFragment],
+    signatures: Optional[dict[str, Signature]] = None,
 ) -> dict[str, RuntimeTensorOwner]:
     """The single complete declared owner of each DP-owned source tensor (spec §11.2)."""
-    dp_owned = _dp_owned_map(tensors)
+    signatures = _signatures(tensors, signatures)
+    dp_owned = _dp_owned_map(signatures)
     owned = sorted(tensor_id for tensor_id, is_owned in dp_owned.items() if is_owned)
     if not owned:
         return {}
-    table = _owner_boxes(tensors, [f for f in fragments if dp_owned.get(f.tensor_id, False)], dp_owned)
+    table = _owner_boxes(signatures, [f for f in fragments if dp_owned.get(f.tensor_id, False)], dp_owned)
     containers: list[Box] = []
     boxes: list[list[Box]] = []
     entries: list[tuple[str, list[RuntimeTensorOwner], int]] = []
