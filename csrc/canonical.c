@@ -737,18 +737,48 @@ py_canonical_fragments_json(PyObject *Py_UNUSED(module), PyObject *fragments)
 /* "[" + ",".join('{"fragments":' + canonical_fragments_json(f) + "," + tail[1:]) + "]" over
  * pairs (f, tail); each tail is an ASCII str holding a JSON object "{...}" with at least one
  * key (the rest of the part object, keys sorting after "fragments"). */
-static PyObject *
-py_canonical_parts_json(PyObject *Py_UNUSED(module), PyObject *pairs)
+/* ASCII bytes of an ASCII str (borrowed from its UTF-8 cache), or NULL with ValueError/TypeError. */
+static const char *
+pfl_ascii(PyObject *str, Py_ssize_t *n, const char *name)
 {
+    if (!PyUnicode_Check(str)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a str", name);
+        return NULL;
+    }
+    const char *s = PyUnicode_AsUTF8AndSize(str, n);
+    if (s == NULL) return NULL;
+    for (Py_ssize_t k = 0; k < *n; k++) {
+        if ((unsigned char)s[k] >= 0x80) {
+            PyErr_Format(PyExc_ValueError, "%s must be ASCII", name);
+            return NULL;
+        }
+    }
+    return s;
+}
+
+static PyObject *
+py_canonical_parts_json(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"pairs", "prefix", "suffix", "sha256", NULL};
+    PyObject *pairs, *prefix = NULL, *suffix = NULL;
+    int want_sha = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|UUp:canonical_parts_json", kwlist, &pairs, &prefix, &suffix,
+                                     &want_sha))
+        return NULL;
     if (!PyList_Check(pairs)) {
         PyErr_SetString(PyExc_TypeError, "pairs must be a list");
         return NULL;
     }
+    Py_ssize_t pn = 0, sn = 0;
+    const char *ps = "", *ss = "";
+    if (prefix != NULL && (ps = pfl_ascii(prefix, &pn, "prefix")) == NULL) return NULL;
+    if (suffix != NULL && (ss = pfl_ascii(suffix, &sn, "suffix")) == NULL) return NULL;
     PyObject *keys[PFL_NKEYS];
     if (pfl_keys(keys) < 0) return NULL;
     cj_buf b = {NULL, 0, 0};
     PyObject *result = NULL;
-    int rc = cj_putc(&b, '[');
+    int rc = cj_write(&b, ps, (size_t)pn);
+    if (rc == 0) rc = cj_putc(&b, '[');
     for (Py_ssize_t i = 0; rc == 0; i++) {
         Py_ssize_t n = PyList_Size(pairs);
         if (n < 0) {
@@ -798,7 +828,10 @@ py_canonical_parts_json(PyObject *Py_UNUSED(module), PyObject *pairs)
         if (rc == 0) rc = cj_write(&b, ts + 1, (size_t)(tn - 1));
         Py_DECREF(pair);
     }
-    if (rc == 0 && cj_putc(&b, ']') == 0) result = PyUnicode_DecodeASCII(b.data, (Py_ssize_t)b.len, NULL);
+    if (rc == 0) rc = cj_putc(&b, ']');
+    if (rc == 0) rc = cj_write(&b, ss, (size_t)sn);
+    if (rc == 0)
+        result = want_sha ? sha256_text("", b.data, b.len) : PyUnicode_DecodeASCII(b.data, (Py_ssize_t)b.len, NULL);
     cj_free(&b);
     for (int k = 0; k < PFL_NKEYS; k++) Py_DECREF(keys[k]);
     return result;
@@ -810,8 +843,9 @@ static PyMethodDef canonical_methods[] = {
      "json.dumps(obj, sort_keys=True, separators=(',', ':'), ensure_ascii=...) for JSON trees."},
     {"canonical_sha256", (PyCFunction)(void (*)(void))py_canonical_sha256, METH_VARARGS | METH_KEYWORDS,
      "Lowercase hex SHA-256 of the UTF-8 canonical JSON of obj."},
-    {"canonical_parts_json", (PyCFunction)py_canonical_parts_json, METH_O,
-     "Canonical JSON of the parts list from (fragments, rest-of-part JSON object) pairs."},
+    {"canonical_parts_json", (PyCFunction)(void (*)(void))py_canonical_parts_json, METH_VARARGS | METH_KEYWORDS,
+     "prefix + canonical JSON of the parts list from (fragments, rest-of-part JSON) pairs + suffix "
+     "(or its hex SHA-256)."},
     {"canonical_fragments_json", (PyCFunction)py_canonical_fragments_json, METH_O,
      "canonical_json([fragment_object(f) for f in fragments]) without the intermediate dicts."},
     {"placement_fragment_id", (PyCFunction)(void (*)(void))py_placement_fragment_id,

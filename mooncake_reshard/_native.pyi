@@ -29,12 +29,19 @@ def canonical_fragments_json(fragments: list[object] | tuple[object, ...], /) ->
     rank's) is read directly and its values encoded as ``canonical_json`` would, without
     building the intermediate dicts. ``KeyError`` for a missing state entry."""
 
-def canonical_parts_json(pairs: list[tuple[list[object] | tuple[object, ...], str]], /) -> str:
-    """``"[" + ",".join('{"fragments":' + canonical_fragments_json(f) + "," + tail[1:]) + "]"``
-    over ``(fragments, tail)`` pairs, in one buffer: the canonical JSON of a placement's parts
+def canonical_parts_json(
+    pairs: list[tuple[list[object] | tuple[object, ...], str]],
+    prefix: str = "",
+    suffix: str = "",
+    sha256: bool = False,
+) -> str:
+    """``prefix + "[" + ",".join('{"fragments":' + canonical_fragments_json(f) + "," + tail[1:])
+    + "]" + suffix`` over ``(fragments, tail)`` pairs, in one buffer (with ``sha256=True``: the
+    lowercase hex SHA-256 of that text instead). It is the canonical JSON of a placement's parts
     when each ``tail`` is the canonical JSON of the rest of the part object (ASCII, a non-empty
-    object whose keys sort after "fragments"). ``ValueError`` for a tail that is not such an
-    object, ``TypeError`` for malformed pairs."""
+    object whose keys sort after "fragments"). ``prefix``/``suffix`` must be ASCII.
+    ``ValueError`` for a tail that is not such an object or non-ASCII text, ``TypeError`` for
+    malformed pairs."""
 
 def placement_fragment_id(
     tensor_id: str,

@@ -250,6 +250,18 @@ def test_canonical_parts_json_shape_and_errors() -> None:
     )
     assert _native.canonical_parts_json([((fragment,), tail), ([fragment], tail)]) == expected
     assert _native.canonical_parts_json([]) == "[]"
+    assert _native.canonical_parts_json([((fragment,), tail)], prefix="{\"a\":", suffix="}") == (
+        '{"a":' + _native.canonical_json([{"fragments": [fragment_object(fragment)], "participant_id": "p",
+                                            "rank": {"dp": 0, "tp": 1, "pp": 0, "ep": 0}}]) + "}"
+    )
+    single = _native.canonical_parts_json([((fragment,), tail)])
+    assert _native.canonical_parts_json([((fragment,), tail)], prefix="x", suffix="y", sha256=True) == (
+        _native.sha256_hex(("x" + single + "y").encode())
+    )
+    with pytest.raises(ValueError):
+        _native.canonical_parts_json([], prefix="\u00e9")
+    with pytest.raises(TypeError):
+        _native.canonical_parts_json([], suffix=b"x")  # type: ignore[arg-type]
     for bad in ([((fragment,), "{}")], [((fragment,), "x")], [((fragment,), '{"\u00e9":1}'.encode().decode("unicode_escape"))]):
         with pytest.raises(ValueError):
             _native.canonical_parts_json(bad)

@@ -97,11 +97,7 @@ def topology_object(topology: ParallelTopology) -> dict[str, Any]:
     }
 
 
-def parts_json(parts: Iterable[Any]) -> str:
-    """``canonical_json([part_object(p.participant_id, p.rank, p.fragments) for p in parts])``.
-
-    Fragments are encoded by the C core straight from their state (no intermediate dicts).
-    """
+def _part_pairs(parts: Iterable[Any]) -> list[tuple[Any, str]]:
     pairs = []
     for part in parts:
         fragments = part.fragments
@@ -111,20 +107,36 @@ def parts_json(parts: Iterable[Any]) -> str:
             {"participant_id": part.participant_id, "rank": rank_object(part.rank)}
         )
         pairs.append((fragments, tail))
-    return _native.canonical_parts_json(pairs)
+    return pairs
 
 
-def canonical_json_with_parts(payload: dict[str, Any], parts: Iterable[Any]) -> str:
-    """``canonical_json({**payload, "parts": [part_object(...) for part in parts]})`` (ASCII).
+def parts_json(parts: Iterable[Any]) -> str:
+    """``canonical_json([part_object(p.participant_id, p.rank, p.fragments) for p in parts])``.
+
+    Fragments are encoded by the C core straight from their state (no intermediate dicts).
+    """
+    return _native.canonical_parts_json(_part_pairs(parts))
+
+
+def canonical_json_with_parts(
+    payload: dict[str, Any], parts: Iterable[Any], *, sha256: bool = False
+) -> str:
+    """``canonical_json({**payload, "parts": [part_object(...) for part in parts]})`` (ASCII),
+    or with ``sha256=True`` the hex SHA-256 of that text.
 
     ``payload`` must not hold "parts"; when every key of it sorts after "parts" (the
-    placement content and wire objects), the parts text is spliced in front of it.
+    placement content and wire objects), the parts text is written in front of it in one
+    C buffer.
     """
     if payload and all(type(key) is str and key > "parts" for key in payload):
         rest = _native.canonical_json(payload)
-        return '{"parts":' + parts_json(parts) + "," + rest[1:]
+        return _native.canonical_parts_json(
+            _part_pairs(parts), prefix='{"parts":', suffix="," + rest[1:], sha256=sha256
+        )
     content = dict(payload)
     content["parts"] = [
         part_object(part.participant_id, part.rank, part.fragments) for part in parts
     ]
+    if sha256:
+        return _native.canonical_sha256(content)
     return _native.canonical_json(content)

@@ -115,9 +115,7 @@ class WeightPlacementManifest:
             "topology": topology_object(topology),
             "tensors": [tensor_object(tensor) for tensor in tensors],
         }
-        canonical = "sha256:" + _native.sha256_hex(
-            canonical_json_with_parts(content, ordered_parts).encode("ascii")
-        )
+        canonical = "sha256:" + canonical_json_with_parts(content, ordered_parts, sha256=True)
         if placement_id is not None and placement_id != canonical:
             raise ValueError("placement_id does not match canonical logical content")
         state = self.__dict__
