@@ -119,7 +119,7 @@ class _Stages:
                 profiler.disable()
             cpu = time.process_time() - cpu
             wall = time.perf_counter() - wall
-            self.results[name] = {"wall_s": wall, "cpu_s": cpu}
+            self.results[name] = {"wall_s": wall, "cpu_s": cpu, "peak_rss_after_bytes": _rss_bytes()}
             _progress(f"{self.label}: {name} {wall:.3f} s wall, {cpu:.3f} s cpu")
             if profiler is not None:
                 self.profiles[name] = _top_functions(profiler, self.profile_top)

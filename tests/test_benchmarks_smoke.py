@@ -79,7 +79,7 @@ def test_runtime_binding_physical_workload_follows_its_arguments() -> None:
 def _pipeline_checks(result: Dict[str, Any]) -> None:
     assert "error" not in result, result.get("error")
     for stage in ("build_inputs", "assemble", "plan", "build_bindings", "bind", "pickle_dump", "pickle_load"):
-        assert set(result["stages"][stage]) == {"wall_s", "cpu_s"}
+        assert set(result["stages"][stage]) == {"wall_s", "cpu_s", "peak_rss_after_bytes"}
     assert result["pipeline"]["stages"] == ["assemble", "plan", "bind"]
     memory = result["memory"]
     assert memory["peak_rss_bytes"] >= memory["baseline_rss_bytes"] > 0
