@@ -168,7 +168,13 @@ def plan_logical_transfer(
     # pass (its error is raised after the kernel has processed the targets before it); every
     # target before it gets its cover and is packed for the kernel. The per-fragment work runs
     # as C-level maps and comprehensions; tensors are visited once, in first-occurrence order.
-    targets = sorted(target_fragments, key=_placement_fragment_id)
+    # Manifests store fragments in id order already: then the ids are read once, not sorted.
+    target_ids = list(map(_placement_fragment_id, target_fragments))
+    if target_ids == sorted(target_ids):
+        targets = list(target_fragments)
+    else:
+        targets = sorted(target_fragments, key=_placement_fragment_id)
+        target_ids = list(map(_placement_fragment_id, targets))
     target_tids = list(map(_tensor_id, targets))
     stop_error: Optional[str] = None
     stop = len(targets)
@@ -191,7 +197,7 @@ def plan_logical_transfer(
         tensor_ndim.append(len(target_tensor.global_shape))
         tensor_itemsize.append(target_tensor.itemsize)
     processed = targets[:stop]
-    processed_ids = list(map(_placement_fragment_id, processed))
+    processed_ids = target_ids[:stop]
     del target_tids[stop:]
     # One C pass packs the targets and assigns covers; None sends every target through the
     # exact Python packing below (unusual values), which reports in the contract's order.
