@@ -973,6 +973,8 @@ ov_frags_load(ov_frags *f, const char *side, size_t ntensors, const int64_t *ten
     return 0;
 }
 
+/* Tuples of ints cannot take part in reference cycles: they are untracked at once (as the
+ * collector would do on its first pass), so a large plan adds no collector work per region. */
 static PyObject *
 ov_tuple_i64(const int64_t *v, int n)
 {
@@ -985,6 +987,7 @@ ov_tuple_i64(const int64_t *v, int n)
             return NULL;
         }
     }
+    PyObject_GC_UnTrack(t);
     return t;
 }
 
@@ -1000,6 +1003,7 @@ ov_tuple_u64(const uint64_t *v, int n)
             return NULL;
         }
     }
+    PyObject_GC_UnTrack(t);
     return t;
 }
 
@@ -1040,6 +1044,7 @@ ov_region_tuple(const ov_plan *P, const ov_region *r, PyObject *empty)
         PyTuple_SetItem(out, i, items[i]);   /* steals; cannot fail on a fresh tuple */
         items[i] = NULL;
     }
+    PyObject_GC_UnTrack(out); /* ints and untracked int tuples only */
 done:
     for (int i = 0; i < 11; i++) Py_XDECREF(items[i]);
     return out;
