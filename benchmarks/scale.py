@@ -364,11 +364,13 @@ def _targets(document: Dict[str, Any]) -> Dict[str, Any]:
             "met": kimi["pipeline"]["cpu_s"] < TARGET_PIPELINE_CPU_S if full_model else None,
             "note": None if full_model else "scaled-down model: target applies to 61 layers x 384 experts",
         }
+        pipeline_peak = kimi["stages"]["bind"]["peak_rss_after_bytes"]
         targets["kimi_peak_rss_under_1GiB"] = {
-            "measured_bytes": kimi["memory"]["peak_rss_bytes"],
+            "measured_bytes": pipeline_peak,
             "target_bytes": TARGET_PEAK_RSS_BYTES,
-            "met": kimi["memory"]["peak_rss_bytes"] < TARGET_PEAK_RSS_BYTES if full_model else None,
-            "note": "whole child process, including the input values the adapter built",
+            "met": pipeline_peak < TARGET_PEAK_RSS_BYTES if full_model else None,
+            "note": "peak RSS of the child process by the end of binding (before the pickle round trip), "
+                    "including the interpreter and the input values the adapter built",
         }
         targets["kimi_30x_below_reference"] = {
             "target_speedup": TARGET_SPEEDUP_VS_REFERENCE,
