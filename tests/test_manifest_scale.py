@@ -509,3 +509,28 @@ def test_many_experts_layout_assembles_like_the_oracle() -> None:
     bad = list(fragments)
     bad[-1] = dataclasses.replace(bad[-1], rank=Coord(tp=bad[-1].rank.tp, ep=1 - bad[-1].rank.ep))
     assert _check_verdict(dataclasses.replace(layout, fragments=tuple(bad))) is None
+
+
+def test_from_fragments_restores_gc_state() -> None:
+    import gc
+
+    from layout_model import Coord, FragmentSpec, TensorSpec, full_participants
+
+    layout = Layout(
+        sizes=(1, 1, 1, 1),
+        participants=full_participants(1, 1, 1, 1),
+        tensors=(TensorSpec("w", (4,), ()),),
+        fragments=(FragmentSpec("w", (0,), (4,), Coord()),),
+    )
+    gap = dataclasses.replace(layout, fragments=(FragmentSpec("w", (0,), (2,), Coord()),))
+    was = gc.isenabled()
+    try:
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            assert build_placement(layout).placement_id == oracles.placement_id(layout)
+            assert gc.isenabled() is enabled
+            with pytest.raises(ValueError, match="not fully covered"):
+                build_placement(gap)
+            assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Optional
@@ -193,92 +194,125 @@ class WeightPlacementManifest:
         Each fragment goes to the topology participant with an equal rank; one part
         is built for every participant, including participants without fragments.
         """
-        tensor_items = item_tuple(tensors, "placement tensors", TensorDescriptor)
-        fragment_items = item_tuple(fragments, "placement fragments", PlacementFragment)
-        catalog: dict[str, TensorDescriptor] = {}
-        for tensor in tensor_items:
-            if tensor.tensor_id in catalog:
-                raise ValueError("duplicate tensor_id in placement tensors")
-            catalog[tensor.tensor_id] = tensor
-        referenced = set(map(_tensor_id_of, fragment_items))
-        if not referenced.issubset(catalog):
-            for fragment in fragment_items:
-                if fragment.tensor_id not in catalog:
-                    raise ValueError(f"unknown tensor_id: {fragment.tensor_id}")
-        for tensor in tensor_items:
-            if tensor.tensor_id not in referenced:
-                raise ValueError(
-                    f"global placement contains an unreferenced tensor: {tensor.tensor_id}"
-                )
-        if not isinstance(topology, ParallelTopology):
-            raise ValueError("topology must be a ParallelTopology")
-        by_rank: dict[ParallelRank, list[PlacementFragment]] = {
-            participant.rank: [] for participant in topology.participants
-        }
-        # Fragments usually share rank objects: look each distinct object up once.
-        by_rank_object: dict[int, list[PlacementFragment]] = {}
-        for fragment in fragment_items:
-            rank = fragment.rank
-            bucket = by_rank_object.get(id(rank))
-            if bucket is None:
-                bucket = by_rank.get(rank)
-                if bucket is None:
-                    raise ValueError(
-                        "placement fragment rank has no topology participant: "
-                        f"{fragment.placement_fragment_id}"
-                    )
-                by_rank_object[id(rank)] = bucket
-            bucket.append(fragment)
-        common: dict[str, Any] = {
-            "resource_id": resource_id,
-            "revision": revision,
-            "weight_generation": weight_generation,
-            "placement_set_id": placement_set_id,
-            "topology_id": topology.topology_id,
-        }
-        buckets = []
-        for participant in topology.participants:
-            part_fragments = by_rank[participant.rank]
-            part_tensor_ids = sorted(set(map(_tensor_id_of, part_fragments)))
-            buckets.append(
-                (participant, tuple(catalog[tensor_id] for tensor_id in part_tensor_ids), part_fragments)
-            )
-        manifest_fields: dict[str, Any] = {
-            "resource_id": resource_id,
-            "revision": revision,
-            "weight_generation": weight_generation,
-            "placement_set_id": placement_set_id,
-            "topology": topology,
-            "placement_id": placement_id,
-        }
-        # Fast path: the manifest's whole-manifest checks imply every part check, so the
-        # parts are assembled unchecked. On any rejection the checked constructors run
-        # again, so the error raised is exactly the one the checked path raises first.
+        # Assembly allocates many container objects and keeps them: pause the cyclic GC
+        # (its collections would rescan them) and restore its state afterwards.
+        enabled = gc.isenabled()
+        gc.disable()
         try:
-            trusted = tuple(
-                assembled_part(
-                    **common,
-                    participant_id=participant.participant_id,
-                    rank=participant.rank,
-                    tensors=part_tensors,
-                    fragments=tuple(sorted(part_fragments, key=_fragment_key)),
-                )
-                for participant, part_tensors, part_fragments in buckets
+            return _assemble_from_fragments(
+                cls,
+                resource_id=resource_id,
+                revision=revision,
+                weight_generation=weight_generation,
+                placement_set_id=placement_set_id,
+                topology=topology,
+                tensors=tensors,
+                fragments=fragments,
+                placement_id=placement_id,
             )
-            return cls(parts=trusted, **manifest_fields)
-        except ValueError:
-            pass
-        parts = tuple(
-            WeightPlacementPart(
+        finally:
+            if enabled:
+                gc.enable()
+
+
+def _assemble_from_fragments(
+    cls: type[WeightPlacementManifest],
+    *,
+    resource_id: ResourceId,
+    revision: RevisionId,
+    weight_generation: int,
+    placement_set_id: PlacementSetId,
+    topology: ParallelTopology,
+    tensors: tuple[TensorDescriptor, ...],
+    fragments: tuple[PlacementFragment, ...],
+    placement_id: Optional[PlacementId],
+) -> WeightPlacementManifest:
+    tensor_items = item_tuple(tensors, "placement tensors", TensorDescriptor)
+    fragment_items = item_tuple(fragments, "placement fragments", PlacementFragment)
+    catalog: dict[str, TensorDescriptor] = {}
+    for tensor in tensor_items:
+        if tensor.tensor_id in catalog:
+            raise ValueError("duplicate tensor_id in placement tensors")
+        catalog[tensor.tensor_id] = tensor
+    referenced = set(map(_tensor_id_of, fragment_items))
+    if not referenced.issubset(catalog):
+        for fragment in fragment_items:
+            if fragment.tensor_id not in catalog:
+                raise ValueError(f"unknown tensor_id: {fragment.tensor_id}")
+    for tensor in tensor_items:
+        if tensor.tensor_id not in referenced:
+            raise ValueError(
+                f"global placement contains an unreferenced tensor: {tensor.tensor_id}"
+            )
+    if not isinstance(topology, ParallelTopology):
+        raise ValueError("topology must be a ParallelTopology")
+    by_rank: dict[ParallelRank, list[PlacementFragment]] = {
+        participant.rank: [] for participant in topology.participants
+    }
+    # Fragments usually share rank objects: look each distinct object up once.
+    by_rank_object: dict[int, list[PlacementFragment]] = {}
+    for fragment in fragment_items:
+        rank = fragment.rank
+        bucket = by_rank_object.get(id(rank))
+        if bucket is None:
+            bucket = by_rank.get(rank)
+            if bucket is None:
+                raise ValueError(
+                    "placement fragment rank has no topology participant: "
+                    f"{fragment.placement_fragment_id}"
+                )
+            by_rank_object[id(rank)] = bucket
+        bucket.append(fragment)
+    common: dict[str, Any] = {
+        "resource_id": resource_id,
+        "revision": revision,
+        "weight_generation": weight_generation,
+        "placement_set_id": placement_set_id,
+        "topology_id": topology.topology_id,
+    }
+    buckets = []
+    for participant in topology.participants:
+        part_fragments = by_rank[participant.rank]
+        part_tensor_ids = sorted(set(map(_tensor_id_of, part_fragments)))
+        buckets.append(
+            (participant, tuple(catalog[tensor_id] for tensor_id in part_tensor_ids), part_fragments)
+        )
+    manifest_fields: dict[str, Any] = {
+        "resource_id": resource_id,
+        "revision": revision,
+        "weight_generation": weight_generation,
+        "placement_set_id": placement_set_id,
+        "topology": topology,
+        "placement_id": placement_id,
+    }
+    # Fast path: the manifest's whole-manifest checks imply every part check, so the
+    # parts are assembled unchecked. On any rejection the checked constructors run
+    # again, so the error raised is exactly the one the checked path raises first.
+    try:
+        trusted = tuple(
+            assembled_part(
                 **common,
                 participant_id=participant.participant_id,
                 rank=participant.rank,
                 tensors=part_tensors,
-                fragments=tuple(part_fragments),
+                fragments=tuple(sorted(part_fragments, key=_fragment_key)),
             )
             for participant, part_tensors, part_fragments in buckets
         )
-        return cls(parts=parts, **manifest_fields)
+        return cls(parts=trusted, **manifest_fields)
+    except ValueError:
+        pass
+    parts = tuple(
+        WeightPlacementPart(
+            **common,
+            participant_id=participant.participant_id,
+            rank=participant.rank,
+            tensors=part_tensors,
+            fragments=tuple(part_fragments),
+        )
+        for participant, part_tensors, part_fragments in buckets
+    )
+    return cls(parts=parts, **manifest_fields)
 
 
 def _validate_part_set(
