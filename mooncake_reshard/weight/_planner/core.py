@@ -19,7 +19,6 @@ from .contracts import (
     PlacementExecutorPlan,
     PlanningLimits,
     TransferRegion,
-    _trusted_executor,
     _trusted_logical_plan,
 )
 from .geometry import FragmentBoxes, plan_overlap_regions
@@ -41,6 +40,8 @@ _local_shape = attrgetter("local_shape")
 _nbytes = attrgetter("nbytes")
 _record_source = itemgetter(0)
 _record_target = itemgetter(1)
+_new_object = object.__new__
+_set_attr = object.__setattr__
 
 
 def _ids(values: Any) -> str:
@@ -68,10 +69,16 @@ def project_executors(
     side: str,
     participants: Optional[set[str]] = None,
 ) -> tuple[PlacementExecutorPlan, ...]:
-    """Executor projections of one side (spec §11.1 step 7)."""
+    """Executor projections of one side (spec §11.1 step 7).
+
+    Built through the trusted path: ids come from a validated placement part (non-empty,
+    unique), so the executor's own ``__post_init__`` checks hold by construction."""
     included: list[tuple[tuple[int, int, int, int], PlacementExecutorPlan]] = []
     ranks: set[tuple[int, int, int, int]] = set()
     placement_id = placement.placement_id
+    new_executor = _new_object
+    set_dict = _set_attr
+    executor_type = PlacementExecutorPlan
     for part in placement.parts:
         if participants is not None and part.participant_id not in participants:
             continue
@@ -84,9 +91,20 @@ def project_executors(
             raise ValueError(f"duplicate {side} placement executor rank: {rank}")
         ranks.add(key)
         fragment_ids.sort()
-        included.append((key, _trusted_executor(placement_id, part.participant_id, rank, tuple(fragment_ids))))
-    included.sort(key=lambda item: item[0])
-    return tuple(executor for _, executor in included)
+        executor = new_executor(executor_type)
+        set_dict(
+            executor,
+            "__dict__",
+            {
+                "placement_id": placement_id,
+                "participant_id": part.participant_id,
+                "rank": rank,
+                "placement_fragment_ids": tuple(fragment_ids),
+            },
+        )
+        included.append((key, executor))
+    included.sort(key=_record_source)  # by rank key (unique)
+    return tuple(map(_record_target, included))
 
 
 def _source_order_key(fragment: Any) -> tuple[Any, ...]:
