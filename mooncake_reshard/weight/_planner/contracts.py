@@ -449,24 +449,6 @@ def _trusted_route(route: tuple[Any, ...], indices: tuple[int, ...]) -> Pipeline
     return group
 
 
-def _trusted_executor(
-    placement_id: str, participant_id: str, rank: ParallelRank, fragment_ids: tuple[str, ...]
-) -> PlacementExecutorPlan:
-    """An executor projected from a validated placement part (non-empty, unique ids)."""
-    executor: PlacementExecutorPlan = _new_object(PlacementExecutorPlan)
-    _set_attr(
-        executor,
-        "__dict__",
-        {
-            "placement_id": placement_id,
-            "participant_id": participant_id,
-            "rank": rank,
-            "placement_fragment_ids": fragment_ids,
-        },
-    )
-    return executor
-
-
 def _route_value(value: Optional[int]) -> int:
     return -1 if value is None else value
 
