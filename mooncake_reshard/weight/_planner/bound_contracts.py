@@ -444,8 +444,14 @@ class TransferPlan:
         plan_identity = (self.resource_id, self.revision, self.weight_generation)
         keys: dict[int, tuple[Any, ...]] = {}
         identity_ok: set[int] = set()
-        for op in operations:
-            for side, fragment in (("source", op.source), ("target", op.target)):
+        # key_base of every attestation seen, by ``id`` (the attestations stay alive in the
+        # fragments for the whole call, so an ``id`` cannot be reused meanwhile).
+        bases: dict[int, tuple[Any, ...]] = {}
+        sources = [op.source for op in operations]
+        targets = [op.target for op in operations]
+        # Operations in order, source before target: the same first failure as one joint loop.
+        for index in range(len(operations)):
+            for side, fragment in (("source", sources[index]), ("target", targets[index])):
                 if id(fragment) in keys or not isinstance(fragment, BoundWeightFragment):
                     continue
                 if fragment.owner is not None or fragment.binding.owner is not None:
@@ -458,12 +464,14 @@ class TransferPlan:
                     if _placement_identity(placement) != plan_identity:
                         raise ValueError(f"transfer plan identity differs from {side} placement")
                     identity_ok.add(id(placement))
-                if not attestation.validates(fragment.placement, fragment.binding):
+                binding = fragment.binding
+                placement_fragment = fragment.placement
+                if not attestation.validates(placement_fragment, binding):
                     raise ValueError(f"transfer plan {side} fragment differs from attested runtime binding")
-                keys[id(fragment)] = _attested_view(attestation).key_base + (
-                    fragment.binding.worker_id,
-                    _rank_key(fragment.placement.rank),
-                )
+                base = bases.get(id(attestation))
+                if base is None:
+                    base = bases[id(attestation)] = _attested_view(attestation).key_base
+                keys[id(fragment)] = base + (binding.worker_id, _rank_key(placement_fragment.rank))
         return keys
 
     # -- §12.4 ---------------------------------------------------------------------------
@@ -575,15 +583,23 @@ class TransferPlan:
         operation_ids = {fragment.binding.fragment_id for fragment in unique.values()}
         if len(snapshot_owner) != len(operation_ids) or not operation_ids.issuperset(snapshot_owner):
             raise ValueError(f"{side} executor fragment provenance differs from operations")
+        # Per attestation (by ``id``; alive in the fragments for the whole call): its view and
+        # attested snapshot objects by placement fragment id.
+        attested_views: dict[int, tuple[_AttestedView, dict[str, RuntimeFragmentSnapshot]]] = {}
         for fragment in unique.values():
             owned = snapshot_owner[fragment.binding.fragment_id]
             # ``validates`` proved placement and binding fragment equal to the attested pair, so
             # the fragment's snapshot is the attested one when the lease generation agrees.
-            view = _attested_view(fragment.attestation)  # type: ignore[arg-type]  # checked in step 11
+            attestation = fragment.attestation
+            entry = attested_views.get(id(attestation))
+            if entry is None:
+                view = _attested_view(attestation)  # type: ignore[arg-type]  # checked in step 11
+                entry = attested_views[id(attestation)] = (view, view.object_by_pfid())
+            view, objects_by_pfid = entry
             pfid = fragment.placement.placement_fragment_id
             attested = view.expected_by_pfid.get(pfid)
             if attested is not None and fragment.lease_generation == view.generation:
-                if owned is view.object_by_pfid().get(pfid) or _snapshot_matches(owned, attested):
+                if owned is objects_by_pfid.get(pfid) or _snapshot_matches(owned, attested):
                     continue
                 raise ValueError(f"{side} executor fragment provenance differs")
             if RuntimeFragmentSnapshot.from_fragment(fragment) != owned:
@@ -597,23 +613,26 @@ class TransferPlan:
         parts = {part.participant_id: part for part in placement.parts}
         boxes_by_fragment: dict[Any, list[tuple[tuple[int, ...], tuple[int, ...]]]] = {}
         op_participants: set[str] = set()
-        checked: set[int] = set()
+        # Participant of every attestation already checked against the target placement, by
+        # ``id`` (the attestations stay alive in the fragments for the whole call).
+        participant_of: dict[int, str] = {}
         for op in operations:
             target = op.target
-            if id(target) not in checked:
-                attestation = target.attestation
-                # ``validates(target.placement, target.binding)`` already held in step 11.
-                if (
-                    attestation is None
-                    or not (attestation.placement is placement or attestation.placement == placement)
-                    or not attestation.validates(target.placement, target.binding)
+            attestation = target.attestation
+            # Step 11 (``_validate_attested_execution``) ran on these very fragment objects in
+            # this revalidation: every target has an attestation and
+            # ``attestation.validates(target.placement, target.binding)`` holds.
+            participant = participant_of.get(id(attestation))
+            if participant is None:
+                if attestation is None or not (
+                    attestation.placement is placement or attestation.placement == placement
                 ):
                     raise ValueError("bound target fragment differs from target placement")
                 # ``validates`` compared the fragment with the entry of the participant's part.
-                if attestation.evidence.participant_id not in parts:
+                participant = attestation.evidence.participant_id
+                if participant not in parts:
                     raise ValueError("bound target fragment differs from target placement")
-                checked.add(id(target))
-            participant = target.attestation.evidence.participant_id
+                participant_of[id(attestation)] = participant
             op_participants.add(participant)
             boxes_by_fragment.setdefault((participant, target.placement.placement_fragment_id), []).append(
                 (op.overlap_offset, op.overlap_shape)

@@ -270,9 +270,11 @@ def _validate_no_in_place(operations: Sequence[Any]) -> None:
     """Source and target allocations of one address space must not coincide (spec §12.5)."""
     sources: dict[tuple[Any, ...], set[tuple[int, int]]] = {}
     targets: dict[tuple[Any, ...], set[tuple[int, int]]] = {}
+    seen: set[int] = set()  # source fragment objects done (alive in the operations meanwhile)
     for op in operations:
         source = op.source
-        if isinstance(source, BoundWeightFragment):
+        if id(source) not in seen and isinstance(source, BoundWeightFragment):
+            seen.add(id(source))
             binding = source.binding
             sources.setdefault((source.instance_id, binding.worker_id, binding.device), set()).add(
                 (binding.storage_address, binding.storage_nbytes)

@@ -527,22 +527,31 @@ def build_operation_views(
     s_logical, s_runtime, s_buckets = _side_index(source_executors)
     t_logical, t_runtime, t_buckets = _side_index(target_executors)
     routes: dict[tuple[Any, ...], list[int]] = {}
+    # Source fragments are shared by many operations: their bucket and route half are derived
+    # once per fragment object (by ``id``; the operations keep every fragment alive meanwhile).
+    source_info: dict[int, tuple[Optional[list[int]], Optional[int], Optional[int]]] = {}
     for index, operation in enumerate(operations):
         source = operation.source
         target = operation.target
-        bucket = _bucket_of(source, s_logical, s_runtime)
+        info = source_info.get(id(source))
+        if info is None:
+            if isinstance(source, (PlacementFragment, BoundWeightFragment)):
+                info = (_bucket_of(source, s_logical, s_runtime), source.rank.pp, source.pipeline_stage_id)
+            else:
+                info = (_bucket_of(source, s_logical, s_runtime), None, None)
+            source_info[id(source)] = info
+        bucket = info[0]
         if bucket is not None:
             bucket.append(index)
-        bucket = _bucket_of(target, t_logical, t_runtime)
-        if bucket is not None:
-            bucket.append(index)
-        if isinstance(source, (PlacementFragment, BoundWeightFragment)):
-            source_pp: Optional[int] = source.rank.pp
-            source_stage: Optional[int] = source.pipeline_stage_id
+        if type(target) is BoundWeightFragment:
+            placement = target.placement
+            bucket = t_runtime.get(target.binding.fragment_id)
         else:
-            source_pp = None
-            source_stage = None
-        route = (source_pp, source_stage, target.rank.pp, target.pipeline_stage_id)
+            placement = target
+            bucket = _bucket_of(target, t_logical, t_runtime)
+        if bucket is not None:
+            bucket.append(index)
+        route = (info[1], info[2], placement.rank.pp, placement.pipeline_stage_id)
         bucket = routes.get(route)
         if bucket is None:
             routes[route] = [index]
