@@ -90,6 +90,15 @@ def test_fast_paths_decide_like_the_exact_path(index: int) -> None:
     assert _outcome(lambda: ownership.complete_parallel_source_replicas(tensors, fragments, placement)) == _outcome(
         lambda: ownership.complete_parallel_source_replicas(tensors, fragments)
     )
+    # The caller's tensor-id list (core.py passes the one it already read) decides alike.
+    ids = [fragment.tensor_id for fragment in fragments]
+    assert _outcome(lambda: ownership.check_target_coverage(tensors, fragments, placement, None, ids)) == _outcome(
+        lambda: ownership.check_target_coverage(tensors, fragments)
+    )
+    # A list of the wrong length is ignored (the ids are read again), never trusted.
+    assert _outcome(
+        lambda: ownership.check_target_coverage(tensors, fragments, placement, None, ids[:-1])
+    ) == _outcome(lambda: ownership.check_target_coverage(tensors, fragments))
     # A foreign fragment sequence or tensor map never takes the table path.
     assert _outcome(lambda: ownership.check_target_coverage(tensors, list(fragments), placement)) == _outcome(
         lambda: ownership.check_target_coverage(tensors, fragments)
@@ -114,3 +123,15 @@ def test_ep_owned_chosen_owner_is_the_minimum() -> None:
     tensors = {tensor.tensor_id: tensor for tensor in placement.tensors}
     complete = ownership.complete_parallel_source_replicas(tensors, placement.fragments, placement)
     assert complete == {0: {"u": (("ep", 0),), "w": (("ep", 0),)}, 1: {"u": (("ep", 0),), "w": (("ep", 0),)}}
+
+
+def test_target_coverage_uses_the_given_tensor_ids(monkeypatch: pytest.MonkeyPatch) -> None:
+    for placement in (tp_placement("c", T, 3, 1, dp=2), _ep_owned(2, 2), _dp_owned([1])):
+        tensors = {tensor.tensor_id: tensor for tensor in placement.tensors}
+        ids = [fragment.tensor_id for fragment in placement.fragments]
+        with monkeypatch.context() as patch:
+            patch.setattr(ownership, "_owner_boxes", None)  # the exact path is not consulted
+            patch.setattr(ownership, "_tensor_id", None)  # nor is the fragments' tensor id re-read
+            ownership.check_target_coverage(tensors, placement.fragments, placement, None, ids)
+            with pytest.raises(TypeError):
+                ownership.check_target_coverage(tensors, placement.fragments, placement)

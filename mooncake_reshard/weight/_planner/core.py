@@ -138,21 +138,38 @@ def plan_logical_transfer(
     target_tensor_catalog: tuple[TensorDescriptor, ...] = (),
 ) -> LogicalTransferPlan:
     """Plan one logical transfer (spec §11.1) and build the validated plan."""
+    # Targets in fragment-id order (read once here; step 1 reuses their tensor ids).
+    # Manifests store fragments in id order already: then the ids are read once, not sorted.
+    target_ids = list(map(_placement_fragment_id, target_fragments))
+    if target_ids == sorted(target_ids):
+        targets = list(target_fragments)
+        target_tids = list(map(_tensor_id, targets))
+        fragment_tids: Optional[list[str]] = target_tids
+    else:
+        targets = sorted(target_fragments, key=_placement_fragment_id)
+        target_ids = list(map(_placement_fragment_id, targets))
+        target_tids = list(map(_tensor_id, targets))
+        fragment_tids = None
+
     # Step 1: tensor sets.
     source_ids = set(source_tensors)
-    target_ids = set(target_tensors)
+    target_set = set(target_tensors)
     if not local_target:
-        missing = source_ids - target_ids
+        missing = source_ids - target_set
         if missing:
             raise ValueError(f"target manifests are missing tensors: {_ids(missing)}")
-        extra = target_ids - source_ids
+        extra = target_set - source_ids
         if extra:
             raise ValueError(f"target manifests contain unknown tensors: {_ids(extra)}")
         check_target_coverage(
-            target_tensors, target_fragments, target_placement, tensor_signatures(target_tensors)
+            target_tensors,
+            target_fragments,
+            target_placement,
+            tensor_signatures(target_tensors),
+            fragment_tids,
         )
     else:
-        extra = target_ids - source_ids
+        extra = target_set - source_ids
         if extra:
             raise ValueError(f"target manifests contain unknown tensors: {_ids(extra)}")
         if not target_fragments:
@@ -160,7 +177,7 @@ def plan_logical_transfer(
         if len({fragment.rank for fragment in target_fragments}) != 1:
             raise ValueError("local target manifest must describe exactly one executor")
         covered = {fragment.tensor_id for fragment in target_fragments}
-        missing = target_ids - covered
+        missing = target_set - covered
         if missing:
             raise ValueError(f"local target manifest is missing fragments: {_ids(missing)}")
 
@@ -182,18 +199,10 @@ def plan_logical_transfer(
         dp_owners = dp_owned_source_owners(source_tensors, source_fragments, source_signatures)
         complete_ranks = sorted(complete)
 
-    # Targets in fragment-id order. The first target whose tensor cannot be planned stops the
-    # pass (its error is raised after the kernel has processed the targets before it); every
-    # target before it gets its cover and is packed for the kernel. The per-fragment work runs
-    # as C-level maps and comprehensions; tensors are visited once, in first-occurrence order.
-    # Manifests store fragments in id order already: then the ids are read once, not sorted.
-    target_ids = list(map(_placement_fragment_id, target_fragments))
-    if target_ids == sorted(target_ids):
-        targets = list(target_fragments)
-    else:
-        targets = sorted(target_fragments, key=_placement_fragment_id)
-        target_ids = list(map(_placement_fragment_id, targets))
-    target_tids = list(map(_tensor_id, targets))
+    # The first target (in id order) whose tensor cannot be planned stops the pass (its error
+    # is raised after the kernel has processed the targets before it); every target before it
+    # gets its cover and is packed for the kernel. The per-fragment work runs as C-level maps
+    # and comprehensions; tensors are visited once, in first-occurrence order.
     stop_error: Optional[str] = None
     stop = len(targets)
     tensor_index: dict[str, int] = {}

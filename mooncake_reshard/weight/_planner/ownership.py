@@ -192,12 +192,15 @@ def check_target_coverage(
     fragments: Sequence[PlacementFragment],
     placement: Any = None,
     signatures: Optional[dict[str, Signature]] = None,
+    tensor_ids: Optional[list[str]] = None,
 ) -> None:
     """Target coverage for non-local planning (spec §11.2).
 
     With ``placement`` (whose own tensors and fragments these are) and one ownership signature
     shared by every tensor, the packed fragment table decides the common all-covered case in
-    C; anything else (or any doubt) takes the exact path, which reports the first failure."""
+    C; anything else (or any doubt) takes the exact path, which reports the first failure.
+    ``tensor_ids``, when given, is the caller's list of the fragments' tensor ids (same order,
+    same length); it saves a pass over the fragments and is checked against them by length."""
     if not fragments:
         raise ValueError("target manifests have no fragments")
     signatures = _signatures(tensors, signatures)
@@ -205,11 +208,13 @@ def check_target_coverage(
         signature = _single_signature(signatures)
         if signature is not None:
             kinds, owned = signature
+            if tensor_ids is None or type(tensor_ids) is not list or len(tensor_ids) != len(fragments):
+                tensor_ids = list(map(_tensor_id, fragments))
             if owned:
-                present = set(map(_tensor_id, fragments)) == tensors.keys()
+                present = set(tensor_ids) == tensors.keys()
                 axes = list(kinds)
             else:
-                pairs = set(zip(map(_tensor_id, fragments), map(_rank_dp, fragments)))
+                pairs = set(zip(tensor_ids, map(_rank_dp, fragments)))
                 present = _all_pairs_present(pairs, tensors, len({dp for _, dp in pairs}))
                 axes = ["dp", *kinds]
             if present and _table_groups_cover(placement, axes):
