@@ -31,6 +31,7 @@ from .bound_validation import (
     _attestation_cache,
     _attestation_values,
     _check_target_physical_ranges,
+    _gc_paused,
     _validate_no_in_place,
 )
 from .contracts import (
@@ -325,7 +326,8 @@ class TransferPlan:
     _operation_views: ClassVar[Any] = None
 
     def __post_init__(self) -> None:
-        self._revalidate(check_physical_ranges=True)
+        with _gc_paused():
+            self._revalidate(check_physical_ranges=True)
 
     @classmethod
     def _from_bound_operations(cls, **values: Any) -> TransferPlan:

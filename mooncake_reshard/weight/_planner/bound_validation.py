@@ -8,7 +8,9 @@ classes so the kernel can apply the spec's tolerance rule without calling back i
 
 from __future__ import annotations
 
-from typing import Any, Callable, Hashable, Iterable, Optional, Sequence
+import contextlib
+import gc
+from typing import Any, Callable, Hashable, Iterable, Iterator, Optional, Sequence
 
 from math import prod
 
@@ -21,6 +23,22 @@ _U64_MAX = (1 << 64) - 1
 
 _STATUS_CONFLICT = 1
 _STATUS_BUDGET = 2
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic collector while binding or revalidation creates many acyclic objects.
+
+    With large placements and plans alive, automatic collections triggered by those
+    allocations would rescan the whole heap again and again (the dominant super-linear cost of
+    binding at scale). The previous state is restored, also on error."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 # ---------------------------------------------------------------------------------------
