@@ -120,6 +120,136 @@ def _fragment_id(fragment: Any) -> str:
     return fragment.placement_fragment_id
 
 
+def _members_exact(
+    members: list[list[Any]],
+    source_fragments: Sequence[Any],
+    stored: bool,
+    needed: dict[tuple[str, Optional[int]], int],
+    needed_tensors: set[str],
+    source_signatures: dict[str, Any],
+    dp_owners: dict[str, Any],
+    complete: dict[int, dict[str, Any]],
+) -> None:
+    """Step 4 as the spec states it: group the needed tensors' source fragments by geometry,
+    order each group (``_source_order_key``) and append, per group and cover, its first eligible
+    fragment to ``members[cover]`` (stored sources: the group's first fragment)."""
+    by_tensor: dict[str, dict[tuple[Any, Any], list[Any]]] = {}
+    for fragment in source_fragments:
+        tensor_id = fragment.tensor_id
+        if tensor_id not in needed_tensors:
+            continue
+        groups = by_tensor.setdefault(tensor_id, {})
+        geometry = (fragment.global_offset, fragment.local_shape)
+        bucket = groups.get(geometry)
+        if bucket is None:
+            groups[geometry] = [fragment]
+        else:
+            bucket.append(fragment)
+    # Owners derived once per (owner kinds, rank object); the fragments keep the ranks alive.
+    owner_caches: dict[tuple[str, ...], dict[int, tuple[tuple[str, int], ...]]] = {}
+    for tensor_id, groups in by_tensor.items():
+        kinds = source_signatures[tensor_id][0]
+        owner_cache = owner_caches.setdefault(kinds, {})
+        dp_owner = dp_owners.get(tensor_id)
+        owned = dp_owner is not None
+        for group in groups.values():
+            if len(group) > 1:
+                group.sort(key=_source_order_key)
+            if stored:
+                cover = needed.get((tensor_id, None))
+                if cover is not None:
+                    members[cover].append(group[0])
+                continue
+            taken: set[int] = set()
+            for fragment in group:
+                rank = fragment.rank
+                owner = owner_cache.get(id(rank))
+                if owner is None:
+                    owner = owner_cache[id(rank)] = tuple((kind, getattr(rank, kind)) for kind in kinds)
+                if owned:
+                    if owner != dp_owner:
+                        continue
+                    key = (tensor_id, None)
+                else:
+                    chosen = complete.get(rank.dp)
+                    if chosen is None or chosen.get(tensor_id) != owner:
+                        continue
+                    key = (tensor_id, rank.dp)
+                cover = needed.get(key)
+                if cover is None or cover in taken:
+                    continue
+                taken.add(cover)
+                members[cover].append(fragment)
+                if owned:
+                    break
+
+
+def _placed_members(
+    members: list[list[Any]],
+    source_fragments: Sequence[Any],
+    stored: bool,
+    needed: dict[tuple[str, Optional[int]], int],
+    needed_tensors: set[str],
+    source_signatures: dict[str, Any],
+    dp_owners: dict[str, Any],
+    complete: dict[int, dict[str, Any]],
+) -> None:
+    """``_members_exact`` for placement sources in one pass, without sorting the groups.
+
+    Within a geometry group every eligible fragment of one cover competes for that cover, and
+    the exact path takes the first in ``_source_order_key`` order: the minimum. So one pass
+    keeps, per (cover, geometry), the eligible fragment with the smallest key (the first on a
+    tie, like the stable sort), numbering geometries by first occurrence among all the
+    needed tensors' fragments (the exact path's group order); each cover then receives its
+    picks in that order."""
+    if stored:  # not reached from the planner; kept exact for any other caller
+        _members_exact(
+            members, source_fragments, stored, needed, needed_tensors, source_signatures, dp_owners, complete
+        )
+        return
+    positions: dict[tuple[Any, Any, Any], int] = {}
+    picks: dict[tuple[int, int], Any] = {}
+    states: dict[str, tuple[dict[int, tuple[tuple[str, int], ...]], tuple[str, ...], Any]] = {}
+    # Owners derived once per (owner kinds, rank object); the fragments keep the ranks alive.
+    owner_caches: dict[tuple[str, ...], dict[int, tuple[tuple[str, int], ...]]] = {}
+    position_of = positions.setdefault
+    complete_get = complete.get
+    needed_get = needed.get
+    picked = picks.get
+    for fragment in source_fragments:
+        tensor_id = fragment.tensor_id
+        if tensor_id not in needed_tensors:
+            continue
+        position = position_of((tensor_id, fragment.global_offset, fragment.local_shape), len(positions))
+        state = states.get(tensor_id)
+        if state is None:
+            kinds = source_signatures[tensor_id][0]
+            state = states[tensor_id] = (owner_caches.setdefault(kinds, {}), kinds, dp_owners.get(tensor_id))
+        owner_cache, kinds, dp_owner = state
+        rank = fragment.rank
+        owner = owner_cache.get(id(rank))
+        if owner is None:
+            owner = owner_cache[id(rank)] = tuple((kind, getattr(rank, kind)) for kind in kinds)
+        if dp_owner is not None:
+            if owner != dp_owner:
+                continue
+            cover = needed_get((tensor_id, None))
+        else:
+            dp = rank.dp
+            chosen = complete_get(dp)
+            if chosen is None or chosen.get(tensor_id) != owner:
+                continue
+            cover = needed_get((tensor_id, dp))
+        if cover is None:
+            continue
+        slot = (cover, position)
+        best = picked(slot)
+        if best is None or _source_order_key(fragment) < _source_order_key(best):
+            picks[slot] = fragment
+    for (cover, _), fragment in sorted(picks.items(), key=_record_source):
+        members[cover].append(fragment)
+
+
 def plan_logical_transfer(
     *,
     resource_id: str,
@@ -266,56 +396,9 @@ def plan_logical_transfer(
 
     # Step 4: candidate groups and their eligible representatives per cover.
     needed_tensors = {key[0] for key in needed}
-    by_tensor: dict[str, dict[tuple[Any, Any], list[Any]]] = {}
-    for fragment in source_fragments:
-        tensor_id = fragment.tensor_id
-        if tensor_id not in needed_tensors:
-            continue
-        groups = by_tensor.setdefault(tensor_id, {})
-        geometry = (fragment.global_offset, fragment.local_shape)
-        bucket = groups.get(geometry)
-        if bucket is None:
-            groups[geometry] = [fragment]
-        else:
-            bucket.append(fragment)
     members: list[list[Any]] = [[] for _ in needed]
-    # Owners derived once per (owner kinds, rank object); the fragments keep the ranks alive.
-    owner_caches: dict[tuple[str, ...], dict[int, tuple[tuple[str, int], ...]]] = {}
-    for tensor_id, groups in by_tensor.items():
-        kinds = source_signatures[tensor_id][0]
-        owner_cache = owner_caches.setdefault(kinds, {})
-        dp_owner = dp_owners.get(tensor_id)
-        owned = dp_owner is not None
-        for group in groups.values():
-            if len(group) > 1:
-                group.sort(key=_source_order_key)
-            if stored:
-                cover = needed.get((tensor_id, None))
-                if cover is not None:
-                    members[cover].append(group[0])
-                continue
-            taken: set[int] = set()
-            for fragment in group:
-                rank = fragment.rank
-                owner = owner_cache.get(id(rank))
-                if owner is None:
-                    owner = owner_cache[id(rank)] = tuple((kind, getattr(rank, kind)) for kind in kinds)
-                if owned:
-                    if owner != dp_owner:
-                        continue
-                    key = (tensor_id, None)
-                else:
-                    chosen = complete.get(rank.dp)
-                    if chosen is None or chosen.get(tensor_id) != owner:
-                        continue
-                    key = (tensor_id, rank.dp)
-                cover = needed.get(key)
-                if cover is None or cover in taken:
-                    continue
-                taken.add(cover)
-                members[cover].append(fragment)
-                if owned:
-                    break
+    select = _placed_members if placed else _members_exact
+    select(members, source_fragments, stored, needed, needed_tensors, source_signatures, dp_owners, complete)
 
     # Pack the selected source fragments for the kernel.
     source_objects: list[Any] = []

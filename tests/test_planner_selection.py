@@ -1,0 +1,86 @@
+"""Step 4 of spec §11.1 (candidate groups and their representatives) for placement sources:
+the one-pass selection ``core._placed_members`` picks exactly what the spec-shaped
+``core._members_exact`` picks (same fragment objects, same order per cover) on random placement
+pairs and on every known-answer case, and the planner really uses it."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, List, Tuple
+
+from hypothesis import given, settings
+
+import known_answers
+from layout_model import Layout, build_placement
+from test_planner_oracle import placement_pairs
+
+from mooncake.reshard.weight._planner import core
+from mooncake.reshard.weight.planner import plan_placement_transfer, plan_placement_transfer_to_local_target
+
+
+def _outcome(call: Callable[[], Any]) -> Any:
+    try:
+        return ("ok", call())
+    except ValueError as exc:
+        return ("error", str(exc))
+
+
+def _compare(plan: Callable[[], Any]) -> int:
+    """Run ``plan`` with the fast selection (recording its inputs), check that the exact
+    selection picks identical members from those inputs and that a plan built with the exact
+    selection is equal; returns how often the fast selection ran."""
+    calls: List[Tuple[Any, ...]] = []
+    fast = core._placed_members
+
+    def spy(*args: Any) -> None:
+        calls.append(args)
+        fast(*args)
+
+    core._placed_members = spy
+    try:
+        got = _outcome(plan)
+    finally:
+        core._placed_members = fast
+    for args in calls:
+        exact_members: List[List[Any]] = [[] for _ in args[0]]
+        fast_members: List[List[Any]] = [[] for _ in args[0]]
+        core._members_exact(exact_members, *args[1:])
+        fast(fast_members, *args[1:])
+        assert [[id(f) for f in cover] for cover in fast_members] == [[id(f) for f in cover] for cover in exact_members]
+        # Any inventory order (the minimum key wins, groups in first-occurrence order).
+        for order in (list(reversed(args[1])), sorted(args[1], key=lambda f: f.placement_fragment_id)):
+            exact_members = [[] for _ in args[0]]
+            fast_members = [[] for _ in args[0]]
+            core._members_exact(exact_members, order, *args[2:])
+            fast(fast_members, order, *args[2:])
+            assert [[id(f) for f in c] for c in fast_members] == [[id(f) for f in c] for c in exact_members]
+        assert any(fast_members) or not args[4]
+    core._placed_members = core._members_exact
+    try:
+        expected = _outcome(plan)
+    finally:
+        core._placed_members = fast
+    assert got == expected
+    return len(calls)
+
+
+@settings(max_examples=150, deadline=None)
+@given(placement_pairs())
+def test_one_pass_selection_equals_the_exact_selection(pair: Tuple[Layout, Layout]) -> None:
+    source = build_placement(pair[0])
+    target = build_placement(pair[1])
+    assert _compare(lambda: plan_placement_transfer(source, target)) == 1
+    participant = target.parts[0].participant_id
+    _compare(lambda: plan_placement_transfer_to_local_target(source, target, participant))
+
+
+def test_one_pass_selection_on_the_known_answer_cases() -> None:
+    ran = 0
+    for name in known_answers.case_names():
+        try:
+            source = known_answers.source_placement(name)
+        except Exception:  # stored-source cases have no source placement
+            continue
+        target = known_answers.target_placement(name)
+        ran += _compare(lambda: plan_placement_transfer(source, target))
+    assert ran > 0
+
