@@ -565,13 +565,21 @@ def _bind_logical_transfer_plan(
     target_index = _part_fragment_index(target_placement)
     source_index = _part_fragment_index(source_placement) if source_placement is not None else {}
     committed = {fragment.fragment_id: fragment for fragment in authoritative.fragments} if authoritative else {}
+    # ``x is not y and x != y``: the planner's operations hold the placements' own fragment
+    # objects, and a validated fragment (ints, strings, tuples of them) equals itself.
     for op in logical_plan.operations:
         target = getattr(op, "target", None)
-        if not isinstance(target, PlacementFragment) or target_index.get(target.placement_fragment_id) != target:
+        if not isinstance(target, PlacementFragment):
+            raise ValueError("logical plan and target placement fragment snapshots differ")
+        indexed = target_index.get(target.placement_fragment_id)
+        if indexed is not target and indexed != target:
             raise ValueError("logical plan and target placement fragment snapshots differ")
         source = getattr(op, "source", None)
         if source_placement is not None:
-            if not isinstance(source, PlacementFragment) or source_index.get(source.placement_fragment_id) != source:
+            if not isinstance(source, PlacementFragment):
+                raise ValueError("logical plan and source placement fragment snapshots differ")
+            indexed = source_index.get(source.placement_fragment_id)
+            if indexed is not source and indexed != source:
                 raise ValueError("logical plan and source placement fragment snapshots differ")
         elif authoritative is not None:
             if not isinstance(source, StoredFragmentSnapshot) or committed.get(source.fragment_id) != source:

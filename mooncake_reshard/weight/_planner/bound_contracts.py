@@ -508,19 +508,25 @@ class TransferPlan:
         expected_ops: dict[tuple[Any, ...], list[int]] = {}
         active_placements: dict[int, WeightPlacementManifest] = {}
         unique: dict[int, BoundWeightFragment] = {}
+        # Expected-operation bucket of every distinct fragment object, by ``id``.
+        bucket_of: dict[int, list[int]] = {}
         for index, fragment in enumerate(fragments):
+            bucket = bucket_of.get(id(fragment))
+            if bucket is not None:
+                bucket.append(index)
+                continue
             key = keys.get(id(fragment))
             if key is None:  # every bound fragment was keyed by _validate_attested_execution
                 raise ValueError(f"transfer plan {side} fragment lacks runtime attestation")
-            if id(fragment) not in unique:
-                unique[id(fragment)] = fragment
-                placement = fragment.attestation.placement
-                active_placements[id(placement)] = placement
+            unique[id(fragment)] = fragment
+            placement = fragment.attestation.placement
+            active_placements[id(placement)] = placement
             bucket = expected_ops.get(key)
             if bucket is None:
-                expected_ops[key] = [index]
+                bucket = expected_ops[key] = [index]
             else:
                 bucket.append(index)
+            bucket_of[id(fragment)] = bucket
         plan_identity = (self.resource_id, self.revision, self.weight_generation)
         seen_keys: set[tuple[Any, ...]] = set()
         snapshot_owner: dict[Any, RuntimeFragmentSnapshot] = {}

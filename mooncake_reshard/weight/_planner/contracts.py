@@ -546,6 +546,9 @@ def build_operation_views(
         if type(target) is BoundWeightFragment:
             placement = target.placement
             bucket = t_runtime.get(target.binding.fragment_id)
+        elif type(target) is PlacementFragment:
+            placement = target
+            bucket = t_logical.get(target.placement_fragment_id)
         else:
             placement = target
             bucket = _bucket_of(target, t_logical, t_runtime)
