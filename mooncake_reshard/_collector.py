@@ -1,0 +1,40 @@
+"""Pausing Python's cyclic garbage collector around bulk object creation, thread-safely.
+
+Assembling, planning and binding large placements create many acyclic objects and keep them;
+automatic collections triggered by those allocations would rescan the whole heap again and
+again. ``collector_paused()`` disables the collector for the duration and restores the state
+it found. The state is shared by the whole process, so concurrent and nested users are
+counted: the first to enter records the state and disables, the last to leave restores it
+(a naive save/restore per call could leave the collector disabled when two threads interleave).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import threading
+from typing import Iterator
+
+__all__ = ["collector_paused"]
+
+_lock = threading.Lock()
+_depth = 0
+_restore = False
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Disable the cyclic collector while the block runs; restore it when the last user leaves."""
+    global _depth, _restore
+    with _lock:
+        if _depth == 0:
+            _restore = gc.isenabled()
+            gc.disable()
+        _depth += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _depth -= 1
+            if _depth == 0 and _restore:
+                gc.enable()

@@ -1,0 +1,60 @@
+"""collector_paused: the collector is restored however users nest or interleave."""
+
+import gc
+import threading
+
+import pytest
+
+from mooncake.reshard._collector import collector_paused
+
+
+def test_restores_enabled_and_disabled_states() -> None:
+    assert gc.isenabled()
+    with collector_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_restores_on_error_and_when_nested() -> None:
+    with pytest.raises(RuntimeError):
+        with collector_paused():
+            with collector_paused():
+                assert not gc.isenabled()
+            assert not gc.isenabled()
+            raise RuntimeError("boom")
+    assert gc.isenabled()
+
+
+def test_interleaved_threads_leave_the_collector_enabled() -> None:
+    # A enters, B enters, A leaves, B leaves: a per-call save/restore would make B restore
+    # the "disabled" state it found and leave the collector off for good.
+    a_inside, b_inside, a_left = threading.Event(), threading.Event(), threading.Event()
+    seen: list = []
+
+    def thread_a() -> None:
+        with collector_paused():
+            a_inside.set()
+            b_inside.wait(10)
+        a_left.set()
+
+    def thread_b() -> None:
+        a_inside.wait(10)
+        with collector_paused():
+            b_inside.set()
+            a_left.wait(10)
+            seen.append(gc.isenabled())
+
+    threads = [threading.Thread(target=thread_a), threading.Thread(target=thread_b)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(20)
+    assert seen == [False]
+    assert gc.isenabled()
