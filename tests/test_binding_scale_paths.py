@@ -208,3 +208,16 @@ def test_binding_and_revalidation_restore_the_collector_state(enabled: bool) -> 
         assert gc.isenabled() is enabled
     finally:
         (gc.enable if was else gc.disable)()
+
+
+@pytest.mark.parametrize("side", ["source", "target"])
+def test_unpickled_executor_snapshots_are_compared_once_and_still_exactly(side: str) -> None:
+    world = World()
+    restored = pickle.loads(pickle.dumps(world.bind()))
+    # Unpickled snapshots are new objects: the field-by-field comparison path runs.
+    assert dataclasses.replace(restored) == restored
+    executors = restored.source_executors if side == "source" else restored.target_executors
+    snapshot = executors[-1].fragment_snapshots[-1]
+    object.__setattr__(snapshot, "address", snapshot.address + 64)
+    with pytest.raises(ValueError, match=f"{side} executor fragment provenance differs"):
+        dataclasses.replace(restored)

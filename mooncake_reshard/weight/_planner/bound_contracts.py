@@ -531,6 +531,9 @@ class TransferPlan:
         seen_keys: set[tuple[Any, ...]] = set()
         snapshot_owner: dict[Any, RuntimeFragmentSnapshot] = {}
         views: OperationViews = self._operation_views
+        # ``id`` of a snapshot object (alive in the executors) -> the attested field dict (alive
+        # in the attestation's view) it was proven equal to above.
+        proven: dict[int, dict[str, Any]] = {}
         for executor in executors:
             if executor.runtime_lease_id is None:
                 raise ValueError(f"{side} executor is missing runtime lease provenance")
@@ -572,10 +575,11 @@ class TransferPlan:
                     wanted = set(fragment_ids)
                     rows = tuple(row for row in rows if row[0] in wanted)
                 # The attested snapshots of the executor's fragments, compared field by field.
-                if len(rows) != len(snapshots) or not all(
-                    map(_snapshot_matches, snapshots, [row[1] for row in rows])
-                ):
+                expected_states = [row[1] for row in rows]
+                if len(rows) != len(snapshots) or not all(map(_snapshot_matches, snapshots, expected_states)):
                     raise ValueError(f"{side} executor fragment provenance differs")
+                # Remember which attested field dict each snapshot object was proven equal to.
+                proven.update(zip(map(id, snapshots), expected_states))
             for snapshot in snapshots:
                 if snapshot.fragment_id in snapshot_owner:
                     raise ValueError(f"{side} executor has duplicate fragment provenance")
@@ -607,7 +611,11 @@ class TransferPlan:
             pfid = fragment.placement.placement_fragment_id
             attested = view.expected_by_pfid.get(pfid)
             if attested is not None and fragment.lease_generation == view.generation:
-                if owned is objects_by_pfid.get(pfid) or _snapshot_matches(owned, attested):
+                if (
+                    owned is objects_by_pfid.get(pfid)
+                    or proven.get(id(owned)) is attested
+                    or _snapshot_matches(owned, attested)
+                ):
                     continue
                 raise ValueError(f"{side} executor fragment provenance differs")
             if RuntimeFragmentSnapshot.from_fragment(fragment) != owned:

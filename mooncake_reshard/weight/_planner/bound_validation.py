@@ -224,11 +224,19 @@ def _check_target_physical_ranges(operations: Sequence[Any], max_segment_checks:
     groups: list[int] = []
     for group, members in enumerate(members_by_group):
         target = group_targets[group]
-        address = target.binding.address
-        complete, disjoint = _group_shape(members, operations, target)
-        groups.extend((group_spaces[group], address, target.binding.nbytes, 1 if disjoint else 0))
+        binding = target.binding
+        address = binding.address
+        nbytes = binding.nbytes
+        if len(members) == 1:  # ``_group_shape`` of one member, inline
+            op = operations[members[0]]
+            placement = target.placement
+            complete = op.overlap_offset == placement.global_offset and op.overlap_shape == placement.local_shape
+            disjoint = True
+        else:
+            complete, disjoint = _group_shape(members, operations, target)
+        groups.extend((group_spaces[group], address, nbytes, 1 if disjoint else 0))
         if complete:
-            streams.extend((group, members[0], 0, address, target.binding.nbytes, 0))
+            streams.extend((group, members[0], 0, address, nbytes, 0))
             continue
         for i in members:
             op = operations[i]
