@@ -492,16 +492,17 @@ class TransferPlan:
             fragments = [op.source for op in operations]
         else:
             fragments = [op.target for op in operations]
-        stored = [isinstance(fragment, StoredFragmentSnapshot) for fragment in fragments]
-        if any(stored):
-            if side != "source" or not all(stored):
-                raise ValueError("transfer plan mixes stored and live source fragments")
-            if executors:
-                raise ValueError("stored source must not have live executor provenance")
-            return
-        for fragment in fragments:
-            if not isinstance(fragment, BoundWeightFragment):
-                raise ValueError(f"transfer plan {side} fragment is not runtime-bound")
+        if set(map(type, fragments)) != {BoundWeightFragment}:  # else: none stored, all bound
+            stored = [isinstance(fragment, StoredFragmentSnapshot) for fragment in fragments]
+            if any(stored):
+                if side != "source" or not all(stored):
+                    raise ValueError("transfer plan mixes stored and live source fragments")
+                if executors:
+                    raise ValueError("stored source must not have live executor provenance")
+                return
+            for fragment in fragments:
+                if not isinstance(fragment, BoundWeightFragment):
+                    raise ValueError(f"transfer plan {side} fragment is not runtime-bound")
         if not executors:
             raise ValueError(f"live {side} requires executor provenance")
         # Expected executor key of every operation fragment, from its attestation.
