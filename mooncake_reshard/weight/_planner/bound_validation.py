@@ -8,13 +8,12 @@ classes so the kernel can apply the spec's tolerance rule without calling back i
 
 from __future__ import annotations
 
-import contextlib
-import gc
-from typing import Any, Callable, Hashable, Iterable, Iterator, Optional, Sequence
+from typing import Any, Callable, Hashable, Iterable, Optional, Sequence
 
 from math import prod
 
 from ... import _native
+from ..._collector import collector_paused
 from ...geometry import boxes_overlap
 from .contracts import TransferRegion
 from .fragments import BoundWeightFragment
@@ -25,20 +24,10 @@ _STATUS_CONFLICT = 1
 _STATUS_BUDGET = 2
 
 
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic collector while binding or revalidation creates many acyclic objects.
-
-    With large placements and plans alive, automatic collections triggered by those
-    allocations would rescan the whole heap again and again (the dominant super-linear cost of
-    binding at scale). The previous state is restored, also on error."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
+# Pause the cyclic collector while binding or revalidation creates many acyclic objects (with
+# large placements and plans alive, automatic collections would rescan the whole heap again and
+# again: the dominant super-linear cost of binding at scale). Shared, thread-safe and nesting-aware.
+_gc_paused = collector_paused
 
 
 # ---------------------------------------------------------------------------------------
