@@ -84,3 +84,34 @@ def test_one_pass_selection_on_the_known_answer_cases() -> None:
         ran += _compare(lambda: plan_placement_transfer(source, target))
     assert ran > 0
 
+
+
+def test_planning_pauses_the_collector_through_the_shared_pause() -> None:
+    import gc
+
+    from mooncake.reshard._collector import collector_paused
+
+    name = known_answers.case_names()[0]
+    source = known_answers.source_placement(name)
+    target = known_answers.target_placement(name)
+    seen: List[bool] = []
+    fast = core._placed_members
+
+    def spy(*args: Any) -> None:
+        seen.append(gc.isenabled())
+        fast(*args)
+
+    enabled = gc.isenabled()
+    gc.enable()
+    core._placed_members = spy
+    try:
+        plan_placement_transfer(source, target)
+        assert seen == [False] and gc.isenabled()
+        with collector_paused():  # nested inside another user: stays paused afterwards
+            plan_placement_transfer(source, target)
+            assert not gc.isenabled()
+        assert seen == [False, False] and gc.isenabled()
+    finally:
+        core._placed_members = fast
+        if not enabled:
+            gc.disable()

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
-import gc
-from collections.abc import Iterator
 from typing import Any, Optional
 
+from ..._collector import collector_paused
 from ...contracts.ids import ParticipantId
 from ..placement import WeightPlacementManifest
 from ..storage_manifest import StoredWeightManifest, validate_weight_manifest_snapshot
@@ -20,19 +18,10 @@ __all__ = [
 ]
 
 
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic collector while a plan's many acyclic objects are created.
-
-    Planning allocates one region tuple per overlap; with large placements alive, automatic
-    collections would rescan them again and again. The previous state is restored."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
+# Planning allocates one region object per overlap; with large placements alive, automatic
+# collections would rescan them again and again. The shared pause is thread-safe and nests
+# (the collector is restored when the last user leaves).
+_gc_paused = collector_paused
 
 
 def _limits(planning_limits: Optional[PlanningLimits]) -> PlanningLimits:
