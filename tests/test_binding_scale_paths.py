@@ -176,40 +176,6 @@ def test_round_trips_revalidate_to_equal_plans() -> None:
     assert plan.operation_indices_for_executor(plan.target_executors[0], "target")
 
 
-@pytest.mark.parametrize("enabled", [True, False])
-def test_binding_and_revalidation_restore_the_collector_state(enabled: bool) -> None:
-    import gc
-
-    world = World()
-    seen: list[bool] = []
-    original = bound_validation._validate_target_physical_ranges
-
-    def spy(*args: Any, **kwargs: Any) -> None:
-        seen.append(gc.isenabled())
-        original(*args, **kwargs)
-
-    was = gc.isenabled()
-    try:
-        (gc.enable if enabled else gc.disable)()
-        bound_validation._validate_target_physical_ranges = spy  # type: ignore[assignment]
-        try:
-            plan = world.bind()
-        finally:
-            bound_validation._validate_target_physical_ranges = original  # type: ignore[assignment]
-        assert seen == [False]  # binding ran with the collector paused
-        assert gc.isenabled() is enabled
-        assert pickle.loads(pickle.dumps(plan)) == plan
-        assert gc.isenabled() is enabled
-        with pytest.raises(ValueError):
-            dataclasses.replace(plan, resource_id="")
-        assert gc.isenabled() is enabled
-        with pytest.raises(ValueError):
-            bind_logical_transfer_plan(world.logical, ())
-        assert gc.isenabled() is enabled
-    finally:
-        (gc.enable if was else gc.disable)()
-
-
 @pytest.mark.parametrize("side", ["source", "target"])
 def test_unpickled_executor_snapshots_are_compared_once_and_still_exactly(side: str) -> None:
     world = World()

@@ -508,20 +508,6 @@ def bind_logical_transfer_plan(
     """Bind a logical plan to runtime binding snapshots and return the attested ``TransferPlan``
     (spec §12.1). Every binding given is validated; only the selected participants' bindings
     are kept, and no allocation owner survives in the result."""
-    with bound_validation._gc_paused():
-        return _bind_logical_transfer_plan(
-            logical_plan, target_bindings, source_bindings=source_bindings, source_manifest=source_manifest
-        )
-
-
-def _bind_logical_transfer_plan(
-    logical_plan: LogicalTransferPlan,
-    target_bindings: Sequence[WeightRuntimeBindingManifest],
-    *,
-    source_bindings: Sequence[WeightRuntimeBindingManifest],
-    source_manifest: Optional[StoredWeightManifest],
-) -> TransferPlan:
-    """The body of ``bind_logical_transfer_plan`` (run with the cyclic collector paused)."""
     if not isinstance(logical_plan, LogicalTransferPlan):
         raise ValueError("logical_plan must be a LogicalTransferPlan")
     _recheck_logical_target(logical_plan)

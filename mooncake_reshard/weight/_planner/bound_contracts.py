@@ -31,7 +31,6 @@ from .bound_validation import (
     _attestation_cache,
     _attestation_values,
     _check_target_physical_ranges,
-    _gc_paused,
     _validate_no_in_place,
 )
 from .contracts import (
@@ -326,8 +325,7 @@ class TransferPlan:
     _operation_views: ClassVar[Any] = None
 
     def __post_init__(self) -> None:
-        with _gc_paused():
-            self._revalidate(check_physical_ranges=True)
+        self._revalidate(check_physical_ranges=True)
 
     @classmethod
     def _from_bound_operations(cls, **values: Any) -> TransferPlan:

@@ -13,7 +13,6 @@ from typing import Any, Callable, Hashable, Iterable, Optional, Sequence
 from math import prod
 
 from ... import _native
-from ..._collector import collector_paused
 from ...geometry import boxes_overlap
 from .contracts import TransferRegion
 from .fragments import BoundWeightFragment
@@ -22,12 +21,6 @@ _U64_MAX = (1 << 64) - 1
 
 _STATUS_CONFLICT = 1
 _STATUS_BUDGET = 2
-
-
-# Pause the cyclic collector while binding or revalidation creates many acyclic objects (with
-# large placements and plans alive, automatic collections would rescan the whole heap again and
-# again: the dominant super-linear cost of binding at scale). Shared, thread-safe and nesting-aware.
-_gc_paused = collector_paused
 
 
 # ---------------------------------------------------------------------------------------
