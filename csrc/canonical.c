@@ -837,6 +837,165 @@ py_canonical_parts_json(PyObject *Py_UNUSED(module), PyObject *args, PyObject *k
     return result;
 }
 
+/* ---- sorting by str keys ------------------------------------------------------- */
+
+typedef struct {
+    uint64_t head;       /* 8 bytes of the key from the common prefix on, big-endian, zero padded */
+    const char *s;       /* UTF-8 bytes (borrowed from the key's cache) */
+    size_t len;
+    size_t index;        /* input position: the tie-break that keeps the sort stable */
+} strkey_entry;
+
+static int
+strkey_cmp(const void *pa, const void *pb)
+{
+    const strkey_entry *a = pa, *b = pb;
+    if (a->head != b->head) return a->head < b->head ? -1 : 1;
+    size_t m = a->len < b->len ? a->len : b->len;
+    int c = memcmp(a->s, b->s, m);
+    if (c != 0) return c < 0 ? -1 : 1;
+    if (a->len != b->len) return a->len < b->len ? -1 : 1;
+    return a->index < b->index ? -1 : (a->index > b->index ? 1 : 0);
+}
+
+/* Kernel: stable sort of e[0:n] by key bytes (UTF-8 byte order == code point order); tmp: n scratch entries. */
+static void
+strkey_sort(strkey_entry *e, strkey_entry *tmp, size_t n)
+{
+    if (n == 0) return;
+    size_t lcp = e[0].len;
+    for (size_t i = 1; i < n && lcp > 0; i++) {
+        size_t m = e[i].len < lcp ? e[i].len : lcp, k = 0;
+        while (k < m && e[i].s[k] == e[0].s[k]) k++;
+        lcp = k;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint64_t h = 0;
+        for (size_t k = 0; k < 8; k++) {
+            size_t at = lcp + k;
+            h = (h << 8) | (at < e[i].len ? (unsigned char)e[i].s[at] : 0u);
+        }
+        e[i].head = h;
+    }
+    /* LSD radix sort by head (stable, so equal heads keep input order), skipping byte
+     * positions where every head agrees; then the full comparison inside runs of equal heads */
+    {
+        size_t count[256];
+        for (unsigned shift = 0; shift < 64; shift += 8) {
+            memset(count, 0, sizeof(count));
+            for (size_t i = 0; i < n; i++) count[(e[i].head >> shift) & 0xFF]++;
+            if (count[(e[0].head >> shift) & 0xFF] == n) continue;
+            size_t total = 0;
+            for (size_t b = 0; b < 256; b++) {
+                size_t c = count[b];
+                count[b] = total;
+                total += c;
+            }
+            for (size_t i = 0; i < n; i++) tmp[count[(e[i].head >> shift) & 0xFF]++] = e[i];
+            memcpy(e, tmp, n * sizeof(strkey_entry));
+        }
+        for (size_t i = 0; i < n;) {
+            size_t j = i + 1;
+            while (j < n && e[j].head == e[i].head) j++;
+            if (j - i > 1) qsort(e + i, j - i, sizeof(strkey_entry), strkey_cmp);
+            i = j;
+        }
+    }
+}
+
+/* sorted(items, key=...) given keys[i] == key(items[i]), when every key is an exact str
+ * (a new list); None (nothing raised) when some key is not, or cannot be encoded. */
+static PyObject *sorted_by_keys_copy(PyObject *items, PyObject *keys, Py_ssize_t n, int want_rows);
+
+static PyObject *
+py_sorted_by_str_keys(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *items, *given;
+    int want_rows = 0;
+    if (!PyArg_ParseTuple(args, "O!O!|p:sorted_by_str_keys", &PyList_Type, &items, &PyList_Type, &given, &want_rows))
+        return NULL;
+    Py_ssize_t n = PyList_Size(items);
+    if (n < 0) return NULL;
+    if (PyList_Size(given) != n) {
+        PyErr_SetString(PyExc_ValueError, "items and keys must have the same length");
+        return NULL;
+    }
+    /* a private copy holds a strong reference to every key (and so its UTF-8 bytes) while
+     * the GIL is released: no other thread can drop them */
+    PyObject *keys = PyList_GetSlice(given, 0, n);
+    if (keys == NULL) return NULL;
+    PyObject *out = sorted_by_keys_copy(items, keys, n, want_rows);
+    Py_DECREF(keys);
+    return out;
+}
+
+static PyObject *
+sorted_by_keys_copy(PyObject *items, PyObject *keys, Py_ssize_t n, int want_rows)
+{
+    strkey_entry *e = mr_alloc_array(n ? (size_t)n : 1, sizeof(strkey_entry));
+    if (e == NULL) return NULL;
+    strkey_entry *tmp = mr_alloc_array(n ? (size_t)n : 1, sizeof(strkey_entry));
+    if (tmp == NULL) {
+        PyMem_Free(e);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *k = PyList_GetItem(keys, i);
+        if (k == NULL) {
+            PyMem_Free(e);
+            PyMem_Free(tmp);
+            return NULL;
+        }
+        Py_ssize_t len = 0;
+        const char *s = PyUnicode_CheckExact(k) ? PyUnicode_AsUTF8AndSize(k, &len) : NULL;
+        if (s == NULL) {
+            PyErr_Clear();
+            PyMem_Free(e);
+            PyMem_Free(tmp);
+            Py_RETURN_NONE;
+        }
+        e[i].s = s;
+        e[i].len = (size_t)len;
+        e[i].index = (size_t)i;
+        e[i].head = 0;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    strkey_sort(e, tmp, (size_t)n);
+    Py_END_ALLOW_THREADS
+    PyObject *out = PyList_New(n);
+    if (out != NULL) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *item = PyList_GetItem(items, (Py_ssize_t)e[i].index); /* bounds-checked */
+            if (item == NULL) {
+                Py_CLEAR(out);
+                break;
+            }
+            Py_INCREF(item);
+            if (PyList_SetItem(out, i, item) < 0) {
+                Py_CLEAR(out);
+                break;
+            }
+        }
+    }
+    PyObject *rows = NULL;
+    if (out != NULL && want_rows) {
+        /* rows[i]: the position of items[i] in the sorted list */
+        rows = PyList_New(n);
+        for (Py_ssize_t i = 0; rows != NULL && i < n; i++) {
+            PyObject *pos = PyLong_FromSsize_t(i);
+            if (pos == NULL || PyList_SetItem(rows, (Py_ssize_t)e[i].index, pos) < 0) Py_CLEAR(rows);
+        }
+        if (rows == NULL) Py_CLEAR(out);
+    }
+    PyMem_Free(e);
+    PyMem_Free(tmp);
+    if (out == NULL || !want_rows) return out;
+    PyObject *pair = PyTuple_Pack(2, out, rows);
+    Py_DECREF(out);
+    Py_DECREF(rows);
+    return pair;
+}
+
 static PyMethodDef canonical_methods[] = {
     {"sha256_hex", (PyCFunction)py_sha256_hex, METH_O, "Lowercase hex SHA-256 of bytes."},
     {"canonical_json", (PyCFunction)(void (*)(void))py_canonical_json, METH_VARARGS | METH_KEYWORDS,
@@ -848,6 +1007,9 @@ static PyMethodDef canonical_methods[] = {
      "(or its hex SHA-256)."},
     {"canonical_fragments_json", (PyCFunction)py_canonical_fragments_json, METH_O,
      "canonical_json([fragment_object(f) for f in fragments]) without the intermediate dicts."},
+    {"sorted_by_str_keys", (PyCFunction)py_sorted_by_str_keys, METH_VARARGS,
+     "sorted(items, key) from the list of keys (exact str each), stable; with rows=True also the position of "
+     "each item in it; None when a key is not an exact str."},
     {"placement_fragment_id", (PyCFunction)(void (*)(void))py_placement_fragment_id,
      METH_VARARGS | METH_KEYWORDS, "'sha256:' + hex of the canonical placement fragment content (spec 6.1)."},
     {NULL, NULL, 0, NULL},

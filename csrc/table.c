@@ -787,22 +787,317 @@ done:
     return rc;
 }
 
+/* Read the sequence inner (length d) into out[0:d] as ints >= min. */
+static int
+tbl_read_seq(PyObject *inner, Py_ssize_t d, int64_t min, int64_t *out, const char *name)
+{
+    Py_ssize_t n = tbl_len(inner, name);
+    if (n < 0) return -1;
+    if (n != d) {
+        PyErr_SetString(PyExc_ValueError, "zip() arguments have different lengths");
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < d; k++) {
+        PyObject *v = tbl_item(inner, k);
+        if (v == NULL) return -1;
+        int rc = tbl_int64(v, min, &out[k], name);
+        Py_DECREF(v);
+        if (rc < 0) return -1;
+    }
+    return 0;
+}
+
+/* Direct fill of t from fragment objects (one pass, no intermediate column lists); the
+ * values, checks and errors are those of tbl_columns_from_objects + tbl_fill. Returns 0,
+ * -1 with an exception, or 1 (nothing raised) when some fragment has more dimensions than
+ * every tensor: the caller then takes the column path, which sizes the stride from the
+ * fragments too. With rows (a permutation of range(n), checked by the caller), fragments[i]
+ * becomes row rows[i] and *increasing is judged in row order; ids: n slots (NULL-initialised)
+ * that receive strong references to the ids by row, released by the caller. */
+static int
+tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_index, PyObject *fragments,
+                 const size_t *rows, PyObject **ids, PyObject *const *keys, int *increasing, int *any_aliases)
+{
+    *increasing = 1;
+    *any_aliases = 0;
+    Py_ssize_t n = tbl_len(fragments, "fragments");
+    if (n < 0) return -1;
+    Py_ssize_t nt = tbl_len(tensor_shapes, "tensor_shapes");
+    if (nt < 0) return -1;
+    if ((uint64_t)nt > UINT32_MAX || (uint64_t)n > (uint64_t)(SIZE_MAX / 64)) {
+        PyErr_SetString(PyExc_ValueError, "too many tensors or fragments for a fragment table");
+        return -1;
+    }
+    t->n = (size_t)n;
+    t->ntensors = (size_t)nt;
+    t->tndim = mr_alloc_array(t->ntensors ? t->ntensors : 1, sizeof(uint32_t));
+    t->ndim = mr_alloc_array(t->n ? t->n : 1, sizeof(uint32_t));
+    t->tensor = mr_alloc_array(t->n ? t->n : 1, sizeof(uint32_t));
+    if (t->tndim == NULL || t->ndim == NULL || t->tensor == NULL) return -1;
+    size_t stride = 1;
+    for (Py_ssize_t i = 0; i < nt; i++) {
+        Py_ssize_t d = tbl_inner_len(tensor_shapes, i, "tensor_shapes");
+        if (d < 0) return -1;
+        if ((uint64_t)d > 4096) {
+            PyErr_SetString(PyExc_ValueError, "too many dimensions for a fragment table");
+            return -1;
+        }
+        t->tndim[i] = (uint32_t)d;
+        if ((size_t)d > stride) stride = (size_t)d;
+    }
+    t->stride = stride;
+    size_t cells, tcells;
+    if (__builtin_mul_overflow(t->n ? t->n : 1, stride, &cells) ||
+        __builtin_mul_overflow(t->ntensors ? t->ntensors : 1, stride, &tcells)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    t->begin = mr_alloc_array(cells, sizeof(int64_t));
+    t->end = mr_alloc_array(cells, sizeof(int64_t));
+    t->rank = mr_alloc_array(t->n ? t->n : 1, 4 * sizeof(int64_t));
+    t->nbytes = mr_alloc_array(t->n ? t->n : 1, sizeof(uint64_t));
+    t->tshape = mr_alloc_array(tcells, sizeof(int64_t));
+    if (t->begin == NULL || t->end == NULL || t->rank == NULL || t->nbytes == NULL || t->tshape == NULL) return -1;
+    for (Py_ssize_t i = 0; i < nt; i++) {
+        int64_t *row = &t->tshape[(size_t)i * stride];
+        if (tbl_inner_read(tensor_shapes, i, (Py_ssize_t)t->tndim[i], 0, row, "tensor_shapes") < 0) return -1;
+        for (size_t k = t->tndim[i]; k < stride; k++) row[k] = 1;
+    }
+    PyObject *prev_id = NULL; /* strong reference */
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
+        PyObject *fragment = tbl_item(fragments, i);
+        if (fragment == NULL) {
+            rc = -1;
+            break;
+        }
+        PyObject *state = tbl_state(fragment, keys[TOK_DICT]);
+        Py_DECREF(fragment);
+        if (state == NULL) {
+            rc = -1;
+            break;
+        }
+        size_t r = rows != NULL ? rows[i] : (size_t)i;
+        /* strong references throughout: lookups below may run Python code */
+        PyObject *v[TOK_ALIASES + 1] = {NULL};
+        for (int k = TOK_TENSOR; k <= TOK_ALIASES && rc == 0; k++) {
+            v[k] = tbl_state_get(state, keys[k]);
+            if (v[k] == NULL) rc = -1;
+            else Py_INCREF(v[k]);
+        }
+        if (rc == 0 && rows != NULL) {
+            if (!PyUnicode_CheckExact(v[TOK_ID])) *increasing = 0;
+            else if (ids[r] == NULL) {
+                Py_INCREF(v[TOK_ID]);
+                ids[r] = v[TOK_ID];
+            }
+        }
+        else if (rc == 0 && *increasing) {
+            if (!PyUnicode_CheckExact(v[TOK_ID])) *increasing = 0;
+            else if (prev_id != NULL) {
+                int cmp = PyUnicode_Compare(v[TOK_ID], prev_id);
+                if (cmp == -1 && PyErr_Occurred()) rc = -1;
+                else if (cmp <= 0) *increasing = 0;
+            }
+            Py_INCREF(v[TOK_ID]);
+            Py_XDECREF(prev_id);
+            prev_id = v[TOK_ID];
+        }
+        if (rc == 0 && !*any_aliases && (!PyTuple_CheckExact(v[TOK_ALIASES]) || PyTuple_Size(v[TOK_ALIASES]) != 0))
+            *any_aliases = 1;
+        if (rc == 0 && !PyUnicode_CheckExact(v[TOK_TENSOR])) {
+            PyErr_SetString(PyExc_TypeError, "tensor_id must be a str");
+            rc = -1;
+        }
+        if (rc == 0) {
+            PyObject *index = PyDict_GetItemWithError(tensor_index, v[TOK_TENSOR]);
+            if (index == NULL) {
+                if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, v[TOK_TENSOR]);
+                rc = -1;
+            }
+            else {
+                int64_t x;
+                Py_INCREF(index);
+                rc = tbl_int64(index, 0, &x, "tensor_index");
+                Py_DECREF(index);
+                if (rc == 0 && (uint64_t)x >= t->ntensors) {
+                    PyErr_SetString(PyExc_ValueError, "tensor_index out of range");
+                    rc = -1;
+                }
+                if (rc == 0) t->tensor[r] = (uint32_t)x;
+            }
+        }
+        size_t base = r * stride;
+        Py_ssize_t d = 0;
+        if (rc == 0) {
+            d = tbl_len(v[TOK_OFFSET], "offsets");
+            if (d < 0) rc = -1;
+            else if ((size_t)d > stride) rc = 1; /* more dimensions than every tensor */
+            else t->ndim[r] = (uint32_t)d;
+        }
+        if (rc == 0) rc = tbl_read_seq(v[TOK_OFFSET], d, INT64_MIN, &t->begin[base], "offsets");
+        if (rc == 0) rc = tbl_read_seq(v[TOK_SHAPE], d, 0, &t->end[base], "shapes");
+        for (Py_ssize_t k = 0; rc == 0 && k < d; k++) {
+            if (__builtin_add_overflow(t->begin[base + (size_t)k], t->end[base + (size_t)k],
+                                       &t->end[base + (size_t)k])) {
+                PyErr_SetString(PyExc_ValueError, "fragment end must fit in a signed 64-bit integer");
+                rc = -1;
+            }
+        }
+        if (rc == 0) {
+            for (size_t k = (size_t)d; k < stride; k++) {
+                t->begin[base + k] = 0;
+                t->end[base + k] = 1;
+            }
+            PyObject *rank_state = tbl_state(v[TOK_RANK], keys[TOK_DICT]);
+            if (rank_state == NULL) rc = -1;
+            for (int k = 0; k < 4 && rc == 0; k++) {
+                PyObject *rv = tbl_state_get(rank_state, keys[TOK_DP + k]);
+                if (rv == NULL) rc = -1;
+                else {
+                    Py_INCREF(rv);
+                    rc = tbl_int64(rv, INT64_MIN, &t->rank[r * 4 + (size_t)k], "ranks");
+                    Py_DECREF(rv);
+                }
+            }
+            Py_XDECREF(rank_state);
+        }
+        if (rc == 0) {
+            PyObject *item = v[TOK_NBYTES];
+            PyObject *num = PyLong_Check(item) ? (Py_INCREF(item), item) : PyNumber_Index(item);
+            if (num == NULL) rc = -1;
+            else {
+                unsigned long long nb = PyLong_AsUnsignedLongLong(num);
+                Py_DECREF(num);
+                if (nb == (unsigned long long)-1 && PyErr_Occurred()) {
+                    if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+                        PyErr_Clear();
+                        PyErr_SetString(PyExc_ValueError, "nbytes must fit in an unsigned 64-bit integer");
+                    }
+                    rc = -1;
+                }
+                else t->nbytes[r] = (uint64_t)nb;
+            }
+        }
+        for (int k = TOK_TENSOR; k <= TOK_ALIASES; k++) Py_XDECREF(v[k]);
+        Py_DECREF(state);
+    }
+    Py_XDECREF(prev_id);
+    /* rows: ids strictly increasing in row order */
+    for (size_t r = 1; rc == 0 && rows != NULL && *increasing && r < t->n; r++) {
+        int cmp = PyUnicode_Compare(ids[r], ids[r - 1]);
+        if (cmp == -1 && PyErr_Occurred()) rc = -1;
+        else if (cmp <= 0) *increasing = 0;
+    }
+    return rc;
+}
+
+/* rows argument of pack_objects: a list that is a permutation of range(n), as size_t[n]. */
+static size_t *
+tbl_rows(PyObject *list, Py_ssize_t n)
+{
+    if (!PyList_Check(list) || PyList_Size(list) != n) {
+        PyErr_SetString(PyExc_ValueError, "rows must be a list with one row per fragment");
+        return NULL;
+    }
+    size_t *rows = mr_alloc_array(n ? (size_t)n : 1, sizeof(size_t));
+    unsigned char *seen = mr_alloc_array(n ? (size_t)n : 1, 1);
+    if (rows == NULL || seen == NULL) {
+        PyMem_Free(rows);
+        PyMem_Free(seen);
+        return NULL;
+    }
+    memset(seen, 0, n ? (size_t)n : 1);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyList_GetItem(list, i);
+        int64_t v = -1;
+        if (item == NULL || !PyLong_CheckExact(item) || tbl_int64(item, 0, &v, "rows") < 0 || v >= (int64_t)n ||
+            seen[v]) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "rows must be a permutation of range(n)");
+            PyMem_Free(rows);
+            PyMem_Free(seen);
+            return NULL;
+        }
+        seen[v] = 1;
+        rows[i] = (size_t)v;
+    }
+    PyMem_Free(seen);
+    return rows;
+}
+
 static PyObject *
 tbl_pack_objects(PyObject *cls, PyObject *args)
 {
-    PyObject *tensor_shapes, *tensor_index, *fragments;
-    if (!PyArg_ParseTuple(args, "OO!O:pack_placement_fragments", &tensor_shapes, &PyDict_Type, &tensor_index,
-                          &fragments))
+    PyObject *tensor_shapes, *tensor_index, *fragments, *rows_arg = Py_None;
+    if (!PyArg_ParseTuple(args, "OO!O|O:pack_placement_fragments", &tensor_shapes, &PyDict_Type, &tensor_index,
+                          &fragments, &rows_arg))
         return NULL;
-    PyObject *cols[5];
+    size_t *rows = NULL;
+    PyObject **ids = NULL;
+    Py_ssize_t nrows = 0;
+    if (rows_arg != Py_None) {
+        nrows = tbl_len(fragments, "fragments");
+        if (nrows < 0) return NULL;
+        rows = tbl_rows(rows_arg, nrows);
+        if (rows == NULL) return NULL;
+        ids = mr_alloc_array(nrows ? (size_t)nrows : 1, sizeof(PyObject *));
+        if (ids == NULL) {
+            PyMem_Free(rows);
+            return NULL;
+        }
+        for (Py_ssize_t k = 0; k < nrows; k++) ids[k] = NULL;
+    }
     int increasing, any_aliases;
-    if (tbl_columns_from_objects(tensor_index, fragments, cols, &increasing, &any_aliases) < 0) return NULL;
-    PyObject *pargs = Py_BuildValue("(OOOOOO)", tensor_shapes, cols[0], cols[1], cols[2], cols[3], cols[4]);
-    for (int c = 0; c < 5; c++) Py_DECREF(cols[c]);
-    if (pargs == NULL) return NULL;
-    PyObject *table = tbl_pack(cls, pargs, NULL);
-    Py_DECREF(pargs);
-    if (table == NULL) return NULL;
+    PyObject *table = NULL;
+    allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)cls, Py_tp_alloc);
+    if (alloc == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "FragmentTable has no tp_alloc");
+        return NULL;
+    }
+    PyObject *keys[TOK_N];
+    int nkeys = 0, rc = -1;
+    for (; nkeys < TOK_N; nkeys++) {
+        keys[nkeys] = PyUnicode_InternFromString(tok_names[nkeys]);
+        if (keys[nkeys] == NULL) break;
+    }
+    if (nkeys == TOK_N) {
+        table = alloc((PyTypeObject *)cls, 0);
+        if (table != NULL) {
+            rc = tbl_fill_objects((FragmentTable *)table, tensor_shapes, tensor_index, fragments, rows, ids, keys,
+                                  &increasing, &any_aliases);
+            if (rc != 0) Py_CLEAR(table);
+        }
+    }
+    for (int k = 0; k < nkeys; k++) Py_DECREF(keys[k]);
+    PyObject *permuted = NULL;
+    if (rc > 0 && rows != NULL) {
+        /* the column path reads the fragments in row order */
+        permuted = PyList_New(nrows);
+        for (Py_ssize_t i = 0; permuted != NULL && i < nrows; i++) {
+            PyObject *item = tbl_item(fragments, i);
+            if (item == NULL || PyList_SetItem(permuted, (Py_ssize_t)rows[i], item) < 0) Py_CLEAR(permuted);
+        }
+        if (permuted == NULL) rc = -1;
+        else fragments = permuted;
+    }
+    if (ids != NULL)
+        for (Py_ssize_t k = 0; k < nrows; k++) Py_XDECREF(ids[k]);
+    PyMem_Free(ids);
+    PyMem_Free(rows);
+    if (rc < 0) return NULL;
+    if (rc > 0) {
+        /* a fragment with more dimensions than every tensor: the column path */
+        PyObject *cols[5];
+        int crc = tbl_columns_from_objects(tensor_index, fragments, cols, &increasing, &any_aliases);
+        Py_XDECREF(permuted);
+        if (crc < 0) return NULL;
+        PyObject *pargs = Py_BuildValue("(OOOOOO)", tensor_shapes, cols[0], cols[1], cols[2], cols[3], cols[4]);
+        for (int c = 0; c < 5; c++) Py_DECREF(cols[c]);
+        if (pargs == NULL) return NULL;
+        table = tbl_pack(cls, pargs, NULL);
+        Py_DECREF(pargs);
+        if (table == NULL) return NULL;
+    }
     PyObject *res = Py_BuildValue("(OOO)", table, increasing ? Py_True : Py_False, any_aliases ? Py_True : Py_False);
     Py_DECREF(table);
     return res;

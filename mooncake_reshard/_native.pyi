@@ -9,9 +9,15 @@ Each section below belongs to one C file (csrc/<name>.c).
 """
 
 from collections.abc import Sequence
-from typing import final
+from typing import Any, Optional, final
 
 # --- canonical.c: canonical JSON and SHA-256 (libcrypto EVP_Digest) ---------
+
+def sorted_by_str_keys(items: list[Any], keys: list[str], rows: bool = False, /) -> Any:
+    """``sorted(items, key=...)`` given ``keys[i] == key(items[i])`` (a stable sort in C); with
+    ``rows`` the pair ``(sorted_items, positions)``, ``positions[i]`` being the index of
+    ``items[i]`` in ``sorted_items``. ``None`` when some key is not an exact ``str`` (or has no
+    UTF-8 encoding)."""
 
 def sha256_hex(data: bytes) -> str:
     """Lowercase hex SHA-256 of ``data``."""
@@ -127,7 +133,12 @@ class FragmentTable:
 
     @classmethod
     def pack_objects(
-        cls, tensor_shapes: Sequence[Sequence[int]], tensor_index: dict[str, int], fragments: Sequence[object], /
+        cls,
+        tensor_shapes: Sequence[Sequence[int]],
+        tensor_index: dict[str, int],
+        fragments: Sequence[object],
+        rows: Optional[list[int]] = None,
+        /,
     ) -> tuple[FragmentTable, bool, bool]:
         """``(table, ids_increasing, any_aliases)``: ``pack_fragments`` with the columns read in C
         from placement fragment objects' state (``tensor_id`` (an exact str) mapped through
@@ -135,7 +146,10 @@ class FragmentTable:
         ``nbytes``); ``ids_increasing``: every ``placement_fragment_id`` is an exact str greater
         than the previous one (so all are distinct); ``any_aliases``: some ``aliases`` is not an
         empty tuple. ``KeyError`` for a missing state entry or an unmapped tensor id, ``TypeError``
-        for a non-str tensor id; otherwise the errors of ``pack_fragments``."""
+        for a non-str tensor id; otherwise the errors of ``pack_fragments``. With ``rows`` (a
+        permutation of ``range(len(fragments))``, else ``ValueError``) ``fragments[i]`` becomes
+        row ``rows[i]``: the result equals packing the fragments in row order (``ids_increasing``
+        judged in that order), read from memory in the given order."""
 
     def tensor_classes(self, classes: Sequence[int], /) -> tuple[list[int], list[int], list[int]]:
         """``(rep, start, members)``: ``members[start[t]:start[t + 1]]`` are tensor t's fragments

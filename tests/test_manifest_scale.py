@@ -534,3 +534,155 @@ def test_from_fragments_restores_gc_state() -> None:
             assert gc.isenabled() is enabled
     finally:
         (gc.enable if was else gc.disable)()
+
+
+# ---- issue 5, round 2: C sort by str keys, direct table fill, the pre-sorted assembly ----------
+
+
+_KEY_ALPHABET = st.sampled_from(["a", "b", "\x00", "\x7f", "é", "中", "\U0001f600", "sha256:", "0", "f"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(_KEY_ALPHABET, max_size=12).map("".join), max_size=40))
+def test_sorted_by_str_keys_is_a_stable_sort(keys: list[str]) -> None:
+    items = [object() for _ in keys]
+    expected = [items[i] for i in sorted(range(len(keys)), key=keys.__getitem__)]
+    got = _native.sorted_by_str_keys(items, keys)
+    assert got is not None
+    assert [id(x) for x in got] == [id(x) for x in expected]
+
+
+def test_sorted_by_str_keys_declines_other_keys() -> None:
+    assert _native.sorted_by_str_keys([1, 2], ["a", 3]) is None
+    assert _native.sorted_by_str_keys([1, 2], ["a", _Str("b")]) is None
+    assert _native.sorted_by_str_keys([1], ["\udc80"]) is None  # not encodable
+    assert _native.sorted_by_str_keys([], []) == []
+    with pytest.raises(ValueError):
+        _native.sorted_by_str_keys([1, 2], ["a"])
+    with pytest.raises(TypeError):
+        _native.sorted_by_str_keys((1,), ["a"])  # type: ignore[arg-type]
+
+
+def test_pack_objects_more_fragment_dims_than_tensor_dims() -> None:
+    """The direct fill declines a fragment with more dimensions than every tensor: the column
+    path packs it exactly like pack_fragments."""
+    fragments = [
+        PlacementFragment("a", (0,), (2,), 4, ParallelRank()),
+        PlacementFragment("a", (0, 0), (2, 1), 4, ParallelRank(tp=1)),
+    ]
+    table, increasing, any_aliases = _native.FragmentTable.pack_objects([(2,)], {"a": 0}, fragments)
+    reference = _native.pack_fragments(
+        [(2,)], [0, 0], [(0,), (0, 0)], [(2,), (2, 1)], [(0, 0, 0, 0), (0, 1, 0, 0)], [4, 4]
+    )
+    assert len(table) == len(reference) == 2
+    assert table.bad_geometry([2]) == reference.bad_geometry([2]) == 1
+    assert table.total_nbytes() == reference.total_nbytes()
+    assert any_aliases is False
+
+
+@SETTINGS
+@given(valid_layouts())
+def test_from_fragments_takes_the_presorted_path(layout: Layout) -> None:
+    """from_fragments hands the manifest its one sorted order; the result equals the public
+    constructor's (which merges and sorts the parts itself), and the path really runs."""
+    from mooncake.reshard.weight import placement as placement_module
+
+    calls: list[Any] = []
+    real = placement_module._initialize
+
+    def spy(self: Any, **kwargs: Any) -> None:
+        calls.append(kwargs["assembled"])
+        real(self, **kwargs)
+
+    placement_module._initialize = spy
+    try:
+        try:
+            placement = build_placement(layout, reverse=True)
+        except ValueError:
+            return
+    finally:
+        placement_module._initialize = real
+    assert calls and calls[0] is not None and calls[0][2] is not None
+    rebuilt = WeightPlacementManifest(
+        resource_id=placement.resource_id,
+        revision=placement.revision,
+        weight_generation=placement.weight_generation,
+        placement_set_id=placement.placement_set_id,
+        topology=placement.topology,
+        parts=placement.parts,
+    )
+    assert rebuilt.fragments == placement.fragments
+    assert [id(f) for f in rebuilt.fragments] == [id(f) for f in placement.fragments]
+    assert rebuilt.tensors == placement.tensors
+    assert rebuilt.placement_id == placement.placement_id
+    for part in placement.parts:
+        ids = [f.placement_fragment_id for f in part.fragments]
+        assert ids == sorted(ids)
+
+
+@SETTINGS
+@given(any_layouts(), st.randoms(use_true_random=False))
+def test_pack_objects_with_rows_equals_packing_in_row_order(layout: Layout, rnd: Any) -> None:
+    try:
+        tensors, fragments = _inputs(layout)
+    except ValueError:
+        return
+    index = {t.tensor_id: i for i, t in enumerate(tensors)}
+    if len(index) != len(tensors) or any(f.tensor_id not in index for f in fragments):
+        return
+    shapes = [t.global_shape for t in tensors]
+    rows = list(range(len(fragments)))
+    rnd.shuffle(rows)
+    source = [None] * len(fragments)
+    for i, row in enumerate(rows):
+        source[i] = fragments[row]
+    a, inc_a, alias_a = _native.FragmentTable.pack_objects(shapes, index, source, rows)
+    b, inc_b, alias_b = _native.FragmentTable.pack_objects(shapes, index, list(fragments))
+    assert (inc_a, alias_a) == (inc_b, alias_b)
+    itemsizes = [t.itemsize for t in tensors]
+
+    def summary(table: Any) -> tuple[Any, ...]:
+        def safe(fn: Any, *args: Any) -> Any:
+            try:
+                return fn(*args)
+            except ValueError as exc:
+                return str(exc)
+
+        return (
+            len(table),
+            table.total_nbytes(),
+            table.bad_geometry(itemsizes),
+            table.duplicate_logical_fragment(),
+            safe(table.overlapping_rank_group),
+            safe(table.uncovered_group, ("dp", "tp", "pp", "ep")),
+            table.tensor_classes([0] * len(tensors)),
+        )
+
+    assert summary(a) == summary(b)
+
+
+def test_pack_objects_rows_must_be_a_permutation() -> None:
+    fragments = [
+        PlacementFragment("a", (0,), (1,), 2, ParallelRank()),
+        PlacementFragment("a", (1,), (1,), 2, ParallelRank()),
+    ]
+    for rows in ([0, 0], [0], [0, 2], [-1, 0], [0, True], (0, 1)):
+        with pytest.raises((ValueError, TypeError)):
+            _native.FragmentTable.pack_objects([(2,)], {"a": 0}, fragments, rows)
+    # ids decreasing in row order are reported so
+    _, increasing, _ = _native.FragmentTable.pack_objects([(2,)], {"a": 0}, fragments, [1, 0])
+    ids = [f.placement_fragment_id for f in fragments]
+    assert increasing == (ids[1] < ids[0])
+    # a fragment with more dimensions than every tensor: the column path, in row order
+    wide = [fragments[0], PlacementFragment("a", (0, 0), (2, 1), 4, ParallelRank(tp=1))]
+    table, _, _ = _native.FragmentTable.pack_objects([(2,)], {"a": 0}, wide, [1, 0])
+    assert table.bad_geometry([2]) == 0
+
+
+def test_sorted_by_str_keys_rows() -> None:
+    keys = ["b", "a", "c", "a"]
+    items = [10, 11, 12, 13]
+    ordered, rows = _native.sorted_by_str_keys(items, keys, True)
+    assert ordered == [11, 13, 10, 12]
+    assert rows == [2, 0, 3, 1]
+    assert all(ordered[rows[i]] == items[i] for i in range(4))

@@ -39,6 +39,34 @@ _fragment_key = attrgetter("placement_fragment_id")
 _tensor_id_of = attrgetter("tensor_id")
 
 
+_Assembled = tuple[
+    tuple[TensorDescriptor, ...],
+    tuple[PlacementFragment, ...],
+    Optional[tuple[tuple[PlacementFragment, ...], list[int]]],
+]
+
+
+def _sorted_by_id(
+    fragments: tuple[PlacementFragment, ...],
+) -> tuple[list[PlacementFragment], Optional[list[int]]]:
+    """``sorted(fragments, key=placement_fragment_id)`` and, from the C sort (used when every
+    id is a str), each input fragment's position in it."""
+    result: Optional[tuple[list[PlacementFragment], list[int]]] = _native.sorted_by_str_keys(
+        list(fragments), list(map(_fragment_key, fragments)), True
+    )
+    if result is None:
+        return sorted(fragments, key=_fragment_key), None
+    return result
+
+
+def _sorted_by_tensor_id(tensors: tuple[TensorDescriptor, ...]) -> list[TensorDescriptor]:
+    """``sorted(tensors, key=tensor_id)``, by the C sort when every id is a str."""
+    ordered: Optional[list[TensorDescriptor]] = _native.sorted_by_str_keys(
+        list(tensors), list(map(_tensor_id_of, tensors))
+    )
+    return sorted(tensors, key=_tensor_id_of) if ordered is None else ordered
+
+
 @dataclass(frozen=True, init=False)
 class WeightPlacementManifest:
     """One complete global logical placement of one weight generation.
@@ -71,67 +99,17 @@ class WeightPlacementManifest:
         parts: tuple[WeightPlacementPart, ...],
         placement_id: Optional[PlacementId] = None,
     ) -> None:
-        require_str(resource_id, "resource_id")
-        require_str(revision, "revision")
-        require_str(placement_set_id, "placement_set_id")
-        require_u64(weight_generation, "weight_generation")
-        if not isinstance(topology, ParallelTopology):
-            raise ValueError("topology must be a ParallelTopology")
-        if placement_id is not None:
-            require_str(placement_id, "placement_id")
-        ordered_parts = tuple(
-            sorted(
-                item_tuple(parts, "WeightPlacementManifest parts", WeightPlacementPart),
-                key=_participant_key,
-            )
+        _initialize(
+            self,
+            resource_id=resource_id,
+            revision=revision,
+            weight_generation=weight_generation,
+            placement_set_id=placement_set_id,
+            topology=topology,
+            parts=parts,
+            placement_id=placement_id,
+            assembled=None,
         )
-        _validate_part_set(
-            ordered_parts, topology, resource_id, revision, weight_generation, placement_set_id
-        )
-        catalog: dict[str, TensorDescriptor] = {}
-        all_fragments: list[PlacementFragment] = []
-        for part in ordered_parts:
-            for tensor in part.tensors:
-                known = catalog.get(tensor.tensor_id)
-                if known is None:
-                    catalog[tensor.tensor_id] = tensor
-                elif known is not tensor and known != tensor:
-                    raise ValueError(
-                        f"placement part tensor descriptor mismatch: {tensor.tensor_id}"
-                    )
-            all_fragments.extend(part.fragments)
-        tensors = tuple(sorted(catalog.values(), key=_tensor_key))
-        all_fragments.sort(key=_fragment_key)
-        fragments = tuple(all_fragments)
-        table = fast_placement_checks(tensors, fragments, check_alias_groups=True)
-        if table is None:
-            validate_placement_fragments(tensors, fragments, check_alias_groups=True)
-        validate_complete_coverage(tensors, fragments, topology, table)
-        content: dict[str, Any] = {
-            "schema": "complete-weight-placement",
-            "resource_id": resource_id,
-            "revision": revision,
-            "weight_generation": weight_generation,
-            "placement_set_id": placement_set_id,
-            "topology": topology_object(topology),
-            "tensors": [tensor_object(tensor) for tensor in tensors],
-        }
-        canonical = "sha256:" + canonical_json_with_parts(content, ordered_parts, sha256=True)
-        if placement_id is not None and placement_id != canonical:
-            raise ValueError("placement_id does not match canonical logical content")
-        state = self.__dict__
-        state["resource_id"] = resource_id
-        state["placement_id"] = canonical
-        state["revision"] = revision
-        state["weight_generation"] = weight_generation
-        state["placement_set_id"] = placement_set_id
-        state["topology"] = topology
-        state["parts"] = ordered_parts
-        state["tensors"] = tensors
-        state["fragments"] = fragments
-        state["_digest_cache"] = None
-        if table is not None:
-            state["_fragment_table"] = table
 
     @property
     def resource_kind(self) -> ResourceKind:
@@ -215,6 +193,95 @@ class WeightPlacementManifest:
                 gc.enable()
 
 
+def _initialize(
+    self: WeightPlacementManifest,
+    *,
+    resource_id: ResourceId,
+    revision: RevisionId,
+    weight_generation: int,
+    placement_set_id: PlacementSetId,
+    topology: ParallelTopology,
+    parts: tuple[WeightPlacementPart, ...],
+    placement_id: Optional[PlacementId],
+    assembled: Optional[_Assembled],
+) -> None:
+    """The constructor's body. ``assembled`` (private, from :meth:`from_fragments` only) is
+    ``(tensors, fragments, packed_from)``: ``tensors`` and ``fragments`` already merged and
+    sorted by id (the tensor catalog, every one referenced, one object per id; a permutation
+    of the parts' fragments), and ``(source, rows)`` with ``fragments[rows[i]] is source[i]``
+    for packing the table in the source's order. The checks
+    below then run on them as given; they reject duplicate fragment ids, so a passing
+    fragment order is the unique sorted order the merge below would produce.
+    """
+    require_str(resource_id, "resource_id")
+    require_str(revision, "revision")
+    require_str(placement_set_id, "placement_set_id")
+    require_u64(weight_generation, "weight_generation")
+    if not isinstance(topology, ParallelTopology):
+        raise ValueError("topology must be a ParallelTopology")
+    if placement_id is not None:
+        require_str(placement_id, "placement_id")
+    ordered_parts = tuple(
+        sorted(
+            item_tuple(parts, "WeightPlacementManifest parts", WeightPlacementPart),
+            key=_participant_key,
+        )
+    )
+    _validate_part_set(
+        ordered_parts, topology, resource_id, revision, weight_generation, placement_set_id
+    )
+    if assembled is None:
+        catalog: dict[str, TensorDescriptor] = {}
+        all_fragments: list[PlacementFragment] = []
+        for part in ordered_parts:
+            for tensor in part.tensors:
+                known = catalog.get(tensor.tensor_id)
+                if known is None:
+                    catalog[tensor.tensor_id] = tensor
+                elif known is not tensor and known != tensor:
+                    raise ValueError(
+                        f"placement part tensor descriptor mismatch: {tensor.tensor_id}"
+                    )
+            all_fragments.extend(part.fragments)
+        tensors = tuple(sorted(catalog.values(), key=_tensor_key))
+        all_fragments.sort(key=_fragment_key)
+        fragments = tuple(all_fragments)
+    packed_from = None
+    if assembled is not None:
+        tensors, fragments, packed_from = assembled
+    table = fast_placement_checks(
+        tensors, fragments, check_alias_groups=True, packed_from=packed_from
+    )
+    if table is None:
+        validate_placement_fragments(tensors, fragments, check_alias_groups=True)
+    validate_complete_coverage(tensors, fragments, topology, table)
+    content: dict[str, Any] = {
+        "schema": "complete-weight-placement",
+        "resource_id": resource_id,
+        "revision": revision,
+        "weight_generation": weight_generation,
+        "placement_set_id": placement_set_id,
+        "topology": topology_object(topology),
+        "tensors": [tensor_object(tensor) for tensor in tensors],
+    }
+    canonical = "sha256:" + canonical_json_with_parts(content, ordered_parts, sha256=True)
+    if placement_id is not None and placement_id != canonical:
+        raise ValueError("placement_id does not match canonical logical content")
+    state = self.__dict__
+    state["resource_id"] = resource_id
+    state["placement_id"] = canonical
+    state["revision"] = revision
+    state["weight_generation"] = weight_generation
+    state["placement_set_id"] = placement_set_id
+    state["topology"] = topology
+    state["parts"] = ordered_parts
+    state["tensors"] = tensors
+    state["fragments"] = fragments
+    state["_digest_cache"] = None
+    if table is not None:
+        state["_fragment_table"] = table
+
+
 def _assemble_from_fragments(
     cls: type[WeightPlacementManifest],
     *,
@@ -263,6 +330,11 @@ def _assemble_from_fragments(
                 )
             by_rank_object[id(rank)] = bucket
         bucket.append(fragment)
+    # Every part sorted by id, and once all fragments (the manifest's order, with each
+    # input fragment's position in it for packing the table in input order).
+    for bucket in by_rank.values():
+        bucket[:] = _sorted_by_id(bucket)[0]
+    ordered, rows = _sorted_by_id(fragment_items)
     common: dict[str, Any] = {
         "resource_id": resource_id,
         "revision": revision,
@@ -295,11 +367,24 @@ def _assemble_from_fragments(
                 participant_id=participant.participant_id,
                 rank=participant.rank,
                 tensors=part_tensors,
-                fragments=tuple(sorted(part_fragments, key=_fragment_key)),
+                fragments=tuple(part_fragments),
             )
             for participant, part_tensors, part_fragments in buckets
         )
-        return cls(parts=trusted, **manifest_fields)
+        if cls is not WeightPlacementManifest:  # a subclass keeps its own constructor
+            return cls(parts=trusted, **manifest_fields)
+        manifest = object.__new__(cls)
+        _initialize(
+            manifest,
+            parts=trusted,
+            assembled=(
+                tuple(_sorted_by_tensor_id(tensor_items)),
+                tuple(ordered),
+                None if rows is None else (fragment_items, rows),
+            ),
+            **manifest_fields,
+        )
+        return manifest
     except ValueError:
         pass
     parts = tuple(

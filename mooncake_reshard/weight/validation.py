@@ -139,12 +139,21 @@ def pack_placement_fragments(
 
 
 def _pack(
-    tensors: Sequence[TensorDescriptor], fragments: Sequence[PlacementFragment]
+    tensors: Sequence[TensorDescriptor],
+    fragments: Sequence[PlacementFragment],
+    packed_from: Optional[tuple[Sequence[PlacementFragment], list[int]]] = None,
 ) -> Optional[tuple[_native.FragmentTable, bool, bool]]:
     index = {tensor.tensor_id: position for position, tensor in enumerate(tensors)}
     if len(index) != len(tensors):
         return None
     try:
+        if packed_from is not None:
+            # the same fragments in another order (usually their creation order, which
+            # reads their objects from memory in sequence), each placed at its row
+            source, rows = packed_from
+            return _native.FragmentTable.pack_objects(
+                [tensor.global_shape for tensor in tensors], index, source, rows
+            )
         return _native.FragmentTable.pack_objects(
             [tensor.global_shape for tensor in tensors], index, fragments
         )
@@ -157,15 +166,19 @@ def fast_placement_checks(
     fragments: Sequence[PlacementFragment],
     *,
     check_alias_groups: bool,
+    packed_from: Optional[tuple[Sequence[PlacementFragment], list[int]]] = None,
 ) -> Optional[_native.FragmentTable]:
     """The §11.4 checks of :func:`validate_placement_fragments` in bulk over a packed table.
+
+    ``packed_from`` (optional) is ``(source, rows)``: the same fragments in another order with
+    ``fragments[rows[i]] is source[i]``; the table is then read from ``source`` in its order.
 
     Returns the table when every check passes. Returns ``None`` when any check fails (or the
     input cannot be packed): the caller then runs :func:`validate_placement_fragments`, which
     raises the contract's message for the first violation in the exact rule order. The alias
     check runs here only after every per-fragment rule passed, which is its place in that order.
     """
-    packed = _pack(tensors, fragments)
+    packed = _pack(tensors, fragments, packed_from)
     if packed is None:
         return None
     table, ids_increasing, any_aliases = packed
