@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import gc
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Optional
 
 from .. import _native
+from .._collector import collector_paused
 from ..contracts._checks import item_tuple, require_str, require_u64
 from ..contracts.ids import PlacementId, PlacementSetId, ResourceId, RevisionId
 from ..contracts.manifest import ResourceKind
@@ -174,9 +174,7 @@ class WeightPlacementManifest:
         """
         # Assembly allocates many container objects and keeps them: pause the cyclic GC
         # (its collections would rescan them) and restore its state afterwards.
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with collector_paused():
             return _assemble_from_fragments(
                 cls,
                 resource_id=resource_id,
@@ -188,9 +186,6 @@ class WeightPlacementManifest:
                 fragments=fragments,
                 placement_id=placement_id,
             )
-        finally:
-            if enabled:
-                gc.enable()
 
 
 def _initialize(
