@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from .. import _native
 from .._collector import collector_paused
@@ -47,7 +47,7 @@ _Assembled = tuple[
 
 
 def _sorted_by_id(
-    fragments: tuple[PlacementFragment, ...],
+    fragments: Sequence[PlacementFragment],
 ) -> tuple[list[PlacementFragment], Optional[list[int]]]:
     """``sorted(fragments, key=placement_fragment_id)`` and, from the C sort (used when every
     id is a str), each input fragment's position in it."""
@@ -241,8 +241,8 @@ def _initialize(
         tensors = tuple(sorted(catalog.values(), key=_tensor_key))
         all_fragments.sort(key=_fragment_key)
         fragments = tuple(all_fragments)
-    packed_from = None
-    if assembled is not None:
+        packed_from = None
+    else:
         tensors, fragments, packed_from = assembled
     table = fast_placement_checks(
         tensors, fragments, check_alias_groups=True, packed_from=packed_from

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from ..contracts.ids import ParticipantId, TopologyId
 from ._canonical import canonical_json_with_parts, tensor_object, topology_object
 from ._json import load_strict_json
 from .part import WeightPlacementPart
@@ -154,7 +155,7 @@ def _topology(value: Any) -> ParallelTopology:
         entry = _object(item, f"parallel topology participant {index}", _PARTICIPANT_KEYS)
         participants.append(
             TopologyParticipant(
-                _str(entry["participant_id"], "participant_id"),
+                ParticipantId(_str(entry["participant_id"], "participant_id")),
                 _rank(entry["rank"], f"parallel topology rank {index}"),
             )
         )
@@ -164,7 +165,7 @@ def _topology(value: Any) -> ParallelTopology:
         ep_size=sizes["ep_size"],
         dp_size=sizes["dp_size"],
         participants=tuple(participants),
-        topology_id=topology_id,
+        topology_id=TopologyId(topology_id),
     )
 
 

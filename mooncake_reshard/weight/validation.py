@@ -143,7 +143,7 @@ def _pack(
     fragments: Sequence[PlacementFragment],
     packed_from: Optional[tuple[Sequence[PlacementFragment], list[int]]] = None,
 ) -> Optional[tuple[_native.FragmentTable, bool, bool]]:
-    index = {tensor.tensor_id: position for position, tensor in enumerate(tensors)}
+    index: dict[str, int] = {tensor.tensor_id: position for position, tensor in enumerate(tensors)}
     if len(index) != len(tensors):
         return None
     try:
