@@ -512,6 +512,36 @@ tbl_free_arrays(FragmentTable *t)
     t->nbytes = NULL;
 }
 
+/* The part of a table both fill paths share: sizes (range-checked), the per-tensor and
+ * per-fragment index arrays, and every tensor's dimension count. *stride receives the
+ * largest tensor rank (at least 1). Returns 0, or -1 with an exception set. */
+static int
+tbl_init_header(FragmentTable *t, PyObject *tensor_shapes, Py_ssize_t nt, Py_ssize_t n, size_t *stride)
+{
+    if ((uint64_t)nt > UINT32_MAX || (uint64_t)n > (uint64_t)(SIZE_MAX / 64)) {
+        PyErr_SetString(PyExc_ValueError, "too many tensors or fragments for a fragment table");
+        return -1;
+    }
+    t->n = (size_t)n;
+    t->ntensors = (size_t)nt;
+    t->tndim = mr_alloc_array(t->ntensors ? t->ntensors : 1, sizeof(uint32_t));
+    t->ndim = mr_alloc_array(t->n ? t->n : 1, sizeof(uint32_t));
+    t->tensor = mr_alloc_array(t->n ? t->n : 1, sizeof(uint32_t));
+    if (t->tndim == NULL || t->ndim == NULL || t->tensor == NULL) return -1;
+    *stride = 1;
+    for (Py_ssize_t i = 0; i < nt; i++) {
+        Py_ssize_t d = tbl_inner_len(tensor_shapes, i, "tensor_shapes");
+        if (d < 0) return -1;
+        if ((uint64_t)d > 4096) {
+            PyErr_SetString(PyExc_ValueError, "too many dimensions for a fragment table");
+            return -1;
+        }
+        t->tndim[i] = (uint32_t)d;
+        if ((size_t)d > *stride) *stride = (size_t)d;
+    }
+    return 0;
+}
+
 static int
 tbl_fill(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_index, PyObject *offsets, PyObject *shapes,
          PyObject *ranks, PyObject *nbytes)
@@ -531,28 +561,9 @@ tbl_fill(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_index, PyOb
             return -1;
         }
     }
-    if ((uint64_t)nt > UINT32_MAX || (uint64_t)n > (uint64_t)(SIZE_MAX / 64)) {
-        PyErr_SetString(PyExc_ValueError, "too many tensors or fragments for a fragment table");
-        return -1;
-    }
     /* pass 1: dimension counts and the common stride */
-    t->n = (size_t)n;
-    t->ntensors = (size_t)nt;
-    t->tndim = mr_alloc_array(t->ntensors ? t->ntensors : 1, sizeof(uint32_t));
-    t->ndim = mr_alloc_array(t->n ? t->n : 1, sizeof(uint32_t));
-    t->tensor = mr_alloc_array(t->n ? t->n : 1, sizeof(uint32_t));
-    if (t->tndim == NULL || t->ndim == NULL || t->tensor == NULL) return -1;
-    size_t stride = 1;
-    for (Py_ssize_t i = 0; i < nt; i++) {
-        Py_ssize_t d = tbl_inner_len(tensor_shapes, i, "tensor_shapes");
-        if (d < 0) return -1;
-        if ((uint64_t)d > 4096) {
-            PyErr_SetString(PyExc_ValueError, "too many dimensions for a fragment table");
-            return -1;
-        }
-        t->tndim[i] = (uint32_t)d;
-        if ((size_t)d > stride) stride = (size_t)d;
-    }
+    size_t stride;
+    if (tbl_init_header(t, tensor_shapes, nt, n, &stride) < 0) return -1;
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_ssize_t d = tbl_inner_len(offsets, i, "offsets");
         if (d < 0) return -1;
@@ -824,27 +835,8 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
     if (n < 0) return -1;
     Py_ssize_t nt = tbl_len(tensor_shapes, "tensor_shapes");
     if (nt < 0) return -1;
-    if ((uint64_t)nt > UINT32_MAX || (uint64_t)n > (uint64_t)(SIZE_MAX / 64)) {
-        PyErr_SetString(PyExc_ValueError, "too many tensors or fragments for a fragment table");
-        return -1;
-    }
-    t->n = (size_t)n;
-    t->ntensors = (size_t)nt;
-    t->tndim = mr_alloc_array(t->ntensors ? t->ntensors : 1, sizeof(uint32_t));
-    t->ndim = mr_alloc_array(t->n ? t->n : 1, sizeof(uint32_t));
-    t->tensor = mr_alloc_array(t->n ? t->n : 1, sizeof(uint32_t));
-    if (t->tndim == NULL || t->ndim == NULL || t->tensor == NULL) return -1;
-    size_t stride = 1;
-    for (Py_ssize_t i = 0; i < nt; i++) {
-        Py_ssize_t d = tbl_inner_len(tensor_shapes, i, "tensor_shapes");
-        if (d < 0) return -1;
-        if ((uint64_t)d > 4096) {
-            PyErr_SetString(PyExc_ValueError, "too many dimensions for a fragment table");
-            return -1;
-        }
-        t->tndim[i] = (uint32_t)d;
-        if ((size_t)d > stride) stride = (size_t)d;
-    }
+    size_t stride;
+    if (tbl_init_header(t, tensor_shapes, nt, n, &stride) < 0) return -1;
     t->stride = stride;
     size_t cells, tcells;
     if (__builtin_mul_overflow(t->n ? t->n : 1, stride, &cells) ||
