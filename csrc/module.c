@@ -4,20 +4,24 @@
  * functions through an Init_<Part>() hook declared in its header. */
 #include "common.h"
 #include "canonical.h"
+#include "binder.h"
 #include "coverage.h"
 #include "overlap.h"
 #include "physical.h"
 #include "planobj.h"
+#include "revalidate.h"
 #include "table.h"
 
 static int
 native_exec(PyObject *module)
 {
+    if (Init_Binder(module) < 0) return -1;
     if (Init_Canonical(module) < 0) return -1;
     if (Init_Coverage(module) < 0) return -1;
     if (Init_Overlap(module) < 0) return -1;
     if (Init_Physical(module) < 0) return -1;
     if (Init_PlanObjects(module) < 0) return -1;
+    if (Init_Revalidate(module) < 0) return -1;
     if (Init_Table(module) < 0) return -1;
     return 0;
 }

@@ -297,3 +297,7 @@ def physical_sweep(
     share an ``alias_class`` (>= 0) and differ in ``tensor_key``. Returns None, or
     ``(status, op, previous_op)``: 1 conflict (``op`` is the current operation), 2 budget
     exceeded, 3 address arithmetic overflow."""
+
+# --- revalidate.c: TransferPlan revalidation kernels (issue 5) ----------------
+
+# --- binder.c: runtime binding and executor projection kernels (issue 5) -----

@@ -717,6 +717,12 @@ class TransferPlan:
             object.__setattr__(self, name, value)
         self.__post_init__()
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The pickle format lives in bound_pickle.py (one concern per file).
+        from .bound_pickle import reduce_transfer_plan
+
+        return reduce_transfer_plan(self)
+
     # -- derived views -------------------------------------------------------------------
     @property
     def total_bytes(self) -> int:
