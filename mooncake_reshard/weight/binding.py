@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from ..contracts._checks import item_tuple
 from ..contracts.manifest import validate_resource_binding_identity
@@ -29,6 +30,21 @@ def _canonical_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]
     return strides
 
 
+def _paired_runtime_fragments(runtime_fragments: Any, logical_fragments: Any) -> Any:
+    """``runtime_fragments`` itself when it pairs position by position with the part's
+    ``logical_fragments`` (same length, equal placement fragment ids, strictly increasing, so
+    distinct): exactly the pairing the id map gives, without building it. None otherwise."""
+    if type(runtime_fragments) is not tuple or len(runtime_fragments) != len(logical_fragments):
+        return None
+    previous = ""
+    for runtime, logical in zip(runtime_fragments, logical_fragments):
+        fragment_id = runtime.placement_fragment_id
+        if type(fragment_id) is not str or fragment_id <= previous or fragment_id != logical.placement_fragment_id:
+            return None
+        previous = fragment_id
+    return runtime_fragments
+
+
 def _binding_views(
     placement: WeightPlacementManifest, binding: WeightRuntimeBindingManifest
 ) -> list[RuntimeView]:
@@ -43,21 +59,29 @@ def _binding_views(
     part = placement._part_index().get(binding.participant_id)
     if part is None:
         raise ValueError(f"unknown runtime binding participant: {binding.participant_id}")
-    runtime_by_id = {fragment.placement_fragment_id: fragment for fragment in binding.fragments}
-    expected_ids = {fragment.placement_fragment_id for fragment in part.fragments}
-    if len(runtime_by_id) != len(binding.fragments) or runtime_by_id.keys() != expected_ids:
-        extra = sorted(runtime_by_id.keys() - expected_ids)
-        if extra:
-            raise ValueError(f"unknown placement fragment in runtime binding: {extra[0]}")
-        missing = sorted(expected_ids - runtime_by_id.keys())
-        if missing:
-            raise ValueError(f"missing placement fragment in runtime binding: {missing[0]}")
-    catalog = {tensor.tensor_id: tensor for tensor in part.tensors}
+    logical_fragments = part.fragments
+    runtime_fragments = _paired_runtime_fragments(binding.fragments, logical_fragments)
+    if runtime_fragments is None:
+        runtime_by_id = {fragment.placement_fragment_id: fragment for fragment in binding.fragments}
+        expected_ids = {fragment.placement_fragment_id for fragment in logical_fragments}
+        if len(runtime_by_id) != len(binding.fragments) or runtime_by_id.keys() != expected_ids:
+            extra = sorted(runtime_by_id.keys() - expected_ids)
+            if extra:
+                raise ValueError(f"unknown placement fragment in runtime binding: {extra[0]}")
+            missing = sorted(expected_ids - runtime_by_id.keys())
+            if missing:
+                raise ValueError(f"missing placement fragment in runtime binding: {missing[0]}")
+        runtime_fragments = [runtime_by_id[logical.placement_fragment_id] for logical in logical_fragments]
+    tensors = part.tensors
+    if len(tensors) == 1:
+        only = tensors[0]
+        catalog = {only.tensor_id: only}
+    else:
+        catalog = {tensor.tensor_id: tensor for tensor in tensors}
     instance_id = binding.instance_id
     views: list[RuntimeView] = []
-    for logical in part.fragments:
+    for logical, runtime in zip(logical_fragments, runtime_fragments):
         fragment_id = logical.placement_fragment_id
-        runtime = runtime_by_id[fragment_id]
         tensor = catalog[logical.tensor_id]
         if runtime.nbytes != logical.nbytes:
             raise ValueError(f"runtime binding byte size does not match placement: {fragment_id}")

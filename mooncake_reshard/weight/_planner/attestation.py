@@ -138,6 +138,12 @@ class RuntimeBindingAttestation:
 
         The attestation is remembered on the binding (see ``_cached_attestation``)."""
         instance: RuntimeBindingAttestation = object.__new__(cls)
+        if cls is RuntimeBindingAttestation and isinstance(placement, WeightPlacementManifest):
+            fast = _fast_validated_state(placement, binding)
+            if fast is not None:
+                instance.__dict__.update(fast)
+                _remember_attestation(placement, binding, instance)
+                return instance
         evidence = _evidence_from_validated(binding)
         instance._set_validated_state(placement, evidence, binding, validated=True)
         _remember_attestation(placement, binding, instance)
@@ -235,6 +241,56 @@ def _normalised_fragments(fragments: Any) -> bool:
     return True
 
 
+def _fast_validated_state(placement: WeightPlacementManifest, binding: Any) -> Optional[dict[str, Any]]:
+    """The attestation state ``_set_validated_state(placement, _evidence_from_validated(binding),
+    binding, validated=True)`` installs, in one pass, when the binding has the exact normalised,
+    owner-free, valid shape (None otherwise: the caller takes the general path)."""
+    fragments = binding.fragments
+    if type(fragments) is not tuple or not _valid_scalars(binding):
+        return None
+    binding_by_id: dict[PlacementFragmentId, RuntimeBindingFragment] = {}
+    previous = ""
+    runtime_ids: set[str] = set()
+    for fragment in fragments:
+        if type(fragment) is not RuntimeBindingFragment:
+            return None
+        pfid = fragment.placement_fragment_id
+        runtime_id = fragment.fragment_id
+        if type(pfid) is not str or pfid <= previous or runtime_id in runtime_ids or fragment.owner is not None:
+            return None
+        previous = pfid
+        runtime_ids.add(runtime_id)
+        binding_by_id[pfid] = fragment
+    evidence: RuntimeBindingEvidence = object.__new__(RuntimeBindingEvidence)
+    evidence_state = evidence.__dict__
+    evidence_state["resource_id"] = binding.resource_id
+    evidence_state["revision"] = binding.revision
+    evidence_state["placement_id"] = binding.placement_id
+    evidence_state["placement_digest"] = binding.placement_digest
+    evidence_state["instance_id"] = binding.instance_id
+    evidence_state["participant_id"] = binding.participant_id
+    evidence_state["generation"] = binding.generation
+    evidence_state["lease_id"] = binding.lease_id
+    evidence_state["fragments"] = fragments
+    part = placement._part_index().get(binding.participant_id)
+    placement_by_id: dict[PlacementFragmentId, PlacementFragment] = (
+        {} if part is None else {fragment.placement_fragment_id: fragment for fragment in part.fragments}
+    )
+    return {
+        "placement": placement,
+        "evidence": evidence,
+        "_placement_by_id": MappingProxyType(placement_by_id),
+        "_binding_by_id": MappingProxyType(binding_by_id),
+        "_placement_dict": placement_by_id,
+        "_binding_dict": binding_by_id,
+    }
+
+
+# The last placement digest string found valid (strings are immutable: the same object is the
+# same valid value; held, so its identity cannot be recycled).
+_VALID_DIGEST: list[Any] = [None]
+
+
 def _valid_scalars(value: Any) -> bool:
     """True when the binding-shaped ``value`` passes the scalar checks of
     ``WeightRuntimeBindingManifest.__post_init__``."""
@@ -249,8 +305,10 @@ def _valid_scalars(value: Any) -> bool:
         if type(text) is not str or not text:
             return False
     digest = value.placement_digest
-    if type(digest) is not str or len(digest) != 64 or not _HEX.issuperset(digest):
-        return False
+    if digest is not _VALID_DIGEST[0]:
+        if type(digest) is not str or len(digest) != 64 or not _HEX.issuperset(digest):
+            return False
+        _VALID_DIGEST[0] = digest
     generation = value.generation
     return type(generation) is int and 0 <= generation <= _U64_MAX
 

@@ -25,6 +25,72 @@ _SIDES = ("source", "target")
 # §12.3 executor projections
 
 
+def _executor(
+    instance_id: Any,
+    placement_id: Any,
+    participant_id: Any,
+    placement_digest: Any,
+    runtime_lease_id: Any,
+    worker_id: Any,
+    rank: Any,
+    fragment_ids: tuple[Any, ...],
+    fragment_snapshots: tuple[Any, ...],
+    attestation: Any,
+) -> ExecutorTransferPlan:
+    """``ExecutorTransferPlan(...)`` of these values (tuples given as tuples). When every check of
+    its ``__post_init__`` visibly holds (checked here, cheaply, in the same terms) the instance is
+    built by setting its field dict; otherwise the constructor runs and raises its own message."""
+    if (
+        type(instance_id) is str
+        and instance_id
+        and type(placement_id) is str
+        and placement_id
+        and type(participant_id) is str
+        and participant_id
+        and type(worker_id) is str
+        and worker_id
+        and fragment_ids
+        and type(placement_digest) is str
+        and len(placement_digest) == 64
+        and _HEX.issuperset(placement_digest)
+        and type(runtime_lease_id) is str
+        and runtime_lease_id
+        and (len(fragment_ids) == 1 or len(set(fragment_ids)) == len(fragment_ids))
+        and all([type(snapshot) is RuntimeFragmentSnapshot for snapshot in fragment_snapshots])
+        and tuple([snapshot.fragment_id for snapshot in fragment_snapshots]) == fragment_ids
+        and type(attestation) is RuntimeBindingAttestation
+    ):
+        executor: ExecutorTransferPlan = _new(ExecutorTransferPlan)
+        state = executor.__dict__
+        state["instance_id"] = instance_id
+        state["placement_id"] = placement_id
+        state["participant_id"] = participant_id
+        state["placement_digest"] = placement_digest
+        state["runtime_lease_id"] = runtime_lease_id
+        state["worker_id"] = worker_id
+        state["rank"] = rank
+        state["fragment_ids"] = fragment_ids
+        state["fragment_snapshots"] = fragment_snapshots
+        state["attestation"] = attestation
+        return executor
+    return ExecutorTransferPlan(
+        instance_id=instance_id,
+        placement_id=placement_id,
+        participant_id=participant_id,
+        placement_digest=placement_digest,
+        runtime_lease_id=runtime_lease_id,
+        worker_id=worker_id,
+        rank=rank,
+        fragment_ids=fragment_ids,
+        fragment_snapshots=fragment_snapshots,
+        attestation=attestation,
+    )
+
+
+_new = object.__new__
+_HEX = frozenset("0123456789abcdef")
+
+
 def _attested_executors(
     placement: WeightPlacementManifest, part: Any, attestation: RuntimeBindingAttestation
 ) -> tuple[tuple[str, tuple[RuntimeFragmentSnapshot, ...], ExecutorTransferPlan], ...]:
@@ -34,22 +100,27 @@ def _attested_executors(
     def build() -> tuple[tuple[str, tuple[RuntimeFragmentSnapshot, ...], ExecutorTransferPlan], ...]:
         evidence = attestation.evidence
         digest = placement.digest
+        fragments = evidence.fragments
+        if len(fragments) == 1:
+            workers = [fragments[0].worker_id]
+        else:
+            workers = sorted({fragment.worker_id for fragment in fragments})
         rows = []
-        for worker_id in sorted({fragment.worker_id for fragment in evidence.fragments}):
+        for worker_id in workers:
             snapshots = _attested_snapshots(attestation, worker_id)
             if not snapshots:
                 continue
-            executor = ExecutorTransferPlan(
-                instance_id=evidence.instance_id,
-                placement_id=placement.placement_id,
-                participant_id=part.participant_id,
-                placement_digest=digest,
-                runtime_lease_id=evidence.lease_id,
-                worker_id=worker_id,
-                rank=part.rank,
-                fragment_ids=tuple(snapshot.fragment_id for snapshot in snapshots),
-                fragment_snapshots=snapshots,
-                attestation=attestation,
+            executor = _executor(
+                evidence.instance_id,
+                placement.placement_id,
+                part.participant_id,
+                digest,
+                evidence.lease_id,
+                worker_id,
+                part.rank,
+                tuple([snapshot.fragment_id for snapshot in snapshots]),
+                snapshots,
+                attestation,
             )
             rows.append((worker_id, snapshots, executor))
         return tuple(rows)
@@ -94,17 +165,17 @@ def _project_attested_part(
         fragment_ids = tuple(snapshot.fragment_id for snapshot in snapshots)
         emitted.update(fragment_ids)
         out.append(
-            ExecutorTransferPlan(
-                instance_id=executor.instance_id,
-                placement_id=executor.placement_id,
-                participant_id=executor.participant_id,
-                placement_digest=executor.placement_digest,
-                runtime_lease_id=executor.runtime_lease_id,
-                worker_id=worker_id,
-                rank=executor.rank,
-                fragment_ids=fragment_ids,
-                fragment_snapshots=snapshots,
-                attestation=attestation,
+            _executor(
+                executor.instance_id,
+                executor.placement_id,
+                executor.participant_id,
+                executor.placement_digest,
+                executor.runtime_lease_id,
+                worker_id,
+                executor.rank,
+                fragment_ids,
+                snapshots,
+                attestation,
             )
         )
 
