@@ -476,9 +476,654 @@ done:
     return result;
 }
 
+/* ---- select_sources: step 4 (source selection) and the source packing in one C pass ----- */
+
+enum { SS_TENSOR, SS_RANK, SS_OFFSET, SS_SHAPE, SS_NBYTES, SS_ID, SS_DP, SS_TP, SS_PP, SS_EP, SS_N };
+static const char *const ss_names[SS_N] = {"tensor_id", "rank", "global_offset", "local_shape", "nbytes",
+                                           "placement_fragment_id", "dp", "tp", "pp", "ep"};
+
+/* A copy of bytes obj as n int64 values (n < 0: any multiple of 8, returned in *count).
+ * NULL with an exception set on error (the caller frees the copy with PyMem_Free). */
+static int64_t *
+po_copy_i64(PyObject *obj, Py_ssize_t n, Py_ssize_t *count, const char *what)
+{
+    char *data;
+    Py_ssize_t size;
+    if (!PyBytes_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "select_sources: %s must be bytes", what);
+        return NULL;
+    }
+    if (PyBytes_AsStringAndSize(obj, &data, &size) < 0) return NULL;
+    if (size % (Py_ssize_t)sizeof(int64_t) != 0 || (n >= 0 && size / (Py_ssize_t)sizeof(int64_t) != n)) {
+        PyErr_Format(PyExc_ValueError, "select_sources: %s has the wrong length", what);
+        return NULL;
+    }
+    Py_ssize_t m = size / (Py_ssize_t)sizeof(int64_t);
+    int64_t *out = mr_alloc_array((size_t)m, sizeof(int64_t));
+    if (out == NULL) return NULL;
+    if (size > 0) memcpy(out, data, (size_t)size);
+    if (count != NULL) *count = m;
+    return out;
+}
+
+/* An int attribute of obj that fits int64: 1 done, 0 not usable (caller falls back), -1 error. */
+static int
+po_attr_i64(PyObject *obj, PyObject *name, int64_t *out)
+{
+    PyObject *value = PyObject_GetAttr(obj, name);
+    if (value == NULL) return -1;
+    int result = 0;
+    if (PyLong_Check(value)) {
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (v == -1 && PyErr_Occurred()) {
+            result = -1;
+        } else if (overflow == 0) {
+            *out = (int64_t)v;
+            result = 1;
+        }
+    }
+    Py_DECREF(value);
+    return result;
+}
+
+typedef struct {
+    PyObject *obj;  /* strong reference */
+    int64_t t;      /* kernel tensor index */
+    int64_t rank[4]; /* dp, tp, pp, ep */
+    size_t coord;   /* start of 2 * ndim values (offsets, then shapes) in the coordinate buffer */
+} ss_row;
+
+typedef struct {
+    int64_t cover;
+    int64_t position;
+    size_t row;
+} ss_pick;
+
+static int
+ss_pick_cmp(const void *a, const void *b)
+{
+    const ss_pick *x = a, *y = b;
+    if (x->cover != y->cover) return x->cover < y->cover ? -1 : 1;
+    if (x->position != y->position) return x->position < y->position ? -1 : 1;
+    return 0;
+}
+
+/* Order key (rank.dp, rank.pp, rank.ep, rank.tp) of two rows: <0, 0, >0. */
+static int
+ss_rank_cmp(const ss_row *a, const ss_row *b)
+{
+    static const int order[4] = {0, 2, 3, 1};
+    for (int k = 0; k < 4; k++) {
+        int64_t x = a->rank[order[k]], y = b->rank[order[k]];
+        if (x != y) return x < y ? -1 : 1;
+    }
+    return 0;
+}
+
+static uint64_t
+ss_row_hash(const ss_row *row, const int64_t *coords, int64_t nd)
+{
+    uint64_t h = po_hash((uint64_t)row->t + 0x9E3779B97F4A7C15ULL);
+    for (int64_t k = 0; k < 2 * nd; k++) h = po_hash(h ^ (uint64_t)coords[row->coord + (size_t)k]);
+    return h;
+}
+
+/* Position (first-occurrence number of the row's (tensor, offset, shape)); slots hold row + 1. */
+static int64_t
+ss_position(size_t *slots, size_t mask, const ss_row *rows, size_t r, const int64_t *coords,
+            const int64_t *tensor_ndim, int64_t *positions, int64_t *npositions)
+{
+    const ss_row *row = &rows[r];
+    int64_t nd = tensor_ndim[row->t];
+    size_t i = (size_t)ss_row_hash(row, coords, nd) & mask;
+    while (slots[i] != 0) {
+        const ss_row *other = &rows[slots[i] - 1];
+        if (other->t == row->t
+            && memcmp(&coords[other->coord], &coords[row->coord], (size_t)(2 * nd) * sizeof(int64_t)) == 0)
+            return positions[slots[i] - 1];
+        i = (i + 1) & mask;
+    }
+    slots[i] = r + 1;
+    positions[r] = (*npositions)++;
+    return positions[r];
+}
+
+/* 1 when the fragment of row a sorts strictly before that of row b by placement_fragment_id
+ * (after equal rank keys), 0 when not, 2 when an id is not an exact str (fall back), -1 error. */
+static int
+ss_id_less(PyObject *a, PyObject *b, PyObject *name)
+{
+    PyObject *x = PyObject_GetAttr(a, name);
+    if (x == NULL) return -1;
+    PyObject *y = PyObject_GetAttr(b, name);
+    if (y == NULL) {
+        Py_DECREF(x);
+        return -1;
+    }
+    int result = 2;
+    if (PyUnicode_CheckExact(x) && PyUnicode_CheckExact(y)) result = PyObject_RichCompareBool(x, y, Py_LT);
+    Py_DECREF(x);
+    Py_DECREF(y);
+    return result;
+}
+
+static size_t
+ss_capacity(size_t n)
+{
+    size_t cap = 16;
+    while (cap < n * 2 && cap <= ((size_t)PY_SSIZE_T_MAX / sizeof(int64_t)) / 4) cap *= 2;
+    return cap;
+}
+
+PyDoc_STRVAR(select_sources_doc,
+"select_sources(fragments, tensor_index, tensor_ndim, routed, axes, owners, valid, replica_dps,\n"
+"               cover_keys)\n"
+"--\n\n"
+"Spec §11.1 step 4 for placement sources, and the packing of the chosen fragments, in one\n"
+"pass. fragments: list or tuple of placement fragments; tensor_index: tensor id -> kernel\n"
+"tensor index t (fragments of other tensors are not needed); int64 bytes: tensor_ndim[t],\n"
+"routed[t] (!= 0: DP-owned, slot R), axes[t*4+k] (owner kind k as 0=dp 1=tp 2=pp 3=ep, -1 =\n"
+"none), owners[(t*(R+1)+slot)*4+k] (the eligible owner's values), valid[t*(R+1)+slot],\n"
+"replica_dps (the R complete DP ranks, increasing; slot of a non-routed fragment = index of\n"
+"its rank.dp) and cover_keys (key t*(R+1)+slot of each cover id). Per (cover, geometry in\n"
+"first-occurrence order) the eligible fragment with the least (dp, pp, ep, tp,\n"
+"placement_fragment_id) is chosen (the first on a tie). Returns (objects, tensor, offsets,\n"
+"shapes, nbytes, cover_start, cover_members, ids): the chosen fragments by (cover, geometry),\n"
+"int64 bytes (nbytes as uint64, 0 outside (0, 2**64)) and their placement_fragment_id values;\n"
+"None when a needed fragment does not fit this path (non-int or out-of-int64 value, rank\n"
+"count mismatch, non-str id on a tie): the caller then selects exactly in Python.");
+
+static PyObject *
+po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    PyObject *fragments, *tensor_index, *ndim_obj, *routed_obj, *axes_obj, *owners_obj, *valid_obj, *dps_obj,
+        *keys_obj;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOO:select_sources", &fragments, &tensor_index, &ndim_obj, &routed_obj,
+                          &axes_obj, &owners_obj, &valid_obj, &dps_obj, &keys_obj))
+        return NULL;
+    int is_list = PyList_Check(fragments);
+    if ((!is_list && !PyTuple_Check(fragments)) || !PyDict_Check(tensor_index)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "select_sources: fragments must be a list or tuple and tensor_index a dict");
+        return NULL;
+    }
+    PyObject *names[SS_N] = {NULL};
+    PyObject *result = NULL;
+    int64_t *tensor_ndim = NULL, *routed = NULL, *axes = NULL, *owners = NULL, *valid = NULL, *dps = NULL,
+            *cover_keys = NULL;
+    ss_row *rows = NULL;
+    size_t nrows = 0;
+    po_buf coords = {0};
+    size_t *pos_slots = NULL;
+    int64_t *positions = NULL;
+    po_map covers = {NULL, NULL, 0};
+    po_map picks = {NULL, NULL, 0};
+    size_t *pick_row = NULL;
+    ss_pick *order = NULL;
+    Py_ssize_t ntensors = 0, nreplicas = 0, ncovers = 0;
+    int fallback = 0;
+
+    for (int k = 0; k < SS_N; k++) {
+        names[k] = PyUnicode_InternFromString(ss_names[k]);
+        if (names[k] == NULL) goto done;
+    }
+    tensor_ndim = po_copy_i64(ndim_obj, -1, &ntensors, "tensor_ndim");
+    if (tensor_ndim == NULL) goto done;
+    routed = po_copy_i64(routed_obj, ntensors, NULL, "routed");
+    if (routed == NULL) goto done;
+    dps = po_copy_i64(dps_obj, -1, &nreplicas, "replica_dps");
+    if (dps == NULL) goto done;
+    if (nreplicas > INT32_MAX || ntensors > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "select_sources: too many tensors or replicas");
+        goto done;
+    }
+    int64_t nslots = (int64_t)nreplicas + 1, nkeys, nowners;
+    if (mr_mul_i64((int64_t)ntensors, nslots, &nkeys) < 0 || mr_mul_i64(nkeys, 4, &nowners) < 0
+        || nowners > PY_SSIZE_T_MAX / 8) {
+        PyErr_SetString(PyExc_ValueError, "select_sources: too many tensors or replicas");
+        goto done;
+    }
+    axes = po_copy_i64(axes_obj, (Py_ssize_t)ntensors * 4, NULL, "axes");
+    if (axes == NULL) goto done;
+    owners = po_copy_i64(owners_obj, (Py_ssize_t)nowners, NULL, "owners");
+    if (owners == NULL) goto done;
+    valid = po_copy_i64(valid_obj, (Py_ssize_t)nkeys, NULL, "valid");
+    if (valid == NULL) goto done;
+    cover_keys = po_copy_i64(keys_obj, -1, &ncovers, "cover_keys");
+    if (cover_keys == NULL) goto done;
+    for (Py_ssize_t t = 0; t < ntensors; t++) {
+        if (tensor_ndim[t] < 0 || tensor_ndim[t] > 4096) {
+            PyErr_SetString(PyExc_ValueError, "select_sources: tensor_ndim out of range");
+            goto done;
+        }
+        for (int k = 0; k < 4; k++) {
+            if (axes[t * 4 + k] < -1 || axes[t * 4 + k] > 3) {
+                PyErr_SetString(PyExc_ValueError, "select_sources: axes out of range");
+                goto done;
+            }
+        }
+    }
+    for (Py_ssize_t r = 1; r < nreplicas; r++) {
+        if (dps[r - 1] >= dps[r]) {
+            PyErr_SetString(PyExc_ValueError, "select_sources: replica_dps must increase");
+            goto done;
+        }
+    }
+    {
+        size_t cap = ss_capacity((size_t)ncovers);
+        covers.key = mr_alloc_array(cap, sizeof(int64_t));
+        covers.id = mr_alloc_array(cap, sizeof(int64_t));
+        if (covers.key == NULL || covers.id == NULL) goto done;
+        for (size_t i = 0; i < cap; i++) covers.key[i] = -1;
+        covers.mask = cap - 1;
+        int64_t count = 0;
+        for (Py_ssize_t c = 0; c < ncovers; c++) {
+            if (cover_keys[c] < 0 || cover_keys[c] >= nkeys) {
+                PyErr_SetString(PyExc_ValueError, "select_sources: cover key out of range");
+                goto done;
+            }
+            if (po_map_claim(&covers, cover_keys[c], &count) != (int64_t)c) {
+                PyErr_SetString(PyExc_ValueError, "select_sources: duplicate cover key");
+                goto done;
+            }
+        }
+    }
+    Py_ssize_t n = is_list ? PyList_Size(fragments) : PyTuple_Size(fragments);
+    if (n < 0) goto done;
+    rows = mr_alloc_array((size_t)n, sizeof(ss_row));
+    positions = mr_alloc_array((size_t)n, sizeof(int64_t));
+    if (rows == NULL || positions == NULL) goto done;
+    size_t pcap = ss_capacity((size_t)n);
+    pos_slots = PyMem_Calloc(pcap, sizeof(size_t));
+    picks.key = mr_alloc_array(pcap, sizeof(int64_t));
+    picks.id = mr_alloc_array(pcap, sizeof(int64_t));
+    pick_row = mr_alloc_array((size_t)n, sizeof(size_t));
+    if (pos_slots == NULL || picks.key == NULL || picks.id == NULL || pick_row == NULL) {
+        if (pos_slots == NULL && !PyErr_Occurred()) PyErr_NoMemory();
+        goto done;
+    }
+    for (size_t i = 0; i < pcap; i++) picks.key[i] = -1;
+    picks.mask = pcap - 1;
+    size_t pos_mask = pcap - 1;
+    int64_t npositions = 0, npicks = 0;
+
+    for (Py_ssize_t i = 0; i < n && !fallback; i++) {
+        /* The sequence may change under hostile attribute hooks: re-read its size. */
+        Py_ssize_t size = is_list ? PyList_Size(fragments) : PyTuple_Size(fragments);
+        if (size < 0) goto done;
+        if (i >= size) break;
+        PyObject *fragment = is_list ? PyList_GetItem(fragments, i) : PyTuple_GetItem(fragments, i);
+        if (fragment == NULL) goto done;
+        Py_INCREF(fragment);
+        PyObject *rank = NULL;
+        int rc = -1;
+        PyObject *tensor_id = PyObject_GetAttr(fragment, names[SS_TENSOR]);
+        if (tensor_id == NULL) goto row_done;
+        PyObject *index = PyDict_GetItemWithError(tensor_index, tensor_id); /* borrowed */
+        Py_DECREF(tensor_id);
+        if (index == NULL) {
+            rc = PyErr_Occurred() ? -1 : 1; /* not a needed tensor */
+            goto row_done;
+        }
+        rc = 0;
+        if (!PyLong_Check(index)) goto row_done;
+        int overflow = 0;
+        long long tv = PyLong_AsLongLongAndOverflow(index, &overflow);
+        if (tv == -1 && PyErr_Occurred()) {
+            rc = -1;
+            goto row_done;
+        }
+        if (overflow != 0 || tv < 0 || tv >= (long long)ntensors) goto row_done;
+        Py_ssize_t t = (Py_ssize_t)tv;
+        ss_row *row = &rows[nrows];
+        row->t = (int64_t)t;
+        rank = PyObject_GetAttr(fragment, names[SS_RANK]);
+        if (rank == NULL) {
+            rc = -1;
+            goto row_done;
+        }
+        for (int a = 0; a < 4; a++) {
+            rc = po_attr_i64(rank, names[SS_DP + a], &row->rank[a]);
+            if (rc <= 0) goto row_done;
+        }
+        row->coord = coords.n;
+        PyObject *offset = PyObject_GetAttr(fragment, names[SS_OFFSET]);
+        if (offset == NULL) {
+            rc = -1;
+            goto row_done;
+        }
+        rc = po_push_coords(&coords, offset, tensor_ndim[t]);
+        Py_DECREF(offset);
+        if (rc <= 0) goto row_done;
+        PyObject *shape = PyObject_GetAttr(fragment, names[SS_SHAPE]);
+        if (shape == NULL) {
+            rc = -1;
+            goto row_done;
+        }
+        rc = po_push_coords(&coords, shape, tensor_ndim[t]);
+        Py_DECREF(shape);
+        if (rc <= 0) goto row_done;
+        row->obj = fragment;
+        Py_INCREF(fragment);
+        size_t r = nrows++;
+        int64_t position = ss_position(pos_slots, pos_mask, rows, r, coords.v, tensor_ndim, positions,
+                                       &npositions);
+        /* Eligibility: the owner routes DP-owned tensors, else the fragment's complete replica. */
+        int64_t slot = nreplicas;
+        if (!routed[t]) {
+            Py_ssize_t lo = 0, hi = nreplicas;
+            while (lo < hi) {
+                Py_ssize_t mid = lo + (hi - lo) / 2;
+                if (dps[mid] < row->rank[0]) lo = mid + 1;
+                else hi = mid;
+            }
+            if (lo == nreplicas || dps[lo] != row->rank[0]) goto row_done; /* rc == 1 */
+            slot = (int64_t)lo;
+        }
+        int64_t key = (int64_t)t * nslots + slot;
+        if (!valid[key]) goto row_done;
+        for (int k = 0; k < 4; k++) {
+            int64_t a = axes[t * 4 + k];
+            if (a >= 0 && row->rank[a] != owners[key * 4 + k]) goto row_done;
+        }
+        {
+            size_t ci = (size_t)po_hash((uint64_t)key) & covers.mask;
+            while (covers.key[ci] != -1 && covers.key[ci] != key) ci = (ci + 1) & covers.mask;
+            if (covers.key[ci] == -1) goto row_done; /* no target needs this cover */
+            int64_t cover = covers.id[ci];
+            int64_t pick_key;
+            if (mr_mul_i64(cover, (int64_t)n, &pick_key) < 0 || mr_add_i64(pick_key, position, &pick_key) < 0) {
+                rc = 0;
+                goto row_done;
+            }
+            int64_t before = npicks;
+            int64_t id = po_map_claim(&picks, pick_key, &npicks);
+            if (npicks != before) {
+                pick_row[id] = r;
+            } else {
+                const ss_row *best = &rows[pick_row[id]];
+                int cmp = ss_rank_cmp(row, best);
+                if (cmp == 0) {
+                    cmp = ss_id_less(row->obj, best->obj, names[SS_ID]);
+                    if (cmp < 0) {
+                        rc = -1;
+                        goto row_done;
+                    }
+                    if (cmp == 2) {
+                        rc = 0;
+                        goto row_done;
+                    }
+                    cmp = cmp ? -1 : 1;
+                }
+                if (cmp < 0) pick_row[id] = r;
+            }
+        }
+    row_done:
+        Py_XDECREF(rank);
+        Py_DECREF(fragment);
+        if (rc < 0) goto done;
+        if (rc == 0) fallback = 1;
+    }
+    if (fallback) {
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    order = mr_alloc_array((size_t)npicks, sizeof(ss_pick));
+    if (order == NULL) goto done;
+    for (size_t i = 0; i <= picks.mask; i++) {
+        if (picks.key[i] == -1) continue;
+        ss_pick *p = &order[picks.id[i]];
+        p->cover = picks.key[i] / (int64_t)n;
+        p->position = picks.key[i] % (int64_t)n;
+        p->row = pick_row[picks.id[i]];
+    }
+    qsort(order, (size_t)npicks, sizeof(ss_pick), ss_pick_cmp);
+    {
+        po_buf tensor = {0}, offs = {0}, shps = {0}, nbytes = {0}, starts = {0}, members = {0};
+        PyObject *objects = PyList_New((Py_ssize_t)npicks);
+        PyObject *ids = PyList_New((Py_ssize_t)npicks);
+        int ok = objects != NULL && ids != NULL;
+        int64_t c = 0;
+        for (int64_t j = 0; ok && j < npicks; j++) {
+            const ss_row *row = &rows[order[j].row];
+            while (ok && c <= order[j].cover) {
+                ok = po_push(&starts, j) == 0;
+                c++;
+            }
+            if (!ok) break;
+            int64_t nd = tensor_ndim[row->t];
+            ok = po_push(&tensor, row->t) == 0 && po_push(&members, j) == 0;
+            for (int64_t k = 0; ok && k < nd; k++) ok = po_push(&offs, coords.v[row->coord + (size_t)k]) == 0;
+            for (int64_t k = 0; ok && k < nd; k++)
+                ok = po_push(&shps, coords.v[row->coord + (size_t)(nd + k)]) == 0;
+            if (!ok) break;
+            PyObject *value = PyObject_GetAttr(row->obj, names[SS_NBYTES]);
+            if (value == NULL) {
+                ok = 0;
+                break;
+            }
+            int64_t nb = 0;
+            int rc = po_nbytes(value, &nb);
+            Py_DECREF(value);
+            if (rc <= 0) {
+                if (rc == 0) fallback = 1;
+                ok = 0;
+                break;
+            }
+            ok = po_push(&nbytes, nb) == 0;
+            if (!ok) break;
+            PyObject *id = PyObject_GetAttr(row->obj, names[SS_ID]);
+            if (id == NULL) {
+                ok = 0;
+                break;
+            }
+            PyList_SetItem(ids, (Py_ssize_t)j, id); /* steals id; index in range */
+            Py_INCREF(row->obj);
+            PyList_SetItem(objects, (Py_ssize_t)j, row->obj);
+        }
+        while (ok && c <= (int64_t)ncovers) {
+            ok = po_push(&starts, npicks) == 0;
+            c++;
+        }
+        if (ok) {
+            PyObject *parts[6] = {po_buf_bytes(&tensor), po_buf_bytes(&offs), po_buf_bytes(&shps),
+                                  po_buf_bytes(&nbytes), po_buf_bytes(&starts), po_buf_bytes(&members)};
+            if (parts[0] != NULL && parts[1] != NULL && parts[2] != NULL && parts[3] != NULL && parts[4] != NULL
+                && parts[5] != NULL)
+                result = PyTuple_Pack(8, objects, parts[0], parts[1], parts[2], parts[3], parts[4], parts[5], ids);
+            for (int k = 0; k < 6; k++) Py_XDECREF(parts[k]);
+        } else if (fallback && !PyErr_Occurred()) {
+            result = Py_None;
+            Py_INCREF(result);
+        }
+        Py_XDECREF(objects);
+        Py_XDECREF(ids);
+        PyMem_Free(tensor.v);
+        PyMem_Free(offs.v);
+        PyMem_Free(shps.v);
+        PyMem_Free(nbytes.v);
+        PyMem_Free(starts.v);
+        PyMem_Free(members.v);
+    }
+done:
+    for (int k = 0; k < SS_N; k++) Py_XDECREF(names[k]);
+    if (rows != NULL) {
+        for (size_t r = 0; r < nrows; r++) Py_DECREF(rows[r].obj);
+    }
+    PyMem_Free(rows);
+    PyMem_Free(positions);
+    PyMem_Free(pos_slots);
+    PyMem_Free(coords.v);
+    PyMem_Free(covers.key);
+    PyMem_Free(covers.id);
+    PyMem_Free(picks.key);
+    PyMem_Free(picks.id);
+    PyMem_Free(pick_row);
+    PyMem_Free(order);
+    PyMem_Free(tensor_ndim);
+    PyMem_Free(routed);
+    PyMem_Free(axes);
+    PyMem_Free(owners);
+    PyMem_Free(valid);
+    PyMem_Free(dps);
+    PyMem_Free(cover_keys);
+    return result;
+}
+
+/* ---- project_executors: executor projections of one side (spec §11.1 step 7) ------------- */
+
+enum { PE_PARTICIPANT, PE_FRAGMENTS, PE_FRAGMENT_ID, PE_RANK, PE_PLACEMENT_ID, PE_FRAGMENT_IDS, PE_DP, PE_PP,
+       PE_EP, PE_TP, PE_N };
+static const char *const pe_names[PE_N] = {"participant_id", "fragments", "placement_fragment_id", "rank",
+                                           "placement_id", "placement_fragment_ids", "dp", "pp", "ep", "tp"};
+
+/* One part's (rank key, executor) pair, Py_None when the part is not projected, NULL on error. */
+static PyObject *
+pe_part(PyObject *cls, allocfunc alloc, PyObject *const *names, PyObject *placement_id, PyObject *part,
+        PyObject *used, PyObject *participants)
+{
+    PyObject *participant = PyObject_GetAttr(part, names[PE_PARTICIPANT]);
+    if (participant == NULL) return NULL;
+    PyObject *result = NULL, *fragments = NULL, *ids = NULL, *rank = NULL, *key = NULL, *dict = NULL;
+    if (participants != Py_None) {
+        int rc = PySequence_Contains(participants, participant);
+        if (rc < 0) goto done;
+        if (rc == 0) {
+            result = Py_None;
+            Py_INCREF(result);
+            goto done;
+        }
+    }
+    fragments = PyObject_GetAttr(part, names[PE_FRAGMENTS]);
+    if (fragments == NULL) goto done;
+    ids = PySequence_List(fragments); /* a private list: hostile hooks cannot resize it */
+    if (ids == NULL) goto done;
+    Py_ssize_t n = PyList_Size(ids);
+    if (n < 0) goto done;
+    int any = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *fragment = PyList_GetItem(ids, i); /* borrowed; replaced below */
+        if (fragment == NULL) goto done;
+        PyObject *id = PyObject_GetAttr(fragment, names[PE_FRAGMENT_ID]);
+        if (id == NULL) goto done;
+        if (PyList_SetItem(ids, i, id) < 0) goto done; /* steals id, releases fragment */
+        if (!any) {
+            int rc = PySet_Contains(used, id);
+            if (rc < 0) goto done;
+            any = rc;
+        }
+    }
+    if (!any) {
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    rank = PyObject_GetAttr(part, names[PE_RANK]);
+    if (rank == NULL) goto done;
+    key = PyTuple_New(4);
+    if (key == NULL) goto done;
+    for (int a = 0; a < 4; a++) {
+        PyObject *value = PyObject_GetAttr(rank, names[PE_DP + a]);
+        if (value == NULL || PyTuple_SetItem(key, a, value) < 0) goto done;
+    }
+    if (PyList_Sort(ids) < 0) goto done;
+    PyObject *sorted_ids = PyList_AsTuple(ids);
+    if (sorted_ids == NULL) goto done;
+    dict = PyDict_New();
+    if (dict == NULL) {
+        Py_DECREF(sorted_ids);
+        goto done;
+    }
+    int rc = PyDict_SetItem(dict, names[PE_PLACEMENT_ID], placement_id);
+    if (rc == 0) rc = PyDict_SetItem(dict, names[PE_PARTICIPANT], participant);
+    if (rc == 0) rc = PyDict_SetItem(dict, names[PE_RANK], rank);
+    if (rc == 0) rc = PyDict_SetItem(dict, names[PE_FRAGMENT_IDS], sorted_ids);
+    Py_DECREF(sorted_ids);
+    if (rc < 0) goto done;
+    PyObject *executor = alloc((PyTypeObject *)cls, 0);
+    if (executor == NULL) goto done;
+    if (PyObject_GenericSetDict(executor, dict, NULL) < 0) {
+        Py_DECREF(executor);
+        goto done;
+    }
+    result = PyTuple_Pack(2, key, executor);
+    Py_DECREF(executor);
+done:
+    Py_DECREF(participant);
+    Py_XDECREF(fragments);
+    Py_XDECREF(ids);
+    Py_XDECREF(rank);
+    Py_XDECREF(key);
+    Py_XDECREF(dict);
+    return result;
+}
+
+PyDoc_STRVAR(project_executors_doc,
+"project_executors(cls, placement_id, parts, used, participants)\n"
+"--\n\n"
+"Executor projections of one side without calling cls (a heap type with instance\n"
+"__dict__): for every part (in order) whose participant_id is in participants (None: every\n"
+"part) and whose fragments include a placement_fragment_id in the set used, the pair\n"
+"((rank.dp, rank.pp, rank.ep, rank.tp), executor) with the executor's field dict\n"
+"placement_id, participant_id, rank and placement_fragment_ids (the part's ids, sorted).\n"
+"Returns the list of pairs; the caller checks rank uniqueness and orders them.");
+
+static PyObject *
+po_project_executors(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    PyObject *cls, *placement_id, *parts, *used, *participants;
+    if (!PyArg_ParseTuple(args, "OOOOO:project_executors", &cls, &placement_id, &parts, &used, &participants))
+        return NULL;
+    if (!PyType_Check(cls) || !(PyType_GetFlags((PyTypeObject *)cls) & Py_TPFLAGS_HEAPTYPE)) {
+        PyErr_SetString(PyExc_TypeError, "project_executors: cls must be a heap type");
+        return NULL;
+    }
+    if (!PyAnySet_Check(used)) {
+        PyErr_SetString(PyExc_TypeError, "project_executors: used must be a set");
+        return NULL;
+    }
+    allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)cls, Py_tp_alloc);
+    if (alloc == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "project_executors: cls has no allocator");
+        return NULL;
+    }
+    PyObject *names[PE_N] = {NULL};
+    PyObject *result = NULL, *items = NULL;
+    for (int k = 0; k < PE_N; k++) {
+        names[k] = PyUnicode_InternFromString(pe_names[k]);
+        if (names[k] == NULL) goto done;
+    }
+    items = PySequence_List(parts);
+    if (items == NULL) goto done;
+    result = PyList_New(0);
+    if (result == NULL) goto done;
+    Py_ssize_t n = PyList_Size(items);
+    if (n < 0) goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *part = PyList_GetItem(items, i); /* borrowed; items is private */
+        if (part == NULL) goto fail;
+        PyObject *pair = pe_part(cls, alloc, names, placement_id, part, used, participants);
+        if (pair == NULL) goto fail;
+        int rc = pair == Py_None ? 0 : PyList_Append(result, pair);
+        Py_DECREF(pair);
+        if (rc < 0) goto fail;
+    }
+    goto done;
+fail:
+    Py_CLEAR(result);
+done:
+    for (int k = 0; k < PE_N; k++) Py_XDECREF(names[k]);
+    Py_XDECREF(items);
+    return result;
+}
+
 static PyMethodDef planobj_methods[] = {
     {"build_regions", po_build_regions, METH_VARARGS, build_regions_doc},
     {"pack_targets", po_pack_targets, METH_VARARGS, pack_targets_doc},
+    {"select_sources", po_select_sources, METH_VARARGS, select_sources_doc},
+    {"project_executors", po_project_executors, METH_VARARGS, project_executors_doc},
     {NULL, NULL, 0, NULL},
 };
 

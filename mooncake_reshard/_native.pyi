@@ -273,6 +273,47 @@ def pack_targets(
     path (unknown tensor, rank count mismatch, non-int or out-of-int64 value): the caller packs
     exactly instead and reports errors in rule order."""
 
+def select_sources(
+    fragments: Sequence[object],
+    tensor_index: dict[str, int],
+    tensor_ndim: bytes,
+    routed: bytes,
+    axes: bytes,
+    owners: bytes,
+    valid: bytes,
+    replica_dps: bytes,
+    cover_keys: bytes,
+    /,
+) -> tuple[list[object], bytes, bytes, bytes, bytes, bytes, bytes, list[object]] | None:
+    """Spec §11.1 step 4 for placement sources plus the packing of the chosen fragments, in one
+    pass over ``fragments`` (a list or tuple). Fragments of tensors outside ``tensor_index`` are
+    not needed. Native int64 tables (``R = len(replica_dps)``): ``tensor_ndim[t]``, ``routed[t]``
+    (DP-owned: slot ``R``), ``axes[t*4+k]`` (owner kind k: 0=dp 1=tp 2=pp 3=ep, -1 none),
+    ``owners[(t*(R+1)+slot)*4+k]`` and ``valid[t*(R+1)+slot]`` (the eligible owner per slot),
+    ``replica_dps`` (complete DP ranks, increasing; a non-routed fragment's slot is the index of
+    its ``rank.dp``) and ``cover_keys`` (key ``t*(R+1)+slot`` of each cover id). Per (cover,
+    geometry in first-occurrence order) the eligible fragment with the least ``(dp, pp, ep, tp,
+    placement_fragment_id)`` is chosen (the first on a tie). Returns ``(objects, tensor,
+    offsets, shapes, nbytes, cover_start, cover_members, ids)`` ordered by (cover, geometry)
+    (nbytes as uint64, 0 outside ``(0, 2**64)``), or ``None`` when a needed fragment does not
+    fit this path (non-int or out-of-int64 value, rank count mismatch, a non-str id on a tie).
+    ``ValueError`` for malformed tables, ``TypeError`` for wrong container types."""
+
+def project_executors(
+    cls: type,
+    placement_id: str,
+    parts: Sequence[object],
+    used: set[str],
+    participants: set[str] | None,
+    /,
+) -> list[tuple[tuple[int, int, int, int], object]]:
+    """Executor projections of one side (spec §11.1 step 7) built without calling ``cls`` (a
+    heap type with instance ``__dict__``): per part (in order) whose ``participant_id`` is in
+    ``participants`` (``None``: all) and whose fragments include an id in ``used``, the pair
+    ``((rank.dp, rank.pp, rank.ep, rank.tp), executor)``; the executor's field dict holds
+    ``placement_id``, ``participant_id``, ``rank`` and the part's ``placement_fragment_ids``
+    sorted. The caller checks rank uniqueness and orders the pairs."""
+
 # --- physical.c: bound physical-range kernels (issue 4) ----------------------
 
 def physical_sweep(

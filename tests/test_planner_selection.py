@@ -30,16 +30,22 @@ def _compare(plan: Callable[[], Any]) -> int:
     selection is equal; returns how often the fast selection ran."""
     calls: List[Tuple[Any, ...]] = []
     fast = core._placed_members
+    native = core._select_placed_native
+    with_native = _outcome(plan)  # the planner's C selection (tests/test_plan_speed_native.py)
 
     def spy(*args: Any) -> None:
         calls.append(args)
         fast(*args)
 
+    # The Python one-pass selection runs when the C selection declines (returns None).
+    core._select_placed_native = lambda *args: None
     core._placed_members = spy
     try:
         got = _outcome(plan)
     finally:
         core._placed_members = fast
+        core._select_placed_native = native
+    assert got == with_native
     for args in calls:
         exact_members: List[List[Any]] = [[] for _ in args[0]]
         fast_members: List[List[Any]] = [[] for _ in args[0]]
@@ -55,10 +61,12 @@ def _compare(plan: Callable[[], Any]) -> int:
             assert [[id(f) for f in c] for c in fast_members] == [[id(f) for f in c] for c in exact_members]
         assert any(fast_members) or not args[4]
     core._placed_members = core._members_exact
+    core._select_placed_native = lambda *args: None
     try:
         expected = _outcome(plan)
     finally:
         core._placed_members = fast
+        core._select_placed_native = native
     assert got == expected
     return len(calls)
 
@@ -103,6 +111,8 @@ def test_planning_pauses_the_collector_through_the_shared_pause() -> None:
 
     enabled = gc.isenabled()
     gc.enable()
+    native = core._select_placed_native
+    core._select_placed_native = lambda *args: None  # the Python selection runs (and is spied)
     core._placed_members = spy
     try:
         plan_placement_transfer(source, target)
@@ -113,5 +123,6 @@ def test_planning_pauses_the_collector_through_the_shared_pause() -> None:
         assert seen == [False, False] and gc.isenabled()
     finally:
         core._placed_members = fast
+        core._select_placed_native = native
         if not enabled:
             gc.disable()

@@ -71,8 +71,32 @@ def project_executors(
 ) -> tuple[PlacementExecutorPlan, ...]:
     """Executor projections of one side (spec §11.1 step 7).
 
-    Built through the trusted path: ids come from a validated placement part (non-empty,
-    unique), so the executor's own ``__post_init__`` checks hold by construction."""
+    Built through the trusted path (``_native.project_executors``: class allocator + field
+    dict): ids come from a validated placement part (non-empty, unique), so the executor's own
+    ``__post_init__`` checks hold by construction. Ranks must be unique among the projected
+    parts (the first repeat, in part order, is reported); executors are ordered by rank key."""
+    used = used_fragment_ids if type(used_fragment_ids) is set else set(used_fragment_ids)
+    included: list[tuple[Any, Any]] = _native.project_executors(
+        PlacementExecutorPlan, placement.placement_id, placement.parts, used, participants
+    )
+    keys = list(map(_record_source, included))
+    if len(set(keys)) != len(keys):
+        seen: set[Any] = set()
+        for key, executor in included:
+            if key in seen:
+                raise ValueError(f"duplicate {side} placement executor rank: {executor.rank}")
+            seen.add(key)
+    included.sort(key=_record_source)  # by rank key (unique)
+    return tuple(map(_record_target, included))
+
+
+def _project_executors_python(
+    placement: WeightPlacementManifest,
+    used_fragment_ids: set[str],
+    side: str,
+    participants: Optional[set[str]] = None,
+) -> tuple[PlacementExecutorPlan, ...]:
+    """The Python form of ``project_executors`` (the tests' reference)."""
     included: list[tuple[tuple[int, int, int, int], PlacementExecutorPlan]] = []
     ranks: set[tuple[int, int, int, int]] = set()
     placement_id = placement.placement_id
@@ -250,6 +274,93 @@ def _placed_members(
         members[cover].append(fragment)
 
 
+_AXIS_CODE = {"dp": 0, "tp": 1, "pp": 2, "ep": 3}
+_NO_AXES = (-1, -1, -1, -1)
+_NO_OWNER = (0, 0, 0, 0)
+_owner_kind = itemgetter(0)
+_owner_value = itemgetter(1)
+
+
+def _owner_values(owner: Any, kinds: tuple[str, ...]) -> Optional[list[int]]:
+    """The values of an owner tuple ``((kind, value), ...)`` over exactly ``kinds``, else None."""
+    if type(owner) is not tuple or len(owner) != len(kinds):
+        return None
+    for item in owner:
+        if type(item) is not tuple or len(item) != 2:
+            return None
+    if tuple(map(_owner_kind, owner)) != kinds:
+        return None
+    return list(map(_owner_value, owner))
+
+
+def _select_placed_native(
+    source_fragments: Sequence[Any],
+    tensor_index: dict[str, int],
+    ndim_packed: bytes,
+    complete_ranks: list[int],
+    cover_keys: list[int],
+    source_signatures: dict[str, Any],
+    dp_owners: dict[str, Any],
+    complete: dict[int, dict[str, Any]],
+) -> Optional[tuple[list[Any], bytes, bytes, bytes, bytes, bytes, bytes, list[Any]]]:
+    """``_placed_members`` plus the source packing in one C pass (``_native.select_sources``).
+
+    The owners become int64 tables (per tensor: owner axes; per (tensor, replica slot or the
+    DP owner's slot): the eligible owner's values). Returns the chosen fragments by (cover,
+    geometry), their packed tensor / offsets / shapes / nbytes, cover_start, cover_members and
+    their ids; None when some value does not fit this path (the caller then selects exactly)."""
+    if not tensor_index:
+        return None
+    routed: list[int] = []
+    axes: list[int] = []
+    owners: list[int] = []
+    valid: list[int] = []
+    slots = [complete[dp] for dp in complete_ranks]
+    axis_code = _AXIS_CODE.get
+    for tensor_id in tensor_index:
+        kinds = source_signatures[tensor_id][0]
+        count = len(kinds)
+        if count > 4:
+            return None
+        codes = [axis_code(kind, -1) for kind in kinds]
+        if -1 in codes:
+            return None
+        axes += codes
+        axes += _NO_AXES[count:]
+        dp_owner = dp_owners.get(tensor_id)
+        if dp_owner is None:
+            routed.append(0)
+            for chosen in slots:
+                owner = chosen.get(tensor_id)
+                if owner is None:
+                    valid.append(0)
+                    owners += _NO_OWNER
+                    continue
+                values = _owner_values(owner, kinds)
+                if values is None:
+                    return None
+                valid.append(1)
+                owners += values
+                owners += _NO_OWNER[count:]
+            valid.append(0)
+            owners += _NO_OWNER
+        else:
+            values = _owner_values(dp_owner, kinds)
+            if values is None:
+                return None
+            routed.append(1)
+            valid += [0] * len(slots)
+            owners += _NO_OWNER * len(slots)
+            valid.append(1)
+            owners += values
+            owners += _NO_OWNER[count:]
+    try:
+        tables = [array("q", column).tobytes() for column in (routed, axes, owners, valid, complete_ranks, cover_keys)]
+    except (OverflowError, TypeError):
+        return None
+    return _native.select_sources(source_fragments, tensor_index, ndim_packed, *tables)
+
+
 def plan_logical_transfer(
     *,
     resource_id: str,
@@ -359,68 +470,91 @@ def plan_logical_transfer(
     # One C pass packs the targets and assigns covers; None sends every target through the
     # exact Python packing below (unusual values), which reports in the contract's order.
     replica_count = len(complete_ranks)
+    ndim_packed = array("q", tensor_ndim).tobytes()
     packed = _native.pack_targets(
         processed,
         tensor_index,
-        array("q", tensor_ndim).tobytes(),
+        ndim_packed,
         array("q", [1 if routed else 0 for routed in tensor_routed.values()]).tobytes(),
         replica_count,
     )
-    needed: dict[tuple[str, Optional[int]], int] = {}
     target_packed: Optional[tuple[bytes, bytes, bytes, bytes, bytes]] = None
     target_cover: list[int] = []
     t_tensor: list[int] = []
     t_offsets: list[int] = []
     t_shapes: list[int] = []
     t_nbytes: list[int] = []
+    source_packed: Optional[tuple[bytes, bytes, bytes, bytes, bytes, bytes, bytes]] = None
+    selection = None
     if packed is not None:
-        tensor_list = list(tensor_index)
-        for cover, key in enumerate(packed[5]):
-            position, slot = divmod(key, replica_count + 1)
-            needed[(tensor_list[position], None if slot == replica_count else complete_ranks[slot])] = cover
         target_packed = (packed[0], packed[1], packed[2], packed[3], packed[4])
-    else:
-        if all(tensor_routed.values()):
-            keys: list[tuple[str, Optional[int]]] = [(tensor_id, None) for tensor_id in target_tids]
-        else:
-            keys = [
-                (tensor_id, None) if tensor_routed[tensor_id] else (tensor_id, complete_ranks[dp % replica_count])
-                for tensor_id, dp in zip(target_tids, map(_rank_dp, processed))
-            ]
-        claim = needed.setdefault
-        target_cover = [claim(key, len(needed)) for key in keys]
-        t_tensor = [tensor_index[tensor_id] for tensor_id in target_tids]
-        t_offsets = list(_chain(map(_global_offset, processed)))
-        t_shapes = list(_chain(map(_local_shape, processed)))
-        t_nbytes = list(map(_nbytes, processed))
-
-    # Step 4: candidate groups and their eligible representatives per cover.
-    needed_tensors = {key[0] for key in needed}
-    members: list[list[Any]] = [[] for _ in needed]
-    select = _placed_members if placed else _members_exact
-    select(members, source_fragments, stored, needed, needed_tensors, source_signatures, dp_owners, complete)
-
-    # Pack the selected source fragments for the kernel.
-    source_objects: list[Any] = []
+        if placed:
+            # Step 4 and the source packing in one C pass (None: not this path, see below).
+            selection = _select_placed_native(
+                source_fragments, tensor_index, ndim_packed, complete_ranks, packed[5],
+                source_signatures, dp_owners, complete,
+            )
     source_boxes = FragmentBoxes()
-    cover_start = [0]
-    cover_members: list[int] = []
-    s_tensor = source_boxes.tensor
-    s_offsets = source_boxes.offsets
-    s_shapes = source_boxes.shapes
-    s_nbytes = source_boxes.nbytes
-    for cover_list in members:
-        for fragment in cover_list:
-            cover_members.append(len(source_objects))
-            source_objects.append(fragment)
-            s_tensor.append(tensor_index[fragment.tensor_id])
-            s_offsets.extend(fragment.global_offset)
-            s_shapes.extend(fragment.local_shape)
-            s_nbytes.append(fragment.nbytes)
-        cover_start.append(len(cover_members))
-    source_fragment_ids = [_fragment_id(f) for f in source_objects]
-    ranks = {fid: i for i, fid in enumerate(sorted(source_fragment_ids))}
-    source_order = [ranks[fid] for fid in source_fragment_ids]
+    if selection is not None:
+        source_objects, s_tensor_b, s_offsets_b, s_shapes_b, s_nbytes_b, starts_b, members_b, source_fragment_ids = (
+            selection
+        )
+        ranks = {fid: i for i, fid in enumerate(sorted(source_fragment_ids))}
+        source_packed = (
+            s_tensor_b, s_offsets_b, s_shapes_b, s_nbytes_b,
+            array("q", [ranks[fid] for fid in source_fragment_ids]).tobytes(), starts_b, members_b,
+        )
+        source_order: list[int] = []
+        cover_start: list[int] = []
+        cover_members: list[int] = []
+    else:
+        needed: dict[tuple[str, Optional[int]], int] = {}
+        if packed is not None:
+            tensor_list = list(tensor_index)
+            for cover, key in enumerate(packed[5]):
+                position, slot = divmod(key, replica_count + 1)
+                needed[(tensor_list[position], None if slot == replica_count else complete_ranks[slot])] = cover
+        else:
+            if all(tensor_routed.values()):
+                keys: list[tuple[str, Optional[int]]] = [(tensor_id, None) for tensor_id in target_tids]
+            else:
+                keys = [
+                    (tensor_id, None) if tensor_routed[tensor_id] else (tensor_id, complete_ranks[dp % replica_count])
+                    for tensor_id, dp in zip(target_tids, map(_rank_dp, processed))
+                ]
+            claim = needed.setdefault
+            target_cover = [claim(key, len(needed)) for key in keys]
+            t_tensor = [tensor_index[tensor_id] for tensor_id in target_tids]
+            t_offsets = list(_chain(map(_global_offset, processed)))
+            t_shapes = list(_chain(map(_local_shape, processed)))
+            t_nbytes = list(map(_nbytes, processed))
+
+        # Step 4: candidate groups and their eligible representatives per cover.
+        needed_tensors = {key[0] for key in needed}
+        members: list[list[Any]] = [[] for _ in needed]
+        select = _placed_members if placed else _members_exact
+        select(members, source_fragments, stored, needed, needed_tensors, source_signatures, dp_owners, complete)
+
+        # Pack the selected source fragments for the kernel.
+        source_objects = []
+        cover_start = [0]
+        cover_members = []
+        s_tensor = source_boxes.tensor
+        s_offsets = source_boxes.offsets
+        s_shapes = source_boxes.shapes
+        s_nbytes = source_boxes.nbytes
+        for cover_list in members:
+            for fragment in cover_list:
+                cover_members.append(len(source_objects))
+                source_objects.append(fragment)
+                s_tensor.append(tensor_index[fragment.tensor_id])
+                s_offsets.extend(fragment.global_offset)
+                s_shapes.extend(fragment.local_shape)
+                s_nbytes.append(fragment.nbytes)
+            cover_start.append(len(cover_members))
+        source_fragment_ids = [_fragment_id(f) for f in source_objects]
+        ranks = {fid: i for i, fid in enumerate(sorted(source_fragment_ids))}
+        source_order = [ranks[fid] for fid in source_fragment_ids]
     target_boxes = FragmentBoxes()
     target_boxes.tensor = t_tensor
     target_boxes.offsets = t_offsets
@@ -441,6 +575,8 @@ def plan_logical_transfer(
         max_total_lowered_segments=planning_limits.max_total_lowered_segments,
         target_fragment_ids=processed_ids,
         target_packed=target_packed,
+        source_packed=source_packed,
+        tensor_ndim_packed=ndim_packed,
     )
     if stop_error is not None:
         raise ValueError(stop_error)

@@ -140,11 +140,17 @@ def plan_overlap_regions(
     max_total_lowered_segments: int,
     target_fragment_ids: Sequence[str],
     target_packed: Optional[tuple[bytes, bytes, bytes, bytes, bytes]] = None,
+    source_packed: Optional[tuple[bytes, bytes, bytes, bytes, bytes, bytes, bytes]] = None,
+    tensor_ndim_packed: Optional[bytes] = None,
 ) -> list[Any]:
     """Run the C kernel over targets ``0..nprocess`` (already in fragment-id order).
 
     ``target_packed`` (from ``_native.pack_targets``: tensor, cover, offsets, shapes and nbytes
-    as native int64 / uint64 bytes) replaces ``target`` and ``target_cover`` when given.
+    as native int64 / uint64 bytes) replaces ``target`` and ``target_cover`` when given;
+    ``source_packed`` (tensor, offsets, shapes, nbytes, order, cover_start, cover_members as
+    native int64 / uint64 bytes, e.g. from ``_native.select_sources``) replaces ``source``,
+    ``source_order``, ``cover_start`` and ``cover_members``; ``tensor_ndim_packed`` is
+    ``tensor_ndim`` already packed. The kernel range-checks every packed value again.
     Returns the region records in final operation order, or raises the contract's
     ``ValueError`` for the first fail-closed rule hit (spec §11.1 steps 5.5-9)."""
     if target_packed is None:
@@ -155,16 +161,24 @@ def plan_overlap_regions(
         t_cover = _pack_i64(target_cover, "cover indices")
     else:
         t_tensor, t_cover, t_offsets, t_shapes, t_nbytes = target_packed
+    # Packed in the same order as always (targets, ranks, itemsizes, sources): the first
+    # value out of range reports first.
+    ndim_packed = _pack_i64(tensor_ndim, "tensor ranks") if tensor_ndim_packed is None else tensor_ndim_packed
+    itemsize_packed = _pack_i64(tensor_itemsize, "itemsizes")
+    if source_packed is None:
+        source_packed = (
+            _pack_i64(source.tensor, "tensor indices"),
+            _pack_i64(source.offsets, "coordinates"),
+            _pack_i64(source.shapes, "coordinates"),
+            _pack_u64_or_zero(source.nbytes),
+            _pack_i64(source_order, "fragment order"),
+            _pack_i64(cover_start, "cover indices"),
+            _pack_i64(cover_members, "cover indices"),
+        )
     result = _native.plan_overlaps(
-        _pack_i64(tensor_ndim, "tensor ranks"),
-        _pack_i64(tensor_itemsize, "itemsizes"),
-        _pack_i64(source.tensor, "tensor indices"),
-        _pack_i64(source.offsets, "coordinates"),
-        _pack_i64(source.shapes, "coordinates"),
-        _pack_u64_or_zero(source.nbytes),
-        _pack_i64(source_order, "fragment order"),
-        _pack_i64(cover_start, "cover indices"),
-        _pack_i64(cover_members, "cover indices"),
+        ndim_packed,
+        itemsize_packed,
+        *source_packed,
         t_tensor,
         t_offsets,
         t_shapes,

@@ -1,0 +1,371 @@
+"""The planner's C entry points of issue 5 (``csrc/planobj.c``): ``select_sources`` (spec §11.1
+step 4 for placement sources plus the source packing) and ``project_executors`` (step 7).
+
+Each is compared with the Python code it replaces (the oracle: ``core._members_exact`` and the
+packing loop; ``core._project_executors_python``) on random placement pairs and on every
+known-answer case, and fed hostile inputs (wrong types and lengths, huge and negative ints,
+values out of range) that must raise or fall back (``None``), never crash or wrap."""
+
+from __future__ import annotations
+
+from array import array
+from typing import Any, Callable, List, Optional, Tuple
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import known_answers
+from layout_model import Layout, build_placement
+from test_planner_oracle import placement_pairs
+
+from mooncake.reshard import _native
+from mooncake.reshard.weight import PlacementExecutorPlan
+from mooncake.reshard.weight._planner import core
+from mooncake.reshard.weight.planner import plan_placement_transfer, plan_placement_transfer_to_local_target
+
+
+def _q(values: List[int]) -> bytes:
+    return array("q", values).tobytes()
+
+
+def _unpack(data: bytes, code: str = "q") -> List[int]:
+    out = array(code)
+    out.frombytes(data)
+    return list(out)
+
+
+def _outcome(call: Callable[[], Any]) -> Any:
+    try:
+        return ("ok", call())
+    except ValueError as exc:
+        return ("error", str(exc))
+
+
+def _oracle(args: Tuple[Any, ...]) -> Tuple[List[Any], List[int], List[int], List[int], List[int], List[int], List[int], List[Any]]:
+    """What the Python path selects and packs from the inputs of ``_select_placed_native``."""
+    fragments, tensor_index, _ndim, complete_ranks, cover_keys, signatures, dp_owners, complete = args
+    replicas = len(complete_ranks)
+    tensor_list = list(tensor_index)
+    needed = {}
+    for cover, key in enumerate(cover_keys):
+        position, slot = divmod(key, replicas + 1)
+        needed[(tensor_list[position], None if slot == replicas else complete_ranks[slot])] = cover
+    members: List[List[Any]] = [[] for _ in needed]
+    core._members_exact(members, fragments, False, needed, {k[0] for k in needed}, signatures, dp_owners, complete)
+    objects: List[Any] = []
+    tensor: List[int] = []
+    offsets: List[int] = []
+    shapes: List[int] = []
+    nbytes: List[int] = []
+    starts = [0]
+    for cover_list in members:
+        for fragment in cover_list:
+            objects.append(fragment)
+            tensor.append(tensor_index[fragment.tensor_id])
+            offsets.extend(fragment.global_offset)
+            shapes.extend(fragment.local_shape)
+            nbytes.append(fragment.nbytes if 0 < fragment.nbytes < 1 << 64 else 0)
+        starts.append(len(objects))
+    ids = [f.placement_fragment_id for f in objects]
+    return objects, tensor, offsets, shapes, nbytes, starts, list(range(len(objects))), ids
+
+
+def _check_calls(calls: List[Tuple[Tuple[Any, ...], Any]]) -> int:
+    checked = 0
+    for args, result in calls:
+        if result is None:
+            continue
+        objects, tensor, offsets, shapes, nbytes, starts, members, ids = result
+        expected = _oracle(args)
+        assert [id(f) for f in objects] == [id(f) for f in expected[0]]
+        assert _unpack(tensor) == expected[1]
+        assert _unpack(offsets) == expected[2]
+        assert _unpack(shapes) == expected[3]
+        assert _unpack(nbytes, "Q") == expected[4]
+        assert _unpack(starts) == expected[5]
+        assert _unpack(members) == expected[6]
+        assert ids == expected[7]
+        # Any inventory order: the minimum key wins, geometries in first-occurrence order.
+        for order in (list(reversed(args[0])), sorted(args[0], key=lambda f: f.placement_fragment_id)):
+            again = core._select_placed_native(order, *args[1:])
+            oracle = _oracle((order, *args[1:]))
+            assert again is not None
+            assert [id(f) for f in again[0]] == [id(f) for f in oracle[0]]
+            assert _unpack(again[5]) == oracle[5]
+        checked += 1
+    return checked
+
+
+def _spy_plan(plan: Callable[[], Any]) -> Tuple[Any, List[Tuple[Tuple[Any, ...], Any]]]:
+    calls: List[Tuple[Tuple[Any, ...], Any]] = []
+    native = core._select_placed_native
+
+    def spy(*args: Any) -> Any:
+        result = native(*args)
+        calls.append((args, result))
+        return result
+
+    core._select_placed_native = spy
+    try:
+        got = _outcome(plan)
+    finally:
+        core._select_placed_native = native
+    return got, calls
+
+
+def _python_plan(plan: Callable[[], Any]) -> Any:
+    native = core._select_placed_native
+    project = core.project_executors
+    core._select_placed_native = lambda *args: None
+    core.project_executors = core._project_executors_python
+    try:
+        return _outcome(plan)
+    finally:
+        core._select_placed_native = native
+        core.project_executors = project
+
+
+def _compare(plan: Callable[[], Any]) -> int:
+    got, calls = _spy_plan(plan)
+    assert got == _python_plan(plan)
+    return _check_calls(calls)
+
+
+@settings(max_examples=150, deadline=None)
+@given(placement_pairs())
+def test_native_selection_equals_the_exact_selection(pair: Tuple[Layout, Layout]) -> None:
+    source = build_placement(pair[0])
+    target = build_placement(pair[1])
+    _compare(lambda: plan_placement_transfer(source, target))
+    participant = target.parts[0].participant_id
+    _compare(lambda: plan_placement_transfer_to_local_target(source, target, participant))
+
+
+def test_native_selection_on_the_known_answer_cases() -> None:
+    ran = 0
+    for name in known_answers.case_names():
+        try:
+            source = known_answers.source_placement(name)
+        except Exception:  # stored-source cases have no source placement
+            continue
+        target = known_answers.target_placement(name)
+        ran += _compare(lambda: plan_placement_transfer(source, target))
+    assert ran > 0
+
+
+# --- project_executors -------------------------------------------------------------------
+
+
+def _executors_outcome(call: Callable[[], Any]) -> Any:
+    try:
+        return ("ok", [(type(e), dict(e.__dict__)) for e in call()])
+    except ValueError as exc:
+        return ("error", str(exc))
+
+
+@settings(max_examples=100, deadline=None)
+@given(placement_pairs(), st.data())
+def test_native_projection_equals_the_python_projection(pair: Tuple[Layout, Layout], data: st.DataObject) -> None:
+    placement = build_placement(pair[0])
+    ids = [f.placement_fragment_id for f in placement.fragments]
+    used = set(data.draw(st.lists(st.sampled_from(ids + ["unknown"]), max_size=len(ids) + 1)))
+    participants: Optional[set[str]] = None
+    if data.draw(st.booleans()):
+        pids = [p.participant_id for p in placement.parts]
+        participants = set(data.draw(st.lists(st.sampled_from(pids), max_size=len(pids))))
+    got = _executors_outcome(lambda: core.project_executors(placement, used, "source", participants))
+    expected = _executors_outcome(lambda: core._project_executors_python(placement, used, "source", participants))
+    assert got == expected
+    if got[0] == "ok":
+        for executor in core.project_executors(placement, used, "source", participants):
+            assert type(executor) is PlacementExecutorPlan
+            assert executor == PlacementExecutorPlan(**executor.__dict__)  # constructor agrees
+
+
+def test_native_projection_reports_the_first_duplicate_rank() -> None:
+    name = known_answers.case_names()[0]
+    placement = known_answers.target_placement(name)
+    parts = placement.parts
+    forged = object.__new__(type(placement))
+    object.__setattr__(forged, "__dict__", dict(placement.__dict__))
+    # Two parts with the same rank (a forged manifest): the first repeat is reported.
+    object.__setattr__(forged, "parts", (*parts, parts[0]))
+    used = {f.placement_fragment_id for f in placement.fragments}
+    expected = _executors_outcome(lambda: core._project_executors_python(forged, used, "target"))
+    assert expected[0] == "error" and expected[1].startswith("duplicate target placement executor rank: ")
+    assert _executors_outcome(lambda: core.project_executors(forged, used, "target")) == expected
+
+
+class _Rank:
+    def __init__(self, dp: Any = 0, tp: Any = 0, pp: Any = 0, ep: Any = 0) -> None:
+        self.dp, self.tp, self.pp, self.ep = dp, tp, pp, ep
+
+
+class _Fragment:
+    def __init__(self, fid: Any, offset: Any = (0,), shape: Any = (4,), nbytes: Any = 8, rank: Any = None,
+                 tensor_id: Any = "w") -> None:
+        self.placement_fragment_id = fid
+        self.tensor_id = tensor_id
+        self.global_offset = offset
+        self.local_shape = shape
+        self.nbytes = nbytes
+        self.rank = rank if rank is not None else _Rank()
+
+
+class _Part:
+    def __init__(self, fragments: Any) -> None:
+        self.participant_id = "p0"
+        self.fragments = fragments
+        self.rank = _Rank()
+
+
+# --- select_sources: hostile inputs ---------------------------------------------------------
+
+
+def _select(fragments: Any, **overrides: Any) -> Any:
+    # One 1-D tensor "w", one replica (dp 0), owner kinds () : every dp-0 fragment is eligible.
+    args = dict(
+        fragments=fragments,
+        tensor_index={"w": 0},
+        tensor_ndim=_q([1]),
+        routed=_q([0]),
+        axes=_q([-1, -1, -1, -1]),
+        owners=_q([0] * 8),
+        valid=_q([1, 0]),
+        replica_dps=_q([0]),
+        cover_keys=_q([0]),
+    )
+    args.update(overrides)
+    return _native.select_sources(*args.values())
+
+
+def test_select_sources_accepts_a_plain_case() -> None:
+    a = _Fragment("b", rank=_Rank(tp=1))
+    b = _Fragment("a", rank=_Rank(tp=1))
+    c = _Fragment("c", rank=_Rank(tp=0))
+    d = _Fragment("d", offset=(4,), rank=_Rank(dp=1))  # dp 1 is not a complete replica
+    e = _Fragment("e", tensor_id="other")  # not a needed tensor
+    result = _select([a, b, c, d, e])
+    assert result is not None
+    objects, tensor, offsets, shapes, nbytes, starts, members, ids = result
+    assert objects == [c] and ids == ["c"]  # least (dp, pp, ep, tp) wins
+    assert _unpack(tensor) == [0] and _unpack(offsets) == [0] and _unpack(shapes) == [4]
+    assert _unpack(nbytes, "Q") == [8] and _unpack(starts) == [0, 1] and _unpack(members) == [0]
+    # Equal rank keys: the least placement_fragment_id wins, the first on a tie.
+    assert _select([a, b])[0] == [b]
+    assert _select([b, a])[0] == [b]
+    twin = _Fragment("b", rank=_Rank(tp=1))
+    assert _select([twin, a])[0] == [twin]
+    # Tuples work like lists; nothing needed: nothing selected.
+    assert _select((a, b))[0] == [b]
+    assert _select([e])[0] == []
+
+
+@pytest.mark.parametrize(
+    "fragment",
+    [
+        _Fragment("x", offset=(1 << 63,)),  # beyond int64
+        _Fragment("x", shape=(-(1 << 70),)),
+        _Fragment("x", offset=[0]),  # not a tuple
+        _Fragment("x", offset=(0, 0)),  # rank count mismatch
+        _Fragment("x", offset=(0.0,)),
+        _Fragment("x", rank=_Rank(dp=1 << 64)),
+        _Fragment("x", rank=_Rank(tp="0")),
+        _Fragment("x", nbytes=8.0),
+    ],
+)
+def test_select_sources_falls_back_on_unusual_values(fragment: Any) -> None:
+    assert _select([fragment]) is None
+
+
+def test_select_sources_packs_nbytes_outside_u64_as_zero() -> None:
+    for value, packed in ((0, 0), (-5, 0), (1 << 64, 0), ((1 << 64) - 1, (1 << 64) - 1), (True, 1)):
+        result = _select([_Fragment("x", nbytes=value)])
+        assert _unpack(result[4], "Q") == [packed]
+
+
+def test_select_sources_falls_back_on_non_str_ids_only_when_compared() -> None:
+    assert _select([_Fragment(1)]) is not None
+    assert _select([_Fragment(1), _Fragment(2)]) is None
+
+
+def test_select_sources_rejects_hostile_tables() -> None:
+    f = [_Fragment("x")]
+    with pytest.raises(TypeError):
+        _select(5)
+    with pytest.raises(TypeError):
+        _select(f, tensor_index=[("w", 0)])
+    with pytest.raises(TypeError):
+        _select(f, tensor_ndim=[1])
+    with pytest.raises(ValueError):
+        _select(f, tensor_ndim=b"\x01\x00")  # not a multiple of 8
+    with pytest.raises(ValueError):
+        _select(f, routed=_q([0, 0]))  # wrong length
+    with pytest.raises(ValueError):
+        _select(f, tensor_ndim=_q([-1]))
+    with pytest.raises(ValueError):
+        _select(f, tensor_ndim=_q([1 << 40]))
+    with pytest.raises(ValueError):
+        _select(f, axes=_q([4, -1, -1, -1]))
+    with pytest.raises(ValueError):
+        _select(f, axes=_q([-2, -1, -1, -1]))
+    with pytest.raises(ValueError):
+        _select(f, owners=_q([0] * 7))
+    with pytest.raises(ValueError):
+        _select(f, valid=_q([1]))
+    with pytest.raises(ValueError):
+        _select(f, replica_dps=_q([1, 0]), valid=_q([1, 0, 0]), owners=_q([0] * 12))  # not increasing
+    with pytest.raises(ValueError):
+        _select(f, cover_keys=_q([2]))  # out of range
+    with pytest.raises(ValueError):
+        _select(f, cover_keys=_q([-1]))
+    with pytest.raises(ValueError):
+        _select(f, cover_keys=_q([0, 0]))  # duplicate
+    with pytest.raises(AttributeError):
+        _select([object()])
+    # A non-int or out-of-range tensor index: not this path.
+    assert _select(f, tensor_index={"w": "0"}) is None
+    assert _select(f, tensor_index={"w": 1}) is None
+    assert _select(f, tensor_index={"w": -1}) is None
+    assert _select(f, tensor_index={"w": 1 << 80}) is None
+
+
+def test_select_sources_owner_tables_decide_eligibility() -> None:
+    # Owner kinds (tp,): replica slot 0 (dp 0) chose tp=1; DP-owned routing uses slot R.
+    a = _Fragment("a", rank=_Rank(tp=0))
+    b = _Fragment("b", rank=_Rank(tp=1))
+    chosen = _select([a, b], axes=_q([1, -1, -1, -1]), owners=_q([1, 0, 0, 0, 0, 0, 0, 0]))
+    assert chosen[0] == [b]
+    # Slot invalid: nothing eligible.
+    assert _select([a, b], valid=_q([0, 0]))[0] == []
+    # Routed (DP-owned) tensor: slot R = 1, owner dp=3 (axis 0).
+    c = _Fragment("c", rank=_Rank(dp=3))
+    routed = _select(
+        [a, c], routed=_q([1]), axes=_q([0, -1, -1, -1]), owners=_q([0, 0, 0, 0, 3, 0, 0, 0]),
+        valid=_q([0, 1]), cover_keys=_q([1]),
+    )
+    assert routed[0] == [c]
+    # A cover nobody needs: nothing selected.
+    assert _select([a, b], cover_keys=_q([]))[0] == []
+    assert _unpack(_select([a, b], cover_keys=_q([]))[5]) == [0]
+
+
+def test_project_executors_rejects_hostile_inputs() -> None:
+    name = known_answers.case_names()[0]
+    placement = known_answers.target_placement(name)
+    parts = placement.parts
+    with pytest.raises(TypeError):
+        _native.project_executors(int, "p", parts, set(), None)  # not a heap type
+    with pytest.raises(TypeError):
+        _native.project_executors(PlacementExecutorPlan, "p", parts, ["x"], None)  # not a set
+    with pytest.raises(TypeError):
+        _native.project_executors(PlacementExecutorPlan, "p", 5, set(), None)  # not a sequence
+    with pytest.raises(AttributeError):
+        _native.project_executors(PlacementExecutorPlan, "p", [object()], set(), None)
+    with pytest.raises(TypeError):  # participants is not a container
+        _native.project_executors(PlacementExecutorPlan, "p", parts, set(), 5)
+    with pytest.raises(TypeError):  # an unhashable fragment id against the used set
+        _native.project_executors(PlacementExecutorPlan, "p", [_Part([_Fragment([1])])], {"x"}, None)
+    assert _native.project_executors(PlacementExecutorPlan, "p", parts, set(), None) == []
+    assert _native.project_executors(PlacementExecutorPlan, "p", (), {"x"}, None) == []
