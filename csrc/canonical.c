@@ -8,6 +8,7 @@
  * error propagates, as json.dumps(...).encode("utf-8") would raise it). Byte order of
  * such UTF-8 equals code point order, so dict keys are sorted with memcmp. */
 #include "canonical.h"
+#include "coverage_kernels.h"
 
 #include <openssl/evp.h>
 
@@ -107,6 +108,20 @@ cj_ascii_escape(unsigned char c)
     }
 }
 
+/* Whether all eight bytes of w are copied as is in both modes: 0x20 <= byte < 0x7F, not
+ * '"' or '\\' (exact for the whole word: a borrow can only follow a byte that is flagged). */
+static inline int
+cj_word_plain(uint64_t w)
+{
+    const uint64_t ones = 0x0101010101010101ULL, high = 0x8080808080808080ULL;
+    uint64_t control = (w - 0x20 * ones) & ~w;
+    uint64_t quote = w ^ (0x22 * ones), backslash = w ^ (0x5C * ones), del = w ^ (0x7F * ones);
+    quote = (quote - ones) & ~quote;
+    backslash = (backslash - ones) & ~backslash;
+    del = (del - ones) & ~del;
+    return ((control | quote | backslash | del | w) & high) == 0;
+}
+
 /* Kernel: write the JSON string literal of generalized UTF-8 bytes s[0:n].
  * ensure_ascii: non-ASCII as \uXXXX (surrogate pairs above U+FFFF); else raw bytes.
  * Returns 0, or -1 with MemoryError set. Input is trusted well-formed (it comes from
@@ -126,6 +141,16 @@ cj_write_utf8_string(cj_buf *b, const unsigned char *s, size_t n, int ensure_asc
     *out++ = '"';
     size_t i = 0;
     while (i < n) {
+        /* eight plain bytes at a time (printable ASCII other than '"', '\\' and DEL) */
+        while (i + 8 <= n) {
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (!cj_word_plain(w)) break;
+            memcpy(out, s + i, 8);
+            out += 8;
+            i += 8;
+        }
+        if (i >= n) break;
         unsigned char c = s[i];
         if (c < 0x80) {
             const char *esc;
@@ -646,46 +671,198 @@ pfl_key_value(cj_buf *b, int first, const char *key, PyObject *value)
     return cj_encode(b, value, 1);
 }
 
+/* Per-call state of a fragment-list encoding: the interned state keys, and the canonical
+ * JSON of every rank object met so far (a placement's fragments share a few rank objects,
+ * so each is read and encoded once per call, as weight/_canonical.py's rank_cache does).
+ * A slot holds a strong reference to its rank object, so no address is reused while the
+ * call runs. */
+typedef struct {
+    PyObject *rank; /* strong; NULL marks an empty slot */
+    size_t off;     /* its JSON: ranks.data[off : off + len] */
+    size_t len;
+} pfl_slot;
+
+typedef struct {
+    PyObject *keys[PFL_NKEYS];
+    pfl_slot *slots; /* open addressing, linear probing */
+    size_t cap;      /* 0 or a power of two */
+    size_t used;
+    cj_buf ranks;
+} pfl_ctx;
+
+static int
+pfl_keys(PyObject **keys)
+{
+    for (int k = 0; k < PFL_NKEYS; k++) {
+        keys[k] = PyUnicode_InternFromString(pfl_names[k]);
+        if (keys[k] == NULL) {
+            while (k-- > 0) Py_DECREF(keys[k]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int
+pfl_ctx_init(pfl_ctx *c)
+{
+    c->slots = NULL;
+    c->cap = c->used = 0;
+    c->ranks.data = NULL;
+    c->ranks.len = c->ranks.cap = 0;
+    return pfl_keys(c->keys);
+}
+
+static void
+pfl_ctx_free(pfl_ctx *c)
+{
+    for (size_t i = 0; i < c->cap; i++) Py_XDECREF(c->slots[i].rank);
+    PyMem_Free(c->slots);
+    c->slots = NULL;
+    c->cap = c->used = 0;
+    cj_free(&c->ranks);
+    for (int k = 0; k < PFL_NKEYS; k++) Py_DECREF(c->keys[k]);
+}
+
+static size_t
+pfl_slot_of(const pfl_ctx *c, const PyObject *rank)
+{
+    uint64_t x = (uint64_t)(uintptr_t)rank;
+    x ^= x >> 33;
+    x *= 0xFF51AFD7ED558CCDULL;
+    x ^= x >> 33;
+    size_t mask = c->cap - 1, i = (size_t)x & mask;
+    while (c->slots[i].rank != NULL && c->slots[i].rank != rank) i = (i + 1) & mask;
+    return i;
+}
+
+/* Make room for one more slot (load factor <= 1/2). */
+static int
+pfl_ctx_reserve(pfl_ctx *c)
+{
+    if (c->cap != 0 && (c->used + 1) * 2 <= c->cap) return 0;
+    size_t cap = c->cap ? c->cap : 32;
+    while ((c->used + 1) * 2 > cap) {
+        if (cap > ((size_t)PY_SSIZE_T_MAX) / (2 * sizeof(pfl_slot))) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        cap *= 2;
+    }
+    pfl_slot *old = c->slots;
+    size_t old_cap = c->cap;
+    c->slots = mr_alloc_array(cap, sizeof(pfl_slot));
+    if (c->slots == NULL) {
+        c->slots = old;
+        return -1;
+    }
+    for (size_t i = 0; i < cap; i++) c->slots[i].rank = NULL;
+    c->cap = cap;
+    for (size_t i = 0; i < old_cap; i++)
+        if (old[i].rank != NULL) c->slots[pfl_slot_of(c, old[i].rank)] = old[i];
+    PyMem_Free(old);
+    return 0;
+}
+
+/* Append the canonical JSON of topology.rank_object(rank), encoded once per rank object. */
+static int
+pfl_rank(cj_buf *b, pfl_ctx *c, PyObject *rank)
+{
+    if (c->cap != 0) {
+        const pfl_slot *hit = &c->slots[pfl_slot_of(c, rank)];
+        if (hit->rank == rank) return cj_write(b, c->ranks.data + hit->off, hit->len);
+    }
+    if (pfl_ctx_reserve(c) < 0) return -1;
+    PyObject *rank_state = pfl_state(rank, c->keys[PFL_DICT]);
+    if (rank_state == NULL) return -1;
+    PyObject *r[4] = {NULL, NULL, NULL, NULL};
+    int rc = 0;
+    for (int k = 0; k < 4 && rc == 0; k++) {
+        r[k] = pfl_get(rank_state, c->keys[PFL_DP + k]);
+        if (r[k] == NULL) rc = -1;
+        else Py_INCREF(r[k]);
+    }
+    size_t off = c->ranks.len;
+    if (rc == 0) rc = cj_putc(&c->ranks, '{');
+    for (int k = 0; k < 4 && rc == 0; k++) rc = pfl_key_value(&c->ranks, k == 0, pfl_names[PFL_DP + k], r[k]);
+    if (rc == 0) rc = cj_putc(&c->ranks, '}');
+    for (int k = 0; k < 4; k++) Py_XDECREF(r[k]);
+    Py_DECREF(rank_state);
+    if (rc < 0) {
+        c->ranks.len = off;
+        return -1;
+    }
+    /* the lookups above may have run Python code: find the slot again */
+    pfl_slot *slot = &c->slots[pfl_slot_of(c, rank)];
+    if (slot->rank == NULL) {
+        Py_INCREF(rank);
+        slot->rank = rank;
+        slot->off = off;
+        slot->len = c->ranks.len - off;
+        c->used++;
+    }
+    return cj_write(b, c->ranks.data + off, c->ranks.len - off);
+}
+
+/* A tuple of exact ints (offsets, shapes) without the generic dispatch; else cj_encode. */
+static int
+pfl_int_tuple(cj_buf *b, PyObject *value)
+{
+    if (!PyTuple_CheckExact(value)) return cj_encode(b, value, 1);
+    Py_ssize_t n = PyTuple_Size(value);
+    if (n < 0 || cj_putc(b, '[') < 0) return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GetItem(value, i);
+        if (item == NULL) return -1;
+        if (i && cj_putc(b, ',') < 0) return -1;
+        if ((PyLong_CheckExact(item) ? cj_write_int(b, item) : cj_encode(b, item, 1)) < 0) return -1;
+    }
+    return cj_putc(b, ']');
+}
+
 /* One fragment: the canonical JSON of weight/_canonical.py fragment_object(fragment). */
 static int
-pfl_fragment(cj_buf *b, PyObject *fragment, PyObject *const *keys)
+pfl_fragment(cj_buf *b, PyObject *fragment, pfl_ctx *c)
 {
-    PyObject *state = pfl_state(fragment, keys[PFL_DICT]);
+    PyObject *state = pfl_state(fragment, c->keys[PFL_DICT]);
     if (state == NULL) return -1;
-    int rc = -1;
-    PyObject *rank_state = NULL;
+    int rc = 0;
     PyObject *v[PFL_TENSOR + 1];
-    for (int k = 0; k <= PFL_TENSOR; k++) {
-        v[k] = pfl_get(state, keys[k]);
-        if (v[k] == NULL) goto done;
+    int got = 0;
+    for (; got <= PFL_TENSOR; got++) {
+        v[got] = pfl_get(state, c->keys[got]);
+        if (v[got] == NULL) {
+            rc = -1;
+            break;
+        }
+        Py_INCREF(v[got]);
     }
-    rank_state = pfl_state(v[PFL_RANK], keys[PFL_DICT]);
-    if (rank_state == NULL) goto done;
-    PyObject *r[4];
-    for (int k = 0; k < 4; k++) {
-        r[k] = pfl_get(rank_state, keys[PFL_DP + k]);
-        if (r[k] == NULL) goto done;
+    if (rc == 0) {
+        PyObject *aliases = v[PFL_ALIASES];
+        if (PyTuple_CheckExact(aliases) && PyTuple_Size(aliases) == 0)
+            rc = cj_write(b, "{\"aliases\":[]", 13);
+        else if ((rc = cj_write(b, "{\"aliases\":", 11)) == 0)
+            rc = cj_encode(b, aliases, 1);
     }
-    if (cj_putc(b, '{') < 0) goto done;
-    for (int k = PFL_ALIASES; k <= PFL_NBYTES; k++)
-        if (pfl_key_value(b, k == PFL_ALIASES, pfl_names[k], v[k]) < 0) goto done;
-    if (v[PFL_STAGE] != Py_None && pfl_key_value(b, 0, pfl_names[PFL_STAGE], v[PFL_STAGE]) < 0) goto done;
-    if (pfl_key_value(b, 0, pfl_names[PFL_ID], v[PFL_ID]) < 0) goto done;
-    if (cj_write(b, ",\"rank\":{", 9) < 0) goto done;
-    for (int k = 0; k < 4; k++)
-        if (pfl_key_value(b, k == 0, pfl_names[PFL_DP + k], r[k]) < 0) goto done;
-    if (cj_putc(b, '}') < 0) goto done;
-    if (pfl_key_value(b, 0, pfl_names[PFL_TENSOR], v[PFL_TENSOR]) < 0) goto done;
-    rc = cj_putc(b, '}');
-done:
-    Py_XDECREF(rank_state);
+    if (rc == 0) rc = cj_write(b, ",\"global_offset\":", 17);
+    if (rc == 0) rc = pfl_int_tuple(b, v[PFL_OFFSET]);
+    if (rc == 0) rc = cj_write(b, ",\"local_shape\":", 15);
+    if (rc == 0) rc = pfl_int_tuple(b, v[PFL_SHAPE]);
+    if (rc == 0) rc = pfl_key_value(b, 0, pfl_names[PFL_NBYTES], v[PFL_NBYTES]);
+    if (rc == 0 && v[PFL_STAGE] != Py_None) rc = pfl_key_value(b, 0, pfl_names[PFL_STAGE], v[PFL_STAGE]);
+    if (rc == 0) rc = pfl_key_value(b, 0, pfl_names[PFL_ID], v[PFL_ID]);
+    if (rc == 0) rc = cj_write(b, ",\"rank\":", 8);
+    if (rc == 0) rc = pfl_rank(b, c, v[PFL_RANK]);
+    if (rc == 0) rc = pfl_key_value(b, 0, pfl_names[PFL_TENSOR], v[PFL_TENSOR]);
+    if (rc == 0) rc = cj_putc(b, '}');
+    for (int k = 0; k < got; k++) Py_DECREF(v[k]);
     Py_DECREF(state);
     return rc;
 }
 
 /* Append canonical JSON of a fragment list (list or tuple) to b. */
 static int
-pfl_fragments(cj_buf *b, PyObject *fragments, PyObject *const *keys)
+pfl_fragments(cj_buf *b, PyObject *fragments, pfl_ctx *c)
 {
     if (!PyList_Check(fragments) && !PyTuple_Check(fragments)) {
         PyErr_SetString(PyExc_TypeError, "fragments must be a list or tuple");
@@ -701,36 +878,23 @@ pfl_fragments(cj_buf *b, PyObject *fragments, PyObject *const *keys)
         if (item == NULL) return -1;
         Py_INCREF(item);
         int rc = i ? cj_putc(b, ',') : 0;
-        if (rc == 0) rc = pfl_fragment(b, item, keys);
+        if (rc == 0) rc = pfl_fragment(b, item, c);
         Py_DECREF(item);
         if (rc < 0) return -1;
     }
     return cj_putc(b, ']');
 }
 
-static int
-pfl_keys(PyObject **keys)
-{
-    for (int k = 0; k < PFL_NKEYS; k++) {
-        keys[k] = PyUnicode_InternFromString(pfl_names[k]);
-        if (keys[k] == NULL) {
-            while (k-- > 0) Py_DECREF(keys[k]);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 static PyObject *
 py_canonical_fragments_json(PyObject *Py_UNUSED(module), PyObject *fragments)
 {
-    PyObject *keys[PFL_NKEYS];
-    if (pfl_keys(keys) < 0) return NULL;
+    pfl_ctx c;
+    if (pfl_ctx_init(&c) < 0) return NULL;
     cj_buf b = {NULL, 0, 0};
     PyObject *result = NULL;
-    if (pfl_fragments(&b, fragments, keys) == 0) result = PyUnicode_DecodeASCII(b.data, (Py_ssize_t)b.len, NULL);
+    if (pfl_fragments(&b, fragments, &c) == 0) result = PyUnicode_DecodeASCII(b.data, (Py_ssize_t)b.len, NULL);
     cj_free(&b);
-    for (int k = 0; k < PFL_NKEYS; k++) Py_DECREF(keys[k]);
+    pfl_ctx_free(&c);
     return result;
 }
 
@@ -756,6 +920,163 @@ pfl_ascii(PyObject *str, Py_ssize_t *n, const char *name)
     return s;
 }
 
+/* ---- parts in address order ------------------------------------------------------ *
+ * A placement lists its fragments in id order, which is unrelated to where their objects
+ * live in memory, so reading them in list order costs several cache misses per fragment.
+ * The fast path below first encodes every fragment in address order (the order the objects
+ * were allocated in, usually) into a scratch buffer, then writes the text in list order from
+ * it. The text of a fragment is the same whatever the order it is encoded in. On any failure
+ * (a malformed pair, a Python exception from a hostile object, no memory) it gives up without
+ * an exception and the in-order encoding runs instead, so an error raised is always the first
+ * one in list order. */
+
+typedef struct {
+    cj_buf out;
+    EVP_MD_CTX *md; /* sha256 mode: out is flushed into it */
+} pfl_sink;
+
+static int
+pfl_sink_write(pfl_sink *s, const char *p, size_t n)
+{
+    if (cj_write(&s->out, p, n) < 0) return -1;
+    if (s->md != NULL && s->out.len >= ((size_t)1 << 20)) {
+        if (EVP_DigestUpdate(s->md, s->out.data, s->out.len) != 1) {
+            PyErr_SetString(PyExc_RuntimeError, "OpenSSL SHA-256 digest failed");
+            return -1;
+        }
+        s->out.len = 0;
+    }
+    return 0;
+}
+
+/* The result of the fast path: hex SHA-256 or the text. */
+static PyObject *
+pfl_sink_result(pfl_sink *s)
+{
+    if (s->md == NULL) return PyUnicode_DecodeASCII(s->out.data ? s->out.data : "", (Py_ssize_t)s->out.len, NULL);
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+    if ((s->out.len && EVP_DigestUpdate(s->md, s->out.data, s->out.len) != 1) ||
+        EVP_DigestFinal_ex(s->md, md, &mdlen) != 1 || mdlen != 32) {
+        PyErr_SetString(PyExc_RuntimeError, "OpenSSL SHA-256 digest failed");
+        return NULL;
+    }
+    char hex[64];
+    for (unsigned int i = 0; i < 32; i++) {
+        hex[2 * i] = cj_hex[md[i] >> 4];
+        hex[2 * i + 1] = cj_hex[md[i] & 0xF];
+    }
+    return PyUnicode_DecodeASCII(hex, 64, NULL);
+}
+
+/* Fast path of canonical_parts_json. Returns the result, or NULL with no exception set
+ * when the caller must take the in-order path. */
+static PyObject *
+pfl_parts_fast(PyObject *pairs, const char *ps, size_t pn, const char *ss, size_t sn, int want_sha)
+{
+    Py_ssize_t np = PyList_Size(pairs);
+    if (np < 0) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject **held = mr_alloc_array(np ? (size_t)np : 1, sizeof(PyObject *)); /* strong: the pairs */
+    size_t *first = mr_alloc_array((size_t)np + 1, sizeof(size_t)); /* fragments of pair i: first[i]..first[i+1] */
+    mr_kv *order = NULL;     /* (fragment object address, list position), sorted by address;
+                                the objects are strong references once pinned */
+    size_t *off = NULL, *len = NULL;
+    size_t nheld = 0, total = 0, pinned = 0;
+    int ok = 0, ctx_ready = 0;
+    pfl_ctx c;
+    cj_buf scratch = {NULL, 0, 0};
+    pfl_sink sink = {{NULL, 0, 0}, NULL};
+    PyObject *result = NULL;
+    if (held == NULL || first == NULL) goto done;
+    /* 1. the pairs, checked as the in-order path checks them; no Python code runs here */
+    for (Py_ssize_t i = 0; i < np; i++) {
+        PyObject *pair = PyList_GetItem(pairs, i);
+        if (pair == NULL || !PyTuple_Check(pair) || PyTuple_Size(pair) != 2) goto done;
+        Py_INCREF(pair);
+        held[nheld++] = pair;
+        PyObject *frags = PyTuple_GetItem(pair, 0), *tail = PyTuple_GetItem(pair, 1);
+        if (frags == NULL || tail == NULL || !PyUnicode_Check(tail)) goto done;
+        Py_ssize_t tn;
+        const char *ts = PyUnicode_AsUTF8AndSize(tail, &tn);
+        if (ts == NULL || tn < 3 || ts[0] != '{' || ts[1] == '}') goto done;
+        for (Py_ssize_t k = 0; k < tn; k++)
+            if ((unsigned char)ts[k] >= 0x80) goto done;
+        Py_ssize_t m = PyList_Check(frags) ? PyList_Size(frags) : PyTuple_Check(frags) ? PyTuple_Size(frags) : -1;
+        if (m < 0) goto done;
+        first[i] = total;
+        if (__builtin_add_overflow(total, (size_t)m, &total)) goto done;
+    }
+    first[np] = total;
+    order = mr_alloc_array(total ? total : 1, sizeof(mr_kv));
+    off = mr_alloc_array(total ? total : 1, sizeof(size_t));
+    len = mr_alloc_array(total ? total : 1, sizeof(size_t));
+    if (order == NULL || off == NULL || len == NULL) goto done;
+    for (Py_ssize_t i = 0; i < np; i++) {
+        PyObject *frags = PyTuple_GetItem(held[i], 0);
+        if (frags == NULL) goto done;
+        int is_list = PyList_Check(frags);
+        Py_ssize_t m = is_list ? PyList_Size(frags) : PyTuple_Size(frags);
+        if (m < 0 || (size_t)m != first[i + 1] - first[i]) goto done;
+        for (Py_ssize_t j = 0; j < m; j++) {
+            PyObject *item = is_list ? PyList_GetItem(frags, j) : PyTuple_GetItem(frags, j);
+            if (item == NULL) goto done;
+            size_t at = first[i] + (size_t)j;
+            order[at].key = (uint64_t)(uintptr_t)item;
+            order[at].idx = at;
+        }
+    }
+    /* 2. address order; pin every fragment before any Python code can run */
+    if (mr_radix_sort(order, total) < 0) goto done;
+    for (; pinned < total; pinned++) Py_INCREF((PyObject *)(uintptr_t)order[pinned].key);
+    /* 3. encode in address order */
+    if (pfl_ctx_init(&c) < 0) goto done;
+    ctx_ready = 1;
+    for (size_t k = 0; k < total; k++) {
+        size_t at = order[k].idx;
+        off[at] = scratch.len;
+        if (pfl_fragment(&scratch, (PyObject *)(uintptr_t)order[k].key, &c) < 0) goto done;
+        len[at] = scratch.len - off[at];
+    }
+    /* 4. the text in list order */
+    if (want_sha) {
+        sink.md = EVP_MD_CTX_new();
+        if (sink.md == NULL || EVP_DigestInit_ex(sink.md, EVP_sha256(), NULL) != 1) goto done;
+    }
+    else if (cj_reserve(&sink.out, scratch.len + pn + sn + 64 * ((size_t)np + 1)) < 0) goto done;
+    if (pfl_sink_write(&sink, ps, pn) < 0 || pfl_sink_write(&sink, "[", 1) < 0) goto done;
+    for (Py_ssize_t i = 0; i < np; i++) {
+        if (pfl_sink_write(&sink, i ? ",{\"fragments\":[" : "{\"fragments\":[", i ? 15 : 14) < 0) goto done;
+        for (size_t at = first[i]; at < first[i + 1]; at++) {
+            if (at > first[i] && pfl_sink_write(&sink, ",", 1) < 0) goto done;
+            if (pfl_sink_write(&sink, scratch.data + off[at], len[at]) < 0) goto done;
+        }
+        Py_ssize_t tn;
+        const char *ts = PyUnicode_AsUTF8AndSize(PyTuple_GetItem(held[i], 1), &tn); /* cached above */
+        if (ts == NULL || pfl_sink_write(&sink, "],", 2) < 0 || pfl_sink_write(&sink, ts + 1, (size_t)(tn - 1)) < 0)
+            goto done;
+    }
+    if (pfl_sink_write(&sink, "]", 1) < 0 || pfl_sink_write(&sink, ss, sn) < 0) goto done;
+    result = pfl_sink_result(&sink);
+    ok = result != NULL;
+done:
+    if (!ok && PyErr_Occurred()) PyErr_Clear();
+    if (ctx_ready) pfl_ctx_free(&c);
+    for (size_t k = 0; k < pinned; k++) Py_DECREF((PyObject *)(uintptr_t)order[k].key);
+    for (size_t i = 0; i < nheld; i++) Py_DECREF(held[i]);
+    if (sink.md != NULL) EVP_MD_CTX_free(sink.md);
+    cj_free(&sink.out);
+    cj_free(&scratch);
+    PyMem_Free(held);
+    PyMem_Free(first);
+    PyMem_Free(order);
+    PyMem_Free(off);
+    PyMem_Free(len);
+    return result;
+}
+
 static PyObject *
 py_canonical_parts_json(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
 {
@@ -773,10 +1094,11 @@ py_canonical_parts_json(PyObject *Py_UNUSED(module), PyObject *args, PyObject *k
     const char *ps = "", *ss = "";
     if (prefix != NULL && (ps = pfl_ascii(prefix, &pn, "prefix")) == NULL) return NULL;
     if (suffix != NULL && (ss = pfl_ascii(suffix, &sn, "suffix")) == NULL) return NULL;
-    PyObject *keys[PFL_NKEYS];
-    if (pfl_keys(keys) < 0) return NULL;
+    PyObject *result = pfl_parts_fast(pairs, ps, (size_t)pn, ss, (size_t)sn, want_sha);
+    if (result != NULL || PyErr_Occurred()) return result;
+    pfl_ctx c;
+    if (pfl_ctx_init(&c) < 0) return NULL;
     cj_buf b = {NULL, 0, 0};
-    PyObject *result = NULL;
     int rc = cj_write(&b, ps, (size_t)pn);
     if (rc == 0) rc = cj_putc(&b, '[');
     for (Py_ssize_t i = 0; rc == 0; i++) {
@@ -823,7 +1145,7 @@ py_canonical_parts_json(PyObject *Py_UNUSED(module), PyObject *args, PyObject *k
         }
         if (rc == 0 && i) rc = cj_putc(&b, ',');
         if (rc == 0) rc = cj_write(&b, "{\"fragments\":", 13);
-        if (rc == 0) rc = pfl_fragments(&b, frags, keys);
+        if (rc == 0) rc = pfl_fragments(&b, frags, &c);
         if (rc == 0) rc = cj_putc(&b, ',');
         if (rc == 0) rc = cj_write(&b, ts + 1, (size_t)(tn - 1));
         Py_DECREF(pair);
@@ -833,7 +1155,7 @@ py_canonical_parts_json(PyObject *Py_UNUSED(module), PyObject *args, PyObject *k
     if (rc == 0)
         result = want_sha ? sha256_text("", b.data, b.len) : PyUnicode_DecodeASCII(b.data, (Py_ssize_t)b.len, NULL);
     cj_free(&b);
-    for (int k = 0; k < PFL_NKEYS; k++) Py_DECREF(keys[k]);
+    pfl_ctx_free(&c);
     return result;
 }
 

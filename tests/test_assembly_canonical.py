@@ -1,0 +1,155 @@
+"""Canonical JSON of placements at scale (issue 5): the C encoders against the dict encoding.
+
+``canonical_parts_json`` encodes the fragments in address order into a scratch buffer and writes
+them in list order from it (falling back to the in-order encoding on any failure, so that the
+first error in list order is the one raised); strings are copied eight plain bytes at a time.
+Each is compared here with ``canonical_json`` of the dict objects of ``weight/_canonical.py``
+(itself tested against ``json.dumps``) on shuffled, shared and hostile inputs.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+from typing import Any
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from mooncake.reshard import _native
+from mooncake.reshard.weight import ParallelRank, PlacementFragment
+from mooncake.reshard.weight._canonical import fragment_object
+
+SETTINGS = settings(max_examples=150, deadline=None)
+
+
+def _dict_parts(pairs: list[tuple[Any, str]]) -> list[dict[str, Any]]:
+    parts = []
+    for fragments, tail in pairs:
+        part = json.loads(tail)
+        part["fragments"] = [fragment_object(f) for f in fragments]
+        parts.append(part)
+    return parts
+
+
+def _fragments(count: int, seed: int) -> list[PlacementFragment]:
+    rng = random.Random(seed)
+    ranks = [ParallelRank(dp=d, tp=t, pp=0, ep=e) for d in range(2) for t in range(2) for e in range(3)]
+    out = []
+    for index in range(count):
+        rows = rng.randrange(1, 9)
+        tensor_id = f"t{index % 7}\u00e9" if index % 11 == 0 else f"layers.{index % 5}.w"
+        out.append(
+            PlacementFragment(
+                tensor_id,
+                (rng.randrange(0, 4) * 8, 0),
+                (rows, 4),
+                rows * 4 * 2,
+                rng.choice(ranks),
+                pipeline_stage_id=None if index % 3 else index,
+                aliases=() if index % 4 else (tensor_id, 'q"\\'),
+            )
+        )
+    return out
+
+
+@SETTINGS
+@given(st.integers(0, 60), st.integers(0, 2**32), st.integers(1, 4), st.booleans())
+def test_parts_json_equals_dict_encoding(count: int, seed: int, nparts: int, as_list: bool) -> None:
+    fragments = _fragments(count, seed)
+    rng = random.Random(seed)
+    rng.shuffle(fragments)  # list order unrelated to address order
+    if fragments:
+        fragments.append(fragments[0])  # the same object twice
+    pairs: list[tuple[Any, str]] = []
+    for part in range(nparts):
+        chunk = fragments[part::nparts]
+        tail = _native.canonical_json({"participant_id": f"p{part}", "rank": {"dp": part, "tp": 0, "pp": 0, "ep": 0}})
+        pairs.append((list(chunk) if as_list else tuple(chunk), tail))
+    expected = _native.canonical_json(_dict_parts(pairs))
+    assert _native.canonical_parts_json(pairs) == expected
+    assert _native.canonical_parts_json(pairs, sha256=True) == _native.sha256_hex(expected.encode())
+    assert _native.canonical_parts_json(pairs, prefix='{"parts":', suffix=',"z":1}') == (
+        '{"parts":' + expected + ',"z":1}'
+    )
+    assert _native.canonical_parts_json(pairs, prefix='{"parts":', suffix=',"z":1}', sha256=True) == (
+        _native.sha256_hex(('{"parts":' + expected + ',"z":1}').encode())
+    )
+
+
+def _broken(fragment: PlacementFragment, missing: str) -> PlacementFragment:
+    clone = copy.copy(fragment)
+    del clone.__dict__[missing]
+    return clone
+
+
+def test_parts_json_first_error_in_list_order() -> None:
+    base = _fragments(6, 1)
+    tail = '{"participant_id":"p"}'
+    a = _broken(base[0], "local_shape")
+    b = _broken(base[1], "nbytes")
+    for order, missing in (([a, b], "local_shape"), ([b, a], "nbytes")):
+        for fragments in (base[2:4] + order, order + base[2:4]):
+            with pytest.raises(KeyError) as info:
+                _native.canonical_parts_json([(fragments, tail)])
+            assert info.value.args == (missing,)
+            with pytest.raises(KeyError) as info:
+                _native.canonical_parts_json([(tuple(fragments), tail)], sha256=True)
+            assert info.value.args == (missing,)
+    # a bad tail after a bad fragment: the fragment's error comes first, as in list order
+    with pytest.raises(KeyError):
+        _native.canonical_parts_json([([a], tail), (base, "{}")])
+    with pytest.raises(ValueError):
+        _native.canonical_parts_json([(base, "{}"), ([a], tail)])
+
+
+def test_parts_json_hostile_ranks_and_values() -> None:
+    fragment = _fragments(1, 2)[0]
+    tail = '{"participant_id":"p"}'
+    # a rank whose state lacks a key, a rank that is not an object with a dict state
+    rank = copy.copy(fragment.rank)
+    del rank.__dict__["tp"]
+    bad_rank = copy.copy(fragment)
+    object.__setattr__(bad_rank, "rank", rank)
+    with pytest.raises(KeyError):
+        _native.canonical_parts_json([([fragment, bad_rank], tail)])
+    no_state = copy.copy(fragment)
+    object.__setattr__(no_state, "rank", 5)
+    with pytest.raises(AttributeError):
+        _native.canonical_parts_json([([fragment, no_state], tail)], sha256=True)
+    # values the dict encoding would reject or encode generically
+    for name, value, error in (
+        ("global_offset", (0, 1.5), TypeError),
+        ("local_shape", [2**70, -1], None),
+        ("nbytes", 2**80, None),
+        ("aliases", ["x"], None),
+        ("placement_fragment_id", "\ud800\u00e9", None),
+        ("pipeline_stage_id", object(), TypeError),
+    ):
+        forged = copy.copy(fragment)
+        object.__setattr__(forged, name, value)
+        pairs = [([fragment, forged, fragment], tail)]
+        if error is None:
+            assert _native.canonical_parts_json(pairs) == _native.canonical_json(_dict_parts(pairs))
+        else:
+            with pytest.raises(error):
+                _native.canonical_parts_json(pairs)
+    # a shared rank object is encoded once; its state is read as it is during the call
+    ranks = copy.copy(fragment)
+    assert _native.canonical_parts_json([([fragment, ranks] * 3, tail)]) == _native.canonical_json(
+        _dict_parts([([fragment, ranks] * 3, tail)])
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=0x2FF) | st.sampled_from('"\\\x7f\x00\ud800\U0001f600'), max_size=64))
+def test_strings_match_json_dumps(text: str) -> None:
+    assert _native.canonical_json(text) == json.dumps(text)
+    assert _native.canonical_json([text, {text: text}]) == json.dumps([text, {text: text}], sort_keys=True, separators=(",", ":"))
+    try:
+        expected = json.dumps(text, ensure_ascii=False)
+        expected.encode("utf-8")
+    except UnicodeEncodeError:
+        return
+    assert _native.canonical_json(text, ensure_ascii=False) == expected
