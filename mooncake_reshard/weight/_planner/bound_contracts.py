@@ -39,6 +39,7 @@ from .contracts import (
     PipelineRouteGroup,
     PlanningLimits,
     TransferRegion,
+    _route_groups,
     build_operation_views,
 )
 from .geometry import exact_cover_failures
@@ -359,6 +360,20 @@ class TransferPlan:
             raise ValueError("transfer plan source manifest is invalid")
         if len(operations) > limits.max_transfer_regions:
             raise ValueError("transfer plan exceeds max_transfer_regions")
+        if _fast_revalidate(self, operations, source_executors, target_executors, limits, check_physical_ranges):
+            return
+        self._revalidate_rules(operations, source_executors, target_executors, limits, check_physical_ranges)
+
+    def _revalidate_rules(
+        self,
+        operations: tuple[Any, ...],
+        source_executors: tuple[Any, ...],
+        target_executors: tuple[Any, ...],
+        limits: PlanningLimits,
+        check_physical_ranges: bool,
+    ) -> None:
+        """The rules after the scalar ones, one by one in the spec's order (raises the first
+        failure); the fast path's fallback and its test oracle."""
         total_segments = 0
         any_stored = False
         for op in operations:
@@ -749,6 +764,443 @@ class TransferPlan:
             raise ValueError(f"{side} executor is not part of this transfer plan")
         views: OperationViews = self._operation_views
         return views.indices(executor, side)
+
+
+# ---------------------------------------------------------------------------------------
+# Revalidation fast path
+#
+# ``_fast_revalidate`` decides the common case (a live plan whose values all have their exact
+# classes) in fewer passes, sharing what every rule derives from one fragment or executor. It
+# never raises and never reports which rule failed: it returns False as soon as anything is
+# unexpected or any rule fails, and ``TransferPlan._revalidate`` then runs the rule-by-rule
+# path, which raises the spec's first failure. It must therefore only return True for values
+# the rule-by-rule path accepts (``tests/test_native_revalidate*.py`` compares both).
+
+
+def _fast_revalidate(
+    plan: Any,
+    operations: tuple[Any, ...],
+    source_executors: tuple[Any, ...],
+    target_executors: tuple[Any, ...],
+    limits: PlanningLimits,
+    check_physical_ranges: bool,
+) -> bool:
+    """True when ``plan`` passed every rule (its derived fields are then set)."""
+    try:
+        return _fast_revalidate_live(
+            plan, operations, source_executors, target_executors, limits, check_physical_ranges
+        )
+    except Exception:  # any surprise: the rule-by-rule path decides (and raises its own error)
+        return False
+
+
+def _exact_rank(rank: Any) -> Optional[tuple[int, int, int, int]]:
+    if type(rank) is not ParallelRank:
+        return None
+    state = rank.__dict__
+    return (state["dp"], state["tp"], state["pp"], state["ep"])
+
+
+def _fast_revalidate_live(
+    plan: Any,
+    operations: tuple[Any, ...],
+    source_executors: tuple[Any, ...],
+    target_executors: tuple[Any, ...],
+    limits: PlanningLimits,
+    check_physical_ranges: bool,
+) -> bool:
+    state = plan.__dict__
+    if not operations or state["source_manifest"] is not None or state["source_manifest_identity"] is not None:
+        return False
+    target_placement = state["target_placement"]
+    if type(target_placement) is not WeightPlacementManifest or not source_executors or not target_executors:
+        return False
+    plan_identity = (state["resource_id"], state["revision"], state["weight_generation"])
+    if _placement_identity(target_placement) != plan_identity:
+        return False
+    for executor in source_executors:
+        if type(executor) is not ExecutorTransferPlan:
+            return False
+    for executor in target_executors:
+        if type(executor) is not ExecutorTransferPlan:
+            return False
+    # -- per operation: classes, byte bounds, segment budgets (§9.6); distinct fragments ----
+    scanned = _scan_operations(operations, limits)
+    if scanned is None:
+        return False
+    frags, source_of, target_of, boxes = scanned
+    # -- per distinct fragment: §9.6 step 11 (attested execution) ---------------------------
+    keys: list[Any] = []
+    routes_half: list[tuple[Any, Any]] = []
+    runtime_ids: list[Any] = []
+    attested: dict[int, tuple[Any, Any, _AttestedView]] = {}
+    for fragment in frags:
+        fstate = fragment.__dict__
+        placement_fragment = fstate["placement"]
+        binding = fstate["binding"]
+        if type(placement_fragment) is not PlacementFragment or type(binding) is not RuntimeBindingFragment:
+            return False
+        if fstate["owner"] is not None or binding.owner is not None:
+            return False
+        attestation = fstate["attestation"]
+        if type(attestation) is not RuntimeBindingAttestation:
+            return False
+        entry = attested.get(id(attestation))
+        if entry is None:
+            astate = attestation.__dict__
+            attested_placement = astate["placement"]
+            if (
+                type(attested_placement) is not WeightPlacementManifest
+                or _placement_identity(attested_placement) != plan_identity
+            ):
+                return False
+            entry = attested[id(attestation)] = (
+                astate["_placement_dict"],
+                astate["_binding_dict"],
+                _attested_view(attestation),
+            )
+        placement_by_id, binding_by_id, view = entry
+        pfid = placement_fragment.placement_fragment_id
+        expected_placement = placement_by_id.get(pfid)
+        expected_binding = binding_by_id.get(pfid)
+        if expected_placement is None or expected_binding is None:
+            return False
+        if not (expected_placement is placement_fragment and expected_binding is binding) and not (
+            expected_placement == placement_fragment and expected_binding == binding
+        ):
+            return False
+        rank = _exact_rank(placement_fragment.rank)
+        if rank is None:
+            return False
+        keys.append(view.key_base + (binding.worker_id, rank))
+        routes_half.append((rank[2], placement_fragment.pipeline_stage_id))
+        runtime_ids.append(binding.fragment_id)
+    # -- operation views (§11.9) and executor consistency (§12.4) ---------------------------
+    source_side = _fast_side_index(source_executors)
+    target_side = _fast_side_index(target_executors)
+    if source_side is None or target_side is None:
+        return False
+    s_runtime, s_rows = source_side
+    t_runtime, t_rows = target_side
+    routes: dict[tuple[Any, ...], list[int]] = {}
+    for index, (s, t) in enumerate(zip(source_of, target_of)):
+        bucket = s_runtime.get(runtime_ids[s])
+        if bucket is not None:
+            bucket.append(index)
+        bucket = t_runtime.get(runtime_ids[t])
+        if bucket is not None:
+            bucket.append(index)
+        route = routes_half[s] + routes_half[t]
+        bucket = routes.get(route)
+        if bucket is None:
+            routes[route] = [index]
+        else:
+            bucket.append(index)
+    used: set[int] = set()
+    if not _fast_side_consistent(frags, keys, runtime_ids, source_of, s_rows, plan_identity, used):
+        return False
+    if not _fast_side_consistent(frags, keys, runtime_ids, target_of, t_rows, plan_identity, used):
+        return False
+    # -- §12.5 in-place protection ------------------------------------------------------------
+    sources: dict[tuple[Any, ...], set[tuple[int, int]]] = {}
+    for position in dict.fromkeys(source_of):
+        fragment = frags[position]
+        binding = fragment.binding
+        sources.setdefault((fragment.instance_id, binding.worker_id, binding.device), set()).add(
+            (binding.storage_address, binding.storage_nbytes)
+        )
+    targets: dict[tuple[Any, ...], set[tuple[int, int]]] = {}
+    for position in dict.fromkeys(target_of):
+        fragment = frags[position]
+        binding = fragment.binding
+        targets.setdefault((fragment.instance_id, binding.worker_id, binding.device), set()).add(
+            (binding.storage_address, binding.storage_nbytes)
+        )
+    for space, allocations in sources.items():
+        other = targets.get(space)
+        if other is not None and not allocations.isdisjoint(other):
+            return False
+    # -- §12.6 target physical ranges (raises: the rule-by-rule path then reports) ----------
+    if check_physical_ranges:
+        _check_target_physical_ranges(operations, limits.max_total_lowered_segments)
+    # -- §12.7 bound target coverage ----------------------------------------------------------
+    if not _fast_target_coverage(target_placement, frags, target_of, boxes, t_rows, used):
+        return False
+    object.__setattr__(plan, "source_stored_fragment_snapshots", ())
+    object.__setattr__(
+        plan,
+        "_operation_views",
+        _views_from_rows(s_rows, t_rows, routes),
+    )
+    return True
+
+
+def _fast_side_index(
+    executors: tuple[Any, ...],
+) -> Optional[tuple[dict[Any, list[int]], list[tuple[Any, tuple[Any, ...], list[int]]]]]:
+    """``_side_index`` of runtime executors: runtime fragment id -> bucket, and per executor
+    (state, provenance key, bucket); None for a repeated key or a non-exact rank."""
+    runtime: dict[Any, list[int]] = {}
+    seen: set[tuple[Any, ...]] = set()
+    rows: list[tuple[Any, tuple[Any, ...], list[int]]] = []
+    for executor in executors:
+        estate = executor.__dict__
+        rank = _exact_rank(estate["rank"])
+        if rank is None:
+            return None
+        fragment_ids = estate["fragment_ids"]
+        key = (
+            estate["instance_id"],
+            estate["placement_id"],
+            estate["participant_id"],
+            estate["placement_digest"],
+            estate["runtime_lease_id"],
+            estate["worker_id"],
+            rank,
+        )
+        view_key = key + (fragment_ids,)
+        if view_key in seen:
+            return None
+        seen.add(view_key)
+        bucket: list[int] = []
+        for fragment_id in fragment_ids:
+            runtime.setdefault(fragment_id, bucket)
+        rows.append((estate, key, bucket))
+    return runtime, rows
+
+
+def _views_from_rows(
+    s_rows: list[tuple[Any, tuple[Any, ...], list[int]]],
+    t_rows: list[tuple[Any, tuple[Any, ...], list[int]]],
+    routes: dict[tuple[Any, ...], list[int]],
+) -> OperationViews:
+    return OperationViews(
+        {key + (estate["fragment_ids"],): tuple(bucket) for estate, key, bucket in s_rows},
+        {key + (estate["fragment_ids"],): tuple(bucket) for estate, key, bucket in t_rows},
+        _route_groups(routes),
+    )
+
+
+def _fast_side_consistent(
+    frags: list[Any],
+    keys: list[Any],
+    runtime_ids: list[Any],
+    side_of: list[int],
+    rows: list[tuple[Any, tuple[Any, ...], list[int]]],
+    plan_identity: tuple[Any, Any, Any],
+    used: set[int],
+) -> bool:
+    """``_validate_executor_consistency`` of one live side (all fragments bound)."""
+    expected_ops: dict[Any, list[int]] = {}
+    for index, position in enumerate(side_of):
+        bucket = expected_ops.get(keys[position])
+        if bucket is None:
+            expected_ops[keys[position]] = [index]
+        else:
+            bucket.append(index)
+    unique = list(dict.fromkeys(side_of))
+    active = {id(frags[position].attestation.placement) for position in unique}
+    seen: set[tuple[Any, ...]] = set()
+    snapshot_owner: dict[Any, Any] = {}
+    proven: dict[int, dict[str, Any]] = {}
+    for estate, key, bucket in rows:
+        if estate["runtime_lease_id"] is None or key in seen:
+            return False
+        seen.add(key)
+        attestation = estate["attestation"]
+        if type(attestation) is not RuntimeBindingAttestation:
+            return False
+        placement = attestation.placement
+        if id(placement) not in active or _placement_identity(placement) != plan_identity:
+            return False
+        view = _attested_view(attestation)
+        worker_id = estate["worker_id"]
+        if key != view.key_base + (worker_id, _rank_key(view.part_rank)):
+            return False
+        snapshots = estate["fragment_snapshots"]
+        fragment_ids = estate["fragment_ids"]
+        objects = view.objects_by_worker
+        every = fragment_ids == view.ids_by_worker.get(worker_id)
+        if every and objects is not None:
+            if objects[worker_id] != snapshots:
+                return False
+        else:
+            attested_rows = view.rows_by_worker.get(worker_id, ())
+            if not every:
+                wanted = set(fragment_ids)
+                attested_rows = tuple(row for row in attested_rows if row[0] in wanted)
+            expected_states = [row[1] for row in attested_rows]
+            if len(attested_rows) != len(snapshots) or not all(map(_snapshot_matches, snapshots, expected_states)):
+                return False
+            proven.update(zip(map(id, snapshots), expected_states))
+        for snapshot in snapshots:
+            fragment_id = snapshot.fragment_id
+            if fragment_id in snapshot_owner:
+                return False
+            snapshot_owner[fragment_id] = snapshot
+        if bucket != expected_ops.get(key, []):
+            return False
+        if bucket:
+            used.add(id(estate))
+    for key in expected_ops:
+        if key not in seen:
+            return False
+    operation_ids = {runtime_ids[position] for position in unique}
+    if len(snapshot_owner) != len(operation_ids) or not operation_ids.issuperset(snapshot_owner):
+        return False
+    attested_views: dict[int, tuple[_AttestedView, dict[str, RuntimeFragmentSnapshot]]] = {}
+    for position in unique:
+        fragment = frags[position]
+        owned = snapshot_owner[runtime_ids[position]]
+        attestation = fragment.attestation
+        entry = attested_views.get(id(attestation))
+        if entry is None:
+            view = _attested_view(attestation)
+            entry = attested_views[id(attestation)] = (view, view.object_by_pfid())
+        view, objects_by_pfid = entry
+        pfid = fragment.placement.placement_fragment_id
+        attested_state = view.expected_by_pfid.get(pfid)
+        if attested_state is not None and fragment.lease_generation == view.generation:
+            if (
+                owned is objects_by_pfid.get(pfid)
+                or proven.get(id(owned)) is attested_state
+                or _snapshot_matches(owned, attested_state)
+            ):
+                continue
+            return False
+        if RuntimeFragmentSnapshot.from_fragment(fragment) != owned:
+            return False
+    return True
+
+
+def _fast_target_coverage(
+    placement: WeightPlacementManifest,
+    frags: list[Any],
+    target_of: list[int],
+    boxes: list[tuple[tuple[int, ...], tuple[int, ...]]],
+    rows: list[tuple[Any, tuple[Any, ...], list[int]]],
+    used: set[int],
+) -> bool:
+    """``_validate_bound_target_coverage`` (executor states stand for the executors in ``used``)."""
+    parts = {part.participant_id: part for part in placement.parts}
+    boxes_by_fragment: dict[Any, list[tuple[tuple[int, ...], tuple[int, ...]]]] = {}
+    op_participants: set[str] = set()
+    participant_of: dict[int, str] = {}
+    for index, position in enumerate(target_of):
+        fragment = frags[position]
+        attestation = fragment.attestation
+        participant = participant_of.get(id(attestation))
+        if participant is None:
+            if not (attestation.placement is placement or attestation.placement == placement):
+                return False
+            participant = attestation.evidence.participant_id
+            if participant not in parts:
+                return False
+            participant_of[id(attestation)] = participant
+        op_participants.add(participant)
+        member = (participant, fragment.placement.placement_fragment_id)
+        bucket = boxes_by_fragment.get(member)
+        if bucket is None:
+            boxes_by_fragment[member] = [boxes[index]]
+        else:
+            bucket.append(boxes[index])
+    seen: set[tuple[str, str]] = set()
+    digest = placement.digest
+    placement_id = placement.placement_id
+    executor_participants: set[str] = set()
+    for estate, _key, _bucket in rows:
+        participant_id = estate["participant_id"]
+        pair = (participant_id, estate["worker_id"])
+        if pair in seen:
+            return False
+        seen.add(pair)
+        executor_participants.add(participant_id)
+        part = parts.get(participant_id)
+        attestation = estate["attestation"]
+        if (
+            part is None
+            or attestation is None
+            or estate["rank"] != part.rank
+            or estate["placement_id"] != placement_id
+            or estate["placement_digest"] != digest
+            or not (attestation.placement is placement or attestation.placement == placement)
+            or attestation.evidence.participant_id != participant_id
+            or attestation.evidence.instance_id != estate["instance_id"]
+            or attestation.evidence.lease_id != estate["runtime_lease_id"]
+        ):
+            return False
+        expected_ids = _attested_view(attestation).evidence_ids_by_worker.get(estate["worker_id"], ())
+        if estate["fragment_ids"] != expected_ids or id(estate) not in used:
+            return False
+    if executor_participants != op_participants:
+        return False
+    containers: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+    members_list: list[list[tuple[tuple[int, ...], tuple[int, ...]]]] = []
+    for participant in sorted(executor_participants):
+        for fragment in parts[participant].fragments:
+            offset = fragment.global_offset
+            shape = fragment.local_shape
+            members = boxes_by_fragment.get((participant, fragment.placement_fragment_id), [])
+            if len(members) == 1 and offset and members[0][0] == offset and members[0][1] == shape:
+                continue
+            containers.append((offset, shape))
+            members_list.append(members)
+    return not containers or exact_cover_failures(containers, members_list) is None
+
+
+def _scan_operations(
+    operations: tuple[Any, ...], limits: PlanningLimits
+) -> Optional[tuple[list[Any], list[int], list[int], list[tuple[Any, Any]]]]:
+    """Per operation: exact classes, both byte extents inside their fragments
+    (``validate_bounds``) and the segment budgets; returns the distinct fragment objects (first
+    appearance, source before target), each operation's source and target position among them,
+    and its overlap box. None when anything fails or is unexpected."""
+    max_segments = limits.max_segments_per_region
+    max_total = limits.max_total_lowered_segments
+    position: dict[int, int] = {}
+    frags: list[Any] = []
+    source_of: list[int] = []
+    target_of: list[int] = []
+    boxes: list[tuple[Any, Any]] = []
+    total = 0
+    for op in operations:
+        if type(op) is not TransferRegion:
+            return None
+        state = op.__dict__
+        source = state["source"]
+        target = state["target"]
+        if type(source) is not BoundWeightFragment or type(target) is not BoundWeightFragment:
+            return None
+        outer = state["outer_loop_counts"]
+        s_strides = state["source_strides"]
+        t_strides = state["target_strides"]
+        if len(s_strides) != len(outer) or len(t_strides) != len(outer):
+            return None
+        inner = state["inner_bytes"]
+        s_end = state["source_base_offset"] + inner
+        t_end = state["target_base_offset"] + inner
+        segments = 1
+        for count, s_stride, t_stride in zip(outer, s_strides, t_strides):
+            s_end += (count - 1) * s_stride
+            t_end += (count - 1) * t_stride
+            segments *= count
+        if s_end > source.binding.nbytes or t_end > target.binding.nbytes or segments > max_segments:
+            return None
+        total += segments
+        if total > max_total:
+            return None
+        index = position.get(id(source))
+        if index is None:
+            index = position[id(source)] = len(frags)
+            frags.append(source)
+        source_of.append(index)
+        index = position.get(id(target))
+        if index is None:
+            index = position[id(target)] = len(frags)
+            frags.append(target)
+        target_of.append(index)
+        boxes.append((state["overlap_offset"], state["overlap_shape"]))
+    return frags, source_of, target_of, boxes
 
 
 _INIT_FIELDS = tuple(f.name for f in fields(TransferPlan) if f.init)

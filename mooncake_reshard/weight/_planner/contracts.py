@@ -560,13 +560,18 @@ def build_operation_views(
             routes[route] = [index]
         else:
             bucket.append(index)
-    ordered = sorted(routes, key=lambda r: tuple(_route_value(v) for v in r))
-    groups = tuple(_trusted_route(r, tuple(routes[r])) for r in ordered)
     return OperationViews(
         {k: tuple(v) for k, v in s_buckets.items()},
         {k: tuple(v) for k, v in t_buckets.items()},
-        groups,
+        _route_groups(routes),
     )
+
+
+def _route_groups(routes: dict[tuple[Any, ...], list[int]]) -> tuple[PipelineRouteGroup, ...]:
+    """The route groups of ``routes`` (route -> ascending operation indices), sorted by route
+    with None as -1."""
+    ordered = sorted(routes, key=lambda r: tuple(_route_value(v) for v in r))
+    return tuple(_trusted_route(r, tuple(routes[r])) for r in ordered)
 
 
 # --- the logical plan (spec §8.6) --------------------------------------------------------------
