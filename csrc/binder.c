@@ -1,12 +1,1005 @@
-/* binder: runtime binding and executor projection kernels (issue 5). */
+/* binder: runtime binding and executor projection kernels (issue 5).
+ *
+ * Three accelerators of _planner/binding.py and weight/binding.py. Each one either returns the
+ * exact value the Python code it replaces would produce, or None ("not decided here"): the
+ * caller then runs that Python code, which raises the contract's message for the first
+ * failure in its own order. So C never decides a rejection, never reorders checks, and never
+ * runs user code: it accepts only exact classes (given by the caller), exact str and int
+ * values and exact tuples and dicts, and anything else falls back.
+ *
+ * - bind_views: the per-fragment checks of one binding against its placement part
+ *   (positional pairing, byte size, local shape, itemsize, canonical strides) and its views.
+ * - attest: a RuntimeBindingAttestation (with its owner-free evidence) of a binding that
+ *   validate_runtime_binding has just accepted.
+ * - attested_executors: the attested snapshots per worker and one executor per worker.
+ *
+ * Instances are allocated through the class's tp_alloc and receive one fresh field dict, as
+ * planobj.c does for regions: the classes are frozen dataclasses whose __post_init__ checks
+ * the caller has just proven (or which have none).
+ *
+ * The functions are bound to a tuple of interned attribute names (their `self`), created once
+ * per module object at init: no global PyObject. */
 #include "binder.h"
 
+enum {
+    /* RuntimeFragmentSnapshot fields, in field order (BD_NSNAP of them). */
+    N_PFID,
+    N_FID,
+    N_TENSOR_ID,
+    N_GLOBAL_OFFSET,
+    N_LOCAL_SHAPE,
+    N_ADDRESS,
+    N_NBYTES,
+    N_WORKER_ID,
+    N_ENDPOINT,
+    N_DEVICE,
+    N_ITEMSIZE,
+    N_STRIDES,
+    N_STORAGE_ADDRESS,
+    N_STORAGE_NBYTES,
+    N_STORAGE_OFFSET,
+    N_LEASE_GENERATION,
+    /* RuntimeBindingEvidence fields, in field order (fragments last). */
+    N_RESOURCE_ID,
+    N_REVISION,
+    N_PLACEMENT_ID,
+    N_PLACEMENT_DIGEST,
+    N_INSTANCE_ID,
+    N_PARTICIPANT_ID,
+    N_GENERATION,
+    N_LEASE_ID,
+    N_FRAGMENTS,
+    /* RuntimeBindingAttestation state. */
+    N_PLACEMENT,
+    N_EVIDENCE,
+    N_PLACEMENT_BY_ID,
+    N_BINDING_BY_ID,
+    N_PLACEMENT_DICT,
+    N_BINDING_DICT,
+    /* ExecutorTransferPlan fields not named above. */
+    N_RUNTIME_LEASE_ID,
+    N_RANK,
+    N_FRAGMENT_IDS,
+    N_FRAGMENT_SNAPSHOTS,
+    N_ATTESTATION,
+    /* Others. */
+    N_OWNER,
+    N_COUNT
+};
+
+#define BD_NSNAP 16
+
+/* previous = value, releasing the old reference (Py_XSETREF is not in the limited API). */
+#define BD_SETREF(target, value)  \
+    do {                          \
+        PyObject *old_ = (target); \
+        (target) = (value);       \
+        Py_XDECREF(old_);         \
+    } while (0)
+
+static const char *const bd_names[N_COUNT] = {
+    "placement_fragment_id", "fragment_id", "tensor_id", "global_offset", "local_shape", "address",
+    "nbytes", "worker_id", "endpoint", "device", "itemsize", "strides_bytes", "storage_address",
+    "storage_nbytes", "storage_offset_bytes", "lease_generation",
+    "resource_id", "revision", "placement_id", "placement_digest", "instance_id", "participant_id",
+    "generation", "lease_id", "fragments",
+    "placement", "evidence", "_placement_by_id", "_binding_by_id", "_placement_dict", "_binding_dict",
+    "runtime_lease_id", "rank", "fragment_ids", "fragment_snapshots", "attestation",
+    "owner",
+};
+
+/* Borrowed name objects from the bound tuple; -1 with an exception if it is malformed. */
+static int
+bd_load_names(PyObject *self, PyObject **nm)
+{
+    if (!PyTuple_Check(self) || PyTuple_Size(self) != N_COUNT) {
+        PyErr_SetString(PyExc_RuntimeError, "binder: name table is corrupt");
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < N_COUNT; k++) {
+        nm[k] = PyTuple_GetItem(self, k);
+        if (nm[k] == NULL) return -1;
+    }
+    return 0;
+}
+
+/* Outcome of a step: decided (1), not decided here (0, no exception), error (-1). */
+#define BD_OK 1
+#define BD_FALLBACK 0
+#define BD_ERROR (-1)
+
+/* *out = new reference to obj.name. A missing attribute is a fallback (the Python code reads
+ * it in its own order and raises there). */
+static int
+bd_get(PyObject *obj, PyObject *name, PyObject **out)
+{
+    *out = PyObject_GetAttr(obj, name);
+    if (*out != NULL) return BD_OK;
+    if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        PyErr_Clear();
+        return BD_FALLBACK;
+    }
+    return BD_ERROR;
+}
+
+/* obj.name must be an exact, non-empty str; *out a new reference. */
+static int
+bd_get_str(PyObject *obj, PyObject *name, PyObject **out)
+{
+    int rc = bd_get(obj, name, out);
+    if (rc != BD_OK) return rc;
+    if (!PyUnicode_CheckExact(*out) || PyUnicode_GetLength(*out) < 1) {
+        Py_CLEAR(*out);
+        return BD_FALLBACK;
+    }
+    return BD_OK;
+}
+
+/* Three-way comparison of two exact str (no user code). -2 with an exception on error. */
+static int
+bd_compare(PyObject *a, PyObject *b)
+{
+    int cmp = PyUnicode_Compare(a, b);
+    if (cmp == -1 && PyErr_Occurred()) return -2;
+    return cmp < 0 ? -1 : (cmp > 0 ? 1 : 0);
+}
+
+/* Equality of two exact ints: 1 equal, 0 different or not both exact int, -1 error. */
+static int
+bd_int_equal(PyObject *a, PyObject *b)
+{
+    if (!PyLong_CheckExact(a) || !PyLong_CheckExact(b)) return 0;
+    return PyObject_RichCompareBool(a, b, Py_EQ);
+}
+
+/* value as int64 when it is an exact int in range: 1, else 0 (no exception), -1 error. */
+static int
+bd_as_i64(PyObject *value, int64_t *out)
+{
+    if (!PyLong_CheckExact(value)) return 0;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (overflow != 0) return 0;
+    *out = (int64_t)v;
+    return 1;
+}
+
+/* A lowercase 64-digit hex str. 1 yes, 0 no, -1 error. */
+static int
+bd_is_digest(PyObject *value)
+{
+    if (!PyUnicode_CheckExact(value)) return 0;
+    Py_ssize_t size = 0;
+    const char *text = PyUnicode_AsUTF8AndSize(value, &size);
+    if (text == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_UnicodeError)) {
+            PyErr_Clear();
+            return 0;
+        }
+        return -1;
+    }
+    if (size != 64) return 0;
+    for (Py_ssize_t i = 0; i < size; i++) {
+        char c = text[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return 0;
+    }
+    return 1;
+}
+
+/* A new instance of cls (a heap type) with dict as its __dict__; NULL with an exception. */
+static PyObject *
+bd_instance(PyObject *cls, PyObject *dict)
+{
+    allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)cls, Py_tp_alloc);
+    if (alloc == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "binder: class has no allocator");
+        return NULL;
+    }
+    PyObject *obj = alloc((PyTypeObject *)cls, 0);
+    if (obj == NULL) return NULL;
+    if (PyObject_GenericSetDict(obj, dict, NULL) < 0) {
+        Py_DECREF(obj);
+        return NULL;
+    }
+    return obj;
+}
+
+static int
+bd_check_heap_types(PyObject *const *classes, Py_ssize_t n)
+{
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *cls = classes[k];
+        if (!PyType_Check(cls) || !(PyType_GetFlags((PyTypeObject *)cls) & Py_TPFLAGS_HEAPTYPE)) {
+            PyErr_SetString(PyExc_TypeError, "binder: classes must be heap types");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Kernel: canonical row-major byte strides. Python-free. 0 ok, -1 on int64 overflow or a
+ * negative extent/itemsize (the caller falls back to the Python computation). */
+static int
+bd_canonical_strides(const int64_t *shape, Py_ssize_t rank, int64_t itemsize, int64_t *strides)
+{
+    if (itemsize < 0) return -1;
+    int64_t stride = itemsize;
+    for (Py_ssize_t dim = rank - 1; dim >= 0; dim--) {
+        if (shape[dim] < 0) return -1;
+        strides[dim] = stride;
+        if (mr_mul_i64(stride, shape[dim], &stride) < 0) {
+            /* Only an error if a further (outer) stride needs the product. */
+            if (dim > 0) return -1;
+        }
+    }
+    return 0;
+}
+
+#define BD_MAX_RANK 64
+
+/* Does the exact tuple `strides` equal the canonical strides of the exact tuple `shape` (of
+ * exact ints) for `itemsize`? 1 yes, 0 not decided / no, -1 error. */
+static int
+bd_strides_canonical(PyObject *shape, PyObject *strides, PyObject *itemsize)
+{
+    if (!PyTuple_CheckExact(shape) || !PyTuple_CheckExact(strides)) return 0;
+    Py_ssize_t rank = PyTuple_Size(shape);
+    if (rank < 0) return -1;
+    if (rank > BD_MAX_RANK || PyTuple_Size(strides) != rank) return 0;
+    int64_t dims[BD_MAX_RANK];
+    int64_t expected[BD_MAX_RANK];
+    int64_t item = 0;
+    int rc = bd_as_i64(itemsize, &item);
+    if (rc <= 0) return rc;
+    for (Py_ssize_t d = 0; d < rank; d++) {
+        PyObject *value = PyTuple_GetItem(shape, d);
+        if (value == NULL) return -1;
+        rc = bd_as_i64(value, &dims[d]);
+        if (rc <= 0) return rc;
+    }
+    if (bd_canonical_strides(dims, rank, item, expected) < 0) return 0;
+    for (Py_ssize_t d = 0; d < rank; d++) {
+        PyObject *value = PyTuple_GetItem(strides, d);
+        if (value == NULL) return -1;
+        int64_t got = 0;
+        rc = bd_as_i64(value, &got);
+        if (rc <= 0) return rc;
+        if (got != expected[d]) return 0;
+    }
+    return 1;
+}
+
+/* An exact tuple of exact ints (1), anything else (0), error (-1). */
+static int
+bd_int_tuple(PyObject *value)
+{
+    if (!PyTuple_CheckExact(value)) return 0;
+    Py_ssize_t n = PyTuple_Size(value);
+    if (n < 0) return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GetItem(value, i);
+        if (item == NULL) return -1;
+        if (!PyLong_CheckExact(item)) return 0;
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * bind_views */
+
+/* Index of the tensor whose id equals tensor_id in the strictly increasing ids[0..n), or -1. */
+static Py_ssize_t
+bd_find_tensor(PyObject *const *ids, Py_ssize_t n, PyObject *tensor_id, int *error)
+{
+    Py_ssize_t lo = 0, hi = n;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        int cmp = bd_compare(ids[mid], tensor_id);
+        if (cmp == -2) {
+            *error = 1;
+            return -1;
+        }
+        if (cmp == 0) return mid;
+        if (cmp < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return -1;
+}
+
+/* One fragment pair: BD_OK (view appended), BD_FALLBACK or BD_ERROR. */
+static int
+bd_check_pair(PyObject *const *nm, PyObject *logical, PyObject *runtime, PyObject *const *tensors,
+              PyObject *const *tensor_ids, Py_ssize_t ntensors, PyObject *previous, PyObject **pfid_out,
+              PyObject *instance_id, PyObject *views)
+{
+    PyObject *rpfid = NULL, *lpfid = NULL, *tid = NULL, *a = NULL, *b = NULL, *itemsize = NULL;
+    int result = BD_FALLBACK;
+    int rc = bd_get_str(runtime, nm[N_PFID], &rpfid);
+    if (rc != BD_OK) { result = rc; goto done; }
+    rc = bd_get_str(logical, nm[N_PFID], &lpfid);
+    if (rc != BD_OK) { result = rc; goto done; }
+    if (previous != NULL) {
+        int cmp = bd_compare(rpfid, previous);
+        if (cmp == -2) { result = BD_ERROR; goto done; }
+        if (cmp <= 0) goto done;
+    }
+    int cmp = bd_compare(rpfid, lpfid);
+    if (cmp == -2) { result = BD_ERROR; goto done; }
+    if (cmp != 0) goto done;
+    rc = bd_get_str(logical, nm[N_TENSOR_ID], &tid);
+    if (rc != BD_OK) { result = rc; goto done; }
+    int error = 0;
+    Py_ssize_t t = bd_find_tensor(tensor_ids, ntensors, tid, &error);
+    if (error) { result = BD_ERROR; goto done; }
+    if (t < 0) goto done;
+    /* nbytes */
+    rc = bd_get(runtime, nm[N_NBYTES], &a);
+    if (rc != BD_OK) { result = rc; goto done; }
+    rc = bd_get(logical, nm[N_NBYTES], &b);
+    if (rc != BD_OK) { result = rc; goto done; }
+    rc = bd_int_equal(a, b);
+    if (rc < 0) { result = BD_ERROR; goto done; }
+    if (rc == 0) goto done;
+    Py_CLEAR(a);
+    Py_CLEAR(b);
+    /* local_shape */
+    rc = bd_get(runtime, nm[N_LOCAL_SHAPE], &a);
+    if (rc != BD_OK) { result = rc; goto done; }
+    rc = bd_get(logical, nm[N_LOCAL_SHAPE], &b);
+    if (rc != BD_OK) { result = rc; goto done; }
+    rc = bd_int_tuple(a);
+    if (rc <= 0) { result = rc < 0 ? BD_ERROR : BD_FALLBACK; goto done; }
+    rc = bd_int_tuple(b);
+    if (rc <= 0) { result = rc < 0 ? BD_ERROR : BD_FALLBACK; goto done; }
+    rc = PyObject_RichCompareBool(a, b, Py_EQ);
+    if (rc < 0) { result = BD_ERROR; goto done; }
+    if (rc == 0) goto done;
+    Py_CLEAR(a); /* keep b: the placement local shape */
+    /* itemsize */
+    rc = bd_get(runtime, nm[N_ITEMSIZE], &a);
+    if (rc != BD_OK) { result = rc; goto done; }
+    rc = bd_get(tensors[t], nm[N_ITEMSIZE], &itemsize);
+    if (rc != BD_OK) { result = rc; goto done; }
+    rc = bd_int_equal(a, itemsize);
+    if (rc < 0) { result = BD_ERROR; goto done; }
+    if (rc == 0) goto done;
+    Py_CLEAR(a);
+    /* strides */
+    rc = bd_get(runtime, nm[N_STRIDES], &a);
+    if (rc != BD_OK) { result = rc; goto done; }
+    rc = bd_strides_canonical(b, a, itemsize);
+    if (rc < 0) { result = BD_ERROR; goto done; }
+    if (rc == 0) goto done;
+    PyObject *view = PyTuple_Pack(4, instance_id, runtime, logical, tensors[t]);
+    if (view == NULL) { result = BD_ERROR; goto done; }
+    rc = PyList_Append(views, view);
+    Py_DECREF(view);
+    if (rc < 0) { result = BD_ERROR; goto done; }
+    *pfid_out = rpfid;
+    rpfid = NULL;
+    result = BD_OK;
+done:
+    Py_XDECREF(rpfid);
+    Py_XDECREF(lpfid);
+    Py_XDECREF(tid);
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    Py_XDECREF(itemsize);
+    return result;
+}
+
+PyDoc_STRVAR(bind_views_doc,
+"bind_views(instance_id, logical, runtime, tensors, placement_fragment_cls, runtime_fragment_cls,\n"
+"           tensor_cls)\n"
+"--\n\n"
+"The views [(instance_id, runtime[i], logical[i], tensor)] of weight/binding.py _binding_views\n"
+"when every check there passes with the positional pairing of the exact tuples logical (a\n"
+"part's fragments) and runtime (a binding's fragments): equal, strictly increasing placement\n"
+"fragment ids; equal nbytes, local_shape and itemsize (of the tensor of that id in the\n"
+"strictly sorted tuple tensors); canonical strides. None when that is not decided here.");
+
+static PyObject *
+bd_bind_views(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *nm[N_COUNT];
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "bind_views expects 7 arguments");
+        return NULL;
+    }
+    if (bd_load_names(self, nm) < 0) return NULL;
+    PyObject *instance_id = args[0], *logical = args[1], *runtime = args[2], *tensors = args[3];
+    PyObject *pf_cls = args[4], *rf_cls = args[5], *td_cls = args[6];
+    if (bd_check_heap_types(args + 4, 3) < 0) return NULL;
+    if (!PyTuple_CheckExact(logical) || !PyTuple_CheckExact(runtime) || !PyTuple_CheckExact(tensors)) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t n = PyTuple_Size(logical);
+    if (n < 0) return NULL;
+    if (PyTuple_Size(runtime) != n) Py_RETURN_NONE;
+    Py_ssize_t ntensors = PyTuple_Size(tensors);
+    if (ntensors < 0) return NULL;
+    PyObject **tensor_items = mr_alloc_array((size_t)ntensors, sizeof(PyObject *));
+    if (tensor_items == NULL) return NULL;
+    PyObject **tensor_ids = mr_alloc_array((size_t)ntensors, sizeof(PyObject *));
+    if (tensor_ids == NULL) {
+        PyMem_Free(tensor_items);
+        return NULL;
+    }
+    Py_ssize_t loaded = 0;
+    PyObject *views = NULL, *previous = NULL, *result = NULL;
+    int status = BD_OK;
+    for (; loaded < ntensors; loaded++) {
+        PyObject *tensor = PyTuple_GetItem(tensors, loaded);
+        if (tensor == NULL) { status = BD_ERROR; break; }
+        if ((PyObject *)Py_TYPE(tensor) != td_cls) { status = BD_FALLBACK; break; }
+        tensor_items[loaded] = tensor; /* borrowed: tensors holds it */
+        status = bd_get_str(tensor, nm[N_TENSOR_ID], &tensor_ids[loaded]);
+        if (status != BD_OK) break;
+        if (loaded > 0) {
+            int cmp = bd_compare(tensor_ids[loaded - 1], tensor_ids[loaded]);
+            if (cmp == -2 || cmp >= 0) {
+                status = cmp == -2 ? BD_ERROR : BD_FALLBACK;
+                Py_CLEAR(tensor_ids[loaded]);
+                break;
+            }
+        }
+    }
+    if (status != BD_OK) goto done;
+    views = PyList_New(0);
+    if (views == NULL) { status = BD_ERROR; goto done; }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *l = PyTuple_GetItem(logical, i);
+        PyObject *r = PyTuple_GetItem(runtime, i);
+        if (l == NULL || r == NULL) { status = BD_ERROR; goto done; }
+        if ((PyObject *)Py_TYPE(l) != pf_cls || (PyObject *)Py_TYPE(r) != rf_cls) {
+            status = BD_FALLBACK;
+            goto done;
+        }
+        PyObject *pfid = NULL;
+        status = bd_check_pair(nm, l, r, tensor_items, tensor_ids, ntensors, previous, &pfid, instance_id,
+                               views);
+        if (status != BD_OK) goto done;
+        BD_SETREF(previous, pfid);
+    }
+    result = views;
+    views = NULL;
+done:
+    for (Py_ssize_t k = 0; k < loaded; k++) Py_XDECREF(tensor_ids[k]);
+    PyMem_Free(tensor_ids);
+    PyMem_Free(tensor_items);
+    Py_XDECREF(previous);
+    Py_XDECREF(views);
+    if (status == BD_ERROR) {
+        Py_XDECREF(result);
+        return NULL;
+    }
+    if (status == BD_FALLBACK) {
+        Py_XDECREF(result);
+        Py_RETURN_NONE;
+    }
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * attest */
+
+/* Copy obj.<names[k]> into dict for k in [first, last). */
+static int
+bd_copy_fields(PyObject *const *nm, int first, int last, PyObject *obj, PyObject *dict)
+{
+    for (int k = first; k < last; k++) {
+        PyObject *value = NULL;
+        int rc = bd_get(obj, nm[k], &value);
+        if (rc != BD_OK) return rc;
+        rc = PyDict_SetItem(dict, nm[k], value);
+        Py_DECREF(value);
+        if (rc < 0) return BD_ERROR;
+    }
+    return BD_OK;
+}
+
+/* The scalar checks of attestation._valid_scalars on binding. */
+static int
+bd_valid_scalars(PyObject *const *nm, PyObject *binding)
+{
+    static const int text_fields[] = {N_RESOURCE_ID, N_PLACEMENT_ID, N_INSTANCE_ID, N_LEASE_ID, N_REVISION,
+                                      N_PARTICIPANT_ID};
+    for (size_t k = 0; k < sizeof(text_fields) / sizeof(text_fields[0]); k++) {
+        PyObject *value = NULL;
+        int rc = bd_get_str(binding, nm[text_fields[k]], &value);
+        if (rc != BD_OK) return rc;
+        Py_DECREF(value);
+    }
+    PyObject *value = NULL;
+    int rc = bd_get(binding, nm[N_PLACEMENT_DIGEST], &value);
+    if (rc != BD_OK) return rc;
+    rc = bd_is_digest(value);
+    Py_DECREF(value);
+    if (rc <= 0) return rc < 0 ? BD_ERROR : BD_FALLBACK;
+    rc = bd_get(binding, nm[N_GENERATION], &value);
+    if (rc != BD_OK) return rc;
+    if (!PyLong_CheckExact(value)) {
+        Py_DECREF(value);
+        return BD_FALLBACK;
+    }
+    unsigned long long generation = PyLong_AsUnsignedLongLong(value);
+    Py_DECREF(value);
+    if (generation == (unsigned long long)-1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return BD_ERROR;
+        PyErr_Clear();
+        return BD_FALLBACK; /* negative or above 2**64 - 1 */
+    }
+    return BD_OK;
+}
+
+/* binding_by_id of an exact tuple of exact rf_cls fragments with exact str ids, placement ids
+ * strictly increasing, runtime ids distinct, no owner. */
+static int
+bd_binding_map(PyObject *const *nm, PyObject *fragments, PyObject *rf_cls, PyObject *map)
+{
+    Py_ssize_t n = PyTuple_Size(fragments);
+    if (n < 0) return BD_ERROR;
+    PyObject *seen = PySet_New(NULL);
+    if (seen == NULL) return BD_ERROR;
+    PyObject *previous = NULL;
+    int status = BD_OK;
+    for (Py_ssize_t i = 0; i < n && status == BD_OK; i++) {
+        PyObject *fragment = PyTuple_GetItem(fragments, i);
+        if (fragment == NULL) { status = BD_ERROR; break; }
+        if ((PyObject *)Py_TYPE(fragment) != rf_cls) { status = BD_FALLBACK; break; }
+        PyObject *pfid = NULL, *fid = NULL, *owner = NULL;
+        status = bd_get_str(fragment, nm[N_PFID], &pfid);
+        if (status != BD_OK) break;
+        if (previous != NULL) {
+            int cmp = bd_compare(pfid, previous);
+            if (cmp == -2 || cmp <= 0) {
+                status = cmp == -2 ? BD_ERROR : BD_FALLBACK;
+                Py_DECREF(pfid);
+                break;
+            }
+        }
+        BD_SETREF(previous, pfid);
+        status = bd_get_str(fragment, nm[N_FID], &fid);
+        if (status != BD_OK) break;
+        int contains = PySet_Contains(seen, fid);
+        if (contains != 0 || PySet_Add(seen, fid) < 0) {
+            status = contains > 0 ? BD_FALLBACK : BD_ERROR;
+            Py_DECREF(fid);
+            break;
+        }
+        Py_DECREF(fid);
+        status = bd_get(fragment, nm[N_OWNER], &owner);
+        if (status != BD_OK) break;
+        int has_owner = owner != Py_None;
+        Py_DECREF(owner);
+        if (has_owner) { status = BD_FALLBACK; break; }
+        if (PyDict_SetItem(map, pfid, fragment) < 0) status = BD_ERROR;
+    }
+    Py_XDECREF(previous);
+    Py_DECREF(seen);
+    return status;
+}
+
+/* placement_by_id of part fragments (None: empty); exact str ids. */
+static int
+bd_placement_map(PyObject *const *nm, PyObject *part_fragments, PyObject *map)
+{
+    if (part_fragments == Py_None) return BD_OK;
+    if (!PyTuple_CheckExact(part_fragments)) return BD_FALLBACK;
+    Py_ssize_t n = PyTuple_Size(part_fragments);
+    if (n < 0) return BD_ERROR;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *fragment = PyTuple_GetItem(part_fragments, i);
+        if (fragment == NULL) return BD_ERROR;
+        PyObject *pfid = NULL;
+        int rc = bd_get_str(fragment, nm[N_PFID], &pfid);
+        if (rc != BD_OK) return rc;
+        rc = PyDict_SetItem(map, pfid, fragment);
+        Py_DECREF(pfid);
+        if (rc < 0) return BD_ERROR;
+    }
+    return BD_OK;
+}
+
+PyDoc_STRVAR(attest_doc,
+"attest(attestation_cls, evidence_cls, runtime_fragment_cls, placement, binding, part_fragments)\n"
+"--\n\n"
+"The RuntimeBindingAttestation of a binding validate_runtime_binding has accepted, built like\n"
+"attestation._fast_validated_state (evidence with the binding's field values and fragments;\n"
+"the placement fragments of part_fragments (a tuple, or None) and the binding fragments by\n"
+"placement fragment id, as dicts and read-only proxies), when the binding has the exact\n"
+"normalised, owner-free, valid shape. None when that is not decided here.");
+
+static PyObject *
+bd_attest(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *nm[N_COUNT];
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "attest expects 6 arguments");
+        return NULL;
+    }
+    if (bd_load_names(self, nm) < 0) return NULL;
+    if (bd_check_heap_types(args, 3) < 0) return NULL;
+    PyObject *att_cls = args[0], *ev_cls = args[1], *rf_cls = args[2];
+    PyObject *placement = args[3], *binding = args[4], *part_fragments = args[5];
+    PyObject *fragments = NULL, *binding_map = NULL, *placement_map = NULL, *ev_dict = NULL;
+    PyObject *evidence = NULL, *state = NULL, *proxy = NULL, *result = NULL;
+    int status = bd_get(binding, nm[N_FRAGMENTS], &fragments);
+    if (status != BD_OK) goto done;
+    if (!PyTuple_CheckExact(fragments)) { status = BD_FALLBACK; goto done; }
+    status = bd_valid_scalars(nm, binding);
+    if (status != BD_OK) goto done;
+    status = BD_ERROR;
+    binding_map = PyDict_New();
+    placement_map = PyDict_New();
+    if (binding_map == NULL || placement_map == NULL) goto done;
+    status = bd_binding_map(nm, fragments, rf_cls, binding_map);
+    if (status != BD_OK) goto done;
+    status = BD_ERROR;
+    ev_dict = PyDict_New();
+    if (ev_dict == NULL) goto done;
+    status = bd_copy_fields(nm, N_RESOURCE_ID, N_FRAGMENTS, binding, ev_dict);
+    if (status != BD_OK) goto done;
+    status = BD_ERROR;
+    if (PyDict_SetItem(ev_dict, nm[N_FRAGMENTS], fragments) < 0) goto done;
+    status = bd_placement_map(nm, part_fragments, placement_map);
+    if (status != BD_OK) goto done;
+    status = BD_ERROR;
+    evidence = bd_instance(ev_cls, ev_dict);
+    if (evidence == NULL) goto done;
+    state = PyDict_New();
+    if (state == NULL) goto done;
+    if (PyDict_SetItem(state, nm[N_PLACEMENT], placement) < 0) goto done;
+    if (PyDict_SetItem(state, nm[N_EVIDENCE], evidence) < 0) goto done;
+    proxy = PyDictProxy_New(placement_map);
+    if (proxy == NULL || PyDict_SetItem(state, nm[N_PLACEMENT_BY_ID], proxy) < 0) goto done;
+    Py_CLEAR(proxy);
+    proxy = PyDictProxy_New(binding_map);
+    if (proxy == NULL || PyDict_SetItem(state, nm[N_BINDING_BY_ID], proxy) < 0) goto done;
+    if (PyDict_SetItem(state, nm[N_PLACEMENT_DICT], placement_map) < 0) goto done;
+    if (PyDict_SetItem(state, nm[N_BINDING_DICT], binding_map) < 0) goto done;
+    result = bd_instance(att_cls, state);
+    if (result != NULL) status = BD_OK;
+done:
+    Py_XDECREF(fragments);
+    Py_XDECREF(binding_map);
+    Py_XDECREF(placement_map);
+    Py_XDECREF(ev_dict);
+    Py_XDECREF(evidence);
+    Py_XDECREF(state);
+    Py_XDECREF(proxy);
+    if (status == BD_OK) return result;
+    Py_XDECREF(result);
+    if (status == BD_ERROR) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * attested_executors */
+
+/* The snapshot of (placement fragment, runtime fragment, generation); BD_* status. */
+static int
+bd_snapshot(PyObject *const *nm, PyObject *snap_cls, PyObject *placement_fragment, PyObject *runtime,
+            PyObject *generation, PyObject **out)
+{
+    static const int from_placement[] = {N_PFID, N_TENSOR_ID, N_GLOBAL_OFFSET, N_LOCAL_SHAPE};
+    PyObject *dict = PyDict_New();
+    if (dict == NULL) return BD_ERROR;
+    int status = BD_OK;
+    /* Field order: placement_fragment_id, fragment_id, tensor_id, global_offset, local_shape,
+     * then the runtime fields, then lease_generation. */
+    for (int k = 0; k < N_LEASE_GENERATION && status == BD_OK; k++) {
+        int placement_side = 0;
+        for (size_t j = 0; j < sizeof(from_placement) / sizeof(from_placement[0]); j++) {
+            if (from_placement[j] == k) placement_side = 1;
+        }
+        PyObject *value = NULL;
+        status = bd_get(placement_side ? placement_fragment : runtime, nm[k], &value);
+        if (status != BD_OK) break;
+        if (PyDict_SetItem(dict, nm[k], value) < 0) status = BD_ERROR;
+        Py_DECREF(value);
+    }
+    if (status == BD_OK && PyDict_SetItem(dict, nm[N_LEASE_GENERATION], generation) < 0) status = BD_ERROR;
+    if (status == BD_OK) {
+        *out = bd_instance(snap_cls, dict);
+        if (*out == NULL) status = BD_ERROR;
+    }
+    Py_DECREF(dict);
+    return status;
+}
+
+/* Sorts the (fragment_id, position, snapshot) entries of each worker and returns the table
+ * worker -> tuple of snapshots in a new dict (*table). */
+static int
+bd_sorted_table(PyObject *groups, PyObject **table)
+{
+    *table = PyDict_New();
+    if (*table == NULL) return BD_ERROR;
+    Py_ssize_t pos = 0;
+    PyObject *worker, *entries;
+    while (PyDict_Next(groups, &pos, &worker, &entries)) {
+        if (PyList_Sort(entries) < 0) return BD_ERROR;
+        Py_ssize_t n = PyList_Size(entries);
+        if (n < 0) return BD_ERROR;
+        PyObject *snapshots = PyTuple_New(n);
+        if (snapshots == NULL) return BD_ERROR;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *entry = PyList_GetItem(entries, i);
+            PyObject *snapshot = entry == NULL ? NULL : PyTuple_GetItem(entry, 2);
+            if (snapshot == NULL) {
+                Py_DECREF(snapshots);
+                return BD_ERROR;
+            }
+            Py_INCREF(snapshot);
+            if (PyTuple_SetItem(snapshots, i, snapshot) < 0) {
+                Py_DECREF(snapshots);
+                return BD_ERROR;
+            }
+        }
+        int rc = PyDict_SetItem(*table, worker, snapshots);
+        Py_DECREF(snapshots);
+        if (rc < 0) return BD_ERROR;
+    }
+    return BD_OK;
+}
+
+/* One executor of worker_id over snapshots; BD_FALLBACK when a __post_init__ check of
+ * ExecutorTransferPlan is not visibly satisfied (the caller's Python path raises). */
+static int
+bd_executor(PyObject *const *nm, PyObject *ex_cls, PyObject *const *values, PyObject *worker_id,
+            PyObject *snapshots, PyObject *attestation, PyObject **out)
+{
+    /* values: instance_id, placement_id, participant_id, placement_digest, runtime_lease_id, rank */
+    Py_ssize_t n = PyTuple_Size(snapshots);
+    if (n < 0) return BD_ERROR;
+    if (n == 0) return BD_FALLBACK;
+    PyObject *ids = PyTuple_New(n);
+    if (ids == NULL) return BD_ERROR;
+    PyObject *seen = PySet_New(NULL);
+    PyObject *dict = NULL;
+    int status = seen == NULL ? BD_ERROR : BD_OK;
+    for (Py_ssize_t i = 0; i < n && status == BD_OK; i++) {
+        PyObject *snapshot = PyTuple_GetItem(snapshots, i);
+        PyObject *fid = NULL;
+        if (snapshot == NULL) { status = BD_ERROR; break; }
+        status = bd_get(snapshot, nm[N_FID], &fid);
+        if (status != BD_OK) break;
+        int contains = PySet_Contains(seen, fid);
+        if (contains != 0 || PySet_Add(seen, fid) < 0) {
+            status = contains > 0 ? BD_FALLBACK : BD_ERROR;
+            Py_DECREF(fid);
+            break;
+        }
+        if (PyTuple_SetItem(ids, i, fid) < 0) status = BD_ERROR; /* steals fid */
+    }
+    if (status != BD_OK) goto done;
+    status = BD_ERROR;
+    dict = PyDict_New();
+    if (dict == NULL) goto done;
+    if (PyDict_SetItem(dict, nm[N_INSTANCE_ID], values[0]) < 0) goto done;
+    if (PyDict_SetItem(dict, nm[N_PLACEMENT_ID], values[1]) < 0) goto done;
+    if (PyDict_SetItem(dict, nm[N_PARTICIPANT_ID], values[2]) < 0) goto done;
+    if (PyDict_SetItem(dict, nm[N_PLACEMENT_DIGEST], values[3]) < 0) goto done;
+    if (PyDict_SetItem(dict, nm[N_RUNTIME_LEASE_ID], values[4]) < 0) goto done;
+    if (PyDict_SetItem(dict, nm[N_WORKER_ID], worker_id) < 0) goto done;
+    if (PyDict_SetItem(dict, nm[N_RANK], values[5]) < 0) goto done;
+    if (PyDict_SetItem(dict, nm[N_FRAGMENT_IDS], ids) < 0) goto done;
+    if (PyDict_SetItem(dict, nm[N_FRAGMENT_SNAPSHOTS], snapshots) < 0) goto done;
+    if (PyDict_SetItem(dict, nm[N_ATTESTATION], attestation) < 0) goto done;
+    *out = bd_instance(ex_cls, dict);
+    if (*out != NULL) status = BD_OK;
+done:
+    Py_XDECREF(dict);
+    Py_XDECREF(seen);
+    Py_DECREF(ids);
+    return status;
+}
+
+/* Snapshots of the evidence fragments grouped by worker in `groups` (worker -> list of
+ * (fragment_id, position, snapshot)). */
+static int
+bd_group_snapshots(PyObject *const *nm, PyObject *snap_cls, PyObject *rf_cls, PyObject *fragments,
+                   PyObject *placement_dict, PyObject *generation, PyObject *groups)
+{
+    Py_ssize_t n = PyTuple_Size(fragments);
+    if (n < 0) return BD_ERROR;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *runtime = PyTuple_GetItem(fragments, i);
+        if (runtime == NULL) return BD_ERROR;
+        if ((PyObject *)Py_TYPE(runtime) != rf_cls) return BD_FALLBACK;
+        PyObject *pfid = NULL, *fid = NULL, *worker = NULL, *snapshot = NULL;
+        int status = bd_get_str(runtime, nm[N_PFID], &pfid);
+        if (status != BD_OK) return status;
+        PyObject *placement_fragment = PyDict_GetItemWithError(placement_dict, pfid); /* borrowed */
+        Py_DECREF(pfid);
+        if (placement_fragment == NULL) {
+            if (PyErr_Occurred()) return BD_ERROR;
+            continue; /* not in the attested part: no snapshot */
+        }
+        Py_INCREF(placement_fragment);
+        status = bd_get_str(runtime, nm[N_WORKER_ID], &worker);
+        if (status == BD_OK) status = bd_get_str(runtime, nm[N_FID], &fid);
+        if (status == BD_OK) status = bd_snapshot(nm, snap_cls, placement_fragment, runtime, generation, &snapshot);
+        Py_DECREF(placement_fragment);
+        if (status == BD_OK) {
+            status = BD_ERROR;
+            PyObject *position = PyLong_FromSsize_t(i);
+            PyObject *entry = position == NULL ? NULL : PyTuple_Pack(3, fid, position, snapshot);
+            Py_XDECREF(position);
+            if (entry != NULL) {
+                PyObject *bucket = PyDict_GetItemWithError(groups, worker); /* borrowed */
+                if (bucket != NULL) {
+                    if (PyList_Append(bucket, entry) == 0) status = BD_OK;
+                } else if (!PyErr_Occurred()) {
+                    bucket = PyList_New(1);
+                    if (bucket != NULL) {
+                        Py_INCREF(entry);
+                        if (PyList_SetItem(bucket, 0, entry) == 0 && PyDict_SetItem(groups, worker, bucket) == 0) {
+                            status = BD_OK;
+                        }
+                        Py_DECREF(bucket);
+                    }
+                }
+                Py_DECREF(entry);
+            }
+        }
+        Py_XDECREF(worker);
+        Py_XDECREF(fid);
+        Py_XDECREF(snapshot);
+        if (status != BD_OK) return status;
+    }
+    return BD_OK;
+}
+
+PyDoc_STRVAR(attested_executors_doc,
+"attested_executors(executor_cls, snapshot_cls, attestation_cls, evidence_cls,\n"
+"                   runtime_fragment_cls, attestation, placement_id, participant_id,\n"
+"                   placement_digest, rank)\n"
+"--\n\n"
+"(table, rows): table maps each worker of the attestation's evidence fragments that have an\n"
+"attested placement fragment (attestation._placement_dict) to their snapshots sorted by\n"
+"runtime fragment id; rows holds (worker_id, snapshots, executor) per worker in worker order,\n"
+"the executor built like ExecutorTransferPlan(...) over those snapshots. None when not decided\n"
+"here (a check of ExecutorTransferPlan.__post_init__ not visibly satisfied, inexact types).");
+
+static PyObject *
+bd_attested_executors(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *nm[N_COUNT];
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "attested_executors expects 10 arguments");
+        return NULL;
+    }
+    if (bd_load_names(self, nm) < 0) return NULL;
+    if (bd_check_heap_types(args, 5) < 0) return NULL;
+    PyObject *ex_cls = args[0], *snap_cls = args[1], *att_cls = args[2], *ev_cls = args[3], *rf_cls = args[4];
+    PyObject *attestation = args[5];
+    /* instance_id, placement_id, participant_id, placement_digest, runtime_lease_id, rank */
+    PyObject *values[6] = {NULL, args[6], args[7], args[8], NULL, args[9]};
+    PyObject *evidence = NULL, *placement_dict = NULL, *fragments = NULL, *generation = NULL;
+    PyObject *groups = NULL, *table = NULL, *workers = NULL, *rows = NULL, *result = NULL;
+    int status = BD_FALLBACK;
+    if ((PyObject *)Py_TYPE(attestation) != att_cls) goto done;
+    status = bd_get(attestation, nm[N_EVIDENCE], &evidence);
+    if (status != BD_OK) goto done;
+    status = BD_FALLBACK;
+    if ((PyObject *)Py_TYPE(evidence) != ev_cls) goto done;
+    status = bd_get(attestation, nm[N_PLACEMENT_DICT], &placement_dict);
+    if (status != BD_OK) goto done;
+    status = BD_FALLBACK;
+    if (!PyDict_CheckExact(placement_dict)) goto done;
+    status = bd_get(evidence, nm[N_FRAGMENTS], &fragments);
+    if (status != BD_OK) goto done;
+    status = BD_FALLBACK;
+    if (!PyTuple_CheckExact(fragments)) goto done;
+    status = bd_get(evidence, nm[N_GENERATION], &generation);
+    if (status != BD_OK) goto done;
+    /* The executor's identifiers: exact non-empty str, a SHA-256 digest. */
+    status = bd_get_str(evidence, nm[N_INSTANCE_ID], &values[0]);
+    if (status != BD_OK) goto done;
+    status = bd_get_str(evidence, nm[N_LEASE_ID], &values[4]);
+    if (status != BD_OK) goto done;
+    status = BD_FALLBACK;
+    for (int k = 1; k <= 2; k++) {
+        if (!PyUnicode_CheckExact(values[k]) || PyUnicode_GetLength(values[k]) < 1) goto done;
+    }
+    int digest = bd_is_digest(values[3]);
+    if (digest <= 0) {
+        status = digest < 0 ? BD_ERROR : BD_FALLBACK;
+        goto done;
+    }
+    status = BD_ERROR;
+    groups = PyDict_New();
+    if (groups == NULL) goto done;
+    status = bd_group_snapshots(nm, snap_cls, rf_cls, fragments, placement_dict, generation, groups);
+    if (status != BD_OK) goto done;
+    status = bd_sorted_table(groups, &table);
+    if (status != BD_OK) goto done;
+    status = BD_ERROR;
+    workers = PyDict_Keys(table);
+    if (workers == NULL || PyList_Sort(workers) < 0) goto done;
+    Py_ssize_t nworkers = PyList_Size(workers);
+    if (nworkers < 0) goto done;
+    rows = PyTuple_New(nworkers);
+    if (rows == NULL) goto done;
+    for (Py_ssize_t w = 0; w < nworkers; w++) {
+        PyObject *worker = PyList_GetItem(workers, w);
+        PyObject *snapshots = worker == NULL ? NULL : PyDict_GetItemWithError(table, worker);
+        if (snapshots == NULL) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "binder: worker table changed");
+            status = BD_ERROR;
+            goto done;
+        }
+        PyObject *executor = NULL;
+        status = bd_executor(nm, ex_cls, values, worker, snapshots, attestation, &executor);
+        if (status != BD_OK) goto done;
+        PyObject *row = PyTuple_Pack(3, worker, snapshots, executor);
+        Py_DECREF(executor);
+        if (row == NULL || PyTuple_SetItem(rows, w, row) < 0) {
+            status = BD_ERROR;
+            goto done;
+        }
+    }
+    result = PyTuple_Pack(2, table, rows);
+    status = result == NULL ? BD_ERROR : BD_OK;
+done:
+    Py_XDECREF(evidence);
+    Py_XDECREF(placement_dict);
+    Py_XDECREF(fragments);
+    Py_XDECREF(generation);
+    Py_XDECREF(values[0]);
+    Py_XDECREF(values[4]);
+    Py_XDECREF(groups);
+    Py_XDECREF(table);
+    Py_XDECREF(workers);
+    Py_XDECREF(rows);
+    if (status == BD_OK) return result;
+    Py_XDECREF(result);
+    if (status == BD_ERROR) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
 static PyMethodDef binder_methods[] = {
+    {"bind_views", (PyCFunction)(void (*)(void))bd_bind_views, METH_FASTCALL, bind_views_doc},
+    {"attest", (PyCFunction)(void (*)(void))bd_attest, METH_FASTCALL, attest_doc},
+    {"attested_executors", (PyCFunction)(void (*)(void))bd_attested_executors, METH_FASTCALL,
+     attested_executors_doc},
     {NULL, NULL, 0, NULL},
 };
 
 int
 Init_Binder(PyObject *module)
 {
-    return PyModule_AddFunctions(module, binder_methods);
+    PyObject *names = PyTuple_New(N_COUNT);
+    if (names == NULL) return -1;
+    for (Py_ssize_t k = 0; k < N_COUNT; k++) {
+        PyObject *name = PyUnicode_InternFromString(bd_names[k]);
+        if (name == NULL || PyTuple_SetItem(names, k, name) < 0) {
+            Py_DECREF(names);
+            return -1;
+        }
+    }
+    PyObject *module_name = PyModule_GetNameObject(module);
+    if (module_name == NULL) {
+        Py_DECREF(names);
+        return -1;
+    }
+    int rc = 0;
+    for (PyMethodDef *def = binder_methods; def->ml_name != NULL; def++) {
+        PyObject *function = PyCFunction_NewEx(def, names, module_name);
+        if (function == NULL) {
+            rc = -1;
+            break;
+        }
+        rc = PyModule_AddObjectRef(module, def->ml_name, function);
+        Py_DECREF(function);
+        if (rc < 0) break;
+    }
+    Py_DECREF(module_name);
+    Py_DECREF(names);
+    return rc;
 }

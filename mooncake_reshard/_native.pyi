@@ -342,3 +342,56 @@ def physical_sweep(
 # --- revalidate.c: TransferPlan revalidation kernels (issue 5) ----------------
 
 # --- binder.c: runtime binding and executor projection kernels (issue 5) -----
+
+# Each returns exactly the value of the Python code it accelerates, or ``None`` ("not decided
+# here": the caller runs that Python code, which raises its own message). C accepts only exact
+# classes (given), exact ``str``/``int``/``tuple``/``dict`` values; ``TypeError`` for a wrong
+# argument count or non-heap-type classes.
+
+def bind_views(
+    instance_id: object,
+    logical: object,
+    runtime: object,
+    tensors: object,
+    placement_fragment_cls: type,
+    runtime_fragment_cls: type,
+    tensor_cls: type,
+    /,
+) -> Optional[list[tuple[Any, Any, Any, Any]]]:
+    """The views ``[(instance_id, runtime[i], logical[i], tensor)]`` of ``weight/binding.py``
+    ``_binding_views`` when every check there passes on the positional pairing of the part's
+    fragments ``logical`` with the binding's ``runtime`` fragments (equal, strictly increasing
+    placement fragment ids; equal ``nbytes``, ``local_shape``, ``itemsize`` of the tensor of that
+    id in the strictly sorted ``tensors``; canonical int64 strides)."""
+
+def attest(
+    attestation_cls: type,
+    evidence_cls: type,
+    runtime_fragment_cls: type,
+    placement: object,
+    binding: object,
+    part_fragments: object,
+    /,
+) -> Any:
+    """The ``RuntimeBindingAttestation`` of a binding ``validate_runtime_binding`` accepted, as
+    ``attestation._fast_validated_state`` builds it (owner-free evidence sharing the binding's
+    fragments tuple; placement/binding fragments by id as dicts and read-only proxies), when the
+    binding has the normalised, owner-free, valid shape; ``part_fragments`` is a tuple or None."""
+
+def attested_executors(
+    executor_cls: type,
+    snapshot_cls: type,
+    attestation_cls: type,
+    evidence_cls: type,
+    runtime_fragment_cls: type,
+    attestation: object,
+    placement_id: object,
+    participant_id: object,
+    placement_digest: object,
+    rank: object,
+    /,
+) -> Optional[tuple[dict[str, tuple[Any, ...]], tuple[tuple[str, tuple[Any, ...], Any], ...]]]:
+    """``(table, rows)``: the attested snapshots per worker sorted by runtime fragment id (as
+    ``bound_contracts._attested_snapshots`` derives them from ``attestation._placement_dict``)
+    and per worker, in order, ``(worker_id, snapshots, executor)``, the executor built like
+    ``ExecutorTransferPlan(...)`` when every ``__post_init__`` check visibly holds."""

@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .. import _native
 from ..contracts._checks import item_tuple
+from ..contracts.fragments import RuntimeBindingFragment
 from ..contracts.manifest import validate_resource_binding_identity
 from ._address_ranges import RuntimeView, validate_runtime_address_ranges
 from .placement import WeightPlacementManifest
 from .runtime import WeightRuntimeBindingManifest
-from .types import canonical_strides_bytes
+from .types import PlacementFragment, TensorDescriptor, canonical_strides_bytes
 
 __all__ = ["validate_runtime_binding", "validate_runtime_bindings"]
 
@@ -53,13 +55,33 @@ def _binding_views(
         raise ValueError("placement must be a WeightPlacementManifest")
     if not isinstance(binding, WeightRuntimeBindingManifest):
         raise ValueError("binding must be a WeightRuntimeBindingManifest")
-    validate_resource_binding_identity(placement, binding)
+    if not (
+        type(placement) is WeightPlacementManifest
+        and type(binding) is WeightRuntimeBindingManifest
+        and placement.resource_id == binding.resource_id
+        and placement.placement_id == binding.placement_id
+        and placement.digest == binding.placement_digest
+    ):
+        # The exact types share one resource kind; anything else takes the full check.
+        validate_resource_binding_identity(placement, binding)
     if placement.revision != binding.revision:
         raise ValueError("placement and runtime binding revision differ")
     part = placement._part_index().get(binding.participant_id)
     if part is None:
         raise ValueError(f"unknown runtime binding participant: {binding.participant_id}")
     logical_fragments = part.fragments
+    views = _native.bind_views(
+        binding.instance_id,
+        logical_fragments,
+        binding.fragments,
+        part.tensors,
+        PlacementFragment,
+        RuntimeBindingFragment,
+        TensorDescriptor,
+    )
+    if views is not None:
+        # Every check below passed on the positional pairing (exact types and values).
+        return views
     runtime_fragments = _paired_runtime_fragments(binding.fragments, logical_fragments)
     if runtime_fragments is None:
         runtime_by_id = {fragment.placement_fragment_id: fragment for fragment in binding.fragments}
@@ -89,7 +111,11 @@ def _binding_views(
             raise ValueError(f"runtime binding local_shape does not match placement: {fragment_id}")
         if runtime.itemsize != tensor.itemsize:
             raise ValueError(f"runtime binding itemsize does not match placement: {fragment_id}")
-        if runtime.strides_bytes != _canonical_strides(logical.local_shape, tensor.itemsize):
+        itemsize = tensor.itemsize
+        strides = _STRIDES.get((logical.local_shape, itemsize))
+        if strides is None:
+            strides = _canonical_strides(logical.local_shape, itemsize)
+        if runtime.strides_bytes != strides:
             raise ValueError(
                 "runtime binding stride does not describe a canonical contiguous view: "
                 f"{fragment_id}"

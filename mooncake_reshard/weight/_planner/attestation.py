@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Optional
 
+from ... import _native
 from ...contracts.fragments import RuntimeBindingFragment
 from ...contracts.ids import (
     LeaseId,
@@ -139,6 +140,18 @@ class RuntimeBindingAttestation:
         The attestation is remembered on the binding (see ``_cached_attestation``)."""
         instance: RuntimeBindingAttestation = object.__new__(cls)
         if cls is RuntimeBindingAttestation and isinstance(placement, WeightPlacementManifest):
+            part = placement._part_index().get(binding.participant_id)
+            built: Optional[RuntimeBindingAttestation] = _native.attest(
+                cls,
+                RuntimeBindingEvidence,
+                RuntimeBindingFragment,
+                placement,
+                binding,
+                None if part is None else part.fragments,
+            )
+            if built is not None:
+                _remember_attestation(placement, binding, built)
+                return built
             fast = _fast_validated_state(placement, binding)
             if fast is not None:
                 instance.__dict__.update(fast)

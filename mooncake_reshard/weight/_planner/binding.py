@@ -9,12 +9,14 @@ from ..binding import validate_runtime_binding
 from ..placement import WeightPlacementManifest
 from ..runtime import WeightRuntimeBindingManifest
 from ..storage_manifest import StoredFragmentSnapshot, StoredWeightManifest, validate_weight_manifest_snapshot
-from ..types import PlacementFragment
-from .attestation import RuntimeBindingAttestation
+from ..types import ParallelRank, PlacementFragment
+from ... import _native
+from ...contracts.fragments import RuntimeBindingFragment
+from .attestation import RuntimeBindingAttestation, RuntimeBindingEvidence
 from .attestation import _attest, _cached_attestation
 from .bound_contracts import ExecutorTransferPlan, RuntimeFragmentSnapshot, TransferPlan, _attested_snapshots
 from . import bound_validation
-from .bound_validation import _attestation_cache
+from .bound_validation import _attestation_cache, _attestation_values
 from .contracts import LogicalTransferPlan, TransferRegion, _trusted_region
 from .fragments import BoundWeightFragment, _trusted_bound_fragment
 
@@ -96,39 +98,69 @@ def _attested_executors(
 ) -> tuple[tuple[str, tuple[RuntimeFragmentSnapshot, ...], ExecutorTransferPlan], ...]:
     """``(worker_id, snapshots, executor of all of them)`` per worker, sorted (cached on the
     attestation: every value is derived from the attested placement part and evidence)."""
+    values = _attestation_values(attestation)
+    key = ("executors", id(part))
+    cached: Optional[tuple[tuple[str, tuple[RuntimeFragmentSnapshot, ...], ExecutorTransferPlan], ...]] = values.get(key)
+    if cached is not None:
+        return cached
+    digest = placement.digest
+    if "snapshots_by_worker" not in values:
+        # The attested snapshots per worker exactly as ``_attested_snapshots`` derives them,
+        # and the executors over them, in one C call (None: not decided there).
+        built = _native.attested_executors(
+            ExecutorTransferPlan,
+            RuntimeFragmentSnapshot,
+            RuntimeBindingAttestation,
+            RuntimeBindingEvidence,
+            RuntimeBindingFragment,
+            attestation,
+            placement.placement_id,
+            part.participant_id,
+            digest,
+            part.rank,
+        )
+        if built is not None:
+            values["snapshots_by_worker"] = built[0]
+            values[key] = built[1]
+            return built[1]  # type: ignore[no-any-return]
+    evidence = attestation.evidence
+    fragments = evidence.fragments
+    if len(fragments) == 1:
+        workers = [fragments[0].worker_id]
+    else:
+        workers = sorted({fragment.worker_id for fragment in fragments})
+    rows = []
+    for worker_id in workers:
+        snapshots = _attested_snapshots(attestation, worker_id)
+        if not snapshots:
+            continue
+        executor = _executor(
+            evidence.instance_id,
+            placement.placement_id,
+            part.participant_id,
+            digest,
+            evidence.lease_id,
+            worker_id,
+            part.rank,
+            tuple([snapshot.fragment_id for snapshot in snapshots]),
+            snapshots,
+            attestation,
+        )
+        rows.append((worker_id, snapshots, executor))
+    result = tuple(rows)
+    values[key] = result
+    return result
 
-    def build() -> tuple[tuple[str, tuple[RuntimeFragmentSnapshot, ...], ExecutorTransferPlan], ...]:
-        evidence = attestation.evidence
-        digest = placement.digest
-        fragments = evidence.fragments
-        if len(fragments) == 1:
-            workers = [fragments[0].worker_id]
-        else:
-            workers = sorted({fragment.worker_id for fragment in fragments})
-        rows = []
-        for worker_id in workers:
-            snapshots = _attested_snapshots(attestation, worker_id)
-            if not snapshots:
-                continue
-            executor = _executor(
-                evidence.instance_id,
-                placement.placement_id,
-                part.participant_id,
-                digest,
-                evidence.lease_id,
-                worker_id,
-                part.rank,
-                tuple([snapshot.fragment_id for snapshot in snapshots]),
-                snapshots,
-                attestation,
-            )
-            rows.append((worker_id, snapshots, executor))
-        return tuple(rows)
 
-    rows: tuple[tuple[str, tuple[RuntimeFragmentSnapshot, ...], ExecutorTransferPlan], ...] = _attestation_cache(
-        attestation, ("executors", id(part)), build
-    )
-    return rows
+# Executor (rank, worker) keys: a ParallelRank as a tagged tuple of its fields (equal exactly
+# when the ranks are equal; cheaper to hash than the dataclass), anything else as itself.
+_RANK_TAG = object()
+
+
+def _executor_key(rank: Any, worker_id: Any) -> tuple[Any, Any]:
+    if type(rank) is ParallelRank:
+        return ((_RANK_TAG, rank.dp, rank.tp, rank.pp, rank.ep), worker_id)
+    return (rank, worker_id)
 
 
 def _project_attested_part(
@@ -154,9 +186,9 @@ def _project_attested_part(
             snapshots = tuple(snapshot for snapshot in all_snapshots if snapshot.fragment_id in selected_fragment_ids)
             if not snapshots:
                 continue
-        key = (part.rank, worker_id)
+        key = _executor_key(part.rank, worker_id)
         if key in seen_keys:
-            raise ValueError(f"duplicate {side} executor rank and worker: {key}")
+            raise ValueError(f"duplicate {side} executor rank and worker: {(part.rank, worker_id)}")
         seen_keys.add(key)
         if len(snapshots) == len(all_snapshots):
             emitted.update(executor.fragment_ids)
@@ -210,9 +242,9 @@ def _project_part(
     digest = placement.digest
     for worker_id in sorted(per_worker):
         fragments = sorted(per_worker[worker_id], key=lambda bound: bound.binding.fragment_id)
-        key = (part.rank, worker_id)
+        key = _executor_key(part.rank, worker_id)
         if key in seen_keys:
-            raise ValueError(f"duplicate {side} executor rank and worker: {key}")
+            raise ValueError(f"duplicate {side} executor rank and worker: {(part.rank, worker_id)}")
         seen_keys.add(key)
         fragment_ids = tuple(bound.binding.fragment_id for bound in fragments)
         emitted.update(fragment_ids)

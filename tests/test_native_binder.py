@@ -1,0 +1,518 @@
+"""binder.c (issue 5): ``bind_views``, ``attest`` and ``attested_executors``.
+
+Each kernel returns exactly the value of the Python code it accelerates, or None ("not decided
+here", the Python code then runs and raises its own message). The tests compare every result
+with that Python code (the kernel patched out) on valid and forged inputs, and drive the C
+argument checks and fallbacks with hostile values (wrong types, huge and negative ints,
+non-str ids, missing attributes)."""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import sys
+from typing import Any, Callable, Optional
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memory_executor import HostMemory, host_bindings, tp_placement
+
+from mooncake.reshard import _native
+from mooncake.reshard.weight import (
+    PlacementFragment,
+    RuntimeBindingFragment,
+    TensorDescriptor,
+    WeightRuntimeBindingManifest,
+)
+from mooncake.reshard.weight._planner import binding as planner_binding
+from mooncake.reshard.weight._planner.attestation import RuntimeBindingAttestation, RuntimeBindingEvidence
+from mooncake.reshard.weight._planner.bound_contracts import ExecutorTransferPlan, RuntimeFragmentSnapshot
+from mooncake.reshard.weight._planner.bound_validation import _attestation_values
+from mooncake.reshard.weight.binding import _binding_views
+
+U64_MAX = (1 << 64) - 1
+
+
+def _world(tensors: int = 3, tp: int = 2, shape: tuple[int, ...] = (4, 6)) -> tuple[Any, tuple[Any, ...]]:
+    names = tuple(f"w{index}" for index in range(tensors))
+    placement = tp_placement(tp, prefix="p", shape=shape, tensors=names)
+    bindings = host_bindings(placement, HostMemory(), prefix="b")
+    return placement, bindings
+
+
+def _part(placement: Any, binding: Any) -> Any:
+    return placement._part_index()[binding.participant_id]
+
+
+def _forge(obj: Any, **changes: Any) -> Any:
+    """A copy of the frozen ``obj`` with field values set behind its validation."""
+    clone = object.__new__(type(obj))
+    clone.__dict__.update(obj.__dict__)
+    for name, value in changes.items():
+        object.__setattr__(clone, name, value)
+    return clone
+
+
+def _outcome(function: Callable[[], Any]) -> tuple[str, Any]:
+    try:
+        return ("value", function())
+    except (ValueError, KeyError, AttributeError, TypeError) as exc:
+        return (type(exc).__name__, str(exc))
+
+
+def _without(monkeypatch: pytest.MonkeyPatch, name: str, function: Callable[[], Any]) -> tuple[str, Any]:
+    """The outcome of ``function`` with the kernel ``name`` patched to "not decided"."""
+    with monkeypatch.context() as patch:
+        patch.setattr(_native, name, lambda *args: None)
+        return _outcome(function)
+
+
+# ---------------------------------------------------------------------------------------
+# bind_views
+
+
+def _views_kernel(placement: Any, binding: Any) -> Optional[list[Any]]:
+    part = _part(placement, binding)
+    result: Optional[list[Any]] = _native.bind_views(
+        binding.instance_id,
+        part.fragments,
+        binding.fragments,
+        part.tensors,
+        PlacementFragment,
+        RuntimeBindingFragment,
+        TensorDescriptor,
+    )
+    return result
+
+
+def test_bind_views_decides_valid_bindings_exactly() -> None:
+    placement, bindings = _world()
+    for binding in bindings:
+        views = _views_kernel(placement, binding)
+        assert views is not None
+        part = _part(placement, binding)
+        tensors = {tensor.tensor_id: tensor for tensor in part.tensors}
+        expected = [
+            (binding.instance_id, runtime, logical, tensors[logical.tensor_id])
+            for logical, runtime in zip(part.fragments, binding.fragments)
+        ]
+        assert len(views) == len(expected)
+        for got, want in zip(views, expected):
+            assert all(a is b for a, b in zip(got, want))
+
+
+_RUNTIME_FORGERIES: list[dict[str, Any]] = [
+    {"nbytes": 1 << 70},
+    {"nbytes": -1},
+    {"nbytes": 2.0},
+    {"nbytes": True},
+    {"local_shape": [4, 3]},
+    {"local_shape": (4, 1 << 80)},
+    {"local_shape": (4, "3")},
+    {"local_shape": (4,)},
+    {"itemsize": 1 << 65},
+    {"itemsize": -2},
+    {"itemsize": 2.0},
+    {"itemsize": 3},
+    {"strides_bytes": [6, 2]},
+    {"strides_bytes": (6, 2, 1)},
+    {"strides_bytes": (1 << 90, 2)},
+    {"strides_bytes": (-6, 2)},
+    {"strides_bytes": (6.0, 2)},
+    {"strides_bytes": (2, 8)},
+    {"placement_fragment_id": ""},
+    {"placement_fragment_id": 7},
+    {"placement_fragment_id": "zz-unknown"},
+    {"placement_fragment_id": "\ud800"},
+]
+
+
+@pytest.mark.parametrize("changes", _RUNTIME_FORGERIES, ids=repr)
+def test_bind_views_matches_python_on_forged_runtime_fragments(
+    monkeypatch: pytest.MonkeyPatch, changes: dict[str, Any]
+) -> None:
+    placement, bindings = _world()
+    binding = bindings[0]
+    forged_fragment = _forge(binding.fragments[-1], **changes)
+    forged = _forge(binding, fragments=binding.fragments[:-1] + (forged_fragment,))
+    with_kernel = _outcome(lambda: _binding_views(placement, forged))
+    without = _without(monkeypatch, "bind_views", lambda: _binding_views(placement, forged))
+    assert with_kernel == without
+
+
+def test_bind_views_falls_back_on_shapes_it_does_not_decide() -> None:
+    placement, bindings = _world()
+    binding = bindings[0]
+    part = _part(placement, binding)
+    args = (binding.instance_id, part.fragments, binding.fragments, part.tensors)
+    classes = (PlacementFragment, RuntimeBindingFragment, TensorDescriptor)
+    # Not tuples, other lengths, other exact classes, reversed order, unsorted or duplicate tensors.
+    assert _native.bind_views(args[0], list(args[1]), args[2], args[3], *classes) is None
+    assert _native.bind_views(args[0], args[1], list(args[2]), args[3], *classes) is None
+    assert _native.bind_views(args[0], args[1], args[2], list(args[3]), *classes) is None
+    assert _native.bind_views(args[0], args[1], args[2][:-1], args[3], *classes) is None
+    assert _native.bind_views(args[0], args[1][::-1], args[2][::-1], args[3], *classes) is None
+    assert _native.bind_views(args[0], args[1], args[2], args[3][::-1], *classes) is None
+    assert _native.bind_views(args[0], args[1], args[2], args[3] + args[3][-1:], *classes) is None
+    assert _native.bind_views(args[0], args[1], args[2], args[3][1:], *classes) is None
+    assert _native.bind_views(args[0], args[1], args[2], args[3], TensorDescriptor, RuntimeBindingFragment, TensorDescriptor) is None
+    assert _native.bind_views(args[0], args[1], args[2], args[3], PlacementFragment, PlacementFragment, TensorDescriptor) is None
+    # Missing attributes fall back (the Python code raises in its own order).
+    stripped = _forge(binding.fragments[0])
+    del stripped.__dict__["nbytes"]
+    assert _native.bind_views(args[0], args[1], (stripped,) + args[2][1:], args[3], *classes) is None
+    # A subclass instance is not the exact class.
+    tensor = part.tensors[0]
+    odd = type("OddDescriptor", (TensorDescriptor,), {})
+    subclassed = _forge(tensor)
+    object.__setattr__(subclassed, "__class__", odd)
+    assert _native.bind_views(args[0], args[1], args[2], (subclassed,) + args[3][1:], *classes) is None
+    # The empty part pairs with the empty binding.
+    assert _native.bind_views(args[0], (), (), (), *classes) == []
+
+
+def test_bind_views_rank_limit_and_overflowing_strides_fall_back() -> None:
+    placement, bindings = _world(tensors=1, tp=1, shape=(2,) * 3)
+    binding = bindings[0]
+    part = _part(placement, binding)
+    classes = (PlacementFragment, RuntimeBindingFragment, TensorDescriptor)
+    logical = part.fragments[0]
+    runtime = binding.fragments[0]
+    big_shape = (2,) * 65
+    forged_logical = _forge(logical, local_shape=big_shape)
+    forged_runtime = _forge(runtime, local_shape=big_shape, strides_bytes=(1,) * 65)
+    assert _native.bind_views("i", (forged_logical,), (forged_runtime,), part.tensors, *classes) is None
+    huge = (1 << 40, 1 << 40, 1 << 40)
+    forged_logical = _forge(logical, local_shape=huge)
+    forged_runtime = _forge(runtime, local_shape=huge, strides_bytes=(1 << 81, 1 << 41, 2))
+    assert _native.bind_views("i", (forged_logical,), (forged_runtime,), part.tensors, *classes) is None
+
+
+def test_bind_views_argument_errors() -> None:
+    with pytest.raises(TypeError):
+        _native.bind_views()
+    with pytest.raises(TypeError):
+        _native.bind_views("i", (), (), (), PlacementFragment, RuntimeBindingFragment)
+    with pytest.raises(TypeError):
+        _native.bind_views("i", (), (), (), "not a class", RuntimeBindingFragment, TensorDescriptor)
+    with pytest.raises(TypeError):
+        _native.bind_views("i", (), (), (), int, RuntimeBindingFragment, TensorDescriptor)  # not a heap type
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    tensors=st.integers(1, 4),
+    tp=st.integers(1, 3),
+    field=st.sampled_from(["nbytes", "local_shape", "itemsize", "strides_bytes", "placement_fragment_id"]),
+    value=st.one_of(
+        st.integers(-(1 << 70), 1 << 70),
+        st.tuples(st.integers(-3, 1 << 66), st.integers(-3, 1 << 66)),
+        st.text(max_size=4),
+        st.none(),
+    ),
+    index=st.integers(0, 8),
+    reorder=st.booleans(),
+)
+def test_bind_views_property_against_the_python_path(
+    tensors: int, tp: int, field: str, value: Any, index: int, reorder: bool
+) -> None:
+    placement, bindings = _world(tensors=tensors, tp=tp, shape=(3, 6))
+    binding = bindings[index % len(bindings)]
+    fragments = list(binding.fragments)
+    position = index % len(fragments)
+    fragments[position] = _forge(fragments[position], **{field: value})
+    if reorder:
+        fragments.reverse()
+    forged = _forge(binding, fragments=tuple(fragments))
+    with_kernel = _outcome(lambda: _binding_views(placement, forged))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_native, "bind_views", lambda *args: None)
+        without = _outcome(lambda: _binding_views(placement, forged))
+    assert with_kernel == without
+
+
+# ---------------------------------------------------------------------------------------
+# attest
+
+
+def _attest_kernel(placement: Any, binding: Any, part_fragments: Any = "part") -> Any:
+    if part_fragments == "part":
+        part = placement._part_index().get(binding.participant_id)
+        part_fragments = None if part is None else part.fragments
+    return _native.attest(
+        RuntimeBindingAttestation, RuntimeBindingEvidence, RuntimeBindingFragment, placement, binding, part_fragments
+    )
+
+
+def _attestation_state(attestation: Any) -> dict[str, Any]:
+    state = dict(attestation.__dict__)
+    state.pop("_mooncake_attestation", None)
+    for name in ("_placement_by_id", "_binding_by_id"):
+        state[name] = dict(state[name])
+    evidence = state["evidence"]
+    state["evidence"] = (type(evidence), dict(evidence.__dict__))
+    return state
+
+
+def test_attest_builds_the_python_attestation() -> None:
+    placement, bindings = _world()
+    for binding in bindings:
+        built = _attest_kernel(placement, binding)
+        assert type(built) is RuntimeBindingAttestation
+        reference = object.__new__(RuntimeBindingAttestation)
+        reference._set_validated_state(placement, RuntimeBindingEvidence.from_binding(binding), binding, validated=True)
+        assert _attestation_state(built) == _attestation_state(reference)
+        assert list(built.__dict__) == list(reference.__dict__)
+        assert list(built.evidence.__dict__) == [field.name for field in dataclasses.fields(RuntimeBindingEvidence)]
+        assert built == reference
+        assert built.evidence.fragments is binding.fragments
+        assert built.evidence == RuntimeBindingEvidence.from_binding(binding)
+        with pytest.raises(TypeError):
+            built._placement_by_id["x"] = None  # type: ignore[index]
+    # No part: empty placement map.
+    built = _attest_kernel(placement, bindings[0], None)
+    assert dict(built._placement_by_id) == {}
+
+
+_BINDING_FORGERIES: list[dict[str, Any]] = [
+    {"resource_id": ""},
+    {"placement_id": 3},
+    {"instance_id": None},
+    {"lease_id": ""},
+    {"revision": b"rev"},
+    {"participant_id": ""},
+    {"placement_digest": "0" * 63},
+    {"placement_digest": "A" * 64},
+    {"placement_digest": "g" * 64},
+    {"placement_digest": "\ud800" * 64},
+    {"placement_digest": 5},
+    {"generation": -1},
+    {"generation": U64_MAX + 1},
+    {"generation": 1 << 200},
+    {"generation": True},
+    {"generation": 1.0},
+    {"fragments": []},
+]
+
+
+@pytest.mark.parametrize("changes", _BINDING_FORGERIES, ids=repr)
+def test_attest_falls_back_on_forged_scalars(changes: dict[str, Any]) -> None:
+    placement, bindings = _world()
+    forged = _forge(bindings[0], **changes)
+    assert _attest_kernel(placement, forged) is None
+
+
+def test_attest_accepts_the_u64_bounds() -> None:
+    placement, bindings = _world()
+    for generation in (0, U64_MAX):
+        built = _attest_kernel(placement, _forge(bindings[0], generation=generation))
+        assert built is not None and built.evidence.generation == generation
+
+
+def test_attest_falls_back_on_forged_fragments() -> None:
+    placement, bindings = _world(tensors=3)
+    binding = bindings[0]
+    fragments = binding.fragments
+    assert len(fragments) >= 2
+    cases = [
+        fragments[::-1],  # not sorted by placement fragment id
+        fragments[:1] * 2,  # duplicate placement fragment id
+        (fragments[0], _forge(fragments[1], fragment_id=fragments[0].fragment_id)),  # duplicate runtime id
+        (_forge(fragments[0], owner=object()),) + fragments[1:],  # an owner
+        (_forge(fragments[0], fragment_id=5),) + fragments[1:],  # non-str runtime id
+        (_forge(fragments[0], placement_fragment_id=""),) + fragments[1:],
+        (placement.fragments[0],) + fragments[1:],  # not a runtime fragment
+    ]
+    for case in cases:
+        assert _attest_kernel(placement, _forge(binding, fragments=tuple(case))) is None
+    # A part whose fragments are not a tuple / have no usable id.
+    assert _attest_kernel(placement, binding, list(_part(placement, binding).fragments)) is None
+    assert _attest_kernel(placement, binding, (_forge(_part(placement, binding).fragments[0], placement_fragment_id=1),)) is None
+
+
+def test_attest_argument_errors() -> None:
+    placement, bindings = _world()
+    with pytest.raises(TypeError):
+        _native.attest(RuntimeBindingAttestation, RuntimeBindingEvidence, RuntimeBindingFragment, placement, bindings[0])
+    with pytest.raises(TypeError):
+        _native.attest(1, RuntimeBindingEvidence, RuntimeBindingFragment, placement, bindings[0], None)
+    # Missing attributes on a non-binding: not decided.
+    assert _native.attest(
+        RuntimeBindingAttestation, RuntimeBindingEvidence, RuntimeBindingFragment, placement, object(), None
+    ) is None
+
+
+def test_from_validated_with_and_without_the_kernel_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    placement, bindings = _world()
+    for binding in bindings:
+        fresh = dataclasses.replace(binding)
+        with_kernel = RuntimeBindingAttestation._from_validated(placement, fresh)
+        with monkeypatch.context() as patch:
+            patch.setattr(_native, "attest", lambda *args: None)
+            without = RuntimeBindingAttestation._from_validated(placement, dataclasses.replace(binding))
+        assert _attestation_state(with_kernel) == _attestation_state(without)
+
+
+# ---------------------------------------------------------------------------------------
+# attested_executors
+
+
+def _executors_kernel(placement: Any, part: Any, attestation: Any, **overrides: Any) -> Any:
+    values = dict(
+        placement_id=placement.placement_id,
+        participant_id=part.participant_id,
+        digest=placement.digest,
+        rank=part.rank,
+    )
+    values.update(overrides)
+    return _native.attested_executors(
+        ExecutorTransferPlan,
+        RuntimeFragmentSnapshot,
+        RuntimeBindingAttestation,
+        RuntimeBindingEvidence,
+        RuntimeBindingFragment,
+        attestation,
+        values["placement_id"],
+        values["participant_id"],
+        values["digest"],
+        values["rank"],
+    )
+
+
+def _python_rows(placement: Any, part: Any, attestation: Any) -> Any:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_native, "attested_executors", lambda *args: None)
+        return planner_binding._attested_executors(placement, part, attestation)
+
+
+def _multi_worker_binding(binding: Any) -> Any:
+    """The binding with its fragments spread over two workers, runtime ids in reverse order."""
+    fragments = []
+    count = len(binding.fragments)
+    for index, fragment in enumerate(binding.fragments):
+        fragments.append(
+            _forge(fragment, worker_id=f"worker-{index % 2}", fragment_id=f"rt-{count - index:03d}")
+        )
+    return WeightRuntimeBindingManifest(
+        resource_id=binding.resource_id,
+        placement_id=binding.placement_id,
+        placement_digest=binding.placement_digest,
+        instance_id=binding.instance_id,
+        generation=binding.generation,
+        lease_id=binding.lease_id,
+        revision=binding.revision,
+        participant_id=binding.participant_id,
+        fragments=tuple(fragments),
+    )
+
+
+@pytest.mark.parametrize("spread", [False, True])
+def test_attested_executors_equal_the_python_rows(spread: bool) -> None:
+    placement, bindings = _world(tensors=4)
+    for binding in bindings:
+        if spread:
+            binding = _multi_worker_binding(binding)
+        part = _part(placement, binding)
+        attestation = RuntimeBindingAttestation._from_validated(placement, binding)
+        built = _executors_kernel(placement, part, attestation)
+        assert built is not None
+        table, rows = built
+        reference_attestation = RuntimeBindingAttestation._from_validated(placement, dataclasses.replace(binding))
+        reference = _python_rows(placement, part, reference_attestation)
+        assert rows == reference
+        assert [row[0] for row in rows] == sorted(table)
+        for worker_id, snapshots, executor in rows:
+            assert table[worker_id] is snapshots
+            assert executor.fragment_snapshots is snapshots
+            assert executor.attestation is attestation
+            assert executor.fragment_ids == tuple(snapshot.fragment_id for snapshot in snapshots)
+            assert list(snapshots) == sorted(snapshots, key=lambda snapshot: snapshot.fragment_id)
+            assert list(executor.__dict__) == [field.name for field in dataclasses.fields(ExecutorTransferPlan)]
+            for snapshot in snapshots:
+                assert type(snapshot) is RuntimeFragmentSnapshot
+                assert list(snapshot.__dict__) == [field.name for field in dataclasses.fields(RuntimeFragmentSnapshot)]
+        # The table is the one the revalidation reads for this attestation.
+        assert _attestation_values(reference_attestation)["snapshots_by_worker"] == table
+
+
+def test_attested_executors_fall_back_when_a_post_init_check_is_not_visible() -> None:
+    placement, bindings = _world()
+    binding = bindings[0]
+    part = _part(placement, binding)
+    attestation = RuntimeBindingAttestation._from_validated(placement, binding)
+    assert _executors_kernel(placement, part, attestation, placement_id="") is None
+    assert _executors_kernel(placement, part, attestation, participant_id=7) is None
+    assert _executors_kernel(placement, part, attestation, digest="0" * 64 + "0") is None
+    assert _executors_kernel(placement, part, attestation, digest="Z" * 64) is None
+    assert _executors_kernel(placement, part, attestation, digest=None) is None
+    assert _executors_kernel(placement, part, object()) is None
+
+    def forged_attestation(**evidence_changes: Any) -> Any:
+        fresh = RuntimeBindingAttestation._from_validated(placement, dataclasses.replace(binding))
+        object.__setattr__(fresh, "evidence", _forge(fresh.evidence, **evidence_changes))
+        return fresh
+
+    assert _executors_kernel(placement, part, forged_attestation(instance_id="")) is None
+    assert _executors_kernel(placement, part, forged_attestation(lease_id=None)) is None
+    assert _executors_kernel(placement, part, forged_attestation(fragments=list(binding.fragments))) is None
+    duplicate = (binding.fragments[0], _forge(binding.fragments[1], fragment_id=binding.fragments[0].fragment_id))
+    assert _executors_kernel(placement, part, forged_attestation(fragments=duplicate)) is None
+    nameless = (_forge(binding.fragments[0], worker_id=""),) + binding.fragments[1:]
+    assert _executors_kernel(placement, part, forged_attestation(fragments=nameless)) is None
+    odd = (_forge(binding.fragments[0], fragment_id=3),) + binding.fragments[1:]
+    assert _executors_kernel(placement, part, forged_attestation(fragments=odd)) is None
+    fresh = RuntimeBindingAttestation._from_validated(placement, dataclasses.replace(binding))
+    object.__setattr__(fresh, "_placement_dict", dict(fresh._placement_dict).items())
+    assert _executors_kernel(placement, part, fresh) is None
+    # Evidence fragments without an attested placement fragment get no snapshot.
+    fresh = RuntimeBindingAttestation._from_validated(placement, dataclasses.replace(binding))
+    object.__setattr__(fresh, "_placement_dict", {})
+    assert _executors_kernel(placement, part, fresh) == ({}, ())
+
+
+def test_attested_executors_argument_errors() -> None:
+    with pytest.raises(TypeError):
+        _native.attested_executors()
+    with pytest.raises(TypeError):
+        _native.attested_executors(*(["x"] * 10))
+
+
+def test_projection_with_and_without_the_kernels_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    placement, bindings = _world(tensors=3, tp=3)
+
+    def project() -> Any:
+        return planner_binding._build_executor_plans(
+            (placement,), tuple(dataclasses.replace(binding) for binding in bindings), "target"
+        )
+
+    with_kernels = project()
+    with monkeypatch.context() as patch:
+        for name in ("bind_views", "attest", "attested_executors"):
+            patch.setattr(_native, name, lambda *args: None)
+        without = project()
+    assert with_kernels == without
+
+
+def test_repeated_calls_do_not_leak_references() -> None:
+    placement, bindings = _world()
+    binding = bindings[0]
+    part = _part(placement, binding)
+    watched = (binding, binding.fragments, binding.fragments[0], part.fragments[0], part.tensors[0], binding.instance_id)
+
+    def run() -> None:
+        for _ in range(200):
+            _views_kernel(placement, binding)
+            attestation = _attest_kernel(placement, binding)
+            _executors_kernel(placement, part, attestation)
+            _native.bind_views("i", list(part.fragments), binding.fragments, part.tensors,
+                               PlacementFragment, RuntimeBindingFragment, TensorDescriptor)
+            _attest_kernel(placement, _forge(binding, generation=-1))
+
+    run()
+    gc.collect()
+    before = [sys.getrefcount(item) for item in watched]
+    run()
+    gc.collect()
+    assert [sys.getrefcount(item) for item in watched] == before
