@@ -1119,11 +1119,94 @@ done:
     return result;
 }
 
+/* ---- owner_minimums: the least owner per (tensor, DP rank) (spec §11.2) ------------------ */
+
+PyDoc_STRVAR(owner_minimums_doc,
+"owner_minimums(fragments, kinds)\n"
+"--\n\n"
+"{(fragment.tensor_id, fragment.rank.dp): least tuple(getattr(fragment.rank, kind) for kind\n"
+"in kinds)} over fragments (a list or tuple), comparing the tuples with <.");
+
+static PyObject *
+po_owner_minimums(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    PyObject *fragments, *kinds;
+    if (!PyArg_ParseTuple(args, "OO!:owner_minimums", &fragments, &PyTuple_Type, &kinds)) return NULL;
+    int is_list = PyList_Check(fragments);
+    if (!is_list && !PyTuple_Check(fragments)) {
+        PyErr_SetString(PyExc_TypeError, "owner_minimums: fragments must be a list or tuple");
+        return NULL;
+    }
+    Py_ssize_t nkinds = PyTuple_Size(kinds);
+    if (nkinds < 0) return NULL;
+    PyObject *tensor_name = PyUnicode_InternFromString("tensor_id");
+    PyObject *rank_name = PyUnicode_InternFromString("rank");
+    PyObject *dp_name = PyUnicode_InternFromString("dp");
+    PyObject *result = PyDict_New();
+    if (tensor_name == NULL || rank_name == NULL || dp_name == NULL || result == NULL) goto fail;
+    for (Py_ssize_t i = 0;; i++) {
+        Py_ssize_t n = is_list ? PyList_Size(fragments) : PyTuple_Size(fragments);
+        if (n < 0) goto fail;
+        if (i >= n) break;
+        PyObject *fragment = is_list ? PyList_GetItem(fragments, i) : PyTuple_GetItem(fragments, i);
+        if (fragment == NULL) goto fail;
+        Py_INCREF(fragment);
+        PyObject *tensor_id = NULL, *rank = NULL, *key = NULL, *values = NULL;
+        int ok = 0;
+        tensor_id = PyObject_GetAttr(fragment, tensor_name);
+        if (tensor_id == NULL) goto next;
+        rank = PyObject_GetAttr(fragment, rank_name);
+        if (rank == NULL) goto next;
+        PyObject *dp = PyObject_GetAttr(rank, dp_name);
+        if (dp == NULL) goto next;
+        key = PyTuple_Pack(2, tensor_id, dp);
+        Py_DECREF(dp);
+        if (key == NULL) goto next;
+        values = PyTuple_New(nkinds);
+        if (values == NULL) goto next;
+        for (Py_ssize_t k = 0; k < nkinds; k++) {
+            PyObject *kind = PyTuple_GetItem(kinds, k); /* borrowed; kinds is a tuple */
+            if (kind == NULL) goto next;
+            PyObject *value = PyObject_GetAttr(rank, kind);
+            if (value == NULL || PyTuple_SetItem(values, k, value) < 0) goto next;
+        }
+        PyObject *best = PyDict_GetItemWithError(result, key); /* borrowed */
+        if (best == NULL) {
+            if (PyErr_Occurred()) goto next;
+            ok = PyDict_SetItem(result, key, values) == 0;
+        } else {
+            Py_INCREF(best);
+            int less = PyObject_RichCompareBool(values, best, Py_LT);
+            Py_DECREF(best);
+            if (less < 0) goto next;
+            ok = less == 0 || PyDict_SetItem(result, key, values) == 0;
+        }
+    next:
+        Py_XDECREF(values);
+        Py_XDECREF(key);
+        Py_XDECREF(rank);
+        Py_XDECREF(tensor_id);
+        Py_DECREF(fragment);
+        if (!ok) goto fail;
+    }
+    Py_DECREF(tensor_name);
+    Py_DECREF(rank_name);
+    Py_DECREF(dp_name);
+    return result;
+fail:
+    Py_XDECREF(tensor_name);
+    Py_XDECREF(rank_name);
+    Py_XDECREF(dp_name);
+    Py_XDECREF(result);
+    return NULL;
+}
+
 static PyMethodDef planobj_methods[] = {
     {"build_regions", po_build_regions, METH_VARARGS, build_regions_doc},
     {"pack_targets", po_pack_targets, METH_VARARGS, pack_targets_doc},
     {"select_sources", po_select_sources, METH_VARARGS, select_sources_doc},
     {"project_executors", po_project_executors, METH_VARARGS, project_executors_doc},
+    {"owner_minimums", po_owner_minimums, METH_VARARGS, owner_minimums_doc},
     {NULL, NULL, 0, NULL},
 };
 

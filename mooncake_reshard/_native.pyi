@@ -314,6 +314,11 @@ def project_executors(
     ``placement_id``, ``participant_id``, ``rank`` and the part's ``placement_fragment_ids``
     sorted. The caller checks rank uniqueness and orders the pairs."""
 
+def owner_minimums(fragments: Sequence[object], kinds: tuple[str, ...], /) -> dict[tuple[Any, Any], tuple[Any, ...]]:
+    """``{(fragment.tensor_id, fragment.rank.dp): least tuple(getattr(fragment.rank, kind) for
+    kind in kinds)}`` over ``fragments`` (a list or tuple), tuples compared with ``<`` (spec
+    §11.2: the chosen owner of a complete replica)."""
+
 # --- physical.c: bound physical-range kernels (issue 4) ----------------------
 
 def physical_sweep(

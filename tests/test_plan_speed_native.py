@@ -369,3 +369,50 @@ def test_project_executors_rejects_hostile_inputs() -> None:
         _native.project_executors(PlacementExecutorPlan, "p", [_Part([_Fragment([1])])], {"x"}, None)
     assert _native.project_executors(PlacementExecutorPlan, "p", parts, set(), None) == []
     assert _native.project_executors(PlacementExecutorPlan, "p", (), {"x"}, None) == []
+
+
+def test_default_planning_limits_equal_the_constructor() -> None:
+    from mooncake.reshard.weight._planner import api
+    from mooncake.reshard.weight._planner.contracts import PlanningLimits
+
+    first = api._limits(None)
+    second = api._limits(None)
+    assert type(first) is PlanningLimits and first == PlanningLimits() and first.__dict__ == PlanningLimits().__dict__
+    assert first is not second  # never shared between plans (a plan's limits can be forged)
+    object.__setattr__(first, "max_transfer_regions", 1)
+    assert api._limits(None) == PlanningLimits()
+
+
+# --- owner_minimums ----------------------------------------------------------------------
+
+
+@settings(max_examples=100, deadline=None)
+@given(placement_pairs(), st.sampled_from([(), ("tp",), ("pp", "ep"), ("dp", "tp", "pp", "ep"), ("ep", "tp")]))
+def test_owner_minimums_equal_the_python_form(pair: Tuple[Layout, Layout], kinds: Tuple[str, ...]) -> None:
+    from mooncake.reshard.weight._planner import ownership
+
+    for placement in (build_placement(pair[0]), build_placement(pair[1])):
+        fragments = placement.fragments
+        assert _native.owner_minimums(fragments, kinds) == ownership._owner_minimums(fragments, kinds)
+        assert _native.owner_minimums(list(reversed(fragments)), kinds) == ownership._owner_minimums(fragments, kinds)
+
+
+def test_owner_minimums_hostile_inputs() -> None:
+    a = _Fragment("a", rank=_Rank(dp=0, tp=1 << 80))
+    b = _Fragment("b", rank=_Rank(dp=0, tp=-(1 << 90)))
+    assert _native.owner_minimums([a, b], ("tp",)) == {("w", 0): (-(1 << 90),)}  # big ints compare exactly
+    assert _native.owner_minimums((), ("tp",)) == {}
+    with pytest.raises(TypeError):
+        _native.owner_minimums(5, ("tp",))
+    with pytest.raises(TypeError):
+        _native.owner_minimums([a], ["tp"])  # kinds must be a tuple
+    with pytest.raises(TypeError):
+        _native.owner_minimums([a], (5,))  # attribute names are str
+    with pytest.raises(AttributeError):
+        _native.owner_minimums([a], ("zz",))
+    with pytest.raises(AttributeError):
+        _native.owner_minimums([object()], ("tp",))
+    with pytest.raises(TypeError):  # unorderable owner values
+        _native.owner_minimums([_Fragment("c", rank=_Rank(tp="x")), _Fragment("d", rank=_Rank(tp=1))], ("tp",))
+    with pytest.raises(TypeError):  # unhashable tensor id
+        _native.owner_minimums([_Fragment("c", tensor_id=[1])], ("tp",))

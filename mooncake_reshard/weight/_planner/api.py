@@ -24,9 +24,21 @@ __all__ = [
 _gc_paused = collector_paused
 
 
+# The field values of ``PlanningLimits()``, built once through its validating constructor.
+_DEFAULT_LIMITS = dict(PlanningLimits().__dict__)
+
+
+def _default_limits() -> PlanningLimits:
+    """A fresh ``PlanningLimits()`` (every call: the plan holds it, so it is never shared),
+    built from the constant defaults without re-running their validation."""
+    limits: PlanningLimits = object.__new__(PlanningLimits)
+    object.__setattr__(limits, "__dict__", dict(_DEFAULT_LIMITS))
+    return limits
+
+
 def _limits(planning_limits: Optional[PlanningLimits]) -> PlanningLimits:
     if planning_limits is None:
-        return PlanningLimits()
+        return _default_limits()
     if not isinstance(planning_limits, PlanningLimits):
         raise ValueError("planning_limits must be a PlanningLimits")
     return planning_limits

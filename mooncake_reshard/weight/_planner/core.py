@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
-from itertools import chain
+from itertools import chain, repeat
 from operator import attrgetter, itemgetter
 from typing import Any, Optional
 
@@ -274,6 +274,7 @@ def _placed_members(
         members[cover].append(fragment)
 
 
+_NO_BOXES = FragmentBoxes()  # stands for a side the kernel receives already packed (never read)
 _AXIS_CODE = {"dp": 0, "tp": 1, "pp": 2, "ep": 3}
 _NO_AXES = (-1, -1, -1, -1)
 _NO_OWNER = (0, 0, 0, 0)
@@ -423,8 +424,8 @@ def plan_logical_transfer(
             raise ValueError(f"local target manifest is missing fragments: {_ids(missing)}")
 
     # Step 2: source kind.
-    stored = bool(source_fragments) and all(isinstance(f, StoredFragmentSnapshot) for f in source_fragments)
-    placed = bool(source_fragments) and all(isinstance(f, PlacementFragment) for f in source_fragments)
+    stored = bool(source_fragments) and all(map(isinstance, source_fragments, repeat(StoredFragmentSnapshot)))
+    placed = bool(source_fragments) and all(map(isinstance, source_fragments, repeat(PlacementFragment)))
     if not (stored or placed):
         raise ValueError("source fragments mix placement and stored locations")
 
@@ -494,7 +495,7 @@ def plan_logical_transfer(
                 source_fragments, tensor_index, ndim_packed, complete_ranks, packed[5],
                 source_signatures, dp_owners, complete,
             )
-    source_boxes = FragmentBoxes()
+    source_boxes = _NO_BOXES
     if selection is not None:
         source_objects, s_tensor_b, s_offsets_b, s_shapes_b, s_nbytes_b, starts_b, members_b, source_fragment_ids = (
             selection
@@ -536,6 +537,7 @@ def plan_logical_transfer(
         select(members, source_fragments, stored, needed, needed_tensors, source_signatures, dp_owners, complete)
 
         # Pack the selected source fragments for the kernel.
+        source_boxes = FragmentBoxes()
         source_objects = []
         cover_start = [0]
         cover_members = []
@@ -555,11 +557,13 @@ def plan_logical_transfer(
         source_fragment_ids = [_fragment_id(f) for f in source_objects]
         ranks = {fid: i for i, fid in enumerate(sorted(source_fragment_ids))}
         source_order = [ranks[fid] for fid in source_fragment_ids]
-    target_boxes = FragmentBoxes()
-    target_boxes.tensor = t_tensor
-    target_boxes.offsets = t_offsets
-    target_boxes.shapes = t_shapes
-    target_boxes.nbytes = t_nbytes
+    target_boxes = _NO_BOXES
+    if target_packed is None:
+        target_boxes = FragmentBoxes()
+        target_boxes.tensor = t_tensor
+        target_boxes.offsets = t_offsets
+        target_boxes.shapes = t_shapes
+        target_boxes.nbytes = t_nbytes
     records = plan_overlap_regions(
         tensor_ndim=tensor_ndim,
         tensor_itemsize=tensor_itemsize,

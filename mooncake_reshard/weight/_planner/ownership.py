@@ -7,10 +7,11 @@ test collapses identical geometry first and then runs the exact-cover kernel, ba
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from operator import attrgetter
 from typing import Any, Optional
 
+from ... import _native
 from ..types import OwnershipAxis, PlacementFragment, TensorDescriptor
 from .contracts import RuntimeTensorOwner
 from .geometry import exact_cover_failures
@@ -126,7 +127,7 @@ def _fast_path_placement(placement: Any, tensors: dict[str, TensorDescriptor], f
     )
 
 
-def _all_pairs_present(pairs: set[tuple[str, int]], tensors: dict[str, TensorDescriptor], dp_count: int) -> bool:
+def _all_pairs_present(pairs: Collection[tuple[str, int]], tensors: dict[str, TensorDescriptor], dp_count: int) -> bool:
     # Pairs are distinct and their dp values are the dp ranks; so every (tensor, dp) is
     # present exactly when the pairs name only known tensors and their count is the product.
     return len(pairs) == len(tensors) * dp_count and all(tensor_id in tensors for tensor_id, _ in pairs)
@@ -241,6 +242,26 @@ def check_target_coverage(
         raise ValueError(f"target tensor is not fully covered: {tensor_id}: dp={dp}")
 
 
+def _owner_minimums(fragments: Sequence[Any], kinds: tuple[str, ...]) -> dict[tuple[Any, ...], tuple[Any, ...]]:
+    """``{(tensor_id, rank.dp): least (rank.<kind> for kind in kinds)}`` over ``fragments``
+    (the Python form of ``_native.owner_minimums``)."""
+    triples = set(
+        zip(
+            map(_tensor_id, fragments),
+            map(_rank_dp, fragments),
+            *(map(attrgetter(f"rank.{kind}"), fragments) for kind in kinds),
+        )
+    )
+    minimum: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+    for triple in triples:
+        key = triple[:2]
+        values = triple[2:]
+        best = minimum.get(key)
+        if best is None or values < best:
+            minimum[key] = values
+    return minimum
+
+
 def complete_parallel_source_replicas(
     tensors: dict[str, TensorDescriptor],
     fragments: Sequence[PlacementFragment],
@@ -259,24 +280,15 @@ def complete_parallel_source_replicas(
         signature = _single_signature(signatures)
         if signature is not None and not signature[1]:
             kinds = signature[0]
-            triples = set(
-                zip(
-                    map(_tensor_id, fragments),
-                    map(_rank_dp, fragments),
-                    *(map(attrgetter(f"rank.{kind}"), fragments) for kind in kinds),
-                )
+            # Owners of one signature compare like their coordinate tuples (same kinds): the
+            # least coordinates per (tensor, dp), in one C pass (``_owner_minimums`` in Python).
+            minimum: dict[tuple[Any, ...], tuple[Any, ...]] = (
+                _native.owner_minimums(fragments, kinds)
+                if type(fragments) in (list, tuple) and type(kinds) is tuple
+                else _owner_minimums(fragments, kinds)
             )
-            # Owners of one signature compare like their coordinate tuples (same kinds).
-            minimum: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-            for triple in triples:
-                key = triple[:2]
-                values = triple[2:]
-                best = minimum.get(key)
-                if best is None or values < best:
-                    minimum[key] = values
             dps = sorted({key[1] for key in minimum})
-            pairs: set[tuple[str, int]] = set(minimum)
-            if _all_pairs_present(pairs, tensors, len(dps)) and _table_groups_cover(placement, ["dp", *kinds]):
+            if _all_pairs_present(minimum.keys(), tensors, len(dps)) and _table_groups_cover(placement, ["dp", *kinds]):
                 fast: dict[int, dict[str, RuntimeTensorOwner]] = {dp: {} for dp in dps}
                 owners: dict[tuple[Any, ...], RuntimeTensorOwner] = {}
                 for (tensor_id, dp), values in minimum.items():
