@@ -1,0 +1,262 @@
+"""The compact pickle record of ``TransferPlan`` (``_planner/bound_pickle.py``, spec §13): round
+trips are exact, shared objects stay shared, the fallback field-state format covers what the
+record does not describe, and every restore runs the validating paths: forged values inside a
+record and malformed records are rejected with ``ValueError``."""
+
+from __future__ import annotations
+
+import copy
+import copyreg
+import dataclasses
+import pickle
+from typing import Any, Callable
+
+import pytest
+
+from spec_helpers import raises
+from test_binding_attacks import World, _stored_world
+
+from mooncake.reshard.weight._planner import bound_pickle
+from mooncake.reshard.weight._planner.bound_pickle import _restore_transfer_plan, reduce_transfer_plan
+from mooncake.reshard.weight.planner import (
+    RuntimeBindingAttestation,
+    TransferPlan,
+    bind_logical_transfer_plan,
+    plan_stored_transfer_to_target_placement,
+)
+
+_INVALID = "transfer plan pickle state is invalid"
+_PROTOCOLS = range(2, pickle.HIGHEST_PROTOCOL + 1)
+
+
+@pytest.fixture()
+def world() -> World:
+    return World()
+
+
+def _is_compact(plan: Any) -> bool:
+    return plan.__reduce_ex__(pickle.HIGHEST_PROTOCOL)[0] is _restore_transfer_plan
+
+
+def _record(plan: TransferPlan) -> list[Any]:
+    reduced = reduce_transfer_plan(plan)
+    assert reduced[0] is _restore_transfer_plan
+    return list(reduced[1])
+
+
+def _restore(record: list[Any]) -> TransferPlan:
+    return pickle.loads(pickle.dumps(_Payload(tuple(record))))
+
+
+class _Payload:
+    """Pickles as a call of the restore helper with an arbitrary (possibly hostile) record."""
+
+    def __init__(self, record: tuple[Any, ...]) -> None:
+        self.record = record
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_restore_transfer_plan, self.record)
+
+
+def _assert_same_plan(restored: TransferPlan, plan: TransferPlan) -> None:
+    assert type(restored) is TransferPlan and restored == plan
+    assert restored.source_stored_fragment_snapshots == plan.source_stored_fragment_snapshots
+    assert restored.pipeline_routes == plan.pipeline_routes
+    for side in ("source", "target"):
+        for mine, theirs in zip(getattr(restored, f"{side}_executors"), getattr(plan, f"{side}_executors")):
+            assert mine.attestation == theirs.attestation
+            assert restored.operation_indices_for_executor(mine, side) == plan.operation_indices_for_executor(
+                theirs, side
+            )
+    for mine, theirs in zip(restored.operations, plan.operations):
+        for side in ("source", "target"):
+            a, b = getattr(mine, side), getattr(theirs, side)
+            assert a == b and a.attestation == b.attestation and a.owner is None
+
+
+def test_bound_plan_uses_the_compact_record_and_round_trips(world: World) -> None:
+    plan = world.bind()
+    assert _is_compact(plan)
+    for protocol in _PROTOCOLS:
+        _assert_same_plan(pickle.loads(pickle.dumps(plan, protocol=protocol)), plan)
+    for clone in (copy.copy(plan), copy.deepcopy(plan), dataclasses.replace(plan)):
+        _assert_same_plan(clone, plan)
+    # A restored plan pickles compactly again, to an equal plan.
+    restored = pickle.loads(pickle.dumps(plan))
+    assert _is_compact(restored)
+    _assert_same_plan(pickle.loads(pickle.dumps(restored)), plan)
+
+
+def test_compact_record_is_smaller_and_keeps_sharing(world: World) -> None:
+    plan = world.bind()
+    compact = pickle.dumps(plan, protocol=pickle.HIGHEST_PROTOCOL)
+    fallback = pickle.dumps(
+        (copyreg.__newobj__, (TransferPlan,), plan.__getstate__()), protocol=pickle.HIGHEST_PROTOCOL
+    )
+    assert len(compact) < len(fallback)
+    restored = pickle.loads(compact)
+    attestations = {id(e.attestation) for e in restored.source_executors + restored.target_executors}
+    # Every operation fragment's attestation is one of the executors' (shared, not duplicated).
+    for op in restored.operations:
+        assert id(op.source.attestation) in attestations and id(op.target.attestation) in attestations
+    # Fragments shared by several operations stay one object; placements stay shared.
+    assert len({id(op.source) for op in restored.operations}) == len({id(op.source) for op in plan.operations})
+    assert all(op.target.attestation.placement is restored.target_placement for op in restored.operations)
+    for op in restored.operations:
+        bound = op.target
+        assert bound.binding is bound.attestation.binding_fragment(bound.placement_fragment_id)
+
+
+def test_hand_built_plan_round_trips(world: World) -> None:
+    plan = world.bind()
+    by_hand = TransferPlan(
+        resource_id=plan.resource_id,
+        revision=plan.revision,
+        weight_generation=plan.weight_generation,
+        target_placement=plan.target_placement,
+        operations=list(plan.operations),
+        planning_limits=plan.planning_limits,
+        source_executors=list(plan.source_executors),
+        target_executors=plan.target_executors,
+    )
+    assert _is_compact(by_hand)
+    for protocol in _PROTOCOLS:
+        _assert_same_plan(pickle.loads(pickle.dumps(by_hand, protocol=protocol)), plan)
+
+
+def test_fallback_format_for_what_the_record_does_not_describe(world: World) -> None:
+    plan = world.bind()
+    target, manifest, targets, _memory = _stored_world()
+    stored = bind_logical_transfer_plan(
+        plan_stored_transfer_to_target_placement(manifest, target), targets, source_manifest=manifest
+    )
+    extra = copy.copy(plan)
+    object.__setattr__(extra, "note", "kept")
+    listed = copy.copy(plan)
+    object.__setattr__(listed, "operations", list(plan.operations))
+    for value, expected in ((stored, stored), (extra, extra), (listed, plan)):
+        assert not _is_compact(value)
+        for protocol in _PROTOCOLS:
+            restored = pickle.loads(pickle.dumps(value, protocol=protocol))
+            assert restored == expected
+    assert pickle.loads(pickle.dumps(extra)).note == "kept"  # type: ignore[attr-defined]
+    assert type(pickle.loads(pickle.dumps(listed)).operations) is tuple
+
+
+def test_forged_values_inside_the_record_are_rejected(world: World) -> None:
+    plan = world.bind()
+    op = plan.operations[0]
+    # A bound fragment whose fence differs from its attestation (constructor check).
+    stale = copy.copy(op.target)
+    object.__setattr__(stale, "lease_generation", op.target.lease_generation + 1)
+    forged_op = copy.copy(op)
+    object.__setattr__(forged_op, "target", stale)
+    forged = copy.copy(plan)
+    object.__setattr__(forged, "operations", (forged_op,) + plan.operations[1:])
+    assert _is_compact(forged)
+    with raises("bound fragment runtime fence differs from attestation"):
+        pickle.loads(pickle.dumps(forged))
+    # Evidence that retains an owner (attestation __setstate__ check), even when forged.
+    attestation = plan.target_executors[0].attestation
+    evidence = copy.copy(attestation.evidence)
+    fragment = copy.copy(evidence.fragments[0])
+    object.__setattr__(fragment, "owner", object())
+    object.__setattr__(evidence, "fragments", (fragment,) + evidence.fragments[1:])
+    record = _record(plan)
+    rows = list(record[6])
+    index = next(i for i, row in enumerate(rows) if row[1] is attestation.evidence)
+    rows[index] = (rows[index][0], evidence)
+    record[6] = tuple(rows)
+    with raises("runtime binding evidence must not retain allocation owners"):
+        bound_pickle._restore_transfer_plan(*record)
+    # A tampered region field (plan revalidation).
+    region = copy.copy(op)
+    object.__setattr__(region, "inner_bytes", op.inner_bytes + 1)
+    forged = copy.copy(plan)
+    object.__setattr__(forged, "operations", (region,) + plan.operations[1:])
+    assert _is_compact(forged)
+    with pytest.raises(ValueError):
+        pickle.loads(pickle.dumps(forged))
+    # An executor without its attestation (plan revalidation).
+    executor = copy.copy(plan.target_executors[0])
+    object.__setattr__(executor, "attestation", None)
+    forged = copy.copy(plan)
+    object.__setattr__(forged, "target_executors", (executor,) + plan.target_executors[1:])
+    assert _is_compact(forged)
+    with raises("target executor lacks runtime attestation"):
+        pickle.loads(pickle.dumps(forged))
+
+
+@pytest.mark.parametrize("field", ["address", "worker_id", "storage_offset_bytes", "lease_generation"])
+def test_tampered_snapshot_in_the_record_is_rejected(world: World, field: str) -> None:
+    plan = world.bind()
+    executor = plan.source_executors[0]
+    snapshot = copy.copy(executor.fragment_snapshots[0])
+    value = getattr(snapshot, field)
+    object.__setattr__(snapshot, field, value + 64 if isinstance(value, int) else value + "-x")
+    forged_executor = copy.copy(executor)
+    object.__setattr__(forged_executor, "fragment_snapshots", (snapshot,) + executor.fragment_snapshots[1:])
+    forged = copy.copy(plan)
+    object.__setattr__(forged, "source_executors", (forged_executor,) + plan.source_executors[1:])
+    assert _is_compact(forged)
+    with pytest.raises(ValueError, match="source executor"):
+        pickle.loads(pickle.dumps(forged))
+
+
+def _edit(index: int, change: Callable[[Any], Any]) -> Callable[[list[Any]], None]:
+    def apply(record: list[Any]) -> None:
+        record[index] = change(record[index])
+
+    return apply
+
+
+def _first_row(position: int, value: Any) -> Callable[[Any], Any]:
+    def change(rows: Any) -> Any:
+        row = list(rows[0])
+        row[position] = value
+        return (tuple(row),) + tuple(rows[1:])
+
+    return change
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda record: record.pop(),
+        lambda record: record.append(None),
+        _edit(0, lambda version: 2),
+        _edit(0, lambda version: True),
+        _edit(6, list),
+        _edit(6, lambda rows: rows + ((None,),)),
+        _edit(7, lambda rows: rows + (rows[0][:5],)),
+        _edit(7, _first_row(5, 10**30)),
+        _edit(7, _first_row(5, -1)),
+        _edit(7, _first_row(5, "0")),
+        _edit(8, _first_row(1, 10**6)),
+        _edit(8, _first_row(2, 1.0)),
+        _edit(8, lambda rows: (rows[0][:-1],) + rows[1:]),
+        _edit(9, lambda rows: (rows[0] + (None,),) + rows[1:]),
+        _edit(9, _first_row(9, 99)),
+        _edit(9, _first_row(8, [])),
+        _edit(10, _first_row(8, ((1, 2),))),
+    ],
+)
+def test_malformed_records_are_rejected(world: World, edit: Callable[[list[Any]], None]) -> None:
+    record = _record(world.bind())
+    edit(record)
+    with raises(_INVALID):
+        _restore(record)
+
+
+def test_unrelated_attestation_in_the_record_is_rejected(world: World) -> None:
+    plan = world.bind()
+    record = _record(plan)
+    # Point the first operation's target fragment at another executor's attestation.
+    rows = list(record[7])
+    target_row = record[8][0][2]
+    other = next(i for i, row in enumerate(record[6]) if row != record[6][rows[target_row][5]])
+    rows[target_row] = rows[target_row][:5] + (other,)
+    record[7] = tuple(rows)
+    with raises("bound fragment does not match its runtime binding attestation"):
+        _restore(record)
+    assert isinstance(plan.target_executors[0].attestation, RuntimeBindingAttestation)
