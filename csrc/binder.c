@@ -12,6 +12,8 @@
  * - attest: a RuntimeBindingAttestation (with its owner-free evidence) of a binding that
  *   validate_runtime_binding has just accepted.
  * - attested_executors: the attested snapshots per worker and one executor per worker.
+ * - bound_fragments: the bound fragments of an attested part (binding step 7).
+ * - bind_regions: the bound operations of a logical plan (binding step 8).
  *
  * Instances are allocated through the class's tp_alloc and receive one fresh field dict, as
  * planobj.c does for regions: the classes are frozen dataclasses whose __post_init__ checks
@@ -62,6 +64,19 @@ enum {
     N_FRAGMENT_IDS,
     N_FRAGMENT_SNAPSHOTS,
     N_ATTESTATION,
+    /* TransferRegion fields not named above (tensor_id first, then source and target). */
+    N_SOURCE,
+    N_TARGET,
+    N_OVERLAP_OFFSET,
+    N_OVERLAP_SHAPE,
+    N_SOURCE_BASE_OFFSET,
+    N_TARGET_BASE_OFFSET,
+    N_INNER_BYTES,
+    N_OUTER_LOOP_COUNTS,
+    N_SOURCE_STRIDES,
+    N_TARGET_STRIDES,
+    /* BoundWeightFragment fields not named above. */
+    N_BINDING,
     /* Others. */
     N_OWNER,
     N_COUNT
@@ -85,6 +100,9 @@ static const char *const bd_names[N_COUNT] = {
     "generation", "lease_id", "fragments",
     "placement", "evidence", "_placement_by_id", "_binding_by_id", "_placement_dict", "_binding_dict",
     "runtime_lease_id", "rank", "fragment_ids", "fragment_snapshots", "attestation",
+    "source", "target", "overlap_offset", "overlap_shape", "source_base_offset", "target_base_offset",
+    "inner_bytes", "outer_loop_counts", "source_strides", "target_strides",
+    "binding",
     "owner",
 };
 
@@ -961,6 +979,206 @@ done:
     Py_RETURN_NONE;
 }
 
+
+/* ------------------------------------------------------------------------------------------
+ * bound_fragments */
+
+PyDoc_STRVAR(bound_fragments_doc,
+"bound_fragments(bound_cls, attestation_cls, part_fragments, attestation)\n"
+"--\n\n"
+"((placement_fragment_id, bound), ...) as _planner/binding.py _attested_bound_fragments builds\n"
+"them on its trusted path: for each fragment of the exact tuple part_fragments, the attested\n"
+"evidence fragment of its id (attestation._binding_dict) joined with the evidence fences and\n"
+"the attestation, no owner, when attestation._placement_dict holds that very placement\n"
+"fragment. None when not decided here (a fragment off the trusted path, inexact types).");
+
+static PyObject *
+bd_bound_fragments(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *nm[N_COUNT];
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "bound_fragments expects 4 arguments");
+        return NULL;
+    }
+    if (bd_load_names(self, nm) < 0) return NULL;
+    if (bd_check_heap_types(args, 2) < 0) return NULL;
+    PyObject *bound_cls = args[0], *att_cls = args[1], *part_fragments = args[2], *attestation = args[3];
+    PyObject *evidence = NULL, *binding_dict = NULL, *placement_dict = NULL;
+    PyObject *fences[3] = {NULL, NULL, NULL}; /* instance_id, lease_id, generation */
+    PyObject *rows = NULL;
+    int status = BD_FALLBACK;
+    if ((PyObject *)Py_TYPE(attestation) != att_cls || !PyTuple_CheckExact(part_fragments)) goto done;
+    status = bd_get(attestation, nm[N_EVIDENCE], &evidence);
+    if (status == BD_OK) status = bd_get(attestation, nm[N_BINDING_DICT], &binding_dict);
+    if (status == BD_OK) status = bd_get(attestation, nm[N_PLACEMENT_DICT], &placement_dict);
+    if (status == BD_OK) status = bd_get(evidence, nm[N_INSTANCE_ID], &fences[0]);
+    if (status == BD_OK) status = bd_get(evidence, nm[N_LEASE_ID], &fences[1]);
+    if (status == BD_OK) status = bd_get(evidence, nm[N_GENERATION], &fences[2]);
+    if (status != BD_OK) goto done;
+    status = BD_FALLBACK;
+    if (!PyDict_CheckExact(binding_dict) || !PyDict_CheckExact(placement_dict)) goto done;
+    Py_ssize_t n = PyTuple_Size(part_fragments);
+    if (n < 0) { status = BD_ERROR; goto done; }
+    rows = PyTuple_New(n);
+    if (rows == NULL) { status = BD_ERROR; goto done; }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *placement_fragment = PyTuple_GetItem(part_fragments, i);
+        if (placement_fragment == NULL) { status = BD_ERROR; goto done; }
+        PyObject *pfid = NULL;
+        status = bd_get_str(placement_fragment, nm[N_PFID], &pfid);
+        if (status != BD_OK) goto done;
+        PyObject *runtime = PyDict_GetItemWithError(binding_dict, pfid); /* borrowed */
+        PyObject *attested = runtime == NULL ? NULL : PyDict_GetItemWithError(placement_dict, pfid);
+        if (attested != placement_fragment) {
+            Py_DECREF(pfid);
+            status = PyErr_Occurred() ? BD_ERROR : BD_FALLBACK;
+            goto done;
+        }
+        status = BD_ERROR;
+        PyObject *bound = NULL, *dict = PyDict_New();
+        if (dict != NULL && PyDict_SetItem(dict, nm[N_PLACEMENT], placement_fragment) == 0 &&
+            PyDict_SetItem(dict, nm[N_BINDING], runtime) == 0 &&
+            PyDict_SetItem(dict, nm[N_INSTANCE_ID], fences[0]) == 0 &&
+            PyDict_SetItem(dict, nm[N_RUNTIME_LEASE_ID], fences[1]) == 0 &&
+            PyDict_SetItem(dict, nm[N_LEASE_GENERATION], fences[2]) == 0 &&
+            PyDict_SetItem(dict, nm[N_OWNER], Py_None) == 0 &&
+            PyDict_SetItem(dict, nm[N_ATTESTATION], attestation) == 0) {
+            bound = bd_instance(bound_cls, dict);
+        }
+        Py_XDECREF(dict);
+        PyObject *row = bound == NULL ? NULL : PyTuple_Pack(2, pfid, bound);
+        Py_DECREF(pfid);
+        Py_XDECREF(bound);
+        if (row == NULL || PyTuple_SetItem(rows, i, row) < 0) goto done;
+        status = BD_OK;
+    }
+    status = BD_OK;
+done:
+    Py_XDECREF(evidence);
+    Py_XDECREF(binding_dict);
+    Py_XDECREF(placement_dict);
+    for (int k = 0; k < 3; k++) Py_XDECREF(fences[k]);
+    if (status == BD_OK) return rows;
+    Py_XDECREF(rows);
+    if (status == BD_ERROR) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * bind_regions */
+
+/* The bound operation of op (BD_* status). */
+static int
+bd_bound_region(PyObject *const *nm, PyObject *const *classes, PyObject *op, PyObject *bound_targets,
+                PyObject *bound_sources, PyObject **out)
+{
+    PyObject *region_cls = classes[0], *pf_cls = classes[1], *stored_cls = classes[2];
+    if ((PyObject *)Py_TYPE(op) != region_cls) return BD_FALLBACK;
+    PyObject *target = NULL, *source = NULL, *pfid = NULL, *dict = NULL;
+    PyObject *bound_target = NULL, *bound_source = NULL; /* borrowed */
+    int status = bd_get(op, nm[N_TARGET], &target);
+    if (status != BD_OK) goto done;
+    status = BD_FALLBACK;
+    if ((PyObject *)Py_TYPE(target) != pf_cls) goto done;
+    status = bd_get_str(target, nm[N_PFID], &pfid);
+    if (status != BD_OK) goto done;
+    bound_target = PyDict_GetItemWithError(bound_targets, pfid);
+    Py_CLEAR(pfid);
+    if (bound_target == NULL) {
+        status = PyErr_Occurred() ? BD_ERROR : BD_FALLBACK;
+        goto done;
+    }
+    status = bd_get(op, nm[N_SOURCE], &source);
+    if (status != BD_OK) goto done;
+    status = BD_FALLBACK;
+    if ((PyObject *)Py_TYPE(source) == pf_cls) {
+        status = bd_get_str(source, nm[N_PFID], &pfid);
+        if (status != BD_OK) goto done;
+        bound_source = PyDict_GetItemWithError(bound_sources, pfid);
+        Py_CLEAR(pfid);
+        if (bound_source == NULL) {
+            status = PyErr_Occurred() ? BD_ERROR : BD_FALLBACK;
+            goto done;
+        }
+    } else if ((PyObject *)Py_TYPE(source) == stored_cls) {
+        bound_source = source;
+    } else {
+        goto done;
+    }
+    status = BD_ERROR;
+    dict = PyDict_New();
+    if (dict == NULL) goto done;
+    PyObject *value = NULL;
+    status = bd_get(op, nm[N_TENSOR_ID], &value);
+    if (status != BD_OK) goto done;
+    status = BD_ERROR;
+    int rc = PyDict_SetItem(dict, nm[N_TENSOR_ID], value);
+    Py_DECREF(value);
+    if (rc < 0 || PyDict_SetItem(dict, nm[N_SOURCE], bound_source) < 0 ||
+        PyDict_SetItem(dict, nm[N_TARGET], bound_target) < 0) {
+        goto done;
+    }
+    for (int k = N_OVERLAP_OFFSET; k <= N_TARGET_STRIDES; k++) {
+        status = bd_get(op, nm[k], &value);
+        if (status != BD_OK) goto done;
+        rc = PyDict_SetItem(dict, nm[k], value);
+        Py_DECREF(value);
+        if (rc < 0) {
+            status = BD_ERROR;
+            goto done;
+        }
+    }
+    *out = bd_instance(region_cls, dict);
+    status = *out == NULL ? BD_ERROR : BD_OK;
+done:
+    Py_XDECREF(target);
+    Py_XDECREF(source);
+    Py_XDECREF(pfid);
+    Py_XDECREF(dict);
+    return status;
+}
+
+PyDoc_STRVAR(bind_regions_doc,
+"bind_regions(region_cls, placement_fragment_cls, stored_fragment_cls, operations,\n"
+"             bound_targets, bound_sources)\n"
+"--\n\n"
+"Step 8 of bind_logical_transfer_plan: for each exact region_cls operation of the exact tuple\n"
+"operations, the region with the same fields whose target is bound_targets[target id] and\n"
+"whose source is bound_sources[source id] (a placement fragment source) or the source itself\n"
+"(an exact stored fragment snapshot). A list; None when not decided here (a missing binding,\n"
+"an inexact type: the Python loop raises its message).");
+
+static PyObject *
+bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *nm[N_COUNT];
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "bind_regions expects 6 arguments");
+        return NULL;
+    }
+    if (bd_load_names(self, nm) < 0) return NULL;
+    if (bd_check_heap_types(args, 3) < 0) return NULL;
+    PyObject *operations = args[3], *bound_targets = args[4], *bound_sources = args[5];
+    if (!PyTuple_CheckExact(operations) || !PyDict_CheckExact(bound_targets) || !PyDict_CheckExact(bound_sources)) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t n = PyTuple_Size(operations);
+    if (n < 0) return NULL;
+    PyObject *regions = PyList_New(n);
+    if (regions == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *op = PyTuple_GetItem(operations, i);
+        PyObject *region = NULL;
+        int status = op == NULL ? BD_ERROR : bd_bound_region(nm, args, op, bound_targets, bound_sources, &region);
+        if (status != BD_OK || PyList_SetItem(regions, i, region) < 0) {
+            Py_DECREF(regions);
+            if (status == BD_FALLBACK) Py_RETURN_NONE;
+            return NULL;
+        }
+    }
+    return regions;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 
 static PyMethodDef binder_methods[] = {
@@ -968,6 +1186,8 @@ static PyMethodDef binder_methods[] = {
     {"attest", (PyCFunction)(void (*)(void))bd_attest, METH_FASTCALL, attest_doc},
     {"attested_executors", (PyCFunction)(void (*)(void))bd_attested_executors, METH_FASTCALL,
      attested_executors_doc},
+    {"bound_fragments", (PyCFunction)(void (*)(void))bd_bound_fragments, METH_FASTCALL, bound_fragments_doc},
+    {"bind_regions", (PyCFunction)(void (*)(void))bd_bind_regions, METH_FASTCALL, bind_regions_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -516,3 +516,184 @@ def test_repeated_calls_do_not_leak_references() -> None:
     run()
     gc.collect()
     assert [sys.getrefcount(item) for item in watched] == before
+
+
+# ---------------------------------------------------------------------------------------
+# bound_fragments
+
+
+def _bound_kernel(part: Any, attestation: Any) -> Any:
+    from mooncake.reshard.weight._planner.fragments import BoundWeightFragment
+
+    return _native.bound_fragments(BoundWeightFragment, RuntimeBindingAttestation, part.fragments, attestation)
+
+
+def _python_bound(attestation: Any, part: Any) -> Any:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_native, "bound_fragments", lambda *args: None)
+        return planner_binding._attested_bound_fragments(attestation, part)
+
+
+def test_bound_fragments_equal_the_python_rows() -> None:
+    placement, bindings = _world(tensors=3)
+    for binding in bindings:
+        part = _part(placement, binding)
+        attestation = RuntimeBindingAttestation._from_validated(placement, binding)
+        rows = _bound_kernel(part, attestation)
+        assert rows is not None
+        reference = _python_bound(
+            RuntimeBindingAttestation._from_validated(placement, dataclasses.replace(binding)), part
+        )
+        assert [row[0] for row in rows] == [row[0] for row in reference]
+        for (fragment_id, bound), (_, expected) in zip(rows, reference):
+            assert bound == expected
+            assert bound.__dict__.keys() == expected.__dict__.keys()
+            assert bound.attestation is attestation and bound.owner is None
+            assert bound.placement is attestation._placement_dict[fragment_id]
+            assert bound.binding is attestation._binding_dict[fragment_id]
+            assert (bound.instance_id, bound.runtime_lease_id, bound.lease_generation) == (
+                binding.instance_id,
+                binding.lease_id,
+                binding.generation,
+            )
+    assert _bound_kernel(_part(placement, bindings[0]), RuntimeBindingAttestation._from_validated(placement, bindings[0])) is not None
+
+
+def test_bound_fragments_fall_back_off_the_trusted_path() -> None:
+    placement, bindings = _world(tensors=2)
+    binding = bindings[0]
+    part = _part(placement, binding)
+    from mooncake.reshard.weight._planner.fragments import BoundWeightFragment
+
+    def fresh() -> Any:
+        return RuntimeBindingAttestation._from_validated(placement, dataclasses.replace(binding))
+
+    # A placement fragment equal to, but not the very object of, the attested one.
+    copied = tuple(_forge(fragment) for fragment in part.fragments)
+    assert _native.bound_fragments(BoundWeightFragment, RuntimeBindingAttestation, copied, fresh()) is None
+    assert _native.bound_fragments(BoundWeightFragment, RuntimeBindingAttestation, list(part.fragments), fresh()) is None
+    assert _native.bound_fragments(BoundWeightFragment, RuntimeBindingAttestation, part.fragments, object()) is None
+    attestation = fresh()
+    object.__setattr__(attestation, "_binding_dict", {})
+    assert _native.bound_fragments(BoundWeightFragment, RuntimeBindingAttestation, part.fragments, attestation) is None
+    attestation = fresh()
+    object.__setattr__(attestation, "_placement_dict", dict(attestation._placement_dict).items())
+    assert _native.bound_fragments(BoundWeightFragment, RuntimeBindingAttestation, part.fragments, attestation) is None
+    attestation = fresh()
+    del attestation.__dict__["_binding_dict"]
+    assert _native.bound_fragments(BoundWeightFragment, RuntimeBindingAttestation, part.fragments, attestation) is None
+    # Without the kernel the Python path raises its own error for that attestation.
+    with pytest.raises(KeyError):
+        _python_bound(attestation, part)
+    nameless = (_forge(part.fragments[0], placement_fragment_id=4),) + part.fragments[1:]
+    assert _native.bound_fragments(BoundWeightFragment, RuntimeBindingAttestation, nameless, fresh()) is None
+    assert _native.bound_fragments(BoundWeightFragment, RuntimeBindingAttestation, (), fresh()) == ()
+    with pytest.raises(TypeError):
+        _native.bound_fragments(BoundWeightFragment, RuntimeBindingAttestation, part.fragments)
+    with pytest.raises(TypeError):
+        _native.bound_fragments(None, RuntimeBindingAttestation, part.fragments, fresh())
+
+
+# ---------------------------------------------------------------------------------------
+# bind_regions and whole bindings
+
+
+class _Plans:
+    def __init__(self) -> None:
+        from mooncake.reshard.weight.planner import plan_placement_transfer
+
+        self.source, self.source_bindings = _world(tensors=2, tp=2)
+        target_names = ("w0", "w1")
+        self.target = tp_placement(3, prefix="t", shape=(4, 6), tensors=target_names)
+        self.target_bindings = host_bindings(self.target, HostMemory(), prefix="d")
+        self.logical = plan_placement_transfer(self.source, self.target)
+
+    def bind(self, logical: Any = None) -> Any:
+        from mooncake.reshard.weight.planner import bind_logical_transfer_plan
+
+        return bind_logical_transfer_plan(
+            self.logical if logical is None else logical,
+            tuple(dataclasses.replace(binding) for binding in self.target_bindings),
+            source_bindings=tuple(dataclasses.replace(binding) for binding in self.source_bindings),
+        )
+
+
+def _all_kernels_off(patch: pytest.MonkeyPatch) -> None:
+    for name in ("bind_views", "attest", "attested_executors", "bound_fragments", "bind_regions"):
+        patch.setattr(_native, name, lambda *args: None)
+
+
+def test_binding_with_and_without_the_kernels_agree() -> None:
+    plans = _Plans()
+    with_kernels = plans.bind()
+    with pytest.MonkeyPatch.context() as patch:
+        _all_kernels_off(patch)
+        without = plans.bind()
+    assert with_kernels == without
+    assert with_kernels.source_executors == without.source_executors
+    assert with_kernels.target_executors == without.target_executors
+    for got, want in zip(with_kernels.operations, without.operations):
+        assert list(got.__dict__) == list(want.__dict__)
+
+
+def _forged_plan(plans: _Plans, index: int, **changes: Any) -> Any:
+    logical = plans.logical
+    operations = list(logical.operations)
+    operations[index] = _forge(operations[index], **changes)
+    forged = _forge(logical, operations=tuple(operations))
+    return forged
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda plans: _forge(plans.logical, operations=plans.logical.operations + (object(),)),
+        lambda plans: _forged_plan(plans, 0, source=plans.target.fragments[0]),
+        lambda plans: _forged_plan(plans, 1, source="runtime"),
+        lambda plans: _forged_plan(plans, 0, target=_forge(plans.logical.operations[0].target, placement_fragment_id="nope")),
+        lambda plans: _forge(plans.logical, operations=list(plans.logical.operations)),
+    ],
+)
+def test_binding_failures_with_and_without_the_kernels_agree(make: Callable[[_Plans], Any]) -> None:
+    plans = _Plans()
+    forged = make(plans)
+    with_kernels = _outcome(lambda: plans.bind(forged))
+    with pytest.MonkeyPatch.context() as patch:
+        _all_kernels_off(patch)
+        without = _outcome(lambda: plans.bind(forged))
+    assert with_kernels == without
+    assert with_kernels[0] != "value" or with_kernels[1] == without[1]
+
+
+def test_bind_regions_decides_and_falls_back() -> None:
+    from mooncake.reshard.weight import StoredFragmentSnapshot
+    from mooncake.reshard.weight._planner.contracts import TransferRegion
+
+    plans = _Plans()
+    operations = plans.logical.operations
+    classes = (TransferRegion, PlacementFragment, StoredFragmentSnapshot)
+    targets = {op.target.placement_fragment_id: ("bound-target", op.target) for op in operations}
+    sources = {op.source.placement_fragment_id: ("bound-source", op.source) for op in operations}
+    regions = _native.bind_regions(*classes, operations, targets, sources)
+    assert regions is not None and len(regions) == len(operations)
+    for region, op in zip(regions, operations):
+        assert type(region) is TransferRegion
+        assert list(region.__dict__) == [field.name for field in dataclasses.fields(TransferRegion)]
+        assert region.target == ("bound-target", op.target)
+        assert region.source == ("bound-source", op.source)
+        for name in region.__dict__:
+            if name not in ("source", "target"):
+                assert region.__dict__[name] is getattr(op, name)
+    assert _native.bind_regions(*classes, list(operations), targets, sources) is None
+    assert _native.bind_regions(*classes, operations, dict(list(targets.items())[1:]), sources) is None
+    assert _native.bind_regions(*classes, operations, targets, {}) is None
+    assert _native.bind_regions(*classes, operations, targets.items(), sources) is None
+    assert _native.bind_regions(*classes, (operations[0], object()), targets, sources) is None
+    stripped = _forge(operations[0])
+    del stripped.__dict__["inner_bytes"]
+    assert _native.bind_regions(*classes, (stripped,), targets, sources) is None
+    assert _native.bind_regions(*classes, (), targets, sources) == []
+    with pytest.raises(TypeError):
+        _native.bind_regions(*classes, operations, targets)
+    with pytest.raises(TypeError):
+        _native.bind_regions(TransferRegion, "x", StoredFragmentSnapshot, operations, targets, sources)

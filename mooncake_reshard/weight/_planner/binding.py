@@ -570,7 +570,15 @@ def _attested_bound_fragments(
             rows.append((fragment_id, bound))
         return tuple(rows)
 
-    rows: tuple[tuple[str, BoundWeightFragment], ...] = _attestation_cache(attestation, ("bound", id(part)), build)
+    values = _attestation_values(attestation)
+    key = ("bound", id(part))
+    rows: Optional[tuple[tuple[str, BoundWeightFragment], ...]] = values.get(key)
+    if rows is None:
+        # The trusted path for every fragment in one C call (None: not decided there).
+        rows = _native.bound_fragments(BoundWeightFragment, RuntimeBindingAttestation, part.fragments, attestation)
+        if rows is None:
+            rows = build()
+        values[key] = rows
     return rows
 
 
@@ -599,6 +607,49 @@ def _placement_derived(placement: WeightPlacementManifest) -> dict[str, Any]:
 def _part_fragment_index(placement: WeightPlacementManifest) -> dict[str, PlacementFragment]:
     index: dict[str, PlacementFragment] = _placement_derived(placement)["fragments"]
     return index
+
+
+def _bind_operations(operations: Any, bound_targets: dict[str, Any], bound_sources: dict[str, Any]) -> list[Any]:
+    """Step 8 of ``bind_logical_transfer_plan``, one operation at a time (the first failure raises)."""
+    result: list[Any] = []
+    for op in operations:
+        if not isinstance(op, TransferRegion):
+            raise ValueError("logical transfer operation is not canonical")
+        target = op.target
+        if not isinstance(target, PlacementFragment):
+            raise ValueError("logical transfer operation target is runtime-bound")
+        bound_target = bound_targets.get(target.placement_fragment_id)
+        if bound_target is None:
+            raise ValueError(f"missing runtime binding for placement fragment: {target.placement_fragment_id}")
+        source = op.source
+        if isinstance(source, PlacementFragment):
+            bound_source: Any = bound_sources.get(source.placement_fragment_id)
+            if bound_source is None:
+                raise ValueError(
+                    f"missing source runtime binding for placement fragment: {source.placement_fragment_id}"
+                )
+        elif isinstance(source, StoredFragmentSnapshot):
+            bound_source = source
+        else:
+            raise ValueError("logical transfer operation source is runtime-bound")
+        # Same validated geometry, fragments with the same boxes and byte sizes: the region
+        # invariants still hold, so the trusted path is safe (TransferPlan re-checks bounds).
+        result.append(
+            _trusted_region(
+                op.tensor_id,
+                bound_source,
+                bound_target,
+                op.overlap_offset,
+                op.overlap_shape,
+                op.source_base_offset,
+                op.target_base_offset,
+                op.inner_bytes,
+                op.outer_loop_counts,
+                op.source_strides,
+                op.target_strides,
+            )
+        )
+    return result
 
 
 def bind_logical_transfer_plan(
@@ -682,45 +733,13 @@ def bind_logical_transfer_plan(
     # Step 7: bound fragments.
     bound_targets = _bound_fragments("target", target_placement, target_kept, target_attestations)
     bound_sources = _bound_fragments("source", source_placement, source_kept, source_attestations)
-    # Step 8: rebuild the operations.
-    operations: list[Any] = []
-    for op in logical_plan.operations:
-        if not isinstance(op, TransferRegion):
-            raise ValueError("logical transfer operation is not canonical")
-        target = op.target
-        if not isinstance(target, PlacementFragment):
-            raise ValueError("logical transfer operation target is runtime-bound")
-        bound_target = bound_targets.get(target.placement_fragment_id)
-        if bound_target is None:
-            raise ValueError(f"missing runtime binding for placement fragment: {target.placement_fragment_id}")
-        source = op.source
-        if isinstance(source, PlacementFragment):
-            bound_source: Any = bound_sources.get(source.placement_fragment_id)
-            if bound_source is None:
-                raise ValueError(
-                    f"missing source runtime binding for placement fragment: {source.placement_fragment_id}"
-                )
-        elif isinstance(source, StoredFragmentSnapshot):
-            bound_source = source
-        else:
-            raise ValueError("logical transfer operation source is runtime-bound")
-        # Same validated geometry, fragments with the same boxes and byte sizes: the region
-        # invariants still hold, so the trusted path is safe (TransferPlan re-checks bounds).
-        operations.append(
-            _trusted_region(
-                op.tensor_id,
-                bound_source,
-                bound_target,
-                op.overlap_offset,
-                op.overlap_shape,
-                op.source_base_offset,
-                op.target_base_offset,
-                op.inner_bytes,
-                op.outer_loop_counts,
-                op.source_strides,
-                op.target_strides,
-            )
-        )
+    # Step 8: rebuild the operations (in one C call when every operation takes the trusted path
+    # below; otherwise this loop, which raises the first failure).
+    operations: Optional[list[Any]] = _native.bind_regions(
+        TransferRegion, PlacementFragment, StoredFragmentSnapshot, logical_plan.operations, bound_targets, bound_sources
+    )
+    if operations is None:
+        operations = _bind_operations(logical_plan.operations, bound_targets, bound_sources)
     # Step 9: target physical ranges, once, with the plan's lowered-segment budget (looked up on
     # the module so the single application is observable).
     bound_validation._validate_target_physical_ranges(
