@@ -1159,6 +1159,180 @@ py_canonical_parts_json(PyObject *Py_UNUSED(module), PyObject *args, PyObject *k
     return result;
 }
 
+/* ---- tensor descriptors ----------------------------------------------------------- *
+ * canonical_json([tensor_object(t) for t in tensors]) of weight/_canonical.py without the
+ * dicts. As there, every attribute of every tensor is read (in tensor_object's order) before
+ * anything is encoded: a failing read anywhere wins over an encoding error, and the first
+ * encoding error (in output order) is raised otherwise. */
+
+enum { TD_ID, TD_SHAPE, TD_DTYPE, TD_ITEMSIZE, TD_SHARD, TD_FP, TD_AXES, TD_LAYER, TD_EXPERT, TD_KIND, TD_DIM, TD_N };
+static const char *const td_names[TD_N] = {"tensor_id", "global_shape", "dtype", "itemsize", "shard_dims",
+                                           "layout_fingerprint", "parallel_axes", "layer_id", "expert_id",
+                                           "kind", "dim"};
+
+typedef struct {
+    PyObject *kind; /* strong */
+    PyObject *dim;  /* strong, split axes only */
+    int semantics;  /* 0 split, 1 replicated, 2 ownership */
+} td_axis;
+
+typedef struct {
+    td_axis *items;
+    size_t n, cap;
+} td_axes;
+
+static void
+td_axes_clear(td_axes *a)
+{
+    for (size_t i = 0; i < a->n; i++) {
+        Py_XDECREF(a->items[i].kind);
+        Py_XDECREF(a->items[i].dim);
+    }
+    a->n = 0;
+}
+
+/* Read the axes of one tensor: axis_identity's reads for each item of parallel_axes. */
+static int
+td_read_axes(td_axes *a, PyObject *axes, PyObject *split_type, PyObject *replicated_type, PyObject *const *names)
+{
+    PyObject *it = PyObject_GetIter(axes);
+    if (it == NULL) return -1;
+    PyObject *axis;
+    int rc = 0;
+    while (rc == 0 && (axis = PyIter_Next(it)) != NULL) {
+        int split = PyObject_IsInstance(axis, split_type), replicated = 0;
+        if (split == 0) replicated = PyObject_IsInstance(axis, replicated_type);
+        if (split < 0 || replicated < 0) rc = -1;
+        if (rc == 0 && a->n == a->cap) {
+            size_t cap = a->cap ? 2 * a->cap : 8;
+            td_axis *grown = mr_alloc_array(cap, sizeof(td_axis));
+            if (grown == NULL) rc = -1;
+            else {
+                if (a->n) memcpy(grown, a->items, a->n * sizeof(td_axis));
+                PyMem_Free(a->items);
+                a->items = grown;
+                a->cap = cap;
+            }
+        }
+        if (rc == 0) {
+            td_axis *slot = &a->items[a->n];
+            slot->semantics = split ? 0 : replicated ? 1 : 2;
+            slot->dim = NULL;
+            slot->kind = PyObject_GetAttr(axis, names[TD_KIND]);
+            if (slot->kind == NULL) rc = -1;
+            else {
+                a->n++;
+                if (split && (slot->dim = PyObject_GetAttr(axis, names[TD_DIM])) == NULL) rc = -1;
+            }
+        }
+        Py_DECREF(axis);
+    }
+    Py_DECREF(it);
+    if (rc == 0 && PyErr_Occurred()) rc = -1;
+    return rc;
+}
+
+static int
+td_key(cj_buf *b, const char *text)
+{
+    return cj_write(b, text, strlen(text));
+}
+
+/* Encode one tensor in sorted key order from its read values. */
+static int
+td_encode(cj_buf *b, PyObject *const *v, const td_axes *a)
+{
+    if (td_key(b, "{\"dtype\":") < 0 || cj_encode(b, v[TD_DTYPE], 1) < 0) return -1;
+    if (td_key(b, ",\"expert_id\":") < 0 || cj_encode(b, v[TD_EXPERT], 1) < 0) return -1;
+    if (td_key(b, ",\"global_shape\":") < 0 || cj_encode(b, v[TD_SHAPE], 1) < 0) return -1;
+    if (td_key(b, ",\"itemsize\":") < 0 || cj_encode(b, v[TD_ITEMSIZE], 1) < 0) return -1;
+    if (td_key(b, ",\"layer_id\":") < 0 || cj_encode(b, v[TD_LAYER], 1) < 0) return -1;
+    if (td_key(b, ",\"layout_fingerprint\":") < 0 || cj_encode(b, v[TD_FP], 1) < 0) return -1;
+    if (td_key(b, ",\"parallel_axes\":[") < 0) return -1;
+    for (size_t i = 0; i < a->n; i++) {
+        const td_axis *x = &a->items[i];
+        if (i && cj_putc(b, ',') < 0) return -1;
+        if (x->semantics == 0) {
+            if (td_key(b, "{\"dim\":") < 0 || cj_encode(b, x->dim, 1) < 0 || td_key(b, ",\"kind\":") < 0) return -1;
+        }
+        else if (td_key(b, "{\"kind\":") < 0) return -1;
+        if (cj_encode(b, x->kind, 1) < 0) return -1;
+        static const char *const semantics[3] = {",\"semantics\":\"split\"}", ",\"semantics\":\"replicated\"}",
+                                                 ",\"semantics\":\"ownership\"}"};
+        if (td_key(b, semantics[x->semantics]) < 0) return -1;
+    }
+    if (td_key(b, "],\"shard_dims\":") < 0 || cj_encode(b, v[TD_SHARD], 1) < 0) return -1;
+    if (td_key(b, ",\"tensor_id\":") < 0 || cj_encode(b, v[TD_ID], 1) < 0) return -1;
+    return cj_putc(b, '}');
+}
+
+static PyObject *
+py_canonical_tensors_json(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *tensors, *split_type, *replicated_type;
+    if (!PyArg_ParseTuple(args, "OO!O!:canonical_tensors_json", &tensors, &PyType_Type, &split_type, &PyType_Type,
+                          &replicated_type))
+        return NULL;
+    if (!PyList_Check(tensors) && !PyTuple_Check(tensors)) {
+        PyErr_SetString(PyExc_TypeError, "tensors must be a list or tuple");
+        return NULL;
+    }
+    int is_list = PyList_Check(tensors);
+    PyObject *names[TD_N];
+    int nnames = 0;
+    for (; nnames < TD_N; nnames++) {
+        names[nnames] = PyUnicode_InternFromString(td_names[nnames]);
+        if (names[nnames] == NULL) break;
+    }
+    cj_buf b = {NULL, 0, 0};
+    td_axes axes = {NULL, 0, 0};
+    PyObject *saved_type = NULL, *saved_value = NULL, *saved_tb = NULL; /* the first encoding error */
+    int rc = nnames == TD_N ? cj_putc(&b, '[') : -1;
+    for (Py_ssize_t i = 0; rc == 0; i++) {
+        Py_ssize_t n = is_list ? PyList_Size(tensors) : PyTuple_Size(tensors);
+        if (n < 0) {
+            rc = -1;
+            break;
+        }
+        if (i >= n) break;
+        PyObject *tensor = is_list ? PyList_GetItem(tensors, i) : PyTuple_GetItem(tensors, i);
+        if (tensor == NULL) {
+            rc = -1;
+            break;
+        }
+        Py_INCREF(tensor);
+        PyObject *v[TD_AXES + 3] = {NULL};
+        int got = 0;
+        for (; got <= TD_EXPERT && rc == 0; got++) {
+            v[got] = PyObject_GetAttr(tensor, names[got]);
+            if (v[got] == NULL) rc = -1;
+            else if (got == TD_AXES) rc = td_read_axes(&axes, v[got], split_type, replicated_type, names);
+        }
+        if (rc == 0 && saved_type == NULL) {
+            if ((i && cj_putc(&b, ',') < 0) || td_encode(&b, v, &axes) < 0) {
+                PyErr_Fetch(&saved_type, &saved_value, &saved_tb);
+                if (saved_type == NULL) rc = -1; /* cannot happen: a failure sets an exception */
+            }
+        }
+        for (int k = 0; k < got; k++) Py_XDECREF(v[k]);
+        td_axes_clear(&axes);
+        Py_DECREF(tensor);
+    }
+    PyObject *result = NULL;
+    if (rc == 0 && saved_type != NULL) {
+        PyErr_Restore(saved_type, saved_value, saved_tb);
+        saved_type = saved_value = saved_tb = NULL;
+    }
+    else if (rc == 0 && cj_putc(&b, ']') == 0) result = PyUnicode_DecodeASCII(b.data, (Py_ssize_t)b.len, NULL);
+    Py_XDECREF(saved_type);
+    Py_XDECREF(saved_value);
+    Py_XDECREF(saved_tb);
+    PyMem_Free(axes.items);
+    cj_free(&b);
+    for (int k = 0; k < nnames; k++) Py_DECREF(names[k]);
+    return result;
+}
+
 /* ---- sorting by str keys ------------------------------------------------------- */
 
 typedef struct {
@@ -1329,6 +1503,9 @@ static PyMethodDef canonical_methods[] = {
      "(or its hex SHA-256)."},
     {"canonical_fragments_json", (PyCFunction)py_canonical_fragments_json, METH_O,
      "canonical_json([fragment_object(f) for f in fragments]) without the intermediate dicts."},
+    {"canonical_tensors_json", (PyCFunction)py_canonical_tensors_json, METH_VARARGS,
+     "canonical_json([tensor_object(t) for t in tensors]) given the SplitAxis and ReplicatedAxis types, "
+     "without the intermediate dicts."},
     {"sorted_by_str_keys", (PyCFunction)py_sorted_by_str_keys, METH_VARARGS,
      "sorted(items, key) from the list of keys (exact str each), stable; with rows=True also the position of "
      "each item in it; None when a key is not an exact str."},

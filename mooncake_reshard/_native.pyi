@@ -400,3 +400,25 @@ def attested_executors(
     ``bound_contracts._attested_snapshots`` derives them from ``attestation._placement_dict``)
     and per worker, in order, ``(worker_id, snapshots, executor)``, the executor built like
     ``ExecutorTransferPlan(...)`` when every ``__post_init__`` check visibly holds."""
+
+def bound_fragments(
+    bound_cls: type, attestation_cls: type, part_fragments: object, attestation: object, /
+) -> Optional[tuple[tuple[str, Any], ...]]:
+    """``((placement_fragment_id, bound), ...)`` of ``_planner/binding.py``
+    ``_attested_bound_fragments`` on its trusted path: per fragment of the exact tuple
+    ``part_fragments``, its attested evidence fragment (``attestation._binding_dict``) with the
+    evidence fences, no owner and the attestation, when ``attestation._placement_dict`` holds that
+    very placement fragment."""
+
+def bind_regions(
+    region_cls: type,
+    placement_fragment_cls: type,
+    stored_fragment_cls: type,
+    operations: object,
+    bound_targets: object,
+    bound_sources: object,
+    /,
+) -> Optional[list[Any]]:
+    """Step 8 of ``bind_logical_transfer_plan``: per exact ``region_cls`` operation, the region with
+    the same fields, target ``bound_targets[target id]`` and source ``bound_sources[source id]`` (a
+    placement fragment source) or the source itself (an exact stored fragment snapshot)."""

@@ -153,3 +153,102 @@ def test_strings_match_json_dumps(text: str) -> None:
     except UnicodeEncodeError:
         return
     assert _native.canonical_json(text, ensure_ascii=False) == expected
+
+
+# ---- tensor descriptors -----------------------------------------------------------------------
+
+from layout_model import build_placement, build_tensor  # noqa: E402
+from strategies import valid_layouts  # noqa: E402
+
+from mooncake.reshard.weight import (  # noqa: E402
+    OwnershipAxis,
+    ReplicatedAxis,
+    SplitAxis,
+    TensorDescriptor,
+    weight_placement_to_json,
+)
+from mooncake.reshard.weight._canonical import (  # noqa: E402
+    canonical_json_with_parts,
+    placement_wire_json,
+    tensor_object,
+    tensors_json,
+)
+
+
+def _tensor_dicts(tensors: Any) -> str:
+    return _native.canonical_json([tensor_object(t) for t in tensors])
+
+
+@settings(max_examples=80, deadline=None)
+@given(valid_layouts())
+def test_tensors_and_wire_json_equal_dict_encoding(layout: Any) -> None:
+    tensors = [build_tensor(t) for t in layout.tensors]
+    assert tensors_json(tensors) == _tensor_dicts(tensors)
+    assert tensors_json(tuple(reversed(tensors))) == _tensor_dicts(tuple(reversed(tensors)))
+    assert tensors_json(iter(tensors)) == _tensor_dicts(tensors)
+    placement = build_placement(layout)
+    text = weight_placement_to_json(placement)
+    assert placement_wire_json(placement) == text
+    assert placement_wire_json(placement, sha256=True) == _native.sha256_hex(text.encode()) == placement.digest
+    payload = {"placement_set_id": "s", "resource_id": "r", "zz": [1, {"b": 2}], "topology": {"x": "\u00e9"}}
+    for keys in (payload, {"zz": 1}, {"schema": 2}, {"a": 1}):
+        full = dict(keys, tensors=[tensor_object(t) for t in tensors])
+        expected = canonical_json_with_parts(full, placement.parts)
+        assert canonical_json_with_parts(keys, placement.parts, tensors=tensors) == expected
+        assert canonical_json_with_parts(keys, placement.parts, tensors=tensors, sha256=True) == (
+            _native.sha256_hex(expected.encode())
+        )
+
+
+def test_tensors_json_edge_values_and_errors() -> None:
+    base = TensorDescriptor(
+        tensor_id="w\u00e9\"\\",
+        global_shape=(2**40, 3),
+        dtype="bfloat16",
+        itemsize=2,
+        shard_dims=(0,),
+        layout_fingerprint="fp\n",
+        parallel_axes=(SplitAxis("tp", 0), ReplicatedAxis("dp"), OwnershipAxis("ep")),
+        layer_id=None,
+        expert_id=7,
+    )
+    assert tensors_json([base, base]) == _tensor_dicts([base, base])
+    assert tensors_json([]) == "[]"
+
+    class Axis:  # neither split nor replicated: ownership, as axis_identity decides
+        kind = "pp"
+
+    odd = copy.copy(base)
+    object.__setattr__(odd, "parallel_axes", [Axis(), SplitAxis("tp", 1)])
+    object.__setattr__(odd, "layer_id", 2**70)
+    assert tensors_json([odd]) == _tensor_dicts([odd])
+    # the first encoding error in output order
+    bad_dtype = copy.copy(base)
+    object.__setattr__(bad_dtype, "dtype", 1.5)
+    bad_kind = copy.copy(base)
+    object.__setattr__(bad_kind, "parallel_axes", (Axis(), SplitAxis("tp", 0)))
+    Axis.kind = object()  # type: ignore[assignment]
+    for tensors in ([bad_dtype, bad_kind], [bad_kind, bad_dtype]):
+        with pytest.raises(TypeError) as ours:
+            tensors_json(tensors)
+        with pytest.raises(TypeError) as reference:
+            _tensor_dicts(tensors)
+        assert str(ours.value) == str(reference.value)
+    # every read happens before any encoding: a missing attribute later wins
+    missing = copy.copy(base)
+    del missing.__dict__["layout_fingerprint"]  # no class default to fall back to
+    for tensors in ([bad_dtype, missing], [missing, bad_dtype]):
+        with pytest.raises(AttributeError):
+            tensors_json(tensors)
+        with pytest.raises(AttributeError):
+            _tensor_dicts(tensors)
+    no_axes = copy.copy(base)
+    object.__setattr__(no_axes, "parallel_axes", 5)
+    with pytest.raises(TypeError):
+        tensors_json([bad_dtype, no_axes])
+    with pytest.raises(TypeError):
+        _native.canonical_tensors_json([base], SplitAxis, 1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        _native.canonical_tensors_json(iter([base]), SplitAxis, ReplicatedAxis)  # type: ignore[arg-type]
+    with pytest.raises(AttributeError):
+        _native.canonical_tensors_json([1], SplitAxis, ReplicatedAxis)

@@ -6,19 +6,21 @@ JSON, so the two can never drift apart.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Optional
 
 from .. import _native
 from .topology import ParallelTopology, rank_object
-from .types import PlacementFragment, TensorDescriptor, axis_identity
+from .types import PlacementFragment, ReplicatedAxis, SplitAxis, TensorDescriptor, axis_identity
 
 __all__ = [
     "canonical_json_with_parts",
     "fragment_object",
     "part_object",
+    "placement_wire_json",
     "rank_object",
     "tensor_object",
+    "tensors_json",
     "topology_object",
 ]
 
@@ -37,6 +39,14 @@ def tensor_object(tensor: TensorDescriptor) -> dict[str, Any]:
         "layer_id": tensor.layer_id,
         "expert_id": tensor.expert_id,
     }
+
+
+def tensors_json(tensors: Sequence[TensorDescriptor]) -> str:
+    """``canonical_json([tensor_object(t) for t in tensors])``, encoded by the C core straight
+    from the descriptors (no intermediate dicts)."""
+    if type(tensors) is not tuple and type(tensors) is not list:
+        tensors = list(tensors)
+    return _native.canonical_tensors_json(tensors, SplitAxis, ReplicatedAxis)
 
 
 def fragment_object(
@@ -119,15 +129,40 @@ def parts_json(parts: Iterable[Any]) -> str:
 
 
 def canonical_json_with_parts(
-    payload: dict[str, Any], parts: Iterable[Any], *, sha256: bool = False
+    payload: dict[str, Any],
+    parts: Iterable[Any],
+    *,
+    sha256: bool = False,
+    tensors: Optional[Sequence[TensorDescriptor]] = None,
 ) -> str:
     """``canonical_json({**payload, "parts": [part_object(...) for part in parts]})`` (ASCII),
-    or with ``sha256=True`` the hex SHA-256 of that text.
+    or with ``sha256=True`` the hex SHA-256 of that text. With ``tensors``, the object also holds
+    ``"tensors": [tensor_object(t) for t in tensors]`` (encoded in C, no dicts).
 
-    ``payload`` must not hold "parts"; when every key of it sorts after "parts" (the
-    placement content and wire objects), the parts text is written in front of it in one
-    C buffer.
+    ``payload`` must not hold "parts" (nor "tensors" when ``tensors`` is given); when every key
+    of it sorts after "parts" (the placement content and wire objects), the parts text is written
+    in front of it in one C buffer.
     """
+    if tensors is not None:
+        if payload and all(
+            type(key) is str and key > "parts" and key != "tensors" for key in payload
+        ):
+            before = {key: value for key, value in payload.items() if key < "tensors"}
+            after = {key: value for key, value in payload.items() if key > "tensors"}
+            pieces = []
+            if before:
+                pieces.append(_native.canonical_json(before)[1:-1])
+            pieces.append('"tensors":' + tensors_json(tensors))
+            if after:
+                pieces.append(_native.canonical_json(after)[1:-1])
+            return _native.canonical_parts_json(
+                _part_pairs(parts),
+                prefix='{"parts":',
+                suffix="," + ",".join(pieces) + "}",
+                sha256=sha256,
+            )
+        payload = dict(payload)
+        payload["tensors"] = [tensor_object(tensor) for tensor in tensors]
     if payload and all(type(key) is str and key > "parts" for key in payload):
         rest = _native.canonical_json(payload)
         return _native.canonical_parts_json(
@@ -140,3 +175,21 @@ def canonical_json_with_parts(
     if sha256:
         return _native.canonical_sha256(content)
     return _native.canonical_json(content)
+
+
+def placement_wire_json(placement: Any, *, sha256: bool = False) -> str:
+    """The canonical wire JSON of a ``WeightPlacementManifest`` (spec §7.1, the text of
+    ``serde.weight_placement_to_json``), or with ``sha256=True`` its hex SHA-256 (the §6.4
+    digest) without building the text as a str."""
+    payload: dict[str, Any] = {
+        "resource_kind": "model_weight",
+        "resource_id": placement.resource_id,
+        "revision": placement.revision,
+        "weight_generation": placement.weight_generation,
+        "placement_set_id": placement.placement_set_id,
+        "placement_id": placement.placement_id,
+        "topology": topology_object(placement.topology),
+    }
+    return canonical_json_with_parts(
+        payload, placement.parts, sha256=sha256, tensors=placement.tensors
+    )

@@ -11,7 +11,7 @@ from .._collector import collector_paused
 from ..contracts._checks import item_tuple, require_str, require_u64
 from ..contracts.ids import PlacementId, PlacementSetId, ResourceId, RevisionId
 from ..contracts.manifest import ResourceKind
-from ._canonical import canonical_json_with_parts, tensor_object, topology_object
+from ._canonical import canonical_json_with_parts, placement_wire_json, topology_object
 from ._coverage import validate_complete_coverage
 from .part import WeightPlacementPart, assembled_part
 from .topology import ParallelTopology
@@ -121,9 +121,9 @@ class WeightPlacementManifest:
         """Hex SHA-256 of the canonical placement JSON (spec §6.4); computed once."""
         cached = self.__dict__.get("_digest_cache")
         if cached is None:
-            from . import serde
-
-            cached = _native.sha256_hex(serde.weight_placement_to_json(self).encode("utf-8"))
+            # the SHA-256 of serde.weight_placement_to_json(self) (ASCII text), hashed as the C
+            # encoder writes it
+            cached = placement_wire_json(self, sha256=True)
             object.__setattr__(self, "_digest_cache", cached)
         return cached
 
@@ -257,9 +257,10 @@ def _initialize(
         "weight_generation": weight_generation,
         "placement_set_id": placement_set_id,
         "topology": topology_object(topology),
-        "tensors": [tensor_object(tensor) for tensor in tensors],
     }
-    canonical = "sha256:" + canonical_json_with_parts(content, ordered_parts, sha256=True)
+    canonical = "sha256:" + canonical_json_with_parts(
+        content, ordered_parts, sha256=True, tensors=tensors
+    )
     if placement_id is not None and placement_id != canonical:
         raise ValueError("placement_id does not match canonical logical content")
     state = self.__dict__
