@@ -47,7 +47,18 @@ def canonical_parts_json(
     when each ``tail`` is the canonical JSON of the rest of the part object (ASCII, a non-empty
     object whose keys sort after "fragments"). ``prefix``/``suffix`` must be ASCII.
     ``ValueError`` for a tail that is not such an object or non-ASCII text, ``TypeError`` for
-    malformed pairs."""
+    malformed pairs. The fragments are encoded in address order (fewer cache misses) and the
+    text written in list order; on any failure the in-order encoding runs, so the error raised is
+    the first one in list order. Each rank object is encoded once per call."""
+
+def canonical_tensors_json(
+    tensors: list[object] | tuple[object, ...], split_type: type, replicated_type: type, /
+) -> str:
+    """Exactly ``canonical_json([tensor_object(t) for t in tensors])`` (ASCII), ``tensor_object``
+    and ``axis_identity`` being ``weight/_canonical.py``'s and ``weight/types.py``'s (an axis
+    is split when an instance of ``split_type``, else replicated when of ``replicated_type``,
+    else ownership), without the intermediate dicts. As there, every attribute of every tensor
+    is read before anything is encoded (a failed read wins over an encoding error)."""
 
 def placement_fragment_id(
     tensor_id: str,
