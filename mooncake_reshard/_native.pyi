@@ -357,6 +357,22 @@ def physical_sweep(
 
 # --- revalidate.c: TransferPlan revalidation kernels (issue 5) ----------------
 
+def revalidate_scan(
+    operations: tuple[object, ...],
+    max_segments_per_region: int,
+    max_total_lowered_segments: int,
+    region_type: type,
+    bound_type: type,
+    /,
+) -> Optional[tuple[list[Any], list[int], list[int], list[tuple[tuple[int, ...], tuple[int, ...]]]]]:
+    """Per-operation pass of the ``TransferPlan`` revalidation fast path. ``None`` unless every
+    operation is exactly ``region_type`` with both fragments exactly ``bound_type``, equal outer
+    loop ranks, both byte extents inside their fragments (``validate_bounds``) and the segment
+    counts within both budgets, all on exact ints in the signed 64-bit range. Otherwise
+    ``(fragments, source_of, target_of, boxes)``: the distinct fragment objects (first
+    appearance, source before target), each operation's source and target position among them
+    and its ``(overlap_offset, overlap_shape)``. ``TypeError`` for wrong argument types."""
+
 # --- binder.c: runtime binding and executor projection kernels (issue 5) -----
 
 # Each returns exactly the value of the Python code it accelerates, or ``None`` ("not decided

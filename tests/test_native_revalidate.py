@@ -17,8 +17,11 @@ from hypothesis import strategies as st
 
 from memory_executor import HostMemory, host_bindings, tp_placement
 
+from mooncake.reshard import _native
 from mooncake.reshard.weight import ParallelRank, PlanningLimits
 from mooncake.reshard.weight._planner import bound_contracts as bc
+from mooncake.reshard.weight._planner.contracts import TransferRegion
+from mooncake.reshard.weight._planner.fragments import BoundWeightFragment
 from mooncake.reshard.weight.planner import TransferPlan, bind_logical_transfer_plan, plan_placement_transfer
 
 
@@ -340,3 +343,183 @@ def test_in_place_storage_is_rejected_by_both_paths(monkeypatch: pytest.MonkeyPa
     assert _slow(plan, False)[0] is False
     with pytest.raises(ValueError, match="in-place reshard is unsupported"):
         dataclasses.replace(plan)
+
+
+# ---------------------------------------------------------------------------------------
+# _native.revalidate_scan: the per-operation pass, against a Python reference
+
+
+def _scan_reference(operations: tuple[Any, ...], max_segments: int, max_total: int) -> Any:
+    """What ``revalidate_scan`` computes, on arbitrary-precision Python ints (None: decline)."""
+    position: dict[int, int] = {}
+    frags: list[Any] = []
+    source_of: list[int] = []
+    target_of: list[int] = []
+    boxes: list[Any] = []
+    total = 0
+    for op in operations:
+        if type(op) is not TransferRegion:
+            return None
+        state = op.__dict__
+        source, target = state["source"], state["target"]
+        if type(source) is not BoundWeightFragment or type(target) is not BoundWeightFragment:
+            return None
+        outer, s_strides, t_strides = state["outer_loop_counts"], state["source_strides"], state["target_strides"]
+        if len(s_strides) != len(outer) or len(t_strides) != len(outer):
+            return None
+        s_end = state["source_base_offset"] + state["inner_bytes"]
+        t_end = state["target_base_offset"] + state["inner_bytes"]
+        segments = 1
+        for count, s_stride, t_stride in zip(outer, s_strides, t_strides):
+            s_end += (count - 1) * s_stride
+            t_end += (count - 1) * t_stride
+            segments *= count
+        if s_end > source.binding.nbytes or t_end > target.binding.nbytes or segments > max_segments:
+            return None
+        total += segments
+        if total > max_total:
+            return None
+        for fragment, out in ((source, source_of), (target, target_of)):
+            if id(fragment) not in position:
+                position[id(fragment)] = len(frags)
+                frags.append(fragment)
+            out.append(position[id(fragment)])
+        boxes.append((state["overlap_offset"], state["overlap_shape"]))
+    return frags, source_of, target_of, boxes
+
+
+def _scan(operations: Any, max_segments: Any = 10**6, max_total: Any = 10**7) -> Any:
+    return _native.revalidate_scan(operations, max_segments, max_total, TransferRegion, BoundWeightFragment)
+
+
+def _in_int64(value: Any) -> bool:
+    return type(value) is int and -(2**63) <= value < 2**63
+
+
+def _scan_agrees(operations: tuple[Any, ...], max_segments: int, max_total: int) -> None:
+    native = _scan(operations, max_segments, max_total)
+    reference = _scan_reference(operations, max_segments, max_total)
+    if native is not None:
+        assert reference is not None
+        frags, source_of, target_of, boxes = native
+        assert [id(f) for f in frags] == [id(f) for f in reference[0]]
+        assert (source_of, target_of, boxes) == tuple(reference[1:])
+    else:
+        # Declines only what the reference rejects, or values outside the int64 fast range.
+        values = [
+            v
+            for op in operations
+            for v in (
+                op.inner_bytes,
+                op.source_base_offset,
+                op.target_base_offset,
+                op.source.binding.nbytes,
+                op.target.binding.nbytes,
+                *op.outer_loop_counts,
+                *op.source_strides,
+                *op.target_strides,
+            )
+        ]
+        assert reference is None or not all(map(_in_int64, values)) or max(map(abs, values)) > 2**20
+
+
+@pytest.mark.parametrize("name", sorted(_PLANS))
+def test_scan_of_genuine_plans(name: str) -> None:
+    plan = _PLANS[name]
+    _scan_agrees(plan.operations, 10**6, 10**7)
+    frags, source_of, target_of, boxes = _scan(plan.operations)
+    assert len(source_of) == len(target_of) == len(boxes) == len(plan.operations)
+    assert [frags[i] for i in source_of] == [op.source for op in plan.operations]
+    assert _scan(()) == ([], [], [], [])
+
+
+_BIG = st.sampled_from([0, 1, -1, 2, 63, 64, 2**31, 2**62, 2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 2**64, 10**30])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    name=st.sampled_from(sorted(_PLANS)),
+    index=st.integers(0, 100),
+    field=st.sampled_from(
+        ["inner_bytes", "source_base_offset", "target_base_offset", "outer_loop_counts", "source_strides",
+         "target_strides"]
+    ),
+    value=_BIG,
+    budget=st.sampled_from([1, 2, 4, 1000, 2**63 - 1, 2**63, 2**70]),
+)
+def test_scan_against_reference(name: str, index: int, field: str, value: int, budget: int) -> None:
+    operations = list(_PLANS[name].operations)
+    index %= len(operations)
+    op = operations[index]
+    current = getattr(op, field)
+    if isinstance(current, tuple):
+        forged = tuple(value for _ in current) if current else (value,)
+        if field == "outer_loop_counts" or not current:
+            changes = {"outer_loop_counts": forged, "source_strides": forged, "target_strides": forged}
+        else:
+            changes = {field: forged}
+    else:
+        changes = {field: value}
+    operations[index] = _forge(op, **changes)
+    _scan_agrees(tuple(operations), budget, budget)
+    _scan_agrees(tuple(operations), 10**6, budget)
+
+
+def test_scan_hostile_inputs() -> None:
+    plan = _PLANS["plain"]
+    ops = plan.operations
+    # Wrong container and argument types raise TypeError.
+    for bad in (list(ops), None, 3):
+        with pytest.raises(TypeError):
+            _native.revalidate_scan(bad, 1, 1, TransferRegion, BoundWeightFragment)
+    with pytest.raises(TypeError):
+        _native.revalidate_scan(ops, 1, 1, "TransferRegion", BoundWeightFragment)
+    with pytest.raises(TypeError):
+        _native.revalidate_scan(ops, 1, 1, TransferRegion)
+    # Anything unexpected declines: budgets that are not exact positive-range ints, other
+    # classes, subclasses, missing fields, non-int values, huge values, unequal loop ranks.
+    for budget in (-(2**64), 1.0, "1", None, True):
+        assert _scan(ops, budget, 10**7) is None
+        assert _scan(ops, 10**6, budget) is None
+    assert _scan(ops, 2**200, 2**200) is not None
+    assert _scan(ops + (object(),)) is None
+    assert _scan(ops, 10**6, 10**7) is not None
+
+    class Region(TransferRegion):  # type: ignore[type-arg]
+        pass
+
+    sub = object.__new__(Region)
+    sub.__dict__.update(ops[0].__dict__)
+    assert _scan((sub,)) is None
+    missing = _forge(ops[0])
+    del missing.__dict__["target_strides"]
+    assert _scan((missing,)) is None
+    for changes in (
+        {"inner_bytes": 2.0},
+        {"inner_bytes": True},
+        {"inner_bytes": 2**64},
+        {"source_base_offset": -(2**63), "inner_bytes": -1},
+        {"source_strides": [1]},
+        {"outer_loop_counts": (1, 1), "source_strides": (0,), "target_strides": (0, 0)},
+        {"outer_loop_counts": (2**62, 4), "source_strides": (1, 1), "target_strides": (1, 1)},
+        {"outer_loop_counts": ("2",), "source_strides": (1,), "target_strides": (1,)},
+        {"source": object()},
+        {"target": ops[0].target.placement},
+    ):
+        assert _scan((_forge(ops[0], **changes),)) is None, changes
+    # A binding whose nbytes is missing, huge or not an int declines; a raising attribute
+    # other than AttributeError propagates.
+    class Raising:
+        @property
+        def nbytes(self) -> int:
+            raise RuntimeError("boom")
+
+    for binding in (object(), _forge(ops[0].target.binding, nbytes=2**70), _forge(ops[0].target.binding, nbytes="9")):
+        assert _scan((_forge(ops[0], target=_forge(ops[0].target, binding=binding)),)) is None
+    with pytest.raises(RuntimeError, match="boom"):
+        _scan((_forge(ops[0], target=_forge(ops[0].target, binding=Raising())),))
+    # One fragment object used on both sides of two operations is listed once.
+    swapped = _forge(ops[0], source=ops[0].target)
+    result = _scan((ops[0], swapped))
+    reference = _scan_reference((ops[0], swapped), 10**6, 10**7)
+    assert (result is None) == (reference is None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Optional
 
+from ... import _native
 from ...contracts.fragments import RuntimeBindingFragment
 from ...contracts.ids import (
     LeaseId,
@@ -46,6 +47,7 @@ from .geometry import exact_cover_failures
 from .fragments import BoundWeightFragment
 
 _HEX = frozenset("0123456789abcdef")
+_U64_MAX = (1 << 64) - 1
 _SIDES = ("source", "target")
 
 
@@ -825,7 +827,13 @@ def _fast_revalidate_live(
         if type(executor) is not ExecutorTransferPlan:
             return False
     # -- per operation: classes, byte bounds, segment budgets (§9.6); distinct fragments ----
-    scanned = _scan_operations(operations, limits)
+    scanned = _native.revalidate_scan(
+        operations,
+        limits.max_segments_per_region,
+        limits.max_total_lowered_segments,
+        TransferRegion,
+        BoundWeightFragment,
+    )
     if scanned is None:
         return False
     frags, source_of, target_of, boxes = scanned
@@ -897,11 +905,11 @@ def _fast_revalidate_live(
         else:
             bucket.append(index)
     used: set[int] = set()
-    if not _fast_side_consistent(frags, keys, runtime_ids, source_of, s_rows, plan_identity, used):
+    if not _fast_side_consistent(frags, keys, runtime_ids, source_of, s_rows, attested, used):
         return False
-    if not _fast_side_consistent(frags, keys, runtime_ids, target_of, t_rows, plan_identity, used):
+    if not _fast_side_consistent(frags, keys, runtime_ids, target_of, t_rows, attested, used):
         return False
-    # -- §12.5 in-place protection ------------------------------------------------------------
+    # -- §12.5 in-place protection, §12.6 target physical ranges ------------------------------
     sources: dict[tuple[Any, ...], set[tuple[int, int]]] = {}
     for position in dict.fromkeys(source_of):
         fragment = frags[position]
@@ -910,21 +918,59 @@ def _fast_revalidate_live(
             (binding.storage_address, binding.storage_nbytes)
         )
     targets: dict[tuple[Any, ...], set[tuple[int, int]]] = {}
-    for position in dict.fromkeys(target_of):
+    # The common §12.6 case, decided here: every operation writes a whole target fragment of
+    # its own (one complete stream per fragment, free of budget) and the byte extents of one
+    # address space are pairwise disjoint, so the sweep has nothing to report.
+    quick = check_physical_ranges and len(set(target_of)) == len(target_of)
+    extents: dict[tuple[Any, ...], list[tuple[int, int]]] = {}
+    for index, position in enumerate(target_of):
         fragment = frags[position]
         binding = fragment.binding
-        targets.setdefault((fragment.instance_id, binding.worker_id, binding.device), set()).add(
-            (binding.storage_address, binding.storage_nbytes)
-        )
+        space = (fragment.instance_id, binding.worker_id, binding.device)
+        allocation = (binding.storage_address, binding.storage_nbytes)
+        bucket = targets.get(space)
+        if bucket is None:
+            targets[space] = {allocation}
+        else:
+            bucket.add(allocation)
+        if quick:
+            placement_fragment = fragment.placement
+            address = binding.address
+            nbytes = binding.nbytes
+            if (
+                placement_fragment.aliases
+                or boxes[index] != (placement_fragment.global_offset, placement_fragment.local_shape)
+                or type(address) is not int
+                or type(nbytes) is not int
+                or address < 0
+                or nbytes <= 0
+                or address + nbytes > _U64_MAX
+            ):
+                quick = False
+            else:
+                extent = extents.get(space)
+                if extent is None:
+                    extents[space] = [(address, address + nbytes)]
+                else:
+                    extent.append((address, address + nbytes))
     for space, allocations in sources.items():
         other = targets.get(space)
         if other is not None and not allocations.isdisjoint(other):
             return False
-    # -- §12.6 target physical ranges (raises: the rule-by-rule path then reports) ----------
-    if check_physical_ranges:
-        _check_target_physical_ranges(operations, limits.max_total_lowered_segments)
+    if quick:
+        for extent in extents.values():
+            if len(extent) > 1:
+                extent.sort()
+                end = extent[0][1]
+                for begin, stop in extent[1:]:
+                    if begin < end:
+                        quick = False
+                        break
+                    end = stop
+    if check_physical_ranges and not quick:
+        _check_target_physical_ranges(operations, limits.max_total_lowered_segments)  # raises
     # -- §12.7 bound target coverage ----------------------------------------------------------
-    if not _fast_target_coverage(target_placement, frags, target_of, boxes, t_rows, used):
+    if not _fast_target_coverage(target_placement, frags, target_of, boxes, t_rows, attested, used):
         return False
     object.__setattr__(plan, "source_stored_fragment_snapshots", ())
     object.__setattr__(
@@ -987,10 +1033,13 @@ def _fast_side_consistent(
     runtime_ids: list[Any],
     side_of: list[int],
     rows: list[tuple[Any, tuple[Any, ...], list[int]]],
-    plan_identity: tuple[Any, Any, Any],
+    attested: dict[int, tuple[Any, Any, _AttestedView]],
     used: set[int],
 ) -> bool:
-    """``_validate_executor_consistency`` of one live side (all fragments bound)."""
+    """``_validate_executor_consistency`` of one live side (all fragments bound).
+
+    ``attested`` holds the fragments' attestations (by ``id``, alive in the fragments), each
+    already checked: exact class, placement of the plan's identity."""
     expected_ops: dict[Any, list[int]] = {}
     for index, position in enumerate(side_of):
         bucket = expected_ops.get(keys[position])
@@ -1010,10 +1059,10 @@ def _fast_side_consistent(
         attestation = estate["attestation"]
         if type(attestation) is not RuntimeBindingAttestation:
             return False
-        placement = attestation.placement
-        if id(placement) not in active or _placement_identity(placement) != plan_identity:
+        if id(attestation.placement) not in active:  # a placement the fragment loop checked
             return False
-        view = _attested_view(attestation)
+        entry = attested.get(id(attestation))
+        view = _attested_view(attestation) if entry is None else entry[2]
         worker_id = estate["worker_id"]
         if key != view.key_base + (worker_id, _rank_key(view.part_rank)):
             return False
@@ -1048,16 +1097,11 @@ def _fast_side_consistent(
     operation_ids = {runtime_ids[position] for position in unique}
     if len(snapshot_owner) != len(operation_ids) or not operation_ids.issuperset(snapshot_owner):
         return False
-    attested_views: dict[int, tuple[_AttestedView, dict[str, RuntimeFragmentSnapshot]]] = {}
     for position in unique:
         fragment = frags[position]
         owned = snapshot_owner[runtime_ids[position]]
-        attestation = fragment.attestation
-        entry = attested_views.get(id(attestation))
-        if entry is None:
-            view = _attested_view(attestation)
-            entry = attested_views[id(attestation)] = (view, view.object_by_pfid())
-        view, objects_by_pfid = entry
+        view = attested[id(fragment.attestation)][2]
+        objects_by_pfid = view.object_by_pfid()
         pfid = fragment.placement.placement_fragment_id
         attested_state = view.expected_by_pfid.get(pfid)
         if attested_state is not None and fragment.lease_generation == view.generation:
@@ -1079,6 +1123,7 @@ def _fast_target_coverage(
     target_of: list[int],
     boxes: list[tuple[tuple[int, ...], tuple[int, ...]]],
     rows: list[tuple[Any, tuple[Any, ...], list[int]]],
+    attested: dict[int, tuple[Any, Any, _AttestedView]],
     used: set[int],
 ) -> bool:
     """``_validate_bound_target_coverage`` (executor states stand for the executors in ``used``)."""
@@ -1129,7 +1174,9 @@ def _fast_target_coverage(
             or attestation.evidence.lease_id != estate["runtime_lease_id"]
         ):
             return False
-        expected_ids = _attested_view(attestation).evidence_ids_by_worker.get(estate["worker_id"], ())
+        entry = attested.get(id(attestation))
+        view = _attested_view(attestation) if entry is None else entry[2]
+        expected_ids = view.evidence_ids_by_worker.get(estate["worker_id"], ())
         if estate["fragment_ids"] != expected_ids or id(estate) not in used:
             return False
     if executor_participants != op_participants:
@@ -1146,61 +1193,6 @@ def _fast_target_coverage(
             containers.append((offset, shape))
             members_list.append(members)
     return not containers or exact_cover_failures(containers, members_list) is None
-
-
-def _scan_operations(
-    operations: tuple[Any, ...], limits: PlanningLimits
-) -> Optional[tuple[list[Any], list[int], list[int], list[tuple[Any, Any]]]]:
-    """Per operation: exact classes, both byte extents inside their fragments
-    (``validate_bounds``) and the segment budgets; returns the distinct fragment objects (first
-    appearance, source before target), each operation's source and target position among them,
-    and its overlap box. None when anything fails or is unexpected."""
-    max_segments = limits.max_segments_per_region
-    max_total = limits.max_total_lowered_segments
-    position: dict[int, int] = {}
-    frags: list[Any] = []
-    source_of: list[int] = []
-    target_of: list[int] = []
-    boxes: list[tuple[Any, Any]] = []
-    total = 0
-    for op in operations:
-        if type(op) is not TransferRegion:
-            return None
-        state = op.__dict__
-        source = state["source"]
-        target = state["target"]
-        if type(source) is not BoundWeightFragment or type(target) is not BoundWeightFragment:
-            return None
-        outer = state["outer_loop_counts"]
-        s_strides = state["source_strides"]
-        t_strides = state["target_strides"]
-        if len(s_strides) != len(outer) or len(t_strides) != len(outer):
-            return None
-        inner = state["inner_bytes"]
-        s_end = state["source_base_offset"] + inner
-        t_end = state["target_base_offset"] + inner
-        segments = 1
-        for count, s_stride, t_stride in zip(outer, s_strides, t_strides):
-            s_end += (count - 1) * s_stride
-            t_end += (count - 1) * t_stride
-            segments *= count
-        if s_end > source.binding.nbytes or t_end > target.binding.nbytes or segments > max_segments:
-            return None
-        total += segments
-        if total > max_total:
-            return None
-        index = position.get(id(source))
-        if index is None:
-            index = position[id(source)] = len(frags)
-            frags.append(source)
-        source_of.append(index)
-        index = position.get(id(target))
-        if index is None:
-            index = position[id(target)] = len(frags)
-            frags.append(target)
-        target_of.append(index)
-        boxes.append((state["overlap_offset"], state["overlap_shape"]))
-    return frags, source_of, target_of, boxes
 
 
 _INIT_FIELDS = tuple(f.name for f in fields(TransferPlan) if f.init)
