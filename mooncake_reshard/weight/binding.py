@@ -51,6 +51,13 @@ def _binding_views(
     placement: WeightPlacementManifest, binding: WeightRuntimeBindingManifest
 ) -> list[RuntimeView]:
     """Validate one binding against its part; return its views for the range sweep."""
+    return _binding_views_and_part(placement, binding)[0]
+
+
+def _binding_views_and_part(
+    placement: WeightPlacementManifest, binding: WeightRuntimeBindingManifest
+) -> tuple[list[RuntimeView], Any]:
+    """``_binding_views`` and the placement part the binding was validated against."""
     if not isinstance(placement, WeightPlacementManifest):
         raise ValueError("placement must be a WeightPlacementManifest")
     if not isinstance(binding, WeightRuntimeBindingManifest):
@@ -81,7 +88,7 @@ def _binding_views(
     )
     if views is not None:
         # Every check below passed on the positional pairing (exact types and values).
-        return views
+        return views, part
     runtime_fragments = _paired_runtime_fragments(binding.fragments, logical_fragments)
     if runtime_fragments is None:
         runtime_by_id = {fragment.placement_fragment_id: fragment for fragment in binding.fragments}
@@ -121,7 +128,7 @@ def _binding_views(
                 f"{fragment_id}"
             )
         views.append((instance_id, runtime, logical, tensor))
-    return views
+    return views, part
 
 
 def validate_runtime_binding(

@@ -18,7 +18,8 @@ from ...contracts.ids import (
     RevisionId,
     RuntimeInstanceId,
 )
-from ..binding import validate_runtime_binding
+from .._address_ranges import validate_runtime_address_ranges
+from ..binding import _binding_views_and_part, validate_runtime_binding
 from ..placement import WeightPlacementManifest
 from ..runtime import WeightRuntimeBindingManifest
 from ..types import PlacementFragment
@@ -420,7 +421,17 @@ def _attest(placement: WeightPlacementManifest, binding: WeightRuntimeBindingMan
     attestation = _cached_attestation(placement, binding)
     if attestation is not None:
         return attestation
-    validate_runtime_binding(placement, binding)
+    # validate_runtime_binding(placement, binding), keeping the part it validated against.
+    views, part = _binding_views_and_part(placement, binding)
+    if len(views) > 1:
+        validate_runtime_address_ranges(views)
+    if type(placement) is WeightPlacementManifest:
+        built: Optional[RuntimeBindingAttestation] = _native.attest(
+            RuntimeBindingAttestation, RuntimeBindingEvidence, RuntimeBindingFragment, placement, binding, part.fragments
+        )
+        if built is not None:
+            _remember_attestation(placement, binding, built)
+            return built
     return RuntimeBindingAttestation._from_validated(placement, binding)
 
 

@@ -180,7 +180,10 @@ def _project_attested_part(
         _project_part(placement, part, binding, attestation, side, selected_fragment_ids, seen_keys, emitted, out)
         return
     for worker_id, all_snapshots, executor in _attested_executors(placement, part, attestation):
-        if selected_fragment_ids is None:
+        if selected_fragment_ids is None or (
+            type(selected_fragment_ids) is frozenset and selected_fragment_ids.issuperset(executor.fragment_ids)
+        ):
+            # (The executor's fragment ids are its snapshots' ids, in order.)
             snapshots = all_snapshots
         else:
             snapshots = tuple(snapshot for snapshot in all_snapshots if snapshot.fragment_id in selected_fragment_ids)
