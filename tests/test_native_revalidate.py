@@ -523,3 +523,41 @@ def test_scan_hostile_inputs() -> None:
     result = _scan((ops[0], swapped))
     reference = _scan_reference((ops[0], swapped), 10**6, 10**7)
     assert (result is None) == (reference is None)
+
+
+def test_overlapping_target_ranges_are_rejected_by_both_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two target participants of one address space writing the same bytes (built with the
+    §12.6 check switched off): the fast path's whole-fragment decision declines, and the
+    rules report the conflict."""
+    source = tp_placement(2, prefix="s", shape=(4, 8))
+    target = tp_placement(2, prefix="t", shape=(4, 8))
+    memory = HostMemory()
+    source_bindings = host_bindings(source, memory, prefix="src")
+    target_bindings = host_bindings(target, memory, prefix="dst")
+    first = target_bindings[0]
+    overlapping = [first]
+    for binding in target_bindings[1:]:
+        fragments = tuple(
+            dataclasses.replace(fragment, worker_id=other.worker_id, device=other.device, address=other.address,
+                                storage_address=other.address, storage_offset_bytes=0)
+            for fragment, other in zip(binding.fragments, first.fragments)
+        )
+        overlapping.append(dataclasses.replace(binding, instance_id=first.instance_id, fragments=fragments))
+    logical = plan_placement_transfer(source, target)
+    with pytest.raises(ValueError):
+        bind_logical_transfer_plan(logical, tuple(overlapping), source_bindings=source_bindings)
+    with monkeypatch.context() as patch:
+        patch.setattr(bc, "_fast_revalidate", lambda *args: False)
+        patch.setattr(bc, "_validate_no_in_place", lambda operations: None)
+        from mooncake.reshard.weight import _address_ranges
+        from mooncake.reshard.weight._planner import bound_validation
+
+        patch.setattr(bound_validation, "_validate_target_physical_ranges", lambda *args, **kwargs: None)
+        patch.setattr(_address_ranges, "validate_runtime_address_ranges", lambda views: None)
+        plan = bind_logical_transfer_plan(logical, tuple(overlapping), source_bindings=source_bindings)
+    assert _fast(plan, True)[0] is False
+    assert _slow(plan, True)[0] is False
+    with pytest.raises(ValueError, match="conflicting target physical range"):
+        dataclasses.replace(plan)
+    # Binding skips §12.6 on its own operations (it just ran it): the rest still holds.
+    assert _agree(plan) is False or _slow(plan, False)[0]
