@@ -616,40 +616,164 @@ ss_capacity(size_t n)
     return cap;
 }
 
+/* Axis code (0=dp 1=tp 2=pp 3=ep) of an exact str kind, or -1. */
+static int
+ss_axis_code(PyObject *kind)
+{
+    static const char *const axis[4] = {"dp", "tp", "pp", "ep"};
+    if (!PyUnicode_CheckExact(kind)) return -1;
+    for (int a = 0; a < 4; a++) {
+        if (PyUnicode_CompareWithASCIIString(kind, axis[a]) == 0) return a;
+    }
+    return -1;
+}
+
+/* The values of owner (an exact tuple of exact (kind, int) pairs over exactly the exact-str
+ * kinds) into out[0..3], zero padded: 1 done, 0 not usable here (fall back), -1 error. */
+static int
+ss_owner_values(PyObject *owner, PyObject *kinds, Py_ssize_t nk, int64_t *out)
+{
+    if (!PyTuple_CheckExact(owner) || PyTuple_Size(owner) != nk) return 0;
+    for (Py_ssize_t k = 0; k < 4; k++) out[k] = 0;
+    for (Py_ssize_t k = 0; k < nk; k++) {
+        PyObject *pair = PyTuple_GetItem(owner, k);
+        if (pair == NULL) return -1;
+        if (!PyTuple_CheckExact(pair) || PyTuple_Size(pair) != 2) return 0;
+        PyObject *kind = PyTuple_GetItem(pair, 0);
+        PyObject *value = PyTuple_GetItem(pair, 1);
+        PyObject *expected = PyTuple_GetItem(kinds, k);
+        if (kind == NULL || value == NULL || expected == NULL) return -1;
+        if (!PyUnicode_CheckExact(kind)) return 0;
+        int cmp = PyUnicode_Compare(kind, expected); /* both exact str: no Python code runs */
+        if (cmp == -1 && PyErr_Occurred()) return -1;
+        if (cmp != 0 || !PyLong_Check(value)) return 0;
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (v == -1 && PyErr_Occurred()) return -1;
+        if (overflow != 0) return 0;
+        out[k] = (int64_t)v;
+    }
+    return 1;
+}
+
+/* The owner tables of select_sources from the planner's values. tids[t] receives a strong
+ * reference to tensor t's id (NULL when tensor_index names no tensor t). Per tensor t:
+ * routed[t], axes[t*4..], and per slot s (R complete replicas, then the DP owner's slot R)
+ * valid[t*(R+1)+s] and owners[(t*(R+1)+s)*4..]. 1 done, 0 fall back, -1 error. */
+static int
+ss_build_tables(PyObject *tensor_index, Py_ssize_t ntensors, PyObject *kinds_list, PyObject *owner_list,
+                PyObject *slot_list, Py_ssize_t nreplicas, PyObject **tids, int64_t *routed, int64_t *axes,
+                int64_t *owners, int64_t *valid)
+{
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(tensor_index, &pos, &key, &value)) { /* no Python code runs in this loop */
+        if (!PyLong_Check(value)) return 0;
+        int overflow = 0;
+        long long t = PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (t == -1 && PyErr_Occurred()) return -1;
+        if (overflow != 0 || t < 0 || t >= (long long)ntensors || tids[t] != NULL) return 0;
+        Py_INCREF(key);
+        tids[t] = key;
+    }
+    Py_ssize_t nslots = nreplicas + 1;
+    for (Py_ssize_t t = 0; t < ntensors; t++) {
+        PyObject *kinds = PyList_GetItem(kinds_list, t);
+        PyObject *dp_owner = PyList_GetItem(owner_list, t);
+        if (kinds == NULL || dp_owner == NULL) return -1;
+        if (!PyTuple_CheckExact(kinds)) return 0;
+        Py_ssize_t nk = PyTuple_Size(kinds);
+        if (nk < 0) return -1;
+        if (nk > 4) return 0;
+        for (Py_ssize_t k = 0; k < 4; k++) {
+            int code = -1;
+            if (k < nk) {
+                PyObject *kind = PyTuple_GetItem(kinds, k);
+                if (kind == NULL) return -1;
+                code = ss_axis_code(kind);
+                if (code < 0) return 0;
+            }
+            axes[t * 4 + k] = code;
+        }
+        int64_t *row_valid = &valid[t * nslots];
+        int64_t *row_owners = &owners[t * nslots * 4];
+        for (Py_ssize_t s = 0; s < nslots; s++) row_valid[s] = 0;
+        for (Py_ssize_t k = 0; k < nslots * 4; k++) row_owners[k] = 0;
+        Py_INCREF(kinds);
+        Py_INCREF(dp_owner);
+        int rc = 1;
+        if (dp_owner != Py_None) {
+            routed[t] = 1;
+            rc = ss_owner_values(dp_owner, kinds, nk, &row_owners[nreplicas * 4]);
+            row_valid[nreplicas] = rc == 1;
+        } else {
+            routed[t] = 0;
+            for (Py_ssize_t s = 0; rc == 1 && s < nreplicas && tids[t] != NULL; s++) {
+                PyObject *chosen = PyList_GetItem(slot_list, s);
+                if (chosen == NULL) {
+                    rc = -1;
+                    break;
+                }
+                if (!PyDict_Check(chosen)) {
+                    rc = 0;
+                    break;
+                }
+                Py_INCREF(chosen);
+                PyObject *owner = PyDict_GetItemWithError(chosen, tids[t]); /* borrowed */
+                if (owner == NULL) {
+                    rc = PyErr_Occurred() ? -1 : 1; /* no chosen owner: slot stays invalid */
+                } else {
+                    Py_INCREF(owner);
+                    rc = ss_owner_values(owner, kinds, nk, &row_owners[s * 4]);
+                    row_valid[s] = rc == 1;
+                    Py_DECREF(owner);
+                }
+                Py_DECREF(chosen);
+            }
+        }
+        Py_DECREF(kinds);
+        Py_DECREF(dp_owner);
+        if (rc != 1) return rc;
+    }
+    return 1;
+}
+
 PyDoc_STRVAR(select_sources_doc,
-"select_sources(fragments, tensor_index, tensor_ndim, routed, axes, owners, valid, replica_dps,\n"
+"select_sources(fragments, tensor_index, tensor_ndim, kinds, dp_owners, slots, replica_dps,\n"
 "               cover_keys)\n"
 "--\n\n"
 "Spec §11.1 step 4 for placement sources, and the packing of the chosen fragments, in one\n"
 "pass. fragments: list or tuple of placement fragments; tensor_index: tensor id -> kernel\n"
-"tensor index t (fragments of other tensors are not needed); int64 bytes: tensor_ndim[t],\n"
-"routed[t] (!= 0: DP-owned, slot R), axes[t*4+k] (owner kind k as 0=dp 1=tp 2=pp 3=ep, -1 =\n"
-"none), owners[(t*(R+1)+slot)*4+k] (the eligible owner's values), valid[t*(R+1)+slot],\n"
-"replica_dps (the R complete DP ranks, increasing; slot of a non-routed fragment = index of\n"
-"its rank.dp) and cover_keys (key t*(R+1)+slot of each cover id). Per (cover, geometry in\n"
-"first-occurrence order) the eligible fragment with the least (dp, pp, ep, tp,\n"
-"placement_fragment_id) is chosen (the first on a tie). Returns (objects, tensor, offsets,\n"
-"shapes, nbytes, cover_start, cover_members, ids): the chosen fragments by (cover, geometry),\n"
-"int64 bytes (nbytes as uint64, 0 outside (0, 2**64)) and their placement_fragment_id values;\n"
-"None when a needed fragment does not fit this path (non-int or out-of-int64 value, rank\n"
-"count mismatch, non-str id on a tie): the caller then selects exactly in Python.");
+"tensor index t in range(len(kinds)) (fragments of other tensors are not needed); per t:\n"
+"tensor_ndim[t] (int64 bytes), kinds[t] (the owner kinds, a tuple of 'dp'/'tp'/'pp'/'ep'),\n"
+"dp_owners[t] (the DP owner ((kind, value), ...) of a DP-owned tensor, else None); slots: the\n"
+"R dicts tensor id -> chosen owner of the complete replicas whose DP ranks replica_dps (int64\n"
+"bytes) lists increasing; cover_keys (int64 bytes): key t*(R+1)+slot of each cover id (slot R:\n"
+"the DP owner's; else the index of the fragment's rank.dp in replica_dps). A fragment is\n"
+"eligible when its owner equals its slot's. Per (cover, geometry in first-occurrence order)\n"
+"the eligible fragment with the least (dp, pp, ep, tp, placement_fragment_id) is chosen (the\n"
+"first on a tie). Returns (objects, tensor, offsets, shapes, nbytes, cover_start,\n"
+"cover_members, ids): the chosen fragments by (cover, geometry), int64 bytes (nbytes as\n"
+"uint64, 0 outside (0, 2**64)) and their placement_fragment_id values; None when a value does\n"
+"not fit this path (non-int or out-of-int64 value, rank count mismatch, unusual owner or kind,\n"
+"non-str id on a tie): the caller then selects exactly in Python.");
 
 static PyObject *
 po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
 {
-    PyObject *fragments, *tensor_index, *ndim_obj, *routed_obj, *axes_obj, *owners_obj, *valid_obj, *dps_obj,
-        *keys_obj;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOO:select_sources", &fragments, &tensor_index, &ndim_obj, &routed_obj,
-                          &axes_obj, &owners_obj, &valid_obj, &dps_obj, &keys_obj))
+    PyObject *fragments, *tensor_index, *ndim_obj, *kinds_list, *owner_list, *slot_list, *dps_obj, *keys_obj;
+    if (!PyArg_ParseTuple(args, "OO!OO!O!O!OO:select_sources", &fragments, &PyDict_Type, &tensor_index, &ndim_obj,
+                          &PyList_Type, &kinds_list, &PyList_Type, &owner_list, &PyList_Type, &slot_list, &dps_obj,
+                          &keys_obj))
         return NULL;
     int is_list = PyList_Check(fragments);
-    if ((!is_list && !PyTuple_Check(fragments)) || !PyDict_Check(tensor_index)) {
-        PyErr_SetString(PyExc_TypeError,
-                        "select_sources: fragments must be a list or tuple and tensor_index a dict");
+    if (!is_list && !PyTuple_Check(fragments)) {
+        PyErr_SetString(PyExc_TypeError, "select_sources: fragments must be a list or tuple");
         return NULL;
     }
     PyObject *names[SS_N] = {NULL};
     PyObject *result = NULL;
+    PyObject **tids = NULL;
     int64_t *tensor_ndim = NULL, *routed = NULL, *axes = NULL, *owners = NULL, *valid = NULL, *dps = NULL,
             *cover_keys = NULL;
     ss_row *rows = NULL;
@@ -670,10 +794,13 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
     }
     tensor_ndim = po_copy_i64(ndim_obj, -1, &ntensors, "tensor_ndim");
     if (tensor_ndim == NULL) goto done;
-    routed = po_copy_i64(routed_obj, ntensors, NULL, "routed");
-    if (routed == NULL) goto done;
     dps = po_copy_i64(dps_obj, -1, &nreplicas, "replica_dps");
     if (dps == NULL) goto done;
+    if (PyList_Size(kinds_list) != ntensors || PyList_Size(owner_list) != ntensors
+        || PyList_Size(slot_list) != nreplicas) {
+        PyErr_SetString(PyExc_ValueError, "select_sources: kinds, dp_owners or slots has the wrong length");
+        goto done;
+    }
     if (nreplicas > INT32_MAX || ntensors > INT32_MAX) {
         PyErr_SetString(PyExc_ValueError, "select_sources: too many tensors or replicas");
         goto done;
@@ -684,12 +811,15 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
         PyErr_SetString(PyExc_ValueError, "select_sources: too many tensors or replicas");
         goto done;
     }
-    axes = po_copy_i64(axes_obj, (Py_ssize_t)ntensors * 4, NULL, "axes");
-    if (axes == NULL) goto done;
-    owners = po_copy_i64(owners_obj, (Py_ssize_t)nowners, NULL, "owners");
-    if (owners == NULL) goto done;
-    valid = po_copy_i64(valid_obj, (Py_ssize_t)nkeys, NULL, "valid");
-    if (valid == NULL) goto done;
+    tids = PyMem_Calloc((size_t)ntensors + 1, sizeof(PyObject *));
+    routed = mr_alloc_array((size_t)ntensors, sizeof(int64_t));
+    axes = mr_alloc_array((size_t)ntensors * 4, sizeof(int64_t));
+    owners = mr_alloc_array((size_t)nowners, sizeof(int64_t));
+    valid = mr_alloc_array((size_t)nkeys, sizeof(int64_t));
+    if (tids == NULL || routed == NULL || axes == NULL || owners == NULL || valid == NULL) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        goto done;
+    }
     cover_keys = po_copy_i64(keys_obj, -1, &ncovers, "cover_keys");
     if (cover_keys == NULL) goto done;
     for (Py_ssize_t t = 0; t < ntensors; t++) {
@@ -697,16 +827,20 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
             PyErr_SetString(PyExc_ValueError, "select_sources: tensor_ndim out of range");
             goto done;
         }
-        for (int k = 0; k < 4; k++) {
-            if (axes[t * 4 + k] < -1 || axes[t * 4 + k] > 3) {
-                PyErr_SetString(PyExc_ValueError, "select_sources: axes out of range");
-                goto done;
-            }
-        }
     }
     for (Py_ssize_t r = 1; r < nreplicas; r++) {
         if (dps[r - 1] >= dps[r]) {
             PyErr_SetString(PyExc_ValueError, "select_sources: replica_dps must increase");
+            goto done;
+        }
+    }
+    {
+        int rc = ss_build_tables(tensor_index, ntensors, kinds_list, owner_list, slot_list, nreplicas, tids, routed,
+                                 axes, owners, valid);
+        if (rc < 0) goto done;
+        if (rc == 0) {
+            result = Py_None;
+            Py_INCREF(result);
             goto done;
         }
     }
@@ -949,6 +1083,10 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
     }
 done:
     for (int k = 0; k < SS_N; k++) Py_XDECREF(names[k]);
+    if (tids != NULL) {
+        for (Py_ssize_t t = 0; t < ntensors; t++) Py_XDECREF(tids[t]);
+    }
+    PyMem_Free(tids);
     if (rows != NULL) {
         for (size_t r = 0; r < nrows; r++) Py_DECREF(rows[r].obj);
     }

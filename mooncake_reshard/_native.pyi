@@ -288,27 +288,29 @@ def select_sources(
     fragments: Sequence[object],
     tensor_index: dict[str, int],
     tensor_ndim: bytes,
-    routed: bytes,
-    axes: bytes,
-    owners: bytes,
-    valid: bytes,
+    kinds: list[tuple[str, ...]],
+    dp_owners: list[tuple[tuple[str, int], ...] | None],
+    slots: list[dict[str, tuple[tuple[str, int], ...]]],
     replica_dps: bytes,
     cover_keys: bytes,
     /,
 ) -> tuple[list[object], bytes, bytes, bytes, bytes, bytes, bytes, list[object]] | None:
     """Spec §11.1 step 4 for placement sources plus the packing of the chosen fragments, in one
-    pass over ``fragments`` (a list or tuple). Fragments of tensors outside ``tensor_index`` are
-    not needed. Native int64 tables (``R = len(replica_dps)``): ``tensor_ndim[t]``, ``routed[t]``
-    (DP-owned: slot ``R``), ``axes[t*4+k]`` (owner kind k: 0=dp 1=tp 2=pp 3=ep, -1 none),
-    ``owners[(t*(R+1)+slot)*4+k]`` and ``valid[t*(R+1)+slot]`` (the eligible owner per slot),
-    ``replica_dps`` (complete DP ranks, increasing; a non-routed fragment's slot is the index of
-    its ``rank.dp``) and ``cover_keys`` (key ``t*(R+1)+slot`` of each cover id). Per (cover,
-    geometry in first-occurrence order) the eligible fragment with the least ``(dp, pp, ep, tp,
-    placement_fragment_id)`` is chosen (the first on a tie). Returns ``(objects, tensor,
-    offsets, shapes, nbytes, cover_start, cover_members, ids)`` ordered by (cover, geometry)
-    (nbytes as uint64, 0 outside ``(0, 2**64)``), or ``None`` when a needed fragment does not
-    fit this path (non-int or out-of-int64 value, rank count mismatch, a non-str id on a tie).
-    ``ValueError`` for malformed tables, ``TypeError`` for wrong container types."""
+    pass over ``fragments`` (a list or tuple). ``tensor_index`` maps the needed tensors' ids to
+    ``range(len(kinds))`` (fragments of other tensors are not needed); per tensor t:
+    ``tensor_ndim[t]`` (native int64 bytes), ``kinds[t]`` (owner kinds among dp/tp/pp/ep) and
+    ``dp_owners[t]`` (the DP owner ``((kind, value), ...)`` of a DP-owned tensor, else ``None``).
+    ``slots`` holds the ``R`` dicts tensor id -> chosen owner of the complete replicas whose DP
+    ranks ``replica_dps`` (int64 bytes) lists increasing; ``cover_keys`` (int64 bytes) is the key
+    ``t*(R+1)+slot`` of each cover id (slot ``R``: the DP owner's; else the index of the
+    fragment's ``rank.dp`` in ``replica_dps``). A fragment is eligible when its owner equals its
+    slot's. Per (cover, geometry in first-occurrence order) the eligible fragment with the least
+    ``(dp, pp, ep, tp, placement_fragment_id)`` is chosen (the first on a tie). Returns
+    ``(objects, tensor, offsets, shapes, nbytes, cover_start, cover_members, ids)`` ordered by
+    (cover, geometry) (nbytes as uint64, 0 outside ``(0, 2**64)``), or ``None`` when a value does
+    not fit this path (non-int or out-of-int64 value, rank count mismatch, unusual owner or
+    kind, a non-str id on a tie). ``ValueError`` for malformed tables, ``TypeError`` for wrong
+    container types."""
 
 def project_executors(
     cls: type,

@@ -224,15 +224,15 @@ class _Part:
 
 
 def _select(fragments: Any, **overrides: Any) -> Any:
-    # One 1-D tensor "w", one replica (dp 0), owner kinds () : every dp-0 fragment is eligible.
+    # One 1-D tensor "w", one complete replica (dp 0) choosing the owner () (no owner kinds):
+    # every dp-0 fragment is eligible.
     args = dict(
         fragments=fragments,
         tensor_index={"w": 0},
         tensor_ndim=_q([1]),
-        routed=_q([0]),
-        axes=_q([-1, -1, -1, -1]),
-        owners=_q([0] * 8),
-        valid=_q([1, 0]),
+        kinds=[()],
+        dp_owners=[None],
+        slots=[{"w": ()}],
         replica_dps=_q([0]),
         cover_keys=_q([0]),
     )
@@ -297,25 +297,27 @@ def test_select_sources_rejects_hostile_tables() -> None:
     with pytest.raises(TypeError):
         _select(f, tensor_index=[("w", 0)])
     with pytest.raises(TypeError):
+        _select(f, kinds=((),))
+    with pytest.raises(TypeError):
+        _select(f, dp_owners=(None,))
+    with pytest.raises(TypeError):
+        _select(f, slots=({"w": ()},))
+    with pytest.raises(TypeError):
         _select(f, tensor_ndim=[1])
     with pytest.raises(ValueError):
         _select(f, tensor_ndim=b"\x01\x00")  # not a multiple of 8
     with pytest.raises(ValueError):
-        _select(f, routed=_q([0, 0]))  # wrong length
+        _select(f, kinds=[(), ()])  # wrong length
+    with pytest.raises(ValueError):
+        _select(f, dp_owners=[])
+    with pytest.raises(ValueError):
+        _select(f, slots=[])
     with pytest.raises(ValueError):
         _select(f, tensor_ndim=_q([-1]))
     with pytest.raises(ValueError):
         _select(f, tensor_ndim=_q([1 << 40]))
     with pytest.raises(ValueError):
-        _select(f, axes=_q([4, -1, -1, -1]))
-    with pytest.raises(ValueError):
-        _select(f, axes=_q([-2, -1, -1, -1]))
-    with pytest.raises(ValueError):
-        _select(f, owners=_q([0] * 7))
-    with pytest.raises(ValueError):
-        _select(f, valid=_q([1]))
-    with pytest.raises(ValueError):
-        _select(f, replica_dps=_q([1, 0]), valid=_q([1, 0, 0]), owners=_q([0] * 12))  # not increasing
+        _select(f, replica_dps=_q([1, 0]), slots=[{}, {}])  # not increasing
     with pytest.raises(ValueError):
         _select(f, cover_keys=_q([2]))  # out of range
     with pytest.raises(ValueError):
@@ -324,31 +326,40 @@ def test_select_sources_rejects_hostile_tables() -> None:
         _select(f, cover_keys=_q([0, 0]))  # duplicate
     with pytest.raises(AttributeError):
         _select([object()])
-    # A non-int or out-of-range tensor index: not this path.
+    # Values this path does not take: the caller selects exactly in Python.
     assert _select(f, tensor_index={"w": "0"}) is None
     assert _select(f, tensor_index={"w": 1}) is None
     assert _select(f, tensor_index={"w": -1}) is None
     assert _select(f, tensor_index={"w": 1 << 80}) is None
+    assert _select(f, tensor_index={"w": 0, "v": 0}) is None  # two tensors on one index
+    assert _select(f, kinds=[("zz",)], slots=[{"w": (("zz", 0),)}]) is None
+    assert _select(f, kinds=[("tp",) * 5]) is None
+    assert _select(f, kinds=[["tp"]]) is None
+    assert _select(f, kinds=[("tp",)], slots=[{"w": (("tp", 1 << 70),)}]) is None
+    assert _select(f, kinds=[("tp",)], slots=[{"w": (("pp", 0),)}]) is None
+    assert _select(f, kinds=[("tp",)], slots=[{"w": [("tp", 0)]}]) is None
+    assert _select(f, kinds=[("tp",)], slots=[{"w": (("tp", "0"),)}]) is None
+    assert _select(f, kinds=[("tp",)], slots=[{"w": (("tp", 0, 1),)}]) is None
+    assert _select(f, slots=[5]) is None
+    assert _select(f, kinds=[("dp",)], dp_owners=[(("dp", -(1 << 64)),)], cover_keys=_q([1])) is None
 
 
 def test_select_sources_owner_tables_decide_eligibility() -> None:
-    # Owner kinds (tp,): replica slot 0 (dp 0) chose tp=1; DP-owned routing uses slot R.
+    # Owner kinds (tp,): the replica of dp 0 chose tp=1.
     a = _Fragment("a", rank=_Rank(tp=0))
     b = _Fragment("b", rank=_Rank(tp=1))
-    chosen = _select([a, b], axes=_q([1, -1, -1, -1]), owners=_q([1, 0, 0, 0, 0, 0, 0, 0]))
-    assert chosen[0] == [b]
-    # Slot invalid: nothing eligible.
-    assert _select([a, b], valid=_q([0, 0]))[0] == []
-    # Routed (DP-owned) tensor: slot R = 1, owner dp=3 (axis 0).
+    assert _select([a, b], kinds=[("tp",)], slots=[{"w": (("tp", 1),)}])[0] == [b]
+    # No chosen owner for the tensor: nothing eligible.
+    assert _select([a, b], slots=[{}])[0] == []
+    # DP-owned tensor: slot R = 1, its owner dp=3.
     c = _Fragment("c", rank=_Rank(dp=3))
-    routed = _select(
-        [a, c], routed=_q([1]), axes=_q([0, -1, -1, -1]), owners=_q([0, 0, 0, 0, 3, 0, 0, 0]),
-        valid=_q([0, 1]), cover_keys=_q([1]),
-    )
+    routed = _select([a, c], kinds=[("dp",)], dp_owners=[(("dp", 3),)], cover_keys=_q([1]))
     assert routed[0] == [c]
     # A cover nobody needs: nothing selected.
     assert _select([a, b], cover_keys=_q([]))[0] == []
     assert _unpack(_select([a, b], cover_keys=_q([]))[5]) == [0]
+    # Owner values compare as ints (bool True is 1).
+    assert _select([a, b], kinds=[("tp",)], slots=[{"w": (("tp", True),)}])[0] == [b]
 
 
 def test_project_executors_rejects_hostile_inputs() -> None:

@@ -275,23 +275,6 @@ def _placed_members(
 
 
 _NO_BOXES = FragmentBoxes()  # stands for a side the kernel receives already packed (never read)
-_AXIS_CODE = {"dp": 0, "tp": 1, "pp": 2, "ep": 3}
-_NO_AXES = (-1, -1, -1, -1)
-_NO_OWNER = (0, 0, 0, 0)
-_owner_kind = itemgetter(0)
-_owner_value = itemgetter(1)
-
-
-def _owner_values(owner: Any, kinds: tuple[str, ...]) -> Optional[list[int]]:
-    """The values of an owner tuple ``((kind, value), ...)`` over exactly ``kinds``, else None."""
-    if type(owner) is not tuple or len(owner) != len(kinds):
-        return None
-    for item in owner:
-        if type(item) is not tuple or len(item) != 2:
-            return None
-    if tuple(map(_owner_kind, owner)) != kinds:
-        return None
-    return list(map(_owner_value, owner))
 
 
 def _select_placed_native(
@@ -306,60 +289,28 @@ def _select_placed_native(
 ) -> Optional[tuple[list[Any], bytes, bytes, bytes, bytes, bytes, bytes, list[Any]]]:
     """``_placed_members`` plus the source packing in one C pass (``_native.select_sources``).
 
-    The owners become int64 tables (per tensor: owner axes; per (tensor, replica slot or the
-    DP owner's slot): the eligible owner's values). Returns the chosen fragments by (cover,
-    geometry), their packed tensor / offsets / shapes / nbytes, cover_start, cover_members and
-    their ids; None when some value does not fit this path (the caller then selects exactly)."""
+    Per needed tensor (``tensor_index`` order) its owner kinds and DP owner, per complete
+    replica its chosen owners. Returns the chosen fragments by (cover, geometry), their packed
+    tensor / offsets / shapes / nbytes, cover_start, cover_members and their ids; None when some
+    value does not fit this path (the caller then selects exactly)."""
     if not tensor_index:
         return None
-    routed: list[int] = []
-    axes: list[int] = []
-    owners: list[int] = []
-    valid: list[int] = []
-    slots = [complete[dp] for dp in complete_ranks]
-    axis_code = _AXIS_CODE.get
-    for tensor_id in tensor_index:
-        kinds = source_signatures[tensor_id][0]
-        count = len(kinds)
-        if count > 4:
-            return None
-        codes = [axis_code(kind, -1) for kind in kinds]
-        if -1 in codes:
-            return None
-        axes += codes
-        axes += _NO_AXES[count:]
-        dp_owner = dp_owners.get(tensor_id)
-        if dp_owner is None:
-            routed.append(0)
-            for chosen in slots:
-                owner = chosen.get(tensor_id)
-                if owner is None:
-                    valid.append(0)
-                    owners += _NO_OWNER
-                    continue
-                values = _owner_values(owner, kinds)
-                if values is None:
-                    return None
-                valid.append(1)
-                owners += values
-                owners += _NO_OWNER[count:]
-            valid.append(0)
-            owners += _NO_OWNER
-        else:
-            values = _owner_values(dp_owner, kinds)
-            if values is None:
-                return None
-            routed.append(1)
-            valid += [0] * len(slots)
-            owners += _NO_OWNER * len(slots)
-            valid.append(1)
-            owners += values
-            owners += _NO_OWNER[count:]
+    signatures = list(map(source_signatures.__getitem__, tensor_index))
     try:
-        tables = [array("q", column).tobytes() for column in (routed, axes, owners, valid, complete_ranks, cover_keys)]
+        dps = array("q", complete_ranks).tobytes()
+        keys = array("q", cover_keys).tobytes()
     except (OverflowError, TypeError):
         return None
-    return _native.select_sources(source_fragments, tensor_index, ndim_packed, *tables)
+    return _native.select_sources(
+        source_fragments,
+        tensor_index,
+        ndim_packed,
+        list(map(_record_source, signatures)),
+        list(map(dp_owners.get, tensor_index)),
+        list(map(complete.__getitem__, complete_ranks)),
+        dps,
+        keys,
+    )
 
 
 def plan_logical_transfer(
