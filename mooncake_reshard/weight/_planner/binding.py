@@ -285,18 +285,47 @@ def _build_executor_plans_with(
     out: list[ExecutorTransferPlan] = []
     seen_keys: set[tuple[Any, ...]] = set()
     emitted: set[str] = set()
+    selected_set = selected_fragment_ids if type(selected_fragment_ids) is frozenset else None
     for placement in placements:
+        placement_id = placement.placement_id
+        part_index = placement._part_index()
         for part in placement.parts:
-            binding = by_key.get((placement.placement_id, part.participant_id))
+            participant_id = part.participant_id
+            binding = by_key.get((placement_id, participant_id))
             if binding is None:
                 continue
-            attestation = None if attestations is None else attestations.get(
-                (placement.placement_id, part.participant_id)
-            )
+            attestation = None if attestations is None else attestations.get((placement_id, participant_id))
             if attestation is None:
                 # validate_runtime_binding(placement, binding), or its remembered proof.
                 attestation = _attest(placement, binding)
             if not part.fragments:
+                continue
+            if attestation.placement is not placement or part is not part_index.get(participant_id):
+                _project_part(placement, part, binding, attestation, side, selected_fragment_ids, seen_keys, emitted, out)
+                continue
+            # _project_attested_part, inline: one attested executor per worker (or its selection).
+            rows = _attested_executors(placement, part, attestation)
+            if len(rows) == 1:
+                worker_id, _, executor = rows[0]
+                if selected_fragment_ids is not None:
+                    if selected_set is None:
+                        _project_attested_part(
+                            placement, part, binding, attestation, side, selected_fragment_ids, seen_keys, emitted, out
+                        )
+                        continue
+                    if selected_set.isdisjoint(executor.fragment_ids):
+                        continue  # nothing selected on this worker
+                    if not selected_set.issuperset(executor.fragment_ids):
+                        _project_attested_part(
+                            placement, part, binding, attestation, side, selected_fragment_ids, seen_keys, emitted, out
+                        )
+                        continue
+                key = _executor_key(part.rank, worker_id)
+                if key in seen_keys:
+                    raise ValueError(f"duplicate {side} executor rank and worker: {(part.rank, worker_id)}")
+                seen_keys.add(key)
+                emitted.update(executor.fragment_ids)
+                out.append(executor)
                 continue
             _project_attested_part(
                 placement, part, binding, attestation, side, selected_fragment_ids, seen_keys, emitted, out
@@ -501,12 +530,9 @@ def _validate_bindings_together(
     proven: list[Optional[RuntimeBindingAttestation]] = []
     instances: dict[str, list[WeightRuntimeBindingManifest]] = {}
     for binding in bindings:
-        attestation = _cached_attestation(placement, binding)
-        if attestation is None:
-            validate_runtime_address_ranges(_binding_views(placement, binding))
-            # Remember the proof (also for bindings that are validated but not kept).
-            attestation = RuntimeBindingAttestation._from_validated(placement, binding)
-        proven.append(attestation)
+        # The remembered proof, or validate_runtime_binding then the attestation (remembered
+        # also for bindings that are validated but not kept).
+        proven.append(_attest(placement, binding))
         instances.setdefault(binding.instance_id, []).append(binding)
     for members in instances.values():
         # A single binding's instance ranges are exactly the per-binding check above.
