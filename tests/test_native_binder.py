@@ -697,3 +697,86 @@ def test_bind_regions_decides_and_falls_back() -> None:
         _native.bind_regions(*classes, operations, targets)
     with pytest.raises(TypeError):
         _native.bind_regions(TransferRegion, "x", StoredFragmentSnapshot, operations, targets, sources)
+
+
+# ---------------------------------------------------------------------------------------
+# Projections against a brute-force oracle (spec §12.3)
+
+
+def _projection_oracle(placement: Any, bindings: Any, selected: Optional[frozenset[str]]) -> list[Any]:
+    by_participant = {binding.participant_id: binding for binding in bindings}
+    out = []
+    for part in placement.parts:
+        binding = by_participant.get(part.participant_id)
+        if binding is None or not part.fragments:
+            continue
+        logical = {fragment.placement_fragment_id: fragment for fragment in part.fragments}
+        per_worker: dict[str, list[Any]] = {}
+        for runtime in binding.fragments:
+            if selected is not None and runtime.fragment_id not in selected:
+                continue
+            snapshot = RuntimeFragmentSnapshot.from_attested_pair(
+                logical[runtime.placement_fragment_id], runtime, lease_generation=binding.generation
+            )
+            per_worker.setdefault(runtime.worker_id, []).append(snapshot)
+        for worker_id in sorted(per_worker):
+            snapshots = tuple(sorted(per_worker[worker_id], key=lambda snapshot: snapshot.fragment_id))
+            out.append(
+                ExecutorTransferPlan(
+                    instance_id=binding.instance_id,
+                    placement_id=placement.placement_id,
+                    participant_id=part.participant_id,
+                    placement_digest=placement.digest,
+                    runtime_lease_id=binding.lease_id,
+                    worker_id=worker_id,
+                    rank=part.rank,
+                    fragment_ids=tuple(snapshot.fragment_id for snapshot in snapshots),
+                    fragment_snapshots=snapshots,
+                )
+            )
+    out.sort(key=lambda executor: (executor.rank.dp, executor.rank.pp, executor.rank.ep, executor.rank.tp))
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    tensors=st.integers(1, 4),
+    tp=st.integers(1, 3),
+    spread=st.booleans(),
+    mask=st.one_of(st.none(), st.integers(0, (1 << 12) - 1)),
+    as_set=st.booleans(),
+    reuse=st.booleans(),
+)
+def test_projection_property_against_the_oracle(
+    tensors: int, tp: int, spread: bool, mask: Optional[int], as_set: bool, reuse: bool
+) -> None:
+    placement, bindings = _world(tensors=tensors, tp=tp)
+    if spread:
+        bindings = tuple(_multi_worker_binding(binding) for binding in bindings)
+    runtime_ids = [fragment.fragment_id for binding in bindings for fragment in binding.fragments]
+    selected: Optional[frozenset[str]] = None
+    if mask is not None:
+        selected = frozenset(fid for index, fid in enumerate(runtime_ids) if mask >> (index % 12) & 1)
+    expected = _projection_oracle(placement, bindings, selected)
+    given_selection: Any = selected if not as_set or selected is None else set(selected)
+    if reuse:  # remembered attestations and cached executors from an earlier projection
+        planner_binding._build_executor_plans((placement,), bindings, "source")
+    else:
+        bindings = tuple(dataclasses.replace(binding) for binding in bindings)
+    if selected is not None and not set(runtime_ids) >= selected:  # pragma: no cover - by construction
+        raise AssertionError
+    result = planner_binding._build_executor_plans((placement,), bindings, "source", selected_fragment_ids=given_selection)
+    assert list(result) == expected
+    for executor in result:
+        assert executor.attestation is not None
+        assert executor.attestation.validates(
+            placement._part_index()[executor.participant_id].fragments[0],
+            executor.attestation.binding_fragment(
+                placement._part_index()[executor.participant_id].fragments[0].placement_fragment_id
+            ),
+        )
+    if selected is not None:
+        with pytest.raises(ValueError, match="^missing selected source runtime fragment$"):
+            planner_binding._build_executor_plans(
+                (placement,), bindings, "source", selected_fragment_ids=selected | {"no-such-runtime-fragment"}
+            )
