@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..contracts._checks import item_tuple, require_str, require_u64
 from ..contracts.ids import ParticipantId, PlacementSetId, ResourceId, RevisionId, TopologyId
@@ -79,6 +80,40 @@ class WeightPlacementPart:
         state = self.__dict__
         state["tensors"] = tensors
         state["fragments"] = fragments
+
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        """Default dataclass pickling (spec §13: the field dict, restored without
+        ``__post_init__``) written as one call when the dict holds exactly the fields."""
+        state = self.__dict__
+        if type(self) is WeightPlacementPart and tuple(state) == _FIELD_NAMES:
+            return (_restore_placement_part, tuple(state.values()))
+        return object.__reduce_ex__(self, protocol)
+
+
+def _restore_placement_part(
+    resource_id: Any,
+    revision: Any,
+    weight_generation: Any,
+    placement_set_id: Any,
+    topology_id: Any,
+    participant_id: Any,
+    rank: Any,
+    tensors: Any,
+    fragments: Any,
+) -> WeightPlacementPart:
+    """Unpickle a ``WeightPlacementPart``: its field dict, as default pickling restores it."""
+    part: WeightPlacementPart = object.__new__(WeightPlacementPart)
+    state = part.__dict__
+    state["resource_id"] = resource_id
+    state["revision"] = revision
+    state["weight_generation"] = weight_generation
+    state["placement_set_id"] = placement_set_id
+    state["topology_id"] = topology_id
+    state["participant_id"] = participant_id
+    state["rank"] = rank
+    state["tensors"] = tensors
+    state["fragments"] = fragments
+    return part
 
 
 def assembled_part(**fields: object) -> WeightPlacementPart:

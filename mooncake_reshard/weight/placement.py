@@ -134,6 +134,21 @@ class WeightPlacementManifest:
             if not name.startswith("_") or name == "_digest_cache"
         }
 
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        """Default pickling of ``__getstate__`` (spec §13: the fields and ``_digest_cache``,
+        restored without validation) written as one call when the dict holds exactly those
+        first, in order, and only derived ``_`` caches after them."""
+        state = self.__dict__
+        if type(self) is WeightPlacementManifest:
+            names = tuple(state)
+            if names[:10] == _PICKLED_FIELDS:
+                for name in names[10:]:
+                    if name[:1] != "_" or name == "_digest_cache":
+                        break
+                else:
+                    return (_restore_placement_manifest, tuple(state.values())[:10])
+        return object.__reduce_ex__(self, protocol)
+
     def _fragments_table(self) -> Optional[_native.FragmentTable]:
         """The fragments packed into C arrays (tensor index = position in ``tensors``).
 
@@ -186,6 +201,49 @@ class WeightPlacementManifest:
                 fragments=fragments,
                 placement_id=placement_id,
             )
+
+
+_PICKLED_FIELDS = (
+    "resource_id",
+    "placement_id",
+    "revision",
+    "weight_generation",
+    "placement_set_id",
+    "topology",
+    "parts",
+    "tensors",
+    "fragments",
+    "_digest_cache",
+)
+
+
+def _restore_placement_manifest(
+    resource_id: Any,
+    placement_id: Any,
+    revision: Any,
+    weight_generation: Any,
+    placement_set_id: Any,
+    topology: Any,
+    parts: Any,
+    tensors: Any,
+    fragments: Any,
+    digest_cache: Any,
+) -> WeightPlacementManifest:
+    """Unpickle a ``WeightPlacementManifest``: its ``__getstate__`` dict, as default pickling
+    restores it (derived caches are rebuilt lazily)."""
+    placement: WeightPlacementManifest = object.__new__(WeightPlacementManifest)
+    state = placement.__dict__
+    state["resource_id"] = resource_id
+    state["placement_id"] = placement_id
+    state["revision"] = revision
+    state["weight_generation"] = weight_generation
+    state["placement_set_id"] = placement_set_id
+    state["topology"] = topology
+    state["parts"] = parts
+    state["tensors"] = tensors
+    state["fragments"] = fragments
+    state["_digest_cache"] = digest_cache
+    return placement
 
 
 def _initialize(

@@ -31,6 +31,26 @@ class TopologyParticipant:
         if not isinstance(self.rank, ParallelRank):
             raise ValueError("topology participant rank must be a ParallelRank")
 
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        """Default dataclass pickling (spec §13: the field dict, restored without
+        ``__post_init__``) written as one call when the dict holds exactly the fields."""
+        state = self.__dict__
+        if type(self) is TopologyParticipant and tuple(state) == _PARTICIPANT_FIELDS:
+            return (_restore_topology_participant, tuple(state.values()))
+        return object.__reduce_ex__(self, protocol)
+
+
+_PARTICIPANT_FIELDS = ("participant_id", "rank")
+
+
+def _restore_topology_participant(participant_id: Any, rank: Any) -> TopologyParticipant:
+    """Unpickle a ``TopologyParticipant``: its field dict, as default pickling restores it."""
+    participant: TopologyParticipant = object.__new__(TopologyParticipant)
+    state = participant.__dict__
+    state["participant_id"] = participant_id
+    state["rank"] = rank
+    return participant
+
 
 @dataclass(frozen=True, init=False)
 class ParallelTopology:
@@ -111,3 +131,28 @@ class ParallelTopology:
             if candidate.participant_id == participant_id:
                 return candidate
         raise ValueError(f"unknown topology participant: {participant_id}")
+
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        """Default dataclass pickling (spec §13), written as one call (see ``TopologyParticipant``)."""
+        state = self.__dict__
+        if type(self) is ParallelTopology and tuple(state) == _TOPOLOGY_FIELDS:
+            return (_restore_parallel_topology, tuple(state.values()))
+        return object.__reduce_ex__(self, protocol)
+
+
+_TOPOLOGY_FIELDS = ("tp_size", "pp_size", "ep_size", "dp_size", "participants", "topology_id")
+
+
+def _restore_parallel_topology(
+    tp_size: Any, pp_size: Any, ep_size: Any, dp_size: Any, participants: Any, topology_id: Any
+) -> ParallelTopology:
+    """Unpickle a ``ParallelTopology``: its field dict, as default pickling restores it."""
+    topology: ParallelTopology = object.__new__(ParallelTopology)
+    state = topology.__dict__
+    state["tp_size"] = tp_size
+    state["pp_size"] = pp_size
+    state["ep_size"] = ep_size
+    state["dp_size"] = dp_size
+    state["participants"] = participants
+    state["topology_id"] = topology_id
+    return topology

@@ -44,6 +44,7 @@ SplitAxisKind = Literal["ep", "tp"]
 #: Canonical axis order used for sorting everywhere: dp, pp, ep, tp.
 AXIS_ORDER: dict[str, int] = {"dp": 0, "pp": 1, "ep": 2, "tp": 3}
 _HEX = frozenset("0123456789abcdef")
+_new_object = object.__new__
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,28 @@ class ParallelRank:
             value = state[name]
             if type(value) is not int or value < 0:
                 require_int(value, f"parallel rank {name}", 0)
+
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        """Default dataclass pickling (spec §13: the field dict, restored without
+        ``__post_init__``) written as one call when the dict holds exactly the fields."""
+        state = self.__dict__
+        if type(self) is ParallelRank and tuple(state) == _RANK_FIELDS:
+            return (_restore_parallel_rank, tuple(state.values()))
+        return object.__reduce_ex__(self, protocol)
+
+
+_RANK_FIELDS = ("dp", "tp", "pp", "ep")
+
+
+def _restore_parallel_rank(dp: Any, tp: Any, pp: Any, ep: Any) -> ParallelRank:
+    """Unpickle a ``ParallelRank``: its field dict, as default pickling restores it."""
+    rank: ParallelRank = _new_object(ParallelRank)
+    state = rank.__dict__
+    state["dp"] = dp
+    state["tp"] = tp
+    state["pp"] = pp
+    state["ep"] = ep
+    return rank
 
 
 def _require_axis_kind(kind: object) -> None:
@@ -84,6 +107,25 @@ class SplitAxis:
         if self.kind == "ep" and self.dim != 0:
             raise ValueError("EP must split the leading logical expert dimension")
 
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        """Default dataclass pickling (spec §13), written as one call (see ``ParallelRank``)."""
+        state = self.__dict__
+        if type(self) is SplitAxis and tuple(state) == _SPLIT_AXIS_FIELDS:
+            return (_restore_split_axis, tuple(state.values()))
+        return object.__reduce_ex__(self, protocol)
+
+
+_SPLIT_AXIS_FIELDS = ("kind", "dim")
+
+
+def _restore_split_axis(kind: Any, dim: Any) -> SplitAxis:
+    """Unpickle a ``SplitAxis``: its field dict, as default pickling restores it."""
+    axis: SplitAxis = _new_object(SplitAxis)
+    state = axis.__dict__
+    state["kind"] = kind
+    state["dim"] = dim
+    return axis
+
 
 @dataclass(frozen=True)
 class ReplicatedAxis:
@@ -94,6 +136,23 @@ class ReplicatedAxis:
     def __post_init__(self) -> None:
         _require_axis_kind(self.kind)
 
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        """Default dataclass pickling (spec §13), written as one call (see ``ParallelRank``)."""
+        state = self.__dict__
+        if type(self) is ReplicatedAxis and tuple(state) == _KIND_FIELDS:
+            return (_restore_replicated_axis, tuple(state.values()))
+        return object.__reduce_ex__(self, protocol)
+
+
+_KIND_FIELDS = ("kind",)
+
+
+def _restore_replicated_axis(kind: Any) -> ReplicatedAxis:
+    """Unpickle a ``ReplicatedAxis``: its field dict, as default pickling restores it."""
+    axis: ReplicatedAxis = _new_object(ReplicatedAxis)
+    axis.__dict__["kind"] = kind
+    return axis
+
 
 @dataclass(frozen=True)
 class OwnershipAxis:
@@ -103,6 +162,20 @@ class OwnershipAxis:
 
     def __post_init__(self) -> None:
         _require_axis_kind(self.kind)
+
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        """Default dataclass pickling (spec §13), written as one call (see ``ParallelRank``)."""
+        state = self.__dict__
+        if type(self) is OwnershipAxis and tuple(state) == _KIND_FIELDS:
+            return (_restore_ownership_axis, tuple(state.values()))
+        return object.__reduce_ex__(self, protocol)
+
+
+def _restore_ownership_axis(kind: Any) -> OwnershipAxis:
+    """Unpickle an ``OwnershipAxis``: its field dict, as default pickling restores it."""
+    axis: OwnershipAxis = _new_object(OwnershipAxis)
+    axis.__dict__["kind"] = kind
+    return axis
 
 
 ParallelAxis = Union[SplitAxis, ReplicatedAxis, OwnershipAxis]
@@ -177,6 +250,52 @@ class TensorDescriptor:
         state["global_shape"] = shape
         state["shard_dims"] = shard_dims
         state["parallel_axes"] = axes
+
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        """Default dataclass pickling (spec §13), written as one call (see ``ParallelRank``)."""
+        state = self.__dict__
+        if type(self) is TensorDescriptor and tuple(state) == _TENSOR_FIELDS:
+            return (_restore_tensor_descriptor, tuple(state.values()))
+        return object.__reduce_ex__(self, protocol)
+
+
+_TENSOR_FIELDS = (
+    "tensor_id",
+    "global_shape",
+    "dtype",
+    "itemsize",
+    "shard_dims",
+    "layout_fingerprint",
+    "parallel_axes",
+    "layer_id",
+    "expert_id",
+)
+
+
+def _restore_tensor_descriptor(
+    tensor_id: Any,
+    global_shape: Any,
+    dtype: Any,
+    itemsize: Any,
+    shard_dims: Any,
+    layout_fingerprint: Any,
+    parallel_axes: Any,
+    layer_id: Any,
+    expert_id: Any,
+) -> TensorDescriptor:
+    """Unpickle a ``TensorDescriptor``: its field dict, as default pickling restores it."""
+    tensor: TensorDescriptor = _new_object(TensorDescriptor)
+    state = tensor.__dict__
+    state["tensor_id"] = tensor_id
+    state["global_shape"] = global_shape
+    state["dtype"] = dtype
+    state["itemsize"] = itemsize
+    state["shard_dims"] = shard_dims
+    state["layout_fingerprint"] = layout_fingerprint
+    state["parallel_axes"] = parallel_axes
+    state["layer_id"] = layer_id
+    state["expert_id"] = expert_id
+    return tensor
 
 
 def _fragment_coordinates(
@@ -286,6 +405,49 @@ class PlacementFragment:
     def fragment_id(self) -> PlacementFragmentId:
         """Alias of :attr:`placement_fragment_id`."""
         return self.placement_fragment_id
+
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        """Default dataclass pickling (spec §13), written as one call (see ``ParallelRank``)."""
+        state = self.__dict__
+        if type(self) is PlacementFragment and tuple(state) == _FRAGMENT_FIELDS:
+            return (_restore_placement_fragment, tuple(state.values()))
+        return object.__reduce_ex__(self, protocol)
+
+
+_FRAGMENT_FIELDS = (
+    "tensor_id",
+    "global_offset",
+    "local_shape",
+    "nbytes",
+    "rank",
+    "pipeline_stage_id",
+    "aliases",
+    "placement_fragment_id",
+)
+
+
+def _restore_placement_fragment(
+    tensor_id: Any,
+    global_offset: Any,
+    local_shape: Any,
+    nbytes: Any,
+    rank: Any,
+    pipeline_stage_id: Any,
+    aliases: Any,
+    placement_fragment_id: Any,
+) -> PlacementFragment:
+    """Unpickle a ``PlacementFragment``: its field dict, as default pickling restores it."""
+    fragment: PlacementFragment = _new_object(PlacementFragment)
+    state = fragment.__dict__
+    state["tensor_id"] = tensor_id
+    state["global_offset"] = global_offset
+    state["local_shape"] = local_shape
+    state["nbytes"] = nbytes
+    state["rank"] = rank
+    state["pipeline_stage_id"] = pipeline_stage_id
+    state["aliases"] = aliases
+    state["placement_fragment_id"] = placement_fragment_id
+    return fragment
 
 
 def validate_fragment_geometry(

@@ -109,6 +109,54 @@ class RuntimeBindingEvidence:
             fragments=self.fragments,
         )
 
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        """Default dataclass pickling (spec §13: the field dict, restored without
+        ``__post_init__``; an attestation holding it revalidates it) written as one call when
+        the dict holds exactly the fields."""
+        state = self.__dict__
+        if type(self) is RuntimeBindingEvidence and tuple(state) == _EVIDENCE_FIELDS:
+            return (_restore_evidence, tuple(state.values()))
+        return object.__reduce_ex__(self, protocol)
+
+
+_EVIDENCE_FIELDS = (
+    "resource_id",
+    "revision",
+    "placement_id",
+    "placement_digest",
+    "instance_id",
+    "participant_id",
+    "generation",
+    "lease_id",
+    "fragments",
+)
+
+
+def _restore_evidence(
+    resource_id: Any,
+    revision: Any,
+    placement_id: Any,
+    placement_digest: Any,
+    instance_id: Any,
+    participant_id: Any,
+    generation: Any,
+    lease_id: Any,
+    fragments: Any,
+) -> RuntimeBindingEvidence:
+    """Unpickle a ``RuntimeBindingEvidence``: its field dict, as default pickling restores it."""
+    evidence: RuntimeBindingEvidence = object.__new__(RuntimeBindingEvidence)
+    state = evidence.__dict__
+    state["resource_id"] = resource_id
+    state["revision"] = revision
+    state["placement_id"] = placement_id
+    state["placement_digest"] = placement_digest
+    state["instance_id"] = instance_id
+    state["participant_id"] = participant_id
+    state["generation"] = generation
+    state["lease_id"] = lease_id
+    state["fragments"] = fragments
+    return evidence
+
 
 @dataclass(frozen=True, init=False)
 class RuntimeBindingAttestation:

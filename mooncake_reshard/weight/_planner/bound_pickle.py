@@ -74,6 +74,11 @@ _RECORD_LENGTH = 11
 _new_object = object.__new__
 
 
+# The row layouts below rely on these field positions (checked once, at import).
+if (_SOURCE_INDEX, _TARGET_INDEX) != (1, 2) or _SNAPSHOTS_INDEX != 8 or _EXECUTOR_ATTESTATION_INDEX != 9:
+    raise RuntimeError("bound_pickle: unexpected TransferRegion/ExecutorTransferPlan field order")
+
+
 def _values(state: dict[str, Any], names: tuple[str, ...], keys: frozenset[str]) -> Optional[tuple[Any, ...]]:
     """The field values of an instance ``__dict__`` in field order, or None when the dict holds
     anything but exactly those fields (the fallback format then carries it as it is)."""
@@ -84,105 +89,14 @@ def _values(state: dict[str, Any], names: tuple[str, ...], keys: frozenset[str])
     return tuple([state[name] for name in names])
 
 
-class _Encoder:
-    """Builds the compact record of one plan; ``None`` from any method means "use the
-    fallback format"."""
-
-    __slots__ = ("attestations", "attestation_index", "fragments", "fragment_index")
-
-    def __init__(self) -> None:
-        self.attestations: list[tuple[Any, Any]] = []
-        self.attestation_index: dict[int, int] = {}
-        self.fragments: list[tuple[Any, ...]] = []
-        self.fragment_index: dict[int, int] = {}
-
-    def attestation(self, attestation: Any) -> Any:
-        """Index of ``attestation`` in the table (None stays None); False when not encodable."""
-        if attestation is None:
-            return None
-        index = self.attestation_index.get(id(attestation))
-        if index is not None:
-            return index
-        if type(attestation) is not RuntimeBindingAttestation:
-            return False
-        state = attestation.__dict__
-        if "placement" not in state or "evidence" not in state:
-            return False
-        index = self.attestation_index[id(attestation)] = len(self.attestations)
-        # Exactly the attestation's pickle state (spec §13: ``(placement, evidence)``).
-        self.attestations.append((state["placement"], state["evidence"]))
-        return index
-
-    def fragment(self, fragment: Any) -> Optional[int]:
-        index = self.fragment_index.get(id(fragment))
-        if index is not None:
-            return index
-        if type(fragment) is not BoundWeightFragment:
-            return None
-        values = _values(fragment.__dict__, _FRAGMENT_FIELDS, _FRAGMENT_KEYS)
-        if values is None:
-            return None
-        placement, binding, instance_id, lease_id, generation, owner, attestation = values
-        if owner is not None:
-            return None
-        attestation_index = self.attestation(attestation)
-        if attestation_index is False:
-            return None
-        index = self.fragment_index[id(fragment)] = len(self.fragments)
-        self.fragments.append((placement, binding, instance_id, lease_id, generation, attestation_index))
-        return index
-
-    def operation(self, operation: Any) -> Optional[tuple[Any, ...]]:
-        if type(operation) is not TransferRegion:
-            return None
-        values = _values(operation.__dict__, _REGION_FIELDS, _REGION_KEYS)
-        if values is None:
-            return None
-        source = self.fragment(values[_SOURCE_INDEX])
-        if source is None:
-            return None
-        target = self.fragment(values[_TARGET_INDEX])
-        if target is None:
-            return None
-        row = list(values)
-        row[_SOURCE_INDEX] = source
-        row[_TARGET_INDEX] = target
-        return tuple(row)
-
-    def executor(self, executor: Any) -> Optional[tuple[Any, ...]]:
-        if type(executor) is not ExecutorTransferPlan:
-            return None
-        values = _values(executor.__dict__, _EXECUTOR_FIELDS, _EXECUTOR_KEYS)
-        if values is None:
-            return None
-        snapshots = values[_SNAPSHOTS_INDEX]
-        if type(snapshots) is not tuple:
-            return None
-        rows = []
-        for snapshot in snapshots:
-            if type(snapshot) is not RuntimeFragmentSnapshot:
-                return None
-            row = _values(snapshot.__dict__, _SNAPSHOT_FIELDS, _SNAPSHOT_KEYS)
-            if row is None:
-                return None
-            rows.append(row)
-        attestation_index = self.attestation(values[_EXECUTOR_ATTESTATION_INDEX])
-        if attestation_index is False:
-            return None
-        out = list(values)
-        out[_SNAPSHOTS_INDEX] = tuple(rows)
-        out[_EXECUTOR_ATTESTATION_INDEX] = attestation_index
-        return tuple(out)
-
-
 def _compact_record(plan: Any) -> Optional[tuple[Any, ...]]:
-    """The compact record of ``plan`` (see the module docstring), or None."""
+    """The compact record of ``plan`` (see the module docstring), or None when it does not
+    describe the plan exactly."""
     if type(plan) is not TransferPlan:
         return None
     state = plan.__dict__
-    keys = state.keys()
-    extra = len(keys) - len(_PLAN_KEYS)
-    if not (extra == 0 or (extra == 1 and "_operation_views" in state)) or not _PLAN_KEYS <= keys:
+    extra = len(state) - len(_PLAN_KEYS)
+    if not (extra == 0 or (extra == 1 and "_operation_views" in state)) or not _PLAN_KEYS <= state.keys():
         return None
     if (
         state["source_manifest"] is not None
@@ -195,21 +109,100 @@ def _compact_record(plan: Any) -> Optional[tuple[Any, ...]]:
     target_executors = state["target_executors"]
     if type(operations) is not tuple or type(source_executors) is not tuple or type(target_executors) is not tuple:
         return None
-    encoder = _Encoder()
+    attestations: list[tuple[Any, Any]] = []
+    attestation_index: dict[int, Any] = {id(None): None}
+    fragment_rows: list[tuple[Any, ...]] = []
+    fragment_index: dict[int, int] = {}
+    region_fields = _REGION_FIELDS
+    fragment_fields = _FRAGMENT_FIELDS
+
+    def attestation_of(attestation: Any) -> Any:
+        """Index of a new attestation in the table; False when it cannot be recorded."""
+        if type(attestation) is not RuntimeBindingAttestation:
+            return False
+        attestation_state = attestation.__dict__
+        if "placement" not in attestation_state or "evidence" not in attestation_state:
+            return False
+        index = attestation_index[id(attestation)] = len(attestations)
+        # Exactly the attestation's pickle state (spec §13: ``(placement, evidence)``).
+        attestations.append((attestation_state["placement"], attestation_state["evidence"]))
+        return index
+
     operation_rows = []
     for operation in operations:
-        row = encoder.operation(operation)
-        if row is None:
+        if type(operation) is not TransferRegion:
             return None
-        operation_rows.append(row)
+        region_state = operation.__dict__
+        values = (
+            tuple(region_state.values())
+            if tuple(region_state) == region_fields
+            else _values(region_state, region_fields, _REGION_KEYS)
+        )
+        if values is None:
+            return None
+        indices = []
+        for fragment in (values[1], values[2]):
+            index = fragment_index.get(id(fragment))
+            if index is None:
+                if type(fragment) is not BoundWeightFragment:
+                    return None
+                fragment_state = fragment.__dict__
+                row = (
+                    tuple(fragment_state.values())
+                    if tuple(fragment_state) == fragment_fields
+                    else _values(fragment_state, fragment_fields, _FRAGMENT_KEYS)
+                )
+                if row is None or row[5] is not None:  # an owner is never pickled: fallback
+                    return None
+                attestation = row[6]
+                position = attestation_index.get(id(attestation), False)
+                if position is False:
+                    position = attestation_of(attestation)
+                    if position is False:
+                        return None
+                index = fragment_index[id(fragment)] = len(fragment_rows)
+                fragment_rows.append(row[:5] + (position,))
+            indices.append(index)
+        operation_rows.append((values[0], indices[0], indices[1]) + values[3:])
     executor_rows: list[tuple[tuple[Any, ...], ...]] = []
+    executor_fields = _EXECUTOR_FIELDS
+    snapshot_fields = _SNAPSHOT_FIELDS
     for executors in (source_executors, target_executors):
         rows = []
         for executor in executors:
-            row = encoder.executor(executor)
-            if row is None:
+            if type(executor) is not ExecutorTransferPlan:
                 return None
-            rows.append(row)
+            executor_state = executor.__dict__
+            values = (
+                tuple(executor_state.values())
+                if tuple(executor_state) == executor_fields
+                else _values(executor_state, executor_fields, _EXECUTOR_KEYS)
+            )
+            if values is None:
+                return None
+            snapshots = values[8]
+            if type(snapshots) is not tuple:
+                return None
+            snapshot_rows = []
+            for snapshot in snapshots:
+                if type(snapshot) is not RuntimeFragmentSnapshot:
+                    return None
+                snapshot_state = snapshot.__dict__
+                row = (
+                    tuple(snapshot_state.values())
+                    if tuple(snapshot_state) == snapshot_fields
+                    else _values(snapshot_state, snapshot_fields, _SNAPSHOT_KEYS)
+                )
+                if row is None:
+                    return None
+                snapshot_rows.append(row)
+            attestation = values[9]
+            position = attestation_index.get(id(attestation), False)
+            if position is False:
+                position = attestation_of(attestation)
+                if position is False:
+                    return None
+            rows.append(values[:8] + (tuple(snapshot_rows), position))
         executor_rows.append(tuple(rows))
     return (
         _FORMAT,
@@ -218,8 +211,8 @@ def _compact_record(plan: Any) -> Optional[tuple[Any, ...]]:
         state["weight_generation"],
         state["target_placement"],
         state["planning_limits"],
-        tuple(encoder.attestations),
-        tuple(encoder.fragments),
+        tuple(attestations),
+        tuple(fragment_rows),
         tuple(operation_rows),
         executor_rows[0],
         executor_rows[1],
@@ -267,28 +260,29 @@ def _restore_attestation(placement: Any, evidence: Any) -> RuntimeBindingAttesta
     return attestation
 
 
-def _restore_snapshot(row: tuple[Any, ...]) -> RuntimeFragmentSnapshot:
-    snapshot: RuntimeFragmentSnapshot = _new_object(RuntimeFragmentSnapshot)
-    snapshot.__dict__.update(zip(_SNAPSHOT_FIELDS, row))
-    return snapshot
-
-
 def _restore_executors(rows: Any, attestations: list[Any]) -> tuple[ExecutorTransferPlan, ...]:
+    """Executors and their snapshots by field dict (their default pickling, spec §13)."""
     executors = []
-    for row in _rows(rows, len(_EXECUTOR_FIELDS)):
-        values = list(row)
-        snapshots = _rows(values[_SNAPSHOTS_INDEX], len(_SNAPSHOT_FIELDS))
-        values[_SNAPSHOTS_INDEX] = tuple([_restore_snapshot(snapshot) for snapshot in snapshots])
-        values[_EXECUTOR_ATTESTATION_INDEX] = _pick(attestations, values[_EXECUTOR_ATTESTATION_INDEX])
+    executor_fields = _EXECUTOR_FIELDS
+    snapshot_fields = _SNAPSHOT_FIELDS
+    for row in _rows(rows, len(executor_fields)):
+        snapshots = []
+        for snapshot_row in _rows(row[8], len(snapshot_fields)):
+            snapshot: RuntimeFragmentSnapshot = _new_object(RuntimeFragmentSnapshot)
+            snapshot.__dict__.update(zip(snapshot_fields, snapshot_row))
+            snapshots.append(snapshot)
         executor: ExecutorTransferPlan = _new_object(ExecutorTransferPlan)
-        executor.__dict__.update(zip(_EXECUTOR_FIELDS, values))
+        state = executor.__dict__
+        state.update(zip(executor_fields, row[:8]))
+        state["fragment_snapshots"] = tuple(snapshots)
+        state["attestation"] = _pick(attestations, row[9])
         executors.append(executor)
     return tuple(executors)
 
 
 def _restore_transfer_plan(*record: Any) -> TransferPlan:
     """Rebuild a plan from its compact record through the validating paths (module docstring)."""
-    if len(record) != _RECORD_LENGTH or record[0] != _FORMAT or type(record[0]) is not int:
+    if len(record) != _RECORD_LENGTH or type(record[0]) is not int or record[0] != _FORMAT:
         raise ValueError(_INVALID)
     (
         _,
@@ -323,12 +317,33 @@ def _restore_transfer_plan(*record: Any) -> TransferPlan:
         if attestation is None:  # used by executors only
             attestations[index] = _restore_attestation(*attestation_rows[index])
     operations = []
+    count = len(fragments)
     for row in _rows(operation_rows, len(_REGION_FIELDS)):
-        values = list(row)
-        values[_SOURCE_INDEX] = _pick(fragments, values[_SOURCE_INDEX])
-        values[_TARGET_INDEX] = _pick(fragments, values[_TARGET_INDEX])
+        source_index = row[1]
+        target_index = row[2]
+        if (
+            type(source_index) is not int
+            or type(target_index) is not int
+            or not 0 <= source_index < count
+            or not 0 <= target_index < count
+        ):
+            raise ValueError(_INVALID)
         region: TransferRegion[Any, Any] = _new_object(TransferRegion)
-        region.__dict__.update(zip(_REGION_FIELDS, values))
+        region.__dict__.update(
+            {
+                "tensor_id": row[0],
+                "source": fragments[source_index],
+                "target": fragments[target_index],
+                "overlap_offset": row[3],
+                "overlap_shape": row[4],
+                "source_base_offset": row[5],
+                "target_base_offset": row[6],
+                "inner_bytes": row[7],
+                "outer_loop_counts": row[8],
+                "source_strides": row[9],
+                "target_strides": row[10],
+            }
+        )
         operations.append(region)
     plan: TransferPlan = _new_object(TransferPlan)
     plan.__setstate__(

@@ -1,0 +1,168 @@
+"""The compact ``__reduce_ex__`` of the default-pickled value types (spec §13: "the ``__dict__``
+state is restored without running ``__post_init__``"): placement graph types and runtime
+evidence pickle as one call of a restore helper, which restores exactly the field dict that
+default pickling would; anything else (subclasses, extra or reordered attributes) takes the
+default path. Forged values survive a round trip unvalidated, as with default pickling."""
+
+from __future__ import annotations
+
+import copy
+import copyreg
+import dataclasses
+import pickle
+from typing import Any, Callable
+
+import pytest
+
+from spec_helpers import ka_placement
+from test_binding_attacks import World
+
+from mooncake.reshard.weight import (
+    OwnershipAxis,
+    ParallelRank,
+    ParallelTopology,
+    PlacementFragment,
+    ReplicatedAxis,
+    SplitAxis,
+    TensorDescriptor,
+    TopologyParticipant,
+    WeightPlacementManifest,
+    WeightPlacementPart,
+)
+from mooncake.reshard.weight.planner import RuntimeBindingEvidence
+
+_PROTOCOLS = range(0, pickle.HIGHEST_PROTOCOL + 1)
+
+
+def _values() -> list[Any]:
+    placement = ka_placement()
+    placement.digest  # noqa: B018  (cache the digest: it is pickled with the fields)
+    part = placement.parts[0]
+    tensor = placement.tensors[0]
+    evidence = World().bind().target_executors[0].attestation.evidence
+    return [
+        ParallelRank(tp=1, ep=2),
+        SplitAxis("tp", 1),
+        ReplicatedAxis("dp"),
+        OwnershipAxis("pp"),
+        tensor,
+        placement.fragments[0],
+        placement.topology.participants[0],
+        placement.topology,
+        part,
+        placement,
+        evidence,
+    ]
+
+
+def _default_state(value: Any) -> dict[str, Any]:
+    """The state default pickling would restore (``__getstate__`` or the instance dict)."""
+    if isinstance(value, WeightPlacementManifest):
+        return value.__getstate__()
+    return dict(value.__dict__)
+
+
+@pytest.mark.parametrize("index", range(11))
+def test_compact_reduce_restores_the_default_state(index: int) -> None:
+    value = _values()[index]
+    reduced = value.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
+    assert reduced[0].__name__.startswith("_restore_") and len(reduced) == 2
+    for protocol in _PROTOCOLS:
+        restored = pickle.loads(pickle.dumps(value, protocol=protocol))
+        assert type(restored) is type(value) and restored == value
+        assert restored.__dict__ == _default_state(value)
+        assert list(restored.__dict__) == list(_default_state(value))
+    for clone in (copy.copy(value), copy.deepcopy(value)):
+        assert type(clone) is type(value) and clone == value
+        assert clone.__dict__ == _default_state(value)
+    assert hash(pickle.loads(pickle.dumps(value))) == hash(value)
+
+
+def test_placement_caches_are_not_pickled_but_the_digest_is() -> None:
+    placement = _values()[9]
+    placement._part_index()
+    assert "_parts_by_participant" in placement.__dict__
+    restored = pickle.loads(pickle.dumps(placement))
+    assert "_parts_by_participant" not in restored.__dict__
+    assert restored._digest_cache == placement.digest
+    assert restored.digest == placement.digest
+    assert restored._part_index().keys() == placement._part_index().keys()
+
+
+@pytest.mark.parametrize("index", range(11))
+def test_forged_fields_round_trip_unvalidated(index: int) -> None:
+    value = _values()[index]
+    name = next(iter(value.__dict__))
+    object.__setattr__(value, name, -1)  # no constructor would accept this
+    restored = pickle.loads(pickle.dumps(value))
+    assert getattr(restored, name) == -1 and restored.__dict__ == _default_state(value)
+
+
+def _move_first_field_last(value: Any) -> None:
+    state = value.__dict__
+    if len(state) < 2:
+        pytest.skip("a one-field dict has a single order")
+    first = next(iter(state))
+    state[first] = state.pop(first)
+
+
+@pytest.mark.parametrize(
+    "forge",
+    [
+        lambda value: object.__setattr__(value, "extra_attribute", ("kept",)),
+        lambda value: value.__dict__.pop(next(iter(value.__dict__))),
+        lambda value: _move_first_field_last(value),
+    ],
+    ids=["extra", "missing", "reordered"],
+)
+@pytest.mark.parametrize("index", range(11))
+def test_irregular_dicts_take_the_default_path(index: int, forge: Callable[[Any], None]) -> None:
+    value = _values()[index]
+    forge(value)
+    reduced = value.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
+    assert reduced[0] is copyreg.__newobj__
+    expected = _default_state(value)
+    for protocol in _PROTOCOLS:
+        restored = pickle.loads(pickle.dumps(value, protocol=protocol))
+        assert type(restored) is type(value) and restored.__dict__ == expected
+    assert copy.copy(value).__dict__ == expected
+
+
+def test_placement_private_non_cache_entry_takes_the_default_path() -> None:
+    placement = _values()[9]
+    # A second ``_digest_cache``-like entry placed after the fields is not a derived cache.
+    state = placement.__dict__
+    digest = state.pop("_digest_cache")
+    state["_digest_cache"] = digest
+    object.__setattr__(placement, "_derived", 1)
+    restored = pickle.loads(pickle.dumps(placement))
+    assert restored.__dict__ == placement.__getstate__()
+
+
+def test_subclasses_take_the_default_path() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Rank(ParallelRank):
+        pass
+
+    globals()["Rank"] = Rank
+    Rank.__qualname__ = "Rank"
+    try:
+        value = Rank(tp=3)
+        assert value.__reduce_ex__(pickle.HIGHEST_PROTOCOL)[0] is copyreg.__newobj__
+        restored = pickle.loads(pickle.dumps(value))
+        assert type(restored) is Rank and restored == value
+    finally:
+        del globals()["Rank"]
+
+
+def test_restored_placement_still_validates_bindings() -> None:
+    world = World()
+    plan = world.bind()
+    restored = pickle.loads(pickle.dumps(plan.target_placement))
+    assert restored == world.target
+    assert type(restored.topology) is ParallelTopology
+    assert all(type(part) is WeightPlacementPart for part in restored.parts)
+    assert all(type(p) is TopologyParticipant for p in restored.topology.participants)
+    assert all(type(f) is PlacementFragment for f in restored.fragments)
+    assert all(type(t) is TensorDescriptor for t in restored.tensors)
+    assert type(plan.target_executors[0].attestation.evidence) is RuntimeBindingEvidence
