@@ -7,6 +7,23 @@
  * dict instead of a Python-level constructor call. The records come from plan_overlaps. */
 #include "planobj.h"
 
+/* New references to the interned strings of src[0..n) in out[0..n), from a per-table cache
+ * filled on first use (under the GIL; the cache keeps its references for the process).
+ * 0, or -1 with an exception set (out[k] already filled hold references; the rest stay). */
+static int
+po_names(PyObject **cache, const char *const *src, int n, PyObject **out)
+{
+    for (int k = 0; k < n; k++) {
+        if (cache[k] == NULL) {
+            cache[k] = PyUnicode_InternFromString(src[k]);
+            if (cache[k] == NULL) return -1;
+        }
+        Py_INCREF(cache[k]);
+        out[k] = cache[k];
+    }
+    return 0;
+}
+
 #define PO_NFIELDS 11
 #define PO_RECORD_LEN 11
 
@@ -122,10 +139,8 @@ po_build_regions(PyObject *Py_UNUSED(self), PyObject *args)
     PyObject *tensor_key = NULL;
     PyObject *template = NULL;
     PyObject *result = NULL;
-    for (int k = 0; k < PO_NFIELDS; k++) {
-        keys[k] = PyUnicode_InternFromString(po_field_names[k]);
-        if (keys[k] == NULL) goto done;
-    }
+    static PyObject *cache[PO_NFIELDS];
+    if (po_names(cache, po_field_names, PO_NFIELDS, keys) < 0) goto done;
     tensor_key = keys[0];
     template = PyDict_New();
     if (template == NULL) goto done;
@@ -412,10 +427,8 @@ po_pack_targets(PyObject *Py_UNUSED(self), PyObject *args)
     po_buf tensor = {0}, cover = {0}, offsets = {0}, shapes = {0}, nbytes = {0};
     po_map map = {NULL, NULL, 0};
     int64_t ncovers = 0;
-    for (int k = 0; k < PK_N; k++) {
-        names[k] = PyUnicode_InternFromString(pk_names[k]);
-        if (names[k] == NULL) goto done;
-    }
+    static PyObject *cache[PK_N];
+    if (po_names(cache, pk_names, PK_N, names) < 0) goto done;
     {
         size_t cap = 16;
         while (cap < (size_t)n * 2) {
@@ -788,10 +801,8 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
     Py_ssize_t ntensors = 0, nreplicas = 0, ncovers = 0;
     int fallback = 0;
 
-    for (int k = 0; k < SS_N; k++) {
-        names[k] = PyUnicode_InternFromString(ss_names[k]);
-        if (names[k] == NULL) goto done;
-    }
+    static PyObject *cache[SS_N];
+    if (po_names(cache, ss_names, SS_N, names) < 0) goto done;
     tensor_ndim = po_copy_i64(ndim_obj, -1, &ntensors, "tensor_ndim");
     if (tensor_ndim == NULL) goto done;
     dps = po_copy_i64(dps_obj, -1, &nreplicas, "replica_dps");
@@ -1229,10 +1240,8 @@ po_project_executors(PyObject *Py_UNUSED(self), PyObject *args)
     }
     PyObject *names[PE_N] = {NULL};
     PyObject *result = NULL, *items = NULL;
-    for (int k = 0; k < PE_N; k++) {
-        names[k] = PyUnicode_InternFromString(pe_names[k]);
-        if (names[k] == NULL) goto done;
-    }
+    static PyObject *cache[PE_N];
+    if (po_names(cache, pe_names, PE_N, names) < 0) goto done;
     items = PySequence_List(parts);
     if (items == NULL) goto done;
     result = PyList_New(0);
@@ -1277,11 +1286,14 @@ po_owner_minimums(PyObject *Py_UNUSED(self), PyObject *args)
     }
     Py_ssize_t nkinds = PyTuple_Size(kinds);
     if (nkinds < 0) return NULL;
-    PyObject *tensor_name = PyUnicode_InternFromString("tensor_id");
-    PyObject *rank_name = PyUnicode_InternFromString("rank");
-    PyObject *dp_name = PyUnicode_InternFromString("dp");
-    PyObject *result = PyDict_New();
-    if (tensor_name == NULL || rank_name == NULL || dp_name == NULL || result == NULL) goto fail;
+    static const char *const om_names[3] = {"tensor_id", "rank", "dp"};
+    static PyObject *cache[3];
+    PyObject *names[3] = {NULL, NULL, NULL};
+    PyObject *result = NULL;
+    if (po_names(cache, om_names, 3, names) < 0) goto fail;
+    PyObject *tensor_name = names[0], *rank_name = names[1], *dp_name = names[2];
+    result = PyDict_New();
+    if (result == NULL) goto fail;
     for (Py_ssize_t i = 0;; i++) {
         Py_ssize_t n = is_list ? PyList_Size(fragments) : PyTuple_Size(fragments);
         if (n < 0) goto fail;
@@ -1327,16 +1339,82 @@ po_owner_minimums(PyObject *Py_UNUSED(self), PyObject *args)
         Py_DECREF(fragment);
         if (!ok) goto fail;
     }
-    Py_DECREF(tensor_name);
-    Py_DECREF(rank_name);
-    Py_DECREF(dp_name);
+    for (int k = 0; k < 3; k++) Py_DECREF(names[k]);
     return result;
 fail:
-    Py_XDECREF(tensor_name);
-    Py_XDECREF(rank_name);
-    Py_XDECREF(dp_name);
+    for (int k = 0; k < 3; k++) Py_XDECREF(names[k]);
     Py_XDECREF(result);
     return NULL;
+}
+
+/* ---- fragment_columns: the planner's first pass over the target fragments --------------- */
+
+PyDoc_STRVAR(fragment_columns_doc,
+"fragment_columns(fragments)\n"
+"--\n\n"
+"(ids, tensor_ids, dps, order) for fragments (a list or tuple): the lists of\n"
+"placement_fragment_id, tensor_id and rank.dp values in order, and order = 1 when the ids are\n"
+"exact str in non-decreasing order, 0 when they are exact str and not, -1 when some id is not\n"
+"an exact str (the caller decides with ids == sorted(ids)).");
+
+static PyObject *
+po_fragment_columns(PyObject *Py_UNUSED(self), PyObject *arg)
+{
+    int is_list = PyList_Check(arg);
+    if (!is_list && !PyTuple_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "fragment_columns: fragments must be a list or tuple");
+        return NULL;
+    }
+    static const char *const fc_names[4] = {"placement_fragment_id", "tensor_id", "rank", "dp"};
+    static PyObject *cache[4];
+    PyObject *names[4] = {NULL, NULL, NULL, NULL};
+    PyObject *ids = NULL, *tids = NULL, *dps = NULL, *result = NULL;
+    if (po_names(cache, fc_names, 4, names) < 0) goto done;
+    /* A private copy: attribute hooks cannot resize what is iterated. */
+    PyObject *items = PySequence_List(arg);
+    if (items == NULL) goto done;
+    Py_ssize_t n = PyList_Size(items);
+    ids = PyList_New(n);
+    tids = PyList_New(n);
+    dps = PyList_New(n);
+    int order = 1;
+    if (n < 0 || ids == NULL || tids == NULL || dps == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *fragment = PyList_GetItem(items, i); /* borrowed from the private list */
+        if (fragment == NULL) goto fail;
+        PyObject *id = PyObject_GetAttr(fragment, names[0]);
+        if (id == NULL) goto fail;
+        PyList_SetItem(ids, i, id); /* steals; index in range */
+        PyObject *tid = PyObject_GetAttr(fragment, names[1]);
+        if (tid == NULL) goto fail;
+        PyList_SetItem(tids, i, tid);
+        PyObject *rank = PyObject_GetAttr(fragment, names[2]);
+        if (rank == NULL) goto fail;
+        PyObject *dp = PyObject_GetAttr(rank, names[3]);
+        Py_DECREF(rank);
+        if (dp == NULL) goto fail;
+        PyList_SetItem(dps, i, dp);
+        if (order >= 0) {
+            if (!PyUnicode_CheckExact(id)) {
+                order = -1;
+            } else if (order == 1 && i > 0) {
+                PyObject *prev = PyList_GetItem(ids, i - 1); /* an exact str (checked before) */
+                if (prev == NULL) goto fail;
+                int cmp = PyUnicode_Compare(prev, id);
+                if (cmp == -1 && PyErr_Occurred()) goto fail;
+                if (cmp > 0) order = 0;
+            }
+        }
+    }
+    result = Py_BuildValue("(OOOi)", ids, tids, dps, order);
+fail:
+    Py_DECREF(items);
+done:
+    for (int k = 0; k < 4; k++) Py_XDECREF(names[k]);
+    Py_XDECREF(ids);
+    Py_XDECREF(tids);
+    Py_XDECREF(dps);
+    return result;
 }
 
 static PyMethodDef planobj_methods[] = {
@@ -1345,6 +1423,7 @@ static PyMethodDef planobj_methods[] = {
     {"select_sources", po_select_sources, METH_VARARGS, select_sources_doc},
     {"project_executors", po_project_executors, METH_VARARGS, project_executors_doc},
     {"owner_minimums", po_owner_minimums, METH_VARARGS, owner_minimums_doc},
+    {"fragment_columns", po_fragment_columns, METH_O, fragment_columns_doc},
     {NULL, NULL, 0, NULL},
 };
 

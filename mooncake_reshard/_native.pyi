@@ -8,7 +8,7 @@ for inputs the Python layer should already have rejected).
 Each section below belongs to one C file (csrc/<name>.c).
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Optional, final
 
 # --- canonical.c: canonical JSON and SHA-256 (libcrypto EVP_Digest) ---------
@@ -18,6 +18,15 @@ def sorted_by_str_keys(items: list[Any], keys: list[str], rows: bool = False, /)
     ``rows`` the pair ``(sorted_items, positions)``, ``positions[i]`` being the index of
     ``items[i]`` in ``sorted_items``. ``None`` when some key is not an exact ``str`` (or has no
     UTF-8 encoding)."""
+
+def sorted_groups(
+    items: list[Any], keys: list[str], group_of: list[int], ngroups: int, extra: list[Any], /
+) -> Any:
+    """One stable sort of ``items`` by ``keys`` (``keys[i]`` belongs to ``items[i]``), and in that
+    order ``items`` and ``extra`` split by ``group_of[i]`` (ints in ``range(ngroups)``):
+    ``(sorted_items, positions, items_by_group, extra_by_group)``, ``positions[i]`` being the
+    index of ``items[i]`` in ``sorted_items``. ``None`` when some key is not an exact ``str`` (or
+    has no UTF-8 encoding). ``ValueError`` for unequal lengths or a group out of range."""
 
 def sha256_hex(data: bytes) -> str:
     """Lowercase hex SHA-256 of ``data``."""
@@ -332,6 +341,13 @@ def owner_minimums(fragments: Sequence[object], kinds: tuple[str, ...], /) -> di
     kind in kinds)}`` over ``fragments`` (a list or tuple), tuples compared with ``<`` (spec
     §11.2: the chosen owner of a complete replica)."""
 
+def fragment_columns(fragments: Sequence[object], /) -> tuple[list[Any], list[Any], list[Any], int]:
+    """``(ids, tensor_ids, dps, order)`` of ``fragments`` (a list or tuple): their
+    ``placement_fragment_id``, ``tensor_id`` and ``rank.dp`` values in order; ``order`` is 1 when
+    every id is an exact ``str`` and they do not decrease, 0 when they are exact ``str`` and
+    some decreases, -1 when some id is not an exact ``str`` (then ``ids == sorted(ids)``
+    decides)."""
+
 # --- physical.c: bound physical-range kernels (issue 4) ----------------------
 
 def physical_sweep(
@@ -374,6 +390,28 @@ def revalidate_scan(
     ``(fragments, source_of, target_of, boxes)``: the distinct fragment objects (first
     appearance, source before target), each operation's source and target position among them
     and its ``(overlap_offset, overlap_shape)``. ``TypeError`` for wrong argument types."""
+
+def revalidate_fragments(
+    fragments: list[Any],
+    placement_type: type,
+    binding_type: type,
+    attestation_type: type,
+    manifest_type: type,
+    rank_type: type,
+    identity: tuple[Any, ...],
+    view_of: Callable[[Any], Any],
+    /,
+) -> Optional[tuple[list[tuple[Any, ...]], list[tuple[Any, Any]], list[Any], dict[int, tuple[Any, Any, Any]]]]:
+    """Per distinct bound fragment of the ``TransferPlan`` revalidation fast path (spec §9.6
+    step 11). ``None`` unless every fragment's placement and binding are exactly
+    ``placement_type`` / ``binding_type``, both owners are ``None``, its attestation is exactly
+    ``attestation_type`` with a placement of exactly ``manifest_type`` and the plan
+    ``identity``, the attestation's ``_placement_dict`` / ``_binding_dict`` entries for the
+    placement fragment id equal the fragment's placement and binding, and the rank is exactly
+    ``rank_type``. Otherwise ``(keys, route_halves, runtime_ids, attested)``: per fragment
+    ``view.key_base + (worker_id, (dp, tp, pp, ep))``, ``(pp, pipeline_stage_id)`` and the
+    runtime fragment id, and ``{id(attestation): (placement_dict, binding_dict, view)}``.
+    ``TypeError`` for wrong argument types; errors of the values' own methods propagate."""
 
 # --- binder.c: runtime binding and executor projection kernels (issue 5) -----
 

@@ -427,3 +427,40 @@ def test_owner_minimums_hostile_inputs() -> None:
         _native.owner_minimums([_Fragment("c", rank=_Rank(tp="x")), _Fragment("d", rank=_Rank(tp=1))], ("tp",))
     with pytest.raises(TypeError):  # unhashable tensor id
         _native.owner_minimums([_Fragment("c", tensor_id=[1])], ("tp",))
+
+
+# --- fragment_columns ----------------------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(placement_pairs(), st.randoms(use_true_random=False))
+def test_fragment_columns_equal_the_python_reads(pair: Tuple[Layout, Layout], rnd: Any) -> None:
+    for placement in (build_placement(pair[0]), build_placement(pair[1])):
+        fragments = list(placement.fragments)
+        for order in (fragments, list(reversed(fragments)), rnd.sample(fragments, len(fragments))):
+            ids, tids, dps, in_order = _native.fragment_columns(order)
+            assert ids == [f.placement_fragment_id for f in order]
+            assert tids == [f.tensor_id for f in order]
+            assert dps == [f.rank.dp for f in order]
+            assert in_order == (1 if ids == sorted(ids) else 0)
+            assert _native.fragment_columns(tuple(order)) == (ids, tids, dps, in_order)
+
+
+def test_fragment_columns_hostile_inputs() -> None:
+    assert _native.fragment_columns([]) == ([], [], [], 1)
+    a, b = _Fragment("a"), _Fragment("b")
+    assert _native.fragment_columns([a, b])[3] == 1
+    assert _native.fragment_columns([b, a])[3] == 0
+    assert _native.fragment_columns([a, a])[3] == 1  # equal ids do not decrease
+    assert _native.fragment_columns([_Fragment(2), _Fragment(1)])[3] == -1  # not str: caller decides
+    assert _native.fragment_columns([a, _Fragment(1)])[3] == -1
+    big = _Fragment("x", rank=_Rank(dp=1 << 80))
+    assert _native.fragment_columns([big])[2] == [1 << 80]  # values pass through unchanged
+    with pytest.raises(TypeError):
+        _native.fragment_columns(5)
+    with pytest.raises(TypeError):
+        _native.fragment_columns(iter([a]))
+    with pytest.raises(AttributeError):
+        _native.fragment_columns([object()])
+    with pytest.raises(AttributeError):
+        _native.fragment_columns([_Fragment("x", rank=object())])

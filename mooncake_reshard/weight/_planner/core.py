@@ -333,12 +333,24 @@ def plan_logical_transfer(
     """Plan one logical transfer (spec §11.1) and build the validated plan."""
     # Targets in fragment-id order (read once here; step 1 reuses their tensor ids).
     # Manifests store fragments in id order already: then the ids are read once, not sorted.
-    target_ids = list(map(_placement_fragment_id, target_fragments))
-    if target_ids == sorted(target_ids):
+    # One C pass reads the ids, tensor ids and DP ranks and tells whether the ids are in order.
+    fragment_dps: Optional[list[int]] = None
+    target_ids: list[str]
+    target_tids: list[str] = []
+    if type(target_fragments) in (list, tuple):
+        target_ids, target_tids, fragment_dps, in_order = _native.fragment_columns(target_fragments)
+        if in_order < 0:
+            in_order = target_ids == sorted(target_ids)
+    else:
+        target_ids = list(map(_placement_fragment_id, target_fragments))
+        in_order = target_ids == sorted(target_ids)
+        if in_order:
+            target_tids = list(map(_tensor_id, target_fragments))
+    if in_order:
         targets = list(target_fragments)
-        target_tids = list(map(_tensor_id, targets))
         fragment_tids: Optional[list[str]] = target_tids
     else:
+        fragment_dps = None
         targets = sorted(target_fragments, key=_placement_fragment_id)
         target_ids = list(map(_placement_fragment_id, targets))
         target_tids = list(map(_tensor_id, targets))
@@ -360,6 +372,7 @@ def plan_logical_transfer(
             target_placement,
             tensor_signatures(target_tensors),
             fragment_tids,
+            fragment_dps,
         )
     else:
         extra = target_set - source_ids

@@ -194,6 +194,7 @@ def check_target_coverage(
     placement: Any = None,
     signatures: Optional[dict[str, Signature]] = None,
     tensor_ids: Optional[list[str]] = None,
+    dps: Optional[list[int]] = None,
 ) -> None:
     """Target coverage for non-local planning (spec §11.2).
 
@@ -201,7 +202,8 @@ def check_target_coverage(
     shared by every tensor, the packed fragment table decides the common all-covered case in
     C; anything else (or any doubt) takes the exact path, which reports the first failure.
     ``tensor_ids``, when given, is the caller's list of the fragments' tensor ids (same order,
-    same length); it saves a pass over the fragments and is checked against them by length."""
+    same length); it saves a pass over the fragments and is checked against them by length.
+    ``dps``, when given with ``tensor_ids``, is likewise the list of their ``rank.dp`` values."""
     if not fragments:
         raise ValueError("target manifests have no fragments")
     signatures = _signatures(tensors, signatures)
@@ -211,11 +213,14 @@ def check_target_coverage(
             kinds, owned = signature
             if tensor_ids is None or type(tensor_ids) is not list or len(tensor_ids) != len(fragments):
                 tensor_ids = list(map(_tensor_id, fragments))
+                dps = None
             if owned:
                 present = set(tensor_ids) == tensors.keys()
                 axes = list(kinds)
             else:
-                pairs = set(zip(tensor_ids, map(_rank_dp, fragments)))
+                if dps is None or type(dps) is not list or len(dps) != len(tensor_ids):
+                    dps = list(map(_rank_dp, fragments))
+                pairs = set(zip(tensor_ids, dps))
                 present = _all_pairs_present(pairs, tensors, len({dp for _, dp in pairs}))
                 axes = ["dp", *kinds]
             if present and _table_groups_cover(placement, axes):
