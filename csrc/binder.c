@@ -14,6 +14,7 @@
  * - attested_executors: the attested snapshots per worker and one executor per worker.
  * - bound_fragments: the bound fragments of an attested part (binding step 7).
  * - bind_regions: the bound operations of a logical plan (binding step 8).
+ * - address_ranges_clear: the runtime address-range rule when no view overlaps (§11.8).
  *
  * Instances are allocated through the class's tp_alloc and receive one fresh field dict, as
  * planobj.c does for regions: the classes are frozen dataclasses whose __post_init__ checks
@@ -1179,6 +1180,192 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return regions;
 }
 
+
+/* ------------------------------------------------------------------------------------------
+ * address_ranges_clear */
+
+typedef struct {
+    uint64_t space;
+    uint64_t start, size, end;                 /* the view */
+    uint64_t storage, storage_size, storage_end; /* its allocation */
+} bd_range;
+
+static int
+bd_cmp_view(const void *pa, const void *pb)
+{
+    const bd_range *a = pa, *b = pb;
+    if (a->space != b->space) return a->space < b->space ? -1 : 1;
+    if (a->start != b->start) return a->start < b->start ? -1 : 1;
+    if (a->size != b->size) return a->size < b->size ? -1 : 1;
+    return 0;
+}
+
+static int
+bd_cmp_storage(const void *pa, const void *pb)
+{
+    const bd_range *a = pa, *b = pb;
+    if (a->space != b->space) return a->space < b->space ? -1 : 1;
+    if (a->storage != b->storage) return a->storage < b->storage ? -1 : 1;
+    if (a->storage_size != b->storage_size) return a->storage_size < b->storage_size ? -1 : 1;
+    return 0;
+}
+
+/* Kernel (Python-free): 1 when, within every address space, no two views overlap and any two
+ * allocations are identical or disjoint (the rule _address_ranges.py checks, without its
+ * declared-alias exception); 0 otherwise. Sorts ranges in place. */
+static int
+bd_ranges_clear(bd_range *ranges, size_t n)
+{
+    if (n < 2) return 1;
+    qsort(ranges, n, sizeof(bd_range), bd_cmp_view);
+    for (size_t i = 1; i < n;) {
+        /* one space: ranges[first .. i) */
+        size_t first = i - 1;
+        uint64_t reach = ranges[first].end;
+        while (i < n && ranges[i].space == ranges[first].space) {
+            if (ranges[i].start < reach) return 0; /* an earlier view is still active */
+            if (ranges[i].end > reach) reach = ranges[i].end;
+            i++;
+        }
+        i++;
+    }
+    qsort(ranges, n, sizeof(bd_range), bd_cmp_storage);
+    for (size_t i = 1; i < n;) {
+        size_t first = i - 1;
+        uint64_t reach_start = ranges[first].storage, reach_end = ranges[first].storage_end;
+        while (i < n && ranges[i].space == ranges[first].space) {
+            uint64_t start = ranges[i].storage, end = ranges[i].storage_end;
+            if (!(start == reach_start && end == reach_end)) {
+                if (start < reach_end) return 0;
+                reach_start = start;
+                reach_end = end;
+            }
+            i++;
+        }
+        i++;
+    }
+    return 1;
+}
+
+/* An exact int in [0, 2**64): 1 (stored), 0 not decided, -1 error. */
+static int
+bd_as_u64(PyObject *value, uint64_t *out)
+{
+    if (!PyLong_CheckExact(value)) return 0;
+    unsigned long long v = PyLong_AsUnsignedLongLong(value);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    *out = (uint64_t)v;
+    return 1;
+}
+
+/* Fill one range from view (instance_id, runtime, ...); BD_* status. */
+static int
+bd_view_range(PyObject *const *nm, PyObject *view, PyObject *rf_cls, PyObject *spaces, bd_range *range)
+{
+    if (!PyTuple_CheckExact(view) || PyTuple_Size(view) != 4) return BD_FALLBACK;
+    PyObject *instance = PyTuple_GetItem(view, 0);
+    PyObject *runtime = PyTuple_GetItem(view, 1);
+    if (instance == NULL || runtime == NULL) return BD_ERROR;
+    if (!PyUnicode_CheckExact(instance) || (PyObject *)Py_TYPE(runtime) != rf_cls) return BD_FALLBACK;
+    PyObject *worker = NULL, *device = NULL, *key = NULL;
+    int status = bd_get(runtime, nm[N_WORKER_ID], &worker);
+    if (status == BD_OK) status = bd_get(runtime, nm[N_DEVICE], &device);
+    if (status != BD_OK) goto done;
+    status = BD_FALLBACK;
+    if (!PyUnicode_CheckExact(worker) || !PyUnicode_CheckExact(device)) goto done;
+    static const int fields[4] = {N_ADDRESS, N_NBYTES, N_STORAGE_ADDRESS, N_STORAGE_NBYTES};
+    uint64_t values[4];
+    for (int k = 0; k < 4; k++) {
+        PyObject *value = NULL;
+        status = bd_get(runtime, nm[fields[k]], &value);
+        if (status != BD_OK) goto done;
+        int rc = bd_as_u64(value, &values[k]);
+        Py_DECREF(value);
+        if (rc <= 0) {
+            status = rc < 0 ? BD_ERROR : BD_FALLBACK;
+            goto done;
+        }
+    }
+    status = BD_FALLBACK;
+    if (mr_add_u64(values[0], values[1], &range->end) < 0) goto done;
+    if (mr_add_u64(values[2], values[3], &range->storage_end) < 0) goto done;
+    range->start = values[0];
+    range->size = values[1];
+    range->storage = values[2];
+    range->storage_size = values[3];
+    status = BD_ERROR;
+    key = PyTuple_Pack(3, instance, worker, device);
+    if (key == NULL) goto done;
+    PyObject *known = PyDict_GetItemWithError(spaces, key); /* borrowed */
+    if (known == NULL) {
+        if (PyErr_Occurred()) goto done;
+        Py_ssize_t next = PyDict_Size(spaces);
+        if (next < 0) goto done;
+        PyObject *number = PyLong_FromSsize_t(next);
+        if (number == NULL) goto done;
+        int rc = PyDict_SetItem(spaces, key, number);
+        Py_DECREF(number);
+        if (rc < 0) goto done;
+        range->space = (uint64_t)next;
+    } else {
+        Py_ssize_t number = PyLong_AsSsize_t(known);
+        if (number < 0) goto done; /* our own non-negative ints: cannot happen */
+        range->space = (uint64_t)number;
+    }
+    status = BD_OK;
+done:
+    Py_XDECREF(worker);
+    Py_XDECREF(device);
+    Py_XDECREF(key);
+    return status;
+}
+
+PyDoc_STRVAR(address_ranges_clear_doc,
+"address_ranges_clear(views, runtime_fragment_cls)\n"
+"--\n\n"
+"True when the exact list of runtime views (instance_id, runtime fragment, ...) passes\n"
+"_address_ranges.py validate_runtime_address_ranges without needing its declared-alias\n"
+"exception: within each (instance_id, worker_id, device) no two views overlap, and any two\n"
+"allocations are identical or disjoint (exact str keys, exact runtime_fragment_cls fragments,\n"
+"exact ints whose ranges end below 2**64). False when that is not decided here.");
+
+static PyObject *
+bd_address_ranges_clear(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *nm[N_COUNT];
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "address_ranges_clear expects 2 arguments");
+        return NULL;
+    }
+    if (bd_load_names(self, nm) < 0) return NULL;
+    if (bd_check_heap_types(args + 1, 1) < 0) return NULL;
+    PyObject *views = args[0];
+    if (!PyList_CheckExact(views)) Py_RETURN_FALSE;
+    Py_ssize_t n = PyList_Size(views);
+    if (n < 0) return NULL;
+    bd_range *ranges = mr_alloc_array((size_t)n, sizeof(bd_range));
+    if (ranges == NULL) return NULL;
+    PyObject *spaces = PyDict_New();
+    int status = spaces == NULL ? BD_ERROR : BD_OK;
+    for (Py_ssize_t i = 0; i < n && status == BD_OK; i++) {
+        PyObject *view = PyList_GetItem(views, i);
+        status = view == NULL ? BD_ERROR : bd_view_range(nm, view, args[1], spaces, &ranges[i]);
+    }
+    int clear = 0;
+    if (status == BD_OK) {
+        /* The list may not change while the kernel runs: it only sees the C array. */
+        clear = bd_ranges_clear(ranges, (size_t)n);
+    }
+    PyMem_Free(ranges);
+    Py_XDECREF(spaces);
+    if (status == BD_ERROR) return NULL;
+    return PyBool_FromLong(status == BD_OK && clear);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 
 static PyMethodDef binder_methods[] = {
@@ -1188,6 +1375,8 @@ static PyMethodDef binder_methods[] = {
      attested_executors_doc},
     {"bound_fragments", (PyCFunction)(void (*)(void))bd_bound_fragments, METH_FASTCALL, bound_fragments_doc},
     {"bind_regions", (PyCFunction)(void (*)(void))bd_bind_regions, METH_FASTCALL, bind_regions_doc},
+    {"address_ranges_clear", (PyCFunction)(void (*)(void))bd_address_ranges_clear, METH_FASTCALL,
+     address_ranges_clear_doc},
     {NULL, NULL, 0, NULL},
 };
 

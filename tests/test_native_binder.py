@@ -780,3 +780,108 @@ def test_projection_property_against_the_oracle(
             planner_binding._build_executor_plans(
                 (placement,), bindings, "source", selected_fragment_ids=selected | {"no-such-runtime-fragment"}
             )
+
+
+# ---------------------------------------------------------------------------------------
+# address_ranges_clear
+
+
+def _range_views(specs: list[tuple[str, str, str, int, int, int, int]]) -> list[Any]:
+    """Views of runtime fragments forged with (instance, worker, device, address, nbytes,
+    storage_address, storage_nbytes); the placement side is one real fragment (never read
+    unless two views overlap)."""
+    placement, bindings = _world(tensors=1, tp=1)
+    base = bindings[0].fragments[0]
+    logical = placement.fragments[0]
+    tensor = placement.tensors[0]
+    views = []
+    for index, (instance, worker, device, address, nbytes, storage, storage_nbytes) in enumerate(specs):
+        runtime = _forge(
+            base,
+            fragment_id=f"rt-{index}",
+            worker_id=worker,
+            device=device,
+            address=address,
+            nbytes=nbytes,
+            storage_address=storage,
+            storage_nbytes=storage_nbytes,
+        )
+        views.append((instance, runtime, logical, tensor))
+    return views
+
+
+def _ranges_outcome(views: list[Any]) -> tuple[str, Any]:
+    from mooncake.reshard.weight._address_ranges import validate_runtime_address_ranges
+
+    return _outcome(lambda: validate_runtime_address_ranges(views))
+
+
+_SPACE = st.tuples(st.sampled_from(["i0", "i1"]), st.sampled_from(["w0", "w1"]), st.sampled_from(["cuda:0", "cpu"]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(_SPACE, st.integers(1, 40), st.integers(0, 12), st.integers(0, 6), st.integers(0, 30)),
+        min_size=0,
+        max_size=7,
+    )
+)
+def test_address_ranges_clear_property_against_the_python_rule(rows: list[Any]) -> None:
+    from mooncake.reshard.weight import RuntimeBindingFragment as Fragment
+
+    specs = [
+        (instance, worker, device, address, nbytes, max(1, address - before), nbytes + before + extra)
+        for (instance, worker, device), address, nbytes, before, extra in rows
+    ]
+    views = _range_views(specs)
+    clear = _native.address_ranges_clear(views, Fragment)
+    assert clear in (True, False)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_native, "address_ranges_clear", lambda *args: False)
+        python = _ranges_outcome(views)
+    assert _ranges_outcome(views) == python
+    if clear:
+        assert python == ("value", None)
+    # Brute force: clear exactly when no two views of one space overlap and no two
+    # allocations of one space partially overlap.
+    expected = True
+    for a in range(len(specs)):
+        for b in range(a + 1, len(specs)):
+            sa, sb = specs[a], specs[b]
+            if sa[:3] != sb[:3]:
+                continue
+            if sa[3] < sb[3] + sb[4] and sb[3] < sa[3] + sa[4]:
+                expected = False
+            alloc_a, alloc_b = (sa[5], sa[5] + sa[6]), (sb[5], sb[5] + sb[6])
+            if alloc_a != alloc_b and alloc_a[0] < alloc_b[1] and alloc_b[0] < alloc_a[1]:
+                expected = False
+    if len(specs) >= 2:
+        assert clear == expected
+    else:
+        assert clear is True
+
+
+def test_address_ranges_clear_hostile_inputs() -> None:
+    from mooncake.reshard.weight import RuntimeBindingFragment as Fragment
+
+    good = _range_views([("i", "w", "d", 10, 4, 10, 4), ("i", "w", "d", 20, 4, 20, 4)])
+    assert _native.address_ranges_clear(good, Fragment) is True
+    assert _native.address_ranges_clear(tuple(good), Fragment) is False
+    assert _native.address_ranges_clear([list(good[0]), good[1]], Fragment) is False
+    assert _native.address_ranges_clear([good[0][:3], good[1]], Fragment) is False
+    assert _native.address_ranges_clear([(7,) + good[0][1:], good[1]], Fragment) is False
+    assert _native.address_ranges_clear([("i", object()) + good[0][2:], good[1]], Fragment) is False
+    for changes in ({"address": 1 << 64}, {"address": -1}, {"nbytes": 2.0}, {"worker_id": 3},
+                    {"device": None}, {"storage_nbytes": (1 << 64) - 1}, {"address": (1 << 64) - 2, "nbytes": 5}):
+        runtime = _forge(good[0][1], **changes)
+        views = [(good[0][0], runtime) + good[0][2:], good[1]]
+        assert _native.address_ranges_clear(views, Fragment) is False
+    stripped = _forge(good[0][1])
+    del stripped.__dict__["storage_address"]
+    assert _native.address_ranges_clear([(good[0][0], stripped) + good[0][2:], good[1]], Fragment) is False
+    assert _native.address_ranges_clear([], Fragment) is True
+    with pytest.raises(TypeError):
+        _native.address_ranges_clear(good)
+    with pytest.raises(TypeError):
+        _native.address_ranges_clear(good, "not a class")

@@ -12,6 +12,7 @@ import heapq
 from collections.abc import Iterable
 from typing import Any
 
+from .. import _native
 from ..contracts.fragments import RuntimeBindingFragment
 from .types import PlacementFragment, TensorDescriptor
 
@@ -55,8 +56,11 @@ def _exact_alias(first: RuntimeView, second: RuntimeView) -> bool:
 def validate_runtime_address_ranges(views: Iterable[RuntimeView]) -> None:
     """Reject overlapping views (unless exact declared aliases) and partially
     overlapping allocations, per address space."""
-    if type(views) is list and len(views) < 2:
-        return  # no pair to compare
+    if type(views) is list:
+        if len(views) < 2:
+            return  # no pair to compare
+        if _native.address_ranges_clear(views, RuntimeBindingFragment):
+            return  # no view overlaps another, allocations identical or disjoint: nothing to raise
     spaces: dict[tuple[str, str, str], list[RuntimeView]] = {}
     for view in views:
         runtime = view[1]
