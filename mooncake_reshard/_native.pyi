@@ -489,3 +489,10 @@ def bind_regions(
     """Step 8 of ``bind_logical_transfer_plan``: per exact ``region_cls`` operation, the region with
     the same fields, target ``bound_targets[target id]`` and source ``bound_sources[source id]`` (a
     placement fragment source) or the source itself (an exact stored fragment snapshot)."""
+
+def address_ranges_clear(views: object, runtime_fragment_cls: type, /) -> bool:
+    """True when the exact list of views ``(instance_id, runtime fragment, ...)`` passes
+    ``_address_ranges.validate_runtime_address_ranges`` without its declared-alias exception:
+    within each ``(instance_id, worker_id, device)`` no two views overlap and any two allocations
+    are identical or disjoint (exact ``str`` keys, exact fragments, exact ints, ranges ending
+    below ``2**64``). False when not decided here (the Python sweep then runs)."""
