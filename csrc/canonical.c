@@ -1492,6 +1492,138 @@ sorted_by_keys_copy(PyObject *items, PyObject *keys, Py_ssize_t n, int want_rows
     return pair;
 }
 
+/* A list of n new lists: lists[g] holds src[e[k].index] for the entries k (in sorted order)
+ * with group[e[k].index] == g; count[g] is that group's size. */
+static PyObject *
+sg_distribute(PyObject *src, const strkey_entry *e, size_t n, const size_t *group, const size_t *count,
+              size_t ngroups, size_t *cursor)
+{
+    PyObject *out = PyList_New((Py_ssize_t)ngroups);
+    if (out == NULL) return NULL;
+    for (size_t g = 0; g < ngroups; g++) {
+        PyObject *list = PyList_New((Py_ssize_t)count[g]);
+        if (list == NULL || PyList_SetItem(out, (Py_ssize_t)g, list) < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        cursor[g] = 0;
+    }
+    for (size_t k = 0; k < n; k++) {
+        size_t at = e[k].index, g = group[at];
+        PyObject *list = PyList_GetItem(out, (Py_ssize_t)g);
+        PyObject *item = PyList_GetItem(src, (Py_ssize_t)at); /* bounds-checked */
+        if (list == NULL || item == NULL || cursor[g] >= count[g]) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "sorted_groups: list changed size");
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_INCREF(item);
+        if (PyList_SetItem(list, (Py_ssize_t)cursor[g]++, item) < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
+/* sorted_groups(items, keys, group_of, ngroups, extra): the stable sort of items by their
+ * str keys (as sorted_by_str_keys with rows) and, in that order, items and extra split by
+ * group: (sorted_items, rows, [items of group g], [extra of group g]). None (nothing raised)
+ * when some key is not an exact str or has no UTF-8 encoding. */
+static PyObject *
+py_sorted_groups(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *items, *given, *group_arg, *extra;
+    Py_ssize_t ngroups_arg;
+    if (!PyArg_ParseTuple(args, "O!O!O!nO!:sorted_groups", &PyList_Type, &items, &PyList_Type, &given, &PyList_Type,
+                          &group_arg, &ngroups_arg, &PyList_Type, &extra))
+        return NULL;
+    Py_ssize_t n = PyList_Size(items);
+    if (n < 0) return NULL;
+    if (PyList_Size(given) != n || PyList_Size(group_arg) != n || PyList_Size(extra) != n) {
+        PyErr_SetString(PyExc_ValueError, "items, keys, group_of and extra must have the same length");
+        return NULL;
+    }
+    if (ngroups_arg < 0) {
+        PyErr_SetString(PyExc_ValueError, "ngroups must be non-negative");
+        return NULL;
+    }
+    size_t ngroups = (size_t)ngroups_arg, un = (size_t)n;
+    PyObject *result = NULL, *keys = NULL, *ordered = NULL, *rows = NULL, *groups = NULL, *extras = NULL;
+    size_t *group = mr_alloc_array(un ? un : 1, sizeof(size_t));
+    size_t *count = mr_alloc_array(ngroups ? ngroups : 1, sizeof(size_t));
+    size_t *cursor = mr_alloc_array(ngroups ? ngroups : 1, sizeof(size_t));
+    strkey_entry *e = mr_alloc_array(un ? un : 1, sizeof(strkey_entry));
+    strkey_entry *tmp = mr_alloc_array(un ? un : 1, sizeof(strkey_entry));
+    if (group == NULL || count == NULL || cursor == NULL || e == NULL || tmp == NULL) goto done;
+    memset(count, 0, (ngroups ? ngroups : 1) * sizeof(size_t));
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *g = PyList_GetItem(group_arg, i);
+        if (g == NULL) goto done;
+        Py_ssize_t v = PyLong_CheckExact(g) ? PyLong_AsSsize_t(g) : -1;
+        if (v == -1 && PyErr_Occurred()) PyErr_Clear();
+        if (v < 0 || (size_t)v >= ngroups) {
+            PyErr_SetString(PyExc_ValueError, "group_of must hold ints in range(ngroups)");
+            goto done;
+        }
+        group[i] = (size_t)v;
+        count[v]++;
+    }
+    /* a private copy holds a strong reference to every key (and so its UTF-8 bytes) while the
+     * GIL is released */
+    keys = PyList_GetSlice(given, 0, n);
+    if (keys == NULL) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *k = PyList_GetItem(keys, i);
+        if (k == NULL) goto done;
+        Py_ssize_t len = 0;
+        const char *s = PyUnicode_CheckExact(k) ? PyUnicode_AsUTF8AndSize(k, &len) : NULL;
+        if (s == NULL) {
+            PyErr_Clear();
+            result = Py_None;
+            Py_INCREF(result);
+            goto done;
+        }
+        e[i].s = s;
+        e[i].len = (size_t)len;
+        e[i].index = (size_t)i;
+        e[i].head = 0;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    strkey_sort(e, tmp, un);
+    Py_END_ALLOW_THREADS
+    ordered = PyList_New(n);
+    rows = PyList_New(n);
+    if (ordered == NULL || rows == NULL) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyList_GetItem(items, (Py_ssize_t)e[i].index);
+        PyObject *pos = PyLong_FromSsize_t(i);
+        if (item == NULL || pos == NULL) {
+            Py_XDECREF(pos);
+            goto done;
+        }
+        Py_INCREF(item);
+        if (PyList_SetItem(ordered, i, item) < 0 || PyList_SetItem(rows, (Py_ssize_t)e[i].index, pos) < 0) goto done;
+    }
+    groups = sg_distribute(items, e, un, group, count, ngroups, cursor);
+    if (groups == NULL) goto done;
+    extras = sg_distribute(extra, e, un, group, count, ngroups, cursor);
+    if (extras == NULL) goto done;
+    result = PyTuple_Pack(4, ordered, rows, groups, extras);
+done:
+    Py_XDECREF(keys);
+    Py_XDECREF(ordered);
+    Py_XDECREF(rows);
+    Py_XDECREF(groups);
+    Py_XDECREF(extras);
+    PyMem_Free(group);
+    PyMem_Free(count);
+    PyMem_Free(cursor);
+    PyMem_Free(e);
+    PyMem_Free(tmp);
+    return result;
+}
+
 static PyMethodDef canonical_methods[] = {
     {"sha256_hex", (PyCFunction)py_sha256_hex, METH_O, "Lowercase hex SHA-256 of bytes."},
     {"canonical_json", (PyCFunction)(void (*)(void))py_canonical_json, METH_VARARGS | METH_KEYWORDS,
@@ -1509,6 +1641,9 @@ static PyMethodDef canonical_methods[] = {
     {"sorted_by_str_keys", (PyCFunction)py_sorted_by_str_keys, METH_VARARGS,
      "sorted(items, key) from the list of keys (exact str each), stable; with rows=True also the position of "
      "each item in it; None when a key is not an exact str."},
+    {"sorted_groups", (PyCFunction)py_sorted_groups, METH_VARARGS,
+     "(sorted items, rows, items by group, extra by group), the groups in sorted order; None when a key is not "
+     "an exact str."},
     {"placement_fragment_id", (PyCFunction)(void (*)(void))py_placement_fragment_id,
      METH_VARARGS | METH_KEYWORDS, "'sha256:' + hex of the canonical placement fragment content (spec 6.1)."},
     {NULL, NULL, 0, NULL},

@@ -158,7 +158,7 @@ def test_strings_match_json_dumps(text: str) -> None:
 # ---- tensor descriptors -----------------------------------------------------------------------
 
 from layout_model import build_placement, build_tensor  # noqa: E402
-from strategies import valid_layouts  # noqa: E402
+from strategies import any_layouts, valid_layouts  # noqa: E402
 
 from mooncake.reshard.weight import (  # noqa: E402
     OwnershipAxis,
@@ -252,3 +252,73 @@ def test_tensors_json_edge_values_and_errors() -> None:
         _native.canonical_tensors_json(iter([base]), SplitAxis, ReplicatedAxis)  # type: ignore[arg-type]
     with pytest.raises(AttributeError):
         _native.canonical_tensors_json([1], SplitAxis, ReplicatedAxis)
+
+
+# ---- one sort, grouped --------------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.text(max_size=4), st.integers(0, 3)), max_size=40),
+    st.integers(4, 6),
+)
+def test_sorted_groups_matches_python(entries: list[tuple[str, int]], ngroups: int) -> None:
+    items = [object() for _ in entries]
+    keys = [key for key, _ in entries]
+    group_of = [group for _, group in entries]
+    extra = [f"x{i}" for i in range(len(entries))]
+    result = _native.sorted_groups(items, keys, group_of, ngroups, extra)
+    assert result is not None
+    ordered, rows, by_group, extra_by_group = result
+    order = sorted(range(len(items)), key=keys.__getitem__)  # stable, code point order
+    assert ordered == [items[i] for i in order]
+    assert all(ordered[rows[i]] is items[i] for i in range(len(items)))
+    assert sorted(rows) == list(range(len(items)))
+    for group in range(ngroups):
+        assert by_group[group] == [items[i] for i in order if group_of[i] == group]
+        assert extra_by_group[group] == [extra[i] for i in order if group_of[i] == group]
+
+
+def test_sorted_groups_hostile_arguments() -> None:
+    items = [object(), object()]
+    assert _native.sorted_groups(items, ["b", 1], [0, 0], 1, [1, 2]) is None  # not all str: caller falls back
+    assert _native.sorted_groups(items, ["b", "\ud800"], [0, 0], 1, [1, 2]) is None
+    assert _native.sorted_groups([], [], [], 0, []) == ([], [], [], [])
+    for group_of, ngroups in (([0, 1], 1), ([0, -1], 2), ([0, 2**70], 2), ([0, True], 2), ([0, 1.0], 2)):
+        with pytest.raises(ValueError):
+            _native.sorted_groups(items, ["a", "b"], group_of, ngroups, [1, 2])
+    with pytest.raises(ValueError):
+        _native.sorted_groups(items, ["a", "b"], [0, 0], -1, [1, 2])
+    with pytest.raises(OverflowError):
+        _native.sorted_groups(items, ["a", "b"], [0, 0], 2**70, [1, 2])
+    for bad in ((items, ["a"], [0, 0], 1, [1, 2]), (items, ["a", "b"], [0], 1, [1, 2]), (items, ["a", "b"], [0, 0], 1, [1])):
+        with pytest.raises(ValueError):
+            _native.sorted_groups(*bad)
+    with pytest.raises(TypeError):
+        _native.sorted_groups(tuple(items), ["a", "b"], [0, 0], 1, [1, 2])  # type: ignore[arg-type]
+
+
+def _assembled(layout: Any, reverse: bool) -> Any:
+    try:
+        return build_placement(layout, reverse=reverse)
+    except ValueError as exc:
+        return str(exc)
+
+
+@settings(max_examples=80, deadline=None)
+@given(any_layouts(), st.booleans())
+def test_from_fragments_python_grouping_fallback_agrees(layout: Any, reverse: bool) -> None:
+    fast = _assembled(layout, reverse)
+    original = _native.sorted_groups
+    try:
+        _native.sorted_groups = lambda *args: None  # type: ignore[assignment]
+        slow = _assembled(layout, reverse)
+    finally:
+        _native.sorted_groups = original  # type: ignore[assignment]
+    assert type(fast) is type(slow)
+    if isinstance(fast, str):
+        assert fast == slow
+    else:
+        assert fast == slow and fast.placement_id == slow.placement_id and fast.digest == slow.digest
+        assert [p.fragments for p in fast.parts] == [p.fragments for p in slow.parts]
+        assert [p.tensors for p in fast.parts] == [p.tensors for p in slow.parts]

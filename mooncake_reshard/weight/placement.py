@@ -37,6 +37,7 @@ def _tensor_key(tensor: TensorDescriptor) -> str:
 
 _fragment_key = attrgetter("placement_fragment_id")
 _tensor_id_of = attrgetter("tensor_id")
+_rank_of = attrgetter("rank")
 
 
 _Assembled = tuple[
@@ -46,17 +47,27 @@ _Assembled = tuple[
 ]
 
 
-def _sorted_by_id(
-    fragments: Sequence[PlacementFragment],
-) -> tuple[list[PlacementFragment], Optional[list[int]]]:
-    """``sorted(fragments, key=placement_fragment_id)`` and, from the C sort (used when every
-    id is a str), each input fragment's position in it."""
-    result: Optional[tuple[list[PlacementFragment], list[int]]] = _native.sorted_by_str_keys(
-        list(fragments), list(map(_fragment_key, fragments)), True
-    )
-    if result is None:
-        return sorted(fragments, key=_fragment_key), None
-    return result
+def _sorted_groups(
+    fragments: tuple[PlacementFragment, ...],
+    group_of: list[int],
+    ngroups: int,
+    tensor_ids: list[str],
+) -> tuple[list[PlacementFragment], Optional[list[int]], list[list[PlacementFragment]], list[list[str]]]:
+    """``(ordered, rows, by_group, tensor_ids_by_group)``: ``fragments`` sorted by id (stable),
+    each input fragment's position in it (``None`` from the Python fallback), and per group
+    the fragments (and their tensor ids) in that order. C does it when every id is a str."""
+    keys = list(map(_fragment_key, fragments))
+    result = _native.sorted_groups(list(fragments), keys, group_of, ngroups, tensor_ids)
+    if result is not None:
+        ordered, rows, by_group, tensor_ids_by_group = result
+        return ordered, rows, by_group, tensor_ids_by_group
+    order = sorted(range(len(fragments)), key=keys.__getitem__)
+    by_group = [[] for _ in range(ngroups)]
+    tensor_ids_by_group: list[list[str]] = [[] for _ in range(ngroups)]
+    for position in order:
+        by_group[group_of[position]].append(fragments[position])
+        tensor_ids_by_group[group_of[position]].append(tensor_ids[position])
+    return [fragments[position] for position in order], None, by_group, tensor_ids_by_group
 
 
 def _sorted_by_tensor_id(tensors: tuple[TensorDescriptor, ...]) -> list[TensorDescriptor]:
@@ -355,7 +366,8 @@ def _assemble_from_fragments(
         if tensor.tensor_id in catalog:
             raise ValueError("duplicate tensor_id in placement tensors")
         catalog[tensor.tensor_id] = tensor
-    referenced = set(map(_tensor_id_of, fragment_items))
+    tensor_ids = list(map(_tensor_id_of, fragment_items))
+    referenced = set(tensor_ids)
     if not referenced.issubset(catalog):
         for fragment in fragment_items:
             if fragment.tensor_id not in catalog:
@@ -367,28 +379,31 @@ def _assemble_from_fragments(
             )
     if not isinstance(topology, ParallelTopology):
         raise ValueError("topology must be a ParallelTopology")
-    by_rank: dict[ParallelRank, list[PlacementFragment]] = {
-        participant.rank: [] for participant in topology.participants
-    }
-    # Fragments usually share rank objects: look each distinct object up once.
-    by_rank_object: dict[int, list[PlacementFragment]] = {}
-    for fragment in fragment_items:
-        rank = fragment.rank
-        bucket = by_rank_object.get(id(rank))
-        if bucket is None:
-            bucket = by_rank.get(rank)
-            if bucket is None:
-                raise ValueError(
-                    "placement fragment rank has no topology participant: "
-                    f"{fragment.placement_fragment_id}"
-                )
-            by_rank_object[id(rank)] = bucket
-        bucket.append(fragment)
-    # Every part sorted by id, and once all fragments (the manifest's order, with each
-    # input fragment's position in it for packing the table in input order).
-    for bucket in by_rank.values():
-        bucket[:] = _sorted_by_id(bucket)[0]
-    ordered, rows = _sorted_by_id(fragment_items)
+    # One group per distinct participant rank (participants with equal ranks share one).
+    group_of_rank: dict[ParallelRank, int] = {}
+    for participant in topology.participants:
+        group_of_rank.setdefault(participant.rank, len(group_of_rank))
+    participant_groups = [group_of_rank[p.rank] for p in topology.participants]
+    # Fragments usually share a few rank objects: look each distinct object up once, in
+    # order of first appearance (so the first fragment with an unknown rank is reported).
+    ranks = list(map(_rank_of, fragment_items))
+    rank_keys = list(map(id, ranks))
+    group_of_key: dict[int, int] = {}
+    for key, rank in dict(zip(rank_keys, ranks)).items():
+        group = group_of_rank.get(rank)
+        if group is None:
+            raise ValueError(
+                "placement fragment rank has no topology participant: "
+                f"{fragment_items[rank_keys.index(key)].placement_fragment_id}"
+            )
+        group_of_key[key] = group
+    group_of = list(map(group_of_key.__getitem__, rank_keys))
+    del ranks, rank_keys
+    # One sort by fragment id; the parts' fragments and tensor ids come out of it in that
+    # order (each input fragment's position too, for packing the table in input order).
+    ordered, rows, by_group, tensor_ids_by_group = _sorted_groups(
+        fragment_items, group_of, len(group_of_rank), tensor_ids
+    )
     common: dict[str, Any] = {
         "resource_id": resource_id,
         "revision": revision,
@@ -396,12 +411,12 @@ def _assemble_from_fragments(
         "placement_set_id": placement_set_id,
         "topology_id": topology.topology_id,
     }
+    catalog_get = catalog.__getitem__
     buckets = []
-    for participant in topology.participants:
-        part_fragments = by_rank[participant.rank]
-        part_tensor_ids = sorted(set(map(_tensor_id_of, part_fragments)))
+    for participant, group in zip(topology.participants, participant_groups):
+        part_tensor_ids = sorted(set(tensor_ids_by_group[group]))
         buckets.append(
-            (participant, tuple(catalog[tensor_id] for tensor_id in part_tensor_ids), part_fragments)
+            (participant, tuple(map(catalog_get, part_tensor_ids)), by_group[group])
         )
     manifest_fields: dict[str, Any] = {
         "resource_id": resource_id,
