@@ -81,7 +81,7 @@ class WeightPlacementPart:
         state["tensors"] = tensors
         state["fragments"] = fragments
 
-    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+    def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
         """Default dataclass pickling (spec §13: the field dict, restored without
         ``__post_init__``) written as one call when the dict holds exactly the fields."""
         state = self.__dict__

@@ -145,7 +145,7 @@ class WeightPlacementManifest:
             if not name.startswith("_") or name == "_digest_cache"
         }
 
-    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+    def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
         """Default pickling of ``__getstate__`` (spec §13: the fields and ``_digest_cache``,
         restored without validation) written as one call when the dict holds exactly those
         first, in order, and only derived ``_`` caches after them."""

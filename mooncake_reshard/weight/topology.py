@@ -31,7 +31,7 @@ class TopologyParticipant:
         if not isinstance(self.rank, ParallelRank):
             raise ValueError("topology participant rank must be a ParallelRank")
 
-    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+    def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
         """Default dataclass pickling (spec §13: the field dict, restored without
         ``__post_init__``) written as one call when the dict holds exactly the fields."""
         state = self.__dict__
@@ -132,7 +132,7 @@ class ParallelTopology:
                 return candidate
         raise ValueError(f"unknown topology participant: {participant_id}")
 
-    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+    def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
         """Default dataclass pickling (spec §13), written as one call (see ``TopologyParticipant``)."""
         state = self.__dict__
         if type(self) is ParallelTopology and tuple(state) == _TOPOLOGY_FIELDS:

@@ -63,7 +63,7 @@ class ParallelRank:
             if type(value) is not int or value < 0:
                 require_int(value, f"parallel rank {name}", 0)
 
-    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+    def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
         """Default dataclass pickling (spec §13: the field dict, restored without
         ``__post_init__``) written as one call when the dict holds exactly the fields."""
         state = self.__dict__
@@ -107,7 +107,7 @@ class SplitAxis:
         if self.kind == "ep" and self.dim != 0:
             raise ValueError("EP must split the leading logical expert dimension")
 
-    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+    def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
         """Default dataclass pickling (spec §13), written as one call (see ``ParallelRank``)."""
         state = self.__dict__
         if type(self) is SplitAxis and tuple(state) == _SPLIT_AXIS_FIELDS:
@@ -136,7 +136,7 @@ class ReplicatedAxis:
     def __post_init__(self) -> None:
         _require_axis_kind(self.kind)
 
-    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+    def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
         """Default dataclass pickling (spec §13), written as one call (see ``ParallelRank``)."""
         state = self.__dict__
         if type(self) is ReplicatedAxis and tuple(state) == _KIND_FIELDS:
@@ -163,7 +163,7 @@ class OwnershipAxis:
     def __post_init__(self) -> None:
         _require_axis_kind(self.kind)
 
-    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+    def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
         """Default dataclass pickling (spec §13), written as one call (see ``ParallelRank``)."""
         state = self.__dict__
         if type(self) is OwnershipAxis and tuple(state) == _KIND_FIELDS:
@@ -251,7 +251,7 @@ class TensorDescriptor:
         state["shard_dims"] = shard_dims
         state["parallel_axes"] = axes
 
-    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+    def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
         """Default dataclass pickling (spec §13), written as one call (see ``ParallelRank``)."""
         state = self.__dict__
         if type(self) is TensorDescriptor and tuple(state) == _TENSOR_FIELDS:
@@ -406,7 +406,7 @@ class PlacementFragment:
         """Alias of :attr:`placement_fragment_id`."""
         return self.placement_fragment_id
 
-    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+    def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
         """Default dataclass pickling (spec §13), written as one call (see ``ParallelRank``)."""
         state = self.__dict__
         if type(self) is PlacementFragment and tuple(state) == _FRAGMENT_FIELDS:

@@ -109,7 +109,7 @@ class RuntimeBindingEvidence:
             fragments=self.fragments,
         )
 
-    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+    def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
         """Default dataclass pickling (spec §13: the field dict, restored without
         ``__post_init__``; an attestation holding it revalidates it) written as one call when
         the dict holds exactly the fields."""

@@ -736,9 +736,11 @@ class TransferPlan:
 
     def __reduce__(self) -> tuple[Any, ...]:
         # The pickle format lives in bound_pickle.py (one concern per file).
-        from .bound_pickle import reduce_transfer_plan
+        return _reduce_transfer_plan(self)
 
-        return reduce_transfer_plan(self)
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        # Same as ``__reduce__`` (every protocol), without the ``object.__reduce_ex__`` hop.
+        return _reduce_transfer_plan(self)
 
     # -- derived views -------------------------------------------------------------------
     @property
@@ -1196,5 +1198,15 @@ def _fast_target_coverage(
 
 
 _INIT_FIELDS = tuple(f.name for f in fields(TransferPlan) if f.init)
+
+
+def _reduce_transfer_plan(plan: TransferPlan) -> tuple[Any, ...]:
+    """``bound_pickle.reduce_transfer_plan``, imported on first use (bound_pickle imports this
+    module) and then called directly."""
+    global _reduce_transfer_plan
+    from .bound_pickle import reduce_transfer_plan
+
+    _reduce_transfer_plan = reduce_transfer_plan
+    return reduce_transfer_plan(plan)
 
 __all__ = ["ExecutorTransferPlan", "RuntimeFragmentSnapshot", "TransferPlan"]

@@ -29,7 +29,8 @@ through pickle's memo. ``init=False`` and derived state is not written:
 
 Restoring runs exactly the validating paths of the object-by-object format: each attestation
 through ``RuntimeBindingAttestation.__setstate__`` (the full validated-state routine of §9.2),
-each bound fragment through the ``BoundWeightFragment`` constructor, regions, executors and
+each bound fragment through the ``BoundWeightFragment`` constructor's checks
+(``BoundWeightFragment._restore``), regions, executors and
 snapshots by field dict (their default pickling, spec §13), runtime fragments through their
 constructor (their own ``__reduce__``), and the plan through ``TransferPlan.__setstate__``
 (which runs ``__post_init__``: the whole plan is revalidated). A record of the wrong shape
@@ -72,6 +73,8 @@ _EXECUTOR_ATTESTATION_INDEX = _EXECUTOR_FIELDS.index("attestation")
 # The record has the plan's fields minus the derived/optional ones and plus the three tables.
 _RECORD_LENGTH = 11
 _new_object = object.__new__
+# ``copyreg.__newobj__`` (what default pickling writes; not in the typeshed stubs).
+_NEWOBJ: Any = getattr(copyreg, "__newobj__")
 
 
 # The row layouts below rely on these field positions (checked once, at import).
@@ -225,7 +228,7 @@ def reduce_transfer_plan(plan: Any) -> tuple[Any, ...]:
     ``TransferPlan.__setstate__``, which revalidates)."""
     record = _compact_record(plan)
     if record is None:
-        return (copyreg.__newobj__, (type(plan),), plan.__getstate__())
+        return (_NEWOBJ, (type(plan),), plan.__getstate__())
     return (_restore_transfer_plan, record)
 
 
@@ -299,6 +302,7 @@ def _restore_transfer_plan(*record: Any) -> TransferPlan:
     ) = record
     attestations: list[Any] = [None] * len(_rows(attestation_rows, 2))
     fragments: list[Any] = []
+    restore_fragment = BoundWeightFragment._restore
     # Attestations are restored at first use, in the order the object-by-object format met them.
     for placement, binding, instance_id, lease_id, generation, attestation_index in _rows(fragment_rows, 6):
         attestation = None
@@ -310,9 +314,7 @@ def _restore_transfer_plan(*record: Any) -> TransferPlan:
                 attestation = attestations[attestation_index] = _restore_attestation(
                     *attestation_rows[attestation_index]
                 )
-        fragments.append(
-            BoundWeightFragment(placement, binding, instance_id, lease_id, generation, None, attestation)
-        )
+        fragments.append(restore_fragment(placement, binding, instance_id, lease_id, generation, attestation))
     for index, attestation in enumerate(attestations):
         if attestation is None:  # used by executors only
             attestations[index] = _restore_attestation(*attestation_rows[index])

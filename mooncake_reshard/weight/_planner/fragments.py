@@ -85,6 +85,31 @@ class BoundWeightFragment:
             ),
         )
 
+    @classmethod
+    def _restore(
+        cls,
+        placement: Any,
+        binding: Any,
+        instance_id: Any,
+        runtime_lease_id: Any,
+        lease_generation: Any,
+        attestation: Any,
+    ) -> BoundWeightFragment:
+        """Pickle helper (``TransferPlan`` record): exactly ``cls(placement, binding,
+        instance_id, runtime_lease_id, lease_generation, None, attestation)``, i.e. the same
+        ``__post_init__`` checks, without the generated frozen ``__init__``."""
+        bound: BoundWeightFragment = object.__new__(cls)
+        state = bound.__dict__
+        state["placement"] = placement
+        state["binding"] = binding
+        state["instance_id"] = instance_id
+        state["runtime_lease_id"] = runtime_lease_id
+        state["lease_generation"] = lease_generation
+        state["owner"] = None
+        state["attestation"] = attestation
+        bound.__post_init__()
+        return bound
+
     # -- placement-side views ------------------------------------------------------------
     @property
     def placement_fragment_id(self) -> PlacementFragmentId:
