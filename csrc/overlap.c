@@ -1061,93 +1061,121 @@ PyDoc_STRVAR(plan_overlaps_doc,
 "(nbytes: uint64). Returns a list of region tuples on success or an error tuple\n"
 "(code, target_index, a, b) when a fail-closed rule fires.");
 
-static PyObject *
-ov_plan_overlaps(PyObject *Py_UNUSED(self), PyObject *args)
+static void
+ov_plan_free(ov_plan *P)
+{
+    PyMem_Free(P->tensor_nd);
+    PyMem_Free(P->tensor_itemsize);
+    ov_frags_free(&P->src);
+    ov_frags_free(&P->tgt);
+    PyMem_Free(P->cover_start);
+    PyMem_Free(P->cover_members);
+    PyMem_Free(P->tgt_cover);
+    ov_vec_free(&P->regions);
+    ov_vec_free(&P->coords);
+}
+
+/* Parse the 18 plan_overlaps arguments of args, check them and run the kernel (GIL released).
+ * Returns the kernel status (>= 0; P filled, free it with ov_plan_free) or -1 with an
+ * exception set (P freed). */
+static int
+ov_plan_from_args(PyObject *args, const char *fname, ov_plan *Pp)
 {
     PyObject *a_nd, *a_it, *s_t, *s_o, *s_s, *s_n, *s_r, *c_s, *c_m, *t_t, *t_o, *t_s, *t_n, *t_c;
     PyObject *lim_r, *lim_s, *lim_t;
     Py_ssize_t nprocess;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOnOOO:plan_overlaps", &a_nd, &a_it, &s_t, &s_o, &s_s,
-                          &s_n, &s_r, &c_s, &c_m, &t_t, &t_o, &t_s, &t_n, &t_c, &nprocess,
-                          &lim_r, &lim_s, &lim_t)) {
-        return NULL;
+    memset(Pp, 0, sizeof(*Pp));
+    Pp->regions.elem = sizeof(ov_region);
+    Pp->coords.elem = sizeof(int64_t);
+    char format[64];
+    snprintf(format, sizeof format, "OOOOOOOOOOOOOOnOOO:%s", fname);
+    if (!PyArg_ParseTuple(args, format, &a_nd, &a_it, &s_t, &s_o, &s_s, &s_n, &s_r, &c_s, &c_m, &t_t, &t_o,
+                          &t_s, &t_n, &t_c, &nprocess, &lim_r, &lim_s, &lim_t)) {
+        return -1;
     }
-    ov_plan P;
-    memset(&P, 0, sizeof(P));
-    P.regions.elem = sizeof(ov_region);
-    P.coords.elem = sizeof(int64_t);
-    PyObject *result = NULL;
     size_t nt, nit, ncs, ncm, ntc;
     int status;
 
-    if (ov_u64_limit(lim_r, "max_transfer_regions", &P.max_regions) < 0
-        || ov_u64_limit(lim_s, "max_segments_per_region", &P.max_seg_region) < 0
-        || ov_u64_limit(lim_t, "max_total_lowered_segments", &P.max_seg_total) < 0) {
-        goto done;
+    if (ov_u64_limit(lim_r, "max_transfer_regions", &Pp->max_regions) < 0
+        || ov_u64_limit(lim_s, "max_segments_per_region", &Pp->max_seg_region) < 0
+        || ov_u64_limit(lim_t, "max_total_lowered_segments", &Pp->max_seg_total) < 0) {
+        goto fail;
     }
-    P.tensor_nd = ov_i64_from_bytes(a_nd, "tensor ndim", &nt);
-    if (P.tensor_nd == NULL) goto done;
-    P.tensor_itemsize = ov_i64_from_bytes(a_it, "tensor itemsize", &nit);
-    if (P.tensor_itemsize == NULL) goto done;
+    Pp->tensor_nd = ov_i64_from_bytes(a_nd, "tensor ndim", &nt);
+    if (Pp->tensor_nd == NULL) goto fail;
+    Pp->tensor_itemsize = ov_i64_from_bytes(a_it, "tensor itemsize", &nit);
+    if (Pp->tensor_itemsize == NULL) goto fail;
     if (nit != nt) {
         PyErr_SetString(PyExc_ValueError, "tensor arrays have inconsistent lengths");
-        goto done;
+        goto fail;
     }
-    P.ntensors = nt;
+    Pp->ntensors = nt;
     for (size_t i = 0; i < nt; i++) {
-        if (P.tensor_nd[i] < 1 || P.tensor_nd[i] > (1 << 20) || P.tensor_itemsize[i] < 1) {
+        if (Pp->tensor_nd[i] < 1 || Pp->tensor_nd[i] > (1 << 20) || Pp->tensor_itemsize[i] < 1) {
             PyErr_SetString(PyExc_ValueError, "tensor rank must be 1..1048576 and itemsize positive");
-            goto done;
+            goto fail;
         }
     }
-    if (ov_frags_load(&P.src, "source", nt, P.tensor_nd, s_t, s_o, s_s, s_n, s_r) < 0) goto done;
-    if (ov_frags_load(&P.tgt, "target", nt, P.tensor_nd, t_t, t_o, t_s, t_n, NULL) < 0) goto done;
-    P.cover_start = ov_i64_from_bytes(c_s, "cover starts", &ncs);
-    if (P.cover_start == NULL) goto done;
-    P.cover_members = ov_i64_from_bytes(c_m, "cover members", &ncm);
-    if (P.cover_members == NULL) goto done;
-    P.tgt_cover = ov_i64_from_bytes(t_c, "target covers", &ntc);
-    if (P.tgt_cover == NULL) goto done;
-    if (ncs < 1 || P.cover_start[0] != 0 || (uint64_t)P.cover_start[ncs - 1] != (uint64_t)ncm
-        || ntc != P.tgt.n || nprocess < 0 || (size_t)nprocess > P.tgt.n) {
+    if (ov_frags_load(&Pp->src, "source", nt, Pp->tensor_nd, s_t, s_o, s_s, s_n, s_r) < 0) goto fail;
+    if (ov_frags_load(&Pp->tgt, "target", nt, Pp->tensor_nd, t_t, t_o, t_s, t_n, NULL) < 0) goto fail;
+    Pp->cover_start = ov_i64_from_bytes(c_s, "cover starts", &ncs);
+    if (Pp->cover_start == NULL) goto fail;
+    Pp->cover_members = ov_i64_from_bytes(c_m, "cover members", &ncm);
+    if (Pp->cover_members == NULL) goto fail;
+    Pp->tgt_cover = ov_i64_from_bytes(t_c, "target covers", &ntc);
+    if (Pp->tgt_cover == NULL) goto fail;
+    if (ncs < 1 || Pp->cover_start[0] != 0 || (uint64_t)Pp->cover_start[ncs - 1] != (uint64_t)ncm
+        || ntc != Pp->tgt.n || nprocess < 0 || (size_t)nprocess > Pp->tgt.n) {
         PyErr_SetString(PyExc_ValueError, "cover arrays are inconsistent");
-        goto done;
+        goto fail;
     }
-    P.ncovers = ncs - 1;
-    P.nprocess = (size_t)nprocess;
-    for (size_t c = 0; c < P.ncovers; c++) {
-        if (P.cover_start[c + 1] < P.cover_start[c]) {
+    Pp->ncovers = ncs - 1;
+    Pp->nprocess = (size_t)nprocess;
+    for (size_t c = 0; c < Pp->ncovers; c++) {
+        if (Pp->cover_start[c + 1] < Pp->cover_start[c]) {
             PyErr_SetString(PyExc_ValueError, "cover starts must be non-decreasing");
-            goto done;
+            goto fail;
         }
     }
     /* members of a cover are source fragments of one tensor, used by targets of that tensor */
     for (size_t i = 0; i < ncm; i++) {
-        if (P.cover_members[i] < 0 || (uint64_t)P.cover_members[i] >= (uint64_t)P.src.n) {
+        if (Pp->cover_members[i] < 0 || (uint64_t)Pp->cover_members[i] >= (uint64_t)Pp->src.n) {
             PyErr_SetString(PyExc_ValueError, "cover member is out of range");
-            goto done;
+            goto fail;
         }
     }
-    for (size_t i = 0; i < P.tgt.n; i++) {
-        int64_t c = P.tgt_cover[i];
-        if (c < -1 || (c >= 0 && (uint64_t)c >= (uint64_t)P.ncovers)) {
+    for (size_t i = 0; i < Pp->tgt.n; i++) {
+        int64_t c = Pp->tgt_cover[i];
+        if (c < -1 || (c >= 0 && (uint64_t)c >= (uint64_t)Pp->ncovers)) {
             PyErr_SetString(PyExc_ValueError, "target cover index is out of range");
-            goto done;
+            goto fail;
         }
         if (c >= 0) {
-            for (int64_t j = P.cover_start[c]; j < P.cover_start[c + 1]; j++) {
-                if (P.src.tensor[P.cover_members[j]] != P.tgt.tensor[i]) {
+            for (int64_t j = Pp->cover_start[c]; j < Pp->cover_start[c + 1]; j++) {
+                if (Pp->src.tensor[Pp->cover_members[j]] != Pp->tgt.tensor[i]) {
                     PyErr_SetString(PyExc_ValueError, "cover member belongs to another tensor");
-                    goto done;
+                    goto fail;
                 }
             }
         }
     }
 
     Py_BEGIN_ALLOW_THREADS
-    status = ov_plan_run(&P);
+    status = ov_plan_run(Pp);
     Py_END_ALLOW_THREADS
+    return status;
+fail:
+    ov_plan_free(Pp);
+    return -1;
+}
 
+static PyObject *
+ov_plan_overlaps(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    ov_plan P;
+    PyObject *result = NULL;
+    int status = ov_plan_from_args(args, "plan_overlaps", &P);
+    if (status < 0) return NULL;
     if (status == OV_NOMEM) {
         PyErr_NoMemory();
         goto done;
@@ -1178,15 +1206,191 @@ ov_plan_overlaps(PyObject *Py_UNUSED(self), PyObject *args)
         result = list;
     }
 done:
-    PyMem_Free(P.tensor_nd);
-    PyMem_Free(P.tensor_itemsize);
-    ov_frags_free(&P.src);
-    ov_frags_free(&P.tgt);
-    PyMem_Free(P.cover_start);
-    PyMem_Free(P.cover_members);
-    PyMem_Free(P.tgt_cover);
-    ov_vec_free(&P.regions);
-    ov_vec_free(&P.coords);
+    ov_plan_free(&P);
+    return result;
+}
+
+/* ---- plan_regions: the kernel plus the TransferRegion instances, without record tuples ---- */
+
+#define OV_NFIELDS 11
+static const char *const ov_field_names[OV_NFIELDS] = {
+    "tensor_id", "source", "target", "overlap_offset", "overlap_shape", "source_base_offset",
+    "target_base_offset", "inner_bytes", "outer_loop_counts", "source_strides", "target_strides",
+};
+
+/* One instance of cls for region r (fields as build_regions sets them), NULL on error. */
+static PyObject *
+ov_region_object(const ov_plan *P, const ov_region *r, PyObject *cls, allocfunc alloc, PyObject *const *keys,
+                 PyObject *template, PyObject *source, PyObject *target, PyObject *empty)
+{
+    const int64_t *box = (const int64_t *)P->coords.data + r->coord;
+    int nd = r->nd;
+    PyObject *values[OV_NFIELDS] = {NULL};
+    PyObject *region = NULL;
+    PyObject *dict = NULL;
+    values[0] = PyObject_GetAttr(target, keys[0]);
+    values[1] = Py_NewRef(source);
+    values[2] = Py_NewRef(target);
+    values[3] = ov_tuple_i64(box, nd);
+    values[4] = ov_tuple_i64(box + nd, nd);
+    values[5] = PyLong_FromUnsignedLongLong(r->src_base);
+    values[6] = PyLong_FromUnsignedLongLong(r->tgt_base);
+    values[7] = PyLong_FromUnsignedLongLong(r->inner);
+    if (r->suffix == 0) {
+        values[8] = Py_NewRef(empty);
+        values[9] = Py_NewRef(empty);
+        values[10] = Py_NewRef(empty);
+    } else {
+        values[8] = ov_tuple_i64(box + nd, r->suffix);
+        values[9] = ov_tuple_u64(P->src.strides + P->src.start[r->src], r->suffix);
+        values[10] = ov_tuple_u64(P->tgt.strides + P->tgt.start[r->tgt], r->suffix);
+    }
+    for (int k = 0; k < OV_NFIELDS; k++) {
+        if (values[k] == NULL) goto done;
+    }
+    /* A copy of the all-keys template is sized once; the stores only replace values. */
+    dict = PyDict_Copy(template);
+    if (dict == NULL) goto done;
+    for (int k = 0; k < OV_NFIELDS; k++) {
+        if (PyDict_SetItem(dict, keys[k], values[k]) < 0) goto done;
+    }
+    region = alloc((PyTypeObject *)cls, 0);
+    if (region == NULL) goto done;
+    if (PyObject_GenericSetDict(region, dict, NULL) < 0) Py_CLEAR(region);
+done:
+    Py_XDECREF(dict);
+    for (int k = 0; k < OV_NFIELDS; k++) Py_XDECREF(values[k]);
+    return region;
+}
+
+/* A sorted list of the distinct values of the region field at offset (src or tgt), each < n. */
+static PyObject *
+ov_used_indices(const ov_plan *P, int use_src, size_t n)
+{
+    unsigned char *seen = PyMem_Calloc(n ? n : 1, 1);
+    if (seen == NULL) return PyErr_NoMemory();
+    const ov_region *regions = (const ov_region *)P->regions.data;
+    for (size_t i = 0; i < P->regions.len; i++) {
+        int64_t v = use_src ? regions[i].src : regions[i].tgt;
+        if (v >= 0 && (uint64_t)v < (uint64_t)n) seen[v] = 1;
+    }
+    PyObject *out = PyList_New(0);
+    for (size_t i = 0; out != NULL && i < n; i++) {
+        if (!seen[i]) continue;
+        PyObject *x = PyLong_FromSize_t(i);
+        if (x == NULL || PyList_Append(out, x) < 0) Py_CLEAR(out);
+        Py_XDECREF(x);
+    }
+    PyMem_Free(seen);
+    return out;
+}
+
+PyDoc_STRVAR(plan_regions_doc,
+"plan_regions(cls, sources, targets, *plan_overlaps_arguments)\n"
+"--\n\n"
+"plan_overlaps, and on success the regions built directly as instances of cls (a heap type\n"
+"whose instances have a __dict__; cls is not called): per region a fresh field dict\n"
+"tensor_id=targets[t].tensor_id, source=sources[s], target=targets[t] and the geometry in field\n"
+"order (as build_regions from the records). sources and targets are lists indexed like the\n"
+"packed source and target arrays. Returns (regions tuple, used source indices, used target\n"
+"indices) (sorted lists), or plan_overlaps' error tuple (code, target_index, a, b).");
+
+static PyObject *
+ov_plan_regions(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    Py_ssize_t nargs = PyTuple_Size(args);
+    if (nargs < 0) return NULL;
+    if (nargs != 21) {
+        PyErr_SetString(PyExc_TypeError, "plan_regions takes 21 arguments");
+        return NULL;
+    }
+    PyObject *cls = PyTuple_GetItem(args, 0);
+    PyObject *sources = PyTuple_GetItem(args, 1);
+    PyObject *targets = PyTuple_GetItem(args, 2);
+    if (cls == NULL || sources == NULL || targets == NULL) return NULL;
+    if (!PyType_Check(cls) || !(PyType_GetFlags((PyTypeObject *)cls) & Py_TPFLAGS_HEAPTYPE)) {
+        PyErr_SetString(PyExc_TypeError, "plan_regions: cls must be a heap type");
+        return NULL;
+    }
+    if (!PyList_Check(sources) || !PyList_Check(targets)) {
+        PyErr_SetString(PyExc_TypeError, "plan_regions: sources and targets must be lists");
+        return NULL;
+    }
+    allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)cls, Py_tp_alloc);
+    if (alloc == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "plan_regions: cls has no allocator");
+        return NULL;
+    }
+    /* Private copies: hostile hooks cannot resize what the indices point into. */
+    PyObject *src_items = PySequence_List(sources);
+    PyObject *tgt_items = src_items == NULL ? NULL : PySequence_List(targets);
+    PyObject *rest = tgt_items == NULL ? NULL : PyTuple_GetSlice(args, 3, nargs);
+    if (rest == NULL) {
+        Py_XDECREF(src_items);
+        Py_XDECREF(tgt_items);
+        return NULL;
+    }
+    ov_plan P;
+    int status = ov_plan_from_args(rest, "plan_regions", &P);
+    Py_DECREF(rest);
+    if (status < 0) {
+        Py_DECREF(src_items);
+        Py_DECREF(tgt_items);
+        return NULL;
+    }
+    static PyObject *keys[OV_NFIELDS];
+    PyObject *result = NULL, *template = NULL, *empty = NULL, *regions = NULL, *used_s = NULL, *used_t = NULL;
+    if (status == OV_NOMEM) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (status != OV_OK) {
+        result = Py_BuildValue("(iLKK)", status, (long long)P.err_index, (unsigned long long)P.err_a,
+                               (unsigned long long)P.err_b);
+        goto done;
+    }
+    Py_ssize_t nsrc = PyList_Size(src_items), ntgt = PyList_Size(tgt_items);
+    if (nsrc < 0 || ntgt < 0) goto done;
+    if ((size_t)nsrc != P.src.n || (size_t)ntgt < P.nprocess) {
+        PyErr_SetString(PyExc_ValueError, "plan_regions: sources or targets do not match the packed arrays");
+        goto done;
+    }
+    for (int k = 0; k < OV_NFIELDS; k++) {
+        if (keys[k] == NULL) {
+            keys[k] = PyUnicode_InternFromString(ov_field_names[k]);
+            if (keys[k] == NULL) goto done;
+        }
+    }
+    template = PyDict_New();
+    empty = PyTuple_New(0);
+    if (template == NULL || empty == NULL) goto done;
+    for (int k = 0; k < OV_NFIELDS; k++) {
+        if (PyDict_SetItem(template, keys[k], Py_None) < 0) goto done;
+    }
+    regions = PyTuple_New((Py_ssize_t)P.regions.len);
+    if (regions == NULL) goto done;
+    for (size_t i = 0; i < P.regions.len; i++) {
+        const ov_region *r = (const ov_region *)P.regions.data + i;
+        /* region indices come from the checked packed arrays: src < P.src.n, tgt < nprocess */
+        PyObject *source = PyList_GetItem(src_items, (Py_ssize_t)r->src);
+        PyObject *target = PyList_GetItem(tgt_items, (Py_ssize_t)r->tgt);
+        if (source == NULL || target == NULL) goto done;
+        PyObject *region = ov_region_object(&P, r, cls, alloc, keys, template, source, target, empty);
+        if (region == NULL || PyTuple_SetItem(regions, (Py_ssize_t)i, region) < 0) goto done;
+    }
+    used_s = ov_used_indices(&P, 1, P.src.n);
+    used_t = used_s == NULL ? NULL : ov_used_indices(&P, 0, (size_t)ntgt);
+    if (used_t == NULL) goto done;
+    result = PyTuple_Pack(3, regions, used_s, used_t);
+done:
+    ov_plan_free(&P);
+    Py_XDECREF(template);
+    Py_XDECREF(empty);
+    Py_XDECREF(regions);
+    Py_XDECREF(used_s);
+    Py_XDECREF(used_t);
+    Py_DECREF(src_items);
+    Py_DECREF(tgt_items);
     return result;
 }
 
@@ -1316,6 +1520,7 @@ done:
 
 static PyMethodDef overlap_methods[] = {
     {"plan_overlaps", ov_plan_overlaps, METH_VARARGS, plan_overlaps_doc},
+    {"plan_regions", ov_plan_regions, METH_VARARGS, plan_regions_doc},
     {"exact_cover_batch", ov_exact_cover_batch, METH_VARARGS, exact_cover_batch_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -244,6 +244,21 @@ def plan_overlaps(
     budget, 3 not covered, 4 itemsize, 5 segments per region, 6 total segments, 7 pairwise
     budget, 8 byte overflow. GIL released while the kernel runs."""
 
+def plan_regions(
+    cls: type,
+    sources: list[Any],
+    targets: list[Any],
+    /,
+    *plan_overlaps_arguments: Any,
+) -> tuple[tuple[Any, ...], list[int], list[int]] | tuple[int, int, int, int]:
+    """``plan_overlaps(*plan_overlaps_arguments)`` and, on success, its regions built directly as
+    instances of ``cls`` (a heap type with instance ``__dict__``; not called), as
+    ``build_regions(cls, records, sources, targets)`` would from the records: returns
+    ``(regions, used source indices, used target indices)`` (sorted distinct indices into the
+    lists), or ``plan_overlaps``' error tuple ``(code, target_index, a, b)``. ``sources`` must hold
+    one object per packed source fragment and ``targets`` at least ``nprocess``, else
+    ``ValueError``."""
+
 def exact_cover_batch(
     container_ndim: bytes,
     container_offsets: bytes,

@@ -464,3 +464,106 @@ def test_fragment_columns_hostile_inputs() -> None:
         _native.fragment_columns([object()])
     with pytest.raises(AttributeError):
         _native.fragment_columns([_Fragment("x", rank=object())])
+
+
+# --- plan_regions ---------------------------------------------------------------------------
+
+
+def _two_step(region_type: Any, sources: List[Any], targets: List[Any], **kernel: Any) -> Any:
+    """The oracle of ``plan_region_objects``: the records, then ``build_regions``."""
+    from mooncake.reshard.weight._planner import geometry
+
+    records = geometry.plan_overlap_regions(**kernel)
+    regions = _native.build_regions(region_type, records, sources, targets)
+    return regions, sorted({r[0] for r in records}), sorted({r[1] for r in records})
+
+
+def _plan_with(builder: Any, plan: Callable[[], Any]) -> Any:
+    saved = core.plan_region_objects
+    calls: List[Any] = []
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        out = builder(*args, **kwargs)
+        calls.append(out)
+        return out
+
+    core.plan_region_objects = spy
+    try:
+        return _outcome(plan), calls
+    finally:
+        core.plan_region_objects = saved
+
+
+@settings(max_examples=100, deadline=None)
+@given(placement_pairs(), st.integers(1, 40))
+def test_plan_regions_equals_records_then_build_regions(pair: Tuple[Layout, Layout], limit: int) -> None:
+    from mooncake.reshard.weight import PlanningLimits
+
+    source = build_placement(pair[0])
+    target = build_placement(pair[1])
+    for limits in (None, PlanningLimits(max_transfer_regions=limit), PlanningLimits(max_total_lowered_segments=limit)):
+        got, native_calls = _plan_with(core.plan_region_objects, lambda: plan_placement_transfer(source, target, planning_limits=limits))
+        expected, oracle_calls = _plan_with(_two_step, lambda: plan_placement_transfer(source, target, planning_limits=limits))
+        assert got == expected
+        assert [(tuple(map(dict, map(vars, c[0]))), c[1], c[2]) for c in native_calls] == [
+            (tuple(map(dict, map(vars, c[0]))), c[1], c[2]) for c in oracle_calls
+        ]
+        if got[0] == "ok":
+            assert all(type(op) is type(got[1].operations[0]) for op in got[1].operations)
+
+
+def test_plan_regions_rejects_hostile_inputs() -> None:
+    from mooncake.reshard.weight._planner.contracts import TransferRegion
+
+    name = known_answers.case_names()[0]
+    source = known_answers.source_placement(name)
+    target = known_answers.target_placement(name)
+    captured: List[Any] = []
+    saved = core.plan_region_objects
+
+    def spy(region_type: Any, sources: List[Any], targets: List[Any], **kernel: Any) -> Any:
+        from mooncake.reshard.weight._planner import geometry
+
+        captured.append((sources, targets, geometry._kernel_arguments(*[kernel[k] for k in (
+            "tensor_ndim", "tensor_itemsize", "source", "source_order", "cover_start", "cover_members", "target",
+            "target_cover", "nprocess", "max_transfer_regions", "max_segments_per_region",
+            "max_total_lowered_segments", "target_packed", "source_packed", "tensor_ndim_packed")])))
+        return saved(region_type, sources, targets, **kernel)
+
+    core.plan_region_objects = spy
+    try:
+        plan = plan_placement_transfer(source, target)
+    finally:
+        core.plan_region_objects = saved
+    sources, targets, args = captured[0]
+    regions, used_s, used_t = _native.plan_regions(TransferRegion, sources, targets, *args)
+    assert regions == plan.operations
+    assert used_s == sorted(set(used_s)) and used_t == sorted(set(used_t))
+    with pytest.raises(TypeError):
+        _native.plan_regions(TransferRegion, sources, targets, *args[:-1])
+    with pytest.raises(TypeError):
+        _native.plan_regions(int, sources, targets, *args)
+    with pytest.raises(TypeError):
+        _native.plan_regions(TransferRegion, tuple(sources), targets, *args)
+    with pytest.raises(ValueError):
+        _native.plan_regions(TransferRegion, sources[:-1], targets, *args)  # not one per packed source
+    with pytest.raises(ValueError):
+        _native.plan_regions(TransferRegion, sources, [], *args)  # fewer targets than processed
+    bad = list(args)
+    bad[-3] = 1 << 70  # a limit beyond 64 bits saturates (above every count), never wraps
+    assert _native.plan_regions(TransferRegion, sources, targets, *bad)[0] == plan.operations
+    bad = list(args)
+    bad[-3] = -1
+    with pytest.raises(ValueError):
+        _native.plan_regions(TransferRegion, sources, targets, *bad)
+    bad = list(args)
+    bad[-4] = len(targets) + 1  # nprocess beyond the packed targets
+    with pytest.raises(ValueError):
+        _native.plan_regions(TransferRegion, sources, targets, *bad)
+    bad = list(args)
+    bad[0] = b"\x00" * 7  # not a multiple of 8 bytes
+    with pytest.raises(ValueError):
+        _native.plan_regions(TransferRegion, sources, targets, *bad)
+    bad = list(args)
+    bad[-3] = 1  # max_transfer_regions 1: the kernel's error tuple passes through
+    assert _native.plan_regions(TransferRegion, sources, targets, *bad)[0] == 2

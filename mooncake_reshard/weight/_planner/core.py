@@ -21,7 +21,7 @@ from .contracts import (
     TransferRegion,
     _trusted_logical_plan,
 )
-from .geometry import FragmentBoxes, plan_overlap_regions
+from .geometry import FragmentBoxes, plan_overlap_regions, plan_region_objects
 from .ownership import (
     check_target_coverage,
     complete_parallel_source_replicas,
@@ -528,7 +528,7 @@ def plan_logical_transfer(
         target_boxes.offsets = t_offsets
         target_boxes.shapes = t_shapes
         target_boxes.nbytes = t_nbytes
-    records = plan_overlap_regions(
+    kernel: dict[str, Any] = dict(
         tensor_ndim=tensor_ndim,
         tensor_itemsize=tensor_itemsize,
         source=source_boxes,
@@ -547,15 +547,19 @@ def plan_logical_transfer(
         tensor_ndim_packed=ndim_packed,
     )
     if stop_error is not None:
+        plan_overlap_regions(**kernel)  # a kernel failure before the stopping target reports first
         raise ValueError(stop_error)
 
-    # Steps 5.8 and 6: regions (already in final order) built in C through the trusted path
-    # (class allocator + field dict, no constructor: the kernel proved every invariant).
-    operations = _native.build_regions(TransferRegion, records, source_objects, processed)
-    used_targets = set(map(processed_ids.__getitem__, set(map(_record_target, records))))
+    # Steps 5-9, 5.8 and 6: one C call runs the kernel and builds the regions (already in final
+    # order) through the trusted path (class allocator + field dict, no constructor: the
+    # kernel proved every invariant), with the indices of the fragments they use.
+    operations, used_source_rows, used_target_rows = plan_region_objects(
+        TransferRegion, source_objects, processed, **kernel
+    )
+    used_targets = set(map(processed_ids.__getitem__, used_target_rows))
     used_sources: set[str] = set()
     if placed:  # source ids are placement fragment ids
-        used_sources = set(map(source_fragment_ids.__getitem__, set(map(_record_source, records))))
+        used_sources = set(map(source_fragment_ids.__getitem__, used_source_rows))
 
     # Step 7: executor projections.
     target_executors = project_executors(target_placement, used_targets, "target", target_participants)

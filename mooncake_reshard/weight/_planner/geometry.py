@@ -19,6 +19,7 @@ __all__ = [
     "canonical_region_geometry",
     "exact_cover_failures",
     "plan_overlap_regions",
+    "plan_region_objects",
     "row_major_strides",
 ]
 
@@ -124,6 +125,90 @@ class FragmentBoxes:
         self.nbytes.append(nbytes)
 
 
+def _kernel_arguments(
+    tensor_ndim: Sequence[int],
+    tensor_itemsize: Sequence[int],
+    source: FragmentBoxes,
+    source_order: Sequence[int],
+    cover_start: Sequence[int],
+    cover_members: Sequence[int],
+    target: FragmentBoxes,
+    target_cover: Sequence[int],
+    nprocess: int,
+    max_transfer_regions: int,
+    max_segments_per_region: int,
+    max_total_lowered_segments: int,
+    target_packed: Optional[tuple[bytes, bytes, bytes, bytes, bytes]],
+    source_packed: Optional[tuple[bytes, bytes, bytes, bytes, bytes, bytes, bytes]],
+    tensor_ndim_packed: Optional[bytes],
+) -> tuple[Any, ...]:
+    """The 18 packed arguments of ``_native.plan_overlaps`` (see ``plan_overlap_regions``)."""
+    if target_packed is None:
+        t_tensor = _pack_i64(target.tensor, "tensor indices")
+        t_offsets = _pack_i64(target.offsets, "coordinates")
+        t_shapes = _pack_i64(target.shapes, "coordinates")
+        t_nbytes = _pack_u64_or_zero(target.nbytes)
+        t_cover = _pack_i64(target_cover, "cover indices")
+    else:
+        t_tensor, t_cover, t_offsets, t_shapes, t_nbytes = target_packed
+    # Packed in the same order as always (targets, ranks, itemsizes, sources): the first
+    # value out of range reports first.
+    ndim_packed = _pack_i64(tensor_ndim, "tensor ranks") if tensor_ndim_packed is None else tensor_ndim_packed
+    itemsize_packed = _pack_i64(tensor_itemsize, "itemsizes")
+    if source_packed is None:
+        source_packed = (
+            _pack_i64(source.tensor, "tensor indices"),
+            _pack_i64(source.offsets, "coordinates"),
+            _pack_i64(source.shapes, "coordinates"),
+            _pack_u64_or_zero(source.nbytes),
+            _pack_i64(source_order, "fragment order"),
+            _pack_i64(cover_start, "cover indices"),
+            _pack_i64(cover_members, "cover indices"),
+        )
+    return (
+        ndim_packed,
+        itemsize_packed,
+        *source_packed,
+        t_tensor,
+        t_offsets,
+        t_shapes,
+        t_nbytes,
+        t_cover,
+        nprocess,
+        _limit(max_transfer_regions),
+        _limit(max_segments_per_region),
+        _limit(max_total_lowered_segments),
+    )
+
+
+def _kernel_error(
+    result: tuple[int, int, int, int],
+    max_transfer_regions: int,
+    max_segments_per_region: int,
+    max_total_lowered_segments: int,
+    target_fragment_ids: Sequence[str],
+) -> ValueError:
+    """The contract's error for a fail-closed kernel status."""
+    code, index, a, _ = result
+    if code == _OV_REGIONS_LIMIT:
+        return ValueError(f"logical transfer plan exceeds max_transfer_regions: {max_transfer_regions}")
+    if code == _OV_NOT_COVERED:
+        return ValueError(f"target fragment is not fully covered: {target_fragment_ids[index]}")
+    if code == _OV_ITEMSIZE:
+        return ValueError("transfer region fragment itemsize differs from descriptor")
+    if code == _OV_SEG_REGION:
+        return ValueError(f"logical transfer region exceeds max_segments_per_region: {a} > {max_segments_per_region}")
+    if code == _OV_SEG_TOTAL:
+        return ValueError(
+            f"logical transfer plan exceeds max_total_lowered_segments: {a} > {max_total_lowered_segments}"
+        )
+    if code == _OV_BUDGET:
+        return ValueError("high-dimensional overlap budget exceeded before validation")
+    if code == _OV_OVERFLOW:
+        return ValueError("transfer region byte offsets must fit in an unsigned 64-bit integer")
+    return ValueError(f"logical planner kernel failed with status {code}")  # pragma: no cover
+
+
 def plan_overlap_regions(
     *,
     tensor_ndim: Sequence[int],
@@ -153,64 +238,62 @@ def plan_overlap_regions(
     ``tensor_ndim`` already packed. The kernel range-checks every packed value again.
     Returns the region records in final operation order, or raises the contract's
     ``ValueError`` for the first fail-closed rule hit (spec §11.1 steps 5.5-9)."""
-    if target_packed is None:
-        t_tensor = _pack_i64(target.tensor, "tensor indices")
-        t_offsets = _pack_i64(target.offsets, "coordinates")
-        t_shapes = _pack_i64(target.shapes, "coordinates")
-        t_nbytes = _pack_u64_or_zero(target.nbytes)
-        t_cover = _pack_i64(target_cover, "cover indices")
-    else:
-        t_tensor, t_cover, t_offsets, t_shapes, t_nbytes = target_packed
-    # Packed in the same order as always (targets, ranks, itemsizes, sources): the first
-    # value out of range reports first.
-    ndim_packed = _pack_i64(tensor_ndim, "tensor ranks") if tensor_ndim_packed is None else tensor_ndim_packed
-    itemsize_packed = _pack_i64(tensor_itemsize, "itemsizes")
-    if source_packed is None:
-        source_packed = (
-            _pack_i64(source.tensor, "tensor indices"),
-            _pack_i64(source.offsets, "coordinates"),
-            _pack_i64(source.shapes, "coordinates"),
-            _pack_u64_or_zero(source.nbytes),
-            _pack_i64(source_order, "fragment order"),
-            _pack_i64(cover_start, "cover indices"),
-            _pack_i64(cover_members, "cover indices"),
-        )
     result = _native.plan_overlaps(
-        ndim_packed,
-        itemsize_packed,
-        *source_packed,
-        t_tensor,
-        t_offsets,
-        t_shapes,
-        t_nbytes,
-        t_cover,
-        nprocess,
-        _limit(max_transfer_regions),
-        _limit(max_segments_per_region),
-        _limit(max_total_lowered_segments),
+        *_kernel_arguments(
+            tensor_ndim, tensor_itemsize, source, source_order, cover_start, cover_members, target,
+            target_cover, nprocess, max_transfer_regions, max_segments_per_region,
+            max_total_lowered_segments, target_packed, source_packed, tensor_ndim_packed,
+        )
     )
     if isinstance(result, list):
         return result
-    code, index, a, b = result
-    if code == _OV_REGIONS_LIMIT:
-        raise ValueError(f"logical transfer plan exceeds max_transfer_regions: {max_transfer_regions}")
-    if code == _OV_NOT_COVERED:
-        raise ValueError(f"target fragment is not fully covered: {target_fragment_ids[index]}")
-    if code == _OV_ITEMSIZE:
-        raise ValueError("transfer region fragment itemsize differs from descriptor")
-    if code == _OV_SEG_REGION:
-        raise ValueError(
-            f"logical transfer region exceeds max_segments_per_region: {a} > {max_segments_per_region}"
-        )
-    if code == _OV_SEG_TOTAL:
-        raise ValueError(
-            f"logical transfer plan exceeds max_total_lowered_segments: {a} > {max_total_lowered_segments}"
-        )
-    if code == _OV_BUDGET:
-        raise ValueError("high-dimensional overlap budget exceeded before validation")
-    if code == _OV_OVERFLOW:
-        raise ValueError("transfer region byte offsets must fit in an unsigned 64-bit integer")
-    raise ValueError(f"logical planner kernel failed with status {code}")  # pragma: no cover
+    raise _kernel_error(
+        result, max_transfer_regions, max_segments_per_region, max_total_lowered_segments, target_fragment_ids
+    )
+
+
+def plan_region_objects(
+    region_type: type,
+    sources: list[Any],
+    targets: list[Any],
+    *,
+    tensor_ndim: Sequence[int],
+    tensor_itemsize: Sequence[int],
+    source: FragmentBoxes,
+    source_order: Sequence[int],
+    cover_start: Sequence[int],
+    cover_members: Sequence[int],
+    target: FragmentBoxes,
+    target_cover: Sequence[int],
+    nprocess: int,
+    max_transfer_regions: int,
+    max_segments_per_region: int,
+    max_total_lowered_segments: int,
+    target_fragment_ids: Sequence[str],
+    target_packed: Optional[tuple[bytes, bytes, bytes, bytes, bytes]] = None,
+    source_packed: Optional[tuple[bytes, bytes, bytes, bytes, bytes, bytes, bytes]] = None,
+    tensor_ndim_packed: Optional[bytes] = None,
+) -> tuple[tuple[Any, ...], list[int], list[int]]:
+    """``plan_overlap_regions`` followed by ``_native.build_regions(region_type, records,
+    sources, targets)`` in one C call (``_native.plan_regions``: no intermediate records).
+
+    Returns ``(regions, used source indices, used target indices)`` (indices into ``sources``
+    and ``targets``, increasing), or raises the same ``ValueError`` as ``plan_overlap_regions``."""
+    result = _native.plan_regions(
+        region_type,
+        sources,
+        targets,
+        *_kernel_arguments(
+            tensor_ndim, tensor_itemsize, source, source_order, cover_start, cover_members, target,
+            target_cover, nprocess, max_transfer_regions, max_segments_per_region,
+            max_total_lowered_segments, target_packed, source_packed, tensor_ndim_packed,
+        ),
+    )
+    if len(result) == 3:
+        return result
+    raise _kernel_error(
+        result, max_transfer_regions, max_segments_per_region, max_total_lowered_segments, target_fragment_ids
+    )
 
 
 def exact_cover_failures(
