@@ -320,8 +320,760 @@ done:
     return result;
 }
 
+/* --- revalidate_fragments -------------------------------------------------------------- */
+
+enum {
+    RF_PLACEMENT,
+    RF_BINDING,
+    RF_OWNER,
+    RF_ATTESTATION,
+    RF_PLACEMENT_DICT,
+    RF_BINDING_DICT,
+    RF_RESOURCE_ID,
+    RF_REVISION,
+    RF_WEIGHT_GENERATION,
+    RF_KEY_BASE,
+    RF_PFID,
+    RF_RANK,
+    RF_DP,
+    RF_TP,
+    RF_PP,
+    RF_EP,
+    RF_WORKER_ID,
+    RF_FRAGMENT_ID,
+    RF_STAGE,
+    RF_NNAMES
+};
+
+static const char *const rf_names[RF_NNAMES] = {
+    "placement", "binding", "owner", "attestation", "_placement_dict", "_binding_dict", "resource_id",
+    "revision", "weight_generation", "key_base", "placement_fragment_id", "rank", "dp", "tp", "pp", "ep",
+    "worker_id", "fragment_id", "pipeline_stage_id",
+};
+
+static PyObject *rf_keys[RF_NNAMES];
+
+typedef struct {
+    PyTypeObject *placement_type;  /* PlacementFragment */
+    PyTypeObject *binding_type;    /* RuntimeBindingFragment */
+    PyTypeObject *attestation_type; /* RuntimeBindingAttestation */
+    PyTypeObject *manifest_type;   /* WeightPlacementManifest */
+    PyTypeObject *rank_type;       /* ParallelRank */
+    PyObject *identity;            /* (resource_id, revision, weight_generation) of the plan */
+    PyObject *view_of;             /* attestation -> its _AttestedView */
+} rf_config;
+
+/* Item ``name`` of ``object``'s instance dict as a new reference; NULL with no error set when
+ * it is missing (decline), NULL with an error set on failure. */
+static PyObject *
+rf_dict_item(PyObject *object, PyObject *name)
+{
+    PyObject *dict = PyObject_GenericGetDict(object, NULL);
+    if (dict == NULL) return NULL;
+    PyObject *value = rv_item(dict, name);
+    Py_DECREF(dict);
+    return value;
+}
+
+/* ``getattr(object, name)``; NULL with no error set on AttributeError (decline). */
+static PyObject *
+rf_attr(PyObject *object, PyObject *name)
+{
+    PyObject *value = PyObject_GetAttr(object, name);
+    if (value == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) PyErr_Clear();
+    return value;
+}
+
+/* RV_OK when ``(placement.resource_id, placement.revision, placement.weight_generation)``
+ * equals the plan identity, RV_DECLINE when not, RV_ERROR on failure. */
+static int
+rf_identity(PyObject *placement, PyObject *identity)
+{
+    PyObject *values[3] = {NULL, NULL, NULL};
+    int rc = RV_OK;
+    for (int k = 0; k < 3 && rc == RV_OK; k++) {
+        values[k] = rf_attr(placement, rf_keys[RF_RESOURCE_ID + k]);
+        if (values[k] == NULL) rc = PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
+    }
+    if (rc == RV_OK) {
+        PyObject *mine = PyTuple_Pack(3, values[0], values[1], values[2]);
+        if (mine == NULL) {
+            rc = RV_ERROR;
+        }
+        else {
+            int equal = PyObject_RichCompareBool(mine, identity, Py_EQ);
+            Py_DECREF(mine);
+            rc = equal < 0 ? RV_ERROR : (equal ? RV_OK : RV_DECLINE);
+        }
+    }
+    for (int k = 0; k < 3; k++) Py_XDECREF(values[k]);
+    return rc;
+}
+
+/* The attested entry ``(placement_dict, binding_dict, view)`` of a new attestation, checked
+ * (exact manifest class, plan identity); *entry is a new reference. */
+static int
+rf_attested_entry(PyObject *attestation, const rf_config *cfg, PyObject **entry)
+{
+    PyObject *placement = NULL, *placement_dict = NULL, *binding_dict = NULL, *view = NULL;
+    int rc = RV_DECLINE;
+    placement = rf_dict_item(attestation, rf_keys[RF_PLACEMENT]);
+    if (placement == NULL) goto done;
+    if (Py_TYPE(placement) != cfg->manifest_type) goto done;
+    rc = rf_identity(placement, cfg->identity);
+    if (rc != RV_OK) goto done;
+    rc = RV_DECLINE;
+    placement_dict = rf_dict_item(attestation, rf_keys[RF_PLACEMENT_DICT]);
+    if (placement_dict == NULL || !PyDict_CheckExact(placement_dict)) goto done;
+    binding_dict = rf_dict_item(attestation, rf_keys[RF_BINDING_DICT]);
+    if (binding_dict == NULL || !PyDict_CheckExact(binding_dict)) goto done;
+    view = PyObject_CallFunctionObjArgs(cfg->view_of, attestation, NULL);
+    if (view == NULL) goto done;
+    *entry = PyTuple_Pack(3, placement_dict, binding_dict, view);
+    rc = *entry == NULL ? RV_ERROR : RV_OK;
+done:
+    if (rc == RV_DECLINE && PyErr_Occurred()) rc = RV_ERROR;
+    Py_XDECREF(placement);
+    Py_XDECREF(placement_dict);
+    Py_XDECREF(binding_dict);
+    Py_XDECREF(view);
+    return rc;
+}
+
+/* ``(rank.dp, rank.tp, rank.pp, rank.ep)`` of an exact ParallelRank, from its instance dict. */
+static int
+rf_rank_tuple(PyObject *rank, const rf_config *cfg, PyObject **out)
+{
+    if (Py_TYPE(rank) != cfg->rank_type) return RV_DECLINE;
+    PyObject *dict = PyObject_GenericGetDict(rank, NULL);
+    if (dict == NULL) return RV_ERROR;
+    PyObject *values[4];
+    for (int k = 0; k < 4; k++) {
+        values[k] = PyDict_GetItemWithError(dict, rf_keys[RF_DP + k]); /* borrowed */
+        if (values[k] == NULL) {
+            Py_DECREF(dict);
+            return PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
+        }
+    }
+    *out = PyTuple_Pack(4, values[0], values[1], values[2], values[3]);
+    Py_DECREF(dict);
+    return *out == NULL ? RV_ERROR : RV_OK;
+}
+
+/* ``expected is actual`` or ``expected == actual``; RV_OK when equal. */
+static int
+rf_equal(PyObject *expected, PyObject *actual)
+{
+    int equal = PyObject_RichCompareBool(expected, actual, Py_EQ);
+    return equal < 0 ? RV_ERROR : (equal ? RV_OK : RV_DECLINE);
+}
+
+/* One fragment: appends its key, route half and runtime id. ``entries`` maps attestations
+ * (borrowed; the fragments hold them) to their entry tuple (borrowed from ``attested``). */
+static int
+rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObject *entry_list, PyObject *attested,
+            PyObject *keys, PyObject *routes, PyObject *runtime_ids)
+{
+    enum { F_PLACEMENT, F_BINDING, F_OWNER, F_ATTESTATION, F_N };
+    PyObject *f[F_N] = {NULL};
+    PyObject *binding_owner = NULL, *pfid = NULL, *rank = NULL, *rank_tuple = NULL, *worker = NULL;
+    PyObject *fragment_id = NULL, *stage = NULL, *expected = NULL, *key = NULL, *route = NULL;
+    int rc = RV_DECLINE;
+    PyObject *dict = PyObject_GenericGetDict(fragment, NULL);
+    if (dict == NULL) return RV_ERROR;
+    for (int k = 0; k < F_N; k++) {
+        f[k] = rv_item(dict, rf_keys[RF_PLACEMENT + k]);
+        if (f[k] == NULL) break;
+    }
+    Py_DECREF(dict);
+    if (f[F_ATTESTATION] == NULL) goto done;
+    if (Py_TYPE(f[F_PLACEMENT]) != cfg->placement_type || Py_TYPE(f[F_BINDING]) != cfg->binding_type) goto done;
+    if (f[F_OWNER] != Py_None) goto done;
+    binding_owner = rf_attr(f[F_BINDING], rf_keys[RF_OWNER]);
+    if (binding_owner == NULL || binding_owner != Py_None) goto done;
+    PyObject *attestation = f[F_ATTESTATION];
+    if (Py_TYPE(attestation) != cfg->attestation_type) goto done;
+    /* The attestation's entry: found by identity, else checked and added. */
+    Py_ssize_t index = -1;
+    {
+        size_t slot = (size_t)(((uintptr_t)attestation >> 4) * (uintptr_t)0x9E3779B97F4A7C15ULL) & entries->mask;
+        while (entries->keys[slot] != NULL) {
+            if (entries->keys[slot] == attestation) {
+                index = entries->values[slot];
+                break;
+            }
+            slot = (slot + 1) & entries->mask;
+        }
+        if (index < 0) {
+            PyObject *entry = NULL;
+            rc = rf_attested_entry(attestation, cfg, &entry);
+            if (rc != RV_OK) goto done;
+            rc = RV_DECLINE;
+            PyObject *id = PyLong_FromVoidPtr(attestation);
+            int failed = id == NULL || PyDict_SetItem(attested, id, entry) < 0 || PyList_Append(entry_list, entry) < 0;
+            Py_XDECREF(id);
+            Py_DECREF(entry);
+            if (failed) {
+                rc = RV_ERROR;
+                goto done;
+            }
+            index = PyList_Size(entry_list) - 1;
+            entries->keys[slot] = attestation; /* alive: the fragment (held by the caller) holds it */
+            entries->values[slot] = index;
+        }
+    }
+    PyObject *entry = PyList_GetItem(entry_list, index); /* borrowed */
+    if (entry == NULL) {
+        rc = RV_ERROR;
+        goto done;
+    }
+    pfid = rf_attr(f[F_PLACEMENT], rf_keys[RF_PFID]);
+    if (pfid == NULL) goto done;
+    for (int side = 0; side < 2; side++) {
+        expected = PyDict_GetItemWithError(PyTuple_GetItem(entry, side), pfid); /* borrowed */
+        if (expected == NULL) goto done;
+        Py_INCREF(expected);
+        rc = rf_equal(expected, f[side == 0 ? F_PLACEMENT : F_BINDING]);
+        Py_CLEAR(expected);
+        if (rc != RV_OK) goto done;
+        rc = RV_DECLINE;
+    }
+    rank = rf_attr(f[F_PLACEMENT], rf_keys[RF_RANK]);
+    if (rank == NULL) goto done;
+    rc = rf_rank_tuple(rank, cfg, &rank_tuple);
+    if (rc != RV_OK) goto done;
+    rc = RV_DECLINE;
+    worker = rf_attr(f[F_BINDING], rf_keys[RF_WORKER_ID]);
+    if (worker == NULL) goto done;
+    fragment_id = rf_attr(f[F_BINDING], rf_keys[RF_FRAGMENT_ID]);
+    if (fragment_id == NULL) goto done;
+    stage = rf_attr(f[F_PLACEMENT], rf_keys[RF_STAGE]);
+    if (stage == NULL) goto done;
+    {
+        PyObject *base = rf_attr(PyTuple_GetItem(entry, 2), rf_keys[RF_KEY_BASE]);
+        if (base == NULL) goto done;
+        if (!PyTuple_CheckExact(base)) {
+            Py_DECREF(base);
+            goto done;
+        }
+        Py_ssize_t n = PyTuple_Size(base);
+        key = n < 0 || n > PY_SSIZE_T_MAX - 2 ? NULL : PyTuple_New(n + 2);
+        if (key == NULL) {
+            Py_DECREF(base);
+            rc = RV_ERROR;
+            goto done;
+        }
+        for (Py_ssize_t k = 0; k < n; k++) {
+            PyObject *item = PyTuple_GetItem(base, k);
+            if (item == NULL || PyTuple_SetItem(key, k, Py_NewRef(item)) < 0) {
+                Py_DECREF(base);
+                rc = RV_ERROR;
+                goto done;
+            }
+        }
+        Py_DECREF(base);
+        if (PyTuple_SetItem(key, n, Py_NewRef(worker)) < 0 || PyTuple_SetItem(key, n + 1, Py_NewRef(rank_tuple)) < 0) {
+            rc = RV_ERROR;
+            goto done;
+        }
+    }
+    route = PyTuple_Pack(2, PyTuple_GetItem(rank_tuple, 2), stage);
+    if (route == NULL || PyList_Append(keys, key) < 0 || PyList_Append(routes, route) < 0
+        || PyList_Append(runtime_ids, fragment_id) < 0) {
+        rc = RV_ERROR;
+        goto done;
+    }
+    rc = RV_OK;
+done:
+    if (rc == RV_DECLINE && PyErr_Occurred()) rc = RV_ERROR;
+    for (int k = 0; k < F_N; k++) Py_XDECREF(f[k]);
+    Py_XDECREF(binding_owner);
+    Py_XDECREF(pfid);
+    Py_XDECREF(rank);
+    Py_XDECREF(rank_tuple);
+    Py_XDECREF(worker);
+    Py_XDECREF(fragment_id);
+    Py_XDECREF(stage);
+    Py_XDECREF(expected);
+    Py_XDECREF(key);
+    Py_XDECREF(route);
+    return rc;
+}
+
+PyDoc_STRVAR(revalidate_fragments_doc,
+"revalidate_fragments(fragments, placement_type, binding_type, attestation_type,\n"
+"                     manifest_type, rank_type, identity, view_of)\n"
+"--\n\n"
+"Per distinct bound fragment of the TransferPlan revalidation fast path (spec §9.6 step 11).\n"
+"``fragments`` is a list of bound fragments (their class is checked by the caller). Returns\n"
+"``None`` unless every fragment's placement and binding are exactly ``placement_type`` and\n"
+"``binding_type``, both owners are ``None``, its attestation is exactly ``attestation_type``\n"
+"whose placement is exactly ``manifest_type`` with ``(resource_id, revision,\n"
+"weight_generation) == identity``, the attestation's ``_placement_dict`` / ``_binding_dict``\n"
+"(exact dicts) hold entries equal to the fragment's placement and binding for its placement\n"
+"fragment id, and the placement's rank is exactly ``rank_type``. Otherwise returns\n"
+"``(keys, route_halves, runtime_ids, attested)``: per fragment ``view.key_base + (worker_id,\n"
+"(dp, tp, pp, ep))``, ``(pp, pipeline_stage_id)`` and the runtime fragment id, and\n"
+"``{id(attestation): (placement_dict, binding_dict, view_of(attestation))}``. Errors raised\n"
+"by the values' own methods propagate.");
+
+static PyObject *
+revalidate_fragments(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *fragments;
+    PyObject *types[5];
+    rf_config cfg;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O:revalidate_fragments", &PyList_Type, &fragments, &PyType_Type,
+                          &types[0], &PyType_Type, &types[1], &PyType_Type, &types[2], &PyType_Type, &types[3],
+                          &PyType_Type, &types[4], &PyTuple_Type, &cfg.identity, &cfg.view_of)) {
+        return NULL;
+    }
+    if (!PyCallable_Check(cfg.view_of)) {
+        PyErr_SetString(PyExc_TypeError, "revalidate_fragments: view_of must be callable");
+        return NULL;
+    }
+    cfg.placement_type = (PyTypeObject *)types[0];
+    cfg.binding_type = (PyTypeObject *)types[1];
+    cfg.attestation_type = (PyTypeObject *)types[2];
+    cfg.manifest_type = (PyTypeObject *)types[3];
+    cfg.rank_type = (PyTypeObject *)types[4];
+    /* A private copy: the values' own methods (equality, the view callable) cannot resize it. */
+    PyObject *items = PySequence_List(fragments);
+    if (items == NULL) return NULL;
+    Py_ssize_t n = PyList_Size(items);
+    PyObject *keys = PyList_New(0), *routes = PyList_New(0), *runtime_ids = PyList_New(0);
+    PyObject *attested = PyDict_New(), *entry_list = PyList_New(0);
+    rv_table entries = {NULL, NULL, 0};
+    PyObject *result = NULL;
+    if (n < 0 || keys == NULL || routes == NULL || runtime_ids == NULL || attested == NULL || entry_list == NULL
+        || (size_t)n > SIZE_MAX / 4 || rv_table_init(&entries, (size_t)n) < 0) {
+        if (n >= 0 && (size_t)n > SIZE_MAX / 4 && !PyErr_Occurred()) PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *fragment = PyList_GetItem(items, i); /* borrowed; ``items`` holds it */
+        if (fragment == NULL) goto done;
+        int rc = rf_fragment(fragment, &cfg, &entries, entry_list, attested, keys, routes, runtime_ids);
+        if (rc == RV_ERROR) goto done;
+        if (rc == RV_DECLINE) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+    }
+    result = PyTuple_Pack(4, keys, routes, runtime_ids, attested);
+done:
+    rv_table_free(&entries);
+    Py_XDECREF(items);
+    Py_XDECREF(keys);
+    Py_XDECREF(routes);
+    Py_XDECREF(runtime_ids);
+    Py_XDECREF(attested);
+    Py_XDECREF(entry_list);
+    return result;
+}
+
+/* --- revalidate_side -------------------------------------------------------------------- */
+
+enum {
+    RS_LEASE,
+    RS_ATTESTATION,
+    RS_PLACEMENT,
+    RS_WORKER,
+    RS_KEY_BASE,
+    RS_PART_RANK,
+    RS_SNAPSHOTS,
+    RS_FRAGMENT_IDS,
+    RS_OBJECTS,
+    RS_IDS,
+    RS_FRAGMENT_ID,
+    RS_OBJECT_BY_PFID,
+    RS_EXPECTED,
+    RS_GENERATION,
+    RS_LEASE_GENERATION,
+    RS_PFID,
+    RS_DP,
+    RS_TP,
+    RS_PP,
+    RS_EP,
+    RS_NNAMES
+};
+
+static const char *const rs_names[RS_NNAMES] = {
+    "runtime_lease_id", "attestation", "placement", "worker_id", "key_base", "part_rank", "fragment_snapshots",
+    "fragment_ids", "objects_by_worker", "ids_by_worker", "fragment_id", "object_by_pfid", "expected_by_pfid",
+    "generation", "lease_generation", "placement_fragment_id", "dp", "tp", "pp", "ep",
+};
+
+static PyObject *rs_keys[RS_NNAMES];
+
+/* Python's ``bool(a <op> b)``: 1, 0, or -1 with an error set. */
+static int
+rs_compare(PyObject *a, PyObject *b, int op)
+{
+    PyObject *result = PyObject_RichCompare(a, b, op);
+    if (result == NULL) return -1;
+    int truth = PyObject_IsTrue(result);
+    Py_DECREF(result);
+    return truth;
+}
+
+/* Identity set of pointers (borrowed; their owners outlive the call). */
+static int
+rs_set_has(const rv_table *t, PyObject *object)
+{
+    size_t slot = (size_t)(((uintptr_t)object >> 4) * (uintptr_t)0x9E3779B97F4A7C15ULL) & t->mask;
+    while (t->keys[slot] != NULL) {
+        if (t->keys[slot] == object) return 1;
+        slot = (slot + 1) & t->mask;
+    }
+    return 0;
+}
+
+static void
+rs_set_add(rv_table *t, PyObject *object)
+{
+    size_t slot = (size_t)(((uintptr_t)object >> 4) * (uintptr_t)0x9E3779B97F4A7C15ULL) & t->mask;
+    while (t->keys[slot] != NULL) {
+        if (t->keys[slot] == object) return;
+        slot = (slot + 1) & t->mask;
+    }
+    t->keys[slot] = object;
+    t->values[slot] = 0;
+}
+
+/* ``_rank_key(rank)``: (dp, tp, pp, ep) of an exact ParallelRank, else the rank itself. */
+static PyObject *
+rs_rank_key(PyObject *rank, PyTypeObject *rank_type)
+{
+    if (Py_TYPE(rank) != rank_type) return Py_NewRef(rank);
+    PyObject *values[4] = {NULL, NULL, NULL, NULL};
+    PyObject *result = NULL;
+    for (int k = 0; k < 4; k++) {
+        values[k] = PyObject_GetAttr(rank, rs_keys[RS_DP + k]);
+        if (values[k] == NULL) goto done;
+    }
+    result = PyTuple_Pack(4, values[0], values[1], values[2], values[3]);
+done:
+    for (int k = 0; k < 4; k++) Py_XDECREF(values[k]);
+    return result;
+}
+
+/* An attribute; on failure the error stays set (the caller reports RV_ERROR). */
+#define RS_GET(target, object, name)                                                                                   \
+    do {                                                                                                               \
+        (target) = PyObject_GetAttr((object), rs_keys[(name)]);                                                        \
+        if ((target) == NULL) goto error;                                                                              \
+    } while (0)
+
+/* One executor row of one side; *status is RV_OK, RV_DECLINE (unsure) or RV_ERROR. */
+static int
+rs_executor(PyObject *row, PyObject *attested, const rv_table *active, PyObject *snapshot_owner, PyObject *used,
+            PyTypeObject *attestation_type, PyTypeObject *rank_type)
+{
+    PyObject *lease = NULL, *attestation = NULL, *placement = NULL, *view = NULL, *worker = NULL;
+    PyObject *key_base = NULL, *part_rank = NULL, *rank_key = NULL, *expected = NULL, *snapshots = NULL;
+    PyObject *fragment_ids = NULL, *objects = NULL, *ids_by_worker = NULL, *fid = NULL, *id = NULL;
+    int rc = RV_DECLINE;
+    if (!PyTuple_CheckExact(row) || PyTuple_Size(row) != 3) goto done;
+    PyObject *estate = PyTuple_GetItem(row, 0), *key = PyTuple_GetItem(row, 1), *bucket = PyTuple_GetItem(row, 2);
+    if (estate == NULL || key == NULL || bucket == NULL) goto error;
+    if (!PyDict_CheckExact(estate) || !PyList_CheckExact(bucket)) goto done;
+    lease = rv_item(estate, rs_keys[RS_LEASE]);
+    if (lease == NULL || lease == Py_None) goto done;
+    attestation = rv_item(estate, rs_keys[RS_ATTESTATION]);
+    if (attestation == NULL || Py_TYPE(attestation) != attestation_type) goto done;
+    RS_GET(placement, attestation, RS_PLACEMENT);
+    if (!rs_set_has(active, placement)) goto done;
+    id = PyLong_FromVoidPtr(attestation);
+    if (id == NULL) goto error;
+    {
+        PyObject *entry = PyDict_GetItemWithError(attested, id); /* borrowed */
+        if (entry == NULL) goto done;                             /* not a fragment's: unsure */
+        if (!PyTuple_CheckExact(entry) || PyTuple_Size(entry) != 3) goto done;
+        view = Py_NewRef(PyTuple_GetItem(entry, 2));
+    }
+    worker = rv_item(estate, rs_keys[RS_WORKER]);
+    if (worker == NULL) goto done;
+    RS_GET(key_base, view, RS_KEY_BASE);
+    RS_GET(part_rank, view, RS_PART_RANK);
+    if (!PyTuple_CheckExact(key_base)) goto done;
+    rank_key = rs_rank_key(part_rank, rank_type);
+    if (rank_key == NULL) goto error;
+    {
+        Py_ssize_t n = PyTuple_Size(key_base);
+        if (n < 0 || n > PY_SSIZE_T_MAX - 2) goto error;
+        expected = PyTuple_New(n + 2);
+        if (expected == NULL) goto error;
+        for (Py_ssize_t k = 0; k < n; k++) {
+            if (PyTuple_SetItem(expected, k, Py_NewRef(PyTuple_GetItem(key_base, k))) < 0) goto error;
+        }
+        if (PyTuple_SetItem(expected, n, Py_NewRef(worker)) < 0) goto error;
+        if (PyTuple_SetItem(expected, n + 1, Py_NewRef(rank_key)) < 0) goto error;
+    }
+    int differs = rs_compare(key, expected, Py_NE);
+    if (differs < 0) goto error;
+    if (differs) goto done;
+    snapshots = rv_item(estate, rs_keys[RS_SNAPSHOTS]);
+    fragment_ids = rv_item(estate, rs_keys[RS_FRAGMENT_IDS]);
+    if (snapshots == NULL || fragment_ids == NULL || !PyTuple_CheckExact(snapshots)) goto done;
+    RS_GET(objects, view, RS_OBJECTS);
+    RS_GET(ids_by_worker, view, RS_IDS);
+    if (objects == Py_None || !PyDict_CheckExact(objects) || !PyDict_CheckExact(ids_by_worker)) goto done;
+    {
+        PyObject *ids = PyDict_GetItemWithError(ids_by_worker, worker); /* borrowed */
+        if (ids == NULL) goto done;
+        Py_INCREF(ids);
+        int every = rs_compare(fragment_ids, ids, Py_EQ);
+        Py_DECREF(ids);
+        if (every < 0) goto error;
+        if (!every) goto done; /* the attested-rows path: left to Python */
+        PyObject *mine = PyDict_GetItemWithError(objects, worker); /* borrowed */
+        if (mine == NULL) goto done;
+        Py_INCREF(mine);
+        int mismatch = rs_compare(mine, snapshots, Py_NE);
+        Py_DECREF(mine);
+        if (mismatch < 0) goto error;
+        if (mismatch) goto done;
+    }
+    for (Py_ssize_t k = 0; k < PyTuple_Size(snapshots); k++) {
+        PyObject *snapshot = PyTuple_GetItem(snapshots, k);
+        if (snapshot == NULL) goto error;
+        Py_INCREF(snapshot);
+        fid = PyObject_GetAttr(snapshot, rs_keys[RS_FRAGMENT_ID]);
+        if (fid == NULL) {
+            Py_DECREF(snapshot);
+            goto error;
+        }
+        int present = PyDict_Contains(snapshot_owner, fid);
+        int failed = present < 0 || (present == 0 && PyDict_SetItem(snapshot_owner, fid, snapshot) < 0);
+        Py_DECREF(snapshot);
+        Py_CLEAR(fid);
+        if (failed) goto error;
+        if (present) goto done;
+    }
+    if (PyList_Size(bucket) > 0) {
+        PyObject *estate_id = PyLong_FromVoidPtr(estate);
+        if (estate_id == NULL) goto error;
+        int added = PySet_Add(used, estate_id);
+        Py_DECREF(estate_id);
+        if (added < 0) goto error;
+    }
+    rc = RV_OK;
+    goto done;
+error:
+    rc = RV_ERROR;
+done:
+    if (rc == RV_DECLINE && PyErr_Occurred()) rc = RV_ERROR;
+    Py_XDECREF(lease);
+    Py_XDECREF(attestation);
+    Py_XDECREF(placement);
+    Py_XDECREF(view);
+    Py_XDECREF(worker);
+    Py_XDECREF(key_base);
+    Py_XDECREF(part_rank);
+    Py_XDECREF(rank_key);
+    Py_XDECREF(expected);
+    Py_XDECREF(snapshots);
+    Py_XDECREF(fragment_ids);
+    Py_XDECREF(objects);
+    Py_XDECREF(ids_by_worker);
+    Py_XDECREF(fid);
+    Py_XDECREF(id);
+    return rc;
+}
+
+/* The final per-fragment check of one side: the snapshot owned for the fragment is the
+ * attested snapshot object itself (other cases: unsure). */
+static int
+rs_fragment(PyObject *fragment, PyObject *runtime_id, PyObject *attested, PyObject *snapshot_owner)
+{
+    PyObject *attestation = NULL, *id = NULL, *view = NULL, *by_pfid = NULL, *placement = NULL, *pfid = NULL;
+    PyObject *expected_by_pfid = NULL, *generation = NULL, *lease_generation = NULL;
+    int rc = RV_DECLINE;
+    PyObject *owned = PyDict_GetItemWithError(snapshot_owner, runtime_id); /* borrowed; the dict holds it */
+    if (owned == NULL) goto done;
+    attestation = rf_dict_item(fragment, rs_keys[RS_ATTESTATION]);
+    if (attestation == NULL) goto done;
+    id = PyLong_FromVoidPtr(attestation);
+    if (id == NULL) goto error;
+    {
+        PyObject *entry = PyDict_GetItemWithError(attested, id);
+        if (entry == NULL || !PyTuple_CheckExact(entry) || PyTuple_Size(entry) != 3) goto done;
+        view = Py_NewRef(PyTuple_GetItem(entry, 2));
+    }
+    by_pfid = PyObject_CallMethodObjArgs(view, rs_keys[RS_OBJECT_BY_PFID], NULL);
+    if (by_pfid == NULL) goto error;
+    placement = rf_dict_item(fragment, rs_keys[RS_PLACEMENT]);
+    if (placement == NULL) goto done;
+    RS_GET(pfid, placement, RS_PFID);
+    RS_GET(expected_by_pfid, view, RS_EXPECTED);
+    if (!PyDict_CheckExact(expected_by_pfid) || !PyDict_CheckExact(by_pfid)) goto done;
+    {
+        PyObject *state = PyDict_GetItemWithError(expected_by_pfid, pfid);
+        if (state == NULL || state == Py_None) goto done;
+    }
+    lease_generation = rf_dict_item(fragment, rs_keys[RS_LEASE_GENERATION]);
+    if (lease_generation == NULL) goto done;
+    RS_GET(generation, view, RS_GENERATION);
+    int same = rs_compare(lease_generation, generation, Py_EQ);
+    if (same < 0) goto error;
+    if (!same) goto done;
+    PyObject *attested_object = PyDict_GetItemWithError(by_pfid, pfid);
+    if (attested_object == NULL || attested_object != owned) goto done;
+    rc = RV_OK;
+    goto done;
+error:
+    rc = RV_ERROR;
+done:
+    if (rc == RV_DECLINE && PyErr_Occurred()) rc = RV_ERROR;
+    Py_XDECREF(attestation);
+    Py_XDECREF(id);
+    Py_XDECREF(view);
+    Py_XDECREF(by_pfid);
+    Py_XDECREF(placement);
+    Py_XDECREF(pfid);
+    Py_XDECREF(expected_by_pfid);
+    Py_XDECREF(generation);
+    Py_XDECREF(lease_generation);
+    return rc;
+}
+
+/* Position ``side_of[i]`` as an index into ``frags`` (0 <= p < n_frags); -1: decline. */
+static Py_ssize_t
+rs_position(PyObject *side_of, Py_ssize_t i, Py_ssize_t n_frags)
+{
+    PyObject *item = PyList_GetItem(side_of, i);
+    if (item == NULL || !PyLong_CheckExact(item)) return -1;
+    Py_ssize_t p = PyLong_AsSsize_t(item);
+    if (p == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+    }
+    return p >= 0 && p < n_frags ? p : -1;
+}
+
+PyDoc_STRVAR(revalidate_side_doc,
+"revalidate_side(frags, keys, runtime_ids, side_of, runtime, rows, attested, used,\n"
+"                attestation_type, rank_type)\n"
+"--\n\n"
+"Executor consistency of one side of the TransferPlan revalidation fast path (spec §12.4),\n"
+"for the common case where every executor carries the attested snapshot objects themselves.\n"
+"The arguments are the fast path's own tables (``bound_contracts._fast_side_consistent``).\n"
+"Returns ``True`` when the side passes (the ``id`` of every executor state owning operations\n"
+"is then in ``used``), ``None`` when unsure (the Python version decides). ``TypeError`` for\n"
+"wrong container types.");
+
+static PyObject *
+revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *frags, *keys, *runtime_ids, *side_of, *runtime, *rows, *attested, *used, *att_type, *rank_type;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O!O!O!:revalidate_side", &PyList_Type, &frags, &PyList_Type, &keys,
+                          &PyList_Type, &runtime_ids, &PyList_Type, &side_of, &PyDict_Type, &runtime, &PyList_Type,
+                          &rows, &PyDict_Type, &attested, &PySet_Type, &used, &PyType_Type, &att_type, &PyType_Type,
+                          &rank_type)) {
+        return NULL;
+    }
+    PyObject *result = NULL, *by_key = NULL, *snapshot_owner = NULL, *operation_ids = NULL;
+    PyObject *own_frags = NULL, *own_rows = NULL, *own_side = NULL;
+    rv_table active = {NULL, NULL, 0};
+    unsigned char *seen = NULL;
+    Py_ssize_t *unique = NULL;
+    Py_ssize_t n_unique = 0;
+    /* Private copies: the values' own methods cannot resize what is iterated. */
+    own_frags = PySequence_List(frags);
+    own_rows = PySequence_List(rows);
+    own_side = PySequence_List(side_of);
+    if (own_frags == NULL || own_rows == NULL || own_side == NULL) goto done;
+    Py_ssize_t n_frags = PyList_Size(own_frags), n_rows = PyList_Size(own_rows), n_ops = PyList_Size(own_side);
+    if (n_frags < 0 || n_rows < 0 || n_ops < 0) goto done;
+    if (PyList_Size(keys) != n_frags || PyList_Size(runtime_ids) != n_frags) goto decline;
+    seen = mr_alloc_array((size_t)n_frags, 1);
+    unique = mr_alloc_array((size_t)n_frags, sizeof(Py_ssize_t));
+    if (seen == NULL || unique == NULL || rv_table_init(&active, (size_t)n_frags) < 0) goto done;
+    memset(seen, 0, (size_t)n_frags);
+    for (Py_ssize_t i = 0; i < n_ops; i++) {
+        Py_ssize_t p = rs_position(own_side, i, n_frags);
+        if (p < 0) goto decline;
+        if (!seen[p]) {
+            seen[p] = 1;
+            unique[n_unique++] = p;
+        }
+    }
+    /* Distinct provenance keys, and every fragment's view owner has its fragment's key. */
+    by_key = PyDict_New();
+    if (by_key == NULL) goto done;
+    for (Py_ssize_t r = 0; r < n_rows; r++) {
+        PyObject *row = PyList_GetItem(own_rows, r);
+        if (row == NULL) goto done;
+        if (!PyTuple_CheckExact(row) || PyTuple_Size(row) != 3) goto decline;
+        if (PyDict_SetItem(by_key, PyTuple_GetItem(row, 1), row) < 0) goto done;
+    }
+    if (PyDict_Size(by_key) != n_rows) goto decline;
+    operation_ids = PySet_New(NULL);
+    if (operation_ids == NULL) goto done;
+    for (Py_ssize_t u = 0; u < n_unique; u++) {
+        Py_ssize_t p = unique[u];
+        PyObject *runtime_id = PyList_GetItem(runtime_ids, p);
+        PyObject *key = PyList_GetItem(keys, p);
+        if (runtime_id == NULL || key == NULL) goto done;
+        if (PySet_Add(operation_ids, runtime_id) < 0) goto done;
+        PyObject *row = PyDict_GetItemWithError(runtime, runtime_id);
+        if (row == NULL) goto decline;
+        PyObject *keyed = PyDict_GetItemWithError(by_key, key);
+        if (keyed != row) goto decline;
+        PyObject *attestation = rf_dict_item(PyList_GetItem(own_frags, p), rs_keys[RS_ATTESTATION]);
+        if (attestation == NULL) goto decline;
+        PyObject *placement = PyObject_GetAttr(attestation, rs_keys[RS_PLACEMENT]);
+        Py_DECREF(attestation);
+        if (placement == NULL) goto decline;
+        rs_set_add(&active, placement); /* alive: held by the attestation, held by the fragment */
+        Py_DECREF(placement);
+    }
+    snapshot_owner = PyDict_New();
+    if (snapshot_owner == NULL) goto done;
+    for (Py_ssize_t r = 0; r < n_rows; r++) {
+        int rc = rs_executor(PyList_GetItem(own_rows, r), attested, &active, snapshot_owner, used,
+                             (PyTypeObject *)att_type, (PyTypeObject *)rank_type);
+        if (rc == RV_ERROR) goto done;
+        if (rc == RV_DECLINE) goto decline;
+    }
+    if (PyDict_Size(snapshot_owner) != PySet_Size(operation_ids)) goto decline;
+    {
+        Py_ssize_t pos = 0;
+        PyObject *fid, *value;
+        while (PyDict_Next(snapshot_owner, &pos, &fid, &value)) {
+            int present = PySet_Contains(operation_ids, fid);
+            if (present < 0) goto done;
+            if (!present) goto decline;
+        }
+    }
+    for (Py_ssize_t u = 0; u < n_unique; u++) {
+        Py_ssize_t p = unique[u];
+        int rc = rs_fragment(PyList_GetItem(own_frags, p), PyList_GetItem(runtime_ids, p), attested, snapshot_owner);
+        if (rc == RV_ERROR) goto done;
+        if (rc == RV_DECLINE) goto decline;
+    }
+    result = Py_NewRef(Py_True);
+    goto done;
+decline:
+    if (!PyErr_Occurred()) result = Py_NewRef(Py_None);
+done:
+    rv_table_free(&active);
+    PyMem_Free(seen);
+    PyMem_Free(unique);
+    Py_XDECREF(by_key);
+    Py_XDECREF(snapshot_owner);
+    Py_XDECREF(operation_ids);
+    Py_XDECREF(own_frags);
+    Py_XDECREF(own_rows);
+    Py_XDECREF(own_side);
+    return result;
+}
+
 static PyMethodDef revalidate_methods[] = {
+    {"revalidate_side", revalidate_side, METH_VARARGS, revalidate_side_doc},
     {"revalidate_scan", revalidate_scan, METH_VARARGS, revalidate_scan_doc},
+    {"revalidate_fragments", revalidate_fragments, METH_VARARGS, revalidate_fragments_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -332,6 +1084,16 @@ Init_Revalidate(PyObject *module)
         if (rv_keys[k] != NULL) continue;
         rv_keys[k] = PyUnicode_InternFromString(rv_names[k]);
         if (rv_keys[k] == NULL) return -1;
+    }
+    for (int k = 0; k < RS_NNAMES; k++) {
+        if (rs_keys[k] != NULL) continue;
+        rs_keys[k] = PyUnicode_InternFromString(rs_names[k]);
+        if (rs_keys[k] == NULL) return -1;
+    }
+    for (int k = 0; k < RF_NNAMES; k++) {
+        if (rf_keys[k] != NULL) continue;
+        rf_keys[k] = PyUnicode_InternFromString(rf_names[k]);
+        if (rf_keys[k] == NULL) return -1;
     }
     return PyModule_AddFunctions(module, revalidate_methods);
 }

@@ -428,6 +428,27 @@ def revalidate_fragments(
     runtime fragment id, and ``{id(attestation): (placement_dict, binding_dict, view)}``.
     ``TypeError`` for wrong argument types; errors of the values' own methods propagate."""
 
+def revalidate_side(
+    frags: list[Any],
+    keys: list[Any],
+    runtime_ids: list[Any],
+    side_of: list[int],
+    runtime: dict[Any, Any],
+    rows: list[Any],
+    attested: dict[int, Any],
+    used: set[int],
+    attestation_type: type,
+    rank_type: type,
+    /,
+) -> Optional[bool]:
+    """Executor consistency of one side of the ``TransferPlan`` revalidation fast path (spec
+    §12.4) for the common case where every executor carries the attested snapshot objects
+    themselves; the arguments are the fast path's own tables (see
+    ``bound_contracts._fast_side_consistent``, which it mirrors). ``True`` when the side passes
+    (``used`` then holds the ``id`` of every executor state owning operations), ``None`` when
+    unsure. ``TypeError`` for wrong container types; errors of the values' own methods
+    propagate."""
+
 # --- binder.c: runtime binding and executor projection kernels (issue 5) -----
 
 # Each returns exactly the value of the Python code it accelerates, or ``None`` ("not decided

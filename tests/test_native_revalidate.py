@@ -561,3 +561,240 @@ def test_overlapping_target_ranges_are_rejected_by_both_paths(monkeypatch: pytes
         dataclasses.replace(plan)
     # Binding skips §12.6 on its own operations (it just ran it): the rest still holds.
     assert _agree(plan) is False or _slow(plan, False)[0]
+
+
+# ---------------------------------------------------------------------------------------
+# _native.revalidate_fragments and _native.revalidate_side, against Python references
+
+from mooncake.reshard.contracts.fragments import RuntimeBindingFragment  # noqa: E402
+from mooncake.reshard.weight import WeightPlacementManifest  # noqa: E402
+from mooncake.reshard.weight._planner.attestation import RuntimeBindingAttestation  # noqa: E402
+from mooncake.reshard.weight.types import PlacementFragment  # noqa: E402
+
+_FRAGMENT_TYPES = (PlacementFragment, RuntimeBindingFragment, RuntimeBindingAttestation, WeightPlacementManifest,
+                   ParallelRank)
+
+
+def _fragments_reference(frags: list[Any], identity: tuple[Any, ...]) -> Any:
+    """The Python loop ``revalidate_fragments`` replaced (None: decline)."""
+    keys: list[Any] = []
+    routes: list[Any] = []
+    runtime_ids: list[Any] = []
+    attested: dict[int, Any] = {}
+    for fragment in frags:
+        state = fragment.__dict__
+        placement, binding = state["placement"], state["binding"]
+        if type(placement) is not PlacementFragment or type(binding) is not RuntimeBindingFragment:
+            return None
+        if state["owner"] is not None or binding.owner is not None:
+            return None
+        attestation = state["attestation"]
+        if type(attestation) is not RuntimeBindingAttestation:
+            return None
+        entry = attested.get(id(attestation))
+        if entry is None:
+            astate = attestation.__dict__
+            apl = astate["placement"]
+            if type(apl) is not WeightPlacementManifest or (apl.resource_id, apl.revision,
+                                                             apl.weight_generation) != identity:
+                return None
+            entry = attested[id(attestation)] = (astate["_placement_dict"], astate["_binding_dict"],
+                                                 bc._attested_view(attestation))
+        pfid = placement.placement_fragment_id
+        expected_placement, expected_binding = entry[0].get(pfid), entry[1].get(pfid)
+        if expected_placement is None or expected_binding is None:
+            return None
+        if not (expected_placement == placement and expected_binding == binding):
+            return None
+        rank = placement.rank
+        if type(rank) is not ParallelRank:
+            return None
+        rank_tuple = (rank.dp, rank.tp, rank.pp, rank.ep)
+        keys.append(entry[2].key_base + (binding.worker_id, rank_tuple))
+        routes.append((rank.pp, placement.pipeline_stage_id))
+        runtime_ids.append(binding.fragment_id)
+    return keys, routes, runtime_ids, attested
+
+
+def _identity(plan: TransferPlan) -> tuple[Any, ...]:
+    return (plan.resource_id, plan.revision, plan.weight_generation)
+
+
+def _native_fragments(frags: list[Any], identity: tuple[Any, ...]) -> Any:
+    return _native.revalidate_fragments(frags, *_FRAGMENT_TYPES, identity, bc._attested_view)
+
+
+def _fragments_agree(plan: TransferPlan) -> None:
+    scanned = _scan(plan.operations)
+    if scanned is None:
+        return
+    frags = scanned[0]
+    try:
+        reference = _fragments_reference(frags, _identity(plan))
+    except Exception:
+        reference = None
+    try:
+        native = _native_fragments(frags, _identity(plan))
+    except Exception:
+        native = None
+    if native is not None:
+        assert reference is not None
+        assert native[:3] == reference[:3]
+        assert native[3].keys() == reference[3].keys()
+        for key, entry in native[3].items():
+            assert all(a is b for a, b in zip(entry, reference[3][key]))
+
+
+def _side_tables(executors: Any, side_of: list[int], runtime_ids: list[Any]) -> Any:
+    """``_fast_side_index`` with the operation buckets filled, as the fast path does."""
+    index = bc._fast_side_index(executors)
+    if index is None:
+        return None
+    runtime, rows = index
+    for op_index, position in enumerate(side_of):
+        row = runtime.get(runtime_ids[position])
+        if row is not None:
+            row[2].append(op_index)
+    return runtime, rows
+
+
+def _sides_agree(plan: TransferPlan) -> None:
+    """C side consistency True => the Python version is True with the same ``used``."""
+    scanned = _scan(plan.operations)
+    if scanned is None:
+        return
+    frags, source_of, target_of, _boxes = scanned
+    try:
+        checked = _native_fragments(frags, _identity(plan))
+    except Exception:
+        return
+    if checked is None:
+        return
+    keys, _routes, runtime_ids, attested = checked
+    for side_of, executors in ((source_of, plan.source_executors), (target_of, plan.target_executors)):
+        try:
+            index = _side_tables(executors, side_of, runtime_ids)
+        except Exception:
+            continue
+        if index is None:
+            continue
+        runtime, rows = index
+        native_used: set[int] = set()
+        try:
+            native = _native.revalidate_side(frags, keys, runtime_ids, side_of, runtime, rows, attested, native_used,
+                                             RuntimeBindingAttestation, ParallelRank)
+        except Exception:
+            native = None
+        python_used: set[int] = set()
+        try:
+            python = bc._fast_side_consistent(frags, keys, runtime_ids, side_of, runtime, rows, attested, python_used)
+        except Exception:
+            python = False
+        if native is not None:
+            assert native is True and python is True
+            assert native_used == python_used
+
+
+@pytest.mark.parametrize("name", sorted(_PLANS))
+def test_fragments_and_sides_of_genuine_plans(name: str) -> None:
+    plan = _PLANS[name]
+    for candidate in (plan, dataclasses.replace(plan), pickle.loads(pickle.dumps(plan))):
+        _fragments_agree(candidate)
+        _sides_agree(candidate)
+        frags = _scan(candidate.operations)[0]
+        assert _native_fragments(frags, _identity(candidate)) is not None
+    # Binding's plan carries the attested snapshot objects: the C side decides it.
+    frags, source_of, target_of, _ = _scan(plan.operations)
+    keys, _routes, runtime_ids, attested = _native_fragments(frags, _identity(plan))
+    for side_of, executors in ((source_of, plan.source_executors), (target_of, plan.target_executors)):
+        runtime, rows = _side_tables(executors, side_of, runtime_ids)
+        used: set[int] = set()
+        assert _native.revalidate_side(frags, keys, runtime_ids, side_of, runtime, rows, attested, used,
+                                       RuntimeBindingAttestation, ParallelRank) is True
+        assert used
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    name=st.sampled_from(sorted(_PLANS)),
+    choices=st.lists(st.integers(0, len(_MUTATIONS) - 1), min_size=1, max_size=2),
+    data=st.data(),
+)
+def test_fragments_and_sides_against_python(name: str, choices: list[int], data: Any) -> None:
+    plan = _PLANS[name]
+
+    def pick(n: int) -> int:
+        return data.draw(st.integers(0, max(n - 1, 0))) if n > 1 else 0
+
+    for choice in choices:
+        plan = _MUTATIONS[choice](plan, pick)
+    _fragments_agree(plan)
+    _sides_agree(plan)
+
+
+def test_fragments_and_side_hostile_inputs() -> None:
+    plan = _PLANS["plain"]
+    frags, source_of, target_of, _ = _scan(plan.operations)
+    identity = _identity(plan)
+    with pytest.raises(TypeError):
+        _native.revalidate_fragments(tuple(frags), *_FRAGMENT_TYPES, identity, bc._attested_view)
+    with pytest.raises(TypeError):
+        _native.revalidate_fragments(frags, *_FRAGMENT_TYPES, list(identity), bc._attested_view)
+    with pytest.raises(TypeError):
+        _native.revalidate_fragments(frags, *_FRAGMENT_TYPES, identity, 3)
+    with pytest.raises(TypeError):
+        _native.revalidate_fragments(frags, *_FRAGMENT_TYPES[:4], identity, bc._attested_view)
+    # Values of other shapes decline; the view callable's errors propagate.
+    assert _native_fragments([], identity) == ([], [], [], {})
+    assert _native_fragments(frags, (identity[0], identity[1], identity[2] + 1)) is None
+    assert _native_fragments(frags, ()) is None
+    assert _native_fragments([_forge(frags[0], owner=1)], identity) is None
+    missing = _forge(frags[0])
+    del missing.__dict__["attestation"]
+    assert _native_fragments([missing], identity) is None
+    assert _native_fragments([_forge(frags[0], attestation=None)], identity) is None
+    forged_view = _forge(frags[0].attestation)
+    forged_view.__dict__["_placement_dict"] = dict(forged_view.__dict__["_placement_dict"]).items()
+    assert _native_fragments([_forge(frags[0], attestation=forged_view)], identity) is None
+
+    def boom(attestation: Any) -> Any:
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        _native.revalidate_fragments(frags, *_FRAGMENT_TYPES, identity, boom)
+
+    def odd_view(attestation: Any) -> Any:
+        return object()
+
+    assert _native.revalidate_fragments(frags, *_FRAGMENT_TYPES, identity, odd_view) is None
+    with pytest.raises(AttributeError):
+        _native_fragments([object()], identity)  # no instance dict (the caller checks the class)
+    keys, _routes, runtime_ids, attested = _native_fragments(frags, identity)
+    runtime, rows = _side_tables(plan.target_executors, target_of, runtime_ids)
+    args = [frags, keys, runtime_ids, target_of, runtime, rows, attested, set(), RuntimeBindingAttestation,
+            ParallelRank]
+    assert _native.revalidate_side(*args) is True
+    for position, bad in ((0, tuple(frags)), (4, list(runtime.items())), (7, frozenset()), (8, "type")):
+        hostile = list(args)
+        hostile[position] = bad
+        with pytest.raises(TypeError):
+            _native.revalidate_side(*hostile)
+    for position, bad in (
+        (1, keys[:-1]),
+        (3, [len(frags)]),
+        (3, [-1]),
+        (3, [2**70]),
+        (3, ["0"]),
+        (4, {}),
+        (5, [("not", "a row")]),
+        (5, rows + rows),
+        (6, {}),
+    ):
+        hostile = list(args)
+        hostile[position] = bad
+        hostile[7] = set()
+        assert _native.revalidate_side(*hostile) is None, position
+    unhashable = list(args)
+    unhashable[1] = [[key] for key in keys]
+    with pytest.raises(TypeError):
+        _native.revalidate_side(*unhashable)

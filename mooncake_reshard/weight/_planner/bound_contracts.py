@@ -840,51 +840,19 @@ def _fast_revalidate_live(
         return False
     frags, source_of, target_of, boxes = scanned
     # -- per distinct fragment: §9.6 step 11 (attested execution) ---------------------------
-    keys: list[Any] = []
-    routes_half: list[tuple[Any, Any]] = []
-    runtime_ids: list[Any] = []
-    attested: dict[int, tuple[Any, Any, _AttestedView]] = {}
-    for fragment in frags:
-        fstate = fragment.__dict__
-        placement_fragment = fstate["placement"]
-        binding = fstate["binding"]
-        if type(placement_fragment) is not PlacementFragment or type(binding) is not RuntimeBindingFragment:
-            return False
-        if fstate["owner"] is not None or binding.owner is not None:
-            return False
-        attestation = fstate["attestation"]
-        if type(attestation) is not RuntimeBindingAttestation:
-            return False
-        entry = attested.get(id(attestation))
-        if entry is None:
-            astate = attestation.__dict__
-            attested_placement = astate["placement"]
-            if (
-                type(attested_placement) is not WeightPlacementManifest
-                or _placement_identity(attested_placement) != plan_identity
-            ):
-                return False
-            entry = attested[id(attestation)] = (
-                astate["_placement_dict"],
-                astate["_binding_dict"],
-                _attested_view(attestation),
-            )
-        placement_by_id, binding_by_id, view = entry
-        pfid = placement_fragment.placement_fragment_id
-        expected_placement = placement_by_id.get(pfid)
-        expected_binding = binding_by_id.get(pfid)
-        if expected_placement is None or expected_binding is None:
-            return False
-        if not (expected_placement is placement_fragment and expected_binding is binding) and not (
-            expected_placement == placement_fragment and expected_binding == binding
-        ):
-            return False
-        rank = _exact_rank(placement_fragment.rank)
-        if rank is None:
-            return False
-        keys.append(view.key_base + (binding.worker_id, rank))
-        routes_half.append((rank[2], placement_fragment.pipeline_stage_id))
-        runtime_ids.append(binding.fragment_id)
+    checked = _native.revalidate_fragments(
+        frags,
+        PlacementFragment,
+        RuntimeBindingFragment,
+        RuntimeBindingAttestation,
+        WeightPlacementManifest,
+        ParallelRank,
+        plan_identity,
+        _attested_view,
+    )
+    if checked is None:
+        return False
+    keys, routes_half, runtime_ids, attested = checked
     # -- operation views (§11.9) and executor consistency (§12.4) ---------------------------
     source_side = _fast_side_index(source_executors)
     target_side = _fast_side_index(target_executors)
@@ -894,12 +862,12 @@ def _fast_revalidate_live(
     t_runtime, t_rows = target_side
     routes: dict[tuple[Any, ...], list[int]] = {}
     for index, (s, t) in enumerate(zip(source_of, target_of)):
-        bucket = s_runtime.get(runtime_ids[s])
-        if bucket is not None:
-            bucket.append(index)
-        bucket = t_runtime.get(runtime_ids[t])
-        if bucket is not None:
-            bucket.append(index)
+        row = s_runtime.get(runtime_ids[s])
+        if row is not None:
+            row[2].append(index)
+        row = t_runtime.get(runtime_ids[t])
+        if row is not None:
+            row[2].append(index)
         route = routes_half[s] + routes_half[t]
         bucket = routes.get(route)
         if bucket is None:
@@ -907,10 +875,12 @@ def _fast_revalidate_live(
         else:
             bucket.append(index)
     used: set[int] = set()
-    if not _fast_side_consistent(frags, keys, runtime_ids, source_of, s_rows, attested, used):
-        return False
-    if not _fast_side_consistent(frags, keys, runtime_ids, target_of, t_rows, attested, used):
-        return False
+    for side_of, runtime, rows in ((source_of, s_runtime, s_rows), (target_of, t_runtime, t_rows)):
+        # The C version decides the common case (executors carry the attested snapshot objects).
+        if _native.revalidate_side(
+            frags, keys, runtime_ids, side_of, runtime, rows, attested, used, RuntimeBindingAttestation, ParallelRank
+        ) is None and not _fast_side_consistent(frags, keys, runtime_ids, side_of, runtime, rows, attested, used):
+            return False
     # -- §12.5 in-place protection, §12.6 target physical ranges ------------------------------
     sources: dict[tuple[Any, ...], set[tuple[int, int]]] = {}
     for position in dict.fromkeys(source_of):
@@ -983,12 +953,14 @@ def _fast_revalidate_live(
     return True
 
 
-def _fast_side_index(
-    executors: tuple[Any, ...],
-) -> Optional[tuple[dict[Any, list[int]], list[tuple[Any, tuple[Any, ...], list[int]]]]]:
-    """``_side_index`` of runtime executors: runtime fragment id -> bucket, and per executor
-    (state, provenance key, bucket); None for a repeated key or a non-exact rank."""
-    runtime: dict[Any, list[int]] = {}
+_Row = tuple[Any, tuple[Any, ...], list[int]]
+
+
+def _fast_side_index(executors: tuple[Any, ...]) -> Optional[tuple[dict[Any, _Row], list[_Row]]]:
+    """``_side_index`` of runtime executors: per executor a row (state, provenance key, bucket
+    of operation indices), and runtime fragment id -> the row of the first executor listing it;
+    None for a repeated view key or a non-exact rank."""
+    runtime: dict[Any, _Row] = {}
     seen: set[tuple[Any, ...]] = set()
     rows: list[tuple[Any, tuple[Any, ...], list[int]]] = []
     for executor in executors:
@@ -1010,10 +982,10 @@ def _fast_side_index(
         if view_key in seen:
             return None
         seen.add(view_key)
-        bucket: list[int] = []
+        row: _Row = (estate, key, [])
         for fragment_id in fragment_ids:
-            runtime.setdefault(fragment_id, bucket)
-        rows.append((estate, key, bucket))
+            runtime.setdefault(fragment_id, row)
+        rows.append(row)
     return runtime, rows
 
 
@@ -1034,30 +1006,35 @@ def _fast_side_consistent(
     keys: list[Any],
     runtime_ids: list[Any],
     side_of: list[int],
-    rows: list[tuple[Any, tuple[Any, ...], list[int]]],
+    runtime: dict[Any, _Row],
+    rows: list[_Row],
     attested: dict[int, tuple[Any, Any, _AttestedView]],
     used: set[int],
 ) -> bool:
     """``_validate_executor_consistency`` of one live side (all fragments bound).
 
     ``attested`` holds the fragments' attestations (by ``id``, alive in the fragments), each
-    already checked: exact class, placement of the plan's identity."""
-    expected_ops: dict[Any, list[int]] = {}
-    for index, position in enumerate(side_of):
-        bucket = expected_ops.get(keys[position])
-        if bucket is None:
-            expected_ops[keys[position]] = [index]
-        else:
-            bucket.append(index)
+    already checked: exact class, placement of the plan's identity.
+
+    With distinct executor keys, "every executor's view indices equal the operations whose
+    fragment key is the executor's key, and every fragment key is an executor's" is exactly
+    "every operation's view owner (the row its runtime fragment id selects) has the key of the
+    operation's fragment"; both sides of that depend on the fragment only, so it is checked
+    once per distinct fragment (keys matched by dict lookup, as the rules do)."""
+    by_key = {row[1]: row for row in rows}
+    if len(by_key) != len(rows):  # a repeated provenance key
+        return False
     unique = list(dict.fromkeys(side_of))
+    for position in unique:
+        row = runtime.get(runtime_ids[position])
+        if row is None or by_key.get(keys[position]) is not row:
+            return False
     active = {id(frags[position].attestation.placement) for position in unique}
-    seen: set[tuple[Any, ...]] = set()
     snapshot_owner: dict[Any, Any] = {}
     proven: dict[int, dict[str, Any]] = {}
     for estate, key, bucket in rows:
-        if estate["runtime_lease_id"] is None or key in seen:
+        if estate["runtime_lease_id"] is None:
             return False
-        seen.add(key)
         attestation = estate["attestation"]
         if type(attestation) is not RuntimeBindingAttestation:
             return False
@@ -1089,13 +1066,8 @@ def _fast_side_consistent(
             if fragment_id in snapshot_owner:
                 return False
             snapshot_owner[fragment_id] = snapshot
-        if bucket != expected_ops.get(key, []):
-            return False
         if bucket:
             used.add(id(estate))
-    for key in expected_ops:
-        if key not in seen:
-            return False
     operation_ids = {runtime_ids[position] for position in unique}
     if len(snapshot_owner) != len(operation_ids) or not operation_ids.issuperset(snapshot_owner):
         return False
