@@ -107,17 +107,83 @@ static const char *const bd_names[N_COUNT] = {
     "owner",
 };
 
-/* Borrowed name objects from the bound tuple; -1 with an exception if it is malformed. */
-static int
-bd_load_names(PyObject *self, PyObject **nm)
+/* Field dicts of the instances built here are copies of presized templates (keys in field
+ * order, values None) whose values are then replaced: one allocation, no resize. */
+enum { T_SNAPSHOT, T_EVIDENCE, T_ATTESTATION, T_EXECUTOR, T_BOUND, T_REGION, BD_NTEMPLATES };
+
+#define BD_MAX_TEMPLATE_KEYS 16
+
+static const int bd_template_keys[BD_NTEMPLATES][BD_MAX_TEMPLATE_KEYS + 1] = {
+    /* -1 terminated */
+    [T_SNAPSHOT] = {N_PFID, N_FID, N_TENSOR_ID, N_GLOBAL_OFFSET, N_LOCAL_SHAPE, N_ADDRESS, N_NBYTES, N_WORKER_ID,
+                    N_ENDPOINT, N_DEVICE, N_ITEMSIZE, N_STRIDES, N_STORAGE_ADDRESS, N_STORAGE_NBYTES,
+                    N_STORAGE_OFFSET, N_LEASE_GENERATION, -1},
+    [T_EVIDENCE] = {N_RESOURCE_ID, N_REVISION, N_PLACEMENT_ID, N_PLACEMENT_DIGEST, N_INSTANCE_ID, N_PARTICIPANT_ID,
+                    N_GENERATION, N_LEASE_ID, N_FRAGMENTS, -1},
+    [T_ATTESTATION] = {N_PLACEMENT, N_EVIDENCE, N_PLACEMENT_BY_ID, N_BINDING_BY_ID, N_PLACEMENT_DICT,
+                       N_BINDING_DICT, -1},
+    [T_EXECUTOR] = {N_INSTANCE_ID, N_PLACEMENT_ID, N_PARTICIPANT_ID, N_PLACEMENT_DIGEST, N_RUNTIME_LEASE_ID,
+                    N_WORKER_ID, N_RANK, N_FRAGMENT_IDS, N_FRAGMENT_SNAPSHOTS, N_ATTESTATION, -1},
+    [T_BOUND] = {N_PLACEMENT, N_BINDING, N_INSTANCE_ID, N_RUNTIME_LEASE_ID, N_LEASE_GENERATION, N_OWNER,
+                 N_ATTESTATION, -1},
+    [T_REGION] = {N_TENSOR_ID, N_SOURCE, N_TARGET, N_OVERLAP_OFFSET, N_OVERLAP_SHAPE, N_SOURCE_BASE_OFFSET,
+                  N_TARGET_BASE_OFFSET, N_INNER_BYTES, N_OUTER_LOOP_COUNTS, N_SOURCE_STRIDES, N_TARGET_STRIDES, -1},
+};
+
+static Py_ssize_t
+bd_template_size(int which)
 {
-    if (!PyTuple_Check(self) || PyTuple_Size(self) != N_COUNT) {
-        PyErr_SetString(PyExc_RuntimeError, "binder: name table is corrupt");
-        return -1;
-    }
+    Py_ssize_t n = 0;
+    while (n < BD_MAX_TEMPLATE_KEYS && bd_template_keys[which][n] >= 0) n++;
+    return n;
+}
+
+/* The per-module table bound to the functions: (name_0, ..., name_{N_COUNT-1}, templates). */
+typedef struct {
+    PyObject *nm[N_COUNT];
+    PyObject *templates[BD_NTEMPLATES];
+} bd_table;
+
+/* Borrowed name objects and templates from the bound tuple; -1 with an exception if malformed. */
+static int
+bd_load_table(PyObject *self, bd_table *table)
+{
+    if (!PyTuple_Check(self) || PyTuple_Size(self) != N_COUNT + 1) goto corrupt;
     for (Py_ssize_t k = 0; k < N_COUNT; k++) {
-        nm[k] = PyTuple_GetItem(self, k);
-        if (nm[k] == NULL) return -1;
+        table->nm[k] = PyTuple_GetItem(self, k);
+        if (table->nm[k] == NULL) return -1;
+    }
+    PyObject *templates = PyTuple_GetItem(self, N_COUNT);
+    if (templates == NULL) return -1;
+    if (!PyTuple_Check(templates) || PyTuple_Size(templates) != BD_NTEMPLATES) goto corrupt;
+    for (Py_ssize_t k = 0; k < BD_NTEMPLATES; k++) {
+        table->templates[k] = PyTuple_GetItem(templates, k);
+        if (table->templates[k] == NULL) return -1;
+        if (!PyDict_CheckExact(table->templates[k])) goto corrupt;
+    }
+    return 0;
+corrupt:
+    PyErr_SetString(PyExc_RuntimeError, "binder: name table is corrupt");
+    return -1;
+}
+
+/* A new field dict for template `which` (its values are set by the caller). */
+static PyObject *
+bd_field_dict(const bd_table *table, int which)
+{
+    return PyDict_Copy(table->templates[which]);
+}
+
+/* After the caller set every key of template `which`: the dict must hold exactly those keys (a
+ * template altered through the function's __self__ cannot add fields). 0, or -1 with an error. */
+static int
+bd_check_field_dict(PyObject *dict, int which)
+{
+    Py_ssize_t size = PyDict_Size(dict);
+    if (size < 0) return -1;
+    if (size != bd_template_size(which)) {
+        PyErr_SetString(PyExc_RuntimeError, "binder: field template is corrupt");
+        return -1;
     }
     return 0;
 }
@@ -146,6 +212,50 @@ static int
 bd_get_str(PyObject *obj, PyObject *name, PyObject **out)
 {
     int rc = bd_get(obj, name, out);
+    if (rc != BD_OK) return rc;
+    if (!PyUnicode_CheckExact(*out) || PyUnicode_GetLength(*out) < 1) {
+        Py_CLEAR(*out);
+        return BD_FALLBACK;
+    }
+    return BD_OK;
+}
+
+/* The instance __dict__ of obj (*out, new reference), for objects of the exact dataclasses the
+ * caller checked: their field names have no data descriptor on the class, so reading a field
+ * from the dict is what getattr does. A missing or non-dict __dict__ is a fallback. */
+static int
+bd_dict_of(PyObject *obj, PyObject **out)
+{
+    *out = PyObject_GenericGetDict(obj, NULL);
+    if (*out != NULL) {
+        if (PyDict_CheckExact(*out)) return BD_OK;
+        Py_CLEAR(*out);
+        return BD_FALLBACK;
+    }
+    if (PyErr_ExceptionMatches(PyExc_AttributeError) || PyErr_ExceptionMatches(PyExc_TypeError)) {
+        PyErr_Clear();
+        return BD_FALLBACK;
+    }
+    return BD_ERROR;
+}
+
+/* *out = new reference to dict[name]; a missing field is a fallback. */
+static int
+bd_dget(PyObject *dict, PyObject *name, PyObject **out)
+{
+    *out = PyDict_GetItemWithError(dict, name);
+    if (*out != NULL) {
+        Py_INCREF(*out);
+        return BD_OK;
+    }
+    return PyErr_Occurred() ? BD_ERROR : BD_FALLBACK;
+}
+
+/* dict[name] must be an exact, non-empty str; *out a new reference. */
+static int
+bd_dget_str(PyObject *dict, PyObject *name, PyObject **out)
+{
+    int rc = bd_dget(dict, name, out);
     if (rc != BD_OK) return rc;
     if (!PyUnicode_CheckExact(*out) || PyUnicode_GetLength(*out) < 1) {
         Py_CLEAR(*out);
@@ -206,10 +316,12 @@ bd_is_digest(PyObject *value)
     return 1;
 }
 
-/* A new instance of cls (a heap type) with dict as its __dict__; NULL with an exception. */
+/* A new instance of cls (a heap type) with dict (a field dict of template `which`) as its
+ * __dict__; NULL with an exception. */
 static PyObject *
-bd_instance(PyObject *cls, PyObject *dict)
+bd_instance(PyObject *cls, PyObject *dict, int which)
 {
+    if (bd_check_field_dict(dict, which) < 0) return NULL;
     allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)cls, Py_tp_alloc);
     if (alloc == NULL) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "binder: class has no allocator");
@@ -334,10 +446,15 @@ bd_check_pair(PyObject *const *nm, PyObject *logical, PyObject *runtime, PyObjec
               PyObject *instance_id, PyObject *views)
 {
     PyObject *rpfid = NULL, *lpfid = NULL, *tid = NULL, *a = NULL, *b = NULL, *itemsize = NULL;
+    PyObject *rdict = NULL, *ldict = NULL;
     int result = BD_FALLBACK;
-    int rc = bd_get_str(runtime, nm[N_PFID], &rpfid);
+    int rc = bd_dict_of(runtime, &rdict);
     if (rc != BD_OK) { result = rc; goto done; }
-    rc = bd_get_str(logical, nm[N_PFID], &lpfid);
+    rc = bd_dict_of(logical, &ldict);
+    if (rc != BD_OK) { result = rc; goto done; }
+    rc = bd_dget_str(rdict, nm[N_PFID], &rpfid);
+    if (rc != BD_OK) { result = rc; goto done; }
+    rc = bd_dget_str(ldict, nm[N_PFID], &lpfid);
     if (rc != BD_OK) { result = rc; goto done; }
     if (previous != NULL) {
         int cmp = bd_compare(rpfid, previous);
@@ -347,16 +464,16 @@ bd_check_pair(PyObject *const *nm, PyObject *logical, PyObject *runtime, PyObjec
     int cmp = bd_compare(rpfid, lpfid);
     if (cmp == -2) { result = BD_ERROR; goto done; }
     if (cmp != 0) goto done;
-    rc = bd_get_str(logical, nm[N_TENSOR_ID], &tid);
+    rc = bd_dget_str(ldict, nm[N_TENSOR_ID], &tid);
     if (rc != BD_OK) { result = rc; goto done; }
     int error = 0;
     Py_ssize_t t = bd_find_tensor(tensor_ids, ntensors, tid, &error);
     if (error) { result = BD_ERROR; goto done; }
     if (t < 0) goto done;
     /* nbytes */
-    rc = bd_get(runtime, nm[N_NBYTES], &a);
+    rc = bd_dget(rdict, nm[N_NBYTES], &a);
     if (rc != BD_OK) { result = rc; goto done; }
-    rc = bd_get(logical, nm[N_NBYTES], &b);
+    rc = bd_dget(ldict, nm[N_NBYTES], &b);
     if (rc != BD_OK) { result = rc; goto done; }
     rc = bd_int_equal(a, b);
     if (rc < 0) { result = BD_ERROR; goto done; }
@@ -364,9 +481,9 @@ bd_check_pair(PyObject *const *nm, PyObject *logical, PyObject *runtime, PyObjec
     Py_CLEAR(a);
     Py_CLEAR(b);
     /* local_shape */
-    rc = bd_get(runtime, nm[N_LOCAL_SHAPE], &a);
+    rc = bd_dget(rdict, nm[N_LOCAL_SHAPE], &a);
     if (rc != BD_OK) { result = rc; goto done; }
-    rc = bd_get(logical, nm[N_LOCAL_SHAPE], &b);
+    rc = bd_dget(ldict, nm[N_LOCAL_SHAPE], &b);
     if (rc != BD_OK) { result = rc; goto done; }
     rc = bd_int_tuple(a);
     if (rc <= 0) { result = rc < 0 ? BD_ERROR : BD_FALLBACK; goto done; }
@@ -377,7 +494,7 @@ bd_check_pair(PyObject *const *nm, PyObject *logical, PyObject *runtime, PyObjec
     if (rc == 0) goto done;
     Py_CLEAR(a); /* keep b: the placement local shape */
     /* itemsize */
-    rc = bd_get(runtime, nm[N_ITEMSIZE], &a);
+    rc = bd_dget(rdict, nm[N_ITEMSIZE], &a);
     if (rc != BD_OK) { result = rc; goto done; }
     rc = bd_get(tensors[t], nm[N_ITEMSIZE], &itemsize);
     if (rc != BD_OK) { result = rc; goto done; }
@@ -386,7 +503,7 @@ bd_check_pair(PyObject *const *nm, PyObject *logical, PyObject *runtime, PyObjec
     if (rc == 0) goto done;
     Py_CLEAR(a);
     /* strides */
-    rc = bd_get(runtime, nm[N_STRIDES], &a);
+    rc = bd_dget(rdict, nm[N_STRIDES], &a);
     if (rc != BD_OK) { result = rc; goto done; }
     rc = bd_strides_canonical(b, a, itemsize);
     if (rc < 0) { result = BD_ERROR; goto done; }
@@ -400,6 +517,8 @@ bd_check_pair(PyObject *const *nm, PyObject *logical, PyObject *runtime, PyObjec
     rpfid = NULL;
     result = BD_OK;
 done:
+    Py_XDECREF(rdict);
+    Py_XDECREF(ldict);
     Py_XDECREF(rpfid);
     Py_XDECREF(lpfid);
     Py_XDECREF(tid);
@@ -422,12 +541,13 @@ PyDoc_STRVAR(bind_views_doc,
 static PyObject *
 bd_bind_views(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *nm[N_COUNT];
+    bd_table tb;
     if (nargs != 7) {
         PyErr_SetString(PyExc_TypeError, "bind_views expects 7 arguments");
         return NULL;
     }
-    if (bd_load_names(self, nm) < 0) return NULL;
+    if (bd_load_table(self, &tb) < 0) return NULL;
+    PyObject *const *nm = tb.nm;
     PyObject *instance_id = args[0], *logical = args[1], *runtime = args[2], *tensors = args[3];
     PyObject *pf_cls = args[4], *rf_cls = args[5], *td_cls = args[6];
     if (bd_check_heap_types(args + 4, 3) < 0) return NULL;
@@ -568,28 +688,32 @@ bd_binding_map(PyObject *const *nm, PyObject *fragments, PyObject *rf_cls, PyObj
         PyObject *fragment = PyTuple_GetItem(fragments, i);
         if (fragment == NULL) { status = BD_ERROR; break; }
         if ((PyObject *)Py_TYPE(fragment) != rf_cls) { status = BD_FALLBACK; break; }
-        PyObject *pfid = NULL, *fid = NULL, *owner = NULL;
-        status = bd_get_str(fragment, nm[N_PFID], &pfid);
+        PyObject *pfid = NULL, *fid = NULL, *owner = NULL, *fdict = NULL;
+        status = bd_dict_of(fragment, &fdict);
         if (status != BD_OK) break;
+        status = bd_dget_str(fdict, nm[N_PFID], &pfid);
+        if (status != BD_OK) {
+            Py_DECREF(fdict);
+            break;
+        }
         if (previous != NULL) {
             int cmp = bd_compare(pfid, previous);
             if (cmp == -2 || cmp <= 0) {
                 status = cmp == -2 ? BD_ERROR : BD_FALLBACK;
                 Py_DECREF(pfid);
+                Py_DECREF(fdict);
                 break;
             }
         }
         BD_SETREF(previous, pfid);
-        status = bd_get_str(fragment, nm[N_FID], &fid);
-        if (status != BD_OK) break;
-        int contains = PySet_Contains(seen, fid);
-        if (contains != 0 || PySet_Add(seen, fid) < 0) {
-            status = contains > 0 ? BD_FALLBACK : BD_ERROR;
+        status = bd_dget_str(fdict, nm[N_FID], &fid);
+        if (status == BD_OK) {
+            int contains = PySet_Contains(seen, fid);
+            if (contains != 0 || PySet_Add(seen, fid) < 0) status = contains > 0 ? BD_FALLBACK : BD_ERROR;
             Py_DECREF(fid);
-            break;
         }
-        Py_DECREF(fid);
-        status = bd_get(fragment, nm[N_OWNER], &owner);
+        if (status == BD_OK) status = bd_dget(fdict, nm[N_OWNER], &owner);
+        Py_DECREF(fdict);
         if (status != BD_OK) break;
         int has_owner = owner != Py_None;
         Py_DECREF(owner);
@@ -634,12 +758,13 @@ PyDoc_STRVAR(attest_doc,
 static PyObject *
 bd_attest(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *nm[N_COUNT];
+    bd_table tb;
     if (nargs != 6) {
         PyErr_SetString(PyExc_TypeError, "attest expects 6 arguments");
         return NULL;
     }
-    if (bd_load_names(self, nm) < 0) return NULL;
+    if (bd_load_table(self, &tb) < 0) return NULL;
+    PyObject *const *nm = tb.nm;
     if (bd_check_heap_types(args, 3) < 0) return NULL;
     PyObject *att_cls = args[0], *ev_cls = args[1], *rf_cls = args[2];
     PyObject *placement = args[3], *binding = args[4], *part_fragments = args[5];
@@ -657,7 +782,7 @@ bd_attest(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     status = bd_binding_map(nm, fragments, rf_cls, binding_map);
     if (status != BD_OK) goto done;
     status = BD_ERROR;
-    ev_dict = PyDict_New();
+    ev_dict = bd_field_dict(&tb, T_EVIDENCE);
     if (ev_dict == NULL) goto done;
     status = bd_copy_fields(nm, N_RESOURCE_ID, N_FRAGMENTS, binding, ev_dict);
     if (status != BD_OK) goto done;
@@ -666,9 +791,9 @@ bd_attest(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     status = bd_placement_map(nm, part_fragments, placement_map);
     if (status != BD_OK) goto done;
     status = BD_ERROR;
-    evidence = bd_instance(ev_cls, ev_dict);
+    evidence = bd_instance(ev_cls, ev_dict, T_EVIDENCE);
     if (evidence == NULL) goto done;
-    state = PyDict_New();
+    state = bd_field_dict(&tb, T_ATTESTATION);
     if (state == NULL) goto done;
     if (PyDict_SetItem(state, nm[N_PLACEMENT], placement) < 0) goto done;
     if (PyDict_SetItem(state, nm[N_EVIDENCE], evidence) < 0) goto done;
@@ -679,7 +804,7 @@ bd_attest(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (proxy == NULL || PyDict_SetItem(state, nm[N_BINDING_BY_ID], proxy) < 0) goto done;
     if (PyDict_SetItem(state, nm[N_PLACEMENT_DICT], placement_map) < 0) goto done;
     if (PyDict_SetItem(state, nm[N_BINDING_DICT], binding_map) < 0) goto done;
-    result = bd_instance(att_cls, state);
+    result = bd_instance(att_cls, state, T_ATTESTATION);
     if (result != NULL) status = BD_OK;
 done:
     Py_XDECREF(fragments);
@@ -700,11 +825,12 @@ done:
 
 /* The snapshot of (placement fragment, runtime fragment, generation); BD_* status. */
 static int
-bd_snapshot(PyObject *const *nm, PyObject *snap_cls, PyObject *placement_fragment, PyObject *runtime,
+bd_snapshot(const bd_table *tb, PyObject *snap_cls, PyObject *placement_fragment, PyObject *runtime_dict,
             PyObject *generation, PyObject **out)
 {
     static const int from_placement[] = {N_PFID, N_TENSOR_ID, N_GLOBAL_OFFSET, N_LOCAL_SHAPE};
-    PyObject *dict = PyDict_New();
+    PyObject *const *nm = tb->nm;
+    PyObject *dict = bd_field_dict(tb, T_SNAPSHOT);
     if (dict == NULL) return BD_ERROR;
     int status = BD_OK;
     /* Field order: placement_fragment_id, fragment_id, tensor_id, global_offset, local_shape,
@@ -715,14 +841,14 @@ bd_snapshot(PyObject *const *nm, PyObject *snap_cls, PyObject *placement_fragmen
             if (from_placement[j] == k) placement_side = 1;
         }
         PyObject *value = NULL;
-        status = bd_get(placement_side ? placement_fragment : runtime, nm[k], &value);
+        status = placement_side ? bd_get(placement_fragment, nm[k], &value) : bd_dget(runtime_dict, nm[k], &value);
         if (status != BD_OK) break;
         if (PyDict_SetItem(dict, nm[k], value) < 0) status = BD_ERROR;
         Py_DECREF(value);
     }
     if (status == BD_OK && PyDict_SetItem(dict, nm[N_LEASE_GENERATION], generation) < 0) status = BD_ERROR;
     if (status == BD_OK) {
-        *out = bd_instance(snap_cls, dict);
+        *out = bd_instance(snap_cls, dict, T_SNAPSHOT);
         if (*out == NULL) status = BD_ERROR;
     }
     Py_DECREF(dict);
@@ -767,10 +893,11 @@ bd_sorted_table(PyObject *groups, PyObject **table)
 /* One executor of worker_id over snapshots; BD_FALLBACK when a __post_init__ check of
  * ExecutorTransferPlan is not visibly satisfied (the caller's Python path raises). */
 static int
-bd_executor(PyObject *const *nm, PyObject *ex_cls, PyObject *const *values, PyObject *worker_id,
+bd_executor(const bd_table *tb, PyObject *ex_cls, PyObject *const *values, PyObject *worker_id,
             PyObject *snapshots, PyObject *attestation, PyObject **out)
 {
     /* values: instance_id, placement_id, participant_id, placement_digest, runtime_lease_id, rank */
+    PyObject *const *nm = tb->nm;
     Py_ssize_t n = PyTuple_Size(snapshots);
     if (n < 0) return BD_ERROR;
     if (n == 0) return BD_FALLBACK;
@@ -795,7 +922,7 @@ bd_executor(PyObject *const *nm, PyObject *ex_cls, PyObject *const *values, PyOb
     }
     if (status != BD_OK) goto done;
     status = BD_ERROR;
-    dict = PyDict_New();
+    dict = bd_field_dict(tb, T_EXECUTOR);
     if (dict == NULL) goto done;
     if (PyDict_SetItem(dict, nm[N_INSTANCE_ID], values[0]) < 0) goto done;
     if (PyDict_SetItem(dict, nm[N_PLACEMENT_ID], values[1]) < 0) goto done;
@@ -807,7 +934,7 @@ bd_executor(PyObject *const *nm, PyObject *ex_cls, PyObject *const *values, PyOb
     if (PyDict_SetItem(dict, nm[N_FRAGMENT_IDS], ids) < 0) goto done;
     if (PyDict_SetItem(dict, nm[N_FRAGMENT_SNAPSHOTS], snapshots) < 0) goto done;
     if (PyDict_SetItem(dict, nm[N_ATTESTATION], attestation) < 0) goto done;
-    *out = bd_instance(ex_cls, dict);
+    *out = bd_instance(ex_cls, dict, T_EXECUTOR);
     if (*out != NULL) status = BD_OK;
 done:
     Py_XDECREF(dict);
@@ -819,29 +946,37 @@ done:
 /* Snapshots of the evidence fragments grouped by worker in `groups` (worker -> list of
  * (fragment_id, position, snapshot)). */
 static int
-bd_group_snapshots(PyObject *const *nm, PyObject *snap_cls, PyObject *rf_cls, PyObject *fragments,
+bd_group_snapshots(const bd_table *tb, PyObject *snap_cls, PyObject *rf_cls, PyObject *fragments,
                    PyObject *placement_dict, PyObject *generation, PyObject *groups)
 {
+    PyObject *const *nm = tb->nm;
     Py_ssize_t n = PyTuple_Size(fragments);
     if (n < 0) return BD_ERROR;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *runtime = PyTuple_GetItem(fragments, i);
         if (runtime == NULL) return BD_ERROR;
         if ((PyObject *)Py_TYPE(runtime) != rf_cls) return BD_FALLBACK;
-        PyObject *pfid = NULL, *fid = NULL, *worker = NULL, *snapshot = NULL;
-        int status = bd_get_str(runtime, nm[N_PFID], &pfid);
+        PyObject *pfid = NULL, *fid = NULL, *worker = NULL, *snapshot = NULL, *rdict = NULL;
+        int status = bd_dict_of(runtime, &rdict);
         if (status != BD_OK) return status;
+        status = bd_dget_str(rdict, nm[N_PFID], &pfid);
+        if (status != BD_OK) {
+            Py_DECREF(rdict);
+            return status;
+        }
         PyObject *placement_fragment = PyDict_GetItemWithError(placement_dict, pfid); /* borrowed */
         Py_DECREF(pfid);
         if (placement_fragment == NULL) {
+            Py_DECREF(rdict);
             if (PyErr_Occurred()) return BD_ERROR;
             continue; /* not in the attested part: no snapshot */
         }
         Py_INCREF(placement_fragment);
-        status = bd_get_str(runtime, nm[N_WORKER_ID], &worker);
-        if (status == BD_OK) status = bd_get_str(runtime, nm[N_FID], &fid);
-        if (status == BD_OK) status = bd_snapshot(nm, snap_cls, placement_fragment, runtime, generation, &snapshot);
+        status = bd_dget_str(rdict, nm[N_WORKER_ID], &worker);
+        if (status == BD_OK) status = bd_dget_str(rdict, nm[N_FID], &fid);
+        if (status == BD_OK) status = bd_snapshot(tb, snap_cls, placement_fragment, rdict, generation, &snapshot);
         Py_DECREF(placement_fragment);
+        Py_DECREF(rdict);
         if (status == BD_OK) {
             status = BD_ERROR;
             PyObject *position = PyLong_FromSsize_t(i);
@@ -886,12 +1021,13 @@ PyDoc_STRVAR(attested_executors_doc,
 static PyObject *
 bd_attested_executors(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *nm[N_COUNT];
+    bd_table tb;
     if (nargs != 10) {
         PyErr_SetString(PyExc_TypeError, "attested_executors expects 10 arguments");
         return NULL;
     }
-    if (bd_load_names(self, nm) < 0) return NULL;
+    if (bd_load_table(self, &tb) < 0) return NULL;
+    PyObject *const *nm = tb.nm;
     if (bd_check_heap_types(args, 5) < 0) return NULL;
     PyObject *ex_cls = args[0], *snap_cls = args[1], *att_cls = args[2], *ev_cls = args[3], *rf_cls = args[4];
     PyObject *attestation = args[5];
@@ -932,7 +1068,7 @@ bd_attested_executors(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     status = BD_ERROR;
     groups = PyDict_New();
     if (groups == NULL) goto done;
-    status = bd_group_snapshots(nm, snap_cls, rf_cls, fragments, placement_dict, generation, groups);
+    status = bd_group_snapshots(&tb, snap_cls, rf_cls, fragments, placement_dict, generation, groups);
     if (status != BD_OK) goto done;
     status = bd_sorted_table(groups, &table);
     if (status != BD_OK) goto done;
@@ -952,7 +1088,7 @@ bd_attested_executors(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             goto done;
         }
         PyObject *executor = NULL;
-        status = bd_executor(nm, ex_cls, values, worker, snapshots, attestation, &executor);
+        status = bd_executor(&tb, ex_cls, values, worker, snapshots, attestation, &executor);
         if (status != BD_OK) goto done;
         PyObject *row = PyTuple_Pack(3, worker, snapshots, executor);
         Py_DECREF(executor);
@@ -996,12 +1132,13 @@ PyDoc_STRVAR(bound_fragments_doc,
 static PyObject *
 bd_bound_fragments(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *nm[N_COUNT];
+    bd_table tb;
     if (nargs != 4) {
         PyErr_SetString(PyExc_TypeError, "bound_fragments expects 4 arguments");
         return NULL;
     }
-    if (bd_load_names(self, nm) < 0) return NULL;
+    if (bd_load_table(self, &tb) < 0) return NULL;
+    PyObject *const *nm = tb.nm;
     if (bd_check_heap_types(args, 2) < 0) return NULL;
     PyObject *bound_cls = args[0], *att_cls = args[1], *part_fragments = args[2], *attestation = args[3];
     PyObject *evidence = NULL, *binding_dict = NULL, *placement_dict = NULL;
@@ -1036,7 +1173,7 @@ bd_bound_fragments(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             goto done;
         }
         status = BD_ERROR;
-        PyObject *bound = NULL, *dict = PyDict_New();
+        PyObject *bound = NULL, *dict = bd_field_dict(&tb, T_BOUND);
         if (dict != NULL && PyDict_SetItem(dict, nm[N_PLACEMENT], placement_fragment) == 0 &&
             PyDict_SetItem(dict, nm[N_BINDING], runtime) == 0 &&
             PyDict_SetItem(dict, nm[N_INSTANCE_ID], fences[0]) == 0 &&
@@ -1044,7 +1181,7 @@ bd_bound_fragments(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             PyDict_SetItem(dict, nm[N_LEASE_GENERATION], fences[2]) == 0 &&
             PyDict_SetItem(dict, nm[N_OWNER], Py_None) == 0 &&
             PyDict_SetItem(dict, nm[N_ATTESTATION], attestation) == 0) {
-            bound = bd_instance(bound_cls, dict);
+            bound = bd_instance(bound_cls, dict, T_BOUND);
         }
         Py_XDECREF(dict);
         PyObject *row = bound == NULL ? NULL : PyTuple_Pack(2, pfid, bound);
@@ -1070,9 +1207,10 @@ done:
 
 /* The bound operation of op (BD_* status). */
 static int
-bd_bound_region(PyObject *const *nm, PyObject *const *classes, PyObject *op, PyObject *bound_targets,
+bd_bound_region(const bd_table *tb, PyObject *const *classes, PyObject *op, PyObject *bound_targets,
                 PyObject *bound_sources, PyObject **out)
 {
+    PyObject *const *nm = tb->nm;
     PyObject *region_cls = classes[0], *pf_cls = classes[1], *stored_cls = classes[2];
     if ((PyObject *)Py_TYPE(op) != region_cls) return BD_FALLBACK;
     PyObject *target = NULL, *source = NULL, *pfid = NULL, *dict = NULL;
@@ -1107,7 +1245,7 @@ bd_bound_region(PyObject *const *nm, PyObject *const *classes, PyObject *op, PyO
         goto done;
     }
     status = BD_ERROR;
-    dict = PyDict_New();
+    dict = bd_field_dict(tb, T_REGION);
     if (dict == NULL) goto done;
     PyObject *value = NULL;
     status = bd_get(op, nm[N_TENSOR_ID], &value);
@@ -1129,7 +1267,7 @@ bd_bound_region(PyObject *const *nm, PyObject *const *classes, PyObject *op, PyO
             goto done;
         }
     }
-    *out = bd_instance(region_cls, dict);
+    *out = bd_instance(region_cls, dict, T_REGION);
     status = *out == NULL ? BD_ERROR : BD_OK;
 done:
     Py_XDECREF(target);
@@ -1152,12 +1290,12 @@ PyDoc_STRVAR(bind_regions_doc,
 static PyObject *
 bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *nm[N_COUNT];
+    bd_table tb;
     if (nargs != 6) {
         PyErr_SetString(PyExc_TypeError, "bind_regions expects 6 arguments");
         return NULL;
     }
-    if (bd_load_names(self, nm) < 0) return NULL;
+    if (bd_load_table(self, &tb) < 0) return NULL;
     if (bd_check_heap_types(args, 3) < 0) return NULL;
     PyObject *operations = args[3], *bound_targets = args[4], *bound_sources = args[5];
     if (!PyTuple_CheckExact(operations) || !PyDict_CheckExact(bound_targets) || !PyDict_CheckExact(bound_sources)) {
@@ -1170,7 +1308,7 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *op = PyTuple_GetItem(operations, i);
         PyObject *region = NULL;
-        int status = op == NULL ? BD_ERROR : bd_bound_region(nm, args, op, bound_targets, bound_sources, &region);
+        int status = op == NULL ? BD_ERROR : bd_bound_region(&tb, args, op, bound_targets, bound_sources, &region);
         if (status != BD_OK || PyList_SetItem(regions, i, region) < 0) {
             Py_DECREF(regions);
             if (status == BD_FALLBACK) Py_RETURN_NONE;
@@ -1336,12 +1474,13 @@ PyDoc_STRVAR(address_ranges_clear_doc,
 static PyObject *
 bd_address_ranges_clear(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *nm[N_COUNT];
+    bd_table tb;
     if (nargs != 2) {
         PyErr_SetString(PyExc_TypeError, "address_ranges_clear expects 2 arguments");
         return NULL;
     }
-    if (bd_load_names(self, nm) < 0) return NULL;
+    if (bd_load_table(self, &tb) < 0) return NULL;
+    PyObject *const *nm = tb.nm;
     if (bd_check_heap_types(args + 1, 1) < 0) return NULL;
     PyObject *views = args[0];
     if (!PyList_CheckExact(views)) Py_RETURN_FALSE;
@@ -1392,6 +1531,56 @@ Init_Binder(PyObject *module)
             return -1;
         }
     }
+    PyObject *templates = PyTuple_New(BD_NTEMPLATES);
+    if (templates == NULL) {
+        Py_DECREF(names);
+        return -1;
+    }
+    for (int which = 0; which < BD_NTEMPLATES; which++) {
+        PyObject *dict = PyDict_New();
+        if (dict == NULL || PyTuple_SetItem(templates, which, dict) < 0) {
+            Py_DECREF(templates);
+            Py_DECREF(names);
+            return -1;
+        }
+        for (int k = 0; k < BD_MAX_TEMPLATE_KEYS && bd_template_keys[which][k] >= 0; k++) {
+            PyObject *key = PyTuple_GetItem(names, bd_template_keys[which][k]);
+            if (key == NULL || PyDict_SetItem(dict, key, Py_None) < 0) {
+                Py_DECREF(templates);
+                Py_DECREF(names);
+                return -1;
+            }
+        }
+    }
+    PyObject *table = PyTuple_New(N_COUNT + 1);
+    if (table == NULL) {
+        Py_DECREF(templates);
+        Py_DECREF(names);
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < N_COUNT; k++) {
+        PyObject *name = PyTuple_GetItem(names, k);
+        if (name == NULL) {
+            Py_DECREF(table);
+            Py_DECREF(templates);
+            Py_DECREF(names);
+            return -1;
+        }
+        Py_INCREF(name);
+        if (PyTuple_SetItem(table, k, name) < 0) { /* steals name */
+            Py_DECREF(table);
+            Py_DECREF(templates);
+            Py_DECREF(names);
+            return -1;
+        }
+    }
+    if (PyTuple_SetItem(table, N_COUNT, templates) < 0) { /* steals templates */
+        Py_DECREF(table);
+        Py_DECREF(names);
+        return -1;
+    }
+    Py_DECREF(names);
+    names = table;
     PyObject *module_name = PyModule_GetNameObject(module);
     if (module_name == NULL) {
         Py_DECREF(names);

@@ -885,3 +885,53 @@ def test_address_ranges_clear_hostile_inputs() -> None:
         _native.address_ranges_clear(good)
     with pytest.raises(TypeError):
         _native.address_ranges_clear(good, "not a class")
+
+
+# ---------------------------------------------------------------------------------------
+# The bound name table
+
+
+def test_field_reads_from_instance_dicts_equal_getattr() -> None:
+    """binder.c reads fields of exact RuntimeBindingFragment / PlacementFragment /
+    TensorDescriptor instances from their __dict__: no data descriptor on those classes may
+    shadow a field name (getattr would prefer it)."""
+    names = {
+        RuntimeBindingFragment: [field.name for field in dataclasses.fields(RuntimeBindingFragment)],
+        PlacementFragment: ["placement_fragment_id", "tensor_id", "nbytes", "local_shape"],
+        TensorDescriptor: ["tensor_id", "itemsize"],
+    }
+    for cls, fields in names.items():
+        for name in fields:
+            for klass in cls.__mro__:
+                attribute = vars(klass).get(name)
+                assert attribute is None or not hasattr(type(attribute), "__set__"), (cls, name)
+
+
+def test_a_corrupted_field_template_is_refused() -> None:
+    placement, bindings = _world()
+    binding = bindings[0]
+    table = _native.attest.__self__
+    templates = table[-1]
+    evidence_template = next(template for template in templates if "lease_id" in template and len(template) == 9)
+    order = list(evidence_template)
+
+    def restore() -> None:
+        evidence_template.clear()
+        for name in order:
+            evidence_template[name] = None
+
+    evidence_template["extra"] = None
+    try:
+        with pytest.raises(RuntimeError, match="template is corrupt"):
+            _attest_kernel(placement, binding)
+    finally:
+        restore()
+    assert _attest_kernel(placement, binding) is not None
+    # A removed key is set again by the builder: the result keeps exactly the fields.
+    del evidence_template["lease_id"]
+    try:
+        built = _attest_kernel(placement, binding)
+        assert set(built.evidence.__dict__) == {field.name for field in dataclasses.fields(RuntimeBindingEvidence)}
+    finally:
+        restore()
+    assert list(_attest_kernel(placement, binding).evidence.__dict__) == order
