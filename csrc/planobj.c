@@ -1417,6 +1417,87 @@ done:
     return result;
 }
 
+/* ---- owner_signatures: (owner kinds, DP-owned) of every tensor (spec §11.2) --------------- */
+
+PyDoc_STRVAR(owner_signatures_doc,
+"owner_signatures(tensors, ownership_type)\n"
+"--\n\n"
+"{tensor_id: (kinds, 'dp' in kinds)} for the dict tensors (tensor id -> descriptor), where\n"
+"kinds = tuple(axis.kind for axis in descriptor.parallel_axes if isinstance(axis,\n"
+"ownership_type)), in the dict's order. None when some parallel_axes is not a tuple (the\n"
+"caller then derives the signatures in Python).");
+
+static PyObject *
+po_owner_signatures(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    PyObject *tensors, *ownership;
+    if (!PyArg_ParseTuple(args, "O!O:owner_signatures", &PyDict_Type, &tensors, &ownership)) return NULL;
+    static const char *const os_names[3] = {"parallel_axes", "kind", "dp"};
+    static PyObject *cache[3];
+    PyObject *names[3] = {NULL, NULL, NULL};
+    PyObject *items = NULL, *result = NULL;
+    if (po_names(cache, os_names, 3, names) < 0) goto done;
+    items = PyDict_Items(tensors); /* a private list: hooks cannot change what is iterated */
+    if (items == NULL) goto done;
+    result = PyDict_New();
+    if (result == NULL) goto done;
+    Py_ssize_t n = PyList_Size(items);
+    if (n < 0) goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyList_GetItem(items, i); /* (key, value) tuple */
+        if (item == NULL) goto fail;
+        PyObject *key = PyTuple_GetItem(item, 0);
+        PyObject *tensor = PyTuple_GetItem(item, 1);
+        if (key == NULL || tensor == NULL) goto fail;
+        PyObject *axes = PyObject_GetAttr(tensor, names[0]);
+        if (axes == NULL) goto fail;
+        if (!PyTuple_Check(axes)) {
+            Py_DECREF(axes);
+            Py_CLEAR(result);
+            result = Py_None;
+            Py_INCREF(result);
+            goto done;
+        }
+        Py_ssize_t naxes = PyTuple_Size(axes);
+        PyObject *kinds = PyList_New(0);
+        int ok = naxes >= 0 && kinds != NULL;
+        for (Py_ssize_t a = 0; ok && a < naxes; a++) {
+            PyObject *axis = PyTuple_GetItem(axes, a);
+            if (axis == NULL) {
+                ok = 0;
+                break;
+            }
+            int is_owner = PyObject_IsInstance(axis, ownership);
+            if (is_owner < 0) {
+                ok = 0;
+                break;
+            }
+            if (!is_owner) continue;
+            PyObject *kind = PyObject_GetAttr(axis, names[1]);
+            ok = kind != NULL && PyList_Append(kinds, kind) == 0;
+            Py_XDECREF(kind);
+        }
+        Py_DECREF(axes);
+        PyObject *kinds_tuple = ok ? PyList_AsTuple(kinds) : NULL;
+        Py_XDECREF(kinds);
+        if (kinds_tuple == NULL) goto fail;
+        int owned = PySequence_Contains(kinds_tuple, names[2]);
+        PyObject *signature = owned < 0 ? NULL : Py_BuildValue("(OO)", kinds_tuple, owned ? Py_True : Py_False);
+        Py_DECREF(kinds_tuple);
+        if (signature == NULL) goto fail;
+        int rc = PyDict_SetItem(result, key, signature);
+        Py_DECREF(signature);
+        if (rc < 0) goto fail;
+    }
+    goto done;
+fail:
+    Py_CLEAR(result);
+done:
+    for (int k = 0; k < 3; k++) Py_XDECREF(names[k]);
+    Py_XDECREF(items);
+    return result;
+}
+
 static PyMethodDef planobj_methods[] = {
     {"build_regions", po_build_regions, METH_VARARGS, build_regions_doc},
     {"pack_targets", po_pack_targets, METH_VARARGS, pack_targets_doc},
@@ -1424,6 +1505,7 @@ static PyMethodDef planobj_methods[] = {
     {"project_executors", po_project_executors, METH_VARARGS, project_executors_doc},
     {"owner_minimums", po_owner_minimums, METH_VARARGS, owner_minimums_doc},
     {"fragment_columns", po_fragment_columns, METH_O, fragment_columns_doc},
+    {"owner_signatures", po_owner_signatures, METH_VARARGS, owner_signatures_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -363,6 +363,13 @@ def fragment_columns(fragments: Sequence[object], /) -> tuple[list[Any], list[An
     some decreases, -1 when some id is not an exact ``str`` (then ``ids == sorted(ids)``
     decides)."""
 
+def owner_signatures(
+    tensors: dict[str, Any], ownership_type: type, /
+) -> dict[str, tuple[tuple[str, ...], bool]] | None:
+    """``{tensor_id: (kinds, "dp" in kinds)}`` in the dict's order, where ``kinds`` are the
+    ``kind`` values of the descriptor's ``parallel_axes`` that are instances of
+    ``ownership_type``; ``None`` when some ``parallel_axes`` is not a tuple."""
+
 # --- physical.c: bound physical-range kernels (issue 4) ----------------------
 
 def physical_sweep(

@@ -567,3 +567,42 @@ def test_plan_regions_rejects_hostile_inputs() -> None:
     bad = list(args)
     bad[-3] = 1  # max_transfer_regions 1: the kernel's error tuple passes through
     assert _native.plan_regions(TransferRegion, sources, targets, *bad)[0] == 2
+
+
+# --- owner_signatures -----------------------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(placement_pairs())
+def test_owner_signatures_equal_the_python_form(pair: Tuple[Layout, Layout]) -> None:
+    from mooncake.reshard.weight._planner import ownership
+    from mooncake.reshard.weight.types import OwnershipAxis
+
+    for placement in (build_placement(pair[0]), build_placement(pair[1])):
+        tensors = {t.tensor_id: t for t in placement.tensors}
+        native = _native.owner_signatures(tensors, OwnershipAxis)
+        expected = ownership._tensor_signatures(tensors)
+        assert native == expected and list(native) == list(expected)
+        assert ownership.tensor_signatures(tensors) == expected
+
+
+def test_owner_signatures_hostile_inputs() -> None:
+    from mooncake.reshard.weight.types import OwnershipAxis, ReplicatedAxis
+
+    class _T:
+        def __init__(self, axes: Any) -> None:
+            self.parallel_axes = axes
+
+    own_dp, own_ep, rep = OwnershipAxis("dp"), OwnershipAxis("ep"), ReplicatedAxis("tp")
+    assert _native.owner_signatures({"a": _T((own_ep, rep, own_dp))}, OwnershipAxis) == {"a": (("ep", "dp"), True)}
+    assert _native.owner_signatures({"a": _T(())}, OwnershipAxis) == {"a": ((), False)}
+    assert _native.owner_signatures({}, OwnershipAxis) == {}
+    assert _native.owner_signatures({"a": _T([own_dp])}, OwnershipAxis) is None  # not a tuple
+    with pytest.raises(TypeError):
+        _native.owner_signatures([("a", _T(()))], OwnershipAxis)
+    with pytest.raises(TypeError):
+        _native.owner_signatures({"a": _T((own_dp,))}, 5)  # not a type
+    with pytest.raises(AttributeError):
+        _native.owner_signatures({"a": object()}, OwnershipAxis)
+    with pytest.raises(AttributeError):
+        _native.owner_signatures({"a": _T((object(),))}, object)  # an "owner" without kind

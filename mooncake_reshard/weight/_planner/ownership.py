@@ -57,6 +57,15 @@ Signature = tuple[tuple[str, ...], bool]
 def tensor_signatures(tensors: dict[str, TensorDescriptor]) -> dict[str, Signature]:
     """``(owner_kinds(tensor), is_dp_owned(tensor))`` of every tensor, in one pass per tensor
     (DP ownership is an ``OwnershipAxis("dp")``, i.e. ``"dp"`` among the owner kinds)."""
+    if type(tensors) is dict:
+        native: Optional[dict[str, Signature]] = _native.owner_signatures(tensors, OwnershipAxis)
+        if native is not None:
+            return native
+    return _tensor_signatures(tensors)
+
+
+def _tensor_signatures(tensors: dict[str, TensorDescriptor]) -> dict[str, Signature]:
+    """The Python form of ``tensor_signatures`` (``_native.owner_signatures``)."""
     out: dict[str, Signature] = {}
     for tensor_id, tensor in tensors.items():
         kinds = tuple(axis.kind for axis in tensor.parallel_axes if isinstance(axis, OwnershipAxis))
