@@ -1034,6 +1034,7 @@ pfl_parts_fast(PyObject *pairs, const char *ps, size_t pn, const char *ss, size_
     /* 3. encode in address order */
     if (pfl_ctx_init(&c) < 0) goto done;
     ctx_ready = 1;
+    if (total <= ((size_t)PY_SSIZE_T_MAX) / 512 && cj_reserve(&scratch, total * 256) < 0) goto done;
     for (size_t k = 0; k < total; k++) {
         size_t at = order[k].idx;
         off[at] = scratch.len;
@@ -1050,6 +1051,12 @@ pfl_parts_fast(PyObject *pairs, const char *ps, size_t pn, const char *ss, size_
     for (Py_ssize_t i = 0; i < np; i++) {
         if (pfl_sink_write(&sink, i ? ",{\"fragments\":[" : "{\"fragments\":[", i ? 15 : 14) < 0) goto done;
         for (size_t at = first[i]; at < first[i + 1]; at++) {
+            /* the text is read in list order, i.e. scattered over the scratch buffer: ask for
+             * the lines a few fragments ahead */
+            if (at + 8 < total) {
+                const char *ahead = scratch.data + off[at + 8];
+                for (size_t line = 0; line < len[at + 8]; line += 64) __builtin_prefetch(ahead + line);
+            }
             if (at > first[i] && pfl_sink_write(&sink, ",", 1) < 0) goto done;
             if (pfl_sink_write(&sink, scratch.data + off[at], len[at]) < 0) goto done;
         }
@@ -1492,44 +1499,28 @@ sorted_by_keys_copy(PyObject *items, PyObject *keys, Py_ssize_t n, int want_rows
     return pair;
 }
 
-/* A list of n new lists: lists[g] holds src[e[k].index] for the entries k (in sorted order)
- * with group[e[k].index] == g; count[g] is that group's size. */
+/* A list of ngroups new tuples, tuple g sized count[g] (items set later); borrowed pointers
+ * to the tuples go to slots[g]. */
 static PyObject *
-sg_distribute(PyObject *src, const strkey_entry *e, size_t n, const size_t *group, const size_t *count,
-              size_t ngroups, size_t *cursor)
+sg_group_tuples(const size_t *count, size_t ngroups, PyObject **slots)
 {
     PyObject *out = PyList_New((Py_ssize_t)ngroups);
     if (out == NULL) return NULL;
     for (size_t g = 0; g < ngroups; g++) {
-        PyObject *list = PyList_New((Py_ssize_t)count[g]);
-        if (list == NULL || PyList_SetItem(out, (Py_ssize_t)g, list) < 0) {
+        PyObject *tuple = PyTuple_New((Py_ssize_t)count[g]);
+        if (tuple == NULL || PyList_SetItem(out, (Py_ssize_t)g, tuple) < 0) {
             Py_DECREF(out);
             return NULL;
         }
-        cursor[g] = 0;
-    }
-    for (size_t k = 0; k < n; k++) {
-        size_t at = e[k].index, g = group[at];
-        PyObject *list = PyList_GetItem(out, (Py_ssize_t)g);
-        PyObject *item = PyList_GetItem(src, (Py_ssize_t)at); /* bounds-checked */
-        if (list == NULL || item == NULL || cursor[g] >= count[g]) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "sorted_groups: list changed size");
-            Py_DECREF(out);
-            return NULL;
-        }
-        Py_INCREF(item);
-        if (PyList_SetItem(list, (Py_ssize_t)cursor[g]++, item) < 0) {
-            Py_DECREF(out);
-            return NULL;
-        }
+        slots[g] = tuple;
     }
     return out;
 }
 
 /* sorted_groups(items, keys, group_of, ngroups, extra): the stable sort of items by their
  * str keys (as sorted_by_str_keys with rows) and, in that order, items and extra split by
- * group: (sorted_items, rows, [items of group g], [extra of group g]). None (nothing raised)
- * when some key is not an exact str or has no UTF-8 encoding. */
+ * group: (sorted items tuple, rows list, [tuple of group g's items], [tuple of group g's
+ * extras]). None (nothing raised) when some key is not an exact str or has no UTF-8 encoding. */
 static PyObject *
 py_sorted_groups(PyObject *Py_UNUSED(module), PyObject *args)
 {
@@ -1550,6 +1541,7 @@ py_sorted_groups(PyObject *Py_UNUSED(module), PyObject *args)
     }
     size_t ngroups = (size_t)ngroups_arg, un = (size_t)n;
     PyObject *result = NULL, *keys = NULL, *ordered = NULL, *rows = NULL, *groups = NULL, *extras = NULL;
+    PyObject **gslots = NULL, **xslots = NULL, **iptr = NULL, **xptr = NULL;
     size_t *group = mr_alloc_array(un ? un : 1, sizeof(size_t));
     size_t *count = mr_alloc_array(ngroups ? ngroups : 1, sizeof(size_t));
     size_t *cursor = mr_alloc_array(ngroups ? ngroups : 1, sizeof(size_t));
@@ -1592,23 +1584,54 @@ py_sorted_groups(PyObject *Py_UNUSED(module), PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     strkey_sort(e, tmp, un);
     Py_END_ALLOW_THREADS
-    ordered = PyList_New(n);
+    /* every container first (allocations may run the collector, hence finalizers); then the
+     * item pointers, and the references the containers take over, taken in input order
+     * (objects in sequence in memory) rather than in the scattered sorted order */
+    ordered = PyTuple_New(n);
     rows = PyList_New(n);
     if (ordered == NULL || rows == NULL) goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PyList_GetItem(items, (Py_ssize_t)e[i].index);
         PyObject *pos = PyLong_FromSsize_t(i);
-        if (item == NULL || pos == NULL) {
-            Py_XDECREF(pos);
+        if (pos == NULL || PyList_SetItem(rows, (Py_ssize_t)e[i].index, pos) < 0) goto done;
+    }
+    gslots = mr_alloc_array(ngroups ? ngroups : 1, sizeof(PyObject *));
+    xslots = mr_alloc_array(ngroups ? ngroups : 1, sizeof(PyObject *));
+    iptr = mr_alloc_array(un ? un : 1, sizeof(PyObject *));
+    xptr = mr_alloc_array(un ? un : 1, sizeof(PyObject *));
+    if (gslots == NULL || xslots == NULL || iptr == NULL || xptr == NULL) goto done;
+    groups = sg_group_tuples(count, ngroups, gslots);
+    if (groups == NULL) goto done;
+    extras = sg_group_tuples(count, ngroups, xslots);
+    if (extras == NULL) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        iptr[i] = PyList_GetItem(items, i);
+        xptr[i] = PyList_GetItem(extra, i);
+        if (iptr[i] == NULL || xptr[i] == NULL) goto done;
+    }
+    /* no Python code runs from here to the end of the fill */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_INCREF(iptr[i]);
+        Py_INCREF(iptr[i]);
+        Py_INCREF(xptr[i]);
+    }
+    for (size_t g = 0; g < ngroups; g++) cursor[g] = 0;
+    for (size_t k = 0; k < un; k++) {
+        size_t at = e[k].index, g = group[at], c = cursor[g]++;
+        /* cannot fail: fresh tuples owned by this call, positions in range; each call takes
+         * over (or on failure releases) one of the references taken above */
+        int bad = PyTuple_SetItem(ordered, (Py_ssize_t)k, iptr[at]) < 0;
+        bad |= PyTuple_SetItem(gslots[g], (Py_ssize_t)c, iptr[at]) < 0;
+        bad |= PyTuple_SetItem(xslots[g], (Py_ssize_t)c, xptr[at]) < 0;
+        if (bad) {
+            for (size_t rest = k + 1; rest < un; rest++) {
+                size_t r = e[rest].index;
+                Py_DECREF(iptr[r]);
+                Py_DECREF(iptr[r]);
+                Py_DECREF(xptr[r]);
+            }
             goto done;
         }
-        Py_INCREF(item);
-        if (PyList_SetItem(ordered, i, item) < 0 || PyList_SetItem(rows, (Py_ssize_t)e[i].index, pos) < 0) goto done;
     }
-    groups = sg_distribute(items, e, un, group, count, ngroups, cursor);
-    if (groups == NULL) goto done;
-    extras = sg_distribute(extra, e, un, group, count, ngroups, cursor);
-    if (extras == NULL) goto done;
     result = PyTuple_Pack(4, ordered, rows, groups, extras);
 done:
     Py_XDECREF(keys);
@@ -1619,6 +1642,10 @@ done:
     PyMem_Free(group);
     PyMem_Free(count);
     PyMem_Free(cursor);
+    PyMem_Free(gslots);
+    PyMem_Free(xslots);
+    PyMem_Free(iptr);
+    PyMem_Free(xptr);
     PyMem_Free(e);
     PyMem_Free(tmp);
     return result;

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import sys
 import random
 from typing import Any
 
@@ -271,19 +272,26 @@ def test_sorted_groups_matches_python(entries: list[tuple[str, int]], ngroups: i
     assert result is not None
     ordered, rows, by_group, extra_by_group = result
     order = sorted(range(len(items)), key=keys.__getitem__)  # stable, code point order
-    assert ordered == [items[i] for i in order]
+    assert type(ordered) is tuple and ordered == tuple(items[i] for i in order)
     assert all(ordered[rows[i]] is items[i] for i in range(len(items)))
     assert sorted(rows) == list(range(len(items)))
     for group in range(ngroups):
-        assert by_group[group] == [items[i] for i in order if group_of[i] == group]
-        assert extra_by_group[group] == [extra[i] for i in order if group_of[i] == group]
+        assert by_group[group] == tuple(items[i] for i in order if group_of[i] == group)
+        assert extra_by_group[group] == tuple(extra[i] for i in order if group_of[i] == group)
+    # each item is held once by the sorted tuple and once by its group's tuple, each extra once
+    refs = [sys.getrefcount(item) for item in items]
+    extra_refs = [sys.getrefcount(value) for value in extra]
+    del result, ordered, by_group, extra_by_group
+    assert [sys.getrefcount(item) for item in items] == [count - 2 for count in refs]
+    assert [sys.getrefcount(value) for value in extra] == [count - 1 for count in extra_refs]
 
 
 def test_sorted_groups_hostile_arguments() -> None:
     items = [object(), object()]
     assert _native.sorted_groups(items, ["b", 1], [0, 0], 1, [1, 2]) is None  # not all str: caller falls back
     assert _native.sorted_groups(items, ["b", "\ud800"], [0, 0], 1, [1, 2]) is None
-    assert _native.sorted_groups([], [], [], 0, []) == ([], [], [], [])
+    assert _native.sorted_groups([], [], [], 0, []) == ((), [], [], [])
+    assert _native.sorted_groups([], [], [], 2, []) == ((), [], [(), ()], [(), ()])
     for group_of, ngroups in (([0, 1], 1), ([0, -1], 2), ([0, 2**70], 2), ([0, True], 2), ([0, 1.0], 2)):
         with pytest.raises(ValueError):
             _native.sorted_groups(items, ["a", "b"], group_of, ngroups, [1, 2])

@@ -52,17 +52,23 @@ def _sorted_groups(
     group_of: list[int],
     ngroups: int,
     tensor_ids: list[str],
-) -> tuple[list[PlacementFragment], Optional[list[int]], list[list[PlacementFragment]], list[list[str]]]:
+) -> tuple[
+    Sequence[PlacementFragment],
+    Optional[list[int]],
+    Sequence[Sequence[PlacementFragment]],
+    Sequence[Sequence[str]],
+]:
     """``(ordered, rows, by_group, tensor_ids_by_group)``: ``fragments`` sorted by id (stable),
     each input fragment's position in it (``None`` from the Python fallback), and per group
-    the fragments (and their tensor ids) in that order. C does it when every id is a str."""
+    the fragments (and their tensor ids) in that order. C does it when every id is a str
+    (tuples, built without touching the objects in the scattered sorted order)."""
     keys = list(map(_fragment_key, fragments))
     result = _native.sorted_groups(list(fragments), keys, group_of, ngroups, tensor_ids)
     if result is not None:
         ordered, rows, by_group, tensor_ids_by_group = result
         return ordered, rows, by_group, tensor_ids_by_group
     order = sorted(range(len(fragments)), key=keys.__getitem__)
-    by_group = [[] for _ in range(ngroups)]
+    by_group: list[list[PlacementFragment]] = [[] for _ in range(ngroups)]
     tensor_ids_by_group: list[list[str]] = [[] for _ in range(ngroups)]
     for position in order:
         by_group[group_of[position]].append(fragments[position])
