@@ -1070,7 +1070,315 @@ done:
     return result;
 }
 
+/* --- revalidate_spaces ------------------------------------------------------------------ */
+
+enum {
+    RP_BINDING,
+    RP_PLACEMENT,
+    RP_INSTANCE,
+    RP_WORKER,
+    RP_DEVICE,
+    RP_STORAGE_ADDRESS,
+    RP_STORAGE_NBYTES,
+    RP_ADDRESS,
+    RP_NBYTES,
+    RP_ALIASES,
+    RP_OFFSET,
+    RP_SHAPE,
+    RP_NNAMES
+};
+
+static const char *const rp_names[RP_NNAMES] = {
+    "binding", "placement", "instance_id", "worker_id", "device", "storage_address", "storage_nbytes",
+    "address", "nbytes", "aliases", "global_offset", "local_shape",
+};
+
+static PyObject *rp_keys[RP_NNAMES];
+
+typedef struct {
+    size_t space;
+    uint64_t begin;
+    uint64_t end;
+} rp_extent;
+
+static int
+rp_compare_extent(const void *a, const void *b)
+{
+    const rp_extent *x = a, *y = b;
+    if (x->space != y->space) return x->space < y->space ? -1 : 1;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    if (x->end != y->end) return x->end < y->end ? -1 : 1;
+    return 0;
+}
+
+/* ``(fragment.instance_id, binding.worker_id, binding.device)`` and the binding, new refs. */
+static int
+rp_space(PyObject *fragment, PyObject **space, PyObject **binding)
+{
+    PyObject *instance = NULL, *worker = NULL, *device = NULL;
+    *space = NULL;
+    *binding = rf_dict_item(fragment, rp_keys[RP_BINDING]);
+    if (*binding == NULL) return PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
+    instance = rf_dict_item(fragment, rp_keys[RP_INSTANCE]);
+    if (instance == NULL) goto fail;
+    worker = PyObject_GetAttr(*binding, rp_keys[RP_WORKER]);
+    if (worker == NULL) goto fail;
+    device = PyObject_GetAttr(*binding, rp_keys[RP_DEVICE]);
+    if (device == NULL) goto fail;
+    *space = PyTuple_Pack(3, instance, worker, device);
+fail:
+    Py_XDECREF(instance);
+    Py_XDECREF(worker);
+    Py_XDECREF(device);
+    if (*space == NULL) {
+        Py_CLEAR(*binding);
+        return PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
+    }
+    return RV_OK;
+}
+
+/* Add ``(binding.storage_address, binding.storage_nbytes)`` to ``table[space]`` (a set). */
+static int
+rp_add_allocation(PyObject *table, PyObject *space, PyObject *binding)
+{
+    PyObject *address = PyObject_GetAttr(binding, rp_keys[RP_STORAGE_ADDRESS]);
+    if (address == NULL) return -1;
+    PyObject *nbytes = PyObject_GetAttr(binding, rp_keys[RP_STORAGE_NBYTES]);
+    if (nbytes == NULL) {
+        Py_DECREF(address);
+        return -1;
+    }
+    PyObject *allocation = PyTuple_Pack(2, address, nbytes);
+    Py_DECREF(address);
+    Py_DECREF(nbytes);
+    if (allocation == NULL) return -1;
+    int rc = -1;
+    PyObject *bucket = PyDict_GetItemWithError(table, space); /* borrowed */
+    if (bucket == NULL) {
+        if (!PyErr_Occurred()) {
+            bucket = PySet_New(NULL);
+            if (bucket != NULL) {
+                rc = PySet_Add(bucket, allocation) < 0 || PyDict_SetItem(table, space, bucket) < 0 ? -1 : 0;
+                Py_DECREF(bucket);
+            }
+        }
+    }
+    else {
+        rc = PySet_Add(bucket, allocation);
+    }
+    Py_DECREF(allocation);
+    return rc;
+}
+
+/* An exact non-negative int below 2**64; 0 with *ok = 0 for anything else. */
+static int
+rp_u64(PyObject *value, uint64_t *out, int *ok)
+{
+    *ok = 0;
+    if (!PyLong_CheckExact(value)) return 0;
+    unsigned long long x = PyLong_AsUnsignedLongLong(value);
+    if (x == (unsigned long long)-1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    *out = (uint64_t)x;
+    *ok = 1;
+    return 0;
+}
+
+/* The quick §12.6 extent of one target operation: *ok = 1 with [*begin, *end) when the
+ * operation writes its whole (alias-free) fragment at a representable address range. */
+static int
+rp_target_extent(PyObject *fragment, PyObject *binding, PyObject *box, uint64_t *begin, uint64_t *end, int *ok)
+{
+    PyObject *placement = NULL, *aliases = NULL, *offset = NULL, *shape = NULL, *whole = NULL;
+    PyObject *address = NULL, *nbytes = NULL;
+    int rc = -1;
+    *ok = 0;
+    placement = rf_dict_item(fragment, rp_keys[RP_PLACEMENT]);
+    if (placement == NULL) {
+        rc = PyErr_Occurred() ? -1 : 0;
+        goto done;
+    }
+    aliases = PyObject_GetAttr(placement, rp_keys[RP_ALIASES]);
+    if (aliases == NULL) goto done;
+    int has_aliases = PyObject_IsTrue(aliases);
+    if (has_aliases < 0) goto done;
+    if (has_aliases) {
+        rc = 0;
+        goto done;
+    }
+    offset = PyObject_GetAttr(placement, rp_keys[RP_OFFSET]);
+    if (offset == NULL) goto done;
+    shape = PyObject_GetAttr(placement, rp_keys[RP_SHAPE]);
+    if (shape == NULL) goto done;
+    whole = PyTuple_Pack(2, offset, shape);
+    if (whole == NULL) goto done;
+    int partial = rs_compare(box, whole, Py_NE);
+    if (partial < 0) goto done;
+    if (partial) {
+        rc = 0;
+        goto done;
+    }
+    address = PyObject_GetAttr(binding, rp_keys[RP_ADDRESS]);
+    if (address == NULL) goto done;
+    nbytes = PyObject_GetAttr(binding, rp_keys[RP_NBYTES]);
+    if (nbytes == NULL) goto done;
+    uint64_t a = 0, n = 0;
+    int a_ok = 0, n_ok = 0;
+    if (rp_u64(address, &a, &a_ok) < 0 || rp_u64(nbytes, &n, &n_ok) < 0) goto done;
+    rc = 0;
+    if (!a_ok || !n_ok || n == 0 || mr_add_u64(a, n, end) < 0) goto done;
+    *begin = a;
+    *ok = 1;
+done:
+    Py_XDECREF(placement);
+    Py_XDECREF(aliases);
+    Py_XDECREF(offset);
+    Py_XDECREF(shape);
+    Py_XDECREF(whole);
+    Py_XDECREF(address);
+    Py_XDECREF(nbytes);
+    return rc;
+}
+
+PyDoc_STRVAR(revalidate_spaces_doc,
+"revalidate_spaces(frags, source_of, target_of, boxes, check_physical)\n"
+"--\n\n"
+"Spec §12.5 (in-place protection) and the common case of §12.6 for the TransferPlan\n"
+"revalidation fast path; the arguments are the fast path's own tables. Returns ``False``\n"
+"when a source and a target allocation ``(storage_address, storage_nbytes)`` coincide in\n"
+"one address space ``(instance_id, worker_id, device)``; otherwise ``True`` when\n"
+"``check_physical`` is false or every operation writes a whole, alias-free target fragment\n"
+"of its own with pairwise disjoint byte extents per address space (the physical sweep has\n"
+"nothing to report), else ``None`` (the sweep must decide). ``TypeError`` for wrong\n"
+"container types.");
+
+static PyObject *
+revalidate_spaces(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *frags_arg, *source_arg, *target_arg, *boxes_arg;
+    int check_physical;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!p:revalidate_spaces", &PyList_Type, &frags_arg, &PyList_Type, &source_arg,
+                          &PyList_Type, &target_arg, &PyList_Type, &boxes_arg, &check_physical)) {
+        return NULL;
+    }
+    PyObject *result = NULL, *sources = NULL, *targets = NULL, *space_ids = NULL;
+    PyObject *frags = PySequence_List(frags_arg), *source_of = PySequence_List(source_arg);
+    PyObject *target_of = PySequence_List(target_arg), *boxes = PySequence_List(boxes_arg);
+    unsigned char *seen = NULL;
+    rp_extent *extents = NULL;
+    if (frags == NULL || source_of == NULL || target_of == NULL || boxes == NULL) goto done;
+    Py_ssize_t n_frags = PyList_Size(frags), n_ops = PyList_Size(target_of);
+    if (n_frags < 0 || n_ops < 0) goto done;
+    if (PyList_Size(source_of) != n_ops || PyList_Size(boxes) != n_ops) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    seen = mr_alloc_array((size_t)n_frags, 1);
+    extents = mr_alloc_array((size_t)n_ops, sizeof(rp_extent));
+    sources = PyDict_New();
+    targets = PyDict_New();
+    space_ids = PyDict_New();
+    if (seen == NULL || extents == NULL || sources == NULL || targets == NULL || space_ids == NULL) goto done;
+    int quick = check_physical;
+    /* Sources (distinct fragments), then targets: allocations per address space. */
+    for (int side = 0; side < 2; side++) {
+        PyObject *side_of = side == 0 ? source_of : target_of;
+        memset(seen, 0, (size_t)n_frags);
+        for (Py_ssize_t i = 0; i < n_ops; i++) {
+            Py_ssize_t p = rs_position(side_of, i, n_frags);
+            if (p < 0) {
+                result = Py_NewRef(Py_None);
+                goto done;
+            }
+            if (seen[p]) {
+                if (side == 1) quick = 0; /* one fragment written by two operations */
+                continue;
+            }
+            seen[p] = 1;
+            PyObject *fragment = PyList_GetItem(frags, p), *space = NULL, *binding = NULL;
+            int rc = rp_space(fragment, &space, &binding);
+            if (rc == RV_ERROR) goto done;
+            if (rc == RV_DECLINE) {
+                result = Py_NewRef(Py_None);
+                goto done;
+            }
+            int failed = rp_add_allocation(side == 0 ? sources : targets, space, binding) < 0;
+            if (!failed && side == 1 && quick) {
+                int ok = 0;
+                failed = rp_target_extent(fragment, binding, PyList_GetItem(boxes, i), &extents[i].begin,
+                                          &extents[i].end, &ok) < 0;
+                if (!failed && !ok) quick = 0;
+                if (!failed && ok) {
+                    PyObject *number = PyDict_GetItemWithError(space_ids, space); /* borrowed */
+                    if (number == NULL && !PyErr_Occurred()) {
+                        PyObject *fresh = PyLong_FromSsize_t(PyDict_Size(space_ids));
+                        failed = fresh == NULL || PyDict_SetItem(space_ids, space, fresh) < 0;
+                        number = fresh;
+                        Py_XDECREF(fresh); /* the dict holds it */
+                    }
+                    if (!failed && number != NULL) {
+                        extents[i].space = (size_t)PyLong_AsSize_t(number);
+                        failed = PyErr_Occurred() != NULL;
+                    }
+                    else {
+                        failed = 1;
+                    }
+                }
+            }
+            Py_DECREF(space);
+            Py_DECREF(binding);
+            if (failed) goto done;
+        }
+    }
+    {
+        Py_ssize_t pos = 0;
+        PyObject *space, *allocations;
+        while (PyDict_Next(sources, &pos, &space, &allocations)) {
+            PyObject *other = PyDict_GetItemWithError(targets, space); /* borrowed */
+            if (other == NULL) {
+                if (PyErr_Occurred()) goto done;
+                continue;
+            }
+            PyObject *common = PyNumber_And(allocations, other);
+            if (common == NULL) goto done;
+            Py_ssize_t shared = PySet_Size(common);
+            Py_DECREF(common);
+            if (shared < 0) goto done;
+            if (shared > 0) {
+                result = Py_NewRef(Py_False);
+                goto done;
+            }
+        }
+    }
+    if (!check_physical) {
+        result = Py_NewRef(Py_True);
+        goto done;
+    }
+    if (quick && n_ops > 1) {
+        qsort(extents, (size_t)n_ops, sizeof(rp_extent), rp_compare_extent);
+        for (Py_ssize_t i = 1; i < n_ops && quick; i++) {
+            if (extents[i].space == extents[i - 1].space && extents[i].begin < extents[i - 1].end) quick = 0;
+        }
+    }
+    result = Py_NewRef(quick ? Py_True : Py_None);
+done:
+    PyMem_Free(seen);
+    PyMem_Free(extents);
+    Py_XDECREF(sources);
+    Py_XDECREF(targets);
+    Py_XDECREF(space_ids);
+    Py_XDECREF(frags);
+    Py_XDECREF(source_of);
+    Py_XDECREF(target_of);
+    Py_XDECREF(boxes);
+    return result;
+}
+
 static PyMethodDef revalidate_methods[] = {
+    {"revalidate_spaces", revalidate_spaces, METH_VARARGS, revalidate_spaces_doc},
     {"revalidate_side", revalidate_side, METH_VARARGS, revalidate_side_doc},
     {"revalidate_scan", revalidate_scan, METH_VARARGS, revalidate_scan_doc},
     {"revalidate_fragments", revalidate_fragments, METH_VARARGS, revalidate_fragments_doc},
@@ -1084,6 +1392,11 @@ Init_Revalidate(PyObject *module)
         if (rv_keys[k] != NULL) continue;
         rv_keys[k] = PyUnicode_InternFromString(rv_names[k]);
         if (rv_keys[k] == NULL) return -1;
+    }
+    for (int k = 0; k < RP_NNAMES; k++) {
+        if (rp_keys[k] != NULL) continue;
+        rp_keys[k] = PyUnicode_InternFromString(rp_names[k]);
+        if (rp_keys[k] == NULL) return -1;
     }
     for (int k = 0; k < RS_NNAMES; k++) {
         if (rs_keys[k] != NULL) continue;

@@ -456,6 +456,22 @@ def revalidate_side(
     unsure. ``TypeError`` for wrong container types; errors of the values' own methods
     propagate."""
 
+def revalidate_spaces(
+    frags: list[Any],
+    source_of: list[int],
+    target_of: list[int],
+    boxes: list[tuple[tuple[int, ...], tuple[int, ...]]],
+    check_physical: bool,
+    /,
+) -> Optional[bool]:
+    """Spec §12.5 (in-place protection) and the common case of §12.6 for the ``TransferPlan``
+    revalidation fast path; the arguments are the fast path's own tables. ``False`` when a
+    source and a target allocation ``(storage_address, storage_nbytes)`` coincide in one address
+    space ``(instance_id, worker_id, device)``; otherwise ``True`` when ``check_physical`` is
+    false or every operation writes a whole, alias-free target fragment of its own with pairwise
+    disjoint byte extents per address space, else ``None`` (the physical sweep must decide).
+    ``TypeError`` for wrong container types."""
+
 # --- binder.c: runtime binding and executor projection kernels (issue 5) -----
 
 # Each returns exactly the value of the Python code it accelerates, or ``None`` ("not decided

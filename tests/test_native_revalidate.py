@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -25,9 +25,16 @@ from mooncake.reshard.weight._planner.fragments import BoundWeightFragment
 from mooncake.reshard.weight.planner import TransferPlan, bind_logical_transfer_plan, plan_placement_transfer
 
 
-def _bound_plan(*, tied: bool = False, shared: bool = False, tensors: tuple[str, ...] = ("v", "w")) -> TransferPlan:
-    source = tp_placement(2, prefix="s", dp=2, shape=(4, 7), tensors=tensors, tied=tied)
-    target = tp_placement(3, prefix="t", shape=(4, 7), tensors=tensors, tied=tied)
+def _bound_plan(
+    *,
+    tied: bool = False,
+    shared: bool = False,
+    tensors: tuple[str, ...] = ("v", "w"),
+    target_tp: int = 3,
+    shape: tuple[int, int] = (4, 7),
+) -> TransferPlan:
+    source = tp_placement(2, prefix="s", dp=2, shape=shape, tensors=tensors, tied=tied)
+    target = tp_placement(target_tp, prefix="t", shape=shape, tensors=tensors, tied=tied)
     logical = plan_placement_transfer(source, target)
     memory = HostMemory()
     source_bindings = host_bindings(source, memory, prefix="src")
@@ -39,6 +46,7 @@ _PLANS = {
     "plain": _bound_plan(),
     "tied": _bound_plan(tied=True),
     "shared": _bound_plan(shared=True),
+    "split": _bound_plan(target_tp=4, shape=(4, 8)),  # every operation writes a whole target fragment
 }
 
 
@@ -650,7 +658,7 @@ def _side_tables(executors: Any, side_of: list[int], runtime_ids: list[Any]) -> 
     index = bc._fast_side_index(executors)
     if index is None:
         return None
-    runtime, rows = index
+    runtime, rows, _table = index
     for op_index, position in enumerate(side_of):
         row = runtime.get(runtime_ids[position])
         if row is not None:
@@ -798,3 +806,138 @@ def test_fragments_and_side_hostile_inputs() -> None:
     unhashable[1] = [[key] for key in keys]
     with pytest.raises(TypeError):
         _native.revalidate_side(*unhashable)
+
+
+# ---------------------------------------------------------------------------------------
+# _native.revalidate_spaces (§12.5 and the common §12.6 case), against a Python reference
+
+_U64_MAX = (1 << 64) - 1
+
+
+def _spaces_reference(frags: list[Any], source_of: list[int], target_of: list[int], boxes: list[Any],
+                      check_physical: bool) -> Optional[bool]:
+    sources: dict[Any, set[Any]] = {}
+    for position in dict.fromkeys(source_of):
+        fragment = frags[position]
+        binding = fragment.binding
+        sources.setdefault((fragment.instance_id, binding.worker_id, binding.device), set()).add(
+            (binding.storage_address, binding.storage_nbytes)
+        )
+    targets: dict[Any, set[Any]] = {}
+    quick = check_physical and len(set(target_of)) == len(target_of)
+    extents: dict[Any, list[Any]] = {}
+    for index, position in enumerate(target_of):
+        fragment = frags[position]
+        binding = fragment.binding
+        space = (fragment.instance_id, binding.worker_id, binding.device)
+        targets.setdefault(space, set()).add((binding.storage_address, binding.storage_nbytes))
+        if quick:
+            placement = fragment.placement
+            address, nbytes = binding.address, binding.nbytes
+            if (
+                placement.aliases
+                or boxes[index] != (placement.global_offset, placement.local_shape)
+                or type(address) is not int
+                or type(nbytes) is not int
+                or address < 0
+                or nbytes <= 0
+                or address + nbytes > _U64_MAX
+            ):
+                quick = False
+            else:
+                extents.setdefault(space, []).append((address, address + nbytes))
+    for space, allocations in sources.items():
+        other = targets.get(space)
+        if other is not None and not allocations.isdisjoint(other):
+            return False
+    if not check_physical:
+        return True
+    if quick:
+        for extent in extents.values():
+            extent.sort()
+            for (_, end), (begin, _) in zip(extent, extent[1:]):
+                if begin < end:
+                    quick = False
+    return True if quick else None
+
+
+def _spaces_agree(plan: TransferPlan) -> None:
+    scanned = _scan(plan.operations)
+    if scanned is None:
+        return
+    frags, source_of, target_of, boxes = scanned
+    for physical in (True, False):
+        try:
+            reference: Any = _spaces_reference(frags, source_of, target_of, boxes, physical)
+        except Exception:
+            reference = "error"
+        try:
+            native: Any = _native.revalidate_spaces(frags, source_of, target_of, boxes, physical)
+        except Exception:
+            native = "error"
+        assert native == reference or (native is None and reference is not False) or native == "error"
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    name=st.sampled_from(sorted(_PLANS)),
+    choices=st.lists(st.integers(0, len(_MUTATIONS) - 1), min_size=1, max_size=2),
+    data=st.data(),
+)
+def test_spaces_against_python(name: str, choices: list[int], data: Any) -> None:
+    plan = _PLANS[name]
+
+    def pick(n: int) -> int:
+        return data.draw(st.integers(0, max(n - 1, 0))) if n > 1 else 0
+
+    for choice in choices:
+        plan = _MUTATIONS[choice](plan, pick)
+    _spaces_agree(plan)
+
+
+def test_spaces_decisions_and_hostile_inputs() -> None:
+    assert _native.revalidate_spaces(*_scan(_PLANS["plain"].operations), True) is None  # partial writes
+    plan = _PLANS["split"]
+    frags, source_of, target_of, boxes = _scan(plan.operations)
+    assert _native.revalidate_spaces(frags, source_of, target_of, boxes, True) is True
+    assert _native.revalidate_spaces(frags, source_of, target_of, boxes, False) is True
+    # Tied (declared-alias) targets and partial writes leave the decision to the sweep.
+    tied = _scan(_PLANS["tied"].operations)
+    assert _native.revalidate_spaces(*tied, True) is None
+    assert _native.revalidate_spaces(*tied, False) is True
+    partial = list(boxes)
+    partial[0] = (partial[0][0], tuple(d + 1 for d in partial[0][1]))
+    assert _native.revalidate_spaces(frags, source_of, target_of, partial, True) is None
+    # One target fragment written twice, overlapping extents, unrepresentable addresses.
+    assert _native.revalidate_spaces(frags, source_of, target_of[:1] * len(target_of), boxes, True) is None
+    for binding_changes in ({"address": -1}, {"address": 2**64 - 1}, {"nbytes": 0}, {"address": 1.0},
+                            {"address": frags[target_of[1]].binding.address}):
+        forged = list(frags)
+        forged[target_of[0]] = _forge(frags[target_of[0]], binding=_forge(frags[target_of[0]].binding,
+                                                                          **binding_changes))
+        reference = _spaces_reference(forged, source_of, target_of, boxes, True)
+        assert _native.revalidate_spaces(forged, source_of, target_of, boxes, True) is reference
+        assert reference is None or binding_changes == {"address": frags[target_of[1]].binding.address}
+    # Source and target sharing an allocation in one address space.
+    forged = list(frags)
+    source = frags[source_of[0]]
+    forged[target_of[0]] = _forge(frags[target_of[0]], instance_id=source.instance_id, binding=_forge(
+        frags[target_of[0]].binding, worker_id=source.binding.worker_id, device=source.binding.device,
+        storage_address=source.binding.storage_address, storage_nbytes=source.binding.storage_nbytes))
+    assert _native.revalidate_spaces(forged, source_of, target_of, boxes, True) is False
+    assert _spaces_reference(forged, source_of, target_of, boxes, True) is False
+    # Malformed tables decline; wrong container types raise TypeError.
+    assert _native.revalidate_spaces(frags, source_of[:-1], target_of, boxes, True) is None
+    assert _native.revalidate_spaces(frags, source_of, [len(frags)] * len(target_of), boxes, True) is None
+    assert _native.revalidate_spaces(frags, source_of, [-1] * len(target_of), boxes, True) is None
+    assert _native.revalidate_spaces(frags, source_of, [2**80] * len(target_of), boxes, True) is None
+    assert _native.revalidate_spaces([], [], [], [], True) is True
+    for position in range(4):
+        hostile: list[Any] = [frags, source_of, target_of, boxes, True]
+        hostile[position] = tuple(hostile[position])
+        with pytest.raises(TypeError):
+            _native.revalidate_spaces(*hostile)
+    unhashable = list(frags)
+    unhashable[source_of[0]] = _forge(frags[source_of[0]], instance_id=[])
+    with pytest.raises(TypeError):
+        _native.revalidate_spaces(unhashable, source_of, target_of, boxes, True)

@@ -40,7 +40,6 @@ from .contracts import (
     PipelineRouteGroup,
     PlanningLimits,
     TransferRegion,
-    _route_groups,
     build_operation_views,
 )
 from .geometry import exact_cover_failures
@@ -858,8 +857,8 @@ def _fast_revalidate_live(
     target_side = _fast_side_index(target_executors)
     if source_side is None or target_side is None:
         return False
-    s_runtime, s_rows = source_side
-    t_runtime, t_rows = target_side
+    s_runtime, s_rows, s_table = source_side
+    t_runtime, t_rows, t_table = target_side
     routes: dict[tuple[Any, ...], list[int]] = {}
     for index, (s, t) in enumerate(zip(source_of, target_of)):
         row = s_runtime.get(runtime_ids[s])
@@ -882,88 +881,36 @@ def _fast_revalidate_live(
         ) is None and not _fast_side_consistent(frags, keys, runtime_ids, side_of, runtime, rows, attested, used):
             return False
     # -- §12.5 in-place protection, §12.6 target physical ranges ------------------------------
-    sources: dict[tuple[Any, ...], set[tuple[int, int]]] = {}
-    for position in dict.fromkeys(source_of):
-        fragment = frags[position]
-        binding = fragment.binding
-        sources.setdefault((fragment.instance_id, binding.worker_id, binding.device), set()).add(
-            (binding.storage_address, binding.storage_nbytes)
-        )
-    targets: dict[tuple[Any, ...], set[tuple[int, int]]] = {}
-    # The common §12.6 case, decided here: every operation writes a whole target fragment of
+    # The common §12.6 case is decided in C: every operation writes a whole target fragment of
     # its own (one complete stream per fragment, free of budget) and the byte extents of one
     # address space are pairwise disjoint, so the sweep has nothing to report.
-    quick = check_physical_ranges and len(set(target_of)) == len(target_of)
-    extents: dict[tuple[Any, ...], list[tuple[int, int]]] = {}
-    for index, position in enumerate(target_of):
-        fragment = frags[position]
-        binding = fragment.binding
-        space = (fragment.instance_id, binding.worker_id, binding.device)
-        allocation = (binding.storage_address, binding.storage_nbytes)
-        bucket = targets.get(space)
-        if bucket is None:
-            targets[space] = {allocation}
-        else:
-            bucket.add(allocation)
-        if quick:
-            placement_fragment = fragment.placement
-            address = binding.address
-            nbytes = binding.nbytes
-            if (
-                placement_fragment.aliases
-                or boxes[index] != (placement_fragment.global_offset, placement_fragment.local_shape)
-                or type(address) is not int
-                or type(nbytes) is not int
-                or address < 0
-                or nbytes <= 0
-                or address + nbytes > _U64_MAX
-            ):
-                quick = False
-            else:
-                extent = extents.get(space)
-                if extent is None:
-                    extents[space] = [(address, address + nbytes)]
-                else:
-                    extent.append((address, address + nbytes))
-    for space, allocations in sources.items():
-        other = targets.get(space)
-        if other is not None and not allocations.isdisjoint(other):
-            return False
-    if quick:
-        for extent in extents.values():
-            if len(extent) > 1:
-                extent.sort()
-                end = extent[0][1]
-                for begin, stop in extent[1:]:
-                    if begin < end:
-                        quick = False
-                        break
-                    end = stop
-    if check_physical_ranges and not quick:
+    spaces = _native.revalidate_spaces(frags, source_of, target_of, boxes, check_physical_ranges)
+    if spaces is False:
+        return False
+    if spaces is None:
         _check_target_physical_ranges(operations, limits.max_total_lowered_segments)  # raises
     # -- §12.7 bound target coverage ----------------------------------------------------------
     if not _fast_target_coverage(target_placement, frags, target_of, boxes, t_rows, attested, used):
         return False
     object.__setattr__(plan, "source_stored_fragment_snapshots", ())
-    object.__setattr__(
-        plan,
-        "_operation_views",
-        _views_from_rows(s_rows, t_rows, routes),
-    )
+    object.__setattr__(plan, "_operation_views", OperationViews._deferred(s_table, t_table, routes))
     return True
 
 
 _Row = tuple[Any, tuple[Any, ...], list[int]]
 
 
-def _fast_side_index(executors: tuple[Any, ...]) -> Optional[tuple[dict[Any, _Row], list[_Row]]]:
+def _fast_side_index(
+    executors: tuple[Any, ...],
+) -> Optional[tuple[dict[Any, _Row], list[_Row], dict[tuple[Any, ...], list[int]]]]:
     """``_side_index`` of runtime executors: per executor a row (state, provenance key, bucket
-    of operation indices), and runtime fragment id -> the row of the first executor listing it;
-    None for a repeated view key or a non-exact rank."""
+    of operation indices), runtime fragment id -> the row of the first executor listing it,
+    and the operation-view table (view key -> bucket); None for a repeated view key or a
+    non-exact rank."""
     runtime: dict[Any, _Row] = {}
-    seen: set[tuple[Any, ...]] = set()
+    table: dict[tuple[Any, ...], list[int]] = {}
     rows: list[tuple[Any, tuple[Any, ...], list[int]]] = []
-    for executor in executors:
+    for count, executor in enumerate(executors, 1):
         estate = executor.__dict__
         rank = _exact_rank(estate["rank"])
         if rank is None:
@@ -978,27 +925,14 @@ def _fast_side_index(executors: tuple[Any, ...]) -> Optional[tuple[dict[Any, _Ro
             estate["worker_id"],
             rank,
         )
-        view_key = key + (fragment_ids,)
-        if view_key in seen:
-            return None
-        seen.add(view_key)
         row: _Row = (estate, key, [])
+        table[key + (fragment_ids,)] = row[2]
+        if len(table) != count:  # a repeated view key
+            return None
         for fragment_id in fragment_ids:
             runtime.setdefault(fragment_id, row)
         rows.append(row)
-    return runtime, rows
-
-
-def _views_from_rows(
-    s_rows: list[tuple[Any, tuple[Any, ...], list[int]]],
-    t_rows: list[tuple[Any, tuple[Any, ...], list[int]]],
-    routes: dict[tuple[Any, ...], list[int]],
-) -> OperationViews:
-    return OperationViews(
-        {key + (estate["fragment_ids"],): tuple(bucket) for estate, key, bucket in s_rows},
-        {key + (estate["fragment_ids"],): tuple(bucket) for estate, key, bucket in t_rows},
-        _route_groups(routes),
-    )
+    return runtime, rows, table
 
 
 def _fast_side_consistent(

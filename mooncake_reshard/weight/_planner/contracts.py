@@ -454,9 +454,12 @@ def _route_value(value: Optional[int]) -> int:
 
 
 class OperationViews:
-    """Per-executor operation indices and pipeline routes of one plan, derived once."""
+    """Per-executor operation indices and pipeline routes of one plan, derived once.
 
-    __slots__ = ("_source", "_target", "_routes")
+    ``_deferred`` builds the same views on first use from index tables a validation has
+    already derived (plain values captured at validation time, nothing re-read later)."""
+
+    __slots__ = ("_source", "_target", "_routes", "_pending")
 
     def __init__(
         self,
@@ -467,14 +470,42 @@ class OperationViews:
         self._source = source
         self._target = target
         self._routes = routes
+        self._pending: Optional[tuple[Any, Any, Any]] = None
+
+    @classmethod
+    def _deferred(
+        cls,
+        source: dict[tuple[Any, ...], list[int]],
+        target: dict[tuple[Any, ...], list[int]],
+        routes: dict[tuple[Any, ...], list[int]],
+    ) -> OperationViews:
+        """Views built on first use from executor key -> ascending indices (both sides) and
+        route -> ascending indices; the caller hands over these tables (never mutated again)."""
+        views: OperationViews = _new_object(cls)
+        views._pending = (source, target, routes)
+        return views
+
+    def _materialise(self) -> None:
+        pending = self._pending
+        if pending is not None:
+            source, target, routes = pending
+            # Idempotent: concurrent first uses compute equal values.
+            self._source = {k: tuple(v) for k, v in source.items()}
+            self._target = {k: tuple(v) for k, v in target.items()}
+            self._routes = _route_groups(routes)
+            self._pending = None
 
     @property
     def pipeline_routes(self) -> tuple[PipelineRouteGroup, ...]:
         """Routes sorted by (source pp, source stage, target pp, target stage), None as -1."""
+        if self._pending is not None:
+            self._materialise()
         return self._routes
 
     def indices(self, executor: Any, side: str) -> tuple[int, ...]:
         """Ascending operation indices whose fragment on ``side`` belongs to ``executor``."""
+        if self._pending is not None:
+            self._materialise()
         table = self._source if side == "source" else self._target
         return table.get(_executor_key(executor), ())
 
