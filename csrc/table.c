@@ -818,6 +818,86 @@ tbl_read_seq(PyObject *inner, Py_ssize_t d, int64_t min, int64_t *out, const cha
     return 0;
 }
 
+/* Per-call memo of fragment rank objects' (dp, tp, pp, ep): a placement's fragments share a
+ * few rank objects, read once per call each. A slot holds a strong reference, so no address
+ * is reused while the call runs. */
+typedef struct {
+    PyObject *rank; /* strong; NULL: empty */
+    int64_t v[4];
+} tbl_rank_slot;
+
+typedef struct {
+    tbl_rank_slot *slots;
+    size_t cap, used; /* cap: 0 or a power of two */
+} tbl_rank_memo;
+
+static size_t
+tbl_rank_slot_of(const tbl_rank_memo *m, const PyObject *rank)
+{
+    uint64_t x = (uint64_t)(uintptr_t)rank;
+    x ^= x >> 33;
+    x *= 0xFF51AFD7ED558CCDULL;
+    x ^= x >> 33;
+    size_t mask = m->cap - 1, i = (size_t)x & mask;
+    while (m->slots[i].rank != NULL && m->slots[i].rank != rank) i = (i + 1) & mask;
+    return i;
+}
+
+static void
+tbl_rank_memo_free(tbl_rank_memo *m)
+{
+    for (size_t i = 0; i < m->cap; i++) Py_XDECREF(m->slots[i].rank);
+    PyMem_Free(m->slots);
+    m->slots = NULL;
+    m->cap = m->used = 0;
+}
+
+/* Remember rank -> v (best effort: nothing is remembered when memory is short). */
+static void
+tbl_rank_memo_put(tbl_rank_memo *m, PyObject *rank, const int64_t *v)
+{
+    if (m->cap == 0 || (m->used + 1) * 2 > m->cap) {
+        size_t cap = m->cap ? 2 * m->cap : 64;
+        if (cap > ((size_t)PY_SSIZE_T_MAX) / sizeof(tbl_rank_slot)) return;
+        tbl_rank_slot *slots = PyMem_Malloc(cap * sizeof(tbl_rank_slot));
+        if (slots == NULL) return;
+        for (size_t i = 0; i < cap; i++) slots[i].rank = NULL;
+        tbl_rank_memo grown = {slots, cap, m->used};
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->slots[i].rank != NULL) grown.slots[tbl_rank_slot_of(&grown, m->slots[i].rank)] = m->slots[i];
+        PyMem_Free(m->slots);
+        *m = grown;
+    }
+    tbl_rank_slot *slot = &m->slots[tbl_rank_slot_of(m, rank)];
+    if (slot->rank != NULL) return;
+    Py_INCREF(rank);
+    slot->rank = rank;
+    memcpy(slot->v, v, sizeof(slot->v));
+    m->used++;
+}
+
+/* The first 16 UTF-8 bytes of a str (zero padded), for deciding most order comparisons of
+ * ids without reading the strings again: when two padded prefixes differ, their memcmp
+ * order is the strings' code point order. ok = 0 when the str has no UTF-8 form. */
+typedef struct {
+    unsigned char b[16];
+    int ok;
+} tbl_prefix;
+
+static void
+tbl_prefix_of(PyObject *str, tbl_prefix *p)
+{
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(str, &n);
+    memset(p->b, 0, sizeof(p->b));
+    p->ok = s != NULL;
+    if (s == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    memcpy(p->b, s, n < 16 ? (size_t)n : 16);
+}
+
 /* Direct fill of t from fragment objects (one pass, no intermediate column lists); the
  * values, checks and errors are those of tbl_columns_from_objects + tbl_fill. Returns 0,
  * -1 with an exception, or 1 (nothing raised) when some fragment has more dimensions than
@@ -857,6 +937,9 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
     }
     PyObject *prev_id = NULL; /* strong reference */
     int rc = 0;
+    tbl_rank_memo memo = {NULL, 0, 0};
+    tbl_prefix *prefix = NULL; /* with rows: of ids[i] */
+    if (rows != NULL && (prefix = mr_alloc_array(n ? (size_t)n : 1, sizeof(tbl_prefix))) == NULL) return -1;
     for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
         PyObject *fragment = tbl_item(fragments, i);
         if (fragment == NULL) {
@@ -878,10 +961,13 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
             else Py_INCREF(v[k]);
         }
         if (rc == 0 && rows != NULL) {
+            /* ids and their prefixes by input position (written in sequence), judged in row
+             * order after the loop */
             if (!PyUnicode_CheckExact(v[TOK_ID])) *increasing = 0;
-            else if (ids[r] == NULL) {
+            else if (*increasing && ids[i] == NULL) {
                 Py_INCREF(v[TOK_ID]);
-                ids[r] = v[TOK_ID];
+                ids[i] = v[TOK_ID];
+                tbl_prefix_of(v[TOK_ID], &prefix[i]);
             }
         }
         else if (rc == 0 && *increasing) {
@@ -941,18 +1027,27 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
                 t->begin[base + k] = 0;
                 t->end[base + k] = 1;
             }
-            PyObject *rank_state = tbl_state(v[TOK_RANK], keys[TOK_DICT]);
-            if (rank_state == NULL) rc = -1;
-            for (int k = 0; k < 4 && rc == 0; k++) {
-                PyObject *rv = tbl_state_get(rank_state, keys[TOK_DP + k]);
-                if (rv == NULL) rc = -1;
-                else {
-                    Py_INCREF(rv);
-                    rc = tbl_int64(rv, INT64_MIN, &t->rank[r * 4 + (size_t)k], "ranks");
-                    Py_DECREF(rv);
-                }
+            const tbl_rank_slot *hit = NULL;
+            if (memo.cap != 0) {
+                hit = &memo.slots[tbl_rank_slot_of(&memo, v[TOK_RANK])];
+                if (hit->rank != v[TOK_RANK]) hit = NULL;
             }
-            Py_XDECREF(rank_state);
+            if (hit != NULL) memcpy(&t->rank[r * 4], hit->v, sizeof(hit->v));
+            else {
+                PyObject *rank_state = tbl_state(v[TOK_RANK], keys[TOK_DICT]);
+                if (rank_state == NULL) rc = -1;
+                for (int k = 0; k < 4 && rc == 0; k++) {
+                    PyObject *rv = tbl_state_get(rank_state, keys[TOK_DP + k]);
+                    if (rv == NULL) rc = -1;
+                    else {
+                        Py_INCREF(rv);
+                        rc = tbl_int64(rv, INT64_MIN, &t->rank[r * 4 + (size_t)k], "ranks");
+                        Py_DECREF(rv);
+                    }
+                }
+                Py_XDECREF(rank_state);
+                if (rc == 0) tbl_rank_memo_put(&memo, v[TOK_RANK], &t->rank[r * 4]);
+            }
         }
         if (rc == 0) {
             PyObject *item = v[TOK_NBYTES];
@@ -975,12 +1070,25 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
         Py_DECREF(state);
     }
     Py_XDECREF(prev_id);
-    /* rows: ids strictly increasing in row order */
-    for (size_t r = 1; rc == 0 && rows != NULL && *increasing && r < t->n; r++) {
-        int cmp = PyUnicode_Compare(ids[r], ids[r - 1]);
-        if (cmp == -1 && PyErr_Occurred()) rc = -1;
-        else if (cmp <= 0) *increasing = 0;
+    tbl_rank_memo_free(&memo);
+    /* rows: ids strictly increasing in row order (ids[i] is row rows[i]'s) */
+    if (rc == 0 && rows != NULL && *increasing && t->n > 1) {
+        size_t *input_of = mr_alloc_array(t->n, sizeof(size_t));
+        if (input_of == NULL) rc = -1;
+        for (size_t i = 0; rc == 0 && i < t->n; i++) input_of[rows[i]] = i;
+        for (size_t r = 1; rc == 0 && *increasing && r < t->n; r++) {
+            size_t a = input_of[r - 1], b = input_of[r];
+            int cmp = 0;
+            if (prefix[a].ok && prefix[b].ok) cmp = memcmp(prefix[b].b, prefix[a].b, sizeof(prefix[a].b));
+            if (cmp == 0) {
+                cmp = PyUnicode_Compare(ids[b], ids[a]);
+                if (cmp == -1 && PyErr_Occurred()) rc = -1;
+            }
+            if (rc == 0 && cmp <= 0) *increasing = 0;
+        }
+        PyMem_Free(input_of);
     }
+    PyMem_Free(prefix);
     return rc;
 }
 

@@ -330,3 +330,57 @@ def test_from_fragments_python_grouping_fallback_agrees(layout: Any, reverse: bo
         assert fast == slow and fast.placement_id == slow.placement_id and fast.digest == slow.digest
         assert [p.fragments for p in fast.parts] == [p.fragments for p in slow.parts]
         assert [p.tensors for p in fast.parts] == [p.tensors for p in slow.parts]
+
+
+# ---- pack_objects with rows: rank memo and id prefixes -----------------------------------------
+
+_ID_PARTS = st.sampled_from(["", "a", "b", "\x00", "\x01", "\u00e9", "\uffff", "\U0001f600", "\ud800", "z" * 15, "sha256:0123456789"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(_ID_PARTS, max_size=4).map("".join).filter(bool), max_size=12), st.randoms(use_true_random=False))
+def test_pack_objects_rows_increasing_matches_python(ids: list[str], rng: Any) -> None:
+    ranks = [ParallelRank(dp=d, tp=t) for d in range(2) for t in range(2)]
+    fragments = [
+        PlacementFragment("a", (0,), (2,), 2, rng.choice(ranks), placement_fragment_id=fid) for fid in ids
+    ]
+    manifest_order = list(fragments)
+    rng.shuffle(manifest_order)  # any claimed order, checked in row order
+    source = list(fragments)
+    rng.shuffle(source)
+    position = {id(f): i for i, f in enumerate(manifest_order)}
+    rows = [position[id(f)] for f in source]
+    table, increasing, _ = _native.FragmentTable.pack_objects([(2,)], {"a": 0}, source, rows)
+    claimed = [f.placement_fragment_id for f in manifest_order]
+    assert increasing == all(x < y for x, y in zip(claimed, claimed[1:]))
+    reference = _native.pack_fragments(
+        [(2,)], [0] * len(manifest_order), [f.global_offset for f in manifest_order],
+        [f.local_shape for f in manifest_order], [(f.rank.dp, f.rank.tp, f.rank.pp, f.rank.ep) for f in manifest_order],
+        [f.nbytes for f in manifest_order],
+    )
+    assert table.uncovered_group(("dp", "tp", "pp", "ep")) == reference.uncovered_group(("dp", "tp", "pp", "ep"))
+    assert table.duplicate_logical_fragment() == reference.duplicate_logical_fragment()
+    assert table.tensor_classes([0]) == reference.tensor_classes([0])
+
+
+def test_pack_objects_shared_and_hostile_ranks() -> None:
+    rank = ParallelRank(dp=1, tp=2, pp=0, ep=3)
+    fragments = [PlacementFragment("a", (i,), (1,), 2, rank) for i in range(4)]
+    rows = [3, 2, 1, 0]
+    table, _, _ = _native.FragmentTable.pack_objects([(4,)], {"a": 0}, fragments, rows)
+    # one rank object for four fragments: every row carries its values (uncovered groups by tp)
+    assert table.uncovered_group(("dp", "tp", "pp", "ep")) == -1
+    broken = copy.copy(rank)
+    del broken.__dict__["ep"]
+    bad = [fragments[0], PlacementFragment("a", (1,), (1,), 2, rank)]
+    object.__setattr__(bad[1], "rank", broken)
+    with pytest.raises(KeyError):
+        _native.FragmentTable.pack_objects([(4,)], {"a": 0}, bad, [1, 0])
+    huge = copy.copy(rank)
+    object.__setattr__(huge, "tp", 2**64)
+    object.__setattr__(bad[1], "rank", huge)
+    with pytest.raises(ValueError, match="signed 64-bit"):
+        _native.FragmentTable.pack_objects([(4,)], {"a": 0}, bad, [0, 1])
+    object.__setattr__(bad[1], "rank", 7)
+    with pytest.raises(AttributeError):
+        _native.FragmentTable.pack_objects([(4,)], {"a": 0}, bad, [0, 1])
