@@ -1498,6 +1498,122 @@ done:
     return result;
 }
 
+/* ---- tensor_columns: the planner's per-tensor pass (spec §11.1 step 5 compatibility) ------ */
+
+enum { TC_LAYOUT, TC_SHAPE, TC_DTYPE, TC_ITEMSIZE, TC_LAYER, TC_EXPERT, TC_N };
+static const char *const tc_names[TC_N] = {"layout_fingerprint", "global_shape", "dtype", "itemsize", "layer_id",
+                                           "expert_id"};
+
+/* 1 when the descriptors differ in one of the compared fields, 0 when not, -1 error. */
+static int
+tc_differ(PyObject *a, PyObject *b, PyObject *const *names)
+{
+    for (int k = 0; k < TC_N; k++) {
+        PyObject *x = PyObject_GetAttr(a, names[k]);
+        if (x == NULL) return -1;
+        PyObject *y = PyObject_GetAttr(b, names[k]);
+        if (y == NULL) {
+            Py_DECREF(x);
+            return -1;
+        }
+        int ne = PyObject_RichCompareBool(x, y, Py_NE);
+        Py_DECREF(x);
+        Py_DECREF(y);
+        if (ne != 0) return ne; /* 1 differs, -1 error */
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(tensor_columns_doc,
+"tensor_columns(tensor_ids, source_tensors, target_tensors, signatures)\n"
+"--\n\n"
+"For the tensor ids (a list, in order) up to the first that cannot be planned: (ndims,\n"
+"itemsizes, routed, stop) where ndims[i] = len(target.global_shape), itemsizes[i] =\n"
+"target.itemsize, routed[i] = bool(signatures[id][1]) and stop is the index of the first id\n"
+"whose source descriptor is missing or differs from the target's in layout_fingerprint,\n"
+"global_shape, dtype, itemsize, layer_id or expert_id (compared with !=), or len(tensor_ids).\n"
+"target_tensors[id] must exist (KeyError otherwise).");
+
+static PyObject *
+po_tensor_columns(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    PyObject *ids_arg, *sources, *targets, *signatures;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!:tensor_columns", &PyList_Type, &ids_arg, &PyDict_Type, &sources,
+                          &PyDict_Type, &targets, &PyDict_Type, &signatures))
+        return NULL;
+    static PyObject *cache[TC_N];
+    PyObject *names[TC_N] = {NULL};
+    PyObject *ids = NULL, *ndims = NULL, *itemsizes = NULL, *routed = NULL, *result = NULL;
+    if (po_names(cache, tc_names, TC_N, names) < 0) goto done;
+    ids = PySequence_List(ids_arg); /* a private copy */
+    ndims = PyList_New(0);
+    itemsizes = PyList_New(0);
+    routed = PyList_New(0);
+    if (ids == NULL || ndims == NULL || itemsizes == NULL || routed == NULL) goto done;
+    Py_ssize_t n = PyList_Size(ids), stop = n;
+    if (n < 0) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *tid = PyList_GetItem(ids, i);
+        if (tid == NULL) goto done;
+        /* The same order as the Python loop: target_tensors[id] first (KeyError), then the
+         * source descriptor (missing: stop). */
+        PyObject *target = PyDict_GetItemWithError(targets, tid);
+        if (target == NULL) {
+            if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, tid);
+            goto done;
+        }
+        Py_INCREF(target);
+        PyObject *source = PyDict_GetItemWithError(sources, tid);
+        if (source == NULL) {
+            Py_DECREF(target);
+            if (PyErr_Occurred()) goto done;
+            stop = i;
+            break;
+        }
+        Py_INCREF(source);
+        int differ = tc_differ(source, target, names);
+        Py_DECREF(source);
+        if (differ != 0) {
+            Py_DECREF(target);
+            if (differ < 0) goto done;
+            stop = i;
+            break;
+        }
+        PyObject *signature = PyDict_GetItemWithError(signatures, tid);
+        if (signature == NULL) {
+            if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, tid);
+            Py_DECREF(target);
+            goto done;
+        }
+        Py_INCREF(signature);
+        PyObject *owned = PySequence_GetItem(signature, 1);
+        Py_DECREF(signature);
+        int is_routed = owned == NULL ? -1 : PyObject_IsTrue(owned);
+        Py_XDECREF(owned);
+        PyObject *shape = is_routed < 0 ? NULL : PyObject_GetAttr(target, names[TC_SHAPE]);
+        Py_ssize_t nd = shape == NULL ? -1 : PyObject_Size(shape);
+        Py_XDECREF(shape);
+        PyObject *itemsize = nd < 0 ? NULL : PyObject_GetAttr(target, names[TC_ITEMSIZE]);
+        Py_DECREF(target);
+        if (itemsize == NULL) goto done;
+        PyObject *nd_obj = PyLong_FromSsize_t(nd);
+        int rc = nd_obj == NULL ? -1 : PyList_Append(ndims, nd_obj);
+        Py_XDECREF(nd_obj);
+        if (rc == 0) rc = PyList_Append(itemsizes, itemsize);
+        Py_DECREF(itemsize);
+        if (rc == 0) rc = PyList_Append(routed, is_routed ? Py_True : Py_False);
+        if (rc < 0) goto done;
+    }
+    result = Py_BuildValue("(OOOn)", ndims, itemsizes, routed, stop);
+done:
+    for (int k = 0; k < TC_N; k++) Py_XDECREF(names[k]);
+    Py_XDECREF(ids);
+    Py_XDECREF(ndims);
+    Py_XDECREF(itemsizes);
+    Py_XDECREF(routed);
+    return result;
+}
+
 static PyMethodDef planobj_methods[] = {
     {"build_regions", po_build_regions, METH_VARARGS, build_regions_doc},
     {"pack_targets", po_pack_targets, METH_VARARGS, pack_targets_doc},
@@ -1506,6 +1622,7 @@ static PyMethodDef planobj_methods[] = {
     {"owner_minimums", po_owner_minimums, METH_VARARGS, owner_minimums_doc},
     {"fragment_columns", po_fragment_columns, METH_O, fragment_columns_doc},
     {"owner_signatures", po_owner_signatures, METH_VARARGS, owner_signatures_doc},
+    {"tensor_columns", po_tensor_columns, METH_VARARGS, tensor_columns_doc},
     {NULL, NULL, 0, NULL},
 };
 

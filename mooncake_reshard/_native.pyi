@@ -370,6 +370,20 @@ def owner_signatures(
     ``kind`` values of the descriptor's ``parallel_axes`` that are instances of
     ``ownership_type``; ``None`` when some ``parallel_axes`` is not a tuple."""
 
+def tensor_columns(
+    tensor_ids: list[str],
+    source_tensors: dict[str, Any],
+    target_tensors: dict[str, Any],
+    signatures: dict[str, Any],
+    /,
+) -> tuple[list[int], list[Any], list[bool], int]:
+    """``(ndims, itemsizes, routed, stop)`` for ``tensor_ids`` (in order) before the first that
+    cannot be planned: ``len(target.global_shape)``, ``target.itemsize`` and
+    ``bool(signatures[id][1])``; ``stop`` is the index of the first id whose source descriptor
+    is missing or differs (``!=``) from the target's in ``layout_fingerprint``, ``global_shape``,
+    ``dtype``, ``itemsize``, ``layer_id`` or ``expert_id``, else ``len(tensor_ids)``. A missing
+    ``target_tensors[id]`` or ``signatures[id]`` raises ``KeyError``."""
+
 # --- physical.c: bound physical-range kernels (issue 4) ----------------------
 
 def physical_sweep(

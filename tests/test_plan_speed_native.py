@@ -606,3 +606,85 @@ def test_owner_signatures_hostile_inputs() -> None:
         _native.owner_signatures({"a": object()}, OwnershipAxis)
     with pytest.raises(AttributeError):
         _native.owner_signatures({"a": _T((object(),))}, object)  # an "owner" without kind
+
+
+# --- tensor_columns -------------------------------------------------------------------------
+
+
+def _tensor_columns_oracle(ids: List[str], sources: Any, targets: Any, signatures: Any) -> Any:
+    ndims: List[int] = []
+    itemsizes: List[Any] = []
+    routed: List[bool] = []
+    for i, tid in enumerate(ids):
+        target = targets[tid]
+        source = sources.get(tid)
+        if source is None or core._compatibility_error(source, target) is not None:
+            return ndims, itemsizes, routed, i
+        ndims.append(len(target.global_shape))
+        itemsizes.append(target.itemsize)
+        routed.append(bool(signatures[tid][1]))
+    return ndims, itemsizes, routed, len(ids)
+
+
+@settings(max_examples=80, deadline=None)
+@given(placement_pairs(), st.data())
+def test_tensor_columns_equal_the_python_loop(pair: Tuple[Layout, Layout], data: st.DataObject) -> None:
+    import dataclasses
+
+    from mooncake.reshard.weight._planner import ownership
+
+    source = build_placement(pair[0])
+    target = build_placement(pair[1])
+    sources = {t.tensor_id: t for t in source.tensors}
+    targets = {t.tensor_id: t for t in target.tensors}
+    signatures = ownership.tensor_signatures(sources)
+    ids = list(targets)
+    assert _native.tensor_columns(ids, sources, targets, signatures) == _tensor_columns_oracle(
+        ids, sources, targets, signatures
+    )
+    # A missing or differing source descriptor stops the pass at the first such tensor.
+    victim = data.draw(st.sampled_from(ids))
+    field = data.draw(st.sampled_from(["layout_fingerprint", "dtype", "itemsize", "layer_id", "expert_id", None]))
+    broken = dict(sources)
+    if field is None:
+        del broken[victim]
+    else:
+        value = {"layout_fingerprint": "other", "dtype": "other", "itemsize": 99, "layer_id": 99, "expert_id": 99}[field]
+        forged = object.__new__(type(sources[victim]))
+        object.__setattr__(forged, "__dict__", {**sources[victim].__dict__, field: value})
+        broken[victim] = forged
+    got = _native.tensor_columns(ids, broken, targets, signatures)
+    assert got == _tensor_columns_oracle(ids, broken, targets, signatures)
+    assert got[3] == ids.index(victim)
+    del dataclasses
+
+
+def test_tensor_columns_hostile_inputs() -> None:
+    class _D:
+        def __init__(self, **fields: Any) -> None:
+            base = dict(layout_fingerprint="l", global_shape=(2, 3), dtype="f", itemsize=2, layer_id=None, expert_id=None)
+            base.update(fields)
+            self.__dict__.update(base)
+
+    sig = {"a": ((), False), "b": (("dp",), True)}
+    a, b = _D(), _D(itemsize=1 << 80)
+    assert _native.tensor_columns(["a", "b"], {"a": a, "b": b}, {"a": a, "b": b}, sig) == (
+        [2, 2], [2, 1 << 80], [False, True], 2)  # values pass through unchanged
+    assert _native.tensor_columns([], {}, {}, {}) == ([], [], [], 0)
+    assert _native.tensor_columns(["a"], {}, {"a": a}, sig)[3] == 0  # no source descriptor
+    assert _native.tensor_columns(["a"], {"a": _D(global_shape=(3, 2))}, {"a": a}, sig)[3] == 0
+    with pytest.raises(KeyError):
+        _native.tensor_columns(["a"], {"a": a}, {}, sig)  # target_tensors[id] first, as the loop
+    with pytest.raises(KeyError):
+        _native.tensor_columns(["a"], {}, {}, sig)
+    with pytest.raises(KeyError):
+        _native.tensor_columns(["a"], {"a": a}, {"a": a}, {})
+    with pytest.raises(TypeError):
+        _native.tensor_columns(("a",), {"a": a}, {"a": a}, sig)
+    odd = _D(global_shape=5)
+    with pytest.raises(TypeError):
+        _native.tensor_columns(["a"], {"a": odd}, {"a": odd}, sig)  # len() of an int
+    with pytest.raises(AttributeError):
+        _native.tensor_columns(["a"], {"a": object()}, {"a": a}, sig)
+    with pytest.raises(TypeError):
+        _native.tensor_columns(["a"], {"a": a}, {"a": a}, {"a": 5})  # signature not a sequence

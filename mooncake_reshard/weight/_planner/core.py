@@ -411,11 +411,18 @@ def plan_logical_transfer(
     # and comprehensions; tensors are visited once, in first-occurrence order.
     stop_error: Optional[str] = None
     stop = len(targets)
-    tensor_index: dict[str, int] = {}
-    tensor_routed: dict[str, bool] = {}  # routed by its (DP) owner rather than by target DP rank
-    tensor_ndim: list[int] = []
-    tensor_itemsize: list[int] = []
-    for tensor_id in dict.fromkeys(target_tids):
+    ordered = list(dict.fromkeys(target_tids))
+    ndims, itemsizes, routed_flags, first_stop = _native.tensor_columns(
+        ordered, source_tensors, target_tensors, source_signatures
+    )
+    # The C pass checked the tensors before the first that cannot be planned; from that one
+    # on (if any) the loop below decides exactly as before and derives the message.
+    tensor_index: dict[str, int] = dict(zip(ordered[:first_stop], range(first_stop)))
+    # routed by its (DP) owner rather than by target DP rank
+    tensor_routed: dict[str, bool] = dict(zip(ordered[:first_stop], [True] * first_stop if stored else routed_flags))
+    tensor_ndim: list[int] = ndims
+    tensor_itemsize: list[int] = itemsizes
+    for tensor_id in ordered[first_stop:]:
         source_tensor = source_tensors.get(tensor_id)
         target_tensor = target_tensors[tensor_id]
         if source_tensor is None:
