@@ -342,13 +342,15 @@ enum {
     RF_WORKER_ID,
     RF_FRAGMENT_ID,
     RF_STAGE,
+    RF_ATTESTED_VIEW,
+    RF_EVIDENCE,
     RF_NNAMES
 };
 
 static const char *const rf_names[RF_NNAMES] = {
     "placement", "binding", "owner", "attestation", "_placement_dict", "_binding_dict", "resource_id",
     "revision", "weight_generation", "key_base", "placement_fragment_id", "rank", "dp", "tp", "pp", "ep",
-    "worker_id", "fragment_id", "pipeline_stage_id",
+    "worker_id", "fragment_id", "pipeline_stage_id", "_attested_view", "evidence",
 };
 
 static PyObject *rf_keys[RF_NNAMES];
@@ -410,6 +412,34 @@ rf_identity(PyObject *placement, PyObject *identity)
     return rc;
 }
 
+/* The attestation's cached ``_attested_view`` when it was derived from the attestation's
+ * current ``placement`` and ``evidence`` objects (what ``view_of`` would return without
+ * rebuilding); NULL with no error set otherwise (``view_of`` then decides). */
+static PyObject *
+rf_cached_view(PyObject *attestation, PyObject *placement)
+{
+    PyObject *view = NULL, *view_placement = NULL, *view_evidence = NULL, *evidence = NULL;
+    view = rf_dict_item(attestation, rf_keys[RF_ATTESTED_VIEW]);
+    if (view == NULL || view == Py_None) goto miss;
+    evidence = rf_dict_item(attestation, rf_keys[RF_EVIDENCE]);
+    if (evidence == NULL) goto miss;
+    view_placement = PyObject_GetAttr(view, rf_keys[RF_PLACEMENT]);
+    if (view_placement == NULL || view_placement != placement) goto miss;
+    view_evidence = PyObject_GetAttr(view, rf_keys[RF_EVIDENCE]);
+    if (view_evidence == NULL || view_evidence != evidence) goto miss;
+    Py_DECREF(view_placement);
+    Py_DECREF(view_evidence);
+    Py_DECREF(evidence);
+    return view;
+miss:
+    PyErr_Clear(); /* a missing or odd cache: the callable rebuilds it (or raises) */
+    Py_XDECREF(view);
+    Py_XDECREF(view_placement);
+    Py_XDECREF(view_evidence);
+    Py_XDECREF(evidence);
+    return NULL;
+}
+
 /* The attested entry ``(placement_dict, binding_dict, view)`` of a new attestation, checked
  * (exact manifest class, plan identity); *entry is a new reference. */
 static int
@@ -427,7 +457,8 @@ rf_attested_entry(PyObject *attestation, const rf_config *cfg, PyObject **entry)
     if (placement_dict == NULL || !PyDict_CheckExact(placement_dict)) goto done;
     binding_dict = rf_dict_item(attestation, rf_keys[RF_BINDING_DICT]);
     if (binding_dict == NULL || !PyDict_CheckExact(binding_dict)) goto done;
-    view = PyObject_CallFunctionObjArgs(cfg->view_of, attestation, NULL);
+    view = rf_cached_view(attestation, placement);
+    if (view == NULL && !PyErr_Occurred()) view = PyObject_CallFunctionObjArgs(cfg->view_of, attestation, NULL);
     if (view == NULL) goto done;
     *entry = PyTuple_Pack(3, placement_dict, binding_dict, view);
     rc = *entry == NULL ? RV_ERROR : RV_OK;

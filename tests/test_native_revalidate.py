@@ -768,13 +768,25 @@ def test_fragments_and_side_hostile_inputs() -> None:
     def boom(attestation: Any) -> Any:
         raise RuntimeError("boom")
 
-    with pytest.raises(RuntimeError, match="boom"):
-        _native.revalidate_fragments(frags, *_FRAGMENT_TYPES, identity, boom)
+    # The attestation's cached view is used when it was derived from the attestation's current
+    # placement and evidence objects; otherwise (none, or stale) the callable is asked.
+    assert _native.revalidate_fragments(frags, *_FRAGMENT_TYPES, identity, boom) is not None
+    uncached = _forge(frags[0].attestation)
+    uncached.__dict__.pop("_attested_view", None)
+    stale = _forge(frags[0].attestation)
+    stale.__dict__["_attested_view"] = bc._attested_view(frags[-1].attestation)
+    for attestation in (uncached, stale):
+        lone = [_forge(frags[0], attestation=attestation)]
+        with pytest.raises(RuntimeError, match="boom"):
+            _native.revalidate_fragments(lone, *_FRAGMENT_TYPES, identity, boom)
 
-    def odd_view(attestation: Any) -> Any:
-        return object()
+        def odd_view(attestation: Any) -> Any:
+            return object()
 
-    assert _native.revalidate_fragments(frags, *_FRAGMENT_TYPES, identity, odd_view) is None
+        assert _native.revalidate_fragments(lone, *_FRAGMENT_TYPES, identity, odd_view) is None
+        fresh = _native_fragments(lone, identity)
+        assert fresh is not None and fresh[0] == _fragments_reference(lone, identity)[0]
+    assert stale.__dict__["_attested_view"].placement is stale.placement  # rebuilt by the callable
     with pytest.raises(AttributeError):
         _native_fragments([object()], identity)  # no instance dict (the caller checks the class)
     keys, _routes, runtime_ids, attested = _native_fragments(frags, identity)
