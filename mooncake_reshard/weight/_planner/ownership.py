@@ -8,7 +8,7 @@ test collapses identical geometry first and then runs the exact-cover kernel, ba
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from operator import attrgetter
+from operator import attrgetter, is_, itemgetter
 from typing import Any, Optional
 
 from ... import _native
@@ -29,6 +29,8 @@ __all__ = [
 Box = tuple[tuple[int, ...], tuple[int, ...]]
 
 _tensor_id = attrgetter("tensor_id")
+_first = itemgetter(0)
+_descriptor_id = attrgetter("tensor_id")  # of tensor descriptors (``_tensor_id``: of fragments)
 _rank = attrgetter("rank")
 _rank_dp = attrgetter("rank.dp")
 _global_offset = attrgetter("global_offset")
@@ -132,14 +134,14 @@ def _fast_path_placement(placement: Any, tensors: dict[str, TensorDescriptor], f
         placement is not None
         and fragments is placement.fragments
         and len(tensors) == len(placement.tensors)
-        and all(tensors.get(tensor.tensor_id) is tensor for tensor in placement.tensors)
+        and all(map(is_, map(tensors.get, map(_descriptor_id, placement.tensors)), placement.tensors))
     )
 
 
 def _all_pairs_present(pairs: Collection[tuple[str, int]], tensors: dict[str, TensorDescriptor], dp_count: int) -> bool:
     # Pairs are distinct and their dp values are the dp ranks; so every (tensor, dp) is
     # present exactly when the pairs name only known tensors and their count is the product.
-    return len(pairs) == len(tensors) * dp_count and all(tensor_id in tensors for tensor_id, _ in pairs)
+    return len(pairs) == len(tensors) * dp_count and set(map(_first, pairs)) <= tensors.keys()
 
 
 def _owner_boxes(
