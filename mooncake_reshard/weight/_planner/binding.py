@@ -181,9 +181,9 @@ def _project_attested_part(
         return
     for worker_id, all_snapshots, executor in _attested_executors(placement, part, attestation):
         if selected_fragment_ids is None or (
-            type(selected_fragment_ids) is frozenset and selected_fragment_ids.issuperset(executor.fragment_ids)
+            type(selected_fragment_ids) is frozenset
+            and selected_fragment_ids.issuperset([snapshot.fragment_id for snapshot in all_snapshots])
         ):
-            # (The executor's fragment ids are its snapshots' ids, in order.)
             snapshots = all_snapshots
         else:
             snapshots = tuple(snapshot for snapshot in all_snapshots if snapshot.fragment_id in selected_fragment_ids)
@@ -306,16 +306,17 @@ def _build_executor_plans_with(
             # _project_attested_part, inline: one attested executor per worker (or its selection).
             rows = _attested_executors(placement, part, attestation)
             if len(rows) == 1:
-                worker_id, _, executor = rows[0]
+                worker_id, all_snapshots, executor = rows[0]
                 if selected_fragment_ids is not None:
                     if selected_set is None:
                         _project_attested_part(
                             placement, part, binding, attestation, side, selected_fragment_ids, seen_keys, emitted, out
                         )
                         continue
-                    if selected_set.isdisjoint(executor.fragment_ids):
+                    snapshot_ids = [snapshot.fragment_id for snapshot in all_snapshots]
+                    if selected_set.isdisjoint(snapshot_ids):
                         continue  # nothing selected on this worker
-                    if not selected_set.issuperset(executor.fragment_ids):
+                    if not selected_set.issuperset(snapshot_ids):
                         _project_attested_part(
                             placement, part, binding, attestation, side, selected_fragment_ids, seen_keys, emitted, out
                         )
