@@ -163,10 +163,10 @@ def test_forged_values_inside_the_record_are_rejected(world: World) -> None:
     object.__setattr__(fragment, "owner", object())
     object.__setattr__(evidence, "fragments", (fragment,) + evidence.fragments[1:])
     record = _record(plan)
-    rows = list(record[6])
-    index = next(i for i, row in enumerate(rows) if row[1] is attestation.evidence)
-    rows[index] = (rows[index][0], evidence)
-    record[6] = tuple(rows)
+    table = list(record[6])  # flat (placement, evidence) pairs
+    index = next(i for i, item in enumerate(table) if item is attestation.evidence)
+    table[index] = evidence
+    record[6] = tuple(table)
     with raises("runtime binding evidence must not retain allocation owners"):
         bound_pickle._restore_transfer_plan(*record)
     # A tampered region field (plan revalidation).
@@ -210,15 +210,17 @@ def _edit(index: int, change: Callable[[Any], Any]) -> Callable[[list[Any]], Non
     return apply
 
 
-def _first_row(position: int, value: Any) -> Callable[[Any], Any]:
-    def change(rows: Any) -> Any:
-        row = list(rows[0])
-        row[position] = value
-        return (tuple(row),) + tuple(rows[1:])
+def _item(position: int, value: Any) -> Callable[[Any], Any]:
+    def change(table: Any) -> Any:
+        items = list(table)
+        items[position] = value
+        return tuple(items)
 
     return change
 
 
+# Record layout: 6 attestations (flat pairs), fragments (flat 6-item rows), operations (flat
+# 11-item rows), executors (8 fields, attestation index, snapshot count, 16 items per snapshot).
 @pytest.mark.parametrize(
     "edit",
     [
@@ -227,22 +229,29 @@ def _first_row(position: int, value: Any) -> Callable[[Any], Any]:
         _edit(0, lambda version: 2),
         _edit(0, lambda version: True),
         _edit(6, list),
-        _edit(6, lambda rows: rows + ((None,),)),
-        _edit(7, lambda rows: rows + (rows[0][:5],)),
-        _edit(7, _first_row(5, 10**30)),
-        _edit(7, _first_row(5, -1)),
-        _edit(7, _first_row(5, "0")),
-        _edit(8, _first_row(1, 10**6)),
-        _edit(8, _first_row(2, 1.0)),
-        _edit(8, lambda rows: (rows[0][:-1],) + rows[1:]),
-        _edit(9, lambda rows: (rows[0] + (None,),) + rows[1:]),
-        _edit(9, _first_row(9, 99)),
-        _edit(9, _first_row(8, [])),
-        _edit(10, _first_row(8, ((1, 2),))),
+        _edit(6, lambda table: table + (None,)),
+        _edit(7, lambda table: table + table[:5]),
+        _edit(7, _item(5, 10**30)),
+        _edit(7, _item(5, -1)),
+        _edit(7, _item(5, "0")),
+        _edit(8, _item(1, 10**6)),
+        _edit(8, _item(2, 1.0)),
+        _edit(8, lambda table: table[:-1]),
+        _edit(9, lambda table: table + (None,)),
+        _edit(9, lambda table: table[:-1]),
+        _edit(9, _item(8, 99)),
+        _edit(9, _item(8, -1)),
+        _edit(9, _item(9, -1)),
+        _edit(9, _item(9, 10**30)),
+        _edit(9, _item(9, "1")),
+        _edit(9, list),
+        _edit(10, _item(9, 2)),
+        _edit(10, lambda table: table + table[:9]),
     ],
 )
 def test_malformed_records_are_rejected(world: World, edit: Callable[[list[Any]], None]) -> None:
     record = _record(world.bind())
+    assert record[9][9] == 1 and record[10][9] == 1  # one snapshot per executor in this world
     edit(record)
     with raises(_INVALID):
         _restore(record)
@@ -252,11 +261,12 @@ def test_unrelated_attestation_in_the_record_is_rejected(world: World) -> None:
     plan = world.bind()
     record = _record(plan)
     # Point the first operation's target fragment at another executor's attestation.
-    rows = list(record[7])
-    target_row = record[8][0][2]
-    other = next(i for i, row in enumerate(record[6]) if row != record[6][rows[target_row][5]])
-    rows[target_row] = rows[target_row][:5] + (other,)
-    record[7] = tuple(rows)
+    table = list(record[7])
+    target_row = record[8][2]
+    own = table[6 * target_row + 5]
+    other = next(i for i in range(len(record[6]) // 2) if record[6][2 * i + 1] is not record[6][2 * own + 1])
+    table[6 * target_row + 5] = other
+    record[7] = tuple(table)
     with raises("bound fragment does not match its runtime binding attestation"):
         _restore(record)
     assert isinstance(plan.target_executors[0].attestation, RuntimeBindingAttestation)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Optional
 
 from ._checks import I64_MAX, U64_MAX
@@ -202,22 +203,26 @@ class RuntimeBindingFragment:
         state["owner"] = owner
 
     def __reduce__(self) -> tuple[Any, ...]:
-        state = self.__dict__
-        return (
-            type(self),
-            (
-                state["placement_fragment_id"],
-                state["fragment_id"],
-                state["address"],
-                state["nbytes"],
-                state["worker_id"],
-                state["endpoint"],
-                state["device"],
-                state["itemsize"],
-                state["local_shape"],
-                state["strides_bytes"],
-                state["storage_address"],
-                state["storage_nbytes"],
-                state["storage_offset_bytes"],
-            ),
-        )
+        return (type(self), _constructor_arguments(self.__dict__))
+
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        # ``__reduce__`` for every protocol, without the ``object.__reduce_ex__`` hop.
+        return (type(self), _constructor_arguments(self.__dict__))
+
+
+# The 13 non-owner fields in order: pickling rebuilds through the constructor (spec §13).
+_constructor_arguments = itemgetter(
+    "placement_fragment_id",
+    "fragment_id",
+    "address",
+    "nbytes",
+    "worker_id",
+    "endpoint",
+    "device",
+    "itemsize",
+    "local_shape",
+    "strides_bytes",
+    "storage_address",
+    "storage_nbytes",
+    "storage_offset_bytes",
+)

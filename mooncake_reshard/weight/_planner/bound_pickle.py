@@ -3,24 +3,26 @@
 ``TransferPlan.__reduce__`` returns one of two private formats.
 
 **Compact record** (the usual case): ``(_restore_transfer_plan, record)`` where ``record`` is
-the flat tuple
+the tuple
 
 ``(1, resource_id, revision, weight_generation, target_placement, planning_limits,
 attestations, fragments, operations, source_executors, target_executors)``
 
-- ``attestations``: one ``(placement, evidence)`` pair per distinct attestation object of the
-  plan (the attestation's own pickle state, spec §13), in first-use order (operation sources
-  and targets, then source and target executors);
-- ``fragments``: one row per distinct ``BoundWeightFragment`` object of the operations,
-  ``(placement, binding, instance_id, runtime_lease_id, lease_generation, attestation)`` (the
-  arguments ``BoundWeightFragment.__reduce__`` passes to the constructor, spec §13, without the
-  owner), ``attestation`` being an index into ``attestations`` or ``None``;
-- ``operations``: one row per operation, the eleven ``TransferRegion`` field values in field
-  order with ``source`` and ``target`` replaced by indices into ``fragments``;
-- ``source_executors``/``target_executors``: one row per executor, the ten
-  ``ExecutorTransferPlan`` field values in field order, ``fragment_snapshots`` as a tuple of
-  rows (the sixteen ``RuntimeFragmentSnapshot`` field values in field order) and
-  ``attestation`` as an index into ``attestations`` or ``None``.
+whose last five items are flat tuples (no tuple per row: fewer objects to write and read):
+
+- ``attestations``: ``placement, evidence`` (the attestation's own pickle state, spec §13) for
+  each distinct attestation object of the plan, in first-use order (operation sources and
+  targets, then source and target executors); attestation ``i`` is items ``2i, 2i+1``;
+- ``fragments``: six items per distinct ``BoundWeightFragment`` object of the operations,
+  ``placement, binding, instance_id, runtime_lease_id, lease_generation, attestation`` (the
+  arguments ``BoundWeightFragment.__reduce__`` passes to the constructor, spec §13, without
+  the owner), ``attestation`` being an attestation index or ``None``;
+- ``operations``: eleven items per operation, the ``TransferRegion`` field values in field
+  order with ``source`` and ``target`` replaced by fragment indices;
+- ``source_executors``/``target_executors``: per executor, its first eight
+  ``ExecutorTransferPlan`` field values in field order, its attestation index (or ``None``),
+  the number ``k`` of its snapshots, then ``16 * k`` items: the ``RuntimeFragmentSnapshot``
+  field values of each snapshot in field order.
 
 Every value is written as the object holds it (nothing is recomputed or trusted at dump time);
 shared objects (placements, placement fragments, runtime fragments, ranks, strings) stay shared
@@ -46,6 +48,7 @@ from __future__ import annotations
 
 import copyreg
 from dataclasses import fields
+from operator import itemgetter
 from typing import Any, Optional
 
 from .attestation import RuntimeBindingAttestation, _new_attestation
@@ -59,13 +62,9 @@ _INVALID = "transfer plan pickle state is invalid"
 _PLAN_FIELDS = tuple(f.name for f in fields(TransferPlan))
 _PLAN_KEYS = frozenset(_PLAN_FIELDS)
 _REGION_FIELDS = tuple(f.name for f in fields(TransferRegion))
-_REGION_KEYS = frozenset(_REGION_FIELDS)
 _FRAGMENT_FIELDS = tuple(f.name for f in fields(BoundWeightFragment))
-_FRAGMENT_KEYS = frozenset(_FRAGMENT_FIELDS)
 _EXECUTOR_FIELDS = tuple(f.name for f in fields(ExecutorTransferPlan))
-_EXECUTOR_KEYS = frozenset(_EXECUTOR_FIELDS)
 _SNAPSHOT_FIELDS = tuple(f.name for f in fields(RuntimeFragmentSnapshot))
-_SNAPSHOT_KEYS = frozenset(_SNAPSHOT_FIELDS)
 _SOURCE_INDEX = _REGION_FIELDS.index("source")
 _TARGET_INDEX = _REGION_FIELDS.index("target")
 _SNAPSHOTS_INDEX = _EXECUTOR_FIELDS.index("fragment_snapshots")
@@ -82,19 +81,25 @@ if (_SOURCE_INDEX, _TARGET_INDEX) != (1, 2) or _SNAPSHOTS_INDEX != 8 or _EXECUTO
     raise RuntimeError("bound_pickle: unexpected TransferRegion/ExecutorTransferPlan field order")
 
 
-def _values(state: dict[str, Any], names: tuple[str, ...], keys: frozenset[str]) -> Optional[tuple[Any, ...]]:
-    """The field values of an instance ``__dict__`` in field order, or None when the dict holds
-    anything but exactly those fields (the fallback format then carries it as it is)."""
-    if tuple(state) == names:
-        return tuple(state.values())
-    if len(state) != len(names) or state.keys() != keys:
-        return None
-    return tuple([state[name] for name in names])
+_region_values = itemgetter(*_REGION_FIELDS)
+_fragment_values = itemgetter(*_FRAGMENT_FIELDS)
+_executor_values = itemgetter(*_EXECUTOR_FIELDS)
+_snapshot_values = itemgetter(*_SNAPSHOT_FIELDS)
+_REGION_COUNT = len(_REGION_FIELDS)
+_FRAGMENT_COUNT = len(_FRAGMENT_FIELDS)
+_EXECUTOR_COUNT = len(_EXECUTOR_FIELDS)
+_SNAPSHOT_COUNT = len(_SNAPSHOT_FIELDS)
+
+
+class _Irregular(Exception):
+    """A value the compact record does not describe exactly: use the fallback format."""
 
 
 def _compact_record(plan: Any) -> Optional[tuple[Any, ...]]:
     """The compact record of ``plan`` (see the module docstring), or None when it does not
-    describe the plan exactly."""
+    describe the plan exactly. An instance dict is read as its field values in field order
+    when it holds exactly the fields (a missing field raises ``KeyError``, an extra entry
+    shows in its length)."""
     if type(plan) is not TransferPlan:
         return None
     state = plan.__dict__
@@ -112,100 +117,92 @@ def _compact_record(plan: Any) -> Optional[tuple[Any, ...]]:
     target_executors = state["target_executors"]
     if type(operations) is not tuple or type(source_executors) is not tuple or type(target_executors) is not tuple:
         return None
-    attestations: list[tuple[Any, Any]] = []
-    attestation_index: dict[int, Any] = {id(None): None}
-    fragment_rows: list[tuple[Any, ...]] = []
-    fragment_index: dict[int, int] = {}
-    region_fields = _REGION_FIELDS
-    fragment_fields = _FRAGMENT_FIELDS
+    try:
+        return _encode(state, operations, source_executors, target_executors)
+    except (_Irregular, KeyError):
+        return None
 
-    def attestation_of(attestation: Any) -> Any:
-        """Index of a new attestation in the table; False when it cannot be recorded."""
+
+def _encode(
+    state: dict[str, Any], operations: tuple[Any, ...], source_executors: tuple[Any, ...], target_executors: tuple[Any, ...]
+) -> tuple[Any, ...]:
+    attestations: list[Any] = []
+    # ``id`` -> table index of every attestation met (``None`` is written as ``None``); the
+    # plan holds every object for the whole call, so no ``id`` can be reused meanwhile.
+    attestation_index: dict[int, Any] = {id(None): None}
+    fragment_rows: list[Any] = []
+    fragment_index: dict[int, int] = {}
+
+    def new_attestation(attestation: Any) -> int:
         if type(attestation) is not RuntimeBindingAttestation:
-            return False
+            raise _Irregular
         attestation_state = attestation.__dict__
-        if "placement" not in attestation_state or "evidence" not in attestation_state:
-            return False
-        index = attestation_index[id(attestation)] = len(attestations)
+        index = attestation_index[id(attestation)] = len(attestations) // 2
         # Exactly the attestation's pickle state (spec §13: ``(placement, evidence)``).
-        attestations.append((attestation_state["placement"], attestation_state["evidence"]))
+        attestations.append(attestation_state["placement"])
+        attestations.append(attestation_state["evidence"])
         return index
 
-    operation_rows = []
+    operation_rows: list[Any] = []
     for operation in operations:
         if type(operation) is not TransferRegion:
-            return None
+            raise _Irregular
         region_state = operation.__dict__
-        values = (
-            tuple(region_state.values())
-            if tuple(region_state) == region_fields
-            else _values(region_state, region_fields, _REGION_KEYS)
-        )
-        if values is None:
-            return None
+        if len(region_state) != _REGION_COUNT:
+            raise _Irregular
+        values = _region_values(region_state)
         indices = []
         for fragment in (values[1], values[2]):
             index = fragment_index.get(id(fragment))
             if index is None:
                 if type(fragment) is not BoundWeightFragment:
-                    return None
+                    raise _Irregular
                 fragment_state = fragment.__dict__
-                row = (
-                    tuple(fragment_state.values())
-                    if tuple(fragment_state) == fragment_fields
-                    else _values(fragment_state, fragment_fields, _FRAGMENT_KEYS)
-                )
-                if row is None or row[5] is not None:  # an owner is never pickled: fallback
-                    return None
+                if len(fragment_state) != _FRAGMENT_COUNT:
+                    raise _Irregular
+                row = _fragment_values(fragment_state)
+                if row[5] is not None:  # an owner is never pickled: fallback (which rejects it)
+                    raise _Irregular
                 attestation = row[6]
                 position = attestation_index.get(id(attestation), False)
                 if position is False:
-                    position = attestation_of(attestation)
-                    if position is False:
-                        return None
-                index = fragment_index[id(fragment)] = len(fragment_rows)
-                fragment_rows.append(row[:5] + (position,))
+                    position = new_attestation(attestation)
+                index = fragment_index[id(fragment)] = len(fragment_rows) // 6
+                fragment_rows.extend(row[:5])
+                fragment_rows.append(position)
             indices.append(index)
-        operation_rows.append((values[0], indices[0], indices[1]) + values[3:])
-    executor_rows: list[tuple[tuple[Any, ...], ...]] = []
-    executor_fields = _EXECUTOR_FIELDS
-    snapshot_fields = _SNAPSHOT_FIELDS
+        operation_rows.append(values[0])
+        operation_rows.extend(indices)
+        operation_rows.extend(values[3:])
+    executor_rows: list[tuple[Any, ...]] = []
     for executors in (source_executors, target_executors):
-        rows = []
+        rows: list[Any] = []
         for executor in executors:
             if type(executor) is not ExecutorTransferPlan:
-                return None
+                raise _Irregular
             executor_state = executor.__dict__
-            values = (
-                tuple(executor_state.values())
-                if tuple(executor_state) == executor_fields
-                else _values(executor_state, executor_fields, _EXECUTOR_KEYS)
-            )
-            if values is None:
-                return None
+            if len(executor_state) != _EXECUTOR_COUNT:
+                raise _Irregular
+            values = _executor_values(executor_state)
             snapshots = values[8]
             if type(snapshots) is not tuple:
-                return None
-            snapshot_rows = []
+                raise _Irregular
+            head = len(rows)
+            rows.extend(values[:8])
+            rows.append(None)  # the attestation index, set below
+            rows.append(len(snapshots))
             for snapshot in snapshots:
                 if type(snapshot) is not RuntimeFragmentSnapshot:
-                    return None
+                    raise _Irregular
                 snapshot_state = snapshot.__dict__
-                row = (
-                    tuple(snapshot_state.values())
-                    if tuple(snapshot_state) == snapshot_fields
-                    else _values(snapshot_state, snapshot_fields, _SNAPSHOT_KEYS)
-                )
-                if row is None:
-                    return None
-                snapshot_rows.append(row)
+                if len(snapshot_state) != _SNAPSHOT_COUNT:
+                    raise _Irregular
+                rows.extend(_snapshot_values(snapshot_state))
             attestation = values[9]
             position = attestation_index.get(id(attestation), False)
             if position is False:
-                position = attestation_of(attestation)
-                if position is False:
-                    return None
-            rows.append(values[:8] + (tuple(snapshot_rows), position))
+                position = new_attestation(attestation)
+            rows[head + 8] = position
         executor_rows.append(tuple(rows))
     return (
         _FORMAT,
@@ -236,14 +233,11 @@ def reduce_transfer_plan(plan: Any) -> tuple[Any, ...]:
 # Restore
 
 
-def _rows(value: Any, length: int) -> tuple[Any, ...]:
-    """``value`` as a tuple of tuples of ``length`` items each (else the payload is invalid)."""
-    if type(value) is not tuple:
+def _groups(value: Any, size: int) -> Any:
+    """The consecutive ``size``-item groups of a flat table (else the payload is invalid)."""
+    if type(value) is not tuple or len(value) % size:
         raise ValueError(_INVALID)
-    for row in value:
-        if type(row) is not tuple or len(row) != length:
-            raise ValueError(_INVALID)
-    return value
+    return zip(*[iter(value)] * size)
 
 
 def _pick(table: list[Any], index: Any) -> Any:
@@ -263,22 +257,32 @@ def _restore_attestation(placement: Any, evidence: Any) -> RuntimeBindingAttesta
     return attestation
 
 
-def _restore_executors(rows: Any, attestations: list[Any]) -> tuple[ExecutorTransferPlan, ...]:
+def _restore_executors(table: Any, attestations: list[Any]) -> tuple[ExecutorTransferPlan, ...]:
     """Executors and their snapshots by field dict (their default pickling, spec §13)."""
+    if type(table) is not tuple:
+        raise ValueError(_INVALID)
     executors = []
-    executor_fields = _EXECUTOR_FIELDS
+    executor_fields = _EXECUTOR_FIELDS[:8]
     snapshot_fields = _SNAPSHOT_FIELDS
-    for row in _rows(rows, len(executor_fields)):
+    size = _SNAPSHOT_COUNT
+    position = 0
+    end = len(table)
+    while position < end:
+        count = table[position + 9] if position + 10 <= end else None
+        if type(count) is not int or count < 0 or position + 10 + size * count > end:
+            raise ValueError(_INVALID)
+        start = position + 10
+        position = start + size * count
         snapshots = []
-        for snapshot_row in _rows(row[8], len(snapshot_fields)):
+        for offset in range(start, position, size):
             snapshot: RuntimeFragmentSnapshot = _new_object(RuntimeFragmentSnapshot)
-            snapshot.__dict__.update(zip(snapshot_fields, snapshot_row))
+            snapshot.__dict__.update(zip(snapshot_fields, table[offset : offset + size]))
             snapshots.append(snapshot)
         executor: ExecutorTransferPlan = _new_object(ExecutorTransferPlan)
         state = executor.__dict__
-        state.update(zip(executor_fields, row[:8]))
+        state.update(zip(executor_fields, table[start - 10 : start - 2]))
         state["fragment_snapshots"] = tuple(snapshots)
-        state["attestation"] = _pick(attestations, row[9])
+        state["attestation"] = _pick(attestations, table[start - 2])
         executors.append(executor)
     return tuple(executors)
 
@@ -294,17 +298,18 @@ def _restore_transfer_plan(*record: Any) -> TransferPlan:
         weight_generation,
         target_placement,
         planning_limits,
-        attestation_rows,
-        fragment_rows,
-        operation_rows,
-        source_rows,
-        target_rows,
+        attestation_table,
+        fragment_table,
+        operation_table,
+        source_table,
+        target_table,
     ) = record
-    attestations: list[Any] = [None] * len(_rows(attestation_rows, 2))
+    attestation_rows = list(_groups(attestation_table, 2))
+    attestations: list[Any] = [None] * len(attestation_rows)
     fragments: list[Any] = []
     restore_fragment = BoundWeightFragment._restore
     # Attestations are restored at first use, in the order the object-by-object format met them.
-    for placement, binding, instance_id, lease_id, generation, attestation_index in _rows(fragment_rows, 6):
+    for placement, binding, instance_id, lease_id, generation, attestation_index in _groups(fragment_table, 6):
         attestation = None
         if attestation_index is not None:
             if type(attestation_index) is not int or not 0 <= attestation_index < len(attestations):
@@ -320,7 +325,7 @@ def _restore_transfer_plan(*record: Any) -> TransferPlan:
             attestations[index] = _restore_attestation(*attestation_rows[index])
     operations = []
     count = len(fragments)
-    for row in _rows(operation_rows, len(_REGION_FIELDS)):
+    for row in _groups(operation_table, _REGION_COUNT):
         source_index = row[1]
         target_index = row[2]
         if (
@@ -356,8 +361,8 @@ def _restore_transfer_plan(*record: Any) -> TransferPlan:
             "target_placement": target_placement,
             "operations": tuple(operations),
             "planning_limits": planning_limits,
-            "source_executors": _restore_executors(source_rows, attestations),
-            "target_executors": _restore_executors(target_rows, attestations),
+            "source_executors": _restore_executors(source_table, attestations),
+            "target_executors": _restore_executors(target_table, attestations),
             "source_manifest": None,
             "source_manifest_identity": None,
         }
