@@ -303,13 +303,20 @@ static const char *const pk_names[PK_N] = {"tensor_id", "rank", "global_offset",
 
 /* One fragment into the buffers; 1 done, 0 fall back, -1 error. */
 static int
-po_pack_one(PyObject *fragment, PyObject *const *names, PyObject *tensor_index, Py_ssize_t ntensors,
-            const int64_t *tensor_ndim, const int64_t *routed, int64_t replicas, po_map *map, int64_t *ncovers,
-            po_buf *tensor, po_buf *cover, po_buf *offsets, po_buf *shapes, po_buf *nbytes)
+po_pack_one(PyObject *fragment, PyObject *known_tid, PyObject *known_dp, PyObject *const *names, PyObject *tensor_index,
+            Py_ssize_t ntensors, const int64_t *tensor_ndim, const int64_t *routed, int64_t replicas, po_map *map,
+            int64_t *ncovers, po_buf *tensor, po_buf *cover, po_buf *offsets, po_buf *shapes, po_buf *nbytes)
 {
     int result = -1;
     PyObject *v[PK_N] = {NULL};
     for (int k = PK_TENSOR; k <= PK_NBYTES; k++) {
+        /* The caller's tensor id and DP rank (already read), when given, replace the reads. */
+        if (k == PK_TENSOR && known_tid != NULL) {
+            Py_INCREF(known_tid);
+            v[k] = known_tid;
+            continue;
+        }
+        if (k == PK_RANK && known_dp != NULL) continue;
         v[k] = PyObject_GetAttr(fragment, names[k]);
         if (v[k] == NULL) goto done;
     }
@@ -322,15 +329,22 @@ po_pack_one(PyObject *fragment, PyObject *const *names, PyObject *tensor_index, 
         result = 0;
         goto done;
     }
-    Py_ssize_t t = PyLong_AsSsize_t(index);
-    if (t == -1 && PyErr_Occurred()) goto done;
-    if (t < 0 || t >= ntensors) {
+    int t_overflow = 0;
+    long long t_value = PyLong_AsLongLongAndOverflow(index, &t_overflow);
+    if (t_value == -1 && PyErr_Occurred()) goto done;
+    if (t_overflow != 0 || t_value < 0 || t_value >= (long long)ntensors) {
         result = 0;
         goto done;
     }
+    Py_ssize_t t = (Py_ssize_t)t_value;
     int64_t slot = replicas; /* routed by owner */
     if (!routed[t]) {
-        v[PK_DP] = PyObject_GetAttr(v[PK_RANK], names[PK_DP]);
+        if (known_dp != NULL) {
+            Py_INCREF(known_dp);
+            v[PK_DP] = known_dp;
+        } else {
+            v[PK_DP] = PyObject_GetAttr(v[PK_RANK], names[PK_DP]);
+        }
         if (v[PK_DP] == NULL) goto done;
         if (!PyLong_Check(v[PK_DP]) || replicas <= 0) {
             result = 0;
@@ -375,7 +389,7 @@ done:
 }
 
 PyDoc_STRVAR(pack_targets_doc,
-"pack_targets(fragments, tensor_index, tensor_ndim, routed, replicas)\n"
+"pack_targets(fragments, tensor_index, tensor_ndim, routed, replicas, tensor_ids=None, dps=None)\n"
 "--\n\n"
 "The planner's target packing in one pass. fragments: a list of placement fragments;\n"
 "tensor_index: tensor id -> kernel tensor index; tensor_ndim and routed: bytes of int64 per\n"
@@ -384,18 +398,25 @@ PyDoc_STRVAR(pack_targets_doc,
 "(nbytes as uint64, 0 when outside (0, 2**64)) and, per cover id in order of first\n"
 "appearance, its key tensor * (replicas + 1) + slot (slot == replicas: routed). Returns None\n"
 "when some fragment does not fit this path (unknown tensor, rank count mismatch, non-int or\n"
-"out-of-int64 values): the caller then packs exactly as before and reports in rule order.");
+"out-of-int64 values): the caller then packs exactly as before and reports in rule order.\n"
+"tensor_ids and dps (lists parallel to fragments), when given, are the fragments'\n"
+"tensor_id and rank.dp values already read by the caller (they are not read again).");
 
 static PyObject *
 po_pack_targets(PyObject *Py_UNUSED(self), PyObject *args)
 {
     PyObject *fragments, *tensor_index, *ndim_obj, *routed_obj;
+    PyObject *tids = Py_None, *dps = Py_None;
     long long replicas_ll;
-    if (!PyArg_ParseTuple(args, "OOOOL:pack_targets", &fragments, &tensor_index, &ndim_obj, &routed_obj,
-                          &replicas_ll))
+    if (!PyArg_ParseTuple(args, "OOOOL|OO:pack_targets", &fragments, &tensor_index, &ndim_obj, &routed_obj,
+                          &replicas_ll, &tids, &dps))
         return NULL;
     if (!PyList_Check(fragments) || !PyDict_Check(tensor_index)) {
         PyErr_SetString(PyExc_TypeError, "pack_targets: fragments must be a list and tensor_index a dict");
+        return NULL;
+    }
+    if ((tids != Py_None && !PyList_Check(tids)) || (dps != Py_None && !PyList_Check(dps))) {
+        PyErr_SetString(PyExc_TypeError, "pack_targets: tensor_ids and dps must be lists or None");
         return NULL;
     }
     if (replicas_ll < 0 || replicas_ll > INT32_MAX) {
@@ -448,9 +469,17 @@ po_pack_targets(PyObject *Py_UNUSED(self), PyObject *args)
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *fragment = PyList_GetItem(fragments, i); /* borrowed */
         if (fragment == NULL) goto done;
+        /* The lists may change under hostile attribute hooks: index them afresh (IndexError). */
+        PyObject *tid = tids == Py_None ? NULL : PyList_GetItem(tids, i);
+        PyObject *dp = dps == Py_None ? NULL : PyList_GetItem(dps, i);
+        if ((tids != Py_None && tid == NULL) || (dps != Py_None && dp == NULL)) goto done;
         Py_INCREF(fragment);
-        int rc = po_pack_one(fragment, names, tensor_index, ntensors, tensor_ndim, routed, replicas, &map, &ncovers,
-                             &tensor, &cover, &offsets, &shapes, &nbytes);
+        Py_XINCREF(tid);
+        Py_XINCREF(dp);
+        int rc = po_pack_one(fragment, tid, dp, names, tensor_index, ntensors, tensor_ndim, routed, replicas, &map,
+                             &ncovers, &tensor, &cover, &offsets, &shapes, &nbytes);
+        Py_XDECREF(dp);
+        Py_XDECREF(tid);
         Py_DECREF(fragment);
         if (rc < 0) goto done;
         if (rc == 0) {

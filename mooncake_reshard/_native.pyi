@@ -296,6 +296,8 @@ def pack_targets(
     tensor_ndim: bytes,
     routed: bytes,
     replicas: int,
+    tensor_ids: list[str] | None = None,
+    dps: list[int] | None = None,
     /,
 ) -> tuple[bytes, bytes, bytes, bytes, bytes, list[int]] | None:
     """The planner's target packing in one pass over ``fragments`` (a list at run time):
@@ -306,7 +308,9 @@ def pack_targets(
     slot; cover ids number the keys ``t * (replicas + 1) + slot`` (``slot == replicas``: routed)
     in order of first appearance, ``cover_keys[id]``. ``None`` when a fragment does not fit this
     path (unknown tensor, rank count mismatch, non-int or out-of-int64 value): the caller packs
-    exactly instead and reports errors in rule order."""
+    exactly instead and reports errors in rule order. ``tensor_ids`` and ``dps`` (lists parallel
+    to ``fragments``), when given, are their ``tensor_id`` and ``rank.dp`` values already read by
+    the caller (not read again)."""
 
 def select_sources(
     fragments: Sequence[object],

@@ -688,3 +688,45 @@ def test_tensor_columns_hostile_inputs() -> None:
         _native.tensor_columns(["a"], {"a": object()}, {"a": a}, sig)
     with pytest.raises(TypeError):
         _native.tensor_columns(["a"], {"a": a}, {"a": a}, {"a": 5})  # signature not a sequence
+
+
+# --- pack_targets with the caller's tensor ids and DP ranks -------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(placement_pairs(), st.integers(0, 3), st.booleans())
+def test_pack_targets_with_given_columns_equals_reading_them(
+    pair: Tuple[Layout, Layout], replicas: int, routed: bool
+) -> None:
+    target = build_placement(pair[1])
+    fragments = list(target.fragments)
+    tensor_index = {t.tensor_id: i for i, t in enumerate(target.tensors)}
+    ndim = _q([len(t.global_shape) for t in target.tensors])
+    routes = _q([1 if routed else 0] * len(target.tensors))
+    tids = [f.tensor_id for f in fragments]
+    dps = [f.rank.dp for f in fragments]
+    expected = _native.pack_targets(fragments, tensor_index, ndim, routes, replicas)
+    assert _native.pack_targets(fragments, tensor_index, ndim, routes, replicas, tids, dps) == expected
+    assert _native.pack_targets(fragments, tensor_index, ndim, routes, replicas, tids, None) == expected
+    assert _native.pack_targets(fragments, tensor_index, ndim, routes, replicas, None, dps) == expected
+
+
+def test_pack_targets_given_columns_hostile_inputs() -> None:
+    f = [_Fragment("x")]
+    args = (f, {"w": 0}, _q([1]), _q([0]), 1)
+    assert _native.pack_targets(*args, ["w"], [0]) is not None
+    assert _native.pack_targets(*args, ["v"], [0]) is None  # an unknown tensor: not this path
+    assert _native.pack_targets(*args, ["w"], [1 << 70]) is None  # DP rank beyond int64
+    assert _native.pack_targets(*args, ["w"], [-1]) is None
+    assert _native.pack_targets(*args, ["w"], ["0"]) is None
+    assert _native.pack_targets(f, {"w": 1 << 80}, _q([1]), _q([0]), 1) is None  # index beyond int64
+    with pytest.raises(IndexError):
+        _native.pack_targets(*args, [], [0])  # shorter than the fragments
+    with pytest.raises(IndexError):
+        _native.pack_targets(*args, ["w"], [])
+    with pytest.raises(TypeError):
+        _native.pack_targets(*args, ("w",), [0])
+    with pytest.raises(TypeError):
+        _native.pack_targets(*args, ["w"], (0,))
+    with pytest.raises(TypeError):
+        _native.pack_targets(*args, {"w"}, None)

@@ -449,6 +449,8 @@ def plan_logical_transfer(
         ndim_packed,
         array("q", [1 if routed else 0 for routed in tensor_routed.values()]).tobytes(),
         replica_count,
+        target_tids,  # already cut to the processed targets
+        None if fragment_dps is None else fragment_dps[:stop],
     )
     target_packed: Optional[tuple[bytes, bytes, bytes, bytes, bytes]] = None
     target_cover: list[int] = []
