@@ -270,3 +270,118 @@ def test_unrelated_attestation_in_the_record_is_rejected(world: World) -> None:
     with raises("bound fragment does not match its runtime binding attestation"):
         _restore(record)
     assert isinstance(plan.target_executors[0].attestation, RuntimeBindingAttestation)
+
+
+# ---------------------------------------------------------------------------------------
+# Oracle: the object-by-object field-state format. A single forged field anywhere in the plan
+# must give the same outcome through the compact record (same exception and message, or an
+# equal plan).
+
+
+class _FieldState:
+    """Pickles a plan in the fallback (field-state) format, whatever its shape."""
+
+    def __init__(self, plan: TransferPlan) -> None:
+        self.plan = plan
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_field_state_restore, (self.plan.__getstate__(),))
+
+
+def _field_state_restore(state: dict[str, Any]) -> TransferPlan:
+    """What unpickling ``(copyreg.__newobj__, (TransferPlan,), state)`` does."""
+    plan: TransferPlan = object.__new__(TransferPlan)
+    plan.__setstate__(state)
+    return plan
+
+
+def _outcome(blob: bytes) -> Any:
+    try:
+        return ("ok", pickle.loads(blob))
+    except ValueError as error:
+        return ("error", str(error))
+
+
+def _forge(plan: TransferPlan, site: str, field: str, value: Any) -> TransferPlan:
+    """A copy of ``plan`` whose object at ``site`` (a copy) has ``field`` forged to ``value``."""
+    forged = copy.copy(plan)
+    operations = list(plan.operations)
+    op = copy.copy(operations[0])
+    if site == "operation":
+        target: Any = op
+    elif site in ("source", "target"):
+        target = copy.copy(getattr(op, site))
+        object.__setattr__(op, site, target)
+    elif site == "binding":
+        bound = copy.copy(op.target)
+        target = copy.copy(bound.binding)
+        object.__setattr__(bound, "binding", target)
+        object.__setattr__(op, "target", bound)
+    elif site in ("executor", "snapshot", "evidence"):
+        executors = list(plan.target_executors)
+        executor = copy.copy(executors[0])
+        executors[0] = executor
+        object.__setattr__(forged, "target_executors", tuple(executors))
+        if site == "executor":
+            target = executor
+        elif site == "snapshot":
+            target = copy.copy(executor.fragment_snapshots[0])
+            object.__setattr__(executor, "fragment_snapshots", (target,) + executor.fragment_snapshots[1:])
+        else:
+            attestation = copy.copy(executor.attestation)
+            target = copy.copy(attestation.evidence)
+            object.__setattr__(attestation, "evidence", target)
+            object.__setattr__(executor, "attestation", attestation)
+    else:
+        raise AssertionError(site)
+    object.__setattr__(target, field, value)
+    operations[0] = op
+    object.__setattr__(forged, "operations", tuple(operations))
+    return forged
+
+
+_FORGERIES = [
+    ("operation", "tensor_id", "other"),
+    ("operation", "overlap_offset", (0, 1)),
+    ("operation", "overlap_shape", (1, 1)),
+    ("operation", "source_base_offset", 2),
+    ("operation", "target_base_offset", -1),
+    ("operation", "inner_bytes", 3),
+    ("operation", "outer_loop_counts", (1,)),
+    ("operation", "source_strides", (7,)),
+    ("operation", "target_strides", ()),
+    ("source", "instance_id", "elsewhere"),
+    ("source", "lease_generation", 2**64),
+    ("target", "runtime_lease_id", ""),
+    ("target", "lease_generation", True),
+    ("target", "attestation", None),
+    ("target", "owner", object()),
+    ("binding", "address", 4096),
+    ("binding", "device", "cuda:9"),
+    ("binding", "nbytes", 0),
+    ("executor", "worker_id", "moved"),
+    ("executor", "runtime_lease_id", None),
+    ("executor", "fragment_ids", ()),
+    ("executor", "placement_digest", "0" * 64),
+    ("executor", "attestation", None),
+    ("snapshot", "address", 4096),
+    ("snapshot", "lease_generation", 99),
+    ("snapshot", "tensor_id", "other"),
+    ("evidence", "generation", 5),
+    ("evidence", "lease_id", "stolen"),
+    ("evidence", "placement_digest", "f" * 64),
+    ("evidence", "fragments", ()),
+]
+
+
+@pytest.mark.parametrize("site,field,value", _FORGERIES)
+def test_single_forgery_matches_the_field_state_format(world: World, site: str, field: str, value: Any) -> None:
+    forged = _forge(world.bind(), site, field, value)
+    expected = _outcome(pickle.dumps(_FieldState(forged)))
+    actual = _outcome(pickle.dumps(forged))
+    if site != "operation" and (site, field) != ("target", "owner"):  # owners are never pickled
+        assert expected[0] == "error"  # the oracle itself rejects every other forgery
+    if expected[0] == "error":
+        assert actual == expected
+    else:
+        assert actual[0] == "ok" and actual[1] == expected[1]
