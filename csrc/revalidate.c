@@ -726,13 +726,14 @@ enum {
     RS_TP,
     RS_PP,
     RS_EP,
+    RS_ROWS,
     RS_NNAMES
 };
 
 static const char *const rs_names[RS_NNAMES] = {
     "runtime_lease_id", "attestation", "placement", "worker_id", "key_base", "part_rank", "fragment_snapshots",
     "fragment_ids", "objects_by_worker", "ids_by_worker", "fragment_id", "object_by_pfid", "expected_by_pfid",
-    "generation", "lease_generation", "placement_fragment_id", "dp", "tp", "pp", "ep",
+    "generation", "lease_generation", "placement_fragment_id", "dp", "tp", "pp", "ep", "rows_by_worker",
 };
 
 static PyObject *rs_keys[RS_NNAMES];
@@ -796,11 +797,31 @@ done:
         if ((target) == NULL) goto error;                                                                              \
     } while (0)
 
+/* ``_snapshot_matches(snapshot, expected)`` for an exact-dict ``expected``: 1 when the snapshot
+ * is exactly ``snapshot_type`` with a field dict equal to ``expected``, 0 when not, 2 when
+ * unsure (extra attributes beside the fields), -1 with an error set. */
+static int
+rs_snapshot_matches(PyObject *snapshot, PyObject *expected, PyTypeObject *snapshot_type)
+{
+    if (snapshot == NULL || expected == NULL) return -1;
+    if (Py_TYPE(snapshot) != snapshot_type) return 0;
+    if (!PyDict_CheckExact(expected)) return 2;
+    PyObject *state = PyObject_GenericGetDict(snapshot, NULL);
+    if (state == NULL) return -1;
+    int equal = rs_compare(state, expected, Py_EQ);
+    Py_ssize_t n_state = PyDict_Size(state);
+    Py_DECREF(state);
+    if (equal < 0) return -1;
+    if (equal) return 1;
+    return n_state == PyDict_Size(expected) ? 0 : 2;
+}
+
 /* One executor row of one side; *status is RV_OK, RV_DECLINE (unsure) or RV_ERROR. */
 static int
 rs_executor(PyObject *row, PyObject *attested, const rv_table *active, PyObject *snapshot_owner, PyObject *used,
-            PyTypeObject *attestation_type, PyTypeObject *rank_type)
+            PyTypeObject *attestation_type, PyTypeObject *rank_type, PyTypeObject *snapshot_type)
 {
+    PyObject *rows_by_worker = NULL;
     PyObject *lease = NULL, *attestation = NULL, *placement = NULL, *view = NULL, *worker = NULL;
     PyObject *key_base = NULL, *part_rank = NULL, *rank_key = NULL, *expected = NULL, *snapshots = NULL;
     PyObject *fragment_ids = NULL, *objects = NULL, *ids_by_worker = NULL, *fid = NULL, *id = NULL;
@@ -849,7 +870,7 @@ rs_executor(PyObject *row, PyObject *attested, const rv_table *active, PyObject 
     if (snapshots == NULL || fragment_ids == NULL || !PyTuple_CheckExact(snapshots)) goto done;
     RS_GET(objects, view, RS_OBJECTS);
     RS_GET(ids_by_worker, view, RS_IDS);
-    if (objects == Py_None || !PyDict_CheckExact(objects) || !PyDict_CheckExact(ids_by_worker)) goto done;
+    if ((objects != Py_None && !PyDict_CheckExact(objects)) || !PyDict_CheckExact(ids_by_worker)) goto done;
     {
         PyObject *ids = PyDict_GetItemWithError(ids_by_worker, worker); /* borrowed */
         if (ids == NULL) goto done;
@@ -857,14 +878,35 @@ rs_executor(PyObject *row, PyObject *attested, const rv_table *active, PyObject 
         int every = rs_compare(fragment_ids, ids, Py_EQ);
         Py_DECREF(ids);
         if (every < 0) goto error;
-        if (!every) goto done; /* the attested-rows path: left to Python */
-        PyObject *mine = PyDict_GetItemWithError(objects, worker); /* borrowed */
-        if (mine == NULL) goto done;
-        Py_INCREF(mine);
-        int mismatch = rs_compare(mine, snapshots, Py_NE);
-        Py_DECREF(mine);
-        if (mismatch < 0) goto error;
-        if (mismatch) goto done;
+        if (!every) goto done; /* a subset of the worker's attested rows: left to Python */
+        if (objects != Py_None) {
+            /* The attested snapshot objects themselves (equal tuples, usually identical). */
+            PyObject *mine = PyDict_GetItemWithError(objects, worker); /* borrowed */
+            if (mine == NULL) goto done;
+            Py_INCREF(mine);
+            int mismatch = rs_compare(mine, snapshots, Py_NE);
+            Py_DECREF(mine);
+            if (mismatch < 0) goto error;
+            if (mismatch) goto done;
+        }
+        else {
+            /* The attested field dicts of the worker's fragments, compared snapshot by snapshot. */
+            RS_GET(rows_by_worker, view, RS_ROWS);
+            if (!PyDict_CheckExact(rows_by_worker)) goto done;
+            PyObject *rows = PyDict_GetItemWithError(rows_by_worker, worker); /* borrowed */
+            if (rows == NULL && PyErr_Occurred()) goto error;
+            Py_ssize_t n_rows = rows == NULL ? 0 : (PyTuple_CheckExact(rows) ? PyTuple_Size(rows) : -1);
+            if (n_rows != PyTuple_Size(snapshots)) goto done;
+            for (Py_ssize_t k = 0; k < n_rows; k++) {
+                PyObject *pair = PyTuple_GetItem(rows, k);
+                if (pair == NULL) goto error;
+                if (!PyTuple_CheckExact(pair) || PyTuple_Size(pair) != 2) goto done;
+                int match = rs_snapshot_matches(PyTuple_GetItem(snapshots, k), PyTuple_GetItem(pair, 1),
+                                                snapshot_type);
+                if (match < 0) goto error;
+                if (match != 1) goto done;
+            }
+        }
     }
     for (Py_ssize_t k = 0; k < PyTuple_Size(snapshots); k++) {
         PyObject *snapshot = PyTuple_GetItem(snapshots, k);
@@ -910,14 +952,17 @@ done:
     Py_XDECREF(ids_by_worker);
     Py_XDECREF(fid);
     Py_XDECREF(id);
+    Py_XDECREF(rows_by_worker);
     return rc;
 }
 
 /* The final per-fragment check of one side: the snapshot owned for the fragment is the
  * attested snapshot object itself (other cases: unsure). */
 static int
-rs_fragment(PyObject *fragment, PyObject *runtime_id, PyObject *attested, PyObject *snapshot_owner)
+rs_fragment(PyObject *fragment, PyObject *runtime_id, PyObject *attested, PyObject *snapshot_owner,
+            PyTypeObject *snapshot_type)
 {
+    PyObject *state = NULL;
     PyObject *attestation = NULL, *id = NULL, *view = NULL, *by_pfid = NULL, *placement = NULL, *pfid = NULL;
     PyObject *expected_by_pfid = NULL, *generation = NULL, *lease_generation = NULL;
     int rc = RV_DECLINE;
@@ -939,10 +984,9 @@ rs_fragment(PyObject *fragment, PyObject *runtime_id, PyObject *attested, PyObje
     RS_GET(pfid, placement, RS_PFID);
     RS_GET(expected_by_pfid, view, RS_EXPECTED);
     if (!PyDict_CheckExact(expected_by_pfid) || !PyDict_CheckExact(by_pfid)) goto done;
-    {
-        PyObject *state = PyDict_GetItemWithError(expected_by_pfid, pfid);
-        if (state == NULL || state == Py_None) goto done;
-    }
+    state = PyDict_GetItemWithError(expected_by_pfid, pfid); /* borrowed; held below */
+    if (state == NULL || state == Py_None) goto done;
+    Py_INCREF(state);
     lease_generation = rf_dict_item(fragment, rs_keys[RS_LEASE_GENERATION]);
     if (lease_generation == NULL) goto done;
     RS_GET(generation, view, RS_GENERATION);
@@ -950,7 +994,15 @@ rs_fragment(PyObject *fragment, PyObject *runtime_id, PyObject *attested, PyObje
     if (same < 0) goto error;
     if (!same) goto done;
     PyObject *attested_object = PyDict_GetItemWithError(by_pfid, pfid);
-    if (attested_object == NULL || attested_object != owned) goto done;
+    if (attested_object == NULL && PyErr_Occurred()) goto error;
+    if (attested_object != owned) {
+        /* Not the attested object itself: its fields must equal the attested ones. */
+        Py_INCREF(owned);
+        int match = rs_snapshot_matches(owned, state, snapshot_type);
+        Py_DECREF(owned);
+        if (match < 0) goto error;
+        if (match != 1) goto done;
+    }
     rc = RV_OK;
     goto done;
 error:
@@ -966,6 +1018,7 @@ done:
     Py_XDECREF(expected_by_pfid);
     Py_XDECREF(generation);
     Py_XDECREF(lease_generation);
+    Py_XDECREF(state);
     return rc;
 }
 
@@ -985,10 +1038,12 @@ rs_position(PyObject *side_of, Py_ssize_t i, Py_ssize_t n_frags)
 
 PyDoc_STRVAR(revalidate_side_doc,
 "revalidate_side(frags, keys, runtime_ids, side_of, runtime, rows, attested, used,\n"
-"                attestation_type, rank_type)\n"
+"                attestation_type, rank_type, snapshot_type)\n"
 "--\n\n"
 "Executor consistency of one side of the TransferPlan revalidation fast path (spec §12.4),\n"
-"for the common case where every executor carries the attested snapshot objects themselves.\n"
+"for the common cases: every executor lists all its worker's attested fragments and carries\n"
+"the attested snapshot objects themselves or snapshots of exactly ``snapshot_type`` whose\n"
+"field dicts equal the attested ones.\n"
 "The arguments are the fast path's own tables (``bound_contracts._fast_side_consistent``).\n"
 "Returns ``True`` when the side passes (the ``id`` of every executor state owning operations\n"
 "is then in ``used``), ``None`` when unsure (the Python version decides). ``TypeError`` for\n"
@@ -998,10 +1053,11 @@ static PyObject *
 revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *frags, *keys, *runtime_ids, *side_of, *runtime, *rows, *attested, *used, *att_type, *rank_type;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O!O!O!:revalidate_side", &PyList_Type, &frags, &PyList_Type, &keys,
+    PyObject *snapshot_type;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O!O!O!O!:revalidate_side", &PyList_Type, &frags, &PyList_Type, &keys,
                           &PyList_Type, &runtime_ids, &PyList_Type, &side_of, &PyDict_Type, &runtime, &PyList_Type,
                           &rows, &PyDict_Type, &attested, &PySet_Type, &used, &PyType_Type, &att_type, &PyType_Type,
-                          &rank_type)) {
+                          &rank_type, &PyType_Type, &snapshot_type)) {
         return NULL;
     }
     PyObject *result = NULL, *by_key = NULL, *snapshot_owner = NULL, *operation_ids = NULL;
@@ -1064,7 +1120,7 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
     if (snapshot_owner == NULL) goto done;
     for (Py_ssize_t r = 0; r < n_rows; r++) {
         int rc = rs_executor(PyList_GetItem(own_rows, r), attested, &active, snapshot_owner, used,
-                             (PyTypeObject *)att_type, (PyTypeObject *)rank_type);
+                             (PyTypeObject *)att_type, (PyTypeObject *)rank_type, (PyTypeObject *)snapshot_type);
         if (rc == RV_ERROR) goto done;
         if (rc == RV_DECLINE) goto decline;
     }
@@ -1080,7 +1136,8 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
     }
     for (Py_ssize_t u = 0; u < n_unique; u++) {
         Py_ssize_t p = unique[u];
-        int rc = rs_fragment(PyList_GetItem(own_frags, p), PyList_GetItem(runtime_ids, p), attested, snapshot_owner);
+        int rc = rs_fragment(PyList_GetItem(own_frags, p), PyList_GetItem(runtime_ids, p), attested, snapshot_owner,
+                             (PyTypeObject *)snapshot_type);
         if (rc == RV_ERROR) goto done;
         if (rc == RV_DECLINE) goto decline;
     }

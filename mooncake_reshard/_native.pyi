@@ -464,11 +464,13 @@ def revalidate_side(
     used: set[int],
     attestation_type: type,
     rank_type: type,
+    snapshot_type: type,
     /,
 ) -> Optional[bool]:
     """Executor consistency of one side of the ``TransferPlan`` revalidation fast path (spec
-    §12.4) for the common case where every executor carries the attested snapshot objects
-    themselves; the arguments are the fast path's own tables (see
+    §12.4) for the common cases: every executor lists all its worker's attested fragments and
+    carries the attested snapshot objects themselves or snapshots of exactly ``snapshot_type``
+    whose field dicts equal the attested ones; the arguments are the fast path's own tables (see
     ``bound_contracts._fast_side_consistent``, which it mirrors). ``True`` when the side passes
     (``used`` then holds the ``id`` of every executor state owning operations), ``None`` when
     unsure. ``TypeError`` for wrong container types; errors of the values' own methods

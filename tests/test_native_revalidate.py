@@ -47,6 +47,9 @@ _PLANS = {
     "tied": _bound_plan(tied=True),
     "shared": _bound_plan(shared=True),
     "split": _bound_plan(target_tp=4, shape=(4, 8)),  # every operation writes a whole target fragment
+    # Unpickled: fresh attestations, executors with equal (not identical) snapshots.
+    "unpickled": pickle.loads(pickle.dumps(_bound_plan())),
+    "unpickled-split": pickle.loads(pickle.dumps(_bound_plan(target_tp=4, shape=(4, 8)))),
 }
 
 
@@ -122,6 +125,8 @@ Mutation = Callable[[TransferPlan, Pick], TransferPlan]
 
 def _replace_op(plan: TransferPlan, pick: Pick, make: Callable[[Any, Pick], Any]) -> TransferPlan:
     operations = list(plan.operations)
+    if not operations:
+        return plan
     index = pick(len(operations))
     operations[index] = make(operations[index], pick)
     return _forge(plan, operations=tuple(operations))
@@ -144,7 +149,8 @@ def _bump_tuple(name: str) -> Mutation:
 
 
 def _other_fragment(plan: TransferPlan, pick: Pick) -> Any:
-    op = plan.operations[pick(len(plan.operations))]
+    operations = plan.operations or _PLANS["plain"].operations
+    op = operations[pick(len(operations))]
     return op.source if pick(2) else op.target
 
 
@@ -199,6 +205,8 @@ def _forge_executor(make: Callable[[Any, TransferPlan, Pick], dict[str, Any]]) -
     def mutate(plan: TransferPlan, pick: Pick) -> TransferPlan:
         side = ("source_executors", "target_executors")[pick(2)]
         executors = list(getattr(plan, side))
+        if not executors:
+            return plan
         index = pick(len(executors))
         executors[index] = _forge(executors[index], **make(executors[index], plan, pick))
         return _forge(plan, **{side: tuple(executors)})
@@ -207,7 +215,7 @@ def _forge_executor(make: Callable[[Any, TransferPlan, Pick], dict[str, Any]]) -
 
 
 def _any_executor(plan: TransferPlan, pick: Pick) -> Any:
-    executors = plan.source_executors + plan.target_executors
+    executors = plan.source_executors + plan.target_executors or _PLANS["plain"].target_executors
     return executors[pick(len(executors))]
 
 
@@ -234,6 +242,8 @@ _EXECUTOR_FORGERIES: list[Callable[[Any, TransferPlan, Pick], dict[str, Any]]] =
 def _edit_tuple(name: str) -> Mutation:
     def mutate(plan: TransferPlan, pick: Pick) -> TransferPlan:
         values = list(getattr(plan, name))
+        if not values:
+            return plan
         how = pick(4)
         index = pick(len(values))
         if how == 0:
@@ -245,6 +255,8 @@ def _edit_tuple(name: str) -> Mutation:
         else:
             other = "target_executors" if name == "source_executors" else "source_executors"
             donor = getattr(plan, other) if name != "operations" else plan.operations
+            if not donor:
+                return plan
             values[index] = donor[pick(len(donor))]
         return _forge(plan, **{name: tuple(values)})
 
@@ -253,10 +265,12 @@ def _edit_tuple(name: str) -> Mutation:
 
 def _limits(plan: TransferPlan, pick: Pick) -> TransferPlan:
     segments = [op.segment_count for op in plan.operations]
+    if not segments:
+        return plan
     if pick(2):
-        limits = PlanningLimits(max_segments_per_region=max(segments) - 1 or 1)
+        limits = PlanningLimits(max_segments_per_region=max(max(segments) - 1, 1))
     else:
-        limits = PlanningLimits(max_total_lowered_segments=sum(segments) - 1)
+        limits = PlanningLimits(max_total_lowered_segments=max(sum(segments) - 1, 1))
     return _forge(plan, planning_limits=limits)
 
 
@@ -690,7 +704,7 @@ def _sides_agree(plan: TransferPlan) -> None:
         native_used: set[int] = set()
         try:
             native = _native.revalidate_side(frags, keys, runtime_ids, side_of, runtime, rows, attested, native_used,
-                                             RuntimeBindingAttestation, ParallelRank)
+                                             RuntimeBindingAttestation, ParallelRank, bc.RuntimeFragmentSnapshot)
         except Exception:
             native = None
         python_used: set[int] = set()
@@ -711,15 +725,17 @@ def test_fragments_and_sides_of_genuine_plans(name: str) -> None:
         _sides_agree(candidate)
         frags = _scan(candidate.operations)[0]
         assert _native_fragments(frags, _identity(candidate)) is not None
-    # Binding's plan carries the attested snapshot objects: the C side decides it.
-    frags, source_of, target_of, _ = _scan(plan.operations)
-    keys, _routes, runtime_ids, attested = _native_fragments(frags, _identity(plan))
-    for side_of, executors in ((source_of, plan.source_executors), (target_of, plan.target_executors)):
-        runtime, rows = _side_tables(executors, side_of, runtime_ids)
-        used: set[int] = set()
-        assert _native.revalidate_side(frags, keys, runtime_ids, side_of, runtime, rows, attested, used,
-                                       RuntimeBindingAttestation, ParallelRank) is True
-        assert used
+    # Binding's plan carries the attested snapshot objects, an unpickled one equal snapshots
+    # of fresh attestations: the C side decides both.
+    for candidate in (plan, pickle.loads(pickle.dumps(plan))):
+        frags, source_of, target_of, _ = _scan(candidate.operations)
+        keys, _routes, runtime_ids, attested = _native_fragments(frags, _identity(candidate))
+        for side_of, executors in ((source_of, candidate.source_executors), (target_of, candidate.target_executors)):
+            runtime, rows = _side_tables(executors, side_of, runtime_ids)
+            used: set[int] = set()
+            assert _native.revalidate_side(frags, keys, runtime_ids, side_of, runtime, rows, attested, used,
+                                           RuntimeBindingAttestation, ParallelRank, bc.RuntimeFragmentSnapshot) is True
+            assert used
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -792,9 +808,9 @@ def test_fragments_and_side_hostile_inputs() -> None:
     keys, _routes, runtime_ids, attested = _native_fragments(frags, identity)
     runtime, rows = _side_tables(plan.target_executors, target_of, runtime_ids)
     args = [frags, keys, runtime_ids, target_of, runtime, rows, attested, set(), RuntimeBindingAttestation,
-            ParallelRank]
+            ParallelRank, bc.RuntimeFragmentSnapshot]
     assert _native.revalidate_side(*args) is True
-    for position, bad in ((0, tuple(frags)), (4, list(runtime.items())), (7, frozenset()), (8, "type")):
+    for position, bad in ((0, tuple(frags)), (4, list(runtime.items())), (7, frozenset()), (8, "type"), (10, None)):
         hostile = list(args)
         hostile[position] = bad
         with pytest.raises(TypeError):

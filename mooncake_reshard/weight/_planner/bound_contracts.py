@@ -875,9 +875,20 @@ def _fast_revalidate_live(
             bucket.append(index)
     used: set[int] = set()
     for side_of, runtime, rows in ((source_of, s_runtime, s_rows), (target_of, t_runtime, t_rows)):
-        # The C version decides the common case (executors carry the attested snapshot objects).
+        # The C version decides the common cases (executors list all their worker's attested
+        # fragments, with the attested snapshot objects or equal ones).
         if _native.revalidate_side(
-            frags, keys, runtime_ids, side_of, runtime, rows, attested, used, RuntimeBindingAttestation, ParallelRank
+            frags,
+            keys,
+            runtime_ids,
+            side_of,
+            runtime,
+            rows,
+            attested,
+            used,
+            RuntimeBindingAttestation,
+            ParallelRank,
+            RuntimeFragmentSnapshot,
         ) is None and not _fast_side_consistent(frags, keys, runtime_ids, side_of, runtime, rows, attested, used):
             return False
     # -- §12.5 in-place protection, §12.6 target physical ranges ------------------------------
