@@ -304,6 +304,10 @@ def _build_executor_plans_with(
                 _project_part(placement, part, binding, attestation, side, selected_fragment_ids, seen_keys, emitted, out)
                 continue
             # _project_attested_part, inline: one attested executor per worker (or its selection).
+            if selected_set is not None and selected_set.isdisjoint(
+                [fragment.fragment_id for fragment in attestation.evidence.fragments]
+            ):
+                continue  # no attested snapshot of this part is selected (they are a subset)
             rows = _attested_executors(placement, part, attestation)
             if len(rows) == 1:
                 worker_id, all_snapshots, executor = rows[0]
