@@ -786,14 +786,14 @@ def bind_logical_transfer_plan(
     if source_kept:
         assert source_placement is not None
         source_selected = frozenset(
-            op.source.binding.fragment_id for op in operations if isinstance(op.source, BoundWeightFragment)
+            {op.source.binding.fragment_id for op in operations if isinstance(op.source, BoundWeightFragment)}
         )
         source_executors = _build_executor_plans_with(
             (source_placement,), source_kept, "source", source_selected, source_attestations
         )
     else:
         source_executors = ()
-    target_selected = frozenset(op.target.binding.fragment_id for op in operations)
+    target_selected = frozenset({op.target.binding.fragment_id for op in operations})
     target_executors = _build_executor_plans_with(
         (target_placement,), target_kept, "target", target_selected, target_attestations
     )
