@@ -1221,14 +1221,15 @@ static const char *const ov_field_names[OV_NFIELDS] = {
 /* One instance of cls for region r (fields as build_regions sets them), NULL on error. */
 static PyObject *
 ov_region_object(const ov_plan *P, const ov_region *r, PyObject *cls, allocfunc alloc, PyObject *const *keys,
-                 PyObject *template, PyObject *source, PyObject *target, PyObject *empty)
+                 PyObject *template, PyObject *source, PyObject *target, PyObject *tensor_id, PyObject *empty)
 {
     const int64_t *box = (const int64_t *)P->coords.data + r->coord;
     int nd = r->nd;
     PyObject *values[OV_NFIELDS] = {NULL};
     PyObject *region = NULL;
     PyObject *dict = NULL;
-    values[0] = PyObject_GetAttr(target, keys[0]);
+    /* The target's tensor id as the caller read it (else read here). */
+    values[0] = tensor_id != NULL ? Py_NewRef(tensor_id) : PyObject_GetAttr(target, keys[0]);
     values[1] = Py_NewRef(source);
     values[2] = Py_NewRef(target);
     values[3] = ov_tuple_i64(box, nd);
@@ -1286,12 +1287,13 @@ ov_used_indices(const ov_plan *P, int use_src, size_t n)
 }
 
 PyDoc_STRVAR(plan_regions_doc,
-"plan_regions(cls, sources, targets, *plan_overlaps_arguments)\n"
+"plan_regions(cls, sources, targets, target_tensor_ids, *plan_overlaps_arguments)\n"
 "--\n\n"
 "plan_overlaps, and on success the regions built directly as instances of cls (a heap type\n"
 "whose instances have a __dict__; cls is not called): per region a fresh field dict\n"
 "tensor_id=targets[t].tensor_id, source=sources[s], target=targets[t] and the geometry in field\n"
-"order (as build_regions from the records). sources and targets are lists indexed like the\n"
+"order (as build_regions from the records; tensor_id from target_tensor_ids[t] when that\n"
+"list, parallel to targets, is given instead of None). sources and targets are lists indexed like the\n"
 "packed source and target arrays. Returns (regions tuple, used source indices, used target\n"
 "indices) (sorted lists), or plan_overlaps' error tuple (code, target_index, a, b).");
 
@@ -1300,14 +1302,19 @@ ov_plan_regions(PyObject *Py_UNUSED(self), PyObject *args)
 {
     Py_ssize_t nargs = PyTuple_Size(args);
     if (nargs < 0) return NULL;
-    if (nargs != 21) {
-        PyErr_SetString(PyExc_TypeError, "plan_regions takes 21 arguments");
+    if (nargs != 22) {
+        PyErr_SetString(PyExc_TypeError, "plan_regions takes 22 arguments");
         return NULL;
     }
     PyObject *cls = PyTuple_GetItem(args, 0);
     PyObject *sources = PyTuple_GetItem(args, 1);
     PyObject *targets = PyTuple_GetItem(args, 2);
-    if (cls == NULL || sources == NULL || targets == NULL) return NULL;
+    PyObject *tids_arg = PyTuple_GetItem(args, 3);
+    if (cls == NULL || sources == NULL || targets == NULL || tids_arg == NULL) return NULL;
+    if (tids_arg != Py_None && !PyList_Check(tids_arg)) {
+        PyErr_SetString(PyExc_TypeError, "plan_regions: target_tensor_ids must be a list or None");
+        return NULL;
+    }
     if (!PyType_Check(cls) || !(PyType_GetFlags((PyTypeObject *)cls) & Py_TPFLAGS_HEAPTYPE)) {
         PyErr_SetString(PyExc_TypeError, "plan_regions: cls must be a heap type");
         return NULL;
@@ -1324,10 +1331,12 @@ ov_plan_regions(PyObject *Py_UNUSED(self), PyObject *args)
     /* Private copies: hostile hooks cannot resize what the indices point into. */
     PyObject *src_items = PySequence_List(sources);
     PyObject *tgt_items = src_items == NULL ? NULL : PySequence_List(targets);
-    PyObject *rest = tgt_items == NULL ? NULL : PyTuple_GetSlice(args, 3, nargs);
+    PyObject *tid_items = tgt_items == NULL ? NULL : (tids_arg == Py_None ? Py_NewRef(Py_None) : PySequence_List(tids_arg));
+    PyObject *rest = tid_items == NULL ? NULL : PyTuple_GetSlice(args, 4, nargs);
     if (rest == NULL) {
         Py_XDECREF(src_items);
         Py_XDECREF(tgt_items);
+        Py_XDECREF(tid_items);
         return NULL;
     }
     ov_plan P;
@@ -1336,6 +1345,7 @@ ov_plan_regions(PyObject *Py_UNUSED(self), PyObject *args)
     if (status < 0) {
         Py_DECREF(src_items);
         Py_DECREF(tgt_items);
+        Py_DECREF(tid_items);
         return NULL;
     }
     static PyObject *keys[OV_NFIELDS];
@@ -1351,7 +1361,8 @@ ov_plan_regions(PyObject *Py_UNUSED(self), PyObject *args)
     }
     Py_ssize_t nsrc = PyList_Size(src_items), ntgt = PyList_Size(tgt_items);
     if (nsrc < 0 || ntgt < 0) goto done;
-    if ((size_t)nsrc != P.src.n || (size_t)ntgt < P.nprocess) {
+    if ((size_t)nsrc != P.src.n || (size_t)ntgt < P.nprocess
+        || (tid_items != Py_None && PyList_Size(tid_items) != ntgt)) {
         PyErr_SetString(PyExc_ValueError, "plan_regions: sources or targets do not match the packed arrays");
         goto done;
     }
@@ -1374,8 +1385,9 @@ ov_plan_regions(PyObject *Py_UNUSED(self), PyObject *args)
         /* region indices come from the checked packed arrays: src < P.src.n, tgt < nprocess */
         PyObject *source = PyList_GetItem(src_items, (Py_ssize_t)r->src);
         PyObject *target = PyList_GetItem(tgt_items, (Py_ssize_t)r->tgt);
-        if (source == NULL || target == NULL) goto done;
-        PyObject *region = ov_region_object(&P, r, cls, alloc, keys, template, source, target, empty);
+        PyObject *tensor_id = tid_items == Py_None ? NULL : PyList_GetItem(tid_items, (Py_ssize_t)r->tgt);
+        if (source == NULL || target == NULL || (tid_items != Py_None && tensor_id == NULL)) goto done;
+        PyObject *region = ov_region_object(&P, r, cls, alloc, keys, template, source, target, tensor_id, empty);
         if (region == NULL || PyTuple_SetItem(regions, (Py_ssize_t)i, region) < 0) goto done;
     }
     used_s = ov_used_indices(&P, 1, P.src.n);
@@ -1391,6 +1403,7 @@ done:
     Py_XDECREF(used_t);
     Py_DECREF(src_items);
     Py_DECREF(tgt_items);
+    Py_DECREF(tid_items);
     return result;
 }
 

@@ -469,8 +469,11 @@ def test_fragment_columns_hostile_inputs() -> None:
 # --- plan_regions ---------------------------------------------------------------------------
 
 
-def _two_step(region_type: Any, sources: List[Any], targets: List[Any], **kernel: Any) -> Any:
-    """The oracle of ``plan_region_objects``: the records, then ``build_regions``."""
+def _two_step(region_type: Any, sources: List[Any], targets: List[Any], tensor_ids: Any = None, **kernel: Any) -> Any:
+    """The oracle of ``plan_region_objects``: the records, then ``build_regions`` (which reads
+    the targets' tensor ids itself)."""
+    if tensor_ids is not None:
+        assert tensor_ids == [t.tensor_id for t in targets]
     from mooncake.reshard.weight._planner import geometry
 
     records = geometry.plan_overlap_regions(**kernel)
@@ -521,14 +524,14 @@ def test_plan_regions_rejects_hostile_inputs() -> None:
     captured: List[Any] = []
     saved = core.plan_region_objects
 
-    def spy(region_type: Any, sources: List[Any], targets: List[Any], **kernel: Any) -> Any:
+    def spy(region_type: Any, sources: List[Any], targets: List[Any], tensor_ids: Any = None, **kernel: Any) -> Any:
         from mooncake.reshard.weight._planner import geometry
 
         captured.append((sources, targets, geometry._kernel_arguments(*[kernel[k] for k in (
             "tensor_ndim", "tensor_itemsize", "source", "source_order", "cover_start", "cover_members", "target",
             "target_cover", "nprocess", "max_transfer_regions", "max_segments_per_region",
             "max_total_lowered_segments", "target_packed", "source_packed", "tensor_ndim_packed")])))
-        return saved(region_type, sources, targets, **kernel)
+        return saved(region_type, sources, targets, tensor_ids, **kernel)
 
     core.plan_region_objects = spy
     try:
@@ -536,37 +539,43 @@ def test_plan_regions_rejects_hostile_inputs() -> None:
     finally:
         core.plan_region_objects = saved
     sources, targets, args = captured[0]
-    regions, used_s, used_t = _native.plan_regions(TransferRegion, sources, targets, *args)
+    regions, used_s, used_t = _native.plan_regions(TransferRegion, sources, targets, None, *args)
     assert regions == plan.operations
+    tids = [t.tensor_id for t in targets]
+    assert _native.plan_regions(TransferRegion, sources, targets, tids, *args) == (regions, used_s, used_t)
+    with pytest.raises(ValueError):
+        _native.plan_regions(TransferRegion, sources, targets, tids[:-1], *args)  # not parallel to targets
+    with pytest.raises(TypeError):
+        _native.plan_regions(TransferRegion, sources, targets, tuple(tids), *args)
     assert used_s == sorted(set(used_s)) and used_t == sorted(set(used_t))
     with pytest.raises(TypeError):
-        _native.plan_regions(TransferRegion, sources, targets, *args[:-1])
+        _native.plan_regions(TransferRegion, sources, targets, None, *args[:-1])
     with pytest.raises(TypeError):
-        _native.plan_regions(int, sources, targets, *args)
+        _native.plan_regions(int, sources, targets, None, *args)
     with pytest.raises(TypeError):
-        _native.plan_regions(TransferRegion, tuple(sources), targets, *args)
+        _native.plan_regions(TransferRegion, tuple(sources), targets, None, *args)
     with pytest.raises(ValueError):
-        _native.plan_regions(TransferRegion, sources[:-1], targets, *args)  # not one per packed source
+        _native.plan_regions(TransferRegion, sources[:-1], targets, None, *args)  # not one per packed source
     with pytest.raises(ValueError):
-        _native.plan_regions(TransferRegion, sources, [], *args)  # fewer targets than processed
+        _native.plan_regions(TransferRegion, sources, [], None, *args)  # fewer targets than processed
     bad = list(args)
     bad[-3] = 1 << 70  # a limit beyond 64 bits saturates (above every count), never wraps
-    assert _native.plan_regions(TransferRegion, sources, targets, *bad)[0] == plan.operations
+    assert _native.plan_regions(TransferRegion, sources, targets, None, *bad)[0] == plan.operations
     bad = list(args)
     bad[-3] = -1
     with pytest.raises(ValueError):
-        _native.plan_regions(TransferRegion, sources, targets, *bad)
+        _native.plan_regions(TransferRegion, sources, targets, None, *bad)
     bad = list(args)
     bad[-4] = len(targets) + 1  # nprocess beyond the packed targets
     with pytest.raises(ValueError):
-        _native.plan_regions(TransferRegion, sources, targets, *bad)
+        _native.plan_regions(TransferRegion, sources, targets, None, *bad)
     bad = list(args)
     bad[0] = b"\x00" * 7  # not a multiple of 8 bytes
     with pytest.raises(ValueError):
-        _native.plan_regions(TransferRegion, sources, targets, *bad)
+        _native.plan_regions(TransferRegion, sources, targets, None, *bad)
     bad = list(args)
     bad[-3] = 1  # max_transfer_regions 1: the kernel's error tuple passes through
-    assert _native.plan_regions(TransferRegion, sources, targets, *bad)[0] == 2
+    assert _native.plan_regions(TransferRegion, sources, targets, None, *bad)[0] == 2
 
 
 # --- owner_signatures -----------------------------------------------------------------------

@@ -563,7 +563,7 @@ def plan_logical_transfer(
     # order) through the trusted path (class allocator + field dict, no constructor: the
     # kernel proved every invariant), with the indices of the fragments they use.
     operations, used_source_rows, used_target_rows = plan_region_objects(
-        TransferRegion, source_objects, processed, **kernel
+        TransferRegion, source_objects, processed, target_tids, **kernel
     )
     used_targets = set(map(processed_ids.__getitem__, used_target_rows))
     used_sources: set[str] = set()

@@ -256,6 +256,7 @@ def plan_region_objects(
     region_type: type,
     sources: list[Any],
     targets: list[Any],
+    target_tensor_ids: Optional[list[Any]] = None,
     *,
     tensor_ndim: Sequence[int],
     tensor_itemsize: Sequence[int],
@@ -276,6 +277,8 @@ def plan_region_objects(
 ) -> tuple[tuple[Any, ...], list[int], list[int]]:
     """``plan_overlap_regions`` followed by ``_native.build_regions(region_type, records,
     sources, targets)`` in one C call (``_native.plan_regions``: no intermediate records).
+    ``target_tensor_ids`` (parallel to ``targets``), when given, are the targets' tensor ids
+    already read by the caller.
 
     Returns ``(regions, used source indices, used target indices)`` (indices into ``sources``
     and ``targets``, increasing), or raises the same ``ValueError`` as ``plan_overlap_regions``."""
@@ -283,6 +286,7 @@ def plan_region_objects(
         region_type,
         sources,
         targets,
+        target_tensor_ids,
         *_kernel_arguments(
             tensor_ndim, tensor_itemsize, source, source_order, cover_start, cover_members, target,
             target_cover, nprocess, max_transfer_regions, max_segments_per_region,
