@@ -143,6 +143,25 @@ def _encode(
         attestations.append(attestation_state["evidence"])
         return index
 
+    def fragment_position(fragment: Any) -> int:
+        """Index of a new bound fragment in the table (its row appended)."""
+        if type(fragment) is not BoundWeightFragment:
+            raise _Irregular
+        fragment_state = fragment.__dict__
+        if len(fragment_state) != _FRAGMENT_COUNT:
+            raise _Irregular
+        row = _fragment_values(fragment_state)
+        if row[5] is not None:  # an owner is never pickled: fallback (which rejects it)
+            raise _Irregular
+        attestation = row[6]
+        position = attestation_index.get(id(attestation), False)
+        if position is False:
+            position = new_attestation(attestation)
+        index = fragment_index[id(fragment)] = len(fragment_rows) // 6
+        fragment_rows.extend(row[:5])
+        fragment_rows.append(position)
+        return index
+
     operation_rows: list[Any] = []
     for operation in operations:
         if type(operation) is not TransferRegion:
@@ -151,29 +170,16 @@ def _encode(
         if len(region_state) != _REGION_COUNT:
             raise _Irregular
         values = _region_values(region_state)
-        indices = []
-        for fragment in (values[1], values[2]):
-            index = fragment_index.get(id(fragment))
-            if index is None:
-                if type(fragment) is not BoundWeightFragment:
-                    raise _Irregular
-                fragment_state = fragment.__dict__
-                if len(fragment_state) != _FRAGMENT_COUNT:
-                    raise _Irregular
-                row = _fragment_values(fragment_state)
-                if row[5] is not None:  # an owner is never pickled: fallback (which rejects it)
-                    raise _Irregular
-                attestation = row[6]
-                position = attestation_index.get(id(attestation), False)
-                if position is False:
-                    position = new_attestation(attestation)
-                index = fragment_index[id(fragment)] = len(fragment_rows) // 6
-                fragment_rows.extend(row[:5])
-                fragment_rows.append(position)
-            indices.append(index)
-        operation_rows.append(values[0])
-        operation_rows.extend(indices)
-        operation_rows.extend(values[3:])
+        source = values[1]
+        target = values[2]
+        source_index = fragment_index.get(id(source))
+        if source_index is None:
+            source_index = fragment_position(source)
+        target_index = fragment_index.get(id(target))
+        if target_index is None:
+            target_index = fragment_position(target)
+        operation_rows += (values[0], source_index, target_index)
+        operation_rows += values[3:]
     executor_rows: list[tuple[Any, ...]] = []
     for executors in (source_executors, target_executors):
         rows: list[Any] = []
@@ -188,9 +194,8 @@ def _encode(
             if type(snapshots) is not tuple:
                 raise _Irregular
             head = len(rows)
-            rows.extend(values[:8])
-            rows.append(None)  # the attestation index, set below
-            rows.append(len(snapshots))
+            rows += values[:8]
+            rows += (None, len(snapshots))  # the attestation index is set below
             for snapshot in snapshots:
                 if type(snapshot) is not RuntimeFragmentSnapshot:
                     raise _Irregular
