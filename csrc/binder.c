@@ -20,8 +20,8 @@
  * planobj.c does for regions: the classes are frozen dataclasses whose __post_init__ checks
  * the caller has just proven (or which have none).
  *
- * The functions are bound to a tuple of interned attribute names (their `self`), created once
- * per module object at init: no global PyObject. */
+ * The functions are bound to a capsule (their `self`) holding the interned attribute names and
+ * field-dict templates, created once per module object at init: no global PyObject. */
 #include "binder.h"
 
 enum {
@@ -138,33 +138,43 @@ bd_template_size(int which)
     return n;
 }
 
-/* The per-module table bound to the functions: (name_0, ..., name_{N_COUNT-1}, templates). */
+/* The per-module table bound to the functions (their `self`, a capsule): the interned field
+ * names and the field-dict templates, owned by the capsule. */
 typedef struct {
     PyObject *nm[N_COUNT];
     PyObject *templates[BD_NTEMPLATES];
 } bd_table;
 
-/* Borrowed name objects and templates from the bound tuple; -1 with an exception if malformed. */
+#define BD_TABLE_CAPSULE "mooncake.reshard._native.binder_table"
+
+static void
+bd_table_free(bd_table *table)
+{
+    for (int k = 0; k < N_COUNT; k++) Py_CLEAR(table->nm[k]);
+    for (int k = 0; k < BD_NTEMPLATES; k++) Py_CLEAR(table->templates[k]);
+    PyMem_Free(table);
+}
+
+static void
+bd_table_capsule_destructor(PyObject *capsule)
+{
+    bd_table *table = PyCapsule_GetPointer(capsule, BD_TABLE_CAPSULE);
+    if (table == NULL) {
+        PyErr_Clear(); /* a destructor cannot raise */
+        return;
+    }
+    bd_table_free(table);
+}
+
+/* The table bound to the function (copied into *table: borrowed references held by the
+ * capsule for the call); -1 with an exception if self is not the table. */
 static int
 bd_load_table(PyObject *self, bd_table *table)
 {
-    if (!PyTuple_Check(self) || PyTuple_Size(self) != N_COUNT + 1) goto corrupt;
-    for (Py_ssize_t k = 0; k < N_COUNT; k++) {
-        table->nm[k] = PyTuple_GetItem(self, k);
-        if (table->nm[k] == NULL) return -1;
-    }
-    PyObject *templates = PyTuple_GetItem(self, N_COUNT);
-    if (templates == NULL) return -1;
-    if (!PyTuple_Check(templates) || PyTuple_Size(templates) != BD_NTEMPLATES) goto corrupt;
-    for (Py_ssize_t k = 0; k < BD_NTEMPLATES; k++) {
-        table->templates[k] = PyTuple_GetItem(templates, k);
-        if (table->templates[k] == NULL) return -1;
-        if (!PyDict_CheckExact(table->templates[k])) goto corrupt;
-    }
+    const bd_table *stored = PyCapsule_GetPointer(self, BD_TABLE_CAPSULE);
+    if (stored == NULL) return -1;
+    *table = *stored;
     return 0;
-corrupt:
-    PyErr_SetString(PyExc_RuntimeError, "binder: name table is corrupt");
-    return -1;
 }
 
 /* A new field dict for template `which` (its values are set by the caller). */
@@ -175,7 +185,7 @@ bd_field_dict(const bd_table *table, int which)
 }
 
 /* After the caller set every key of template `which`: the dict must hold exactly those keys (a
- * template altered through the function's __self__ cannot add fields). 0, or -1 with an error. */
+ * template (private to the capsule) never adds fields: a defensive check). 0, or -1 with an error. */
 static int
 bd_check_field_dict(PyObject *dict, int which)
 {
@@ -1522,73 +1532,43 @@ static PyMethodDef binder_methods[] = {
 int
 Init_Binder(PyObject *module)
 {
-    PyObject *names = PyTuple_New(N_COUNT);
-    if (names == NULL) return -1;
-    for (Py_ssize_t k = 0; k < N_COUNT; k++) {
-        PyObject *name = PyUnicode_InternFromString(bd_names[k]);
-        if (name == NULL || PyTuple_SetItem(names, k, name) < 0) {
-            Py_DECREF(names);
+    bd_table *table = mr_alloc_array(1, sizeof(bd_table));
+    if (table == NULL) return -1;
+    memset(table, 0, sizeof(bd_table));
+    for (int k = 0; k < N_COUNT; k++) {
+        table->nm[k] = PyUnicode_InternFromString(bd_names[k]);
+        if (table->nm[k] == NULL) {
+            bd_table_free(table);
             return -1;
         }
-    }
-    PyObject *templates = PyTuple_New(BD_NTEMPLATES);
-    if (templates == NULL) {
-        Py_DECREF(names);
-        return -1;
     }
     for (int which = 0; which < BD_NTEMPLATES; which++) {
         PyObject *dict = PyDict_New();
-        if (dict == NULL || PyTuple_SetItem(templates, which, dict) < 0) {
-            Py_DECREF(templates);
-            Py_DECREF(names);
+        table->templates[which] = dict;
+        if (dict == NULL) {
+            bd_table_free(table);
             return -1;
         }
         for (int k = 0; k < BD_MAX_TEMPLATE_KEYS && bd_template_keys[which][k] >= 0; k++) {
-            PyObject *key = PyTuple_GetItem(names, bd_template_keys[which][k]);
-            if (key == NULL || PyDict_SetItem(dict, key, Py_None) < 0) {
-                Py_DECREF(templates);
-                Py_DECREF(names);
+            if (PyDict_SetItem(dict, table->nm[bd_template_keys[which][k]], Py_None) < 0) {
+                bd_table_free(table);
                 return -1;
             }
         }
     }
-    PyObject *table = PyTuple_New(N_COUNT + 1);
-    if (table == NULL) {
-        Py_DECREF(templates);
-        Py_DECREF(names);
+    PyObject *capsule = PyCapsule_New(table, BD_TABLE_CAPSULE, bd_table_capsule_destructor);
+    if (capsule == NULL) {
+        bd_table_free(table);
         return -1;
     }
-    for (Py_ssize_t k = 0; k < N_COUNT; k++) {
-        PyObject *name = PyTuple_GetItem(names, k);
-        if (name == NULL) {
-            Py_DECREF(table);
-            Py_DECREF(templates);
-            Py_DECREF(names);
-            return -1;
-        }
-        Py_INCREF(name);
-        if (PyTuple_SetItem(table, k, name) < 0) { /* steals name */
-            Py_DECREF(table);
-            Py_DECREF(templates);
-            Py_DECREF(names);
-            return -1;
-        }
-    }
-    if (PyTuple_SetItem(table, N_COUNT, templates) < 0) { /* steals templates */
-        Py_DECREF(table);
-        Py_DECREF(names);
-        return -1;
-    }
-    Py_DECREF(names);
-    names = table;
     PyObject *module_name = PyModule_GetNameObject(module);
     if (module_name == NULL) {
-        Py_DECREF(names);
+        Py_DECREF(capsule);
         return -1;
     }
     int rc = 0;
     for (PyMethodDef *def = binder_methods; def->ml_name != NULL; def++) {
-        PyObject *function = PyCFunction_NewEx(def, names, module_name);
+        PyObject *function = PyCFunction_NewEx(def, capsule, module_name);
         if (function == NULL) {
             rc = -1;
             break;
@@ -1598,6 +1578,6 @@ Init_Binder(PyObject *module)
         if (rc < 0) break;
     }
     Py_DECREF(module_name);
-    Py_DECREF(names);
+    Py_DECREF(capsule);
     return rc;
 }
