@@ -54,6 +54,7 @@ cj_reserve(cj_buf *b, size_t extra)
 static int
 cj_write(cj_buf *b, const char *s, size_t n)
 {
+    if (n == 0) return 0; /* b->data may still be NULL: no memcpy to it */
     if (cj_reserve(b, n) < 0) return -1;
     memcpy(b->data + b->len, s, n);
     b->len += n;
