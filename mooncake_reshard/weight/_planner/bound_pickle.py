@@ -30,12 +30,12 @@ through pickle's memo. ``init=False`` and derived state is not written:
 ``source_stored_fragment_snapshots`` and the operation views are recomputed on restore.
 
 Restoring runs exactly the validating paths of the object-by-object format: each attestation
-through ``RuntimeBindingAttestation.__setstate__`` (the full validated-state routine of §9.2),
+as ``RuntimeBindingAttestation.__setstate__`` does (the full validated-state routine of §9.2),
 each bound fragment through the ``BoundWeightFragment`` constructor's checks
 (``BoundWeightFragment._restore``), regions, executors and
 snapshots by field dict (their default pickling, spec §13), runtime fragments through their
-constructor (their own ``__reduce__``), and the plan through ``TransferPlan.__setstate__``
-(which runs ``__post_init__``: the whole plan is revalidated). A record of the wrong shape
+constructor (their own ``__reduce__``), and the plan as ``TransferPlan.__setstate__`` does
+(fields written, then ``__post_init__``: the whole plan is revalidated). A record of the wrong shape
 (a hostile payload) raises "transfer plan pickle state is invalid".
 
 **Field state** (fallback, for anything the record does not describe exactly: stored-source
@@ -51,7 +51,7 @@ from dataclasses import fields
 from operator import itemgetter
 from typing import Any, Optional
 
-from .attestation import RuntimeBindingAttestation, _new_attestation
+from .attestation import RuntimeBindingAttestation
 from .bound_contracts import ExecutorTransferPlan, RuntimeFragmentSnapshot, TransferPlan
 from .contracts import TransferRegion
 from .fragments import BoundWeightFragment
@@ -255,10 +255,10 @@ def _pick(table: list[Any], index: Any) -> Any:
 
 
 def _restore_attestation(placement: Any, evidence: Any) -> RuntimeBindingAttestation:
-    """``pickle`` of an attestation: ``_new_attestation`` then ``__setstate__``, which runs the
-    full validated-state routine (spec §9.2, §13)."""
-    attestation = _new_attestation(RuntimeBindingAttestation)
-    attestation.__setstate__((placement, evidence))
+    """What unpickling an attestation does (``_new_attestation`` then ``__setstate__((placement,
+    evidence))``): the full validated-state routine (spec §9.2, §13) on a new instance."""
+    attestation: RuntimeBindingAttestation = _new_object(RuntimeBindingAttestation)
+    attestation._set_validated_state(placement, evidence)
     return attestation
 
 
@@ -358,7 +358,9 @@ def _restore_transfer_plan(*record: Any) -> TransferPlan:
         )
         operations.append(region)
     plan: TransferPlan = _new_object(TransferPlan)
-    plan.__setstate__(
+    # ``TransferPlan.__setstate__`` on this new instance: write the fields, then ``__post_init__``
+    # (the whole plan is revalidated; ``source_stored_fragment_snapshots`` is recomputed).
+    plan.__dict__.update(
         {
             "resource_id": resource_id,
             "revision": revision,
@@ -372,6 +374,7 @@ def _restore_transfer_plan(*record: Any) -> TransferPlan:
             "source_manifest_identity": None,
         }
     )
+    plan.__post_init__()
     return plan
 
 
