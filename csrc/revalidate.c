@@ -1465,7 +1465,348 @@ done:
     return result;
 }
 
+/* --- revalidate_coverage ---------------------------------------------------------------- */
+
+enum {
+    RC_PARTS,
+    RC_PARTICIPANT,
+    RC_PLACEMENT,
+    RC_EVIDENCE,
+    RC_ATTESTATION,
+    RC_PFID,
+    RC_WORKER,
+    RC_RANK,
+    RC_PLACEMENT_ID,
+    RC_DIGEST,
+    RC_INSTANCE,
+    RC_LEASE_ID,
+    RC_RUNTIME_LEASE,
+    RC_EVIDENCE_IDS,
+    RC_FRAGMENT_IDS,
+    RC_FRAGMENTS,
+    RC_OFFSET,
+    RC_SHAPE,
+    RC_DIGEST_STATE,
+    RC_NNAMES
+};
+
+static const char *const rc_names[RC_NNAMES] = {
+    "parts", "participant_id", "placement", "evidence", "attestation", "placement_fragment_id", "worker_id",
+    "rank", "placement_id", "digest", "instance_id", "lease_id", "runtime_lease_id", "evidence_ids_by_worker",
+    "fragment_ids", "fragments", "global_offset", "local_shape", "placement_digest",
+};
+
+static PyObject *rc_keys[RC_NNAMES];
+
+/* ``getattr(getattr(object, first), second)`` as a new reference (NULL with an error set). */
+static PyObject *
+rc_attr2(PyObject *object, int first, int second)
+{
+    PyObject *middle = PyObject_GetAttr(object, rc_keys[first]);
+    if (middle == NULL) return NULL;
+    PyObject *value = PyObject_GetAttr(middle, rc_keys[second]);
+    Py_DECREF(middle);
+    return value;
+}
+
+/* ``attestation.placement is placement or attestation.placement == placement``: 1, 0, -1. */
+static int
+rc_same_placement(PyObject *attestation, PyObject *placement)
+{
+    PyObject *attested = PyObject_GetAttr(attestation, rc_keys[RC_PLACEMENT]);
+    if (attested == NULL) return -1;
+    int same = attested == placement ? 1 : rs_compare(attested, placement, Py_EQ);
+    Py_DECREF(attested);
+    return same;
+}
+
+/* ``bool(a != b)`` for two new references, which it releases: 1, 0 or -1. */
+static int
+rc_differs(PyObject *a, PyObject *b)
+{
+    int differs = (a == NULL || b == NULL) ? -1 : rs_compare(a, b, Py_NE);
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    return differs;
+}
+
+/* Append ``value`` to ``table[key]`` (a list created on first use). */
+static int
+rc_append(PyObject *table, PyObject *key, PyObject *value)
+{
+    PyObject *bucket = PyDict_GetItemWithError(table, key); /* borrowed */
+    if (bucket != NULL) return PyList_Append(bucket, value);
+    if (PyErr_Occurred()) return -1;
+    bucket = PyList_New(0);
+    if (bucket == NULL) return -1;
+    int rc = PyList_Append(bucket, value) < 0 || PyDict_SetItem(table, key, bucket) < 0 ? -1 : 0;
+    Py_DECREF(bucket);
+    return rc;
+}
+
+/* One executor row of the target side (spec §12.7 executor checks); RV_OK / RV_DECLINE / RV_ERROR. */
+static int
+rc_executor(PyObject *row, PyObject *placement, PyObject *placement_id, PyObject *digest, PyObject *parts,
+            PyObject *seen, PyObject *participants, PyObject *attested, PyObject *used)
+{
+    PyObject *participant = NULL, *worker = NULL, *pair = NULL, *attestation = NULL, *id = NULL, *ids = NULL;
+    PyObject *fragment_ids = NULL;
+    int rc = RV_DECLINE;
+    if (!PyTuple_CheckExact(row) || PyTuple_Size(row) != 3) goto done;
+    PyObject *estate = PyTuple_GetItem(row, 0);
+    if (estate == NULL || !PyDict_CheckExact(estate)) goto done;
+    participant = rv_item(estate, rc_keys[RC_PARTICIPANT]);
+    worker = rv_item(estate, rc_keys[RC_WORKER]);
+    if (participant == NULL || worker == NULL) goto done;
+    pair = PyTuple_Pack(2, participant, worker);
+    if (pair == NULL) goto done;
+    int present = PySet_Contains(seen, pair);
+    if (present != 0 || PySet_Add(seen, pair) < 0 || PySet_Add(participants, participant) < 0) goto done;
+    PyObject *part = PyDict_GetItemWithError(parts, participant); /* borrowed; ``parts`` holds it */
+    if (part == NULL) goto done;
+    attestation = rv_item(estate, rc_keys[RC_ATTESTATION]);
+    if (attestation == NULL || attestation == Py_None) goto done;
+    /* The checks of ``_validate_bound_target_coverage``, in its order. */
+    int bad = rc_differs(rv_item(estate, rc_keys[RC_RANK]), PyObject_GetAttr(part, rc_keys[RC_RANK]));
+    if (bad == 0) bad = rc_differs(rv_item(estate, rc_keys[RC_PLACEMENT_ID]), Py_NewRef(placement_id));
+    if (bad == 0) bad = rc_differs(rv_item(estate, rc_keys[RC_DIGEST_STATE]), Py_NewRef(digest));
+    if (bad == 0) {
+        int same = rc_same_placement(attestation, placement);
+        bad = same < 0 ? -1 : !same;
+    }
+    if (bad == 0) bad = rc_differs(rc_attr2(attestation, RC_EVIDENCE, RC_PARTICIPANT), Py_NewRef(participant));
+    if (bad == 0) bad = rc_differs(rc_attr2(attestation, RC_EVIDENCE, RC_INSTANCE), rv_item(estate, rc_keys[RC_INSTANCE]));
+    if (bad == 0) {
+        bad = rc_differs(rc_attr2(attestation, RC_EVIDENCE, RC_LEASE_ID), rv_item(estate, rc_keys[RC_RUNTIME_LEASE]));
+    }
+    if (bad != 0) goto done;
+    id = PyLong_FromVoidPtr(attestation);
+    if (id == NULL) goto done;
+    PyObject *entry = PyDict_GetItemWithError(attested, id); /* borrowed */
+    if (entry == NULL || !PyTuple_CheckExact(entry) || PyTuple_Size(entry) != 3) goto done;
+    ids = PyObject_GetAttr(PyTuple_GetItem(entry, 2), rc_keys[RC_EVIDENCE_IDS]);
+    if (ids == NULL || !PyDict_CheckExact(ids)) goto done;
+    PyObject *expected = PyDict_GetItemWithError(ids, worker); /* borrowed */
+    if (expected == NULL && PyErr_Occurred()) goto done;
+    fragment_ids = rv_item(estate, rc_keys[RC_FRAGMENT_IDS]);
+    if (fragment_ids == NULL) goto done;
+    PyObject *empty = expected == NULL ? PyTuple_New(0) : Py_NewRef(expected);
+    if (rc_differs(Py_NewRef(fragment_ids), empty) != 0) goto done;
+    Py_CLEAR(id);
+    id = PyLong_FromVoidPtr(estate);
+    if (id == NULL) goto done;
+    if (PySet_Contains(used, id) != 1) goto done;
+    rc = RV_OK;
+done:
+    if (rc == RV_DECLINE && PyErr_Occurred()) rc = RV_ERROR;
+    Py_XDECREF(participant);
+    Py_XDECREF(worker);
+    Py_XDECREF(pair);
+    Py_XDECREF(attestation);
+    Py_XDECREF(id);
+    Py_XDECREF(ids);
+    Py_XDECREF(fragment_ids);
+    return rc;
+}
+
+/* Every fragment of the executor participants' parts is one operation box equal to its own box
+ * (the common case); RV_DECLINE when any is not (the exact cover check in Python decides). */
+static int
+rc_whole_fragments(PyObject *participants, PyObject *parts, PyObject *boxes_by_fragment)
+{
+    PyObject *ordered = PySequence_List(participants);
+    if (ordered == NULL) return RV_ERROR;
+    int rc = RV_ERROR;
+    if (PyList_Sort(ordered) < 0) goto done;
+    for (Py_ssize_t i = 0; i < PyList_Size(ordered); i++) {
+        PyObject *participant = PyList_GetItem(ordered, i);
+        PyObject *part = participant == NULL ? NULL : PyDict_GetItemWithError(parts, participant);
+        if (part == NULL) goto done;
+        PyObject *fragments = PyObject_GetAttr(part, rc_keys[RC_FRAGMENTS]);
+        PyObject *list = fragments == NULL ? NULL : PySequence_List(fragments);
+        Py_XDECREF(fragments);
+        if (list == NULL) goto done;
+        for (Py_ssize_t k = 0; k < PyList_Size(list); k++) {
+            PyObject *fragment = PyList_GetItem(list, k);
+            PyObject *offset = PyObject_GetAttr(fragment, rc_keys[RC_OFFSET]);
+            PyObject *shape = offset == NULL ? NULL : PyObject_GetAttr(fragment, rc_keys[RC_SHAPE]);
+            PyObject *pfid = shape == NULL ? NULL : PyObject_GetAttr(fragment, rc_keys[RC_PFID]);
+            PyObject *member = pfid == NULL ? NULL : PyTuple_Pack(2, participant, pfid);
+            int whole = -1;
+            if (member != NULL) {
+                PyObject *boxes = PyDict_GetItemWithError(boxes_by_fragment, member); /* borrowed */
+                whole = 0;
+                if (boxes == NULL) {
+                    if (PyErr_Occurred()) whole = -1;
+                }
+                else if (PyList_Size(boxes) == 1) {
+                    PyObject *box = PyList_GetItem(boxes, 0);
+                    int truthy = PyObject_IsTrue(offset);
+                    if (truthy < 0 || !PyTuple_CheckExact(box) || PyTuple_Size(box) != 2) {
+                        whole = truthy < 0 ? -1 : 0;
+                    }
+                    else if (truthy) {
+                        whole = rs_compare(PyTuple_GetItem(box, 0), offset, Py_EQ);
+                        if (whole == 1) whole = rs_compare(PyTuple_GetItem(box, 1), shape, Py_EQ);
+                    }
+                }
+            }
+            Py_XDECREF(offset);
+            Py_XDECREF(shape);
+            Py_XDECREF(pfid);
+            Py_XDECREF(member);
+            if (whole != 1) {
+                Py_DECREF(list);
+                rc = whole < 0 ? RV_ERROR : RV_DECLINE;
+                goto done;
+            }
+        }
+        Py_DECREF(list);
+    }
+    rc = RV_OK;
+done:
+    Py_DECREF(ordered);
+    return rc;
+}
+
+PyDoc_STRVAR(revalidate_coverage_doc,
+"revalidate_coverage(placement, frags, target_of, boxes, rows, attested, used)\n"
+"--\n\n"
+"Bound target coverage (spec §12.7) for the TransferPlan revalidation fast path, in the\n"
+"common case where every fragment of the executor participants' parts is written by exactly\n"
+"one operation box equal to the fragment's own box; the arguments are the fast path's own\n"
+"tables (``bound_contracts._fast_target_coverage``, which it mirrors). Returns ``True`` when\n"
+"the rule holds, ``None`` when unsure (the Python version decides). ``TypeError`` for wrong\n"
+"container types.");
+
+static PyObject *
+revalidate_coverage(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *placement, *frags_arg, *target_arg, *boxes_arg, *rows_arg, *attested, *used;
+    if (!PyArg_ParseTuple(args, "OO!O!O!O!O!O!:revalidate_coverage", &placement, &PyList_Type, &frags_arg,
+                          &PyList_Type, &target_arg, &PyList_Type, &boxes_arg, &PyList_Type, &rows_arg, &PyDict_Type,
+                          &attested, &PySet_Type, &used)) {
+        return NULL;
+    }
+    PyObject *result = NULL, *parts = NULL, *part_list = NULL, *boxes_by_fragment = NULL, *op_participants = NULL;
+    PyObject *seen = NULL, *participants = NULL, *by_attestation = NULL, *placement_id = NULL, *digest = NULL;
+    PyObject *frags = PySequence_List(frags_arg), *target_of = PySequence_List(target_arg);
+    PyObject *boxes = PySequence_List(boxes_arg), *rows = PySequence_List(rows_arg);
+    int rc = RV_ERROR;
+    if (frags == NULL || target_of == NULL || boxes == NULL || rows == NULL) goto done;
+    Py_ssize_t n_frags = PyList_Size(frags), n_ops = PyList_Size(target_of);
+    if (PyList_Size(boxes) != n_ops) {
+        rc = RV_DECLINE;
+        goto done;
+    }
+    parts = PyDict_New();
+    boxes_by_fragment = PyDict_New();
+    op_participants = PySet_New(NULL);
+    seen = PySet_New(NULL);
+    participants = PySet_New(NULL);
+    by_attestation = PyDict_New();
+    if (parts == NULL || boxes_by_fragment == NULL || op_participants == NULL || seen == NULL
+        || participants == NULL || by_attestation == NULL) {
+        goto done;
+    }
+    {
+        PyObject *seq = PyObject_GetAttr(placement, rc_keys[RC_PARTS]);
+        part_list = seq == NULL ? NULL : PySequence_List(seq);
+        Py_XDECREF(seq);
+        if (part_list == NULL) goto done;
+        for (Py_ssize_t k = 0; k < PyList_Size(part_list); k++) {
+            PyObject *part = PyList_GetItem(part_list, k);
+            PyObject *pid = part == NULL ? NULL : PyObject_GetAttr(part, rc_keys[RC_PARTICIPANT]);
+            int failed = pid == NULL || PyDict_SetItem(parts, pid, part) < 0;
+            Py_XDECREF(pid);
+            if (failed) goto done;
+        }
+    }
+    /* Operations: the participant of every target's attestation and the boxes per fragment. */
+    for (Py_ssize_t i = 0; i < n_ops; i++) {
+        Py_ssize_t p = rs_position(target_of, i, n_frags);
+        if (p < 0) {
+            rc = RV_DECLINE;
+            goto done;
+        }
+        PyObject *fragment = PyList_GetItem(frags, p);
+        PyObject *attestation = rf_dict_item(fragment, rc_keys[RC_ATTESTATION]);
+        if (attestation == NULL) {
+            rc = PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
+            goto done;
+        }
+        PyObject *id = PyLong_FromVoidPtr(attestation);
+        PyObject *participant = id == NULL ? NULL : PyDict_GetItemWithError(by_attestation, id); /* borrowed */
+        Py_XINCREF(participant);
+        if (participant == NULL && !PyErr_Occurred() && id != NULL) {
+            int same = rc_same_placement(attestation, placement);
+            if (same == 1) {
+                participant = rc_attr2(attestation, RC_EVIDENCE, RC_PARTICIPANT);
+                int known = participant == NULL ? -1 : PyDict_Contains(parts, participant);
+                if (known != 1 || PyDict_SetItem(by_attestation, id, participant) < 0) Py_CLEAR(participant);
+            }
+        }
+        Py_XDECREF(id);
+        Py_DECREF(attestation);
+        if (participant == NULL) {
+            rc = PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
+            goto done;
+        }
+        PyObject *placement_fragment = rf_dict_item(fragment, rc_keys[RC_PLACEMENT]);
+        PyObject *pfid = placement_fragment == NULL ? NULL : PyObject_GetAttr(placement_fragment, rc_keys[RC_PFID]);
+        PyObject *member = pfid == NULL ? NULL : PyTuple_Pack(2, participant, pfid);
+        int failed = member == NULL || PySet_Add(op_participants, participant) < 0
+                     || rc_append(boxes_by_fragment, member, PyList_GetItem(boxes, i)) < 0;
+        Py_DECREF(participant);
+        Py_XDECREF(placement_fragment);
+        Py_XDECREF(pfid);
+        Py_XDECREF(member);
+        if (failed) {
+            rc = PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
+            goto done;
+        }
+    }
+    placement_id = PyObject_GetAttr(placement, rc_keys[RC_PLACEMENT_ID]);
+    digest = placement_id == NULL ? NULL : PyObject_GetAttr(placement, rc_keys[RC_DIGEST]);
+    if (digest == NULL) goto done;
+    for (Py_ssize_t r = 0; r < PyList_Size(rows); r++) {
+        rc = rc_executor(PyList_GetItem(rows, r), placement, placement_id, digest, parts, seen, participants, attested,
+                         used);
+        if (rc != RV_OK) goto done;
+    }
+    rc = RV_DECLINE;
+    int equal = rs_compare(participants, op_participants, Py_EQ);
+    if (equal < 0) {
+        rc = RV_ERROR;
+        goto done;
+    }
+    if (!equal) goto done;
+    rc = rc_whole_fragments(participants, parts, boxes_by_fragment);
+done:
+    if (rc == RV_OK) {
+        result = Py_NewRef(Py_True);
+    }
+    else if (rc == RV_DECLINE && !PyErr_Occurred()) {
+        result = Py_NewRef(Py_None);
+    }
+    Py_XDECREF(parts);
+    Py_XDECREF(part_list);
+    Py_XDECREF(boxes_by_fragment);
+    Py_XDECREF(op_participants);
+    Py_XDECREF(seen);
+    Py_XDECREF(participants);
+    Py_XDECREF(by_attestation);
+    Py_XDECREF(placement_id);
+    Py_XDECREF(digest);
+    Py_XDECREF(frags);
+    Py_XDECREF(target_of);
+    Py_XDECREF(boxes);
+    Py_XDECREF(rows);
+    return result;
+}
+
 static PyMethodDef revalidate_methods[] = {
+    {"revalidate_coverage", revalidate_coverage, METH_VARARGS, revalidate_coverage_doc},
     {"revalidate_spaces", revalidate_spaces, METH_VARARGS, revalidate_spaces_doc},
     {"revalidate_side", revalidate_side, METH_VARARGS, revalidate_side_doc},
     {"revalidate_scan", revalidate_scan, METH_VARARGS, revalidate_scan_doc},
@@ -1480,6 +1821,11 @@ Init_Revalidate(PyObject *module)
         if (rv_keys[k] != NULL) continue;
         rv_keys[k] = PyUnicode_InternFromString(rv_names[k]);
         if (rv_keys[k] == NULL) return -1;
+    }
+    for (int k = 0; k < RC_NNAMES; k++) {
+        if (rc_keys[k] != NULL) continue;
+        rc_keys[k] = PyUnicode_InternFromString(rc_names[k]);
+        if (rc_keys[k] == NULL) return -1;
     }
     for (int k = 0; k < RP_NNAMES; k++) {
         if (rp_keys[k] != NULL) continue;

@@ -494,6 +494,23 @@ def revalidate_spaces(
     disjoint byte extents per address space, else ``None`` (the physical sweep must decide).
     ``TypeError`` for wrong container types."""
 
+def revalidate_coverage(
+    placement: Any,
+    frags: list[Any],
+    target_of: list[int],
+    boxes: list[tuple[tuple[int, ...], tuple[int, ...]]],
+    rows: list[Any],
+    attested: dict[int, Any],
+    used: set[int],
+    /,
+) -> Optional[bool]:
+    """Bound target coverage (spec §12.7) for the ``TransferPlan`` revalidation fast path in
+    the common case where every fragment of the executor participants' parts is written by
+    exactly one operation box equal to the fragment's own box; the arguments are the fast
+    path's own tables (see ``bound_contracts._fast_target_coverage``, which it mirrors).
+    ``True`` when the rule holds, ``None`` when unsure. ``TypeError`` for wrong container
+    types; errors of the values' own methods propagate."""
+
 # --- binder.c: runtime binding and executor projection kernels (issue 5) -----
 
 # Each returns exactly the value of the Python code it accelerates, or ``None`` ("not decided

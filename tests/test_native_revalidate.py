@@ -969,3 +969,134 @@ def test_spaces_decisions_and_hostile_inputs() -> None:
     unhashable[source_of[0]] = _forge(frags[source_of[0]], instance_id=[])
     with pytest.raises(TypeError):
         _native.revalidate_spaces(unhashable, source_of, target_of, boxes, True)
+
+
+# ---------------------------------------------------------------------------------------
+# _native.revalidate_coverage (§12.7), against the Python version
+
+
+def _coverage_tables(plan: TransferPlan) -> Any:
+    """The fast path's tables up to §12.7 (None when an earlier step declines)."""
+    scanned = _scan(plan.operations)
+    if scanned is None:
+        return None
+    frags, source_of, target_of, boxes = scanned
+    checked = _native_fragments(frags, _identity(plan))
+    if checked is None:
+        return None
+    keys, _routes, runtime_ids, attested = checked
+    used: set[int] = set()
+    rows = None
+    for side_of, executors in ((source_of, plan.source_executors), (target_of, plan.target_executors)):
+        tables = _side_tables(executors, side_of, runtime_ids)
+        if tables is None:
+            return None
+        runtime, rows = tables
+        if not bc._fast_side_consistent(frags, keys, runtime_ids, side_of, runtime, rows, attested, used):
+            return None
+    return plan.target_placement, frags, target_of, boxes, rows, attested, used
+
+
+def _coverage_agrees(plan: TransferPlan) -> Optional[bool]:
+    try:
+        tables = _coverage_tables(plan)
+    except Exception:
+        return None
+    if tables is None:
+        return None
+    try:
+        native = _native.revalidate_coverage(*tables)
+    except Exception:
+        native = None
+    try:
+        python = bc._fast_target_coverage(*tables)
+    except Exception:
+        python = False
+    if native is not None:
+        assert native is True and python is True
+    return native
+
+
+@pytest.mark.parametrize("name", sorted(_PLANS))
+def test_coverage_of_genuine_plans(name: str) -> None:
+    native = _coverage_agrees(_PLANS[name])
+    # Whole-fragment writes are decided in C; partial ones (exact cover) in Python.
+    assert native is (True if "split" in name else None)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    name=st.sampled_from(sorted(_PLANS)),
+    choices=st.lists(st.integers(0, len(_MUTATIONS) - 1), min_size=1, max_size=2),
+    data=st.data(),
+)
+def test_coverage_against_python(name: str, choices: list[int], data: Any) -> None:
+    plan = _PLANS[name]
+
+    def pick(n: int) -> int:
+        return data.draw(st.integers(0, max(n - 1, 0))) if n > 1 else 0
+
+    for choice in choices:
+        plan = _MUTATIONS[choice](plan, pick)
+    _coverage_agrees(plan)
+
+
+def test_coverage_hostile_inputs() -> None:
+    tables = _coverage_tables(_PLANS["split"])
+    assert tables is not None
+    placement, frags, target_of, boxes, rows, attested, used = tables
+    assert _native.revalidate_coverage(*tables) is True
+    for position, bad in ((1, tuple(frags)), (2, tuple(target_of)), (3, None), (4, tuple(rows)), (5, []), (6, {})):
+        hostile = list(tables)
+        hostile[position] = bad
+        with pytest.raises(TypeError):
+            _native.revalidate_coverage(*hostile)
+    for position, bad in (
+        (0, _PLANS["plain"].target_placement),  # another placement
+        (2, [len(frags)] * len(target_of)),
+        (2, [-1] * len(target_of)),
+        (3, boxes[:-1]),
+        (3, [((0, 0), (1, 1))] * len(boxes)),  # boxes that are not the fragments
+        (4, rows[:-1]),  # an executor missing
+        (4, rows + rows[:1]),  # a repeated executor
+        (4, [("state", "key", [])]),
+        (5, {}),
+        (6, set()),
+    ):
+        hostile = list(tables)
+        hostile[position] = bad
+        assert _native.revalidate_coverage(*hostile) is None, position
+    with pytest.raises(AttributeError):
+        _native.revalidate_coverage(object(), frags, target_of, boxes, rows, attested, used)
+
+
+def test_coverage_executor_checks() -> None:
+    """Each executor check of §12.7, on forged executor states that bypass §12.4: the C
+    version is unsure and the Python version rejects."""
+    tables = _coverage_tables(_PLANS["split"])
+    assert tables is not None
+    placement, frags, target_of, boxes, rows, attested, used = tables
+    other = _PLANS["plain"].source_executors[0]
+    for name, value in (
+        ("rank", ParallelRank(tp=7)),
+        ("placement_id", "elsewhere"),
+        ("placement_digest", "0" * 64),
+        ("instance_id", "other-instance"),
+        ("runtime_lease_id", "other-lease"),
+        ("participant_id", "nobody"),
+        ("participant_id", rows[1][0]["participant_id"]),
+        ("worker_id", rows[1][0]["worker_id"]),
+        ("fragment_ids", ()),
+        ("attestation", None),
+        ("attestation", other.attestation),
+    ):
+        estate = dict(rows[0][0])
+        estate[name] = value
+        forged_rows = [(estate, rows[0][1], rows[0][2])] + rows[1:]
+        forged_used = set(used) | {id(estate)}
+        forged = (placement, frags, target_of, boxes, forged_rows, attested, forged_used)
+        assert _native.revalidate_coverage(*forged) is None, name
+        assert bc._fast_target_coverage(*forged) is False, name
+    # An executor state owning no operation.
+    assert _native.revalidate_coverage(placement, frags, target_of, boxes, rows, attested, set()) is None
+    assert bc._fast_target_coverage(placement, frags, target_of, boxes, rows, attested, set()) is False

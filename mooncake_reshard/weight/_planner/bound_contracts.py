@@ -901,7 +901,9 @@ def _fast_revalidate_live(
     if spaces is None:
         _check_target_physical_ranges(operations, limits.max_total_lowered_segments)  # raises
     # -- §12.7 bound target coverage ----------------------------------------------------------
-    if not _fast_target_coverage(target_placement, frags, target_of, boxes, t_rows, attested, used):
+    if _native.revalidate_coverage(
+        target_placement, frags, target_of, boxes, t_rows, attested, used
+    ) is None and not _fast_target_coverage(target_placement, frags, target_of, boxes, t_rows, attested, used):
         return False
     object.__setattr__(plan, "source_stored_fragment_snapshots", ())
     object.__setattr__(plan, "_operation_views", OperationViews._deferred(s_table, t_table, routes))
