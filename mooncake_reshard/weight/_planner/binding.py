@@ -5,7 +5,8 @@ from __future__ import annotations
 import weakref
 from typing import Any, Iterable, Optional, Sequence
 
-from ..binding import validate_runtime_binding
+from .._address_ranges import validate_runtime_address_ranges
+from ..binding import _binding_views, validate_runtime_binding
 from ..placement import WeightPlacementManifest
 from ..runtime import WeightRuntimeBindingManifest
 from ..storage_manifest import StoredFragmentSnapshot, StoredWeightManifest, validate_weight_manifest_snapshot
@@ -19,6 +20,7 @@ from . import bound_validation
 from .bound_validation import _attestation_cache, _attestation_values
 from .contracts import LogicalTransferPlan, TransferRegion, _trusted_region
 from .fragments import BoundWeightFragment, _trusted_bound_fragment
+from .validation import validate_logical_target_coverage
 
 _SIDES = ("source", "target")
 
@@ -450,8 +452,6 @@ def _forget_recheck(key: int, ref: Any) -> None:
 
 def _recheck_logical_target(plan: LogicalTransferPlan) -> None:
     """The logical target-side self-checks of spec §11.6 (step 2 of §12.1)."""
-    from .validation import validate_logical_target_coverage
-
     key = id(plan)
     signature = _recheck_signature(plan)
     entry = _RECHECKED.get(key)
@@ -529,9 +529,6 @@ def _validate_bindings_together(
 
     Returns, per binding, the remembered attestation of an unchanged, already validated
     ``(placement, binding)`` pair (whose per-binding checks are then not repeated) or None."""
-    from .._address_ranges import validate_runtime_address_ranges
-    from ..binding import _binding_views
-
     proven: list[Optional[RuntimeBindingAttestation]] = []
     instances: dict[str, list[WeightRuntimeBindingManifest]] = {}
     for binding in bindings:
