@@ -384,3 +384,26 @@ def test_pack_objects_shared_and_hostile_ranks() -> None:
     object.__setattr__(bad[1], "rank", 7)
     with pytest.raises(AttributeError):
         _native.FragmentTable.pack_objects([(4,)], {"a": 0}, bad, [0, 1])
+
+
+def test_item_tuple_bulk_accept_matches_isinstance_loop() -> None:
+    from mooncake.reshard.contracts._checks import item_tuple
+
+    class Sub(ParallelRank):
+        pass
+
+    ranks = [ParallelRank(tp=i) for i in range(12)]
+    assert item_tuple(ranks, "ranks", ParallelRank) == tuple(ranks)
+    mixed = ranks + [Sub(tp=1)]
+    assert item_tuple(tuple(mixed), "ranks", ParallelRank) == tuple(mixed)
+    for bad in (ranks + [1], [1] + ranks, ranks[:3] + [None]):
+        with pytest.raises(ValueError, match="^ranks must contain ParallelRank$"):
+            item_tuple(bad, "ranks", ParallelRank)
+
+    class Liar:  # claims to be a ParallelRank through __class__: isinstance accepts it
+        @property  # type: ignore[misc]
+        def __class__(self) -> type:
+            return ParallelRank
+
+    liars = ranks + [Liar()]
+    assert item_tuple(liars, "ranks", ParallelRank) == tuple(liars)

@@ -89,6 +89,10 @@ def item_tuple(value: object, name: str, item_type: type) -> tuple[Any, ...]:
         items = tuple(value)  # type: ignore[arg-type]
     else:
         raise ValueError(f"{name} must be a sequence")
+    # Bulk accept: an item whose type is a subclass of item_type is an instance of it. Any
+    # other type (or a custom metaclass answer) takes the exact per-item loop.
+    if len(items) > 8 and all(issubclass(kind, item_type) for kind in set(map(type, items))):
+        return items
     for item in items:
         if not isinstance(item, item_type):
             raise ValueError(f"{name} must contain {item_type.__name__}")
