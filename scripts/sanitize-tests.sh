@@ -7,9 +7,16 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 venv=${SANITIZE_VENV:-$root/.venv-sanitize}
 python3 -m venv "$venv"
 "$venv/bin/python" -m pip install -q --upgrade pip
-MOONCAKE_RESHARD_SANITIZE=1 MOONCAKE_RESHARD_STRICT=1 \
-  "$venv/bin/python" -m pip install -q --no-cache-dir --force-reinstall --no-deps "$root"
-"$venv/bin/python" -m pip install -q "$root[test]"
+# Build from a private copy of the work tree (without build products): pip builds local
+# directories in place, and sanitizer objects left in the tree's build/ would be linked
+# into the next ordinary build_ext of the tree.
+src=$(mktemp -d)
+trap 'rm -rf "$src"' EXIT
+tar -C "$root" --exclude=./build --exclude=./.git --exclude='./.venv*' --exclude='*.so' \
+  --exclude='*.egg-info' -cf - . | tar -C "$src" -xf -
+export MOONCAKE_RESHARD_SANITIZE=1 MOONCAKE_RESHARD_STRICT=1
+"$venv/bin/python" -m pip install -q --no-cache-dir --force-reinstall --no-deps "$src"
+"$venv/bin/python" -m pip install -q "$src[test]"
 asan=$(gcc -print-file-name=libasan.so)
 ubsan=$(gcc -print-file-name=libubsan.so)
 cd "$root"
