@@ -15,6 +15,8 @@
  * - bound_fragments: the bound fragments of an attested part (binding step 7).
  * - bind_regions: the bound operations of a logical plan (binding step 8).
  * - address_ranges_clear: the runtime address-range rule when no view overlaps (§11.8).
+ * - attest_binding: validate_runtime_binding then attest, in one call (bind_views, the range
+ *   rule and attest on an exact binding whose identity equals its placement's).
  *
  * Instances are allocated through the class's tp_alloc and receive one fresh field dict, as
  * planobj.c does for regions: the classes are frozen dataclasses whose __post_init__ checks
@@ -548,33 +550,28 @@ PyDoc_STRVAR(bind_views_doc,
 "fragment ids; equal nbytes, local_shape and itemsize (of the tensor of that id in the\n"
 "strictly sorted tuple tensors); canonical strides. None when that is not decided here.");
 
-static PyObject *
-bd_bind_views(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* The views of bind_views (*out, a new list) or BD_FALLBACK / BD_ERROR. classes: placement
+ * fragment, runtime fragment and tensor classes (checked heap types). */
+static int
+bd_views_core(const bd_table *tb, PyObject *instance_id, PyObject *logical, PyObject *runtime, PyObject *tensors,
+              PyObject *const *classes, PyObject **out)
 {
-    bd_table tb;
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "bind_views expects 7 arguments");
-        return NULL;
-    }
-    if (bd_load_table(self, &tb) < 0) return NULL;
-    PyObject *const *nm = tb.nm;
-    PyObject *instance_id = args[0], *logical = args[1], *runtime = args[2], *tensors = args[3];
-    PyObject *pf_cls = args[4], *rf_cls = args[5], *td_cls = args[6];
-    if (bd_check_heap_types(args + 4, 3) < 0) return NULL;
+    PyObject *const *nm = tb->nm;
+    PyObject *pf_cls = classes[0], *rf_cls = classes[1], *td_cls = classes[2];
     if (!PyTuple_CheckExact(logical) || !PyTuple_CheckExact(runtime) || !PyTuple_CheckExact(tensors)) {
-        Py_RETURN_NONE;
+        return BD_FALLBACK;
     }
     Py_ssize_t n = PyTuple_Size(logical);
-    if (n < 0) return NULL;
-    if (PyTuple_Size(runtime) != n) Py_RETURN_NONE;
+    if (n < 0) return BD_ERROR;
+    if (PyTuple_Size(runtime) != n) return BD_FALLBACK;
     Py_ssize_t ntensors = PyTuple_Size(tensors);
-    if (ntensors < 0) return NULL;
+    if (ntensors < 0) return BD_ERROR;
     PyObject **tensor_items = mr_alloc_array((size_t)ntensors, sizeof(PyObject *));
-    if (tensor_items == NULL) return NULL;
+    if (tensor_items == NULL) return BD_ERROR;
     PyObject **tensor_ids = mr_alloc_array((size_t)ntensors, sizeof(PyObject *));
     if (tensor_ids == NULL) {
         PyMem_Free(tensor_items);
-        return NULL;
+        return BD_ERROR;
     }
     Py_ssize_t loaded = 0;
     PyObject *views = NULL, *previous = NULL, *result = NULL;
@@ -620,15 +617,29 @@ done:
     PyMem_Free(tensor_items);
     Py_XDECREF(previous);
     Py_XDECREF(views);
-    if (status == BD_ERROR) {
+    if (status != BD_OK) {
         Py_XDECREF(result);
+        return status;
+    }
+    *out = result;
+    return BD_OK;
+}
+
+static PyObject *
+bd_bind_views(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    bd_table tb;
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "bind_views expects 7 arguments");
         return NULL;
     }
-    if (status == BD_FALLBACK) {
-        Py_XDECREF(result);
-        Py_RETURN_NONE;
-    }
-    return result;
+    if (bd_load_table(self, &tb) < 0) return NULL;
+    if (bd_check_heap_types(args + 4, 3) < 0) return NULL;
+    PyObject *views = NULL;
+    int status = bd_views_core(&tb, args[0], args[1], args[2], args[3], args + 4, &views);
+    if (status == BD_ERROR) return NULL;
+    if (status == BD_FALLBACK) Py_RETURN_NONE;
+    return views;
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -756,6 +767,9 @@ bd_placement_map(PyObject *const *nm, PyObject *part_fragments, PyObject *map)
     return BD_OK;
 }
 
+static int bd_attest_core(const bd_table *tb, PyObject *const *classes, PyObject *placement, PyObject *binding,
+                          PyObject *part_fragments, PyObject **out);
+
 PyDoc_STRVAR(attest_doc,
 "attest(attestation_cls, evidence_cls, runtime_fragment_cls, placement, binding, part_fragments)\n"
 "--\n\n"
@@ -774,10 +788,22 @@ bd_attest(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     if (bd_load_table(self, &tb) < 0) return NULL;
-    PyObject *const *nm = tb.nm;
     if (bd_check_heap_types(args, 3) < 0) return NULL;
-    PyObject *att_cls = args[0], *ev_cls = args[1], *rf_cls = args[2];
-    PyObject *placement = args[3], *binding = args[4], *part_fragments = args[5];
+    PyObject *result = NULL;
+    int status = bd_attest_core(&tb, args, args[3], args[4], args[5], &result);
+    if (status == BD_OK) return result;
+    if (status == BD_ERROR) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* The attestation of attest (*out) or BD_FALLBACK / BD_ERROR. classes: attestation, evidence and
+ * runtime fragment classes (checked heap types). */
+static int
+bd_attest_core(const bd_table *tb, PyObject *const *classes, PyObject *placement, PyObject *binding,
+               PyObject *part_fragments, PyObject **out)
+{
+    PyObject *const *nm = tb->nm;
+    PyObject *att_cls = classes[0], *ev_cls = classes[1], *rf_cls = classes[2];
     PyObject *fragments = NULL, *binding_map = NULL, *placement_map = NULL, *ev_dict = NULL;
     PyObject *evidence = NULL, *state = NULL, *proxy = NULL, *result = NULL;
     int status = bd_get(binding, nm[N_FRAGMENTS], &fragments);
@@ -792,7 +818,7 @@ bd_attest(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     status = bd_binding_map(nm, fragments, rf_cls, binding_map);
     if (status != BD_OK) goto done;
     status = BD_ERROR;
-    ev_dict = bd_field_dict(&tb, T_EVIDENCE);
+    ev_dict = bd_field_dict(tb, T_EVIDENCE);
     if (ev_dict == NULL) goto done;
     status = bd_copy_fields(nm, N_RESOURCE_ID, N_FRAGMENTS, binding, ev_dict);
     if (status != BD_OK) goto done;
@@ -803,7 +829,7 @@ bd_attest(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     status = BD_ERROR;
     evidence = bd_instance(ev_cls, ev_dict, T_EVIDENCE);
     if (evidence == NULL) goto done;
-    state = bd_field_dict(&tb, T_ATTESTATION);
+    state = bd_field_dict(tb, T_ATTESTATION);
     if (state == NULL) goto done;
     if (PyDict_SetItem(state, nm[N_PLACEMENT], placement) < 0) goto done;
     if (PyDict_SetItem(state, nm[N_EVIDENCE], evidence) < 0) goto done;
@@ -824,10 +850,12 @@ done:
     Py_XDECREF(evidence);
     Py_XDECREF(state);
     Py_XDECREF(proxy);
-    if (status == BD_OK) return result;
+    if (status == BD_OK) {
+        *out = result;
+        return BD_OK;
+    }
     Py_XDECREF(result);
-    if (status == BD_ERROR) return NULL;
-    Py_RETURN_NONE;
+    return status;
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -1481,6 +1509,28 @@ PyDoc_STRVAR(address_ranges_clear_doc,
 "allocations are identical or disjoint (exact str keys, exact runtime_fragment_cls fragments,\n"
 "exact ints whose ranges end below 2**64). False when that is not decided here.");
 
+/* address_ranges_clear on the exact list views: BD_OK clear, BD_FALLBACK not decided, BD_ERROR. */
+static int
+bd_ranges_core(const bd_table *tb, PyObject *views, PyObject *rf_cls)
+{
+    if (!PyList_CheckExact(views)) return BD_FALLBACK;
+    Py_ssize_t n = PyList_Size(views);
+    if (n < 0) return BD_ERROR;
+    bd_range *ranges = mr_alloc_array((size_t)n, sizeof(bd_range));
+    if (ranges == NULL) return BD_ERROR;
+    PyObject *spaces = PyDict_New();
+    int status = spaces == NULL ? BD_ERROR : BD_OK;
+    for (Py_ssize_t i = 0; i < n && status == BD_OK; i++) {
+        PyObject *view = PyList_GetItem(views, i);
+        status = view == NULL ? BD_ERROR : bd_view_range(tb->nm, view, rf_cls, spaces, &ranges[i]);
+    }
+    /* The kernel only sees the C array. */
+    if (status == BD_OK && !bd_ranges_clear(ranges, (size_t)n)) status = BD_FALLBACK;
+    PyMem_Free(ranges);
+    Py_XDECREF(spaces);
+    return status;
+}
+
 static PyObject *
 bd_address_ranges_clear(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -1490,29 +1540,76 @@ bd_address_ranges_clear(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     if (bd_load_table(self, &tb) < 0) return NULL;
-    PyObject *const *nm = tb.nm;
     if (bd_check_heap_types(args + 1, 1) < 0) return NULL;
-    PyObject *views = args[0];
-    if (!PyList_CheckExact(views)) Py_RETURN_FALSE;
-    Py_ssize_t n = PyList_Size(views);
-    if (n < 0) return NULL;
-    bd_range *ranges = mr_alloc_array((size_t)n, sizeof(bd_range));
-    if (ranges == NULL) return NULL;
-    PyObject *spaces = PyDict_New();
-    int status = spaces == NULL ? BD_ERROR : BD_OK;
-    for (Py_ssize_t i = 0; i < n && status == BD_OK; i++) {
-        PyObject *view = PyList_GetItem(views, i);
-        status = view == NULL ? BD_ERROR : bd_view_range(nm, view, args[1], spaces, &ranges[i]);
-    }
-    int clear = 0;
-    if (status == BD_OK) {
-        /* The list may not change while the kernel runs: it only sees the C array. */
-        clear = bd_ranges_clear(ranges, (size_t)n);
-    }
-    PyMem_Free(ranges);
-    Py_XDECREF(spaces);
+    int status = bd_ranges_core(&tb, args[0], args[1]);
     if (status == BD_ERROR) return NULL;
-    return PyBool_FromLong(status == BD_OK && clear);
+    return PyBool_FromLong(status == BD_OK);
+}
+
+
+/* ------------------------------------------------------------------------------------------
+ * attest_binding */
+
+/* a == b for two exact str (1), anything else (0), error (-1). */
+static int
+bd_same_str(PyObject *a, PyObject *b)
+{
+    if (!PyUnicode_CheckExact(a) || !PyUnicode_CheckExact(b)) return 0;
+    int cmp = bd_compare(a, b);
+    if (cmp == -2) return -1;
+    return cmp == 0;
+}
+
+PyDoc_STRVAR(attest_binding_doc,
+"attest_binding(attestation_cls, evidence_cls, runtime_fragment_cls, placement_fragment_cls,\n"
+"               tensor_cls, placement, binding, part_fragments, part_tensors, resource_id,\n"
+"               placement_id, placement_digest, revision)\n"
+"--\n\n"
+"validate_runtime_binding(placement, binding) then attest, in one call, for an exact\n"
+"WeightRuntimeBindingManifest binding of the placement part (part_fragments, part_tensors):\n"
+"the binding's resource_id, placement_id, placement_digest and revision equal the given\n"
+"placement values (exact str), bind_views decides the fragments, address_ranges_clear their\n"
+"views, and attest builds the attestation. None when any of them is not decided here.");
+
+static PyObject *
+bd_attest_binding(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    bd_table tb;
+    if (nargs != 13) {
+        PyErr_SetString(PyExc_TypeError, "attest_binding expects 13 arguments");
+        return NULL;
+    }
+    if (bd_load_table(self, &tb) < 0) return NULL;
+    if (bd_check_heap_types(args, 5) < 0) return NULL;
+    PyObject *const *nm = tb.nm;
+    PyObject *placement = args[5], *binding = args[6];
+    /* binding field -> the placement value it must equal */
+    static const int identity[4] = {N_RESOURCE_ID, N_PLACEMENT_ID, N_PLACEMENT_DIGEST, N_REVISION};
+    PyObject *instance_id = NULL, *fragments = NULL, *views = NULL, *result = NULL;
+    int status = BD_OK;
+    for (int k = 0; k < 4 && status == BD_OK; k++) {
+        PyObject *value = NULL;
+        status = bd_get(binding, nm[identity[k]], &value);
+        if (status != BD_OK) break;
+        int same = bd_same_str(value, args[9 + k]);
+        Py_DECREF(value);
+        if (same <= 0) status = same < 0 ? BD_ERROR : BD_FALLBACK;
+    }
+    if (status == BD_OK) status = bd_get(binding, nm[N_INSTANCE_ID], &instance_id);
+    if (status == BD_OK) status = bd_get(binding, nm[N_FRAGMENTS], &fragments);
+    if (status == BD_OK) {
+        /* (placement fragment, runtime fragment, tensor) classes */
+        PyObject *const view_classes[3] = {args[3], args[2], args[4]};
+        status = bd_views_core(&tb, instance_id, args[7], fragments, args[8], view_classes, &views);
+    }
+    if (status == BD_OK && PyList_Size(views) > 1) status = bd_ranges_core(&tb, views, args[2]);
+    if (status == BD_OK) status = bd_attest_core(&tb, args, placement, binding, args[7], &result);
+    Py_XDECREF(instance_id);
+    Py_XDECREF(fragments);
+    Py_XDECREF(views);
+    if (status == BD_OK) return result;
+    if (status == BD_ERROR) return NULL;
+    Py_RETURN_NONE;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1526,6 +1623,7 @@ static PyMethodDef binder_methods[] = {
     {"bind_regions", (PyCFunction)(void (*)(void))bd_bind_regions, METH_FASTCALL, bind_regions_doc},
     {"address_ranges_clear", (PyCFunction)(void (*)(void))bd_address_ranges_clear, METH_FASTCALL,
      address_ranges_clear_doc},
+    {"attest_binding", (PyCFunction)(void (*)(void))bd_attest_binding, METH_FASTCALL, attest_binding_doc},
     {NULL, NULL, 0, NULL},
 };
 

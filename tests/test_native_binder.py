@@ -914,3 +914,109 @@ def test_the_bound_table_is_private() -> None:
         table = getattr(_native, name).__self__
         assert type(table).__name__ == "PyCapsule"
         assert table is _native.attest.__self__
+
+
+# ---------------------------------------------------------------------------------------
+# attest_binding (validate_runtime_binding + attest in one call)
+
+
+def _fused(placement: Any, binding: Any, **overrides: Any) -> Any:
+    part = placement.parts[0] if not hasattr(binding, "participant_id") else placement._part_index()[binding.participant_id]
+    values = dict(
+        part_fragments=part.fragments,
+        part_tensors=part.tensors,
+        resource_id=placement.resource_id,
+        placement_id=placement.placement_id,
+        digest=placement.digest,
+        revision=placement.revision,
+    )
+    values.update(overrides)
+    return _native.attest_binding(
+        RuntimeBindingAttestation,
+        RuntimeBindingEvidence,
+        RuntimeBindingFragment,
+        PlacementFragment,
+        TensorDescriptor,
+        placement,
+        binding,
+        values["part_fragments"],
+        values["part_tensors"],
+        values["resource_id"],
+        values["placement_id"],
+        values["digest"],
+        values["revision"],
+    )
+
+
+def _attest_outcome(placement: Any, binding: Any) -> tuple[str, Any]:
+    from mooncake.reshard.weight._planner.attestation import _attest
+
+    kind, value = _outcome(lambda: _attest(placement, binding))
+    return (kind, _attestation_state(value) if kind == "value" else value)
+
+
+def test_attest_binding_equals_validation_then_attest() -> None:
+    placement, bindings = _world(tensors=3, tp=2)
+    for binding in bindings:
+        built = _fused(placement, dataclasses.replace(binding))
+        assert built is not None
+        reference = RuntimeBindingAttestation._from_validated(placement, dataclasses.replace(binding))
+        assert _attestation_state(built) == _attestation_state(reference)
+
+
+def _overlapping(binding: Any) -> Any:
+    fragments = list(binding.fragments)
+    first = fragments[0]
+    fragments[1] = _forge(fragments[1], address=first.address, storage_address=first.storage_address)
+    return _forge(binding, fragments=tuple(fragments))
+
+
+@pytest.mark.parametrize(
+    "forge",
+    [
+        lambda binding: binding,
+        lambda binding: _forge(binding, resource_id="other"),
+        lambda binding: _forge(binding, placement_id="other"),
+        lambda binding: _forge(binding, placement_digest="0" * 64),
+        lambda binding: _forge(binding, revision="rev-2"),
+        lambda binding: _forge(binding, participant_id="nobody"),
+        lambda binding: _forge(binding, instance_id=""),
+        lambda binding: _forge(binding, generation=-5),
+        lambda binding: _forge(binding, fragments=binding.fragments[::-1]),
+        lambda binding: _forge(binding, fragments=binding.fragments[1:]),
+        lambda binding: _forge(binding, fragments=(_forge(binding.fragments[0], nbytes=3),) + binding.fragments[1:]),
+        lambda binding: _forge(binding, fragments=(_forge(binding.fragments[0], owner=object()),) + binding.fragments[1:]),
+        _overlapping,
+    ],
+)
+def test_attest_with_and_without_the_fused_kernel_agree(forge: Callable[[Any], Any]) -> None:
+    placement, bindings = _world(tensors=3, tp=2)
+    forged = forge(dataclasses.replace(bindings[0]))
+    with_kernel = _attest_outcome(placement, forged)
+    again = forge(dataclasses.replace(bindings[0]))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_native, "attest_binding", lambda *args: None)
+        without = _attest_outcome(placement, again)
+    if with_kernel[0] == "value":
+        with_kernel[1]["evidence"][1].pop("fragments")
+        without[1]["evidence"][1].pop("fragments")
+        for state in (with_kernel[1], without[1]):
+            state.pop("_binding_by_id")
+            state.pop("_binding_dict")
+    assert with_kernel == without
+
+
+def test_attest_binding_falls_back_and_checks_its_arguments() -> None:
+    placement, bindings = _world(tensors=2)
+    binding = bindings[0]
+    assert _fused(placement, binding, resource_id="x") is None
+    assert _fused(placement, binding, revision=None) is None
+    assert _fused(placement, binding, digest=b"0" * 64) is None
+    assert _fused(placement, binding, part_tensors=()) is None
+    assert _fused(placement, binding, part_fragments=list(_part(placement, binding).fragments)) is None
+    assert _fused(placement, _overlapping(binding)) is None
+    assert _fused(placement, object()) is None
+    with pytest.raises(TypeError):
+        _native.attest_binding(RuntimeBindingAttestation)
+    with pytest.raises(TypeError):
+        _native.attest_binding(*(["x"] * 13))

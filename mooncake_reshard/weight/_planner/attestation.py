@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
+from operator import itemgetter
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Optional
 
@@ -22,7 +23,7 @@ from .._address_ranges import validate_runtime_address_ranges
 from ..binding import _binding_views_and_part, validate_runtime_binding
 from ..placement import WeightPlacementManifest
 from ..runtime import WeightRuntimeBindingManifest
-from ..types import PlacementFragment
+from ..types import PlacementFragment, TensorDescriptor
 
 _OWNER_MESSAGE = "runtime binding evidence must not retain allocation owners"
 _U64_MAX = (1 << 64) - 1
@@ -114,8 +115,11 @@ class RuntimeBindingEvidence:
         ``__post_init__``; an attestation holding it revalidates it) written as one call when
         the dict holds exactly the fields."""
         state = self.__dict__
-        if type(self) is RuntimeBindingEvidence and tuple(state) == _EVIDENCE_FIELDS:
-            return (_restore_evidence, tuple(state.values()))
+        if type(self) is RuntimeBindingEvidence and len(state) == len(_EVIDENCE_FIELDS):
+            try:
+                return (_restore_evidence, _evidence_values(state))
+            except KeyError:  # not exactly the fields: default pickling
+                pass
         return object.__reduce_ex__(self, protocol)
 
 
@@ -130,6 +134,7 @@ _EVIDENCE_FIELDS = (
     "lease_id",
     "fragments",
 )
+_evidence_values = itemgetter(*_EVIDENCE_FIELDS)
 
 
 def _restore_evidence(
@@ -469,6 +474,29 @@ def _attest(placement: WeightPlacementManifest, binding: WeightRuntimeBindingMan
     attestation = _cached_attestation(placement, binding)
     if attestation is not None:
         return attestation
+    if type(placement) is WeightPlacementManifest and type(binding) is WeightRuntimeBindingManifest:
+        part = placement._part_index().get(binding.participant_id)
+        if part is not None:
+            # Both exact classes (one resource kind): the whole of validate_runtime_binding and
+            # the attestation in one C call, or None when it does not decide (then below).
+            fused: Optional[RuntimeBindingAttestation] = _native.attest_binding(
+                RuntimeBindingAttestation,
+                RuntimeBindingEvidence,
+                RuntimeBindingFragment,
+                PlacementFragment,
+                TensorDescriptor,
+                placement,
+                binding,
+                part.fragments,
+                part.tensors,
+                placement.resource_id,
+                placement.placement_id,
+                placement.digest,
+                placement.revision,
+            )
+            if fused is not None:
+                _remember_attestation(placement, binding, fused)
+                return fused
     # validate_runtime_binding(placement, binding), keeping the part it validated against.
     views, part = _binding_views_and_part(placement, binding)
     if len(views) > 1:
