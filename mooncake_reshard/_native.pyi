@@ -594,3 +594,25 @@ def address_ranges_clear(views: object, runtime_fragment_cls: type, /) -> bool:
     within each ``(instance_id, worker_id, device)`` no two views overlap and any two allocations
     are identical or disjoint (exact ``str`` keys, exact fragments, exact ints, ranges ending
     below ``2**64``). False when not decided here (the Python sweep then runs)."""
+
+def attest_binding(
+    attestation_cls: type,
+    evidence_cls: type,
+    runtime_fragment_cls: type,
+    placement_fragment_cls: type,
+    tensor_cls: type,
+    placement: object,
+    binding: object,
+    part_fragments: object,
+    part_tensors: object,
+    resource_id: object,
+    placement_id: object,
+    placement_digest: object,
+    revision: object,
+    /,
+) -> Any:
+    """``validate_runtime_binding(placement, binding)`` then ``attest``, in one call, for an exact
+    binding of the part ``(part_fragments, part_tensors)``: its ``resource_id``, ``placement_id``,
+    ``placement_digest`` and ``revision`` equal the given placement values (exact ``str``),
+    ``bind_views`` decides its fragments, ``address_ranges_clear`` their views and ``attest``
+    builds the attestation. ``None`` when any of them does not decide."""
