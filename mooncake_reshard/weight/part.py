@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 from ..contracts._checks import item_tuple, require_str, require_u64
@@ -23,6 +24,7 @@ _FIELD_NAMES = (
     "tensors",
     "fragments",
 )
+_part_values = itemgetter(*_FIELD_NAMES)
 
 
 def _tensor_key(tensor: TensorDescriptor) -> str:
@@ -85,8 +87,11 @@ class WeightPlacementPart:
         """Default dataclass pickling (spec §13: the field dict, restored without
         ``__post_init__``) written as one call when the dict holds exactly the fields."""
         state = self.__dict__
-        if type(self) is WeightPlacementPart and tuple(state) == _FIELD_NAMES:
-            return (_restore_placement_part, tuple(state.values()))
+        if type(self) is WeightPlacementPart and len(state) == len(_FIELD_NAMES):
+            try:
+                return (_restore_placement_part, _part_values(state))
+            except KeyError:  # not exactly the fields: default pickling
+                pass
         return object.__reduce_ex__(self, protocol)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, Optional
 
 from .. import _native
@@ -35,12 +36,16 @@ class TopologyParticipant:
         """Default dataclass pickling (spec §13: the field dict, restored without
         ``__post_init__``) written as one call when the dict holds exactly the fields."""
         state = self.__dict__
-        if type(self) is TopologyParticipant and tuple(state) == _PARTICIPANT_FIELDS:
-            return (_restore_topology_participant, tuple(state.values()))
+        if type(self) is TopologyParticipant and len(state) == len(_PARTICIPANT_FIELDS):
+            try:
+                return (_restore_topology_participant, _participant_values(state))
+            except KeyError:  # not exactly the fields: default pickling
+                pass
         return object.__reduce_ex__(self, protocol)
 
 
 _PARTICIPANT_FIELDS = ("participant_id", "rank")
+_participant_values = itemgetter(*_PARTICIPANT_FIELDS)
 
 
 def _restore_topology_participant(participant_id: Any, rank: Any) -> TopologyParticipant:
@@ -135,12 +140,16 @@ class ParallelTopology:
     def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
         """Default dataclass pickling (spec §13), written as one call (see ``TopologyParticipant``)."""
         state = self.__dict__
-        if type(self) is ParallelTopology and tuple(state) == _TOPOLOGY_FIELDS:
-            return (_restore_parallel_topology, tuple(state.values()))
+        if type(self) is ParallelTopology and len(state) == len(_TOPOLOGY_FIELDS):
+            try:
+                return (_restore_parallel_topology, _topology_values(state))
+            except KeyError:  # not exactly the fields: default pickling
+                pass
         return object.__reduce_ex__(self, protocol)
 
 
 _TOPOLOGY_FIELDS = ("tp_size", "pp_size", "ep_size", "dp_size", "participants", "topology_id")
+_topology_values = itemgetter(*_TOPOLOGY_FIELDS)
 
 
 def _restore_parallel_topology(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, Literal, Optional, Union
 
 from .. import _native
@@ -67,12 +68,16 @@ class ParallelRank:
         """Default dataclass pickling (spec §13: the field dict, restored without
         ``__post_init__``) written as one call when the dict holds exactly the fields."""
         state = self.__dict__
-        if type(self) is ParallelRank and tuple(state) == _RANK_FIELDS:
-            return (_restore_parallel_rank, tuple(state.values()))
+        if type(self) is ParallelRank and len(state) == len(_RANK_FIELDS):
+            try:
+                return (_restore_parallel_rank, _rank_values(state))
+            except KeyError:  # not exactly the fields: default pickling
+                pass
         return object.__reduce_ex__(self, protocol)
 
 
 _RANK_FIELDS = ("dp", "tp", "pp", "ep")
+_rank_values = itemgetter(*_RANK_FIELDS)
 
 
 def _restore_parallel_rank(dp: Any, tp: Any, pp: Any, ep: Any) -> ParallelRank:
@@ -110,12 +115,16 @@ class SplitAxis:
     def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
         """Default dataclass pickling (spec §13), written as one call (see ``ParallelRank``)."""
         state = self.__dict__
-        if type(self) is SplitAxis and tuple(state) == _SPLIT_AXIS_FIELDS:
-            return (_restore_split_axis, tuple(state.values()))
+        if type(self) is SplitAxis and len(state) == len(_SPLIT_AXIS_FIELDS):
+            try:
+                return (_restore_split_axis, _split_axis_values(state))
+            except KeyError:  # not exactly the fields: default pickling
+                pass
         return object.__reduce_ex__(self, protocol)
 
 
 _SPLIT_AXIS_FIELDS = ("kind", "dim")
+_split_axis_values = itemgetter(*_SPLIT_AXIS_FIELDS)
 
 
 def _restore_split_axis(kind: Any, dim: Any) -> SplitAxis:
@@ -139,12 +148,9 @@ class ReplicatedAxis:
     def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
         """Default dataclass pickling (spec §13), written as one call (see ``ParallelRank``)."""
         state = self.__dict__
-        if type(self) is ReplicatedAxis and tuple(state) == _KIND_FIELDS:
-            return (_restore_replicated_axis, tuple(state.values()))
+        if type(self) is ReplicatedAxis and len(state) == 1 and "kind" in state:
+            return (_restore_replicated_axis, (state["kind"],))
         return object.__reduce_ex__(self, protocol)
-
-
-_KIND_FIELDS = ("kind",)
 
 
 def _restore_replicated_axis(kind: Any) -> ReplicatedAxis:
@@ -166,8 +172,8 @@ class OwnershipAxis:
     def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
         """Default dataclass pickling (spec §13), written as one call (see ``ParallelRank``)."""
         state = self.__dict__
-        if type(self) is OwnershipAxis and tuple(state) == _KIND_FIELDS:
-            return (_restore_ownership_axis, tuple(state.values()))
+        if type(self) is OwnershipAxis and len(state) == 1 and "kind" in state:
+            return (_restore_ownership_axis, (state["kind"],))
         return object.__reduce_ex__(self, protocol)
 
 
@@ -254,8 +260,11 @@ class TensorDescriptor:
     def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
         """Default dataclass pickling (spec §13), written as one call (see ``ParallelRank``)."""
         state = self.__dict__
-        if type(self) is TensorDescriptor and tuple(state) == _TENSOR_FIELDS:
-            return (_restore_tensor_descriptor, tuple(state.values()))
+        if type(self) is TensorDescriptor and len(state) == len(_TENSOR_FIELDS):
+            try:
+                return (_restore_tensor_descriptor, _tensor_values(state))
+            except KeyError:  # not exactly the fields: default pickling
+                pass
         return object.__reduce_ex__(self, protocol)
 
 
@@ -270,6 +279,7 @@ _TENSOR_FIELDS = (
     "layer_id",
     "expert_id",
 )
+_tensor_values = itemgetter(*_TENSOR_FIELDS)
 
 
 def _restore_tensor_descriptor(
@@ -409,8 +419,11 @@ class PlacementFragment:
     def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
         """Default dataclass pickling (spec §13), written as one call (see ``ParallelRank``)."""
         state = self.__dict__
-        if type(self) is PlacementFragment and tuple(state) == _FRAGMENT_FIELDS:
-            return (_restore_placement_fragment, tuple(state.values()))
+        if type(self) is PlacementFragment and len(state) == len(_FRAGMENT_FIELDS):
+            try:
+                return (_restore_placement_fragment, _fragment_values(state))
+            except KeyError:  # not exactly the fields: default pickling
+                pass
         return object.__reduce_ex__(self, protocol)
 
 
@@ -424,6 +437,7 @@ _FRAGMENT_FIELDS = (
     "aliases",
     "placement_fragment_id",
 )
+_fragment_values = itemgetter(*_FRAGMENT_FIELDS)
 
 
 def _restore_placement_fragment(
