@@ -149,17 +149,16 @@ def canonical_json_with_parts(
         ):
             before = {key: value for key, value in payload.items() if key < "tensors"}
             after = {key: value for key, value in payload.items() if key > "tensors"}
-            pieces = []
+            # one join: the tensors text can be large, copy it once
+            pieces = [","]
             if before:
-                pieces.append(_native.canonical_json(before)[1:-1])
-            pieces.append('"tensors":' + tensors_json(tensors))
+                pieces += [_native.canonical_json(before)[1:-1], ","]
+            pieces += ['"tensors":', tensors_json(tensors)]
             if after:
-                pieces.append(_native.canonical_json(after)[1:-1])
+                pieces += [",", _native.canonical_json(after)[1:-1]]
+            pieces.append("}")
             return _native.canonical_parts_json(
-                _part_pairs(parts),
-                prefix='{"parts":',
-                suffix="," + ",".join(pieces) + "}",
-                sha256=sha256,
+                _part_pairs(parts), prefix='{"parts":', suffix="".join(pieces), sha256=sha256
             )
         payload = dict(payload)
         payload["tensors"] = [tensor_object(tensor) for tensor in tensors]

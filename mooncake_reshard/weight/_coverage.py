@@ -148,10 +148,19 @@ def _validate_with_table(
     # problem exactly (no hash is trusted), so only the first of each kind is checked here,
     # in tensor order, which keeps the first error the same.
     classes: dict[tuple[Any, ...], int] = {}
-    class_of = [
-        classes.setdefault((tensor.global_shape, tensor.parallel_axes), len(classes))
-        for tensor in tensors
-    ]
+    # Descriptors usually share their axis objects: tensors with the same shape and the very
+    # same axis objects (alive throughout, so their ids are stable) are equal without hashing
+    # the axis dataclasses again; a new combination takes the equality dict once.
+    by_identity: dict[tuple[Any, ...], int] = {}
+    class_of = []
+    for tensor in tensors:
+        shape = tensor.global_shape
+        axes = tensor.parallel_axes
+        key = (shape, tuple(map(id, axes)))
+        kind = by_identity.get(key)
+        if kind is None:
+            kind = by_identity[key] = classes.setdefault((shape, axes), len(classes))
+        class_of.append(kind)
     rep, start, members = table.tensor_classes(class_of)
     sizes = _topology_sizes(topology)
     indexes: dict[tuple[Any, ...], _ParticipantIndex] = {}

@@ -51,17 +51,17 @@ def _sorted_groups(
     fragments: tuple[PlacementFragment, ...],
     group_of: list[int],
     ngroups: int,
-    tensor_ids: list[str],
+    tensor_ids: list[int],
 ) -> tuple[
     Sequence[PlacementFragment],
     Optional[list[int]],
     Sequence[Sequence[PlacementFragment]],
-    Sequence[Sequence[str]],
+    Sequence[Sequence[int]],
 ]:
     """``(ordered, rows, by_group, tensor_ids_by_group)``: ``fragments`` sorted by id (stable),
     each input fragment's position in it (``None`` from the Python fallback), and per group
-    the fragments (and their tensor ids) in that order. C does it when every id is a str
-    (tuples, built without touching the objects in the scattered sorted order)."""
+    the fragments (and their ``tensor_ids`` entries) in that order. C does it when every id is
+    a str (tuples, built without touching the objects in the scattered sorted order)."""
     keys = list(map(_fragment_key, fragments))
     result = _native.sorted_groups(list(fragments), keys, group_of, ngroups, tensor_ids)
     if result is not None:
@@ -69,7 +69,7 @@ def _sorted_groups(
         return ordered, rows, by_group, tensor_ids_by_group
     order = sorted(range(len(fragments)), key=keys.__getitem__)
     by_group: list[list[PlacementFragment]] = [[] for _ in range(ngroups)]
-    tensor_ids_by_group: list[list[str]] = [[] for _ in range(ngroups)]
+    tensor_ids_by_group: list[list[int]] = [[] for _ in range(ngroups)]
     for position in order:
         by_group[group_of[position]].append(fragments[position])
         tensor_ids_by_group[group_of[position]].append(tensor_ids[position])
@@ -405,10 +405,16 @@ def _assemble_from_fragments(
         group_of_key[key] = group
     group_of = list(map(group_of_key.__getitem__, rank_keys))
     del ranks, rank_keys
-    # One sort by fragment id; the parts' fragments and tensor ids come out of it in that
-    # order (each input fragment's position too, for packing the table in input order).
-    ordered, rows, by_group, tensor_ids_by_group = _sorted_groups(
-        fragment_items, group_of, len(group_of_rank), tensor_ids
+    # Tensors sorted by id once; a fragment's tensor is then its position in that order.
+    sorted_tensors = tuple(_sorted_by_tensor_id(tensor_items))
+    tensor_position = {tensor.tensor_id: position for position, tensor in enumerate(sorted_tensors)}
+    # One sort by fragment id; the parts' fragments and tensor positions come out of it in
+    # that order (each input fragment's position too, for packing the table in input order).
+    ordered, rows, by_group, tensors_by_group = _sorted_groups(
+        fragment_items,
+        group_of,
+        len(group_of_rank),
+        list(map(tensor_position.__getitem__, tensor_ids)),
     )
     common: dict[str, Any] = {
         "resource_id": resource_id,
@@ -417,13 +423,12 @@ def _assemble_from_fragments(
         "placement_set_id": placement_set_id,
         "topology_id": topology.topology_id,
     }
-    catalog_get = catalog.__getitem__
+    tensor_at = sorted_tensors.__getitem__
     buckets = []
     for participant, group in zip(topology.participants, participant_groups):
-        part_tensor_ids = sorted(set(tensor_ids_by_group[group]))
-        buckets.append(
-            (participant, tuple(map(catalog_get, part_tensor_ids)), by_group[group])
-        )
+        # the part's tensors, sorted by id: its distinct tensor positions in increasing order
+        part_tensors = tuple(map(tensor_at, sorted(set(tensors_by_group[group]))))
+        buckets.append((participant, part_tensors, by_group[group]))
     manifest_fields: dict[str, Any] = {
         "resource_id": resource_id,
         "revision": revision,
@@ -453,7 +458,7 @@ def _assemble_from_fragments(
             manifest,
             parts=trusted,
             assembled=(
-                tuple(_sorted_by_tensor_id(tensor_items)),
+                sorted_tensors,
                 tuple(ordered),
                 None if rows is None else (fragment_items, rows),
             ),
