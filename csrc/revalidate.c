@@ -1805,7 +1805,180 @@ done:
     return result;
 }
 
+/* --- revalidate_views ------------------------------------------------------------------- */
+
+enum {
+    RW_INSTANCE,
+    RW_PLACEMENT_ID,
+    RW_PARTICIPANT,
+    RW_DIGEST,
+    RW_LEASE,
+    RW_WORKER,
+    RW_RANK,
+    RW_FRAGMENT_IDS,
+    RW_NNAMES
+};
+
+static const char *const rw_names[RW_NNAMES] = {
+    "instance_id", "placement_id", "participant_id", "placement_digest", "runtime_lease_id", "worker_id", "rank",
+    "fragment_ids",
+};
+
+static PyObject *rw_keys[RW_NNAMES];
+
+/* ``_fast_side_index`` of one side: fills runtime (fragment id -> row), rows and table (view
+ * key -> bucket). RV_OK, RV_DECLINE (a repeated view key, a non-exact rank, a missing field)
+ * or RV_ERROR. */
+static int
+rw_side(PyObject *executors, PyTypeObject *rank_type, PyObject *runtime, PyObject *rows, PyObject *table)
+{
+    Py_ssize_t n = PyTuple_Size(executors);
+    if (n < 0) return RV_ERROR;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *executor = PyTuple_GetItem(executors, i);
+        if (executor == NULL) return RV_ERROR;
+        PyObject *estate = PyObject_GenericGetDict(executor, NULL);
+        if (estate == NULL) return RV_ERROR;
+        PyObject *v[RW_NNAMES] = {NULL};
+        PyObject *rank_tuple = NULL, *key = NULL, *bucket = NULL, *row = NULL, *view_key = NULL, *iter = NULL;
+        int rc = RV_DECLINE;
+        for (int k = 0; k < RW_NNAMES; k++) {
+            v[k] = rv_item(estate, rw_keys[k]);
+            if (v[k] == NULL) goto next;
+        }
+        rc = rf_rank_tuple(v[RW_RANK], &(rf_config){.rank_type = rank_type}, &rank_tuple);
+        if (rc != RV_OK) goto next;
+        rc = RV_ERROR;
+        key = PyTuple_Pack(7, v[RW_INSTANCE], v[RW_PLACEMENT_ID], v[RW_PARTICIPANT], v[RW_DIGEST], v[RW_LEASE],
+                           v[RW_WORKER], rank_tuple);
+        bucket = PyList_New(0);
+        if (key == NULL || bucket == NULL) goto next;
+        row = PyTuple_Pack(3, estate, key, bucket);
+        view_key = PyTuple_Pack(8, v[RW_INSTANCE], v[RW_PLACEMENT_ID], v[RW_PARTICIPANT], v[RW_DIGEST], v[RW_LEASE],
+                                v[RW_WORKER], rank_tuple, v[RW_FRAGMENT_IDS]);
+        if (row == NULL || view_key == NULL || PyDict_SetItem(table, view_key, bucket) < 0) goto next;
+        if (PyDict_Size(table) != i + 1) { /* a repeated view key */
+            rc = RV_DECLINE;
+            goto next;
+        }
+        iter = PyObject_GetIter(v[RW_FRAGMENT_IDS]);
+        if (iter == NULL) goto next;
+        PyObject *fragment_id;
+        while ((fragment_id = PyIter_Next(iter)) != NULL) {
+            /* ``runtime.setdefault(fragment_id, row)``: the first executor listing an id owns it. */
+            int present = PyDict_Contains(runtime, fragment_id);
+            int failed = present < 0 || (present == 0 && PyDict_SetItem(runtime, fragment_id, row) < 0);
+            Py_DECREF(fragment_id);
+            if (failed) goto next;
+        }
+        if (PyErr_Occurred() || PyList_Append(rows, row) < 0) goto next;
+        rc = RV_OK;
+    next:
+        if (rc == RV_DECLINE && PyErr_Occurred()) rc = RV_ERROR;
+        for (int k = 0; k < RW_NNAMES; k++) Py_XDECREF(v[k]);
+        Py_XDECREF(rank_tuple);
+        Py_XDECREF(key);
+        Py_XDECREF(bucket);
+        Py_XDECREF(row);
+        Py_XDECREF(view_key);
+        Py_XDECREF(iter);
+        Py_DECREF(estate);
+        if (rc != RV_OK) return rc;
+    }
+    return RV_OK;
+}
+
+/* Append ``index`` to the bucket (third item) of ``runtime.get(runtime_id)`` when present. */
+static int
+rw_assign(PyObject *runtime, PyObject *runtime_id, PyObject *index)
+{
+    PyObject *row = PyDict_GetItemWithError(runtime, runtime_id); /* borrowed */
+    if (row == NULL) return PyErr_Occurred() ? -1 : 0;
+    return PyList_Append(PyTuple_GetItem(row, 2), index);
+}
+
+PyDoc_STRVAR(revalidate_views_doc,
+"revalidate_views(source_executors, target_executors, runtime_ids, route_halves, source_of,\n"
+"                 target_of, rank_type)\n"
+"--\n\n"
+"Operation views (spec §11.9) of the TransferPlan revalidation fast path: per side\n"
+"``(runtime, rows, table)`` as ``bound_contracts`` documents for its fast path (rows\n"
+"``(state, provenance key, bucket)``, runtime fragment id -> the row of the first executor\n"
+"listing it, view key -> bucket), every operation's index appended to its source and target\n"
+"owner's bucket, and ``routes`` (route -> operation indices). Returns ``(s_runtime, s_rows,\n"
+"s_table, t_runtime, t_rows, t_table, routes)``, or ``None`` for a repeated view key, a rank\n"
+"that is not exactly ``rank_type`` or a missing field. ``TypeError`` for wrong container types.");
+
+static PyObject *
+revalidate_views(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *source_executors, *target_executors, *ids_arg, *halves_arg, *source_arg, *target_arg, *rank_type;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!:revalidate_views", &PyTuple_Type, &source_executors, &PyTuple_Type,
+                          &target_executors, &PyList_Type, &ids_arg, &PyList_Type, &halves_arg, &PyList_Type,
+                          &source_arg, &PyList_Type, &target_arg, &PyType_Type, &rank_type)) {
+        return NULL;
+    }
+    PyObject *result = NULL, *s_runtime = PyDict_New(), *s_rows = PyList_New(0), *s_table = PyDict_New();
+    PyObject *t_runtime = PyDict_New(), *t_rows = PyList_New(0), *t_table = PyDict_New(), *routes = PyDict_New();
+    PyObject *runtime_ids = PySequence_List(ids_arg), *halves = PySequence_List(halves_arg);
+    PyObject *source_of = PySequence_List(source_arg), *target_of = PySequence_List(target_arg);
+    int rc = RV_ERROR;
+    if (s_runtime == NULL || s_rows == NULL || s_table == NULL || t_runtime == NULL || t_rows == NULL
+        || t_table == NULL || routes == NULL || runtime_ids == NULL || halves == NULL || source_of == NULL
+        || target_of == NULL) {
+        goto done;
+    }
+    rc = rw_side(source_executors, (PyTypeObject *)rank_type, s_runtime, s_rows, s_table);
+    if (rc == RV_OK) rc = rw_side(target_executors, (PyTypeObject *)rank_type, t_runtime, t_rows, t_table);
+    if (rc != RV_OK) goto done;
+    Py_ssize_t n_ids = PyList_Size(runtime_ids), n_ops = PyList_Size(source_of);
+    if (PyList_Size(halves) != n_ids || PyList_Size(target_of) != n_ops) {
+        rc = RV_DECLINE;
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n_ops; i++) {
+        Py_ssize_t s = rs_position(source_of, i, n_ids), t = rs_position(target_of, i, n_ids);
+        if (s < 0 || t < 0) {
+            rc = RV_DECLINE;
+            goto done;
+        }
+        PyObject *s_half = PyList_GetItem(halves, s), *t_half = PyList_GetItem(halves, t);
+        if (!PyTuple_CheckExact(s_half) || !PyTuple_CheckExact(t_half) || PyTuple_Size(s_half) != 2
+            || PyTuple_Size(t_half) != 2) {
+            rc = RV_DECLINE;
+            goto done;
+        }
+        rc = RV_ERROR;
+        PyObject *index = PyLong_FromSsize_t(i);
+        if (index == NULL) goto done;
+        PyObject *route = PyTuple_Pack(4, PyTuple_GetItem(s_half, 0), PyTuple_GetItem(s_half, 1),
+                                       PyTuple_GetItem(t_half, 0), PyTuple_GetItem(t_half, 1));
+        int failed = route == NULL || rw_assign(s_runtime, PyList_GetItem(runtime_ids, s), index) < 0
+                     || rw_assign(t_runtime, PyList_GetItem(runtime_ids, t), index) < 0
+                     || rc_append(routes, route, index) < 0;
+        Py_DECREF(index);
+        Py_XDECREF(route);
+        if (failed) goto done;
+    }
+    result = PyTuple_Pack(7, s_runtime, s_rows, s_table, t_runtime, t_rows, t_table, routes);
+done:
+    if (rc == RV_DECLINE && !PyErr_Occurred()) result = Py_NewRef(Py_None);
+    Py_XDECREF(s_runtime);
+    Py_XDECREF(s_rows);
+    Py_XDECREF(s_table);
+    Py_XDECREF(t_runtime);
+    Py_XDECREF(t_rows);
+    Py_XDECREF(t_table);
+    Py_XDECREF(routes);
+    Py_XDECREF(runtime_ids);
+    Py_XDECREF(halves);
+    Py_XDECREF(source_of);
+    Py_XDECREF(target_of);
+    return result;
+}
+
 static PyMethodDef revalidate_methods[] = {
+    {"revalidate_views", revalidate_views, METH_VARARGS, revalidate_views_doc},
     {"revalidate_coverage", revalidate_coverage, METH_VARARGS, revalidate_coverage_doc},
     {"revalidate_spaces", revalidate_spaces, METH_VARARGS, revalidate_spaces_doc},
     {"revalidate_side", revalidate_side, METH_VARARGS, revalidate_side_doc},
@@ -1821,6 +1994,11 @@ Init_Revalidate(PyObject *module)
         if (rv_keys[k] != NULL) continue;
         rv_keys[k] = PyUnicode_InternFromString(rv_names[k]);
         if (rv_keys[k] == NULL) return -1;
+    }
+    for (int k = 0; k < RW_NNAMES; k++) {
+        if (rw_keys[k] != NULL) continue;
+        rw_keys[k] = PyUnicode_InternFromString(rw_names[k]);
+        if (rw_keys[k] == NULL) return -1;
     }
     for (int k = 0; k < RC_NNAMES; k++) {
         if (rc_keys[k] != NULL) continue;

@@ -511,6 +511,24 @@ def revalidate_coverage(
     ``True`` when the rule holds, ``None`` when unsure. ``TypeError`` for wrong container
     types; errors of the values' own methods propagate."""
 
+def revalidate_views(
+    source_executors: tuple[Any, ...],
+    target_executors: tuple[Any, ...],
+    runtime_ids: list[Any],
+    route_halves: list[tuple[Any, Any]],
+    source_of: list[int],
+    target_of: list[int],
+    rank_type: type,
+    /,
+) -> Optional[tuple[dict[Any, Any], list[Any], dict[Any, list[int]], dict[Any, Any], list[Any], dict[Any, list[int]], dict[Any, list[int]]]]:
+    """Operation views (spec §11.9) of the ``TransferPlan`` revalidation fast path: per side
+    ``(runtime, rows, table)`` (rows ``(executor state, provenance key, bucket)``, runtime
+    fragment id -> the row of the first executor listing it, view key -> bucket), every
+    operation's index appended to its source and target owner's bucket, and ``routes`` (route
+    -> operation indices). ``(s_runtime, s_rows, s_table, t_runtime, t_rows, t_table, routes)``,
+    or ``None`` for a repeated view key, a rank that is not exactly ``rank_type`` or a missing
+    field. ``TypeError`` for wrong container types."""
+
 # --- binder.c: runtime binding and executor projection kernels (issue 5) -----
 
 # Each returns exactly the value of the Python code it accelerates, or ``None`` ("not decided

@@ -671,9 +671,40 @@ def _fragments_agree(plan: TransferPlan) -> None:
             assert all(a is b for a, b in zip(entry, reference[3][key]))
 
 
+def _side_index_reference(executors: Any) -> Any:
+    """What ``revalidate_views`` computes per side before the operations are assigned."""
+    runtime: dict[Any, Any] = {}
+    table: dict[Any, Any] = {}
+    rows: list[Any] = []
+    for count, executor in enumerate(executors, 1):
+        estate = executor.__dict__
+        rank = estate["rank"]
+        if type(rank) is not ParallelRank:
+            return None
+        rank_state = rank.__dict__
+        fragment_ids = estate["fragment_ids"]
+        key = (
+            estate["instance_id"],
+            estate["placement_id"],
+            estate["participant_id"],
+            estate["placement_digest"],
+            estate["runtime_lease_id"],
+            estate["worker_id"],
+            (rank_state["dp"], rank_state["tp"], rank_state["pp"], rank_state["ep"]),
+        )
+        row = (estate, key, [])
+        table[key + (fragment_ids,)] = row[2]
+        if len(table) != count:
+            return None
+        for fragment_id in fragment_ids:
+            runtime.setdefault(fragment_id, row)
+        rows.append(row)
+    return runtime, rows, table
+
+
 def _side_tables(executors: Any, side_of: list[int], runtime_ids: list[Any]) -> Any:
-    """``_fast_side_index`` with the operation buckets filled, as the fast path does."""
-    index = bc._fast_side_index(executors)
+    """The side index with the operation buckets filled, as ``revalidate_views`` does."""
+    index = _side_index_reference(executors)
     if index is None:
         return None
     runtime, rows, _table = index
@@ -1104,3 +1135,120 @@ def test_coverage_executor_checks() -> None:
     # An executor state owning no operation.
     assert _native.revalidate_coverage(placement, frags, target_of, boxes, rows, attested, set()) is None
     assert bc._fast_target_coverage(placement, frags, target_of, boxes, rows, attested, set()) is False
+
+
+# ---------------------------------------------------------------------------------------
+# _native.revalidate_views (§11.9 operation views), against a Python reference
+
+
+def _views_reference(plan: TransferPlan, runtime_ids: list[Any], halves: list[Any], source_of: list[int],
+                     target_of: list[int]) -> Any:
+    sides = [_side_index_reference(plan.source_executors), _side_index_reference(plan.target_executors)]
+    if sides[0] is None or sides[1] is None:
+        return None
+    (s_runtime, s_rows, s_table), (t_runtime, t_rows, t_table) = sides
+    routes: dict[Any, list[int]] = {}
+    for index, (s, t) in enumerate(zip(source_of, target_of)):
+        for runtime, position in ((s_runtime, s), (t_runtime, t)):
+            row = runtime.get(runtime_ids[position])
+            if row is not None:
+                row[2].append(index)
+        routes.setdefault(halves[s] + halves[t], []).append(index)
+    return s_runtime, s_rows, s_table, t_runtime, t_rows, t_table, routes
+
+
+def _plain(value: Any) -> Any:
+    """Rows with their state dicts by identity, for comparing two results."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, tuple) and len(value) == 3 and isinstance(value[0], dict):
+        return (id(value[0]), value[1], value[2])
+    return value
+
+
+def _views_agree(plan: TransferPlan) -> Any:
+    scanned = _scan(plan.operations)
+    if scanned is None:
+        return None
+    frags, source_of, target_of, _ = scanned
+    try:
+        checked = _native_fragments(frags, _identity(plan))
+    except Exception:
+        return None
+    if checked is None:
+        return None
+    _keys, halves, runtime_ids, _attested = checked
+    try:
+        reference = _views_reference(plan, runtime_ids, halves, source_of, target_of)
+    except Exception:
+        reference = None
+    try:
+        native = _native.revalidate_views(plan.source_executors, plan.target_executors, runtime_ids, halves,
+                                          source_of, target_of, ParallelRank)
+    except Exception:
+        native = None
+    if native is not None:
+        assert reference is not None
+        assert _plain(list(native)) == _plain(list(reference))
+    return native
+
+
+@pytest.mark.parametrize("name", sorted(_PLANS))
+def test_views_of_genuine_plans(name: str) -> None:
+    assert _views_agree(_PLANS[name]) is not None
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    name=st.sampled_from(sorted(_PLANS)),
+    choices=st.lists(st.integers(0, len(_MUTATIONS) - 1), min_size=1, max_size=2),
+    data=st.data(),
+)
+def test_views_against_python(name: str, choices: list[int], data: Any) -> None:
+    plan = _PLANS[name]
+
+    def pick(n: int) -> int:
+        return data.draw(st.integers(0, max(n - 1, 0))) if n > 1 else 0
+
+    for choice in choices:
+        plan = _MUTATIONS[choice](plan, pick)
+    _views_agree(plan)
+
+
+def test_views_hostile_inputs() -> None:
+    plan = _PLANS["plain"]
+    frags, source_of, target_of, _ = _scan(plan.operations)
+    _keys, halves, runtime_ids, _attested = _native_fragments(frags, _identity(plan))
+    args: list[Any] = [plan.source_executors, plan.target_executors, runtime_ids, halves, source_of, target_of,
+                       ParallelRank]
+    assert _native.revalidate_views(*args) is not None
+    for position, bad in ((0, list(plan.source_executors)), (2, tuple(runtime_ids)), (4, None), (6, "rank")):
+        hostile = list(args)
+        hostile[position] = bad
+        with pytest.raises(TypeError):
+            _native.revalidate_views(*hostile)
+    executor = plan.target_executors[0]
+    missing = _forge(executor)
+    del missing.__dict__["worker_id"]
+    copied = list(args)
+    copied[1] = (_forge(executor, rank=_forge(executor.rank)),) + plan.target_executors[1:]  # an equal rank
+    assert _native.revalidate_views(*copied) is not None
+    for position, bad in (
+        (1, plan.target_executors + plan.target_executors[:1]),  # a repeated view key
+        (1, (_forge(executor, rank=(0, 0, 0, 0)),)),  # not a ParallelRank
+        (1, (missing,)),  # a missing field
+        (2, runtime_ids[:-1]),
+        (3, [(0,)] * len(halves)),
+        (4, [len(frags)] * len(source_of)),
+        (4, [-1] * len(source_of)),
+        (5, target_of[:-1]),
+    ):
+        hostile = list(args)
+        hostile[position] = bad
+        assert _native.revalidate_views(*hostile) is None, position
+    with pytest.raises(TypeError):  # an unhashable fragment id list
+        _native.revalidate_views(plan.source_executors, (_forge(executor, fragment_ids=[["x"]]),), *args[2:])
+    with pytest.raises(AttributeError):  # no instance dict (the caller checks the class)
+        _native.revalidate_views((object(),), *args[1:])

@@ -797,13 +797,6 @@ def _fast_revalidate(
         return False
 
 
-def _exact_rank(rank: Any) -> Optional[tuple[int, int, int, int]]:
-    if type(rank) is not ParallelRank:
-        return None
-    state = rank.__dict__
-    return (state["dp"], state["tp"], state["pp"], state["ep"])
-
-
 def _fast_revalidate_live(
     plan: Any,
     operations: tuple[Any, ...],
@@ -853,26 +846,12 @@ def _fast_revalidate_live(
         return False
     keys, routes_half, runtime_ids, attested = checked
     # -- operation views (§11.9) and executor consistency (§12.4) ---------------------------
-    source_side = _fast_side_index(source_executors)
-    target_side = _fast_side_index(target_executors)
-    if source_side is None or target_side is None:
+    views = _native.revalidate_views(
+        source_executors, target_executors, runtime_ids, routes_half, source_of, target_of, ParallelRank
+    )
+    if views is None:
         return False
-    s_runtime, s_rows, s_table = source_side
-    t_runtime, t_rows, t_table = target_side
-    routes: dict[tuple[Any, ...], list[int]] = {}
-    for index, (s, t) in enumerate(zip(source_of, target_of)):
-        row = s_runtime.get(runtime_ids[s])
-        if row is not None:
-            row[2].append(index)
-        row = t_runtime.get(runtime_ids[t])
-        if row is not None:
-            row[2].append(index)
-        route = routes_half[s] + routes_half[t]
-        bucket = routes.get(route)
-        if bucket is None:
-            routes[route] = [index]
-        else:
-            bucket.append(index)
+    s_runtime, s_rows, s_table, t_runtime, t_rows, t_table, routes = views
     used: set[int] = set()
     for side_of, runtime, rows in ((source_of, s_runtime, s_rows), (target_of, t_runtime, t_rows)):
         # The C version decides the common cases (executors list all their worker's attested
@@ -911,41 +890,6 @@ def _fast_revalidate_live(
 
 
 _Row = tuple[Any, tuple[Any, ...], list[int]]
-
-
-def _fast_side_index(
-    executors: tuple[Any, ...],
-) -> Optional[tuple[dict[Any, _Row], list[_Row], dict[tuple[Any, ...], list[int]]]]:
-    """``_side_index`` of runtime executors: per executor a row (state, provenance key, bucket
-    of operation indices), runtime fragment id -> the row of the first executor listing it,
-    and the operation-view table (view key -> bucket); None for a repeated view key or a
-    non-exact rank."""
-    runtime: dict[Any, _Row] = {}
-    table: dict[tuple[Any, ...], list[int]] = {}
-    rows: list[tuple[Any, tuple[Any, ...], list[int]]] = []
-    for count, executor in enumerate(executors, 1):
-        estate = executor.__dict__
-        rank = _exact_rank(estate["rank"])
-        if rank is None:
-            return None
-        fragment_ids = estate["fragment_ids"]
-        key = (
-            estate["instance_id"],
-            estate["placement_id"],
-            estate["participant_id"],
-            estate["placement_digest"],
-            estate["runtime_lease_id"],
-            estate["worker_id"],
-            rank,
-        )
-        row: _Row = (estate, key, [])
-        table[key + (fragment_ids,)] = row[2]
-        if len(table) != count:  # a repeated view key
-            return None
-        for fragment_id in fragment_ids:
-            runtime.setdefault(fragment_id, row)
-        rows.append(row)
-    return runtime, rows, table
 
 
 def _fast_side_consistent(
