@@ -9,6 +9,7 @@
 #include "overlap.h"
 #include "physical.h"
 #include "planobj.h"
+#include "regioncheck.h"
 #include "revalidate.h"
 #include "table.h"
 
@@ -21,6 +22,7 @@ native_exec(PyObject *module)
     if (Init_Overlap(module) < 0) return -1;
     if (Init_Physical(module) < 0) return -1;
     if (Init_PlanObjects(module) < 0) return -1;
+    if (Init_RegionCheck(module) < 0) return -1;
     if (Init_Revalidate(module) < 0) return -1;
     if (Init_Table(module) < 0) return -1;
     return 0;
