@@ -24,9 +24,11 @@ def sorted_groups(
 ) -> Any:
     """One stable sort of ``items`` by ``keys`` (``keys[i]`` belongs to ``items[i]``), and in that
     order ``items`` and ``extra`` split by ``group_of[i]`` (ints in ``range(ngroups)``):
-    ``(sorted_items, positions, items_by_group, extra_by_group)``, ``positions[i]`` being the
-    index of ``items[i]`` in ``sorted_items``. ``None`` when some key is not an exact ``str`` (or
-    has no UTF-8 encoding). ``ValueError`` for unequal lengths or a group out of range."""
+    ``(sorted_items, positions, items_by_group, extra_by_group)`` (a tuple, a list of ints, and
+    two lists of ``ngroups`` tuples), ``positions[i]`` being the index of ``items[i]`` in
+    ``sorted_items``. The tuples are filled without touching the objects in sorted order (their
+    references are taken in input order). ``None`` when some key is not an exact ``str`` (or has
+    no UTF-8 encoding). ``ValueError`` for unequal lengths or a group out of range."""
 
 def sha256_hex(data: bytes) -> str:
     """Lowercase hex SHA-256 of ``data``."""
