@@ -1337,7 +1337,9 @@ PyDoc_STRVAR(revalidate_spaces_doc,
 "Spec §12.5 (in-place protection) and the common case of §12.6 for the TransferPlan\n"
 "revalidation fast path; the arguments are the fast path's own tables. Returns ``False``\n"
 "when a source and a target allocation ``(storage_address, storage_nbytes)`` coincide in\n"
-"one address space ``(instance_id, worker_id, device)``; otherwise ``True`` when\n"
+"one address space ``(instance_id, worker_id, device)`` or anything is unexpected (malformed\n"
+"tables, a fragment without its binding or instance id: the fast path declines); otherwise\n"
+"``True`` when\n"
 "``check_physical`` is false or every operation writes a whole, alias-free target fragment\n"
 "of its own with pairwise disjoint byte extents per address space (the physical sweep has\n"
 "nothing to report), else ``None`` (the sweep must decide). ``TypeError`` for wrong\n"
@@ -1361,7 +1363,7 @@ revalidate_spaces(PyObject *Py_UNUSED(module), PyObject *args)
     Py_ssize_t n_frags = PyList_Size(frags), n_ops = PyList_Size(target_of);
     if (n_frags < 0 || n_ops < 0) goto done;
     if (PyList_Size(source_of) != n_ops || PyList_Size(boxes) != n_ops) {
-        result = Py_NewRef(Py_None);
+        result = Py_NewRef(Py_False); /* unexpected: decline */
         goto done;
     }
     seen = mr_alloc_array((size_t)n_frags, 1);
@@ -1378,7 +1380,7 @@ revalidate_spaces(PyObject *Py_UNUSED(module), PyObject *args)
         for (Py_ssize_t i = 0; i < n_ops; i++) {
             Py_ssize_t p = rs_position(side_of, i, n_frags);
             if (p < 0) {
-                result = Py_NewRef(Py_None);
+                result = Py_NewRef(Py_False); /* unexpected: decline */
                 goto done;
             }
             if (seen[p]) {
@@ -1390,7 +1392,7 @@ revalidate_spaces(PyObject *Py_UNUSED(module), PyObject *args)
             int rc = rp_space(fragment, &space, &binding);
             if (rc == RV_ERROR) goto done;
             if (rc == RV_DECLINE) {
-                result = Py_NewRef(Py_None);
+                result = Py_NewRef(Py_False); /* unexpected: decline */
                 goto done;
             }
             int failed = rp_add_allocation(side == 0 ? sources : targets, space, binding) < 0;

@@ -491,7 +491,8 @@ def revalidate_spaces(
     """Spec §12.5 (in-place protection) and the common case of §12.6 for the ``TransferPlan``
     revalidation fast path; the arguments are the fast path's own tables. ``False`` when a
     source and a target allocation ``(storage_address, storage_nbytes)`` coincide in one address
-    space ``(instance_id, worker_id, device)``; otherwise ``True`` when ``check_physical`` is
+    space ``(instance_id, worker_id, device)`` or anything is unexpected (malformed tables, a
+    fragment without its binding or instance id: the fast path declines); otherwise ``True`` when ``check_physical`` is
     false or every operation writes a whole, alias-free target fragment of its own with pairwise
     disjoint byte extents per address space, else ``None`` (the physical sweep must decide).
     ``TypeError`` for wrong container types."""
@@ -636,3 +637,5 @@ def attest_binding(
     ``placement_digest`` and ``revision`` equal the given placement values (exact ``str``),
     ``bind_views`` decides its fragments, ``address_ranges_clear`` their views and ``attest``
     builds the attestation. ``None`` when any of them does not decide."""
+
+# --- regioncheck.c: canonical-geometry recheck of plan regions (issue 5) ------

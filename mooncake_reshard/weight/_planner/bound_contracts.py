@@ -875,10 +875,10 @@ def _fast_revalidate_live(
     # its own (one complete stream per fragment, free of budget) and the byte extents of one
     # address space are pairwise disjoint, so the sweep has nothing to report.
     spaces = _native.revalidate_spaces(frags, source_of, target_of, boxes, check_physical_ranges)
-    if spaces is False:
+    if spaces is False:  # an in-place overlap, or anything unexpected
         return False
-    if spaces is None:
-        _check_target_physical_ranges(operations, limits.max_total_lowered_segments)  # raises
+    if spaces is None:  # no in-place overlap; the sweep decides §12.6 (raises on a failure)
+        _check_target_physical_ranges(operations, limits.max_total_lowered_segments)
     # -- §12.7 bound target coverage ----------------------------------------------------------
     if _native.revalidate_coverage(
         target_placement, frags, target_of, boxes, t_rows, attested, used
