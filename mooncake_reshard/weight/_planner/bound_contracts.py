@@ -30,7 +30,6 @@ from ..types import ParallelRank, PlacementFragment
 from .attestation import RuntimeBindingAttestation
 from .bound_validation import (
     _attestation_cache,
-    _attestation_values,
     _check_target_physical_ranges,
     _validate_no_in_place,
 )
@@ -247,19 +246,35 @@ class _AttestedView:
         placement_by_id = state["_placement_dict"]
         expected_by_pfid: dict[str, dict[str, Any]] = {}
         rows: dict[str, list[tuple[str, dict[str, Any]]]] = {}
-        evidence_ids: dict[str, list[str]] = {}
         complete = True
         for runtime_fragment in evidence.fragments:
-            worker_id = runtime_fragment.worker_id
-            fragment_id = runtime_fragment.fragment_id
-            placement_fragment = placement_by_id.get(runtime_fragment.placement_fragment_id)
+            pfid = runtime_fragment.placement_fragment_id
+            placement_fragment = placement_by_id.get(pfid)
             if placement_fragment is None:
                 complete = False
-                evidence_ids.setdefault(worker_id, []).append(fragment_id)
                 continue
-            evidence_ids.setdefault(worker_id, []).append(fragment_id)
-            expected = _snapshot_state(placement_fragment, runtime_fragment, generation)
-            expected_by_pfid[runtime_fragment.placement_fragment_id] = expected
+            worker_id = runtime_fragment.worker_id
+            fragment_id = runtime_fragment.fragment_id
+            # ``_snapshot_state(placement_fragment, runtime_fragment, generation)``, inline.
+            expected = {
+                "placement_fragment_id": placement_fragment.placement_fragment_id,
+                "fragment_id": fragment_id,
+                "tensor_id": placement_fragment.tensor_id,
+                "global_offset": placement_fragment.global_offset,
+                "local_shape": placement_fragment.local_shape,
+                "address": runtime_fragment.address,
+                "nbytes": runtime_fragment.nbytes,
+                "worker_id": worker_id,
+                "endpoint": runtime_fragment.endpoint,
+                "device": runtime_fragment.device,
+                "itemsize": runtime_fragment.itemsize,
+                "strides_bytes": runtime_fragment.strides_bytes,
+                "storage_address": runtime_fragment.storage_address,
+                "storage_nbytes": runtime_fragment.storage_nbytes,
+                "storage_offset_bytes": runtime_fragment.storage_offset_bytes,
+                "lease_generation": generation,
+            }
+            expected_by_pfid[pfid] = expected
             bucket = rows.get(worker_id)
             if bucket is None:
                 rows[worker_id] = [(fragment_id, expected)]
@@ -270,22 +285,32 @@ class _AttestedView:
         for worker_id, items in rows.items():
             if len(items) > 1:
                 items.sort(key=_first)
-            rows_by_worker[worker_id] = tuple(items)
-            ids_by_worker[worker_id] = tuple([item[0] for item in items])
+                rows_by_worker[worker_id] = tuple(items)
+                ids_by_worker[worker_id] = tuple([item[0] for item in items])
+            else:
+                rows_by_worker[worker_id] = (items[0],)
+                ids_by_worker[worker_id] = (items[0][0],)
         self.expected_by_pfid = expected_by_pfid
         self.rows_by_worker = rows_by_worker
         self.ids_by_worker = ids_by_worker
         # Runtime ids are distinct within a binding, so when every evidence fragment has its
         # placement entry the sorted evidence ids per worker are exactly ``ids_by_worker``.
-        self.evidence_ids_by_worker = (
-            ids_by_worker
-            if complete
-            else {worker: tuple(sorted(ids)) for worker, ids in evidence_ids.items()}
+        if complete:
+            self.evidence_ids_by_worker = ids_by_worker
+        else:
+            evidence_ids: dict[str, list[str]] = {}
+            for runtime_fragment in evidence.fragments:
+                evidence_ids.setdefault(runtime_fragment.worker_id, []).append(runtime_fragment.fragment_id)
+            self.evidence_ids_by_worker = {worker: tuple(sorted(ids)) for worker, ids in evidence_ids.items()}
+        # The attested snapshot objects, when binding already built them (identity fast path):
+        # ``_attestation_values(attestation).get("snapshots_by_worker")`` without creating an
+        # empty cache.
+        cache = state.get("_derived_cache")
+        self.objects_by_worker: Optional[dict[str, tuple[RuntimeFragmentSnapshot, ...]]] = (
+            cache[2].get("snapshots_by_worker")
+            if cache is not None and cache[0] is state.get("placement") and cache[1] is state.get("evidence")
+            else None
         )
-        # The attested snapshot objects, when binding already built them (identity fast path).
-        self.objects_by_worker: Optional[dict[str, tuple[RuntimeFragmentSnapshot, ...]]] = _attestation_values(
-            attestation
-        ).get("snapshots_by_worker")
         self._objects_by_pfid: Optional[dict[str, RuntimeFragmentSnapshot]] = None
 
 
