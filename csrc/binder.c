@@ -17,6 +17,8 @@
  * - address_ranges_clear: the runtime address-range rule when no view overlaps (§11.8).
  * - attest_binding: validate_runtime_binding then attest, in one call (bind_views, the range
  *   rule and attest on an exact binding whose identity equals its placement's).
+ * - attested_rows: the expected snapshot states of an attestation (offered to the revalidation's
+ *   attested views).
  *
  * Instances are allocated through the class's tp_alloc and receive one fresh field dict, as
  * planobj.c does for regions: the classes are frozen dataclasses whose __post_init__ checks
@@ -862,9 +864,11 @@ done:
  * attested_executors */
 
 /* The snapshot of (placement fragment, runtime fragment, generation); BD_* status. */
+/* The snapshot field dict of (placement fragment, runtime fragment dict, generation) (*out,
+ * checked to hold exactly the snapshot fields); BD_* status. */
 static int
-bd_snapshot(const bd_table *tb, PyObject *snap_cls, PyObject *placement_fragment, PyObject *runtime_dict,
-            PyObject *generation, PyObject **out)
+bd_snapshot_dict(const bd_table *tb, PyObject *placement_fragment, PyObject *runtime_dict, PyObject *generation,
+                 PyObject **out)
 {
     static const int from_placement[] = {N_PFID, N_TENSOR_ID, N_GLOBAL_OFFSET, N_LOCAL_SHAPE};
     PyObject *const *nm = tb->nm;
@@ -885,12 +889,27 @@ bd_snapshot(const bd_table *tb, PyObject *snap_cls, PyObject *placement_fragment
         Py_DECREF(value);
     }
     if (status == BD_OK && PyDict_SetItem(dict, nm[N_LEASE_GENERATION], generation) < 0) status = BD_ERROR;
-    if (status == BD_OK) {
-        *out = bd_instance(snap_cls, dict, T_SNAPSHOT);
-        if (*out == NULL) status = BD_ERROR;
+    if (status == BD_OK && bd_check_field_dict(dict, T_SNAPSHOT) < 0) status = BD_ERROR;
+    if (status != BD_OK) {
+        Py_DECREF(dict);
+        return status;
     }
+    *out = dict;
+    return BD_OK;
+}
+
+/* The snapshot (an instance of snap_cls) of (placement fragment, runtime fragment dict,
+ * generation); BD_* status. */
+static int
+bd_snapshot(const bd_table *tb, PyObject *snap_cls, PyObject *placement_fragment, PyObject *runtime_dict,
+            PyObject *generation, PyObject **out)
+{
+    PyObject *dict = NULL;
+    int status = bd_snapshot_dict(tb, placement_fragment, runtime_dict, generation, &dict);
+    if (status != BD_OK) return status;
+    *out = bd_instance(snap_cls, dict, T_SNAPSHOT);
     Py_DECREF(dict);
-    return status;
+    return *out == NULL ? BD_ERROR : BD_OK;
 }
 
 /* Sorts the (fragment_id, position, snapshot) entries of each worker and returns the table
@@ -1612,6 +1631,163 @@ bd_attest_binding(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+
+/* ------------------------------------------------------------------------------------------
+ * attested_rows */
+
+PyDoc_STRVAR(attested_rows_doc,
+"attested_rows(attestation_cls, evidence_cls, runtime_fragment_cls, attestation)\n"
+"--\n\n"
+"(expected_by_pfid, rows_by_worker, ids_by_worker, complete) as bound_contracts._AttestedView\n"
+"derives them from the attestation: for each evidence fragment whose placement fragment id is\n"
+"in attestation._placement_dict, its expected snapshot field dict (a new dict per call, the\n"
+"16 RuntimeFragmentSnapshot fields in order, lease_generation = evidence.generation);\n"
+"rows_by_worker[worker] the (runtime fragment id, expected) pairs sorted by runtime fragment\n"
+"id (stable), ids_by_worker[worker] their ids; complete is False when some evidence fragment\n"
+"has no placement entry. None when not decided here (inexact classes or ids).");
+
+static PyObject *
+bd_attested_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    bd_table tb;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "attested_rows expects 4 arguments");
+        return NULL;
+    }
+    if (bd_load_table(self, &tb) < 0) return NULL;
+    if (bd_check_heap_types(args, 3) < 0) return NULL;
+    PyObject *const *nm = tb.nm;
+    PyObject *att_cls = args[0], *ev_cls = args[1], *rf_cls = args[2], *attestation = args[3];
+    PyObject *evidence = NULL, *placement_dict = NULL, *fragments = NULL, *generation = NULL;
+    PyObject *expected_by_pfid = NULL, *groups = NULL, *rows_by_worker = NULL, *ids_by_worker = NULL;
+    PyObject *result = NULL;
+    int complete = 1;
+    int status = BD_FALLBACK;
+    if ((PyObject *)Py_TYPE(attestation) != att_cls) goto done;
+    status = bd_get(attestation, nm[N_EVIDENCE], &evidence);
+    if (status == BD_OK) status = bd_get(attestation, nm[N_PLACEMENT_DICT], &placement_dict);
+    if (status != BD_OK) goto done;
+    status = BD_FALLBACK;
+    if ((PyObject *)Py_TYPE(evidence) != ev_cls || !PyDict_CheckExact(placement_dict)) goto done;
+    status = bd_get(evidence, nm[N_FRAGMENTS], &fragments);
+    if (status == BD_OK) status = bd_get(evidence, nm[N_GENERATION], &generation);
+    if (status != BD_OK) goto done;
+    status = BD_FALLBACK;
+    if (!PyTuple_CheckExact(fragments)) goto done;
+    status = BD_ERROR;
+    expected_by_pfid = PyDict_New();
+    groups = PyDict_New();
+    rows_by_worker = PyDict_New();
+    ids_by_worker = PyDict_New();
+    if (expected_by_pfid == NULL || groups == NULL || rows_by_worker == NULL || ids_by_worker == NULL) goto done;
+    Py_ssize_t n = PyTuple_Size(fragments);
+    if (n < 0) goto done;
+    status = BD_OK;
+    for (Py_ssize_t i = 0; i < n && status == BD_OK; i++) {
+        PyObject *runtime = PyTuple_GetItem(fragments, i);
+        PyObject *rdict = NULL, *pfid = NULL, *worker = NULL, *fid = NULL, *expected = NULL;
+        if (runtime == NULL) {
+            status = BD_ERROR;
+            break;
+        }
+        if ((PyObject *)Py_TYPE(runtime) != rf_cls) {
+            status = BD_FALLBACK;
+            break;
+        }
+        status = bd_dict_of(runtime, &rdict);
+        if (status == BD_OK) status = bd_dget_str(rdict, nm[N_PFID], &pfid);
+        PyObject *placement_fragment = NULL; /* borrowed */
+        if (status == BD_OK) {
+            placement_fragment = PyDict_GetItemWithError(placement_dict, pfid);
+            if (placement_fragment == NULL && PyErr_Occurred()) status = BD_ERROR;
+        }
+        if (status == BD_OK && placement_fragment == NULL) {
+            complete = 0;
+        } else if (status == BD_OK) {
+            Py_INCREF(placement_fragment);
+            status = bd_dget_str(rdict, nm[N_WORKER_ID], &worker);
+            if (status == BD_OK) status = bd_dget_str(rdict, nm[N_FID], &fid);
+            if (status == BD_OK) status = bd_snapshot_dict(&tb, placement_fragment, rdict, generation, &expected);
+            Py_DECREF(placement_fragment);
+            if (status == BD_OK) {
+                status = BD_ERROR;
+                PyObject *position = PyLong_FromSsize_t(i);
+                PyObject *entry = position == NULL ? NULL : PyTuple_Pack(3, fid, position, expected);
+                Py_XDECREF(position);
+                if (entry != NULL && PyDict_SetItem(expected_by_pfid, pfid, expected) == 0) {
+                    PyObject *bucket = PyDict_GetItemWithError(groups, worker); /* borrowed */
+                    if (bucket != NULL) {
+                        if (PyList_Append(bucket, entry) == 0) status = BD_OK;
+                    } else if (!PyErr_Occurred()) {
+                        bucket = PyList_New(0);
+                        if (bucket != NULL) {
+                            if (PyList_Append(bucket, entry) == 0 && PyDict_SetItem(groups, worker, bucket) == 0) {
+                                status = BD_OK;
+                            }
+                            Py_DECREF(bucket);
+                        }
+                    }
+                }
+                Py_XDECREF(entry);
+            }
+        }
+        Py_XDECREF(rdict);
+        Py_XDECREF(pfid);
+        Py_XDECREF(worker);
+        Py_XDECREF(fid);
+        Py_XDECREF(expected);
+    }
+    if (status != BD_OK) goto done;
+    status = BD_ERROR;
+    Py_ssize_t pos = 0;
+    PyObject *worker, *entries;
+    while (PyDict_Next(groups, &pos, &worker, &entries)) {
+        if (PyList_Sort(entries) < 0) goto done;
+        Py_ssize_t count = PyList_Size(entries);
+        if (count < 0) goto done;
+        PyObject *rows = PyTuple_New(count);
+        PyObject *ids = rows == NULL ? NULL : PyTuple_New(count);
+        if (ids == NULL) {
+            Py_XDECREF(rows);
+            goto done;
+        }
+        int ok = 1;
+        for (Py_ssize_t k = 0; k < count && ok; k++) {
+            PyObject *entry = PyList_GetItem(entries, k);
+            PyObject *fid = entry == NULL ? NULL : PyTuple_GetItem(entry, 0);
+            PyObject *expected = entry == NULL ? NULL : PyTuple_GetItem(entry, 2);
+            PyObject *pair = (fid == NULL || expected == NULL) ? NULL : PyTuple_Pack(2, fid, expected);
+            if (pair == NULL || PyTuple_SetItem(rows, k, pair) < 0) {
+                ok = 0;
+                break;
+            }
+            Py_INCREF(fid);
+            if (PyTuple_SetItem(ids, k, fid) < 0) ok = 0;
+        }
+        if (ok && (PyDict_SetItem(rows_by_worker, worker, rows) < 0 || PyDict_SetItem(ids_by_worker, worker, ids) < 0)) {
+            ok = 0;
+        }
+        Py_DECREF(rows);
+        Py_DECREF(ids);
+        if (!ok) goto done;
+    }
+    result = Py_BuildValue("(OOOO)", expected_by_pfid, rows_by_worker, ids_by_worker, complete ? Py_True : Py_False);
+    status = result == NULL ? BD_ERROR : BD_OK;
+done:
+    Py_XDECREF(evidence);
+    Py_XDECREF(placement_dict);
+    Py_XDECREF(fragments);
+    Py_XDECREF(generation);
+    Py_XDECREF(expected_by_pfid);
+    Py_XDECREF(groups);
+    Py_XDECREF(rows_by_worker);
+    Py_XDECREF(ids_by_worker);
+    if (status == BD_OK) return result;
+    Py_XDECREF(result);
+    if (status == BD_ERROR) return NULL;
+    Py_RETURN_NONE;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 
 static PyMethodDef binder_methods[] = {
@@ -1624,6 +1800,7 @@ static PyMethodDef binder_methods[] = {
     {"address_ranges_clear", (PyCFunction)(void (*)(void))bd_address_ranges_clear, METH_FASTCALL,
      address_ranges_clear_doc},
     {"attest_binding", (PyCFunction)(void (*)(void))bd_attest_binding, METH_FASTCALL, attest_binding_doc},
+    {"attested_rows", (PyCFunction)(void (*)(void))bd_attested_rows, METH_FASTCALL, attested_rows_doc},
     {NULL, NULL, 0, NULL},
 };
 

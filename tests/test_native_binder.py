@@ -1020,3 +1020,67 @@ def test_attest_binding_falls_back_and_checks_its_arguments() -> None:
         _native.attest_binding(RuntimeBindingAttestation)
     with pytest.raises(TypeError):
         _native.attest_binding(*(["x"] * 13))
+
+
+# ---------------------------------------------------------------------------------------
+# attested_rows (offered to the revalidation's attested views)
+
+
+def _rows_kernel(attestation: Any) -> Any:
+    return _native.attested_rows(RuntimeBindingAttestation, RuntimeBindingEvidence, RuntimeBindingFragment, attestation)
+
+
+@pytest.mark.parametrize("spread", [False, True])
+def test_attested_rows_equal_the_attested_view(spread: bool) -> None:
+    from mooncake.reshard.weight._planner.bound_contracts import _AttestedView
+
+    placement, bindings = _world(tensors=4, tp=2)
+    for binding in bindings:
+        if spread:
+            binding = _multi_worker_binding(binding)
+        attestation = RuntimeBindingAttestation._from_validated(placement, binding)
+        built = _rows_kernel(attestation)
+        assert built is not None
+        expected_by_pfid, rows_by_worker, ids_by_worker, complete = built
+        view = _AttestedView(attestation)
+        assert complete is True
+        assert expected_by_pfid == view.expected_by_pfid
+        assert rows_by_worker == view.rows_by_worker
+        assert ids_by_worker == view.ids_by_worker
+        for rows in rows_by_worker.values():
+            for fragment_id, expected in rows:
+                assert list(expected) == [field.name for field in dataclasses.fields(RuntimeFragmentSnapshot)]
+                assert expected is expected_by_pfid[expected["placement_fragment_id"]]
+        # New dicts on every call (never shared with a snapshot object or an earlier call).
+        again = _rows_kernel(attestation)[0]
+        assert all(again[key] is not value for key, value in expected_by_pfid.items())
+
+
+def test_attested_rows_incomplete_and_fallbacks() -> None:
+    placement, bindings = _world(tensors=3)
+    binding = bindings[0]
+
+    def fresh() -> Any:
+        return RuntimeBindingAttestation._from_validated(placement, dataclasses.replace(binding))
+
+    attestation = fresh()
+    missing = binding.fragments[0].placement_fragment_id
+    object.__setattr__(attestation, "_placement_dict", {k: v for k, v in attestation._placement_dict.items() if k != missing})
+    expected_by_pfid, rows_by_worker, ids_by_worker, complete = _rows_kernel(attestation)
+    assert complete is False and missing not in expected_by_pfid
+    assert sum(len(ids) for ids in ids_by_worker.values()) == len(binding.fragments) - 1
+    assert _rows_kernel(object()) is None
+    attestation = fresh()
+    object.__setattr__(attestation, "_placement_dict", list(attestation._placement_dict.items()))
+    assert _rows_kernel(attestation) is None
+    attestation = fresh()
+    object.__setattr__(attestation, "evidence", _forge(attestation.evidence, fragments=list(binding.fragments)))
+    assert _rows_kernel(attestation) is None
+    attestation = fresh()
+    odd = (_forge(binding.fragments[0], worker_id=4),) + binding.fragments[1:]
+    object.__setattr__(attestation, "evidence", _forge(attestation.evidence, fragments=odd))
+    assert _rows_kernel(attestation) is None
+    with pytest.raises(TypeError):
+        _native.attested_rows(RuntimeBindingAttestation, RuntimeBindingEvidence, RuntimeBindingFragment)
+    with pytest.raises(TypeError):
+        _native.attested_rows("a", "b", "c", fresh())
