@@ -638,6 +638,15 @@ def attest_binding(
     ``bind_views`` decides its fragments, ``address_ranges_clear`` their views and ``attest``
     builds the attestation. ``None`` when any of them does not decide."""
 
+def attested_rows(
+    attestation_cls: type, evidence_cls: type, runtime_fragment_cls: type, attestation: object, /
+) -> Optional[tuple[dict[str, dict[str, Any]], dict[str, tuple[tuple[str, dict[str, Any]], ...]], dict[str, tuple[str, ...]], bool]]:
+    """``(expected_by_pfid, rows_by_worker, ids_by_worker, complete)`` as
+    ``bound_contracts._AttestedView`` derives them from an attestation: the expected snapshot
+    field dict (new per call, the 16 fields in order) of every evidence fragment with an entry in
+    ``attestation._placement_dict``; per worker the ``(runtime fragment id, expected)`` pairs sorted
+    by id and the ids; ``complete`` is False when some evidence fragment has no entry."""
+
 # --- regioncheck.c: canonical-geometry recheck of plan regions (issue 5) ------
 
 def regions_canonical(operations: tuple[Any, ...], start: int, bound_cls: type, plain_types: tuple[type, ...], /) -> int:
