@@ -1035,7 +1035,8 @@ pfl_parts_fast(PyObject *pairs, const char *ps, size_t pn, const char *ss, size_
     /* 3. encode in address order */
     if (pfl_ctx_init(&c) < 0) goto done;
     ctx_ready = 1;
-    if (total <= ((size_t)PY_SSIZE_T_MAX) / 512 && cj_reserve(&scratch, total * 256) < 0) goto done;
+    /* about 256 bytes a fragment, up to 1 GiB (it grows beyond when needed) */
+    if (cj_reserve(&scratch, total < ((size_t)1 << 22) ? total * 256 : ((size_t)1 << 30)) < 0) goto done;
     for (size_t k = 0; k < total; k++) {
         size_t at = order[k].idx;
         off[at] = scratch.len;
