@@ -727,6 +727,7 @@ enum {
     RS_PP,
     RS_EP,
     RS_ROWS,
+    RS_OBJECTS_BY_PFID_CACHE,
     RS_NNAMES
 };
 
@@ -734,6 +735,7 @@ static const char *const rs_names[RS_NNAMES] = {
     "runtime_lease_id", "attestation", "placement", "worker_id", "key_base", "part_rank", "fragment_snapshots",
     "fragment_ids", "objects_by_worker", "ids_by_worker", "fragment_id", "object_by_pfid", "expected_by_pfid",
     "generation", "lease_generation", "placement_fragment_id", "dp", "tp", "pp", "ep", "rows_by_worker",
+    "_objects_by_pfid",
 };
 
 static PyObject *rs_keys[RS_NNAMES];
@@ -977,8 +979,14 @@ rs_fragment(PyObject *fragment, PyObject *runtime_id, PyObject *attested, PyObje
         if (entry == NULL || !PyTuple_CheckExact(entry) || PyTuple_Size(entry) != 3) goto done;
         view = Py_NewRef(PyTuple_GetItem(entry, 2));
     }
-    by_pfid = PyObject_CallMethodObjArgs(view, rs_keys[RS_OBJECT_BY_PFID], NULL);
+    /* ``view.object_by_pfid()``: its cached table when built, else the method builds it. */
+    by_pfid = PyObject_GetAttr(view, rs_keys[RS_OBJECTS_BY_PFID_CACHE]);
     if (by_pfid == NULL) goto error;
+    if (by_pfid == Py_None) {
+        Py_DECREF(by_pfid);
+        by_pfid = PyObject_CallMethodObjArgs(view, rs_keys[RS_OBJECT_BY_PFID], NULL);
+        if (by_pfid == NULL) goto error;
+    }
     placement = rf_dict_item(fragment, rs_keys[RS_PLACEMENT]);
     if (placement == NULL) goto done;
     RS_GET(pfid, placement, RS_PFID);
