@@ -207,6 +207,15 @@ static const char *const rc_name_text[RC_NAME_COUNT] = {
 
 static PyObject *rc_names[RC_NAME_COUNT];
 
+#define RC_MAX_PLAIN_TYPES 8
+
+/* The caller's classes for one call: the bound fragment class and the plain dataclasses. */
+typedef struct {
+    PyObject *bound_cls;                        /* borrowed */
+    PyObject *plain[RC_MAX_PLAIN_TYPES];        /* borrowed */
+    Py_ssize_t nplain;
+} rc_classes;
+
 /* An object whose fields are read: through its instance dict when its exact type is one of the
  * caller's plain dataclasses (no class-level attribute shadows the fields read: pinned by the
  * tests), otherwise with PyObject_GetAttr. */
@@ -217,16 +226,12 @@ typedef struct {
 
 /* 0 ok, -1 error. */
 static int
-rc_open(PyObject *obj, PyObject *plain_types, rc_reader *reader)
+rc_open(PyObject *obj, const rc_classes *classes, rc_reader *reader)
 {
-    Py_ssize_t n = PyTuple_Size(plain_types);
     reader->obj = obj;
     reader->dict = NULL;
-    if (n < 0) return -1;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *cls = PyTuple_GetItem(plain_types, i); /* borrowed */
-        if (cls == NULL) return -1;
-        if ((PyObject *)Py_TYPE(obj) == cls) {
+    for (Py_ssize_t i = 0; i < classes->nplain; i++) {
+        if ((PyObject *)Py_TYPE(obj) == classes->plain[i]) {
             reader->dict = PyObject_GenericGetDict(obj, NULL);
             if (reader->dict == NULL) return -1;
             if (!PyDict_CheckExact(reader->dict)) Py_CLEAR(reader->dict);
@@ -334,8 +339,7 @@ typedef struct {
  * `bound_cls` (``BoundWeightFragment``) is read as its properties do: the first three from its
  * ``placement``, nbytes from its ``binding``. 1 ok, 0 not proven, -1 error. */
 static int
-rc_read_side(PyObject *fragment, PyObject *bound_cls, PyObject *plain_types, Py_ssize_t ndim,
-             rc_side *side)
+rc_read_side(PyObject *fragment, const rc_classes *classes, Py_ssize_t ndim, rc_side *side)
 {
     rc_reader frag, box, sized;
     PyObject *placement = NULL, *binding = NULL;
@@ -343,12 +347,12 @@ rc_read_side(PyObject *fragment, PyObject *bound_cls, PyObject *plain_types, Py_
     int rc = 1;
     side->tensor_id = NULL;
     box.dict = sized.dict = NULL;
-    if (rc_open(fragment, plain_types, &frag) < 0) return -1;
-    if ((PyObject *)Py_TYPE(fragment) == bound_cls) {
+    if (rc_open(fragment, classes, &frag) < 0) return -1;
+    if ((PyObject *)Py_TYPE(fragment) == classes->bound_cls) {
         rc = rc_get(&frag, rc_names[RC_PLACEMENT], &placement);
         if (rc == 1) rc = rc_get(&frag, rc_names[RC_BINDING], &binding);
-        if (rc == 1 && rc_open(placement, plain_types, &box) < 0) rc = -1;
-        if (rc == 1 && rc_open(binding, plain_types, &sized) < 0) rc = -1;
+        if (rc == 1 && rc_open(placement, classes, &box) < 0) rc = -1;
+        if (rc == 1 && rc_open(binding, classes, &sized) < 0) rc = -1;
     } else {
         box = frag;
         sized = frag;
@@ -391,7 +395,7 @@ rc_same_tensor(PyObject *tensor_id, PyObject *value)
 
 /* Reads and checks one operation. 1 proven canonical, 0 not proven, -1 error. */
 static int
-rc_operation(PyObject *op, PyObject *bound_cls, PyObject *plain_types, rc_region *r)
+rc_operation(PyObject *op, const rc_classes *classes, rc_region *r)
 {
     rc_reader reader;
     PyObject *tensor_id = NULL, *source = NULL, *target = NULL;
@@ -400,7 +404,7 @@ rc_operation(PyObject *op, PyObject *bound_cls, PyObject *plain_types, rc_region
     Py_ssize_t n1 = 0, n2 = 0, n3 = 0;
     int rc;
 
-    if (rc_open(op, plain_types, &reader) < 0) return -1;
+    if (rc_open(op, classes, &reader) < 0) return -1;
     rc = rc_get(&reader, rc_names[RC_TENSOR_ID], &tensor_id);
     if (rc == 1 && !(PyUnicode_CheckExact(tensor_id) && PyUnicode_GetLength(tensor_id) > 0)) rc = 0;
     if (rc == 1) rc = rc_field_tuple(&reader, rc_names[RC_OVERLAP_OFFSET], r->ov_off, &r->ndim);
@@ -415,9 +419,9 @@ rc_operation(PyObject *op, PyObject *bound_cls, PyObject *plain_types, rc_region
     if (rc == 1 && (n2 != r->nloops || n3 != r->nloops)) rc = 0;
     if (rc == 1) rc = rc_get(&reader, rc_names[RC_SOURCE], &source);
     if (rc == 1) rc = rc_get(&reader, rc_names[RC_TARGET], &target);
-    if (rc == 1) rc = rc_read_side(source, bound_cls, plain_types, r->ndim, &s_side);
+    if (rc == 1) rc = rc_read_side(source, classes, r->ndim, &s_side);
     if (rc == 1) rc = rc_same_tensor(tensor_id, s_side.tensor_id);
-    if (rc == 1) rc = rc_read_side(target, bound_cls, plain_types, r->ndim, &t_side);
+    if (rc == 1) rc = rc_read_side(target, classes, r->ndim, &t_side);
     if (rc == 1) rc = rc_same_tensor(tensor_id, t_side.tensor_id);
     if (rc == 1) rc = rc_region_canonical(r);
     rc_close(&reader);
@@ -437,6 +441,7 @@ regions_canonical(PyObject *Py_UNUSED(self), PyObject *args)
     int overflow = 0;
     long long start_ll;
     rc_region region;
+    rc_classes classes;
 
     if (!PyArg_ParseTuple(args, "OOOO:regions_canonical", &operations, &start_obj, &bound_cls, &plain_types))
         return NULL;
@@ -456,13 +461,21 @@ regions_canonical(PyObject *Py_UNUSED(self), PyObject *args)
         PyErr_SetString(PyExc_TypeError, "regions_canonical: plain_types must be a tuple of types");
         return NULL;
     }
-    for (Py_ssize_t k = 0; k < PyTuple_Size(plain_types); k++) {
-        PyObject *cls = PyTuple_GetItem(plain_types, k); /* borrowed */
+    classes.bound_cls = bound_cls;
+    classes.nplain = PyTuple_Size(plain_types);
+    if (classes.nplain < 0) return NULL;
+    if (classes.nplain > RC_MAX_PLAIN_TYPES) {
+        PyErr_SetString(PyExc_ValueError, "regions_canonical: too many plain_types");
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < classes.nplain; k++) {
+        PyObject *cls = PyTuple_GetItem(plain_types, k); /* borrowed; the tuple is held by args */
         if (cls == NULL) return NULL;
         if (!PyType_Check(cls)) {
             PyErr_SetString(PyExc_TypeError, "regions_canonical: plain_types must be a tuple of types");
             return NULL;
         }
+        classes.plain[k] = cls;
     }
     count = PyTuple_Size(operations);
     if (count < 0) return NULL;
@@ -478,7 +491,7 @@ regions_canonical(PyObject *Py_UNUSED(self), PyObject *args)
         int rc;
         if (op == NULL) return NULL;
         Py_INCREF(op);
-        rc = rc_operation(op, bound_cls, plain_types, &region);
+        rc = rc_operation(op, &classes, &region);
         Py_DECREF(op);
         if (rc < 0) return NULL;
         if (rc == 0) break;

@@ -654,5 +654,5 @@ def regions_canonical(operations: tuple[Any, ...], start: int, bound_cls: type, 
     ``TransferRegion`` rule of spec §8.4 (the canonical geometry of §11.7 derived again, checked
     int64 arithmetic), or ``len(operations)``. Fields of exact ``plain_types`` instances are read
     from their instance dict; an exact ``bound_cls`` fragment is read through its ``placement``
-    and ``binding``. Non-exact values, ints beyond int64, missing attributes and more than 32
+    and ``binding`` (at most 8 plain types). Non-exact values, ints beyond int64, missing attributes and more than 32
     dimensions are "not proven" (``TransferRegion.__post_init__`` then decides)."""

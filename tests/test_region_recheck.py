@@ -363,6 +363,9 @@ def test_hostile_arguments() -> None:
         _native.regions_canonical(ops, 0, BoundWeightFragment, list(_PLAIN_TYPES))
     with pytest.raises(TypeError):
         _native.regions_canonical(ops, 0, BoundWeightFragment, (TransferRegion, 3))
+    with pytest.raises(ValueError):
+        _native.regions_canonical(ops, 0, BoundWeightFragment, (TransferRegion,) * 9)
+    assert _native.regions_canonical(ops, 0, BoundWeightFragment, (TransferRegion,) * 8) == 1
     for start in (True, 0.0, "0", None, IntSub(0)):
         with pytest.raises(TypeError):
             _native.regions_canonical(ops, start, BoundWeightFragment, _PLAIN_TYPES)
