@@ -466,3 +466,20 @@ def test_bound_fragment_properties_forward_as_the_predicate_reads_them() -> None
         assert prop.fget(fake) == "P"
     fake = types.SimpleNamespace(placement=None, binding=types.SimpleNamespace(nbytes=7))
     assert vars(BoundWeightFragment)["nbytes"].fget(fake) == 7
+
+
+def test_a_subclass_cannot_opt_out_of_the_region_rules() -> None:
+    """The recheck runs ``TransferRegion.__post_init__`` itself, not the operation's own override."""
+
+    class Lenient(TransferRegion):  # type: ignore[type-arg]
+        def __post_init__(self) -> None:
+            pass
+
+    region = _region_2d()
+    lenient = object.__new__(Lenient)
+    lenient.__dict__.update(region.__dict__)
+    assert proven((lenient,)) == 1  # read through getattr: same values, proven
+    object.__setattr__(lenient, "target_base_offset", -1)
+    assert proven((lenient,)) == 0
+    with pytest.raises(ValueError, match="^transfer region base offsets must be non-negative$"):
+        recheck_regions((lenient,))
