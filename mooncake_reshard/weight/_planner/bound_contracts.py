@@ -27,7 +27,7 @@ from ..storage_manifest import (
     validate_weight_manifest_snapshot,
 )
 from ..types import ParallelRank, PlacementFragment
-from .attestation import RuntimeBindingAttestation
+from .attestation import RuntimeBindingAttestation, RuntimeBindingEvidence
 from .bound_validation import (
     _attestation_cache,
     _check_target_physical_ranges,
@@ -243,55 +243,14 @@ class _AttestedView:
         part = placement._part_index().get(participant_id)
         self.part_rank = None if part is None else part.rank
         generation = self.generation = evidence.generation
-        placement_by_id = state["_placement_dict"]
-        expected_by_pfid: dict[str, dict[str, Any]] = {}
-        rows: dict[str, list[tuple[str, dict[str, Any]]]] = {}
-        complete = True
-        for runtime_fragment in evidence.fragments:
-            pfid = runtime_fragment.placement_fragment_id
-            placement_fragment = placement_by_id.get(pfid)
-            if placement_fragment is None:
-                complete = False
-                continue
-            worker_id = runtime_fragment.worker_id
-            fragment_id = runtime_fragment.fragment_id
-            # ``_snapshot_state(placement_fragment, runtime_fragment, generation)``, inline.
-            expected = {
-                "placement_fragment_id": placement_fragment.placement_fragment_id,
-                "fragment_id": fragment_id,
-                "tensor_id": placement_fragment.tensor_id,
-                "global_offset": placement_fragment.global_offset,
-                "local_shape": placement_fragment.local_shape,
-                "address": runtime_fragment.address,
-                "nbytes": runtime_fragment.nbytes,
-                "worker_id": worker_id,
-                "endpoint": runtime_fragment.endpoint,
-                "device": runtime_fragment.device,
-                "itemsize": runtime_fragment.itemsize,
-                "strides_bytes": runtime_fragment.strides_bytes,
-                "storage_address": runtime_fragment.storage_address,
-                "storage_nbytes": runtime_fragment.storage_nbytes,
-                "storage_offset_bytes": runtime_fragment.storage_offset_bytes,
-                "lease_generation": generation,
-            }
-            expected_by_pfid[pfid] = expected
-            bucket = rows.get(worker_id)
-            if bucket is None:
-                rows[worker_id] = [(fragment_id, expected)]
-            else:
-                bucket.append((fragment_id, expected))
-        rows_by_worker: dict[str, tuple[tuple[str, dict[str, Any]], ...]] = {}
-        ids_by_worker: dict[str, tuple[str, ...]] = {}
-        for worker_id, items in rows.items():
-            if len(items) > 1:
-                items.sort(key=_first)
-                rows_by_worker[worker_id] = tuple(items)
-                ids_by_worker[worker_id] = tuple([item[0] for item in items])
-            else:
-                rows_by_worker[worker_id] = (items[0],)
-                ids_by_worker[worker_id] = (items[0][0],)
-        self.expected_by_pfid = expected_by_pfid
-        self.rows_by_worker = rows_by_worker
+        # The rows in C when it decides them (views of fresh attestations, e.g. after unpickling);
+        # ``_python_attested_rows`` is its reference and the fallback.
+        rows = _native.attested_rows(
+            RuntimeBindingAttestation, RuntimeBindingEvidence, RuntimeBindingFragment, attestation
+        )
+        if rows is None:
+            rows = _python_attested_rows(state, evidence, generation)
+        self.expected_by_pfid, self.rows_by_worker, ids_by_worker, complete = rows
         self.ids_by_worker = ids_by_worker
         # Runtime ids are distinct within a binding, so when every evidence fragment has its
         # placement entry the sorted evidence ids per worker are exactly ``ids_by_worker``.
@@ -312,6 +271,62 @@ class _AttestedView:
             else None
         )
         self._objects_by_pfid: Optional[dict[str, RuntimeFragmentSnapshot]] = None
+
+
+def _python_attested_rows(state: dict[str, Any], evidence: Any, generation: Any) -> tuple[Any, Any, Any, bool]:
+    """``(expected_by_pfid, rows_by_worker, ids_by_worker, complete)`` of an attestation (its
+    instance dict ``state``): the expected snapshot field dict of every evidence fragment with a
+    placement entry, per worker the ``(runtime id, expected)`` pairs sorted by runtime id and
+    their ids; ``complete`` is False when some evidence fragment has no placement entry. The
+    reference of ``_native.attested_rows`` and its fallback."""
+    placement_by_id = state["_placement_dict"]
+    expected_by_pfid: dict[str, dict[str, Any]] = {}
+    rows: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    complete = True
+    for runtime_fragment in evidence.fragments:
+        pfid = runtime_fragment.placement_fragment_id
+        placement_fragment = placement_by_id.get(pfid)
+        if placement_fragment is None:
+            complete = False
+            continue
+        worker_id = runtime_fragment.worker_id
+        fragment_id = runtime_fragment.fragment_id
+        # ``_snapshot_state(placement_fragment, runtime_fragment, generation)``, inline.
+        expected = {
+            "placement_fragment_id": placement_fragment.placement_fragment_id,
+            "fragment_id": fragment_id,
+            "tensor_id": placement_fragment.tensor_id,
+            "global_offset": placement_fragment.global_offset,
+            "local_shape": placement_fragment.local_shape,
+            "address": runtime_fragment.address,
+            "nbytes": runtime_fragment.nbytes,
+            "worker_id": worker_id,
+            "endpoint": runtime_fragment.endpoint,
+            "device": runtime_fragment.device,
+            "itemsize": runtime_fragment.itemsize,
+            "strides_bytes": runtime_fragment.strides_bytes,
+            "storage_address": runtime_fragment.storage_address,
+            "storage_nbytes": runtime_fragment.storage_nbytes,
+            "storage_offset_bytes": runtime_fragment.storage_offset_bytes,
+            "lease_generation": generation,
+        }
+        expected_by_pfid[pfid] = expected
+        bucket = rows.get(worker_id)
+        if bucket is None:
+            rows[worker_id] = [(fragment_id, expected)]
+        else:
+            bucket.append((fragment_id, expected))
+    rows_by_worker: dict[str, tuple[tuple[str, dict[str, Any]], ...]] = {}
+    ids_by_worker: dict[str, tuple[str, ...]] = {}
+    for worker_id, items in rows.items():
+        if len(items) > 1:
+            items.sort(key=_first)
+            rows_by_worker[worker_id] = tuple(items)
+            ids_by_worker[worker_id] = tuple([item[0] for item in items])
+        else:
+            rows_by_worker[worker_id] = (items[0],)
+            ids_by_worker[worker_id] = (items[0][0],)
+    return expected_by_pfid, rows_by_worker, ids_by_worker, complete
 
 
 def _first(item: tuple[str, Any]) -> str:

@@ -51,7 +51,11 @@ from dataclasses import fields
 from operator import itemgetter
 from typing import Any, Optional
 
-from .attestation import RuntimeBindingAttestation
+from ... import _native
+from ...contracts.fragments import RuntimeBindingFragment
+from ..placement import WeightPlacementManifest
+from ..types import PlacementFragment, TensorDescriptor
+from .attestation import RuntimeBindingAttestation, RuntimeBindingEvidence
 from .bound_contracts import ExecutorTransferPlan, RuntimeFragmentSnapshot, TransferPlan
 from .contracts import TransferRegion
 from .fragments import BoundWeightFragment
@@ -72,6 +76,12 @@ _EXECUTOR_ATTESTATION_INDEX = _EXECUTOR_FIELDS.index("attestation")
 # The record has the plan's fields minus the derived/optional ones and plus the three tables.
 _RECORD_LENGTH = 11
 _new_object = object.__new__
+_attest_binding = _native.attest_binding
+_PLACEMENT = WeightPlacementManifest
+_EVIDENCE = RuntimeBindingEvidence
+_RUNTIME_FRAGMENT = RuntimeBindingFragment
+_PLACEMENT_FRAGMENT = PlacementFragment
+_TENSOR = TensorDescriptor
 # ``copyreg.__newobj__`` (what default pickling writes; not in the typeshed stubs).
 _NEWOBJ: Any = getattr(copyreg, "__newobj__")
 
@@ -256,7 +266,43 @@ def _pick(table: list[Any], index: Any) -> Any:
 
 def _restore_attestation(placement: Any, evidence: Any) -> RuntimeBindingAttestation:
     """What unpickling an attestation does (``_new_attestation`` then ``__setstate__((placement,
-    evidence))``): the full validated-state routine (spec §9.2, §13) on a new instance."""
+    evidence))``): the full validated-state routine (spec §9.2, §13) on a new instance.
+
+    The common case (exact classes, a known participant) runs that routine in one C call:
+    ``_native.attest_binding`` on the evidence itself (it holds exactly the field values of
+    ``evidence.to_binding()``, read by name) performs every check of
+    ``validate_runtime_binding(placement, evidence.to_binding())`` and of the manifest
+    constructor's normalised shape (scalars, sorted placement ids, distinct runtime ids,
+    exact runtime fragment classes, no owner), and builds the same state. Anything it does not
+    decide (``None``) takes the Python routine, which raises the first failure's message."""
+    if type(placement) is _PLACEMENT and type(evidence) is _EVIDENCE:
+        placement_state = placement.__dict__
+        participant_id = evidence.__dict__.get("participant_id")
+        # The digest only when already known (``placement.digest`` reads this cache; computing
+        # it here could fail before a check the Python routine reports first).
+        digest = placement_state.get("_digest_cache")
+        if type(participant_id) is str and type(digest) is str:
+            part = placement._part_index().get(participant_id)
+            if part is not None:
+                fused = _attest_binding(
+                    RuntimeBindingAttestation,
+                    _EVIDENCE,
+                    _RUNTIME_FRAGMENT,
+                    _PLACEMENT_FRAGMENT,
+                    _TENSOR,
+                    placement,
+                    evidence,
+                    part.fragments,
+                    part.tensors,
+                    placement_state.get("resource_id"),
+                    placement_state.get("placement_id"),
+                    digest,
+                    placement_state.get("revision"),
+                )
+                if fused is not None:
+                    # The unpickled evidence object itself (the C call built an equal one).
+                    fused.__dict__["evidence"] = evidence
+                    return fused  # type: ignore[no-any-return]
     attestation: RuntimeBindingAttestation = _new_object(RuntimeBindingAttestation)
     attestation._set_validated_state(placement, evidence)
     return attestation
