@@ -154,28 +154,40 @@ def _check_executors(
     *,
     tensors: Optional[dict[str, TensorDescriptor]],
 ) -> list[Any]:
-    views = plan._views()
+    # ``x is not y and x != y``: a validated value (ints, strings, tuples of them) equals
+    # itself, and the planner's executors and tensors share the placement's own objects.
+    indices = plan._views().indices
+    placement_id = placement.placement_id
     seen: set[str] = set()
     selected: list[Any] = []
     for executor in executors:
-        if executor.placement_id != placement.placement_id:
+        if executor.placement_id != placement_id:
             raise ValueError(f"logical {side} executor placement differs from {side}")
         participant = executor.participant_id
         if participant in seen:
             raise ValueError(f"logical plan has duplicate {side} executor participant")
         seen.add(participant)
         part = parts.get(participant)
-        if part is None or part.rank != executor.rank:
+        if part is None:
             raise ValueError(f"logical {side} executor differs from {side} placement")
-        expected_ids = tuple(sorted(fragment.placement_fragment_id for fragment in part.fragments))
-        if tuple(executor.placement_fragment_ids) != expected_ids:
+        rank = part.rank
+        executor_rank = executor.rank
+        if rank is not executor_rank and rank != executor_rank:
+            raise ValueError(f"logical {side} executor differs from {side} placement")
+        part_fragments = part.fragments
+        if len(part_fragments) == 1:
+            expected_ids: tuple[str, ...] = (part_fragments[0].placement_fragment_id,)
+        else:
+            expected_ids = tuple(sorted(fragment.placement_fragment_id for fragment in part_fragments))
+        ids = executor.placement_fragment_ids
+        if (ids if type(ids) is tuple else tuple(ids)) != expected_ids:
             raise ValueError(f"logical {side} executor fragments differ from {side} placement")
-        if not views.indices(executor, side):
+        if not indices(executor, side):
             raise ValueError(f"logical {side} executor operations differ from {side} placement")
         if tensors is not None:
             for tensor in part.tensors:
                 known = tensors.setdefault(tensor.tensor_id, tensor)
-                if known != tensor:
+                if known is not tensor and known != tensor:
                     raise ValueError("logical target tensor catalog differs from placement")
         selected.append(part)
     return selected
@@ -191,13 +203,14 @@ def validate_logical_target_coverage(plan: LogicalTransferPlan) -> None:
         fragment = operation.target
         if not isinstance(fragment, PlacementFragment):
             raise ValueError("logical transfer operation target must be a placement")
-        entry = fragments.get(fragment.placement_fragment_id)
+        fragment_id = fragment.placement_fragment_id
+        entry = fragments.get(fragment_id)
         if entry is None or (entry[1] is not fragment and entry[1] != fragment):
             raise ValueError("logical plan and target placement fragment snapshots differ")
         operation_participants.add(entry[0])
-        bucket = by_target.get(fragment.placement_fragment_id)
+        bucket = by_target.get(fragment_id)
         if bucket is None:
-            by_target[fragment.placement_fragment_id] = [operation]
+            by_target[fragment_id] = [operation]
         else:
             bucket.append(operation)
     executors = plan.target_executors
@@ -207,19 +220,23 @@ def validate_logical_target_coverage(plan: LogicalTransferPlan) -> None:
     selected = _check_executors(plan, "target", target, executors, parts, tensors=tensors)
     if {executor.participant_id for executor in executors} != operation_participants:
         raise ValueError("logical target executors differ from planned operations")
-    expected_tensors = tuple(tensors[tensor_id] for tensor_id in sorted(tensors))
-    if tuple(plan.target_tensors) != expected_tensors:
+    if len(tensors) == 1:
+        expected_tensors: tuple[TensorDescriptor, ...] = tuple(tensors.values())
+    else:
+        expected_tensors = tuple(tensors[tensor_id] for tensor_id in sorted(tensors))
+    target_tensors = plan.target_tensors
+    if (target_tensors if type(target_tensors) is tuple else tuple(target_tensors)) != expected_tensors:
         raise ValueError("logical target tensor catalog differs from placement")
     containers: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
     boxes: list[list[tuple[tuple[int, ...], tuple[int, ...]]]] = []
     order: list[str] = []
+    no_operations: tuple[Any, ...] = ()
     for part in selected:
         for fragment in part.fragments:
+            fragment_id = fragment.placement_fragment_id
             containers.append((fragment.global_offset, fragment.local_shape))
-            boxes.append(
-                [(op.overlap_offset, op.overlap_shape) for op in by_target.get(fragment.placement_fragment_id, ())]
-            )
-            order.append(fragment.placement_fragment_id)
+            boxes.append([(op.overlap_offset, op.overlap_shape) for op in by_target.get(fragment_id, no_operations)])
+            order.append(fragment_id)
     failed = exact_cover_failures(containers, boxes)
     if failed is not None:
         raise ValueError(f"logical target fragment is not fully covered: {order[failed]}")
