@@ -1987,7 +1987,187 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * restore_executors: the executors of a TransferPlan pickle record (bound_pickle) */
+
+/* A new instance of the plain (heap, dict-carrying) class cls whose instance dict is dict, as
+ * ``object.__new__(cls)`` then ``__dict__.update(dict)`` leaves it. */
+static PyObject *
+rr_instance(PyObject *cls, PyObject *dict)
+{
+    allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)cls, Py_tp_alloc);
+    if (alloc == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "restore_executors: class has no allocator");
+        return NULL;
+    }
+    PyObject *obj = alloc((PyTypeObject *)cls, 0);
+    if (obj == NULL) return NULL;
+    if (PyObject_GenericSetDict(obj, dict, NULL) < 0) {
+        Py_DECREF(obj);
+        return NULL;
+    }
+    return obj;
+}
+
+/* An exact tuple of n exact str (1), anything else (0). */
+static int
+rr_names(PyObject *names, Py_ssize_t n)
+{
+    if (!PyTuple_CheckExact(names) || PyTuple_Size(names) != n) return 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *name = PyTuple_GetItem(names, k);
+        if (name == NULL) return -1;
+        if (!PyUnicode_CheckExact(name)) return 0;
+    }
+    return 1;
+}
+
+/* A new dict of names[k] -> table[start + k] for k < n (the caller checked the bounds). */
+static PyObject *
+rr_dict(PyObject *names, Py_ssize_t n, PyObject *table, Py_ssize_t start)
+{
+    PyObject *dict = PyDict_New();
+    if (dict == NULL) return NULL;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *name = PyTuple_GetItem(names, k);
+        PyObject *value = name == NULL ? NULL : PyTuple_GetItem(table, start + k);
+        if (value == NULL || PyDict_SetItem(dict, name, value) < 0) {
+            Py_DECREF(dict);
+            return NULL;
+        }
+    }
+    return dict;
+}
+
+/* An exact int in [0, limit) into *out: RV_OK, RV_DECLINE (anything else). */
+static int
+rr_index(PyObject *value, Py_ssize_t limit, Py_ssize_t *out)
+{
+    if (!PyLong_CheckExact(value)) return RV_DECLINE;
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow != 0) return RV_DECLINE;
+    if (x == -1 && PyErr_Occurred()) return RV_ERROR;
+    if (x < 0 || x >= (long long)limit) return RV_DECLINE;
+    *out = (Py_ssize_t)x;
+    return RV_OK;
+}
+
+#define RR_HEAD 10 /* executor fields 0..7, attestation index, snapshot count */
+
+PyDoc_STRVAR(restore_executors_doc,
+"restore_executors(table, attestations, executor_cls, snapshot_cls, executor_fields, snapshot_fields)\n"
+"--\n\n"
+"The executors of a flat executor table of a TransferPlan pickle record (bound_pickle's\n"
+"format: per executor its first 8 fields, its attestation index or None, the number k of its\n"
+"snapshots, then k times the snapshot fields), built as bound_pickle._restore_executors\n"
+"builds them (instance dicts in field order; executor_fields has 10 names, the 9th\n"
+"'fragment_snapshots' and the 10th 'attestation'; attestations is a list). None when the\n"
+"table is not exactly that shape (the Python version then raises its message).");
+
+static PyObject *
+restore_executors(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *table, *attestations, *executor_cls, *snapshot_cls, *executor_fields, *snapshot_fields;
+    if (!PyArg_ParseTuple(args, "OOOOOO:restore_executors", &table, &attestations, &executor_cls, &snapshot_cls,
+                          &executor_fields, &snapshot_fields))
+        return NULL;
+    PyObject *const classes[2] = {executor_cls, snapshot_cls};
+    for (int k = 0; k < 2; k++) {
+        if (!PyType_Check(classes[k]) || !(PyType_GetFlags((PyTypeObject *)classes[k]) & Py_TPFLAGS_HEAPTYPE)) {
+            PyErr_SetString(PyExc_TypeError, "restore_executors: classes must be heap types");
+            return NULL;
+        }
+    }
+    int names_ok = rr_names(executor_fields, RR_HEAD);
+    if (names_ok > 0) names_ok = rr_names(snapshot_fields, PyTuple_Size(snapshot_fields));
+    if (names_ok < 0) return NULL;
+    if (names_ok == 0 || PyTuple_Size(snapshot_fields) < 1) {
+        PyErr_SetString(PyExc_TypeError, "restore_executors: field names must be tuples of str");
+        return NULL;
+    }
+    if (!PyTuple_CheckExact(table) || !PyList_CheckExact(attestations)) Py_RETURN_NONE;
+    const Py_ssize_t size = PyTuple_Size(snapshot_fields);
+    const Py_ssize_t end = PyTuple_Size(table);
+    PyObject *executors = PyList_New(0);
+    if (executors == NULL) return NULL;
+    PyObject *snapshots = NULL, *dict = NULL, *object = NULL;
+    int status = RV_OK;
+    Py_ssize_t position = 0;
+    while (position < end && status == RV_OK) {
+        status = RV_DECLINE;
+        if (end - position < RR_HEAD) break;
+        Py_ssize_t count = 0, start = position + RR_HEAD;
+        int rc = rr_index(PyTuple_GetItem(table, position + 9), PY_SSIZE_T_MAX, &count);
+        if (rc != RV_OK) {
+            status = rc;
+            break;
+        }
+        /* count * size <= end - start, without overflow */
+        if (count > (end - start) / size) break;
+        Py_ssize_t stop = start + count * size;
+        PyObject *attestation = PyTuple_GetItem(table, position + 8); /* borrowed */
+        if (attestation == NULL) {
+            status = RV_ERROR;
+            break;
+        }
+        if (attestation != Py_None) {
+            Py_ssize_t index = 0;
+            rc = rr_index(attestation, PyList_Size(attestations), &index);
+            if (rc != RV_OK) {
+                status = rc;
+                break;
+            }
+            attestation = PyList_GetItem(attestations, index);
+            if (attestation == NULL) {
+                status = RV_ERROR;
+                break;
+            }
+        }
+        status = RV_ERROR;
+        snapshots = PyTuple_New(count);
+        if (snapshots == NULL) break;
+        Py_ssize_t k = 0;
+        for (Py_ssize_t offset = start; offset < stop; offset += size, k++) {
+            dict = rr_dict(snapshot_fields, size, table, offset);
+            if (dict == NULL) break;
+            object = rr_instance(snapshot_cls, dict);
+            Py_CLEAR(dict);
+            if (object == NULL || PyTuple_SetItem(snapshots, k, object) < 0) {
+                object = NULL; /* PyTuple_SetItem stole it even on failure */
+                break;
+            }
+            object = NULL;
+        }
+        if (k != count) break;
+        dict = rr_dict(executor_fields, 8, table, position);
+        if (dict == NULL) break;
+        if (PyDict_SetItem(dict, PyTuple_GetItem(executor_fields, 8), snapshots) < 0) break;
+        if (PyDict_SetItem(dict, PyTuple_GetItem(executor_fields, 9), attestation) < 0) break;
+        Py_CLEAR(snapshots);
+        object = rr_instance(executor_cls, dict);
+        Py_CLEAR(dict);
+        if (object == NULL || PyList_Append(executors, object) < 0) break;
+        Py_CLEAR(object);
+        position = stop;
+        status = RV_OK;
+    }
+    Py_XDECREF(snapshots);
+    Py_XDECREF(dict);
+    Py_XDECREF(object);
+    if (status != RV_OK) {
+        Py_DECREF(executors);
+        if (status == RV_ERROR) return NULL;
+        Py_RETURN_NONE;
+    }
+    PyObject *result = PyList_AsTuple(executors);
+    Py_DECREF(executors);
+    return result;
+}
+
 static PyMethodDef revalidate_methods[] = {
+    {"restore_executors", restore_executors, METH_VARARGS, restore_executors_doc},
     {"revalidate_views", revalidate_views, METH_VARARGS, revalidate_views_doc},
     {"revalidate_coverage", revalidate_coverage, METH_VARARGS, revalidate_coverage_doc},
     {"revalidate_spaces", revalidate_spaces, METH_VARARGS, revalidate_spaces_doc},

@@ -532,6 +532,21 @@ def revalidate_views(
     or ``None`` for a repeated view key, a rank that is not exactly ``rank_type`` or a missing
     field. ``TypeError`` for wrong container types."""
 
+def restore_executors(
+    table: object,
+    attestations: object,
+    executor_cls: type,
+    snapshot_cls: type,
+    executor_fields: tuple[str, ...],
+    snapshot_fields: tuple[str, ...],
+    /,
+) -> Optional[tuple[Any, ...]]:
+    """The executors of a flat executor table of a ``TransferPlan`` pickle record (per executor
+    its first 8 fields, its attestation index or ``None``, the number ``k`` of its snapshots, then
+    ``k`` times the snapshot fields), built as ``bound_pickle._python_restore_executors`` builds
+    them; ``None`` when the table (an exact tuple; ``attestations`` an exact list) is not exactly
+    that shape. ``TypeError`` for classes that are not heap types or bad field name tuples."""
+
 # --- binder.c: runtime binding and executor projection kernels (issue 5) -----
 
 # Each returns exactly the value of the Python code it accelerates, or ``None`` ("not decided

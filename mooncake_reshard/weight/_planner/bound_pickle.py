@@ -77,6 +77,7 @@ _EXECUTOR_ATTESTATION_INDEX = _EXECUTOR_FIELDS.index("attestation")
 _RECORD_LENGTH = 11
 _new_object = object.__new__
 _attest_binding = _native.attest_binding
+_native_restore_executors = _native.restore_executors
 _PLACEMENT = WeightPlacementManifest
 _EVIDENCE = RuntimeBindingEvidence
 _RUNTIME_FRAGMENT = RuntimeBindingFragment
@@ -309,7 +310,21 @@ def _restore_attestation(placement: Any, evidence: Any) -> RuntimeBindingAttesta
 
 
 def _restore_executors(table: Any, attestations: list[Any]) -> tuple[ExecutorTransferPlan, ...]:
-    """Executors and their snapshots by field dict (their default pickling, spec §13)."""
+    """Executors and their snapshots by field dict (their default pickling, spec §13).
+
+    Built in C when the table has exactly the record's shape (``_native.restore_executors``
+    builds the same instance dicts); otherwise ``_python_restore_executors``, its reference,
+    which raises the record's message."""
+    executors: Optional[tuple[ExecutorTransferPlan, ...]] = _native_restore_executors(
+        table, attestations, ExecutorTransferPlan, RuntimeFragmentSnapshot, _EXECUTOR_FIELDS, _SNAPSHOT_FIELDS
+    )
+    if executors is None:
+        executors = _python_restore_executors(table, attestations)
+    return executors
+
+
+def _python_restore_executors(table: Any, attestations: list[Any]) -> tuple[ExecutorTransferPlan, ...]:
+    """``_restore_executors`` in Python (the C version's reference; raises for a bad table)."""
     if type(table) is not tuple:
         raise ValueError(_INVALID)
     executors = []
