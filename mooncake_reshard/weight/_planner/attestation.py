@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Optional
 
@@ -433,18 +433,18 @@ def _evidence_from_validated(binding: WeightRuntimeBindingManifest) -> RuntimeBi
 _ATTESTATION_SLOT = "_mooncake_attestation"
 
 
-def _binding_signature(binding: WeightRuntimeBindingManifest) -> tuple[Any, ...]:
-    return (
-        binding.resource_id,
-        binding.placement_id,
-        binding.placement_digest,
-        binding.instance_id,
-        binding.generation,
-        binding.lease_id,
-        binding.revision,
-        binding.participant_id,
-        binding.fragments,
-    )
+# The field values of a binding, read as attributes (one C call).
+_binding_signature = attrgetter(
+    "resource_id",
+    "placement_id",
+    "placement_digest",
+    "instance_id",
+    "generation",
+    "lease_id",
+    "revision",
+    "participant_id",
+    "fragments",
+)
 
 
 def _remember_attestation(
@@ -509,6 +509,51 @@ def _attest(placement: WeightPlacementManifest, binding: WeightRuntimeBindingMan
             _remember_attestation(placement, binding, built)
             return built
     return RuntimeBindingAttestation._from_validated(placement, binding)
+
+
+def _attest_many(
+    placement: WeightPlacementManifest, bindings: Iterable[WeightRuntimeBindingManifest]
+) -> list[RuntimeBindingAttestation]:
+    """``[_attest(placement, binding) for binding in bindings]`` (the first failure raises),
+    with the placement values the fused C call compares read once."""
+    if type(placement) is not WeightPlacementManifest:
+        return [_attest(placement, binding) for binding in bindings]
+    parts = placement._part_index()
+    identity: Optional[tuple[Any, Any, Any, Any]] = None
+    out: list[RuntimeBindingAttestation] = []
+    for binding in bindings:
+        if type(binding) is not WeightRuntimeBindingManifest:
+            out.append(_attest(placement, binding))
+            continue
+        state = binding.__dict__
+        entry = state.get(_ATTESTATION_SLOT)
+        if entry is not None:
+            out.append(_attest(placement, binding))
+            continue
+        part = parts.get(binding.participant_id)
+        if part is None:
+            out.append(_attest(placement, binding))
+            continue
+        if identity is None:
+            identity = (placement.resource_id, placement.placement_id, placement.digest, placement.revision)
+        fused: Optional[RuntimeBindingAttestation] = _native.attest_binding(
+            RuntimeBindingAttestation,
+            RuntimeBindingEvidence,
+            RuntimeBindingFragment,
+            PlacementFragment,
+            TensorDescriptor,
+            placement,
+            binding,
+            part.fragments,
+            part.tensors,
+            *identity,
+        )
+        if fused is None:
+            out.append(_attest(placement, binding))
+            continue
+        state[_ATTESTATION_SLOT] = (placement, _binding_signature(binding), fused)
+        out.append(fused)
+    return out
 
 
 def _new_attestation(cls: type) -> RuntimeBindingAttestation:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import weakref
+from operator import attrgetter
 from typing import Any, Iterable, Optional, Sequence
 
 from .._address_ranges import validate_runtime_address_ranges
@@ -14,7 +15,7 @@ from ..types import ParallelRank, PlacementFragment
 from ... import _native
 from ...contracts.fragments import RuntimeBindingFragment
 from .attestation import RuntimeBindingAttestation, RuntimeBindingEvidence
-from .attestation import _attest, _cached_attestation
+from .attestation import _attest, _attest_many, _cached_attestation
 from .bound_contracts import ExecutorTransferPlan, RuntimeFragmentSnapshot, TransferPlan, _attested_snapshots
 from . import bound_validation
 from .bound_validation import _attestation_cache, _attestation_values
@@ -269,6 +270,10 @@ def _project_part(
         )
 
 
+# (dp, pp, ep, tp) of an executor's rank, read as attributes (one C call per executor).
+_EXECUTOR_ORDER = attrgetter("rank.dp", "rank.pp", "rank.ep", "rank.tp")
+
+
 def _build_executor_plans_with(
     placements: Sequence[WeightPlacementManifest],
     bindings: Sequence[WeightRuntimeBindingManifest],
@@ -337,7 +342,7 @@ def _build_executor_plans_with(
             _project_attested_part(
                 placement, part, binding, attestation, side, selected_fragment_ids, seen_keys, emitted, out
             )
-    out.sort(key=lambda executor: (executor.rank.dp, executor.rank.pp, executor.rank.ep, executor.rank.tp))
+    out.sort(key=_EXECUTOR_ORDER)
     if selected_fragment_ids is not None and emitted != set(selected_fragment_ids):
         raise ValueError(f"missing selected {side} runtime fragment")
     return tuple(out)
@@ -529,13 +534,18 @@ def _validate_bindings_together(
 
     Returns, per binding, the remembered attestation of an unchanged, already validated
     ``(placement, binding)`` pair (whose per-binding checks are then not repeated) or None."""
-    proven: list[Optional[RuntimeBindingAttestation]] = []
+    # The remembered proof, or validate_runtime_binding then the attestation (remembered also
+    # for bindings that are validated but not kept), binding by binding.
+    proven: list[Optional[RuntimeBindingAttestation]] = list(_attest_many(placement, bindings))
     instances: dict[str, list[WeightRuntimeBindingManifest]] = {}
     for binding in bindings:
-        # The remembered proof, or validate_runtime_binding then the attestation (remembered
-        # also for bindings that are validated but not kept).
-        proven.append(_attest(placement, binding))
-        instances.setdefault(binding.instance_id, []).append(binding)
+        bucket = instances.get(binding.instance_id)
+        if bucket is None:
+            instances[binding.instance_id] = [binding]
+        else:
+            bucket.append(binding)
+    if len(instances) == len(bindings):
+        return proven  # one binding per instance: its ranges were checked with it
     for members in instances.values():
         # A single binding's instance ranges are exactly the per-binding check above.
         if len(members) > 1:
