@@ -97,7 +97,10 @@ _HEX = frozenset("0123456789abcdef")
 
 
 def _attested_executors(
-    placement: WeightPlacementManifest, part: Any, attestation: RuntimeBindingAttestation
+    placement: WeightPlacementManifest,
+    part: Any,
+    attestation: RuntimeBindingAttestation,
+    digest: Optional[str] = None,
 ) -> tuple[tuple[str, tuple[RuntimeFragmentSnapshot, ...], ExecutorTransferPlan], ...]:
     """``(worker_id, snapshots, executor of all of them)`` per worker, sorted (cached on the
     attestation: every value is derived from the attested placement part and evidence)."""
@@ -106,7 +109,8 @@ def _attested_executors(
     cached: Optional[tuple[tuple[str, tuple[RuntimeFragmentSnapshot, ...], ExecutorTransferPlan], ...]] = values.get(key)
     if cached is not None:
         return cached
-    digest = placement.digest
+    if digest is None:
+        digest = placement.digest
     if "snapshots_by_worker" not in values:
         # The attested snapshots per worker exactly as ``_attested_snapshots`` derives them,
         # and the executors over them, in one C call (None: not decided there).
@@ -296,6 +300,7 @@ def _build_executor_plans_with(
     for placement in placements:
         placement_id = placement.placement_id
         part_index = placement._part_index()
+        digest: Optional[str] = None
         for part in placement.parts:
             participant_id = part.participant_id
             binding = by_key.get((placement_id, participant_id))
@@ -315,7 +320,9 @@ def _build_executor_plans_with(
                 [fragment.fragment_id for fragment in attestation.evidence.fragments]
             ):
                 continue  # no attested snapshot of this part is selected (they are a subset)
-            rows = _attested_executors(placement, part, attestation)
+            if digest is None:
+                digest = placement.digest
+            rows = _attested_executors(placement, part, attestation, digest)
             if len(rows) == 1:
                 worker_id, all_snapshots, executor = rows[0]
                 if selected_fragment_ids is not None:
@@ -332,7 +339,11 @@ def _build_executor_plans_with(
                             placement, part, binding, attestation, side, selected_fragment_ids, seen_keys, emitted, out
                         )
                         continue
-                key = _executor_key(part.rank, worker_id)
+                rank = part.rank  # _executor_key(part.rank, worker_id), inline
+                if type(rank) is ParallelRank:
+                    key: tuple[Any, Any] = ((_RANK_TAG, rank.dp, rank.tp, rank.pp, rank.ep), worker_id)
+                else:
+                    key = (rank, worker_id)
                 if key in seen_keys:
                     raise ValueError(f"duplicate {side} executor rank and worker: {(part.rank, worker_id)}")
                 seen_keys.add(key)
@@ -585,32 +596,6 @@ def _attested_bound_fragments(
     Built through the trusted path: placement fragment and evidence fragment are the
     attestation's own entries and the fences are the evidence's, which is exactly what
     ``BoundWeightFragment.__post_init__`` would verify."""
-
-    def build() -> tuple[tuple[str, BoundWeightFragment], ...]:
-        evidence = attestation.evidence
-        binding_by_id = attestation.__dict__["_binding_dict"]
-        placement_by_id = attestation.__dict__["_placement_dict"]
-        rows = []
-        for placement_fragment in part.fragments:
-            fragment_id = placement_fragment.placement_fragment_id
-            runtime = binding_by_id[fragment_id]
-            if placement_by_id.get(fragment_id) is placement_fragment:
-                bound = _trusted_bound_fragment(
-                    placement_fragment, runtime, evidence.instance_id, evidence.lease_id, evidence.generation, attestation
-                )
-            else:
-                bound = BoundWeightFragment(
-                    placement=placement_fragment,
-                    binding=runtime,
-                    instance_id=evidence.instance_id,
-                    runtime_lease_id=evidence.lease_id,
-                    lease_generation=evidence.generation,
-                    owner=None,
-                    attestation=attestation,
-                )
-            rows.append((fragment_id, bound))
-        return tuple(rows)
-
     values = _attestation_values(attestation)
     key = ("bound", id(part))
     rows: Optional[tuple[tuple[str, BoundWeightFragment], ...]] = values.get(key)
@@ -618,9 +603,38 @@ def _attested_bound_fragments(
         # The trusted path for every fragment in one C call (None: not decided there).
         rows = _native.bound_fragments(BoundWeightFragment, RuntimeBindingAttestation, part.fragments, attestation)
         if rows is None:
-            rows = build()
+            rows = _built_bound_rows(attestation, part)
         values[key] = rows
     return rows
+
+
+def _built_bound_rows(
+    attestation: RuntimeBindingAttestation, part: Any
+) -> tuple[tuple[str, BoundWeightFragment], ...]:
+    """``_attested_bound_fragments`` in Python (when the C call does not decide)."""
+    evidence = attestation.evidence
+    binding_by_id = attestation.__dict__["_binding_dict"]
+    placement_by_id = attestation.__dict__["_placement_dict"]
+    rows = []
+    for placement_fragment in part.fragments:
+        fragment_id = placement_fragment.placement_fragment_id
+        runtime = binding_by_id[fragment_id]
+        if placement_by_id.get(fragment_id) is placement_fragment:
+            bound = _trusted_bound_fragment(
+                placement_fragment, runtime, evidence.instance_id, evidence.lease_id, evidence.generation, attestation
+            )
+        else:
+            bound = BoundWeightFragment(
+                placement=placement_fragment,
+                binding=runtime,
+                instance_id=evidence.instance_id,
+                runtime_lease_id=evidence.lease_id,
+                lease_generation=evidence.generation,
+                owner=None,
+                attestation=attestation,
+            )
+        rows.append((fragment_id, bound))
+    return tuple(rows)
 
 
 _PLACEMENT_SLOT = "_mooncake_binding_derived"
