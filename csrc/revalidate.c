@@ -2166,7 +2166,227 @@ restore_executors(PyObject *self, PyObject *args)
     return result;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * restore_fragments: the bound fragments of a TransferPlan pickle record (bound_pickle) */
+
+enum {
+    RB_PLACEMENT,
+    RB_BINDING,
+    RB_INSTANCE_ID,
+    RB_RUNTIME_LEASE_ID,
+    RB_LEASE_GENERATION,
+    RB_OWNER,
+    RB_ATTESTATION,
+    RB_PFID,
+    RB_NBYTES,
+    RB_PLACEMENT_DICT,
+    RB_BINDING_DICT,
+    RB_EVIDENCE,
+    RB_LEASE_ID,
+    RB_GENERATION,
+    RB_NNAMES
+};
+
+static const char *const rb_names[RB_NNAMES] = {
+    "placement", "binding", "instance_id", "runtime_lease_id", "lease_generation", "owner", "attestation",
+    "placement_fragment_id", "nbytes", "_placement_dict", "_binding_dict", "evidence", "lease_id", "generation",
+};
+
+static PyObject *rb_keys[RB_NNAMES];
+
+/* Item name of obj's instance dict (obj of an exact class the caller checked), new reference;
+ * NULL without error when obj has no dict entry for name. */
+static PyObject *
+rb_field(PyObject *obj, int name)
+{
+    PyObject *dict = PyObject_GenericGetDict(obj, NULL);
+    if (dict == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_AttributeError)) PyErr_Clear();
+        return NULL;
+    }
+    PyObject *value = rv_item(dict, rb_keys[name]);
+    Py_DECREF(dict);
+    return value;
+}
+
+/* a == b for two exact str or two exact int (1), anything else (0), error (-1). */
+static int
+rb_equal_exact(PyObject *a, PyObject *b)
+{
+    if (a == NULL || b == NULL) return PyErr_Occurred() ? -1 : 0;
+    int both_str = PyUnicode_CheckExact(a) && PyUnicode_CheckExact(b);
+    int both_int = PyLong_CheckExact(a) && PyLong_CheckExact(b);
+    if (!both_str && !both_int) return 0;
+    return PyObject_RichCompareBool(a, b, Py_EQ);
+}
+
+/* A non-empty exact str (1), anything else (0). */
+static int
+rb_text(PyObject *value)
+{
+    return PyUnicode_CheckExact(value) && PyUnicode_GetLength(value) > 0;
+}
+
+/* The checks of BoundWeightFragment.__post_init__ for (placement, binding, instance_id,
+ * lease_id, generation, owner None, attestation), decided only for the common case: exact
+ * classes, the attestation's entries for the fragment id being these very objects. RV_OK when
+ * every check passes, RV_DECLINE when not decided, RV_ERROR. */
+static int
+rb_fragment_ok(PyObject *const *row, PyObject *attestation, PyObject *const *classes)
+{
+    PyObject *placement = row[0], *binding = row[1], *instance_id = row[2], *lease_id = row[3];
+    PyObject *generation = row[4];
+    if ((PyObject *)Py_TYPE(placement) != classes[1] || (PyObject *)Py_TYPE(binding) != classes[2]) return RV_DECLINE;
+    if (!rb_text(instance_id) || !rb_text(lease_id) || !PyLong_CheckExact(generation)) return RV_DECLINE;
+    unsigned long long g = PyLong_AsUnsignedLongLong(generation);
+    if (g == (unsigned long long)-1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return RV_ERROR;
+        PyErr_Clear();
+        return RV_DECLINE;
+    }
+    PyObject *values[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
+    int status = RV_DECLINE;
+    values[0] = rb_field(placement, RB_PFID);
+    values[1] = values[0] == NULL ? NULL : rb_field(binding, RB_PFID);
+    values[2] = values[1] == NULL ? NULL : rb_field(placement, RB_NBYTES);
+    values[3] = values[2] == NULL ? NULL : rb_field(binding, RB_NBYTES);
+    values[4] = values[3] == NULL ? NULL : rb_field(binding, RB_OWNER);
+    if (values[4] == NULL) goto done;
+    int same = rb_equal_exact(values[0], values[1]);
+    if (same > 0 && !PyUnicode_CheckExact(values[0])) same = 0;
+    if (same > 0) same = rb_equal_exact(values[2], values[3]);
+    if (same <= 0) {
+        status = same < 0 ? RV_ERROR : RV_DECLINE;
+        goto done;
+    }
+    if (values[4] != Py_None) goto done; /* owner differs from None */
+    if (attestation != Py_None) {
+        if ((PyObject *)Py_TYPE(attestation) != classes[3]) goto done;
+        PyObject *dict = PyObject_GenericGetDict(attestation, NULL);
+        if (dict == NULL) {
+            status = RV_ERROR;
+            goto done;
+        }
+        PyObject *pdict = PyDict_GetItemWithError(dict, rb_keys[RB_PLACEMENT_DICT]); /* borrowed */
+        PyObject *bdict = pdict == NULL ? NULL : PyDict_GetItemWithError(dict, rb_keys[RB_BINDING_DICT]);
+        PyObject *evidence = bdict == NULL ? NULL : PyDict_GetItemWithError(dict, rb_keys[RB_EVIDENCE]);
+        Py_XINCREF(pdict);
+        Py_XINCREF(bdict);
+        Py_XINCREF(evidence);
+        Py_DECREF(dict);
+        int ok = 0;
+        if (evidence != NULL && PyDict_CheckExact(pdict) && PyDict_CheckExact(bdict) &&
+            (PyObject *)Py_TYPE(evidence) == classes[4]) {
+            PyObject *expected_placement = PyDict_GetItemWithError(pdict, values[0]); /* borrowed */
+            PyObject *expected_binding =
+                expected_placement == NULL ? NULL : PyDict_GetItemWithError(bdict, values[0]);
+            /* validates(): the very objects (equal ones are left to the Python path) */
+            ok = expected_placement == placement && expected_binding == binding;
+            if (ok) {
+                values[5] = rb_field(evidence, RB_INSTANCE_ID);
+                int fence = rb_equal_exact(instance_id, values[5]);
+                Py_CLEAR(values[5]);
+                if (fence > 0) {
+                    values[5] = rb_field(evidence, RB_LEASE_ID);
+                    fence = rb_equal_exact(lease_id, values[5]);
+                    Py_CLEAR(values[5]);
+                }
+                if (fence > 0) {
+                    values[5] = rb_field(evidence, RB_GENERATION);
+                    fence = rb_equal_exact(generation, values[5]);
+                    Py_CLEAR(values[5]);
+                }
+                ok = fence;
+            }
+        }
+        Py_XDECREF(pdict);
+        Py_XDECREF(bdict);
+        Py_XDECREF(evidence);
+        if (ok < 0 || PyErr_Occurred()) {
+            status = RV_ERROR;
+            goto done;
+        }
+        if (!ok) goto done;
+    }
+    status = RV_OK;
+done:
+    for (int k = 0; k < 6; k++) Py_XDECREF(values[k]);
+    if (status == RV_DECLINE && PyErr_Occurred()) status = RV_ERROR;
+    return status;
+}
+
+PyDoc_STRVAR(restore_fragments_doc,
+"restore_fragments(table, attestations, bound_cls, placement_fragment_cls, runtime_fragment_cls,\n"
+"                  attestation_cls, evidence_cls)\n"
+"--\n\n"
+"The bound fragments of a flat fragment table of a TransferPlan pickle record (six items per\n"
+"fragment: placement, binding, instance_id, runtime_lease_id, lease_generation, attestation\n"
+"index or None; attestations a list of restored attestations), built as\n"
+"BoundWeightFragment._restore builds them, when every fragment passes the constructor's checks\n"
+"in the common case (exact classes, equal exact str ids and exact int byte sizes, non-empty\n"
+"exact str instance and lease ids, a generation in [0, 2**64), no runtime owner, and the\n"
+"attestation's entries for the fragment id being these very placement and binding objects with\n"
+"an equal runtime fence). None when anything is not decided here.");
+
+static PyObject *
+restore_fragments(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *table, *attestations;
+    PyObject *classes[5];
+    if (!PyArg_ParseTuple(args, "OOOOOOO:restore_fragments", &table, &attestations, &classes[0], &classes[1],
+                          &classes[2], &classes[3], &classes[4]))
+        return NULL;
+    for (int k = 0; k < 5; k++) {
+        if (!PyType_Check(classes[k]) || !(PyType_GetFlags((PyTypeObject *)classes[k]) & Py_TPFLAGS_HEAPTYPE)) {
+            PyErr_SetString(PyExc_TypeError, "restore_fragments: classes must be heap types");
+            return NULL;
+        }
+    }
+    if (!PyTuple_CheckExact(table) || !PyList_CheckExact(attestations)) Py_RETURN_NONE;
+    const Py_ssize_t end = PyTuple_Size(table);
+    if (end % 6 != 0) Py_RETURN_NONE;
+    PyObject *fragments = PyTuple_New(end / 6);
+    if (fragments == NULL) return NULL;
+    int status = RV_OK;
+    for (Py_ssize_t position = 0; position < end && status == RV_OK; position += 6) {
+        PyObject *row[6];
+        for (int k = 0; k < 6; k++) row[k] = PyTuple_GetItem(table, position + k); /* borrowed */
+        PyObject *attestation = row[5];
+        if (attestation != Py_None) {
+            Py_ssize_t index = 0;
+            status = rr_index(attestation, PyList_Size(attestations), &index);
+            if (status != RV_OK) break;
+            attestation = PyList_GetItem(attestations, index);
+            if (attestation == NULL) {
+                status = RV_ERROR;
+                break;
+            }
+        }
+        status = rb_fragment_ok(row, attestation, classes);
+        if (status != RV_OK) break;
+        status = RV_ERROR;
+        PyObject *dict = PyDict_New();
+        if (dict == NULL) break;
+        int failed = 0;
+        for (int k = 0; k < 5 && !failed; k++) failed = PyDict_SetItem(dict, rb_keys[k], row[k]) < 0;
+        if (!failed) failed = PyDict_SetItem(dict, rb_keys[RB_OWNER], Py_None) < 0;
+        if (!failed) failed = PyDict_SetItem(dict, rb_keys[RB_ATTESTATION], attestation) < 0;
+        PyObject *fragment = failed ? NULL : rr_instance(classes[0], dict);
+        Py_DECREF(dict);
+        if (fragment == NULL || PyTuple_SetItem(fragments, position / 6, fragment) < 0) break;
+        status = RV_OK;
+    }
+    if (status != RV_OK) {
+        Py_DECREF(fragments);
+        if (status == RV_ERROR) return NULL;
+        Py_RETURN_NONE;
+    }
+    return fragments;
+}
+
 static PyMethodDef revalidate_methods[] = {
+    {"restore_fragments", restore_fragments, METH_VARARGS, restore_fragments_doc},
     {"restore_executors", restore_executors, METH_VARARGS, restore_executors_doc},
     {"revalidate_views", revalidate_views, METH_VARARGS, revalidate_views_doc},
     {"revalidate_coverage", revalidate_coverage, METH_VARARGS, revalidate_coverage_doc},
@@ -2209,6 +2429,11 @@ Init_Revalidate(PyObject *module)
         if (rf_keys[k] != NULL) continue;
         rf_keys[k] = PyUnicode_InternFromString(rf_names[k]);
         if (rf_keys[k] == NULL) return -1;
+    }
+    for (int k = 0; k < RB_NNAMES; k++) {
+        if (rb_keys[k] != NULL) continue;
+        rb_keys[k] = PyUnicode_InternFromString(rb_names[k]);
+        if (rb_keys[k] == NULL) return -1;
     }
     return PyModule_AddFunctions(module, revalidate_methods);
 }

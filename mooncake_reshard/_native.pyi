@@ -547,6 +547,23 @@ def restore_executors(
     them; ``None`` when the table (an exact tuple; ``attestations`` an exact list) is not exactly
     that shape. ``TypeError`` for classes that are not heap types or bad field name tuples."""
 
+def restore_fragments(
+    table: object,
+    attestations: object,
+    bound_cls: type,
+    placement_fragment_cls: type,
+    runtime_fragment_cls: type,
+    attestation_cls: type,
+    evidence_cls: type,
+    /,
+) -> Optional[tuple[Any, ...]]:
+    """The bound fragments of a flat fragment table of a ``TransferPlan`` pickle record (six
+    items per fragment: placement, binding, instance_id, runtime_lease_id, lease_generation,
+    attestation index or ``None``), built as ``BoundWeightFragment._restore`` builds them, when
+    every fragment passes the constructor's checks in the common case (exact classes, the
+    attestation's entries being these very objects, an equal runtime fence); ``None`` when
+    anything is not decided here. ``TypeError`` for classes that are not heap types."""
+
 # --- binder.c: runtime binding and executor projection kernels (issue 5) -----
 
 # Each returns exactly the value of the Python code it accelerates, or ``None`` ("not decided

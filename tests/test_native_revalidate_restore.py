@@ -5,6 +5,7 @@ including hostile counts and indices (wrong types, huge ints, negatives, truncat
 
 from __future__ import annotations
 
+import copy
 import pickle
 from typing import Any
 
@@ -163,3 +164,145 @@ def test_generated_tables_agree_with_the_reference(
     if tail and len(tail) % 2:
         items += tail
     _check(tuple(items), attestations)
+
+
+# --- restore_fragments ------------------------------------------------------------------------
+
+from mooncake.reshard.contracts.fragments import RuntimeBindingFragment  # noqa: E402
+from mooncake.reshard.weight._planner.attestation import (  # noqa: E402
+    RuntimeBindingAttestation,
+    RuntimeBindingEvidence,
+)
+from mooncake.reshard.weight._planner.fragments import BoundWeightFragment  # noqa: E402
+from mooncake.reshard.weight.types import PlacementFragment  # noqa: E402
+
+
+def _native_fragments(table: Any, attestations: Any) -> Any:
+    return _native.restore_fragments(
+        table,
+        attestations,
+        BoundWeightFragment,
+        PlacementFragment,
+        RuntimeBindingFragment,
+        RuntimeBindingAttestation,
+        RuntimeBindingEvidence,
+    )
+
+
+def _reference_fragments(table: Any, attestations: list[Any]) -> Any:
+    """``BoundWeightFragment._restore`` per row (the attestations already restored)."""
+    try:
+        if type(table) is not tuple or len(table) % 6:
+            raise ValueError(_INVALID)
+        rows = []
+        for start in range(0, len(table), 6):
+            index = table[start + 5]
+            if index is not None and (type(index) is not int or not 0 <= index < len(attestations)):
+                raise ValueError(_INVALID)
+            attestation = None if index is None else attestations[index]
+            rows.append(BoundWeightFragment._restore(*table[start : start + 5], attestation))
+        return ("ok", tuple(rows))
+    except ValueError as error:
+        return ("error", str(error))
+
+
+def _check_fragments(table: Any, attestations: list[Any]) -> bool:
+    native = _native_fragments(table, attestations)
+    expected = _reference_fragments(table, attestations)
+    if native is None:
+        return False
+    assert expected[0] == "ok", expected
+    assert type(native) is tuple and len(native) == len(expected[1])
+    for mine, theirs in zip(native, expected[1]):
+        assert type(mine) is BoundWeightFragment
+        assert list(mine.__dict__) == list(theirs.__dict__)
+        for name, value in theirs.__dict__.items():
+            assert mine.__dict__[name] is value, name
+    return True
+
+
+def test_record_fragments_equal_the_reference(record: tuple[Any, ...]) -> None:
+    attestations = _attestations(record)
+    assert _check_fragments(record[7], attestations)
+    assert _check_fragments((), attestations)
+
+
+def _fragment_edits(table: tuple[Any, ...], attestations: list[Any]) -> list[tuple[Any, ...]]:
+    placement, binding, instance_id, lease_id, generation, index = table[:6]
+    rest = table[6:]
+    other = next(i for i in range(0, len(table), 6) if table[i + 5] != index)
+    forged_binding = copy.copy(binding)
+    object.__setattr__(forged_binding, "nbytes", binding.nbytes + 1)
+    renamed = copy.copy(placement)
+    object.__setattr__(renamed, "placement_fragment_id", "other")
+    owned = copy.copy(binding)
+    object.__setattr__(owned, "owner", object())
+    rows = [
+        (placement, binding, instance_id, lease_id, generation, None),
+        (copy.copy(placement), binding, instance_id, lease_id, generation, index),
+        (placement, copy.copy(binding), instance_id, lease_id, generation, index),
+        (placement, forged_binding, instance_id, lease_id, generation, index),
+        (renamed, binding, instance_id, lease_id, generation, index),
+        (placement, owned, instance_id, lease_id, generation, index),
+        (placement, binding, "", lease_id, generation, index),
+        (placement, binding, "elsewhere", lease_id, generation, index),
+        (placement, binding, instance_id, "stolen", generation, index),
+        (placement, binding, instance_id, None, generation, index),
+        (placement, binding, instance_id, lease_id, generation + 1, index),
+        (placement, binding, instance_id, lease_id, -1, index),
+        (placement, binding, instance_id, lease_id, 2**64, index),
+        (placement, binding, instance_id, lease_id, 2**70, index),
+        (placement, binding, instance_id, lease_id, True, index),
+        (placement, binding, instance_id, lease_id, generation, table[other + 5]),
+        (placement, binding, instance_id, lease_id, generation, len(attestations)),
+        (placement, binding, instance_id, lease_id, generation, -1),
+        (placement, binding, instance_id, lease_id, generation, 2**64),
+        (placement, binding, instance_id, lease_id, generation, True),
+        (binding, placement, instance_id, lease_id, generation, index),
+        ("placement", binding, instance_id, lease_id, generation, index),
+    ]
+    return [row + rest for row in rows] + [table[:-1], table + table[:5]]
+
+
+def test_hostile_fragment_rows_decline_or_equal_the_reference(record: tuple[Any, ...]) -> None:
+    attestations = _attestations(record)
+    declined = 0
+    for edited in _fragment_edits(record[7], attestations):
+        if not _check_fragments(edited, attestations):
+            declined += 1
+    # Everything above except the copies of equal objects (left to Python) and the
+    # attestation-free row (accepted: no attestation to check) declines.
+    assert declined >= 19
+    assert _native_fragments(list(record[7]), attestations) is None
+    assert _native_fragments(record[7], tuple(attestations)) is None
+    forged = copy.copy(attestations[record[7][5]])
+    object.__setattr__(forged, "_placement_dict", dict(forged._placement_dict))
+    forged._placement_dict.pop(record[7][0].placement_fragment_id)
+    swapped = list(attestations)
+    swapped[record[7][5]] = forged
+    assert _native_fragments(record[7], swapped) is None
+    assert _reference_fragments(record[7], swapped)[0] == "error"
+    with pytest.raises(TypeError):
+        _native.restore_fragments(record[7], attestations, BoundWeightFragment, PlacementFragment)
+    with pytest.raises(TypeError):
+        _native.restore_fragments(record[7], attestations, int, PlacementFragment, RuntimeBindingFragment,
+                                  RuntimeBindingAttestation, RuntimeBindingEvidence)
+
+
+def test_first_failure_order_is_kept(record: tuple[Any, ...]) -> None:
+    """A bad fragment before the first use of a bad attestation: the fragment's message, as the
+    one-at-a-time reference reports it (the fast path never decides the order)."""
+    plan_record = list(record)
+    fragments = list(record[7])
+    fragments[2] = ""  # the first fragment's instance id
+    last = max(i for i in range(5, len(fragments), 6) if fragments[i] is not None)
+    late = fragments[last]
+    if all(fragments[i] != late for i in range(5, 6 * 1, 6)):
+        attestation_table = list(record[6])
+        evidence = copy.copy(attestation_table[2 * late + 1])
+        object.__setattr__(evidence, "lease_id", "")
+        attestation_table[2 * late + 1] = evidence
+        plan_record[6] = tuple(attestation_table)
+    plan_record[7] = tuple(fragments)
+    with pytest.raises(ValueError, match="bound fragment instance_id must be non-empty"):
+        bound_pickle._restore_transfer_plan(*plan_record)

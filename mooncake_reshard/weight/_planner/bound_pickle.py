@@ -78,6 +78,7 @@ _RECORD_LENGTH = 11
 _new_object = object.__new__
 _attest_binding = _native.attest_binding
 _native_restore_executors = _native.restore_executors
+_native_restore_fragments = _native.restore_fragments
 _PLACEMENT = WeightPlacementManifest
 _EVIDENCE = RuntimeBindingEvidence
 _RUNTIME_FRAGMENT = RuntimeBindingFragment
@@ -353,6 +354,67 @@ def _python_restore_executors(table: Any, attestations: list[Any]) -> tuple[Exec
     return tuple(executors)
 
 
+def _restore_bound(attestation_rows: list[Any], fragment_table: Any) -> tuple[list[Any], Any]:
+    """The attestations and bound fragments of a record, one fragment at a time (the reference;
+    raises the first failure): attestations are restored at first use, in the order the
+    object-by-object format met them, then those only executors use."""
+    attestations: list[Any] = [None] * len(attestation_rows)
+    fragments: list[Any] = []
+    restore_fragment = BoundWeightFragment._restore
+    for placement, binding, instance_id, lease_id, generation, attestation_index in _groups(fragment_table, 6):
+        attestation = None
+        if attestation_index is not None:
+            if type(attestation_index) is not int or not 0 <= attestation_index < len(attestations):
+                raise ValueError(_INVALID)
+            attestation = attestations[attestation_index]
+            if attestation is None:
+                attestation = attestations[attestation_index] = _restore_attestation(
+                    *attestation_rows[attestation_index]
+                )
+        fragments.append(restore_fragment(placement, binding, instance_id, lease_id, generation, attestation))
+    for index, attestation in enumerate(attestations):
+        if attestation is None:  # used by executors only
+            attestations[index] = _restore_attestation(*attestation_rows[index])
+    return attestations, fragments
+
+
+def _restore_bound_fast(attestation_rows: list[Any], fragment_table: Any) -> Optional[tuple[list[Any], Any]]:
+    """``_restore_bound`` when nothing fails: the attestations in the same first-use order,
+    then every bound fragment's constructor checks decided in one C call
+    (``_native.restore_fragments``). None when any attestation fails or the C call does not
+    decide: the caller then runs ``_restore_bound`` from the start, which raises the first
+    failure in the reference order."""
+    if type(fragment_table) is not tuple or len(fragment_table) % 6:
+        return None
+    count = len(attestation_rows)
+    attestations: list[Any] = [None] * count
+    try:
+        for attestation_index in fragment_table[5::6]:
+            if attestation_index is None:
+                continue
+            if type(attestation_index) is not int or not 0 <= attestation_index < count:
+                return None
+            if attestations[attestation_index] is None:
+                attestations[attestation_index] = _restore_attestation(*attestation_rows[attestation_index])
+        for index in range(count):
+            if attestations[index] is None:
+                attestations[index] = _restore_attestation(*attestation_rows[index])
+    except Exception:  # the reference order decides which failure is reported
+        return None
+    fragments = _native_restore_fragments(
+        fragment_table,
+        attestations,
+        BoundWeightFragment,
+        _PLACEMENT_FRAGMENT,
+        _RUNTIME_FRAGMENT,
+        RuntimeBindingAttestation,
+        _EVIDENCE,
+    )
+    if fragments is None:
+        return None
+    return attestations, fragments
+
+
 def _restore_transfer_plan(*record: Any) -> TransferPlan:
     """Rebuild a plan from its compact record through the validating paths (module docstring)."""
     if len(record) != _RECORD_LENGTH or type(record[0]) is not int or record[0] != _FORMAT:
@@ -371,24 +433,11 @@ def _restore_transfer_plan(*record: Any) -> TransferPlan:
         target_table,
     ) = record
     attestation_rows = list(_groups(attestation_table, 2))
-    attestations: list[Any] = [None] * len(attestation_rows)
-    fragments: list[Any] = []
-    restore_fragment = BoundWeightFragment._restore
-    # Attestations are restored at first use, in the order the object-by-object format met them.
-    for placement, binding, instance_id, lease_id, generation, attestation_index in _groups(fragment_table, 6):
-        attestation = None
-        if attestation_index is not None:
-            if type(attestation_index) is not int or not 0 <= attestation_index < len(attestations):
-                raise ValueError(_INVALID)
-            attestation = attestations[attestation_index]
-            if attestation is None:
-                attestation = attestations[attestation_index] = _restore_attestation(
-                    *attestation_rows[attestation_index]
-                )
-        fragments.append(restore_fragment(placement, binding, instance_id, lease_id, generation, attestation))
-    for index, attestation in enumerate(attestations):
-        if attestation is None:  # used by executors only
-            attestations[index] = _restore_attestation(*attestation_rows[index])
+    restored = _restore_bound_fast(attestation_rows, fragment_table)
+    if restored is None:
+        attestations, fragments = _restore_bound(attestation_rows, fragment_table)
+    else:
+        attestations, fragments = restored
     operations = []
     count = len(fragments)
     for row in _groups(operation_table, _REGION_COUNT):
