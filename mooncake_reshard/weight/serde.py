@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ..contracts.ids import ParticipantId, TopologyId
-from ._canonical import canonical_json_with_parts, tensor_object, topology_object
+from ._canonical import placement_wire_json
 from ._json import load_strict_json
 from .part import WeightPlacementPart
 from .placement import WeightPlacementManifest
@@ -75,17 +75,8 @@ def weight_placement_to_json(placement: WeightPlacementManifest) -> str:
     """Canonical JSON text of ``placement`` (sorted keys, compact, ASCII)."""
     if not isinstance(placement, WeightPlacementManifest):
         raise ValueError("placement must be a WeightPlacementManifest")
-    payload = {
-        "resource_kind": "model_weight",
-        "resource_id": placement.resource_id,
-        "revision": placement.revision,
-        "weight_generation": placement.weight_generation,
-        "placement_set_id": placement.placement_set_id,
-        "placement_id": placement.placement_id,
-        "topology": topology_object(placement.topology),
-        "tensors": [tensor_object(tensor) for tensor in placement.tensors],
-    }
-    return canonical_json_with_parts(payload, placement.parts)
+    # The same text the digest hashes; the tensor catalog is encoded in C without dicts.
+    return placement_wire_json(placement)
 
 
 def _object(value: Any, label: str, keys: frozenset[str]) -> dict[str, Any]:
