@@ -317,9 +317,15 @@ def exact_cover_failures(
     total = 0
     for index, ((offset, shape), members) in enumerate(zip(containers, boxes)):
         rank = len(offset)
-        if rank == 0 or len(shape) != rank or any(
-            len(o) != rank or len(s) != rank for o, s in members
-        ):
+        if rank == 0 or len(shape) != rank:
+            ranks_differ = True
+        elif len(members) == 1:
+            # The common single box, without a generator.
+            ((box_offset, box_shape),) = members
+            ranks_differ = len(box_offset) != rank or len(box_shape) != rank
+        else:
+            ranks_differ = any(len(o) != rank or len(s) != rank for o, s in members)
+        if ranks_differ:
             # Ranks disagree, so this container cannot be covered; an earlier one may fail first.
             prior = exact_cover_failures(containers[:index], boxes[:index]) if index else None
             return index if prior is None else prior
