@@ -2385,7 +2385,70 @@ restore_fragments(PyObject *self, PyObject *args)
     return fragments;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * restore_regions: the operations of a TransferPlan pickle record (bound_pickle) */
+
+PyDoc_STRVAR(restore_regions_doc,
+"restore_regions(table, fragments, region_cls, region_fields)\n"
+"--\n\n"
+"The TransferRegions of a flat operation table of a TransferPlan pickle record (per operation\n"
+"its field values in field order, the 2nd and 3rd being indices into the tuple fragments),\n"
+"built as bound_pickle._restore_transfer_plan builds them (instance dicts in field order, the\n"
+"indices replaced by their fragments; region_fields a tuple of str). None when the table is\n"
+"not exactly that shape (the Python version then raises its message).");
+
+static PyObject *
+restore_regions(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *table, *fragments, *region_cls, *names;
+    if (!PyArg_ParseTuple(args, "OOOO:restore_regions", &table, &fragments, &region_cls, &names)) return NULL;
+    if (!PyType_Check(region_cls) || !(PyType_GetFlags((PyTypeObject *)region_cls) & Py_TPFLAGS_HEAPTYPE)) {
+        PyErr_SetString(PyExc_TypeError, "restore_regions: classes must be heap types");
+        return NULL;
+    }
+    int names_ok = PyTuple_CheckExact(names) ? rr_names(names, PyTuple_Size(names)) : 0;
+    if (names_ok < 0) return NULL;
+    if (names_ok == 0 || PyTuple_Size(names) < 3) {
+        PyErr_SetString(PyExc_TypeError, "restore_regions: field names must be a tuple of str");
+        return NULL;
+    }
+    if (!PyTuple_CheckExact(table) || !PyTuple_CheckExact(fragments)) Py_RETURN_NONE;
+    const Py_ssize_t size = PyTuple_Size(names);
+    const Py_ssize_t end = PyTuple_Size(table);
+    const Py_ssize_t count = PyTuple_Size(fragments);
+    if (end % size != 0) Py_RETURN_NONE;
+    PyObject *regions = PyTuple_New(end / size);
+    if (regions == NULL) return NULL;
+    int status = RV_OK;
+    for (Py_ssize_t position = 0; position < end && status == RV_OK; position += size) {
+        Py_ssize_t source = 0, target = 0;
+        status = rr_index(PyTuple_GetItem(table, position + 1), count, &source);
+        if (status == RV_OK) status = rr_index(PyTuple_GetItem(table, position + 2), count, &target);
+        if (status != RV_OK) break;
+        status = RV_ERROR;
+        PyObject *dict = rr_dict(names, size, table, position);
+        if (dict == NULL) break;
+        if (PyDict_SetItem(dict, PyTuple_GetItem(names, 1), PyTuple_GetItem(fragments, source)) < 0 ||
+            PyDict_SetItem(dict, PyTuple_GetItem(names, 2), PyTuple_GetItem(fragments, target)) < 0) {
+            Py_DECREF(dict);
+            break;
+        }
+        PyObject *region = rr_instance(region_cls, dict);
+        Py_DECREF(dict);
+        if (region == NULL || PyTuple_SetItem(regions, position / size, region) < 0) break;
+        status = RV_OK;
+    }
+    if (status != RV_OK) {
+        Py_DECREF(regions);
+        if (status == RV_ERROR) return NULL;
+        Py_RETURN_NONE;
+    }
+    return regions;
+}
+
 static PyMethodDef revalidate_methods[] = {
+    {"restore_regions", restore_regions, METH_VARARGS, restore_regions_doc},
     {"restore_fragments", restore_fragments, METH_VARARGS, restore_fragments_doc},
     {"restore_executors", restore_executors, METH_VARARGS, restore_executors_doc},
     {"revalidate_views", revalidate_views, METH_VARARGS, revalidate_views_doc},

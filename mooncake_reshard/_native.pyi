@@ -564,6 +564,13 @@ def restore_fragments(
     attestation's entries being these very objects, an equal runtime fence); ``None`` when
     anything is not decided here. ``TypeError`` for classes that are not heap types."""
 
+def restore_regions(table: object, fragments: object, region_cls: type, region_fields: tuple[str, ...], /) -> Optional[tuple[Any, ...]]:
+    """The ``TransferRegion``s of a flat operation table of a ``TransferPlan`` pickle record (per
+    operation its field values in field order, the 2nd and 3rd being indices into the tuple
+    ``fragments``), built as ``bound_pickle._python_restore_regions`` builds them; ``None`` when
+    the table is not exactly that shape. ``TypeError`` for a class that is not a heap type or
+    bad field names."""
+
 # --- binder.c: runtime binding and executor projection kernels (issue 5) -----
 
 # Each returns exactly the value of the Python code it accelerates, or ``None`` ("not decided

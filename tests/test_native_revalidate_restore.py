@@ -306,3 +306,53 @@ def test_first_failure_order_is_kept(record: tuple[Any, ...]) -> None:
     plan_record[7] = tuple(fragments)
     with pytest.raises(ValueError, match="bound fragment instance_id must be non-empty"):
         bound_pickle._restore_transfer_plan(*plan_record)
+
+
+# --- restore_regions --------------------------------------------------------------------------
+
+from mooncake.reshard.weight._planner.bound_pickle import _REGION_FIELDS, _python_restore_regions  # noqa: E402
+from mooncake.reshard.weight._planner.contracts import TransferRegion  # noqa: E402
+
+
+def _check_regions(table: Any, fragments: tuple[Any, ...]) -> bool:
+    native = _native.restore_regions(table, fragments, TransferRegion, _REGION_FIELDS)
+    try:
+        expected: Any = ("ok", _python_restore_regions(table, list(fragments)))
+    except ValueError as error:
+        expected = ("error", str(error))
+    if native is None:
+        assert expected == ("error", _INVALID)
+        return False
+    assert expected[0] == "ok"
+    assert type(native) is tuple and len(native) == len(expected[1])
+    for mine, theirs in zip(native, expected[1]):
+        assert type(mine) is TransferRegion
+        assert list(mine.__dict__) == list(theirs.__dict__)
+        for name, value in theirs.__dict__.items():
+            assert mine.__dict__[name] is value
+    return True
+
+
+def test_record_regions_equal_the_reference_and_hostile_tables_decline(record: tuple[Any, ...]) -> None:
+    attestations = _attestations(record)
+    fragments = _native_fragments(record[7], attestations)
+    assert fragments is not None
+    table = record[8]
+    assert _check_regions(table, fragments) and _check_regions((), fragments)
+    size = len(_REGION_FIELDS)
+    declined = 0
+    for position in (1, 2):
+        for value in (-1, len(fragments), 2**63, 2**64, -(2**66), True, 1.0, None, "0"):
+            edited = table[:position] + (value,) + table[position + 1 :]
+            declined += not _check_regions(edited, fragments)
+            later = table[: size + position] + (value,) + table[size + position + 1 :]
+            declined += not _check_regions(later, fragments)
+    for edited in (table[:-1], table + (None,), list(table), None):
+        declined += not _check_regions(edited, fragments)
+    assert declined == 40
+    assert _native.restore_regions(table, list(fragments), TransferRegion, _REGION_FIELDS) is None
+    for names in ((), list(_REGION_FIELDS), _REGION_FIELDS[:10] + (3,)):
+        with pytest.raises(TypeError):
+            _native.restore_regions(table, fragments, TransferRegion, names)
+    with pytest.raises(TypeError):
+        _native.restore_regions(table, fragments, int, _REGION_FIELDS)

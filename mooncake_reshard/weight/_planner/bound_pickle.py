@@ -79,6 +79,7 @@ _new_object = object.__new__
 _attest_binding = _native.attest_binding
 _native_restore_executors = _native.restore_executors
 _native_restore_fragments = _native.restore_fragments
+_native_restore_regions = _native.restore_regions
 _PLACEMENT = WeightPlacementManifest
 _EVIDENCE = RuntimeBindingEvidence
 _RUNTIME_FRAGMENT = RuntimeBindingFragment
@@ -415,29 +416,9 @@ def _restore_bound_fast(attestation_rows: list[Any], fragment_table: Any) -> Opt
     return attestations, fragments
 
 
-def _restore_transfer_plan(*record: Any) -> TransferPlan:
-    """Rebuild a plan from its compact record through the validating paths (module docstring)."""
-    if len(record) != _RECORD_LENGTH or type(record[0]) is not int or record[0] != _FORMAT:
-        raise ValueError(_INVALID)
-    (
-        _,
-        resource_id,
-        revision,
-        weight_generation,
-        target_placement,
-        planning_limits,
-        attestation_table,
-        fragment_table,
-        operation_table,
-        source_table,
-        target_table,
-    ) = record
-    attestation_rows = list(_groups(attestation_table, 2))
-    restored = _restore_bound_fast(attestation_rows, fragment_table)
-    if restored is None:
-        attestations, fragments = _restore_bound(attestation_rows, fragment_table)
-    else:
-        attestations, fragments = restored
+def _python_restore_regions(operation_table: Any, fragments: Any) -> tuple[Any, ...]:
+    """The regions of a record's operation table by field dict (``_native.restore_regions``'s
+    reference; raises for a bad table)."""
     operations = []
     count = len(fragments)
     for row in _groups(operation_table, _REGION_COUNT):
@@ -467,6 +448,35 @@ def _restore_transfer_plan(*record: Any) -> TransferPlan:
             }
         )
         operations.append(region)
+    return tuple(operations)
+
+
+def _restore_transfer_plan(*record: Any) -> TransferPlan:
+    """Rebuild a plan from its compact record through the validating paths (module docstring)."""
+    if len(record) != _RECORD_LENGTH or type(record[0]) is not int or record[0] != _FORMAT:
+        raise ValueError(_INVALID)
+    (
+        _,
+        resource_id,
+        revision,
+        weight_generation,
+        target_placement,
+        planning_limits,
+        attestation_table,
+        fragment_table,
+        operation_table,
+        source_table,
+        target_table,
+    ) = record
+    attestation_rows = list(_groups(attestation_table, 2))
+    restored = _restore_bound_fast(attestation_rows, fragment_table)
+    if restored is None:
+        attestations, fragments = _restore_bound(attestation_rows, fragment_table)
+    else:
+        attestations, fragments = restored
+    operations: Any = _native_restore_regions(operation_table, tuple(fragments), TransferRegion, _REGION_FIELDS)
+    if operations is None:
+        operations = _python_restore_regions(operation_table, fragments)
     plan: TransferPlan = _new_object(TransferPlan)
     # ``TransferPlan.__setstate__`` on this new instance: write the fields, then ``__post_init__``
     # (the whole plan is revalidated; ``source_stored_fragment_snapshots`` is recomputed).
@@ -476,7 +486,7 @@ def _restore_transfer_plan(*record: Any) -> TransferPlan:
             "revision": revision,
             "weight_generation": weight_generation,
             "target_placement": target_placement,
-            "operations": tuple(operations),
+            "operations": operations,
             "planning_limits": planning_limits,
             "source_executors": _restore_executors(source_table, attestations),
             "target_executors": _restore_executors(target_table, attestations),
