@@ -429,7 +429,9 @@ def _evidence_from_validated(binding: WeightRuntimeBindingManifest) -> RuntimeBi
 # A validated binding remembers its attestation, keyed by the very placement object and the
 # very field values it was validated with: a later request for the same (placement, binding)
 # pair reuses that proof instead of validating the unchanged, immutable values again. The
-# entry is not a field: it is excluded from equality, ``repr``, ``asdict``, copies and pickles.
+# entry is one flat tuple (placement, attestation, the nine field values: a single object for
+# the cyclic GC to track per binding). It is not a field: it is excluded from equality,
+# ``repr``, ``asdict``, copies and pickles.
 _ATTESTATION_SLOT = "_mooncake_attestation"
 
 
@@ -451,7 +453,7 @@ def _remember_attestation(
     placement: WeightPlacementManifest, binding: WeightRuntimeBindingManifest, attestation: RuntimeBindingAttestation
 ) -> None:
     if type(binding) is WeightRuntimeBindingManifest:
-        binding.__dict__[_ATTESTATION_SLOT] = (placement, _binding_signature(binding), attestation)
+        binding.__dict__[_ATTESTATION_SLOT] = (placement, attestation, *_binding_signature(binding))
 
 
 def _cached_attestation(
@@ -462,8 +464,8 @@ def _cached_attestation(
     entry = binding.__dict__.get(_ATTESTATION_SLOT) if type(binding) is WeightRuntimeBindingManifest else None
     if entry is None or entry[0] is not placement:
         return None
-    attestation: RuntimeBindingAttestation = entry[2]
-    if entry[1] != _binding_signature(binding) or attestation.placement is not placement:
+    attestation: RuntimeBindingAttestation = entry[1]
+    if entry[2:] != _binding_signature(binding) or attestation.placement is not placement:
         return None
     return attestation
 
@@ -551,7 +553,7 @@ def _attest_many(
         if fused is None:
             out.append(_attest(placement, binding))
             continue
-        state[_ATTESTATION_SLOT] = (placement, _binding_signature(binding), fused)
+        state[_ATTESTATION_SLOT] = (placement, fused, *_binding_signature(binding))
         out.append(fused)
     return out
 

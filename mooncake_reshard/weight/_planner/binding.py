@@ -105,7 +105,7 @@ def _attested_executors(
     """``(worker_id, snapshots, executor of all of them)`` per worker, sorted (cached on the
     attestation: every value is derived from the attested placement part and evidence)."""
     values = _attestation_values(attestation)
-    key = ("executors", id(part))
+    key = id(part)  # int keys (not GC-tracked): id(part) for executors, ~id(part) for bound rows
     cached: Optional[tuple[tuple[str, tuple[RuntimeFragmentSnapshot, ...], ExecutorTransferPlan], ...]] = values.get(key)
     if cached is not None:
         return cached
@@ -597,7 +597,7 @@ def _attested_bound_fragments(
     attestation's own entries and the fences are the evidence's, which is exactly what
     ``BoundWeightFragment.__post_init__`` would verify."""
     values = _attestation_values(attestation)
-    key = ("bound", id(part))
+    key = ~id(part)  # see _attested_executors: ~id(part) (negative) never equals an id
     rows: Optional[tuple[tuple[str, BoundWeightFragment], ...]] = values.get(key)
     if rows is None:
         # The trusted path for every fragment in one C call (None: not decided there).
