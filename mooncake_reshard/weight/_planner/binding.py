@@ -506,27 +506,30 @@ def _bind_side(
         raise ValueError(f"logical plan requires {label} runtime bindings")
     seen: set[tuple[str, str]] = set()
     runtime_ids: set[str] = set()
+    given_participants: set[str] = set()
     for binding in given:
         if not isinstance(binding, WeightRuntimeBindingManifest):
             raise ValueError(f"invalid {label} runtime binding input")
-        key = (binding.placement_id, binding.participant_id)
+        participant_id = binding.participant_id
+        key = (binding.placement_id, participant_id)
         if key in seen:
-            raise ValueError(f"duplicate {label} runtime binding participant: {binding.participant_id}")
+            raise ValueError(f"duplicate {label} runtime binding participant: {participant_id}")
         seen.add(key)
+        given_participants.add(participant_id)
         for fragment in binding.fragments:
-            if fragment.fragment_id in runtime_ids:
-                raise ValueError(f"duplicate {label} runtime fragment_id: {fragment.fragment_id}")
-            runtime_ids.add(fragment.fragment_id)
+            fragment_id = fragment.fragment_id
+            if fragment_id in runtime_ids:
+                raise ValueError(f"duplicate {label} runtime fragment_id: {fragment_id}")
+            runtime_ids.add(fragment_id)
+    placement_id = placement.placement_id
     for binding in given:
-        if binding.placement_id != placement.placement_id:
+        if binding.placement_id != placement_id:
             raise ValueError(f"logical plan and {label} placement IDs differ")
-    given_participants = {binding.participant_id for binding in given}
     bindable = _placement_derived(placement)["bindable"]
     if not (required <= given_participants <= bindable):
         raise ValueError(f"logical plan and {label} runtime binding participants differ")
     proven = _validate_bindings_together(placement, given)
     # Every given binding passed validate_runtime_binding just above (or earlier, unchanged).
-    placement_id = placement.placement_id
     attestations = {}
     kept = []
     for binding, attestation in zip(given, proven):
