@@ -303,10 +303,11 @@ def _build_executor_plans_with(
         digest: Optional[str] = None
         for part in placement.parts:
             participant_id = part.participant_id
-            binding = by_key.get((placement_id, participant_id))
+            part_key = (placement_id, participant_id)
+            binding = by_key.get(part_key)
             if binding is None:
                 continue
-            attestation = None if attestations is None else attestations.get((placement_id, participant_id))
+            attestation = None if attestations is None else attestations.get(part_key)
             if attestation is None:
                 # validate_runtime_binding(placement, binding), or its remembered proof.
                 attestation = _attest(placement, binding)
@@ -316,10 +317,14 @@ def _build_executor_plans_with(
                 _project_part(placement, part, binding, attestation, side, selected_fragment_ids, seen_keys, emitted, out)
                 continue
             # _project_attested_part, inline: one attested executor per worker (or its selection).
-            if selected_set is not None and selected_set.isdisjoint(
-                [fragment.fragment_id for fragment in attestation.evidence.fragments]
-            ):
-                continue  # no attested snapshot of this part is selected (they are a subset)
+            if selected_set is not None:
+                evidence_fragments = attestation.evidence.fragments
+                if len(evidence_fragments) == 1:
+                    unselected = evidence_fragments[0].fragment_id not in selected_set
+                else:
+                    unselected = selected_set.isdisjoint([fragment.fragment_id for fragment in evidence_fragments])
+                if unselected:
+                    continue  # no attested snapshot of this part is selected (they are a subset)
             if digest is None:
                 digest = placement.digest
             rows = _attested_executors(placement, part, attestation, digest)
@@ -331,10 +336,16 @@ def _build_executor_plans_with(
                             placement, part, binding, attestation, side, selected_fragment_ids, seen_keys, emitted, out
                         )
                         continue
-                    snapshot_ids = [snapshot.fragment_id for snapshot in all_snapshots]
-                    if selected_set.isdisjoint(snapshot_ids):
-                        continue  # nothing selected on this worker
-                    if not selected_set.issuperset(snapshot_ids):
+                    if len(all_snapshots) == 1:
+                        if all_snapshots[0].fragment_id not in selected_set:
+                            continue  # nothing selected on this worker
+                        partial = False
+                    else:
+                        snapshot_ids = [snapshot.fragment_id for snapshot in all_snapshots]
+                        if selected_set.isdisjoint(snapshot_ids):
+                            continue  # nothing selected on this worker
+                        partial = not selected_set.issuperset(snapshot_ids)
+                    if partial:
                         _project_attested_part(
                             placement, part, binding, attestation, side, selected_fragment_ids, seen_keys, emitted, out
                         )
