@@ -38,6 +38,14 @@ constructor (their own ``__reduce__``), and the plan as ``TransferPlan.__setstat
 (fields written, then ``__post_init__``: the whole plan is revalidated). A record of the wrong shape
 (a hostile payload) raises "transfer plan pickle state is invalid".
 
+The common case runs those same checks in C, each step declining (``None``) to its Python
+reference for anything it does not decide: attestations through ``_native.attest_binding``
+(``_restore_attestation``), bound fragments through ``_native.restore_fragments`` (after all
+attestations were restored in the reference's first-use order; any failure or decline reruns
+the one-at-a-time reference ``_restore_bound``, so the first failure reported is unchanged),
+regions and executors through ``_native.restore_regions`` / ``_native.restore_executors``
+(references ``_python_restore_regions`` / ``_python_restore_executors``, which raise).
+
 **Field state** (fallback, for anything the record does not describe exactly: stored-source
 plans, subclasses, list-valued fields, extra instance attributes, fragments retaining an
 owner): ``(copyreg.__newobj__, (cls,), plan.__getstate__())``, restored by
