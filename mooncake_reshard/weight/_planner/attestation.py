@@ -521,7 +521,8 @@ def _attest_many(
     if type(placement) is not WeightPlacementManifest:
         return [_attest(placement, binding) for binding in bindings]
     parts = placement._part_index()
-    identity: Optional[tuple[Any, Any, Any, Any]] = None
+    resource_id = placement_id = digest = revision = None
+    identity_read = False
     out: list[RuntimeBindingAttestation] = []
     for binding in bindings:
         if type(binding) is not WeightRuntimeBindingManifest:
@@ -536,8 +537,12 @@ def _attest_many(
         if part is None:
             out.append(_attest(placement, binding))
             continue
-        if identity is None:
-            identity = (placement.resource_id, placement.placement_id, placement.digest, placement.revision)
+        if not identity_read:
+            resource_id = placement.resource_id
+            placement_id = placement.placement_id
+            digest = placement.digest
+            revision = placement.revision
+            identity_read = True
         fused: Optional[RuntimeBindingAttestation] = _native.attest_binding(
             RuntimeBindingAttestation,
             RuntimeBindingEvidence,
@@ -548,7 +553,10 @@ def _attest_many(
             binding,
             part.fragments,
             part.tensors,
-            *identity,
+            resource_id,
+            placement_id,
+            digest,
+            revision,
         )
         if fused is None:
             out.append(_attest(placement, binding))
