@@ -225,3 +225,22 @@ def test_attested_rows_incomplete_attestation(plan: Any) -> None:
     for fragment in state["evidence"].fragments:
         expected_ids.setdefault(fragment.worker_id, []).append(fragment.fragment_id)
     assert view.evidence_ids_by_worker == {worker: tuple(sorted(ids)) for worker, ids in expected_ids.items()}
+
+
+def test_malformed_placement_parts_take_the_python_path(plan: Any) -> None:
+    """A placement whose parts cannot be indexed (forged): the outcome is exactly the
+    ``__setstate__`` routine's, for valid and for forged evidence."""
+    attestation = _attestations(plan)[0]
+    for parts in ((1, 2), None, (object(),)):
+        placement = copy.copy(attestation.placement)
+        placement.__dict__.pop("_parts_by_participant", None)
+        object.__setattr__(placement, "parts", parts)
+        for evidence in (
+            _fresh_evidence(attestation.evidence),
+            _fresh_evidence(attestation.evidence, lease_id=""),
+            _fresh_evidence(attestation.evidence, placement_digest="0" * 64),
+        ):
+            expected = _outcome(_oracle, copy.copy(placement), evidence)
+            actual = _outcome(bound_pickle._restore_attestation, copy.copy(placement), evidence)
+            assert expected[0] == "error"
+            assert actual == expected

@@ -293,27 +293,31 @@ def _restore_attestation(placement: Any, evidence: Any) -> RuntimeBindingAttesta
         # it here could fail before a check the Python routine reports first).
         digest = placement_state.get("_digest_cache")
         if type(participant_id) is str and type(digest) is str:
-            part = placement._part_index().get(participant_id)
-            if part is not None:
-                fused = _attest_binding(
-                    RuntimeBindingAttestation,
-                    _EVIDENCE,
-                    _RUNTIME_FRAGMENT,
-                    _PLACEMENT_FRAGMENT,
-                    _TENSOR,
-                    placement,
-                    evidence,
-                    part.fragments,
-                    part.tensors,
-                    placement_state.get("resource_id"),
-                    placement_state.get("placement_id"),
-                    digest,
-                    placement_state.get("revision"),
-                )
-                if fused is not None:
-                    # The unpickled evidence object itself (the C call built an equal one).
-                    fused.__dict__["evidence"] = evidence
-                    return fused  # type: ignore[no-any-return]
+            try:
+                part = placement._part_index().get(participant_id)
+                fused = None
+                if part is not None:
+                    fused = _attest_binding(
+                        RuntimeBindingAttestation,
+                        _EVIDENCE,
+                        _RUNTIME_FRAGMENT,
+                        _PLACEMENT_FRAGMENT,
+                        _TENSOR,
+                        placement,
+                        evidence,
+                        part.fragments,
+                        part.tensors,
+                        placement_state.get("resource_id"),
+                        placement_state.get("placement_id"),
+                        digest,
+                        placement_state.get("revision"),
+                    )
+            except Exception:  # a malformed placement: the Python routine reports the first failure
+                fused = None
+            if fused is not None:
+                # The unpickled evidence object itself (the C call built an equal one).
+                fused.__dict__["evidence"] = evidence
+                return fused  # type: ignore[no-any-return]
     attestation: RuntimeBindingAttestation = _new_object(RuntimeBindingAttestation)
     attestation._set_validated_state(placement, evidence)
     return attestation
