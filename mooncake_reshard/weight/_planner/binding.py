@@ -659,11 +659,16 @@ def _placement_derived(placement: WeightPlacementManifest) -> dict[str, Any]:
     name (``WeightPlacementManifest.__getstate__`` drops private names: never pickled or copied).
     The cache remembers the field objects it was derived from and is rebuilt if one was swapped."""
     state = placement.__dict__
-    signature = (placement.fragments, placement.tensors, placement.parts)
+    fragments = placement.fragments
+    tensors = placement.tensors
+    parts = placement.parts
     entry = state.get(_PLACEMENT_SLOT)
-    if entry is not None and all(a is b for a, b in zip(entry[0], signature)):
-        values: dict[str, Any] = entry[1]
-        return values
+    if entry is not None:
+        known = entry[0]
+        if known[0] is fragments and known[1] is tensors and known[2] is parts:
+            values: dict[str, Any] = entry[1]
+            return values
+    signature = (fragments, tensors, parts)
     values = {
         "fragments": {fragment.placement_fragment_id: fragment for fragment in placement.fragments},
         "tensors": {tensor.tensor_id: tensor for tensor in placement.tensors},
