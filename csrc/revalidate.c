@@ -2081,7 +2081,9 @@ restore_executors(PyObject *self, PyObject *args)
         }
     }
     int names_ok = rr_names(executor_fields, RR_HEAD);
-    if (names_ok > 0) names_ok = rr_names(snapshot_fields, PyTuple_Size(snapshot_fields));
+    if (names_ok > 0) {
+        names_ok = PyTuple_CheckExact(snapshot_fields) ? rr_names(snapshot_fields, PyTuple_Size(snapshot_fields)) : 0;
+    }
     if (names_ok < 0) return NULL;
     if (names_ok == 0 || PyTuple_Size(snapshot_fields) < 1) {
         PyErr_SetString(PyExc_TypeError, "restore_executors: field names must be tuples of str");
