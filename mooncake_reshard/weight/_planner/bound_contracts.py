@@ -28,6 +28,7 @@ from ..storage_manifest import (
 )
 from ..types import ParallelRank, PlacementFragment
 from .attestation import RuntimeBindingAttestation, RuntimeBindingEvidence
+from .region_check import recheck_regions
 from .bound_validation import (
     _attestation_cache,
     _check_target_physical_ranges,
@@ -401,9 +402,11 @@ class TransferPlan:
             raise ValueError("transfer plan source manifest is invalid")
         if len(operations) > limits.max_transfer_regions:
             raise ValueError("transfer plan exceeds max_transfer_regions")
-        if _fast_revalidate(self, operations, source_executors, target_executors, limits, check_physical_ranges):
-            return
-        self._revalidate_rules(operations, source_executors, target_executors, limits, check_physical_ranges)
+        if not _fast_revalidate(self, operations, source_executors, target_executors, limits, check_physical_ranges):
+            self._revalidate_rules(operations, source_executors, target_executors, limits, check_physical_ranges)
+        # Beyond the reference: regions restored by default pickling skip their own checks, so
+        # forged geometry is refused here, after every spec rule (same first failure otherwise).
+        recheck_regions(operations)
 
     def _revalidate_rules(
         self,

@@ -18,6 +18,7 @@ from ..storage_manifest import (
 )
 from ..types import PlacementFragment, TensorDescriptor
 from .geometry import exact_cover_failures
+from .region_check import recheck_regions
 
 if TYPE_CHECKING:
     from .contracts import LogicalTransferPlan
@@ -105,6 +106,9 @@ def validate_logical_plan(plan: LogicalTransferPlan) -> None:
     setter(plan, "_operation_views", views)
     validate_logical_target_coverage(plan)
     validate_source_placement_snapshot(plan)
+    # Beyond the reference: regions restored by default pickling skip their own checks, so
+    # forged geometry is refused here, after every spec rule (same first failure otherwise).
+    recheck_regions(operations)
 
 
 def validate_source_manifest_snapshot(
