@@ -13,6 +13,7 @@ from ..runtime import WeightRuntimeBindingManifest
 from ..storage_manifest import StoredFragmentSnapshot, StoredWeightManifest, validate_weight_manifest_snapshot
 from ..types import ParallelRank, PlacementFragment
 from ... import _native
+from ..._collector import collector_paused
 from ...contracts.fragments import RuntimeBindingFragment
 from .attestation import RuntimeBindingAttestation, RuntimeBindingEvidence
 from .attestation import _attest, _attest_many, _cached_attestation
@@ -736,6 +737,22 @@ def bind_logical_transfer_plan(
     """Bind a logical plan to runtime binding snapshots and return the attested ``TransferPlan``
     (spec §12.1). Every binding given is validated; only the selected participants' bindings
     are kept, and no allocation owner survives in the result."""
+    # Binding creates several long-lived, acyclic objects per operation; without the pause the
+    # collector rescans the growing heap again and again (measured: ~40 % of binding at 74k
+    # operations; about a quarter of that saving reappears as one later collection).
+    with collector_paused():
+        return _bind_logical_transfer_plan(
+            logical_plan, target_bindings, source_bindings=source_bindings, source_manifest=source_manifest
+        )
+
+
+def _bind_logical_transfer_plan(
+    logical_plan: LogicalTransferPlan,
+    target_bindings: Sequence[WeightRuntimeBindingManifest],
+    *,
+    source_bindings: Sequence[WeightRuntimeBindingManifest],
+    source_manifest: Optional[StoredWeightManifest],
+) -> TransferPlan:
     if not isinstance(logical_plan, LogicalTransferPlan):
         raise ValueError("logical_plan must be a LogicalTransferPlan")
     _recheck_logical_target(logical_plan)
