@@ -19,4 +19,5 @@ pylink=(-L"$pylibdir" -Wl,-rpath,"$pylibdir" -lpython"$pyver" -ldl -lm)
 "$cc" "${flags[@]}" "$here/targets/physical_fuzz.c" -o "$out/physical_fuzz" "${pylink[@]}"
 "$cc" "${flags[@]}" "$here/targets/overlap_fuzz.c" -o "$out/overlap_fuzz" "${pylink[@]}"
 "$cc" "${flags[@]}" "$here/targets/table_fuzz.c" -o "$out/table_fuzz" "${pylink[@]}"
+"$cc" "${flags[@]}" "$here/targets/regioncheck_fuzz.c" -o "$out/regioncheck_fuzz" "${pylink[@]}"
 echo "built: $(ls "$out" | tr '\n' ' ')"

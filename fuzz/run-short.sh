@@ -18,7 +18,7 @@ status=0
 
 if command -v "${CC_FUZZ:-clang}" >/dev/null 2>&1; then
   PYTHON="$python" bash "$here/build.sh"
-  for target in coverage_kernels physical overlap table; do
+  for target in coverage_kernels physical overlap table regioncheck; do
     work="$out/corpus-$target"
     mkdir -p "$work"
     cp "$here/corpus/$target/"* "$work/" 2>/dev/null || true
