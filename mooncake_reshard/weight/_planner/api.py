@@ -6,6 +6,7 @@ from typing import Any, Optional
 
 from ..._collector import collector_paused
 from ...contracts.ids import ParticipantId
+from ..part import WeightPlacementPart
 from ..placement import WeightPlacementManifest
 from ..storage_manifest import StoredWeightManifest, validate_weight_manifest_snapshot
 from .contracts import LogicalTransferPlan, PlanningLimits
@@ -59,6 +60,34 @@ def _check_identity(source: Any, target: WeightPlacementManifest) -> None:
         raise ValueError("source and target weight_generation differ")
 
 
+def _plan_from_placement(
+    source: WeightPlacementManifest,
+    target: WeightPlacementManifest,
+    limits: PlanningLimits,
+    part: Optional[WeightPlacementPart],
+) -> LogicalTransferPlan:
+    """The placement-sourced plan of the whole ``target``, or of its one ``part`` (local target)."""
+    extra: dict[str, Any] = {}
+    if part is not None:
+        extra = {"target_participants": {part.participant_id}, "target_tensor_catalog": tuple(part.tensors)}
+    scope = target if part is None else part
+    with _gc_paused():
+        return plan_logical_transfer(
+            resource_id=target.resource_id,
+            revision=target.revision,
+            source_placement=source,
+            source_manifest=None,
+            target_placement=target,
+            source_tensors={tensor.tensor_id: tensor for tensor in source.tensors},
+            source_fragments=source.fragments,
+            target_tensors={tensor.tensor_id: tensor for tensor in scope.tensors},
+            target_fragments=scope.fragments,
+            local_target=part is not None,
+            planning_limits=limits,
+            **extra,
+        )
+
+
 def plan_placement_transfer(
     source_placement: WeightPlacementManifest,
     target_placement: WeightPlacementManifest,
@@ -74,21 +103,7 @@ def plan_placement_transfer(
     source = _require_placement(source_placement, "source")
     target = _require_placement(target_placement, "target")
     _check_identity(source, target)
-    limits = _limits(planning_limits)
-    with _gc_paused():
-        return plan_logical_transfer(
-            resource_id=target.resource_id,
-            revision=target.revision,
-            source_placement=source,
-            source_manifest=None,
-            target_placement=target,
-            source_tensors={tensor.tensor_id: tensor for tensor in source.tensors},
-            source_fragments=source.fragments,
-            target_tensors={tensor.tensor_id: tensor for tensor in target.tensors},
-            target_fragments=target.fragments,
-            local_target=False,
-            planning_limits=limits,
-        )
+    return _plan_from_placement(source, target, _limits(planning_limits), None)
 
 
 def plan_placement_transfer_to_local_target(
@@ -117,23 +132,7 @@ def plan_placement_transfer_to_local_target(
     if part is None:
         raise ValueError(f"unknown target participant: {target_participant_id}")
     _check_identity(source, target)
-    limits = _limits(planning_limits)
-    with _gc_paused():
-        return plan_logical_transfer(
-            resource_id=target.resource_id,
-            revision=target.revision,
-            source_placement=source,
-            source_manifest=None,
-            target_placement=target,
-            source_tensors={tensor.tensor_id: tensor for tensor in source.tensors},
-            source_fragments=source.fragments,
-            target_tensors={tensor.tensor_id: tensor for tensor in part.tensors},
-            target_fragments=part.fragments,
-            local_target=True,
-            planning_limits=limits,
-            target_participants={part.participant_id},
-            target_tensor_catalog=tuple(part.tensors),
-        )
+    return _plan_from_placement(source, target, _limits(planning_limits), part)
 
 
 def plan_stored_transfer_to_target_placement(
