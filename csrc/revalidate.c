@@ -1554,10 +1554,48 @@ rc_append(PyObject *table, PyObject *key, PyObject *value)
     return rc;
 }
 
+/* ``bool(a != b)`` for two ranks, as new references which it releases: 1, 0 or -1. When both
+ * are exactly ``rank_type`` (the ParallelRank dataclass, whose ``__eq__`` compares the field
+ * values dp, tp, pp, ep in order) with the four fields in their instance dicts as exact ints,
+ * the field values are compared directly (ints: no identity or NaN subtlety, so the result is
+ * the dataclass equality's); anything else goes through Python's ``!=``. */
+static int
+rc_rank_differs(PyObject *a, PyObject *b, PyTypeObject *rank_type)
+{
+    if (a == NULL || b == NULL || rank_type == NULL || Py_TYPE(a) != rank_type || Py_TYPE(b) != rank_type) {
+        return rc_differs(a, b);
+    }
+    int differs = -2; /* undecided: the generic comparison decides */
+    PyObject *da = PyObject_GenericGetDict(a, NULL);
+    PyObject *db = da == NULL ? NULL : PyObject_GenericGetDict(b, NULL);
+    if (db != NULL) {
+        differs = 0;
+        for (int k = 0; k < 4 && differs == 0; k++) {
+            PyObject *va = PyDict_GetItemWithError(da, rs_keys[RS_DP + k]); /* borrowed */
+            PyObject *vb = va == NULL ? NULL : PyDict_GetItemWithError(db, rs_keys[RS_DP + k]);
+            if (vb == NULL || !PyLong_CheckExact(va) || !PyLong_CheckExact(vb)) {
+                differs = PyErr_Occurred() ? -1 : -2;
+                break;
+            }
+            int equal = PyObject_RichCompareBool(va, vb, Py_EQ);
+            differs = equal < 0 ? -1 : !equal;
+        }
+    }
+    else {
+        differs = -1;
+    }
+    Py_XDECREF(da);
+    Py_XDECREF(db);
+    if (differs == -2) return rc_differs(a, b);
+    Py_DECREF(a);
+    Py_DECREF(b);
+    return differs;
+}
+
 /* One executor row of the target side (spec §12.7 executor checks); RV_OK / RV_DECLINE / RV_ERROR. */
 static int
 rc_executor(PyObject *row, PyObject *placement, PyObject *placement_id, PyObject *digest, PyObject *parts,
-            PyObject *seen, PyObject *participants, PyObject *attested, PyObject *used)
+            PyObject *seen, PyObject *participants, PyObject *attested, PyObject *used, PyTypeObject *rank_type)
 {
     PyObject *participant = NULL, *worker = NULL, *pair = NULL, *attestation = NULL, *id = NULL, *ids = NULL;
     PyObject *fragment_ids = NULL;
@@ -1577,7 +1615,7 @@ rc_executor(PyObject *row, PyObject *placement, PyObject *placement_id, PyObject
     attestation = rv_item(estate, rc_keys[RC_ATTESTATION]);
     if (attestation == NULL || attestation == Py_None) goto done;
     /* The checks of ``_validate_bound_target_coverage``, in its order. */
-    int bad = rc_differs(rv_item(estate, rc_keys[RC_RANK]), PyObject_GetAttr(part, rc_keys[RC_RANK]));
+    int bad = rc_rank_differs(rv_item(estate, rc_keys[RC_RANK]), PyObject_GetAttr(part, rc_keys[RC_RANK]), rank_type);
     if (bad == 0) bad = rc_differs(rv_item(estate, rc_keys[RC_PLACEMENT_ID]), Py_NewRef(placement_id));
     if (bad == 0) bad = rc_differs(rv_item(estate, rc_keys[RC_DIGEST_STATE]), Py_NewRef(digest));
     if (bad == 0) {
@@ -1680,24 +1718,29 @@ done:
 }
 
 PyDoc_STRVAR(revalidate_coverage_doc,
-"revalidate_coverage(placement, frags, target_of, boxes, rows, attested, used)\n"
+"revalidate_coverage(placement, frags, target_of, boxes, rows, attested, used, rank_type=None)\n"
 "--\n\n"
 "Bound target coverage (spec §12.7) for the TransferPlan revalidation fast path, in the\n"
 "common case where every fragment of the executor participants' parts is written by exactly\n"
 "one operation box equal to the fragment's own box; the arguments are the fast path's own\n"
 "tables (``bound_contracts._fast_target_coverage``, which it mirrors). Returns ``True`` when\n"
 "the rule holds, ``None`` when unsure (the Python version decides). ``TypeError`` for wrong\n"
-"container types.");
+"container types. ``rank_type`` (ParallelRank) lets exact ranks be compared field by field.");
 
 static PyObject *
 revalidate_coverage(PyObject *Py_UNUSED(module), PyObject *args)
 {
-    PyObject *placement, *frags_arg, *target_arg, *boxes_arg, *rows_arg, *attested, *used;
-    if (!PyArg_ParseTuple(args, "OO!O!O!O!O!O!:revalidate_coverage", &placement, &PyList_Type, &frags_arg,
+    PyObject *placement, *frags_arg, *target_arg, *boxes_arg, *rows_arg, *attested, *used, *rank_arg = Py_None;
+    if (!PyArg_ParseTuple(args, "OO!O!O!O!O!O!|O:revalidate_coverage", &placement, &PyList_Type, &frags_arg,
                           &PyList_Type, &target_arg, &PyList_Type, &boxes_arg, &PyList_Type, &rows_arg, &PyDict_Type,
-                          &attested, &PySet_Type, &used)) {
+                          &attested, &PySet_Type, &used, &rank_arg)) {
         return NULL;
     }
+    if (rank_arg != Py_None && !PyType_Check(rank_arg)) {
+        PyErr_SetString(PyExc_TypeError, "revalidate_coverage: rank_type must be a type or None");
+        return NULL;
+    }
+    PyTypeObject *rank_type = rank_arg == Py_None ? NULL : (PyTypeObject *)rank_arg;
     PyObject *result = NULL, *parts = NULL, *part_list = NULL, *boxes_by_fragment = NULL, *op_participants = NULL;
     PyObject *seen = NULL, *participants = NULL, *by_attestation = NULL, *placement_id = NULL, *digest = NULL;
     PyObject *frags = PySequence_List(frags_arg), *target_of = PySequence_List(target_arg);
@@ -1781,7 +1824,7 @@ revalidate_coverage(PyObject *Py_UNUSED(module), PyObject *args)
     if (digest == NULL) goto done;
     for (Py_ssize_t r = 0; r < PyList_Size(rows); r++) {
         rc = rc_executor(PyList_GetItem(rows, r), placement, placement_id, digest, parts, seen, participants, attested,
-                         used);
+                         used, rank_type);
         if (rc != RV_OK) goto done;
     }
     rc = RV_DECLINE;

@@ -417,6 +417,19 @@ def physical_sweep(
     ``(status, op, previous_op)``: 1 conflict (``op`` is the current operation), 2 budget
     exceeded, 3 address arithmetic overflow."""
 
+def physical_whole_targets(
+    operations: tuple[Any, ...] | list[Any],
+    region_cls: type,
+    bound_cls: type,
+    budget: object,
+) -> bool | None:
+    """The fast accept path of the spec §12.6 check: ``True`` when every operation is an exact
+    ``region_cls`` with its own exact ``bound_cls`` target, writes that whole, alias-free
+    fragment (exact int tuples), 0 < nbytes, address + nbytes < 2**64, the extents are pairwise
+    disjoint per address space ``(instance_id, worker_id, device)`` (exact str) and ``budget``
+    is a non-negative int; otherwise ``None`` (the grouping and the sweep decide).
+    ``TypeError`` for a container other than a tuple or list, or a class that is not a type."""
+
 # --- revalidate.c: TransferPlan revalidation kernels (issue 5) ----------------
 
 def revalidate_scan(
@@ -505,14 +518,16 @@ def revalidate_coverage(
     rows: list[Any],
     attested: dict[int, Any],
     used: set[int],
+    rank_type: Optional[type] = None,
     /,
 ) -> Optional[bool]:
     """Bound target coverage (spec §12.7) for the ``TransferPlan`` revalidation fast path in
     the common case where every fragment of the executor participants' parts is written by
     exactly one operation box equal to the fragment's own box; the arguments are the fast
     path's own tables (see ``bound_contracts._fast_target_coverage``, which it mirrors).
-    ``True`` when the rule holds, ``None`` when unsure. ``TypeError`` for wrong container
-    types; errors of the values' own methods propagate."""
+    ``True`` when the rule holds, ``None`` when unsure. ``rank_type`` (``ParallelRank``) lets
+    exact ranks with exact int fields be compared field by field instead of by their ``!=``.
+    ``TypeError`` for wrong container types; errors of the values' own methods propagate."""
 
 def revalidate_views(
     source_executors: tuple[Any, ...],
