@@ -579,13 +579,315 @@ done:
     return result;
 }
 
+/* ---------------------------------------------------------------------------
+ * Fast accept path: whole, alias-free target fragments with disjoint extents.
+ *
+ * The common bound plan writes every target fragment completely, once, with no declared
+ * aliases. Then every group of _check_target_physical_ranges is one operation, one free
+ * segment [address, address + nbytes), and the sweep reports nothing exactly when those
+ * extents are pairwise disjoint within each address space (the structural proof of
+ * mr_physical_sweep, with nothing charged against the budget). physical_whole_targets reads
+ * the regions (exact classes, exact str / int / tuple values: no user code runs) and accepts
+ * only that case; anything else declines and the Python grouping and the sweep decide. */
+
+enum {
+    PQ_TARGET,
+    PQ_OVERLAP_OFFSET,
+    PQ_OVERLAP_SHAPE,
+    PQ_BINDING,
+    PQ_PLACEMENT,
+    PQ_INSTANCE_ID,
+    PQ_LEASE_GENERATION,
+    PQ_WORKER_ID,
+    PQ_DEVICE,
+    PQ_FRAGMENT_ID,
+    PQ_ADDRESS,
+    PQ_NBYTES,
+    PQ_TENSOR_ID,
+    PQ_ALIASES,
+    PQ_GLOBAL_OFFSET,
+    PQ_LOCAL_SHAPE,
+    PQ_NNAMES
+};
+
+static const char *const pq_spellings[PQ_NNAMES] = {
+    "target", "overlap_offset", "overlap_shape", "binding", "placement", "instance_id", "lease_generation",
+    "worker_id", "device", "fragment_id", "address", "nbytes", "tensor_id", "aliases", "global_offset",
+    "local_shape",
+};
+
+static PyObject *pq_names[PQ_NNAMES];
+
+#define PQ_ACCEPT 1
+#define PQ_DECLINE 0
+#define PQ_ERROR (-1)
+
+typedef struct {
+    size_t space;
+    uint64_t begin;
+    uint64_t end; /* exclusive, begin < end */
+} pq_extent;
+
+static int
+pq_compare_extent(const void *a, const void *b)
+{
+    const pq_extent *x = a, *y = b;
+    if (x->space != y->space) return x->space < y->space ? -1 : 1;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    if (x->end != y->end) return x->end < y->end ? -1 : 1;
+    return 0;
+}
+
+static int
+pq_compare_pointer(const void *a, const void *b)
+{
+    uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+    return x < y ? -1 : (x > y ? 1 : 0);
+}
+
+/* Kernel: 1 when the extents are pairwise disjoint within each space, else 0 (sorts them). */
+static int
+mr_extents_disjoint(pq_extent *extents, size_t n)
+{
+    if (n > 1) qsort(extents, n, sizeof(pq_extent), pq_compare_extent);
+    for (size_t i = 1; i < n; i++) {
+        if (extents[i].space == extents[i - 1].space && extents[i].begin < extents[i - 1].end) return 0;
+    }
+    return 1;
+}
+
+/* Kernel: 1 when no pointer occurs twice (sorts them). */
+static int
+mr_pointers_distinct(uintptr_t *pointers, size_t n)
+{
+    if (n > 1) qsort(pointers, n, sizeof(uintptr_t), pq_compare_pointer);
+    for (size_t i = 1; i < n; i++) {
+        if (pointers[i] == pointers[i - 1]) return 0;
+    }
+    return 1;
+}
+
+/* *out = new reference to obj.<name>; PQ_DECLINE when the attribute is missing. */
+static int
+pq_get(PyObject *obj, int name, PyObject **out)
+{
+    *out = PyObject_GetAttr(obj, pq_names[name]);
+    if (*out != NULL) return PQ_ACCEPT;
+    if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        PyErr_Clear();
+        return PQ_DECLINE;
+    }
+    return PQ_ERROR;
+}
+
+/* An exact tuple of exact ints. */
+static int
+pq_int_tuple(PyObject *value)
+{
+    if (!PyTuple_CheckExact(value)) return 0;
+    Py_ssize_t n = PyTuple_Size(value);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GetItem(value, i);
+        if (item == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (!PyLong_CheckExact(item)) return 0;
+    }
+    return n >= 0;
+}
+
+/* Equal exact tuples of exact ints (no user code): PQ_ACCEPT, PQ_DECLINE otherwise. */
+static int
+pq_same_box(PyObject *a, PyObject *b)
+{
+    if (!pq_int_tuple(a) || !pq_int_tuple(b)) return PQ_DECLINE;
+    int same = PyObject_RichCompareBool(a, b, Py_EQ);
+    if (same < 0) return PQ_ERROR;
+    return same ? PQ_ACCEPT : PQ_DECLINE;
+}
+
+/* An exact int in [0, 2**64): PQ_ACCEPT with *out, PQ_DECLINE otherwise. */
+static int
+pq_u64(PyObject *value, uint64_t *out)
+{
+    if (!PyLong_CheckExact(value)) return PQ_DECLINE;
+    unsigned long long x = PyLong_AsUnsignedLongLong(value);
+    if (x == (unsigned long long)-1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return PQ_ERROR;
+        PyErr_Clear();
+        return PQ_DECLINE;
+    }
+    *out = (uint64_t)x;
+    return PQ_ACCEPT;
+}
+
+/* One operation: its target (borrowed into *target_out: the operation holds it while the
+ * caller's sequence does), its address space key (*space_out, new reference) and extent. */
+static int
+pq_operation(PyObject *op, PyObject *region_cls, PyObject *bound_cls, PyObject **target_out, PyObject **space_out,
+             pq_extent *extent)
+{
+    enum { V_TARGET, V_OFFSET, V_SHAPE, V_BINDING, V_PLACEMENT, V_INSTANCE, V_GENERATION, V_WORKER, V_DEVICE,
+           V_FRAGMENT, V_ADDRESS, V_NBYTES, V_TENSOR, V_ALIASES, V_GLOBAL_OFFSET, V_LOCAL_SHAPE, V_COUNT };
+    PyObject *v[V_COUNT] = {NULL};
+    int rc = PQ_DECLINE;
+    *space_out = NULL;
+    if ((PyObject *)Py_TYPE(op) != region_cls) goto done;
+    if ((rc = pq_get(op, PQ_TARGET, &v[V_TARGET])) != PQ_ACCEPT) goto done;
+    rc = PQ_DECLINE;
+    if ((PyObject *)Py_TYPE(v[V_TARGET]) != bound_cls) goto done;
+    /* operation and target fields, in the order the Python grouping reads them */
+    static const int target_fields[] = {PQ_BINDING, PQ_PLACEMENT, PQ_INSTANCE_ID, PQ_LEASE_GENERATION};
+    for (int k = 0; k < 4; k++) {
+        if ((rc = pq_get(v[V_TARGET], target_fields[k], &v[V_BINDING + k])) != PQ_ACCEPT) goto done;
+    }
+    static const int binding_fields[] = {PQ_WORKER_ID, PQ_DEVICE, PQ_FRAGMENT_ID, PQ_ADDRESS, PQ_NBYTES};
+    for (int k = 0; k < 5; k++) {
+        if ((rc = pq_get(v[V_BINDING], binding_fields[k], &v[V_WORKER + k])) != PQ_ACCEPT) goto done;
+    }
+    static const int placement_fields[] = {PQ_TENSOR_ID, PQ_ALIASES, PQ_GLOBAL_OFFSET, PQ_LOCAL_SHAPE};
+    for (int k = 0; k < 4; k++) {
+        if ((rc = pq_get(v[V_PLACEMENT], placement_fields[k], &v[V_TENSOR + k])) != PQ_ACCEPT) goto done;
+    }
+    if ((rc = pq_get(op, PQ_OVERLAP_OFFSET, &v[V_OFFSET])) != PQ_ACCEPT) goto done;
+    if ((rc = pq_get(op, PQ_OVERLAP_SHAPE, &v[V_SHAPE])) != PQ_ACCEPT) goto done;
+    rc = PQ_DECLINE;
+    /* hashable, comparable values without user code: exact str and int */
+    if (!PyUnicode_CheckExact(v[V_INSTANCE]) || !PyUnicode_CheckExact(v[V_WORKER])
+        || !PyUnicode_CheckExact(v[V_DEVICE]) || !PyUnicode_CheckExact(v[V_FRAGMENT])
+        || !PyUnicode_CheckExact(v[V_TENSOR]) || !PyLong_CheckExact(v[V_GENERATION])) {
+        goto done;
+    }
+    /* no declared alias */
+    if (!PyTuple_CheckExact(v[V_ALIASES]) || PyTuple_Size(v[V_ALIASES]) != 0) goto done;
+    /* the operation writes the whole fragment */
+    if ((rc = pq_same_box(v[V_OFFSET], v[V_GLOBAL_OFFSET])) != PQ_ACCEPT) goto done;
+    if ((rc = pq_same_box(v[V_SHAPE], v[V_LOCAL_SHAPE])) != PQ_ACCEPT) goto done;
+    uint64_t address = 0, nbytes = 0, end = 0;
+    if ((rc = pq_u64(v[V_ADDRESS], &address)) != PQ_ACCEPT) goto done;
+    if ((rc = pq_u64(v[V_NBYTES], &nbytes)) != PQ_ACCEPT) goto done;
+    rc = PQ_DECLINE;
+    if (nbytes == 0 || mr_add_u64(address, nbytes, &end) < 0) goto done;
+    *space_out = PyTuple_Pack(3, v[V_INSTANCE], v[V_WORKER], v[V_DEVICE]);
+    if (*space_out == NULL) {
+        rc = PQ_ERROR;
+        goto done;
+    }
+    extent->begin = address;
+    extent->end = end;
+    *target_out = v[V_TARGET];
+    rc = PQ_ACCEPT;
+done:
+    for (int k = 0; k < V_COUNT; k++) Py_XDECREF(v[k]);
+    return rc;
+}
+
+PyDoc_STRVAR(physical_whole_targets_doc,
+"physical_whole_targets(operations, region_cls, bound_cls, budget)\n"
+"--\n\n"
+"The fast accept path of the spec 12.6 check (_check_target_physical_ranges). ``True`` when\n"
+"``operations`` (a tuple or list) are exact ``region_cls`` regions with distinct exact\n"
+"``bound_cls`` targets, each writing its whole target fragment (overlap box equal to the\n"
+"fragment's global offset and local shape, exact tuples of ints), no fragment declaring\n"
+"aliases, address and nbytes ints with 0 < nbytes and address + nbytes < 2**64, and the\n"
+"extents pairwise disjoint per address space (instance_id, worker_id, device; exact str),\n"
+"and ``budget`` a non-negative int: then the check has nothing to report. Otherwise ``None``\n"
+"(the Python grouping and the sweep decide). ``TypeError`` for a wrong container or class.");
+
+static PyObject *
+physical_whole_targets(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *operations, *region_cls, *bound_cls, *budget;
+    if (!PyArg_ParseTuple(args, "OO!O!O:physical_whole_targets", &operations, &PyType_Type, &region_cls,
+                          &PyType_Type, &bound_cls, &budget)) {
+        return NULL;
+    }
+    if (!PyTuple_CheckExact(operations) && !PyList_CheckExact(operations)) {
+        PyErr_SetString(PyExc_TypeError, "physical_whole_targets: operations must be a tuple or list");
+        return NULL;
+    }
+    if (!PyLong_CheckExact(budget)) Py_RETURN_NONE;
+    int overflow = 0;
+    long long budget_value = PyLong_AsLongLongAndOverflow(budget, &overflow);
+    if (budget_value == -1 && overflow == 0 && PyErr_Occurred()) return NULL;
+    if (overflow < 0 || (overflow == 0 && budget_value < 0)) Py_RETURN_NONE;
+    /* a snapshot of the sequence (a list could change size while attributes are read) */
+    PyObject *ops = PySequence_Tuple(operations);
+    if (ops == NULL) return NULL;
+    Py_ssize_t n_ops = PyTuple_Size(ops);
+    PyObject *result = NULL, *spaces = NULL;
+    pq_extent *extents = NULL;
+    uintptr_t *targets = NULL;
+    int rc = PQ_ERROR;
+    if (n_ops < 0) goto done;
+    extents = mr_alloc_array((size_t)n_ops, sizeof(pq_extent));
+    targets = mr_alloc_array((size_t)n_ops, sizeof(uintptr_t));
+    spaces = PyDict_New();
+    if (extents == NULL || targets == NULL || spaces == NULL) goto done;
+    rc = PQ_ACCEPT;
+    for (Py_ssize_t i = 0; i < n_ops && rc == PQ_ACCEPT; i++) {
+        PyObject *op = PyTuple_GetItem(ops, i), *target = NULL, *space = NULL;
+        if (op == NULL) {
+            rc = PQ_ERROR;
+            break;
+        }
+        rc = pq_operation(op, region_cls, bound_cls, &target, &space, &extents[i]);
+        if (rc != PQ_ACCEPT) break;
+        targets[i] = (uintptr_t)target;
+        PyObject *number = PyDict_GetItemWithError(spaces, space); /* borrowed */
+        if (number == NULL) {
+            if (PyErr_Occurred()) {
+                rc = PQ_ERROR;
+            }
+            else {
+                Py_ssize_t next = PyDict_Size(spaces);
+                number = next < 0 ? NULL : PyLong_FromSsize_t(next);
+                if (number == NULL || PyDict_SetItem(spaces, space, number) < 0) rc = PQ_ERROR;
+                Py_XDECREF(number); /* the dict holds it */
+                if (rc == PQ_ACCEPT) extents[i].space = (size_t)next;
+            }
+        }
+        else {
+            Py_ssize_t id = PyLong_AsSsize_t(number);
+            if (id < 0) rc = PQ_ERROR; /* the dict's own non-negative ids */
+            else extents[i].space = (size_t)id;
+        }
+        Py_DECREF(space);
+    }
+    if (rc == PQ_ACCEPT) {
+        int distinct, disjoint;
+        Py_BEGIN_ALLOW_THREADS
+        distinct = mr_pointers_distinct(targets, (size_t)n_ops);
+        disjoint = distinct && mr_extents_disjoint(extents, (size_t)n_ops);
+        Py_END_ALLOW_THREADS
+        rc = disjoint ? PQ_ACCEPT : PQ_DECLINE;
+    }
+done:
+    if (rc == PQ_ACCEPT) result = Py_NewRef(Py_True);
+    else if (rc == PQ_DECLINE) result = Py_NewRef(Py_None);
+    if (rc == PQ_ERROR && !PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "physical_whole_targets failed");
+    PyMem_Free(extents);
+    PyMem_Free(targets);
+    Py_XDECREF(spaces);
+    Py_DECREF(ops);
+    return result;
+}
+
 static PyMethodDef physical_methods[] = {
     {"physical_sweep", physical_sweep, METH_VARARGS, physical_sweep_doc},
+    {"physical_whole_targets", physical_whole_targets, METH_VARARGS, physical_whole_targets_doc},
     {NULL, NULL, 0, NULL},
 };
 
 int
 Init_Physical(PyObject *module)
 {
+    for (int k = 0; k < PQ_NNAMES; k++) {
+        if (pq_names[k] == NULL) {
+            pq_names[k] = PyUnicode_InternFromString(pq_spellings[k]);
+            if (pq_names[k] == NULL) return -1;
+        }
+    }
     return PyModule_AddFunctions(module, physical_methods);
 }

@@ -168,6 +168,15 @@ def _group_shape(
 
 def _check_target_physical_ranges(operations: Sequence[Any], max_segment_checks: int) -> None:
     """The §12.6 check on executable regions with runtime-bound targets."""
+    # Every operation writing its own whole, alias-free target fragment, with disjoint extents
+    # per address space: nothing to report (decided in C; None: the grouping below decides).
+    if _native.physical_whole_targets(operations, TransferRegion, BoundWeightFragment, max_segment_checks):
+        return
+    _sweep_target_physical_ranges(operations, max_segment_checks)
+
+
+def _sweep_target_physical_ranges(operations: Sequence[Any], max_segment_checks: int) -> None:
+    """``_check_target_physical_ranges`` without its C accept path: the grouping and the sweep."""
     spaces: dict[tuple[Any, ...], int] = {}
     group_by_key: dict[tuple[Any, ...], int] = {}
     group_by_target: dict[int, int] = {}
@@ -262,12 +271,16 @@ def _validate_target_physical_ranges(operations: Iterable[Any], *, max_segment_c
     if type(max_segment_checks) is not int or max_segment_checks <= 0:
         raise ValueError("max_segment_checks must be a positive integer")
     ops = tuple(operations)
+    # The C accept path checks the exact region and target classes itself (so the loop below
+    # would pass); when it declines, the loop and the sweep decide and raise.
+    if _native.physical_whole_targets(ops, TransferRegion, BoundWeightFragment, max_segment_checks):
+        return
     for op in ops:
         if not isinstance(op, TransferRegion):
             raise ValueError("transfer plan requires a canonical transfer operation")
         if not isinstance(op.target, BoundWeightFragment):
             raise ValueError("executable transfer plan target must be runtime-bound")
-    _check_target_physical_ranges(ops, max_segment_checks)
+    _sweep_target_physical_ranges(ops, max_segment_checks)
 
 
 # ---------------------------------------------------------------------------------------
