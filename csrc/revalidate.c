@@ -818,32 +818,149 @@ rs_snapshot_matches(PyObject *snapshot, PyObject *expected, PyTypeObject *snapsh
     return n_state == PyDict_Size(expected) ? 0 : 2;
 }
 
+/* The per-call tables of ``revalidate_side``. Pointers in the identity tables are compared,
+ * never dereferenced, except the entries, which ``attested`` (the caller's private dict,
+ * unreachable from the values' own methods) holds. */
+typedef struct {
+    PyObject *attested;      /* {id(attestation): (placement_dict, binding_dict, view)} */
+    rv_table entry_of;       /* attestation pointer -> index into entries */
+    PyObject **entries;      /* borrowed from ``attested`` */
+    rv_table proven;         /* snapshot pointer -> index into ``held`` (the attested state it equals) */
+    Py_ssize_t proven_room;  /* insertions left (keeps the table at most half full) */
+    PyObject *held;          /* list: the attested states proven equal, held for the call */
+    PyTypeObject *attestation_type, *rank_type, *snapshot_type;
+} rs_ctx;
+
+/* Identity lookup (see rv_table); -1 when absent. */
+static Py_ssize_t
+rs_lookup(const rv_table *t, const void *object)
+{
+    size_t slot = (size_t)(((uintptr_t)object >> 4) * (uintptr_t)0x9E3779B97F4A7C15ULL) & t->mask;
+    while (t->keys[slot] != NULL) {
+        if ((const void *)t->keys[slot] == object) return t->values[slot];
+        slot = (slot + 1) & t->mask;
+    }
+    return -1;
+}
+
+/* Insert or overwrite (the table has room: the caller bounds the number of keys). */
+static void
+rs_store(rv_table *t, PyObject *object, Py_ssize_t value)
+{
+    size_t slot = (size_t)(((uintptr_t)object >> 4) * (uintptr_t)0x9E3779B97F4A7C15ULL) & t->mask;
+    while (t->keys[slot] != NULL && t->keys[slot] != object) slot = (slot + 1) & t->mask;
+    t->keys[slot] = object;
+    t->values[slot] = value;
+}
+
+/* The entry ``attested[id(attestation)]`` (borrowed), NULL when absent. */
+static PyObject *
+rs_entry(const rs_ctx *ctx, PyObject *attestation)
+{
+    Py_ssize_t index = rs_lookup(&ctx->entry_of, attestation);
+    return index < 0 ? NULL : ctx->entries[index];
+}
+
+/* Index the ``attested`` dict by attestation pointer; RV_OK, RV_DECLINE (odd keys or entries)
+ * or RV_ERROR. */
+static int
+rs_ctx_init(rs_ctx *ctx, Py_ssize_t n_frags)
+{
+    Py_ssize_t n = PyDict_Size(ctx->attested);
+    if (n < 0) return RV_ERROR;
+    ctx->entries = mr_alloc_array((size_t)n + 1, sizeof(PyObject *));
+    if (ctx->entries == NULL || rv_table_init(&ctx->entry_of, (size_t)n) < 0) return RV_ERROR;
+    if ((size_t)n_frags > SIZE_MAX / 4) {
+        PyErr_NoMemory();
+        return RV_ERROR;
+    }
+    if (rv_table_init(&ctx->proven, (size_t)n_frags) < 0) return RV_ERROR;
+    ctx->proven_room = n_frags;
+    ctx->held = PyList_New(0);
+    if (ctx->held == NULL) return RV_ERROR;
+    Py_ssize_t pos = 0, i = 0;
+    PyObject *key, *entry;
+    while (PyDict_Next(ctx->attested, &pos, &key, &entry)) {
+        if (i >= n || !PyLong_CheckExact(key) || !PyTuple_CheckExact(entry) || PyTuple_Size(entry) != 3) {
+            return RV_DECLINE;
+        }
+        void *pointer = PyLong_AsVoidPtr(key);
+        if (pointer == NULL) {
+            if (PyErr_Occurred()) PyErr_Clear();
+            return RV_DECLINE;
+        }
+        if (rs_lookup(&ctx->entry_of, pointer) >= 0) return RV_DECLINE;
+        ctx->entries[i] = entry;
+        rs_store(&ctx->entry_of, (PyObject *)pointer, i);
+        i++;
+    }
+    return RV_OK;
+}
+
+static void
+rs_ctx_free(rs_ctx *ctx)
+{
+    rv_table_free(&ctx->entry_of);
+    rv_table_free(&ctx->proven);
+    PyMem_Free(ctx->entries);
+    Py_XDECREF(ctx->held);
+}
+
+/* Remember that ``snapshot`` was proven equal to the attested ``state`` (held for the call). */
+static int
+rs_prove(rs_ctx *ctx, PyObject *snapshot, PyObject *state)
+{
+    if (ctx->proven_room <= 0) return 0; /* full: later checks compare again */
+    Py_ssize_t index = PyList_Size(ctx->held);
+    if (index < 0 || PyList_Append(ctx->held, state) < 0) return -1;
+    rs_store(&ctx->proven, snapshot, index);
+    ctx->proven_room--;
+    return 0;
+}
+
+/* ``key != view.key_base + (worker, _rank_key(part_rank))`` without building the right side:
+ * the tuple comparison item by item (``==`` with the identity shortcut, in order). 1, 0, -1. */
+static int
+rs_key_differs(PyObject *key, PyObject *key_base, PyObject *worker, PyObject *part_rank, PyTypeObject *rank_type)
+{
+    Py_ssize_t n = PyTuple_Size(key_base);
+    if (n < 0) return -1;
+    if (PyTuple_Size(key) != n + 2) return 1; /* different lengths: unequal */
+    for (Py_ssize_t k = 0; k < n; k++) {
+        int equal = PyObject_RichCompareBool(PyTuple_GetItem(key, k), PyTuple_GetItem(key_base, k), Py_EQ);
+        if (equal <= 0) return equal < 0 ? -1 : 1;
+    }
+    int equal = PyObject_RichCompareBool(PyTuple_GetItem(key, n), worker, Py_EQ);
+    if (equal <= 0) return equal < 0 ? -1 : 1;
+    PyObject *rank_key = rs_rank_key(part_rank, rank_type);
+    if (rank_key == NULL) return -1;
+    equal = PyObject_RichCompareBool(PyTuple_GetItem(key, n + 1), rank_key, Py_EQ);
+    Py_DECREF(rank_key);
+    return equal < 0 ? -1 : !equal;
+}
+
 /* One executor row of one side; *status is RV_OK, RV_DECLINE (unsure) or RV_ERROR. */
 static int
-rs_executor(PyObject *row, PyObject *attested, const rv_table *active, PyObject *snapshot_owner, PyObject *used,
-            PyTypeObject *attestation_type, PyTypeObject *rank_type, PyTypeObject *snapshot_type)
+rs_executor(PyObject *row, rs_ctx *ctx, const rv_table *active, PyObject *snapshot_owner, PyObject *used)
 {
     PyObject *rows_by_worker = NULL;
     PyObject *lease = NULL, *attestation = NULL, *placement = NULL, *view = NULL, *worker = NULL;
-    PyObject *key_base = NULL, *part_rank = NULL, *rank_key = NULL, *expected = NULL, *snapshots = NULL;
-    PyObject *fragment_ids = NULL, *objects = NULL, *ids_by_worker = NULL, *fid = NULL, *id = NULL;
+    PyObject *key_base = NULL, *part_rank = NULL, *snapshots = NULL;
+    PyObject *fragment_ids = NULL, *objects = NULL, *ids_by_worker = NULL, *fid = NULL;
     int rc = RV_DECLINE;
     if (!PyTuple_CheckExact(row) || PyTuple_Size(row) != 3) goto done;
     PyObject *estate = PyTuple_GetItem(row, 0), *key = PyTuple_GetItem(row, 1), *bucket = PyTuple_GetItem(row, 2);
     if (estate == NULL || key == NULL || bucket == NULL) goto error;
-    if (!PyDict_CheckExact(estate) || !PyList_CheckExact(bucket)) goto done;
+    if (!PyDict_CheckExact(estate) || !PyList_CheckExact(bucket) || !PyTuple_CheckExact(key)) goto done;
     lease = rv_item(estate, rs_keys[RS_LEASE]);
     if (lease == NULL || lease == Py_None) goto done;
     attestation = rv_item(estate, rs_keys[RS_ATTESTATION]);
-    if (attestation == NULL || Py_TYPE(attestation) != attestation_type) goto done;
+    if (attestation == NULL || Py_TYPE(attestation) != ctx->attestation_type) goto done;
     RS_GET(placement, attestation, RS_PLACEMENT);
     if (!rs_set_has(active, placement)) goto done;
-    id = PyLong_FromVoidPtr(attestation);
-    if (id == NULL) goto error;
     {
-        PyObject *entry = PyDict_GetItemWithError(attested, id); /* borrowed */
-        if (entry == NULL) goto done;                             /* not a fragment's: unsure */
-        if (!PyTuple_CheckExact(entry) || PyTuple_Size(entry) != 3) goto done;
+        PyObject *entry = rs_entry(ctx, attestation); /* borrowed */
+        if (entry == NULL) goto done;                 /* not a fragment's: unsure */
         view = Py_NewRef(PyTuple_GetItem(entry, 2));
     }
     worker = rv_item(estate, rs_keys[RS_WORKER]);
@@ -851,20 +968,7 @@ rs_executor(PyObject *row, PyObject *attested, const rv_table *active, PyObject 
     RS_GET(key_base, view, RS_KEY_BASE);
     RS_GET(part_rank, view, RS_PART_RANK);
     if (!PyTuple_CheckExact(key_base)) goto done;
-    rank_key = rs_rank_key(part_rank, rank_type);
-    if (rank_key == NULL) goto error;
-    {
-        Py_ssize_t n = PyTuple_Size(key_base);
-        if (n < 0 || n > PY_SSIZE_T_MAX - 2) goto error;
-        expected = PyTuple_New(n + 2);
-        if (expected == NULL) goto error;
-        for (Py_ssize_t k = 0; k < n; k++) {
-            if (PyTuple_SetItem(expected, k, Py_NewRef(PyTuple_GetItem(key_base, k))) < 0) goto error;
-        }
-        if (PyTuple_SetItem(expected, n, Py_NewRef(worker)) < 0) goto error;
-        if (PyTuple_SetItem(expected, n + 1, Py_NewRef(rank_key)) < 0) goto error;
-    }
-    int differs = rs_compare(key, expected, Py_NE);
+    int differs = rs_key_differs(key, key_base, worker, part_rank, ctx->rank_type);
     if (differs < 0) goto error;
     if (differs) goto done;
     snapshots = rv_item(estate, rs_keys[RS_SNAPSHOTS]);
@@ -892,22 +996,35 @@ rs_executor(PyObject *row, PyObject *attested, const rv_table *active, PyObject 
             if (mismatch) goto done;
         }
         else {
-            /* The attested field dicts of the worker's fragments, compared snapshot by snapshot. */
+            /* The attested field dicts of the worker's fragments, compared snapshot by snapshot;
+             * each proven pair is remembered (``proven`` of the Python version). */
             RS_GET(rows_by_worker, view, RS_ROWS);
             if (!PyDict_CheckExact(rows_by_worker)) goto done;
             PyObject *rows = PyDict_GetItemWithError(rows_by_worker, worker); /* borrowed */
             if (rows == NULL && PyErr_Occurred()) goto error;
             Py_ssize_t n_rows = rows == NULL ? 0 : (PyTuple_CheckExact(rows) ? PyTuple_Size(rows) : -1);
             if (n_rows != PyTuple_Size(snapshots)) goto done;
-            for (Py_ssize_t k = 0; k < n_rows; k++) {
+            Py_XINCREF(rows);
+            int bad = 0;
+            for (Py_ssize_t k = 0; k < n_rows && bad == 0; k++) {
                 PyObject *pair = PyTuple_GetItem(rows, k);
-                if (pair == NULL) goto error;
-                if (!PyTuple_CheckExact(pair) || PyTuple_Size(pair) != 2) goto done;
-                int match = rs_snapshot_matches(PyTuple_GetItem(snapshots, k), PyTuple_GetItem(pair, 1),
-                                                snapshot_type);
-                if (match < 0) goto error;
-                if (match != 1) goto done;
+                if (pair == NULL) {
+                    bad = -1;
+                    break;
+                }
+                if (!PyTuple_CheckExact(pair) || PyTuple_Size(pair) != 2) {
+                    bad = 1;
+                    break;
+                }
+                PyObject *snapshot = PyTuple_GetItem(snapshots, k), *state = PyTuple_GetItem(pair, 1);
+                int match = rs_snapshot_matches(snapshot, state, ctx->snapshot_type);
+                if (match < 0) bad = -1;
+                else if (match != 1) bad = 1;
+                else if (rs_prove(ctx, snapshot, state) < 0) bad = -1;
             }
+            Py_XDECREF(rows);
+            if (bad < 0) goto error;
+            if (bad) goto done;
         }
     }
     for (Py_ssize_t k = 0; k < PyTuple_Size(snapshots); k++) {
@@ -946,37 +1063,33 @@ done:
     Py_XDECREF(worker);
     Py_XDECREF(key_base);
     Py_XDECREF(part_rank);
-    Py_XDECREF(rank_key);
-    Py_XDECREF(expected);
     Py_XDECREF(snapshots);
     Py_XDECREF(fragment_ids);
     Py_XDECREF(objects);
     Py_XDECREF(ids_by_worker);
     Py_XDECREF(fid);
-    Py_XDECREF(id);
     Py_XDECREF(rows_by_worker);
     return rc;
 }
 
 /* The final per-fragment check of one side: the snapshot owned for the fragment is the
- * attested snapshot object itself (other cases: unsure). */
+ * attested snapshot object itself, or was proven equal to the attested state by its
+ * executor, or has a field dict equal to it (other cases: unsure). */
 static int
-rs_fragment(PyObject *fragment, PyObject *runtime_id, PyObject *attested, PyObject *snapshot_owner,
-            PyTypeObject *snapshot_type)
+rs_fragment(PyObject *fragment, PyObject *runtime_id, const rs_ctx *ctx, PyObject *snapshot_owner)
 {
     PyObject *state = NULL;
-    PyObject *attestation = NULL, *id = NULL, *view = NULL, *by_pfid = NULL, *placement = NULL, *pfid = NULL;
-    PyObject *expected_by_pfid = NULL, *generation = NULL, *lease_generation = NULL;
+    PyObject *attestation = NULL, *view = NULL, *by_pfid = NULL, *placement = NULL, *pfid = NULL;
+    PyObject *expected_by_pfid = NULL, *generation = NULL, *lease_generation = NULL, *owned = NULL;
     int rc = RV_DECLINE;
-    PyObject *owned = PyDict_GetItemWithError(snapshot_owner, runtime_id); /* borrowed; the dict holds it */
+    owned = PyDict_GetItemWithError(snapshot_owner, runtime_id); /* borrowed; held below */
     if (owned == NULL) goto done;
+    Py_INCREF(owned);
     attestation = rf_dict_item(fragment, rs_keys[RS_ATTESTATION]);
     if (attestation == NULL) goto done;
-    id = PyLong_FromVoidPtr(attestation);
-    if (id == NULL) goto error;
     {
-        PyObject *entry = PyDict_GetItemWithError(attested, id);
-        if (entry == NULL || !PyTuple_CheckExact(entry) || PyTuple_Size(entry) != 3) goto done;
+        PyObject *entry = rs_entry(ctx, attestation);
+        if (entry == NULL) goto done;
         view = Py_NewRef(PyTuple_GetItem(entry, 2));
     }
     /* ``view.object_by_pfid()``: its cached table when built, else the method builds it. */
@@ -1004,12 +1117,13 @@ rs_fragment(PyObject *fragment, PyObject *runtime_id, PyObject *attested, PyObje
     PyObject *attested_object = PyDict_GetItemWithError(by_pfid, pfid);
     if (attested_object == NULL && PyErr_Occurred()) goto error;
     if (attested_object != owned) {
-        /* Not the attested object itself: its fields must equal the attested ones. */
-        Py_INCREF(owned);
-        int match = rs_snapshot_matches(owned, state, snapshot_type);
-        Py_DECREF(owned);
-        if (match < 0) goto error;
-        if (match != 1) goto done;
+        Py_ssize_t proven = rs_lookup(&ctx->proven, owned);
+        if (proven < 0 || PyList_GetItem(ctx->held, proven) != state) {
+            /* Not the attested object itself: its fields must equal the attested ones. */
+            int match = rs_snapshot_matches(owned, state, ctx->snapshot_type);
+            if (match < 0) goto error;
+            if (match != 1) goto done;
+        }
     }
     rc = RV_OK;
     goto done;
@@ -1017,8 +1131,8 @@ error:
     rc = RV_ERROR;
 done:
     if (rc == RV_DECLINE && PyErr_Occurred()) rc = RV_ERROR;
+    Py_XDECREF(owned);
     Py_XDECREF(attestation);
-    Py_XDECREF(id);
     Py_XDECREF(view);
     Py_XDECREF(by_pfid);
     Py_XDECREF(placement);
@@ -1071,6 +1185,10 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
     PyObject *result = NULL, *by_key = NULL, *snapshot_owner = NULL, *operation_ids = NULL;
     PyObject *own_frags = NULL, *own_rows = NULL, *own_side = NULL;
     rv_table active = {NULL, NULL, 0};
+    rs_ctx ctx = {.attested = attested,
+                  .attestation_type = (PyTypeObject *)att_type,
+                  .rank_type = (PyTypeObject *)rank_type,
+                  .snapshot_type = (PyTypeObject *)snapshot_type};
     unsigned char *seen = NULL;
     Py_ssize_t *unique = NULL;
     Py_ssize_t n_unique = 0;
@@ -1086,6 +1204,11 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
     unique = mr_alloc_array((size_t)n_frags, sizeof(Py_ssize_t));
     if (seen == NULL || unique == NULL || rv_table_init(&active, (size_t)n_frags) < 0) goto done;
     memset(seen, 0, (size_t)n_frags);
+    {
+        int rc = rs_ctx_init(&ctx, n_frags);
+        if (rc == RV_ERROR) goto done;
+        if (rc == RV_DECLINE) goto decline;
+    }
     for (Py_ssize_t i = 0; i < n_ops; i++) {
         Py_ssize_t p = rs_position(own_side, i, n_frags);
         if (p < 0) goto decline;
@@ -1127,8 +1250,7 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
     snapshot_owner = PyDict_New();
     if (snapshot_owner == NULL) goto done;
     for (Py_ssize_t r = 0; r < n_rows; r++) {
-        int rc = rs_executor(PyList_GetItem(own_rows, r), attested, &active, snapshot_owner, used,
-                             (PyTypeObject *)att_type, (PyTypeObject *)rank_type, (PyTypeObject *)snapshot_type);
+        int rc = rs_executor(PyList_GetItem(own_rows, r), &ctx, &active, snapshot_owner, used);
         if (rc == RV_ERROR) goto done;
         if (rc == RV_DECLINE) goto decline;
     }
@@ -1144,8 +1266,7 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
     }
     for (Py_ssize_t u = 0; u < n_unique; u++) {
         Py_ssize_t p = unique[u];
-        int rc = rs_fragment(PyList_GetItem(own_frags, p), PyList_GetItem(runtime_ids, p), attested, snapshot_owner,
-                             (PyTypeObject *)snapshot_type);
+        int rc = rs_fragment(PyList_GetItem(own_frags, p), PyList_GetItem(runtime_ids, p), &ctx, snapshot_owner);
         if (rc == RV_ERROR) goto done;
         if (rc == RV_DECLINE) goto decline;
     }
@@ -1154,6 +1275,7 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
 decline:
     if (!PyErr_Occurred()) result = Py_NewRef(Py_None);
 done:
+    rs_ctx_free(&ctx);
     rv_table_free(&active);
     PyMem_Free(seen);
     PyMem_Free(unique);
