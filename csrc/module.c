@@ -8,6 +8,7 @@
 #include "coverage.h"
 #include "overlap.h"
 #include "physical.h"
+#include "pickle_codec.h"
 #include "planobj.h"
 #include "regioncheck.h"
 #include "revalidate.h"
@@ -21,6 +22,7 @@ native_exec(PyObject *module)
     if (Init_Coverage(module) < 0) return -1;
     if (Init_Overlap(module) < 0) return -1;
     if (Init_Physical(module) < 0) return -1;
+    if (Init_PickleCodec(module) < 0) return -1;
     if (Init_PlanObjects(module) < 0) return -1;
     if (Init_RegionCheck(module) < 0) return -1;
     if (Init_Revalidate(module) < 0) return -1;

@@ -710,3 +710,17 @@ def regions_canonical(operations: tuple[Any, ...], start: int, bound_cls: type, 
     from their instance dict; an exact ``bound_cls`` fragment is read through its ``placement``
     and ``binding`` (at most 8 plain types). Non-exact values, ints beyond int64, missing attributes and more than 32
     dimensions are "not proven" (``TransferRegion.__post_init__`` then decides)."""
+
+# --- pickle_codec.c: the packed TransferPlan pickle record (issue 5) ----------
+
+def graph_pack(root: object, registry: tuple[tuple[type, tuple[str, ...], int], ...], /) -> Optional[tuple[bytes, tuple[Any, ...]]]:
+    """``(codes, values)``: the object graph of ``root`` as opcodes (exact tuples and instances of
+    the registry's ``(class, names, mode)`` classes whose instance dict has the registered shape,
+    each distinct object written once) and the flat tuple of the leaves (everything else, in
+    order). None when the graph has a cycle."""
+
+def graph_unpack(codes: object, values: object, registry: tuple[tuple[type, tuple[str, ...], int], ...], /) -> Any:
+    """The graph ``graph_pack`` packed: registered instances rebuilt by field dict (mode 0/1, as
+    their default pickling) or, mode 2, as ``RuntimeBindingFragment(*values)`` (decided in C when
+    its checks visibly hold, else by calling the class, whose exception propagates). None when the
+    stream is not exactly one well-formed graph using every value once."""

@@ -17,7 +17,11 @@ from spec_helpers import raises
 from test_binding_attacks import World, _stored_world
 
 from mooncake.reshard.weight._planner import bound_pickle
-from mooncake.reshard.weight._planner.bound_pickle import _restore_transfer_plan, reduce_transfer_plan
+from mooncake.reshard.weight._planner.bound_pickle import (
+    _restore_packed_transfer_plan,
+    _restore_transfer_plan,
+    reduce_transfer_plan,
+)
 from mooncake.reshard.weight.planner import (
     RuntimeBindingAttestation,
     TransferPlan,
@@ -35,7 +39,11 @@ def world() -> World:
 
 
 def _is_compact(plan: Any) -> bool:
-    return plan.__reduce_ex__(pickle.HIGHEST_PROTOCOL)[0] is _restore_transfer_plan
+    # Protocol 5 packs the record (``_restore_packed_transfer_plan``), lower ones write it as is.
+    packed = plan.__reduce_ex__(pickle.HIGHEST_PROTOCOL)[0] is _restore_packed_transfer_plan
+    record = plan.__reduce_ex__(4)[0] is _restore_transfer_plan
+    assert packed == record
+    return packed
 
 
 def _record(plan: TransferPlan) -> list[Any]:
@@ -374,11 +382,14 @@ _FORGERIES = [
 ]
 
 
+@pytest.mark.parametrize("protocol", [4, 5])
 @pytest.mark.parametrize("site,field,value", _FORGERIES)
-def test_single_forgery_matches_the_field_state_format(world: World, site: str, field: str, value: Any) -> None:
+def test_single_forgery_matches_the_field_state_format(
+    world: World, site: str, field: str, value: Any, protocol: int
+) -> None:
     forged = _forge(world.bind(), site, field, value)
     expected = _outcome(pickle.dumps(_FieldState(forged)))
-    actual = _outcome(pickle.dumps(forged))
+    actual = _outcome(pickle.dumps(forged, protocol=protocol))
     if site != "operation" and (site, field) != ("target", "owner"):  # owners are never pickled
         assert expected[0] == "error"  # the oracle itself rejects every other forgery
     if expected[0] == "error":

@@ -781,8 +781,9 @@ class TransferPlan:
         return _reduce_transfer_plan(self)
 
     def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
-        # Same as ``__reduce__`` (every protocol), without the ``object.__reduce_ex__`` hop.
-        return _reduce_transfer_plan(self)
+        # ``__reduce__``'s record, packed from protocol 5 on (bound_pickle), without the
+        # ``object.__reduce_ex__`` hop.
+        return _reduce_ex_transfer_plan(self, protocol)
 
     # -- derived views -------------------------------------------------------------------
     @property
@@ -1114,5 +1115,15 @@ def _reduce_transfer_plan(plan: TransferPlan) -> tuple[Any, ...]:
 
     _reduce_transfer_plan = reduce_transfer_plan
     return reduce_transfer_plan(plan)
+
+
+def _reduce_ex_transfer_plan(plan: TransferPlan, protocol: Any) -> tuple[Any, ...]:
+    """``bound_pickle.reduce_ex_transfer_plan``, imported on first use (as above)."""
+    global _reduce_ex_transfer_plan
+    from .bound_pickle import reduce_ex_transfer_plan
+
+    _reduce_ex_transfer_plan = reduce_ex_transfer_plan
+    return reduce_ex_transfer_plan(plan, protocol)
+
 
 __all__ = ["ExecutorTransferPlan", "RuntimeFragmentSnapshot", "TransferPlan"]

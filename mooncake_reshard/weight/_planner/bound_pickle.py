@@ -61,11 +61,20 @@ from typing import Any, Optional
 
 from ... import _native
 from ...contracts.fragments import RuntimeBindingFragment
+from ..part import WeightPlacementPart
 from ..placement import WeightPlacementManifest
-from ..types import PlacementFragment, TensorDescriptor
+from ..topology import ParallelTopology, TopologyParticipant
+from ..types import (
+    OwnershipAxis,
+    ParallelRank,
+    PlacementFragment,
+    ReplicatedAxis,
+    SplitAxis,
+    TensorDescriptor,
+)
 from .attestation import RuntimeBindingAttestation, RuntimeBindingEvidence
 from .bound_contracts import ExecutorTransferPlan, RuntimeFragmentSnapshot, TransferPlan
-from .contracts import TransferRegion
+from .contracts import PlanningLimits, TransferRegion
 from .fragments import BoundWeightFragment
 
 _FORMAT = 1
@@ -252,6 +261,56 @@ def reduce_transfer_plan(plan: Any) -> tuple[Any, ...]:
     record = _compact_record(plan)
     if record is None:
         return (_NEWOBJ, (type(plan),), plan.__getstate__())
+    return (_restore_transfer_plan, record)
+
+
+# The classes whose objects the packed record describes itself (``_native.graph_pack``, see
+# csrc/pickle_codec.c): ``(class, names, mode)``. Mode 0: default dataclass pickling (the
+# instance dict holds exactly the fields, restored without ``__post_init__``); mode 1: the same
+# for ``WeightPlacementManifest``'s ``__getstate__`` (its fields and ``_digest_cache``; derived
+# ``_`` caches are dropped); mode 2: ``RuntimeBindingFragment``'s rebuild through its
+# constructor (13 arguments, then ``owner``). Most frequent classes first.
+def _names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+
+
+_GRAPH_REGISTRY: tuple[tuple[type, tuple[str, ...], int], ...] = (
+    (ParallelRank, _names(ParallelRank), 0),
+    (PlacementFragment, _names(PlacementFragment), 0),
+    (RuntimeBindingFragment, _names(RuntimeBindingFragment), 2),
+    (WeightPlacementPart, _names(WeightPlacementPart), 0),
+    (TopologyParticipant, _names(TopologyParticipant), 0),
+    (TensorDescriptor, _names(TensorDescriptor), 0),
+    (RuntimeBindingEvidence, _names(RuntimeBindingEvidence), 0),
+    (SplitAxis, _names(SplitAxis), 0),
+    (ReplicatedAxis, _names(ReplicatedAxis), 0),
+    (OwnershipAxis, _names(OwnershipAxis), 0),
+    (ParallelTopology, _names(ParallelTopology), 0),
+    (WeightPlacementManifest, _names(WeightPlacementManifest), 1),
+    (PlanningLimits, _names(PlanningLimits), 0),
+)
+if _GRAPH_REGISTRY[2][1][-1] != "owner" or _GRAPH_REGISTRY[11][1][-1] != "_digest_cache":
+    raise RuntimeError("bound_pickle: unexpected RuntimeBindingFragment/WeightPlacementManifest fields")
+_graph_pack = _native.graph_pack
+_graph_unpack = _native.graph_unpack
+# ``copy.copy`` reduces with protocol 4: it keeps the record format, whose restore shares the
+# plan's placements and evidence instead of rebuilding them.
+_PACKED_PROTOCOL = 5
+
+
+def reduce_ex_transfer_plan(plan: Any, protocol: Any) -> tuple[Any, ...]:
+    """``TransferPlan.__reduce_ex__``: from protocol 5 on, the compact record packed by
+    ``_native.graph_pack`` (``(_restore_packed_transfer_plan, (codes, values))``: pickle then
+    writes one bytes string and one flat tuple of leaves instead of every placement, part,
+    fragment, rank and runtime fragment object); otherwise, or when the record has a cycle,
+    ``reduce_transfer_plan``."""
+    record = _compact_record(plan)
+    if record is None:
+        return (_NEWOBJ, (type(plan),), plan.__getstate__())
+    if type(protocol) is int and protocol >= _PACKED_PROTOCOL:
+        packed = _graph_pack(record, _GRAPH_REGISTRY)
+        if packed is not None:
+            return (_restore_packed_transfer_plan, packed)
     return (_restore_transfer_plan, record)
 
 
@@ -463,6 +522,17 @@ def _python_restore_regions(operation_table: Any, fragments: Any) -> tuple[Any, 
     return tuple(operations)
 
 
+def _restore_packed_transfer_plan(codes: Any, values: Any) -> TransferPlan:
+    """Rebuild a plan from its packed record: ``_native.graph_unpack`` rebuilds the record
+    (placement graph objects by field dict, as their default pickling does; runtime fragments
+    through their constructor's checks), then ``_restore_transfer_plan`` (every validating path
+    of the record). A stream that is not exactly one packed tuple raises the record's message."""
+    record = _graph_unpack(codes, values, _GRAPH_REGISTRY)
+    if type(record) is not tuple:
+        raise ValueError(_INVALID)
+    return _restore_transfer_plan(*record)
+
+
 def _restore_transfer_plan(*record: Any) -> TransferPlan:
     """Rebuild a plan from its compact record through the validating paths (module docstring)."""
     if len(record) != _RECORD_LENGTH or type(record[0]) is not int or record[0] != _FORMAT:
@@ -510,4 +580,4 @@ def _restore_transfer_plan(*record: Any) -> TransferPlan:
     return plan
 
 
-__all__ = ["reduce_transfer_plan"]
+__all__ = ["reduce_ex_transfer_plan", "reduce_transfer_plan"]

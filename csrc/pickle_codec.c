@@ -1,0 +1,730 @@
+/* pickle_codec: the packed object graph of a TransferPlan pickle record (issue 5).
+ *
+ * graph_pack(root, registry) flattens an object graph into (codes, values): ``codes`` is a
+ * bytes string of opcodes, ``values`` a flat tuple of the leaves (exact str/int/float/bytes,
+ * None, bools, and any object the codec does not describe, which pickle then writes itself).
+ * The graph may contain exact tuples and instances of the registry's classes whose instance
+ * dict has the registered shape; each distinct tuple and instance is written once, later
+ * occurrences refer to it (identity is kept, as pickle's memo keeps it). Pickle then writes a
+ * bytes string and a flat tuple instead of calling ``__reduce_ex__`` on every object.
+ *
+ * graph_unpack(codes, values, registry) rebuilds the graph. It only ever creates exact tuples
+ * and instances of the registry's classes: a class of mode 0 or 1 as its default pickling
+ * restores it (a new instance whose dict holds the field values, no ``__post_init__``);
+ * mode 2 (``RuntimeBindingFragment``) as its own pickling does, through its constructor's
+ * checks: decided here when every check of the constructor visibly holds on values it keeps
+ * unchanged, otherwise by calling the class, which raises its own message. A stream that is
+ * not exactly one well-formed graph (a hostile payload) returns None; the caller raises its
+ * format's message. Everything the stream carries is range-checked: counts against the bytes
+ * left, class and back-reference indices against their tables, every read against the end.
+ *
+ * Registry: an exact tuple of at most PC_MAX_CLASSES exact tuples ``(cls, names, mode)``:
+ * a heap type, an exact tuple of 1..PC_MAX_FIELDS exact str, and
+ *   mode 0: the instance dict holds exactly ``names`` (default dataclass pickling);
+ *   mode 1: it holds every name and otherwise only ``_``-prefixed str keys (derived caches,
+ *           dropped like ``WeightPlacementManifest.__getstate__`` drops them);
+ *   mode 2: ``names`` are the 13 constructor arguments of ``RuntimeBindingFragment`` then
+ *           ``owner``: the 13 are written (owner and other keys dropped, as its ``__reduce__``
+ *           does), the restored instance has ``owner`` None.
+ * An instance of a registered class of another shape is written as a leaf (pickle's own
+ * path). */
+#include "pickle_codec.h"
+
+#define PC_MAX_CLASSES 32
+#define PC_MAX_FIELDS 16
+#define PC_MAX_DEPTH 64
+#define PC_RBF_ARGS 13
+
+enum { PC_VALUE = 0, PC_TUPLE = 1, PC_OBJECT = 2, PC_REF = 3 };
+
+/* Step outcomes of the encoder: go on, abort (None: a cycle), error (exception set). */
+#define PC_OK 0
+#define PC_ABORT 1
+#define PC_ERROR (-1)
+
+typedef struct {
+    Py_ssize_t n;
+    PyObject *cls[PC_MAX_CLASSES];      /* borrowed from the registry tuple */
+    PyObject *names[PC_MAX_CLASSES];    /* borrowed exact tuple of exact str */
+    Py_ssize_t nnames[PC_MAX_CLASSES];  /* names in the tuple */
+    Py_ssize_t nvalues[PC_MAX_CLASSES]; /* values written per instance */
+    Py_ssize_t npublic[PC_MAX_CLASSES]; /* names not starting with '_' (mode 1) */
+    int mode[PC_MAX_CLASSES];
+} pc_registry;
+
+/* 1 when the exact str s starts with '_', 0 otherwise, -1 on error. */
+static int
+pc_private(PyObject *s)
+{
+    Py_ssize_t length = PyUnicode_GetLength(s);
+    if (length < 0) return -1;
+    if (length == 0) return 0;
+    Py_UCS4 first = PyUnicode_ReadChar(s, 0);
+    if (first == (Py_UCS4)-1 && PyErr_Occurred()) return -1;
+    return first == '_';
+}
+
+static int
+pc_parse_registry(PyObject *registry, pc_registry *reg)
+{
+    if (!PyTuple_CheckExact(registry)) {
+        PyErr_SetString(PyExc_TypeError, "pickle codec registry must be a tuple");
+        return -1;
+    }
+    Py_ssize_t n = PyTuple_Size(registry);
+    if (n < 0) return -1;
+    if (n > PC_MAX_CLASSES) {
+        PyErr_SetString(PyExc_TypeError, "pickle codec registry has too many classes");
+        return -1;
+    }
+    reg->n = n;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *entry = PyTuple_GetItem(registry, k);
+        if (entry == NULL) return -1;
+        if (!PyTuple_CheckExact(entry) || PyTuple_Size(entry) != 3) goto bad;
+        PyObject *cls = PyTuple_GetItem(entry, 0);
+        PyObject *names = PyTuple_GetItem(entry, 1);
+        PyObject *mode = PyTuple_GetItem(entry, 2);
+        if (cls == NULL || names == NULL || mode == NULL) return -1;
+        if (!PyType_Check(cls) || !(PyType_GetFlags((PyTypeObject *)cls) & Py_TPFLAGS_HEAPTYPE)) goto bad;
+        if (!PyTuple_CheckExact(names) || !PyLong_CheckExact(mode)) goto bad;
+        Py_ssize_t count = PyTuple_Size(names);
+        if (count < 1 || count > PC_MAX_FIELDS) goto bad;
+        long m = PyLong_AsLong(mode);
+        if (m == -1 && PyErr_Occurred()) return -1;
+        if (m < 0 || m > 2) goto bad;
+        if (m == 2 && count != PC_RBF_ARGS + 1) goto bad;
+        Py_ssize_t public = 0;
+        for (Py_ssize_t j = 0; j < count; j++) {
+            PyObject *name = PyTuple_GetItem(names, j);
+            if (name == NULL) return -1;
+            if (!PyUnicode_CheckExact(name)) goto bad;
+            int private = pc_private(name);
+            if (private < 0) return -1;
+            if (!private) public++;
+        }
+        for (Py_ssize_t j = 0; j < k; j++) {
+            if (reg->cls[j] == cls) goto bad;
+        }
+        reg->cls[k] = cls;
+        reg->names[k] = names;
+        reg->nnames[k] = count;
+        reg->nvalues[k] = m == 2 ? PC_RBF_ARGS : count;
+        reg->npublic[k] = public;
+        reg->mode[k] = (int)m;
+    }
+    return 0;
+bad:
+    PyErr_SetString(PyExc_TypeError, "pickle codec registry entry is invalid");
+    return -1;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Pointer -> index table (open addressing; identity of the objects met while packing). */
+
+typedef struct {
+    const void **keys;
+    Py_ssize_t *vals;
+    size_t mask; /* capacity - 1, capacity a power of two */
+    size_t used;
+} pc_table;
+
+static size_t
+pc_hash(const void *p)
+{
+    uint64_t h = (uint64_t)(uintptr_t)p;
+    h ^= h >> 29;
+    h *= 0x9E3779B97F4A7C15ULL;
+    h ^= h >> 32;
+    return (size_t)h;
+}
+
+static int
+pc_table_init(pc_table *t, size_t capacity)
+{
+    t->keys = mr_alloc_array(capacity, sizeof(*t->keys));
+    if (t->keys == NULL) return -1;
+    t->vals = mr_alloc_array(capacity, sizeof(*t->vals));
+    if (t->vals == NULL) {
+        PyMem_Free(t->keys);
+        t->keys = NULL;
+        return -1;
+    }
+    memset(t->keys, 0, capacity * sizeof(*t->keys));
+    t->mask = capacity - 1;
+    t->used = 0;
+    return 0;
+}
+
+static void
+pc_table_free(pc_table *t)
+{
+    PyMem_Free(t->keys);
+    PyMem_Free(t->vals);
+    t->keys = NULL;
+    t->vals = NULL;
+}
+
+/* Slot of key p (its own or the empty one where it belongs). */
+static size_t
+pc_table_slot(const pc_table *t, const void *p)
+{
+    size_t i = pc_hash(p) & t->mask;
+    while (t->keys[i] != NULL && t->keys[i] != p) i = (i + 1) & t->mask;
+    return i;
+}
+
+static int
+pc_table_grow(pc_table *t)
+{
+    size_t capacity = t->mask + 1;
+    if (capacity > ((size_t)-1) / 4) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    pc_table bigger;
+    if (pc_table_init(&bigger, capacity * 2) < 0) return -1;
+    for (size_t i = 0; i < capacity; i++) {
+        if (t->keys[i] == NULL) continue;
+        size_t j = pc_table_slot(&bigger, t->keys[i]);
+        bigger.keys[j] = t->keys[i];
+        bigger.vals[j] = t->vals[i];
+    }
+    bigger.used = t->used;
+    pc_table_free(t);
+    *t = bigger;
+    return 0;
+}
+
+/* Set p -> value (inserting when absent). */
+static int
+pc_table_set(pc_table *t, const void *p, Py_ssize_t value)
+{
+    size_t i = pc_table_slot(t, p);
+    if (t->keys[i] == NULL) {
+        if ((t->used + 1) * 2 > t->mask + 1) {
+            if (pc_table_grow(t) < 0) return -1;
+            i = pc_table_slot(t, p);
+        }
+        t->keys[i] = p;
+        t->used++;
+    }
+    t->vals[i] = value;
+    return 0;
+}
+
+/* 1 and *value when p is present, else 0. */
+static int
+pc_table_get(const pc_table *t, const void *p, Py_ssize_t *value)
+{
+    size_t i = pc_table_slot(t, p);
+    if (t->keys[i] == NULL) return 0;
+    *value = t->vals[i];
+    return 1;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * graph_pack */
+
+typedef struct {
+    unsigned char *codes;
+    size_t length;
+    size_t capacity;
+    PyObject *values; /* list */
+    pc_table memo;    /* object -> index once complete; -1 while its children are written */
+    Py_ssize_t next;  /* index of the next completed tuple/instance */
+    const pc_registry *reg;
+} pc_encoder;
+
+static int
+pc_emit(pc_encoder *e, int op, int with_arg, size_t arg)
+{
+    if (e->capacity - e->length < 11) {
+        if (e->capacity > ((size_t)PY_SSIZE_T_MAX) / 2) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        size_t capacity = e->capacity * 2;
+        unsigned char *grown = PyMem_Realloc(e->codes, capacity);
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        e->codes = grown;
+        e->capacity = capacity;
+    }
+    e->codes[e->length++] = (unsigned char)op;
+    if (with_arg) {
+        do {
+            unsigned char byte = (unsigned char)(arg & 0x7F);
+            arg >>= 7;
+            e->codes[e->length++] = arg ? (unsigned char)(byte | 0x80) : byte;
+        } while (arg);
+    }
+    return 0;
+}
+
+static int
+pc_leaf(pc_encoder *e, PyObject *value)
+{
+    if (pc_emit(e, PC_VALUE, 0, 0) < 0) return PC_ERROR;
+    return PyList_Append(e->values, value) < 0 ? PC_ERROR : PC_OK;
+}
+
+/* Registry index of the exact class of obj, or -1. */
+static Py_ssize_t
+pc_class_index(const pc_registry *reg, PyObject *obj)
+{
+    PyObject *type = (PyObject *)Py_TYPE(obj);
+    for (Py_ssize_t k = 0; k < reg->n; k++) {
+        if (reg->cls[k] == type) return k;
+    }
+    return -1;
+}
+
+/* The instance dict (new reference) of obj when it has the registered shape of class k and
+ * its written values into out (borrowed from that dict); Py_None (new reference) when it does
+ * not (the object is then a leaf); NULL on error. */
+static PyObject *
+pc_instance_values(const pc_registry *reg, Py_ssize_t k, PyObject *obj, PyObject **out)
+{
+    PyObject *dict = PyObject_GenericGetDict(obj, NULL);
+    if (dict == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
+        PyErr_Clear();
+        return Py_NewRef(Py_None);
+    }
+    if (!PyDict_CheckExact(dict)) goto leaf;
+    Py_ssize_t size = PyDict_Size(dict);
+    if (size < 0) goto error;
+    int mode = reg->mode[k];
+    if (mode == 0 && size != reg->nnames[k]) goto leaf;
+    for (Py_ssize_t j = 0; j < reg->nvalues[k]; j++) {
+        PyObject *value = PyDict_GetItemWithError(dict, PyTuple_GetItem(reg->names[k], j));
+        if (value == NULL) {
+            if (PyErr_Occurred()) goto error;
+            goto leaf;
+        }
+        out[j] = value;
+    }
+    if (mode == 1) {
+        /* Every name is present; the other keys must all be private str keys: count the
+         * public ones, which can then only be the public names. */
+        Py_ssize_t position = 0, public = 0;
+        PyObject *key, *value;
+        while (PyDict_Next(dict, &position, &key, &value)) {
+            if (!PyUnicode_CheckExact(key)) goto leaf;
+            int private = pc_private(key);
+            if (private < 0) goto error;
+            if (!private) public++;
+        }
+        if (public != reg->npublic[k]) goto leaf;
+    }
+    return dict;
+leaf:
+    Py_DECREF(dict);
+    return Py_NewRef(Py_None);
+error:
+    Py_DECREF(dict);
+    return NULL;
+}
+
+static int
+pc_encode(pc_encoder *e, PyObject *obj, int depth)
+{
+    if (obj == Py_None || PyUnicode_CheckExact(obj) || PyLong_CheckExact(obj) || PyBool_Check(obj)
+        || PyFloat_CheckExact(obj) || PyBytes_CheckExact(obj)) {
+        return pc_leaf(e, obj);
+    }
+    int is_tuple = PyTuple_CheckExact(obj);
+    Py_ssize_t k = is_tuple ? -1 : pc_class_index(e->reg, obj);
+    if ((!is_tuple && k < 0) || depth >= PC_MAX_DEPTH) return pc_leaf(e, obj);
+    Py_ssize_t count = 0;
+    if (is_tuple) {
+        count = PyTuple_Size(obj);
+        if (count < 0) return PC_ERROR;
+        if (count == 0) return pc_emit(e, PC_TUPLE, 1, 0) < 0 ? PC_ERROR : PC_OK;
+    }
+    Py_ssize_t seen;
+    if (pc_table_get(&e->memo, obj, &seen)) {
+        if (seen < 0) return PC_ABORT; /* a cycle: pickle's own path decides */
+        return pc_emit(e, PC_REF, 1, (size_t)seen) < 0 ? PC_ERROR : PC_OK;
+    }
+    PyObject *fields[PC_MAX_FIELDS];
+    PyObject *dict = NULL;
+    if (!is_tuple) {
+        dict = pc_instance_values(e->reg, k, obj, fields);
+        if (dict == NULL) return PC_ERROR;
+        if (dict == Py_None) {
+            Py_DECREF(dict);
+            return pc_leaf(e, obj);
+        }
+        count = e->reg->nvalues[k];
+    }
+    int rc = PC_ERROR;
+    if (pc_table_set(&e->memo, obj, -1) < 0) goto done;
+    if (pc_emit(e, is_tuple ? PC_TUPLE : PC_OBJECT, 1, is_tuple ? (size_t)count : (size_t)k) < 0) goto done;
+    for (Py_ssize_t j = 0; j < count; j++) {
+        PyObject *child = is_tuple ? PyTuple_GetItem(obj, j) : fields[j];
+        if (child == NULL) goto done;
+        rc = pc_encode(e, child, depth + 1);
+        if (rc != PC_OK) goto done;
+        rc = PC_ERROR;
+    }
+    if (pc_table_set(&e->memo, obj, e->next) < 0) goto done;
+    e->next++;
+    rc = PC_OK;
+done:
+    Py_XDECREF(dict);
+    return rc;
+}
+
+PyDoc_STRVAR(graph_pack_doc,
+"graph_pack(root, registry)\n"
+"--\n\n"
+"``(codes, values)``: the object graph of root packed as described at the top of\n"
+"csrc/pickle_codec.c (exact tuples and registered instances as opcodes, everything else as\n"
+"leaves in the flat tuple values), or None when the graph has a cycle.");
+
+static PyObject *
+graph_pack(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *root, *registry;
+    if (!PyArg_ParseTuple(args, "OO:graph_pack", &root, &registry)) return NULL;
+    pc_registry reg;
+    if (pc_parse_registry(registry, &reg) < 0) return NULL;
+    pc_encoder e;
+    memset(&e, 0, sizeof(e));
+    e.reg = &reg;
+    e.capacity = 1024;
+    e.codes = PyMem_Malloc(e.capacity);
+    if (e.codes == NULL) return PyErr_NoMemory();
+    PyObject *result = NULL;
+    e.values = PyList_New(0);
+    if (e.values == NULL) goto done;
+    if (pc_table_init(&e.memo, 256) < 0) goto done;
+    int rc = pc_encode(&e, root, 0);
+    if (rc == PC_ABORT) {
+        result = Py_NewRef(Py_None);
+    } else if (rc == PC_OK) {
+        PyObject *codes = PyBytes_FromStringAndSize((const char *)e.codes, (Py_ssize_t)e.length);
+        PyObject *values = codes == NULL ? NULL : PyList_AsTuple(e.values);
+        if (values != NULL) result = PyTuple_Pack(2, codes, values);
+        Py_XDECREF(codes);
+        Py_XDECREF(values);
+    }
+done:
+    PyMem_Free(e.codes);
+    Py_XDECREF(e.values);
+    pc_table_free(&e.memo);
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * graph_unpack */
+
+typedef struct {
+    const unsigned char *codes;
+    Py_ssize_t length;
+    Py_ssize_t position;
+    PyObject *values; /* exact tuple */
+    Py_ssize_t nvalues;
+    Py_ssize_t next_value;
+    PyObject **memo; /* owned references to the completed tuples and instances */
+    Py_ssize_t nmemo;
+    Py_ssize_t memo_capacity;
+    const pc_registry *reg;
+    int malformed; /* set, without an exception, when the stream is not well formed */
+} pc_decoder;
+
+/* An unsigned LEB128 count/index into *out (at most PY_SSIZE_T_MAX); 0, or -1 when malformed. */
+static int
+pc_read_arg(pc_decoder *d, Py_ssize_t *out)
+{
+    uint64_t value = 0;
+    for (int shift = 0; shift < 63; shift += 7) {
+        if (d->position >= d->length) break;
+        unsigned char byte = d->codes[d->position++];
+        value |= (uint64_t)(byte & 0x7F) << shift;
+        if (!(byte & 0x80)) {
+            if (value > (uint64_t)PY_SSIZE_T_MAX) break;
+            *out = (Py_ssize_t)value;
+            return 0;
+        }
+    }
+    d->malformed = 1;
+    return -1;
+}
+
+static int
+pc_memo_push(pc_decoder *d, PyObject *obj)
+{
+    if (d->nmemo == d->memo_capacity) {
+        size_t capacity = d->memo_capacity ? (size_t)d->memo_capacity * 2 : 64;
+        size_t bytes;
+        if (capacity > (size_t)PY_SSIZE_T_MAX || __builtin_mul_overflow(capacity, sizeof(PyObject *), &bytes)) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        PyObject **grown = PyMem_Realloc(d->memo, bytes);
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        d->memo = grown;
+        d->memo_capacity = (Py_ssize_t)capacity;
+    }
+    d->memo[d->nmemo++] = Py_NewRef(obj);
+    return 0;
+}
+
+/* An exact int in [0, 2**64) into *out: 1; 0 for anything else; -1 on error. */
+static int
+pc_u64(PyObject *value, uint64_t *out)
+{
+    if (!PyLong_CheckExact(value)) return 0;
+    unsigned long long x = PyLong_AsUnsignedLongLong(value);
+    if (x == (unsigned long long)-1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    *out = (uint64_t)x;
+    return 1;
+}
+
+/* An exact non-empty str: 1; 0 otherwise; -1 on error. */
+static int
+pc_nonempty_str(PyObject *value)
+{
+    if (!PyUnicode_CheckExact(value)) return 0;
+    Py_ssize_t length = PyUnicode_GetLength(value);
+    if (length < 0) return -1;
+    return length > 0;
+}
+
+/* 1 when RuntimeBindingFragment(*args) accepts the 13 arguments and keeps every one unchanged
+ * (its fast path: exact types, no singleton dimension), 0 when not decided here, -1 on error. */
+static int
+pc_runtime_fragment_ok(PyObject *const *args)
+{
+    static const int strings[] = {0, 1, 4, 5, 6};
+    for (size_t j = 0; j < sizeof(strings) / sizeof(strings[0]); j++) {
+        int rc = pc_nonempty_str(args[strings[j]]);
+        if (rc <= 0) return rc;
+    }
+    uint64_t address, nbytes, itemsize, storage_address, storage_nbytes, offset;
+    int rc;
+    if ((rc = pc_u64(args[2], &address)) <= 0) return rc;
+    if ((rc = pc_u64(args[3], &nbytes)) <= 0) return rc;
+    if (address < 1 || nbytes < 1 || nbytes > UINT64_MAX - address) return 0;
+    if ((rc = pc_u64(args[7], &itemsize)) <= 0) return rc;
+    if (itemsize < 1) return 0;
+    PyObject *shape = args[8], *strides = args[9];
+    if (!PyTuple_CheckExact(shape) || !PyTuple_CheckExact(strides)) return 0;
+    Py_ssize_t rank = PyTuple_Size(shape);
+    if (rank < 0) return -1;
+    if (PyTuple_Size(strides) != rank) return 0;
+    for (Py_ssize_t j = 0; j < rank; j++) {
+        uint64_t extent, stride;
+        PyObject *e = PyTuple_GetItem(shape, j), *s = PyTuple_GetItem(strides, j);
+        if (e == NULL || s == NULL) return -1;
+        if ((rc = pc_u64(e, &extent)) <= 0) return rc;
+        if ((rc = pc_u64(s, &stride)) <= 0) return rc;
+        if (extent <= 1 || extent > (uint64_t)INT64_MAX || stride < 1) return 0;
+    }
+    if ((rc = pc_u64(args[10], &storage_address)) <= 0) return rc;
+    if ((rc = pc_u64(args[11], &storage_nbytes)) <= 0) return rc;
+    if (storage_address < 1 || storage_nbytes < 1 || storage_nbytes > UINT64_MAX - storage_address) return 0;
+    if ((rc = pc_u64(args[12], &offset)) <= 0) return rc;
+    if (offset > UINT64_MAX - storage_address) return 0;
+    if (address != storage_address + offset) return 0;
+    if (storage_nbytes < nbytes || offset > storage_nbytes - nbytes) return 0;
+    return 1;
+}
+
+/* A new instance of the registered class k whose dict holds names[j] -> values[j] for the
+ * first n names, then (mode 2) owner None. */
+static PyObject *
+pc_instance(const pc_registry *reg, Py_ssize_t k, PyObject *const *values, Py_ssize_t n)
+{
+    PyTypeObject *cls = (PyTypeObject *)reg->cls[k];
+    allocfunc alloc = (allocfunc)PyType_GetSlot(cls, Py_tp_alloc);
+    if (alloc == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "graph_unpack: class has no allocator");
+        return NULL;
+    }
+    PyObject *obj = alloc(cls, 0);
+    if (obj == NULL) return NULL;
+    PyObject *dict = PyObject_GenericGetDict(obj, NULL);
+    if (dict == NULL) goto error;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        if (PyDict_SetItem(dict, PyTuple_GetItem(reg->names[k], j), values[j]) < 0) goto error;
+    }
+    if (reg->mode[k] == 2 && PyDict_SetItem(dict, PyTuple_GetItem(reg->names[k], n), Py_None) < 0) goto error;
+    Py_DECREF(dict);
+    return obj;
+error:
+    Py_XDECREF(dict);
+    Py_DECREF(obj);
+    return NULL;
+}
+
+static PyObject *pc_decode(pc_decoder *d, int depth);
+
+static PyObject *
+pc_decode_object(pc_decoder *d, int depth)
+{
+    Py_ssize_t k;
+    if (pc_read_arg(d, &k) < 0) return NULL;
+    if (k >= d->reg->n) {
+        d->malformed = 1;
+        return NULL;
+    }
+    Py_ssize_t n = d->reg->nvalues[k];
+    PyObject *values[PC_MAX_FIELDS];
+    Py_ssize_t have = 0;
+    PyObject *obj = NULL;
+    for (; have < n; have++) {
+        values[have] = pc_decode(d, depth + 1);
+        if (values[have] == NULL) goto done;
+    }
+    if (d->reg->mode[k] == 2) {
+        int ok = pc_runtime_fragment_ok(values);
+        if (ok < 0) goto done;
+        if (!ok) {
+            /* The constructor decides (and raises its own message). */
+            PyObject *arguments = PyTuple_New(n);
+            if (arguments == NULL) goto done;
+            for (Py_ssize_t j = 0; j < n; j++) {
+                if (PyTuple_SetItem(arguments, j, Py_NewRef(values[j])) < 0) {
+                    Py_DECREF(arguments);
+                    goto done;
+                }
+            }
+            obj = PyObject_CallObject(d->reg->cls[k], arguments);
+            Py_DECREF(arguments);
+            goto done;
+        }
+    }
+    obj = pc_instance(d->reg, k, values, n);
+done:
+    for (Py_ssize_t j = 0; j < have; j++) Py_DECREF(values[j]);
+    return obj;
+}
+
+static PyObject *
+pc_decode(pc_decoder *d, int depth)
+{
+    if (d->position >= d->length) {
+        d->malformed = 1;
+        return NULL;
+    }
+    int op = d->codes[d->position++];
+    if ((op == PC_TUPLE || op == PC_OBJECT) && depth >= PC_MAX_DEPTH) {
+        d->malformed = 1; /* the packer writes deeper containers as leaves */
+        return NULL;
+    }
+    Py_ssize_t arg;
+    PyObject *obj;
+    switch (op) {
+    case PC_VALUE:
+        if (d->next_value >= d->nvalues) {
+            d->malformed = 1;
+            return NULL;
+        }
+        obj = PyTuple_GetItem(d->values, d->next_value++);
+        return obj == NULL ? NULL : Py_NewRef(obj);
+    case PC_REF:
+        if (pc_read_arg(d, &arg) < 0) return NULL;
+        if (arg >= d->nmemo) {
+            d->malformed = 1;
+            return NULL;
+        }
+        return Py_NewRef(d->memo[arg]);
+    case PC_TUPLE:
+        if (pc_read_arg(d, &arg) < 0) return NULL;
+        /* every item takes at least one code byte */
+        if (arg > d->length - d->position) {
+            d->malformed = 1;
+            return NULL;
+        }
+        obj = PyTuple_New(arg);
+        if (obj == NULL) return NULL;
+        for (Py_ssize_t j = 0; j < arg; j++) {
+            PyObject *item = pc_decode(d, depth + 1);
+            if (item == NULL || PyTuple_SetItem(obj, j, item) < 0) {
+                Py_DECREF(obj);
+                return NULL;
+            }
+        }
+        if (arg > 0 && pc_memo_push(d, obj) < 0) {
+            Py_DECREF(obj);
+            return NULL;
+        }
+        return obj;
+    case PC_OBJECT:
+        obj = pc_decode_object(d, depth);
+        if (obj != NULL && pc_memo_push(d, obj) < 0) {
+            Py_DECREF(obj);
+            return NULL;
+        }
+        return obj;
+    default:
+        d->malformed = 1;
+        return NULL;
+    }
+}
+
+PyDoc_STRVAR(graph_unpack_doc,
+"graph_unpack(codes, values, registry)\n"
+"--\n\n"
+"The object graph packed by graph_pack (bytes codes, exact tuple values), rebuilt as\n"
+"described at the top of csrc/pickle_codec.c; None when the stream is not exactly one\n"
+"well-formed graph using every value once. Exceptions of a runtime fragment constructor\n"
+"propagate.");
+
+static PyObject *
+graph_unpack(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *codes, *values, *registry;
+    if (!PyArg_ParseTuple(args, "OOO:graph_unpack", &codes, &values, &registry)) return NULL;
+    pc_registry reg;
+    if (pc_parse_registry(registry, &reg) < 0) return NULL;
+    if (!PyBytes_CheckExact(codes) || !PyTuple_CheckExact(values)) Py_RETURN_NONE;
+    pc_decoder d;
+    memset(&d, 0, sizeof(d));
+    char *buffer;
+    if (PyBytes_AsStringAndSize(codes, &buffer, &d.length) < 0) return NULL;
+    d.codes = (const unsigned char *)buffer;
+    d.values = values;
+    d.nvalues = PyTuple_Size(values);
+    if (d.nvalues < 0) return NULL;
+    d.reg = &reg;
+    Py_INCREF(codes);
+    PyObject *root = pc_decode(&d, 0);
+    if (root != NULL && (d.position != d.length || d.next_value != d.nvalues)) d.malformed = 1;
+    for (Py_ssize_t j = 0; j < d.nmemo; j++) Py_DECREF(d.memo[j]);
+    PyMem_Free(d.memo);
+    Py_DECREF(codes);
+    if (d.malformed) {
+        Py_XDECREF(root);
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NONE;
+    }
+    return root;
+}
+
+static PyMethodDef pickle_codec_methods[] = {
+    {"graph_pack", graph_pack, METH_VARARGS, graph_pack_doc},
+    {"graph_unpack", graph_unpack, METH_VARARGS, graph_unpack_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+int
+Init_PickleCodec(PyObject *module)
+{
+    return PyModule_AddFunctions(module, pickle_codec_methods);
+}
