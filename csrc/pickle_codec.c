@@ -90,9 +90,10 @@ pc_parse_registry(PyObject *registry, pc_registry *reg)
         if (!PyTuple_CheckExact(names) || !PyLong_CheckExact(mode)) goto bad;
         Py_ssize_t count = PyTuple_Size(names);
         if (count < 1 || count > PC_MAX_FIELDS) goto bad;
-        long m = PyLong_AsLong(mode);
+        int overflow = 0;
+        long m = PyLong_AsLongAndOverflow(mode, &overflow);
         if (m == -1 && PyErr_Occurred()) return -1;
-        if (m < 0 || m > 2) goto bad;
+        if (overflow != 0 || m < 0 || m > 2) goto bad;
         if (m == 2 && count != PC_RBF_ARGS + 1) goto bad;
         Py_ssize_t public = 0;
         for (Py_ssize_t j = 0; j < count; j++) {
