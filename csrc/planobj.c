@@ -6,6 +6,7 @@
  * and installs one fresh field dict, so a planner-built region costs one allocation and one
  * dict instead of a Python-level constructor call. The records come from plan_overlaps. */
 #include "planobj.h"
+#include "coverage_kernels.h"
 
 /* New references to the interned strings of src[0..n) in out[0..n), from a per-table cache
  * filled on first use (under the GIL; the cache keeps its references for the process).
@@ -301,15 +302,65 @@ po_nbytes(PyObject *value, int64_t *out)
 enum { PK_TENSOR, PK_RANK, PK_OFFSET, PK_SHAPE, PK_NBYTES, PK_DP, PK_N };
 static const char *const pk_names[PK_N] = {"tensor_id", "rank", "global_offset", "local_shape", "nbytes", "dp"};
 
-/* One fragment into the buffers; 1 done, 0 fall back, -1 error. */
+/* *t = tensor_index[tid] when it is an int in [0, ntensors): 1; 0 when absent or not such an
+ * int (the caller falls back); -1 with an exception. */
+static int
+po_tensor_of(PyObject *tensor_index, PyObject *tid, Py_ssize_t ntensors, Py_ssize_t *t)
+{
+    PyObject *index = PyDict_GetItemWithError(tensor_index, tid); /* borrowed */
+    if (index == NULL) return PyErr_Occurred() ? -1 : 0;
+    if (!PyLong_Check(index)) return 0;
+    int t_overflow = 0;
+    long long t_value = PyLong_AsLongLongAndOverflow(index, &t_overflow);
+    if (t_value == -1 && PyErr_Occurred()) return -1;
+    if (t_overflow != 0 || t_value < 0 || t_value >= (long long)ntensors) return 0;
+    *t = (Py_ssize_t)t_value;
+    return 1;
+}
+
+/* Tensor index by tensor-id object (exact str only: equal pointers, equal lookups), so
+ * each distinct id object is hashed and looked up once (open addressing, no removal). */
+typedef struct {
+    PyObject **key; /* borrowed; NULL = empty */
+    Py_ssize_t *t;
+    size_t mask;
+} po_tmap;
+
+static Py_ssize_t *
+po_tmap_slot(po_tmap *m, PyObject *key)
+{
+    size_t i = (size_t)po_hash((uint64_t)(uintptr_t)key) & m->mask;
+    while (m->key[i] != NULL && m->key[i] != key) i = (i + 1) & m->mask;
+    if (m->key[i] == NULL) {
+        m->key[i] = key;
+        m->t[i] = -1;
+    }
+    return &m->t[i];
+}
+
+/* Geometry of the targets already read by fragment_columns (list order): per fragment its
+ * dimension count, coordinates at a running position of offsets / shapes, and nbytes as
+ * po_nbytes gives it. Only values that fit this path are ever packed there. */
+typedef struct {
+    const int64_t *ndim;
+    const int64_t *offsets;
+    const int64_t *shapes;
+    const int64_t *nbytes;
+    size_t at; /* running coordinate position of the next fragment */
+} po_geom;
+
+/* One fragment into the buffers; 1 done, 0 fall back, -1 error. With g, fragment i's
+ * geometry comes from g (its offsets, shapes and nbytes are not read again). */
 static int
 po_pack_one(PyObject *fragment, PyObject *known_tid, PyObject *known_dp, PyObject *const *names, PyObject *tensor_index,
             Py_ssize_t ntensors, const int64_t *tensor_ndim, const int64_t *routed, int64_t replicas, po_map *map,
-            int64_t *ncovers, po_buf *tensor, po_buf *cover, po_buf *offsets, po_buf *shapes, po_buf *nbytes)
+            int64_t *ncovers, po_buf *tensor, po_buf *cover, po_buf *offsets, po_buf *shapes, po_buf *nbytes,
+            po_geom *g, Py_ssize_t i, Py_ssize_t known_t)
 {
     int result = -1;
     PyObject *v[PK_N] = {NULL};
     for (int k = PK_TENSOR; k <= PK_NBYTES; k++) {
+        if (k == PK_TENSOR && known_t >= 0) continue; /* tensor_index[known_tid], looked up by the caller */
         /* The caller's tensor id and DP rank (already read), when given, replace the reads. */
         if (k == PK_TENSOR && known_tid != NULL) {
             Py_INCREF(known_tid);
@@ -317,26 +368,18 @@ po_pack_one(PyObject *fragment, PyObject *known_tid, PyObject *known_dp, PyObjec
             continue;
         }
         if (k == PK_RANK && known_dp != NULL) continue;
+        if (g != NULL && k != PK_TENSOR) continue; /* known_dp is given with g */
         v[k] = PyObject_GetAttr(fragment, names[k]);
         if (v[k] == NULL) goto done;
     }
-    PyObject *index = PyDict_GetItemWithError(tensor_index, v[PK_TENSOR]); /* borrowed */
-    if (index == NULL) {
-        result = PyErr_Occurred() ? -1 : 0;
-        goto done;
+    Py_ssize_t t = known_t;
+    if (t < 0) {
+        int found = po_tensor_of(tensor_index, v[PK_TENSOR], ntensors, &t);
+        if (found <= 0) {
+            result = found;
+            goto done;
+        }
     }
-    if (!PyLong_Check(index)) {
-        result = 0;
-        goto done;
-    }
-    int t_overflow = 0;
-    long long t_value = PyLong_AsLongLongAndOverflow(index, &t_overflow);
-    if (t_value == -1 && PyErr_Occurred()) goto done;
-    if (t_overflow != 0 || t_value < 0 || t_value >= (long long)ntensors) {
-        result = 0;
-        goto done;
-    }
-    Py_ssize_t t = (Py_ssize_t)t_value;
     int64_t slot = replicas; /* routed by owner */
     if (!routed[t]) {
         if (known_dp != NULL) {
@@ -365,14 +408,30 @@ po_pack_one(PyObject *fragment, PyObject *known_tid, PyObject *known_dp, PyObjec
         goto done;
     }
     int64_t nb;
-    int rc = po_nbytes(v[PK_NBYTES], &nb);
-    if (rc <= 0) {
-        result = rc;
-        goto done;
-    }
+    int rc;
     size_t off_mark = offsets->n, shp_mark = shapes->n;
-    rc = po_push_coords(offsets, v[PK_OFFSET], tensor_ndim[t]);
-    if (rc == 1) rc = po_push_coords(shapes, v[PK_SHAPE], tensor_ndim[t]);
+    if (g != NULL) {
+        int64_t nd = g->ndim[i];
+        if (nd != tensor_ndim[t]) {
+            result = 0; /* as po_push_coords: a tuple of another length */
+            goto done;
+        }
+        nb = g->nbytes[i];
+        rc = 1;
+        for (int64_t k = 0; k < nd && rc == 1; k++)
+            if (po_push(offsets, g->offsets[g->at + (size_t)k]) < 0 || po_push(shapes, g->shapes[g->at + (size_t)k]) < 0)
+                rc = -1;
+        g->at += (size_t)nd;
+    }
+    else {
+        rc = po_nbytes(v[PK_NBYTES], &nb);
+        if (rc <= 0) {
+            result = rc;
+            goto done;
+        }
+        rc = po_push_coords(offsets, v[PK_OFFSET], tensor_ndim[t]);
+        if (rc == 1) rc = po_push_coords(shapes, v[PK_SHAPE], tensor_ndim[t]);
+    }
     if (rc <= 0) {
         offsets->n = off_mark;
         shapes->n = shp_mark;
@@ -388,6 +447,58 @@ done:
     return result;
 }
 
+/* geometry = (ndim, offsets, shapes, nbytes), bytes of native int64 as fragment_columns returns
+ * them, covering at least the first n fragments: every ndim in [0, 2**31), and offsets / shapes
+ * holding at least the coordinates of the first n. 0, or -1 with ValueError / TypeError. The
+ * borrowed byte buffers stay valid: the tuple holds them and the caller holds the tuple. */
+static int
+po_geom_from(PyObject *geometry, Py_ssize_t n, po_geom *g)
+{
+    if (!PyTuple_Check(geometry) || PyTuple_Size(geometry) != 4) {
+        PyErr_SetString(PyExc_TypeError, "pack_targets: geometry must be a 4-tuple of bytes");
+        return -1;
+    }
+    const char *data[4];
+    Py_ssize_t size[4];
+    for (Py_ssize_t k = 0; k < 4; k++) {
+        PyObject *item = PyTuple_GetItem(geometry, k);
+        if (item == NULL) return -1;
+        if (!PyBytes_Check(item)) {
+            PyErr_SetString(PyExc_TypeError, "pack_targets: geometry must be a 4-tuple of bytes");
+            return -1;
+        }
+        char *p;
+        if (PyBytes_AsStringAndSize(item, &p, &size[k]) < 0) return -1;
+        data[k] = p;
+        if (size[k] % (Py_ssize_t)sizeof(int64_t) != 0) {
+            PyErr_SetString(PyExc_ValueError, "pack_targets: geometry has the wrong length");
+            return -1;
+        }
+        size[k] /= (Py_ssize_t)sizeof(int64_t);
+    }
+    if (size[0] < n || size[3] < n || size[1] != size[2]) {
+        PyErr_SetString(PyExc_ValueError, "pack_targets: geometry has the wrong length");
+        return -1;
+    }
+    g->ndim = (const int64_t *)(const void *)data[0];
+    g->offsets = (const int64_t *)(const void *)data[1];
+    g->shapes = (const int64_t *)(const void *)data[2];
+    g->nbytes = (const int64_t *)(const void *)data[3];
+    g->at = 0;
+    int64_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (g->ndim[i] < 0 || g->ndim[i] > INT32_MAX || mr_add_i64(total, g->ndim[i], &total) < 0) {
+            PyErr_SetString(PyExc_ValueError, "pack_targets: geometry ndim out of range");
+            return -1;
+        }
+    }
+    if (total > (int64_t)size[1]) {
+        PyErr_SetString(PyExc_ValueError, "pack_targets: geometry has the wrong length");
+        return -1;
+    }
+    return 0;
+}
+
 PyDoc_STRVAR(pack_targets_doc,
 "pack_targets(fragments, tensor_index, tensor_ndim, routed, replicas, tensor_ids=None, dps=None)\n"
 "--\n\n"
@@ -400,16 +511,19 @@ PyDoc_STRVAR(pack_targets_doc,
 "when some fragment does not fit this path (unknown tensor, rank count mismatch, non-int or\n"
 "out-of-int64 values): the caller then packs exactly as before and reports in rule order.\n"
 "tensor_ids and dps (lists parallel to fragments), when given, are the fragments'\n"
-"tensor_id and rank.dp values already read by the caller (they are not read again).");
+"tensor_id and rank.dp values already read by the caller (they are not read again).\n"
+"geometry (with tensor_ids and dps): the 5th item of fragment_columns(fragments, ...) for\n"
+"these fragments in this order (or a longer list they start): their offsets, shapes and\n"
+"nbytes are then taken from it, not read again.");
 
 static PyObject *
 po_pack_targets(PyObject *Py_UNUSED(self), PyObject *args)
 {
     PyObject *fragments, *tensor_index, *ndim_obj, *routed_obj;
-    PyObject *tids = Py_None, *dps = Py_None;
+    PyObject *tids = Py_None, *dps = Py_None, *geometry = Py_None;
     long long replicas_ll;
-    if (!PyArg_ParseTuple(args, "OOOOL|OO:pack_targets", &fragments, &tensor_index, &ndim_obj, &routed_obj,
-                          &replicas_ll, &tids, &dps))
+    if (!PyArg_ParseTuple(args, "OOOOL|OOO:pack_targets", &fragments, &tensor_index, &ndim_obj, &routed_obj,
+                          &replicas_ll, &tids, &dps, &geometry))
         return NULL;
     if (!PyList_Check(fragments) || !PyDict_Check(tensor_index)) {
         PyErr_SetString(PyExc_TypeError, "pack_targets: fragments must be a list and tensor_index a dict");
@@ -443,10 +557,20 @@ po_pack_targets(PyObject *Py_UNUSED(self), PyObject *args)
     }
     Py_ssize_t n = PyList_Size(fragments);
     if (n < 0) return NULL;
+    po_geom geom_value, *geom = NULL;
+    if (geometry != Py_None) {
+        if (tids == Py_None || dps == Py_None) {
+            PyErr_SetString(PyExc_TypeError, "pack_targets: geometry needs tensor_ids and dps");
+            return NULL;
+        }
+        if (po_geom_from(geometry, n, &geom_value) < 0) return NULL;
+        geom = &geom_value;
+    }
     PyObject *names[PK_N] = {NULL};
     PyObject *result = NULL;
     po_buf tensor = {0}, cover = {0}, offsets = {0}, shapes = {0}, nbytes = {0};
     po_map map = {NULL, NULL, 0};
+    po_tmap tmap = {NULL, NULL, 0};
     int64_t ncovers = 0;
     static PyObject *cache[PK_N];
     if (po_names(cache, pk_names, PK_N, names) < 0) goto done;
@@ -466,6 +590,16 @@ po_pack_targets(PyObject *Py_UNUSED(self), PyObject *args)
         for (size_t i = 0; i < cap; i++) map.key[i] = -1;
         map.mask = cap - 1;
     }
+    if (geom != NULL) {
+        /* one slot per distinct tensor-id object at most: n of them at worst */
+        size_t tcap = 16;
+        while (tcap < (size_t)n * 2) tcap *= 2; /* bounded like the cover map above */
+        tmap.key = mr_alloc_array(tcap, sizeof(PyObject *));
+        tmap.t = mr_alloc_array(tcap, sizeof(Py_ssize_t));
+        if (tmap.key == NULL || tmap.t == NULL) goto done;
+        for (size_t i = 0; i < tcap; i++) tmap.key[i] = NULL;
+        tmap.mask = tcap - 1;
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *fragment = PyList_GetItem(fragments, i); /* borrowed */
         if (fragment == NULL) goto done;
@@ -473,14 +607,31 @@ po_pack_targets(PyObject *Py_UNUSED(self), PyObject *args)
         PyObject *tid = tids == Py_None ? NULL : PyList_GetItem(tids, i);
         PyObject *dp = dps == Py_None ? NULL : PyList_GetItem(dps, i);
         if ((tids != Py_None && tid == NULL) || (dps != Py_None && dp == NULL)) goto done;
-        Py_INCREF(fragment);
-        Py_XINCREF(tid);
-        Py_XINCREF(dp);
-        int rc = po_pack_one(fragment, tid, dp, names, tensor_index, ntensors, tensor_ndim, routed, replicas, &map,
-                             &ncovers, &tensor, &cover, &offsets, &shapes, &nbytes);
-        Py_XDECREF(dp);
-        Py_XDECREF(tid);
-        Py_DECREF(fragment);
+        int rc;
+        if (geom != NULL && PyUnicode_CheckExact(tid) && PyLong_CheckExact(dp)) {
+            /* Nothing below runs Python code (exact str keys and ints): the fragment is not
+             * touched at all, and the lists (held by the caller) keep tid and dp alive. */
+            Py_ssize_t *t = po_tmap_slot(&tmap, tid);
+            if (*t < 0) {
+                rc = po_tensor_of(tensor_index, tid, ntensors, t);
+                if (rc <= 0) *t = -1;
+                if (rc < 0) goto done;
+            }
+            if (*t < 0) rc = 0;
+            else
+                rc = po_pack_one(fragment, tid, dp, names, tensor_index, ntensors, tensor_ndim, routed, replicas,
+                                 &map, &ncovers, &tensor, &cover, &offsets, &shapes, &nbytes, geom, i, *t);
+        }
+        else {
+            Py_INCREF(fragment);
+            Py_XINCREF(tid);
+            Py_XINCREF(dp);
+            rc = po_pack_one(fragment, tid, dp, names, tensor_index, ntensors, tensor_ndim, routed, replicas, &map,
+                             &ncovers, &tensor, &cover, &offsets, &shapes, &nbytes, geom, i, -1);
+            Py_XDECREF(dp);
+            Py_XDECREF(tid);
+            Py_DECREF(fragment);
+        }
         if (rc < 0) goto done;
         if (rc == 0) {
             result = Py_None;
@@ -515,6 +666,8 @@ done:
     PyMem_Free(nbytes.v);
     PyMem_Free(map.key);
     PyMem_Free(map.id);
+    PyMem_Free(tmap.key);
+    PyMem_Free(tmap.t);
     return result;
 }
 
@@ -1379,26 +1532,244 @@ fail:
 /* ---- fragment_columns: the planner's first pass over the target fragments --------------- */
 
 PyDoc_STRVAR(fragment_columns_doc,
-"fragment_columns(fragments)\n"
+"fragment_columns(fragments, fragment_type=None, rank_type=None)\n"
 "--\n\n"
 "(ids, tensor_ids, dps, order) for fragments (a list or tuple): the lists of\n"
 "placement_fragment_id, tensor_id and rank.dp values in order, and order = 1 when the ids are\n"
 "exact str in non-decreasing order, 0 when they are exact str and not, -1 when some id is not\n"
-"an exact str (the caller decides with ids == sorted(ids)).");
+"an exact str (the caller decides with ids == sorted(ids)).\n"
+"With fragment_type and rank_type (classes), a 5th item: the geometry (ndim, offsets, shapes,\n"
+"nbytes) as native int64 bytes in list order (per fragment len(global_offset), the offsets,\n"
+"the local_shape values and nbytes as uint64, 0 outside (0, 2**64)), or None when some value\n"
+"does not fit (not a tuple, offset and shape of different lengths, a non-int or a coordinate\n"
+"outside int64, a non-int nbytes). When every fragment is exactly of fragment_type and its\n"
+"rank exactly of rank_type, the objects are read in address order (the order they were\n"
+"allocated in, usually; reading them in id order misses the cache several times each):\n"
+"plain instance-dict reads, the same values; on any failure the in-order loop runs, so an\n"
+"error raised is the first in list order.");
+
+enum { FC_ID, FC_TENSOR, FC_RANK, FC_DP, FC_OFFSET, FC_SHAPE, FC_NBYTES, FC_N };
+static const char *const fc_names[FC_N] = {"placement_fragment_id", "tensor_id", "rank", "dp", "global_offset",
+                                           "local_shape", "nbytes"};
+
+/* Coordinates of tuple t into out[0..nd) when every item is an int fitting int64: 1; 0 when
+ * not (not a tuple of nd items, non-int, out of range); -1 with an exception. */
+static int
+fc_coords(PyObject *t, Py_ssize_t nd, int64_t *out)
+{
+    if (!PyTuple_Check(t) || PyTuple_Size(t) != nd) return 0;
+    for (Py_ssize_t k = 0; k < nd; k++) {
+        PyObject *item = PyTuple_GetItem(t, k);
+        if (item == NULL) return -1;
+        if (!PyLong_Check(item)) return 0;
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(item, &overflow);
+        if (v == -1 && PyErr_Occurred()) return -1;
+        if (overflow != 0) return 0;
+        out[k] = (int64_t)v;
+    }
+    return 1;
+}
+
+/* What the address-order pass keeps of fragment i (strong references until moved). */
+typedef struct {
+    PyObject *id, *tid, *dp;
+    int64_t ndim, nbytes;
+    size_t at; /* its offsets at scratch[at], then its shape */
+} fc_row;
+
+/* The address-order pass of fragment_columns over the private list items (n > 0): every item
+ * and its rank must be exactly of the given types (checked as they are visited). Fills ids,
+ * tids and dps (new lists of n empty slots) and *geometry (a new reference: the 4-tuple, or
+ * None when some value does not fit). 1 done; 0 declined with no exception set (a failed
+ * read, no memory, another type): the caller then runs the in-order loop on fresh lists.
+ * Values land in one row per fragment (one scattered write each), moved into the lists in
+ * order afterwards. */
+static int
+fc_address_pass(PyObject *items, Py_ssize_t n, PyObject *ftype, PyObject *rtype, PyObject *const *names,
+                PyObject *ids, PyObject *tids, PyObject *dps, PyObject **geometry)
+{
+    size_t count = (size_t)n;
+    mr_kv *order = mr_alloc_array(count, sizeof(mr_kv));
+    fc_row *rows = mr_alloc_array(count, sizeof(fc_row));
+    int64_t *scratch = NULL, *flat = NULL;
+    size_t used = 0, cap = 0, filled = 0;
+    int ok = 0, fits = 1;
+    if (order == NULL || rows == NULL) goto done;
+    memset(rows, 0, count * sizeof(fc_row));
+    for (size_t i = 0; i < count; i++) {
+        PyObject *item = PyList_GetItem(items, (Py_ssize_t)i); /* borrowed from the private list */
+        if (item == NULL) goto done;
+        order[i].key = (uint64_t)(uintptr_t)item;
+        order[i].idx = i;
+    }
+    if (mr_radix_sort(order, count) < 0) goto done;
+    for (size_t k = 0; k < count; k++) {
+        if (k + 8 < count) __builtin_prefetch(&rows[order[k + 8].idx], 1);
+        size_t i = order[k].idx;
+        PyObject *item = (PyObject *)(uintptr_t)order[k].key; /* held by the private list */
+        if ((PyObject *)Py_TYPE(item) != ftype) goto done;
+        PyObject *v[FC_N] = {NULL};
+        int rc = 0;
+        for (int f = 0; f < FC_N && rc == 0; f++) {
+            if (f == FC_DP) {
+                if ((PyObject *)Py_TYPE(v[FC_RANK]) != rtype) rc = -1;
+                else v[f] = PyObject_GetAttr(v[FC_RANK], names[f]);
+            }
+            else v[f] = PyObject_GetAttr(item, names[f]);
+            if (v[f] == NULL) rc = -1;
+        }
+        fc_row *row = &rows[i];
+        if (rc == 0) {
+            row->id = v[FC_ID];
+            row->tid = v[FC_TENSOR];
+            row->dp = v[FC_DP];
+            v[FC_ID] = v[FC_TENSOR] = v[FC_DP] = NULL;
+            filled++;
+        }
+        if (rc == 0 && fits) {
+            Py_ssize_t nd = PyTuple_Check(v[FC_OFFSET]) ? PyTuple_Size(v[FC_OFFSET]) : -1;
+            if (nd < 0 || nd > INT32_MAX || !PyLong_Check(v[FC_NBYTES])) fits = 0;
+            else {
+                int64_t nb;
+                rc = po_nbytes(v[FC_NBYTES], &nb) < 0 ? -1 : 0;
+                row->nbytes = nb;
+                row->ndim = (int64_t)nd;
+                size_t need = used + 2 * (size_t)nd; /* nd < 2**31: no overflow before the check below */
+                if (rc == 0 && need > cap) {
+                    size_t grown = cap ? cap : 1024;
+                    while (grown < need) {
+                        if (grown > ((size_t)PY_SSIZE_T_MAX / sizeof(int64_t)) / 2) {
+                            rc = -1;
+                            break;
+                        }
+                        grown *= 2;
+                    }
+                    if (rc == 0) {
+                        int64_t *bigger = PyMem_Realloc(scratch, grown * sizeof(int64_t));
+                        if (bigger == NULL) rc = -1;
+                        else {
+                            scratch = bigger;
+                            cap = grown;
+                        }
+                    }
+                }
+                if (rc == 0) {
+                    row->at = used;
+                    int c1 = fc_coords(v[FC_OFFSET], nd, scratch + used);
+                    int c2 = c1 == 1 ? fc_coords(v[FC_SHAPE], nd, scratch + used + nd) : c1;
+                    if (c1 < 0 || c2 < 0) rc = -1;
+                    else if (c1 == 0 || c2 == 0) fits = 0;
+                    else used = need;
+                }
+            }
+        }
+        for (int f = 0; f < FC_N; f++) Py_XDECREF(v[f]);
+        if (rc < 0) goto done;
+    }
+    /* every row is filled: move the values into the lists, in order */
+    for (size_t i = 0; i < count; i++) {
+        PyList_SetItem(ids, (Py_ssize_t)i, rows[i].id); /* steal; index in range */
+        PyList_SetItem(tids, (Py_ssize_t)i, rows[i].tid);
+        PyList_SetItem(dps, (Py_ssize_t)i, rows[i].dp);
+        rows[i].id = rows[i].tid = rows[i].dp = NULL;
+    }
+    filled = 0;
+    if (!fits) {
+        Py_INCREF(Py_None);
+        *geometry = Py_None;
+        ok = 1;
+        goto done;
+    }
+    {
+        size_t half = used / 2; /* coordinates per kind */
+        flat = mr_alloc_array(used ? used : 1, sizeof(int64_t)); /* offsets, then shapes */
+        int64_t *ndim = mr_alloc_array(count, sizeof(int64_t)), *nbytes = mr_alloc_array(count, sizeof(int64_t));
+        if (flat != NULL && ndim != NULL && nbytes != NULL) {
+            size_t pos = 0;
+            for (size_t i = 0; i < count; i++) {
+                size_t nd = (size_t)rows[i].ndim;
+                memcpy(flat + pos, scratch + rows[i].at, nd * sizeof(int64_t));
+                memcpy(flat + half + pos, scratch + rows[i].at + nd, nd * sizeof(int64_t));
+                pos += nd;
+                ndim[i] = rows[i].ndim;
+                nbytes[i] = rows[i].nbytes;
+            }
+            PyObject *parts[4] = {
+                PyBytes_FromStringAndSize((const char *)ndim, (Py_ssize_t)(count * sizeof(int64_t))),
+                PyBytes_FromStringAndSize((const char *)flat, (Py_ssize_t)(half * sizeof(int64_t))),
+                PyBytes_FromStringAndSize((const char *)(flat + half), (Py_ssize_t)(half * sizeof(int64_t))),
+                PyBytes_FromStringAndSize((const char *)nbytes, (Py_ssize_t)(count * sizeof(int64_t)))};
+            if (parts[0] != NULL && parts[1] != NULL && parts[2] != NULL && parts[3] != NULL)
+                *geometry = PyTuple_Pack(4, parts[0], parts[1], parts[2], parts[3]);
+            for (int k = 0; k < 4; k++) Py_XDECREF(parts[k]);
+            ok = *geometry != NULL;
+        }
+        PyMem_Free(ndim);
+        PyMem_Free(nbytes);
+    }
+done:
+    if (!ok && PyErr_Occurred()) PyErr_Clear();
+    if (filled && rows != NULL) {
+        for (size_t i = 0; i < count; i++) {
+            Py_XDECREF(rows[i].id);
+            Py_XDECREF(rows[i].tid);
+            Py_XDECREF(rows[i].dp);
+        }
+    }
+    PyMem_Free(order);
+    PyMem_Free(rows);
+    PyMem_Free(scratch);
+    PyMem_Free(flat);
+    return ok;
+}
+
+/* order of the ids list (see the doc): 1, 0, -1, or -2 with an exception. */
+static int
+fc_order(PyObject *ids, Py_ssize_t n)
+{
+    int order = 1;
+    for (Py_ssize_t i = 0; i < n && order >= 0; i++) {
+        PyObject *id = PyList_GetItem(ids, i);
+        if (id == NULL) return -2;
+        if (i + 8 < n) { /* the ids are scattered in memory: ask for the header and text ahead */
+            const char *ahead = (const char *)PyList_GetItem(ids, i + 8);
+            if (ahead != NULL) {
+                __builtin_prefetch(ahead);
+                __builtin_prefetch(ahead + 64);
+            }
+        }
+        if (!PyUnicode_CheckExact(id)) return -1;
+        if (order == 1 && i > 0) {
+            PyObject *prev = PyList_GetItem(ids, i - 1);
+            if (prev == NULL) return -2;
+            int cmp = PyUnicode_Compare(prev, id);
+            if (cmp == -1 && PyErr_Occurred()) return -2;
+            if (cmp > 0) order = 0;
+        }
+    }
+    return order;
+}
 
 static PyObject *
-po_fragment_columns(PyObject *Py_UNUSED(self), PyObject *arg)
+po_fragment_columns(PyObject *Py_UNUSED(self), PyObject *args)
 {
+    PyObject *arg, *ftype = Py_None, *rtype = Py_None;
+    if (!PyArg_ParseTuple(args, "O|OO:fragment_columns", &arg, &ftype, &rtype)) return NULL;
     int is_list = PyList_Check(arg);
     if (!is_list && !PyTuple_Check(arg)) {
         PyErr_SetString(PyExc_TypeError, "fragment_columns: fragments must be a list or tuple");
         return NULL;
     }
-    static const char *const fc_names[4] = {"placement_fragment_id", "tensor_id", "rank", "dp"};
-    static PyObject *cache[4];
-    PyObject *names[4] = {NULL, NULL, NULL, NULL};
-    PyObject *ids = NULL, *tids = NULL, *dps = NULL, *result = NULL;
-    if (po_names(cache, fc_names, 4, names) < 0) goto done;
+    int want_geometry = ftype != Py_None || rtype != Py_None;
+    if (want_geometry && (!PyType_Check(ftype) || !PyType_Check(rtype))) {
+        PyErr_SetString(PyExc_TypeError, "fragment_columns: fragment_type and rank_type must be classes");
+        return NULL;
+    }
+    static PyObject *cache[FC_N];
+    PyObject *names[FC_N] = {NULL};
+    PyObject *ids = NULL, *tids = NULL, *dps = NULL, *result = NULL, *geometry = NULL;
+    if (po_names(cache, fc_names, FC_N, names) < 0) goto done;
     /* A private copy: attribute hooks cannot resize what is iterated. */
     PyObject *items = PySequence_List(arg);
     if (items == NULL) goto done;
@@ -1408,6 +1779,23 @@ po_fragment_columns(PyObject *Py_UNUSED(self), PyObject *arg)
     dps = PyList_New(n);
     int order = 1;
     if (n < 0 || ids == NULL || tids == NULL || dps == NULL) goto fail;
+    if (want_geometry && n > 0 && fc_address_pass(items, n, ftype, rtype, names, ids, tids, dps, &geometry)) {
+        order = fc_order(ids, n);
+        if (order == -2) goto fail;
+        result = Py_BuildValue("(OOOiO)", ids, tids, dps, order, geometry);
+        goto fail;
+    }
+    if (want_geometry) { /* the in-order loop fills fresh lists; the geometry stays None */
+        Py_INCREF(Py_None);
+        geometry = Py_None;
+        Py_DECREF(ids);
+        Py_DECREF(tids);
+        Py_DECREF(dps);
+        ids = PyList_New(n);
+        tids = PyList_New(n);
+        dps = PyList_New(n);
+        if (ids == NULL || tids == NULL || dps == NULL) goto fail;
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *fragment = PyList_GetItem(items, i); /* borrowed from the private list */
         if (fragment == NULL) goto fail;
@@ -1435,11 +1823,13 @@ po_fragment_columns(PyObject *Py_UNUSED(self), PyObject *arg)
             }
         }
     }
-    result = Py_BuildValue("(OOOi)", ids, tids, dps, order);
+    result = want_geometry ? Py_BuildValue("(OOOiO)", ids, tids, dps, order, geometry)
+                           : Py_BuildValue("(OOOi)", ids, tids, dps, order);
 fail:
     Py_DECREF(items);
 done:
-    for (int k = 0; k < 4; k++) Py_XDECREF(names[k]);
+    for (int k = 0; k < FC_N; k++) Py_XDECREF(names[k]);
+    Py_XDECREF(geometry);
     Py_XDECREF(ids);
     Py_XDECREF(tids);
     Py_XDECREF(dps);
@@ -1649,7 +2039,7 @@ static PyMethodDef planobj_methods[] = {
     {"select_sources", po_select_sources, METH_VARARGS, select_sources_doc},
     {"project_executors", po_project_executors, METH_VARARGS, project_executors_doc},
     {"owner_minimums", po_owner_minimums, METH_VARARGS, owner_minimums_doc},
-    {"fragment_columns", po_fragment_columns, METH_O, fragment_columns_doc},
+    {"fragment_columns", po_fragment_columns, METH_VARARGS, fragment_columns_doc},
     {"owner_signatures", po_owner_signatures, METH_VARARGS, owner_signatures_doc},
     {"tensor_columns", po_tensor_columns, METH_VARARGS, tensor_columns_doc},
     {NULL, NULL, 0, NULL},

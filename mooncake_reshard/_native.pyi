@@ -302,6 +302,7 @@ def pack_targets(
     replicas: int,
     tensor_ids: list[str] | None = None,
     dps: list[int] | None = None,
+    geometry: tuple[bytes, bytes, bytes, bytes] | None = None,
     /,
 ) -> tuple[bytes, bytes, bytes, bytes, bytes, list[int]] | None:
     """The planner's target packing in one pass over ``fragments`` (a list at run time):
@@ -314,7 +315,9 @@ def pack_targets(
     path (unknown tensor, rank count mismatch, non-int or out-of-int64 value): the caller packs
     exactly instead and reports errors in rule order. ``tensor_ids`` and ``dps`` (lists parallel
     to ``fragments``), when given, are their ``tensor_id`` and ``rank.dp`` values already read by
-    the caller (not read again)."""
+    the caller (not read again). ``geometry`` (with both lists) is the 5th item of
+    ``fragment_columns(fragments, ...)`` for these fragments in this order (or a longer list they
+    start): offsets, shapes and nbytes come from it and the fragments are not read at all."""
 
 def select_sources(
     fragments: Sequence[object],
@@ -364,12 +367,20 @@ def owner_minimums(fragments: Sequence[object], kinds: tuple[str, ...], /) -> di
     kind in kinds)}`` over ``fragments`` (a list or tuple), tuples compared with ``<`` (spec
     §11.2: the chosen owner of a complete replica)."""
 
-def fragment_columns(fragments: Sequence[object], /) -> tuple[list[Any], list[Any], list[Any], int]:
+def fragment_columns(
+    fragments: Sequence[object], fragment_type: type | None = None, rank_type: type | None = None, /
+) -> tuple[Any, ...]:
     """``(ids, tensor_ids, dps, order)`` of ``fragments`` (a list or tuple): their
     ``placement_fragment_id``, ``tensor_id`` and ``rank.dp`` values in order; ``order`` is 1 when
     every id is an exact ``str`` and they do not decrease, 0 when they are exact ``str`` and
     some decreases, -1 when some id is not an exact ``str`` (then ``ids == sorted(ids)``
-    decides)."""
+    decides). With both classes, a 5th item: the geometry ``(ndim, offsets, shapes, nbytes)``
+    (native int64 bytes in list order: ``len(global_offset)``, the offsets, the ``local_shape``
+    values, nbytes as uint64 with 0 outside ``(0, 2**64)``), ``None`` when some value does not
+    fit (non-tuple, lengths differ, non-int, coordinate outside int64, non-int nbytes). When
+    every fragment is exactly ``fragment_type`` and its rank exactly ``rank_type``, the objects
+    are read in address order (same values; on any failure the in-order loop runs, so the first
+    error in list order is raised); otherwise in order, with the geometry ``None``."""
 
 def owner_signatures(
     tensors: dict[str, Any], ownership_type: type, /
@@ -492,6 +503,22 @@ def revalidate_side(
     (``used`` then holds the ``id`` of every executor state owning operations), ``None`` when
     unsure. ``TypeError`` for wrong container types; errors of the values' own methods
     propagate."""
+
+def attested_index(
+    attestation_type: type,
+    evidence_type: type,
+    runtime_type: type,
+    attestation: Any,
+    /,
+) -> Optional[tuple[set[str], dict[str, tuple[str, ...]], dict[str, tuple[str, ...]], bool]]:
+    """The cheap part of an attested view (``bound_contracts._python_attested_index`` is its
+    reference): ``(attested_pfids, ids_by_worker, evidence_ids_by_worker, complete)``: the
+    placement fragment ids of the evidence fragments with an entry in the attestation's
+    ``_placement_dict``, per worker their runtime ids sorted, per worker the sorted ids of all
+    its evidence fragments (the same dict when ``complete``). ``None`` unless the attestation,
+    its evidence and the evidence fragments are exactly the given types, the placement dict an
+    exact dict, the fragments an exact tuple and every id an exact str. ``TypeError`` when a
+    type argument is not a type."""
 
 def revalidate_spaces(
     frags: list[Any],
@@ -700,6 +727,30 @@ def attested_rows(
     field dict (new per call, the 16 fields in order) of every evidence fragment with an entry in
     ``attestation._placement_dict``; per worker the ``(runtime fragment id, expected)`` pairs sorted
     by id and the ids; ``complete`` is False when some evidence fragment has no entry."""
+
+def logical_target_cover(
+    operations: object,
+    parts: object,
+    executors: object,
+    target_tensors: object,
+    placement_id: object,
+    region_cls: type,
+    fragment_cls: type,
+    part_cls: type,
+    executor_cls: type,
+    rank_cls: type,
+    tensor_cls: type,
+    /,
+) -> Optional[bool]:
+    """``True`` when every target-side logical self-check of spec §11.6
+    (``validation.validate_logical_target_coverage``) but the per-executor operation indices
+    passes, decided over flat arrays: exact classes and tuples, exact str ids (distinct
+    participant and placement fragment ids), operation targets that are the placement's own
+    fragment objects, executor ranks identical or equal exact ranks, executor fragment ids the
+    part's sorted ids, identical tensor objects, and every selected fragment exactly covered by
+    its operations' boxes (one box equal to it, or at most 64 boxes; non-negative offsets,
+    positive extents, representable ends and volumes). ``None`` when not decided here (the
+    Python checks run and raise the first failure). ``TypeError`` when a class is not a heap type."""
 
 # --- regioncheck.c: canonical-geometry recheck of plan regions (issue 5) ------
 

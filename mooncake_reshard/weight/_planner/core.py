@@ -13,7 +13,7 @@ from typing import Any, Optional
 from ... import _native
 from ..placement import WeightPlacementManifest
 from ..storage_manifest import StoredFragmentSnapshot, StoredWeightManifest
-from ..types import PlacementFragment, TensorDescriptor
+from ..types import ParallelRank, PlacementFragment, TensorDescriptor
 from .contracts import (
     LogicalTransferPlan,
     PlacementExecutorPlan,
@@ -334,11 +334,16 @@ def plan_logical_transfer(
     # Targets in fragment-id order (read once here; step 1 reuses their tensor ids).
     # Manifests store fragments in id order already: then the ids are read once, not sorted.
     # One C pass reads the ids, tensor ids and DP ranks and tells whether the ids are in order.
+    # The same pass reads their geometry (offsets, shapes, nbytes) for pack_targets below, in
+    # object address order (a large placement's fragments in id order are scattered in memory).
     fragment_dps: Optional[list[int]] = None
     target_ids: list[str]
     target_tids: list[str] = []
+    target_geometry: Optional[tuple[bytes, bytes, bytes, bytes]] = None
     if type(target_fragments) in (list, tuple):
-        target_ids, target_tids, fragment_dps, in_order = _native.fragment_columns(target_fragments)
+        target_ids, target_tids, fragment_dps, in_order, target_geometry = _native.fragment_columns(
+            target_fragments, PlacementFragment, ParallelRank
+        )
         if in_order < 0:
             in_order = target_ids == sorted(target_ids)
     else:
@@ -351,6 +356,7 @@ def plan_logical_transfer(
         fragment_tids: Optional[list[str]] = target_tids
     else:
         fragment_dps = None
+        target_geometry = None
         targets = sorted(target_fragments, key=_placement_fragment_id)
         target_ids = list(map(_placement_fragment_id, targets))
         target_tids = list(map(_tensor_id, targets))
@@ -451,6 +457,7 @@ def plan_logical_transfer(
         replica_count,
         target_tids,  # already cut to the processed targets
         None if fragment_dps is None else fragment_dps[:stop],
+        None if fragment_dps is None else target_geometry,  # covers the processed targets first
     )
     target_packed: Optional[tuple[bytes, bytes, bytes, bytes, bytes]] = None
     target_cover: list[int] = []

@@ -1,0 +1,276 @@
+"""Scale paths of the planner's C entry points (issue 5, round 9): ``fragment_columns`` with the
+fragment and rank classes (address-order reads plus the packed target geometry) and
+``pack_targets`` fed that geometry instead of reading the fragments again.
+
+Each is compared with its oracle (the in-order call without the classes, and a Python
+derivation of the geometry) on random placements and every known-answer case, and fed hostile
+inputs (forged fields, subclasses, wrong types and lengths, huge and negative values) that must
+raise the in-order first error, fall back (``None``), or be rejected, never crash or wrap."""
+
+from __future__ import annotations
+
+from array import array
+from typing import Any, List, Optional, Tuple
+
+import pytest
+from hypothesis import given, settings
+
+from layout_model import Layout, build_placement
+from test_planner_oracle import placement_pairs
+
+from mooncake.reshard import _native
+from mooncake.reshard.weight.types import ParallelRank, PlacementFragment
+
+_U64 = (1 << 64) - 1
+_I64 = (1 << 63) - 1
+
+
+def _q(values: List[int]) -> bytes:
+    return array("q", values).tobytes()
+
+
+def _unpack(data: bytes) -> List[int]:
+    out = array("q")
+    out.frombytes(data)
+    return list(out)
+
+
+def _geometry_oracle(fragments: Any) -> Optional[Tuple[List[int], List[int], List[int], List[int]]]:
+    """The geometry fragment_columns promises, derived in Python (None: some value does not fit)."""
+    ndim: List[int] = []
+    offsets: List[int] = []
+    shapes: List[int] = []
+    nbytes: List[int] = []
+    for fragment in fragments:
+        offset, shape, size = fragment.global_offset, fragment.local_shape, fragment.nbytes
+        if not isinstance(offset, tuple) or not isinstance(shape, tuple) or len(offset) != len(shape):
+            return None
+        if not isinstance(size, int):
+            return None
+        for value in (*offset, *shape):
+            if not isinstance(value, int) or not -_I64 - 1 <= value <= _I64:
+                return None
+        ndim.append(len(offset))
+        offsets.extend(offset)
+        shapes.extend(shape)
+        unsigned = size if 0 <= size <= _U64 else 0
+        nbytes.append(unsigned - (1 << 64) if unsigned > _I64 else unsigned)
+    return ndim, offsets, shapes, nbytes
+
+
+def _columns(fragments: Any) -> Tuple[Any, ...]:
+    return _native.fragment_columns(fragments, PlacementFragment, ParallelRank)
+
+
+def _check_columns(fragments: Any) -> Any:
+    plain = _native.fragment_columns(fragments)
+    fast = _columns(fragments)
+    assert len(fast) == 5 and fast[:4] == plain
+    for got, want in zip(fast[:3], plain[:3]):
+        assert all(a is b for a, b in zip(got, want))  # the very objects, not copies
+    expected = _geometry_oracle(fragments)
+    if expected is None:
+        assert fast[4] is None
+    else:
+        assert fast[4] is not None
+        assert [_unpack(part) for part in fast[4]] == list(expected)
+    return fast
+
+
+def _forged(fragment: PlacementFragment, **fields: Any) -> PlacementFragment:
+    copy: PlacementFragment = object.__new__(PlacementFragment)
+    object.__setattr__(copy, "__dict__", dict(fragment.__dict__))
+    for name, value in fields.items():
+        object.__setattr__(copy, name, value)
+    return copy
+
+
+@settings(max_examples=60, deadline=None)
+@given(placement_pairs())
+def test_fragment_columns_geometry_equals_the_oracle(pair: Tuple[Layout, Layout]) -> None:
+    for layout in pair:
+        fragments = build_placement(layout).fragments
+        _check_columns(fragments)
+        _check_columns(list(reversed(fragments)))
+
+
+def _some_fragments() -> List[PlacementFragment]:
+    from mooncake.reshard.weight import ParallelRank as Rank
+
+    rank = Rank(tp=1)
+    made = []
+    for i in range(12):
+        made.append(
+            PlacementFragment(
+                tensor_id=f"t{i % 3}",
+                global_offset=(4 * (i // 3), 0),
+                local_shape=(4, 8),
+                nbytes=64,
+                rank=rank if i % 2 else Rank(dp=1),
+            )
+        )
+    return made
+
+
+def test_fragment_columns_plain_fragments() -> None:
+    made = _some_fragments()
+    fast = _check_columns(made)
+    assert _unpack(fast[4][0]) == [2] * 12
+    _check_columns(tuple(made))
+    assert _columns([]) == ([], [], [], 1, None)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"global_offset": [0, 0]},  # not a tuple
+        {"local_shape": (4,)},  # length differs from the offset
+        {"global_offset": (0, "0")},  # non-int coordinate
+        {"global_offset": (0, 1 << 63)},  # outside int64
+        {"local_shape": (4, -(1 << 63) - 1)},
+        {"nbytes": 64.0},  # non-int nbytes
+    ],
+)
+def test_fragment_columns_geometry_none_when_a_value_does_not_fit(fields: dict) -> None:
+    made = _some_fragments()
+    made[7] = _forged(made[7], **fields)
+    fast = _check_columns(made)
+    assert fast[4] is None
+
+
+@pytest.mark.parametrize("nbytes", [-1, 0, 1 << 64, 1 << 200, _U64, True])
+def test_fragment_columns_nbytes_outside_u64_pack_as_zero(nbytes: int) -> None:
+    made = _some_fragments()
+    made[3] = _forged(made[3], nbytes=nbytes)
+    fast = _check_columns(made)
+    expected = int(nbytes) if 0 <= nbytes <= _U64 else 0
+    assert _unpack(fast[4][3])[3] == (expected - (1 << 64) if expected > _I64 else expected)
+
+
+def test_fragment_columns_first_error_in_list_order() -> None:
+    made = _some_fragments()
+    # made[0] was allocated first (lowest address): an address-order reader meets it first
+    late = _forged(made[5])
+    del late.__dict__["rank"]
+    early = made[0]
+    object.__setattr__(early, "__dict__", {k: v for k, v in early.__dict__.items() if k != "tensor_id"})
+    ordered = [late] + made[1:5] + [early]
+    with pytest.raises(AttributeError) as plain:
+        _native.fragment_columns(ordered)
+    with pytest.raises(AttributeError) as fast:
+        _columns(ordered)
+    assert str(fast.value) == str(plain.value)
+    assert "rank" in str(fast.value)
+
+
+def test_fragment_columns_other_types_read_in_order() -> None:
+    class Sub(PlacementFragment):
+        pass
+
+    class Rank(ParallelRank):
+        pass
+
+    made = _some_fragments()
+    sub = object.__new__(Sub)
+    object.__setattr__(sub, "__dict__", dict(made[2].__dict__))
+    made[2] = sub
+    fast = _columns(made)
+    assert fast[:4] == _native.fragment_columns(made)
+    assert fast[4] is None  # the in-order path does not pack the geometry
+    made = _some_fragments()
+    made[4] = _forged(made[4], rank=Rank(tp=1))
+    fast = _columns(made)
+    assert fast[:4] == _native.fragment_columns(made) and fast[4] is None
+
+
+def test_fragment_columns_hostile_arguments() -> None:
+    made = _some_fragments()
+    with pytest.raises(TypeError):
+        _native.fragment_columns(5)
+    with pytest.raises(TypeError):
+        _native.fragment_columns(made, PlacementFragment)  # rank_type missing
+    with pytest.raises(TypeError):
+        _native.fragment_columns(made, "PlacementFragment", ParallelRank)
+    with pytest.raises(TypeError):
+        _native.fragment_columns(made, PlacementFragment, ParallelRank, None)
+
+
+# --- pack_targets with the geometry -------------------------------------------------------
+
+
+def _pack_args(fragments: List[PlacementFragment]) -> Tuple[Any, ...]:
+    tensor_ids = list(dict.fromkeys(f.tensor_id for f in fragments))
+    tensor_index = {tid: i for i, tid in enumerate(tensor_ids)}
+    ndim = _q([len(next(f for f in fragments if f.tensor_id == tid).global_offset) for tid in tensor_ids])
+    routed = _q([i % 2 for i in range(len(tensor_ids))])
+    return fragments, tensor_index, ndim, routed, 2
+
+
+def _both(fragments: List[PlacementFragment]) -> Tuple[Any, Any]:
+    args = _pack_args(fragments)
+    ids, tids, dps, _, geometry = _columns(fragments)
+    plain = _native.pack_targets(*args, tids, dps)
+    fast = _native.pack_targets(*args, tids, dps, geometry)
+    return plain, fast
+
+
+def test_pack_targets_geometry_equals_the_object_reads() -> None:
+    plain, fast = _both(_some_fragments())
+    assert plain is not None and fast == plain
+
+
+@settings(max_examples=60, deadline=None)
+@given(placement_pairs())
+def test_pack_targets_geometry_equals_the_object_reads_random(pair: Tuple[Layout, Layout]) -> None:
+    for layout in pair:
+        fragments = list(build_placement(layout).fragments)
+        plain, fast = _both(fragments)
+        assert fast == plain
+        # a prefix of the fragments with the whole geometry (the planner cuts at its stop)
+        args = _pack_args(fragments)
+        _, tids, dps, _, geometry = _columns(fragments)
+        half = len(fragments) // 2
+        cut = (fragments[:half],) + args[1:]
+        assert _native.pack_targets(*cut, tids[:half], dps[:half], geometry) == _native.pack_targets(
+            *cut, tids[:half], dps[:half]
+        )
+
+
+def test_pack_targets_geometry_falls_back_like_the_object_reads() -> None:
+    made = _some_fragments()
+    args = _pack_args(made)
+    _, tids, dps, _, geometry = _columns(made)
+    wrong_ndim = (args[0], args[1], _q([3, 2, 2]), args[3], args[4])
+    assert _native.pack_targets(*wrong_ndim, tids, dps) is None
+    assert _native.pack_targets(*wrong_ndim, tids, dps, geometry) is None
+    unknown = list(tids)
+    unknown[5] = "nope"
+    assert _native.pack_targets(*args, unknown, dps) is None
+    assert _native.pack_targets(*args, unknown, dps, geometry) is None
+    odd = list(dps)
+    odd[1] = -1  # a negative DP rank of a replica-routed tensor
+    assert _native.pack_targets(*args, tids, odd) == _native.pack_targets(*args, tids, odd, geometry)
+
+
+def test_pack_targets_hostile_geometry() -> None:
+    made = _some_fragments()
+    args = _pack_args(made)
+    _, tids, dps, _, geometry = _columns(made)
+    ndim, offsets, shapes, nbytes = geometry
+    with pytest.raises(TypeError):
+        _native.pack_targets(*args, None, None, geometry)  # geometry needs the columns
+    for bad in [(ndim, offsets, shapes), [ndim, offsets, shapes, nbytes], (ndim, offsets, shapes, 5)]:
+        with pytest.raises(TypeError):
+            _native.pack_targets(*args, tids, dps, bad)
+    for bad in [
+        (ndim[:-8], offsets, shapes, nbytes),  # fewer than the fragments
+        (ndim, offsets, shapes, nbytes[:-8]),
+        (ndim, offsets[:-8], shapes, nbytes),  # offsets and shapes differ
+        (ndim, offsets[:-8], shapes[:-8], nbytes),  # fewer coordinates than the ndims say
+        (ndim + b"\x00", offsets, shapes, nbytes),  # not whole int64s
+        (_q([-1] + [2] * 11), offsets, shapes, nbytes),
+        (_q([1 << 40] + [2] * 11), offsets, shapes, nbytes),
+        (_q([(1 << 63) - 1] * 12), offsets, shapes, nbytes),
+    ]:
+        with pytest.raises(ValueError):
+            _native.pack_targets(*args, tids, dps, bad)
