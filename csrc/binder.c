@@ -84,6 +84,13 @@ enum {
     N_BINDING,
     /* Others. */
     N_OWNER,
+    /* logical_target_cover: placement part, executor and rank fields not named above. */
+    N_TENSORS,
+    N_PLACEMENT_FRAGMENT_IDS,
+    N_DP,
+    N_TP,
+    N_PP,
+    N_EP,
     N_COUNT
 };
 
@@ -109,6 +116,7 @@ static const char *const bd_names[N_COUNT] = {
     "inner_bytes", "outer_loop_counts", "source_strides", "target_strides",
     "binding",
     "owner",
+    "tensors", "placement_fragment_ids", "dp", "tp", "pp", "ep",
 };
 
 /* Field dicts of the instances built here are copies of presized templates (keys in field
@@ -1788,6 +1796,483 @@ done:
     Py_RETURN_NONE;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * logical_target_cover: the accept path of validation.validate_logical_target_coverage */
+
+/* Boxes per target fragment decided here (pairwise, as the Python exact cover does exactly
+ * for so few boxes); more decline. */
+#define BD_COVER_MAX_BOXES 64
+
+typedef struct {
+    PyObject *fragment; /* borrowed: the part's fragments tuple (held in parts_fragments) holds it */
+    Py_ssize_t part;
+    Py_ssize_t count;   /* operations targeting it */
+    Py_ssize_t start;   /* first of them in the CSR order */
+} bd_cover_frag;
+
+/* Kernel: boxes (n of rank r: offsets bo, shapes bs, row-major) exactly cover the container
+ * (co, cs) with every coordinate >= 0, every extent >= 1, ends and volumes representable:
+ * every box inside, u64 volumes summing to the container's, pairwise disjoint. 1 yes, 0 not
+ * decided here. Python-free. */
+static int
+bd_cover_kernel(size_t r, const int64_t *co, const int64_t *cs, size_t n, const int64_t *bo, const int64_t *bs)
+{
+    uint64_t cvol = 1, sum = 0;
+    for (size_t d = 0; d < r; d++) {
+        if (mr_mul_u64(cvol, (uint64_t)cs[d], &cvol) < 0) return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint64_t vol = 1;
+        for (size_t d = 0; d < r; d++) {
+            int64_t b = bo[i * r + d], e = b + bs[i * r + d]; /* checked by the caller */
+            if (b < co[d] || e > co[d] + cs[d]) return 0;
+            if (mr_mul_u64(vol, (uint64_t)bs[i * r + d], &vol) < 0) return 0;
+        }
+        if (mr_add_u64(sum, vol, &sum) < 0) return 0;
+    }
+    if (sum != cvol) return 0;
+    for (size_t i = 1; i < n; i++) {
+        for (size_t j = 0; j < i; j++) {
+            int meet = 1;
+            for (size_t d = 0; d < r && meet; d++) {
+                int64_t bi = bo[i * r + d], ei = bi + bs[i * r + d];
+                int64_t bj = bo[j * r + d], ej = bj + bs[j * r + d];
+                meet = bi < ej && bj < ei;
+            }
+            if (meet) return 0;
+        }
+    }
+    return 1;
+}
+
+/* value (an exact tuple of exact ints) of rank r (r == -1: any rank >= 1, stored in *r) into
+ * out[0..r) (grown scratch: *out of *cap elements, offset at): each >= minimum, and
+ * value + extent representable later. BD_OK, BD_FALLBACK, BD_ERROR. */
+static int
+bd_cover_coords(PyObject *value, Py_ssize_t *r, int64_t minimum, int64_t **out, size_t *cap, size_t at)
+{
+    if (!PyTuple_CheckExact(value)) return BD_FALLBACK;
+    Py_ssize_t n = PyTuple_Size(value);
+    if (n < 0) return BD_ERROR;
+    if (*r < 0) {
+        if (n < 1) return BD_FALLBACK;
+        *r = n;
+    }
+    if (n != *r) return BD_FALLBACK;
+    size_t need;
+    if (__builtin_add_overflow(at, (size_t)n, &need)) return BD_FALLBACK;
+    if (need > *cap) {
+        size_t grown = *cap ? *cap : 64;
+        while (grown < need) {
+            if (__builtin_mul_overflow(grown, (size_t)2, &grown)) return BD_FALLBACK;
+        }
+        size_t bytes;
+        if (__builtin_mul_overflow(grown, sizeof(int64_t), &bytes)) return BD_FALLBACK;
+        int64_t *larger = PyMem_Realloc(*out, bytes);
+        if (larger == NULL) {
+            PyErr_NoMemory();
+            return BD_ERROR;
+        }
+        *out = larger;
+        *cap = grown;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *item = PyTuple_GetItem(value, k);
+        if (item == NULL) return BD_ERROR;
+        int64_t v = 0;
+        int rc = bd_as_i64(item, &v);
+        if (rc <= 0) return rc < 0 ? BD_ERROR : BD_FALLBACK;
+        if (v < minimum) return BD_FALLBACK;
+        (*out)[at + (size_t)k] = v;
+    }
+    return BD_OK;
+}
+
+/* Offsets at[0..r) and extents at[r..2r) of scratch: every end representable in int64. */
+static int
+bd_cover_ends_fit(const int64_t *offsets, const int64_t *extents, Py_ssize_t r)
+{
+    for (Py_ssize_t d = 0; d < r; d++) {
+        int64_t end;
+        if (__builtin_add_overflow(offsets[d], extents[d], &end)) return 0;
+    }
+    return 1;
+}
+
+/* Equal exact ParallelRank-like values: identity, or both exact rank_cls with equal exact int
+ * fields dp, tp, pp, ep. BD_OK, BD_FALLBACK, BD_ERROR. */
+static int
+bd_same_rank(PyObject *const *nm, PyObject *a, PyObject *b, PyObject *rank_cls)
+{
+    if (a == b) return BD_OK;
+    if ((PyObject *)Py_TYPE(a) != rank_cls || (PyObject *)Py_TYPE(b) != rank_cls) return BD_FALLBACK;
+    static const int fields[4] = {N_DP, N_TP, N_PP, N_EP};
+    for (int k = 0; k < 4; k++) {
+        PyObject *x = NULL, *y = NULL;
+        int rc = bd_get(a, nm[fields[k]], &x);
+        if (rc != BD_OK) return rc;
+        rc = bd_get(b, nm[fields[k]], &y);
+        if (rc != BD_OK) {
+            Py_DECREF(x);
+            return rc;
+        }
+        int same = bd_int_equal(x, y);
+        Py_DECREF(x);
+        Py_DECREF(y);
+        if (same <= 0) return same < 0 ? BD_ERROR : BD_FALLBACK;
+    }
+    return BD_OK;
+}
+
+/* *out = the int stored in dict[key] (a dict of str -> int built here), or -1 when missing. */
+static int
+bd_index_of(PyObject *dict, PyObject *key, Py_ssize_t *out)
+{
+    PyObject *value = PyDict_GetItemWithError(dict, key); /* borrowed */
+    if (value == NULL) {
+        if (PyErr_Occurred()) return BD_ERROR;
+        *out = -1;
+        return BD_OK;
+    }
+    *out = PyLong_AsSsize_t(value);
+    return *out == -1 && PyErr_Occurred() ? BD_ERROR : BD_OK;
+}
+
+static int
+bd_index_put(PyObject *dict, PyObject *key, Py_ssize_t index)
+{
+    PyObject *value = PyLong_FromSsize_t(index);
+    if (value == NULL) return BD_ERROR;
+    int rc = PyDict_SetItem(dict, key, value);
+    Py_DECREF(value);
+    return rc < 0 ? BD_ERROR : BD_OK;
+}
+
+PyDoc_STRVAR(logical_target_cover_doc,
+"logical_target_cover(operations, parts, executors, target_tensors, placement_id, region_cls,\n"
+"                     fragment_cls, part_cls, executor_cls, rank_cls, tensor_cls)\n"
+"--\n\n"
+"The target-side logical self-checks of spec 11.6 (validation.validate_logical_target_coverage)\n"
+"except the per-executor operation index check, decided over flat arrays: True when every\n"
+"check passes with exact classes, exact str ids (placement fragment, participant, tensor ids\n"
+"distinct), operation targets that are the placement's own fragment objects, executor ranks\n"
+"identical or equal exact ranks, executor fragment ids exactly the part's sorted ids, tensors\n"
+"identical objects, and every selected fragment exactly covered by its operations' boxes (one\n"
+"box equal to it, or at most 64 boxes, non-negative offsets, positive extents, representable\n"
+"ends and volumes). None when that is not decided here: the Python checks then run and raise\n"
+"the first failure. TypeError when a class is not a heap type.");
+
+static PyObject *
+bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    bd_table tb;
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "logical_target_cover expects 11 arguments");
+        return NULL;
+    }
+    if (bd_load_table(self, &tb) < 0) return NULL;
+    if (bd_check_heap_types(args + 5, 6) < 0) return NULL;
+    PyObject *const *nm = tb.nm;
+    PyObject *operations = args[0], *parts = args[1], *executors = args[2], *target_tensors = args[3];
+    PyObject *placement_id = args[4];
+    PyObject *region_cls = args[5], *fragment_cls = args[6], *part_cls = args[7], *executor_cls = args[8];
+    PyObject *rank_cls = args[9], *tensor_cls = args[10];
+    if (!PyTuple_CheckExact(operations) || !PyTuple_CheckExact(parts) || !PyTuple_CheckExact(executors)
+        || !PyTuple_CheckExact(target_tensors) || !PyUnicode_CheckExact(placement_id)) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t n_parts = PyTuple_Size(parts), n_ops = PyTuple_Size(operations);
+    Py_ssize_t n_exec = PyTuple_Size(executors);
+    if (n_parts < 0 || n_ops < 0 || n_exec < 0) return NULL;
+    if (n_exec == 0) Py_RETURN_NONE; /* "logical plan has no target executor metadata" */
+    int status = BD_ERROR;
+    PyObject **part_fragments = NULL, **part_tensors = NULL, **part_ranks = NULL;
+    PyObject *participants = NULL, *fragment_ids = NULL, *tensors = NULL;
+    bd_cover_frag *frags = NULL;
+    Py_ssize_t *op_frag = NULL, *order = NULL, *exec_parts = NULL;
+    unsigned char *part_has_op = NULL, *part_selected = NULL;
+    int64_t *coords = NULL;
+    size_t coords_cap = 0;
+    Py_ssize_t n_frags = 0;
+    part_fragments = mr_alloc_array((size_t)n_parts, sizeof(PyObject *));
+    part_tensors = mr_alloc_array((size_t)n_parts, sizeof(PyObject *));
+    part_ranks = mr_alloc_array((size_t)n_parts, sizeof(PyObject *));
+    if (part_fragments == NULL || part_tensors == NULL || part_ranks == NULL) goto done;
+    for (Py_ssize_t p = 0; p < n_parts; p++) part_fragments[p] = part_tensors[p] = part_ranks[p] = NULL;
+    part_has_op = mr_alloc_array((size_t)n_parts, 1);
+    part_selected = mr_alloc_array((size_t)n_parts, 1);
+    op_frag = mr_alloc_array((size_t)n_ops, sizeof(Py_ssize_t));
+    order = mr_alloc_array((size_t)n_ops, sizeof(Py_ssize_t));
+    exec_parts = mr_alloc_array((size_t)n_exec, sizeof(Py_ssize_t));
+    participants = PyDict_New();
+    fragment_ids = PyDict_New();
+    tensors = PyDict_New();
+    if (part_fragments == NULL || part_tensors == NULL || part_ranks == NULL || part_has_op == NULL
+        || part_selected == NULL || op_frag == NULL || order == NULL || exec_parts == NULL || participants == NULL
+        || fragment_ids == NULL || tensors == NULL) {
+        goto done;
+    }
+    memset(part_has_op, 0, (size_t)n_parts);
+    memset(part_selected, 0, (size_t)n_parts);
+    /* Parts: participant ids distinct, fragments exact tuples of exact fragments. */
+    status = BD_OK;
+    for (Py_ssize_t p = 0; p < n_parts && status == BD_OK; p++) {
+        PyObject *part = PyTuple_GetItem(parts, p), *pid = NULL;
+        if (part == NULL) { status = BD_ERROR; break; }
+        if ((PyObject *)Py_TYPE(part) != part_cls) { status = BD_FALLBACK; break; }
+        status = bd_get_str(part, nm[N_PARTICIPANT_ID], &pid);
+        if (status != BD_OK) break;
+        Py_ssize_t known = 0;
+        status = bd_index_of(participants, pid, &known);
+        if (status == BD_OK && known >= 0) status = BD_FALLBACK;
+        if (status == BD_OK) status = bd_index_put(participants, pid, p);
+        Py_DECREF(pid);
+        if (status == BD_OK) status = bd_get(part, nm[N_FRAGMENTS], &part_fragments[p]);
+        if (status == BD_OK) status = bd_get(part, nm[N_TENSORS], &part_tensors[p]);
+        if (status == BD_OK) status = bd_get(part, nm[N_RANK], &part_ranks[p]);
+        if (status != BD_OK) break;
+        if (!PyTuple_CheckExact(part_fragments[p]) || !PyTuple_CheckExact(part_tensors[p])) {
+            status = BD_FALLBACK;
+            break;
+        }
+        Py_ssize_t count = PyTuple_Size(part_fragments[p]);
+        if (count < 0 || __builtin_add_overflow(n_frags, count, &n_frags)) status = count < 0 ? BD_ERROR : BD_FALLBACK;
+    }
+    if (status != BD_OK) goto done;
+    status = BD_ERROR;
+    frags = mr_alloc_array((size_t)n_frags, sizeof(bd_cover_frag));
+    if (frags == NULL) goto done;
+    status = BD_OK;
+    {
+        Py_ssize_t f = 0;
+        for (Py_ssize_t p = 0; p < n_parts && status == BD_OK; p++) {
+            Py_ssize_t count = PyTuple_Size(part_fragments[p]);
+            for (Py_ssize_t k = 0; k < count && status == BD_OK; k++, f++) {
+                PyObject *fragment = PyTuple_GetItem(part_fragments[p], k), *pfid = NULL;
+                if (fragment == NULL) { status = BD_ERROR; break; }
+                if ((PyObject *)Py_TYPE(fragment) != fragment_cls) { status = BD_FALLBACK; break; }
+                status = bd_get_str(fragment, nm[N_PFID], &pfid);
+                if (status != BD_OK) break;
+                Py_ssize_t known = 0;
+                status = bd_index_of(fragment_ids, pfid, &known);
+                if (status == BD_OK && known >= 0) status = BD_FALLBACK; /* a placement fragment id twice */
+                if (status == BD_OK) status = bd_index_put(fragment_ids, pfid, f);
+                Py_DECREF(pfid);
+                frags[f].fragment = fragment;
+                frags[f].part = p;
+                frags[f].count = 0;
+                frags[f].start = 0;
+            }
+        }
+    }
+    if (status != BD_OK) goto done;
+    /* Operations: exact regions whose targets are the placement's own fragment objects. */
+    for (Py_ssize_t i = 0; i < n_ops && status == BD_OK; i++) {
+        PyObject *op = PyTuple_GetItem(operations, i), *target = NULL, *pfid = NULL;
+        if (op == NULL) { status = BD_ERROR; break; }
+        if ((PyObject *)Py_TYPE(op) != region_cls) { status = BD_FALLBACK; break; }
+        status = bd_get(op, nm[N_TARGET], &target);
+        if (status != BD_OK) break;
+        if ((PyObject *)Py_TYPE(target) != fragment_cls) status = BD_FALLBACK;
+        if (status == BD_OK) status = bd_get_str(target, nm[N_PFID], &pfid);
+        Py_ssize_t f = -1;
+        if (status == BD_OK) status = bd_index_of(fragment_ids, pfid, &f);
+        if (status == BD_OK && (f < 0 || f >= n_frags || frags[f].fragment != target)) status = BD_FALLBACK;
+        Py_XDECREF(pfid);
+        Py_DECREF(target);
+        if (status != BD_OK) break;
+        op_frag[i] = f;
+        frags[f].count++;
+        part_has_op[frags[f].part] = 1;
+    }
+    if (status != BD_OK) goto done;
+    /* Executors (_check_executors): placement, distinct known participants, ranks, fragment ids,
+     * and the tensors of the selected parts. */
+    for (Py_ssize_t e = 0; e < n_exec && status == BD_OK; e++) {
+        PyObject *executor = PyTuple_GetItem(executors, e), *value = NULL;
+        if (executor == NULL) { status = BD_ERROR; break; }
+        if ((PyObject *)Py_TYPE(executor) != executor_cls) { status = BD_FALLBACK; break; }
+        status = bd_get_str(executor, nm[N_PLACEMENT_ID], &value);
+        if (status != BD_OK) break;
+        int same = bd_same_str(value, placement_id);
+        Py_CLEAR(value);
+        if (same <= 0) { status = same < 0 ? BD_ERROR : BD_FALLBACK; break; }
+        status = bd_get_str(executor, nm[N_PARTICIPANT_ID], &value);
+        Py_ssize_t p = -1;
+        if (status == BD_OK) status = bd_index_of(participants, value, &p);
+        Py_CLEAR(value);
+        if (status == BD_OK && (p < 0 || p >= n_parts || part_selected[p])) status = BD_FALLBACK;
+        if (status != BD_OK) break;
+        part_selected[p] = 1;
+        exec_parts[e] = p;
+        status = bd_get(executor, nm[N_RANK], &value);
+        if (status == BD_OK) status = bd_same_rank(nm, part_ranks[p], value, rank_cls);
+        Py_CLEAR(value);
+        if (status != BD_OK) break;
+        /* fragment ids: an exact tuple, strictly increasing, each a fragment of this part, as
+         * many as the part has (ids are distinct placement-wide): the part's sorted ids */
+        status = bd_get(executor, nm[N_PLACEMENT_FRAGMENT_IDS], &value);
+        if (status != BD_OK) break;
+        Py_ssize_t count = PyTuple_Size(part_fragments[p]);
+        if (!PyTuple_CheckExact(value) || PyTuple_Size(value) != count) status = BD_FALLBACK;
+        for (Py_ssize_t k = 0; k < count && status == BD_OK; k++) {
+            PyObject *id = PyTuple_GetItem(value, k);
+            if (id == NULL) { status = BD_ERROR; break; }
+            if (!PyUnicode_CheckExact(id)) { status = BD_FALLBACK; break; }
+            if (k > 0) {
+                int cmp = bd_compare(PyTuple_GetItem(value, k - 1), id);
+                if (cmp == -2 || cmp >= 0) { status = cmp == -2 ? BD_ERROR : BD_FALLBACK; break; }
+            }
+            Py_ssize_t f = -1;
+            status = bd_index_of(fragment_ids, id, &f);
+            if (status == BD_OK && (f < 0 || f >= n_frags || frags[f].part != p)) status = BD_FALLBACK;
+        }
+        Py_CLEAR(value);
+        if (status != BD_OK) break;
+        Py_ssize_t n_tensors = PyTuple_Size(part_tensors[p]);
+        for (Py_ssize_t k = 0; k < n_tensors && status == BD_OK; k++) {
+            PyObject *tensor = PyTuple_GetItem(part_tensors[p], k), *tid = NULL;
+            if (tensor == NULL) { status = BD_ERROR; break; }
+            if ((PyObject *)Py_TYPE(tensor) != tensor_cls) { status = BD_FALLBACK; break; }
+            status = bd_get_str(tensor, nm[N_TENSOR_ID], &tid);
+            if (status != BD_OK) break;
+            PyObject *known = PyDict_GetItemWithError(tensors, tid); /* borrowed */
+            if (known == NULL) {
+                if (PyErr_Occurred() || PyDict_SetItem(tensors, tid, tensor) < 0) status = BD_ERROR;
+            }
+            else if (known != tensor) {
+                status = BD_FALLBACK; /* an equal but distinct descriptor: the Python comparison decides */
+            }
+            Py_DECREF(tid);
+        }
+    }
+    if (status != BD_OK) goto done;
+    /* Executor participants are exactly the operations' participants. */
+    {
+        Py_ssize_t with_ops = 0;
+        for (Py_ssize_t p = 0; p < n_parts; p++) {
+            if (part_has_op[p]) {
+                with_ops++;
+                if (!part_selected[p]) status = BD_FALLBACK;
+            }
+        }
+        if (with_ops != n_exec) status = BD_FALLBACK;
+    }
+    if (status != BD_OK) goto done;
+    /* The target tensor catalog: the selected parts' tensors (the very objects) sorted by id. */
+    {
+        Py_ssize_t n_catalog = PyTuple_Size(target_tensors), n_known = PyDict_Size(tensors);
+        if (n_catalog < 0 || n_known < 0) { status = BD_ERROR; goto done; }
+        if (n_catalog != n_known) { status = BD_FALLBACK; goto done; }
+        PyObject *previous = NULL;
+        for (Py_ssize_t k = 0; k < n_catalog && status == BD_OK; k++) {
+            PyObject *tensor = PyTuple_GetItem(target_tensors, k), *tid = NULL;
+            if (tensor == NULL) { status = BD_ERROR; break; }
+            if ((PyObject *)Py_TYPE(tensor) != tensor_cls) { status = BD_FALLBACK; break; }
+            status = bd_get_str(tensor, nm[N_TENSOR_ID], &tid);
+            if (status != BD_OK) break;
+            if (previous != NULL) {
+                int cmp = bd_compare(previous, tid);
+                if (cmp == -2 || cmp >= 0) status = cmp == -2 ? BD_ERROR : BD_FALLBACK;
+            }
+            if (status == BD_OK) {
+                PyObject *known = PyDict_GetItemWithError(tensors, tid); /* borrowed */
+                if (known != tensor) status = known == NULL && PyErr_Occurred() ? BD_ERROR : BD_FALLBACK;
+            }
+            BD_SETREF(previous, tid);
+        }
+        Py_XDECREF(previous);
+    }
+    if (status != BD_OK) goto done;
+    /* Exact cover of every selected fragment by its operations' boxes (operations in order). */
+    {
+        Py_ssize_t running = 0;
+        for (Py_ssize_t f = 0; f < n_frags; f++) {
+            frags[f].start = running;
+            running += frags[f].count;
+            frags[f].count = 0;
+        }
+        for (Py_ssize_t i = 0; i < n_ops; i++) {
+            bd_cover_frag *fr = &frags[op_frag[i]];
+            order[fr->start + fr->count++] = i;
+        }
+    }
+    for (Py_ssize_t e = 0; e < n_exec && status == BD_OK; e++) {
+        Py_ssize_t p = exec_parts[e];
+        Py_ssize_t count = PyTuple_Size(part_fragments[p]);
+        for (Py_ssize_t k = 0; k < count && status == BD_OK; k++) {
+            PyObject *fragment = PyTuple_GetItem(part_fragments[p], k), *value = NULL;
+            if (fragment == NULL) { status = BD_ERROR; break; }
+            Py_ssize_t f = -1;
+            PyObject *pfid = NULL;
+            status = bd_get_str(fragment, nm[N_PFID], &pfid);
+            if (status == BD_OK) status = bd_index_of(fragment_ids, pfid, &f);
+            Py_XDECREF(pfid);
+            if (status != BD_OK) break;
+            if (f < 0 || f >= n_frags || frags[f].fragment != fragment) { status = BD_FALLBACK; break; }
+            Py_ssize_t n_boxes = frags[f].count;
+            if (n_boxes < 1 || n_boxes > BD_COVER_MAX_BOXES) { status = BD_FALLBACK; break; }
+            /* coords: container offset [0, r), extent [r, 2r), then per box offset and extent */
+            Py_ssize_t r = -1;
+            status = bd_get(fragment, nm[N_GLOBAL_OFFSET], &value);
+            if (status == BD_OK) status = bd_cover_coords(value, &r, 0, &coords, &coords_cap, 0);
+            Py_CLEAR(value);
+            if (status == BD_OK) status = bd_get(fragment, nm[N_LOCAL_SHAPE], &value);
+            if (status == BD_OK) status = bd_cover_coords(value, &r, 1, &coords, &coords_cap, (size_t)r);
+            Py_CLEAR(value);
+            if (status != BD_OK) break;
+            if (!bd_cover_ends_fit(coords, coords + r, r)) { status = BD_FALLBACK; break; }
+            size_t base = 2 * (size_t)r; /* box b: offsets at base + b*r, extents at base + (n+b)*r */
+            for (Py_ssize_t b = 0; b < n_boxes && status == BD_OK; b++) {
+                PyObject *op = PyTuple_GetItem(operations, order[frags[f].start + b]);
+                if (op == NULL) { status = BD_ERROR; break; }
+                size_t at_offset = base + (size_t)b * (size_t)r;
+                size_t at_shape = base + (size_t)(n_boxes + b) * (size_t)r;
+                status = bd_get(op, nm[N_OVERLAP_OFFSET], &value);
+                if (status == BD_OK) status = bd_cover_coords(value, &r, 0, &coords, &coords_cap, at_offset);
+                Py_CLEAR(value);
+                if (status == BD_OK) status = bd_get(op, nm[N_OVERLAP_SHAPE], &value);
+                if (status == BD_OK) status = bd_cover_coords(value, &r, 1, &coords, &coords_cap, at_shape);
+                Py_CLEAR(value);
+                if (status == BD_OK && !bd_cover_ends_fit(coords + at_offset, coords + at_shape, r)) {
+                    status = BD_FALLBACK;
+                }
+            }
+            if (status != BD_OK) break;
+            /* offsets of all boxes then extents of all boxes: repack as the kernel's (bo, bs) */
+            const int64_t *bo = coords + base, *bs = coords + base + (size_t)n_boxes * (size_t)r;
+            if (!bd_cover_kernel((size_t)r, coords, coords + r, (size_t)n_boxes, bo, bs)) status = BD_FALLBACK;
+        }
+    }
+done:
+    if (part_fragments != NULL && part_tensors != NULL && part_ranks != NULL) {
+        for (Py_ssize_t p = 0; p < n_parts; p++) {
+            Py_XDECREF(part_fragments[p]);
+            Py_XDECREF(part_tensors[p]);
+            Py_XDECREF(part_ranks[p]);
+        }
+    }
+    PyMem_Free(part_fragments);
+    PyMem_Free(part_tensors);
+    PyMem_Free(part_ranks);
+    PyMem_Free(part_has_op);
+    PyMem_Free(part_selected);
+    PyMem_Free(op_frag);
+    PyMem_Free(order);
+    PyMem_Free(exec_parts);
+    PyMem_Free(frags);
+    PyMem_Free(coords);
+    Py_XDECREF(participants);
+    Py_XDECREF(fragment_ids);
+    Py_XDECREF(tensors);
+    if (status == BD_OK) Py_RETURN_TRUE;
+    if (status == BD_ERROR) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "logical_target_cover failed");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 
 static PyMethodDef binder_methods[] = {
@@ -1801,6 +2286,8 @@ static PyMethodDef binder_methods[] = {
      address_ranges_clear_doc},
     {"attest_binding", (PyCFunction)(void (*)(void))bd_attest_binding, METH_FASTCALL, attest_binding_doc},
     {"attested_rows", (PyCFunction)(void (*)(void))bd_attested_rows, METH_FASTCALL, attested_rows_doc},
+    {"logical_target_cover", (PyCFunction)(void (*)(void))bd_logical_target_cover, METH_FASTCALL,
+     logical_target_cover_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Optional
 
+from ... import _native
+from ..part import WeightPlacementPart
 from ..placement import WeightPlacementManifest
 from ..storage_manifest import (
     StoredFragmentSnapshot,
     StoredWeightManifest,
     validate_weight_manifest_snapshot,
 )
-from ..types import PlacementFragment, TensorDescriptor
+from ..types import ParallelRank, PlacementFragment, TensorDescriptor
 from .geometry import exact_cover_failures
 from .region_check import recheck_regions
 
@@ -197,9 +199,47 @@ def _check_executors(
     return selected
 
 
+# The exact classes the C accept path of the target self-checks expects (read once: contracts
+# imports this module).
+_COVER_CLASSES: list[Any] = []
+
+
+def _target_checks_accepted(plan: LogicalTransferPlan, target: Any) -> bool:
+    """True when every check of ``validate_logical_target_coverage`` passes, decided by
+    ``_native.logical_target_cover`` (all but the per-executor operation indices) and the plan's
+    operation views; False when that is not decided here (the Python checks then decide)."""
+    if type(target) is not WeightPlacementManifest:
+        return False
+    if not _COVER_CLASSES:
+        from .contracts import PlacementExecutorPlan, TransferRegion
+
+        _COVER_CLASSES.extend(
+            (TransferRegion, PlacementFragment, WeightPlacementPart, PlacementExecutorPlan, ParallelRank, TensorDescriptor)
+        )
+    state = plan.__dict__
+    executors = state.get("target_executors")
+    if not _native.logical_target_cover(
+        state.get("operations"),
+        target.parts,
+        executors,
+        state.get("target_tensors"),
+        target.placement_id,
+        *_COVER_CLASSES,
+    ):
+        return False
+    # Every other check passed, so the views are read where _check_executors reads them.
+    indices = plan._views().indices
+    for executor in executors:
+        if not indices(executor, "target"):
+            return False
+    return True
+
+
 def validate_logical_target_coverage(plan: LogicalTransferPlan) -> None:
     """The target-side logical self-checks of spec §11.6 (also re-run by binding)."""
     target = plan.target_placement
+    if _target_checks_accepted(plan, target):
+        return
     fragments, parts = _fragment_owners(target)
     operation_participants: set[str] = set()
     by_target: dict[str, list[Any]] = {}
