@@ -728,6 +728,9 @@ enum {
     RS_EP,
     RS_ROWS,
     RS_OBJECTS_BY_PFID_CACHE,
+    RS_ROWS_CACHE,
+    RS_ROWS_METHOD,
+    RS_ATTESTED_PFIDS,
     RS_NNAMES
 };
 
@@ -735,7 +738,7 @@ static const char *const rs_names[RS_NNAMES] = {
     "runtime_lease_id", "attestation", "placement", "worker_id", "key_base", "part_rank", "fragment_snapshots",
     "fragment_ids", "objects_by_worker", "ids_by_worker", "fragment_id", "object_by_pfid", "expected_by_pfid",
     "generation", "lease_generation", "placement_fragment_id", "dp", "tp", "pp", "ep", "rows_by_worker",
-    "_objects_by_pfid",
+    "_objects_by_pfid", "_rows", "rows", "attested_pfids",
 };
 
 static PyObject *rs_keys[RS_NNAMES];
@@ -939,6 +942,39 @@ rs_key_differs(PyObject *key, PyObject *key_base, PyObject *worker, PyObject *pa
     return equal < 0 ? -1 : !equal;
 }
 
+/* Item ``which`` (0: expected_by_pfid, 1: rows_by_worker) of ``view.rows()``: the view's
+ * ``_rows`` pair when built, else built by the method. New reference; NULL with no error set
+ * when the pair is not an exact 2-tuple of exact dicts (decline), NULL with an error set on
+ * failure. */
+static PyObject *
+rs_view_rows(PyObject *view, int which)
+{
+    PyObject *rows = PyObject_GetAttr(view, rs_keys[RS_ROWS_CACHE]);
+    if (rows == Py_None) {
+        Py_DECREF(rows);
+        rows = PyObject_CallMethodObjArgs(view, rs_keys[RS_ROWS_METHOD], NULL);
+    }
+    if (rows == NULL) return NULL;
+    PyObject *item = NULL;
+    if (PyTuple_CheckExact(rows) && PyTuple_Size(rows) == 2) {
+        item = PyTuple_GetItem(rows, which);
+        if (item != NULL && PyDict_CheckExact(item)) Py_INCREF(item);
+        else item = NULL;
+    }
+    Py_DECREF(rows);
+    return item;
+}
+
+/* ``key in container`` for an exact dict or set: 1, 0 (also for any other container: the
+ * caller declines), -1 with an error set. */
+static int
+rs_member(PyObject *container, PyObject *key)
+{
+    if (PyDict_CheckExact(container)) return PyDict_Contains(container, key);
+    if (PyAnySet_CheckExact(container)) return PySet_Contains(container, key);
+    return 0;
+}
+
 /* One executor row of one side; *status is RV_OK, RV_DECLINE (unsure) or RV_ERROR. */
 static int
 rs_executor(PyObject *row, rs_ctx *ctx, const rv_table *active, PyObject *snapshot_owner, PyObject *used)
@@ -998,8 +1034,8 @@ rs_executor(PyObject *row, rs_ctx *ctx, const rv_table *active, PyObject *snapsh
         else {
             /* The attested field dicts of the worker's fragments, compared snapshot by snapshot;
              * each proven pair is remembered (``proven`` of the Python version). */
-            RS_GET(rows_by_worker, view, RS_ROWS);
-            if (!PyDict_CheckExact(rows_by_worker)) goto done;
+            rows_by_worker = rs_view_rows(view, 1);
+            if (rows_by_worker == NULL) goto done;
             PyObject *rows = PyDict_GetItemWithError(rows_by_worker, worker); /* borrowed */
             if (rows == NULL && PyErr_Occurred()) goto error;
             Py_ssize_t n_rows = rows == NULL ? 0 : (PyTuple_CheckExact(rows) ? PyTuple_Size(rows) : -1);
@@ -1080,7 +1116,8 @@ rs_fragment(PyObject *fragment, PyObject *runtime_id, const rs_ctx *ctx, PyObjec
 {
     PyObject *state = NULL;
     PyObject *attestation = NULL, *view = NULL, *by_pfid = NULL, *placement = NULL, *pfid = NULL;
-    PyObject *expected_by_pfid = NULL, *generation = NULL, *lease_generation = NULL, *owned = NULL;
+    PyObject *attested_pfids = NULL, *expected_by_pfid = NULL, *generation = NULL, *lease_generation = NULL;
+    PyObject *owned = NULL;
     int rc = RV_DECLINE;
     owned = PyDict_GetItemWithError(snapshot_owner, runtime_id); /* borrowed; held below */
     if (owned == NULL) goto done;
@@ -1103,11 +1140,13 @@ rs_fragment(PyObject *fragment, PyObject *runtime_id, const rs_ctx *ctx, PyObjec
     placement = rf_dict_item(fragment, rs_keys[RS_PLACEMENT]);
     if (placement == NULL) goto done;
     RS_GET(pfid, placement, RS_PFID);
-    RS_GET(expected_by_pfid, view, RS_EXPECTED);
-    if (!PyDict_CheckExact(expected_by_pfid) || !PyDict_CheckExact(by_pfid)) goto done;
-    state = PyDict_GetItemWithError(expected_by_pfid, pfid); /* borrowed; held below */
-    if (state == NULL || state == Py_None) goto done;
-    Py_INCREF(state);
+    RS_GET(attested_pfids, view, RS_ATTESTED_PFIDS);
+    if (!PyDict_CheckExact(by_pfid)) goto done;
+    /* ``view.expected_by_pfid.get(pfid) is not None``: the placement fragment id has an
+     * attested evidence fragment (its expected state is only needed for a comparison). */
+    int attested = rs_member(attested_pfids, pfid);
+    if (attested < 0) goto error;
+    if (!attested) goto done;
     lease_generation = rf_dict_item(fragment, rs_keys[RS_LEASE_GENERATION]);
     if (lease_generation == NULL) goto done;
     RS_GET(generation, view, RS_GENERATION);
@@ -1117,6 +1156,11 @@ rs_fragment(PyObject *fragment, PyObject *runtime_id, const rs_ctx *ctx, PyObjec
     PyObject *attested_object = PyDict_GetItemWithError(by_pfid, pfid);
     if (attested_object == NULL && PyErr_Occurred()) goto error;
     if (attested_object != owned) {
+        expected_by_pfid = rs_view_rows(view, 0);
+        if (expected_by_pfid == NULL) goto done;
+        state = PyDict_GetItemWithError(expected_by_pfid, pfid); /* borrowed; held below */
+        if (state == NULL || state == Py_None) goto done;
+        Py_INCREF(state);
         Py_ssize_t proven = rs_lookup(&ctx->proven, owned);
         if (proven < 0 || PyList_GetItem(ctx->held, proven) != state) {
             /* Not the attested object itself: its fields must equal the attested ones. */
@@ -1137,6 +1181,7 @@ done:
     Py_XDECREF(by_pfid);
     Py_XDECREF(placement);
     Py_XDECREF(pfid);
+    Py_XDECREF(attested_pfids);
     Py_XDECREF(expected_by_pfid);
     Py_XDECREF(generation);
     Py_XDECREF(lease_generation);
@@ -1980,6 +2025,147 @@ done:
     return result;
 }
 
+/* --- attested_index -------------------------------------------------------------------- */
+
+/* An exact str item of an instance dict (new reference); NULL with no error set otherwise. */
+static PyObject *
+ai_text(PyObject *dict, PyObject *name)
+{
+    PyObject *value = rv_item(dict, name);
+    if (value != NULL && !PyUnicode_CheckExact(value)) Py_CLEAR(value);
+    return value;
+}
+
+/* Append ``value`` to the list ``table[key]`` (created on first use). */
+static int
+ai_append(PyObject *table, PyObject *key, PyObject *value)
+{
+    PyObject *bucket = PyDict_GetItemWithError(table, key); /* borrowed */
+    if (bucket != NULL) return PyList_Append(bucket, value);
+    if (PyErr_Occurred()) return -1;
+    bucket = PyList_New(1);
+    if (bucket == NULL) return -1;
+    PyList_SetItem(bucket, 0, Py_NewRef(value)); /* a new list of one item: cannot fail */
+    int rc = PyDict_SetItem(table, key, bucket);
+    Py_DECREF(bucket);
+    return rc;
+}
+
+/* Every list of ``table`` sorted (exact str items: no Python code runs) and replaced by a tuple. */
+static int
+ai_freeze(PyObject *table)
+{
+    Py_ssize_t pos = 0;
+    PyObject *key, *bucket;
+    while (PyDict_Next(table, &pos, &key, &bucket)) {
+        if (PyList_Sort(bucket) < 0) return -1;
+        PyObject *frozen = PyList_AsTuple(bucket);
+        if (frozen == NULL) return -1;
+        /* Replacing the value of an existing key does not resize the dict: iteration is safe. */
+        int rc = PyDict_SetItem(table, key, frozen);
+        Py_DECREF(frozen);
+        if (rc < 0) return -1;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(attested_index_doc,
+"attested_index(attestation_type, evidence_type, runtime_type, attestation)\n"
+"--\n\n"
+"The cheap part of an attested view (bound_contracts._python_attested_index is its\n"
+"reference): ``(attested_pfids, ids_by_worker, evidence_ids_by_worker, complete)`` where\n"
+"``attested_pfids`` is the set of placement fragment ids of the evidence fragments with an\n"
+"entry in ``attestation._placement_dict``, ``ids_by_worker[worker]`` their runtime fragment ids\n"
+"sorted, ``evidence_ids_by_worker[worker]`` the sorted ids of all the worker's evidence\n"
+"fragments (the very ``ids_by_worker`` dict when ``complete``: every evidence fragment has its\n"
+"entry). ``None`` unless the attestation, its evidence and every evidence fragment are exactly\n"
+"the given types, ``_placement_dict`` is an exact dict, the evidence fragments an exact tuple,\n"
+"and every id read is an exact str. ``TypeError`` when a type argument is not a type.");
+
+static PyObject *
+attested_index(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *att_type, *ev_type, *rf_type, *attestation;
+    if (!PyArg_ParseTuple(args, "O!O!O!O:attested_index", &PyType_Type, &att_type, &PyType_Type, &ev_type,
+                          &PyType_Type, &rf_type, &attestation)) {
+        return NULL;
+    }
+    PyObject *result = NULL, *state = NULL, *evidence = NULL, *pdict = NULL, *edict = NULL, *fragments = NULL;
+    PyObject *pfids = NULL, *attested = NULL, *everything = NULL;
+    int complete = 1;
+    if (Py_TYPE(attestation) != (PyTypeObject *)att_type) goto decline;
+    state = PyObject_GenericGetDict(attestation, NULL);
+    if (state == NULL) goto done;
+    if (!PyDict_Check(state)) goto decline;
+    evidence = rv_item(state, rf_keys[RF_EVIDENCE]);
+    pdict = evidence == NULL ? NULL : rv_item(state, rf_keys[RF_PLACEMENT_DICT]);
+    if (pdict == NULL) goto decline;
+    if (Py_TYPE(evidence) != (PyTypeObject *)ev_type || !PyDict_CheckExact(pdict)) goto decline;
+    edict = PyObject_GenericGetDict(evidence, NULL);
+    if (edict == NULL) goto done;
+    if (!PyDict_Check(edict)) goto decline;
+    fragments = rv_item(edict, rc_keys[RC_FRAGMENTS]);
+    if (fragments == NULL || !PyTuple_CheckExact(fragments)) goto decline;
+    pfids = PySet_New(NULL);
+    attested = PyDict_New();
+    everything = PyDict_New();
+    if (pfids == NULL || attested == NULL || everything == NULL) goto done;
+    Py_ssize_t n = PyTuple_Size(fragments);
+    if (n < 0) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *runtime = PyTuple_GetItem(fragments, i); /* borrowed; ``fragments`` holds it */
+        if (runtime == NULL) goto done;
+        if (Py_TYPE(runtime) != (PyTypeObject *)rf_type) goto decline;
+        PyObject *rdict = PyObject_GenericGetDict(runtime, NULL);
+        if (rdict == NULL) goto done;
+        PyObject *pfid = PyDict_Check(rdict) ? ai_text(rdict, rf_keys[RF_PFID]) : NULL;
+        PyObject *worker = pfid == NULL ? NULL : ai_text(rdict, rf_keys[RF_WORKER_ID]);
+        PyObject *fid = worker == NULL ? NULL : ai_text(rdict, rf_keys[RF_FRAGMENT_ID]);
+        Py_DECREF(rdict);
+        int status = fid == NULL ? (PyErr_Occurred() ? RV_ERROR : RV_DECLINE) : RV_OK;
+        if (status == RV_OK) {
+            PyObject *entry = PyDict_GetItemWithError(pdict, pfid); /* borrowed */
+            if (entry == NULL && PyErr_Occurred()) {
+                status = RV_ERROR;
+            }
+            else if (entry == NULL) {
+                complete = 0;
+            }
+            else if (PySet_Add(pfids, pfid) < 0 || ai_append(attested, worker, fid) < 0) {
+                status = RV_ERROR;
+            }
+            if (status == RV_OK && ai_append(everything, worker, fid) < 0) status = RV_ERROR;
+        }
+        Py_XDECREF(pfid);
+        Py_XDECREF(worker);
+        Py_XDECREF(fid);
+        if (status == RV_ERROR) goto done;
+        if (status == RV_DECLINE) goto decline;
+    }
+    if (ai_freeze(attested) < 0) goto done;
+    if (complete) {
+        Py_DECREF(everything);
+        everything = Py_NewRef(attested);
+    }
+    else if (ai_freeze(everything) < 0) {
+        goto done;
+    }
+    result = Py_BuildValue("(OOOO)", pfids, attested, everything, complete ? Py_True : Py_False);
+    goto done;
+decline:
+    if (!PyErr_Occurred()) result = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(state);
+    Py_XDECREF(evidence);
+    Py_XDECREF(pdict);
+    Py_XDECREF(edict);
+    Py_XDECREF(fragments);
+    Py_XDECREF(pfids);
+    Py_XDECREF(attested);
+    Py_XDECREF(everything);
+    return result;
+}
+
 /* --- revalidate_views ------------------------------------------------------------------- */
 
 enum {
@@ -2624,6 +2810,7 @@ static PyMethodDef revalidate_methods[] = {
     {"revalidate_side", revalidate_side, METH_VARARGS, revalidate_side_doc},
     {"revalidate_scan", revalidate_scan, METH_VARARGS, revalidate_scan_doc},
     {"revalidate_fragments", revalidate_fragments, METH_VARARGS, revalidate_fragments_doc},
+    {"attested_index", attested_index, METH_VARARGS, attested_index_doc},
     {NULL, NULL, 0, NULL},
 };
 

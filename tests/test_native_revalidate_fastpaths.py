@@ -4,12 +4,15 @@ hostile inputs must be refused or declined, never crash."""
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 import pytest
 
 from mooncake.reshard import _native
+from mooncake.reshard.contracts.fragments import RuntimeBindingFragment
 from mooncake.reshard.weight import ParallelRank
+from mooncake.reshard.weight._planner.attestation import RuntimeBindingAttestation, RuntimeBindingEvidence
 from mooncake.reshard.weight._planner import bound_contracts as bc
 
 from test_native_revalidate import _PLANS, _coverage_tables
@@ -70,3 +73,131 @@ def test_coverage_rank_type_hostile() -> None:
         _native.revalidate_coverage(*tables, ParallelRank, None)
     # Another type: every rank goes through the generic comparison.
     assert _native.revalidate_coverage(*tables, int) is True
+
+
+# ---------------------------------------------------------------------------------------
+# _native.attested_index (the cheap part of an attested view) against its Python reference
+
+_INDEX_TYPES = (RuntimeBindingAttestation, RuntimeBindingEvidence, RuntimeBindingFragment)
+
+
+def _index(attestation: Any) -> Any:
+    return _native.attested_index(*_INDEX_TYPES, attestation)
+
+
+def _reference(attestation: Any) -> Any:
+    state = attestation.__dict__
+    return bc._python_attested_index(state["_placement_dict"], state["evidence"])
+
+
+def _attestations() -> list[Any]:
+    found: dict[int, Any] = {}
+    for plan in _PLANS.values():
+        for op in plan.operations:
+            for fragment in (op.source, op.target):
+                found.setdefault(id(fragment.attestation), fragment.attestation)
+    return list(found.values())
+
+
+def _forged_attestation(attestation: Any, *, fragments: Any = None, placement_dict: Any = None) -> Any:
+    evidence = attestation.evidence
+    if fragments is not None:
+        evidence = object.__new__(RuntimeBindingEvidence)
+        evidence.__dict__.update(attestation.evidence.__dict__, fragments=fragments)
+    forged = object.__new__(RuntimeBindingAttestation)
+    forged.__dict__.update(attestation.__dict__, evidence=evidence)
+    if placement_dict is not None:
+        forged.__dict__["_placement_dict"] = placement_dict
+    return forged
+
+
+def _spread(fragment: Any, index: int, count: int) -> Any:
+    forged = object.__new__(RuntimeBindingFragment)
+    forged.__dict__.update(fragment.__dict__, worker_id=f"w{index % 2}", fragment_id=f"rt-{count - index:03d}")
+    return forged
+
+
+def test_attested_index_equals_the_reference() -> None:
+    attestations = _attestations()
+    assert len(attestations) > 4
+    for attestation in attestations:
+        built = _index(attestation)
+        assert built is not None
+        assert built == _reference(attestation)
+        pfids, ids_by_worker, evidence_ids, complete = built
+        assert complete is True and evidence_ids is ids_by_worker
+        # The same decisions as the rows kernel (the eager view).
+        rows = _native.attested_rows(*_INDEX_TYPES, attestation)
+        assert rows is not None and set(rows[0]) == pfids and rows[2] == ids_by_worker
+        # Several workers, ids out of order; then a missing placement entry (incomplete).
+        fragments = attestation.evidence.fragments * 3
+        fragments = tuple(_spread(f, i, len(fragments)) for i, f in enumerate(fragments))
+        spread = _forged_attestation(attestation, fragments=fragments)
+        assert _index(spread) == _reference(spread)
+        assert _index(spread)[1] == _native.attested_rows(*_INDEX_TYPES, spread)[2]
+        missing = fragments[0].placement_fragment_id
+        partial = {k: v for k, v in attestation._placement_dict.items() if k != missing}
+        incomplete = _forged_attestation(attestation, fragments=fragments, placement_dict=partial)
+        built = _index(incomplete)
+        assert built == _reference(incomplete)
+        assert built[3] is False and missing not in built[0]
+        assert sum(map(len, built[2].values())) == len(fragments)
+
+
+def test_attested_index_declines_and_hostile_inputs() -> None:
+    attestation = _attestations()[0]
+    fragment = attestation.evidence.fragments[0]
+    assert _native.attested_index(*_INDEX_TYPES, object()) is None
+    assert _native.attested_index(*_INDEX_TYPES, attestation.evidence) is None
+    for fragments in (list(attestation.evidence.fragments), (object(),), ("x",)):
+        forged = _forged_attestation(attestation, fragments=fragments)
+        assert _index(forged) is None, fragments
+    # Ids that are not exact str: the kernel declines, the reference decides.
+    for name, value in (("fragment_id", 7), ("worker_id", None), ("placement_fragment_id", 2**70)):
+        odd = object.__new__(RuntimeBindingFragment)
+        odd.__dict__.update(fragment.__dict__, **{name: value})
+        forged = _forged_attestation(attestation, fragments=(odd,))
+        assert _index(forged) is None, name
+        _reference(forged)  # decidable in Python
+    # A placement dict that is not an exact dict; an attestation without its state.
+    assert _index(_forged_attestation(attestation, placement_dict=dict(attestation._placement_dict).items())) is None
+    bare = object.__new__(RuntimeBindingAttestation)
+    assert _index(bare) is None
+    # Wrong argument types.
+    for bad in ((1, *_INDEX_TYPES[1:]), (_INDEX_TYPES[0], "x", _INDEX_TYPES[2])):
+        with pytest.raises(TypeError):
+            _native.attested_index(*bad, attestation)
+    with pytest.raises(TypeError):
+        _native.attested_index(*_INDEX_TYPES)
+    # A placement dict without the entries: nothing attested, every id is evidence only.
+    built = _index(_forged_attestation(attestation, placement_dict={}))
+    assert built is not None and built == _reference(_forged_attestation(attestation, placement_dict={}))
+    assert built[0] == set() and built[1] == {} and built[3] is False
+
+
+def test_lazy_view_rows_equal_the_eager_rows() -> None:
+    """A view built with the attested snapshot objects (fresh binding) derives its expected
+    field dicts on first use, from the placement entries and evidence it was built from."""
+    plan = _PLANS["plain"]
+    for op in plan.operations:
+        attestation = op.target.attestation
+        state = attestation.__dict__
+        view = bc._AttestedView(attestation)
+        if view.objects_by_worker is None:
+            continue
+        assert view._rows is None
+        eager = bc._python_attested_rows(state, state["evidence"], state["evidence"].generation)
+        # Swapping the attestation's placement dict afterwards does not change the view's rows.
+        object.__setattr__(attestation, "_placement_dict", {})
+        try:
+            assert view.expected_by_pfid == eager[0]
+            assert view.rows_by_worker == eager[1]
+            assert view.rows() is view.rows()
+        finally:
+            object.__setattr__(attestation, "_placement_dict", view._placement_dict)
+        break
+    else:
+        pytest.fail("no view with snapshot objects")
+    unpickled = pickle.loads(pickle.dumps(plan))
+    view = bc._AttestedView(unpickled.operations[0].target.attestation)
+    assert view.objects_by_worker is None and view._rows is not None and view.attested_pfids is view._rows[0]

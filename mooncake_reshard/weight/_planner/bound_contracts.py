@@ -213,10 +213,17 @@ def _attested_snapshots(attestation: RuntimeBindingAttestation, worker_id: str) 
 
 class _AttestedView:
     """Everything the plan checks derive from one attestation, computed once per attestation
-    (cached on it): expected snapshot field dicts instead of snapshot objects."""
+    (cached on it): expected snapshot field dicts instead of snapshot objects.
 
-    __slots__ = ("placement", "evidence", "key_base", "part_rank", "generation", "expected_by_pfid",
-                 "rows_by_worker", "ids_by_worker", "evidence_ids_by_worker", "objects_by_worker", "_objects_by_pfid")
+    When binding already built the attested snapshot objects (``objects_by_worker``), the
+    checks compare executors with those objects and need only the cheap index (which placement
+    fragments are attested, the runtime ids per worker); the expected field dicts
+    (``expected_by_pfid``, ``rows_by_worker``) are then derived on first use, from the very
+    placement entries and evidence the view was built from."""
+
+    __slots__ = ("placement", "evidence", "key_base", "part_rank", "generation", "attested_pfids",
+                 "ids_by_worker", "evidence_ids_by_worker", "objects_by_worker", "_objects_by_pfid",
+                 "_rows", "_placement_dict")
 
     def object_by_pfid(self) -> dict[str, RuntimeFragmentSnapshot]:
         """The attested snapshot objects by placement fragment id (empty when none was built)."""
@@ -228,6 +235,37 @@ class _AttestedView:
                     table[snapshot.placement_fragment_id] = snapshot
             self._objects_by_pfid = table
         return table
+
+    def rows(self) -> tuple[dict[str, dict[str, Any]], dict[str, tuple[tuple[str, dict[str, Any]], ...]]]:
+        """``(expected_by_pfid, rows_by_worker)`` (see ``_python_attested_rows``), built on first use."""
+        rows = self._rows
+        if rows is None:
+            placement_dict = self._placement_dict
+            evidence = self.evidence
+            built = None
+            if type(evidence) is RuntimeBindingEvidence and evidence.__dict__.get("generation") is self.generation:
+                # The kernel reads ``evidence`` and ``_placement_dict`` from an attestation: a
+                # carrier holding exactly the two objects this view was built from.
+                carrier: RuntimeBindingAttestation = object.__new__(RuntimeBindingAttestation)
+                carrier.__dict__["evidence"] = evidence
+                carrier.__dict__["_placement_dict"] = placement_dict
+                built = _native.attested_rows(
+                    RuntimeBindingAttestation, RuntimeBindingEvidence, RuntimeBindingFragment, carrier
+                )
+            if built is None:
+                built = _python_attested_rows({"_placement_dict": placement_dict}, evidence, self.generation)
+            rows = self._rows = (built[0], built[1])
+        return rows
+
+    @property
+    def expected_by_pfid(self) -> dict[str, dict[str, Any]]:
+        """The expected snapshot field dict of every attested placement fragment id."""
+        return self.rows()[0]
+
+    @property
+    def rows_by_worker(self) -> dict[str, tuple[tuple[str, dict[str, Any]], ...]]:
+        """Per worker the ``(runtime id, expected field dict)`` pairs sorted by runtime id."""
+        return self.rows()[1]
 
     def __init__(self, attestation: RuntimeBindingAttestation) -> None:
         state = attestation.__dict__
@@ -244,6 +282,28 @@ class _AttestedView:
         part = placement._part_index().get(participant_id)
         self.part_rank = None if part is None else part.rank
         generation = self.generation = evidence.generation
+        placement_dict = self._placement_dict = state["_placement_dict"]
+        # The attested snapshot objects, when binding already built them (identity fast path):
+        # ``_attestation_values(attestation).get("snapshots_by_worker")`` without creating an
+        # empty cache.
+        cache = state.get("_derived_cache")
+        objects = self.objects_by_worker = (
+            cache[2].get("snapshots_by_worker")
+            if cache is not None and cache[0] is state.get("placement") and cache[1] is evidence
+            else None
+        )
+        self._objects_by_pfid: Optional[dict[str, RuntimeFragmentSnapshot]] = None
+        if objects is not None:
+            # The checks compare with the snapshot objects: the cheap index now, the expected
+            # field dicts on first use. ``_python_attested_index`` is the kernel's reference.
+            index = _native.attested_index(
+                RuntimeBindingAttestation, RuntimeBindingEvidence, RuntimeBindingFragment, attestation
+            )
+            if index is None:
+                index = _python_attested_index(placement_dict, evidence)
+            self.attested_pfids, self.ids_by_worker, self.evidence_ids_by_worker, _complete = index
+            self._rows = None
+            return
         # The rows in C when it decides them (views of fresh attestations, e.g. after unpickling);
         # ``_python_attested_rows`` is its reference and the fallback.
         rows = _native.attested_rows(
@@ -251,27 +311,42 @@ class _AttestedView:
         )
         if rows is None:
             rows = _python_attested_rows(state, evidence, generation)
-        self.expected_by_pfid, self.rows_by_worker, ids_by_worker, complete = rows
+        expected_by_pfid, rows_by_worker, ids_by_worker, complete = rows
+        self._rows = (expected_by_pfid, rows_by_worker)
+        self.attested_pfids = expected_by_pfid
         self.ids_by_worker = ids_by_worker
         # Runtime ids are distinct within a binding, so when every evidence fragment has its
         # placement entry the sorted evidence ids per worker are exactly ``ids_by_worker``.
         if complete:
             self.evidence_ids_by_worker = ids_by_worker
         else:
-            evidence_ids: dict[str, list[str]] = {}
-            for runtime_fragment in evidence.fragments:
-                evidence_ids.setdefault(runtime_fragment.worker_id, []).append(runtime_fragment.fragment_id)
-            self.evidence_ids_by_worker = {worker: tuple(sorted(ids)) for worker, ids in evidence_ids.items()}
-        # The attested snapshot objects, when binding already built them (identity fast path):
-        # ``_attestation_values(attestation).get("snapshots_by_worker")`` without creating an
-        # empty cache.
-        cache = state.get("_derived_cache")
-        self.objects_by_worker: Optional[dict[str, tuple[RuntimeFragmentSnapshot, ...]]] = (
-            cache[2].get("snapshots_by_worker")
-            if cache is not None and cache[0] is state.get("placement") and cache[1] is state.get("evidence")
-            else None
-        )
-        self._objects_by_pfid: Optional[dict[str, RuntimeFragmentSnapshot]] = None
+            self.evidence_ids_by_worker = _python_attested_index(placement_dict, evidence)[2]
+
+
+def _python_attested_index(placement_dict: Any, evidence: Any) -> tuple[Any, Any, Any, bool]:
+    """``(attested_pfids, ids_by_worker, evidence_ids_by_worker, complete)`` of an attestation
+    whose ``_placement_dict`` is ``placement_dict``: the placement fragment ids of the evidence
+    fragments with a placement entry, per worker their runtime ids sorted, per worker the sorted
+    runtime ids of all its evidence fragments (the same dict when ``complete``: every evidence
+    fragment has its entry). The reference of ``_native.attested_index`` and its fallback."""
+    attested_pfids: set[str] = set()
+    attested: dict[str, list[str]] = {}
+    everything: dict[str, list[str]] = {}
+    complete = True
+    for runtime_fragment in evidence.fragments:
+        pfid = runtime_fragment.placement_fragment_id
+        worker_id = runtime_fragment.worker_id
+        fragment_id = runtime_fragment.fragment_id
+        if placement_dict.get(pfid) is None:
+            complete = False
+        else:
+            attested_pfids.add(pfid)
+            attested.setdefault(worker_id, []).append(fragment_id)
+        everything.setdefault(worker_id, []).append(fragment_id)
+    ids_by_worker = {worker: tuple(sorted(ids)) for worker, ids in attested.items()}
+    if complete:
+        return attested_pfids, ids_by_worker, ids_by_worker, True
+    return attested_pfids, ids_by_worker, {worker: tuple(sorted(ids)) for worker, ids in everything.items()}, False
 
 
 def _python_attested_rows(state: dict[str, Any], evidence: Any, generation: Any) -> tuple[Any, Any, Any, bool]:
