@@ -300,7 +300,29 @@ pc_instance_values(const pc_registry *reg, Py_ssize_t k, PyObject *obj, PyObject
     if (size < 0) goto error;
     int mode = reg->mode[k];
     if (mode == 0 && size != reg->nnames[k]) goto leaf;
-    for (Py_ssize_t j = 0; j < reg->nvalues[k]; j++) {
+    Py_ssize_t n = reg->nvalues[k];
+    if (size >= n) {
+        /* Usual case: the dict starts with the names in order (the same interned str objects):
+         * read the values in one pass; any other layout takes the lookups below. */
+        Py_ssize_t position = 0, j = 0;
+        PyObject *key, *value;
+        while (j < n && PyDict_Next(dict, &position, &key, &value)) {
+            if (key != PyTuple_GetItem(reg->names[k], j)) break;
+            out[j++] = value;
+        }
+        if (j == n) {
+            if (mode != 1) return dict;
+            /* mode 1: every other key must be a private str key */
+            while (PyDict_Next(dict, &position, &key, &value)) {
+                if (!PyUnicode_CheckExact(key)) goto leaf;
+                int private = pc_private(key);
+                if (private < 0) goto error;
+                if (!private) goto leaf;
+            }
+            return dict;
+        }
+    }
+    for (Py_ssize_t j = 0; j < n; j++) {
         PyObject *value = PyDict_GetItemWithError(dict, PyTuple_GetItem(reg->names[k], j));
         if (value == NULL) {
             if (PyErr_Occurred()) goto error;
@@ -436,6 +458,7 @@ typedef struct {
     Py_ssize_t nmemo;
     Py_ssize_t memo_capacity;
     const pc_registry *reg;
+    PyObject *no_args; /* () for tp_new */
     int malformed; /* set, without an exception, when the stream is not well formed */
 } pc_decoder;
 
@@ -545,29 +568,28 @@ pc_runtime_fragment_ok(PyObject *const *args)
     return 1;
 }
 
-/* A new instance of the registered class k whose dict holds names[j] -> values[j] for the
- * first n names, then (mode 2) owner None. */
+/* A new instance of the registered class k holding names[j] -> values[j] for the first n names,
+ * then (mode 2) owner None: ``object.__new__(cls)`` (the class's own tp_new, which lays out the
+ * instance attributes as every instance of the class) and generic attribute stores, i.e. the
+ * instance dict written as default pickling writes it (the registered classes define no data
+ * descriptor under a field name; their frozen ``__setattr__`` is bypassed). */
 static PyObject *
-pc_instance(const pc_registry *reg, Py_ssize_t k, PyObject *const *values, Py_ssize_t n)
+pc_instance(const pc_registry *reg, Py_ssize_t k, PyObject *const *values, Py_ssize_t n, PyObject *no_args)
 {
     PyTypeObject *cls = (PyTypeObject *)reg->cls[k];
-    allocfunc alloc = (allocfunc)PyType_GetSlot(cls, Py_tp_alloc);
-    if (alloc == NULL) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "graph_unpack: class has no allocator");
+    newfunc make = (newfunc)PyType_GetSlot(cls, Py_tp_new);
+    if (make == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "graph_unpack: class has no constructor");
         return NULL;
     }
-    PyObject *obj = alloc(cls, 0);
+    PyObject *obj = make(cls, no_args, NULL);
     if (obj == NULL) return NULL;
-    PyObject *dict = PyObject_GenericGetDict(obj, NULL);
-    if (dict == NULL) goto error;
     for (Py_ssize_t j = 0; j < n; j++) {
-        if (PyDict_SetItem(dict, PyTuple_GetItem(reg->names[k], j), values[j]) < 0) goto error;
+        if (PyObject_GenericSetAttr(obj, PyTuple_GetItem(reg->names[k], j), values[j]) < 0) goto error;
     }
-    if (reg->mode[k] == 2 && PyDict_SetItem(dict, PyTuple_GetItem(reg->names[k], n), Py_None) < 0) goto error;
-    Py_DECREF(dict);
+    if (reg->mode[k] == 2 && PyObject_GenericSetAttr(obj, PyTuple_GetItem(reg->names[k], n), Py_None) < 0) goto error;
     return obj;
 error:
-    Py_XDECREF(dict);
     Py_DECREF(obj);
     return NULL;
 }
@@ -609,7 +631,7 @@ pc_decode_object(pc_decoder *d, int depth)
             goto done;
         }
     }
-    obj = pc_instance(d->reg, k, values, n);
+    obj = pc_instance(d->reg, k, values, n, d->no_args);
 done:
     for (Py_ssize_t j = 0; j < have; j++) Py_DECREF(values[j]);
     return obj;
@@ -704,8 +726,11 @@ graph_unpack(PyObject *self, PyObject *args)
     d.nvalues = PyTuple_Size(values);
     if (d.nvalues < 0) return NULL;
     d.reg = &reg;
+    d.no_args = PyTuple_New(0);
+    if (d.no_args == NULL) return NULL;
     Py_INCREF(codes);
     PyObject *root = pc_decode(&d, 0);
+    Py_DECREF(d.no_args);
     if (root != NULL && (d.position != d.length || d.next_value != d.nvalues)) d.malformed = 1;
     for (Py_ssize_t j = 0; j < d.nmemo; j++) Py_DECREF(d.memo[j]);
     PyMem_Free(d.memo);
