@@ -2191,13 +2191,15 @@ static PyObject *rw_keys[RW_NNAMES];
  * key -> bucket). RV_OK, RV_DECLINE (a repeated view key, a non-exact rank, a missing field)
  * or RV_ERROR. */
 static int
-rw_side(PyObject *executors, PyTypeObject *rank_type, PyObject *runtime, PyObject *rows, PyObject *table)
+rw_side(PyObject *executors, PyTypeObject *rank_type, PyTypeObject *executor_type, PyObject *runtime, PyObject *rows,
+        PyObject *table)
 {
     Py_ssize_t n = PyTuple_Size(executors);
     if (n < 0) return RV_ERROR;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *executor = PyTuple_GetItem(executors, i);
         if (executor == NULL) return RV_ERROR;
+        if (executor_type != NULL && Py_TYPE(executor) != executor_type) return RV_DECLINE;
         PyObject *estate = PyObject_GenericGetDict(executor, NULL);
         if (estate == NULL) return RV_ERROR;
         PyObject *v[RW_NNAMES] = {NULL};
@@ -2260,7 +2262,7 @@ rw_assign(PyObject *runtime, PyObject *runtime_id, PyObject *index)
 
 PyDoc_STRVAR(revalidate_views_doc,
 "revalidate_views(source_executors, target_executors, runtime_ids, route_halves, source_of,\n"
-"                 target_of, rank_type)\n"
+"                 target_of, rank_type, executor_type=None)\n"
 "--\n\n"
 "Operation views (spec §11.9) of the TransferPlan revalidation fast path: per side\n"
 "``(runtime, rows, table)`` as ``bound_contracts`` documents for its fast path (rows\n"
@@ -2268,17 +2270,24 @@ PyDoc_STRVAR(revalidate_views_doc,
 "listing it, view key -> bucket), every operation's index appended to its source and target\n"
 "owner's bucket, and ``routes`` (route -> operation indices). Returns ``(s_runtime, s_rows,\n"
 "s_table, t_runtime, t_rows, t_table, routes)``, or ``None`` for a repeated view key, a rank\n"
-"that is not exactly ``rank_type`` or a missing field. ``TypeError`` for wrong container types.");
+"that is not exactly ``rank_type`` or a missing field, and for an executor that is not\n"
+"exactly ``executor_type`` (when given). ``TypeError`` for wrong container types.");
 
 static PyObject *
 revalidate_views(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *source_executors, *target_executors, *ids_arg, *halves_arg, *source_arg, *target_arg, *rank_type;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!:revalidate_views", &PyTuple_Type, &source_executors, &PyTuple_Type,
+    PyObject *executor_arg = Py_None;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!|O:revalidate_views", &PyTuple_Type, &source_executors, &PyTuple_Type,
                           &target_executors, &PyList_Type, &ids_arg, &PyList_Type, &halves_arg, &PyList_Type,
-                          &source_arg, &PyList_Type, &target_arg, &PyType_Type, &rank_type)) {
+                          &source_arg, &PyList_Type, &target_arg, &PyType_Type, &rank_type, &executor_arg)) {
         return NULL;
     }
+    if (executor_arg != Py_None && !PyType_Check(executor_arg)) {
+        PyErr_SetString(PyExc_TypeError, "revalidate_views: executor_type must be a type or None");
+        return NULL;
+    }
+    PyTypeObject *executor_type = executor_arg == Py_None ? NULL : (PyTypeObject *)executor_arg;
     PyObject *result = NULL, *s_runtime = PyDict_New(), *s_rows = PyList_New(0), *s_table = PyDict_New();
     PyObject *t_runtime = PyDict_New(), *t_rows = PyList_New(0), *t_table = PyDict_New(), *routes = PyDict_New();
     PyObject *runtime_ids = PySequence_List(ids_arg), *halves = PySequence_List(halves_arg);
@@ -2289,8 +2298,10 @@ revalidate_views(PyObject *Py_UNUSED(module), PyObject *args)
         || target_of == NULL) {
         goto done;
     }
-    rc = rw_side(source_executors, (PyTypeObject *)rank_type, s_runtime, s_rows, s_table);
-    if (rc == RV_OK) rc = rw_side(target_executors, (PyTypeObject *)rank_type, t_runtime, t_rows, t_table);
+    rc = rw_side(source_executors, (PyTypeObject *)rank_type, executor_type, s_runtime, s_rows, s_table);
+    if (rc == RV_OK) {
+        rc = rw_side(target_executors, (PyTypeObject *)rank_type, executor_type, t_runtime, t_rows, t_table);
+    }
     if (rc != RV_OK) goto done;
     Py_ssize_t n_ids = PyList_Size(runtime_ids), n_ops = PyList_Size(source_of);
     if (PyList_Size(halves) != n_ids || PyList_Size(target_of) != n_ops) {

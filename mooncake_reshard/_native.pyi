@@ -564,6 +564,7 @@ def revalidate_views(
     source_of: list[int],
     target_of: list[int],
     rank_type: type,
+    executor_type: Optional[type] = None,
     /,
 ) -> Optional[tuple[dict[Any, Any], list[Any], dict[Any, list[int]], dict[Any, Any], list[Any], dict[Any, list[int]], dict[Any, list[int]]]]:
     """Operation views (spec §11.9) of the ``TransferPlan`` revalidation fast path: per side
@@ -571,8 +572,9 @@ def revalidate_views(
     fragment id -> the row of the first executor listing it, view key -> bucket), every
     operation's index appended to its source and target owner's bucket, and ``routes`` (route
     -> operation indices). ``(s_runtime, s_rows, s_table, t_runtime, t_rows, t_table, routes)``,
-    or ``None`` for a repeated view key, a rank that is not exactly ``rank_type`` or a missing
-    field. ``TypeError`` for wrong container types."""
+    or ``None`` for a repeated view key, a rank that is not exactly ``rank_type``, a missing
+    field or (when given) an executor that is not exactly ``executor_type``. ``TypeError`` for
+    wrong container types."""
 
 def restore_executors(
     table: object,

@@ -201,3 +201,47 @@ def test_lazy_view_rows_equal_the_eager_rows() -> None:
     unpickled = pickle.loads(pickle.dumps(plan))
     view = bc._AttestedView(unpickled.operations[0].target.attestation)
     assert view.objects_by_worker is None and view._rows is not None and view.attested_pfids is view._rows[0]
+
+
+# ---------------------------------------------------------------------------------------
+# revalidate_views with executor_type (the exact-class check of every executor)
+
+
+def test_views_executor_type() -> None:
+    from test_native_revalidate import _forge, _identity, _native_fragments, _scan
+
+    plan = _PLANS["plain"]
+    frags, source_of, target_of, _ = _scan(plan.operations)
+    _keys, halves, runtime_ids, _attested = _native_fragments(frags, _identity(plan))
+    args: list[Any] = [plan.source_executors, plan.target_executors, runtime_ids, halves, source_of, target_of,
+                       ParallelRank]
+    plain = _native.revalidate_views(*args)
+    assert plain is not None
+    typed = _native.revalidate_views(*args, bc.ExecutorTransferPlan)
+    assert typed is not None and repr(typed) == repr(plain)
+    assert _native.revalidate_views(*args, None) is not None
+
+    class Sub(bc.ExecutorTransferPlan):
+        pass
+
+    executor = plan.target_executors[-1]
+    sub = object.__new__(Sub)
+    sub.__dict__.update(executor.__dict__)
+    for side in (0, 1):
+        hostile = list(args)
+        hostile[side] = hostile[side][:-1] + (sub,)
+        assert _native.revalidate_views(*hostile) is not None  # no class check without the type
+        assert _native.revalidate_views(*hostile, bc.ExecutorTransferPlan) is None
+        hostile[side] = (object(),) + hostile[side]
+        assert _native.revalidate_views(*hostile, bc.ExecutorTransferPlan) is None  # declined before any read
+    for bad in (1, "ExecutorTransferPlan", executor):
+        with pytest.raises(TypeError):
+            _native.revalidate_views(*args, bad)
+    with pytest.raises(TypeError):
+        _native.revalidate_views(*args, bc.ExecutorTransferPlan, None)
+    # The fast path refuses a plan with a subclass executor; the rules decide it.
+    forged = _forge(plan, target_executors=plan.target_executors[:-1] + (sub,))
+    assert bc._fast_revalidate_live(
+        _forge(forged), forged.operations, forged.source_executors, forged.target_executors,
+        forged.planning_limits, True,
+    ) is False

@@ -457,12 +457,19 @@ class TransferPlan:
         return plan
 
     def _revalidate(self, *, check_physical_ranges: bool) -> None:
-        operations = tuple(self.operations)
-        source_executors = tuple(self.source_executors)
-        target_executors = tuple(self.target_executors)
-        object.__setattr__(self, "operations", operations)
-        object.__setattr__(self, "source_executors", source_executors)
-        object.__setattr__(self, "target_executors", target_executors)
+        # Each sequence as an exact tuple (``tuple(value)``; stored back only when it was not one).
+        operations = self.operations
+        if type(operations) is not tuple:
+            operations = tuple(operations)
+            object.__setattr__(self, "operations", operations)
+        source_executors = self.source_executors
+        if type(source_executors) is not tuple:
+            source_executors = tuple(source_executors)
+            object.__setattr__(self, "source_executors", source_executors)
+        target_executors = self.target_executors
+        if type(target_executors) is not tuple:
+            target_executors = tuple(target_executors)
+            object.__setattr__(self, "target_executors", target_executors)
         if not self.resource_id or not self.revision:
             raise ValueError("transfer plan identifiers must not be empty")
         if type(self.weight_generation) is not int or self.weight_generation < 0:
@@ -933,12 +940,7 @@ def _fast_revalidate_live(
     plan_identity = (state["resource_id"], state["revision"], state["weight_generation"])
     if _placement_identity(target_placement) != plan_identity:
         return False
-    for executor in source_executors:
-        if type(executor) is not ExecutorTransferPlan:
-            return False
-    for executor in target_executors:
-        if type(executor) is not ExecutorTransferPlan:
-            return False
+    # (Every executor is exactly ExecutorTransferPlan: checked by revalidate_views.)
     # -- per operation: classes, byte bounds, segment budgets (§9.6); distinct fragments ----
     scanned = _native.revalidate_scan(
         operations,
@@ -966,7 +968,8 @@ def _fast_revalidate_live(
     keys, routes_half, runtime_ids, attested = checked
     # -- operation views (§11.9) and executor consistency (§12.4) ---------------------------
     views = _native.revalidate_views(
-        source_executors, target_executors, runtime_ids, routes_half, source_of, target_of, ParallelRank
+        source_executors, target_executors, runtime_ids, routes_half, source_of, target_of, ParallelRank,
+        ExecutorTransferPlan,
     )
     if views is None:
         return False
