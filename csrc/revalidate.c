@@ -1854,8 +1854,8 @@ rc_whole_fragments(PyObject *participants, PyObject *parts, PyObject *boxes_by_f
                 if (boxes == NULL) {
                     if (PyErr_Occurred()) whole = -1;
                 }
-                else if (PyList_Size(boxes) == 1) {
-                    PyObject *box = PyList_GetItem(boxes, 0);
+                else if (boxes != Py_None) { /* the only box of the fragment (None: several) */
+                    PyObject *box = boxes;
                     int truthy = PyObject_IsTrue(offset);
                     if (truthy < 0 || !PyTuple_CheckExact(box) || PyTuple_Size(box) != 2) {
                         whole = truthy < 0 ? -1 : 0;
@@ -1912,19 +1912,24 @@ revalidate_coverage(PyObject *Py_UNUSED(module), PyObject *args)
     PyObject *seen = NULL, *participants = NULL, *by_attestation = NULL, *placement_id = NULL, *digest = NULL;
     PyObject *frags = PySequence_List(frags_arg), *target_of = PySequence_List(target_arg);
     PyObject *boxes = PySequence_List(boxes_arg), *rows = PySequence_List(rows_arg);
+    /* Attestation pointer -> index into by_attestation, a list of (attestation, participant)
+     * pairs that holds both for the call. */
+    rv_table attestation_of = {NULL, NULL, 0};
     int rc = RV_ERROR;
     if (frags == NULL || target_of == NULL || boxes == NULL || rows == NULL) goto done;
     Py_ssize_t n_frags = PyList_Size(frags), n_ops = PyList_Size(target_of);
+    if (n_ops < 0 || (size_t)n_ops > SIZE_MAX / 4) goto done;
     if (PyList_Size(boxes) != n_ops) {
         rc = RV_DECLINE;
         goto done;
     }
+    if (rv_table_init(&attestation_of, (size_t)n_ops) < 0) goto done;
     parts = PyDict_New();
     boxes_by_fragment = PyDict_New();
     op_participants = PySet_New(NULL);
     seen = PySet_New(NULL);
     participants = PySet_New(NULL);
-    by_attestation = PyDict_New();
+    by_attestation = PyList_New(0);
     if (parts == NULL || boxes_by_fragment == NULL || op_participants == NULL || seen == NULL
         || participants == NULL || by_attestation == NULL) {
         goto done;
@@ -1955,18 +1960,28 @@ revalidate_coverage(PyObject *Py_UNUSED(module), PyObject *args)
             rc = PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
             goto done;
         }
-        PyObject *id = PyLong_FromVoidPtr(attestation);
-        PyObject *participant = id == NULL ? NULL : PyDict_GetItemWithError(by_attestation, id); /* borrowed */
-        Py_XINCREF(participant);
-        if (participant == NULL && !PyErr_Occurred() && id != NULL) {
+        PyObject *participant = NULL;
+        Py_ssize_t known_at = rs_lookup(&attestation_of, attestation);
+        if (known_at >= 0) {
+            PyObject *pair = PyList_GetItem(by_attestation, known_at);
+            participant = pair == NULL ? NULL : Py_NewRef(PyTuple_GetItem(pair, 1));
+        }
+        else {
             int same = rc_same_placement(attestation, placement);
             if (same == 1) {
                 participant = rc_attr2(attestation, RC_EVIDENCE, RC_PARTICIPANT);
                 int known = participant == NULL ? -1 : PyDict_Contains(parts, participant);
-                if (known != 1 || PyDict_SetItem(by_attestation, id, participant) < 0) Py_CLEAR(participant);
+                PyObject *pair = known == 1 ? PyTuple_Pack(2, attestation, participant) : NULL;
+                Py_ssize_t index = PyList_Size(by_attestation);
+                if (pair == NULL || index < 0 || PyList_Append(by_attestation, pair) < 0) {
+                    Py_CLEAR(participant);
+                }
+                else {
+                    rs_store(&attestation_of, attestation, index); /* held by by_attestation */
+                }
+                Py_XDECREF(pair);
             }
         }
-        Py_XDECREF(id);
         Py_DECREF(attestation);
         if (participant == NULL) {
             rc = PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
@@ -1975,8 +1990,13 @@ revalidate_coverage(PyObject *Py_UNUSED(module), PyObject *args)
         PyObject *placement_fragment = rf_dict_item(fragment, rc_keys[RC_PLACEMENT]);
         PyObject *pfid = placement_fragment == NULL ? NULL : PyObject_GetAttr(placement_fragment, rc_keys[RC_PFID]);
         PyObject *member = pfid == NULL ? NULL : PyTuple_Pack(2, participant, pfid);
-        int failed = member == NULL || PySet_Add(op_participants, participant) < 0
-                     || rc_append(boxes_by_fragment, member, PyList_GetItem(boxes, i)) < 0;
+        int failed = member == NULL || PySet_Add(op_participants, participant) < 0;
+        if (!failed) {
+            /* ``boxes_by_fragment[member]``: the fragment's only box, or None for several. */
+            int present = PyDict_Contains(boxes_by_fragment, member);
+            failed = present < 0
+                     || PyDict_SetItem(boxes_by_fragment, member, present ? Py_None : PyList_GetItem(boxes, i)) < 0;
+        }
         Py_DECREF(participant);
         Py_XDECREF(placement_fragment);
         Py_XDECREF(pfid);
@@ -2016,6 +2036,7 @@ done:
     Py_XDECREF(seen);
     Py_XDECREF(participants);
     Py_XDECREF(by_attestation);
+    rv_table_free(&attestation_of);
     Py_XDECREF(placement_id);
     Py_XDECREF(digest);
     Py_XDECREF(frags);
