@@ -1007,6 +1007,91 @@ ov_tuple_u64(const uint64_t *v, int n)
     return t;
 }
 
+/* ---- shared coordinate tuples of one plan_regions call ------------------------------ *
+ * Regions of one plan repeat a few shapes, loop counts and strides many times: each distinct
+ * tuple is built once and shared (tuples of ints are immutable; equal values, equal pickles).
+ * Up to OV_INTERN_MAX distinct tuples are kept; beyond, fresh tuples are built. */
+#define OV_INTERN_SLOTS ((size_t)1 << 16)
+#define OV_INTERN_MAX ((size_t)1 << 15)
+
+typedef struct {
+    PyObject *obj; /* strong; NULL = empty slot */
+    uint64_t hash;
+    size_t at;     /* its values: vals[at : at + n] */
+    int n;
+    int is_signed;
+} ov_intern_slot;
+
+typedef struct {
+    ov_intern_slot *slots; /* OV_INTERN_SLOTS of them, or NULL: no sharing */
+    uint64_t *vals;
+    size_t nvals, cap, used;
+} ov_intern;
+
+static void
+ov_intern_init(ov_intern *c)
+{
+    c->slots = PyMem_Calloc(OV_INTERN_SLOTS, sizeof(ov_intern_slot)); /* NULL: every tuple fresh */
+    c->vals = NULL;
+    c->nvals = c->cap = c->used = 0;
+}
+
+static void
+ov_intern_free(ov_intern *c)
+{
+    if (c->slots != NULL)
+        for (size_t i = 0; i < OV_INTERN_SLOTS; i++) Py_XDECREF(c->slots[i].obj);
+    PyMem_Free(c->slots);
+    PyMem_Free(c->vals);
+    c->slots = NULL;
+    c->vals = NULL;
+}
+
+/* A new reference to the tuple of v[0:n] (int64 when is_signed, else uint64). */
+static PyObject *
+ov_intern_tuple(ov_intern *c, const void *v, int n, int is_signed)
+{
+    const uint64_t *u = (const uint64_t *)v; /* same size and representation for both kinds */
+    if (c->slots == NULL || n <= 0) return is_signed ? ov_tuple_i64((const int64_t *)v, n) : ov_tuple_u64(u, n);
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (uint64_t)n ^ ((uint64_t)is_signed << 40);
+    for (int i = 0; i < n; i++) {
+        h ^= u[i];
+        h *= 0xFF51AFD7ED558CCDULL;
+        h ^= h >> 29;
+    }
+    size_t mask = OV_INTERN_SLOTS - 1, i = (size_t)h & mask;
+    while (c->slots[i].obj != NULL) {
+        const ov_intern_slot *e = &c->slots[i];
+        if (e->hash == h && e->n == n && e->is_signed == is_signed
+            && memcmp(c->vals + e->at, u, (size_t)n * sizeof(uint64_t)) == 0)
+            return Py_NewRef(e->obj);
+        i = (i + 1) & mask;
+    }
+    PyObject *t = is_signed ? ov_tuple_i64((const int64_t *)v, n) : ov_tuple_u64(u, n);
+    if (t == NULL || c->used >= OV_INTERN_MAX) return t;
+    if (c->nvals + (size_t)n > c->cap) {
+        size_t cap = c->cap ? c->cap : 4096;
+        while (cap < c->nvals + (size_t)n) {
+            if (cap > ((size_t)PY_SSIZE_T_MAX / sizeof(uint64_t)) / 2) return t; /* no sharing for this one */
+            cap *= 2;
+        }
+        uint64_t *bigger = PyMem_Realloc(c->vals, cap * sizeof(uint64_t));
+        if (bigger == NULL) return t; /* no sharing for this one */
+        c->vals = bigger;
+        c->cap = cap;
+    }
+    memcpy(c->vals + c->nvals, u, (size_t)n * sizeof(uint64_t));
+    ov_intern_slot *e = &c->slots[i];
+    e->obj = Py_NewRef(t);
+    e->hash = h;
+    e->at = c->nvals;
+    e->n = n;
+    e->is_signed = is_signed;
+    c->nvals += (size_t)n;
+    c->used++;
+    return t;
+}
+
 /* Builds (src, tgt, overlap_offset, overlap_shape, source_base, target_base,
  * inner_bytes, outer_loop_counts, source_strides, target_strides, segments). */
 static PyObject *
@@ -1221,7 +1306,8 @@ static const char *const ov_field_names[OV_NFIELDS] = {
 /* One instance of cls for region r (fields as build_regions sets them), NULL on error. */
 static PyObject *
 ov_region_object(const ov_plan *P, const ov_region *r, PyObject *cls, allocfunc alloc, PyObject *const *keys,
-                 PyObject *template, PyObject *source, PyObject *target, PyObject *tensor_id, PyObject *empty)
+                 PyObject *template, PyObject *source, PyObject *target, PyObject *tensor_id, PyObject *empty,
+                 ov_intern *shared)
 {
     const int64_t *box = (const int64_t *)P->coords.data + r->coord;
     int nd = r->nd;
@@ -1232,8 +1318,8 @@ ov_region_object(const ov_plan *P, const ov_region *r, PyObject *cls, allocfunc 
     values[0] = tensor_id != NULL ? Py_NewRef(tensor_id) : PyObject_GetAttr(target, keys[0]);
     values[1] = Py_NewRef(source);
     values[2] = Py_NewRef(target);
-    values[3] = ov_tuple_i64(box, nd);
-    values[4] = ov_tuple_i64(box + nd, nd);
+    values[3] = ov_intern_tuple(shared, box, nd, 1);
+    values[4] = ov_intern_tuple(shared, box + nd, nd, 1);
     values[5] = PyLong_FromUnsignedLongLong(r->src_base);
     values[6] = PyLong_FromUnsignedLongLong(r->tgt_base);
     values[7] = PyLong_FromUnsignedLongLong(r->inner);
@@ -1242,22 +1328,25 @@ ov_region_object(const ov_plan *P, const ov_region *r, PyObject *cls, allocfunc 
         values[9] = Py_NewRef(empty);
         values[10] = Py_NewRef(empty);
     } else {
-        values[8] = ov_tuple_i64(box + nd, r->suffix);
-        values[9] = ov_tuple_u64(P->src.strides + P->src.start[r->src], r->suffix);
-        values[10] = ov_tuple_u64(P->tgt.strides + P->tgt.start[r->tgt], r->suffix);
+        values[8] = ov_intern_tuple(shared, box + nd, r->suffix, 1);
+        values[9] = ov_intern_tuple(shared, P->src.strides + P->src.start[r->src], r->suffix, 0);
+        values[10] = ov_intern_tuple(shared, P->tgt.strides + P->tgt.start[r->tgt], r->suffix, 0);
     }
     for (int k = 0; k < OV_NFIELDS; k++) {
         if (values[k] == NULL) goto done;
     }
-    /* A copy of the all-keys template is sized once; the stores only replace values. */
-    dict = PyDict_Copy(template);
-    if (dict == NULL) goto done;
-    for (int k = 0; k < OV_NFIELDS; k++) {
-        if (PyDict_SetItem(dict, keys[k], values[k]) < 0) goto done;
-    }
+    /* The fields stored as object.__setattr__ stores them (the dataclass constructor's way):
+     * in field order, into the instance's own attribute storage, which shares its keys with
+     * every other instance (about 180 bytes a region instead of a 530-byte private dict). */
+    (void)template;
     region = alloc((PyTypeObject *)cls, 0);
     if (region == NULL) goto done;
-    if (PyObject_GenericSetDict(region, dict, NULL) < 0) Py_CLEAR(region);
+    for (int k = 0; k < OV_NFIELDS; k++) {
+        if (PyObject_GenericSetAttr(region, keys[k], values[k]) < 0) {
+            Py_CLEAR(region);
+            goto done;
+        }
+    }
 done:
     Py_XDECREF(dict);
     for (int k = 0; k < OV_NFIELDS; k++) Py_XDECREF(values[k]);
@@ -1350,6 +1439,7 @@ ov_plan_regions(PyObject *Py_UNUSED(self), PyObject *args)
     }
     static PyObject *keys[OV_NFIELDS];
     PyObject *result = NULL, *template = NULL, *empty = NULL, *regions = NULL, *used_s = NULL, *used_t = NULL;
+    ov_intern shared = {NULL, NULL, 0, 0, 0};
     if (status == OV_NOMEM) {
         PyErr_NoMemory();
         goto done;
@@ -1380,6 +1470,7 @@ ov_plan_regions(PyObject *Py_UNUSED(self), PyObject *args)
     }
     regions = PyTuple_New((Py_ssize_t)P.regions.len);
     if (regions == NULL) goto done;
+    ov_intern_init(&shared);
     for (size_t i = 0; i < P.regions.len; i++) {
         const ov_region *r = (const ov_region *)P.regions.data + i;
         /* region indices come from the checked packed arrays: src < P.src.n, tgt < nprocess */
@@ -1387,7 +1478,8 @@ ov_plan_regions(PyObject *Py_UNUSED(self), PyObject *args)
         PyObject *target = PyList_GetItem(tgt_items, (Py_ssize_t)r->tgt);
         PyObject *tensor_id = tid_items == Py_None ? NULL : PyList_GetItem(tid_items, (Py_ssize_t)r->tgt);
         if (source == NULL || target == NULL || (tid_items != Py_None && tensor_id == NULL)) goto done;
-        PyObject *region = ov_region_object(&P, r, cls, alloc, keys, template, source, target, tensor_id, empty);
+        PyObject *region = ov_region_object(&P, r, cls, alloc, keys, template, source, target, tensor_id, empty,
+                                            &shared);
         if (region == NULL || PyTuple_SetItem(regions, (Py_ssize_t)i, region) < 0) goto done;
     }
     used_s = ov_used_indices(&P, 1, P.src.n);
@@ -1395,6 +1487,7 @@ ov_plan_regions(PyObject *Py_UNUSED(self), PyObject *args)
     if (used_t == NULL) goto done;
     result = PyTuple_Pack(3, regions, used_s, used_t);
 done:
+    ov_intern_free(&shared);
     ov_plan_free(&P);
     Py_XDECREF(template);
     Py_XDECREF(empty);

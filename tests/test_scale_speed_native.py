@@ -15,6 +15,7 @@ from typing import Any, List, Optional, Tuple
 import pytest
 from hypothesis import given, settings
 
+import known_answers
 from layout_model import Layout, build_placement
 from test_planner_oracle import placement_pairs
 
@@ -274,3 +275,27 @@ def test_pack_targets_hostile_geometry() -> None:
     ]:
         with pytest.raises(ValueError):
             _native.pack_targets(*args, tids, dps, bad)
+
+
+# --- plan_regions: regions stored like the dataclass stores them, shared coordinate tuples ---
+
+
+@pytest.mark.parametrize("case", [name for name in known_answers.case_names() if "stored" not in name])
+def test_planned_regions_share_equal_coordinate_tuples(case: str) -> None:
+    from mooncake.reshard.weight import plan_placement_transfer
+
+    plan = plan_placement_transfer(known_answers.source_placement(case), known_answers.target_placement(case))
+    assert len(plan.operations) > 1
+    for name in ("overlap_shape", "outer_loop_counts", "source_strides", "target_strides", "overlap_offset"):
+        by_value: dict = {}
+        for region in plan.operations:
+            value = getattr(region, name)
+            assert type(value) is tuple and all(type(v) is int for v in value)
+            first = by_value.setdefault(value, value)
+            assert first is value  # one object per distinct value
+    # the field dict holds the fields in field order, as the constructor stores them
+    from dataclasses import fields
+
+    for region in plan.operations:
+        assert list(region.__dict__) == [f.name for f in fields(region)]
+        assert region == type(region)(**{f.name: getattr(region, f.name) for f in fields(region)})
