@@ -1108,6 +1108,45 @@ done:
     return rc;
 }
 
+/* ``view.object_by_pfid()`` built here when the view's ``objects_by_worker`` is None or an exact
+ * dict of exact tuples (the method's loop: every snapshot by its ``placement_fragment_id``, later
+ * ones replacing earlier ones) and stored in the view's ``_objects_by_pfid`` cache as the method
+ * does; otherwise the method builds it. New reference, NULL with an error set on failure. */
+static PyObject *
+rs_objects_by_pfid(PyObject *view)
+{
+    PyObject *objects = PyObject_GetAttr(view, rs_keys[RS_OBJECTS]);
+    if (objects == NULL) return NULL;
+    int plain = objects == Py_None || PyDict_CheckExact(objects);
+    if (plain && objects != Py_None) {
+        Py_ssize_t pos = 0;
+        PyObject *worker, *snapshots;
+        while (plain && PyDict_Next(objects, &pos, &worker, &snapshots)) plain = PyTuple_CheckExact(snapshots);
+    }
+    if (!plain) {
+        Py_DECREF(objects);
+        return PyObject_CallMethodObjArgs(view, rs_keys[RS_OBJECT_BY_PFID], NULL);
+    }
+    PyObject *table = PyDict_New();
+    /* A private list of the snapshot tuples: the attribute reads below may run Python code. */
+    PyObject *groups = table == NULL ? NULL : (objects == Py_None ? PyList_New(0) : PyDict_Values(objects));
+    Py_DECREF(objects);
+    int failed = groups == NULL;
+    for (Py_ssize_t g = 0; !failed && g < PyList_Size(groups); g++) {
+        PyObject *snapshots = PyList_GetItem(groups, g);
+        for (Py_ssize_t k = 0; !failed && k < PyTuple_Size(snapshots); k++) {
+            PyObject *snapshot = PyTuple_GetItem(snapshots, k);
+            PyObject *pfid = snapshot == NULL ? NULL : PyObject_GetAttr(snapshot, rs_keys[RS_PFID]);
+            failed = pfid == NULL || PyDict_SetItem(table, pfid, snapshot) < 0;
+            Py_XDECREF(pfid);
+        }
+    }
+    Py_XDECREF(groups);
+    if (!failed) failed = PyObject_SetAttr(view, rs_keys[RS_OBJECTS_BY_PFID_CACHE], table) < 0;
+    if (failed) Py_CLEAR(table);
+    return table;
+}
+
 /* The final per-fragment check of one side: the snapshot owned for the fragment is the
  * attested snapshot object itself, or was proven equal to the attested state by its
  * executor, or has a field dict equal to it (other cases: unsure). */
@@ -1134,7 +1173,7 @@ rs_fragment(PyObject *fragment, PyObject *runtime_id, const rs_ctx *ctx, PyObjec
     if (by_pfid == NULL) goto error;
     if (by_pfid == Py_None) {
         Py_DECREF(by_pfid);
-        by_pfid = PyObject_CallMethodObjArgs(view, rs_keys[RS_OBJECT_BY_PFID], NULL);
+        by_pfid = rs_objects_by_pfid(view);
         if (by_pfid == NULL) goto error;
     }
     placement = rf_dict_item(fragment, rs_keys[RS_PLACEMENT]);

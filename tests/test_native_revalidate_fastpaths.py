@@ -245,3 +245,63 @@ def test_views_executor_type() -> None:
         _forge(forged), forged.operations, forged.source_executors, forged.target_executors,
         forged.planning_limits, True,
     ) is False
+
+
+def _drop_views(plan: Any) -> list[Any]:
+    attestations = {}
+    for op in plan.operations:
+        for fragment in (op.source, op.target):
+            attestations[id(fragment.attestation)] = fragment.attestation
+    for attestation in attestations.values():
+        attestation.__dict__.pop("_attested_view", None)
+    return list(attestations.values())
+
+
+@pytest.mark.parametrize("name", sorted(_PLANS))
+def test_objects_by_pfid_built_in_c_equal_the_method(name: str) -> None:
+    """revalidate_side builds a view's snapshot-object table in C (when the view has none yet):
+    the same table as ``_AttestedView.object_by_pfid``, cached on the view."""
+    from test_native_revalidate import _forge
+
+    plan = _PLANS[name]
+    attestations = _drop_views(plan)
+    candidate = _forge(plan)
+    assert bc._fast_revalidate_live(
+        candidate, plan.operations, plan.source_executors, plan.target_executors, plan.planning_limits, True
+    )
+    for attestation in attestations:
+        view = attestation.__dict__["_attested_view"]
+        assert view._objects_by_pfid is not None
+        reference = bc._AttestedView(attestation)
+        assert reference._objects_by_pfid is None
+        expected = reference.object_by_pfid()
+        assert view._objects_by_pfid == expected
+        assert all(view._objects_by_pfid[key] is value for key, value in expected.items())
+
+
+def test_objects_by_pfid_odd_tables_use_the_method() -> None:
+    """A view whose snapshot table is not an exact dict of exact tuples: the method decides
+    (its errors make the fast path decline); the fast path never accepts what the rules reject."""
+    from test_native_revalidate import _forge
+
+    plan = _PLANS["plain"]
+    for odd in ({"w": ["x"]}, {}, None):
+        attestations = _drop_views(plan)
+        views = [bc._attested_view(attestation) for attestation in attestations]
+        for view in views:
+            if view.objects_by_worker is not None:
+                view.objects_by_worker = odd
+        fast = bc._fast_revalidate(
+            _forge(plan), plan.operations, plan.source_executors, plan.target_executors, plan.planning_limits, True
+        )
+        try:
+            _forge(plan)._revalidate_rules(
+                plan.operations, plan.source_executors, plan.target_executors, plan.planning_limits, True
+            )
+            slow = True
+        except Exception:
+            slow = False
+        assert slow or not fast, odd
+        if odd == {"w": ["x"]}:
+            assert fast is False
+        _drop_views(plan)
