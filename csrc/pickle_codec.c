@@ -743,14 +743,339 @@ graph_unpack(PyObject *self, PyObject *args)
     return root;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * encode_record: the tables of the compact TransferPlan record (bound_pickle._encode) */
+
+static PyObject *pc_key_placement; /* interned "placement" / "evidence" (Init_PickleCodec) */
+static PyObject *pc_key_evidence;
+
+/* The instance dict (new reference) of obj when it is an exact instance of cls whose dict holds
+ * exactly the n names, its values into out (borrowed from that dict); Py_None (new reference)
+ * for anything else; NULL on error. */
+static PyObject *
+pc_exact_values(PyObject *obj, PyObject *cls, PyObject *names, Py_ssize_t n, PyObject **out)
+{
+    if ((PyObject *)Py_TYPE(obj) != cls) return Py_NewRef(Py_None);
+    PyObject *dict = PyObject_GenericGetDict(obj, NULL);
+    if (dict == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
+        PyErr_Clear();
+        return Py_NewRef(Py_None);
+    }
+    if (!PyDict_CheckExact(dict)) goto leaf;
+    Py_ssize_t size = PyDict_Size(dict);
+    if (size < 0) goto error;
+    if (size != n) goto leaf;
+    Py_ssize_t position = 0, j = 0;
+    PyObject *key, *value;
+    while (j < n && PyDict_Next(dict, &position, &key, &value)) {
+        if (key != PyTuple_GetItem(names, j)) break;
+        out[j++] = value;
+    }
+    for (; j < n; j++) {
+        value = PyDict_GetItemWithError(dict, PyTuple_GetItem(names, j));
+        if (value == NULL) {
+            if (PyErr_Occurred()) goto error;
+            goto leaf;
+        }
+        out[j] = value;
+    }
+    return dict;
+leaf:
+    Py_DECREF(dict);
+    return Py_NewRef(Py_None);
+error:
+    Py_DECREF(dict);
+    return NULL;
+}
+
+#define PC_REGION_FIELDS 11
+#define PC_BOUND_FIELDS 7
+#define PC_EXECUTOR_FIELDS 10
+#define PC_SNAPSHOT_FIELDS 16
+
+typedef struct {
+    PyObject *region_cls, *bound_cls, *executor_cls, *snapshot_cls, *attestation_cls;
+    PyObject *region_names, *bound_names, *executor_names, *snapshot_names;
+    PyObject *attestations; /* list: placement, evidence per attestation */
+    PyObject *fragments;    /* list: 6 items per bound fragment */
+    pc_table attestation_index;
+    pc_table fragment_index;
+} pc_record;
+
+/* Append the items of a C array to a list. */
+static int
+pc_extend(PyObject *list, PyObject *const *items, Py_ssize_t n)
+{
+    for (Py_ssize_t j = 0; j < n; j++) {
+        if (PyList_Append(list, items[j]) < 0) return -1;
+    }
+    return 0;
+}
+
+static int
+pc_append_index(PyObject *list, Py_ssize_t index)
+{
+    PyObject *number = PyLong_FromSsize_t(index);
+    if (number == NULL) return -1;
+    int rc = PyList_Append(list, number);
+    Py_DECREF(number);
+    return rc;
+}
+
+/* The attestation table index of attestation (appended when new; -1 for None) into *out:
+ * PC_OK, PC_ABORT (not described: not an exact attestation, no placement/evidence), PC_ERROR. */
+static int
+pc_attestation_position(pc_record *r, PyObject *attestation, Py_ssize_t *out)
+{
+    if (attestation == Py_None) {
+        *out = -1;
+        return PC_OK;
+    }
+    if (pc_table_get(&r->attestation_index, attestation, out)) return PC_OK;
+    if ((PyObject *)Py_TYPE(attestation) != r->attestation_cls) return PC_ABORT;
+    PyObject *dict = PyObject_GenericGetDict(attestation, NULL);
+    if (dict == NULL) return PC_ERROR;
+    int rc = PC_ABORT;
+    if (PyDict_CheckExact(dict)) {
+        PyObject *placement = PyDict_GetItemWithError(dict, pc_key_placement);
+        PyObject *evidence = placement == NULL ? NULL : PyDict_GetItemWithError(dict, pc_key_evidence);
+        if (PyErr_Occurred()) {
+            rc = PC_ERROR;
+        } else if (evidence != NULL) {
+            Py_ssize_t index = PyList_Size(r->attestations) / 2;
+            rc = PC_ERROR;
+            if (PyList_Append(r->attestations, placement) == 0 && PyList_Append(r->attestations, evidence) == 0
+                && pc_table_set(&r->attestation_index, attestation, index) == 0) {
+                *out = index;
+                rc = PC_OK;
+            }
+        }
+    }
+    Py_DECREF(dict);
+    return rc;
+}
+
+static int
+pc_append_position(PyObject *list, Py_ssize_t position)
+{
+    if (position < 0) return PyList_Append(list, Py_None);
+    return pc_append_index(list, position);
+}
+
+/* The fragment table index of the bound fragment (its row appended when new) into *out. */
+static int
+pc_fragment_position(pc_record *r, PyObject *fragment, Py_ssize_t *out)
+{
+    if (pc_table_get(&r->fragment_index, fragment, out)) return PC_OK;
+    PyObject *values[PC_BOUND_FIELDS];
+    PyObject *dict = pc_exact_values(fragment, r->bound_cls, r->bound_names, PC_BOUND_FIELDS, values);
+    if (dict == NULL) return PC_ERROR;
+    if (dict == Py_None || values[5] != Py_None) { /* an owner is never pickled: fallback */
+        Py_DECREF(dict);
+        return PC_ABORT;
+    }
+    Py_ssize_t position;
+    int rc = pc_attestation_position(r, values[6], &position);
+    if (rc == PC_OK) {
+        Py_ssize_t index = PyList_Size(r->fragments) / 6;
+        rc = PC_ERROR;
+        if (pc_extend(r->fragments, values, 5) == 0 && pc_append_position(r->fragments, position) == 0
+            && pc_table_set(&r->fragment_index, fragment, index) == 0) {
+            *out = index;
+            rc = PC_OK;
+        }
+    }
+    Py_DECREF(dict);
+    return rc;
+}
+
+static int
+pc_encode_operations(pc_record *r, PyObject *operations, PyObject *rows)
+{
+    Py_ssize_t count = PyTuple_Size(operations);
+    if (count < 0) return PC_ERROR;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *operation = PyTuple_GetItem(operations, i);
+        if (operation == NULL) return PC_ERROR;
+        PyObject *values[PC_REGION_FIELDS];
+        PyObject *dict = pc_exact_values(operation, r->region_cls, r->region_names, PC_REGION_FIELDS, values);
+        if (dict == NULL) return PC_ERROR;
+        if (dict == Py_None) {
+            Py_DECREF(dict);
+            return PC_ABORT;
+        }
+        Py_ssize_t source, target;
+        int rc = pc_fragment_position(r, values[1], &source);
+        if (rc == PC_OK) rc = pc_fragment_position(r, values[2], &target);
+        if (rc == PC_OK) {
+            rc = PC_ERROR;
+            if (PyList_Append(rows, values[0]) == 0 && pc_append_index(rows, source) == 0
+                && pc_append_index(rows, target) == 0 && pc_extend(rows, values + 3, PC_REGION_FIELDS - 3) == 0) {
+                rc = PC_OK;
+            }
+        }
+        Py_DECREF(dict);
+        if (rc != PC_OK) return rc;
+    }
+    return PC_OK;
+}
+
+static int
+pc_encode_executors(pc_record *r, PyObject *executors, PyObject *rows)
+{
+    Py_ssize_t count = PyTuple_Size(executors);
+    if (count < 0) return PC_ERROR;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *executor = PyTuple_GetItem(executors, i);
+        if (executor == NULL) return PC_ERROR;
+        PyObject *values[PC_EXECUTOR_FIELDS];
+        PyObject *dict = pc_exact_values(executor, r->executor_cls, r->executor_names, PC_EXECUTOR_FIELDS, values);
+        if (dict == NULL) return PC_ERROR;
+        int rc = PC_ABORT;
+        if (dict == Py_None) goto next;
+        PyObject *snapshots = values[8];
+        if (!PyTuple_CheckExact(snapshots)) goto next;
+        rc = PC_ERROR;
+        Py_ssize_t nsnapshots = PyTuple_Size(snapshots);
+        Py_ssize_t head = PyList_Size(rows);
+        if (nsnapshots < 0 || head < 0) goto next;
+        if (pc_extend(rows, values, 8) < 0 || PyList_Append(rows, Py_None) < 0
+            || pc_append_index(rows, nsnapshots) < 0) {
+            goto next;
+        }
+        for (Py_ssize_t j = 0; j < nsnapshots; j++) {
+            PyObject *snapshot = PyTuple_GetItem(snapshots, j);
+            if (snapshot == NULL) goto next;
+            PyObject *fields[PC_SNAPSHOT_FIELDS];
+            PyObject *state = pc_exact_values(snapshot, r->snapshot_cls, r->snapshot_names, PC_SNAPSHOT_FIELDS, fields);
+            if (state == NULL) goto next;
+            if (state == Py_None) {
+                Py_DECREF(state);
+                rc = PC_ABORT;
+                goto next;
+            }
+            int failed = pc_extend(rows, fields, PC_SNAPSHOT_FIELDS);
+            Py_DECREF(state);
+            if (failed) goto next;
+        }
+        Py_ssize_t position;
+        rc = pc_attestation_position(r, values[9], &position);
+        if (rc != PC_OK) goto next;
+        rc = PC_ERROR;
+        if (position >= 0) {
+            PyObject *number = PyLong_FromSsize_t(position);
+            if (number == NULL) goto next;
+            if (PyList_SetItem(rows, head + 8, number) < 0) goto next; /* steals number */
+        }
+        rc = PC_OK;
+    next:
+        Py_DECREF(dict);
+        if (rc != PC_OK) return rc;
+    }
+    return PC_OK;
+}
+
+/* An exact tuple of n exact str (1), anything else (0). */
+static int
+pc_names(PyObject *names, Py_ssize_t n)
+{
+    if (!PyTuple_CheckExact(names) || PyTuple_Size(names) != n) return 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *name = PyTuple_GetItem(names, k);
+        if (name == NULL || !PyUnicode_CheckExact(name)) return 0;
+    }
+    return 1;
+}
+
+PyDoc_STRVAR(encode_record_doc,
+"encode_record(operations, source_executors, target_executors, region_cls, bound_cls,\n"
+"              executor_cls, snapshot_cls, attestation_cls, region_fields, bound_fields,\n"
+"              executor_fields, snapshot_fields)\n"
+"--\n\n"
+"``(attestations, fragments, operations, source_executors, target_executors)``: the five flat\n"
+"tables of the compact TransferPlan pickle record, exactly as bound_pickle._encode builds\n"
+"them from the three exact tuples; None when an object is not of the record's shape (exact\n"
+"classes whose instance dicts hold exactly the fields, owner-free bound fragments, exact\n"
+"snapshot tuples, attestations with placement and evidence): _encode then decides.");
+
+static PyObject *
+encode_record(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *operations, *source_executors, *target_executors;
+    pc_record r;
+    memset(&r, 0, sizeof(r));
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOO:encode_record", &operations, &source_executors, &target_executors,
+                          &r.region_cls, &r.bound_cls, &r.executor_cls, &r.snapshot_cls, &r.attestation_cls,
+                          &r.region_names, &r.bound_names, &r.executor_names, &r.snapshot_names)) {
+        return NULL;
+    }
+    if (!pc_names(r.region_names, PC_REGION_FIELDS) || !pc_names(r.bound_names, PC_BOUND_FIELDS)
+        || !pc_names(r.executor_names, PC_EXECUTOR_FIELDS) || !pc_names(r.snapshot_names, PC_SNAPSHOT_FIELDS)) {
+        PyErr_SetString(PyExc_TypeError, "encode_record: field names of the wrong shape");
+        return NULL;
+    }
+    if (!PyTuple_CheckExact(operations) || !PyTuple_CheckExact(source_executors)
+        || !PyTuple_CheckExact(target_executors)) {
+        Py_RETURN_NONE;
+    }
+    PyObject *result = NULL, *operation_rows = NULL, *source_rows = NULL, *target_rows = NULL;
+    if (pc_table_init(&r.attestation_index, 64) < 0) return NULL;
+    if (pc_table_init(&r.fragment_index, 64) < 0) goto done;
+    r.attestations = PyList_New(0);
+    r.fragments = PyList_New(0);
+    operation_rows = PyList_New(0);
+    source_rows = PyList_New(0);
+    target_rows = PyList_New(0);
+    if (r.attestations == NULL || r.fragments == NULL || operation_rows == NULL || source_rows == NULL
+        || target_rows == NULL) {
+        goto done;
+    }
+    int rc = pc_encode_operations(&r, operations, operation_rows);
+    if (rc == PC_OK) rc = pc_encode_executors(&r, source_executors, source_rows);
+    if (rc == PC_OK) rc = pc_encode_executors(&r, target_executors, target_rows);
+    if (rc == PC_ABORT) {
+        result = Py_NewRef(Py_None);
+    } else if (rc == PC_OK) {
+        PyObject *tables[5] = {NULL, NULL, NULL, NULL, NULL};
+        PyObject *lists[5] = {r.attestations, r.fragments, operation_rows, source_rows, target_rows};
+        int failed = 0;
+        for (int k = 0; k < 5 && !failed; k++) {
+            tables[k] = PyList_AsTuple(lists[k]);
+            failed = tables[k] == NULL;
+        }
+        if (!failed) result = PyTuple_Pack(5, tables[0], tables[1], tables[2], tables[3], tables[4]);
+        for (int k = 0; k < 5; k++) Py_XDECREF(tables[k]);
+    }
+done:
+    Py_XDECREF(r.attestations);
+    Py_XDECREF(r.fragments);
+    Py_XDECREF(operation_rows);
+    Py_XDECREF(source_rows);
+    Py_XDECREF(target_rows);
+    pc_table_free(&r.attestation_index);
+    pc_table_free(&r.fragment_index);
+    return result;
+}
+
 static PyMethodDef pickle_codec_methods[] = {
     {"graph_pack", graph_pack, METH_VARARGS, graph_pack_doc},
     {"graph_unpack", graph_unpack, METH_VARARGS, graph_unpack_doc},
+    {"encode_record", encode_record, METH_VARARGS, encode_record_doc},
     {NULL, NULL, 0, NULL},
 };
 
 int
 Init_PickleCodec(PyObject *module)
 {
+    if (pc_key_placement == NULL) {
+        pc_key_placement = PyUnicode_InternFromString("placement");
+        if (pc_key_placement == NULL) return -1;
+    }
+    if (pc_key_evidence == NULL) {
+        pc_key_evidence = PyUnicode_InternFromString("evidence");
+        if (pc_key_evidence == NULL) return -1;
+    }
     return PyModule_AddFunctions(module, pickle_codec_methods);
 }

@@ -777,3 +777,22 @@ def graph_unpack(codes: object, values: object, registry: tuple[tuple[type, tupl
     their default pickling) or, mode 2, as ``RuntimeBindingFragment(*values)`` (decided in C when
     its checks visibly hold, else by calling the class, whose exception propagates). None when the
     stream is not exactly one well-formed graph using every value once."""
+
+def encode_record(
+    operations: object,
+    source_executors: object,
+    target_executors: object,
+    region_cls: type,
+    bound_cls: type,
+    executor_cls: type,
+    snapshot_cls: type,
+    attestation_cls: type,
+    region_fields: tuple[str, ...],
+    bound_fields: tuple[str, ...],
+    executor_fields: tuple[str, ...],
+    snapshot_fields: tuple[str, ...],
+    /,
+) -> Optional[tuple[tuple[Any, ...], tuple[Any, ...], tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]]]:
+    """The five flat tables of the compact ``TransferPlan`` pickle record (attestations, bound
+    fragments, operations, source and target executors) exactly as ``bound_pickle._encode`` builds
+    them; None when an object is not of the record's shape (``_encode`` then decides)."""

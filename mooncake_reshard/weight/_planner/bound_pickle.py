@@ -97,6 +97,7 @@ _attest_binding = _native.attest_binding
 _native_restore_executors = _native.restore_executors
 _native_restore_fragments = _native.restore_fragments
 _native_restore_regions = _native.restore_regions
+_native_encode_record = _native.encode_record
 _PLACEMENT = WeightPlacementManifest
 _EVIDENCE = RuntimeBindingEvidence
 _RUNTIME_FRAGMENT = RuntimeBindingFragment
@@ -147,6 +148,30 @@ def _compact_record(plan: Any) -> Optional[tuple[Any, ...]]:
     target_executors = state["target_executors"]
     if type(operations) is not tuple or type(source_executors) is not tuple or type(target_executors) is not tuple:
         return None
+    tables = _native_encode_record(
+        operations,
+        source_executors,
+        target_executors,
+        TransferRegion,
+        BoundWeightFragment,
+        ExecutorTransferPlan,
+        RuntimeFragmentSnapshot,
+        RuntimeBindingAttestation,
+        _REGION_FIELDS,
+        _FRAGMENT_FIELDS,
+        _EXECUTOR_FIELDS,
+        _SNAPSHOT_FIELDS,
+    )
+    if tables is not None:  # ``_encode``'s tables, built in C
+        return (
+            _FORMAT,
+            state["resource_id"],
+            state["revision"],
+            state["weight_generation"],
+            state["target_placement"],
+            state["planning_limits"],
+            *tables,
+        )
     try:
         return _encode(state, operations, source_executors, target_executors)
     except (_Irregular, KeyError):
@@ -156,6 +181,9 @@ def _compact_record(plan: Any) -> Optional[tuple[Any, ...]]:
 def _encode(
     state: dict[str, Any], operations: tuple[Any, ...], source_executors: tuple[Any, ...], target_executors: tuple[Any, ...]
 ) -> tuple[Any, ...]:
+    """The record of a plan (raises ``_Irregular`` or ``KeyError`` for what it does not describe);
+    the reference of ``_native.encode_record``, which builds its last five items in C and
+    declines (None) to this function for anything else."""
     attestations: list[Any] = []
     # ``id`` -> table index of every attestation met (``None`` is written as ``None``); the
     # plan holds every object for the whole call, so no ``id`` can be reused meanwhile.
@@ -334,7 +362,9 @@ def _pick(table: list[Any], index: Any) -> Any:
     return table[index]
 
 
-def _restore_attestation(placement: Any, evidence: Any) -> RuntimeBindingAttestation:
+def _restore_attestation(
+    placement: Any, evidence: Any, placements: Optional[dict[int, Any]] = None
+) -> RuntimeBindingAttestation:
     """What unpickling an attestation does (``_new_attestation`` then ``__setstate__((placement,
     evidence))``): the full validated-state routine (spec §9.2, §13) on a new instance.
 
@@ -344,17 +374,22 @@ def _restore_attestation(placement: Any, evidence: Any) -> RuntimeBindingAttesta
     ``validate_runtime_binding(placement, evidence.to_binding())`` and of the manifest
     constructor's normalised shape (scalars, sorted placement ids, distinct runtime ids,
     exact runtime fragment classes, no owner), and builds the same state. Anything it does not
-    decide (``None``) takes the Python routine, which raises the first failure's message."""
+    decide (``None``) takes the Python routine, which raises the first failure's message.
+
+    ``placements`` (``id(placement)`` -> its values read for the C call, or ``False``) lets the
+    attestations of one restore read each placement once; the caller keeps every placement
+    alive meanwhile."""
     if type(placement) is _PLACEMENT and type(evidence) is _EVIDENCE:
-        placement_state = placement.__dict__
+        values = None if placements is None else placements.get(id(placement))
+        if values is None:
+            values = _placement_values(placement)
+            if placements is not None:
+                placements[id(placement)] = values
         participant_id = evidence.__dict__.get("participant_id")
-        # The digest only when already known (``placement.digest`` reads this cache; computing
-        # it here could fail before a check the Python routine reports first).
-        digest = placement_state.get("_digest_cache")
-        if type(participant_id) is str and type(digest) is str:
+        if values is not False and type(participant_id) is str:
+            fused = None
             try:
-                part = placement._part_index().get(participant_id)
-                fused = None
+                part = values[0].get(participant_id)
                 if part is not None:
                     fused = _attest_binding(
                         RuntimeBindingAttestation,
@@ -366,10 +401,10 @@ def _restore_attestation(placement: Any, evidence: Any) -> RuntimeBindingAttesta
                         evidence,
                         part.fragments,
                         part.tensors,
-                        placement_state.get("resource_id"),
-                        placement_state.get("placement_id"),
-                        digest,
-                        placement_state.get("revision"),
+                        values[1],
+                        values[2],
+                        values[3],
+                        values[4],
                     )
             except Exception:  # a malformed placement: the Python routine reports the first failure
                 fused = None
@@ -380,6 +415,30 @@ def _restore_attestation(placement: Any, evidence: Any) -> RuntimeBindingAttesta
     attestation: RuntimeBindingAttestation = _new_object(RuntimeBindingAttestation)
     attestation._set_validated_state(placement, evidence)
     return attestation
+
+
+def _placement_values(placement: Any) -> Any:
+    """``(parts by participant id, resource_id, placement_id, digest, revision)`` of an exact
+    placement for ``_native.attest_binding``, or ``False`` (the Python routine decides): the
+    digest only when already known (``placement.digest`` reads this cache; computing it here
+    could fail before a check the Python routine reports first), a placement whose parts cannot
+    be indexed is left to the Python routine (its first failure, e.g. of the evidence, is
+    reported as before)."""
+    placement_state = placement.__dict__
+    digest = placement_state.get("_digest_cache")
+    if type(digest) is not str:
+        return False
+    try:
+        index = placement._part_index()
+    except Exception:
+        return False
+    return (
+        index,
+        placement_state.get("resource_id"),
+        placement_state.get("placement_id"),
+        digest,
+        placement_state.get("revision"),
+    )
 
 
 def _restore_executors(table: Any, attestations: list[Any]) -> tuple[ExecutorTransferPlan, ...]:
@@ -460,6 +519,7 @@ def _restore_bound_fast(attestation_rows: list[Any], fragment_table: Any) -> Opt
         return None
     count = len(attestation_rows)
     attestations: list[Any] = [None] * count
+    placements: dict[int, Any] = {}
     try:
         for attestation_index in fragment_table[5::6]:
             if attestation_index is None:
@@ -467,10 +527,12 @@ def _restore_bound_fast(attestation_rows: list[Any], fragment_table: Any) -> Opt
             if type(attestation_index) is not int or not 0 <= attestation_index < count:
                 return None
             if attestations[attestation_index] is None:
-                attestations[attestation_index] = _restore_attestation(*attestation_rows[attestation_index])
+                placement, evidence = attestation_rows[attestation_index]
+                attestations[attestation_index] = _restore_attestation(placement, evidence, placements)
         for index in range(count):
             if attestations[index] is None:
-                attestations[index] = _restore_attestation(*attestation_rows[index])
+                placement, evidence = attestation_rows[index]
+                attestations[index] = _restore_attestation(placement, evidence, placements)
     except Exception:  # the reference order decides which failure is reported
         return None
     fragments = _native_restore_fragments(
