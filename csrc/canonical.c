@@ -1523,6 +1523,160 @@ sg_group_tuples(const size_t *count, size_t ngroups, PyObject **slots)
  * str keys (as sorted_by_str_keys with rows) and, in that order, items and extra split by
  * group: (sorted items tuple, rows list, [tuple of group g's items], [tuple of group g's
  * extras]). None (nothing raised) when some key is not an exact str or has no UTF-8 encoding. */
+/* ---- assembly_columns: the per-fragment columns of WeightPlacementManifest.from_fragments --
+ * One pass in input order (the fragments' creation order, usually their order in memory)
+ * instead of a handful of Python maps: per fragment its tensor position, its rank's group and
+ * its id. Declines (None, no exception) on anything unusual; the caller then runs the Python
+ * steps, which raise the contract's first error. */
+
+enum { AC_TENSOR, AC_RANK, AC_ID, AC_N };
+static const char *const ac_names[AC_N] = {"tensor_id", "rank", "placement_fragment_id"};
+
+typedef struct {
+    PyObject *rank;  /* strong; NULL = empty */
+    PyObject *group; /* strong */
+} ac_slot;
+
+PyDoc_STRVAR(assembly_columns_doc,
+"assembly_columns(fragments, fragment_type, tensor_position, group_of_rank)\n"
+"--\n\n"
+"For fragments (a tuple, every item exactly fragment_type): (positions, groups, ids,\n"
+"referenced): positions[i] = tensor_position[fragments[i].tensor_id] and groups[i] =\n"
+"group_of_rank[fragments[i].rank] (the very int objects of the dicts; each distinct rank object\n"
+"is looked up once, in order of first appearance), ids[i] = fragments[i].placement_fragment_id,\n"
+"and referenced = the number of distinct positions. None when some fragment is not exactly\n"
+"fragment_type, a read fails, a tensor id is not an exact str or not in tensor_position, a\n"
+"rank is not in group_of_rank, or a position is not an int in range(len(tensor_position)).\n"
+"Errors of the rank objects' own __hash__ / __eq__ propagate.");
+
+static PyObject *
+py_assembly_columns(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *fragments, *ftype, *positions_of, *groups_of;
+    if (!PyArg_ParseTuple(args, "O!OO!O!:assembly_columns", &PyTuple_Type, &fragments, &ftype, &PyDict_Type,
+                          &positions_of, &PyDict_Type, &groups_of))
+        return NULL;
+    if (!PyType_Check(ftype)) {
+        PyErr_SetString(PyExc_TypeError, "assembly_columns: fragment_type must be a class");
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_Size(fragments), ntensors = PyDict_Size(positions_of);
+    if (n < 0 || ntensors < 0) return NULL;
+    static PyObject *names[AC_N];
+    for (int k = 0; k < AC_N; k++) {
+        if (names[k] == NULL && (names[k] = PyUnicode_InternFromString(ac_names[k])) == NULL) return NULL;
+    }
+    size_t cap = 16;
+    while (cap < (size_t)n * 2 && cap < ((size_t)1 << 20)) cap *= 2; /* distinct ranks: few */
+    ac_slot *slots = PyMem_Calloc(cap, sizeof(ac_slot));
+    unsigned char *seen = PyMem_Calloc(ntensors ? (size_t)ntensors : 1, 1);
+    PyObject *positions = PyList_New(n), *groups = PyList_New(n), *ids = PyList_New(n), *result = NULL;
+    size_t used = 0;
+    Py_ssize_t referenced = 0;
+    int declined = 0;
+    if (slots == NULL || seen == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (positions == NULL || groups == NULL || ids == NULL) goto done;
+    for (Py_ssize_t i = 0; i < n && !declined; i++) {
+        PyObject *fragment = PyTuple_GetItem(fragments, i); /* borrowed: the tuple holds it */
+        if (fragment == NULL) goto done;
+        if ((PyObject *)Py_TYPE(fragment) != ftype) {
+            declined = 1;
+            break;
+        }
+        PyObject *v[AC_N] = {NULL, NULL, NULL};
+        for (int k = 0; k < AC_N; k++) {
+            v[k] = PyObject_GetAttr(fragment, names[k]);
+            if (v[k] == NULL) {
+                PyErr_Clear();
+                declined = 1;
+                break;
+            }
+        }
+        PyObject *position = NULL, *group = NULL;
+        if (!declined && !PyUnicode_CheckExact(v[AC_TENSOR])) declined = 1;
+        if (!declined) {
+            position = PyDict_GetItemWithError(positions_of, v[AC_TENSOR]); /* exact str key: no Python code */
+            if (position == NULL) {
+                if (PyErr_Occurred()) PyErr_Clear();
+                declined = 1;
+            }
+            else {
+                Py_INCREF(position); /* the rank lookup below may run Python code */
+                Py_ssize_t at = PyLong_CheckExact(position) ? PyLong_AsSsize_t(position) : -1;
+                if (at == -1 && PyErr_Occurred()) PyErr_Clear();
+                if (at < 0 || at >= ntensors) declined = 1;
+                else if (!seen[at]) {
+                    seen[at] = 1;
+                    referenced++;
+                }
+            }
+        }
+        if (!declined) {
+            PyObject *rank = v[AC_RANK];
+            uint64_t x = (uint64_t)(uintptr_t)rank;
+            x ^= x >> 33;
+            x *= 0xFF51AFD7ED558CCDULL;
+            x ^= x >> 33;
+            size_t mask = cap - 1, j = (size_t)x & mask;
+            while (slots[j].rank != NULL && slots[j].rank != rank) j = (j + 1) & mask;
+            if (slots[j].rank == rank) group = slots[j].group;
+            else if ((used + 1) * 2 > cap) declined = 1; /* too many distinct rank objects */
+            else {
+                /* the rank's own __hash__ / __eq__ may run: the fragments tuple and this call's
+                 * references keep everything read so far alive */
+                group = PyDict_GetItemWithError(groups_of, rank);
+                if (group == NULL) {
+                    if (PyErr_Occurred()) {
+                        for (int k = 0; k < AC_N; k++) Py_XDECREF(v[k]);
+                        Py_XDECREF(position);
+                        goto done;
+                    }
+                    declined = 1;
+                }
+                else if (!PyLong_CheckExact(group)) declined = 1;
+                else {
+                    /* the lookup may have run Python code: probe again before storing */
+                    j = (size_t)x & mask;
+                    while (slots[j].rank != NULL && slots[j].rank != rank) j = (j + 1) & mask;
+                    if (slots[j].rank == NULL) {
+                        slots[j].rank = Py_NewRef(rank);
+                        slots[j].group = Py_NewRef(group);
+                        used++;
+                    }
+                    group = slots[j].group;
+                }
+            }
+        }
+        if (!declined) {
+            PyList_SetItem(positions, i, position); /* steal; index in range */
+            position = NULL;
+            PyList_SetItem(groups, i, Py_NewRef(group));
+            PyList_SetItem(ids, i, v[AC_ID]);
+            v[AC_ID] = NULL;
+        }
+        Py_XDECREF(position);
+        for (int k = 0; k < AC_N; k++) Py_XDECREF(v[k]);
+    }
+    if (declined) result = Py_NewRef(Py_None);
+    else result = Py_BuildValue("(OOOn)", positions, groups, ids, referenced);
+done:
+    if (slots != NULL) {
+        for (size_t j = 0; j < cap; j++) {
+            Py_XDECREF(slots[j].rank);
+            Py_XDECREF(slots[j].group);
+        }
+    }
+    PyMem_Free(slots);
+    PyMem_Free(seen);
+    Py_XDECREF(positions);
+    Py_XDECREF(groups);
+    Py_XDECREF(ids);
+    return result;
+}
+
 static PyObject *
 py_sorted_groups(PyObject *Py_UNUSED(module), PyObject *args)
 {
@@ -1670,6 +1824,7 @@ static PyMethodDef canonical_methods[] = {
     {"sorted_by_str_keys", (PyCFunction)py_sorted_by_str_keys, METH_VARARGS,
      "sorted(items, key) from the list of keys (exact str each), stable; with rows=True also the position of "
      "each item in it; None when a key is not an exact str."},
+    {"assembly_columns", (PyCFunction)py_assembly_columns, METH_VARARGS, assembly_columns_doc},
     {"sorted_groups", (PyCFunction)py_sorted_groups, METH_VARARGS,
      "(sorted items, rows, items by group, extra by group), the groups in sorted order; None when a key is not "
      "an exact str."},

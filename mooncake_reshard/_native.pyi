@@ -19,6 +19,17 @@ def sorted_by_str_keys(items: list[Any], keys: list[str], rows: bool = False, /)
     ``items[i]`` in ``sorted_items``. ``None`` when some key is not an exact ``str`` (or has no
     UTF-8 encoding)."""
 
+def assembly_columns(
+    fragments: tuple[Any, ...], fragment_type: type, tensor_position: dict[str, int], group_of_rank: dict[Any, int], /
+) -> tuple[list[int], list[int], list[Any], int] | None:
+    """For fragments (every item exactly ``fragment_type``) in one pass: ``(positions, groups,
+    ids, referenced)`` with ``positions[i] = tensor_position[fragments[i].tensor_id]``,
+    ``groups[i] = group_of_rank[fragments[i].rank]`` (the dicts' own int objects; each distinct
+    rank object looked up once, in order of first appearance), ``ids[i]`` the fragment's
+    ``placement_fragment_id`` and ``referenced`` the number of distinct positions. ``None`` on a
+    wrong type, a failed read, a non-str or unknown tensor id, a rank without group, or a value
+    that is not an int in range; errors of the ranks' own ``__hash__`` / ``__eq__`` propagate."""
+
 def sorted_groups(
     items: list[Any], keys: list[str], group_of: list[int], ngroups: int, extra: list[Any], /
 ) -> Any:

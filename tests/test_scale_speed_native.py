@@ -299,3 +299,121 @@ def test_planned_regions_share_equal_coordinate_tuples(case: str) -> None:
     for region in plan.operations:
         assert list(region.__dict__) == [f.name for f in fields(region)]
         assert region == type(region)(**{f.name: getattr(region, f.name) for f in fields(region)})
+
+
+# --- assembly_columns ------------------------------------------------------------------------
+
+
+def _assembly_oracle(fragments: Any, positions: dict, groups: dict) -> Any:
+    tids = [f.tensor_id for f in fragments]
+    return (
+        [positions[t] for t in tids],
+        [groups[f.rank] for f in fragments],
+        [f.placement_fragment_id for f in fragments],
+        len(set(tids)),
+    )
+
+
+def _assembly_inputs(fragments: Any) -> Tuple[dict, dict]:
+    tensor_ids = sorted({f.tensor_id for f in fragments})
+    ranks: dict = {}
+    for f in fragments:
+        ranks.setdefault(f.rank, len(ranks))
+    return {t: i for i, t in enumerate(tensor_ids)}, ranks
+
+
+@settings(max_examples=60, deadline=None)
+@given(placement_pairs())
+def test_assembly_columns_equal_the_python_maps(pair: Tuple[Layout, Layout]) -> None:
+    for layout in pair:
+        fragments = tuple(build_placement(layout).fragments)
+        positions, groups = _assembly_inputs(fragments)
+        got = _native.assembly_columns(fragments, PlacementFragment, positions, groups)
+        assert got == _assembly_oracle(fragments, positions, groups)
+        for column, want in zip(got[:3], _assembly_oracle(fragments, positions, groups)[:3]):
+            assert all(a is b for a, b in zip(column, want))  # the dicts' own objects
+        # an extra, unreferenced tensor shows in the count
+        positions["zzz-unreferenced"] = len(positions)
+        assert _native.assembly_columns(fragments, PlacementFragment, positions, groups)[3] == len(positions) - 1
+
+
+def test_assembly_columns_decline_and_errors() -> None:
+    made = tuple(_some_fragments())
+    positions, groups = _assembly_inputs(made)
+    assert _native.assembly_columns(made, PlacementFragment, positions, groups) == _assembly_oracle(
+        made, positions, groups
+    )
+    assert _native.assembly_columns((), PlacementFragment, positions, groups) == ([], [], [], 0)
+
+    class Sub(PlacementFragment):
+        pass
+
+    sub = object.__new__(Sub)
+    object.__setattr__(sub, "__dict__", dict(made[1].__dict__))
+    declines = [
+        made[:3] + (sub,),
+        made[:2] + (_forged(made[2], tensor_id=7),),
+        made[:2] + (_forged(made[2], tensor_id="unknown"),),
+        made[:2] + (_forged(made[2], rank=ParallelRank(tp=5)),),  # no group
+    ]
+    missing = _forged(made[2])
+    del missing.__dict__["placement_fragment_id"]
+    declines.append(made[:2] + (missing,))
+    for fragments in declines:
+        assert _native.assembly_columns(fragments, PlacementFragment, positions, groups) is None
+    for bad_position in ("0", 1 << 70, -1, len(positions), True):
+        changed = dict(positions)
+        changed[made[0].tensor_id] = bad_position
+        assert _native.assembly_columns(made, PlacementFragment, changed, groups) is None
+    changed_groups = {rank: "0" for rank in groups}
+    assert _native.assembly_columns(made, PlacementFragment, positions, changed_groups) is None
+    with pytest.raises(TypeError):
+        _native.assembly_columns(list(made), PlacementFragment, positions, groups)
+    with pytest.raises(TypeError):
+        _native.assembly_columns(made, "PlacementFragment", positions, groups)
+    with pytest.raises(TypeError):
+        _native.assembly_columns(made, PlacementFragment, list(positions), groups)
+
+
+def test_assembly_columns_rank_hash_errors_propagate() -> None:
+    class Boom(ParallelRank):
+        def __hash__(self) -> int:
+            raise RuntimeError("boom")
+
+    made = tuple(_some_fragments())
+    positions, groups = _assembly_inputs(made)
+    hostile = made[:2] + (_forged(made[2], rank=Boom(tp=1)),)
+    with pytest.raises(RuntimeError, match="boom"):
+        _native.assembly_columns(hostile, PlacementFragment, positions, groups)
+
+
+def test_from_fragments_keeps_its_first_errors() -> None:
+    from mooncake.reshard.weight import ParallelTopology, TensorDescriptor, TopologyParticipant, WeightPlacementManifest
+
+    rank = ParallelRank()
+    tensors = (
+        TensorDescriptor(tensor_id="a", global_shape=(4,), dtype="float32", itemsize=4, shard_dims=(),
+                         layout_fingerprint="f", parallel_axes=()),
+        TensorDescriptor(tensor_id="b", global_shape=(4,), dtype="float32", itemsize=4, shard_dims=(),
+                         layout_fingerprint="f", parallel_axes=()),
+    )
+    topology = ParallelTopology(tp_size=1, pp_size=1, ep_size=1, dp_size=1,
+                                participants=(TopologyParticipant("p", rank),))
+
+    def build(fragments: Tuple[Any, ...], catalog: Tuple[Any, ...] = tensors) -> Any:
+        return WeightPlacementManifest.from_fragments(
+            resource_id="r", revision="v", weight_generation=1, placement_set_id="s", topology=topology,
+            tensors=catalog, fragments=fragments,
+        )
+
+    a = PlacementFragment(tensor_id="a", global_offset=(0,), local_shape=(4,), nbytes=16, rank=rank)
+    b = PlacementFragment(tensor_id="b", global_offset=(0,), local_shape=(4,), nbytes=16, rank=rank)
+    assert len(build((b, a)).fragments) == 2
+    with pytest.raises(ValueError, match="unreferenced tensor: b"):
+        build((a,))
+    c = PlacementFragment(tensor_id="c", global_offset=(0,), local_shape=(4,), nbytes=16, rank=rank)
+    with pytest.raises(ValueError, match="unknown tensor_id: c"):
+        build((a, c, b))
+    stray = PlacementFragment(tensor_id="b", global_offset=(0,), local_shape=(4,), nbytes=16, rank=ParallelRank(tp=1))
+    with pytest.raises(ValueError, match="rank has no topology participant"):
+        build((a, stray))

@@ -52,6 +52,7 @@ def _sorted_groups(
     group_of: list[int],
     ngroups: int,
     tensor_ids: list[int],
+    keys: Optional[list[Any]] = None,
 ) -> tuple[
     Sequence[PlacementFragment],
     Optional[list[int]],
@@ -61,8 +62,10 @@ def _sorted_groups(
     """``(ordered, rows, by_group, tensor_ids_by_group)``: ``fragments`` sorted by id (stable),
     each input fragment's position in it (``None`` from the Python fallback), and per group
     the fragments (and their ``tensor_ids`` entries) in that order. C does it when every id is
-    a str (tuples, built without touching the objects in the scattered sorted order)."""
-    keys = list(map(_fragment_key, fragments))
+    a str (tuples, built without touching the objects in the scattered sorted order).
+    ``keys``, when given, are the fragments' ids already read."""
+    if keys is None:
+        keys = list(map(_fragment_key, fragments))
     result = _native.sorted_groups(list(fragments), keys, group_of, ngroups, tensor_ids)
     if result is not None:
         ordered, rows, by_group, tensor_ids_by_group = result
@@ -372,6 +375,19 @@ def _assemble_from_fragments(
         if tensor.tensor_id in catalog:
             raise ValueError("duplicate tensor_id in placement tensors")
         catalog[tensor.tensor_id] = tensor
+    columns = _assembly_columns(tensor_items, fragment_items, topology)
+    if columns is not None:
+        return _assemble_columns(
+            cls,
+            resource_id=resource_id,
+            revision=revision,
+            weight_generation=weight_generation,
+            placement_set_id=placement_set_id,
+            topology=topology,
+            fragment_items=fragment_items,
+            placement_id=placement_id,
+            columns=columns,
+        )
     tensor_ids = list(map(_tensor_id_of, fragment_items))
     referenced = set(tensor_ids)
     if not referenced.issubset(catalog):
@@ -386,10 +402,7 @@ def _assemble_from_fragments(
     if not isinstance(topology, ParallelTopology):
         raise ValueError("topology must be a ParallelTopology")
     # One group per distinct participant rank (participants with equal ranks share one).
-    group_of_rank: dict[ParallelRank, int] = {}
-    for participant in topology.participants:
-        group_of_rank.setdefault(participant.rank, len(group_of_rank))
-    participant_groups = [group_of_rank[p.rank] for p in topology.participants]
+    group_of_rank, participant_groups = _rank_groups(topology)
     # Fragments usually share a few rank objects: look each distinct object up once, in
     # order of first appearance (so the first fragment with an unknown rank is reported).
     ranks = list(map(_rank_of, fragment_items))
@@ -416,6 +429,110 @@ def _assemble_from_fragments(
         len(group_of_rank),
         list(map(tensor_position.__getitem__, tensor_ids)),
     )
+    return _assemble_grouped(
+        cls,
+        resource_id=resource_id,
+        revision=revision,
+        weight_generation=weight_generation,
+        placement_set_id=placement_set_id,
+        topology=topology,
+        fragment_items=fragment_items,
+        placement_id=placement_id,
+        participant_groups=participant_groups,
+        sorted_tensors=sorted_tensors,
+        grouped=(ordered, rows, by_group, tensors_by_group),
+    )
+
+
+def _rank_groups(topology: ParallelTopology) -> tuple[dict[ParallelRank, int], list[int]]:
+    """One group per distinct participant rank (participants with equal ranks share one), and
+    each participant's group."""
+    group_of_rank: dict[ParallelRank, int] = {}
+    for participant in topology.participants:
+        group_of_rank.setdefault(participant.rank, len(group_of_rank))
+    return group_of_rank, [group_of_rank[p.rank] for p in topology.participants]
+
+
+_Columns = tuple[list[int], list[int], list[Any], tuple[TensorDescriptor, ...], dict[ParallelRank, int], list[int]]
+
+
+def _assembly_columns(
+    tensor_items: tuple[TensorDescriptor, ...],
+    fragment_items: tuple[PlacementFragment, ...],
+    topology: Any,
+) -> Optional[_Columns]:
+    """The per-fragment columns of the assembly in one C pass (``_native.assembly_columns``):
+    tensor positions (in the id-sorted catalog), rank groups and ids, plus the sorted catalog,
+    the rank groups and each participant's group. ``None`` when the checks below the catalog's
+    would raise (unknown or unreferenced tensor, a non-topology, a rank without participant) or
+    a value is unusual: the caller's Python steps then raise the contract's first error."""
+    if not isinstance(topology, ParallelTopology) or not fragment_items:
+        return None
+    ordered: Optional[list[TensorDescriptor]] = _native.sorted_by_str_keys(
+        list(tensor_items), list(map(_tensor_id_of, tensor_items))
+    )
+    if ordered is None:  # a non-str tensor id
+        return None
+    sorted_tensors = tuple(ordered)
+    tensor_position = {tensor.tensor_id: position for position, tensor in enumerate(sorted_tensors)}
+    if len(tensor_position) != len(sorted_tensors):
+        return None
+    group_of_rank, participant_groups = _rank_groups(topology)
+    result = _native.assembly_columns(fragment_items, PlacementFragment, tensor_position, group_of_rank)
+    if result is None:
+        return None
+    positions, groups, keys, referenced = result
+    if referenced != len(sorted_tensors):
+        return None  # an unreferenced tensor: the Python steps name it
+    return positions, groups, keys, sorted_tensors, group_of_rank, participant_groups
+
+
+def _assemble_columns(
+    cls: type[WeightPlacementManifest],
+    *,
+    resource_id: ResourceId,
+    revision: RevisionId,
+    weight_generation: int,
+    placement_set_id: PlacementSetId,
+    topology: ParallelTopology,
+    fragment_items: tuple[PlacementFragment, ...],
+    placement_id: Optional[PlacementId],
+    columns: _Columns,
+) -> WeightPlacementManifest:
+    positions, groups, keys, sorted_tensors, group_of_rank, participant_groups = columns
+    grouped = _sorted_groups(fragment_items, groups, len(group_of_rank), positions, keys)
+    return _assemble_grouped(
+        cls,
+        resource_id=resource_id,
+        revision=revision,
+        weight_generation=weight_generation,
+        placement_set_id=placement_set_id,
+        topology=topology,
+        fragment_items=fragment_items,
+        placement_id=placement_id,
+        participant_groups=participant_groups,
+        sorted_tensors=sorted_tensors,
+        grouped=grouped,
+    )
+
+
+def _assemble_grouped(
+    cls: type[WeightPlacementManifest],
+    *,
+    resource_id: ResourceId,
+    revision: RevisionId,
+    weight_generation: int,
+    placement_set_id: PlacementSetId,
+    topology: ParallelTopology,
+    fragment_items: tuple[PlacementFragment, ...],
+    placement_id: Optional[PlacementId],
+    participant_groups: list[int],
+    sorted_tensors: tuple[TensorDescriptor, ...],
+    grouped: tuple[
+        Sequence[PlacementFragment], Optional[list[int]], Sequence[Sequence[PlacementFragment]], Sequence[Sequence[int]]
+    ],
+) -> WeightPlacementManifest:
+    ordered, rows, by_group, tensors_by_group = grouped
     common: dict[str, Any] = {
         "resource_id": resource_id,
         "revision": revision,
