@@ -2273,6 +2273,334 @@ done:
     Py_RETURN_NONE;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * project_attested: the attested-part loop of binding._build_executor_plans_with */
+
+typedef struct {
+    int64_t key[4]; /* executor rank (dp, pp, ep, tp) */
+    Py_ssize_t index;
+    PyObject *worker; /* borrowed: the executor row holds it */
+} bd_exec_order;
+
+static int
+bd_compare_exec_order(const void *a, const void *b)
+{
+    const bd_exec_order *x = a, *y = b;
+    for (int k = 0; k < 4; k++) {
+        if (x->key[k] != y->key[k]) return x->key[k] < y->key[k] ? -1 : 1;
+    }
+    return x->index < y->index ? -1 : (x->index > y->index ? 1 : 0); /* stable */
+}
+
+/* The fields (dp, tp, pp, ep) of an exact rank_cls with exact int64 fields: BD_OK, else
+ * BD_FALLBACK / BD_ERROR. */
+static int
+bd_rank_fields(PyObject *const *nm, PyObject *rank, PyObject *rank_cls, int64_t *fields)
+{
+    if ((PyObject *)Py_TYPE(rank) != rank_cls) return BD_FALLBACK;
+    static const int names[4] = {N_DP, N_TP, N_PP, N_EP};
+    for (int k = 0; k < 4; k++) {
+        PyObject *value = NULL;
+        int rc = bd_get(rank, nm[names[k]], &value);
+        if (rc != BD_OK) return rc;
+        rc = bd_as_i64(value, &fields[k]);
+        Py_DECREF(value);
+        if (rc <= 0) return rc < 0 ? BD_ERROR : BD_FALLBACK;
+    }
+    return BD_OK;
+}
+
+/* 1 when no runtime fragment id of the exact tuple `items` (of objects with an exact str
+ * fragment_id) is in `selected`, 0 when some is, with *all set when every one is; BD_FALLBACK
+ * (as -2) for unexpected values, -1 on error. */
+static int
+bd_selection(PyObject *const *nm, PyObject *items, PyObject *selected, int *all)
+{
+    if (!PyTuple_CheckExact(items)) return -2;
+    Py_ssize_t n = PyTuple_Size(items), hits = 0;
+    if (n < 0) return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GetItem(items, i), *fid = NULL;
+        if (item == NULL) return -1;
+        int rc = bd_get_str(item, nm[N_FID], &fid);
+        if (rc != BD_OK) return rc == BD_ERROR ? -1 : -2;
+        int in = PySet_Contains(selected, fid);
+        Py_DECREF(fid);
+        if (in < 0) return -1;
+        hits += in;
+    }
+    *all = hits == n;
+    return hits == 0 ? 1 : 0;
+}
+
+PyDoc_STRVAR(project_attested_doc,
+"project_attested(executor_cls, snapshot_cls, attestation_cls, evidence_cls, runtime_fragment_cls,\n"
+"                 rank_cls, attestation_values, placement, parts, part_index, by_key,\n"
+"                 attestations, placement_id, placement_digest, selected)\n"
+"--\n\n"
+"The executors of binding._build_executor_plans_with((placement,), ...) when every bound part\n"
+"takes its attested single-worker path: per part of ``parts`` with a binding in ``by_key``\n"
+"(keys (placement_id, participant_id)), its attestation (in ``attestations``) is of this\n"
+"placement and part, the attested executors (cached in ``attestation_values(attestation)``\n"
+"under id(part), else built as attested_executors does and cached) are one worker's, selected\n"
+"wholly or not at all by ``selected`` (an exact frozenset, or None), ranks exact rank_cls with\n"
+"int64 fields and no (rank, worker) twice; sorted by (dp, pp, ep, tp), stable; every selected id\n"
+"emitted. A tuple of the executors, or None when that is not decided here (the Python loop\n"
+"then runs and raises the first failure).");
+
+static PyObject *
+bd_project_attested(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    bd_table tb;
+    if (nargs != 15) {
+        PyErr_SetString(PyExc_TypeError, "project_attested expects 15 arguments");
+        return NULL;
+    }
+    if (bd_load_table(self, &tb) < 0) return NULL;
+    if (bd_check_heap_types(args, 6) < 0) return NULL;
+    PyObject *const *nm = tb.nm;
+    PyObject *rank_cls = args[5], *values_of = args[6], *placement = args[7], *parts = args[8];
+    PyObject *part_index = args[9], *by_key = args[10], *attestations = args[11], *placement_id = args[12];
+    PyObject *digest = args[13], *selected = args[14];
+    if (!PyCallable_Check(values_of)) {
+        PyErr_SetString(PyExc_TypeError, "project_attested: attestation_values must be callable");
+        return NULL;
+    }
+    if (!PyTuple_CheckExact(parts) || !PyDict_CheckExact(part_index) || !PyDict_CheckExact(by_key)
+        || !PyDict_CheckExact(attestations) || !PyUnicode_CheckExact(placement_id)
+        || (selected != Py_None && !PyFrozenSet_CheckExact(selected))) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t n_parts = PyTuple_Size(parts);
+    if (n_parts < 0) return NULL;
+    int status = BD_ERROR;
+    PyObject *out = PyList_New(0), *emitted = PySet_New(NULL), *result = NULL;
+    PyObject *snapshots_key = PyUnicode_InternFromString("snapshots_by_worker");
+    bd_exec_order *order = NULL;
+    size_t n_order = 0, order_cap = 0;
+    if (out == NULL || emitted == NULL || snapshots_key == NULL) goto done;
+    status = BD_OK;
+    for (Py_ssize_t p = 0; p < n_parts && status == BD_OK; p++) {
+        PyObject *part = PyTuple_GetItem(parts, p);
+        PyObject *participant = NULL, *key = NULL, *attestation = NULL, *fragments = NULL, *state = NULL;
+        PyObject *values = NULL, *part_id = NULL, *rows = NULL, *built = NULL, *rank = NULL;
+        PyObject *evidence = NULL, *evidence_fragments = NULL, *fragment_ids = NULL, *exec_rank = NULL;
+        if (part == NULL) { status = BD_ERROR; break; }
+        status = bd_get_str(part, nm[N_PARTICIPANT_ID], &participant);
+        if (status != BD_OK) goto next;
+        key = PyTuple_Pack(2, placement_id, participant);
+        if (key == NULL) { status = BD_ERROR; goto next; }
+        PyObject *binding = PyDict_GetItemWithError(by_key, key); /* borrowed */
+        if (binding == NULL) {
+            status = PyErr_Occurred() ? BD_ERROR : BD_OK; /* no binding of this part: skipped */
+            goto next;
+        }
+        attestation = PyDict_GetItemWithError(attestations, key); /* borrowed */
+        if (attestation == NULL) {
+            status = PyErr_Occurred() ? BD_ERROR : BD_FALLBACK; /* validated in Python */
+            goto next;
+        }
+        Py_INCREF(attestation);
+        status = bd_get(part, nm[N_FRAGMENTS], &fragments);
+        if (status != BD_OK) goto next;
+        if (!PyTuple_CheckExact(fragments)) { status = BD_FALLBACK; goto next; }
+        if (PyTuple_Size(fragments) == 0) goto next; /* nothing to project */
+        if ((PyObject *)Py_TYPE(attestation) != args[2]) { status = BD_FALLBACK; goto next; }
+        status = bd_dict_of(attestation, &state);
+        if (status != BD_OK) goto next;
+        PyObject *attested_placement = PyDict_GetItemWithError(state, nm[N_PLACEMENT]); /* borrowed */
+        PyObject *indexed = attested_placement == NULL ? NULL : PyDict_GetItemWithError(part_index, participant);
+        if (PyErr_Occurred()) { status = BD_ERROR; goto next; }
+        if (attested_placement != placement || indexed != part) { status = BD_FALLBACK; goto next; }
+        if (selected != Py_None) {
+            status = bd_dget(state, nm[N_EVIDENCE], &evidence);
+            if (status == BD_OK) status = bd_get(evidence, nm[N_FRAGMENTS], &evidence_fragments);
+            if (status != BD_OK) goto next;
+            int all = 0;
+            int none = bd_selection(nm, evidence_fragments, selected, &all);
+            if (none < 0) { status = none == -1 ? BD_ERROR : BD_FALLBACK; goto next; }
+            if (none) goto next; /* no attested snapshot of this part is selected */
+        }
+        /* The attested rows: cached under id(part), else built and cached. */
+        values = PyObject_CallFunctionObjArgs(values_of, attestation, NULL);
+        if (values == NULL) { status = BD_ERROR; goto next; }
+        if (!PyDict_CheckExact(values)) { status = BD_FALLBACK; goto next; }
+        part_id = PyLong_FromVoidPtr(part);
+        if (part_id == NULL) { status = BD_ERROR; goto next; }
+        rows = PyDict_GetItemWithError(values, part_id); /* borrowed */
+        if (rows != NULL) {
+            Py_INCREF(rows);
+        }
+        else {
+            if (PyErr_Occurred()) { status = BD_ERROR; goto next; }
+            int known = PyDict_Contains(values, snapshots_key);
+            if (known != 0) { status = known < 0 ? BD_ERROR : BD_FALLBACK; goto next; }
+            status = bd_get(part, nm[N_RANK], &rank);
+            if (status != BD_OK) goto next;
+            PyObject *const call[10] = {args[0], args[1], args[2], args[3], args[4], attestation,
+                                        placement_id, participant, digest, rank};
+            built = bd_attested_executors(self, call, 10);
+            if (built == NULL) { status = BD_ERROR; goto next; }
+            if (built == Py_None || !PyTuple_CheckExact(built) || PyTuple_Size(built) != 2) {
+                status = BD_FALLBACK;
+                goto next;
+            }
+            rows = PyTuple_GetItem(built, 1);
+            if (rows == NULL) { status = BD_ERROR; goto next; }
+            Py_INCREF(rows);
+            if (PyDict_SetItem(values, snapshots_key, PyTuple_GetItem(built, 0)) < 0
+                || PyDict_SetItem(values, part_id, rows) < 0) {
+                status = BD_ERROR;
+                goto next;
+            }
+        }
+        if (!PyTuple_CheckExact(rows) || PyTuple_Size(rows) != 1) { status = BD_FALLBACK; goto next; }
+        PyObject *row = PyTuple_GetItem(rows, 0);
+        if (row == NULL) { status = BD_ERROR; goto next; }
+        if (!PyTuple_CheckExact(row) || PyTuple_Size(row) != 3) { status = BD_FALLBACK; goto next; }
+        PyObject *worker = PyTuple_GetItem(row, 0), *all_snapshots = PyTuple_GetItem(row, 1);
+        PyObject *executor = PyTuple_GetItem(row, 2);
+        if (worker == NULL || all_snapshots == NULL || executor == NULL) { status = BD_ERROR; goto next; }
+        if (!PyUnicode_CheckExact(worker) || (PyObject *)Py_TYPE(executor) != args[0]) {
+            status = BD_FALLBACK;
+            goto next;
+        }
+        if (selected != Py_None) {
+            int all = 0;
+            int none = bd_selection(nm, all_snapshots, selected, &all);
+            if (none < 0) { status = none == -1 ? BD_ERROR : BD_FALLBACK; goto next; }
+            if (none) goto next; /* nothing selected on this worker */
+            if (!all) { status = BD_FALLBACK; goto next; } /* a partial selection: Python */
+        }
+        /* The executor's rank is the part's (its (rank, worker) key and its sort key are then
+         * one value; a rank swapped since the rows were cached declines). */
+        if (rank == NULL) {
+            status = bd_get(part, nm[N_RANK], &rank);
+            if (status != BD_OK) goto next;
+        }
+        status = bd_get(executor, nm[N_RANK], &exec_rank);
+        if (status != BD_OK) goto next;
+        if (exec_rank != rank) { status = BD_FALLBACK; goto next; }
+        {
+            bd_exec_order entry = {{0, 0, 0, 0}, 0, worker};
+            int64_t fields[4] = {0, 0, 0, 0};
+            status = bd_rank_fields(nm, rank, rank_cls, fields);
+            if (status != BD_OK) goto next;
+            entry.key[0] = fields[0]; /* dp */
+            entry.key[1] = fields[2]; /* pp */
+            entry.key[2] = fields[3]; /* ep */
+            entry.key[3] = fields[1]; /* tp */
+            if (n_order == order_cap) {
+                size_t grown = order_cap ? 2 * order_cap : 16;
+                size_t bytes;
+                if (__builtin_mul_overflow(grown, sizeof(bd_exec_order), &bytes)) {
+                    PyErr_NoMemory();
+                    status = BD_ERROR;
+                    goto next;
+                }
+                bd_exec_order *larger = PyMem_Realloc(order, bytes);
+                if (larger == NULL) {
+                    PyErr_NoMemory();
+                    status = BD_ERROR;
+                    goto next;
+                }
+                order = larger;
+                order_cap = grown;
+            }
+            entry.index = (Py_ssize_t)n_order;
+            order[n_order] = entry;
+        }
+        /* emitted ids: the executor's own (exact str) */
+        status = bd_get(executor, nm[N_FRAGMENT_IDS], &fragment_ids);
+        if (status != BD_OK) goto next;
+        if (!PyTuple_CheckExact(fragment_ids)) { status = BD_FALLBACK; goto next; }
+        for (Py_ssize_t k = 0; k < PyTuple_Size(fragment_ids) && status == BD_OK; k++) {
+            PyObject *fid = PyTuple_GetItem(fragment_ids, k);
+            if (fid == NULL) status = BD_ERROR;
+            else if (!PyUnicode_CheckExact(fid)) status = BD_FALLBACK;
+            else if (PySet_Add(emitted, fid) < 0) status = BD_ERROR;
+        }
+        if (status == BD_OK && PyList_Append(out, executor) < 0) status = BD_ERROR;
+        if (status == BD_OK) n_order++;
+    next:
+        Py_XDECREF(participant);
+        Py_XDECREF(key);
+        Py_XDECREF(attestation);
+        Py_XDECREF(fragments);
+        Py_XDECREF(state);
+        Py_XDECREF(values);
+        Py_XDECREF(part_id);
+        Py_XDECREF(rows);
+        Py_XDECREF(built);
+        Py_XDECREF(rank);
+        Py_XDECREF(evidence);
+        Py_XDECREF(evidence_fragments);
+        Py_XDECREF(fragment_ids);
+        Py_XDECREF(exec_rank);
+    }
+    if (status != BD_OK) goto done;
+    /* every selected id emitted (emitted ids are a subset of the selection here) */
+    if (selected != Py_None) {
+        Py_ssize_t n_selected = PySet_Size(selected), n_emitted = PySet_Size(emitted);
+        if (n_selected < 0 || n_emitted < 0) { status = BD_ERROR; goto done; }
+        if (n_selected != n_emitted) { status = BD_FALLBACK; goto done; }
+        PyObject *iterator = PyObject_GetIter(emitted);
+        if (iterator == NULL) { status = BD_ERROR; goto done; }
+        PyObject *item;
+        while (status == BD_OK && (item = PyIter_Next(iterator)) != NULL) {
+            int in = PySet_Contains(selected, item);
+            Py_DECREF(item);
+            if (in <= 0) status = in < 0 ? BD_ERROR : BD_FALLBACK;
+        }
+        Py_DECREF(iterator);
+        if (status == BD_OK && PyErr_Occurred()) status = BD_ERROR;
+        if (status != BD_OK) goto done;
+    }
+    /* sorted by rank (dp, pp, ep, tp), stable; no (rank, worker) twice (equal ranks are
+     * adjacent once sorted) */
+    {
+        Py_ssize_t n = PyList_Size(out);
+        if (n < 0) { status = BD_ERROR; goto done; }
+        if ((size_t)n != n_order) {
+            PyErr_SetString(PyExc_RuntimeError, "project_attested: executor table changed");
+            status = BD_ERROR;
+            goto done;
+        }
+        if (n > 1) qsort(order, (size_t)n, sizeof(bd_exec_order), bd_compare_exec_order);
+        for (Py_ssize_t i = 1; i < n && status == BD_OK; i++) {
+            for (Py_ssize_t j = i - 1; j >= 0 && status == BD_OK; j--) {
+                if (memcmp(order[j].key, order[i].key, sizeof(order[i].key)) != 0) break;
+                int cmp = bd_compare(order[j].worker, order[i].worker);
+                if (cmp == -2) status = BD_ERROR;
+                else if (cmp == 0) status = BD_FALLBACK; /* a duplicate executor: Python raises */
+            }
+        }
+        if (status != BD_OK) goto done;
+        status = BD_ERROR;
+        result = PyTuple_New(n);
+        if (result == NULL) goto done;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *executor = PyList_GetItem(out, order[i].index);
+            if (executor == NULL) goto done;
+            Py_INCREF(executor);
+            if (PyTuple_SetItem(result, i, executor) < 0) goto done;
+        }
+        status = BD_OK;
+    }
+done:
+    PyMem_Free(order);
+    Py_XDECREF(out);
+    Py_XDECREF(emitted);
+    Py_XDECREF(snapshots_key);
+    if (status == BD_OK) return result;
+    Py_XDECREF(result);
+    if (status == BD_ERROR) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "project_attested failed");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 
 static PyMethodDef binder_methods[] = {
@@ -2288,6 +2616,8 @@ static PyMethodDef binder_methods[] = {
     {"attested_rows", (PyCFunction)(void (*)(void))bd_attested_rows, METH_FASTCALL, attested_rows_doc},
     {"logical_target_cover", (PyCFunction)(void (*)(void))bd_logical_target_cover, METH_FASTCALL,
      logical_target_cover_doc},
+    {"project_attested", (PyCFunction)(void (*)(void))bd_project_attested, METH_FASTCALL,
+     project_attested_doc},
     {NULL, NULL, 0, NULL},
 };
 

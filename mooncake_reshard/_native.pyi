@@ -765,6 +765,35 @@ def logical_target_cover(
     positive extents, representable ends and volumes). ``None`` when not decided here (the
     Python checks run and raise the first failure). ``TypeError`` when a class is not a heap type."""
 
+def project_attested(
+    executor_cls: type,
+    snapshot_cls: type,
+    attestation_cls: type,
+    evidence_cls: type,
+    runtime_fragment_cls: type,
+    rank_cls: type,
+    attestation_values: Any,
+    placement: object,
+    parts: object,
+    part_index: object,
+    by_key: object,
+    attestations: object,
+    placement_id: object,
+    placement_digest: object,
+    selected: object,
+    /,
+) -> Optional[tuple[Any, ...]]:
+    """The executors of ``binding._build_executor_plans_with((placement,), ...)`` when every
+    bound part takes its attested single-worker path: per part with a binding in ``by_key``
+    (keyed ``(placement_id, participant_id)``) its attestation in ``attestations`` is of this
+    placement and part, the attested executors (cached in ``attestation_values(attestation)``
+    under ``id(part)``, else built as ``attested_executors`` does and cached) are one worker's,
+    selected wholly or not at all by ``selected`` (an exact frozenset or None), the executor's
+    rank is the part's (exact ``rank_cls``, int64 fields) and no (rank, worker) repeats; sorted by
+    (dp, pp, ep, tp), stable; every selected id emitted. ``None`` when not decided here (the
+    Python loop runs and raises the first failure). ``TypeError`` for a class that is not a heap
+    type or a non-callable ``attestation_values``."""
+
 # --- regioncheck.c: canonical-geometry recheck of plan regions (issue 5) ------
 
 def regions_canonical(operations: tuple[Any, ...], start: int, bound_cls: type, plain_types: tuple[type, ...], /) -> int:

@@ -294,6 +294,30 @@ def _build_executor_plans_with(
         if key in by_key:
             raise ValueError(f"duplicate {side} runtime binding participant")
         by_key[key] = binding
+    if attestations is not None and len(placements) == 1:
+        # Every bound part on its attested single-worker path, in one C call (None: the loop
+        # below decides and raises the first failure).
+        placement = placements[0]
+        if type(placement) is WeightPlacementManifest:
+            projected: Optional[tuple[ExecutorTransferPlan, ...]] = _native.project_attested(
+                ExecutorTransferPlan,
+                RuntimeFragmentSnapshot,
+                RuntimeBindingAttestation,
+                RuntimeBindingEvidence,
+                RuntimeBindingFragment,
+                ParallelRank,
+                _attestation_values,
+                placement,
+                placement.parts,
+                placement._part_index(),
+                by_key,
+                attestations,
+                placement.placement_id,
+                placement.digest,
+                selected_fragment_ids,
+            )
+            if projected is not None:
+                return projected
     out: list[ExecutorTransferPlan] = []
     seen_keys: set[tuple[Any, ...]] = set()
     emitted: set[str] = set()
