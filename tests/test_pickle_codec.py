@@ -595,3 +595,30 @@ def test_copy_keeps_the_record_format(world: World) -> None:
     assert clone == plan and clone.target_placement is plan.target_placement
     assert copy.deepcopy(plan) == plan
     assert bound_pickle.reduce_ex_transfer_plan(plan, 5)[0] is _restore_packed_transfer_plan
+
+
+def test_restore_pauses_the_collector_and_restores_its_state(world: World) -> None:
+    import gc
+
+    plan = world.bind()
+    blob = pickle.dumps(plan, protocol=5)
+    seen: list[bool] = []
+    original = bound_pickle._restore_transfer_plan
+
+    def spy(*record: Any) -> Any:
+        seen.append(gc.isenabled())
+        return original(*record)
+
+    bound_pickle._restore_transfer_plan = spy
+    try:
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            assert pickle.loads(blob) == plan
+            assert gc.isenabled() is enabled
+            with raises(_INVALID):
+                pickle.loads(pickle.dumps(_Packed(b"\x00", (None,))))
+            assert gc.isenabled() is enabled
+    finally:
+        bound_pickle._restore_transfer_plan = original
+        gc.enable()
+    assert seen == [False, False]

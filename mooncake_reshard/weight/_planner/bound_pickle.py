@@ -60,6 +60,7 @@ from operator import itemgetter
 from typing import Any, Optional
 
 from ... import _native
+from ..._collector import collector_paused
 from ...contracts.fragments import RuntimeBindingFragment
 from ..part import WeightPlacementPart
 from ..placement import WeightPlacementManifest
@@ -589,10 +590,12 @@ def _restore_packed_transfer_plan(codes: Any, values: Any) -> TransferPlan:
     (placement graph objects by field dict, as their default pickling does; runtime fragments
     through their constructor's checks), then ``_restore_transfer_plan`` (every validating path
     of the record). A stream that is not exactly one packed tuple raises the record's message."""
-    record = _graph_unpack(codes, values, _GRAPH_REGISTRY)
-    if type(record) is not tuple:
-        raise ValueError(_INVALID)
-    return _restore_transfer_plan(*record)
+    # Many new objects, all kept: no automatic collection rescans them meanwhile.
+    with collector_paused():
+        record = _graph_unpack(codes, values, _GRAPH_REGISTRY)
+        if type(record) is not tuple:
+            raise ValueError(_INVALID)
+        return _restore_transfer_plan(*record)
 
 
 def _restore_transfer_plan(*record: Any) -> TransferPlan:
