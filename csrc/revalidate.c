@@ -363,7 +363,12 @@ typedef struct {
     PyTypeObject *rank_type;       /* ParallelRank */
     PyObject *identity;            /* (resource_id, revision, weight_generation) of the plan */
     PyObject *view_of;             /* attestation -> its _AttestedView */
+    PyObject *module;              /* this module (attested_view's attested_rows) */
+    PyObject *view_type;           /* _AttestedView, or NULL: views only through view_of */
+    PyObject *evidence_type;       /* RuntimeBindingEvidence (with view_type) */
 } rf_config;
+
+static PyObject *av_build(PyObject *module, PyObject *view_type, PyObject *attestation, PyObject *const *types);
 
 /* Item ``name`` of ``object``'s instance dict as a new reference; NULL with no error set when
  * it is missing (decline), NULL with an error set on failure. */
@@ -458,6 +463,13 @@ rf_attested_entry(PyObject *attestation, const rf_config *cfg, PyObject **entry)
     binding_dict = rf_dict_item(attestation, rf_keys[RF_BINDING_DICT]);
     if (binding_dict == NULL || !PyDict_CheckExact(binding_dict)) goto done;
     view = rf_cached_view(attestation, placement);
+    if (view == NULL && !PyErr_Occurred() && cfg->view_type != NULL) {
+        /* ``view_of`` in C when it decides (same view, cached on the attestation as well). */
+        PyObject *types[4] = {(PyObject *)cfg->attestation_type, cfg->evidence_type, (PyObject *)cfg->binding_type,
+                              (PyObject *)cfg->manifest_type};
+        view = av_build(cfg->module, cfg->view_type, attestation, types);
+        if (view == Py_None) Py_CLEAR(view);
+    }
     if (view == NULL && !PyErr_Occurred()) view = PyObject_CallFunctionObjArgs(cfg->view_of, attestation, NULL);
     if (view == NULL) goto done;
     *entry = PyTuple_Pack(3, placement_dict, binding_dict, view);
@@ -633,7 +645,7 @@ done:
 
 PyDoc_STRVAR(revalidate_fragments_doc,
 "revalidate_fragments(fragments, placement_type, binding_type, attestation_type,\n"
-"                     manifest_type, rank_type, identity, view_of)\n"
+"                     manifest_type, rank_type, identity, view_of, view_type=None, evidence_type=None)\n"
 "--\n\n"
 "Per distinct bound fragment of the TransferPlan revalidation fast path (spec §9.6 step 11).\n"
 "``fragments`` is a list of bound fragments (their class is checked by the caller). Returns\n"
@@ -645,20 +657,32 @@ PyDoc_STRVAR(revalidate_fragments_doc,
 "fragment id, and the placement's rank is exactly ``rank_type``. Otherwise returns\n"
 "``(keys, route_halves, runtime_ids, attested)``: per fragment ``view.key_base + (worker_id,\n"
 "(dp, tp, pp, ep))``, ``(pp, pipeline_stage_id)`` and the runtime fragment id, and\n"
-"``{id(attestation): (placement_dict, binding_dict, view_of(attestation))}``. Errors raised\n"
+"``{id(attestation): (placement_dict, binding_dict, view_of(attestation))}``. With\n"
+"``view_type`` and ``evidence_type`` (``_AttestedView``, ``RuntimeBindingEvidence``) a missing\n"
+"view is first built in C (see ``attested_view``), else by ``view_of``. Errors raised\n"
 "by the values' own methods propagate.");
 
 static PyObject *
-revalidate_fragments(PyObject *Py_UNUSED(module), PyObject *args)
+revalidate_fragments(PyObject *module, PyObject *args)
 {
     PyObject *fragments;
     PyObject *types[5];
     rf_config cfg;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O:revalidate_fragments", &PyList_Type, &fragments, &PyType_Type,
+    PyObject *view_type = Py_None, *evidence_type = Py_None;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O|OO:revalidate_fragments", &PyList_Type, &fragments, &PyType_Type,
                           &types[0], &PyType_Type, &types[1], &PyType_Type, &types[2], &PyType_Type, &types[3],
-                          &PyType_Type, &types[4], &PyTuple_Type, &cfg.identity, &cfg.view_of)) {
+                          &PyType_Type, &types[4], &PyTuple_Type, &cfg.identity, &cfg.view_of, &view_type,
+                          &evidence_type)) {
         return NULL;
     }
+    if ((view_type == Py_None) != (evidence_type == Py_None)
+        || (view_type != Py_None && (!PyType_Check(view_type) || !PyType_Check(evidence_type)))) {
+        PyErr_SetString(PyExc_TypeError, "revalidate_fragments: view_type and evidence_type must be two types or None");
+        return NULL;
+    }
+    cfg.module = module;
+    cfg.view_type = view_type == Py_None ? NULL : view_type;
+    cfg.evidence_type = evidence_type == Py_None ? NULL : evidence_type;
     if (!PyCallable_Check(cfg.view_of)) {
         PyErr_SetString(PyExc_TypeError, "revalidate_fragments: view_of must be callable");
         return NULL;
@@ -2142,25 +2166,15 @@ PyDoc_STRVAR(attested_index_doc,
 "the given types, ``_placement_dict`` is an exact dict, the evidence fragments an exact tuple,\n"
 "and every id read is an exact str. ``TypeError`` when a type argument is not a type.");
 
+/* ``_python_attested_index`` of an attestation's ``evidence`` and ``_placement_dict`` (read by
+ * the caller): the index tuple, None (new reference) when not decided here, NULL with an error. */
 static PyObject *
-attested_index(PyObject *Py_UNUSED(module), PyObject *args)
+ai_build(PyObject *evidence, PyObject *pdict, PyTypeObject *ev_type, PyTypeObject *rf_type)
 {
-    PyObject *att_type, *ev_type, *rf_type, *attestation;
-    if (!PyArg_ParseTuple(args, "O!O!O!O:attested_index", &PyType_Type, &att_type, &PyType_Type, &ev_type,
-                          &PyType_Type, &rf_type, &attestation)) {
-        return NULL;
-    }
-    PyObject *result = NULL, *state = NULL, *evidence = NULL, *pdict = NULL, *edict = NULL, *fragments = NULL;
+    PyObject *result = NULL, *edict = NULL, *fragments = NULL;
     PyObject *pfids = NULL, *attested = NULL, *everything = NULL;
     int complete = 1;
-    if (Py_TYPE(attestation) != (PyTypeObject *)att_type) goto decline;
-    state = PyObject_GenericGetDict(attestation, NULL);
-    if (state == NULL) goto done;
-    if (!PyDict_Check(state)) goto decline;
-    evidence = rv_item(state, rf_keys[RF_EVIDENCE]);
-    pdict = evidence == NULL ? NULL : rv_item(state, rf_keys[RF_PLACEMENT_DICT]);
-    if (pdict == NULL) goto decline;
-    if (Py_TYPE(evidence) != (PyTypeObject *)ev_type || !PyDict_CheckExact(pdict)) goto decline;
+    if (Py_TYPE(evidence) != ev_type || !PyDict_CheckExact(pdict)) goto decline;
     edict = PyObject_GenericGetDict(evidence, NULL);
     if (edict == NULL) goto done;
     if (!PyDict_Check(edict)) goto decline;
@@ -2175,7 +2189,7 @@ attested_index(PyObject *Py_UNUSED(module), PyObject *args)
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *runtime = PyTuple_GetItem(fragments, i); /* borrowed; ``fragments`` holds it */
         if (runtime == NULL) goto done;
-        if (Py_TYPE(runtime) != (PyTypeObject *)rf_type) goto decline;
+        if (Py_TYPE(runtime) != rf_type) goto decline;
         PyObject *rdict = PyObject_GenericGetDict(runtime, NULL);
         if (rdict == NULL) goto done;
         PyObject *pfid = PyDict_Check(rdict) ? ai_text(rdict, rf_keys[RF_PFID]) : NULL;
@@ -2210,20 +2224,254 @@ attested_index(PyObject *Py_UNUSED(module), PyObject *args)
     else if (ai_freeze(everything) < 0) {
         goto done;
     }
-    result = Py_BuildValue("(OOOO)", pfids, attested, everything, complete ? Py_True : Py_False);
+    result = PyTuple_Pack(4, pfids, attested, everything, complete ? Py_True : Py_False);
     goto done;
 decline:
     if (!PyErr_Occurred()) result = Py_NewRef(Py_None);
 done:
-    Py_XDECREF(state);
-    Py_XDECREF(evidence);
-    Py_XDECREF(pdict);
     Py_XDECREF(edict);
     Py_XDECREF(fragments);
     Py_XDECREF(pfids);
     Py_XDECREF(attested);
     Py_XDECREF(everything);
     return result;
+}
+
+static PyObject *
+attested_index(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *att_type, *ev_type, *rf_type, *attestation;
+    if (!PyArg_ParseTuple(args, "O!O!O!O:attested_index", &PyType_Type, &att_type, &PyType_Type, &ev_type,
+                          &PyType_Type, &rf_type, &attestation)) {
+        return NULL;
+    }
+    if (Py_TYPE(attestation) != (PyTypeObject *)att_type) Py_RETURN_NONE;
+    PyObject *state = PyObject_GenericGetDict(attestation, NULL);
+    if (state == NULL) return NULL;
+    PyObject *evidence = NULL, *pdict = NULL, *result = NULL;
+    if (PyDict_Check(state)) {
+        evidence = rv_item(state, rf_keys[RF_EVIDENCE]);
+        pdict = evidence == NULL ? NULL : rv_item(state, rf_keys[RF_PLACEMENT_DICT]);
+    }
+    if (pdict != NULL) {
+        result = ai_build(evidence, pdict, (PyTypeObject *)ev_type, (PyTypeObject *)rf_type);
+    }
+    else if (!PyErr_Occurred()) {
+        result = Py_NewRef(Py_None);
+    }
+    Py_DECREF(state);
+    Py_XDECREF(evidence);
+    Py_XDECREF(pdict);
+    return result;
+}
+
+/* --- attested_view ---------------------------------------------------------------------- */
+
+enum {
+    AV_PLACEMENT,
+    AV_EVIDENCE,
+    AV_KEY_BASE,
+    AV_PART_RANK,
+    AV_GENERATION,
+    AV_ATTESTED_PFIDS,
+    AV_IDS,
+    AV_EVIDENCE_IDS,
+    AV_OBJECTS,
+    AV_OBJECTS_BY_PFID,
+    AV_ROWS,
+    AV_PLACEMENT_DICT,
+    AV_NSLOTS, /* the view's slots above, then other names */
+    AV_PARTICIPANT = AV_NSLOTS,
+    AV_INSTANCE,
+    AV_PLACEMENT_ID,
+    AV_DIGEST,
+    AV_LEASE,
+    AV_PART_INDEX_CACHE,
+    AV_PART_INDEX,
+    AV_RANK,
+    AV_DERIVED_CACHE,
+    AV_SNAPSHOTS_BY_WORKER,
+    AV_ATTESTED_VIEW,
+    AV_ATTESTED_ROWS,
+    AV_NNAMES
+};
+
+static const char *const av_names[AV_NNAMES] = {
+    "placement", "evidence", "key_base", "part_rank", "generation", "attested_pfids", "ids_by_worker",
+    "evidence_ids_by_worker", "objects_by_worker", "_objects_by_pfid", "_rows", "_placement_dict",
+    "participant_id", "instance_id", "placement_id", "digest", "lease_id", "_parts_by_participant", "_part_index",
+    "rank", "_derived_cache", "snapshots_by_worker", "_attested_view", "attested_rows",
+};
+
+static PyObject *av_keys[AV_NNAMES];
+
+/* The view's slot values (``_AttestedView.__init__``) into slots[AV_NSLOTS] (new references);
+ * RV_OK, RV_DECLINE (the Python constructor decides) or RV_ERROR. */
+static int
+av_slots(PyObject *module, PyObject *attestation, PyObject *state, PyObject *const *types, PyObject **slots)
+{
+    PyObject *participant = NULL, *instance = NULL, *placement_id = NULL, *digest = NULL, *lease = NULL;
+    PyObject *index = NULL, *cache = NULL, *derived = NULL;
+    int rc = RV_DECLINE;
+    PyObject *evidence = slots[AV_EVIDENCE] = rv_item(state, av_keys[AV_EVIDENCE]);
+    PyObject *placement = slots[AV_PLACEMENT] = rv_item(state, av_keys[AV_PLACEMENT]);
+    PyObject *pdict = slots[AV_PLACEMENT_DICT] = rv_item(state, av_keys[AV_PLACEMENT_DICT]);
+    if (evidence == NULL || placement == NULL || pdict == NULL) goto done;
+    if (Py_TYPE(evidence) != (PyTypeObject *)types[1] || Py_TYPE(placement) != (PyTypeObject *)types[3]
+        || !PyDict_CheckExact(pdict)) {
+        goto done;
+    }
+    rc = RV_ERROR;
+    /* ``key_base``, attribute by attribute in the constructor's order. */
+    participant = PyObject_GetAttr(evidence, av_keys[AV_PARTICIPANT]);
+    instance = participant == NULL ? NULL : PyObject_GetAttr(evidence, av_keys[AV_INSTANCE]);
+    placement_id = instance == NULL ? NULL : PyObject_GetAttr(placement, av_keys[AV_PLACEMENT_ID]);
+    digest = placement_id == NULL ? NULL : PyObject_GetAttr(placement, av_keys[AV_DIGEST]);
+    lease = digest == NULL ? NULL : PyObject_GetAttr(evidence, av_keys[AV_LEASE]);
+    if (lease == NULL) goto done;
+    slots[AV_KEY_BASE] = PyTuple_Pack(5, instance, placement_id, participant, digest, lease);
+    if (slots[AV_KEY_BASE] == NULL) goto done;
+    /* ``placement._part_index().get(participant_id)``: the method's cached dict when present. */
+    PyObject *pstate = PyObject_GenericGetDict(placement, NULL);
+    if (pstate == NULL) goto done;
+    index = PyDict_Check(pstate) ? rv_item(pstate, av_keys[AV_PART_INDEX_CACHE]) : NULL;
+    Py_DECREF(pstate);
+    if (index == NULL || index == Py_None) {
+        if (PyErr_Occurred()) goto done;
+        Py_XDECREF(index);
+        index = PyObject_CallMethodObjArgs(placement, av_keys[AV_PART_INDEX], NULL);
+        if (index == NULL) goto done;
+    }
+    if (!PyDict_CheckExact(index)) {
+        rc = RV_DECLINE;
+        goto done;
+    }
+    PyObject *part = PyDict_GetItemWithError(index, participant); /* borrowed; ``index`` holds it */
+    if (part == NULL && PyErr_Occurred()) goto done;
+    slots[AV_PART_RANK] = part == NULL ? Py_NewRef(Py_None) : PyObject_GetAttr(part, av_keys[AV_RANK]);
+    if (slots[AV_PART_RANK] == NULL) goto done;
+    slots[AV_GENERATION] = PyObject_GetAttr(evidence, av_keys[AV_GENERATION]);
+    if (slots[AV_GENERATION] == NULL) goto done;
+    /* The snapshot objects binding built (``_derived_cache`` of the very placement and evidence). */
+    cache = rv_item(state, av_keys[AV_DERIVED_CACHE]);
+    if (cache == NULL && PyErr_Occurred()) goto done;
+    slots[AV_OBJECTS] = Py_NewRef(Py_None);
+    if (cache != NULL && cache != Py_None) {
+        if (!PyTuple_CheckExact(cache) || PyTuple_Size(cache) != 3) {
+            rc = RV_DECLINE;
+            goto done;
+        }
+        if (PyTuple_GetItem(cache, 0) == placement && PyTuple_GetItem(cache, 1) == evidence) {
+            derived = Py_NewRef(PyTuple_GetItem(cache, 2));
+            if (!PyDict_CheckExact(derived)) {
+                rc = RV_DECLINE;
+                goto done;
+            }
+            PyObject *objects = PyDict_GetItemWithError(derived, av_keys[AV_SNAPSHOTS_BY_WORKER]);
+            if (objects == NULL && PyErr_Occurred()) goto done;
+            if (objects != NULL) {
+                Py_DECREF(slots[AV_OBJECTS]);
+                slots[AV_OBJECTS] = Py_NewRef(objects);
+            }
+        }
+    }
+    slots[AV_OBJECTS_BY_PFID] = Py_NewRef(Py_None);
+    if (slots[AV_OBJECTS] != Py_None) {
+        /* The cheap index; the expected field dicts on first use (``rows()``). */
+        PyObject *built = ai_build(evidence, pdict, (PyTypeObject *)types[1], (PyTypeObject *)types[2]);
+        if (built == NULL) goto done;
+        if (built == Py_None) {
+            Py_DECREF(built);
+            rc = RV_DECLINE;
+            goto done;
+        }
+        slots[AV_ATTESTED_PFIDS] = Py_NewRef(PyTuple_GetItem(built, 0));
+        slots[AV_IDS] = Py_NewRef(PyTuple_GetItem(built, 1));
+        slots[AV_EVIDENCE_IDS] = Py_NewRef(PyTuple_GetItem(built, 2));
+        slots[AV_ROWS] = Py_NewRef(Py_None);
+        Py_DECREF(built);
+    }
+    else {
+        /* ``_native.attested_rows`` (binder.c) for the rows; the index for the evidence ids
+         * only when some evidence fragment has no placement entry. */
+        PyObject *rows_fn = PyObject_GetAttr(module, av_keys[AV_ATTESTED_ROWS]);
+        if (rows_fn == NULL) goto done;
+        PyObject *rows = PyObject_CallFunctionObjArgs(rows_fn, types[0], types[1], types[2], attestation, NULL);
+        Py_DECREF(rows_fn);
+        if (rows == NULL) goto done;
+        if (!PyTuple_CheckExact(rows) || PyTuple_Size(rows) != 4 || PyTuple_GetItem(rows, 3) != Py_True) {
+            Py_DECREF(rows); /* None (not decided), or incomplete: the Python constructor decides */
+            rc = RV_DECLINE;
+            goto done;
+        }
+        slots[AV_ROWS] = PyTuple_Pack(2, PyTuple_GetItem(rows, 0), PyTuple_GetItem(rows, 1));
+        slots[AV_ATTESTED_PFIDS] = Py_NewRef(PyTuple_GetItem(rows, 0));
+        slots[AV_IDS] = Py_NewRef(PyTuple_GetItem(rows, 2));
+        slots[AV_EVIDENCE_IDS] = Py_NewRef(PyTuple_GetItem(rows, 2));
+        Py_DECREF(rows);
+        if (slots[AV_ROWS] == NULL) goto done;
+    }
+    rc = RV_OK;
+done:
+    if (rc == RV_DECLINE && PyErr_Occurred()) rc = RV_ERROR;
+    Py_XDECREF(participant);
+    Py_XDECREF(instance);
+    Py_XDECREF(placement_id);
+    Py_XDECREF(digest);
+    Py_XDECREF(lease);
+    Py_XDECREF(index);
+    Py_XDECREF(cache);
+    Py_XDECREF(derived);
+    return rc;
+}
+
+/* A new view of ``attestation`` built in C and cached on it (``_attested_view``), or None
+ * (new reference) when the Python constructor must decide; NULL with an error set.
+ * types: attestation, evidence, runtime fragment, placement manifest classes. */
+static PyObject *
+av_build(PyObject *module, PyObject *view_type, PyObject *attestation, PyObject *const *types)
+{
+    if (Py_TYPE(attestation) != (PyTypeObject *)types[0]) Py_RETURN_NONE;
+    PyObject *state = PyObject_GenericGetDict(attestation, NULL);
+    if (state == NULL) return NULL;
+    PyObject *slots[AV_NSLOTS] = {NULL};
+    PyObject *view = NULL;
+    int rc = PyDict_CheckExact(state) ? av_slots(module, attestation, state, types, slots) : RV_DECLINE;
+    if (rc == RV_OK) {
+        view = PyObject_CallMethod((PyObject *)&PyBaseObject_Type, "__new__", "O", view_type);
+        for (int k = 0; view != NULL && k < AV_NSLOTS; k++) {
+            if (PyObject_SetAttr(view, av_keys[k], slots[k]) < 0) Py_CLEAR(view);
+        }
+        if (view != NULL && PyDict_SetItem(state, av_keys[AV_ATTESTED_VIEW], view) < 0) Py_CLEAR(view);
+    }
+    else if (rc == RV_DECLINE) {
+        view = Py_NewRef(Py_None);
+    }
+    for (int k = 0; k < AV_NSLOTS; k++) Py_XDECREF(slots[k]);
+    Py_DECREF(state);
+    return view;
+}
+
+PyDoc_STRVAR(attested_view_doc,
+"attested_view(view_type, attestation, attestation_type, evidence_type, runtime_type, manifest_type)\n"
+"--\n\n"
+"``bound_contracts._AttestedView(attestation)`` built in C and stored as the attestation's\n"
+"``_attested_view`` (what ``bound_contracts._attested_view`` does on a cache miss), when the\n"
+"attestation, its evidence and placement are exactly the given types with an exact-dict\n"
+"``_placement_dict``, the placement's part index is an exact dict, and the attested rows\n"
+"(``attested_rows``, complete) or the cheap index (``attested_index``, when binding's snapshot\n"
+"objects are cached) are decided in C. Otherwise ``None`` (the Python constructor decides).\n"
+"Errors of the values' own attributes (e.g. ``placement.digest``) propagate.");
+
+static PyObject *
+attested_view(PyObject *module, PyObject *args)
+{
+    PyObject *view_type, *attestation, *types[4];
+    if (!PyArg_ParseTuple(args, "O!OO!O!O!O!:attested_view", &PyType_Type, &view_type, &attestation, &PyType_Type,
+                          &types[0], &PyType_Type, &types[1], &PyType_Type, &types[2], &PyType_Type, &types[3])) {
+        return NULL;
+    }
+    return av_build(module, view_type, attestation, types);
 }
 
 /* --- revalidate_views ------------------------------------------------------------------- */
@@ -2882,6 +3130,7 @@ static PyMethodDef revalidate_methods[] = {
     {"revalidate_scan", revalidate_scan, METH_VARARGS, revalidate_scan_doc},
     {"revalidate_fragments", revalidate_fragments, METH_VARARGS, revalidate_fragments_doc},
     {"attested_index", attested_index, METH_VARARGS, attested_index_doc},
+    {"attested_view", attested_view, METH_VARARGS, attested_view_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2907,6 +3156,11 @@ Init_Revalidate(PyObject *module)
         if (rp_keys[k] != NULL) continue;
         rp_keys[k] = PyUnicode_InternFromString(rp_names[k]);
         if (rp_keys[k] == NULL) return -1;
+    }
+    for (int k = 0; k < AV_NNAMES; k++) {
+        if (av_keys[k] != NULL) continue;
+        av_keys[k] = PyUnicode_InternFromString(av_names[k]);
+        if (av_keys[k] == NULL) return -1;
     }
     for (int k = 0; k < RS_NNAMES; k++) {
         if (rs_keys[k] != NULL) continue;

@@ -479,6 +479,8 @@ def revalidate_fragments(
     rank_type: type,
     identity: tuple[Any, ...],
     view_of: Callable[[Any], Any],
+    view_type: Optional[type] = None,
+    evidence_type: Optional[type] = None,
     /,
 ) -> Optional[tuple[list[tuple[Any, ...]], list[tuple[Any, Any]], list[Any], dict[int, tuple[Any, Any, Any]]]]:
     """Per distinct bound fragment of the ``TransferPlan`` revalidation fast path (spec §9.6
@@ -490,7 +492,9 @@ def revalidate_fragments(
     ``rank_type``. Otherwise ``(keys, route_halves, runtime_ids, attested)``: per fragment
     ``view.key_base + (worker_id, (dp, tp, pp, ep))``, ``(pp, pipeline_stage_id)`` and the
     runtime fragment id, and ``{id(attestation): (placement_dict, binding_dict, view)}``.
-    ``TypeError`` for wrong argument types; errors of the values' own methods propagate."""
+    With ``view_type`` and ``evidence_type`` (both or neither) a missing view is first built in
+    C (``attested_view``), else by ``view_of``. ``TypeError`` for wrong argument types; errors
+    of the values' own methods propagate."""
 
 def revalidate_side(
     frags: list[Any],
@@ -530,6 +534,23 @@ def attested_index(
     its evidence and the evidence fragments are exactly the given types, the placement dict an
     exact dict, the fragments an exact tuple and every id an exact str. ``TypeError`` when a
     type argument is not a type."""
+
+def attested_view(
+    view_type: type,
+    attestation: Any,
+    attestation_type: type,
+    evidence_type: type,
+    runtime_type: type,
+    manifest_type: type,
+    /,
+) -> Any:
+    """``bound_contracts._AttestedView(attestation)`` built in C and stored as the attestation's
+    ``_attested_view``, when the attestation, its evidence and placement are exactly the given
+    types with an exact-dict ``_placement_dict``, the placement's part index is an exact dict
+    and the rows (``attested_rows``, complete) or the cheap index (``attested_index``, when
+    binding's snapshot objects are cached) are decided in C; otherwise ``None`` (the Python
+    constructor decides). ``TypeError`` when a type argument is not a type; errors of the
+    values' own attributes propagate."""
 
 def revalidate_spaces(
     frags: list[Any],

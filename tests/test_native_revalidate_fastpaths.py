@@ -305,3 +305,91 @@ def test_objects_by_pfid_odd_tables_use_the_method() -> None:
         if odd == {"w": ["x"]}:
             assert fast is False
         _drop_views(plan)
+
+
+# ---------------------------------------------------------------------------------------
+# attested_view: the _AttestedView constructor in C
+
+_VIEW_ARGS = (RuntimeBindingAttestation, RuntimeBindingEvidence, RuntimeBindingFragment)
+
+
+def _view_c(attestation: Any) -> Any:
+    from mooncake.reshard.weight.placement import WeightPlacementManifest
+
+    return _native.attested_view(bc._AttestedView, attestation, *_VIEW_ARGS, WeightPlacementManifest)
+
+
+def _slots(view: Any) -> dict[str, Any]:
+    values = {name: getattr(view, name) for name in bc._AttestedView.__slots__ if name != "_rows"}
+    values["rows"] = view.rows()
+    return values
+
+
+@pytest.mark.parametrize("name", sorted(_PLANS))
+def test_attested_view_in_c_equals_the_constructor(name: str) -> None:
+    for attestation in _drop_views(_PLANS[name]):
+        built = _view_c(attestation)
+        assert built is not None
+        assert attestation.__dict__["_attested_view"] is built  # cached as _attested_view does
+        assert type(built) is bc._AttestedView
+        reference = bc._AttestedView(attestation)
+        assert (built._rows is None) is (reference._rows is None)
+        assert _slots(built) == _slots(reference)
+        assert built.placement is attestation.placement and built.evidence is attestation.evidence
+        assert bc._attested_view(attestation) is built
+    _drop_views(_PLANS[name])
+
+
+def test_attested_view_declines_and_hostile_inputs() -> None:
+    plan = _PLANS["plain"]
+    attestation = _drop_views(plan)[0]
+    fragment = attestation.evidence.fragments[0]
+    assert _view_c(object()) is None
+    # Incomplete evidence (a fragment without its placement entry): the constructor decides.
+    fragments = attestation.evidence.fragments
+    partial = {k: v for k, v in attestation._placement_dict.items() if k != fragment.placement_fragment_id}
+    for forged in (
+        _forged_attestation(attestation, placement_dict=partial),
+        _forged_attestation(attestation, fragments=list(fragments)),
+        _forged_attestation(attestation, placement_dict=list(partial.items())),
+    ):
+        forged.__dict__.pop("_attested_view", None)
+        forged.__dict__.pop("_derived_cache", None)
+        assert _view_c(forged) is None
+        assert "_attested_view" not in forged.__dict__
+    missing = _forged_attestation(attestation)
+    del missing.__dict__["_placement_dict"]
+    assert _view_c(missing) is None
+    odd_cache = _forged_attestation(attestation)
+    odd_cache.__dict__["_derived_cache"] = (attestation.placement, attestation.evidence, [])
+    assert _view_c(odd_cache) is None
+    # A placement whose digest property raises: the error propagates (as from the constructor).
+    broken = _forged_attestation(attestation)
+    placement = object.__new__(type(attestation.placement))
+    placement.__dict__.update(attestation.placement.__dict__)
+    placement.__dict__.pop("_digest", None)
+    broken.__dict__["placement"] = placement
+    try:
+        expected = bc._AttestedView(broken).key_base
+    except Exception as exc:  # noqa: BLE001 - the constructor's own error
+        with pytest.raises(type(exc)):
+            _view_c(broken)
+    else:
+        assert _view_c(broken).key_base == expected
+    for bad in ((1, attestation, *_VIEW_ARGS, int), (bc._AttestedView, attestation, 1, *_VIEW_ARGS[1:], int)):
+        with pytest.raises(TypeError):
+            _native.attested_view(*bad)
+    with pytest.raises(TypeError):
+        _native.attested_view(bc._AttestedView, attestation, *_VIEW_ARGS)
+    # revalidate_fragments: view_type and evidence_type come together.
+    from test_native_revalidate import _FRAGMENT_TYPES, _identity, _scan
+
+    frags = _scan(plan.operations)[0]
+    with pytest.raises(TypeError):
+        _native.revalidate_fragments(frags, *_FRAGMENT_TYPES, _identity(plan), bc._attested_view, bc._AttestedView)
+    with pytest.raises(TypeError):
+        _native.revalidate_fragments(frags, *_FRAGMENT_TYPES, _identity(plan), bc._attested_view, 1, 2)
+    assert _native.revalidate_fragments(
+        frags, *_FRAGMENT_TYPES, _identity(plan), bc._attested_view, bc._AttestedView, RuntimeBindingEvidence
+    ) is not None
+    _drop_views(plan)

@@ -415,8 +415,18 @@ def _attested_view(attestation: RuntimeBindingAttestation) -> _AttestedView:
     state = attestation.__dict__
     view: Optional[_AttestedView] = state.get("_attested_view")
     if view is None or view.placement is not state["placement"] or view.evidence is not state["evidence"]:
-        view = _AttestedView(attestation)
-        state["_attested_view"] = view
+        # Built in C when it decides (and then already cached on the attestation).
+        view = _native.attested_view(
+            _AttestedView,
+            attestation,
+            RuntimeBindingAttestation,
+            RuntimeBindingEvidence,
+            RuntimeBindingFragment,
+            WeightPlacementManifest,
+        )
+        if view is None:
+            view = _AttestedView(attestation)
+            state["_attested_view"] = view
     return view
 
 
@@ -962,6 +972,8 @@ def _fast_revalidate_live(
         ParallelRank,
         plan_identity,
         _attested_view,
+        _AttestedView,
+        RuntimeBindingEvidence,
     )
     if checked is None:
         return False
