@@ -1,8 +1,10 @@
 /* pickle_codec: the packed object graph of a TransferPlan pickle record (issue 5).
  *
  * graph_pack(root, registry) flattens an object graph into (codes, values): ``codes`` is a
- * bytes string of opcodes, ``values`` a flat tuple of the leaves (exact str/int/float/bytes,
- * None, bools, and any object the codec does not describe, which pickle then writes itself).
+ * bytes string of opcodes (None and ints within int64 are written there, as are repeated
+ * occurrences of one str object), ``values`` a flat tuple of the other leaves (each str object
+ * once, ints beyond int64, floats, bytes, bools, and any object the codec does not describe,
+ * which pickle then writes itself).
  * The graph may contain exact tuples and instances of the registry's classes whose instance
  * dict has the registered shape; each distinct tuple and instance is written once, later
  * occurrences refer to it (identity is kept, as pickle's memo keeps it). Pickle then writes a
@@ -35,7 +37,10 @@
 #define PC_MAX_DEPTH 64
 #define PC_RBF_ARGS 13
 
-enum { PC_VALUE = 0, PC_TUPLE = 1, PC_OBJECT = 2, PC_REF = 3 };
+/* Opcodes: the next value of ``values``; a tuple of n items; an instance of registry class k;
+ * the m-th completed tuple/instance; an int within int64 (zigzag varint); the m-th value again
+ * (a str met before); None. */
+enum { PC_VALUE = 0, PC_TUPLE = 1, PC_OBJECT = 2, PC_REF = 3, PC_INT = 4, PC_VREF = 5, PC_NONE = 6 };
 
 /* Step outcomes of the encoder: go on, abort (None: a cycle), error (exception set). */
 #define PC_OK 0
@@ -233,12 +238,13 @@ typedef struct {
     size_t capacity;
     PyObject *values; /* list */
     pc_table memo;    /* object -> index once complete; -1 while its children are written */
+    pc_table strings; /* str leaf -> its index in values */
     Py_ssize_t next;  /* index of the next completed tuple/instance */
     const pc_registry *reg;
 } pc_encoder;
 
 static int
-pc_emit(pc_encoder *e, int op, int with_arg, size_t arg)
+pc_emit(pc_encoder *e, int op, int with_arg, uint64_t arg)
 {
     if (e->capacity - e->length < 11) {
         if (e->capacity > ((size_t)PY_SSIZE_T_MAX) / 2) {
@@ -270,6 +276,31 @@ pc_leaf(pc_encoder *e, PyObject *value)
 {
     if (pc_emit(e, PC_VALUE, 0, 0) < 0) return PC_ERROR;
     return PyList_Append(e->values, value) < 0 ? PC_ERROR : PC_OK;
+}
+
+/* None, an int within int64 and a str met before are written into codes; other leaves (and
+ * the first occurrence of each str object) into values. */
+static int
+pc_scalar(pc_encoder *e, PyObject *value)
+{
+    if (value == Py_None) return pc_emit(e, PC_NONE, 0, 0) < 0 ? PC_ERROR : PC_OK;
+    if (PyLong_CheckExact(value)) {
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (x == -1 && PyErr_Occurred()) return PC_ERROR;
+        if (overflow != 0) return pc_leaf(e, value);
+        uint64_t zigzag = x < 0 ? ((~(uint64_t)x) << 1) | 1u : (uint64_t)x << 1;
+        return pc_emit(e, PC_INT, 1, zigzag) < 0 ? PC_ERROR : PC_OK;
+    }
+    if (PyUnicode_CheckExact(value)) {
+        Py_ssize_t index;
+        if (pc_table_get(&e->strings, value, &index)) {
+            return pc_emit(e, PC_VREF, 1, (uint64_t)index) < 0 ? PC_ERROR : PC_OK;
+        }
+        index = PyList_Size(e->values);
+        if (index < 0 || pc_table_set(&e->strings, value, index) < 0) return PC_ERROR;
+    }
+    return pc_leaf(e, value);
 }
 
 /* Registry index of the exact class of obj, or -1. */
@@ -357,7 +388,7 @@ pc_encode(pc_encoder *e, PyObject *obj, int depth)
 {
     if (obj == Py_None || PyUnicode_CheckExact(obj) || PyLong_CheckExact(obj) || PyBool_Check(obj)
         || PyFloat_CheckExact(obj) || PyBytes_CheckExact(obj)) {
-        return pc_leaf(e, obj);
+        return pc_scalar(e, obj);
     }
     int is_tuple = PyTuple_CheckExact(obj);
     Py_ssize_t k = is_tuple ? -1 : pc_class_index(e->reg, obj);
@@ -371,7 +402,7 @@ pc_encode(pc_encoder *e, PyObject *obj, int depth)
     Py_ssize_t seen;
     if (pc_table_get(&e->memo, obj, &seen)) {
         if (seen < 0) return PC_ABORT; /* a cycle: pickle's own path decides */
-        return pc_emit(e, PC_REF, 1, (size_t)seen) < 0 ? PC_ERROR : PC_OK;
+        return pc_emit(e, PC_REF, 1, (uint64_t)seen) < 0 ? PC_ERROR : PC_OK;
     }
     PyObject *fields[PC_MAX_FIELDS];
     PyObject *dict = NULL;
@@ -386,7 +417,7 @@ pc_encode(pc_encoder *e, PyObject *obj, int depth)
     }
     int rc = PC_ERROR;
     if (pc_table_set(&e->memo, obj, -1) < 0) goto done;
-    if (pc_emit(e, is_tuple ? PC_TUPLE : PC_OBJECT, 1, is_tuple ? (size_t)count : (size_t)k) < 0) goto done;
+    if (pc_emit(e, is_tuple ? PC_TUPLE : PC_OBJECT, 1, is_tuple ? (uint64_t)count : (uint64_t)k) < 0) goto done;
     for (Py_ssize_t j = 0; j < count; j++) {
         PyObject *child = is_tuple ? PyTuple_GetItem(obj, j) : fields[j];
         if (child == NULL) goto done;
@@ -427,6 +458,7 @@ graph_pack(PyObject *self, PyObject *args)
     e.values = PyList_New(0);
     if (e.values == NULL) goto done;
     if (pc_table_init(&e.memo, 256) < 0) goto done;
+    if (pc_table_init(&e.strings, 256) < 0) goto done;
     int rc = pc_encode(&e, root, 0);
     if (rc == PC_ABORT) {
         result = Py_NewRef(Py_None);
@@ -441,6 +473,7 @@ done:
     PyMem_Free(e.codes);
     Py_XDECREF(e.values);
     pc_table_free(&e.memo);
+    pc_table_free(&e.strings);
     return result;
 }
 
@@ -474,6 +507,25 @@ pc_read_arg(pc_decoder *d, Py_ssize_t *out)
         if (!(byte & 0x80)) {
             if (value > (uint64_t)PY_SSIZE_T_MAX) break;
             *out = (Py_ssize_t)value;
+            return 0;
+        }
+    }
+    d->malformed = 1;
+    return -1;
+}
+
+/* A zigzag varint int64 (at most 10 bytes) into *out: 0, or -1 when malformed. */
+static int
+pc_read_int(pc_decoder *d, int64_t *out)
+{
+    uint64_t value = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        if (d->position >= d->length) break;
+        unsigned char byte = d->codes[d->position++];
+        if (shift == 63 && byte > 1) break;
+        value |= (uint64_t)(byte & 0x7F) << shift;
+        if (!(byte & 0x80)) {
+            *out = (value & 1) ? -1 - (int64_t)(value >> 1) : (int64_t)(value >> 1);
             return 0;
         }
     }
@@ -658,6 +710,21 @@ pc_decode(pc_decoder *d, int depth)
             return NULL;
         }
         obj = PyTuple_GetItem(d->values, d->next_value++);
+        return obj == NULL ? NULL : Py_NewRef(obj);
+    case PC_NONE:
+        return Py_NewRef(Py_None);
+    case PC_INT: {
+        int64_t number;
+        if (pc_read_int(d, &number) < 0) return NULL;
+        return PyLong_FromLongLong((long long)number);
+    }
+    case PC_VREF:
+        if (pc_read_arg(d, &arg) < 0) return NULL;
+        if (arg >= d->next_value) {
+            d->malformed = 1;
+            return NULL;
+        }
+        obj = PyTuple_GetItem(d->values, arg);
         return obj == NULL ? NULL : Py_NewRef(obj);
     case PC_REF:
         if (pc_read_arg(d, &arg) < 0) return NULL;

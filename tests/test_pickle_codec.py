@@ -102,6 +102,26 @@ def _py_unpack(codes: bytes, values: tuple[Any, ...], registry: Any) -> Any:
                 raise Malformed
             next_value += 1
             return values[next_value - 1]
+        if op == 6:
+            return None
+        if op == 4:
+            value = shift = 0
+            while True:
+                if position >= len(codes) or shift > 63:
+                    raise Malformed
+                byte = codes[position]
+                position += 1
+                if shift == 63 and byte > 1:
+                    raise Malformed
+                value |= (byte & 0x7F) << shift
+                shift += 7
+                if not byte & 0x80:
+                    return -1 - (value >> 1) if value & 1 else value >> 1
+        if op == 5:
+            index = arg()
+            if index >= next_value:
+                raise Malformed
+            return values[index]
         if op == 3:
             index = arg()
             if index >= len(memo):
@@ -263,6 +283,12 @@ def _sample() -> tuple[bytes, tuple[Any, ...]]:
         b"\x01\x02\x01\x01\x00\x03\x01",  # reference to the tuple being built
         b"\x00\x00",  # two roots
         b"\x01\x01" * 70 + b"\x00",  # nesting beyond the packer's depth
+        b"\x04",  # int without its varint
+        b"\x04\xff\xff\xff\xff\xff\xff\xff\xff\xff\x02",  # int beyond 64 bits
+        b"\x04\x80\x80\x80\x80\x80\x80\x80\x80\x80\x80\x00",  # endless int varint
+        b"\x05\x00",  # value reference before any value
+        b"\x01\x02\x00\x05\x01",  # value reference to a value not read yet
+        b"\x07",
     ],
 )
 def test_malformed_streams_return_none(codes: bytes) -> None:
@@ -622,3 +648,33 @@ def test_restore_pauses_the_collector_and_restores_its_state(world: World) -> No
         bound_pickle._restore_transfer_plan = original
         gc.enable()
     assert seen == [False, False]
+
+
+@pytest.mark.parametrize(
+    "codes,expected",
+    [
+        (b"\x04\x00", 0),
+        (b"\x04\x01", -1),
+        (b"\x04\x02", 1),
+        (b"\x04\xfe\xff\xff\xff\xff\xff\xff\xff\xff\x01", 2**63 - 1),
+        (b"\x04\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", -(2**63)),
+        (b"\x04\x80\x00", 0),  # a padded varint reads the same number
+        (b"\x06", None),
+    ],
+)
+def test_ints_and_none_in_codes(codes: bytes, expected: Any) -> None:
+    assert _unpack(codes, (), _REGISTRY) == expected
+    assert _py_unpack(codes, (), _REGISTRY) == expected
+    if codes[-1:] != b"\x00" or codes == b"\x04\x00":
+        packed = _pack(expected, _REGISTRY)
+        assert packed == (codes, ())
+
+
+def test_ints_beyond_int64_and_repeated_strings_are_values() -> None:
+    text = "shared-" + str(7)
+    other = "shared-" + str(7)  # equal, another object: written once more
+    graph = (2**63, -(2**63) - 1, text, text, other, True, 1.5)
+    codes, values = _pack(graph, _REGISTRY)
+    assert values == (2**63, -(2**63) - 1, text, other, True, 1.5)
+    restored = _unpack(codes, values, _REGISTRY)
+    assert restored == graph and restored[2] is restored[3] and type(restored[5]) is bool
