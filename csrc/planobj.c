@@ -727,6 +727,7 @@ typedef struct {
     int64_t t;      /* kernel tensor index */
     int64_t rank[4]; /* dp, tp, pp, ep */
     size_t coord;   /* start of 2 * ndim values (offsets, then shapes) in the coordinate buffer */
+    size_t at;      /* the fragment's position in the input */
 } ss_row;
 
 typedef struct {
@@ -933,6 +934,144 @@ ss_build_tables(PyObject *tensor_index, Py_ssize_t ntensors, PyObject *kinds_lis
     return 1;
 }
 
+/* What select_sources reads of fragment i, read beforehand in address order (ss_preread). */
+typedef struct {
+    int64_t t;       /* kernel tensor index; -1: not a needed tensor */
+    int64_t rank[4]; /* dp, tp, pp, ep */
+    size_t coord;    /* its offsets then shape: 2 * ndim values at the pre-read coordinates */
+    int64_t nbytes;  /* as po_nbytes gives it, when nbytes_ok */
+    int nbytes_ok;   /* 0: po_nbytes would fall back (a non-int) */
+    PyObject *id;    /* strong; needed fragments only */
+} ss_pre;
+
+static void
+ss_pre_free(ss_pre *pre, size_t n)
+{
+    if (pre == NULL) return;
+    for (size_t i = 0; i < n; i++) Py_XDECREF(pre[i].id);
+    PyMem_Free(pre);
+}
+
+/* Reads, in the objects' address order, everything select_sources' loop reads of each of the
+ * n fragments (exactly ftype, ranks exactly rtype): the tensor index, and for needed tensors
+ * the rank coordinates, offsets and shape (po_push_coords into pc), nbytes and the id.
+ * Returns the rows (the caller frees them with ss_pre_free), or NULL with no exception set
+ * when anything is unusual (another type, a failed read, a value the loop would not accept):
+ * the loop then reads the objects itself, in order, exactly as without this. Nothing here
+ * runs Python code: exact types, instance-dict reads, exact str dict keys. */
+static ss_pre *
+ss_preread(PyObject *fragments, int is_list, Py_ssize_t n, PyObject *ftype, PyObject *rtype, PyObject *const *names,
+           PyObject *tensor_index, Py_ssize_t ntensors, const int64_t *tensor_ndim, po_buf *pc)
+{
+    size_t count = (size_t)n;
+    mr_kv *order = mr_alloc_array(count ? count : 1, sizeof(mr_kv));
+    ss_pre *pre = PyMem_Calloc(count ? count : 1, sizeof(ss_pre));
+    po_tmap tmap = {NULL, NULL, 0};
+    int ok = 0;
+    if (order == NULL || pre == NULL) goto done;
+    {
+        size_t tcap = 16;
+        while (tcap < count * 2 && tcap < ((size_t)1 << 24)) tcap *= 2;
+        tmap.key = PyMem_Calloc(tcap, sizeof(PyObject *));
+        tmap.t = mr_alloc_array(tcap, sizeof(Py_ssize_t));
+        if (tmap.key == NULL || tmap.t == NULL) goto done;
+        tmap.mask = tcap - 1;
+    }
+    size_t tused = 0;
+    for (size_t i = 0; i < count; i++) {
+        PyObject *item = is_list ? PyList_GetItem(fragments, (Py_ssize_t)i) : PyTuple_GetItem(fragments, (Py_ssize_t)i);
+        if (item == NULL) goto done;
+        order[i].key = (uint64_t)(uintptr_t)item;
+        order[i].idx = i;
+    }
+    if (mr_radix_sort(order, count) < 0) goto done;
+    for (size_t k = 0; k < count; k++) {
+        if (k + 8 < count) __builtin_prefetch(&pre[order[k + 8].idx], 1);
+        PyObject *item = (PyObject *)(uintptr_t)order[k].key; /* held by fragments (no Python code runs) */
+        ss_pre *p = &pre[order[k].idx];
+        if ((PyObject *)Py_TYPE(item) != ftype) goto done;
+        PyObject *tid = PyObject_GetAttr(item, names[SS_TENSOR]);
+        if (tid == NULL) goto done;
+        if (!PyUnicode_CheckExact(tid)) {
+            Py_DECREF(tid);
+            goto done;
+        }
+        Py_ssize_t t = -1;
+        size_t j = (size_t)po_hash((uint64_t)(uintptr_t)tid) & tmap.mask;
+        while (tmap.key[j] != NULL && tmap.key[j] != tid) j = (j + 1) & tmap.mask;
+        if (tmap.key[j] == tid) t = tmap.t[j];
+        else {
+            PyObject *index = PyDict_GetItemWithError(tensor_index, tid); /* exact str: no Python code */
+            if (index == NULL) {
+                if (PyErr_Occurred()) {
+                    Py_DECREF(tid);
+                    goto done;
+                }
+                t = -1; /* not a needed tensor */
+            }
+            else {
+                if (!PyLong_Check(index)) {
+                    Py_DECREF(tid);
+                    goto done;
+                }
+                int overflow = 0;
+                long long tv = PyLong_AsLongLongAndOverflow(index, &overflow);
+                if ((tv == -1 && PyErr_Occurred()) || overflow != 0 || tv < 0 || tv >= (long long)ntensors) {
+                    Py_DECREF(tid);
+                    goto done;
+                }
+                t = (Py_ssize_t)tv;
+            }
+            if ((tused + 1) * 2 <= tmap.mask + 1) { /* else: looked up every time */
+                tmap.key[j] = tid;
+                tmap.t[j] = t;
+                tused++;
+            }
+        }
+        /* the tid object stays alive: the fragment holds it, and the map compares pointers
+         * only while every fragment is alive (this call) */
+        Py_DECREF(tid);
+        p->t = (int64_t)t;
+        if (t < 0) continue;
+        PyObject *rank = PyObject_GetAttr(item, names[SS_RANK]);
+        if (rank == NULL) goto done;
+        int rc = (PyObject *)Py_TYPE(rank) == rtype;
+        for (int a = 0; a < 4 && rc == 1; a++) rc = po_attr_i64(rank, names[SS_DP + a], &p->rank[a]);
+        Py_DECREF(rank);
+        if (rc != 1) goto done;
+        p->coord = pc->n;
+        PyObject *offset = PyObject_GetAttr(item, names[SS_OFFSET]);
+        if (offset == NULL) goto done;
+        rc = po_push_coords(pc, offset, tensor_ndim[t]);
+        Py_DECREF(offset);
+        if (rc != 1) goto done;
+        PyObject *shape = PyObject_GetAttr(item, names[SS_SHAPE]);
+        if (shape == NULL) goto done;
+        rc = po_push_coords(pc, shape, tensor_ndim[t]);
+        Py_DECREF(shape);
+        if (rc != 1) goto done;
+        PyObject *value = PyObject_GetAttr(item, names[SS_NBYTES]);
+        if (value == NULL) goto done;
+        rc = po_nbytes(value, &p->nbytes);
+        Py_DECREF(value);
+        if (rc < 0) goto done;
+        p->nbytes_ok = rc;
+        p->id = PyObject_GetAttr(item, names[SS_ID]);
+        if (p->id == NULL) goto done;
+    }
+    ok = 1;
+done:
+    if (PyErr_Occurred()) PyErr_Clear();
+    PyMem_Free(order);
+    PyMem_Free(tmap.key);
+    PyMem_Free(tmap.t);
+    if (!ok) {
+        ss_pre_free(pre, count);
+        return NULL;
+    }
+    return pre;
+}
+
 PyDoc_STRVAR(select_sources_doc,
 "select_sources(fragments, tensor_index, tensor_ndim, kinds, dp_owners, slots, replica_dps,\n"
 "               cover_keys)\n"
@@ -957,15 +1096,24 @@ static PyObject *
 po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
 {
     PyObject *fragments, *tensor_index, *ndim_obj, *kinds_list, *owner_list, *slot_list, *dps_obj, *keys_obj;
-    if (!PyArg_ParseTuple(args, "OO!OO!O!O!OO:select_sources", &fragments, &PyDict_Type, &tensor_index, &ndim_obj,
+    PyObject *ftype = Py_None, *rtype = Py_None;
+    if (!PyArg_ParseTuple(args, "OO!OO!O!O!OO|OO:select_sources", &fragments, &PyDict_Type, &tensor_index, &ndim_obj,
                           &PyList_Type, &kinds_list, &PyList_Type, &owner_list, &PyList_Type, &slot_list, &dps_obj,
-                          &keys_obj))
+                          &keys_obj, &ftype, &rtype))
         return NULL;
     int is_list = PyList_Check(fragments);
     if (!is_list && !PyTuple_Check(fragments)) {
         PyErr_SetString(PyExc_TypeError, "select_sources: fragments must be a list or tuple");
         return NULL;
     }
+    int want_pre = ftype != Py_None || rtype != Py_None;
+    if (want_pre && (!PyType_Check(ftype) || !PyType_Check(rtype))) {
+        PyErr_SetString(PyExc_TypeError, "select_sources: fragment_type and rank_type must be classes");
+        return NULL;
+    }
+    ss_pre *pre = NULL;
+    po_buf pc = {0};
+    Py_ssize_t npre = 0;
     PyObject *names[SS_N] = {NULL};
     PyObject *result = NULL;
     PyObject **tids = NULL;
@@ -1074,6 +1222,10 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
     picks.mask = pcap - 1;
     size_t pos_mask = pcap - 1;
     int64_t npositions = 0, npicks = 0;
+    if (want_pre) {
+        pre = ss_preread(fragments, is_list, n, ftype, rtype, names, tensor_index, ntensors, tensor_ndim, &pc);
+        if (pre != NULL) npre = n;
+    }
 
     for (Py_ssize_t i = 0; i < n && !fallback; i++) {
         /* The sequence may change under hostile attribute hooks: re-read its size. */
@@ -1085,6 +1237,21 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
         Py_INCREF(fragment);
         PyObject *rank = NULL;
         int rc = -1;
+        if (pre != NULL) { /* the same values, read beforehand; nothing below runs Python code */
+            const ss_pre *p = &pre[i];
+            if (p->t < 0) {
+                rc = 1; /* not a needed tensor */
+                goto row_done;
+            }
+            ss_row *row = &rows[nrows];
+            row->t = p->t;
+            memcpy(row->rank, p->rank, sizeof row->rank);
+            row->coord = coords.n;
+            rc = -1;
+            for (int64_t k = 0; k < 2 * tensor_ndim[p->t]; k++)
+                if (po_push(&coords, pc.v[p->coord + (size_t)k]) < 0) goto row_done;
+            goto have_row;
+        }
         PyObject *tensor_id = PyObject_GetAttr(fragment, names[SS_TENSOR]);
         if (tensor_id == NULL) goto row_done;
         PyObject *index = PyDict_GetItemWithError(tensor_index, tensor_id); /* borrowed */
@@ -1131,6 +1298,12 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
         rc = po_push_coords(&coords, shape, tensor_ndim[t]);
         Py_DECREF(shape);
         if (rc <= 0) goto row_done;
+    have_row:
+        /* both paths: rows[nrows] filled (t, rank, coordinates) */
+        row = &rows[nrows];
+        t = (Py_ssize_t)row->t;
+        row->at = (size_t)i;
+        rc = 1;
         row->obj = fragment;
         Py_INCREF(fragment);
         size_t r = nrows++;
@@ -1226,14 +1399,21 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
             for (int64_t k = 0; ok && k < nd; k++)
                 ok = po_push(&shps, coords.v[row->coord + (size_t)(nd + k)]) == 0;
             if (!ok) break;
-            PyObject *value = PyObject_GetAttr(row->obj, names[SS_NBYTES]);
-            if (value == NULL) {
-                ok = 0;
-                break;
-            }
             int64_t nb = 0;
-            int rc = po_nbytes(value, &nb);
-            Py_DECREF(value);
+            int rc;
+            if (pre != NULL && row->at < (size_t)npre) {
+                nb = pre[row->at].nbytes;
+                rc = pre[row->at].nbytes_ok;
+            }
+            else {
+                PyObject *value = PyObject_GetAttr(row->obj, names[SS_NBYTES]);
+                if (value == NULL) {
+                    ok = 0;
+                    break;
+                }
+                rc = po_nbytes(value, &nb);
+                Py_DECREF(value);
+            }
             if (rc <= 0) {
                 if (rc == 0) fallback = 1;
                 ok = 0;
@@ -1241,7 +1421,8 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
             }
             ok = po_push(&nbytes, nb) == 0;
             if (!ok) break;
-            PyObject *id = PyObject_GetAttr(row->obj, names[SS_ID]);
+            PyObject *id = pre != NULL && row->at < (size_t)npre ? Py_NewRef(pre[row->at].id)
+                                                                 : PyObject_GetAttr(row->obj, names[SS_ID]);
             if (id == NULL) {
                 ok = 0;
                 break;
@@ -1275,6 +1456,8 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
         PyMem_Free(members.v);
     }
 done:
+    ss_pre_free(pre, (size_t)npre);
+    PyMem_Free(pc.v);
     for (int k = 0; k < SS_N; k++) Py_XDECREF(names[k]);
     if (tids != NULL) {
         for (Py_ssize_t t = 0; t < ntensors; t++) Py_XDECREF(tids[t]);

@@ -339,6 +339,8 @@ def select_sources(
     slots: list[dict[str, tuple[tuple[str, int], ...]]],
     replica_dps: bytes,
     cover_keys: bytes,
+    fragment_type: type | None = None,
+    rank_type: type | None = None,
     /,
 ) -> tuple[list[object], bytes, bytes, bytes, bytes, bytes, bytes, list[object]] | None:
     """Spec §11.1 step 4 for placement sources plus the packing of the chosen fragments, in one
@@ -356,7 +358,9 @@ def select_sources(
     (cover, geometry) (nbytes as uint64, 0 outside ``(0, 2**64)``), or ``None`` when a value does
     not fit this path (non-int or out-of-int64 value, rank count mismatch, unusual owner or
     kind, a non-str id on a tie). ``ValueError`` for malformed tables, ``TypeError`` for wrong
-    container types."""
+    container types. With both classes, when every fragment is exactly ``fragment_type`` (and a
+    needed one's rank exactly ``rank_type``) and every value read is usual, the fragments are
+    read beforehand in address order (same values, same result); otherwise as without them."""
 
 def project_executors(
     cls: type,

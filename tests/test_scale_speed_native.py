@@ -417,3 +417,126 @@ def test_from_fragments_keeps_its_first_errors() -> None:
     stray = PlacementFragment(tensor_id="b", global_offset=(0,), local_shape=(4,), nbytes=16, rank=ParallelRank(tp=1))
     with pytest.raises(ValueError, match="rank has no topology participant"):
         build((a, stray))
+
+
+# --- select_sources with the classes (address-order pre-read) --------------------------------
+
+
+def _select_both(fragments: Any, **overrides: Any) -> Any:
+    args = dict(
+        fragments=fragments,
+        tensor_index={"t0": 0, "t1": 1},
+        tensor_ndim=_q([2, 2]),
+        kinds=[(), ()],
+        dp_owners=[None, None],
+        slots=[{"t0": (), "t1": ()}],
+        replica_dps=_q([0]),
+        cover_keys=_q([0, 2]),
+    )
+    args.update(overrides)
+    plain = _native.select_sources(*args.values())
+    fast = _native.select_sources(*args.values(), PlacementFragment, ParallelRank)
+    assert fast == plain
+    if plain is not None:
+        assert all(a is b for a, b in zip(fast[0], plain[0]))
+        assert all(a is b for a, b in zip(fast[7], plain[7]))
+    return plain
+
+
+def test_select_sources_pre_read_equals_the_in_order_reads() -> None:
+    made = _some_fragments()  # t0, t1, t2; dp 0 and dp 1 alternate
+    result = _select_both(made)
+    assert result is not None and len(result[0]) > 0
+    _select_both(list(reversed(made)))
+    _select_both(tuple(made))
+    _select_both(made, tensor_index={"t1": 0, "t0": 1})
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"global_offset": (1 << 63, 0)},
+        {"local_shape": (4,)},
+        {"global_offset": [0, 0]},
+        {"rank": ParallelRank(dp=0, tp=1 << 64)},
+        {"nbytes": 8.0},
+        {"nbytes": -3},
+        {"nbytes": 1 << 70},
+        {"placement_fragment_id": 5},
+        {"tensor_id": 5},
+        {"tensor_id": "t2"},
+    ],
+)
+@pytest.mark.parametrize("position", [0, 3, 11])
+def test_select_sources_pre_read_unusual_values(fields: dict, position: int) -> None:
+    made = _some_fragments()
+    made[position] = _forged(made[position], **fields)
+    _select_both(made)
+    # the same object twice (a tie of equal keys)
+    _select_both(made + [made[position]])
+
+
+def test_select_sources_pre_read_other_types_and_missing_fields() -> None:
+    class Sub(PlacementFragment):
+        pass
+
+    made = _some_fragments()
+    sub = object.__new__(Sub)
+    object.__setattr__(sub, "__dict__", dict(made[4].__dict__))
+    _select_both(made[:4] + [sub] + made[5:])
+    args = ({"t0": 0, "t1": 1, "t2": 2}, _q([2, 2, 2]), [(), (), ()], [None] * 3,
+            [{"t0": (), "t1": (), "t2": ()}], _q([0]), _q([0, 2, 4]))
+
+    def outcome(*extra: Any) -> Any:
+        try:
+            return ("ok", _native.select_sources(*((fragments,) + args + extra)))
+        except AttributeError as exc:
+            return ("AttributeError", str(exc))
+
+    raised = 0
+    for name in ("nbytes", "placement_fragment_id", "rank", "local_shape", "tensor_id"):
+        for position in (0, 2, 5):
+            gone = _forged(made[position])
+            del gone.__dict__[name]
+            fragments = made[:position] + [gone] + made[position + 1:]
+            plain = outcome()
+            assert outcome(PlacementFragment, ParallelRank) == plain
+            raised += plain[0] == "AttributeError"
+    assert raised > 0
+
+
+def test_select_sources_pre_read_hostile_classes() -> None:
+    made = _some_fragments()
+    base = (made, {"t0": 0}, _q([2]), [()], [None], [{"t0": ()}], _q([0]), _q([0]))
+    with pytest.raises(TypeError):
+        _native.select_sources(*base, PlacementFragment)
+    with pytest.raises(TypeError):
+        _native.select_sources(*base, PlacementFragment, "ParallelRank")
+    with pytest.raises(TypeError):
+        _native.select_sources(*base, PlacementFragment, ParallelRank, None)
+
+
+@settings(max_examples=40, deadline=None)
+@given(placement_pairs())
+def test_planning_selects_the_same_sources_with_the_pre_read(pair: Tuple[Layout, Layout]) -> None:
+    from mooncake.reshard.weight import plan_placement_transfer
+
+    original = _native.select_sources
+    calls = []
+
+    def both(*args: Any) -> Any:
+        plain = original(*args[:8])
+        fast = original(*args)
+        assert fast == plain
+        calls.append(len(args))
+        return fast
+
+    source, target = build_placement(pair[0]), build_placement(pair[1])
+    _native.select_sources = both
+    try:
+        plan_placement_transfer(source, target)
+    except ValueError:
+        pass
+    finally:
+        _native.select_sources = original
+    assert all(n == 10 for n in calls)

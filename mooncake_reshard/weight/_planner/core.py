@@ -310,6 +310,8 @@ def _select_placed_native(
         list(map(complete.__getitem__, complete_ranks)),
         dps,
         keys,
+        PlacementFragment,  # exact instances (ranks exactly ParallelRank) are read in address order
+        ParallelRank,
     )
 
 
