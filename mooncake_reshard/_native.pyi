@@ -819,6 +819,30 @@ def project_attested(
     Python loop runs and raises the first failure). ``TypeError`` for a class that is not a heap
     type or a non-callable ``attestation_values``."""
 
+def attest_many(
+    attestation_cls: type,
+    evidence_cls: type,
+    runtime_fragment_cls: type,
+    placement_fragment_cls: type,
+    tensor_cls: type,
+    binding_cls: type,
+    placement: object,
+    part_index: object,
+    bindings: object,
+    resource_id: object,
+    placement_id: object,
+    placement_digest: object,
+    revision: object,
+    slot: str,
+    /,
+) -> Optional[list[Any]]:
+    """``attestation._attest_many``'s fused path over a tuple of bindings: per binding the
+    attestation ``attest_binding`` decides (an exact ``binding_cls`` with nothing remembered under
+    ``slot``, a part in ``part_index``), remembered as ``binding.__dict__[slot] = (placement,
+    attestation, *the nine binding field values)``; None for each binding not decided here
+    (attested in Python, in order). None instead of a list when ``bindings`` is not a tuple or
+    ``part_index`` not a dict; ``TypeError`` for a class that is not a heap type or a non-str slot."""
+
 # --- regioncheck.c: canonical-geometry recheck of plan regions (issue 5) ------
 
 def regions_canonical(operations: tuple[Any, ...], start: int, bound_cls: type, plain_types: tuple[type, ...], /) -> int:

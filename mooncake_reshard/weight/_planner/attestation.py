@@ -521,6 +521,30 @@ def _attest_many(
     if type(placement) is not WeightPlacementManifest:
         return [_attest(placement, binding) for binding in bindings]
     parts = placement._part_index()
+    if type(bindings) is tuple:
+        # The fused path for every binding in one C call (remembered on each binding as below);
+        # the bindings it does not decide are attested here, in order, so the first failure is
+        # raised as before (the ones it decided are valid: proofs remembered early, no failure).
+        fused_all: Optional[list[Optional[RuntimeBindingAttestation]]] = _native.attest_many(
+            RuntimeBindingAttestation,
+            RuntimeBindingEvidence,
+            RuntimeBindingFragment,
+            PlacementFragment,
+            TensorDescriptor,
+            WeightRuntimeBindingManifest,
+            placement,
+            parts,
+            bindings,
+            placement.resource_id,
+            placement.placement_id,
+            placement.digest,
+            placement.revision,
+            _ATTESTATION_SLOT,
+        )
+        if fused_all is not None:
+            return [
+                _attest(placement, binding) if fused is None else fused for binding, fused in zip(bindings, fused_all)
+            ]
     resource_id = placement_id = digest = revision = None
     identity_read = False
     out: list[RuntimeBindingAttestation] = []
