@@ -1,6 +1,8 @@
 """Pickle format of ``TransferPlan`` (spec §13): every restore revalidates the whole plan.
 
-``TransferPlan.__reduce__`` returns one of two private formats.
+``TransferPlan.__reduce__`` returns one of two private formats; ``__reduce_ex__`` from
+protocol 5 on (``pickle.HIGHEST_PROTOCOL``) packs the first (below). ``copy.copy`` reduces
+with protocol 4 and keeps the unpacked record, whose restore shares the plan's placements.
 
 **Compact record** (the usual case): ``(_restore_transfer_plan, record)`` where ``record`` is
 the tuple
@@ -45,6 +47,21 @@ attestations were restored in the reference's first-use order; any failure or de
 the one-at-a-time reference ``_restore_bound``, so the first failure reported is unchanged),
 regions and executors through ``_native.restore_regions`` / ``_native.restore_executors``
 (references ``_python_restore_regions`` / ``_python_restore_executors``, which raise).
+
+**Packed record** (protocol 5): ``(_restore_packed_transfer_plan, (codes, values))``, the
+compact record flattened by ``_native.graph_pack`` (csrc/pickle_codec.c): the record's tuples
+and the instances of the classes of ``_GRAPH_REGISTRY`` (placements, topologies, parts,
+tensors, axes, placement fragments, ranks, evidence, runtime fragments, planning limits) as
+one opcode string, with None, ints within int64 and repeated str objects inline, and a flat
+tuple of the other leaves; any object of another class or shape stays a leaf that pickle
+writes itself. Pickle then writes one bytes string and one short tuple instead of calling
+``__reduce_ex__`` on every object. ``_native.graph_unpack`` rebuilds the record (registered
+instances by field dict, as their default pickling does; runtime fragments through their
+constructor's checks, decided in C when they visibly hold, else by the constructor, which
+raises its message; a malformed stream raises "transfer plan pickle state is invalid"), then
+``_restore_transfer_plan`` restores it as above. The restore pauses the cyclic collector.
+The record's last five tables are built in C (``_native.encode_record``; ``_encode`` is its
+reference and decides whatever it declines).
 
 **Field state** (fallback, for anything the record does not describe exactly: stored-source
 plans, subclasses, list-valued fields, extra instance attributes, fragments retaining an
