@@ -1639,18 +1639,169 @@ PyDoc_STRVAR(owner_minimums_doc,
 "{(fragment.tensor_id, fragment.rank.dp): least tuple(getattr(fragment.rank, kind) for kind\n"
 "in kinds)} over fragments (a list or tuple), comparing the tuples with <.");
 
+/* owner_minimums over exact fragment and rank instances whose values are exact str tensor ids
+ * and ints fitting int64: the fragments are read in address order into rows, then combined in
+ * list order (same keys, same first-appearance order, same minimums, equal values). NULL with
+ * no exception set: not this path (the caller's in-order loop decides); NULL with an
+ * exception: no memory. */
+#define OM_MAX_KINDS 8
+typedef struct {
+    PyObject *tid; /* borrowed: the fragment holds it (no Python code runs here) */
+    Py_hash_t hash;
+    int64_t dp;
+    int64_t v[OM_MAX_KINDS];
+} om_row;
+
+static PyObject *
+om_address_order(PyObject *fragments, int is_list, PyObject *kinds, Py_ssize_t nkinds, PyObject *ftype,
+                 PyObject *rtype)
+{
+    if (nkinds > OM_MAX_KINDS) return NULL;
+    for (Py_ssize_t k = 0; k < nkinds; k++) {
+        PyObject *kind = PyTuple_GetItem(kinds, k);
+        if (kind == NULL || !PyUnicode_CheckExact(kind)) {
+            PyErr_Clear();
+            return NULL;
+        }
+    }
+    static PyObject *cache[3];
+    static const char *const om_names[3] = {"tensor_id", "rank", "dp"};
+    PyObject *names[3] = {NULL, NULL, NULL};
+    if (po_names(cache, om_names, 3, names) < 0) return NULL;
+    Py_ssize_t n = is_list ? PyList_Size(fragments) : PyTuple_Size(fragments);
+    size_t count = n < 0 ? 0 : (size_t)n;
+    mr_kv *order = mr_alloc_array(count ? count : 1, sizeof(mr_kv));
+    om_row *rows = mr_alloc_array(count ? count : 1, sizeof(om_row));
+    size_t cap = 16;
+    while (cap < count * 2) cap *= 2; /* count * sizeof(om_row) was allocated: no overflow */
+    size_t *slots = PyMem_Calloc(cap, sizeof(size_t)); /* 1 + index of the first row of a key; 0 empty */
+    size_t *best = mr_alloc_array(count ? count : 1, sizeof(size_t));  /* per key (by first row): its least row */
+    size_t *firsts = mr_alloc_array(count ? count : 1, sizeof(size_t)); /* keys in order of first appearance */
+    size_t nkeys = 0;
+    PyObject *result = NULL;
+    int declined = 0;
+    if (n < 0 || order == NULL || rows == NULL || slots == NULL || best == NULL || firsts == NULL) {
+        if (slots == NULL && !PyErr_Occurred()) PyErr_NoMemory();
+        goto done;
+    }
+    for (size_t i = 0; i < count; i++) {
+        PyObject *item = is_list ? PyList_GetItem(fragments, (Py_ssize_t)i) : PyTuple_GetItem(fragments, (Py_ssize_t)i);
+        if (item == NULL) goto done;
+        order[i].key = (uint64_t)(uintptr_t)item;
+        order[i].idx = i;
+    }
+    if (mr_radix_sort(order, count) < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (size_t k = 0; k < count && !declined; k++) {
+        if (k + 8 < count) __builtin_prefetch(&rows[order[k + 8].idx], 1);
+        PyObject *item = (PyObject *)(uintptr_t)order[k].key;
+        om_row *row = &rows[order[k].idx];
+        if ((PyObject *)Py_TYPE(item) != ftype) {
+            declined = 1;
+            break;
+        }
+        PyObject *tid = PyObject_GetAttr(item, names[0]);
+        PyObject *rank = tid == NULL ? NULL : PyObject_GetAttr(item, names[1]);
+        declined = rank == NULL || !PyUnicode_CheckExact(tid) || (PyObject *)Py_TYPE(rank) != rtype;
+        if (!declined) {
+            row->tid = tid;
+            row->hash = PyObject_Hash(tid); /* exact str: cached, never -1 without an error */
+            declined = row->hash == -1;
+        }
+        for (Py_ssize_t a = -1; a < nkinds && !declined; a++) {
+            PyObject *name = a < 0 ? names[2] : PyTuple_GetItem(kinds, a);
+            /* the in-order loop accepts any value; here only exact ints within int64 */
+            PyObject *value = name == NULL ? NULL : PyObject_GetAttr(rank, name);
+            int overflow = 1;
+            long long v = value != NULL && PyLong_CheckExact(value) ? PyLong_AsLongLongAndOverflow(value, &overflow) : 0;
+            Py_XDECREF(value);
+            declined = overflow != 0 || (v == -1 && PyErr_Occurred());
+            if (!declined) *(a < 0 ? &row->dp : &row->v[a]) = (int64_t)v;
+        }
+        Py_XDECREF(rank);
+        Py_XDECREF(tid); /* the fragment keeps it alive */
+    }
+    if (declined) {
+        PyErr_Clear();
+        goto done;
+    }
+    for (size_t i = 0; i < count; i++) {
+        const om_row *row = &rows[i];
+        uint64_t h = (uint64_t)row->hash * 0x9E3779B97F4A7C15ULL ^ po_hash((uint64_t)row->dp);
+        size_t j = (size_t)po_hash(h) & (cap - 1);
+        for (;;) {
+            if (slots[j] == 0) {
+                slots[j] = i + 1;
+                best[i] = i;
+                firsts[nkeys++] = i;
+                break;
+            }
+            const om_row *first = &rows[slots[j] - 1];
+            int same = first->dp == row->dp && first->hash == row->hash
+                       && (first->tid == row->tid || PyUnicode_Compare(first->tid, row->tid) == 0);
+            if (same) {
+                const om_row *least = &rows[best[slots[j] - 1]];
+                int less = 0;
+                for (Py_ssize_t a = 0; a < nkinds; a++) {
+                    if (row->v[a] != least->v[a]) {
+                        less = row->v[a] < least->v[a];
+                        break;
+                    }
+                }
+                if (less) best[slots[j] - 1] = i;
+                break;
+            }
+            j = (j + 1) & (cap - 1);
+        }
+    }
+    result = PyDict_New();
+    for (size_t e = 0; result != NULL && e < nkeys; e++) {
+        const om_row *first = &rows[firsts[e]], *least = &rows[best[firsts[e]]];
+        PyObject *dp = PyLong_FromLongLong(first->dp);
+        PyObject *key = dp == NULL ? NULL : PyTuple_Pack(2, first->tid, dp);
+        Py_XDECREF(dp);
+        PyObject *values = key == NULL ? NULL : PyTuple_New(nkinds);
+        for (Py_ssize_t a = 0; values != NULL && a < nkinds; a++) {
+            PyObject *x = PyLong_FromLongLong(least->v[a]);
+            if (x == NULL || PyTuple_SetItem(values, a, x) < 0) Py_CLEAR(values);
+        }
+        if (values == NULL || PyDict_SetItem(result, key, values) < 0) Py_CLEAR(result);
+        Py_XDECREF(key);
+        Py_XDECREF(values);
+    }
+done:
+    for (int k = 0; k < 3; k++) Py_XDECREF(names[k]);
+    PyMem_Free(order);
+    PyMem_Free(rows);
+    PyMem_Free(slots);
+    PyMem_Free(best);
+    PyMem_Free(firsts);
+    return result;
+}
+
 static PyObject *
 po_owner_minimums(PyObject *Py_UNUSED(self), PyObject *args)
 {
-    PyObject *fragments, *kinds;
-    if (!PyArg_ParseTuple(args, "OO!:owner_minimums", &fragments, &PyTuple_Type, &kinds)) return NULL;
+    PyObject *fragments, *kinds, *ftype = Py_None, *rtype = Py_None;
+    if (!PyArg_ParseTuple(args, "OO!|OO:owner_minimums", &fragments, &PyTuple_Type, &kinds, &ftype, &rtype))
+        return NULL;
     int is_list = PyList_Check(fragments);
     if (!is_list && !PyTuple_Check(fragments)) {
         PyErr_SetString(PyExc_TypeError, "owner_minimums: fragments must be a list or tuple");
         return NULL;
     }
+    if ((ftype != Py_None || rtype != Py_None) && (!PyType_Check(ftype) || !PyType_Check(rtype))) {
+        PyErr_SetString(PyExc_TypeError, "owner_minimums: fragment_type and rank_type must be classes");
+        return NULL;
+    }
     Py_ssize_t nkinds = PyTuple_Size(kinds);
     if (nkinds < 0) return NULL;
+    if (ftype != Py_None) {
+        PyObject *fast = om_address_order(fragments, is_list, kinds, nkinds, ftype, rtype);
+        if (fast != NULL || PyErr_Occurred()) return fast;
+    }
     static const char *const om_names[3] = {"tensor_id", "rank", "dp"};
     static PyObject *cache[3];
     PyObject *names[3] = {NULL, NULL, NULL};

@@ -377,10 +377,19 @@ def project_executors(
     ``placement_id``, ``participant_id``, ``rank`` and the part's ``placement_fragment_ids``
     sorted. The caller checks rank uniqueness and orders the pairs."""
 
-def owner_minimums(fragments: Sequence[object], kinds: tuple[str, ...], /) -> dict[tuple[Any, Any], tuple[Any, ...]]:
+def owner_minimums(
+    fragments: Sequence[object],
+    kinds: tuple[str, ...],
+    fragment_type: type | None = None,
+    rank_type: type | None = None,
+    /,
+) -> dict[tuple[Any, Any], tuple[Any, ...]]:
     """``{(fragment.tensor_id, fragment.rank.dp): least tuple(getattr(fragment.rank, kind) for
     kind in kinds)}`` over ``fragments`` (a list or tuple), tuples compared with ``<`` (spec
-    §11.2: the chosen owner of a complete replica)."""
+    §11.2: the chosen owner of a complete replica). With both classes, exact instances with
+    exact str tensor ids and exact ints within int64 (at most 8 kinds) are read in address order
+    and combined in list order (an equal dict, keys in the same order); anything else as
+    without them."""
 
 def fragment_columns(
     fragments: Sequence[object], fragment_type: type | None = None, rank_type: type | None = None, /

@@ -540,3 +540,73 @@ def test_planning_selects_the_same_sources_with_the_pre_read(pair: Tuple[Layout,
     finally:
         _native.select_sources = original
     assert all(n == 10 for n in calls)
+
+
+# --- owner_minimums with the classes ----------------------------------------------------------
+
+
+_KINDS = [(), ("tp",), ("pp", "ep"), ("dp", "tp", "pp", "ep"), ("ep", "tp")]
+
+
+@settings(max_examples=60, deadline=None)
+@given(placement_pairs())
+def test_owner_minimums_address_order_equals_the_in_order_loop(pair: Tuple[Layout, Layout]) -> None:
+    from mooncake.reshard.weight._planner import ownership
+
+    for layout in pair:
+        fragments = build_placement(layout).fragments
+        for kinds in _KINDS:
+            want = ownership._owner_minimums(fragments, kinds)
+            for sample in (fragments, list(reversed(fragments))):
+                got = _native.owner_minimums(sample, kinds, PlacementFragment, ParallelRank)
+                assert got == _native.owner_minimums(sample, kinds) == want
+                assert list(got) == list(_native.owner_minimums(sample, kinds))  # first-appearance order
+
+
+def _rank(**fields: Any) -> ParallelRank:
+    rank = ParallelRank()
+    for name, value in fields.items():
+        object.__setattr__(rank, name, value)
+    return rank
+
+
+def test_owner_minimums_address_order_declines_to_the_same_result() -> None:
+    class Sub(PlacementFragment):
+        pass
+
+    class Rank(ParallelRank):
+        pass
+
+    made = _some_fragments()
+    sub = object.__new__(Sub)
+    object.__setattr__(sub, "__dict__", dict(made[3].__dict__))
+    twin_id = "".join(["t", "0"])  # an equal tensor id in another str object
+    cases = [
+        made,
+        made[:3] + [sub] + made[4:],
+        made[:2] + [_forged(made[2], rank=Rank(tp=3))],
+        made[:2] + [_forged(made[2], rank=ParallelRank(tp=1 << 70))],
+        made[:2] + [_forged(made[2], rank=_rank(tp=-(1 << 70)))],
+        made[:2] + [_forged(made[2], rank=_rank(tp=True))],
+        made[:2] + [_forged(made[2], rank=_rank(tp=1.5))],
+        made[:2] + [_forged(made[2], tensor_id=5)],
+        made + [_forged(made[0], tensor_id=twin_id, rank=_rank(tp=-1))],
+        made + [_forged(made[0], tensor_id=twin_id, rank=_rank(dp=0, tp=-(1 << 63)))],
+    ]
+    for fragments in cases:
+        for kinds in _KINDS:
+            want = _native.owner_minimums(fragments, kinds)
+            got = _native.owner_minimums(fragments, kinds, PlacementFragment, ParallelRank)
+            assert got == want and list(got) == list(want)
+            assert [tuple(map(type, v)) for v in got.values()] == [tuple(map(type, v)) for v in want.values()]
+    missing = _forged(made[1])
+    del missing.__dict__["rank"]
+    for extra in ((), (PlacementFragment, ParallelRank)):
+        with pytest.raises(AttributeError):
+            _native.owner_minimums(made[:1] + [missing], ("tp",), *extra)
+    with pytest.raises(TypeError):
+        _native.owner_minimums(made, ("tp",), PlacementFragment)
+    with pytest.raises(TypeError):
+        _native.owner_minimums(made, ("tp",), PlacementFragment, 5)
+    kinds = ("tp",) * 9  # more kinds than the address-order rows hold
+    assert _native.owner_minimums(made, kinds, PlacementFragment, ParallelRank) == _native.owner_minimums(made, kinds)

@@ -12,7 +12,7 @@ from operator import attrgetter, is_, itemgetter
 from typing import Any, Optional
 
 from ... import _native
-from ..types import OwnershipAxis, PlacementFragment, TensorDescriptor
+from ..types import OwnershipAxis, ParallelRank, PlacementFragment, TensorDescriptor
 from .contracts import RuntimeTensorOwner
 from .geometry import exact_cover_failures
 
@@ -299,7 +299,7 @@ def complete_parallel_source_replicas(
             # Owners of one signature compare like their coordinate tuples (same kinds): the
             # least coordinates per (tensor, dp), in one C pass (``_owner_minimums`` in Python).
             minimum: dict[tuple[Any, ...], tuple[Any, ...]] = (
-                _native.owner_minimums(fragments, kinds)
+                _native.owner_minimums(fragments, kinds, PlacementFragment, ParallelRank)
                 if type(fragments) in (list, tuple) and type(kinds) is tuple
                 else _owner_minimums(fragments, kinds)
             )
