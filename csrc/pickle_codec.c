@@ -237,6 +237,7 @@ typedef struct {
     size_t length;
     size_t capacity;
     PyObject *values; /* list */
+    PyObject *keep;   /* list: every object of memo */
     pc_table memo;    /* object -> index once complete; -1 while its children are written */
     pc_table strings; /* str leaf -> its index in values */
     Py_ssize_t next;  /* index of the next completed tuple/instance */
@@ -314,17 +315,30 @@ pc_class_index(const pc_registry *reg, PyObject *obj)
     return -1;
 }
 
-/* The instance dict (new reference) of obj when it has the registered shape of class k and
- * its written values into out (borrowed from that dict); Py_None (new reference) when it does
- * not (the object is then a leaf); NULL on error. */
-static PyObject *
+/* New references to the n items of out. */
+static void
+pc_hold(PyObject **out, Py_ssize_t n)
+{
+    for (Py_ssize_t j = 0; j < n; j++) Py_INCREF(out[j]);
+}
+
+static void
+pc_release(PyObject **out, Py_ssize_t n)
+{
+    for (Py_ssize_t j = 0; j < n; j++) Py_DECREF(out[j]);
+}
+
+/* 1 with the written values of obj in out (new references: code run by a collection while
+ * the caller allocates cannot free them) when it has the registered shape of class k; 0 when
+ * it does not (the object is then a leaf); -1 on error. */
+static int
 pc_instance_values(const pc_registry *reg, Py_ssize_t k, PyObject *obj, PyObject **out)
 {
     PyObject *dict = PyObject_GenericGetDict(obj, NULL);
     if (dict == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
         PyErr_Clear();
-        return Py_NewRef(Py_None);
+        return 0;
     }
     if (!PyDict_CheckExact(dict)) goto leaf;
     Py_ssize_t size = PyDict_Size(dict);
@@ -342,15 +356,16 @@ pc_instance_values(const pc_registry *reg, Py_ssize_t k, PyObject *obj, PyObject
             out[j++] = value;
         }
         if (j == n) {
-            if (mode != 1) return dict;
-            /* mode 1: every other key must be a private str key */
-            while (PyDict_Next(dict, &position, &key, &value)) {
-                if (!PyUnicode_CheckExact(key)) goto leaf;
-                int private = pc_private(key);
-                if (private < 0) goto error;
-                if (!private) goto leaf;
+            if (mode == 1) {
+                /* every other key must be a private str key */
+                while (PyDict_Next(dict, &position, &key, &value)) {
+                    if (!PyUnicode_CheckExact(key)) goto leaf;
+                    int private = pc_private(key);
+                    if (private < 0) goto error;
+                    if (!private) goto leaf;
+                }
             }
-            return dict;
+            goto described;
         }
     }
     for (Py_ssize_t j = 0; j < n; j++) {
@@ -374,13 +389,16 @@ pc_instance_values(const pc_registry *reg, Py_ssize_t k, PyObject *obj, PyObject
         }
         if (public != reg->npublic[k]) goto leaf;
     }
-    return dict;
+described:
+    pc_hold(out, n);
+    Py_DECREF(dict);
+    return 1;
 leaf:
     Py_DECREF(dict);
-    return Py_NewRef(Py_None);
+    return 0;
 error:
     Py_DECREF(dict);
-    return NULL;
+    return -1;
 }
 
 static int
@@ -405,18 +423,16 @@ pc_encode(pc_encoder *e, PyObject *obj, int depth)
         return pc_emit(e, PC_REF, 1, (uint64_t)seen) < 0 ? PC_ERROR : PC_OK;
     }
     PyObject *fields[PC_MAX_FIELDS];
-    PyObject *dict = NULL;
+    Py_ssize_t held = 0;
     if (!is_tuple) {
-        dict = pc_instance_values(e->reg, k, obj, fields);
-        if (dict == NULL) return PC_ERROR;
-        if (dict == Py_None) {
-            Py_DECREF(dict);
-            return pc_leaf(e, obj);
-        }
-        count = e->reg->nvalues[k];
+        int described = pc_instance_values(e->reg, k, obj, fields);
+        if (described < 0) return PC_ERROR;
+        if (!described) return pc_leaf(e, obj);
+        count = held = e->reg->nvalues[k];
     }
     int rc = PC_ERROR;
-    if (pc_table_set(&e->memo, obj, -1) < 0) goto done;
+    /* The memo's objects stay alive (their addresses are its keys). */
+    if (PyList_Append(e->keep, obj) < 0 || pc_table_set(&e->memo, obj, -1) < 0) goto done;
     if (pc_emit(e, is_tuple ? PC_TUPLE : PC_OBJECT, 1, is_tuple ? (uint64_t)count : (uint64_t)k) < 0) goto done;
     for (Py_ssize_t j = 0; j < count; j++) {
         PyObject *child = is_tuple ? PyTuple_GetItem(obj, j) : fields[j];
@@ -429,7 +445,7 @@ pc_encode(pc_encoder *e, PyObject *obj, int depth)
     e->next++;
     rc = PC_OK;
 done:
-    Py_XDECREF(dict);
+    pc_release(fields, held);
     return rc;
 }
 
@@ -456,7 +472,8 @@ graph_pack(PyObject *self, PyObject *args)
     if (e.codes == NULL) return PyErr_NoMemory();
     PyObject *result = NULL;
     e.values = PyList_New(0);
-    if (e.values == NULL) goto done;
+    e.keep = PyList_New(0);
+    if (e.values == NULL || e.keep == NULL) goto done;
     if (pc_table_init(&e.memo, 256) < 0) goto done;
     if (pc_table_init(&e.strings, 256) < 0) goto done;
     int rc = pc_encode(&e, root, 0);
@@ -472,6 +489,7 @@ graph_pack(PyObject *self, PyObject *args)
 done:
     PyMem_Free(e.codes);
     Py_XDECREF(e.values);
+    Py_XDECREF(e.keep);
     pc_table_free(&e.memo);
     pc_table_free(&e.strings);
     return result;
@@ -816,23 +834,26 @@ graph_unpack(PyObject *self, PyObject *args)
 static PyObject *pc_key_placement; /* interned "placement" / "evidence" (Init_PickleCodec) */
 static PyObject *pc_key_evidence;
 
-/* The instance dict (new reference) of obj when it is an exact instance of cls whose dict holds
- * exactly the n names, its values into out (borrowed from that dict); Py_None (new reference)
- * for anything else; NULL on error. */
-static PyObject *
+/* 1 with the values of obj in out (new references) when it is an exact instance of cls whose
+ * dict holds exactly the n names; 0 for anything else; -1 on error. */
+static int
 pc_exact_values(PyObject *obj, PyObject *cls, PyObject *names, Py_ssize_t n, PyObject **out)
 {
-    if ((PyObject *)Py_TYPE(obj) != cls) return Py_NewRef(Py_None);
+    if ((PyObject *)Py_TYPE(obj) != cls) return 0;
     PyObject *dict = PyObject_GenericGetDict(obj, NULL);
     if (dict == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
         PyErr_Clear();
-        return Py_NewRef(Py_None);
+        return 0;
     }
-    if (!PyDict_CheckExact(dict)) goto leaf;
+    int rc = 0;
+    if (!PyDict_CheckExact(dict)) goto done;
     Py_ssize_t size = PyDict_Size(dict);
-    if (size < 0) goto error;
-    if (size != n) goto leaf;
+    if (size < 0) {
+        rc = -1;
+        goto done;
+    }
+    if (size != n) goto done;
     Py_ssize_t position = 0, j = 0;
     PyObject *key, *value;
     while (j < n && PyDict_Next(dict, &position, &key, &value)) {
@@ -842,18 +863,16 @@ pc_exact_values(PyObject *obj, PyObject *cls, PyObject *names, Py_ssize_t n, PyO
     for (; j < n; j++) {
         value = PyDict_GetItemWithError(dict, PyTuple_GetItem(names, j));
         if (value == NULL) {
-            if (PyErr_Occurred()) goto error;
-            goto leaf;
+            rc = PyErr_Occurred() ? -1 : 0;
+            goto done;
         }
         out[j] = value;
     }
-    return dict;
-leaf:
+    pc_hold(out, n);
+    rc = 1;
+done:
     Py_DECREF(dict);
-    return Py_NewRef(Py_None);
-error:
-    Py_DECREF(dict);
-    return NULL;
+    return rc;
 }
 
 #define PC_REGION_FIELDS 11
@@ -866,6 +885,7 @@ typedef struct {
     PyObject *region_names, *bound_names, *executor_names, *snapshot_names;
     PyObject *attestations; /* list: placement, evidence per attestation */
     PyObject *fragments;    /* list: 6 items per bound fragment */
+    PyObject *keep;         /* list: the attestations and fragments of the two tables */
     pc_table attestation_index;
     pc_table fragment_index;
 } pc_record;
@@ -904,19 +924,22 @@ pc_attestation_position(pc_record *r, PyObject *attestation, Py_ssize_t *out)
     PyObject *dict = PyObject_GenericGetDict(attestation, NULL);
     if (dict == NULL) return PC_ERROR;
     int rc = PC_ABORT;
+    PyObject *items[2] = {NULL, NULL};
     if (PyDict_CheckExact(dict)) {
-        PyObject *placement = PyDict_GetItemWithError(dict, pc_key_placement);
-        PyObject *evidence = placement == NULL ? NULL : PyDict_GetItemWithError(dict, pc_key_evidence);
+        items[0] = PyDict_GetItemWithError(dict, pc_key_placement);
+        items[1] = items[0] == NULL ? NULL : PyDict_GetItemWithError(dict, pc_key_evidence);
         if (PyErr_Occurred()) {
             rc = PC_ERROR;
-        } else if (evidence != NULL) {
+        } else if (items[1] != NULL) {
+            pc_hold(items, 2);
             Py_ssize_t index = PyList_Size(r->attestations) / 2;
             rc = PC_ERROR;
-            if (PyList_Append(r->attestations, placement) == 0 && PyList_Append(r->attestations, evidence) == 0
+            if (pc_extend(r->attestations, items, 2) == 0 && PyList_Append(r->keep, attestation) == 0
                 && pc_table_set(&r->attestation_index, attestation, index) == 0) {
                 *out = index;
                 rc = PC_OK;
             }
+            pc_release(items, 2);
         }
     }
     Py_DECREF(dict);
@@ -936,24 +959,21 @@ pc_fragment_position(pc_record *r, PyObject *fragment, Py_ssize_t *out)
 {
     if (pc_table_get(&r->fragment_index, fragment, out)) return PC_OK;
     PyObject *values[PC_BOUND_FIELDS];
-    PyObject *dict = pc_exact_values(fragment, r->bound_cls, r->bound_names, PC_BOUND_FIELDS, values);
-    if (dict == NULL) return PC_ERROR;
-    if (dict == Py_None || values[5] != Py_None) { /* an owner is never pickled: fallback */
-        Py_DECREF(dict);
-        return PC_ABORT;
-    }
+    int described = pc_exact_values(fragment, r->bound_cls, r->bound_names, PC_BOUND_FIELDS, values);
+    if (described <= 0) return described < 0 ? PC_ERROR : PC_ABORT;
     Py_ssize_t position;
-    int rc = pc_attestation_position(r, values[6], &position);
+    int rc = PC_ABORT; /* an owner is never pickled: fallback */
+    if (values[5] == Py_None) rc = pc_attestation_position(r, values[6], &position);
     if (rc == PC_OK) {
         Py_ssize_t index = PyList_Size(r->fragments) / 6;
         rc = PC_ERROR;
         if (pc_extend(r->fragments, values, 5) == 0 && pc_append_position(r->fragments, position) == 0
-            && pc_table_set(&r->fragment_index, fragment, index) == 0) {
+            && PyList_Append(r->keep, fragment) == 0 && pc_table_set(&r->fragment_index, fragment, index) == 0) {
             *out = index;
             rc = PC_OK;
         }
     }
-    Py_DECREF(dict);
+    pc_release(values, PC_BOUND_FIELDS);
     return rc;
 }
 
@@ -966,12 +986,8 @@ pc_encode_operations(pc_record *r, PyObject *operations, PyObject *rows)
         PyObject *operation = PyTuple_GetItem(operations, i);
         if (operation == NULL) return PC_ERROR;
         PyObject *values[PC_REGION_FIELDS];
-        PyObject *dict = pc_exact_values(operation, r->region_cls, r->region_names, PC_REGION_FIELDS, values);
-        if (dict == NULL) return PC_ERROR;
-        if (dict == Py_None) {
-            Py_DECREF(dict);
-            return PC_ABORT;
-        }
+        int described = pc_exact_values(operation, r->region_cls, r->region_names, PC_REGION_FIELDS, values);
+        if (described <= 0) return described < 0 ? PC_ERROR : PC_ABORT;
         Py_ssize_t source, target;
         int rc = pc_fragment_position(r, values[1], &source);
         if (rc == PC_OK) rc = pc_fragment_position(r, values[2], &target);
@@ -982,7 +998,7 @@ pc_encode_operations(pc_record *r, PyObject *operations, PyObject *rows)
                 rc = PC_OK;
             }
         }
-        Py_DECREF(dict);
+        pc_release(values, PC_REGION_FIELDS);
         if (rc != PC_OK) return rc;
     }
     return PC_OK;
@@ -997,10 +1013,9 @@ pc_encode_executors(pc_record *r, PyObject *executors, PyObject *rows)
         PyObject *executor = PyTuple_GetItem(executors, i);
         if (executor == NULL) return PC_ERROR;
         PyObject *values[PC_EXECUTOR_FIELDS];
-        PyObject *dict = pc_exact_values(executor, r->executor_cls, r->executor_names, PC_EXECUTOR_FIELDS, values);
-        if (dict == NULL) return PC_ERROR;
+        int described = pc_exact_values(executor, r->executor_cls, r->executor_names, PC_EXECUTOR_FIELDS, values);
+        if (described <= 0) return described < 0 ? PC_ERROR : PC_ABORT;
         int rc = PC_ABORT;
-        if (dict == Py_None) goto next;
         PyObject *snapshots = values[8];
         if (!PyTuple_CheckExact(snapshots)) goto next;
         rc = PC_ERROR;
@@ -1015,15 +1030,13 @@ pc_encode_executors(pc_record *r, PyObject *executors, PyObject *rows)
             PyObject *snapshot = PyTuple_GetItem(snapshots, j);
             if (snapshot == NULL) goto next;
             PyObject *fields[PC_SNAPSHOT_FIELDS];
-            PyObject *state = pc_exact_values(snapshot, r->snapshot_cls, r->snapshot_names, PC_SNAPSHOT_FIELDS, fields);
-            if (state == NULL) goto next;
-            if (state == Py_None) {
-                Py_DECREF(state);
-                rc = PC_ABORT;
+            int found = pc_exact_values(snapshot, r->snapshot_cls, r->snapshot_names, PC_SNAPSHOT_FIELDS, fields);
+            if (found <= 0) {
+                if (found == 0) rc = PC_ABORT;
                 goto next;
             }
             int failed = pc_extend(rows, fields, PC_SNAPSHOT_FIELDS);
-            Py_DECREF(state);
+            pc_release(fields, PC_SNAPSHOT_FIELDS);
             if (failed) goto next;
         }
         Py_ssize_t position;
@@ -1037,7 +1050,7 @@ pc_encode_executors(pc_record *r, PyObject *executors, PyObject *rows)
         }
         rc = PC_OK;
     next:
-        Py_DECREF(dict);
+        pc_release(values, PC_EXECUTOR_FIELDS);
         if (rc != PC_OK) return rc;
     }
     return PC_OK;
@@ -1092,11 +1105,12 @@ encode_record(PyObject *self, PyObject *args)
     if (pc_table_init(&r.fragment_index, 64) < 0) goto done;
     r.attestations = PyList_New(0);
     r.fragments = PyList_New(0);
+    r.keep = PyList_New(0);
     operation_rows = PyList_New(0);
     source_rows = PyList_New(0);
     target_rows = PyList_New(0);
-    if (r.attestations == NULL || r.fragments == NULL || operation_rows == NULL || source_rows == NULL
-        || target_rows == NULL) {
+    if (r.attestations == NULL || r.fragments == NULL || r.keep == NULL || operation_rows == NULL
+        || source_rows == NULL || target_rows == NULL) {
         goto done;
     }
     int rc = pc_encode_operations(&r, operations, operation_rows);
@@ -1118,6 +1132,7 @@ encode_record(PyObject *self, PyObject *args)
 done:
     Py_XDECREF(r.attestations);
     Py_XDECREF(r.fragments);
+    Py_XDECREF(r.keep);
     Py_XDECREF(operation_rows);
     Py_XDECREF(source_rows);
     Py_XDECREF(target_rows);

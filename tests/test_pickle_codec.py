@@ -678,3 +678,37 @@ def test_ints_beyond_int64_and_repeated_strings_are_values() -> None:
     assert values == (2**63, -(2**63) - 1, text, other, True, 1.5)
     restored = _unpack(codes, values, _REGISTRY)
     assert restored == graph and restored[2] is restored[3] and type(restored[5]) is bool
+
+
+def test_packing_survives_collections_that_mutate_the_graph() -> None:
+    """Collections triggered by the packer's own allocations may run code that rewrites the
+    objects being packed: values in flight are held, the memo keeps its objects alive."""
+    import gc
+
+    nodes = [Node(Leaf((i, i + 1), str(i)), (str(i) * 3, i), ()) for i in range(300)]
+    graph = tuple(nodes)
+    counter = [0]
+
+    def mutate(phase: str, info: dict[str, Any]) -> None:
+        if phase != "start":
+            return
+        counter[0] += 1
+        victim = nodes[counter[0] % len(nodes)]
+        # The only references to the old values go away (a new tuple each time).
+        victim.__dict__["x"] = Leaf((counter[0], -counter[0]), "new")
+        victim.__dict__["y"] = (str(counter[0]), counter[0])
+
+    thresholds = gc.get_threshold()
+    gc.callbacks.append(mutate)
+    gc.set_threshold(1, 1, 1)
+    try:
+        for _ in range(5):
+            packed = _pack(graph, _REGISTRY)
+            assert packed is not None
+            restored = _unpack(*packed, _REGISTRY)
+            assert type(restored) is tuple and len(restored) == len(nodes)
+            assert all(type(node) is Node and type(node.x) is Leaf for node in restored)
+    finally:
+        gc.callbacks.remove(mutate)
+        gc.set_threshold(*thresholds)
+    assert counter[0] > 0
