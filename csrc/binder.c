@@ -2719,6 +2719,133 @@ fail:
     return NULL;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * operations_snapshots / bound_fragment_ids: binding steps 5 and 11 over the operations */
+
+/* fragment (the op's field `which`) is an exact fragment_cls whose placement fragment id (exact
+ * str) maps to this very object in index: BD_OK, else BD_FALLBACK / BD_ERROR. */
+static int
+bd_indexed_same(PyObject *const *nm, PyObject *op, int which, PyObject *fragment_cls, PyObject *index)
+{
+    PyObject *fragment = NULL, *pfid = NULL;
+    int status = bd_get(op, nm[which], &fragment);
+    if (status != BD_OK) return status;
+    if ((PyObject *)Py_TYPE(fragment) != fragment_cls) status = BD_FALLBACK;
+    if (status == BD_OK) status = bd_get_str(fragment, nm[N_PFID], &pfid);
+    if (status == BD_OK) {
+        PyObject *indexed = PyDict_GetItemWithError(index, pfid); /* borrowed */
+        if (indexed != fragment) status = indexed == NULL && PyErr_Occurred() ? BD_ERROR : BD_FALLBACK;
+    }
+    Py_XDECREF(pfid);
+    Py_DECREF(fragment);
+    return status;
+}
+
+PyDoc_STRVAR(operations_snapshots_doc,
+"operations_snapshots(operations, region_cls, fragment_cls, target_index, source_index)\n"
+"--\n\n"
+"Binding step 5 for a placement-sourced plan: True when every operation of the tuple is an\n"
+"exact region_cls whose target and source are exact fragment_cls objects that are the very\n"
+"entries of target_index and source_index (dicts by placement fragment id, exact str ids), so\n"
+"every snapshot check passes. None when that is not decided here (the Python loop then runs\n"
+"and raises the first failure).");
+
+static PyObject *
+bd_operations_snapshots(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    bd_table tb;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "operations_snapshots expects 5 arguments");
+        return NULL;
+    }
+    if (bd_load_table(self, &tb) < 0) return NULL;
+    if (bd_check_heap_types(args + 1, 2) < 0) return NULL;
+    PyObject *operations = args[0], *region_cls = args[1], *fragment_cls = args[2];
+    PyObject *target_index = args[3], *source_index = args[4];
+    if (!PyTuple_CheckExact(operations) || !PyDict_CheckExact(target_index) || !PyDict_CheckExact(source_index)) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t n = PyTuple_Size(operations);
+    if (n < 0) return NULL;
+    int status = BD_OK;
+    for (Py_ssize_t i = 0; i < n && status == BD_OK; i++) {
+        PyObject *op = PyTuple_GetItem(operations, i);
+        if (op == NULL) return NULL;
+        if ((PyObject *)Py_TYPE(op) != region_cls) Py_RETURN_NONE;
+        status = bd_indexed_same(tb.nm, op, N_TARGET, fragment_cls, target_index);
+        if (status == BD_OK) status = bd_indexed_same(tb.nm, op, N_SOURCE, fragment_cls, source_index);
+    }
+    if (status == BD_ERROR) return NULL;
+    if (status == BD_FALLBACK) Py_RETURN_NONE;
+    Py_RETURN_TRUE;
+}
+
+/* Add fragment.binding.fragment_id (exact str) to ids: BD_OK, else BD_FALLBACK / BD_ERROR. */
+static int
+bd_add_bound_id(PyObject *const *nm, PyObject *fragment, PyObject *ids)
+{
+    PyObject *binding = NULL, *fid = NULL;
+    int status = bd_get(fragment, nm[N_BINDING], &binding);
+    if (status == BD_OK) status = bd_get_str(binding, nm[N_FID], &fid);
+    if (status == BD_OK && PySet_Add(ids, fid) < 0) status = BD_ERROR;
+    Py_XDECREF(binding);
+    Py_XDECREF(fid);
+    return status;
+}
+
+PyDoc_STRVAR(bound_fragment_ids_doc,
+"bound_fragment_ids(operations, region_cls, bound_cls, stored_cls)\n"
+"--\n\n"
+"Binding step 11's selections over a list or tuple of exact region_cls operations with exact\n"
+"bound_cls targets and exact bound_cls or stored_cls sources: (frozenset of\n"
+"op.source.binding.fragment_id for the bound sources, frozenset of\n"
+"op.target.binding.fragment_id), exact str ids. None when that is not decided here (another\n"
+"class, a missing field).");
+
+static PyObject *
+bd_bound_fragment_ids(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    bd_table tb;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "bound_fragment_ids expects 4 arguments");
+        return NULL;
+    }
+    if (bd_load_table(self, &tb) < 0) return NULL;
+    if (bd_check_heap_types(args + 1, 3) < 0) return NULL;
+    PyObject *region_cls = args[1], *bound_cls = args[2], *stored_cls = args[3];
+    if (!PyTuple_CheckExact(args[0]) && !PyList_CheckExact(args[0])) Py_RETURN_NONE;
+    PyObject *operations = PySequence_Tuple(args[0]); /* a list could change while fields are read */
+    if (operations == NULL) return NULL;
+    PyObject *sources = PyFrozenSet_New(NULL), *targets = PyFrozenSet_New(NULL), *result = NULL;
+    Py_ssize_t n = PyTuple_Size(operations);
+    int status = sources == NULL || targets == NULL || n < 0 ? BD_ERROR : BD_OK;
+    for (Py_ssize_t i = 0; i < n && status == BD_OK; i++) {
+        PyObject *op = PyTuple_GetItem(operations, i), *source = NULL, *target = NULL;
+        if (op == NULL) { status = BD_ERROR; break; }
+        if ((PyObject *)Py_TYPE(op) != region_cls) { status = BD_FALLBACK; break; }
+        status = bd_get(op, tb.nm[N_SOURCE], &source);
+        if (status == BD_OK) status = bd_get(op, tb.nm[N_TARGET], &target);
+        if (status == BD_OK) {
+            if ((PyObject *)Py_TYPE(target) != bound_cls) status = BD_FALLBACK;
+            else if ((PyObject *)Py_TYPE(source) == bound_cls) status = bd_add_bound_id(tb.nm, source, sources);
+            else if ((PyObject *)Py_TYPE(source) != stored_cls) status = BD_FALLBACK; /* Python decides */
+        }
+        if (status == BD_OK) status = bd_add_bound_id(tb.nm, target, targets);
+        Py_XDECREF(source);
+        Py_XDECREF(target);
+    }
+    if (status == BD_OK) {
+        result = PyTuple_Pack(2, sources, targets);
+        if (result == NULL) status = BD_ERROR;
+    }
+    Py_DECREF(operations);
+    Py_XDECREF(sources);
+    Py_XDECREF(targets);
+    if (status == BD_OK) return result;
+    if (status == BD_ERROR) return NULL;
+    Py_RETURN_NONE;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 
 static PyMethodDef binder_methods[] = {
@@ -2737,6 +2864,10 @@ static PyMethodDef binder_methods[] = {
     {"project_attested", (PyCFunction)(void (*)(void))bd_project_attested, METH_FASTCALL,
      project_attested_doc},
     {"attest_many", (PyCFunction)(void (*)(void))bd_attest_many, METH_FASTCALL, attest_many_doc},
+    {"operations_snapshots", (PyCFunction)(void (*)(void))bd_operations_snapshots, METH_FASTCALL,
+     operations_snapshots_doc},
+    {"bound_fragment_ids", (PyCFunction)(void (*)(void))bd_bound_fragment_ids, METH_FASTCALL,
+     bound_fragment_ids_doc},
     {NULL, NULL, 0, NULL},
 };
 

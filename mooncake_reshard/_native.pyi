@@ -852,6 +852,22 @@ def attest_many(
     (attested in Python, in order). None instead of a list when ``bindings`` is not a tuple or
     ``part_index`` not a dict; ``TypeError`` for a class that is not a heap type or a non-str slot."""
 
+def operations_snapshots(
+    operations: object, region_cls: type, fragment_cls: type, target_index: object, source_index: object, /
+) -> Optional[bool]:
+    """Binding step 5 for a placement-sourced plan: ``True`` when every operation of the tuple is
+    an exact ``region_cls`` whose target and source are exact ``fragment_cls`` objects that are the
+    very entries of ``target_index`` and ``source_index`` (dicts by placement fragment id, exact str
+    ids). ``None`` when not decided here (the Python loop runs and raises the first failure)."""
+
+def bound_fragment_ids(
+    operations: object, region_cls: type, bound_cls: type, stored_cls: type, /
+) -> Optional[tuple[frozenset[str], frozenset[str]]]:
+    """Binding step 11's selections over a list or tuple of exact ``region_cls`` operations with
+    exact ``bound_cls`` targets and exact ``bound_cls`` or ``stored_cls`` sources: the frozensets of
+    ``op.source.binding.fragment_id`` (bound sources) and ``op.target.binding.fragment_id`` (exact
+    str ids). ``None`` when not decided here."""
+
 # --- regioncheck.c: canonical-geometry recheck of plan regions (issue 5) ------
 
 def regions_canonical(operations: tuple[Any, ...], start: int, bound_cls: type, plain_types: tuple[type, ...], /) -> int:

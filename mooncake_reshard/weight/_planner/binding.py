@@ -821,8 +821,12 @@ def _bind_logical_transfer_plan(
     source_index = _part_fragment_index(source_placement) if source_placement is not None else {}
     committed = {fragment.fragment_id: fragment for fragment in authoritative.fragments} if authoritative else {}
     # ``x is not y and x != y``: the planner's operations hold the placements' own fragment
-    # objects, and a validated fragment (ints, strings, tuples of them) equals itself.
-    for op in logical_plan.operations:
+    # objects, and a validated fragment (ints, strings, tuples of them) equals itself. Those very
+    # objects everywhere: decided in one C call (None: the loop below decides and raises).
+    operations_checked = source_placement is not None and _native.operations_snapshots(
+        logical_plan.operations, TransferRegion, PlacementFragment, target_index, source_index
+    )
+    for op in () if operations_checked else logical_plan.operations:
         target = getattr(op, "target", None)
         if not isinstance(target, PlacementFragment):
             raise ValueError("logical plan and target placement fragment snapshots differ")
@@ -864,17 +868,26 @@ def _bind_logical_transfer_plan(
     if source_kept and source_placement is None:
         raise ValueError("source runtime bindings require a source placement")
     # Step 11: executor projections and the revalidating TransferPlan constructor.
+    selections: Optional[tuple[frozenset[str], frozenset[str]]] = _native.bound_fragment_ids(
+        operations, TransferRegion, BoundWeightFragment, StoredFragmentSnapshot
+    )
     if source_kept:
         assert source_placement is not None
-        source_selected = frozenset(
-            {op.source.binding.fragment_id for op in operations if isinstance(op.source, BoundWeightFragment)}
-        )
+        if selections is not None:
+            source_selected = selections[0]
+        else:
+            source_selected = frozenset(
+                {op.source.binding.fragment_id for op in operations if isinstance(op.source, BoundWeightFragment)}
+            )
         source_executors = _build_executor_plans_with(
             (source_placement,), source_kept, "source", source_selected, source_attestations
         )
     else:
         source_executors = ()
-    target_selected = frozenset({op.target.binding.fragment_id for op in operations})
+    if selections is not None:
+        target_selected = selections[1]
+    else:
+        target_selected = frozenset({op.target.binding.fragment_id for op in operations})
     target_executors = _build_executor_plans_with(
         (target_placement,), target_kept, "target", target_selected, target_attestations
     )
