@@ -1010,9 +1010,8 @@ ov_tuple_u64(const uint64_t *v, int n)
 /* ---- shared coordinate tuples of one plan_regions call ------------------------------ *
  * Regions of one plan repeat a few shapes, loop counts and strides many times: each distinct
  * tuple is built once and shared (tuples of ints are immutable; equal values, equal pickles).
- * Up to OV_INTERN_MAX distinct tuples are kept; beyond, fresh tuples are built. */
-#define OV_INTERN_SLOTS ((size_t)1 << 16)
-#define OV_INTERN_MAX ((size_t)1 << 15)
+ * Up to half the table's slots are kept; beyond, fresh values are built. */
+#define OV_INTERN_SLOTS ((size_t)1 << 18)
 
 typedef struct {
     PyObject *obj; /* strong; NULL = empty slot */
@@ -1023,15 +1022,20 @@ typedef struct {
 } ov_intern_slot;
 
 typedef struct {
-    ov_intern_slot *slots; /* OV_INTERN_SLOTS of them, or NULL: no sharing */
+    ov_intern_slot *slots; /* nslots of them, or NULL: no sharing */
     uint64_t *vals;
-    size_t nvals, cap, used;
+    size_t nslots, nvals, cap, used;
 } ov_intern;
 
+/* A table for the values of about nregions regions (two slots per region, a power of two up
+ * to OV_INTERN_SLOTS), kept at most half full. */
 static void
-ov_intern_init(ov_intern *c)
+ov_intern_init(ov_intern *c, size_t nregions)
 {
-    c->slots = PyMem_Calloc(OV_INTERN_SLOTS, sizeof(ov_intern_slot)); /* NULL: every tuple fresh */
+    size_t nslots = 64;
+    while (nslots < OV_INTERN_SLOTS && nslots / 2 < nregions) nslots *= 2;
+    c->slots = PyMem_Calloc(nslots, sizeof(ov_intern_slot)); /* NULL: every value fresh */
+    c->nslots = c->slots == NULL ? 0 : nslots;
     c->vals = NULL;
     c->nvals = c->cap = c->used = 0;
 }
@@ -1040,26 +1044,36 @@ static void
 ov_intern_free(ov_intern *c)
 {
     if (c->slots != NULL)
-        for (size_t i = 0; i < OV_INTERN_SLOTS; i++) Py_XDECREF(c->slots[i].obj);
+        for (size_t i = 0; i < c->nslots; i++) Py_XDECREF(c->slots[i].obj);
     PyMem_Free(c->slots);
     PyMem_Free(c->vals);
     c->slots = NULL;
     c->vals = NULL;
 }
 
-/* A new reference to the tuple of v[0:n] (int64 when is_signed, else uint64). */
+#define OV_INTERN_INT 2 /* kind of a single uint64 int (not a tuple) */
+
+static PyObject *
+ov_intern_make(const void *v, int n, int is_signed)
+{
+    if (is_signed == OV_INTERN_INT) return PyLong_FromUnsignedLongLong(*(const uint64_t *)v);
+    return is_signed ? ov_tuple_i64((const int64_t *)v, n) : ov_tuple_u64((const uint64_t *)v, n);
+}
+
+/* A new reference to the tuple of v[0:n] (int64 when is_signed is 1, else uint64), or with
+ * is_signed == OV_INTERN_INT (n == 1) to the int of the uint64 v[0]. */
 static PyObject *
 ov_intern_tuple(ov_intern *c, const void *v, int n, int is_signed)
 {
     const uint64_t *u = (const uint64_t *)v; /* same size and representation for both kinds */
-    if (c->slots == NULL || n <= 0) return is_signed ? ov_tuple_i64((const int64_t *)v, n) : ov_tuple_u64(u, n);
+    if (c->slots == NULL || n <= 0) return ov_intern_make(v, n, is_signed);
     uint64_t h = 0x9E3779B97F4A7C15ULL ^ (uint64_t)n ^ ((uint64_t)is_signed << 40);
     for (int i = 0; i < n; i++) {
         h ^= u[i];
         h *= 0xFF51AFD7ED558CCDULL;
         h ^= h >> 29;
     }
-    size_t mask = OV_INTERN_SLOTS - 1, i = (size_t)h & mask;
+    size_t mask = c->nslots - 1, i = (size_t)h & mask;
     while (c->slots[i].obj != NULL) {
         const ov_intern_slot *e = &c->slots[i];
         if (e->hash == h && e->n == n && e->is_signed == is_signed
@@ -1067,8 +1081,8 @@ ov_intern_tuple(ov_intern *c, const void *v, int n, int is_signed)
             return Py_NewRef(e->obj);
         i = (i + 1) & mask;
     }
-    PyObject *t = is_signed ? ov_tuple_i64((const int64_t *)v, n) : ov_tuple_u64(u, n);
-    if (t == NULL || c->used >= OV_INTERN_MAX) return t;
+    PyObject *t = ov_intern_make(v, n, is_signed);
+    if (t == NULL || c->used >= c->nslots / 2) return t;
     if (c->nvals + (size_t)n > c->cap) {
         size_t cap = c->cap ? c->cap : 4096;
         while (cap < c->nvals + (size_t)n) {
@@ -1320,9 +1334,9 @@ ov_region_object(const ov_plan *P, const ov_region *r, PyObject *cls, allocfunc 
     values[2] = Py_NewRef(target);
     values[3] = ov_intern_tuple(shared, box, nd, 1);
     values[4] = ov_intern_tuple(shared, box + nd, nd, 1);
-    values[5] = PyLong_FromUnsignedLongLong(r->src_base);
-    values[6] = PyLong_FromUnsignedLongLong(r->tgt_base);
-    values[7] = PyLong_FromUnsignedLongLong(r->inner);
+    values[5] = ov_intern_tuple(shared, &r->src_base, 1, OV_INTERN_INT);
+    values[6] = ov_intern_tuple(shared, &r->tgt_base, 1, OV_INTERN_INT);
+    values[7] = ov_intern_tuple(shared, &r->inner, 1, OV_INTERN_INT);
     if (r->suffix == 0) {
         values[8] = Py_NewRef(empty);
         values[9] = Py_NewRef(empty);
@@ -1439,7 +1453,7 @@ ov_plan_regions(PyObject *Py_UNUSED(self), PyObject *args)
     }
     static PyObject *keys[OV_NFIELDS];
     PyObject *result = NULL, *template = NULL, *empty = NULL, *regions = NULL, *used_s = NULL, *used_t = NULL;
-    ov_intern shared = {NULL, NULL, 0, 0, 0};
+    ov_intern shared = {NULL, NULL, 0, 0, 0, 0};
     if (status == OV_NOMEM) {
         PyErr_NoMemory();
         goto done;
@@ -1470,7 +1484,7 @@ ov_plan_regions(PyObject *Py_UNUSED(self), PyObject *args)
     }
     regions = PyTuple_New((Py_ssize_t)P.regions.len);
     if (regions == NULL) goto done;
-    ov_intern_init(&shared);
+    ov_intern_init(&shared, P.regions.len);
     for (size_t i = 0; i < P.regions.len; i++) {
         const ov_region *r = (const ov_region *)P.regions.data + i;
         /* region indices come from the checked packed arrays: src < P.src.n, tgt < nprocess */

@@ -292,7 +292,13 @@ def test_planned_regions_share_equal_coordinate_tuples(case: str) -> None:
             value = getattr(region, name)
             assert type(value) is tuple and all(type(v) is int for v in value)
             first = by_value.setdefault(value, value)
-            assert first is value  # one object per distinct value
+            assert first is value  # one object per distinct value (small plans: every value fits)
+    by_int: dict = {}
+    for region in plan.operations:
+        for name in ("source_base_offset", "target_base_offset", "inner_bytes"):
+            value = getattr(region, name)
+            assert type(value) is int and value >= 0
+            assert by_int.setdefault(value, value) is value
     # the field dict holds the fields in field order, as the constructor stores them
     from dataclasses import fields
 
