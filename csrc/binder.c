@@ -1948,6 +1948,35 @@ bd_index_put(PyObject *dict, PyObject *key, Py_ssize_t index)
     return rc < 0 ? BD_ERROR : BD_OK;
 }
 
+/* Kernel: an open-addressing table of object addresses -> fragment index (capacity a power of
+ * two, at least twice the count; slot value -1 empty). Python-free. */
+static size_t
+bd_pointer_slot(uintptr_t key, size_t mask)
+{
+    uint64_t h = (uint64_t)key * UINT64_C(0x9E3779B97F4A7C15);
+    return (size_t)(h >> 17) & mask;
+}
+
+static void
+bd_pointer_put(Py_ssize_t *slots, size_t mask, uintptr_t key, Py_ssize_t value)
+{
+    size_t i = bd_pointer_slot(key, mask);
+    while (slots[i] >= 0) i = (i + 1) & mask;
+    slots[i] = value;
+}
+
+/* The index stored for key, or -1. keys[value] is the key of each stored value. */
+static Py_ssize_t
+bd_pointer_get(const uintptr_t *keys, const Py_ssize_t *slots, size_t mask, uintptr_t key)
+{
+    size_t i = bd_pointer_slot(key, mask);
+    while (slots[i] >= 0) {
+        if (keys[slots[i]] == key) return slots[i];
+        i = (i + 1) & mask;
+    }
+    return -1;
+}
+
 PyDoc_STRVAR(logical_target_cover_doc,
 "logical_target_cover(operations, parts, executors, target_tensors, placement_id, region_cls,\n"
 "                     fragment_cls, part_cls, executor_cls, rank_cls, tensor_cls)\n"
@@ -1989,7 +2018,10 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject **part_fragments = NULL, **part_tensors = NULL, **part_ranks = NULL;
     PyObject *participants = NULL, *fragment_ids = NULL, *tensors = NULL;
     bd_cover_frag *frags = NULL;
-    Py_ssize_t *op_frag = NULL, *order = NULL, *exec_parts = NULL;
+    Py_ssize_t *op_frag = NULL, *order = NULL, *exec_parts = NULL, *exec_first = NULL, *part_first = NULL;
+    uintptr_t *frag_keys = NULL;
+    Py_ssize_t *frag_slots = NULL;
+    size_t frag_mask = 0;
     unsigned char *part_has_op = NULL, *part_selected = NULL;
     int64_t *coords = NULL;
     size_t coords_cap = 0;
@@ -2004,11 +2036,14 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     op_frag = mr_alloc_array((size_t)n_ops, sizeof(Py_ssize_t));
     order = mr_alloc_array((size_t)n_ops, sizeof(Py_ssize_t));
     exec_parts = mr_alloc_array((size_t)n_exec, sizeof(Py_ssize_t));
+    exec_first = mr_alloc_array((size_t)n_exec, sizeof(Py_ssize_t));
+    part_first = mr_alloc_array((size_t)n_parts, sizeof(Py_ssize_t));
     participants = PyDict_New();
     fragment_ids = PyDict_New();
     tensors = PyDict_New();
     if (part_fragments == NULL || part_tensors == NULL || part_ranks == NULL || part_has_op == NULL
-        || part_selected == NULL || op_frag == NULL || order == NULL || exec_parts == NULL || participants == NULL
+        || part_selected == NULL || op_frag == NULL || order == NULL || exec_parts == NULL || exec_first == NULL
+        || part_first == NULL || participants == NULL
         || fragment_ids == NULL || tensors == NULL) {
         goto done;
     }
@@ -2047,6 +2082,7 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_ssize_t f = 0;
         for (Py_ssize_t p = 0; p < n_parts && status == BD_OK; p++) {
             Py_ssize_t count = PyTuple_Size(part_fragments[p]);
+            part_first[p] = f;
             for (Py_ssize_t k = 0; k < count && status == BD_OK; k++, f++) {
                 PyObject *fragment = PyTuple_GetItem(part_fragments[p], k), *pfid = NULL;
                 if (fragment == NULL) { status = BD_ERROR; break; }
@@ -2066,19 +2102,38 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
     }
     if (status != BD_OK) goto done;
-    /* Operations: exact regions whose targets are the placement's own fragment objects. */
+    /* Operations: exact regions whose targets are the placement's own fragment objects (found
+     * by address: a target that is not one of those objects declines). */
+    {
+        size_t capacity = 16;
+        while (capacity < 2 * (size_t)n_frags + 2) {
+            if (capacity > SIZE_MAX / 4) { status = BD_FALLBACK; break; }
+            capacity *= 2;
+        }
+        if (status == BD_OK) {
+            status = BD_ERROR;
+            frag_keys = mr_alloc_array((size_t)n_frags, sizeof(uintptr_t));
+            frag_slots = mr_alloc_array(capacity, sizeof(Py_ssize_t));
+            if (frag_keys != NULL && frag_slots != NULL) {
+                status = BD_OK;
+                frag_mask = capacity - 1;
+                for (size_t s = 0; s < capacity; s++) frag_slots[s] = -1;
+                for (Py_ssize_t f = 0; f < n_frags; f++) {
+                    frag_keys[f] = (uintptr_t)frags[f].fragment;
+                    bd_pointer_put(frag_slots, frag_mask, frag_keys[f], f);
+                }
+            }
+        }
+    }
+    if (status != BD_OK) goto done;
     for (Py_ssize_t i = 0; i < n_ops && status == BD_OK; i++) {
-        PyObject *op = PyTuple_GetItem(operations, i), *target = NULL, *pfid = NULL;
+        PyObject *op = PyTuple_GetItem(operations, i), *target = NULL;
         if (op == NULL) { status = BD_ERROR; break; }
         if ((PyObject *)Py_TYPE(op) != region_cls) { status = BD_FALLBACK; break; }
         status = bd_get(op, nm[N_TARGET], &target);
         if (status != BD_OK) break;
-        if ((PyObject *)Py_TYPE(target) != fragment_cls) status = BD_FALLBACK;
-        if (status == BD_OK) status = bd_get_str(target, nm[N_PFID], &pfid);
-        Py_ssize_t f = -1;
-        if (status == BD_OK) status = bd_index_of(fragment_ids, pfid, &f);
-        if (status == BD_OK && (f < 0 || f >= n_frags || frags[f].fragment != target)) status = BD_FALLBACK;
-        Py_XDECREF(pfid);
+        Py_ssize_t f = bd_pointer_get(frag_keys, frag_slots, frag_mask, (uintptr_t)target);
+        if (f < 0 || f >= n_frags || frags[f].fragment != target) status = BD_FALLBACK;
         Py_DECREF(target);
         if (status != BD_OK) break;
         op_frag[i] = f;
@@ -2105,6 +2160,7 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (status != BD_OK) break;
         part_selected[p] = 1;
         exec_parts[e] = p;
+        exec_first[e] = part_first[p];
         status = bd_get(executor, nm[N_RANK], &value);
         if (status == BD_OK) status = bd_same_rank(nm, part_ranks[p], value, rank_cls);
         Py_CLEAR(value);
@@ -2203,12 +2259,7 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         for (Py_ssize_t k = 0; k < count && status == BD_OK; k++) {
             PyObject *fragment = PyTuple_GetItem(part_fragments[p], k), *value = NULL;
             if (fragment == NULL) { status = BD_ERROR; break; }
-            Py_ssize_t f = -1;
-            PyObject *pfid = NULL;
-            status = bd_get_str(fragment, nm[N_PFID], &pfid);
-            if (status == BD_OK) status = bd_index_of(fragment_ids, pfid, &f);
-            Py_XDECREF(pfid);
-            if (status != BD_OK) break;
+            Py_ssize_t f = exec_first[e] + k; /* the part's fragments are numbered in order */
             if (f < 0 || f >= n_frags || frags[f].fragment != fragment) { status = BD_FALLBACK; break; }
             Py_ssize_t n_boxes = frags[f].count;
             if (n_boxes < 1 || n_boxes > BD_COVER_MAX_BOXES) { status = BD_FALLBACK; break; }
@@ -2260,6 +2311,10 @@ done:
     PyMem_Free(op_frag);
     PyMem_Free(order);
     PyMem_Free(exec_parts);
+    PyMem_Free(exec_first);
+    PyMem_Free(part_first);
+    PyMem_Free(frag_keys);
+    PyMem_Free(frag_slots);
     PyMem_Free(frags);
     PyMem_Free(coords);
     Py_XDECREF(participants);
