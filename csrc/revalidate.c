@@ -2202,7 +2202,7 @@ ai_build(PyObject *evidence, PyObject *pdict, PyTypeObject *ev_type, PyTypeObjec
             if (entry == NULL && PyErr_Occurred()) {
                 status = RV_ERROR;
             }
-            else if (entry == NULL) {
+            else if (entry == NULL || entry == Py_None) { /* ``placement_dict.get(pfid) is None`` */
                 complete = 0;
             }
             else if (PySet_Add(pfids, pfid) < 0 || ai_append(attested, worker, fid) < 0) {

@@ -169,6 +169,12 @@ def test_attested_index_declines_and_hostile_inputs() -> None:
             _native.attested_index(*bad, attestation)
     with pytest.raises(TypeError):
         _native.attested_index(*_INDEX_TYPES)
+    # An entry that is None counts as missing (``placement_dict.get(pfid) is None``).
+    nulled = dict(attestation._placement_dict)
+    nulled[fragment.placement_fragment_id] = None
+    built = _index(_forged_attestation(attestation, placement_dict=nulled))
+    assert built is not None and built == _reference(_forged_attestation(attestation, placement_dict=nulled))
+    assert fragment.placement_fragment_id not in built[0] and built[3] is False
     # A placement dict without the entries: nothing attested, every id is evidence only.
     built = _index(_forged_attestation(attestation, placement_dict={}))
     assert built is not None and built == _reference(_forged_attestation(attestation, placement_dict={}))
