@@ -1494,9 +1494,74 @@ static const char *const pe_names[PE_N] = {"participant_id", "fragments", "place
                                            "placement_id", "placement_fragment_ids", "dp", "pp", "ep", "tp"};
 
 /* One part's (rank key, executor) pair, Py_None when the part is not projected, NULL on error. */
+/* The ids of the fragments in the private list items (n of them), read in address order when
+ * every fragment is exactly ftype and every id an exact str: then items[i] is replaced by the
+ * id of fragment i and 1 is returned. 0 (items untouched, no exception set) otherwise. */
+static int
+pe_ids_address_order(PyObject *items, Py_ssize_t n, PyObject *ftype, PyObject *name)
+{
+    size_t count = (size_t)n;
+    mr_kv *order = mr_alloc_array(count ? count : 1, sizeof(mr_kv));
+    PyObject **ids = PyMem_Calloc(count ? count : 1, sizeof(PyObject *));
+    int ok = 0;
+    if (order == NULL || ids == NULL) goto done;
+    for (size_t i = 0; i < count; i++) {
+        PyObject *item = PyList_GetItem(items, (Py_ssize_t)i);
+        if (item == NULL) goto done;
+        order[i].key = (uint64_t)(uintptr_t)item;
+        order[i].idx = i;
+    }
+    if (mr_radix_sort(order, count) < 0) goto done;
+    for (size_t k = 0; k < count; k++) {
+        PyObject *item = (PyObject *)(uintptr_t)order[k].key; /* held by items (no Python code runs) */
+        if ((PyObject *)Py_TYPE(item) != ftype) goto done;
+        PyObject *id = PyObject_GetAttr(item, name);
+        if (id == NULL) goto done;
+        ids[order[k].idx] = id;
+        if (!PyUnicode_CheckExact(id)) goto done;
+    }
+    for (size_t i = 0; i < count; i++) {
+        PyList_SetItem(items, (Py_ssize_t)i, ids[i]); /* steals the id, releases the fragment */
+        ids[i] = NULL;
+    }
+    ok = 1;
+done:
+    if (PyErr_Occurred()) PyErr_Clear();
+    if (ids != NULL)
+        for (size_t i = 0; i < count; i++) Py_XDECREF(ids[i]);
+    PyMem_Free(ids);
+    PyMem_Free(order);
+    return ok;
+}
+
+/* 1 when every item of the list is an exact str and they do not decrease (then sorting is the
+ * identity), 0 when not or unknown; -1 with an exception. */
+static int
+pe_sorted_strs(PyObject *items, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *id = PyList_GetItem(items, i);
+        if (id == NULL) return -1;
+        if (!PyUnicode_CheckExact(id)) return 0;
+        if (i + 8 < n) { /* scattered in memory: ask for the header and text ahead */
+            const char *ahead = (const char *)PyList_GetItem(items, i + 8);
+            if (ahead != NULL) {
+                __builtin_prefetch(ahead);
+                __builtin_prefetch(ahead + 64);
+            }
+        }
+        if (i > 0) {
+            int cmp = PyUnicode_Compare(PyList_GetItem(items, i - 1), id);
+            if (cmp == -1 && PyErr_Occurred()) return -1;
+            if (cmp > 0) return 0;
+        }
+    }
+    return 1;
+}
+
 static PyObject *
 pe_part(PyObject *cls, allocfunc alloc, PyObject *const *names, PyObject *placement_id, PyObject *part,
-        PyObject *used, PyObject *participants)
+        PyObject *used, PyObject *participants, PyObject *ftype)
 {
     PyObject *participant = PyObject_GetAttr(part, names[PE_PARTICIPANT]);
     if (participant == NULL) return NULL;
@@ -1517,16 +1582,28 @@ pe_part(PyObject *cls, allocfunc alloc, PyObject *const *names, PyObject *placem
     Py_ssize_t n = PyList_Size(ids);
     if (n < 0) goto done;
     int any = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *fragment = PyList_GetItem(ids, i); /* borrowed; replaced below */
-        if (fragment == NULL) goto done;
-        PyObject *id = PyObject_GetAttr(fragment, names[PE_FRAGMENT_ID]);
-        if (id == NULL) goto done;
-        if (PyList_SetItem(ids, i, id) < 0) goto done; /* steals id, releases fragment */
-        if (!any) {
+    if (ftype != Py_None && pe_ids_address_order(ids, n, ftype, names[PE_FRAGMENT_ID])) {
+        /* exact str ids: the membership tests run no Python code, so after all the reads */
+        for (Py_ssize_t i = 0; i < n && !any; i++) {
+            PyObject *id = PyList_GetItem(ids, i);
+            if (id == NULL) goto done;
             int rc = PySet_Contains(used, id);
             if (rc < 0) goto done;
             any = rc;
+        }
+    }
+    else {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *fragment = PyList_GetItem(ids, i); /* borrowed; replaced below */
+            if (fragment == NULL) goto done;
+            PyObject *id = PyObject_GetAttr(fragment, names[PE_FRAGMENT_ID]);
+            if (id == NULL) goto done;
+            if (PyList_SetItem(ids, i, id) < 0) goto done; /* steals id, releases fragment */
+            if (!any) {
+                int rc = PySet_Contains(used, id);
+                if (rc < 0) goto done;
+                any = rc;
+            }
         }
     }
     if (!any) {
@@ -1542,7 +1619,10 @@ pe_part(PyObject *cls, allocfunc alloc, PyObject *const *names, PyObject *placem
         PyObject *value = PyObject_GetAttr(rank, names[PE_DP + a]);
         if (value == NULL || PyTuple_SetItem(key, a, value) < 0) goto done;
     }
-    if (PyList_Sort(ids) < 0) goto done;
+    {
+        int in_order = pe_sorted_strs(ids, n); /* a placement part's ids already are */
+        if (in_order < 0 || (in_order == 0 && PyList_Sort(ids) < 0)) goto done;
+    }
     PyObject *sorted_ids = PyList_AsTuple(ids);
     if (sorted_ids == NULL) goto done;
     dict = PyDict_New();
@@ -1587,9 +1667,14 @@ PyDoc_STRVAR(project_executors_doc,
 static PyObject *
 po_project_executors(PyObject *Py_UNUSED(self), PyObject *args)
 {
-    PyObject *cls, *placement_id, *parts, *used, *participants;
-    if (!PyArg_ParseTuple(args, "OOOOO:project_executors", &cls, &placement_id, &parts, &used, &participants))
+    PyObject *cls, *placement_id, *parts, *used, *participants, *ftype = Py_None;
+    if (!PyArg_ParseTuple(args, "OOOOO|O:project_executors", &cls, &placement_id, &parts, &used, &participants,
+                          &ftype))
         return NULL;
+    if (ftype != Py_None && !PyType_Check(ftype)) {
+        PyErr_SetString(PyExc_TypeError, "project_executors: fragment_type must be a class");
+        return NULL;
+    }
     if (!PyType_Check(cls) || !(PyType_GetFlags((PyTypeObject *)cls) & Py_TPFLAGS_HEAPTYPE)) {
         PyErr_SetString(PyExc_TypeError, "project_executors: cls must be a heap type");
         return NULL;
@@ -1616,7 +1701,7 @@ po_project_executors(PyObject *Py_UNUSED(self), PyObject *args)
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *part = PyList_GetItem(items, i); /* borrowed; items is private */
         if (part == NULL) goto fail;
-        PyObject *pair = pe_part(cls, alloc, names, placement_id, part, used, participants);
+        PyObject *pair = pe_part(cls, alloc, names, placement_id, part, used, participants, ftype);
         if (pair == NULL) goto fail;
         int rc = pair == Py_None ? 0 : PyList_Append(result, pair);
         Py_DECREF(pair);

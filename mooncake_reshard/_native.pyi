@@ -368,6 +368,7 @@ def project_executors(
     parts: Sequence[object],
     used: set[str],
     participants: set[str] | None,
+    fragment_type: type | None = None,
     /,
 ) -> list[tuple[tuple[int, int, int, int], object]]:
     """Executor projections of one side (spec §11.1 step 7) built without calling ``cls`` (a

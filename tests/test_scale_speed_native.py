@@ -616,3 +616,73 @@ def test_owner_minimums_address_order_declines_to_the_same_result() -> None:
         _native.owner_minimums(made, ("tp",), PlacementFragment, 5)
     kinds = ("tp",) * 9  # more kinds than the address-order rows hold
     assert _native.owner_minimums(made, kinds, PlacementFragment, ParallelRank) == _native.owner_minimums(made, kinds)
+
+
+# --- project_executors with the fragment class ------------------------------------------------
+
+
+def _executors(placement: Any, used: set, participants: Any, *extra: Any) -> Any:
+    from mooncake.reshard.weight import PlacementExecutorPlan
+
+    pairs = _native.project_executors(PlacementExecutorPlan, placement.placement_id, placement.parts, used,
+                                      participants, *extra)
+    return [(key, executor.__dict__) for key, executor in pairs]
+
+
+@settings(max_examples=40, deadline=None)
+@given(placement_pairs())
+def test_project_executors_address_order_equals_the_in_order_reads(pair: Tuple[Layout, Layout]) -> None:
+    for layout in pair:
+        placement = build_placement(layout)
+        ids = [f.placement_fragment_id for f in placement.fragments]
+        for used in (set(ids), set(ids[::3]), set(), {"nope"}):
+            want = _executors(placement, used, None)
+            assert _executors(placement, used, None, PlacementFragment) == want
+        first = {placement.parts[0].participant_id}
+        assert _executors(placement, set(ids), first, PlacementFragment) == _executors(placement, set(ids), first)
+
+
+def test_project_executors_address_order_unusual_parts() -> None:
+    from mooncake.reshard.weight import PlacementExecutorPlan
+
+    class Sub(PlacementFragment):
+        pass
+
+    class Part:
+        def __init__(self, fragments: Any) -> None:
+            self.participant_id = "p"
+            self.rank = ParallelRank(tp=1)
+            self.fragments = fragments
+
+    class Placement:
+        placement_id = "sha256:" + "0" * 64
+
+        def __init__(self, fragments: Any) -> None:
+            self.parts = (Part(fragments),)
+
+    made = _some_fragments()
+    sub = object.__new__(Sub)
+    object.__setattr__(sub, "__dict__", dict(made[3].__dict__))
+    unsorted = list(reversed(made))
+    cases = [made, unsorted, made[:3] + [sub] + made[4:], made[:2] + [_forged(made[2], placement_fragment_id=7)]]
+    for fragments in cases:
+        placement = Placement(tuple(fragments))
+        used = {f.placement_fragment_id for f in fragments}
+        try:
+            want: Any = _executors(placement, used, None)
+        except TypeError as exc:  # an int id among strs cannot be sorted
+            want = str(exc)
+        try:
+            got: Any = _executors(placement, used, None, PlacementFragment)
+        except TypeError as exc:
+            got = str(exc)
+        assert got == want
+    ids = _executors(Placement(tuple(unsorted)), {made[0].placement_fragment_id}, None, PlacementFragment)[0][1]
+    assert list(ids["placement_fragment_ids"]) == sorted(f.placement_fragment_id for f in made)
+    missing = _forged(made[1])
+    del missing.__dict__["placement_fragment_id"]
+    for extra in ((), (PlacementFragment,)):
+        with pytest.raises(AttributeError):
+            _executors(Placement((made[0], missing)), set(), None, *extra)
+    with pytest.raises(TypeError):
+        _native.project_executors(PlacementExecutorPlan, "x", (), set(), None, "PlacementFragment")

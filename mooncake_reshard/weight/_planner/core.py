@@ -77,7 +77,7 @@ def project_executors(
     parts (the first repeat, in part order, is reported); executors are ordered by rank key."""
     used = used_fragment_ids if type(used_fragment_ids) is set else set(used_fragment_ids)
     included: list[tuple[Any, Any]] = _native.project_executors(
-        PlacementExecutorPlan, placement.placement_id, placement.parts, used, participants
+        PlacementExecutorPlan, placement.placement_id, placement.parts, used, participants, PlacementFragment
     )
     keys = list(map(_record_source, included))
     if len(set(keys)) != len(keys):
