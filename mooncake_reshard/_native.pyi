@@ -376,7 +376,9 @@ def project_executors(
     ``participants`` (``None``: all) and whose fragments include an id in ``used``, the pair
     ``((rank.dp, rank.pp, rank.ep, rank.tp), executor)``; the executor's field dict holds
     ``placement_id``, ``participant_id``, ``rank`` and the part's ``placement_fragment_ids``
-    sorted. The caller checks rank uniqueness and orders the pairs."""
+    sorted. The caller checks rank uniqueness and orders the pairs. With ``fragment_type``, a
+    part whose fragments are all exactly that class with exact str ids has them read in address
+    order (same ids; the sort is skipped when they already are in order)."""
 
 def owner_minimums(
     fragments: Sequence[object],
