@@ -1,4 +1,11 @@
-"""Runtime binding of a logical plan and executor projections (spec §12.1-§12.3)."""
+"""Runtime binding of a logical plan and executor projections (spec §12.1-§12.3).
+
+The common case of several steps is decided by C accept paths (``_native.attest_many``,
+``operations_snapshots``, ``bind_regions``, ``bound_fragment_ids``, ``project_attested``; the
+logical target recheck and the §12.6 check in their own modules). Each returns the exact value
+the Python code next to it would produce, or None; on None that code runs and raises the spec's
+first failure in its own order.
+"""
 
 from __future__ import annotations
 

@@ -3,7 +3,9 @@ self-checks of spec §11.6.
 
 Every check here runs on each construction, ``dataclasses.replace`` and unpickling, so all of
 them are linear in the plan size (dict look-ups; the exact-cover test runs in C in one call).
-``validate_logical_target_coverage`` is also what ``bind_logical_transfer_plan`` re-runs.
+``validate_logical_target_coverage`` is also what ``bind_logical_transfer_plan`` re-runs; its
+common case is decided in C (``_native.logical_target_cover``, which only accepts or declines:
+on a decline the Python checks below run and raise the first failure).
 """
 
 from __future__ import annotations
