@@ -242,3 +242,64 @@ def test_hostile_ranks_decline(side: Tuple[Any, List[Any], Any]) -> None:
     finally:
         object.__setattr__(part, "rank", original)
     assert isinstance(WeightRuntimeBindingManifest, type)
+
+
+# ---------------------------------------------------------------------------------------
+# _build_executor_plans (no attestations given): the fused attestation, then the C projection
+
+
+def projections(placement: Any, bindings: Any, selected: Any, fused: bool) -> Any:
+    saved = (_native.attest_many, _native.project_attested)
+    if not fused:
+        _native.attest_many = _native.project_attested = lambda *args: None  # type: ignore[attr-defined]
+    try:
+        return binding_module._build_executor_plans((placement,), bindings, "target", selected_fragment_ids=selected)
+    except ValueError as exc:
+        return str(exc)
+    finally:
+        _native.attest_many, _native.project_attested = saved  # type: ignore[attr-defined]
+
+
+PROJECTION_FORGERIES = ["none", "digest", "nbytes", "other-placement", "unknown-participant", "same-objects"]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(
+    placement_pairs(),
+    st.sampled_from([0, 0, 2]),
+    st.sampled_from(PROJECTION_FORGERIES),
+    st.integers(0, 1000),
+    st.sampled_from(["none", "all", "half"]),
+)
+def test_projections_without_attestations_match_the_python_loop(
+    pair: Tuple[Layout, Layout], every: int, forgery: str, index: int, choice: str
+) -> None:
+    placement = build_placement(pair[1])
+    results = []
+    for fused in (False, True):
+        bindings = build_runtime_bindings(placement)  # fresh objects per run
+        assume(bindings)
+        if every:
+            bindings = split_workers(bindings, every)
+        bindings = list(bindings)
+        k = index % len(bindings)
+        if forgery == "digest":
+            object.__setattr__(bindings[k], "placement_digest", "0" * 64)
+        elif forgery == "nbytes":
+            fragment = bindings[k].fragments[0]
+            object.__setattr__(fragment, "nbytes", fragment.nbytes + 1)
+        elif forgery == "other-placement":
+            object.__setattr__(bindings[k], "placement_id", "sha256:" + "1" * 64)
+        elif forgery == "unknown-participant":
+            object.__setattr__(bindings[k], "participant_id", "nobody")
+        ids = sorted(f.fragment_id for b in bindings for f in b.fragments)
+        selected: Any = None
+        if choice == "all":
+            selected = frozenset(ids)
+        elif choice == "half":
+            selected = frozenset(ids[::2])
+        if forgery == "same-objects":
+            projections(placement, bindings, selected, fused)  # proofs remembered by a first call
+        results.append(projections(placement, bindings, selected, fused))
+    slow, fast = results
+    assert fast == slow

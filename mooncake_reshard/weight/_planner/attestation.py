@@ -513,6 +513,31 @@ def _attest(placement: WeightPlacementManifest, binding: WeightRuntimeBindingMan
     return RuntimeBindingAttestation._from_validated(placement, binding)
 
 
+def _fused_attestations(
+    placement: WeightPlacementManifest, bindings: tuple[Any, ...]
+) -> Optional[list[Optional[RuntimeBindingAttestation]]]:
+    """``_native.attest_many`` for an exact placement: per binding the attestation of the fused
+    ``validate_runtime_binding`` and attest (remembered on the binding), or None where that is
+    not decided in C (never a failure: the caller attests those with ``_attest``, in order)."""
+    fused: Optional[list[Optional[RuntimeBindingAttestation]]] = _native.attest_many(
+        RuntimeBindingAttestation,
+        RuntimeBindingEvidence,
+        RuntimeBindingFragment,
+        PlacementFragment,
+        TensorDescriptor,
+        WeightRuntimeBindingManifest,
+        placement,
+        placement._part_index(),
+        bindings,
+        placement.resource_id,
+        placement.placement_id,
+        placement.digest,
+        placement.revision,
+        _ATTESTATION_SLOT,
+    )
+    return fused
+
+
 def _attest_many(
     placement: WeightPlacementManifest, bindings: Iterable[WeightRuntimeBindingManifest]
 ) -> list[RuntimeBindingAttestation]:
@@ -525,22 +550,7 @@ def _attest_many(
         # The fused path for every binding in one C call (remembered on each binding as below);
         # the bindings it does not decide are attested here, in order, so the first failure is
         # raised as before (the ones it decided are valid: proofs remembered early, no failure).
-        fused_all: Optional[list[Optional[RuntimeBindingAttestation]]] = _native.attest_many(
-            RuntimeBindingAttestation,
-            RuntimeBindingEvidence,
-            RuntimeBindingFragment,
-            PlacementFragment,
-            TensorDescriptor,
-            WeightRuntimeBindingManifest,
-            placement,
-            parts,
-            bindings,
-            placement.resource_id,
-            placement.placement_id,
-            placement.digest,
-            placement.revision,
-            _ATTESTATION_SLOT,
-        )
+        fused_all = _fused_attestations(placement, bindings)
         if fused_all is not None:
             return [
                 _attest(placement, binding) if fused is None else fused for binding, fused in zip(bindings, fused_all)

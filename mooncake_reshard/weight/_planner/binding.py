@@ -23,7 +23,7 @@ from ... import _native
 from ..._collector import collector_paused
 from ...contracts.fragments import RuntimeBindingFragment
 from .attestation import RuntimeBindingAttestation, RuntimeBindingEvidence
-from .attestation import _attest, _attest_many, _cached_attestation
+from .attestation import _attest, _attest_many, _cached_attestation, _fused_attestations
 from .bound_contracts import ExecutorTransferPlan, RuntimeFragmentSnapshot, TransferPlan, _attested_snapshots
 from . import bound_validation
 from .bound_validation import _attestation_cache, _attestation_values
@@ -301,30 +301,48 @@ def _build_executor_plans_with(
         if key in by_key:
             raise ValueError(f"duplicate {side} runtime binding participant")
         by_key[key] = binding
-    if attestations is not None and len(placements) == 1:
+    if len(placements) == 1 and type(placements[0]) is WeightPlacementManifest:
+        placement = placements[0]
+        if attestations is None:
+            # The bindings through the fused C attestation (it never raises: it decides only valid
+            # bindings of this placement's parts, whose placement id and participant it checks, and
+            # leaves every other one, in any order); those it does not decide are left to the
+            # loop's _attest, which raises the first failure in part order as before. A decided
+            # attestation is exactly what _attest returns for that binding (its remembered proof).
+            placement_id = placement.placement_id
+            ordered = tuple(by_key.values())
+            fused = _fused_attestations(placement, ordered)
+            if fused is not None:
+                decided = {
+                    (placement_id, binding.participant_id): attestation
+                    for binding, attestation in zip(ordered, fused)
+                    if attestation is not None
+                }
+                # None decided (e.g. every proof already remembered): the loop as before.
+                attestations = decided or None
+    if attestations is not None and len(placements) == 1 and type(placements[0]) is WeightPlacementManifest:
+        placement = placements[0]
         # Every bound part on its attested single-worker path, in one C call (None: the loop
         # below decides and raises the first failure).
-        placement = placements[0]
-        if type(placement) is WeightPlacementManifest:
-            projected: Optional[tuple[ExecutorTransferPlan, ...]] = _native.project_attested(
-                ExecutorTransferPlan,
-                RuntimeFragmentSnapshot,
-                RuntimeBindingAttestation,
-                RuntimeBindingEvidence,
-                RuntimeBindingFragment,
-                ParallelRank,
-                _attestation_values,
-                placement,
-                placement.parts,
-                placement._part_index(),
-                by_key,
-                attestations,
-                placement.placement_id,
-                placement.digest,
-                selected_fragment_ids,
-            )
-            if projected is not None:
-                return projected
+        projected: Optional[tuple[ExecutorTransferPlan, ...]] = _native.project_attested(
+            ExecutorTransferPlan,
+            RuntimeFragmentSnapshot,
+            RuntimeBindingAttestation,
+            RuntimeBindingEvidence,
+            RuntimeBindingFragment,
+            ParallelRank,
+            _attestation_values,
+            placement,
+            placement.parts,
+            placement._part_index(),
+            by_key,
+            attestations,
+            placement.placement_id,
+            placement.digest,
+            selected_fragment_ids,
+        )
+        if projected is not None:
+            return projected
     out: list[ExecutorTransferPlan] = []
     seen_keys: set[tuple[Any, ...]] = set()
     emitted: set[str] = set()
