@@ -1126,7 +1126,7 @@ def _fast_target_coverage(
     used: set[int],
 ) -> bool:
     """``_validate_bound_target_coverage`` (executor states stand for the executors in ``used``)."""
-    parts = {part.participant_id: part for part in placement.parts}
+    parts: dict[Any, Any] = {part.participant_id: part for part in placement.parts}
     boxes_by_fragment: dict[Any, list[tuple[tuple[int, ...], tuple[int, ...]]]] = {}
     op_participants: set[str] = set()
     participant_of: dict[int, str] = {}
