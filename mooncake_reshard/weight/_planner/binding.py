@@ -612,6 +612,8 @@ def _validate_bindings_together(
     # The remembered proof, or validate_runtime_binding then the attestation (remembered also
     # for bindings that are validated but not kept), binding by binding.
     proven: list[Optional[RuntimeBindingAttestation]] = list(_attest_many(placement, bindings))
+    if len({binding.instance_id for binding in bindings}) == len(bindings):
+        return proven  # one binding per instance: its ranges were checked with it
     instances: dict[str, list[WeightRuntimeBindingManifest]] = {}
     for binding in bindings:
         bucket = instances.get(binding.instance_id)
@@ -619,8 +621,6 @@ def _validate_bindings_together(
             instances[binding.instance_id] = [binding]
         else:
             bucket.append(binding)
-    if len(instances) == len(bindings):
-        return proven  # one binding per instance: its ranges were checked with it
     for members in instances.values():
         # A single binding's instance ranges are exactly the per-binding check above.
         if len(members) > 1:
