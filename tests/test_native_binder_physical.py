@@ -250,3 +250,14 @@ def test_accept_implies_the_literal_rule_has_nothing_to_report(workload: Tuple[L
         assert oracle(operations, budget) is None
     else:
         assert not brute_force(operations) or oracle(operations, budget) is not None
+
+
+def test_other_sequences_take_the_sweep() -> None:
+    ops = [whole("a", 4096), whole("b", 8192)]
+
+    class Ops(list):  # type: ignore[type-arg]
+        pass
+
+    _check_target_physical_ranges(Ops(ops), 10)  # not a plain list: the sweep decides (no TypeError)
+    with raises("conflicting target physical range: b"):
+        _check_target_physical_ranges(Ops([ops[0], whole("b", 4096 + 8)]), 10)

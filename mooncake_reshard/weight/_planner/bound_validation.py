@@ -170,7 +170,9 @@ def _check_target_physical_ranges(operations: Sequence[Any], max_segment_checks:
     """The §12.6 check on executable regions with runtime-bound targets."""
     # Every operation writing its own whole, alias-free target fragment, with disjoint extents
     # per address space: nothing to report (decided in C; None: the grouping below decides).
-    if _native.physical_whole_targets(operations, TransferRegion, BoundWeightFragment, max_segment_checks):
+    if type(operations) in (tuple, list) and _native.physical_whole_targets(
+        operations, TransferRegion, BoundWeightFragment, max_segment_checks
+    ):
         return
     _sweep_target_physical_ranges(operations, max_segment_checks)
 
