@@ -2657,19 +2657,17 @@ done:
 }
 
 /* ------------------------------------------------------------------------------------------
- * attest_many: attest_binding over one side's bindings, each remembered on its binding */
+ * attest_many: attest_binding over one side's bindings (nothing is remembered on them) */
 
 PyDoc_STRVAR(attest_many_doc,
 "attest_many(attestation_cls, evidence_cls, runtime_fragment_cls, placement_fragment_cls,\n"
 "            tensor_cls, binding_cls, placement, part_index, bindings, resource_id, placement_id,\n"
-"            placement_digest, revision, slot)\n"
+"            placement_digest, revision)\n"
 "--\n\n"
 "attestation._attest_many's fused path over a tuple of bindings in one call: per binding, its\n"
-"attestation when the binding is an exact binding_cls without a remembered attestation (no\n"
-"``slot`` in its __dict__), its participant has a part in ``part_index`` and attest_binding\n"
-"decides it with the part's fragments and tensors; that attestation is then remembered as\n"
-"``binding.__dict__[slot] = (placement, attestation, resource_id, placement_id,\n"
-"placement_digest, instance_id, generation, lease_id, revision, participant_id, fragments)``.\n"
+"attestation when the binding is an exact binding_cls, its participant has a part in\n"
+"``part_index`` and attest_binding decides it with the part's fragments and tensors (every\n"
+"binding is validated on every call: nothing is read from or written to the bindings).\n"
 "None in the list for every binding not decided here (the caller attests it in Python, in\n"
 "order, so the first failure is raised there). None instead of a list for a bindings value\n"
 "that is not a tuple, or a part_index that is not a dict.");
@@ -2678,41 +2676,27 @@ static PyObject *
 bd_attest_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     bd_table tb;
-    if (nargs != 14) {
-        PyErr_SetString(PyExc_TypeError, "attest_many expects 14 arguments");
+    if (nargs != 13) {
+        PyErr_SetString(PyExc_TypeError, "attest_many expects 13 arguments");
         return NULL;
     }
     if (bd_load_table(self, &tb) < 0) return NULL;
     if (bd_check_heap_types(args, 6) < 0) return NULL;
     PyObject *const *nm = tb.nm;
     PyObject *binding_cls = args[5], *placement = args[6], *part_index = args[7], *bindings = args[8];
-    PyObject *slot = args[13];
-    if (!PyUnicode_CheckExact(slot)) {
-        PyErr_SetString(PyExc_TypeError, "attest_many: slot must be a str");
-        return NULL;
-    }
     if (!PyTuple_CheckExact(bindings) || !PyDict_CheckExact(part_index)) Py_RETURN_NONE;
     Py_ssize_t n = PyTuple_Size(bindings);
     if (n < 0) return NULL;
     PyObject *out = PyList_New(n);
     if (out == NULL) return NULL;
-    /* the binding fields of attestation._binding_signature, in its order */
-    static const int signature[9] = {N_RESOURCE_ID, N_PLACEMENT_ID, N_PLACEMENT_DIGEST, N_INSTANCE_ID,
-                                     N_GENERATION, N_LEASE_ID, N_REVISION, N_PARTICIPANT_ID, N_FRAGMENTS};
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *binding = PyTuple_GetItem(bindings, i);
         PyObject *state = NULL, *participant = NULL, *fragments = NULL, *tensors = NULL, *fused = NULL;
-        PyObject *entry = NULL;
         int status = BD_FALLBACK;
         if (binding == NULL) goto fail;
         if ((PyObject *)Py_TYPE(binding) != binding_cls) goto next;
         status = bd_dict_of(binding, &state);
         if (status != BD_OK) goto next;
-        int remembered = PyDict_Contains(state, slot);
-        if (remembered != 0) {
-            status = remembered < 0 ? BD_ERROR : BD_FALLBACK;
-            goto next;
-        }
         status = bd_dget(state, nm[N_PARTICIPANT_ID], &participant);
         if (status != BD_OK) goto next;
         PyObject *part = PyDict_GetItemWithError(part_index, participant); /* borrowed */
@@ -2738,26 +2722,12 @@ bd_attest_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             status = BD_FALLBACK;
             goto next;
         }
-        status = BD_ERROR;
-        entry = PyTuple_New(11);
-        if (entry == NULL) goto next;
-        Py_INCREF(placement);
-        PyTuple_SetItem(entry, 0, placement); /* a fresh tuple: cannot fail */
-        Py_INCREF(fused);
-        PyTuple_SetItem(entry, 1, fused);
         status = BD_OK;
-        for (int k = 0; k < 9 && status == BD_OK; k++) {
-            PyObject *value = NULL;
-            status = bd_get(binding, nm[signature[k]], &value);
-            if (status == BD_OK && PyTuple_SetItem(entry, 2 + k, value) < 0) status = BD_ERROR;
-        }
-        if (status == BD_OK && PyDict_SetItem(state, slot, entry) < 0) status = BD_ERROR;
     next:
         Py_XDECREF(state);
         Py_XDECREF(participant);
         Py_XDECREF(fragments);
         Py_XDECREF(tensors);
-        Py_XDECREF(entry);
         if (status == BD_ERROR) {
             Py_XDECREF(fused);
             goto fail;

@@ -845,15 +845,14 @@ def attest_many(
     placement_id: object,
     placement_digest: object,
     revision: object,
-    slot: str,
     /,
 ) -> Optional[list[Any]]:
     """``attestation._attest_many``'s fused path over a tuple of bindings: per binding the
-    attestation ``attest_binding`` decides (an exact ``binding_cls`` with nothing remembered under
-    ``slot``, a part in ``part_index``), remembered as ``binding.__dict__[slot] = (placement,
-    attestation, *the nine binding field values)``; None for each binding not decided here
-    (attested in Python, in order). None instead of a list when ``bindings`` is not a tuple or
-    ``part_index`` not a dict; ``TypeError`` for a class that is not a heap type or a non-str slot."""
+    attestation ``attest_binding`` decides (an exact ``binding_cls``, a part in ``part_index``),
+    validated on every call (nothing is read from or written to the bindings); None for each
+    binding not decided here (attested in Python, in order). None instead of a list when
+    ``bindings`` is not a tuple or ``part_index`` not a dict; ``TypeError`` for a class that is
+    not a heap type."""
 
 def operations_snapshots(
     operations: object, region_cls: type, fragment_cls: type, target_index: object, source_index: object, /

@@ -1,5 +1,5 @@
-"""Fast paths of runtime binding (issue 5): remembered attestations, trusted evidence and bound
-fragments, cached executor projections, attested-snapshot comparison in ``TransferPlan``.
+"""Fast paths of runtime binding (issue 5): attestation on every bind (nothing remembered on a
+binding or a plan), trusted evidence and bound fragments, cached executor projections, attested-snapshot comparison in ``TransferPlan``.
 
 Each fast path must give exactly the value (or the error) of the slow path it replaces; no
 timing is asserted here."""
@@ -18,10 +18,8 @@ from spec_helpers import raises
 
 from mooncake.reshard.weight import WeightRuntimeBindingManifest, validate_runtime_binding
 from mooncake.reshard.weight._planner.attestation import (
-    _ATTESTATION_SLOT,
     _attest,
     _binding_of,
-    _cached_attestation,
     _evidence_from_validated,
 )
 from mooncake.reshard.weight._planner.binding import _build_executor_plans, _project_part
@@ -63,19 +61,23 @@ def world() -> World:
 
 
 def _fresh(binding: WeightRuntimeBindingManifest) -> WeightRuntimeBindingManifest:
-    """An equal binding without any remembered attestation."""
+    """An equal binding, another object."""
     return dataclasses.replace(binding)
 
 
+_BINDING_FIELDS = {field.name for field in dataclasses.fields(WeightRuntimeBindingManifest)}
+
+
 # ---------------------------------------------------------------------------------------
-# Remembered attestations
+# Nothing remembered: every bind attests every binding again
 
 
-def test_rebinding_reuses_the_remembered_attestation(world: World) -> None:
+def test_rebinding_attests_again(world: World) -> None:
     first = world.bind()
     second = world.bind()
     assert first == second
-    assert first.operations[0].target.attestation is second.operations[0].target.attestation
+    assert first.operations[0].target.attestation is not second.operations[0].target.attestation
+    assert first.operations[0].target.attestation == second.operations[0].target.attestation
     # A fresh, equal binding set gives an equal plan with new (equal) attestations.
     fresh = world.bind(
         target=tuple(_fresh(b) for b in world.target_bindings),
@@ -88,50 +90,50 @@ def test_rebinding_reuses_the_remembered_attestation(world: World) -> None:
     assert check_targets(world.target, world.target_bindings, world.memory) == 4 * 7 * 2
 
 
-def test_remembered_attestation_is_per_placement_object(world: World) -> None:
+def test_attest_validates_on_every_call(world: World) -> None:
     binding = world.target_bindings[0]
     attestation = _attest(world.target, binding)
-    assert _cached_attestation(world.target, binding) is attestation
-    other = copy.copy(world.target)  # equal placement, another object: no reuse
+    again = _attest(world.target, binding)
+    assert again == attestation and again is not attestation
+    other = copy.copy(world.target)  # equal placement, another object
     assert other == world.target
-    assert _cached_attestation(other, binding) is None
     assert _attest(other, binding) == attestation
-    # A different placement never reuses the proof: the binding is validated (and rejected).
+    # A different placement: the binding is validated (and rejected).
     with pytest.raises(ValueError):
         _attest(world.source, binding)
+    # An in-place forgery after a successful attestation is refused by the next one.
+    fragment = binding.fragments[0]
+    object.__setattr__(fragment, "nbytes", fragment.nbytes + 2)
+    with pytest.raises(ValueError, match="^runtime binding byte size does not match placement"):
+        _attest(world.target, binding)
 
 
-def test_remembered_attestation_is_dropped_when_a_field_is_forged(world: World) -> None:
+def test_a_forged_field_is_refused_on_a_rebind(world: World) -> None:
     world.bind()
     binding = world.target_bindings[0]
-    assert _cached_attestation(world.target, binding) is not None
     object.__setattr__(binding, "lease_id", "")
-    assert _cached_attestation(world.target, binding) is None
     with raises("lease_id must be a non-empty string"):
         world.bind()
 
 
-def test_remembered_attestation_is_dropped_when_fragments_are_forged(world: World) -> None:
+def test_forged_fragments_are_refused_on_a_rebind(world: World) -> None:
     world.bind()
     binding = world.target_bindings[0]
     fragments = list(binding.fragments)
     fragments[0] = dataclasses.replace(fragments[0], nbytes=fragments[0].nbytes + 2, storage_nbytes=1 << 30)
     object.__setattr__(binding, "fragments", tuple(fragments))
-    assert _cached_attestation(world.target, binding) is None
     with pytest.raises(ValueError, match="runtime binding byte size does not match placement"):
         world.bind()
 
 
-def test_remembered_attestation_never_travels(world: World) -> None:
+def test_binding_leaves_no_private_entry_on_a_binding(world: World) -> None:
     world.bind()
-    binding = world.target_bindings[0]
-    assert _ATTESTATION_SLOT in binding.__dict__
-    for clone in (pickle.loads(pickle.dumps(binding)), copy.copy(binding), copy.deepcopy(binding)):
-        assert clone == binding
-        assert _ATTESTATION_SLOT not in clone.__dict__
-    assert _ATTESTATION_SLOT not in dataclasses.asdict(binding)
-    assert _ATTESTATION_SLOT not in repr(binding)
-    assert _ATTESTATION_SLOT in binding.__dict__  # pickling did not drop it from the original
+    world.bind()
+    for binding in world.target_bindings + world.source_bindings:
+        assert set(binding.__dict__) == _BINDING_FIELDS
+        for clone in (pickle.loads(pickle.dumps(binding)), copy.copy(binding), copy.deepcopy(binding)):
+            assert clone == binding
+            assert clone.__dict__ == binding.__dict__
 
 
 def test_every_given_binding_is_still_validated(world: World) -> None:
@@ -277,7 +279,9 @@ def test_partially_selected_worker_gets_a_partial_executor() -> None:
         assert selected == _slow_projection(source, bindings, "source", one)
         assert [e.fragment_ids for e in selected] == [complete[0].fragment_ids[1:], complete[1].fragment_ids[:1]]
         assert selected[0].fragment_snapshots == complete[0].fragment_snapshots[1:]
-        assert selected[0].attestation is complete[0].attestation
+        # each call attests the bindings again (nothing remembered): equal attestations
+        assert selected[0].attestation == complete[0].attestation
+        assert selected[0].attestation.placement is source
 
 
 def test_partial_target_executor_in_a_plan_revalidates() -> None:
@@ -352,31 +356,40 @@ def test_single_region_cover_shortcut_still_checks_coverage(world: World) -> Non
 
 
 # ---------------------------------------------------------------------------------------
-# Logical target recheck (spec §12.1 step 2) is skipped only for the same, unchanged plan
+# Logical target recheck (spec §12.1 step 2) runs on every bind
+
+
+def test_logical_recheck_runs_on_every_bind(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mooncake.reshard.weight._planner import binding as binding_module
+
+    seen: list[Any] = []
+    original = binding_module.validate_logical_target_coverage
+
+    def spy(plan: Any) -> None:
+        seen.append(plan)
+        original(plan)
+
+    monkeypatch.setattr(binding_module, "validate_logical_target_coverage", spy)
+    first = world.bind()
+    second = world.bind()
+    assert first == second
+    assert len(seen) == 2 and all(plan is world.logical for plan in seen)
+    assert not hasattr(binding_module, "_RECHECKED")  # no module-wide memo of proven plans
 
 
 def test_logical_recheck_runs_again_for_a_plan_forged_in_place(world: World) -> None:
-    from mooncake.reshard.weight._planner import binding as binding_module
-
     world.bind()
-    assert id(world.logical) in binding_module._RECHECKED
     object.__setattr__(world.logical, "operations", world.logical.operations[:1] + world.logical.operations[2:])
     with raises("logical target fragment is not fully covered: "):
         world.bind()
 
 
-def test_logical_recheck_entry_dies_with_its_plan() -> None:
-    import gc
-
-    from mooncake.reshard.weight._planner import binding as binding_module
-
-    local = World()
-    local.bind()
-    key = id(local.logical)
-    assert key in binding_module._RECHECKED
-    del local
-    gc.collect()
-    assert key not in binding_module._RECHECKED
+def test_logical_recheck_sees_a_nested_forgery_after_a_bind(world: World) -> None:
+    world.bind()
+    operation = world.logical.operations[0]
+    object.__setattr__(operation, "overlap_shape", (1,) + tuple(operation.overlap_shape[1:]))
+    with raises("logical target fragment is not fully covered: "):
+        world.bind()
 
 
 # ---------------------------------------------------------------------------------------

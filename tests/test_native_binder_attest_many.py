@@ -1,7 +1,7 @@
 """``_native.attest_many``: ``attestation._attest_many``'s fused path for a whole side in one C call.
 
-Every binding it decides gets the attestation ``attest_binding`` builds, remembered on the binding
-exactly as the Python loop remembers it; every other entry is None and is attested in Python, in
+Every binding it decides gets the attestation ``attest_binding`` builds, validated on every call
+(nothing is remembered on a binding); every other entry is None and is attested in Python, in
 order, so the first failure is unchanged. Tested against the Python loop as the oracle over
 generated placements with valid and forged bindings, and with hostile arguments."""
 
@@ -20,9 +20,7 @@ from test_planner_oracle import placement_pairs
 from mooncake.reshard import _native
 from mooncake.reshard.weight import PlacementFragment, RuntimeBindingFragment, TensorDescriptor
 from mooncake.reshard.weight import WeightRuntimeBindingManifest
-from mooncake.reshard.weight._planner import attestation as attestation_module
 from mooncake.reshard.weight._planner.attestation import (
-    _ATTESTATION_SLOT,
     RuntimeBindingAttestation,
     RuntimeBindingEvidence,
     _attest_many,
@@ -47,26 +45,26 @@ def call(placement: Any, given: Any, **replace: Any) -> Any:
         "placement_id": placement.placement_id,
         "digest": placement.digest,
         "revision": placement.revision,
-        "slot": _ATTESTATION_SLOT,
     }
     values.update(replace)
     return _native.attest_many(*CLASSES, *values.values())
 
 
 def outcome(placement: Any, bindings: Tuple[Any, ...], fused: bool) -> Any:
-    """``_attest_many`` with (or without) the C call: the attestations and what each binding
-    remembers, or the failure."""
+    """``_attest_many`` with (or without) the C call: the attestations and the bindings' states
+    (which must not change), or the failure."""
     original = _native.attest_many
     if not fused:
         _native.attest_many = lambda *args: None  # type: ignore[attr-defined]
+    before = [dict(b.__dict__) for b in bindings]
     try:
         result = _attest_many(placement, bindings)
     except ValueError as exc:
         return ("error", str(exc))
     finally:
         _native.attest_many = original  # type: ignore[attr-defined]
-    remembered = [b.__dict__.get(_ATTESTATION_SLOT) for b in bindings]
-    return ("ok", result, [None if r is None else (r[0], r[1], r[2:]) for r in remembered])
+    assert [b.__dict__ for b in bindings] == before  # nothing remembered on a binding
+    return ("ok", result)
 
 
 def copies(bindings: Tuple[Any, ...]) -> Tuple[Any, ...]:
@@ -74,7 +72,10 @@ def copies(bindings: Tuple[Any, ...]) -> Tuple[Any, ...]:
     return tuple(dataclasses.replace(b) for b in bindings)
 
 
-FORGERIES = ["none", "digest", "nbytes", "strides", "owner-free-copy", "overlap", "participant", "remembered"]
+FORGERIES = ["none", "digest", "nbytes", "strides", "owner-free-copy", "overlap", "participant", "stale-entry"]
+
+
+STALE_SLOT = "_mooncake_attestation"
 
 
 def forge(bindings: Tuple[Any, ...], kind: str, index: int) -> Tuple[Any, ...]:
@@ -95,8 +96,8 @@ def forge(bindings: Tuple[Any, ...], kind: str, index: int) -> Tuple[Any, ...]:
         object.__setattr__(second, "storage_address", b.fragments[0].storage_address)
     elif kind == "participant":
         object.__setattr__(b, "participant_id", "nobody")
-    elif kind == "remembered":
-        b.__dict__[_ATTESTATION_SLOT] = ("junk",)
+    elif kind == "stale-entry":  # what an earlier version remembered: now an ignored attribute
+        b.__dict__[STALE_SLOT] = ("junk",)
     return tuple(bindings)
 
 
@@ -120,14 +121,10 @@ def test_same_attestations_and_failures_as_the_python_loop(
         assert fast == slow
     else:
         assert fast[1] == slow[1]  # equal attestations (placement and evidence)
-        assert [r is None for r in fast[2]] == [r is None for r in slow[2]]
-        for mine, theirs, attestation in zip(fast[2], slow[2], fast[1]):
-            if mine is not None:
-                assert mine[0] is placement and mine[2] == theirs[2]
-                assert mine[1] is attestation or mine[1] == attestation
+        assert all(attestation.placement is placement for attestation in fast[1])
 
 
-def test_decided_entries_and_remembered_proof() -> None:
+def test_decided_entries_and_every_call_validates() -> None:
     from layout_model import TensorSpec
     from planner_helpers import tp_placement
 
@@ -135,14 +132,21 @@ def test_decided_entries_and_remembered_proof() -> None:
     bindings = build_runtime_bindings(placement)
     result = call(placement, bindings)
     assert isinstance(result, list) and len(result) == len(bindings)
+    fields = {field.name for field in dataclasses.fields(WeightRuntimeBindingManifest)}
     for binding, attestation in zip(bindings, result):
         assert type(attestation) is RuntimeBindingAttestation
-        entry = binding.__dict__[_ATTESTATION_SLOT]
-        assert entry[0] is placement and entry[1] is attestation
-        assert entry[2:] == attestation_module._binding_signature(binding)
+        assert set(binding.__dict__) == fields  # nothing remembered on the binding
         assert attestation == RuntimeBindingAttestation(placement, binding)
-    # remembered now: every entry is left to Python (its cached path)
-    assert call(placement, bindings) == [None] * len(bindings)
+    # a second call decides every binding again, from its current values
+    again = call(placement, bindings)
+    assert again == result and all(a is not b for a, b in zip(again, result))
+    # an in-place forgery after a first call is seen by the next call: left to Python, which refuses it
+    fragment = bindings[0].fragments[0]
+    object.__setattr__(fragment, "nbytes", fragment.nbytes + 1)
+    forged = call(placement, bindings)
+    assert forged[0] is None and forged[1:] == result[1:]
+    with pytest.raises(ValueError, match="^runtime binding byte size does not match placement"):
+        _attest_many(placement, bindings)
 
 
 @pytest.fixture(scope="module")
@@ -165,10 +169,11 @@ def test_wrong_arguments_raise_type_error(side: Tuple[Any, Tuple[Any, ...]]) -> 
             classes[k] = bad
             with pytest.raises(TypeError):
                 _native.attest_many(*classes, placement, placement._part_index(), fresh, placement.resource_id,
-                                    placement.placement_id, placement.digest, placement.revision, _ATTESTATION_SLOT)
-    for slot in (None, 1, b"slot"):
+                                    placement.placement_id, placement.digest, placement.revision)
+    for extra in (None, "_mooncake_attestation"):  # the former slot argument: now one too many
         with pytest.raises(TypeError):
-            call(placement, fresh, slot=slot)
+            _native.attest_many(*CLASSES, placement, placement._part_index(), fresh, placement.resource_id,
+                                placement.placement_id, placement.digest, placement.revision, extra)
 
 
 @pytest.mark.parametrize("name", ["bindings", "part_index"])
@@ -188,7 +193,7 @@ def test_other_identity_values_leave_every_binding_to_python(
     placement, bindings = side
     fresh = copies(bindings)
     assert call(placement, fresh, **{name: value}) == [None] * len(fresh)
-    assert all(_ATTESTATION_SLOT not in b.__dict__ for b in fresh)
+    assert all(STALE_SLOT not in b.__dict__ for b in fresh)
 
 
 def test_foreign_items_are_left_to_python(side: Tuple[Any, Tuple[Any, ...]]) -> None:

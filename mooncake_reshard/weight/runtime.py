@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from ..contracts._checks import item_tuple, require_str, require_u64
 from ..contracts.fragments import RuntimeBindingFragment
@@ -19,10 +18,6 @@ from ..contracts.manifest import ResourceKind
 from .types import require_sha256_digest
 
 __all__ = ["WeightRuntimeBindingManifest"]
-
-
-# Non-field cache slot written by ``_planner.attestation`` (kept in sync there).
-_ATTESTATION_SLOT = "_mooncake_attestation"
 
 
 def _placement_fragment_key(fragment: RuntimeBindingFragment) -> str:
@@ -71,14 +66,6 @@ class WeightRuntimeBindingManifest:
                 raise ValueError("duplicate runtime fragment_id in runtime binding")
             runtime_ids.add(fragment.fragment_id)
         self.__dict__["fragments"] = fragments
-
-    def __getstate__(self) -> dict[str, Any]:
-        """The field values only: private caches (a remembered attestation) never travel."""
-        state = self.__dict__
-        if _ATTESTATION_SLOT in state:
-            state = dict(state)
-            del state[_ATTESTATION_SLOT]
-        return state
 
     @property
     def resource_kind(self) -> ResourceKind:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from operator import attrgetter, itemgetter
+from operator import itemgetter
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Optional
 
@@ -190,8 +190,7 @@ class RuntimeBindingAttestation:
     ) -> RuntimeBindingAttestation:
         """Private: attest a binding that ``validate_runtime_binding(placement, binding)`` has
         just accepted (binding validates every binding before attesting the kept ones).
-
-        The attestation is remembered on the binding (see ``_cached_attestation``)."""
+"""
         instance: RuntimeBindingAttestation = object.__new__(cls)
         if cls is RuntimeBindingAttestation and isinstance(placement, WeightPlacementManifest):
             part = placement._part_index().get(binding.participant_id)
@@ -204,16 +203,13 @@ class RuntimeBindingAttestation:
                 None if part is None else part.fragments,
             )
             if built is not None:
-                _remember_attestation(placement, binding, built)
                 return built
             fast = _fast_validated_state(placement, binding)
             if fast is not None:
                 instance.__dict__.update(fast)
-                _remember_attestation(placement, binding, instance)
                 return instance
         evidence = _evidence_from_validated(binding)
         instance._set_validated_state(placement, evidence, binding, validated=True)
-        _remember_attestation(placement, binding, instance)
         return instance
 
     def _set_validated_state(
@@ -426,56 +422,9 @@ def _evidence_from_validated(binding: WeightRuntimeBindingManifest) -> RuntimeBi
     return evidence
 
 
-# A validated binding remembers its attestation, keyed by the very placement object and the
-# very field values it was validated with: a later request for the same (placement, binding)
-# pair reuses that proof instead of validating the unchanged, immutable values again. The
-# entry is one flat tuple (placement, attestation, the nine field values: a single object for
-# the cyclic GC to track per binding). It is not a field: it is excluded from equality,
-# ``repr``, ``asdict``, copies and pickles.
-_ATTESTATION_SLOT = "_mooncake_attestation"
-
-
-# The field values of a binding, read as attributes (one C call).
-_binding_signature = attrgetter(
-    "resource_id",
-    "placement_id",
-    "placement_digest",
-    "instance_id",
-    "generation",
-    "lease_id",
-    "revision",
-    "participant_id",
-    "fragments",
-)
-
-
-def _remember_attestation(
-    placement: WeightPlacementManifest, binding: WeightRuntimeBindingManifest, attestation: RuntimeBindingAttestation
-) -> None:
-    if type(binding) is WeightRuntimeBindingManifest:
-        binding.__dict__[_ATTESTATION_SLOT] = (placement, attestation, *_binding_signature(binding))
-
-
-def _cached_attestation(
-    placement: WeightPlacementManifest, binding: WeightRuntimeBindingManifest
-) -> Optional[RuntimeBindingAttestation]:
-    """The attestation of an earlier successful validation of exactly this ``(placement,
-    binding)`` pair (same placement object, identical or equal binding field values), or None."""
-    entry = binding.__dict__.get(_ATTESTATION_SLOT) if type(binding) is WeightRuntimeBindingManifest else None
-    if entry is None or entry[0] is not placement:
-        return None
-    attestation: RuntimeBindingAttestation = entry[1]
-    if entry[2:] != _binding_signature(binding) or attestation.placement is not placement:
-        return None
-    return attestation
-
-
 def _attest(placement: WeightPlacementManifest, binding: WeightRuntimeBindingManifest) -> RuntimeBindingAttestation:
-    """``validate_runtime_binding(placement, binding)`` then the attestation, reusing the
-    remembered proof of an unchanged pair."""
-    attestation = _cached_attestation(placement, binding)
-    if attestation is not None:
-        return attestation
+    """``validate_runtime_binding(placement, binding)`` then the attestation, on every call
+    (nothing is remembered: a frozen value can be edited in place)."""
     if type(placement) is WeightPlacementManifest and type(binding) is WeightRuntimeBindingManifest:
         part = placement._part_index().get(binding.participant_id)
         if part is not None:
@@ -497,7 +446,6 @@ def _attest(placement: WeightPlacementManifest, binding: WeightRuntimeBindingMan
                 placement.revision,
             )
             if fused is not None:
-                _remember_attestation(placement, binding, fused)
                 return fused
     # validate_runtime_binding(placement, binding), keeping the part it validated against.
     views, part = _binding_views_and_part(placement, binding)
@@ -508,7 +456,6 @@ def _attest(placement: WeightPlacementManifest, binding: WeightRuntimeBindingMan
             RuntimeBindingAttestation, RuntimeBindingEvidence, RuntimeBindingFragment, placement, binding, part.fragments
         )
         if built is not None:
-            _remember_attestation(placement, binding, built)
             return built
     return RuntimeBindingAttestation._from_validated(placement, binding)
 
@@ -517,7 +464,7 @@ def _fused_attestations(
     placement: WeightPlacementManifest, bindings: tuple[Any, ...]
 ) -> Optional[list[Optional[RuntimeBindingAttestation]]]:
     """``_native.attest_many`` for an exact placement: per binding the attestation of the fused
-    ``validate_runtime_binding`` and attest (remembered on the binding), or None where that is
+    ``validate_runtime_binding`` and attest, or None where that is
     not decided in C (never a failure: the caller attests those with ``_attest``, in order)."""
     fused: Optional[list[Optional[RuntimeBindingAttestation]]] = _native.attest_many(
         RuntimeBindingAttestation,
@@ -533,7 +480,6 @@ def _fused_attestations(
         placement.placement_id,
         placement.digest,
         placement.revision,
-        _ATTESTATION_SLOT,
     )
     return fused
 
@@ -547,9 +493,9 @@ def _attest_many(
         return [_attest(placement, binding) for binding in bindings]
     parts = placement._part_index()
     if type(bindings) is tuple:
-        # The fused path for every binding in one C call (remembered on each binding as below);
-        # the bindings it does not decide are attested here, in order, so the first failure is
-        # raised as before (the ones it decided are valid: proofs remembered early, no failure).
+        # The fused path for every binding in one C call; the bindings it does not decide are
+        # attested here, in order, so the first failure is raised as before (the ones it
+        # decided are valid: no failure can come from them).
         fused_all = _fused_attestations(placement, bindings)
         if fused_all is not None:
             return [
@@ -560,11 +506,6 @@ def _attest_many(
     out: list[RuntimeBindingAttestation] = []
     for binding in bindings:
         if type(binding) is not WeightRuntimeBindingManifest:
-            out.append(_attest(placement, binding))
-            continue
-        state = binding.__dict__
-        entry = state.get(_ATTESTATION_SLOT)
-        if entry is not None:
             out.append(_attest(placement, binding))
             continue
         part = parts.get(binding.participant_id)
@@ -595,7 +536,6 @@ def _attest_many(
         if fused is None:
             out.append(_attest(placement, binding))
             continue
-        state[_ATTESTATION_SLOT] = (placement, fused, *_binding_signature(binding))
         out.append(fused)
     return out
 

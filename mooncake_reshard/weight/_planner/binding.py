@@ -9,7 +9,6 @@ first failure in its own order.
 
 from __future__ import annotations
 
-import weakref
 from operator import attrgetter
 from typing import Any, Iterable, Optional, Sequence
 
@@ -23,7 +22,7 @@ from ... import _native
 from ..._collector import collector_paused
 from ...contracts.fragments import RuntimeBindingFragment
 from .attestation import RuntimeBindingAttestation, RuntimeBindingEvidence
-from .attestation import _attest, _attest_many, _cached_attestation, _fused_attestations
+from .attestation import _attest, _attest_many, _fused_attestations
 from .bound_contracts import ExecutorTransferPlan, RuntimeFragmentSnapshot, TransferPlan, _attested_snapshots
 from . import bound_validation
 from .bound_validation import _attestation_cache, _attestation_values
@@ -511,39 +510,10 @@ def _tensor_map(tensors: Iterable[Any]) -> dict[str, Any]:
     return mapping
 
 
-# Logical plans whose target-side self-checks passed: id -> (weak reference, the exact field
-# objects the checks read). A plan is rechecked unless it is that very object with those very
-# (immutable) field values, i.e. unless the check has already been proven for it.
-_RECHECKED: dict[int, tuple[Any, tuple[Any, ...]]] = {}
-
-
-def _recheck_signature(plan: LogicalTransferPlan) -> tuple[Any, ...]:
-    return (plan.target_placement, plan.operations, plan.target_executors, plan.target_tensors)
-
-
-def _forget_recheck(key: int, ref: Any) -> None:
-    entry = _RECHECKED.get(key)
-    if entry is not None and entry[0] is ref:
-        del _RECHECKED[key]
-
-
 def _recheck_logical_target(plan: LogicalTransferPlan) -> None:
-    """The logical target-side self-checks of spec §11.6 (step 2 of §12.1)."""
-    key = id(plan)
-    signature = _recheck_signature(plan)
-    entry = _RECHECKED.get(key)
-    if (
-        entry is not None
-        and entry[0]() is plan
-        and all(known is current for known, current in zip(entry[1], signature))
-    ):
-        return
+    """The logical target-side self-checks of spec §11.6 (step 2 of §12.1), run on every bind:
+    nothing is remembered about a plan (a frozen value can be edited in place)."""
     validate_logical_target_coverage(plan)
-    try:
-        ref = weakref.ref(plan, lambda dead, key=key: _forget_recheck(key, dead))
-    except TypeError:  # pragma: no cover - a plan type without weak references: never remembered
-        return
-    _RECHECKED[key] = (ref, signature)
 
 
 def _bind_side(

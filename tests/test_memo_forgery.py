@@ -1,0 +1,149 @@
+"""Remembered proofs never change an outcome (spec §12.1 step 2, §12.2, issue 5's memo rule).
+
+Binding remembers what it proved about the very objects it was given (an attestation on a
+binding, a rechecked logical plan) so that binding the same objects again is cheap. A frozen
+value can still be edited in place with ``object.__setattr__``; such an edit of a nested value
+must give exactly the outcome it gives on objects that were never bound before (the reference
+revalidates everything on every call). Each case below applies one in-place forgery to two
+identical worlds, one of which has been bound once already, and compares the outcomes."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Tuple
+
+import pytest
+
+from memory_executor import host_bindings, tp_placement
+
+from mooncake.reshard.weight.planner import bind_logical_transfer_plan, plan_placement_transfer, resolve_executor_plans
+
+
+class CountingMemory:
+    """Deterministic addresses (nothing is executed here): two worlds bind identical values."""
+
+    def __init__(self) -> None:
+        self.next = 1 << 32
+
+    def alloc(self, nbytes: int) -> int:
+        address = self.next
+        self.next += (nbytes + 255) // 256 * 256
+        return address
+
+
+class World:
+    """TP2 x DP2 source -> TP3 target (uneven); fresh, equal objects each time."""
+
+    def __init__(self) -> None:
+        self.source = tp_placement(2, prefix="s", dp=2, shape=(4, 7))
+        self.target = tp_placement(3, prefix="t", shape=(4, 7))
+        self.logical = plan_placement_transfer(self.source, self.target)
+        memory = CountingMemory()
+        self.source_bindings = host_bindings(self.source, memory, prefix="src")
+        self.target_bindings = host_bindings(self.target, memory, prefix="dst")
+
+    def bind(self) -> Any:
+        return bind_logical_transfer_plan(self.logical, self.target_bindings, source_bindings=self.source_bindings)
+
+
+def outcome(action: Callable[[], Any]) -> Tuple[Any, ...]:
+    try:
+        result = action()
+    except Exception as error:  # the class and message are the outcome
+        return ("raised", type(error).__name__, str(error))
+    return ("returned", result)
+
+
+def forge(value: Any, name: str, new: Any) -> None:
+    object.__setattr__(value, name, new)
+
+
+def _shift(offset: Tuple[int, ...]) -> Tuple[int, ...]:
+    return (offset[0] + 1,) + tuple(offset[1:])
+
+
+# Each forgery edits one nested value of a world in place, never a top-level field identity
+# that a signature of object identities would notice.
+FORGERIES: dict[str, Callable[[World], None]] = {
+    "operation target_base_offset": lambda w: forge(w.logical.operations[0], "target_base_offset", 0 if w.logical.operations[0].target_base_offset else 2),
+    "operation overlap_offset": lambda w: forge(w.logical.operations[0], "overlap_offset", _shift(w.logical.operations[0].overlap_offset)),
+    "operation overlap_shape": lambda w: forge(w.logical.operations[-1], "overlap_shape", (1,) + tuple(w.logical.operations[-1].overlap_shape[1:])),
+    "operation inner_bytes": lambda w: forge(w.logical.operations[0], "inner_bytes", w.logical.operations[0].inner_bytes + 2),
+    "operation target fragment offset": lambda w: forge(w.logical.operations[0].target, "global_offset", _shift(w.logical.operations[0].target.global_offset)),
+    "operation target fragment nbytes": lambda w: forge(w.logical.operations[0].target, "nbytes", w.logical.operations[0].target.nbytes + 2),
+    "target placement fragment offset": lambda w: forge(w.target.parts[0].fragments[0], "global_offset", _shift(w.target.parts[0].fragments[0].global_offset)),
+    "source placement fragment nbytes": lambda w: forge(w.source.parts[0].fragments[0], "nbytes", w.source.parts[0].fragments[0].nbytes + 2),
+    "target binding fragment address": lambda w: forge(w.target_bindings[1].fragments[0], "address", w.target_bindings[0].fragments[0].address),
+    "target binding fragment nbytes": lambda w: forge(w.target_bindings[0].fragments[0], "nbytes", w.target_bindings[0].fragments[0].nbytes + 2),
+    "source binding fragment storage": lambda w: forge(w.source_bindings[0].fragments[0], "storage_nbytes", 1),
+    "source binding lease": lambda w: forge(w.source_bindings[0], "lease_id", "other-lease"),
+    "target binding generation": lambda w: forge(w.target_bindings[0], "generation", w.target_bindings[0].generation + 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FORGERIES))
+def test_forgery_after_a_bind_has_the_outcome_of_a_first_bind(name: str) -> None:
+    never_bound = World()
+    FORGERIES[name](never_bound)
+    expected = outcome(never_bound.bind)
+
+    bound_before = World()
+    bound_before.bind()
+    FORGERIES[name](bound_before)
+    got = outcome(bound_before.bind)
+
+    assert got[:2] == expected[:2]
+    if expected[0] == "raised":
+        assert got[2] == expected[2]
+    else:
+        assert got[1] == expected[1]
+
+
+@pytest.mark.parametrize("name", sorted(FORGERIES))
+def test_forgery_after_a_resolve_has_the_outcome_of_a_first_resolve(name: str) -> None:
+    def resolve_all(world: World, plan: Any) -> Any:
+        return [
+            resolve_executor_plans(plan, world.target, binding, "target") for binding in world.target_bindings
+        ]
+
+    never_resolved = World()
+    plan = never_resolved.bind()
+    FORGERIES[name](never_resolved)
+    expected = outcome(lambda: resolve_all(never_resolved, plan))
+
+    resolved_before = World()
+    plan_before = resolved_before.bind()
+    resolve_all(resolved_before, plan_before)
+    FORGERIES[name](resolved_before)
+    got = outcome(lambda: resolve_all(resolved_before, plan_before))
+
+    assert got[:2] == expected[:2]
+    if expected[0] == "raised":
+        assert got[2] == expected[2]
+    else:
+        assert got[1] == expected[1]
+
+
+def test_the_forgeries_are_not_vacuous() -> None:
+    # Most forgeries must be refused on objects never bound, and the accepted ones must change
+    # the plan: otherwise the comparisons above would prove nothing about remembered proofs.
+    unforged = World().bind()
+    refused = []
+    for name, apply in FORGERIES.items():
+        world = World()
+        apply(world)
+        result = outcome(world.bind)
+        if result[0] == "raised":
+            refused.append(name)
+        else:
+            assert result[1] != unforged, name
+    assert len(refused) >= len(FORGERIES) // 2, refused
+
+
+def test_dataclass_replace_of_a_forged_binding_is_a_new_value() -> None:
+    world = World()
+    world.bind()
+    forged = dataclasses.replace(world.target_bindings[0], lease_id="other-lease")
+    bindings = (forged,) + tuple(world.target_bindings[1:])
+    assert outcome(lambda: bind_logical_transfer_plan(world.logical, bindings, source_bindings=world.source_bindings))[0] == "returned"
+
