@@ -1,0 +1,138 @@
+"""Property tests of the unpickling of bound plans under hostile input (spec §13: everything a
+pickle carries is untrusted; restore revalidates). Engine: ``fuzz/pickle_cases.py`` (also
+driven coverage-guided by ``fuzz/atheris_pickle.py``).
+
+Contract per input: no crash (this file also runs under ASan+UBSan, which checks the C decoder
+``_native.graph_unpack``), no leaked reference on a leaf, and ``pickle.loads`` either returns a
+``TransferPlan`` equal to ``dataclasses.replace`` of itself that pickles again to an equal plan,
+or raises ``ValueError``/``TypeError`` with a spec message or "transfer plan pickle state is
+invalid". Documented open findings (``fuzz/findings/F2``-``F5``: Python exceptions raised by
+revalidation code, never by the restore layer or the decoder) are filtered by
+``pickle_cases.known_finding``; everything else fails these tests.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import random
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fuzz"))
+
+import pickle_cases  # noqa: E402
+
+from mooncake.reshard.weight._planner import bound_pickle  # noqa: E402
+
+SEEDS = st.integers(min_value=0, max_value=2**64 - 1)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _seeds() -> None:
+    pickle_cases.seed_splits()
+
+
+def _packed() -> list:
+    return [args for _, restore, args in pickle_cases.seed_splits() if restore == "_restore_packed_transfer_plan"]
+
+
+def test_seed_pickles_round_trip() -> None:
+    names = {name for name, _ in pickle_cases.seed_plans()}
+    assert {"benchmark", "tp2-to-tp3", "tp2dp2-to-tp1", "tied-tp1-to-tp2"} <= names
+    for (name, plan), protocol in [(p, proto) for p in pickle_cases.seed_plans() for proto in (4, 5)]:
+        data = pickle.dumps(plan, protocol=protocol)
+        restored = pickle_cases.check_loads(data, structured=True)
+        assert restored == plan, name
+    kinds = {restore for _, restore, _ in pickle_cases.seed_splits()}
+    assert kinds == {"_restore_transfer_plan", "_restore_packed_transfer_plan"}
+
+
+def test_split_and_repickle_is_faithful() -> None:
+    """The structured path's read/write of the outer reduce changes nothing by itself."""
+    for (name, plan), (_, restore, args) in zip(
+        [(n, p) for n, p in pickle_cases.seed_plans() for _ in (4, 5)], _all_splits_in_seed_order()
+    ):
+        if args is None:
+            continue
+        assert pickle.loads(pickle_cases.repickle(restore, args)) == plan, name
+
+
+def _all_splits_in_seed_order() -> list:
+    out = []
+    for name, data in pickle_cases.seed_pickles():
+        split = pickle_cases.split_pickle(data)
+        out.append((name, None, None) if split is None else (name, split[0], split[1]))
+    return out
+
+
+def test_truncated_packed_streams_are_refused() -> None:
+    """Every proper prefix of a packed opcode string (and every leaf tuple one short) is not one
+    complete graph: the decoder returns None and loading raises the record's message."""
+    codes, values = _packed()[0]
+    registry = bound_pickle._GRAPH_REGISTRY
+    for cut in range(0, len(codes), max(1, len(codes) // 97)):
+        assert bound_pickle._graph_unpack(codes[:cut], values, registry) is None
+        with pytest.raises(ValueError, match="^transfer plan pickle state is invalid$"):
+            pickle.loads(pickle_cases.repickle("_restore_packed_transfer_plan", (codes[:cut], values)))
+    assert bound_pickle._graph_unpack(codes, values[:-1], registry) is None
+    assert bound_pickle._graph_unpack(codes, values + ("extra",), registry) is None
+    assert bound_pickle._graph_unpack(codes + b"\x06", values, registry) is None
+
+
+def test_graph_unpack_hostile_arguments() -> None:
+    codes, values = _packed()[0]
+    registry = bound_pickle._GRAPH_REGISTRY
+    for bad_codes in (None, "x", bytearray(codes), list(codes), 1):
+        assert bound_pickle._graph_unpack(bad_codes, values, registry) is None
+    for bad_values in (None, list(values), {}, "x"):
+        assert bound_pickle._graph_unpack(codes, bad_values, registry) is None
+    # varints at and beyond 63 bits, huge tuple counts, refs and classes out of range
+    for stream in (
+        b"\x01" + b"\xff" * 9 + b"\x7f",
+        b"\x01" + b"\xff" * 12,
+        b"\x01\xff\xff\xff\xff\x0f",
+        b"\x02\x7f",
+        b"\x02" + b"\xff" * 9 + b"\x01",
+        b"\x03\x00",
+        b"\x05\x00",
+        b"\x04" + b"\xff" * 9 + b"\x01",
+        b"\x04" + b"\xff" * 9 + b"\x02",
+        b"\x04" + b"\x80" * 11,
+        b"\x01\x01" * 200 + b"\x06",
+        b"\x07",
+        b"",
+    ):
+        pickle_cases.check_graph_unpack(stream, values)
+    assert bound_pickle._graph_unpack(b"\x04" + b"\xfe" + b"\xff" * 8 + b"\x01", (), registry) == 2**63 - 1
+    assert bound_pickle._graph_unpack(b"\x04" + b"\xff" * 9 + b"\x01", (), registry) == -(2**63)
+    with pytest.raises(TypeError):
+        bound_pickle._graph_unpack(codes, values)  # type: ignore[call-arg]
+
+
+@settings(max_examples=150, deadline=None)
+@given(SEEDS)
+def test_graph_unpack_edited_streams(seed: int) -> None:
+    pickle_cases.graph_case(random.Random(seed))
+
+
+@settings(max_examples=80, deadline=None)
+@given(SEEDS)
+def test_structured_edits_follow_the_contract(seed: int) -> None:
+    pickle_cases.structured_case(random.Random(seed))
+
+
+@settings(max_examples=60, deadline=None)
+@given(SEEDS)
+def test_raw_damage_follows_the_contract(seed: int) -> None:
+    pickle_cases.raw_case(random.Random(seed))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.binary(min_size=1, max_size=64), st.integers(min_value=0, max_value=7))
+def test_graph_unpack_arbitrary_opcodes(codes: bytes, which: int) -> None:
+    packed = _packed()
+    pickle_cases.check_graph_unpack(codes, packed[which % len(packed)][1])
