@@ -417,34 +417,6 @@ rf_identity(PyObject *placement, PyObject *identity)
     return rc;
 }
 
-/* The attestation's cached ``_attested_view`` when it was derived from the attestation's
- * current ``placement`` and ``evidence`` objects (what ``view_of`` would return without
- * rebuilding); NULL with no error set otherwise (``view_of`` then decides). */
-static PyObject *
-rf_cached_view(PyObject *attestation, PyObject *placement)
-{
-    PyObject *view = NULL, *view_placement = NULL, *view_evidence = NULL, *evidence = NULL;
-    view = rf_dict_item(attestation, rf_keys[RF_ATTESTED_VIEW]);
-    if (view == NULL || view == Py_None) goto miss;
-    evidence = rf_dict_item(attestation, rf_keys[RF_EVIDENCE]);
-    if (evidence == NULL) goto miss;
-    view_placement = PyObject_GetAttr(view, rf_keys[RF_PLACEMENT]);
-    if (view_placement == NULL || view_placement != placement) goto miss;
-    view_evidence = PyObject_GetAttr(view, rf_keys[RF_EVIDENCE]);
-    if (view_evidence == NULL || view_evidence != evidence) goto miss;
-    Py_DECREF(view_placement);
-    Py_DECREF(view_evidence);
-    Py_DECREF(evidence);
-    return view;
-miss:
-    PyErr_Clear(); /* a missing or odd cache: the callable rebuilds it (or raises) */
-    Py_XDECREF(view);
-    Py_XDECREF(view_placement);
-    Py_XDECREF(view_evidence);
-    Py_XDECREF(evidence);
-    return NULL;
-}
-
 /* The attested entry ``(placement_dict, binding_dict, view)`` of a new attestation, checked
  * (exact manifest class, plan identity); *entry is a new reference. */
 static int
@@ -462,15 +434,9 @@ rf_attested_entry(PyObject *attestation, const rf_config *cfg, PyObject **entry)
     if (placement_dict == NULL || !PyDict_CheckExact(placement_dict)) goto done;
     binding_dict = rf_dict_item(attestation, rf_keys[RF_BINDING_DICT]);
     if (binding_dict == NULL || !PyDict_CheckExact(binding_dict)) goto done;
-    view = rf_cached_view(attestation, placement);
-    if (view == NULL && !PyErr_Occurred() && cfg->view_type != NULL) {
-        /* ``view_of`` in C when it decides (same view, cached on the attestation as well). */
-        PyObject *types[4] = {(PyObject *)cfg->attestation_type, cfg->evidence_type, (PyObject *)cfg->binding_type,
-                              (PyObject *)cfg->manifest_type};
-        view = av_build(cfg->module, cfg->view_type, attestation, types);
-        if (view == Py_None) Py_CLEAR(view);
-    }
-    if (view == NULL && !PyErr_Occurred()) view = PyObject_CallFunctionObjArgs(cfg->view_of, attestation, NULL);
+    /* Always ``view_of``: it keeps a view for one revalidation only (never on the attestation,
+     * whose nested values could be edited in place between two calls). */
+    view = PyObject_CallFunctionObjArgs(cfg->view_of, attestation, NULL);
     if (view == NULL) goto done;
     *entry = PyTuple_Pack(3, placement_dict, binding_dict, view);
     rc = *entry == NULL ? RV_ERROR : RV_OK;
@@ -657,10 +623,10 @@ PyDoc_STRVAR(revalidate_fragments_doc,
 "fragment id, and the placement's rank is exactly ``rank_type``. Otherwise returns\n"
 "``(keys, route_halves, runtime_ids, attested)``: per fragment ``view.key_base + (worker_id,\n"
 "(dp, tp, pp, ep))``, ``(pp, pipeline_stage_id)`` and the runtime fragment id, and\n"
-"``{id(attestation): (placement_dict, binding_dict, view_of(attestation))}``. With\n"
-"``view_type`` and ``evidence_type`` (``_AttestedView``, ``RuntimeBindingEvidence``) a missing\n"
-"view is first built in C (see ``attested_view``), else by ``view_of``. Errors raised\n"
-"by the values' own methods propagate.");
+"``{id(attestation): (placement_dict, binding_dict, view_of(attestation))}``. The view is\n"
+"always ``view_of``'s (no view is read from an attestation); ``view_type`` and\n"
+"``evidence_type`` are still checked (two types or None) but not used. Errors raised by the\n"
+"values' own methods propagate.");
 
 static PyObject *
 revalidate_fragments(PyObject *module, PyObject *args)
@@ -2311,7 +2277,7 @@ static int
 av_slots(PyObject *module, PyObject *attestation, PyObject *state, PyObject *const *types, PyObject **slots)
 {
     PyObject *participant = NULL, *instance = NULL, *placement_id = NULL, *digest = NULL, *lease = NULL;
-    PyObject *index = NULL, *cache = NULL, *derived = NULL;
+    PyObject *index = NULL;
     int rc = RV_DECLINE;
     PyObject *evidence = slots[AV_EVIDENCE] = rv_item(state, av_keys[AV_EVIDENCE]);
     PyObject *placement = slots[AV_PLACEMENT] = rv_item(state, av_keys[AV_PLACEMENT]);
@@ -2352,29 +2318,10 @@ av_slots(PyObject *module, PyObject *attestation, PyObject *state, PyObject *con
     if (slots[AV_PART_RANK] == NULL) goto done;
     slots[AV_GENERATION] = PyObject_GetAttr(evidence, av_keys[AV_GENERATION]);
     if (slots[AV_GENERATION] == NULL) goto done;
-    /* The snapshot objects binding built (``_derived_cache`` of the very placement and evidence). */
-    cache = rv_item(state, av_keys[AV_DERIVED_CACHE]);
-    if (cache == NULL && PyErr_Occurred()) goto done;
+    /* Never the snapshot objects binding cached on the attestation (``_derived_cache``): they
+     * could have been edited in place since; the snapshots are compared with the expected field
+     * dicts derived here, from the current values. */
     slots[AV_OBJECTS] = Py_NewRef(Py_None);
-    if (cache != NULL && cache != Py_None) {
-        if (!PyTuple_CheckExact(cache) || PyTuple_Size(cache) != 3) {
-            rc = RV_DECLINE;
-            goto done;
-        }
-        if (PyTuple_GetItem(cache, 0) == placement && PyTuple_GetItem(cache, 1) == evidence) {
-            derived = Py_NewRef(PyTuple_GetItem(cache, 2));
-            if (!PyDict_CheckExact(derived)) {
-                rc = RV_DECLINE;
-                goto done;
-            }
-            PyObject *objects = PyDict_GetItemWithError(derived, av_keys[AV_SNAPSHOTS_BY_WORKER]);
-            if (objects == NULL && PyErr_Occurred()) goto done;
-            if (objects != NULL) {
-                Py_DECREF(slots[AV_OBJECTS]);
-                slots[AV_OBJECTS] = Py_NewRef(objects);
-            }
-        }
-    }
     slots[AV_OBJECTS_BY_PFID] = Py_NewRef(Py_None);
     if (slots[AV_OBJECTS] != Py_None) {
         /* The cheap index; the expected field dicts on first use (``rows()``). */
@@ -2420,12 +2367,10 @@ done:
     Py_XDECREF(digest);
     Py_XDECREF(lease);
     Py_XDECREF(index);
-    Py_XDECREF(cache);
-    Py_XDECREF(derived);
     return rc;
 }
 
-/* A new view of ``attestation`` built in C and cached on it (``_attested_view``), or None
+/* A new view of ``attestation`` built in C (never stored on the attestation), or None
  * (new reference) when the Python constructor must decide; NULL with an error set.
  * types: attestation, evidence, runtime fragment, placement manifest classes. */
 static PyObject *
@@ -2442,7 +2387,6 @@ av_build(PyObject *module, PyObject *view_type, PyObject *attestation, PyObject 
         for (int k = 0; view != NULL && k < AV_NSLOTS; k++) {
             if (PyObject_SetAttr(view, av_keys[k], slots[k]) < 0) Py_CLEAR(view);
         }
-        if (view != NULL && PyDict_SetItem(state, av_keys[AV_ATTESTED_VIEW], view) < 0) Py_CLEAR(view);
     }
     else if (rc == RV_DECLINE) {
         view = Py_NewRef(Py_None);
@@ -2455,12 +2399,12 @@ av_build(PyObject *module, PyObject *view_type, PyObject *attestation, PyObject 
 PyDoc_STRVAR(attested_view_doc,
 "attested_view(view_type, attestation, attestation_type, evidence_type, runtime_type, manifest_type)\n"
 "--\n\n"
-"``bound_contracts._AttestedView(attestation)`` built in C and stored as the attestation's\n"
-"``_attested_view`` (what ``bound_contracts._attested_view`` does on a cache miss), when the\n"
+"``bound_contracts._AttestedView(attestation)`` built in C from the attestation's current\n"
+"values (never stored on it, never from binding's cached snapshot objects), when the\n"
 "attestation, its evidence and placement are exactly the given types with an exact-dict\n"
 "``_placement_dict``, the placement's part index is an exact dict, and the attested rows\n"
-"(``attested_rows``, complete) or the cheap index (``attested_index``, when binding's snapshot\n"
-"objects are cached) are decided in C. Otherwise ``None`` (the Python constructor decides).\n"
+"(``attested_rows``, complete) are decided in C. Otherwise ``None`` (the Python constructor\n"
+"decides).\n"
 "Errors of the values' own attributes (e.g. ``placement.digest``) propagate.");
 
 static PyObject *

@@ -508,9 +508,9 @@ def revalidate_fragments(
     ``rank_type``. Otherwise ``(keys, route_halves, runtime_ids, attested)``: per fragment
     ``view.key_base + (worker_id, (dp, tp, pp, ep))``, ``(pp, pipeline_stage_id)`` and the
     runtime fragment id, and ``{id(attestation): (placement_dict, binding_dict, view)}``.
-    With ``view_type`` and ``evidence_type`` (both or neither) a missing view is first built in
-    C (``attested_view``), else by ``view_of``. ``TypeError`` for wrong argument types; errors
-    of the values' own methods propagate."""
+    The view is always ``view_of``'s (none is read from an attestation); ``view_type`` and
+    ``evidence_type`` (both or neither) are checked but not used. ``TypeError`` for wrong
+    argument types; errors of the values' own methods propagate."""
 
 def revalidate_side(
     frags: list[Any],
@@ -560,11 +560,11 @@ def attested_view(
     manifest_type: type,
     /,
 ) -> Any:
-    """``bound_contracts._AttestedView(attestation)`` built in C and stored as the attestation's
-    ``_attested_view``, when the attestation, its evidence and placement are exactly the given
-    types with an exact-dict ``_placement_dict``, the placement's part index is an exact dict
-    and the rows (``attested_rows``, complete) or the cheap index (``attested_index``, when
-    binding's snapshot objects are cached) are decided in C; otherwise ``None`` (the Python
+    """``bound_contracts._AttestedView(attestation)`` built in C from the attestation's current
+    values (never stored on it, never from binding's cached snapshot objects), when the
+    attestation, its evidence and placement are exactly the given types with an exact-dict
+    ``_placement_dict``, the placement's part index is an exact dict and the rows
+    (``attested_rows``, complete) are decided in C; otherwise ``None`` (the Python
     constructor decides). ``TypeError`` when a type argument is not a type; errors of the
     values' own attributes propagate."""
 

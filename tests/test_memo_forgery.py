@@ -70,6 +70,8 @@ FORGERIES: dict[str, Callable[[World], None]] = {
     "operation overlap_shape": lambda w: forge(w.logical.operations[-1], "overlap_shape", (1,) + tuple(w.logical.operations[-1].overlap_shape[1:])),
     "operation inner_bytes": lambda w: forge(w.logical.operations[0], "inner_bytes", w.logical.operations[0].inner_bytes + 2),
     "operation target fragment offset": lambda w: forge(w.logical.operations[0].target, "global_offset", _shift(w.logical.operations[0].target.global_offset)),
+    "operation target swapped": lambda w: forge(w.logical.operations[0], "target", w.logical.operations[-1].target),
+    "operation source swapped": lambda w: forge(w.logical.operations[0], "source", w.logical.operations[-1].source),
     "operation target fragment nbytes": lambda w: forge(w.logical.operations[0].target, "nbytes", w.logical.operations[0].target.nbytes + 2),
     "target placement fragment offset": lambda w: forge(w.target.parts[0].fragments[0], "global_offset", _shift(w.target.parts[0].fragments[0].global_offset)),
     "source placement fragment nbytes": lambda w: forge(w.source.parts[0].fragments[0], "nbytes", w.source.parts[0].fragments[0].nbytes + 2),
@@ -78,6 +80,12 @@ FORGERIES: dict[str, Callable[[World], None]] = {
     "source binding fragment storage": lambda w: forge(w.source_bindings[0].fragments[0], "storage_nbytes", 1),
     "source binding lease": lambda w: forge(w.source_bindings[0], "lease_id", "other-lease"),
     "target binding generation": lambda w: forge(w.target_bindings[0], "generation", w.target_bindings[0].generation + 1),
+    # Values binding derives from a placement (its parts, fragment ids, tensors) are not kept on it.
+    "source placement part fragments": lambda w: forge(w.source.parts[1], "fragments", ()),
+    "target placement part fragments": lambda w: forge(w.target.parts[1], "fragments", ()),
+    "target placement part participant": lambda w: forge(w.target.parts[1], "participant_id", "nobody"),
+    "target placement fragment id": lambda w: forge(w.target.parts[0].fragments[0], "placement_fragment_id", "zzz"),
+    "target placement tensor id": lambda w: forge(w.target.tensors[0], "tensor_id", "other"),
 }
 
 
@@ -89,6 +97,7 @@ def test_forgery_after_a_bind_has_the_outcome_of_a_first_bind(name: str) -> None
 
     bound_before = World()
     bound_before.bind()
+    bound_before.logical.pipeline_routes  # the logical plan's operation views derived once
     FORGERIES[name](bound_before)
     got = outcome(bound_before.bind)
 
@@ -147,3 +156,94 @@ def test_dataclass_replace_of_a_forged_binding_is_a_new_value() -> None:
     bindings = (forged,) + tuple(world.target_bindings[1:])
     assert outcome(lambda: bind_logical_transfer_plan(world.logical, bindings, source_bindings=world.source_bindings))[0] == "returned"
 
+
+# ---------------------------------------------------------------------------------------
+# Values derived from an attestation and cached on it (its attested view, executors and rows):
+# an in-place forgery of a nested value after a first use must give the outcome of objects whose
+# caches were never built. The reference keeps no derived values on an attestation (spec §9.2:
+# only maps of the very fragment objects), so edits of those objects are visible to it.
+
+_DERIVED = ("_attested_view", "_derived_cache")
+
+
+def _attestations(plan: Any) -> list[Any]:
+    found = []
+    for operation in plan.operations:
+        found.extend(fragment.attestation for fragment in (operation.target, operation.source))
+    for executor in plan.source_executors + plan.target_executors:
+        found.append(executor.attestation)
+    return [attestation for attestation in found if attestation is not None]
+
+
+def _uncached(plan: Any) -> Any:
+    """The plan with every derived value dropped from its attestations (as if never used)."""
+    for attestation in _attestations(plan):
+        for name in _DERIVED:
+            attestation.__dict__.pop(name, None)
+    return plan
+
+
+def _evidence_fragment(plan: Any) -> Any:
+    return plan.operations[0].target.attestation.evidence.fragments[0]
+
+
+NESTED: dict[str, Callable[[World, Any], None]] = {
+    "evidence fragment address": lambda w, p: forge(_evidence_fragment(p), "address", _evidence_fragment(p).address + 64),
+    "evidence fragment nbytes": lambda w, p: forge(_evidence_fragment(p), "nbytes", _evidence_fragment(p).nbytes + 2),
+    "evidence fragment worker": lambda w, p: forge(_evidence_fragment(p), "worker_id", "elsewhere"),
+    "evidence generation": lambda w, p: forge(p.operations[0].target.attestation.evidence, "generation", 99),
+    "placement fragment nbytes": lambda w, p: forge(w.target.parts[0].fragments[0], "nbytes", w.target.parts[0].fragments[0].nbytes + 2),
+    "placement fragment offset": lambda w, p: forge(w.source.parts[0].fragments[0], "global_offset", _shift(w.source.parts[0].fragments[0].global_offset)),
+    "executor snapshot address": lambda w, p: forge(p.target_executors[0].fragment_snapshots[0], "address", p.target_executors[0].fragment_snapshots[0].address + 64),
+    "executor snapshot lease generation": lambda w, p: forge(p.source_executors[0].fragment_snapshots[0], "lease_generation", 7),
+    "binding fragment address": lambda w, p: forge(w.target_bindings[0].fragments[0], "address", w.target_bindings[0].fragments[0].address + 64),
+}
+
+
+def _revalidate(world: World, plan: Any) -> Any:
+    return dataclasses.replace(plan)
+
+
+def _resolve(world: World, plan: Any) -> Any:
+    return [resolve_executor_plans(plan, world.target, binding, "target") for binding in world.target_bindings] + [
+        resolve_executor_plans(plan, world.source, binding, "source")
+        for binding in world.source_bindings
+        if binding.instance_id in {executor.instance_id for executor in plan.source_executors}
+    ]
+
+
+def _project(world: World, plan: Any) -> Any:
+    from mooncake.reshard.weight._planner.binding import _build_executor_plans
+
+    return (
+        _build_executor_plans((world.source,), world.source_bindings, "source"),
+        _build_executor_plans((world.target,), world.target_bindings, "target"),
+    )
+
+
+ACTIONS: dict[str, Callable[[World, Any], Any]] = {"replace": _revalidate, "resolve": _resolve, "project": _project}
+
+
+@pytest.mark.parametrize("action", sorted(ACTIONS))
+@pytest.mark.parametrize("name", sorted(NESTED))
+def test_nested_forgery_after_a_use_has_the_outcome_of_uncached_objects(name: str, action: str) -> None:
+    run = ACTIONS[action]
+
+    never_used = World()
+    plan = never_used.bind()
+    NESTED[name](never_used, plan)
+    expected = outcome(lambda: run(never_used, _uncached(plan)))
+
+    used_before = World()
+    plan_before = used_before.bind()
+    used_before.logical.pipeline_routes  # the logical plan's operation views derived once
+    for act in ACTIONS.values():  # every cache built once
+        assert outcome(lambda: act(used_before, plan_before))[0] == "returned"
+    NESTED[name](used_before, plan_before)
+    got = outcome(lambda: run(used_before, plan_before))
+
+    assert got[:2] == expected[:2]
+    if expected[0] == "raised":
+        assert got[2] == expected[2]
+    else:
+        assert got[1] == expected[1]

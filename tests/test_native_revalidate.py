@@ -651,6 +651,12 @@ def _native_fragments(frags: list[Any], identity: tuple[Any, ...]) -> Any:
 
 
 def _fragments_agree(plan: TransferPlan) -> None:
+    # One revalidation scope: the C call and the reference share each attestation's view.
+    with bc._ViewScope():
+        _fragments_agree_scoped(plan)
+
+
+def _fragments_agree_scoped(plan: TransferPlan) -> None:
     scanned = _scan(plan.operations)
     if scanned is None:
         return
@@ -717,6 +723,11 @@ def _side_tables(executors: Any, side_of: list[int], runtime_ids: list[Any]) -> 
 
 def _sides_agree(plan: TransferPlan) -> None:
     """C side consistency True => the Python version is True with the same ``used``."""
+    with bc._ViewScope():
+        _sides_agree_scoped(plan)
+
+
+def _sides_agree_scoped(plan: TransferPlan) -> None:
     scanned = _scan(plan.operations)
     if scanned is None:
         return
@@ -819,13 +830,14 @@ def test_fragments_and_side_hostile_inputs() -> None:
     def boom(attestation: Any) -> Any:
         raise RuntimeError("boom")
 
-    # The attestation's cached view is used when it was derived from the attestation's current
-    # placement and evidence objects; otherwise (none, or stale) the callable is asked.
-    assert _native.revalidate_fragments(frags, *_FRAGMENT_TYPES, identity, boom) is not None
+    # The view is always the callable's: a view found on an attestation (what an earlier version
+    # kept there) is never read, and none is written.
+    with pytest.raises(RuntimeError, match="boom"):
+        _native.revalidate_fragments(frags, *_FRAGMENT_TYPES, identity, boom)
     uncached = _forge(frags[0].attestation)
     uncached.__dict__.pop("_attested_view", None)
     stale = _forge(frags[0].attestation)
-    stale.__dict__["_attested_view"] = bc._attested_view(frags[-1].attestation)
+    stale.__dict__["_attested_view"] = kept = bc._attested_view(frags[0].attestation)
     for attestation in (uncached, stale):
         lone = [_forge(frags[0], attestation=attestation)]
         with pytest.raises(RuntimeError, match="boom"):
@@ -837,7 +849,9 @@ def test_fragments_and_side_hostile_inputs() -> None:
         assert _native.revalidate_fragments(lone, *_FRAGMENT_TYPES, identity, odd_view) is None
         fresh = _native_fragments(lone, identity)
         assert fresh is not None and fresh[0] == _fragments_reference(lone, identity)[0]
-    assert stale.__dict__["_attested_view"].placement is stale.placement  # rebuilt by the callable
+    assert stale.__dict__["_attested_view"] is kept  # neither read nor replaced
+    assert "_attested_view" not in uncached.__dict__
+    assert all("_attested_view" not in fragment.attestation.__dict__ for fragment in frags)
     with pytest.raises(AttributeError):
         _native_fragments([object()], identity)  # no instance dict (the caller checks the class)
     keys, _routes, runtime_ids, attested = _native_fragments(frags, identity)

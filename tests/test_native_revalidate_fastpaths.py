@@ -181,32 +181,20 @@ def test_attested_index_declines_and_hostile_inputs() -> None:
     assert built[0] == set() and built[1] == {} and built[3] is False
 
 
-def test_lazy_view_rows_equal_the_eager_rows() -> None:
-    """A view built with the attested snapshot objects (fresh binding) derives its expected
-    field dicts on first use, from the placement entries and evidence it was built from."""
+def test_views_never_use_binding_snapshot_objects() -> None:
+    """A view never takes the snapshot objects binding cached on its attestation (they could
+    have been edited in place since): its rows are derived eagerly from the current values."""
     plan = _PLANS["plain"]
-    for op in plan.operations:
-        attestation = op.target.attestation
-        state = attestation.__dict__
-        view = bc._AttestedView(attestation)
-        if view.objects_by_worker is None:
-            continue
-        assert view._rows is None
-        eager = bc._python_attested_rows(state, state["evidence"], state["evidence"].generation)
-        # Swapping the attestation's placement dict afterwards does not change the view's rows.
-        object.__setattr__(attestation, "_placement_dict", {})
-        try:
-            assert view.expected_by_pfid == eager[0]
-            assert view.rows_by_worker == eager[1]
-            assert view.rows() is view.rows()
-        finally:
-            object.__setattr__(attestation, "_placement_dict", view._placement_dict)
-        break
-    else:
-        pytest.fail("no view with snapshot objects")
-    unpickled = pickle.loads(pickle.dumps(plan))
-    view = bc._AttestedView(unpickled.operations[0].target.attestation)
-    assert view.objects_by_worker is None and view._rows is not None and view.attested_pfids is view._rows[0]
+    for candidate in (plan, pickle.loads(pickle.dumps(plan))):
+        for op in candidate.operations:
+            for attestation in (op.target.attestation, op.source.attestation):
+                state = attestation.__dict__
+                for view in (bc._AttestedView(attestation), bc._attested_view(attestation)):
+                    assert view.objects_by_worker is None and view._rows is not None
+                    eager = bc._python_attested_rows(state, state["evidence"], state["evidence"].generation)
+                    assert view.expected_by_pfid == eager[0]
+                    assert view.rows_by_worker == eager[1]
+                    assert view.attested_pfids is view._rows[0]
 
 
 # ---------------------------------------------------------------------------------------
@@ -266,17 +254,24 @@ def _drop_views(plan: Any) -> list[Any]:
 @pytest.mark.parametrize("name", sorted(_PLANS))
 def test_objects_by_pfid_built_in_c_equal_the_method(name: str) -> None:
     """revalidate_side builds a view's snapshot-object table in C (when the view has none yet):
-    the same table as ``_AttestedView.object_by_pfid``, cached on the view."""
+    the same table as ``_AttestedView.object_by_pfid``, cached on the view (which lives for one
+    revalidation scope only, never on the attestation)."""
     from test_native_revalidate import _forge
 
     plan = _PLANS[name]
     attestations = _drop_views(plan)
     candidate = _forge(plan)
-    assert bc._fast_revalidate_live(
-        candidate, plan.operations, plan.source_executors, plan.target_executors, plan.planning_limits, True
-    )
+    with bc._ViewScope():
+        assert bc._fast_revalidate_live(
+            candidate, plan.operations, plan.source_executors, plan.target_executors, plan.planning_limits, True
+        )
+        scope = bc._VIEW_SCOPE[0]
+        assert scope is not None
+        views = {key: entry[1] for key, entry in scope.items()}
+    assert bc._VIEW_SCOPE[0] is None
     for attestation in attestations:
-        view = attestation.__dict__["_attested_view"]
+        assert "_attested_view" not in attestation.__dict__
+        view = views[id(attestation)]
         assert view._objects_by_pfid is not None
         reference = bc._AttestedView(attestation)
         assert reference._objects_by_pfid is None
@@ -293,13 +288,13 @@ def test_objects_by_pfid_odd_tables_use_the_method() -> None:
     plan = _PLANS["plain"]
     for odd in ({"w": ["x"]}, {}, None):
         attestations = _drop_views(plan)
-        views = [bc._attested_view(attestation) for attestation in attestations]
-        for view in views:
-            if view.objects_by_worker is not None:
+        with bc._ViewScope():  # the views the fast path below uses
+            views = [bc._attested_view(attestation) for attestation in attestations]
+            for view in views:
                 view.objects_by_worker = odd
-        fast = bc._fast_revalidate(
-            _forge(plan), plan.operations, plan.source_executors, plan.target_executors, plan.planning_limits, True
-        )
+            fast = bc._fast_revalidate(
+                _forge(plan), plan.operations, plan.source_executors, plan.target_executors, plan.planning_limits, True
+            )
         try:
             _forge(plan)._revalidate_rules(
                 plan.operations, plan.source_executors, plan.target_executors, plan.planning_limits, True
@@ -336,13 +331,16 @@ def test_attested_view_in_c_equals_the_constructor(name: str) -> None:
     for attestation in _drop_views(_PLANS[name]):
         built = _view_c(attestation)
         assert built is not None
-        assert attestation.__dict__["_attested_view"] is built  # cached as _attested_view does
+        assert "_attested_view" not in attestation.__dict__  # never kept on the attestation
         assert type(built) is bc._AttestedView
         reference = bc._AttestedView(attestation)
         assert (built._rows is None) is (reference._rows is None)
         assert _slots(built) == _slots(reference)
         assert built.placement is attestation.placement and built.evidence is attestation.evidence
-        assert bc._attested_view(attestation) is built
+        again = bc._attested_view(attestation)  # outside a revalidation: built again
+        assert again is not built and _slots(again) == _slots(built)
+        with bc._ViewScope():
+            assert bc._attested_view(attestation) is bc._attested_view(attestation)
     _drop_views(_PLANS[name])
 
 
@@ -366,9 +364,11 @@ def test_attested_view_declines_and_hostile_inputs() -> None:
     missing = _forged_attestation(attestation)
     del missing.__dict__["_placement_dict"]
     assert _view_c(missing) is None
+    # Binding's derived cache is never read (an odd one changes nothing).
     odd_cache = _forged_attestation(attestation)
     odd_cache.__dict__["_derived_cache"] = (attestation.placement, attestation.evidence, [])
-    assert _view_c(odd_cache) is None
+    odd_view = _view_c(odd_cache)
+    assert odd_view is not None and _slots(odd_view) == _slots(bc._AttestedView(odd_cache))
     # A placement whose digest property raises: the error propagates (as from the constructor).
     broken = _forged_attestation(attestation)
     placement = object.__new__(type(attestation.placement))

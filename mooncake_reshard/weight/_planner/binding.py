@@ -307,7 +307,7 @@ def _build_executor_plans_with(
             # bindings of this placement's parts, whose placement id and participant it checks, and
             # leaves every other one, in any order); those it does not decide are left to the
             # loop's _attest, which raises the first failure in part order as before. A decided
-            # attestation is exactly what _attest returns for that binding (its remembered proof).
+            # attestation is exactly what _attest returns for that binding.
             placement_id = placement.placement_id
             ordered = tuple(by_key.values())
             fused = _fused_attestations(placement, ordered)
@@ -317,7 +317,7 @@ def _build_executor_plans_with(
                     for binding, attestation in zip(ordered, fused)
                     if attestation is not None
                 }
-                # None decided (e.g. every proof already remembered): the loop as before.
+                # None decided: the loop as before.
                 attestations = decided or None
     if attestations is not None and len(placements) == 1 and type(placements[0]) is WeightPlacementManifest:
         placement = placements[0]
@@ -358,7 +358,7 @@ def _build_executor_plans_with(
                 continue
             attestation = None if attestations is None else attestations.get(part_key)
             if attestation is None:
-                # validate_runtime_binding(placement, binding), or its remembered proof.
+                # validate_runtime_binding(placement, binding), then the attestation.
                 attestation = _attest(placement, binding)
             if not part.fragments:
                 continue
@@ -556,7 +556,7 @@ def _bind_side(
     for binding in given:
         if binding.placement_id != placement_id:
             raise ValueError(f"logical plan and {label} placement IDs differ")
-    bindable = _placement_derived(placement)["bindable"]
+    bindable = _placement_bindable(placement)
     if not (required <= given_participants <= bindable):
         raise ValueError(f"logical plan and {label} runtime binding participants differ")
     proven = _validate_bindings_together(placement, given)
@@ -577,10 +577,8 @@ def _validate_bindings_together(
 ) -> list[Optional[RuntimeBindingAttestation]]:
     """Each binding alone, then the per-instance address ranges across participants (§11.8).
 
-    Returns, per binding, the remembered attestation of an unchanged, already validated
-    ``(placement, binding)`` pair (whose per-binding checks are then not repeated) or None."""
-    # The remembered proof, or validate_runtime_binding then the attestation (remembered also
-    # for bindings that are validated but not kept), binding by binding.
+    Returns, per binding, its attestation (validated on this call: nothing is remembered)."""
+    # validate_runtime_binding then the attestation, binding by binding.
     proven: list[Optional[RuntimeBindingAttestation]] = list(_attest_many(placement, bindings))
     if len({binding.instance_id for binding in bindings}) == len(bindings):
         return proven  # one binding per instance: its ranges were checked with it
@@ -671,23 +669,24 @@ def _built_bound_rows(
     return tuple(rows)
 
 
-_PLACEMENT_SLOT = "_mooncake_binding_derived"
+# Values binding derives from a placement, derived from its current values on every call:
+# nothing is kept on the placement (a nested part, fragment or tensor can be edited in place,
+# and a kept value would then change an outcome).
 
 
-def _placement_derived(placement: WeightPlacementManifest) -> dict[str, Any]:
-    """Values binding derives from a (frozen, validated) placement, cached on it under a private
-    name (``WeightPlacementManifest.__getstate__`` drops private names: never pickled or copied).
-    The cache remembers the field objects it was derived from and is rebuilt if one was swapped."""
-    state = placement.__dict__
-    fragments = placement.fragments
-    tensors = placement.tensors
-    parts = placement.parts
-    entry = state.get(_PLACEMENT_SLOT)
-    if entry is not None:
-        known = entry[0]
-        if known[0] is fragments and known[1] is tensors and known[2] is parts:
-            values: dict[str, Any] = entry[1]
-            return values
+def _placement_bindable(placement: WeightPlacementManifest) -> frozenset[Any]:
+    """The participant ids of the placement's parts that have fragments."""
+    return frozenset([part.participant_id for part in placement.parts if part.fragments])
+
+
+def _placement_fragments(placement: WeightPlacementManifest) -> dict[str, PlacementFragment]:
+    """The placement's fragments by placement fragment id."""
+    return {fragment.placement_fragment_id: fragment for fragment in placement.fragments}
+
+
+def _placement_tensors(placement: WeightPlacementManifest) -> dict[str, Any]:
+    """The placement's tensors by tensor id."""
+    return {tensor.tensor_id: tensor for tensor in placement.tensors}
     signature = (fragments, tensors, parts)
     values = {
         "fragments": {fragment.placement_fragment_id: fragment for fragment in placement.fragments},
@@ -699,7 +698,7 @@ def _placement_derived(placement: WeightPlacementManifest) -> dict[str, Any]:
 
 
 def _part_fragment_index(placement: WeightPlacementManifest) -> dict[str, PlacementFragment]:
-    index: dict[str, PlacementFragment] = _placement_derived(placement)["fragments"]
+    index: dict[str, PlacementFragment] = _placement_fragments(placement)
     return index
 
 
@@ -793,7 +792,7 @@ def _bind_logical_transfer_plan(
     source_tensors = _tensor_map(logical_plan.source_tensors)
     target_tensors = _tensor_map(logical_plan.target_tensors)
     if source_placement is not None:
-        if source_tensors != _placement_derived(source_placement)["tensors"]:
+        if source_tensors != _placement_tensors(source_placement):
             raise ValueError("logical plan and source placement tensor descriptors differ")
     elif authoritative is not None:
         if source_tensors != {tensor.tensor_id: tensor for tensor in authoritative.tensors}:
@@ -807,7 +806,7 @@ def _bind_logical_transfer_plan(
             for tensor in part.tensors
         }
     else:
-        expected_target_tensors = _placement_derived(target_placement)["tensors"]
+        expected_target_tensors = _placement_tensors(target_placement)
     if target_tensors != expected_target_tensors:
         raise ValueError("logical plan and target placement tensor descriptors differ")
     # Step 5: fragment snapshots.

@@ -213,13 +213,12 @@ def _attested_snapshots(attestation: RuntimeBindingAttestation, worker_id: str) 
 
 class _AttestedView:
     """Everything the plan checks derive from one attestation, computed once per attestation
-    (cached on it): expected snapshot field dicts instead of snapshot objects.
+    and revalidation (never kept on the attestation: see ``_attested_view``): expected snapshot
+    field dicts instead of snapshot objects.
 
-    When binding already built the attested snapshot objects (``objects_by_worker``), the
-    checks compare executors with those objects and need only the cheap index (which placement
-    fragments are attested, the runtime ids per worker); the expected field dicts
-    (``expected_by_pfid``, ``rows_by_worker``) are then derived on first use, from the very
-    placement entries and evidence the view was built from."""
+    ``objects_by_worker`` is always None now: the snapshot objects binding cached on an
+    attestation could have been edited in place since, so the checks compare every snapshot
+    with the expected field dicts derived from the current placement entries and evidence."""
 
     __slots__ = ("placement", "evidence", "key_base", "part_rank", "generation", "attested_pfids",
                  "ids_by_worker", "evidence_ids_by_worker", "objects_by_worker", "_objects_by_pfid",
@@ -283,27 +282,10 @@ class _AttestedView:
         self.part_rank = None if part is None else part.rank
         generation = self.generation = evidence.generation
         placement_dict = self._placement_dict = state["_placement_dict"]
-        # The attested snapshot objects, when binding already built them (identity fast path):
-        # ``_attestation_values(attestation).get("snapshots_by_worker")`` without creating an
-        # empty cache.
-        cache = state.get("_derived_cache")
-        objects = self.objects_by_worker = (
-            cache[2].get("snapshots_by_worker")
-            if cache is not None and cache[0] is state.get("placement") and cache[1] is evidence
-            else None
-        )
+        # Never binding's cached snapshot objects (an identity comparison with objects that
+        # could have been edited in place since would skip a check).
+        self.objects_by_worker = None
         self._objects_by_pfid: Optional[dict[str, RuntimeFragmentSnapshot]] = None
-        if objects is not None:
-            # The checks compare with the snapshot objects: the cheap index now, the expected
-            # field dicts on first use. ``_python_attested_index`` is the kernel's reference.
-            index = _native.attested_index(
-                RuntimeBindingAttestation, RuntimeBindingEvidence, RuntimeBindingFragment, attestation
-            )
-            if index is None:
-                index = _python_attested_index(placement_dict, evidence)
-            self.attested_pfids, self.ids_by_worker, self.evidence_ids_by_worker, _complete = index
-            self._rows = None
-            return
         # The rows in C when it decides them (views of fresh attestations, e.g. after unpickling);
         # ``_python_attested_rows`` is its reference and the fallback.
         rows = _native.attested_rows(
@@ -409,24 +391,48 @@ def _first(item: tuple[str, Any]) -> str:
     return item[0]
 
 
+# The views built during the current revalidation (``_ViewScope``): id(attestation) ->
+# (attestation, view). None outside a revalidation. A view is never kept on an attestation:
+# its nested values (evidence fragments, placement fragments) can be edited in place between
+# two calls, and a remembered view would then change an outcome (the reference derives
+# everything from the current values on every call).
+_VIEW_SCOPE: list[Optional[dict[int, tuple[Any, _AttestedView]]]] = [None]
+
+
+class _ViewScope:
+    """``with _ViewScope():`` one revalidation; every attestation's view is built once in it."""
+
+    __slots__ = ("saved",)
+
+    def __enter__(self) -> None:
+        self.saved = _VIEW_SCOPE[0]
+        _VIEW_SCOPE[0] = {}
+
+    def __exit__(self, *exc: Any) -> None:
+        _VIEW_SCOPE[0] = self.saved
+
+
 def _attested_view(attestation: RuntimeBindingAttestation) -> _AttestedView:
-    """The cached ``_AttestedView`` of ``attestation`` (rebuilt if its placement or evidence
-    object was swapped since)."""
-    state = attestation.__dict__
-    view: Optional[_AttestedView] = state.get("_attested_view")
-    if view is None or view.placement is not state["placement"] or view.evidence is not state["evidence"]:
-        # Built in C when it decides (and then already cached on the attestation).
-        view = _native.attested_view(
-            _AttestedView,
-            attestation,
-            RuntimeBindingAttestation,
-            RuntimeBindingEvidence,
-            RuntimeBindingFragment,
-            WeightPlacementManifest,
-        )
-        if view is None:
-            view = _AttestedView(attestation)
-            state["_attested_view"] = view
+    """The ``_AttestedView`` of ``attestation`` from its current values (built once per
+    revalidation scope, else on every call)."""
+    scope = _VIEW_SCOPE[0]
+    if scope is not None:
+        entry = scope.get(id(attestation))
+        if entry is not None and entry[0] is attestation:
+            return entry[1]
+    # Built in C when it decides.
+    view: Optional[_AttestedView] = _native.attested_view(
+        _AttestedView,
+        attestation,
+        RuntimeBindingAttestation,
+        RuntimeBindingEvidence,
+        RuntimeBindingFragment,
+        WeightPlacementManifest,
+    )
+    if view is None:
+        view = _AttestedView(attestation)
+    if scope is not None:
+        scope[id(attestation)] = (attestation, view)  # holds the attestation: its id stays unique
     return view
 
 
@@ -467,6 +473,10 @@ class TransferPlan:
         return plan
 
     def _revalidate(self, *, check_physical_ranges: bool) -> None:
+        with _ViewScope():
+            self._revalidate_scoped(check_physical_ranges)
+
+    def _revalidate_scoped(self, check_physical_ranges: bool) -> None:
         # Each sequence as an exact tuple (``tuple(value)``; stored back only when it was not one).
         operations = self.operations
         if type(operations) is not tuple:

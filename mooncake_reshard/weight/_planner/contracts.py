@@ -664,10 +664,12 @@ class LogicalTransferPlan:
         return self._views().pipeline_routes
 
     def _views(self) -> OperationViews:
-        views = self.__dict__.get("_operation_views")
-        if views is None:
-            views = build_operation_views(self.operations, self.source_executors, self.target_executors)
-            object.__setattr__(self, "_operation_views", views)
+        """The operation views of the plan's current values, derived on every call: a frozen plan
+        can be edited in place (its operations, their fragments, its executors), and views kept
+        from an earlier call would then change an outcome. The latest views are stored as
+        ``_operation_views`` (never pickled) but never read back."""
+        views = build_operation_views(self.operations, self.source_executors, self.target_executors)
+        object.__setattr__(self, "_operation_views", views)
         return views
 
     def validate_source_manifest_snapshot(self) -> None:
