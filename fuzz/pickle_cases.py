@@ -422,7 +422,7 @@ KNOWN_FINDINGS: Tuple[Tuple[str, Tuple[type, ...], Tuple[str, ...]], ...] = (
     ("F3", (KeyError, AttributeError, TypeError), (
         "weight/binding.py", "weight/placement.py", "weight/_planner/attestation.py",
     )),
-    ("F4", (AttributeError, TypeError), ("weight/storage_manifest.py",)),
+    ("F4", (AttributeError, TypeError), ("weight/storage_manifest.py", "weight/types.py")),
     ("F5", (), ()),  # accepted forged placement content: see _nan_inside / check_plan
 )
 
@@ -489,10 +489,32 @@ def _judge(exc: BaseException, data: Any, structured: bool) -> None:
     raise pyfuzz.Finding(f"unexpected {type(exc).__name__}: {exc}{site}", data) from exc
 
 
+_MEMO_BOUND = 1 << 16
+
+
+def pickle_level_hazard(data: bytes) -> bool:
+    """True when damaged bytes would make pickle itself allocate far beyond the input (a
+    ``LONG_BINPUT``/``PUT`` memo index far past the input: CPython's unpickler grows its memo
+    array to that index; a counted string/bytes/bytearray longer than the input: CPython 3.11
+    allocates it first, and for ``BYTEARRAY8`` prints "SystemError: deallocated bytearray object
+    has exported buffers" while raising MemoryError). Not the package's business: such inputs
+    are skipped. Opcodes after the first undecodable one are not looked at (the unpickler stops
+    there too)."""
+    import pickletools
+
+    try:
+        for opcode, arg, _ in pickletools.genops(data):
+            if opcode.name in ("PUT", "BINPUT", "LONG_BINPUT") and int(arg) > _MEMO_BOUND:
+                return True
+    except Exception as exc:  # noqa: BLE001 - damage: the unpickler stops at the same place
+        return "but only" in str(exc)  # a counted item longer than the input
+    return False
+
+
 def check_loads(data: bytes, *, structured: bool) -> Optional[Any]:
     """Load ``data``; the plan (accepted), or None (rejected as the contract allows). Raises
     :class:`pyfuzz.Finding` otherwise."""
-    if len(data) > MAX_INPUT:
+    if len(data) > MAX_INPUT or (not structured and pickle_level_hazard(data)):
         return None
     try:
         if structured:
@@ -651,6 +673,13 @@ def main(argv: Sequence[str]) -> int:
         for name, data in seed_pickles():
             with open(os.path.join(args.write_corpus, f"seed-{name}"), "wb") as fh:
                 fh.write(b"\x00" + data)
+        packed = [args for _, restore, args in seed_splits() if restore == "_restore_packed_transfer_plan"]
+        for index, (codes, _) in enumerate(packed):  # direct decoder calls (atheris_pickle.py)
+            with open(os.path.join(args.write_corpus, f"graph-{index}"), "wb") as fh:
+                fh.write(bytes([0xC0 + index]) + codes)
+        for index in range(8):  # structured edits, by their seed bytes
+            with open(os.path.join(args.write_corpus, f"structured-{index}"), "wb") as fh:
+                fh.write(bytes([0x80]) + index.to_bytes(4, "little"))
         return 0
     if args.case is not None:
         run_case(args.case)

@@ -2,7 +2,9 @@
 # Short fuzz run for CI (about 2 minutes on 2 cores with the defaults):
 #   1. the libFuzzer targets over the C kernels (ASan + UBSan), each from the committed corpus;
 #   2. the Python-level random fuzzer (placement JSON + hostile constructor fields);
-#   3. the atheris (coverage-guided) JSON/constructor target, when atheris is installed.
+#   3. the atheris (coverage-guided) JSON/constructor target, when atheris is installed;
+#   4. the pickle target (unpickling of bound plans): the random runner, and its atheris
+#      driver when atheris is installed.
 # Every finding fails the run (non-zero exit) and leaves its input in $FUZZ_OUT.
 # Environment: PYTHON (default python3), FUZZ_SECONDS per target (default 15),
 # FUZZ_OUT (default a temp dir), FUZZ_REQUIRE_CLANG=1 to fail instead of skipping without clang.
@@ -52,6 +54,22 @@ if "$python" -c "import atheris" >/dev/null 2>&1; then
   fi
 else
   echo "== atheris not installed: coverage-guided Python target skipped (pip install atheris)"
+fi
+
+echo "== Python pickle fuzzer (${seconds}s)"
+(cd "$root" && "$python" "$here/pickle_cases.py" --seconds "$seconds") || status=1
+
+if "$python" -c "import atheris" >/dev/null 2>&1; then
+  work="$out/corpus-pickle"
+  mkdir -p "$work"
+  cp "$here/corpus/pickle/"* "$work/"
+  echo "== atheris pickle of bound plans (${seconds}s)"
+  if ! (cd "$root" && "$python" "$here/atheris_pickle.py" "$work" -max_total_time="$seconds" -max_len=65536 \
+        -rss_limit_mb=4096 -timeout=30 -artifact_prefix="$out/pickle-" >"$out/pickle.log" 2>&1); then
+    echo "FINDING in atheris_pickle: see $out/pickle.log"; tail -30 "$out/pickle.log"; status=1
+  else
+    grep -E "^Done" "$out/pickle.log" | tail -1
+  fi
 fi
 [ "$status" = 0 ] && echo "fuzz short run: no findings"
 exit "$status"
