@@ -136,3 +136,32 @@ def test_raw_damage_follows_the_contract(seed: int) -> None:
 def test_graph_unpack_arbitrary_opcodes(codes: bytes, which: int) -> None:
     packed = _packed()
     pickle_cases.check_graph_unpack(codes, packed[which % len(packed)][1])
+
+
+def _raised_in(path: str, exc: BaseException) -> BaseException:
+    """``exc`` raised by code whose frame claims ``path`` as its file."""
+    try:
+        exec(compile("raise exc", path, "exec"), {"exc": exc})
+    except BaseException as raised:  # noqa: BLE001
+        return raised
+    raise AssertionError("not raised")
+
+
+def test_known_finding_filter_is_narrow(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The filter names a finding only for its exception types raised in its files: nothing
+    raised by the restore layer, no SystemError/MemoryError/RecursionError, no ValueError."""
+    monkeypatch.delenv("MOONCAKE_FUZZ_KNOWN", raising=False)
+    root = "/x/mooncake_reshard/weight/"
+    known = pickle_cases.known_finding
+    assert known(_raised_in(root + "binding.py", KeyError("w"))) == "F3"
+    assert known(_raised_in(root + "_planner/contracts.py", TypeError("t"))) == "F2"
+    assert known(_raised_in(root + "storage_manifest.py", AttributeError("a"))) == "F4"
+    for path in (root + "_planner/bound_pickle.py", root + "_planner/fragments.py", "/x/elsewhere.py"):
+        assert known(_raised_in(path, KeyError("k"))) is None
+        assert known(_raised_in(path, TypeError("t"))) is None
+    for exc in (SystemError("s"), MemoryError(), RecursionError(), ValueError("v"), IndexError("i")):
+        assert known(_raised_in(root + "binding.py", exc)) is None
+    assert not pickle_cases.message_ok(ValueError("not a spec message"))
+    assert pickle_cases.message_ok(ValueError("transfer plan pickle state is invalid"))
+    monkeypatch.setenv("MOONCAKE_FUZZ_KNOWN", "1")
+    assert known(_raised_in(root + "binding.py", KeyError("w"))) is None
