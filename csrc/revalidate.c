@@ -368,7 +368,8 @@ typedef struct {
     PyObject *evidence_type;       /* RuntimeBindingEvidence (with view_type) */
 } rf_config;
 
-static PyObject *av_build(PyObject *module, PyObject *view_type, PyObject *attestation, PyObject *const *types);
+static PyObject *av_build(PyObject *module, PyObject *view_type, PyObject *attestation, PyObject *const *types,
+                          PyObject *objects);
 
 /* Item ``name`` of ``object``'s instance dict as a new reference; NULL with no error set when
  * it is missing (decline), NULL with an error set on failure. */
@@ -2274,7 +2275,8 @@ static PyObject *av_keys[AV_NNAMES];
 /* The view's slot values (``_AttestedView.__init__``) into slots[AV_NSLOTS] (new references);
  * RV_OK, RV_DECLINE (the Python constructor decides) or RV_ERROR. */
 static int
-av_slots(PyObject *module, PyObject *attestation, PyObject *state, PyObject *const *types, PyObject **slots)
+av_slots(PyObject *module, PyObject *attestation, PyObject *state, PyObject *const *types, PyObject *objects,
+         PyObject **slots)
 {
     PyObject *participant = NULL, *instance = NULL, *placement_id = NULL, *digest = NULL, *lease = NULL;
     PyObject *index = NULL;
@@ -2318,10 +2320,10 @@ av_slots(PyObject *module, PyObject *attestation, PyObject *state, PyObject *con
     if (slots[AV_PART_RANK] == NULL) goto done;
     slots[AV_GENERATION] = PyObject_GetAttr(evidence, av_keys[AV_GENERATION]);
     if (slots[AV_GENERATION] == NULL) goto done;
-    /* Never the snapshot objects binding cached on the attestation (``_derived_cache``): they
-     * could have been edited in place since; the snapshots are compared with the expected field
-     * dicts derived here, from the current values. */
-    slots[AV_OBJECTS] = Py_NewRef(Py_None);
+    /* The snapshot objects only when the caller gives them (binding's objects of this very call,
+     * see ``bound_contracts._attested_view``); never read from the attestation: they could have
+     * been edited in place since. Without them the expected field dicts are derived here. */
+    slots[AV_OBJECTS] = Py_NewRef(objects);
     slots[AV_OBJECTS_BY_PFID] = Py_NewRef(Py_None);
     if (slots[AV_OBJECTS] != Py_None) {
         /* The cheap index; the expected field dicts on first use (``rows()``). */
@@ -2374,14 +2376,14 @@ done:
  * (new reference) when the Python constructor must decide; NULL with an error set.
  * types: attestation, evidence, runtime fragment, placement manifest classes. */
 static PyObject *
-av_build(PyObject *module, PyObject *view_type, PyObject *attestation, PyObject *const *types)
+av_build(PyObject *module, PyObject *view_type, PyObject *attestation, PyObject *const *types, PyObject *objects)
 {
     if (Py_TYPE(attestation) != (PyTypeObject *)types[0]) Py_RETURN_NONE;
     PyObject *state = PyObject_GenericGetDict(attestation, NULL);
     if (state == NULL) return NULL;
     PyObject *slots[AV_NSLOTS] = {NULL};
     PyObject *view = NULL;
-    int rc = PyDict_CheckExact(state) ? av_slots(module, attestation, state, types, slots) : RV_DECLINE;
+    int rc = PyDict_CheckExact(state) ? av_slots(module, attestation, state, types, objects, slots) : RV_DECLINE;
     if (rc == RV_OK) {
         view = PyObject_CallMethod((PyObject *)&PyBaseObject_Type, "__new__", "O", view_type);
         for (int k = 0; view != NULL && k < AV_NSLOTS; k++) {
@@ -2397,25 +2399,27 @@ av_build(PyObject *module, PyObject *view_type, PyObject *attestation, PyObject 
 }
 
 PyDoc_STRVAR(attested_view_doc,
-"attested_view(view_type, attestation, attestation_type, evidence_type, runtime_type, manifest_type)\n"
+"attested_view(view_type, attestation, attestation_type, evidence_type, runtime_type, manifest_type,\n"
+"              objects=None)\n"
 "--\n\n"
-"``bound_contracts._AttestedView(attestation)`` built in C from the attestation's current\n"
-"values (never stored on it, never from binding's cached snapshot objects), when the\n"
+"``bound_contracts._AttestedView(attestation, objects)`` built in C from the attestation's\n"
+"current values (never stored on it; snapshot objects only when given), when the\n"
 "attestation, its evidence and placement are exactly the given types with an exact-dict\n"
 "``_placement_dict``, the placement's part index is an exact dict, and the attested rows\n"
-"(``attested_rows``, complete) are decided in C. Otherwise ``None`` (the Python constructor\n"
-"decides).\n"
+"(``attested_rows``, complete; without objects) or the cheap index (``attested_index``; with\n"
+"objects) are decided in C. Otherwise ``None`` (the Python constructor decides).\n"
 "Errors of the values' own attributes (e.g. ``placement.digest``) propagate.");
 
 static PyObject *
 attested_view(PyObject *module, PyObject *args)
 {
-    PyObject *view_type, *attestation, *types[4];
-    if (!PyArg_ParseTuple(args, "O!OO!O!O!O!:attested_view", &PyType_Type, &view_type, &attestation, &PyType_Type,
-                          &types[0], &PyType_Type, &types[1], &PyType_Type, &types[2], &PyType_Type, &types[3])) {
+    PyObject *view_type, *attestation, *types[4], *objects = Py_None;
+    if (!PyArg_ParseTuple(args, "O!OO!O!O!O!|O:attested_view", &PyType_Type, &view_type, &attestation, &PyType_Type,
+                          &types[0], &PyType_Type, &types[1], &PyType_Type, &types[2], &PyType_Type, &types[3],
+                          &objects)) {
         return NULL;
     }
-    return av_build(module, view_type, attestation, types);
+    return av_build(module, view_type, attestation, types, objects);
 }
 
 /* --- revalidate_views ------------------------------------------------------------------- */

@@ -558,13 +558,15 @@ def attested_view(
     evidence_type: type,
     runtime_type: type,
     manifest_type: type,
+    objects: Any = None,
     /,
 ) -> Any:
-    """``bound_contracts._AttestedView(attestation)`` built in C from the attestation's current
-    values (never stored on it, never from binding's cached snapshot objects), when the
-    attestation, its evidence and placement are exactly the given types with an exact-dict
-    ``_placement_dict``, the placement's part index is an exact dict and the rows
-    (``attested_rows``, complete) are decided in C; otherwise ``None`` (the Python
+    """``bound_contracts._AttestedView(attestation, objects)`` built in C from the attestation's
+    current values (never stored on it; snapshot objects only when given: binding's objects of
+    the same call), when the attestation, its evidence and placement are exactly the given
+    types with an exact-dict ``_placement_dict``, the placement's part index is an exact dict
+    and the rows (``attested_rows``, complete; without objects) or the cheap index
+    (``attested_index``; with objects) are decided in C; otherwise ``None`` (the Python
     constructor decides). ``TypeError`` when a type argument is not a type; errors of the
     values' own attributes propagate."""
 

@@ -399,3 +399,66 @@ def test_attested_view_declines_and_hostile_inputs() -> None:
         frags, *_FRAGMENT_TYPES, _identity(plan), bc._attested_view, bc._AttestedView, RuntimeBindingEvidence
     ) is not None
     _drop_views(plan)
+
+
+@pytest.mark.parametrize("name", sorted(_PLANS))
+def test_attested_view_in_c_with_given_objects_equals_the_constructor(name: str) -> None:
+    """With binding's snapshot objects given (only inside the revalidation of a plan binding has
+    just built), the C view equals the constructor's; without them no object is ever taken from
+    the attestation."""
+    from mooncake.reshard.weight.placement import WeightPlacementManifest
+
+    given = 0
+    for attestation in _drop_views(_PLANS[name]):
+        cache = attestation.__dict__.get("_derived_cache")
+        objects = None if cache is None else cache[2].get("snapshots_by_worker")
+        if objects is None:
+            continue
+        given += 1
+        built = _native.attested_view(bc._AttestedView, attestation, *_VIEW_ARGS, WeightPlacementManifest, objects)
+        reference = bc._AttestedView(attestation, objects)
+        assert built is not None and built.objects_by_worker is objects and built._rows is None
+        assert _slots(built) == _slots(reference)
+        assert _view_c(attestation).objects_by_worker is None
+        for odd in ({"w": ["x"]}, 1 << 80, "x"):
+            odd_view = _native.attested_view(bc._AttestedView, attestation, *_VIEW_ARGS, WeightPlacementManifest, odd)
+            assert odd_view is None or odd_view.objects_by_worker is odd
+        with pytest.raises(TypeError):
+            _native.attested_view(bc._AttestedView, attestation, *_VIEW_ARGS, WeightPlacementManifest, None, None)
+    if name.startswith("unpickled"):
+        assert given == 0  # fresh attestations of a restored plan carry no binding objects
+    # Outside the revalidation of a just-built plan, _attested_view never uses those objects.
+    for attestation in _drop_views(_PLANS[name]):
+        assert bc._attested_view(attestation).objects_by_worker is None
+        with bc._ViewScope():
+            assert bc._attested_view(attestation).objects_by_worker is None
+
+
+def test_only_a_just_built_plan_uses_binding_objects(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+
+    from memory_executor import HostMemory, host_bindings, tp_placement
+
+    from mooncake.reshard.weight.planner import bind_logical_transfer_plan, plan_placement_transfer
+
+    views: list[Any] = []
+    attested_view = bc._attested_view
+
+    def spy_view(attestation: Any) -> Any:
+        view = attested_view(attestation)
+        views.append(view)
+        return view
+
+    monkeypatch.setattr(bc, "_attested_view", spy_view)
+    memory = HostMemory()
+    source = tp_placement(2, prefix="s", shape=(4, 8))
+    target = tp_placement(2, prefix="t", shape=(4, 8))
+    plan = bind_logical_transfer_plan(
+        plan_placement_transfer(source, target),
+        host_bindings(target, memory, prefix="dst"),
+        source_bindings=host_bindings(source, memory, prefix="src"),
+    )
+    assert views and all(view.objects_by_worker is not None for view in views)  # built in this call
+    views.clear()
+    dataclasses.replace(plan)
+    assert views and all(view.objects_by_worker is None for view in views)  # could be edited since

@@ -216,9 +216,12 @@ class _AttestedView:
     and revalidation (never kept on the attestation: see ``_attested_view``): expected snapshot
     field dicts instead of snapshot objects.
 
-    ``objects_by_worker`` is always None now: the snapshot objects binding cached on an
-    attestation could have been edited in place since, so the checks compare every snapshot
-    with the expected field dicts derived from the current placement entries and evidence."""
+    ``objects_by_worker`` is None except inside the revalidation of a plan that binding has
+    just built (``_ViewScope(built_now=True)``): its attestations were all created by that same
+    bind call, so the snapshot objects binding derived from them in that call (``_derived_cache``)
+    are the attested ones and are compared by identity (the cheap index now, the expected field
+    dicts on first use). Anywhere else such objects could have been edited in place since, so
+    every snapshot is compared with the expected field dicts derived from the current values."""
 
     __slots__ = ("placement", "evidence", "key_base", "part_rank", "generation", "attested_pfids",
                  "ids_by_worker", "evidence_ids_by_worker", "objects_by_worker", "_objects_by_pfid",
@@ -266,7 +269,7 @@ class _AttestedView:
         """Per worker the ``(runtime id, expected field dict)`` pairs sorted by runtime id."""
         return self.rows()[1]
 
-    def __init__(self, attestation: RuntimeBindingAttestation) -> None:
+    def __init__(self, attestation: RuntimeBindingAttestation, objects: Any = None) -> None:
         state = attestation.__dict__
         evidence = self.evidence = state["evidence"]
         placement = self.placement = state["placement"]
@@ -282,10 +285,20 @@ class _AttestedView:
         self.part_rank = None if part is None else part.rank
         generation = self.generation = evidence.generation
         placement_dict = self._placement_dict = state["_placement_dict"]
-        # Never binding's cached snapshot objects (an identity comparison with objects that
-        # could have been edited in place since would skip a check).
-        self.objects_by_worker = None
+        # ``objects``: binding's snapshot objects of this very call (see the class docstring).
+        self.objects_by_worker = objects
         self._objects_by_pfid: Optional[dict[str, RuntimeFragmentSnapshot]] = None
+        if objects is not None:
+            # The checks compare with the snapshot objects: the cheap index now, the expected
+            # field dicts on first use. ``_python_attested_index`` is the kernel's reference.
+            index = _native.attested_index(
+                RuntimeBindingAttestation, RuntimeBindingEvidence, RuntimeBindingFragment, attestation
+            )
+            if index is None:
+                index = _python_attested_index(placement_dict, evidence)
+            self.attested_pfids, self.ids_by_worker, self.evidence_ids_by_worker, _complete = index
+            self._rows = None
+            return
         # The rows in C when it decides them (views of fresh attestations, e.g. after unpickling);
         # ``_python_attested_rows`` is its reference and the fallback.
         rows = _native.attested_rows(
@@ -397,19 +410,29 @@ def _first(item: tuple[str, Any]) -> str:
 # two calls, and a remembered view would then change an outcome (the reference derives
 # everything from the current values on every call).
 _VIEW_SCOPE: list[Optional[dict[int, tuple[Any, _AttestedView]]]] = [None]
+# True inside the revalidation of a plan binding has just built (see ``_AttestedView``).
+_BUILT_NOW: list[bool] = [False]
 
 
 class _ViewScope:
-    """``with _ViewScope():`` one revalidation; every attestation's view is built once in it."""
+    """``with _ViewScope():`` one revalidation; every attestation's view is built once in it.
+    ``built_now=True`` only for the plan ``bind_logical_transfer_plan`` has just built from
+    attestations it created in the same call."""
 
-    __slots__ = ("saved",)
+    __slots__ = ("saved", "saved_built_now", "built_now")
+
+    def __init__(self, built_now: bool = False) -> None:
+        self.built_now = built_now
 
     def __enter__(self) -> None:
         self.saved = _VIEW_SCOPE[0]
+        self.saved_built_now = _BUILT_NOW[0]
         _VIEW_SCOPE[0] = {}
+        _BUILT_NOW[0] = self.built_now
 
     def __exit__(self, *exc: Any) -> None:
         _VIEW_SCOPE[0] = self.saved
+        _BUILT_NOW[0] = self.saved_built_now
 
 
 def _attested_view(attestation: RuntimeBindingAttestation) -> _AttestedView:
@@ -420,6 +443,19 @@ def _attested_view(attestation: RuntimeBindingAttestation) -> _AttestedView:
         entry = scope.get(id(attestation))
         if entry is not None and entry[0] is attestation:
             return entry[1]
+    objects = None
+    if _BUILT_NOW[0] and scope is not None:
+        # The snapshot objects binding derived from this attestation in this very call.
+        state = attestation.__dict__
+        cache = state.get("_derived_cache")
+        if (
+            type(cache) is tuple
+            and len(cache) == 3
+            and cache[0] is state.get("placement")
+            and cache[1] is state.get("evidence")
+            and type(cache[2]) is dict
+        ):
+            objects = cache[2].get("snapshots_by_worker")
     # Built in C when it decides.
     view: Optional[_AttestedView] = _native.attested_view(
         _AttestedView,
@@ -428,9 +464,10 @@ def _attested_view(attestation: RuntimeBindingAttestation) -> _AttestedView:
         RuntimeBindingEvidence,
         RuntimeBindingFragment,
         WeightPlacementManifest,
+        objects,
     )
     if view is None:
-        view = _AttestedView(attestation)
+        view = _AttestedView(attestation, objects)
     if scope is not None:
         scope[id(attestation)] = (attestation, view)  # holds the attestation: its id stays unique
     return view
@@ -469,7 +506,8 @@ class TransferPlan:
         plan: TransferPlan = object.__new__(cls)
         for name in _INIT_FIELDS:
             object.__setattr__(plan, name, values[name])
-        plan._revalidate(check_physical_ranges=False)
+        with _ViewScope(built_now=True):  # attestations created by the bind call itself
+            plan._revalidate_scoped(False)
         return plan
 
     def _revalidate(self, *, check_physical_ranges: bool) -> None:
