@@ -418,6 +418,97 @@ rf_identity(PyObject *placement, PyObject *identity)
     return rc;
 }
 
+/* 1 when ``object``'s instance dict (or ``object`` itself when it is an exact dict) holds exactly
+ * the keys and values of ``snapshot`` (``(key0, value0, key1, value1, ...)``), by pointer, in
+ * order, with the same size; 0 otherwise (also when it has no instance dict, or one that is not
+ * an exact dict); -1 with an error set. */
+static int
+dc_unchanged(PyObject *object, PyObject *snapshot)
+{
+    if (!PyTuple_CheckExact(snapshot)) {
+        PyErr_SetString(PyExc_TypeError, "deps_unchanged: every snapshot must be a tuple");
+        return -1;
+    }
+    PyObject *dict = NULL;
+    if (PyDict_CheckExact(object)) {
+        dict = Py_NewRef(object);
+    }
+    else {
+        dict = PyObject_GenericGetDict(object, NULL);
+        if (dict == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError) && !PyErr_ExceptionMatches(PyExc_TypeError)) return -1;
+            PyErr_Clear(); /* no instance dict: not the recorded object state */
+            return 0;
+        }
+        if (!PyDict_CheckExact(dict)) {
+            Py_DECREF(dict);
+            return 0;
+        }
+    }
+    const Py_ssize_t size = PyDict_Size(dict);
+    const Py_ssize_t count = PyTuple_Size(snapshot);
+    int same = size >= 0 && count >= 0 && size <= PY_SSIZE_T_MAX / 2 && size * 2 == count;
+    Py_ssize_t position = 0, at = 0;
+    PyObject *key = NULL, *value = NULL;
+    while (same && PyDict_Next(dict, &position, &key, &value)) {
+        if (at > count - 2) {
+            same = 0;
+            break;
+        }
+        if (PyTuple_GetItem(snapshot, at) != key || PyTuple_GetItem(snapshot, at + 1) != value) same = 0;
+        at += 2;
+    }
+    if (same && at != count) same = 0;
+    Py_DECREF(dict);
+    return same;
+}
+
+/* 1 when every ``(object, snapshot)`` pair of the exact tuple ``deps`` is unchanged (see
+ * ``dc_unchanged``), 0 when one is not, -1 with an error set. */
+static int
+dc_all_unchanged(PyObject *deps)
+{
+    if (!PyTuple_CheckExact(deps) || PyTuple_Size(deps) % 2 != 0) {
+        PyErr_SetString(PyExc_TypeError, "deps_unchanged: deps must be a tuple of (object, snapshot) pairs");
+        return -1;
+    }
+    const Py_ssize_t count = PyTuple_Size(deps);
+    for (Py_ssize_t at = 0; at < count; at += 2) {
+        int same = dc_unchanged(PyTuple_GetItem(deps, at), PyTuple_GetItem(deps, at + 1));
+        if (same <= 0) return same;
+    }
+    return 1;
+}
+
+/* The view of the exact cache ``bound_contracts._attested_view`` keeps on an attestation of
+ * exactly ``cfg->attestation_type`` (``_attested_view``: ``(view, evidence, placement,
+ * placement_dict, deps)``) when the attestation still holds that evidence, placement and
+ * placement dict and every recorded dependency is unchanged (new reference); NULL with no
+ * error set otherwise (``view_of`` then decides), NULL with an error set on failure. */
+static PyObject *
+rf_exact_view(PyObject *attestation, const rf_config *cfg, PyObject *placement, PyObject *placement_dict)
+{
+    if (Py_TYPE(attestation) != cfg->attestation_type) return NULL;
+    PyObject *cached = rf_dict_item(attestation, rf_keys[RF_ATTESTED_VIEW]);
+    if (cached == NULL) return NULL;
+    PyObject *evidence = NULL, *view = NULL;
+    if (!PyTuple_CheckExact(cached) || PyTuple_Size(cached) != 5) goto done;
+    evidence = rf_dict_item(attestation, rf_keys[RF_EVIDENCE]);
+    if (evidence == NULL) goto done;
+    if (PyTuple_GetItem(cached, 1) != evidence || PyTuple_GetItem(cached, 2) != placement ||
+        PyTuple_GetItem(cached, 3) != placement_dict) {
+        goto done;
+    }
+    PyObject *deps = PyTuple_GetItem(cached, 4);
+    if (!PyTuple_CheckExact(deps) || PyTuple_Size(deps) == 0) goto done;
+    int same = dc_all_unchanged(deps);
+    if (same == 1) view = Py_NewRef(PyTuple_GetItem(cached, 0));
+done:
+    Py_XDECREF(evidence);
+    Py_DECREF(cached);
+    return view;
+}
+
 /* The attested entry ``(placement_dict, binding_dict, view)`` of a new attestation, checked
  * (exact manifest class, plan identity); *entry is a new reference. */
 static int
@@ -435,9 +526,11 @@ rf_attested_entry(PyObject *attestation, const rf_config *cfg, PyObject **entry)
     if (placement_dict == NULL || !PyDict_CheckExact(placement_dict)) goto done;
     binding_dict = rf_dict_item(attestation, rf_keys[RF_BINDING_DICT]);
     if (binding_dict == NULL || !PyDict_CheckExact(binding_dict)) goto done;
-    /* Always ``view_of``: it keeps a view for one revalidation only (never on the attestation,
-     * whose nested values could be edited in place between two calls). */
-    view = PyObject_CallFunctionObjArgs(cfg->view_of, attestation, NULL);
+    /* The exact cached view when every object it was derived from is unchanged, else
+     * ``view_of`` (which builds a new one from the current values). */
+    view = rf_exact_view(attestation, cfg, placement, placement_dict);
+    if (view == NULL && PyErr_Occurred()) goto done;
+    if (view == NULL) view = PyObject_CallFunctionObjArgs(cfg->view_of, attestation, NULL);
     if (view == NULL) goto done;
     *entry = PyTuple_Pack(3, placement_dict, binding_dict, view);
     rc = *entry == NULL ? RV_ERROR : RV_OK;
@@ -624,10 +717,13 @@ PyDoc_STRVAR(revalidate_fragments_doc,
 "fragment id, and the placement's rank is exactly ``rank_type``. Otherwise returns\n"
 "``(keys, route_halves, runtime_ids, attested)``: per fragment ``view.key_base + (worker_id,\n"
 "(dp, tp, pp, ep))``, ``(pp, pipeline_stage_id)`` and the runtime fragment id, and\n"
-"``{id(attestation): (placement_dict, binding_dict, view_of(attestation))}``. The view is\n"
-"always ``view_of``'s (no view is read from an attestation); ``view_type`` and\n"
-"``evidence_type`` are still checked (two types or None) but not used. Errors raised by the\n"
-"values' own methods propagate.");
+"``{id(attestation): (placement_dict, binding_dict, view)}``. The view is the exact cache\n"
+"entry ``bound_contracts._attested_view`` keeps on an attestation of exactly\n"
+"``attestation_type`` (``_attested_view``: ``(view, evidence, placement, placement_dict,\n"
+"deps)``) when the attestation still holds that evidence, placement and placement dict and\n"
+"``deps_unchanged(deps)``, else ``view_of(attestation)``; ``view_type`` and ``evidence_type``\n"
+"are still checked (two types or None) but not used. Errors raised by the values' own methods\n"
+"propagate (TypeError for malformed ``deps`` of such an entry).");
 
 static PyObject *
 revalidate_fragments(PyObject *module, PyObject *args)
@@ -3067,6 +3163,30 @@ restore_regions(PyObject *self, PyObject *args)
     return regions;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * deps_unchanged: the exact check of an attested view cached on an attestation */
+
+PyDoc_STRVAR(deps_unchanged_doc,
+"deps_unchanged(deps, /)\n"
+"--\n\n"
+"``deps`` is a tuple ``(object0, snapshot0, object1, snapshot1, ...)`` where each snapshot is\n"
+"a tuple ``(key0, value0, key1, value1, ...)`` of the object's instance dict (or of the object\n"
+"itself when it is an exact dict) as recorded. True when every object still holds exactly\n"
+"those keys and values, compared by pointer identity, in order, with the same size; False as\n"
+"soon as one differs (or has no instance dict, or one that is not an exact dict). TypeError\n"
+"when ``deps`` is not a tuple of even length or a snapshot is not a tuple.");
+
+static PyObject *
+deps_unchanged(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *deps = NULL;
+    if (!PyArg_ParseTuple(args, "O:deps_unchanged", &deps)) return NULL;
+    int same = dc_all_unchanged(deps);
+    if (same < 0) return NULL;
+    return PyBool_FromLong(same);
+}
+
 static PyMethodDef revalidate_methods[] = {
     {"restore_regions", restore_regions, METH_VARARGS, restore_regions_doc},
     {"restore_fragments", restore_fragments, METH_VARARGS, restore_fragments_doc},
@@ -3079,6 +3199,7 @@ static PyMethodDef revalidate_methods[] = {
     {"revalidate_fragments", revalidate_fragments, METH_VARARGS, revalidate_fragments_doc},
     {"attested_index", attested_index, METH_VARARGS, attested_index_doc},
     {"attested_view", attested_view, METH_VARARGS, attested_view_doc},
+    {"deps_unchanged", deps_unchanged, METH_VARARGS, deps_unchanged_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -508,9 +508,13 @@ def revalidate_fragments(
     ``rank_type``. Otherwise ``(keys, route_halves, runtime_ids, attested)``: per fragment
     ``view.key_base + (worker_id, (dp, tp, pp, ep))``, ``(pp, pipeline_stage_id)`` and the
     runtime fragment id, and ``{id(attestation): (placement_dict, binding_dict, view)}``.
-    The view is always ``view_of``'s (none is read from an attestation); ``view_type`` and
+    The view is the exact cache entry ``bound_contracts._attested_view`` keeps on an attestation
+    of exactly ``attestation_type`` (``_attested_view``: ``(view, evidence, placement,
+    placement_dict, deps)``) when the attestation still holds that evidence, placement and
+    placement dict and ``deps_unchanged(deps)``; otherwise ``view_of``'s. ``view_type`` and
     ``evidence_type`` (both or neither) are checked but not used. ``TypeError`` for wrong
-    argument types; errors of the values' own methods propagate."""
+    argument types (also for malformed ``deps`` of such an entry); errors of the values' own
+    methods propagate."""
 
 def revalidate_side(
     frags: list[Any],
@@ -569,6 +573,14 @@ def attested_view(
     (``attested_index``; with objects) are decided in C; otherwise ``None`` (the Python
     constructor decides). ``TypeError`` when a type argument is not a type; errors of the
     values' own attributes propagate."""
+
+def deps_unchanged(deps: tuple[Any, ...], /) -> bool:
+    """``deps`` is ``(object0, snapshot0, object1, snapshot1, ...)``, each snapshot the flat
+    ``(key0, value0, key1, value1, ...)`` tuple of the object's instance dict (of the object
+    itself when it is an exact dict) as recorded. True when every object still holds exactly
+    those keys and values, by pointer identity, in order, with the same size; False as soon as
+    one differs, has no instance dict or one that is not an exact dict. ``TypeError`` when
+    ``deps`` is not a tuple of even length or a snapshot is not a tuple."""
 
 def revalidate_spaces(
     frags: list[Any],

@@ -197,6 +197,14 @@ NESTED: dict[str, Callable[[World, Any], None]] = {
     "executor snapshot address": lambda w, p: forge(p.target_executors[0].fragment_snapshots[0], "address", p.target_executors[0].fragment_snapshots[0].address + 64),
     "executor snapshot lease generation": lambda w, p: forge(p.source_executors[0].fragment_snapshots[0], "lease_generation", 7),
     "binding fragment address": lambda w, p: forge(w.target_bindings[0].fragments[0], "address", w.target_bindings[0].fragments[0].address + 64),
+    # the objects the exact attested-view cache records (bound_contracts._view_deps)
+    "evidence lease id": lambda w, p: forge(p.operations[0].target.attestation.evidence, "lease_id", "other-lease"),
+    "evidence fragment equal address": lambda w, p: forge(_evidence_fragment(p), "address", int(str(_evidence_fragment(p).address))),
+    "evidence fragment deleted device": lambda w, p: _evidence_fragment(p).__dict__.pop("device"),
+    "placement fragment rank field": lambda w, p: forge(w.target.parts[0].fragments[0].rank, "tp", w.target.parts[0].fragments[0].rank.tp + 1),
+    "placement fragment equal offset": lambda w, p: forge(w.target.parts[0].fragments[0], "global_offset", tuple(list(w.target.parts[0].fragments[0].global_offset))),
+    "placement part rank": lambda w, p: forge(w.target.parts[0], "rank", dataclasses.replace(w.target.parts[0].rank, dp=1)),
+    "placement digest": lambda w, p: forge(w.target, "_digest_cache", "0" * 64),
 }
 
 

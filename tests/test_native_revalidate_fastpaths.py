@@ -254,8 +254,8 @@ def _drop_views(plan: Any) -> list[Any]:
 @pytest.mark.parametrize("name", sorted(_PLANS))
 def test_objects_by_pfid_built_in_c_equal_the_method(name: str) -> None:
     """revalidate_side builds a view's snapshot-object table in C (when the view has none yet):
-    the same table as ``_AttestedView.object_by_pfid``, cached on the view (which lives for one
-    revalidation scope only, never on the attestation)."""
+    the same table as ``_AttestedView.object_by_pfid``, cached on the view (kept on the
+    attestation only as the exact cache entry of ``bc._attested_view``)."""
     from test_native_revalidate import _forge
 
     plan = _PLANS[name]
@@ -270,8 +270,9 @@ def test_objects_by_pfid_built_in_c_equal_the_method(name: str) -> None:
         views = {key: entry[1] for key, entry in scope.items()}
     assert bc._VIEW_SCOPE[0] is None
     for attestation in attestations:
-        assert "_attested_view" not in attestation.__dict__
         view = views[id(attestation)]
+        kept = attestation.__dict__["_attested_view"]  # the exact cache entry of this scope's view
+        assert type(kept) is tuple and kept[0] is view and kept[1] is attestation.evidence
         assert view._objects_by_pfid is not None
         reference = bc._AttestedView(attestation)
         assert reference._objects_by_pfid is None

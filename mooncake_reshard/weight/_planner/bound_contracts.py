@@ -19,6 +19,7 @@ from ...contracts.ids import (
     RuntimeInstanceId,
     TensorId,
 )
+from ..part import WeightPlacementPart
 from ..placement import WeightPlacementManifest
 from ..storage_manifest import (
     StoredFragmentSnapshot,
@@ -213,8 +214,9 @@ def _attested_snapshots(attestation: RuntimeBindingAttestation, worker_id: str) 
 
 class _AttestedView:
     """Everything the plan checks derive from one attestation, computed once per attestation
-    and revalidation (never kept on the attestation: see ``_attested_view``): expected snapshot
-    field dicts instead of snapshot objects.
+    and revalidation, and kept on the attestation only as an exact cache entry (reused while
+    every object it was derived from is unchanged: see ``_VIEW_KEY``): expected snapshot field
+    dicts instead of snapshot objects.
 
     ``objects_by_worker`` is None except inside the revalidation of a plan that binding has
     just built (``_ViewScope(built_now=True)``): its attestations were all created by that same
@@ -405,10 +407,11 @@ def _first(item: tuple[str, Any]) -> str:
 
 
 # The views built during the current revalidation (``_ViewScope``): id(attestation) ->
-# (attestation, view). None outside a revalidation. A view is never kept on an attestation:
-# its nested values (evidence fragments, placement fragments) can be edited in place between
-# two calls, and a remembered view would then change an outcome (the reference derives
-# everything from the current values on every call).
+# (attestation, view). None outside a revalidation. A view is kept on an attestation only with
+# the record of everything it was derived from (``_VIEW_KEY``): its nested values (evidence
+# fragments, placement fragments) can be edited in place between two calls, and a view kept
+# without that exact check would then change an outcome (the reference derives everything from
+# the current values on every call).
 _VIEW_SCOPE: list[Optional[dict[int, tuple[Any, _AttestedView]]]] = [None]
 # True inside the revalidation of a plan binding has just built (see ``_AttestedView``).
 _BUILT_NOW: list[bool] = [False]
@@ -435,14 +438,115 @@ class _ViewScope:
         _BUILT_NOW[0] = self.saved_built_now
 
 
+# The exact view cache: inside a revalidation scope (and without binding's snapshot objects) an
+# attestation of the exact class keeps ``(view, evidence, placement, placement_dict, deps)`` under
+# ``_attested_view`` (dropped by the attestation's ``_set_validated_state``; never pickled or
+# copied: its state is ``(placement, evidence)``). ``deps`` records, when the view was built, every
+# object the view was derived from with the very key and value objects of its instance dict (see
+# ``_view_deps``); the view is reused only when ``_native.deps_unchanged(deps)`` finds each of them
+# unchanged, pointer for pointer (the recorded values are held, so no address is reused), and the
+# attestation still holds the same evidence, placement and placement dict. Any in-place edit of a
+# recorded object (even with an equal but new value object) rebuilds the view.
+_VIEW_KEY = "_attested_view"
+_ATOMS: frozenset[type] = frozenset({str, int, float, bool, type(None), bytes})
+# The classes whose instances are recorded (and whose values are followed): dataclasses with an
+# instance dict and no computed attribute the view reads.
+_RECORDED: frozenset[type] = frozenset({RuntimeBindingEvidence, RuntimeBindingFragment, PlacementFragment, ParallelRank})
+
+
+def _record(obj: Any, deps: list[Any], seen: set[int], follow: bool) -> bool:
+    """Appends ``obj`` (an exact dict or an object with an exact instance dict) and the flat
+    ``(key, value, ...)`` tuple of its dict to ``deps``; with ``follow``, every value too (see
+    ``_record_value``). False when something reached cannot be recorded (no cache then)."""
+    if id(obj) in seen:
+        return True
+    seen.add(id(obj))
+    state = obj if type(obj) is dict else getattr(obj, "__dict__", None)
+    if type(state) is not dict:
+        return False
+    flat: list[Any] = []
+    for key, value in state.items():
+        flat.append(key)
+        flat.append(value)
+    deps.append(obj)
+    deps.append(tuple(flat))
+    if follow:
+        for value in flat[1::2]:
+            if not _record_value(value, deps, seen):
+                return False
+    return True
+
+
+def _record_value(value: Any, deps: list[Any], seen: set[int]) -> bool:
+    """Atoms (str, int, ...) need nothing, tuples their items, instances of ``_RECORDED`` are
+    recorded with their values; anything else cannot be recorded."""
+    kind = type(value)
+    if kind in _ATOMS:
+        return True
+    if kind is tuple:
+        for item in value:
+            if not _record_value(item, deps, seen):
+                return False
+        return True
+    if kind in _RECORDED:
+        return _record(value, deps, seen, True)
+    return False
+
+
+def _view_deps(attestation: RuntimeBindingAttestation) -> Optional[tuple[Any, ...]]:
+    """The ``deps`` of a view just built from ``attestation`` (see ``_VIEW_KEY``), or None when
+    something it was derived from cannot be recorded. Recorded: the placement (its fields and
+    derived caches, e.g. the digest), its part index dict, the part of the evidence's participant
+    and its rank, the attestation's placement dict with every placement fragment in it (and their
+    ranks and nested values), the evidence with every evidence fragment (and nested values)."""
+    state = attestation.__dict__
+    placement = state.get("placement")
+    evidence = state.get("evidence")
+    placement_dict = state.get("_placement_dict")
+    if type(placement) is not WeightPlacementManifest or type(evidence) is not RuntimeBindingEvidence:
+        return None
+    if type(placement_dict) is not dict:
+        return None
+    deps: list[Any] = []
+    seen: set[int] = set()
+    if not _record(placement, deps, seen, False):
+        return None
+    parts = placement.__dict__.get("_parts_by_participant")
+    if type(parts) is not dict or not _record(parts, deps, seen, False):
+        return None
+    part = parts.get(evidence.__dict__.get("participant_id"))
+    if part is not None:
+        if type(part) is not WeightPlacementPart or not _record(part, deps, seen, False):
+            return None
+        if not _record_value(part.__dict__.get("rank"), deps, seen):
+            return None
+    if not _record(placement_dict, deps, seen, True) or not _record(evidence, deps, seen, True):
+        return None
+    return tuple(deps)
+
+
 def _attested_view(attestation: RuntimeBindingAttestation) -> _AttestedView:
     """The ``_AttestedView`` of ``attestation`` from its current values (built once per
-    revalidation scope, else on every call)."""
+    revalidation scope, else on every call; inside a scope the exact cache of ``_VIEW_KEY``)."""
     scope = _VIEW_SCOPE[0]
     if scope is not None:
         entry = scope.get(id(attestation))
         if entry is not None and entry[0] is attestation:
             return entry[1]
+        if not _BUILT_NOW[0] and type(attestation) is RuntimeBindingAttestation:
+            state = attestation.__dict__
+            cached = state.get(_VIEW_KEY)
+            if (
+                type(cached) is tuple
+                and len(cached) == 5
+                and cached[1] is state.get("evidence")
+                and cached[2] is state.get("placement")
+                and cached[3] is state.get("_placement_dict")
+                and _native.deps_unchanged(cached[4])
+            ):
+                kept: _AttestedView = cached[0]
+                scope[id(attestation)] = (attestation, kept)
+                return kept
     objects = None
     if _BUILT_NOW[0] and scope is not None:
         # The snapshot objects binding derived from this attestation in this very call.
@@ -470,6 +574,13 @@ def _attested_view(attestation: RuntimeBindingAttestation) -> _AttestedView:
         view = _AttestedView(attestation, objects)
     if scope is not None:
         scope[id(attestation)] = (attestation, view)  # holds the attestation: its id stays unique
+        if objects is None and not _BUILT_NOW[0] and type(attestation) is RuntimeBindingAttestation:
+            state = attestation.__dict__
+            deps = _view_deps(attestation)
+            if deps is not None and view.evidence is state["evidence"] and view.placement is state["placement"]:
+                state[_VIEW_KEY] = (view, view.evidence, view.placement, state["_placement_dict"], deps)
+            else:
+                state.pop(_VIEW_KEY, None)
     return view
 
 
