@@ -255,3 +255,28 @@ def test_nested_forgery_after_a_use_has_the_outcome_of_uncached_objects(name: st
         assert got[2] == expected[2]
     else:
         assert got[1] == expected[1]
+
+
+@pytest.mark.parametrize("name", sorted(NESTED))
+def test_nested_forgery_after_two_revalidations_has_the_outcome_of_uncached_objects(name: str) -> None:
+    """An attestation keeps its attested view (exactly: see bound_contracts._VIEW_KEY) from its
+    second revalidation on: a forgery after two must still give the never-cached outcome."""
+    never_used = World()
+    plan = never_used.bind()
+    NESTED[name](never_used, plan)
+    expected = outcome(lambda: dataclasses.replace(_uncached(plan)))
+
+    used_before = World()
+    plan_before = used_before.bind()
+    for _ in range(2):
+        assert outcome(lambda: dataclasses.replace(plan_before))[0] == "returned"
+    kept = [a.__dict__.get("_attested_view") for a in _attestations(plan_before)]
+    assert all(type(entry) is tuple and len(entry) == 5 for entry in kept)  # the views are kept
+    NESTED[name](used_before, plan_before)
+    got = outcome(lambda: dataclasses.replace(plan_before))
+
+    assert got[:2] == expected[:2]
+    if expected[0] == "raised":
+        assert got[2] == expected[2]
+    else:
+        assert got[1] == expected[1]

@@ -145,8 +145,10 @@ def test_a_kept_view_is_reused_only_while_unchanged() -> None:
     attestation.__dict__.pop("_attested_view", None)
     outside = bc._attested_view(attestation)  # outside a revalidation: nothing kept
     assert "_attested_view" not in attestation.__dict__
-    first = _scoped_view(attestation)
-    assert first is not outside and _slots(first) == _slots(outside)
+    marked = _scoped_view(attestation)  # a first view: only marked
+    assert attestation.__dict__["_attested_view"] == ()
+    first = _scoped_view(attestation)  # the second: recorded
+    assert first is not marked and first is not outside and _slots(first) == _slots(outside)
     kept = attestation.__dict__["_attested_view"]
     assert type(kept) is tuple and kept[0] is first and kept[1] is attestation.evidence
     assert kept[2] is attestation.placement and kept[3] is attestation._placement_dict
@@ -155,6 +157,10 @@ def test_a_kept_view_is_reused_only_while_unchanged() -> None:
     assert bc._attested_view(attestation) is not first  # outside a scope: built again
     # another value under the key (e.g. a bare view): ignored and replaced
     attestation.__dict__["_attested_view"] = first
+    second = _scoped_view(attestation)
+    assert second is not first and attestation.__dict__["_attested_view"][0] is second
+    attestation.__dict__["_attested_view"] = None  # as if never viewed: only marked again
+    assert _scoped_view(attestation) is not second and attestation.__dict__["_attested_view"] == ()
     second = _scoped_view(attestation)
     assert second is not first and attestation.__dict__["_attested_view"][0] is second
     # copies and pickles carry no kept view
@@ -206,7 +212,8 @@ FORGERIES: dict[str, tuple[Callable[[Any], None], bool]] = {
 def test_each_recorded_kind_rebuilds_the_view(name: str) -> None:
     edit, equal = FORGERIES[name]
     _world, plan = _plan()
-    assert outcome(lambda: dataclasses.replace(plan))[0] == "returned"  # views kept
+    for _ in range(2):  # views marked, then kept
+        assert outcome(lambda: dataclasses.replace(plan))[0] == "returned"
     attestation = _attestation(plan)
     kept = attestation.__dict__["_attested_view"]
     edit(plan)
@@ -254,7 +261,8 @@ def _all_attestations(plan: Any) -> list[Any]:
 
 def test_revalidate_fragments_reads_only_an_unchanged_exact_entry() -> None:
     _world, plan = _plan()
-    assert outcome(lambda: dataclasses.replace(plan))[0] == "returned"
+    for _ in range(2):
+        assert outcome(lambda: dataclasses.replace(plan))[0] == "returned"
     frags = _scan(plan.operations)[0]
     identity = _identity(plan)
     calls: list[Any] = []
@@ -309,6 +317,19 @@ def test_unrecordable_values_keep_no_view() -> None:
     attestation = _attestation(plan)
     forge(_ef(plan), "owner", [1])  # a value that cannot be recorded
     attestation.__dict__.pop("_attested_view", None)
-    view = _scoped_view(attestation)
-    assert "_attested_view" not in attestation.__dict__
-    assert _scoped_view(attestation) is not view
+    views = [_scoped_view(attestation) for _ in range(3)]
+    assert attestation.__dict__["_attested_view"] == ()  # marked, never recorded
+    assert len({id(view) for view in views}) == 3
+
+
+def test_a_first_view_is_only_marked() -> None:
+    import pickle as pickle_module
+
+    _world, plan = _plan()
+    restored = pickle_module.loads(pickle_module.dumps(plan))
+    for attestation in _all_attestations(restored):
+        assert attestation.__dict__.get("_attested_view") == ()
+    again = dataclasses.replace(restored)
+    for attestation in _all_attestations(again):
+        kept = attestation.__dict__.get("_attested_view")
+        assert type(kept) is tuple and len(kept) == 5 and _native.deps_unchanged(kept[4]) is True

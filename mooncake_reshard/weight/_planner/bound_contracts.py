@@ -441,7 +441,9 @@ class _ViewScope:
 # The exact view cache: inside a revalidation scope (and without binding's snapshot objects) an
 # attestation of the exact class keeps ``(view, evidence, placement, placement_dict, deps)`` under
 # ``_attested_view`` (dropped by the attestation's ``_set_validated_state``; never pickled or
-# copied: its state is ``(placement, evidence)``). ``deps`` records, when the view was built, every
+# copied: its state is ``(placement, evidence)``), from its second view on (after the first
+# only ``()``: recording costs more than a build, and most attestations, e.g. unpickled ones,
+# are revalidated once). ``deps`` records, when the view was built, every
 # object the view was derived from with the very key and value objects of its instance dict (see
 # ``_view_deps``); the view is reused only when ``_native.deps_unchanged(deps)`` finds each of them
 # unchanged, pointer for pointer (the recorded values are held, so no address is reused), and the
@@ -576,11 +578,16 @@ def _attested_view(attestation: RuntimeBindingAttestation) -> _AttestedView:
         scope[id(attestation)] = (attestation, view)  # holds the attestation: its id stays unique
         if objects is None and not _BUILT_NOW[0] and type(attestation) is RuntimeBindingAttestation:
             state = attestation.__dict__
-            deps = _view_deps(attestation)
-            if deps is not None and view.evidence is state["evidence"] and view.placement is state["placement"]:
-                state[_VIEW_KEY] = (view, view.evidence, view.placement, state["_placement_dict"], deps)
+            if state.get(_VIEW_KEY) is None:
+                # The first view of this attestation (e.g. a plan just unpickled): only that is
+                # remembered; the record (``_view_deps``) is paid from the second build on.
+                state[_VIEW_KEY] = ()
             else:
-                state.pop(_VIEW_KEY, None)
+                deps = _view_deps(attestation)
+                if deps is not None and view.evidence is state["evidence"] and view.placement is state["placement"]:
+                    state[_VIEW_KEY] = (view, view.evidence, view.placement, state["_placement_dict"], deps)
+                else:
+                    state[_VIEW_KEY] = ()
     return view
 
 
