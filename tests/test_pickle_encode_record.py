@@ -145,10 +145,11 @@ _EXECUTOR_EDITS: list[Callable[[Any], Any]] = [
 
 
 def _apply(edit: Callable[[Any], Any], value: Any) -> Any:
-    """The edited value (an edit that does not apply to an already edited value keeps it)."""
+    """The edited value (an edit that does not apply to an already edited value keeps it: e.g.
+    copying a bound fragment whose attestation an earlier edit forged raises ValueError)."""
     try:
         return edit(value)
-    except (AttributeError, IndexError, KeyError, TypeError):
+    except (AttributeError, IndexError, KeyError, TypeError, ValueError):
         return value
 
 
