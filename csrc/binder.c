@@ -344,18 +344,7 @@ static PyObject *
 bd_instance(PyObject *cls, PyObject *dict, int which)
 {
     if (bd_check_field_dict(dict, which) < 0) return NULL;
-    allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)cls, Py_tp_alloc);
-    if (alloc == NULL) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "binder: class has no allocator");
-        return NULL;
-    }
-    PyObject *obj = alloc((PyTypeObject *)cls, 0);
-    if (obj == NULL) return NULL;
-    if (PyObject_GenericSetDict(obj, dict, NULL) < 0) {
-        Py_DECREF(obj);
-        return NULL;
-    }
-    return obj;
+    return mr_instance_with_dict(cls, dict, "binder");
 }
 
 static int

@@ -67,4 +67,23 @@ mr_advise_huge(void *data, size_t bytes)
 #endif
 }
 
+/* A new instance of the heap class cls whose instance dict is dict (as ``object.__new__(cls)``
+ * then ``__dict__.update(dict)`` leaves it); NULL with an exception (`who` names the caller). */
+static inline PyObject *
+mr_instance_with_dict(PyObject *cls, PyObject *dict, const char *who)
+{
+    allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)cls, Py_tp_alloc);
+    if (alloc == NULL) {
+        if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "%s: class has no allocator", who);
+        return NULL;
+    }
+    PyObject *obj = alloc((PyTypeObject *)cls, 0);
+    if (obj == NULL) return NULL;
+    if (PyObject_GenericSetDict(obj, dict, NULL) < 0) {
+        Py_DECREF(obj);
+        return NULL;
+    }
+    return obj;
+}
+
 #endif

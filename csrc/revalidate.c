@@ -2709,18 +2709,7 @@ done:
 static PyObject *
 rr_instance(PyObject *cls, PyObject *dict)
 {
-    allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)cls, Py_tp_alloc);
-    if (alloc == NULL) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "restore_executors: class has no allocator");
-        return NULL;
-    }
-    PyObject *obj = alloc((PyTypeObject *)cls, 0);
-    if (obj == NULL) return NULL;
-    if (PyObject_GenericSetDict(obj, dict, NULL) < 0) {
-        Py_DECREF(obj);
-        return NULL;
-    }
-    return obj;
+    return mr_instance_with_dict(cls, dict, "restore_executors");
 }
 
 /* An exact tuple of n exact str (1), anything else (0). */
