@@ -150,3 +150,45 @@ def test_shared_inputs_from_many_threads() -> None:
     first = results[0]
     for result in results[1:]:
         assert result == first
+
+
+def test_revalidation_scopes_are_per_thread() -> None:
+    """Two threads' revalidation scopes, entered and left interleaved (A enters, B enters, A
+    leaves, B leaves): each thread sees only its own scope, and none is left installed after.
+    With one process-wide save/restore, B's exit reinstalled A's finished scope for good (CI
+    saw it under ASan: later calls outside any revalidation reused views built in that scope)."""
+    from mooncake.reshard.weight._planner import bound_contracts as bc
+
+    a_entered, b_entered, a_left = threading.Event(), threading.Event(), threading.Event()
+    seen: dict[str, Any] = {}
+
+    def thread_a() -> None:
+        with bc._ViewScope(built_now=True):
+            seen["a_scope"] = bc._VIEW_STATE.scope
+            a_entered.set()
+            assert b_entered.wait(10)
+            seen["a_sees"] = (bc._VIEW_STATE.scope, bc._VIEW_STATE.built_now)
+        seen["a_after"] = (bc._VIEW_STATE.scope, bc._VIEW_STATE.built_now)
+        a_left.set()
+
+    def thread_b() -> None:
+        assert a_entered.wait(10)
+        seen["b_before"] = (bc._VIEW_STATE.scope, bc._VIEW_STATE.built_now)
+        with bc._ViewScope():
+            seen["b_scope"] = bc._VIEW_STATE.scope
+            b_entered.set()
+            assert a_left.wait(10)
+            seen["b_sees"] = (bc._VIEW_STATE.scope, bc._VIEW_STATE.built_now)
+        seen["b_after"] = (bc._VIEW_STATE.scope, bc._VIEW_STATE.built_now)
+
+    threads = [threading.Thread(target=thread_a), threading.Thread(target=thread_b)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(20)
+    assert seen["a_scope"] == {} and seen["b_scope"] == {} and seen["a_scope"] is not seen["b_scope"]
+    assert seen["a_sees"] == (seen["a_scope"], True) and seen["a_sees"][0] is seen["a_scope"]
+    assert seen["b_before"] == (None, False)
+    assert seen["b_sees"][0] is seen["b_scope"] and seen["b_sees"][1] is False
+    assert seen["a_after"] == (None, False) and seen["b_after"] == (None, False)
+    assert bc._VIEW_STATE.scope is None and bc._VIEW_STATE.built_now is False

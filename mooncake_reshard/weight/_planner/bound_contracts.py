@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Optional
 
@@ -406,15 +407,24 @@ def _first(item: tuple[str, Any]) -> str:
     return item[0]
 
 
-# The views built during the current revalidation (``_ViewScope``): id(attestation) ->
-# (attestation, view). None outside a revalidation. A view is kept on an attestation only with
-# the record of everything it was derived from (``_VIEW_KEY``): its nested values (evidence
-# fragments, placement fragments) can be edited in place between two calls, and a view kept
-# without that exact check would then change an outcome (the reference derives everything from
-# the current values on every call).
-_VIEW_SCOPE: list[Optional[dict[int, tuple[Any, _AttestedView]]]] = [None]
-# True inside the revalidation of a plan binding has just built (see ``_AttestedView``).
-_BUILT_NOW: list[bool] = [False]
+class _ViewState(threading.local):
+    """Per-thread state of ``_ViewScope``. Per thread because revalidations run concurrently
+    from several threads: with one process-wide save/restore, two threads entering and leaving
+    interleaved (A enters, B enters, A leaves, B leaves) leave B's saved scope installed for
+    good, and every later call of every thread would then reuse views of old revalidations."""
+
+    # The views built during this thread's current revalidation: id(attestation) ->
+    # (attestation, view). None outside a revalidation. A view is kept on an attestation only
+    # with the record of everything it was derived from (``_VIEW_KEY``): its nested values
+    # (evidence fragments, placement fragments) can be edited in place between two calls, and
+    # a view kept without that exact check would then change an outcome (the reference derives
+    # everything from the current values on every call).
+    scope: Optional[dict[int, tuple[Any, _AttestedView]]] = None
+    # True inside the revalidation of a plan binding has just built (see ``_AttestedView``).
+    built_now: bool = False
+
+
+_VIEW_STATE = _ViewState()
 
 
 class _ViewScope:
@@ -428,14 +438,16 @@ class _ViewScope:
         self.built_now = built_now
 
     def __enter__(self) -> None:
-        self.saved = _VIEW_SCOPE[0]
-        self.saved_built_now = _BUILT_NOW[0]
-        _VIEW_SCOPE[0] = {}
-        _BUILT_NOW[0] = self.built_now
+        state = _VIEW_STATE
+        self.saved = state.scope
+        self.saved_built_now = state.built_now
+        state.scope = {}
+        state.built_now = self.built_now
 
     def __exit__(self, *exc: Any) -> None:
-        _VIEW_SCOPE[0] = self.saved
-        _BUILT_NOW[0] = self.saved_built_now
+        state = _VIEW_STATE
+        state.scope = self.saved
+        state.built_now = self.saved_built_now
 
 
 # The exact view cache: inside a revalidation scope (and without binding's snapshot objects) an
@@ -530,12 +542,14 @@ def _view_deps(attestation: RuntimeBindingAttestation) -> Optional[tuple[Any, ..
 def _attested_view(attestation: RuntimeBindingAttestation) -> _AttestedView:
     """The ``_AttestedView`` of ``attestation`` from its current values (built once per
     revalidation scope, else on every call; inside a scope the exact cache of ``_VIEW_KEY``)."""
-    scope = _VIEW_SCOPE[0]
+    view_state = _VIEW_STATE
+    scope = view_state.scope
+    built_now = view_state.built_now
     if scope is not None:
         entry = scope.get(id(attestation))
         if entry is not None and entry[0] is attestation:
             return entry[1]
-        if not _BUILT_NOW[0] and type(attestation) is RuntimeBindingAttestation:
+        if not built_now and type(attestation) is RuntimeBindingAttestation:
             state = attestation.__dict__
             cached = state.get(_VIEW_KEY)
             if (
@@ -550,7 +564,7 @@ def _attested_view(attestation: RuntimeBindingAttestation) -> _AttestedView:
                 scope[id(attestation)] = (attestation, kept)
                 return kept
     objects = None
-    if _BUILT_NOW[0] and scope is not None:
+    if built_now and scope is not None:
         # The snapshot objects binding derived from this attestation in this very call.
         state = attestation.__dict__
         cache = state.get("_derived_cache")
@@ -576,7 +590,7 @@ def _attested_view(attestation: RuntimeBindingAttestation) -> _AttestedView:
         view = _AttestedView(attestation, objects)
     if scope is not None:
         scope[id(attestation)] = (attestation, view)  # holds the attestation: its id stays unique
-        if objects is None and not _BUILT_NOW[0] and type(attestation) is RuntimeBindingAttestation:
+        if objects is None and not built_now and type(attestation) is RuntimeBindingAttestation:
             state = attestation.__dict__
             if state.get(_VIEW_KEY) is None:
                 # The first view of this attestation (e.g. a plan just unpickled): only that is
