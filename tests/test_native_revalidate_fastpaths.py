@@ -265,10 +265,10 @@ def test_objects_by_pfid_built_in_c_equal_the_method(name: str) -> None:
         assert bc._fast_revalidate_live(
             candidate, plan.operations, plan.source_executors, plan.target_executors, plan.planning_limits, True
         )
-        scope = bc._VIEW_SCOPE[0]
+        scope = bc._VIEW_STATE.scope
         assert scope is not None
         views = {key: entry[1] for key, entry in scope.items()}
-    assert bc._VIEW_SCOPE[0] is None
+    assert bc._VIEW_STATE.scope is None
     for attestation in attestations:
         view = views[id(attestation)]
         kept = attestation.__dict__["_attested_view"]  # a first view: only marked (see _VIEW_KEY)
