@@ -2,9 +2,10 @@
  *
  * The overlap kernel (overlap.c) proves every invariant of a region; what is left per region
  * is building the frozen TransferRegion instance itself. build_regions allocates each
- * instance with the class's tp_alloc (no __init__ / __post_init__: nothing left to check)
- * and installs one fresh field dict, so a planner-built region costs one allocation and one
- * dict instead of a Python-level constructor call. The records come from plan_overlaps. */
+ * instance as object.__new__ does (no __init__ / __post_init__: nothing left to check) and
+ * stores the fields in field order into the instance's own key-sharing dict
+ * (mr_new_instance), so a planner-built region costs no Python-level constructor call and
+ * no private key table. The records come from plan_overlaps. */
 #include "planobj.h"
 #include "coverage_kernels.h"
 
@@ -62,8 +63,8 @@ po_index(PyObject *item, Py_ssize_t bound)
 
 /* One region instance of cls from record (a tuple of PO_RECORD_LEN items). */
 static PyObject *
-po_region(PyObject *cls, allocfunc alloc, PyObject *const *keys, PyObject *tensor_key, PyObject *template,
-          PyObject *record, PyObject *sources, Py_ssize_t nsources, PyObject *targets, Py_ssize_t ntargets)
+po_region(PyObject *cls, PyObject *const *keys, PyObject *tensor_key, PyObject *record, PyObject *sources,
+          Py_ssize_t nsources, PyObject *targets, Py_ssize_t ntargets)
 {
     if (!PyTuple_Check(record) || PyTuple_Size(record) != PO_RECORD_LEN) {
         PyErr_SetString(PyExc_ValueError, "region record must be a tuple of 11 items");
@@ -81,31 +82,33 @@ po_region(PyObject *cls, allocfunc alloc, PyObject *const *keys, PyObject *tenso
     if (source == NULL) return NULL;
     PyObject *target = PyList_GetItem(targets, ti); /* borrowed */
     if (target == NULL) return NULL;
-    /* A copy of the all-keys template is sized once; the stores below only replace values. */
-    PyObject *dict = PyDict_Copy(template);
-    if (dict == NULL) return NULL;
+    /* held: reading tensor_id may run Python code that edits the lists */
+    Py_INCREF(source);
+    Py_INCREF(target);
+    PyObject *dict = NULL, *region = NULL;
     PyObject *tensor_id = PyObject_GetAttr(target, tensor_key);
-    if (tensor_id == NULL) goto fail;
-    int rc = PyDict_SetItem(dict, keys[0], tensor_id);
-    Py_DECREF(tensor_id);
-    if (rc < 0) goto fail;
-    if (PyDict_SetItem(dict, keys[1], source) < 0) goto fail;
-    if (PyDict_SetItem(dict, keys[2], target) < 0) goto fail;
+    if (tensor_id == NULL) goto done;
+    /* The fields stored in field order straight into the instance's own (key-sharing) dict. */
+    region = mr_new_instance(cls, &dict, "build_regions");
+    if (region == NULL) goto done;
+    if (PyDict_SetItem(dict, keys[0], tensor_id) < 0 || PyDict_SetItem(dict, keys[1], source) < 0
+        || PyDict_SetItem(dict, keys[2], target) < 0) {
+        Py_CLEAR(region);
+        goto done;
+    }
     for (Py_ssize_t k = 3; k < PO_NFIELDS; k++) {
         item = PyTuple_GetItem(record, k - 1);
-        if (item == NULL || PyDict_SetItem(dict, keys[k], item) < 0) goto fail;
+        if (item == NULL || PyDict_SetItem(dict, keys[k], item) < 0) {
+            Py_CLEAR(region);
+            goto done;
+        }
     }
-    PyObject *region = alloc((PyTypeObject *)cls, 0);
-    if (region == NULL) goto fail;
-    if (PyObject_GenericSetDict(region, dict, NULL) < 0) {
-        Py_DECREF(region);
-        goto fail;
-    }
-    Py_DECREF(dict);
+done:
+    Py_XDECREF(tensor_id);
+    Py_XDECREF(dict);
+    Py_DECREF(source);
+    Py_DECREF(target);
     return region;
-fail:
-    Py_DECREF(dict);
-    return NULL;
 }
 
 PyDoc_STRVAR(build_regions_doc,
@@ -138,16 +141,10 @@ po_build_regions(PyObject *Py_UNUSED(self), PyObject *args)
     }
     PyObject *keys[PO_NFIELDS] = {NULL};
     PyObject *tensor_key = NULL;
-    PyObject *template = NULL;
     PyObject *result = NULL;
     static PyObject *cache[PO_NFIELDS];
     if (po_names(cache, po_field_names, PO_NFIELDS, keys) < 0) goto done;
     tensor_key = keys[0];
-    template = PyDict_New();
-    if (template == NULL) goto done;
-    for (int k = 0; k < PO_NFIELDS; k++) {
-        if (PyDict_SetItem(template, keys[k], Py_None) < 0) goto done;
-    }
     {
         Py_ssize_t n = PyList_Size(records);
         Py_ssize_t nsources = PyList_Size(sources);
@@ -164,7 +161,7 @@ po_build_regions(PyObject *Py_UNUSED(self), PyObject *args)
             if (nsources < 0 || ntargets < 0) goto fail;
             Py_INCREF(record);
             PyObject *region =
-                po_region(cls, alloc, keys, tensor_key, template, record, sources, nsources, targets, ntargets);
+                po_region(cls, keys, tensor_key, record, sources, nsources, targets, ntargets);
             Py_DECREF(record);
             if (region == NULL) goto fail;
             if (PyTuple_SetItem(result, i, region) < 0) goto fail; /* steals region */
@@ -174,7 +171,6 @@ po_build_regions(PyObject *Py_UNUSED(self), PyObject *args)
 fail:
     Py_CLEAR(result);
 done:
-    Py_XDECREF(template);
     po_release_keys(keys);
     return result;
 }
@@ -1560,7 +1556,7 @@ pe_sorted_strs(PyObject *items, Py_ssize_t n)
 }
 
 static PyObject *
-pe_part(PyObject *cls, allocfunc alloc, PyObject *const *names, PyObject *placement_id, PyObject *part,
+pe_part(PyObject *cls, PyObject *const *names, PyObject *placement_id, PyObject *part,
         PyObject *used, PyObject *participants, PyObject *ftype)
 {
     PyObject *participant = PyObject_GetAttr(part, names[PE_PARTICIPANT]);
@@ -1625,8 +1621,9 @@ pe_part(PyObject *cls, allocfunc alloc, PyObject *const *names, PyObject *placem
     }
     PyObject *sorted_ids = PyList_AsTuple(ids);
     if (sorted_ids == NULL) goto done;
-    dict = PyDict_New();
-    if (dict == NULL) {
+    /* The fields stored in field order straight into the instance's own (key-sharing) dict. */
+    PyObject *executor = mr_new_instance(cls, &dict, "project_executors");
+    if (executor == NULL) {
         Py_DECREF(sorted_ids);
         goto done;
     }
@@ -1635,10 +1632,7 @@ pe_part(PyObject *cls, allocfunc alloc, PyObject *const *names, PyObject *placem
     if (rc == 0) rc = PyDict_SetItem(dict, names[PE_RANK], rank);
     if (rc == 0) rc = PyDict_SetItem(dict, names[PE_FRAGMENT_IDS], sorted_ids);
     Py_DECREF(sorted_ids);
-    if (rc < 0) goto done;
-    PyObject *executor = alloc((PyTypeObject *)cls, 0);
-    if (executor == NULL) goto done;
-    if (PyObject_GenericSetDict(executor, dict, NULL) < 0) {
+    if (rc < 0) {
         Py_DECREF(executor);
         goto done;
     }
@@ -1701,7 +1695,7 @@ po_project_executors(PyObject *Py_UNUSED(self), PyObject *args)
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *part = PyList_GetItem(items, i); /* borrowed; items is private */
         if (part == NULL) goto fail;
-        PyObject *pair = pe_part(cls, alloc, names, placement_id, part, used, participants, ftype);
+        PyObject *pair = pe_part(cls, names, placement_id, part, used, participants, ftype);
         if (pair == NULL) goto fail;
         int rc = pair == Py_None ? 0 : PyList_Append(result, pair);
         Py_DECREF(pair);
