@@ -1260,20 +1260,53 @@ done:
  * bind_regions */
 
 /* The bound operation of op (BD_* status). */
+/* Forward: step 11's id of one bound fragment (defined with bound_fragment_ids below). */
+static int bd_add_bound_id(PyObject *const *nm, PyObject *fragment, PyObject *ids);
+
+/* *out = new reference to the field `name` of an instance dict; BD_FALLBACK when missing. */
+static int
+bd_field(PyObject *dict, PyObject *name, PyObject **out)
+{
+    return bd_dget(dict, name, out);
+}
+
+/* The placement fragment id of an exact placement-fragment-class object (read from its instance
+ * dict: the class defines no data descriptor for it, so that is what getattr returns; a missing
+ * or non-dict __dict__ or field is a fallback): an exact non-empty str, new reference. */
+static int
+bd_pfid_of(PyObject *const *nm, PyObject *fragment, PyObject **pfid)
+{
+    PyObject *dict = NULL;
+    int status = bd_dict_of(fragment, &dict);
+    if (status != BD_OK) return status;
+    status = bd_dget_str(dict, nm[N_PFID], pfid);
+    Py_DECREF(dict);
+    return status;
+}
+
+/* The bound region of one logical operation. With ids (step 11's selections, {source ids,
+ * target ids}) non-NULL, the ids of its bound fragments are added as bound_fragment_ids would
+ * add them for the region; *undecided is set when bound_fragment_ids would not decide it (the
+ * region itself is still built). */
 static int
 bd_bound_region(const bd_table *tb, PyObject *const *classes, PyObject *op, PyObject *bound_targets,
-                PyObject *bound_sources, PyObject **out)
+                PyObject *bound_sources, PyObject *bound_cls, PyObject *const *ids, int *undecided,
+                PyObject **out)
 {
     PyObject *const *nm = tb->nm;
     PyObject *region_cls = classes[0], *pf_cls = classes[1], *stored_cls = classes[2];
     if ((PyObject *)Py_TYPE(op) != region_cls) return BD_FALLBACK;
-    PyObject *target = NULL, *source = NULL, *pfid = NULL, *dict = NULL;
+    PyObject *op_dict = NULL, *target = NULL, *source = NULL, *pfid = NULL, *dict = NULL;
     PyObject *bound_target = NULL, *bound_source = NULL; /* borrowed */
-    int status = bd_get(op, nm[N_TARGET], &target);
+    /* The operation's fields from its instance dict (exact class: no data descriptor shadows
+     * them, as for the other readers of TransferRegion; a missing field is a fallback). */
+    int status = bd_dict_of(op, &op_dict);
+    if (status != BD_OK) goto done;
+    status = bd_field(op_dict, nm[N_TARGET], &target);
     if (status != BD_OK) goto done;
     status = BD_FALLBACK;
     if ((PyObject *)Py_TYPE(target) != pf_cls) goto done;
-    status = bd_get_str(target, nm[N_PFID], &pfid);
+    status = bd_pfid_of(nm, target, &pfid);
     if (status != BD_OK) goto done;
     bound_target = PyDict_GetItemWithError(bound_targets, pfid);
     Py_CLEAR(pfid);
@@ -1281,11 +1314,12 @@ bd_bound_region(const bd_table *tb, PyObject *const *classes, PyObject *op, PyOb
         status = PyErr_Occurred() ? BD_ERROR : BD_FALLBACK;
         goto done;
     }
-    status = bd_get(op, nm[N_SOURCE], &source);
+    Py_INCREF(bound_target);
+    status = bd_field(op_dict, nm[N_SOURCE], &source);
     if (status != BD_OK) goto done;
     status = BD_FALLBACK;
     if ((PyObject *)Py_TYPE(source) == pf_cls) {
-        status = bd_get_str(source, nm[N_PFID], &pfid);
+        status = bd_pfid_of(nm, source, &pfid);
         if (status != BD_OK) goto done;
         bound_source = PyDict_GetItemWithError(bound_sources, pfid);
         Py_CLEAR(pfid);
@@ -1293,8 +1327,9 @@ bd_bound_region(const bd_table *tb, PyObject *const *classes, PyObject *op, PyOb
             status = PyErr_Occurred() ? BD_ERROR : BD_FALLBACK;
             goto done;
         }
+        Py_INCREF(bound_source);
     } else if ((PyObject *)Py_TYPE(source) == stored_cls) {
-        bound_source = source;
+        bound_source = Py_NewRef(source);
     } else {
         goto done;
     }
@@ -1302,7 +1337,7 @@ bd_bound_region(const bd_table *tb, PyObject *const *classes, PyObject *op, PyOb
     dict = bd_field_dict(tb, T_REGION);
     if (dict == NULL) goto done;
     PyObject *value = NULL;
-    status = bd_get(op, nm[N_TENSOR_ID], &value);
+    status = bd_field(op_dict, nm[N_TENSOR_ID], &value);
     if (status != BD_OK) goto done;
     status = BD_ERROR;
     int rc = PyDict_SetItem(dict, nm[N_TENSOR_ID], value);
@@ -1312,7 +1347,7 @@ bd_bound_region(const bd_table *tb, PyObject *const *classes, PyObject *op, PyOb
         goto done;
     }
     for (int k = N_OVERLAP_OFFSET; k <= N_TARGET_STRIDES; k++) {
-        status = bd_get(op, nm[k], &value);
+        status = bd_field(op_dict, nm[k], &value);
         if (status != BD_OK) goto done;
         rc = PyDict_SetItem(dict, nm[k], value);
         Py_DECREF(value);
@@ -1323,34 +1358,62 @@ bd_bound_region(const bd_table *tb, PyObject *const *classes, PyObject *op, PyOb
     }
     *out = bd_instance(region_cls, dict, T_REGION);
     status = *out == NULL ? BD_ERROR : BD_OK;
+    if (status == BD_OK && ids != NULL && !*undecided) {
+        /* bound_fragment_ids on this region: its target must be an exact bound_cls, its source
+         * an exact bound_cls (whose id is added) or stored_cls. */
+        int added = BD_OK;
+        if ((PyObject *)Py_TYPE(bound_target) != bound_cls) added = BD_FALLBACK;
+        else if ((PyObject *)Py_TYPE(bound_source) == bound_cls) added = bd_add_bound_id(nm, bound_source, ids[0]);
+        else if ((PyObject *)Py_TYPE(bound_source) != stored_cls) added = BD_FALLBACK;
+        if (added == BD_OK) added = bd_add_bound_id(nm, bound_target, ids[1]);
+        if (added == BD_ERROR) {
+            Py_CLEAR(*out);
+            status = BD_ERROR;
+        } else if (added == BD_FALLBACK) {
+            *undecided = 1;
+        }
+    }
 done:
+    Py_XDECREF(op_dict);
     Py_XDECREF(target);
     Py_XDECREF(source);
     Py_XDECREF(pfid);
     Py_XDECREF(dict);
+    Py_XDECREF(bound_target);
+    Py_XDECREF(bound_source);
     return status;
 }
 
 PyDoc_STRVAR(bind_regions_doc,
 "bind_regions(region_cls, placement_fragment_cls, stored_fragment_cls, operations,\n"
-"             bound_targets, bound_sources)\n"
+"             bound_targets, bound_sources[, bound_cls])\n"
 "--\n\n"
 "Step 8 of bind_logical_transfer_plan: for each exact region_cls operation of the exact tuple\n"
 "operations, the region with the same fields whose target is bound_targets[target id] and\n"
 "whose source is bound_sources[source id] (a placement fragment source) or the source itself\n"
 "(an exact stored fragment snapshot). A list; None when not decided here (a missing binding,\n"
-"an inexact type: the Python loop raises its message).");
+"an inexact type: the Python loop raises its message).\n\n"
+"With bound_cls (a class), returns (regions, selections) instead of the list, where\n"
+"selections is exactly what bound_fragment_ids(regions, region_cls, bound_cls,\n"
+"stored_fragment_cls) returns (step 11's source and target fragment id sets, derived in the\n"
+"same pass), or None where that would return None; still None alone when the regions are not\n"
+"decided here.");
 
 static PyObject *
 bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     bd_table tb;
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "bind_regions expects 6 arguments");
+    if (nargs != 6 && nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "bind_regions expects 6 or 7 arguments");
         return NULL;
     }
     if (bd_load_table(self, &tb) < 0) return NULL;
     if (bd_check_heap_types(args, 3) < 0) return NULL;
+    PyObject *bound_cls = NULL;
+    if (nargs == 7) {
+        if (bd_check_heap_types(args + 6, 1) < 0) return NULL;
+        bound_cls = args[6];
+    }
     PyObject *operations = args[3], *bound_targets = args[4], *bound_sources = args[5];
     if (!PyTuple_CheckExact(operations) || !PyDict_CheckExact(bound_targets) || !PyDict_CheckExact(bound_sources)) {
         Py_RETURN_NONE;
@@ -1359,17 +1422,47 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (n < 0) return NULL;
     PyObject *regions = PyList_New(n);
     if (regions == NULL) return NULL;
+    PyObject *ids[2] = {NULL, NULL};
+    int undecided = 0;
+    if (bound_cls != NULL) {
+        ids[0] = PyFrozenSet_New(NULL);
+        ids[1] = ids[0] == NULL ? NULL : PyFrozenSet_New(NULL);
+        if (ids[1] == NULL) goto fail;
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *op = PyTuple_GetItem(operations, i);
         PyObject *region = NULL;
-        int status = op == NULL ? BD_ERROR : bd_bound_region(&tb, args, op, bound_targets, bound_sources, &region);
+        int status = op == NULL ? BD_ERROR
+                                : bd_bound_region(&tb, args, op, bound_targets, bound_sources, bound_cls,
+                                                  bound_cls != NULL ? ids : NULL, &undecided, &region);
         if (status != BD_OK || PyList_SetItem(regions, i, region) < 0) {
-            Py_DECREF(regions);
-            if (status == BD_FALLBACK) Py_RETURN_NONE;
-            return NULL;
+            if (status == BD_FALLBACK) {
+                Py_DECREF(regions);
+                Py_XDECREF(ids[0]);
+                Py_XDECREF(ids[1]);
+                Py_RETURN_NONE;
+            }
+            goto fail;
         }
     }
-    return regions;
+    if (bound_cls == NULL) return regions;
+    PyObject *result;
+    if (undecided) {
+        result = PyTuple_Pack(2, regions, Py_None);
+    } else {
+        PyObject *selections = PyTuple_Pack(2, ids[0], ids[1]);
+        result = selections == NULL ? NULL : PyTuple_Pack(2, regions, selections);
+        Py_XDECREF(selections);
+    }
+    Py_DECREF(regions);
+    Py_DECREF(ids[0]);
+    Py_DECREF(ids[1]);
+    return result;
+fail:
+    Py_DECREF(regions);
+    Py_XDECREF(ids[0]);
+    Py_XDECREF(ids[1]);
+    return NULL;
 }
 
 

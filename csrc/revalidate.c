@@ -3176,7 +3176,283 @@ deps_unchanged(PyObject *self, PyObject *args)
     return PyBool_FromLong(same);
 }
 
+/* ------------------------------------------------------------------------------------------
+ * operation_views: the per-operation loop of contracts.build_operation_views */
+
+/* What the loop derives from one source fragment (new references; bucket NULL: none). */
+typedef struct {
+    PyObject *bucket;
+    PyObject *pp;
+    PyObject *stage;
+} ov_source;
+
+static void
+ov_source_clear(ov_source *info)
+{
+    Py_CLEAR(info->bucket);
+    Py_CLEAR(info->pp);
+    Py_CLEAR(info->stage);
+}
+
+/* ``d[name]`` as a new reference: RV_OK, RV_DECLINE (missing), RV_ERROR. */
+static int
+ov_get(PyObject *dict, PyObject *name, PyObject **out)
+{
+    *out = PyDict_GetItemWithError(dict, name);
+    if (*out != NULL) {
+        Py_INCREF(*out);
+        return RV_OK;
+    }
+    return PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
+}
+
+/* ``table.get(key)`` as a new reference (NULL: missing); the bucket must be an exact list. */
+static int
+ov_bucket(PyObject *table, PyObject *key, PyObject **bucket)
+{
+    *bucket = PyDict_GetItemWithError(table, key);
+    if (*bucket == NULL) return PyErr_Occurred() ? RV_ERROR : RV_OK;
+    if (!PyList_CheckExact(*bucket)) {
+        *bucket = NULL;
+        return RV_DECLINE;
+    }
+    Py_INCREF(*bucket);
+    return RV_OK;
+}
+
+/* ``(fragment.rank.pp, fragment.pipeline_stage_id)`` of an exact PlacementFragment (checked by
+ * the caller) and, with ``pfid`` non-NULL, its placement_fragment_id: new references; the rank
+ * an exact ParallelRank, pp an exact int, the stage an exact int or None, the id an exact str. */
+static int
+ov_placement(PyObject *fragment, PyTypeObject *rank_type, PyObject **pp, PyObject **stage, PyObject **pfid)
+{
+    *pp = NULL;
+    *stage = NULL;
+    if (pfid != NULL) *pfid = NULL;
+    PyObject *dict = PyObject_GenericGetDict(fragment, NULL);
+    if (dict == NULL) return RV_ERROR;
+    PyObject *rank = NULL, *rank_dict = NULL;
+    int rc = ov_get(dict, rf_keys[RF_RANK], &rank);
+    if (rc == RV_OK) rc = ov_get(dict, rf_keys[RF_STAGE], stage);
+    if (rc == RV_OK && *stage != Py_None && !PyLong_CheckExact(*stage)) rc = RV_DECLINE;
+    if (rc == RV_OK && pfid != NULL) {
+        rc = ov_get(dict, rf_keys[RF_PFID], pfid);
+        if (rc == RV_OK && !PyUnicode_CheckExact(*pfid)) rc = RV_DECLINE;
+    }
+    Py_DECREF(dict);
+    if (rc == RV_OK && Py_TYPE(rank) != rank_type) rc = RV_DECLINE;
+    if (rc == RV_OK) {
+        rank_dict = PyObject_GenericGetDict(rank, NULL);
+        if (rank_dict == NULL) rc = RV_ERROR;
+    }
+    if (rc == RV_OK) rc = ov_get(rank_dict, rf_keys[RF_PP], pp);
+    if (rc == RV_OK && !PyLong_CheckExact(*pp)) rc = RV_DECLINE;
+    Py_XDECREF(rank_dict);
+    Py_XDECREF(rank);
+    if (rc != RV_OK) {
+        Py_CLEAR(*pp);
+        Py_CLEAR(*stage);
+        if (pfid != NULL) Py_CLEAR(*pfid);
+    }
+    return rc;
+}
+
+typedef struct {
+    PyTypeObject *region, *placement, *bound, *binding, *rank, *stored;
+    PyObject *s_logical, *s_runtime, *t_logical, *t_runtime;
+} ov_config;
+
+/* Bucket (looked up in ``logical`` or ``runtime``) and route half of a placement or bound
+ * fragment; a stored snapshot (``stored_ok``) has neither. */
+static int
+ov_fragment(PyObject *fragment, const ov_config *cfg, PyObject *logical, PyObject *runtime, int stored_ok,
+            ov_source *info)
+{
+    PyTypeObject *type = Py_TYPE(fragment);
+    int rc;
+    if (stored_ok && type == cfg->stored) {
+        info->pp = Py_NewRef(Py_None);
+        info->stage = Py_NewRef(Py_None);
+        return RV_OK;
+    }
+    if (type == cfg->placement) {
+        PyObject *pfid = NULL;
+        rc = ov_placement(fragment, cfg->rank, &info->pp, &info->stage, &pfid);
+        if (rc == RV_OK) rc = ov_bucket(logical, pfid, &info->bucket);
+        Py_XDECREF(pfid);
+        return rc;
+    }
+    if (type != cfg->bound) return RV_DECLINE;
+    /* BoundWeightFragment: bucket of binding.fragment_id, route half of its placement. */
+    PyObject *dict = PyObject_GenericGetDict(fragment, NULL);
+    if (dict == NULL) return RV_ERROR;
+    PyObject *placement = NULL, *binding = NULL, *binding_dict = NULL, *fragment_id = NULL;
+    rc = ov_get(dict, rf_keys[RF_PLACEMENT], &placement);
+    if (rc == RV_OK) rc = ov_get(dict, rf_keys[RF_BINDING], &binding);
+    Py_DECREF(dict);
+    if (rc == RV_OK && (Py_TYPE(placement) != cfg->placement || Py_TYPE(binding) != cfg->binding)) rc = RV_DECLINE;
+    if (rc == RV_OK) {
+        binding_dict = PyObject_GenericGetDict(binding, NULL);
+        if (binding_dict == NULL) rc = RV_ERROR;
+    }
+    if (rc == RV_OK) rc = ov_get(binding_dict, rf_keys[RF_FRAGMENT_ID], &fragment_id);
+    if (rc == RV_OK && !PyUnicode_CheckExact(fragment_id)) rc = RV_DECLINE;
+    if (rc == RV_OK) rc = ov_bucket(runtime, fragment_id, &info->bucket);
+    if (rc == RV_OK) rc = ov_placement(placement, cfg->rank, &info->pp, &info->stage, NULL);
+    Py_XDECREF(fragment_id);
+    Py_XDECREF(binding_dict);
+    Py_XDECREF(binding);
+    Py_XDECREF(placement);
+    if (rc != RV_OK) ov_source_clear(info);
+    return rc;
+}
+
+/* Value equality of two route values, each an exact int or None: 1, 0, -1 on error. */
+static int
+ov_same(PyObject *a, PyObject *b)
+{
+    if (a == b) return 1;
+    if (a == Py_None || b == Py_None) return 0;
+    return PyObject_RichCompareBool(a, b, Py_EQ);
+}
+
+PyDoc_STRVAR(operation_views_doc,
+"operation_views(operations, s_logical, s_runtime, t_logical, t_runtime, region_type,\n"
+"                placement_type, bound_type, binding_type, rank_type, stored_type)\n"
+"--\n\n"
+"The per-operation loop of ``contracts.build_operation_views``: appends each operation's index\n"
+"to its source bucket (``s_logical[placement_fragment_id]`` of a placement source,\n"
+"``s_runtime[binding.fragment_id]`` of a bound one, none for a stored snapshot) and to its\n"
+"target bucket likewise (``t_logical``, ``t_runtime``), and returns the route table\n"
+"``{(source pp, source stage, target pp, target stage): [indices]}`` (None for a stored\n"
+"source's half). ``operations`` is a tuple; the four tables are dicts whose values are lists.\n"
+"Returns ``None`` (\"not decided here\"; the buckets may then hold some of the indices) unless\n"
+"every operation is exactly ``region_type`` with a source of the exact placement, bound or\n"
+"stored type and a target of the exact placement or bound type, every field read is present,\n"
+"a bound fragment's placement and binding and every rank have their exact classes, ids are\n"
+"exact str, ``pp`` an exact int, stages exact ints or None and every bucket found an exact list.");
+
+static PyObject *
+operation_views(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *operations;
+    ov_config cfg;
+    PyObject *types[6];
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O!O!O!O!:operation_views", &PyTuple_Type, &operations, &PyDict_Type,
+                          &cfg.s_logical, &PyDict_Type, &cfg.s_runtime, &PyDict_Type, &cfg.t_logical, &PyDict_Type,
+                          &cfg.t_runtime, &PyType_Type, &types[0], &PyType_Type, &types[1], &PyType_Type, &types[2],
+                          &PyType_Type, &types[3], &PyType_Type, &types[4], &PyType_Type, &types[5])) {
+        return NULL;
+    }
+    cfg.region = (PyTypeObject *)types[0];
+    cfg.placement = (PyTypeObject *)types[1];
+    cfg.bound = (PyTypeObject *)types[2];
+    cfg.binding = (PyTypeObject *)types[3];
+    cfg.rank = (PyTypeObject *)types[4];
+    cfg.stored = (PyTypeObject *)types[5];
+    Py_ssize_t n = PyTuple_Size(operations);
+    if (n < 0) return NULL;
+    if ((size_t)n > SIZE_MAX / 64) return PyErr_NoMemory();
+    /* Source-info cache by fragment pointer (the operations keep every source alive; the
+     * cache holds its own references to the values). */
+    size_t cap = 8;
+    while (cap < (size_t)n * 2 + 1) cap *= 2; /* n <= SIZE_MAX / 64: cannot overflow */
+    PyObject **keys = mr_alloc_array(cap, sizeof(PyObject *));
+    ov_source *values = keys == NULL ? NULL : mr_alloc_array(cap, sizeof(ov_source));
+    size_t mask = cap - 1;
+    PyObject *routes = values == NULL ? NULL : PyDict_New();
+    PyObject *result = NULL;
+    PyObject *last_key = NULL, *last_list = NULL;
+    if (keys == NULL || values == NULL) goto done;
+    memset(keys, 0, cap * sizeof(PyObject *));
+    if (routes == NULL) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *op = PyTuple_GetItem(operations, i);
+        if (op == NULL) goto done;
+        if (Py_TYPE(op) != cfg.region) goto decline;
+        PyObject *dict = PyObject_GenericGetDict(op, NULL);
+        if (dict == NULL) goto done;
+        PyObject *source = NULL, *target = NULL;
+        int rc = ov_get(dict, rv_keys[RV_SOURCE], &source);
+        if (rc == RV_OK) rc = ov_get(dict, rv_keys[RV_TARGET], &target);
+        Py_DECREF(dict);
+        const ov_source *info = NULL;
+        if (rc == RV_OK) {
+            size_t slot = (size_t)(((uintptr_t)source >> 4) * (uintptr_t)0x9E3779B97F4A7C15ULL) & mask;
+            while (keys[slot] != NULL && keys[slot] != source) slot = (slot + 1) & mask;
+            if (keys[slot] == NULL) {
+                ov_source fresh = {NULL, NULL, NULL};
+                rc = ov_fragment(source, &cfg, cfg.s_logical, cfg.s_runtime, 1, &fresh);
+                if (rc == RV_OK) {
+                    keys[slot] = source; /* alive in the operation (a reference is held below) */
+                    values[slot] = fresh;
+                    Py_INCREF(source);
+                }
+            }
+            if (rc == RV_OK) info = &values[slot];
+        }
+        ov_source half = {NULL, NULL, NULL};
+        if (rc == RV_OK) rc = ov_fragment(target, &cfg, cfg.t_logical, cfg.t_runtime, 0, &half);
+        Py_XDECREF(source);
+        Py_XDECREF(target);
+        if (rc == RV_ERROR) goto done;
+        if (rc == RV_DECLINE) goto decline;
+        PyObject *index = PyLong_FromSsize_t(i);
+        int failed = index == NULL || (info->bucket != NULL && PyList_Append(info->bucket, index) < 0)
+                     || (half.bucket != NULL && PyList_Append(half.bucket, index) < 0);
+        /* The route's bucket: the previous operation's when the route is equal. */
+        int same = 0;
+        if (!failed && last_key != NULL) {
+            PyObject *route[4] = {info->pp, info->stage, half.pp, half.stage};
+            same = 1;
+            for (Py_ssize_t k = 0; k < 4 && same == 1; k++) same = ov_same(PyTuple_GetItem(last_key, k), route[k]);
+            failed = same < 0;
+        }
+        if (!failed && !same) {
+            PyObject *key = PyTuple_Pack(4, info->pp, info->stage, half.pp, half.stage);
+            PyObject *list = key == NULL ? NULL : PyDict_GetItemWithError(routes, key);
+            if (list != NULL) {
+                Py_INCREF(list);
+            } else if (key == NULL || PyErr_Occurred() || (list = PyList_New(0)) == NULL
+                       || PyDict_SetItem(routes, key, list) < 0) {
+                Py_XDECREF(list);
+                Py_XDECREF(key);
+                failed = 1;
+            }
+            if (!failed) {
+                Py_XDECREF(last_key);
+                Py_XDECREF(last_list);
+                last_key = key;
+                last_list = list;
+            }
+        }
+        if (!failed) failed = PyList_Append(last_list, index) < 0;
+        Py_XDECREF(index);
+        ov_source_clear(&half);
+        if (failed) goto done;
+    }
+    result = Py_NewRef(routes);
+    goto done;
+decline:
+    result = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(last_key);
+    Py_XDECREF(last_list);
+    Py_XDECREF(routes);
+    if (keys != NULL && values != NULL) {
+        for (size_t slot = 0; slot <= mask; slot++) {
+            if (keys[slot] == NULL) continue;
+            ov_source_clear(&values[slot]);
+            Py_DECREF(keys[slot]);
+        }
+    }
+    PyMem_Free(keys);
+    PyMem_Free(values);
+    return result;
+}
+
 static PyMethodDef revalidate_methods[] = {
+    {"operation_views", operation_views, METH_VARARGS, operation_views_doc},
     {"restore_regions", restore_regions, METH_VARARGS, restore_regions_doc},
     {"restore_fragments", restore_fragments, METH_VARARGS, restore_fragments_doc},
     {"restore_executors", restore_executors, METH_VARARGS, restore_executors_doc},

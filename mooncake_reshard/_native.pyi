@@ -574,6 +574,27 @@ def attested_view(
     constructor decides). ``TypeError`` when a type argument is not a type; errors of the
     values' own attributes propagate."""
 
+def operation_views(
+    operations: tuple[Any, ...],
+    s_logical: dict[Any, list[int]],
+    s_runtime: dict[Any, list[int]],
+    t_logical: dict[Any, list[int]],
+    t_runtime: dict[Any, list[int]],
+    region_type: type,
+    placement_type: type,
+    bound_type: type,
+    binding_type: type,
+    rank_type: type,
+    stored_type: type,
+    /,
+) -> Optional[dict[tuple[Any, Any, Any, Any], list[int]]]:
+    """The per-operation loop of ``contracts.build_operation_views``: appends each operation's
+    index to its source and target buckets (placement fragments by ``placement_fragment_id`` in the
+    ``*_logical`` table, bound fragments by ``binding.fragment_id`` in ``*_runtime``, stored sources
+    in none) and returns ``{(source pp, source stage, target pp, target stage): [indices]}``. None
+    ("not decided here"; the buckets may hold some indices) unless every class, field and value
+    read is exact (ids str, ``pp`` int, stages int or None, buckets lists)."""
+
 def deps_unchanged(deps: tuple[Any, ...], /) -> bool:
     """``deps`` is ``(object0, snapshot0, object1, snapshot1, ...)``, each snapshot the flat
     ``(key0, value0, key1, value1, ...)`` tuple of the object's instance dict (of the object
@@ -748,11 +769,16 @@ def bind_regions(
     operations: object,
     bound_targets: object,
     bound_sources: object,
+    bound_cls: type = ...,
     /,
-) -> Optional[list[Any]]:
+) -> Any:
     """Step 8 of ``bind_logical_transfer_plan``: per exact ``region_cls`` operation, the region with
     the same fields, target ``bound_targets[target id]`` and source ``bound_sources[source id]`` (a
-    placement fragment source) or the source itself (an exact stored fragment snapshot)."""
+    placement fragment source) or the source itself (an exact stored fragment snapshot). With
+    ``bound_cls``: ``(regions, selections)``, ``selections`` being exactly what
+    ``bound_fragment_ids(regions, region_cls, bound_cls, stored_fragment_cls)`` returns (derived in
+    the same pass) or None where that returns None. Returns a list or None without ``bound_cls``,
+    a ``(list, Optional[tuple[frozenset[str], frozenset[str]]])`` pair or None with it."""
 
 def address_ranges_clear(views: object, runtime_fragment_cls: type, /) -> bool:
     """True when the exact list of views ``(instance_id, runtime fragment, ...)`` passes

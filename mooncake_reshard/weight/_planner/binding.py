@@ -847,12 +847,24 @@ def _bind_logical_transfer_plan(
     bound_targets = _bound_fragments("target", target_placement, target_kept, target_attestations)
     bound_sources = _bound_fragments("source", source_placement, source_kept, source_attestations)
     # Step 8: rebuild the operations (in one C call when every operation takes the trusted path
-    # below; otherwise this loop, which raises the first failure).
-    operations: Optional[list[Any]] = _native.bind_regions(
-        TransferRegion, PlacementFragment, StoredFragmentSnapshot, logical_plan.operations, bound_targets, bound_sources
+    # below; otherwise this loop, which raises the first failure). The same C pass derives step
+    # 11's fragment id selections from the regions it builds (exactly what bound_fragment_ids
+    # returns for them; None: derived at step 11). Nothing below changes the regions or their
+    # fragments before step 11 reads them.
+    selections: Optional[tuple[frozenset[str], frozenset[str]]] = None
+    bound: Optional[tuple[list[Any], Optional[tuple[frozenset[str], frozenset[str]]]]] = _native.bind_regions(
+        TransferRegion,
+        PlacementFragment,
+        StoredFragmentSnapshot,
+        logical_plan.operations,
+        bound_targets,
+        bound_sources,
+        BoundWeightFragment,
     )
-    if operations is None:
-        operations = _bind_operations(logical_plan.operations, bound_targets, bound_sources)
+    if bound is None:
+        operations: list[Any] = _bind_operations(logical_plan.operations, bound_targets, bound_sources)
+    else:
+        operations, selections = bound
     # Step 9: target physical ranges, once, with the plan's lowered-segment budget (looked up on
     # the module so the single application is observable).
     bound_validation._validate_target_physical_ranges(
@@ -862,9 +874,8 @@ def _bind_logical_transfer_plan(
     if source_kept and source_placement is None:
         raise ValueError("source runtime bindings require a source placement")
     # Step 11: executor projections and the revalidating TransferPlan constructor.
-    selections: Optional[tuple[frozenset[str], frozenset[str]]] = _native.bound_fragment_ids(
-        operations, TransferRegion, BoundWeightFragment, StoredFragmentSnapshot
-    )
+    if selections is None:
+        selections = _native.bound_fragment_ids(operations, TransferRegion, BoundWeightFragment, StoredFragmentSnapshot)
     if source_kept:
         assert source_placement is not None
         if selections is not None:

@@ -543,6 +543,27 @@ def _bucket_of(fragment: Any, logical: dict[Any, list[int]], runtime: dict[Any, 
     return None
 
 
+# ``_native.operation_views`` and the exact classes it reads (filled on first use: the C module
+# and the fragment classes are imported late to keep this module's import order).
+_VIEW_CLASSES: list[Any] = []
+
+
+def _view_classes() -> list[Any]:
+    from ... import _native
+    from ...contracts.fragments import RuntimeBindingFragment
+
+    _VIEW_CLASSES[:] = [
+        _native.operation_views,
+        TransferRegion,
+        PlacementFragment,
+        BoundWeightFragment,
+        RuntimeBindingFragment,
+        ParallelRank,
+        StoredFragmentSnapshot,
+    ]
+    return _VIEW_CLASSES
+
+
 def build_operation_views(
     operations: tuple[Any, ...],
     source_executors: tuple[Any, ...],
@@ -557,6 +578,19 @@ def build_operation_views(
     """
     s_logical, s_runtime, s_buckets = _side_index(source_executors)
     t_logical, t_runtime, t_buckets = _side_index(target_executors)
+    if type(operations) is tuple:
+        # The loop below in one C call (exact classes only); None: not decided there, and the
+        # buckets it may have filled in part are derived afresh for the loop.
+        views_classes = _VIEW_CLASSES or _view_classes()
+        decided = views_classes[0](operations, s_logical, s_runtime, t_logical, t_runtime, *views_classes[1:])
+        if decided is not None:
+            return OperationViews(
+                {k: tuple(v) for k, v in s_buckets.items()},
+                {k: tuple(v) for k, v in t_buckets.items()},
+                _route_groups(decided),
+            )
+        s_logical, s_runtime, s_buckets = _side_index(source_executors)
+        t_logical, t_runtime, t_buckets = _side_index(target_executors)
     routes: dict[tuple[Any, ...], list[int]] = {}
     # Source fragments are shared by many operations: their bucket and route half are derived
     # once per fragment object (by ``id``; the operations keep every fragment alive meanwhile).
