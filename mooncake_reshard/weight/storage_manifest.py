@@ -240,6 +240,10 @@ class StoredWeightManifest(StoredResourceManifest):
             self.fragments, "StoredWeightManifest fragments", StoredFragmentSnapshot
         )
         require_u64(self.weight_generation, "weight_generation")
+        # Default-pickled members (spec §13) skip their own checks: every field the rules
+        # below read must be present with its exact type first (a ValueError, never Python's
+        # AttributeError/TypeError); values are left to the rules themselves.
+        _require_typed_members(tensors, fragments)
         group_id = self.group_id
         if self.manifest_key != f"{group_id}/manifest":
             raise ValueError("manifest_key does not belong to manifest group")
@@ -447,6 +451,82 @@ def _validate_object_ranges(fragments: tuple[StoredFragmentSnapshot, ...]) -> No
             if end > reach_end:
                 reach_end, reach_id = end, fragment.fragment_id
 
+
+# ``(field, kind)`` of the members' fields, in field order: ``str``, ``int``, an int tuple, a
+# str tuple, an optional int, or a tuple of parallel axes.
+_SNAPSHOT_TYPES = (
+    ("fragment_id", "str"),
+    ("tensor_id", "str"),
+    ("global_offset", "ints"),
+    ("local_shape", "ints"),
+    ("object_key", "str"),
+    ("object_offset", "int"),
+    ("nbytes", "int"),
+    ("aliases", "strs"),
+)
+_TENSOR_TYPES = (
+    ("tensor_id", "str"),
+    ("global_shape", "ints"),
+    ("dtype", "str"),
+    ("itemsize", "int"),
+    ("shard_dims", "ints"),
+    ("layout_fingerprint", "str"),
+    ("parallel_axes", "axes"),
+    ("layer_id", "optional int"),
+    ("expert_id", "optional int"),
+)
+_MISSING = object()
+
+
+def _typed_value(value: Any, kind: str) -> bool:
+    """True when ``value`` has the exact stored type of a field of this ``kind``."""
+    if kind == "str":
+        return type(value) is str
+    if kind == "int":
+        return type(value) is int
+    if kind == "optional int":
+        return value is None or type(value) is int
+    if type(value) is not tuple:
+        return False
+    if kind == "ints":
+        return all(type(item) is int for item in value)
+    if kind == "strs":
+        return all(type(item) is str for item in value)
+    for axis in value:  # "axes" (instances, as the descriptor's own rule accepts them)
+        if not isinstance(axis, (SplitAxis, ReplicatedAxis, OwnershipAxis)):
+            return False
+        fields = getattr(axis, "__dict__", None)
+        if type(fields) is not dict or type(fields.get("kind")) is not str:
+            return False
+        if isinstance(axis, SplitAxis) and type(fields.get("dim")) is not int:
+            return False
+    return True
+
+
+def _field_type_message(name: str, kind: str, label: str) -> str:
+    """The spec §1.3 message of a field whose value does not have its type."""
+    if kind == "str":
+        return f"{name} must be a non-empty string"
+    if kind in ("int", "optional int"):
+        return f"{name} must be an integer"
+    if kind == "ints":
+        return f"{name} must contain integers"
+    if kind == "strs":
+        return "aliases must contain non-empty strings"
+    return f"{label} parallel_axes must contain explicit axis values"
+
+
+def _require_typed_members(tensors: tuple[Any, ...], fragments: tuple[Any, ...]) -> None:
+    """Every field of every tensor descriptor and stored fragment is present, with its exact
+    stored type (what construction guarantees; default pickling restores any dict): else the
+    §1.3 message of the first such field, tensors first."""
+    for members, fields, label in ((tensors, _TENSOR_TYPES, "TensorDescriptor"),
+                                   (fragments, _SNAPSHOT_TYPES, "StoredFragmentSnapshot")):
+        for member in members:
+            state = member.__dict__
+            for name, kind in fields:
+                if not _typed_value(state.get(name, _MISSING), kind):
+                    raise ValueError(_field_type_message(name, kind, label))
 
 
 def validate_weight_manifest_snapshot(manifest: StoredWeightManifest) -> StoredWeightManifest:
