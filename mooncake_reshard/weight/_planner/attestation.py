@@ -247,6 +247,11 @@ class RuntimeBindingAttestation:
     def __setstate__(self, state: Any) -> None:
         if not isinstance(state, tuple) or len(state) != 2:
             raise ValueError("runtime attestation evidence is invalid")
+        from .field_types import attestable_shape_failure
+
+        failure = attestable_shape_failure(state[0], state[1])  # default-pickled members (F3)
+        if failure is not None:
+            raise ValueError(failure)
         self._set_validated_state(state[0], state[1])
 
     def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:

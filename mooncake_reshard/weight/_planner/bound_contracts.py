@@ -45,6 +45,13 @@ from .contracts import (
     build_operation_views,
 )
 from .geometry import exact_cover_failures
+from .field_types import (
+    PLACEMENT_FRAGMENT_FIELDS,
+    RUNTIME_FRAGMENT_FIELDS,
+    field_type_failure,
+    placement_shape_failure,
+    require_fields,
+)
 from .fragments import BoundWeightFragment
 
 _HEX = frozenset("0123456789abcdef")
@@ -690,18 +697,22 @@ class TransferPlan:
     ) -> None:
         """The rules after the scalar ones, one by one in the spec's order (raises the first
         failure); the fast path's fallback and its test oracle."""
+        _require_typed_limits(limits)
         total_segments = 0
         any_stored = False
         for op in operations:
             if not isinstance(op, TransferRegion):
                 raise ValueError("transfer plan requires a canonical transfer operation")
-            if not isinstance(op.target, BoundWeightFragment):
+            # (getattr: a region restored from a forged dict may lack a field; F2)
+            target = getattr(op, "target", None)
+            if not isinstance(target, BoundWeightFragment):
                 raise ValueError("executable transfer plan target must be runtime-bound")
-            source = op.source
+            source = getattr(op, "source", None)
             if isinstance(source, StoredFragmentSnapshot):
                 any_stored = True
             elif not isinstance(source, BoundWeightFragment):
                 raise ValueError("executable transfer plan source must be runtime-bound")
+            _require_typed_region(op, source, target)
             op.validate_bounds()
             segments = op.segment_count
             if segments > limits.max_segments_per_region:
@@ -709,10 +720,13 @@ class TransferPlan:
             total_segments += segments
             if total_segments > limits.max_total_lowered_segments:
                 raise ValueError("transfer plan exceeds max_total_lowered_segments")
+        _require_typed_stored_source(self)
         self._validate_stored_source(operations, any_stored)
         for executor in source_executors + target_executors:
             if not isinstance(executor, ExecutorTransferPlan):
                 raise ValueError("transfer plan has invalid canonical executor metadata")
+        for executor in source_executors + target_executors:
+            _require_typed_executor(executor)
         object.__setattr__(
             self, "_operation_views", build_operation_views(operations, source_executors, target_executors)
         )
@@ -722,11 +736,15 @@ class TransferPlan:
             raise ValueError("transfer plan target placement is invalid")
         if _placement_identity(target_placement) != (self.resource_id, self.revision, self.weight_generation):
             raise ValueError("transfer plan target placement identity differs")
+        failure = placement_shape_failure(target_placement, declared_tensors=False)
+        if failure is not None:  # a default-pickled placement read by the rules below (F2)
+            raise ValueError(failure)
         used: set[int] = set()
         self._validate_executor_consistency("source", operations, source_executors, keys, used)
         self._validate_executor_consistency("target", operations, target_executors, keys, used)
         _validate_no_in_place(operations)
         if check_physical_ranges:
+            _require_loop_ranks(operations)
             _check_target_physical_ranges(operations, limits.max_total_lowered_segments)
         self._validate_bound_target_coverage(operations, target_executors, used)
 
@@ -1042,8 +1060,11 @@ class TransferPlan:
         return state
 
     def __setstate__(self, state: Any) -> None:
-        if not isinstance(state, dict):
+        if not isinstance(state, dict) or any(name not in state for name in _INIT_FIELDS):
             raise ValueError("transfer plan pickle state is invalid")
+        limits = state["planning_limits"]
+        if isinstance(limits, PlanningLimits):
+            _require_typed_limits(limits)  # (read before the rules: F2)
         for name, value in state.items():
             object.__setattr__(self, name, value)
         self.__post_init__()
@@ -1397,3 +1418,177 @@ def _reduce_ex_transfer_plan(plan: TransferPlan, protocol: Any) -> tuple[Any, ..
 
 
 __all__ = ["ExecutorTransferPlan", "RuntimeFragmentSnapshot", "TransferPlan"]
+
+
+# ---------------------------------------------------------------------------------------
+# Exact field types before the rules of ``_revalidate_rules`` do arithmetic (fuzz finding F2):
+# regions, executors and snapshots restored by default pickling (spec §13), or forged with
+# ``object.__new__`` + ``__dict__`` and passed to ``dataclasses.replace``, never ran their own
+# checks. A field that is absent or not of its constructed type raises the spec message of the
+# rule that refuses it (values are left to the rules: the first failure of a well-typed value
+# is unchanged). Only the rule-by-rule path runs these (the C fast path declines on odd types).
+
+_REGION_TUPLES = ("overlap_offset", "overlap_shape", "outer_loop_counts", "source_strides", "target_strides")
+_REGION_INTS = ("source_base_offset", "target_base_offset", "inner_bytes")
+
+
+def _int_items(value: Any) -> bool:
+    """True for a stored int-tuple field: a tuple (what construction stores) or a list, of
+    exact ints (spec §8.4 step 1 message otherwise)."""
+    cls = type(value)
+    if cls is not tuple and cls is not list:
+        return False
+    for item in value:
+        if type(item) is not int:
+            return False
+    return True
+
+
+def _require_typed_fragment(fragment: Any) -> None:
+    """The fields of an operation's source or target fragment the rules read (§9.3, §4.4,
+    §3.3, §5.2 messages)."""
+    if isinstance(fragment, StoredFragmentSnapshot):
+        from ..storage_manifest import _require_typed_members
+
+        _require_typed_members((), (fragment,))
+        return
+    state = getattr(fragment, "__dict__", None)
+    if type(state) is not dict:
+        raise ValueError("bound fragment placement is invalid")
+    if not isinstance(state.get("placement"), PlacementFragment):
+        raise ValueError("bound fragment placement is invalid")
+    if not isinstance(state.get("binding"), RuntimeBindingFragment):
+        raise ValueError("bound fragment runtime binding is invalid")
+    require_fields(state["placement"], PLACEMENT_FRAGMENT_FIELDS)
+    require_fields(state["binding"], RUNTIME_FRAGMENT_FIELDS)
+    for name, message in (
+        ("instance_id", "bound fragment instance_id must be non-empty"),
+        ("runtime_lease_id", "bound fragment runtime_lease_id must be non-empty"),
+    ):
+        if type(state.get(name)) is not str:
+            raise ValueError(message)
+    if type(state.get("lease_generation")) is not int:
+        raise ValueError("bound fragment lease_generation must fit in an unsigned 64-bit integer")
+    attestation = state.get("attestation")
+    if attestation is not None and not isinstance(attestation, RuntimeBindingAttestation):
+        raise ValueError("bound fragment runtime attestation is invalid")
+
+
+def _require_typed_region(op: Any, source: Any, target: Any) -> None:
+    """Spec §8.4 type rules of one operation (steps 1, 2 and 7, in that order), then its two
+    fragments' fields, before ``validate_bounds`` adds them up."""
+    for name in _REGION_TUPLES:
+        if not _int_items(getattr(op, name, None)):
+            raise ValueError(f"transfer region {name} must contain integers")
+    tensor_id = getattr(op, "tensor_id", None)
+    if type(tensor_id) is not str or not tensor_id:
+        if not tensor_id:
+            raise ValueError("transfer region tensor_id must not be empty")
+        if source is None or getattr(source, "tensor_id", None) != tensor_id:
+            raise ValueError("transfer region tensor mismatch")
+    for name in _REGION_INTS:
+        if type(getattr(op, name, None)) is not int:
+            raise ValueError(f"transfer region {name} must be an integer")
+    _require_typed_fragment(source)
+    _require_typed_fragment(target)
+
+
+_EXECUTOR_IDS = ("instance_id", "placement_id", "participant_id", "worker_id")
+
+
+def _require_typed_executor(executor: Any) -> None:
+    """Spec §9.5 type rules of one executor (restored from its field dict): every field present
+    with its constructed type, snapshots typed (§9.4 follows the source fields' types)."""
+    state = getattr(executor, "__dict__", None)
+    if type(state) is not dict:
+        raise ValueError("transfer plan has invalid canonical executor metadata")
+    for name in _EXECUTOR_IDS:
+        if type(state.get(name)) is not str:
+            raise ValueError("executor plan identifiers must not be empty")
+    if type(state.get("placement_digest")) is not str:
+        raise ValueError("executor plan placement digest must be SHA-256")
+    lease = state.get("runtime_lease_id", 0)  # absent: not None, not a str
+    if lease is not None and type(lease) is not str:
+        raise ValueError("executor plan runtime lease ID must be non-empty")
+    fragment_ids = state.get("fragment_ids")
+    if type(fragment_ids) is not tuple or not all(type(item) is str for item in fragment_ids):
+        raise ValueError("executor plan identifiers must not be empty")
+    if not isinstance(state.get("rank"), ParallelRank) or _rank_type_failure(state["rank"]):
+        raise ValueError("rank must be a ParallelRank")
+    snapshots = state.get("fragment_snapshots")
+    if type(snapshots) is not tuple:
+        raise ValueError("executor plan has invalid runtime fragment snapshots")
+    for snapshot in snapshots:
+        if not isinstance(snapshot, RuntimeFragmentSnapshot) or field_type_failure(snapshot, _SNAPSHOT_TYPES):
+            raise ValueError("executor plan has invalid runtime fragment snapshots")
+    if "attestation" not in state:
+        raise ValueError("executor plan runtime attestation is invalid")
+    attestation = state["attestation"]
+    if attestation is not None and not isinstance(attestation, RuntimeBindingAttestation):
+        raise ValueError("executor plan runtime attestation is invalid")
+
+
+_SNAPSHOT_TYPES = (
+    ("placement_fragment_id", "str"),
+    ("fragment_id", "str"),
+    ("tensor_id", "str"),
+    ("global_offset", "ints"),
+    ("local_shape", "ints"),
+    ("address", "int"),
+    ("nbytes", "int"),
+    ("worker_id", "str"),
+    ("endpoint", "str"),
+    ("device", "str"),
+    ("itemsize", "int"),
+    ("strides_bytes", "ints"),
+    ("storage_address", "int"),
+    ("storage_nbytes", "int"),
+    ("storage_offset_bytes", "int"),
+    ("lease_generation", "int"),
+)
+
+
+def _rank_type_failure(rank: Any) -> Optional[str]:
+    """The message for a rank whose fields are not exact ints (``None`` when they are)."""
+    return field_type_failure(rank, _RANK_TYPES)
+
+
+_RANK_TYPES = (("dp", "int"), ("tp", "int"), ("pp", "int"), ("ep", "int"))
+_IDENTITY_STRS = ("namespace", "resource_id", "revision", "group_id", "manifest_key", "content_sha256")
+
+
+def _require_typed_stored_source(plan: Any) -> None:
+    """A source manifest identity restored from its field dict (spec §13) has every field, with
+    its type (else the identity is invalid, §9.6 step 5), before it is compared."""
+    identity = plan.__dict__.get("source_manifest_identity")
+    if identity is None:
+        return
+    state = getattr(identity, "__dict__", None)
+    if (
+        type(state) is not dict
+        or any(type(state.get(name)) is not str for name in _IDENTITY_STRS)
+        or type(state.get("weight_generation")) is not int
+    ):
+        raise ValueError("transfer plan source manifest identity is invalid")
+
+
+_LIMIT_NAMES = ("max_transfer_regions", "max_segments_per_region", "max_total_lowered_segments")
+
+
+def _require_typed_limits(limits: Any) -> None:
+    """A ``PlanningLimits`` restored from its field dict has every limit as an exact int (spec
+    §8.3 message), before the budgets are compared. Other values: the plan's own rule."""
+    if not isinstance(limits, PlanningLimits):
+        return
+    state = getattr(limits, "__dict__", None)
+    for name in _LIMIT_NAMES:
+        if type(state) is not dict or type(state.get(name)) is not int:
+            raise ValueError(f"planning limit {name} must be a positive integer")
+
+
+def _require_loop_ranks(operations: tuple[Any, ...]) -> None:
+    """Spec §8.4 step 9 before the target physical-range sweep walks the loops (a forged region
+    reaches that sweep before its own recheck): "transfer region outer loop rank mismatch"."""
+    for op in operations:
+        if not len(op.outer_loop_counts) == len(op.source_strides) == len(op.target_strides):
+            raise ValueError("transfer region outer loop rank mismatch")

@@ -91,9 +91,10 @@ from ..types import (
     TensorDescriptor,
 )
 from .attestation import RuntimeBindingAttestation, RuntimeBindingEvidence
-from .bound_contracts import ExecutorTransferPlan, RuntimeFragmentSnapshot, TransferPlan
+from .bound_contracts import ExecutorTransferPlan, RuntimeFragmentSnapshot, TransferPlan, _require_typed_limits
 from .contracts import PlanningLimits, TransferRegion
 from .fragments import BoundWeightFragment
+from .field_types import attestable_shape_failure
 
 _FORMAT = 1
 _INVALID = "transfer plan pickle state is invalid"
@@ -430,6 +431,11 @@ def _restore_attestation(
                 # The unpickled evidence object itself (the C call built an equal one).
                 fused.__dict__["evidence"] = evidence
                 return fused  # type: ignore[no-any-return]
+    # Default-pickled placement-graph objects and evidence (spec §13) never ran their own
+    # checks: the shape the routine reads is checked first (fuzz finding F3).
+    failure = attestable_shape_failure(placement, evidence)
+    if failure is not None:
+        raise ValueError(failure)
     attestation: RuntimeBindingAttestation = _new_object(RuntimeBindingAttestation)
     attestation._set_validated_state(placement, evidence)
     return attestation
@@ -641,6 +647,7 @@ def _restore_transfer_plan(*record: Any) -> TransferPlan:
     operations: Any = _native_restore_regions(operation_table, tuple(fragments), TransferRegion, _REGION_FIELDS)
     if operations is None:
         operations = _python_restore_regions(operation_table, fragments)
+    _require_typed_limits(planning_limits)  # read before the rules (F2)
     plan: TransferPlan = _new_object(TransferPlan)
     # ``TransferPlan.__setstate__`` on this new instance: write the fields, then ``__post_init__``
     # (the whole plan is revalidated; ``source_stored_fragment_snapshots`` is recomputed).

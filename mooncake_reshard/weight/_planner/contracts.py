@@ -67,6 +67,20 @@ def _int_tuple(value: object, name: str) -> tuple[int, ...]:
     return items
 
 
+def _fragment_ints(fragment: Any, name: str) -> tuple[int, ...]:
+    """A fragment's box field as a tuple of exact ints (the fragment's own int-tuple rule,
+    spec §1.3 "{name} must contain integers": a fragment restored from a forged dict never
+    ran it; fuzz finding F2)."""
+    try:
+        items = tuple(getattr(fragment, name))
+    except (AttributeError, TypeError):
+        raise ValueError(f"{name} must contain integers") from None
+    for item in items:
+        if type(item) is not int:
+            raise ValueError(f"{name} must contain integers")
+    return items
+
+
 def _prod(values: tuple[int, ...]) -> int:
     result = 1
     for v in values:
@@ -161,10 +175,10 @@ class TransferRegion(Generic[SourceFragmentT, TargetFragmentT]):
             or getattr(target, "tensor_id", None) != self.tensor_id
         ):
             raise ValueError("transfer region tensor mismatch")
-        s_offset = tuple(source.global_offset)
-        s_shape = tuple(source.local_shape)
-        t_offset = tuple(target.global_offset)
-        t_shape = tuple(target.local_shape)
+        s_offset = _fragment_ints(source, "global_offset")
+        s_shape = _fragment_ints(source, "local_shape")
+        t_offset = _fragment_ints(target, "global_offset")
+        t_shape = _fragment_ints(target, "local_shape")
         ndim = len(overlap_offset)
         if ndim == 0 or len(overlap_shape) != ndim or len(s_offset) != ndim or len(t_offset) != ndim:
             raise ValueError("transfer region logical rank mismatch")

@@ -1,0 +1,245 @@
+"""Exact field types of values restored without their own checks (fuzz findings F2, F3).
+
+Spec §13 restores placement-graph objects, regions, executors and snapshots by default
+pickling, without ``__post_init__``; ``object.__new__`` plus a forged ``__dict__`` does the same
+for ``dataclasses.replace``. The revalidation rules that then read such a value do arithmetic,
+hashing and indexing on its fields. These helpers check that every field those rules read is
+present with the exact type construction guarantees, BEFORE the rules run, and raise the spec
+§1.3 message of the first field that is not (values are left to the rules themselves, so the
+first failure of a value with the right types is unchanged).
+
+Only the Python fallback paths call them (the C fast paths decline on any unexpected type).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from ...contracts.fragments import RuntimeBindingFragment
+from ..types import OwnershipAxis, ParallelRank, PlacementFragment, ReplicatedAxis, SplitAxis, TensorDescriptor
+
+__all__ = [
+    "attestable_shape_failure",
+    "evidence_shape_failure",
+    "field_type_failure",
+    "placement_shape_failure",
+    "require_fields",
+    "PLACEMENT_FRAGMENT_FIELDS",
+    "RUNTIME_FRAGMENT_FIELDS",
+    "TENSOR_FIELDS",
+]
+
+_ABSENT = object()
+_AXES = (SplitAxis, ReplicatedAxis, OwnershipAxis)
+
+# ``(field, kind)`` in field order. Kinds: "str", "int", "optional int", "ints" (tuple of
+# ints), "strs" (tuple of strs), "rank" (a ParallelRank with int fields), "axes" (tuple of
+# parallel axes with a str kind and, for split axes, an int dim).
+PLACEMENT_FRAGMENT_FIELDS = (
+    ("global_offset", "ints"),
+    ("local_shape", "ints"),
+    ("tensor_id", "str"),
+    ("nbytes", "int"),
+    ("rank", "rank"),
+    ("pipeline_stage_id", "optional int"),
+    ("aliases", "strs"),
+    ("placement_fragment_id", "str"),
+)
+RUNTIME_FRAGMENT_FIELDS = (
+    ("placement_fragment_id", "str"),
+    ("fragment_id", "str"),
+    ("worker_id", "str"),
+    ("endpoint", "str"),
+    ("device", "str"),
+    ("address", "int"),
+    ("nbytes", "int"),
+    ("itemsize", "int"),
+    ("local_shape", "ints"),
+    ("strides_bytes", "ints"),
+    ("storage_address", "int"),
+    ("storage_nbytes", "int"),
+    ("storage_offset_bytes", "int"),
+)
+TENSOR_FIELDS = (
+    ("global_shape", "ints"),
+    ("tensor_id", "str"),
+    ("dtype", "str"),
+    ("itemsize", "int"),
+    ("shard_dims", "ints"),
+    ("parallel_axes", "axes"),
+    ("layer_id", "optional int"),
+    ("expert_id", "optional int"),
+    ("layout_fingerprint", "str"),
+)
+_RANK_FIELDS = ("dp", "tp", "pp", "ep")
+
+
+def _state(value: Any) -> Optional[dict[str, Any]]:
+    state = getattr(value, "__dict__", None)
+    return state if type(state) is dict else None
+
+
+def _typed(value: Any, kind: str) -> bool:
+    if kind == "str":
+        return type(value) is str
+    if kind == "int":
+        return type(value) is int
+    if kind == "optional int":
+        return value is None or type(value) is int
+    if kind == "rank":
+        if not isinstance(value, ParallelRank):
+            return False
+        state = _state(value)
+        return state is not None and all(type(state.get(name)) is int for name in _RANK_FIELDS)
+    if type(value) is not tuple:
+        return False
+    if kind == "ints":
+        for item in value:
+            if type(item) is not int:
+                return False
+        return True
+    if kind == "strs":
+        for item in value:
+            if type(item) is not str:
+                return False
+        return True
+    for axis in value:  # "axes"
+        state = _state(axis) if isinstance(axis, _AXES) else None
+        if state is None or type(state.get("kind")) is not str:
+            return False
+        if isinstance(axis, SplitAxis) and type(state.get("dim")) is not int:
+            return False
+    return True
+
+
+def _message(name: str, kind: str, runtime: bool) -> str:
+    label = f"runtime {name}" if runtime and name in ("itemsize", "local_shape", "strides_bytes") else name
+    if kind == "str":
+        return f"{label} must be a non-empty string"
+    if kind in ("int", "optional int"):
+        return f"{label} must be an integer"
+    if kind == "ints":
+        return f"{label} must be a tuple or list" if runtime else f"{label} must contain integers"
+    if kind == "strs":
+        return "aliases must contain non-empty strings"
+    if kind == "rank":
+        return "rank must be a ParallelRank"
+    return "TensorDescriptor parallel_axes must contain explicit axis values"
+
+
+def field_type_failure(value: Any, fields: tuple[tuple[str, str], ...]) -> Optional[str]:
+    """The spec message of the first field of ``value`` that is absent or not of its exact
+    type (``None`` when every field is typed)."""
+    state = _state(value)
+    runtime = fields is RUNTIME_FRAGMENT_FIELDS
+    for name, kind in fields:
+        field_value = _ABSENT if state is None else state.get(name, _ABSENT)
+        if not _typed(field_value, kind):
+            return _message(name, kind, runtime)
+    return None
+
+
+def require_fields(value: Any, fields: tuple[tuple[str, str], ...]) -> None:
+    """Raise ``ValueError`` with ``field_type_failure(value, fields)`` when there is one."""
+    failure = field_type_failure(value, fields)
+    if failure is not None:
+        raise ValueError(failure)
+
+
+def placement_shape_failure(placement: Any, *, declared_tensors: bool = True) -> Optional[str]:
+    """The first shape failure of a (default-pickled) placement that the validated-state
+    routine of an attestation reads (spec §9.2 step 4 reads its parts, each part's tensors
+    and fragments): ``None`` when the shape is sound. Parts must be a tuple of
+    ``WeightPlacementPart`` with a str participant id, tensors and fragments tuples of
+    typed descriptors and fragments, and every fragment's tensor declared by its part
+    (spec §4.7 step 8: "unknown tensor_id: {tensor_id}")."""
+    from ..part import WeightPlacementPart
+
+    state = _state(placement)
+    if state is None:
+        return "runtime attestation placement is invalid"
+    for name in ("resource_id", "placement_id", "revision", "placement_set_id"):
+        if type(state.get(name)) is not str:
+            return f"{name} must be a non-empty string"
+    if type(state.get("weight_generation")) is not int:
+        return "weight_generation must be an integer"
+    digest = state.get("_digest_cache")
+    if digest is not None and type(digest) is not str:
+        return "runtime attestation placement is invalid"
+    parts = state.get("parts")
+    if type(parts) is not tuple:
+        return "WeightPlacementManifest parts must be a sequence"
+    for part in parts:
+        if not isinstance(part, WeightPlacementPart):
+            return "WeightPlacementManifest parts must contain WeightPlacementPart"
+        part_state = _state(part)
+        if part_state is None or type(part_state.get("participant_id")) is not str:
+            return "participant_id must be a non-empty string"
+        if not _typed(part_state.get("rank"), "rank"):
+            return "placement part rank must be a ParallelRank"
+        tensors = part_state.get("tensors")
+        if type(tensors) is not tuple:
+            return "WeightPlacementPart tensors must be a sequence"
+        declared = set()
+        for tensor in tensors:
+            if not isinstance(tensor, TensorDescriptor):
+                return "WeightPlacementPart tensors must contain TensorDescriptor"
+            failure = field_type_failure(tensor, TENSOR_FIELDS)
+            if failure is not None:
+                return failure
+            declared.add(tensor.__dict__["tensor_id"])
+        fragments = part_state.get("fragments")
+        if type(fragments) is not tuple:
+            return "WeightPlacementPart fragments must be a sequence"
+        for fragment in fragments:
+            if not isinstance(fragment, PlacementFragment):
+                return "WeightPlacementPart fragments must contain PlacementFragment"
+            failure = field_type_failure(fragment, PLACEMENT_FRAGMENT_FIELDS)
+            if failure is not None:
+                return failure
+            tensor_id = fragment.__dict__["tensor_id"]
+            if declared_tensors and tensor_id not in declared:
+                return f"unknown tensor_id: {tensor_id}"
+    return None
+
+
+_EVIDENCE_STRS = ("resource_id", "revision", "placement_id", "placement_digest", "instance_id", "participant_id", "lease_id")
+
+
+def evidence_shape_failure(evidence: Any) -> Optional[str]:
+    """The first shape failure of a (default-pickled) evidence that the validated-state routine
+    reads before its own checks: every field present, the scalars with their exact types
+    (the ``WeightRuntimeBindingManifest`` messages of spec §4.9), ``fragments`` a tuple or list
+    of ``RuntimeBindingFragment`` (restored through their constructor, spec §13)."""
+    state = _state(evidence)
+    if state is None:
+        return "runtime attestation evidence is invalid"
+    for name in _EVIDENCE_STRS:
+        if type(state.get(name)) is not str:
+            return f"{name} must be a non-empty string"
+    if type(state.get("generation")) is not int:
+        return "generation must be an integer"
+    fragments = state.get("fragments")
+    if type(fragments) is not tuple and type(fragments) is not list:
+        return "WeightRuntimeBindingManifest fragments must be a sequence"
+    for fragment in fragments:
+        if not isinstance(fragment, RuntimeBindingFragment):
+            return "WeightRuntimeBindingManifest fragments must contain RuntimeBindingFragment"
+        failure = field_type_failure(fragment, RUNTIME_FRAGMENT_FIELDS)
+        if failure is not None:
+            return failure
+    return None
+
+
+def attestable_shape_failure(placement: Any, evidence: Any) -> Optional[str]:
+    """For the validated-state routine of an attestation restored from pickled
+    ``(placement, evidence)`` (spec §9.2, §13): ``None`` when steps 1-2 will reject the pair
+    anyway (not instances) or when both have the shape that routine reads; otherwise the
+    message of the first shape failure, the evidence first (step 3 iterates its fragments
+    before step 4 reads the placement)."""
+    from ..placement import WeightPlacementManifest
+    from .attestation import RuntimeBindingEvidence
+
+    if not isinstance(placement, WeightPlacementManifest) or not isinstance(evidence, RuntimeBindingEvidence):
+        return None
+    return evidence_shape_failure(evidence) or placement_shape_failure(placement)
