@@ -6,9 +6,8 @@ Contract per input: no crash (this file also runs under ASan+UBSan, which checks
 ``_native.graph_unpack``), no leaked reference on a leaf, and ``pickle.loads`` either returns a
 ``TransferPlan`` equal to ``dataclasses.replace`` of itself that pickles again to an equal plan,
 or raises ``ValueError``/``TypeError`` with a spec message or "transfer plan pickle state is
-invalid". Documented open findings (``fuzz/findings/F2``-``F5``: Python exceptions raised by
-revalidation code, never by the restore layer or the decoder) are filtered by
-``pickle_cases.known_finding``; everything else fails these tests.
+invalid". Documented open findings (``fuzz/findings/F5`` only since F2-F4 were fixed) are
+filtered by ``pickle_cases.known_finding``; everything else fails these tests.
 """
 
 from __future__ import annotations
@@ -153,9 +152,11 @@ def test_known_finding_filter_is_narrow(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.delenv("MOONCAKE_FUZZ_KNOWN", raising=False)
     root = "/x/mooncake_reshard/weight/"
     known = pickle_cases.known_finding
-    assert known(_raised_in(root + "binding.py", KeyError("w"))) == "F3"
-    assert known(_raised_in(root + "_planner/contracts.py", TypeError("t"))) == "F2"
-    assert known(_raised_in(root + "storage_manifest.py", AttributeError("a"))) == "F4"
+    # F2, F3 and F4 are fixed: their exceptions are findings again wherever they are raised.
+    assert known(_raised_in(root + "binding.py", KeyError("w"))) is None
+    assert known(_raised_in(root + "_planner/contracts.py", TypeError("t"))) is None
+    assert known(_raised_in(root + "storage_manifest.py", AttributeError("a"))) is None
+    assert [ident for ident, _, _ in pickle_cases.KNOWN_FINDINGS] == ["F5"]
     for path in (root + "_planner/bound_pickle.py", root + "_planner/fragments.py", "/x/elsewhere.py"):
         assert known(_raised_in(path, KeyError("k"))) is None
         assert known(_raised_in(path, TypeError("t"))) is None
