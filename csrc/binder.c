@@ -1333,31 +1333,45 @@ bd_bound_region(const bd_table *tb, PyObject *const *classes, PyObject *op, PyOb
     } else {
         goto done;
     }
+    /* The region as object.__new__(region_cls) whose own instance dict is filled in field order
+     * (a key-sharing dict: about half the memory of a separate dict, and fewer cache lines for
+     * every later pass that reads the region's fields). */
     status = BD_ERROR;
-    dict = bd_field_dict(tb, T_REGION);
-    if (dict == NULL) goto done;
+    PyObject *region = mr_new_instance(region_cls, &dict, "bind_regions");
+    if (region == NULL) goto done;
     PyObject *value = NULL;
     status = bd_field(op_dict, nm[N_TENSOR_ID], &value);
-    if (status != BD_OK) goto done;
+    if (status != BD_OK) {
+        Py_DECREF(region);
+        goto done;
+    }
     status = BD_ERROR;
     int rc = PyDict_SetItem(dict, nm[N_TENSOR_ID], value);
     Py_DECREF(value);
     if (rc < 0 || PyDict_SetItem(dict, nm[N_SOURCE], bound_source) < 0 ||
         PyDict_SetItem(dict, nm[N_TARGET], bound_target) < 0) {
+        Py_DECREF(region);
         goto done;
     }
     for (int k = N_OVERLAP_OFFSET; k <= N_TARGET_STRIDES; k++) {
         status = bd_field(op_dict, nm[k], &value);
-        if (status != BD_OK) goto done;
-        rc = PyDict_SetItem(dict, nm[k], value);
-        Py_DECREF(value);
-        if (rc < 0) {
-            status = BD_ERROR;
+        if (status == BD_OK) {
+            rc = PyDict_SetItem(dict, nm[k], value);
+            Py_DECREF(value);
+            if (rc < 0) status = BD_ERROR;
+        }
+        if (status != BD_OK) {
+            Py_DECREF(region);
             goto done;
         }
     }
-    *out = bd_instance(region_cls, dict, T_REGION);
-    status = *out == NULL ? BD_ERROR : BD_OK;
+    if (bd_check_field_dict(dict, T_REGION) < 0) {
+        Py_DECREF(region);
+        status = BD_ERROR;
+        goto done;
+    }
+    *out = region;
+    status = BD_OK;
     if (status == BD_OK && ids != NULL && !*undecided) {
         /* bound_fragment_ids on this region: its target must be an exact bound_cls, its source
          * an exact bound_cls (whose id is added) or stored_cls. */

@@ -163,3 +163,19 @@ def test_binding_with_and_without_fused_selections_agrees(monkeypatch: pytest.Mo
     assert fused.source_executors == separate.source_executors
     assert fused.target_executors == separate.target_executors
     assert dataclasses.replace(fused) == fused
+
+
+def test_bound_regions_use_their_own_instance_dict_in_field_order() -> None:
+    """A region bind_regions builds is object.__new__ plus its own instance dict filled in field
+    order: the same items as the constructor's, never a larger dict than a constructed region's."""
+    import sys
+
+    targets, sources = _tables()
+    regions = _native.bind_regions(*CLASSES, LOGICAL.operations, targets, sources, BoundWeightFragment)[0]
+    names = [field.name for field in dataclasses.fields(TransferRegion)]
+    for region in regions:
+        assert type(region) is TransferRegion
+        assert list(region.__dict__) == names
+        constructed = TransferRegion(**{name: region.__dict__[name] for name in names})
+        assert constructed == region
+        assert sys.getsizeof(region.__dict__) <= sys.getsizeof(constructed.__dict__)
