@@ -123,3 +123,39 @@ def test_build_regions_with_odd_classes() -> None:
         _native.build_regions(_Slotted, records[:1], sources, targets)
     with pytest.raises(TypeError):
         _native.build_regions(int, records[:1], sources, targets)
+
+
+def _bound_plans() -> list[Any]:
+    from mooncake.reshard.weight import bind_logical_transfer_plan
+
+    plans = []
+    for name in _placement_cases():
+        logical = plan_placement_transfer(known_answers.source_placement(name), known_answers.target_placement(name))
+        plans.append(
+            bind_logical_transfer_plan(
+                logical, known_answers.target_bindings(name), source_bindings=known_answers.source_bindings(name)
+            )
+        )
+    return plans
+
+
+def _fields(value: Any) -> list[str]:
+    return [f.name for f in dataclasses.fields(value)]
+
+
+def test_bound_objects_hold_their_fields_in_field_order_through_pickle() -> None:
+    plans = _bound_plans()
+    assert plans
+    for plan in plans:
+        restored = pickle.loads(pickle.dumps(plan, protocol=pickle.HIGHEST_PROTOCOL))
+        assert restored == plan
+        for built in (plan, restored):
+            objects: list[Any] = list(built.operations)
+            objects += [op.source for op in built.operations] + [op.target for op in built.operations]
+            for executor in (*built.source_executors, *built.target_executors):
+                objects.append(executor)
+                objects.extend(executor.fragment_snapshots)
+            for value in objects:
+                if dataclasses.is_dataclass(value):
+                    assert list(vars(value))[: len(_fields(value))] == _fields(value), type(value)
+        assert [vars(op) for op in restored.operations] == [vars(op) for op in plan.operations]
