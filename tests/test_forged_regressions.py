@@ -273,3 +273,14 @@ def test_replace_with_forged_limits() -> None:
     limits = R.forged(plan.planning_limits, max_transfer_regions=None)
     _raises("planning limit max_transfer_regions must be a positive integer",
             lambda: dataclasses.replace(plan, planning_limits=limits))
+
+
+def test_new_attestation_refuses_other_classes() -> None:
+    """Raw pickle damage can hand the attestation's reduce helper any object as its class
+    (found by the pickle fuzzer after F2-F4 were fixed): a ValueError, never TypeError."""
+    from mooncake.reshard.weight._planner.attestation import RuntimeBindingAttestation, _new_attestation
+    from mooncake.reshard.weight._planner.contracts import PlanningLimits
+
+    for cls in ({}, (), "x", 1, PlanningLimits, int):
+        _raises("runtime attestation evidence is invalid", lambda cls=cls: _new_attestation(cls))  # type: ignore[arg-type]
+    assert type(_new_attestation(RuntimeBindingAttestation)) is RuntimeBindingAttestation

@@ -546,7 +546,10 @@ def _attest_many(
 
 
 def _new_attestation(cls: type) -> RuntimeBindingAttestation:
-    """Pickle helper: an uninitialised attestation whose state ``__setstate__`` validates."""
+    """Pickle helper: an uninitialised attestation whose state ``__setstate__`` validates.
+    A damaged pickle may pass anything as ``cls``: only attestation classes are built."""
+    if not isinstance(cls, type) or not issubclass(cls, RuntimeBindingAttestation):
+        raise ValueError("runtime attestation evidence is invalid")
     instance: RuntimeBindingAttestation = object.__new__(cls)
     return instance
 
