@@ -45,7 +45,7 @@ _CLASSES = {
     "PlacementFragment", "WeightPlacementManifest", "WeightPlacementPart", "TensorDescriptor",
     "ParallelRank", "RuntimeBindingEvidence", "PlanningLimits", "StoredWeightManifest",
     "StoredFragmentSnapshot", "StoredManifestIdentity", "ParallelTopology", "TopologyParticipant",
-    "SplitAxis", "ReplicatedAxis", "OwnershipAxis",
+    "SplitAxis", "ReplicatedAxis", "OwnershipAxis", "PlacementExecutorPlan",
 }
 
 
@@ -266,3 +266,51 @@ def test_forged_stored_manifest_pickle(pick: int, field_pick: int, hostile: Any)
     data = _dumped(lambda: pickle.dumps(forged, protocol=4))
     if data is not None:
         _expect_value_error_or_plan(lambda: pickle.loads(data), f"{field}={hostile!r}")
+
+
+_LOGICAL: list = []
+
+
+def _logical_plan() -> Any:
+    if not _LOGICAL:
+        from test_binding_attacks import World  # type: ignore[import-not-found]
+
+        _LOGICAL.append(World().logical)
+    return _LOGICAL[0]
+
+
+@settings(max_examples=100, deadline=None)
+@given(PICKS, PICKS, HOSTILE)
+def test_forged_logical_plans(pick: int, field_pick: int, hostile: Any) -> None:
+    """``LogicalTransferPlan`` revalidation (replace and its field-state pickle) refuses forged
+    regions, fragments, executors and limits with ValueError too."""
+    plan = _logical_plan()
+    state = dict(plan.__dict__)
+    state.pop("_operation_views", None)
+    kinds = {"TransferRegion", "PlacementFragment", "PlacementExecutorPlan", "PlanningLimits", "ParallelRank"}
+    roots = tuple(state[name] for name in ("operations", "source_executors", "target_executors", "planning_limits"))
+    candidates = _collect(roots, kinds)
+    obj = candidates[pick % len(candidates)]
+    names = [k for k in obj.__dict__ if not k.startswith("_")]
+    assume(names)
+    field = names[field_pick % len(names)]
+    forged = _forge(obj, field, hostile)
+    changes = {
+        name: _substitute(state[name], obj, forged, {}, attestations=False)
+        for name in ("operations", "source_executors", "target_executors", "planning_limits")
+    }
+    changes = {name: value for name, value in changes.items() if value is not state[name]}
+    assume(changes)
+    label = f"{type(obj).__name__}.{field}={hostile!r}"
+    _expect_value_error_or_plan(lambda: dataclasses.replace(plan, **changes), f"replace: {label}")
+    forged_state = dict(state)
+    forged_state.update(changes)
+    from mooncake.reshard.weight import LogicalTransferPlan
+
+    class _Logical:
+        def __reduce__(self) -> Any:
+            return (object.__new__, (LogicalTransferPlan,), forged_state)
+
+    data = _dumped(lambda: pickle.dumps(_Logical(), protocol=4))
+    if data is not None:
+        _expect_value_error_or_plan(lambda: pickle.loads(data), f"field state: {label}")

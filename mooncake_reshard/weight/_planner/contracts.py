@@ -680,7 +680,17 @@ class LogicalTransferPlan:
     def __post_init__(self) -> None:
         from .validation import validate_logical_plan
 
-        validate_logical_plan(self)
+        try:
+            validate_logical_plan(self)
+        except (TypeError, AttributeError, KeyError, IndexError):
+            # The rules met a value restored from a forged field dict (spec §13: regions,
+            # fragments, executors, limits are default-pickled). The spec message of the first
+            # absent or mistyped field replaces Python's error (fuzz finding F2); a plan whose
+            # fields all have their types re-raises it. Costs nothing on the accepting path.
+            failure = _logical_type_failure(self)
+            if failure is not None:
+                raise ValueError(failure) from None
+            raise
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -745,6 +755,85 @@ class LogicalTransferPlan:
         if executor not in executors:
             raise ValueError(f"{side} executor is not part of this logical plan")
         return self._views().indices(executor, side)
+
+
+_ABSENT_FIELD = object()
+_LOGICAL_FIELDS = (
+    "resource_id", "revision", "source_placement", "target_placement", "source_tensors", "target_tensors",
+    "operations", "source_manifest", "planning_limits", "source_executors", "target_executors",
+)
+_REGION_INT_TUPLES = ("overlap_offset", "overlap_shape", "outer_loop_counts", "source_strides", "target_strides")
+_REGION_INT_FIELDS = ("source_base_offset", "target_base_offset", "inner_bytes")
+
+
+def _int_sequence(value: Any) -> bool:
+    if type(value) is not tuple and type(value) is not list:
+        return False
+    return all(type(item) is int for item in value)
+
+
+def _logical_type_failure(plan: Any) -> Optional[str]:
+    """The spec message of the first field of a logical plan (or of its operations, their
+    fragments, its executors, limits) that is absent or not of its constructed type; None
+    when there is none. Used only after the rules raised a Python error."""
+    from .field_types import PLACEMENT_FRAGMENT_FIELDS, field_type_failure, typed_rank
+    from ..storage_manifest import _SNAPSHOT_TYPES, _field_type_message, _typed_value
+
+    state = plan.__dict__
+    for name in _LOGICAL_FIELDS:
+        if name not in state:
+            return "logical transfer plan identifiers must not be empty" if name in ("resource_id", "revision") else (
+                f"logical transfer plan {name} is invalid"
+            )
+    limits = state["planning_limits"]
+    if isinstance(limits, PlanningLimits):
+        for name in ("max_transfer_regions", "max_segments_per_region", "max_total_lowered_segments"):
+            if type(limits.__dict__.get(name)) is not int:
+                return f"planning limit {name} must be a positive integer"
+    operations = state["operations"]
+    for op in operations if type(operations) is tuple else ():
+        if not isinstance(op, TransferRegion):
+            continue
+        op_state = op.__dict__
+        for name in _REGION_INT_TUPLES:
+            if not _int_sequence(op_state.get(name)):
+                return f"transfer region {name} must contain integers"
+        if not op_state.get("tensor_id"):
+            return "transfer region tensor_id must not be empty"
+        for name in _REGION_INT_FIELDS:
+            if type(op_state.get(name)) is not int:
+                return f"transfer region {name} must be an integer"
+        for side in ("source", "target"):
+            fragment = op_state.get(side)
+            if isinstance(fragment, PlacementFragment):
+                failure = field_type_failure(fragment, PLACEMENT_FRAGMENT_FIELDS)
+            elif isinstance(fragment, StoredFragmentSnapshot):
+                failure = next(
+                    (_field_type_message(n, k, "StoredFragmentSnapshot") for n, k in _SNAPSHOT_TYPES
+                     if not _typed_value(fragment.__dict__.get(n, _ABSENT_FIELD), k)),
+                    None,
+                )
+            else:
+                failure = f"logical transfer plan {side} fragment is invalid"
+            if failure is not None:
+                return failure
+    for side in ("source_executors", "target_executors"):
+        executors = state[side]
+        for executor in executors if type(executors) is tuple else ():
+            if not isinstance(executor, PlacementExecutorPlan):
+                continue
+            ex_state = executor.__dict__
+            ids = ex_state.get("placement_fragment_ids")
+            if (
+                type(ex_state.get("placement_id")) is not str
+                or type(ex_state.get("participant_id")) is not str
+                or type(ids) is not tuple
+                or not all(type(item) is str for item in ids)
+            ):
+                return "placement executor identifiers must not be empty"
+            if not typed_rank(ex_state.get("rank")):
+                return "rank must be a ParallelRank"
+    return None
 
 
 def _trusted_logical_plan(

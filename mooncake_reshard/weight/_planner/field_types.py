@@ -24,6 +24,7 @@ __all__ = [
     "field_type_failure",
     "placement_shape_failure",
     "require_fields",
+    "typed_rank",
     "PLACEMENT_FRAGMENT_FIELDS",
     "RUNTIME_FRAGMENT_FIELDS",
     "TENSOR_FIELDS",
@@ -110,6 +111,11 @@ def _typed(value: Any, kind: str) -> bool:
         if isinstance(axis, SplitAxis) and type(state.get("dim")) is not int:
             return False
     return True
+
+
+def typed_rank(value: Any) -> bool:
+    """True for a ``ParallelRank`` whose four fields are exact ints."""
+    return _typed(value, "rank")
 
 
 def _message(name: str, kind: str, runtime: bool) -> str:
