@@ -314,3 +314,27 @@ def test_forged_logical_plans(pick: int, field_pick: int, hostile: Any) -> None:
     data = _dumped(lambda: pickle.dumps(_Logical(), protocol=4))
     if data is not None:
         _expect_value_error_or_plan(lambda: pickle.loads(data), f"field state: {label}")
+
+
+@settings(max_examples=100, deadline=None)
+@given(PLANS, PICKS, PICKS, HOSTILE)
+def test_attestation_graphs_forged_in_place_then_replaced(plan_name: str, pick: int, field_pick: int, hostile: Any) -> None:
+    """An object of an attestation's graph (or of the plan's own) edited in place with
+    ``object.__setattr__`` (spec §1.2), then ``dataclasses.replace(plan)``: ValueError or
+    accepted. A fresh copy of the seed plan is edited each time (nothing cached survives)."""
+    plan = pickle.loads(pickle.dumps(R.plan(plan_name), protocol=4))
+    kinds = {
+        "WeightPlacementManifest", "WeightPlacementPart", "TensorDescriptor", "PlacementFragment",
+        "ParallelRank", "RuntimeBindingEvidence", "ExecutorTransferPlan", "RuntimeFragmentSnapshot",
+        "TransferRegion", "BoundWeightFragment",
+    }
+    candidates = _collect(tuple(plan.__dict__.values()), kinds)
+    obj = candidates[pick % len(candidates)]
+    names = [k for k in obj.__dict__ if not k.startswith("_")]
+    assume(names)
+    field = names[field_pick % len(names)]
+    if hostile is _GONE:
+        del obj.__dict__[field]
+    else:
+        object.__setattr__(obj, field, hostile)
+    _expect_value_error_or_plan(lambda: dataclasses.replace(plan), f"{type(obj).__name__}.{field}={hostile!r}")

@@ -48,6 +48,7 @@ from .geometry import exact_cover_failures
 from .field_types import (
     PLACEMENT_FRAGMENT_FIELDS,
     RUNTIME_FRAGMENT_FIELDS,
+    evidence_shape_failure,
     field_type_failure,
     placement_shape_failure,
     require_fields,
@@ -730,6 +731,7 @@ class TransferPlan:
         object.__setattr__(
             self, "_operation_views", build_operation_views(operations, source_executors, target_executors)
         )
+        _require_typed_attestations(operations, source_executors + target_executors)
         keys = self._validate_attested_execution(operations)
         target_placement = self.target_placement
         if not isinstance(target_placement, WeightPlacementManifest):
@@ -1592,3 +1594,31 @@ def _require_loop_ranks(operations: tuple[Any, ...]) -> None:
     for op in operations:
         if not len(op.outer_loop_counts) == len(op.source_strides) == len(op.target_strides):
             raise ValueError("transfer region outer loop rank mismatch")
+
+
+def _require_typed_attestations(operations: tuple[Any, ...], executors: tuple[Any, ...]) -> None:
+    """Every attestation the rules below read (operation fragments', executors') holds a
+    placement and evidence of the shape its validated-state routine guarantees (an attestation
+    edited in place with ``object.__setattr__`` and passed to ``replace``): else the §9.2
+    message of the first failure (placement, then evidence) or the field's own."""
+    seen: set[int] = set()
+    attestations = []
+    for op in operations:
+        for fragment in (op.source, op.target):
+            if isinstance(fragment, BoundWeightFragment):
+                attestations.append(fragment.__dict__.get("attestation"))
+    attestations.extend(executor.__dict__.get("attestation") for executor in executors)
+    for attestation in attestations:
+        if not isinstance(attestation, RuntimeBindingAttestation) or id(attestation) in seen:
+            continue
+        seen.add(id(attestation))
+        state = attestation.__dict__
+        placement = state.get("placement")
+        if not isinstance(placement, WeightPlacementManifest):
+            raise ValueError("runtime attestation placement is invalid")
+        evidence = state.get("evidence")
+        if not isinstance(evidence, RuntimeBindingEvidence):
+            raise ValueError("runtime attestation evidence is invalid")
+        failure = evidence_shape_failure(evidence) or placement_shape_failure(placement, declared_tensors=False)
+        if failure is not None:
+            raise ValueError(failure)
