@@ -338,13 +338,27 @@ bd_is_digest(PyObject *value)
     return 1;
 }
 
-/* A new instance of cls (a heap type) with dict (a field dict of template `which`) as its
- * __dict__; NULL with an exception. */
+/* A new instance of cls (a heap type, not called) and, in *dict, its own empty instance dict
+ * (key-sharing: about half the size of a template copy installed as __dict__) for the caller
+ * to fill in template order, then bd_finish; NULL with an exception. */
 static PyObject *
-bd_instance(PyObject *cls, PyObject *dict, int which)
+bd_new(PyObject *cls, PyObject **dict)
 {
-    if (bd_check_field_dict(dict, which) < 0) return NULL;
-    return mr_instance_with_dict(cls, dict, "binder");
+    return mr_new_instance(cls, dict, "binder");
+}
+
+/* After the fill: releases *dict and returns obj when it holds exactly the template's keys;
+ * otherwise releases obj too and returns NULL with an error. */
+static PyObject *
+bd_finish(PyObject *obj, PyObject **dict, int which)
+{
+    int rc = bd_check_field_dict(*dict, which);
+    Py_CLEAR(*dict);
+    if (rc < 0) {
+        Py_DECREF(obj);
+        return NULL;
+    }
+    return obj;
 }
 
 static int
@@ -817,8 +831,8 @@ bd_attest_core(const bd_table *tb, PyObject *const *classes, PyObject *placement
     status = bd_binding_map(nm, fragments, rf_cls, binding_map);
     if (status != BD_OK) goto done;
     status = BD_ERROR;
-    ev_dict = bd_field_dict(tb, T_EVIDENCE);
-    if (ev_dict == NULL) goto done;
+    evidence = bd_new(ev_cls, &ev_dict);
+    if (evidence == NULL) goto done;
     status = bd_copy_fields(nm, N_RESOURCE_ID, N_FRAGMENTS, binding, ev_dict);
     if (status != BD_OK) goto done;
     status = BD_ERROR;
@@ -826,10 +840,10 @@ bd_attest_core(const bd_table *tb, PyObject *const *classes, PyObject *placement
     status = bd_placement_map(nm, part_fragments, placement_map);
     if (status != BD_OK) goto done;
     status = BD_ERROR;
-    evidence = bd_instance(ev_cls, ev_dict, T_EVIDENCE);
+    evidence = bd_finish(evidence, &ev_dict, T_EVIDENCE);
     if (evidence == NULL) goto done;
-    state = bd_field_dict(tb, T_ATTESTATION);
-    if (state == NULL) goto done;
+    result = bd_new(att_cls, &state);
+    if (result == NULL) goto done;
     if (PyDict_SetItem(state, nm[N_PLACEMENT], placement) < 0) goto done;
     if (PyDict_SetItem(state, nm[N_EVIDENCE], evidence) < 0) goto done;
     proxy = PyDictProxy_New(placement_map);
@@ -839,7 +853,7 @@ bd_attest_core(const bd_table *tb, PyObject *const *classes, PyObject *placement
     if (proxy == NULL || PyDict_SetItem(state, nm[N_BINDING_BY_ID], proxy) < 0) goto done;
     if (PyDict_SetItem(state, nm[N_PLACEMENT_DICT], placement_map) < 0) goto done;
     if (PyDict_SetItem(state, nm[N_BINDING_DICT], binding_map) < 0) goto done;
-    result = bd_instance(att_cls, state, T_ATTESTATION);
+    result = bd_finish(result, &state, T_ATTESTATION);
     if (result != NULL) status = BD_OK;
 done:
     Py_XDECREF(fragments);
@@ -864,13 +878,11 @@ done:
 /* The snapshot field dict of (placement fragment, runtime fragment dict, generation) (*out,
  * checked to hold exactly the snapshot fields); BD_* status. */
 static int
-bd_snapshot_dict(const bd_table *tb, PyObject *placement_fragment, PyObject *runtime_dict, PyObject *generation,
-                 PyObject **out)
+bd_snapshot_fill(const bd_table *tb, PyObject *placement_fragment, PyObject *runtime_dict, PyObject *generation,
+                 PyObject *dict)
 {
     static const int from_placement[] = {N_PFID, N_TENSOR_ID, N_GLOBAL_OFFSET, N_LOCAL_SHAPE};
     PyObject *const *nm = tb->nm;
-    PyObject *dict = bd_field_dict(tb, T_SNAPSHOT);
-    if (dict == NULL) return BD_ERROR;
     int status = BD_OK;
     /* Field order: placement_fragment_id, fragment_id, tensor_id, global_offset, local_shape,
      * then the runtime fields, then lease_generation. */
@@ -886,6 +898,16 @@ bd_snapshot_dict(const bd_table *tb, PyObject *placement_fragment, PyObject *run
         Py_DECREF(value);
     }
     if (status == BD_OK && PyDict_SetItem(dict, nm[N_LEASE_GENERATION], generation) < 0) status = BD_ERROR;
+    return status;
+}
+
+static int
+bd_snapshot_dict(const bd_table *tb, PyObject *placement_fragment, PyObject *runtime_dict, PyObject *generation,
+                 PyObject **out)
+{
+    PyObject *dict = bd_field_dict(tb, T_SNAPSHOT);
+    if (dict == NULL) return BD_ERROR;
+    int status = bd_snapshot_fill(tb, placement_fragment, runtime_dict, generation, dict);
     if (status == BD_OK && bd_check_field_dict(dict, T_SNAPSHOT) < 0) status = BD_ERROR;
     if (status != BD_OK) {
         Py_DECREF(dict);
@@ -902,10 +924,15 @@ bd_snapshot(const bd_table *tb, PyObject *snap_cls, PyObject *placement_fragment
             PyObject *generation, PyObject **out)
 {
     PyObject *dict = NULL;
-    int status = bd_snapshot_dict(tb, placement_fragment, runtime_dict, generation, &dict);
-    if (status != BD_OK) return status;
-    *out = bd_instance(snap_cls, dict, T_SNAPSHOT);
-    Py_DECREF(dict);
+    PyObject *obj = bd_new(snap_cls, &dict);
+    if (obj == NULL) return BD_ERROR;
+    int status = bd_snapshot_fill(tb, placement_fragment, runtime_dict, generation, dict);
+    if (status != BD_OK) {
+        Py_DECREF(dict);
+        Py_DECREF(obj);
+        return status;
+    }
+    *out = bd_finish(obj, &dict, T_SNAPSHOT);
     return *out == NULL ? BD_ERROR : BD_OK;
 }
 
@@ -958,7 +985,7 @@ bd_executor(const bd_table *tb, PyObject *ex_cls, PyObject *const *values, PyObj
     PyObject *ids = PyTuple_New(n);
     if (ids == NULL) return BD_ERROR;
     PyObject *seen = PySet_New(NULL);
-    PyObject *dict = NULL;
+    PyObject *dict = NULL, *executor = NULL;
     int status = seen == NULL ? BD_ERROR : BD_OK;
     for (Py_ssize_t i = 0; i < n && status == BD_OK; i++) {
         PyObject *snapshot = PyTuple_GetItem(snapshots, i);
@@ -976,8 +1003,8 @@ bd_executor(const bd_table *tb, PyObject *ex_cls, PyObject *const *values, PyObj
     }
     if (status != BD_OK) goto done;
     status = BD_ERROR;
-    dict = bd_field_dict(tb, T_EXECUTOR);
-    if (dict == NULL) goto done;
+    executor = bd_new(ex_cls, &dict);
+    if (executor == NULL) goto done;
     if (PyDict_SetItem(dict, nm[N_INSTANCE_ID], values[0]) < 0) goto done;
     if (PyDict_SetItem(dict, nm[N_PLACEMENT_ID], values[1]) < 0) goto done;
     if (PyDict_SetItem(dict, nm[N_PARTICIPANT_ID], values[2]) < 0) goto done;
@@ -988,9 +1015,11 @@ bd_executor(const bd_table *tb, PyObject *ex_cls, PyObject *const *values, PyObj
     if (PyDict_SetItem(dict, nm[N_FRAGMENT_IDS], ids) < 0) goto done;
     if (PyDict_SetItem(dict, nm[N_FRAGMENT_SNAPSHOTS], snapshots) < 0) goto done;
     if (PyDict_SetItem(dict, nm[N_ATTESTATION], attestation) < 0) goto done;
-    *out = bd_instance(ex_cls, dict, T_EXECUTOR);
+    *out = bd_finish(executor, &dict, T_EXECUTOR);
+    executor = NULL;
     if (*out != NULL) status = BD_OK;
 done:
+    Py_XDECREF(executor);
     Py_XDECREF(dict);
     Py_XDECREF(seen);
     Py_DECREF(ids);
@@ -1227,15 +1256,17 @@ bd_bound_fragments(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             goto done;
         }
         status = BD_ERROR;
-        PyObject *bound = NULL, *dict = bd_field_dict(&tb, T_BOUND);
-        if (dict != NULL && PyDict_SetItem(dict, nm[N_PLACEMENT], placement_fragment) == 0 &&
+        PyObject *dict = NULL, *bound = bd_new(bound_cls, &dict);
+        if (bound != NULL && PyDict_SetItem(dict, nm[N_PLACEMENT], placement_fragment) == 0 &&
             PyDict_SetItem(dict, nm[N_BINDING], runtime) == 0 &&
             PyDict_SetItem(dict, nm[N_INSTANCE_ID], fences[0]) == 0 &&
             PyDict_SetItem(dict, nm[N_RUNTIME_LEASE_ID], fences[1]) == 0 &&
             PyDict_SetItem(dict, nm[N_LEASE_GENERATION], fences[2]) == 0 &&
             PyDict_SetItem(dict, nm[N_OWNER], Py_None) == 0 &&
             PyDict_SetItem(dict, nm[N_ATTESTATION], attestation) == 0) {
-            bound = bd_instance(bound_cls, dict, T_BOUND);
+            bound = bd_finish(bound, &dict, T_BOUND);
+        } else {
+            Py_CLEAR(bound);
         }
         Py_XDECREF(dict);
         PyObject *row = bound == NULL ? NULL : PyTuple_Pack(2, pfid, bound);

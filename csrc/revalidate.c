@@ -2704,14 +2704,6 @@ done:
 /* ------------------------------------------------------------------------------------------
  * restore_executors: the executors of a TransferPlan pickle record (bound_pickle) */
 
-/* A new instance of the plain (heap, dict-carrying) class cls whose instance dict is dict, as
- * ``object.__new__(cls)`` then ``__dict__.update(dict)`` leaves it. */
-static PyObject *
-rr_instance(PyObject *cls, PyObject *dict)
-{
-    return mr_instance_with_dict(cls, dict, "restore_executors");
-}
-
 /* An exact tuple of n exact str (1), anything else (0). */
 static int
 rr_names(PyObject *names, Py_ssize_t n)
@@ -2725,21 +2717,25 @@ rr_names(PyObject *names, Py_ssize_t n)
     return 1;
 }
 
-/* A new dict of names[k] -> table[start + k] for k < n (the caller checked the bounds). */
+/* A new instance of cls (a plain heap class with instance dicts; not called) whose own
+ * key-sharing instance dict holds names[k] -> table[start + k] for k < n, stored in that order,
+ * and in *dict a new reference to that dict (for further stores by the caller); NULL with an
+ * exception (*dict NULL). The caller checked the bounds. */
 static PyObject *
-rr_dict(PyObject *names, Py_ssize_t n, PyObject *table, Py_ssize_t start)
+rr_object(PyObject *cls, PyObject *names, Py_ssize_t n, PyObject *table, Py_ssize_t start, PyObject **dict)
 {
-    PyObject *dict = PyDict_New();
-    if (dict == NULL) return NULL;
+    PyObject *obj = mr_new_instance(cls, dict, "restore_executors");
+    if (obj == NULL) return NULL;
     for (Py_ssize_t k = 0; k < n; k++) {
         PyObject *name = PyTuple_GetItem(names, k);
         PyObject *value = name == NULL ? NULL : PyTuple_GetItem(table, start + k);
-        if (value == NULL || PyDict_SetItem(dict, name, value) < 0) {
-            Py_DECREF(dict);
+        if (value == NULL || PyDict_SetItem(*dict, name, value) < 0) {
+            Py_CLEAR(*dict);
+            Py_DECREF(obj);
             return NULL;
         }
     }
-    return dict;
+    return obj;
 }
 
 /* An exact int in [0, limit) into *out: RV_OK, RV_DECLINE (anything else). */
@@ -2835,9 +2831,7 @@ restore_executors(PyObject *self, PyObject *args)
         if (snapshots == NULL) break;
         Py_ssize_t k = 0;
         for (Py_ssize_t offset = start; offset < stop; offset += size, k++) {
-            dict = rr_dict(snapshot_fields, size, table, offset);
-            if (dict == NULL) break;
-            object = rr_instance(snapshot_cls, dict);
+            object = rr_object(snapshot_cls, snapshot_fields, size, table, offset, &dict);
             Py_CLEAR(dict);
             if (object == NULL || PyTuple_SetItem(snapshots, k, object) < 0) {
                 object = NULL; /* PyTuple_SetItem stole it even on failure */
@@ -2846,14 +2840,13 @@ restore_executors(PyObject *self, PyObject *args)
             object = NULL;
         }
         if (k != count) break;
-        dict = rr_dict(executor_fields, 8, table, position);
-        if (dict == NULL) break;
+        object = rr_object(executor_cls, executor_fields, 8, table, position, &dict);
+        if (object == NULL) break;
         if (PyDict_SetItem(dict, PyTuple_GetItem(executor_fields, 8), snapshots) < 0) break;
         if (PyDict_SetItem(dict, PyTuple_GetItem(executor_fields, 9), attestation) < 0) break;
         Py_CLEAR(snapshots);
-        object = rr_instance(executor_cls, dict);
         Py_CLEAR(dict);
-        if (object == NULL || PyList_Append(executors, object) < 0) break;
+        if (PyList_Append(executors, object) < 0) break;
         Py_CLEAR(object);
         position = stop;
         status = RV_OK;
@@ -3071,14 +3064,15 @@ restore_fragments(PyObject *self, PyObject *args)
         status = rb_fragment_ok(row, attestation, classes);
         if (status != RV_OK) break;
         status = RV_ERROR;
-        PyObject *dict = PyDict_New();
-        if (dict == NULL) break;
+        PyObject *dict = NULL;
+        PyObject *fragment = mr_new_instance(classes[0], &dict, "restore_fragments");
+        if (fragment == NULL) break;
         int failed = 0;
         for (int k = 0; k < 5 && !failed; k++) failed = PyDict_SetItem(dict, rb_keys[k], row[k]) < 0;
         if (!failed) failed = PyDict_SetItem(dict, rb_keys[RB_OWNER], Py_None) < 0;
         if (!failed) failed = PyDict_SetItem(dict, rb_keys[RB_ATTESTATION], attestation) < 0;
-        PyObject *fragment = failed ? NULL : rr_instance(classes[0], dict);
         Py_DECREF(dict);
+        if (failed) Py_CLEAR(fragment);
         if (fragment == NULL || PyTuple_SetItem(fragments, position / 6, fragment) < 0) break;
         status = RV_OK;
     }
@@ -3132,14 +3126,15 @@ restore_regions(PyObject *self, PyObject *args)
         if (status == RV_OK) status = rr_index(PyTuple_GetItem(table, position + 2), count, &target);
         if (status != RV_OK) break;
         status = RV_ERROR;
-        PyObject *dict = rr_dict(names, size, table, position);
-        if (dict == NULL) break;
+        PyObject *dict = NULL;
+        PyObject *region = rr_object(region_cls, names, size, table, position, &dict);
+        if (region == NULL) break;
         if (PyDict_SetItem(dict, PyTuple_GetItem(names, 1), PyTuple_GetItem(fragments, source)) < 0 ||
             PyDict_SetItem(dict, PyTuple_GetItem(names, 2), PyTuple_GetItem(fragments, target)) < 0) {
             Py_DECREF(dict);
+            Py_DECREF(region);
             break;
         }
-        PyObject *region = rr_instance(region_cls, dict);
         Py_DECREF(dict);
         if (region == NULL || PyTuple_SetItem(regions, position / size, region) < 0) break;
         status = RV_OK;
