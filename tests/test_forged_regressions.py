@@ -284,3 +284,25 @@ def test_new_attestation_refuses_other_classes() -> None:
     for cls in ({}, (), "x", 1, PlanningLimits, int):
         _raises("runtime attestation evidence is invalid", lambda cls=cls: _new_attestation(cls))  # type: ignore[arg-type]
     assert type(_new_attestation(RuntimeBindingAttestation)) is RuntimeBindingAttestation
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        ({"inner_bytes": -(2**63)}, "transfer region inner_bytes must be positive"),
+        ({"inner_bytes": -5}, "transfer region inner_bytes must be positive"),
+        ({"source_base_offset": -1}, "transfer region base offsets must be non-negative"),
+    ],
+)
+def test_region_values_the_physical_sweep_cannot_walk(edit: dict, message: str) -> None:
+    """Found by the atheris pickle target after F2-F4 (F7): a well-typed forged region whose
+    extents are negative passes ``validate_bounds`` and reached the target physical-range sweep,
+    whose kernel refused it with its own message ("physical_sweep: inner bytes is outside the
+    unsigned 64-bit range"). The §8.4 value rules the sweep relies on now run just before it."""
+    plan = R.plan()
+    op = plan.operations[0]
+    operations = (R.forged(op, **edit),) + plan.operations[1:]
+    _raises(message, lambda: dataclasses.replace(plan, operations=operations))
+    state = plan.__getstate__()
+    state["operations"] = operations
+    _raises(message, lambda: R.load_field_state(state))

@@ -1589,11 +1589,25 @@ def _require_typed_limits(limits: Any) -> None:
 
 
 def _require_loop_ranks(operations: tuple[Any, ...]) -> None:
-    """Spec §8.4 step 9 before the target physical-range sweep walks the loops (a forged region
-    reaches that sweep before its own recheck): "transfer region outer loop rank mismatch"."""
+    """Spec §8.4 steps 8-10 before the target physical-range sweep walks the loops (a forged
+    region reaches that sweep before its own recheck, and the sweep's kernel refuses negative
+    or out-of-range extents with its own message): base offsets non-negative, ``inner_bytes``
+    positive, equal loop ranks, positive counts, non-negative strides. With these and
+    ``validate_bounds`` every walked extent lies inside its fragment."""
     for op in operations:
-        if not len(op.outer_loop_counts) == len(op.source_strides) == len(op.target_strides):
+        if op.source_base_offset < 0 or op.target_base_offset < 0:
+            raise ValueError("transfer region base offsets must be non-negative")
+        if op.inner_bytes <= 0:
+            raise ValueError("transfer region inner_bytes must be positive")
+        outer = op.outer_loop_counts
+        source_strides = op.source_strides
+        target_strides = op.target_strides
+        if not len(outer) == len(source_strides) == len(target_strides):
             raise ValueError("transfer region outer loop rank mismatch")
+        if any(count <= 0 for count in outer):
+            raise ValueError("transfer region outer loop counts must be positive")
+        if any(stride < 0 for stride in source_strides) or any(stride < 0 for stride in target_strides):
+            raise ValueError("transfer region strides must be non-negative")
 
 
 def _require_typed_attestations(operations: tuple[Any, ...], executors: tuple[Any, ...]) -> None:
