@@ -374,6 +374,9 @@ def plan_logical_transfer(
         extra = target_set - source_ids
         if extra:
             raise ValueError(f"target manifests contain unknown tensors: {_ids(extra)}")
+        # The targets' tensors in first-occurrence order, read once for the coverage check
+        # and the tensor pass below (the check hashes every tensor id anyway).
+        ordered = list(dict.fromkeys(target_tids))
         check_target_coverage(
             target_tensors,
             target_fragments,
@@ -381,6 +384,7 @@ def plan_logical_transfer(
             tensor_signatures(target_tensors),
             fragment_tids,
             fragment_dps,
+            ordered if fragment_tids is not None else None,
         )
     else:
         extra = target_set - source_ids
@@ -419,7 +423,8 @@ def plan_logical_transfer(
     # and comprehensions; tensors are visited once, in first-occurrence order.
     stop_error: Optional[str] = None
     stop = len(targets)
-    ordered = list(dict.fromkeys(target_tids))
+    if local_target:
+        ordered = list(dict.fromkeys(target_tids))
     ndims, itemsizes, routed_flags, first_stop = _native.tensor_columns(
         ordered, source_tensors, target_tensors, source_signatures
     )

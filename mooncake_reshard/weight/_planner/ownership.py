@@ -144,6 +144,26 @@ def _all_pairs_present(pairs: Collection[tuple[str, int]], tensors: dict[str, Te
     return len(pairs) == len(tensors) * dp_count and set(map(_first, pairs)) <= tensors.keys()
 
 
+def _every_tensor_at_every_dp(
+    tensor_ids: list[str],
+    dps: list[int],
+    tensors: dict[str, TensorDescriptor],
+    distinct_tensor_ids: Optional[list[str]] = None,
+) -> bool:
+    """``_all_pairs_present`` of the distinct ``zip(tensor_ids, dps)`` pairs and their dp count.
+
+    With one dp value (the usual target) the pairs are the distinct tensor ids, so no pair
+    tuple is built: present exactly when those ids are the known tensors. ``distinct_tensor_ids``,
+    when given, is ``list(dict.fromkeys(tensor_ids))`` (the caller's; saves a pass)."""
+    dp_values = set(dps)
+    if len(dp_values) == 1:
+        if distinct_tensor_ids is None:
+            return set(tensor_ids) == tensors.keys()
+        return len(distinct_tensor_ids) == len(tensors) and all(map(tensors.__contains__, distinct_tensor_ids))
+    pairs = set(zip(tensor_ids, dps))
+    return _all_pairs_present(pairs, tensors, len(dp_values))
+
+
 def _owner_boxes(
     signatures: dict[str, Signature], fragments: Sequence[Any], dp_owned: dict[str, bool]
 ) -> dict[tuple[str, int], OwnerGroups]:
@@ -206,6 +226,7 @@ def check_target_coverage(
     signatures: Optional[dict[str, Signature]] = None,
     tensor_ids: Optional[list[str]] = None,
     dps: Optional[list[int]] = None,
+    distinct_tensor_ids: Optional[list[str]] = None,
 ) -> None:
     """Target coverage for non-local planning (spec §11.2).
 
@@ -214,7 +235,8 @@ def check_target_coverage(
     C; anything else (or any doubt) takes the exact path, which reports the first failure.
     ``tensor_ids``, when given, is the caller's list of the fragments' tensor ids (same order,
     same length); it saves a pass over the fragments and is checked against them by length.
-    ``dps``, when given with ``tensor_ids``, is likewise the list of their ``rank.dp`` values."""
+    ``dps``, when given with ``tensor_ids``, is likewise the list of their ``rank.dp`` values;
+    ``distinct_tensor_ids``, when given with ``tensor_ids``, is ``list(dict.fromkeys(tensor_ids))``."""
     if not fragments:
         raise ValueError("target manifests have no fragments")
     signatures = _signatures(tensors, signatures)
@@ -225,14 +247,22 @@ def check_target_coverage(
             if tensor_ids is None or type(tensor_ids) is not list or len(tensor_ids) != len(fragments):
                 tensor_ids = list(map(_tensor_id, fragments))
                 dps = None
+                distinct_tensor_ids = None
+            if type(distinct_tensor_ids) is not list:
+                distinct_tensor_ids = None
             if owned:
-                present = set(tensor_ids) == tensors.keys()
+                if distinct_tensor_ids is None:
+                    present = set(tensor_ids) == tensors.keys()
+                else:
+                    present = len(distinct_tensor_ids) == len(tensors) and all(
+                        map(tensors.__contains__, distinct_tensor_ids)
+                    )
                 axes = list(kinds)
             else:
                 if dps is None or type(dps) is not list or len(dps) != len(tensor_ids):
                     dps = list(map(_rank_dp, fragments))
-                pairs = set(zip(tensor_ids, dps))
-                present = _all_pairs_present(pairs, tensors, len({dp for _, dp in pairs}))
+                # no tuple per fragment for the usual single dp value (same answer)
+                present = _every_tensor_at_every_dp(tensor_ids, dps, tensors, distinct_tensor_ids)
                 axes = ["dp", *kinds]
             if present and _table_groups_cover(placement, axes):
                 return
