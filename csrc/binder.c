@@ -13,6 +13,8 @@
  *   validate_runtime_binding has just accepted.
  * - attested_executors: the attested snapshots per worker and one executor per worker.
  * - bound_fragments: the bound fragments of an attested part (binding step 7).
+ * - bound_fragments_ordered: those of every attested part of a side, allocated in the order the
+ *   operations first use them (the later passes follow op.target / op.source in that order).
  * - bind_regions: the bound operations of a logical plan (binding step 8).
  * - address_ranges_clear: the runtime address-range rule when no view overlaps (§11.8).
  * - attest_binding: validate_runtime_binding then attest, in one call (bind_views, the range
@@ -1203,6 +1205,31 @@ done:
 /* ------------------------------------------------------------------------------------------
  * bound_fragments */
 
+/* The row (pfid, bound) of one trusted bound fragment: the bound_cls instance of (placement
+ * fragment, runtime fragment, fences: instance_id, lease_id, generation), no owner and the
+ * attestation, its dict filled in field order. New reference, NULL with an exception. */
+static PyObject *
+bd_bound_row(PyObject *const *nm, PyObject *bound_cls, PyObject *placement_fragment, PyObject *runtime,
+             PyObject *pfid, PyObject *const *fences, PyObject *attestation)
+{
+    PyObject *dict = NULL, *bound = bd_new(bound_cls, &dict);
+    if (bound != NULL && PyDict_SetItem(dict, nm[N_PLACEMENT], placement_fragment) == 0 &&
+        PyDict_SetItem(dict, nm[N_BINDING], runtime) == 0 &&
+        PyDict_SetItem(dict, nm[N_INSTANCE_ID], fences[0]) == 0 &&
+        PyDict_SetItem(dict, nm[N_RUNTIME_LEASE_ID], fences[1]) == 0 &&
+        PyDict_SetItem(dict, nm[N_LEASE_GENERATION], fences[2]) == 0 &&
+        PyDict_SetItem(dict, nm[N_OWNER], Py_None) == 0 &&
+        PyDict_SetItem(dict, nm[N_ATTESTATION], attestation) == 0) {
+        bound = bd_finish(bound, &dict, T_BOUND);
+    } else {
+        Py_CLEAR(bound);
+    }
+    Py_XDECREF(dict);
+    PyObject *row = bound == NULL ? NULL : PyTuple_Pack(2, pfid, bound);
+    Py_XDECREF(bound);
+    return row;
+}
+
 PyDoc_STRVAR(bound_fragments_doc,
 "bound_fragments(bound_cls, attestation_cls, part_fragments, attestation)\n"
 "--\n\n"
@@ -1256,22 +1283,8 @@ bd_bound_fragments(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             goto done;
         }
         status = BD_ERROR;
-        PyObject *dict = NULL, *bound = bd_new(bound_cls, &dict);
-        if (bound != NULL && PyDict_SetItem(dict, nm[N_PLACEMENT], placement_fragment) == 0 &&
-            PyDict_SetItem(dict, nm[N_BINDING], runtime) == 0 &&
-            PyDict_SetItem(dict, nm[N_INSTANCE_ID], fences[0]) == 0 &&
-            PyDict_SetItem(dict, nm[N_RUNTIME_LEASE_ID], fences[1]) == 0 &&
-            PyDict_SetItem(dict, nm[N_LEASE_GENERATION], fences[2]) == 0 &&
-            PyDict_SetItem(dict, nm[N_OWNER], Py_None) == 0 &&
-            PyDict_SetItem(dict, nm[N_ATTESTATION], attestation) == 0) {
-            bound = bd_finish(bound, &dict, T_BOUND);
-        } else {
-            Py_CLEAR(bound);
-        }
-        Py_XDECREF(dict);
-        PyObject *row = bound == NULL ? NULL : PyTuple_Pack(2, pfid, bound);
+        PyObject *row = bd_bound_row(nm, bound_cls, placement_fragment, runtime, pfid, fences, attestation);
         Py_DECREF(pfid);
-        Py_XDECREF(bound);
         if (row == NULL || PyTuple_SetItem(rows, i, row) < 0) goto done;
         status = BD_OK;
     }
@@ -1283,6 +1296,212 @@ done:
     for (int k = 0; k < 3; k++) Py_XDECREF(fences[k]);
     if (status == BD_OK) return rows;
     Py_XDECREF(rows);
+    if (status == BD_ERROR) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * bound_fragments_ordered */
+
+PyDoc_STRVAR(bound_fragments_ordered_doc,
+"bound_fragments_ordered(bound_cls, attestation_cls, region_cls, parts, attestations, operations,\n"
+"                        which)\n"
+"--\n\n"
+"(rows_0, rows_1, ...) where rows_k is what bound_fragments(bound_cls, attestation_cls, parts[k],\n"
+"attestations[k]) returns (the same rows, values and order), with every bound fragment allocated\n"
+"in the order the operations first name its placement fragment object (the field target for\n"
+"which 0, source for 1, of the exact region_cls operations of the exact tuple operations, matched\n"
+"by identity and never dereferenced; any other operation gives no hint), the remaining ones after\n"
+"them in part order: the later passes that follow op.target / op.source then read them in memory\n"
+"order. None when not decided here: parts or attestations not exact tuples of one length, or a\n"
+"part bound_fragments would not decide.");
+
+typedef struct {
+    PyObject *placement; /* strong references */
+    PyObject *runtime;
+    PyObject *pfid;
+    Py_ssize_t part;
+    Py_ssize_t pos;
+    int made;
+} bd_pending;
+
+static void bd_pointer_put(Py_ssize_t *slots, size_t mask, uintptr_t key, Py_ssize_t value);
+static Py_ssize_t bd_pointer_get(const uintptr_t *keys, const Py_ssize_t *slots, size_t mask, uintptr_t key);
+
+/* Builds entry's row into its part's rows tuple (an entry of result). 0 ok, -1 error. */
+static int
+bd_make_pending(PyObject *const *nm, PyObject *bound_cls, bd_pending *entry, PyObject *const *fences,
+                PyObject *attestations, PyObject *result)
+{
+    PyObject *attestation = PyTuple_GetItem(attestations, entry->part);
+    PyObject *rows = attestation == NULL ? NULL : PyTuple_GetItem(result, entry->part);
+    if (rows == NULL) return -1;
+    PyObject *row = bd_bound_row(nm, bound_cls, entry->placement, entry->runtime, entry->pfid,
+                                 fences + 3 * entry->part, attestation);
+    if (row == NULL || PyTuple_SetItem(rows, entry->pos, row) < 0) return -1; /* steals row */
+    entry->made = 1;
+    return 0;
+}
+
+static PyObject *
+bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    bd_table tb;
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "bound_fragments_ordered expects 7 arguments");
+        return NULL;
+    }
+    if (bd_load_table(self, &tb) < 0) return NULL;
+    PyObject *const *nm = tb.nm;
+    if (bd_check_heap_types(args, 3) < 0) return NULL;
+    PyObject *bound_cls = args[0], *att_cls = args[1], *region_cls = args[2];
+    PyObject *parts = args[3], *attestations = args[4], *operations = args[5], *which = args[6];
+    if (!PyLong_CheckExact(which)) {
+        PyErr_SetString(PyExc_TypeError, "bound_fragments_ordered: which must be an int");
+        return NULL;
+    }
+    int overflow = 0;
+    long side = PyLong_AsLongAndOverflow(which, &overflow);
+    if (side == -1 && PyErr_Occurred()) return NULL;
+    if (overflow != 0 || (side != 0 && side != 1)) {
+        PyErr_SetString(PyExc_ValueError, "bound_fragments_ordered: which must be 0 (target) or 1 (source)");
+        return NULL;
+    }
+    PyObject *field = nm[side == 0 ? N_TARGET : N_SOURCE];
+    if (!PyTuple_CheckExact(parts) || !PyTuple_CheckExact(attestations)) Py_RETURN_NONE;
+    Py_ssize_t m = PyTuple_Size(parts);
+    if (m < 0) return NULL;
+    if (PyTuple_Size(attestations) != m) Py_RETURN_NONE;
+    Py_ssize_t total = 0;
+    for (Py_ssize_t k = 0; k < m; k++) {
+        PyObject *part_fragments = PyTuple_GetItem(parts, k);
+        if (part_fragments == NULL) return NULL;
+        if (!PyTuple_CheckExact(part_fragments)) Py_RETURN_NONE;
+        Py_ssize_t n = PyTuple_Size(part_fragments);
+        if (n < 0) return NULL;
+        if (__builtin_add_overflow(total, n, &total)) Py_RETURN_NONE;
+    }
+    if (total > PY_SSIZE_T_MAX / 4) return PyErr_NoMemory();
+    /* Pointer table: capacity a power of two, at least twice the count. */
+    size_t capacity = 16;
+    while (capacity < 2 * (size_t)total + 2) {
+        if (capacity > SIZE_MAX / 4) return PyErr_NoMemory();
+        capacity *= 2;
+    }
+    size_t n_fences = 0;
+    if (__builtin_mul_overflow((size_t)m, (size_t)3, &n_fences)) return PyErr_NoMemory();
+    PyObject **fences = mr_alloc_array(n_fences, sizeof(PyObject *));
+    bd_pending *pending = fences == NULL ? NULL : mr_alloc_array((size_t)total, sizeof(bd_pending));
+    uintptr_t *keys = pending == NULL ? NULL : mr_alloc_array((size_t)total, sizeof(uintptr_t));
+    Py_ssize_t *slots = keys == NULL ? NULL : mr_alloc_array(capacity, sizeof(Py_ssize_t));
+    PyObject *result = slots == NULL ? NULL : PyTuple_New(m);
+    PyObject *evidence = NULL, *binding_dict = NULL, *placement_dict = NULL;
+    Py_ssize_t count = 0; /* entries of pending holding references */
+    int status = BD_ERROR;
+    if (result == NULL) goto done;
+    for (size_t f = 0; f < n_fences; f++) fences[f] = NULL;
+    for (size_t s = 0; s < capacity; s++) slots[s] = -1;
+    /* Every part as bound_fragments checks it (its rows left empty). */
+    for (Py_ssize_t k = 0; k < m; k++) {
+        PyObject *attestation = PyTuple_GetItem(attestations, k);
+        PyObject *part_fragments = PyTuple_GetItem(parts, k);
+        if (attestation == NULL || part_fragments == NULL) { status = BD_ERROR; goto done; }
+        status = BD_FALLBACK;
+        if ((PyObject *)Py_TYPE(attestation) != att_cls) goto done;
+        status = bd_get(attestation, nm[N_EVIDENCE], &evidence);
+        if (status == BD_OK) status = bd_get(attestation, nm[N_BINDING_DICT], &binding_dict);
+        if (status == BD_OK) status = bd_get(attestation, nm[N_PLACEMENT_DICT], &placement_dict);
+        if (status == BD_OK) status = bd_get(evidence, nm[N_INSTANCE_ID], &fences[3 * k]);
+        if (status == BD_OK) status = bd_get(evidence, nm[N_LEASE_ID], &fences[3 * k + 1]);
+        if (status == BD_OK) status = bd_get(evidence, nm[N_GENERATION], &fences[3 * k + 2]);
+        if (status != BD_OK) goto done;
+        status = BD_FALLBACK;
+        if (!PyDict_CheckExact(binding_dict) || !PyDict_CheckExact(placement_dict)) goto done;
+        Py_ssize_t n = PyTuple_Size(part_fragments);
+        if (n < 0) { status = BD_ERROR; goto done; }
+        PyObject *rows = PyTuple_New(n);
+        if (rows == NULL || PyTuple_SetItem(result, k, rows) < 0) { status = BD_ERROR; goto done; } /* steals */
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (count >= total) { status = BD_FALLBACK; goto done; } /* never: tuples are immutable */
+            PyObject *placement_fragment = PyTuple_GetItem(part_fragments, i);
+            if (placement_fragment == NULL) { status = BD_ERROR; goto done; }
+            PyObject *pfid = NULL;
+            status = bd_get_str(placement_fragment, nm[N_PFID], &pfid);
+            if (status != BD_OK) goto done;
+            PyObject *runtime = PyDict_GetItemWithError(binding_dict, pfid); /* borrowed */
+            Py_XINCREF(runtime);
+            PyObject *attested = runtime == NULL ? NULL : PyDict_GetItemWithError(placement_dict, pfid);
+            if (attested != placement_fragment) {
+                Py_DECREF(pfid);
+                Py_XDECREF(runtime);
+                status = PyErr_Occurred() ? BD_ERROR : BD_FALLBACK;
+                goto done;
+            }
+            bd_pending *entry = &pending[count];
+            entry->placement = Py_NewRef(placement_fragment);
+            entry->runtime = runtime;
+            entry->pfid = pfid;
+            entry->part = k;
+            entry->pos = i;
+            entry->made = 0;
+            keys[count] = (uintptr_t)placement_fragment; /* held by entry: the address stays its own */
+            bd_pointer_put(slots, capacity - 1, keys[count], count);
+            count++;
+        }
+        Py_CLEAR(evidence);
+        Py_CLEAR(binding_dict);
+        Py_CLEAR(placement_dict);
+    }
+    status = BD_ERROR;
+    /* Allocation in first-use order along the operations: an operation field that is one of the
+     * parts' placement fragment objects (by address, not dereferenced) gives the next one. */
+    if (PyTuple_CheckExact(operations)) {
+        Py_ssize_t n_ops = PyTuple_Size(operations);
+        if (n_ops < 0) goto done;
+        for (Py_ssize_t j = 0; j < n_ops; j++) {
+            PyObject *op = PyTuple_GetItem(operations, j);
+            if (op == NULL) goto done;
+            if ((PyObject *)Py_TYPE(op) != region_cls) continue;
+            PyObject *op_dict = NULL;
+            int rc = bd_dict_of(op, &op_dict);
+            if (rc == BD_ERROR) goto done;
+            if (rc != BD_OK) continue;
+            PyObject *fragment = PyDict_GetItemWithError(op_dict, field); /* borrowed, address only */
+            uintptr_t key = (uintptr_t)fragment;
+            Py_DECREF(op_dict);
+            if (fragment == NULL) {
+                if (PyErr_Occurred()) goto done;
+                continue;
+            }
+            Py_ssize_t g = bd_pointer_get(keys, slots, capacity - 1, key);
+            if (g < 0 || pending[g].made) continue;
+            if (bd_make_pending(nm, bound_cls, &pending[g], fences, attestations, result) < 0) goto done;
+        }
+    }
+    for (Py_ssize_t g = 0; g < count; g++) {
+        if (!pending[g].made && bd_make_pending(nm, bound_cls, &pending[g], fences, attestations, result) < 0) {
+            goto done;
+        }
+    }
+    status = count == total ? BD_OK : BD_FALLBACK;
+done:
+    Py_XDECREF(evidence);
+    Py_XDECREF(binding_dict);
+    Py_XDECREF(placement_dict);
+    for (Py_ssize_t g = 0; g < count; g++) {
+        Py_DECREF(pending[g].placement);
+        Py_DECREF(pending[g].runtime);
+        Py_DECREF(pending[g].pfid);
+    }
+    if (fences != NULL && result != NULL) {
+        for (size_t f = 0; f < n_fences; f++) Py_XDECREF(fences[f]);
+    }
+    PyMem_Free(fences);
+    PyMem_Free(pending);
+    PyMem_Free(keys);
+    PyMem_Free(slots);
+    if (status == BD_OK) return result;
+    Py_XDECREF(result);
     if (status == BD_ERROR) return NULL;
     Py_RETURN_NONE;
 }
@@ -3006,6 +3225,8 @@ static PyMethodDef binder_methods[] = {
     {"attested_executors", (PyCFunction)(void (*)(void))bd_attested_executors, METH_FASTCALL,
      attested_executors_doc},
     {"bound_fragments", (PyCFunction)(void (*)(void))bd_bound_fragments, METH_FASTCALL, bound_fragments_doc},
+    {"bound_fragments_ordered", (PyCFunction)(void (*)(void))bd_bound_fragments_ordered, METH_FASTCALL,
+     bound_fragments_ordered_doc},
     {"bind_regions", (PyCFunction)(void (*)(void))bd_bind_regions, METH_FASTCALL, bind_regions_doc},
     {"address_ranges_clear", (PyCFunction)(void (*)(void))bd_address_ranges_clear, METH_FASTCALL,
      address_ranges_clear_doc},

@@ -414,7 +414,8 @@ def owner_signatures(
 ) -> dict[str, tuple[tuple[str, ...], bool]] | None:
     """``{tensor_id: (kinds, "dp" in kinds)}`` in the dict's order, where ``kinds`` are the
     ``kind`` values of the descriptor's ``parallel_axes`` that are instances of
-    ``ownership_type``; ``None`` when some ``parallel_axes`` is not a tuple."""
+    ``ownership_type``; ``None`` when some ``parallel_axes`` is not a tuple or ``tensors`` is a
+    dict subclass. Consecutive tensors with equal kinds (exact str) share one signature tuple."""
 
 def tensor_columns(
     tensor_ids: list[str],
@@ -761,6 +762,23 @@ def bound_fragments(
     ``part_fragments``, its attested evidence fragment (``attestation._binding_dict``) with the
     evidence fences, no owner and the attestation, when ``attestation._placement_dict`` holds that
     very placement fragment."""
+
+def bound_fragments_ordered(
+    bound_cls: type,
+    attestation_cls: type,
+    region_cls: type,
+    parts: object,
+    attestations: object,
+    operations: object,
+    which: int,
+    /,
+) -> Optional[tuple[tuple[tuple[str, Any], ...], ...]]:
+    """Per ``k``, exactly ``bound_fragments(bound_cls, attestation_cls, parts[k], attestations[k])``,
+    every bound fragment allocated in the order the exact ``region_cls`` operations of the exact
+    tuple ``operations`` first name its placement fragment object (field ``target`` for
+    ``which`` 0, ``source`` for 1; by identity), the rest after them in part order. None when not
+    decided (``parts`` / ``attestations`` not exact tuples of one length, a part off the trusted
+    path). ``which`` not an int: TypeError; not 0 or 1: ValueError."""
 
 def bind_regions(
     region_cls: type,

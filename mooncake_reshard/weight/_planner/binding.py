@@ -604,11 +604,20 @@ def _bound_fragments(
     placement: Optional[WeightPlacementManifest],
     kept: Sequence[WeightRuntimeBindingManifest],
     attestations: dict[tuple[str, str], RuntimeBindingAttestation],
+    operations: Any = (),
 ) -> dict[str, BoundWeightFragment]:
     bound: dict[str, BoundWeightFragment] = {}
     if placement is None:
         return bound
     parts = placement._part_index()
+    ordered = _ordered_bound_rows(label, placement, parts, kept, attestations, operations)
+    if ordered is not None:
+        for rows in ordered:
+            for fragment_id, fragment in rows:
+                if fragment_id in bound:
+                    raise ValueError(f"duplicate bound {label} placement fragment: {fragment_id}")
+                bound[fragment_id] = fragment
+        return bound
     for binding in kept:
         attestation = attestations[(placement.placement_id, binding.participant_id)]
         part = parts[binding.participant_id]
@@ -617,6 +626,48 @@ def _bound_fragments(
                 raise ValueError(f"duplicate bound {label} placement fragment: {fragment_id}")
             bound[fragment_id] = fragment
     return bound
+
+
+# From this many operations on, binding allocates the bound fragments in operation order (below
+# it the plan's objects fit in the CPU caches and the order does not pay for the extra call).
+_ORDERED_MIN_OPERATIONS = 4096
+
+
+def _ordered_bound_rows(
+    label: str,
+    placement: WeightPlacementManifest,
+    parts: Any,
+    kept: Sequence[WeightRuntimeBindingManifest],
+    attestations: dict[tuple[str, str], RuntimeBindingAttestation],
+    operations: Any,
+) -> Optional[list[tuple[tuple[str, BoundWeightFragment], ...]]]:
+    """Per kept binding, exactly the rows ``_attested_bound_fragments`` returns (and caches on
+    the attestation), built in one C call that allocates the bound fragments in the order the
+    operations first name them, so the passes that follow ``op.target`` / ``op.source`` read
+    them in memory order (not in participant order). None: not decided there (or rows already
+    cached, or a plan small enough to stay in the CPU caches, where the extra call only costs);
+    the caller then runs the per-part loop, which raises the first failure."""
+    if type(operations) is not tuple or len(operations) < _ORDERED_MIN_OPERATIONS:
+        return None
+    placement_id = placement.placement_id
+    chosen = [(attestations[(placement_id, binding.participant_id)], parts[binding.participant_id]) for binding in kept]
+    values = [_attestation_values(attestation) for attestation, _ in chosen]
+    if any(~id(part) in cache for (_, part), cache in zip(chosen, values)):
+        return None
+    ordered = _native.bound_fragments_ordered(
+        BoundWeightFragment,
+        RuntimeBindingAttestation,
+        TransferRegion,
+        tuple(part.fragments for _, part in chosen),
+        tuple(attestation for attestation, _ in chosen),
+        operations,
+        0 if label == "target" else 1,
+    )
+    if ordered is None:
+        return None
+    for (_, part), cache, rows in zip(chosen, values, ordered):
+        cache[~id(part)] = rows
+    return list(ordered)
 
 
 def _attested_bound_fragments(
@@ -844,8 +895,13 @@ def _bind_logical_transfer_plan(
     source_required = {executor.participant_id for executor in logical_plan.source_executors}
     source_kept, source_attestations = _bind_side("source", source_placement, source_bindings, source_required)
     # Step 7: bound fragments.
-    bound_targets = _bound_fragments("target", target_placement, target_kept, target_attestations)
-    bound_sources = _bound_fragments("source", source_placement, source_kept, source_attestations)
+    # Each side's bound fragments are allocated in the order the operations first use them.
+    bound_targets = _bound_fragments(
+        "target", target_placement, target_kept, target_attestations, logical_plan.operations
+    )
+    bound_sources = _bound_fragments(
+        "source", source_placement, source_kept, source_attestations, logical_plan.operations
+    )
     # Step 8: rebuild the operations (in one C call when every operation takes the trusted path
     # below; otherwise this loop, which raises the first failure). The same C pass derives step
     # 11's fragment id selections from the regions it builds (exactly what bound_fragment_ids
