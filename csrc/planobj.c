@@ -2256,8 +2256,49 @@ PyDoc_STRVAR(owner_signatures_doc,
 "--\n\n"
 "{tensor_id: (kinds, 'dp' in kinds)} for the dict tensors (tensor id -> descriptor), where\n"
 "kinds = tuple(axis.kind for axis in descriptor.parallel_axes if isinstance(axis,\n"
-"ownership_type)), in the dict's order. None when some parallel_axes is not a tuple (the\n"
-"caller then derives the signatures in Python).");
+"ownership_type)), in the dict's order. None when some parallel_axes is not a tuple or\n"
+"tensors is a dict subclass (the caller then derives the signatures in Python).");
+
+/* 1 when every item of the tuple t is an exact str. */
+static int
+po_all_exact_strs(PyObject *t)
+{
+    Py_ssize_t n = PyTuple_Size(t);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PyTuple_GetItem(t, i);
+        if (x == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (!PyUnicode_CheckExact(x)) return 0;
+    }
+    return n >= 0;
+}
+
+/* 1 when the tuples a (exact strs only, checked when it was kept) and b hold equal exact strs
+ * in the same order (no Python code runs); 0 otherwise. */
+static int
+po_same_strs(PyObject *a, PyObject *b)
+{
+    Py_ssize_t n = PyTuple_Size(a);
+    if (n < 0 || PyTuple_Size(b) != n) {
+        PyErr_Clear();
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PyTuple_GetItem(a, i), *y = PyTuple_GetItem(b, i);
+        if (x == NULL || y == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (x == y) continue;
+        if (!PyUnicode_CheckExact(y) || PyUnicode_Compare(x, y) != 0) {
+            PyErr_Clear(); /* never set for two exact strs */
+            return 0;
+        }
+    }
+    return 1;
+}
 
 static PyObject *
 po_owner_signatures(PyObject *Py_UNUSED(self), PyObject *args)
@@ -2268,19 +2309,25 @@ po_owner_signatures(PyObject *Py_UNUSED(self), PyObject *args)
     static PyObject *cache[3];
     PyObject *names[3] = {NULL, NULL, NULL};
     PyObject *items = NULL, *result = NULL;
+    /* the previous signature, reused (a new reference stored) when the next tensor's kinds are
+     * equal: the same value, one tuple pair less per tensor */
+    PyObject *last_kinds = NULL, *last_signature = NULL; /* strong */
     if (po_names(cache, os_names, 3, names) < 0) goto done;
-    items = PyDict_Items(tensors); /* a private list: hooks cannot change what is iterated */
-    if (items == NULL) goto done;
+    /* A private copy (strong references to every key and descriptor; an exact dict copies
+     * without running Python code): hooks cannot change what is iterated, and no (key, value)
+     * tuple is made per tensor. */
+    items = PyDict_CheckExact(tensors) ? PyDict_Copy(tensors) : NULL;
+    if (items == NULL) {
+        if (PyErr_Occurred()) goto done;
+        result = Py_None; /* a dict subclass: the caller derives the signatures in Python */
+        Py_INCREF(result);
+        goto done;
+    }
     result = PyDict_New();
     if (result == NULL) goto done;
-    Py_ssize_t n = PyList_Size(items);
-    if (n < 0) goto fail;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PyList_GetItem(items, i); /* (key, value) tuple */
-        if (item == NULL) goto fail;
-        PyObject *key = PyTuple_GetItem(item, 0);
-        PyObject *tensor = PyTuple_GetItem(item, 1);
-        if (key == NULL || tensor == NULL) goto fail;
+    Py_ssize_t pos = 0;
+    PyObject *key, *tensor; /* borrowed from the private copy */
+    while (PyDict_Next(items, &pos, &key, &tensor)) {
         PyObject *axes = PyObject_GetAttr(tensor, names[0]);
         if (axes == NULL) goto fail;
         if (!PyTuple_Check(axes)) {
@@ -2313,8 +2360,20 @@ po_owner_signatures(PyObject *Py_UNUSED(self), PyObject *args)
         PyObject *kinds_tuple = ok ? PyList_AsTuple(kinds) : NULL;
         Py_XDECREF(kinds);
         if (kinds_tuple == NULL) goto fail;
-        int owned = PySequence_Contains(kinds_tuple, names[2]);
-        PyObject *signature = owned < 0 ? NULL : Py_BuildValue("(OO)", kinds_tuple, owned ? Py_True : Py_False);
+        PyObject *signature = NULL;
+        if (last_kinds != NULL && po_same_strs(last_kinds, kinds_tuple)) {
+            signature = Py_NewRef(last_signature);
+        }
+        else {
+            int owned = PySequence_Contains(kinds_tuple, names[2]);
+            signature = owned < 0 ? NULL : Py_BuildValue("(OO)", kinds_tuple, owned ? Py_True : Py_False);
+            if (signature != NULL && po_all_exact_strs(kinds_tuple)) {
+                Py_XDECREF(last_kinds);
+                Py_XDECREF(last_signature);
+                last_kinds = Py_NewRef(kinds_tuple);
+                last_signature = Py_NewRef(signature);
+            }
+        }
         Py_DECREF(kinds_tuple);
         if (signature == NULL) goto fail;
         int rc = PyDict_SetItem(result, key, signature);
@@ -2325,6 +2384,8 @@ po_owner_signatures(PyObject *Py_UNUSED(self), PyObject *args)
 fail:
     Py_CLEAR(result);
 done:
+    Py_XDECREF(last_kinds);
+    Py_XDECREF(last_signature);
     for (int k = 0; k < 3; k++) Py_XDECREF(names[k]);
     Py_XDECREF(items);
     return result;

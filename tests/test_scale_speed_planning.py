@@ -58,3 +58,77 @@ def test_coverage_with_distinct_ids_equals_without() -> None:
                         known, fragments, placement, None, ids, given_dps, given_distinct  # type: ignore[arg-type]
                     )
                 ) == exact
+
+
+class _Desc:
+    def __init__(self, axes: Any) -> None:
+        self.parallel_axes = axes
+
+
+class _StrSub(str):
+    pass
+
+
+class _EqAll(str):
+    """A kind equal to every str (hostile __eq__): never shares a signature."""
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    __hash__ = str.__hash__
+
+
+def test_owner_signatures_shared_only_for_equal_exact_kinds() -> None:
+    from mooncake.reshard import _native
+    from mooncake.reshard.weight.types import OwnershipAxis, ReplicatedAxis
+
+    own_dp, own_ep, rep = OwnershipAxis("dp"), OwnershipAxis("ep"), ReplicatedAxis("tp")
+    odd = OwnershipAxis("ep")
+    object.__setattr__(odd, "kind", _StrSub("ep"))
+    weird = OwnershipAxis("ep")
+    object.__setattr__(weird, "kind", _EqAll("zz"))
+    number = OwnershipAxis("ep")
+    object.__setattr__(number, "kind", 7)
+    axes_cycle = [(own_ep, rep), (own_ep,), (own_dp, own_ep), (odd,), (odd,), (weird,), (own_ep,), (number,),
+                  (number,), (), (), (rep, own_dp), (own_dp,)]
+    tensors = {f"t{i}": _Desc(axes) for i, axes in enumerate(axes_cycle * 3)}
+    native = _native.owner_signatures(tensors, OwnershipAxis)
+    expected = ownership._tensor_signatures(tensors)  # type: ignore[arg-type]
+    assert native == expected and list(native) == list(expected)
+    for key, value in native.items():
+        assert type(value[1]) is bool and value[1] is expected[key][1]
+        assert [type(k) for k in value[0]] == [type(k) for k in expected[key][0]]
+    # consecutive equal exact-str kinds share the signature object; others never
+    assert native["t0"] is native["t1"]
+    assert native["t3"] is not native["t2"] and native["t4"] is not native["t3"]
+    assert native["t6"] is not native["t5"]
+
+    class _Sub(dict):  # type: ignore[type-arg]
+        pass
+
+    assert _native.owner_signatures(_Sub(tensors), OwnershipAxis) is None
+    assert ownership.tensor_signatures(_Sub(tensors)) == expected  # type: ignore[arg-type]
+
+
+def test_fast_path_placement_needs_the_placement_catalog() -> None:
+    for placement in _placements():
+        catalog = placement.tensors
+        planner_map = {t.tensor_id: t for t in catalog}
+        assert ownership._fast_path_placement(placement, planner_map, placement.fragments)
+        # the same pairs in another order: the lookups decide (same answer)
+        assert ownership._fast_path_placement(placement, dict(reversed(planner_map.items())), placement.fragments)
+        # copies of the ids (equal, not identical keys): the lookups decide alike
+        copied = {"".join(list(tid)): t for tid, t in planner_map.items()}
+        assert ownership._fast_path_placement(placement, copied, placement.fragments)
+        # a foreign descriptor, a missing one, a foreign fragment sequence: never
+        first = catalog[0]
+        foreign = {**planner_map, first.tensor_id: type(first)(**{
+            f: getattr(first, f) for f in first.__dataclass_fields__ if first.__dataclass_fields__[f].init
+        })}
+        assert not ownership._fast_path_placement(placement, foreign, placement.fragments)
+        assert not ownership._fast_path_placement(placement, dict(list(planner_map.items())[1:]), placement.fragments)
+        assert not ownership._fast_path_placement(placement, planner_map, list(placement.fragments))
+        assert not ownership._fast_path_placement(None, planner_map, placement.fragments)
+        # a str-subclass key equal to the id under its own descriptor: the lookups decide
+        sub = {(_StrSub(tid) if i == 0 else tid): t for i, (tid, t) in enumerate(planner_map.items())}
+        assert ownership._fast_path_placement(placement, sub, placement.fragments)

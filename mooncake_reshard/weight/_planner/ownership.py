@@ -8,6 +8,7 @@ test collapses identical geometry first and then runs the exact-cover kernel, ba
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from itertools import repeat
 from operator import attrgetter, is_, itemgetter
 from typing import Any, Optional
 
@@ -130,12 +131,22 @@ def _table_groups_cover(placement: Any, axes: list[str]) -> bool:
 
 def _fast_path_placement(placement: Any, tensors: dict[str, TensorDescriptor], fragments: Sequence[Any]) -> bool:
     # The table indexes the placement's own fragments and tensors: only those qualify.
-    return (
-        placement is not None
-        and fragments is placement.fragments
-        and len(tensors) == len(placement.tensors)
-        and all(map(is_, map(tensors.get, map(_descriptor_id, placement.tensors)), placement.tensors))
-    )
+    if placement is None or fragments is not placement.fragments:
+        return False
+    catalog = placement.tensors
+    if len(tensors) != len(catalog):
+        return False
+    # The planner's map is built from the catalog in order: its items are then the very
+    # descriptors under their very ids, exact str (distinct keys never compare equal, so each
+    # id looks up its own descriptor), read in sequence; any other map takes the lookups.
+    if (
+        type(tensors) is dict
+        and all(map(is_, tensors.values(), catalog))
+        and all(map(is_, tensors, map(_descriptor_id, catalog)))
+        and all(map(is_, map(type, tensors), repeat(str)))
+    ):
+        return True
+    return all(map(is_, map(tensors.get, map(_descriptor_id, catalog)), catalog))
 
 
 def _all_pairs_present(pairs: Collection[tuple[str, int]], tensors: dict[str, TensorDescriptor], dp_count: int) -> bool:
@@ -380,10 +391,11 @@ def dp_owned_source_owners(
 ) -> dict[str, RuntimeTensorOwner]:
     """The single complete declared owner of each DP-owned source tensor (spec §11.2)."""
     signatures = _signatures(tensors, signatures)
-    dp_owned = _dp_owned_map(signatures)
-    owned = sorted(tensor_id for tensor_id, is_owned in dp_owned.items() if is_owned)
+    # the DP-owned tensors, read from the signatures directly (the map below only when some are)
+    owned = sorted(tensor_id for tensor_id, signature in signatures.items() if signature[1])
     if not owned:
         return {}
+    dp_owned = _dp_owned_map(signatures)
     table = _owner_boxes(signatures, [f for f in fragments if dp_owned.get(f.tensor_id, False)], dp_owned)
     containers: list[Box] = []
     boxes: list[list[Box]] = []
