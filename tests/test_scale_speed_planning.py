@@ -132,3 +132,35 @@ def test_fast_path_placement_needs_the_placement_catalog() -> None:
         # a str-subclass key equal to the id under its own descriptor: the lookups decide
         sub = {(_StrSub(tid) if i == 0 else tid): t for i, (tid, t) in enumerate(planner_map.items())}
         assert ownership._fast_path_placement(placement, sub, placement.fragments)
+
+
+def _ranks_oracle(ids: list[Any]) -> bytes:
+    from array import array
+
+    ranks = {fid: i for i, fid in enumerate(sorted(ids))}
+    return array("q", [ranks[fid] for fid in ids]).tobytes()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=20),
+            st.sampled_from(["", "a", "a\x00", "ab", "abcdefghij", "abcdefghik", "é", "\U0001f600", "z" * 30]),
+        ),
+        max_size=40,
+    )
+)
+def test_sorted_ranks_equal_the_dict_of_the_sorted_ids(ids: list[str]) -> None:
+    from mooncake.reshard.weight._planner import core
+
+    assert core._sorted_ranks(ids) == _ranks_oracle(ids)
+    distinct = list(dict.fromkeys(ids))
+    assert core._sorted_ranks(distinct) == _ranks_oracle(distinct)
+
+
+def test_sorted_ranks_odd_values() -> None:
+    from mooncake.reshard.weight._planner import core
+
+    for ids in (["b", _StrSub("a"), "c"], ["b", "\ud800", "a"], [3, 1, 2], ["x", "x"], [], ("b", "a")):
+        assert core._sorted_ranks(ids) == _ranks_oracle(ids)  # type: ignore[arg-type]

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
-from itertools import chain, repeat
-from operator import attrgetter, itemgetter
+from itertools import chain, islice, repeat
+from operator import attrgetter, eq, itemgetter
 from typing import Any, Optional
 
 from ... import _native
@@ -274,6 +274,20 @@ def _placed_members(
         members[cover].append(fragment)
 
 
+def _sorted_ranks(ids: list[Any]) -> bytes:
+    """``array("q", [ranks[i] for i in ids]).tobytes()`` with ``ranks = {i: r for r, i in
+    enumerate(sorted(ids))}``. Distinct exact str ids take one C sort by their UTF-8 bytes (code
+    point order; the stable sort's positions are then those ranks) instead of a comparison sort
+    of scattered str objects; anything else (a repeated id, another type) the dict."""
+    native = _native.sorted_by_str_keys(ids, ids, True) if type(ids) is list else None
+    if native is not None:
+        ordered, positions = native
+        if not any(map(eq, ordered, islice(ordered, 1, None))):
+            return array("q", positions).tobytes()
+    ranks = {fid: i for i, fid in enumerate(sorted(ids))}
+    return array("q", [ranks[fid] for fid in ids]).tobytes()
+
+
 _NO_BOXES = FragmentBoxes()  # stands for a side the kernel receives already packed (never read)
 
 
@@ -487,10 +501,8 @@ def plan_logical_transfer(
         source_objects, s_tensor_b, s_offsets_b, s_shapes_b, s_nbytes_b, starts_b, members_b, source_fragment_ids = (
             selection
         )
-        ranks = {fid: i for i, fid in enumerate(sorted(source_fragment_ids))}
         source_packed = (
-            s_tensor_b, s_offsets_b, s_shapes_b, s_nbytes_b,
-            array("q", [ranks[fid] for fid in source_fragment_ids]).tobytes(), starts_b, members_b,
+            s_tensor_b, s_offsets_b, s_shapes_b, s_nbytes_b, _sorted_ranks(source_fragment_ids), starts_b, members_b,
         )
         source_order: list[int] = []
         cover_start: list[int] = []
