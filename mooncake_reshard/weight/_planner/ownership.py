@@ -344,16 +344,26 @@ def complete_parallel_source_replicas(
                 if type(fragments) in (list, tuple) and type(kinds) is tuple
                 else _owner_minimums(fragments, kinds)
             )
-            dps = sorted({key[1] for key in minimum})
-            if _all_pairs_present(minimum.keys(), tensors, len(dps)) and _table_groups_cover(placement, ["dp", *kinds]):
-                fast: dict[int, dict[str, RuntimeTensorOwner]] = {dp: {} for dp in dps}
-                owners: dict[tuple[Any, ...], RuntimeTensorOwner] = {}
-                for (tensor_id, dp), values in minimum.items():
-                    owner = owners.get(values)
-                    if owner is None:
-                        owner = owners[values] = tuple(zip(kinds, values))
-                    fast[dp][tensor_id] = owner
-                return fast
+            # The chosen owners per dp first (one pass over the pairs); the pairs are every
+            # (known tensor, dp) exactly when their count is the product and each dp's tensors
+            # are known (``_all_pairs_present``: distinct pairs, so each dp then has them all).
+            by_dp: dict[int, dict[str, RuntimeTensorOwner]] = {}
+            owners: dict[tuple[Any, ...], RuntimeTensorOwner] = {}
+            for (tensor_id, dp), values in minimum.items():
+                owner = owners.get(values)
+                if owner is None:
+                    owner = owners[values] = tuple(zip(kinds, values))
+                chosen = by_dp.get(dp)
+                if chosen is None:
+                    chosen = by_dp[dp] = {}
+                chosen[tensor_id] = owner
+            dps = sorted(by_dp)
+            if (
+                len(minimum) == len(tensors) * len(dps)
+                and all(chosen.keys() <= tensors.keys() for chosen in by_dp.values())
+                and _table_groups_cover(placement, ["dp", *kinds])
+            ):
+                return {dp: by_dp[dp] for dp in dps}
     dp_owned = _dp_owned_map(signatures)
     plain = sorted(tensor_id for tensor_id, owned in dp_owned.items() if not owned)
     if not plain:
