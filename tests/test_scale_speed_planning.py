@@ -164,3 +164,13 @@ def test_sorted_ranks_odd_values() -> None:
 
     for ids in (["b", _StrSub("a"), "c"], ["b", "\ud800", "a"], [3, 1, 2], ["x", "x"], [], ("b", "a")):
         assert core._sorted_ranks(ids) == _ranks_oracle(ids)  # type: ignore[arg-type]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(max_size=3), max_size=12, unique=True), st.data())
+def test_used_ids_equal_the_indexed_rows(ids: list[str], data: Any) -> None:
+    from mooncake.reshard.weight._planner import core
+
+    rows = sorted(data.draw(st.sets(st.integers(0, max(len(ids) - 1, 0)), max_size=len(ids)))) if ids else []
+    assert core._used_ids(ids, rows) == {ids[r] for r in rows}
+    assert core._used_ids(ids, list(range(len(ids)))) == set(ids)

@@ -274,6 +274,14 @@ def _placed_members(
         members[cover].append(fragment)
 
 
+def _used_ids(ids: list[str], rows: list[int]) -> set[str]:
+    """``{ids[r] for r in rows}`` for the kernel's used rows (distinct, increasing, in range):
+    as many rows as ids are every id (then no indexing per row)."""
+    if len(rows) == len(ids):
+        return set(ids)
+    return set(map(ids.__getitem__, rows))
+
+
 def _sorted_ranks(ids: list[Any]) -> bytes:
     """``array("q", [ranks[i] for i in ids]).tobytes()`` with ``ranks = {i: r for r, i in
     enumerate(sorted(ids))}``. Distinct exact str ids take one C sort by their UTF-8 bytes (code
@@ -591,10 +599,10 @@ def plan_logical_transfer(
     operations, used_source_rows, used_target_rows = plan_region_objects(
         TransferRegion, source_objects, processed, target_tids, **kernel
     )
-    used_targets = set(map(processed_ids.__getitem__, used_target_rows))
+    used_targets = _used_ids(processed_ids, used_target_rows)
     used_sources: set[str] = set()
     if placed:  # source ids are placement fragment ids
-        used_sources = set(map(source_fragment_ids.__getitem__, used_source_rows))
+        used_sources = _used_ids(source_fragment_ids, used_source_rows)
 
     # Step 7: executor projections.
     target_executors = project_executors(target_placement, used_targets, "target", target_participants)
