@@ -264,11 +264,9 @@ def test_unforged_plans_still_round_trip() -> None:
         assert dataclasses.replace(plan) == plan
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError, reason=(
-    "open: dataclasses.replace with a forged PlanningLimits field reaches the comparison "
-    "len(operations) > limits.max_transfer_regions in TransferPlan._revalidate_scoped (not this "
-    "change's file) before any type check; the pickle paths check it first"))
 def test_replace_with_forged_limits() -> None:
+    """dataclasses.replace with a forged PlanningLimits field: the spec 8.3 message before the
+    region budget is compared (was a TypeError from ``len(operations) > None``)."""
     plan = R.plan()
     limits = R.forged(plan.planning_limits, max_transfer_regions=None)
     _raises("planning limit max_transfer_regions must be a positive integer",
@@ -306,3 +304,13 @@ def test_region_values_the_physical_sweep_cannot_walk(edit: dict, message: str) 
     state = plan.__getstate__()
     state["operations"] = operations
     _raises(message, lambda: R.load_field_state(state))
+
+
+@pytest.mark.parametrize("name", ["max_transfer_regions", "max_segments_per_region", "max_total_lowered_segments"])
+@pytest.mark.parametrize("value", [None, "4", 2.0, True, (1,)])
+def test_replace_with_any_forged_limit(name: str, value: Any) -> None:
+    """Every limit, forged to a non-int through replace: the spec 8.3 message of that limit."""
+    plan = R.plan()
+    limits = R.forged(plan.planning_limits, **{name: value})
+    _raises(f"planning limit {name} must be a positive integer",
+            lambda: dataclasses.replace(plan, planning_limits=limits))

@@ -350,3 +350,14 @@ def test_cross_participant_overlap_only_within_one_address_space() -> None:
     # same instance, different devices: fine
     y1 = dataclasses.replace(moved(b1, 4096, worker_id="shared", device="cuda:1"), instance_id="inst-shared")
     validate_runtime_bindings(p, (x0, y1))
+
+
+def test_validate_runtime_binding_forged_part_catalog() -> None:
+    """A placement whose part was edited in place after validation (its tensors no longer
+    declare a fragment's tensor_id): the spec 4.7 step 8 message, never a KeyError."""
+    p, b = ka_placement(), ka_binding()
+    part = next(part for part in p.parts if part.participant_id == b.participant_id)
+    object.__setattr__(part, "tensors", ())
+    tensor_id = part.fragments[0].tensor_id
+    with raises(f"unknown tensor_id: {tensor_id}"):
+        validate_runtime_binding(p, b)

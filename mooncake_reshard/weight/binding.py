@@ -111,7 +111,10 @@ def _binding_views_and_part(
     views: list[RuntimeView] = []
     for logical, runtime in zip(logical_fragments, runtime_fragments):
         fragment_id = logical.placement_fragment_id
-        tensor = catalog[logical.tensor_id]
+        tensor = catalog.get(logical.tensor_id)
+        if tensor is None:
+            # Only an unvalidated (forged) placement can get here: spec 4.7 step 8's message.
+            raise ValueError(f"unknown tensor_id: {logical.tensor_id}")
         if runtime.nbytes != logical.nbytes:
             raise ValueError(f"runtime binding byte size does not match placement: {fragment_id}")
         if runtime.local_shape != logical.local_shape:

@@ -698,7 +698,10 @@ class TransferPlan:
             raise ValueError("transfer plan source manifest identity is invalid")
         if self.source_manifest is not None and not isinstance(self.source_manifest, StoredWeightManifest):
             raise ValueError("transfer plan source manifest is invalid")
-        if len(operations) > limits.max_transfer_regions:
+        max_regions = limits.max_transfer_regions
+        if type(max_regions) is not int:
+            _require_typed_limits(limits)  # a forged limit: its spec 8.3 message, not a TypeError
+        if len(operations) > max_regions:
             raise ValueError("transfer plan exceeds max_transfer_regions")
         if not _fast_revalidate(self, operations, source_executors, target_executors, limits, check_physical_ranges):
             self._revalidate_rules(operations, source_executors, target_executors, limits, check_physical_ranges)

@@ -215,8 +215,10 @@ def _target_checks_accepted(plan: LogicalTransferPlan, target: Any) -> bool:
     if not _COVER_CLASSES:
         from .contracts import PlacementExecutorPlan, TransferRegion
 
-        _COVER_CLASSES.extend(
-            (TransferRegion, PlacementFragment, WeightPlacementPart, PlacementExecutorPlan, ParallelRank, TensorDescriptor)
+        # One slice assignment (atomic under the GIL): two threads making their first call at
+        # once each store the same six classes, never twelve.
+        _COVER_CLASSES[:] = (
+            TransferRegion, PlacementFragment, WeightPlacementPart, PlacementExecutorPlan, ParallelRank, TensorDescriptor
         )
     state = plan.__dict__
     executors = state.get("target_executors")
