@@ -18,6 +18,7 @@ from ..contracts._checks import (
 from ..contracts.ids import ResourceId, RevisionId, StoredFragmentSnapshotId, TensorId
 from ..contracts.manifest import ResourceKind, StoredResourceManifest
 from ._canonical import tensor_object
+from ._field_kinds import typed_value
 from ._json import load_strict_json
 from .types import (
     AXIS_ORDER,
@@ -478,31 +479,6 @@ _TENSOR_TYPES = (
 _MISSING = object()
 
 
-def _typed_value(value: Any, kind: str) -> bool:
-    """True when ``value`` has the exact stored type of a field of this ``kind``."""
-    if kind == "str":
-        return type(value) is str
-    if kind == "int":
-        return type(value) is int
-    if kind == "optional int":
-        return value is None or type(value) is int
-    if type(value) is not tuple:
-        return False
-    if kind == "ints":
-        return all(type(item) is int for item in value)
-    if kind == "strs":
-        return all(type(item) is str for item in value)
-    for axis in value:  # "axes" (instances, as the descriptor's own rule accepts them)
-        if not isinstance(axis, (SplitAxis, ReplicatedAxis, OwnershipAxis)):
-            return False
-        fields = getattr(axis, "__dict__", None)
-        if type(fields) is not dict or type(fields.get("kind")) is not str:
-            return False
-        if isinstance(axis, SplitAxis) and type(fields.get("dim")) is not int:
-            return False
-    return True
-
-
 def _field_type_message(name: str, kind: str, label: str) -> str:
     """The spec §1.3 message of a field whose value does not have its type."""
     if kind == "str":
@@ -525,7 +501,7 @@ def _require_typed_members(tensors: tuple[Any, ...], fragments: tuple[Any, ...])
         for member in members:
             state = member.__dict__
             for name, kind in fields:
-                if not _typed_value(state.get(name, _MISSING), kind):
+                if not typed_value(state.get(name, _MISSING), kind):
                     raise ValueError(_field_type_message(name, kind, label))
 
 

@@ -777,7 +777,8 @@ def _logical_type_failure(plan: Any) -> Optional[str]:
     fragments, its executors, limits) that is absent or not of its constructed type; None
     when there is none. Used only after the rules raised a Python error."""
     from .field_types import PLACEMENT_FRAGMENT_FIELDS, field_type_failure, typed_rank
-    from ..storage_manifest import _SNAPSHOT_TYPES, _field_type_message, _typed_value
+    from .._field_kinds import typed_value
+    from ..storage_manifest import _SNAPSHOT_TYPES, _field_type_message
 
     state = plan.__dict__
     for name in _LOGICAL_FIELDS:
@@ -810,7 +811,7 @@ def _logical_type_failure(plan: Any) -> Optional[str]:
             elif isinstance(fragment, StoredFragmentSnapshot):
                 failure = next(
                     (_field_type_message(n, k, "StoredFragmentSnapshot") for n, k in _SNAPSHOT_TYPES
-                     if not _typed_value(fragment.__dict__.get(n, _ABSENT_FIELD), k)),
+                     if not typed_value(fragment.__dict__.get(n, _ABSENT_FIELD), k)),
                     None,
                 )
             else:

@@ -16,7 +16,8 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ...contracts.fragments import RuntimeBindingFragment
-from ..types import OwnershipAxis, ParallelRank, PlacementFragment, ReplicatedAxis, SplitAxis, TensorDescriptor
+from .._field_kinds import instance_state, typed_value
+from ..types import PlacementFragment, TensorDescriptor
 
 __all__ = [
     "attestable_shape_failure",
@@ -31,7 +32,6 @@ __all__ = [
 ]
 
 _ABSENT = object()
-_AXES = (SplitAxis, ReplicatedAxis, OwnershipAxis)
 
 # ``(field, kind)`` in field order. Kinds: "str", "int", "optional int", "ints" (tuple of
 # ints), "strs" (tuple of strs), "rank" (a ParallelRank with int fields), "axes" (tuple of
@@ -72,50 +72,9 @@ TENSOR_FIELDS = (
     ("expert_id", "optional int"),
     ("layout_fingerprint", "str"),
 )
-_RANK_FIELDS = ("dp", "tp", "pp", "ep")
-
-
-def _state(value: Any) -> Optional[dict[str, Any]]:
-    state = getattr(value, "__dict__", None)
-    return state if type(state) is dict else None
-
-
-def _typed(value: Any, kind: str) -> bool:
-    if kind == "str":
-        return type(value) is str
-    if kind == "int":
-        return type(value) is int
-    if kind == "optional int":
-        return value is None or type(value) is int
-    if kind == "rank":
-        if not isinstance(value, ParallelRank):
-            return False
-        state = _state(value)
-        return state is not None and all(type(state.get(name)) is int for name in _RANK_FIELDS)
-    if type(value) is not tuple:
-        return False
-    if kind == "ints":
-        for item in value:
-            if type(item) is not int:
-                return False
-        return True
-    if kind == "strs":
-        for item in value:
-            if type(item) is not str:
-                return False
-        return True
-    for axis in value:  # "axes"
-        state = _state(axis) if isinstance(axis, _AXES) else None
-        if state is None or type(state.get("kind")) is not str:
-            return False
-        if isinstance(axis, SplitAxis) and type(state.get("dim")) is not int:
-            return False
-    return True
-
-
 def typed_rank(value: Any) -> bool:
     """True for a ``ParallelRank`` whose four fields are exact ints."""
-    return _typed(value, "rank")
+    return typed_value(value, "rank")
 
 
 def _message(name: str, kind: str, runtime: bool) -> str:
@@ -136,11 +95,11 @@ def _message(name: str, kind: str, runtime: bool) -> str:
 def field_type_failure(value: Any, fields: tuple[tuple[str, str], ...]) -> Optional[str]:
     """The spec message of the first field of ``value`` that is absent or not of its exact
     type (``None`` when every field is typed)."""
-    state = _state(value)
+    state = instance_state(value)
     runtime = fields is RUNTIME_FRAGMENT_FIELDS
     for name, kind in fields:
         field_value = _ABSENT if state is None else state.get(name, _ABSENT)
-        if not _typed(field_value, kind):
+        if not typed_value(field_value, kind):
             return _message(name, kind, runtime)
     return None
 
@@ -161,7 +120,7 @@ def placement_shape_failure(placement: Any, *, declared_tensors: bool = True) ->
     (spec §4.7 step 8: "unknown tensor_id: {tensor_id}")."""
     from ..part import WeightPlacementPart
 
-    state = _state(placement)
+    state = instance_state(placement)
     if state is None:
         return "runtime attestation placement is invalid"
     for name in ("resource_id", "placement_id", "revision", "placement_set_id"):
@@ -178,10 +137,10 @@ def placement_shape_failure(placement: Any, *, declared_tensors: bool = True) ->
     for part in parts:
         if not isinstance(part, WeightPlacementPart):
             return "WeightPlacementManifest parts must contain WeightPlacementPart"
-        part_state = _state(part)
+        part_state = instance_state(part)
         if part_state is None or type(part_state.get("participant_id")) is not str:
             return "participant_id must be a non-empty string"
-        if not _typed(part_state.get("rank"), "rank"):
+        if not typed_value(part_state.get("rank"), "rank"):
             return "placement part rank must be a ParallelRank"
         tensors = part_state.get("tensors")
         if type(tensors) is not tuple:
@@ -217,7 +176,7 @@ def evidence_shape_failure(evidence: Any) -> Optional[str]:
     reads before its own checks: every field present, the scalars with their exact types
     (the ``WeightRuntimeBindingManifest`` messages of spec §4.9), ``fragments`` a tuple or list
     of ``RuntimeBindingFragment`` (restored through their constructor, spec §13)."""
-    state = _state(evidence)
+    state = instance_state(evidence)
     if state is None:
         return "runtime attestation evidence is invalid"
     for name in _EVIDENCE_STRS:
