@@ -355,6 +355,7 @@ static PyObject *
 bd_finish(PyObject *obj, PyObject **dict, int which)
 {
     int rc = bd_check_field_dict(*dict, which);
+    if (rc >= 0 && which == T_SNAPSHOT) (void)mr_untrack_inert(obj, *dict); /* GC: common.h */
     Py_CLEAR(*dict);
     if (rc < 0) {
         Py_DECREF(obj);

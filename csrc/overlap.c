@@ -1366,6 +1366,11 @@ ov_region_object(const ov_plan *P, const ov_region *r, PyObject *cls, PyObject *
             goto done;
         }
     }
+    /* Out of the cyclic collector when its fields are inert (common.h): with its instance
+     * dict, materialized there (binding reads it anyway; a dict made later from the values
+     * would be born tracked: the fragments are collector-type objects). */
+    if (P->regions.len >= MR_GC_BULK_MIN && mr_untrack_values(region, NULL, values, OV_NFIELDS) < 0)
+        Py_CLEAR(region);
 done:
     Py_XDECREF(dict);
     for (int k = 0; k < OV_NFIELDS; k++) Py_XDECREF(values[k]);
@@ -1501,6 +1506,7 @@ ov_plan_regions(PyObject *Py_UNUSED(self), PyObject *args)
                                             &shared);
         if (region == NULL || PyTuple_SetItem(regions, (Py_ssize_t)i, region) < 0) goto done;
     }
+    if (P.regions.len >= MR_GC_BULK_MIN) (void)mr_gc_inert(regions, 1); /* untracked when every region is */
     used_s = ov_used_indices(&P, 1, P.src.n);
     used_t = used_s == NULL ? NULL : ov_used_indices(&P, 0, (size_t)ntgt);
     if (used_t == NULL) goto done;

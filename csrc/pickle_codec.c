@@ -511,6 +511,7 @@ typedef struct {
     const pc_registry *reg;
     PyObject *no_args; /* () for tp_new */
     int malformed; /* set, without an exception, when the stream is not well formed */
+    int untrack;   /* untrack inert instances and tuples (a large graph: see graph_unpack) */
 } pc_decoder;
 
 /* An unsigned LEB128 count/index into *out (at most PY_SSIZE_T_MAX); 0, or -1 when malformed. */
@@ -702,6 +703,8 @@ pc_decode_object(pc_decoder *d, int depth)
         }
     }
     obj = pc_instance(d->reg, k, values, n, d->no_args);
+    /* Out of the cyclic collector when its fields are inert (common.h; mode 2's owner None is). */
+    if (obj != NULL && d->untrack && mr_untrack_values(obj, NULL, values, n) < 0) Py_CLEAR(obj);
 done:
     for (Py_ssize_t j = 0; j < have; j++) Py_DECREF(values[j]);
     return obj;
@@ -760,13 +763,16 @@ pc_decode(pc_decoder *d, int depth)
         }
         obj = PyTuple_New(arg);
         if (obj == NULL) return NULL;
+        int inert = 1; /* every item inert (common.h): items were decoded (and untracked) first */
         for (Py_ssize_t j = 0; j < arg; j++) {
             PyObject *item = pc_decode(d, depth + 1);
+            if (item != NULL && inert) inert = mr_gc_inert(item, 0);
             if (item == NULL || PyTuple_SetItem(obj, j, item) < 0) {
                 Py_DECREF(obj);
                 return NULL;
             }
         }
+        if (inert && d->untrack && PyObject_GC_IsTracked(obj)) PyObject_GC_UnTrack(obj);
         if (arg > 0 && pc_memo_push(d, obj) < 0) {
             Py_DECREF(obj);
             return NULL;
@@ -811,6 +817,10 @@ graph_unpack(PyObject *self, PyObject *args)
     d.nvalues = PyTuple_Size(values);
     if (d.nvalues < 0) return NULL;
     d.reg = &reg;
+    /* A large graph only (common.h MR_GC_BULK_MIN): the codes of an instance take about 10-30
+     * bytes (the contract benchmark's 8-operation plan: 3.4 KB), so 64 bytes an object is a
+     * generous estimate; the objects of smaller graphs stay tracked. */
+    d.untrack = d.length / 64 >= MR_GC_BULK_MIN;
     d.no_args = PyTuple_New(0);
     if (d.no_args == NULL) return NULL;
     Py_INCREF(codes);

@@ -164,9 +164,19 @@ po_build_regions(PyObject *Py_UNUSED(self), PyObject *args)
                 po_region(cls, keys, tensor_key, record, sources, nsources, targets, ntargets);
             Py_DECREF(record);
             if (region == NULL) goto fail;
+            if (n >= MR_GC_BULK_MIN) { /* out of the cyclic collector when acyclic (common.h) */
+                PyObject *own = PyObject_GenericGetDict(region, NULL);
+                if (own == NULL) {
+                    Py_DECREF(region);
+                    goto fail;
+                }
+                (void)mr_untrack_inert(region, own);
+                Py_DECREF(own);
+            }
             if (PyTuple_SetItem(result, i, region) < 0) goto fail; /* steals region */
         }
     }
+    if (PyTuple_Size(result) >= MR_GC_BULK_MIN) (void)mr_gc_inert(result, 1); /* when every region is */
     goto done;
 fail:
     Py_CLEAR(result);
@@ -1636,6 +1646,7 @@ pe_part(PyObject *cls, PyObject *const *names, PyObject *placement_id, PyObject 
         Py_DECREF(executor);
         goto done;
     }
+    (void)mr_untrack_inert(executor, dict); /* out of the cyclic collector when acyclic */
     result = PyTuple_Pack(2, key, executor);
     Py_DECREF(executor);
 done:

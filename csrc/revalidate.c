@@ -2832,6 +2832,7 @@ restore_executors(PyObject *self, PyObject *args)
         Py_ssize_t k = 0;
         for (Py_ssize_t offset = start; offset < stop; offset += size, k++) {
             object = rr_object(snapshot_cls, snapshot_fields, size, table, offset, &dict);
+            if (object != NULL) (void)mr_untrack_inert(object, dict); /* GC: when acyclic */
             Py_CLEAR(dict);
             if (object == NULL || PyTuple_SetItem(snapshots, k, object) < 0) {
                 object = NULL; /* PyTuple_SetItem stole it even on failure */

@@ -288,6 +288,16 @@ def exact_cover_batch(
     dimension's distinct intervals are disjoint, else a sweep; 3-D and up keeps the reference's
     1,000,000-comparison budget ("high-dimensional overlap budget exceeded before validation")."""
 
+# --- gctrack.c: keeping acyclic library objects out of the cyclic collector --
+
+def untrack_inert(obj: object, cls: type, /) -> bool:
+    """Untrack ``obj`` and its instance dict from the cyclic garbage collector when
+    ``type(obj) is cls`` (a heap class) and every value in ``obj.__dict__`` is inert: an object
+    of a type without collector support, a tuple of inert items (tracked ones are untracked on
+    the way, at most 4 tuple levels deep) or an untracked object other than a dict. True when
+    untracked; False otherwise (nothing changed). TypeError for a wrong argument count or a
+    ``cls`` that is not a class. See csrc/common.h for the rule and its forging caveat."""
+
 # --- planobj.c: trusted construction of planner results (issue 5) ------------
 
 def build_regions(

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any, Optional
 
+from .. import _native
 from ._checks import I64_MAX, U64_MAX
 from .ids import PlacementFragmentId, RuntimeFragmentId
 
@@ -201,6 +202,9 @@ class RuntimeBindingFragment:
         state["storage_nbytes"] = storage_nbytes
         state["storage_offset_bytes"] = storage_offset_bytes
         state["owner"] = owner
+        # Out of the cyclic collector when every field is inert (an owner that is a tracked
+        # object keeps the fragment tracked): csrc/common.h.
+        _untrack(self, RuntimeBindingFragment)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), _constructor_arguments(self.__dict__))
@@ -209,6 +213,8 @@ class RuntimeBindingFragment:
         # ``__reduce__`` for every protocol, without the ``object.__reduce_ex__`` hop.
         return (type(self), _constructor_arguments(self.__dict__))
 
+
+_untrack = _native.untrack_inert
 
 # The 13 non-owner fields in order: pickling rebuilds through the constructor (spec §13).
 _constructor_arguments = itemgetter(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import _native
 from ..contracts._checks import item_tuple, require_str, require_u64
 from ..contracts.fragments import RuntimeBindingFragment
 from ..contracts.ids import (
@@ -66,6 +67,8 @@ class WeightRuntimeBindingManifest:
                 raise ValueError("duplicate runtime fragment_id in runtime binding")
             runtime_ids.add(fragment.fragment_id)
         self.__dict__["fragments"] = fragments
+        # Out of the cyclic collector when every field is inert (csrc/common.h).
+        _native.untrack_inert(self, WeightRuntimeBindingManifest)
 
     @property
     def resource_kind(self) -> ResourceKind:

@@ -46,6 +46,9 @@ SplitAxisKind = Literal["ep", "tp"]
 AXIS_ORDER: dict[str, int] = {"dp": 0, "pp": 1, "ep": 2, "tp": 3}
 _HEX = frozenset("0123456789abcdef")
 _new_object = object.__new__
+#: Untracks a just-built exact instance from the cyclic collector when its fields are inert
+#: (ints, strs, tuples of those, untracked library values): see csrc/common.h.
+_untrack = _native.untrack_inert
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,7 @@ class ParallelRank:
             value = state[name]
             if type(value) is not int or value < 0:
                 require_int(value, f"parallel rank {name}", 0)
+        _untrack(self, ParallelRank)
 
     def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
         """Default dataclass pickling (spec §13: the field dict, restored without
@@ -88,6 +92,7 @@ def _restore_parallel_rank(dp: Any, tp: Any, pp: Any, ep: Any) -> ParallelRank:
     state["tp"] = tp
     state["pp"] = pp
     state["ep"] = ep
+    _untrack(rank, ParallelRank)
     return rank
 
 
@@ -111,6 +116,7 @@ class SplitAxis:
         require_int(self.dim, "split axis dim", 0)
         if self.kind == "ep" and self.dim != 0:
             raise ValueError("EP must split the leading logical expert dimension")
+        _untrack(self, SplitAxis)
 
     def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
         """Default dataclass pickling (spec §13), written as one call (see ``ParallelRank``)."""
@@ -133,6 +139,7 @@ def _restore_split_axis(kind: Any, dim: Any) -> SplitAxis:
     state = axis.__dict__
     state["kind"] = kind
     state["dim"] = dim
+    _untrack(axis, SplitAxis)
     return axis
 
 
@@ -144,6 +151,7 @@ class ReplicatedAxis:
 
     def __post_init__(self) -> None:
         _require_axis_kind(self.kind)
+        _untrack(self, ReplicatedAxis)
 
     def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
         """Default dataclass pickling (spec §13), written as one call (see ``ParallelRank``)."""
@@ -157,6 +165,7 @@ def _restore_replicated_axis(kind: Any) -> ReplicatedAxis:
     """Unpickle a ``ReplicatedAxis``: its field dict, as default pickling restores it."""
     axis: ReplicatedAxis = _new_object(ReplicatedAxis)
     axis.__dict__["kind"] = kind
+    _untrack(axis, ReplicatedAxis)
     return axis
 
 
@@ -168,6 +177,7 @@ class OwnershipAxis:
 
     def __post_init__(self) -> None:
         _require_axis_kind(self.kind)
+        _untrack(self, OwnershipAxis)
 
     def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
         """Default dataclass pickling (spec §13), written as one call (see ``ParallelRank``)."""
@@ -181,6 +191,7 @@ def _restore_ownership_axis(kind: Any) -> OwnershipAxis:
     """Unpickle an ``OwnershipAxis``: its field dict, as default pickling restores it."""
     axis: OwnershipAxis = _new_object(OwnershipAxis)
     axis.__dict__["kind"] = kind
+    _untrack(axis, OwnershipAxis)
     return axis
 
 
@@ -256,6 +267,7 @@ class TensorDescriptor:
         state["global_shape"] = shape
         state["shard_dims"] = shard_dims
         state["parallel_axes"] = axes
+        _untrack(self, TensorDescriptor)
 
     def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
         """Default dataclass pickling (spec §13), written as one call (see ``ParallelRank``)."""
@@ -305,6 +317,7 @@ def _restore_tensor_descriptor(
     state["parallel_axes"] = parallel_axes
     state["layer_id"] = layer_id
     state["expert_id"] = expert_id
+    _untrack(tensor, TensorDescriptor)
     return tensor
 
 
@@ -410,6 +423,7 @@ class PlacementFragment:
         state["pipeline_stage_id"] = pipeline_stage_id
         state["aliases"] = alias_group
         state["placement_fragment_id"] = placement_fragment_id
+        _untrack(self, PlacementFragment)
 
     @property
     def fragment_id(self) -> PlacementFragmentId:
@@ -461,6 +475,7 @@ def _restore_placement_fragment(
     state["pipeline_stage_id"] = pipeline_stage_id
     state["aliases"] = aliases
     state["placement_fragment_id"] = placement_fragment_id
+    _untrack(fragment, PlacementFragment)
     return fragment
 
 
