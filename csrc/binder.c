@@ -29,6 +29,7 @@
  * The functions are bound to a capsule (their `self`) holding the interned attribute names and
  * field-dict templates, created once per module object at init: no global PyObject. */
 #include "binder.h"
+#include "physical_kernels.h"
 
 enum {
     /* RuntimeFragmentSnapshot fields, in field order (BD_NSNAP of them). */
@@ -93,6 +94,8 @@ enum {
     N_TP,
     N_PP,
     N_EP,
+    /* bind_regions' spec 12.6 accept path: placement fragment field not named above. */
+    N_ALIASES,
     N_COUNT
 };
 
@@ -119,6 +122,7 @@ static const char *const bd_names[N_COUNT] = {
     "binding",
     "owner",
     "tensors", "placement_fragment_ids", "dp", "tp", "pp", "ep",
+    "aliases",
 };
 
 /* Field dicts of the instances built here are copies of presized templates (keys in field
@@ -1649,9 +1653,172 @@ done:
     return status;
 }
 
+/* The spec 12.6 accept path of physical_whole_targets (physical.c), derived in the pass that
+ * builds the bound operations: every region writes its whole target fragment (overlap box equal
+ * to the target's global offset and local shape), targets are distinct exact bound fragments
+ * whose binding and placement are exact runtime / placement fragments (read with getattr, as
+ * physical_whole_targets reads them: no user code runs, so reading while building the regions
+ * decides exactly what reading them afterwards would), no declared alias, address and nbytes
+ * ints with 0 < nbytes and address + nbytes < 2**64, extents pairwise disjoint per address space
+ * (instance_id, worker_id, device; exact str). Anything else only turns the accept path off
+ * (the Python check then runs on the regions, as before). */
+typedef struct {
+    PyObject *runtime_cls, *pf_cls, *bound_cls; /* borrowed: the caller's arguments */
+    pq_extent *extents;
+    uintptr_t *targets;
+    PyObject *spaces;  /* (instance_id, worker_id, device) -> space number */
+    PyObject *last[3]; /* owned: the previous region's space key parts (identity shortcut) */
+    size_t last_space;
+    int active;
+} bd_phys;
+
+static void
+bd_phys_clear(bd_phys *ph)
+{
+    PyMem_Free(ph->extents);
+    PyMem_Free(ph->targets);
+    ph->extents = NULL;
+    ph->targets = NULL;
+    Py_CLEAR(ph->spaces);
+    for (int k = 0; k < 3; k++) Py_CLEAR(ph->last[k]);
+}
+
+/* Equal exact tuples of exact ints (no user code). BD_OK, BD_FALLBACK, BD_ERROR. */
+static int
+bd_phys_same_box(PyObject *a, PyObject *b)
+{
+    PyObject *pair[2] = {a, b};
+    for (int k = 0; k < 2; k++) {
+        if (!PyTuple_CheckExact(pair[k])) return BD_FALLBACK;
+        Py_ssize_t n = PyTuple_Size(pair[k]);
+        if (n < 0) return BD_ERROR;
+        for (Py_ssize_t d = 0; d < n; d++) {
+            PyObject *item = PyTuple_GetItem(pair[k], d);
+            if (item == NULL) return BD_ERROR;
+            if (!PyLong_CheckExact(item)) return BD_FALLBACK;
+        }
+    }
+    int same = PyObject_RichCompareBool(a, b, Py_EQ);
+    if (same < 0) return BD_ERROR;
+    return same ? BD_OK : BD_FALLBACK;
+}
+
+/* An exact int in [0, 2**64): BD_OK with *out, BD_FALLBACK otherwise. */
+static int
+bd_phys_u64(PyObject *value, uint64_t *out)
+{
+    if (!PyLong_CheckExact(value)) return BD_FALLBACK;
+    unsigned long long x = PyLong_AsUnsignedLongLong(value);
+    if (x == (unsigned long long)-1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return BD_ERROR;
+        PyErr_Clear();
+        return BD_FALLBACK;
+    }
+    *out = (uint64_t)x;
+    return BD_OK;
+}
+
+/* The space number of (instance, worker, device) (exact str each). */
+static int
+bd_phys_space(bd_phys *ph, PyObject *const *key, size_t *out)
+{
+    if (ph->last[0] == key[0] && ph->last[1] == key[1] && ph->last[2] == key[2]) {
+        *out = ph->last_space; /* the very same (immutable) str objects: the same key */
+        return BD_OK;
+    }
+    PyObject *space = PyTuple_Pack(3, key[0], key[1], key[2]);
+    if (space == NULL) return BD_ERROR;
+    int status = BD_OK;
+    PyObject *number = PyDict_GetItemWithError(ph->spaces, space); /* borrowed */
+    Py_ssize_t id = -1;
+    if (number == NULL) {
+        if (PyErr_Occurred()) {
+            status = BD_ERROR;
+        }
+        else {
+            id = PyDict_Size(ph->spaces);
+            number = id < 0 ? NULL : PyLong_FromSsize_t(id);
+            if (number == NULL || PyDict_SetItem(ph->spaces, space, number) < 0) status = BD_ERROR;
+            Py_XDECREF(number); /* the dict holds it */
+        }
+    }
+    else {
+        id = PyLong_AsSsize_t(number);
+        if (id < 0) status = BD_ERROR; /* the dict's own non-negative numbers */
+    }
+    Py_DECREF(space);
+    if (status != BD_OK) return status;
+    for (int k = 0; k < 3; k++) BD_SETREF(ph->last[k], Py_NewRef(key[k]));
+    ph->last_space = (size_t)id;
+    *out = (size_t)id;
+    return BD_OK;
+}
+
+/* Fields of an object of an exact class checked by the caller, read from its instance dict
+ * (those classes define no data descriptor for the fields read: the dict holds what getattr
+ * returns; a missing field or dict turns the accept path off). */
+static int
+bd_phys_fields(PyObject *const *nm, PyObject *obj, const int *names, int count, PyObject **out)
+{
+    PyObject *dict = NULL;
+    int status = bd_dict_of(obj, &dict);
+    for (int k = 0; k < count && status == BD_OK; k++) status = bd_dget(dict, nm[names[k]], &out[k]);
+    Py_XDECREF(dict);
+    return status;
+}
+
+/* Region i's extent (a region just built by bind_regions, whose target, overlap offset and
+ * overlap shape the caller passes: the values it has just stored in the region's dict).
+ * BD_OK recorded, BD_FALLBACK (the accept path is off), BD_ERROR. */
+static int
+bd_phys_region(const bd_table *tb, bd_phys *ph, PyObject *target, PyObject *offset, PyObject *shape, Py_ssize_t i)
+{
+    PyObject *const *nm = tb->nm;
+    enum { V_BINDING, V_PLACEMENT, V_INSTANCE, V_GENERATION, V_WORKER, V_DEVICE, V_FRAGMENT, V_ADDRESS,
+           V_NBYTES, V_TENSOR, V_ALIASES, V_GLOBAL_OFFSET, V_LOCAL_SHAPE, V_COUNT };
+    PyObject *v[V_COUNT] = {NULL};
+    int status = BD_FALLBACK;
+    if ((PyObject *)Py_TYPE(target) != ph->bound_cls) goto done;
+    static const int target_fields[] = {N_BINDING, N_PLACEMENT, N_INSTANCE_ID, N_LEASE_GENERATION};
+    if ((status = bd_phys_fields(nm, target, target_fields, 4, &v[V_BINDING])) != BD_OK) goto done;
+    status = BD_FALLBACK;
+    if ((PyObject *)Py_TYPE(v[V_BINDING]) != ph->runtime_cls || (PyObject *)Py_TYPE(v[V_PLACEMENT]) != ph->pf_cls) {
+        goto done;
+    }
+    static const int binding_fields[] = {N_WORKER_ID, N_DEVICE, N_FID, N_ADDRESS, N_NBYTES};
+    if ((status = bd_phys_fields(nm, v[V_BINDING], binding_fields, 5, &v[V_WORKER])) != BD_OK) goto done;
+    static const int placement_fields[] = {N_TENSOR_ID, N_ALIASES, N_GLOBAL_OFFSET, N_LOCAL_SHAPE};
+    if ((status = bd_phys_fields(nm, v[V_PLACEMENT], placement_fields, 4, &v[V_TENSOR])) != BD_OK) goto done;
+    status = BD_FALLBACK;
+    if (!PyUnicode_CheckExact(v[V_INSTANCE]) || !PyUnicode_CheckExact(v[V_WORKER])
+        || !PyUnicode_CheckExact(v[V_DEVICE]) || !PyUnicode_CheckExact(v[V_FRAGMENT])
+        || !PyUnicode_CheckExact(v[V_TENSOR]) || !PyLong_CheckExact(v[V_GENERATION])) {
+        goto done;
+    }
+    if (!PyTuple_CheckExact(v[V_ALIASES]) || PyTuple_Size(v[V_ALIASES]) != 0) goto done;
+    if ((status = bd_phys_same_box(offset, v[V_GLOBAL_OFFSET])) != BD_OK) goto done;
+    if ((status = bd_phys_same_box(shape, v[V_LOCAL_SHAPE])) != BD_OK) goto done;
+    uint64_t address = 0, nbytes = 0, end = 0;
+    if ((status = bd_phys_u64(v[V_ADDRESS], &address)) != BD_OK) goto done;
+    if ((status = bd_phys_u64(v[V_NBYTES], &nbytes)) != BD_OK) goto done;
+    status = BD_FALLBACK;
+    if (nbytes == 0 || mr_add_u64(address, nbytes, &end) < 0) goto done;
+    PyObject *key[3] = {v[V_INSTANCE], v[V_WORKER], v[V_DEVICE]};
+    size_t space = 0;
+    status = bd_phys_space(ph, key, &space);
+    if (status != BD_OK) goto done;
+    ph->extents[i].space = space;
+    ph->extents[i].begin = address;
+    ph->extents[i].end = end;
+    ph->targets[i] = (uintptr_t)target; /* alive in the region (held by the result list) */
+done:
+    for (int k = 0; k < V_COUNT; k++) Py_XDECREF(v[k]);
+    return status;
+}
+
 PyDoc_STRVAR(bind_regions_doc,
 "bind_regions(region_cls, placement_fragment_cls, stored_fragment_cls, operations,\n"
-"             bound_targets, bound_sources[, bound_cls])\n"
+"             bound_targets, bound_sources[, bound_cls[, runtime_cls, budget]])\n"
 "--\n\n"
 "Step 8 of bind_logical_transfer_plan: for each exact region_cls operation of the exact tuple\n"
 "operations, the region with the same fields whose target is bound_targets[target id] and\n"
@@ -1662,22 +1829,38 @@ PyDoc_STRVAR(bind_regions_doc,
 "selections is exactly what bound_fragment_ids(regions, region_cls, bound_cls,\n"
 "stored_fragment_cls) returns (step 11's source and target fragment id sets, derived in the\n"
 "same pass), or None where that would return None; still None alone when the regions are not\n"
-"decided here.");
+"decided here.\n\n"
+"With runtime_cls and budget as well (9 arguments), returns (regions, selections, physical):\n"
+"physical is True exactly when budget is an exact int > 0 and physical_whole_targets(regions,\n"
+"region_cls, bound_cls, budget) would return True with every target's binding an exact\n"
+"runtime_cls and placement an exact placement_fragment_cls (derived in the same pass, nothing\n"
+"else read), else None (the Python check then decides).");
 
 static PyObject *
 bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     bd_table tb;
-    if (nargs != 6 && nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "bind_regions expects 6 or 7 arguments");
+    if (nargs != 6 && nargs != 7 && nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "bind_regions expects 6, 7 or 9 arguments");
         return NULL;
     }
     if (bd_load_table(self, &tb) < 0) return NULL;
     if (bd_check_heap_types(args, 3) < 0) return NULL;
     PyObject *bound_cls = NULL;
-    if (nargs == 7) {
-        if (bd_check_heap_types(args + 6, 1) < 0) return NULL;
+    if (nargs >= 7) {
+        if (bd_check_heap_types(args + 6, nargs == 9 ? 2 : 1) < 0) return NULL;
         bound_cls = args[6];
+    }
+    bd_phys ph = {NULL, NULL, NULL, NULL, NULL, NULL, {NULL, NULL, NULL}, 0, 0};
+    if (nargs == 9 && PyLong_CheckExact(args[8])) {
+        /* the budget: a positive int (any size) turns the accept path on */
+        int overflow = 0;
+        long long budget = PyLong_AsLongLongAndOverflow(args[8], &overflow);
+        if (budget == -1 && overflow == 0 && PyErr_Occurred()) return NULL;
+        ph.active = overflow > 0 || (overflow == 0 && budget > 0);
+        ph.runtime_cls = args[7];
+        ph.pf_cls = args[1];
+        ph.bound_cls = bound_cls;
     }
     PyObject *operations = args[3], *bound_targets = args[4], *bound_sources = args[5];
     if (!PyTuple_CheckExact(operations) || !PyDict_CheckExact(bound_targets) || !PyDict_CheckExact(bound_sources)) {
@@ -1694,6 +1877,12 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         ids[1] = ids[0] == NULL ? NULL : PyFrozenSet_New(NULL);
         if (ids[1] == NULL) goto fail;
     }
+    if (ph.active) {
+        ph.extents = mr_alloc_array((size_t)n, sizeof(pq_extent));
+        ph.targets = mr_alloc_array((size_t)n, sizeof(uintptr_t));
+        ph.spaces = PyDict_New();
+        if (ph.extents == NULL || ph.targets == NULL || ph.spaces == NULL) goto fail;
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *op = PyTuple_GetItem(operations, i);
         PyObject *region = NULL;
@@ -1705,20 +1894,39 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 Py_DECREF(regions);
                 Py_XDECREF(ids[0]);
                 Py_XDECREF(ids[1]);
+                bd_phys_clear(&ph);
                 Py_RETURN_NONE;
             }
             goto fail;
         }
+        if (ph.active) {
+            /* region is held by the list (no user code runs until the list is returned); its
+             * target and overlap box are read back from the dict just filled */
+            PyObject *box[3] = {NULL, NULL, NULL};
+            static const int region_fields[] = {N_TARGET, N_OVERLAP_OFFSET, N_OVERLAP_SHAPE};
+            status = bd_phys_fields(tb.nm, region, region_fields, 3, box);
+            if (status == BD_OK) status = bd_phys_region(&tb, &ph, box[0], box[1], box[2], i);
+            for (int k = 0; k < 3; k++) Py_XDECREF(box[k]);
+            if (status == BD_ERROR) goto fail;
+            if (status == BD_FALLBACK) ph.active = 0;
+        }
     }
     if (bound_cls == NULL) return regions;
-    PyObject *result;
-    if (undecided) {
-        result = PyTuple_Pack(2, regions, Py_None);
-    } else {
-        PyObject *selections = PyTuple_Pack(2, ids[0], ids[1]);
-        result = selections == NULL ? NULL : PyTuple_Pack(2, regions, selections);
-        Py_XDECREF(selections);
+    PyObject *physical = Py_None;
+    if (nargs == 9 && ph.active) {
+        int disjoint;
+        Py_BEGIN_ALLOW_THREADS
+        disjoint = mr_pointers_distinct(ph.targets, (size_t)n) && mr_extents_disjoint(ph.extents, (size_t)n);
+        Py_END_ALLOW_THREADS
+        if (disjoint) physical = Py_True;
     }
+    bd_phys_clear(&ph);
+    PyObject *result;
+    PyObject *selections = undecided ? Py_NewRef(Py_None) : PyTuple_Pack(2, ids[0], ids[1]);
+    if (selections == NULL) result = NULL;
+    else if (nargs == 9) result = PyTuple_Pack(3, regions, selections, physical);
+    else result = PyTuple_Pack(2, regions, selections);
+    Py_XDECREF(selections);
     Py_DECREF(regions);
     Py_DECREF(ids[0]);
     Py_DECREF(ids[1]);
@@ -1727,6 +1935,7 @@ fail:
     Py_DECREF(regions);
     Py_XDECREF(ids[0]);
     Py_XDECREF(ids[1]);
+    bd_phys_clear(&ph);
     return NULL;
 }
 

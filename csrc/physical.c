@@ -17,6 +17,7 @@
  * The kernel (mr_physical_sweep) is Python-free: plain C arrays in, a status
  * code out. The glue (physical_sweep) converts and range-checks the inputs. */
 #include "physical.h"
+#include "physical_kernels.h"
 
 /* Kernel status codes. */
 #define MR_PHYS_OK 0
@@ -621,51 +622,6 @@ static PyObject *pq_names[PQ_NNAMES];
 #define PQ_ACCEPT 1
 #define PQ_DECLINE 0
 #define PQ_ERROR (-1)
-
-typedef struct {
-    size_t space;
-    uint64_t begin;
-    uint64_t end; /* exclusive, begin < end */
-} pq_extent;
-
-static int
-pq_compare_extent(const void *a, const void *b)
-{
-    const pq_extent *x = a, *y = b;
-    if (x->space != y->space) return x->space < y->space ? -1 : 1;
-    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
-    if (x->end != y->end) return x->end < y->end ? -1 : 1;
-    return 0;
-}
-
-static int
-pq_compare_pointer(const void *a, const void *b)
-{
-    uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
-    return x < y ? -1 : (x > y ? 1 : 0);
-}
-
-/* Kernel: 1 when the extents are pairwise disjoint within each space, else 0 (sorts them). */
-static int
-mr_extents_disjoint(pq_extent *extents, size_t n)
-{
-    if (n > 1) qsort(extents, n, sizeof(pq_extent), pq_compare_extent);
-    for (size_t i = 1; i < n; i++) {
-        if (extents[i].space == extents[i - 1].space && extents[i].begin < extents[i - 1].end) return 0;
-    }
-    return 1;
-}
-
-/* Kernel: 1 when no pointer occurs twice (sorts them). */
-static int
-mr_pointers_distinct(uintptr_t *pointers, size_t n)
-{
-    if (n > 1) qsort(pointers, n, sizeof(uintptr_t), pq_compare_pointer);
-    for (size_t i = 1; i < n; i++) {
-        if (pointers[i] == pointers[i - 1]) return 0;
-    }
-    return 1;
-}
 
 /* *out = new reference to obj.<name>; PQ_DECLINE when the attribute is missing. */
 static int

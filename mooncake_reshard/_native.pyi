@@ -798,6 +798,8 @@ def bind_regions(
     bound_targets: object,
     bound_sources: object,
     bound_cls: type = ...,
+    runtime_cls: type = ...,
+    budget: object = ...,
     /,
 ) -> Any:
     """Step 8 of ``bind_logical_transfer_plan``: per exact ``region_cls`` operation, the region with
@@ -806,7 +808,11 @@ def bind_regions(
     ``bound_cls``: ``(regions, selections)``, ``selections`` being exactly what
     ``bound_fragment_ids(regions, region_cls, bound_cls, stored_fragment_cls)`` returns (derived in
     the same pass) or None where that returns None. Returns a list or None without ``bound_cls``,
-    a ``(list, Optional[tuple[frozenset[str], frozenset[str]]])`` pair or None with it."""
+    a ``(list, Optional[tuple[frozenset[str], frozenset[str]]])`` pair or None with it. With
+    ``runtime_cls`` and ``budget`` too: ``(list, selections, physical)``, ``physical`` True exactly
+    when ``budget`` is an int > 0 and ``physical_whole_targets(regions, region_cls, bound_cls,
+    budget)`` would accept the regions with every target's binding an exact ``runtime_cls`` and
+    placement an exact ``placement_fragment_cls`` (derived in the same pass), else None."""
 
 def address_ranges_clear(views: object, runtime_fragment_cls: type, /) -> bool:
     """True when the exact list of views ``(instance_id, runtime fragment, ...)`` passes

@@ -154,8 +154,9 @@ def test_binding_with_and_without_fused_selections_agrees(monkeypatch: pytest.Mo
     original = _native.bind_regions
 
     def six_only(*args: Any) -> Any:
+        # (regions, selections, step 9 decision): neither fused part decided
         regions = original(*args[:6])
-        return None if regions is None else (regions, None)
+        return None if regions is None else (regions, None, None)
 
     monkeypatch.setattr(binding_module._native, "bind_regions", six_only)
     separate = bind_logical_transfer_plan(LOGICAL, target_bindings, source_bindings=source_bindings)

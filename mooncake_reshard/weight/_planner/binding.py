@@ -26,7 +26,7 @@ from .attestation import _attest, _attest_many, _fused_attestations
 from .bound_contracts import ExecutorTransferPlan, RuntimeFragmentSnapshot, TransferPlan, _attested_snapshots
 from . import bound_validation
 from .bound_validation import _attestation_cache, _attestation_values
-from .contracts import LogicalTransferPlan, TransferRegion, _trusted_region
+from .contracts import LogicalTransferPlan, PlanningLimits, TransferRegion, _trusted_region
 from .fragments import BoundWeightFragment, _trusted_bound_fragment
 from .validation import validate_logical_target_coverage
 
@@ -641,8 +641,8 @@ def _ordered_bound_rows(
     attestations: dict[tuple[str, str], RuntimeBindingAttestation],
     operations: Any,
 ) -> Optional[list[tuple[tuple[str, BoundWeightFragment], ...]]]:
-    """Per kept binding, exactly the rows ``_attested_bound_fragments`` returns (and caches on
-    the attestation), built in one C call that allocates the bound fragments in the order the
+    """Per kept binding, exactly the rows ``_attested_bound_fragments`` returns, built in one C
+    call that allocates the bound fragments in the order the
     operations first name them, so the passes that follow ``op.target`` / ``op.source`` read
     them in memory order (not in participant order). None: not decided there (or rows already
     cached, or a plan small enough to stay in the CPU caches, where the extra call only costs);
@@ -665,8 +665,9 @@ def _ordered_bound_rows(
     )
     if ordered is None:
         return None
-    for (_, part), cache, rows in zip(chosen, values, ordered):
-        cache[~id(part)] = rows
+    # Not cached on the attestations (unlike the per-part path): nothing reads these rows after
+    # step 7 of this call, and the plan would keep one (id, fragment) pair per bound fragment
+    # alive for its whole life (~5 MiB at 74k operations).
     return list(ordered)
 
 
@@ -888,6 +889,8 @@ def _bind_logical_transfer_plan(
         elif authoritative is not None:
             if not isinstance(source, StoredFragmentSnapshot) or committed.get(source.fragment_id) != source:
                 raise ValueError("logical plan and source manifest fragment snapshots differ")
+    # The step 5 maps are not read again.
+    del target_index, source_index, committed
     # Step 6: bindings, target first.
     target_kept, target_attestations = _bind_side(
         "target", target_placement, target_bindings, target_participants
@@ -907,8 +910,19 @@ def _bind_logical_transfer_plan(
     # 11's fragment id selections from the regions it builds (exactly what bound_fragment_ids
     # returns for them; None: derived at step 11). Nothing below changes the regions or their
     # fragments before step 11 reads them.
+    # The same C pass also decides step 9's common case (physical_whole_targets' accept path on
+    # the regions it builds, read in that call: no Python code runs between building a region
+    # and reading it, so it decides what the check right after would). True: step 9 passed;
+    # None: the check below runs on the regions, as before. Its budget is read here from the
+    # exact classes' own dicts (no user code, nothing raised before step 8's failures) and
+    # handed straight to the call; otherwise None (not decided there).
     selections: Optional[tuple[frozenset[str], frozenset[str]]] = None
-    bound: Optional[tuple[list[Any], Optional[tuple[frozenset[str], frozenset[str]]]]] = _native.bind_regions(
+    physical: Optional[bool] = None
+    limits = logical_plan.__dict__.get("planning_limits") if type(logical_plan) is LogicalTransferPlan else None
+    segment_budget = limits.__dict__.get("max_total_lowered_segments") if type(limits) is PlanningLimits else None
+    bound: Optional[
+        tuple[list[Any], Optional[tuple[frozenset[str], frozenset[str]]], Optional[bool]]
+    ] = _native.bind_regions(
         TransferRegion,
         PlacementFragment,
         StoredFragmentSnapshot,
@@ -916,16 +930,21 @@ def _bind_logical_transfer_plan(
         bound_targets,
         bound_sources,
         BoundWeightFragment,
+        RuntimeBindingFragment,
+        segment_budget,
     )
     if bound is None:
         operations: list[Any] = _bind_operations(logical_plan.operations, bound_targets, bound_sources)
     else:
-        operations, selections = bound
+        operations, selections, physical = bound
+    # The bound fragments are held by the operations from here on: the maps are not needed.
+    del bound_targets, bound_sources, bound
     # Step 9: target physical ranges, once, with the plan's lowered-segment budget (looked up on
-    # the module so the single application is observable).
-    bound_validation._validate_target_physical_ranges(
-        operations, max_segment_checks=logical_plan.planning_limits.max_total_lowered_segments
-    )
+    # the module so the single application is observable) unless step 8's pass decided it.
+    if physical is not True:
+        bound_validation._validate_target_physical_ranges(
+            operations, max_segment_checks=logical_plan.planning_limits.max_total_lowered_segments
+        )
     # Step 10.
     if source_kept and source_placement is None:
         raise ValueError("source runtime bindings require a source placement")

@@ -1210,6 +1210,7 @@ def _fast_revalidate_live(
     if views is None:
         return False
     s_runtime, s_rows, s_table, t_runtime, t_rows, t_table, routes = views
+    del views, routes_half  # read only by revalidate_views (frees ~5 MiB at 74k operations)
     used: set[int] = set()
     for side_of, runtime, rows in ((source_of, s_runtime, s_rows), (target_of, t_runtime, t_rows)):
         # The C version decides the common cases (executors list all their worker's attested
