@@ -1565,9 +1565,85 @@ pe_sorted_strs(PyObject *items, Py_ssize_t n)
     return 1;
 }
 
+/* The used ids of project_executors: a set (value membership, as given), or a list of ids
+ * whose item pointers are looked up first (sorted once, binary search: no id object is read,
+ * where building a set reads every scattered str for its hash). A pointer hit counts only while
+ * the list still holds that very object at the recorded position (so it is alive and equal to
+ * itself); anything else takes the set of the list's values, built once on demand and used for
+ * every lookup after it (a part without used ids would otherwise pay a search per id):
+ * membership is always that of set(list). */
+typedef struct {
+    PyObject *given; /* borrowed: the argument (a set or a list) */
+    PyObject *set;   /* strong: the set of a list's values once built; NULL before */
+    mr_kv *ptrs;     /* list: its item pointers (key) and positions (idx), by pointer */
+    size_t n;
+} pe_used;
+
+static int
+pe_used_init(pe_used *u, PyObject *used)
+{
+    u->given = used;
+    u->set = NULL;
+    u->ptrs = NULL;
+    u->n = 0;
+    if (PyAnySet_Check(used)) return 0;
+    if (!PyList_CheckExact(used)) {
+        PyErr_SetString(PyExc_TypeError, "project_executors: used must be a set or a list");
+        return -1;
+    }
+    Py_ssize_t n = PyList_Size(used);
+    if (n < 0) return -1;
+    u->ptrs = mr_alloc_array(n ? (size_t)n : 1, sizeof(mr_kv));
+    if (u->ptrs == NULL) return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        u->ptrs[i].key = (uint64_t)(uintptr_t)PyList_GetItem(used, i); /* in range: no failure */
+        u->ptrs[i].idx = (size_t)i;
+    }
+    u->n = (size_t)n;
+    if (mr_radix_sort(u->ptrs, u->n) < 0) {
+        PyMem_Free(u->ptrs);
+        u->ptrs = NULL;
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+static void
+pe_used_free(pe_used *u)
+{
+    Py_CLEAR(u->set);
+    PyMem_Free(u->ptrs);
+    u->ptrs = NULL;
+}
+
+/* 1 when id is in the used ids, 0 when not, -1 with an exception. */
+static int
+pe_used_contains(pe_used *u, PyObject *id)
+{
+    if (u->set != NULL) return PySet_Contains(u->set, id); /* a miss built it: values from then on */
+    if (u->ptrs == NULL) return PySet_Contains(u->given, id);
+    uint64_t key = (uint64_t)(uintptr_t)id;
+    size_t lo = 0, hi = u->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (u->ptrs[mid].key < key) lo = mid + 1;
+        else hi = mid;
+    }
+    /* the list may have changed since (it is the caller's): trust a pointer only where the list
+     * still holds it */
+    for (; lo < u->n && u->ptrs[lo].key == key; lo++) {
+        if ((size_t)PyList_Size(u->given) > u->ptrs[lo].idx &&
+            PyList_GetItem(u->given, (Py_ssize_t)u->ptrs[lo].idx) == id)
+            return 1;
+    }
+    if (u->set == NULL && (u->set = PySet_New(u->given)) == NULL) return -1;
+    return PySet_Contains(u->set, id);
+}
+
 static PyObject *
 pe_part(PyObject *cls, PyObject *const *names, PyObject *placement_id, PyObject *part,
-        PyObject *used, PyObject *participants, PyObject *ftype)
+        pe_used *used, PyObject *participants, PyObject *ftype)
 {
     PyObject *participant = PyObject_GetAttr(part, names[PE_PARTICIPANT]);
     if (participant == NULL) return NULL;
@@ -1593,7 +1669,7 @@ pe_part(PyObject *cls, PyObject *const *names, PyObject *placement_id, PyObject 
         for (Py_ssize_t i = 0; i < n && !any; i++) {
             PyObject *id = PyList_GetItem(ids, i);
             if (id == NULL) goto done;
-            int rc = PySet_Contains(used, id);
+            int rc = pe_used_contains(used, id);
             if (rc < 0) goto done;
             any = rc;
         }
@@ -1606,7 +1682,7 @@ pe_part(PyObject *cls, PyObject *const *names, PyObject *placement_id, PyObject 
             if (id == NULL) goto done;
             if (PyList_SetItem(ids, i, id) < 0) goto done; /* steals id, releases fragment */
             if (!any) {
-                int rc = PySet_Contains(used, id);
+                int rc = pe_used_contains(used, id);
                 if (rc < 0) goto done;
                 any = rc;
             }
@@ -1664,7 +1740,8 @@ PyDoc_STRVAR(project_executors_doc,
 "--\n\n"
 "Executor projections of one side without calling cls (a heap type with instance\n"
 "__dict__): for every part (in order) whose participant_id is in participants (None: every\n"
-"part) and whose fragments include a placement_fragment_id in the set used, the pair\n"
+"part) and whose fragments include a placement_fragment_id in used (a set, or a list standing\n"
+"for set(used)), the pair\n"
 "((rank.dp, rank.pp, rank.ep, rank.tp), executor) with the executor's field dict\n"
 "placement_id, participant_id, rank and placement_fragment_ids (the part's ids, sorted).\n"
 "Returns the list of pairs; the caller checks rank uniqueness and orders them.");
@@ -1684,8 +1761,8 @@ po_project_executors(PyObject *Py_UNUSED(self), PyObject *args)
         PyErr_SetString(PyExc_TypeError, "project_executors: cls must be a heap type");
         return NULL;
     }
-    if (!PyAnySet_Check(used)) {
-        PyErr_SetString(PyExc_TypeError, "project_executors: used must be a set");
+    if (!PyAnySet_Check(used) && !PyList_CheckExact(used)) {
+        PyErr_SetString(PyExc_TypeError, "project_executors: used must be a set or a list");
         return NULL;
     }
     allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)cls, Py_tp_alloc);
@@ -1695,8 +1772,10 @@ po_project_executors(PyObject *Py_UNUSED(self), PyObject *args)
     }
     PyObject *names[PE_N] = {NULL};
     PyObject *result = NULL, *items = NULL;
+    pe_used lookup = {used, NULL, NULL, 0};
     static PyObject *cache[PE_N];
     if (po_names(cache, pe_names, PE_N, names) < 0) goto done;
+    if (pe_used_init(&lookup, used) < 0) goto done;
     items = PySequence_List(parts);
     if (items == NULL) goto done;
     result = PyList_New(0);
@@ -1706,7 +1785,7 @@ po_project_executors(PyObject *Py_UNUSED(self), PyObject *args)
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *part = PyList_GetItem(items, i); /* borrowed; items is private */
         if (part == NULL) goto fail;
-        PyObject *pair = pe_part(cls, names, placement_id, part, used, participants, ftype);
+        PyObject *pair = pe_part(cls, names, placement_id, part, &lookup, participants, ftype);
         if (pair == NULL) goto fail;
         int rc = pair == Py_None ? 0 : PyList_Append(result, pair);
         Py_DECREF(pair);
@@ -1716,6 +1795,7 @@ po_project_executors(PyObject *Py_UNUSED(self), PyObject *args)
 fail:
     Py_CLEAR(result);
 done:
+    pe_used_free(&lookup);
     for (int k = 0; k < PE_N; k++) Py_XDECREF(names[k]);
     Py_XDECREF(items);
     return result;

@@ -376,7 +376,7 @@ def project_executors(
     cls: type,
     placement_id: str,
     parts: Sequence[object],
-    used: set[str],
+    used: set[str] | list[str],
     participants: set[str] | None,
     fragment_type: type | None = None,
     /,
@@ -388,7 +388,10 @@ def project_executors(
     ``placement_id``, ``participant_id``, ``rank`` and the part's ``placement_fragment_ids``
     sorted. The caller checks rank uniqueness and orders the pairs. With ``fragment_type``, a
     part whose fragments are all exactly that class with exact str ids has them read in address
-    order (same ids; the sort is skipped when they already are in order)."""
+    order (same ids; the sort is skipped when they already are in order). ``used`` may be an
+    exact list standing for the set of its values: ids are looked up by object first (no id
+    object is read) and the set is built on the first miss (``TypeError`` for any other
+    container)."""
 
 def owner_minimums(
     fragments: Sequence[object],

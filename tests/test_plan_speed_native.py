@@ -369,7 +369,7 @@ def test_project_executors_rejects_hostile_inputs() -> None:
     with pytest.raises(TypeError):
         _native.project_executors(int, "p", parts, set(), None)  # not a heap type
     with pytest.raises(TypeError):
-        _native.project_executors(PlacementExecutorPlan, "p", parts, ["x"], None)  # not a set
+        _native.project_executors(PlacementExecutorPlan, "p", parts, ("x",), None)  # not a set or a list
     with pytest.raises(TypeError):
         _native.project_executors(PlacementExecutorPlan, "p", 5, set(), None)  # not a sequence
     with pytest.raises(AttributeError):

@@ -370,11 +370,9 @@ def _assemble_from_fragments(
 ) -> WeightPlacementManifest:
     tensor_items = item_tuple(tensors, "placement tensors", TensorDescriptor)
     fragment_items = item_tuple(fragments, "placement fragments", PlacementFragment)
-    catalog: dict[str, TensorDescriptor] = {}
-    for tensor in tensor_items:
-        if tensor.tensor_id in catalog:
-            raise ValueError("duplicate tensor_id in placement tensors")
-        catalog[tensor.tensor_id] = tensor
+    # The C columns need distinct exact-str tensor ids (they decline otherwise, before any
+    # fragment or rank is read): a returned result means no duplicate id, so the duplicate
+    # check below, which comes first in the contract, can only fail on the Python path.
     columns = _assembly_columns(tensor_items, fragment_items, topology)
     if columns is not None:
         return _assemble_columns(
@@ -388,6 +386,11 @@ def _assemble_from_fragments(
             placement_id=placement_id,
             columns=columns,
         )
+    catalog: dict[str, TensorDescriptor] = {}
+    for tensor in tensor_items:
+        if tensor.tensor_id in catalog:
+            raise ValueError("duplicate tensor_id in placement tensors")
+        catalog[tensor.tensor_id] = tensor
     tensor_ids = list(map(_tensor_id_of, fragment_items))
     referenced = set(tensor_ids)
     if not referenced.issubset(catalog):
@@ -468,15 +471,19 @@ def _assembly_columns(
     a value is unusual: the caller's Python steps then raise the contract's first error."""
     if not isinstance(topology, ParallelTopology) or not fragment_items:
         return None
-    ordered: Optional[list[TensorDescriptor]] = _native.sorted_by_str_keys(
-        list(tensor_items), list(map(_tensor_id_of, tensor_items))
-    )
-    if ordered is None:  # a non-str tensor id
+    try:
+        tensor_ids = list(map(_tensor_id_of, tensor_items))
+    except Exception:  # a forged descriptor: the Python steps raise it in the contract's order
         return None
+    # each id read once, in input order; rows[i] is tensor_items[i]'s position in id order
+    native = _native.sorted_by_str_keys(list(tensor_items), tensor_ids, True)
+    if native is None:  # a non-str tensor id
+        return None
+    ordered, rows = native
     sorted_tensors = tuple(ordered)
-    tensor_position = {tensor.tensor_id: position for position, tensor in enumerate(sorted_tensors)}
+    tensor_position = dict(zip(tensor_ids, rows))
     if len(tensor_position) != len(sorted_tensors):
-        return None
+        return None  # a duplicate id: the Python steps report it first
     group_of_rank, participant_groups = _rank_groups(topology)
     result = _native.assembly_columns(fragment_items, PlacementFragment, tensor_position, group_of_rank)
     if result is None:

@@ -65,7 +65,7 @@ def _compatibility_error(source: TensorDescriptor, target: TensorDescriptor) -> 
 
 def project_executors(
     placement: WeightPlacementManifest,
-    used_fragment_ids: set[str],
+    used_fragment_ids: set[str] | list[str],
     side: str,
     participants: Optional[set[str]] = None,
 ) -> tuple[PlacementExecutorPlan, ...]:
@@ -75,7 +75,8 @@ def project_executors(
     dict): ids come from a validated placement part (non-empty, unique), so the executor's own
     ``__post_init__`` checks hold by construction. Ranks must be unique among the projected
     parts (the first repeat, in part order, is reported); executors are ordered by rank key."""
-    used = used_fragment_ids if type(used_fragment_ids) is set else set(used_fragment_ids)
+    # an exact list stands for the set of its values (see _used_ids)
+    used = used_fragment_ids if type(used_fragment_ids) in (set, list) else set(used_fragment_ids)
     included: list[tuple[Any, Any]] = _native.project_executors(
         PlacementExecutorPlan, placement.placement_id, placement.parts, used, participants, PlacementFragment
     )
@@ -92,11 +93,13 @@ def project_executors(
 
 def _project_executors_python(
     placement: WeightPlacementManifest,
-    used_fragment_ids: set[str],
+    used_fragment_ids: set[str] | list[str],
     side: str,
     participants: Optional[set[str]] = None,
 ) -> tuple[PlacementExecutorPlan, ...]:
     """The Python form of ``project_executors`` (the tests' reference)."""
+    if type(used_fragment_ids) is list:  # stands for the set of its values
+        used_fragment_ids = set(used_fragment_ids)
     included: list[tuple[tuple[int, int, int, int], PlacementExecutorPlan]] = []
     ranks: set[tuple[int, int, int, int]] = set()
     placement_id = placement.placement_id
@@ -274,12 +277,19 @@ def _placed_members(
         members[cover].append(fragment)
 
 
-def _used_ids(ids: list[str], rows: list[int]) -> set[str]:
+def _used_ids(ids: list[str], rows: list[int], exact_strs: bool = False) -> set[str] | list[str]:
     """``{ids[r] for r in rows}`` for the kernel's used rows (distinct, increasing, in range):
-    as many rows as ids are every id (then no indexing per row)."""
-    if len(rows) == len(ids):
-        return set(ids)
-    return set(map(ids.__getitem__, rows))
+    as many rows as ids are every id (then no indexing per row).
+
+    With ``exact_strs`` (every id is known to be an exact str) the used ids come back as a
+    list, which ``project_executors`` takes for the set of its values: it looks the parts' ids
+    up by object first (the same objects, usually) and builds the set only on a miss. Hashing
+    exact strs runs no code and cannot fail, so membership and errors are those of the set;
+    building it reads every scattered id object, which the lookup by object does not."""
+    used = ids if len(rows) == len(ids) else list(map(ids.__getitem__, rows))
+    if exact_strs and type(used) is list:
+        return used
+    return set(used)
 
 
 def _sorted_ranks(ids: list[Any]) -> bytes:
@@ -287,13 +297,18 @@ def _sorted_ranks(ids: list[Any]) -> bytes:
     enumerate(sorted(ids))}``. Distinct exact str ids take one C sort by their UTF-8 bytes (code
     point order; the stable sort's positions are then those ranks) instead of a comparison sort
     of scattered str objects; anything else (a repeated id, another type) the dict."""
+    return _sorted_ranks_exact(ids)[0]
+
+
+def _sorted_ranks_exact(ids: list[Any]) -> tuple[bytes, bool]:
+    """``(_sorted_ranks(ids), every id is an exact str)`` (the second is False when unknown)."""
     native = _native.sorted_by_str_keys(ids, ids, True) if type(ids) is list else None
-    if native is not None:
+    if native is not None:  # the C sort read every id: each is an exact str
         ordered, positions = native
         if not any(map(eq, ordered, islice(ordered, 1, None))):
-            return array("q", positions).tobytes()
+            return array("q", positions).tobytes(), True
     ranks = {fid: i for i, fid in enumerate(sorted(ids))}
-    return array("q", [ranks[fid] for fid in ids]).tobytes()
+    return array("q", [ranks[fid] for fid in ids]).tobytes(), native is not None
 
 
 _NO_BOXES = FragmentBoxes()  # stands for a side the kernel receives already packed (never read)
@@ -364,10 +379,12 @@ def plan_logical_transfer(
     target_ids: list[str]
     target_tids: list[str] = []
     target_geometry: Optional[tuple[bytes, bytes, bytes, bytes]] = None
+    target_ids_exact = False  # every target id known to be an exact str
     if type(target_fragments) in (list, tuple):
         target_ids, target_tids, fragment_dps, in_order, target_geometry = _native.fragment_columns(
             target_fragments, PlacementFragment, ParallelRank
         )
+        target_ids_exact = in_order >= 0  # 0 or 1: every id an exact str (the ids sorted keep them)
         if in_order < 0:
             in_order = target_ids == sorted(target_ids)
     else:
@@ -505,13 +522,13 @@ def plan_logical_transfer(
                 source_signatures, dp_owners, complete,
             )
     source_boxes = _NO_BOXES
+    source_ids_exact = False  # every selected source id known to be an exact str
     if selection is not None:
         source_objects, s_tensor_b, s_offsets_b, s_shapes_b, s_nbytes_b, starts_b, members_b, source_fragment_ids = (
             selection
         )
-        source_packed = (
-            s_tensor_b, s_offsets_b, s_shapes_b, s_nbytes_b, _sorted_ranks(source_fragment_ids), starts_b, members_b,
-        )
+        source_ranks, source_ids_exact = _sorted_ranks_exact(source_fragment_ids)
+        source_packed = (s_tensor_b, s_offsets_b, s_shapes_b, s_nbytes_b, source_ranks, starts_b, members_b)
         source_order: list[int] = []
         cover_start: list[int] = []
         cover_members: list[int] = []
@@ -599,10 +616,10 @@ def plan_logical_transfer(
     operations, used_source_rows, used_target_rows = plan_region_objects(
         TransferRegion, source_objects, processed, target_tids, **kernel
     )
-    used_targets = _used_ids(processed_ids, used_target_rows)
-    used_sources: set[str] = set()
+    used_targets = _used_ids(processed_ids, used_target_rows, target_ids_exact)
+    used_sources: set[str] | list[str] = set()
     if placed:  # source ids are placement fragment ids
-        used_sources = _used_ids(source_fragment_ids, used_source_rows)
+        used_sources = _used_ids(source_fragment_ids, used_source_rows, source_ids_exact)
 
     # Step 7: executor projections.
     target_executors = project_executors(target_placement, used_targets, "target", target_participants)
