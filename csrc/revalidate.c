@@ -566,10 +566,19 @@ typedef struct {
     rf_memo_table rank, key, route;
 } rf_memo;
 
-/* Slots for up to n distinct values (at most 2048 shared: beyond, tuples are built as before). */
+/* Below this many fragments nothing is shared (the tuples are few; the table would only cost
+ * time on the small plans the contract benchmark revalidates). */
+#define RF_MEMO_MIN_FRAGMENTS 256
+
+/* Slots for up to n distinct values (at most 2048 shared: beyond, tuples are built as before);
+ * none for a small n (then every tuple is built, as before). */
 static int
 rf_memo_init(rf_memo_table *t, size_t n)
 {
+    t->slots = NULL;
+    t->mask = 0;
+    t->used = 0;
+    if (n < RF_MEMO_MIN_FRAGMENTS) return 0;
     size_t cap = 16;
     while (cap < 2 * n && cap < 4096) cap *= 2;
     t->slots = PyMem_Calloc(cap, sizeof(rf_memo_entry));

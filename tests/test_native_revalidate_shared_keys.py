@@ -20,11 +20,12 @@ def _both(plan: Any, frags: list[Any]) -> tuple[Any, Any]:
         return _native_fragments(frags, _identity(plan)), _fragments_reference(frags, _identity(plan))
 
 
-def _plan() -> Any:
-    """5 fragments per part; the runtime fragments of one worker hold one worker_id str object
-    (as adapters building bindings at scale do), so their key tuples are built from the same
-    objects (replaced in place by an equal str: the plan is as valid as before)."""
-    plan = _bound_plan(target_tp=2, shape=(8, 8), tensors=("a", "b", "c", "d", "e"))
+def _plan(tensors: int = 80) -> Any:
+    """``tensors`` fragments per part (80: about 320 distinct fragments, past the size from which
+    tuples are shared); the runtime fragments of one worker hold one worker_id str object (as
+    adapters building bindings at scale do), so their key tuples are built from the same objects
+    (replaced in place by an equal str: the plan is as valid as before)."""
+    plan = _bound_plan(target_tp=2, shape=(8, 8), tensors=tuple(f"t{i:02d}" for i in range(tensors)))
     for op in plan.operations:
         for fragment in (op.source, op.target):
             binding = fragment.binding
@@ -35,6 +36,7 @@ def _plan() -> Any:
 def test_keys_and_routes_equal_the_reference_and_are_shared() -> None:
     plan = _plan()
     frags = _scan(plan.operations)[0]
+    assert len(frags) >= 256
     native, reference = _both(plan, frags)
     assert native is not None and reference is not None
     assert native[:3] == reference[:3]
@@ -45,6 +47,16 @@ def test_keys_and_routes_equal_the_reference_and_are_shared() -> None:
         assert len(objects) < len(items)
     rank_tuples = {key[-1] for key in native[0]}
     assert len({id(key[-1]) for key in native[0]}) == len(rank_tuples)
+
+
+def test_small_plans_share_nothing_and_agree() -> None:
+    plan = _plan(tensors=5)
+    frags = _scan(plan.operations)[0]
+    assert len(frags) < 256
+    native, reference = _both(plan, frags)
+    assert native is not None and reference is not None
+    assert native[:3] == reference[:3]
+    assert len({id(key) for key in native[0]}) == len(native[0])
 
 
 def test_in_place_rank_edits_are_read_on_every_call_and_every_fragment() -> None:
