@@ -2598,6 +2598,82 @@ done:
     return result;
 }
 
+/* ---- distinct_objects: first occurrences by identity --------------------------------------- */
+
+PyDoc_STRVAR(distinct_objects_doc,
+"distinct_objects(items)\n"
+"--\n\n"
+"The items of the list items without repeats of the same object, in order of first\n"
+"appearance (a new list). Objects are compared by identity only: no item is read (no hash,\n"
+"no __eq__), so list(dict.fromkeys(distinct_objects(items))) == list(dict.fromkeys(items))\n"
+"with the same key objects, reading each distinct object once instead of every item.");
+
+/* Positions of the first occurrence of each distinct object of items[0:n] (item pointers,
+ * never dereferenced) into first[0:*count]; 0, or -1 with MemoryError. */
+static int
+po_first_positions(PyObject *items, Py_ssize_t n, Py_ssize_t *first, Py_ssize_t *count)
+{
+    size_t cap = 16;
+    while (cap < (size_t)n * 2) cap *= 2; /* n <= PY_SSIZE_T_MAX / sizeof(PyObject *): no overflow */
+    uintptr_t *slots = PyMem_Calloc(cap, sizeof(uintptr_t)); /* 0: empty */
+    if (slots == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t k = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uintptr_t key = (uintptr_t)PyList_GetItem(items, i); /* in range: never NULL */
+        size_t mask = cap - 1, j = (size_t)po_hash((uint64_t)key) & mask;
+        while (slots[j] != 0 && slots[j] != key) j = (j + 1) & mask;
+        if (slots[j] == key) continue;
+        slots[j] = key;
+        first[k++] = i;
+    }
+    PyMem_Free(slots);
+    *count = k;
+    return 0;
+}
+
+static PyObject *
+po_distinct_objects(PyObject *Py_UNUSED(self), PyObject *items)
+{
+    if (!PyList_Check(items)) {
+        PyErr_SetString(PyExc_TypeError, "distinct_objects: items must be a list");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_Size(items), k = 0;
+    if (n < 0) return NULL;
+    Py_ssize_t *first = mr_alloc_array(n ? (size_t)n : 1, sizeof(Py_ssize_t));
+    PyObject **seen = NULL;
+    PyObject *out = NULL;
+    if (first == NULL) return NULL;
+    /* no Python code runs (and nothing allocates through Python) while the pointers are read */
+    if (po_first_positions(items, n, first, &k) < 0) goto done;
+    seen = mr_alloc_array(k ? (size_t)k : 1, sizeof(PyObject *));
+    if (seen == NULL) goto done;
+    for (Py_ssize_t r = 0; r < k; r++) seen[r] = PyList_GetItem(items, first[r]);
+    out = PyList_New(k); /* may collect, so run finalizers: check the list is unchanged after */
+    if (out == NULL) goto done;
+    int same = PyList_Size(items) == n;
+    for (Py_ssize_t r = 0; same && r < k; r++) same = PyList_GetItem(items, first[r]) == seen[r];
+    if (!same) {
+        /* changed meanwhile: again over a private copy, which holds every item */
+        Py_CLEAR(out);
+        PyObject *copy = PyList_GetSlice(items, 0, PyList_Size(items));
+        if (copy != NULL) {
+            out = po_distinct_objects(NULL, copy);
+            Py_DECREF(copy);
+        }
+        goto done;
+    }
+    /* the list still holds them all (nothing ran since the check): take new references */
+    for (Py_ssize_t r = 0; r < k; r++) PyList_SetItem(out, r, Py_NewRef(seen[r])); /* in range */
+done:
+    PyMem_Free(first);
+    PyMem_Free(seen);
+    return out;
+}
+
 static PyMethodDef planobj_methods[] = {
     {"build_regions", po_build_regions, METH_VARARGS, build_regions_doc},
     {"pack_targets", po_pack_targets, METH_VARARGS, pack_targets_doc},
@@ -2607,6 +2683,7 @@ static PyMethodDef planobj_methods[] = {
     {"fragment_columns", po_fragment_columns, METH_VARARGS, fragment_columns_doc},
     {"owner_signatures", po_owner_signatures, METH_VARARGS, owner_signatures_doc},
     {"tensor_columns", po_tensor_columns, METH_VARARGS, tensor_columns_doc},
+    {"distinct_objects", po_distinct_objects, METH_O, distinct_objects_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -393,6 +393,12 @@ def project_executors(
     object is read) and the set is built on the first miss (``TypeError`` for any other
     container)."""
 
+def distinct_objects(items: list[Any], /) -> list[Any]:
+    """The items without repeats of the same object, in order of first appearance (a new
+    list). Identity only: no item is read (no hash, no ``__eq__``), so
+    ``list(dict.fromkeys(distinct_objects(items)))`` keeps the keys and order of
+    ``list(dict.fromkeys(items))``. ``TypeError`` when ``items`` is not a list."""
+
 def owner_minimums(
     fragments: Sequence[object],
     kinds: tuple[str, ...],

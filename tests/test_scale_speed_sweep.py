@@ -245,3 +245,56 @@ def test_assembly_columns_tensor_positions() -> None:
     assert keys == [f.placement_fragment_id for f in fragments]
     assert _assemble(tensors, fragments, topology)[0] == "ok"
     assert _assemble(tensors[::-1], fragments[::-1], topology) == _assemble(tensors, fragments, topology)
+
+
+# ---- first occurrences by identity ---------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b", "ab", "", "\u00e9", "\U0001f600"]), max_size=30), st.data())
+def test_distinct_in_order_equals_dict_fromkeys(values: list[str], data: Any) -> None:
+    # some items are equal copies in new objects: value repeats across distinct objects
+    mixed = [
+        "".join(list(v)) + "" if (v and data.draw(st.booleans())) else v for v in values
+    ]
+    want = list(dict.fromkeys(mixed))
+    got = core._distinct_in_order(mixed)
+    assert got == want and all(a is b for a, b in zip(got, want))  # the very key objects
+    distinct = _native.distinct_objects(mixed)
+    assert len({id(x) for x in distinct}) == len(distinct)
+    assert {id(x) for x in distinct} == {id(x) for x in mixed}
+    firsts: list[Any] = []
+    for item in mixed:
+        if not any(item is seen for seen in firsts):
+            firsts.append(item)
+    assert all(a is b for a, b in zip(distinct, firsts)) and len(distinct) == len(firsts)
+
+
+def test_distinct_in_order_other_values() -> None:
+    class S(str):
+        pass
+
+    class Eq:
+        def __eq__(self, other: object) -> bool:
+            raise RuntimeError("compared")
+
+        def __hash__(self) -> int:
+            return 1
+
+    nan = float("nan")
+    for values in ([1, 1.0, True, "1"], [nan, nan, float("nan")], [S("a"), "a", S("a")], [(1,), (1,)], [], [None]):
+        want = list(dict.fromkeys(values))
+        got = core._distinct_in_order(values)  # type: ignore[arg-type]
+        assert len(got) == len(want) and all(a is b for a, b in zip(got, want))
+    one = Eq()
+    assert core._distinct_in_order([one, one]) == [one]  # same object: never compared
+    with pytest.raises(RuntimeError):
+        core._distinct_in_order([one, Eq()])  # as dict.fromkeys
+    with pytest.raises(TypeError):
+        core._distinct_in_order([[1], [1]])  # unhashable, as dict.fromkeys
+    with pytest.raises(TypeError):
+        _native.distinct_objects(("a", "a"))  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        _native.distinct_objects(None)  # type: ignore[arg-type]
+    big = [str(i % 1000) for i in range(20000)]
+    assert core._distinct_in_order(big) == list(dict.fromkeys(big))

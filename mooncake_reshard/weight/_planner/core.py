@@ -7,7 +7,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Sequence
 from itertools import chain, islice, repeat
-from operator import attrgetter, eq, itemgetter
+from operator import attrgetter, eq, is_, itemgetter
 from typing import Any, Optional
 
 from ... import _native
@@ -277,6 +277,19 @@ def _placed_members(
         members[cover].append(fragment)
 
 
+def _distinct_in_order(values: list[Any]) -> list[Any]:
+    """``list(dict.fromkeys(values))``: the repeats of one object dropped first by identity in C
+    (no object read), so each distinct object is hashed once rather than every item (a tensor's
+    id object is shared by its fragments, scattered in id order). Same keys, same order: an
+    object's first appearance is its value's first appearance or a later one of that value.
+    Only for exact str (their hash and equality run no code and never raise, so skipping the
+    repeats skips nothing observable); any other value takes ``dict.fromkeys`` over every item."""
+    distinct = _native.distinct_objects(values)
+    if all(map(is_, map(type, distinct), repeat(str))):
+        return list(dict.fromkeys(distinct))
+    return list(dict.fromkeys(values))
+
+
 def _used_ids(ids: list[str], rows: list[int], exact_strs: bool = False) -> set[str] | list[str]:
     """``{ids[r] for r in rows}`` for the kernel's used rows (distinct, increasing, in range):
     as many rows as ids are every id (then no indexing per row).
@@ -415,7 +428,7 @@ def plan_logical_transfer(
             raise ValueError(f"target manifests contain unknown tensors: {_ids(extra)}")
         # The targets' tensors in first-occurrence order, read once for the coverage check
         # and the tensor pass below (the check hashes every tensor id anyway).
-        ordered = list(dict.fromkeys(target_tids))
+        ordered = _distinct_in_order(target_tids)
         check_target_coverage(
             target_tensors,
             target_fragments,
@@ -463,7 +476,7 @@ def plan_logical_transfer(
     stop_error: Optional[str] = None
     stop = len(targets)
     if local_target:
-        ordered = list(dict.fromkeys(target_tids))
+        ordered = _distinct_in_order(target_tids)
     ndims, itemsizes, routed_flags, first_stop = _native.tensor_columns(
         ordered, source_tensors, target_tensors, source_signatures
     )
