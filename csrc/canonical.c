@@ -989,8 +989,15 @@ pfl_sink_result(pfl_sink *s)
 
 /* Fast path of canonical_parts_json. Returns the result, or NULL with no exception set
  * when the caller must take the in-order path. */
+enum { TD_T_TENSOR, TD_T_SPLIT, TD_T_REPLICATED, TD_T_OWNERSHIP, TD_TYPES };
+static int td_sink_tensors(pfl_sink *s, PyObject *tensors, PyObject *const *types);
+
+/* With tensors (not NULL): the text goes on after the suffix with the canonical JSON list of
+ * the tensors (as canonical_tensors_json) and then fs[0:fn], written straight into the sink;
+ * any failure there declines too (the caller then encodes the exact way). */
 static PyObject *
-pfl_parts_fast(PyObject *pairs, const char *ps, size_t pn, const char *ss, size_t sn, int want_sha)
+pfl_parts_fast(PyObject *pairs, const char *ps, size_t pn, const char *ss, size_t sn, int want_sha,
+               PyObject *tensors, PyObject *const *types, const char *fs, size_t fn)
 {
     Py_ssize_t np = PyList_Size(pairs);
     if (np < 0) {
@@ -1086,6 +1093,12 @@ pfl_parts_fast(PyObject *pairs, const char *ps, size_t pn, const char *ss, size_
             goto done;
     }
     if (pfl_sink_write(&sink, "]", 1) < 0 || pfl_sink_write(&sink, ss, sn) < 0) goto done;
+    if (tensors != NULL) {
+        /* the fragments are no longer needed: release the scratch text before the tensors */
+        cj_free(&scratch);
+        if (td_sink_tensors(&sink, tensors, types) < 0 || pfl_sink_write(&sink, fs, fn) < 0)
+            goto done;
+    }
     result = pfl_sink_result(&sink);
     ok = result != NULL;
 done:
@@ -1107,11 +1120,11 @@ done:
 static PyObject *
 py_canonical_parts_json(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"pairs", "prefix", "suffix", "sha256", NULL};
-    PyObject *pairs, *prefix = NULL, *suffix = NULL;
+    static char *kwlist[] = {"pairs", "prefix", "suffix", "sha256", "tensors", "after", "types", NULL};
+    PyObject *pairs, *prefix = NULL, *suffix = NULL, *tensors = Py_None, *after = NULL, *type_tuple = NULL;
     int want_sha = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|UUp:canonical_parts_json", kwlist, &pairs, &prefix, &suffix,
-                                     &want_sha))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|UUpOUO!:canonical_parts_json", kwlist, &pairs, &prefix,
+                                     &suffix, &want_sha, &tensors, &after, &PyTuple_Type, &type_tuple))
         return NULL;
     if (!PyList_Check(pairs)) {
         PyErr_SetString(PyExc_TypeError, "pairs must be a list");
@@ -1121,7 +1134,33 @@ py_canonical_parts_json(PyObject *Py_UNUSED(module), PyObject *args, PyObject *k
     const char *ps = "", *ss = "";
     if (prefix != NULL && (ps = pfl_ascii(prefix, &pn, "prefix")) == NULL) return NULL;
     if (suffix != NULL && (ss = pfl_ascii(suffix, &sn, "suffix")) == NULL) return NULL;
-    PyObject *result = pfl_parts_fast(pairs, ps, (size_t)pn, ss, (size_t)sn, want_sha);
+    if (tensors != Py_None) {
+        /* the fused form: the fast path or None (nothing raised) */
+        if (!PyList_Check(tensors) && !PyTuple_Check(tensors)) {
+            PyErr_SetString(PyExc_TypeError, "tensors must be a list or tuple");
+            return NULL;
+        }
+        PyObject *types[TD_TYPES];
+        if (type_tuple == NULL || PyTuple_Size(type_tuple) != TD_TYPES) {
+            PyErr_SetString(PyExc_TypeError, "tensors need types = (tensor, split, replicated, ownership) classes");
+            return NULL;
+        }
+        for (int k = 0; k < TD_TYPES; k++) {
+            types[k] = PyTuple_GetItem(type_tuple, k); /* borrowed: the tuple holds them */
+            if (types[k] == NULL || !PyType_Check(types[k])) {
+                PyErr_SetString(PyExc_TypeError, "types must hold four classes");
+                return NULL;
+            }
+        }
+        Py_ssize_t an = 0;
+        const char *as = "";
+        if (after != NULL && (as = pfl_ascii(after, &an, "after")) == NULL) return NULL;
+        PyObject *fused = pfl_parts_fast(pairs, ps, (size_t)pn, ss, (size_t)sn, want_sha, tensors, types, as,
+                                         (size_t)an);
+        if (fused != NULL || PyErr_Occurred()) return fused;
+        Py_RETURN_NONE;
+    }
+    PyObject *result = pfl_parts_fast(pairs, ps, (size_t)pn, ss, (size_t)sn, want_sha, NULL, NULL, "", 0);
     if (result != NULL || PyErr_Occurred()) return result;
     pfl_ctx c;
     if (pfl_ctx_init(&c) < 0) return NULL;
@@ -1291,6 +1330,70 @@ td_encode(cj_buf *b, PyObject *const *v, const td_axes *a)
     if (td_key(b, "],\"shard_dims\":") < 0 || cj_encode(b, v[TD_SHARD], 1) < 0) return -1;
     if (td_key(b, ",\"tensor_id\":") < 0 || cj_encode(b, v[TD_ID], 1) < 0) return -1;
     return cj_putc(b, '}');
+}
+
+/* The canonical JSON list of tensors (canonical_tensors_json's text) written into the sink as it
+ * is encoded (no text object, no copy). Only for exactly types[TD_T_TENSOR] descriptors whose
+ * parallel_axes is an exact tuple of exactly the three axis classes (then no attribute read or
+ * instance check runs Python code); anything else declines. 0, or -1 (the caller declines). */
+static int
+td_sink_tensors(pfl_sink *s, PyObject *tensors, PyObject *const *types)
+{
+    PyObject *split_type = types[TD_T_SPLIT], *replicated_type = types[TD_T_REPLICATED];
+    PyObject *names[TD_N];
+    int nnames = 0, rc = 0;
+    for (; nnames < TD_N && rc == 0; nnames++) {
+        names[nnames] = PyUnicode_InternFromString(td_names[nnames]);
+        if (names[nnames] == NULL) rc = -1;
+    }
+    if (rc < 0) nnames--; /* the failed slot holds NULL */
+    td_axes axes = {NULL, 0, 0};
+    int is_list = PyList_Check(tensors);
+    if (rc == 0) rc = pfl_sink_write(s, "[", 1);
+    for (Py_ssize_t i = 0; rc == 0; i++) {
+        Py_ssize_t n = is_list ? PyList_Size(tensors) : PyTuple_Size(tensors);
+        if (n < 0) {
+            rc = -1;
+            break;
+        }
+        if (i >= n) break;
+        PyObject *tensor = is_list ? PyList_GetItem(tensors, i) : PyTuple_GetItem(tensors, i);
+        if (tensor == NULL) {
+            rc = -1;
+            break;
+        }
+        if ((PyObject *)Py_TYPE(tensor) != types[TD_T_TENSOR]) {
+            rc = -1;
+            break;
+        }
+        Py_INCREF(tensor);
+        PyObject *v[TD_AXES + 3] = {NULL};
+        int got = 0;
+        for (; got <= TD_EXPERT && rc == 0; got++) {
+            v[got] = PyObject_GetAttr(tensor, names[got]);
+            if (v[got] == NULL) rc = -1;
+            else if (got == TD_AXES) {
+                PyObject *raw = v[got];
+                Py_ssize_t na = PyTuple_CheckExact(raw) ? PyTuple_Size(raw) : -1;
+                if (na < 0) rc = -1;
+                for (Py_ssize_t k = 0; k < na && rc == 0; k++) {
+                    PyObject *kind = (PyObject *)Py_TYPE(PyTuple_GetItem(raw, k)); /* in range */
+                    if (kind != split_type && kind != replicated_type && kind != types[TD_T_OWNERSHIP]) rc = -1;
+                }
+                if (rc == 0) rc = td_read_axes(&axes, raw, split_type, replicated_type, names);
+            }
+        }
+        if (rc == 0 && i) rc = cj_putc(&s->out, ',');
+        if (rc == 0) rc = td_encode(&s->out, v, &axes);
+        if (rc == 0) rc = pfl_sink_write(s, "", 0); /* hands full blocks to the digest */
+        for (int k = 0; k < got; k++) Py_XDECREF(v[k]);
+        td_axes_clear(&axes);
+        Py_DECREF(tensor);
+    }
+    if (rc == 0) rc = pfl_sink_write(s, "]", 1);
+    PyMem_Free(axes.items);
+    for (int k = 0; k < nnames; k++) Py_DECREF(names[k]);
+    return rc;
 }
 
 static PyObject *

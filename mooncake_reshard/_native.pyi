@@ -62,7 +62,10 @@ def canonical_parts_json(
     prefix: str = "",
     suffix: str = "",
     sha256: bool = False,
-) -> str:
+    tensors: list[object] | tuple[object, ...] | None = None,
+    after: str = "",
+    types: tuple[type, type, type, type] | None = None,
+) -> str | None:
     """``prefix + "[" + ",".join('{"fragments":' + canonical_fragments_json(f) + "," + tail[1:])
     + "]" + suffix`` over ``(fragments, tail)`` pairs, in one buffer (with ``sha256=True``: the
     lowercase hex SHA-256 of that text instead). It is the canonical JSON of a placement's parts
@@ -71,7 +74,16 @@ def canonical_parts_json(
     ``ValueError`` for a tail that is not such an object or non-ASCII text, ``TypeError`` for
     malformed pairs. The fragments are encoded in address order (fewer cache misses) and the
     text written in list order; on any failure the in-order encoding runs, so the error raised is
-    the first one in list order. Each rank object is encoded once per call."""
+    the first one in list order. Each rank object is encoded once per call.
+
+    With ``tensors`` (a list or tuple; ``types`` is then ``(TensorDescriptor, SplitAxis,
+    ReplicatedAxis, OwnershipAxis)``) the text goes on with ``canonical_tensors_json(tensors,
+    SplitAxis, ReplicatedAxis) + after``, encoded straight into the same buffer or digest (no
+    text object of it). That form returns ``None`` (nothing raised) whenever the address-order
+    path declines or a tensor is not exactly the descriptor class with an exact tuple of exactly
+    the axis classes, or any read or encoding fails: the caller then encodes the exact way.
+    ``TypeError`` for ``tensors`` not a list or tuple or malformed ``types``, ``ValueError`` for
+    a non-ASCII ``after``."""
 
 def canonical_tensors_json(
     tensors: list[object] | tuple[object, ...], split_type: type, replicated_type: type, /

@@ -11,7 +11,14 @@ from typing import Any, Optional
 
 from .. import _native
 from .topology import ParallelTopology, rank_object
-from .types import PlacementFragment, ReplicatedAxis, SplitAxis, TensorDescriptor, axis_identity
+from .types import (
+    OwnershipAxis,
+    PlacementFragment,
+    ReplicatedAxis,
+    SplitAxis,
+    TensorDescriptor,
+    axis_identity,
+)
 
 __all__ = [
     "canonical_json_with_parts",
@@ -23,6 +30,10 @@ __all__ = [
     "tensors_json",
     "topology_object",
 ]
+
+
+# the exact classes the fused encoding reads without running Python code (any other declines)
+_TENSOR_TYPES = (TensorDescriptor, SplitAxis, ReplicatedAxis, OwnershipAxis)
 
 
 def tensor_object(tensor: TensorDescriptor) -> dict[str, Any]:
@@ -149,17 +160,36 @@ def canonical_json_with_parts(
         ):
             before = {key: value for key, value in payload.items() if key < "tensors"}
             after = {key: value for key, value in payload.items() if key > "tensors"}
-            # one join: the tensors text can be large, copy it once
-            pieces = [","]
+            middle = ","
             if before:
-                pieces += [_native.canonical_json(before)[1:-1], ","]
-            pieces += ['"tensors":', tensors_json(tensors)]
-            if after:
-                pieces += [",", _native.canonical_json(after)[1:-1]]
-            pieces.append("}")
-            return _native.canonical_parts_json(
-                _part_pairs(parts), prefix='{"parts":', suffix="".join(pieces), sha256=sha256
+                middle += _native.canonical_json(before)[1:-1] + ","
+            middle += '"tensors":'
+            tensor_items = tensors if type(tensors) is tuple or type(tensors) is list else list(tensors)
+            try:
+                tail = "}"
+                if after:
+                    tail = "," + _native.canonical_json(after)[1:-1] + "}"
+                pairs = _part_pairs(parts)
+            except Exception:
+                tensors_json(tensor_items)  # an error of the tensors comes first, as it did
+                raise
+            # The tensors list encoded by C straight after the middle text, into the same
+            # buffer or digest (no text object of it, no copy); None: something unusual, then
+            # the exact encoding below raises the same errors as before.
+            fused = _native.canonical_parts_json(
+                pairs,
+                prefix='{"parts":',
+                suffix=middle,
+                sha256=sha256,
+                tensors=tensor_items,
+                after=tail,
+                types=_TENSOR_TYPES,
             )
+            if fused is not None:
+                return fused
+            # one join: the tensors text can be large, copy it once
+            text = "".join([middle, tensors_json(tensor_items), tail])
+            return _native.canonical_parts_json(pairs, prefix='{"parts":', suffix=text, sha256=sha256)
         payload = dict(payload)
         payload["tensors"] = [tensor_object(tensor) for tensor in tensors]
     if payload and all(type(key) is str and key > "parts" for key in payload):
