@@ -96,6 +96,8 @@ enum {
     N_EP,
     /* bind_regions' spec 12.6 accept path: placement fragment field not named above. */
     N_ALIASES,
+    /* logical_routes_plain: placement fragment field not named above. */
+    N_PIPELINE_STAGE_ID,
     N_COUNT
 };
 
@@ -123,6 +125,7 @@ static const char *const bd_names[N_COUNT] = {
     "owner",
     "tensors", "placement_fragment_ids", "dp", "tp", "pp", "ep",
     "aliases",
+    "pipeline_stage_id",
 };
 
 /* Field dicts of the instances built here are copies of presized templates (keys in field
@@ -3427,6 +3430,89 @@ bd_bound_fragment_ids(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * logical_routes_plain: the route halves build_operation_views derives, without building them */
+
+/* One operation fragment's route half is plain: an exact fragment_cls with an exact non-empty
+ * str placement fragment id, whose rank is an exact rank_cls with an exact int pp and whose
+ * pipeline_stage_id is an exact int or None (read from the instance dicts: these dataclasses
+ * define no descriptor for those fields). */
+static int
+bd_route_half_plain(PyObject *const *nm, PyObject *fragment, PyObject *fragment_cls, PyObject *rank_cls)
+{
+    PyObject *dict = NULL, *rank = NULL, *stage = NULL, *rank_dict = NULL, *pp = NULL, *pfid = NULL;
+    if ((PyObject *)Py_TYPE(fragment) != fragment_cls) return BD_FALLBACK;
+    int status = bd_dict_of(fragment, &dict);
+    if (status == BD_OK) status = bd_dget_str(dict, nm[N_PFID], &pfid); /* its bucket's (hashable) key */
+    if (status == BD_OK) status = bd_dget(dict, nm[N_RANK], &rank);
+    if (status == BD_OK) status = bd_dget(dict, nm[N_PIPELINE_STAGE_ID], &stage);
+    if (status == BD_OK && !(stage == Py_None || PyLong_CheckExact(stage))) status = BD_FALLBACK;
+    if (status == BD_OK && (PyObject *)Py_TYPE(rank) != rank_cls) status = BD_FALLBACK;
+    if (status == BD_OK) status = bd_dict_of(rank, &rank_dict);
+    if (status == BD_OK) status = bd_dget(rank_dict, nm[N_PP], &pp);
+    if (status == BD_OK && !PyLong_CheckExact(pp)) status = BD_FALLBACK;
+    Py_XDECREF(dict);
+    Py_XDECREF(rank);
+    Py_XDECREF(stage);
+    Py_XDECREF(rank_dict);
+    Py_XDECREF(pp);
+    Py_XDECREF(pfid);
+    return status;
+}
+
+PyDoc_STRVAR(logical_routes_plain_doc,
+"logical_routes_plain(operations, region_cls, fragment_cls, stored_cls, rank_cls)\n"
+"--\n\n"
+"True when every operation of the exact tuple operations is an exact region_cls whose target\n"
+"is an exact fragment_cls and whose source is an exact fragment_cls or stored_cls, every such\n"
+"fragment's placement_fragment_id an exact non-empty str, its rank an exact rank_cls with an\n"
+"exact int pp and its pipeline_stage_id an exact int or None (fields read from the instance\n"
+"dicts): then build_operation_views derives and sorts every route of these operations\n"
+"without user code or an exception. None otherwise.\n"
+"TypeError when a class is not a heap type.");
+
+static PyObject *
+bd_logical_routes_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    bd_table tb;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "logical_routes_plain expects 5 arguments");
+        return NULL;
+    }
+    if (bd_load_table(self, &tb) < 0) return NULL;
+    if (bd_check_heap_types(args + 1, 4) < 0) return NULL;
+    PyObject *operations = args[0], *region_cls = args[1], *fragment_cls = args[2], *stored_cls = args[3];
+    PyObject *rank_cls = args[4];
+    if (!PyTuple_CheckExact(operations)) Py_RETURN_NONE;
+    Py_ssize_t n = PyTuple_Size(operations);
+    if (n < 0) return NULL;
+    int status = BD_OK;
+    PyObject *last_source = NULL; /* borrowed: the previous operation's plain source (alive in it) */
+    for (Py_ssize_t i = 0; i < n && status == BD_OK; i++) {
+        PyObject *op = PyTuple_GetItem(operations, i), *dict = NULL, *source = NULL, *target = NULL;
+        if (op == NULL) return NULL;
+        if ((PyObject *)Py_TYPE(op) != region_cls) {
+            status = BD_FALLBACK;
+            break;
+        }
+        status = bd_dict_of(op, &dict);
+        if (status == BD_OK) status = bd_dget(dict, tb.nm[N_SOURCE], &source);
+        if (status == BD_OK) status = bd_dget(dict, tb.nm[N_TARGET], &target);
+        if (status == BD_OK && source != last_source && (PyObject *)Py_TYPE(source) != stored_cls) {
+            /* (no user code runs in this loop: the same object still has the values read) */
+            status = bd_route_half_plain(tb.nm, source, fragment_cls, rank_cls);
+            if (status == BD_OK) last_source = source;
+        }
+        if (status == BD_OK) status = bd_route_half_plain(tb.nm, target, fragment_cls, rank_cls);
+        Py_XDECREF(dict);
+        Py_XDECREF(source);
+        Py_XDECREF(target);
+    }
+    if (status == BD_ERROR) return NULL;
+    if (status == BD_FALLBACK) Py_RETURN_NONE;
+    Py_RETURN_TRUE;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 
 static PyMethodDef binder_methods[] = {
@@ -3451,6 +3537,8 @@ static PyMethodDef binder_methods[] = {
      operations_snapshots_doc},
     {"bound_fragment_ids", (PyCFunction)(void (*)(void))bd_bound_fragment_ids, METH_FASTCALL,
      bound_fragment_ids_doc},
+    {"logical_routes_plain", (PyCFunction)(void (*)(void))bd_logical_routes_plain, METH_FASTCALL,
+     logical_routes_plain_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -897,6 +897,21 @@ def logical_target_cover(
     positive extents, representable ends and volumes). ``None`` when not decided here (the
     Python checks run and raise the first failure). ``TypeError`` when a class is not a heap type."""
 
+def logical_routes_plain(
+    operations: object,
+    region_cls: type,
+    fragment_cls: type,
+    stored_cls: type,
+    rank_cls: type,
+    /,
+) -> Optional[bool]:
+    """``True`` when every operation of the exact tuple is an exact ``region_cls`` whose target is an
+    exact ``fragment_cls`` and whose source is an exact ``fragment_cls`` or ``stored_cls``, each such
+    fragment with an exact non-empty str placement fragment id, an exact ``rank_cls`` rank whose
+    ``pp`` is an exact int and a ``pipeline_stage_id`` that is an exact int or None: then
+    ``build_operation_views`` derives and sorts every route of them without user code or an
+    exception. ``None`` otherwise. ``TypeError`` when a class is not a heap type."""
+
 def project_attested(
     executor_cls: type,
     snapshot_cls: type,

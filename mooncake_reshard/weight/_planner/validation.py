@@ -213,12 +213,18 @@ def _target_checks_accepted(plan: LogicalTransferPlan, target: Any) -> bool:
     if type(target) is not WeightPlacementManifest:
         return False
     if not _COVER_CLASSES:
-        from .contracts import PlacementExecutorPlan, TransferRegion
+        from .contracts import LogicalTransferPlan, PlacementExecutorPlan, TransferRegion
 
         # One slice assignment (atomic under the GIL): two threads making their first call at
-        # once each store the same six classes, never twelve.
+        # once each store the same seven classes, never fourteen.
         _COVER_CLASSES[:] = (
-            TransferRegion, PlacementFragment, WeightPlacementPart, PlacementExecutorPlan, ParallelRank, TensorDescriptor
+            TransferRegion,
+            PlacementFragment,
+            WeightPlacementPart,
+            PlacementExecutorPlan,
+            ParallelRank,
+            TensorDescriptor,
+            LogicalTransferPlan,
         )
     state = plan.__dict__
     executors = state.get("target_executors")
@@ -228,14 +234,62 @@ def _target_checks_accepted(plan: LogicalTransferPlan, target: Any) -> bool:
         executors,
         state.get("target_tensors"),
         target.placement_id,
-        *_COVER_CLASSES,
+        *_COVER_CLASSES[:6],
     ):
         return False
+    # The per-executor operation indices (_check_executors' last check), without building the
+    # plan's views when that build provably cannot fail: logical_target_cover has just proven
+    # that every executor's part has an operation targeting one of its fragments and that the
+    # executor lists exactly its part's fragment ids (participants and fragment ids distinct),
+    # so that operation falls in this executor's bucket and every indices(executor, "target")
+    # is non-empty -- provided both sides' executor keys are exact, hashable and distinct and
+    # every route is plain (what building the views would otherwise raise on). Read in this
+    # call, from the plan as it is now (nothing is remembered).
+    if (
+        type(plan) is _COVER_CLASSES[6]
+        and _plain_executor_keys(executors)
+        and _plain_executor_keys(state.get("source_executors"))
+        and _native.logical_routes_plain(
+            state.get("operations"), _COVER_CLASSES[0], PlacementFragment, StoredFragmentSnapshot, ParallelRank
+        )
+    ):
+        return True
     # Every other check passed, so the views are read where _check_executors reads them.
     indices = plan._views().indices
     for executor in executors:
         if not indices(executor, "target"):
             return False
+    return True
+
+
+def _plain_executor_keys(executors: Any) -> bool:
+    """True when ``_side_index`` over ``executors`` (an exact tuple of exact
+    ``PlacementExecutorPlan``) builds distinct keys from exact values without user code: exact
+    str ids, an exact tuple of exact str fragment ids, an exact ``ParallelRank`` of exact ints."""
+    if type(executors) is not tuple:
+        return False
+    executor_cls = _COVER_CLASSES[3]
+    seen: set[tuple[Any, ...]] = set()
+    for executor in executors:
+        if type(executor) is not executor_cls:
+            return False
+        state = executor.__dict__
+        placement_id = state.get("placement_id")
+        participant_id = state.get("participant_id")
+        rank = state.get("rank")
+        ids = state.get("placement_fragment_ids")
+        if type(placement_id) is not str or type(participant_id) is not str or type(ids) is not tuple:
+            return False
+        if type(rank) is not ParallelRank:
+            return False
+        rank_state = rank.__dict__
+        rank_key = (rank_state.get("dp"), rank_state.get("tp"), rank_state.get("pp"), rank_state.get("ep"))
+        if not all([type(value) is int for value in rank_key]) or not all([type(i) is str for i in ids]):
+            return False
+        key = (placement_id, participant_id, rank_key, ids)
+        if key in seen:
+            return False
+        seen.add(key)
     return True
 
 
