@@ -121,14 +121,40 @@ def test_project_executors_list_changed_during_the_call() -> None:
     assert pairs == []
 
 
+@pytest.fixture
+def bulk_from_zero() -> Any:
+    """The bulk forms of core.py for every size (they start at _BULK items otherwise)."""
+    saved = core._BULK
+    core._BULK = 0
+    try:
+        yield
+    finally:
+        core._BULK = saved
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.text(max_size=3), max_size=12, unique=True), st.data())
 def test_used_ids_list_only_for_exact_strs(ids: list[str], data: Any) -> None:
     rows = sorted(data.draw(st.sets(st.integers(0, max(len(ids) - 1, 0)), max_size=len(ids)))) if ids else []
-    listed = core._used_ids(ids, rows, True)
-    assert type(listed) is list and listed == [ids[r] for r in rows]
-    assert core._used_ids(ids, rows, False) == {ids[r] for r in rows}
-    assert core._used_ids(ids, rows) == {ids[r] for r in rows}
+    saved = core._BULK
+    try:
+        core._BULK = 0
+        listed = core._used_ids(ids, rows, True)
+        assert type(listed) is list and listed == [ids[r] for r in rows]
+        assert core._used_ids(ids, rows, False) == {ids[r] for r in rows}
+        assert core._used_ids(ids, rows) == {ids[r] for r in rows}
+    finally:
+        core._BULK = saved
+    # below the bulk size: the set
+    assert core._used_ids(ids, rows, True) == {ids[r] for r in rows}
+
+
+def test_used_ids_bulk_threshold() -> None:
+    ids = [f"id-{i:05d}" for i in range(core._BULK + 5)]
+    rows = list(range(len(ids)))
+    assert type(core._used_ids(ids, rows, True)) is list
+    assert type(core._used_ids(ids, rows[: core._BULK - 1], True)) is set
+    assert type(core._used_ids(ids, rows, False)) is set
 
 
 def test_sorted_ranks_exact_flag() -> None:
@@ -147,7 +173,8 @@ def test_sorted_ranks_exact_flag() -> None:
 @settings(max_examples=25, deadline=None)
 @given(placement_pairs())
 def test_plans_equal_with_the_used_sets(pair: Tuple[Layout, Layout]) -> None:
-    """Whole plans (executors included) equal those planned with the used ids as sets."""
+    """Whole plans (executors included, bulk forms at every size) equal those planned with the
+    used ids as sets and the distinct tensor ids from dict.fromkeys."""
     source, target = (build_placement(layout) for layout in pair)
 
     def outcome(call: Callable[[], Any]) -> Any:
@@ -157,13 +184,17 @@ def test_plans_equal_with_the_used_sets(pair: Tuple[Layout, Layout]) -> None:
             return ("error", str(error))
         return ("ok", plan.operations, plan.source_executors, plan.target_executors)
 
-    listed = outcome(lambda: plan_placement_transfer(source, target))
+    saved = core._BULK
     original = core._used_ids
     try:
+        core._BULK = 0
+        listed = outcome(lambda: plan_placement_transfer(source, target))
+        core._BULK = 1 << 62
         core._used_ids = lambda ids, rows, exact=False: original(ids, rows, False)  # type: ignore[assignment]
         assert outcome(lambda: plan_placement_transfer(source, target)) == listed
     finally:
         core._used_ids = original
+        core._BULK = saved
 
 
 # ---- assembly ------------------------------------------------------------------------------
@@ -253,6 +284,15 @@ def test_assembly_columns_tensor_positions() -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from(["a", "b", "ab", "", "\u00e9", "\U0001f600"]), max_size=30), st.data())
 def test_distinct_in_order_equals_dict_fromkeys(values: list[str], data: Any) -> None:
+    saved = core._BULK
+    core._BULK = 0
+    try:
+        _distinct_case(values, data)
+    finally:
+        core._BULK = saved
+
+
+def _distinct_case(values: list[str], data: Any) -> None:
     # some items are equal copies in new objects: value repeats across distinct objects
     mixed = [
         "".join(list(v)) + "" if (v and data.draw(st.booleans())) else v for v in values
@@ -270,7 +310,7 @@ def test_distinct_in_order_equals_dict_fromkeys(values: list[str], data: Any) ->
     assert all(a is b for a, b in zip(distinct, firsts)) and len(distinct) == len(firsts)
 
 
-def test_distinct_in_order_other_values() -> None:
+def test_distinct_in_order_other_values(bulk_from_zero: Any) -> None:
     class S(str):
         pass
 

@@ -277,13 +277,21 @@ def _placed_members(
         members[cover].append(fragment)
 
 
+# From this many items on, the bulk forms below (C passes that read no object) pay for their
+# fixed cost; smaller inputs (the contract benchmark's plans) keep the plain dict/set.
+_BULK = 1024
+
+
 def _distinct_in_order(values: list[Any]) -> list[Any]:
     """``list(dict.fromkeys(values))``: the repeats of one object dropped first by identity in C
     (no object read), so each distinct object is hashed once rather than every item (a tensor's
     id object is shared by its fragments, scattered in id order). Same keys, same order: an
     object's first appearance is its value's first appearance or a later one of that value.
     Only for exact str (their hash and equality run no code and never raise, so skipping the
-    repeats skips nothing observable); any other value takes ``dict.fromkeys`` over every item."""
+    repeats skips nothing observable) and from ``_BULK`` items on; otherwise ``dict.fromkeys``
+    over every item."""
+    if len(values) < _BULK:
+        return list(dict.fromkeys(values))
     distinct = _native.distinct_objects(values)
     if all(map(is_, map(type, distinct), repeat(str))):
         return list(dict.fromkeys(distinct))
@@ -294,13 +302,13 @@ def _used_ids(ids: list[str], rows: list[int], exact_strs: bool = False) -> set[
     """``{ids[r] for r in rows}`` for the kernel's used rows (distinct, increasing, in range):
     as many rows as ids are every id (then no indexing per row).
 
-    With ``exact_strs`` (every id is known to be an exact str) the used ids come back as a
-    list, which ``project_executors`` takes for the set of its values: it looks the parts' ids
+    With ``exact_strs`` (every id is known to be an exact str) and at least ``_BULK`` of them
+    the used ids come back as a list, which ``project_executors`` takes for the set of its values: it looks the parts' ids
     up by object first (the same objects, usually) and builds the set only on a miss. Hashing
     exact strs runs no code and cannot fail, so membership and errors are those of the set;
     building it reads every scattered id object, which the lookup by object does not."""
     used = ids if len(rows) == len(ids) else list(map(ids.__getitem__, rows))
-    if exact_strs and type(used) is list:
+    if exact_strs and type(used) is list and len(used) >= _BULK:
         return used
     return set(used)
 
