@@ -605,13 +605,18 @@ def _bound_fragments(
     kept: Sequence[WeightRuntimeBindingManifest],
     attestations: dict[tuple[str, str], RuntimeBindingAttestation],
     operations: Any = (),
+    holder: Optional[list[Any]] = None,
 ) -> dict[str, BoundWeightFragment]:
+    """Step 7 for one side: bound fragments by placement fragment id. ``holder`` (a list, or
+    None) receives the ordered path's rows, for the caller to keep alive until its end."""
     bound: dict[str, BoundWeightFragment] = {}
     if placement is None:
         return bound
     parts = placement._part_index()
     ordered = _ordered_bound_rows(label, placement, parts, kept, attestations, operations)
     if ordered is not None:
+        if holder is not None:
+            holder.append(ordered)
         for rows in ordered:
             for fragment_id, fragment in rows:
                 if fragment_id in bound:
@@ -667,7 +672,7 @@ def _ordered_bound_rows(
         return None
     # Not cached on the attestations (unlike the per-part path): nothing reads these rows after
     # step 7 of this call, and the plan would keep one (id, fragment) pair per bound fragment
-    # alive for its whole life (~5 MiB at 74k operations).
+    # alive for its whole life (~5 MiB at 74k operations); the binding call holds them.
     return list(ordered)
 
 
@@ -899,11 +904,16 @@ def _bind_logical_transfer_plan(
     source_kept, source_attestations = _bind_side("source", source_placement, source_bindings, source_required)
     # Step 7: bound fragments.
     # Each side's bound fragments are allocated in the order the operations first use them.
+    # The ordered path's rows (one (id, fragment) pair per bound fragment) are held until this
+    # call returns, not cached on the attestations (the plan would keep them for its whole life):
+    # freed here, their memory would be reused by the objects allocated next, scattering those
+    # (measured in one process at 74k operations: bind ~4.5 % slower when freed at step 7).
+    rows_held: list[Any] = []
     bound_targets = _bound_fragments(
-        "target", target_placement, target_kept, target_attestations, logical_plan.operations
+        "target", target_placement, target_kept, target_attestations, logical_plan.operations, rows_held
     )
     bound_sources = _bound_fragments(
-        "source", source_placement, source_kept, source_attestations, logical_plan.operations
+        "source", source_placement, source_kept, source_attestations, logical_plan.operations, rows_held
     )
     # Step 8: rebuild the operations (in one C call when every operation takes the trusted path
     # below; otherwise this loop, which raises the first failure). The same C pass derives step
