@@ -382,17 +382,32 @@ done:
     return rc;
 }
 
+/* Item i of the list or tuple seq (is_list says which) as a new reference in *item: 1; 0 when i
+ * is past the end; -1 with an exception. The size is read again on every call: a list can change
+ * while Python code runs between two items. */
+static int
+cj_seq_item(PyObject *seq, int is_list, Py_ssize_t i, PyObject **item)
+{
+    *item = NULL;
+    Py_ssize_t n = is_list ? PyList_Size(seq) : PyTuple_Size(seq);
+    if (n < 0) return -1;
+    if (i >= n) return 0;
+    PyObject *got = is_list ? PyList_GetItem(seq, i) : PyTuple_GetItem(seq, i);
+    if (got == NULL) return -1;
+    Py_INCREF(got);
+    *item = got;
+    return 1;
+}
+
 static int
 cj_encode_seq(cj_buf *b, PyObject *seq, int is_list, int ensure_ascii)
 {
     if (cj_putc(b, '[') < 0) return -1;
     for (Py_ssize_t i = 0;; i++) {
-        Py_ssize_t n = is_list ? PyList_Size(seq) : PyTuple_Size(seq);
-        if (n < 0) return -1;
-        if (i >= n) break;
-        PyObject *item = is_list ? PyList_GetItem(seq, i) : PyTuple_GetItem(seq, i);
-        if (item == NULL) return -1;
-        Py_INCREF(item);
+        PyObject *item;
+        int more = cj_seq_item(seq, is_list, i, &item);
+        if (more < 0) return -1;
+        if (more == 0) break;
         int rc = (i ? cj_putc(b, ',') : 0);
         if (rc == 0) rc = cj_encode(b, item, ensure_ascii);
         Py_DECREF(item);
@@ -889,12 +904,10 @@ pfl_fragments(cj_buf *b, PyObject *fragments, pfl_ctx *c)
     int is_list = PyList_Check(fragments);
     if (cj_putc(b, '[') < 0) return -1;
     for (Py_ssize_t i = 0;; i++) {
-        Py_ssize_t n = is_list ? PyList_Size(fragments) : PyTuple_Size(fragments);
-        if (n < 0) return -1;
-        if (i >= n) break;
-        PyObject *item = is_list ? PyList_GetItem(fragments, i) : PyTuple_GetItem(fragments, i);
-        if (item == NULL) return -1;
-        Py_INCREF(item);
+        PyObject *item;
+        int more = cj_seq_item(fragments, is_list, i, &item);
+        if (more < 0) return -1;
+        if (more == 0) break;
         int rc = i ? cj_putc(b, ',') : 0;
         if (rc == 0) rc = pfl_fragment(b, item, c);
         Py_DECREF(item);
@@ -1351,22 +1364,15 @@ td_sink_tensors(pfl_sink *s, PyObject *tensors, PyObject *const *types)
     int is_list = PyList_Check(tensors);
     if (rc == 0) rc = pfl_sink_write(s, "[", 1);
     for (Py_ssize_t i = 0; rc == 0; i++) {
-        Py_ssize_t n = is_list ? PyList_Size(tensors) : PyTuple_Size(tensors);
-        if (n < 0) {
-            rc = -1;
-            break;
-        }
-        if (i >= n) break;
-        PyObject *tensor = is_list ? PyList_GetItem(tensors, i) : PyTuple_GetItem(tensors, i);
-        if (tensor == NULL) {
-            rc = -1;
-            break;
-        }
+        PyObject *tensor;
+        int more = cj_seq_item(tensors, is_list, i, &tensor);
+        if (more < 0) rc = -1;
+        if (more <= 0) break;
         if ((PyObject *)Py_TYPE(tensor) != types[TD_T_TENSOR]) {
+            Py_DECREF(tensor);
             rc = -1;
             break;
         }
-        Py_INCREF(tensor);
         PyObject *v[TD_AXES + 3] = {NULL};
         int got = 0;
         for (; got <= TD_EXPERT && rc == 0; got++) {
@@ -1419,18 +1425,10 @@ py_canonical_tensors_json(PyObject *Py_UNUSED(module), PyObject *args)
     PyObject *saved_type = NULL, *saved_value = NULL, *saved_tb = NULL; /* the first encoding error */
     int rc = nnames == TD_N ? cj_putc(&b, '[') : -1;
     for (Py_ssize_t i = 0; rc == 0; i++) {
-        Py_ssize_t n = is_list ? PyList_Size(tensors) : PyTuple_Size(tensors);
-        if (n < 0) {
-            rc = -1;
-            break;
-        }
-        if (i >= n) break;
-        PyObject *tensor = is_list ? PyList_GetItem(tensors, i) : PyTuple_GetItem(tensors, i);
-        if (tensor == NULL) {
-            rc = -1;
-            break;
-        }
-        Py_INCREF(tensor);
+        PyObject *tensor;
+        int more = cj_seq_item(tensors, is_list, i, &tensor);
+        if (more < 0) rc = -1;
+        if (more <= 0) break;
         PyObject *v[TD_AXES + 3] = {NULL};
         int got = 0;
         for (; got <= TD_EXPERT && rc == 0; got++) {
