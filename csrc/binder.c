@@ -362,7 +362,7 @@ static PyObject *
 bd_finish(PyObject *obj, PyObject **dict, int which)
 {
     int rc = bd_check_field_dict(*dict, which);
-    if (rc >= 0 && which == T_SNAPSHOT) (void)mr_untrack_inert(obj, *dict); /* GC: common.h */
+    if (rc >= 0 && (which == T_SNAPSHOT || which == T_EVIDENCE)) (void)mr_untrack_inert(obj, *dict); /* GC */
     Py_CLEAR(*dict);
     if (rc < 0) {
         Py_DECREF(obj);
@@ -1628,6 +1628,7 @@ bd_bound_region(const bd_table *tb, PyObject *const *classes, PyObject *op, PyOb
         status = BD_ERROR;
         goto done;
     }
+    (void)mr_untrack_inert(region, dict); /* GC: common.h (untracked only when source and target are) */
     *out = region;
     status = BD_OK;
     if (status == BD_OK && ids != NULL && !*undecided) {

@@ -46,8 +46,29 @@ gt_untrack_inert(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t 
     return PyBool_FromLong(done);
 }
 
+PyDoc_STRVAR(untrack_table_doc,
+"untrack_table(table)\n"
+"--\n\n"
+"Untrack table, an instance of exactly _native.FragmentTable, from the cyclic garbage\n"
+"collector: a FragmentTable holds plain C arrays and no reference to any Python object but\n"
+"its type, so it can never be part of a reference cycle. True when table is (now) untracked,\n"
+"False for any other object (left as it was).");
+
+static PyObject *
+gt_untrack_table(PyObject *module, PyObject *table)
+{
+    PyObject *type = PyObject_GetAttrString(module, "FragmentTable");
+    if (type == NULL) return NULL;
+    int exact = (PyObject *)Py_TYPE(table) == type;
+    Py_DECREF(type);
+    if (!exact) Py_RETURN_FALSE;
+    if (PyObject_GC_IsTracked(table)) PyObject_GC_UnTrack(table);
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef gctrack_methods[] = {
     {"untrack_inert", (PyCFunction)(void (*)(void))gt_untrack_inert, METH_FASTCALL, untrack_inert_doc},
+    {"untrack_table", gt_untrack_table, METH_O, untrack_table_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -310,6 +310,11 @@ def untrack_inert(obj: object, cls: type, /) -> bool:
     untracked; False otherwise (nothing changed). TypeError for a wrong argument count or a
     ``cls`` that is not a class. See csrc/common.h for the rule and its forging caveat."""
 
+def untrack_table(table: object, /) -> bool:
+    """Untrack ``table`` when it is exactly a ``FragmentTable`` (plain C arrays, no reference to
+    a Python object but its type: never on a reference cycle); True then, False for anything
+    else (left as it was)."""
+
 # --- planobj.c: trusted construction of planner results (issue 5) ------------
 
 def build_regions(

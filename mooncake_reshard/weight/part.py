@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
+from .. import _native
 from ..contracts._checks import item_tuple, require_str, require_u64
 from ..contracts.ids import ParticipantId, PlacementSetId, ResourceId, RevisionId, TopologyId
 from .types import ParallelRank, PlacementFragment, TensorDescriptor
@@ -82,6 +83,7 @@ class WeightPlacementPart:
         state = self.__dict__
         state["tensors"] = tensors
         state["fragments"] = fragments
+        _native.untrack_inert(self, WeightPlacementPart)  # out of the cyclic GC when inert
 
     def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
         """Default dataclass pickling (spec §13: the field dict, restored without
@@ -118,6 +120,7 @@ def _restore_placement_part(
     state["rank"] = rank
     state["tensors"] = tensors
     state["fragments"] = fragments
+    _native.untrack_inert(part, WeightPlacementPart)
     return part
 
 
@@ -133,4 +136,5 @@ def assembled_part(**fields: object) -> WeightPlacementPart:
     state = part.__dict__
     for name in _FIELD_NAMES:
         state[name] = fields[name]
+    _native.untrack_inert(part, WeightPlacementPart)
     return part

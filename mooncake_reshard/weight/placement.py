@@ -178,6 +178,7 @@ class WeightPlacementManifest:
         if table is None:
             table = pack_placement_fragments(self.tensors, self.fragments)
             if table is not None:
+                _native.untrack_table(table)
                 self.__dict__["_fragment_table"] = table
         return table
 
@@ -263,6 +264,7 @@ def _restore_placement_manifest(
     state["tensors"] = tensors
     state["fragments"] = fragments
     state["_digest_cache"] = digest_cache
+    _native.untrack_inert(placement, WeightPlacementManifest)
     return placement
 
 
@@ -353,7 +355,12 @@ def _initialize(
     state["fragments"] = fragments
     state["_digest_cache"] = None
     if table is not None:
+        _native.untrack_table(table)  # holds no Python reference: never on a cycle
         state["_fragment_table"] = table
+    if type(self) is WeightPlacementManifest:
+        # Out of the cyclic GC when inert; nothing the library caches on a placement later
+        # (part index, fragment table, digest, binding's derived maps) refers back to it.
+        _native.untrack_inert(self, WeightPlacementManifest)
 
 
 def _assemble_from_fragments(

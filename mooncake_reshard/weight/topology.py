@@ -31,6 +31,7 @@ class TopologyParticipant:
         require_str(self.participant_id, "participant_id")
         if not isinstance(self.rank, ParallelRank):
             raise ValueError("topology participant rank must be a ParallelRank")
+        _native.untrack_inert(self, TopologyParticipant)  # out of the cyclic GC when inert
 
     def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
         """Default dataclass pickling (spec §13: the field dict, restored without
@@ -54,6 +55,7 @@ def _restore_topology_participant(participant_id: Any, rank: Any) -> TopologyPar
     state = participant.__dict__
     state["participant_id"] = participant_id
     state["rank"] = rank
+    _native.untrack_inert(participant, TopologyParticipant)
     return participant
 
 
@@ -124,6 +126,7 @@ class ParallelTopology:
         state["dp_size"] = dp_size
         state["participants"] = ordered
         state["topology_id"] = canonical
+        _native.untrack_inert(self, ParallelTopology)  # out of the cyclic GC when inert
 
     @property
     def world_size(self) -> int:
@@ -164,4 +167,5 @@ def _restore_parallel_topology(
     state["dp_size"] = dp_size
     state["participants"] = participants
     state["topology_id"] = topology_id
+    _native.untrack_inert(topology, ParallelTopology)
     return topology

@@ -80,6 +80,7 @@ class RuntimeBindingEvidence:
         _require_owner_free(fragments)
         binding = _binding_of(self)
         object.__setattr__(self, "fragments", binding.fragments)
+        _native.untrack_inert(self, RuntimeBindingEvidence)  # out of the cyclic GC when inert
 
     @classmethod
     def from_binding(cls, binding: WeightRuntimeBindingManifest) -> RuntimeBindingEvidence:
@@ -160,6 +161,7 @@ def _restore_evidence(
     state["generation"] = generation
     state["lease_id"] = lease_id
     state["fragments"] = fragments
+    _native.untrack_inert(evidence, RuntimeBindingEvidence)
     return evidence
 
 
@@ -340,6 +342,7 @@ def _fast_validated_state(placement: WeightPlacementManifest, binding: Any) -> O
     evidence_state["generation"] = binding.generation
     evidence_state["lease_id"] = binding.lease_id
     evidence_state["fragments"] = fragments
+    _native.untrack_inert(evidence, RuntimeBindingEvidence)  # out of the cyclic GC when inert
     part = placement._part_index().get(binding.participant_id)
     placement_by_id: dict[PlacementFragmentId, PlacementFragment] = (
         {} if part is None else {fragment.placement_fragment_id: fragment for fragment in part.fragments}
@@ -424,6 +427,7 @@ def _evidence_from_validated(binding: WeightRuntimeBindingManifest) -> RuntimeBi
     state["generation"] = binding.generation
     state["lease_id"] = binding.lease_id
     state["fragments"] = fragments
+    _native.untrack_inert(evidence, RuntimeBindingEvidence)  # out of the cyclic GC when inert
     return evidence
 
 
