@@ -269,4 +269,172 @@ mr_untrack_values(PyObject *obj, PyObject *dict, PyObject *const *values, Py_ssi
     return 1;
 }
 
+/* ---- Bound plans (binder.c bind_regions) ------------------------------------------------
+ *
+ * An attestation stays tracked: the library caches values derived from it on it
+ * (``_derived_cache``: executors holding the attestation, and on binding's per-part path the
+ * bound rows, whose bound fragments hold it), so it can be on legitimate cycles. A bound
+ * fragment is on no cycle when nothing its attestation reaches holds it: the attestation's
+ * instance dict has only its known keys, its placement and evidence are untracked (built
+ * inert: nothing a user can mutate below them) and its derived cache holds no bound row.
+ * Then the bound fragment (placement, binding and fences inert, owner None or inert) is
+ * untracked, and a region whose source and target are untracked (or inert) is untracked too:
+ * an object holding them can reach itself through them only if the attestation's closure
+ * held that object, which only forging (object.__setattr__, editing __dict__) achieves. */
+#define MR_ATT_MEMO 4096
+
+typedef struct {
+    const void *key[MR_ATT_MEMO];
+    signed char closed[MR_ATT_MEMO];
+} mr_att_memo;
+
+/* 1 when the attestation's closure holds no bound fragment of bound_cls (see above), else 0. */
+static inline int
+mr_attestation_closed(PyObject *attestation, PyObject *bound_cls)
+{
+    static const char *const known[] = {"placement", "evidence", "_placement_by_id", "_binding_by_id",
+                                        "_placement_dict", "_binding_dict", "_derived_cache", "_attested_view"};
+    PyObject *state = PyObject_GenericGetDict(attestation, NULL);
+    if (state == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int closed = PyDict_CheckExact(state);
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    int seen_placement = 0, seen_evidence = 0;
+    while (closed && PyDict_Next(state, &pos, &key, &value)) {
+        int which = -1;
+        if (PyUnicode_CheckExact(key)) {
+            for (int k = 0; k < 8 && which < 0; k++) {
+                if (PyUnicode_CompareWithASCIIString(key, known[k]) == 0) which = k;
+            }
+        }
+        if (which < 0) {
+            closed = 0;
+        } else if (which <= 1) {
+            /* placement / evidence: an untracked instance (never a dict) */
+            if (PyDict_Check(value) || !(PyType_GetFlags(Py_TYPE(value)) & Py_TPFLAGS_HAVE_GC) ||
+                PyObject_GC_IsTracked(value))
+                closed = 0;
+            if (which == 0) seen_placement = 1;
+            else seen_evidence = 1;
+        } else if (which == 6) {
+            /* (placement, evidence, {name: derived value}): no value may be bound rows */
+            PyObject *values = PyTuple_CheckExact(value) && PyTuple_Size(value) == 3 ? PyTuple_GetItem(value, 2) : NULL;
+            if (values == NULL || !PyDict_CheckExact(values)) {
+                closed = 0;
+                continue;
+            }
+            Py_ssize_t at = 0;
+            PyObject *name, *derived;
+            while (closed && PyDict_Next(values, &at, &name, &derived)) {
+                /* a tuple of tuples (rows), or a dict of them (snapshots by worker): no item of
+                 * a row may be a bound fragment; anything else is not accepted */
+                Py_ssize_t group = 0;
+                PyObject *group_key, *rows = derived;
+                if (PyDict_CheckExact(derived) && !PyDict_Next(derived, &group, &group_key, &rows)) continue;
+                for (;;) {
+                    if (!PyTuple_CheckExact(rows)) {
+                        closed = 0;
+                        break;
+                    }
+                    Py_ssize_t n = PyTuple_Size(rows);
+                    for (Py_ssize_t i = 0; i < n && closed; i++) {
+                        PyObject *row = PyTuple_GetItem(rows, i);
+                        if (row == NULL || (PyObject *)Py_TYPE(row) == bound_cls) {
+                            closed = 0;
+                        } else if (PyTuple_CheckExact(row)) {
+                            Py_ssize_t width = PyTuple_Size(row);
+                            for (Py_ssize_t j = 0; j < width; j++) {
+                                PyObject *item = PyTuple_GetItem(row, j);
+                                if (item == NULL || (PyObject *)Py_TYPE(item) == bound_cls) closed = 0;
+                            }
+                        }
+                    }
+                    if (!closed || !PyDict_CheckExact(derived) || !PyDict_Next(derived, &group, &group_key, &rows))
+                        break;
+                }
+            }
+        }
+    }
+    Py_DECREF(state);
+    PyErr_Clear();
+    return closed && seen_placement && seen_evidence;
+}
+
+/* Untracks bound (exactly bound_cls) when its fields are inert but for its attestation, whose
+ * closure must hold no bound fragment (memo: per attestation pointer, valid for one pass over
+ * objects kept alive by the caller). */
+static inline void
+mr_untrack_bound(PyObject *bound, PyObject *bound_cls, PyObject *attestation_name, mr_att_memo *memo)
+{
+    if ((PyObject *)Py_TYPE(bound) != bound_cls || !PyObject_GC_IsTracked(bound)) return;
+    PyObject *dict = PyObject_GenericGetDict(bound, NULL);
+    if (dict == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    PyObject *attestation = PyDict_CheckExact(dict) ? PyDict_GetItemWithError(dict, attestation_name) : NULL;
+    int inert = attestation != NULL;
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (inert && PyDict_Next(dict, &pos, &key, &value)) {
+        if (value != attestation && !mr_gc_inert(value, MR_INERT_DEPTH)) inert = 0;
+    }
+    if (inert && attestation != Py_None) {
+        size_t slot = ((uintptr_t)attestation >> 4) % MR_ATT_MEMO;
+        if (memo->key[slot] != attestation) {
+            memo->key[slot] = attestation;
+            memo->closed[slot] = (signed char)mr_attestation_closed(attestation, bound_cls);
+        }
+        inert = memo->closed[slot];
+    }
+    if (inert) {
+        PyObject_GC_UnTrack(dict);
+        PyObject_GC_UnTrack(bound);
+    }
+    Py_DECREF(dict);
+    PyErr_Clear();
+}
+
+/* bind_regions' regions (a list it built and holds): untrack each region's bound source and
+ * target (see mr_untrack_bound), then the region when all its fields are inert. Runs no Python
+ * code; never fails (errors, never expected, are cleared and stop nothing but untracking). */
+static inline void
+mr_untrack_bound_regions(PyObject *regions, PyObject *bound_cls, PyObject *source_name, PyObject *target_name,
+                         PyObject *attestation_name)
+{
+    if (PyErr_Occurred() || bound_cls == NULL || !PyList_CheckExact(regions)) return;
+    mr_att_memo *memo = PyMem_Calloc(1, sizeof(mr_att_memo));
+    if (memo == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    Py_ssize_t n = PyList_Size(regions);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *region = PyList_GetItem(regions, i);
+        if (region == NULL) break;
+        PyObject *dict = PyObject_GenericGetDict(region, NULL);
+        if (dict == NULL) break;
+        if (PyDict_CheckExact(dict)) {
+            PyObject *source = PyDict_GetItemWithError(dict, source_name);
+            PyObject *target = source == NULL ? NULL : PyDict_GetItemWithError(dict, target_name);
+            if (target != NULL) {
+                Py_INCREF(source);
+                Py_INCREF(target);
+                mr_untrack_bound(source, bound_cls, attestation_name, memo);
+                mr_untrack_bound(target, bound_cls, attestation_name, memo);
+                Py_DECREF(source);
+                Py_DECREF(target);
+                (void)mr_untrack_inert(region, dict);
+            }
+        }
+        Py_DECREF(dict);
+        if (PyErr_Occurred()) break;
+    }
+    PyMem_Free(memo);
+    PyErr_Clear();
+}
+
 #endif

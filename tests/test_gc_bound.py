@@ -4,9 +4,10 @@ Placements (with their parts, topology and fragment table) and attestation evide
 inert and untracked once built. Attestations stay tracked: the library caches values derived
 from an attestation on it (executors and the per-part bound rows, both holding the
 attestation), which are legitimate reference cycles; bound fragments (holding their
-attestation) and bound regions therefore stay tracked too. Everything the library builds is
-still freed once dropped (no leak), and a bound region is untracked by bind_regions whenever
-its source and target are.
+attestation) stay tracked where such a cache holds them (binding's per-part path, below 4096
+operations); bind_regions untracks the others (their attestation's closure holds no bound
+fragment) and the regions holding them. Everything the library builds is still freed once
+dropped (no leak).
 """
 
 from __future__ import annotations
@@ -137,21 +138,43 @@ def test_small_plans_cache_bound_rows_in_a_cycle_through_the_attestation() -> No
     assert all(gc.is_tracked(op.target) for op in plan.operations)
 
 
-def test_large_bind_attestations_stay_tracked_in_their_executor_cache_cycle() -> None:
-    """From 4096 operations (the ordered bound rows, not cached on the attestations) the
-    executors cached on an attestation still hold it: it stays tracked, and so do the bound
-    fragments and regions holding it (its evidence and placement are untracked)."""
+def test_large_bind_untracks_bound_fragments_and_regions() -> None:
+    """From 4096 operations binding's bound rows are not cached on the attestations: the bound
+    fragments and regions are untracked by bind_regions; the attestations (executors cached on
+    them hold them back) stay tracked, and no untracked bound fragment is reachable from one."""
     _, _, _, _, plan = _bind(72)
     operations = plan.operations
     assert len(operations) >= _binding._ORDERED_MIN_OPERATIONS
+    for op in operations:
+        assert not gc.is_tracked(op)
+        assert not gc.is_tracked(op.target) and not gc.is_tracked(op.source)
     for attestation in _attestations(plan):
         assert gc.is_tracked(attestation)
         assert _reaches(attestation, attestation)
         assert not gc.is_tracked(attestation.evidence) and not gc.is_tracked(attestation.placement)
-    for op in operations[:64]:
-        assert gc.is_tracked(op.target) and gc.is_tracked(op)
+    bound = {id(op.target) for op in operations} | {id(op.source) for op in operations}
+    for attestation in _attestations(plan)[:4]:
+        seen = {id(attestation)}
+        stack = list(gc.get_referents(attestation))
+        while stack:
+            obj = stack.pop()
+            assert id(obj) not in bound
+            if id(obj) in seen or isinstance(obj, type):
+                continue
+            seen.add(id(obj))
+            stack.extend(gc.get_referents(obj))
     gc.collect()
     assert pickle.loads(pickle.dumps(plan)) == plan
+    assert dataclasses.replace(plan) == plan
+
+
+def test_bound_rows_cached_on_an_attestation_keep_its_bound_fragments_tracked() -> None:
+    """A plan bound again from the same attestations is not the point here: binding's per-part
+    path (below 4096 operations) caches its rows on the attestation, so bind_regions leaves
+    those bound fragments and the regions holding them tracked."""
+    _, _, _, _, plan = _bind(48)
+    assert len(plan.operations) < _binding._ORDERED_MIN_OPERATIONS
+    assert all(gc.is_tracked(op.target) and gc.is_tracked(op) for op in plan.operations)
 
 
 def _weak_plan_parts(plan: Any) -> list[Any]:
