@@ -377,18 +377,20 @@ mr_untrack_bound(PyObject *bound, PyObject *bound_cls, PyObject *attestation_nam
     }
     PyObject *attestation = PyDict_CheckExact(dict) ? PyDict_GetItemWithError(dict, attestation_name) : NULL;
     int inert = attestation != NULL;
-    Py_ssize_t pos = 0;
-    PyObject *key, *value;
-    while (inert && PyDict_Next(dict, &pos, &key, &value)) {
-        if (value != attestation && !mr_gc_inert(value, MR_INERT_DEPTH)) inert = 0;
-    }
     if (inert && attestation != Py_None) {
+        /* the attestation first: on binding's per-part path (rows cached) every bound fragment
+         * of the attestation stays tracked, decided once */
         size_t slot = ((uintptr_t)attestation >> 4) % MR_ATT_MEMO;
         if (memo->key[slot] != attestation) {
             memo->key[slot] = attestation;
             memo->closed[slot] = (signed char)mr_attestation_closed(attestation, bound_cls);
         }
         inert = memo->closed[slot];
+    }
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (inert && PyDict_Next(dict, &pos, &key, &value)) {
+        if (value != attestation && !mr_gc_inert(value, MR_INERT_DEPTH)) inert = 0;
     }
     if (inert) {
         PyObject_GC_UnTrack(dict);
@@ -406,6 +408,8 @@ mr_untrack_bound_regions(PyObject *regions, PyObject *bound_cls, PyObject *sourc
                          PyObject *attestation_name)
 {
     if (PyErr_Occurred() || bound_cls == NULL || !PyList_CheckExact(regions)) return;
+    /* as the other bulk builders: a smaller plan costs the collector less than this pass */
+    if (PyList_Size(regions) < MR_GC_BULK_MIN) return;
     mr_att_memo *memo = PyMem_Calloc(1, sizeof(mr_att_memo));
     if (memo == NULL) {
         PyErr_Clear();
