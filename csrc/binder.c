@@ -1549,7 +1549,7 @@ bd_pfid_of(PyObject *const *nm, PyObject *fragment, PyObject **pfid)
 static int
 bd_bound_region(const bd_table *tb, PyObject *const *classes, PyObject *op, PyObject *bound_targets,
                 PyObject *bound_sources, PyObject *bound_cls, PyObject *const *ids, int *undecided,
-                PyObject **out)
+                PyObject **out, PyObject **kept)
 {
     PyObject *const *nm = tb->nm;
     PyObject *region_cls = classes[0], *pf_cls = classes[1], *stored_cls = classes[2];
@@ -1611,10 +1611,16 @@ bd_bound_region(const bd_table *tb, PyObject *const *classes, PyObject *op, PyOb
         Py_DECREF(region);
         goto done;
     }
+    if (kept != NULL) {
+        /* borrowed: the region's dict holds them (and the caller's list holds the region) */
+        kept[0] = bound_source;
+        kept[1] = bound_target;
+    }
     for (int k = N_OVERLAP_OFFSET; k <= N_TARGET_STRIDES; k++) {
         status = bd_field(op_dict, nm[k], &value);
         if (status == BD_OK) {
             rc = PyDict_SetItem(dict, nm[k], value);
+            if (kept != NULL) kept[k - N_SOURCE] = value; /* borrowed, as above */
             Py_DECREF(value);
             if (rc < 0) status = BD_ERROR;
         }
@@ -1820,6 +1826,187 @@ done:
     return status;
 }
 
+/* The carried scan facts of bind_regions (10 arguments): what revalidate_scan derives from the
+ * regions bind_regions has just built, derived in the same pass from the values it has just
+ * stored in each region's dict (those regions and their bound fragments were created by this
+ * bind call; nothing reaches them before the call returns the plan). The adapter's bindings are
+ * not read here: revalidate_scan_carried re-reads every fragment's binding.nbytes. Anything
+ * unusual only turns the carry off (the new plan's revalidation then runs revalidate_scan). */
+typedef struct {
+    PyObject *bound_cls;                           /* borrowed */
+    PyObject *frags, *source_of, *target_of, *boxes; /* owned lists */
+    PyObject **keys;                               /* identity table: fragment -> position */
+    Py_ssize_t *values;
+    size_t mask;
+    int64_t *ends; /* per distinct fragment: the largest byte extent end an operation needs */
+    int64_t max_count, max_total, total;
+    int active;
+} bd_carry;
+
+static void
+bd_carry_clear(bd_carry *c)
+{
+    Py_CLEAR(c->frags);
+    Py_CLEAR(c->source_of);
+    Py_CLEAR(c->target_of);
+    Py_CLEAR(c->boxes);
+    PyMem_Free(c->keys);
+    PyMem_Free(c->values);
+    PyMem_Free(c->ends);
+    c->keys = NULL;
+    c->values = NULL;
+    c->ends = NULL;
+}
+
+static int
+bd_carry_init(bd_carry *c, Py_ssize_t n)
+{
+    size_t cap = 8;
+    if ((size_t)n > SIZE_MAX / 8) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    while (cap < (size_t)n * 4 + 1) cap *= 2; /* at most 2n distinct fragments: load <= 1/2 */
+    c->frags = PyList_New(0);
+    c->source_of = PyList_New(n);
+    c->target_of = PyList_New(n);
+    c->boxes = PyList_New(n);
+    c->keys = mr_alloc_array(cap, sizeof(PyObject *));
+    c->values = mr_alloc_array(cap, sizeof(Py_ssize_t));
+    c->ends = mr_alloc_array((size_t)n * 2 + 1, sizeof(int64_t));
+    if (c->frags == NULL || c->source_of == NULL || c->target_of == NULL || c->boxes == NULL || c->keys == NULL
+        || c->values == NULL || c->ends == NULL) {
+        return -1;
+    }
+    memset(c->keys, 0, cap * sizeof(PyObject *));
+    c->mask = cap - 1;
+    c->max_count = INT64_MIN;
+    c->max_total = 0;
+    c->total = 0;
+    return 0;
+}
+
+/* Position of fragment (held by a region) in the distinct list, appended when new; its end
+ * raised to at least end; stored as item i of list. BD_OK or BD_ERROR. */
+static int
+bd_carry_position(bd_carry *c, PyObject *fragment, int64_t end, PyObject *list, Py_ssize_t i)
+{
+    size_t slot = (size_t)(((uintptr_t)fragment >> 4) * (uintptr_t)0x9E3779B97F4A7C15ULL) & c->mask;
+    Py_ssize_t position = -1;
+    while (c->keys[slot] != NULL) {
+        if (c->keys[slot] == fragment) {
+            position = c->values[slot];
+            break;
+        }
+        slot = (slot + 1) & c->mask;
+    }
+    if (position < 0) {
+        position = PyList_Size(c->frags);
+        if (position < 0 || PyList_Append(c->frags, fragment) < 0) return BD_ERROR;
+        c->keys[slot] = fragment;
+        c->values[slot] = position;
+        c->ends[position] = end;
+    } else if (end > c->ends[position]) {
+        c->ends[position] = end;
+    }
+    PyObject *number = PyLong_FromSsize_t(position);
+    if (number == NULL || PyList_SetItem(list, i, number) < 0) return BD_ERROR; /* steals number */
+    return BD_OK;
+}
+
+/* An exact int within int64 (revalidate_scan's rule): BD_OK, BD_FALLBACK, BD_ERROR. */
+static int
+bd_carry_int(PyObject *value, int64_t *out)
+{
+    if (!PyLong_CheckExact(value)) return BD_FALLBACK;
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow != 0) return BD_FALLBACK;
+    if (x == -1 && PyErr_Occurred()) return BD_ERROR;
+    *out = (int64_t)x;
+    return BD_OK;
+}
+
+/* Region i (just built by bind_regions): revalidate_scan's per-operation rule on its fields,
+ * same arithmetic in the same order. BD_OK recorded, BD_FALLBACK (the carry is off), BD_ERROR. */
+static int
+bd_carry_region(bd_carry *c, PyObject *const *v, Py_ssize_t i)
+{
+    /* v: the values region i's dict holds, in field order from source (borrowed) */
+    enum { V_SOURCE, V_TARGET, V_OFFSET, V_SHAPE, V_SBASE, V_TBASE, V_INNER, V_OUTER, V_SSTRIDES, V_TSTRIDES,
+           V_COUNT };
+    _Static_assert((int)V_COUNT == (int)N_TARGET_STRIDES - (int)N_SOURCE + 1, "region fields from source");
+    int status = BD_FALLBACK;
+    for (int k = 0; k < V_COUNT; k++) {
+        if (v[k] == NULL) goto done;
+    }
+    if ((PyObject *)Py_TYPE(v[V_SOURCE]) != c->bound_cls || (PyObject *)Py_TYPE(v[V_TARGET]) != c->bound_cls) goto done;
+    PyObject *outer = v[V_OUTER], *s_strides = v[V_SSTRIDES], *t_strides = v[V_TSTRIDES];
+    if (!PyTuple_CheckExact(outer) || !PyTuple_CheckExact(s_strides) || !PyTuple_CheckExact(t_strides)) goto done;
+    Py_ssize_t rank = PyTuple_Size(outer);
+    if (rank < 0) {
+        status = BD_ERROR;
+        goto done;
+    }
+    if (PyTuple_Size(s_strides) != rank || PyTuple_Size(t_strides) != rank) goto done;
+    int64_t inner = 0, s_end = 0, t_end = 0, count = 1;
+    if ((status = bd_carry_int(v[V_INNER], &inner)) != BD_OK) goto done;
+    if ((status = bd_carry_int(v[V_SBASE], &s_end)) != BD_OK) goto done;
+    if ((status = bd_carry_int(v[V_TBASE], &t_end)) != BD_OK) goto done;
+    status = BD_FALLBACK;
+    if (mr_add_i64(s_end, inner, &s_end) < 0 || mr_add_i64(t_end, inner, &t_end) < 0) goto done;
+    for (Py_ssize_t d = 0; d < rank; d++) {
+        int64_t n, ss, ts, minus, step;
+        PyObject *items[3] = {PyTuple_GetItem(outer, d), PyTuple_GetItem(s_strides, d), PyTuple_GetItem(t_strides, d)};
+        if (items[0] == NULL || items[1] == NULL || items[2] == NULL) {
+            status = BD_ERROR;
+            goto done;
+        }
+        if ((status = bd_carry_int(items[0], &n)) != BD_OK) goto done;
+        if ((status = bd_carry_int(items[1], &ss)) != BD_OK) goto done;
+        if ((status = bd_carry_int(items[2], &ts)) != BD_OK) goto done;
+        status = BD_FALLBACK;
+        if (__builtin_sub_overflow(n, (int64_t)1, &minus) || mr_mul_i64(minus, ss, &step) < 0
+            || mr_add_i64(s_end, step, &s_end) < 0 || mr_mul_i64(minus, ts, &step) < 0
+            || mr_add_i64(t_end, step, &t_end) < 0 || mr_mul_i64(count, n, &count) < 0) {
+            goto done;
+        }
+    }
+    /* revalidate_scan's running total: its largest prefix is what the budget must cover */
+    if (mr_add_i64(c->total, count, &c->total) < 0) goto done;
+    if (c->total > c->max_total) c->max_total = c->total;
+    if (count > c->max_count) c->max_count = count;
+    status = BD_ERROR;
+    PyObject *box = PyTuple_Pack(2, v[V_OFFSET], v[V_SHAPE]);
+    if (box == NULL || PyList_SetItem(c->boxes, i, box) < 0) goto done; /* steals box */
+    if (bd_carry_position(c, v[V_SOURCE], s_end, c->source_of, i) != BD_OK) goto done;
+    if (bd_carry_position(c, v[V_TARGET], t_end, c->target_of, i) != BD_OK) goto done;
+    status = BD_OK;
+done:
+    return status;
+}
+
+/* The carried facts as (regions, fragments, source_of, target_of, boxes, ends, max_count,
+ * max_total): ends a bytes of one native int64 per distinct fragment. New reference. */
+static PyObject *
+bd_carry_result(bd_carry *c, PyObject *regions)
+{
+    Py_ssize_t distinct = PyList_Size(c->frags);
+    if (distinct < 0) return NULL;
+    if ((size_t)distinct > (size_t)PY_SSIZE_T_MAX / sizeof(int64_t)) return PyErr_NoMemory();
+    PyObject *ends = PyBytes_FromStringAndSize((const char *)c->ends, distinct * (Py_ssize_t)sizeof(int64_t));
+    PyObject *max_count = PyLong_FromLongLong(c->max_count);
+    PyObject *max_total = PyLong_FromLongLong(c->max_total);
+    PyObject *result = NULL;
+    if (ends != NULL && max_count != NULL && max_total != NULL) {
+        result = PyTuple_Pack(8, regions, c->frags, c->source_of, c->target_of, c->boxes, ends, max_count, max_total);
+    }
+    Py_XDECREF(ends);
+    Py_XDECREF(max_count);
+    Py_XDECREF(max_total);
+    return result;
+}
+
 PyDoc_STRVAR(bind_regions_doc,
 "bind_regions(region_cls, placement_fragment_cls, stored_fragment_cls, operations,\n"
 "             bound_targets, bound_sources[, bound_cls[, runtime_cls, budget]])\n"
@@ -1838,25 +2025,31 @@ PyDoc_STRVAR(bind_regions_doc,
 "physical is True exactly when budget is an exact int > 0 and physical_whole_targets(regions,\n"
 "region_cls, bound_cls, budget) would return True with every target's binding an exact\n"
 "runtime_cls and placement an exact placement_fragment_cls (derived in the same pass, nothing\n"
-"else read), else None (the Python check then decides).");
+"else read), else None (the Python check then decides).\n\n"
+"With carry (10 arguments) True as well, returns (regions, selections, physical, carried):\n"
+"carried is None, or the facts revalidate_scan would derive from these regions (for\n"
+"revalidate_scan_carried: the new plan's revalidation within the same bind call), derived in\n"
+"the same pass: (regions, fragments, source_of, target_of, boxes, ends, max_count,\n"
+"max_total), ends one native int64 per distinct fragment (the largest byte extent end of its\n"
+"operations), max_count the largest segment count, max_total the largest running total.");
 
 static PyObject *
 bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     bd_table tb;
-    if (nargs != 6 && nargs != 7 && nargs != 9) {
-        PyErr_SetString(PyExc_TypeError, "bind_regions expects 6, 7 or 9 arguments");
+    if (nargs != 6 && nargs != 7 && nargs != 9 && nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "bind_regions expects 6, 7, 9 or 10 arguments");
         return NULL;
     }
     if (bd_load_table(self, &tb) < 0) return NULL;
     if (bd_check_heap_types(args, 3) < 0) return NULL;
     PyObject *bound_cls = NULL;
     if (nargs >= 7) {
-        if (bd_check_heap_types(args + 6, nargs == 9 ? 2 : 1) < 0) return NULL;
+        if (bd_check_heap_types(args + 6, nargs >= 9 ? 2 : 1) < 0) return NULL;
         bound_cls = args[6];
     }
     bd_phys ph = {NULL, NULL, NULL, NULL, NULL, NULL, {NULL, NULL, NULL}, 0, 0};
-    if (nargs == 9 && PyLong_CheckExact(args[8])) {
+    if (nargs >= 9 && PyLong_CheckExact(args[8])) {
         /* the budget: a positive int (any size) turns the accept path on */
         int overflow = 0;
         long long budget = PyLong_AsLongLongAndOverflow(args[8], &overflow);
@@ -1876,6 +2069,15 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (regions == NULL) return NULL;
     PyObject *ids[2] = {NULL, NULL};
     int undecided = 0;
+    bd_carry carry = {bound_cls, NULL, NULL, NULL, NULL, NULL, NULL, 0, NULL, 0, 0, 0, 0};
+    if (nargs == 10 && !PyBool_Check(args[9])) {
+        PyErr_SetString(PyExc_TypeError, "bind_regions' carry argument must be a bool");
+        goto fail;
+    }
+    if (nargs == 10 && args[9] == Py_True) {
+        if (bd_carry_init(&carry, n) < 0) goto fail;
+        carry.active = 1;
+    }
     if (bound_cls != NULL) {
         ids[0] = PyFrozenSet_New(NULL);
         ids[1] = ids[0] == NULL ? NULL : PyFrozenSet_New(NULL);
@@ -1890,15 +2092,18 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *op = PyTuple_GetItem(operations, i);
         PyObject *region = NULL;
+        PyObject *kept[N_TARGET_STRIDES - N_SOURCE + 1] = {NULL};
         int status = op == NULL ? BD_ERROR
                                 : bd_bound_region(&tb, args, op, bound_targets, bound_sources, bound_cls,
-                                                  bound_cls != NULL ? ids : NULL, &undecided, &region);
+                                                  bound_cls != NULL ? ids : NULL, &undecided, &region,
+                                                  carry.active ? kept : NULL);
         if (status != BD_OK || PyList_SetItem(regions, i, region) < 0) {
             if (status == BD_FALLBACK) {
                 Py_DECREF(regions);
                 Py_XDECREF(ids[0]);
                 Py_XDECREF(ids[1]);
                 bd_phys_clear(&ph);
+                bd_carry_clear(&carry);
                 Py_RETURN_NONE;
             }
             goto fail;
@@ -1914,11 +2119,19 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             if (status == BD_ERROR) goto fail;
             if (status == BD_FALLBACK) ph.active = 0;
         }
+        if (carry.active) {
+            /* the region is held by the list; its fields are read back from the dict just filled */
+            status = bd_carry_region(&carry, kept, i);
+            if (status == BD_ERROR) goto fail;
+            if (status == BD_FALLBACK) {
+                carry.active = 0;
+                bd_carry_clear(&carry);
+            }
+        }
     }
     if (bound_cls == NULL) return regions;
-    mr_untrack_bound_regions(regions, bound_cls, tb.nm[N_SOURCE], tb.nm[N_TARGET], tb.nm[N_ATTESTATION]); /* GC */
     PyObject *physical = Py_None;
-    if (nargs == 9 && ph.active) {
+    if (nargs >= 9 && ph.active) {
         int disjoint;
         Py_BEGIN_ALLOW_THREADS
         disjoint = mr_pointers_distinct(ph.targets, (size_t)n) && mr_extents_disjoint(ph.extents, (size_t)n);
@@ -1929,8 +2142,14 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *result;
     PyObject *selections = undecided ? Py_NewRef(Py_None) : PyTuple_Pack(2, ids[0], ids[1]);
     if (selections == NULL) result = NULL;
+    else if (nargs == 10) {
+        PyObject *carried = carry.active ? bd_carry_result(&carry, regions) : Py_NewRef(Py_None);
+        result = carried == NULL ? NULL : PyTuple_Pack(4, regions, selections, physical, carried);
+        Py_XDECREF(carried);
+    }
     else if (nargs == 9) result = PyTuple_Pack(3, regions, selections, physical);
     else result = PyTuple_Pack(2, regions, selections);
+    bd_carry_clear(&carry);
     Py_XDECREF(selections);
     Py_DECREF(regions);
     Py_DECREF(ids[0]);
@@ -1941,6 +2160,7 @@ fail:
     Py_XDECREF(ids[0]);
     Py_XDECREF(ids[1]);
     bd_phys_clear(&ph);
+    bd_carry_clear(&carry);
     return NULL;
 }
 

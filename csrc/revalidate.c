@@ -320,6 +320,119 @@ done:
     return result;
 }
 
+/* --- revalidate_scan_carried ------------------------------------------------------------ */
+
+PyDoc_STRVAR(revalidate_scan_carried_doc,
+"revalidate_scan_carried(operations, carried, max_segments_per_region,\n"
+"                        max_total_lowered_segments, bound_type, binding_type)\n"
+"--\n\n"
+"revalidate_scan for the plan a bind call has just built, from the facts bind_regions derived\n"
+"from the regions it built in that call (``carried``: its fourth result). Only the private bind\n"
+"path passes them, for regions and bound fragments no other code has reached yet; everything\n"
+"the adapter can reach is read again: the budgets, and every distinct fragment's binding (an\n"
+"exact ``binding_type``) and its ``nbytes``, which must cover the largest extent end of that\n"
+"fragment's operations. ``operations`` must hold exactly the carried regions in order.\n"
+"Returns what revalidate_scan returns for those operations, or ``None`` when anything differs\n"
+"from the carried shape (the caller then runs revalidate_scan).");
+
+static PyObject *
+revalidate_scan_carried(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *operations, *carried, *max_segments_obj, *max_total_obj, *bound_obj, *binding_obj;
+    if (!PyArg_ParseTuple(args, "O!O!OOO!O!:revalidate_scan_carried", &PyTuple_Type, &operations, &PyTuple_Type,
+                          &carried, &max_segments_obj, &max_total_obj, &PyType_Type, &bound_obj, &PyType_Type,
+                          &binding_obj)) {
+        return NULL;
+    }
+    if (PyTuple_Size(carried) != 8) Py_RETURN_NONE;
+    PyObject *c[8];
+    for (Py_ssize_t k = 0; k < 8; k++) {
+        c[k] = PyTuple_GetItem(carried, k);
+        if (c[k] == NULL) return NULL;
+    }
+    PyObject *regions = c[0], *frags = c[1], *source_of = c[2], *target_of = c[3], *boxes = c[4], *ends = c[5];
+    if (!PyList_CheckExact(regions) || !PyList_CheckExact(frags) || !PyList_CheckExact(source_of)
+        || !PyList_CheckExact(target_of) || !PyList_CheckExact(boxes) || !PyBytes_CheckExact(ends)) {
+        Py_RETURN_NONE;
+    }
+    int64_t max_segments = 0, max_total = 0, max_count = 0, max_prefix = 0;
+    int rc = rv_budget(max_segments_obj, &max_segments);
+    if (rc == RV_OK) rc = rv_budget(max_total_obj, &max_total);
+    if (rc == RV_OK) rc = rv_int(c[6], &max_count);
+    if (rc == RV_OK) rc = rv_int(c[7], &max_prefix);
+    if (rc == RV_ERROR) return NULL;
+    if (rc == RV_DECLINE || max_count > max_segments || max_prefix > max_total) Py_RETURN_NONE;
+    Py_ssize_t n = PyTuple_Size(operations);
+    Py_ssize_t distinct = PyList_Size(frags);
+    Py_ssize_t ends_size = PyBytes_Size(ends);
+    if (n < 0 || distinct < 0 || ends_size < 0) return NULL;
+    if (n == 0 || PyList_Size(regions) != n || PyList_Size(source_of) != n || PyList_Size(target_of) != n
+        || PyList_Size(boxes) != n || (size_t)distinct > (size_t)PY_SSIZE_T_MAX / sizeof(int64_t)
+        || ends_size != distinct * (Py_ssize_t)sizeof(int64_t)) {
+        Py_RETURN_NONE;
+    }
+    /* The plan's operations are the carried regions themselves (pointers only: the regions and
+     * their fields are this bind call's own objects, unreachable by other code until it returns,
+     * so what bind_regions derived from them still holds). */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *op = PyTuple_GetItem(operations, i), *region = PyList_GetItem(regions, i);
+        if (op == NULL || region == NULL) return NULL;
+        if (op != region) Py_RETURN_NONE;
+    }
+    const char *raw = PyBytes_AsString(ends);
+    if (raw == NULL) return NULL;
+    /* Every distinct fragment (a bound fragment this call created: exact bound_type, read again
+     * as cheap) and the adapter's binding it holds, whose nbytes is read again (the adapter may
+     * have changed it since binding read it). */
+    for (Py_ssize_t p = 0; p < distinct; p++) {
+        PyObject *fragment = PyList_GetItem(frags, p);
+        if (fragment == NULL) return NULL;
+        if (Py_TYPE(fragment) != (PyTypeObject *)bound_obj) Py_RETURN_NONE;
+        PyObject *dict = PyObject_GenericGetDict(fragment, NULL);
+        if (dict == NULL) return NULL;
+        PyObject *binding = rv_item(dict, rv_keys[RV_BINDING]);
+        Py_DECREF(dict);
+        if (binding == NULL) {
+            if (PyErr_Occurred()) return NULL;
+            Py_RETURN_NONE;
+        }
+        /* exact binding class: nbytes is a plain field in its instance dict (what getattr
+         * returns), read once per fragment as no code can run between per-operation reads */
+        if (Py_TYPE(binding) != (PyTypeObject *)binding_obj) {
+            Py_DECREF(binding);
+            Py_RETURN_NONE;
+        }
+        PyObject *bdict = PyObject_GenericGetDict(binding, NULL);
+        Py_DECREF(binding);
+        if (bdict == NULL) return NULL;
+        PyObject *nbytes = rv_item(bdict, rv_keys[RV_NBYTES]);
+        Py_DECREF(bdict);
+        if (nbytes == NULL) {
+            if (PyErr_Occurred()) return NULL;
+            Py_RETURN_NONE;
+        }
+        int64_t have = 0, need = 0;
+        rc = rv_int(nbytes, &have);
+        Py_DECREF(nbytes);
+        if (rc == RV_ERROR) return NULL;
+        memcpy(&need, raw + (size_t)p * sizeof(int64_t), sizeof(int64_t));
+        if (rc == RV_DECLINE || need > have) Py_RETURN_NONE;
+    }
+    /* The position lists: exact ints in [0, distinct) (bind_regions built them). */
+    PyObject *lists[2] = {source_of, target_of};
+    for (int k = 0; k < 2; k++) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *item = PyList_GetItem(lists[k], i);
+            if (item == NULL) return NULL;
+            int64_t position = 0;
+            rc = rv_int(item, &position);
+            if (rc == RV_ERROR) return NULL;
+            if (rc == RV_DECLINE || position < 0 || position >= distinct) Py_RETURN_NONE;
+        }
+    }
+    return PyTuple_Pack(4, frags, source_of, target_of, boxes);
+}
+
 /* --- revalidate_fragments -------------------------------------------------------------- */
 
 enum {
@@ -3592,6 +3705,7 @@ static PyMethodDef revalidate_methods[] = {
     {"revalidate_spaces", revalidate_spaces, METH_VARARGS, revalidate_spaces_doc},
     {"revalidate_side", revalidate_side, METH_VARARGS, revalidate_side_doc},
     {"revalidate_scan", revalidate_scan, METH_VARARGS, revalidate_scan_doc},
+    {"revalidate_scan_carried", revalidate_scan_carried, METH_VARARGS, revalidate_scan_carried_doc},
     {"revalidate_fragments", revalidate_fragments, METH_VARARGS, revalidate_fragments_doc},
     {"attested_index", attested_index, METH_VARARGS, attested_index_doc},
     {"attested_view", attested_view, METH_VARARGS, attested_view_doc},

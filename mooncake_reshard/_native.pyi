@@ -523,6 +523,23 @@ def revalidate_scan(
     appearance, source before target), each operation's source and target position among them
     and its ``(overlap_offset, overlap_shape)``. ``TypeError`` for wrong argument types."""
 
+def revalidate_scan_carried(
+    operations: tuple[object, ...],
+    carried: tuple[Any, ...],
+    max_segments_per_region: int,
+    max_total_lowered_segments: int,
+    bound_type: type,
+    binding_type: type,
+    /,
+) -> Optional[tuple[list[Any], list[int], list[int], list[tuple[tuple[int, ...], tuple[int, ...]]]]]:
+    """``revalidate_scan`` for the plan a bind call has just built, from ``carried`` (the fourth
+    item of ``bind_regions(..., carry=True)``: facts about regions and bound fragments that call
+    created). Reads again what the adapter can edit: both budgets, every distinct fragment's
+    binding (exactly ``binding_type``) and its ``nbytes``, which must cover the largest extent
+    end of that fragment's operations. ``operations`` must hold exactly the carried regions.
+    What ``revalidate_scan`` returns for them, or None (then run ``revalidate_scan``).
+    ``TypeError`` for wrong argument types."""
+
 def revalidate_fragments(
     fragments: list[Any],
     placement_type: type,
@@ -826,6 +843,7 @@ def bind_regions(
     bound_cls: type = ...,
     runtime_cls: type = ...,
     budget: object = ...,
+    carry: bool = ...,
     /,
 ) -> Any:
     """Step 8 of ``bind_logical_transfer_plan``: per exact ``region_cls`` operation, the region with
@@ -838,7 +856,10 @@ def bind_regions(
     ``runtime_cls`` and ``budget`` too: ``(list, selections, physical)``, ``physical`` True exactly
     when ``budget`` is an int > 0 and ``physical_whole_targets(regions, region_cls, bound_cls,
     budget)`` would accept the regions with every target's binding an exact ``runtime_cls`` and
-    placement an exact ``placement_fragment_cls`` (derived in the same pass), else None."""
+    placement an exact ``placement_fragment_cls`` (derived in the same pass), else None. With
+    ``carry`` too (a bool; True): ``(list, selections, physical, carried)``, ``carried`` None or
+    what ``revalidate_scan_carried`` takes (``(regions, fragments, source_of, target_of, boxes,
+    ends, max_count, max_total)``, derived in the same pass)."""
 
 def address_ranges_clear(views: object, runtime_fragment_cls: type, /) -> bool:
     """True when the exact list of views ``(instance_id, runtime fragment, ...)`` passes

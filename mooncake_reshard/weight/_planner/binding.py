@@ -930,8 +930,11 @@ def _bind_logical_transfer_plan(
     physical: Optional[bool] = None
     limits = logical_plan.__dict__.get("planning_limits") if type(logical_plan) is LogicalTransferPlan else None
     segment_budget = limits.__dict__.get("max_total_lowered_segments") if type(limits) is PlanningLimits else None
+    # The same pass also derives what the new plan's revalidation scan would derive from these
+    # regions (carried: see revalidate_scan_carried), or None.
+    carried: Any = None
     bound: Optional[
-        tuple[list[Any], Optional[tuple[frozenset[str], frozenset[str]]], Optional[bool]]
+        tuple[list[Any], Optional[tuple[frozenset[str], frozenset[str]]], Optional[bool], Any]
     ] = _native.bind_regions(
         TransferRegion,
         PlacementFragment,
@@ -942,11 +945,14 @@ def _bind_logical_transfer_plan(
         BoundWeightFragment,
         RuntimeBindingFragment,
         segment_budget,
+        True,
     )
     if bound is None:
         operations: list[Any] = _bind_operations(logical_plan.operations, bound_targets, bound_sources)
     else:
-        operations, selections, physical = bound
+        operations, selections, physical = bound[:3]
+        if len(bound) > 3:  # (tests may stand in a 3-item bind_regions)
+            carried = bound[3]
     # The bound fragments are held by the operations from here on: the maps are not needed.
     del bound_targets, bound_sources, bound
     # Step 9: target physical ranges, once, with the plan's lowered-segment budget (looked up on
@@ -989,6 +995,7 @@ def _bind_logical_transfer_plan(
     bound_operations = tuple(operations)
     del operations
     return TransferPlan._from_bound_operations(
+        carried,
         resource_id=logical_plan.resource_id,
         revision=logical_plan.revision,
         weight_generation=target_placement.weight_generation,

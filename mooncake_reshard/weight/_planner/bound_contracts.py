@@ -657,22 +657,28 @@ class TransferPlan:
         self._revalidate(check_physical_ranges=True)
 
     @classmethod
-    def _from_bound_operations(cls, **values: Any) -> TransferPlan:
+    def _from_bound_operations(cls, carried: Any = None, **values: Any) -> TransferPlan:
         """Private constructor for ``bind_logical_transfer_plan``: every rule runs except the
         target physical-range check, which binding has just applied to these very operations
-        (spec §2.5: binding applies that check exactly once)."""
+        (spec §2.5: binding applies that check exactly once).
+
+        ``carried``: ``bind_regions``' scan facts about the regions that call built (or None),
+        taken by ``revalidate_scan_carried`` only (the case "this call's own objects": the
+        regions and their bound fragments, not yet returned to any code); the adapter's
+        bindings and the budgets are read again there. Every other constructor (``TransferPlan(...)``,
+        ``replace``, pickle restore) passes none and revalidates everything."""
         plan: TransferPlan = object.__new__(cls)
         for name in _INIT_FIELDS:
             object.__setattr__(plan, name, values[name])
         with _ViewScope(built_now=True):  # attestations created by the bind call itself
-            plan._revalidate_scoped(False)
+            plan._revalidate_scoped(False, carried)
         return plan
 
     def _revalidate(self, *, check_physical_ranges: bool) -> None:
         with _ViewScope():
             self._revalidate_scoped(check_physical_ranges)
 
-    def _revalidate_scoped(self, check_physical_ranges: bool) -> None:
+    def _revalidate_scoped(self, check_physical_ranges: bool, carried: Any = None) -> None:
         # Each sequence as an exact tuple (``tuple(value)``; stored back only when it was not one).
         operations = self.operations
         if type(operations) is not tuple:
@@ -703,7 +709,9 @@ class TransferPlan:
             _require_typed_limits(limits)  # a forged limit: its spec 8.3 message, not a TypeError
         if len(operations) > max_regions:
             raise ValueError("transfer plan exceeds max_transfer_regions")
-        if not _fast_revalidate(self, operations, source_executors, target_executors, limits, check_physical_ranges):
+        if not _fast_revalidate(
+            self, operations, source_executors, target_executors, limits, check_physical_ranges, carried
+        ):
             self._revalidate_rules(operations, source_executors, target_executors, limits, check_physical_ranges)
         # Beyond the reference: regions restored by default pickling skip their own checks, so
         # forged geometry is refused here, after every spec rule (same first failure otherwise).
@@ -1147,11 +1155,13 @@ def _fast_revalidate(
     target_executors: tuple[Any, ...],
     limits: PlanningLimits,
     check_physical_ranges: bool,
+    carried: Any = None,
 ) -> bool:
-    """True when ``plan`` passed every rule (its derived fields are then set)."""
+    """True when ``plan`` passed every rule (its derived fields are then set). ``carried``:
+    see ``TransferPlan._from_bound_operations`` (None everywhere else)."""
     try:
         return _fast_revalidate_live(
-            plan, operations, source_executors, target_executors, limits, check_physical_ranges
+            plan, operations, source_executors, target_executors, limits, check_physical_ranges, carried
         )
     except Exception:  # any surprise: the rule-by-rule path decides (and raises its own error)
         return False
@@ -1164,6 +1174,7 @@ def _fast_revalidate_live(
     target_executors: tuple[Any, ...],
     limits: PlanningLimits,
     check_physical_ranges: bool,
+    carried: Any = None,
 ) -> bool:
     state = plan.__dict__
     if not operations or state["source_manifest"] is not None or state["source_manifest_identity"] is not None:
@@ -1176,13 +1187,27 @@ def _fast_revalidate_live(
         return False
     # (Every executor is exactly ExecutorTransferPlan: checked by revalidate_views.)
     # -- per operation: classes, byte bounds, segment budgets (§9.6); distinct fragments ----
-    scanned = _native.revalidate_scan(
-        operations,
-        limits.max_segments_per_region,
-        limits.max_total_lowered_segments,
-        TransferRegion,
-        BoundWeightFragment,
-    )
+    # A bind call's own regions: bind_regions' carried facts, each fragment's binding and
+    # nbytes read again (None: anything unusual, the full scan below decides).
+    scanned = None
+    if carried is not None:
+        scanned = _native.revalidate_scan_carried(
+            operations,
+            carried,
+            limits.max_segments_per_region,
+            limits.max_total_lowered_segments,
+            BoundWeightFragment,
+            RuntimeBindingFragment,
+        )
+        del carried
+    if scanned is None:
+        scanned = _native.revalidate_scan(
+            operations,
+            limits.max_segments_per_region,
+            limits.max_total_lowered_segments,
+            TransferRegion,
+            BoundWeightFragment,
+        )
     if scanned is None:
         return False
     frags, source_of, target_of, boxes = scanned
