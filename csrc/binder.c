@@ -2130,6 +2130,7 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
     }
     if (bound_cls == NULL) return regions;
+    mr_untrack_bound_regions(regions, bound_cls, tb.nm[N_SOURCE], tb.nm[N_TARGET], tb.nm[N_ATTESTATION]); /* GC */
     PyObject *physical = Py_None;
     if (nargs >= 9 && ph.active) {
         int disjoint;
