@@ -400,24 +400,26 @@ mr_untrack_bound(PyObject *bound, PyObject *bound_cls, PyObject *attestation_nam
     PyErr_Clear();
 }
 
-/* bind_regions' regions (a list it built and holds): untrack each region's bound source and
+/* bind_regions' regions (a list it built and holds; or a restored plan's tuple): untrack each region's bound source and
  * target (see mr_untrack_bound), then the region when all its fields are inert. Runs no Python
  * code; never fails (errors, never expected, are cleared and stop nothing but untracking). */
 static inline void
 mr_untrack_bound_regions(PyObject *regions, PyObject *bound_cls, PyObject *source_name, PyObject *target_name,
                          PyObject *attestation_name)
 {
-    if (PyErr_Occurred() || bound_cls == NULL || !PyList_CheckExact(regions)) return;
+    if (PyErr_Occurred() || bound_cls == NULL) return;
+    int list = PyList_CheckExact(regions);
+    if (!list && !PyTuple_CheckExact(regions)) return;
+    Py_ssize_t n = list ? PyList_Size(regions) : PyTuple_Size(regions);
     /* as the other bulk builders: a smaller plan costs the collector less than this pass */
-    if (PyList_Size(regions) < MR_GC_BULK_MIN) return;
+    if (n < MR_GC_BULK_MIN) return;
     mr_att_memo *memo = PyMem_Calloc(1, sizeof(mr_att_memo));
     if (memo == NULL) {
         PyErr_Clear();
         return;
     }
-    Py_ssize_t n = PyList_Size(regions);
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *region = PyList_GetItem(regions, i);
+        PyObject *region = list ? PyList_GetItem(regions, i) : PyTuple_GetItem(regions, i);
         if (region == NULL) break;
         PyObject *dict = PyObject_GenericGetDict(region, NULL);
         if (dict == NULL) break;

@@ -66,9 +66,42 @@ gt_untrack_table(PyObject *module, PyObject *table)
     Py_RETURN_TRUE;
 }
 
+PyDoc_STRVAR(untrack_bound_regions_doc,
+"untrack_bound_regions(regions, bound_cls, /)\n"
+"--\n\n"
+"For an exact list or tuple of at least 1024 regions: untrack each region's source and target\n"
+"that is exactly bound_cls when its fields are inert but for its attestation, whose closure\n"
+"holds no bound fragment (only its known keys, untracked placement and evidence, no bound row\n"
+"cached on it), then the region when all its fields are inert (csrc/common.h\n"
+"mr_untrack_bound_regions). Returns None; anything else is left as it was. TypeError for a\n"
+"bound_cls that is not a heap class.");
+
+static PyObject *
+gt_untrack_bound_regions(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "untrack_bound_regions expects 2 arguments (regions, bound_cls)");
+        return NULL;
+    }
+    PyObject *bound_cls = args[1];
+    if (!PyType_Check(bound_cls) || !(PyType_GetFlags((PyTypeObject *)bound_cls) & Py_TPFLAGS_HEAPTYPE)) {
+        PyErr_SetString(PyExc_TypeError, "untrack_bound_regions: bound_cls must be a heap class");
+        return NULL;
+    }
+    PyObject *names[3] = {PyUnicode_InternFromString("source"), PyUnicode_InternFromString("target"),
+                          PyUnicode_InternFromString("attestation")};
+    if (names[0] != NULL && names[1] != NULL && names[2] != NULL)
+        mr_untrack_bound_regions(args[0], bound_cls, names[0], names[1], names[2]);
+    for (int k = 0; k < 3; k++) Py_XDECREF(names[k]);
+    if (PyErr_Occurred()) return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef gctrack_methods[] = {
     {"untrack_inert", (PyCFunction)(void (*)(void))gt_untrack_inert, METH_FASTCALL, untrack_inert_doc},
     {"untrack_table", gt_untrack_table, METH_O, untrack_table_doc},
+    {"untrack_bound_regions", (PyCFunction)(void (*)(void))gt_untrack_bound_regions, METH_FASTCALL,
+     untrack_bound_regions_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -310,6 +310,13 @@ def untrack_inert(obj: object, cls: type, /) -> bool:
     untracked; False otherwise (nothing changed). TypeError for a wrong argument count or a
     ``cls`` that is not a class. See csrc/common.h for the rule and its forging caveat."""
 
+def untrack_bound_regions(regions: object, bound_cls: type, /) -> None:
+    """For an exact list or tuple of at least 1024 regions: untrack each region's source and
+    target that is exactly ``bound_cls`` with inert fields but for its attestation, whose
+    closure holds no bound fragment; then each region whose fields are all inert (see
+    csrc/common.h ``mr_untrack_bound_regions``). ``TypeError`` for a ``bound_cls`` that is not
+    a heap class."""
+
 def untrack_table(table: object, /) -> bool:
     """Untrack ``table`` when it is exactly a ``FragmentTable`` (plain C arrays, no reference to
     a Python object but its type: never on a reference cycle); True then, False for anything

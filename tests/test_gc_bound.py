@@ -164,8 +164,34 @@ def test_large_bind_untracks_bound_fragments_and_regions() -> None:
             seen.add(id(obj))
             stack.extend(gc.get_referents(obj))
     gc.collect()
-    assert pickle.loads(pickle.dumps(plan)) == plan
-    assert dataclasses.replace(plan) == plan
+    restored = pickle.loads(pickle.dumps(plan))
+    assert restored == plan
+    # restored plans too (their attestations cache no bound row)
+    for op in restored.operations:
+        assert not gc.is_tracked(op) and not gc.is_tracked(op.target) and not gc.is_tracked(op.source)
+    for attestation in _attestations(restored):
+        assert gc.is_tracked(attestation)
+    assert dataclasses.replace(plan) == plan == dataclasses.replace(restored)
+
+
+def test_untrack_bound_regions_hostile_arguments() -> None:
+    from mooncake.reshard.weight._planner.fragments import BoundWeightFragment
+
+    with pytest.raises(TypeError):
+        _native.untrack_bound_regions([], int)  # not a heap class
+    with pytest.raises(TypeError):
+        _native.untrack_bound_regions([], 5)
+    with pytest.raises(TypeError):
+        _native.untrack_bound_regions([])  # type: ignore[call-arg]
+    # anything that is not a list or tuple of regions is left alone
+    junk: list[Any] = [[] for _ in range(2048)]
+    assert _native.untrack_bound_regions(junk, BoundWeightFragment) is None
+    assert _native.untrack_bound_regions("x" * 4096, BoundWeightFragment) is None
+    assert all(gc.is_tracked(item) for item in junk)
+    _, _, _, _, plan = _bind(48)
+    regions = list(plan.operations)
+    _native.untrack_bound_regions(regions, BoundWeightFragment)  # per-part rows cached: kept
+    assert all(gc.is_tracked(op.target) for op in regions)
 
 
 def test_bound_rows_cached_on_an_attestation_keep_its_bound_fragments_tracked() -> None:

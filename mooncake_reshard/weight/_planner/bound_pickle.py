@@ -666,6 +666,9 @@ def _restore_transfer_plan(*record: Any) -> TransferPlan:
         }
     )
     plan.__post_init__()
+    # Out of the cyclic GC (from 1024 operations): the restored bound fragments whose
+    # attestation caches none of them, and the regions holding them (see csrc/common.h).
+    _native.untrack_bound_regions(operations, BoundWeightFragment)
     return plan
 
 
