@@ -3,11 +3,11 @@ field for field in canonical form, and the bound plan survives pickling."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import enum
 import json
 import pickle
-from pathlib import Path
 from typing import Any, Dict
 
 import pytest
@@ -20,10 +20,9 @@ from mooncake.reshard.weight.planner import (
 )
 from mooncake.reshard.weight.serde import weight_placement_from_json
 
-KNOWN_ANSWERS = Path("/work/shared/spec/known-answers")
-if not KNOWN_ANSWERS.is_dir():  # pragma: no cover - repository copy
-    KNOWN_ANSWERS = Path(__file__).resolve().parent.parent / "docs" / "known-answers"
-CASES = sorted(path.name for path in KNOWN_ANSWERS.glob("*.json"))
+from known_answers import case_names, load_case
+
+CASES = case_names()
 
 
 def canonical(value: Any) -> Any:
@@ -69,8 +68,7 @@ def _bind(case: Dict[str, Any]) -> Any:
 
 @pytest.fixture(scope="module", params=CASES)
 def case(request: Any) -> Dict[str, Any]:
-    with open(KNOWN_ANSWERS / request.param, encoding="utf-8") as handle:
-        loaded: Dict[str, Any] = json.load(handle)
+    loaded: Dict[str, Any] = copy.deepcopy(load_case(request.param))
     return loaded
 
 

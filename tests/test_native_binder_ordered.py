@@ -10,11 +10,10 @@ generation, and drive the argument checks and fallbacks with hostile values."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import gc
-import json
 import sys
-from pathlib import Path
 from typing import Any, Optional
 
 import pytest
@@ -37,10 +36,9 @@ from mooncake.reshard.weight.planner import (
 )
 from mooncake.reshard.weight.serde import weight_placement_from_json
 
-KNOWN_ANSWERS = Path("/work/shared/spec/known-answers")
-if not KNOWN_ANSWERS.is_dir():  # pragma: no cover - repository copy
-    KNOWN_ANSWERS = Path(__file__).resolve().parent.parent / "docs" / "known-answers"
-CASES = sorted(path.name for path in KNOWN_ANSWERS.glob("*.json"))
+from known_answers import case_names, load_case
+
+CASES = case_names()
 
 
 def _ordered(parts: Any, attestations: Any, operations: Any, which: Any = 0) -> Any:
@@ -311,7 +309,7 @@ def _binding_from_json(raw: dict[str, Any]) -> WeightRuntimeBindingManifest:
 
 @pytest.mark.parametrize("name", CASES)
 def test_known_answer_binds_equal_the_per_part_path(name: str) -> None:
-    inputs = json.loads((KNOWN_ANSWERS / name).read_text(encoding="utf-8"))["inputs"]
+    inputs = copy.deepcopy(load_case(name)["inputs"])
     target = weight_placement_from_json(inputs["target_placement_json"])
     target_bindings = tuple(_binding_from_json(raw) for raw in inputs["target_bindings"])
     if "stored_manifest_json" in inputs:

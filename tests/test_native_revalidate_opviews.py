@@ -6,8 +6,7 @@ refused or declined, never crash."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+import copy
 from typing import Any, Callable
 
 import pytest
@@ -27,10 +26,9 @@ from mooncake.reshard.weight.serde import weight_placement_from_json
 from mooncake.reshard.weight.storage_manifest import StoredFragmentSnapshot
 from mooncake.reshard.weight.types import PlacementFragment
 
-KNOWN_ANSWERS = Path("/work/shared/spec/known-answers")
-if not KNOWN_ANSWERS.is_dir():  # pragma: no cover - repository copy
-    KNOWN_ANSWERS = Path(__file__).resolve().parent.parent / "docs" / "known-answers"
-CASES = sorted(path.name for path in KNOWN_ANSWERS.glob("*.json"))
+from known_answers import case_names, load_case
+
+CASES = case_names()
 
 
 def _binding(raw: dict[str, Any]) -> WeightRuntimeBindingManifest:
@@ -44,8 +42,7 @@ def _binding(raw: dict[str, Any]) -> WeightRuntimeBindingManifest:
 
 def _plans(name: str) -> tuple[Any, Any]:
     """(logical plan, bound plan) of one known-answer case."""
-    with open(KNOWN_ANSWERS / name, encoding="utf-8") as handle:
-        inputs = json.load(handle)["inputs"]
+    inputs = copy.deepcopy(load_case(name)["inputs"])
     target = weight_placement_from_json(inputs["target_placement_json"])
     target_bindings = tuple(_binding(raw) for raw in inputs["target_bindings"])
     if "stored_manifest_json" in inputs:
