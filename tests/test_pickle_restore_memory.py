@@ -1,0 +1,139 @@
+"""Memory of a restored TransferPlan (round 12, RESTORE).
+
+``_native.graph_unpack`` decodes every int of the stream once per value: all occurrences of
+one value are one int object (a live plan shares the int objects read from one field and stored
+in several objects; decoding each occurrence into its own object cost a 74k-operation restore
+1.06M int objects for 157k values). Ints are immutable and compared by value, so the restored
+graph is equal to the one decoded without sharing (the pure-Python oracle of
+``test_pickle_codec``), and hostile streams are rejected as before."""
+
+from __future__ import annotations
+
+import gc
+import pickle
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memory_executor import HostMemory, host_bindings, tp_placement
+from test_pickle_codec import _py_unpack
+
+from mooncake.reshard import _native
+from mooncake.reshard.weight.planner import bind_logical_transfer_plan, plan_placement_transfer
+
+_pack = _native.graph_pack
+_unpack = _native.graph_unpack
+
+
+@dataclass(frozen=True)
+class Pair:
+    a: Any
+    b: Any = None
+
+
+_REGISTRY = ((Pair, ("a", "b"), 0),)
+
+
+def _ints(value: Any, out: list[Any]) -> list[Any]:
+    """Every int object of a graph of tuples and Pair (with repeats)."""
+    if type(value) is int:
+        out.append(value)
+    elif type(value) is tuple:
+        for item in value:
+            _ints(item, out)
+    elif type(value) is Pair:
+        _ints(value.a, out)
+        _ints(value.b, out)
+    return out
+
+
+def _assert_one_object_per_value(ints: list[Any]) -> None:
+    by_value: dict[int, Any] = {}
+    for number in ints:
+        first = by_value.setdefault(number, number)
+        assert first is number, number
+
+
+_INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(_INT64, st.integers(-10, 300)), max_size=60), st.randoms(use_true_random=False))
+def test_equal_ints_decode_to_one_object(values: list[int], rng: Any) -> None:
+    # Every value twice, each occurrence a distinct int object when possible (int(str(x))).
+    items = [int(str(v)) for v in values] + [int(str(v)) for v in values]
+    rng.shuffle(items)
+    graph = (tuple(items), Pair(tuple(items[:5]), items[-1] if items else None))
+    codes, leaves = _pack(graph, _REGISTRY)
+    restored = _unpack(codes, leaves, _REGISTRY)
+    assert restored == graph
+    assert restored == _py_unpack(codes, leaves, _REGISTRY)
+    _assert_one_object_per_value(_ints(restored, []))
+
+
+def test_many_distinct_ints_grow_the_cache_and_stay_exact() -> None:
+    # Beyond several table sizes, with values whose low bits collide (multiples of 2**20),
+    # negatives and the int64 extremes; every value twice, beyond-int64 ints as leaves.
+    values = [i << 20 for i in range(6000)] + [-(i * 7919) - 300 for i in range(3000)]
+    values += [2**63 - 1, -(2**63), 2**63, -(2**63) - 1, 257, -6, 256, -5]
+    graph = tuple(int(str(v)) for v in values) + tuple(int(str(v)) for v in reversed(values))
+    codes, leaves = _pack(graph, _REGISTRY)
+    assert leaves == (2**63, -(2**63) - 1, -(2**63) - 1, 2**63)  # beyond int64: pickle writes them
+    restored = _unpack(codes, leaves, _REGISTRY)
+    assert restored == graph and [type(v) for v in restored] == [int] * len(graph)
+    assert restored == _py_unpack(codes, leaves, _REGISTRY)
+    n = len(values)
+    for k in range(n):
+        if -(2**63) <= values[k] < 2**63:
+            assert restored[k] is restored[2 * n - 1 - k], values[k]
+
+
+def test_decoded_ints_are_released_with_the_graph() -> None:
+    import sys
+
+    big = 10**15 + 12345
+    graph = tuple(Pair(int(str(big)), i) for i in range(50))
+    codes, leaves = _pack(graph, _REGISTRY)
+    restored = _unpack(codes, leaves, _REGISTRY)
+    shared = restored[0].a
+    assert all(pair.a is shared for pair in restored)
+    # The graph's 50 references, ``shared`` and getrefcount's argument: the decoder kept none.
+    assert sys.getrefcount(shared) == 52
+    del restored
+    assert sys.getrefcount(shared) == 2
+
+
+def test_malformed_ints_after_cached_ones_still_return_none() -> None:
+    codes, leaves = _pack((10**9, 10**9, 10**10), _REGISTRY)
+    assert _unpack(codes, leaves, _REGISTRY) == (10**9, 10**9, 10**10)
+    assert _unpack(codes[:-1], leaves, _REGISTRY) is None  # the last varint cut short
+    assert _unpack(codes + b"\x04", leaves, _REGISTRY) is None
+
+
+def test_restored_plan_shares_equal_ints_and_equals_the_original() -> None:
+    source = tp_placement(32, prefix="s", shape=(64, 64), dim=0)
+    target = tp_placement(32, prefix="t", shape=(64, 64), dim=1)
+    logical = plan_placement_transfer(source, target)
+    memory = HostMemory()
+    plan = bind_logical_transfer_plan(
+        logical,
+        host_bindings(target, memory, prefix="dst"),
+        source_bindings=host_bindings(source, memory, prefix="src"),
+    )
+    restored = pickle.loads(pickle.dumps(plan, protocol=pickle.HIGHEST_PROTOCOL))
+    assert restored == plan and len(restored.operations) == 1024
+    ints: list[Any] = []
+    for operation in restored.operations:
+        state = operation.__dict__
+        for name in ("overlap_offset", "overlap_shape", "outer_loop_counts", "source_strides", "target_strides"):
+            ints.extend(state[name])
+        ints += [state["source_base_offset"], state["target_base_offset"], state["inner_bytes"]]
+        for side in (operation.source, operation.target):
+            binding = side.binding.__dict__
+            ints += [binding["address"], binding["nbytes"], binding["itemsize"]]
+            ints.extend(binding["local_shape"])
+            ints.extend(binding["strides_bytes"])
+    _assert_one_object_per_value(ints)
+    gc.collect()
