@@ -601,7 +601,7 @@ pc_int(pc_decoder *d, int64_t x)
         /* grow (or start) the table; at the cap, or without memory for it, the value is
          * simply not cached */
         if (capacity >= PC_INT_CACHE_MAX) return obj;
-        if (pc_int_cache_resize(d, capacity ? capacity * 2 : 1024) < 0) {
+        if (pc_int_cache_resize(d, capacity ? capacity * 2 : 64) < 0) {
             PyErr_Clear();
             return obj;
         }

@@ -137,3 +137,96 @@ def test_restored_plan_shares_equal_ints_and_equals_the_original() -> None:
             ints.extend(binding["strides_bytes"])
     _assert_one_object_per_value(ints)
     gc.collect()
+
+
+# ---------------------------------------------------------------------------------------
+# The packed restore drops the record's tables before the revalidation
+
+
+def _small_plan() -> Any:
+    source = tp_placement(4, prefix="s", shape=(8, 8), dim=0)
+    target = tp_placement(4, prefix="t", shape=(8, 8), dim=1)
+    memory = HostMemory()
+    return bind_logical_transfer_plan(
+        plan_placement_transfer(source, target),
+        host_bindings(target, memory, prefix="dst"),
+        source_bindings=host_bindings(source, memory, prefix="src"),
+    ), memory
+
+
+def test_packed_restore_frees_the_record_tables_before_revalidating(monkeypatch: Any) -> None:
+    import sys
+
+    from mooncake.reshard.weight._planner import bound_pickle
+    from mooncake.reshard.weight._planner.bound_contracts import TransferPlan
+
+    plan, _memory = _small_plan()
+    blob = pickle.dumps(plan, protocol=pickle.HIGHEST_PROTOCOL)
+    tables: list[Any] = []
+    counts: list[int] = []
+    restore_bound = bound_pickle._restore_bound_fast
+    restore_regions = bound_pickle._native_restore_regions
+    restore_executors = bound_pickle._restore_executors
+    post_init = TransferPlan.__post_init__
+
+    def bound_spy(rows: Any, table: Any) -> Any:
+        tables.append(table)
+        return restore_bound(rows, table)
+
+    def regions_spy(table: Any, *rest: Any) -> Any:
+        tables.append(table)
+        return restore_regions(table, *rest)
+
+    def executors_spy(table: Any, attestations: Any) -> Any:
+        tables.append(table)
+        return restore_executors(table, attestations)
+
+    def post_init_spy(self: Any) -> None:
+        # ``tables`` and getrefcount's argument only: the restore holds none of them.
+        counts.extend(sys.getrefcount(tables[k]) for k in range(len(tables)))
+        post_init(self)
+
+    monkeypatch.setattr(bound_pickle, "_restore_bound_fast", bound_spy)
+    monkeypatch.setattr(bound_pickle, "_native_restore_regions", regions_spy)
+    monkeypatch.setattr(bound_pickle, "_restore_executors", executors_spy)
+    monkeypatch.setattr(TransferPlan, "__post_init__", post_init_spy)
+    restored = pickle.loads(blob)
+    assert restored == plan
+    assert len(tables) == 4 and all(type(table) is tuple and len(table) > 0 for table in tables)
+    assert counts == [2, 2, 2, 2]
+
+
+def test_a_record_list_is_read_as_the_same_items() -> None:
+    from spec_helpers import raises
+
+    from mooncake.reshard.weight._planner import bound_pickle
+
+    plan, _memory = _small_plan()
+    function, record = bound_pickle.reduce_transfer_plan(plan)
+    assert function is bound_pickle._restore_transfer_plan
+    items = bound_pickle._Record(record)
+    assert bound_pickle._restore_transfer_plan(items) == plan
+    assert items == []  # taken out
+    assert bound_pickle._restore_transfer_plan(*record) == plan
+    invalid = "transfer plan pickle state is invalid"
+    for bad in (record[:-1], record + (None,), (2,) + record[1:], ("1",) + record[1:]):
+        with raises(invalid):
+            bound_pickle._restore_transfer_plan(bound_pickle._Record(bad))
+        with raises(invalid):
+            bound_pickle._restore_transfer_plan(*bad)
+    with raises(invalid):  # a plain list is one item, not a record
+        bound_pickle._restore_transfer_plan(list(record))
+    with raises(invalid):
+        bound_pickle._restore_transfer_plan(bound_pickle._Record())
+    # A payload naming the class restores exactly as the record it holds.
+    assert pickle.loads(pickle.dumps(_Reduce(bound_pickle._Record(record)))) == plan
+
+
+class _Reduce:
+    def __init__(self, items: Any) -> None:
+        self.items = items
+
+    def __reduce__(self) -> Any:
+        from mooncake.reshard.weight._planner import bound_pickle
+
+        return (bound_pickle._restore_transfer_plan, (self.items,))
