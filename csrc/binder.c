@@ -30,6 +30,7 @@
  * field-dict templates, created once per module object at init: no global PyObject. */
 #include "binder.h"
 #include "physical_kernels.h"
+#include "region_kernels.h"
 
 enum {
     /* RuntimeFragmentSnapshot fields, in field order (BD_NSNAP of them). */
@@ -1542,6 +1543,11 @@ bd_pfid_of(PyObject *const *nm, PyObject *fragment, PyObject **pfid)
     return status;
 }
 
+/* bind_regions' kept values of one region (borrowed, held by the region's dict): its fields in
+ * field order from source, then its tensor id. */
+#define BD_KEPT_TENSOR (N_TARGET_STRIDES - N_SOURCE + 1)
+#define BD_KEPT (BD_KEPT_TENSOR + 1)
+
 /* The bound region of one logical operation. With ids (step 11's selections, {source ids,
  * target ids}) non-NULL, the ids of its bound fragments are added as bound_fragment_ids would
  * add them for the region; *undecided is set when bound_fragment_ids would not decide it (the
@@ -1605,6 +1611,7 @@ bd_bound_region(const bd_table *tb, PyObject *const *classes, PyObject *op, PyOb
     }
     status = BD_ERROR;
     int rc = PyDict_SetItem(dict, nm[N_TENSOR_ID], value);
+    if (kept != NULL) kept[BD_KEPT_TENSOR] = value; /* borrowed: the region's dict holds it */
     Py_DECREF(value);
     if (rc < 0 || PyDict_SetItem(dict, nm[N_SOURCE], bound_source) < 0 ||
         PyDict_SetItem(dict, nm[N_TARGET], bound_target) < 0) {
@@ -1841,6 +1848,15 @@ typedef struct {
     int64_t *ends; /* per distinct fragment: the largest byte extent end an operation needs */
     int64_t max_count, max_total, total;
     int active;
+    /* The carried spec 8.4 proof (regions_canonical_carried): every region built was proven
+     * canonical (region_kernels.h) from its own stored values and its fragments' box and size,
+     * read once per distinct fragment; facts holds, per distinct fragment in position order, the
+     * four adapter values the proof used (placement tensor_id, global_offset, local_shape,
+     * binding nbytes; strong references, so a replaced value never shares an address with the
+     * one proven). canon is cleared (the proof is not carried) on anything unusual or unproven. */
+    PyObject *pf_cls, *runtime_cls; /* borrowed: the caller's arguments */
+    PyObject *facts;                /* owned list */
+    int canon;
 } bd_carry;
 
 static void
@@ -1850,6 +1866,7 @@ bd_carry_clear(bd_carry *c)
     Py_CLEAR(c->source_of);
     Py_CLEAR(c->target_of);
     Py_CLEAR(c->boxes);
+    Py_CLEAR(c->facts);
     PyMem_Free(c->keys);
     PyMem_Free(c->values);
     PyMem_Free(c->ends);
@@ -1878,6 +1895,10 @@ bd_carry_init(bd_carry *c, Py_ssize_t n)
         || c->values == NULL || c->ends == NULL) {
         return -1;
     }
+    if (c->canon) {
+        c->facts = PyList_New(0);
+        if (c->facts == NULL) return -1;
+    }
     memset(c->keys, 0, cap * sizeof(PyObject *));
     c->mask = cap - 1;
     c->max_count = INT64_MIN;
@@ -1889,7 +1910,7 @@ bd_carry_init(bd_carry *c, Py_ssize_t n)
 /* Position of fragment (held by a region) in the distinct list, appended when new; its end
  * raised to at least end; stored as item i of list. BD_OK or BD_ERROR. */
 static int
-bd_carry_position(bd_carry *c, PyObject *fragment, int64_t end, PyObject *list, Py_ssize_t i)
+bd_carry_position(bd_carry *c, PyObject *fragment, int64_t end, PyObject *list, Py_ssize_t i, Py_ssize_t *out)
 {
     size_t slot = (size_t)(((uintptr_t)fragment >> 4) * (uintptr_t)0x9E3779B97F4A7C15ULL) & c->mask;
     Py_ssize_t position = -1;
@@ -1911,7 +1932,128 @@ bd_carry_position(bd_carry *c, PyObject *fragment, int64_t end, PyObject *list, 
     }
     PyObject *number = PyLong_FromSsize_t(position);
     if (number == NULL || PyList_SetItem(list, i, number) < 0) return BD_ERROR; /* steals number */
+    *out = position;
     return BD_OK;
+}
+
+/* An exact int within int64 for the carried proof: 1, 0 (not proven), -1 (error). */
+static int
+bd_canon_i64(PyObject *value, int64_t *out)
+{
+    if (!PyLong_CheckExact(value)) return 0;
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (x == -1 && overflow == 0 && PyErr_Occurred()) return -1;
+    if (overflow != 0) return 0;
+    *out = (int64_t)x;
+    return 1;
+}
+
+/* An exact tuple of exact int64 ints, at most RC_MAX_NDIM long: 1 (*len set), 0, -1. */
+static int
+bd_canon_tuple(PyObject *value, int64_t *out, Py_ssize_t *len)
+{
+    if (!PyTuple_CheckExact(value)) return 0;
+    Py_ssize_t n = PyTuple_Size(value);
+    if (n < 0) return -1;
+    if (n > RC_MAX_NDIM) return 0;
+    for (Py_ssize_t d = 0; d < n; d++) {
+        PyObject *item = PyTuple_GetItem(value, d);
+        if (item == NULL) return -1;
+        int rc = bd_canon_i64(item, &out[d]);
+        if (rc != 1) return rc;
+    }
+    *len = n;
+    return 1;
+}
+
+/* The four adapter values of the bound fragment at position (new: read from the fragment's
+ * placement and binding and appended to c->facts). The fragment is this call's own (exact
+ * bound_cls, checked by the caller); its placement and binding must be exact placement / runtime
+ * fragments, whose fields are read from their instance dicts (no data descriptor shadows them:
+ * what getattr, and regions_canonical, read). BD_OK, BD_FALLBACK, BD_ERROR. */
+static int
+bd_canon_facts(const bd_table *tb, bd_carry *c, PyObject *fragment, Py_ssize_t position)
+{
+    PyObject *const *nm = tb->nm;
+    Py_ssize_t have = PyList_Size(c->facts);
+    if (have < 0) return BD_ERROR;
+    if (have / 4 > position) return BD_OK; /* read when the fragment was first seen */
+    if (have / 4 != position || have % 4 != 0) return BD_FALLBACK;
+    PyObject *held[2] = {NULL, NULL}, *v[4] = {NULL, NULL, NULL, NULL};
+    static const int bound_fields[] = {N_PLACEMENT, N_BINDING};
+    static const int placement_fields[] = {N_TENSOR_ID, N_GLOBAL_OFFSET, N_LOCAL_SHAPE};
+    int status = bd_phys_fields(nm, fragment, bound_fields, 2, held);
+    if (status == BD_OK && ((PyObject *)Py_TYPE(held[0]) != c->pf_cls || (PyObject *)Py_TYPE(held[1]) != c->runtime_cls))
+        status = BD_FALLBACK;
+    if (status == BD_OK) status = bd_phys_fields(nm, held[0], placement_fields, 3, v);
+    static const int binding_fields[] = {N_NBYTES};
+    if (status == BD_OK) status = bd_phys_fields(nm, held[1], binding_fields, 1, &v[3]);
+    for (int k = 0; k < 4 && status == BD_OK; k++) {
+        if (PyList_Append(c->facts, v[k]) < 0) status = BD_ERROR;
+    }
+    for (int k = 0; k < 4; k++) Py_XDECREF(v[k]);
+    Py_XDECREF(held[0]);
+    Py_XDECREF(held[1]);
+    return status;
+}
+
+/* One side's box and size from its carried facts (borrowed from c->facts) into the kernel's
+ * arrays; the tensor id must equal the region's. 1, 0 (not proven), -1. */
+static int
+bd_canon_side(bd_carry *c, Py_ssize_t position, PyObject *tensor_id, Py_ssize_t ndim, int64_t *off, int64_t *shape,
+              int64_t *nbytes)
+{
+    PyObject *v[4];
+    for (int k = 0; k < 4; k++) {
+        v[k] = PyList_GetItem(c->facts, position * 4 + k);
+        if (v[k] == NULL) return -1;
+    }
+    if (!PyUnicode_CheckExact(v[0])) return 0;
+    int cmp = PyUnicode_Compare(tensor_id, v[0]);
+    if (cmp == -1 && PyErr_Occurred()) return -1;
+    if (cmp != 0) return 0;
+    Py_ssize_t n = 0;
+    int rc = bd_canon_tuple(v[1], off, &n);
+    if (rc != 1) return rc;
+    if (n != ndim) return 0;
+    rc = bd_canon_tuple(v[2], shape, &n);
+    if (rc != 1) return rc;
+    if (n != ndim) return 0;
+    return bd_canon_i64(v[3], nbytes);
+}
+
+/* Region i's spec 8.4 proof (regions_canonical's reads and kernel on the values just stored in
+ * the region, kept[], and its fragments' carried facts). BD_OK proven, BD_FALLBACK (the proof is
+ * not carried), BD_ERROR. */
+static int
+bd_canon_region(const bd_table *tb, bd_carry *c, PyObject *const *kept, Py_ssize_t s_pos, Py_ssize_t t_pos)
+{
+    enum { V_SOURCE, V_TARGET, V_OFFSET, V_SHAPE, V_SBASE, V_TBASE, V_INNER, V_OUTER, V_SSTRIDES, V_TSTRIDES };
+    rc_region r;
+    Py_ssize_t n1 = 0, n2 = 0, n3 = 0;
+    int status = bd_canon_facts(tb, c, kept[V_SOURCE], s_pos);
+    if (status == BD_OK) status = bd_canon_facts(tb, c, kept[V_TARGET], t_pos);
+    if (status != BD_OK) return status;
+    PyObject *tensor_id = kept[BD_KEPT_TENSOR];
+    if (tensor_id == NULL || !PyUnicode_CheckExact(tensor_id)) return BD_FALLBACK;
+    Py_ssize_t length = PyUnicode_GetLength(tensor_id);
+    if (length < 0) return BD_ERROR;
+    int rc = length > 0 ? 1 : 0;
+    if (rc == 1) rc = bd_canon_tuple(kept[V_OFFSET], r.ov_off, &r.ndim);
+    if (rc == 1) rc = bd_canon_tuple(kept[V_SHAPE], r.ov_shape, &n1);
+    if (rc == 1 && (r.ndim == 0 || n1 != r.ndim)) rc = 0;
+    if (rc == 1) rc = bd_canon_i64(kept[V_SBASE], &r.s_base);
+    if (rc == 1) rc = bd_canon_i64(kept[V_TBASE], &r.t_base);
+    if (rc == 1) rc = bd_canon_i64(kept[V_INNER], &r.inner);
+    if (rc == 1) rc = bd_canon_tuple(kept[V_OUTER], r.outer, &r.nloops);
+    if (rc == 1) rc = bd_canon_tuple(kept[V_SSTRIDES], r.s_str, &n2);
+    if (rc == 1) rc = bd_canon_tuple(kept[V_TSTRIDES], r.t_str, &n3);
+    if (rc == 1 && (n2 != r.nloops || n3 != r.nloops)) rc = 0;
+    if (rc == 1) rc = bd_canon_side(c, s_pos, tensor_id, r.ndim, r.s_off, r.s_shape, &r.s_nbytes);
+    if (rc == 1) rc = bd_canon_side(c, t_pos, tensor_id, r.ndim, r.t_off, r.t_shape, &r.t_nbytes);
+    if (rc == 1) rc = rc_region_canonical(&r);
+    return rc < 0 ? BD_ERROR : rc == 1 ? BD_OK : BD_FALLBACK;
 }
 
 /* An exact int within int64 (revalidate_scan's rule): BD_OK, BD_FALLBACK, BD_ERROR. */
@@ -1930,7 +2072,7 @@ bd_carry_int(PyObject *value, int64_t *out)
 /* Region i (just built by bind_regions): revalidate_scan's per-operation rule on its fields,
  * same arithmetic in the same order. BD_OK recorded, BD_FALLBACK (the carry is off), BD_ERROR. */
 static int
-bd_carry_region(bd_carry *c, PyObject *const *v, Py_ssize_t i)
+bd_carry_region(const bd_table *tb, bd_carry *c, PyObject *const *v, Py_ssize_t i)
 {
     /* v: the values region i's dict holds, in field order from source (borrowed) */
     enum { V_SOURCE, V_TARGET, V_OFFSET, V_SHAPE, V_SBASE, V_TBASE, V_INNER, V_OUTER, V_SSTRIDES, V_TSTRIDES,
@@ -1979,15 +2121,25 @@ bd_carry_region(bd_carry *c, PyObject *const *v, Py_ssize_t i)
     status = BD_ERROR;
     PyObject *box = PyTuple_Pack(2, v[V_OFFSET], v[V_SHAPE]);
     if (box == NULL || PyList_SetItem(c->boxes, i, box) < 0) goto done; /* steals box */
-    if (bd_carry_position(c, v[V_SOURCE], s_end, c->source_of, i) != BD_OK) goto done;
-    if (bd_carry_position(c, v[V_TARGET], t_end, c->target_of, i) != BD_OK) goto done;
+    Py_ssize_t s_pos = -1, t_pos = -1;
+    if (bd_carry_position(c, v[V_SOURCE], s_end, c->source_of, i, &s_pos) != BD_OK) goto done;
+    if (bd_carry_position(c, v[V_TARGET], t_end, c->target_of, i, &t_pos) != BD_OK) goto done;
+    if (c->canon) {
+        status = bd_canon_region(tb, c, v, s_pos, t_pos);
+        if (status == BD_ERROR) goto done;
+        if (status == BD_FALLBACK) {
+            c->canon = 0;
+            Py_CLEAR(c->facts);
+        }
+    }
     status = BD_OK;
 done:
     return status;
 }
 
 /* The carried facts as (regions, fragments, source_of, target_of, boxes, ends, max_count,
- * max_total): ends a bytes of one native int64 per distinct fragment. New reference. */
+ * max_total, facts): ends a bytes of one native int64 per distinct fragment, facts the carried
+ * proof's list (or None). New reference. */
 static PyObject *
 bd_carry_result(bd_carry *c, PyObject *regions)
 {
@@ -1999,7 +2151,8 @@ bd_carry_result(bd_carry *c, PyObject *regions)
     PyObject *max_total = PyLong_FromLongLong(c->max_total);
     PyObject *result = NULL;
     if (ends != NULL && max_count != NULL && max_total != NULL) {
-        result = PyTuple_Pack(8, regions, c->frags, c->source_of, c->target_of, c->boxes, ends, max_count, max_total);
+        result = PyTuple_Pack(9, regions, c->frags, c->source_of, c->target_of, c->boxes, ends, max_count, max_total,
+                              c->canon ? c->facts : Py_None);
     }
     Py_XDECREF(ends);
     Py_XDECREF(max_count);
@@ -2030,15 +2183,20 @@ PyDoc_STRVAR(bind_regions_doc,
 "carried is None, or the facts revalidate_scan would derive from these regions (for\n"
 "revalidate_scan_carried: the new plan's revalidation within the same bind call), derived in\n"
 "the same pass: (regions, fragments, source_of, target_of, boxes, ends, max_count,\n"
-"max_total), ends one native int64 per distinct fragment (the largest byte extent end of its\n"
-"operations), max_count the largest segment count, max_total the largest running total.");
+"max_total, facts), ends one native int64 per distinct fragment (the largest byte extent end\n"
+"of its operations), max_count the largest segment count, max_total the largest running total.\n"
+"facts is None unless prove (11 arguments, a bool) is True as well: then, when every region\n"
+"built was proven canonical (regions_canonical's kernel, region_kernels.h) from the values it\n"
+"stored and each distinct fragment's placement tensor_id, global_offset, local_shape and\n"
+"binding nbytes (read once per fragment), the list of those four objects per distinct\n"
+"fragment (for regions_canonical_carried), else None.");
 
 static PyObject *
 bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     bd_table tb;
-    if (nargs != 6 && nargs != 7 && nargs != 9 && nargs != 10) {
-        PyErr_SetString(PyExc_TypeError, "bind_regions expects 6, 7, 9 or 10 arguments");
+    if (nargs != 6 && nargs != 7 && nargs != 9 && nargs != 10 && nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "bind_regions expects 6, 7, 9, 10 or 11 arguments");
         return NULL;
     }
     if (bd_load_table(self, &tb) < 0) return NULL;
@@ -2069,12 +2227,15 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (regions == NULL) return NULL;
     PyObject *ids[2] = {NULL, NULL};
     int undecided = 0;
-    bd_carry carry = {bound_cls, NULL, NULL, NULL, NULL, NULL, NULL, 0, NULL, 0, 0, 0, 0};
-    if (nargs == 10 && !PyBool_Check(args[9])) {
-        PyErr_SetString(PyExc_TypeError, "bind_regions' carry argument must be a bool");
+    bd_carry carry = {.bound_cls = bound_cls};
+    if (nargs >= 10 && (!PyBool_Check(args[9]) || (nargs == 11 && !PyBool_Check(args[10])))) {
+        PyErr_SetString(PyExc_TypeError, "bind_regions' carry and prove arguments must be bools");
         goto fail;
     }
-    if (nargs == 10 && args[9] == Py_True) {
+    if (nargs >= 10 && args[9] == Py_True) {
+        carry.pf_cls = args[1];
+        carry.runtime_cls = args[7];
+        carry.canon = nargs == 11 && args[10] == Py_True;
         if (bd_carry_init(&carry, n) < 0) goto fail;
         carry.active = 1;
     }
@@ -2092,7 +2253,7 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *op = PyTuple_GetItem(operations, i);
         PyObject *region = NULL;
-        PyObject *kept[N_TARGET_STRIDES - N_SOURCE + 1] = {NULL};
+        PyObject *kept[BD_KEPT] = {NULL};
         int status = op == NULL ? BD_ERROR
                                 : bd_bound_region(&tb, args, op, bound_targets, bound_sources, bound_cls,
                                                   bound_cls != NULL ? ids : NULL, &undecided, &region,
@@ -2121,7 +2282,7 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         if (carry.active) {
             /* the region is held by the list; its fields are read back from the dict just filled */
-            status = bd_carry_region(&carry, kept, i);
+            status = bd_carry_region(&tb, &carry, kept, i);
             if (status == BD_ERROR) goto fail;
             if (status == BD_FALLBACK) {
                 carry.active = 0;
@@ -2143,7 +2304,7 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *result;
     PyObject *selections = undecided ? Py_NewRef(Py_None) : PyTuple_Pack(2, ids[0], ids[1]);
     if (selections == NULL) result = NULL;
-    else if (nargs == 10) {
+    else if (nargs >= 10) {
         PyObject *carried = carry.active ? bd_carry_result(&carry, regions) : Py_NewRef(Py_None);
         result = carried == NULL ? NULL : PyTuple_Pack(4, regions, selections, physical, carried);
         Py_XDECREF(carried);

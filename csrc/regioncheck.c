@@ -13,168 +13,9 @@
  * dimensions is "not proven" (Python then decides, with arbitrary-precision ints).
  */
 #include "regioncheck.h"
+#include "region_kernels.h"
 
-#define RC_MAX_NDIM 32
-
-typedef struct {
-    Py_ssize_t ndim;  /* overlap rank; every box array below has ndim entries */
-    int64_t ov_off[RC_MAX_NDIM];
-    int64_t ov_shape[RC_MAX_NDIM];
-    int64_t s_off[RC_MAX_NDIM];
-    int64_t s_shape[RC_MAX_NDIM];
-    int64_t t_off[RC_MAX_NDIM];
-    int64_t t_shape[RC_MAX_NDIM];
-    Py_ssize_t nloops;  /* common length of the three loop tuples */
-    int64_t outer[RC_MAX_NDIM];
-    int64_t s_str[RC_MAX_NDIM];
-    int64_t t_str[RC_MAX_NDIM];
-    int64_t s_base;
-    int64_t t_base;
-    int64_t inner;
-    int64_t s_nbytes;
-    int64_t t_nbytes;
-} rc_region;
-
-/* -- kernel (Python-free) ------------------------------------------------------------------ */
-
-/* Spec §8.4 step 6: the overlap box lies inside the fragment box. */
-static int
-rc_box_inside(const int64_t *f_off, const int64_t *f_shape, const int64_t *off, const int64_t *shape,
-              Py_ssize_t ndim)
-{
-    for (Py_ssize_t d = 0; d < ndim; d++) {
-        int64_t f_end, end;
-        if (off[d] < f_off[d]) return 0;
-        if (mr_add_i64(f_off[d], f_shape[d], &f_end) < 0) return 0;
-        if (mr_add_i64(off[d], shape[d], &end) < 0) return 0;
-        if (end > f_end) return 0;
-    }
-    return 1;
-}
-
-/* Spec §8.4 step 11 (stricter: every extent must be positive): the itemsize, or 0. */
-static int64_t
-rc_itemsize(int64_t nbytes, const int64_t *shape, Py_ssize_t ndim)
-{
-    int64_t volume = 1;
-    for (Py_ssize_t d = 0; d < ndim; d++) {
-        if (shape[d] <= 0) return 0;
-        if (mr_mul_i64(volume, shape[d], &volume) < 0) return 0;
-    }
-    if (nbytes <= 0 || nbytes % volume != 0) return 0;
-    return nbytes / volume;
-}
-
-/* Row-major byte strides of the full local shape (spec §11.7); -1 on overflow. */
-static int
-rc_strides(const int64_t *shape, Py_ssize_t ndim, int64_t itemsize, int64_t *out)
-{
-    int64_t acc = itemsize;
-    for (Py_ssize_t d = ndim - 1; d >= 0; d--) {
-        out[d] = acc;
-        if (d > 0 && mr_mul_i64(acc, shape[d], &acc) < 0) return -1;
-    }
-    return 0;
-}
-
-/* Σ (ov_off[d] - f_off[d]) * strides[d]; -1 on overflow. */
-static int
-rc_base(const int64_t *ov_off, const int64_t *f_off, const int64_t *strides, Py_ssize_t ndim,
-        int64_t *out)
-{
-    int64_t base = 0;
-    for (Py_ssize_t d = 0; d < ndim; d++) {
-        int64_t diff, term;
-        if (__builtin_sub_overflow(ov_off[d], f_off[d], &diff)) return -1;
-        if (mr_mul_i64(diff, strides[d], &term) < 0) return -1;
-        if (mr_add_i64(base, term, &base) < 0) return -1;
-    }
-    *out = base;
-    return 0;
-}
-
-/* Spec §8.4 step 13 for one side. */
-static int
-rc_strides_disjoint(const rc_region *r, const int64_t *strides)
-{
-    int64_t span = r->inner;
-    for (Py_ssize_t i = r->nloops - 1; i >= 0; i--) {
-        int64_t grow;
-        if (r->outer[i] > 1 && strides[i] < span) return 0;
-        if (mr_mul_i64(r->outer[i] - 1, strides[i], &grow) < 0) return 0;
-        if (mr_add_i64(span, grow, &span) < 0) return 0;
-    }
-    return 1;
-}
-
-/* Spec §8.4 step 14 (``validate_bounds``) for one side. */
-static int
-rc_within(const rc_region *r, int64_t base, const int64_t *strides, int64_t nbytes)
-{
-    int64_t end;
-    if (mr_add_i64(base, r->inner, &end) < 0) return 0;
-    for (Py_ssize_t i = 0; i < r->nloops; i++) {
-        int64_t grow;
-        if (mr_mul_i64(r->outer[i] - 1, strides[i], &grow) < 0) return 0;
-        if (mr_add_i64(end, grow, &end) < 0) return 0;
-    }
-    return end <= nbytes;
-}
-
-/* 1 when every rule of spec §8.4 steps 4-14 provably holds for r, else 0. (Steps 1-3, the
- * tuple/int types and the tensor ids, are established by the glue.) */
-static int
-rc_region_canonical(const rc_region *r)
-{
-    const Py_ssize_t ndim = r->ndim;
-    int64_t s_strides[RC_MAX_NDIM], t_strides[RC_MAX_NDIM];
-    int64_t itemsize, s_base, t_base, inner, volume, total;
-    Py_ssize_t suffix;
-
-    if (ndim <= 0 || ndim > RC_MAX_NDIM || r->nloops < 0 || r->nloops > RC_MAX_NDIM) return 0;
-    for (Py_ssize_t d = 0; d < ndim; d++) {                                         /* step 5 */
-        if (r->ov_off[d] < 0 || r->ov_shape[d] <= 0) return 0;
-    }
-    if (!rc_box_inside(r->s_off, r->s_shape, r->ov_off, r->ov_shape, ndim)) return 0; /* step 6 */
-    if (!rc_box_inside(r->t_off, r->t_shape, r->ov_off, r->ov_shape, ndim)) return 0;
-    if (r->s_base < 0 || r->t_base < 0 || r->inner <= 0) return 0;                  /* step 8 */
-    for (Py_ssize_t i = 0; i < r->nloops; i++) {                                    /* step 10 */
-        if (r->outer[i] <= 0 || r->s_str[i] < 0 || r->t_str[i] < 0) return 0;
-    }
-    itemsize = rc_itemsize(r->s_nbytes, r->s_shape, ndim);                          /* step 11 */
-    if (itemsize <= 0 || itemsize != rc_itemsize(r->t_nbytes, r->t_shape, ndim)) return 0;
-    /* step 12: the canonical geometry of spec §11.7 */
-    if (rc_strides(r->s_shape, ndim, itemsize, s_strides) < 0) return 0;
-    if (rc_strides(r->t_shape, ndim, itemsize, t_strides) < 0) return 0;
-    if (rc_base(r->ov_off, r->s_off, s_strides, ndim, &s_base) < 0) return 0;
-    if (rc_base(r->ov_off, r->t_off, t_strides, ndim, &t_base) < 0) return 0;
-    if (mr_mul_i64(r->ov_shape[ndim - 1], itemsize, &inner) < 0) return 0;
-    suffix = ndim - 1;
-    for (Py_ssize_t d = ndim - 2; d >= 0; d--) {
-        if (s_strides[d] != inner || t_strides[d] != inner) break;
-        if (mr_mul_i64(inner, r->ov_shape[d], &inner) < 0) return 0;
-        suffix = d;
-    }
-    volume = itemsize;
-    for (Py_ssize_t d = 0; d < ndim; d++) {
-        if (mr_mul_i64(volume, r->ov_shape[d], &volume) < 0) return 0;
-    }
-    total = r->inner;
-    for (Py_ssize_t i = 0; i < r->nloops; i++) {
-        if (mr_mul_i64(total, r->outer[i], &total) < 0) return 0;
-    }
-    if (total != volume) return 0;
-    if (r->s_base != s_base || r->t_base != t_base) return 0;
-    if (r->inner != inner || r->nloops != suffix) return 0;
-    for (Py_ssize_t i = 0; i < suffix; i++) {
-        if (r->outer[i] != r->ov_shape[i] || r->s_str[i] != s_strides[i] || r->t_str[i] != t_strides[i])
-            return 0;
-    }
-    if (!rc_strides_disjoint(r, r->s_str) || !rc_strides_disjoint(r, r->t_str)) return 0; /* 13 */
-    if (!rc_within(r, r->s_base, r->s_str, r->s_nbytes)) return 0;                   /* step 14 */
-    if (!rc_within(r, r->t_base, r->t_str, r->t_nbytes)) return 0;
-    return 1;
-}
+/* The kernel (rc_region, rc_region_canonical): region_kernels.h. */
 
 /* -- glue ---------------------------------------------------------------------------------- */
 
@@ -499,7 +340,106 @@ regions_canonical(PyObject *Py_UNUSED(self), PyObject *args)
     return PyLong_FromSsize_t(i);
 }
 
+/* Item `name` of an exact dict as a borrowed reference; NULL with no exception when absent. */
+static PyObject *
+rc_item(PyObject *dict, PyObject *name)
+{
+    return PyDict_GetItemWithError(dict, name);
+}
+
+/* 1 when `obj` (an exact `cls` instance) has an exact-dict instance dict whose items `names`
+ * are exactly the objects `expected` (pointer identity); 0 otherwise; -1 error. When `held` is
+ * not NULL, the items `held_names` are returned there as new references (NULL when absent). */
+static int
+rc_same_items(PyObject *obj, PyObject *cls, const int *names, PyObject *const *expected, int count,
+              const int *held_names, PyObject **held, int nheld)
+{
+    if ((PyObject *)Py_TYPE(obj) != cls) return 0;
+    PyObject *dict = PyObject_GenericGetDict(obj, NULL);
+    if (dict == NULL) return -1;
+    int rc = PyDict_CheckExact(dict) ? 1 : 0;
+    for (int k = 0; k < count && rc == 1; k++) {
+        PyObject *value = rc_item(dict, rc_names[names[k]]);
+        if (value == NULL) rc = PyErr_Occurred() ? -1 : 0;
+        else if (value != expected[k]) rc = 0;
+    }
+    for (int k = 0; k < nheld && rc == 1; k++) {
+        PyObject *value = rc_item(dict, rc_names[held_names[k]]);
+        if (value == NULL) rc = PyErr_Occurred() ? -1 : 0;
+        else held[k] = Py_NewRef(value);
+    }
+    Py_DECREF(dict);
+    return rc;
+}
+
+PyDoc_STRVAR(regions_canonical_carried_doc,
+"regions_canonical_carried(operations, carried, bound_cls, placement_cls, binding_cls, /) -> bool\n"
+"--\n\n"
+"True when regions_canonical(operations, 0, ...) == len(operations) is already established by\n"
+"the proof bind_regions carried (``carried``: its fourth result, a 9-tuple whose last item is\n"
+"the proof's facts list): ``operations`` are exactly the carried regions (this bind call's own\n"
+"objects, whose fields it stored and nothing else has reached), and every distinct carried\n"
+"fragment (an exact ``bound_cls``) still holds an exact ``placement_cls`` placement and an exact\n"
+"``binding_cls`` binding whose tensor_id, global_offset, local_shape and nbytes are the very\n"
+"objects the proof read (read again now: the adapter can edit them). False otherwise (the caller\n"
+"then runs regions_canonical).");
+
+/* Field names read again per distinct fragment. */
+static const int rc_bound_fields[] = {RC_PLACEMENT, RC_BINDING};
+static const int rc_box_fields[] = {RC_TENSOR_ID, RC_GLOBAL_OFFSET, RC_LOCAL_SHAPE};
+static const int rc_size_fields[] = {RC_NBYTES};
+
+static PyObject *
+regions_canonical_carried(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    PyObject *operations, *carried, *bound_cls, *placement_cls, *binding_cls;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!:regions_canonical_carried", &PyTuple_Type, &operations, &PyTuple_Type,
+                          &carried, &PyType_Type, &bound_cls, &PyType_Type, &placement_cls, &PyType_Type,
+                          &binding_cls)) {
+        return NULL;
+    }
+    if (PyTuple_Size(carried) != 9) Py_RETURN_FALSE;
+    PyObject *regions = PyTuple_GetItem(carried, 0), *frags = PyTuple_GetItem(carried, 1);
+    PyObject *facts = PyTuple_GetItem(carried, 8);
+    if (regions == NULL || frags == NULL || facts == NULL) return NULL;
+    if (!PyList_CheckExact(regions) || !PyList_CheckExact(frags) || !PyList_CheckExact(facts)) Py_RETURN_FALSE;
+    Py_ssize_t n = PyTuple_Size(operations), distinct = PyList_Size(frags), nfacts = PyList_Size(facts);
+    if (n < 0 || distinct < 0 || nfacts < 0) return NULL;
+    if (n == 0 || PyList_Size(regions) != n || distinct > PY_SSIZE_T_MAX / 4 || nfacts != distinct * 4)
+        Py_RETURN_FALSE;
+    /* Case "this call's own objects": the operations are the carried regions themselves
+     * (pointers only); their fields are the immutable values bind_regions stored and proved. */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *op = PyTuple_GetItem(operations, i), *region = PyList_GetItem(regions, i);
+        if (op == NULL || region == NULL) return NULL;
+        if (op != region) Py_RETURN_FALSE;
+    }
+    /* Case "the adapter can edit it": each distinct fragment's placement and binding values the
+     * proof used are read again here and must be those very objects (the facts list holds them,
+     * so a replaced value cannot share an address with the one proven). The fragment itself is
+     * this call's own bound fragment (exact bound_cls), read again as cheap. */
+    for (Py_ssize_t p = 0; p < distinct; p++) {
+        PyObject *fragment = PyList_GetItem(frags, p);
+        if (fragment == NULL) return NULL;
+        PyObject *held[2] = {NULL, NULL};
+        int rc = rc_same_items(fragment, bound_cls, NULL, NULL, 0, rc_bound_fields, held, 2);
+        PyObject *expected[4];
+        for (int k = 0; k < 4 && rc == 1; k++) {
+            expected[k] = PyList_GetItem(facts, p * 4 + k);
+            if (expected[k] == NULL) rc = -1;
+        }
+        if (rc == 1) rc = rc_same_items(held[0], placement_cls, rc_box_fields, expected, 3, NULL, NULL, 0);
+        if (rc == 1) rc = rc_same_items(held[1], binding_cls, rc_size_fields, expected + 3, 1, NULL, NULL, 0);
+        Py_XDECREF(held[0]);
+        Py_XDECREF(held[1]);
+        if (rc < 0) return NULL;
+        if (rc == 0) Py_RETURN_FALSE;
+    }
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef regioncheck_methods[] = {
+    {"regions_canonical_carried", regions_canonical_carried, METH_VARARGS, regions_canonical_carried_doc},
     {"regions_canonical", regions_canonical, METH_VARARGS,
      "regions_canonical(operations, start, bound_cls, plain_types, /) -> int\n\n"
      "Index of the first operation at or after start (an exact tuple) not proven to satisfy\n"

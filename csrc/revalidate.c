@@ -344,7 +344,8 @@ revalidate_scan_carried(PyObject *Py_UNUSED(module), PyObject *args)
                           &binding_obj)) {
         return NULL;
     }
-    if (PyTuple_Size(carried) != 8) Py_RETURN_NONE;
+    Py_ssize_t carried_size = PyTuple_Size(carried);
+    if (carried_size != 8 && carried_size != 9) Py_RETURN_NONE; /* item 8: regions_canonical_carried's */
     PyObject *c[8];
     for (Py_ssize_t k = 0; k < 8; k++) {
         c[k] = PyTuple_GetItem(carried, k);

@@ -540,8 +540,8 @@ def revalidate_scan_carried(
     /,
 ) -> Optional[tuple[list[Any], list[int], list[int], list[tuple[tuple[int, ...], tuple[int, ...]]]]]:
     """``revalidate_scan`` for the plan a bind call has just built, from ``carried`` (the fourth
-    item of ``bind_regions(..., carry=True)``: facts about regions and bound fragments that call
-    created). Reads again what the adapter can edit: both budgets, every distinct fragment's
+    item of ``bind_regions(..., carry=True)``, 8 or 9 items: facts about regions and bound
+    fragments that call created). Reads again what the adapter can edit: both budgets, every distinct fragment's
     binding (exactly ``binding_type``) and its ``nbytes``, which must cover the largest extent
     end of that fragment's operations. ``operations`` must hold exactly the carried regions.
     What ``revalidate_scan`` returns for them, or None (then run ``revalidate_scan``).
@@ -851,6 +851,7 @@ def bind_regions(
     runtime_cls: type = ...,
     budget: object = ...,
     carry: bool = ...,
+    prove: bool = ...,
     /,
 ) -> Any:
     """Step 8 of ``bind_logical_transfer_plan``: per exact ``region_cls`` operation, the region with
@@ -865,8 +866,11 @@ def bind_regions(
     budget)`` would accept the regions with every target's binding an exact ``runtime_cls`` and
     placement an exact ``placement_fragment_cls`` (derived in the same pass), else None. With
     ``carry`` too (a bool; True): ``(list, selections, physical, carried)``, ``carried`` None or
-    what ``revalidate_scan_carried`` takes (``(regions, fragments, source_of, target_of, boxes,
-    ends, max_count, max_total)``, derived in the same pass)."""
+    what ``revalidate_scan_carried`` and ``regions_canonical_carried`` take (``(regions, fragments,
+    source_of, target_of, boxes, ends, max_count, max_total, facts)``, derived in the same pass;
+    ``facts`` is None, or the list of the four values, placement ``tensor_id``, ``global_offset``,
+    ``local_shape`` and binding ``nbytes``, of every distinct fragment, from which every region
+    was proven canonical with ``regions_canonical``'s kernel, when ``prove`` (a bool) is True)."""
 
 def address_ranges_clear(views: object, runtime_fragment_cls: type, /) -> bool:
     """True when the exact list of views ``(instance_id, runtime fragment, ...)`` passes
@@ -1014,6 +1018,22 @@ def bound_fragment_ids(
     str ids). ``None`` when not decided here."""
 
 # --- regioncheck.c: canonical-geometry recheck of plan regions (issue 5) ------
+
+def regions_canonical_carried(
+    operations: tuple[Any, ...],
+    carried: tuple[Any, ...],
+    bound_cls: type,
+    placement_cls: type,
+    binding_cls: type,
+    /,
+) -> bool:
+    """True when ``regions_canonical(operations, 0, ...) == len(operations)`` is established by the
+    proof ``bind_regions(..., carry=True)`` carried (``carried``: its 9-item fourth result whose
+    last item is the proof's facts list): ``operations`` are exactly the carried regions, and
+    every distinct carried fragment (exact ``bound_cls``) still holds an exact ``placement_cls``
+    placement and an exact ``binding_cls`` binding whose ``tensor_id``, ``global_offset``,
+    ``local_shape`` and ``nbytes`` are the very objects proven (read again). False otherwise
+    (run ``regions_canonical``). ``TypeError`` for wrong argument types."""
 
 def regions_canonical(operations: tuple[Any, ...], start: int, bound_cls: type, plain_types: tuple[type, ...], /) -> int:
     """Index of the first operation of ``operations[start:]`` not proven to satisfy every

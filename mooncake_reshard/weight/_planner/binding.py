@@ -32,6 +32,10 @@ from .validation import validate_logical_target_coverage
 
 _SIDES = ("source", "target")
 
+# bind_regions proves the regions it builds canonical (carried to the new plan's final region
+# recheck) from this many operations on (tests force it through this name).
+_PROVE_MIN = 256
+
 
 # ---------------------------------------------------------------------------------------
 # §12.3 executor projections
@@ -931,22 +935,28 @@ def _bind_logical_transfer_plan(
     limits = logical_plan.__dict__.get("planning_limits") if type(logical_plan) is LogicalTransferPlan else None
     segment_budget = limits.__dict__.get("max_total_lowered_segments") if type(limits) is PlanningLimits else None
     # The same pass also derives what the new plan's revalidation scan would derive from these
-    # regions (carried: see revalidate_scan_carried), or None.
+    # regions (carried: see revalidate_scan_carried), or None; from _PROVE_MIN operations on, it
+    # also proves each region it builds canonical for the new plan's final region recheck
+    # (carried: see region_check.recheck_regions; below that the proof's fixed cost exceeds
+    # what it saves, and the recheck proves the regions itself).
     carried: Any = None
+    logical_operations = logical_plan.operations
     bound: Optional[
         tuple[list[Any], Optional[tuple[frozenset[str], frozenset[str]]], Optional[bool], Any]
     ] = _native.bind_regions(
         TransferRegion,
         PlacementFragment,
         StoredFragmentSnapshot,
-        logical_plan.operations,
+        logical_operations,
         bound_targets,
         bound_sources,
         BoundWeightFragment,
         RuntimeBindingFragment,
         segment_budget,
         True,
+        type(logical_operations) is tuple and len(logical_operations) >= _PROVE_MIN,
     )
+    del logical_operations
     if bound is None:
         operations: list[Any] = _bind_operations(logical_plan.operations, bound_targets, bound_sources)
     else:

@@ -715,7 +715,9 @@ class TransferPlan:
             self._revalidate_rules(operations, source_executors, target_executors, limits, check_physical_ranges)
         # Beyond the reference: regions restored by default pickling skip their own checks, so
         # forged geometry is refused here, after every spec rule (same first failure otherwise).
-        recheck_regions(operations)
+        # A bind call's own regions: the proof bind_regions carried, the adapter's values it used
+        # read again (carried is None on every other path: everything is proven again).
+        recheck_regions(operations, carried)
 
     def _revalidate_rules(
         self,
