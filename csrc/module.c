@@ -12,6 +12,7 @@
 #include "pickle_codec.h"
 #include "planobj.h"
 #include "regioncheck.h"
+#include "restore_scan.h"
 #include "revalidate.h"
 #include "table.h"
 
@@ -27,6 +28,7 @@ native_exec(PyObject *module)
     if (Init_PickleCodec(module) < 0) return -1;
     if (Init_PlanObjects(module) < 0) return -1;
     if (Init_RegionCheck(module) < 0) return -1;
+    if (Init_RestoreScan(module) < 0) return -1;
     if (Init_Revalidate(module) < 0) return -1;
     if (Init_Table(module) < 0) return -1;
     return 0;
