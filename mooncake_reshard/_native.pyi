@@ -1054,8 +1054,9 @@ def graph_pack(root: object, registry: tuple[tuple[type, tuple[str, ...], int], 
 def graph_unpack(codes: object, values: object, registry: tuple[tuple[type, tuple[str, ...], int], ...], /) -> Any:
     """The graph ``graph_pack`` packed: registered instances rebuilt by field dict (mode 0/1, as
     their default pickling) or, mode 2, as ``RuntimeBindingFragment(*values)`` (decided in C when
-    its checks visibly hold, else by calling the class, whose exception propagates). None when the
-    stream is not exactly one well-formed graph using every value once."""
+    its checks visibly hold, else by calling the class, whose exception propagates). Every int of
+    the stream is decoded once per value (equal ints are one object). None when the stream is not
+    exactly one well-formed graph using every value once."""
 
 def encode_record(
     operations: object,
@@ -1075,3 +1076,14 @@ def encode_record(
     """The five flat tables of the compact ``TransferPlan`` pickle record (attestations, bound
     fragments, operations, source and target executors) exactly as ``bound_pickle._encode`` builds
     them; None when an object is not of the record's shape (``_encode`` then decides)."""
+
+# --- restore_scan.c: a pickle restore's regions with the revalidation scan's facts (issue 5) --
+
+def restore_regions_carried(
+    table: object, fragments: object, region_cls: type, region_fields: tuple[str, ...], bound_cls: type, /
+) -> Optional[tuple[tuple[Any, ...], Optional[tuple[Any, ...]]]]:
+    """``(regions, carried)``: the regions ``restore_regions`` builds from a record's operation
+    table and, derived from the values stored in them, ``revalidate_scan``'s facts in the shape
+    ``revalidate_scan_carried`` takes (None when a value is one the scan would decline). None when
+    the table is not exactly the record's shape. ``TypeError`` for classes that are not heap types
+    or ``region_fields`` other than ``TransferRegion``'s eleven field names in order."""
