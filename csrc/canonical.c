@@ -22,7 +22,7 @@ typedef struct {
 } cj_buf;
 
 static int
-cj_reserve(cj_buf *b, size_t extra)
+cj_reserve_slow(cj_buf *b, size_t extra)
 {
     size_t need;
     if (__builtin_add_overflow(b->len, extra, &need)) {
@@ -52,6 +52,14 @@ cj_reserve(cj_buf *b, size_t extra)
     return 0;
 }
 
+/* Room for extra more bytes (len <= cap always holds: the common case is one compare). */
+static inline int
+cj_reserve(cj_buf *b, size_t extra)
+{
+    if (b->cap - b->len >= extra) return 0;
+    return cj_reserve_slow(b, extra);
+}
+
 /* Ask for transparent huge pages over a large buffer (fewer page faults while it is filled);
  * advice only: any failure is ignored. */
 static void
@@ -68,7 +76,7 @@ cj_huge_pages(cj_buf *b)
 #endif
 }
 
-static int
+static inline int
 cj_write(cj_buf *b, const char *s, size_t n)
 {
     if (n == 0) return 0; /* b->data may still be NULL: no memcpy to it */
@@ -78,7 +86,7 @@ cj_write(cj_buf *b, const char *s, size_t n)
     return 0;
 }
 
-static int
+static inline int
 cj_putc(cj_buf *b, char c)
 {
     if (b->len == b->cap && cj_reserve(b, 1) < 0) return -1;
@@ -259,6 +267,12 @@ cj_write_str(cj_buf *b, PyObject *str, int ensure_ascii)
 
 /* ---- ints --------------------------------------------------------------------- */
 
+/* "00".."99": two digits per division */
+static const char cj_digit_pairs[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
 static int
 cj_write_i64(cj_buf *b, long long v)
 {
@@ -266,12 +280,25 @@ cj_write_i64(cj_buf *b, long long v)
     char *end = tmp + sizeof(tmp);
     char *p = end;
     unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-    do {
-        *--p = (char)('0' + (u % 10));
-        u /= 10;
-    } while (u != 0);
+    while (u >= 100) {
+        unsigned pair = (unsigned)(u % 100);
+        u /= 100;
+        p -= 2;
+        p[0] = cj_digit_pairs[2 * pair];
+        p[1] = cj_digit_pairs[2 * pair + 1];
+    }
+    if (u >= 10) {
+        p -= 2;
+        p[0] = cj_digit_pairs[2 * u];
+        p[1] = cj_digit_pairs[2 * u + 1];
+    }
+    else *--p = (char)('0' + u);
     if (v < 0) *--p = '-';
-    return cj_write(b, p, (size_t)(end - p));
+    size_t n = (size_t)(end - p);
+    if (cj_reserve(b, n) < 0) return -1;
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+    return 0;
 }
 
 /* Any int (or int subclass, not bool) in decimal, like int.__repr__. */
@@ -721,6 +748,14 @@ typedef struct {
     size_t cap;      /* 0 or a power of two */
     size_t used;
     cj_buf ranks;
+    /* the batched encoding's exact fragment and rank classes (borrowed from the caller's
+     * arguments; NULL elsewhere): a fragment's state is read with PyObject_GenericGetDict (what
+     * its __dict__ attribute returns) and a rank of any other class declines, so no read of the
+     * batched path runs Python code */
+    PyObject *fragment_type;
+    PyObject *rank_type;
+    /* field read at state entry i of the previous fragment (a guess for the next one's order) */
+    signed char guess[PFL_TENSOR + 1];
 } pfl_ctx;
 
 static int
@@ -743,6 +778,9 @@ pfl_ctx_init(pfl_ctx *c)
     c->cap = c->used = 0;
     c->ranks.data = NULL;
     c->ranks.len = c->ranks.cap = 0;
+    c->fragment_type = NULL;
+    c->rank_type = NULL;
+    for (int k = 0; k <= PFL_TENSOR; k++) c->guess[k] = (signed char)k;
     return pfl_keys(c->keys);
 }
 
@@ -797,6 +835,8 @@ pfl_ctx_reserve(pfl_ctx *c)
     return 0;
 }
 
+static int cj_scan_names(PyObject *state, PyObject *const *names, int n, PyObject **v);
+
 /* Append the canonical JSON of topology.rank_object(rank), encoded once per rank object. */
 static int
 pfl_rank(cj_buf *b, pfl_ctx *c, PyObject *rank)
@@ -806,14 +846,32 @@ pfl_rank(cj_buf *b, pfl_ctx *c, PyObject *rank)
         if (hit->rank == rank) return cj_write(b, c->ranks.data + hit->off, hit->len);
     }
     if (pfl_ctx_reserve(c) < 0) return -1;
-    PyObject *rank_state = pfl_state(rank, c->keys[PFL_DICT]);
-    if (rank_state == NULL) return -1;
-    PyObject *r[4] = {NULL, NULL, NULL, NULL};
+    PyObject *rank_state, *r[4] = {NULL, NULL, NULL, NULL};
     int rc = 0;
-    for (int k = 0; k < 4 && rc == 0; k++) {
-        r[k] = pfl_get(rank_state, c->keys[PFL_DP + k]);
-        if (r[k] == NULL) rc = -1;
-        else Py_INCREF(r[k]);
+    if (c->rank_type != NULL) {
+        /* the batched encoding: an exact rank's state dict read by one scan (no Python code);
+         * anything else declines (-1, no exception) */
+        if ((PyObject *)Py_TYPE(rank) != c->rank_type) return -1;
+        rank_state = PyObject_GenericGetDict(rank, NULL);
+        if (rank_state == NULL) return -1;
+        if (!PyDict_Check(rank_state) || cj_scan_names(rank_state, c->keys + PFL_DP, 4, r) < 0) rc = -1;
+        for (int k = 0; k < 4 && rc == 0; k++) {
+            if (r[k] == NULL) rc = -1;
+        }
+        if (rc < 0) {
+            Py_DECREF(rank_state);
+            return -1;
+        }
+        for (int k = 0; k < 4; k++) Py_INCREF(r[k]);
+    }
+    else {
+        rank_state = pfl_state(rank, c->keys[PFL_DICT]);
+        if (rank_state == NULL) return -1;
+        for (int k = 0; k < 4 && rc == 0; k++) {
+            r[k] = pfl_get(rank_state, c->keys[PFL_DP + k]);
+            if (r[k] == NULL) rc = -1;
+            else Py_INCREF(r[k]);
+        }
     }
     size_t off = c->ranks.len;
     if (rc == 0) rc = cj_putc(&c->ranks, '{');
@@ -853,6 +911,73 @@ pfl_int_tuple(cj_buf *b, PyObject *value)
     return cj_putc(b, ']');
 }
 
+/* Borrowed state[name] for every fragment field (v[PFL_ALIASES .. PFL_TENSOR]) from one scan of
+ * the state's entries, matching the interned names by identity: no hashing, no Python code.
+ * Exact when every key met is an exact str (no two keys of the dict are then equal, so
+ * state[name] is the entry whose key is name, or one equal to it); a slot is left NULL for a
+ * name not met by identity. Returns 0, or -1 (nothing set, no exception) when some key is not
+ * an exact str: the caller then looks every field up. */
+static int
+pfl_scan_fields(PyObject *state, pfl_ctx *c, PyObject **v)
+{
+    for (int k = 0; k <= PFL_TENSOR; k++) v[k] = NULL;
+    Py_ssize_t pos = 0, entry = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(state, &pos, &key, &value)) {
+        int k = -1;
+        if (entry <= PFL_TENSOR && key == c->keys[(int)c->guess[entry]]) k = c->guess[entry];
+        else {
+            for (int j = 0; j <= PFL_TENSOR; j++) {
+                if (key == c->keys[j]) {
+                    k = j;
+                    break;
+                }
+            }
+            if (k < 0 && !PyUnicode_CheckExact(key)) return -1;
+            if (k >= 0 && entry <= PFL_TENSOR) c->guess[entry] = (signed char)k;
+        }
+        if (k >= 0) v[k] = value;
+        entry++;
+    }
+    return 0;
+}
+
+/* An int field: exact ints without the generic dispatch. */
+static inline int
+pfl_int(cj_buf *b, PyObject *value)
+{
+    return PyLong_CheckExact(value) ? cj_write_int(b, value) : cj_encode(b, value, 1);
+}
+
+/* The canonical JSON of weight/_canonical.py fragment_object(fragment) from its fields v
+ * (PFL_ALIASES .. PFL_TENSOR). */
+static int
+pfl_write_fields(cj_buf *b, PyObject *const *v, pfl_ctx *c)
+{
+    int rc;
+    PyObject *aliases = v[PFL_ALIASES];
+    if (PyTuple_CheckExact(aliases) && PyTuple_Size(aliases) == 0) rc = cj_write(b, "{\"aliases\":[]", 13);
+    else if ((rc = cj_write(b, "{\"aliases\":", 11)) == 0) rc = cj_encode(b, aliases, 1);
+    if (rc == 0) rc = cj_write(b, ",\"global_offset\":", 17);
+    if (rc == 0) rc = pfl_int_tuple(b, v[PFL_OFFSET]);
+    if (rc == 0) rc = cj_write(b, ",\"local_shape\":", 15);
+    if (rc == 0) rc = pfl_int_tuple(b, v[PFL_SHAPE]);
+    if (rc == 0) rc = cj_write(b, ",\"nbytes\":", 10);
+    if (rc == 0) rc = pfl_int(b, v[PFL_NBYTES]);
+    if (rc == 0 && v[PFL_STAGE] != Py_None) {
+        rc = cj_write(b, ",\"pipeline_stage_id\":", 21);
+        if (rc == 0) rc = pfl_int(b, v[PFL_STAGE]);
+    }
+    if (rc == 0) rc = cj_write(b, ",\"placement_fragment_id\":", 25);
+    if (rc == 0) rc = cj_encode(b, v[PFL_ID], 1);
+    if (rc == 0) rc = cj_write(b, ",\"rank\":", 8);
+    if (rc == 0) rc = pfl_rank(b, c, v[PFL_RANK]);
+    if (rc == 0) rc = cj_write(b, ",\"tensor_id\":", 13);
+    if (rc == 0) rc = cj_encode(b, v[PFL_TENSOR], 1);
+    if (rc == 0) rc = cj_putc(b, '}');
+    return rc;
+}
+
 /* One fragment: the canonical JSON of weight/_canonical.py fragment_object(fragment). */
 static int
 pfl_fragment(cj_buf *b, PyObject *fragment, pfl_ctx *c)
@@ -862,32 +987,19 @@ pfl_fragment(cj_buf *b, PyObject *fragment, pfl_ctx *c)
     int rc = 0;
     PyObject *v[PFL_TENSOR + 1];
     int got = 0;
+    if (pfl_scan_fields(state, c, v) < 0) {
+        for (int k = 0; k <= PFL_TENSOR; k++) v[k] = NULL;
+    }
+    /* the fields not met by the scan looked up in order (the first missing one raises);
+     * no Python code has run since the scan: its borrowed values are still the dict's */
     for (; got <= PFL_TENSOR; got++) {
-        v[got] = pfl_get(state, c->keys[got]);
-        if (v[got] == NULL) {
+        if (v[got] == NULL && (v[got] = pfl_get(state, c->keys[got])) == NULL) {
             rc = -1;
             break;
         }
         Py_INCREF(v[got]);
     }
-    if (rc == 0) {
-        PyObject *aliases = v[PFL_ALIASES];
-        if (PyTuple_CheckExact(aliases) && PyTuple_Size(aliases) == 0)
-            rc = cj_write(b, "{\"aliases\":[]", 13);
-        else if ((rc = cj_write(b, "{\"aliases\":", 11)) == 0)
-            rc = cj_encode(b, aliases, 1);
-    }
-    if (rc == 0) rc = cj_write(b, ",\"global_offset\":", 17);
-    if (rc == 0) rc = pfl_int_tuple(b, v[PFL_OFFSET]);
-    if (rc == 0) rc = cj_write(b, ",\"local_shape\":", 15);
-    if (rc == 0) rc = pfl_int_tuple(b, v[PFL_SHAPE]);
-    if (rc == 0) rc = pfl_key_value(b, 0, pfl_names[PFL_NBYTES], v[PFL_NBYTES]);
-    if (rc == 0 && v[PFL_STAGE] != Py_None) rc = pfl_key_value(b, 0, pfl_names[PFL_STAGE], v[PFL_STAGE]);
-    if (rc == 0) rc = pfl_key_value(b, 0, pfl_names[PFL_ID], v[PFL_ID]);
-    if (rc == 0) rc = cj_write(b, ",\"rank\":", 8);
-    if (rc == 0) rc = pfl_rank(b, c, v[PFL_RANK]);
-    if (rc == 0) rc = pfl_key_value(b, 0, pfl_names[PFL_TENSOR], v[PFL_TENSOR]);
-    if (rc == 0) rc = cj_putc(b, '}');
+    if (rc == 0) rc = pfl_write_fields(b, v, c);
     for (int k = 0; k < got; k++) Py_DECREF(v[k]);
     Py_DECREF(state);
     return rc;
@@ -1008,6 +1120,184 @@ static int td_sink_tensors(pfl_sink *s, PyObject *tensors, PyObject *const *type
 /* With tensors (not NULL): the text goes on after the suffix with the canonical JSON list of
  * the tensors (as canonical_tensors_json) and then fs[0:fn], written straight into the sink;
  * any failure there declines too (the caller then encodes the exact way). */
+/* Prefetch the memory of an object's header and, for len bytes of payload, its next lines. */
+static inline void
+pfl_prefetch(const PyObject *obj, size_t len)
+{
+    const char *p = (const char *)obj;
+    __builtin_prefetch(p);
+    for (size_t line = 64; line < len; line += 64) __builtin_prefetch(p + line);
+}
+
+enum { PFL_BATCH = 16 };
+
+/* One batch of the fused path's fragment encoding: objs[0:nb] (held by the caller), every one
+ * exactly c->fragment_type with a rank exactly c->rank_type and a state dict keyed by exact str,
+ * so no read runs Python code and reading the batch ahead of encoding it cannot differ from
+ * reading each fragment just before its text. Each text goes to b, preceded by ',' when commas
+ * is set (and lead, for the first); starts (nb + 1 entries, or NULL) receives where each begins
+ * and the end. The reads are memory-latency bound (scattered objects), so the batch takes one
+ * level at a time over all its fragments, whose cache misses then overlap: the state dicts, one
+ * entry of each, every field (its objects prefetched), the fields' references (the tuples' items
+ * prefetched), then the texts. 0, or -1 (decline; an exception may be set). */
+static int
+pfl_batch(cj_buf *b, PyObject *const *objs, size_t nb, pfl_ctx *c, size_t *starts, int commas, int lead)
+{
+    PyObject *states[PFL_BATCH];
+    PyObject *fields[PFL_BATCH][PFL_TENSOR + 1];
+    size_t nstates = 0, nfields = 0;
+    int bad = 0;
+    for (size_t j = 0; j < nb; j++) {
+        PyObject *obj = objs[j];
+        if ((PyObject *)Py_TYPE(obj) != c->fragment_type || (states[j] = PyObject_GenericGetDict(obj, NULL)) == NULL) {
+            bad = 1;
+            break;
+        }
+        nstates++;
+        if (!PyDict_Check(states[j])) {
+            bad = 1;
+            break;
+        }
+    }
+    for (size_t j = 0; !bad && j < nb; j++) {
+        Py_ssize_t pos = 0;
+        PyObject *key, *value;
+        (void)PyDict_Next(states[j], &pos, &key, &value);
+    }
+    /* borrowed fields (no Python code runs until they are all held) */
+    for (size_t j = 0; !bad && j < nb; j++) {
+        PyObject **v = fields[j];
+        if (pfl_scan_fields(states[j], c, v) < 0) bad = 1;
+        for (int k = 0; k <= PFL_TENSOR && !bad; k++) {
+            if (v[k] == NULL) bad = 1;
+        }
+        if (bad) break;
+        pfl_prefetch(v[PFL_ID], 128);
+        pfl_prefetch(v[PFL_OFFSET], 64);
+        pfl_prefetch(v[PFL_SHAPE], 64);
+        pfl_prefetch(v[PFL_NBYTES], 0);
+        pfl_prefetch(v[PFL_TENSOR], 0);
+    }
+    if (!bad) nfields = nb;
+    for (size_t j = 0; j < nfields; j++) {
+        for (int k = 0; k <= PFL_TENSOR; k++) Py_INCREF(fields[j][k]);
+        for (int k = PFL_OFFSET; k <= PFL_SHAPE; k++) {
+            PyObject *t = fields[j][k];
+            Py_ssize_t n = PyTuple_CheckExact(t) ? PyTuple_Size(t) : 0;
+            for (Py_ssize_t i = 0; i < n; i++) pfl_prefetch(PyTuple_GetItem(t, i), 0);
+        }
+    }
+    for (size_t j = 0; !bad && j < nb; j++) {
+        if (commas && (j || lead) && cj_putc(b, ',') < 0) bad = 1;
+        if (starts != NULL) starts[j] = b->len;
+        if (!bad && pfl_write_fields(b, fields[j], c) < 0) bad = 1;
+    }
+    if (!bad && starts != NULL) starts[nb] = b->len;
+    for (size_t j = 0; j < nfields; j++)
+        for (int k = 0; k <= PFL_TENSOR; k++) Py_DECREF(fields[j][k]);
+    for (size_t j = 0; j < nstates; j++) Py_DECREF(states[j]);
+    return bad ? -1 : 0;
+}
+
+/* Tail of pair i of the fast paths' checks: its ASCII bytes, or NULL (decline, no exception)
+ * when the pair is not a (fragments list or tuple, non-empty JSON object text) tuple. */
+static const char *
+pfl_pair_tail(PyObject *pair, Py_ssize_t *tn)
+{
+    if (!PyTuple_Check(pair) || PyTuple_Size(pair) != 2) return NULL;
+    PyObject *frags = PyTuple_GetItem(pair, 0), *tail = PyTuple_GetItem(pair, 1);
+    if (frags == NULL || tail == NULL || !PyUnicode_Check(tail) || !(PyList_Check(frags) || PyTuple_Check(frags))) {
+        PyErr_Clear();
+        return NULL;
+    }
+    const char *ts = PyUnicode_AsUTF8AndSize(tail, tn);
+    if (ts == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (*tn < 3 || ts[0] != '{' || ts[1] == '}') return NULL;
+    for (Py_ssize_t k = 0; k < *tn; k++)
+        if ((unsigned char)ts[k] >= 0x80) return NULL;
+    return ts;
+}
+
+/* The fused path (exact fragment and rank classes given): the parts encoded in list order
+ * straight into the sink (no scratch text, no copy), in batches whose reads overlap (see
+ * pfl_batch); then the suffix, the tensors and fs[0:fn]. Lists are read as the in-order path
+ * reads them (size read again at each step, items held while used). The result, or NULL with
+ * no exception: the caller declines. */
+static PyObject *
+pfl_parts_direct(PyObject *pairs, const char *ps, size_t pn, const char *ss, size_t sn, int want_sha,
+                 PyObject *tensors, PyObject *const *types, const char *fs, size_t fn, PyObject *fragment_type,
+                 PyObject *rank_type)
+{
+    pfl_ctx c;
+    pfl_sink sink = {{NULL, 0, 0}, NULL};
+    PyObject *result = NULL, *items[PFL_BATCH];
+    size_t nitems = 0;
+    int ok = 0;
+    if (pfl_ctx_init(&c) < 0) {
+        PyErr_Clear();
+        return NULL;
+    }
+    c.fragment_type = fragment_type;
+    c.rank_type = rank_type;
+    if (want_sha) {
+        sink.md = EVP_MD_CTX_new();
+        if (sink.md == NULL || EVP_DigestInit_ex(sink.md, EVP_sha256(), NULL) != 1) goto done;
+    }
+    if (pfl_sink_write(&sink, ps, pn) < 0 || pfl_sink_write(&sink, "[", 1) < 0) goto done;
+    for (Py_ssize_t i = 0;; i++) {
+        Py_ssize_t np = PyList_Size(pairs);
+        if (np < 0) goto done;
+        if (i >= np) break;
+        PyObject *pair = PyList_GetItem(pairs, i);
+        if (pair == NULL) goto done;
+        Py_INCREF(pair);
+        Py_ssize_t tn = 0;
+        const char *ts = pfl_pair_tail(pair, &tn);
+        PyObject *frags = ts == NULL ? NULL : PyTuple_GetItem(pair, 0);
+        int rc = frags == NULL ? -1 : pfl_sink_write(&sink, i ? ",{\"fragments\":[" : "{\"fragments\":[", i ? 15 : 14);
+        int is_list = frags != NULL && PyList_Check(frags);
+        for (Py_ssize_t j0 = 0; rc == 0; j0 += PFL_BATCH) {
+            int more = 1;
+            for (nitems = 0; nitems < PFL_BATCH && more > 0; nitems++) {
+                more = cj_seq_item(frags, is_list, j0 + (Py_ssize_t)nitems, &items[nitems]);
+                if (more <= 0) break;
+            }
+            if (more < 0) rc = -1;
+            /* the next batch's objects: a hint only (borrowed pointers, not kept) */
+            Py_ssize_t size = is_list ? PyList_Size(frags) : PyTuple_Size(frags);
+            for (Py_ssize_t k = j0 + PFL_BATCH; k < j0 + 2 * PFL_BATCH && k < size; k++) {
+                const char *next = (const char *)(is_list ? PyList_GetItem(frags, k) : PyTuple_GetItem(frags, k));
+                if (next != NULL) {
+                    __builtin_prefetch(next - 64);
+                    __builtin_prefetch(next);
+                }
+            }
+            if (rc == 0 && nitems) rc = pfl_batch(&sink.out, items, nitems, &c, NULL, 1, j0 != 0);
+            if (rc == 0) rc = pfl_sink_write(&sink, "", 0); /* hands full blocks to the digest */
+            for (size_t j = 0; j < nitems; j++) Py_DECREF(items[j]);
+            nitems = 0;
+            if (more == 0) break;
+        }
+        if (rc == 0) rc = pfl_sink_write(&sink, "],", 2);
+        if (rc == 0) rc = pfl_sink_write(&sink, ts + 1, (size_t)(tn - 1));
+        Py_DECREF(pair);
+        if (rc < 0) goto done;
+    }
+    if (pfl_sink_write(&sink, "]", 1) < 0 || pfl_sink_write(&sink, ss, sn) < 0) goto done;
+    if (td_sink_tensors(&sink, tensors, types) < 0 || pfl_sink_write(&sink, fs, fn) < 0) goto done;
+    result = pfl_sink_result(&sink);
+    ok = result != NULL;
+done:
+    if (!ok && PyErr_Occurred()) PyErr_Clear();
+    pfl_ctx_free(&c);
+    if (sink.md != NULL) EVP_MD_CTX_free(sink.md);
+    cj_free(&sink.out);
+    return result;
+}
+
 static PyObject *
 pfl_parts_fast(PyObject *pairs, const char *ps, size_t pn, const char *ss, size_t sn, int want_sha,
                PyObject *tensors, PyObject *const *types, const char *fs, size_t fn)
@@ -1153,23 +1443,28 @@ py_canonical_parts_json(PyObject *Py_UNUSED(module), PyObject *args, PyObject *k
             PyErr_SetString(PyExc_TypeError, "tensors must be a list or tuple");
             return NULL;
         }
-        PyObject *types[TD_TYPES];
-        if (type_tuple == NULL || PyTuple_Size(type_tuple) != TD_TYPES) {
-            PyErr_SetString(PyExc_TypeError, "tensors need types = (tensor, split, replicated, ownership) classes");
+        PyObject *types[TD_TYPES + 2] = {NULL};
+        Py_ssize_t ntypes = type_tuple == NULL ? -1 : PyTuple_Size(type_tuple);
+        if (ntypes != TD_TYPES && ntypes != TD_TYPES + 2) {
+            PyErr_SetString(PyExc_TypeError,
+                            "tensors need types = (tensor, split, replicated, ownership[, fragment, rank]) classes");
             return NULL;
         }
-        for (int k = 0; k < TD_TYPES; k++) {
+        for (Py_ssize_t k = 0; k < ntypes; k++) {
             types[k] = PyTuple_GetItem(type_tuple, k); /* borrowed: the tuple holds them */
             if (types[k] == NULL || !PyType_Check(types[k])) {
-                PyErr_SetString(PyExc_TypeError, "types must hold four classes");
+                PyErr_SetString(PyExc_TypeError, "types must hold four or six classes");
                 return NULL;
             }
         }
         Py_ssize_t an = 0;
         const char *as = "";
         if (after != NULL && (as = pfl_ascii(after, &an, "after")) == NULL) return NULL;
-        PyObject *fused = pfl_parts_fast(pairs, ps, (size_t)pn, ss, (size_t)sn, want_sha, tensors, types, as,
-                                         (size_t)an);
+        PyObject *fused =
+            types[TD_TYPES] != NULL
+                ? pfl_parts_direct(pairs, ps, (size_t)pn, ss, (size_t)sn, want_sha, tensors, types, as, (size_t)an,
+                                   types[TD_TYPES], types[TD_TYPES + 1])
+                : pfl_parts_fast(pairs, ps, (size_t)pn, ss, (size_t)sn, want_sha, tensors, types, as, (size_t)an);
         if (fused != NULL || PyErr_Occurred()) return fused;
         Py_RETURN_NONE;
     }
@@ -1345,10 +1640,155 @@ td_encode(cj_buf *b, PyObject *const *v, const td_axes *a)
     return cj_putc(b, '}');
 }
 
+/* Borrowed values state[names[k]] (k < n) from one scan of the state's entries, matching the
+ * interned names by identity (no hashing, no Python code); exact when every key met is an exact
+ * str (no two keys of the dict are then equal). A name not met leaves v[k] NULL. Returns 0, or
+ * -1 (no exception) when some key is not an exact str. */
+static int
+cj_scan_names(PyObject *state, PyObject *const *names, int n, PyObject **v)
+{
+    for (int k = 0; k < n; k++) v[k] = NULL;
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(state, &pos, &key, &value)) {
+        int k = 0;
+        while (k < n && key != names[k]) k++;
+        if (k < n) v[k] = value;
+        else if (!PyUnicode_CheckExact(key)) return -1;
+    }
+    return 0;
+}
+
+/* Identity memo of one call: the text of each distinct object encoded so far. A slot holds a
+ * strong reference to its object, so no address is reused while the call runs. */
+typedef struct {
+    pfl_slot *slots; /* open addressing, linear probing; slot.rank is the object */
+    size_t cap;      /* 0 or a power of two */
+    size_t used;
+    cj_buf text;
+} cj_memo;
+
+static void
+cj_memo_free(cj_memo *m)
+{
+    for (size_t i = 0; i < m->cap; i++) Py_XDECREF(m->slots[i].rank);
+    PyMem_Free(m->slots);
+    m->slots = NULL;
+    m->cap = m->used = 0;
+    cj_free(&m->text);
+}
+
+static size_t
+cj_memo_slot(const cj_memo *m, const PyObject *obj)
+{
+    uint64_t x = (uint64_t)(uintptr_t)obj;
+    x ^= x >> 33;
+    x *= 0xFF51AFD7ED558CCDULL;
+    x ^= x >> 33;
+    size_t mask = m->cap - 1, i = (size_t)x & mask;
+    while (m->slots[i].rank != NULL && m->slots[i].rank != obj) i = (i + 1) & mask;
+    return i;
+}
+
+/* The memo's slot of obj, or NULL when obj has none. */
+static const pfl_slot *
+cj_memo_find(const cj_memo *m, const PyObject *obj)
+{
+    if (m->cap == 0) return NULL;
+    const pfl_slot *slot = &m->slots[cj_memo_slot(m, obj)];
+    return slot->rank == obj ? slot : NULL;
+}
+
+/* Record m->text[off:] as the text of obj (not in the memo yet). 0 or -1 (MemoryError). */
+static int
+cj_memo_add(cj_memo *m, PyObject *obj, size_t off)
+{
+    if (m->cap == 0 || (m->used + 1) * 2 > m->cap) {
+        size_t cap = m->cap ? m->cap : 32;
+        while ((m->used + 1) * 2 > cap) {
+            if (cap > ((size_t)PY_SSIZE_T_MAX) / (2 * sizeof(pfl_slot))) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            cap *= 2;
+        }
+        pfl_slot *old = m->slots;
+        size_t old_cap = m->cap;
+        pfl_slot *grown = mr_alloc_array(cap, sizeof(pfl_slot));
+        if (grown == NULL) return -1;
+        for (size_t i = 0; i < cap; i++) grown[i].rank = NULL;
+        m->slots = grown;
+        m->cap = cap;
+        for (size_t i = 0; i < old_cap; i++)
+            if (old[i].rank != NULL) m->slots[cj_memo_slot(m, old[i].rank)] = old[i];
+        PyMem_Free(old);
+    }
+    pfl_slot *slot = &m->slots[cj_memo_slot(m, obj)];
+    Py_INCREF(obj);
+    slot->rank = obj;
+    slot->off = off;
+    slot->len = m->text.len - off;
+    m->used++;
+    return 0;
+}
+
+/* Append the canonical JSON list of axis_identity(axis) for an exact tuple of exactly the three
+ * axis classes (checked by the caller), each axis read from its state dict (no Python code
+ * runs). Each axis object is encoded once per call. 0, or -1 (the caller declines). */
+static int
+td_axes_text(cj_buf *b, cj_memo *memo, PyObject *axes, PyObject *const *types, PyObject *const *names)
+{
+    Py_ssize_t na = PyTuple_Size(axes);
+    if (na < 0 || cj_putc(b, '[') < 0) return -1;
+    for (Py_ssize_t k = 0; k < na; k++) {
+        PyObject *axis = PyTuple_GetItem(axes, k); /* in range; the tuple holds it */
+        if (axis == NULL || (k && cj_putc(b, ',') < 0)) return -1;
+        const pfl_slot *hit = cj_memo_find(memo, axis);
+        if (hit != NULL) {
+            if (cj_write(b, memo->text.data + hit->off, hit->len) < 0) return -1;
+            continue;
+        }
+        PyObject *kind_type = (PyObject *)Py_TYPE(axis);
+        int semantics = kind_type == types[TD_T_SPLIT] ? 0 : kind_type == types[TD_T_REPLICATED] ? 1 : 2;
+        PyObject *state = PyObject_GenericGetDict(axis, NULL);
+        if (state == NULL) return -1;
+        PyObject *v[2]; /* kind, dim */
+        if (!PyDict_Check(state) || cj_scan_names(state, names + TD_KIND, 2, v) < 0 || v[0] == NULL ||
+            (semantics == 0 && v[1] == NULL)) {
+            Py_DECREF(state);
+            return -1;
+        }
+        Py_INCREF(v[0]);
+        Py_XINCREF(v[1]);
+        cj_buf *t = &memo->text;
+        size_t off = t->len;
+        int rc = 0;
+        if (semantics == 0) {
+            rc = cj_write(t, "{\"dim\":", 7);
+            if (rc == 0) rc = cj_encode(t, v[1], 1);
+            if (rc == 0) rc = cj_write(t, ",\"kind\":", 8);
+        }
+        else rc = cj_write(t, "{\"kind\":", 8);
+        if (rc == 0) rc = cj_encode(t, v[0], 1);
+        static const char *const texts[3] = {",\"semantics\":\"split\"}", ",\"semantics\":\"replicated\"}",
+                                             ",\"semantics\":\"ownership\"}"};
+        if (rc == 0) rc = cj_write(t, texts[semantics], strlen(texts[semantics]));
+        Py_DECREF(v[0]);
+        Py_XDECREF(v[1]);
+        Py_DECREF(state);
+        if (rc == 0) rc = cj_memo_add(memo, axis, off);
+        if (rc == 0) rc = cj_write(b, t->data + off, t->len - off);
+        if (rc < 0) return -1;
+    }
+    return cj_putc(b, ']');
+}
+
 /* The canonical JSON list of tensors (canonical_tensors_json's text) written into the sink as it
  * is encoded (no text object, no copy). Only for exactly types[TD_T_TENSOR] descriptors whose
- * parallel_axes is an exact tuple of exactly the three axis classes (then no attribute read or
- * instance check runs Python code); anything else declines. 0, or -1 (the caller declines). */
+ * parallel_axes is an exact tuple of exactly the three axis classes, every field read from the
+ * state dict (what the attribute reads return for these classes: no Python code runs); anything
+ * else (a field missing from the dict, a key not an exact str) declines. 0, or -1 (the caller
+ * declines). */
 static int
 td_sink_tensors(pfl_sink *s, PyObject *tensors, PyObject *const *types)
 {
@@ -1360,44 +1800,102 @@ td_sink_tensors(pfl_sink *s, PyObject *tensors, PyObject *const *types)
         if (names[nnames] == NULL) rc = -1;
     }
     if (rc < 0) nnames--; /* the failed slot holds NULL */
-    td_axes axes = {NULL, 0, 0};
+    cj_memo memo = {NULL, 0, 0, {NULL, 0, 0}};
     int is_list = PyList_Check(tensors);
     if (rc == 0) rc = pfl_sink_write(s, "[", 1);
-    for (Py_ssize_t i = 0; rc == 0; i++) {
-        PyObject *tensor;
-        int more = cj_seq_item(tensors, is_list, i, &tensor);
-        if (more < 0) rc = -1;
-        if (more <= 0) break;
-        if ((PyObject *)Py_TYPE(tensor) != types[TD_T_TENSOR]) {
-            Py_DECREF(tensor);
-            rc = -1;
-            break;
-        }
-        PyObject *v[TD_AXES + 3] = {NULL};
-        int got = 0;
-        for (; got <= TD_EXPERT && rc == 0; got++) {
-            v[got] = PyObject_GetAttr(tensor, names[got]);
-            if (v[got] == NULL) rc = -1;
-            else if (got == TD_AXES) {
-                PyObject *raw = v[got];
-                Py_ssize_t na = PyTuple_CheckExact(raw) ? PyTuple_Size(raw) : -1;
-                if (na < 0) rc = -1;
-                for (Py_ssize_t k = 0; k < na && rc == 0; k++) {
-                    PyObject *kind = (PyObject *)Py_TYPE(PyTuple_GetItem(raw, k)); /* in range */
-                    if (kind != split_type && kind != replicated_type && kind != types[TD_T_OWNERSHIP]) rc = -1;
-                }
-                if (rc == 0) rc = td_read_axes(&axes, raw, split_type, replicated_type, names);
+    /* in batches, one level at a time over the batch (as pfl_encode_batched: the tensors are
+     * scattered in memory, and no read here runs Python code) */
+    PyObject *items[PFL_BATCH], *states[PFL_BATCH];
+    PyObject *v[PFL_BATCH][TD_EXPERT + 1];
+    int done = 0;
+    for (Py_ssize_t i0 = 0; rc == 0 && !done; i0 += PFL_BATCH) {
+        size_t nb = 0, nstates = 0, nfields = 0;
+        for (; nb < PFL_BATCH; nb++) {
+            int more = cj_seq_item(tensors, is_list, i0 + (Py_ssize_t)nb, &items[nb]);
+            if (more < 0) rc = -1;
+            if (more <= 0) {
+                done = 1;
+                break;
             }
         }
-        if (rc == 0 && i) rc = cj_putc(&s->out, ',');
-        if (rc == 0) rc = td_encode(&s->out, v, &axes);
-        if (rc == 0) rc = pfl_sink_write(s, "", 0); /* hands full blocks to the digest */
-        for (int k = 0; k < got; k++) Py_XDECREF(v[k]);
-        td_axes_clear(&axes);
-        Py_DECREF(tensor);
+        /* the next batch's objects: a hint only (borrowed pointers, not kept) */
+        Py_ssize_t size = is_list ? PyList_Size(tensors) : PyTuple_Size(tensors);
+        for (Py_ssize_t k = i0 + PFL_BATCH; k < i0 + 2 * PFL_BATCH && k < size; k++) {
+            PyObject *next = is_list ? PyList_GetItem(tensors, k) : PyTuple_GetItem(tensors, k);
+            if (next != NULL) pfl_prefetch(next, 0);
+        }
+        for (size_t j = 0; rc == 0 && j < nb; j++) {
+            if ((PyObject *)Py_TYPE(items[j]) != types[TD_T_TENSOR] ||
+                (states[j] = PyObject_GenericGetDict(items[j], NULL)) == NULL) {
+                rc = -1;
+                break;
+            }
+            nstates++;
+            if (!PyDict_Check(states[j])) rc = -1;
+        }
+        for (size_t j = 0; rc == 0 && j < nb; j++) {
+            Py_ssize_t pos = 0;
+            PyObject *key, *value;
+            (void)PyDict_Next(states[j], &pos, &key, &value);
+        }
+        /* borrowed fields (no Python code runs until they are all held) */
+        for (size_t j = 0; rc == 0 && j < nb; j++) {
+            PyObject **f = v[j];
+            if (cj_scan_names(states[j], names, TD_EXPERT + 1, f) < 0) rc = -1;
+            for (int k = 0; k <= TD_EXPERT && rc == 0; k++)
+                if (f[k] == NULL) rc = -1;
+            if (rc < 0) break;
+            pfl_prefetch(f[TD_ID], 96);
+            pfl_prefetch(f[TD_AXES], 0);
+            pfl_prefetch(f[TD_SHARD], 0);
+            pfl_prefetch(f[TD_SHAPE], 0);
+            pfl_prefetch(f[TD_EXPERT], 0);
+            pfl_prefetch(f[TD_LAYER], 0);
+        }
+        if (rc == 0) nfields = nb;
+        for (size_t j = 0; j < nfields; j++)
+            for (int k = 0; k <= TD_EXPERT; k++) Py_INCREF(v[j][k]);
+        for (size_t j = 0; rc == 0 && j < nb; j++) {
+            PyObject *raw = v[j][TD_AXES];
+            Py_ssize_t na = PyTuple_CheckExact(raw) ? PyTuple_Size(raw) : -1;
+            if (na < 0) rc = -1;
+            for (Py_ssize_t k = 0; k < na && rc == 0; k++) {
+                PyObject *kind = (PyObject *)Py_TYPE(PyTuple_GetItem(raw, k)); /* in range */
+                if (kind != split_type && kind != replicated_type && kind != types[TD_T_OWNERSHIP]) rc = -1;
+            }
+        }
+        for (size_t j = 0; rc == 0 && j < nb; j++) {
+            PyObject *const *f = v[j];
+            cj_buf *b = &s->out;
+            if (i0 + (Py_ssize_t)j) rc = cj_putc(b, ',');
+            if (rc == 0) rc = cj_write(b, "{\"dtype\":", 9);
+            if (rc == 0) rc = cj_encode(b, f[TD_DTYPE], 1);
+            if (rc == 0) rc = cj_write(b, ",\"expert_id\":", 13);
+            if (rc == 0) rc = cj_encode(b, f[TD_EXPERT], 1);
+            if (rc == 0) rc = cj_write(b, ",\"global_shape\":", 16);
+            if (rc == 0) rc = pfl_int_tuple(b, f[TD_SHAPE]);
+            if (rc == 0) rc = cj_write(b, ",\"itemsize\":", 12);
+            if (rc == 0) rc = cj_encode(b, f[TD_ITEMSIZE], 1);
+            if (rc == 0) rc = cj_write(b, ",\"layer_id\":", 12);
+            if (rc == 0) rc = cj_encode(b, f[TD_LAYER], 1);
+            if (rc == 0) rc = cj_write(b, ",\"layout_fingerprint\":", 22);
+            if (rc == 0) rc = cj_encode(b, f[TD_FP], 1);
+            if (rc == 0) rc = cj_write(b, ",\"parallel_axes\":", 17);
+            if (rc == 0) rc = td_axes_text(b, &memo, f[TD_AXES], types, names);
+            if (rc == 0) rc = cj_write(b, ",\"shard_dims\":", 14);
+            if (rc == 0) rc = pfl_int_tuple(b, f[TD_SHARD]);
+            if (rc == 0) rc = cj_write(b, ",\"tensor_id\":", 13);
+            if (rc == 0) rc = cj_encode(b, f[TD_ID], 1);
+            if (rc == 0) rc = cj_putc(b, '}');
+            if (rc == 0) rc = pfl_sink_write(s, "", 0); /* hands full blocks to the digest */
+        }
+        for (size_t j = 0; j < nfields; j++)
+            for (int k = 0; k <= TD_EXPERT; k++) Py_DECREF(v[j][k]);
+        for (size_t j = 0; j < nstates; j++) Py_DECREF(states[j]);
+        for (size_t j = 0; j < nb; j++) Py_DECREF(items[j]);
     }
     if (rc == 0) rc = pfl_sink_write(s, "]", 1);
-    PyMem_Free(axes.items);
+    cj_memo_free(&memo);
     for (int k = 0; k < nnames; k++) Py_DECREF(names[k]);
     return rc;
 }

@@ -64,7 +64,7 @@ def canonical_parts_json(
     sha256: bool = False,
     tensors: list[object] | tuple[object, ...] | None = None,
     after: str = "",
-    types: tuple[type, type, type, type] | None = None,
+    types: tuple[type, type, type, type] | tuple[type, type, type, type, type, type] | None = None,
 ) -> str | None:
     """``prefix + "[" + ",".join('{"fragments":' + canonical_fragments_json(f) + "," + tail[1:])
     + "]" + suffix`` over ``(fragments, tail)`` pairs, in one buffer (with ``sha256=True``: the
@@ -83,7 +83,14 @@ def canonical_parts_json(
     path declines or a tensor is not exactly the descriptor class with an exact tuple of exactly
     the axis classes, or any read or encoding fails: the caller then encodes the exact way.
     ``TypeError`` for ``tensors`` not a list or tuple or malformed ``types``, ``ValueError`` for
-    a non-ASCII ``after``."""
+    a non-ASCII ``after``.
+
+    With six ``types`` (``..., PlacementFragment, ParallelRank``) the fused form writes the parts
+    in list order straight into the buffer or digest (no scratch text), reading each batch of
+    fragments' state dicts ahead of their texts (their cache misses overlap); it takes only
+    fragments and ranks of exactly those classes whose state dicts hold every field under the
+    interned name and only exact str keys, and tensors and axes likewise (each axis object is
+    encoded once per call): then no read runs Python code. Anything else returns ``None``."""
 
 def canonical_tensors_json(
     tensors: list[object] | tuple[object, ...], split_type: type, replicated_type: type, /

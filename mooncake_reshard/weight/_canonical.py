@@ -13,6 +13,7 @@ from .. import _native
 from .topology import ParallelTopology, rank_object
 from .types import (
     OwnershipAxis,
+    ParallelRank,
     PlacementFragment,
     ReplicatedAxis,
     SplitAxis,
@@ -32,8 +33,16 @@ __all__ = [
 ]
 
 
-# the exact classes the fused encoding reads without running Python code (any other declines)
-_TENSOR_TYPES = (TensorDescriptor, SplitAxis, ReplicatedAxis, OwnershipAxis)
+# the exact classes the fused encoding reads without running Python code (any other tensor,
+# axis, fragment or rank class declines)
+_TENSOR_TYPES = (
+    TensorDescriptor,
+    SplitAxis,
+    ReplicatedAxis,
+    OwnershipAxis,
+    PlacementFragment,
+    ParallelRank,
+)
 
 
 def tensor_object(tensor: TensorDescriptor) -> dict[str, Any]:
