@@ -2751,7 +2751,11 @@ typedef struct {
     Py_ssize_t part;
     Py_ssize_t count;   /* operations targeting it */
     Py_ssize_t start;   /* first of them in the CSR order */
+    int plain;          /* with the fused route check: its route half is plain (BD_OK) */
 } bd_cover_frag;
+
+/* Forward: logical_routes_plain's check of one route half (defined with it below). */
+static int bd_route_half_plain(PyObject *const *nm, PyObject *fragment, PyObject *fragment_cls, PyObject *rank_cls);
 
 /* Kernel: boxes (n of rank r: offsets bo, shapes bs, row-major) exactly cover the container
  * (co, cs) with every coordinate >= 0, every extent >= 1, ends and volumes representable:
@@ -2932,18 +2936,28 @@ PyDoc_STRVAR(logical_target_cover_doc,
 "identical objects, and every selected fragment exactly covered by its operations' boxes (one\n"
 "box equal to it, or at most 64 boxes, non-negative offsets, positive extents, representable\n"
 "ends and volumes). None when that is not decided here: the Python checks then run and raise\n"
-"the first failure. TypeError when a class is not a heap type.");
+"the first failure. TypeError when a class is not a heap type.\n\n"
+"With stored_cls (a twelfth argument, a class) it also decides, in the same pass over the\n"
+"fragments and operations (one C call: every read observes the same state),\n"
+"logical_routes_plain(operations, region_cls, fragment_cls, stored_cls, rank_cls): it then\n"
+"returns True when the checks pass and the routes are plain, False when the checks pass and\n"
+"logical_routes_plain would return None, and None when the checks are not decided here.");
 
 static PyObject *
 bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     bd_table tb;
-    if (nargs != 11) {
-        PyErr_SetString(PyExc_TypeError, "logical_target_cover expects 11 arguments");
+    if (nargs != 11 && nargs != 12) {
+        PyErr_SetString(PyExc_TypeError, "logical_target_cover expects 11 or 12 arguments");
         return NULL;
     }
     if (bd_load_table(self, &tb) < 0) return NULL;
-    if (bd_check_heap_types(args + 5, 6) < 0) return NULL;
+    if (bd_check_heap_types(args + 5, nargs - 5) < 0) return NULL;
+    /* The fused logical_routes_plain (12 arguments): routes stays BD_OK while every route half
+     * read is plain; BD_FALLBACK once one is not (only the answer changes: the checks go on). */
+    PyObject *stored_cls = nargs == 12 ? args[11] : NULL;
+    int routes = stored_cls != NULL ? BD_OK : BD_FALLBACK;
+    PyObject *last_source = NULL; /* borrowed: the previous operation's plain source (alive in it) */
     PyObject *const *nm = tb.nm;
     PyObject *operations = args[0], *parts = args[1], *executors = args[2], *target_tensors = args[3];
     PyObject *placement_id = args[4];
@@ -3041,6 +3055,12 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 frags[f].part = p;
                 frags[f].count = 0;
                 frags[f].start = 0;
+                frags[f].plain = BD_FALLBACK;
+                if (status == BD_OK && routes == BD_OK) {
+                    /* its route half, read now: an operation targeting it reads this very object */
+                    frags[f].plain = bd_route_half_plain(nm, fragment, fragment_cls, rank_cls);
+                    if (frags[f].plain == BD_ERROR) status = BD_ERROR;
+                }
             }
         }
     }
@@ -3079,6 +3099,23 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (f < 0 || f >= n_frags || frags[f].fragment != target) status = BD_FALLBACK;
         Py_DECREF(target);
         if (status != BD_OK) break;
+        if (routes == BD_OK) {
+            /* logical_routes_plain on this operation: its target (one of the fragments read
+             * above) and its source (no user code runs in this call: the same object still has
+             * the values read) */
+            PyObject *source = NULL;
+            routes = frags[f].plain;
+            if (routes == BD_OK) routes = bd_get(op, nm[N_SOURCE], &source);
+            if (routes == BD_OK && source != last_source && (PyObject *)Py_TYPE(source) != stored_cls) {
+                routes = bd_route_half_plain(nm, source, fragment_cls, rank_cls);
+                if (routes == BD_OK) last_source = source; /* held by op, held by operations */
+            }
+            Py_XDECREF(source);
+            if (routes == BD_ERROR) {
+                status = BD_ERROR;
+                break;
+            }
+        }
         op_frag[i] = f;
         frags[f].count++;
         part_has_op[frags[f].part] = 1;
@@ -3263,7 +3300,10 @@ done:
     Py_XDECREF(participants);
     Py_XDECREF(fragment_ids);
     Py_XDECREF(tensors);
-    if (status == BD_OK) Py_RETURN_TRUE;
+    if (status == BD_OK) {
+        if (stored_cls != NULL && routes != BD_OK) Py_RETURN_FALSE;
+        Py_RETURN_TRUE;
+    }
     if (status == BD_ERROR) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "logical_target_cover failed");
         return NULL;

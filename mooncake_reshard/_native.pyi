@@ -929,6 +929,7 @@ def logical_target_cover(
     executor_cls: type,
     rank_cls: type,
     tensor_cls: type,
+    stored_cls: type = ...,
     /,
 ) -> Optional[bool]:
     """``True`` when every target-side logical self-check of spec §11.6
@@ -939,7 +940,11 @@ def logical_target_cover(
     part's sorted ids, identical tensor objects, and every selected fragment exactly covered by
     its operations' boxes (one box equal to it, or at most 64 boxes; non-negative offsets,
     positive extents, representable ends and volumes). ``None`` when not decided here (the
-    Python checks run and raise the first failure). ``TypeError`` when a class is not a heap type."""
+    Python checks run and raise the first failure). ``TypeError`` when a class is not a heap type.
+    With ``stored_cls``, ``logical_routes_plain(operations, region_cls, fragment_cls, stored_cls,
+    rank_cls)`` is decided in the same passes (one call: every read observes the same state):
+    ``True`` when the checks pass and the routes are plain, ``False`` when the checks pass and
+    that would return None, ``None`` when the checks are not decided here."""
 
 def logical_routes_plain(
     operations: object,

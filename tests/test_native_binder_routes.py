@@ -1,7 +1,8 @@
 """The per-executor index check of the logical target self-checks (spec §11.6, re-run by binding
 step 2) decided without building the plan's operation views: once ``logical_target_cover``
 accepted, every target executor has an operation, so the views are built only when building them
-could fail (``_native.logical_routes_plain`` and exact executor keys decide that). The outcome
+could fail (``_native.logical_routes_plain``, fused into ``logical_target_cover``'s call, and exact
+executor keys decide that). The outcome
 (True / False / the same exception) equals the views path on genuine and forged plans, and
 ``validate_logical_target_coverage`` and binding report the same first failure."""
 
@@ -36,10 +37,22 @@ def _outcome(call: Callable[[], Any]) -> Any:
         return (type(exc), str(exc))
 
 
+def _views_path(patch: pytest.MonkeyPatch) -> None:
+    """logical_target_cover's fused route check reports "not decided" (False where it accepted
+    with plain routes): the views are built, as when logical_routes_plain returned None."""
+    original = _native.logical_target_cover
+
+    def cover(*args: Any) -> Any:
+        result = original(*args)
+        return False if result is True else result
+
+    patch.setattr(validation._native, "logical_target_cover", cover)
+
+
 def _both(call: Callable[[], Any], monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
     shortcut = _outcome(call)
     with monkeypatch.context() as patch:
-        patch.setattr(validation._native, "logical_routes_plain", lambda *args: None)
+        _views_path(patch)
         views = _outcome(call)
     return shortcut, views
 

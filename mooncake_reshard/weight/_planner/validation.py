@@ -228,14 +228,20 @@ def _target_checks_accepted(plan: LogicalTransferPlan, target: Any) -> bool:
         )
     state = plan.__dict__
     executors = state.get("target_executors")
-    if not _native.logical_target_cover(
+    # The same C call also decides logical_routes_plain (below) in its passes over the
+    # fragments and operations (one call: every read observes the same state): True, the checks
+    # passed and the routes are plain; False, the checks passed and the routes are not decided
+    # there; None, the checks are not decided there.
+    cover = _native.logical_target_cover(
         state.get("operations"),
         target.parts,
         executors,
         state.get("target_tensors"),
         target.placement_id,
         *_COVER_CLASSES[:6],
-    ):
+        StoredFragmentSnapshot,
+    )
+    if cover is None:
         return False
     # The per-executor operation indices (_check_executors' last check), without building the
     # plan's views when that build provably cannot fail: logical_target_cover has just proven
@@ -243,15 +249,13 @@ def _target_checks_accepted(plan: LogicalTransferPlan, target: Any) -> bool:
     # executor lists exactly its part's fragment ids (participants and fragment ids distinct),
     # so that operation falls in this executor's bucket and every indices(executor, "target")
     # is non-empty -- provided both sides' executor keys are exact, hashable and distinct and
-    # every route is plain (what building the views would otherwise raise on). Read in this
-    # call, from the plan as it is now (nothing is remembered).
+    # every route is plain (what building the views would otherwise raise on; cover is True).
+    # Read in this call, from the plan as it is now (nothing is remembered).
     if (
-        type(plan) is _COVER_CLASSES[6]
+        cover is True
+        and type(plan) is _COVER_CLASSES[6]
         and _plain_executor_keys(executors)
         and _plain_executor_keys(state.get("source_executors"))
-        and _native.logical_routes_plain(
-            state.get("operations"), _COVER_CLASSES[0], PlacementFragment, StoredFragmentSnapshot, ParallelRank
-        )
     ):
         return True
     # Every other check passed, so the views are read where _check_executors reads them.
