@@ -230,3 +230,82 @@ class _Reduce:
         from mooncake.reshard.weight._planner import bound_pickle
 
         return (bound_pickle._restore_transfer_plan, (self.items,))
+
+
+# ---------------------------------------------------------------------------------------
+# The opcode string is a bytearray the restore empties once decoded
+
+
+def test_packed_codes_are_a_bytearray_emptied_by_the_restore() -> None:
+    from mooncake.reshard.weight._planner import bound_pickle
+
+    plan, _memory = _small_plan()
+    function, (codes, values) = bound_pickle.reduce_ex_transfer_plan(plan, 5)
+    assert function is bound_pickle._restore_packed_transfer_plan
+    assert type(codes) is bytearray and len(codes) > 0
+    kept = bytes(codes)
+    assert function(codes, values) == plan
+    assert codes == bytearray()  # emptied: its buffer is freed before the revalidation
+    # Payloads written before (bytes) restore as they did; the bytes are left as they are.
+    assert function(kept, values) == plan and len(kept) > 0
+    # Through pickle: both forms.
+    assert pickle.loads(pickle.dumps(plan, protocol=5)) == plan
+    assert pickle.loads(pickle.dumps(_Reduce2(bound_pickle._restore_packed_transfer_plan, (kept, values)))) == plan
+
+
+def test_hostile_bytearray_codes_raise_the_record_message() -> None:
+    from spec_helpers import raises
+
+    from mooncake.reshard.weight._planner import bound_pickle
+
+    plan, _memory = _small_plan()
+    function, (codes, values) = bound_pickle.reduce_ex_transfer_plan(plan, 5)
+    invalid = "transfer plan pickle state is invalid"
+    for bad in (codes[:-1], codes + b"\x06", bytearray(), bytearray(b"\x00")):
+        with raises(invalid):
+            function(bytearray(bad), values)
+    subclass = type("Codes", (bytearray,), {})(codes)
+    with raises(invalid):  # only an exact bytearray is copied; anything else goes to the decoder as is
+        function(subclass, values)
+    assert len(subclass) == len(codes)
+    # The same bytearray twice (a payload referring to it twice): the second call finds it empty.
+    again = bytearray(codes)
+    assert function(again, values) == plan
+    with raises(invalid):
+        function(again, values)
+
+
+def test_opcode_copy_is_freed_before_revalidating(monkeypatch: Any) -> None:
+    import sys
+
+    from mooncake.reshard.weight._planner import bound_pickle
+    from mooncake.reshard.weight._planner.bound_contracts import TransferPlan
+
+    plan, _memory = _small_plan()
+    blob = pickle.dumps(plan, protocol=pickle.HIGHEST_PROTOCOL)
+    seen: list[Any] = []
+    counts: list[int] = []
+    unpack = bound_pickle._graph_unpack
+    revalidate = TransferPlan._revalidate_scoped
+
+    def unpack_spy(data: Any, *rest: Any) -> Any:
+        seen.append(data)
+        return unpack(data, *rest)
+
+    def revalidate_spy(self: Any, *args: Any) -> None:
+        counts.append(sys.getrefcount(seen[0]))
+        revalidate(self, *args)
+
+    monkeypatch.setattr(bound_pickle, "_graph_unpack", unpack_spy)
+    monkeypatch.setattr(TransferPlan, "_revalidate_scoped", revalidate_spy)
+    assert pickle.loads(blob) == plan
+    assert type(seen[0]) is bytes and counts == [2]
+
+
+class _Reduce2:
+    def __init__(self, function: Any, args: Any) -> None:
+        self.function = function
+        self.args = args
+
+    def __reduce__(self) -> Any:
+        return (self.function, self.args)

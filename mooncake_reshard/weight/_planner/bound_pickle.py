@@ -357,7 +357,9 @@ def reduce_ex_transfer_plan(plan: Any, protocol: Any) -> tuple[Any, ...]:
     if type(protocol) is int and protocol >= _PACKED_PROTOCOL:
         packed = _graph_pack(record, _GRAPH_REGISTRY)
         if packed is not None:
-            return (_restore_packed_transfer_plan, packed)
+            # The opcode string as a bytearray: the restore empties it once decoded (see
+            # ``_restore_packed_transfer_plan``), which pickle's memo would not let it free.
+            return (_restore_packed_transfer_plan, (bytearray(packed[0]), packed[1]))
     return (_restore_transfer_plan, record)
 
 
@@ -612,10 +614,22 @@ def _restore_packed_transfer_plan(codes: Any, values: Any) -> TransferPlan:
     """Rebuild a plan from its packed record: ``_native.graph_unpack`` rebuilds the record
     (placement graph objects by field dict, as their default pickling does; runtime fragments
     through their constructor's checks), then ``_restore_transfer_plan`` (every validating path
-    of the record). A stream that is not exactly one packed tuple raises the record's message."""
+    of the record). A stream that is not exactly one packed tuple raises the record's message.
+
+    ``codes`` is a bytearray in the payloads ``reduce_ex_transfer_plan`` writes (bytes in older
+    ones): its content is copied once and the bytearray emptied, so the opcode string (about 260
+    bytes an operation) is freed once decoded, before the revalidation, although pickle's memo
+    holds the bytearray object until ``pickle.loads`` returns."""
     # Many new objects, all kept: no automatic collection rescans them meanwhile.
     with collector_paused():
-        record = _graph_unpack(codes, values, _GRAPH_REGISTRY)
+        if type(codes) is bytearray:
+            data: Any = bytes(codes)
+            codes.clear()
+        else:
+            data = codes
+        del codes
+        record = _graph_unpack(data, values, _GRAPH_REGISTRY)
+        del data
         if type(record) is not tuple:
             raise ValueError(_INVALID)
         # Handed over in a list the restore empties: the record's flat tables (about 280 bytes
