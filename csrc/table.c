@@ -905,6 +905,8 @@ tbl_prefix_of(PyObject *str, tbl_prefix *p)
  * fragments too. With rows (a permutation of range(n), checked by the caller), fragments[i]
  * becomes row rows[i] and *increasing is judged in row order; ids: n slots (NULL-initialised)
  * that receive strong references to the ids by row, released by the caller. */
+#define TBL_AHEAD 8 /* fragments between a prefetch of a row and its use */
+
 static int
 tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_index, PyObject *fragments,
                  const size_t *rows, PyObject **ids, PyObject *const *keys, int *increasing, int *any_aliases)
@@ -941,6 +943,17 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
     tbl_prefix *prefix = NULL; /* with rows: of ids[i] */
     if (rows != NULL && (prefix = mr_alloc_array(n ? (size_t)n : 1, sizeof(tbl_prefix))) == NULL) return -1;
     for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
+        if (rows != NULL && i + TBL_AHEAD < n) {
+            /* the fragments come in input order and their rows are scattered over the arrays:
+             * ask for the row of the fragment TBL_AHEAD further on now (a hint, for writing) */
+            size_t ahead = rows[i + TBL_AHEAD];
+            __builtin_prefetch(&t->begin[ahead * stride], 1);
+            __builtin_prefetch(&t->end[ahead * stride], 1);
+            __builtin_prefetch(&t->rank[ahead * 4], 1);
+            __builtin_prefetch(&t->nbytes[ahead], 1);
+            __builtin_prefetch(&t->tensor[ahead], 1);
+            __builtin_prefetch(&t->ndim[ahead], 1);
+        }
         PyObject *fragment = tbl_item(fragments, i);
         if (fragment == NULL) {
             rc = -1;
