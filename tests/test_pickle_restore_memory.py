@@ -165,9 +165,14 @@ def test_packed_restore_frees_the_record_tables_before_revalidating(monkeypatch:
     tables: list[Any] = []
     counts: list[int] = []
     restore_bound = bound_pickle._restore_bound_fast
-    restore_regions = bound_pickle._native_restore_regions
+    # The regions' builder (``_native_restore_regions`` or, once the restore carries the scan's
+    # facts, ``_native_restore_regions_carried``): its first argument is the operation table.
+    regions_name = next(
+        name for name in ("_native_restore_regions_carried", "_native_restore_regions") if hasattr(bound_pickle, name)
+    )
+    restore_regions = getattr(bound_pickle, regions_name)
     restore_executors = bound_pickle._restore_executors
-    post_init = TransferPlan.__post_init__
+    revalidate = TransferPlan._revalidate_scoped
 
     def bound_spy(rows: Any, table: Any) -> Any:
         tables.append(table)
@@ -181,15 +186,15 @@ def test_packed_restore_frees_the_record_tables_before_revalidating(monkeypatch:
         tables.append(table)
         return restore_executors(table, attestations)
 
-    def post_init_spy(self: Any) -> None:
+    def revalidate_spy(self: Any, *args: Any) -> None:
         # ``tables`` and getrefcount's argument only: the restore holds none of them.
         counts.extend(sys.getrefcount(tables[k]) for k in range(len(tables)))
-        post_init(self)
+        revalidate(self, *args)
 
     monkeypatch.setattr(bound_pickle, "_restore_bound_fast", bound_spy)
-    monkeypatch.setattr(bound_pickle, "_native_restore_regions", regions_spy)
+    monkeypatch.setattr(bound_pickle, regions_name, regions_spy)
     monkeypatch.setattr(bound_pickle, "_restore_executors", executors_spy)
-    monkeypatch.setattr(TransferPlan, "__post_init__", post_init_spy)
+    monkeypatch.setattr(TransferPlan, "_revalidate_scoped", revalidate_spy)
     restored = pickle.loads(blob)
     assert restored == plan
     assert len(tables) == 4 and all(type(table) is tuple and len(table) > 0 for table in tables)
