@@ -2941,23 +2941,40 @@ PyDoc_STRVAR(logical_target_cover_doc,
 "fragments and operations (one C call: every read observes the same state),\n"
 "logical_routes_plain(operations, region_cls, fragment_cls, stored_cls, rank_cls): it then\n"
 "returns True when the checks pass and the routes are plain, False when the checks pass and\n"
-"logical_routes_plain would return None, and None when the checks are not decided here.");
+"logical_routes_plain would return None, and None when the checks are not decided here.\n\n"
+"With target_fragments and source_fragments as well (14 arguments: the target and the source\n"
+"placement's fragments fields), it returns None when the checks are not decided here, else\n"
+"(routes, snapshots): routes the twelve-argument answer, snapshots True only when\n"
+"operations_snapshots(operations, region_cls, fragment_cls, target_index, source_index)\n"
+"would return True for the indexes {f.placement_fragment_id: f for f in <fragments>}\n"
+"(binding step 5, decided in the same passes): target_fragments must hold exactly the parts'\n"
+"fragment objects, each once, and every source fragment must be exact with an exact str id;\n"
+"anything else is False (binding then runs step 5 itself).");
 
 static PyObject *
 bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     bd_table tb;
-    if (nargs != 11 && nargs != 12) {
-        PyErr_SetString(PyExc_TypeError, "logical_target_cover expects 11 or 12 arguments");
+    if (nargs != 11 && nargs != 12 && nargs != 14) {
+        PyErr_SetString(PyExc_TypeError, "logical_target_cover expects 11, 12 or 14 arguments");
         return NULL;
     }
     if (bd_load_table(self, &tb) < 0) return NULL;
-    if (bd_check_heap_types(args + 5, nargs - 5) < 0) return NULL;
+    if (bd_check_heap_types(args + 5, (nargs > 12 ? 12 : nargs) - 5) < 0) return NULL;
     /* The fused logical_routes_plain (12 arguments): routes stays BD_OK while every route half
      * read is plain; BD_FALLBACK once one is not (only the answer changes: the checks go on). */
-    PyObject *stored_cls = nargs == 12 ? args[11] : NULL;
+    PyObject *stored_cls = nargs >= 12 ? args[11] : NULL;
     int routes = stored_cls != NULL ? BD_OK : BD_FALLBACK;
     PyObject *last_source = NULL; /* borrowed: the previous operation's plain source (alive in it) */
+    /* The fused binding step 5 (14 arguments: the target and the source placement's fragments
+     * tuples): snap stays BD_OK while operations_snapshots(operations, region_cls, fragment_cls,
+     * target_index, source_index) would return True, the indexes being {f.placement_fragment_id:
+     * f for f in <fragments>} (only the answer changes: the checks go on). */
+    PyObject *target_fragments = nargs == 14 ? args[12] : NULL, *source_fragments = nargs == 14 ? args[13] : NULL;
+    int snap = nargs == 14 ? BD_OK : BD_FALLBACK;
+    PyObject *source_index = NULL;
+    PyObject *last_snap = NULL; /* borrowed: the previous operation's indexed source (alive in it) */
+    unsigned char *listed = NULL;
     PyObject *const *nm = tb.nm;
     PyObject *operations = args[0], *parts = args[1], *executors = args[2], *target_tensors = args[3];
     PyObject *placement_id = args[4];
@@ -3089,6 +3106,42 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
     }
     if (status != BD_OK) goto done;
+    if (snap == BD_OK) {
+        /* The target index: target_fragments holds exactly the parts' fragment objects, each
+         * once (found by address; their ids, read above, are distinct), so the index maps each
+         * one's id to that very object. The source index: built here as the dict comprehension
+         * builds it (exact fragments with exact str ids: no user code; the last one wins). */
+        if (!PyTuple_CheckExact(target_fragments) || !PyTuple_CheckExact(source_fragments)
+            || PyTuple_Size(target_fragments) != n_frags) {
+            snap = BD_FALLBACK;
+        }
+        if (snap == BD_OK) {
+            listed = mr_alloc_array((size_t)n_frags + 1, 1);
+            source_index = PyDict_New();
+            if (listed == NULL || source_index == NULL) {
+                status = BD_ERROR;
+                goto done;
+            }
+            memset(listed, 0, (size_t)n_frags + 1);
+        }
+        for (Py_ssize_t k = 0; k < n_frags && snap == BD_OK; k++) {
+            PyObject *item = PyTuple_GetItem(target_fragments, k);
+            if (item == NULL) { status = BD_ERROR; goto done; }
+            Py_ssize_t f = bd_pointer_get(frag_keys, frag_slots, frag_mask, (uintptr_t)item);
+            if (f < 0 || f >= n_frags || frags[f].fragment != item || listed[f]) snap = BD_FALLBACK;
+            else listed[f] = 1;
+        }
+        Py_ssize_t n_source = snap == BD_OK ? PyTuple_Size(source_fragments) : 0;
+        for (Py_ssize_t k = 0; k < n_source && snap == BD_OK; k++) {
+            PyObject *item = PyTuple_GetItem(source_fragments, k), *pfid = NULL;
+            if (item == NULL) { status = BD_ERROR; goto done; }
+            if ((PyObject *)Py_TYPE(item) != fragment_cls) { snap = BD_FALLBACK; break; }
+            snap = bd_get_str(item, nm[N_PFID], &pfid);
+            if (snap == BD_OK && PyDict_SetItem(source_index, pfid, item) < 0) snap = BD_ERROR;
+            Py_XDECREF(pfid);
+        }
+        if (snap == BD_ERROR) { status = BD_ERROR; goto done; }
+    }
     for (Py_ssize_t i = 0; i < n_ops && status == BD_OK; i++) {
         PyObject *op = PyTuple_GetItem(operations, i), *target = NULL;
         if (op == NULL) { status = BD_ERROR; break; }
@@ -3099,19 +3152,38 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (f < 0 || f >= n_frags || frags[f].fragment != target) status = BD_FALLBACK;
         Py_DECREF(target);
         if (status != BD_OK) break;
-        if (routes == BD_OK) {
+        if (routes == BD_OK || snap == BD_OK) {
             /* logical_routes_plain on this operation: its target (one of the fragments read
-             * above) and its source (no user code runs in this call: the same object still has
-             * the values read) */
+             * above) and its source; operations_snapshots on it: its target is one of the parts'
+             * fragments (so the target index's entry), its source must be the source index's
+             * entry for its id. No user code runs in this call: the same object still has the
+             * values read. */
             PyObject *source = NULL;
-            routes = frags[f].plain;
-            if (routes == BD_OK) routes = bd_get(op, nm[N_SOURCE], &source);
-            if (routes == BD_OK && source != last_source && (PyObject *)Py_TYPE(source) != stored_cls) {
-                routes = bd_route_half_plain(nm, source, fragment_cls, rank_cls);
-                if (routes == BD_OK) last_source = source; /* held by op, held by operations */
+            int got = bd_get(op, nm[N_SOURCE], &source);
+            if (routes == BD_OK) {
+                routes = frags[f].plain;
+                if (routes == BD_OK) routes = got;
+                if (routes == BD_OK && source != last_source && (PyObject *)Py_TYPE(source) != stored_cls) {
+                    routes = bd_route_half_plain(nm, source, fragment_cls, rank_cls);
+                    if (routes == BD_OK) last_source = source; /* held by op, held by operations */
+                }
+            }
+            if (snap == BD_OK) {
+                snap = got;
+                if (snap == BD_OK && source != last_snap) {
+                    PyObject *pfid = NULL;
+                    if ((PyObject *)Py_TYPE(source) != fragment_cls) snap = BD_FALLBACK;
+                    if (snap == BD_OK) snap = bd_get_str(source, nm[N_PFID], &pfid);
+                    if (snap == BD_OK) {
+                        PyObject *indexed = PyDict_GetItemWithError(source_index, pfid); /* borrowed */
+                        if (indexed != source) snap = indexed == NULL && PyErr_Occurred() ? BD_ERROR : BD_FALLBACK;
+                    }
+                    Py_XDECREF(pfid);
+                    if (snap == BD_OK) last_snap = source; /* held by op, held by operations */
+                }
             }
             Py_XDECREF(source);
-            if (routes == BD_ERROR) {
+            if (got == BD_ERROR || routes == BD_ERROR || snap == BD_ERROR) {
                 status = BD_ERROR;
                 break;
             }
@@ -3297,10 +3369,13 @@ done:
     PyMem_Free(frag_slots);
     PyMem_Free(frags);
     PyMem_Free(coords);
+    PyMem_Free(listed);
+    Py_XDECREF(source_index);
     Py_XDECREF(participants);
     Py_XDECREF(fragment_ids);
     Py_XDECREF(tensors);
     if (status == BD_OK) {
+        if (nargs == 14) return PyTuple_Pack(2, routes == BD_OK ? Py_True : Py_False, snap == BD_OK ? Py_True : Py_False);
         if (stored_cls != NULL && routes != BD_OK) Py_RETURN_FALSE;
         Py_RETURN_TRUE;
     }

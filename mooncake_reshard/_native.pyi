@@ -930,8 +930,10 @@ def logical_target_cover(
     rank_cls: type,
     tensor_cls: type,
     stored_cls: type = ...,
+    target_fragments: object = ...,
+    source_fragments: object = ...,
     /,
-) -> Optional[bool]:
+) -> Any:
     """``True`` when every target-side logical self-check of spec §11.6
     (``validation.validate_logical_target_coverage``) but the per-executor operation indices
     passes, decided over flat arrays: exact classes and tuples, exact str ids (distinct
@@ -944,7 +946,12 @@ def logical_target_cover(
     With ``stored_cls``, ``logical_routes_plain(operations, region_cls, fragment_cls, stored_cls,
     rank_cls)`` is decided in the same passes (one call: every read observes the same state):
     ``True`` when the checks pass and the routes are plain, ``False`` when the checks pass and
-    that would return None, ``None`` when the checks are not decided here."""
+    that would return None, ``None`` when the checks are not decided here. With
+    ``target_fragments`` and ``source_fragments`` too (the placements' ``fragments`` fields):
+    ``None`` or ``(routes, snapshots)``, ``snapshots`` True only when ``operations_snapshots``
+    with the indexes ``{f.placement_fragment_id: f for f in <fragments>}`` would return True
+    (binding step 5, decided in the same passes; ``target_fragments`` must hold exactly the
+    parts' fragment objects, each once, the source fragments be exact with exact str ids)."""
 
 def logical_routes_plain(
     operations: object,

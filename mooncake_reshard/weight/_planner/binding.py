@@ -28,6 +28,7 @@ from . import bound_validation
 from .bound_validation import _attestation_cache, _attestation_values
 from .contracts import LogicalTransferPlan, PlanningLimits, TransferRegion, _trusted_region
 from .fragments import BoundWeightFragment, _trusted_bound_fragment
+from . import validation
 from .validation import validate_logical_target_coverage
 
 _SIDES = ("source", "target")
@@ -514,10 +515,37 @@ def _tensor_map(tensors: Iterable[Any]) -> dict[str, Any]:
     return mapping
 
 
-def _recheck_logical_target(plan: LogicalTransferPlan) -> None:
+def _recheck_logical_target(plan: LogicalTransferPlan) -> Optional[list[Any]]:
     """The logical target-side self-checks of spec §11.6 (step 2 of §12.1), run on every bind:
-    nothing is remembered about a plan (a frozen value can be edited in place)."""
-    validate_logical_target_coverage(plan)
+    nothing is remembered about a plan (a frozen value can be edited in place).
+
+    Their C call is asked to decide step 5's snapshot check as well, in the same passes over
+    the operations (``validation._FusedStep5``; one C call: every read observes the same
+    state). Returns that request, whose answer (item 3) is True only when step 5 passes for the
+    objects it read (operations, item 4; source and target placements, items 5 and 6; their
+    ``fragments``, items 2 and 1), or None."""
+    request = _fused_step5_request(plan)
+    validation._FUSED_STEP5.request = request
+    try:
+        validate_logical_target_coverage(plan)
+    finally:
+        validation._FUSED_STEP5.request = None
+    return request
+
+
+def _fused_step5_request(plan: Any) -> Optional[list[Any]]:
+    """The step 5 request for a plan of exact classes with a source placement (instance dicts
+    read: no user code, nothing raised), else None."""
+    if type(plan) is not LogicalTransferPlan:
+        return None
+    state = plan.__dict__
+    source, target = state.get("source_placement"), state.get("target_placement")
+    if type(source) is not WeightPlacementManifest or type(target) is not WeightPlacementManifest:
+        return None
+    target_fragments, source_fragments = target.__dict__.get("fragments"), source.__dict__.get("fragments")
+    if type(target_fragments) is not tuple or type(source_fragments) is not tuple:
+        return None
+    return [plan, target_fragments, source_fragments, None, state.get("operations"), source, target]
 
 
 def _bind_side(
@@ -834,7 +862,7 @@ def _bind_logical_transfer_plan(
 ) -> TransferPlan:
     if not isinstance(logical_plan, LogicalTransferPlan):
         raise ValueError("logical_plan must be a LogicalTransferPlan")
-    _recheck_logical_target(logical_plan)
+    step5 = _recheck_logical_target(logical_plan)
     # Step 3: stored-source manifest.
     plan_manifest = logical_plan.source_manifest
     authoritative: Optional[StoredWeightManifest] = None
@@ -872,14 +900,33 @@ def _bind_logical_transfer_plan(
         raise ValueError("logical plan and target placement tensor descriptors differ")
     # Step 5: fragment snapshots.
     logical_plan.validate_source_manifest_snapshot()
-    target_index = _part_fragment_index(target_placement)
-    source_index = _part_fragment_index(source_placement) if source_placement is not None else {}
+    # Decided at step 2 in the target checks' C call (the same passes over the operations), for
+    # these very objects: nothing below is read (the fragment indexes only serve the loop).
+    operations_checked = (
+        step5 is not None
+        and step5[3] is True
+        and source_placement is step5[5]
+        and target_placement is step5[6]
+        and logical_plan.operations is step5[4]
+        and source_placement.__dict__.get("fragments") is step5[2]
+        and target_placement.__dict__.get("fragments") is step5[1]
+    )
+    del step5
+    if operations_checked:
+        target_index: dict[str, Any] = {}
+        source_index: dict[str, Any] = {}
+    else:
+        target_index = _part_fragment_index(target_placement)
+        source_index = _part_fragment_index(source_placement) if source_placement is not None else {}
     committed = {fragment.fragment_id: fragment for fragment in authoritative.fragments} if authoritative else {}
     # ``x is not y and x != y``: the planner's operations hold the placements' own fragment
     # objects, and a validated fragment (ints, strings, tuples of them) equals itself. Those very
     # objects everywhere: decided in one C call (None: the loop below decides and raises).
-    operations_checked = source_placement is not None and _native.operations_snapshots(
-        logical_plan.operations, TransferRegion, PlacementFragment, target_index, source_index
+    operations_checked = operations_checked or (
+        source_placement is not None
+        and _native.operations_snapshots(
+            logical_plan.operations, TransferRegion, PlacementFragment, target_index, source_index
+        )
     )
     for op in () if operations_checked else logical_plan.operations:
         target = getattr(op, "target", None)

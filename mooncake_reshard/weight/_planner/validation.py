@@ -10,6 +10,7 @@ on a decline the Python checks below run and raise the first failure).
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any, Optional
 
 from ... import _native
@@ -206,6 +207,19 @@ def _check_executors(
 _COVER_CLASSES: list[Any] = []
 
 
+class _FusedStep5(threading.local):
+    """Binding's request (per thread) that the target checks' C call also decide binding step
+    5's snapshot check over the same operations (``binding._recheck_logical_target``): a list
+    ``[plan, target fragments, source fragments, answer, operations, source, target]`` whose
+    answer the call fills. Taken by the first ``_target_checks_accepted`` of that plan and
+    target only."""
+
+    request: Optional[list[Any]] = None
+
+
+_FUSED_STEP5 = _FusedStep5()
+
+
 def _target_checks_accepted(plan: LogicalTransferPlan, target: Any) -> bool:
     """True when every check of ``validate_logical_target_coverage`` passes, decided by
     ``_native.logical_target_cover`` (all but the per-executor operation indices) and the plan's
@@ -228,21 +242,34 @@ def _target_checks_accepted(plan: LogicalTransferPlan, target: Any) -> bool:
         )
     state = plan.__dict__
     executors = state.get("target_executors")
+    operations = state.get("operations")
+    # Binding's step 5 (snapshots of the operations' fragments) decided in the same C call,
+    # when binding asked for it for this very plan, target and operations.
+    step5 = _FUSED_STEP5.request
+    fused: tuple[Any, ...] = ()
+    if step5 is not None and step5[0] is plan and step5[6] is target and step5[4] is operations:
+        _FUSED_STEP5.request = None  # taken once
+        fused = (step5[1], step5[2])
     # The same C call also decides logical_routes_plain (below) in its passes over the
     # fragments and operations (one call: every read observes the same state): True, the checks
     # passed and the routes are plain; False, the checks passed and the routes are not decided
-    # there; None, the checks are not decided there.
+    # there; None, the checks are not decided there. With the step 5 request: None or
+    # (routes, snapshots).
     cover = _native.logical_target_cover(
-        state.get("operations"),
+        operations,
         target.parts,
         executors,
         state.get("target_tensors"),
         target.placement_id,
         *_COVER_CLASSES[:6],
         StoredFragmentSnapshot,
+        *fused,
     )
     if cover is None:
         return False
+    if fused:
+        assert step5 is not None
+        cover, step5[3] = cover
     # The per-executor operation indices (_check_executors' last check), without building the
     # plan's views when that build provably cannot fail: logical_target_cover has just proven
     # that every executor's part has an operation targeting one of its fragments and that the
