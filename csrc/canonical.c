@@ -2204,8 +2204,19 @@ py_assembly_columns(PyObject *Py_UNUSED(module), PyObject *args)
             break;
         }
         PyObject *v[AC_N] = {NULL, NULL, NULL};
+        /* the fields from one scan of the state dict (an exact fragment_type instance: what
+         * the attribute reads return, without hashing or Python code); a field the scan does
+         * not meet (missing, or under a key that is not the interned name) and every field of
+         * a state holding a key that is not an exact str are read as attributes */
+        PyObject *state = PyObject_GenericGetDict(fragment, NULL);
+        if (state == NULL || !PyDict_Check(state) || cj_scan_names(state, names, AC_N, v) < 0) {
+            PyErr_Clear();
+            for (int k = 0; k < AC_N; k++) v[k] = NULL;
+        }
+        for (int k = 0; k < AC_N; k++) Py_XINCREF(v[k]);
+        Py_XDECREF(state);
         for (int k = 0; k < AC_N; k++) {
-            v[k] = PyObject_GetAttr(fragment, names[k]);
+            if (v[k] == NULL) v[k] = PyObject_GetAttr(fragment, names[k]);
             if (v[k] == NULL) {
                 PyErr_Clear();
                 declined = 1;

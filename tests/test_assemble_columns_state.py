@@ -1,0 +1,84 @@
+"""assembly_columns reads each fragment's tensor id, rank and id from one scan of its state dict
+(matching the interned field names by identity); a field the scan does not meet, and every field
+of a state holding a key that is not an exact str, is read as an attribute, so the columns are
+exactly the attribute reads whatever the state holds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mooncake.reshard import _native
+from mooncake.reshard.weight import ParallelRank, PlacementFragment
+
+
+def _fragments(count: int = 40) -> tuple[Any, ...]:
+    ranks = [ParallelRank(tp=t) for t in range(4)]
+    return tuple(
+        PlacementFragment(
+            tensor_id=f"t{i % 7}",
+            global_offset=(i,),
+            local_shape=(1,),
+            nbytes=2,
+            rank=ranks[i % 4],
+        )
+        for i in range(count)
+    )
+
+
+def _inputs(fragments: tuple[Any, ...]) -> tuple[dict, dict]:
+    tensor_ids = sorted({f.tensor_id for f in fragments})
+    groups: dict = {}
+    for f in fragments:
+        groups.setdefault(f.rank, len(groups))
+    return {t: i for i, t in enumerate(tensor_ids)}, groups
+
+
+def _oracle(fragments: tuple[Any, ...], positions: dict, groups: dict) -> Any:
+    tids = [f.tensor_id for f in fragments]
+    return (
+        [positions[t] for t in tids],
+        [groups[f.rank] for f in fragments],
+        [f.placement_fragment_id for f in fragments],
+        len(set(tids)),
+    )
+
+
+def _with_state(fragment: Any, state: dict) -> Any:
+    clone = object.__new__(PlacementFragment)
+    object.__setattr__(clone, "__dict__", state)
+    return clone
+
+
+def test_unusual_states_read_as_attributes() -> None:
+    made = _fragments()
+    positions, groups = _inputs(made)
+    base = made[5]
+    equal_keys = _with_state(base, {"".join(list(k)): v for k, v in base.__dict__.items()})
+    assert all(a is not b for a, b in zip(equal_keys.__dict__, base.__dict__))
+    int_key = _with_state(base, {**base.__dict__, 1: "x"})
+    extra = _with_state(base, {**base.__dict__, "_cache": object()})
+    reordered = _with_state(base, dict(reversed(list(base.__dict__.items()))))
+    for odd in (equal_keys, int_key, extra, reordered):
+        for at in (0, 17, len(made) - 1):
+            fragments = made[:at] + (odd,) + made[at + 1 :]
+            got = _native.assembly_columns(fragments, PlacementFragment, positions, groups)
+            want = _oracle(fragments, positions, groups)
+            assert got == want
+            for column, expected in zip(got[:3], want[:3]):
+                assert all(a is b for a, b in zip(column, expected))
+
+
+def test_missing_fields_decline() -> None:
+    made = _fragments()
+    positions, groups = _inputs(made)
+    for name in ("tensor_id", "rank", "placement_fragment_id"):
+        state = dict(made[3].__dict__)
+        del state[name]
+        odd = _with_state(made[3], state)
+        for at in (0, 20):
+            fragments = made[:at] + (odd,) + made[at + 1 :]
+            assert _native.assembly_columns(fragments, PlacementFragment, positions, groups) is None
+        # the same name under a key that is not a str: still missing
+        state[7] = "v"
+        odd = _with_state(made[3], state)
+        assert _native.assembly_columns(made[:2] + (odd,), PlacementFragment, positions, groups) is None
