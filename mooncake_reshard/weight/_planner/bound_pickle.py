@@ -54,12 +54,14 @@ and the instances of the classes of ``_GRAPH_REGISTRY`` (placements, topologies,
 tensors, axes, placement fragments, ranks, evidence, runtime fragments, planning limits) as
 one opcode string, with None, ints within int64 and repeated str objects inline, and a flat
 tuple of the other leaves; any object of another class or shape stays a leaf that pickle
-writes itself. Pickle then writes one bytes string and one short tuple instead of calling
+writes itself. Pickle then writes one opcode string (a bytearray, which the restore empties
+once decoded; payloads of earlier versions hold bytes) and one short tuple instead of calling
 ``__reduce_ex__`` on every object. ``_native.graph_unpack`` rebuilds the record (registered
 instances by field dict, as their default pickling does; runtime fragments through their
 constructor's checks, decided in C when they visibly hold, else by the constructor, which
 raises its message; a malformed stream raises "transfer plan pickle state is invalid"), then
-``_restore_transfer_plan`` restores it as above. The restore pauses the cyclic collector.
+``_restore_transfer_plan`` restores it as above, taking each table out of the record as it
+is read (none is alive during the revalidation). The restore pauses the cyclic collector.
 The record's last five tables are built in C (``_native.encode_record``; ``_encode`` is its
 reference and decides whatever it declines).
 
