@@ -193,6 +193,15 @@ typedef struct {
     size_t mask;
 } po_map;
 
+/* pack_targets' cover ids: by key directly (ids[key], -1 = none yet) when the key range is small
+ * (a few entries a fragment: a compact array instead of a hash table twice the fragment count,
+ * whose random probes miss the cache once it outgrows it), else a po_map. */
+typedef struct {
+    int64_t *ids;  /* span entries, or NULL: use map */
+    int64_t span;
+    po_map map;
+} po_covers;
+
 static uint64_t
 po_hash(uint64_t x)
 {
@@ -216,6 +225,16 @@ po_map_claim(po_map *m, int64_t key, int64_t *count)
     m->key[i] = key;
     m->id[i] = (*count)++;
     return m->id[i];
+}
+
+/* Cover id of key (>= 0), as po_map_claim; -1 for a key outside a direct table's range. */
+static int64_t
+po_covers_claim(po_covers *c, int64_t key, int64_t *count)
+{
+    if (c->ids == NULL) return po_map_claim(&c->map, key, count);
+    if (key < 0 || key >= c->span) return -1;
+    if (c->ids[key] < 0) c->ids[key] = (*count)++;
+    return c->ids[key];
 }
 
 /* Bytes of n int64 values; NULL with an exception set on error. */
@@ -332,15 +351,45 @@ typedef struct {
     size_t mask;
 } po_tmap;
 
+#define PO_AHEAD 24 /* targets between a prefetch of a tensor-id object and its use */
+
+/* The slot of key in a pointer-keyed table grown as it fills (kept at most half full): sized by the distinct
+ * keys met rather than by the fragment count, it stays small enough for the cache. *used counts
+ * the keys; NULL with MemoryError when growing fails. */
 static Py_ssize_t *
-po_tmap_slot(po_tmap *m, PyObject *key)
+po_tmap_slot_grow(po_tmap *m, size_t *used, PyObject *key)
 {
     size_t i = (size_t)po_hash((uint64_t)(uintptr_t)key) & m->mask;
     while (m->key[i] != NULL && m->key[i] != key) i = (i + 1) & m->mask;
-    if (m->key[i] == NULL) {
-        m->key[i] = key;
-        m->t[i] = -1;
+    if (m->key[i] == key) return &m->t[i];
+    if ((*used + 1) * 2 > m->mask + 1) {
+        size_t cap = (m->mask + 1) * 2;
+        PyObject **keys = mr_alloc_array(cap, sizeof(PyObject *));
+        Py_ssize_t *ts = mr_alloc_array(cap, sizeof(Py_ssize_t));
+        if (keys == NULL || ts == NULL) {
+            PyMem_Free(keys);
+            PyMem_Free(ts);
+            return NULL;
+        }
+        for (size_t k = 0; k < cap; k++) keys[k] = NULL;
+        for (size_t k = 0; k <= m->mask; k++) {
+            if (m->key[k] == NULL) continue;
+            size_t j = (size_t)po_hash((uint64_t)(uintptr_t)m->key[k]) & (cap - 1);
+            while (keys[j] != NULL) j = (j + 1) & (cap - 1);
+            keys[j] = m->key[k];
+            ts[j] = m->t[k];
+        }
+        PyMem_Free(m->key);
+        PyMem_Free(m->t);
+        m->key = keys;
+        m->t = ts;
+        m->mask = cap - 1;
+        i = (size_t)po_hash((uint64_t)(uintptr_t)key) & m->mask;
+        while (m->key[i] != NULL) i = (i + 1) & m->mask;
     }
+    m->key[i] = key;
+    m->t[i] = -1;
+    (*used)++;
     return &m->t[i];
 }
 
@@ -359,7 +408,7 @@ typedef struct {
  * geometry comes from g (its offsets, shapes and nbytes are not read again). */
 static int
 po_pack_one(PyObject *fragment, PyObject *known_tid, PyObject *known_dp, PyObject *const *names, PyObject *tensor_index,
-            Py_ssize_t ntensors, const int64_t *tensor_ndim, const int64_t *routed, int64_t replicas, po_map *map,
+            Py_ssize_t ntensors, const int64_t *tensor_ndim, const int64_t *routed, int64_t replicas, po_covers *map,
             int64_t *ncovers, po_buf *tensor, po_buf *cover, po_buf *offsets, po_buf *shapes, po_buf *nbytes,
             po_geom *g, Py_ssize_t i, Py_ssize_t known_t)
 {
@@ -444,8 +493,14 @@ po_pack_one(PyObject *fragment, PyObject *known_tid, PyObject *known_dp, PyObjec
         result = rc;
         goto done;
     }
-    if (po_push(tensor, (int64_t)t) < 0 || po_push(cover, po_map_claim(map, key, ncovers)) < 0
-        || po_push(nbytes, nb) < 0)
+    int64_t id = po_covers_claim(map, key, ncovers);
+    if (id < 0) { /* cannot happen: t < ntensors and slot <= replicas bound the key */
+        offsets->n = off_mark;
+        shapes->n = shp_mark;
+        result = 0;
+        goto done;
+    }
+    if (po_push(tensor, (int64_t)t) < 0 || po_push(cover, id) < 0 || po_push(nbytes, nb) < 0)
         goto done;
     result = 1;
 done:
@@ -575,12 +630,19 @@ po_pack_targets(PyObject *Py_UNUSED(self), PyObject *args)
     PyObject *names[PK_N] = {NULL};
     PyObject *result = NULL;
     po_buf tensor = {0}, cover = {0}, offsets = {0}, shapes = {0}, nbytes = {0};
-    po_map map = {NULL, NULL, 0};
+    po_covers map = {NULL, 0, {NULL, NULL, 0}};
     po_tmap tmap = {NULL, NULL, 0};
     int64_t ncovers = 0;
     static PyObject *cache[PK_N];
     if (po_names(cache, pk_names, PK_N, names) < 0) goto done;
-    {
+    int64_t span;
+    if (mr_mul_i64((int64_t)ntensors, replicas + 1, &span) == 0 && span <= 2 * (int64_t)n + 64) {
+        map.ids = mr_alloc_array(span ? (size_t)span : 1, sizeof(int64_t));
+        if (map.ids == NULL) goto done;
+        for (int64_t k = 0; k < span; k++) map.ids[k] = -1;
+        map.span = span;
+    }
+    else {
         size_t cap = 16;
         while (cap < (size_t)n * 2) {
             if (cap > ((size_t)PY_SSIZE_T_MAX / sizeof(int64_t)) / 4) {
@@ -589,17 +651,18 @@ po_pack_targets(PyObject *Py_UNUSED(self), PyObject *args)
             }
             cap *= 2;
         }
-        map.key = mr_alloc_array(cap, sizeof(int64_t));
-        if (map.key == NULL) goto done;
-        map.id = mr_alloc_array(cap, sizeof(int64_t));
-        if (map.id == NULL) goto done;
-        for (size_t i = 0; i < cap; i++) map.key[i] = -1;
-        map.mask = cap - 1;
+        map.map.key = mr_alloc_array(cap, sizeof(int64_t));
+        if (map.map.key == NULL) goto done;
+        map.map.id = mr_alloc_array(cap, sizeof(int64_t));
+        if (map.map.id == NULL) goto done;
+        for (size_t i = 0; i < cap; i++) map.map.key[i] = -1;
+        map.map.mask = cap - 1;
     }
+    size_t tused = 0;
     if (geom != NULL) {
-        /* one slot per distinct tensor-id object at most: n of them at worst */
-        size_t tcap = 16;
-        while (tcap < (size_t)n * 2) tcap *= 2; /* bounded like the cover map above */
+        /* grown as distinct tensor-id objects come (usually one per tensor) */
+        size_t tcap = 64;
+        while (tcap < (size_t)ntensors * 2 && tcap < (size_t)n * 2) tcap *= 2;
         tmap.key = mr_alloc_array(tcap, sizeof(PyObject *));
         tmap.t = mr_alloc_array(tcap, sizeof(Py_ssize_t));
         if (tmap.key == NULL || tmap.t == NULL) goto done;
@@ -613,11 +676,18 @@ po_pack_targets(PyObject *Py_UNUSED(self), PyObject *args)
         PyObject *tid = tids == Py_None ? NULL : PyList_GetItem(tids, i);
         PyObject *dp = dps == Py_None ? NULL : PyList_GetItem(dps, i);
         if ((tids != Py_None && tid == NULL) || (dps != Py_None && dp == NULL)) goto done;
+        if (tid != NULL && i + PO_AHEAD < PyList_Size(tids)) {
+            /* the targets come in id order, their tensor-id objects in tensor order: ask for
+             * the one PO_AHEAD further on now (a hint: a pointer, not read) */
+            PyObject *ahead = PyList_GetItem(tids, i + PO_AHEAD);
+            if (ahead != NULL) __builtin_prefetch(ahead);
+        }
         int rc;
         if (geom != NULL && PyUnicode_CheckExact(tid) && PyLong_CheckExact(dp)) {
             /* Nothing below runs Python code (exact str keys and ints): the fragment is not
              * touched at all, and the lists (held by the caller) keep tid and dp alive. */
-            Py_ssize_t *t = po_tmap_slot(&tmap, tid);
+            Py_ssize_t *t = po_tmap_slot_grow(&tmap, &tused, tid);
+            if (t == NULL) goto done;
             if (*t < 0) {
                 rc = po_tensor_of(tensor_index, tid, ntensors, t);
                 if (rc <= 0) *t = -1;
@@ -648,10 +718,20 @@ po_pack_targets(PyObject *Py_UNUSED(self), PyObject *args)
     {
         PyObject *keys = PyList_New((Py_ssize_t)ncovers);
         if (keys == NULL) goto done;
-        for (size_t i = 0; i <= map.mask; i++) {
-            if (map.key[i] == -1) continue;
-            PyObject *key = PyLong_FromLongLong((long long)map.key[i]);
-            if (key == NULL || PyList_SetItem(keys, (Py_ssize_t)map.id[i], key) < 0) {
+        if (map.ids != NULL) {
+            for (int64_t k = 0; k < map.span; k++) {
+                if (map.ids[k] < 0) continue;
+                PyObject *key = PyLong_FromLongLong((long long)k);
+                if (key == NULL || PyList_SetItem(keys, (Py_ssize_t)map.ids[k], key) < 0) {
+                    Py_DECREF(keys);
+                    goto done;
+                }
+            }
+        }
+        for (size_t i = 0; map.ids == NULL && i <= map.map.mask; i++) {
+            if (map.map.key[i] == -1) continue;
+            PyObject *key = PyLong_FromLongLong((long long)map.map.key[i]);
+            if (key == NULL || PyList_SetItem(keys, (Py_ssize_t)map.map.id[i], key) < 0) {
                 Py_DECREF(keys);
                 goto done;
             }
@@ -670,8 +750,9 @@ done:
     PyMem_Free(offsets.v);
     PyMem_Free(shapes.v);
     PyMem_Free(nbytes.v);
-    PyMem_Free(map.key);
-    PyMem_Free(map.id);
+    PyMem_Free(map.ids);
+    PyMem_Free(map.map.key);
+    PyMem_Free(map.map.id);
     PyMem_Free(tmap.key);
     PyMem_Free(tmap.t);
     return result;
