@@ -4,9 +4,9 @@
  * restore_regions_carried(table, fragments, region_cls, region_fields, bound_cls) builds the
  * regions exactly as revalidate.c's restore_regions does (a new instance of region_cls whose
  * own key-sharing dict holds the record's values in field order, the source and target indices
- * replaced by their fragments) and, in the same pass, derives from the very value objects it
- * stores what revalidate_scan would derive from those regions: the distinct fragments (first
- * appearance, source before target), each operation's positions and (overlap_offset,
+ * replaced by their fragments) and then, in a second pass over the very value objects it
+ * stored, derives what revalidate_scan would derive from those regions: the distinct
+ * fragments (first appearance, source before target), each operation's positions and (overlap_offset,
  * overlap_shape) box, each fragment's largest byte extent end, the largest segment count and
  * the largest running total of segments, with revalidate_scan's arithmetic (exact ints within
  * int64, every step overflow-checked) in the same order. These are the carried facts of
