@@ -1214,12 +1214,12 @@ done:
 /* ------------------------------------------------------------------------------------------
  * bound_fragments */
 
-/* The row (pfid, bound) of one trusted bound fragment: the bound_cls instance of (placement
- * fragment, runtime fragment, fences: instance_id, lease_id, generation), no owner and the
- * attestation, its dict filled in field order. New reference, NULL with an exception. */
+/* One trusted bound fragment: the bound_cls instance of (placement fragment, runtime fragment,
+ * fences: instance_id, lease_id, generation), no owner and the attestation, its dict filled in
+ * field order. New reference, NULL with an exception. */
 static PyObject *
-bd_bound_row(PyObject *const *nm, PyObject *bound_cls, PyObject *placement_fragment, PyObject *runtime,
-             PyObject *pfid, PyObject *const *fences, PyObject *attestation)
+bd_bound_new(PyObject *const *nm, PyObject *bound_cls, PyObject *placement_fragment, PyObject *runtime,
+             PyObject *const *fences, PyObject *attestation)
 {
     PyObject *dict = NULL, *bound = bd_new(bound_cls, &dict);
     if (bound != NULL && PyDict_SetItem(dict, nm[N_PLACEMENT], placement_fragment) == 0 &&
@@ -1234,6 +1234,16 @@ bd_bound_row(PyObject *const *nm, PyObject *bound_cls, PyObject *placement_fragm
         Py_CLEAR(bound);
     }
     Py_XDECREF(dict);
+    return bound;
+}
+
+/* The row (pfid, bound) of one trusted bound fragment (bd_bound_new). New reference, NULL with an
+ * exception. */
+static PyObject *
+bd_bound_row(PyObject *const *nm, PyObject *bound_cls, PyObject *placement_fragment, PyObject *runtime,
+             PyObject *pfid, PyObject *const *fences, PyObject *attestation)
+{
+    PyObject *bound = bd_bound_new(nm, bound_cls, placement_fragment, runtime, fences, attestation);
     PyObject *row = bound == NULL ? NULL : PyTuple_Pack(2, pfid, bound);
     Py_XDECREF(bound);
     return row;
@@ -1314,7 +1324,7 @@ done:
 
 PyDoc_STRVAR(bound_fragments_ordered_doc,
 "bound_fragments_ordered(bound_cls, attestation_cls, region_cls, parts, attestations, operations,\n"
-"                        which)\n"
+"                        which, as_map=False)\n"
 "--\n\n"
 "(rows_0, rows_1, ...) where rows_k is what bound_fragments(bound_cls, attestation_cls, parts[k],\n"
 "attestations[k]) returns (the same rows, values and order), with every bound fragment allocated\n"
@@ -1323,12 +1333,17 @@ PyDoc_STRVAR(bound_fragments_ordered_doc,
 "by identity and never dereferenced; any other operation gives no hint), the remaining ones after\n"
 "them in part order: the later passes that follow op.target / op.source then read them in memory\n"
 "order. None when not decided here: parts or attestations not exact tuples of one length, or a\n"
-"part bound_fragments would not decide.");
+"part bound_fragments would not decide.\n\n"
+"With as_map True, the same bound fragments (same allocation order) are returned as the dict\n"
+"{placement_fragment_id: bound} that _planner/binding.py _bound_fragments builds from those rows\n"
+"(keys inserted in part order, then row order; no row tuple is built); a placement fragment id\n"
+"met twice raises its ValueError('duplicate bound target|source placement fragment: <id>').");
 
 typedef struct {
     PyObject *placement; /* strong references */
     PyObject *runtime;
     PyObject *pfid;
+    PyObject *bound; /* as_map: the bound fragment once made (strong reference) */
     Py_ssize_t part;
     Py_ssize_t pos;
     int made;
@@ -1337,13 +1352,22 @@ typedef struct {
 static void bd_pointer_put(Py_ssize_t *slots, size_t mask, uintptr_t key, Py_ssize_t value);
 static Py_ssize_t bd_pointer_get(const uintptr_t *keys, const Py_ssize_t *slots, size_t mask, uintptr_t key);
 
-/* Builds entry's row into its part's rows tuple (an entry of result). 0 ok, -1 error. */
+/* Builds entry's row into its part's rows tuple (an entry of result), or with result NULL (as_map)
+ * only its bound fragment into entry->bound. 0 ok, -1 error. */
 static int
 bd_make_pending(PyObject *const *nm, PyObject *bound_cls, bd_pending *entry, PyObject *const *fences,
                 PyObject *attestations, PyObject *result)
 {
     PyObject *attestation = PyTuple_GetItem(attestations, entry->part);
-    PyObject *rows = attestation == NULL ? NULL : PyTuple_GetItem(result, entry->part);
+    if (attestation == NULL) return -1;
+    if (result == NULL) {
+        entry->bound = bd_bound_new(nm, bound_cls, entry->placement, entry->runtime, fences + 3 * entry->part,
+                                    attestation);
+        if (entry->bound == NULL) return -1;
+        entry->made = 1;
+        return 0;
+    }
+    PyObject *rows = PyTuple_GetItem(result, entry->part);
     if (rows == NULL) return -1;
     PyObject *row = bd_bound_row(nm, bound_cls, entry->placement, entry->runtime, entry->pfid,
                                  fences + 3 * entry->part, attestation);
@@ -1356,8 +1380,8 @@ static PyObject *
 bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     bd_table tb;
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "bound_fragments_ordered expects 7 arguments");
+    if (nargs != 7 && nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "bound_fragments_ordered expects 7 or 8 arguments");
         return NULL;
     }
     if (bd_load_table(self, &tb) < 0) return NULL;
@@ -1375,6 +1399,14 @@ bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nar
     if (overflow != 0 || (side != 0 && side != 1)) {
         PyErr_SetString(PyExc_ValueError, "bound_fragments_ordered: which must be 0 (target) or 1 (source)");
         return NULL;
+    }
+    int as_map = 0;
+    if (nargs == 8) {
+        if (!PyBool_Check(args[7])) {
+            PyErr_SetString(PyExc_TypeError, "bound_fragments_ordered: as_map must be a bool");
+            return NULL;
+        }
+        as_map = args[7] == Py_True;
     }
     PyObject *field = nm[side == 0 ? N_TARGET : N_SOURCE];
     if (!PyTuple_CheckExact(parts) || !PyTuple_CheckExact(attestations)) Py_RETURN_NONE;
@@ -1403,7 +1435,9 @@ bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nar
     bd_pending *pending = fences == NULL ? NULL : mr_alloc_array((size_t)total, sizeof(bd_pending));
     uintptr_t *keys = pending == NULL ? NULL : mr_alloc_array((size_t)total, sizeof(uintptr_t));
     Py_ssize_t *slots = keys == NULL ? NULL : mr_alloc_array(capacity, sizeof(Py_ssize_t));
-    PyObject *result = slots == NULL ? NULL : PyTuple_New(m);
+    /* result: the rows tuple, or with as_map the map (built at the end from pending). */
+    PyObject *result = slots == NULL ? NULL : as_map ? PyDict_New() : PyTuple_New(m);
+    PyObject *rows_of = as_map ? NULL : result; /* where bd_make_pending stores rows */
     PyObject *evidence = NULL, *binding_dict = NULL, *placement_dict = NULL;
     Py_ssize_t count = 0; /* entries of pending holding references */
     int status = BD_ERROR;
@@ -1428,8 +1462,10 @@ bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nar
         if (!PyDict_CheckExact(binding_dict) || !PyDict_CheckExact(placement_dict)) goto done;
         Py_ssize_t n = PyTuple_Size(part_fragments);
         if (n < 0) { status = BD_ERROR; goto done; }
-        PyObject *rows = PyTuple_New(n);
-        if (rows == NULL || PyTuple_SetItem(result, k, rows) < 0) { status = BD_ERROR; goto done; } /* steals */
+        if (!as_map) {
+            PyObject *rows = PyTuple_New(n);
+            if (rows == NULL || PyTuple_SetItem(result, k, rows) < 0) { status = BD_ERROR; goto done; } /* steals */
+        }
         for (Py_ssize_t i = 0; i < n; i++) {
             if (count >= total) { status = BD_FALLBACK; goto done; } /* never: tuples are immutable */
             PyObject *placement_fragment = PyTuple_GetItem(part_fragments, i);
@@ -1450,6 +1486,7 @@ bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nar
             entry->placement = Py_NewRef(placement_fragment);
             entry->runtime = runtime;
             entry->pfid = pfid;
+            entry->bound = NULL;
             entry->part = k;
             entry->pos = i;
             entry->made = 0;
@@ -1484,15 +1521,32 @@ bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nar
             }
             Py_ssize_t g = bd_pointer_get(keys, slots, capacity - 1, key);
             if (g < 0 || pending[g].made) continue;
-            if (bd_make_pending(nm, bound_cls, &pending[g], fences, attestations, result) < 0) goto done;
+            if (bd_make_pending(nm, bound_cls, &pending[g], fences, attestations, rows_of) < 0) goto done;
         }
     }
     for (Py_ssize_t g = 0; g < count; g++) {
-        if (!pending[g].made && bd_make_pending(nm, bound_cls, &pending[g], fences, attestations, result) < 0) {
+        if (!pending[g].made && bd_make_pending(nm, bound_cls, &pending[g], fences, attestations, rows_of) < 0) {
             goto done;
         }
     }
-    status = count == total ? BD_OK : BD_FALLBACK;
+    if (count != total) {
+        status = BD_FALLBACK;
+        goto done;
+    }
+    /* The map in pending order (part order, then row order: _bound_fragments' loop), the first
+     * id met twice raising its duplicate error, as that loop does. */
+    for (Py_ssize_t g = 0; as_map && g < count; g++) {
+        /* A key already there leaves the size unchanged (the map is then dropped). */
+        if (PyDict_SetItem(result, pending[g].pfid, pending[g].bound) < 0) goto done;
+        Py_ssize_t size = PyDict_Size(result);
+        if (size < 0) goto done;
+        if (size != g + 1) {
+            PyErr_Format(PyExc_ValueError, "duplicate bound %s placement fragment: %U",
+                         side == 0 ? "target" : "source", pending[g].pfid);
+            goto done;
+        }
+    }
+    status = BD_OK;
 done:
     Py_XDECREF(evidence);
     Py_XDECREF(binding_dict);
@@ -1501,6 +1555,7 @@ done:
         Py_DECREF(pending[g].placement);
         Py_DECREF(pending[g].runtime);
         Py_DECREF(pending[g].pfid);
+        Py_XDECREF(pending[g].bound);
     }
     if (fences != NULL && result != NULL) {
         for (size_t f = 0; f < n_fences; f++) Py_XDECREF(fences[f]);

@@ -838,14 +838,18 @@ def bound_fragments_ordered(
     attestations: object,
     operations: object,
     which: int,
+    as_map: bool = ...,
     /,
-) -> Optional[tuple[tuple[tuple[str, Any], ...], ...]]:
+) -> Any:
     """Per ``k``, exactly ``bound_fragments(bound_cls, attestation_cls, parts[k], attestations[k])``,
     every bound fragment allocated in the order the exact ``region_cls`` operations of the exact
     tuple ``operations`` first name its placement fragment object (field ``target`` for
     ``which`` 0, ``source`` for 1; by identity), the rest after them in part order. None when not
     decided (``parts`` / ``attestations`` not exact tuples of one length, a part off the trusted
-    path). ``which`` not an int: TypeError; not 0 or 1: ValueError."""
+    path). ``which`` not an int: TypeError; not 0 or 1: ValueError. With ``as_map`` True (a bool,
+    else TypeError): the same bound fragments as the dict ``{placement_fragment_id: bound}``
+    (part order, then row order; no row built), the first id met twice raising ``ValueError
+    ('duplicate bound target|source placement fragment: <id>')``; None as above."""
 
 def bind_regions(
     region_cls: type,

@@ -291,7 +291,7 @@ def _bind_both_ways(logical: Any, target_bindings: Any, **kwargs: Any) -> tuple[
         ordered = bind_logical_transfer_plan(logical, target_bindings, **kwargs)
     assert calls and all(result is not None for result in calls)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(planner_binding, "_ordered_bound_rows", lambda *args: None)
+        patch.setattr(planner_binding, "_ordered_bound_map", lambda *args: None)
         per_part = bind_logical_transfer_plan(logical, target_bindings, **kwargs)
     assert ordered == per_part
     assert _structure(ordered) == _structure(per_part)
@@ -372,7 +372,7 @@ def test_duplicate_part_raises_the_per_part_message() -> None:
         attestations = {(placement.placement_id, bindings[0].participant_id): attestation}
         with pytest.MonkeyPatch.context() as patch:
             if patched:
-                patch.setattr(planner_binding, "_ordered_bound_rows", lambda *args: None)
+                patch.setattr(planner_binding, "_ordered_bound_map", lambda *args: None)
             with pytest.raises(ValueError) as raised:
                 planner_binding._bound_fragments("target", placement, kept, attestations, world.logical.operations)
         return str(raised.value)

@@ -637,24 +637,15 @@ def _bound_fragments(
     kept: Sequence[WeightRuntimeBindingManifest],
     attestations: dict[tuple[str, str], RuntimeBindingAttestation],
     operations: Any = (),
-    holder: Optional[list[Any]] = None,
 ) -> dict[str, BoundWeightFragment]:
-    """Step 7 for one side: bound fragments by placement fragment id. ``holder`` (a list, or
-    None) receives the ordered path's rows, for the caller to keep alive until its end."""
+    """Step 7 for one side: bound fragments by placement fragment id."""
     bound: dict[str, BoundWeightFragment] = {}
     if placement is None:
         return bound
     parts = placement._part_index()
-    ordered = _ordered_bound_rows(label, placement, parts, kept, attestations, operations)
+    ordered = _ordered_bound_map(label, placement, parts, kept, attestations, operations)
     if ordered is not None:
-        if holder is not None:
-            holder.append(ordered)
-        for rows in ordered:
-            for fragment_id, fragment in rows:
-                if fragment_id in bound:
-                    raise ValueError(f"duplicate bound {label} placement fragment: {fragment_id}")
-                bound[fragment_id] = fragment
-        return bound
+        return ordered
     for binding in kept:
         attestation = attestations[(placement.placement_id, binding.participant_id)]
         part = parts[binding.participant_id]
@@ -670,20 +661,22 @@ def _bound_fragments(
 _ORDERED_MIN_OPERATIONS = 4096
 
 
-def _ordered_bound_rows(
+def _ordered_bound_map(
     label: str,
     placement: WeightPlacementManifest,
     parts: Any,
     kept: Sequence[WeightRuntimeBindingManifest],
     attestations: dict[tuple[str, str], RuntimeBindingAttestation],
     operations: Any,
-) -> Optional[list[tuple[tuple[str, BoundWeightFragment], ...]]]:
-    """Per kept binding, exactly the rows ``_attested_bound_fragments`` returns, built in one C
-    call that allocates the bound fragments in the order the
-    operations first name them, so the passes that follow ``op.target`` / ``op.source`` read
-    them in memory order (not in participant order). None: not decided there (or rows already
-    cached, or a plan small enough to stay in the CPU caches, where the extra call only costs);
-    the caller then runs the per-part loop, which raises the first failure."""
+) -> Optional[dict[str, BoundWeightFragment]]:
+    """The map the per-part loop of ``_bound_fragments`` builds from exactly the rows
+    ``_attested_bound_fragments`` returns per kept binding (same keys in the same order, same
+    values; its duplicate id raises the same error), built in one C call that allocates the
+    bound fragments in the order the operations first name them, so the passes that follow
+    ``op.target`` / ``op.source`` read them in memory order (not in participant order), and
+    builds no row. None: not decided there (or rows already cached, or a plan small enough to
+    stay in the CPU caches, where the extra call only costs); the caller then runs the per-part
+    loop, which raises the first failure."""
     if type(operations) is not tuple or len(operations) < _ORDERED_MIN_OPERATIONS:
         return None
     placement_id = placement.placement_id
@@ -699,13 +692,10 @@ def _ordered_bound_rows(
         tuple(attestation for attestation, _ in chosen),
         operations,
         0 if label == "target" else 1,
+        True,
     )
-    if ordered is None:
-        return None
-    # Not cached on the attestations (unlike the per-part path): nothing reads these rows after
-    # step 7 of this call, and the plan would keep one (id, fragment) pair per bound fragment
-    # alive for its whole life (~5 MiB at 74k operations); the binding call holds them.
-    return list(ordered)
+    # Nothing is cached on the attestations (unlike the per-part path): the map is this call's.
+    return ordered
 
 
 def _attested_bound_fragments(
@@ -954,17 +944,14 @@ def _bind_logical_transfer_plan(
     source_required = {executor.participant_id for executor in logical_plan.source_executors}
     source_kept, source_attestations = _bind_side("source", source_placement, source_bindings, source_required)
     # Step 7: bound fragments.
-    # Each side's bound fragments are allocated in the order the operations first use them.
-    # The ordered path's rows (one (id, fragment) pair per bound fragment) are held until this
-    # call returns, not cached on the attestations (the plan would keep them for its whole life):
-    # freed here, their memory would be reused by the objects allocated next, scattering those
-    # (measured in one process at 74k operations: bind ~4.5 % slower when freed at step 7).
-    rows_held: list[Any] = []
+    # Each side's bound fragments are allocated in the order the operations first use them
+    # (the ordered path builds the map in C, no (id, fragment) row whose memory, freed, would
+    # be reused by the objects allocated next and scatter them).
     bound_targets = _bound_fragments(
-        "target", target_placement, target_kept, target_attestations, logical_plan.operations, rows_held
+        "target", target_placement, target_kept, target_attestations, logical_plan.operations
     )
     bound_sources = _bound_fragments(
-        "source", source_placement, source_kept, source_attestations, logical_plan.operations, rows_held
+        "source", source_placement, source_kept, source_attestations, logical_plan.operations
     )
     # Step 8: rebuild the operations (in one C call when every operation takes the trusted path
     # below; otherwise this loop, which raises the first failure). The same C pass derives step
