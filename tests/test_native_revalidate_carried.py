@@ -281,17 +281,28 @@ def test_binding_with_and_without_carried_facts_agrees(monkeypatch: pytest.Monke
     assert carried.pipeline_routes == plain.pipeline_routes
 
 
-def test_only_the_bind_path_takes_carried_facts(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_only_bind_and_restore_take_carried_facts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Carried facts come only from the call that built the regions: bind (bind_regions) and
+    pickle restore (restore_regions_carried, from the values it decoded); the constructor and
+    ``replace`` are given existing regions and scan them again."""
     logical, targets, sources = _world()
     plan = bind_logical_transfer_plan(logical, targets, source_bindings=sources)
     with monkeypatch.context() as patch:
         seen = _calls(patch)
         assert dataclasses.replace(plan) == plan
-        assert pickle.loads(pickle.dumps(plan)) == plan
-        assert copy.deepcopy(plan) == plan
         values = {f.name: getattr(plan, f.name) for f in dataclasses.fields(plan) if f.init}
         assert TransferPlan(**values) == plan
         assert seen == []
+    for protocol in (4, 5):
+        with monkeypatch.context() as patch:
+            seen = _calls(patch)
+            assert pickle.loads(pickle.dumps(plan, protocol=protocol)) == plan
+            assert len(seen) == 1 and seen[0] is not None, protocol  # restore's own facts, accepted
+    for duplicate in (copy.copy, copy.deepcopy):  # both restore through __reduce_ex__
+        with monkeypatch.context() as patch:
+            seen = _calls(patch)
+            assert duplicate(plan) == plan
+            assert len(seen) == 1 and seen[0] is not None, duplicate
 
 
 def test_forged_bindings_give_the_same_first_error(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -265,3 +265,38 @@ def test_record_round_trip_still_equal() -> None:
     plan = _plan("tp8")
     assert pickle.loads(pickle.dumps(plan, protocol=5)) == plan
     assert pickle.loads(pickle.dumps(plan, protocol=4)) == plan
+
+
+def _regions_without_facts(*args: Any) -> Any:
+    regions = _native.restore_regions(*args[:4])
+    return None if regions is None else (regions, None)
+
+
+def _restore_outcome(record: tuple[Any, ...]) -> Any:
+    try:
+        return bound_pickle._restore_transfer_plan(*record)
+    except Exception as exc:  # the first failure, compared by type and message
+        return (type(exc), str(exc))
+
+
+@pytest.mark.parametrize("kind", ["world", "tp8"])
+@pytest.mark.parametrize("field,value", _FORGED)
+def test_restore_with_and_without_the_facts_agrees(
+    monkeypatch: pytest.MonkeyPatch, kind: str, field: int, value: Any
+) -> None:
+    """End to end: a record whose operation rows are forged restores to the same plan, or fails
+    with the same first error, whether the restore hands its scan facts to the revalidation or
+    the plain scan decides."""
+    plan = _plan(kind)
+    function, record = bound_pickle.reduce_transfer_plan(plan)
+    assert function is bound_pickle._restore_transfer_plan
+    size = len(_REGION_FIELDS)
+    rows = len(record[8]) // size
+    for row in (0, rows - 1):
+        forged = record[:8] + (_edit(record[8], row * size + field, value),) + record[9:]
+        with_facts = _restore_outcome(forged)
+        with monkeypatch.context() as patch:
+            patch.setattr(bound_pickle, "_native_restore_regions_carried", _regions_without_facts)
+            without = _restore_outcome(forged)
+        assert with_facts == without, (field, value, row, with_facts, without)
+    assert _restore_outcome(record) == plan

@@ -45,8 +45,11 @@ reference for anything it does not decide: attestations through ``_native.attest
 (``_restore_attestation``), bound fragments through ``_native.restore_fragments`` (after all
 attestations were restored in the reference's first-use order; any failure or decline reruns
 the one-at-a-time reference ``_restore_bound``, so the first failure reported is unchanged),
-regions and executors through ``_native.restore_regions`` / ``_native.restore_executors``
-(references ``_python_restore_regions`` / ``_python_restore_executors``, which raise).
+regions through ``_native.restore_regions_carried`` (csrc/restore_scan.c: the regions
+``_native.restore_regions`` builds, plus the revalidation scan's facts derived from the values
+stored in them, handed to the plan's revalidation as bind hands its own) and executors through
+``_native.restore_executors`` (references ``_python_restore_regions`` /
+``_python_restore_executors``, which raise).
 
 **Packed record** (protocol 5): ``(_restore_packed_transfer_plan, (codes, values))``, the
 compact record flattened by ``_native.graph_pack`` (csrc/pickle_codec.c): the record's tuples
@@ -93,7 +96,13 @@ from ..types import (
     TensorDescriptor,
 )
 from .attestation import RuntimeBindingAttestation, RuntimeBindingEvidence
-from .bound_contracts import ExecutorTransferPlan, RuntimeFragmentSnapshot, TransferPlan, _require_typed_limits
+from .bound_contracts import (
+    ExecutorTransferPlan,
+    RuntimeFragmentSnapshot,
+    TransferPlan,
+    _require_typed_limits,
+    _ViewScope,
+)
 from .contracts import PlanningLimits, TransferRegion
 from .fragments import BoundWeightFragment
 from .field_types import attestable_shape_failure
@@ -117,7 +126,7 @@ _new_object = object.__new__
 _attest_binding = _native.attest_binding
 _native_restore_executors = _native.restore_executors
 _native_restore_fragments = _native.restore_fragments
-_native_restore_regions = _native.restore_regions
+_native_restore_regions_carried = _native.restore_regions_carried
 _native_encode_record = _native.encode_record
 _PLACEMENT = WeightPlacementManifest
 _EVIDENCE = RuntimeBindingEvidence
@@ -683,10 +692,17 @@ def _restore_transfer_plan(*record: Any) -> TransferPlan:
     else:
         attestations, fragments = restored
     del restored, fragment_table
-    operations: Any = _native_restore_regions(operation_table, tuple(fragments), TransferRegion, _REGION_FIELDS)
-    if operations is None:
+    # The regions, and revalidate_scan's facts derived from the values stored in them
+    # (csrc/restore_scan.c; None: the plain scan decides).
+    carried: Any = None
+    restored_regions = _native_restore_regions_carried(
+        operation_table, tuple(fragments), TransferRegion, _REGION_FIELDS, BoundWeightFragment
+    )
+    if restored_regions is not None:
+        operations, carried = restored_regions
+    else:  # not the record's shape: the reference raises its message
         operations = _python_restore_regions(operation_table, fragments)
-    del operation_table, fragments
+    del restored_regions, operation_table, fragments
     _require_typed_limits(planning_limits)  # read before the rules (F2)
     source_executors = _restore_executors(source_table, attestations)
     del source_table
@@ -710,7 +726,16 @@ def _restore_transfer_plan(*record: Any) -> TransferPlan:
         }
     )
     del source_executors, target_executors
-    plan.__post_init__()
+    if carried is None:
+        plan.__post_init__()
+    else:
+        # ``__post_init__`` (``_revalidate(check_physical_ranges=True)``: every rule, in one view
+        # scope) with the scan's facts about these regions: this restore's own objects, built
+        # from the payload's values just above and reachable by no other code yet; the budgets
+        # and every fragment's binding and nbytes are read again (revalidate_scan_carried).
+        with _ViewScope():
+            plan._revalidate_scoped(True, carried)
+        del carried
     # Out of the cyclic GC (from 1024 operations): the restored bound fragments whose
     # attestation caches none of them, and the regions holding them (see csrc/common.h).
     _native.untrack_bound_regions(operations, BoundWeightFragment)
