@@ -1168,7 +1168,14 @@ typedef struct {
     Py_ssize_t proven_room;  /* insertions left (keeps the table at most half full) */
     PyObject *held;          /* list: the attested states proven equal, held for the call */
     PyTypeObject *attestation_type, *rank_type, *snapshot_type;
+    /* Per entry, the view's attributes the per-fragment check reads, read once per call (owned;
+     * NULL until read): RS_VIEW_NFIELDS slots per entry. The views are the caller's private
+     * derived objects: nothing run during the call can reach them. */
+    PyObject **view_fields;
+    Py_ssize_t n_entries;
 } rs_ctx;
+
+enum { RS_VIEW_BY_PFID, RS_VIEW_ATTESTED_PFIDS, RS_VIEW_GENERATION, RS_VIEW_EXPECTED, RS_VIEW_NFIELDS };
 
 /* Identity lookup (see rv_table); -1 when absent. */
 static Py_ssize_t
@@ -1209,6 +1216,14 @@ rs_ctx_init(rs_ctx *ctx, Py_ssize_t n_frags)
     if (n < 0) return RV_ERROR;
     ctx->entries = mr_alloc_array((size_t)n + 1, sizeof(PyObject *));
     if (ctx->entries == NULL || rv_table_init(&ctx->entry_of, (size_t)n) < 0) return RV_ERROR;
+    if ((size_t)n + 1 > SIZE_MAX / RS_VIEW_NFIELDS) {
+        PyErr_NoMemory();
+        return RV_ERROR;
+    }
+    ctx->view_fields = mr_alloc_array(((size_t)n + 1) * RS_VIEW_NFIELDS, sizeof(PyObject *));
+    if (ctx->view_fields == NULL) return RV_ERROR;
+    memset(ctx->view_fields, 0, ((size_t)n + 1) * RS_VIEW_NFIELDS * sizeof(PyObject *));
+    ctx->n_entries = n;
     if ((size_t)n_frags > SIZE_MAX / 4) {
         PyErr_NoMemory();
         return RV_ERROR;
@@ -1242,6 +1257,10 @@ rs_ctx_free(rs_ctx *ctx)
     rv_table_free(&ctx->entry_of);
     rv_table_free(&ctx->proven);
     PyMem_Free(ctx->entries);
+    if (ctx->view_fields != NULL) {
+        for (Py_ssize_t k = 0; k < ctx->n_entries * RS_VIEW_NFIELDS; k++) Py_XDECREF(ctx->view_fields[k]);
+        PyMem_Free(ctx->view_fields);
+    }
     Py_XDECREF(ctx->held);
 }
 
@@ -1408,12 +1427,14 @@ rs_executor(PyObject *row, rs_ctx *ctx, const rv_table *active, PyObject *snapsh
             Py_DECREF(snapshot);
             goto error;
         }
-        int present = PyDict_Contains(snapshot_owner, fid);
-        int failed = present < 0 || (present == 0 && PyDict_SetItem(snapshot_owner, fid, snapshot) < 0);
+        /* ``fid in snapshot_owner`` (decline) else store: one lookup, the size tells which (a
+         * replaced value does not matter: the call declines and drops the dict). */
+        Py_ssize_t before = PyDict_Size(snapshot_owner);
+        int failed = PyDict_SetItem(snapshot_owner, fid, snapshot) < 0;
         Py_DECREF(snapshot);
         Py_CLEAR(fid);
         if (failed) goto error;
-        if (present) goto done;
+        if (PyDict_Size(snapshot_owner) == before) goto done;
     }
     if (PyList_Size(bucket) > 0) {
         PyObject *estate_id = PyLong_FromVoidPtr(estate);
@@ -1483,15 +1504,47 @@ rs_objects_by_pfid(PyObject *view)
     return table;
 }
 
+/* The view attribute ``field`` (RS_VIEW_*) of entry ``index``, read once per call; borrowed
+ * (the context holds it). NULL with no error set: decline; NULL with an error set: failure. */
+static PyObject *
+rs_view_field(rs_ctx *ctx, Py_ssize_t index, PyObject *view, int field)
+{
+    PyObject **slot = &ctx->view_fields[index * RS_VIEW_NFIELDS + field];
+    if (*slot != NULL) return *slot;
+    PyObject *value = NULL;
+    switch (field) {
+    case RS_VIEW_BY_PFID:
+        /* ``view.object_by_pfid()``: its cached table when built, else the method builds it. */
+        value = PyObject_GetAttr(view, rs_keys[RS_OBJECTS_BY_PFID_CACHE]);
+        if (value == Py_None) {
+            Py_DECREF(value);
+            value = rs_objects_by_pfid(view);
+        }
+        break;
+    case RS_VIEW_ATTESTED_PFIDS:
+        value = PyObject_GetAttr(view, rs_keys[RS_ATTESTED_PFIDS]);
+        break;
+    case RS_VIEW_GENERATION:
+        value = PyObject_GetAttr(view, rs_keys[RS_GENERATION]);
+        break;
+    default:
+        value = rs_view_rows(view, 0);
+        break;
+    }
+    *slot = value;
+    return value;
+}
+
 /* The final per-fragment check of one side: the snapshot owned for the fragment is the
  * attested snapshot object itself, or was proven equal to the attested state by its
- * executor, or has a field dict equal to it (other cases: unsure). */
+ * executor, or has a field dict equal to it (other cases: unsure). On RV_OK ``*owned_out``
+ * is the owned snapshot (borrowed: ``snapshot_owner`` holds it). */
 static int
-rs_fragment(PyObject *fragment, PyObject *runtime_id, const rs_ctx *ctx, PyObject *snapshot_owner)
+rs_fragment(PyObject *fragment, PyObject *runtime_id, rs_ctx *ctx, PyObject *snapshot_owner, PyObject **owned_out)
 {
     PyObject *state = NULL;
-    PyObject *attestation = NULL, *view = NULL, *by_pfid = NULL, *placement = NULL, *pfid = NULL;
-    PyObject *attested_pfids = NULL, *expected_by_pfid = NULL, *generation = NULL, *lease_generation = NULL;
+    PyObject *attestation = NULL, *view = NULL, *placement = NULL, *pfid = NULL;
+    PyObject *lease_generation = NULL;
     PyObject *owned = NULL;
     int rc = RV_DECLINE;
     owned = PyDict_GetItemWithError(snapshot_owner, runtime_id); /* borrowed; held below */
@@ -1499,23 +1552,16 @@ rs_fragment(PyObject *fragment, PyObject *runtime_id, const rs_ctx *ctx, PyObjec
     Py_INCREF(owned);
     attestation = rf_dict_item(fragment, rs_keys[RS_ATTESTATION]);
     if (attestation == NULL) goto done;
-    {
-        PyObject *entry = rs_entry(ctx, attestation);
-        if (entry == NULL) goto done;
-        view = Py_NewRef(PyTuple_GetItem(entry, 2));
-    }
-    /* ``view.object_by_pfid()``: its cached table when built, else the method builds it. */
-    by_pfid = PyObject_GetAttr(view, rs_keys[RS_OBJECTS_BY_PFID_CACHE]);
+    Py_ssize_t index = rs_lookup(&ctx->entry_of, attestation);
+    if (index < 0) goto done;
+    view = Py_NewRef(PyTuple_GetItem(ctx->entries[index], 2));
+    PyObject *by_pfid = rs_view_field(ctx, index, view, RS_VIEW_BY_PFID); /* borrowed */
     if (by_pfid == NULL) goto error;
-    if (by_pfid == Py_None) {
-        Py_DECREF(by_pfid);
-        by_pfid = rs_objects_by_pfid(view);
-        if (by_pfid == NULL) goto error;
-    }
     placement = rf_dict_item(fragment, rs_keys[RS_PLACEMENT]);
     if (placement == NULL) goto done;
     RS_GET(pfid, placement, RS_PFID);
-    RS_GET(attested_pfids, view, RS_ATTESTED_PFIDS);
+    PyObject *attested_pfids = rs_view_field(ctx, index, view, RS_VIEW_ATTESTED_PFIDS); /* borrowed */
+    if (attested_pfids == NULL) goto error;
     if (!PyDict_CheckExact(by_pfid)) goto done;
     /* ``view.expected_by_pfid.get(pfid) is not None``: the placement fragment id has an
      * attested evidence fragment (its expected state is only needed for a comparison). */
@@ -1524,14 +1570,15 @@ rs_fragment(PyObject *fragment, PyObject *runtime_id, const rs_ctx *ctx, PyObjec
     if (!attested) goto done;
     lease_generation = rf_dict_item(fragment, rs_keys[RS_LEASE_GENERATION]);
     if (lease_generation == NULL) goto done;
-    RS_GET(generation, view, RS_GENERATION);
+    PyObject *generation = rs_view_field(ctx, index, view, RS_VIEW_GENERATION); /* borrowed */
+    if (generation == NULL) goto error;
     int same = rs_compare(lease_generation, generation, Py_EQ);
     if (same < 0) goto error;
     if (!same) goto done;
     PyObject *attested_object = PyDict_GetItemWithError(by_pfid, pfid);
     if (attested_object == NULL && PyErr_Occurred()) goto error;
     if (attested_object != owned) {
-        expected_by_pfid = rs_view_rows(view, 0);
+        PyObject *expected_by_pfid = rs_view_field(ctx, index, view, RS_VIEW_EXPECTED); /* borrowed */
         if (expected_by_pfid == NULL) goto done;
         state = PyDict_GetItemWithError(expected_by_pfid, pfid); /* borrowed; held below */
         if (state == NULL || state == Py_None) goto done;
@@ -1544,6 +1591,7 @@ rs_fragment(PyObject *fragment, PyObject *runtime_id, const rs_ctx *ctx, PyObjec
             if (match != 1) goto done;
         }
     }
+    *owned_out = owned;
     rc = RV_OK;
     goto done;
 error:
@@ -1553,15 +1601,45 @@ done:
     Py_XDECREF(owned);
     Py_XDECREF(attestation);
     Py_XDECREF(view);
-    Py_XDECREF(by_pfid);
     Py_XDECREF(placement);
     Py_XDECREF(pfid);
-    Py_XDECREF(attested_pfids);
-    Py_XDECREF(expected_by_pfid);
-    Py_XDECREF(generation);
     Py_XDECREF(lease_generation);
     Py_XDECREF(state);
     return rc;
+}
+
+/* Prefetch distances (rows of the distinct-fragment loops) for the objects read per fragment:
+ * the loops are memory-latency bound once the plan leaves the caches. */
+#define RS_AHEAD_OBJECT 12
+#define RS_AHEAD_DICT 6
+
+/* Prefetch the first lines of ``list[i]`` (no effect when out of range; nothing read). */
+static void
+rs_prefetch_item(PyObject *list, Py_ssize_t i)
+{
+    if (i >= PyList_Size(list)) return;
+    PyObject *item = PyList_GetItem(list, i);
+    if (item == NULL) return;
+    __builtin_prefetch(item);
+    __builtin_prefetch((const char *)item + 64);
+}
+
+/* Prefetch the instance dict of ``list[i]`` (PyObject_GenericGetDict runs no Python code; an
+ * object without one is skipped). */
+static void
+rs_prefetch_dict(PyObject *list, Py_ssize_t i)
+{
+    if (i >= PyList_Size(list)) return;
+    PyObject *item = PyList_GetItem(list, i);
+    if (item == NULL) return;
+    PyObject *dict = PyObject_GenericGetDict(item, NULL);
+    if (dict == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    __builtin_prefetch(dict);
+    __builtin_prefetch((const char *)dict + 32);
+    Py_DECREF(dict);
 }
 
 /* Position ``side_of[i]`` as an index into ``frags`` (0 <= p < n_frags); -1: decline. */
@@ -1602,9 +1680,9 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
                           &rank_type, &PyType_Type, &snapshot_type)) {
         return NULL;
     }
-    PyObject *result = NULL, *by_key = NULL, *snapshot_owner = NULL, *operation_ids = NULL;
+    PyObject *result = NULL, *by_key = NULL, *snapshot_owner = NULL;
     PyObject *own_frags = NULL, *own_rows = NULL, *own_side = NULL;
-    rv_table active = {NULL, NULL, 0};
+    rv_table active = {NULL, NULL, 0}, hits = {NULL, NULL, 0};
     rs_ctx ctx = {.attested = attested,
                   .attestation_type = (PyTypeObject *)att_type,
                   .rank_type = (PyTypeObject *)rank_type,
@@ -1622,7 +1700,10 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
     if (PyList_Size(keys) != n_frags || PyList_Size(runtime_ids) != n_frags) goto decline;
     seen = mr_alloc_array((size_t)n_frags, 1);
     unique = mr_alloc_array((size_t)n_frags, sizeof(Py_ssize_t));
-    if (seen == NULL || unique == NULL || rv_table_init(&active, (size_t)n_frags) < 0) goto done;
+    if (seen == NULL || unique == NULL || rv_table_init(&active, (size_t)n_frags) < 0 ||
+        rv_table_init(&hits, (size_t)n_frags) < 0) {
+        goto done;
+    }
     memset(seen, 0, (size_t)n_frags);
     {
         int rc = rs_ctx_init(&ctx, n_frags);
@@ -1647,14 +1728,17 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
         if (PyDict_SetItem(by_key, PyTuple_GetItem(row, 1), row) < 0) goto done;
     }
     if (PyDict_Size(by_key) != n_rows) goto decline;
-    operation_ids = PySet_New(NULL);
-    if (operation_ids == NULL) goto done;
     for (Py_ssize_t u = 0; u < n_unique; u++) {
         Py_ssize_t p = unique[u];
+        if (u + RS_AHEAD_OBJECT < n_unique) {
+            rs_prefetch_item(own_frags, unique[u + RS_AHEAD_OBJECT]);
+            rs_prefetch_item(runtime_ids, unique[u + RS_AHEAD_OBJECT]);
+            rs_prefetch_item(keys, unique[u + RS_AHEAD_OBJECT]);
+        }
+        if (u + RS_AHEAD_DICT < n_unique) rs_prefetch_dict(own_frags, unique[u + RS_AHEAD_DICT]);
         PyObject *runtime_id = PyList_GetItem(runtime_ids, p);
         PyObject *key = PyList_GetItem(keys, p);
         if (runtime_id == NULL || key == NULL) goto done;
-        if (PySet_Add(operation_ids, runtime_id) < 0) goto done;
         PyObject *row = PyDict_GetItemWithError(runtime, runtime_id);
         if (row == NULL) goto decline;
         PyObject *keyed = PyDict_GetItemWithError(by_key, key);
@@ -1674,22 +1758,29 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
         if (rc == RV_ERROR) goto done;
         if (rc == RV_DECLINE) goto decline;
     }
-    if (PyDict_Size(snapshot_owner) != PySet_Size(operation_ids)) goto decline;
-    {
-        Py_ssize_t pos = 0;
-        PyObject *fid, *value;
-        while (PyDict_Next(snapshot_owner, &pos, &fid, &value)) {
-            int present = PySet_Contains(operation_ids, fid);
-            if (present < 0) goto done;
-            if (!present) goto decline;
-        }
-    }
+    /* The Python version's ``set(operation ids) == set(snapshot_owner)``: every operation's
+     * runtime id is a key (its lookup below declines otherwise), and the snapshots found are
+     * as many distinct objects as there are keys. Distinct objects found come from distinct
+     * keys, so then every key is found (a snapshot stored under two keys can only decline). */
+    Py_ssize_t n_hits = 0;
     for (Py_ssize_t u = 0; u < n_unique; u++) {
         Py_ssize_t p = unique[u];
-        int rc = rs_fragment(PyList_GetItem(own_frags, p), PyList_GetItem(runtime_ids, p), &ctx, snapshot_owner);
+        if (u + RS_AHEAD_OBJECT < n_unique) {
+            rs_prefetch_item(own_frags, unique[u + RS_AHEAD_OBJECT]);
+            rs_prefetch_item(runtime_ids, unique[u + RS_AHEAD_OBJECT]);
+        }
+        if (u + RS_AHEAD_DICT < n_unique) rs_prefetch_dict(own_frags, unique[u + RS_AHEAD_DICT]);
+        PyObject *owned = NULL;
+        int rc = rs_fragment(PyList_GetItem(own_frags, p), PyList_GetItem(runtime_ids, p), &ctx, snapshot_owner,
+                             &owned);
         if (rc == RV_ERROR) goto done;
         if (rc == RV_DECLINE) goto decline;
+        if (!rs_set_has(&hits, owned)) {
+            rs_set_add(&hits, owned);
+            n_hits++;
+        }
     }
+    if (n_hits != PyDict_Size(snapshot_owner)) goto decline;
     result = Py_NewRef(Py_True);
     goto done;
 decline:
@@ -1697,11 +1788,11 @@ decline:
 done:
     rs_ctx_free(&ctx);
     rv_table_free(&active);
+    rv_table_free(&hits);
     PyMem_Free(seen);
     PyMem_Free(unique);
     Py_XDECREF(by_key);
     Py_XDECREF(snapshot_owner);
-    Py_XDECREF(operation_ids);
     Py_XDECREF(own_frags);
     Py_XDECREF(own_rows);
     Py_XDECREF(own_side);
