@@ -788,11 +788,11 @@ po_copy_i64(PyObject *obj, Py_ssize_t n, Py_ssize_t *count, const char *what)
     return out;
 }
 
-/* An int attribute of obj that fits int64: 1 done, 0 not usable (caller falls back), -1 error. */
+/* value (a new reference, stolen; NULL: the read failed) as an int fitting int64: 1 done,
+ * 0 not usable (caller falls back), -1 error. */
 static int
-po_attr_i64(PyObject *obj, PyObject *name, int64_t *out)
+po_value_i64(PyObject *value, int64_t *out)
 {
-    PyObject *value = PyObject_GetAttr(obj, name);
     if (value == NULL) return -1;
     int result = 0;
     if (PyLong_Check(value)) {
@@ -807,6 +807,50 @@ po_attr_i64(PyObject *obj, PyObject *name, int64_t *out)
     }
     Py_DECREF(value);
     return result;
+}
+
+/* An int attribute of obj that fits int64: 1 done, 0 not usable (caller falls back), -1 error. */
+static int
+po_attr_i64(PyObject *obj, PyObject *name, int64_t *out)
+{
+    return po_value_i64(PyObject_GetAttr(obj, name), out);
+}
+
+/* New references v[k] = state[names[k]] (k < n) from one scan of the state's entries, matching
+ * the interned names by identity (no hashing, no Python code; as canonical.c's scan): exact when
+ * every key met is an exact str (no two keys are then equal). A name not met leaves v[k] NULL;
+ * all stay NULL (no exception) when state is NULL or not a dict, or holds a key that is not an
+ * exact str. Any exception of the state read is cleared (the caller reads attributes then). */
+static void
+po_scan_state(PyObject *state, PyObject *const *names, int n, PyObject **v)
+{
+    for (int k = 0; k < n; k++) v[k] = NULL;
+    if (state == NULL || !PyDict_Check(state)) {
+        PyErr_Clear();
+        return;
+    }
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(state, &pos, &key, &value)) {
+        int k = 0;
+        while (k < n && key != names[k]) k++;
+        if (k < n) v[k] = value;
+        else if (!PyUnicode_CheckExact(key)) {
+            for (k = 0; k < n; k++) v[k] = NULL;
+            return;
+        }
+    }
+    for (int k = 0; k < n; k++) Py_XINCREF(v[k]);
+}
+
+/* Field name of obj as a new reference: *met (taken; from the state scan) when not NULL, else
+ * the attribute read (NULL with an exception on error). */
+static PyObject *
+po_take_field(PyObject *obj, PyObject **met, PyObject *name)
+{
+    PyObject *value = *met;
+    *met = NULL;
+    return value != NULL ? value : PyObject_GetAttr(obj, name);
 }
 
 typedef struct {
@@ -845,11 +889,17 @@ ss_rank_cmp(const ss_row *a, const ss_row *b)
 }
 
 static uint64_t
+ss_geometry_hash(int64_t t, const int64_t *c, int64_t nd)
+{
+    uint64_t h = po_hash((uint64_t)t + 0x9E3779B97F4A7C15ULL);
+    for (int64_t k = 0; k < 2 * nd; k++) h = po_hash(h ^ (uint64_t)c[k]);
+    return h;
+}
+
+static uint64_t
 ss_row_hash(const ss_row *row, const int64_t *coords, int64_t nd)
 {
-    uint64_t h = po_hash((uint64_t)row->t + 0x9E3779B97F4A7C15ULL);
-    for (int64_t k = 0; k < 2 * nd; k++) h = po_hash(h ^ (uint64_t)coords[row->coord + (size_t)k]);
-    return h;
+    return ss_geometry_hash(row->t, &coords[row->coord], nd);
 }
 
 /* Position (first-occurrence number of the row's (tensor, offset, shape)); slots hold row + 1. */
@@ -1054,6 +1104,7 @@ ss_preread(PyObject *fragments, int is_list, Py_ssize_t n, PyObject *ftype, PyOb
     mr_kv *order = mr_alloc_array(count ? count : 1, sizeof(mr_kv));
     ss_pre *pre = PyMem_Calloc(count ? count : 1, sizeof(ss_pre));
     po_tmap tmap = {NULL, NULL, 0};
+    PyObject *v[SS_ID + 1] = {NULL}, *rv[4] = {NULL}; /* fields from the state scans (new references) */
     int ok = 0;
     if (order == NULL || pre == NULL) goto done;
     {
@@ -1073,11 +1124,22 @@ ss_preread(PyObject *fragments, int is_list, Py_ssize_t n, PyObject *ftype, PyOb
     }
     if (mr_radix_sort(order, count) < 0) goto done;
     for (size_t k = 0; k < count; k++) {
-        if (k + 8 < count) __builtin_prefetch(&pre[order[k + 8].idx], 1);
+        for (int f = 0; f <= SS_ID; f++) Py_CLEAR(v[f]);
+        if (k + 8 < count) {
+            __builtin_prefetch(&pre[order[k + 8].idx], 1);
+            __builtin_prefetch((const void *)(uintptr_t)order[k + 8].key); /* a hint only */
+        }
         PyObject *item = (PyObject *)(uintptr_t)order[k].key; /* held by fragments (no Python code runs) */
         ss_pre *p = &pre[order[k].idx];
         if ((PyObject *)Py_TYPE(item) != ftype) goto done;
-        PyObject *tid = PyObject_GetAttr(item, names[SS_TENSOR]);
+        {
+            /* the fields from one scan of the state dict, as the attribute reads of an exact
+             * ftype instance give them; a field not met is read as an attribute below */
+            PyObject *state = PyObject_GenericGetDict(item, NULL);
+            po_scan_state(state, names, SS_ID + 1, v);
+            Py_XDECREF(state);
+        }
+        PyObject *tid = po_take_field(item, &v[SS_TENSOR], names[SS_TENSOR]);
         if (tid == NULL) goto done;
         if (!PyUnicode_CheckExact(tid)) {
             Py_DECREF(tid);
@@ -1120,34 +1182,43 @@ ss_preread(PyObject *fragments, int is_list, Py_ssize_t n, PyObject *ftype, PyOb
         Py_DECREF(tid);
         p->t = (int64_t)t;
         if (t < 0) continue;
-        PyObject *rank = PyObject_GetAttr(item, names[SS_RANK]);
+        PyObject *rank = po_take_field(item, &v[SS_RANK], names[SS_RANK]);
         if (rank == NULL) goto done;
         int rc = (PyObject *)Py_TYPE(rank) == rtype;
-        for (int a = 0; a < 4 && rc == 1; a++) rc = po_attr_i64(rank, names[SS_DP + a], &p->rank[a]);
+        if (rc == 1) {
+            PyObject *state = PyObject_GenericGetDict(rank, NULL);
+            po_scan_state(state, &names[SS_DP], 4, rv);
+            Py_XDECREF(state);
+        }
+        for (int a = 0; a < 4 && rc == 1; a++)
+            rc = po_value_i64(po_take_field(rank, &rv[a], names[SS_DP + a]), &p->rank[a]);
+        for (int a = 0; a < 4; a++) Py_CLEAR(rv[a]);
         Py_DECREF(rank);
         if (rc != 1) goto done;
         p->coord = pc->n;
-        PyObject *offset = PyObject_GetAttr(item, names[SS_OFFSET]);
+        PyObject *offset = po_take_field(item, &v[SS_OFFSET], names[SS_OFFSET]);
         if (offset == NULL) goto done;
         rc = po_push_coords(pc, offset, tensor_ndim[t]);
         Py_DECREF(offset);
         if (rc != 1) goto done;
-        PyObject *shape = PyObject_GetAttr(item, names[SS_SHAPE]);
+        PyObject *shape = po_take_field(item, &v[SS_SHAPE], names[SS_SHAPE]);
         if (shape == NULL) goto done;
         rc = po_push_coords(pc, shape, tensor_ndim[t]);
         Py_DECREF(shape);
         if (rc != 1) goto done;
-        PyObject *value = PyObject_GetAttr(item, names[SS_NBYTES]);
+        PyObject *value = po_take_field(item, &v[SS_NBYTES], names[SS_NBYTES]);
         if (value == NULL) goto done;
         rc = po_nbytes(value, &p->nbytes);
         Py_DECREF(value);
         if (rc < 0) goto done;
         p->nbytes_ok = rc;
-        p->id = PyObject_GetAttr(item, names[SS_ID]);
+        p->id = po_take_field(item, &v[SS_ID], names[SS_ID]);
         if (p->id == NULL) goto done;
     }
     ok = 1;
 done:
+    for (int f = 0; f <= SS_ID; f++) Py_XDECREF(v[f]);
+    for (int a = 0; a < 4; a++) Py_XDECREF(rv[a]);
     if (PyErr_Occurred()) PyErr_Clear();
     PyMem_Free(order);
     PyMem_Free(tmap.key);
@@ -1313,12 +1384,32 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
         pre = ss_preread(fragments, is_list, n, ftype, rtype, names, tensor_index, ntensors, tensor_ndim, &pc);
         if (pre != NULL) npre = n;
     }
+    size_t ahead_slot[16] = {0}; /* pre path: the position slot of fragment i, taken at i - 16 */
 
     for (Py_ssize_t i = 0; i < n && !fallback; i++) {
         /* The sequence may change under hostile attribute hooks: re-read its size. */
         Py_ssize_t size = is_list ? PyList_Size(fragments) : PyTuple_Size(fragments);
         if (size < 0) goto done;
         if (i >= size) break;
+        if (pre != NULL) {
+            /* hints only (the loop's reads below decide): the fragment 8 further on, and the
+             * position slot (taken 16 ahead) and the row it held (8 ahead) of later fragments;
+             * the rows come in list order, their slots and first rows are scattered */
+            if (i + 8 < size) {
+                PyObject *ahead = is_list ? PyList_GetItem(fragments, i + 8) : PyTuple_GetItem(fragments, i + 8);
+                if (ahead != NULL) __builtin_prefetch(ahead, 1);
+            }
+            if (i + 16 < npre && pre[i + 16].t >= 0 && pc.v != NULL) {
+                const ss_pre *q = &pre[i + 16];
+                size_t at = (size_t)ss_geometry_hash(q->t, &pc.v[q->coord], tensor_ndim[q->t]) & pos_mask;
+                ahead_slot[(i + 16) & 15] = at;
+                __builtin_prefetch(&pos_slots[at]);
+            }
+            if (i + 8 < npre && pre[i + 8].t >= 0) {
+                size_t held = pos_slots[ahead_slot[(i + 8) & 15]];
+                if (held != 0 && held <= nrows) __builtin_prefetch(&rows[held - 1]);
+            }
+        }
         PyObject *fragment = is_list ? PyList_GetItem(fragments, i) : PyTuple_GetItem(fragments, i);
         if (fragment == NULL) goto done;
         Py_INCREF(fragment);
@@ -1474,6 +1565,19 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
         int ok = objects != NULL && ids != NULL;
         int64_t c = 0;
         for (int64_t j = 0; ok && j < npicks; j++) {
+            /* hints only: the picks come in (cover, position) order, their rows, pre-read
+             * records and objects are scattered: each is prefetched a step after its parent */
+            if (j + 24 < npicks) __builtin_prefetch(&rows[order[j + 24].row]);
+            if (pre != NULL && j + 16 < npicks) {
+                size_t at = rows[order[j + 16].row].at;
+                if (at < (size_t)npre) __builtin_prefetch(&pre[at]);
+            }
+            if (j + 8 < npicks) {
+                const ss_row *next = &rows[order[j + 8].row];
+                __builtin_prefetch(next->obj, 1);
+                if (coords.v != NULL) __builtin_prefetch(&coords.v[next->coord]);
+                if (pre != NULL && next->at < (size_t)npre) __builtin_prefetch(pre[next->at].id, 1);
+            }
             const ss_row *row = &rows[order[j].row];
             while (ok && c <= order[j].cover) {
                 ok = po_push(&starts, j) == 0;
