@@ -14,6 +14,7 @@ import pickle
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -251,6 +252,9 @@ def test_packed_codes_are_a_bytearray_emptied_by_the_restore() -> None:
     kept = bytes(codes)
     assert function(codes, values) == plan
     assert codes == bytearray()  # emptied: its buffer is freed before the revalidation
+    # so the same reduce result restores once (docs/api.md, "Pickle, copy and replace")
+    with pytest.raises(ValueError, match="^transfer plan pickle state is invalid"):
+        function(codes, values)
     # Payloads written before (bytes) restore as they did; the bytes are left as they are.
     assert function(kept, values) == plan and len(kept) > 0
     # Through pickle: both forms.
