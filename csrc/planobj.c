@@ -2722,6 +2722,9 @@ po_tensor_columns(PyObject *Py_UNUSED(self), PyObject *args)
     Py_ssize_t n = PyList_Size(ids), stop = n;
     if (n < 0) goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
+        /* the id 8 further on (held by the private copy; a hint only): the ids are scattered
+         * and each lookup reads its hash first */
+        if (i + 8 < n) __builtin_prefetch(PyList_GetItem(ids, i + 8));
         PyObject *tid = PyList_GetItem(ids, i);
         if (tid == NULL) goto done;
         /* The same order as the Python loop: target_tensors[id] first (KeyError), then the
