@@ -521,6 +521,10 @@ typedef struct {
     PyObject **int_values;
     size_t int_mask; /* capacity - 1 (a power of two); 0 with no table */
     size_t int_used;
+    /* Lookahead cursors (prefetch hints only, see pc_lookahead): positions of the opcode FAR and
+     * NEAR opcodes ahead of the decoder (stopped at the end or at bytes that are no opcode). */
+    Py_ssize_t far;
+    Py_ssize_t near;
 } pc_decoder;
 
 /* Largest int cache (slots): beyond it new values are created without being cached. */
@@ -612,6 +616,101 @@ pc_int(pc_decoder *d, int64_t x)
     d->int_values[slot] = Py_NewRef(obj);
     d->int_used++;
     return obj;
+}
+
+/* Lookahead (hints only: nothing is decided on them). The opcode stream is linear (each opcode
+ * then at most one varint), so a cursor can read the opcodes ahead of the decoder without
+ * following the nesting. The objects the decoder takes again (a cached int of the int cache, a
+ * str of values met before, a memo entry of PC_REF) lie anywhere in memory and the int cache is
+ * large: each took a cache miss on its slot, then on the object whose count it increments. Before
+ * each item of a tuple of at least PC_LOOKAHEAD_ITEMS items (the record's flat tables and the
+ * placements' parts; a smaller graph has none and runs no cursor), the far cursor is brought
+ * PC_FAR bytes ahead of the decoder, fetching the int cache slot of each int it passes; the near
+ * cursor, PC_NEAR bytes ahead, finds the cached int there (its slot now in the cache), the str of
+ * a PC_VREF or the memo entry of a PC_REF, and fetches the object. A cursor stops at the end of
+ * the stream or at anything that is not an opcode; one left behind restarts at the decoder's
+ * position (an item's first opcode). */
+#define PC_FAR 128
+#define PC_NEAR 64
+#define PC_LOOKAHEAD_ITEMS 1024
+
+/* The opcode at *position and its argument (0 without one): 1 and the cursor moved past it; 0
+ * at the end or for bytes that are no opcode (the cursor is then set to the end). */
+static inline int
+pc_peek(const pc_decoder *d, Py_ssize_t *position, int *op, uint64_t *arg)
+{
+    Py_ssize_t p = *position;
+    if (p >= d->length) return 0;
+    int code = d->codes[p++];
+    uint64_t value = 0;
+    if (code == PC_TUPLE || code == PC_OBJECT || code == PC_REF || code == PC_INT || code == PC_VREF) {
+        int shift = 0;
+        for (;;) {
+            if (p >= d->length || shift > 63) {
+                *position = d->length;
+                return 0;
+            }
+            unsigned char byte = d->codes[p++];
+            value |= (uint64_t)(byte & 0x7F) << shift;
+            if (!(byte & 0x80)) break;
+            shift += 7;
+        }
+    } else if (code != PC_VALUE && code != PC_NONE) {
+        *position = d->length;
+        return 0;
+    }
+    *position = p;
+    *op = code;
+    *arg = value;
+    return 1;
+}
+
+static inline int64_t
+pc_unzigzag(uint64_t value)
+{
+    return (value & 1) ? -1 - (int64_t)(value >> 1) : (int64_t)(value >> 1);
+}
+
+/* Bring both cursors ahead of the decoder (at an item's first opcode) and prefetch. Not inlined:
+ * the decoding loops stay as they were for the tuples that do not run it. */
+static __attribute__((noinline)) void
+pc_lookahead(pc_decoder *d)
+{
+    int op;
+    uint64_t arg;
+    if (d->far < d->position) d->far = d->position;
+    if (d->near < d->position) d->near = d->position;
+    while (d->far - d->position < PC_FAR && pc_peek(d, &d->far, &op, &arg)) {
+        if (op == PC_INT && d->int_values != NULL) {
+            size_t slot = pc_int_hash(pc_unzigzag(arg)) & d->int_mask;
+            __builtin_prefetch(&d->int_keys[slot]);
+            __builtin_prefetch(&d->int_values[slot]);
+        }
+    }
+    while (d->near - d->position < PC_NEAR && pc_peek(d, &d->near, &op, &arg)) {
+        if (op == PC_INT && d->int_values != NULL) {
+            int64_t x = pc_unzigzag(arg);
+            if (x >= -5 && x <= 256) continue;
+            size_t slot = pc_int_hash(x) & d->int_mask;
+            for (int probes = 0; probes < 4 && d->int_values[slot] != NULL; probes++) {
+                if (d->int_keys[slot] == x) {
+                    __builtin_prefetch(d->int_values[slot], 1);
+                    break;
+                }
+                slot = (slot + 1) & d->int_mask;
+            }
+        } else if (op == PC_REF && arg < (uint64_t)d->nmemo) {
+            __builtin_prefetch(d->memo[arg], 1);
+        } else if (op == PC_VREF && arg < (uint64_t)d->nvalues) {
+            /* a str met before: one of the values, anywhere in memory */
+            PyObject *value = PyTuple_GetItem(d->values, (Py_ssize_t)arg);
+            if (value == NULL) {
+                PyErr_Clear(); /* not reached: arg is within the exact tuple */
+                return;
+            }
+            __builtin_prefetch(value, 1);
+        }
+    }
 }
 
 /* An unsigned LEB128 count/index into *out (at most PY_SSIZE_T_MAX); 0, or -1 when malformed. */
@@ -810,6 +909,22 @@ done:
     return obj;
 }
 
+/* The n items of the new tuple obj (a tuple of at least PC_LOOKAHEAD_ITEMS items), each decoded
+ * after the lookahead cursors moved on; *inert cleared when an item is not inert. 0, or -1 (the
+ * caller frees obj). Apart from the cursors, the loop of pc_decode's PC_TUPLE; kept out of it so
+ * that loop is unchanged for the tuples of small graphs. */
+static __attribute__((noinline)) int
+pc_decode_long_items(pc_decoder *d, PyObject *obj, Py_ssize_t n, int depth, int *inert)
+{
+    for (Py_ssize_t j = 0; j < n; j++) {
+        pc_lookahead(d);
+        PyObject *item = pc_decode(d, depth + 1);
+        if (item != NULL && *inert) *inert = mr_gc_inert(item, 0);
+        if (item == NULL || PyTuple_SetItem(obj, j, item) < 0) return -1;
+    }
+    return 0;
+}
+
 static PyObject *
 pc_decode(pc_decoder *d, int depth)
 {
@@ -864,12 +979,19 @@ pc_decode(pc_decoder *d, int depth)
         obj = PyTuple_New(arg);
         if (obj == NULL) return NULL;
         int inert = 1; /* every item inert (common.h): items were decoded (and untracked) first */
-        for (Py_ssize_t j = 0; j < arg; j++) {
-            PyObject *item = pc_decode(d, depth + 1);
-            if (item != NULL && inert) inert = mr_gc_inert(item, 0);
-            if (item == NULL || PyTuple_SetItem(obj, j, item) < 0) {
+        if (arg >= PC_LOOKAHEAD_ITEMS) {
+            if (pc_decode_long_items(d, obj, arg, depth, &inert) < 0) {
                 Py_DECREF(obj);
                 return NULL;
+            }
+        } else {
+            for (Py_ssize_t j = 0; j < arg; j++) {
+                PyObject *item = pc_decode(d, depth + 1);
+                if (item != NULL && inert) inert = mr_gc_inert(item, 0);
+                if (item == NULL || PyTuple_SetItem(obj, j, item) < 0) {
+                    Py_DECREF(obj);
+                    return NULL;
+                }
             }
         }
         if (inert && d->untrack && PyObject_GC_IsTracked(obj)) PyObject_GC_UnTrack(obj);
