@@ -31,6 +31,7 @@
 #include "binder.h"
 #include "physical_kernels.h"
 #include "region_kernels.h"
+#include "scan_carry.h"
 
 enum {
     /* RuntimeFragmentSnapshot fields, in field order (BD_NSNAP of them). */
@@ -1895,13 +1896,8 @@ done:
  * not read here: revalidate_scan_carried re-reads every fragment's binding.nbytes. Anything
  * unusual only turns the carry off (the new plan's revalidation then runs revalidate_scan). */
 typedef struct {
-    PyObject *bound_cls;                           /* borrowed */
-    PyObject *frags, *source_of, *target_of, *boxes; /* owned lists */
-    PyObject **keys;                               /* identity table: fragment -> position */
-    Py_ssize_t *values;
-    size_t mask;
-    int64_t *ends; /* per distinct fragment: the largest byte extent end an operation needs */
-    int64_t max_count, max_total, total;
+    PyObject *bound_cls; /* borrowed */
+    sc_carry sc;         /* the shared core (scan_carry.h): distinct fragments, positions, boxes, ends, maxima */
     int active;
     /* The carried spec 8.4 proof (regions_canonical_carried): every region built was proven
      * canonical (region_kernels.h) from its own stored values and its fragments' box and size,
@@ -1917,78 +1913,19 @@ typedef struct {
 static void
 bd_carry_clear(bd_carry *c)
 {
-    Py_CLEAR(c->frags);
-    Py_CLEAR(c->source_of);
-    Py_CLEAR(c->target_of);
-    Py_CLEAR(c->boxes);
+    sc_carry_clear(&c->sc);
     Py_CLEAR(c->facts);
-    PyMem_Free(c->keys);
-    PyMem_Free(c->values);
-    PyMem_Free(c->ends);
-    c->keys = NULL;
-    c->values = NULL;
-    c->ends = NULL;
 }
 
 static int
 bd_carry_init(bd_carry *c, Py_ssize_t n)
 {
-    size_t cap = 8;
-    if ((size_t)n > SIZE_MAX / 8) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    while (cap < (size_t)n * 4 + 1) cap *= 2; /* at most 2n distinct fragments: load <= 1/2 */
-    c->frags = PyList_New(0);
-    c->source_of = PyList_New(n);
-    c->target_of = PyList_New(n);
-    c->boxes = PyList_New(n);
-    c->keys = mr_alloc_array(cap, sizeof(PyObject *));
-    c->values = mr_alloc_array(cap, sizeof(Py_ssize_t));
-    c->ends = mr_alloc_array((size_t)n * 2 + 1, sizeof(int64_t));
-    if (c->frags == NULL || c->source_of == NULL || c->target_of == NULL || c->boxes == NULL || c->keys == NULL
-        || c->values == NULL || c->ends == NULL) {
-        return -1;
-    }
+    if (sc_carry_init(&c->sc, n, 0) < 0) return -1;
     if (c->canon) {
         c->facts = PyList_New(0);
         if (c->facts == NULL) return -1;
     }
-    memset(c->keys, 0, cap * sizeof(PyObject *));
-    c->mask = cap - 1;
-    c->max_count = INT64_MIN;
-    c->max_total = 0;
-    c->total = 0;
     return 0;
-}
-
-/* Position of fragment (held by a region) in the distinct list, appended when new; its end
- * raised to at least end; stored as item i of list. BD_OK or BD_ERROR. */
-static int
-bd_carry_position(bd_carry *c, PyObject *fragment, int64_t end, PyObject *list, Py_ssize_t i, Py_ssize_t *out)
-{
-    size_t slot = (size_t)(((uintptr_t)fragment >> 4) * (uintptr_t)0x9E3779B97F4A7C15ULL) & c->mask;
-    Py_ssize_t position = -1;
-    while (c->keys[slot] != NULL) {
-        if (c->keys[slot] == fragment) {
-            position = c->values[slot];
-            break;
-        }
-        slot = (slot + 1) & c->mask;
-    }
-    if (position < 0) {
-        position = PyList_Size(c->frags);
-        if (position < 0 || PyList_Append(c->frags, fragment) < 0) return BD_ERROR;
-        c->keys[slot] = fragment;
-        c->values[slot] = position;
-        c->ends[position] = end;
-    } else if (end > c->ends[position]) {
-        c->ends[position] = end;
-    }
-    PyObject *number = PyLong_FromSsize_t(position);
-    if (number == NULL || PyList_SetItem(list, i, number) < 0) return BD_ERROR; /* steals number */
-    *out = position;
-    return BD_OK;
 }
 
 /* An exact int within int64 for the carried proof: 1, 0 (not proven), -1 (error). */
@@ -2111,108 +2048,25 @@ bd_canon_region(const bd_table *tb, bd_carry *c, PyObject *const *kept, Py_ssize
     return rc < 0 ? BD_ERROR : rc == 1 ? BD_OK : BD_FALLBACK;
 }
 
-/* An exact int within int64 (revalidate_scan's rule): BD_OK, BD_FALLBACK, BD_ERROR. */
-static int
-bd_carry_int(PyObject *value, int64_t *out)
-{
-    if (!PyLong_CheckExact(value)) return BD_FALLBACK;
-    int overflow = 0;
-    long long x = PyLong_AsLongLongAndOverflow(value, &overflow);
-    if (overflow != 0) return BD_FALLBACK;
-    if (x == -1 && PyErr_Occurred()) return BD_ERROR;
-    *out = (int64_t)x;
-    return BD_OK;
-}
-
-/* Region i (just built by bind_regions): revalidate_scan's per-operation rule on its fields,
- * same arithmetic in the same order. BD_OK recorded, BD_FALLBACK (the carry is off), BD_ERROR. */
+/* Region i (just built by bind_regions): revalidate_scan's per-operation rule on its fields
+ * (scan_carry.h), then the carried proof. BD_OK recorded, BD_FALLBACK (the carry is off), BD_ERROR. */
 static int
 bd_carry_region(const bd_table *tb, bd_carry *c, PyObject *const *v, Py_ssize_t i)
 {
     /* v: the values region i's dict holds, in field order from source (borrowed) */
-    enum { V_SOURCE, V_TARGET, V_OFFSET, V_SHAPE, V_SBASE, V_TBASE, V_INNER, V_OUTER, V_SSTRIDES, V_TSTRIDES,
-           V_COUNT };
-    _Static_assert((int)V_COUNT == (int)N_TARGET_STRIDES - (int)N_SOURCE + 1, "region fields from source");
-    int status = BD_FALLBACK;
-    for (int k = 0; k < V_COUNT; k++) {
-        if (v[k] == NULL) goto done;
-    }
-    if ((PyObject *)Py_TYPE(v[V_SOURCE]) != c->bound_cls || (PyObject *)Py_TYPE(v[V_TARGET]) != c->bound_cls) goto done;
-    PyObject *outer = v[V_OUTER], *s_strides = v[V_SSTRIDES], *t_strides = v[V_TSTRIDES];
-    if (!PyTuple_CheckExact(outer) || !PyTuple_CheckExact(s_strides) || !PyTuple_CheckExact(t_strides)) goto done;
-    Py_ssize_t rank = PyTuple_Size(outer);
-    if (rank < 0) {
-        status = BD_ERROR;
-        goto done;
-    }
-    if (PyTuple_Size(s_strides) != rank || PyTuple_Size(t_strides) != rank) goto done;
-    int64_t inner = 0, s_end = 0, t_end = 0, count = 1;
-    if ((status = bd_carry_int(v[V_INNER], &inner)) != BD_OK) goto done;
-    if ((status = bd_carry_int(v[V_SBASE], &s_end)) != BD_OK) goto done;
-    if ((status = bd_carry_int(v[V_TBASE], &t_end)) != BD_OK) goto done;
-    status = BD_FALLBACK;
-    if (mr_add_i64(s_end, inner, &s_end) < 0 || mr_add_i64(t_end, inner, &t_end) < 0) goto done;
-    for (Py_ssize_t d = 0; d < rank; d++) {
-        int64_t n, ss, ts, minus, step;
-        PyObject *items[3] = {PyTuple_GetItem(outer, d), PyTuple_GetItem(s_strides, d), PyTuple_GetItem(t_strides, d)};
-        if (items[0] == NULL || items[1] == NULL || items[2] == NULL) {
-            status = BD_ERROR;
-            goto done;
-        }
-        if ((status = bd_carry_int(items[0], &n)) != BD_OK) goto done;
-        if ((status = bd_carry_int(items[1], &ss)) != BD_OK) goto done;
-        if ((status = bd_carry_int(items[2], &ts)) != BD_OK) goto done;
-        status = BD_FALLBACK;
-        if (__builtin_sub_overflow(n, (int64_t)1, &minus) || mr_mul_i64(minus, ss, &step) < 0
-            || mr_add_i64(s_end, step, &s_end) < 0 || mr_mul_i64(minus, ts, &step) < 0
-            || mr_add_i64(t_end, step, &t_end) < 0 || mr_mul_i64(count, n, &count) < 0) {
-            goto done;
-        }
-    }
-    /* revalidate_scan's running total: its largest prefix is what the budget must cover */
-    if (mr_add_i64(c->total, count, &c->total) < 0) goto done;
-    if (c->total > c->max_total) c->max_total = c->total;
-    if (count > c->max_count) c->max_count = count;
-    status = BD_ERROR;
-    PyObject *box = PyTuple_Pack(2, v[V_OFFSET], v[V_SHAPE]);
-    if (box == NULL || PyList_SetItem(c->boxes, i, box) < 0) goto done; /* steals box */
+    _Static_assert((int)SC_NVALUES == (int)N_TARGET_STRIDES - (int)N_SOURCE + 1, "region fields from source");
     Py_ssize_t s_pos = -1, t_pos = -1;
-    if (bd_carry_position(c, v[V_SOURCE], s_end, c->source_of, i, &s_pos) != BD_OK) goto done;
-    if (bd_carry_position(c, v[V_TARGET], t_end, c->target_of, i, &t_pos) != BD_OK) goto done;
+    int rc = sc_carry_region(&c->sc, c->bound_cls, v, i, &s_pos, &t_pos);
+    if (rc != SC_OK) return rc == SC_DECLINE ? BD_FALLBACK : BD_ERROR;
     if (c->canon) {
-        status = bd_canon_region(tb, c, v, s_pos, t_pos);
-        if (status == BD_ERROR) goto done;
+        int status = bd_canon_region(tb, c, v, s_pos, t_pos);
+        if (status == BD_ERROR) return BD_ERROR;
         if (status == BD_FALLBACK) {
             c->canon = 0;
             Py_CLEAR(c->facts);
         }
     }
-    status = BD_OK;
-done:
-    return status;
-}
-
-/* The carried facts as (regions, fragments, source_of, target_of, boxes, ends, max_count,
- * max_total, facts): ends a bytes of one native int64 per distinct fragment, facts the carried
- * proof's list (or None). New reference. */
-static PyObject *
-bd_carry_result(bd_carry *c, PyObject *regions)
-{
-    Py_ssize_t distinct = PyList_Size(c->frags);
-    if (distinct < 0) return NULL;
-    if ((size_t)distinct > (size_t)PY_SSIZE_T_MAX / sizeof(int64_t)) return PyErr_NoMemory();
-    PyObject *ends = PyBytes_FromStringAndSize((const char *)c->ends, distinct * (Py_ssize_t)sizeof(int64_t));
-    PyObject *max_count = PyLong_FromLongLong(c->max_count);
-    PyObject *max_total = PyLong_FromLongLong(c->max_total);
-    PyObject *result = NULL;
-    if (ends != NULL && max_count != NULL && max_total != NULL) {
-        result = PyTuple_Pack(9, regions, c->frags, c->source_of, c->target_of, c->boxes, ends, max_count, max_total,
-                              c->canon ? c->facts : Py_None);
-    }
-    Py_XDECREF(ends);
-    Py_XDECREF(max_count);
-    Py_XDECREF(max_total);
-    return result;
+    return BD_OK;
 }
 
 PyDoc_STRVAR(bind_regions_doc,
@@ -2360,7 +2214,10 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *selections = undecided ? Py_NewRef(Py_None) : PyTuple_Pack(2, ids[0], ids[1]);
     if (selections == NULL) result = NULL;
     else if (nargs >= 10) {
-        PyObject *carried = carry.active ? bd_carry_result(&carry, regions) : Py_NewRef(Py_None);
+        /* (regions, fragments, source_of, target_of, boxes, ends, max_count, max_total, facts):
+         * facts the carried proof's list (or None) */
+        PyObject *carried = carry.active ? sc_carry_result(&carry.sc, regions, carry.canon ? carry.facts : Py_None)
+                                         : Py_NewRef(Py_None);
         result = carried == NULL ? NULL : PyTuple_Pack(4, regions, selections, physical, carried);
         Py_XDECREF(carried);
     }

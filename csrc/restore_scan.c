@@ -22,6 +22,7 @@
  * (not an exact int within int64, an overflow, a rank mismatch, a fragment of another class):
  * the plain scan then decides. */
 #include "restore_scan.h"
+#include "scan_carry.h"
 
 /* The record's region fields, in TransferRegion's field order (bound_pickle checks it). */
 enum {
@@ -45,49 +46,29 @@ static const char *const rs_names[RS_NFIELDS] = {
     "target_strides",
 };
 
-#define RS_OK 0
-#define RS_DECLINE 1
-#define RS_ERROR (-1)
-
-/* An exact int within int64 (revalidate_scan's rule): RS_OK, RS_DECLINE, RS_ERROR. */
-static int
-rs_int(PyObject *value, int64_t *out)
-{
-    if (value == NULL || !PyLong_CheckExact(value)) return RS_DECLINE;
-    int overflow = 0;
-    long long x = PyLong_AsLongLongAndOverflow(value, &overflow);
-    if (overflow != 0) return RS_DECLINE;
-    if (x == -1 && PyErr_Occurred()) return RS_ERROR;
-    *out = (int64_t)x;
-    return RS_OK;
-}
+#define RS_OK SC_OK
+#define RS_DECLINE SC_DECLINE
+#define RS_ERROR SC_ERROR
 
 /* An exact int index in [0, limit): RS_OK, RS_DECLINE, RS_ERROR. */
 static int
 rs_index(PyObject *value, Py_ssize_t limit, Py_ssize_t *out)
 {
     int64_t x = 0;
-    int rc = rs_int(value, &x);
+    int rc = sc_carry_int(value, &x);
     if (rc != RS_OK) return rc;
     if (x < 0 || x >= (int64_t)limit) return RS_DECLINE;
     *out = (Py_ssize_t)x;
     return RS_OK;
 }
 
-/* The facts being derived (the carry is dropped, not the restore, on anything unusual). */
+/* The facts being derived (the carry is dropped, not the restore, on anything unusual): the
+ * shared core (scan_carry.h) and this file's extra, the regions list. */
 typedef struct {
     int active;
     PyObject *bound_cls;
-    PyObject *regions;   /* list: the regions in order */
-    PyObject *frags;     /* list: distinct fragments, first appearance */
-    PyObject *source_of; /* list of int positions */
-    PyObject *target_of;
-    PyObject *boxes; /* list of (overlap_offset, overlap_shape) */
-    PyObject **keys; /* identity table: fragment -> position (borrowed: frags holds them) */
-    Py_ssize_t *values;
-    size_t mask;
-    int64_t *ends; /* per distinct fragment: the largest byte extent end */
-    int64_t max_count, max_total, total;
+    PyObject *regions; /* list: the regions in order */
+    sc_carry sc;
 } rs_carry;
 
 static void
@@ -95,76 +76,20 @@ rs_carry_drop(rs_carry *c)
 {
     c->active = 0;
     Py_CLEAR(c->regions);
-    Py_CLEAR(c->frags);
-    Py_CLEAR(c->source_of);
-    Py_CLEAR(c->target_of);
-    Py_CLEAR(c->boxes);
-    PyMem_Free(c->keys);
-    PyMem_Free(c->values);
-    PyMem_Free(c->ends);
-    c->keys = NULL;
-    c->values = NULL;
-    c->ends = NULL;
+    sc_carry_clear(&c->sc);
 }
 
 /* For n operations (at most 2n distinct fragments): 0, or -1 with an exception. */
 static int
 rs_carry_init(rs_carry *c, Py_ssize_t n)
 {
-    size_t cap = 8;
-    if ((size_t)n > SIZE_MAX / 8) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    while (cap < (size_t)n * 4 + 1) cap *= 2; /* load at most one half */
     c->regions = PyList_New(n);
-    c->frags = PyList_New(0);
-    c->source_of = PyList_New(n);
-    c->target_of = PyList_New(n);
-    c->boxes = PyList_New(n);
-    c->keys = mr_alloc_array(cap, sizeof(*c->keys));
-    c->values = c->keys == NULL ? NULL : mr_alloc_array(cap, sizeof(*c->values));
-    c->ends = c->values == NULL ? NULL : mr_alloc_array((size_t)n * 2 + 1, sizeof(*c->ends));
-    if (c->regions == NULL || c->frags == NULL || c->source_of == NULL || c->target_of == NULL || c->boxes == NULL
-        || c->ends == NULL) {
+    if (c->regions == NULL || sc_carry_init(&c->sc, n, INT64_MIN) < 0) {
         rs_carry_drop(c);
         return -1;
     }
-    memset(c->keys, 0, cap * sizeof(*c->keys));
-    c->mask = cap - 1;
-    c->max_count = INT64_MIN;
-    c->max_total = INT64_MIN;
-    c->total = 0;
     c->active = 1;
     return 0;
-}
-
-/* Position of fragment in the distinct list (appended when new), its end raised to at least
- * end, stored as item i of list: 0, or -1 with an exception. */
-static int
-rs_position(rs_carry *c, PyObject *fragment, int64_t end, PyObject *list, Py_ssize_t i)
-{
-    size_t slot = (size_t)(((uintptr_t)fragment >> 4) * (uintptr_t)0x9E3779B97F4A7C15ULL) & c->mask;
-    Py_ssize_t position = -1;
-    while (c->keys[slot] != NULL) {
-        if (c->keys[slot] == fragment) {
-            position = c->values[slot];
-            break;
-        }
-        slot = (slot + 1) & c->mask;
-    }
-    if (position < 0) {
-        position = PyList_Size(c->frags);
-        if (position < 0 || PyList_Append(c->frags, fragment) < 0) return -1;
-        c->keys[slot] = fragment;
-        c->values[slot] = position;
-        c->ends[position] = end;
-    } else if (end > c->ends[position]) {
-        c->ends[position] = end;
-    }
-    PyObject *number = PyLong_FromSsize_t(position);
-    if (number == NULL) return -1;
-    return PyList_SetItem(list, i, number); /* steals number */
 }
 
 /* revalidate_scan's per-operation rule on the values v (in field order) stored in region i:
@@ -172,67 +97,12 @@ rs_position(rs_carry *c, PyObject *fragment, int64_t end, PyObject *list, Py_ssi
 static int
 rs_carry_region(rs_carry *c, PyObject *const *v, PyObject *region, Py_ssize_t i)
 {
-    if ((PyObject *)Py_TYPE(v[RS_SOURCE]) != c->bound_cls || (PyObject *)Py_TYPE(v[RS_TARGET]) != c->bound_cls) {
-        return RS_DECLINE;
-    }
-    PyObject *outer = v[RS_OUTER], *s_strides = v[RS_SSTRIDES], *t_strides = v[RS_TSTRIDES];
-    if (!PyTuple_CheckExact(outer) || !PyTuple_CheckExact(s_strides) || !PyTuple_CheckExact(t_strides)) {
-        return RS_DECLINE;
-    }
-    Py_ssize_t rank = PyTuple_Size(outer);
-    if (rank < 0) return RS_ERROR;
-    if (PyTuple_Size(s_strides) != rank || PyTuple_Size(t_strides) != rank) return RS_DECLINE;
-    int64_t inner = 0, s_end = 0, t_end = 0, count = 1;
-    int rc;
-    if ((rc = rs_int(v[RS_INNER], &inner)) != RS_OK) return rc;
-    if ((rc = rs_int(v[RS_SBASE], &s_end)) != RS_OK) return rc;
-    if ((rc = rs_int(v[RS_TBASE], &t_end)) != RS_OK) return rc;
-    if (mr_add_i64(s_end, inner, &s_end) < 0 || mr_add_i64(t_end, inner, &t_end) < 0) return RS_DECLINE;
-    for (Py_ssize_t d = 0; d < rank; d++) {
-        int64_t n = 0, ss = 0, ts = 0, minus, step;
-        PyObject *items[3] = {PyTuple_GetItem(outer, d), PyTuple_GetItem(s_strides, d), PyTuple_GetItem(t_strides, d)};
-        if (items[0] == NULL || items[1] == NULL || items[2] == NULL) return RS_ERROR;
-        if ((rc = rs_int(items[0], &n)) != RS_OK) return rc;
-        if ((rc = rs_int(items[1], &ss)) != RS_OK) return rc;
-        if ((rc = rs_int(items[2], &ts)) != RS_OK) return rc;
-        if (__builtin_sub_overflow(n, (int64_t)1, &minus) || mr_mul_i64(minus, ss, &step) < 0
-            || mr_add_i64(s_end, step, &s_end) < 0 || mr_mul_i64(minus, ts, &step) < 0
-            || mr_add_i64(t_end, step, &t_end) < 0 || mr_mul_i64(count, n, &count) < 0) {
-            return RS_DECLINE;
-        }
-    }
-    /* revalidate_scan's running total: its largest prefix is what the budget must cover */
-    if (mr_add_i64(c->total, count, &c->total) < 0) return RS_DECLINE;
-    if (c->total > c->max_total) c->max_total = c->total;
-    if (count > c->max_count) c->max_count = count;
-    PyObject *box = PyTuple_Pack(2, v[RS_OFFSET], v[RS_SHAPE]);
-    if (box == NULL) return RS_ERROR;
-    if (PyList_SetItem(c->boxes, i, box) < 0) return RS_ERROR; /* steals box */
+    _Static_assert(RS_TSTRIDES - RS_SOURCE + 1 == SC_NVALUES, "region fields from source");
+    Py_ssize_t s_pos = -1, t_pos = -1;
+    int rc = sc_carry_region(&c->sc, c->bound_cls, v + RS_SOURCE, i, &s_pos, &t_pos);
+    if (rc != RS_OK) return rc;
     if (PyList_SetItem(c->regions, i, Py_NewRef(region)) < 0) return RS_ERROR;
-    if (rs_position(c, v[RS_SOURCE], s_end, c->source_of, i) < 0) return RS_ERROR;
-    if (rs_position(c, v[RS_TARGET], t_end, c->target_of, i) < 0) return RS_ERROR;
     return RS_OK;
-}
-
-/* (regions, fragments, source_of, target_of, boxes, ends, max_count, max_total): new reference. */
-static PyObject *
-rs_carry_result(rs_carry *c)
-{
-    Py_ssize_t distinct = PyList_Size(c->frags);
-    if (distinct < 0) return NULL;
-    if ((size_t)distinct > (size_t)PY_SSIZE_T_MAX / sizeof(int64_t)) return PyErr_NoMemory();
-    PyObject *ends = PyBytes_FromStringAndSize((const char *)c->ends, distinct * (Py_ssize_t)sizeof(int64_t));
-    PyObject *max_count = PyLong_FromLongLong(c->max_count);
-    PyObject *max_total = PyLong_FromLongLong(c->max_total);
-    PyObject *result = NULL;
-    if (ends != NULL && max_count != NULL && max_total != NULL) {
-        result = PyTuple_Pack(8, c->regions, c->frags, c->source_of, c->target_of, c->boxes, ends, max_count,
-                              max_total);
-    }
-    Py_XDECREF(ends);
-    Py_XDECREF(max_count);
-    Py_XDECREF(max_total);
-    return result;
 }
 
 static PyObject *rs_keys[RS_NFIELDS]; /* interned field names (Init_RestoreScan) */
@@ -356,7 +226,7 @@ restore_regions_carried(PyObject *self, PyObject *args)
     }
     PyObject *result = NULL;
     if (status == RS_OK) {
-        PyObject *carried = carry.active ? rs_carry_result(&carry) : Py_NewRef(Py_None);
+        PyObject *carried = carry.active ? sc_carry_result(&carry.sc, carry.regions, NULL) : Py_NewRef(Py_None);
         if (carried != NULL) {
             result = PyTuple_Pack(2, regions, carried);
             Py_DECREF(carried);
