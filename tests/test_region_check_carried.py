@@ -20,9 +20,9 @@ from typing import Any, Optional, Sequence, Tuple
 import pytest
 from hypothesis import given, settings
 
-from memory_executor import HostMemory, host_bindings, tp_placement
-from test_binding_physical import bound, region, workloads
-from test_native_binder_fused_physical import CLASSES, _logical, whole
+from test_binding_physical import workloads
+from test_native_binder_fused_physical import CLASSES, _logical
+from test_native_revalidate_carried import _ops, _outcome, _world
 
 from mooncake.reshard import _native
 from mooncake.reshard.contracts.fragments import RuntimeBindingFragment
@@ -31,7 +31,7 @@ from mooncake.reshard.weight._planner import binding as binding_module
 from mooncake.reshard.weight._planner import region_check
 from mooncake.reshard.weight._planner.contracts import TransferRegion
 from mooncake.reshard.weight._planner.fragments import BoundWeightFragment
-from mooncake.reshard.weight.planner import bind_logical_transfer_plan, plan_placement_transfer
+from mooncake.reshard.weight.planner import bind_logical_transfer_plan
 from mooncake.reshard.weight.types import PlacementFragment
 
 PLAIN = region_check._PLAIN_TYPES
@@ -59,17 +59,6 @@ def _taken(operations: Tuple[Any, ...], carried: Any) -> bool:
     return _native.regions_canonical_carried(
         operations, carried, BoundWeightFragment, PlacementFragment, RuntimeBindingFragment
     )
-
-
-def _ops() -> list[Any]:
-    shared = bound("s", (0, 0), (4, 4), 1 << 20)
-    return [
-        whole("a", 4096),
-        whole("b", 8192, worker="w1"),
-        region(shared, (0, 0), (2, 4)),
-        region(shared, (2, 0), (2, 2)),
-        region(shared, (1, 1), (3, 3)),
-    ]
 
 
 def test_carried_proof_is_the_full_proof() -> None:
@@ -329,14 +318,6 @@ def test_recheck_regions_takes_the_proof_only_when_it_holds() -> None:
 # Binding with and without the carried proof
 
 
-def _world(whole_targets: bool = True) -> Tuple[Any, Any, Any]:
-    source = tp_placement(2, prefix="s", dp=2, shape=(4, 6), tensors=("v", "w"))
-    target = tp_placement(2 if whole_targets else 3, prefix="t", shape=(4, 6), tensors=("v", "w"))
-    logical = plan_placement_transfer(source, target)
-    memory = HostMemory()
-    return logical, host_bindings(target, memory, prefix="dst"), host_bindings(source, memory, prefix="src")
-
-
 def _carry(monkeypatch: pytest.MonkeyPatch, carry: bool) -> None:
     """Whether the proof is carried (the scan carry stays either way): binding asks for it at
     every size, or never (the region recheck then proves everything)."""
@@ -358,13 +339,6 @@ def _spy(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
     monkeypatch.setattr(region_check, "_regions_canonical_carried", spy)
     return seen
-
-
-def _outcome(logical: Any, targets: Any, sources: Any) -> Any:
-    try:
-        return bind_logical_transfer_plan(logical, targets, source_bindings=sources)
-    except Exception as exc:  # the first failure, compared by type and message
-        return (type(exc), str(exc))
 
 
 def _kind(logical: Any, targets: Any, sources: Any) -> Any:
