@@ -89,6 +89,17 @@ def target_placement(name: str) -> Any:
     return weight_placement_from_json(load_case(name)["inputs"]["target_placement_json"])
 
 
+def placements() -> List[Any]:
+    """Every placement the cases hold: each case's source placement (stored-source cases have
+    none) and target placement, in case order."""
+    out = []
+    for name in case_names():
+        if "source_placement_json" in load_case(name)["inputs"]:
+            out.append(source_placement(name))
+        out.append(target_placement(name))
+    return out
+
+
 def stored_manifest(name: str) -> Any:
     from mooncake.reshard.weight import StoredWeightManifest
 

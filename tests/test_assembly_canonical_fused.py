@@ -50,17 +50,6 @@ def _both(call: Callable[[], Any], monkeypatch: pytest.MonkeyPatch) -> tuple[Any
     return fused, exact
 
 
-def _placements() -> list[Any]:
-    out = []
-    for name in known_answers.case_names():
-        for build in (known_answers.source_placement, known_answers.target_placement):
-            try:
-                out.append(build(name))
-            except Exception:  # stored-source cases have no source placement
-                continue
-    return out
-
-
 def _encodings(placement: Any) -> tuple[str, str, str]:
     return (
         canonical.placement_wire_json(placement),
@@ -70,7 +59,7 @@ def _encodings(placement: Any) -> tuple[str, str, str]:
 
 
 def test_known_answers_fused_equals_exact(monkeypatch: pytest.MonkeyPatch) -> None:
-    for placement in _placements():
+    for placement in known_answers.placements():
         fused, exact = _both(lambda: _encodings(placement), monkeypatch)
         assert fused == exact and fused[0] == "ok"
         text, digest, wire = fused[1]
@@ -99,7 +88,7 @@ def _pairs(placement: Any) -> list[Any]:
 
 
 def test_fused_form_declines_unusual_tensors() -> None:
-    placement = _placements()[0]
+    placement = known_answers.placements()[0]
     pairs = _pairs(placement)
     tensors = list(placement.tensors)
     ok = _native.canonical_parts_json(pairs, prefix="{", suffix=",", tensors=tensors, after="}", types=_TYPES)
@@ -142,7 +131,7 @@ def test_fused_form_declines_unusual_tensors() -> None:
 
 
 def test_fused_form_hostile_arguments() -> None:
-    placement = _placements()[0]
+    placement = known_answers.placements()[0]
     pairs = _pairs(placement)
     tensors = list(placement.tensors)
     with pytest.raises(TypeError):
@@ -172,7 +161,7 @@ def _forged(placement: Any, edit: Callable[[Any], None]) -> Any:
 
 
 def test_forged_placements_raise_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
-    placement = _placements()[0]
+    placement = known_answers.placements()[0]
     tensor = placement.tensors[0]
 
     def no_dtype(clone: Any) -> None:

@@ -65,17 +65,6 @@ def _check_equal(placement: Any) -> None:
         assert _fused(pairs, tensors, types, sha256=True) == _native.sha256_hex(exact.encode())
 
 
-def _known_placements() -> list[Any]:
-    out = []
-    for name in known_answers.case_names():
-        for build in (known_answers.source_placement, known_answers.target_placement):
-            try:
-                out.append(build(name))
-            except Exception:  # stored-source cases have no source placement
-                continue
-    return out
-
-
 def _big_placement(tensors: int = 9, tp: int = 5, dp: int = 2, empty_participants: int = 0) -> Any:
     """Tensors split on dim 0 over tp ranks, replicated over dp: several batches per part."""
     shared_axes = (ReplicatedAxis("dp"), SplitAxis("tp", 0))
@@ -129,7 +118,7 @@ def _big_placement(tensors: int = 9, tp: int = 5, dp: int = 2, empty_participant
 
 
 def test_known_answers_batched_equals_exact() -> None:
-    for placement in _known_placements():
+    for placement in known_answers.placements():
         _check_equal(placement)
 
 
