@@ -35,6 +35,15 @@ mr_add_i64(int64_t a, int64_t b, int64_t *out)
     return __builtin_add_overflow(a, b, out) ? -1 : 0;
 }
 
+/* Home slot of an object pointer in an open-addressing identity table of mask + 1 slots (a
+ * power of two). Objects are at least 16-byte aligned, so the low four bits carry nothing; a
+ * Fibonacci multiply spreads the rest. One definition for every identity table of the core. */
+static inline size_t
+mr_ptr_slot(const void *p, size_t mask)
+{
+    return (size_t)(((uintptr_t)p >> 4) * (uintptr_t)0x9E3779B97F4A7C15ULL) & mask;
+}
+
 /* Allocation of n elements of size sz with overflow check; sets MemoryError. */
 static inline void *
 mr_alloc_array(size_t n, size_t sz)

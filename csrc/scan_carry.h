@@ -97,7 +97,7 @@ sc_carry_init(sc_carry *c, Py_ssize_t n, int64_t max_total)
 static inline Py_ssize_t
 sc_carry_find(const sc_carry *c, const PyObject *fragment, size_t *slot)
 {
-    size_t s = (size_t)(((uintptr_t)fragment >> 4) * (uintptr_t)0x9E3779B97F4A7C15ULL) & c->mask;
+    size_t s = mr_ptr_slot(fragment, c->mask);
     while (c->keys[s] != NULL) {
         if (c->keys[s] == fragment) {
             *slot = s;
