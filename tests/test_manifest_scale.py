@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import pickle
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -295,6 +295,27 @@ def test_table_is_cached_and_never_pickled(layout: Layout) -> None:
     assert "_fragment_table" not in copy.copy(placement).__dict__
 
 
+def _table_summary(table: Any, tensors: Sequence[Any]) -> tuple[Any, ...]:
+    """Everything a FragmentTable answers about itself; a query that raises gives its message."""
+    itemsizes = [t.itemsize for t in tensors]
+
+    def safe(fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except ValueError as exc:
+            return str(exc)
+
+    return (
+        len(table),
+        table.total_nbytes(),
+        table.bad_geometry(itemsizes),
+        table.duplicate_logical_fragment(),
+        safe(table.overlapping_rank_group),
+        safe(table.uncovered_group, ("dp", "tp", "pp", "ep")),
+        table.tensor_classes([0] * len(tensors)),
+    )
+
+
 def _geometry_oracle(shapes: list[tuple[int, ...]], itemsizes: list[int], rows: list[Any]) -> int:
     for i, (t, offset, shape, nbytes) in enumerate(rows):
         full = shapes[t]
@@ -423,26 +444,7 @@ def test_pack_objects_equals_pack_fragments(layout: Layout) -> None:
         [_rank_row(f.rank) for f in fragments],
         [f.nbytes for f in fragments],
     )
-    itemsizes = [t.itemsize for t in tensors]
-
-    def summary(table: Any) -> tuple[Any, ...]:
-        def safe(fn: Any, *args: Any) -> Any:
-            try:
-                return fn(*args)
-            except ValueError as exc:
-                return str(exc)
-
-        return (
-            len(table),
-            table.total_nbytes(),
-            table.bad_geometry(itemsizes),
-            table.duplicate_logical_fragment(),
-            safe(table.overlapping_rank_group),
-            safe(table.uncovered_group, ("dp", "tp", "pp", "ep")),
-            table.tensor_classes([0] * len(tensors)),
-        )
-
-    assert summary(a) == summary(b)
+    assert _table_summary(a, tensors) == _table_summary(b, tensors)
 
 
 def test_pack_objects_errors() -> None:
@@ -639,26 +641,7 @@ def test_pack_objects_with_rows_equals_packing_in_row_order(layout: Layout, rnd:
     a, inc_a, alias_a = _native.FragmentTable.pack_objects(shapes, index, source, rows)
     b, inc_b, alias_b = _native.FragmentTable.pack_objects(shapes, index, list(fragments))
     assert (inc_a, alias_a) == (inc_b, alias_b)
-    itemsizes = [t.itemsize for t in tensors]
-
-    def summary(table: Any) -> tuple[Any, ...]:
-        def safe(fn: Any, *args: Any) -> Any:
-            try:
-                return fn(*args)
-            except ValueError as exc:
-                return str(exc)
-
-        return (
-            len(table),
-            table.total_nbytes(),
-            table.bad_geometry(itemsizes),
-            table.duplicate_logical_fragment(),
-            safe(table.overlapping_rank_group),
-            safe(table.uncovered_group, ("dp", "tp", "pp", "ep")),
-            table.tensor_classes([0] * len(tensors)),
-        )
-
-    assert summary(a) == summary(b)
+    assert _table_summary(a, tensors) == _table_summary(b, tensors)
 
 
 def test_pack_objects_rows_must_be_a_permutation() -> None:
