@@ -28,6 +28,7 @@ from mooncake.reshard.weight import (
     weight_placement_to_json,
 )
 from mooncake.reshard.weight import manifest as weight_manifest
+from spec_helpers import runtime_fragment_kwargs
 
 PLACEMENT_ID = "sha256:618f22d9994d8d327a7afd97f3cfcf1f6680a337d71ea3a8162a7827ed0346db"
 DIGEST = "a2ade0db5b17691e6a7c16d589d0498a64359eef91589addc870590899512d98"
@@ -196,20 +197,7 @@ def test_stored_rejects_duplicate_keys_and_nan() -> None:
 def test_runtime_binding_round_trip() -> None:
     placement = _placement()
     fragment = RuntimeBindingFragment(
-        placement_fragment_id="placement-0",
-        fragment_id="rt-0",
-        address=4096,
-        nbytes=32,
-        worker_id="worker-0",
-        endpoint="worker-0:1",
-        device="cuda:0",
-        itemsize=2,
-        local_shape=(4, 4),
-        strides_bytes=(8, 2),
-        storage_address=4096,
-        storage_nbytes=32,
-        storage_offset_bytes=0,
-        owner=object(),
+        **runtime_fragment_kwargs(placement_fragment_id="placement-0", endpoint="worker-0:1", owner=object())
     )
     binding = WeightRuntimeBindingManifest(
         resource_id="model",
