@@ -148,7 +148,7 @@ rv_table_free(rv_table *t)
 static Py_ssize_t
 rv_position(rv_table *t, PyObject *distinct, PyObject *object)
 {
-    size_t slot = (size_t)(((uintptr_t)object >> 4) * (uintptr_t)0x9E3779B97F4A7C15ULL) & t->mask;
+    size_t slot = mr_ptr_slot(object, t->mask);
     while (t->keys[slot] != NULL) {
         if (t->keys[slot] == object) return t->values[slot];
         slot = (slot + 1) & t->mask;
@@ -817,7 +817,7 @@ rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObjec
     /* The attestation's entry: found by identity, else checked and added. */
     Py_ssize_t index = -1;
     {
-        size_t slot = (size_t)(((uintptr_t)attestation >> 4) * (uintptr_t)0x9E3779B97F4A7C15ULL) & entries->mask;
+        size_t slot = mr_ptr_slot(attestation, entries->mask);
         while (entries->keys[slot] != NULL) {
             if (entries->keys[slot] == attestation) {
                 index = entries->values[slot];
@@ -1094,7 +1094,7 @@ rs_compare(PyObject *a, PyObject *b, int op)
 static int
 rs_set_has(const rv_table *t, PyObject *object)
 {
-    size_t slot = (size_t)(((uintptr_t)object >> 4) * (uintptr_t)0x9E3779B97F4A7C15ULL) & t->mask;
+    size_t slot = mr_ptr_slot(object, t->mask);
     while (t->keys[slot] != NULL) {
         if (t->keys[slot] == object) return 1;
         slot = (slot + 1) & t->mask;
@@ -1105,7 +1105,7 @@ rs_set_has(const rv_table *t, PyObject *object)
 static void
 rs_set_add(rv_table *t, PyObject *object)
 {
-    size_t slot = (size_t)(((uintptr_t)object >> 4) * (uintptr_t)0x9E3779B97F4A7C15ULL) & t->mask;
+    size_t slot = mr_ptr_slot(object, t->mask);
     while (t->keys[slot] != NULL) {
         if (t->keys[slot] == object) return;
         slot = (slot + 1) & t->mask;
@@ -1181,7 +1181,7 @@ enum { RS_VIEW_BY_PFID, RS_VIEW_ATTESTED_PFIDS, RS_VIEW_GENERATION, RS_VIEW_EXPE
 static Py_ssize_t
 rs_lookup(const rv_table *t, const void *object)
 {
-    size_t slot = (size_t)(((uintptr_t)object >> 4) * (uintptr_t)0x9E3779B97F4A7C15ULL) & t->mask;
+    size_t slot = mr_ptr_slot(object, t->mask);
     while (t->keys[slot] != NULL) {
         if ((const void *)t->keys[slot] == object) return t->values[slot];
         slot = (slot + 1) & t->mask;
@@ -1193,7 +1193,7 @@ rs_lookup(const rv_table *t, const void *object)
 static void
 rs_store(rv_table *t, PyObject *object, Py_ssize_t value)
 {
-    size_t slot = (size_t)(((uintptr_t)object >> 4) * (uintptr_t)0x9E3779B97F4A7C15ULL) & t->mask;
+    size_t slot = mr_ptr_slot(object, t->mask);
     while (t->keys[slot] != NULL && t->keys[slot] != object) slot = (slot + 1) & t->mask;
     t->keys[slot] = object;
     t->values[slot] = value;
@@ -3714,7 +3714,7 @@ operation_views(PyObject *Py_UNUSED(module), PyObject *args)
         Py_DECREF(dict);
         const ov_source *info = NULL;
         if (rc == RV_OK) {
-            size_t slot = (size_t)(((uintptr_t)source >> 4) * (uintptr_t)0x9E3779B97F4A7C15ULL) & mask;
+            size_t slot = mr_ptr_slot(source, mask);
             while (keys[slot] != NULL && keys[slot] != source) slot = (slot + 1) & mask;
             if (keys[slot] == NULL) {
                 ov_source fresh = {NULL, NULL, NULL};
