@@ -13,7 +13,6 @@
 #include <openssl/evp.h>
 
 /* ---- growable output buffer ------------------------------------------------ */
-#include <sys/mman.h>
 
 typedef struct {
     char *data;
@@ -58,22 +57,6 @@ cj_reserve(cj_buf *b, size_t extra)
 {
     if (b->cap - b->len >= extra) return 0;
     return cj_reserve_slow(b, extra);
-}
-
-/* Ask for transparent huge pages over a large buffer (fewer page faults while it is filled);
- * advice only: any failure is ignored. */
-static void
-cj_huge_pages(cj_buf *b)
-{
-#ifdef MADV_HUGEPAGE
-    const size_t huge = (size_t)2 << 20;
-    if (b->data == NULL || b->cap < 4 * huge) return;
-    uintptr_t begin = ((uintptr_t)b->data + huge - 1) & ~(uintptr_t)(huge - 1);
-    uintptr_t end = ((uintptr_t)b->data + b->cap) & ~(uintptr_t)(huge - 1);
-    if (end > begin) (void)madvise((void *)begin, end - begin, MADV_HUGEPAGE);
-#else
-    (void)b;
-#endif
 }
 
 static inline int
@@ -1063,15 +1046,14 @@ pfl_ascii(PyObject *str, Py_ssize_t *n, const char *name)
     return s;
 }
 
-/* ---- parts in address order ------------------------------------------------------ *
- * A placement lists its fragments in id order, which is unrelated to where their objects
- * live in memory, so reading them in list order costs several cache misses per fragment.
- * The fast path below first encodes every fragment in address order (the order the objects
- * were allocated in, usually) into a scratch buffer, then writes the text in list order from
- * it. The text of a fragment is the same whatever the order it is encoded in. On any failure
- * (a malformed pair, a Python exception from a hostile object, no memory) it gives up without
- * an exception and the in-order encoding runs instead, so an error raised is always the first
- * one in list order. */
+/* ---- parts in list order ---------------------------------------------------------- *
+ * Every path reads the fragments (and their ranks) in list order, the order the reference's
+ * part_object reads them: a value whose reads run Python code (a subclass with a
+ * __getattribute__ or a __dict__ property) sees the same sequence of reads. The batched path
+ * (exact fragment and rank classes given) reads a batch's objects ahead of encoding them, which
+ * runs no Python code and so cannot be observed; it declines (no exception, nothing observable
+ * run) on anything else, and the in-order encoding then reads every value the reference's way.
+ * (An earlier fast path encoded in memory-address order; a hostile subclass could see that.) */
 
 typedef struct {
     cj_buf out;
@@ -1112,14 +1094,9 @@ pfl_sink_result(pfl_sink *s)
     return PyUnicode_DecodeASCII(hex, 64, NULL);
 }
 
-/* Fast path of canonical_parts_json. Returns the result, or NULL with no exception set
- * when the caller must take the in-order path. */
 enum { TD_T_TENSOR, TD_T_SPLIT, TD_T_REPLICATED, TD_T_OWNERSHIP, TD_TYPES };
 static int td_sink_tensors(pfl_sink *s, PyObject *tensors, PyObject *const *types);
 
-/* With tensors (not NULL): the text goes on after the suffix with the canonical JSON list of
- * the tensors (as canonical_tensors_json) and then fs[0:fn], written straight into the sink;
- * any failure there declines too (the caller then encodes the exact way). */
 /* Prefetch the memory of an object's header and, for len bytes of payload, its next lines. */
 static inline void
 pfl_prefetch(const PyObject *obj, size_t len)
@@ -1221,11 +1198,13 @@ pfl_pair_tail(PyObject *pair, Py_ssize_t *tn)
     return ts;
 }
 
-/* The fused path (exact fragment and rank classes given): the parts encoded in list order
+/* The batched path (exact fragment and rank classes given): the parts encoded in list order
  * straight into the sink (no scratch text, no copy), in batches whose reads overlap (see
- * pfl_batch); then the suffix, the tensors and fs[0:fn]. Lists are read as the in-order path
- * reads them (size read again at each step, items held while used). The result, or NULL with
- * no exception: the caller declines. */
+ * pfl_batch); then the suffix and, with tensors (not NULL), the canonical JSON list of the
+ * tensors (as canonical_tensors_json) and fs[0:fn]. Lists are read as the in-order path reads
+ * them (size read again at each step, items held while used). The result, or NULL with no
+ * exception: the caller declines (before any read that could run Python code: every object is
+ * type-checked before it is read). */
 static PyObject *
 pfl_parts_direct(PyObject *pairs, const char *ps, size_t pn, const char *ss, size_t sn, int want_sha,
                  PyObject *tensors, PyObject *const *types, const char *fs, size_t fn, PyObject *fragment_type,
@@ -1287,7 +1266,8 @@ pfl_parts_direct(PyObject *pairs, const char *ps, size_t pn, const char *ss, siz
         if (rc < 0) goto done;
     }
     if (pfl_sink_write(&sink, "]", 1) < 0 || pfl_sink_write(&sink, ss, sn) < 0) goto done;
-    if (td_sink_tensors(&sink, tensors, types) < 0 || pfl_sink_write(&sink, fs, fn) < 0) goto done;
+    if (tensors != NULL && (td_sink_tensors(&sink, tensors, types) < 0 || pfl_sink_write(&sink, fs, fn) < 0))
+        goto done;
     result = pfl_sink_result(&sink);
     ok = result != NULL;
 done:
@@ -1295,128 +1275,6 @@ done:
     pfl_ctx_free(&c);
     if (sink.md != NULL) EVP_MD_CTX_free(sink.md);
     cj_free(&sink.out);
-    return result;
-}
-
-static PyObject *
-pfl_parts_fast(PyObject *pairs, const char *ps, size_t pn, const char *ss, size_t sn, int want_sha,
-               PyObject *tensors, PyObject *const *types, const char *fs, size_t fn)
-{
-    Py_ssize_t np = PyList_Size(pairs);
-    if (np < 0) {
-        PyErr_Clear();
-        return NULL;
-    }
-    PyObject **held = mr_alloc_array(np ? (size_t)np : 1, sizeof(PyObject *)); /* strong: the pairs */
-    size_t *first = mr_alloc_array((size_t)np + 1, sizeof(size_t)); /* fragments of pair i: first[i]..first[i+1] */
-    mr_kv *order = NULL;     /* (fragment object address, list position), sorted by address;
-                                the objects are strong references once pinned */
-    size_t *off = NULL, *len = NULL;
-    size_t nheld = 0, total = 0, pinned = 0;
-    int ok = 0, ctx_ready = 0;
-    pfl_ctx c;
-    cj_buf scratch = {NULL, 0, 0};
-    pfl_sink sink = {{NULL, 0, 0}, NULL};
-    PyObject *result = NULL;
-    if (held == NULL || first == NULL) goto done;
-    /* 1. the pairs, checked as the in-order path checks them; no Python code runs here */
-    for (Py_ssize_t i = 0; i < np; i++) {
-        PyObject *pair = PyList_GetItem(pairs, i);
-        if (pair == NULL || !PyTuple_Check(pair) || PyTuple_Size(pair) != 2) goto done;
-        Py_INCREF(pair);
-        held[nheld++] = pair;
-        PyObject *frags = PyTuple_GetItem(pair, 0), *tail = PyTuple_GetItem(pair, 1);
-        if (frags == NULL || tail == NULL || !PyUnicode_Check(tail)) goto done;
-        Py_ssize_t tn;
-        const char *ts = PyUnicode_AsUTF8AndSize(tail, &tn);
-        if (ts == NULL || tn < 3 || ts[0] != '{' || ts[1] == '}') goto done;
-        for (Py_ssize_t k = 0; k < tn; k++)
-            if ((unsigned char)ts[k] >= 0x80) goto done;
-        Py_ssize_t m = PyList_Check(frags) ? PyList_Size(frags) : PyTuple_Check(frags) ? PyTuple_Size(frags) : -1;
-        if (m < 0) goto done;
-        first[i] = total;
-        if (__builtin_add_overflow(total, (size_t)m, &total)) goto done;
-    }
-    first[np] = total;
-    order = mr_alloc_array(total ? total : 1, sizeof(mr_kv));
-    off = mr_alloc_array(total ? total : 1, sizeof(size_t));
-    len = mr_alloc_array(total ? total : 1, sizeof(size_t));
-    if (order == NULL || off == NULL || len == NULL) goto done;
-    for (Py_ssize_t i = 0; i < np; i++) {
-        PyObject *frags = PyTuple_GetItem(held[i], 0);
-        if (frags == NULL) goto done;
-        int is_list = PyList_Check(frags);
-        Py_ssize_t m = is_list ? PyList_Size(frags) : PyTuple_Size(frags);
-        if (m < 0 || (size_t)m != first[i + 1] - first[i]) goto done;
-        for (Py_ssize_t j = 0; j < m; j++) {
-            PyObject *item = is_list ? PyList_GetItem(frags, j) : PyTuple_GetItem(frags, j);
-            if (item == NULL) goto done;
-            size_t at = first[i] + (size_t)j;
-            order[at].key = (uint64_t)(uintptr_t)item;
-            order[at].idx = at;
-        }
-    }
-    /* 2. address order; pin every fragment before any Python code can run */
-    if (mr_radix_sort(order, total) < 0) goto done;
-    for (; pinned < total; pinned++) Py_INCREF((PyObject *)(uintptr_t)order[pinned].key);
-    /* 3. encode in address order */
-    if (pfl_ctx_init(&c) < 0) goto done;
-    ctx_ready = 1;
-    /* about 256 bytes a fragment, up to 1 GiB (it grows beyond when needed) */
-    if (cj_reserve(&scratch, total < ((size_t)1 << 22) ? total * 256 : ((size_t)1 << 30)) < 0) goto done;
-    cj_huge_pages(&scratch);
-    for (size_t k = 0; k < total; k++) {
-        size_t at = order[k].idx;
-        off[at] = scratch.len;
-        if (pfl_fragment(&scratch, (PyObject *)(uintptr_t)order[k].key, &c) < 0) goto done;
-        len[at] = scratch.len - off[at];
-    }
-    /* 4. the text in list order */
-    if (want_sha) {
-        sink.md = EVP_MD_CTX_new();
-        if (sink.md == NULL || EVP_DigestInit_ex(sink.md, EVP_sha256(), NULL) != 1) goto done;
-    }
-    else if (cj_reserve(&sink.out, scratch.len + pn + sn + 64 * ((size_t)np + 1)) < 0) goto done;
-    if (pfl_sink_write(&sink, ps, pn) < 0 || pfl_sink_write(&sink, "[", 1) < 0) goto done;
-    for (Py_ssize_t i = 0; i < np; i++) {
-        if (pfl_sink_write(&sink, i ? ",{\"fragments\":[" : "{\"fragments\":[", i ? 15 : 14) < 0) goto done;
-        for (size_t at = first[i]; at < first[i + 1]; at++) {
-            /* the text is read in list order, i.e. scattered over the scratch buffer: ask for
-             * the lines a few fragments ahead */
-            if (at + 8 < total) {
-                const char *ahead = scratch.data + off[at + 8];
-                for (size_t line = 0; line < len[at + 8]; line += 64) __builtin_prefetch(ahead + line);
-            }
-            if (at > first[i] && pfl_sink_write(&sink, ",", 1) < 0) goto done;
-            if (pfl_sink_write(&sink, scratch.data + off[at], len[at]) < 0) goto done;
-        }
-        Py_ssize_t tn;
-        const char *ts = PyUnicode_AsUTF8AndSize(PyTuple_GetItem(held[i], 1), &tn); /* cached above */
-        if (ts == NULL || pfl_sink_write(&sink, "],", 2) < 0 || pfl_sink_write(&sink, ts + 1, (size_t)(tn - 1)) < 0)
-            goto done;
-    }
-    if (pfl_sink_write(&sink, "]", 1) < 0 || pfl_sink_write(&sink, ss, sn) < 0) goto done;
-    if (tensors != NULL) {
-        /* the fragments are no longer needed: release the scratch text before the tensors */
-        cj_free(&scratch);
-        if (td_sink_tensors(&sink, tensors, types) < 0 || pfl_sink_write(&sink, fs, fn) < 0)
-            goto done;
-    }
-    result = pfl_sink_result(&sink);
-    ok = result != NULL;
-done:
-    if (!ok && PyErr_Occurred()) PyErr_Clear();
-    if (ctx_ready) pfl_ctx_free(&c);
-    for (size_t k = 0; k < pinned; k++) Py_DECREF((PyObject *)(uintptr_t)order[k].key);
-    for (size_t i = 0; i < nheld; i++) Py_DECREF(held[i]);
-    if (sink.md != NULL) EVP_MD_CTX_free(sink.md);
-    cj_free(&sink.out);
-    cj_free(&scratch);
-    PyMem_Free(held);
-    PyMem_Free(first);
-    PyMem_Free(order);
-    PyMem_Free(off);
-    PyMem_Free(len);
     return result;
 }
 
@@ -1437,39 +1295,43 @@ py_canonical_parts_json(PyObject *Py_UNUSED(module), PyObject *args, PyObject *k
     const char *ps = "", *ss = "";
     if (prefix != NULL && (ps = pfl_ascii(prefix, &pn, "prefix")) == NULL) return NULL;
     if (suffix != NULL && (ss = pfl_ascii(suffix, &sn, "suffix")) == NULL) return NULL;
-    if (tensors != Py_None) {
-        /* the fused form: the fast path or None (nothing raised) */
-        if (!PyList_Check(tensors) && !PyTuple_Check(tensors)) {
-            PyErr_SetString(PyExc_TypeError, "tensors must be a list or tuple");
-            return NULL;
-        }
-        PyObject *types[TD_TYPES + 2] = {NULL};
-        Py_ssize_t ntypes = type_tuple == NULL ? -1 : PyTuple_Size(type_tuple);
-        if (ntypes != TD_TYPES && ntypes != TD_TYPES + 2) {
+    if (tensors != Py_None && !PyList_Check(tensors) && !PyTuple_Check(tensors)) {
+        PyErr_SetString(PyExc_TypeError, "tensors must be a list or tuple");
+        return NULL;
+    }
+    PyObject *types[TD_TYPES + 2] = {NULL};
+    if (type_tuple != NULL || tensors != Py_None) {
+        if (type_tuple == NULL || PyTuple_Size(type_tuple) != TD_TYPES + 2) {
             PyErr_SetString(PyExc_TypeError,
-                            "tensors need types = (tensor, split, replicated, ownership[, fragment, rank]) classes");
+                            "types must be (tensor, split, replicated, ownership, fragment, rank) classes");
             return NULL;
         }
-        for (Py_ssize_t k = 0; k < ntypes; k++) {
+        for (Py_ssize_t k = 0; k < TD_TYPES + 2; k++) {
             types[k] = PyTuple_GetItem(type_tuple, k); /* borrowed: the tuple holds them */
             if (types[k] == NULL || !PyType_Check(types[k])) {
-                PyErr_SetString(PyExc_TypeError, "types must hold four or six classes");
+                PyErr_SetString(PyExc_TypeError, "types must hold six classes");
                 return NULL;
             }
         }
+    }
+    if (tensors != Py_None) {
+        /* the fused form: the batched path or None (nothing raised, nothing observable run) */
         Py_ssize_t an = 0;
         const char *as = "";
         if (after != NULL && (as = pfl_ascii(after, &an, "after")) == NULL) return NULL;
-        PyObject *fused =
-            types[TD_TYPES] != NULL
-                ? pfl_parts_direct(pairs, ps, (size_t)pn, ss, (size_t)sn, want_sha, tensors, types, as, (size_t)an,
-                                   types[TD_TYPES], types[TD_TYPES + 1])
-                : pfl_parts_fast(pairs, ps, (size_t)pn, ss, (size_t)sn, want_sha, tensors, types, as, (size_t)an);
+        PyObject *fused = pfl_parts_direct(pairs, ps, (size_t)pn, ss, (size_t)sn, want_sha, tensors, types, as,
+                                           (size_t)an, types[TD_TYPES], types[TD_TYPES + 1]);
         if (fused != NULL || PyErr_Occurred()) return fused;
         Py_RETURN_NONE;
     }
-    PyObject *result = pfl_parts_fast(pairs, ps, (size_t)pn, ss, (size_t)sn, want_sha, NULL, NULL, "", 0);
-    if (result != NULL || PyErr_Occurred()) return result;
+    if (type_tuple != NULL) {
+        /* the batched path when every value is of the exact classes; else (it read nothing
+         * observable) the in-order encoding below, which raises the first error in list order */
+        PyObject *result = pfl_parts_direct(pairs, ps, (size_t)pn, ss, (size_t)sn, want_sha, NULL, types, "", 0,
+                                            types[TD_TYPES], types[TD_TYPES + 1]);
+        if (result != NULL || PyErr_Occurred()) return result;
+    }
+    PyObject *result = NULL;
     pfl_ctx c;
     if (pfl_ctx_init(&c) < 0) return NULL;
     cj_buf b = {NULL, 0, 0};
@@ -2443,7 +2305,9 @@ static PyMethodDef canonical_methods[] = {
      "Lowercase hex SHA-256 of the UTF-8 canonical JSON of obj."},
     {"canonical_parts_json", (PyCFunction)(void (*)(void))py_canonical_parts_json, METH_VARARGS | METH_KEYWORDS,
      "prefix + canonical JSON of the parts list from (fragments, rest-of-part JSON) pairs + suffix "
-     "(or its hex SHA-256)."},
+     "(or its hex SHA-256); fragments and ranks read in list order. types=(tensor, split, replicated, "
+     "ownership, fragment, rank) classes: batched when every value is of them. With tensors=: + their canonical "
+     "JSON list + after, or None when a value is not of those classes (nothing raised)."},
     {"canonical_fragments_json", (PyCFunction)py_canonical_fragments_json, METH_O,
      "canonical_json([fragment_object(f) for f in fragments]) without the intermediate dicts."},
     {"canonical_tensors_json", (PyCFunction)py_canonical_tensors_json, METH_VARARGS,

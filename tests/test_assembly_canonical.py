@@ -1,8 +1,9 @@
 """Canonical JSON of placements at scale (issue 5): the C encoders against the dict encoding.
 
-``canonical_parts_json`` encodes the fragments in address order into a scratch buffer and writes
-them in list order from it (falling back to the in-order encoding on any failure, so that the
-first error in list order is the one raised); strings are copied eight plain bytes at a time.
+``canonical_parts_json`` encodes the fragments in list order (batched when given the exact
+classes, falling back to the in-order encoding on anything else, so that the first error in list
+order is the one raised; tests/test_canonical_read_order.py checks the order of the reads);
+strings are copied eight plain bytes at a time.
 Each is compared here with ``canonical_json`` of the dict objects of ``weight/_canonical.py``
 (itself tested against ``json.dumps``) on shuffled, shared and hostile inputs.
 """

@@ -17,9 +17,16 @@ from test_planner_oracle import placement_pairs
 from mooncake.reshard import _native
 from mooncake.reshard.weight import _canonical as canonical
 from mooncake.reshard.weight import serde
-from mooncake.reshard.weight.types import OwnershipAxis, ReplicatedAxis, SplitAxis, TensorDescriptor
+from mooncake.reshard.weight.types import (
+    OwnershipAxis,
+    ParallelRank,
+    PlacementFragment,
+    ReplicatedAxis,
+    SplitAxis,
+    TensorDescriptor,
+)
 
-_TYPES = (TensorDescriptor, SplitAxis, ReplicatedAxis, OwnershipAxis)
+_TYPES = (TensorDescriptor, SplitAxis, ReplicatedAxis, OwnershipAxis, PlacementFragment, ParallelRank)
 
 
 class _Unfused:
@@ -138,6 +145,10 @@ def test_fused_form_hostile_arguments() -> None:
         _native.canonical_parts_json(pairs, tensors=tensors)  # no types
     with pytest.raises(TypeError):
         _native.canonical_parts_json(pairs, tensors=tensors, types=_TYPES[:3])
+    with pytest.raises(TypeError):  # the four-class form is gone
+        _native.canonical_parts_json(pairs, tensors=tensors, types=_TYPES[:4])
+    with pytest.raises(TypeError):
+        _native.canonical_parts_json(pairs, types=_TYPES[4:])
     with pytest.raises(TypeError):
         _native.canonical_parts_json(pairs, tensors=tensors, types=(1, 2, 3, 4))
     with pytest.raises(TypeError):

@@ -60,9 +60,17 @@ def _check_equal(placement: Any) -> None:
     pairs = canonical._part_pairs(placement.parts)
     tensors = list(placement.tensors)
     exact = _exact(pairs, tensors)
-    for types in (_TYPES6, _TYPES4):
-        assert _fused(pairs, tensors, types) == exact
-        assert _fused(pairs, tensors, types, sha256=True) == _native.sha256_hex(exact.encode())
+    assert _fused(pairs, tensors, _TYPES6) == exact
+    assert _fused(pairs, tensors, _TYPES6, sha256=True) == _native.sha256_hex(exact.encode())
+    # the plain form, batched (types) or in order (none), gives the same parts text
+    for types in ({"types": _TYPES6}, {}):
+        assert _native.canonical_parts_json(pairs, **types) == _exact_parts(pairs)
+        assert _native.canonical_parts_json(pairs, sha256=True, **types) == _native.sha256_hex(
+            _exact_parts(pairs).encode()
+        )
+    # the four-class form (it read in address order) is gone
+    with pytest.raises(TypeError):
+        _fused(pairs, tensors, _TYPES4)
 
 
 def _big_placement(tensors: int = 9, tp: int = 5, dp: int = 2, empty_participants: int = 0) -> Any:
@@ -311,6 +319,8 @@ def test_fused_hostile_type_tuples() -> None:
 def test_placement_ids_and_digests_unchanged_by_the_batched_form(monkeypatch: pytest.MonkeyPatch) -> None:
     placement = _big_placement(9, 5, 2)
     with_six = (placement.placement_id, canonical.placement_wire_json(placement, sha256=True))
-    monkeypatch.setattr(canonical, "_TENSOR_TYPES", _TYPES4)
+    # fragment and rank classes swapped: the batched form declines every fragment, and the
+    # in-order encoding gives the ids and digests
+    monkeypatch.setattr(canonical, "_TENSOR_TYPES", _TYPES4 + (ParallelRank, PlacementFragment))
     rebuilt = _big_placement(9, 5, 2)
     assert (rebuilt.placement_id, canonical.placement_wire_json(rebuilt, sha256=True)) == with_six

@@ -33,8 +33,8 @@ __all__ = [
 ]
 
 
-# the exact classes the fused encoding reads without running Python code (any other tensor,
-# axis, fragment or rank class declines)
+# the exact classes the batched encodings read without running Python code (any other tensor,
+# axis, fragment or rank class declines to the in-order encoding, which reads in list order)
 _TENSOR_TYPES = (
     TensorDescriptor,
     SplitAxis,
@@ -143,9 +143,11 @@ def _part_pairs(parts: Iterable[Any]) -> list[tuple[Any, str]]:
 def parts_json(parts: Iterable[Any]) -> str:
     """``canonical_json([part_object(p.participant_id, p.rank, p.fragments) for p in parts])``.
 
-    Fragments are encoded by the C core straight from their state (no intermediate dicts).
+    Fragments are encoded by the C core straight from their state (no intermediate dicts), read
+    in list order as ``part_object`` reads them (batched when every value is of the exact
+    classes, which runs no Python code).
     """
-    return _native.canonical_parts_json(_part_pairs(parts))
+    return _native.canonical_parts_json(_part_pairs(parts), types=_TENSOR_TYPES)
 
 
 def canonical_json_with_parts(
@@ -196,7 +198,9 @@ def canonical_json_with_parts(
             )
             if fused is not None:
                 return fused
-            # one join: the tensors text can be large, copy it once
+            # one join: the tensors text can be large, copy it once; the fused form declined
+            # before any read that could run Python code, the in-order encoding reads the
+            # tensors, then the fragments in list order (as the dict encoding below does)
             text = "".join([middle, tensors_json(tensor_items), tail])
             return _native.canonical_parts_json(pairs, prefix='{"parts":', suffix=text, sha256=sha256)
         payload = dict(payload)
@@ -204,7 +208,11 @@ def canonical_json_with_parts(
     if payload and all(type(key) is str and key > "parts" for key in payload):
         rest = _native.canonical_json(payload)
         return _native.canonical_parts_json(
-            _part_pairs(parts), prefix='{"parts":', suffix="," + rest[1:], sha256=sha256
+            _part_pairs(parts),
+            prefix='{"parts":',
+            suffix="," + rest[1:],
+            sha256=sha256,
+            types=_TENSOR_TYPES,
         )
     content = dict(payload)
     content["parts"] = [
