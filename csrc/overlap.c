@@ -588,7 +588,16 @@ ov_plan_run(ov_plan *P)
         hits.len = 0;
         scratch.len = 0;
         int64_t cid = P->tgt_cover[ti];
-        ov_cover *cv = cid >= 0 ? &covers[cid] : NULL;
+        /* A cover of one source fragment (one replica's fragment per tensor: the usual case)
+         * takes no index. Built, its grid index (one interval per dimension is disjoint and one
+         * cell fits, so a one-member cover gets the grid whenever nd <= OV_GRID_MAX_RANK) would
+         * yield that member exactly when its intervals meet the target's in every dimension,
+         * and the box loop below drops any candidate whose overlap is empty in some dimension:
+         * offering the member unconditionally gives the same hits. Coverage is then decided by
+         * volumes, as for a grid cover. Skips the per-cover allocations and the scattered reads
+         * of the cover table (targets in id order visit the covers at random). */
+        int single = cid >= 0 && nd <= OV_GRID_MAX_RANK && P->cover_start[cid + 1] - P->cover_start[cid] == 1;
+        ov_cover *cv = cid >= 0 && !single ? &covers[cid] : NULL;
         if (cv != NULL && !cv->built) {
             cv->nd = nd;
             status = ov_cover_build(cv, S);
@@ -597,12 +606,14 @@ ov_plan_run(ov_plan *P)
         ov_sort_ctx ctx = {NULL, nd, S->order};
 
         /* enumerate candidate source fragments overlapping the target box */
-        if (cv != NULL && cv->m > 0) {
+        if (single || (cv != NULL && cv->m > 0)) {
             size_t lo[OV_GRID_MAX_RANK], hi[OV_GRID_MAX_RANK], idx[OV_GRID_MAX_RANK];
-            int use_grid = cv->grid;
+            int use_grid = single ? 0 : cv->grid;
             size_t ncand_iter = 0;
             int done = 0;
-            if (use_grid) {
+            if (single) {
+                /* the one member, offered once below */
+            } else if (use_grid) {
                 for (int d = 0; d < nd; d++) {
                     lo[d] = ov_first_end_after(cv->ivals[d], cv->cnt[d], toff[d]);
                     hi[d] = ov_first_begin_at(cv->ivals[d], cv->cnt[d], toff[d] + tshp[d]);
@@ -620,7 +631,10 @@ ov_plan_run(ov_plan *P)
             }
             while (!done && status == OV_OK) {
                 int64_t f;
-                if (use_grid) {
+                if (single) {
+                    f = P->cover_members[P->cover_start[cid]];
+                    done = 1;
+                } else if (use_grid) {
                     uint64_t cell = 0;
                     for (int d = 0; d < nd; d++) cell = cell * (uint64_t)cv->cnt[d] + (uint64_t)idx[d];
                     f = cv->cells[cell];
@@ -705,7 +719,7 @@ ov_plan_run(ov_plan *P)
         int covered;
         if (k == 0) {
             covered = 0;
-        } else if (cv != NULL && cv->grid) {
+        } else if (single || (cv != NULL && cv->grid)) {
             /* overlaps with pairwise disjoint grid cells are disjoint: volumes decide */
             uint64_t tvol = 1, sum = 0;
             covered = 1;

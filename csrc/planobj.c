@@ -1989,10 +1989,14 @@ done:
 /* ---- owner_minimums: the least owner per (tensor, DP rank) (spec §11.2) ------------------ */
 
 PyDoc_STRVAR(owner_minimums_doc,
-"owner_minimums(fragments, kinds)\n"
+"owner_minimums(fragments, kinds, fragment_type=None, rank_type=None, grouped=False)\n"
 "--\n\n"
 "{(fragment.tensor_id, fragment.rank.dp): least tuple(getattr(fragment.rank, kind) for kind\n"
-"in kinds)} over fragments (a list or tuple), comparing the tuples with <.");
+"in kinds)} over fragments (a list or tuple), comparing the tuples with <. With grouped (and the\n"
+"types, when every fragment is exactly fragment_type with an exact str tensor id and a rank\n"
+"exactly rank_type whose values are exact ints in int64) the same minimums come back grouped:\n"
+"({dp: {tensor_id: tuple(zip(kinds, least))}}, number of keys), in first-appearance order; on\n"
+"any other input the plain dict.");
 
 /* owner_minimums over exact fragment and rank instances whose values are exact str tensor ids
  * and ints fitting int64: the fragments are read in address order into rows, then combined in
@@ -2007,9 +2011,12 @@ typedef struct {
     int64_t v[OM_MAX_KINDS];
 } om_row;
 
+static PyObject *om_grouped(const om_row *rows, const size_t *best, const size_t *firsts, size_t nkeys,
+                            PyObject *kinds, Py_ssize_t nkinds);
+
 static PyObject *
 om_address_order(PyObject *fragments, int is_list, PyObject *kinds, Py_ssize_t nkinds, PyObject *ftype,
-                 PyObject *rtype)
+                 PyObject *rtype, int grouped)
 {
     if (nkinds > OM_MAX_KINDS) return NULL;
     for (Py_ssize_t k = 0; k < nkinds; k++) {
@@ -2111,6 +2118,10 @@ om_address_order(PyObject *fragments, int is_list, PyObject *kinds, Py_ssize_t n
             j = (j + 1) & (cap - 1);
         }
     }
+    if (grouped) {
+        result = om_grouped(rows, best, firsts, nkeys, kinds, nkinds);
+        goto done;
+    }
     result = PyDict_New();
     for (size_t e = 0; result != NULL && e < nkeys; e++) {
         const om_row *first = &rows[firsts[e]], *least = &rows[best[firsts[e]]];
@@ -2136,11 +2147,78 @@ done:
     return result;
 }
 
+/* The minimums grouped by DP rank, as complete_parallel_source_replicas groups them:
+ * ({dp: {tensor_id: owner}}, number of (tensor_id, dp) keys), dps and each dp's tensor ids in
+ * first-appearance order of their keys, owner = tuple(zip(kinds, least values)), one tuple
+ * shared by equal values. NULL with an exception on failure (no memory). */
+static PyObject *
+om_grouped(const om_row *rows, const size_t *best, const size_t *firsts, size_t nkeys, PyObject *kinds,
+           Py_ssize_t nkinds)
+{
+    PyObject *by_dp = PyDict_New();
+    PyObject *owners = PyDict_New(); /* least values tuple -> owner tuple */
+    PyObject *result = NULL;
+    PyObject *chosen = NULL;         /* borrowed from by_dp: the dict of chosen_dp */
+    int64_t chosen_dp = 0;
+    if (by_dp == NULL || owners == NULL) goto done;
+    for (size_t e = 0; e < nkeys; e++) {
+        const om_row *first = &rows[firsts[e]], *least = &rows[best[firsts[e]]];
+        if (chosen == NULL || first->dp != chosen_dp) {
+            PyObject *dp = PyLong_FromLongLong(first->dp);
+            if (dp == NULL) goto done;
+            chosen = PyDict_GetItemWithError(by_dp, dp); /* borrowed */
+            if (chosen == NULL && !PyErr_Occurred()) {
+                PyObject *fresh = PyDict_New();
+                if (fresh != NULL && PyDict_SetItem(by_dp, dp, fresh) == 0) chosen = fresh; /* by_dp holds it */
+                Py_XDECREF(fresh);
+            }
+            Py_DECREF(dp);
+            if (chosen == NULL) goto done;
+            chosen_dp = first->dp;
+        }
+        PyObject *values = PyTuple_New(nkinds);
+        for (Py_ssize_t a = 0; values != NULL && a < nkinds; a++) {
+            PyObject *x = PyLong_FromLongLong(least->v[a]);
+            if (x == NULL || PyTuple_SetItem(values, a, x) < 0) Py_CLEAR(values);
+        }
+        if (values == NULL) goto done;
+        PyObject *owner = PyDict_GetItemWithError(owners, values); /* borrowed */
+        if (owner != NULL) {
+            Py_INCREF(owner);
+        } else if (!PyErr_Occurred()) {
+            owner = PyTuple_New(nkinds);
+            for (Py_ssize_t a = 0; owner != NULL && a < nkinds; a++) {
+                PyObject *kind = PyTuple_GetItem(kinds, a);  /* borrowed; in range */
+                PyObject *value = PyTuple_GetItem(values, a); /* borrowed; in range */
+                PyObject *pair = kind == NULL || value == NULL ? NULL : PyTuple_Pack(2, kind, value);
+                if (pair == NULL || PyTuple_SetItem(owner, a, pair) < 0) Py_CLEAR(owner);
+            }
+            if (owner != NULL && PyDict_SetItem(owners, values, owner) < 0) Py_CLEAR(owner);
+        }
+        Py_DECREF(values);
+        if (owner == NULL) goto done;
+        int rc = PyDict_SetItem(chosen, first->tid, owner);
+        Py_DECREF(owner);
+        if (rc < 0) goto done;
+    }
+    {
+        PyObject *count = PyLong_FromSize_t(nkeys);
+        if (count != NULL) result = PyTuple_Pack(2, by_dp, count);
+        Py_XDECREF(count);
+    }
+done:
+    Py_XDECREF(by_dp);
+    Py_XDECREF(owners);
+    return result;
+}
+
 static PyObject *
 po_owner_minimums(PyObject *Py_UNUSED(self), PyObject *args)
 {
     PyObject *fragments, *kinds, *ftype = Py_None, *rtype = Py_None;
-    if (!PyArg_ParseTuple(args, "OO!|OO:owner_minimums", &fragments, &PyTuple_Type, &kinds, &ftype, &rtype))
+    int grouped = 0;
+    if (!PyArg_ParseTuple(args, "OO!|OOp:owner_minimums", &fragments, &PyTuple_Type, &kinds, &ftype, &rtype,
+                          &grouped))
         return NULL;
     int is_list = PyList_Check(fragments);
     if (!is_list && !PyTuple_Check(fragments)) {
@@ -2154,7 +2232,7 @@ po_owner_minimums(PyObject *Py_UNUSED(self), PyObject *args)
     Py_ssize_t nkinds = PyTuple_Size(kinds);
     if (nkinds < 0) return NULL;
     if (ftype != Py_None) {
-        PyObject *fast = om_address_order(fragments, is_list, kinds, nkinds, ftype, rtype);
+        PyObject *fast = om_address_order(fragments, is_list, kinds, nkinds, ftype, rtype, grouped);
         if (fast != NULL || PyErr_Occurred()) return fast;
     }
     static const char *const om_names[3] = {"tensor_id", "rank", "dp"};
@@ -2862,6 +2940,53 @@ done:
     return out;
 }
 
+/* ---- all_instances: all(isinstance(item, cls) for item in items), prefetching ahead ------- */
+
+PyDoc_STRVAR(all_instances_doc,
+"all_instances(items, cls, /)\n"
+"--\n\n"
+"all(map(isinstance, items, itertools.repeat(cls))) for a list or tuple items: True when every\n"
+"item is an instance of cls (an item of exactly type cls is one without a call; any other\n"
+"item is asked through isinstance's own C function, in order, stopping at the first that is\n"
+"not). Reads the items' types a few items ahead, so scattered objects cost less than one\n"
+"memory round trip each. None when items is neither a list nor a tuple.");
+
+#define AI_AHEAD 16 /* items between a prefetch of an object's header and its type test */
+
+static PyObject *
+po_all_instances(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "all_instances takes exactly 2 arguments");
+        return NULL;
+    }
+    PyObject *items = args[0], *cls = args[1];
+    int is_list = PyList_CheckExact(items);
+    if (!is_list && !PyTuple_CheckExact(items)) Py_RETURN_NONE;
+    /* A list may change while isinstance runs Python code (a __class__ property, an
+     * __instancecheck__ of a metaclass): like all() over its iterator, the length is read
+     * again at every step and the item held while it is tested. */
+    for (Py_ssize_t i = 0;; i++) {
+        Py_ssize_t n = is_list ? PyList_Size(items) : PyTuple_Size(items);
+        if (n < 0) return NULL;
+        if (i >= n) break;
+        if (i + AI_AHEAD < n) {
+            PyObject *ahead = is_list ? PyList_GetItem(items, i + AI_AHEAD) : PyTuple_GetItem(items, i + AI_AHEAD);
+            if (ahead == NULL) return NULL; /* in range: cannot happen */
+            __builtin_prefetch(ahead, 0);
+        }
+        PyObject *item = is_list ? PyList_GetItem(items, i) : PyTuple_GetItem(items, i);
+        if (item == NULL) return NULL;
+        if ((PyObject *)Py_TYPE(item) == cls) continue; /* isinstance's own first test */
+        Py_INCREF(item);
+        int r = PyObject_IsInstance(item, cls);
+        Py_DECREF(item);
+        if (r < 0) return NULL;
+        if (r == 0) Py_RETURN_FALSE;
+    }
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef planobj_methods[] = {
     {"build_regions", po_build_regions, METH_VARARGS, build_regions_doc},
     {"pack_targets", po_pack_targets, METH_VARARGS, pack_targets_doc},
@@ -2872,6 +2997,7 @@ static PyMethodDef planobj_methods[] = {
     {"owner_signatures", po_owner_signatures, METH_VARARGS, owner_signatures_doc},
     {"tensor_columns", po_tensor_columns, METH_VARARGS, tensor_columns_doc},
     {"distinct_objects", po_distinct_objects, METH_O, distinct_objects_doc},
+    {"all_instances", (PyCFunction)(void (*)(void))po_all_instances, METH_FASTCALL, all_instances_doc},
     {NULL, NULL, 0, NULL},
 };
 

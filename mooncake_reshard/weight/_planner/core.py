@@ -332,6 +332,17 @@ def _sorted_ranks_exact(ids: list[Any]) -> tuple[bytes, bool]:
     return array("q", [ranks[fid] for fid in ids]).tobytes(), native is not None
 
 
+def _all_instances(items: Sequence[Any], cls: type) -> bool:
+    """``all(map(isinstance, items, repeat(cls)))``. A list or tuple takes one C pass
+    (``_native.all_instances``: the same isinstance test per item, in order, stopping at the
+    first miss, but reading each object's type a few items ahead: the fragments of a large
+    placement are scattered in memory); anything else the builtin."""
+    native: Optional[bool] = _native.all_instances(items, cls)
+    if native is None:
+        return all(map(isinstance, items, repeat(cls)))
+    return native
+
+
 _NO_BOXES = FragmentBoxes()  # stands for a side the kernel receives already packed (never read)
 
 
@@ -460,8 +471,8 @@ def plan_logical_transfer(
             raise ValueError(f"local target manifest is missing fragments: {_ids(missing)}")
 
     # Step 2: source kind.
-    stored = bool(source_fragments) and all(map(isinstance, source_fragments, repeat(StoredFragmentSnapshot)))
-    placed = bool(source_fragments) and all(map(isinstance, source_fragments, repeat(PlacementFragment)))
+    stored = bool(source_fragments) and _all_instances(source_fragments, StoredFragmentSnapshot)
+    placed = bool(source_fragments) and _all_instances(source_fragments, PlacementFragment)
     if not (stored or placed):
         raise ValueError("source fragments mix placement and stored locations")
 

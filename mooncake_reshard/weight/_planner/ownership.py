@@ -319,6 +319,25 @@ def _owner_minimums(fragments: Sequence[Any], kinds: tuple[str, ...]) -> dict[tu
     return minimum
 
 
+def _group_minimums(
+    minimum: dict[tuple[Any, ...], tuple[Any, ...]], kinds: tuple[str, ...]
+) -> tuple[dict[int, dict[str, RuntimeTensorOwner]], int]:
+    """``({dp: {tensor_id: tuple(zip(kinds, least))}}, len(minimum))`` from ``_owner_minimums``'
+    map, in its order, one owner tuple per distinct least values (the Python form of
+    ``_native.owner_minimums(..., grouped=True)``)."""
+    by_dp: dict[int, dict[str, RuntimeTensorOwner]] = {}
+    owners: dict[tuple[Any, ...], RuntimeTensorOwner] = {}
+    for (tensor_id, dp), values in minimum.items():
+        owner = owners.get(values)
+        if owner is None:
+            owner = owners[values] = tuple(zip(kinds, values))
+        chosen = by_dp.get(dp)
+        if chosen is None:
+            chosen = by_dp[dp] = {}
+        chosen[tensor_id] = owner
+    return by_dp, len(minimum)
+
+
 def complete_parallel_source_replicas(
     tensors: dict[str, TensorDescriptor],
     fragments: Sequence[PlacementFragment],
@@ -338,28 +357,24 @@ def complete_parallel_source_replicas(
         if signature is not None and not signature[1]:
             kinds = signature[0]
             # Owners of one signature compare like their coordinate tuples (same kinds): the
-            # least coordinates per (tensor, dp), in one C pass (``_owner_minimums`` in Python).
-            minimum: dict[tuple[Any, ...], tuple[Any, ...]] = (
-                _native.owner_minimums(fragments, kinds, PlacementFragment, ParallelRank)
+            # least coordinates per (tensor, dp), in one C pass (``_owner_minimums`` in Python),
+            # which usually returns them grouped below already (``_group_minimums``).
+            found: Any = (
+                _native.owner_minimums(fragments, kinds, PlacementFragment, ParallelRank, True)
                 if type(fragments) in (list, tuple) and type(kinds) is tuple
                 else _owner_minimums(fragments, kinds)
             )
-            # The chosen owners per dp first (one pass over the pairs); the pairs are every
-            # (known tensor, dp) exactly when their count is the product and each dp's tensors
-            # are known (``_all_pairs_present``: distinct pairs, so each dp then has them all).
-            by_dp: dict[int, dict[str, RuntimeTensorOwner]] = {}
-            owners: dict[tuple[Any, ...], RuntimeTensorOwner] = {}
-            for (tensor_id, dp), values in minimum.items():
-                owner = owners.get(values)
-                if owner is None:
-                    owner = owners[values] = tuple(zip(kinds, values))
-                chosen = by_dp.get(dp)
-                if chosen is None:
-                    chosen = by_dp[dp] = {}
-                chosen[tensor_id] = owner
+            by_dp: dict[int, dict[str, RuntimeTensorOwner]]
+            if type(found) is tuple:
+                by_dp, pairs = found
+            else:
+                by_dp, pairs = _group_minimums(found, kinds)
+            # The pairs are every (known tensor, dp) exactly when their count is the product and
+            # each dp's tensors are known (``_all_pairs_present``: distinct pairs, so each dp then
+            # has them all).
             dps = sorted(by_dp)
             if (
-                len(minimum) == len(tensors) * len(dps)
+                pairs == len(tensors) * len(dps)
                 and all(chosen.keys() <= tensors.keys() for chosen in by_dp.values())
                 and _table_groups_cover(placement, ["dp", *kinds])
             ):
