@@ -2350,30 +2350,268 @@ done:
     return rc;
 }
 
+/* Identity keying of §12.7's per-fragment boxes (the common case; the string-keyed rule
+ * above decides everything else).
+ *
+ * ``_validate_bound_target_coverage`` files every operation's box under the member
+ * ``(participant, fragment.placement.placement_fragment_id)`` and then asks, for every fragment
+ * F of every executor participant q's part, whether the member ``(q, F.placement_fragment_id)``
+ * holds exactly one box, equal to F's own (a whole-fragment write). Here the boxes are filed
+ * under the placement fragment OBJECT G of the operation's bound fragment instead (with the
+ * operation participant and the count of boxes), and each F looks up its own object. That
+ * decides what the string keys decide when, for every F met:
+ *  - F is exactly ``fragment_type`` (PlacementFragment, a dataclass without descriptors for
+ *    its fields: its ``global_offset``, ``local_shape`` and ``placement_fragment_id`` are
+ *    its instance dict's values, read once; a subclass, a missing field, a non-str id
+ *    declines to the string rule);
+ *  - F's object was filed by exactly one operation, under a participant equal to q (exact
+ *    strs; an object filed by two operations declines, whatever their participants);
+ *  - the ids of the fragments met for one participant are distinct (exact strs, a set per
+ *    participant: two distinct objects of one part forged to one id decline, as the string rule
+ *    would merge their boxes);
+ *  - every filed object is met by some F (a filed object no F is would, under the string keys,
+ *    join the member of an F of the same participant and id; the count rules that out).
+ * Then each member ``(q, F.id)`` of the string rule holds only the boxes filed under objects G
+ * whose participant equals q and whose id equals F.id; every G is some met F' with q' == q,
+ * and F'.id == F.id within one participant forces F' is F: the member holds F's single box.
+ * Conversely a member the string rule finds whole is found whole here or the call declines
+ * (the string rule then decides). Values are read once per object in this call, as the
+ * earlier passes read them; the objects are held for the call (no address reused). */
+enum { RC_ID_OK = 0, RC_ID_DECLINE = 1, RC_ID_FALLBACK = 2, RC_ID_ERROR = -1 };
+
+/* One filed placement fragment object: everything the whole-fragment check reads of it in one
+ * slot (one cache line or two), found by the object's address. */
+typedef struct {
+    PyObject *object;      /* owned; NULL marks an empty slot */
+    PyObject *participant; /* borrowed: the call's by_attestation pairs hold it */
+    PyObject *box;         /* borrowed: the call's private boxes list holds it */
+    Py_ssize_t count;      /* operations filed under the object */
+    Py_ssize_t met;        /* 1 once a part's fragment was this object */
+} rc_slot;
+
+typedef struct {
+    rc_slot *slots; /* a power of two of them, at most half used */
+    size_t mask;
+    Py_ssize_t n; /* objects filed */
+} rc_filed;
+
+static int
+rc_filed_init(rc_filed *f, Py_ssize_t n_ops)
+{
+    f->slots = NULL;
+    f->mask = 0;
+    f->n = 0;
+    size_t cap = 8;
+    while (cap < (size_t)n_ops * 2 + 1) {
+        if (cap > SIZE_MAX / 4) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        cap *= 2;
+    }
+    f->slots = mr_alloc_array(cap, sizeof(rc_slot));
+    if (f->slots == NULL) return -1;
+    memset(f->slots, 0, cap * sizeof(rc_slot));
+    f->mask = cap - 1;
+    return 0;
+}
+
+static void
+rc_filed_free(rc_filed *f)
+{
+    if (f->slots != NULL) {
+        for (size_t k = 0; k <= f->mask; k++) Py_XDECREF(f->slots[k].object);
+    }
+    PyMem_Free(f->slots);
+    f->slots = NULL;
+}
+
+/* The slot of ``object``: its own, or the empty one where it would go. */
+static rc_slot *
+rc_find(const rc_filed *f, const void *object)
+{
+    size_t k = mr_ptr_slot(object, f->mask);
+    while (f->slots[k].object != NULL && (const void *)f->slots[k].object != object) k = (k + 1) & f->mask;
+    return &f->slots[k];
+}
+
+/* Files a box under the placement fragment object (a new reference, which it takes) and its
+ * participant. An object filed again only counts (its participant stays the first one's; a
+ * count above one declines to the string rule, whatever the participants). The caller files
+ * at most as many objects as it sized the table for. */
+static void
+rc_file(rc_filed *f, PyObject *object, PyObject *participant, PyObject *box)
+{
+    rc_slot *slot = rc_find(f, object);
+    if (slot->object != NULL) {
+        Py_DECREF(object);
+        slot->count++;
+        return;
+    }
+    slot->object = object;
+    slot->participant = participant;
+    slot->box = box;
+    slot->count = 1;
+    slot->met = 0;
+    f->n++;
+}
+
+/* 1 when two exact strs are equal (identical or same text), 0 when not, -1 (no error set):
+ * anything else (the string rule decides). */
+static int
+rc_same_text(PyObject *a, PyObject *b)
+{
+    if (a == b) return 1;
+    if (!PyUnicode_CheckExact(a) || !PyUnicode_CheckExact(b)) return -1;
+    int order = PyUnicode_Compare(a, b);
+    if (order == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+    }
+    return order == 0;
+}
+
+/* Hints only (nothing is decided on them; no Python code runs): for the part's fragment k + 8
+ * its object and its table slot, for k + 4 its instance dict and its filed box. */
+static void
+rc_prefetch_ahead(PyObject *list, Py_ssize_t k, Py_ssize_t n, const rc_filed *f)
+{
+    if (k + 8 < n) {
+        PyObject *far = PyList_GetItem(list, k + 8);
+        __builtin_prefetch(far);
+        __builtin_prefetch(&f->slots[mr_ptr_slot(far, f->mask)]);
+    }
+    if (k + 4 < n) {
+        PyObject *near = PyList_GetItem(list, k + 4);
+        const rc_slot *slot = rc_find(f, near);
+        if (slot->object != NULL) __builtin_prefetch(slot->box);
+        rs_prefetch_dict(list, k + 4);
+    }
+}
+
+/* ``rc_whole_fragments`` on the boxes filed by object (see above): RC_ID_OK, RC_ID_DECLINE (a
+ * fragment not written whole by one box), RC_ID_FALLBACK (the string rule decides) or
+ * RC_ID_ERROR. */
+static int
+rc_whole_by_identity(PyObject *participants, PyObject *parts, rc_filed *f, PyTypeObject *fragment_type)
+{
+    PyObject *ordered = PySequence_List(participants);
+    if (ordered == NULL) return RC_ID_ERROR;
+    PyObject *ids = PySet_New(NULL);
+    PyObject *list = NULL;
+    int rc = RC_ID_ERROR;
+    Py_ssize_t met = 0;
+    if (ids == NULL || PyList_Sort(ordered) < 0) goto done;
+    for (Py_ssize_t i = 0; i < PyList_Size(ordered); i++) {
+        PyObject *participant = PyList_GetItem(ordered, i);
+        PyObject *part = participant == NULL ? NULL : PyDict_GetItemWithError(parts, participant);
+        if (part == NULL) goto done;
+        PyObject *fragments = PyObject_GetAttr(part, rc_keys[RC_FRAGMENTS]);
+        list = fragments == NULL ? NULL : PySequence_List(fragments);
+        Py_XDECREF(fragments);
+        if (list == NULL || PySet_Clear(ids) < 0) goto done;
+        const Py_ssize_t n = PyList_Size(list);
+        for (Py_ssize_t k = 0; k < n; k++) {
+            PyObject *fragment = PyList_GetItem(list, k); /* borrowed; ``list`` holds it */
+            if (fragment == NULL) goto done;
+            rc_prefetch_ahead(list, k, n, f);
+            rc = RC_ID_FALLBACK;
+            if (Py_TYPE(fragment) != fragment_type) goto done;
+            rc_slot *slot = rc_find(f, fragment);
+            if (slot->object == NULL || slot->count != 1) goto done;
+            if (rc_same_text(slot->participant, participant) != 1) goto done; /* the string rule decides */
+            PyObject *state = PyObject_GenericGetDict(fragment, NULL);
+            if (state == NULL) {
+                rc = RC_ID_ERROR;
+                goto done;
+            }
+            PyObject *offset = rv_item(state, rc_keys[RC_OFFSET]);
+            PyObject *shape = offset == NULL ? NULL : rv_item(state, rc_keys[RC_SHAPE]);
+            PyObject *pfid = shape == NULL ? NULL : rv_item(state, rc_keys[RC_PFID]);
+            Py_DECREF(state);
+            int whole = -2; /* -2: fallback */
+            if (pfid != NULL && PyUnicode_CheckExact(pfid)) {
+                Py_ssize_t before = PySet_Size(ids);
+                if (before < 0 || PySet_Add(ids, pfid) < 0) {
+                    whole = -1;
+                }
+                else if (PySet_Size(ids) != before) { /* an id not met before in this part */
+                    PyObject *box = slot->box;
+                    int truthy = PyObject_IsTrue(offset);
+                    whole = 0;
+                    if (truthy < 0 || !PyTuple_CheckExact(box) || PyTuple_Size(box) != 2) {
+                        whole = truthy < 0 ? -1 : 0;
+                    }
+                    else if (truthy) {
+                        whole = rs_compare(PyTuple_GetItem(box, 0), offset, Py_EQ);
+                        if (whole == 1) whole = rs_compare(PyTuple_GetItem(box, 1), shape, Py_EQ);
+                    }
+                }
+            }
+            if (whole == -2 && PyErr_Occurred()) whole = -1;
+            Py_XDECREF(offset);
+            Py_XDECREF(shape);
+            Py_XDECREF(pfid);
+            if (whole != 1) {
+                rc = whole == -1 ? RC_ID_ERROR : (whole == 0 ? RC_ID_DECLINE : RC_ID_FALLBACK);
+                goto done;
+            }
+            /* the comparisons may have run Python code: find the slot again (the table does
+             * not move, but stay exact) */
+            slot = rc_find(f, fragment);
+            if (slot->object != NULL && !slot->met) {
+                slot->met = 1;
+                met++;
+            }
+        }
+        Py_CLEAR(list);
+    }
+    /* Every filed object met: no other object's boxes can share a member of a met fragment. */
+    rc = met == f->n ? RC_ID_OK : RC_ID_FALLBACK;
+done:
+    if (rc != RC_ID_ERROR && PyErr_Occurred()) rc = RC_ID_ERROR;
+    Py_XDECREF(list);
+    Py_XDECREF(ids);
+    Py_DECREF(ordered);
+    return rc;
+}
+
 PyDoc_STRVAR(revalidate_coverage_doc,
-"revalidate_coverage(placement, frags, target_of, boxes, rows, attested, used, rank_type=None)\n"
+"revalidate_coverage(placement, frags, target_of, boxes, rows, attested, used, rank_type=None,\n"
+"                    fragment_type=None)\n"
 "--\n\n"
 "Bound target coverage (spec §12.7) for the TransferPlan revalidation fast path, in the\n"
 "common case where every fragment of the executor participants' parts is written by exactly\n"
 "one operation box equal to the fragment's own box; the arguments are the fast path's own\n"
 "tables (``bound_contracts._fast_target_coverage``, which it mirrors). Returns ``True`` when\n"
 "the rule holds, ``None`` when unsure (the Python version decides). ``TypeError`` for wrong\n"
-"container types. ``rank_type`` (ParallelRank) lets exact ranks be compared field by field.");
+"container types. ``rank_type`` (ParallelRank) lets exact ranks be compared field by field;\n"
+"``fragment_type`` (PlacementFragment) lets the boxes be filed by placement fragment object\n"
+"(identity) instead of by ``(participant, placement_fragment_id)``, with the same answer.");
 
 static PyObject *
 revalidate_coverage(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *placement, *frags_arg, *target_arg, *boxes_arg, *rows_arg, *attested, *used, *rank_arg = Py_None;
-    if (!PyArg_ParseTuple(args, "OO!O!O!O!O!O!|O:revalidate_coverage", &placement, &PyList_Type, &frags_arg,
+    PyObject *fragment_arg = Py_None;
+    if (!PyArg_ParseTuple(args, "OO!O!O!O!O!O!|OO:revalidate_coverage", &placement, &PyList_Type, &frags_arg,
                           &PyList_Type, &target_arg, &PyList_Type, &boxes_arg, &PyList_Type, &rows_arg, &PyDict_Type,
-                          &attested, &PySet_Type, &used, &rank_arg)) {
+                          &attested, &PySet_Type, &used, &rank_arg, &fragment_arg)) {
         return NULL;
     }
     if (rank_arg != Py_None && !PyType_Check(rank_arg)) {
         PyErr_SetString(PyExc_TypeError, "revalidate_coverage: rank_type must be a type or None");
         return NULL;
     }
+    if (fragment_arg != Py_None && !PyType_Check(fragment_arg)) {
+        PyErr_SetString(PyExc_TypeError, "revalidate_coverage: fragment_type must be a type or None");
+        return NULL;
+    }
     PyTypeObject *rank_type = rank_arg == Py_None ? NULL : (PyTypeObject *)rank_arg;
+    PyTypeObject *fragment_type = fragment_arg == Py_None ? NULL : (PyTypeObject *)fragment_arg;
+    /* Boxes filed by placement fragment object (see rc_whole_by_identity) while by_identity. */
+    int by_identity = fragment_type != NULL;
+    rc_filed filed = {NULL, 0, 0};
     PyObject *result = NULL, *parts = NULL, *part_list = NULL, *boxes_by_fragment = NULL, *op_participants = NULL;
     PyObject *seen = NULL, *participants = NULL, *by_attestation = NULL, *placement_id = NULL, *digest = NULL;
     PyObject *frags = PySequence_List(frags_arg), *target_of = PySequence_List(target_arg);
@@ -2390,6 +2628,7 @@ revalidate_coverage(PyObject *Py_UNUSED(module), PyObject *args)
         goto done;
     }
     if (rv_table_init(&attestation_of, (size_t)n_ops) < 0) goto done;
+    if (by_identity && rc_filed_init(&filed, n_ops) < 0) goto done;
     parts = PyDict_New();
     boxes_by_fragment = PyDict_New();
     op_participants = PySet_New(NULL);
@@ -2413,7 +2652,9 @@ revalidate_coverage(PyObject *Py_UNUSED(module), PyObject *args)
             if (failed) goto done;
         }
     }
-    /* Operations: the participant of every target's attestation and the boxes per fragment. */
+    /* Operations: the participant of every target's attestation and the boxes per fragment
+     * (by object while by_identity; by (participant, id) in the string pass). */
+string_pass:
     for (Py_ssize_t i = 0; i < n_ops; i++) {
         Py_ssize_t p = rs_position(target_of, i, n_frags);
         if (p < 0) {
@@ -2439,7 +2680,9 @@ revalidate_coverage(PyObject *Py_UNUSED(module), PyObject *args)
                 int known = participant == NULL ? -1 : PyDict_Contains(parts, participant);
                 PyObject *pair = known == 1 ? PyTuple_Pack(2, attestation, participant) : NULL;
                 Py_ssize_t index = PyList_Size(by_attestation);
-                if (pair == NULL || index < 0 || PyList_Append(by_attestation, pair) < 0) {
+                /* every operation of this attestation has this participant: added once */
+                if (pair == NULL || index < 0 || PyList_Append(by_attestation, pair) < 0
+                    || PySet_Add(op_participants, participant) < 0) {
                     Py_CLEAR(participant);
                 }
                 else {
@@ -2454,9 +2697,19 @@ revalidate_coverage(PyObject *Py_UNUSED(module), PyObject *args)
             goto done;
         }
         PyObject *placement_fragment = rf_dict_item(fragment, rc_keys[RC_PLACEMENT]);
+        if (by_identity) {
+            /* participant is held by its by_attestation pair for the call */
+            if (placement_fragment != NULL) rc_file(&filed, placement_fragment, participant, PyList_GetItem(boxes, i));
+            Py_DECREF(participant);
+            if (placement_fragment == NULL) {
+                rc = PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
+                goto done;
+            }
+            continue;
+        }
         PyObject *pfid = placement_fragment == NULL ? NULL : PyObject_GetAttr(placement_fragment, rc_keys[RC_PFID]);
         PyObject *member = pfid == NULL ? NULL : PyTuple_Pack(2, participant, pfid);
-        int failed = member == NULL || PySet_Add(op_participants, participant) < 0;
+        int failed = member == NULL;
         if (!failed) {
             /* ``boxes_by_fragment[member]``: the fragment's only box, or None for several. */
             int present = PyDict_Contains(boxes_by_fragment, member);
@@ -2472,6 +2725,7 @@ revalidate_coverage(PyObject *Py_UNUSED(module), PyObject *args)
             goto done;
         }
     }
+    if (placement_id != NULL) goto string_whole; /* the string pass after the identity one */
     placement_id = PyObject_GetAttr(placement, rc_keys[RC_PLACEMENT_ID]);
     digest = placement_id == NULL ? NULL : PyObject_GetAttr(placement, rc_keys[RC_DIGEST]);
     if (digest == NULL) goto done;
@@ -2487,6 +2741,16 @@ revalidate_coverage(PyObject *Py_UNUSED(module), PyObject *args)
         goto done;
     }
     if (!equal) goto done;
+    if (by_identity) {
+        int id_rc = rc_whole_by_identity(participants, parts, &filed, fragment_type);
+        if (id_rc != RC_ID_FALLBACK) {
+            rc = id_rc == RC_ID_OK ? RV_OK : (id_rc == RC_ID_DECLINE ? RV_DECLINE : RV_ERROR);
+            goto done;
+        }
+        by_identity = 0; /* the string pass files the boxes by (participant, id) */
+        goto string_pass;
+    }
+string_whole:
     rc = rc_whole_fragments(participants, parts, boxes_by_fragment);
 done:
     if (rc == RV_OK) {
@@ -2503,6 +2767,7 @@ done:
     Py_XDECREF(participants);
     Py_XDECREF(by_attestation);
     rv_table_free(&attestation_of);
+    rc_filed_free(&filed);
     Py_XDECREF(placement_id);
     Py_XDECREF(digest);
     Py_XDECREF(frags);

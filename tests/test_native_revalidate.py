@@ -22,6 +22,7 @@ from mooncake.reshard.weight import ParallelRank, PlanningLimits
 from mooncake.reshard.weight._planner import bound_contracts as bc
 from mooncake.reshard.weight._planner.contracts import TransferRegion
 from mooncake.reshard.weight._planner.fragments import BoundWeightFragment
+from mooncake.reshard.weight.types import PlacementFragment
 from mooncake.reshard.weight.planner import TransferPlan, bind_logical_transfer_plan, plan_placement_transfer
 
 
@@ -1067,6 +1068,11 @@ def _coverage_agrees(plan: TransferPlan) -> Optional[bool]:
         native = _native.revalidate_coverage(*tables)
     except Exception:
         native = None
+    try:  # the boxes filed by placement fragment object decide alike
+        by_identity = _native.revalidate_coverage(*tables, ParallelRank, PlacementFragment)
+    except Exception:
+        by_identity = None
+    assert by_identity is native
     try:
         python = bc._fast_target_coverage(*tables)
     except Exception:

@@ -70,7 +70,7 @@ def test_coverage_rank_type_hostile() -> None:
         with pytest.raises(TypeError):
             _native.revalidate_coverage(*tables, bad)
     with pytest.raises(TypeError):
-        _native.revalidate_coverage(*tables, ParallelRank, None)
+        _native.revalidate_coverage(*tables, ParallelRank, None, None)
     # Another type: every rank goes through the generic comparison.
     assert _native.revalidate_coverage(*tables, int) is True
 

@@ -1267,7 +1267,7 @@ def _fast_revalidate_live(
         _check_target_physical_ranges(operations, limits.max_total_lowered_segments)
     # -- §12.7 bound target coverage ----------------------------------------------------------
     if _native.revalidate_coverage(
-        target_placement, frags, target_of, boxes, t_rows, attested, used, ParallelRank
+        target_placement, frags, target_of, boxes, t_rows, attested, used, ParallelRank, PlacementFragment
     ) is None and not _fast_target_coverage(target_placement, frags, target_of, boxes, t_rows, attested, used):
         return False
     object.__setattr__(plan, "source_stored_fragment_snapshots", ())
