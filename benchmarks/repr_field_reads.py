@@ -477,15 +477,10 @@ def make_objects(layout: str, count: int, cls: type, slotted: type, names: List[
             for name, value in zip(names, values):
                 own[name] = value
             append(obj)
-    elif layout == "inline":
+    elif layout in ("inline", "slots"):  # object.__setattr__ per field, __dict__ never read
+        kind = cls if layout == "inline" else slotted
         for _ in range(count):
-            obj = new(cls)
-            for name, value in zip(names, values):
-                setter(obj, name, value)
-            append(obj)
-    elif layout == "slots":
-        for _ in range(count):
-            obj = new(slotted)
+            obj = new(kind)
             for name, value in zip(names, values):
                 setter(obj, name, value)
             append(obj)

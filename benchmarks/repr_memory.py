@@ -23,11 +23,16 @@ per-instance container is measured):
 Figures per object: ``tracemalloc`` bytes (requested sizes) and the resident-set growth
 (``/proc/self/statm``, includes pymalloc rounding), over ``--count`` objects.
 
+``bind-peak`` finds the profile event of bind with the most traced memory, then (same run in a
+fresh process) snapshots there and lists the allocation sites alive at that peak that bind frees
+before returning.
+
 ``census`` walks the objects reachable after each stage of the independent-experts workload at
 ``--layers`` and counts distinct instances of each type created in that stage.
 
     python benchmarks/repr_memory.py sizes [--count 200000]
     python benchmarks/repr_memory.py census [--layers 1] [--trace]
+    python benchmarks/repr_memory.py bind-peak [--layers 1] [--top 10]
     python benchmarks/repr_memory.py project --sizes S.json --census C.json [--scale 61]
         [--layout slots] [--types TransferRegion,...]   # projected stage RSS, arithmetic shown
 """
@@ -259,6 +264,73 @@ def census(layers: int, trace_stages: bool = False) -> Dict[str, Any]:
 STAGES = ("inputs", "assemble", "plan", "build_bindings", "bind")
 
 
+def _bind_peak_pass(layers: int, target: int, top: int) -> Dict[str, Any]:
+    """One pass of ``bind-peak`` (run in its own process). target 0: a profile hook reads the
+    traced memory at every call/return event of bind and reports the event with the maximum;
+    target > 0: one tracemalloc snapshot at that event, compared with the end of bind (the
+    allocation sites alive at the peak that bind frees before returning)."""
+    sys.path.insert(0, HERE)
+    import _workloads as w  # noqa: E402
+    import scale  # noqa: E402
+    from mooncake.reshard.weight import bind_logical_transfer_plan, plan_placement_transfer
+
+    inputs = w.independent_experts(layers=layers, experts=384)
+    source, target_placement = w.assemble(inputs.source), w.assemble(inputs.target)
+    logical = plan_placement_transfer(source, target_placement, planning_limits=scale._limits())
+    sb = w.bindings(source, prefix="src", window=0)
+    tb = w.bindings(target_placement, prefix="dst", window=4096)
+    state: Dict[str, Any] = {"i": 0, "max": 0, "at": None, "snapshot": None}
+    stack: List[str] = []
+
+    def hook(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            stack.append(f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_code.co_name}")
+        elif event == "return" and stack:
+            stack.pop()
+        state["i"] += 1
+        if not target:
+            current = tracemalloc.get_traced_memory()[0]
+            if current > state["max"]:
+                name = getattr(arg, "__name__", "") if event.startswith("c_") else ""
+                state.update(max=current, at=[state["i"], event, name, stack[-5:]])
+        elif state["i"] == target:
+            state["snapshot"] = tracemalloc.take_snapshot()
+            state["max"] = tracemalloc.get_traced_memory()[0]
+
+    tracemalloc.start(10)
+    sys.setprofile(hook)
+    plan = bind_logical_transfer_plan(logical, tb, source_bindings=sb)
+    sys.setprofile(None)
+    current, peak = tracemalloc.get_traced_memory()
+    n = len(plan.operations)
+    out: Dict[str, Any] = {"operations": n, "retained_bytes_per_op": current / n,
+                           "peak_bytes_per_op": peak / n, "event": state["at"] if not target else target,
+                           "traced_at_event_bytes_per_op": state["max"] / n}
+    if target and state["snapshot"] is not None:
+        after = tracemalloc.take_snapshot()
+        exclude = [tracemalloc.Filter(False, tracemalloc.__file__), tracemalloc.Filter(False, __file__)]
+        diff = after.filter_traces(exclude).compare_to(state["snapshot"].filter_traces(exclude), "traceback")
+        freed = sorted((s for s in diff if s.size_diff < 0), key=lambda s: s.size_diff)
+        out["freed_after_event_bytes_per_op"] = sum(-s.size_diff for s in freed) / n
+        out["sites"] = [{"bytes_per_op": -s.size_diff / n, "blocks": -s.count_diff,
+                         "traceback": s.traceback.format(most_recent_first=True)[:6]} for s in freed[:top]]
+    tracemalloc.stop()
+    return out
+
+
+def bind_peak(layers: int, top: int) -> Dict[str, Any]:
+    """Where bind's transient peak sits: pass 1 finds the event, pass 2 (a fresh process, the
+    same deterministic run) snapshots there."""
+    def child(target: int) -> Dict[str, Any]:
+        out = subprocess.run([sys.executable, __file__, "_peak", str(layers), str(target), str(top)],
+                             check=True, capture_output=True, text=True).stdout
+        return json.loads(out)
+
+    first = child(0)
+    second = child(first["event"][0])
+    return {"layers": layers, "pass1": first, "pass2": second}
+
+
 def project(sizes_doc: Dict[str, Any], census_doc: Dict[str, Any], scale: float,
             rss_mib: Dict[str, float], layout: str, types: List[str]) -> List[Dict[str, Any]]:
     """Peak RSS after each stage if the listed types used ``layout`` instead of ``dict``: the
@@ -285,6 +357,9 @@ def project(sizes_doc: Dict[str, Any], census_doc: Dict[str, Any], scale: float,
 
 
 def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "_peak":
+        print(json.dumps(_bind_peak_pass(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))))
+        return 0
     if len(sys.argv) > 1 and sys.argv[1] == "_child":
         print(json.dumps(_measure(sys.argv[2], sys.argv[3], int(sys.argv[4]))))
         return 0
@@ -304,8 +379,13 @@ def main() -> int:
                            help="measured peak RSS (MiB) after each stage at the projected size")
     p_project.add_argument("--layout", default="slots")
     p_project.add_argument("--types", default=",".join(TYPES))
+    p_peak = sub.add_parser("bind-peak", help="allocation sites alive at bind's traced-memory peak")
+    p_peak.add_argument("--layers", type=int, default=1)
+    p_peak.add_argument("--top", type=int, default=10)
     args = parser.parse_args()
-    if args.command == "project":
+    if args.command == "bind-peak":
+        print(json.dumps(bind_peak(args.layers, args.top), indent=1))
+    elif args.command == "project":
         with open(args.sizes) as handle:
             sizes_doc = json.load(handle)
         with open(args.census) as handle:
