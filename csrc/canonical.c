@@ -2167,6 +2167,186 @@ done:
     return result;
 }
 
+/* ---- tensor_shape_groups: weight/_coverage.py's tensor classes, the per-tensor pass ------
+ * _validate_with_table keys each tensor by (global_shape, ids of its axis objects) and maps a
+ * new key to its equality class. This pass groups the tensors by that same key in C (shape
+ * values, axis object identities), numbered in order of first appearance: Python then keys
+ * only each group's first tensor, which meets the keys (and runs the equality-class lookups) in
+ * the same order as the per-tensor loop. It reads exact instances only (their own state dict,
+ * matched by identity to interned names) and hashes plain C values: no Python code runs. */
+
+typedef struct {
+    PyObject *shape; /* strong: the group's first shape tuple (NULL = empty slot) */
+    PyObject *axes;  /* strong: the group's axes tuple (its items' addresses are not reused) */
+    size_t group;
+} tsg_slot;
+
+/* The ints of an exact tuple of exact ints fitting int64 into v[0:n] (n <= cap), as *n; -1 else. */
+static int
+tsg_shape(PyObject *shape, int64_t *v, Py_ssize_t cap, Py_ssize_t *n)
+{
+    if (!PyTuple_CheckExact(shape)) return -1;
+    Py_ssize_t d = PyTuple_Size(shape);
+    if (d < 0 || d > cap) return -1;
+    for (Py_ssize_t k = 0; k < d; k++) {
+        PyObject *item = PyTuple_GetItem(shape, k);
+        if (item == NULL || !PyLong_CheckExact(item)) return -1;
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(item, &overflow);
+        if (overflow || (x == -1 && PyErr_Occurred())) return -1;
+        v[k] = (int64_t)x;
+    }
+    *n = d;
+    return 0;
+}
+
+enum { TSG_MAX_DIMS = 32 };
+
+PyDoc_STRVAR(tensor_shape_groups_doc,
+"tensor_shape_groups(tensors, tensor_type)\n"
+"--\n\n"
+"For tensors (a tuple, every item exactly tensor_type, its global_shape an exact tuple of at\n"
+"most 32 exact ints fitting 64 bits, its parallel_axes an exact tuple of at most 32): (of, firsts)\n"
+"with of[i] the group of tensors[i], one per distinct (shape values, axis objects in order),\n"
+"numbered in order of first appearance, and firsts[g] the position of group g's first tensor.\n"
+"None (nothing raised) when a tensor is not like that. Runs no Python code.");
+
+static PyObject *
+py_tensor_shape_groups(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *tensors, *ttype;
+    if (!PyArg_ParseTuple(args, "O!O:tensor_shape_groups", &PyTuple_Type, &tensors, &ttype)) return NULL;
+    if (!PyType_Check(ttype)) {
+        PyErr_SetString(PyExc_TypeError, "tensor_shape_groups: tensor_type must be a class");
+        return NULL;
+    }
+    static PyObject *names[2];
+    static const char *const tsg_names[2] = {"global_shape", "parallel_axes"};
+    for (int k = 0; k < 2; k++) {
+        if (names[k] == NULL && (names[k] = PyUnicode_InternFromString(tsg_names[k])) == NULL) return NULL;
+    }
+    Py_ssize_t n = PyTuple_Size(tensors);
+    if (n < 0) return NULL;
+    size_t un = (size_t)n, cap = 16;
+    while (cap < 2 * un) {
+        if (cap > ((size_t)PY_SSIZE_T_MAX) / (4 * sizeof(tsg_slot))) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        cap *= 2;
+    }
+    tsg_slot *slots = PyMem_Calloc(cap, sizeof(tsg_slot));
+    size_t *of = mr_alloc_array(un ? un : 1, sizeof(size_t));
+    size_t *firsts = mr_alloc_array(un ? un : 1, sizeof(size_t));
+    PyObject *result = NULL;
+    size_t ngroups = 0;
+    int declined = 0;
+    if (slots == NULL || of == NULL || firsts == NULL) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n && !declined; i++) {
+        PyObject *tensor = PyTuple_GetItem(tensors, i); /* borrowed: the tuple holds it */
+        if (tensor == NULL) goto done;
+        if ((PyObject *)Py_TYPE(tensor) != ttype) {
+            declined = 1;
+            break;
+        }
+        PyObject *state = PyObject_GenericGetDict(tensor, NULL);
+        PyObject *v[2] = {NULL, NULL};
+        if (state == NULL || !PyDict_Check(state) || cj_scan_names(state, names, 2, v) < 0 || v[0] == NULL ||
+            v[1] == NULL || !PyTuple_CheckExact(v[1])) {
+            PyErr_Clear();
+            Py_XDECREF(state);
+            declined = 1;
+            break;
+        }
+        /* v borrowed from the state, which the tensor holds; nothing below runs Python code */
+        int64_t dims[TSG_MAX_DIMS];
+        Py_ssize_t d = 0;
+        if (tsg_shape(v[0], dims, TSG_MAX_DIMS, &d) < 0) {
+            PyErr_Clear();
+            Py_DECREF(state);
+            declined = 1;
+            break;
+        }
+        Py_ssize_t na = PyTuple_Size(v[1]);
+        if (na < 0 || na > TSG_MAX_DIMS) {
+            PyErr_Clear();
+            Py_DECREF(state);
+            declined = 1;
+            break;
+        }
+        PyObject *axes[TSG_MAX_DIMS];
+        uint64_t h = ((uint64_t)d << 56) ^ ((uint64_t)na << 48);
+        for (Py_ssize_t k = 0; k < na; k++) {
+            axes[k] = PyTuple_GetItem(v[1], k);
+            h = (h ^ ((uint64_t)(uintptr_t)axes[k] >> 4)) * 0x9E3779B97F4A7C15ULL;
+        }
+        for (Py_ssize_t k = 0; k < d; k++) h = (h ^ (uint64_t)dims[k]) * 0x9E3779B97F4A7C15ULL + (uint64_t)k;
+        h ^= h >> 29;
+        size_t mask = cap - 1, j = (size_t)(h * 0xFF51AFD7ED558CCDULL >> 17) & mask;
+        for (;; j = (j + 1) & mask) {
+            tsg_slot *slot = &slots[j];
+            if (slot->shape == NULL) {
+                /* a new group (cap >= 2 n: a free slot always exists) */
+                slot->shape = Py_NewRef(v[0]);
+                slot->axes = Py_NewRef(v[1]);
+                slot->group = ngroups;
+                firsts[ngroups] = (size_t)i;
+                of[i] = ngroups++;
+                break;
+            }
+            /* the same axis objects in the same order (the group's axes tuple holds its items,
+             * so their addresses are not reused while this runs) */
+            Py_ssize_t ona = PyTuple_Size(slot->axes);
+            int same_axes = ona == na;
+            for (Py_ssize_t k = 0; same_axes && k < na; k++) same_axes = PyTuple_GetItem(slot->axes, k) == axes[k];
+            if (!same_axes) continue;
+            int64_t other[TSG_MAX_DIMS];
+            Py_ssize_t od = 0;
+            int same = slot->shape == v[0];
+            if (!same && tsg_shape(slot->shape, other, TSG_MAX_DIMS, &od) == 0 && od == d)
+                same = d == 0 || memcmp(other, dims, (size_t)d * sizeof(int64_t)) == 0;
+            if (same) {
+                of[i] = slot->group;
+                break;
+            }
+        }
+        Py_DECREF(state);
+    }
+    if (declined) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    PyObject *of_list = PyList_New(n), *firsts_list = PyList_New((Py_ssize_t)ngroups);
+    int bad = of_list == NULL || firsts_list == NULL;
+    for (size_t i = 0; !bad && i < un; i++) {
+        PyObject *x = PyLong_FromSize_t(of[i]);
+        if (x == NULL) bad = 1;
+        else PyList_SetItem(of_list, (Py_ssize_t)i, x); /* steals; index in range */
+    }
+    for (size_t g = 0; !bad && g < ngroups; g++) {
+        PyObject *x = PyLong_FromSize_t(firsts[g]);
+        if (x == NULL) bad = 1;
+        else PyList_SetItem(firsts_list, (Py_ssize_t)g, x);
+    }
+    if (!bad) result = PyTuple_Pack(2, of_list, firsts_list);
+    Py_XDECREF(of_list);
+    Py_XDECREF(firsts_list);
+done:
+    if (slots != NULL) {
+        for (size_t j = 0; j < cap; j++) {
+            Py_XDECREF(slots[j].shape);
+            Py_XDECREF(slots[j].axes);
+        }
+    }
+    PyMem_Free(slots);
+    PyMem_Free(of);
+    PyMem_Free(firsts);
+    return result;
+}
+
 static PyObject *
 py_sorted_groups(PyObject *Py_UNUSED(module), PyObject *args)
 {
@@ -2317,6 +2497,7 @@ static PyMethodDef canonical_methods[] = {
      "sorted(items, key) from the list of keys (exact str each), stable; with rows=True also the position of "
      "each item in it; None when a key is not an exact str."},
     {"assembly_columns", (PyCFunction)py_assembly_columns, METH_VARARGS, assembly_columns_doc},
+    {"tensor_shape_groups", (PyCFunction)py_tensor_shape_groups, METH_VARARGS, tensor_shape_groups_doc},
     {"sorted_groups", (PyCFunction)py_sorted_groups, METH_VARARGS,
      "(sorted items, rows, items by group, extra by group), the groups in sorted order; None when a key is not "
      "an exact str."},

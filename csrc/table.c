@@ -224,6 +224,7 @@ tbl_group_covers(const FragmentTable *t, size_t *members, size_t cnt, int collap
 
 typedef enum { CHECK_OVERLAP, CHECK_COVER } tbl_check;
 
+
 /* Group fragments by cols; visit groups in first-appearance order (external == NULL)
  * or increasing external id (external != NULL, ids < 0 skipped). Returns the position
  * of the first failing group through *fail_frag (its first fragment) and *fail_key (its
@@ -907,9 +908,33 @@ tbl_prefix_of(PyObject *str, tbl_prefix *p)
  * that receive strong references to the ids by row, released by the caller. */
 #define TBL_AHEAD 8 /* fragments between a prefetch of a row and its use */
 
+/* Borrowed state[keys[k]] for k in TOK_TENSOR..TOK_ALIASES (v[k]) from one scan of an exact
+ * fragment's state, matching the interned names by identity (no hashing, no Python code). When
+ * every key met is an exact str no two keys are equal, so state[name] is the entry whose key is
+ * name, or one equal to it: a slot the scan leaves NULL is then looked up by the caller, in
+ * order, as before. -1 (v cleared) when a key is not an exact str: every field is looked up. */
+static int
+tbl_scan_fields(PyObject *state, PyObject *const *keys, PyObject **v)
+{
+    for (int k = TOK_TENSOR; k <= TOK_ALIASES; k++) v[k] = NULL;
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(state, &pos, &key, &value)) {
+        int k = TOK_TENSOR;
+        while (k <= TOK_ALIASES && key != keys[k]) k++;
+        if (k <= TOK_ALIASES) v[k] = value;
+        else if (!PyUnicode_CheckExact(key)) {
+            for (k = TOK_TENSOR; k <= TOK_ALIASES; k++) v[k] = NULL;
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int
 tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_index, PyObject *fragments,
-                 const size_t *rows, PyObject **ids, PyObject *const *keys, int *increasing, int *any_aliases)
+                 const size_t *rows, PyObject **ids, PyObject *const *keys, int *increasing, int *any_aliases,
+                 PyObject *fragment_type)
 {
     *increasing = 1;
     *any_aliases = 0;
@@ -959,8 +984,16 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
             rc = -1;
             break;
         }
-        PyObject *state = tbl_state(fragment, keys[TOK_DICT]);
+        /* an exact fragment_type instance: its __dict__ attribute is its own state dict
+         * (PyObject_GenericGetDict, what the class's __dict__ descriptor returns), read without
+         * the attribute lookup; its fields from one identity scan (tbl_scan_fields) */
+        int exact = fragment_type != NULL && (PyObject *)Py_TYPE(fragment) == fragment_type;
+        PyObject *state = exact ? PyObject_GenericGetDict(fragment, NULL) : tbl_state(fragment, keys[TOK_DICT]);
         Py_DECREF(fragment);
+        if (state != NULL && exact && !PyDict_Check(state)) {
+            Py_CLEAR(state);
+            PyErr_SetString(PyExc_TypeError, "fragment state must be a dict");
+        }
         if (state == NULL) {
             rc = -1;
             break;
@@ -968,7 +1001,12 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
         size_t r = rows != NULL ? rows[i] : (size_t)i;
         /* strong references throughout: lookups below may run Python code */
         PyObject *v[TOK_ALIASES + 1] = {NULL};
+        if (exact) {
+            (void)tbl_scan_fields(state, keys, v);
+            for (int k = TOK_TENSOR; k <= TOK_ALIASES; k++) Py_XINCREF(v[k]);
+        }
         for (int k = TOK_TENSOR; k <= TOK_ALIASES && rc == 0; k++) {
+            if (v[k] != NULL) continue;
             v[k] = tbl_state_get(state, keys[k]);
             if (v[k] == NULL) rc = -1;
             else Py_INCREF(v[k]);
@@ -1141,10 +1179,14 @@ tbl_rows(PyObject *list, Py_ssize_t n)
 static PyObject *
 tbl_pack_objects(PyObject *cls, PyObject *args)
 {
-    PyObject *tensor_shapes, *tensor_index, *fragments, *rows_arg = Py_None;
-    if (!PyArg_ParseTuple(args, "OO!O|O:pack_placement_fragments", &tensor_shapes, &PyDict_Type, &tensor_index,
-                          &fragments, &rows_arg))
+    PyObject *tensor_shapes, *tensor_index, *fragments, *rows_arg = Py_None, *fragment_type = Py_None;
+    if (!PyArg_ParseTuple(args, "OO!O|OO:pack_placement_fragments", &tensor_shapes, &PyDict_Type, &tensor_index,
+                          &fragments, &rows_arg, &fragment_type))
         return NULL;
+    if (fragment_type != Py_None && !PyType_Check(fragment_type)) {
+        PyErr_SetString(PyExc_TypeError, "fragment_type must be a class or None");
+        return NULL;
+    }
     size_t *rows = NULL;
     PyObject **ids = NULL;
     Py_ssize_t nrows = 0;
@@ -1177,7 +1219,7 @@ tbl_pack_objects(PyObject *cls, PyObject *args)
         table = alloc((PyTypeObject *)cls, 0);
         if (table != NULL) {
             rc = tbl_fill_objects((FragmentTable *)table, tensor_shapes, tensor_index, fragments, rows, ids, keys,
-                                  &increasing, &any_aliases);
+                                  &increasing, &any_aliases, fragment_type == Py_None ? NULL : fragment_type);
             if (rc != 0) Py_CLEAR(table);
         }
     }
@@ -1483,7 +1525,9 @@ static PyMethodDef tbl_methods[] = {
     {"pack", (PyCFunction)(void (*)(void))tbl_pack, METH_CLASS | METH_VARARGS | METH_KEYWORDS,
      "Build a FragmentTable from per-fragment columns (see pack_fragments)."},
     {"pack_objects", (PyCFunction)tbl_pack_objects, METH_CLASS | METH_VARARGS,
-     "(table, ids strictly increasing, any aliases) over placement fragment objects' state."},
+     "pack_objects(tensor_shapes, tensor_index, fragments, rows=None, fragment_type=None): (table, ids strictly "
+     "increasing, any aliases) over placement fragment objects' state; an exact fragment_type instance's state "
+     "is read without the attribute lookup (same values)."},
     {"duplicate_logical_fragment", tbl_duplicate_logical_fragment, METH_NOARGS,
      "Index of the first fragment repeating an earlier (tensor, rank, offset, shape), or -1."},
     {"overlapping_rank_group", tbl_overlapping_rank_group, METH_NOARGS,

@@ -9,8 +9,8 @@ C kernel. Participant groupings are computed once per axis-kind signature.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import product
-from operator import attrgetter
+from itertools import compress, count, islice, product
+from operator import attrgetter, eq
 from typing import Any, Optional
 
 from .. import _native
@@ -147,11 +147,51 @@ def _validate_with_table(
     # its fragments' (rank, offset, shape); C reports tensors repeating an earlier tensor's
     # problem exactly (no hash is trusted), so only the first of each kind is checked here,
     # in tensor order, which keeps the first error the same.
+    class_of = _tensor_classes(tensors)
+    rep, start, members = table.tensor_classes(class_of)
+    sizes = _topology_sizes(topology)
+    indexes: dict[tuple[Any, ...], _ParticipantIndex] = {}
+    # Tensor order: the first tensor without fragments raises; a tensor before it that is the
+    # first of its class is checked. Both positions are found by C-speed scans (the per-tensor
+    # loop read nothing per tensor but these lists).
+    empty = next(compress(count(), map(eq, start, islice(start, 1, None))), None)
+    for position in compress(count(), map(eq, rep, count())):
+        if empty is not None and position >= empty:
+            break
+        tensor = tensors[position]
+        group = [fragments[index] for index in members[start[position] : start[position + 1]]]
+        _check_tensor(tensor, group, sizes, topology, indexes)
+    if empty is not None:
+        raise ValueError(f"global placement tensor is not fully covered: {tensors[empty].tensor_id}")
+
+
+def _tensor_classes(tensors: Sequence[TensorDescriptor]) -> list[int]:
+    """Each tensor's class: tensors with equal (global_shape, parallel_axes) share one, numbered
+    in order of first appearance."""
     classes: dict[tuple[Any, ...], int] = {}
     # Descriptors usually share their axis objects: tensors with the same shape and the very
     # same axis objects (alive throughout, so their ids are stable) are equal without hashing
     # the axis dataclasses again; a new combination takes the equality dict once.
     by_identity: dict[tuple[Any, ...], int] = {}
+    groups = (
+        _native.tensor_shape_groups(tensors, TensorDescriptor) if type(tensors) is tuple else None
+    )
+    if groups is not None:
+        # C grouped the tensors by that identity key (shape values, axis objects), in order of
+        # first appearance, without running Python code: keying each group's first tensor meets
+        # the keys, and runs the equality lookups, in the order the loop below does
+        of, firsts = groups
+        kinds = []
+        for first in firsts:
+            tensor = tensors[first]
+            shape = tensor.global_shape
+            axes = tensor.parallel_axes
+            key = (shape, tuple(map(id, axes)))
+            kind = by_identity.get(key)
+            if kind is None:
+                kind = by_identity[key] = classes.setdefault((shape, axes), len(classes))
+            kinds.append(kind)
+        return list(map(kinds.__getitem__, of))
     class_of = []
     for tensor in tensors:
         shape = tensor.global_shape
@@ -161,18 +201,7 @@ def _validate_with_table(
         if kind is None:
             kind = by_identity[key] = classes.setdefault((shape, axes), len(classes))
         class_of.append(kind)
-    rep, start, members = table.tensor_classes(class_of)
-    sizes = _topology_sizes(topology)
-    indexes: dict[tuple[Any, ...], _ParticipantIndex] = {}
-    for position, tensor in enumerate(tensors):
-        begin = start[position]
-        end = start[position + 1]
-        if begin == end:
-            raise ValueError(f"global placement tensor is not fully covered: {tensor.tensor_id}")
-        if rep[position] != position:
-            continue
-        group = [fragments[index] for index in members[begin:end]]
-        _check_tensor(tensor, group, sizes, topology, indexes)
+    return class_of
 
 
 def _check_tensor(

@@ -8,6 +8,7 @@ Grouping is done with dicts (linear); box overlap is decided by the C kernel.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import count
 from operator import attrgetter
 from typing import Any, Optional
 
@@ -15,6 +16,9 @@ from .. import _native
 from .types import PlacementFragment, TensorDescriptor, validate_fragment_geometry
 
 _FRAGMENT_ID = attrgetter("placement_fragment_id")
+_TENSOR_ID = attrgetter("tensor_id")
+_GLOBAL_SHAPE = attrgetter("global_shape")
+_ITEMSIZE = attrgetter("itemsize")
 
 __all__ = [
     "validate_placement_fragments",
@@ -143,7 +147,9 @@ def _pack(
     fragments: Sequence[PlacementFragment],
     packed_from: Optional[tuple[Sequence[PlacementFragment], list[int]]] = None,
 ) -> Optional[tuple[_native.FragmentTable, bool, bool]]:
-    index: dict[str, int] = {tensor.tensor_id: position for position, tensor in enumerate(tensors)}
+    # (the maps read the same attributes in the same order as comprehensions would; a later
+    # duplicate id overwrites an earlier one as in a dict comprehension)
+    index: dict[str, int] = dict(zip(map(_TENSOR_ID, tensors), count()))
     if len(index) != len(tensors):
         return None
     try:
@@ -152,10 +158,10 @@ def _pack(
             # reads their objects from memory in sequence), each placed at its row
             source, rows = packed_from
             return _native.FragmentTable.pack_objects(
-                [tensor.global_shape for tensor in tensors], index, source, rows
+                list(map(_GLOBAL_SHAPE, tensors)), index, source, rows, PlacementFragment
             )
         return _native.FragmentTable.pack_objects(
-            [tensor.global_shape for tensor in tensors], index, fragments
+            list(map(_GLOBAL_SHAPE, tensors)), index, fragments, None, PlacementFragment
         )
     except (KeyError, TypeError, ValueError, OverflowError, AttributeError):
         return None
@@ -185,7 +191,7 @@ def fast_placement_checks(
     # ids sorted strictly increasing (the manifest's order) are unique; else count them
     if not ids_increasing and len(set(map(_FRAGMENT_ID, fragments))) != len(fragments):
         return None
-    if table.bad_geometry([tensor.itemsize for tensor in tensors]) >= 0:
+    if table.bad_geometry(list(map(_ITEMSIZE, tensors))) >= 0:
         return None
     if table.duplicate_logical_fragment() >= 0:
         return None
