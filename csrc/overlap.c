@@ -1373,6 +1373,23 @@ ov_region_object(const ov_plan *P, const ov_region *r, PyObject *cls, PyObject *
      * next instances to the keys in use (304 -> 160 bytes a region dict, once materialized,
      * than a bare tp_alloc). */
     (void)template;
+    if (P->regions.len >= MR_GC_BULK_MIN) {
+        /* Large plans materialize every region's dict anyway (to untrack it, below): it is made
+         * first (mr_new_instance: the class's shared keys, still empty) and filled in field
+         * order, which keeps the key sharing (same 280 bytes a region, measured) and skips the
+         * class lookup GenericSetAttr makes per field (no data descriptor among the fields).
+         * Then untracked like the other path's dict. */
+        region = mr_new_instance(cls, &dict, "plan_regions");
+        if (region == NULL) goto done;
+        for (int k = 0; k < OV_NFIELDS; k++) {
+            if (PyDict_SetItem(dict, keys[k], values[k]) < 0) {
+                Py_CLEAR(region);
+                goto done;
+            }
+        }
+        if (mr_untrack_values(region, dict, values, OV_NFIELDS) < 0) Py_CLEAR(region);
+        goto done;
+    }
     region = mr_new_object(cls, "plan_regions");
     if (region == NULL) goto done;
     for (int k = 0; k < OV_NFIELDS; k++) {

@@ -2629,19 +2629,20 @@ po_all_exact_strs(PyObject *t)
     return n >= 0;
 }
 
-/* 1 when the tuples a (exact strs only, checked when it was kept) and b hold equal exact strs
- * in the same order (no Python code runs); 0 otherwise. */
+#define OS_MAX 16 /* parallel axes of a tensor gathered without a list */
+
+/* 1 when the tuple a (exact strs only, checked when it was kept) and kinds[0:n] hold equal
+ * exact strs in the same order (no Python code runs; no tuple is built); 0 otherwise. */
 static int
-po_same_strs(PyObject *a, PyObject *b)
+po_same_kinds(PyObject *a, PyObject *const *kinds, Py_ssize_t n)
 {
-    Py_ssize_t n = PyTuple_Size(a);
-    if (n < 0 || PyTuple_Size(b) != n) {
+    if (PyTuple_Size(a) != n) {
         PyErr_Clear();
         return 0;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *x = PyTuple_GetItem(a, i), *y = PyTuple_GetItem(b, i);
-        if (x == NULL || y == NULL) {
+        PyObject *x = PyTuple_GetItem(a, i), *y = kinds[i];
+        if (x == NULL) {
             PyErr_Clear();
             return 0;
         }
@@ -2692,8 +2693,17 @@ po_owner_signatures(PyObject *Py_UNUSED(self), PyObject *args)
             goto done;
         }
         Py_ssize_t naxes = PyTuple_Size(axes);
-        PyObject *kinds = PyList_New(0);
-        int ok = naxes >= 0 && kinds != NULL;
+        if (naxes < 0) {
+            Py_DECREF(axes);
+            goto fail;
+        }
+        /* The kinds gathered into kbuf (strong references; at most naxes <= OS_MAX of them):
+         * when they equal the previous tensor's, its signature is reused and no kinds tuple is
+         * built; more axes than OS_MAX take a list as before. */
+        PyObject *kbuf[OS_MAX];
+        Py_ssize_t nk = 0;
+        PyObject *kinds = naxes > OS_MAX ? PyList_New(0) : NULL;
+        int ok = naxes <= OS_MAX || kinds != NULL;
         for (Py_ssize_t a = 0; ok && a < naxes; a++) {
             PyObject *axis = PyTuple_GetItem(axes, a);
             if (axis == NULL) {
@@ -2707,18 +2717,31 @@ po_owner_signatures(PyObject *Py_UNUSED(self), PyObject *args)
             }
             if (!is_owner) continue;
             PyObject *kind = PyObject_GetAttr(axis, names[1]);
-            ok = kind != NULL && PyList_Append(kinds, kind) == 0;
-            Py_XDECREF(kind);
+            if (kind == NULL) {
+                ok = 0;
+            } else if (kinds != NULL) {
+                ok = PyList_Append(kinds, kind) == 0;
+                Py_DECREF(kind);
+            } else {
+                kbuf[nk++] = kind; /* nk <= naxes <= OS_MAX */
+            }
         }
         Py_DECREF(axes);
-        PyObject *kinds_tuple = ok ? PyList_AsTuple(kinds) : NULL;
-        Py_XDECREF(kinds);
-        if (kinds_tuple == NULL) goto fail;
+        PyObject *kinds_tuple = NULL;
         PyObject *signature = NULL;
-        if (last_kinds != NULL && po_same_strs(last_kinds, kinds_tuple)) {
+        if (ok && kinds == NULL && last_kinds != NULL && po_same_kinds(last_kinds, kbuf, nk)) {
             signature = Py_NewRef(last_signature);
+        } else if (ok) {
+            kinds_tuple = kinds != NULL ? PyList_AsTuple(kinds) : PyTuple_New(nk);
+            for (Py_ssize_t k = 0; kinds == NULL && kinds_tuple != NULL && k < nk; k++) {
+                PyTuple_SetItem(kinds_tuple, k, kbuf[k]); /* steals; a fresh tuple: cannot fail */
+                kbuf[k] = NULL;
+            }
         }
-        else {
+        for (Py_ssize_t k = 0; kinds == NULL && k < nk; k++) Py_XDECREF(kbuf[k]);
+        Py_XDECREF(kinds);
+        if (signature == NULL && kinds_tuple == NULL) goto fail;
+        if (signature == NULL) {
             int owned = PySequence_Contains(kinds_tuple, names[2]);
             signature = owned < 0 ? NULL : Py_BuildValue("(OO)", kinds_tuple, owned ? Py_True : Py_False);
             if (signature != NULL && po_all_exact_strs(kinds_tuple)) {
@@ -2728,7 +2751,7 @@ po_owner_signatures(PyObject *Py_UNUSED(self), PyObject *args)
                 last_signature = Py_NewRef(signature);
             }
         }
-        Py_DECREF(kinds_tuple);
+        Py_XDECREF(kinds_tuple);
         if (signature == NULL) goto fail;
         int rc = PyDict_SetItem(result, key, signature);
         Py_DECREF(signature);
@@ -2987,6 +3010,109 @@ po_all_instances(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t na
     Py_RETURN_TRUE;
 }
 
+/* ---- tensor catalogs: the planner's id -> descriptor map and its check -------------------- */
+
+PyDoc_STRVAR(catalog_map_doc,
+"catalog_map(catalog, /)\n"
+"--\n\n"
+"{descriptor.tensor_id: descriptor for descriptor in catalog} for a tuple catalog (each id read\n"
+"once, then stored, in order, exactly as the comprehension does), reading the descriptors a few\n"
+"items ahead. None when catalog is not a tuple.");
+
+#define CM_AHEAD 8 /* descriptors between a prefetch of one and its id read */
+
+static PyObject *
+po_catalog_map(PyObject *Py_UNUSED(self), PyObject *catalog)
+{
+    static PyObject *cache[1];
+    static const char *const cm_names[1] = {"tensor_id"};
+    PyObject *names[1] = {NULL};
+    if (!PyTuple_CheckExact(catalog)) Py_RETURN_NONE;
+    if (po_names(cache, cm_names, 1, names) < 0) return NULL;
+    Py_ssize_t n = PyTuple_Size(catalog);
+    PyObject *out = n < 0 ? NULL : PyDict_New();
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
+        if (i + CM_AHEAD < n) {
+            PyObject *ahead = PyTuple_GetItem(catalog, i + CM_AHEAD);
+            if (ahead != NULL) __builtin_prefetch(ahead, 0);
+        }
+        PyObject *tensor = PyTuple_GetItem(catalog, i); /* borrowed: the tuple holds it */
+        PyObject *tid = tensor == NULL ? NULL : PyObject_GetAttr(tensor, names[0]);
+        if (tid == NULL || PyDict_SetItem(out, tid, tensor) < 0) Py_CLEAR(out);
+        Py_XDECREF(tid);
+    }
+    Py_DECREF(names[0]);
+    return out;
+}
+
+PyDoc_STRVAR(catalog_matches_doc,
+"catalog_matches(tensors, catalog, /)\n"
+"--\n\n"
+"For an exact dict tensors and a tuple catalog of the same length: all(map(is_,\n"
+"tensors.values(), catalog)) and all(map(is_, tensors, map(attrgetter('tensor_id'), catalog)))\n"
+"and all(map(is_, map(type, tensors), repeat(str))), evaluated in that order with the same\n"
+"short-circuits (the ids are read in order up to the first that is not its key). None when the\n"
+"arguments are not of those types or lengths.");
+
+static PyObject *
+po_catalog_matches(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "catalog_matches takes exactly 2 arguments");
+        return NULL;
+    }
+    PyObject *tensors = args[0], *catalog = args[1];
+    if (!PyDict_CheckExact(tensors) || !PyTuple_CheckExact(catalog)) Py_RETURN_NONE;
+    Py_ssize_t n = PyTuple_Size(catalog);
+    if (n < 0) return NULL;
+    if (PyDict_Size(tensors) != n) Py_RETURN_NONE;
+    static PyObject *cache[1];
+    static const char *const cm_names[1] = {"tensor_id"};
+    PyObject *names[1] = {NULL};
+    /* A private copy of the keys in order: reading an id may run code that changes the dict.
+     * The Python form iterates the live dict: a change of its size made while reading an id
+     * that matched its key raises at the next step (RuntimeError), as here; the planner's map
+     * is its own (built by the planner, reached by no other code), so nothing else can change
+     * it, and the check goes on over the keys it started with. */
+    PyObject *keys = PyDict_Keys(tensors);
+    if (keys == NULL) return NULL;
+    PyObject *result = NULL;
+    int same = PyList_Size(keys) == n;
+    /* 1: every value is its catalog descriptor (pointers only: no code runs) */
+    Py_ssize_t pos = 0, i = 0;
+    PyObject *key, *value;
+    while (same && PyDict_Next(tensors, &pos, &key, &value)) same = value == PyTuple_GetItem(catalog, i++);
+    if (same && i != n) same = 0;
+    if (PyErr_Occurred()) goto done;
+    /* 2: each descriptor's id (read in order, stopping at the first miss) is its key object */
+    if (same && po_names(cache, cm_names, 1, names) < 0) goto done;
+    for (i = 0; same && i < n; i++) {
+        if (i + CM_AHEAD < n) {
+            PyObject *ahead = PyTuple_GetItem(catalog, i + CM_AHEAD);
+            if (ahead != NULL) __builtin_prefetch(ahead, 0);
+        }
+        PyObject *tensor = PyTuple_GetItem(catalog, i);
+        if (tensor == NULL) goto done;
+        Py_INCREF(tensor);
+        PyObject *tid = PyObject_GetAttr(tensor, names[0]);
+        Py_DECREF(tensor);
+        if (tid == NULL) goto done;
+        same = tid == PyList_GetItem(keys, i);
+        Py_DECREF(tid);
+        if (same && PyDict_Size(tensors) != n) {
+            PyErr_SetString(PyExc_RuntimeError, "dictionary changed size during iteration");
+            goto done;
+        }
+    }
+    /* 3: every key is an exact str (types only: no code runs) */
+    for (i = 0; same && i < n; i++) same = PyUnicode_CheckExact(PyList_GetItem(keys, i));
+    result = Py_NewRef(same ? Py_True : Py_False);
+done:
+    Py_XDECREF(names[0]);
+    Py_DECREF(keys);
+    return result;
+}
+
 static PyMethodDef planobj_methods[] = {
     {"build_regions", po_build_regions, METH_VARARGS, build_regions_doc},
     {"pack_targets", po_pack_targets, METH_VARARGS, pack_targets_doc},
@@ -2998,6 +3124,8 @@ static PyMethodDef planobj_methods[] = {
     {"tensor_columns", po_tensor_columns, METH_VARARGS, tensor_columns_doc},
     {"distinct_objects", po_distinct_objects, METH_O, distinct_objects_doc},
     {"all_instances", (PyCFunction)(void (*)(void))po_all_instances, METH_FASTCALL, all_instances_doc},
+    {"catalog_map", po_catalog_map, METH_O, catalog_map_doc},
+    {"catalog_matches", (PyCFunction)(void (*)(void))po_catalog_matches, METH_FASTCALL, catalog_matches_doc},
     {NULL, NULL, 0, NULL},
 };
 

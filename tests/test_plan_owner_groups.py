@@ -107,8 +107,13 @@ def test_complete_replicas_unchanged_through_both_forms(monkeypatch: pytest.Monk
     def ungrouped(fragments: Any, kinds: Any, *rest: Any) -> Any:
         return real(fragments, kinds, *rest[:2])
 
-    monkeypatch.setattr(ownership, "_native", type("N", (), {"owner_minimums": staticmethod(ungrouped),
-                                                            "owner_signatures": _native.owner_signatures})())
+    class Ungrouped:
+        owner_minimums = staticmethod(ungrouped)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(_native, name)
+
+    monkeypatch.setattr(ownership, "_native", Ungrouped())
     slow = ownership.complete_parallel_source_replicas(tensors, placement.fragments, placement)
     assert fast == slow and list(fast) == list(slow)
     assert [list(v.items()) for v in fast.values()] == [list(v.items()) for v in slow.values()]

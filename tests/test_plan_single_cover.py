@@ -187,3 +187,51 @@ def test_plan_regions_single_member_cover_objects() -> None:
     records = plan_overlap_regions(**kernel)
     assert [(r[0], r[1], r[2], r[4]) for r in records] == [(0, 0, (0,), 0), (1, 1, (5,), 4), (0, 2, (2,), 8)]
     assert callable(_native.plan_regions)
+
+
+def test_bulk_regions_fill_their_shared_dicts_in_field_order() -> None:
+    """From 1,024 regions on, plan_regions fills each region's materialized dict directly: the
+    same fields, in field order, key-sharing (as small as the per-field stores make it), out of
+    the collector; equal to the records."""
+    import gc
+    import sys
+
+    from mooncake.reshard.weight._planner.contracts import TransferRegion
+
+    fields = [
+        "tensor_id", "source", "target", "overlap_offset", "overlap_shape", "source_base_offset",
+        "target_base_offset", "inner_bytes", "outer_loop_counts", "source_strides", "target_strides",
+    ]
+    n = 1100
+    sources = [f"s{i}" for i in range(n)]
+    targets = [f"t{i}" for i in range(n)]
+    kernel = dict(
+        tensor_ndim=[2],
+        tensor_itemsize=[2],
+        source=_boxes([(0, (i, 0), (1, 8), 16) for i in range(n)]),
+        source_order=list(range(n)),
+        cover_start=list(range(n + 1)),
+        cover_members=list(range(n)),
+        target=_boxes([(0, (i, 2), (1, 4), 8) for i in range(n)]),
+        target_cover=list(range(n)),
+        nprocess=n,
+        max_transfer_regions=1 << 20,
+        max_segments_per_region=1 << 20,
+        max_total_lowered_segments=1 << 20,
+        target_fragment_ids=targets,
+    )
+    regions, _, _ = plan_region_objects(TransferRegion, sources, targets, ["w"] * n, **kernel)
+    records = plan_overlap_regions(**kernel)
+    assert len(regions) == len(records) == n
+    for region, record in zip(regions, records):
+        assert list(vars(region)) == fields
+        assert (region.source, region.target) == (sources[record[0]], targets[record[1]])
+        assert (region.overlap_offset, region.overlap_shape, region.source_base_offset) == record[2:5]
+        assert (region.target_base_offset, region.inner_bytes, region.outer_loop_counts) == record[5:8]
+        assert (region.source_strides, region.target_strides) == record[8:10]
+        assert not gc.is_tracked(region) and not gc.is_tracked(vars(region))
+    # as small as a region whose fields object.__setattr__ stored in field order
+    probe = object.__new__(TransferRegion)
+    for name in fields:
+        object.__setattr__(probe, name, getattr(regions[0], name))
+    assert sys.getsizeof(vars(regions[5])) == sys.getsizeof(vars(probe))

@@ -139,13 +139,18 @@ def _fast_path_placement(placement: Any, tensors: dict[str, TensorDescriptor], f
     # The planner's map is built from the catalog in order: its items are then the very
     # descriptors under their very ids, exact str (distinct keys never compare equal, so each
     # id looks up its own descriptor), read in sequence; any other map takes the lookups.
-    if (
-        type(tensors) is dict
-        and all(map(is_, tensors.values(), catalog))
-        and all(map(is_, tensors, map(_descriptor_id, catalog)))
-        and all(map(is_, map(type, tensors), repeat(str)))
-    ):
-        return True
+    if type(tensors) is dict:
+        # One C call for a tuple catalog (``_native.catalog_matches``: the same three tests in
+        # the same order and short-circuits, the descriptors read a few ahead).
+        matched: Optional[bool] = _native.catalog_matches(tensors, catalog)
+        if matched is None:
+            matched = (
+                all(map(is_, tensors.values(), catalog))
+                and all(map(is_, tensors, map(_descriptor_id, catalog)))
+                and all(map(is_, map(type, tensors), repeat(str)))
+            )
+        if matched:
+            return True
     return all(map(is_, map(tensors.get, map(_descriptor_id, catalog)), catalog))
 
 
