@@ -1578,13 +1578,6 @@ done:
 /* Forward: step 11's id of one bound fragment (defined with bound_fragment_ids below). */
 static int bd_add_bound_id(PyObject *const *nm, PyObject *fragment, PyObject *ids);
 
-/* *out = new reference to the field `name` of an instance dict; BD_FALLBACK when missing. */
-static int
-bd_field(PyObject *dict, PyObject *name, PyObject **out)
-{
-    return bd_dget(dict, name, out);
-}
-
 /* The placement fragment id of an exact placement-fragment-class object (read from its instance
  * dict: the class defines no data descriptor for it, so that is what getattr returns; a missing
  * or non-dict __dict__ or field is a fallback): an exact non-empty str, new reference. */
@@ -1604,52 +1597,129 @@ bd_pfid_of(PyObject *const *nm, PyObject *fragment, PyObject **pfid)
 #define BD_KEPT_TENSOR (N_TARGET_STRIDES - N_SOURCE + 1)
 #define BD_KEPT (BD_KEPT_TENSOR + 1)
 
-/* The bound region of one logical operation. With ids (step 11's selections, {source ids,
- * target ids}) non-NULL, the ids of its bound fragments are added as bound_fragment_ids would
- * add them for the region; *undecided is set when bound_fragment_ids would not decide it (the
- * region itself is still built). */
+/* The dict order of a region's fields (TransferRegion's field order) and, for each, its index in
+ * bind_regions' kept values. */
+static const int bd_region_names[BD_KEPT] = {N_TENSOR_ID, N_SOURCE, N_TARGET, N_OVERLAP_OFFSET, N_OVERLAP_SHAPE,
+                                             N_SOURCE_BASE_OFFSET, N_TARGET_BASE_OFFSET, N_INNER_BYTES,
+                                             N_OUTER_LOOP_COUNTS, N_SOURCE_STRIDES, N_TARGET_STRIDES};
+
+static inline int
+bd_region_slot(int name)
+{
+    return name == N_TENSOR_ID ? BD_KEPT_TENSOR : name - N_SOURCE;
+}
+
+/* The field values of an operation (its instance dict op_dict) in kept order (v[BD_KEPT], borrowed:
+ * held by op_dict, which the operation holds; no Python code runs while they are used). One scan of
+ * the dict matches its keys to the interned field names by identity (a key identical to a name is
+ * the entry a lookup of that name finds: dict keys are distinct); a field the scan does not meet is
+ * looked up (an equal key that is not the interned name; missing: BD_FALLBACK). A key that is not an
+ * exact str declines (BD_FALLBACK) before any lookup: with exact str keys only, no lookup runs user
+ * code, so the values are what the lookups in any order return. */
 static int
-bd_bound_region(const bd_table *tb, PyObject *const *classes, PyObject *op, PyObject *bound_targets,
-                PyObject *bound_sources, PyObject *bound_cls, PyObject *const *ids, int *undecided,
-                PyObject **out, PyObject **kept)
+bd_op_values(PyObject *const *nm, PyObject *op_dict, PyObject **v)
+{
+    for (int k = 0; k < BD_KEPT; k++) v[k] = NULL;
+    Py_ssize_t pos = 0, at = 0;
+    PyObject *key = NULL, *value = NULL;
+    while (PyDict_Next(op_dict, &pos, &key, &value)) {
+        if (!PyUnicode_CheckExact(key)) return BD_FALLBACK;
+        int slot = -1;
+        if (at < BD_KEPT && key == nm[bd_region_names[at]]) {
+            slot = bd_region_slot(bd_region_names[at]); /* the usual case: field order */
+        } else {
+            for (int k = 0; k < BD_KEPT && slot < 0; k++) {
+                if (key == nm[bd_region_names[k]]) slot = bd_region_slot(bd_region_names[k]);
+            }
+        }
+        if (slot >= 0) v[slot] = value;
+        at++;
+    }
+    for (int k = 0; k < BD_KEPT; k++) {
+        int slot = bd_region_slot(bd_region_names[k]);
+        if (v[slot] != NULL) continue;
+        v[slot] = PyDict_GetItemWithError(op_dict, nm[bd_region_names[k]]);
+        if (v[slot] == NULL) return PyErr_Occurred() ? BD_ERROR : BD_FALLBACK;
+    }
+    return BD_OK;
+}
+
+/* The bound fragment bound_map[fragment's placement fragment id] (*out, borrowed: held by the map,
+ * which the caller holds) of an exact placement-fragment-class fragment. BD_* status. */
+static int
+bd_bound_of(PyObject *const *nm, PyObject *fragment, PyObject *bound_map, PyObject **out)
+{
+    PyObject *pfid = NULL;
+    int status = bd_pfid_of(nm, fragment, &pfid);
+    if (status != BD_OK) return status;
+    *out = PyDict_GetItemWithError(bound_map, pfid);
+    Py_DECREF(pfid);
+    if (*out == NULL) return PyErr_Occurred() ? BD_ERROR : BD_FALLBACK;
+    return BD_OK;
+}
+
+/* A hint: the cache lines of obj and the 32 bytes before it (where CPython keeps an instance's
+ * dict pointer and collector header). Only addresses are computed; nothing is read. */
+static inline void
+bd_prefetch_object(const PyObject *obj)
+{
+    __builtin_prefetch((const void *)((uintptr_t)obj - 32));
+    __builtin_prefetch(obj);
+}
+
+/* bind_regions reads each operation's instance dict BD_AHEAD operations ahead of building its
+ * region, and its field values BD_AHEAD / 2 ahead, asking for the next objects each step reads
+ * (hints only; nothing read ahead runs Python code or changes anything, so reading ahead
+ * decides what reading in turn would, and a status met ahead is acted on in turn). */
+#define BD_AHEAD 16
+
+typedef struct {
+    PyObject *dict; /* the operation's instance dict (owned), or NULL */
+    int status;     /* BD_OK so far, else the first step's status */
+    PyObject *v[BD_KEPT]; /* the field values in kept order (borrowed from dict) */
+} bd_ahead;
+
+/* Step 1 ahead: op's instance dict when op is an exact region_cls (status BD_FALLBACK otherwise). */
+static void
+bd_ahead_dict(bd_ahead *slot, PyObject *op, PyObject *region_cls)
+{
+    slot->dict = NULL;
+    slot->status = (PyObject *)Py_TYPE(op) != region_cls ? BD_FALLBACK : bd_dict_of(op, &slot->dict);
+}
+
+/* Step 2 ahead: the field values (bd_op_values), then a hint for the fragments read next. */
+static void
+bd_ahead_values(const bd_table *tb, bd_ahead *slot)
+{
+    if (slot->status != BD_OK) return;
+    slot->status = bd_op_values(tb->nm, slot->dict, slot->v);
+    if (slot->status != BD_OK) return;
+    bd_prefetch_object(slot->v[N_TARGET - N_SOURCE]);
+    bd_prefetch_object(slot->v[0]);
+}
+
+/* The bound region of one logical operation (*out, new reference) from its field values v (kept
+ * order; read by bd_ahead_*), with the region's values in kept order (kept, borrowed: the
+ * region's dict holds them). */
+static int
+bd_bound_region(const bd_table *tb, PyObject *const *classes, PyObject **v, PyObject *bound_targets,
+                PyObject *bound_sources, PyObject **out, PyObject **kept)
 {
     PyObject *const *nm = tb->nm;
     PyObject *region_cls = classes[0], *pf_cls = classes[1], *stored_cls = classes[2];
-    if ((PyObject *)Py_TYPE(op) != region_cls) return BD_FALLBACK;
-    PyObject *op_dict = NULL, *target = NULL, *source = NULL, *pfid = NULL, *dict = NULL;
-    PyObject *bound_target = NULL, *bound_source = NULL; /* borrowed */
-    /* The operation's fields from its instance dict (exact class: no data descriptor shadows
-     * them, as for the other readers of TransferRegion; a missing field is a fallback). */
-    int status = bd_dict_of(op, &op_dict);
-    if (status != BD_OK) goto done;
-    status = bd_field(op_dict, nm[N_TARGET], &target);
-    if (status != BD_OK) goto done;
-    status = BD_FALLBACK;
+    PyObject *dict = NULL;
+    PyObject *bound_target = NULL, *bound_source = NULL; /* borrowed (the maps hold them) */
+    PyObject *target = v[N_TARGET - N_SOURCE], *source = v[0];
+    int status = BD_FALLBACK;
     if ((PyObject *)Py_TYPE(target) != pf_cls) goto done;
-    status = bd_pfid_of(nm, target, &pfid);
-    if (status != BD_OK) goto done;
-    bound_target = PyDict_GetItemWithError(bound_targets, pfid);
-    Py_CLEAR(pfid);
-    if (bound_target == NULL) {
-        status = PyErr_Occurred() ? BD_ERROR : BD_FALLBACK;
-        goto done;
-    }
-    Py_INCREF(bound_target);
-    status = bd_field(op_dict, nm[N_SOURCE], &source);
+    status = bd_bound_of(nm, target, bound_targets, &bound_target);
     if (status != BD_OK) goto done;
     status = BD_FALLBACK;
     if ((PyObject *)Py_TYPE(source) == pf_cls) {
-        status = bd_pfid_of(nm, source, &pfid);
+        status = bd_bound_of(nm, source, bound_sources, &bound_source);
         if (status != BD_OK) goto done;
-        bound_source = PyDict_GetItemWithError(bound_sources, pfid);
-        Py_CLEAR(pfid);
-        if (bound_source == NULL) {
-            status = PyErr_Occurred() ? BD_ERROR : BD_FALLBACK;
-            goto done;
-        }
-        Py_INCREF(bound_source);
     } else if ((PyObject *)Py_TYPE(source) == stored_cls) {
-        bound_source = Py_NewRef(source);
+        bound_source = source;
     } else {
         goto done;
     }
@@ -1659,71 +1729,101 @@ bd_bound_region(const bd_table *tb, PyObject *const *classes, PyObject *op, PyOb
     status = BD_ERROR;
     PyObject *region = mr_new_instance(region_cls, &dict, "bind_regions");
     if (region == NULL) goto done;
-    PyObject *value = NULL;
-    status = bd_field(op_dict, nm[N_TENSOR_ID], &value);
-    if (status != BD_OK) {
-        Py_DECREF(region);
-        goto done;
-    }
-    status = BD_ERROR;
-    int rc = PyDict_SetItem(dict, nm[N_TENSOR_ID], value);
-    if (kept != NULL) kept[BD_KEPT_TENSOR] = value; /* borrowed: the region's dict holds it */
-    Py_DECREF(value);
-    if (rc < 0 || PyDict_SetItem(dict, nm[N_SOURCE], bound_source) < 0 ||
-        PyDict_SetItem(dict, nm[N_TARGET], bound_target) < 0) {
-        Py_DECREF(region);
-        goto done;
-    }
-    if (kept != NULL) {
-        /* borrowed: the region's dict holds them (and the caller's list holds the region) */
-        kept[0] = bound_source;
-        kept[1] = bound_target;
-    }
-    for (int k = N_OVERLAP_OFFSET; k <= N_TARGET_STRIDES; k++) {
-        status = bd_field(op_dict, nm[k], &value);
-        if (status == BD_OK) {
-            rc = PyDict_SetItem(dict, nm[k], value);
-            if (kept != NULL) kept[k - N_SOURCE] = value; /* borrowed, as above */
-            Py_DECREF(value);
-            if (rc < 0) status = BD_ERROR;
-        }
-        if (status != BD_OK) {
+    v[0] = bound_source;
+    v[N_TARGET - N_SOURCE] = bound_target;
+    for (int k = 0; k < BD_KEPT; k++) {
+        int name = bd_region_names[k];
+        if (PyDict_SetItem(dict, nm[name], v[bd_region_slot(name)]) < 0) {
             Py_DECREF(region);
             goto done;
         }
     }
     if (bd_check_field_dict(dict, T_REGION) < 0) {
         Py_DECREF(region);
-        status = BD_ERROR;
         goto done;
     }
     (void)mr_untrack_inert(region, dict); /* GC: common.h (untracked only when source and target are) */
+    for (int k = 0; k < BD_KEPT; k++) kept[k] = v[k]; /* borrowed: the region's dict holds them */
     *out = region;
     status = BD_OK;
-    if (status == BD_OK && ids != NULL && !*undecided) {
-        /* bound_fragment_ids on this region: its target must be an exact bound_cls, its source
-         * an exact bound_cls (whose id is added) or stored_cls. */
-        int added = BD_OK;
-        if ((PyObject *)Py_TYPE(bound_target) != bound_cls) added = BD_FALLBACK;
-        else if ((PyObject *)Py_TYPE(bound_source) == bound_cls) added = bd_add_bound_id(nm, bound_source, ids[0]);
-        else if ((PyObject *)Py_TYPE(bound_source) != stored_cls) added = BD_FALLBACK;
-        if (added == BD_OK) added = bd_add_bound_id(nm, bound_target, ids[1]);
-        if (added == BD_ERROR) {
-            Py_CLEAR(*out);
-            status = BD_ERROR;
-        } else if (added == BD_FALLBACK) {
-            *undecided = 1;
-        }
-    }
 done:
-    Py_XDECREF(op_dict);
-    Py_XDECREF(target);
-    Py_XDECREF(source);
-    Py_XDECREF(pfid);
     Py_XDECREF(dict);
-    Py_XDECREF(bound_target);
-    Py_XDECREF(bound_source);
     return status;
+}
+
+/* What bind_regions' later steps read of a bound fragment, read once (borrowed: the fragment's and
+ * its binding's and placement's instance dicts hold them; NULL where not read): its binding (and,
+ * with all, its placement, instance_id and lease_generation) when it is an exact bound_cls; its
+ * binding's fragment_id (with all, also worker_id, device, address and nbytes) when that is an
+ * exact runtime_cls; with all, its placement's tensor_id, aliases, global_offset and local_shape
+ * when that is an exact placement_fragment_cls. Those classes define no data descriptor for these
+ * fields: the dicts hold what getattr returns. Each reader checks what it needs and otherwise
+ * takes its own reads (which then decide exactly as before). */
+enum { BV_BINDING, BV_PLACEMENT, BV_INSTANCE, BV_GENERATION, BV_FID, BV_WORKER, BV_DEVICE, BV_ADDRESS, BV_NBYTES,
+       BV_TENSOR, BV_ALIASES, BV_GOFF, BV_LSHAPE, BV_COUNT };
+
+/* dict[nm[names[k]]] into out[k] for k < count (borrowed, NULL when missing): 0, or -1 with an error. */
+static int
+bd_dict_fields(PyObject *const *nm, PyObject *dict, const int *names, int count, PyObject **out)
+{
+    for (int k = 0; k < count; k++) {
+        out[k] = PyDict_GetItemWithError(dict, nm[names[k]]);
+        if (out[k] == NULL && PyErr_Occurred()) return -1;
+    }
+    return 0;
+}
+
+/* The instance dict of obj (borrowed: obj holds it), NULL when not a dict (*error set on error). */
+static PyObject *
+bd_dict_borrowed(PyObject *obj, int *error)
+{
+    PyObject *dict = NULL;
+    int status = bd_dict_of(obj, &dict);
+    if (status == BD_ERROR) *error = 1;
+    if (status != BD_OK) return NULL;
+    Py_DECREF(dict); /* the object holds its dict */
+    return dict;
+}
+
+static int
+bd_bound_view(const bd_table *tb, PyObject *const *cls, PyObject *bound, int all, PyObject **v)
+{
+    /* cls: bound_cls, runtime_cls (NULL: none), placement_fragment_cls */
+    PyObject *const *nm = tb->nm;
+    for (int k = 0; k < BV_COUNT; k++) v[k] = NULL;
+    if ((PyObject *)Py_TYPE(bound) != cls[0]) return BD_OK;
+    int error = 0;
+    PyObject *dict = bd_dict_borrowed(bound, &error);
+    if (dict == NULL) return error ? BD_ERROR : BD_OK;
+    static const int bound_fields[] = {N_BINDING, N_PLACEMENT, N_INSTANCE_ID, N_LEASE_GENERATION};
+    if (bd_dict_fields(nm, dict, bound_fields, all ? 4 : 1, v) < 0) return BD_ERROR;
+    PyObject *binding = v[BV_BINDING], *placement = v[BV_PLACEMENT];
+    if (binding != NULL && cls[1] != NULL && (PyObject *)Py_TYPE(binding) == cls[1]) {
+        dict = bd_dict_borrowed(binding, &error);
+        static const int binding_fields[] = {N_FID, N_WORKER_ID, N_DEVICE, N_ADDRESS, N_NBYTES};
+        if (dict != NULL && bd_dict_fields(nm, dict, binding_fields, all ? 5 : 1, &v[BV_FID]) < 0) return BD_ERROR;
+        if (error) return BD_ERROR;
+    }
+    if (all && placement != NULL && (PyObject *)Py_TYPE(placement) == cls[2]) {
+        dict = bd_dict_borrowed(placement, &error);
+        static const int placement_fields[] = {N_TENSOR_ID, N_ALIASES, N_GLOBAL_OFFSET, N_LOCAL_SHAPE};
+        if (dict != NULL && bd_dict_fields(nm, dict, placement_fields, 4, &v[BV_TENSOR]) < 0) return BD_ERROR;
+        if (error) return BD_ERROR;
+    }
+    return BD_OK;
+}
+
+/* Step 11's id of fragment added to ids, from its view when that read it (an exact str
+ * fragment_id of an exact runtime binding of an exact bound fragment: what the attribute reads of
+ * bd_add_bound_id return), else by bd_add_bound_id. BD_* status. */
+static int
+bd_add_view_id(PyObject *const *nm, PyObject *fragment, PyObject *const *v, PyObject *ids)
+{
+    PyObject *fid = v[BV_FID];
+    if (fid != NULL && PyUnicode_CheckExact(fid) && PyUnicode_GetLength(fid) > 0) {
+        return PySet_Add(ids, fid) < 0 ? BD_ERROR : BD_OK;
+    }
+    return bd_add_bound_id(nm, fragment, ids);
 }
 
 /* The spec 12.6 accept path of physical_whole_targets (physical.c), derived in the pass that
@@ -1841,52 +1941,42 @@ bd_phys_fields(PyObject *const *nm, PyObject *obj, const int *names, int count, 
 }
 
 /* Region i's extent (a region just built by bind_regions, whose target, overlap offset and
- * overlap shape the caller passes: the values it has just stored in the region's dict).
- * BD_OK recorded, BD_FALLBACK (the accept path is off), BD_ERROR. */
+ * overlap shape the caller passes: the values it has just stored in the region's dict; v the
+ * target's view, read with all). BD_OK recorded, BD_FALLBACK (the accept path is off), BD_ERROR. */
 static int
-bd_phys_region(const bd_table *tb, bd_phys *ph, PyObject *target, PyObject *offset, PyObject *shape, Py_ssize_t i)
+bd_phys_region(bd_phys *ph, PyObject *target, PyObject *const *v, PyObject *offset, PyObject *shape, Py_ssize_t i)
 {
-    PyObject *const *nm = tb->nm;
-    enum { V_BINDING, V_PLACEMENT, V_INSTANCE, V_GENERATION, V_WORKER, V_DEVICE, V_FRAGMENT, V_ADDRESS,
-           V_NBYTES, V_TENSOR, V_ALIASES, V_GLOBAL_OFFSET, V_LOCAL_SHAPE, V_COUNT };
-    PyObject *v[V_COUNT] = {NULL};
-    int status = BD_FALLBACK;
-    if ((PyObject *)Py_TYPE(target) != ph->bound_cls) goto done;
-    static const int target_fields[] = {N_BINDING, N_PLACEMENT, N_INSTANCE_ID, N_LEASE_GENERATION};
-    if ((status = bd_phys_fields(nm, target, target_fields, 4, &v[V_BINDING])) != BD_OK) goto done;
-    status = BD_FALLBACK;
-    if ((PyObject *)Py_TYPE(v[V_BINDING]) != ph->runtime_cls || (PyObject *)Py_TYPE(v[V_PLACEMENT]) != ph->pf_cls) {
-        goto done;
+    /* physical_whole_targets' reads: every one the view must hold (a missing field, or a binding or
+     * placement of another class, turns the accept path off, as reading them here did) */
+    if ((PyObject *)Py_TYPE(target) != ph->bound_cls) return BD_FALLBACK;
+    for (int k = 0; k < BV_COUNT; k++) {
+        if (v[k] == NULL) return BD_FALLBACK;
     }
-    static const int binding_fields[] = {N_WORKER_ID, N_DEVICE, N_FID, N_ADDRESS, N_NBYTES};
-    if ((status = bd_phys_fields(nm, v[V_BINDING], binding_fields, 5, &v[V_WORKER])) != BD_OK) goto done;
-    static const int placement_fields[] = {N_TENSOR_ID, N_ALIASES, N_GLOBAL_OFFSET, N_LOCAL_SHAPE};
-    if ((status = bd_phys_fields(nm, v[V_PLACEMENT], placement_fields, 4, &v[V_TENSOR])) != BD_OK) goto done;
-    status = BD_FALLBACK;
-    if (!PyUnicode_CheckExact(v[V_INSTANCE]) || !PyUnicode_CheckExact(v[V_WORKER])
-        || !PyUnicode_CheckExact(v[V_DEVICE]) || !PyUnicode_CheckExact(v[V_FRAGMENT])
-        || !PyUnicode_CheckExact(v[V_TENSOR]) || !PyLong_CheckExact(v[V_GENERATION])) {
-        goto done;
+    if ((PyObject *)Py_TYPE(v[BV_BINDING]) != ph->runtime_cls || (PyObject *)Py_TYPE(v[BV_PLACEMENT]) != ph->pf_cls) {
+        return BD_FALLBACK;
     }
-    if (!PyTuple_CheckExact(v[V_ALIASES]) || PyTuple_Size(v[V_ALIASES]) != 0) goto done;
-    if ((status = bd_phys_same_box(offset, v[V_GLOBAL_OFFSET])) != BD_OK) goto done;
-    if ((status = bd_phys_same_box(shape, v[V_LOCAL_SHAPE])) != BD_OK) goto done;
+    if (!PyUnicode_CheckExact(v[BV_INSTANCE]) || !PyUnicode_CheckExact(v[BV_WORKER])
+        || !PyUnicode_CheckExact(v[BV_DEVICE]) || !PyUnicode_CheckExact(v[BV_FID])
+        || !PyUnicode_CheckExact(v[BV_TENSOR]) || !PyLong_CheckExact(v[BV_GENERATION])) {
+        return BD_FALLBACK;
+    }
+    if (!PyTuple_CheckExact(v[BV_ALIASES]) || PyTuple_Size(v[BV_ALIASES]) != 0) return BD_FALLBACK;
+    int status;
+    if ((status = bd_phys_same_box(offset, v[BV_GOFF])) != BD_OK) return status;
+    if ((status = bd_phys_same_box(shape, v[BV_LSHAPE])) != BD_OK) return status;
     uint64_t address = 0, nbytes = 0, end = 0;
-    if ((status = bd_phys_u64(v[V_ADDRESS], &address)) != BD_OK) goto done;
-    if ((status = bd_phys_u64(v[V_NBYTES], &nbytes)) != BD_OK) goto done;
-    status = BD_FALLBACK;
-    if (nbytes == 0 || mr_add_u64(address, nbytes, &end) < 0) goto done;
-    PyObject *key[3] = {v[V_INSTANCE], v[V_WORKER], v[V_DEVICE]};
+    if ((status = bd_phys_u64(v[BV_ADDRESS], &address)) != BD_OK) return status;
+    if ((status = bd_phys_u64(v[BV_NBYTES], &nbytes)) != BD_OK) return status;
+    if (nbytes == 0 || mr_add_u64(address, nbytes, &end) < 0) return BD_FALLBACK;
+    PyObject *key[3] = {v[BV_INSTANCE], v[BV_WORKER], v[BV_DEVICE]};
     size_t space = 0;
     status = bd_phys_space(ph, key, &space);
-    if (status != BD_OK) goto done;
+    if (status != BD_OK) return status;
     ph->extents[i].space = space;
     ph->extents[i].begin = address;
     ph->extents[i].end = end;
     ph->targets[i] = (uintptr_t)target; /* alive in the region (held by the result list) */
-done:
-    for (int k = 0; k < V_COUNT; k++) Py_XDECREF(v[k]);
-    return status;
+    return BD_OK;
 }
 
 /* The carried scan facts of bind_regions (10 arguments): what revalidate_scan derives from the
@@ -1965,13 +2055,23 @@ bd_canon_tuple(PyObject *value, int64_t *out, Py_ssize_t *len)
  * fragments, whose fields are read from their instance dicts (no data descriptor shadows them:
  * what getattr, and regions_canonical, read). BD_OK, BD_FALLBACK, BD_ERROR. */
 static int
-bd_canon_facts(const bd_table *tb, bd_carry *c, PyObject *fragment, Py_ssize_t position)
+bd_canon_facts(const bd_table *tb, bd_carry *c, PyObject *fragment, PyObject *const *view, Py_ssize_t position)
 {
     PyObject *const *nm = tb->nm;
     Py_ssize_t have = PyList_Size(c->facts);
     if (have < 0) return BD_ERROR;
     if (have / 4 > position) return BD_OK; /* read when the fragment was first seen */
     if (have / 4 != position || have % 4 != 0) return BD_FALLBACK;
+    if (view[BV_PLACEMENT] != NULL && (PyObject *)Py_TYPE(view[BV_PLACEMENT]) == c->pf_cls
+        && view[BV_BINDING] != NULL && (PyObject *)Py_TYPE(view[BV_BINDING]) == c->runtime_cls
+        && view[BV_TENSOR] != NULL && view[BV_GOFF] != NULL && view[BV_LSHAPE] != NULL && view[BV_NBYTES] != NULL) {
+        /* the fragment's view (bd_bound_view) read these very fields from the same dicts */
+        PyObject *const facts[4] = {view[BV_TENSOR], view[BV_GOFF], view[BV_LSHAPE], view[BV_NBYTES]};
+        for (int k = 0; k < 4; k++) {
+            if (PyList_Append(c->facts, facts[k]) < 0) return BD_ERROR;
+        }
+        return BD_OK;
+    }
     PyObject *held[2] = {NULL, NULL}, *v[4] = {NULL, NULL, NULL, NULL};
     static const int bound_fields[] = {N_PLACEMENT, N_BINDING};
     static const int placement_fields[] = {N_TENSOR_ID, N_GLOBAL_OFFSET, N_LOCAL_SHAPE};
@@ -2019,13 +2119,14 @@ bd_canon_side(bd_carry *c, Py_ssize_t position, PyObject *tensor_id, Py_ssize_t 
  * the region, kept[], and its fragments' carried facts). BD_OK proven, BD_FALLBACK (the proof is
  * not carried), BD_ERROR. */
 static int
-bd_canon_region(const bd_table *tb, bd_carry *c, PyObject *const *kept, Py_ssize_t s_pos, Py_ssize_t t_pos)
+bd_canon_region(const bd_table *tb, bd_carry *c, PyObject *const *kept, PyObject *const *const *views,
+                Py_ssize_t s_pos, Py_ssize_t t_pos)
 {
     enum { V_SOURCE, V_TARGET, V_OFFSET, V_SHAPE, V_SBASE, V_TBASE, V_INNER, V_OUTER, V_SSTRIDES, V_TSTRIDES };
     rc_region r;
     Py_ssize_t n1 = 0, n2 = 0, n3 = 0;
-    int status = bd_canon_facts(tb, c, kept[V_SOURCE], s_pos);
-    if (status == BD_OK) status = bd_canon_facts(tb, c, kept[V_TARGET], t_pos);
+    int status = bd_canon_facts(tb, c, kept[V_SOURCE], views[0], s_pos);
+    if (status == BD_OK) status = bd_canon_facts(tb, c, kept[V_TARGET], views[1], t_pos);
     if (status != BD_OK) return status;
     PyObject *tensor_id = kept[BD_KEPT_TENSOR];
     if (tensor_id == NULL || !PyUnicode_CheckExact(tensor_id)) return BD_FALLBACK;
@@ -2051,7 +2152,7 @@ bd_canon_region(const bd_table *tb, bd_carry *c, PyObject *const *kept, Py_ssize
 /* Region i (just built by bind_regions): revalidate_scan's per-operation rule on its fields
  * (scan_carry.h), then the carried proof. BD_OK recorded, BD_FALLBACK (the carry is off), BD_ERROR. */
 static int
-bd_carry_region(const bd_table *tb, bd_carry *c, PyObject *const *v, Py_ssize_t i)
+bd_carry_region(const bd_table *tb, bd_carry *c, PyObject *const *v, PyObject *const *const *views, Py_ssize_t i)
 {
     /* v: the values region i's dict holds, in field order from source (borrowed) */
     _Static_assert((int)SC_NVALUES == (int)N_TARGET_STRIDES - (int)N_SOURCE + 1, "region fields from source");
@@ -2059,7 +2160,7 @@ bd_carry_region(const bd_table *tb, bd_carry *c, PyObject *const *v, Py_ssize_t 
     int rc = sc_carry_region(&c->sc, c->bound_cls, v, i, &s_pos, &t_pos);
     if (rc != SC_OK) return rc == SC_DECLINE ? BD_FALLBACK : BD_ERROR;
     if (c->canon) {
-        int status = bd_canon_region(tb, c, v, s_pos, t_pos);
+        int status = bd_canon_region(tb, c, v, views, s_pos, t_pos);
         if (status == BD_ERROR) return BD_ERROR;
         if (status == BD_FALLBACK) {
             c->canon = 0;
@@ -2134,6 +2235,8 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (n < 0) return NULL;
     PyObject *regions = PyList_New(n);
     if (regions == NULL) return NULL;
+    bd_ahead ahead[BD_AHEAD];
+    for (int k = 0; k < BD_AHEAD; k++) ahead[k].dict = NULL;
     PyObject *ids[2] = {NULL, NULL};
     int undecided = 0;
     bd_carry carry = {.bound_cls = bound_cls};
@@ -2159,16 +2262,35 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         ph.spaces = PyDict_New();
         if (ph.extents == NULL || ph.targets == NULL || ph.spaces == NULL) goto fail;
     }
+    /* the bound fragments' classes for bd_bound_view: bound_cls, runtime_cls (none with 7
+     * arguments), placement_fragment_cls */
+    PyObject *view_cls[3] = {bound_cls, nargs >= 9 ? args[7] : NULL, args[1]};
+    Py_ssize_t dict_at = 0, values_at = 0; /* the next operations whose dict / values are read ahead */
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *op = PyTuple_GetItem(operations, i);
+        for (; dict_at < n && dict_at < i + BD_AHEAD; dict_at++) {
+            if (dict_at + BD_AHEAD < n) {
+                PyObject *far = PyTuple_GetItem(operations, dict_at + BD_AHEAD);
+                if (far == NULL) goto fail;
+                bd_prefetch_object(far);
+            }
+            PyObject *next = PyTuple_GetItem(operations, dict_at);
+            if (next == NULL) goto fail;
+            bd_ahead_dict(&ahead[dict_at % BD_AHEAD], next, args[0]);
+            if (ahead[dict_at % BD_AHEAD].status == BD_ERROR) goto fail;
+        }
+        for (; values_at < n && values_at < i + BD_AHEAD / 2; values_at++) {
+            bd_ahead_values(&tb, &ahead[values_at % BD_AHEAD]);
+            if (ahead[values_at % BD_AHEAD].status == BD_ERROR) goto fail;
+        }
+        bd_ahead *slot = &ahead[i % BD_AHEAD];
         PyObject *region = NULL;
         PyObject *kept[BD_KEPT] = {NULL};
-        int status = op == NULL ? BD_ERROR
-                                : bd_bound_region(&tb, args, op, bound_targets, bound_sources, bound_cls,
-                                                  bound_cls != NULL ? ids : NULL, &undecided, &region,
-                                                  carry.active ? kept : NULL);
+        int status = slot->status;
+        if (status == BD_OK) status = bd_bound_region(&tb, args, slot->v, bound_targets, bound_sources, &region, kept);
+        Py_CLEAR(slot->dict); /* (the operation holds its dict: kept stays valid) */
         if (status != BD_OK || PyList_SetItem(regions, i, region) < 0) {
             if (status == BD_FALLBACK) {
+                for (int k = 0; k < BD_AHEAD; k++) Py_CLEAR(ahead[k].dict);
                 Py_DECREF(regions);
                 Py_XDECREF(ids[0]);
                 Py_XDECREF(ids[1]);
@@ -2178,20 +2300,36 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             }
             goto fail;
         }
+        if (bound_cls == NULL) continue;
+        /* The region is held by the list (no user code runs until the list is returned); kept
+         * holds the values just stored in its dict. Its bound fragments' fields read by the steps
+         * below, read once (the source's binding id only; all the target's when the physical
+         * accept path or the carried proof reads them). */
+        PyObject *bound_source = kept[0], *bound_target = kept[N_TARGET - N_SOURCE];
+        PyObject *views[2][BV_COUNT];
+        status = bd_bound_view(&tb, view_cls, bound_source, 0, views[0]);
+        if (status == BD_OK) status = bd_bound_view(&tb, view_cls, bound_target, ph.active || (carry.active && carry.canon), views[1]);
+        if (status != BD_OK) goto fail;
+        if (!undecided) {
+            /* bound_fragment_ids on this region: its target must be an exact bound_cls, its source
+             * an exact bound_cls (whose id is added) or stored_cls. */
+            int added = BD_OK;
+            if ((PyObject *)Py_TYPE(bound_target) != bound_cls) added = BD_FALLBACK;
+            else if ((PyObject *)Py_TYPE(bound_source) == bound_cls) added = bd_add_view_id(tb.nm, bound_source, views[0], ids[0]);
+            else if ((PyObject *)Py_TYPE(bound_source) != args[2]) added = BD_FALLBACK;
+            if (added == BD_OK) added = bd_add_view_id(tb.nm, bound_target, views[1], ids[1]);
+            if (added == BD_ERROR) goto fail;
+            if (added == BD_FALLBACK) undecided = 1;
+        }
         if (ph.active) {
-            /* region is held by the list (no user code runs until the list is returned); its
-             * target and overlap box are read back from the dict just filled */
-            PyObject *box[3] = {NULL, NULL, NULL};
-            static const int region_fields[] = {N_TARGET, N_OVERLAP_OFFSET, N_OVERLAP_SHAPE};
-            status = bd_phys_fields(tb.nm, region, region_fields, 3, box);
-            if (status == BD_OK) status = bd_phys_region(&tb, &ph, box[0], box[1], box[2], i);
-            for (int k = 0; k < 3; k++) Py_XDECREF(box[k]);
+            status = bd_phys_region(&ph, bound_target, views[1], kept[N_OVERLAP_OFFSET - N_SOURCE],
+                                    kept[N_OVERLAP_SHAPE - N_SOURCE], i);
             if (status == BD_ERROR) goto fail;
             if (status == BD_FALLBACK) ph.active = 0;
         }
         if (carry.active) {
-            /* the region is held by the list; its fields are read back from the dict just filled */
-            status = bd_carry_region(&tb, &carry, kept, i);
+            PyObject *const *const side_views[2] = {views[0], views[1]};
+            status = bd_carry_region(&tb, &carry, kept, side_views, i);
             if (status == BD_ERROR) goto fail;
             if (status == BD_FALLBACK) {
                 carry.active = 0;
@@ -2230,6 +2368,7 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_DECREF(ids[1]);
     return result;
 fail:
+    for (int k = 0; k < BD_AHEAD; k++) Py_CLEAR(ahead[k].dict);
     Py_DECREF(regions);
     Py_XDECREF(ids[0]);
     Py_XDECREF(ids[1]);
