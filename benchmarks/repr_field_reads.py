@@ -48,6 +48,7 @@ import statistics
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import types
 from typing import Any, Dict, List
 
@@ -494,7 +495,11 @@ def main() -> int:
     parser.add_argument("--sizes", default="73728,562176", help="object counts, comma-separated")
     parser.add_argument("--fields", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=9)
-    parser.add_argument("--build-dir", default="/work/notes/r13/repr/build")
+    parser.add_argument(
+        "--build-dir",
+        default=os.path.join(tempfile.gettempdir(), "mooncake-reshard-repr-field-reads"),
+        help="where the scratch extension is compiled (default: a folder in the temp directory)",
+    )
     parser.add_argument("--seed", type=int, default=13)
     args = parser.parse_args()
 
