@@ -160,6 +160,35 @@ rv_position(rv_table *t, PyObject *distinct, PyObject *object)
     return position;
 }
 
+/* Prefetch the first lines of ``list[i]`` (no effect when out of range; nothing read). */
+static void
+rs_prefetch_item(PyObject *list, Py_ssize_t i)
+{
+    if (i >= PyList_Size(list)) return;
+    PyObject *item = PyList_GetItem(list, i);
+    if (item == NULL) return;
+    __builtin_prefetch(item);
+    __builtin_prefetch((const char *)item + 64);
+}
+
+/* Prefetch the instance dict of ``list[i]`` (PyObject_GenericGetDict runs no Python code; an
+ * object without one is skipped). */
+static void
+rs_prefetch_dict(PyObject *list, Py_ssize_t i)
+{
+    if (i >= PyList_Size(list)) return;
+    PyObject *item = PyList_GetItem(list, i);
+    if (item == NULL) return;
+    PyObject *dict = PyObject_GenericGetDict(item, NULL);
+    if (dict == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    __builtin_prefetch(dict);
+    __builtin_prefetch((const char *)dict + 32);
+    Py_DECREF(dict);
+}
+
 /* Store PyLong(position) at index i of list (a new list of the right size). */
 static int
 rv_set_position(PyObject *list, Py_ssize_t i, Py_ssize_t position)
@@ -678,6 +707,9 @@ typedef struct {
 
 typedef struct {
     rf_memo_table rank, key, route;
+    rf_memo_table rank_object; /* rank object -> its (dp, tp, pp, ep) tuple */
+    PyObject **bases;          /* per attested entry index: its view's key_base (owned) */
+    Py_ssize_t n_bases;
 } rf_memo;
 
 /* Below this many fragments nothing is shared (the tuples are few; the table would only cost
@@ -754,11 +786,20 @@ rf_memo_put(rf_memo_table *t, PyObject *const *k, PyObject *value)
     t->used++;
 }
 
-/* (dp, tp, pp, ep) of an exact rank; memo (or NULL) shares a previous tuple of the same values. */
+/* (dp, tp, pp, ep) of an exact rank; memo (or NULL) shares a previous tuple of the same values.
+ * A rank object met before in this call gives the tuple read from it then (each distinct
+ * rank's fields are read once per call; the memo holds the rank, so its address is not
+ * reused). */
 static int
 rf_rank_tuple(PyObject *rank, const rf_config *cfg, rf_memo *memo, PyObject **out)
 {
     if (Py_TYPE(rank) != cfg->rank_type) return RV_DECLINE;
+    PyObject *by_object[4] = {rank, NULL, NULL, NULL};
+    PyObject *known = memo == NULL ? NULL : rf_memo_get(&memo->rank_object, by_object);
+    if (known != NULL) {
+        *out = Py_NewRef(known);
+        return RV_OK;
+    }
     PyObject *dict = PyObject_GenericGetDict(rank, NULL);
     if (dict == NULL) return RV_ERROR;
     PyObject *values[4];
@@ -772,11 +813,15 @@ rf_rank_tuple(PyObject *rank, const rf_config *cfg, rf_memo *memo, PyObject **ou
     PyObject *shared = memo == NULL ? NULL : rf_memo_get(&memo->rank, values);
     if (shared != NULL) {
         *out = Py_NewRef(shared);
+        if (memo != NULL) rf_memo_put(&memo->rank_object, by_object, shared);
         Py_DECREF(dict);
         return RV_OK;
     }
     *out = PyTuple_Pack(4, values[0], values[1], values[2], values[3]);
-    if (*out != NULL && memo != NULL) rf_memo_put(&memo->rank, values, *out);
+    if (*out != NULL && memo != NULL) {
+        rf_memo_put(&memo->rank, values, *out);
+        rf_memo_put(&memo->rank_object, by_object, *out);
+    }
     Py_DECREF(dict);
     return *out == NULL ? RV_ERROR : RV_OK;
 }
@@ -810,8 +855,28 @@ rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObjec
     if (f[F_ATTESTATION] == NULL) goto done;
     if (Py_TYPE(f[F_PLACEMENT]) != cfg->placement_type || Py_TYPE(f[F_BINDING]) != cfg->binding_type) goto done;
     if (f[F_OWNER] != Py_None) goto done;
-    binding_owner = rf_attr(f[F_BINDING], rf_keys[RF_OWNER]);
-    if (binding_owner == NULL || binding_owner != Py_None) goto done;
+    /* The placement and binding are exactly PlacementFragment and RuntimeBindingFragment,
+     * dataclasses without descriptors for these fields: each attribute read is its instance
+     * dict's value, so both dicts are fetched once and read together here (a field missing
+     * from the dict, where the attribute would be a class default, declines). */
+    {
+        PyObject *pdict = PyObject_GenericGetDict(f[F_PLACEMENT], NULL);
+        PyObject *bdict = pdict == NULL ? NULL : PyObject_GenericGetDict(f[F_BINDING], NULL);
+        if (bdict == NULL) {
+            Py_XDECREF(pdict);
+            rc = RV_ERROR;
+            goto done;
+        }
+        binding_owner = rv_item(bdict, rf_keys[RF_OWNER]);
+        worker = binding_owner == NULL ? NULL : rv_item(bdict, rf_keys[RF_WORKER_ID]);
+        fragment_id = worker == NULL ? NULL : rv_item(bdict, rf_keys[RF_FRAGMENT_ID]);
+        pfid = fragment_id == NULL ? NULL : rv_item(pdict, rf_keys[RF_PFID]);
+        rank = pfid == NULL ? NULL : rv_item(pdict, rf_keys[RF_RANK]);
+        stage = rank == NULL ? NULL : rv_item(pdict, rf_keys[RF_STAGE]);
+        Py_DECREF(pdict);
+        Py_DECREF(bdict);
+    }
+    if (stage == NULL || binding_owner != Py_None) goto done;
     PyObject *attestation = f[F_ATTESTATION];
     if (Py_TYPE(attestation) != cfg->attestation_type) goto done;
     /* The attestation's entry: found by identity, else checked and added. */
@@ -848,8 +913,6 @@ rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObjec
         rc = RV_ERROR;
         goto done;
     }
-    pfid = rf_attr(f[F_PLACEMENT], rf_keys[RF_PFID]);
-    if (pfid == NULL) goto done;
     for (int side = 0; side < 2; side++) {
         expected = PyDict_GetItemWithError(PyTuple_GetItem(entry, side), pfid); /* borrowed */
         if (expected == NULL) goto done;
@@ -859,20 +922,19 @@ rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObjec
         if (rc != RV_OK) goto done;
         rc = RV_DECLINE;
     }
-    rank = rf_attr(f[F_PLACEMENT], rf_keys[RF_RANK]);
-    if (rank == NULL) goto done;
     rc = rf_rank_tuple(rank, cfg, memo, &rank_tuple);
     if (rc != RV_OK) goto done;
     rc = RV_DECLINE;
-    worker = rf_attr(f[F_BINDING], rf_keys[RF_WORKER_ID]);
-    if (worker == NULL) goto done;
-    fragment_id = rf_attr(f[F_BINDING], rf_keys[RF_FRAGMENT_ID]);
-    if (fragment_id == NULL) goto done;
-    stage = rf_attr(f[F_PLACEMENT], rf_keys[RF_STAGE]);
-    if (stage == NULL) goto done;
     {
-        PyObject *base = rf_attr(PyTuple_GetItem(entry, 2), rf_keys[RF_KEY_BASE]);
-        if (base == NULL) goto done;
+        /* the view's key_base, read once per view in this call (the view is this call's
+         * own derived object, held by ``attested``) */
+        PyObject *base = NULL;
+        if (memo->bases != NULL && index < memo->n_bases) base = Py_XNewRef(memo->bases[index]);
+        if (base == NULL) {
+            base = rf_attr(PyTuple_GetItem(entry, 2), rf_keys[RF_KEY_BASE]);
+            if (base == NULL) goto done;
+            if (memo->bases != NULL && index < memo->n_bases) memo->bases[index] = Py_NewRef(base);
+        }
         if (!PyTuple_CheckExact(base)) {
             Py_DECREF(base);
             goto done;
@@ -946,6 +1008,16 @@ done:
     return rc;
 }
 
+/* Hints only (nothing is decided on them; no Python code runs): the fragments lie scattered
+ * in memory while the loop takes them in list order, so the fragment 12 ahead is prefetched
+ * and the dict of the one 6 ahead. */
+static void
+rf_prefetch_ahead(PyObject *items, Py_ssize_t i)
+{
+    rs_prefetch_item(items, i + 12);
+    rs_prefetch_dict(items, i + 6);
+}
+
 PyDoc_STRVAR(revalidate_fragments_doc,
 "revalidate_fragments(fragments, placement_type, binding_type, attestation_type,\n"
 "                     manifest_type, rank_type, identity, view_of, view_type=None, evidence_type=None)\n"
@@ -1005,18 +1077,27 @@ revalidate_fragments(PyObject *module, PyObject *args)
     PyObject *keys = PyList_New(0), *routes = PyList_New(0), *runtime_ids = PyList_New(0);
     PyObject *attested = PyDict_New(), *entry_list = PyList_New(0);
     rv_table entries = {NULL, NULL, 0};
-    rf_memo memo = {{NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}};
+    rf_memo memo = {{NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}, NULL, 0};
     PyObject *result = NULL;
     if (n < 0 || keys == NULL || routes == NULL || runtime_ids == NULL || attested == NULL || entry_list == NULL
         || (size_t)n > SIZE_MAX / 4 || rv_table_init(&entries, (size_t)n) < 0
         || rf_memo_init(&memo.rank, (size_t)n) < 0 || rf_memo_init(&memo.key, (size_t)n) < 0
-        || rf_memo_init(&memo.route, (size_t)n) < 0) {
+        || rf_memo_init(&memo.route, (size_t)n) < 0 || rf_memo_init(&memo.rank_object, (size_t)n) < 0) {
         if (n >= 0 && (size_t)n > SIZE_MAX / 4 && !PyErr_Occurred()) PyErr_NoMemory();
         goto done;
+    }
+    if (n >= RF_MEMO_MIN_FRAGMENTS) { /* at most one entry per fragment */
+        memo.bases = PyMem_Calloc((size_t)n, sizeof(PyObject *));
+        if (memo.bases == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        memo.n_bases = n;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *fragment = PyList_GetItem(items, i); /* borrowed; ``items`` holds it */
         if (fragment == NULL) goto done;
+        if (n >= RF_MEMO_MIN_FRAGMENTS) rf_prefetch_ahead(items, i);
         int rc = rf_fragment(fragment, &cfg, &entries, entry_list, attested, keys, routes, runtime_ids, &memo);
         if (rc == RV_ERROR) goto done;
         if (rc == RV_DECLINE) {
@@ -1029,6 +1110,11 @@ done:
     rf_memo_free(&memo.rank);
     rf_memo_free(&memo.key);
     rf_memo_free(&memo.route);
+    rf_memo_free(&memo.rank_object);
+    if (memo.bases != NULL) {
+        for (Py_ssize_t k = 0; k < memo.n_bases; k++) Py_XDECREF(memo.bases[k]);
+        PyMem_Free(memo.bases);
+    }
     rv_table_free(&entries);
     Py_XDECREF(items);
     Py_XDECREF(keys);
@@ -1612,35 +1698,6 @@ done:
  * the loops are memory-latency bound once the plan leaves the caches. */
 #define RS_AHEAD_OBJECT 12
 #define RS_AHEAD_DICT 6
-
-/* Prefetch the first lines of ``list[i]`` (no effect when out of range; nothing read). */
-static void
-rs_prefetch_item(PyObject *list, Py_ssize_t i)
-{
-    if (i >= PyList_Size(list)) return;
-    PyObject *item = PyList_GetItem(list, i);
-    if (item == NULL) return;
-    __builtin_prefetch(item);
-    __builtin_prefetch((const char *)item + 64);
-}
-
-/* Prefetch the instance dict of ``list[i]`` (PyObject_GenericGetDict runs no Python code; an
- * object without one is skipped). */
-static void
-rs_prefetch_dict(PyObject *list, Py_ssize_t i)
-{
-    if (i >= PyList_Size(list)) return;
-    PyObject *item = PyList_GetItem(list, i);
-    if (item == NULL) return;
-    PyObject *dict = PyObject_GenericGetDict(item, NULL);
-    if (dict == NULL) {
-        PyErr_Clear();
-        return;
-    }
-    __builtin_prefetch(dict);
-    __builtin_prefetch((const char *)dict + 32);
-    Py_DECREF(dict);
-}
 
 /* Position ``side_of[i]`` as an index into ``frags`` (0 <= p < n_frags); -1: decline. */
 static Py_ssize_t
