@@ -2797,16 +2797,75 @@ done:
  * for so few boxes); more decline. */
 #define BD_COVER_MAX_BOXES 64
 
+/* Fields of a fragment and of an operation read by one scan of its instance dict (bd_scan_fields). */
+enum { CF_PFID, CF_GOFF, CF_LSHAPE, CF_RANK, CF_STAGE, CF_COUNT };
+enum { CO_TARGET, CO_SOURCE, CO_OFFSET, CO_SHAPE, CO_COUNT };
+
 typedef struct {
     PyObject *fragment; /* borrowed: the part's fragments tuple (held in parts_fragments) holds it */
     Py_ssize_t part;
     Py_ssize_t count;   /* operations targeting it */
     Py_ssize_t start;   /* first of them in the CSR order */
     int plain;          /* with the fused route check: its route half is plain (BD_OK) */
+    PyObject *v[CF_COUNT]; /* its fields read by bd_scan_fields (borrowed; NULL: read as before) */
 } bd_cover_frag;
+
+/* Fields of an exact library-class instance from one scan of its instance dict: out[k] the
+ * value under the key identical to the interned nm[names[k]] (a key identical to the name is the
+ * entry a lookup of it finds: dict keys are distinct), else looked up (an equal key that is not
+ * the interned name), else NULL (missing). Every out[k] is NULL when the object has no exact
+ * dict or its dict holds a key that is not an exact str (then no lookup runs: with exact str
+ * keys only, none runs Python code). Borrowed values: the dict holds them, and no Python code
+ * runs in the callers. A NULL field is read by the caller's original read (getattr), which
+ * decides exactly as before; a non-NULL one is what that read returns (the classes define no
+ * data descriptor for these fields). 0, or -1 with an exception. */
+static int
+bd_scan_fields(PyObject *const *nm, PyObject *obj, const int *names, int count, PyObject **out)
+{
+    for (int k = 0; k < count; k++) out[k] = NULL;
+    PyObject *dict = NULL;
+    int status = bd_dict_of(obj, &dict);
+    if (status != BD_OK) return status == BD_ERROR ? -1 : 0;
+    Py_DECREF(dict); /* the object holds its dict */
+    Py_ssize_t pos = 0;
+    PyObject *key = NULL, *value = NULL;
+    int met = 0;
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+        if (!PyUnicode_CheckExact(key)) {
+            for (int k = 0; k < count; k++) out[k] = NULL;
+            return 0;
+        }
+        for (int k = 0; k < count; k++) {
+            if (key == nm[names[k]]) {
+                out[k] = value;
+                met++;
+                break;
+            }
+        }
+    }
+    for (int k = 0; k < count && met < count; k++) {
+        if (out[k] != NULL) continue;
+        out[k] = PyDict_GetItemWithError(dict, nm[names[k]]);
+        if (out[k] == NULL && PyErr_Occurred()) return -1;
+    }
+    return 0;
+}
+
+/* obj.name (*out, new reference) from a scanned field when read (non-NULL), else by bd_get. */
+static int
+bd_get_scanned(PyObject *obj, PyObject *name, PyObject *scanned, PyObject **out)
+{
+    if (scanned != NULL) {
+        *out = Py_NewRef(scanned);
+        return BD_OK;
+    }
+    return bd_get(obj, name, out);
+}
 
 /* Forward: logical_routes_plain's check of one route half (defined with it below). */
 static int bd_route_half_plain(PyObject *const *nm, PyObject *fragment, PyObject *fragment_cls, PyObject *rank_cls);
+static int bd_route_half_scanned(PyObject *const *nm, PyObject *fragment, PyObject *fragment_cls, PyObject *const *v,
+                                 PyObject *rank_cls);
 
 /* Kernel: boxes (n of rank r: offsets bo, shapes bs, row-major) exactly cover the container
  * (co, cs) with every coordinate >= 0, every extent >= 1, ends and volumes representable:
@@ -3044,6 +3103,7 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *participants = NULL, *fragment_ids = NULL, *tensors = NULL;
     bd_cover_frag *frags = NULL;
     Py_ssize_t *op_frag = NULL, *order = NULL, *exec_parts = NULL, *exec_first = NULL, *part_first = NULL;
+    PyObject **op_fields = NULL; /* per operation, its CO_COUNT scanned fields (borrowed; NULL: read as before) */
     uintptr_t *frag_keys = NULL;
     Py_ssize_t *frag_slots = NULL;
     size_t frag_mask = 0;
@@ -3060,6 +3120,7 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     part_selected = mr_alloc_array((size_t)n_parts, 1);
     op_frag = mr_alloc_array((size_t)n_ops, sizeof(Py_ssize_t));
     order = mr_alloc_array((size_t)n_ops, sizeof(Py_ssize_t));
+    op_fields = (size_t)n_ops > SIZE_MAX / CO_COUNT ? NULL : mr_alloc_array((size_t)n_ops * CO_COUNT, sizeof(PyObject *));
     exec_parts = mr_alloc_array((size_t)n_exec, sizeof(Py_ssize_t));
     exec_first = mr_alloc_array((size_t)n_exec, sizeof(Py_ssize_t));
     part_first = mr_alloc_array((size_t)n_parts, sizeof(Py_ssize_t));
@@ -3067,7 +3128,8 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     fragment_ids = PyDict_New();
     tensors = PyDict_New();
     if (part_fragments == NULL || part_tensors == NULL || part_ranks == NULL || part_has_op == NULL
-        || part_selected == NULL || op_frag == NULL || order == NULL || exec_parts == NULL || exec_first == NULL
+        || part_selected == NULL || op_frag == NULL || order == NULL || op_fields == NULL || exec_parts == NULL
+        || exec_first == NULL
         || part_first == NULL || participants == NULL
         || fragment_ids == NULL || tensors == NULL) {
         goto done;
@@ -3112,7 +3174,13 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 PyObject *fragment = PyTuple_GetItem(part_fragments[p], k), *pfid = NULL;
                 if (fragment == NULL) { status = BD_ERROR; break; }
                 if ((PyObject *)Py_TYPE(fragment) != fragment_cls) { status = BD_FALLBACK; break; }
-                status = bd_get_str(fragment, nm[N_PFID], &pfid);
+                static const int fields[CF_COUNT] = {N_PFID, N_GLOBAL_OFFSET, N_LOCAL_SHAPE, N_RANK, N_PIPELINE_STAGE_ID};
+                if (bd_scan_fields(nm, fragment, fields, CF_COUNT, frags[f].v) < 0) { status = BD_ERROR; break; }
+                status = bd_get_scanned(fragment, nm[N_PFID], frags[f].v[CF_PFID], &pfid);
+                if (status == BD_OK && (!PyUnicode_CheckExact(pfid) || PyUnicode_GetLength(pfid) < 1)) {
+                    Py_CLEAR(pfid);
+                    status = BD_FALLBACK; /* as bd_get_str */
+                }
                 if (status != BD_OK) break;
                 Py_ssize_t known = 0;
                 status = bd_index_of(fragment_ids, pfid, &known);
@@ -3126,7 +3194,7 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 frags[f].plain = BD_FALLBACK;
                 if (status == BD_OK && routes == BD_OK) {
                     /* its route half, read now: an operation targeting it reads this very object */
-                    frags[f].plain = bd_route_half_plain(nm, fragment, fragment_cls, rank_cls);
+                    frags[f].plain = bd_route_half_scanned(nm, fragment, fragment_cls, frags[f].v, rank_cls);
                     if (frags[f].plain == BD_ERROR) status = BD_ERROR;
                 }
             }
@@ -3197,11 +3265,16 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyObject *op = PyTuple_GetItem(operations, i), *target = NULL;
         if (op == NULL) { status = BD_ERROR; break; }
         if ((PyObject *)Py_TYPE(op) != region_cls) { status = BD_FALLBACK; break; }
-        status = bd_get(op, nm[N_TARGET], &target);
+        PyObject **ov = &op_fields[CO_COUNT * i];
+        static const int op_names[CO_COUNT] = {N_TARGET, N_SOURCE, N_OVERLAP_OFFSET, N_OVERLAP_SHAPE};
+        if (bd_scan_fields(nm, op, op_names, CO_COUNT, ov) < 0) { status = BD_ERROR; break; }
+        /* the target is compared by address only: a scanned one is not touched (borrowed) */
+        status = ov[CO_TARGET] != NULL ? BD_OK : bd_get(op, nm[N_TARGET], &target);
         if (status != BD_OK) break;
-        Py_ssize_t f = bd_pointer_get(frag_keys, frag_slots, frag_mask, (uintptr_t)target);
-        if (f < 0 || f >= n_frags || frags[f].fragment != target) status = BD_FALLBACK;
-        Py_DECREF(target);
+        PyObject *op_target = ov[CO_TARGET] != NULL ? ov[CO_TARGET] : target;
+        Py_ssize_t f = bd_pointer_get(frag_keys, frag_slots, frag_mask, (uintptr_t)op_target);
+        if (f < 0 || f >= n_frags || frags[f].fragment != op_target) status = BD_FALLBACK;
+        Py_CLEAR(target);
         if (status != BD_OK) break;
         if (routes == BD_OK || snap == BD_OK) {
             /* logical_routes_plain on this operation: its target (one of the fragments read
@@ -3210,7 +3283,7 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
              * entry for its id. No user code runs in this call: the same object still has the
              * values read. */
             PyObject *source = NULL;
-            int got = bd_get(op, nm[N_SOURCE], &source);
+            int got = bd_get_scanned(op, nm[N_SOURCE], ov[CO_SOURCE], &source);
             if (routes == BD_OK) {
                 routes = frags[f].plain;
                 if (routes == BD_OK) routes = got;
@@ -3368,24 +3441,26 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             if (n_boxes < 1 || n_boxes > BD_COVER_MAX_BOXES) { status = BD_FALLBACK; break; }
             /* coords: container offset [0, r), extent [r, 2r), then per box offset and extent */
             Py_ssize_t r = -1;
-            status = bd_get(fragment, nm[N_GLOBAL_OFFSET], &value);
+            status = bd_get_scanned(fragment, nm[N_GLOBAL_OFFSET], frags[f].v[CF_GOFF], &value);
             if (status == BD_OK) status = bd_cover_coords(value, &r, 0, &coords, &coords_cap, 0);
             Py_CLEAR(value);
-            if (status == BD_OK) status = bd_get(fragment, nm[N_LOCAL_SHAPE], &value);
+            if (status == BD_OK) status = bd_get_scanned(fragment, nm[N_LOCAL_SHAPE], frags[f].v[CF_LSHAPE], &value);
             if (status == BD_OK) status = bd_cover_coords(value, &r, 1, &coords, &coords_cap, (size_t)r);
             Py_CLEAR(value);
             if (status != BD_OK) break;
             if (!bd_cover_ends_fit(coords, coords + r, r)) { status = BD_FALLBACK; break; }
             size_t base = 2 * (size_t)r; /* box b: offsets at base + b*r, extents at base + (n+b)*r */
             for (Py_ssize_t b = 0; b < n_boxes && status == BD_OK; b++) {
-                PyObject *op = PyTuple_GetItem(operations, order[frags[f].start + b]);
+                Py_ssize_t at_op = order[frags[f].start + b];
+                PyObject *op = PyTuple_GetItem(operations, at_op);
                 if (op == NULL) { status = BD_ERROR; break; }
+                PyObject *const *ov = &op_fields[CO_COUNT * at_op];
                 size_t at_offset = base + (size_t)b * (size_t)r;
                 size_t at_shape = base + (size_t)(n_boxes + b) * (size_t)r;
-                status = bd_get(op, nm[N_OVERLAP_OFFSET], &value);
+                status = bd_get_scanned(op, nm[N_OVERLAP_OFFSET], ov[CO_OFFSET], &value);
                 if (status == BD_OK) status = bd_cover_coords(value, &r, 0, &coords, &coords_cap, at_offset);
                 Py_CLEAR(value);
-                if (status == BD_OK) status = bd_get(op, nm[N_OVERLAP_SHAPE], &value);
+                if (status == BD_OK) status = bd_get_scanned(op, nm[N_OVERLAP_SHAPE], ov[CO_SHAPE], &value);
                 if (status == BD_OK) status = bd_cover_coords(value, &r, 1, &coords, &coords_cap, at_shape);
                 Py_CLEAR(value);
                 if (status == BD_OK && !bd_cover_ends_fit(coords + at_offset, coords + at_shape, r)) {
@@ -3413,6 +3488,7 @@ done:
     PyMem_Free(part_selected);
     PyMem_Free(op_frag);
     PyMem_Free(order);
+    PyMem_Free(op_fields);
     PyMem_Free(exec_parts);
     PyMem_Free(exec_first);
     PyMem_Free(part_first);
@@ -4007,6 +4083,28 @@ bd_route_half_plain(PyObject *const *nm, PyObject *fragment, PyObject *fragment_
     Py_XDECREF(rank_dict);
     Py_XDECREF(pp);
     Py_XDECREF(pfid);
+    return status;
+}
+
+/* bd_route_half_plain on a fragment whose placement_fragment_id, rank and pipeline_stage_id
+ * were scanned (v, bd_cover_frag's fields; the same dict reads): when one is NULL, the original
+ * reads decide. */
+static int
+bd_route_half_scanned(PyObject *const *nm, PyObject *fragment, PyObject *fragment_cls, PyObject *const *v,
+                      PyObject *rank_cls)
+{
+    PyObject *pfid = v[CF_PFID], *rank = v[CF_RANK], *stage = v[CF_STAGE];
+    if ((PyObject *)Py_TYPE(fragment) != fragment_cls) return BD_FALLBACK;
+    if (pfid == NULL || rank == NULL || stage == NULL) return bd_route_half_plain(nm, fragment, fragment_cls, rank_cls);
+    if (!PyUnicode_CheckExact(pfid) || PyUnicode_GetLength(pfid) < 1) return BD_FALLBACK;
+    if (!(stage == Py_None || PyLong_CheckExact(stage))) return BD_FALLBACK;
+    if ((PyObject *)Py_TYPE(rank) != rank_cls) return BD_FALLBACK;
+    PyObject *rank_dict = NULL, *pp = NULL;
+    int status = bd_dict_of(rank, &rank_dict);
+    if (status == BD_OK) status = bd_dget(rank_dict, nm[N_PP], &pp);
+    if (status == BD_OK && !PyLong_CheckExact(pp)) status = BD_FALLBACK;
+    Py_XDECREF(rank_dict);
+    Py_XDECREF(pp);
     return status;
 }
 
