@@ -7,6 +7,7 @@ from operator import itemgetter
 from typing import Any, Optional
 
 from .. import _native
+from .._shared_keys import share_field_keys
 from ._checks import I64_MAX, U64_MAX
 from .ids import PlacementFragmentId, RuntimeFragmentId
 
@@ -212,6 +213,9 @@ class RuntimeBindingFragment:
     def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
         # ``__reduce__`` for every protocol, without the ``object.__reduce_ex__`` hop.
         return (type(self), _constructor_arguments(self.__dict__))
+
+
+share_field_keys(RuntimeBindingFragment)  # CPython 3.10: dicts the C core fills stay key-sharing
 
 
 _untrack = _native.untrack_inert

@@ -7,6 +7,7 @@ from operator import itemgetter
 from typing import Any, Literal, Optional, Union
 
 from .. import _native
+from .._shared_keys import share_field_keys
 from ..contracts._checks import (
     I64_MAX,
     U64_MAX,
@@ -439,6 +440,9 @@ class PlacementFragment:
             except KeyError:  # not exactly the fields: default pickling
                 pass
         return object.__reduce_ex__(self, protocol)
+
+
+share_field_keys(PlacementFragment)  # CPython 3.10: dicts the C core fills stay key-sharing
 
 
 _FRAGMENT_FIELDS = (

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Optional, TypeVar, Union
 
 from ...contracts.ids import ParticipantId, PlacementFragmentId, PlacementId, ResourceId, RevisionId, TensorId
+from ..._shared_keys import share_field_keys
 from ..placement import WeightPlacementManifest
 from ..storage_manifest import (
     StoredFragmentSnapshot,
@@ -327,6 +328,9 @@ class TransferRegion(Generic[SourceFragmentT, TargetFragmentT]):
                 return
 
 
+share_field_keys(TransferRegion)  # CPython 3.10: dicts the C core fills stay key-sharing
+
+
 def _box_inside(
     outer_offset: tuple[int, ...], outer_shape: tuple[int, ...], offset: tuple[int, ...], shape: tuple[int, ...]
 ) -> bool:
@@ -416,6 +420,9 @@ class PlacementExecutorPlan:
             raise ValueError("placement executor identifiers must not be empty")
         if len(set(ids)) != len(ids):
             raise ValueError("placement executor has duplicate fragment IDs")
+
+
+share_field_keys(PlacementExecutorPlan)  # CPython 3.10: dicts the C core fills stay key-sharing
 
 
 # --- operation views (spec §11.9) --------------------------------------------------------------

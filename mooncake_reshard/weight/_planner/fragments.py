@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
 from ...contracts.fragments import RuntimeBindingFragment
+from ..._shared_keys import share_field_keys
 from ...contracts.ids import LeaseId, PlacementFragmentId, RuntimeFragmentId, RuntimeInstanceId, TensorId
 from ..storage_manifest import StoredFragmentSnapshot
 from ..types import ParallelRank, PlacementFragment
@@ -191,6 +192,9 @@ class BoundWeightFragment:
     def storage_offset_bytes(self) -> int:
         """Offset of the view inside its allocation."""
         return self.binding.storage_offset_bytes
+
+
+share_field_keys(BoundWeightFragment)  # CPython 3.10: dicts the C core fills stay key-sharing
 
 
 def _trusted_bound_fragment(
