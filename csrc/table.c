@@ -224,6 +224,26 @@ tbl_group_covers(const FragmentTable *t, size_t *members, size_t cnt, int collap
 
 typedef enum { CHECK_OVERLAP, CHECK_COVER } tbl_check;
 
+#define TBL_PF 16 /* rows between a prefetch and its use in tbl_check_groups */
+
+/* Hints (no effect on results): the grouping columns of row i, and everything a group check
+ * reads of row i. */
+static inline void
+tbl_prefetch_key(const FragmentTable *t, const int64_t *external, size_t i)
+{
+    __builtin_prefetch(&t->rank[i * 4]);
+    __builtin_prefetch(&t->tensor[i]);
+    if (external != NULL) __builtin_prefetch(&external[i]);
+}
+
+static inline void
+tbl_prefetch_box(const FragmentTable *t, size_t i)
+{
+    __builtin_prefetch(&t->tensor[i]);
+    __builtin_prefetch(&t->ndim[i]);
+    __builtin_prefetch(&t->begin[i * t->stride]);
+    __builtin_prefetch(&t->end[i * t->stride]);
+}
 
 /* Group fragments by cols; visit groups in first-appearance order (external == NULL)
  * or increasing external id (external != NULL, ids < 0 skipped). Returns the position
@@ -239,17 +259,25 @@ tbl_check_groups(const FragmentTable *t, const int64_t *external, const int *col
     if (n == 0) return 0;
     int rc = MR_ENOMEM;
     size_t *order = mr_kalloc(n, sizeof(size_t));
+    size_t *run_end = mr_kalloc(n, sizeof(size_t)); /* run_end[s]: end of the run starting at s */
     mr_kv *kv = mr_kalloc(n, sizeof(mr_kv));
     mr_kv *heads = mr_kalloc(n, sizeof(mr_kv));
     int64_t *zeros = calloc(t->stride, sizeof(int64_t));
-    if (order == NULL || kv == NULL || heads == NULL || zeros == NULL) goto done;
+    if (order == NULL || run_end == NULL || kv == NULL || heads == NULL || zeros == NULL) goto done;
     if (tbl_sort_by(t, external, cols, ncols, order, kv) < 0) goto done;
     /* runs -> heads (first fragment index, run start); runs are stable so the first
-     * element of a run is its smallest fragment index */
+     * element of a run is its smallest fragment index. The rows come in group order, scattered
+     * over the arrays (rows are in fragment id order): the key columns of the row TBL_PF
+     * places further on are asked for ahead (a hint only). */
     size_t nruns = 0;
     for (size_t s = 0; s < n;) {
         size_t e = s + 1;
-        while (e < n && tbl_same_key(t, external, cols, ncols, order[s], order[e])) e++;
+        while (e < n) {
+            if (e + TBL_PF < n) tbl_prefetch_key(t, external, order[e + TBL_PF]);
+            if (!tbl_same_key(t, external, cols, ncols, order[s], order[e])) break;
+            e++;
+        }
+        run_end[s] = e;
         if (external == NULL || external[order[s]] >= 0) {
             heads[nruns].key = external ? (uint64_t)nruns : (uint64_t)order[s];
             heads[nruns].idx = s;
@@ -260,8 +288,12 @@ tbl_check_groups(const FragmentTable *t, const int64_t *external, const int *col
     if (external == NULL && mr_radix_sort(heads, nruns) < 0) goto done;
     rc = 0;
     for (size_t r = 0; r < nruns; r++) {
-        size_t s = heads[r].idx, e = s + 1;
-        while (e < n && tbl_same_key(t, external, cols, ncols, order[s], order[e])) e++;
+        size_t s = heads[r].idx, e = run_end[s];
+        if (r + 1 < nruns) {
+            /* the next run's rows (scattered), asked for while this one is checked */
+            size_t s2 = heads[r + 1].idx, e2 = run_end[s2];
+            for (size_t p = s2; p < e2 && p < s2 + TBL_PF; p++) tbl_prefetch_box(t, order[p]);
+        }
         size_t first = order[s];
         int res, failed = 0;
         if (check == CHECK_OVERLAP) {
@@ -289,6 +321,7 @@ tbl_check_groups(const FragmentTable *t, const int64_t *external, const int *col
     }
 done:
     free(order);
+    free(run_end);
     free(kv);
     free(heads);
     free(zeros);
