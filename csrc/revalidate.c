@@ -1254,6 +1254,7 @@ typedef struct {
     Py_ssize_t proven_room;  /* insertions left (keeps the table at most half full) */
     PyObject *held;          /* list: the attested states proven equal, held for the call */
     PyTypeObject *attestation_type, *rank_type, *snapshot_type;
+    PyTypeObject *placement_type; /* PlacementFragment, or NULL (ids read as attributes) */
     /* Per entry, the view's attributes the per-fragment check reads, read once per call (owned;
      * NULL until read): RS_VIEW_NFIELDS slots per entry. The views are the caller's private
      * derived objects: nothing run during the call can reach them. */
@@ -1636,16 +1637,34 @@ rs_fragment(PyObject *fragment, PyObject *runtime_id, rs_ctx *ctx, PyObject *sna
     owned = PyDict_GetItemWithError(snapshot_owner, runtime_id); /* borrowed; held below */
     if (owned == NULL) goto done;
     Py_INCREF(owned);
-    attestation = rf_dict_item(fragment, rs_keys[RS_ATTESTATION]);
-    if (attestation == NULL) goto done;
+    /* The fragment's attestation, placement and lease generation from one fetch of its
+     * instance dict (read together; a missing one declines, as each read did). */
+    {
+        PyObject *fdict = PyObject_GenericGetDict(fragment, NULL);
+        if (fdict == NULL) goto error;
+        attestation = rv_item(fdict, rs_keys[RS_ATTESTATION]);
+        placement = attestation == NULL ? NULL : rv_item(fdict, rs_keys[RS_PLACEMENT]);
+        lease_generation = placement == NULL ? NULL : rv_item(fdict, rs_keys[RS_LEASE_GENERATION]);
+        Py_DECREF(fdict);
+        if (lease_generation == NULL) goto done;
+    }
     Py_ssize_t index = rs_lookup(&ctx->entry_of, attestation);
     if (index < 0) goto done;
     view = Py_NewRef(PyTuple_GetItem(ctx->entries[index], 2));
     PyObject *by_pfid = rs_view_field(ctx, index, view, RS_VIEW_BY_PFID); /* borrowed */
     if (by_pfid == NULL) goto error;
-    placement = rf_dict_item(fragment, rs_keys[RS_PLACEMENT]);
-    if (placement == NULL) goto done;
-    RS_GET(pfid, placement, RS_PFID);
+    if (ctx->placement_type != NULL && Py_TYPE(placement) == ctx->placement_type) {
+        /* exactly PlacementFragment (no descriptor for the field): the attribute is the
+         * instance dict's value; missing from the dict declines */
+        PyObject *pdict = PyObject_GenericGetDict(placement, NULL);
+        if (pdict == NULL) goto error;
+        pfid = rv_item(pdict, rs_keys[RS_PFID]);
+        Py_DECREF(pdict);
+        if (pfid == NULL) goto done;
+    }
+    else {
+        RS_GET(pfid, placement, RS_PFID);
+    }
     PyObject *attested_pfids = rs_view_field(ctx, index, view, RS_VIEW_ATTESTED_PFIDS); /* borrowed */
     if (attested_pfids == NULL) goto error;
     if (!PyDict_CheckExact(by_pfid)) goto done;
@@ -1654,8 +1673,6 @@ rs_fragment(PyObject *fragment, PyObject *runtime_id, rs_ctx *ctx, PyObject *sna
     int attested = rs_member(attested_pfids, pfid);
     if (attested < 0) goto error;
     if (!attested) goto done;
-    lease_generation = rf_dict_item(fragment, rs_keys[RS_LEASE_GENERATION]);
-    if (lease_generation == NULL) goto done;
     PyObject *generation = rs_view_field(ctx, index, view, RS_VIEW_GENERATION); /* borrowed */
     if (generation == NULL) goto error;
     int same = rs_compare(lease_generation, generation, Py_EQ);
@@ -1715,7 +1732,7 @@ rs_position(PyObject *side_of, Py_ssize_t i, Py_ssize_t n_frags)
 
 PyDoc_STRVAR(revalidate_side_doc,
 "revalidate_side(frags, keys, runtime_ids, side_of, runtime, rows, attested, used,\n"
-"                attestation_type, rank_type, snapshot_type)\n"
+"                attestation_type, rank_type, snapshot_type, placement_type=None)\n"
 "--\n\n"
 "Executor consistency of one side of the TransferPlan revalidation fast path (spec §12.4),\n"
 "for the common cases: every executor lists all its worker's attested fragments and carries\n"
@@ -1724,17 +1741,22 @@ PyDoc_STRVAR(revalidate_side_doc,
 "The arguments are the fast path's own tables (``bound_contracts._fast_side_consistent``).\n"
 "Returns ``True`` when the side passes (the ``id`` of every executor state owning operations\n"
 "is then in ``used``), ``None`` when unsure (the Python version decides). ``TypeError`` for\n"
-"wrong container types.");
+"wrong container types. ``placement_type`` (PlacementFragment): the placement fragment id of\n"
+"an exact one is read from its instance dict.");
 
 static PyObject *
 revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *frags, *keys, *runtime_ids, *side_of, *runtime, *rows, *attested, *used, *att_type, *rank_type;
-    PyObject *snapshot_type;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O!O!O!O!:revalidate_side", &PyList_Type, &frags, &PyList_Type, &keys,
+    PyObject *snapshot_type, *placement_arg = Py_None;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O!O!O!O!|O:revalidate_side", &PyList_Type, &frags, &PyList_Type, &keys,
                           &PyList_Type, &runtime_ids, &PyList_Type, &side_of, &PyDict_Type, &runtime, &PyList_Type,
                           &rows, &PyDict_Type, &attested, &PySet_Type, &used, &PyType_Type, &att_type, &PyType_Type,
-                          &rank_type, &PyType_Type, &snapshot_type)) {
+                          &rank_type, &PyType_Type, &snapshot_type, &placement_arg)) {
+        return NULL;
+    }
+    if (placement_arg != Py_None && !PyType_Check(placement_arg)) {
+        PyErr_SetString(PyExc_TypeError, "revalidate_side: placement_type must be a type or None");
         return NULL;
     }
     PyObject *result = NULL, *by_key = NULL, *snapshot_owner = NULL;
@@ -1743,7 +1765,8 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
     rs_ctx ctx = {.attested = attested,
                   .attestation_type = (PyTypeObject *)att_type,
                   .rank_type = (PyTypeObject *)rank_type,
-                  .snapshot_type = (PyTypeObject *)snapshot_type};
+                  .snapshot_type = (PyTypeObject *)snapshot_type,
+                  .placement_type = placement_arg == Py_None ? NULL : (PyTypeObject *)placement_arg};
     unsigned char *seen = NULL;
     Py_ssize_t *unique = NULL;
     Py_ssize_t n_unique = 0;
@@ -1897,27 +1920,80 @@ rp_compare_extent(const void *a, const void *b)
     return 0;
 }
 
-/* ``(fragment.instance_id, binding.worker_id, binding.device)`` and the binding, new refs. */
+/* The types whose instances revalidate_spaces reads through one fetch of their instance dict
+ * (exact RuntimeBindingFragment / PlacementFragment: dataclasses without descriptors for the
+ * fields read, so each attribute is the dict's value; a field missing from the dict declines,
+ * as the attribute read of a missing field failed), and the space tuples of the call shared
+ * by the very (instance, worker, device) objects they hold (equal tuples, fewer allocations). */
+typedef struct {
+    PyTypeObject *binding_type;   /* or NULL: attributes */
+    PyTypeObject *placement_type; /* or NULL: attributes */
+    rf_memo_table spaces;
+} rp_config;
+
+/* ``getattr(object, name)`` (new reference, NULL with an error set), from ``dict`` (the
+ * object's instance dict, exact type checked by the caller) when not NULL: a missing item
+ * then declines (NULL, no error set). */
+static PyObject *
+rp_field(PyObject *object, PyObject *dict, int name)
+{
+    if (dict != NULL) return rv_item(dict, rp_keys[name]);
+    return PyObject_GetAttr(object, rp_keys[name]);
+}
+
+/* The instance dict of ``object`` when it is exactly ``type`` (new reference), else NULL;
+ * *failed on an error. */
+static PyObject *
+rp_exact_dict(PyObject *object, PyTypeObject *type, int *failed)
+{
+    *failed = 0;
+    if (type == NULL || Py_TYPE(object) != type) return NULL;
+    PyObject *dict = PyObject_GenericGetDict(object, NULL);
+    if (dict == NULL) *failed = 1;
+    return dict;
+}
+
+/* ``(fragment.instance_id, binding.worker_id, binding.device)`` and the binding, new refs;
+ * *bdict: the binding's instance dict when exactly cfg->binding_type (new reference), else
+ * NULL. */
 static int
-rp_space(PyObject *fragment, PyObject **space, PyObject **binding)
+rp_space(PyObject *fragment, rp_config *cfg, PyObject **space, PyObject **binding, PyObject **bdict)
 {
     PyObject *instance = NULL, *worker = NULL, *device = NULL;
     *space = NULL;
-    *binding = rf_dict_item(fragment, rp_keys[RP_BINDING]);
+    *bdict = NULL;
+    {
+        PyObject *fdict = PyObject_GenericGetDict(fragment, NULL);
+        if (fdict == NULL) return RV_ERROR;
+        *binding = rv_item(fdict, rp_keys[RP_BINDING]);
+        instance = *binding == NULL ? NULL : rv_item(fdict, rp_keys[RP_INSTANCE]);
+        Py_DECREF(fdict);
+    }
     if (*binding == NULL) return PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
-    instance = rf_dict_item(fragment, rp_keys[RP_INSTANCE]);
     if (instance == NULL) goto fail;
-    worker = PyObject_GetAttr(*binding, rp_keys[RP_WORKER]);
+    int failed = 0;
+    *bdict = rp_exact_dict(*binding, cfg->binding_type, &failed);
+    if (failed) goto fail;
+    worker = rp_field(*binding, *bdict, RP_WORKER);
     if (worker == NULL) goto fail;
-    device = PyObject_GetAttr(*binding, rp_keys[RP_DEVICE]);
+    device = rp_field(*binding, *bdict, RP_DEVICE);
     if (device == NULL) goto fail;
-    *space = PyTuple_Pack(3, instance, worker, device);
+    PyObject *from[4] = {instance, worker, device, NULL};
+    PyObject *shared = rf_memo_get(&cfg->spaces, from);
+    if (shared != NULL) {
+        *space = Py_NewRef(shared);
+    }
+    else {
+        *space = PyTuple_Pack(3, instance, worker, device);
+        if (*space != NULL) rf_memo_put(&cfg->spaces, from, *space);
+    }
 fail:
     Py_XDECREF(instance);
     Py_XDECREF(worker);
     Py_XDECREF(device);
     if (*space == NULL) {
         Py_CLEAR(*binding);
+        Py_CLEAR(*bdict);
         return PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
     }
     return RV_OK;
@@ -1925,14 +2001,14 @@ fail:
 
 /* Add ``(binding.storage_address, binding.storage_nbytes)`` to ``table[space]`` (a set). */
 static int
-rp_add_allocation(PyObject *table, PyObject *space, PyObject *binding)
+rp_add_allocation(PyObject *table, PyObject *space, PyObject *binding, PyObject *bdict)
 {
-    PyObject *address = PyObject_GetAttr(binding, rp_keys[RP_STORAGE_ADDRESS]);
-    if (address == NULL) return -1;
-    PyObject *nbytes = PyObject_GetAttr(binding, rp_keys[RP_STORAGE_NBYTES]);
+    PyObject *address = rp_field(binding, bdict, RP_STORAGE_ADDRESS);
+    if (address == NULL) return PyErr_Occurred() ? -1 : 1;
+    PyObject *nbytes = rp_field(binding, bdict, RP_STORAGE_NBYTES);
     if (nbytes == NULL) {
         Py_DECREF(address);
-        return -1;
+        return PyErr_Occurred() ? -1 : 1;
     }
     PyObject *allocation = PyTuple_Pack(2, address, nbytes);
     Py_DECREF(address);
@@ -1976,10 +2052,11 @@ rp_u64(PyObject *value, uint64_t *out, int *ok)
 /* The quick §12.6 extent of one target operation: *ok = 1 with [*begin, *end) when the
  * operation writes its whole (alias-free) fragment at a representable address range. */
 static int
-rp_target_extent(PyObject *fragment, PyObject *binding, PyObject *box, uint64_t *begin, uint64_t *end, int *ok)
+rp_target_extent(PyObject *fragment, PyObject *binding, PyObject *bdict, const rp_config *cfg, PyObject *box,
+                 uint64_t *begin, uint64_t *end, int *ok)
 {
     PyObject *placement = NULL, *aliases = NULL, *offset = NULL, *shape = NULL, *whole = NULL;
-    PyObject *address = NULL, *nbytes = NULL;
+    PyObject *address = NULL, *nbytes = NULL, *pdict = NULL;
     int rc = -1;
     *ok = 0;
     placement = rf_dict_item(fragment, rp_keys[RP_PLACEMENT]);
@@ -1987,18 +2064,26 @@ rp_target_extent(PyObject *fragment, PyObject *binding, PyObject *box, uint64_t 
         rc = PyErr_Occurred() ? -1 : 0;
         goto done;
     }
-    aliases = PyObject_GetAttr(placement, rp_keys[RP_ALIASES]);
-    if (aliases == NULL) goto done;
+    int failed = 0;
+    pdict = rp_exact_dict(placement, cfg->placement_type, &failed);
+    if (failed) goto done;
+    aliases = rp_field(placement, pdict, RP_ALIASES);
+    if (aliases == NULL) { /* missing from an exact placement's dict: not the quick case */
+        rc = PyErr_Occurred() ? -1 : 0;
+        goto done;
+    }
     int has_aliases = PyObject_IsTrue(aliases);
     if (has_aliases < 0) goto done;
     if (has_aliases) {
         rc = 0;
         goto done;
     }
-    offset = PyObject_GetAttr(placement, rp_keys[RP_OFFSET]);
-    if (offset == NULL) goto done;
-    shape = PyObject_GetAttr(placement, rp_keys[RP_SHAPE]);
-    if (shape == NULL) goto done;
+    offset = rp_field(placement, pdict, RP_OFFSET);
+    shape = offset == NULL ? NULL : rp_field(placement, pdict, RP_SHAPE);
+    if (shape == NULL) {
+        rc = PyErr_Occurred() ? -1 : 0;
+        goto done;
+    }
     whole = PyTuple_Pack(2, offset, shape);
     if (whole == NULL) goto done;
     int partial = rs_compare(box, whole, Py_NE);
@@ -2007,10 +2092,12 @@ rp_target_extent(PyObject *fragment, PyObject *binding, PyObject *box, uint64_t 
         rc = 0;
         goto done;
     }
-    address = PyObject_GetAttr(binding, rp_keys[RP_ADDRESS]);
-    if (address == NULL) goto done;
-    nbytes = PyObject_GetAttr(binding, rp_keys[RP_NBYTES]);
-    if (nbytes == NULL) goto done;
+    address = rp_field(binding, bdict, RP_ADDRESS);
+    nbytes = address == NULL ? NULL : rp_field(binding, bdict, RP_NBYTES);
+    if (nbytes == NULL) {
+        rc = PyErr_Occurred() ? -1 : 0;
+        goto done;
+    }
     uint64_t a = 0, n = 0;
     int a_ok = 0, n_ok = 0;
     if (rp_u64(address, &a, &a_ok) < 0 || rp_u64(nbytes, &n, &n_ok) < 0) goto done;
@@ -2019,6 +2106,7 @@ rp_target_extent(PyObject *fragment, PyObject *binding, PyObject *box, uint64_t 
     *begin = a;
     *ok = 1;
 done:
+    Py_XDECREF(pdict);
     Py_XDECREF(placement);
     Py_XDECREF(aliases);
     Py_XDECREF(offset);
@@ -2030,7 +2118,8 @@ done:
 }
 
 PyDoc_STRVAR(revalidate_spaces_doc,
-"revalidate_spaces(frags, source_of, target_of, boxes, check_physical)\n"
+"revalidate_spaces(frags, source_of, target_of, boxes, check_physical, binding_type=None,\n"
+"                  placement_type=None)\n"
 "--\n\n"
 "Spec §12.5 (in-place protection) and the common case of §12.6 for the TransferPlan\n"
 "revalidation fast path; the arguments are the fast path's own tables. Returns ``False``\n"
@@ -2041,17 +2130,28 @@ PyDoc_STRVAR(revalidate_spaces_doc,
 "``check_physical`` is false or every operation writes a whole, alias-free target fragment\n"
 "of its own with pairwise disjoint byte extents per address space (the physical sweep has\n"
 "nothing to report), else ``None`` (the sweep must decide). ``TypeError`` for wrong\n"
-"container types.");
+"container types. ``binding_type`` / ``placement_type`` (RuntimeBindingFragment,\n"
+"PlacementFragment): exact ones are read through their instance dicts (a field missing\n"
+"there declines).");
 
 static PyObject *
 revalidate_spaces(PyObject *Py_UNUSED(module), PyObject *args)
 {
-    PyObject *frags_arg, *source_arg, *target_arg, *boxes_arg;
+    PyObject *frags_arg, *source_arg, *target_arg, *boxes_arg, *binding_arg = Py_None, *placement_arg = Py_None;
     int check_physical;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!p:revalidate_spaces", &PyList_Type, &frags_arg, &PyList_Type, &source_arg,
-                          &PyList_Type, &target_arg, &PyList_Type, &boxes_arg, &check_physical)) {
+    if (!PyArg_ParseTuple(args, "O!O!O!O!p|OO:revalidate_spaces", &PyList_Type, &frags_arg, &PyList_Type,
+                          &source_arg, &PyList_Type, &target_arg, &PyList_Type, &boxes_arg, &check_physical,
+                          &binding_arg, &placement_arg)) {
         return NULL;
     }
+    if ((binding_arg != Py_None && !PyType_Check(binding_arg))
+        || (placement_arg != Py_None && !PyType_Check(placement_arg))) {
+        PyErr_SetString(PyExc_TypeError, "revalidate_spaces: binding_type and placement_type must be types or None");
+        return NULL;
+    }
+    rp_config cfg = {binding_arg == Py_None ? NULL : (PyTypeObject *)binding_arg,
+                     placement_arg == Py_None ? NULL : (PyTypeObject *)placement_arg,
+                     {NULL, 0, 0}};
     PyObject *result = NULL, *sources = NULL, *targets = NULL, *space_ids = NULL;
     PyObject *frags = PySequence_List(frags_arg), *source_of = PySequence_List(source_arg);
     PyObject *target_of = PySequence_List(target_arg), *boxes = PySequence_List(boxes_arg);
@@ -2070,6 +2170,7 @@ revalidate_spaces(PyObject *Py_UNUSED(module), PyObject *args)
     targets = PyDict_New();
     space_ids = PyDict_New();
     if (seen == NULL || extents == NULL || sources == NULL || targets == NULL || space_ids == NULL) goto done;
+    if (rf_memo_init(&cfg.spaces, (size_t)n_frags) < 0) goto done;
     int quick = check_physical;
     /* Sources (distinct fragments), then targets: allocations per address space. */
     for (int side = 0; side < 2; side++) {
@@ -2086,17 +2187,25 @@ revalidate_spaces(PyObject *Py_UNUSED(module), PyObject *args)
                 continue;
             }
             seen[p] = 1;
-            PyObject *fragment = PyList_GetItem(frags, p), *space = NULL, *binding = NULL;
-            int rc = rp_space(fragment, &space, &binding);
+            PyObject *fragment = PyList_GetItem(frags, p), *space = NULL, *binding = NULL, *bdict = NULL;
+            int rc = rp_space(fragment, &cfg, &space, &binding, &bdict);
             if (rc == RV_ERROR) goto done;
             if (rc == RV_DECLINE) {
                 result = Py_NewRef(Py_False); /* unexpected: decline */
                 goto done;
             }
-            int failed = rp_add_allocation(side == 0 ? sources : targets, space, binding) < 0;
+            int added = rp_add_allocation(side == 0 ? sources : targets, space, binding, bdict);
+            int failed = added < 0;
+            if (added > 0) { /* a field missing from an exact binding's dict: decline */
+                Py_DECREF(space);
+                Py_DECREF(binding);
+                Py_XDECREF(bdict);
+                result = Py_NewRef(Py_False);
+                goto done;
+            }
             if (!failed && side == 1 && quick) {
                 int ok = 0;
-                failed = rp_target_extent(fragment, binding, PyList_GetItem(boxes, i), &extents[i].begin,
+                failed = rp_target_extent(fragment, binding, bdict, &cfg, PyList_GetItem(boxes, i), &extents[i].begin,
                                           &extents[i].end, &ok) < 0;
                 if (!failed && !ok) quick = 0;
                 if (!failed && ok) {
@@ -2118,6 +2227,7 @@ revalidate_spaces(PyObject *Py_UNUSED(module), PyObject *args)
             }
             Py_DECREF(space);
             Py_DECREF(binding);
+            Py_XDECREF(bdict);
             if (failed) goto done;
         }
     }
@@ -2153,6 +2263,7 @@ revalidate_spaces(PyObject *Py_UNUSED(module), PyObject *args)
     }
     result = Py_NewRef(quick ? Py_True : Py_None);
 done:
+    rf_memo_free(&cfg.spaces);
     PyMem_Free(seen);
     PyMem_Free(extents);
     Py_XDECREF(sources);

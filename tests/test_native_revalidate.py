@@ -22,7 +22,6 @@ from mooncake.reshard.weight import ParallelRank, PlanningLimits
 from mooncake.reshard.weight._planner import bound_contracts as bc
 from mooncake.reshard.weight._planner.contracts import TransferRegion
 from mooncake.reshard.weight._planner.fragments import BoundWeightFragment
-from mooncake.reshard.weight.types import PlacementFragment
 from mooncake.reshard.weight.planner import TransferPlan, bind_logical_transfer_plan, plan_placement_transfer
 
 
@@ -958,6 +957,13 @@ def _spaces_agree(plan: TransferPlan) -> None:
             native = "error"
         # The same decision (the tables come from revalidate_scan, so they are well formed).
         assert native is reference or native == reference == "error", (native, reference)
+        try:  # exact bindings and placements read through their dicts: alike
+            typed: Any = _native.revalidate_spaces(
+                frags, source_of, target_of, boxes, physical, RuntimeBindingFragment, PlacementFragment
+            )
+        except Exception:
+            typed = "error"
+        assert typed is native or native == typed == "error", (typed, native)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -18,13 +18,14 @@ from mooncake.reshard.weight import ParallelRank
 from mooncake.reshard.weight._planner import bound_contracts as bc
 from mooncake.reshard.weight._planner.bound_contracts import RuntimeBindingAttestation
 from mooncake.reshard.weight.planner import TransferPlan, bind_logical_transfer_plan, plan_placement_transfer
+from mooncake.reshard.weight.types import PlacementFragment
 
 _TENSORS = tuple(f"t{k}" for k in range(14))
 
 
-def _plan(target_tp: int = 3, shape: tuple[int, int] = (4, 7)) -> TransferPlan:
-    source = tp_placement(2, prefix="s", dp=2, shape=shape, tensors=_TENSORS)
-    target = tp_placement(target_tp, prefix="t", shape=shape, tensors=_TENSORS)
+def _plan(target_tp: int = 3, shape: tuple[int, int] = (4, 7), tensors: tuple[str, ...] = _TENSORS) -> TransferPlan:
+    source = tp_placement(2, prefix="s", dp=2, shape=shape, tensors=tensors)
+    target = tp_placement(target_tp, prefix="t", shape=shape, tensors=tensors)
     logical = plan_placement_transfer(source, target)
     memory = HostMemory()
     return bind_logical_transfer_plan(
@@ -56,6 +57,12 @@ def _both(args: tuple[Any, ...]) -> tuple[Any, Any, set[int], set[int]]:
     native = _native.revalidate_side(
         *args, native_used, RuntimeBindingAttestation, ParallelRank, bc.RuntimeFragmentSnapshot
     )
+    # the placement fragment ids of exact PlacementFragments read from their dicts: alike
+    dict_used: set[int] = set()
+    by_dict = _native.revalidate_side(
+        *args, dict_used, RuntimeBindingAttestation, ParallelRank, bc.RuntimeFragmentSnapshot, PlacementFragment
+    )
+    assert by_dict is native and dict_used == native_used
     python = bc._fast_side_consistent(*args, python_used)
     return native, python, native_used, python_used
 
@@ -109,3 +116,66 @@ def test_each_fragment_checked_after_its_view_is_read(name: str, where: str, fie
             native, python, _, _ = _both(args)
             assert python is False
             assert native is None
+
+
+def _with_fragment(frags: list[Any], position: int, edit: Any) -> list[Any]:
+    forged = dataclasses.replace(frags[position])
+    edit(forged)
+    frags = list(frags)
+    frags[position] = forged
+    return frags
+
+
+@pytest.mark.parametrize("where", ["first", "last"])
+@pytest.mark.parametrize("case", ["no-pfid", "no-lease-generation", "subclass", "forged-pfid"])
+def test_fragment_fields_read_from_dicts(where: str, case: str) -> None:
+    """The fragment's fields and an exact placement's id come from their instance dicts: a
+    field missing from a dict declines, a subclass placement is read as an attribute (same
+    answer as without placement_type), a forged id declines."""
+    with bc._ViewScope():
+        for frags, keys, runtime_ids, side_of, runtime, rows, attested in _sides(_PLANS["bound"]):
+            unique = list(dict.fromkeys(side_of))
+            position = unique[0] if where == "first" else unique[-1]
+
+            def edit(forged: Any) -> None:
+                placement = dataclasses.replace(forged.placement)
+                if case == "no-pfid":
+                    del placement.__dict__["placement_fragment_id"]
+                elif case == "subclass":
+                    object.__setattr__(placement, "__class__", type("Sub", (PlacementFragment,), {}))
+                elif case == "forged-pfid":
+                    object.__setattr__(placement, "placement_fragment_id", "elsewhere")
+                else:
+                    del forged.__dict__["lease_generation"]
+                object.__setattr__(forged, "placement", placement)
+
+            args = (_with_fragment(frags, position, edit), keys, runtime_ids, side_of, runtime, rows, attested)
+            used: set[int] = set()
+            by_dict = _native.revalidate_side(
+                *args, used, RuntimeBindingAttestation, ParallelRank, bc.RuntimeFragmentSnapshot, PlacementFragment
+            )
+            if case == "subclass":
+                plain = _native.revalidate_side(
+                    *args, set(), RuntimeBindingAttestation, ParallelRank, bc.RuntimeFragmentSnapshot
+                )
+                assert by_dict is plain is True
+            else:
+                assert by_dict is None
+
+
+def test_placement_type_argument() -> None:
+    with bc._ViewScope():
+        args = _sides(_PLANS["bound"])[0]
+        for bad in (1, "PlacementFragment", object()):
+            with pytest.raises(TypeError):
+                _native.revalidate_side(
+                    *args, set(), RuntimeBindingAttestation, ParallelRank, bc.RuntimeFragmentSnapshot, bad
+                )
+        with pytest.raises(TypeError):
+            _native.revalidate_side(
+                *args, set(), RuntimeBindingAttestation, ParallelRank, bc.RuntimeFragmentSnapshot, None, None
+            )
+        # another type: every id read as an attribute
+        assert _native.revalidate_side(
+            *args, set(), RuntimeBindingAttestation, ParallelRank, bc.RuntimeFragmentSnapshot, int
+        ) is True

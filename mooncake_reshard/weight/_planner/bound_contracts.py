@@ -1254,13 +1254,16 @@ def _fast_revalidate_live(
             RuntimeBindingAttestation,
             ParallelRank,
             RuntimeFragmentSnapshot,
+            PlacementFragment,
         ) is None and not _fast_side_consistent(frags, keys, runtime_ids, side_of, runtime, rows, attested, used):
             return False
     # -- §12.5 in-place protection, §12.6 target physical ranges ------------------------------
     # The common §12.6 case is decided in C: every operation writes a whole target fragment of
     # its own (one complete stream per fragment, free of budget) and the byte extents of one
     # address space are pairwise disjoint, so the sweep has nothing to report.
-    spaces = _native.revalidate_spaces(frags, source_of, target_of, boxes, check_physical_ranges)
+    spaces = _native.revalidate_spaces(
+        frags, source_of, target_of, boxes, check_physical_ranges, RuntimeBindingFragment, PlacementFragment
+    )
     if spaces is False:  # an in-place overlap, or anything unexpected
         return False
     if spaces is None:  # no in-place overlap; the sweep decides §12.6 (raises on a failure)
