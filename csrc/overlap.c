@@ -1409,6 +1409,27 @@ done:
     return region;
 }
 
+/* A list or exact tuple to index: a new reference to the tuple itself, or to a private copy of
+ * the list (NULL with an exception). */
+static PyObject *
+ov_items(PyObject *seq)
+{
+    return PyTuple_CheckExact(seq) ? Py_NewRef(seq) : PySequence_List(seq);
+}
+
+/* Length and borrowed item i of ov_items' result (a list or an exact tuple). */
+static Py_ssize_t
+ov_size(PyObject *items)
+{
+    return PyTuple_CheckExact(items) ? PyTuple_Size(items) : PyList_Size(items);
+}
+
+static PyObject *
+ov_at(PyObject *items, Py_ssize_t i)
+{
+    return PyTuple_CheckExact(items) ? PyTuple_GetItem(items, i) : PyList_GetItem(items, i);
+}
+
 /* A sorted list of the distinct values of the region field at offset (src or tgt), each < n. */
 static PyObject *
 ov_used_indices(const ov_plan *P, int use_src, size_t n)
@@ -1438,7 +1459,7 @@ PyDoc_STRVAR(plan_regions_doc,
 "whose instances have a __dict__; cls is not called): per region a fresh field dict\n"
 "tensor_id=targets[t].tensor_id, source=sources[s], target=targets[t] and the geometry in field\n"
 "order (as build_regions from the records; tensor_id from target_tensor_ids[t] when that\n"
-"list, parallel to targets, is given instead of None). sources and targets are lists indexed like the\n"
+"list, parallel to targets, is given instead of None). sources and targets are lists or tuples indexed like the\n"
 "packed source and target arrays. Returns (regions tuple, used source indices, used target\n"
 "indices) (sorted lists), or plan_overlaps' error tuple (code, target_index, a, b).");
 
@@ -1464,8 +1485,8 @@ ov_plan_regions(PyObject *Py_UNUSED(self), PyObject *args)
         PyErr_SetString(PyExc_TypeError, "plan_regions: cls must be a heap type");
         return NULL;
     }
-    if (!PyList_Check(sources) || !PyList_Check(targets)) {
-        PyErr_SetString(PyExc_TypeError, "plan_regions: sources and targets must be lists");
+    if (!(PyList_Check(sources) || PyTuple_CheckExact(sources)) || !(PyList_Check(targets) || PyTuple_CheckExact(targets))) {
+        PyErr_SetString(PyExc_TypeError, "plan_regions: sources and targets must be lists or tuples");
         return NULL;
     }
     allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)cls, Py_tp_alloc);
@@ -1473,9 +1494,11 @@ ov_plan_regions(PyObject *Py_UNUSED(self), PyObject *args)
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "plan_regions: cls has no allocator");
         return NULL;
     }
-    /* Private copies: hostile hooks cannot resize what the indices point into. */
-    PyObject *src_items = PySequence_List(sources);
-    PyObject *tgt_items = src_items == NULL ? NULL : PySequence_List(targets);
+    /* Private copies of lists: hostile hooks cannot resize what the indices point into. A
+     * tuple cannot change: it is used as it is (no reference taken per item: copying a large
+     * placement's scattered fragments touches each of them twice, here and when freed). */
+    PyObject *src_items = ov_items(sources);
+    PyObject *tgt_items = src_items == NULL ? NULL : ov_items(targets);
     PyObject *tid_items = tgt_items == NULL ? NULL : (tids_arg == Py_None ? Py_NewRef(Py_None) : PySequence_List(tids_arg));
     PyObject *rest = tid_items == NULL ? NULL : PyTuple_GetSlice(args, 4, nargs);
     if (rest == NULL) {
@@ -1505,7 +1528,7 @@ ov_plan_regions(PyObject *Py_UNUSED(self), PyObject *args)
                                (unsigned long long)P.err_b);
         goto done;
     }
-    Py_ssize_t nsrc = PyList_Size(src_items), ntgt = PyList_Size(tgt_items);
+    Py_ssize_t nsrc = ov_size(src_items), ntgt = ov_size(tgt_items);
     if (nsrc < 0 || ntgt < 0) goto done;
     if ((size_t)nsrc != P.src.n || (size_t)ntgt < P.nprocess
         || (tid_items != Py_None && PyList_Size(tid_items) != ntgt)) {
@@ -1534,8 +1557,8 @@ ov_plan_regions(PyObject *Py_UNUSED(self), PyObject *args)
          * on each. Ask for those of a region OV_AHEAD further now (a hint: pointers only). */
         if (i + OV_AHEAD < P.regions.len) {
             const ov_region *ahead = r + OV_AHEAD;
-            PyObject *hint[3] = {PyList_GetItem(src_items, (Py_ssize_t)ahead->src),
-                                 PyList_GetItem(tgt_items, (Py_ssize_t)ahead->tgt),
+            PyObject *hint[3] = {ov_at(src_items, (Py_ssize_t)ahead->src),
+                                 ov_at(tgt_items, (Py_ssize_t)ahead->tgt),
                                  tid_items == Py_None ? NULL : PyList_GetItem(tid_items, (Py_ssize_t)ahead->tgt)};
             for (int k = 0; k < 3; k++) {
                 if (hint[k] != NULL) __builtin_prefetch(hint[k], 1);
@@ -1543,8 +1566,8 @@ ov_plan_regions(PyObject *Py_UNUSED(self), PyObject *args)
             if (PyErr_Occurred()) PyErr_Clear(); /* cannot happen: indices are in range */
         }
         /* region indices come from the checked packed arrays: src < P.src.n, tgt < nprocess */
-        PyObject *source = PyList_GetItem(src_items, (Py_ssize_t)r->src);
-        PyObject *target = PyList_GetItem(tgt_items, (Py_ssize_t)r->tgt);
+        PyObject *source = ov_at(src_items, (Py_ssize_t)r->src);
+        PyObject *target = ov_at(tgt_items, (Py_ssize_t)r->tgt);
         PyObject *tensor_id = tid_items == Py_None ? NULL : PyList_GetItem(tid_items, (Py_ssize_t)r->tgt);
         if (source == NULL || target == NULL || (tid_items != Py_None && tensor_id == NULL)) goto done;
         PyObject *region = ov_region_object(&P, r, cls, keys, template, source, target, tensor_id, empty,

@@ -563,7 +563,7 @@ po_geom_from(PyObject *geometry, Py_ssize_t n, po_geom *g)
 PyDoc_STRVAR(pack_targets_doc,
 "pack_targets(fragments, tensor_index, tensor_ndim, routed, replicas, tensor_ids=None, dps=None)\n"
 "--\n\n"
-"The planner's target packing in one pass. fragments: a list of placement fragments;\n"
+"The planner's target packing in one pass. fragments: a list or tuple of placement fragments;\n"
 "tensor_index: tensor id -> kernel tensor index; tensor_ndim and routed: bytes of int64 per\n"
 "tensor (routed != 0: the cover is the tensor's owner, else target dp % replicas selects the\n"
 "replica slot). Returns (tensor, cover, offsets, shapes, nbytes, cover_keys): bytes of int64\n"
@@ -586,8 +586,9 @@ po_pack_targets(PyObject *Py_UNUSED(self), PyObject *args)
     if (!PyArg_ParseTuple(args, "OOOOL|OOO:pack_targets", &fragments, &tensor_index, &ndim_obj, &routed_obj,
                           &replicas_ll, &tids, &dps, &geometry))
         return NULL;
-    if (!PyList_Check(fragments) || !PyDict_Check(tensor_index)) {
-        PyErr_SetString(PyExc_TypeError, "pack_targets: fragments must be a list and tensor_index a dict");
+    int frags_list = PyList_Check(fragments);
+    if (!(frags_list || PyTuple_CheckExact(fragments)) || !PyDict_Check(tensor_index)) {
+        PyErr_SetString(PyExc_TypeError, "pack_targets: fragments must be a list or tuple and tensor_index a dict");
         return NULL;
     }
     if ((tids != Py_None && !PyList_Check(tids)) || (dps != Py_None && !PyList_Check(dps))) {
@@ -616,7 +617,7 @@ po_pack_targets(PyObject *Py_UNUSED(self), PyObject *args)
             return NULL;
         }
     }
-    Py_ssize_t n = PyList_Size(fragments);
+    Py_ssize_t n = frags_list ? PyList_Size(fragments) : PyTuple_Size(fragments);
     if (n < 0) return NULL;
     po_geom geom_value, *geom = NULL;
     if (geometry != Py_None) {
@@ -670,7 +671,7 @@ po_pack_targets(PyObject *Py_UNUSED(self), PyObject *args)
         tmap.mask = tcap - 1;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *fragment = PyList_GetItem(fragments, i); /* borrowed */
+        PyObject *fragment = frags_list ? PyList_GetItem(fragments, i) : PyTuple_GetItem(fragments, i); /* borrowed */
         if (fragment == NULL) goto done;
         /* The lists may change under hostile attribute hooks: index them afresh (IndexError). */
         PyObject *tid = tids == Py_None ? NULL : PyList_GetItem(tids, i);

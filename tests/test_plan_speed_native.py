@@ -477,7 +477,8 @@ def _two_step(region_type: Any, sources: List[Any], targets: List[Any], tensor_i
     from mooncake.reshard.weight._planner import geometry
 
     records = geometry.plan_overlap_regions(**kernel)
-    regions = _native.build_regions(region_type, records, sources, targets)
+    # (the planner passes a placement's fragment tuple as it is; build_regions takes lists)
+    regions = _native.build_regions(region_type, records, list(sources), list(targets))
     return regions, sorted({r[0] for r in records}), sorted({r[1] for r in records})
 
 
@@ -552,8 +553,16 @@ def test_plan_regions_rejects_hostile_inputs() -> None:
         _native.plan_regions(TransferRegion, sources, targets, None, *args[:-1])
     with pytest.raises(TypeError):
         _native.plan_regions(int, sources, targets, None, *args)
+    # exact tuples are indexed as they are (no private copy: they cannot change)
+    assert _native.plan_regions(TransferRegion, tuple(sources), tuple(targets), None, *args) == (regions, used_s, used_t)
+
+    class Tuple(tuple):  # type: ignore[type-arg]
+        pass
+
     with pytest.raises(TypeError):
-        _native.plan_regions(TransferRegion, tuple(sources), targets, None, *args)
+        _native.plan_regions(TransferRegion, Tuple(sources), targets, None, *args)
+    with pytest.raises(TypeError):
+        _native.plan_regions(TransferRegion, sources, iter(targets), None, *args)
     with pytest.raises(ValueError):
         _native.plan_regions(TransferRegion, sources[:-1], targets, None, *args)  # not one per packed source
     with pytest.raises(ValueError):
@@ -718,6 +727,9 @@ def test_pack_targets_with_given_columns_equals_reading_them(
     assert _native.pack_targets(fragments, tensor_index, ndim, routes, replicas, tids, dps) == expected
     assert _native.pack_targets(fragments, tensor_index, ndim, routes, replicas, tids, None) == expected
     assert _native.pack_targets(fragments, tensor_index, ndim, routes, replicas, None, dps) == expected
+    # the placement's own tuple, as the planner passes it, packs the same
+    assert _native.pack_targets(tuple(fragments), tensor_index, ndim, routes, replicas, tids, dps) == expected
+    assert _native.pack_targets(tuple(fragments), tensor_index, ndim, routes, replicas) == expected
 
 
 def test_pack_targets_given_columns_hostile_inputs() -> None:

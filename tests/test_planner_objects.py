@@ -149,8 +149,16 @@ def test_pack_targets_falls_back_or_rejects() -> None:
     stand_in.nbytes = -1
     assert _unpack(_native.pack_targets([stand_in], *args))[4] == [0]
     assert _native.pack_targets([], *args) == (b"", b"", b"", b"", b"", [])
+    # a tuple (the placement's own fragments, as the planner passes them) packs as the list does
+    assert _native.pack_targets(tuple(targets), *args) == _native.pack_targets(targets, *args)
     with pytest.raises(TypeError):
-        _native.pack_targets(tuple(targets), *args)
+        _native.pack_targets(iter(targets), *args)
+
+    class Tuple(tuple):  # type: ignore[type-arg]
+        pass
+
+    with pytest.raises(TypeError):
+        _native.pack_targets(Tuple(targets), *args)
     with pytest.raises(ValueError):
         _native.pack_targets(targets, {"w": 0}, _i64([2]), _i64([0, 0]), 1)
     with pytest.raises(ValueError):

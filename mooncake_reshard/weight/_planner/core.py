@@ -424,8 +424,11 @@ def plan_logical_transfer(
         in_order = target_ids == sorted(target_ids)
         if in_order:
             target_tids = list(map(_tensor_id, target_fragments))
+    targets: Sequence[Any]
     if in_order:
-        targets = list(target_fragments)
+        # A tuple (a placement's own fragments) is used as it is: it cannot change, and a copy
+        # would touch every scattered fragment twice (its reference taken, then dropped).
+        targets = target_fragments if type(target_fragments) is tuple else list(target_fragments)
         fragment_tids: Optional[list[str]] = target_tids
     else:
         fragment_dps = None
@@ -501,9 +504,10 @@ def plan_logical_transfer(
     )
     # The C pass checked the tensors before the first that cannot be planned; from that one
     # on (if any) the loop below decides exactly as before and derives the message.
-    tensor_index: dict[str, int] = dict(zip(ordered[:first_stop], range(first_stop)))
+    planned = ordered if first_stop == len(ordered) else ordered[:first_stop]  # no copy of them all
+    tensor_index: dict[str, int] = dict(zip(planned, range(first_stop)))
     # routed by its (DP) owner rather than by target DP rank
-    tensor_routed: dict[str, bool] = dict(zip(ordered[:first_stop], [True] * first_stop if stored else routed_flags))
+    tensor_routed: dict[str, bool] = dict(zip(planned, [True] * first_stop if stored else routed_flags))
     tensor_ndim: list[int] = ndims
     tensor_itemsize: list[int] = itemsizes
     for tensor_id in ordered[first_stop:]:
@@ -520,8 +524,12 @@ def plan_logical_transfer(
         tensor_routed[tensor_id] = stored or source_signatures[tensor_id][1]
         tensor_ndim.append(len(target_tensor.global_shape))
         tensor_itemsize.append(target_tensor.itemsize)
-    processed = targets[:stop]
-    processed_ids = target_ids[:stop]
+    # The processed prefix (every target unless a tensor stops the pass), without copying the
+    # lists when it is all of them (the planner's own lists and the placement's tuple: none of
+    # them changes after this point).
+    every = stop == len(targets)
+    processed = targets if every else targets[:stop]
+    processed_ids = target_ids if every else target_ids[:stop]
     del target_tids[stop:]
     # One C pass packs the targets and assigns covers; None sends every target through the
     # exact Python packing below (unusual values), which reports in the contract's order.
@@ -534,7 +542,7 @@ def plan_logical_transfer(
         array("q", [1 if routed else 0 for routed in tensor_routed.values()]).tobytes(),
         replica_count,
         target_tids,  # already cut to the processed targets
-        None if fragment_dps is None else fragment_dps[:stop],
+        None if fragment_dps is None else (fragment_dps if every else fragment_dps[:stop]),
         None if fragment_dps is None else target_geometry,  # covers the processed targets first
     )
     target_packed: Optional[tuple[bytes, bytes, bytes, bytes, bytes]] = None
