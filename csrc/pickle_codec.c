@@ -230,13 +230,103 @@ pc_table_get(const pc_table *t, const void *p, Py_ssize_t *value)
 }
 
 /* ------------------------------------------------------------------------------------------
+ * A growing array of owned references that becomes an exact tuple by handing its references
+ * over (PyTuple_SetItem steals them). A list would do the same job, but PyList_AsTuple takes a
+ * new reference to every item and freeing the list drops it again: two more writes to every
+ * object of the record's tables (millions of objects anywhere in memory at Kimi size). */
+
+typedef struct {
+    PyObject **items;
+    Py_ssize_t n;
+    Py_ssize_t capacity;
+} pc_vec;
+
+static void
+pc_vec_free(pc_vec *v)
+{
+    for (Py_ssize_t j = 0; j < v->n; j++) Py_DECREF(v->items[j]);
+    PyMem_Free(v->items);
+    v->items = NULL;
+    v->n = v->capacity = 0;
+}
+
+/* Append a new reference to value: 0, or -1 with MemoryError. */
+static int
+pc_vec_push(pc_vec *v, PyObject *value)
+{
+    if (v->n == v->capacity) {
+        Py_ssize_t capacity = v->capacity < 64 ? 64 : v->capacity;
+        if (capacity > PY_SSIZE_T_MAX / 2) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        capacity *= 2;
+        size_t bytes;
+        if (__builtin_mul_overflow((size_t)capacity, sizeof(PyObject *), &bytes)) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        PyObject **grown = PyMem_Realloc(v->items, bytes);
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        v->items = grown;
+        v->capacity = capacity;
+    }
+    v->items[v->n++] = Py_NewRef(value);
+    return 0;
+}
+
+/* Append new references to the n items of a C array. */
+static int
+pc_vec_extend(pc_vec *v, PyObject *const *items, Py_ssize_t n)
+{
+    for (Py_ssize_t j = 0; j < n; j++) {
+        if (pc_vec_push(v, items[j]) < 0) return -1;
+    }
+    return 0;
+}
+
+/* Append a new int of value index. */
+static int
+pc_vec_push_index(pc_vec *v, Py_ssize_t index)
+{
+    PyObject *number = PyLong_FromSsize_t(index);
+    if (number == NULL) return -1;
+    int rc = pc_vec_push(v, number);
+    Py_DECREF(number);
+    return rc;
+}
+
+/* The items as a new exact tuple, the vector left empty (its references handed over); NULL on
+ * error (the vector then still holds them). */
+static PyObject *
+pc_vec_tuple(pc_vec *v)
+{
+    PyObject *tuple = PyTuple_New(v->n);
+    if (tuple == NULL) return NULL;
+    for (Py_ssize_t j = 0; j < v->n; j++) {
+        if (PyTuple_SetItem(tuple, j, v->items[j]) < 0) {
+            /* not reached (an exact new tuple, j in range): the reference was consumed */
+            for (Py_ssize_t k = j + 1; k < v->n; k++) Py_DECREF(v->items[k]);
+            v->n = 0;
+            Py_DECREF(tuple);
+            return NULL;
+        }
+    }
+    v->n = 0;
+    return tuple;
+}
+
+/* ------------------------------------------------------------------------------------------
  * graph_pack */
 
 typedef struct {
     unsigned char *codes;
     size_t length;
     size_t capacity;
-    PyObject *values; /* list */
+    pc_vec values;    /* the leaves */
     PyObject *keep;   /* list: every object of memo */
     pc_table memo;    /* object -> index once complete; -1 while its children are written */
     pc_table strings; /* str leaf -> its index in values */
@@ -276,7 +366,7 @@ static int
 pc_leaf(pc_encoder *e, PyObject *value)
 {
     if (pc_emit(e, PC_VALUE, 0, 0) < 0) return PC_ERROR;
-    return PyList_Append(e->values, value) < 0 ? PC_ERROR : PC_OK;
+    return pc_vec_push(&e->values, value) < 0 ? PC_ERROR : PC_OK;
 }
 
 /* None, an int within int64 and a str met before are written into codes; other leaves (and
@@ -298,8 +388,8 @@ pc_scalar(pc_encoder *e, PyObject *value)
         if (pc_table_get(&e->strings, value, &index)) {
             return pc_emit(e, PC_VREF, 1, (uint64_t)index) < 0 ? PC_ERROR : PC_OK;
         }
-        index = PyList_Size(e->values);
-        if (index < 0 || pc_table_set(&e->strings, value, index) < 0) return PC_ERROR;
+        index = e->values.n;
+        if (pc_table_set(&e->strings, value, index) < 0) return PC_ERROR;
     }
     return pc_leaf(e, value);
 }
@@ -471,9 +561,8 @@ graph_pack(PyObject *self, PyObject *args)
     e.codes = PyMem_Malloc(e.capacity);
     if (e.codes == NULL) return PyErr_NoMemory();
     PyObject *result = NULL;
-    e.values = PyList_New(0);
     e.keep = PyList_New(0);
-    if (e.values == NULL || e.keep == NULL) goto done;
+    if (e.keep == NULL) goto done;
     if (pc_table_init(&e.memo, 256) < 0) goto done;
     if (pc_table_init(&e.strings, 256) < 0) goto done;
     int rc = pc_encode(&e, root, 0);
@@ -481,14 +570,14 @@ graph_pack(PyObject *self, PyObject *args)
         result = Py_NewRef(Py_None);
     } else if (rc == PC_OK) {
         PyObject *codes = PyBytes_FromStringAndSize((const char *)e.codes, (Py_ssize_t)e.length);
-        PyObject *values = codes == NULL ? NULL : PyList_AsTuple(e.values);
+        PyObject *values = codes == NULL ? NULL : pc_vec_tuple(&e.values);
         if (values != NULL) result = PyTuple_Pack(2, codes, values);
         Py_XDECREF(codes);
         Py_XDECREF(values);
     }
 done:
     PyMem_Free(e.codes);
-    Py_XDECREF(e.values);
+    pc_vec_free(&e.values);
     Py_XDECREF(e.keep);
     pc_table_free(&e.memo);
     pc_table_free(&e.strings);
@@ -1116,32 +1205,12 @@ done:
 typedef struct {
     PyObject *region_cls, *bound_cls, *executor_cls, *snapshot_cls, *attestation_cls;
     PyObject *region_names, *bound_names, *executor_names, *snapshot_names;
-    PyObject *attestations; /* list: placement, evidence per attestation */
-    PyObject *fragments;    /* list: 6 items per bound fragment */
+    pc_vec attestations;    /* placement, evidence per attestation */
+    pc_vec fragments;       /* 6 items per bound fragment */
     PyObject *keep;         /* list: the attestations and fragments of the two tables */
     pc_table attestation_index;
     pc_table fragment_index;
 } pc_record;
-
-/* Append the items of a C array to a list. */
-static int
-pc_extend(PyObject *list, PyObject *const *items, Py_ssize_t n)
-{
-    for (Py_ssize_t j = 0; j < n; j++) {
-        if (PyList_Append(list, items[j]) < 0) return -1;
-    }
-    return 0;
-}
-
-static int
-pc_append_index(PyObject *list, Py_ssize_t index)
-{
-    PyObject *number = PyLong_FromSsize_t(index);
-    if (number == NULL) return -1;
-    int rc = PyList_Append(list, number);
-    Py_DECREF(number);
-    return rc;
-}
 
 /* The attestation table index of attestation (appended when new; -1 for None) into *out:
  * PC_OK, PC_ABORT (not described: not an exact attestation, no placement/evidence), PC_ERROR. */
@@ -1165,9 +1234,9 @@ pc_attestation_position(pc_record *r, PyObject *attestation, Py_ssize_t *out)
             rc = PC_ERROR;
         } else if (items[1] != NULL) {
             pc_hold(items, 2);
-            Py_ssize_t index = PyList_Size(r->attestations) / 2;
+            Py_ssize_t index = r->attestations.n / 2;
             rc = PC_ERROR;
-            if (pc_extend(r->attestations, items, 2) == 0 && PyList_Append(r->keep, attestation) == 0
+            if (pc_vec_extend(&r->attestations, items, 2) == 0 && PyList_Append(r->keep, attestation) == 0
                 && pc_table_set(&r->attestation_index, attestation, index) == 0) {
                 *out = index;
                 rc = PC_OK;
@@ -1180,10 +1249,10 @@ pc_attestation_position(pc_record *r, PyObject *attestation, Py_ssize_t *out)
 }
 
 static int
-pc_append_position(PyObject *list, Py_ssize_t position)
+pc_append_position(pc_vec *rows, Py_ssize_t position)
 {
-    if (position < 0) return PyList_Append(list, Py_None);
-    return pc_append_index(list, position);
+    if (position < 0) return pc_vec_push(rows, Py_None);
+    return pc_vec_push_index(rows, position);
 }
 
 /* The fragment table index of the bound fragment (its row appended when new) into *out. */
@@ -1198,9 +1267,9 @@ pc_fragment_position(pc_record *r, PyObject *fragment, Py_ssize_t *out)
     int rc = PC_ABORT; /* an owner is never pickled: fallback */
     if (values[5] == Py_None) rc = pc_attestation_position(r, values[6], &position);
     if (rc == PC_OK) {
-        Py_ssize_t index = PyList_Size(r->fragments) / 6;
+        Py_ssize_t index = r->fragments.n / 6;
         rc = PC_ERROR;
-        if (pc_extend(r->fragments, values, 5) == 0 && pc_append_position(r->fragments, position) == 0
+        if (pc_vec_extend(&r->fragments, values, 5) == 0 && pc_append_position(&r->fragments, position) == 0
             && PyList_Append(r->keep, fragment) == 0 && pc_table_set(&r->fragment_index, fragment, index) == 0) {
             *out = index;
             rc = PC_OK;
@@ -1211,7 +1280,7 @@ pc_fragment_position(pc_record *r, PyObject *fragment, Py_ssize_t *out)
 }
 
 static int
-pc_encode_operations(pc_record *r, PyObject *operations, PyObject *rows)
+pc_encode_operations(pc_record *r, PyObject *operations, pc_vec *rows)
 {
     Py_ssize_t count = PyTuple_Size(operations);
     if (count < 0) return PC_ERROR;
@@ -1226,8 +1295,8 @@ pc_encode_operations(pc_record *r, PyObject *operations, PyObject *rows)
         if (rc == PC_OK) rc = pc_fragment_position(r, values[2], &target);
         if (rc == PC_OK) {
             rc = PC_ERROR;
-            if (PyList_Append(rows, values[0]) == 0 && pc_append_index(rows, source) == 0
-                && pc_append_index(rows, target) == 0 && pc_extend(rows, values + 3, PC_REGION_FIELDS - 3) == 0) {
+            if (pc_vec_push(rows, values[0]) == 0 && pc_vec_push_index(rows, source) == 0
+                && pc_vec_push_index(rows, target) == 0 && pc_vec_extend(rows, values + 3, PC_REGION_FIELDS - 3) == 0) {
                 rc = PC_OK;
             }
         }
@@ -1238,7 +1307,7 @@ pc_encode_operations(pc_record *r, PyObject *operations, PyObject *rows)
 }
 
 static int
-pc_encode_executors(pc_record *r, PyObject *executors, PyObject *rows)
+pc_encode_executors(pc_record *r, PyObject *executors, pc_vec *rows)
 {
     Py_ssize_t count = PyTuple_Size(executors);
     if (count < 0) return PC_ERROR;
@@ -1253,10 +1322,10 @@ pc_encode_executors(pc_record *r, PyObject *executors, PyObject *rows)
         if (!PyTuple_CheckExact(snapshots)) goto next;
         rc = PC_ERROR;
         Py_ssize_t nsnapshots = PyTuple_Size(snapshots);
-        Py_ssize_t head = PyList_Size(rows);
-        if (nsnapshots < 0 || head < 0) goto next;
-        if (pc_extend(rows, values, 8) < 0 || PyList_Append(rows, Py_None) < 0
-            || pc_append_index(rows, nsnapshots) < 0) {
+        Py_ssize_t head = rows->n;
+        if (nsnapshots < 0) goto next;
+        if (pc_vec_extend(rows, values, 8) < 0 || pc_vec_push(rows, Py_None) < 0
+            || pc_vec_push_index(rows, nsnapshots) < 0) {
             goto next;
         }
         for (Py_ssize_t j = 0; j < nsnapshots; j++) {
@@ -1268,7 +1337,7 @@ pc_encode_executors(pc_record *r, PyObject *executors, PyObject *rows)
                 if (found == 0) rc = PC_ABORT;
                 goto next;
             }
-            int failed = pc_extend(rows, fields, PC_SNAPSHOT_FIELDS);
+            int failed = pc_vec_extend(rows, fields, PC_SNAPSHOT_FIELDS);
             pc_release(fields, PC_SNAPSHOT_FIELDS);
             if (failed) goto next;
         }
@@ -1279,7 +1348,10 @@ pc_encode_executors(pc_record *r, PyObject *executors, PyObject *rows)
         if (position >= 0) {
             PyObject *number = PyLong_FromSsize_t(position);
             if (number == NULL) goto next;
-            if (PyList_SetItem(rows, head + 8, number) < 0) goto next; /* steals number */
+            /* the None pushed at head + 8 above */
+            PyObject *placeholder = rows->items[head + 8];
+            rows->items[head + 8] = number;
+            Py_DECREF(placeholder);
         }
         rc = PC_OK;
     next:
@@ -1333,42 +1405,35 @@ encode_record(PyObject *self, PyObject *args)
         || !PyTuple_CheckExact(target_executors)) {
         Py_RETURN_NONE;
     }
-    PyObject *result = NULL, *operation_rows = NULL, *source_rows = NULL, *target_rows = NULL;
+    PyObject *result = NULL;
+    pc_vec operation_rows = {NULL, 0, 0}, source_rows = {NULL, 0, 0}, target_rows = {NULL, 0, 0};
     if (pc_table_init(&r.attestation_index, 64) < 0) return NULL;
     if (pc_table_init(&r.fragment_index, 64) < 0) goto done;
-    r.attestations = PyList_New(0);
-    r.fragments = PyList_New(0);
     r.keep = PyList_New(0);
-    operation_rows = PyList_New(0);
-    source_rows = PyList_New(0);
-    target_rows = PyList_New(0);
-    if (r.attestations == NULL || r.fragments == NULL || r.keep == NULL || operation_rows == NULL
-        || source_rows == NULL || target_rows == NULL) {
-        goto done;
-    }
-    int rc = pc_encode_operations(&r, operations, operation_rows);
-    if (rc == PC_OK) rc = pc_encode_executors(&r, source_executors, source_rows);
-    if (rc == PC_OK) rc = pc_encode_executors(&r, target_executors, target_rows);
+    if (r.keep == NULL) goto done;
+    int rc = pc_encode_operations(&r, operations, &operation_rows);
+    if (rc == PC_OK) rc = pc_encode_executors(&r, source_executors, &source_rows);
+    if (rc == PC_OK) rc = pc_encode_executors(&r, target_executors, &target_rows);
     if (rc == PC_ABORT) {
         result = Py_NewRef(Py_None);
     } else if (rc == PC_OK) {
         PyObject *tables[5] = {NULL, NULL, NULL, NULL, NULL};
-        PyObject *lists[5] = {r.attestations, r.fragments, operation_rows, source_rows, target_rows};
+        pc_vec *vectors[5] = {&r.attestations, &r.fragments, &operation_rows, &source_rows, &target_rows};
         int failed = 0;
         for (int k = 0; k < 5 && !failed; k++) {
-            tables[k] = PyList_AsTuple(lists[k]);
+            tables[k] = pc_vec_tuple(vectors[k]);
             failed = tables[k] == NULL;
         }
         if (!failed) result = PyTuple_Pack(5, tables[0], tables[1], tables[2], tables[3], tables[4]);
         for (int k = 0; k < 5; k++) Py_XDECREF(tables[k]);
     }
 done:
-    Py_XDECREF(r.attestations);
-    Py_XDECREF(r.fragments);
+    pc_vec_free(&r.attestations);
+    pc_vec_free(&r.fragments);
     Py_XDECREF(r.keep);
-    Py_XDECREF(operation_rows);
-    Py_XDECREF(source_rows);
-    Py_XDECREF(target_rows);
+    pc_vec_free(&operation_rows);
+    pc_vec_free(&source_rows);
+    pc_vec_free(&target_rows);
     pc_table_free(&r.attestation_index);
     pc_table_free(&r.fragment_index);
     return result;
