@@ -7,6 +7,7 @@ from operator import itemgetter
 from typing import Any
 
 from .. import _native
+from .._shared_keys import share_field_keys
 from ..contracts._checks import item_tuple, require_str, require_u64
 from ..contracts.ids import ParticipantId, PlacementSetId, ResourceId, RevisionId, TopologyId
 from .types import ParallelRank, PlacementFragment, TensorDescriptor
@@ -95,6 +96,9 @@ class WeightPlacementPart:
             except KeyError:  # not exactly the fields: default pickling
                 pass
         return object.__reduce_ex__(self, protocol)
+
+
+share_field_keys(WeightPlacementPart)  # CPython 3.10: dicts the C core fills stay key-sharing
 
 
 def _restore_placement_part(

@@ -7,6 +7,7 @@ from operator import itemgetter
 from typing import Any, Optional
 
 from .. import _native
+from .._shared_keys import share_field_keys
 from ..contracts._checks import item_tuple, require_int, require_str
 from ..contracts.ids import ParticipantId, TopologyId
 from .types import ParallelRank
@@ -149,6 +150,9 @@ class ParallelTopology:
             except KeyError:  # not exactly the fields: default pickling
                 pass
         return object.__reduce_ex__(self, protocol)
+
+
+share_field_keys(ParallelTopology)  # CPython 3.10: dicts the C core fills stay key-sharing
 
 
 _TOPOLOGY_FIELDS = ("tp_size", "pp_size", "ep_size", "dp_size", "participants", "topology_id")
