@@ -1106,7 +1106,7 @@ pfl_prefetch(const PyObject *obj, size_t len)
     for (size_t line = 64; line < len; line += 64) __builtin_prefetch(p + line);
 }
 
-enum { PFL_BATCH = 16 };
+enum { PFL_BATCH = 8 };
 
 /* One batch of the fused path's fragment encoding: objs[0:nb] (held by the caller), every one
  * exactly c->fragment_type with a rank exactly c->rank_type and a state dict keyed by exact str,
