@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Optional
 
 from ... import _native
+from ..._shared_keys import share_field_keys
 from ...contracts.fragments import RuntimeBindingFragment
 from ...contracts.ids import (
     LeaseId,
@@ -124,6 +125,9 @@ class RuntimeFragmentSnapshot:
         return snapshot
 
 
+share_field_keys(RuntimeFragmentSnapshot)  # CPython 3.10: dicts the C core fills stay key-sharing
+
+
 def _snapshot_state(placement_fragment: Any, runtime_fragment: Any, lease_generation: int) -> dict[str, Any]:
     """The field dict (in field order) of the snapshot of an attested pair."""
     return {
@@ -197,6 +201,9 @@ class ExecutorTransferPlan:
             raise ValueError("executor plan fragment snapshot IDs do not match")
         if self.attestation is not None and not isinstance(self.attestation, RuntimeBindingAttestation):
             raise ValueError("executor plan runtime attestation is invalid")
+
+
+share_field_keys(ExecutorTransferPlan)  # CPython 3.10: dicts the C core fills stay key-sharing
 
 
 # ---------------------------------------------------------------------------------------
