@@ -9,6 +9,7 @@ from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Optional
 
 from ... import _native
+from ..._shared_keys import share_field_keys
 from ...contracts.fragments import RuntimeBindingFragment
 from ...contracts.ids import (
     LeaseId,
@@ -122,6 +123,9 @@ class RuntimeBindingEvidence:
             except KeyError:  # not exactly the fields: default pickling
                 pass
         return object.__reduce_ex__(self, protocol)
+
+
+share_field_keys(RuntimeBindingEvidence)  # CPython 3.10: dicts the C core fills stay key-sharing
 
 
 _EVIDENCE_FIELDS = (
