@@ -143,16 +143,6 @@ def test_other_orders_extra_keys_and_subclasses_stay_correct() -> None:
 
 # ---- the package's own classes, through bind and pickle restore, in a fresh interpreter ---------
 
-# Classes whose defining module is not PY310's to edit yet: warmed by the child itself until the
-# modules call share_field_keys (a second call is a no-op).
-_NOT_YET_WARMED = (
-    ("mooncake.reshard.weight._planner.bound_contracts", "RuntimeFragmentSnapshot"),
-    ("mooncake.reshard.weight._planner.bound_contracts", "ExecutorTransferPlan"),
-    ("mooncake.reshard.weight._planner.attestation", "RuntimeBindingEvidence"),
-    ("mooncake.reshard.weight.part", "WeightPlacementPart"),
-    ("mooncake.reshard.weight.topology", "ParallelTopology"),
-)
-
 # Every class whose instances the pipeline (layers=1, experts=48) builds by item.
 _CHECKED = (
     "PlacementFragment",
@@ -168,11 +158,8 @@ _CHECKED = (
 )
 
 _CHILD = r"""
-import dataclasses, importlib, json, pickle, sys, types
+import dataclasses, json, pickle, sys, types
 sys.path.insert(0, BENCHMARKS)
-from mooncake.reshard._shared_keys import share_field_keys
-for module, name in NOT_YET_WARMED:
-    share_field_keys(getattr(importlib.import_module(module), name))
 import _workloads as w
 from mooncake.reshard.weight import bind_logical_transfer_plan, plan_placement_transfer
 from mooncake.reshard.weight._planner.contracts import PlanningLimits
@@ -224,7 +211,7 @@ print(json.dumps(report))
 @pytest.fixture(scope="module")
 def child_report() -> Dict[str, Dict[str, Tuple[int, List[List[int]]]]]:
     code = (
-        f"BENCHMARKS = {str(BENCHMARKS)!r}\nNOT_YET_WARMED = {_NOT_YET_WARMED!r}\n" + _CHILD
+        f"BENCHMARKS = {str(BENCHMARKS)!r}\n" + _CHILD
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ), timeout=600
