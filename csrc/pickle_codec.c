@@ -594,9 +594,7 @@ typedef struct {
     PyObject *values; /* exact tuple */
     Py_ssize_t nvalues;
     Py_ssize_t next_value;
-    PyObject **memo; /* owned references to the completed tuples and instances */
-    Py_ssize_t nmemo;
-    Py_ssize_t memo_capacity;
+    pc_vec memo; /* owned references to the completed tuples and instances */
     const pc_registry *reg;
     PyObject *no_args; /* () for tp_new */
     int malformed; /* set, without an exception, when the stream is not well formed */
@@ -788,8 +786,8 @@ pc_lookahead(pc_decoder *d)
                 }
                 slot = (slot + 1) & d->int_mask;
             }
-        } else if (op == PC_REF && arg < (uint64_t)d->nmemo) {
-            __builtin_prefetch(d->memo[arg], 1);
+        } else if (op == PC_REF && arg < (uint64_t)d->memo.n) {
+            __builtin_prefetch(d->memo.items[arg], 1);
         } else if (op == PC_VREF && arg < (uint64_t)d->nvalues) {
             /* a str met before: one of the values, anywhere in memory */
             PyObject *value = PyTuple_GetItem(d->values, (Py_ssize_t)arg);
@@ -843,23 +841,7 @@ pc_read_int(pc_decoder *d, int64_t *out)
 static int
 pc_memo_push(pc_decoder *d, PyObject *obj)
 {
-    if (d->nmemo == d->memo_capacity) {
-        size_t capacity = d->memo_capacity ? (size_t)d->memo_capacity * 2 : 64;
-        size_t bytes;
-        if (capacity > (size_t)PY_SSIZE_T_MAX || __builtin_mul_overflow(capacity, sizeof(PyObject *), &bytes)) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        PyObject **grown = PyMem_Realloc(d->memo, bytes);
-        if (grown == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        d->memo = grown;
-        d->memo_capacity = (Py_ssize_t)capacity;
-    }
-    d->memo[d->nmemo++] = Py_NewRef(obj);
-    return 0;
+    return pc_vec_push(&d->memo, obj);
 }
 
 /* An exact int in [0, 2**64) into *out: 1; 0 for anything else; -1 on error. */
@@ -1053,11 +1035,11 @@ pc_decode(pc_decoder *d, int depth)
         return obj == NULL ? NULL : Py_NewRef(obj);
     case PC_REF:
         if (pc_read_arg(d, &arg) < 0) return NULL;
-        if (arg >= d->nmemo) {
+        if (arg >= d->memo.n) {
             d->malformed = 1;
             return NULL;
         }
-        return Py_NewRef(d->memo[arg]);
+        return Py_NewRef(d->memo.items[arg]);
     case PC_TUPLE:
         if (pc_read_arg(d, &arg) < 0) return NULL;
         /* every item takes at least one code byte */
@@ -1138,8 +1120,7 @@ graph_unpack(PyObject *self, PyObject *args)
     PyObject *root = pc_decode(&d, 0);
     Py_DECREF(d.no_args);
     if (root != NULL && (d.position != d.length || d.next_value != d.nvalues)) d.malformed = 1;
-    for (Py_ssize_t j = 0; j < d.nmemo; j++) Py_DECREF(d.memo[j]);
-    PyMem_Free(d.memo);
+    pc_vec_free(&d.memo);
     pc_int_cache_free(&d);
     Py_DECREF(codes);
     if (d.malformed) {
