@@ -107,7 +107,9 @@ class _Stages:
 
     def run(self, name: str, function: Callable[[], Any]) -> Any:
         _progress(f"{self.label}: {name} ...")
-        profiler = cProfile.Profile() if self.profile_top else None
+        # Process CPU time, not wall time: on a shared machine other processes' load would
+        # otherwise inflate whichever functions happened to run while it peaked.
+        profiler = cProfile.Profile(time.process_time) if self.profile_top else None
         wall = time.perf_counter()
         cpu = time.process_time()
         if profiler is not None:
@@ -465,7 +467,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--grid-cells", type=int, help="cells per dimension of the 3-D grid family")
     parser.add_argument("--json", metavar="PATH", help="write the JSON document here ('-' = stdout, the default)")
     parser.add_argument("--profile", type=int, default=0, metavar="N",
-                        help="run stages under cProfile and record the top N functions by own time")
+                        help="run stages under cProfile (process CPU time) and record the top N functions by own time")
     parser.add_argument("--in-process", action="store_true", help="run every workload in this process")
     args = parser.parse_args(argv)
     if args.child is not None:
