@@ -279,7 +279,7 @@ def plan_overlaps(
 def plan_regions(
     cls: type,
     sources: list[Any],
-    targets: list[Any],
+    targets: list[Any] | tuple[Any, ...],
     target_tensor_ids: list[Any] | None,
     /,
     *plan_overlaps_arguments: Any,
@@ -357,7 +357,7 @@ def pack_targets(
     geometry: tuple[bytes, bytes, bytes, bytes] | None = None,
     /,
 ) -> tuple[bytes, bytes, bytes, bytes, bytes, list[int]] | None:
-    """The planner's target packing in one pass over ``fragments`` (a list at run time):
+    """The planner's target packing in one pass over ``fragments`` (a list or tuple at run time):
     ``(tensor, cover, offsets, shapes, nbytes, cover_keys)``. Per fragment its kernel tensor
     index (``tensor_index[fragment.tensor_id]``), cover id, coordinates (``tensor_ndim[t]`` each)
     and nbytes (uint64, 0 outside ``(0, 2**64)``), as native int64 bytes. A tensor with
@@ -424,6 +424,31 @@ def project_executors(
     object is read) and the set is built on the first miss (``TypeError`` for any other
     container)."""
 
+def all_instances(items: Sequence[object], cls: type, /) -> Optional[bool]:
+    """``all(map(isinstance, items, itertools.repeat(cls)))`` for a list or tuple ``items``
+    (an item of exactly type ``cls`` is one without a call; any other item is asked through
+    ``isinstance``, in order, stopping at the first that is not), reading the items' types a few
+    items ahead. ``None`` when ``items`` is neither a list nor a tuple."""
+
+def catalog_map(catalog: object, /) -> Optional[dict[Any, Any]]:
+    """``{descriptor.tensor_id: descriptor for descriptor in catalog}`` for a tuple ``catalog``
+    (each id read once, then stored, in order, as the comprehension does). ``None`` when
+    ``catalog`` is not a tuple."""
+
+def catalog_matches(tensors: object, catalog: object, /) -> Optional[bool]:
+    """For an exact dict ``tensors`` and a tuple ``catalog`` of the same length:
+    ``all(map(is_, tensors.values(), catalog)) and all(map(is_, tensors,
+    map(attrgetter('tensor_id'), catalog))) and all(map(is_, map(type, tensors), repeat(str)))``,
+    in that order with the same short-circuits. ``None`` for other argument types or lengths."""
+
+def tensor_shape_groups(tensors: object, tensor_type: type, /) -> Optional[tuple[list[int], list[int]]]:
+    """For ``tensors`` (a tuple, every item exactly ``tensor_type``, its ``global_shape`` an exact
+    tuple of at most 32 exact ints fitting 64 bits, its ``parallel_axes`` an exact tuple of at most
+    32): ``(of, firsts)`` with ``of[i]`` the group of ``tensors[i]``, one per distinct (shape
+    values, axis objects in order), numbered in order of first appearance, and ``firsts[g]`` the
+    position of group ``g``'s first tensor. ``None`` (nothing raised) otherwise. Runs no Python
+    code."""
+
 def distinct_objects(items: list[Any], /) -> list[Any]:
     """The items without repeats of the same object, in order of first appearance (a new
     list). Identity only: no item is read (no hash, no ``__eq__``), so
@@ -435,14 +460,17 @@ def owner_minimums(
     kinds: tuple[str, ...],
     fragment_type: type | None = None,
     rank_type: type | None = None,
+    grouped: bool = False,
     /,
-) -> dict[tuple[Any, Any], tuple[Any, ...]]:
+) -> dict[tuple[Any, Any], tuple[Any, ...]] | tuple[dict[Any, dict[Any, tuple[tuple[str, Any], ...]]], int]:
     """``{(fragment.tensor_id, fragment.rank.dp): least tuple(getattr(fragment.rank, kind) for
     kind in kinds)}`` over ``fragments`` (a list or tuple), tuples compared with ``<`` (spec
     §11.2: the chosen owner of a complete replica). With both classes, exact instances with
     exact str tensor ids and exact ints within int64 (at most 8 kinds) are read in address order
     and combined in list order (an equal dict, keys in the same order); anything else as
-    without them."""
+    without them. With ``grouped`` (and the classes, on such inputs) the same minimums come back
+    grouped: ``({dp: {tensor_id: tuple(zip(kinds, least))}}, number of keys)`` in
+    first-appearance order; on any other input the plain dict."""
 
 def fragment_columns(
     fragments: Sequence[object], fragment_type: type | None = None, rank_type: type | None = None, /
