@@ -17,14 +17,8 @@ from test_planner_oracle import placement_pairs
 from mooncake.reshard import _native
 from mooncake.reshard.weight import _canonical as canonical
 from mooncake.reshard.weight import serde
-from mooncake.reshard.weight.types import (
-    OwnershipAxis,
-    ParallelRank,
-    PlacementFragment,
-    ReplicatedAxis,
-    SplitAxis,
-    TensorDescriptor,
-)
+from mooncake.reshard.weight.types import OwnershipAxis, ParallelRank, PlacementFragment
+from mooncake.reshard.weight.types import ReplicatedAxis, SplitAxis, TensorDescriptor
 
 _TYPES = (TensorDescriptor, SplitAxis, ReplicatedAxis, OwnershipAxis, PlacementFragment, ParallelRank)
 

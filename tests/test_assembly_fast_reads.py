@@ -25,14 +25,8 @@ from test_manifest_scale import _table_summary
 from test_planner_oracle import placement_pairs
 
 from mooncake.reshard import _native
-from mooncake.reshard.weight import (
-    OwnershipAxis,
-    ParallelRank,
-    PlacementFragment,
-    ReplicatedAxis,
-    SplitAxis,
-    TensorDescriptor,
-)
+from mooncake.reshard.weight import OwnershipAxis, ParallelRank, PlacementFragment
+from mooncake.reshard.weight import ReplicatedAxis, SplitAxis, TensorDescriptor
 from mooncake.reshard.weight import _coverage as coverage
 from mooncake.reshard.weight.validation import pack_placement_fragments
 
@@ -52,19 +46,10 @@ def _oracle_groups(tensors: Sequence[Any]) -> tuple[list[int], list[int]]:
 
 
 def _loop_classes(tensors: Sequence[Any]) -> list[int]:
-    """The per-tensor loop _coverage used before (the reference of _tensor_classes)."""
+    """Brute force: equal (global_shape, parallel_axes) share a class, numbered in order of first
+    appearance (what the per-tensor loop computes; the same errors for unhashable values)."""
     classes: dict[Any, int] = {}
-    by_identity: dict[Any, int] = {}
-    class_of = []
-    for tensor in tensors:
-        shape = tensor.global_shape
-        axes = tensor.parallel_axes
-        key = (shape, tuple(map(id, axes)))
-        kind = by_identity.get(key)
-        if kind is None:
-            kind = by_identity[key] = classes.setdefault((shape, axes), len(classes))
-        class_of.append(kind)
-    return class_of
+    return [classes.setdefault((t.global_shape, t.parallel_axes), len(classes)) for t in tensors]
 
 
 def _tensors(count: int, seed: int) -> tuple[TensorDescriptor, ...]:
@@ -93,6 +78,7 @@ def test_tensor_shape_groups_matches_oracle(count: int, seed: int) -> None:
     assert groups is not None
     assert groups == _oracle_groups(tensors)
     assert coverage._tensor_classes(tensors) == _loop_classes(tensors)
+    assert coverage._tensor_classes(list(tensors)) == _loop_classes(tensors)  # the per-tensor loop
 
 
 class _SubTensor(TensorDescriptor):
@@ -146,18 +132,12 @@ def test_tensor_shape_groups_declines_hostile_descriptors() -> None:
     with pytest.raises(TypeError):
         _native.tensor_shape_groups(base, 1)  # type: ignore[arg-type]
     assert _native.tensor_shape_groups((), TensorDescriptor) == ([], [])
-    # the classes fall back to the loop, which gives the same classes or raises the same error
+    # the classes fall back to the per-tensor loop (the original path, which a list of the same
+    # tensors always takes): the same classes, or the same error
     for bad in hostile[:-1]:
         tensors = base[:2] + (bad,) + base[2:]
-        try:
-            expected: Any = _loop_classes(tensors)
-        except Exception as error:  # the exact type and text are compared
-            expected = (type(error), str(error))
-        try:
-            got: Any = coverage._tensor_classes(tensors)
-        except Exception as error:
-            got = (type(error), str(error))
-        assert got == expected
+        loop = _outcome(lambda: coverage._tensor_classes(list(tensors)))
+        assert _outcome(lambda: coverage._tensor_classes(tensors)) == loop
 
 
 def _old_validate_with_table(tensors: Sequence[Any], fragments: Sequence[Any], topology: Any, table: Any) -> None:
@@ -219,11 +199,11 @@ def _pack(tensors: Sequence[Any], fragments: Sequence[Any], rows: Optional[list[
 
 
 def _pack_outcome(tensors: Sequence[Any], fragments: Sequence[Any], rows: Optional[list[int]], typed: bool) -> Any:
-    try:
+    def summary() -> Any:
         table, increasing, aliases = _pack(tensors, fragments, rows, typed)
-    except Exception as error:  # the exact type and text are compared
-        return (type(error).__name__, str(error))
-    return (_table_summary(table, tensors), increasing, aliases)
+        return (_table_summary(table, tensors), increasing, aliases)
+
+    return _outcome(summary)
 
 
 class _SpyFragment(PlacementFragment):

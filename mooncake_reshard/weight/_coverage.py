@@ -173,35 +173,27 @@ def _tensor_classes(tensors: Sequence[TensorDescriptor]) -> list[int]:
     # same axis objects (alive throughout, so their ids are stable) are equal without hashing
     # the axis dataclasses again; a new combination takes the equality dict once.
     by_identity: dict[tuple[Any, ...], int] = {}
-    groups = (
-        _native.tensor_shape_groups(tensors, TensorDescriptor) if type(tensors) is tuple else None
-    )
-    if groups is not None:
-        # C grouped the tensors by that identity key (shape values, axis objects), in order of
-        # first appearance, without running Python code: keying each group's first tensor meets
-        # the keys, and runs the equality lookups, in the order the loop below does
-        of, firsts = groups
-        kinds = []
-        for first in firsts:
-            tensor = tensors[first]
-            shape = tensor.global_shape
-            axes = tensor.parallel_axes
-            key = (shape, tuple(map(id, axes)))
-            kind = by_identity.get(key)
-            if kind is None:
-                kind = by_identity[key] = classes.setdefault((shape, axes), len(classes))
-            kinds.append(kind)
-        return list(map(kinds.__getitem__, of))
-    class_of = []
-    for tensor in tensors:
+
+    def kind_of(tensor: TensorDescriptor) -> int:
         shape = tensor.global_shape
         axes = tensor.parallel_axes
         key = (shape, tuple(map(id, axes)))
         kind = by_identity.get(key)
         if kind is None:
             kind = by_identity[key] = classes.setdefault((shape, axes), len(classes))
-        class_of.append(kind)
-    return class_of
+        return kind
+
+    groups = (
+        _native.tensor_shape_groups(tensors, TensorDescriptor) if type(tensors) is tuple else None
+    )
+    if groups is None:
+        return [kind_of(tensor) for tensor in tensors]
+    # C grouped the tensors by that identity key (shape values, axis objects), in order of first
+    # appearance, without running Python code: keying each group's first tensor meets the keys,
+    # and runs the equality lookups, in the order the per-tensor path does
+    of, firsts = groups
+    kinds = [kind_of(tensors[first]) for first in firsts]
+    return list(map(kinds.__getitem__, of))
 
 
 def _check_tensor(
