@@ -64,7 +64,7 @@ def canonical_parts_json(
     sha256: bool = False,
     tensors: list[object] | tuple[object, ...] | None = None,
     after: str = "",
-    types: tuple[type, type, type, type] | tuple[type, type, type, type, type, type] | None = None,
+    types: tuple[type, type, type, type, type, type] | None = None,
 ) -> str | None:
     """``prefix + "[" + ",".join('{"fragments":' + canonical_fragments_json(f) + "," + tail[1:])
     + "]" + suffix`` over ``(fragments, tail)`` pairs, in one buffer (with ``sha256=True``: the
@@ -72,25 +72,22 @@ def canonical_parts_json(
     when each ``tail`` is the canonical JSON of the rest of the part object (ASCII, a non-empty
     object whose keys sort after "fragments"). ``prefix``/``suffix`` must be ASCII.
     ``ValueError`` for a tail that is not such an object or non-ASCII text, ``TypeError`` for
-    malformed pairs. The fragments are encoded in address order (fewer cache misses) and the
-    text written in list order; on any failure the in-order encoding runs, so the error raised is
-    the first one in list order. Each rank object is encoded once per call.
+    malformed pairs or ``types``. Fragments and their ranks are read in list order on every
+    path, as the reference reads them; each rank object is encoded once per call.
 
-    With ``tensors`` (a list or tuple; ``types`` is then ``(TensorDescriptor, SplitAxis,
-    ReplicatedAxis, OwnershipAxis)``) the text goes on with ``canonical_tensors_json(tensors,
-    SplitAxis, ReplicatedAxis) + after``, encoded straight into the same buffer or digest (no
-    text object of it). That form returns ``None`` (nothing raised) whenever the address-order
-    path declines or a tensor is not exactly the descriptor class with an exact tuple of exactly
-    the axis classes, or any read or encoding fails: the caller then encodes the exact way.
-    ``TypeError`` for ``tensors`` not a list or tuple or malformed ``types``, ``ValueError`` for
-    a non-ASCII ``after``.
+    ``types`` is ``(TensorDescriptor, SplitAxis, ReplicatedAxis, OwnershipAxis,
+    PlacementFragment, ParallelRank)``. With it, when every fragment and rank is exactly of those
+    classes with state dicts holding every field under the interned name (only exact str keys),
+    the parts are written in batches whose state dicts are read ahead of their texts (their cache
+    misses overlap) and no read runs Python code; otherwise, without ``tensors``, the in-order
+    encoding runs (reading values the reference's way).
 
-    With six ``types`` (``..., PlacementFragment, ParallelRank``) the fused form writes the parts
-    in list order straight into the buffer or digest (no scratch text), reading each batch of
-    fragments' state dicts ahead of their texts (their cache misses overlap); it takes only
-    fragments and ranks of exactly those classes whose state dicts hold every field under the
-    interned name and only exact str keys, and tensors and axes likewise (each axis object is
-    encoded once per call): then no read runs Python code. Anything else returns ``None``."""
+    With ``tensors`` (a list or tuple; ``types`` required) the text goes on with
+    ``canonical_tensors_json(tensors, SplitAxis, ReplicatedAxis) + after``, encoded straight into
+    the same buffer or digest (no text object of it). That form returns ``None`` (nothing raised)
+    whenever a fragment, rank, tensor or axis is not exactly of its class as above, or any read or
+    encoding fails: the caller then encodes the exact way. ``TypeError`` for ``tensors`` not a list
+    or tuple, ``ValueError`` for a non-ASCII ``after``."""
 
 def canonical_tensors_json(
     tensors: list[object] | tuple[object, ...], split_type: type, replicated_type: type, /
@@ -190,6 +187,7 @@ class FragmentTable:
         tensor_index: dict[str, int],
         fragments: Sequence[object],
         rows: Optional[list[int]] = None,
+        fragment_type: Optional[type] = None,
         /,
     ) -> tuple[FragmentTable, bool, bool]:
         """``(table, ids_increasing, any_aliases)``: ``pack_fragments`` with the columns read in C
@@ -201,7 +199,8 @@ class FragmentTable:
         for a non-str tensor id; otherwise the errors of ``pack_fragments``. With ``rows`` (a
         permutation of ``range(len(fragments))``, else ``ValueError``) ``fragments[i]`` becomes
         row ``rows[i]``: the result equals packing the fragments in row order (``ids_increasing``
-        judged in that order), read from memory in the given order."""
+        judged in that order), read from memory in the given order. With ``fragment_type``, an
+        exact instance's state is read without the attribute lookup (the same values)."""
 
     def tensor_classes(self, classes: Sequence[int], /) -> tuple[list[int], list[int], list[int]]:
         """``(rep, start, members)``: ``members[start[t]:start[t + 1]]`` are tensor t's fragments
