@@ -79,7 +79,9 @@ def test_runtime_binding_physical_workload_follows_its_arguments() -> None:
 def _pipeline_checks(result: Dict[str, Any]) -> None:
     assert "error" not in result, result.get("error")
     for stage in ("build_inputs", "assemble", "plan", "build_bindings", "bind", "pickle_dump", "pickle_load"):
-        assert set(result["stages"][stage]) == {"wall_s", "cpu_s", "peak_rss_after_bytes"}
+        timings = result["stages"][stage]
+        assert set(timings) == {"wall_s", "cpu_s", "system_s", "minor_faults", "peak_rss_after_bytes"}
+        assert timings["system_s"] >= 0 and isinstance(timings["minor_faults"], int) and timings["minor_faults"] >= 0
     assert result["pipeline"]["stages"] == ["assemble", "plan", "bind"]
     memory = result["memory"]
     assert memory["peak_rss_bytes"] >= memory["baseline_rss_bytes"] > 0
