@@ -12,6 +12,9 @@
   ``inner_bytes`` per segment -- an independent re-implementation, it does not use
   ``iter_segments``.
 * :func:`check_targets` compares every byte of every target fragment with the expected slice.
+* :class:`HostWorld` is the usual scaffolding of a binding test: a source (placement or Store
+  manifest) and a target placement, their logical plan and host-memory bindings, with
+  ``bind()`` and ``execute_and_check()``.
 """
 
 from __future__ import annotations
@@ -195,6 +198,83 @@ def check_targets(placement: Any, bindings: Sequence[WeightRuntimeBindingManifes
             assert actual == expected, f"target fragment {runtime.fragment_id} differs"
             checked += len(actual)
     return checked
+
+
+class HostWorld:
+    """A transfer ready to bind on host memory: placements, logical plan and host bindings.
+
+    ``source`` is a placement (bound with :func:`host_bindings`, prefix ``source_prefix``) or a
+    ``StoredWeightManifest`` (no source bindings; ``bind`` passes it as ``source_manifest``).
+    ``logical`` defaults to ``plan_placement_transfer`` (or, for a Store source,
+    ``plan_stored_transfer_to_target_placement``) of the two, planned before any allocation; pass
+    any other logical plan (local target, planning limits). With ``fill`` the source fragments
+    (or the simulated Store payloads) hold their slices of the global tensors. ``memory`` is the
+    allocator (default a new :class:`HostMemory`; anything with ``alloc(nbytes)`` serves a test
+    that neither fills nor executes).
+
+    Nothing is bound on construction: the fields are plain attributes, so a test may forge or
+    replace the logical plan, a binding or the memory before calling :meth:`bind`."""
+
+    def __init__(
+        self,
+        source: Any,
+        target: Any,
+        *,
+        logical: Any = None,
+        fill: bool = False,
+        shared_source: bool = False,
+        shared_target: bool = False,
+        target_participants: Optional[Iterable[str]] = None,
+        source_prefix: str = "src",
+        target_prefix: str = "dst",
+        memory: Any = None,
+    ) -> None:
+        from mooncake.reshard.weight import StoredWeightManifest
+        from mooncake.reshard.weight.planner import plan_placement_transfer, plan_stored_transfer_to_target_placement
+
+        self.source = source
+        self.target = target
+        self.stored = isinstance(source, StoredWeightManifest)
+        if logical is None:
+            planner = plan_stored_transfer_to_target_placement if self.stored else plan_placement_transfer
+            logical = planner(source, target)
+        self.logical = logical
+        self.memory = HostMemory() if memory is None else memory
+        self.source_bindings: Tuple[WeightRuntimeBindingManifest, ...] = ()
+        if not self.stored:
+            self.source_bindings = host_bindings(
+                source, self.memory, prefix=source_prefix, shared_allocation=shared_source
+            )
+        self.target_bindings = host_bindings(
+            target, self.memory, prefix=target_prefix, shared_allocation=shared_target, participants=target_participants
+        )
+        if fill:
+            if self.stored:
+                fill_stored(source, self.memory)
+            else:
+                fill_placement(source, self.source_bindings, self.memory)
+
+    def bind(self, target_bindings: Any = None, **overrides: Any) -> Any:
+        """``bind_logical_transfer_plan`` of this world; keywords override its arguments.
+
+        ``logical`` replaces the logical plan, ``target_bindings`` the target bindings; the
+        source bindings (or, for a Store source, ``source_manifest``) are passed unless given."""
+        from mooncake.reshard.weight.planner import bind_logical_transfer_plan
+
+        logical = overrides.pop("logical", self.logical)
+        if self.stored:
+            overrides.setdefault("source_manifest", self.source)
+        else:
+            overrides.setdefault("source_bindings", self.source_bindings)
+        targets = self.target_bindings if target_bindings is None else target_bindings
+        return bind_logical_transfer_plan(logical, targets, **overrides)
+
+    def execute_and_check(self, plan: Any, target_bindings: Any = None) -> Tuple[int, int]:
+        """:func:`execute` ``plan`` on this world's memory, then :func:`check_targets` on the
+        target (``target_bindings``, default this world's); returns (bytes moved, bytes checked)."""
+        moved = execute(plan, self.memory)
+        targets = self.target_bindings if target_bindings is None else target_bindings
+        return moved, check_targets(self.target, targets, self.memory)
 
 
 def split_range(extent: int, parts: int, index: int) -> Tuple[int, int]:

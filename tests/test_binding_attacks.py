@@ -13,7 +13,7 @@ from typing import Any, Tuple
 
 import pytest
 
-from memory_executor import HostMemory, check_targets, execute, fill_placement, host_bindings, tp_placement
+from memory_executor import HostMemory, HostWorld, host_bindings, tp_placement
 from spec_helpers import raises
 
 from mooncake.reshard.weight import StoredFragmentSnapshot, StoredWeightManifest
@@ -27,7 +27,6 @@ from mooncake.reshard.weight.planner import (
     RuntimeFragmentSnapshot,
     TransferPlan,
     bind_logical_transfer_plan,
-    plan_placement_transfer,
     plan_placement_transfer_to_local_target,
     plan_stored_transfer_to_target_placement,
     resolve_executor_plan,
@@ -35,22 +34,12 @@ from mooncake.reshard.weight.planner import (
 )
 
 
-class World:
-    """TP2 x DP2 source -> TP3 target (uneven), bound to real host memory."""
+class World(HostWorld):
+    """TP2 x DP2 source -> TP3 target (uneven), bound to real host memory, source filled."""
 
     def __init__(self, *, shared: bool = False) -> None:
-        self.source = tp_placement(2, prefix="s", dp=2, shape=(4, 7))
-        self.target = tp_placement(3, prefix="t", shape=(4, 7))
-        self.logical = plan_placement_transfer(self.source, self.target)
-        self.memory = HostMemory()
-        self.source_bindings = host_bindings(self.source, self.memory, prefix="src")
-        self.target_bindings = host_bindings(self.target, self.memory, prefix="dst", shared_allocation=shared)
-        fill_placement(self.source, self.source_bindings, self.memory)
-
-    def bind(self, **overrides: Any) -> TransferPlan:
-        target = overrides.pop("target_bindings", self.target_bindings)
-        overrides.setdefault("source_bindings", self.source_bindings)
-        return bind_logical_transfer_plan(overrides.pop("logical", self.logical), target, **overrides)
+        source = tp_placement(2, prefix="s", dp=2, shape=(4, 7))
+        super().__init__(source, tp_placement(3, prefix="t", shape=(4, 7)), shared_target=shared, fill=True)
 
 
 @pytest.fixture()
@@ -76,8 +65,9 @@ def with_binding(bindings: Tuple[Any, ...], index: int, binding: Any) -> Tuple[A
 
 def test_bind_and_execute_on_host_memory(world: World) -> None:
     plan = world.bind()
-    assert execute(plan, world.memory) == plan.total_bytes == 4 * 7 * 2
-    assert check_targets(world.target, world.target_bindings, world.memory) == 4 * 7 * 2
+    moved, checked = world.execute_and_check(plan)
+    assert moved == plan.total_bytes == 4 * 7 * 2
+    assert checked == 4 * 7 * 2
     assert {executor.rank.dp for executor in plan.source_executors} == {0}
     for executor, binding in zip(plan.target_executors, world.target_bindings):
         assert executor.runtime_lease_id == binding.lease_id
@@ -85,18 +75,14 @@ def test_bind_and_execute_on_host_memory(world: World) -> None:
 
 def test_shared_allocation_targets_execute() -> None:
     world = World(shared=True)
-    plan = world.bind()
-    execute(plan, world.memory)
-    check_targets(world.target, world.target_bindings, world.memory)
+    world.execute_and_check(world.bind())
 
 
 def test_rebind_same_logical_plan_to_other_memory(world: World) -> None:
     world.bind()
     other = HostMemory()
     targets = host_bindings(world.target, other, prefix="other")
-    plan = world.bind(target_bindings=targets)
-    execute(plan, world.memory)
-    check_targets(world.target, targets, world.memory)
+    world.execute_and_check(world.bind(target_bindings=targets), targets)
 
 
 def test_local_target_plan_binds_with_one_target(world: World) -> None:
@@ -105,8 +91,7 @@ def test_local_target_plan_binds_with_one_target(world: World) -> None:
     targets = tuple(b for b in world.target_bindings if b.participant_id == participant)
     plan = world.bind(logical=logical, target_bindings=targets)
     assert len(plan.target_executors) == 1
-    execute(plan, world.memory)
-    check_targets(world.target, targets, world.memory)
+    world.execute_and_check(plan, targets)
 
 
 def test_owner_never_survives_binding() -> None:
@@ -317,38 +302,36 @@ def test_physical_budget_and_argument(world: World) -> None:
 # Tied weights and alias scope
 
 
-def _tied_world(*, separate_sources: bool = False) -> Tuple[Any, Any, Any, Any, HostMemory]:
-    source = tp_placement(1, prefix="s", tensors=("a", "b"), tied=True)
-    target = tp_placement(1, prefix="t", tensors=("a", "b"), tied=True)
-    memory = HostMemory()
+def _at_one_address(binding: Any) -> Any:
+    """``binding`` with every fragment moved to its first fragment's address (tied weights)."""
+    address = binding.fragments[0].address
+    return dataclasses.replace(
+        binding,
+        fragments=tuple(dataclasses.replace(f, address=address, storage_address=address) for f in binding.fragments),
+    )
 
-    def shared(binding: Any) -> Any:
-        address = binding.fragments[0].address
-        return dataclasses.replace(
-            binding,
-            fragments=tuple(
-                dataclasses.replace(f, address=address, storage_address=address) for f in binding.fragments
-            ),
-        )
 
-    sources = host_bindings(source, memory, prefix="src")
+def _tied_world(*, separate_sources: bool = False) -> HostWorld:
+    world = HostWorld(
+        tp_placement(1, prefix="s", tensors=("a", "b"), tied=True),
+        tp_placement(1, prefix="t", tensors=("a", "b"), tied=True),
+    )
     if not separate_sources:
-        sources = tuple(shared(b) for b in sources)
-    targets = tuple(shared(b) for b in host_bindings(target, memory, prefix="dst"))
-    return source, target, sources, targets, memory
+        world.source_bindings = tuple(_at_one_address(b) for b in world.source_bindings)
+    world.target_bindings = tuple(_at_one_address(b) for b in world.target_bindings)
+    return world
 
 
 def test_tied_weights_share_one_target_address() -> None:
-    source, target, sources, targets, memory = _tied_world()
-    plan = bind_logical_transfer_plan(plan_placement_transfer(source, target), targets, source_bindings=sources)
+    plan = _tied_world().bind()
     assert len(plan.operations) == 2
     assert plan.total_bytes == 2 * 4 * 6 * 2
     _validate_target_physical_ranges(plan.operations)
 
 
 def test_alias_outside_its_group_is_rejected() -> None:
-    source, target, sources, targets, memory = _tied_world()
-    plan = bind_logical_transfer_plan(plan_placement_transfer(source, target), targets, source_bindings=sources)
+    world = _tied_world()
+    plan = world.bind()
     first, second = plan.operations
     # The shared target written under another lease is outside the attested alias scope.
     other_lease = dataclasses.replace(
@@ -357,43 +340,23 @@ def test_alias_outside_its_group_is_rejected() -> None:
     with raises("conflicting target physical range: "):
         _validate_target_physical_ranges((first, other_lease))
     # Undeclared aliases: two untied tensors bound at one address.
-    untied = tp_placement(1, prefix="u", tensors=("a", "b"))
-    base = host_bindings(untied, memory, prefix="dst")[0]
-    address = base.fragments[0].address
-    shared = dataclasses.replace(
-        base, fragments=tuple(dataclasses.replace(f, address=address, storage_address=address) for f in base.fragments)
-    )
-    untied_source = tp_placement(1, prefix="v", tensors=("a", "b"))
+    untied = HostWorld(tp_placement(1, prefix="v", tensors=("a", "b")), tp_placement(1, prefix="u", tensors=("a", "b")))
     with raises("runtime binding address ranges overlap: "):
-        bind_logical_transfer_plan(
-            plan_placement_transfer(untied_source, untied),
-            (shared,),
-            source_bindings=host_bindings(untied_source, memory, prefix="src"),
-        )
+        untied.bind((_at_one_address(untied.target_bindings[0]),))
 
 
 def test_tied_targets_from_distinct_unaliased_sources_conflict() -> None:
-    source = tp_placement(1, prefix="s", tensors=("a", "b"))
-    target = tp_placement(1, prefix="t", tensors=("a", "b"), tied=True)
-    memory = HostMemory()
-    sources = host_bindings(source, memory, prefix="src")
-    base = host_bindings(target, memory, prefix="dst")[0]
-    address = base.fragments[0].address
-    targets = (
-        dataclasses.replace(
-            base,
-            fragments=tuple(dataclasses.replace(f, address=address, storage_address=address) for f in base.fragments),
-        ),
-    )
+    world = HostWorld(tp_placement(1, prefix="s", tensors=("a", "b")), tp_placement(1, prefix="t", tensors=("a", "b"), tied=True))
     with raises("conflicting target physical range: "):
-        bind_logical_transfer_plan(plan_placement_transfer(source, target), targets, source_bindings=sources)
+        world.bind((_at_one_address(world.target_bindings[0]),))
 
 
 # ---------------------------------------------------------------------------------------
 # Store sources
 
 
-def _stored_world() -> Tuple[Any, Any, Any, HostMemory]:
+def _stored_host_world(*, fill: bool = False) -> HostWorld:
+    """A Store manifest (two row pieces in one payload) -> TP3 target on host memory."""
     target = tp_placement(3, prefix="t", shape=(4, 7))
     tensor = target.tensors[0]
     stored_tensor = dataclasses.replace(tensor, parallel_axes=(), shard_dims=())
@@ -411,22 +374,21 @@ def _stored_world() -> Tuple[Any, Any, Any, HostMemory]:
             StoredFragmentSnapshot("stored-1", "w", (2, 0), (2, 7), "g/payload/0", 28, 28),
         ),
     )
-    memory = HostMemory()
-    targets = host_bindings(target, memory, prefix="dst")
-    return target, manifest, targets, memory
+    return HostWorld(manifest, target, fill=fill)
+
+
+def _stored_world() -> Tuple[Any, Any, Any, HostMemory]:
+    """(target, manifest, target bindings, memory) of :func:`_stored_host_world`."""
+    world = _stored_host_world()
+    return world.target, world.source, world.target_bindings, world.memory
 
 
 def test_store_source_executes_from_simulated_payloads() -> None:
-    from memory_executor import fill_stored
-
-    target, manifest, targets, memory = _stored_world()
-    fill_stored(manifest, memory)
-    logical = plan_stored_transfer_to_target_placement(manifest, target)
-    plan = bind_logical_transfer_plan(logical, targets, source_manifest=manifest)
+    world = _stored_host_world(fill=True)
+    plan = world.bind()
     assert plan.source_executors == ()
-    assert plan.source_manifest_identity == manifest.manifest_identity
-    execute(plan, memory)
-    check_targets(target, targets, memory)
+    assert plan.source_manifest_identity == world.source.manifest_identity
+    world.execute_and_check(plan)
 
 
 def test_store_source_attacks() -> None:
