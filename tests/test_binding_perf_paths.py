@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from memory_executor import HostMemory, check_targets, execute, fill_placement, host_bindings, tp_placement
+from memory_executor import HostMemory, HostWorld, host_bindings, tp_placement
 from spec_helpers import raises
+from test_binding_attacks import World  # TP2 x DP2 -> TP3, source filled
 
 from mooncake.reshard.weight import WeightRuntimeBindingManifest, validate_runtime_binding
 from mooncake.reshard.weight._planner.attestation import (
@@ -25,34 +26,7 @@ from mooncake.reshard.weight._planner.attestation import (
 from mooncake.reshard.weight._planner.binding import _build_executor_plans, _project_part
 from mooncake.reshard.weight._planner.bound_contracts import _snapshot_matches, _snapshot_state
 from mooncake.reshard.weight._planner.fragments import BoundWeightFragment
-from mooncake.reshard.weight.planner import (
-    RuntimeBindingAttestation,
-    RuntimeBindingEvidence,
-    RuntimeFragmentSnapshot,
-    TransferPlan,
-    bind_logical_transfer_plan,
-    plan_placement_transfer,
-)
-
-
-class World:
-    """TP2 x DP2 source -> TP3 target, bound to host memory."""
-
-    def __init__(self) -> None:
-        self.source = tp_placement(2, prefix="s", dp=2, shape=(4, 7))
-        self.target = tp_placement(3, prefix="t", shape=(4, 7))
-        self.logical = plan_placement_transfer(self.source, self.target)
-        self.memory = HostMemory()
-        self.source_bindings = host_bindings(self.source, self.memory, prefix="src")
-        self.target_bindings = host_bindings(self.target, self.memory, prefix="dst")
-        fill_placement(self.source, self.source_bindings, self.memory)
-
-    def bind(self, target: Any = None, source: Any = None) -> TransferPlan:
-        return bind_logical_transfer_plan(
-            self.logical,
-            self.target_bindings if target is None else target,
-            source_bindings=self.source_bindings if source is None else source,
-        )
+from mooncake.reshard.weight.planner import RuntimeBindingAttestation, RuntimeBindingEvidence, RuntimeFragmentSnapshot
 
 
 @pytest.fixture()
@@ -80,14 +54,15 @@ def test_rebinding_attests_again(world: World) -> None:
     assert first.operations[0].target.attestation == second.operations[0].target.attestation
     # A fresh, equal binding set gives an equal plan with new (equal) attestations.
     fresh = world.bind(
-        target=tuple(_fresh(b) for b in world.target_bindings),
-        source=tuple(_fresh(b) for b in world.source_bindings),
+        tuple(_fresh(b) for b in world.target_bindings),
+        source_bindings=tuple(_fresh(b) for b in world.source_bindings),
     )
     assert fresh == first
     assert fresh.operations[0].target.attestation is not first.operations[0].target.attestation
     assert fresh.operations[0].target.attestation == first.operations[0].target.attestation
-    assert execute(second, world.memory) == second.total_bytes
-    assert check_targets(world.target, world.target_bindings, world.memory) == 4 * 7 * 2
+    moved, checked = world.execute_and_check(second)
+    assert moved == second.total_bytes
+    assert checked == 4 * 7 * 2
 
 
 def test_attest_validates_on_every_call(world: World) -> None:
@@ -142,7 +117,7 @@ def test_every_given_binding_is_still_validated(world: World) -> None:
     # successful bind of the others.
     bad = dataclasses.replace(world.source_bindings[-1], revision="other")
     with raises("placement and runtime binding revision differ"):
-        world.bind(source=world.source_bindings[:-1] + (bad,))
+        world.bind(source_bindings=world.source_bindings[:-1] + (bad,))
 
 
 # ---------------------------------------------------------------------------------------
@@ -167,7 +142,7 @@ def test_trusted_evidence_drops_owners(world: World) -> None:
     trusted = _evidence_from_validated(owned)
     assert trusted == RuntimeBindingEvidence.from_binding(owned)
     assert all(fragment.owner is None for fragment in trusted.fragments)
-    plan = world.bind(target=(owned,) + world.target_bindings[1:])
+    plan = world.bind((owned,) + world.target_bindings[1:])
     assert all(op.target.binding.owner is None for op in plan.operations)
 
 
@@ -285,13 +260,8 @@ def test_partially_selected_worker_gets_a_partial_executor() -> None:
 
 
 def test_partial_target_executor_in_a_plan_revalidates() -> None:
-    memory = HostMemory()
     source = tp_placement(2, prefix="s", shape=(4, 8), tensors=("a", "b"))
-    target = tp_placement(2, prefix="t", shape=(4, 8), tensors=("a", "b"))
-    logical = plan_placement_transfer(source, target)
-    plan = bind_logical_transfer_plan(
-        logical, host_bindings(target, memory, prefix="dst"), source_bindings=host_bindings(source, memory, prefix="src")
-    )
+    plan = HostWorld(source, tp_placement(2, prefix="t", shape=(4, 8), tensors=("a", "b"))).bind()
     assert all(len(e.fragment_ids) == 2 for e in plan.target_executors)
     restored = pickle.loads(pickle.dumps(plan))
     assert restored == plan == dataclasses.replace(restored)
@@ -342,12 +312,7 @@ def test_single_region_cover_shortcut_still_checks_coverage(world: World) -> Non
     plan = world.bind()
     assert dataclasses.replace(plan) == plan
     target = tp_placement(2, prefix="t", shape=(4, 8))
-    memory = HostMemory()
-    source = tp_placement(2, prefix="s", shape=(4, 8))
-    logical = plan_placement_transfer(source, target)
-    source_bindings = host_bindings(source, memory, prefix="src")
-    target_bindings = host_bindings(target, memory, prefix="dst")
-    bound = bind_logical_transfer_plan(logical, target_bindings, source_bindings=source_bindings)
+    bound = HostWorld(tp_placement(2, prefix="s", shape=(4, 8)), target).bind()
     assert all(op.overlap_shape == op.target.local_shape for op in bound.operations)
     dropped = copy.copy(bound)
     object.__setattr__(dropped, "operations", bound.operations[1:])
