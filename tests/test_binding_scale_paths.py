@@ -13,29 +13,20 @@ from typing import Any, Optional
 
 import pytest
 
-from memory_executor import HostMemory, fill_placement, host_bindings, tp_placement
+from memory_executor import HostWorld, tp_placement
 
 from mooncake.reshard.weight._planner import bound_validation
 from mooncake.reshard.weight._planner.contracts import _bucket_of, _executor_key, _side_index, build_operation_views
 from mooncake.reshard.weight._planner.fragments import BoundWeightFragment
-from mooncake.reshard.weight.planner import TransferPlan, bind_logical_transfer_plan, plan_placement_transfer
 from mooncake.reshard.weight.types import PlacementFragment
 
 
-class World:
-    """TP2 x DP2 source -> TP3 target (source fragments shared by several operations)."""
+class World(HostWorld):
+    """TP2 x DP2 source -> TP3 target (source fragments shared by several operations), source filled."""
 
     def __init__(self, source_tp: int = 2, target_tp: int = 3, shape: tuple[int, int] = (4, 7)) -> None:
-        self.source = tp_placement(source_tp, prefix="s", dp=2, shape=shape)
-        self.target = tp_placement(target_tp, prefix="t", shape=shape)
-        self.logical = plan_placement_transfer(self.source, self.target)
-        self.memory = HostMemory()
-        self.source_bindings = host_bindings(self.source, self.memory, prefix="src")
-        self.target_bindings = host_bindings(self.target, self.memory, prefix="dst")
-        fill_placement(self.source, self.source_bindings, self.memory)
-
-    def bind(self) -> TransferPlan:
-        return bind_logical_transfer_plan(self.logical, self.target_bindings, source_bindings=self.source_bindings)
+        source = tp_placement(source_tp, prefix="s", dp=2, shape=shape)
+        super().__init__(source, tp_placement(target_tp, prefix="t", shape=shape), fill=True)
 
 
 def _reference_views(operations: Any, source_executors: Any, target_executors: Any) -> tuple[Any, Any, Any]:
