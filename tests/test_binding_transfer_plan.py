@@ -8,28 +8,15 @@ from typing import Any
 
 import pytest
 
-from memory_executor import HostMemory, host_bindings, tp_placement
+from memory_executor import HostWorld, tp_placement
 from spec_helpers import raises
 
-from mooncake.reshard.weight.planner import (
-    PlanningLimits,
-    TransferPlan,
-    bind_logical_transfer_plan,
-    plan_placement_transfer,
-)
+from mooncake.reshard.weight.planner import PlanningLimits, TransferPlan, plan_placement_transfer
 
 
 @pytest.fixture()
 def bound() -> Any:
-    source = tp_placement(2, prefix="s", shape=(4, 6))
-    target = tp_placement(3, prefix="t", shape=(4, 6))
-    memory = HostMemory()
-    plan = bind_logical_transfer_plan(
-        plan_placement_transfer(source, target),
-        host_bindings(target, memory, prefix="dst"),
-        source_bindings=host_bindings(source, memory, prefix="src"),
-    )
-    return plan
+    return HostWorld(tp_placement(2, prefix="s", shape=(4, 6)), tp_placement(3, prefix="t", shape=(4, 6))).bind()
 
 
 def test_scalar_rules(bound: Any) -> None:
@@ -105,12 +92,9 @@ def test_executor_rules(bound: Any) -> None:
 
 
 def test_in_place_reshard_is_rejected() -> None:
-    source = tp_placement(1, prefix="s", shape=(4, 6))
-    target = tp_placement(1, prefix="t", shape=(4, 6))
-    memory = HostMemory()
-    sources = host_bindings(source, memory, prefix="src")
-    src = sources[0]
-    base = host_bindings(target, memory, prefix="dst")[0]
+    world = HostWorld(tp_placement(1, prefix="s", shape=(4, 6)), tp_placement(1, prefix="t", shape=(4, 6)))
+    src = world.source_bindings[0]
+    base = world.target_bindings[0]
     fragment = src.fragments[0]
     targets = (
         dataclasses.replace(
@@ -130,7 +114,7 @@ def test_in_place_reshard_is_rejected() -> None:
         ),
     )
     with raises("source and target runtime storage allocations overlap in address space "):
-        bind_logical_transfer_plan(plan_placement_transfer(source, target), targets, source_bindings=sources)
+        world.bind(targets)
 
 
 def test_operation_views(bound: Any) -> None:
@@ -157,9 +141,8 @@ def test_bind_applies_the_physical_check_exactly_once(monkeypatch: Any) -> None:
 
     source = tp_placement(2, prefix="s", shape=(4, 6))
     target = tp_placement(3, prefix="t", shape=(4, 6))
-    memory = HostMemory()
     limits = PlanningLimits(max_total_lowered_segments=1234)
-    logical = plan_placement_transfer(source, target, planning_limits=limits)
+    world = HostWorld(source, target, logical=plan_placement_transfer(source, target, planning_limits=limits))
     calls = []
     original = bound_validation._validate_target_physical_ranges
 
@@ -168,10 +151,6 @@ def test_bind_applies_the_physical_check_exactly_once(monkeypatch: Any) -> None:
         original(operations, max_segment_checks=max_segment_checks)
 
     monkeypatch.setattr(bound_validation, "_validate_target_physical_ranges", counting)
-    plan = bind_logical_transfer_plan(
-        logical,
-        host_bindings(target, memory, prefix="dst"),
-        source_bindings=host_bindings(source, memory, prefix="src"),
-    )
+    plan = world.bind()
     assert calls == [1234]
-    assert plan.planning_limits is logical.planning_limits
+    assert plan.planning_limits is world.logical.planning_limits
