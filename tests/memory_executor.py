@@ -206,11 +206,12 @@ class HostWorld:
     ``source`` is a placement (bound with :func:`host_bindings`, prefix ``source_prefix``) or a
     ``StoredWeightManifest`` (no source bindings; ``bind`` passes it as ``source_manifest``).
     ``logical`` defaults to ``plan_placement_transfer`` (or, for a Store source,
-    ``plan_stored_transfer_to_target_placement``) of the two, planned before any allocation; pass
-    any other logical plan (local target, planning limits). With ``fill`` the source fragments
-    (or the simulated Store payloads) hold their slices of the global tensors. ``memory`` is the
-    allocator (default a new :class:`HostMemory`; anything with ``alloc(nbytes)`` serves a test
-    that neither fills nor executes).
+    ``plan_stored_transfer_to_target_placement``) of the two, planned on first use (reading
+    ``world.logical`` or binding): a test sees its placements and bindings before any planning.
+    Pass any other logical plan (local target, planning limits). With ``fill`` the source
+    fragments (or the simulated Store payloads) hold their slices of the global tensors.
+    ``memory`` is the allocator (default a new :class:`HostMemory`; anything with
+    ``alloc(nbytes)`` serves a test that neither fills nor executes).
 
     Nothing is bound on construction: the fields are plain attributes, so a test may forge or
     replace the logical plan, a binding or the memory before calling :meth:`bind`."""
@@ -230,15 +231,11 @@ class HostWorld:
         memory: Any = None,
     ) -> None:
         from mooncake.reshard.weight import StoredWeightManifest
-        from mooncake.reshard.weight.planner import plan_placement_transfer, plan_stored_transfer_to_target_placement
 
         self.source = source
         self.target = target
         self.stored = isinstance(source, StoredWeightManifest)
-        if logical is None:
-            planner = plan_stored_transfer_to_target_placement if self.stored else plan_placement_transfer
-            logical = planner(source, target)
-        self.logical = logical
+        self._logical = logical
         self.memory = HostMemory() if memory is None else memory
         self.source_bindings: Tuple[WeightRuntimeBindingManifest, ...] = ()
         if not self.stored:
@@ -254,6 +251,23 @@ class HostWorld:
             else:
                 fill_placement(source, self.source_bindings, self.memory)
 
+    @property
+    def logical(self) -> Any:
+        """The logical plan (the default one is planned on the first read)."""
+        if self._logical is None:
+            from mooncake.reshard.weight.planner import (
+                plan_placement_transfer,
+                plan_stored_transfer_to_target_placement,
+            )
+
+            planner = plan_stored_transfer_to_target_placement if self.stored else plan_placement_transfer
+            self._logical = planner(self.source, self.target)
+        return self._logical
+
+    @logical.setter
+    def logical(self, value: Any) -> None:
+        self._logical = value
+
     def bind(self, target_bindings: Any = None, **overrides: Any) -> Any:
         """``bind_logical_transfer_plan`` of this world; keywords override its arguments.
 
@@ -261,7 +275,7 @@ class HostWorld:
         source bindings (or, for a Store source, ``source_manifest``) are passed unless given."""
         from mooncake.reshard.weight.planner import bind_logical_transfer_plan
 
-        logical = overrides.pop("logical", self.logical)
+        logical = overrides.pop("logical") if "logical" in overrides else self.logical
         if self.stored:
             overrides.setdefault("source_manifest", self.source)
         else:

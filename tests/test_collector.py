@@ -63,17 +63,11 @@ def test_interleaved_threads_leave_the_collector_enabled() -> None:
 def test_binding_pauses_the_collector_and_restores_it() -> None:
     # bind_logical_transfer_plan pauses the collector while it builds the plan; the state the
     # caller had is back afterwards, also when binding fails.
-    from memory_executor import HostMemory, host_bindings, tp_placement
+    from memory_executor import HostWorld, tp_placement
 
     from mooncake.reshard.weight import _planner
-    from mooncake.reshard.weight.planner import bind_logical_transfer_plan, plan_placement_transfer
 
-    source = tp_placement(2, prefix="s", shape=(4, 6))
-    target = tp_placement(3, prefix="t", shape=(4, 6))
-    memory = HostMemory()
-    logical = plan_placement_transfer(source, target)
-    targets = host_bindings(target, memory, prefix="dst")
-    sources = host_bindings(source, memory, prefix="src")
+    world = HostWorld(tp_placement(2, prefix="s", shape=(4, 6)), tp_placement(3, prefix="t", shape=(4, 6)))
     seen: list = []
     binding_module = _planner.binding
     original = binding_module._recheck_logical_target
@@ -84,14 +78,14 @@ def test_binding_pauses_the_collector_and_restores_it() -> None:
 
     binding_module._recheck_logical_target = spy
     try:
-        bind_logical_transfer_plan(logical, targets, source_bindings=sources)
+        world.bind()
         assert seen == [False] and gc.isenabled()
         with pytest.raises(ValueError):
-            bind_logical_transfer_plan(logical, targets[:1], source_bindings=sources)
+            world.bind(world.target_bindings[:1])
         assert gc.isenabled()
         gc.disable()
         try:
-            bind_logical_transfer_plan(logical, targets, source_bindings=sources)
+            world.bind()
             assert not gc.isenabled()
         finally:
             gc.enable()
