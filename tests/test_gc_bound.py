@@ -20,26 +20,22 @@ import weakref
 from typing import Any, Iterator
 
 import pytest
-from memory_executor import HostMemory, host_bindings, tp_placement
+from memory_executor import HostWorld, tp_placement
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import PlacementFragment, WeightPlacementManifest
 from mooncake.reshard.weight._planner import binding as _binding
-from mooncake.reshard.weight.planner import bind_logical_transfer_plan, plan_placement_transfer
 
 
-def _layout(parts: int) -> tuple[Any, Any, Any, Any]:
+def _world(parts: int) -> HostWorld:
     source = tp_placement(parts, prefix="s", shape=(144, 144), dim=0)
-    target = tp_placement(parts, prefix="t", shape=(144, 144), dim=1)
-    memory = HostMemory()
-    return source, target, host_bindings(source, memory, prefix="src"), host_bindings(target, memory, prefix="dst")
+    return HostWorld(source, tp_placement(parts, prefix="t", shape=(144, 144), dim=1))
 
 
 def _bind(parts: int) -> tuple[Any, Any, Any, Any, Any]:
-    source, target, source_bindings, target_bindings = _layout(parts)
-    logical = plan_placement_transfer(source, target)
-    plan = bind_logical_transfer_plan(logical, target_bindings, source_bindings=source_bindings)
-    return source, target, logical, (source_bindings, target_bindings), plan
+    world = _world(parts)
+    plan = world.bind()
+    return world.source, world.target, world.logical, (world.source_bindings, world.target_bindings), plan
 
 
 def _reaches(start: Any, goal: Any, limit: int = 200_000) -> bool:
@@ -65,7 +61,7 @@ def _attestations(plan: Any) -> list[Any]:
 
 
 def test_placement_parts_topology_and_table_are_untracked() -> None:
-    source, _, _, _ = _layout(8)
+    source = _world(8).source
     assert type(source) is WeightPlacementManifest
     assert not gc.is_tracked(source)
     assert not gc.is_tracked(source.topology)
@@ -97,7 +93,7 @@ def test_a_placement_holding_a_user_subclass_stays_tracked() -> None:
     class MyFragment(PlacementFragment):
         pass
 
-    source, _, _, _ = _layout(4)
+    source = _world(4).source
     part = source.parts[0]
     first = part.fragments[0]
     mine = MyFragment(

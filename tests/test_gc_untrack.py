@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from memory_executor import HostMemory, host_bindings, tp_placement
+from memory_executor import HostWorld, tp_placement
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import (
@@ -35,7 +35,6 @@ from mooncake.reshard.weight import (
     TensorDescriptor,
     WeightRuntimeBindingManifest,
 )
-from mooncake.reshard.weight.planner import bind_logical_transfer_plan, plan_placement_transfer
 
 _DIGEST = "0" * 64
 
@@ -356,18 +355,17 @@ def test_untrack_inert_hostile_arguments() -> None:
 # Planner, binder and pickle restore results
 
 
-def _layout(parts: int = 48) -> tuple[Any, Any, Any, Any]:
+def _world(parts: int = 48) -> HostWorld:
     source = tp_placement(parts, prefix="s", shape=(96, 96), dim=0)
-    target = tp_placement(parts, prefix="t", shape=(96, 96), dim=1)
-    memory = HostMemory()
-    return source, target, host_bindings(source, memory, prefix="src"), host_bindings(target, memory, prefix="dst")
+    return HostWorld(source, tp_placement(parts, prefix="t", shape=(96, 96), dim=1))
 
 
 def test_plan_bind_and_restore_results_are_untracked() -> None:
-    source, target, source_bindings, target_bindings = _layout()
+    world = _world()
+    source, target = world.source, world.target
     for fragment in source.fragments + target.fragments:
         assert not gc.is_tracked(fragment)
-    logical = plan_placement_transfer(source, target)
+    logical = world.logical  # planned here, after the check above
     operations = logical.operations
     assert len(operations) >= 2048
     assert not gc.is_tracked(operations)
@@ -375,7 +373,7 @@ def test_plan_bind_and_restore_results_are_untracked() -> None:
         _untracked_with_fields(region)
     for executor in logical.source_executors + logical.target_executors:
         assert not gc.is_tracked(executor)
-    plan = bind_logical_transfer_plan(logical, target_bindings, source_bindings=source_bindings)
+    plan = world.bind()
     snapshots = [s for executor in plan.source_executors + plan.target_executors for s in executor.fragment_snapshots]
     assert len(snapshots) == len(source.fragments) + len(target.fragments)
     for snapshot in snapshots:
@@ -399,7 +397,7 @@ def test_plan_bind_and_restore_results_are_untracked() -> None:
     # the results behave as before a full collection and after it
     gc.collect()
     assert pickle.loads(payload) == restored == plan
-    assert bind_logical_transfer_plan(logical, target_bindings, source_bindings=source_bindings) == plan
+    assert world.bind() == plan
 
 
 def test_results_holding_tracked_values_stay_tracked() -> None:
@@ -409,8 +407,7 @@ def test_results_holding_tracked_values_stay_tracked() -> None:
     class MyFragment(PlacementFragment):
         pass
 
-    source, target, _, _ = _layout()
-    logical = plan_placement_transfer(source, target)
+    logical = _world().logical
     records: list[Any] = []
     sources: list[Any] = []
     targets: list[Any] = []
