@@ -9,24 +9,18 @@ import gc
 import pickle
 import tracemalloc
 
-from memory_executor import HostMemory, host_bindings, tp_placement
-
-from mooncake.reshard.weight.planner import bind_logical_transfer_plan, plan_placement_transfer
+from memory_executor import HostWorld, tp_placement
 
 
 def test_bound_plan_fits_a_per_operation_bound() -> None:
     source = tp_placement(32, prefix="s", shape=(64, 64), dim=0)
-    target = tp_placement(32, prefix="t", shape=(64, 64), dim=1)
-    logical = plan_placement_transfer(source, target)
-    memory = HostMemory()
-    source_bindings = host_bindings(source, memory, prefix="src")
-    target_bindings = host_bindings(target, memory, prefix="dst")
-    bind_logical_transfer_plan(logical, target_bindings, source_bindings=source_bindings)  # warmed up
+    world = HostWorld(source, tp_placement(32, prefix="t", shape=(64, 64), dim=1))
+    world.bind()  # warmed up (and the logical plan planned)
     gc.collect()
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        plan = bind_logical_transfer_plan(logical, target_bindings, source_bindings=source_bindings)
+        plan = world.bind()
         gc.collect()
         kept = tracemalloc.get_traced_memory()[0] - before
         restored = pickle.loads(pickle.dumps(plan, protocol=pickle.HIGHEST_PROTOCOL))
