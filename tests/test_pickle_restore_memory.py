@@ -18,11 +18,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_executor import HostMemory, host_bindings, tp_placement
+from memory_executor import HostWorld, tp_placement
 from test_pickle_codec import _py_unpack
 
 from mooncake.reshard import _native
-from mooncake.reshard.weight.planner import bind_logical_transfer_plan, plan_placement_transfer
 
 _pack = _native.graph_pack
 _unpack = _native.graph_unpack
@@ -115,14 +114,8 @@ def test_malformed_ints_after_cached_ones_still_return_none() -> None:
 
 def test_restored_plan_shares_equal_ints_and_equals_the_original() -> None:
     source = tp_placement(32, prefix="s", shape=(64, 64), dim=0)
-    target = tp_placement(32, prefix="t", shape=(64, 64), dim=1)
-    logical = plan_placement_transfer(source, target)
-    memory = HostMemory()
-    plan = bind_logical_transfer_plan(
-        logical,
-        host_bindings(target, memory, prefix="dst"),
-        source_bindings=host_bindings(source, memory, prefix="src"),
-    )
+    world = HostWorld(source, tp_placement(32, prefix="t", shape=(64, 64), dim=1))
+    plan = world.bind()
     restored = pickle.loads(pickle.dumps(plan, protocol=pickle.HIGHEST_PROTOCOL))
     assert restored == plan and len(restored.operations) == 1024
     ints: list[Any] = []
@@ -145,14 +138,8 @@ def test_restored_plan_shares_equal_ints_and_equals_the_original() -> None:
 
 
 def _small_plan() -> Any:
-    source = tp_placement(4, prefix="s", shape=(8, 8), dim=0)
-    target = tp_placement(4, prefix="t", shape=(8, 8), dim=1)
-    memory = HostMemory()
-    return bind_logical_transfer_plan(
-        plan_placement_transfer(source, target),
-        host_bindings(target, memory, prefix="dst"),
-        source_bindings=host_bindings(source, memory, prefix="src"),
-    ), memory
+    world = HostWorld(tp_placement(4, prefix="s", shape=(8, 8), dim=0), tp_placement(4, prefix="t", shape=(8, 8), dim=1))
+    return world.bind(), world.memory
 
 
 def test_packed_restore_frees_the_record_tables_before_revalidating(monkeypatch: Any) -> None:

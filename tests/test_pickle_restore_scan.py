@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_executor import HostMemory, host_bindings, tp_placement
+from memory_executor import HostWorld, tp_placement
 from test_binding_attacks import World
 
 from mooncake.reshard import _native
@@ -27,7 +27,6 @@ from mooncake.reshard.weight._planner import bound_pickle
 from mooncake.reshard.weight._planner.bound_pickle import _REGION_FIELDS
 from mooncake.reshard.weight._planner.contracts import TransferRegion
 from mooncake.reshard.weight._planner.fragments import BoundWeightFragment
-from mooncake.reshard.weight.planner import bind_logical_transfer_plan, plan_placement_transfer
 
 BIG = 1 << 62
 _carried = _native.restore_regions_carried
@@ -51,15 +50,10 @@ def _plan(kind: str) -> Any:
             world = World()
             _PLANS[kind] = (world.bind(), world)
         else:
-            source = tp_placement(8, prefix="s", shape=(16, 16), dim=0)
-            target = tp_placement(8, prefix="t", shape=(16, 16), dim=1)
-            memory = HostMemory()
-            plan = bind_logical_transfer_plan(
-                plan_placement_transfer(source, target),
-                host_bindings(target, memory, prefix="dst"),
-                source_bindings=host_bindings(source, memory, prefix="src"),
+            world = HostWorld(
+                tp_placement(8, prefix="s", shape=(16, 16), dim=0), tp_placement(8, prefix="t", shape=(16, 16), dim=1)
             )
-            _PLANS[kind] = (plan, memory)
+            _PLANS[kind] = (world.bind(), world.memory)
     return _PLANS[kind][0]
 
 
