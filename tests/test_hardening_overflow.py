@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence, Tuple
 import pytest
 
 from layout_model import canonical_strides
-from memory_executor import HostMemory, check_targets, execute, fill_placement, host_bindings
+from memory_executor import HostWorld
 from spec_helpers import from_fragments, runtime_fragment_kwargs, topology
 
 from mooncake.reshard.weight import (
@@ -221,9 +221,7 @@ def test_physical_segment_budget_at_and_one_past_the_limit(reshard: Tuple[Any, A
     import dataclasses
 
     source, target, plan = reshard
-    memory = HostMemory()
-    bound = bind_logical_transfer_plan(plan, host_bindings(target, memory, prefix="t"),
-                                       source_bindings=host_bindings(source, memory, prefix="s"))
+    bound = HostWorld(source, target, logical=plan, source_prefix="s", target_prefix="t").bind()
     # complete target fragments cost nothing; cut each operation to its first column so that
     # every target fragment is incomplete and each segment is charged
     ops = []
@@ -255,14 +253,10 @@ def test_8d_reshard_executes_byte_exact(src_dim: int, dst_dim: int) -> None:
     shape = (2, 3, 2, 2, 3, 2, 2, 4)
     source = tp_place(shape, 2, dim=src_dim, prefix="s")
     target = tp_place(shape, 2 if shape[dst_dim] < 3 else 3, dim=dst_dim, prefix="t")
-    plan = plan_placement_transfer(source, target)
-    memory = HostMemory()
-    sources = host_bindings(source, memory, prefix="s")
-    targets = host_bindings(target, memory, prefix="t")
-    fill_placement(source, sources, memory)
-    bound = bind_logical_transfer_plan(plan, targets, source_bindings=sources)
-    execute(bound, memory)
-    assert check_targets(target, targets, memory) == math.prod(shape)
+    world = HostWorld(source, target, fill=True, source_prefix="s", target_prefix="t")
+    bound = world.bind()
+    _moved, checked = world.execute_and_check(bound)
+    assert checked == math.prod(shape)
     assert all(len(op.overlap_offset) == 8 for op in bound.operations)
 
 
