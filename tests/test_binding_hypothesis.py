@@ -12,25 +12,10 @@ from typing import Any, List, Tuple
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_executor import (
-    HostMemory,
-    check_targets,
-    execute,
-    fill_placement,
-    fill_stored,
-    host_bindings,
-    split_range,
-    tp_placement,
-)
+from memory_executor import HostWorld, split_range, tp_placement
 
 from mooncake.reshard.weight import StoredFragmentSnapshot, StoredWeightManifest
-from mooncake.reshard.weight.planner import (
-    bind_logical_transfer_plan,
-    plan_placement_transfer,
-    plan_placement_transfer_to_local_target,
-    plan_stored_transfer_to_target_placement,
-    resolve_executor_plan,
-)
+from mooncake.reshard.weight.planner import plan_placement_transfer_to_local_target, resolve_executor_plan
 
 
 @st.composite
@@ -61,14 +46,11 @@ def _roundtrip(plan: Any) -> None:
 @given(layouts())
 def test_bound_plans_execute_exactly(layout: Tuple[Any, ...]) -> None:
     source, target, shared_source, shared_target = layout
-    memory = HostMemory()
-    sources = host_bindings(source, memory, prefix="src", shared_allocation=shared_source)
-    targets = host_bindings(target, memory, prefix="dst", shared_allocation=shared_target)
-    fill_placement(source, sources, memory)
-    logical = plan_placement_transfer(source, target)
-    plan = bind_logical_transfer_plan(logical, targets, source_bindings=sources)
-    assert execute(plan, memory) == plan.total_bytes
-    check_targets(target, targets, memory)
+    world = HostWorld(source, target, fill=True, shared_source=shared_source, shared_target=shared_target)
+    plan = world.bind()
+    moved, _checked = world.execute_and_check(plan)
+    assert moved == plan.total_bytes
+    targets = world.target_bindings
     selected_dp = {executor.rank.dp for executor in plan.source_executors}
     assert len(selected_dp) == 1 or len({e.rank.dp for e in plan.target_executors}) > 1
     assert len(plan.target_executors) == len(targets)
@@ -82,14 +64,17 @@ def test_bound_plans_execute_exactly(layout: Tuple[Any, ...]) -> None:
 def test_local_target_plans_execute_exactly(layout: Tuple[Any, ...], data: Any) -> None:
     source, target, shared_source, shared_target = layout
     participant = data.draw(st.sampled_from([part.participant_id for part in target.parts if part.fragments]))
-    memory = HostMemory()
-    sources = host_bindings(source, memory, prefix="src", shared_allocation=shared_source)
-    targets = host_bindings(target, memory, prefix="dst", shared_allocation=shared_target, participants=[participant])
-    fill_placement(source, sources, memory)
-    logical = plan_placement_transfer_to_local_target(source, target, participant)
-    plan = bind_logical_transfer_plan(logical, targets, source_bindings=sources)
-    execute(plan, memory)
-    check_targets(target, targets, memory)
+    world = HostWorld(
+        source,
+        target,
+        logical=plan_placement_transfer_to_local_target(source, target, participant),
+        fill=True,
+        shared_source=shared_source,
+        shared_target=shared_target,
+        target_participants=[participant],
+    )
+    plan = world.bind()
+    world.execute_and_check(plan)
     _roundtrip(plan)
 
 
@@ -144,13 +129,9 @@ def tensor_aliases(placement: Any, tensor_id: str) -> Tuple[str, ...]:
 def test_store_sourced_plans_execute_exactly(layout: Tuple[Any, ...], pieces: int) -> None:
     _source, target, _shared_source, shared_target = layout
     manifest = _stored(target, pieces)
-    memory = HostMemory()
-    fill_stored(manifest, memory)
-    targets = host_bindings(target, memory, prefix="dst", shared_allocation=shared_target)
-    logical = plan_stored_transfer_to_target_placement(manifest, target)
-    plan = bind_logical_transfer_plan(logical, targets, source_manifest=manifest)
+    world = HostWorld(manifest, target, fill=True, shared_target=shared_target)
+    plan = world.bind()
     assert plan.source_executors == ()
     assert {s.fragment_id for s in plan.source_stored_fragment_snapshots} <= {f.fragment_id for f in manifest.fragments}
-    execute(plan, memory)
-    check_targets(target, targets, memory)
+    world.execute_and_check(plan)
     _roundtrip(plan)
