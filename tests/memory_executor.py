@@ -208,7 +208,9 @@ class HostWorld:
     ``logical`` defaults to ``plan_placement_transfer`` (or, for a Store source,
     ``plan_stored_transfer_to_target_placement``) of the two, planned on first use (reading
     ``world.logical`` or binding): a test sees its placements and bindings before any planning.
-    Pass any other logical plan (local target, planning limits). With ``fill`` the source
+    With ``plan_first`` it is planned on construction, before any allocation, so in-place
+    forgeries of a placement made after construction reach only ``bind``. Pass ``logical`` for
+    any other logical plan (local target, planning limits). With ``fill`` the source
     fragments (or the simulated Store payloads) hold their slices of the global tensors.
     ``memory`` is the allocator (default a new :class:`HostMemory`; anything with
     ``alloc(nbytes)`` serves a test that neither fills nor executes).
@@ -229,6 +231,7 @@ class HostWorld:
         source_prefix: str = "src",
         target_prefix: str = "dst",
         memory: Any = None,
+        plan_first: bool = False,
     ) -> None:
         from mooncake.reshard.weight import StoredWeightManifest
 
@@ -236,6 +239,8 @@ class HostWorld:
         self.target = target
         self.stored = isinstance(source, StoredWeightManifest)
         self._logical = logical
+        if plan_first:
+            self._logical = self.logical
         self.memory = HostMemory() if memory is None else memory
         self.source_bindings: Tuple[WeightRuntimeBindingManifest, ...] = ()
         if not self.stored:

@@ -39,7 +39,8 @@ class World(HostWorld):
 
     def __init__(self, *, shared: bool = False) -> None:
         source = tp_placement(2, prefix="s", dp=2, shape=(4, 7))
-        super().__init__(source, tp_placement(3, prefix="t", shape=(4, 7)), shared_target=shared, fill=True)
+        target = tp_placement(3, prefix="t", shape=(4, 7))
+        super().__init__(source, target, shared_target=shared, fill=True, plan_first=True)
 
 
 @pytest.fixture()

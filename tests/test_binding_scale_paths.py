@@ -26,7 +26,7 @@ class World(HostWorld):
 
     def __init__(self, source_tp: int = 2, target_tp: int = 3, shape: tuple[int, int] = (4, 7)) -> None:
         source = tp_placement(source_tp, prefix="s", dp=2, shape=shape)
-        super().__init__(source, tp_placement(target_tp, prefix="t", shape=shape), fill=True)
+        super().__init__(source, tp_placement(target_tp, prefix="t", shape=shape), fill=True, plan_first=True)
 
 
 def _reference_views(operations: Any, source_executors: Any, target_executors: Any) -> tuple[Any, Any, Any]:

@@ -14,9 +14,9 @@ from typing import Any, Callable, Tuple
 
 import pytest
 
-from memory_executor import host_bindings, tp_placement
+from memory_executor import HostWorld, tp_placement
 
-from mooncake.reshard.weight.planner import bind_logical_transfer_plan, plan_placement_transfer, resolve_executor_plans
+from mooncake.reshard.weight.planner import resolve_executor_plans
 
 
 class CountingMemory:
@@ -31,19 +31,13 @@ class CountingMemory:
         return address
 
 
-class World:
+class World(HostWorld):
     """TP2 x DP2 source -> TP3 target (uneven); fresh, equal objects each time."""
 
     def __init__(self) -> None:
-        self.source = tp_placement(2, prefix="s", dp=2, shape=(4, 7))
-        self.target = tp_placement(3, prefix="t", shape=(4, 7))
-        self.logical = plan_placement_transfer(self.source, self.target)
-        memory = CountingMemory()
-        self.source_bindings = host_bindings(self.source, memory, prefix="src")
-        self.target_bindings = host_bindings(self.target, memory, prefix="dst")
-
-    def bind(self) -> Any:
-        return bind_logical_transfer_plan(self.logical, self.target_bindings, source_bindings=self.source_bindings)
+        source = tp_placement(2, prefix="s", dp=2, shape=(4, 7))
+        target = tp_placement(3, prefix="t", shape=(4, 7))
+        super().__init__(source, target, memory=CountingMemory(), plan_first=True)
 
 
 def outcome(action: Callable[[], Any]) -> Tuple[Any, ...]:
@@ -154,7 +148,7 @@ def test_dataclass_replace_of_a_forged_binding_is_a_new_value() -> None:
     world.bind()
     forged = dataclasses.replace(world.target_bindings[0], lease_id="other-lease")
     bindings = (forged,) + tuple(world.target_bindings[1:])
-    assert outcome(lambda: bind_logical_transfer_plan(world.logical, bindings, source_bindings=world.source_bindings))[0] == "returned"
+    assert outcome(lambda: world.bind(bindings))[0] == "returned"
 
 
 # ---------------------------------------------------------------------------------------
