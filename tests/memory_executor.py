@@ -5,6 +5,7 @@
 * :func:`host_bindings` builds one ``WeightRuntimeBindingManifest`` per non-empty participant with
   real addresses (one allocation per fragment, or one shared allocation per participant with
   the fragments at storage offsets inside it).
+* :func:`stored_manifest` builds a Store manifest over a target placement's tensors.
 * :func:`fill_placement` / :func:`fill_stored` write a deterministic global tensor's slices
   into source fragments (or into simulated Store object payloads).
 * :func:`execute` runs a ``TransferPlan`` with ``ctypes.memmove``: for every operation it walks
@@ -161,6 +162,26 @@ def fill_stored(manifest: Any, memory: HostMemory) -> None:
     for fragment in manifest.fragments:
         data = slice_bytes(tensors[fragment.tensor_id], fragment.global_offset, fragment.local_shape)
         memory.write(memory.payloads[fragment.object_key] + fragment.object_offset, data)
+
+
+def stored_manifest(target: Any, fragments: Sequence[Any]) -> Any:
+    """A committed Store manifest (namespace ``ns``, group ``g``) of ``target``'s resource,
+    revision and generation: ``target``'s tensors without parallel axes, and ``fragments``."""
+    import dataclasses
+
+    from mooncake.reshard.weight import StoredWeightManifest
+
+    return StoredWeightManifest(
+        namespace="ns",
+        resource_id=target.resource_id,
+        group_id="g",
+        manifest_key="g/manifest",
+        created_at="2026-01-01T00:00:00Z",
+        revision=target.revision,
+        weight_generation=target.weight_generation,
+        tensors=tuple(dataclasses.replace(t, parallel_axes=(), shard_dims=()) for t in target.tensors),
+        fragments=tuple(fragments),
+    )
 
 
 def _source_address(op: Any, memory: HostMemory) -> int:

@@ -13,10 +13,10 @@ from typing import Any, Tuple
 
 import pytest
 
-from memory_executor import HostMemory, HostWorld, host_bindings, tp_placement
+from memory_executor import HostMemory, HostWorld, host_bindings, stored_manifest, tp_placement
 from spec_helpers import raises
 
-from mooncake.reshard.weight import StoredFragmentSnapshot, StoredWeightManifest
+from mooncake.reshard.weight import StoredFragmentSnapshot
 from mooncake.reshard.weight._planner.binding import _build_executor_plans
 from mooncake.reshard.weight._planner.bound_validation import _validate_target_physical_ranges
 from mooncake.reshard.weight.planner import (
@@ -359,18 +359,9 @@ def test_tied_targets_from_distinct_unaliased_sources_conflict() -> None:
 def _stored_host_world(*, fill: bool = False) -> HostWorld:
     """A Store manifest (two row pieces in one payload) -> TP3 target on host memory."""
     target = tp_placement(3, prefix="t", shape=(4, 7))
-    tensor = target.tensors[0]
-    stored_tensor = dataclasses.replace(tensor, parallel_axes=(), shard_dims=())
-    manifest = StoredWeightManifest(
-        namespace="ns",
-        resource_id=target.resource_id,
-        group_id="g",
-        manifest_key="g/manifest",
-        created_at="2026-01-01T00:00:00Z",
-        revision=target.revision,
-        weight_generation=target.weight_generation,
-        tensors=(stored_tensor,),
-        fragments=(
+    manifest = stored_manifest(
+        target,
+        (
             StoredFragmentSnapshot("stored-0", "w", (0, 0), (2, 7), "g/payload/0", 0, 28),
             StoredFragmentSnapshot("stored-1", "w", (2, 0), (2, 7), "g/payload/0", 28, 28),
         ),

@@ -12,7 +12,7 @@ from typing import Any, List, Tuple
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_executor import HostWorld, split_range, tp_placement
+from memory_executor import HostWorld, split_range, stored_manifest, tp_placement
 
 from mooncake.reshard.weight import StoredFragmentSnapshot, StoredWeightManifest
 from mooncake.reshard.weight.planner import plan_placement_transfer_to_local_target, resolve_executor_plan
@@ -79,11 +79,9 @@ def test_local_target_plans_execute_exactly(layout: Tuple[Any, ...], data: Any) 
 
 
 def _stored(target: Any, pieces: int) -> StoredWeightManifest:
-    tensors = []
     fragments: List[StoredFragmentSnapshot] = []
     offset = 0
     for tensor in target.tensors:
-        tensors.append(dataclasses.replace(tensor, parallel_axes=(), shard_dims=()))
         rows = tensor.global_shape[0]
         for index in range(min(pieces, rows)):
             begin, size = split_range(rows, min(pieces, rows), index)
@@ -104,17 +102,7 @@ def _stored(target: Any, pieces: int) -> StoredWeightManifest:
                 )
             )
             offset += nbytes
-    return StoredWeightManifest(
-        namespace="ns",
-        resource_id=target.resource_id,
-        group_id="g",
-        manifest_key="g/manifest",
-        created_at="2026-01-01T00:00:00Z",
-        revision=target.revision,
-        weight_generation=target.weight_generation,
-        tensors=tuple(tensors),
-        fragments=tuple(fragments),
-    )
+    return stored_manifest(target, fragments)
 
 
 def tensor_aliases(placement: Any, tensor_id: str) -> Tuple[str, ...]:
