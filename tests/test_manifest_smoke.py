@@ -13,14 +13,9 @@ import pytest
 
 from mooncake.reshard.weight import (
     ParallelRank,
-    ParallelTopology,
     PlacementFragment,
     RuntimeBindingFragment,
-    SplitAxis,
-    StoredFragmentSnapshot,
     StoredWeightManifest,
-    TensorDescriptor,
-    TopologyParticipant,
     WeightPlacementManifest,
     WeightRuntimeBindingManifest,
     validate_runtime_bindings,
@@ -28,7 +23,7 @@ from mooncake.reshard.weight import (
     weight_placement_to_json,
 )
 from mooncake.reshard.weight import manifest as weight_manifest
-from spec_helpers import runtime_fragment_kwargs
+from spec_helpers import ka_fragment, ka_stored_kwargs, ka_tensor, ka_topology, runtime_fragment_kwargs
 
 PLACEMENT_ID = "sha256:618f22d9994d8d327a7afd97f3cfcf1f6680a337d71ea3a8162a7827ed0346db"
 DIGEST = "a2ade0db5b17691e6a7c16d589d0498a64359eef91589addc870590899512d98"
@@ -60,80 +55,21 @@ STORED_JSON = (
 )
 
 
-def _topology() -> ParallelTopology:
-    return ParallelTopology(
-        tp_size=1,
-        pp_size=1,
-        ep_size=1,
-        dp_size=1,
-        participants=(TopologyParticipant("worker-0", ParallelRank()),),
-    )
-
-
 def _placement() -> WeightPlacementManifest:
-    tensor = TensorDescriptor(
-        tensor_id="layers.2.experts.3.w1",
-        global_shape=(4, 4),
-        dtype="bfloat16",
-        itemsize=2,
-        shard_dims=(0,),
-        layout_fingerprint="test:qwen:bf16:v1",
-        parallel_axes=(SplitAxis("tp", 0),),
-        layer_id=2,
-        expert_id=3,
-    )
-    fragment = PlacementFragment(
-        tensor_id="layers.2.experts.3.w1",
-        global_offset=(0, 0),
-        local_shape=(4, 4),
-        nbytes=32,
-        rank=ParallelRank(),
-        placement_fragment_id="placement-0",
-    )
+    """The known-answer placement of spec §6, built with ``from_fragments``."""
     return WeightPlacementManifest.from_fragments(
         resource_id="model",
         revision="revision",
         weight_generation=7,
         placement_set_id="placement-set-7",
-        topology=_topology(),
-        tensors=(tensor,),
-        fragments=(fragment,),
+        topology=ka_topology(),
+        tensors=(ka_tensor(),),
+        fragments=(ka_fragment(),),
     )
 
 
 def _stored() -> StoredWeightManifest:
-    group_id = "weights/default/qwen3.5-0.8b/step-42"
-    tensor = TensorDescriptor(
-        tensor_id="layers.2.experts.3.w1",
-        global_shape=(8, 4),
-        dtype="bfloat16",
-        itemsize=2,
-        shard_dims=(0,),
-        layout_fingerprint="sglang:qwen3.5:bf16:v1",
-        parallel_axes=(SplitAxis("tp", 0),),
-        layer_id=2,
-        expert_id=3,
-    )
-    fragment = StoredFragmentSnapshot(
-        fragment_id="stored-0",
-        tensor_id="layers.2.experts.3.w1",
-        global_offset=(0, 0),
-        local_shape=(8, 4),
-        object_key=group_id + "/payload/0",
-        object_offset=0,
-        nbytes=64,
-    )
-    return StoredWeightManifest(
-        namespace="default",
-        resource_id="qwen3.5-0.8b",
-        revision="step-42",
-        weight_generation=42,
-        group_id=group_id,
-        manifest_key=group_id + "/manifest",
-        tensors=(tensor,),
-        fragments=(fragment,),
-        created_at="2026-07-17T00:00:00Z",
-    )
+    return StoredWeightManifest(**ka_stored_kwargs())
 
 
 def test_fragment_id_known_answer() -> None:
@@ -145,7 +81,7 @@ def test_fragment_id_known_answer() -> None:
 
 
 def test_topology_id_known_answer() -> None:
-    assert _topology().topology_id == (
+    assert ka_topology().topology_id == (
         "sha256:017d6c66843ba96ccd39ed1b118b7635fee56677a41dc3d39c48b7bb3ccccdf4"
     )
 
