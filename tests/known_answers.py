@@ -89,6 +89,11 @@ def target_placement(name: str) -> Any:
     return weight_placement_from_json(load_case(name)["inputs"]["target_placement_json"])
 
 
+def placement_case_names() -> List[str]:
+    """The cases whose source is a placement (not a Store manifest), in case order."""
+    return [name for name in case_names() if "source_placement_json" in load_case(name)["inputs"]]
+
+
 def placements() -> List[Any]:
     """Every placement the cases hold: each case's source placement (stored-source cases have
     none) and target placement, in case order."""

@@ -25,10 +25,6 @@ REGION_FIELDS = [f.name for f in dataclasses.fields(TransferRegion)]
 EXECUTOR_FIELDS = [f.name for f in dataclasses.fields(PlacementExecutorPlan)]
 
 
-def _placement_cases() -> list[str]:
-    return [n for n in known_answers.case_names() if "source_placement_json" in known_answers.load_case(n)["inputs"]]
-
-
 def _constructed(region: TransferRegion) -> TransferRegion:
     return TransferRegion(**{name: getattr(region, name) for name in REGION_FIELDS})
 
@@ -55,7 +51,7 @@ def test_built_regions_fit_a_per_region_bound() -> None:
 
 
 def test_planned_regions_have_field_order_and_equal_constructed_ones() -> None:
-    names = _placement_cases()
+    names = known_answers.placement_case_names()
     assert names
     for name in names:
         plan = plan_placement_transfer(known_answers.source_placement(name), known_answers.target_placement(name))
@@ -69,7 +65,7 @@ def test_planned_regions_have_field_order_and_equal_constructed_ones() -> None:
 
 
 def test_planned_objects_pickle_round_trip() -> None:
-    names = _placement_cases()
+    names = known_answers.placement_case_names()
     assert names
     for name in names:
         plan = plan_placement_transfer(known_answers.source_placement(name), known_answers.target_placement(name))
@@ -129,7 +125,7 @@ def _bound_plans() -> list[Any]:
     from mooncake.reshard.weight import bind_logical_transfer_plan
 
     plans = []
-    for name in _placement_cases():
+    for name in known_answers.placement_case_names():
         logical = plan_placement_transfer(known_answers.source_placement(name), known_answers.target_placement(name))
         plans.append(
             bind_logical_transfer_plan(

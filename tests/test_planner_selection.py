@@ -83,12 +83,8 @@ def test_one_pass_selection_equals_the_exact_selection(pair: Tuple[Layout, Layou
 
 def test_one_pass_selection_on_the_known_answer_cases() -> None:
     ran = 0
-    for name in known_answers.case_names():
-        try:
-            source = known_answers.source_placement(name)
-        except Exception:  # stored-source cases have no source placement
-            continue
-        target = known_answers.target_placement(name)
+    for name in known_answers.placement_case_names():
+        source, target = known_answers.source_placement(name), known_answers.target_placement(name)
         ran += _compare(lambda: plan_placement_transfer(source, target))
     assert ran > 0
 
