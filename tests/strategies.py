@@ -57,14 +57,14 @@ def participants_for(draw: Draw, sizes: Tuple[int, int, int, int]) -> Tuple[Tupl
     return everyone
 
 
-def _cuts(draw: Draw, extent: int, pieces: int) -> List[Tuple[int, int]]:
+def uneven_cuts(draw: Draw, extent: int, pieces: int) -> List[Tuple[int, int]]:
     """Split ``[0, extent)`` into ``pieces`` non-empty intervals (uneven in general)."""
     points = sorted(draw(st.sets(st.integers(1, extent - 1), min_size=pieces - 1, max_size=pieces - 1))) if pieces > 1 else []
     bounds = [0, *points, extent]
     return [(bounds[i], bounds[i + 1]) for i in range(pieces)]
 
 
-def _segment(draw: Draw, offset: Tuple[int, ...], shape: Tuple[int, ...], depth: int) -> List[Tuple[Tuple[int, ...], Tuple[int, ...]]]:
+def segmented_boxes(draw: Draw, offset: Tuple[int, ...], shape: Tuple[int, ...], depth: int) -> List[Tuple[Tuple[int, ...], Tuple[int, ...]]]:
     """Optionally cut a box into disjoint sub-boxes (storage segmentation)."""
     dims = [d for d, s in enumerate(shape) if s >= 2]
     if depth <= 0 or not dims or not draw(st.integers(0, 3)) == 0:
@@ -74,7 +74,7 @@ def _segment(draw: Draw, offset: Tuple[int, ...], shape: Tuple[int, ...], depth:
     first_shape = shape[:d] + (cut,) + shape[d + 1:]
     second_offset = offset[:d] + (offset[d] + cut,) + offset[d + 1:]
     second_shape = shape[:d] + (shape[d] - cut,) + shape[d + 1:]
-    return _segment(draw, offset, first_shape, depth - 1) + _segment(draw, second_offset, second_shape, depth - 1)
+    return segmented_boxes(draw, offset, first_shape, depth - 1) + segmented_boxes(draw, second_offset, second_shape, depth - 1)
 
 
 @st.composite
@@ -141,7 +141,7 @@ def tensor_with_fragments(
     own = tensor.kinds("ownership")
     rep = tensor.kinds("replicated")
     split_kinds = [k for k in KINDS if k in split_dim]
-    pieces = {k: _cuts(draw, global_shape[split_dim[k]], size[k]) for k in split_kinds}
+    pieces = {k: uneven_cuts(draw, global_shape[split_dim[k]], size[k]) for k in split_kinds}
 
     def key(c: Coord, kinds: Sequence[str]) -> Tuple[int, ...]:
         return tuple(c.get(k) for k in kinds)
@@ -160,7 +160,7 @@ def tensor_with_fragments(
             begin, end = pieces[k][c.get(k)]
             offset[split_dim[k]] = begin
             extent[split_dim[k]] = end - begin
-        for box_offset, box_shape in _segment(draw, tuple(offset), tuple(extent), depth=2):
+        for box_offset, box_shape in segmented_boxes(draw, tuple(offset), tuple(extent), depth=2):
             fragments.append(FragmentSpec(tensor_id=tensor_id, offset=box_offset, shape=box_shape, rank=c))
     return tensor, tuple(fragments)
 

@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from hypothesis import given, strategies as st
 
 from layout_model import KINDS, AxisSpec, Coord, FragmentSpec, Layout, TensorSpec, build_placement, build_tensor
-from strategies import axis_sizes, participants_for
+from strategies import axis_sizes, participants_for, segmented_boxes, uneven_cuts
 
 from mooncake.reshard.weight.planner import (
     plan_placement_transfer,
@@ -56,24 +56,6 @@ def base_tensors(draw: Draw, max_tensors: int = 3, max_ndim: int = 4) -> List[Te
             expert_id=draw(st.none() | st.integers(0, 7)),
         ))
     return out
-
-
-def _cuts(draw: Draw, extent: int, pieces: int) -> List[Tuple[int, int]]:
-    points = sorted(draw(st.sets(st.integers(1, extent - 1), min_size=pieces - 1, max_size=pieces - 1))) if pieces > 1 else []
-    bounds = [0, *points, extent]
-    return [(bounds[i], bounds[i + 1]) for i in range(pieces)]
-
-
-def _segment(draw: Draw, offset: Tuple[int, ...], shape: Tuple[int, ...], depth: int) -> List[Tuple[Tuple[int, ...], Tuple[int, ...]]]:
-    dims = [d for d, s in enumerate(shape) if s >= 2]
-    if depth <= 0 or not dims or draw(st.integers(0, 3)) != 0:
-        return [(offset, shape)]
-    d = draw(st.sampled_from(dims))
-    cut = draw(st.integers(1, shape[d] - 1))
-    first = shape[:d] + (cut,) + shape[d + 1:]
-    second_offset = offset[:d] + (offset[d] + cut,) + offset[d + 1:]
-    second = shape[:d] + (shape[d] - cut,) + shape[d + 1:]
-    return _segment(draw, offset, first, depth - 1) + _segment(draw, second_offset, second, depth - 1)
 
 
 @st.composite
@@ -118,7 +100,7 @@ def side_tensor(draw: Draw, sizes: Tuple[int, int, int, int], participants: Sequ
     tensor = dataclasses.replace(base, axes=tuple(draw(st.permutations(axes))))
     own = tensor.kinds("ownership")
     split_kinds = [k for k in KINDS if k in split_dim]
-    pieces = {k: _cuts(draw, shape[split_dim[k]], size[k]) for k in split_kinds}
+    pieces = {k: uneven_cuts(draw, shape[split_dim[k]], size[k]) for k in split_kinds}
     owners = sorted({tuple(c.get(k) for k in own) for _, c in participants})
     most = 1 if (single_dp_owner and "dp" in own) else min(2, len(owners))
     chosen = draw(st.lists(st.sampled_from(owners), min_size=1, max_size=most, unique=True))
@@ -137,7 +119,7 @@ def side_tensor(draw: Draw, sizes: Tuple[int, int, int, int], participants: Sequ
             extent[split_dim[k]] = end - begin
         box = (tuple(offset), tuple(extent))
         if box not in segmentation:
-            segmentation[box] = _segment(draw, box[0], box[1], depth=2)
+            segmentation[box] = segmented_boxes(draw, box[0], box[1], depth=2)
         for box_offset, box_shape in segmentation[box]:
             fragments.append(FragmentSpec(tensor_id=tensor.tensor_id, offset=box_offset, shape=box_shape, rank=c))
     return tensor, fragments
@@ -335,7 +317,7 @@ def stored_pairs(draw: Draw) -> Tuple[Any, Layout]:
     group = "weights/default/model/rev-1"
     fragments = []
     for base in bases:
-        cuts = [_cuts(draw, e, draw(st.integers(1, min(e, 3)))) for e in base.global_shape]
+        cuts = [uneven_cuts(draw, e, draw(st.integers(1, min(e, 3)))) for e in base.global_shape]
         for cell in itertools.product(*cuts):
             offset = tuple(b for b, _ in cell)
             shape = tuple(e - b for b, e in cell)
