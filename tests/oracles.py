@@ -79,12 +79,9 @@ def _sha(content: Any) -> str:
     return hashlib.sha256(json.dumps(content, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()
 
 
-def fragment_id(layout: Layout, f: FragmentSpec) -> str:
-    """The explicit id, or the content-derived id of spec 6.1."""
-    if f.fragment_id is not None:
-        return f.fragment_id
+def _fragment_json(layout: Layout, f: FragmentSpec) -> Dict[str, Any]:
+    """A fragment's content fields (spec 6.1 and 7.1; written with sorted keys)."""
     content: Dict[str, Any] = {
-        "schema": "weight-placement-fragment",
         "tensor_id": f.tensor_id,
         "global_offset": list(f.offset),
         "local_shape": list(f.shape),
@@ -94,7 +91,14 @@ def fragment_id(layout: Layout, f: FragmentSpec) -> str:
     }
     if f.pipeline_stage_id is not None:
         content["pipeline_stage_id"] = f.pipeline_stage_id
-    return "sha256:" + _sha(content)
+    return content
+
+
+def fragment_id(layout: Layout, f: FragmentSpec) -> str:
+    """The explicit id, or the content-derived id of spec 6.1."""
+    if f.fragment_id is not None:
+        return f.fragment_id
+    return "sha256:" + _sha({"schema": "weight-placement-fragment", **_fragment_json(layout, f)})
 
 
 def _participants_json(layout: Layout) -> List[Dict[str, Any]]:
@@ -143,18 +147,7 @@ def _parts_json(layout: Layout) -> List[Dict[str, Any]]:
         for f in layout.fragments:
             if f.rank != c:
                 continue
-            item: Dict[str, Any] = {
-                "placement_fragment_id": fragment_id(layout, f),
-                "tensor_id": f.tensor_id,
-                "global_offset": list(f.offset),
-                "local_shape": list(f.shape),
-                "nbytes": layout.fragment_nbytes(f),
-                "rank": f.rank.as_json(),
-                "aliases": sorted(f.aliases),
-            }
-            if f.pipeline_stage_id is not None:
-                item["pipeline_stage_id"] = f.pipeline_stage_id
-            frags.append(item)
+            frags.append({"placement_fragment_id": fragment_id(layout, f), **_fragment_json(layout, f)})
         frags.sort(key=lambda item: item["placement_fragment_id"])
         parts.append({"participant_id": pid, "rank": c.as_json(), "fragments": frags})
     return parts
