@@ -11,6 +11,8 @@ enumerating every cell of the tensor, so only use these oracles on small shapes.
 * :func:`fragment_id`, :func:`topology_id`, :func:`placement_id`, :func:`placement_json` restate
   spec 6.1-6.4 and 7.1 for a layout.
 * :func:`boxes_overlap`, :func:`boxes_exactly_cover` restate spec 11.3 by cell enumeration.
+* :func:`assembly_maps`, :func:`assembly_columns` state what ``_native.assembly_columns`` reads
+  from fragment objects (attribute by attribute).
 """
 
 from __future__ import annotations
@@ -411,3 +413,28 @@ def runtime_range_violations(views: Sequence[Dict[str, Any]]) -> Set[str]:
             if sa < eb and sb < ea and (sa, ea) != (sb, eb):
                 out.add("runtime binding storage allocation ranges overlap: ")
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Assembly columns (fragment objects read attribute by attribute)
+
+
+def assembly_maps(fragments: Sequence[Any]) -> Tuple[Dict[str, int], Dict[Any, int]]:
+    """``(tensor position by sorted tensor id, rank group by first appearance)`` of ``fragments``."""
+    tensor_ids = sorted({f.tensor_id for f in fragments})
+    groups: Dict[Any, int] = {}
+    for f in fragments:
+        groups.setdefault(f.rank, len(groups))
+    return {t: i for i, t in enumerate(tensor_ids)}, groups
+
+
+def assembly_columns(fragments: Sequence[Any], positions: Dict[Any, int], groups: Dict[Any, int]) -> Any:
+    """The columns ``_native.assembly_columns`` returns: tensor positions, rank groups, fragment
+    ids (the maps' own objects) and the number of distinct tensor ids."""
+    tids = [f.tensor_id for f in fragments]
+    return (
+        [positions[t] for t in tids],
+        [groups[f.rank] for f in fragments],
+        [f.placement_fragment_id for f in fragments],
+        len(set(tids)),
+    )

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from oracles import assembly_columns, assembly_maps
+
 from mooncake.reshard import _native
 from mooncake.reshard.weight import ParallelRank, PlacementFragment
 
@@ -25,24 +27,6 @@ def _fragments(count: int = 40) -> tuple[Any, ...]:
     )
 
 
-def _inputs(fragments: tuple[Any, ...]) -> tuple[dict, dict]:
-    tensor_ids = sorted({f.tensor_id for f in fragments})
-    groups: dict = {}
-    for f in fragments:
-        groups.setdefault(f.rank, len(groups))
-    return {t: i for i, t in enumerate(tensor_ids)}, groups
-
-
-def _oracle(fragments: tuple[Any, ...], positions: dict, groups: dict) -> Any:
-    tids = [f.tensor_id for f in fragments]
-    return (
-        [positions[t] for t in tids],
-        [groups[f.rank] for f in fragments],
-        [f.placement_fragment_id for f in fragments],
-        len(set(tids)),
-    )
-
-
 def _with_state(fragment: Any, state: dict) -> Any:
     clone = object.__new__(PlacementFragment)
     object.__setattr__(clone, "__dict__", state)
@@ -51,7 +35,7 @@ def _with_state(fragment: Any, state: dict) -> Any:
 
 def test_unusual_states_read_as_attributes() -> None:
     made = _fragments()
-    positions, groups = _inputs(made)
+    positions, groups = assembly_maps(made)
     base = made[5]
     equal_keys = _with_state(base, {"".join(list(k)): v for k, v in base.__dict__.items()})
     assert all(a is not b for a, b in zip(equal_keys.__dict__, base.__dict__))
@@ -62,7 +46,7 @@ def test_unusual_states_read_as_attributes() -> None:
         for at in (0, 17, len(made) - 1):
             fragments = made[:at] + (odd,) + made[at + 1 :]
             got = _native.assembly_columns(fragments, PlacementFragment, positions, groups)
-            want = _oracle(fragments, positions, groups)
+            want = assembly_columns(fragments, positions, groups)
             assert got == want
             for column, expected in zip(got[:3], want[:3]):
                 assert all(a is b for a, b in zip(column, expected))
@@ -70,7 +54,7 @@ def test_unusual_states_read_as_attributes() -> None:
 
 def test_missing_fields_decline() -> None:
     made = _fragments()
-    positions, groups = _inputs(made)
+    positions, groups = assembly_maps(made)
     for name in ("tensor_id", "rank", "placement_fragment_id"):
         state = dict(made[3].__dict__)
         del state[name]

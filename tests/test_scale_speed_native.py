@@ -17,6 +17,7 @@ from hypothesis import given, settings
 
 import known_answers
 from layout_model import Layout, build_placement
+from oracles import assembly_columns, assembly_maps
 from test_planner_oracle import placement_pairs
 
 from mooncake.reshard import _native
@@ -78,8 +79,9 @@ def _check_columns(fragments: Any) -> Any:
     return fast
 
 
-def _forged(fragment: PlacementFragment, **fields: Any) -> PlacementFragment:
-    copy: PlacementFragment = object.__new__(PlacementFragment)
+def _forged(fragment: PlacementFragment, cls: type = PlacementFragment, **fields: Any) -> PlacementFragment:
+    """An instance of ``cls`` (no constructor) holding a copy of ``fragment``'s state, ``fields`` set in place."""
+    copy: PlacementFragment = object.__new__(cls)
     object.__setattr__(copy, "__dict__", dict(fragment.__dict__))
     for name, value in fields.items():
         object.__setattr__(copy, name, value)
@@ -172,8 +174,7 @@ def test_fragment_columns_other_types_read_in_order() -> None:
         pass
 
     made = _some_fragments()
-    sub = object.__new__(Sub)
-    object.__setattr__(sub, "__dict__", dict(made[2].__dict__))
+    sub = _forged(made[2], Sub)
     made[2] = sub
     fast = _columns(made)
     assert fast[:4] == _native.fragment_columns(made)
@@ -310,33 +311,15 @@ def test_planned_regions_share_equal_coordinate_tuples(case: str) -> None:
 # --- assembly_columns ------------------------------------------------------------------------
 
 
-def _assembly_oracle(fragments: Any, positions: dict, groups: dict) -> Any:
-    tids = [f.tensor_id for f in fragments]
-    return (
-        [positions[t] for t in tids],
-        [groups[f.rank] for f in fragments],
-        [f.placement_fragment_id for f in fragments],
-        len(set(tids)),
-    )
-
-
-def _assembly_inputs(fragments: Any) -> Tuple[dict, dict]:
-    tensor_ids = sorted({f.tensor_id for f in fragments})
-    ranks: dict = {}
-    for f in fragments:
-        ranks.setdefault(f.rank, len(ranks))
-    return {t: i for i, t in enumerate(tensor_ids)}, ranks
-
-
 @settings(max_examples=60, deadline=None)
 @given(placement_pairs())
 def test_assembly_columns_equal_the_python_maps(pair: Tuple[Layout, Layout]) -> None:
     for layout in pair:
         fragments = tuple(build_placement(layout).fragments)
-        positions, groups = _assembly_inputs(fragments)
+        positions, groups = assembly_maps(fragments)
         got = _native.assembly_columns(fragments, PlacementFragment, positions, groups)
-        assert got == _assembly_oracle(fragments, positions, groups)
-        for column, want in zip(got[:3], _assembly_oracle(fragments, positions, groups)[:3]):
+        assert got == assembly_columns(fragments, positions, groups)
+        for column, want in zip(got[:3], assembly_columns(fragments, positions, groups)[:3]):
             assert all(a is b for a, b in zip(column, want))  # the dicts' own objects
         # an extra, unreferenced tensor shows in the count
         positions["zzz-unreferenced"] = len(positions)
@@ -345,8 +328,8 @@ def test_assembly_columns_equal_the_python_maps(pair: Tuple[Layout, Layout]) -> 
 
 def test_assembly_columns_decline_and_errors() -> None:
     made = tuple(_some_fragments())
-    positions, groups = _assembly_inputs(made)
-    assert _native.assembly_columns(made, PlacementFragment, positions, groups) == _assembly_oracle(
+    positions, groups = assembly_maps(made)
+    assert _native.assembly_columns(made, PlacementFragment, positions, groups) == assembly_columns(
         made, positions, groups
     )
     assert _native.assembly_columns((), PlacementFragment, positions, groups) == ([], [], [], 0)
@@ -354,8 +337,7 @@ def test_assembly_columns_decline_and_errors() -> None:
     class Sub(PlacementFragment):
         pass
 
-    sub = object.__new__(Sub)
-    object.__setattr__(sub, "__dict__", dict(made[1].__dict__))
+    sub = _forged(made[1], Sub)
     declines = [
         made[:3] + (sub,),
         made[:2] + (_forged(made[2], tensor_id=7),),
@@ -387,7 +369,7 @@ def test_assembly_columns_rank_hash_errors_propagate() -> None:
             raise RuntimeError("boom")
 
     made = tuple(_some_fragments())
-    positions, groups = _assembly_inputs(made)
+    positions, groups = assembly_maps(made)
     hostile = made[:2] + (_forged(made[2], rank=Boom(tp=1)),)
     with pytest.raises(RuntimeError, match="boom"):
         _native.assembly_columns(hostile, PlacementFragment, positions, groups)
@@ -487,8 +469,7 @@ def test_select_sources_pre_read_other_types_and_missing_fields() -> None:
         pass
 
     made = _some_fragments()
-    sub = object.__new__(Sub)
-    object.__setattr__(sub, "__dict__", dict(made[4].__dict__))
+    sub = _forged(made[4], Sub)
     _select_both(made[:4] + [sub] + made[5:])
     args = ({"t0": 0, "t1": 1, "t2": 2}, _q([2, 2, 2]), [(), (), ()], [None] * 3,
             [{"t0": (), "t1": (), "t2": ()}], _q([0]), _q([0, 2, 4]))
@@ -584,8 +565,7 @@ def test_owner_minimums_address_order_declines_to_the_same_result() -> None:
         pass
 
     made = _some_fragments()
-    sub = object.__new__(Sub)
-    object.__setattr__(sub, "__dict__", dict(made[3].__dict__))
+    sub = _forged(made[3], Sub)
     twin_id = "".join(["t", "0"])  # an equal tensor id in another str object
     cases = [
         made,
@@ -661,8 +641,7 @@ def test_project_executors_address_order_unusual_parts() -> None:
             self.parts = (Part(fragments),)
 
     made = _some_fragments()
-    sub = object.__new__(Sub)
-    object.__setattr__(sub, "__dict__", dict(made[3].__dict__))
+    sub = _forged(made[3], Sub)
     unsorted = list(reversed(made))
     cases = [made, unsorted, made[:3] + [sub] + made[4:], made[:2] + [_forged(made[2], placement_fragment_id=7)]]
     for fragments in cases:
