@@ -295,14 +295,8 @@ def _budget_case(n: int) -> tuple[list[tuple[int, int, int]], list[tuple[int, in
     return offsets, shapes
 
 
-def test_budget_on_adversarial_3d_non_grid() -> None:
-    offsets, shapes = _budget_case(1414)  # 998,991 comparisons: within budget
-    assert _native.boxes_overlap(offsets, shapes) is False
-    offsets, shapes = _budget_case(1415)  # 1,000,405 comparisons: over budget
-    with pytest.raises(ValueError, match=f"^{BUDGET}$"):
-        _native.boxes_overlap(offsets, shapes)
-    # the same boxes plus fillers form an exact cover: the cover check reaches the sweep
-    n = 1415
+def _budget_cover(n: int) -> tuple[tuple[int, int, int], list[tuple[int, int, int]], list[tuple[int, int, int]]]:
+    """``_budget_case(n)`` plus fillers that make the boxes an exact cover of the returned container shape."""
     offsets, shapes = _budget_case(n)
     for j in range(n):
         if j > 0:
@@ -311,18 +305,21 @@ def test_budget_on_adversarial_3d_non_grid() -> None:
         if j < n - 1:
             offsets.append((j + 4000, j, 0))
             shapes.append((n - 1 - j, 1, 1))
+    return (4000 + n - 1, n, 1), offsets, shapes
+
+
+def test_budget_on_adversarial_3d_non_grid() -> None:
+    offsets, shapes = _budget_case(1414)  # 998,991 comparisons: within budget
+    assert _native.boxes_overlap(offsets, shapes) is False
+    offsets, shapes = _budget_case(1415)  # 1,000,405 comparisons: over budget
     with pytest.raises(ValueError, match=f"^{BUDGET}$"):
-        _native.boxes_exactly_cover((0, 0, 0), (4000 + n - 1, n, 1), offsets, shapes)
-    small = 40
-    offsets, shapes = _budget_case(small)
-    for j in range(small):
-        if j > 0:
-            offsets.append((0, j, 0))
-            shapes.append((j, 1, 1))
-        if j < small - 1:
-            offsets.append((j + 4000, j, 0))
-            shapes.append((small - 1 - j, 1, 1))
-    assert _native.boxes_exactly_cover((0, 0, 0), (4000 + small - 1, small, 1), offsets, shapes) is True
+        _native.boxes_overlap(offsets, shapes)
+    # the same boxes plus fillers form an exact cover: the cover check reaches the sweep
+    container, offsets, shapes = _budget_cover(1415)
+    with pytest.raises(ValueError, match=f"^{BUDGET}$"):
+        _native.boxes_exactly_cover((0, 0, 0), container, offsets, shapes)
+    container, offsets, shapes = _budget_cover(40)
+    assert _native.boxes_exactly_cover((0, 0, 0), container, offsets, shapes) is True
     # an early overlap is found before the budget runs out
     offsets, shapes = _budget_case(3000)
     offsets[1] = (1, 0, 0)
