@@ -2,6 +2,7 @@
 
 * :func:`raises` -- ``with raises("spec text"):`` asserts a plain ``ValueError`` (no subclass, spec
   1.4) whose message starts with the spec text (detail may only be appended, spec 1.1).
+* :func:`forged_copy` -- a shallow copy with fields set in place, past every constructor check.
 * ``*_kwargs`` functions return valid constructor keyword arguments; tests override one field to
   trigger exactly one rule.
 * :func:`ka_placement` builds the spec 6.4 known-answer placement; :func:`ka_stored_kwargs` the spec
@@ -11,6 +12,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 from typing import Any, Dict, Iterator
 
 import pytest
@@ -62,6 +64,15 @@ class StrSub(str):
 
 class IntSub(int):
     """An ``int`` subclass: rejected wherever the spec requires an int."""
+
+
+def forged_copy(value: Any, **fields: Any) -> Any:
+    """``copy.copy(value)`` with each of ``fields`` set by ``object.__setattr__``, in keyword order:
+    a forged value that no constructor or ``__post_init__`` has checked (``value`` is unchanged)."""
+    forged = copy.copy(value)
+    for name, field_value in fields.items():
+        object.__setattr__(forged, name, field_value)
+    return forged
 
 
 # ----------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import pytest
 
-from spec_helpers import raises
+from spec_helpers import forged_copy, raises
 from test_binding_attacks import World, _stored_world
 
 from mooncake.reshard.weight._planner import bound_pickle
@@ -138,10 +138,8 @@ def test_fallback_format_for_what_the_record_does_not_describe(world: World) -> 
     stored = bind_logical_transfer_plan(
         plan_stored_transfer_to_target_placement(manifest, target), targets, source_manifest=manifest
     )
-    extra = copy.copy(plan)
-    object.__setattr__(extra, "note", "kept")
-    listed = copy.copy(plan)
-    object.__setattr__(listed, "operations", list(plan.operations))
+    extra = forged_copy(plan, note="kept")
+    listed = forged_copy(plan, operations=list(plan.operations))
     for value, expected in ((stored, stored), (extra, extra), (listed, plan)):
         assert not _is_compact(value)
         for protocol in _PROTOCOLS:
@@ -155,21 +153,15 @@ def test_forged_values_inside_the_record_are_rejected(world: World) -> None:
     plan = world.bind()
     op = plan.operations[0]
     # A bound fragment whose fence differs from its attestation (constructor check).
-    stale = copy.copy(op.target)
-    object.__setattr__(stale, "lease_generation", op.target.lease_generation + 1)
-    forged_op = copy.copy(op)
-    object.__setattr__(forged_op, "target", stale)
-    forged = copy.copy(plan)
-    object.__setattr__(forged, "operations", (forged_op,) + plan.operations[1:])
+    stale = forged_copy(op.target, lease_generation=op.target.lease_generation + 1)
+    forged = forged_copy(plan, operations=(forged_copy(op, target=stale),) + plan.operations[1:])
     assert _is_compact(forged)
     with raises("bound fragment runtime fence differs from attestation"):
         pickle.loads(pickle.dumps(forged))
     # Evidence that retains an owner (attestation __setstate__ check), even when forged.
     attestation = plan.target_executors[0].attestation
-    evidence = copy.copy(attestation.evidence)
-    fragment = copy.copy(evidence.fragments[0])
-    object.__setattr__(fragment, "owner", object())
-    object.__setattr__(evidence, "fragments", (fragment,) + evidence.fragments[1:])
+    fragments = attestation.evidence.fragments
+    evidence = forged_copy(attestation.evidence, fragments=(forged_copy(fragments[0], owner=object()),) + fragments[1:])
     record = _record(plan)
     table = list(record[6])  # flat (placement, evidence) pairs
     index = next(i for i, item in enumerate(table) if item is attestation.evidence)
@@ -178,18 +170,14 @@ def test_forged_values_inside_the_record_are_rejected(world: World) -> None:
     with raises("runtime binding evidence must not retain allocation owners"):
         bound_pickle._restore_transfer_plan(*record)
     # A tampered region field (plan revalidation).
-    region = copy.copy(op)
-    object.__setattr__(region, "inner_bytes", op.inner_bytes + 1)
-    forged = copy.copy(plan)
-    object.__setattr__(forged, "operations", (region,) + plan.operations[1:])
+    region = forged_copy(op, inner_bytes=op.inner_bytes + 1)
+    forged = forged_copy(plan, operations=(region,) + plan.operations[1:])
     assert _is_compact(forged)
     with pytest.raises(ValueError):
         pickle.loads(pickle.dumps(forged))
     # An executor without its attestation (plan revalidation).
-    executor = copy.copy(plan.target_executors[0])
-    object.__setattr__(executor, "attestation", None)
-    forged = copy.copy(plan)
-    object.__setattr__(forged, "target_executors", (executor,) + plan.target_executors[1:])
+    executor = forged_copy(plan.target_executors[0], attestation=None)
+    forged = forged_copy(plan, target_executors=(executor,) + plan.target_executors[1:])
     assert _is_compact(forged)
     with raises("target executor lacks runtime attestation"):
         pickle.loads(pickle.dumps(forged))
@@ -199,13 +187,11 @@ def test_forged_values_inside_the_record_are_rejected(world: World) -> None:
 def test_tampered_snapshot_in_the_record_is_rejected(world: World, field: str) -> None:
     plan = world.bind()
     executor = plan.source_executors[0]
-    snapshot = copy.copy(executor.fragment_snapshots[0])
-    value = getattr(snapshot, field)
-    object.__setattr__(snapshot, field, value + 64 if isinstance(value, int) else value + "-x")
-    forged_executor = copy.copy(executor)
-    object.__setattr__(forged_executor, "fragment_snapshots", (snapshot,) + executor.fragment_snapshots[1:])
-    forged = copy.copy(plan)
-    object.__setattr__(forged, "source_executors", (forged_executor,) + plan.source_executors[1:])
+    value = getattr(executor.fragment_snapshots[0], field)
+    tampered = value + 64 if isinstance(value, int) else value + "-x"
+    snapshot = forged_copy(executor.fragment_snapshots[0], **{field: tampered})
+    forged_executor = forged_copy(executor, fragment_snapshots=(snapshot,) + executor.fragment_snapshots[1:])
+    forged = forged_copy(plan, source_executors=(forged_executor,) + plan.source_executors[1:])
     assert _is_compact(forged)
     with pytest.raises(ValueError, match="source executor"):
         pickle.loads(pickle.dumps(forged))
