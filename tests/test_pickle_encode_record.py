@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from spec_helpers import forged_copy
 from test_binding_attacks import World
 
 from mooncake.reshard import _native
@@ -82,13 +83,6 @@ def _reordered(obj: Any) -> Any:
     return clone
 
 
-def _with(obj: Any, **changes: Any) -> Any:
-    clone = copy.copy(obj)
-    for name, value in changes.items():
-        object.__setattr__(clone, name, value)
-    return clone
-
-
 def _without(obj: Any, name: str) -> Any:
     clone = copy.copy(obj)
     del clone.__dict__[name]
@@ -108,38 +102,38 @@ def _subclassed(obj: Any, cls: type) -> Any:
 _OPERATION_EDITS: list[Callable[[Any], Any]] = [
     lambda op: op,
     _reordered,
-    lambda op: _with(op, extra=1),
+    lambda op: forged_copy(op, extra=1),
     lambda op: _without(op, "inner_bytes"),
     lambda op: _subclassed(op, _SubRegion),
-    lambda op: _with(op, target=_reordered(op.target)),
-    lambda op: _with(op, target=_with(op.target, owner=object())),
-    lambda op: _with(op, target=_with(op.target, attestation=None)),
-    lambda op: _with(op, target=_with(op.target, attestation="forged")),
-    lambda op: _with(op, target=_without(op.target, "instance_id")),
-    lambda op: _with(op, source=_with(op.source, extra=2)),
-    lambda op: _with(op, source=op.target),
-    lambda op: _with(op, target=_with(op.target, attestation=_without(op.target.attestation, "evidence"))),
-    lambda op: _with(op, target=_with(op.target, attestation=_reordered(op.target.attestation))),
-    lambda op: _with(op, tensor_id=None, inner_bytes=2**80),
+    lambda op: forged_copy(op, target=_reordered(op.target)),
+    lambda op: forged_copy(op, target=forged_copy(op.target, owner=object())),
+    lambda op: forged_copy(op, target=forged_copy(op.target, attestation=None)),
+    lambda op: forged_copy(op, target=forged_copy(op.target, attestation="forged")),
+    lambda op: forged_copy(op, target=_without(op.target, "instance_id")),
+    lambda op: forged_copy(op, source=forged_copy(op.source, extra=2)),
+    lambda op: forged_copy(op, source=op.target),
+    lambda op: forged_copy(op, target=forged_copy(op.target, attestation=_without(op.target.attestation, "evidence"))),
+    lambda op: forged_copy(op, target=forged_copy(op.target, attestation=_reordered(op.target.attestation))),
+    lambda op: forged_copy(op, tensor_id=None, inner_bytes=2**80),
     lambda op: "not a region",
 ]
 
 _EXECUTOR_EDITS: list[Callable[[Any], Any]] = [
     lambda ex: ex,
     _reordered,
-    lambda ex: _with(ex, extra=1),
+    lambda ex: forged_copy(ex, extra=1),
     lambda ex: _without(ex, "worker_id"),
-    lambda ex: _with(ex, fragment_snapshots=list(ex.fragment_snapshots)),
-    lambda ex: _with(ex, fragment_snapshots=()),
-    lambda ex: _with(ex, fragment_snapshots=ex.fragment_snapshots * 3),
-    lambda ex: _with(ex, fragment_snapshots=(_reordered(ex.fragment_snapshots[0]),)),
-    lambda ex: _with(ex, fragment_snapshots=(_with(ex.fragment_snapshots[0], extra=1),)),
-    lambda ex: _with(ex, fragment_snapshots=(_without(ex.fragment_snapshots[0], "address"),)),
-    lambda ex: _with(ex, fragment_snapshots=("snapshot",)),
-    lambda ex: _with(ex, attestation=None),
-    lambda ex: _with(ex, attestation=object()),
-    lambda ex: _with(ex, attestation=_reordered(ex.attestation)),
-    lambda ex: _with(ex, attestation=_without(ex.attestation, "placement")),
+    lambda ex: forged_copy(ex, fragment_snapshots=list(ex.fragment_snapshots)),
+    lambda ex: forged_copy(ex, fragment_snapshots=()),
+    lambda ex: forged_copy(ex, fragment_snapshots=ex.fragment_snapshots * 3),
+    lambda ex: forged_copy(ex, fragment_snapshots=(_reordered(ex.fragment_snapshots[0]),)),
+    lambda ex: forged_copy(ex, fragment_snapshots=(forged_copy(ex.fragment_snapshots[0], extra=1),)),
+    lambda ex: forged_copy(ex, fragment_snapshots=(_without(ex.fragment_snapshots[0], "address"),)),
+    lambda ex: forged_copy(ex, fragment_snapshots=("snapshot",)),
+    lambda ex: forged_copy(ex, attestation=None),
+    lambda ex: forged_copy(ex, attestation=object()),
+    lambda ex: forged_copy(ex, attestation=_reordered(ex.attestation)),
+    lambda ex: forged_copy(ex, attestation=_without(ex.attestation, "placement")),
     lambda ex: 7,
 ]
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from spec_helpers import forged_copy
 from test_binding_attacks import World
 
 from mooncake.reshard import _native
@@ -55,13 +56,6 @@ def plan() -> Any:
     return World().bind()
 
 
-def _fresh_evidence(evidence: Any, **changes: Any) -> Any:
-    forged = copy.copy(evidence)
-    for name, value in changes.items():
-        object.__setattr__(forged, name, value)
-    return forged
-
-
 def test_restored_attestation_equals_the_setstate_path_and_takes_the_c_path(
     plan: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -77,18 +71,11 @@ def test_restored_attestation_equals_the_setstate_path_and_takes_the_c_path(
     attestations = _attestations(plan)
     assert len(attestations) >= 4
     for attestation in attestations:
-        evidence = _fresh_evidence(attestation.evidence)
+        evidence = forged_copy(attestation.evidence)
         restored = bound_pickle._restore_attestation(attestation.placement, evidence)
         _same_state(restored, _oracle(attestation.placement, evidence))
         assert restored == attestation
     assert len(decided) == len(attestations) and all(result is not None for result in decided)
-
-
-def _forged_fragment(fragment: Any, **changes: Any) -> Any:
-    forged = copy.copy(fragment)
-    for name, value in changes.items():
-        object.__setattr__(forged, name, value)
-    return forged
 
 
 def _fragment_forgeries(fragments: tuple[Any, ...]) -> list[tuple[Any, ...]]:
@@ -113,7 +100,7 @@ def _fragment_forgeries(fragments: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         {"strides_bytes": ()},
         {"storage_nbytes": 0},
     ):
-        forged.append((_forged_fragment(first, **changes),) + rest)
+        forged.append((forged_copy(first, **changes),) + rest)
     forged.append(("not a fragment",) + rest)
     return forged
 
@@ -143,8 +130,8 @@ def test_forged_evidence_is_rejected_like_setstate(plan: Any) -> None:
     checked = 0
     for attestation in _attestations(plan):
         placement = attestation.placement
-        cases = [_fresh_evidence(attestation.evidence, **{name: value}) for name, value in _SCALAR_FORGERIES]
-        cases += [_fresh_evidence(attestation.evidence, fragments=f) for f in _fragment_forgeries(attestation.evidence.fragments)]
+        cases = [forged_copy(attestation.evidence, **{name: value}) for name, value in _SCALAR_FORGERIES]
+        cases += [forged_copy(attestation.evidence, fragments=f) for f in _fragment_forgeries(attestation.evidence.fragments)]
         for evidence in cases:
             expected = _outcome(_oracle, placement, evidence)
             actual = _outcome(bound_pickle._restore_attestation, placement, evidence)
@@ -180,7 +167,7 @@ def test_non_exact_or_partial_values_take_the_python_path(plan: Any) -> None:
     # A placement whose digest is not known yet: the Python path decides (and computes it).
     placement = copy.copy(attestation.placement)
     placement.__dict__.pop("_digest_cache", None)
-    restored = bound_pickle._restore_attestation(placement, _fresh_evidence(attestation.evidence))
+    restored = bound_pickle._restore_attestation(placement, forged_copy(attestation.evidence))
     assert restored == attestation
 
 
@@ -236,9 +223,9 @@ def test_malformed_placement_parts_take_the_python_path(plan: Any) -> None:
         placement.__dict__.pop("_parts_by_participant", None)
         object.__setattr__(placement, "parts", parts)
         for evidence in (
-            _fresh_evidence(attestation.evidence),
-            _fresh_evidence(attestation.evidence, lease_id=""),
-            _fresh_evidence(attestation.evidence, placement_digest="0" * 64),
+            forged_copy(attestation.evidence),
+            forged_copy(attestation.evidence, lease_id=""),
+            forged_copy(attestation.evidence, placement_digest="0" * 64),
         ):
             expected = _outcome(_oracle, copy.copy(placement), evidence)
             actual = _outcome(bound_pickle._restore_attestation, copy.copy(placement), evidence)
