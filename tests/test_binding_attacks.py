@@ -14,7 +14,7 @@ from typing import Any, Tuple
 import pytest
 
 from memory_executor import HostMemory, HostWorld, host_bindings, stored_manifest, tp_placement
-from spec_helpers import raises
+from spec_helpers import forged_copy, raises
 
 from mooncake.reshard.weight import StoredFragmentSnapshot
 from mooncake.reshard.weight._planner.binding import _build_executor_plans
@@ -393,13 +393,9 @@ def test_store_source_attacks() -> None:
         bind_logical_transfer_plan(logical, targets, source_manifest=other)
     with raises("logical plan has no source placements"):
         bind_logical_transfer_plan(logical, targets, source_bindings=targets, source_manifest=manifest)
-    forged = copy.copy(logical)
-    op = forged.operations[0]
-    forged_source = copy.copy(op.source)
-    object.__setattr__(forged_source, "object_key", "g/payload/9")
-    forged_op = copy.copy(op)
-    object.__setattr__(forged_op, "source", forged_source)
-    object.__setattr__(forged, "operations", (forged_op,) + forged.operations[1:])
+    op = logical.operations[0]
+    forged_op = forged_copy(op, source=forged_copy(op.source, object_key="g/payload/9"))
+    forged = forged_copy(logical, operations=(forged_op,) + logical.operations[1:])
     with raises("logical plan and source manifest fragment snapshots differ"):
         bind_logical_transfer_plan(forged, targets, source_manifest=manifest)
     plan = bind_logical_transfer_plan(logical, targets, source_manifest=manifest)
@@ -409,10 +405,8 @@ def test_store_source_attacks() -> None:
         dataclasses.replace(plan, source_manifest_identity=None)
     # Coordinated edit of an operation and the derived cache is recomputed, never trusted.
     state = plan.__getstate__()
-    bad_op = copy.copy(plan.operations[0])
-    bad_source = copy.copy(bad_op.source)
-    object.__setattr__(bad_source, "object_key", "g/payload/9")
-    object.__setattr__(bad_op, "source", bad_source)
+    bad_source = forged_copy(plan.operations[0].source, object_key="g/payload/9")
+    bad_op = forged_copy(plan.operations[0], source=bad_source)
     state["operations"] = (bad_op,) + plan.operations[1:]
     state["source_stored_fragment_snapshots"] = (bad_source,)
     forged_plan = object.__new__(TransferPlan)
@@ -501,12 +495,9 @@ def test_unattested_source_rejected_before_physical_check(world: World) -> None:
 def test_tampered_executor_snapshot_fails_on_unpickling(world: World, field: str, value: Any) -> None:
     plan = world.bind()
     executor = plan.target_executors[0]
-    snapshot = copy.copy(executor.fragment_snapshots[0])
-    object.__setattr__(snapshot, field, value)
-    forged_executor = copy.copy(executor)
-    object.__setattr__(forged_executor, "fragment_snapshots", (snapshot,) + executor.fragment_snapshots[1:])
-    forged = copy.copy(plan)
-    object.__setattr__(forged, "target_executors", (forged_executor,) + plan.target_executors[1:])
+    snapshot = forged_copy(executor.fragment_snapshots[0], **{field: value})
+    forged_executor = forged_copy(executor, fragment_snapshots=(snapshot,) + executor.fragment_snapshots[1:])
+    forged = forged_copy(plan, target_executors=(forged_executor,) + plan.target_executors[1:])
     blob = pickle.dumps(forged)
     with pytest.raises(ValueError):
         pickle.loads(blob)
@@ -516,22 +507,16 @@ def test_tampered_executor_snapshot_fails_on_unpickling(world: World, field: str
 def test_tampered_operation_fragment_fails_on_unpickling(world: World, field: str) -> None:
     plan = world.bind()
     op = plan.operations[0]
-    binding = copy.copy(op.target.binding)
-    current = getattr(binding, field)
-    object.__setattr__(binding, field, current + 64 if isinstance(current, int) else current + "-x")
-    target = copy.copy(op.target)
-    object.__setattr__(target, "binding", binding)
-    forged_op = copy.copy(op)
-    object.__setattr__(forged_op, "target", target)
-    forged = copy.copy(plan)
-    object.__setattr__(forged, "operations", (forged_op,) + plan.operations[1:])
+    current = getattr(op.target.binding, field)
+    binding = forged_copy(op.target.binding, **{field: current + 64 if isinstance(current, int) else current + "-x"})
+    forged_op = forged_copy(op, target=forged_copy(op.target, binding=binding))
+    forged = forged_copy(plan, operations=(forged_op,) + plan.operations[1:])
     with pytest.raises(ValueError):
         pickle.loads(pickle.dumps(forged))
 
 
 def test_reconstructed_logical_plan_with_dropped_operation(world: World) -> None:
-    forged = copy.copy(world.logical)
-    object.__setattr__(forged, "operations", world.logical.operations[:1] + world.logical.operations[2:])
+    forged = forged_copy(world.logical, operations=world.logical.operations[:1] + world.logical.operations[2:])
     with raises("logical target fragment is not fully covered: "):
         world.bind(logical=forged)
 
@@ -539,10 +524,7 @@ def test_reconstructed_logical_plan_with_dropped_operation(world: World) -> None
 def test_attestation_rejects_owner_evidence(world: World) -> None:
     attestation = RuntimeBindingAttestation(world.target, world.target_bindings[0])
     evidence = attestation.evidence
-    forged_fragment = copy.copy(evidence.fragments[0])
-    object.__setattr__(forged_fragment, "owner", object())
-    forged = copy.copy(evidence)
-    object.__setattr__(forged, "fragments", (forged_fragment,))
+    forged = forged_copy(evidence, fragments=(forged_copy(evidence.fragments[0], owner=object()),))
     with raises("runtime binding evidence must not retain allocation owners"):
         attestation.__setstate__((world.target, forged))
     with raises("runtime attestation binding is invalid"):

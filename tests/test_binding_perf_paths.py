@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from memory_executor import HostMemory, HostWorld, host_bindings, tp_placement
-from spec_helpers import raises
+from spec_helpers import forged_copy, raises
 from test_binding_attacks import World  # TP2 x DP2 -> TP3, source filled
 
 from mooncake.reshard.weight import WeightRuntimeBindingManifest, validate_runtime_binding
@@ -148,16 +148,13 @@ def test_trusted_evidence_drops_owners(world: World) -> None:
 
 def test_binding_of_forged_evidence_raises_the_constructor_messages(world: World) -> None:
     evidence = RuntimeBindingEvidence.from_binding(world.target_bindings[0])
-    forged = copy.copy(evidence)
-    object.__setattr__(forged, "generation", -1)
+    forged = forged_copy(evidence, generation=-1)
     with raises("generation must be at least 0"):
         _binding_of(forged)
-    forged = copy.copy(evidence)
-    object.__setattr__(forged, "placement_digest", "A" * 64)
+    forged = forged_copy(evidence, placement_digest="A" * 64)
     with raises("placement_digest must be a lowercase SHA-256 digest"):
         _binding_of(forged)
-    forged = copy.copy(evidence)
-    object.__setattr__(forged, "fragments", evidence.fragments * 2)
+    forged = forged_copy(evidence, fragments=evidence.fragments * 2)
     with raises("duplicate placement fragment in runtime binding"):
         _binding_of(forged)
     attestation = RuntimeBindingAttestation(world.target, world.target_bindings[0])
@@ -192,8 +189,7 @@ def test_snapshots_built_by_state_equal_the_constructor(world: World) -> None:
             assert _snapshot_matches(snapshot, dict(snapshot.__dict__))
             changed = dict(snapshot.__dict__, address=snapshot.address + 2)
             assert not _snapshot_matches(snapshot, changed)
-            extra = copy.copy(snapshot)
-            object.__setattr__(extra, "_note", 1)  # a non-field attribute does not matter
+            extra = forged_copy(snapshot, _note=1)  # a non-field attribute does not matter
             assert _snapshot_matches(extra, dict(snapshot.__dict__))
             assert not _snapshot_matches(dataclasses.asdict(snapshot), dict(snapshot.__dict__))
 
@@ -266,9 +262,9 @@ def test_partial_target_executor_in_a_plan_revalidates() -> None:
     restored = pickle.loads(pickle.dumps(plan))
     assert restored == plan == dataclasses.replace(restored)
     executor = restored.target_executors[0]
-    swapped = copy.copy(executor)
-    object.__setattr__(swapped, "fragment_snapshots", executor.fragment_snapshots[::-1])
-    object.__setattr__(swapped, "fragment_ids", executor.fragment_ids[::-1])
+    swapped = forged_copy(
+        executor, fragment_snapshots=executor.fragment_snapshots[::-1], fragment_ids=executor.fragment_ids[::-1]
+    )
     with pytest.raises(ValueError, match="target executor"):
         dataclasses.replace(restored, target_executors=(swapped,) + restored.target_executors[1:])
 
@@ -280,19 +276,16 @@ def test_partial_target_executor_in_a_plan_revalidates() -> None:
 def test_revalidation_detects_forged_snapshots_without_cached_objects(world: World) -> None:
     plan = world.bind()
     executor = plan.target_executors[0]
-    snapshot = copy.copy(executor.fragment_snapshots[0])
-    object.__setattr__(snapshot, "endpoint", "forged")
-    forged_executor = copy.copy(executor)
-    object.__setattr__(forged_executor, "fragment_snapshots", (snapshot,) + executor.fragment_snapshots[1:])
+    snapshot = forged_copy(executor.fragment_snapshots[0], endpoint="forged")
+    forged_executor = forged_copy(executor, fragment_snapshots=(snapshot,) + executor.fragment_snapshots[1:])
     with raises("target executor fragment provenance differs"):
         dataclasses.replace(plan, target_executors=(forged_executor,) + plan.target_executors[1:])
     # Same after a pickle round trip, where no attested snapshot object exists yet.
     restored = pickle.loads(pickle.dumps(plan))
     assert restored == plan
-    forged_executor = copy.copy(restored.target_executors[0])
-    snapshot = copy.copy(forged_executor.fragment_snapshots[0])
-    object.__setattr__(snapshot, "lease_generation", snapshot.lease_generation + 1)
-    object.__setattr__(forged_executor, "fragment_snapshots", (snapshot,) + forged_executor.fragment_snapshots[1:])
+    snapshots = restored.target_executors[0].fragment_snapshots
+    snapshot = forged_copy(snapshots[0], lease_generation=snapshots[0].lease_generation + 1)
+    forged_executor = forged_copy(restored.target_executors[0], fragment_snapshots=(snapshot,) + snapshots[1:])
     with raises("target executor fragment provenance differs"):
         dataclasses.replace(restored, target_executors=(forged_executor,) + restored.target_executors[1:])
 
@@ -300,10 +293,7 @@ def test_revalidation_detects_forged_snapshots_without_cached_objects(world: Wor
 def test_revalidation_detects_a_forged_lease_generation_on_an_operation(world: World) -> None:
     plan = world.bind()
     op = plan.operations[0]
-    target = copy.copy(op.target)
-    object.__setattr__(target, "lease_generation", target.lease_generation + 5)
-    forged_op = copy.copy(op)
-    object.__setattr__(forged_op, "target", target)
+    forged_op = forged_copy(op, target=forged_copy(op.target, lease_generation=op.target.lease_generation + 5))
     with pytest.raises(ValueError, match="target executor"):
         dataclasses.replace(plan, operations=(forged_op,) + plan.operations[1:])
 
@@ -314,8 +304,7 @@ def test_single_region_cover_shortcut_still_checks_coverage(world: World) -> Non
     target = tp_placement(2, prefix="t", shape=(4, 8))
     bound = HostWorld(tp_placement(2, prefix="s", shape=(4, 8)), target).bind()
     assert all(op.overlap_shape == op.target.local_shape for op in bound.operations)
-    dropped = copy.copy(bound)
-    object.__setattr__(dropped, "operations", bound.operations[1:])
+    dropped = forged_copy(bound, operations=bound.operations[1:])
     with pytest.raises(ValueError):
         pickle.loads(pickle.dumps(dropped))
 
