@@ -3312,12 +3312,97 @@ static const char *const rw_names[RW_NNAMES] = {
 
 static PyObject *rw_keys[RW_NNAMES];
 
+/* Identity index of one side's runtime fragment ids: an exact str fragment id object -> the
+ * bucket (third item) of the row ``runtime[fragment_id]`` holds once the side is indexed. A
+ * lookup of that very object in ``runtime`` (exact str: hash and equality are the str's own,
+ * no Python code) returns the same row, so a hit decides exactly what the dict lookup does.
+ * Keys and rows are kept alive by ``keep`` (see rw_side). Slots interleave key and value: one
+ * cache line per lookup where the dict costs the key object, its index and its entry. */
+typedef struct {
+    PyObject *key;    /* borrowed (kept); NULL marks an empty slot */
+    PyObject *bucket; /* borrowed (kept) */
+} rw_slot;
+
+typedef struct {
+    rw_slot *slots;
+    size_t mask;
+    size_t count;
+} rw_ident;
+
+static int
+rw_ident_init(rw_ident *t, size_t cap)
+{
+    t->slots = mr_alloc_array(cap, sizeof(rw_slot));
+    if (t->slots == NULL) return -1;
+    memset(t->slots, 0, cap * sizeof(rw_slot));
+    t->mask = cap - 1;
+    t->count = 0;
+    return 0;
+}
+
+/* The bucket of ``key`` (borrowed), NULL when absent. */
+static PyObject *
+rw_ident_get(const rw_ident *t, const void *key)
+{
+    size_t slot = mr_ptr_slot(key, t->mask);
+    while (t->slots[slot].key != NULL) {
+        if ((const void *)t->slots[slot].key == key) return t->slots[slot].bucket;
+        slot = (slot + 1) & t->mask;
+    }
+    return NULL;
+}
+
+static void
+rw_ident_prefetch(const rw_ident *t, const void *key)
+{
+    __builtin_prefetch(&t->slots[mr_ptr_slot(key, t->mask)]);
+}
+
+/* Record key -> bucket unless key is present (its bucket is then the same row's: see above);
+ * the table doubles at 3/4 load. -1 with MemoryError. */
+static int
+rw_ident_put(rw_ident *t, PyObject *key, PyObject *bucket)
+{
+    if ((t->count + 1) * 4 > (t->mask + 1) * 3) {
+        size_t cap = t->mask + 1;
+        if (cap > SIZE_MAX / 2 / sizeof(rw_slot)) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        rw_ident grown;
+        if (rw_ident_init(&grown, cap * 2) < 0) return -1;
+        for (size_t i = 0; i < cap; i++) {
+            if (t->slots[i].key == NULL) continue;
+            size_t slot = mr_ptr_slot(t->slots[i].key, grown.mask);
+            while (grown.slots[slot].key != NULL) slot = (slot + 1) & grown.mask;
+            grown.slots[slot] = t->slots[i];
+        }
+        grown.count = t->count;
+        PyMem_Free(t->slots);
+        *t = grown;
+    }
+    size_t slot = mr_ptr_slot(key, t->mask);
+    while (t->slots[slot].key != NULL) {
+        if (t->slots[slot].key == key) return 0;
+        slot = (slot + 1) & t->mask;
+    }
+    t->slots[slot].key = key;
+    t->slots[slot].bucket = bucket;
+    t->count++;
+    return 0;
+}
+
+#define RW_AHEAD 16
+
 /* ``_fast_side_index`` of one side: fills runtime (fragment id -> row), rows and table (view
  * key -> bucket). RV_OK, RV_DECLINE (a repeated view key, a non-exact rank, a missing field)
- * or RV_ERROR. */
+ * or RV_ERROR. Also fills ``ident`` (see rw_ident) from the exact str ids of exact-tuple
+ * ``fragment_ids``, and appends to ``keep`` every row and every such tuple: whatever Python
+ * code runs meanwhile (a field's ``__hash__``), the table's keys and buckets stay alive, so no
+ * address in it can be reused by another object. */
 static int
 rw_side(PyObject *executors, PyTypeObject *rank_type, PyTypeObject *executor_type, PyObject *runtime, PyObject *rows,
-        PyObject *table)
+        PyObject *table, rw_ident *ident, PyObject *keep)
 {
     Py_ssize_t n = PyTuple_Size(executors);
     if (n < 0) return RV_ERROR;
@@ -3344,18 +3429,36 @@ rw_side(PyObject *executors, PyTypeObject *rank_type, PyTypeObject *executor_typ
         row = PyTuple_Pack(3, estate, key, bucket);
         view_key = PyTuple_Pack(8, v[RW_INSTANCE], v[RW_PLACEMENT_ID], v[RW_PARTICIPANT], v[RW_DIGEST], v[RW_LEASE],
                                 v[RW_WORKER], rank_tuple, v[RW_FRAGMENT_IDS]);
-        if (row == NULL || view_key == NULL || PyDict_SetItem(table, view_key, bucket) < 0) goto next;
+        if (row == NULL || view_key == NULL || PyList_Append(keep, row) < 0) goto next;
+        if (PyDict_SetItem(table, view_key, bucket) < 0) goto next;
         if (PyDict_Size(table) != i + 1) { /* a repeated view key */
             rc = RV_DECLINE;
             goto next;
         }
-        iter = PyObject_GetIter(v[RW_FRAGMENT_IDS]);
+        PyObject *ids = v[RW_FRAGMENT_IDS];
+        int indexed = PyTuple_CheckExact(ids); /* items alive while ``keep`` holds the tuple */
+        if (indexed && PyList_Append(keep, ids) < 0) goto next;
+        iter = PyObject_GetIter(ids);
         if (iter == NULL) goto next;
         PyObject *fragment_id;
+        Py_ssize_t n_ids = indexed ? PyTuple_Size(ids) : 0, at = 0;
         while ((fragment_id = PyIter_Next(iter)) != NULL) {
+            /* The str a few ids ahead (its hash is read by the lookup): the ids are scattered. */
+            if (at + RW_AHEAD < n_ids) __builtin_prefetch(PyTuple_GetItem(ids, at + RW_AHEAD));
+            at++;
             /* ``runtime.setdefault(fragment_id, row)``: the first executor listing an id owns it. */
-            int present = PyDict_Contains(runtime, fragment_id);
-            int failed = present < 0 || (present == 0 && PyDict_SetItem(runtime, fragment_id, row) < 0);
+            PyObject *owner = PyDict_GetItemWithError(runtime, fragment_id); /* borrowed */
+            int failed = 0;
+            if (owner == NULL) {
+                failed = PyErr_Occurred() != NULL || PyDict_SetItem(runtime, fragment_id, row) < 0;
+                owner = row;
+            }
+            /* The owner is a row of this side (each is in ``keep``) unless Python code replaced
+             * a value of this private dict: only an exact 3-tuple is indexed. */
+            if (!failed && indexed && PyUnicode_CheckExact(fragment_id) && PyTuple_CheckExact(owner)
+                && PyTuple_Size(owner) == 3) {
+                failed = rw_ident_put(ident, fragment_id, PyTuple_GetItem(owner, 2)) < 0;
+            }
             Py_DECREF(fragment_id);
             if (failed) goto next;
         }
@@ -3398,36 +3501,142 @@ PyDoc_STRVAR(revalidate_views_doc,
 "that is not exactly ``rank_type`` or a missing field, and for an executor that is not\n"
 "exactly ``executor_type`` (when given). ``TypeError`` for wrong container types.");
 
-static PyObject *
-revalidate_views(PyObject *Py_UNUSED(module), PyObject *args)
+/* A route half item whose hash and equality run no Python code and depend on its value
+ * only: an exact int, an exact str or None. */
+static int
+rw_plain(PyObject *item)
 {
-    PyObject *source_executors, *target_executors, *ids_arg, *halves_arg, *source_arg, *target_arg, *rank_type;
-    PyObject *executor_arg = Py_None;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!|O:revalidate_views", &PyTuple_Type, &source_executors, &PyTuple_Type,
-                          &target_executors, &PyList_Type, &ids_arg, &PyList_Type, &halves_arg, &PyList_Type,
-                          &source_arg, &PyList_Type, &target_arg, &PyType_Type, &rank_type, &executor_arg)) {
-        return NULL;
-    }
-    if (executor_arg != Py_None && !PyType_Check(executor_arg)) {
-        PyErr_SetString(PyExc_TypeError, "revalidate_views: executor_type must be a type or None");
-        return NULL;
-    }
-    PyTypeObject *executor_type = executor_arg == Py_None ? NULL : (PyTypeObject *)executor_arg;
-    PyObject *result = NULL, *s_runtime = PyDict_New(), *s_rows = PyList_New(0), *s_table = PyDict_New();
-    PyObject *t_runtime = PyDict_New(), *t_rows = PyList_New(0), *t_table = PyDict_New(), *routes = PyDict_New();
-    PyObject *runtime_ids = PySequence_List(ids_arg), *halves = PySequence_List(halves_arg);
-    PyObject *source_of = PySequence_List(source_arg), *target_of = PySequence_List(target_arg);
+    return PyLong_CheckExact(item) || PyUnicode_CheckExact(item) || item == Py_None;
+}
+
+/* An exact 2-tuple of plain items (rw_plain). */
+static int
+rw_plain_half(PyObject *half)
+{
+    return half != NULL && PyTuple_CheckExact(half) && PyTuple_Size(half) == 2 && rw_plain(PyTuple_GetItem(half, 0))
+           && rw_plain(PyTuple_GetItem(half, 1));
+}
+
+/* The per-operation pass of revalidate_views for the common case, deciding exactly what the
+ * loop of ``rw_loop`` does: every position is in range, every route half a plain 2-tuple
+ * (rw_plain_half) and every operation's runtime fragment id object is one an executor listed
+ * (a hit of the side's rw_ident, whose bucket is the one ``runtime.get`` returns). Anything
+ * else returns RV_DECLINE before a single append, and the loop decides. Positions are read
+ * once into arrays, each used position's bucket is found once, in position order (the
+ * runtime id lists are read sequentially and the table slots prefetched ahead), and no key
+ * object is read: the lookup is by address. The only Python objects built are the operation
+ * indices, route tuples and route buckets, and a route tuple only when the pair of half
+ * objects changes (the same two plain halves give an equal route, hence the same bucket;
+ * the halves and that bucket are held while cached). Runs no Python code: the argument
+ * lists are read without private copies until the last one is read. */
+static int
+rw_fast(PyObject *runtime_ids, PyObject *halves, PyObject *source_of, PyObject *target_of, const rw_ident *s_ident,
+        const rw_ident *t_ident, PyObject *routes)
+{
+    Py_ssize_t n_ids = PyList_Size(runtime_ids), n_ops = PyList_Size(source_of);
+    /* Per operation its two positions; per position its two buckets and which sides use it. */
+    Py_ssize_t *s_pos = mr_alloc_array((size_t)n_ops, 2 * sizeof(Py_ssize_t));
+    Py_ssize_t *t_pos = s_pos == NULL ? NULL : s_pos + n_ops;
+    PyObject **s_bucket = mr_alloc_array((size_t)n_ids, 2 * sizeof(PyObject *));
+    PyObject **t_bucket = s_bucket == NULL ? NULL : s_bucket + n_ids;
+    unsigned char *used = mr_alloc_array((size_t)n_ids, 1);
+    PyObject *last_s = NULL, *last_t = NULL, *last_bucket = NULL;
     int rc = RV_ERROR;
-    if (s_runtime == NULL || s_rows == NULL || s_table == NULL || t_runtime == NULL || t_rows == NULL
-        || t_table == NULL || routes == NULL || runtime_ids == NULL || halves == NULL || source_of == NULL
-        || target_of == NULL) {
-        goto done;
+    if (s_pos == NULL || s_bucket == NULL || used == NULL) goto done;
+    memset(used, 0, (size_t)n_ids);
+    rc = RV_DECLINE;
+    for (Py_ssize_t i = 0; i < n_ops; i++) {
+        Py_ssize_t s = rs_position(source_of, i, n_ids), t = rs_position(target_of, i, n_ids);
+        if (s < 0 || t < 0) goto done;
+        s_pos[i] = s;
+        t_pos[i] = t;
+        used[s] |= 1;
+        used[t] |= 2;
     }
-    rc = rw_side(source_executors, (PyTypeObject *)rank_type, executor_type, s_runtime, s_rows, s_table);
-    if (rc == RV_OK) {
-        rc = rw_side(target_executors, (PyTypeObject *)rank_type, executor_type, t_runtime, t_rows, t_table);
+    for (Py_ssize_t p = 0; p < n_ids; p++) {
+        if (p + RW_AHEAD < n_ids && used[p + RW_AHEAD]) {
+            PyObject *ahead = PyList_GetItem(runtime_ids, p + RW_AHEAD);
+            if (used[p + RW_AHEAD] & 1) rw_ident_prefetch(s_ident, ahead);
+            if (used[p + RW_AHEAD] & 2) rw_ident_prefetch(t_ident, ahead);
+        }
+        if (!used[p]) continue;
+        PyObject *runtime_id = PyList_GetItem(runtime_ids, p);
+        if (!rw_plain_half(PyList_GetItem(halves, p))) goto done;
+        if (used[p] & 1) {
+            s_bucket[p] = rw_ident_get(s_ident, runtime_id);
+            if (s_bucket[p] == NULL) goto done;
+        }
+        if (used[p] & 2) {
+            t_bucket[p] = rw_ident_get(t_ident, runtime_id);
+            if (t_bucket[p] == NULL) goto done;
+        }
     }
-    if (rc != RV_OK) goto done;
+    /* Decided: from here on every operation is appended (errors only from memory). */
+    rc = RV_ERROR;
+    for (Py_ssize_t i = 0; i < n_ops; i++) {
+        if (i + RW_AHEAD < n_ops) {
+            __builtin_prefetch(s_bucket[s_pos[i + RW_AHEAD]]);
+            __builtin_prefetch(t_bucket[t_pos[i + RW_AHEAD]]);
+        }
+        Py_ssize_t s = s_pos[i], t = t_pos[i];
+        PyObject *index = PyLong_FromSsize_t(i);
+        if (index == NULL) goto done;
+        int failed = PyList_Append(s_bucket[s], index) < 0 || PyList_Append(t_bucket[t], index) < 0;
+        if (!failed) {
+            /* Read from the list now: a route built below may run the collector. */
+            PyObject *s_half = PyList_GetItem(halves, s), *t_half = PyList_GetItem(halves, t);
+            if (s_half == NULL || t_half == NULL) {
+                failed = 1;
+            } else if (s_half != last_s || t_half != last_t) {
+                Py_XDECREF(last_s);
+                Py_XDECREF(last_t);
+                last_s = Py_NewRef(s_half);
+                last_t = Py_NewRef(t_half);
+                Py_CLEAR(last_bucket);
+                if (!rw_plain_half(s_half) || !rw_plain_half(t_half)) { /* changed since checked */
+                    PyErr_SetString(PyExc_RuntimeError, "revalidate_views: route halves changed");
+                    failed = 1;
+                } else {
+                    PyObject *route = PyTuple_Pack(4, PyTuple_GetItem(s_half, 0), PyTuple_GetItem(s_half, 1),
+                                                   PyTuple_GetItem(t_half, 0), PyTuple_GetItem(t_half, 1));
+                    failed = route == NULL || rc_append(routes, route, index) < 0;
+                    if (!failed) {
+                        last_bucket = PyDict_GetItemWithError(routes, route); /* plain: no Python code */
+                        Py_XINCREF(last_bucket);
+                        failed = last_bucket == NULL;
+                    }
+                    Py_XDECREF(route);
+                }
+            } else {
+                failed = PyList_Append(last_bucket, index) < 0;
+            }
+        }
+        Py_DECREF(index);
+        if (failed && !PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "revalidate_views: route table changed");
+        if (failed) goto done;
+    }
+    rc = RV_OK;
+done:
+    PyMem_Free(s_pos);
+    PyMem_Free(s_bucket);
+    PyMem_Free(used);
+    Py_XDECREF(last_s);
+    Py_XDECREF(last_t);
+    Py_XDECREF(last_bucket);
+    return rc;
+}
+
+/* The per-operation pass of revalidate_views for everything rw_fast declines (the original
+ * loop, on private copies of the lists: the values' own methods may run). */
+static int
+rw_loop(PyObject *ids_arg, PyObject *halves_arg, PyObject *source_arg, PyObject *target_arg, PyObject *s_runtime,
+        PyObject *t_runtime, PyObject *routes)
+{
+    PyObject *own[4] = {PySequence_List(ids_arg), PySequence_List(halves_arg), PySequence_List(source_arg),
+                        PySequence_List(target_arg)};
+    PyObject *runtime_ids = own[0], *halves = own[1], *source_of = own[2], *target_of = own[3];
+    int rc = RV_ERROR;
+    if (runtime_ids == NULL || halves == NULL || source_of == NULL || target_of == NULL) goto done;
     Py_ssize_t n_ids = PyList_Size(runtime_ids), n_ops = PyList_Size(source_of);
     if (PyList_Size(halves) != n_ids || PyList_Size(target_of) != n_ops) {
         rc = RV_DECLINE;
@@ -3445,7 +3654,6 @@ revalidate_views(PyObject *Py_UNUSED(module), PyObject *args)
             rc = RV_DECLINE;
             goto done;
         }
-        rc = RV_ERROR;
         PyObject *index = PyLong_FromSsize_t(i);
         if (index == NULL) goto done;
         PyObject *route = PyTuple_Pack(4, PyTuple_GetItem(s_half, 0), PyTuple_GetItem(s_half, 1),
@@ -3457,9 +3665,58 @@ revalidate_views(PyObject *Py_UNUSED(module), PyObject *args)
         Py_XDECREF(route);
         if (failed) goto done;
     }
+    rc = RV_OK;
+done:
+    for (int k = 0; k < 4; k++) Py_XDECREF(own[k]);
+    return rc;
+}
+
+static PyObject *
+revalidate_views(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *source_executors, *target_executors, *ids_arg, *halves_arg, *source_arg, *target_arg, *rank_type;
+    PyObject *executor_arg = Py_None;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!|O:revalidate_views", &PyTuple_Type, &source_executors, &PyTuple_Type,
+                          &target_executors, &PyList_Type, &ids_arg, &PyList_Type, &halves_arg, &PyList_Type,
+                          &source_arg, &PyList_Type, &target_arg, &PyType_Type, &rank_type, &executor_arg)) {
+        return NULL;
+    }
+    if (executor_arg != Py_None && !PyType_Check(executor_arg)) {
+        PyErr_SetString(PyExc_TypeError, "revalidate_views: executor_type must be a type or None");
+        return NULL;
+    }
+    PyTypeObject *executor_type = executor_arg == Py_None ? NULL : (PyTypeObject *)executor_arg;
+    PyObject *result = NULL, *s_runtime = PyDict_New(), *s_rows = PyList_New(0), *s_table = PyDict_New();
+    PyObject *t_runtime = PyDict_New(), *t_rows = PyList_New(0), *t_table = PyDict_New(), *routes = PyDict_New();
+    PyObject *keep = PyList_New(0);
+    rw_ident s_ident = {NULL, 0, 0}, t_ident = {NULL, 0, 0};
+    int rc = RV_ERROR;
+    if (s_runtime == NULL || s_rows == NULL || s_table == NULL || t_runtime == NULL || t_rows == NULL
+        || t_table == NULL || routes == NULL || keep == NULL || rw_ident_init(&s_ident, 64) < 0
+        || rw_ident_init(&t_ident, 64) < 0) {
+        goto done;
+    }
+    rc = rw_side(source_executors, (PyTypeObject *)rank_type, executor_type, s_runtime, s_rows, s_table, &s_ident,
+                 keep);
+    if (rc == RV_OK) {
+        rc = rw_side(target_executors, (PyTypeObject *)rank_type, executor_type, t_runtime, t_rows, t_table, &t_ident,
+                     keep);
+    }
+    if (rc != RV_OK) goto done;
+    /* The lists as they are now (rw_fast reads them without copies and runs no Python code). */
+    if (PyList_Size(halves_arg) == PyList_Size(ids_arg) && PyList_Size(target_arg) == PyList_Size(source_arg)) {
+        rc = rw_fast(ids_arg, halves_arg, source_arg, target_arg, &s_ident, &t_ident, routes);
+        if (rc == RV_DECLINE) rc = rw_loop(ids_arg, halves_arg, source_arg, target_arg, s_runtime, t_runtime, routes);
+    } else {
+        rc = RV_DECLINE;
+    }
+    if (rc != RV_OK) goto done;
     result = PyTuple_Pack(7, s_runtime, s_rows, s_table, t_runtime, t_rows, t_table, routes);
 done:
     if (rc == RV_DECLINE && !PyErr_Occurred()) result = Py_NewRef(Py_None);
+    PyMem_Free(s_ident.slots);
+    PyMem_Free(t_ident.slots);
+    Py_XDECREF(keep);
     Py_XDECREF(s_runtime);
     Py_XDECREF(s_rows);
     Py_XDECREF(s_table);
@@ -3467,10 +3724,6 @@ done:
     Py_XDECREF(t_rows);
     Py_XDECREF(t_table);
     Py_XDECREF(routes);
-    Py_XDECREF(runtime_ids);
-    Py_XDECREF(halves);
-    Py_XDECREF(source_of);
-    Py_XDECREF(target_of);
     return result;
 }
 
