@@ -13,7 +13,8 @@ from typing import Any, Optional, Sequence
 import pytest
 
 import oracles
-from layout_model import AxisSpec, Coord, FragmentSpec, Layout, TensorSpec, build_placement, full_participants
+from layout_model import Coord, FragmentSpec, Layout, TensorSpec, build_placement, full_participants
+from planner_helpers import own, rep, split
 from mooncake.reshard.contracts import PlacementManifest, ResourceKind, ResourceManifest
 from mooncake.reshard.weight.part import WeightPlacementPart
 from mooncake.reshard.weight.placement import WeightPlacementManifest
@@ -333,18 +334,6 @@ def test_alias_group_accepted_and_checked_before_coverage() -> None:
 def L(sizes: tuple, tensors: Sequence[TensorSpec], frags: Sequence[FragmentSpec], participants: Any = None) -> Layout:
     tp, pp, ep, dp = sizes
     return Layout(sizes=sizes, participants=tuple(participants or full_participants(tp, pp, ep, dp)), tensors=tuple(tensors), fragments=tuple(frags))
-
-
-def split(kind: str, dim: int) -> AxisSpec:
-    return AxisSpec("split", kind, dim)
-
-
-def rep(kind: str) -> AxisSpec:
-    return AxisSpec("replicated", kind)
-
-
-def own(kind: str) -> AxisSpec:
-    return AxisSpec("ownership", kind)
 
 
 def F(offset: tuple, shape: tuple, tensor: str = "w", **rank: int) -> FragmentSpec:
