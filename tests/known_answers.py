@@ -111,6 +111,26 @@ def stored_manifest(name: str) -> Any:
     return StoredWeightManifest.from_json(load_case(name)["inputs"]["stored_manifest_json"])
 
 
+def bind_inputs(inputs: Dict[str, Any]) -> Any:
+    """A case's inputs planned and bound: the logical plan from its source placement (or Store
+    manifest) to its target placement, bound to its runtime bindings."""
+    from mooncake.reshard.weight import StoredWeightManifest, weight_placement_from_json
+    from mooncake.reshard.weight.planner import (
+        bind_logical_transfer_plan,
+        plan_placement_transfer,
+        plan_stored_transfer_to_target_placement,
+    )
+
+    target = weight_placement_from_json(inputs["target_placement_json"])
+    targets = build_bindings(inputs["target_bindings"])
+    if "stored_manifest_json" in inputs:
+        manifest = StoredWeightManifest.from_json(inputs["stored_manifest_json"])
+        logical = plan_stored_transfer_to_target_placement(manifest, target)
+        return bind_logical_transfer_plan(logical, targets, source_manifest=manifest)
+    logical = plan_placement_transfer(weight_placement_from_json(inputs["source_placement_json"]), target)
+    return bind_logical_transfer_plan(logical, targets, source_bindings=build_bindings(inputs["source_bindings"]))
+
+
 def source_bindings(name: str) -> Tuple[Any, ...]:
     return build_bindings(load_case(name)["inputs"].get("source_bindings", []))
 

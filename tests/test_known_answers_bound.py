@@ -12,15 +12,7 @@ from typing import Any, Dict
 
 import pytest
 
-from mooncake.reshard.weight import RuntimeBindingFragment, StoredWeightManifest, WeightRuntimeBindingManifest
-from mooncake.reshard.weight.planner import (
-    bind_logical_transfer_plan,
-    plan_placement_transfer,
-    plan_stored_transfer_to_target_placement,
-)
-from mooncake.reshard.weight.serde import weight_placement_from_json
-
-from known_answers import case_names, load_case
+from known_answers import bind_inputs, case_names, load_case
 
 CASES = case_names()
 
@@ -41,31 +33,6 @@ def canonical(value: Any) -> Any:
     return str(value)
 
 
-def _binding(raw: Dict[str, Any]) -> WeightRuntimeBindingManifest:
-    fields = dict(raw)
-    fields["fragments"] = tuple(
-        RuntimeBindingFragment(
-            **{k: (tuple(v) if isinstance(v, list) else v) for k, v in fragment.items()}
-        )
-        for fragment in raw["fragments"]
-    )
-    return WeightRuntimeBindingManifest(**fields)
-
-
-def _bind(case: Dict[str, Any]) -> Any:
-    inputs = case["inputs"]
-    target = weight_placement_from_json(inputs["target_placement_json"])
-    target_bindings = tuple(_binding(raw) for raw in inputs["target_bindings"])
-    if "stored_manifest_json" in inputs:
-        manifest = StoredWeightManifest.from_json(inputs["stored_manifest_json"])
-        logical = plan_stored_transfer_to_target_placement(manifest, target)
-        return bind_logical_transfer_plan(logical, target_bindings, source_manifest=manifest)
-    source = weight_placement_from_json(inputs["source_placement_json"])
-    logical = plan_placement_transfer(source, target)
-    source_bindings = tuple(_binding(raw) for raw in inputs["source_bindings"])
-    return bind_logical_transfer_plan(logical, target_bindings, source_bindings=source_bindings)
-
-
 @pytest.fixture(scope="module", params=CASES)
 def case(request: Any) -> Dict[str, Any]:
     loaded: Dict[str, Any] = copy.deepcopy(load_case(request.param))
@@ -77,7 +44,7 @@ def test_cases_present() -> None:
 
 
 def test_bound_operations_reproduce(case: Dict[str, Any]) -> None:
-    plan = _bind(case)
+    plan = bind_inputs(case["inputs"])
     expected = case["expected"]["transfer_plan_operations"]
     actual = canonical(plan.operations)
     assert len(actual) == len(expected)
@@ -86,7 +53,7 @@ def test_bound_operations_reproduce(case: Dict[str, Any]) -> None:
 
 
 def test_bound_counts_reproduce(case: Dict[str, Any]) -> None:
-    plan = _bind(case)
+    plan = bind_inputs(case["inputs"])
     counts = case["expected"]["transfer_plan_counts"]
     actual = {"operations": len(plan.operations), "target_executors": len(plan.target_executors)}
     if "source_executors" in counts:
@@ -95,7 +62,7 @@ def test_bound_counts_reproduce(case: Dict[str, Any]) -> None:
 
 
 def test_bound_plan_pickle_round_trip(case: Dict[str, Any]) -> None:
-    plan = _bind(case)
+    plan = bind_inputs(case["inputs"])
     restored = pickle.loads(pickle.dumps(plan, protocol=pickle.HIGHEST_PROTOCOL))
     assert restored == plan
     assert canonical(restored.operations) == case["expected"]["transfer_plan_operations"]
