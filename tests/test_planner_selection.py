@@ -24,6 +24,17 @@ def _outcome(call: Callable[[], Any]) -> Any:
         return ("error", str(exc))
 
 
+def _same_members(fast: Callable[..., None], covers: Any, inventory: Any, rest: Tuple[Any, ...]) -> List[List[Any]]:
+    """``fast`` and ``core._members_exact`` fill one member list per cover with the very same
+    fragment objects in the same order from ``inventory``; returns the fast members."""
+    exact_members: List[List[Any]] = [[] for _ in covers]
+    fast_members: List[List[Any]] = [[] for _ in covers]
+    core._members_exact(exact_members, inventory, *rest)
+    fast(fast_members, inventory, *rest)
+    assert [[id(f) for f in cover] for cover in fast_members] == [[id(f) for f in cover] for cover in exact_members]
+    return fast_members
+
+
 def _compare(plan: Callable[[], Any]) -> int:
     """Run ``plan`` with the fast selection (recording its inputs), check that the exact
     selection picks identical members from those inputs and that a plan built with the exact
@@ -47,18 +58,10 @@ def _compare(plan: Callable[[], Any]) -> int:
         core._select_placed_native = native
     assert got == with_native
     for args in calls:
-        exact_members: List[List[Any]] = [[] for _ in args[0]]
-        fast_members: List[List[Any]] = [[] for _ in args[0]]
-        core._members_exact(exact_members, *args[1:])
-        fast(fast_members, *args[1:])
-        assert [[id(f) for f in cover] for cover in fast_members] == [[id(f) for f in cover] for cover in exact_members]
+        _same_members(fast, args[0], args[1], args[2:])
         # Any inventory order (the minimum key wins, groups in first-occurrence order).
         for order in (list(reversed(args[1])), sorted(args[1], key=lambda f: f.placement_fragment_id)):
-            exact_members = [[] for _ in args[0]]
-            fast_members = [[] for _ in args[0]]
-            core._members_exact(exact_members, order, *args[2:])
-            fast(fast_members, order, *args[2:])
-            assert [[id(f) for f in c] for c in fast_members] == [[id(f) for f in c] for c in exact_members]
+            fast_members = _same_members(fast, args[0], order, args[2:])
         assert any(fast_members) or not args[4]
     core._placed_members = core._members_exact
     core._select_placed_native = lambda *args: None
