@@ -3930,6 +3930,106 @@ fail:
 }
 
 /* ------------------------------------------------------------------------------------------
+ * bind_side_ids: binding step 6's identity loop over one side's given bindings */
+
+PyDoc_STRVAR(bind_side_ids_doc,
+"bind_side_ids(binding_cls, runtime_fragment_cls, given)\n"
+"--\n\n"
+"binding._bind_side's loop over a tuple of given bindings in one call: the set of their\n"
+"participant ids when every binding is an exact binding_cls whose placement_id and\n"
+"participant_id (read from its own dict) are exact str, no two bindings share the pair\n"
+"(placement_id, participant_id), every fragments value is an exact tuple of exact\n"
+"runtime_fragment_cls objects with exact str fragment_id, and no fragment_id repeats across\n"
+"the side. None when not decided here (the Python loop runs and raises the first failure).");
+
+/* One binding of bind_side_ids: its key and participant added, its fragment ids added to ids;
+ * BD_FALLBACK at anything the Python loop would read differently or reject. */
+static int
+bd_side_binding(PyObject *const *nm, PyObject *binding, PyObject *binding_cls, PyObject *rf_cls, PyObject *keys,
+                PyObject *participants, PyObject *ids)
+{
+    if ((PyObject *)Py_TYPE(binding) != binding_cls) return BD_FALLBACK;
+    PyObject *dict = NULL, *placement_id = NULL, *participant_id = NULL, *fragments = NULL, *key = NULL;
+    int status = bd_dict_of(binding, &dict);
+    /* Exact str values: their hash and equality run no user code (the set operations below
+     * decide what the Python loop's set operations do). */
+    if (status == BD_OK) status = bd_dget(dict, nm[N_PARTICIPANT_ID], &participant_id);
+    if (status == BD_OK && !PyUnicode_CheckExact(participant_id)) status = BD_FALLBACK;
+    if (status == BD_OK) status = bd_dget(dict, nm[N_PLACEMENT_ID], &placement_id);
+    if (status == BD_OK && !PyUnicode_CheckExact(placement_id)) status = BD_FALLBACK;
+    if (status == BD_OK) status = bd_dget(dict, nm[N_FRAGMENTS], &fragments);
+    if (status == BD_OK && !PyTuple_CheckExact(fragments)) status = BD_FALLBACK;
+    if (status == BD_OK) {
+        key = PyTuple_Pack(2, placement_id, participant_id);
+        int seen = key == NULL ? -1 : PySet_Contains(keys, key);
+        if (seen != 0) status = seen > 0 ? BD_FALLBACK : BD_ERROR;
+        else if (PySet_Add(keys, key) < 0 || PySet_Add(participants, participant_id) < 0) status = BD_ERROR;
+    }
+    Py_ssize_t n = status == BD_OK ? PyTuple_Size(fragments) : 0;
+    if (n < 0) status = BD_ERROR;
+    for (Py_ssize_t i = 0; i < n && status == BD_OK; i++) {
+        PyObject *fragment = PyTuple_GetItem(fragments, i);
+        if (fragment == NULL) {
+            status = BD_ERROR;
+            break;
+        }
+        if (i + 4 < n) bd_prefetch_object(PyTuple_GetItem(fragments, i + 4)); /* a hint */
+        if ((PyObject *)Py_TYPE(fragment) != rf_cls) {
+            status = BD_FALLBACK;
+            break;
+        }
+        PyObject *fdict = NULL, *fid = NULL;
+        status = bd_dict_of(fragment, &fdict);
+        if (status == BD_OK) status = bd_dget(fdict, nm[N_FID], &fid);
+        Py_XDECREF(fdict);
+        if (status != BD_OK) break;
+        if (!PyUnicode_CheckExact(fid)) status = BD_FALLBACK;
+        else {
+            /* PySet_Add would not tell a repeat: the size does (the set only grows). */
+            Py_ssize_t before = PySet_Size(ids);
+            if (before < 0 || PySet_Add(ids, fid) < 0) status = BD_ERROR;
+            else if (PySet_Size(ids) == before) status = BD_FALLBACK; /* a repeated id */
+        }
+        Py_DECREF(fid);
+    }
+    Py_XDECREF(dict);
+    Py_XDECREF(placement_id);
+    Py_XDECREF(participant_id);
+    Py_XDECREF(fragments);
+    Py_XDECREF(key);
+    return status;
+}
+
+static PyObject *
+bd_bind_side_ids(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    bd_table tb;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "bind_side_ids expects 3 arguments");
+        return NULL;
+    }
+    if (bd_load_table(self, &tb) < 0) return NULL;
+    if (bd_check_heap_types(args, 2) < 0) return NULL;
+    PyObject *given = args[2];
+    if (!PyTuple_CheckExact(given)) Py_RETURN_NONE;
+    Py_ssize_t n = PyTuple_Size(given);
+    if (n < 0) return NULL;
+    PyObject *keys = PySet_New(NULL), *participants = PySet_New(NULL), *ids = PySet_New(NULL);
+    int status = keys == NULL || participants == NULL || ids == NULL ? BD_ERROR : BD_OK;
+    for (Py_ssize_t i = 0; i < n && status == BD_OK; i++) {
+        PyObject *binding = PyTuple_GetItem(given, i);
+        status = binding == NULL ? BD_ERROR
+                                 : bd_side_binding(tb.nm, binding, args[0], args[1], keys, participants, ids);
+    }
+    Py_XDECREF(keys);
+    Py_XDECREF(ids);
+    if (status == BD_OK) return participants;
+    Py_XDECREF(participants);
+    if (status == BD_ERROR) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------------------------------
  * operations_snapshots / bound_fragment_ids: binding steps 5 and 11 over the operations */
 
 /* fragment (the op's field `which`) is an exact fragment_cls whose placement fragment id (exact
@@ -4181,6 +4281,7 @@ static PyMethodDef binder_methods[] = {
     {"project_attested", (PyCFunction)(void (*)(void))bd_project_attested, METH_FASTCALL,
      project_attested_doc},
     {"attest_many", (PyCFunction)(void (*)(void))bd_attest_many, METH_FASTCALL, attest_many_doc},
+    {"bind_side_ids", (PyCFunction)(void (*)(void))bd_bind_side_ids, METH_FASTCALL, bind_side_ids_doc},
     {"operations_snapshots", (PyCFunction)(void (*)(void))bd_operations_snapshots, METH_FASTCALL,
      operations_snapshots_doc},
     {"bound_fragment_ids", (PyCFunction)(void (*)(void))bd_bound_fragment_ids, METH_FASTCALL,

@@ -1051,6 +1051,14 @@ def attest_many(
     ``bindings`` is not a tuple or ``part_index`` not a dict; ``TypeError`` for a class that is
     not a heap type."""
 
+def bind_side_ids(binding_cls: type, runtime_fragment_cls: type, given: object, /) -> Optional[set[str]]:
+    """``binding._bind_side_ids`` over a tuple of bindings in one call: the set of their
+    participant ids when every binding is an exact ``binding_cls`` with exact str placement and
+    participant ids (no pair twice) and an exact tuple of exact ``runtime_fragment_cls`` fragments
+    with exact str fragment ids, none repeated across the side. None when not decided here (the
+    Python loop runs and raises the first failure); ``TypeError`` for a class that is not a heap
+    type."""
+
 def operations_snapshots(
     operations: object, region_cls: type, fragment_cls: type, target_index: object, source_index: object, /
 ) -> Optional[bool]:

@@ -567,23 +567,14 @@ def _bind_side(
         return [], {}
     if not given:
         raise ValueError(f"logical plan requires {label} runtime bindings")
-    seen: set[tuple[str, str]] = set()
-    runtime_ids: set[str] = set()
-    given_participants: set[str] = set()
-    for binding in given:
-        if not isinstance(binding, WeightRuntimeBindingManifest):
-            raise ValueError(f"invalid {label} runtime binding input")
-        participant_id = binding.participant_id
-        key = (binding.placement_id, participant_id)
-        if key in seen:
-            raise ValueError(f"duplicate {label} runtime binding participant: {participant_id}")
-        seen.add(key)
-        given_participants.add(participant_id)
-        for fragment in binding.fragments:
-            fragment_id = fragment.fragment_id
-            if fragment_id in runtime_ids:
-                raise ValueError(f"duplicate {label} runtime fragment_id: {fragment_id}")
-            runtime_ids.add(fragment_id)
+    # The loop below in one C call when it accepts (exact classes, exact str ids read from the
+    # instances' own dicts: no user code runs, so the set operations decide what the loop's do);
+    # None: the loop runs and raises the first failure in its order.
+    given_participants: Optional[set[str]] = _native.bind_side_ids(
+        WeightRuntimeBindingManifest, RuntimeBindingFragment, given
+    )
+    if given_participants is None:
+        given_participants = _bind_side_ids(label, given)
     placement_id = placement.placement_id
     for binding in given:
         if binding.placement_id != placement_id:
@@ -602,6 +593,30 @@ def _bind_side(
                 attestation = RuntimeBindingAttestation._from_validated(placement, binding)
             attestations[(placement_id, binding.participant_id)] = attestation
     return kept, attestations
+
+
+def _bind_side_ids(label: str, given: tuple[Any, ...]) -> set[str]:
+    """Step 6's identity checks of one side's given bindings, in order: each is a binding, no
+    (placement_id, participant_id) pair twice, no runtime fragment_id twice across the side.
+    Returns the participant ids."""
+    seen: set[tuple[str, str]] = set()
+    runtime_ids: set[str] = set()
+    given_participants: set[str] = set()
+    for binding in given:
+        if not isinstance(binding, WeightRuntimeBindingManifest):
+            raise ValueError(f"invalid {label} runtime binding input")
+        participant_id = binding.participant_id
+        key = (binding.placement_id, participant_id)
+        if key in seen:
+            raise ValueError(f"duplicate {label} runtime binding participant: {participant_id}")
+        seen.add(key)
+        given_participants.add(participant_id)
+        for fragment in binding.fragments:
+            fragment_id = fragment.fragment_id
+            if fragment_id in runtime_ids:
+                raise ValueError(f"duplicate {label} runtime fragment_id: {fragment_id}")
+            runtime_ids.add(fragment_id)
+    return given_participants
 
 
 def _validate_bindings_together(
