@@ -7,6 +7,7 @@
 #include "binder.h"
 #include "coverage.h"
 #include "gctrack.h"
+#include "layout.h"
 #include "overlap.h"
 #include "physical.h"
 #include "pickle_codec.h"
@@ -23,6 +24,7 @@ native_exec(PyObject *module)
     if (Init_Canonical(module) < 0) return -1;
     if (Init_Coverage(module) < 0) return -1;
     if (Init_GcTrack(module) < 0) return -1;
+    if (Init_Layout(module) < 0) return -1;
     if (Init_Overlap(module) < 0) return -1;
     if (Init_Physical(module) < 0) return -1;
     if (Init_PickleCodec(module) < 0) return -1;

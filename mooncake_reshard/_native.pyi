@@ -1145,3 +1145,32 @@ def restore_regions_carried(
     ``revalidate_scan_carried`` takes (None when a value is one the scan would decline). None when
     the table is not exactly the record's shape. ``TypeError`` for classes that are not heap types
     or ``region_fields`` other than ``TransferRegion``'s eleven field names in order."""
+
+# --- layout.c: C-owned value layouts (issue 5, representation change step 1) --------------
+
+def value_base(name: str, fields: tuple[str, ...], /) -> type:
+    """A new immutable C layout base type: instances hold one object per field in the order of
+    ``fields`` (member descriptors; an empty field raises AttributeError). ``name`` and every
+    field are identifiers (1 to 64 distinct fields, no dunders). A frozen dataclass derives from
+    it with ``__slots__ = ("__weakref__",)`` (``mooncake_reshard/_layout.py``)."""
+
+def layout_info(cls: object, /) -> Optional[tuple[type, tuple[str, ...]]]:
+    """``(base, fields)`` when ``cls`` derives from a ``value_base`` type, else None."""
+
+def layout_check(cls: object, n: int, /) -> bool:
+    """Test entry point: whether the C per-pass check accepts ``cls`` as a layout class of
+    exactly ``n`` fields whose instances C may read by direct loads."""
+
+def layout_read(objects: list[Any], cls: object, n: int, /) -> list[Optional[tuple[Any, ...]]]:
+    """Test entry point: each object's ``n`` fields read by direct loads, or None where the
+    reader declines (not exactly ``cls``, an empty field, ``cls`` failing the check)."""
+
+def layout_new(cls: type, values: tuple[Any, ...], /) -> Any:
+    """Test entry point: an instance of exactly ``cls`` built in C from ``values`` (no
+    ``__init__``; untracked by the collector when every value is inert). TypeError when ``cls``
+    is not a layout class of ``len(values)`` fields."""
+
+def layout_read_bench(objects: list[Any], cls: object, names: tuple[str, ...], mode: int, /) -> int:
+    """Measurement entry point: a checksum of the fields ``names`` of every object, read by
+    direct loads (mode 0; 1 prefetched) or through the instance dict (mode 2; 3 prefetched as
+    ``revalidate_side`` does). ValueError when an object declines."""

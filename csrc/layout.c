@@ -1,0 +1,612 @@
+/* C-owned value layouts: the layout base types (layout.h has the reading and building helpers
+ * other files use) and a few entry points for the tests and benchmarks/layout_reads.py.
+ *
+ * value_base(name, fields) builds two heap types: an anchor (a plain mutable type holding the
+ * capsule that describes the layout, MR_LAYOUT_ATTR) and, on it, the layout base (immutable,
+ * GC, one T_OBJECT_EX member per field at offsetof(mr_layout_object, fields[i])). A Python
+ * subclass's instances are dealt with by subtype_dealloc / subtype_traverse / subtype_clear,
+ * which clear its own slots (weak references included), then call the base's functions below;
+ * the base's dealloc releases the reference the instance holds on its (exact) heap type.
+ *
+ * On CPython 3.10 and 3.11 PyType_FromSpec keeps pointers to the spec's name and to the
+ * members' names, so those live in a spec block that is never freed; blocks are interned by
+ * (name, fields), so building the same layout again reuses its block (memory stays bounded by
+ * the distinct layouts built). The traverse / clear / dealloc functions exist once per field
+ * count (macro-generated below), so each knows its n without reading the type. */
+#include "layout.h"
+#include <structmember.h>
+
+#define LY_MAX_NAME 200
+
+static int
+ly_traverse_n(PyObject *self, visitproc visit, void *arg, Py_ssize_t n)
+{
+    PyObject **fields = ((mr_layout_object *)self)->fields;
+    for (Py_ssize_t i = 0; i < n; i++) Py_VISIT(fields[i]);
+    /* instances of a heap type hold a reference to it */
+    Py_VISIT((PyObject *)Py_TYPE(self));
+    return 0;
+}
+
+static int
+ly_clear_n(PyObject *self, Py_ssize_t n)
+{
+    PyObject **fields = ((mr_layout_object *)self)->fields;
+    for (Py_ssize_t i = 0; i < n; i++) Py_CLEAR(fields[i]);
+    return 0;
+}
+
+static void
+ly_dealloc_n(PyObject *self, Py_ssize_t n)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    (void)ly_clear_n(self, n);
+    freefunc free_fn = (freefunc)PyType_GetSlot(type, Py_tp_free);
+    free_fn(self);
+    Py_DECREF((PyObject *)type);
+}
+
+#define LY_FUNCS(N)                                                                              \
+    static int ly_traverse_##N(PyObject *self, visitproc visit, void *arg)                        \
+    {                                                                                            \
+        return ly_traverse_n(self, visit, arg, N);                                               \
+    }                                                                                            \
+    static int ly_clear_##N(PyObject *self) { return ly_clear_n(self, N); }                      \
+    static void ly_dealloc_##N(PyObject *self) { ly_dealloc_n(self, N); }
+
+#define LY_FUNCS8(A, B, C, D, E, F, G, H)                                                        \
+    LY_FUNCS(A) LY_FUNCS(B) LY_FUNCS(C) LY_FUNCS(D) LY_FUNCS(E) LY_FUNCS(F) LY_FUNCS(G) LY_FUNCS(H)
+
+LY_FUNCS8(1, 2, 3, 4, 5, 6, 7, 8)
+LY_FUNCS8(9, 10, 11, 12, 13, 14, 15, 16)
+LY_FUNCS8(17, 18, 19, 20, 21, 22, 23, 24)
+LY_FUNCS8(25, 26, 27, 28, 29, 30, 31, 32)
+LY_FUNCS8(33, 34, 35, 36, 37, 38, 39, 40)
+LY_FUNCS8(41, 42, 43, 44, 45, 46, 47, 48)
+LY_FUNCS8(49, 50, 51, 52, 53, 54, 55, 56)
+LY_FUNCS8(57, 58, 59, 60, 61, 62, 63, 64)
+
+typedef struct {
+    traverseproc traverse;
+    inquiry clear;
+    destructor dealloc;
+} ly_gc_funcs;
+
+#define LY_ENTRY(N) {ly_traverse_##N, ly_clear_##N, ly_dealloc_##N}
+#define LY_ENTRIES8(A, B, C, D, E, F, G, H)                                                      \
+    LY_ENTRY(A), LY_ENTRY(B), LY_ENTRY(C), LY_ENTRY(D), LY_ENTRY(E), LY_ENTRY(F), LY_ENTRY(G),   \
+        LY_ENTRY(H)
+
+/* ly_gc[n - 1]: the functions of a base of n fields */
+static const ly_gc_funcs ly_gc[MR_LAYOUT_MAX_FIELDS] = {
+    LY_ENTRIES8(1, 2, 3, 4, 5, 6, 7, 8),         LY_ENTRIES8(9, 10, 11, 12, 13, 14, 15, 16),
+    LY_ENTRIES8(17, 18, 19, 20, 21, 22, 23, 24), LY_ENTRIES8(25, 26, 27, 28, 29, 30, 31, 32),
+    LY_ENTRIES8(33, 34, 35, 36, 37, 38, 39, 40), LY_ENTRIES8(41, 42, 43, 44, 45, 46, 47, 48),
+    LY_ENTRIES8(49, 50, 51, 52, 53, 54, 55, 56), LY_ENTRIES8(57, 58, 59, 60, 61, 62, 63, 64),
+};
+
+/* ---- Spec blocks (never freed; interned) -------------------------------------------------- */
+
+typedef struct ly_block {
+    struct ly_block *next;
+    Py_ssize_t n;
+    char *short_name;     /* name as given (UTF-8) */
+    char *name;           /* "mooncake.reshard._native.<name>" */
+    char *anchor;         /* "mooncake.reshard._native.<name>_anchor" */
+    char **field_names;   /* n UTF-8 names */
+    PyMemberDef *members; /* n + 1 */
+    PyType_Slot slots[5];
+    PyType_Spec spec;
+    PyType_Slot anchor_slots[1];
+    PyType_Spec anchor_spec;
+} ly_block;
+
+static ly_block *ly_blocks = NULL; /* GIL-protected list of every block built */
+
+#define LY_PREFIX "mooncake.reshard._native."
+
+/* A NUL-terminated copy of prefix + text + suffix (PyMem), or NULL with MemoryError. */
+static char *
+ly_concat(const char *prefix, const char *text, Py_ssize_t len, const char *suffix)
+{
+    size_t a = strlen(prefix), c = strlen(suffix), total;
+    if (len < 0 || __builtin_add_overflow(a, (size_t)len, &total) || __builtin_add_overflow(total, c + 1, &total)) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    char *out = PyMem_Malloc(total);
+    if (out == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    memcpy(out, prefix, a);
+    memcpy(out + a, text, (size_t)len);
+    memcpy(out + a + (size_t)len, suffix, c + 1);
+    return out;
+}
+
+/* The interned block for (name, names[0..n-1]) (UTF-8), built on first use; NULL with an
+ * exception. A half-built block is freed (it was never handed to PyType_FromSpec). */
+static ly_block *
+ly_block_for(const char *name, Py_ssize_t name_len, const char *const *names, const Py_ssize_t *lens,
+             Py_ssize_t n)
+{
+    for (ly_block *b = ly_blocks; b != NULL; b = b->next) {
+        if (b->n != n || strlen(b->short_name) != (size_t)name_len || memcmp(b->short_name, name, (size_t)name_len))
+            continue;
+        Py_ssize_t i = 0;
+        for (; i < n; i++) {
+            if (strlen(b->field_names[i]) != (size_t)lens[i] || memcmp(b->field_names[i], names[i], (size_t)lens[i]))
+                break;
+        }
+        if (i == n) return b;
+    }
+    ly_block *b = PyMem_Calloc(1, sizeof(ly_block));
+    if (b == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    b->n = n;
+    b->short_name = ly_concat("", name, name_len, "");
+    b->name = ly_concat(LY_PREFIX, name, name_len, "");
+    b->anchor = ly_concat(LY_PREFIX, name, name_len, "_anchor");
+    b->field_names = mr_alloc_array((size_t)n, sizeof(char *));
+    b->members = mr_alloc_array((size_t)n + 1, sizeof(PyMemberDef));
+    int failed = b->short_name == NULL || b->name == NULL || b->anchor == NULL || b->field_names == NULL
+                 || b->members == NULL;
+    if (b->field_names != NULL) memset(b->field_names, 0, (size_t)n * sizeof(char *));
+    for (Py_ssize_t i = 0; !failed && i < n; i++) {
+        b->field_names[i] = ly_concat("", names[i], lens[i], "");
+        if (b->field_names[i] == NULL) failed = 1;
+    }
+    if (failed) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        if (b->field_names != NULL) {
+            for (Py_ssize_t i = 0; i < n; i++) PyMem_Free(b->field_names[i]);
+        }
+        PyMem_Free(b->field_names);
+        PyMem_Free(b->members);
+        PyMem_Free(b->anchor);
+        PyMem_Free(b->name);
+        PyMem_Free(b->short_name);
+        PyMem_Free(b);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        b->members[i].name = b->field_names[i];
+        b->members[i].type = T_OBJECT_EX;
+        b->members[i].offset = (Py_ssize_t)(offsetof(mr_layout_object, fields) + (size_t)i * sizeof(PyObject *));
+        b->members[i].flags = 0;
+        b->members[i].doc = NULL;
+    }
+    memset(&b->members[n], 0, sizeof(PyMemberDef));
+    const ly_gc_funcs *gc = &ly_gc[n - 1];
+    b->slots[0] = (PyType_Slot){Py_tp_traverse, (void *)gc->traverse};
+    b->slots[1] = (PyType_Slot){Py_tp_clear, (void *)gc->clear};
+    b->slots[2] = (PyType_Slot){Py_tp_dealloc, (void *)gc->dealloc};
+    b->slots[3] = (PyType_Slot){Py_tp_members, b->members};
+    b->slots[4] = (PyType_Slot){0, NULL};
+    b->spec = (PyType_Spec){
+        .name = b->name,
+        .basicsize = (int)(offsetof(mr_layout_object, fields) + (size_t)n * sizeof(PyObject *)),
+        .itemsize = 0,
+        .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE,
+        .slots = b->slots,
+    };
+    b->anchor_slots[0] = (PyType_Slot){0, NULL};
+    b->anchor_spec = (PyType_Spec){
+        .name = b->anchor,
+        .basicsize = 0,
+        .itemsize = 0,
+        .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+        .slots = b->anchor_slots,
+    };
+    b->next = ly_blocks;
+    ly_blocks = b;
+    return b;
+}
+
+/* ---- Capsule ------------------------------------------------------------------------------ */
+
+static void
+ly_capsule_destructor(PyObject *capsule)
+{
+    mr_layout_info *info = PyCapsule_GetPointer(capsule, MR_LAYOUT_CAPSULE);
+    if (info == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    Py_XDECREF(info->base);
+    Py_XDECREF(info->names);
+    PyMem_Free(info);
+}
+
+/* 1 when s (exact str) is an identifier, 0 when not, -1 with an exception. */
+static int
+ly_is_identifier(PyObject *s)
+{
+    PyObject *r = PyObject_CallMethod(s, "isidentifier", NULL);
+    if (r == NULL) return -1;
+    int ok = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    return ok;
+}
+
+/* 1 when s starts and ends with "__" (dunder names are not fields here), 0 otherwise. */
+static int
+ly_is_dunder(const char *s, Py_ssize_t len)
+{
+    return len >= 4 && s[0] == '_' && s[1] == '_' && s[len - 1] == '_' && s[len - 2] == '_';
+}
+
+/* 0 when an entry point got want arguments, else -1 with TypeError. */
+static int
+ly_nargs(Py_ssize_t nargs, Py_ssize_t want, const char *name)
+{
+    if (nargs == want) return 0;
+    PyErr_Format(PyExc_TypeError, "%s() takes exactly %zd arguments (%zd given)", name, want, nargs);
+    return -1;
+}
+
+PyDoc_STRVAR(value_base_doc,
+"value_base(name, fields, /)\n"
+"--\n\n"
+"A new C layout base type for a value class: instances hold one object per field, in the order\n"
+"of ``fields``, exposed as member descriptors (an empty field raises AttributeError). ``name``\n"
+"and every field are identifiers (fields: 1 to 64 distinct names, no dunders). The type is\n"
+"immutable; derive a frozen dataclass from it with ``__slots__ = (\"__weakref__\",)`` (see\n"
+"``mooncake_reshard/_layout.py``).");
+
+static PyObject *
+value_base(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (ly_nargs(nargs, 2, "value_base") < 0) return NULL;
+    PyObject *name = args[0], *fields = args[1];
+    if (!PyUnicode_CheckExact(name)) {
+        PyErr_SetString(PyExc_TypeError, "value_base() name must be a str");
+        return NULL;
+    }
+    if (!PyTuple_CheckExact(fields)) {
+        PyErr_SetString(PyExc_TypeError, "value_base() fields must be a tuple of str");
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_Size(fields);
+    if (n < 1 || n > MR_LAYOUT_MAX_FIELDS) {
+        PyErr_Format(PyExc_ValueError, "value_base() takes 1 to %d fields, not %zd", MR_LAYOUT_MAX_FIELDS, n);
+        return NULL;
+    }
+    Py_ssize_t name_len;
+    const char *name_utf8 = PyUnicode_AsUTF8AndSize(name, &name_len);
+    if (name_utf8 == NULL) return NULL;
+    int ident = ly_is_identifier(name);
+    if (ident < 0) return NULL;
+    if (!ident || name_len > LY_MAX_NAME) {
+        PyErr_SetString(PyExc_ValueError, "value_base() name must be an identifier of at most 200 bytes");
+        return NULL;
+    }
+    const char *names[MR_LAYOUT_MAX_FIELDS];
+    Py_ssize_t lens[MR_LAYOUT_MAX_FIELDS];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *field = PyTuple_GetItem(fields, i);
+        if (field == NULL) return NULL;
+        if (!PyUnicode_CheckExact(field)) {
+            PyErr_SetString(PyExc_TypeError, "value_base() fields must be a tuple of str");
+            return NULL;
+        }
+        names[i] = PyUnicode_AsUTF8AndSize(field, &lens[i]);
+        if (names[i] == NULL) return NULL;
+        ident = ly_is_identifier(field);
+        if (ident < 0) return NULL;
+        if (!ident || ly_is_dunder(names[i], lens[i]) || lens[i] > LY_MAX_NAME) {
+            PyErr_Format(PyExc_ValueError, "value_base() field %R is not a plain identifier", field);
+            return NULL;
+        }
+        for (Py_ssize_t j = 0; j < i; j++) {
+            if (lens[j] == lens[i] && memcmp(names[j], names[i], (size_t)lens[i]) == 0) {
+                PyErr_Format(PyExc_ValueError, "value_base() field %R is repeated", field);
+                return NULL;
+            }
+        }
+    }
+    ly_block *block = ly_block_for(name_utf8, name_len, names, lens, n);
+    if (block == NULL) return NULL;
+    PyObject *anchor = PyType_FromSpec(&block->anchor_spec);
+    if (anchor == NULL) return NULL;
+    PyObject *bases = PyTuple_Pack(1, anchor);
+    if (bases == NULL) {
+        Py_DECREF(anchor);
+        return NULL;
+    }
+    PyObject *base = PyType_FromSpecWithBases(&block->spec, bases);
+    Py_DECREF(bases);
+    if (base == NULL) {
+        Py_DECREF(anchor);
+        return NULL;
+    }
+    mr_layout_info *info = PyMem_Calloc(1, sizeof(mr_layout_info));
+    if (info == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    info->dealloc = (void *)ly_gc[n - 1].dealloc;
+    info->n = n;
+    info->names = Py_NewRef(fields);
+    info->base = PyWeakref_NewRef(base, NULL);
+    if (info->base == NULL) {
+        Py_DECREF(info->names);
+        PyMem_Free(info);
+        goto fail;
+    }
+    PyObject *capsule = PyCapsule_New(info, MR_LAYOUT_CAPSULE, ly_capsule_destructor);
+    if (capsule == NULL) {
+        Py_DECREF(info->base);
+        Py_DECREF(info->names);
+        PyMem_Free(info);
+        goto fail;
+    }
+    int rc = PyObject_SetAttrString(anchor, MR_LAYOUT_ATTR, capsule);
+    Py_DECREF(capsule);
+    if (rc < 0) goto fail;
+    Py_DECREF(anchor); /* the base holds it */
+    return base;
+fail:
+    Py_DECREF(base);
+    Py_DECREF(anchor);
+    return NULL;
+}
+
+PyDoc_STRVAR(layout_info_doc,
+"layout_info(cls, /)\n"
+"--\n\n"
+"``(base, fields)`` when ``cls`` derives from a ``value_base`` type (``base``, whose field names\n"
+"in layout order are ``fields``) found as the per-pass check finds it, else None.");
+
+static PyObject *
+layout_info(PyObject *self, PyObject *cls)
+{
+    (void)self;
+    PyObject *base, *mro;
+    Py_ssize_t index;
+    const mr_layout_info *info = mr_layout_find(cls, &base, &index, &mro);
+    if (info == NULL) Py_RETURN_NONE;
+    PyObject *result = PyTuple_Pack(2, base, info->names);
+    Py_DECREF(mro);
+    return result;
+}
+
+/* n from a Python int for the test entry points: 1 and *n set, 0 when out of range (no
+ * exception), -1 with TypeError when not an int. */
+static int
+ly_count_arg(PyObject *obj, Py_ssize_t *n)
+{
+    if (!PyLong_Check(obj)) {
+        PyErr_SetString(PyExc_TypeError, "field count must be an int");
+        return -1;
+    }
+    Py_ssize_t v = PyLong_AsSsize_t(obj);
+    if (v == -1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    if (v < 0 || v > MR_LAYOUT_MAX_FIELDS) return 0;
+    *n = v;
+    return 1;
+}
+
+PyDoc_STRVAR(layout_check_doc,
+"layout_check(cls, n, /)\n"
+"--\n\n"
+"Test entry point: True when the C per-pass check (``mr_layout_check``) accepts ``cls`` as a\n"
+"class built on a layout base of exactly ``n`` fields whose instances C may read by direct\n"
+"loads, else False.");
+
+static PyObject *
+layout_check(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (ly_nargs(nargs, 2, "layout_check") < 0) return NULL;
+    Py_ssize_t n = 0;
+    int in_range = ly_count_arg(args[1], &n);
+    if (in_range < 0) return NULL;
+    mr_layout_class lc;
+    if (!in_range || !mr_layout_check(&lc, args[0], n)) Py_RETURN_FALSE;
+    Py_RETURN_TRUE;
+}
+
+PyDoc_STRVAR(layout_read_doc,
+"layout_read(objects, cls, n, /)\n"
+"--\n\n"
+"Test entry point: for each object of the list, the tuple of its ``n`` fields read by\n"
+"``mr_layout_fields_set`` (one check of ``cls`` for the whole list), or None where that\n"
+"declines (not exactly ``cls``, an empty field, or ``cls`` failing the check).");
+
+static PyObject *
+layout_read(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (ly_nargs(nargs, 3, "layout_read") < 0) return NULL;
+    PyObject *objects = args[0];
+    if (!PyList_CheckExact(objects)) {
+        PyErr_SetString(PyExc_TypeError, "layout_read() objects must be a list");
+        return NULL;
+    }
+    Py_ssize_t n = 0;
+    int in_range = ly_count_arg(args[2], &n);
+    if (in_range < 0) return NULL;
+    mr_layout_class lc = {NULL, 0};
+    if (in_range) (void)mr_layout_check(&lc, args[1], n);
+    Py_ssize_t count = PyList_Size(objects);
+    PyObject *out = PyList_New(count);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *obj = PyList_GetItem(objects, k); /* borrowed; the list is not changed below */
+        if (obj == NULL) goto fail;
+        PyObject *const *fields = mr_layout_fields_set(obj, &lc);
+        PyObject *item;
+        if (fields == NULL) {
+            item = Py_NewRef(Py_None);
+        } else {
+            item = PyTuple_New(n);
+            if (item == NULL) goto fail;
+            for (Py_ssize_t i = 0; i < n; i++) PyTuple_SetItem(item, i, Py_NewRef(fields[i]));
+        }
+        PyList_SetItem(out, k, item);
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+PyDoc_STRVAR(layout_new_doc,
+"layout_new(cls, values, /)\n"
+"--\n\n"
+"Test entry point: an instance of exactly ``cls`` built by ``mr_layout_new`` from the tuple\n"
+"``values`` (no ``__init__``; untracked by the collector when every value is inert).\n"
+"TypeError when ``cls`` fails the per-pass check for ``len(values)`` fields.");
+
+static PyObject *
+layout_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (ly_nargs(nargs, 2, "layout_new") < 0) return NULL;
+    PyObject *values = args[1];
+    if (!PyTuple_CheckExact(values)) {
+        PyErr_SetString(PyExc_TypeError, "layout_new() values must be a tuple");
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_Size(values);
+    mr_layout_class lc;
+    if (!mr_layout_check(&lc, args[0], n)) {
+        PyErr_SetString(PyExc_TypeError, "layout_new() class is not a value layout of len(values) fields");
+        return NULL;
+    }
+    PyObject *items[MR_LAYOUT_MAX_FIELDS];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        items[i] = PyTuple_GetItem(values, i);
+        if (items[i] == NULL) return NULL;
+    }
+    return mr_layout_new(&lc, items, n);
+}
+
+/* ---- Measurement entry point (benchmarks/layout_reads.py) --------------------------------- */
+
+#define LY_AHEAD 12
+#define LY_AHEAD_DICT 6
+
+PyDoc_STRVAR(layout_read_bench_doc,
+"layout_read_bench(objects, cls, names, mode, /)\n"
+"--\n\n"
+"Measurement entry point: reads the fields ``names`` (in order) of every object of the list and\n"
+"returns a checksum of the field pointers. mode 0: direct loads through ``mr_layout_fields_set``\n"
+"(the layout is checked once for ``len(names)`` fields, ``cls`` must pass); 1: the same with the\n"
+"object 12 ahead prefetched; 2: the instance dict (``PyObject_GenericGetDict`` +\n"
+"``PyDict_GetItem`` per name, what the core does for dict-backed values); 3: the same with the\n"
+"object 12 ahead and its dict 6 ahead prefetched (as ``revalidate_side`` does). ValueError when\n"
+"an object declines.");
+
+/* Prefetch the instance dict of a dict-backed object (loading its dict pointer is the miss the
+ * dict path cannot avoid). */
+static void
+ly_prefetch_own_dict(PyObject *obj)
+{
+    PyObject *own = obj == NULL ? NULL : PyObject_GenericGetDict(obj, NULL);
+    if (own == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    __builtin_prefetch(own);
+    __builtin_prefetch((const char *)own + 32);
+    Py_DECREF(own);
+}
+
+static PyObject *
+layout_read_bench(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (ly_nargs(nargs, 4, "layout_read_bench") < 0) return NULL;
+    PyObject *objects = args[0], *cls = args[1], *names = args[2];
+    if (!PyList_CheckExact(objects) || !PyTuple_CheckExact(names)) {
+        PyErr_SetString(PyExc_TypeError, "layout_read_bench() takes a list and a tuple of names");
+        return NULL;
+    }
+    long mode = PyLong_Check(args[3]) ? PyLong_AsLong(args[3]) : -1;
+    if (mode == -1 && PyErr_Occurred()) return NULL;
+    if (mode < 0 || mode > 3) {
+        PyErr_SetString(PyExc_ValueError, "layout_read_bench() mode must be 0, 1, 2 or 3");
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_Size(names);
+    if (n < 1 || n > MR_LAYOUT_MAX_FIELDS) {
+        PyErr_SetString(PyExc_ValueError, "layout_read_bench() takes 1 to 64 names");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyUnicode_CheckExact(PyTuple_GetItem(names, i))) {
+            PyErr_SetString(PyExc_TypeError, "layout_read_bench() names must be str");
+            return NULL;
+        }
+    }
+    mr_layout_class lc = {NULL, 0};
+    if (mode <= 1) {
+        /* the layout may have more fields than are read: check against the base's count */
+        PyObject *base, *mro;
+        Py_ssize_t index;
+        const mr_layout_info *info = mr_layout_find(cls, &base, &index, &mro);
+        if (info != NULL) Py_DECREF(mro);
+        if (info == NULL || info->n < n || !mr_layout_check(&lc, cls, info->n)) {
+            PyErr_SetString(PyExc_ValueError, "layout_read_bench() class is not a value layout");
+            return NULL;
+        }
+    }
+    uint64_t sum = 0;
+    Py_ssize_t count = PyList_Size(objects);
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *obj = PyList_GetItem(objects, k);
+        if (obj == NULL) return NULL;
+        if (mode == 1 || mode == 3) {
+            if (k + LY_AHEAD < count) __builtin_prefetch(PyList_GetItem(objects, k + LY_AHEAD));
+            if (mode == 3 && k + LY_AHEAD_DICT < count) ly_prefetch_own_dict(PyList_GetItem(objects, k + LY_AHEAD_DICT));
+        }
+        if (mode <= 1) {
+            PyObject *const *fields = mr_layout_fields_set(obj, &lc);
+            if (fields == NULL) goto declined;
+            for (Py_ssize_t i = 0; i < n; i++) sum += (uint64_t)(uintptr_t)fields[i] >> 4;
+        } else {
+            PyObject *dict = PyObject_GenericGetDict(obj, NULL);
+            if (dict == NULL) return NULL;
+            int ok = PyDict_Check(dict);
+            for (Py_ssize_t i = 0; ok && i < n; i++) {
+                PyObject *value = PyDict_GetItemWithError(dict, PyTuple_GetItem(names, i));
+                if (value == NULL) ok = 0;
+                else sum += (uint64_t)(uintptr_t)value >> 4;
+            }
+            Py_DECREF(dict);
+            if (PyErr_Occurred()) return NULL;
+            if (!ok) goto declined;
+        }
+    }
+    return PyLong_FromUnsignedLongLong((unsigned long long)sum);
+declined:
+    PyErr_SetString(PyExc_ValueError, "layout_read_bench() an object declined");
+    return NULL;
+}
+
+static PyMethodDef layout_methods[] = {
+    {"value_base", (PyCFunction)(void (*)(void))value_base, METH_FASTCALL, value_base_doc},
+    {"layout_info", layout_info, METH_O, layout_info_doc},
+    {"layout_check", (PyCFunction)(void (*)(void))layout_check, METH_FASTCALL, layout_check_doc},
+    {"layout_read", (PyCFunction)(void (*)(void))layout_read, METH_FASTCALL, layout_read_doc},
+    {"layout_new", (PyCFunction)(void (*)(void))layout_new, METH_FASTCALL, layout_new_doc},
+    {"layout_read_bench", (PyCFunction)(void (*)(void))layout_read_bench, METH_FASTCALL, layout_read_bench_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+int
+Init_Layout(PyObject *module)
+{
+    return PyModule_AddFunctions(module, layout_methods);
+}

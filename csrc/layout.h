@@ -1,0 +1,274 @@
+/* C-owned value layouts (issue 5, representation change step 1).
+ *
+ * A value class (a frozen dataclass) gets its fields stored in a C base type that owns the
+ * layout: ``_native.value_base(name, fields)`` builds an immutable heap type whose instances are
+ * ``PyObject_HEAD`` followed by one ``PyObject *`` per field, in the given order, exposed to
+ * Python as ``T_OBJECT_EX`` member descriptors (an empty field raises AttributeError). The
+ * dataclass derives from it with ``__slots__ = ("__weakref__",)`` (``mooncake_reshard/_layout.py``
+ * does the rest). C code then reads a field with one load instead of an instance-dict lookup.
+ *
+ * Reading, once per pass and then per object:
+ *
+ *     mr_layout_class lc;
+ *     mr_layout_check(&lc, cls, n);                     // 1: fast path usable, 0: decline all
+ *     ...
+ *     PyObject *const *f = mr_layout_fields_set(obj, &lc);  // NULL: decline this object
+ *     if (f == NULL) { ...original getattr / dict path... } else { use f[0] .. f[n-1] }
+ *
+ * ``mr_layout_check`` accepts ``cls`` only when its instances' attribute reads are exactly the
+ * loads: ``type(cls)`` is ``type``, attribute access is the generic one (no ``__getattr__`` /
+ * ``__getattribute__``), ``cls`` derives from a layout base with exactly ``n`` fields, and no
+ * class between ``cls`` and that base in the MRO defines a field's name (a property, a default
+ * value or a slot shadowing the member). The base itself is immutable, so its member descriptors
+ * are the ones at the offsets below. The per-object call adds the exact-type check (a subclass
+ * may shadow a field) and the NULL check (a field never set, or removed with
+ * ``object.__delattr__``). Pointers read are borrowed: use them only while no Python code runs
+ * (as with ``PyDict_GetItem`` today). ``object.__setattr__`` on a field stores into the same
+ * slot, so forged values are seen at once.
+ *
+ * Building: ``mr_layout_new(&lc, values, n)`` allocates an instance of exactly ``lc.cls`` and
+ * stores new references to the n values (no ``__init__`` / ``__post_init__``: the caller has
+ * validated them), untracked by the collector when every value is inert as ``mr_gc_inert``
+ * decides (the rule ``mr_untrack_inert`` applies to dict-backed instances). */
+#ifndef MOONCAKE_RESHARD_LAYOUT_H
+#define MOONCAKE_RESHARD_LAYOUT_H
+#include "common.h"
+
+/* Name of the capsule describing a layout base, and the attribute of the base's anchor type
+ * (the base's own base, a plain mutable heap type) holding it. */
+#define MR_LAYOUT_CAPSULE "mooncake.reshard._native.layout"
+#define MR_LAYOUT_ATTR "__mr_layout__"
+/* Most fields a layout base may have (the largest value class has 16). */
+#define MR_LAYOUT_MAX_FIELDS 64
+
+/* An instance of a layout base (or of a Python subclass: its own slots, e.g. __weakref__, come
+ * after the fields). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *fields[];
+} mr_layout_object;
+
+/* What the capsule holds. base is a weak reference to the layout base (a dead base matches no
+ * class); dealloc is the base's tp_dealloc, which identifies types built by value_base; names is
+ * the exact tuple of the n field names. */
+typedef struct {
+    PyObject *base;
+    void *dealloc;
+    Py_ssize_t n;
+    PyObject *names;
+} mr_layout_info;
+
+/* The outcome of a per-pass check: cls (borrowed; the caller keeps it alive for the pass) when
+ * the fast path is usable for instances of exactly cls, else NULL. */
+typedef struct {
+    PyObject *cls;
+    Py_ssize_t n;
+} mr_layout_class;
+
+/* The entry of an exact type's own __dict__ under key (new reference), or NULL (absent; no
+ * exception). -1 in *error on a failure (exception cleared). Runs no Python code for an exact
+ * ``type`` instance and an exact str key. */
+static inline PyObject *
+mr_layout_own_entry(PyObject *type, PyObject *key, int *error)
+{
+    PyObject *proxy = PyObject_GetAttrString(type, "__dict__");
+    if (proxy == NULL) {
+        PyErr_Clear();
+        *error = -1;
+        return NULL;
+    }
+    PyObject *value = PyObject_GetItem(proxy, key);
+    Py_DECREF(proxy);
+    if (value == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_KeyError)) *error = -1;
+        PyErr_Clear();
+    }
+    return value;
+}
+
+/* Find the layout base of cls: the layout base B in cls.__mro__ whose anchor is the first MRO
+ * entry defining MR_LAYOUT_ATTR. On success returns the info (borrowed from the capsule, which
+ * B's anchor keeps), *base_out = B (borrowed; in cls's MRO) and *index_out = B's MRO index, and
+ * *mro_out = a new reference to cls.__mro__. NULL otherwise (no exception). Every MRO entry up
+ * to the anchor must be an exact ``type`` instance (their __dict__ then is the real one, and no
+ * Python code runs). */
+static inline const mr_layout_info *
+mr_layout_find(PyObject *cls, PyObject **base_out, Py_ssize_t *index_out, PyObject **mro_out)
+{
+    *mro_out = NULL;
+    if (!PyType_Check(cls) || !Py_IS_TYPE(cls, &PyType_Type)) return NULL;
+    PyObject *mro = PyObject_GetAttrString(cls, "__mro__");
+    if (mro == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *key = PyUnicode_InternFromString(MR_LAYOUT_ATTR);
+    if (key == NULL || !PyTuple_CheckExact(mro)) {
+        PyErr_Clear();
+        Py_XDECREF(key);
+        Py_DECREF(mro);
+        return NULL;
+    }
+    const mr_layout_info *found = NULL;
+    Py_ssize_t size = PyTuple_Size(mro);
+    for (Py_ssize_t j = 0; j < size && found == NULL; j++) {
+        PyObject *entry = PyTuple_GetItem(mro, j); /* borrowed; in range */
+        if (entry == NULL || !Py_IS_TYPE(entry, &PyType_Type)) break;
+        int error = 0;
+        PyObject *capsule = mr_layout_own_entry(entry, key, &error);
+        if (error) {
+            Py_XDECREF(capsule);
+            break;
+        }
+        if (capsule == NULL) continue;
+        /* the first entry defining the attribute decides: a shadowing value declines */
+        const mr_layout_info *info = NULL;
+        if (PyCapsule_IsValid(capsule, MR_LAYOUT_CAPSULE))
+            info = (const mr_layout_info *)PyCapsule_GetPointer(capsule, MR_LAYOUT_CAPSULE);
+        Py_DECREF(capsule);
+        if (info == NULL) {
+            PyErr_Clear();
+            break;
+        }
+        PyObject *base = PyWeakref_GetObject(info->base); /* borrowed; None when dead */
+        if (base == NULL) {
+            PyErr_Clear();
+            break;
+        }
+        for (Py_ssize_t k = 0; k < j; k++) {
+            if (PyTuple_GetItem(mro, k) == base) {
+                /* a type built by value_base: its dealloc, and its size is exactly n fields */
+                if (PyType_GetSlot((PyTypeObject *)base, Py_tp_dealloc) != info->dealloc) break;
+                PyObject *size_obj = PyObject_GetAttrString(base, "__basicsize__");
+                Py_ssize_t basicsize = size_obj == NULL ? -1 : PyLong_AsSsize_t(size_obj);
+                Py_XDECREF(size_obj);
+                if (basicsize < 0) {
+                    PyErr_Clear();
+                    break;
+                }
+                if ((size_t)basicsize
+                    != offsetof(mr_layout_object, fields) + (size_t)info->n * sizeof(PyObject *))
+                    break;
+                *base_out = base;
+                *index_out = k;
+                found = info;
+                break;
+            }
+        }
+        break;
+    }
+    Py_DECREF(key);
+    if (found == NULL) {
+        Py_DECREF(mro);
+        return NULL;
+    }
+    *mro_out = mro;
+    return found;
+}
+
+/* The per-pass check (see the top of this file). Fills *out and returns 1 when instances of
+ * exactly cls may be read by mr_layout_fields with n fields, else clears *out and returns 0.
+ * Never raises (failures decline); call it with no exception set. */
+static inline int
+mr_layout_check(mr_layout_class *out, PyObject *cls, Py_ssize_t n)
+{
+    out->cls = NULL;
+    out->n = 0;
+    if (n < 0 || n > MR_LAYOUT_MAX_FIELDS || !PyType_Check(cls)) return 0;
+    if (PyType_GetSlot((PyTypeObject *)cls, Py_tp_getattro) != (void *)PyObject_GenericGetAttr) return 0;
+    PyObject *base, *mro;
+    Py_ssize_t index;
+    const mr_layout_info *info = mr_layout_find(cls, &base, &index, &mro);
+    if (info == NULL) return 0;
+    int ok = info->n == n && PyTuple_CheckExact(info->names) && PyTuple_Size(info->names) == n;
+    /* no class before the base in the MRO may define a field's name (the base's own entries
+     * are its member descriptors: the type is immutable) */
+    for (Py_ssize_t k = 0; ok && k < index; k++) {
+        PyObject *proxy = PyObject_GetAttrString(PyTuple_GetItem(mro, k), "__dict__");
+        if (proxy == NULL) {
+            ok = 0;
+            break;
+        }
+        for (Py_ssize_t i = 0; ok && i < n; i++) {
+            int has = PySequence_Contains(proxy, PyTuple_GetItem(info->names, i));
+            if (has != 0) ok = 0;
+        }
+        Py_DECREF(proxy);
+    }
+    Py_DECREF(mro);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        ok = 0;
+    }
+    if (!ok) return 0;
+    out->cls = cls;
+    out->n = n;
+    return 1;
+}
+
+/* The field array of obj when its type is exactly the checked class, else NULL (decline).
+ * Entries may be NULL (a field never set or deleted): see mr_layout_fields_set. */
+static inline PyObject *const *
+mr_layout_fields(PyObject *obj, const mr_layout_class *lc)
+{
+    if (lc->cls == NULL || (PyObject *)Py_TYPE(obj) != lc->cls) return NULL;
+    return (PyObject *const *)((mr_layout_object *)obj)->fields;
+}
+
+/* 1 when all n fields are set, else 0. */
+static inline int
+mr_layout_all_set(PyObject *const *fields, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (fields[i] == NULL) return 0;
+    }
+    return 1;
+}
+
+/* mr_layout_fields, also declining (NULL) when a field is empty. */
+static inline PyObject *const *
+mr_layout_fields_set(PyObject *obj, const mr_layout_class *lc)
+{
+    PyObject *const *fields = mr_layout_fields(obj, lc);
+    if (fields == NULL || !mr_layout_all_set(fields, lc->n)) return NULL;
+    return fields;
+}
+
+/* A new instance of exactly lc->cls holding new references to values[0 .. n-1] (all non-NULL),
+ * untracked by the collector when every value is inert (mr_gc_inert, as mr_untrack_inert
+ * decides for dict-backed instances). NULL with an exception (TypeError when lc was not checked
+ * for n fields, MemoryError). */
+static inline PyObject *
+mr_layout_new(const mr_layout_class *lc, PyObject *const *values, Py_ssize_t n)
+{
+    if (lc->cls == NULL || lc->n != n) {
+        PyErr_SetString(PyExc_TypeError, "class is not a checked value layout of this many fields");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (values[i] == NULL) {
+            PyErr_SetString(PyExc_SystemError, "mr_layout_new: NULL field value");
+            return NULL;
+        }
+    }
+    allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)lc->cls, Py_tp_alloc);
+    if (alloc == NULL) {
+        PyErr_SetString(PyExc_TypeError, "value layout class has no allocator");
+        return NULL;
+    }
+    PyObject *obj = alloc((PyTypeObject *)lc->cls, 0);
+    if (obj == NULL) return NULL;
+    PyObject **fields = ((mr_layout_object *)obj)->fields;
+    int inert = 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        fields[i] = Py_NewRef(values[i]);
+        if (inert && !mr_gc_inert(values[i], MR_INERT_DEPTH)) inert = 0;
+    }
+    if (inert) (void)mr_untrack_inert(obj, NULL);
+    return obj;
+}
+
+/* Registers this file's functions on the module; returns 0 or -1 with an exception set. */
+int Init_Layout(PyObject *module);
+
+#endif

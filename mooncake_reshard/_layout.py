@@ -1,0 +1,127 @@
+"""C-owned value layouts for frozen dataclasses (issue 5, representation change step 1).
+
+A value class whose fields C reads in bulk can store them in a C base type that owns the layout
+(``_native.value_base``): one pointer per field right after the object header, read from C with
+one load (``csrc/layout.h``) instead of an instance-dict lookup, and 32 B + 8 B per field per
+instance (+ 8 B for the weak-reference slot) instead of an object plus its dict.
+
+Declaring such a class::
+
+    @layout_dataclass
+    class Snapshot(value_base("Snapshot", ("a", "b"))):
+        __slots__ = ("__weakref__",)
+
+        a: int
+        b: str = "x"
+
+:func:`layout_dataclass` applies ``dataclasses.dataclass(frozen=True)`` and then:
+
+* checks that the dataclass fields are exactly the base's fields, in the base's order (the order
+  C readers index by) and that instances have no ``__dict__`` (the class must declare
+  ``__slots__``; ``("__weakref__",)`` keeps weak references working);
+* removes the class attributes ``dataclasses`` leaves for fields with a default: a class
+  attribute would shadow the inherited member descriptor (instances could then neither store nor
+  read the field). ``__init__`` keeps applying the defaults (it holds them itself), and
+  ``dataclasses.fields`` still reports them; only ``Class.field`` now gives the member descriptor
+  instead of the default value;
+* gives the class a dict-format ``__getstate__`` / ``__setstate__`` (unless it defines its own),
+  so the pickle payload is exactly a dict-backed dataclass's: ``copyreg.__newobj__``, ``(cls,)``
+  and the state ``{field: value}`` in field order (an empty field is left out, as a missing key
+  of the instance dict was). Pickles therefore load both ways between the two layouts.
+  ``__setstate__`` stores each item with ``object.__setattr__`` (no ``__post_init__``, as a
+  dict-backed class's ``__dict__.update``) and refuses a state that is not a dict or names
+  something that is not a field (AttributeError: there is no instance dict to put it in).
+
+Everything else is the dataclass's own: ``__init__`` (with ``__post_init__``), frozen-ness
+(``FrozenInstanceError``), ``==`` / ``hash``, ``repr``, ``replace``, ``asdict``, ``copy`` /
+``deepcopy``. ``object.__setattr__(obj, field, value)`` still forges a field (the C readers see
+it at once: it is the only storage); forging a non-field attribute or an instance ``__dict__`` is
+no longer possible.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Dict, Tuple, Type, TypeVar
+
+from . import _native
+
+__all__ = ["layout_dataclass", "layout_fields", "value_base"]
+
+_T = TypeVar("_T")
+
+
+def value_base(name: str, fields: Tuple[str, ...]) -> type:
+    """A new C layout base type for a value class named ``name`` with ``fields`` in this order."""
+    return _native.value_base(name, tuple(fields))
+
+
+def layout_fields(cls: type) -> Tuple[str, ...]:
+    """The field names, in layout order, of the C layout base ``cls`` derives from.
+
+    Raises TypeError when ``cls`` is not built on a :func:`value_base` type.
+    """
+    info = _native.layout_info(cls)
+    if info is None:
+        raise TypeError(f"{cls.__qualname__} is not built on a value_base layout")
+    return info[1]
+
+
+def _state_methods(
+    cls: type, base: type, names: Tuple[str, ...]
+) -> Tuple[Callable[[Any], Dict[str, Any]], Callable[[Any, Any], None]]:
+    """Dict-format ``__getstate__`` / ``__setstate__`` reading and storing the layout's slots."""
+    readers = tuple((name, base.__dict__[name].__get__) for name in names)
+    store = object.__setattr__
+
+    def __getstate__(self: Any) -> Dict[str, Any]:
+        """The fields as a dict in field order (empty fields left out): a dict-backed
+        dataclass's pickle state."""
+        state: Dict[str, Any] = {}
+        for name, read in readers:
+            try:
+                state[name] = read(self, cls)
+            except AttributeError:
+                continue
+        return state
+
+    def __setstate__(self: Any, state: Any) -> None:
+        """Store a dict-format state item by item (what unpickling a dict-backed dataclass does
+        to its ``__dict__``)."""
+        if not isinstance(state, dict):
+            raise TypeError(f"{type(self).__qualname__} state must be a dict, not {type(state).__qualname__}")
+        for name, value in state.items():
+            store(self, name, value)
+
+    __getstate__.__qualname__ = f"{cls.__qualname__}.__getstate__"
+    __setstate__.__qualname__ = f"{cls.__qualname__}.__setstate__"
+    return __getstate__, __setstate__
+
+
+def layout_dataclass(cls: Type[_T]) -> Type[_T]:
+    """Make ``cls`` (a class deriving from a :func:`value_base` type, with ``__slots__``) a frozen
+    dataclass stored in that layout (see the module docstring)."""
+    info = _native.layout_info(cls)
+    if info is None:
+        raise TypeError(f"{cls.__qualname__} is not built on a value_base layout")
+    base, names = info
+    if "__slots__" not in cls.__dict__ or cls.__dictoffset__ != 0:
+        raise TypeError(f"{cls.__qualname__} must declare __slots__ (instances of a layout class have no __dict__)")
+    done = dataclasses.dataclass(frozen=True)(cls)
+    fields = tuple(f.name for f in dataclasses.fields(done))
+    if fields != names:
+        raise TypeError(f"{cls.__qualname__} fields {fields} are not its layout's fields {names} in order")
+    for f in dataclasses.fields(done):
+        if f.name not in done.__dict__:
+            continue
+        shadow = done.__dict__[f.name]
+        if f.default is not dataclasses.MISSING and shadow is f.default:
+            delattr(done, f.name)  # the default lives on in __init__ and the Field
+        else:
+            raise TypeError(f"{cls.__qualname__}.{f.name} shadows the layout's field")
+    getstate, setstate = _state_methods(done, base, names)
+    if "__getstate__" not in done.__dict__:
+        done.__getstate__ = getstate  # type: ignore[attr-defined]
+    if "__setstate__" not in done.__dict__:
+        done.__setstate__ = setstate  # type: ignore[attr-defined]
+    return done

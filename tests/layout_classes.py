@@ -1,0 +1,125 @@
+"""Throwaway value classes for tests/test_native_layout.py and benchmarks/layout_reads.py.
+
+``SnapshotD`` is shaped like ``RuntimeFragmentSnapshot`` (its 16 fields, in its order) and
+dict-backed, as the package's classes are today; ``SnapshotL`` is the same class stored in a C
+layout (``mooncake_reshard/_layout.py``). Both validate in ``__post_init__`` as the package's
+classes do. Their names have the same length, so their pickles are byte-equal once the class
+name is swapped. ``DefaultsD`` / ``DefaultsL`` have fields with defaults."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Dict, Tuple
+
+from mooncake.reshard._layout import layout_dataclass, value_base
+
+SNAPSHOT_FIELDS = (
+    "placement_fragment_id",
+    "fragment_id",
+    "tensor_id",
+    "global_offset",
+    "local_shape",
+    "address",
+    "nbytes",
+    "worker_id",
+    "endpoint",
+    "device",
+    "itemsize",
+    "strides_bytes",
+    "storage_address",
+    "storage_nbytes",
+    "storage_offset_bytes",
+    "lease_generation",
+)
+
+
+def _validate(obj: Any) -> None:
+    """The kind of check the package's ``__post_init__`` methods make."""
+    if type(obj.nbytes) is not int or obj.nbytes < 0:
+        raise ValueError("snapshot nbytes must be a non-negative int")
+    if type(obj.local_shape) is not tuple:
+        raise TypeError("snapshot local_shape must be a tuple")
+
+
+_SNAPSHOT_TYPES: Dict[str, Any] = {
+    "placement_fragment_id": Any,
+    "fragment_id": Any,
+    "tensor_id": Any,
+    "global_offset": Tuple[int, ...],
+    "local_shape": Tuple[int, ...],
+    "address": int,
+    "nbytes": int,
+    "worker_id": str,
+    "endpoint": str,
+    "device": str,
+    "itemsize": int,
+    "strides_bytes": Tuple[int, ...],
+    "storage_address": int,
+    "storage_nbytes": int,
+    "storage_offset_bytes": int,
+    "lease_generation": int,
+}
+assert tuple(_SNAPSHOT_TYPES) == SNAPSHOT_FIELDS
+
+
+def _namespace(doc: str, annotations: Dict[str, Any], **extra: Any) -> Dict[str, Any]:
+    """A class body: the annotations (and defaults), the docstring, this module's name."""
+    return {"__module__": __name__, "__qualname__": "", "__doc__": doc, "__annotations__": dict(annotations), **extra}
+
+
+def _class(name: str, bases: Tuple[type, ...], namespace: Dict[str, Any]) -> type:
+    namespace["__qualname__"] = name
+    return type(name, bases, namespace)
+
+
+SnapshotD = dataclass(frozen=True)(
+    _class("SnapshotD", (), _namespace("Dict-backed snapshot (today's layout).", _SNAPSHOT_TYPES, __post_init__=_validate))
+)
+SnapshotL = layout_dataclass(
+    _class(
+        "SnapshotL",
+        (value_base("SnapshotL", SNAPSHOT_FIELDS),),
+        _namespace(
+            "The same snapshot stored in a C layout.",
+            _SNAPSHOT_TYPES,
+            __post_init__=_validate,
+            __slots__=("__weakref__",),
+        ),
+    )
+)
+
+_DEFAULTS = {"b": 7, "c": dataclasses.field(default_factory=tuple)}
+_DEFAULTS_TYPES = {"a": int, "b": int, "c": Tuple[int, ...]}
+DefaultsD = dataclass(frozen=True)(
+    _class("DefaultsD", (), _namespace("Dict-backed class with defaults.", _DEFAULTS_TYPES, **_DEFAULTS))
+)
+DefaultsL = layout_dataclass(
+    _class(
+        "DefaultsL",
+        (value_base("DefaultsL", ("a", "b", "c")),),
+        _namespace("The same with a C layout.", _DEFAULTS_TYPES, __slots__=("__weakref__",), **_DEFAULTS),
+    )
+)
+
+
+def snapshot_values(seed: int = 0) -> Tuple[Any, ...]:
+    """Valid field values for a snapshot (fresh objects per call)."""
+    return (
+        ("pf", seed),
+        f"rf-{seed}",
+        f"tensor-{seed % 7}",
+        (seed, 0),
+        (4, 8),
+        1 << 40 | seed,
+        64,
+        f"w{seed % 3}",
+        "tcp://h:1",
+        "cuda:0",
+        2,
+        (16, 2),
+        1 << 41,
+        1 << 20,
+        seed * 64,
+        3,
+    )
