@@ -2807,6 +2807,7 @@ typedef struct {
     Py_ssize_t count;   /* operations targeting it */
     Py_ssize_t start;   /* first of them in the CSR order */
     int plain;          /* with the fused route check: its route half is plain (BD_OK) */
+    PyObject *pfid;     /* its placement fragment id (borrowed from its dict: v[CF_PFID]) */
     PyObject *v[CF_COUNT]; /* its fields read by bd_scan_fields (borrowed; NULL: read as before) */
 } bd_cover_frag;
 
@@ -3034,6 +3035,82 @@ bd_pointer_get(const uintptr_t *keys, const Py_ssize_t *slots, size_t mask, uint
     return -1;
 }
 
+/* Kernel: an identity table whose slots hold their key (one cache line per probe, where a slot
+ * index into a key array costs a second one): capacity a power of two, at least twice the
+ * count; key 0 empty (no object lives at 0). Homed by mr_ptr_slot. Python-free. */
+typedef struct {
+    uintptr_t key;
+    Py_ssize_t value;
+} bd_idslot;
+
+/* logical_target_cover's proven-source bits */
+#define BD_SRC_ROUTE 1
+#define BD_SRC_SNAP 2
+
+/* A zeroed table for up to count keys (*mask its capacity - 1); NULL with MemoryError. */
+static bd_idslot *
+bd_idtab_new(size_t count, size_t *mask)
+{
+    size_t capacity = 16;
+    while (capacity < 2 * count + 2) {
+        if (capacity > SIZE_MAX / 4 / sizeof(bd_idslot)) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        capacity *= 2;
+    }
+    bd_idslot *table = mr_alloc_array(capacity, sizeof(bd_idslot));
+    if (table != NULL) memset(table, 0, capacity * sizeof(bd_idslot));
+    *mask = capacity - 1;
+    return table;
+}
+
+/* The slot holding key, or the empty slot where it goes. */
+static bd_idslot *
+bd_idtab_find(bd_idslot *table, size_t mask, const void *key)
+{
+    size_t i = mr_ptr_slot(key, mask);
+    while (table[i].key != 0 && table[i].key != (uintptr_t)key) i = (i + 1) & mask;
+    return &table[i];
+}
+
+/* The value stored for key, or -1. */
+static Py_ssize_t
+bd_idtab_get(bd_idslot *table, size_t mask, const void *key)
+{
+    const bd_idslot *slot = bd_idtab_find(table, mask, key);
+    return slot->key != 0 ? slot->value : -1;
+}
+
+/* A set of exact str by value (hash, then identity or equality: no user code), for a
+ * distinctness check without a dict entry and an int object per key: capacity a power of two,
+ * at least twice the count; str NULL empty. */
+typedef struct {
+    Py_hash_t hash;
+    PyObject *str; /* borrowed: the caller keeps it alive for the table's life */
+} bd_strslot;
+
+/* Adds the exact str s: 1 added, 0 an equal str is there, -1 error. */
+static int
+bd_strtab_add(bd_strslot *table, size_t mask, PyObject *s)
+{
+    Py_hash_t hash = PyObject_Hash(s);
+    if (hash == -1) return -1;
+    size_t i = (size_t)hash & mask; /* str hashes are spread (SipHash) */
+    while (table[i].str != NULL) {
+        if (table[i].hash == hash) {
+            if (table[i].str == s) return 0;
+            int cmp = bd_compare(table[i].str, s);
+            if (cmp == -2) return -1;
+            if (cmp == 0) return 0;
+        }
+        i = (i + 1) & mask;
+    }
+    table[i].hash = hash;
+    table[i].str = s;
+    return 1;
+}
+
 PyDoc_STRVAR(logical_target_cover_doc,
 "logical_target_cover(operations, parts, executors, target_tensors, placement_id, region_cls,\n"
 "                     fragment_cls, part_cls, executor_cls, rank_cls, tensor_cls)\n"
@@ -3100,13 +3177,16 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (n_exec == 0) Py_RETURN_NONE; /* "logical plan has no target executor metadata" */
     int status = BD_ERROR;
     PyObject **part_fragments = NULL, **part_tensors = NULL, **part_ranks = NULL;
-    PyObject *participants = NULL, *fragment_ids = NULL, *tensors = NULL;
+    PyObject *participants = NULL, *tensors = NULL;
+    PyObject *owned = NULL; /* ids read through getattr (not from a scanned dict): held here */
     bd_cover_frag *frags = NULL;
     Py_ssize_t *op_frag = NULL, *order = NULL, *exec_parts = NULL, *exec_first = NULL, *part_first = NULL;
     PyObject **op_fields = NULL; /* per operation, its CO_COUNT scanned fields (borrowed; NULL: read as before) */
-    uintptr_t *frag_keys = NULL;
-    Py_ssize_t *frag_slots = NULL;
-    size_t frag_mask = 0;
+    /* Fragments by address (their index), placement fragment ids by value (distinctness), and
+     * the operation sources already proven (bits: BD_SRC_ROUTE, BD_SRC_SNAP). */
+    bd_idslot *frag_tab = NULL, *src_tab = NULL;
+    bd_strslot *pfid_tab = NULL;
+    size_t frag_mask = 0, pfid_mask = 0, src_mask = 0, src_count = 0;
     unsigned char *part_has_op = NULL, *part_selected = NULL;
     int64_t *coords = NULL;
     size_t coords_cap = 0;
@@ -3125,13 +3205,12 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     exec_first = mr_alloc_array((size_t)n_exec, sizeof(Py_ssize_t));
     part_first = mr_alloc_array((size_t)n_parts, sizeof(Py_ssize_t));
     participants = PyDict_New();
-    fragment_ids = PyDict_New();
     tensors = PyDict_New();
     if (part_fragments == NULL || part_tensors == NULL || part_ranks == NULL || part_has_op == NULL
         || part_selected == NULL || op_frag == NULL || order == NULL || op_fields == NULL || exec_parts == NULL
         || exec_first == NULL
         || part_first == NULL || participants == NULL
-        || fragment_ids == NULL || tensors == NULL) {
+        || tensors == NULL) {
         goto done;
     }
     memset(part_has_op, 0, (size_t)n_parts);
@@ -3164,6 +3243,19 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     status = BD_ERROR;
     frags = mr_alloc_array((size_t)n_frags, sizeof(bd_cover_frag));
     if (frags == NULL) goto done;
+    pfid_tab = NULL;
+    {
+        size_t capacity = 16;
+        while (capacity < 2 * (size_t)n_frags + 2 && capacity <= SIZE_MAX / 4 / sizeof(bd_strslot)) capacity *= 2;
+        if (capacity < 2 * (size_t)n_frags + 2) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        pfid_tab = mr_alloc_array(capacity, sizeof(bd_strslot));
+        if (pfid_tab == NULL) goto done;
+        memset(pfid_tab, 0, capacity * sizeof(bd_strslot));
+        pfid_mask = capacity - 1;
+    }
     status = BD_OK;
     {
         Py_ssize_t f = 0;
@@ -3173,20 +3265,33 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             for (Py_ssize_t k = 0; k < count && status == BD_OK; k++, f++) {
                 PyObject *fragment = PyTuple_GetItem(part_fragments[p], k), *pfid = NULL;
                 if (fragment == NULL) { status = BD_ERROR; break; }
+                if (k + 2 < count) bd_prefetch_object(PyTuple_GetItem(part_fragments[p], k + 2)); /* a hint */
                 if ((PyObject *)Py_TYPE(fragment) != fragment_cls) { status = BD_FALLBACK; break; }
                 static const int fields[CF_COUNT] = {N_PFID, N_GLOBAL_OFFSET, N_LOCAL_SHAPE, N_RANK, N_PIPELINE_STAGE_ID};
                 if (bd_scan_fields(nm, fragment, fields, CF_COUNT, frags[f].v) < 0) { status = BD_ERROR; break; }
+                /* The id as read from the fragment's own dict (held there; no code runs in this
+                 * call that could drop it), else as getattr reads it (then held by owned). */
                 status = bd_get_scanned(fragment, nm[N_PFID], frags[f].v[CF_PFID], &pfid);
-                if (status == BD_OK && (!PyUnicode_CheckExact(pfid) || PyUnicode_GetLength(pfid) < 1)) {
-                    Py_CLEAR(pfid);
-                    status = BD_FALLBACK; /* as bd_get_str */
+                if (status == BD_OK && frags[f].v[CF_PFID] == NULL) {
+                    if (owned == NULL) owned = PyList_New(0);
+                    if (owned == NULL || PyList_Append(owned, pfid) < 0) status = BD_ERROR;
                 }
+                Py_XDECREF(pfid); /* held by the dict, or by owned */
                 if (status != BD_OK) break;
-                Py_ssize_t known = 0;
-                status = bd_index_of(fragment_ids, pfid, &known);
-                if (status == BD_OK && known >= 0) status = BD_FALLBACK; /* a placement fragment id twice */
-                if (status == BD_OK) status = bd_index_put(fragment_ids, pfid, f);
-                Py_DECREF(pfid);
+                if (!PyUnicode_CheckExact(pfid) || PyUnicode_GetLength(pfid) < 1) {
+                    status = BD_FALLBACK; /* as bd_get_str */
+                    break;
+                }
+                /* Placement fragment ids distinct placement-wide (pfid_tab), and each part's in
+                 * strictly increasing order, as placements build them (the executor check below
+                 * compares with them in that order; another order declines). */
+                int added = bd_strtab_add(pfid_tab, pfid_mask, pfid);
+                if (added <= 0) status = added < 0 ? BD_ERROR : BD_FALLBACK; /* a placement fragment id twice */
+                if (status == BD_OK && k > 0) {
+                    int cmp = bd_compare(frags[f - 1].pfid, pfid);
+                    if (cmp == -2 || cmp >= 0) status = cmp == -2 ? BD_ERROR : BD_FALLBACK;
+                }
+                frags[f].pfid = pfid;
                 frags[f].fragment = fragment;
                 frags[f].part = p;
                 frags[f].count = 0;
@@ -3203,28 +3308,30 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (status != BD_OK) goto done;
     /* Operations: exact regions whose targets are the placement's own fragment objects (found
      * by address: a target that is not one of those objects declines). */
-    {
-        size_t capacity = 16;
-        while (capacity < 2 * (size_t)n_frags + 2) {
-            if (capacity > SIZE_MAX / 4) { status = BD_FALLBACK; break; }
-            capacity *= 2;
+    frag_tab = bd_idtab_new((size_t)n_frags, &frag_mask);
+    if (frag_tab == NULL) {
+        status = BD_ERROR;
+        goto done;
+    }
+    for (Py_ssize_t f = 0; f < n_frags; f++) {
+        bd_idslot *slot = bd_idtab_find(frag_tab, frag_mask, frags[f].fragment);
+        if (slot->key != 0) {
+            status = BD_FALLBACK; /* the same object twice */
+            goto done;
         }
-        if (status == BD_OK) {
+        slot->key = (uintptr_t)frags[f].fragment;
+        slot->value = f;
+    }
+    if (routes == BD_OK || snap == BD_OK) {
+        /* the sources proven plain / indexed so far (at most half full: then no more are kept) */
+        size_t expected = nargs == 14 && PyTuple_CheckExact(source_fragments) ? (size_t)PyTuple_Size(source_fragments)
+                                                                                 : (size_t)n_frags;
+        src_tab = bd_idtab_new(expected, &src_mask);
+        if (src_tab == NULL) {
             status = BD_ERROR;
-            frag_keys = mr_alloc_array((size_t)n_frags, sizeof(uintptr_t));
-            frag_slots = mr_alloc_array(capacity, sizeof(Py_ssize_t));
-            if (frag_keys != NULL && frag_slots != NULL) {
-                status = BD_OK;
-                frag_mask = capacity - 1;
-                for (size_t s = 0; s < capacity; s++) frag_slots[s] = -1;
-                for (Py_ssize_t f = 0; f < n_frags; f++) {
-                    frag_keys[f] = (uintptr_t)frags[f].fragment;
-                    bd_pointer_put(frag_slots, frag_mask, frag_keys[f], f);
-                }
-            }
+            goto done;
         }
     }
-    if (status != BD_OK) goto done;
     if (snap == BD_OK) {
         /* The target index: target_fragments holds exactly the parts' fragment objects, each
          * once (found by address; their ids, read above, are distinct), so the index maps each
@@ -3246,7 +3353,7 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         for (Py_ssize_t k = 0; k < n_frags && snap == BD_OK; k++) {
             PyObject *item = PyTuple_GetItem(target_fragments, k);
             if (item == NULL) { status = BD_ERROR; goto done; }
-            Py_ssize_t f = bd_pointer_get(frag_keys, frag_slots, frag_mask, (uintptr_t)item);
+            Py_ssize_t f = bd_idtab_get(frag_tab, frag_mask, item);
             if (f < 0 || f >= n_frags || frags[f].fragment != item || listed[f]) snap = BD_FALLBACK;
             else listed[f] = 1;
         }
@@ -3254,12 +3361,29 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         for (Py_ssize_t k = 0; k < n_source && snap == BD_OK; k++) {
             PyObject *item = PyTuple_GetItem(source_fragments, k), *pfid = NULL;
             if (item == NULL) { status = BD_ERROR; goto done; }
+            if (k + 4 < n_source) bd_prefetch_object(PyTuple_GetItem(source_fragments, k + 4)); /* a hint */
             if ((PyObject *)Py_TYPE(item) != fragment_cls) { snap = BD_FALLBACK; break; }
             snap = bd_get_str(item, nm[N_PFID], &pfid);
             if (snap == BD_OK && PyDict_SetItem(source_index, pfid, item) < 0) snap = BD_ERROR;
             Py_XDECREF(pfid);
         }
         if (snap == BD_ERROR) { status = BD_ERROR; goto done; }
+        /* No id twice among them (as many entries as fragments): each source fragment is its
+         * own index entry, so an operation whose source is one of these very objects (found by
+         * address) passes the check below as it would read it (an exact fragment_cls with an
+         * exact str id whose entry is itself; no user code runs in this call). */
+        Py_ssize_t n_indexed = snap == BD_OK ? PyDict_Size(source_index) : -1;
+        if (n_indexed < 0 && PyErr_Occurred()) { status = BD_ERROR; goto done; }
+        for (Py_ssize_t k = 0; n_indexed == n_source && k < n_source; k++) {
+            PyObject *item = PyTuple_GetItem(source_fragments, k);
+            if (item == NULL) { status = BD_ERROR; goto done; }
+            bd_idslot *slot = bd_idtab_find(src_tab, src_mask, item);
+            if (slot->key == 0 && 2 * (src_count + 1) <= src_mask) {
+                slot->key = (uintptr_t)item;
+                slot->value = BD_SRC_SNAP;
+                src_count++;
+            }
+        }
     }
     for (Py_ssize_t i = 0; i < n_ops && status == BD_OK; i++) {
         PyObject *op = PyTuple_GetItem(operations, i), *target = NULL;
@@ -3272,7 +3396,7 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         status = ov[CO_TARGET] != NULL ? BD_OK : bd_get(op, nm[N_TARGET], &target);
         if (status != BD_OK) break;
         PyObject *op_target = ov[CO_TARGET] != NULL ? ov[CO_TARGET] : target;
-        Py_ssize_t f = bd_pointer_get(frag_keys, frag_slots, frag_mask, (uintptr_t)op_target);
+        Py_ssize_t f = bd_idtab_get(frag_tab, frag_mask, op_target);
         if (f < 0 || f >= n_frags || frags[f].fragment != op_target) status = BD_FALLBACK;
         Py_CLEAR(target);
         if (status != BD_OK) break;
@@ -3284,17 +3408,29 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
              * values read. */
             PyObject *source = NULL;
             int got = bd_get_scanned(op, nm[N_SOURCE], ov[CO_SOURCE], &source);
+            /* A source proven plain (indexed) for an earlier operation is that very object,
+             * unchanged (no user code runs in this call): its answer stands (src_tab, by address;
+             * held by that operation, held by operations). */
+            bd_idslot *known = got == BD_OK ? bd_idtab_find(src_tab, src_mask, source) : NULL;
+            Py_ssize_t proven = known != NULL && known->key != 0 ? known->value : 0;
             if (routes == BD_OK) {
                 routes = frags[f].plain;
                 if (routes == BD_OK) routes = got;
-                if (routes == BD_OK && source != last_source && (PyObject *)Py_TYPE(source) != stored_cls) {
+                if (routes == BD_OK && source != last_source && !(proven & BD_SRC_ROUTE)
+                    && (PyObject *)Py_TYPE(source) != stored_cls) {
                     routes = bd_route_half_plain(nm, source, fragment_cls, rank_cls);
-                    if (routes == BD_OK) last_source = source; /* held by op, held by operations */
+                    if (routes == BD_OK) {
+                        last_source = source; /* held by op, held by operations */
+                        proven |= BD_SRC_ROUTE;
+                    }
                 }
             }
             if (snap == BD_OK) {
                 snap = got;
-                if (snap == BD_OK && source != last_snap) {
+                if (snap == BD_OK && (source == last_snap || (proven & BD_SRC_SNAP))) {
+                    /* proven for an earlier operation */
+                }
+                else if (snap == BD_OK) {
                     PyObject *pfid = NULL;
                     if ((PyObject *)Py_TYPE(source) != fragment_cls) snap = BD_FALLBACK;
                     if (snap == BD_OK) snap = bd_get_str(source, nm[N_PFID], &pfid);
@@ -3303,8 +3439,16 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                         if (indexed != source) snap = indexed == NULL && PyErr_Occurred() ? BD_ERROR : BD_FALLBACK;
                     }
                     Py_XDECREF(pfid);
-                    if (snap == BD_OK) last_snap = source; /* held by op, held by operations */
+                    if (snap == BD_OK) {
+                        last_snap = source; /* held by op, held by operations */
+                        proven |= BD_SRC_SNAP;
+                    }
                 }
+            }
+            if (known != NULL && proven != 0 && (known->key != 0 || 2 * (src_count + 1) <= src_mask)) {
+                src_count += known->key == 0;
+                known->key = (uintptr_t)source;
+                known->value = proven;
             }
             Py_XDECREF(source);
             if (got == BD_ERROR || routes == BD_ERROR || snap == BD_ERROR) {
@@ -3342,7 +3486,11 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_CLEAR(value);
         if (status != BD_OK) break;
         /* fragment ids: an exact tuple, strictly increasing, each a fragment of this part, as
-         * many as the part has (ids are distinct placement-wide): the part's sorted ids */
+         * many as the part has (ids are distinct placement-wide): the part's sorted ids. The
+         * part's ids are distinct and in strictly increasing order (proven above), so that is
+         * the tuple equal, item by item, to the part's ids in part order (a strictly increasing
+         * run of `count` members of a `count`-member set is its sorted order): compared by
+         * identity (the planner lists the fragments' own id objects), else as exact str. */
         status = bd_get(executor, nm[N_PLACEMENT_FRAGMENT_IDS], &value);
         if (status != BD_OK) break;
         Py_ssize_t count = PyTuple_Size(part_fragments[p]);
@@ -3351,13 +3499,12 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             PyObject *id = PyTuple_GetItem(value, k);
             if (id == NULL) { status = BD_ERROR; break; }
             if (!PyUnicode_CheckExact(id)) { status = BD_FALLBACK; break; }
-            if (k > 0) {
-                int cmp = bd_compare(PyTuple_GetItem(value, k - 1), id);
-                if (cmp == -2 || cmp >= 0) { status = cmp == -2 ? BD_ERROR : BD_FALLBACK; break; }
+            Py_ssize_t f = part_first[p] + k;
+            if (f < 0 || f >= n_frags || frags[f].part != p) { status = BD_FALLBACK; break; }
+            if (id != frags[f].pfid) {
+                int equal = bd_same_str(id, frags[f].pfid);
+                if (equal <= 0) status = equal < 0 ? BD_ERROR : BD_FALLBACK;
             }
-            Py_ssize_t f = -1;
-            status = bd_index_of(fragment_ids, id, &f);
-            if (status == BD_OK && (f < 0 || f >= n_frags || frags[f].part != p)) status = BD_FALLBACK;
         }
         Py_CLEAR(value);
         if (status != BD_OK) break;
@@ -3492,15 +3639,16 @@ done:
     PyMem_Free(exec_parts);
     PyMem_Free(exec_first);
     PyMem_Free(part_first);
-    PyMem_Free(frag_keys);
-    PyMem_Free(frag_slots);
+    PyMem_Free(frag_tab);
+    PyMem_Free(pfid_tab);
+    PyMem_Free(src_tab);
     PyMem_Free(frags);
     PyMem_Free(coords);
     PyMem_Free(listed);
     Py_XDECREF(source_index);
     Py_XDECREF(participants);
-    Py_XDECREF(fragment_ids);
     Py_XDECREF(tensors);
+    Py_XDECREF(owned);
     if (status == BD_OK) {
         if (nargs == 14) return PyTuple_Pack(2, routes == BD_OK ? Py_True : Py_False, snap == BD_OK ? Py_True : Py_False);
         if (stored_cls != NULL && routes != BD_OK) Py_RETURN_FALSE;
