@@ -1748,15 +1748,19 @@ static PyObject *
 revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *frags, *keys, *runtime_ids, *side_of, *runtime, *rows, *attested, *used, *att_type, *rank_type;
-    PyObject *snapshot_type, *placement_arg = Py_None;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O!O!O!O!|O:revalidate_side", &PyList_Type, &frags, &PyList_Type, &keys,
+    PyObject *snapshot_type, *placement_arg = Py_None, *row_of = Py_None;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O!O!O!O!|OO:revalidate_side", &PyList_Type, &frags, &PyList_Type, &keys,
                           &PyList_Type, &runtime_ids, &PyList_Type, &side_of, &PyDict_Type, &runtime, &PyList_Type,
                           &rows, &PyDict_Type, &attested, &PySet_Type, &used, &PyType_Type, &att_type, &PyType_Type,
-                          &rank_type, &PyType_Type, &snapshot_type, &placement_arg)) {
+                          &rank_type, &PyType_Type, &snapshot_type, &placement_arg, &row_of)) {
         return NULL;
     }
     if (placement_arg != Py_None && !PyType_Check(placement_arg)) {
         PyErr_SetString(PyExc_TypeError, "revalidate_side: placement_type must be a type or None");
+        return NULL;
+    }
+    if (row_of != Py_None && !PyList_CheckExact(row_of)) {
+        PyErr_SetString(PyExc_TypeError, "revalidate_side: row_of must be a list or None");
         return NULL;
     }
     PyObject *result = NULL, *by_key = NULL, *snapshot_owner = NULL;
@@ -1778,6 +1782,7 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
     Py_ssize_t n_frags = PyList_Size(own_frags), n_rows = PyList_Size(own_rows), n_ops = PyList_Size(own_side);
     if (n_frags < 0 || n_rows < 0 || n_ops < 0) goto done;
     if (PyList_Size(keys) != n_frags || PyList_Size(runtime_ids) != n_frags) goto decline;
+    if (row_of != Py_None && PyList_Size(row_of) != n_frags) row_of = Py_None; /* not this side's */
     seen = mr_alloc_array((size_t)n_frags, 1);
     unique = mr_alloc_array((size_t)n_frags, sizeof(Py_ssize_t));
     if (seen == NULL || unique == NULL || rv_table_init(&active, (size_t)n_frags) < 0 ||
@@ -1812,15 +1817,22 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
         Py_ssize_t p = unique[u];
         if (u + RS_AHEAD_OBJECT < n_unique) {
             rs_prefetch_item(own_frags, unique[u + RS_AHEAD_OBJECT]);
-            rs_prefetch_item(runtime_ids, unique[u + RS_AHEAD_OBJECT]);
+            if (row_of == Py_None) rs_prefetch_item(runtime_ids, unique[u + RS_AHEAD_OBJECT]);
             rs_prefetch_item(keys, unique[u + RS_AHEAD_OBJECT]);
         }
         if (u + RS_AHEAD_DICT < n_unique) rs_prefetch_dict(own_frags, unique[u + RS_AHEAD_DICT]);
-        PyObject *runtime_id = PyList_GetItem(runtime_ids, p);
         PyObject *key = PyList_GetItem(keys, p);
-        if (runtime_id == NULL || key == NULL) goto done;
-        PyObject *row = PyDict_GetItemWithError(runtime, runtime_id);
-        if (row == NULL) goto decline;
+        if (key == NULL) goto done;
+        /* ``runtime.get(runtime_ids[p])``: given by revalidate_views (``row_of``), which found
+         * it by address, else looked up (borrowed either way: only its address is compared
+         * with ``keyed`` below). */
+        PyObject *row = row_of == Py_None ? NULL : PyList_GetItem(row_of, p);
+        if (row == NULL) {
+            PyObject *runtime_id = PyList_GetItem(runtime_ids, p);
+            if (runtime_id == NULL) goto done;
+            row = PyDict_GetItemWithError(runtime, runtime_id);
+        }
+        if (row == NULL || row == Py_None) goto decline;
         PyObject *keyed = PyDict_GetItemWithError(by_key, key);
         if (keyed != row) goto decline;
         PyObject *attestation = rf_dict_item(PyList_GetItem(own_frags, p), rs_keys[RS_ATTESTATION]);
@@ -3313,14 +3325,14 @@ static const char *const rw_names[RW_NNAMES] = {
 static PyObject *rw_keys[RW_NNAMES];
 
 /* Identity index of one side's runtime fragment ids: an exact str fragment id object -> the
- * bucket (third item) of the row ``runtime[fragment_id]`` holds once the side is indexed. A
+ * row ``runtime[fragment_id]`` holds once the side is indexed. A
  * lookup of that very object in ``runtime`` (exact str: hash and equality are the str's own,
  * no Python code) returns the same row, so a hit decides exactly what the dict lookup does.
  * Keys and rows are kept alive by ``keep`` (see rw_side). Slots interleave key and value: one
  * cache line per lookup where the dict costs the key object, its index and its entry. */
 typedef struct {
     PyObject *key;    /* borrowed (kept); NULL marks an empty slot */
-    PyObject *bucket; /* borrowed (kept) */
+    PyObject *row; /* borrowed (kept) */
 } rw_slot;
 
 typedef struct {
@@ -3340,13 +3352,13 @@ rw_ident_init(rw_ident *t, size_t cap)
     return 0;
 }
 
-/* The bucket of ``key`` (borrowed), NULL when absent. */
+/* The row of ``key`` (borrowed), NULL when absent. */
 static PyObject *
 rw_ident_get(const rw_ident *t, const void *key)
 {
     size_t slot = mr_ptr_slot(key, t->mask);
     while (t->slots[slot].key != NULL) {
-        if ((const void *)t->slots[slot].key == key) return t->slots[slot].bucket;
+        if ((const void *)t->slots[slot].key == key) return t->slots[slot].row;
         slot = (slot + 1) & t->mask;
     }
     return NULL;
@@ -3358,10 +3370,10 @@ rw_ident_prefetch(const rw_ident *t, const void *key)
     __builtin_prefetch(&t->slots[mr_ptr_slot(key, t->mask)]);
 }
 
-/* Record key -> bucket unless key is present (its bucket is then the same row's: see above);
+/* Record key -> row unless key is present (its row is then the same: see above);
  * the table doubles at 3/4 load. -1 with MemoryError. */
 static int
-rw_ident_put(rw_ident *t, PyObject *key, PyObject *bucket)
+rw_ident_put(rw_ident *t, PyObject *key, PyObject *row)
 {
     if ((t->count + 1) * 4 > (t->mask + 1) * 3) {
         size_t cap = t->mask + 1;
@@ -3387,12 +3399,13 @@ rw_ident_put(rw_ident *t, PyObject *key, PyObject *bucket)
         slot = (slot + 1) & t->mask;
     }
     t->slots[slot].key = key;
-    t->slots[slot].bucket = bucket;
+    t->slots[slot].row = row;
     t->count++;
     return 0;
 }
 
 #define RW_AHEAD 16
+#define RW_ROW_OF_MIN 4096 /* fragment positions from which revalidate_views returns ``row_of`` */
 
 /* ``_fast_side_index`` of one side: fills runtime (fragment id -> row), rows and table (view
  * key -> bucket). RV_OK, RV_DECLINE (a repeated view key, a non-exact rank, a missing field)
@@ -3457,7 +3470,7 @@ rw_side(PyObject *executors, PyTypeObject *rank_type, PyTypeObject *executor_typ
              * a value of this private dict: only an exact 3-tuple is indexed. */
             if (!failed && indexed && PyUnicode_CheckExact(fragment_id) && PyTuple_CheckExact(owner)
                 && PyTuple_Size(owner) == 3) {
-                failed = rw_ident_put(ident, fragment_id, PyTuple_GetItem(owner, 2)) < 0;
+                failed = rw_ident_put(ident, fragment_id, owner) < 0;
             }
             Py_DECREF(fragment_id);
             if (failed) goto next;
@@ -3490,7 +3503,7 @@ rw_assign(PyObject *runtime, PyObject *runtime_id, PyObject *index)
 
 PyDoc_STRVAR(revalidate_views_doc,
 "revalidate_views(source_executors, target_executors, runtime_ids, route_halves, source_of,\n"
-"                 target_of, rank_type, executor_type=None)\n"
+"                 target_of, rank_type, executor_type=None, row_of=None)\n"
 "--\n\n"
 "Operation views (spec §11.9) of the TransferPlan revalidation fast path: per side\n"
 "``(runtime, rows, table)`` as ``bound_contracts`` documents for its fast path (rows\n"
@@ -3499,7 +3512,12 @@ PyDoc_STRVAR(revalidate_views_doc,
 "owner's bucket, and ``routes`` (route -> operation indices). Returns ``(s_runtime, s_rows,\n"
 "s_table, t_runtime, t_rows, t_table, routes)``, or ``None`` for a repeated view key, a rank\n"
 "that is not exactly ``rank_type`` or a missing field, and for an executor that is not\n"
-"exactly ``executor_type`` (when given). ``TypeError`` for wrong container types.");
+"exactly ``executor_type`` (when given). ``TypeError`` for wrong container types.\n"
+"``row_of`` (a list, optional): when the operations were assigned by address (every runtime\n"
+"id object listed by an executor, plain route halves) and there are at least 4096 fragment\n"
+"positions, two lists are appended to it: per\n"
+"fragment position ``runtime.get(runtime_ids[p])`` of the source and of the target side\n"
+"(None at positions the side has no operation for); else nothing (``revalidate_side``).");
 
 /* A route half item whose hash and equality run no Python code and depend on its value
  * only: an exact int, an exact str or None. */
@@ -3520,29 +3538,30 @@ rw_plain_half(PyObject *half)
 /* The per-operation pass of revalidate_views for the common case, deciding exactly what the
  * loop of ``rw_loop`` does: every position is in range, every route half a plain 2-tuple
  * (rw_plain_half) and every operation's runtime fragment id object is one an executor listed
- * (a hit of the side's rw_ident, whose bucket is the one ``runtime.get`` returns). Anything
+ * (a hit of the side's rw_ident, whose row is the one ``runtime.get`` returns). Anything
  * else returns RV_DECLINE before a single append, and the loop decides. Positions are read
- * once into arrays, each used position's bucket is found once, in position order (the
+ * once into arrays, each used position's row is found once, in position order (the
  * runtime id lists are read sequentially and the table slots prefetched ahead), and no key
  * object is read: the lookup is by address. The only Python objects built are the operation
  * indices, route tuples and route buckets, and a route tuple only when the pair of half
  * objects changes (the same two plain halves give an equal route, hence the same bucket;
  * the halves and that bucket are held while cached). Runs no Python code: the argument
- * lists are read without private copies until the last one is read. */
+ * lists are read without private copies until the last one is read. With ``row_of_out`` (a
+ * list), the two per-position row lists are appended to it (see below). */
 static int
 rw_fast(PyObject *runtime_ids, PyObject *halves, PyObject *source_of, PyObject *target_of, const rw_ident *s_ident,
-        const rw_ident *t_ident, PyObject *routes)
+        const rw_ident *t_ident, PyObject *routes, PyObject *row_of_out)
 {
     Py_ssize_t n_ids = PyList_Size(runtime_ids), n_ops = PyList_Size(source_of);
-    /* Per operation its two positions; per position its two buckets and which sides use it. */
+    /* Per operation its two positions; per position its two rows and which sides use it. */
     Py_ssize_t *s_pos = mr_alloc_array((size_t)n_ops, 2 * sizeof(Py_ssize_t));
     Py_ssize_t *t_pos = s_pos == NULL ? NULL : s_pos + n_ops;
-    PyObject **s_bucket = mr_alloc_array((size_t)n_ids, 2 * sizeof(PyObject *));
-    PyObject **t_bucket = s_bucket == NULL ? NULL : s_bucket + n_ids;
+    PyObject **s_row = mr_alloc_array((size_t)n_ids, 2 * sizeof(PyObject *));
+    PyObject **t_row = s_row == NULL ? NULL : s_row + n_ids;
     unsigned char *used = mr_alloc_array((size_t)n_ids, 1);
-    PyObject *last_s = NULL, *last_t = NULL, *last_bucket = NULL;
+    PyObject *last_s = NULL, *last_t = NULL, *last_row = NULL;
     int rc = RV_ERROR;
-    if (s_pos == NULL || s_bucket == NULL || used == NULL) goto done;
+    if (s_pos == NULL || s_row == NULL || used == NULL) goto done;
     memset(used, 0, (size_t)n_ids);
     rc = RV_DECLINE;
     for (Py_ssize_t i = 0; i < n_ops; i++) {
@@ -3563,25 +3582,23 @@ rw_fast(PyObject *runtime_ids, PyObject *halves, PyObject *source_of, PyObject *
         PyObject *runtime_id = PyList_GetItem(runtime_ids, p);
         if (!rw_plain_half(PyList_GetItem(halves, p))) goto done;
         if (used[p] & 1) {
-            s_bucket[p] = rw_ident_get(s_ident, runtime_id);
-            if (s_bucket[p] == NULL) goto done;
+            s_row[p] = rw_ident_get(s_ident, runtime_id);
+            if (s_row[p] == NULL) goto done;
         }
         if (used[p] & 2) {
-            t_bucket[p] = rw_ident_get(t_ident, runtime_id);
-            if (t_bucket[p] == NULL) goto done;
+            t_row[p] = rw_ident_get(t_ident, runtime_id);
+            if (t_row[p] == NULL) goto done;
         }
     }
     /* Decided: from here on every operation is appended (errors only from memory). */
     rc = RV_ERROR;
     for (Py_ssize_t i = 0; i < n_ops; i++) {
-        if (i + RW_AHEAD < n_ops) {
-            __builtin_prefetch(s_bucket[s_pos[i + RW_AHEAD]]);
-            __builtin_prefetch(t_bucket[t_pos[i + RW_AHEAD]]);
-        }
         Py_ssize_t s = s_pos[i], t = t_pos[i];
         PyObject *index = PyLong_FromSsize_t(i);
         if (index == NULL) goto done;
-        int failed = PyList_Append(s_bucket[s], index) < 0 || PyList_Append(t_bucket[t], index) < 0;
+        /* Rows are one per executor (few, hot); their buckets are exact lists (rw_side). */
+        int failed = PyList_Append(PyTuple_GetItem(s_row[s], 2), index) < 0
+                     || PyList_Append(PyTuple_GetItem(t_row[t], 2), index) < 0;
         if (!failed) {
             /* Read from the list now: a route built below may run the collector. */
             PyObject *s_half = PyList_GetItem(halves, s), *t_half = PyList_GetItem(halves, t);
@@ -3592,7 +3609,7 @@ rw_fast(PyObject *runtime_ids, PyObject *halves, PyObject *source_of, PyObject *
                 Py_XDECREF(last_t);
                 last_s = Py_NewRef(s_half);
                 last_t = Py_NewRef(t_half);
-                Py_CLEAR(last_bucket);
+                Py_CLEAR(last_row);
                 if (!rw_plain_half(s_half) || !rw_plain_half(t_half)) { /* changed since checked */
                     PyErr_SetString(PyExc_RuntimeError, "revalidate_views: route halves changed");
                     failed = 1;
@@ -3601,28 +3618,43 @@ rw_fast(PyObject *runtime_ids, PyObject *halves, PyObject *source_of, PyObject *
                                                    PyTuple_GetItem(t_half, 0), PyTuple_GetItem(t_half, 1));
                     failed = route == NULL || rc_append(routes, route, index) < 0;
                     if (!failed) {
-                        last_bucket = PyDict_GetItemWithError(routes, route); /* plain: no Python code */
-                        Py_XINCREF(last_bucket);
-                        failed = last_bucket == NULL;
+                        last_row = PyDict_GetItemWithError(routes, route); /* plain: no Python code */
+                        Py_XINCREF(last_row);
+                        failed = last_row == NULL;
                     }
                     Py_XDECREF(route);
                 }
             } else {
-                failed = PyList_Append(last_bucket, index) < 0;
+                failed = PyList_Append(last_row, index) < 0;
             }
         }
         Py_DECREF(index);
         if (failed && !PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "revalidate_views: route table changed");
         if (failed) goto done;
     }
+    /* Per position its row on each side (None where the side has no operation): exactly
+     * ``runtime.get(runtime_ids[p])`` of that side, for revalidate_side. Only for plans whose
+     * runtime dicts leave the caches: below that the lookups cost less than the lists. */
+    for (int side = 0; row_of_out != NULL && n_ids >= RW_ROW_OF_MIN && side < 2; side++) {
+        PyObject *const *row_at = side == 0 ? s_row : t_row;
+        PyObject *list = PyList_New(n_ids);
+        if (list == NULL) goto done;
+        for (Py_ssize_t p = 0; p < n_ids; p++) {
+            PyObject *row = (used[p] & (1 << side)) ? row_at[p] : Py_None;
+            PyList_SetItem(list, p, Py_NewRef(row)); /* steals; in range */
+        }
+        int failed = PyList_Append(row_of_out, list) < 0;
+        Py_DECREF(list);
+        if (failed) goto done;
+    }
     rc = RV_OK;
 done:
     PyMem_Free(s_pos);
-    PyMem_Free(s_bucket);
+    PyMem_Free(s_row);
     PyMem_Free(used);
     Py_XDECREF(last_s);
     Py_XDECREF(last_t);
-    Py_XDECREF(last_bucket);
+    Py_XDECREF(last_row);
     return rc;
 }
 
@@ -3675,10 +3707,11 @@ static PyObject *
 revalidate_views(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *source_executors, *target_executors, *ids_arg, *halves_arg, *source_arg, *target_arg, *rank_type;
-    PyObject *executor_arg = Py_None;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!|O:revalidate_views", &PyTuple_Type, &source_executors, &PyTuple_Type,
+    PyObject *executor_arg = Py_None, *row_of_out = NULL;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!|OO!:revalidate_views", &PyTuple_Type, &source_executors, &PyTuple_Type,
                           &target_executors, &PyList_Type, &ids_arg, &PyList_Type, &halves_arg, &PyList_Type,
-                          &source_arg, &PyList_Type, &target_arg, &PyType_Type, &rank_type, &executor_arg)) {
+                          &source_arg, &PyList_Type, &target_arg, &PyType_Type, &rank_type, &executor_arg,
+                          &PyList_Type, &row_of_out)) {
         return NULL;
     }
     if (executor_arg != Py_None && !PyType_Check(executor_arg)) {
@@ -3692,8 +3725,8 @@ revalidate_views(PyObject *Py_UNUSED(module), PyObject *args)
     rw_ident s_ident = {NULL, 0, 0}, t_ident = {NULL, 0, 0};
     int rc = RV_ERROR;
     if (s_runtime == NULL || s_rows == NULL || s_table == NULL || t_runtime == NULL || t_rows == NULL
-        || t_table == NULL || routes == NULL || keep == NULL || rw_ident_init(&s_ident, 64) < 0
-        || rw_ident_init(&t_ident, 64) < 0) {
+        || t_table == NULL || routes == NULL || keep == NULL || rw_ident_init(&s_ident, 16) < 0
+        || rw_ident_init(&t_ident, 16) < 0) {
         goto done;
     }
     rc = rw_side(source_executors, (PyTypeObject *)rank_type, executor_type, s_runtime, s_rows, s_table, &s_ident,
@@ -3705,7 +3738,7 @@ revalidate_views(PyObject *Py_UNUSED(module), PyObject *args)
     if (rc != RV_OK) goto done;
     /* The lists as they are now (rw_fast reads them without copies and runs no Python code). */
     if (PyList_Size(halves_arg) == PyList_Size(ids_arg) && PyList_Size(target_arg) == PyList_Size(source_arg)) {
-        rc = rw_fast(ids_arg, halves_arg, source_arg, target_arg, &s_ident, &t_ident, routes);
+        rc = rw_fast(ids_arg, halves_arg, source_arg, target_arg, &s_ident, &t_ident, routes, row_of_out);
         if (rc == RV_DECLINE) rc = rw_loop(ids_arg, halves_arg, source_arg, target_arg, s_runtime, t_runtime, routes);
     } else {
         rc = RV_DECLINE;

@@ -171,9 +171,13 @@ def test_placement_type_argument() -> None:
                 _native.revalidate_side(
                     *args, set(), RuntimeBindingAttestation, ParallelRank, bc.RuntimeFragmentSnapshot, bad
                 )
+        with pytest.raises(TypeError):  # row_of: a list or None
+            _native.revalidate_side(
+                *args, set(), RuntimeBindingAttestation, ParallelRank, bc.RuntimeFragmentSnapshot, None, ()
+            )
         with pytest.raises(TypeError):
             _native.revalidate_side(
-                *args, set(), RuntimeBindingAttestation, ParallelRank, bc.RuntimeFragmentSnapshot, None, None
+                *args, set(), RuntimeBindingAttestation, ParallelRank, bc.RuntimeFragmentSnapshot, None, None, None
             )
         # another type: every id read as an attribute
         assert _native.revalidate_side(

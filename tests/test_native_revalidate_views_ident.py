@@ -243,3 +243,96 @@ def test_against_the_reference(name: str, data: Any) -> None:
         side[0] = _forge(side[0], fragment_ids=side[0].fragment_ids + ((extra if pick == "dup" else _copy(extra)),))
         targets = tuple(side)
     _agree(sources, targets, ids, halves, source_of, target_of)
+
+
+# ``row_of``: the per-position rows revalidate_views hands to revalidate_side (from 4096
+# fragment positions on: the inputs are padded with positions no operation uses).
+
+ROW_OF_MIN = 4096
+
+
+def _padded(name: str) -> tuple[Any, ...]:
+    sources, targets, ids, halves, source_of, target_of = _inputs(name)
+    extra = max(ROW_OF_MIN - len(ids), 0)
+    return (sources, targets, ids + [f"pad-{k}" for k in range(extra)], halves + [(0, None)] * extra, source_of,
+            target_of)
+
+
+def _row_of(*args: Any) -> tuple[Any, list[Any]]:
+    out: list[Any] = []
+    native = _native.revalidate_views(*args, ParallelRank, ExecutorTransferPlan, out)
+    return native, out
+
+
+@pytest.mark.parametrize("name", sorted(_PLANS))
+def test_row_of_is_the_runtime_lookup(name: str) -> None:
+    sources, targets, ids, halves, source_of, target_of = _padded(name)
+    native, out = _row_of(sources, targets, ids, halves, source_of, target_of)
+    assert native is not None and len(out) == 2
+    for (runtime, side_of), rows in zip(((native[0], source_of), (native[3], target_of)), out):
+        assert len(rows) == len(ids)
+        used = set(side_of)
+        for position, row in enumerate(rows):
+            if position in used:
+                assert row is runtime.get(ids[position]) and row is not None
+            else:
+                assert row is None
+
+
+@pytest.mark.parametrize("name", sorted(_PLANS))
+def test_row_of_only_when_assigned_by_address(name: str) -> None:
+    native, out = _row_of(*_inputs(name))  # small: the lookups are cheaper than the lists
+    assert native is not None and out == []
+    sources, targets, ids, halves, source_of, target_of = _padded(name)
+    native, out = _row_of(sources, targets, ids[:ROW_OF_MIN - 1], halves[:ROW_OF_MIN - 1], source_of, target_of)
+    assert native is not None and out == []
+    changed = list(ids)
+    changed[target_of[0]] = _copy(ids[target_of[0]])
+    native, out = _row_of(sources, targets, changed, halves, source_of, target_of)
+    assert native is not None and out == []
+    native, out = _row_of(sources, targets, ids, [(0.5, None)] * len(halves), source_of, target_of)
+    assert native is not None and out == []
+    native, out = _row_of(sources, targets, ids, halves[:-1], source_of, target_of)
+    assert native is None and out == []
+    with pytest.raises(TypeError):
+        _native.revalidate_views(sources, targets, ids, halves, source_of, target_of, ParallelRank, None, ())
+
+
+@pytest.mark.parametrize("name", sorted(_PLANS))
+def test_revalidate_side_with_row_of(name: str) -> None:
+    from mooncake.reshard.weight._planner import bound_contracts as bc
+    from mooncake.reshard.weight._planner.bound_contracts import RuntimeBindingAttestation
+    from mooncake.reshard.weight.types import PlacementFragment
+
+    plan = _PLANS[name]
+    with bc._ViewScope():
+        frags, source_of, target_of, _boxes = _scan(plan.operations)
+        keys, halves, runtime_ids, attested = _native_fragments(frags, _identity(plan))
+        extra = max(ROW_OF_MIN - len(frags), 0)  # positions no operation uses
+        frags, keys = frags + [None] * extra, keys + [None] * extra
+        runtime_ids, halves = runtime_ids + [f"pad-{k}" for k in range(extra)], halves + [(0, None)] * extra
+        views, out = _row_of(plan.source_executors, plan.target_executors, runtime_ids, halves, source_of,
+                             target_of)
+        assert views is not None and len(out) == 2
+
+        def side(which: int, row_of: Any) -> tuple[Any, set[int]]:
+            used: set[int] = set()
+            side_of, runtime, rows = ((source_of, views[0], views[1]), (target_of, views[3], views[4]))[which]
+            result = _native.revalidate_side(
+                frags, keys, runtime_ids, side_of, runtime, rows, attested, used, RuntimeBindingAttestation,
+                ParallelRank, bc.RuntimeFragmentSnapshot, PlacementFragment, row_of,
+            )
+            return result, used
+
+        for which in (0, 1):
+            plain = side(which, None)
+            assert side(which, out[which]) == plain
+            assert side(which, out[which][:-1]) == plain  # not this side's: looked up
+            side_of = (source_of, target_of)[which]
+            forged = list(out[which])
+            forged[side_of[0]] = None
+            assert side(which, forged)[0] is None
+            other = [row for row in (views[1], views[4])[which] if row is not out[which][side_of[0]]]
+            if other:
+                forged[side_of[0]] = other[0]
+                assert side(which, forged)[0] is None

@@ -1237,16 +1237,24 @@ def _fast_revalidate_live(
         return False
     keys, routes_half, runtime_ids, attested = checked
     # -- operation views (§11.9) and executor consistency (§12.4) ---------------------------
+    # ``row_of``: per side and fragment position ``runtime.get(runtime_ids[position])``, when
+    # revalidate_views found them by address in a large plan (else empty: revalidate_side
+    # looks them up).
+    row_of: list[Any] = []
     views = _native.revalidate_views(
         source_executors, target_executors, runtime_ids, routes_half, source_of, target_of, ParallelRank,
-        ExecutorTransferPlan,
+        ExecutorTransferPlan, row_of,
     )
     if views is None:
         return False
     s_runtime, s_rows, s_table, t_runtime, t_rows, t_table, routes = views
     del views, routes_half  # read only by revalidate_views (frees ~5 MiB at 74k operations)
+    s_row_of, t_row_of = row_of or (None, None)
     used: set[int] = set()
-    for side_of, runtime, rows in ((source_of, s_runtime, s_rows), (target_of, t_runtime, t_rows)):
+    for side_of, runtime, rows, side_row_of in (
+        (source_of, s_runtime, s_rows, s_row_of),
+        (target_of, t_runtime, t_rows, t_row_of),
+    ):
         # The C version decides the common cases (executors list all their worker's attested
         # fragments, with the attested snapshot objects or equal ones).
         if _native.revalidate_side(
@@ -1262,8 +1270,10 @@ def _fast_revalidate_live(
             ParallelRank,
             RuntimeFragmentSnapshot,
             PlacementFragment,
+            side_row_of,
         ) is None and not _fast_side_consistent(frags, keys, runtime_ids, side_of, runtime, rows, attested, used):
             return False
+    del row_of, s_row_of, t_row_of, side_row_of
     # -- §12.5 in-place protection, §12.6 target physical ranges ------------------------------
     # The common §12.6 case is decided in C: every operation writes a whole target fragment of
     # its own (one complete stream per fragment, free of budget) and the byte extents of one
