@@ -401,17 +401,23 @@ PyDoc_STRVAR(layout_check_doc,
 "--\n\n"
 "Test entry point: True when the C per-pass check (``mr_layout_check``) accepts ``cls`` as a\n"
 "class built on a layout base of exactly ``n`` fields whose instances C may read by direct\n"
-"loads, else False.");
+"loads, else False. ``n`` may also be the tuple of the expected field names in layout order\n"
+"(``mr_layout_check_fields``).");
 
 static PyObject *
 layout_check(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
     if (ly_nargs(nargs, 2, "layout_check") < 0) return NULL;
+    mr_layout_class lc;
+    if (PyTuple_Check(args[1])) {
+        /* the names form: exact tuple of the field names in layout order */
+        if (!mr_layout_check_fields(&lc, args[0], 0, args[1])) Py_RETURN_FALSE;
+        Py_RETURN_TRUE;
+    }
     Py_ssize_t n = 0;
     int in_range = ly_count_arg(args[1], &n);
     if (in_range < 0) return NULL;
-    mr_layout_class lc;
     if (!in_range || !mr_layout_check(&lc, args[0], n)) Py_RETURN_FALSE;
     Py_RETURN_TRUE;
 }

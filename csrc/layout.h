@@ -11,6 +11,7 @@
  *
  *     mr_layout_class lc;
  *     mr_layout_check(&lc, cls, n);                     // 1: fast path usable, 0: decline all
+ *     (or mr_layout_check_fields(&lc, cls, 0, names): also the field names, in order)
  *     ...
  *     PyObject *const *f = mr_layout_fields_set(obj, &lc);  // NULL: decline this object
  *     if (f == NULL) { ...original getattr / dict path... } else { use f[0] .. f[n-1] }
@@ -166,14 +167,19 @@ mr_layout_find(PyObject *cls, PyObject **base_out, Py_ssize_t *index_out, PyObje
     return found;
 }
 
-/* The per-pass check (see the top of this file). Fills *out and returns 1 when instances of
- * exactly cls may be read by mr_layout_fields with n fields, else clears *out and returns 0.
- * Never raises (failures decline); call it with no exception set. */
+/* The per-pass check (see the top of this file), also requiring, when names is not NULL, that
+ * the layout's field names equal names (a tuple; then n is its length). Fills *out and returns
+ * 1 when accepted, else clears *out and returns 0. Never raises (failures decline); call it with
+ * no exception set. */
 static inline int
-mr_layout_check(mr_layout_class *out, PyObject *cls, Py_ssize_t n)
+mr_layout_check_fields(mr_layout_class *out, PyObject *cls, Py_ssize_t n, PyObject *names)
 {
     out->cls = NULL;
     out->n = 0;
+    if (names != NULL) {
+        if (!PyTuple_CheckExact(names)) return 0;
+        n = PyTuple_Size(names);
+    }
     if (n < 0 || n > MR_LAYOUT_MAX_FIELDS || !PyType_Check(cls)) return 0;
     if (PyType_GetSlot((PyTypeObject *)cls, Py_tp_getattro) != (void *)PyObject_GenericGetAttr) return 0;
     PyObject *base, *mro;
@@ -181,6 +187,8 @@ mr_layout_check(mr_layout_class *out, PyObject *cls, Py_ssize_t n)
     const mr_layout_info *info = mr_layout_find(cls, &base, &index, &mro);
     if (info == NULL) return 0;
     int ok = info->n == n && PyTuple_CheckExact(info->names) && PyTuple_Size(info->names) == n;
+    /* (field names are exact str: the comparison runs no Python code) */
+    if (ok && names != NULL && names != info->names) ok = PyObject_RichCompareBool(info->names, names, Py_EQ) == 1;
     /* no class before the base in the MRO may define a field's name (the base's own entries
      * are its member descriptors: the type is immutable) */
     for (Py_ssize_t k = 0; ok && k < index; k++) {
@@ -204,6 +212,15 @@ mr_layout_check(mr_layout_class *out, PyObject *cls, Py_ssize_t n)
     out->cls = cls;
     out->n = n;
     return 1;
+}
+
+/* mr_layout_check_fields without a names check: instances of exactly cls may be read with n
+ * fields (the caller indexes fields by a layout order pinned elsewhere, e.g. by a test against
+ * dataclasses.fields). */
+static inline int
+mr_layout_check(mr_layout_class *out, PyObject *cls, Py_ssize_t n)
+{
+    return mr_layout_check_fields(out, cls, n, NULL);
 }
 
 /* The field array of obj when its type is exactly the checked class, else NULL (decline).

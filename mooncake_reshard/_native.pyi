@@ -1157,9 +1157,10 @@ def value_base(name: str, fields: tuple[str, ...], /) -> type:
 def layout_info(cls: object, /) -> Optional[tuple[type, tuple[str, ...]]]:
     """``(base, fields)`` when ``cls`` derives from a ``value_base`` type, else None."""
 
-def layout_check(cls: object, n: int, /) -> bool:
+def layout_check(cls: object, n: int | tuple[str, ...], /) -> bool:
     """Test entry point: whether the C per-pass check accepts ``cls`` as a layout class of
-    exactly ``n`` fields whose instances C may read by direct loads."""
+    exactly ``n`` fields whose instances C may read by direct loads (``n`` may be the tuple of
+    the expected field names in layout order)."""
 
 def layout_read(objects: list[Any], cls: object, n: int, /) -> list[Optional[tuple[Any, ...]]]:
     """Test entry point: each object's ``n`` fields read by direct loads, or None where the

@@ -612,3 +612,33 @@ def test_generic_layout_class() -> None:
     assert type(obj) is Gen and _native.layout_check(Gen, 2)
     assert _native.layout_read([obj], Gen, 2) == [(1, 2)]
     assert copy.deepcopy(obj) == obj and dataclasses.replace(obj, b=3).b == 3
+
+
+def test_check_with_the_expected_field_names() -> None:
+    assert _native.layout_check(SnapshotL, SNAPSHOT_FIELDS)
+    assert _native.layout_check(SnapshotL, tuple(list(SNAPSHOT_FIELDS)))  # equal, not identical
+    swapped = (SNAPSHOT_FIELDS[1], SNAPSHOT_FIELDS[0]) + SNAPSHOT_FIELDS[2:]
+    for names in (swapped, SNAPSHOT_FIELDS[:-1], SNAPSHOT_FIELDS + ("x",), ("a",) * N, (1,) * N, ()):
+        assert not _native.layout_check(SnapshotL, names)
+    assert not _native.layout_check(SnapshotD, SNAPSHOT_FIELDS)
+    assert _native.layout_check(DefaultsL, ("a", "b", "c")) and not _native.layout_check(DefaultsL, ("a", "c", "b"))
+
+    class Names(tuple):  # a tuple subclass is not the exact tuple the C check takes
+        pass
+
+    assert not _native.layout_check(SnapshotL, Names(SNAPSHOT_FIELDS))
+    with pytest.raises(TypeError):
+        _native.layout_check(SnapshotL, list(SNAPSHOT_FIELDS))
+
+
+def test_per_pass_check_is_cheap() -> None:
+    import timeit
+
+    per_call = min(timeit.repeat(lambda: _native.layout_check(SnapshotL, N), number=200, repeat=3)) / 200
+    assert per_call < 100e-6  # a few microseconds, once per pass
+
+
+def test_throwaway_class_is_shaped_like_runtime_fragment_snapshot() -> None:
+    from mooncake.reshard.weight import RuntimeFragmentSnapshot
+
+    assert tuple(f.name for f in dataclasses.fields(RuntimeFragmentSnapshot)) == SNAPSHOT_FIELDS
