@@ -1220,6 +1220,7 @@ def _fast_revalidate_live(
     if scanned is None:
         return False
     frags, source_of, target_of, boxes = scanned
+    del scanned  # each table is freed as soon as the last pass reading it is done
     # -- per distinct fragment: §9.6 step 11 (attested execution) ---------------------------
     checked = _native.revalidate_fragments(
         frags,
@@ -1236,6 +1237,7 @@ def _fast_revalidate_live(
     if checked is None:
         return False
     keys, routes_half, runtime_ids, attested = checked
+    del checked
     # -- operation views (§11.9) and executor consistency (§12.4) ---------------------------
     # ``row_of``: per side and fragment position ``runtime.get(runtime_ids[position])``, when
     # revalidate_views found them by address in a large plan (else empty: revalidate_side
@@ -1273,7 +1275,10 @@ def _fast_revalidate_live(
             side_row_of,
         ) is None and not _fast_side_consistent(frags, keys, runtime_ids, side_of, runtime, rows, attested, used):
             return False
-    del row_of, s_row_of, t_row_of, side_row_of
+    # Read by the side checks only: the per-fragment provenance keys (~100 B per fragment),
+    # runtime ids and runtime dicts are freed before the coverage check allocates its own.
+    del row_of, s_row_of, t_row_of, side_row_of, side_of, runtime, rows
+    del keys, runtime_ids, s_runtime, t_runtime, s_rows
     # -- §12.5 in-place protection, §12.6 target physical ranges ------------------------------
     # The common §12.6 case is decided in C: every operation writes a whole target fragment of
     # its own (one complete stream per fragment, free of budget) and the byte extents of one
@@ -1285,6 +1290,7 @@ def _fast_revalidate_live(
         return False
     if spaces is None:  # no in-place overlap; the sweep decides §12.6 (raises on a failure)
         _check_target_physical_ranges(operations, limits.max_total_lowered_segments)
+    del source_of, spaces
     # -- §12.7 bound target coverage ----------------------------------------------------------
     if _native.revalidate_coverage(
         target_placement, frags, target_of, boxes, t_rows, attested, used, ParallelRank, PlacementFragment
