@@ -642,3 +642,27 @@ def test_throwaway_class_is_shaped_like_runtime_fragment_snapshot() -> None:
     from mooncake.reshard.weight import RuntimeFragmentSnapshot
 
     assert tuple(f.name for f in dataclasses.fields(RuntimeFragmentSnapshot)) == SNAPSHOT_FIELDS
+
+
+def test_class_and_bases_assignment_cannot_move_an_object_between_layouts() -> None:
+    other = value_base("Moved", SNAPSHOT_FIELDS)
+
+    @layout_dataclass
+    class Moved(other):  # type: ignore[misc, valid-type]
+        __slots__ = ("__weakref__",)
+        __annotations__ = dict(SnapshotL.__annotations__)
+
+    s = SnapshotL(*snapshot_values())
+    with pytest.raises(TypeError, match="layout differs"):
+        object.__setattr__(s, "__class__", Moved)
+    with pytest.raises(TypeError, match="layout differs"):
+        SnapshotL.__bases__ = (other,)
+    with pytest.raises(TypeError, match="layout differs"):
+        object.__setattr__(s, "__class__", SnapshotD)
+    # a compatible subclass may be assigned: the reader then declines for SnapshotL
+    class Sub(SnapshotL):  # type: ignore[misc]
+        __slots__ = ()
+
+    object.__setattr__(s, "__class__", Sub)
+    assert _read(s) is None and _native.layout_read([s], Sub, N)[0] == snapshot_values()
+    assert _read(Moved(*snapshot_values()), Moved) == snapshot_values()
