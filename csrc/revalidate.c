@@ -160,6 +160,87 @@ rv_position(rv_table *t, PyObject *distinct, PyObject *object)
     return position;
 }
 
+/* Growable open-addressing identity table: object address -> object (both borrowed; the
+ * user keeps them alive). revalidate_views: one side's runtime fragment ids: an exact str
+ * fragment id object -> the row ``runtime[fragment_id]`` holds once the side is indexed. A
+ * lookup of that very object in ``runtime`` (exact str: hash and equality are the str's own,
+ * no Python code) returns the same row, so a hit decides exactly what the dict lookup does.
+ * Keys and rows are kept alive by ``keep`` (see rw_side). Slots interleave key and value: one
+ * cache line per lookup where the dict costs the key object, its index and its entry. */
+typedef struct {
+    PyObject *key;    /* borrowed (kept); NULL marks an empty slot */
+    PyObject *row; /* borrowed (kept) */
+} rw_slot;
+
+typedef struct {
+    rw_slot *slots;
+    size_t mask;
+    size_t count;
+} rw_ident;
+
+static int
+rw_ident_init(rw_ident *t, size_t cap)
+{
+    t->slots = mr_alloc_array(cap, sizeof(rw_slot));
+    if (t->slots == NULL) return -1;
+    memset(t->slots, 0, cap * sizeof(rw_slot));
+    t->mask = cap - 1;
+    t->count = 0;
+    return 0;
+}
+
+/* The row of ``key`` (borrowed), NULL when absent. */
+static PyObject *
+rw_ident_get(const rw_ident *t, const void *key)
+{
+    size_t slot = mr_ptr_slot(key, t->mask);
+    while (t->slots[slot].key != NULL) {
+        if ((const void *)t->slots[slot].key == key) return t->slots[slot].row;
+        slot = (slot + 1) & t->mask;
+    }
+    return NULL;
+}
+
+static void
+rw_ident_prefetch(const rw_ident *t, const void *key)
+{
+    __builtin_prefetch(&t->slots[mr_ptr_slot(key, t->mask)]);
+}
+
+/* Record key -> row unless key is present (its row is then the same: see above);
+ * the table doubles at 3/4 load. -1 with MemoryError. */
+static int
+rw_ident_put(rw_ident *t, PyObject *key, PyObject *row)
+{
+    if ((t->count + 1) * 4 > (t->mask + 1) * 3) {
+        size_t cap = t->mask + 1;
+        if (cap > SIZE_MAX / 2 / sizeof(rw_slot)) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        rw_ident grown;
+        if (rw_ident_init(&grown, cap * 2) < 0) return -1;
+        for (size_t i = 0; i < cap; i++) {
+            if (t->slots[i].key == NULL) continue;
+            size_t slot = mr_ptr_slot(t->slots[i].key, grown.mask);
+            while (grown.slots[slot].key != NULL) slot = (slot + 1) & grown.mask;
+            grown.slots[slot] = t->slots[i];
+        }
+        grown.count = t->count;
+        PyMem_Free(t->slots);
+        *t = grown;
+    }
+    size_t slot = mr_ptr_slot(key, t->mask);
+    while (t->slots[slot].key != NULL) {
+        if (t->slots[slot].key == key) return 0;
+        slot = (slot + 1) & t->mask;
+    }
+    t->slots[slot].key = key;
+    t->slots[slot].row = row;
+    t->count++;
+    return 0;
+}
+
 /* Prefetch the first lines of ``list[i]`` (no effect when out of range; nothing read). */
 static void
 rs_prefetch_item(PyObject *list, Py_ssize_t i)
@@ -1260,6 +1341,10 @@ typedef struct {
      * derived objects: nothing run during the call can reach them. */
     PyObject **view_fields;
     Py_ssize_t n_entries;
+    /* ``snapshot_owner`` by address: an exact str snapshot fragment id object (a key of the
+     * dict) -> the snapshot stored under it; both also held by ``owners``. */
+    rw_ident owner_of;
+    PyObject *owners;
 } rs_ctx;
 
 enum { RS_VIEW_BY_PFID, RS_VIEW_ATTESTED_PFIDS, RS_VIEW_GENERATION, RS_VIEW_EXPECTED, RS_VIEW_NFIELDS };
@@ -1318,7 +1403,8 @@ rs_ctx_init(rs_ctx *ctx, Py_ssize_t n_frags)
     if (rv_table_init(&ctx->proven, (size_t)n_frags) < 0) return RV_ERROR;
     ctx->proven_room = n_frags;
     ctx->held = PyList_New(0);
-    if (ctx->held == NULL) return RV_ERROR;
+    ctx->owners = PyList_New(0);
+    if (ctx->held == NULL || ctx->owners == NULL || rw_ident_init(&ctx->owner_of, 16) < 0) return RV_ERROR;
     Py_ssize_t pos = 0, i = 0;
     PyObject *key, *entry;
     while (PyDict_Next(ctx->attested, &pos, &key, &entry)) {
@@ -1349,6 +1435,8 @@ rs_ctx_free(rs_ctx *ctx)
         PyMem_Free(ctx->view_fields);
     }
     Py_XDECREF(ctx->held);
+    Py_XDECREF(ctx->owners);
+    PyMem_Free(ctx->owner_of.slots);
 }
 
 /* Remember that ``snapshot`` was proven equal to the attested ``state`` (held for the call). */
@@ -1518,10 +1606,17 @@ rs_executor(PyObject *row, rs_ctx *ctx, const rv_table *active, PyObject *snapsh
          * replaced value does not matter: the call declines and drops the dict). */
         Py_ssize_t before = PyDict_Size(snapshot_owner);
         int failed = PyDict_SetItem(snapshot_owner, fid, snapshot) < 0;
+        int added = !failed && PyDict_Size(snapshot_owner) != before;
+        /* A new key: the dict's key is this very fid object, so a lookup of the same exact str
+         * finds this snapshot (a later equal key declines the call: no entry is replaced). */
+        if (added && PyUnicode_CheckExact(fid)) {
+            failed = PyList_Append(ctx->owners, fid) < 0 || PyList_Append(ctx->owners, snapshot) < 0
+                     || rw_ident_put(&ctx->owner_of, fid, snapshot) < 0;
+        }
         Py_DECREF(snapshot);
         Py_CLEAR(fid);
         if (failed) goto error;
-        if (PyDict_Size(snapshot_owner) == before) goto done;
+        if (!added) goto done;
     }
     if (PyList_Size(bucket) > 0) {
         PyObject *estate_id = PyLong_FromVoidPtr(estate);
@@ -1634,7 +1729,10 @@ rs_fragment(PyObject *fragment, PyObject *runtime_id, rs_ctx *ctx, PyObject *sna
     PyObject *lease_generation = NULL;
     PyObject *owned = NULL;
     int rc = RV_DECLINE;
-    owned = PyDict_GetItemWithError(snapshot_owner, runtime_id); /* borrowed; held below */
+    /* ``snapshot_owner.get(runtime_id)``: by address when it is one of the dict's exact str
+     * keys (the same entry), else looked up. Borrowed; held below. */
+    owned = rw_ident_get(&ctx->owner_of, runtime_id);
+    if (owned == NULL) owned = PyDict_GetItemWithError(snapshot_owner, runtime_id);
     if (owned == NULL) goto done;
     Py_INCREF(owned);
     /* The fragment's attestation, placement and lease generation from one fetch of its
@@ -1859,7 +1957,8 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
         Py_ssize_t p = unique[u];
         if (u + RS_AHEAD_OBJECT < n_unique) {
             rs_prefetch_item(own_frags, unique[u + RS_AHEAD_OBJECT]);
-            rs_prefetch_item(runtime_ids, unique[u + RS_AHEAD_OBJECT]);
+            PyObject *ahead = PyList_GetItem(runtime_ids, unique[u + RS_AHEAD_OBJECT]);
+            if (ahead != NULL) rw_ident_prefetch(&ctx.owner_of, ahead); /* its address only */
         }
         if (u + RS_AHEAD_DICT < n_unique) rs_prefetch_dict(own_frags, unique[u + RS_AHEAD_DICT]);
         PyObject *owned = NULL;
@@ -3323,86 +3422,6 @@ static const char *const rw_names[RW_NNAMES] = {
 };
 
 static PyObject *rw_keys[RW_NNAMES];
-
-/* Identity index of one side's runtime fragment ids: an exact str fragment id object -> the
- * row ``runtime[fragment_id]`` holds once the side is indexed. A
- * lookup of that very object in ``runtime`` (exact str: hash and equality are the str's own,
- * no Python code) returns the same row, so a hit decides exactly what the dict lookup does.
- * Keys and rows are kept alive by ``keep`` (see rw_side). Slots interleave key and value: one
- * cache line per lookup where the dict costs the key object, its index and its entry. */
-typedef struct {
-    PyObject *key;    /* borrowed (kept); NULL marks an empty slot */
-    PyObject *row; /* borrowed (kept) */
-} rw_slot;
-
-typedef struct {
-    rw_slot *slots;
-    size_t mask;
-    size_t count;
-} rw_ident;
-
-static int
-rw_ident_init(rw_ident *t, size_t cap)
-{
-    t->slots = mr_alloc_array(cap, sizeof(rw_slot));
-    if (t->slots == NULL) return -1;
-    memset(t->slots, 0, cap * sizeof(rw_slot));
-    t->mask = cap - 1;
-    t->count = 0;
-    return 0;
-}
-
-/* The row of ``key`` (borrowed), NULL when absent. */
-static PyObject *
-rw_ident_get(const rw_ident *t, const void *key)
-{
-    size_t slot = mr_ptr_slot(key, t->mask);
-    while (t->slots[slot].key != NULL) {
-        if ((const void *)t->slots[slot].key == key) return t->slots[slot].row;
-        slot = (slot + 1) & t->mask;
-    }
-    return NULL;
-}
-
-static void
-rw_ident_prefetch(const rw_ident *t, const void *key)
-{
-    __builtin_prefetch(&t->slots[mr_ptr_slot(key, t->mask)]);
-}
-
-/* Record key -> row unless key is present (its row is then the same: see above);
- * the table doubles at 3/4 load. -1 with MemoryError. */
-static int
-rw_ident_put(rw_ident *t, PyObject *key, PyObject *row)
-{
-    if ((t->count + 1) * 4 > (t->mask + 1) * 3) {
-        size_t cap = t->mask + 1;
-        if (cap > SIZE_MAX / 2 / sizeof(rw_slot)) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        rw_ident grown;
-        if (rw_ident_init(&grown, cap * 2) < 0) return -1;
-        for (size_t i = 0; i < cap; i++) {
-            if (t->slots[i].key == NULL) continue;
-            size_t slot = mr_ptr_slot(t->slots[i].key, grown.mask);
-            while (grown.slots[slot].key != NULL) slot = (slot + 1) & grown.mask;
-            grown.slots[slot] = t->slots[i];
-        }
-        grown.count = t->count;
-        PyMem_Free(t->slots);
-        *t = grown;
-    }
-    size_t slot = mr_ptr_slot(key, t->mask);
-    while (t->slots[slot].key != NULL) {
-        if (t->slots[slot].key == key) return 0;
-        slot = (slot + 1) & t->mask;
-    }
-    t->slots[slot].key = key;
-    t->slots[slot].row = row;
-    t->count++;
-    return 0;
-}
 
 #define RW_AHEAD 16
 #define RW_ROW_OF_MIN 4096 /* fragment positions from which revalidate_views returns ``row_of`` */

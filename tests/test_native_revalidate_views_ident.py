@@ -336,3 +336,59 @@ def test_revalidate_side_with_row_of(name: str) -> None:
             if other:
                 forged[side_of[0]] = other[0]
                 assert side(which, forged)[0] is None
+
+
+# revalidate_side's ``snapshot_owner`` by address: a runtime id object that is one of the
+# snapshot fragment ids (exact str) finds its snapshot without a lookup; anything else is
+# looked up. Forged snapshot ids must give the Python version's verdict.
+
+
+def _side_verdicts(plan: Any, which: int, executors: Any) -> tuple[Any, Any]:
+    from mooncake.reshard.weight._planner import bound_contracts as bc
+    from mooncake.reshard.weight._planner.bound_contracts import RuntimeBindingAttestation
+    from mooncake.reshard.weight.types import PlacementFragment
+
+    from test_native_revalidate import _side_tables
+
+    with bc._ViewScope():
+        frags, source_of, target_of, _boxes = _scan(plan.operations)
+        keys, _halves, runtime_ids, attested = _native_fragments(frags, _identity(plan))
+        side_of = (source_of, target_of)[which]
+        runtime, rows = _side_tables(executors, side_of, runtime_ids)
+        native_used: set[int] = set()
+        native = _native.revalidate_side(
+            frags, keys, runtime_ids, side_of, runtime, rows, attested, native_used, RuntimeBindingAttestation,
+            ParallelRank, bc.RuntimeFragmentSnapshot, PlacementFragment,
+        )
+        python_used: set[int] = set()
+        python = bc._fast_side_consistent(frags, keys, runtime_ids, side_of, runtime, rows, attested, python_used)
+        if native is not None:
+            assert python is native and python_used == native_used
+    return native, python
+
+
+@pytest.mark.parametrize("name", sorted(_PLANS))
+@pytest.mark.parametrize("which", [0, 1])
+def test_snapshot_ids_by_address(name: str, which: int) -> None:
+    plan = _PLANS[name]
+    executors = (plan.source_executors, plan.target_executors)[which]
+    assert _side_verdicts(plan, which, executors)[0] is True
+    first = executors[0]
+    snapshots = first.fragment_snapshots
+    if not snapshots:
+        return
+    snapshot = snapshots[0]
+    fid = snapshot.fragment_id
+    for value in (_copy(fid), _Str(fid), "no such fragment", 7):
+        forged = _forge(snapshot, fragment_id=value)
+        forged_executor = _forge(first, fragment_snapshots=(forged,) + snapshots[1:])
+        native, python = _side_verdicts(plan, which, (forged_executor,) + executors[1:])
+        if value == fid and type(value) is str:
+            assert native is True  # an equal id: looked up, same verdict
+    # A snapshot listed twice (its id twice): declined.
+    twice = _forge(first, fragment_snapshots=snapshots + snapshots[:1])
+    assert _side_verdicts(plan, which, (twice,) + executors[1:])[0] is None
+    if len(executors) > 1:
+        other = executors[1]
+        stolen = _forge(other, fragment_snapshots=other.fragment_snapshots + snapshots[:1])
+        assert _side_verdicts(plan, which, (first, stolen) + executors[2:])[0] is None
