@@ -457,6 +457,62 @@ bd_int_tuple(PyObject *value)
 /* ------------------------------------------------------------------------------------------
  * bind_views */
 
+/* A hint: the cache lines of obj and the 32 bytes before it (where CPython keeps an instance's
+ * dict pointer and collector header). Only addresses are computed; nothing is read. */
+static inline void
+bd_prefetch_object(const PyObject *obj)
+{
+    __builtin_prefetch((const void *)((uintptr_t)obj - 32));
+    __builtin_prefetch(obj);
+}
+
+/* Kernel: an identity table whose slots hold their key (one cache line per probe, where a slot
+ * index into a key array costs a second one): capacity a power of two, at least twice the
+ * count; key 0 empty (no object lives at 0). Homed by mr_ptr_slot. Python-free. */
+typedef struct {
+    uintptr_t key;
+    Py_ssize_t value;
+} bd_idslot;
+
+/* logical_target_cover's proven-source bits */
+#define BD_SRC_ROUTE 1
+#define BD_SRC_SNAP 2
+
+/* A zeroed table for up to count keys (*mask its capacity - 1); NULL with MemoryError. */
+static bd_idslot *
+bd_idtab_new(size_t count, size_t *mask)
+{
+    size_t capacity = 16;
+    while (capacity < 2 * count + 2) {
+        if (capacity > SIZE_MAX / 4 / sizeof(bd_idslot)) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        capacity *= 2;
+    }
+    bd_idslot *table = mr_alloc_array(capacity, sizeof(bd_idslot));
+    if (table != NULL) memset(table, 0, capacity * sizeof(bd_idslot));
+    *mask = capacity - 1;
+    return table;
+}
+
+/* The slot holding key, or the empty slot where it goes. */
+static bd_idslot *
+bd_idtab_find(bd_idslot *table, size_t mask, const void *key)
+{
+    size_t i = mr_ptr_slot(key, mask);
+    while (table[i].key != 0 && table[i].key != (uintptr_t)key) i = (i + 1) & mask;
+    return &table[i];
+}
+
+/* The value stored for key, or -1. */
+static Py_ssize_t
+bd_idtab_get(bd_idslot *table, size_t mask, const void *key)
+{
+    const bd_idslot *slot = bd_idtab_find(table, mask, key);
+    return slot->key != 0 ? slot->value : -1;
+}
+
 /* Index of the tensor whose id equals tensor_id in the strictly increasing ids[0..n), or -1. */
 static Py_ssize_t
 bd_find_tensor(PyObject *const *ids, Py_ssize_t n, PyObject *tensor_id, int *error)
@@ -479,8 +535,8 @@ bd_find_tensor(PyObject *const *ids, Py_ssize_t n, PyObject *tensor_id, int *err
 /* One fragment pair: BD_OK (view appended), BD_FALLBACK or BD_ERROR. */
 static int
 bd_check_pair(PyObject *const *nm, PyObject *logical, PyObject *runtime, PyObject *const *tensors,
-              PyObject *const *tensor_ids, Py_ssize_t ntensors, PyObject *previous, PyObject **pfid_out,
-              PyObject *instance_id, PyObject *views)
+              PyObject *const *tensor_ids, Py_ssize_t ntensors, bd_idslot *id_tab, size_t id_mask,
+              PyObject *previous, PyObject **pfid_out, PyObject *instance_id, PyObject *views)
 {
     PyObject *rpfid = NULL, *lpfid = NULL, *tid = NULL, *a = NULL, *b = NULL, *itemsize = NULL;
     PyObject *rdict = NULL, *ldict = NULL;
@@ -504,7 +560,10 @@ bd_check_pair(PyObject *const *nm, PyObject *logical, PyObject *runtime, PyObjec
     rc = bd_dget_str(ldict, nm[N_TENSOR_ID], &tid);
     if (rc != BD_OK) { result = rc; goto done; }
     int error = 0;
-    Py_ssize_t t = bd_find_tensor(tensor_ids, ntensors, tid, &error);
+    /* The tensor whose id is this very object (id_tab, by address), else the search: the ids
+     * are strictly increasing, so an identical one is the only equal one, the search's answer. */
+    Py_ssize_t t = id_tab != NULL ? bd_idtab_get(id_tab, id_mask, tid) : -1;
+    if (t < 0 || t >= ntensors) t = bd_find_tensor(tensor_ids, ntensors, tid, &error);
     if (error) { result = BD_ERROR; goto done; }
     if (t < 0) goto done;
     /* nbytes */
@@ -599,6 +658,8 @@ bd_views_core(const bd_table *tb, PyObject *instance_id, PyObject *logical, PyOb
         return BD_ERROR;
     }
     Py_ssize_t loaded = 0;
+    bd_idslot *id_tab = NULL;
+    size_t id_mask = 0;
     PyObject *views = NULL, *previous = NULL, *result = NULL;
     int status = BD_OK;
     for (; loaded < ntensors; loaded++) {
@@ -618,6 +679,14 @@ bd_views_core(const bd_table *tb, PyObject *instance_id, PyObject *logical, PyOb
         }
     }
     if (status != BD_OK) goto done;
+    /* the tensor ids by address (NULL: the search alone decides) */
+    id_tab = n > 1 ? bd_idtab_new((size_t)ntensors, &id_mask) : NULL;
+    if (n > 1 && id_tab == NULL) { status = BD_ERROR; goto done; }
+    for (Py_ssize_t k = 0; id_tab != NULL && k < ntensors; k++) {
+        bd_idslot *slot = bd_idtab_find(id_tab, id_mask, tensor_ids[k]);
+        slot->key = (uintptr_t)tensor_ids[k]; /* distinct (strictly increasing) */
+        slot->value = k;
+    }
     views = PyList_New(0);
     if (views == NULL) { status = BD_ERROR; goto done; }
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -629,8 +698,8 @@ bd_views_core(const bd_table *tb, PyObject *instance_id, PyObject *logical, PyOb
             goto done;
         }
         PyObject *pfid = NULL;
-        status = bd_check_pair(nm, l, r, tensor_items, tensor_ids, ntensors, previous, &pfid, instance_id,
-                               views);
+        status = bd_check_pair(nm, l, r, tensor_items, tensor_ids, ntensors, id_tab, id_mask, previous, &pfid,
+                               instance_id, views);
         if (status != BD_OK) goto done;
         BD_SETREF(previous, pfid);
     }
@@ -640,6 +709,7 @@ done:
     for (Py_ssize_t k = 0; k < loaded; k++) Py_XDECREF(tensor_ids[k]);
     PyMem_Free(tensor_ids);
     PyMem_Free(tensor_items);
+    PyMem_Free(id_tab);
     Py_XDECREF(previous);
     Py_XDECREF(views);
     if (status != BD_OK) {
@@ -1350,8 +1420,6 @@ typedef struct {
     int made;
 } bd_pending;
 
-static void bd_pointer_put(Py_ssize_t *slots, size_t mask, uintptr_t key, Py_ssize_t value);
-static Py_ssize_t bd_pointer_get(const uintptr_t *keys, const Py_ssize_t *slots, size_t mask, uintptr_t key);
 
 /* Builds entry's row into its part's rows tuple (an entry of result), or with result NULL (as_map)
  * only its bound fragment into entry->bound. 0 ok, -1 error. */
@@ -1424,18 +1492,13 @@ bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nar
         if (__builtin_add_overflow(total, n, &total)) Py_RETURN_NONE;
     }
     if (total > PY_SSIZE_T_MAX / 4) return PyErr_NoMemory();
-    /* Pointer table: capacity a power of two, at least twice the count. */
-    size_t capacity = 16;
-    while (capacity < 2 * (size_t)total + 2) {
-        if (capacity > SIZE_MAX / 4) return PyErr_NoMemory();
-        capacity *= 2;
-    }
     size_t n_fences = 0;
     if (__builtin_mul_overflow((size_t)m, (size_t)3, &n_fences)) return PyErr_NoMemory();
     PyObject **fences = mr_alloc_array(n_fences, sizeof(PyObject *));
     bd_pending *pending = fences == NULL ? NULL : mr_alloc_array((size_t)total, sizeof(bd_pending));
-    uintptr_t *keys = pending == NULL ? NULL : mr_alloc_array((size_t)total, sizeof(uintptr_t));
-    Py_ssize_t *slots = keys == NULL ? NULL : mr_alloc_array(capacity, sizeof(Py_ssize_t));
+    /* the parts' placement fragments by address (an identity table holding its keys) */
+    size_t mask = 0;
+    bd_idslot *slots = pending == NULL ? NULL : bd_idtab_new((size_t)total, &mask);
     /* result: the rows tuple, or with as_map the map (built at the end from pending). */
     PyObject *result = slots == NULL ? NULL : as_map ? PyDict_New() : PyTuple_New(m);
     PyObject *rows_of = as_map ? NULL : result; /* where bd_make_pending stores rows */
@@ -1444,7 +1507,6 @@ bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nar
     int status = BD_ERROR;
     if (result == NULL) goto done;
     for (size_t f = 0; f < n_fences; f++) fences[f] = NULL;
-    for (size_t s = 0; s < capacity; s++) slots[s] = -1;
     /* Every part as bound_fragments checks it (its rows left empty). */
     for (Py_ssize_t k = 0; k < m; k++) {
         PyObject *attestation = PyTuple_GetItem(attestations, k);
@@ -1471,6 +1533,7 @@ bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nar
             if (count >= total) { status = BD_FALLBACK; goto done; } /* never: tuples are immutable */
             PyObject *placement_fragment = PyTuple_GetItem(part_fragments, i);
             if (placement_fragment == NULL) { status = BD_ERROR; goto done; }
+            if (i + 4 < n) bd_prefetch_object(PyTuple_GetItem(part_fragments, i + 4)); /* a hint */
             PyObject *pfid = NULL;
             status = bd_get_str(placement_fragment, nm[N_PFID], &pfid);
             if (status != BD_OK) goto done;
@@ -1491,8 +1554,12 @@ bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nar
             entry->part = k;
             entry->pos = i;
             entry->made = 0;
-            keys[count] = (uintptr_t)placement_fragment; /* held by entry: the address stays its own */
-            bd_pointer_put(slots, capacity - 1, keys[count], count);
+            /* held by entry: the address stays its own; a fragment met again keeps its first entry */
+            bd_idslot *slot = bd_idtab_find(slots, mask, placement_fragment);
+            if (slot->key == 0) {
+                slot->key = (uintptr_t)placement_fragment;
+                slot->value = count;
+            }
             count++;
         }
         Py_CLEAR(evidence);
@@ -1508,19 +1575,19 @@ bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nar
         for (Py_ssize_t j = 0; j < n_ops; j++) {
             PyObject *op = PyTuple_GetItem(operations, j);
             if (op == NULL) goto done;
+            if (j + 8 < n_ops) bd_prefetch_object(PyTuple_GetItem(operations, j + 8)); /* a hint */
             if ((PyObject *)Py_TYPE(op) != region_cls) continue;
             PyObject *op_dict = NULL;
             int rc = bd_dict_of(op, &op_dict);
             if (rc == BD_ERROR) goto done;
             if (rc != BD_OK) continue;
             PyObject *fragment = PyDict_GetItemWithError(op_dict, field); /* borrowed, address only */
-            uintptr_t key = (uintptr_t)fragment;
             Py_DECREF(op_dict);
             if (fragment == NULL) {
                 if (PyErr_Occurred()) goto done;
                 continue;
             }
-            Py_ssize_t g = bd_pointer_get(keys, slots, capacity - 1, key);
+            Py_ssize_t g = bd_idtab_get(slots, mask, fragment);
             if (g < 0 || pending[g].made) continue;
             if (bd_make_pending(nm, bound_cls, &pending[g], fences, attestations, rows_of) < 0) goto done;
         }
@@ -1563,7 +1630,6 @@ done:
     }
     PyMem_Free(fences);
     PyMem_Free(pending);
-    PyMem_Free(keys);
     PyMem_Free(slots);
     if (status == BD_OK) return result;
     Py_XDECREF(result);
@@ -1658,14 +1724,6 @@ bd_bound_of(PyObject *const *nm, PyObject *fragment, PyObject *bound_map, PyObje
     return BD_OK;
 }
 
-/* A hint: the cache lines of obj and the 32 bytes before it (where CPython keeps an instance's
- * dict pointer and collector header). Only addresses are computed; nothing is read. */
-static inline void
-bd_prefetch_object(const PyObject *obj)
-{
-    __builtin_prefetch((const void *)((uintptr_t)obj - 32));
-    __builtin_prefetch(obj);
-}
 
 /* bind_regions reads each operation's instance dict BD_AHEAD operations ahead of building its
  * region, and its field values BD_AHEAD / 2 ahead, asking for the next objects each step reads
@@ -3004,82 +3062,6 @@ bd_index_put(PyObject *dict, PyObject *key, Py_ssize_t index)
     int rc = PyDict_SetItem(dict, key, value);
     Py_DECREF(value);
     return rc < 0 ? BD_ERROR : BD_OK;
-}
-
-/* Kernel: an open-addressing table of object addresses -> fragment index (capacity a power of
- * two, at least twice the count; slot value -1 empty). Python-free. */
-static size_t
-bd_pointer_slot(uintptr_t key, size_t mask)
-{
-    uint64_t h = (uint64_t)key * UINT64_C(0x9E3779B97F4A7C15);
-    return (size_t)(h >> 17) & mask;
-}
-
-static void
-bd_pointer_put(Py_ssize_t *slots, size_t mask, uintptr_t key, Py_ssize_t value)
-{
-    size_t i = bd_pointer_slot(key, mask);
-    while (slots[i] >= 0) i = (i + 1) & mask;
-    slots[i] = value;
-}
-
-/* The index stored for key, or -1. keys[value] is the key of each stored value. */
-static Py_ssize_t
-bd_pointer_get(const uintptr_t *keys, const Py_ssize_t *slots, size_t mask, uintptr_t key)
-{
-    size_t i = bd_pointer_slot(key, mask);
-    while (slots[i] >= 0) {
-        if (keys[slots[i]] == key) return slots[i];
-        i = (i + 1) & mask;
-    }
-    return -1;
-}
-
-/* Kernel: an identity table whose slots hold their key (one cache line per probe, where a slot
- * index into a key array costs a second one): capacity a power of two, at least twice the
- * count; key 0 empty (no object lives at 0). Homed by mr_ptr_slot. Python-free. */
-typedef struct {
-    uintptr_t key;
-    Py_ssize_t value;
-} bd_idslot;
-
-/* logical_target_cover's proven-source bits */
-#define BD_SRC_ROUTE 1
-#define BD_SRC_SNAP 2
-
-/* A zeroed table for up to count keys (*mask its capacity - 1); NULL with MemoryError. */
-static bd_idslot *
-bd_idtab_new(size_t count, size_t *mask)
-{
-    size_t capacity = 16;
-    while (capacity < 2 * count + 2) {
-        if (capacity > SIZE_MAX / 4 / sizeof(bd_idslot)) {
-            PyErr_NoMemory();
-            return NULL;
-        }
-        capacity *= 2;
-    }
-    bd_idslot *table = mr_alloc_array(capacity, sizeof(bd_idslot));
-    if (table != NULL) memset(table, 0, capacity * sizeof(bd_idslot));
-    *mask = capacity - 1;
-    return table;
-}
-
-/* The slot holding key, or the empty slot where it goes. */
-static bd_idslot *
-bd_idtab_find(bd_idslot *table, size_t mask, const void *key)
-{
-    size_t i = mr_ptr_slot(key, mask);
-    while (table[i].key != 0 && table[i].key != (uintptr_t)key) i = (i + 1) & mask;
-    return &table[i];
-}
-
-/* The value stored for key, or -1. */
-static Py_ssize_t
-bd_idtab_get(bd_idslot *table, size_t mask, const void *key)
-{
-    const bd_idslot *slot = bd_idtab_find(table, mask, key);
-    return slot->key != 0 ? slot->value : -1;
 }
 
 /* A set of exact str by value (hash, then identity or equality: no user code), for a
