@@ -396,6 +396,25 @@ ly_count_arg(PyObject *obj, Py_ssize_t *n)
     return 1;
 }
 
+/* The per-pass check of cls against fields: a tuple of the field names in layout order
+ * (mr_layout_check_fields) or their count (an int; out of range declines). Fills *lc (cls NULL
+ * when declined); -1 with TypeError when fields is neither. */
+static int
+ly_check_arg(PyObject *cls, PyObject *fields, mr_layout_class *lc)
+{
+    lc->cls = NULL;
+    lc->n = 0;
+    if (PyTuple_Check(fields)) {
+        (void)mr_layout_check_fields(lc, cls, 0, fields);
+        return 0;
+    }
+    Py_ssize_t n = 0;
+    int in_range = ly_count_arg(fields, &n);
+    if (in_range < 0) return -1;
+    if (in_range) (void)mr_layout_check(lc, cls, n);
+    return 0;
+}
+
 PyDoc_STRVAR(layout_check_doc,
 "layout_check(cls, n, /)\n"
 "--\n\n"
@@ -410,15 +429,8 @@ layout_check(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     (void)self;
     if (ly_nargs(nargs, 2, "layout_check") < 0) return NULL;
     mr_layout_class lc;
-    if (PyTuple_Check(args[1])) {
-        /* the names form: exact tuple of the field names in layout order */
-        if (!mr_layout_check_fields(&lc, args[0], 0, args[1])) Py_RETURN_FALSE;
-        Py_RETURN_TRUE;
-    }
-    Py_ssize_t n = 0;
-    int in_range = ly_count_arg(args[1], &n);
-    if (in_range < 0) return NULL;
-    if (!in_range || !mr_layout_check(&lc, args[0], n)) Py_RETURN_FALSE;
+    if (ly_check_arg(args[0], args[1], &lc) < 0) return NULL;
+    if (lc.cls == NULL) Py_RETURN_FALSE;
     Py_RETURN_TRUE;
 }
 
@@ -601,12 +613,132 @@ declined:
     return NULL;
 }
 
+/* ---- Builders: a class checked once, instances built by a call --------------------------- */
+
+/* A builder holds a class that passed the layout check for n fields when the builder was made.
+ * What the builder relies on (instances of exactly cls have n field slots) cannot change
+ * afterwards: a class's bases and an object's class can only be reassigned between compatible
+ * layouts, and the layout base is immutable. A field shadowed later (a property) does not
+ * concern building: the slots are still the storage, as a dict-backed instance's dict is. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *cls;
+    Py_ssize_t n;
+} ly_builder;
+
+static PyObject *ly_builder_type = NULL; /* created once by Init_Layout */
+
+static int
+ly_builder_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(((ly_builder *)self)->cls);
+    Py_VISIT((PyObject *)Py_TYPE(self));
+    return 0;
+}
+
+static int
+ly_builder_clear(PyObject *self)
+{
+    Py_CLEAR(((ly_builder *)self)->cls);
+    return 0;
+}
+
+static void
+ly_builder_dealloc(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    (void)ly_builder_clear(self);
+    freefunc free_fn = (freefunc)PyType_GetSlot(type, Py_tp_free);
+    free_fn(self);
+    Py_DECREF((PyObject *)type);
+}
+
+static PyObject *
+ly_builder_call(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    ly_builder *b = (ly_builder *)self;
+    if (kwargs != NULL && PyDict_Check(kwargs) && PyDict_Size(kwargs) != 0) {
+        PyErr_SetString(PyExc_TypeError, "layout builder takes positional field values only");
+        return NULL;
+    }
+    if (b->cls == NULL || !PyTuple_Check(args)) {
+        PyErr_SetString(PyExc_TypeError, "layout builder is not usable");
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_Size(args);
+    if (n != b->n) {
+        PyErr_Format(PyExc_TypeError, "layout builder takes %zd field values (%zd given)", b->n, n);
+        return NULL;
+    }
+    PyObject *items[MR_LAYOUT_MAX_FIELDS];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        items[i] = PyTuple_GetItem(args, i);
+        if (items[i] == NULL) return NULL;
+    }
+    mr_layout_class lc = {b->cls, b->n};
+    return mr_layout_new(&lc, items, n);
+}
+
+static PyType_Slot ly_builder_slots[] = {
+    {Py_tp_call, (void *)ly_builder_call},
+    {Py_tp_traverse, (void *)ly_builder_traverse},
+    {Py_tp_clear, (void *)ly_builder_clear},
+    {Py_tp_dealloc, (void *)ly_builder_dealloc},
+    {0, NULL},
+};
+
+static PyType_Spec ly_builder_spec = {
+    .name = "mooncake.reshard._native.LayoutBuilder",
+    .basicsize = (int)sizeof(ly_builder),
+    .itemsize = 0,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = ly_builder_slots,
+};
+
+PyDoc_STRVAR(layout_builder_doc,
+"layout_builder(cls, fields, /)\n"
+"--\n\n"
+"A callable building instances of exactly ``cls`` from its field values in layout order:\n"
+"``builder(v0, ..., vn-1)`` stores them directly (no ``__init__`` / ``__post_init__``: the caller\n"
+"has validated them; untracked by the collector when every value is inert). ``cls`` is checked\n"
+"once, here (``mr_layout_check_fields``): ``fields`` is the tuple of its field names in layout\n"
+"order (or their count). TypeError when ``cls`` fails the check.");
+
+static PyObject *
+layout_builder(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (ly_nargs(nargs, 2, "layout_builder") < 0) return NULL;
+    mr_layout_class lc;
+    if (ly_check_arg(args[0], args[1], &lc) < 0) return NULL;
+    if (lc.cls == NULL) {
+        PyErr_SetString(PyExc_TypeError, "layout_builder() class is not a value layout of these fields");
+        return NULL;
+    }
+    if (ly_builder_type == NULL) {
+        PyErr_SetString(PyExc_SystemError, "layout_builder() type not initialized");
+        return NULL;
+    }
+    allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)ly_builder_type, Py_tp_alloc);
+    if (alloc == NULL) {
+        PyErr_SetString(PyExc_SystemError, "layout_builder() type has no allocator");
+        return NULL;
+    }
+    PyObject *builder = alloc((PyTypeObject *)ly_builder_type, 0);
+    if (builder == NULL) return NULL;
+    ((ly_builder *)builder)->cls = Py_NewRef(lc.cls);
+    ((ly_builder *)builder)->n = lc.n;
+    return builder;
+}
+
 static PyMethodDef layout_methods[] = {
     {"value_base", (PyCFunction)(void (*)(void))value_base, METH_FASTCALL, value_base_doc},
     {"layout_info", layout_info, METH_O, layout_info_doc},
     {"layout_check", (PyCFunction)(void (*)(void))layout_check, METH_FASTCALL, layout_check_doc},
     {"layout_read", (PyCFunction)(void (*)(void))layout_read, METH_FASTCALL, layout_read_doc},
     {"layout_new", (PyCFunction)(void (*)(void))layout_new, METH_FASTCALL, layout_new_doc},
+    {"layout_builder", (PyCFunction)(void (*)(void))layout_builder, METH_FASTCALL, layout_builder_doc},
     {"layout_read_bench", (PyCFunction)(void (*)(void))layout_read_bench, METH_FASTCALL, layout_read_bench_doc},
     {NULL, NULL, 0, NULL},
 };
@@ -614,5 +746,9 @@ static PyMethodDef layout_methods[] = {
 int
 Init_Layout(PyObject *module)
 {
+    if (ly_builder_type == NULL) {
+        ly_builder_type = PyType_FromSpec(&ly_builder_spec); /* kept for the process */
+        if (ly_builder_type == NULL) return -1;
+    }
     return PyModule_AddFunctions(module, layout_methods);
 }

@@ -1171,6 +1171,12 @@ def layout_new(cls: type, values: tuple[Any, ...], /) -> Any:
     ``__init__``; untracked by the collector when every value is inert). TypeError when ``cls``
     is not a layout class of ``len(values)`` fields."""
 
+def layout_builder(cls: type, fields: int | tuple[str, ...], /) -> Callable[..., Any]:
+    """A callable building instances of exactly ``cls`` from its field values in layout order
+    (stored directly: no ``__init__`` / ``__post_init__``; untracked by the collector when every
+    value is inert). ``cls`` is checked once, here, against ``fields`` (its field names in
+    layout order, or their count); TypeError when it is not such a layout class."""
+
 def layout_read_bench(objects: list[Any], cls: object, names: tuple[str, ...], mode: int, /) -> int:
     """Measurement entry point: a checksum of the fields ``names`` of every object, read by
     direct loads (mode 0; 1 prefetched) or through the instance dict (mode 2; 3 prefetched as

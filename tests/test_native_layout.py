@@ -666,3 +666,64 @@ def test_class_and_bases_assignment_cannot_move_an_object_between_layouts() -> N
     object.__setattr__(s, "__class__", Sub)
     assert _read(s) is None and _native.layout_read([s], Sub, N)[0] == snapshot_values()
     assert _read(Moved(*snapshot_values()), Moved) == snapshot_values()
+
+
+def test_builder_object() -> None:
+    values = snapshot_values(3)
+    build = _native.layout_builder(SnapshotL, SNAPSHOT_FIELDS)
+    made = build(*values)
+    assert type(made) is SnapshotL and made == SnapshotL(*values) and not gc.is_tracked(made)
+    assert all(a is b for a, b in zip(_read(made), values))
+    holder = list(values)
+    holder[0] = [1]
+    assert gc.is_tracked(build(*holder))
+    assert _native.layout_builder(SnapshotL, N)(*values) == made
+    with pytest.raises(TypeError, match="16 field values"):
+        build(*values[:-1])
+    with pytest.raises(TypeError, match="positional"):
+        build(*values[:-1], lease_generation=3)
+    for cls, fields in (
+        (SnapshotD, SNAPSHOT_FIELDS),
+        (SnapshotL, SNAPSHOT_FIELDS[::-1]),
+        (SnapshotL, N - 1),
+        (SnapshotL, 1 << 80),
+        (5, N),
+    ):
+        with pytest.raises(TypeError, match="not a value layout"):
+            _native.layout_builder(cls, fields)
+    with pytest.raises(TypeError):
+        _native.layout_builder(SnapshotL, 1.5)
+    with pytest.raises(TypeError):
+        type(build)()
+    with pytest.raises(TypeError):
+        type(build).x = 1
+
+
+def test_builder_keeps_building_after_a_field_is_shadowed_and_is_collected_with_its_class() -> None:
+    base = value_base("Built", ("a", "b"))
+
+    @layout_dataclass
+    class Built(base):  # type: ignore[misc, valid-type]
+        __slots__ = ("__weakref__",)
+        a: int
+        b: int
+
+    build = _native.layout_builder(Built, ("a", "b"))
+    Built.b = property(lambda self: "shadow")  # type: ignore[assignment, method-assign]
+    made = build(1, 2)
+    assert made.b == "shadow" and _native.layout_read([made], Built, 2) == [None]
+    del Built.b
+    assert made.b == 2
+    Built._build = build  # type: ignore[attr-defined]  # a cycle class -> builder -> class
+    ref = weakref.ref(Built)
+    del Built, build, made, base
+    gc.collect()
+    assert ref() is None
+
+
+def test_python_builder_helper() -> None:
+    from mooncake.reshard._layout import layout_builder
+
+    assert layout_builder(DefaultsL)(1, 2, (3,)) == DefaultsL(1, 2, (3,))
+    with pytest.raises(TypeError, match="not built on a value_base layout"):
+        layout_builder(DefaultsD)
