@@ -1830,7 +1830,7 @@ rs_position(PyObject *side_of, Py_ssize_t i, Py_ssize_t n_frags)
 
 PyDoc_STRVAR(revalidate_side_doc,
 "revalidate_side(frags, keys, runtime_ids, side_of, runtime, rows, attested, used,\n"
-"                attestation_type, rank_type, snapshot_type, placement_type=None)\n"
+"                attestation_type, rank_type, snapshot_type, placement_type=None, row_of=None)\n"
 "--\n\n"
 "Executor consistency of one side of the TransferPlan revalidation fast path (spec §12.4),\n"
 "for the common cases: every executor lists all its worker's attested fragments and carries\n"
@@ -1840,7 +1840,9 @@ PyDoc_STRVAR(revalidate_side_doc,
 "Returns ``True`` when the side passes (the ``id`` of every executor state owning operations\n"
 "is then in ``used``), ``None`` when unsure (the Python version decides). ``TypeError`` for\n"
 "wrong container types. ``placement_type`` (PlacementFragment): the placement fragment id of\n"
-"an exact one is read from its instance dict.");
+"an exact one is read from its instance dict. ``row_of``: this side's list appended by\n"
+"revalidate_views (fragment position -> runtime row); a list of another length is ignored,\n"
+"None at a used position makes the call unsure.");
 
 static PyObject *
 revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)

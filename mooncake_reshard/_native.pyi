@@ -623,6 +623,8 @@ def revalidate_side(
     attestation_type: type,
     rank_type: type,
     snapshot_type: type,
+    placement_type: Optional[type] = None,
+    row_of: Optional[list[Any]] = None,
     /,
 ) -> Optional[bool]:
     """Executor consistency of one side of the ``TransferPlan`` revalidation fast path (spec
@@ -632,7 +634,10 @@ def revalidate_side(
     ``bound_contracts._fast_side_consistent``, which it mirrors). ``True`` when the side passes
     (``used`` then holds the ``id`` of every executor state owning operations), ``None`` when
     unsure. ``TypeError`` for wrong container types; errors of the values' own methods
-    propagate."""
+    propagate. ``placement_type`` (``PlacementFragment``): the placement fragment id of an exact
+    one is read from its instance dict. ``row_of``: this side's list that ``revalidate_views``
+    appended (fragment position -> its runtime row); a list of another length is ignored, and
+    ``None`` at a position the side uses makes the call unsure."""
 
 def attested_index(
     attestation_type: type,
@@ -743,6 +748,7 @@ def revalidate_views(
     target_of: list[int],
     rank_type: type,
     executor_type: Optional[type] = None,
+    row_of: Optional[list[Any]] = None,
     /,
 ) -> Optional[tuple[dict[Any, Any], list[Any], dict[Any, list[int]], dict[Any, Any], list[Any], dict[Any, list[int]], dict[Any, list[int]]]]:
     """Operation views (spec §11.9) of the ``TransferPlan`` revalidation fast path: per side
@@ -752,7 +758,10 @@ def revalidate_views(
     -> operation indices). ``(s_runtime, s_rows, s_table, t_runtime, t_rows, t_table, routes)``,
     or ``None`` for a repeated view key, a rank that is not exactly ``rank_type``, a missing
     field or (when given) an executor that is not exactly ``executor_type``. ``TypeError`` for
-    wrong container types."""
+    wrong container types. ``row_of`` (a list): when the operations were assigned by address and
+    there are at least 4096 fragment positions, two lists are appended to it, per fragment
+    position ``runtime.get(runtime_ids[p])`` of the source and of the target side (``None``
+    where the side has no operation); else nothing."""
 
 def restore_executors(
     table: object,
