@@ -634,6 +634,8 @@ PyDoc_STRVAR(bind_views_doc,
 "fragment ids; equal nbytes, local_shape and itemsize (of the tensor of that id in the\n"
 "strictly sorted tuple tensors); canonical strides. None when that is not decided here.");
 
+#define BD_ID_TABLE_MIN 16
+
 /* The views of bind_views (*out, a new list) or BD_FALLBACK / BD_ERROR. classes: placement
  * fragment, runtime fragment and tensor classes (checked heap types). */
 static int
@@ -679,9 +681,11 @@ bd_views_core(const bd_table *tb, PyObject *instance_id, PyObject *logical, PyOb
         }
     }
     if (status != BD_OK) goto done;
-    /* the tensor ids by address (NULL: the search alone decides) */
-    id_tab = n > 1 ? bd_idtab_new((size_t)ntensors, &id_mask) : NULL;
-    if (n > 1 && id_tab == NULL) { status = BD_ERROR; goto done; }
+    /* the tensor ids by address (NULL: the search alone decides; below BD_ID_TABLE_MIN tensors
+     * or fragments the table's allocation costs more than the short searches it saves) */
+    int with_table = n >= BD_ID_TABLE_MIN && ntensors >= BD_ID_TABLE_MIN;
+    id_tab = with_table ? bd_idtab_new((size_t)ntensors, &id_mask) : NULL;
+    if (with_table && id_tab == NULL) { status = BD_ERROR; goto done; }
     for (Py_ssize_t k = 0; id_tab != NULL && k < ntensors; k++) {
         bd_idslot *slot = bd_idtab_find(id_tab, id_mask, tensor_ids[k]);
         slot->key = (uintptr_t)tensor_ids[k]; /* distinct (strictly increasing) */
