@@ -12,6 +12,7 @@ import pytest
 
 from layout_model import build_runtime_bindings
 from memory_executor import tp_placement
+from test_native_binder_attest_many import CLASSES
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight._planner.attestation import _attest_many
@@ -54,25 +55,10 @@ def test_the_table_path_runs_and_decides() -> None:
     assert fast[0] == "ok" and fast == _outcome(PLACEMENT, False)
     bindings = build_runtime_bindings(PLACEMENT)
     decided = _native.attest_many(
-        *_classes(), PLACEMENT, PLACEMENT._part_index(), bindings, PLACEMENT.resource_id,
+        *CLASSES, PLACEMENT, PLACEMENT._part_index(), bindings, PLACEMENT.resource_id,
         PLACEMENT.placement_id, PLACEMENT.digest, PLACEMENT.revision,
     )
     assert decided is not None and all(item is not None for item in decided)
-
-
-def _classes() -> tuple[Any, ...]:
-    from mooncake.reshard.weight import PlacementFragment, RuntimeBindingFragment, TensorDescriptor
-    from mooncake.reshard.weight import WeightRuntimeBindingManifest
-    from mooncake.reshard.weight._planner.attestation import RuntimeBindingAttestation, RuntimeBindingEvidence
-
-    return (
-        RuntimeBindingAttestation,
-        RuntimeBindingEvidence,
-        RuntimeBindingFragment,
-        PlacementFragment,
-        TensorDescriptor,
-        WeightRuntimeBindingManifest,
-    )
 
 
 @pytest.mark.parametrize("index", [0, 7, 19])
