@@ -2522,17 +2522,27 @@ bd_as_u64(PyObject *value, uint64_t *out)
 }
 
 /* Fill one range from view (instance_id, runtime, ...); BD_* status. */
+/* bd_view_range's previous key and its space (borrowed pointers, compared by address). */
+typedef struct {
+    PyObject *instance, *worker, *device;
+    uint64_t space;
+} bd_last_space;
+
 static int
-bd_view_range(PyObject *const *nm, PyObject *view, PyObject *rf_cls, PyObject *spaces, bd_range *range)
+bd_view_range(PyObject *const *nm, PyObject *view, PyObject *rf_cls, PyObject *spaces, bd_range *range,
+              bd_last_space *last)
 {
     if (!PyTuple_CheckExact(view) || PyTuple_Size(view) != 4) return BD_FALLBACK;
     PyObject *instance = PyTuple_GetItem(view, 0);
     PyObject *runtime = PyTuple_GetItem(view, 1);
     if (instance == NULL || runtime == NULL) return BD_ERROR;
     if (!PyUnicode_CheckExact(instance) || (PyObject *)Py_TYPE(runtime) != rf_cls) return BD_FALLBACK;
-    PyObject *worker = NULL, *device = NULL, *key = NULL;
-    int status = bd_get(runtime, nm[N_WORKER_ID], &worker);
-    if (status == BD_OK) status = bd_get(runtime, nm[N_DEVICE], &device);
+    /* The fields from the exact runtime fragment's own dict (what getattr reads: the class
+     * defines no descriptor for them; a missing one declines). */
+    PyObject *worker = NULL, *device = NULL, *key = NULL, *rdict = NULL;
+    int status = bd_dict_of(runtime, &rdict);
+    if (status == BD_OK) status = bd_dget(rdict, nm[N_WORKER_ID], &worker);
+    if (status == BD_OK) status = bd_dget(rdict, nm[N_DEVICE], &device);
     if (status != BD_OK) goto done;
     status = BD_FALLBACK;
     if (!PyUnicode_CheckExact(worker) || !PyUnicode_CheckExact(device)) goto done;
@@ -2540,7 +2550,7 @@ bd_view_range(PyObject *const *nm, PyObject *view, PyObject *rf_cls, PyObject *s
     uint64_t values[4];
     for (int k = 0; k < 4; k++) {
         PyObject *value = NULL;
-        status = bd_get(runtime, nm[fields[k]], &value);
+        status = bd_dget(rdict, nm[fields[k]], &value);
         if (status != BD_OK) goto done;
         int rc = bd_as_u64(value, &values[k]);
         Py_DECREF(value);
@@ -2556,6 +2566,13 @@ bd_view_range(PyObject *const *nm, PyObject *view, PyObject *rf_cls, PyObject *s
     range->size = values[1];
     range->storage = values[2];
     range->storage_size = values[3];
+    /* The previous view's very (instance, worker, device) objects: its space (the same key;
+     * borrowed pointers, alive in the views, compared by address only). */
+    if (last->instance == instance && last->worker == worker && last->device == device) {
+        range->space = last->space;
+        status = BD_OK;
+        goto done;
+    }
     status = BD_ERROR;
     key = PyTuple_Pack(3, instance, worker, device);
     if (key == NULL) goto done;
@@ -2575,11 +2592,16 @@ bd_view_range(PyObject *const *nm, PyObject *view, PyObject *rf_cls, PyObject *s
         if (number < 0) goto done; /* our own non-negative ints: cannot happen */
         range->space = (uint64_t)number;
     }
+    last->instance = instance;
+    last->worker = worker;
+    last->device = device;
+    last->space = range->space;
     status = BD_OK;
 done:
     Py_XDECREF(worker);
     Py_XDECREF(device);
     Py_XDECREF(key);
+    Py_XDECREF(rdict);
     return status;
 }
 
@@ -2603,9 +2625,16 @@ bd_ranges_core(const bd_table *tb, PyObject *views, PyObject *rf_cls)
     if (ranges == NULL) return BD_ERROR;
     PyObject *spaces = PyDict_New();
     int status = spaces == NULL ? BD_ERROR : BD_OK;
+    bd_last_space last = {NULL, NULL, NULL, 0};
     for (Py_ssize_t i = 0; i < n && status == BD_OK; i++) {
         PyObject *view = PyList_GetItem(views, i);
-        status = view == NULL ? BD_ERROR : bd_view_range(tb->nm, view, rf_cls, spaces, &ranges[i]);
+        if (i + 4 < n) { /* a hint: the runtime fragment read four views on */
+            PyObject *ahead = PyList_GetItem(views, i + 4);
+            if (ahead != NULL && PyTuple_CheckExact(ahead) && PyTuple_Size(ahead) == 4) {
+                bd_prefetch_object(PyTuple_GetItem(ahead, 1));
+            }
+        }
+        status = view == NULL ? BD_ERROR : bd_view_range(tb->nm, view, rf_cls, spaces, &ranges[i], &last);
     }
     /* The kernel only sees the C array. */
     if (status == BD_OK && !bd_ranges_clear(ranges, (size_t)n)) status = BD_FALLBACK;
