@@ -1269,6 +1269,9 @@ rs_set_has(const rv_table *t, PyObject *object)
     return 0;
 }
 
+/* Distinct attestation placements revalidate_side tracks in its ``active`` set. */
+#define RS_ACTIVE_ROOM 8
+
 static void
 rs_set_add(rv_table *t, PyObject *object)
 {
@@ -1874,6 +1877,7 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
     unsigned char *seen = NULL;
     Py_ssize_t *unique = NULL;
     Py_ssize_t n_unique = 0;
+    size_t n_active = 0;
     /* Private copies: the values' own methods cannot resize what is iterated. */
     own_frags = PySequence_List(frags);
     own_rows = PySequence_List(rows);
@@ -1885,7 +1889,10 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
     if (row_of != Py_None && PyList_Size(row_of) != n_frags) row_of = Py_None; /* not this side's */
     seen = mr_alloc_array((size_t)n_frags, 1);
     unique = mr_alloc_array((size_t)n_frags, sizeof(Py_ssize_t));
-    if (seen == NULL || unique == NULL || rv_table_init(&active, (size_t)n_frags) < 0 ||
+    /* ``active`` holds the attestations' placements: one object in a bound or restored plan.
+     * Sized for RS_ACTIVE_ROOM of them (a plan naming more declines below) instead of one slot
+     * pair per fragment: this call holds bind's traced-memory peak. */
+    if (seen == NULL || unique == NULL || rv_table_init(&active, RS_ACTIVE_ROOM) < 0 ||
         rv_table_init(&hits, (size_t)n_frags) < 0) {
         goto done;
     }
@@ -1940,7 +1947,14 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
         PyObject *placement = PyObject_GetAttr(attestation, rs_keys[RS_PLACEMENT]);
         Py_DECREF(attestation);
         if (placement == NULL) goto decline;
-        rs_set_add(&active, placement); /* alive: held by the attestation, held by the fragment */
+        if (!rs_set_has(&active, placement)) {
+            if (n_active == RS_ACTIVE_ROOM) {
+                Py_DECREF(placement);
+                goto decline; /* more distinct placements than the table holds: not decided here */
+            }
+            rs_set_add(&active, placement); /* alive: held by the attestation, held by the fragment */
+            n_active++;
+        }
         Py_DECREF(placement);
     }
     snapshot_owner = PyDict_New();
