@@ -153,3 +153,20 @@ def test_scale_small_preset(tmp_path: Path) -> None:
     assert targets["kimi_30x_below_reference"]["met"] is None
     assert isinstance(targets["growth_per_decade_at_most_12x"]["met"], bool)
     assert isinstance(targets["construction_at_most_1_5x_plain_dataclass"]["met"], bool)
+
+
+def test_bind_call_peaks_reports_c_calls() -> None:
+    completed = _run("bind_call_peaks.py", "--layers", "1", "--experts", "48", "--top", "3")
+    assert completed.returncode == 0, completed.stderr
+    document = json.loads(completed.stdout)
+    assert document["benchmark"] == "bind_call_peaks"
+    assert document["arguments"] == {"layers": 1, "experts": 48, "top": 3}
+    # 1 layer x 48 experts x 3 matrices, each split over expert-TP 8 on the serving side
+    assert document["operations"] == document["result_operations"] == 48 * 3 * 8
+    assert document["kept_bytes_per_op"] > 0
+    peaks = document["peaks"]
+    assert len(peaks) == 3
+    values = [row["peak_bytes_per_op"] for row in peaks]
+    assert values == sorted(values, reverse=True)
+    # bind keeps its result, so the peak inside its largest call is at least what it keeps
+    assert values[0] >= document["kept_bytes_per_op"]
