@@ -960,16 +960,29 @@ done:
 /* ------------------------------------------------------------------------------------------
  * attested_executors */
 
-/* The snapshot of (placement fragment, runtime fragment, generation); BD_* status. */
 /* The snapshot field dict of (placement fragment, runtime fragment dict, generation) (*out,
- * checked to hold exactly the snapshot fields); BD_* status. */
+ * checked to hold exactly the snapshot fields); BD_* status.
+ *
+ * pf_cls (NULL: not given) is the PlacementFragment class: a placement fragment of exactly that
+ * class has its four fields read from its own instance dict (one dict fetch instead of four
+ * generic getattr calls). That is what getattr returns: the exact class (and object) define no
+ * attribute of those names, so no descriptor precedes the instance dict. A field missing from
+ * the dict, or a missing / non-dict __dict__, takes today's getattr read of that field, and
+ * any other class takes getattr for every field: the values (hence the snapshots) are the very
+ * objects getattr returns. */
 static int
-bd_snapshot_fill(const bd_table *tb, PyObject *placement_fragment, PyObject *runtime_dict, PyObject *generation,
-                 PyObject *dict)
+bd_snapshot_fill(const bd_table *tb, PyObject *pf_cls, PyObject *placement_fragment, PyObject *runtime_dict,
+                 PyObject *generation, PyObject *dict)
 {
     static const int from_placement[] = {N_PFID, N_TENSOR_ID, N_GLOBAL_OFFSET, N_LOCAL_SHAPE};
     PyObject *const *nm = tb->nm;
+    PyObject *pdict = NULL;
     int status = BD_OK;
+    if (pf_cls != NULL && (PyObject *)Py_TYPE(placement_fragment) == pf_cls) {
+        status = bd_dict_of(placement_fragment, &pdict); /* BD_FALLBACK: pdict NULL, getattr */
+        if (status == BD_ERROR) return BD_ERROR;
+        status = BD_OK;
+    }
     /* Field order: placement_fragment_id, fragment_id, tensor_id, global_offset, local_shape,
      * then the runtime fields, then lease_generation. */
     for (int k = 0; k < N_LEASE_GENERATION && status == BD_OK; k++) {
@@ -978,11 +991,20 @@ bd_snapshot_fill(const bd_table *tb, PyObject *placement_fragment, PyObject *run
             if (from_placement[j] == k) placement_side = 1;
         }
         PyObject *value = NULL;
-        status = placement_side ? bd_get(placement_fragment, nm[k], &value) : bd_dget(runtime_dict, nm[k], &value);
+        if (!placement_side) {
+            status = bd_dget(runtime_dict, nm[k], &value);
+        }
+        else if (pdict != NULL && (value = PyDict_GetItemWithError(pdict, nm[k])) != NULL) {
+            Py_INCREF(value);
+        }
+        else {
+            status = PyErr_Occurred() ? BD_ERROR : bd_get(placement_fragment, nm[k], &value);
+        }
         if (status != BD_OK) break;
         if (PyDict_SetItem(dict, nm[k], value) < 0) status = BD_ERROR;
         Py_DECREF(value);
     }
+    Py_XDECREF(pdict);
     if (status == BD_OK && PyDict_SetItem(dict, nm[N_LEASE_GENERATION], generation) < 0) status = BD_ERROR;
     return status;
 }
@@ -993,7 +1015,7 @@ bd_snapshot_dict(const bd_table *tb, PyObject *placement_fragment, PyObject *run
 {
     PyObject *dict = bd_field_dict(tb, T_SNAPSHOT);
     if (dict == NULL) return BD_ERROR;
-    int status = bd_snapshot_fill(tb, placement_fragment, runtime_dict, generation, dict);
+    int status = bd_snapshot_fill(tb, NULL, placement_fragment, runtime_dict, generation, dict);
     if (status == BD_OK && bd_check_field_dict(dict, T_SNAPSHOT) < 0) status = BD_ERROR;
     if (status != BD_OK) {
         Py_DECREF(dict);
@@ -1006,13 +1028,13 @@ bd_snapshot_dict(const bd_table *tb, PyObject *placement_fragment, PyObject *run
 /* The snapshot (an instance of snap_cls) of (placement fragment, runtime fragment dict,
  * generation); BD_* status. */
 static int
-bd_snapshot(const bd_table *tb, PyObject *snap_cls, PyObject *placement_fragment, PyObject *runtime_dict,
-            PyObject *generation, PyObject **out)
+bd_snapshot(const bd_table *tb, PyObject *snap_cls, PyObject *pf_cls, PyObject *placement_fragment,
+            PyObject *runtime_dict, PyObject *generation, PyObject **out)
 {
     PyObject *dict = NULL;
     PyObject *obj = bd_new(snap_cls, &dict);
     if (obj == NULL) return BD_ERROR;
-    int status = bd_snapshot_fill(tb, placement_fragment, runtime_dict, generation, dict);
+    int status = bd_snapshot_fill(tb, pf_cls, placement_fragment, runtime_dict, generation, dict);
     if (status != BD_OK) {
         Py_DECREF(dict);
         Py_DECREF(obj);
@@ -1115,8 +1137,8 @@ done:
 /* Snapshots of the evidence fragments grouped by worker in `groups` (worker -> list of
  * (fragment_id, position, snapshot)). */
 static int
-bd_group_snapshots(const bd_table *tb, PyObject *snap_cls, PyObject *rf_cls, PyObject *fragments,
-                   PyObject *placement_dict, PyObject *generation, PyObject *groups)
+bd_group_snapshots(const bd_table *tb, PyObject *snap_cls, PyObject *rf_cls, PyObject *pf_cls,
+                   PyObject *fragments, PyObject *placement_dict, PyObject *generation, PyObject *groups)
 {
     PyObject *const *nm = tb->nm;
     Py_ssize_t n = PyTuple_Size(fragments);
@@ -1143,7 +1165,7 @@ bd_group_snapshots(const bd_table *tb, PyObject *snap_cls, PyObject *rf_cls, PyO
         Py_INCREF(placement_fragment);
         status = bd_dget_str(rdict, nm[N_WORKER_ID], &worker);
         if (status == BD_OK) status = bd_dget_str(rdict, nm[N_FID], &fid);
-        if (status == BD_OK) status = bd_snapshot(tb, snap_cls, placement_fragment, rdict, generation, &snapshot);
+        if (status == BD_OK) status = bd_snapshot(tb, snap_cls, pf_cls, placement_fragment, rdict, generation, &snapshot);
         Py_DECREF(placement_fragment);
         Py_DECREF(rdict);
         if (status == BD_OK) {
@@ -1179,26 +1201,30 @@ bd_group_snapshots(const bd_table *tb, PyObject *snap_cls, PyObject *rf_cls, PyO
 PyDoc_STRVAR(attested_executors_doc,
 "attested_executors(executor_cls, snapshot_cls, attestation_cls, evidence_cls,\n"
 "                   runtime_fragment_cls, attestation, placement_id, participant_id,\n"
-"                   placement_digest, rank)\n"
+"                   placement_digest, rank, placement_fragment_cls=None)\n"
 "--\n\n"
 "(table, rows): table maps each worker of the attestation's evidence fragments that have an\n"
 "attested placement fragment (attestation._placement_dict) to their snapshots sorted by\n"
 "runtime fragment id; rows holds (worker_id, snapshots, executor) per worker in worker order,\n"
 "the executor built like ExecutorTransferPlan(...) over those snapshots. None when not decided\n"
-"here (a check of ExecutorTransferPlan.__post_init__ not visibly satisfied, inexact types).");
+"here (a check of ExecutorTransferPlan.__post_init__ not visibly satisfied, inexact types).\n"
+"placement_fragment_cls (optional, None: not given): placement fragments of exactly that class\n"
+"have their fields read from their instance dict (the same values getattr returns).");
 
 static PyObject *
 bd_attested_executors(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     bd_table tb;
-    if (nargs != 10) {
-        PyErr_SetString(PyExc_TypeError, "attested_executors expects 10 arguments");
+    if (nargs != 10 && nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "attested_executors expects 10 or 11 arguments");
         return NULL;
     }
     if (bd_load_table(self, &tb) < 0) return NULL;
     PyObject *const *nm = tb.nm;
     if (bd_check_heap_types(args, 5) < 0) return NULL;
     PyObject *ex_cls = args[0], *snap_cls = args[1], *att_cls = args[2], *ev_cls = args[3], *rf_cls = args[4];
+    PyObject *pf_cls = nargs == 11 && args[10] != Py_None ? args[10] : NULL;
+    if (pf_cls != NULL && bd_check_heap_types(&pf_cls, 1) < 0) return NULL;
     PyObject *attestation = args[5];
     /* instance_id, placement_id, participant_id, placement_digest, runtime_lease_id, rank */
     PyObject *values[6] = {NULL, args[6], args[7], args[8], NULL, args[9]};
@@ -1237,7 +1263,7 @@ bd_attested_executors(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     status = BD_ERROR;
     groups = PyDict_New();
     if (groups == NULL) goto done;
-    status = bd_group_snapshots(&tb, snap_cls, rf_cls, fragments, placement_dict, generation, groups);
+    status = bd_group_snapshots(&tb, snap_cls, rf_cls, pf_cls, fragments, placement_dict, generation, groups);
     if (status != BD_OK) goto done;
     status = bd_sorted_table(groups, &table);
     if (status != BD_OK) goto done;
@@ -3739,7 +3765,8 @@ bd_selection(PyObject *const *nm, PyObject *items, PyObject *selected, int *all)
 PyDoc_STRVAR(project_attested_doc,
 "project_attested(executor_cls, snapshot_cls, attestation_cls, evidence_cls, runtime_fragment_cls,\n"
 "                 rank_cls, attestation_values, placement, parts, part_index, by_key,\n"
-"                 attestations, placement_id, placement_digest, selected)\n"
+"                 attestations, placement_id, placement_digest, selected,\n"
+"                 placement_fragment_cls=None)\n"
 "--\n\n"
 "The executors of binding._build_executor_plans_with((placement,), ...) when every bound part\n"
 "takes its attested single-worker path: per part of ``parts`` with a binding in ``by_key``\n"
@@ -3749,18 +3776,21 @@ PyDoc_STRVAR(project_attested_doc,
 "wholly or not at all by ``selected`` (an exact frozenset, or None), ranks exact rank_cls with\n"
 "int64 fields and no (rank, worker) twice; sorted by (dp, pp, ep, tp), stable; every selected id\n"
 "emitted. A tuple of the executors, or None when that is not decided here (the Python loop\n"
-"then runs and raises the first failure).");
+"then runs and raises the first failure). placement_fragment_cls (optional, None: not given)\n"
+"is passed on to attested_executors.");
 
 static PyObject *
 bd_project_attested(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     bd_table tb;
-    if (nargs != 15) {
-        PyErr_SetString(PyExc_TypeError, "project_attested expects 15 arguments");
+    if (nargs != 15 && nargs != 16) {
+        PyErr_SetString(PyExc_TypeError, "project_attested expects 15 or 16 arguments");
         return NULL;
     }
     if (bd_load_table(self, &tb) < 0) return NULL;
     if (bd_check_heap_types(args, 6) < 0) return NULL;
+    PyObject *pf_cls = nargs == 16 ? args[15] : Py_None;
+    if (pf_cls != Py_None && bd_check_heap_types(&pf_cls, 1) < 0) return NULL;
     PyObject *const *nm = tb.nm;
     PyObject *rank_cls = args[5], *values_of = args[6], *placement = args[7], *parts = args[8];
     PyObject *part_index = args[9], *by_key = args[10], *attestations = args[11], *placement_id = args[12];
@@ -3840,9 +3870,9 @@ bd_project_attested(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             if (known != 0) { status = known < 0 ? BD_ERROR : BD_FALLBACK; goto next; }
             status = bd_get(part, nm[N_RANK], &rank);
             if (status != BD_OK) goto next;
-            PyObject *const call[10] = {args[0], args[1], args[2], args[3], args[4], attestation,
-                                        placement_id, participant, digest, rank};
-            built = bd_attested_executors(self, call, 10);
+            PyObject *const call[11] = {args[0], args[1], args[2], args[3], args[4], attestation,
+                                        placement_id, participant, digest, rank, pf_cls};
+            built = bd_attested_executors(self, call, 11);
             if (built == NULL) { status = BD_ERROR; goto next; }
             if (built == Py_None || !PyTuple_CheckExact(built) || PyTuple_Size(built) != 2) {
                 status = BD_FALLBACK;

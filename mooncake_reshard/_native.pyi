@@ -850,12 +850,15 @@ def attested_executors(
     participant_id: object,
     placement_digest: object,
     rank: object,
+    placement_fragment_cls: Optional[type] = None,
     /,
 ) -> Optional[tuple[dict[str, tuple[Any, ...]], tuple[tuple[str, tuple[Any, ...], Any], ...]]]:
     """``(table, rows)``: the attested snapshots per worker sorted by runtime fragment id (as
     ``bound_contracts._attested_snapshots`` derives them from ``attestation._placement_dict``)
     and per worker, in order, ``(worker_id, snapshots, executor)``, the executor built like
-    ``ExecutorTransferPlan(...)`` when every ``__post_init__`` check visibly holds."""
+    ``ExecutorTransferPlan(...)`` when every ``__post_init__`` check visibly holds. Placement
+    fragments of exactly ``placement_fragment_cls`` (optional; None: not given) have their fields
+    read from their instance dict (the values getattr returns)."""
 
 def bound_fragments(
     bound_cls: type, attestation_cls: type, part_fragments: object, attestation: object, /
@@ -1024,6 +1027,7 @@ def project_attested(
     placement_id: object,
     placement_digest: object,
     selected: object,
+    placement_fragment_cls: Optional[type] = None,
     /,
 ) -> Optional[tuple[Any, ...]]:
     """The executors of ``binding._build_executor_plans_with((placement,), ...)`` when every
@@ -1035,7 +1039,8 @@ def project_attested(
     rank is the part's (exact ``rank_cls``, int64 fields) and no (rank, worker) repeats; sorted by
     (dp, pp, ep, tp), stable; every selected id emitted. ``None`` when not decided here (the
     Python loop runs and raises the first failure). ``TypeError`` for a class that is not a heap
-    type or a non-callable ``attestation_values``."""
+    type or a non-callable ``attestation_values``. ``placement_fragment_cls`` (optional; None: not
+    given) is passed on to ``attested_executors``."""
 
 def attest_many(
     attestation_cls: type,

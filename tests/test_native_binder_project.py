@@ -186,7 +186,9 @@ def test_wrong_arguments_raise_type_error(side: Tuple[Any, List[Any], Any]) -> N
     with pytest.raises(TypeError):
         _native.project_attested(*args[:-1])
     with pytest.raises(TypeError):
-        _native.project_attested(*args, None)
+        _native.project_attested(*args, None, None)  # the optional placement fragment class, then one more
+    with pytest.raises(TypeError):
+        _native.project_attested(*args, int)  # the optional class given, not a heap type
     for k in range(len(CLASSES)):
         for bad in (None, "cls", int):  # int: not a heap type
             broken = list(args)

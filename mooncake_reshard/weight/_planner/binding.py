@@ -137,6 +137,7 @@ def _attested_executors(
             part.participant_id,
             digest,
             part.rank,
+            PlacementFragment,
         )
         if built is not None:
             values["snapshots_by_worker"] = built[0]
@@ -344,6 +345,7 @@ def _build_executor_plans_with(
             placement.placement_id,
             placement.digest,
             selected_fragment_ids,
+            PlacementFragment,
         )
         if projected is not None:
             return projected
