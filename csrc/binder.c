@@ -1788,10 +1788,15 @@ bd_ahead_values(const bd_table *tb, bd_ahead *slot)
 
 /* The bound region of one logical operation (*out, new reference) from its field values v (kept
  * order; read by bd_ahead_*), with the region's values in kept order (kept, borrowed: the
- * region's dict holds them). */
+ * region's dict holds them). known_source: the bound source an earlier operation of this call
+ * with this very source object got (NULL: looked up here; within one call no Python code runs,
+ * so the lookup would return it again). att: bind_regions' untracking memo (NULL: the region
+ * alone is offered to mr_untrack_inert): then its bound source (when untrack_source) and target
+ * are untracked first (mr_untrack_bound), as mr_untrack_bound_regions would after the pass. */
 static int
 bd_bound_region(const bd_table *tb, PyObject *const *classes, PyObject **v, PyObject *bound_targets,
-                PyObject *bound_sources, PyObject **out, PyObject **kept)
+                PyObject *bound_sources, PyObject *known_source, mr_att_memo *att, int untrack_source, PyObject **out,
+                PyObject **kept)
 {
     PyObject *const *nm = tb->nm;
     PyObject *region_cls = classes[0], *pf_cls = classes[1], *stored_cls = classes[2];
@@ -1803,7 +1808,9 @@ bd_bound_region(const bd_table *tb, PyObject *const *classes, PyObject **v, PyOb
     status = bd_bound_of(nm, target, bound_targets, &bound_target);
     if (status != BD_OK) goto done;
     status = BD_FALLBACK;
-    if ((PyObject *)Py_TYPE(source) == pf_cls) {
+    if (known_source != NULL) {
+        bound_source = known_source; /* (its source passed the checks below when first met) */
+    } else if ((PyObject *)Py_TYPE(source) == pf_cls) {
         status = bd_bound_of(nm, source, bound_sources, &bound_source);
         if (status != BD_OK) goto done;
     } else if ((PyObject *)Py_TYPE(source) == stored_cls) {
@@ -1830,6 +1837,13 @@ bd_bound_region(const bd_table *tb, PyObject *const *classes, PyObject **v, PyOb
         Py_DECREF(region);
         goto done;
     }
+    if (att != NULL) {
+        /* GC: what mr_untrack_bound_regions does for this region after the pass (bound_cls =
+         * classes[6]): nothing it reads changes within the call, so doing it here decides the
+         * same; a source met before was offered when first met (untracked then or never). */
+        if (untrack_source) mr_untrack_bound(bound_source, classes[6], nm[N_ATTESTATION], att);
+        mr_untrack_bound(bound_target, classes[6], nm[N_ATTESTATION], att);
+    }
     (void)mr_untrack_inert(region, dict); /* GC: common.h (untracked only when source and target are) */
     for (int k = 0; k < BD_KEPT; k++) kept[k] = v[k]; /* borrowed: the region's dict holds them */
     *out = region;
@@ -1837,6 +1851,72 @@ bd_bound_region(const bd_table *tb, PyObject *const *classes, PyObject **v, PyOb
 done:
     Py_XDECREF(dict);
     return status;
+}
+
+/* bind_regions' memo of the operations' source objects (pointer keys: the operations hold them;
+ * one call, in which no Python code runs, so what was read of a source object is what reading
+ * it again would return): its bound source, the two values its view read (bd_bound_view with
+ * all = 0: its binding and that binding's fragment_id), and its carry position (-1 none yet).
+ * Open addressing, load at most one half, grown by doubling. */
+typedef struct {
+    const void *key; /* NULL: empty */
+    PyObject *bound, *binding, *fid; /* borrowed (the maps / the dicts read hold them) */
+    Py_ssize_t position;
+} bd_memo_slot;
+
+typedef struct {
+    bd_memo_slot *slots;
+    size_t mask, count;
+} bd_memo;
+
+/* The slot of key (its entry, or the empty slot where it goes). */
+static bd_memo_slot *
+bd_memo_slot_of(const bd_memo *m, const void *key)
+{
+    size_t i = mr_ptr_slot(key, m->mask);
+    while (m->slots[i].key != NULL && m->slots[i].key != key) i = (i + 1) & m->mask;
+    return &m->slots[i];
+}
+
+/* The table moved to capacity zeroed slots (a power of two, above twice the count), its entries
+ * re-homed (none in a new table: slots NULL). 0, or -1 with MemoryError (the table unchanged). */
+static int
+bd_memo_resize(bd_memo *m, size_t capacity)
+{
+    bd_memo_slot *slots = mr_alloc_array(capacity, sizeof(bd_memo_slot));
+    if (slots == NULL) return -1;
+    memset(slots, 0, capacity * sizeof(bd_memo_slot));
+    bd_memo old = *m;
+    m->slots = slots;
+    m->mask = capacity - 1;
+    for (size_t k = 0; old.slots != NULL && k <= old.mask; k++) {
+        if (old.slots[k].key != NULL) *bd_memo_slot_of(m, old.slots[k].key) = old.slots[k];
+    }
+    PyMem_Free(old.slots);
+    return 0;
+}
+
+/* The entry of key: found (*hit 1) or inserted empty (*hit 0; key set, position -1); the table
+ * grown first when full. NULL with MemoryError. The pointer stays valid until the next call. */
+static bd_memo_slot *
+bd_memo_get(bd_memo *m, const void *key, int *hit)
+{
+    bd_memo_slot *slot = bd_memo_slot_of(m, key);
+    *hit = slot->key != NULL;
+    if (*hit) return slot;
+    if ((m->count + 1) * 2 > m->mask + 1) {
+        if (m->mask + 1 > SIZE_MAX / 2 / sizeof(bd_memo_slot)) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        if (bd_memo_resize(m, (m->mask + 1) * 2) < 0) return NULL;
+        slot = bd_memo_slot_of(m, key);
+    }
+    slot->key = key;
+    slot->bound = slot->binding = slot->fid = NULL;
+    slot->position = -1;
+    m->count++;
+    return slot;
 }
 
 /* What bind_regions' later steps read of a bound fragment, read once (borrowed: the fragment's and
@@ -2075,8 +2155,15 @@ bd_phys_region(bd_phys *ph, PyObject *target, PyObject *const *v, PyObject *offs
  * unusual only turns the carry off (the new plan's revalidation then runs revalidate_scan). */
 typedef struct {
     PyObject *bound_cls; /* borrowed */
-    sc_carry sc;         /* the shared core (scan_carry.h): distinct fragments, positions, boxes, ends, maxima */
+    sc_carry sc;         /* the shared core (scan_carry.h): distinct fragments, ends, maxima (no lists) */
     int active;
+    /* Per operation, recorded in C and turned into the result's lists by bd_carry_lists once
+     * every region is built (so the lists' items are allocated together after the regions, not
+     * interleaved with them, and one int object serves every operation naming a position):
+     * source and target positions, and the (overlap_offset, overlap_shape) values of its box
+     * (borrowed: the region's dict holds them). */
+    Py_ssize_t *source_of, *target_of;
+    PyObject **box_parts; /* 2 per operation */
     /* The carried spec 8.4 proof (regions_canonical_carried): every region built was proven
      * canonical (region_kernels.h) from its own stored values and its fragments' box and size,
      * read once per distinct fragment; facts holds, per distinct fragment in position order, the
@@ -2093,17 +2180,79 @@ bd_carry_clear(bd_carry *c)
 {
     sc_carry_clear(&c->sc);
     Py_CLEAR(c->facts);
+    PyMem_Free(c->source_of);
+    PyMem_Free(c->target_of);
+    PyMem_Free(c->box_parts);
+    c->source_of = c->target_of = NULL;
+    c->box_parts = NULL;
 }
 
 static int
 bd_carry_init(bd_carry *c, Py_ssize_t n)
 {
-    if (sc_carry_init(&c->sc, n, 0) < 0) return -1;
+    if (sc_carry_init_core(&c->sc, n, 0) < 0) return -1;
+    c->source_of = mr_alloc_array((size_t)n + 1, sizeof(*c->source_of));
+    c->target_of = c->source_of == NULL ? NULL : mr_alloc_array((size_t)n + 1, sizeof(*c->target_of));
+    /* (n <= SIZE_MAX / 8: checked by sc_carry_init_core) */
+    c->box_parts = c->target_of == NULL ? NULL : mr_alloc_array((size_t)n * 2 + 1, sizeof(*c->box_parts));
+    if (c->box_parts == NULL) return -1;
     if (c->canon) {
         c->facts = PyList_New(0);
         if (c->facts == NULL) return -1;
     }
     return 0;
+}
+
+/* The carry's per-operation lists from its arrays, for n operations (all recorded): source_of and
+ * target_of (one int object per distinct position, shared by the operations naming it) and boxes
+ * (a new (overlap_offset, overlap_shape) tuple per operation), stored in c->sc for
+ * sc_carry_result. 0, or -1 with an exception. */
+static int
+bd_carry_lists(bd_carry *c, Py_ssize_t n)
+{
+    Py_ssize_t distinct = PyList_Size(c->sc.frags);
+    if (distinct < 0) return -1;
+    PyObject **numbers = mr_alloc_array((size_t)distinct + 1, sizeof(PyObject *));
+    if (numbers == NULL) return -1;
+    int status = 0;
+    Py_ssize_t made = 0;
+    for (; made < distinct; made++) {
+        numbers[made] = PyLong_FromSsize_t(made);
+        if (numbers[made] == NULL) {
+            status = -1;
+            break;
+        }
+    }
+    c->sc.source_of = status < 0 ? NULL : PyList_New(n);
+    c->sc.target_of = c->sc.source_of == NULL ? NULL : PyList_New(n);
+    if (c->sc.target_of == NULL) status = -1;
+    const Py_ssize_t *const positions[2] = {c->source_of, c->target_of};
+    PyObject *const lists[2] = {c->sc.source_of, c->sc.target_of};
+    for (int side = 0; side < 2 && status == 0; side++) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_ssize_t p = positions[side][i];
+            if (p < 0 || p >= distinct) { /* recorded by bd_carry_region for every operation */
+                PyErr_SetString(PyExc_SystemError, "bind_regions: carried position out of range");
+                status = -1;
+                break;
+            }
+            if (PyList_SetItem(lists[side], i, Py_NewRef(numbers[p])) < 0) { /* steals the new reference */
+                status = -1;
+                break;
+            }
+        }
+    }
+    for (Py_ssize_t k = 0; k < made; k++) Py_DECREF(numbers[k]); /* the lists hold the ones used */
+    PyMem_Free(numbers);
+    if (status == 0) {
+        c->sc.boxes = PyList_New(n);
+        if (c->sc.boxes == NULL) status = -1;
+    }
+    for (Py_ssize_t i = 0; i < n && status == 0; i++) {
+        PyObject *box = PyTuple_Pack(2, c->box_parts[2 * i], c->box_parts[2 * i + 1]);
+        if (box == NULL || PyList_SetItem(c->sc.boxes, i, box) < 0) status = -1; /* steals box */
+    }
+    return status;
 }
 
 /* An exact int within int64 for the carried proof: 1, 0 (not proven), -1 (error). */
@@ -2238,15 +2387,33 @@ bd_canon_region(const bd_table *tb, bd_carry *c, PyObject *const *kept, PyObject
 }
 
 /* Region i (just built by bind_regions): revalidate_scan's per-operation rule on its fields
- * (scan_carry.h), then the carried proof. BD_OK recorded, BD_FALLBACK (the carry is off), BD_ERROR. */
+ * (scan_carry.h, the same arithmetic and order as sc_carry_region), its positions and box parts
+ * recorded, then the carried proof. known_source: the source's position when an earlier
+ * operation of this call placed that very fragment (-1 otherwise; the identity table would
+ * return it, and its end is raised the same way); *s_out its position. BD_OK recorded,
+ * BD_FALLBACK (the carry is off), BD_ERROR. */
 static int
-bd_carry_region(const bd_table *tb, bd_carry *c, PyObject *const *v, PyObject *const *const *views, Py_ssize_t i)
+bd_carry_region(const bd_table *tb, bd_carry *c, PyObject *const *v, PyObject *const *const *views, Py_ssize_t i,
+                Py_ssize_t known_source, Py_ssize_t *s_out)
 {
     /* v: the values region i's dict holds, in field order from source (borrowed) */
     _Static_assert((int)SC_NVALUES == (int)N_TARGET_STRIDES - (int)N_SOURCE + 1, "region fields from source");
     Py_ssize_t s_pos = -1, t_pos = -1;
-    int rc = sc_carry_region(&c->sc, c->bound_cls, v, i, &s_pos, &t_pos);
+    int64_t s_end = 0, t_end = 0;
+    int rc = sc_carry_extents(&c->sc, c->bound_cls, v, &s_end, &t_end);
     if (rc != SC_OK) return rc == SC_DECLINE ? BD_FALLBACK : BD_ERROR;
+    if (known_source >= 0) {
+        s_pos = known_source;
+        if (s_end > c->sc.ends[s_pos]) c->sc.ends[s_pos] = s_end;
+    } else if (sc_carry_place(&c->sc, v[SC_SOURCE], s_end, &s_pos) != SC_OK) {
+        return BD_ERROR;
+    }
+    if (sc_carry_place(&c->sc, v[SC_TARGET], t_end, &t_pos) != SC_OK) return BD_ERROR;
+    c->source_of[i] = s_pos;
+    c->target_of[i] = t_pos;
+    c->box_parts[2 * i] = v[SC_OFFSET];
+    c->box_parts[2 * i + 1] = v[SC_SHAPE];
+    *s_out = s_pos;
     if (c->canon) {
         int status = bd_canon_region(tb, c, v, views, s_pos, t_pos);
         if (status == BD_ERROR) return BD_ERROR;
@@ -2328,6 +2495,8 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *ids[2] = {NULL, NULL};
     int undecided = 0;
     bd_carry carry = {.bound_cls = bound_cls};
+    bd_memo memo = {NULL, 0, 0};
+    mr_att_memo *att = NULL;
     if (nargs >= 10 && (!PyBool_Check(args[9]) || (nargs == 11 && !PyBool_Check(args[10])))) {
         PyErr_SetString(PyExc_TypeError, "bind_regions' carry and prove arguments must be bools");
         goto fail;
@@ -2342,7 +2511,16 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (bound_cls != NULL) {
         ids[0] = PyFrozenSet_New(NULL);
         ids[1] = ids[0] == NULL ? NULL : PyFrozenSet_New(NULL);
-        if (ids[1] == NULL) goto fail;
+        if (ids[1] == NULL || bd_memo_resize(&memo, 64) < 0) goto fail;
+        /* GC: the regions and their bound fragments are offered for untracking as they are built
+         * (what mr_untrack_bound_regions did after the pass; same size threshold) */
+        if (n >= MR_GC_BULK_MIN) {
+            att = PyMem_Calloc(1, sizeof(mr_att_memo));
+            if (att == NULL) {
+                PyErr_NoMemory();
+                goto fail;
+            }
+        }
     }
     if (ph.active) {
         ph.extents = mr_alloc_array((size_t)n, sizeof(pq_extent));
@@ -2374,7 +2552,17 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyObject *region = NULL;
         PyObject *kept[BD_KEPT] = {NULL};
         int status = slot->status;
-        if (status == BD_OK) status = bd_bound_region(&tb, args, slot->v, bound_targets, bound_sources, &region, kept);
+        /* the memo entry of this operation's source object (bound_cls given) */
+        bd_memo_slot *met = NULL;
+        int hit = 0;
+        if (status == BD_OK && memo.slots != NULL) {
+            met = bd_memo_get(&memo, slot->v[0], &hit);
+            if (met == NULL) goto fail;
+        }
+        if (status == BD_OK) {
+            status = bd_bound_region(&tb, args, slot->v, bound_targets, bound_sources, hit ? met->bound : NULL, att, !hit,
+                                     &region, kept);
+        }
         Py_CLEAR(slot->dict); /* (the operation holds its dict: kept stays valid) */
         if (status != BD_OK || PyList_SetItem(regions, i, region) < 0) {
             if (status == BD_FALLBACK) {
@@ -2384,6 +2572,8 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 Py_XDECREF(ids[1]);
                 bd_phys_clear(&ph);
                 bd_carry_clear(&carry);
+                PyMem_Free(memo.slots);
+                PyMem_Free(att);
                 Py_RETURN_NONE;
             }
             goto fail;
@@ -2395,15 +2585,29 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
          * accept path or the carried proof reads them). */
         PyObject *bound_source = kept[0], *bound_target = kept[N_TARGET - N_SOURCE];
         PyObject *views[2][BV_COUNT];
-        status = bd_bound_view(&tb, view_cls, bound_source, 0, views[0]);
-        if (status == BD_OK) status = bd_bound_view(&tb, view_cls, bound_target, ph.active || (carry.active && carry.canon), views[1]);
+        if (hit) {
+            /* what bd_bound_view(all = 0) read of this very bound source when first met */
+            for (int k = 0; k < BV_COUNT; k++) views[0][k] = NULL;
+            views[0][BV_BINDING] = met->binding;
+            views[0][BV_FID] = met->fid;
+        } else {
+            status = bd_bound_view(&tb, view_cls, bound_source, 0, views[0]);
+            if (status != BD_OK) goto fail;
+            met->bound = bound_source;
+            met->binding = views[0][BV_BINDING];
+            met->fid = views[0][BV_FID];
+        }
+        status = bd_bound_view(&tb, view_cls, bound_target, ph.active || (carry.active && carry.canon), views[1]);
         if (status != BD_OK) goto fail;
         if (!undecided) {
             /* bound_fragment_ids on this region: its target must be an exact bound_cls, its source
-             * an exact bound_cls (whose id is added) or stored_cls. */
+             * an exact bound_cls (whose id is added: once, when first met; adding it again would
+             * leave the set as it is) or stored_cls. */
             int added = BD_OK;
             if ((PyObject *)Py_TYPE(bound_target) != bound_cls) added = BD_FALLBACK;
-            else if ((PyObject *)Py_TYPE(bound_source) == bound_cls) added = bd_add_view_id(tb.nm, bound_source, views[0], ids[0]);
+            else if ((PyObject *)Py_TYPE(bound_source) == bound_cls) {
+                if (!hit) added = bd_add_view_id(tb.nm, bound_source, views[0], ids[0]);
+            }
             else if ((PyObject *)Py_TYPE(bound_source) != args[2]) added = BD_FALLBACK;
             if (added == BD_OK) added = bd_add_view_id(tb.nm, bound_target, views[1], ids[1]);
             if (added == BD_ERROR) goto fail;
@@ -2417,8 +2621,10 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         if (carry.active) {
             PyObject *const *const side_views[2] = {views[0], views[1]};
-            status = bd_carry_region(&tb, &carry, kept, side_views, i);
+            Py_ssize_t s_pos = -1;
+            status = bd_carry_region(&tb, &carry, kept, side_views, i, met->position, &s_pos);
             if (status == BD_ERROR) goto fail;
+            met->position = s_pos;
             if (status == BD_FALLBACK) {
                 carry.active = 0;
                 bd_carry_clear(&carry);
@@ -2426,7 +2632,10 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
     }
     if (bound_cls == NULL) return regions;
-    mr_untrack_bound_regions(regions, bound_cls, tb.nm[N_SOURCE], tb.nm[N_TARGET], tb.nm[N_ATTESTATION]); /* GC */
+    PyMem_Free(memo.slots);
+    PyMem_Free(att);
+    memo.slots = NULL;
+    att = NULL;
     PyObject *physical = Py_None;
     if (nargs >= 9 && ph.active) {
         int disjoint;
@@ -2442,8 +2651,10 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     else if (nargs >= 10) {
         /* (regions, fragments, source_of, target_of, boxes, ends, max_count, max_total, facts):
          * facts the carried proof's list (or None) */
-        PyObject *carried = carry.active ? sc_carry_result(&carry.sc, regions, carry.canon ? carry.facts : Py_None)
-                                         : Py_NewRef(Py_None);
+        PyObject *carried = NULL;
+        if (!carry.active) carried = Py_NewRef(Py_None);
+        else if (bd_carry_lists(&carry, n) == 0)
+            carried = sc_carry_result(&carry.sc, regions, carry.canon ? carry.facts : Py_None);
         result = carried == NULL ? NULL : PyTuple_Pack(4, regions, selections, physical, carried);
         Py_XDECREF(carried);
     }
@@ -2462,6 +2673,8 @@ fail:
     Py_XDECREF(ids[1]);
     bd_phys_clear(&ph);
     bd_carry_clear(&carry);
+    PyMem_Free(memo.slots);
+    PyMem_Free(att);
     return NULL;
 }
 

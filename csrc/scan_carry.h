@@ -63,9 +63,11 @@ sc_carry_clear(sc_carry *c)
 }
 
 /* For n operations (at most 2n distinct fragments), the running maximum starting at max_total
- * (each caller's own initial value): 0, or -1 with an exception (the carry then cleared). */
+ * (each caller's own initial value), without the per-operation lists (source_of, target_of,
+ * boxes stay NULL: a caller that records positions and boxes in its own arrays builds them at
+ * the end): 0, or -1 with an exception (the carry then cleared). */
 static inline int
-sc_carry_init(sc_carry *c, Py_ssize_t n, int64_t max_total)
+sc_carry_init_core(sc_carry *c, Py_ssize_t n, int64_t max_total)
 {
     size_t cap = 8;
     if (n < 0 || (size_t)n > SIZE_MAX / 8) {
@@ -74,13 +76,10 @@ sc_carry_init(sc_carry *c, Py_ssize_t n, int64_t max_total)
     }
     while (cap < (size_t)n * 4 + 1) cap *= 2; /* load at most one half */
     c->frags = PyList_New(0);
-    c->source_of = PyList_New(n);
-    c->target_of = PyList_New(n);
-    c->boxes = PyList_New(n);
-    c->keys = mr_alloc_array(cap, sizeof(*c->keys));
+    c->keys = c->frags == NULL ? NULL : mr_alloc_array(cap, sizeof(*c->keys));
     c->values = c->keys == NULL ? NULL : mr_alloc_array(cap, sizeof(*c->values));
     c->ends = c->values == NULL ? NULL : mr_alloc_array((size_t)n * 2 + 1, sizeof(*c->ends));
-    if (c->frags == NULL || c->source_of == NULL || c->target_of == NULL || c->boxes == NULL || c->ends == NULL) {
+    if (c->ends == NULL) {
         sc_carry_clear(c);
         return -1;
     }
@@ -89,6 +88,21 @@ sc_carry_init(sc_carry *c, Py_ssize_t n, int64_t max_total)
     c->max_count = INT64_MIN;
     c->max_total = max_total;
     c->total = 0;
+    return 0;
+}
+
+/* sc_carry_init_core with the per-operation lists (n items each, filled by sc_carry_region). */
+static inline int
+sc_carry_init(sc_carry *c, Py_ssize_t n, int64_t max_total)
+{
+    if (sc_carry_init_core(c, n, max_total) < 0) return -1;
+    c->source_of = PyList_New(n);
+    c->target_of = PyList_New(n);
+    c->boxes = PyList_New(n);
+    if (c->source_of == NULL || c->target_of == NULL || c->boxes == NULL) {
+        sc_carry_clear(c);
+        return -1;
+    }
     return 0;
 }
 
@@ -110,9 +124,9 @@ sc_carry_find(const sc_carry *c, const PyObject *fragment, size_t *slot)
 }
 
 /* Position of fragment (held by a region) in the distinct list, appended when new; its end
- * raised to at least end; stored as item i of list. SC_OK (*out set) or SC_ERROR. */
+ * raised to at least end. SC_OK (*out set) or SC_ERROR. */
 static inline int
-sc_carry_position(sc_carry *c, PyObject *fragment, int64_t end, PyObject *list, Py_ssize_t i, Py_ssize_t *out)
+sc_carry_place(sc_carry *c, PyObject *fragment, int64_t end, Py_ssize_t *out)
 {
     size_t slot = 0;
     Py_ssize_t position = sc_carry_find(c, fragment, &slot);
@@ -125,6 +139,16 @@ sc_carry_position(sc_carry *c, PyObject *fragment, int64_t end, PyObject *list, 
     } else if (end > c->ends[position]) {
         c->ends[position] = end;
     }
+    *out = position;
+    return SC_OK;
+}
+
+/* sc_carry_place, then the position stored as item i of list. SC_OK (*out set) or SC_ERROR. */
+static inline int
+sc_carry_position(sc_carry *c, PyObject *fragment, int64_t end, PyObject *list, Py_ssize_t i, Py_ssize_t *out)
+{
+    Py_ssize_t position = -1;
+    if (sc_carry_place(c, fragment, end, &position) != SC_OK) return SC_ERROR;
     PyObject *number = PyLong_FromSsize_t(position);
     if (number == NULL || PyList_SetItem(list, i, number) < 0) return SC_ERROR; /* steals number */
     *out = position;
@@ -144,13 +168,12 @@ sc_carry_int(PyObject *value, int64_t *out)
     return SC_OK;
 }
 
-/* revalidate_scan's per-operation rule on operation i's values v[SC_NVALUES] (borrowed; any NULL
- * declines), its fragments exact bound_cls, same arithmetic in the same order; then its box and
- * its fragments' positions (*s_pos, *t_pos) recorded. SC_OK, SC_DECLINE (the carry is off),
- * SC_ERROR. */
+/* revalidate_scan's per-operation rule on an operation's values v[SC_NVALUES] (borrowed; any NULL
+ * declines), its fragments exact bound_cls, same arithmetic in the same order, the running
+ * total and maxima updated; its source and target byte extent ends in *s_end_out, *t_end_out.
+ * SC_OK, SC_DECLINE (the carry is off), SC_ERROR. */
 static inline int
-sc_carry_region(sc_carry *c, PyObject *bound_cls, PyObject *const *v, Py_ssize_t i, Py_ssize_t *s_pos,
-                Py_ssize_t *t_pos)
+sc_carry_extents(sc_carry *c, PyObject *bound_cls, PyObject *const *v, int64_t *s_end_out, int64_t *t_end_out)
 {
     for (int k = 0; k < SC_NVALUES; k++) {
         if (v[k] == NULL) return SC_DECLINE;
@@ -188,6 +211,21 @@ sc_carry_region(sc_carry *c, PyObject *bound_cls, PyObject *const *v, Py_ssize_t
     if (mr_add_i64(c->total, count, &c->total) < 0) return SC_DECLINE;
     if (c->total > c->max_total) c->max_total = c->total;
     if (count > c->max_count) c->max_count = count;
+    *s_end_out = s_end;
+    *t_end_out = t_end;
+    return SC_OK;
+}
+
+/* revalidate_scan's per-operation rule on operation i's values v[SC_NVALUES] (sc_carry_extents),
+ * then its box and its fragments' positions (*s_pos, *t_pos) recorded in the carry's lists.
+ * SC_OK, SC_DECLINE (the carry is off), SC_ERROR. */
+static inline int
+sc_carry_region(sc_carry *c, PyObject *bound_cls, PyObject *const *v, Py_ssize_t i, Py_ssize_t *s_pos,
+                Py_ssize_t *t_pos)
+{
+    int64_t s_end = 0, t_end = 0;
+    int rc = sc_carry_extents(c, bound_cls, v, &s_end, &t_end);
+    if (rc != SC_OK) return rc;
     PyObject *box = PyTuple_Pack(2, v[SC_OFFSET], v[SC_SHAPE]);
     if (box == NULL || PyList_SetItem(c->boxes, i, box) < 0) return SC_ERROR; /* steals box */
     if (sc_carry_position(c, v[SC_SOURCE], s_end, c->source_of, i, s_pos) != SC_OK) return SC_ERROR;
