@@ -261,10 +261,21 @@ typedef struct {
     size_t n, cap;
 } po_buf;
 
-static int
+static int po_push_grow(po_buf *b, int64_t x);
+
+static inline int
 po_push(po_buf *b, int64_t x)
 {
-    if (b->n == b->cap) {
+    if (b->n == b->cap) return po_push_grow(b, x);
+    b->v[b->n++] = x;
+    return 0;
+}
+
+/* po_push into a full buffer: twice the room (64 values at first), then x. */
+static int
+po_push_grow(po_buf *b, int64_t x)
+{
+    {
         size_t cap = b->cap ? b->cap : 64;
         if (cap > ((size_t)PY_SSIZE_T_MAX / sizeof(int64_t)) / 2) {
             PyErr_NoMemory();
@@ -280,6 +291,22 @@ po_push(po_buf *b, int64_t x)
         b->cap = cap;
     }
     b->v[b->n++] = x;
+    return 0;
+}
+
+/* Room for cap values in b (empty): one allocation sized to what the caller will push, so the
+ * buffer never grows by copies (each a fresh, page-faulting block at scale). 0, or -1 with
+ * MemoryError. */
+static int
+po_reserve(po_buf *b, size_t cap)
+{
+    if (cap == 0) return 0;
+    int64_t *v = mr_alloc_array(cap, sizeof(int64_t));
+    if (v == NULL) return -1;
+    PyMem_Free(b->v);
+    b->v = v;
+    b->n = 0;
+    b->cap = cap;
     return 0;
 }
 
@@ -402,6 +429,7 @@ typedef struct {
     const int64_t *shapes;
     const int64_t *nbytes;
     size_t at; /* running coordinate position of the next fragment */
+    size_t coords; /* coordinates of the first n fragments (per kind) */
 } po_geom;
 
 /* One fragment into the buffers; 1 done, 0 fall back, -1 error. With g, fragment i's
@@ -557,6 +585,7 @@ po_geom_from(PyObject *geometry, Py_ssize_t n, po_geom *g)
         PyErr_SetString(PyExc_ValueError, "pack_targets: geometry has the wrong length");
         return -1;
     }
+    g->coords = (size_t)total;
     return 0;
 }
 
@@ -670,6 +699,11 @@ po_pack_targets(PyObject *Py_UNUSED(self), PyObject *args)
         for (size_t i = 0; i < tcap; i++) tmap.key[i] = NULL;
         tmap.mask = tcap - 1;
     }
+    /* every fragment packed pushes one tensor, cover and nbytes value and its coordinates
+     * (those of the geometry, with g): the buffers sized to that at once */
+    if (po_reserve(&tensor, (size_t)n) < 0 || po_reserve(&cover, (size_t)n) < 0 || po_reserve(&nbytes, (size_t)n) < 0)
+        goto done;
+    if (geom != NULL && (po_reserve(&offsets, geom->coords) < 0 || po_reserve(&shapes, geom->coords) < 0)) goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *fragment = frags_list ? PyList_GetItem(fragments, i) : PyTuple_GetItem(fragments, i); /* borrowed */
         if (fragment == NULL) goto done;
@@ -1564,6 +1598,20 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
         PyObject *objects = PyList_New((Py_ssize_t)npicks);
         PyObject *ids = PyList_New((Py_ssize_t)npicks);
         int ok = objects != NULL && ids != NULL;
+        /* the buffers sized to what the loop below pushes at most: one tensor, member and
+         * nbytes value per pick, ncovers + 1 starts, at most npicks * (largest ndim)
+         * coordinates of each kind (tensor_ndim checked in [0, 4096] above) */
+        int64_t maxnd = 0, ncoords = 0;
+        for (Py_ssize_t t = 0; t < ntensors; t++)
+            if (tensor_ndim[t] > maxnd) maxnd = tensor_ndim[t];
+        if (ok && npicks >= 0 && ncovers >= 0) {
+            ok = po_reserve(&tensor, (size_t)npicks) == 0 && po_reserve(&members, (size_t)npicks) == 0 &&
+                 po_reserve(&nbytes, (size_t)npicks) == 0 && po_reserve(&starts, (size_t)ncovers + 1) == 0;
+            /* (a product past int64 cannot happen with these bounds: then no reservation, the
+             * pushes grow the buffers as before) */
+            if (ok && mr_mul_i64(npicks, maxnd, &ncoords) == 0)
+                ok = po_reserve(&offs, (size_t)ncoords) == 0 && po_reserve(&shps, (size_t)ncoords) == 0;
+        }
         int64_t c = 0;
         for (int64_t j = 0; ok && j < npicks; j++) {
             /* hints only: the picks come in (cover, position) order, their rows, pre-read
