@@ -1756,22 +1756,44 @@ bd_bound_of(PyObject *const *nm, PyObject *fragment, PyObject *bound_map, PyObje
 
 
 /* bind_regions reads each operation's instance dict BD_AHEAD operations ahead of building its
- * region, and its field values BD_AHEAD / 2 ahead, asking for the next objects each step reads
- * (hints only; nothing read ahead runs Python code or changes anything, so reading ahead
- * decides what reading in turn would, and a status met ahead is acted on in turn). */
+ * region, its field values BD_AHEAD / 2 ahead, its fragments' placement fragment ids
+ * BD_AHEAD / 4 ahead and their bound fragments BD_AHEAD / 8 ahead, asking for the next objects
+ * each step reads (hints only; nothing read ahead runs Python code or changes anything, so
+ * reading ahead decides what reading in turn would, and a status met ahead is acted on in turn). */
 #define BD_AHEAD 16
+
+/* bd_ahead.found[side] before its lookup ran */
+#define BD_NOT_READ 2
 
 typedef struct {
     PyObject *dict; /* the operation's instance dict (owned), or NULL */
     int status;     /* BD_OK so far, else the first step's status */
     PyObject *v[BD_KEPT]; /* the field values in kept order (borrowed from dict) */
+    /* per side (0 source, 1 target): the fragment's placement fragment id (owned, or NULL) and
+     * the bound fragment of that id (borrowed: the map holds it) with the lookup's status
+     * (bd_bound_of's: BD_OK, BD_FALLBACK; BD_NOT_READ when not looked up ahead) */
+    PyObject *pfid[2];
+    PyObject *bound[2];
+    int found[2];
 } bd_ahead;
+
+/* Frees what a slot holds. */
+static void
+bd_ahead_clear(bd_ahead *slot)
+{
+    Py_CLEAR(slot->dict);
+    Py_CLEAR(slot->pfid[0]);
+    Py_CLEAR(slot->pfid[1]);
+}
 
 /* Step 1 ahead: op's instance dict when op is an exact region_cls (status BD_FALLBACK otherwise). */
 static void
 bd_ahead_dict(bd_ahead *slot, PyObject *op, PyObject *region_cls)
 {
     slot->dict = NULL;
+    slot->pfid[0] = slot->pfid[1] = NULL;
+    slot->bound[0] = slot->bound[1] = NULL;
+    slot->found[0] = slot->found[1] = BD_NOT_READ;
     slot->status = (PyObject *)Py_TYPE(op) != region_cls ? BD_FALLBACK : bd_dict_of(op, &slot->dict);
 }
 
@@ -1786,6 +1808,25 @@ bd_ahead_values(const bd_table *tb, bd_ahead *slot)
     bd_prefetch_object(slot->v[0]);
 }
 
+/* Step 4 ahead: the bound fragment of each id read in step 3, then a hint for it. BD_OK or BD_ERROR. */
+static int
+bd_ahead_bound(bd_ahead *slot, PyObject *const *maps)
+{
+    for (int side = 0; side < 2; side++) {
+        if (slot->pfid[side] == NULL) continue;
+        slot->bound[side] = PyDict_GetItemWithError(maps[side], slot->pfid[side]);
+        Py_CLEAR(slot->pfid[side]);
+        if (slot->bound[side] == NULL) {
+            if (PyErr_Occurred()) return BD_ERROR;
+            slot->found[side] = BD_FALLBACK;
+        } else {
+            slot->found[side] = BD_OK;
+            bd_prefetch_object(slot->bound[side]);
+        }
+    }
+    return BD_OK;
+}
+
 /* The bound region of one logical operation (*out, new reference) from its field values v (kept
  * order; read by bd_ahead_*), with the region's values in kept order (kept, borrowed: the
  * region's dict holds them). known_source: the bound source an earlier operation of this call
@@ -1794,24 +1835,30 @@ bd_ahead_values(const bd_table *tb, bd_ahead *slot)
  * alone is offered to mr_untrack_inert): then its bound source (when untrack_source) and target
  * are untracked first (mr_untrack_bound), as mr_untrack_bound_regions would after the pass. */
 static int
-bd_bound_region(const bd_table *tb, PyObject *const *classes, PyObject **v, PyObject *bound_targets,
+bd_bound_region(const bd_table *tb, PyObject *const *classes, bd_ahead *slot, PyObject *bound_targets,
                 PyObject *bound_sources, PyObject *known_source, mr_att_memo *att, int untrack_source, PyObject **out,
                 PyObject **kept)
 {
     PyObject *const *nm = tb->nm;
     PyObject *region_cls = classes[0], *pf_cls = classes[1], *stored_cls = classes[2];
+    PyObject **v = slot->v;
     PyObject *dict = NULL;
     PyObject *bound_target = NULL, *bound_source = NULL; /* borrowed (the maps hold them) */
     PyObject *target = v[N_TARGET - N_SOURCE], *source = v[0];
     int status = BD_FALLBACK;
     if ((PyObject *)Py_TYPE(target) != pf_cls) goto done;
-    status = bd_bound_of(nm, target, bound_targets, &bound_target);
+    /* bd_bound_of, or its statuses and result read ahead (steps 3 and 4) */
+    status = slot->found[1];
+    if (status == BD_NOT_READ) status = bd_bound_of(nm, target, bound_targets, &slot->bound[1]);
+    bound_target = slot->bound[1];
     if (status != BD_OK) goto done;
     status = BD_FALLBACK;
     if (known_source != NULL) {
         bound_source = known_source; /* (its source passed the checks below when first met) */
     } else if ((PyObject *)Py_TYPE(source) == pf_cls) {
-        status = bd_bound_of(nm, source, bound_sources, &bound_source);
+        status = slot->found[0];
+        if (status == BD_NOT_READ) status = bd_bound_of(nm, source, bound_sources, &slot->bound[0]);
+        bound_source = slot->bound[0];
         if (status != BD_OK) goto done;
     } else if ((PyObject *)Py_TYPE(source) == stored_cls) {
         bound_source = source;
@@ -1917,6 +1964,33 @@ bd_memo_get(bd_memo *m, const void *key, int *hit)
     slot->position = -1;
     m->count++;
     return slot;
+}
+
+/* Step 3 ahead: the placement fragment id of each exact placement-fragment-class fragment, the
+ * target's first (as bd_bound_region reads them; the source not when the target's read falls
+ * back, nor when memo, bind_regions' memo of sources met before, holds it). BD_OK, or BD_ERROR
+ * (an exception); a fallback is kept in the slot and acted on in turn, where bd_bound_region
+ * meets it. */
+static int
+bd_ahead_ids(const bd_table *tb, bd_ahead *slot, PyObject *pf_cls, const bd_memo *memo)
+{
+    if (slot->status != BD_OK) return BD_OK;
+    PyObject *target = slot->v[N_TARGET - N_SOURCE], *source = slot->v[0];
+    if ((PyObject *)Py_TYPE(target) != pf_cls) return BD_OK; /* (bd_bound_region falls back) */
+    int status = bd_pfid_of(tb->nm, target, &slot->pfid[1]);
+    if (status == BD_ERROR) return BD_ERROR;
+    if (status != BD_OK) {
+        slot->found[1] = status;
+        return BD_OK;
+    }
+    bd_prefetch_object(slot->pfid[1]);
+    if ((PyObject *)Py_TYPE(source) != pf_cls) return BD_OK;
+    if (memo->slots != NULL && bd_memo_slot_of(memo, source)->key != NULL) return BD_OK;
+    status = bd_pfid_of(tb->nm, source, &slot->pfid[0]);
+    if (status == BD_ERROR) return BD_ERROR;
+    if (status != BD_OK) slot->found[0] = status;
+    else bd_prefetch_object(slot->pfid[0]);
+    return BD_OK;
 }
 
 /* What bind_regions' later steps read of a bound fragment, read once (borrowed: the fragment's and
@@ -2491,7 +2565,7 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *regions = PyList_New(n);
     if (regions == NULL) return NULL;
     bd_ahead ahead[BD_AHEAD];
-    for (int k = 0; k < BD_AHEAD; k++) ahead[k].dict = NULL;
+    for (int k = 0; k < BD_AHEAD; k++) ahead[k].dict = ahead[k].pfid[0] = ahead[k].pfid[1] = NULL;
     PyObject *ids[2] = {NULL, NULL};
     int undecided = 0;
     bd_carry carry = {.bound_cls = bound_cls};
@@ -2531,7 +2605,9 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     /* the bound fragments' classes for bd_bound_view: bound_cls, runtime_cls (none with 7
      * arguments), placement_fragment_cls */
     PyObject *view_cls[3] = {bound_cls, nargs >= 9 ? args[7] : NULL, args[1]};
-    Py_ssize_t dict_at = 0, values_at = 0; /* the next operations whose dict / values are read ahead */
+    /* the next operations whose dict / values / ids / bound fragments are read ahead */
+    Py_ssize_t dict_at = 0, values_at = 0, ids_at = 0, bound_at = 0;
+    PyObject *const maps[2] = {bound_sources, bound_targets};
     for (Py_ssize_t i = 0; i < n; i++) {
         for (; dict_at < n && dict_at < i + BD_AHEAD; dict_at++) {
             if (dict_at + BD_AHEAD < n) {
@@ -2548,6 +2624,12 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             bd_ahead_values(&tb, &ahead[values_at % BD_AHEAD]);
             if (ahead[values_at % BD_AHEAD].status == BD_ERROR) goto fail;
         }
+        for (; ids_at < n && ids_at < i + BD_AHEAD / 4; ids_at++) {
+            if (bd_ahead_ids(&tb, &ahead[ids_at % BD_AHEAD], args[1], &memo) == BD_ERROR) goto fail;
+        }
+        for (; bound_at < n && bound_at < i + BD_AHEAD / 8; bound_at++) {
+            if (bd_ahead_bound(&ahead[bound_at % BD_AHEAD], maps) == BD_ERROR) goto fail;
+        }
         bd_ahead *slot = &ahead[i % BD_AHEAD];
         PyObject *region = NULL;
         PyObject *kept[BD_KEPT] = {NULL};
@@ -2560,13 +2642,13 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             if (met == NULL) goto fail;
         }
         if (status == BD_OK) {
-            status = bd_bound_region(&tb, args, slot->v, bound_targets, bound_sources, hit ? met->bound : NULL, att, !hit,
+            status = bd_bound_region(&tb, args, slot, bound_targets, bound_sources, hit ? met->bound : NULL, att, !hit,
                                      &region, kept);
         }
-        Py_CLEAR(slot->dict); /* (the operation holds its dict: kept stays valid) */
+        bd_ahead_clear(slot); /* (the operation holds its dict: kept stays valid) */
         if (status != BD_OK || PyList_SetItem(regions, i, region) < 0) {
             if (status == BD_FALLBACK) {
-                for (int k = 0; k < BD_AHEAD; k++) Py_CLEAR(ahead[k].dict);
+                for (int k = 0; k < BD_AHEAD; k++) bd_ahead_clear(&ahead[k]);
                 Py_DECREF(regions);
                 Py_XDECREF(ids[0]);
                 Py_XDECREF(ids[1]);
@@ -2667,7 +2749,7 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_DECREF(ids[1]);
     return result;
 fail:
-    for (int k = 0; k < BD_AHEAD; k++) Py_CLEAR(ahead[k].dict);
+    for (int k = 0; k < BD_AHEAD; k++) bd_ahead_clear(&ahead[k]);
     Py_DECREF(regions);
     Py_XDECREF(ids[0]);
     Py_XDECREF(ids[1]);

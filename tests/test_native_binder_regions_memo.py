@@ -20,14 +20,14 @@ from typing import Any, Optional
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from memory_executor import HostMemory, host_bindings, tp_placement
+from test_native_binder_regions_ids import _forge as _copy  # a distinct object, same class, same (or changed) dict
+from test_native_binder_regions_scan import LOGICAL, SOURCES, TARGETS
 
 from mooncake.reshard import _native
 from mooncake.reshard.contracts.fragments import RuntimeBindingFragment
 from mooncake.reshard.weight import StoredFragmentSnapshot
 from mooncake.reshard.weight._planner.contracts import TransferRegion
 from mooncake.reshard.weight._planner.fragments import BoundWeightFragment
-from mooncake.reshard.weight.planner import bind_logical_transfer_plan, plan_placement_transfer
 from mooncake.reshard.weight.types import PlacementFragment
 
 CLASSES = (TransferRegion, PlacementFragment, StoredFragmentSnapshot)
@@ -36,32 +36,7 @@ BIG = 10**12
 GC_BULK_MIN = 1024  # common.h MR_GC_BULK_MIN
 
 
-def _plan() -> tuple[Any, Any, Any]:
-    tensors = tuple(f"t{k}" for k in range(6))
-    source = tp_placement(2, prefix="s", dp=2, shape=(4, 6), tensors=tensors)
-    target = tp_placement(3, prefix="t", shape=(4, 6), tensors=tensors)
-    logical = plan_placement_transfer(source, target)
-    memory = HostMemory()
-    plan = bind_logical_transfer_plan(
-        logical,
-        host_bindings(target, memory, prefix="dst"),
-        source_bindings=host_bindings(source, memory, prefix="src"),
-    )
-    return logical, plan, memory
-
-
-LOGICAL, PLAN, _MEMORY = _plan()
 OPS = LOGICAL.operations
-TARGETS = {op.target.placement_fragment_id: op.target for op in PLAN.operations}
-SOURCES = {op.source.placement_fragment_id: op.source for op in PLAN.operations}
-
-
-def _copy(value: Any, **changes: Any) -> Any:
-    """A distinct object of the same exact class with the same (or changed) instance dict."""
-    forged = object.__new__(type(value))
-    forged.__dict__.update(value.__dict__)
-    forged.__dict__.update(changes)
-    return forged
 
 
 def _with_source(op: Any, source: Any) -> Any:
@@ -323,3 +298,62 @@ def test_argument_errors() -> None:
     assert _native.bind_regions(
         *CLASSES, tuple(OPS), TARGETS, SOURCES, BoundWeightFragment, RuntimeBindingFragment, -(2**200), True, True
     )[2] is None
+
+
+# --- fragments' ids and bound fragments read ahead ------------------------------------------
+
+
+def _fragment_without_id(fragment: Any) -> Any:
+    forged = _copy(fragment)
+    del forged.__dict__["placement_fragment_id"]
+    return forged
+
+
+def _fragment_with_id(value: Any) -> Any:
+    def forge(fragment: Any) -> Any:
+        return _copy(fragment, placement_fragment_id=value)
+
+    return forge
+
+
+FRAGMENT_FORGERIES = [
+    _fragment_without_id,
+    _fragment_with_id(""),
+    _fragment_with_id(7),
+    _fragment_with_id("no-such-fragment"),
+    _fragment_with_id(type("S", (str,), {})("x")),
+]
+
+
+def _oracle_declines(operations: tuple[Any, ...]) -> bool:
+    for op in operations:
+        for fragment, table in ((op.target, TARGETS), (op.source, SOURCES)):
+            pfid = fragment.__dict__.get("placement_fragment_id")
+            if type(pfid) is not str or not pfid or pfid not in table:
+                return True
+    return False
+
+
+@pytest.mark.parametrize("forge", FRAGMENT_FORGERIES)
+@pytest.mark.parametrize("side", ["target", "source"])
+def test_forged_fragment_ids_at_every_position(forge: Any, side: str) -> None:
+    """A fragment whose id is missing, not a non-empty exact str or unknown declines the whole call
+    wherever it sits relative to the operations read ahead (also a source met before and after)."""
+    base = tuple(OPS) * 2
+    for position in range(0, len(base), 3):
+        op = base[position]
+        changed = base[:position] + (_copy(op, **{side: forge(getattr(op, side))}),) + base[position + 1 :]
+        assert _oracle_declines(changed)
+        assert _fused(changed, TARGETS, SOURCES) is None
+        assert _native.bind_regions(*CLASSES, changed, TARGETS, SOURCES) is None
+
+
+def test_a_source_read_ahead_that_is_met_before_its_turn() -> None:
+    """Operations naming one source object back to back (its id read ahead while an earlier
+    operation first meets it) and a forged-id copy of it: the genuine ones agree with the oracles."""
+    ops = tuple(op for op in OPS for _ in range(5))
+    _check_carried(ops, _fused(ops, TARGETS, SOURCES))
+    for position in (0, 1, 2, 4, 5, 17, len(ops) - 1):
+        op = ops[position]
+        changed = ops[:position] + (_copy(op, source=_fragment_without_id(op.source)),) + ops[position + 1 :]
+        assert _fused(changed, TARGETS, SOURCES) is None
