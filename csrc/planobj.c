@@ -1734,6 +1734,67 @@ static const char *const pe_names[PE_N] = {"participant_id", "fragments", "place
                                            "placement_id", "placement_fragment_ids", "dp", "pp", "ep", "tp"};
 
 /* One part's (rank key, executor) pair, Py_None when the part is not projected, NULL on error. */
+
+/* ---- order of exact-str ids from their heads ---------------------------------------------- */
+
+enum { PO_NOT_STR, PO_STR, PO_HEAD };
+
+/* The first 16 UTF-8 bytes of an id, big-endian, zero padded (kind PO_HEAD); PO_STR for an
+ * exact str that cannot be encoded (a lone surrogate), PO_NOT_STR for anything else. */
+typedef struct {
+    uint64_t w[2];
+    int kind;
+} po_head;
+
+/* *h for id: read by the address-order passes where they visit the fragment (its id object was
+ * allocated beside it, usually), so that the order checks do not visit the scattered id
+ * objects again in list order. Runs no Python code. */
+static void
+po_str_head(PyObject *id, po_head *h)
+{
+    h->kind = PO_NOT_STR;
+    if (!PyUnicode_CheckExact(id)) return;
+    h->kind = PO_STR;
+    Py_ssize_t len = 0;
+    const char *s = PyUnicode_AsUTF8AndSize(id, &len);
+    if (s == NULL) { /* not encodable: compared as str objects */
+        PyErr_Clear();
+        return;
+    }
+    for (int w = 0; w < 2; w++) {
+        uint64_t x = 0;
+        for (Py_ssize_t k = 8 * w; k < 8 * w + 8; k++) x = (x << 8) | (k < len ? (unsigned char)s[k] : 0u);
+        h->w[w] = x;
+    }
+    h->kind = PO_HEAD;
+}
+
+/* Whether the exact-str ids (a list; ids[i]'s head at base + i * stride) are in
+ * non-decreasing order: 1, 0, -1 when some head is PO_NOT_STR, -2 with an exception. Two heads
+ * that differ order their ids as PyUnicode_Compare does (UTF-8 byte order is code point order;
+ * a zero pad differs only from a byte past the shorter id's end, which then sorts first), so
+ * the str objects are compared only when a head is missing or two heads are equal. */
+static int
+po_heads_order(const char *base, size_t stride, PyObject *ids, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (((const po_head *)(const void *)(base + (size_t)i * stride))->kind == PO_NOT_STR) return -1;
+    for (Py_ssize_t i = 1; i < n; i++) {
+        const po_head *a = (const po_head *)(const void *)(base + (size_t)(i - 1) * stride);
+        const po_head *b = (const po_head *)(const void *)(base + (size_t)i * stride);
+        if (a->kind == PO_HEAD && b->kind == PO_HEAD && (a->w[0] != b->w[0] || a->w[1] != b->w[1])) {
+            if (a->w[0] > b->w[0] || (a->w[0] == b->w[0] && a->w[1] > b->w[1])) return 0;
+            continue;
+        }
+        PyObject *x = PyList_GetItem(ids, i - 1), *y = PyList_GetItem(ids, i);
+        if (x == NULL || y == NULL) return -2;
+        int cmp = PyUnicode_Compare(x, y);
+        if (cmp == -1 && PyErr_Occurred()) return -2;
+        if (cmp > 0) return 0;
+    }
+    return 1;
+}
+
 /* The ids of the fragments in the private list items (n of them), read in address order when
  * every fragment is exactly ftype and every id an exact str: then items[i] is replaced by the
  * id of fragment i and 1 is returned. 0 (items untouched, no exception set) otherwise. */
@@ -2392,7 +2453,22 @@ typedef struct {
     PyObject *id, *tid, *dp;
     int64_t ndim, nbytes;
     size_t at; /* its offsets at scratch[at], then its shape */
+    po_head head; /* of the id */
 } fc_row;
+
+/* Item i of fragment_columns' items (an exact tuple or a private list), borrowed. */
+static PyObject *
+fc_at(PyObject *items, Py_ssize_t i)
+{
+    return PyTuple_CheckExact(items) ? PyTuple_GetItem(items, i) : PyList_GetItem(items, i);
+}
+
+/* fragment_columns' order flag from the address pass's rows (ids[i] is rows[i].id's object). */
+static int
+fc_order_rows(const fc_row *rows, PyObject *ids, Py_ssize_t n)
+{
+    return po_heads_order((const char *)&rows[0].head, sizeof(fc_row), ids, n);
+}
 
 /* The address-order pass of fragment_columns over the private list items (n > 0): every item
  * and its rank must be exactly of the given types (checked as they are visited). Fills ids,
@@ -2403,18 +2479,18 @@ typedef struct {
  * order afterwards. */
 static int
 fc_address_pass(PyObject *items, Py_ssize_t n, PyObject *ftype, PyObject *rtype, PyObject *const *names,
-                PyObject *ids, PyObject *tids, PyObject *dps, PyObject **geometry)
+                PyObject *ids, PyObject *tids, PyObject *dps, PyObject **geometry, int *order_out)
 {
     size_t count = (size_t)n;
     mr_kv *order = mr_alloc_array(count, sizeof(mr_kv));
     fc_row *rows = mr_alloc_array(count, sizeof(fc_row));
-    int64_t *scratch = NULL, *flat = NULL;
+    int64_t *scratch = NULL;
     size_t used = 0, cap = 0, filled = 0;
     int ok = 0, fits = 1;
     if (order == NULL || rows == NULL) goto done;
     memset(rows, 0, count * sizeof(fc_row));
     for (size_t i = 0; i < count; i++) {
-        PyObject *item = PyList_GetItem(items, (Py_ssize_t)i); /* borrowed from the private list */
+        PyObject *item = fc_at(items, (Py_ssize_t)i); /* borrowed from the tuple or the private list */
         if (item == NULL) goto done;
         order[i].key = (uint64_t)(uintptr_t)item;
         order[i].idx = i;
@@ -2437,6 +2513,7 @@ fc_address_pass(PyObject *items, Py_ssize_t n, PyObject *ftype, PyObject *rtype,
         }
         fc_row *row = &rows[i];
         if (rc == 0) {
+            po_str_head(v[FC_ID], &row->head);
             row->id = v[FC_ID];
             row->tid = v[FC_TENSOR];
             row->dp = v[FC_DP];
@@ -2453,7 +2530,9 @@ fc_address_pass(PyObject *items, Py_ssize_t n, PyObject *ftype, PyObject *rtype,
                 row->ndim = (int64_t)nd;
                 size_t need = used + 2 * (size_t)nd; /* nd < 2**31: no overflow before the check below */
                 if (rc == 0 && need > cap) {
-                    size_t grown = cap ? cap : 1024;
+                    /* at first room for two dimensions a fragment (pages never written cost
+                     * nothing), then doubled */
+                    size_t grown = cap ? cap : (count < ((size_t)1 << 40) ? 4 * count : 1024);
                     while (grown < need) {
                         if (grown > ((size_t)PY_SSIZE_T_MAX / sizeof(int64_t)) / 2) {
                             rc = -1;
@@ -2491,6 +2570,7 @@ fc_address_pass(PyObject *items, Py_ssize_t n, PyObject *ftype, PyObject *rtype,
         rows[i].id = rows[i].tid = rows[i].dp = NULL;
     }
     filled = 0;
+    if ((*order_out = fc_order_rows(rows, ids, n)) == -2) goto done; /* (cannot fail: exact str ids) */
     if (!fits) {
         Py_INCREF(Py_None);
         *geometry = Py_None;
@@ -2498,31 +2578,31 @@ fc_address_pass(PyObject *items, Py_ssize_t n, PyObject *ftype, PyObject *rtype,
         goto done;
     }
     {
-        size_t half = used / 2; /* coordinates per kind */
-        flat = mr_alloc_array(used ? used : 1, sizeof(int64_t)); /* offsets, then shapes */
-        int64_t *ndim = mr_alloc_array(count, sizeof(int64_t)), *nbytes = mr_alloc_array(count, sizeof(int64_t));
-        if (flat != NULL && ndim != NULL && nbytes != NULL) {
+        /* the four columns written straight into fresh bytes objects (their buffers are ours
+         * to fill until they are shared), in list order */
+        size_t half = used / 2; /* coordinates per kind (used <= PY_SSIZE_T_MAX / 8: allocated) */
+        PyObject *parts[4] = {
+            PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(count * sizeof(int64_t))),
+            PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(half * sizeof(int64_t))),
+            PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(half * sizeof(int64_t))),
+            PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(count * sizeof(int64_t)))};
+        char *data[4] = {NULL, NULL, NULL, NULL};
+        int made = 1;
+        for (int k = 0; k < 4 && made; k++) made = parts[k] != NULL && (data[k] = PyBytes_AsString(parts[k])) != NULL;
+        if (made) {
             size_t pos = 0;
             for (size_t i = 0; i < count; i++) {
                 size_t nd = (size_t)rows[i].ndim;
-                memcpy(flat + pos, scratch + rows[i].at, nd * sizeof(int64_t));
-                memcpy(flat + half + pos, scratch + rows[i].at + nd, nd * sizeof(int64_t));
+                memcpy(data[1] + pos * sizeof(int64_t), scratch + rows[i].at, nd * sizeof(int64_t));
+                memcpy(data[2] + pos * sizeof(int64_t), scratch + rows[i].at + nd, nd * sizeof(int64_t));
                 pos += nd;
-                ndim[i] = rows[i].ndim;
-                nbytes[i] = rows[i].nbytes;
+                memcpy(data[0] + i * sizeof(int64_t), &rows[i].ndim, sizeof(int64_t));
+                memcpy(data[3] + i * sizeof(int64_t), &rows[i].nbytes, sizeof(int64_t));
             }
-            PyObject *parts[4] = {
-                PyBytes_FromStringAndSize((const char *)ndim, (Py_ssize_t)(count * sizeof(int64_t))),
-                PyBytes_FromStringAndSize((const char *)flat, (Py_ssize_t)(half * sizeof(int64_t))),
-                PyBytes_FromStringAndSize((const char *)(flat + half), (Py_ssize_t)(half * sizeof(int64_t))),
-                PyBytes_FromStringAndSize((const char *)nbytes, (Py_ssize_t)(count * sizeof(int64_t)))};
-            if (parts[0] != NULL && parts[1] != NULL && parts[2] != NULL && parts[3] != NULL)
-                *geometry = PyTuple_Pack(4, parts[0], parts[1], parts[2], parts[3]);
-            for (int k = 0; k < 4; k++) Py_XDECREF(parts[k]);
-            ok = *geometry != NULL;
+            *geometry = PyTuple_Pack(4, parts[0], parts[1], parts[2], parts[3]);
         }
-        PyMem_Free(ndim);
-        PyMem_Free(nbytes);
+        for (int k = 0; k < 4; k++) Py_XDECREF(parts[k]);
+        ok = *geometry != NULL;
     }
 done:
     if (!ok && PyErr_Occurred()) PyErr_Clear();
@@ -2536,35 +2616,7 @@ done:
     PyMem_Free(order);
     PyMem_Free(rows);
     PyMem_Free(scratch);
-    PyMem_Free(flat);
     return ok;
-}
-
-/* order of the ids list (see the doc): 1, 0, -1, or -2 with an exception. */
-static int
-fc_order(PyObject *ids, Py_ssize_t n)
-{
-    int order = 1;
-    for (Py_ssize_t i = 0; i < n && order >= 0; i++) {
-        PyObject *id = PyList_GetItem(ids, i);
-        if (id == NULL) return -2;
-        if (i + 8 < n) { /* the ids are scattered in memory: ask for the header and text ahead */
-            const char *ahead = (const char *)PyList_GetItem(ids, i + 8);
-            if (ahead != NULL) {
-                __builtin_prefetch(ahead);
-                __builtin_prefetch(ahead + 64);
-            }
-        }
-        if (!PyUnicode_CheckExact(id)) return -1;
-        if (order == 1 && i > 0) {
-            PyObject *prev = PyList_GetItem(ids, i - 1);
-            if (prev == NULL) return -2;
-            int cmp = PyUnicode_Compare(prev, id);
-            if (cmp == -1 && PyErr_Occurred()) return -2;
-            if (cmp > 0) order = 0;
-        }
-    }
-    return order;
 }
 
 static PyObject *
@@ -2586,18 +2638,17 @@ po_fragment_columns(PyObject *Py_UNUSED(self), PyObject *args)
     PyObject *names[FC_N] = {NULL};
     PyObject *ids = NULL, *tids = NULL, *dps = NULL, *result = NULL, *geometry = NULL;
     if (po_names(cache, fc_names, FC_N, names) < 0) goto done;
-    /* A private copy: attribute hooks cannot resize what is iterated. */
-    PyObject *items = PySequence_List(arg);
+    /* An exact tuple as it is (nothing can resize it), else a private copy: attribute hooks
+     * cannot resize what is iterated. */
+    PyObject *items = PyTuple_CheckExact(arg) ? Py_NewRef(arg) : PySequence_List(arg);
     if (items == NULL) goto done;
-    Py_ssize_t n = PyList_Size(items);
+    Py_ssize_t n = PyTuple_CheckExact(items) ? PyTuple_Size(items) : PyList_Size(items);
     ids = PyList_New(n);
     tids = PyList_New(n);
     dps = PyList_New(n);
     int order = 1;
     if (n < 0 || ids == NULL || tids == NULL || dps == NULL) goto fail;
-    if (want_geometry && n > 0 && fc_address_pass(items, n, ftype, rtype, names, ids, tids, dps, &geometry)) {
-        order = fc_order(ids, n);
-        if (order == -2) goto fail;
+    if (want_geometry && n > 0 && fc_address_pass(items, n, ftype, rtype, names, ids, tids, dps, &geometry, &order)) {
         result = Py_BuildValue("(OOOiO)", ids, tids, dps, order, geometry);
         goto fail;
     }
@@ -2613,7 +2664,7 @@ po_fragment_columns(PyObject *Py_UNUSED(self), PyObject *args)
         if (ids == NULL || tids == NULL || dps == NULL) goto fail;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *fragment = PyList_GetItem(items, i); /* borrowed from the private list */
+        PyObject *fragment = fc_at(items, i); /* borrowed from the tuple or the private list */
         if (fragment == NULL) goto fail;
         PyObject *id = PyObject_GetAttr(fragment, names[0]);
         if (id == NULL) goto fail;
