@@ -1842,24 +1842,75 @@ strkey_cmp(const void *pa, const void *pb)
     return a->index < b->index ? -1 : (a->index > b->index ? 1 : 0);
 }
 
-/* Kernel: stable sort of e[0:n] by key bytes (UTF-8 byte order == code point order); tmp: n scratch entries. */
+/* Key i of a sort: e[i] holds s[0:len] and its position, e[i].head its bytes 0..7 and
+ * tmp[i].head its bytes 8..15 (big-endian, zero padded), read now, while the caller has just
+ * touched the key: strkey_sort then finds the common prefix and the heads without visiting
+ * the scattered keys again (when the common prefix is at most 8 bytes). */
+static inline void
+strkey_set(strkey_entry *e, strkey_entry *tmp, size_t i, const char *s, size_t len)
+{
+    uint64_t w[2] = {0, 0};
+    if (len >= 16) { /* two loads, as big-endian words */
+        memcpy(w, s, 16);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        w[0] = __builtin_bswap64(w[0]);
+        w[1] = __builtin_bswap64(w[1]);
+#endif
+    }
+    else {
+        for (size_t k = 0; k < 16; k++) w[k >> 3] = (w[k >> 3] << 8) | (k < len ? (unsigned char)s[k] : 0u);
+    }
+    e[i].s = s;
+    e[i].len = len;
+    e[i].index = i;
+    e[i].head = w[0];
+    tmp[i].head = w[1];
+}
+
+/* Kernel: stable sort of e[0:n] by key bytes (UTF-8 byte order == code point order); tmp: n scratch entries,
+ * the keys given by strkey_set. */
 static void
 strkey_sort(strkey_entry *e, strkey_entry *tmp, size_t n)
 {
     if (n == 0) return;
-    size_t lcp = e[0].len;
-    for (size_t i = 1; i < n && lcp > 0; i++) {
-        size_t m = e[i].len < lcp ? e[i].len : lcp, k = 0;
-        while (k < m && e[i].s[k] == e[0].s[k]) k++;
-        lcp = k;
-    }
-    for (size_t i = 0; i < n; i++) {
-        uint64_t h = 0;
-        for (size_t k = 0; k < 8; k++) {
-            size_t at = lcp + k;
-            h = (h << 8) | (at < e[i].len ? (unsigned char)e[i].s[at] : 0u);
+    /* The common prefix of all keys from their first 16 bytes: a zero-padded word pair that
+     * agrees with key 0's on p bytes agrees in the real bytes up to the shorter length, so
+     * lcp = min(those p, every length) when that is below 16; from 16 on the keys decide. */
+    size_t lcp = 16, minlen = e[0].len;
+    for (size_t i = 1; i < n; i++) {
+        if (e[i].len < minlen) minlen = e[i].len;
+        uint64_t x = e[i].head ^ e[0].head;
+        size_t p = x ? (size_t)__builtin_clzll(x) / 8 : 8;
+        if (p == 8) {
+            uint64_t y = tmp[i].head ^ tmp[0].head;
+            p = y ? 8 + (size_t)__builtin_clzll(y) / 8 : 16;
         }
-        e[i].head = h;
+        if (p < lcp) lcp = p;
+    }
+    if (minlen < lcp) lcp = minlen;
+    if (lcp <= 8) {
+        /* the head (bytes lcp..lcp+7) from the two words already read */
+        for (size_t i = 0; i < n; i++)
+            e[i].head = lcp == 0 ? e[i].head
+                        : lcp == 8 ? tmp[i].head
+                                   : (e[i].head << (8 * lcp)) | (tmp[i].head >> (64 - 8 * lcp));
+    }
+    else {
+        /* a longer common prefix: as before, from the keys' bytes */
+        lcp = e[0].len;
+        for (size_t i = 1; i < n && lcp > 0; i++) {
+            size_t m = e[i].len < lcp ? e[i].len : lcp, k = 0;
+            while (k < m && e[i].s[k] == e[0].s[k]) k++;
+            lcp = k;
+        }
+        for (size_t i = 0; i < n; i++) {
+            uint64_t h = 0;
+            for (size_t k = 0; k < 8; k++) {
+                size_t at = lcp + k;
+                h = (h << 8) | (at < e[i].len ? (unsigned char)e[i].s[at] : 0u);
+            }
+            e[i].head = h;
+        }
     }
     /* LSD radix sort by head (stable, so equal heads keep input order), skipping byte
      * positions where every head agrees; then the full comparison inside runs of equal heads */
@@ -1938,10 +1989,7 @@ sorted_by_keys_copy(PyObject *items, PyObject *keys, Py_ssize_t n, int want_rows
             PyMem_Free(tmp);
             Py_RETURN_NONE;
         }
-        e[i].s = s;
-        e[i].len = (size_t)len;
-        e[i].index = (size_t)i;
-        e[i].head = 0;
+        strkey_set(e, tmp, (size_t)i, s, (size_t)len);
     }
     Py_BEGIN_ALLOW_THREADS
     strkey_sort(e, tmp, (size_t)n);
@@ -2402,10 +2450,7 @@ py_sorted_groups(PyObject *Py_UNUSED(module), PyObject *args)
             Py_INCREF(result);
             goto done;
         }
-        e[i].s = s;
-        e[i].len = (size_t)len;
-        e[i].index = (size_t)i;
-        e[i].head = 0;
+        strkey_set(e, tmp, (size_t)i, s, (size_t)len);
     }
     Py_BEGIN_ALLOW_THREADS
     strkey_sort(e, tmp, un);
