@@ -1938,6 +1938,22 @@ strkey_sort(strkey_entry *e, strkey_entry *tmp, size_t n)
     }
 }
 
+/* The list rows with rows[e[k].index] = k (each input position's place in the sorted order),
+ * tmp (n entries, free after the sort) as scratch. The int objects are made in list order, so
+ * that a later read of the list in order visits them in the order they lie in memory (made in
+ * sorted order they would be scattered over it). A new list, or NULL with an exception. */
+static PyObject *
+strkey_rows(const strkey_entry *e, strkey_entry *tmp, Py_ssize_t n)
+{
+    for (Py_ssize_t k = 0; k < n; k++) tmp[e[k].index].index = (size_t)k;
+    PyObject *rows = PyList_New(n);
+    for (Py_ssize_t i = 0; rows != NULL && i < n; i++) {
+        PyObject *pos = PyLong_FromSize_t(tmp[i].index);
+        if (pos == NULL || PyList_SetItem(rows, i, pos) < 0) Py_CLEAR(rows); /* steals pos */
+    }
+    return rows;
+}
+
 /* sorted(items, key=...) given keys[i] == key(items[i]), when every key is an exact str
  * (a new list); None (nothing raised) when some key is not, or cannot be encoded. */
 static PyObject *sorted_by_keys_copy(PyObject *items, PyObject *keys, Py_ssize_t n, int want_rows);
@@ -2012,11 +2028,7 @@ sorted_by_keys_copy(PyObject *items, PyObject *keys, Py_ssize_t n, int want_rows
     PyObject *rows = NULL;
     if (out != NULL && want_rows) {
         /* rows[i]: the position of items[i] in the sorted list */
-        rows = PyList_New(n);
-        for (Py_ssize_t i = 0; rows != NULL && i < n; i++) {
-            PyObject *pos = PyLong_FromSsize_t(i);
-            if (pos == NULL || PyList_SetItem(rows, (Py_ssize_t)e[i].index, pos) < 0) Py_CLEAR(rows);
-        }
+        rows = strkey_rows(e, tmp, n);
         if (rows == NULL) Py_CLEAR(out);
     }
     PyMem_Free(e);
@@ -2459,12 +2471,8 @@ py_sorted_groups(PyObject *Py_UNUSED(module), PyObject *args)
      * item pointers, and the references the containers take over, taken in input order
      * (objects in sequence in memory) rather than in the scattered sorted order */
     ordered = PyTuple_New(n);
-    rows = PyList_New(n);
+    rows = ordered == NULL ? NULL : strkey_rows(e, tmp, n);
     if (ordered == NULL || rows == NULL) goto done;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *pos = PyLong_FromSsize_t(i);
-        if (pos == NULL || PyList_SetItem(rows, (Py_ssize_t)e[i].index, pos) < 0) goto done;
-    }
     gslots = mr_alloc_array(ngroups ? ngroups : 1, sizeof(PyObject *));
     xslots = mr_alloc_array(ngroups ? ngroups : 1, sizeof(PyObject *));
     iptr = mr_alloc_array(un ? un : 1, sizeof(PyObject *));
