@@ -375,8 +375,8 @@ def _assemble_from_fragments(
     fragments: tuple[PlacementFragment, ...],
     placement_id: Optional[PlacementId],
 ) -> WeightPlacementManifest:
-    tensor_items = item_tuple(tensors, "placement tensors", TensorDescriptor)
-    fragment_items = item_tuple(fragments, "placement fragments", PlacementFragment)
+    tensor_items = _items(tensors, "placement tensors", TensorDescriptor)
+    fragment_items = _items(fragments, "placement fragments", PlacementFragment)
     # The C columns need distinct exact-str tensor ids (they decline otherwise, before any
     # fragment or rank is read): a returned result means no duplicate id, so the duplicate
     # check below, which comes first in the contract, can only fail on the Python path.
@@ -452,6 +452,22 @@ def _assemble_from_fragments(
         sorted_tensors=sorted_tensors,
         grouped=(ordered, rows, by_group, tensors_by_group),
     )
+
+
+def _items(value: object, name: str, item_type: type) -> tuple[Any, ...]:
+    """``item_tuple(value, name, item_type)``. A tuple of more than 8 items takes one C pass
+    (``_native.all_instances``: isinstance per item, in order, stopping at the first miss,
+    reading the scattered objects' types ahead): the same accept set (item_tuple accepts a
+    tuple exactly when every item is an instance; its bulk test of the distinct types only
+    skips isinstance calls that would return True without running any hook), the same error,
+    and for a miss the same isinstance calls in the same order as item_tuple's loop."""
+    if type(value) is tuple and len(value) > 8:
+        every: Optional[bool] = _native.all_instances(value, item_type)
+        if every is True:
+            return value
+        if every is False:
+            raise ValueError(f"{name} must contain {item_type.__name__}")
+    return item_tuple(value, name, item_type)
 
 
 def _rank_groups(topology: ParallelTopology) -> tuple[dict[ParallelRank, int], list[int]]:
