@@ -532,11 +532,109 @@ bd_find_tensor(PyObject *const *ids, Py_ssize_t n, PyObject *tensor_id, int *err
     return -1;
 }
 
-/* One fragment pair: BD_OK (view appended), BD_FALLBACK or BD_ERROR. */
+/* A part's tensors loaded for the pair checks: items (borrowed: the tensors tuple holds them)
+ * and their ids (new references), strictly increasing; tab: the ids by address (NULL until a
+ * lookup needs it, and never below BD_ID_TABLE_MIN tensors or pairs); cursor: the position after
+ * the last tensor found. */
+typedef struct {
+    PyObject **items, **ids;
+    Py_ssize_t n, loaded, cursor;
+    int tabled;
+    bd_idslot *tab;
+    size_t mask;
+} bd_tensors;
+
+#define BD_ID_TABLE_MIN 16
+
+static void
+bd_tensors_free(bd_tensors *ts)
+{
+    for (Py_ssize_t k = 0; k < ts->loaded; k++) Py_XDECREF(ts->ids[k]);
+    PyMem_Free(ts->ids);
+    PyMem_Free(ts->items);
+    PyMem_Free(ts->tab);
+    ts->ids = ts->items = NULL;
+    ts->tab = NULL;
+    ts->loaded = 0;
+}
+
+/* Load the exact tuple tensors of exact td_cls objects with exact, non-empty, strictly
+ * increasing str ids (BD_OK), else BD_FALLBACK / BD_ERROR; *ts is freed by the caller either
+ * way. tabled: a table by address may be built (npairs and the tensor count large enough). */
 static int
-bd_check_pair(PyObject *const *nm, PyObject *logical, PyObject *runtime, PyObject *const *tensors,
-              PyObject *const *tensor_ids, Py_ssize_t ntensors, bd_idslot *id_tab, size_t id_mask,
-              PyObject *previous, PyObject **pfid_out, PyObject *instance_id, PyObject *views)
+bd_tensors_load(const bd_table *tb, PyObject *tensors, PyObject *td_cls, Py_ssize_t npairs, bd_tensors *ts)
+{
+    memset(ts, 0, sizeof(*ts));
+    Py_ssize_t ntensors = PyTuple_Size(tensors);
+    if (ntensors < 0) return BD_ERROR;
+    ts->n = ntensors;
+    ts->items = mr_alloc_array((size_t)ntensors, sizeof(PyObject *));
+    if (ts->items == NULL) return BD_ERROR;
+    ts->ids = mr_alloc_array((size_t)ntensors, sizeof(PyObject *));
+    if (ts->ids == NULL) return BD_ERROR;
+    int status = BD_OK;
+    for (; ts->loaded < ntensors; ts->loaded++) {
+        Py_ssize_t k = ts->loaded;
+        PyObject *tensor = PyTuple_GetItem(tensors, k);
+        if (tensor == NULL) return BD_ERROR;
+        if (k + 4 < ntensors) bd_prefetch_object(PyTuple_GetItem(tensors, k + 4)); /* a hint */
+        if ((PyObject *)Py_TYPE(tensor) != td_cls) return BD_FALLBACK;
+        ts->items[k] = tensor;
+        status = bd_get_str(tensor, tb->nm[N_TENSOR_ID], &ts->ids[k]);
+        if (status != BD_OK) return status;
+        if (k > 0) {
+            int cmp = bd_compare(ts->ids[k - 1], ts->ids[k]);
+            if (cmp == -2 || cmp >= 0) {
+                Py_CLEAR(ts->ids[k]);
+                return cmp == -2 ? BD_ERROR : BD_FALLBACK;
+            }
+        }
+    }
+    ts->tabled = npairs >= BD_ID_TABLE_MIN && ntensors >= BD_ID_TABLE_MIN;
+    return BD_OK;
+}
+
+/* Index of the tensor whose id equals tid, or -1 (*error set on an error). The ids are strictly
+ * increasing, so an identical one is the only equal one, the search's answer: the one at the
+ * cursor or just before it (fragments of one part follow their tensors' order), else the one
+ * of that address in the table (built at the first such miss), else the search decides. */
+static Py_ssize_t
+bd_tensors_find(bd_tensors *ts, PyObject *tid, int *error)
+{
+    Py_ssize_t c = ts->cursor, t = -1;
+    if (c < ts->n && ts->ids[c] == tid) t = c;
+    else if (c > 0 && ts->ids[c - 1] == tid) t = c - 1;
+    else {
+        if (ts->tabled && ts->tab == NULL) {
+            ts->tab = bd_idtab_new((size_t)ts->n, &ts->mask);
+            if (ts->tab == NULL) {
+                *error = 1;
+                return -1;
+            }
+            for (Py_ssize_t k = 0; k < ts->n; k++) {
+                bd_idslot *slot = bd_idtab_find(ts->tab, ts->mask, ts->ids[k]);
+                slot->key = (uintptr_t)ts->ids[k]; /* distinct (strictly increasing) */
+                slot->value = k;
+            }
+        }
+        if (ts->tab != NULL) t = bd_idtab_get(ts->tab, ts->mask, tid);
+        if (t < 0 || t >= ts->n) t = bd_find_tensor(ts->ids, ts->n, tid, error);
+    }
+    if (t >= 0) ts->cursor = t + 1;
+    return t;
+}
+
+/* What the fused attest path keeps of a checked pair (new references): the runtime
+ * fragment's dict and the placement fragment's id. */
+typedef struct {
+    PyObject *rdict, *lpfid;
+} bd_pair_kept;
+
+/* One fragment pair: BD_OK (view appended to views; or, views NULL, *kept filled), BD_FALLBACK
+ * or BD_ERROR. */
+static int
+bd_check_pair(PyObject *const *nm, PyObject *logical, PyObject *runtime, bd_tensors *ts, PyObject *previous,
+              PyObject **pfid_out, PyObject *instance_id, PyObject *views, bd_pair_kept *kept)
 {
     PyObject *rpfid = NULL, *lpfid = NULL, *tid = NULL, *a = NULL, *b = NULL, *itemsize = NULL;
     PyObject *rdict = NULL, *ldict = NULL;
@@ -560,10 +658,7 @@ bd_check_pair(PyObject *const *nm, PyObject *logical, PyObject *runtime, PyObjec
     rc = bd_dget_str(ldict, nm[N_TENSOR_ID], &tid);
     if (rc != BD_OK) { result = rc; goto done; }
     int error = 0;
-    /* The tensor whose id is this very object (id_tab, by address), else the search: the ids
-     * are strictly increasing, so an identical one is the only equal one, the search's answer. */
-    Py_ssize_t t = id_tab != NULL ? bd_idtab_get(id_tab, id_mask, tid) : -1;
-    if (t < 0 || t >= ntensors) t = bd_find_tensor(tensor_ids, ntensors, tid, &error);
+    Py_ssize_t t = bd_tensors_find(ts, tid, &error);
     if (error) { result = BD_ERROR; goto done; }
     if (t < 0) goto done;
     /* nbytes */
@@ -592,7 +687,7 @@ bd_check_pair(PyObject *const *nm, PyObject *logical, PyObject *runtime, PyObjec
     /* itemsize */
     rc = bd_dget(rdict, nm[N_ITEMSIZE], &a);
     if (rc != BD_OK) { result = rc; goto done; }
-    rc = bd_get(tensors[t], nm[N_ITEMSIZE], &itemsize);
+    rc = bd_get(ts->items[t], nm[N_ITEMSIZE], &itemsize);
     if (rc != BD_OK) { result = rc; goto done; }
     rc = bd_int_equal(a, itemsize);
     if (rc < 0) { result = BD_ERROR; goto done; }
@@ -604,11 +699,17 @@ bd_check_pair(PyObject *const *nm, PyObject *logical, PyObject *runtime, PyObjec
     rc = bd_strides_canonical(b, a, itemsize);
     if (rc < 0) { result = BD_ERROR; goto done; }
     if (rc == 0) goto done;
-    PyObject *view = PyTuple_Pack(4, instance_id, runtime, logical, tensors[t]);
-    if (view == NULL) { result = BD_ERROR; goto done; }
-    rc = PyList_Append(views, view);
-    Py_DECREF(view);
-    if (rc < 0) { result = BD_ERROR; goto done; }
+    if (views != NULL) {
+        PyObject *view = PyTuple_Pack(4, instance_id, runtime, logical, ts->items[t]);
+        if (view == NULL) { result = BD_ERROR; goto done; }
+        rc = PyList_Append(views, view);
+        Py_DECREF(view);
+        if (rc < 0) { result = BD_ERROR; goto done; }
+    } else {
+        kept->rdict = rdict;
+        kept->lpfid = lpfid;
+        rdict = lpfid = NULL;
+    }
     *pfid_out = rpfid;
     rpfid = NULL;
     result = BD_OK;
@@ -634,8 +735,6 @@ PyDoc_STRVAR(bind_views_doc,
 "fragment ids; equal nbytes, local_shape and itemsize (of the tensor of that id in the\n"
 "strictly sorted tuple tensors); canonical strides. None when that is not decided here.");
 
-#define BD_ID_TABLE_MIN 16
-
 /* The views of bind_views (*out, a new list) or BD_FALLBACK / BD_ERROR. classes: placement
  * fragment, runtime fragment and tensor classes (checked heap types). */
 static int
@@ -650,47 +749,10 @@ bd_views_core(const bd_table *tb, PyObject *instance_id, PyObject *logical, PyOb
     Py_ssize_t n = PyTuple_Size(logical);
     if (n < 0) return BD_ERROR;
     if (PyTuple_Size(runtime) != n) return BD_FALLBACK;
-    Py_ssize_t ntensors = PyTuple_Size(tensors);
-    if (ntensors < 0) return BD_ERROR;
-    PyObject **tensor_items = mr_alloc_array((size_t)ntensors, sizeof(PyObject *));
-    if (tensor_items == NULL) return BD_ERROR;
-    PyObject **tensor_ids = mr_alloc_array((size_t)ntensors, sizeof(PyObject *));
-    if (tensor_ids == NULL) {
-        PyMem_Free(tensor_items);
-        return BD_ERROR;
-    }
-    Py_ssize_t loaded = 0;
-    bd_idslot *id_tab = NULL;
-    size_t id_mask = 0;
+    bd_tensors ts;
     PyObject *views = NULL, *previous = NULL, *result = NULL;
-    int status = BD_OK;
-    for (; loaded < ntensors; loaded++) {
-        PyObject *tensor = PyTuple_GetItem(tensors, loaded);
-        if (tensor == NULL) { status = BD_ERROR; break; }
-        if ((PyObject *)Py_TYPE(tensor) != td_cls) { status = BD_FALLBACK; break; }
-        tensor_items[loaded] = tensor; /* borrowed: tensors holds it */
-        status = bd_get_str(tensor, nm[N_TENSOR_ID], &tensor_ids[loaded]);
-        if (status != BD_OK) break;
-        if (loaded > 0) {
-            int cmp = bd_compare(tensor_ids[loaded - 1], tensor_ids[loaded]);
-            if (cmp == -2 || cmp >= 0) {
-                status = cmp == -2 ? BD_ERROR : BD_FALLBACK;
-                Py_CLEAR(tensor_ids[loaded]);
-                break;
-            }
-        }
-    }
+    int status = bd_tensors_load(tb, tensors, td_cls, n, &ts);
     if (status != BD_OK) goto done;
-    /* the tensor ids by address (NULL: the search alone decides; below BD_ID_TABLE_MIN tensors
-     * or fragments the table's allocation costs more than the short searches it saves) */
-    int with_table = n >= BD_ID_TABLE_MIN && ntensors >= BD_ID_TABLE_MIN;
-    id_tab = with_table ? bd_idtab_new((size_t)ntensors, &id_mask) : NULL;
-    if (with_table && id_tab == NULL) { status = BD_ERROR; goto done; }
-    for (Py_ssize_t k = 0; id_tab != NULL && k < ntensors; k++) {
-        bd_idslot *slot = bd_idtab_find(id_tab, id_mask, tensor_ids[k]);
-        slot->key = (uintptr_t)tensor_ids[k]; /* distinct (strictly increasing) */
-        slot->value = k;
-    }
     views = PyList_New(0);
     if (views == NULL) { status = BD_ERROR; goto done; }
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -702,18 +764,14 @@ bd_views_core(const bd_table *tb, PyObject *instance_id, PyObject *logical, PyOb
             goto done;
         }
         PyObject *pfid = NULL;
-        status = bd_check_pair(nm, l, r, tensor_items, tensor_ids, ntensors, id_tab, id_mask, previous, &pfid,
-                               instance_id, views);
+        status = bd_check_pair(nm, l, r, &ts, previous, &pfid, instance_id, views, NULL);
         if (status != BD_OK) goto done;
         BD_SETREF(previous, pfid);
     }
     result = views;
     views = NULL;
 done:
-    for (Py_ssize_t k = 0; k < loaded; k++) Py_XDECREF(tensor_ids[k]);
-    PyMem_Free(tensor_ids);
-    PyMem_Free(tensor_items);
-    PyMem_Free(id_tab);
+    bd_tensors_free(&ts);
     Py_XDECREF(previous);
     Py_XDECREF(views);
     if (status != BD_OK) {
@@ -867,7 +925,7 @@ bd_placement_map(PyObject *const *nm, PyObject *part_fragments, PyObject *map)
 }
 
 static int bd_attest_core(const bd_table *tb, PyObject *const *classes, PyObject *placement, PyObject *binding,
-                          PyObject *part_fragments, PyObject **out);
+                          PyObject *part_fragments, PyObject *const *maps, PyObject **out);
 
 PyDoc_STRVAR(attest_doc,
 "attest(attestation_cls, evidence_cls, runtime_fragment_cls, placement, binding, part_fragments)\n"
@@ -889,17 +947,19 @@ bd_attest(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (bd_load_table(self, &tb) < 0) return NULL;
     if (bd_check_heap_types(args, 3) < 0) return NULL;
     PyObject *result = NULL;
-    int status = bd_attest_core(&tb, args, args[3], args[4], args[5], &result);
+    int status = bd_attest_core(&tb, args, args[3], args[4], args[5], NULL, &result);
     if (status == BD_OK) return result;
     if (status == BD_ERROR) return NULL;
     Py_RETURN_NONE;
 }
 
 /* The attestation of attest (*out) or BD_FALLBACK / BD_ERROR. classes: attestation, evidence and
- * runtime fragment classes (checked heap types). */
+ * runtime fragment classes (checked heap types). maps (NULL: built here): the binding and
+ * placement maps bd_binding_map and bd_placement_map would build from the binding's fragments
+ * and part_fragments, already built and checked by the caller (bd_fused_views). */
 static int
 bd_attest_core(const bd_table *tb, PyObject *const *classes, PyObject *placement, PyObject *binding,
-               PyObject *part_fragments, PyObject **out)
+               PyObject *part_fragments, PyObject *const *maps, PyObject **out)
 {
     PyObject *const *nm = tb->nm;
     PyObject *att_cls = classes[0], *ev_cls = classes[1], *rf_cls = classes[2];
@@ -911,10 +971,10 @@ bd_attest_core(const bd_table *tb, PyObject *const *classes, PyObject *placement
     status = bd_valid_scalars(nm, binding);
     if (status != BD_OK) goto done;
     status = BD_ERROR;
-    binding_map = PyDict_New();
-    placement_map = PyDict_New();
+    binding_map = maps != NULL ? Py_NewRef(maps[0]) : PyDict_New();
+    placement_map = maps != NULL ? Py_NewRef(maps[1]) : PyDict_New();
     if (binding_map == NULL || placement_map == NULL) goto done;
-    status = bd_binding_map(nm, fragments, rf_cls, binding_map);
+    status = maps != NULL ? BD_OK : bd_binding_map(nm, fragments, rf_cls, binding_map);
     if (status != BD_OK) goto done;
     status = BD_ERROR;
     evidence = bd_new(ev_cls, &ev_dict);
@@ -923,7 +983,7 @@ bd_attest_core(const bd_table *tb, PyObject *const *classes, PyObject *placement
     if (status != BD_OK) goto done;
     status = BD_ERROR;
     if (PyDict_SetItem(ev_dict, nm[N_FRAGMENTS], fragments) < 0) goto done;
-    status = bd_placement_map(nm, part_fragments, placement_map);
+    status = maps != NULL ? BD_OK : bd_placement_map(nm, part_fragments, placement_map);
     if (status != BD_OK) goto done;
     status = BD_ERROR;
     evidence = bd_finish(evidence, &ev_dict, T_EVIDENCE);
@@ -2849,6 +2909,9 @@ typedef struct {
     uint64_t space;
 } bd_last_space;
 
+static int bd_range_fill(PyObject *const *nm, PyObject *instance, PyObject *rdict, PyObject *spaces,
+                         bd_range *range, bd_last_space *last);
+
 static int
 bd_view_range(PyObject *const *nm, PyObject *view, PyObject *rf_cls, PyObject *spaces, bd_range *range,
               bd_last_space *last)
@@ -2860,9 +2923,22 @@ bd_view_range(PyObject *const *nm, PyObject *view, PyObject *rf_cls, PyObject *s
     if (!PyUnicode_CheckExact(instance) || (PyObject *)Py_TYPE(runtime) != rf_cls) return BD_FALLBACK;
     /* The fields from the exact runtime fragment's own dict (what getattr reads: the class
      * defines no descriptor for them; a missing one declines). */
-    PyObject *worker = NULL, *device = NULL, *key = NULL, *rdict = NULL;
+    PyObject *rdict = NULL;
     int status = bd_dict_of(runtime, &rdict);
-    if (status == BD_OK) status = bd_dget(rdict, nm[N_WORKER_ID], &worker);
+    if (status != BD_OK) return status;
+    status = bd_range_fill(nm, instance, rdict, spaces, range, last);
+    Py_DECREF(rdict);
+    return status;
+}
+
+/* One range from the exact str instance and the dict rdict of an exact runtime fragment (its
+ * worker_id, device, address, nbytes, storage_address, storage_nbytes); BD_* status. */
+static int
+bd_range_fill(PyObject *const *nm, PyObject *instance, PyObject *rdict, PyObject *spaces, bd_range *range,
+              bd_last_space *last)
+{
+    PyObject *worker = NULL, *device = NULL, *key = NULL;
+    int status = bd_dget(rdict, nm[N_WORKER_ID], &worker);
     if (status == BD_OK) status = bd_dget(rdict, nm[N_DEVICE], &device);
     if (status != BD_OK) goto done;
     status = BD_FALLBACK;
@@ -2922,7 +2998,6 @@ done:
     Py_XDECREF(worker);
     Py_XDECREF(device);
     Py_XDECREF(key);
-    Py_XDECREF(rdict);
     return status;
 }
 
@@ -2993,6 +3068,109 @@ bd_same_str(PyObject *a, PyObject *b)
     return cmp == 0;
 }
 
+/* From this many fragment pairs on, attest_binding takes the fused pass (bd_fused_views; below
+ * it the three steps run as before: a part that small stays in the CPU caches). */
+#define BD_FUSED_MIN 16
+
+/* attest_binding's bind_views, address_ranges_clear and bd_attest_core's two maps in one pass
+ * over the fragment pairs: each runtime fragment's dict read once, no view tuple or list built.
+ * BD_OK with maps[0] (the binding map) and maps[1] (the placement map), new dicts, or
+ * BD_FALLBACK / BD_ERROR. Exactly the checks of the three steps, on the same values:
+ * - the pairs: bd_views_core's (bd_check_pair on each pair, in order);
+ * - the ranges: bd_ranges_core's on the views those pairs make (an exact str instance_id, the
+ *   runtime fragment's fields read by bd_range_fill from the very dict bd_view_range reads, then
+ *   the same kernel; n >= BD_FUSED_MIN, so there are at least two views, when it runs);
+ * - bd_binding_map's over the binding's fragments (this runtime tuple: exact rf_cls fragments,
+ *   strictly increasing exact str placement fragment ids, checked by bd_check_pair; distinct
+ *   exact str fragment ids; owner None), keyed by the very id objects it reads;
+ * - bd_placement_map's over part_fragments (this logical tuple): key the placement fragment's
+ *   id, read from the exact pf_cls instance's dict (what its getattr reads: the class defines
+ *   no descriptor of that name), an exact non-empty str as bd_get_str requires.
+ * Every check that fails declines (BD_FALLBACK) and the whole call returns None, whichever
+ * failed first, as the steps run in order do; BD_ERROR only for a memory error. */
+static int
+bd_fused_views(const bd_table *tb, PyObject *instance_id, PyObject *logical, PyObject *runtime, PyObject *tensors,
+               PyObject *const *classes, PyObject **maps)
+{
+    PyObject *const *nm = tb->nm;
+    PyObject *pf_cls = classes[0], *rf_cls = classes[1], *td_cls = classes[2];
+    maps[0] = maps[1] = NULL;
+    if (!PyTuple_CheckExact(logical) || !PyTuple_CheckExact(runtime) || !PyTuple_CheckExact(tensors)) {
+        return BD_FALLBACK;
+    }
+    Py_ssize_t n = PyTuple_Size(logical);
+    if (n < 0) return BD_ERROR;
+    if (PyTuple_Size(runtime) != n || !PyUnicode_CheckExact(instance_id)) return BD_FALLBACK;
+    bd_tensors ts;
+    bd_range *ranges = NULL;
+    PyObject *previous = NULL, *spaces = NULL, *seen = NULL, *binding_map = NULL, *placement_map = NULL;
+    bd_last_space last = {NULL, NULL, NULL, 0};
+    int status = bd_tensors_load(tb, tensors, td_cls, n, &ts);
+    if (status != BD_OK) goto done;
+    status = BD_ERROR;
+    ranges = mr_alloc_array((size_t)n, sizeof(bd_range));
+    if (ranges == NULL) goto done;
+    spaces = PyDict_New();
+    seen = PySet_New(NULL);
+    binding_map = PyDict_New();
+    placement_map = PyDict_New();
+    if (spaces == NULL || seen == NULL || binding_map == NULL || placement_map == NULL) goto done;
+    status = BD_OK;
+    for (Py_ssize_t i = 0; i < n && status == BD_OK; i++) {
+        PyObject *l = PyTuple_GetItem(logical, i);
+        PyObject *r = PyTuple_GetItem(runtime, i);
+        if (l == NULL || r == NULL) {
+            status = BD_ERROR;
+            break;
+        }
+        if (i + 4 < n) { /* hints: the pair four on */
+            bd_prefetch_object(PyTuple_GetItem(logical, i + 4));
+            bd_prefetch_object(PyTuple_GetItem(runtime, i + 4));
+        }
+        if ((PyObject *)Py_TYPE(l) != pf_cls || (PyObject *)Py_TYPE(r) != rf_cls) {
+            status = BD_FALLBACK;
+            break;
+        }
+        PyObject *pfid = NULL, *fid = NULL, *owner = NULL;
+        bd_pair_kept kept = {NULL, NULL};
+        status = bd_check_pair(nm, l, r, &ts, previous, &pfid, instance_id, NULL, &kept);
+        if (status != BD_OK) break;
+        BD_SETREF(previous, pfid); /* previous holds pfid */
+        status = bd_range_fill(nm, instance_id, kept.rdict, spaces, &ranges[i], &last);
+        if (status == BD_OK) status = bd_dget_str(kept.rdict, nm[N_FID], &fid);
+        if (status == BD_OK) {
+            int contains = PySet_Contains(seen, fid);
+            if (contains != 0 || PySet_Add(seen, fid) < 0) status = contains > 0 ? BD_FALLBACK : BD_ERROR;
+        }
+        if (status == BD_OK) status = bd_dget(kept.rdict, nm[N_OWNER], &owner);
+        if (status == BD_OK && owner != Py_None) status = BD_FALLBACK;
+        if (status == BD_OK
+            && (PyDict_SetItem(binding_map, pfid, r) < 0 || PyDict_SetItem(placement_map, kept.lpfid, l) < 0)) {
+            status = BD_ERROR;
+        }
+        Py_XDECREF(fid);
+        Py_XDECREF(owner);
+        Py_XDECREF(kept.rdict);
+        Py_XDECREF(kept.lpfid);
+    }
+    /* The kernel only sees the C array. */
+    if (status == BD_OK && !bd_ranges_clear(ranges, (size_t)n)) status = BD_FALLBACK;
+    if (status == BD_OK) {
+        maps[0] = binding_map;
+        maps[1] = placement_map;
+        binding_map = placement_map = NULL;
+    }
+done:
+    bd_tensors_free(&ts);
+    PyMem_Free(ranges);
+    Py_XDECREF(previous);
+    Py_XDECREF(spaces);
+    Py_XDECREF(seen);
+    Py_XDECREF(binding_map);
+    Py_XDECREF(placement_map);
+    return status;
+}
+
 PyDoc_STRVAR(attest_binding_doc,
 "attest_binding(attestation_cls, evidence_cls, runtime_fragment_cls, placement_fragment_cls,\n"
 "               tensor_cls, placement, binding, part_fragments, part_tensors, resource_id,\n"
@@ -3030,13 +3208,21 @@ bd_attest_binding(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     if (status == BD_OK) status = bd_get(binding, nm[N_INSTANCE_ID], &instance_id);
     if (status == BD_OK) status = bd_get(binding, nm[N_FRAGMENTS], &fragments);
-    if (status == BD_OK) {
-        /* (placement fragment, runtime fragment, tensor) classes */
-        PyObject *const view_classes[3] = {args[3], args[2], args[4]};
-        status = bd_views_core(&tb, instance_id, args[7], fragments, args[8], view_classes, &views);
+    /* (placement fragment, runtime fragment, tensor) classes */
+    PyObject *const view_classes[3] = {args[3], args[2], args[4]};
+    Py_ssize_t pairs = status == BD_OK && PyTuple_CheckExact(args[7]) ? PyTuple_Size(args[7]) : 0;
+    if (pairs >= BD_FUSED_MIN) {
+        /* the three steps below in one pass (the same checks: see bd_fused_views) */
+        PyObject *maps[2] = {NULL, NULL};
+        status = bd_fused_views(&tb, instance_id, args[7], fragments, args[8], view_classes, maps);
+        if (status == BD_OK) status = bd_attest_core(&tb, args, placement, binding, args[7], maps, &result);
+        Py_XDECREF(maps[0]);
+        Py_XDECREF(maps[1]);
+    } else {
+        if (status == BD_OK) status = bd_views_core(&tb, instance_id, args[7], fragments, args[8], view_classes, &views);
+        if (status == BD_OK && PyList_Size(views) > 1) status = bd_ranges_core(&tb, views, args[2]);
+        if (status == BD_OK) status = bd_attest_core(&tb, args, placement, binding, args[7], NULL, &result);
     }
-    if (status == BD_OK && PyList_Size(views) > 1) status = bd_ranges_core(&tb, views, args[2]);
-    if (status == BD_OK) status = bd_attest_core(&tb, args, placement, binding, args[7], &result);
     Py_XDECREF(instance_id);
     Py_XDECREF(fragments);
     Py_XDECREF(views);
