@@ -716,6 +716,14 @@ po_pack_targets(PyObject *Py_UNUSED(self), PyObject *args)
              * the one PO_AHEAD further on now (a hint: a pointer, not read) */
             PyObject *ahead = PyList_GetItem(tids, i + PO_AHEAD);
             if (ahead != NULL) __builtin_prefetch(ahead);
+            /* and the home slot of the one PO_AHEAD / 2 further on in the tensor-id map (its
+             * pointer hashed, not read; the map is as large as the tensors are many) */
+            PyObject *near = geom != NULL ? PyList_GetItem(tids, i + PO_AHEAD / 2) : NULL;
+            if (near != NULL) {
+                size_t slot = (size_t)po_hash((uint64_t)(uintptr_t)near) & tmap.mask;
+                __builtin_prefetch(&tmap.key[slot]);
+                __builtin_prefetch(&tmap.t[slot]);
+            }
         }
         int rc;
         if (geom != NULL && PyUnicode_CheckExact(tid) && PyLong_CheckExact(dp)) {
