@@ -389,6 +389,38 @@ static const int rc_bound_fields[] = {RC_PLACEMENT, RC_BINDING};
 static const int rc_box_fields[] = {RC_TENSOR_ID, RC_GLOBAL_OFFSET, RC_LOCAL_SHAPE};
 static const int rc_size_fields[] = {RC_NBYTES};
 
+/* A hint: the cache lines of obj and the 32 bytes before it (where CPython keeps an instance's
+ * dict pointer and collector header). Only addresses are computed; nothing is read. */
+static inline void
+rc_prefetch_object(const PyObject *obj)
+{
+    __builtin_prefetch((const void *)((uintptr_t)obj - 32));
+    __builtin_prefetch(obj);
+}
+
+/* A hint for a carried fragment read a few steps on: its placement and binding objects (read
+ * from its own dict as rc_same_items reads them; an exact dict with str keys: no code runs).
+ * Nothing is decided here: any unexpected state leaves the hint out (an error is cleared: the
+ * read in turn meets the same state and decides). */
+static void
+rc_prefetch_held(PyObject *fragment, PyObject *bound_cls)
+{
+    if (fragment == NULL || (PyObject *)Py_TYPE(fragment) != bound_cls) return;
+    PyObject *dict = PyObject_GenericGetDict(fragment, NULL);
+    if (dict == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    if (PyDict_CheckExact(dict)) {
+        for (int k = 0; k < 2; k++) {
+            PyObject *value = rc_item(dict, rc_names[rc_bound_fields[k]]); /* borrowed, address only */
+            if (value != NULL) rc_prefetch_object(value);
+        }
+    }
+    if (PyErr_Occurred()) PyErr_Clear();
+    Py_DECREF(dict);
+}
+
 static PyObject *
 regions_canonical_carried(PyObject *Py_UNUSED(self), PyObject *args)
 {
@@ -421,6 +453,9 @@ regions_canonical_carried(PyObject *Py_UNUSED(self), PyObject *args)
     for (Py_ssize_t p = 0; p < distinct; p++) {
         PyObject *fragment = PyList_GetItem(frags, p);
         if (fragment == NULL) return NULL;
+        /* hints: the fragment eight on, the placement and binding of the one four on */
+        if (p + 8 < distinct) rc_prefetch_object(PyList_GetItem(frags, p + 8));
+        if (p + 4 < distinct) rc_prefetch_held(PyList_GetItem(frags, p + 4), bound_cls);
         PyObject *held[2] = {NULL, NULL};
         int rc = rc_same_items(fragment, bound_cls, NULL, NULL, 0, rc_bound_fields, held, 2);
         PyObject *expected[4];
