@@ -29,6 +29,7 @@
  * The functions are bound to a capsule (their `self`) holding the interned attribute names and
  * field-dict templates, created once per module object at init: no global PyObject. */
 #include "binder.h"
+#include "layout.h"
 #include "physical_kernels.h"
 #include "region_kernels.h"
 #include "scan_carry.h"
@@ -1020,8 +1021,10 @@ done:
 /* ------------------------------------------------------------------------------------------
  * attested_executors */
 
-/* The snapshot field dict of (placement fragment, runtime fragment dict, generation) (*out,
- * checked to hold exactly the snapshot fields); BD_* status.
+/* The snapshot field values of (placement fragment, runtime fragment dict, generation): new
+ * references in values[0 .. BD_NSNAP-1], in field order (bd_snapshot_values; all NULL unless
+ * BD_OK), or stored in that order into a field dict (bd_snapshot_fill); bd_snapshot_dict gives
+ * that dict (*out, checked to hold exactly the snapshot fields); BD_* status.
  *
  * pf_cls (NULL: not given) is the PlacementFragment class: a placement fragment of exactly that
  * class has its four fields read from its own instance dict (one dict fetch instead of four
@@ -1031,13 +1034,14 @@ done:
  * any other class takes getattr for every field: the values (hence the snapshots) are the very
  * objects getattr returns. */
 static int
-bd_snapshot_fill(const bd_table *tb, PyObject *pf_cls, PyObject *placement_fragment, PyObject *runtime_dict,
-                 PyObject *generation, PyObject *dict)
+bd_snapshot_values(const bd_table *tb, PyObject *pf_cls, PyObject *placement_fragment, PyObject *runtime_dict,
+                   PyObject *generation, PyObject **values)
 {
     static const int from_placement[] = {N_PFID, N_TENSOR_ID, N_GLOBAL_OFFSET, N_LOCAL_SHAPE};
     PyObject *const *nm = tb->nm;
     PyObject *pdict = NULL;
     int status = BD_OK;
+    for (int k = 0; k < BD_NSNAP; k++) values[k] = NULL;
     if (pf_cls != NULL && (PyObject *)Py_TYPE(placement_fragment) == pf_cls) {
         status = bd_dict_of(placement_fragment, &pdict); /* BD_FALLBACK: pdict NULL, getattr */
         if (status == BD_ERROR) return BD_ERROR;
@@ -1060,12 +1064,27 @@ bd_snapshot_fill(const bd_table *tb, PyObject *pf_cls, PyObject *placement_fragm
         else {
             status = PyErr_Occurred() ? BD_ERROR : bd_get(placement_fragment, nm[k], &value);
         }
-        if (status != BD_OK) break;
-        if (PyDict_SetItem(dict, nm[k], value) < 0) status = BD_ERROR;
-        Py_DECREF(value);
+        values[k] = value;
     }
     Py_XDECREF(pdict);
-    if (status == BD_OK && PyDict_SetItem(dict, nm[N_LEASE_GENERATION], generation) < 0) status = BD_ERROR;
+    if (status == BD_OK) values[N_LEASE_GENERATION] = Py_NewRef(generation);
+    if (status != BD_OK) {
+        for (int k = 0; k < BD_NSNAP; k++) Py_CLEAR(values[k]);
+    }
+    return status;
+}
+
+static int
+bd_snapshot_fill(const bd_table *tb, PyObject *pf_cls, PyObject *placement_fragment, PyObject *runtime_dict,
+                 PyObject *generation, PyObject *dict)
+{
+    PyObject *values[BD_NSNAP];
+    int status = bd_snapshot_values(tb, pf_cls, placement_fragment, runtime_dict, generation, values);
+    if (status != BD_OK) return status;
+    for (int k = 0; k < BD_NSNAP; k++) {
+        if (status == BD_OK && PyDict_SetItem(dict, tb->nm[k], values[k]) < 0) status = BD_ERROR;
+        Py_DECREF(values[k]);
+    }
     return status;
 }
 
@@ -1085,15 +1104,50 @@ bd_snapshot_dict(const bd_table *tb, PyObject *placement_fragment, PyObject *run
     return BD_OK;
 }
 
-/* The snapshot (an instance of snap_cls) of (placement fragment, runtime fragment dict,
- * generation); BD_* status. */
+/* Per call: *lc accepts snap_cls when it is a C-owned value layout (layout.h) of exactly the
+ * BD_NSNAP snapshot field names in field order, else is cleared (snapshots are then built
+ * through an instance dict, as for a dict-backed class). -1 with an exception on error. */
 static int
-bd_snapshot(const bd_table *tb, PyObject *snap_cls, PyObject *pf_cls, PyObject *placement_fragment,
-            PyObject *runtime_dict, PyObject *generation, PyObject **out)
+bd_snapshot_layout(const bd_table *tb, PyObject *snap_cls, mr_layout_class *lc)
 {
+    PyObject *names = PyTuple_New(BD_NSNAP);
+    if (names == NULL) return -1;
+    for (int k = 0; k < BD_NSNAP; k++) {
+        if (PyTuple_SetItem(names, k, Py_NewRef(tb->nm[k])) < 0) {
+            Py_DECREF(names);
+            return -1;
+        }
+    }
+    (void)mr_layout_check_fields(lc, snap_cls, 0, names);
+    Py_DECREF(names);
+    return 0;
+}
+
+/* The snapshot (an instance of snap_cls) of (placement fragment, runtime fragment dict,
+ * generation); BD_* status. When lc accepted snap_cls, the instance is built with the values
+ * stored directly in its layout (mr_layout_new: what the dataclass __init__ stores, without
+ * running it: the class has no checks; untracked when every value is inert, as bd_finish
+ * untracks a dict-backed snapshot); otherwise through its own instance dict. */
+static int
+bd_snapshot(const bd_table *tb, const mr_layout_class *lc, PyObject *snap_cls, PyObject *pf_cls,
+            PyObject *placement_fragment, PyObject *runtime_dict, PyObject *generation, PyObject **out)
+{
+    if (lc->cls != NULL && lc->cls == snap_cls) {
+        PyObject *values[BD_NSNAP];
+        int status = bd_snapshot_values(tb, pf_cls, placement_fragment, runtime_dict, generation, values);
+        if (status != BD_OK) return status;
+        *out = mr_layout_new(lc, values, BD_NSNAP);
+        for (int k = 0; k < BD_NSNAP; k++) Py_DECREF(values[k]);
+        return *out == NULL ? BD_ERROR : BD_OK;
+    }
     PyObject *dict = NULL;
     PyObject *obj = bd_new(snap_cls, &dict);
-    if (obj == NULL) return BD_ERROR;
+    if (obj == NULL) {
+        /* no instance dict (a layout class lc did not accept): the Python path decides */
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return BD_ERROR;
+        PyErr_Clear();
+        return BD_FALLBACK;
+    }
     int status = bd_snapshot_fill(tb, pf_cls, placement_fragment, runtime_dict, generation, dict);
     if (status != BD_OK) {
         Py_DECREF(dict);
@@ -1200,6 +1254,8 @@ static int
 bd_group_snapshots(const bd_table *tb, PyObject *snap_cls, PyObject *rf_cls, PyObject *pf_cls,
                    PyObject *fragments, PyObject *placement_dict, PyObject *generation, PyObject *groups)
 {
+    mr_layout_class lc;
+    if (bd_snapshot_layout(tb, snap_cls, &lc) < 0) return BD_ERROR;
     PyObject *const *nm = tb->nm;
     Py_ssize_t n = PyTuple_Size(fragments);
     if (n < 0) return BD_ERROR;
@@ -1225,7 +1281,7 @@ bd_group_snapshots(const bd_table *tb, PyObject *snap_cls, PyObject *rf_cls, PyO
         Py_INCREF(placement_fragment);
         status = bd_dget_str(rdict, nm[N_WORKER_ID], &worker);
         if (status == BD_OK) status = bd_dget_str(rdict, nm[N_FID], &fid);
-        if (status == BD_OK) status = bd_snapshot(tb, snap_cls, pf_cls, placement_fragment, rdict, generation, &snapshot);
+        if (status == BD_OK) status = bd_snapshot(tb, &lc, snap_cls, pf_cls, placement_fragment, rdict, generation, &snapshot);
         Py_DECREF(placement_fragment);
         Py_DECREF(rdict);
         if (status == BD_OK) {

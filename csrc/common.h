@@ -253,6 +253,7 @@ mr_untrack_inert(PyObject *obj, PyObject *dict)
  * was materialized: then, when a value is a collector-type object other than a tuple, the dict
  * is materialized here and untracked too (a dict made later from such values would be born
  * tracked); with only atomic values and untracked tuples a later dict is born untracked.
+ * An instance without a __dict__ (a C-owned layout) is judged by its values alone.
  * Returns 1 untracked, 0 left tracked, -1 with an exception (materializing failed). */
 static inline int
 mr_untrack_values(PyObject *obj, PyObject *dict, PyObject *const *values, Py_ssize_t n)
@@ -270,9 +271,15 @@ mr_untrack_values(PyObject *obj, PyObject *dict, PyObject *const *values, Py_ssi
         PyObject_GC_UnTrack(dict);
     } else if (containers) {
         PyObject *own = PyObject_GenericGetDict(obj, NULL);
-        if (own == NULL) return -1;
-        if (PyDict_Check(own)) PyObject_GC_UnTrack(own);
-        Py_DECREF(own);
+        if (own == NULL) {
+            /* an instance without a __dict__ (a C-owned layout, layout.h): its fields are all
+             * there is, judged above */
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+            PyErr_Clear();
+        } else {
+            if (PyDict_Check(own)) PyObject_GC_UnTrack(own);
+            Py_DECREF(own);
+        }
     }
     if (PyObject_GC_IsTracked(obj)) PyObject_GC_UnTrack(obj);
     return 1;

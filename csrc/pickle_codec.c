@@ -31,6 +31,7 @@
  * An instance of a registered class of another shape is written as a leaf (pickle's own
  * path). */
 #include "pickle_codec.h"
+#include "layout.h"
 
 #define PC_MAX_CLASSES 32
 #define PC_MAX_FIELDS 16
@@ -1178,6 +1179,20 @@ done:
     return rc;
 }
 
+/* pc_exact_values for a class stored in a C-owned layout (layout.h) that lc accepted with
+ * exactly the n names: 1 with the n field values in out (new references) when obj is exactly
+ * that class with every field set (what its instance dict would then hold: exactly the names,
+ * in order), 0 otherwise (an emptied field is a missing key). Never fails. */
+static int
+pc_layout_values(PyObject *obj, const mr_layout_class *lc, Py_ssize_t n, PyObject **out)
+{
+    PyObject *const *fields = mr_layout_fields_set(obj, lc);
+    if (fields == NULL || lc->n != n) return 0;
+    for (Py_ssize_t j = 0; j < n; j++) out[j] = fields[j];
+    pc_hold(out, n);
+    return 1;
+}
+
 #define PC_REGION_FIELDS 11
 #define PC_BOUND_FIELDS 7
 #define PC_EXECUTOR_FIELDS 10
@@ -1186,6 +1201,7 @@ done:
 typedef struct {
     PyObject *region_cls, *bound_cls, *executor_cls, *snapshot_cls, *attestation_cls;
     PyObject *region_names, *bound_names, *executor_names, *snapshot_names;
+    mr_layout_class snapshot_layout; /* snapshot_cls's layout check (cls NULL: instance dicts) */
     pc_vec attestations;    /* placement, evidence per attestation */
     pc_vec fragments;       /* 6 items per bound fragment */
     PyObject *keep;         /* list: the attestations and fragments of the two tables */
@@ -1313,7 +1329,9 @@ pc_encode_executors(pc_record *r, PyObject *executors, pc_vec *rows)
             PyObject *snapshot = PyTuple_GetItem(snapshots, j);
             if (snapshot == NULL) goto next;
             PyObject *fields[PC_SNAPSHOT_FIELDS];
-            int found = pc_exact_values(snapshot, r->snapshot_cls, r->snapshot_names, PC_SNAPSHOT_FIELDS, fields);
+            int found = r->snapshot_layout.cls != NULL
+                            ? pc_layout_values(snapshot, &r->snapshot_layout, PC_SNAPSHOT_FIELDS, fields)
+                            : pc_exact_values(snapshot, r->snapshot_cls, r->snapshot_names, PC_SNAPSHOT_FIELDS, fields);
             if (found <= 0) {
                 if (found == 0) rc = PC_ABORT;
                 goto next;
@@ -1386,6 +1404,7 @@ encode_record(PyObject *self, PyObject *args)
         || !PyTuple_CheckExact(target_executors)) {
         Py_RETURN_NONE;
     }
+    (void)mr_layout_check_fields(&r.snapshot_layout, r.snapshot_cls, 0, r.snapshot_names); /* once per call */
     PyObject *result = NULL;
     pc_vec operation_rows = {NULL, 0, 0}, source_rows = {NULL, 0, 0}, target_rows = {NULL, 0, 0};
     if (pc_table_init(&r.attestation_index, 64) < 0) return NULL;

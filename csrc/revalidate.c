@@ -13,6 +13,7 @@
  * product that leaves it, declines (the Python path decides on arbitrary precision).
  */
 #include "revalidate.h"
+#include "layout.h"
 
 enum {
     RV_SOURCE,
@@ -1246,6 +1247,17 @@ static const char *const rs_names[RS_NNAMES] = {
 
 static PyObject *rs_keys[RS_NNAMES];
 
+/* The RuntimeFragmentSnapshot field names in field order (an exact tuple of interned str, made
+ * at init): a snapshot class stored in a C-owned layout (layout.h) of exactly these fields has
+ * its fields read directly. */
+#define RS_NSNAP 16
+static const char *const rs_snap_names[RS_NSNAP] = {
+    "placement_fragment_id", "fragment_id", "tensor_id", "global_offset", "local_shape", "address",
+    "nbytes", "worker_id", "endpoint", "device", "itemsize", "strides_bytes", "storage_address",
+    "storage_nbytes", "storage_offset_bytes", "lease_generation",
+};
+static PyObject *rs_snap_keys;
+
 /* Python's ``bool(a <op> b)``: 1, 0, or -1 with an error set. */
 static int
 rs_compare(PyObject *a, PyObject *b, int op)
@@ -1308,17 +1320,57 @@ done:
         if ((target) == NULL) goto error;                                                                              \
     } while (0)
 
+/* ``_snapshot_matches`` for a snapshot stored in the checked layout lc with every field set
+ * and an exact-dict ``expected``: what comparing its instance dict with ``expected`` decides
+ * (``dict == dict``: the sizes, then each field in field order, the value's own ``==`` after an
+ * identity check), the dict being the fields in field order. 1 equal, 0 not, 2 unsure, -1
+ * with an error set. */
+static int
+rs_layout_matches(PyObject *snapshot, PyObject *expected, const mr_layout_class *lc)
+{
+    Py_ssize_t size = PyDict_Size(expected);
+    if (size < 0) return -1;
+    if (size != lc->n) return 2; /* different sizes: not equal, and the sizes differ: unsure */
+    for (Py_ssize_t k = 0; k < lc->n; k++) {
+        /* read again per field: a value's ``==`` may run code that forges the snapshot */
+        PyObject *const *fields = mr_layout_fields(snapshot, lc);
+        PyObject *value = fields == NULL ? NULL : fields[k];
+        if (value == NULL) return 2; /* emptied meanwhile: Python decides */
+        PyObject *other = PyDict_GetItemWithError(expected, PyTuple_GetItem(rs_snap_keys, k));
+        if (other == NULL) return PyErr_Occurred() ? -1 : 0; /* a key missing, same sizes: not equal */
+        Py_INCREF(value);
+        Py_INCREF(other);
+        int equal = PyObject_RichCompareBool(value, other, Py_EQ);
+        Py_DECREF(value);
+        Py_DECREF(other);
+        if (equal <= 0) return equal;
+    }
+    return 1;
+}
+
 /* ``_snapshot_matches(snapshot, expected)`` for an exact-dict ``expected``: 1 when the snapshot
  * is exactly ``snapshot_type`` with a field dict equal to ``expected``, 0 when not, 2 when
- * unsure (extra attributes beside the fields), -1 with an error set. */
+ * unsure (extra attributes beside the fields, an emptied field, no instance dict on a class
+ * lc did not accept), -1 with an error set. lc: the per-call layout check of snapshot_type
+ * (cls NULL: read the instance dict). */
 static int
-rs_snapshot_matches(PyObject *snapshot, PyObject *expected, PyTypeObject *snapshot_type)
+rs_snapshot_matches(PyObject *snapshot, PyObject *expected, PyTypeObject *snapshot_type, const mr_layout_class *lc)
 {
     if (snapshot == NULL || expected == NULL) return -1;
     if (Py_TYPE(snapshot) != snapshot_type) return 0;
     if (!PyDict_CheckExact(expected)) return 2;
+    if (lc->cls != NULL) {
+        /* every field set: the dict would hold exactly the 16 fields in field order; an
+         * emptied field (a missing key: sizes differ) is unsure, as below */
+        if (mr_layout_fields_set(snapshot, lc) == NULL) return 2;
+        return rs_layout_matches(snapshot, expected, lc);
+    }
     PyObject *state = PyObject_GenericGetDict(snapshot, NULL);
-    if (state == NULL) return -1;
+    if (state == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+        PyErr_Clear(); /* no instance dict (a layout class not accepted): Python decides */
+        return 2;
+    }
     int equal = rs_compare(state, expected, Py_EQ);
     Py_ssize_t n_state = PyDict_Size(state);
     Py_DECREF(state);
@@ -1338,6 +1390,7 @@ typedef struct {
     Py_ssize_t proven_room;  /* insertions left (keeps the table at most half full) */
     PyObject *held;          /* list: the attested states proven equal, held for the call */
     PyTypeObject *attestation_type, *rank_type, *snapshot_type;
+    mr_layout_class snapshot_layout; /* snapshot_type's layout check (cls NULL: instance dicts) */
     PyTypeObject *placement_type; /* PlacementFragment, or NULL (ids read as attributes) */
     /* Per entry, the view's attributes the per-fragment check reads, read once per call (owned;
      * NULL until read): RS_VIEW_NFIELDS slots per entry. The views are the caller's private
@@ -1586,7 +1639,7 @@ rs_executor(PyObject *row, rs_ctx *ctx, const rv_table *active, PyObject *snapsh
                     break;
                 }
                 PyObject *snapshot = PyTuple_GetItem(snapshots, k), *state = PyTuple_GetItem(pair, 1);
-                int match = rs_snapshot_matches(snapshot, state, ctx->snapshot_type);
+                int match = rs_snapshot_matches(snapshot, state, ctx->snapshot_type, &ctx->snapshot_layout);
                 if (match < 0) bad = -1;
                 else if (match != 1) bad = 1;
                 else if (rs_prove(ctx, snapshot, state) < 0) bad = -1;
@@ -1790,7 +1843,7 @@ rs_fragment(PyObject *fragment, PyObject *runtime_id, rs_ctx *ctx, PyObject *sna
         Py_ssize_t proven = rs_lookup(&ctx->proven, owned);
         if (proven < 0 || PyList_GetItem(ctx->held, proven) != state) {
             /* Not the attested object itself: its fields must equal the attested ones. */
-            int match = rs_snapshot_matches(owned, state, ctx->snapshot_type);
+            int match = rs_snapshot_matches(owned, state, ctx->snapshot_type, &ctx->snapshot_layout);
             if (match < 0) goto error;
             if (match != 1) goto done;
         }
@@ -1874,6 +1927,7 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
                   .rank_type = (PyTypeObject *)rank_type,
                   .snapshot_type = (PyTypeObject *)snapshot_type,
                   .placement_type = placement_arg == Py_None ? NULL : (PyTypeObject *)placement_arg};
+    (void)mr_layout_check_fields(&ctx.snapshot_layout, snapshot_type, 0, rs_snap_keys); /* once per call */
     unsigned char *seen = NULL;
     Py_ssize_t *unique = NULL;
     Py_ssize_t n_unique = 0;
@@ -3884,6 +3938,12 @@ restore_executors(PyObject *self, PyObject *args)
     }
     if (!PyTuple_CheckExact(table) || !PyList_CheckExact(attestations)) Py_RETURN_NONE;
     const Py_ssize_t size = PyTuple_Size(snapshot_fields);
+    /* A snapshot class stored in a C-owned layout of exactly snapshot_fields (layout.h) is
+     * built with its values stored directly, in field order: the instance its default pickling
+     * restores (no __post_init__), untracked by the same rule; any other class through its
+     * own instance dict (rr_object). */
+    mr_layout_class snapshot_layout;
+    (void)mr_layout_check_fields(&snapshot_layout, snapshot_cls, 0, snapshot_fields);
     const Py_ssize_t end = PyTuple_Size(table);
     PyObject *executors = PyList_New(0);
     if (executors == NULL) return NULL;
@@ -3925,8 +3985,20 @@ restore_executors(PyObject *self, PyObject *args)
         if (snapshots == NULL) break;
         Py_ssize_t k = 0;
         for (Py_ssize_t offset = start; offset < stop; offset += size, k++) {
-            object = rr_object(snapshot_cls, snapshot_fields, size, table, offset, &dict);
-            if (object != NULL) (void)mr_untrack_inert(object, dict); /* GC: when acyclic */
+            if (snapshot_layout.cls != NULL) {
+                PyObject *values[MR_LAYOUT_MAX_FIELDS];
+                for (Py_ssize_t j = 0; j < size; j++) values[j] = PyTuple_GetItem(table, offset + j); /* in range */
+                object = mr_layout_new(&snapshot_layout, values, size); /* GC: untracked when acyclic */
+            }
+            else {
+                object = rr_object(snapshot_cls, snapshot_fields, size, table, offset, &dict);
+                if (object != NULL) (void)mr_untrack_inert(object, dict); /* GC: when acyclic */
+                else if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+                    /* no instance dict (a layout class not accepted above): declined */
+                    PyErr_Clear();
+                    status = RV_DECLINE;
+                }
+            }
             Py_CLEAR(dict);
             if (object == NULL || PyTuple_SetItem(snapshots, k, object) < 0) {
                 object = NULL; /* PyTuple_SetItem stole it even on failure */
@@ -4591,6 +4663,18 @@ Init_Revalidate(PyObject *module)
         if (rs_keys[k] != NULL) continue;
         rs_keys[k] = PyUnicode_InternFromString(rs_names[k]);
         if (rs_keys[k] == NULL) return -1;
+    }
+    if (rs_snap_keys == NULL) {
+        PyObject *names = PyTuple_New(RS_NSNAP);
+        if (names == NULL) return -1;
+        for (int k = 0; k < RS_NSNAP; k++) {
+            PyObject *name = PyUnicode_InternFromString(rs_snap_names[k]);
+            if (name == NULL || PyTuple_SetItem(names, k, name) < 0) {
+                Py_DECREF(names);
+                return -1;
+            }
+        }
+        rs_snap_keys = names;
     }
     for (int k = 0; k < RF_NNAMES; k++) {
         if (rf_keys[k] != NULL) continue;

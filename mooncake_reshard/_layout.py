@@ -45,18 +45,23 @@ the counterpart of filling a dict-backed instance's own ``__dict__``.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Dict, Tuple, Type, TypeVar
+import sys
+from typing import TYPE_CHECKING, Any, Callable, Dict, Tuple, Type, TypeVar
 
 from . import _native
 
-__all__ = ["layout_builder", "layout_dataclass", "layout_fields", "value_base"]
+__all__ = ["layout_builder", "layout_dataclass", "layout_fields", "layout_state_reader", "value_base"]
 
 _T = TypeVar("_T")
 
 
 def value_base(name: str, fields: Tuple[str, ...]) -> type:
-    """A new C layout base type for a value class named ``name`` with ``fields`` in this order."""
-    return _native.value_base(name, tuple(fields))
+    """A new C layout base type for a value class named ``name`` with ``fields`` in this order.
+
+    The names are interned (as identifiers in source are): the pickle state's keys are then the
+    very str objects a dict-backed instance's ``__dict__`` holds, so pickle's memo (and hence
+    the payload) is the same."""
+    return _native.value_base(name, tuple(sys.intern(field) for field in fields))
 
 
 def layout_fields(cls: type) -> Tuple[str, ...]:
@@ -79,12 +84,12 @@ def layout_builder(cls: type) -> Callable[..., Any]:
     return _native.layout_builder(cls, layout_fields(cls))
 
 
-def _state_methods(
-    cls: type, base: type, names: Tuple[str, ...]
-) -> Tuple[Callable[[Any], Dict[str, Any]], Callable[[Any, Any], None]]:
-    """Dict-format ``__getstate__`` / ``__setstate__`` reading and storing the layout's slots."""
-    readers = tuple((name, base.__dict__[name].__get__) for name in names)
-    store = object.__setattr__
+def _state_reader(cls: type, base: type, names: Tuple[str, ...]) -> Callable[[Any], Dict[str, Any]]:
+    """A function giving ``{field: value}`` of an instance's set fields in field order, read
+    through ``base``'s own member descriptors (what a dict-backed instance's ``__dict__`` holds;
+    a subclass's property or attribute of a field's name is not consulted, as it was not for an
+    instance dict)."""
+    readers = tuple((sys.intern(name), base.__dict__[name].__get__) for name in names)
 
     def __getstate__(self: Any) -> Dict[str, Any]:
         """The fields as a dict in field order (empty fields left out): a dict-backed
@@ -96,6 +101,28 @@ def _state_methods(
             except AttributeError:
                 continue
         return state
+
+    return __getstate__
+
+
+def layout_state_reader(cls: type) -> Callable[[Any], Dict[str, Any]]:
+    """A function returning ``{field: value}`` of an instance of ``cls`` (a
+    :func:`layout_dataclass`, or a subclass) for its set fields in field order: exactly the
+    ``__dict__`` a dict-backed instance would have (its pickle state), read from the layout's
+    slots. Raises TypeError when ``cls`` is not built on a :func:`value_base` type."""
+    info = _native.layout_info(cls)
+    if info is None:
+        raise TypeError(f"{cls.__qualname__} is not built on a value_base layout")
+    base, names = info
+    return _state_reader(cls, base, names)
+
+
+def _state_methods(
+    cls: type, base: type, names: Tuple[str, ...]
+) -> Tuple[Callable[[Any], Dict[str, Any]], Callable[[Any, Any], None]]:
+    """Dict-format ``__getstate__`` / ``__setstate__`` reading and storing the layout's slots."""
+    __getstate__ = _state_reader(cls, base, names)
+    store = object.__setattr__
 
     def __setstate__(self: Any, state: Any) -> None:
         """Store a dict-format state item by item (what unpickling a dict-backed dataclass does
@@ -110,6 +137,17 @@ def _state_methods(
     return __getstate__, __setstate__
 
 
+if TYPE_CHECKING:  # type checkers: a layout dataclass is a frozen dataclass
+    from typing_extensions import dataclass_transform
+else:
+
+    def dataclass_transform(**_kwargs: Any) -> Callable[[_T], _T]:
+        """Runtime stand-in of ``typing_extensions.dataclass_transform`` (a marker for type
+        checkers only)."""
+        return lambda function: function
+
+
+@dataclass_transform(frozen_default=True)
 def layout_dataclass(cls: Type[_T]) -> Type[_T]:
     """Make ``cls`` (a class deriving from a :func:`value_base` type, with ``__slots__``) a frozen
     dataclass stored in that layout (see the module docstring)."""

@@ -13,10 +13,14 @@ from memory_executor import HostMemory, host_bindings, tp_placement
 from mooncake.reshard.weight._planner.bound_contracts import RuntimeFragmentSnapshot, _snapshot_state
 
 
-def test_attested_pair_snapshots_keep_a_key_sharing_dict() -> None:
+def test_attested_pair_snapshots_are_stored_in_their_layout() -> None:
+    """The snapshots of attested pairs hold their 16 fields in the C layout (no instance dict):
+    the size of an object header, 16 pointers and a weak-reference slot, as a constructed one."""
     placement = tp_placement(2, prefix="p", shape=(4, 6), tensors=("a", "b"))
     bindings = host_bindings(placement, HostMemory(), prefix="b")
     names = [field.name for field in dataclasses.fields(RuntimeFragmentSnapshot)]
+    slotted = object.__basicsize__ + 8 * (len(names) + 1)  # + __weakref__
+    assert RuntimeFragmentSnapshot.__basicsize__ == slotted
     checked = 0
     for binding in bindings:
         by_id = {fragment.placement_fragment_id: fragment for fragment in binding.fragments}
@@ -26,12 +30,10 @@ def test_attested_pair_snapshots_keep_a_key_sharing_dict() -> None:
             constructed = RuntimeFragmentSnapshot(**_snapshot_state(fragment, runtime, 5))
             assert type(snapshot) is RuntimeFragmentSnapshot
             assert snapshot == constructed
-            assert list(snapshot.__dict__) == names
-            assert sys.getsizeof(snapshot.__dict__) <= sys.getsizeof(constructed.__dict__)
-            # A combined copy of the same fields is larger: the bound above is not vacuous.
-            combined = object.__new__(RuntimeFragmentSnapshot)
-            combined.__dict__.update(_snapshot_state(fragment, runtime, 5))
-            assert sys.getsizeof(snapshot.__dict__) < sys.getsizeof(combined.__dict__)
+            assert not hasattr(snapshot, "__dict__")
+            assert list(snapshot.__getstate__()) == names
+            assert snapshot.__getstate__() == _snapshot_state(fragment, runtime, 5)
+            assert sys.getsizeof(snapshot) == sys.getsizeof(constructed)
             assert pickle.loads(pickle.dumps(snapshot, protocol=pickle.HIGHEST_PROTOCOL)) == snapshot
             checked += 1
     assert checked == len(placement.fragments)
@@ -47,7 +49,11 @@ def test_attested_pair_subclass_goes_through_the_constructor() -> None:
     fragment = placement.fragments[0]
     snapshot = Sub.from_attested_pair(fragment, binding.fragments[0], lease_generation=1)
     assert type(snapshot) is Sub
-    assert list(snapshot.__dict__) == [field.name for field in dataclasses.fields(RuntimeFragmentSnapshot)]
+    # the constructor stored every field in the layout (a subclass without __slots__ also has
+    # an instance dict, left empty)
+    assert list(snapshot.__getstate__()) == [field.name for field in dataclasses.fields(RuntimeFragmentSnapshot)]
+    assert vars(snapshot) == {}
+    assert snapshot.__getstate__() == _snapshot_state(fragment, binding.fragments[0], 1)
 
 
 def test_attested_pair_reads_the_fields_in_the_state_order() -> None:

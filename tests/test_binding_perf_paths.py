@@ -185,13 +185,18 @@ def test_snapshots_built_by_state_equal_the_constructor(world: World) -> None:
     for executor in plan.source_executors + plan.target_executors:
         for snapshot in executor.fragment_snapshots:
             built = RuntimeFragmentSnapshot(**{f.name: getattr(snapshot, f.name) for f in dataclasses.fields(snapshot)})
-            assert built == snapshot and built.__dict__ == snapshot.__dict__
-            assert _snapshot_matches(snapshot, dict(snapshot.__dict__))
-            changed = dict(snapshot.__dict__, address=snapshot.address + 2)
+            state = snapshot.__getstate__()
+            assert built == snapshot and built.__getstate__() == state
+            assert _snapshot_matches(snapshot, dict(state))
+            changed = dict(state, address=snapshot.address + 2)
             assert not _snapshot_matches(snapshot, changed)
-            extra = forged_copy(snapshot, _note=1)  # a non-field attribute does not matter
-            assert _snapshot_matches(extra, dict(snapshot.__dict__))
-            assert not _snapshot_matches(dataclasses.asdict(snapshot), dict(snapshot.__dict__))
+            assert _snapshot_matches(forged_copy(snapshot, address=snapshot.address + 2), changed)
+            emptied = copy.copy(snapshot)
+            object.__delattr__(emptied, "device")  # an emptied field: a missing key, never equal
+            assert not _snapshot_matches(emptied, dict(state))
+            with pytest.raises(AttributeError):  # no instance dict: no non-field attribute to forge
+                forged_copy(snapshot, _note=1)
+            assert not _snapshot_matches(dataclasses.asdict(snapshot), dict(state))
 
 
 def test_snapshot_state_is_in_field_order(world: World) -> None:

@@ -46,8 +46,12 @@ def _tracked(*objects: Any) -> list[bool]:
 def _untracked_with_fields(obj: Any) -> None:
     """obj, its instance dict and every tuple field are out of the collector."""
     assert not gc.is_tracked(obj)
-    assert not gc.is_tracked(obj.__dict__)
-    for value in obj.__dict__.values():
+    if hasattr(obj, "__dict__"):
+        assert not gc.is_tracked(obj.__dict__)
+        state = obj.__dict__
+    else:  # a value stored in a C layout: its fields are all there is
+        state = obj.__getstate__()
+    for value in state.values():
         if type(value) is tuple:
             assert not gc.is_tracked(value)
 

@@ -4,8 +4,9 @@ instance dict instead of four generic getattr calls.
 
 The class may change nothing but the speed: every result equals the call without the class
 (genuine plans, forged placement fragments: a field removed from the dict, a subclass that
-overrides a field, wrong-typed fields, a dict subclass as ``__dict__``), snapshot dicts keep the
-field order (key sharing) and snapshots stay untracked by the garbage collector."""
+overrides a field, wrong-typed fields, a dict subclass as ``__dict__``), snapshots hold every
+field in field order (in their C layout: no instance dict) and stay untracked by the garbage
+collector."""
 
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ def _snapshot_state(result: Any) -> Any:
             (
                 worker_id,
                 [
-                    (type(s), [(k, id(v)) for k, v in s.__dict__.items()], gc.is_tracked(s))
+                    (type(s), [(k, id(v)) for k, v in s.__getstate__().items()], gc.is_tracked(s))
                     for s in snapshots
                 ],
                 executor.fragment_ids,
@@ -84,7 +85,9 @@ def test_genuine_attestations_agree(spread: bool) -> None:
         assert result is not None
         for _worker, snapshots, _executor in result[1]:
             for snapshot in snapshots:
-                assert list(snapshot.__dict__) == SNAPSHOT_FIELDS
+                # stored in the C layout (no instance dict), every field set, in field order
+                assert not hasattr(snapshot, "__dict__")
+                assert list(snapshot.__getstate__()) == SNAPSHOT_FIELDS
                 assert not gc.is_tracked(snapshot)
                 fragment = part.fragments[[f.placement_fragment_id for f in part.fragments].index(
                     snapshot.placement_fragment_id)]
@@ -226,7 +229,7 @@ def _project(*extra: Any, forge: Optional[Callable[[Any], Any]] = None) -> Any:
     if result is None:
         return None
     return [
-        (e, [([k for k in s.__dict__], gc.is_tracked(s)) for s in e.fragment_snapshots], gc.is_tracked(e))
+        (e, [([k for k in s.__getstate__()], gc.is_tracked(s)) for s in e.fragment_snapshots], gc.is_tracked(e))
         for e in result
     ]
 

@@ -56,6 +56,10 @@ _PLANS = {
 def _forge(value: Any, **changes: Any) -> Any:
     """A copy of the frozen dataclass ``value`` with ``changes``, bypassing every check."""
     forged = object.__new__(type(value))
+    if not hasattr(value, "__dict__"):  # stored in a C layout: forged field by field
+        for name, item in {**value.__getstate__(), **changes}.items():
+            object.__setattr__(forged, name, item)
+        return forged
     forged.__dict__.update(value.__dict__)
     forged.__dict__.update(changes)
     return forged
@@ -236,7 +240,17 @@ _EXECUTOR_FORGERIES: list[Callable[[Any, TransferPlan, Pick], dict[str, Any]]] =
     lambda e, p, k: dict(
         (name, getattr(_any_executor(p, k), name)) for name in ("fragment_ids", "fragment_snapshots")
     ),
+    # snapshots stored in their C layout: an emptied field (the fast path reads the layout)
+    lambda e, p, k: {"fragment_snapshots": tuple(_emptied(s, "device") for s in e.fragment_snapshots)},
 ]
+
+
+def _emptied(value: Any, name: str) -> Any:
+    """A copy of ``value`` whose field ``name`` is empty (``object.__delattr__``)."""
+    forged = _forge(value)
+    if name in forged.__getstate__():  # (already empty when forged twice)
+        object.__delattr__(forged, name)
+    return forged
 
 
 def _edit_tuple(name: str) -> Mutation:

@@ -157,6 +157,10 @@ _CHECKED = (
     "ParallelTopology",
 )
 
+# Classes stored in a C-owned layout (``mooncake_reshard/_layout.py``): their instances are
+# checked to have no dict and the size of an instance built by ``__init__``.
+_LAYOUT_CLASSES = ("RuntimeFragmentSnapshot",)
+
 _CHILD = r"""
 import dataclasses, json, pickle, sys, types
 sys.path.insert(0, BENCHMARKS)
@@ -172,10 +176,17 @@ target_bindings = w.bindings(target, prefix="dst", window=4096)
 plan = bind_logical_transfer_plan(logical, target_bindings, source_bindings=source_bindings)
 restored = pickle.loads(pickle.dumps(plan, protocol=pickle.HIGHEST_PROTOCOL))
 
+def state_of(obj):
+    # a value stored in a C layout has no __dict__: its fields (pickle state) in order
+    return obj.__dict__ if hasattr(obj, "__dict__") else obj.__getstate__()
+
 def sizes(obj):
     probe = object.__new__(type(obj))  # what __init__ stores: the fields, in order, as attributes
+    state = state_of(obj)
     for field in dataclasses.fields(obj):
-        object.__setattr__(probe, field.name, obj.__dict__[field.name])
+        object.__setattr__(probe, field.name, state[field.name])
+    if not hasattr(obj, "__dict__"):  # a C layout: the instance is all there is
+        return sys.getsizeof(obj), sys.getsizeof(probe)
     # both measured after the probe exists: 3.11+ reports a shared-keys dict's size from the
     # class's current shared keys, which each new instance may shrink
     return sys.getsizeof(obj.__dict__), sys.getsizeof(probe.__dict__)
@@ -194,10 +205,12 @@ for stage, roots in (("pipeline", [inputs, source, target, logical, source_bindi
         elif isinstance(obj, (dict, types.MappingProxyType)):
             stack.extend(obj.keys()); stack.extend(obj.values())
         elif dataclasses.is_dataclass(obj):
-            state = obj.__dict__
+            state = state_of(obj)
             names = [f.name for f in dataclasses.fields(obj)]
             if list(state) == names:  # built with exactly the fields (extra cached keys: not ours)
-                entry = found.setdefault(type(obj).__name__, [0, []])
+                entry = found.setdefault(type(obj).__name__, [0, [], hasattr(obj, "__dict__")])
+                if entry[2] != hasattr(obj, "__dict__"):
+                    entry[2] = None  # both layouts met
                 entry[0] += 1
                 size, expected = sizes(obj)
                 if size != expected and len(entry[1]) < 3:
@@ -226,7 +239,9 @@ def child_report() -> Dict[str, Dict[str, Tuple[int, List[List[int]]]]]:
 def test_pipeline_instances_are_as_small_as_init_built(
     child_report: Dict[str, Dict[str, Tuple[int, List[List[int]]]]], stage: str, name: str
 ) -> None:
-    count, mismatches = child_report[stage].get(name, (0, []))
+    count, mismatches, with_dict = child_report[stage].get(name, (0, [], None))
     if stage == "pipeline" or name != "PlacementExecutorPlan":  # restored plans have no logical executors
         assert count > 0, sorted(child_report[stage])
+        # RuntimeFragmentSnapshot is stored in its C layout (no instance dict), the others in dicts
+        assert with_dict is (name not in _LAYOUT_CLASSES), (name, with_dict)
     assert mismatches == [], f"{name}: {count} instances, sizes (by item, init-built): {mismatches}"

@@ -28,6 +28,11 @@ def forged(obj: Any, **fields: Any) -> Any:
     """A new instance of ``type(obj)`` whose dict differs in ``fields`` (what a forged
     default-pickled dict restores; ``None``-valued keys given as ``...`` are removed)."""
     clone = object.__new__(type(obj))
+    if not hasattr(obj, "__dict__"):  # a value stored in a C layout: forged field by field
+        for key, value in {**obj.__getstate__(), **fields}.items():
+            if value is not ...:
+                object.__setattr__(clone, key, value)
+        return clone
     clone.__dict__.update(obj.__dict__)
     for key, value in fields.items():
         if value is ...:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 from ... import _native
+from ..._layout import layout_builder, layout_dataclass, layout_state_reader, value_base
 from ..._shared_keys import share_field_keys
 from ...contracts.fragments import RuntimeBindingFragment
 from ...contracts.ids import (
@@ -53,6 +54,7 @@ from .field_types import (
     field_type_failure,
     placement_shape_failure,
     require_fields,
+    state_type_failure,
 )
 from .fragments import BoundWeightFragment
 
@@ -61,9 +63,29 @@ _U64_MAX = (1 << 64) - 1
 _SIDES = ("source", "target")
 
 
-@dataclass(frozen=True)
-class RuntimeFragmentSnapshot:
-    """A flat, immutable copy of one selected runtime fragment (spec §9.4)."""
+# The field names in field order (``layout_dataclass`` checks them against the annotations).
+_SNAPSHOT_LAYOUT = tuple(
+    "placement_fragment_id fragment_id tensor_id global_offset local_shape address nbytes worker_id endpoint"
+    " device itemsize strides_bytes storage_address storage_nbytes storage_offset_bytes lease_generation".split()
+)
+
+
+if TYPE_CHECKING:  # type checkers see a frozen dataclass (layout_dataclass is a dataclass transform)
+    _SnapshotBase = object
+else:
+    _SnapshotBase = value_base("RuntimeFragmentSnapshot", _SNAPSHOT_LAYOUT)
+
+
+@layout_dataclass
+class RuntimeFragmentSnapshot(_SnapshotBase):
+    """A flat, immutable copy of one selected runtime fragment (spec §9.4).
+
+    Stored in a C-owned layout (``mooncake_reshard/_layout.py``): the 16 fields live in the
+    instance itself, in field order (no instance ``__dict__``); C readers load them directly
+    (``csrc/layout.h``). The pickle state is the dict-backed dataclass's ``{field: value}``, so
+    pickles are byte-equal to and interchangeable with the dict-backed class's."""
+
+    __slots__ = ("__weakref__",)
 
     placement_fragment_id: PlacementFragmentId
     fragment_id: RuntimeFragmentId
@@ -100,32 +122,35 @@ class RuntimeFragmentSnapshot:
         """Snapshot of a placement fragment and its (evidence) runtime fragment."""
         if cls is not RuntimeFragmentSnapshot:
             return cls(**_snapshot_state(placement_fragment, runtime_fragment, lease_generation))
-        # The dataclass has no validation: setting the fields is exactly ``__init__``. They are
-        # read in ``_snapshot_state``'s order and stored key by key in field order into the
-        # instance's own dict, which keeps it key-sharing (``dict.update`` of the state made it a
-        # combined dict: 464 instead of 200 bytes per snapshot; also ~1.4x faster).
-        snapshot: RuntimeFragmentSnapshot = object.__new__(cls)
-        fields = snapshot.__dict__
-        fields["placement_fragment_id"] = placement_fragment.placement_fragment_id
-        fields["fragment_id"] = runtime_fragment.fragment_id
-        fields["tensor_id"] = placement_fragment.tensor_id
-        fields["global_offset"] = placement_fragment.global_offset
-        fields["local_shape"] = placement_fragment.local_shape
-        fields["address"] = runtime_fragment.address
-        fields["nbytes"] = runtime_fragment.nbytes
-        fields["worker_id"] = runtime_fragment.worker_id
-        fields["endpoint"] = runtime_fragment.endpoint
-        fields["device"] = runtime_fragment.device
-        fields["itemsize"] = runtime_fragment.itemsize
-        fields["strides_bytes"] = runtime_fragment.strides_bytes
-        fields["storage_address"] = runtime_fragment.storage_address
-        fields["storage_nbytes"] = runtime_fragment.storage_nbytes
-        fields["storage_offset_bytes"] = runtime_fragment.storage_offset_bytes
-        fields["lease_generation"] = lease_generation
-        return snapshot
+        # The dataclass has no validation: storing the fields is exactly ``__init__``. They are
+        # read in ``_snapshot_state``'s order (the field order) and stored directly in the
+        # layout by the C builder.
+        return _build_snapshot(
+            placement_fragment.placement_fragment_id,
+            runtime_fragment.fragment_id,
+            placement_fragment.tensor_id,
+            placement_fragment.global_offset,
+            placement_fragment.local_shape,
+            runtime_fragment.address,
+            runtime_fragment.nbytes,
+            runtime_fragment.worker_id,
+            runtime_fragment.endpoint,
+            runtime_fragment.device,
+            runtime_fragment.itemsize,
+            runtime_fragment.strides_bytes,
+            runtime_fragment.storage_address,
+            runtime_fragment.storage_nbytes,
+            runtime_fragment.storage_offset_bytes,
+            lease_generation,
+        )
 
 
-share_field_keys(RuntimeFragmentSnapshot)  # CPython 3.10: dicts the C core fills stay key-sharing
+# Builds an exact RuntimeFragmentSnapshot from its 16 field values in field order (C, no
+# ``__init__``: the dataclass has no checks to skip).
+_build_snapshot = layout_builder(RuntimeFragmentSnapshot)
+# ``{field: value}`` of a snapshot's set fields in field order (its pickle state), read through
+# the layout's own member descriptors (a subclass cannot shadow them here).
+_snapshot_fields_state = layout_state_reader(RuntimeFragmentSnapshot)
 
 
 def _snapshot_state(placement_fragment: Any, runtime_fragment: Any, lease_generation: int) -> dict[str, Any]:
@@ -155,13 +180,8 @@ def _snapshot_matches(snapshot: Any, expected: dict[str, Any]) -> bool:
     equality: same exact class, field values equal in order)."""
     if type(snapshot) is not RuntimeFragmentSnapshot:
         return False
-    state = snapshot.__dict__
-    if state == expected:
-        return True
-    if len(state) == len(expected):
-        return False  # same key count (the 16 fields): some field value differs
-    # Extra non-field attributes on the snapshot: compare the fields only.
-    return all(name in state and state[name] == value for name, value in expected.items())
+    # The set fields in field order (an emptied field is absent, as a missing key was).
+    return _snapshot_fields_state(snapshot) == expected
 
 
 @dataclass(frozen=True)
@@ -1596,7 +1616,9 @@ def _require_typed_executor(executor: Any) -> None:
     if type(snapshots) is not tuple:
         raise ValueError("executor plan has invalid runtime fragment snapshots")
     for snapshot in snapshots:
-        if not isinstance(snapshot, RuntimeFragmentSnapshot) or field_type_failure(snapshot, _SNAPSHOT_TYPES):
+        if not isinstance(snapshot, RuntimeFragmentSnapshot) or state_type_failure(
+            _snapshot_fields_state(snapshot), _SNAPSHOT_TYPES
+        ):
             raise ValueError("executor plan has invalid runtime fragment snapshots")
     if "attestation" not in state:
         raise ValueError("executor plan runtime attestation is invalid")

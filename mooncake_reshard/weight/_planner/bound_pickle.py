@@ -100,7 +100,9 @@ from .bound_contracts import (
     ExecutorTransferPlan,
     RuntimeFragmentSnapshot,
     TransferPlan,
+    _build_snapshot,
     _require_typed_limits,
+    _snapshot_fields_state,
     _ViewScope,
 )
 from .contracts import PlanningLimits, TransferRegion
@@ -287,7 +289,7 @@ def _encode(
             for snapshot in snapshots:
                 if type(snapshot) is not RuntimeFragmentSnapshot:
                     raise _Irregular
-                snapshot_state = snapshot.__dict__
+                snapshot_state = _snapshot_fields_state(snapshot)  # its set fields (C layout, no __dict__)
                 if len(snapshot_state) != _SNAPSHOT_COUNT:
                     raise _Irregular
                 rows.extend(_snapshot_values(snapshot_state))
@@ -498,7 +500,7 @@ def _python_restore_executors(table: Any, attestations: list[Any]) -> tuple[Exec
         raise ValueError(_INVALID)
     executors = []
     executor_fields = _EXECUTOR_FIELDS[:8]
-    snapshot_fields = _SNAPSHOT_FIELDS
+    build_snapshot = _build_snapshot
     size = _SNAPSHOT_COUNT
     position = 0
     end = len(table)
@@ -510,9 +512,9 @@ def _python_restore_executors(table: Any, attestations: list[Any]) -> tuple[Exec
         position = start + size * count
         snapshots = []
         for offset in range(start, position, size):
-            snapshot: RuntimeFragmentSnapshot = _new_object(RuntimeFragmentSnapshot)
-            snapshot.__dict__.update(zip(snapshot_fields, table[offset : offset + size]))
-            snapshots.append(snapshot)
+            # the 16 values stored in field order, no ``__post_init__`` (the default pickling's
+            # state restore); the slice has exactly ``size`` items (bounds checked above)
+            snapshots.append(build_snapshot(*table[offset : offset + size]))
         executor: ExecutorTransferPlan = _new_object(ExecutorTransferPlan)
         state = executor.__dict__
         state.update(zip(executor_fields, table[start - 10 : start - 2]))

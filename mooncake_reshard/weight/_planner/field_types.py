@@ -23,6 +23,7 @@ __all__ = [
     "attestable_shape_failure",
     "evidence_shape_failure",
     "field_type_failure",
+    "state_type_failure",
     "placement_shape_failure",
     "require_fields",
     "typed_rank",
@@ -95,7 +96,12 @@ def _message(name: str, kind: str, runtime: bool) -> str:
 def field_type_failure(value: Any, fields: tuple[tuple[str, str], ...]) -> Optional[str]:
     """The spec message of the first field of ``value`` that is absent or not of its exact
     type (``None`` when every field is typed)."""
-    state = instance_state(value)
+    return state_type_failure(instance_state(value), fields)
+
+
+def state_type_failure(state: Optional[dict[str, Any]], fields: tuple[tuple[str, str], ...]) -> Optional[str]:
+    """``field_type_failure`` of a value whose field state is ``state`` (its instance dict, or
+    what a C-layout value's ``__getstate__`` gives; ``None``: no state, every field absent)."""
     runtime = fields is RUNTIME_FRAGMENT_FIELDS
     for name, kind in fields:
         field_value = _ABSENT if state is None else state.get(name, _ABSENT)
