@@ -1106,10 +1106,14 @@ bd_snapshot_dict(const bd_table *tb, PyObject *placement_fragment, PyObject *run
 
 /* Per call: *lc accepts snap_cls when it is a C-owned value layout (layout.h) of exactly the
  * BD_NSNAP snapshot field names in field order, else is cleared (snapshots are then built
- * through an instance dict, as for a dict-backed class). -1 with an exception on error. */
+ * through an instance dict, as for a dict-backed class). Checked through a memo of the class
+ * accepted last (mr_layout_memo: a builder needs only the layout, fixed for a class). -1 with
+ * an exception on error. */
 static int
 bd_snapshot_layout(const bd_table *tb, PyObject *snap_cls, mr_layout_class *lc)
 {
+    static mr_layout_memo memo; /* the class accepted last (layout.h: builders need no more) */
+    if (mr_layout_memo_hit(&memo, lc, snap_cls, tb->nm, BD_NSNAP)) return 0;
     PyObject *names = PyTuple_New(BD_NSNAP);
     if (names == NULL) return -1;
     for (int k = 0; k < BD_NSNAP; k++) {
@@ -1118,7 +1122,7 @@ bd_snapshot_layout(const bd_table *tb, PyObject *snap_cls, mr_layout_class *lc)
             return -1;
         }
     }
-    (void)mr_layout_check_fields(lc, snap_cls, 0, names);
+    (void)mr_layout_memo_check(&memo, lc, snap_cls, names);
     Py_DECREF(names);
     return 0;
 }

@@ -223,6 +223,75 @@ mr_layout_check(mr_layout_class *out, PyObject *cls, Py_ssize_t n)
     return mr_layout_check_fields(out, cls, n, NULL);
 }
 
+/* A per-call-site memo of mr_layout_check_fields for readers of an instance's STATE (what its
+ * instance dict held, e.g. pickle state and state comparisons, which never consulted class
+ * attributes) and for builders: both need only that instances of exactly cls store the named
+ * fields at these slots. That is fixed when the class is made: its instance layout cannot
+ * change afterwards (``__bases__`` / ``__class__`` assignment to another layout is refused,
+ * "layout differs": tests/test_native_layout.py), so a class accepted once by the full check
+ * stays accepted for these readers, and the memo (holding a strong reference, so the address is
+ * never reused) answers with two pointer comparisons per call. The full check runs for any
+ * other class or names (a declined class is never remembered: it is checked on every call). A
+ * class attribute added later that shadows a field does not matter to these readers (the
+ * instance state is what they mirror) and is not re-checked: readers that mirror getattr must
+ * call mr_layout_check_fields on each pass instead. One class per call site. */
+typedef struct {
+    PyObject *cls;
+    PyObject *names;
+} mr_layout_memo;
+
+/* 1 when the names tuple's items are the memo's, the same objects in order (exact tuples). */
+static inline int
+mr_layout_memo_same_names(const mr_layout_memo *memo, PyObject *names)
+{
+    if (memo->names == names) return 1;
+    if (memo->names == NULL || !PyTuple_CheckExact(names)) return 0;
+    Py_ssize_t n = PyTuple_Size(names);
+    if (n < 0 || PyTuple_Size(memo->names) != n) {
+        PyErr_Clear();
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (PyTuple_GetItem(names, i) != PyTuple_GetItem(memo->names, i)) return 0; /* in range */
+    }
+    return 1;
+}
+
+/* 1 (and *out filled) when memo holds cls with exactly these n names, the same objects in
+ * order as names[0 .. n-1] (a C array: the caller need not build a tuple); else 0. */
+static inline int
+mr_layout_memo_hit(const mr_layout_memo *memo, mr_layout_class *out, PyObject *cls, PyObject *const *names,
+                   Py_ssize_t n)
+{
+    out->cls = NULL;
+    out->n = 0;
+    if (memo->cls == NULL || memo->cls != cls || PyTuple_Size(memo->names) != n) return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (PyTuple_GetItem(memo->names, i) != names[i]) return 0; /* in range */
+    }
+    out->cls = cls;
+    out->n = n;
+    return 1;
+}
+
+/* mr_layout_check_fields(out, cls, 0, names) through memo (see mr_layout_memo): 1 accepted,
+ * 0 declined. Never raises; call it with no exception set. */
+static inline int
+mr_layout_memo_check(mr_layout_memo *memo, mr_layout_class *out, PyObject *cls, PyObject *names)
+{
+    if (memo->cls != NULL && memo->cls == cls && mr_layout_memo_same_names(memo, names)) {
+        out->cls = cls;
+        out->n = PyTuple_Size(names);
+        return 1;
+    }
+    if (!mr_layout_check_fields(out, cls, 0, names)) return 0;
+    PyObject *old[2] = {memo->cls, memo->names};
+    memo->cls = Py_NewRef(cls);
+    memo->names = Py_NewRef(names);
+    for (int k = 0; k < 2; k++) Py_XDECREF(old[k]); /* after the memo is consistent */
+    return 1;
+}
+
 /* The field array of obj when its type is exactly the checked class, else NULL (decline).
  * Entries may be NULL (a field never set or deleted): see mr_layout_fields_set. */
 static inline PyObject *const *

@@ -1404,7 +1404,9 @@ encode_record(PyObject *self, PyObject *args)
         || !PyTuple_CheckExact(target_executors)) {
         Py_RETURN_NONE;
     }
-    (void)mr_layout_check_fields(&r.snapshot_layout, r.snapshot_cls, 0, r.snapshot_names); /* once per call */
+    /* once per call, through a memo (layout.h: the record holds the instance state) */
+    static mr_layout_memo snapshot_memo;
+    (void)mr_layout_memo_check(&snapshot_memo, &r.snapshot_layout, r.snapshot_cls, r.snapshot_names);
     PyObject *result = NULL;
     pc_vec operation_rows = {NULL, 0, 0}, source_rows = {NULL, 0, 0}, target_rows = {NULL, 0, 0};
     if (pc_table_init(&r.attestation_index, 64) < 0) return NULL;

@@ -1927,7 +1927,9 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
                   .rank_type = (PyTypeObject *)rank_type,
                   .snapshot_type = (PyTypeObject *)snapshot_type,
                   .placement_type = placement_arg == Py_None ? NULL : (PyTypeObject *)placement_arg};
-    (void)mr_layout_check_fields(&ctx.snapshot_layout, snapshot_type, 0, rs_snap_keys); /* once per call */
+    /* once per call, through a memo (layout.h: the comparison mirrors the instance state) */
+    static mr_layout_memo rs_snapshot_memo;
+    (void)mr_layout_memo_check(&rs_snapshot_memo, &ctx.snapshot_layout, snapshot_type, rs_snap_keys);
     unsigned char *seen = NULL;
     Py_ssize_t *unique = NULL;
     Py_ssize_t n_unique = 0;
@@ -3942,8 +3944,9 @@ restore_executors(PyObject *self, PyObject *args)
      * built with its values stored directly, in field order: the instance its default pickling
      * restores (no __post_init__), untracked by the same rule; any other class through its
      * own instance dict (rr_object). */
+    static mr_layout_memo memo; /* the class accepted last (layout.h: builders need no more) */
     mr_layout_class snapshot_layout;
-    (void)mr_layout_check_fields(&snapshot_layout, snapshot_cls, 0, snapshot_fields);
+    (void)mr_layout_memo_check(&memo, &snapshot_layout, snapshot_cls, snapshot_fields);
     const Py_ssize_t end = PyTuple_Size(table);
     PyObject *executors = PyList_New(0);
     if (executors == NULL) return NULL;

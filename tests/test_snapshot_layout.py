@@ -257,3 +257,40 @@ def test_restored_plans_hold_layout_snapshots(plan: TransferPlan) -> None:
             for snap in executor.fragment_snapshots:
                 assert type(snap) is RuntimeFragmentSnapshot and not hasattr(snap, "__dict__")
 
+
+
+def test_per_call_site_memo_follows_the_class_passed(plan: TransferPlan) -> None:
+    """The C call sites remember the class they accepted last (csrc/layout.h mr_layout_memo):
+    alternating classes are each built exactly, a declined class is declined on every call."""
+    record = bound_pickle.reduce_transfer_plan(plan)[1]
+    table = record[9]
+    attestations = [bound_pickle._restore_attestation(record[6][i], record[6][i + 1]) for i in range(0, len(record[6]), 2)]
+    names = bound_pickle._EXECUTOR_FIELDS
+
+    class Sub(RuntimeFragmentSnapshot):  # same layout, no shadowing: accepted
+        __slots__ = ()
+
+    class Shadowing(RuntimeFragmentSnapshot):
+        __slots__ = ()
+
+        @property  # type: ignore[misc]
+        def device(self) -> str:  # type: ignore[override]
+            return "shadowed"
+
+    for cls in (RuntimeFragmentSnapshot, Sub, RuntimeFragmentSnapshot, Shadowing, Shadowing, Sub, RuntimeFragmentSnapshot):
+        got = _native.restore_executors(table, attestations, ExecutorTransferPlan, cls, names, NAMES)
+        if cls is Shadowing:
+            assert got is None
+            continue
+        assert got is not None
+        snaps = [s for executor in got for s in executor.fragment_snapshots]
+        assert snaps and all(type(s) is cls for s in snaps)
+        reference = bound_pickle._python_restore_executors(table, attestations)
+        assert [s.__getstate__() for e in reference for s in e.fragment_snapshots] == [s.__getstate__() for s in snaps]
+        for executor in plan.target_executors:
+            row = (executor,)
+            assert _native.encode_record(
+                (), (), row, bound_pickle.TransferRegion, bound_pickle.BoundWeightFragment, ExecutorTransferPlan, cls,
+                bound_pickle.RuntimeBindingAttestation, bound_pickle._REGION_FIELDS, bound_pickle._FRAGMENT_FIELDS,
+                names, NAMES,
+            ) is None or cls is RuntimeFragmentSnapshot  # a snapshot of another class is not described
