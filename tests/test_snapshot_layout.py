@@ -294,3 +294,37 @@ def test_per_call_site_memo_follows_the_class_passed(plan: TransferPlan) -> None
                 bound_pickle.RuntimeBindingAttestation, bound_pickle._REGION_FIELDS, bound_pickle._FRAGMENT_FIELDS,
                 names, NAMES,
             ) is None or cls is RuntimeFragmentSnapshot  # a snapshot of another class is not described
+
+
+def test_graph_unpack_untracks_layout_instances_holding_untracked_objects() -> None:
+    """csrc/common.h mr_untrack_values: an instance without a __dict__ whose fields hold an
+    untracked collector-type object (not a tuple) is judged by its values (it raised
+    AttributeError before, materializing a dict the layout does not have)."""
+    from layout_classes import SNAPSHOT_FIELDS, SnapshotD, SnapshotL, snapshot_values
+
+    from mooncake.reshard._layout import layout_builder
+
+    build = layout_builder(SnapshotL)
+    objects = []
+    for i in range(3000):  # a bulk restore (the codec untracks from MR_GC_BULK_MIN objects on)
+        values = list(snapshot_values(i))
+        values[2] = build(*snapshot_values())  # untracked, of a collector type, not a tuple
+        assert not gc.is_tracked(values[2])
+        twin = SnapshotD.__new__(SnapshotD)  # the same fields, dict-backed: what graph_pack writes
+        twin.__dict__.update(zip(SNAPSHOT_FIELDS, values))
+        objects.append(twin)
+    packed = _native.graph_pack(tuple(objects), ((SnapshotD, SNAPSHOT_FIELDS, 0),))
+    assert packed is not None
+    restored = _native.graph_unpack(*packed, ((SnapshotL, SNAPSHOT_FIELDS, 0),))
+    assert len(restored) == 3000 and all(type(o) is SnapshotL for o in restored)
+    assert not any(gc.is_tracked(o) for o in restored)
+    assert [o.__getstate__() for o in restored] == [vars(t) for t in objects]
+    # a tracked container value keeps its holder tracked
+    values = list(snapshot_values())
+    values[2] = [1]
+    twin = SnapshotD.__new__(SnapshotD)
+    twin.__dict__.update(zip(SNAPSHOT_FIELDS, values))
+    packed = _native.graph_pack((twin,) * 1 + tuple(objects), ((SnapshotD, SNAPSHOT_FIELDS, 0),))
+    assert packed is not None
+    restored = _native.graph_unpack(*packed, ((SnapshotL, SNAPSHOT_FIELDS, 0),))
+    assert gc.is_tracked(restored[0]) and restored[0].tensor_id == [1]
