@@ -1235,6 +1235,11 @@ enum {
     RS_ROWS_CACHE,
     RS_ROWS_METHOD,
     RS_ATTESTED_PFIDS,
+    RS_INSTANCE_ID,
+    RS_PLACEMENT_ID,
+    RS_PARTICIPANT_ID,
+    RS_DIGEST,
+    RS_RANK,
     RS_NNAMES
 };
 
@@ -1242,7 +1247,8 @@ static const char *const rs_names[RS_NNAMES] = {
     "runtime_lease_id", "attestation", "placement", "worker_id", "key_base", "part_rank", "fragment_snapshots",
     "fragment_ids", "objects_by_worker", "ids_by_worker", "fragment_id", "object_by_pfid", "expected_by_pfid",
     "generation", "lease_generation", "placement_fragment_id", "dp", "tp", "pp", "ep", "rows_by_worker",
-    "_objects_by_pfid", "_rows", "rows", "attested_pfids",
+    "_objects_by_pfid", "_rows", "rows", "attested_pfids", "instance_id", "placement_id", "participant_id",
+    "placement_digest", "rank",
 };
 
 static PyObject *rs_keys[RS_NNAMES];
@@ -1257,6 +1263,80 @@ static const char *const rs_snap_names[RS_NSNAP] = {
     "storage_nbytes", "storage_offset_bytes", "lease_generation",
 };
 static PyObject *rs_snap_keys;
+
+/* The stored type of each snapshot field, in field order (bound_contracts._SNAPSHOT_TYPES):
+ * an exact str, an exact int, or an exact tuple of exact ints. */
+enum { RS_KIND_STR, RS_KIND_INT, RS_KIND_INTS };
+static const unsigned char rs_snap_kinds[RS_NSNAP] = {
+    RS_KIND_STR, RS_KIND_STR, RS_KIND_STR, RS_KIND_INTS, RS_KIND_INTS, RS_KIND_INT,
+    RS_KIND_INT, RS_KIND_STR, RS_KIND_STR, RS_KIND_STR, RS_KIND_INT, RS_KIND_INTS,
+    RS_KIND_INT, RS_KIND_INT, RS_KIND_INT, RS_KIND_INT,
+};
+
+/* 1 when ``value`` has exactly the stored type of a field of ``kind`` (``typed_value``: no
+ * subclass, no bool, no float, a tuple's items exact ints), else 0. Runs no Python code. */
+static int
+rs_typed(PyObject *value, unsigned char kind)
+{
+    if (value == NULL) return 0;
+    if (kind == RS_KIND_STR) return PyUnicode_CheckExact(value);
+    if (kind == RS_KIND_INT) return PyLong_CheckExact(value);
+    int typed = PyTuple_CheckExact(value);
+    const Py_ssize_t n = typed ? PyTuple_Size(value) : 0;
+    for (Py_ssize_t i = 0; typed && i < n; i++) {
+        PyObject *item = PyTuple_GetItem(value, i); /* in range: never NULL */
+        typed = item != NULL && PyLong_CheckExact(item);
+    }
+    if (n < 0) PyErr_Clear(); /* (an exact tuple has a size) */
+    return typed && n >= 0;
+}
+
+/* 1 when every field of ``snapshot`` (exactly the class lc accepted, every field set) has its
+ * exact stored type, 0 when not or unsure (another class, an emptied field). Runs no Python
+ * code. The rules (``_require_typed_executor``) reject an executor holding a snapshot with a
+ * field of another type before any comparison, so a fast path may accept a snapshot only when
+ * this holds: equality alone would accept ``float(address)``, ``True`` for 1, subclasses. */
+static int
+rs_layout_typed(PyObject *snapshot, const mr_layout_class *lc)
+{
+    if (lc->cls == NULL || lc->n != RS_NSNAP) return 0;
+    PyObject *const *fields = mr_layout_fields_set(snapshot, lc);
+    if (fields == NULL) return 0;
+    for (Py_ssize_t k = 0; k < RS_NSNAP; k++) {
+        if (!rs_typed(fields[k], rs_snap_kinds[k])) return 0;
+    }
+    return 1;
+}
+
+/* ``rs_layout_typed`` for a snapshot read through its instance dict (a class lc did not
+ * accept): 1 typed, 0 not or unsure (no dict, a field missing, extra keys), -1 with an error. */
+static int
+rs_dict_typed(PyObject *state)
+{
+    if (!PyDict_CheckExact(state) || PyDict_Size(state) != RS_NSNAP) return 0;
+    for (Py_ssize_t k = 0; k < RS_NSNAP; k++) {
+        PyObject *value = PyDict_GetItemWithError(state, PyTuple_GetItem(rs_snap_keys, k));
+        if (value == NULL) return PyErr_Occurred() ? -1 : 0;
+        if (!rs_typed(value, rs_snap_kinds[k])) return 0;
+    }
+    return 1;
+}
+
+/* ``rs_layout_typed`` / ``rs_dict_typed`` of any snapshot: 1, 0 (unsure), -1 with an error. */
+static int
+rs_snapshot_typed(PyObject *snapshot, const mr_layout_class *lc)
+{
+    if (lc->cls != NULL) return rs_layout_typed(snapshot, lc);
+    PyObject *state = PyObject_GenericGetDict(snapshot, NULL);
+    if (state == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    int typed = rs_dict_typed(state);
+    Py_DECREF(state);
+    return typed;
+}
 
 /* Python's ``bool(a <op> b)``: 1, 0, or -1 with an error set. */
 static int
@@ -1338,6 +1418,10 @@ rs_layout_matches(PyObject *snapshot, PyObject *expected, const mr_layout_class 
         if (value == NULL) return 2; /* emptied meanwhile: Python decides */
         PyObject *other = PyDict_GetItemWithError(expected, PyTuple_GetItem(rs_snap_keys, k));
         if (other == NULL) return PyErr_Occurred() ? -1 : 0; /* a key missing, same sizes: not equal */
+        /* Both exactly of the field's stored type, else unsure: the rules reject a snapshot
+         * field of another type (equal or not) before comparing, and with both typed the
+         * comparison below runs no Python code (nothing can forge the snapshot meanwhile). */
+        if (!rs_typed(value, rs_snap_kinds[k]) || !rs_typed(other, rs_snap_kinds[k])) return 2;
         Py_INCREF(value);
         Py_INCREF(other);
         int equal = PyObject_RichCompareBool(value, other, Py_EQ);
@@ -1370,6 +1454,14 @@ rs_snapshot_matches(PyObject *snapshot, PyObject *expected, PyTypeObject *snapsh
         if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
         PyErr_Clear(); /* no instance dict (a layout class not accepted): Python decides */
         return 2;
+    }
+    /* Both dicts hold the 16 fields, each exactly of its stored type, else unsure (see
+     * rs_layout_matches; the comparison then runs no Python code). */
+    int typed = rs_dict_typed(state);
+    if (typed == 1) typed = rs_dict_typed(expected);
+    if (typed != 1) {
+        Py_DECREF(state);
+        return typed < 0 ? -1 : 2;
     }
     int equal = rs_compare(state, expected, Py_EQ);
     Py_ssize_t n_state = PyDict_Size(state);
@@ -1561,6 +1653,55 @@ rs_member(PyObject *container, PyObject *key)
     return 0;
 }
 
+/* 1 when the executor field dict ``estate`` holds every field ``_require_typed_executor``
+ * checks, each exactly of its stored type (identifiers, digest, worker: exact str; lease: exact
+ * str (None declines here anyway); fragment ids: exact tuple of exact str; rank: exactly
+ * ``rank_type`` with exact int fields in its instance dict; snapshots: exact tuple; an
+ * ``attestation`` key), else 0 (unsure: the rules decide and report the first failure), -1
+ * with an error set. The key comparisons and lookups below use ``==``: a str subclass or a
+ * float equal to the attested value would pass them, the rules reject it first. Runs no
+ * Python code. */
+static int
+rs_executor_typed(PyObject *estate, PyTypeObject *rank_type)
+{
+    static const int strs[] = {RS_INSTANCE_ID, RS_PLACEMENT_ID, RS_PARTICIPANT_ID, RS_WORKER, RS_DIGEST, RS_LEASE};
+    for (size_t k = 0; k < sizeof strs / sizeof strs[0]; k++) {
+        PyObject *value = PyDict_GetItemWithError(estate, rs_keys[strs[k]]);
+        if (value == NULL) return PyErr_Occurred() ? -1 : 0;
+        if (!PyUnicode_CheckExact(value)) return 0;
+    }
+    PyObject *ids = PyDict_GetItemWithError(estate, rs_keys[RS_FRAGMENT_IDS]);
+    if (ids == NULL) return PyErr_Occurred() ? -1 : 0;
+    if (!PyTuple_CheckExact(ids)) return 0;
+    for (Py_ssize_t k = 0; k < PyTuple_Size(ids); k++) {
+        PyObject *item = PyTuple_GetItem(ids, k);
+        if (item == NULL) return -1;
+        if (!PyUnicode_CheckExact(item)) return 0;
+    }
+    PyObject *snapshots = PyDict_GetItemWithError(estate, rs_keys[RS_SNAPSHOTS]);
+    if (snapshots == NULL) return PyErr_Occurred() ? -1 : 0;
+    if (!PyTuple_CheckExact(snapshots)) return 0;
+    int has = PyDict_Contains(estate, rs_keys[RS_ATTESTATION]);
+    if (has <= 0) return has;
+    PyObject *rank = PyDict_GetItemWithError(estate, rs_keys[RS_RANK]);
+    if (rank == NULL) return PyErr_Occurred() ? -1 : 0;
+    if (Py_TYPE(rank) != rank_type) return 0;
+    PyObject *rstate = PyObject_GenericGetDict(rank, NULL);
+    if (rstate == NULL) { /* no instance dict: unsure */
+        const int no_dict = PyErr_ExceptionMatches(PyExc_AttributeError);
+        if (no_dict) PyErr_Clear();
+        return no_dict ? 0 : -1;
+    }
+    int typed = 1;
+    for (int k = 0; k < 4 && typed == 1; k++) {
+        PyObject *value = PyDict_GetItemWithError(rstate, rs_keys[RS_DP + k]);
+        if (value == NULL) typed = PyErr_Occurred() ? -1 : 0;
+        else if (!PyLong_CheckExact(value)) typed = 0;
+    }
+    Py_DECREF(rstate);
+    return typed;
+}
+
 /* One executor row of one side; *status is RV_OK, RV_DECLINE (unsure) or RV_ERROR. */
 static int
 rs_executor(PyObject *row, rs_ctx *ctx, const rv_table *active, PyObject *snapshot_owner, PyObject *used)
@@ -1574,6 +1715,11 @@ rs_executor(PyObject *row, rs_ctx *ctx, const rv_table *active, PyObject *snapsh
     PyObject *estate = PyTuple_GetItem(row, 0), *key = PyTuple_GetItem(row, 1), *bucket = PyTuple_GetItem(row, 2);
     if (estate == NULL || key == NULL || bucket == NULL) goto error;
     if (!PyDict_CheckExact(estate) || !PyList_CheckExact(bucket) || !PyTuple_CheckExact(key)) goto done;
+    {
+        int typed = rs_executor_typed(estate, ctx->rank_type);
+        if (typed < 0) goto error;
+        if (!typed) goto done;
+    }
     lease = rv_item(estate, rs_keys[RS_LEASE]);
     if (lease == NULL || lease == Py_None) goto done;
     attestation = rv_item(estate, rs_keys[RS_ATTESTATION]);
@@ -1608,9 +1754,16 @@ rs_executor(PyObject *row, rs_ctx *ctx, const rv_table *active, PyObject *snapsh
         if (every < 0) goto error;
         if (!every) goto done; /* a subset of the worker's attested rows: left to Python */
         if (objects != Py_None) {
-            /* The attested snapshot objects themselves (equal tuples, usually identical). */
+            /* The attested snapshot objects themselves (equal tuples, usually identical).
+             * Snapshot equality is ``==`` of the fields: each of the executor's snapshots must
+             * first be exactly typed (rs_layout_typed: what the rules check before comparing). */
             PyObject *mine = PyDict_GetItemWithError(objects, worker); /* borrowed */
             if (mine == NULL) goto done;
+            for (Py_ssize_t k = 0; k < PyTuple_Size(snapshots); k++) {
+                int typed = rs_snapshot_typed(PyTuple_GetItem(snapshots, k), &ctx->snapshot_layout);
+                if (typed < 0) goto error;
+                if (!typed) goto done;
+            }
             Py_INCREF(mine);
             int mismatch = rs_compare(mine, snapshots, Py_NE);
             Py_DECREF(mine);

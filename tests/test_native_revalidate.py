@@ -242,7 +242,38 @@ _EXECUTOR_FORGERIES: list[Callable[[Any, TransferPlan, Pick], dict[str, Any]]] =
     ),
     # snapshots stored in their C layout: an emptied field (the fast path reads the layout)
     lambda e, p, k: {"fragment_snapshots": tuple(_emptied(s, "device") for s in e.fragment_snapshots)},
+    # equal values of another type (the rules check the exact types before comparing)
+    lambda e, p, k: {"fragment_snapshots": tuple(_forge(s, address=float(s.address)) for s in e.fragment_snapshots)},
+    lambda e, p, k: {"fragment_snapshots": _forge_one(e, k, lease_generation=lambda v: float(v))},
+    lambda e, p, k: {"fragment_snapshots": _forge_one(e, k, nbytes=_IntSub)},
+    lambda e, p, k: {"fragment_snapshots": _forge_one(e, k, device=_StrSub)},
+    lambda e, p, k: {"fragment_snapshots": _forge_one(e, k, local_shape=_TupleSub)},
+    lambda e, p, k: {"fragment_snapshots": _forge_one(e, k, global_offset=lambda v: (float(v[0]),) + v[1:])},
+    lambda e, p, k: {"fragment_snapshots": _forge_one(e, k, strides_bytes=lambda v: v[:-1] + (_IntSub(v[-1]),))},
+    lambda e, p, k: {"fragment_snapshots": _forge_one(e, k, storage_offset_bytes=lambda v: bool(v) if v in (0, 1) else v)},
 ]
+
+
+class _IntSub(int):
+    pass
+
+
+class _StrSub(str):
+    pass
+
+
+class _TupleSub(tuple):  # type: ignore[type-arg]
+    pass
+
+
+def _forge_one(executor: Any, pick: Pick, **makers: Callable[[Any], Any]) -> tuple[Any, ...]:
+    """The executor's snapshots with one of them (picked) forged: each named field replaced
+    by ``maker(value)``."""
+    snapshots = list(executor.fragment_snapshots)
+    index = pick(len(snapshots))
+    snapshot = snapshots[index]
+    snapshots[index] = _forge(snapshot, **{name: make(getattr(snapshot, name)) for name, make in makers.items()})
+    return tuple(snapshots)
 
 
 def _emptied(value: Any, name: str) -> Any:

@@ -184,6 +184,48 @@ def _snapshot_matches(snapshot: Any, expected: dict[str, Any]) -> bool:
     return _snapshot_fields_state(snapshot) == expected
 
 
+def _snapshot_typed(snapshot: Any) -> bool:
+    """True when ``snapshot`` is exactly a ``RuntimeFragmentSnapshot`` whose every field has its
+    exact stored type (what ``_require_typed_executor`` checks before any comparison)."""
+    return type(snapshot) is RuntimeFragmentSnapshot and (
+        state_type_failure(_snapshot_fields_state(snapshot), _SNAPSHOT_TYPES) is None
+    )
+
+
+def _executor_state_typed(state: dict[str, Any]) -> bool:
+    """True when the executor field dict ``state`` passes ``_require_typed_executor`` with exact
+    types throughout (a lease of None, a rank subclass or an untyped snapshot: False, unsure).
+    A fast path compares and looks up these values with ``==``: a str subclass or a float equal
+    to the attested value would pass, which the rules reject first."""
+    fragment_ids = state.get("fragment_ids")
+    snapshots = state.get("fragment_snapshots")
+    rank = state.get("rank")
+    return (
+        all(type(state.get(name)) is str for name in _EXECUTOR_IDS)
+        and type(state.get("placement_digest")) is str
+        and type(state.get("runtime_lease_id")) is str
+        and type(fragment_ids) is tuple
+        and all(type(item) is str for item in fragment_ids)
+        and type(rank) is ParallelRank
+        and _rank_type_failure(rank) is None
+        and type(snapshots) is tuple
+        and all(map(_snapshot_typed, snapshots))
+        and "attestation" in state
+    )
+
+
+def _typed_snapshot_matches(snapshot: Any, expected: dict[str, Any]) -> bool:
+    """``_snapshot_matches`` for a fast path: also False (unsure) when a field of ``snapshot`` or
+    a value of ``expected`` is not exactly of its stored type. Equality alone accepts a float,
+    a bool or a subclass equal to the attested value, which the rules reject ("executor plan
+    has invalid runtime fragment snapshots"); with both typed, comparing runs no Python code."""
+    return (
+        _snapshot_typed(snapshot)
+        and state_type_failure(expected, _SNAPSHOT_TYPES) is None
+        and _snapshot_matches(snapshot, expected)
+    )
+
+
 @dataclass(frozen=True)
 class ExecutorTransferPlan:
     """The runtime projection of one participant's fragments on one worker (spec §9.5)."""
@@ -1356,7 +1398,7 @@ def _fast_side_consistent(
     snapshot_owner: dict[Any, Any] = {}
     proven: dict[int, dict[str, Any]] = {}
     for estate, key, bucket in rows:
-        if estate["runtime_lease_id"] is None:
+        if not _executor_state_typed(estate):
             return False
         attestation = estate["attestation"]
         if type(attestation) is not RuntimeBindingAttestation:
@@ -1373,7 +1415,8 @@ def _fast_side_consistent(
         objects = view.objects_by_worker
         every = fragment_ids == view.ids_by_worker.get(worker_id)
         if every and objects is not None:
-            if objects[worker_id] != snapshots:
+            # Snapshot ``==`` compares field values: each must first be exactly typed.
+            if not all(map(_snapshot_typed, snapshots)) or objects[worker_id] != snapshots:
                 return False
         else:
             attested_rows = view.rows_by_worker.get(worker_id, ())
@@ -1381,7 +1424,9 @@ def _fast_side_consistent(
                 wanted = set(fragment_ids)
                 attested_rows = tuple(row for row in attested_rows if row[0] in wanted)
             expected_states = [row[1] for row in attested_rows]
-            if len(attested_rows) != len(snapshots) or not all(map(_snapshot_matches, snapshots, expected_states)):
+            if len(attested_rows) != len(snapshots) or not all(
+                map(_typed_snapshot_matches, snapshots, expected_states)
+            ):
                 return False
             proven.update(zip(map(id, snapshots), expected_states))
         for snapshot in snapshots:
@@ -1405,7 +1450,7 @@ def _fast_side_consistent(
             if (
                 owned is objects_by_pfid.get(pfid)
                 or proven.get(id(owned)) is attested_state
-                or _snapshot_matches(owned, attested_state)
+                or _typed_snapshot_matches(owned, attested_state)
             ):
                 continue
             return False
