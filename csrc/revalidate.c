@@ -1235,20 +1235,14 @@ enum {
     RS_ROWS_CACHE,
     RS_ROWS_METHOD,
     RS_ATTESTED_PFIDS,
-    RS_INSTANCE_ID,
-    RS_PLACEMENT_ID,
-    RS_PARTICIPANT_ID,
-    RS_DIGEST,
-    RS_RANK,
-    RS_NNAMES
+        RS_NNAMES
 };
 
 static const char *const rs_names[RS_NNAMES] = {
     "runtime_lease_id", "attestation", "placement", "worker_id", "key_base", "part_rank", "fragment_snapshots",
     "fragment_ids", "objects_by_worker", "ids_by_worker", "fragment_id", "object_by_pfid", "expected_by_pfid",
     "generation", "lease_generation", "placement_fragment_id", "dp", "tp", "pp", "ep", "rows_by_worker",
-    "_objects_by_pfid", "_rows", "rows", "attested_pfids", "instance_id", "placement_id", "participant_id",
-    "placement_digest", "rank",
+    "_objects_by_pfid", "_rows", "rows", "attested_pfids",
 };
 
 static PyObject *rs_keys[RS_NNAMES];
@@ -1421,7 +1415,7 @@ rs_layout_matches(PyObject *snapshot, PyObject *expected, const mr_layout_class 
         /* Both exactly of the field's stored type, else unsure: the rules reject a snapshot
          * field of another type (equal or not) before comparing, and with both typed the
          * comparison below runs no Python code (nothing can forge the snapshot meanwhile). */
-        if (!rs_typed(value, rs_snap_kinds[k]) || !rs_typed(other, rs_snap_kinds[k])) return 2;
+        if (!rs_typed(value, rs_snap_kinds[k]) || (other != value && !rs_typed(other, rs_snap_kinds[k]))) return 2;
         Py_INCREF(value);
         Py_INCREF(other);
         int equal = PyObject_RichCompareBool(value, other, Py_EQ);
@@ -1653,55 +1647,6 @@ rs_member(PyObject *container, PyObject *key)
     return 0;
 }
 
-/* 1 when the executor field dict ``estate`` holds every field ``_require_typed_executor``
- * checks, each exactly of its stored type (identifiers, digest, worker: exact str; lease: exact
- * str (None declines here anyway); fragment ids: exact tuple of exact str; rank: exactly
- * ``rank_type`` with exact int fields in its instance dict; snapshots: exact tuple; an
- * ``attestation`` key), else 0 (unsure: the rules decide and report the first failure), -1
- * with an error set. The key comparisons and lookups below use ``==``: a str subclass or a
- * float equal to the attested value would pass them, the rules reject it first. Runs no
- * Python code. */
-static int
-rs_executor_typed(PyObject *estate, PyTypeObject *rank_type)
-{
-    static const int strs[] = {RS_INSTANCE_ID, RS_PLACEMENT_ID, RS_PARTICIPANT_ID, RS_WORKER, RS_DIGEST, RS_LEASE};
-    for (size_t k = 0; k < sizeof strs / sizeof strs[0]; k++) {
-        PyObject *value = PyDict_GetItemWithError(estate, rs_keys[strs[k]]);
-        if (value == NULL) return PyErr_Occurred() ? -1 : 0;
-        if (!PyUnicode_CheckExact(value)) return 0;
-    }
-    PyObject *ids = PyDict_GetItemWithError(estate, rs_keys[RS_FRAGMENT_IDS]);
-    if (ids == NULL) return PyErr_Occurred() ? -1 : 0;
-    if (!PyTuple_CheckExact(ids)) return 0;
-    for (Py_ssize_t k = 0; k < PyTuple_Size(ids); k++) {
-        PyObject *item = PyTuple_GetItem(ids, k);
-        if (item == NULL) return -1;
-        if (!PyUnicode_CheckExact(item)) return 0;
-    }
-    PyObject *snapshots = PyDict_GetItemWithError(estate, rs_keys[RS_SNAPSHOTS]);
-    if (snapshots == NULL) return PyErr_Occurred() ? -1 : 0;
-    if (!PyTuple_CheckExact(snapshots)) return 0;
-    int has = PyDict_Contains(estate, rs_keys[RS_ATTESTATION]);
-    if (has <= 0) return has;
-    PyObject *rank = PyDict_GetItemWithError(estate, rs_keys[RS_RANK]);
-    if (rank == NULL) return PyErr_Occurred() ? -1 : 0;
-    if (Py_TYPE(rank) != rank_type) return 0;
-    PyObject *rstate = PyObject_GenericGetDict(rank, NULL);
-    if (rstate == NULL) { /* no instance dict: unsure */
-        const int no_dict = PyErr_ExceptionMatches(PyExc_AttributeError);
-        if (no_dict) PyErr_Clear();
-        return no_dict ? 0 : -1;
-    }
-    int typed = 1;
-    for (int k = 0; k < 4 && typed == 1; k++) {
-        PyObject *value = PyDict_GetItemWithError(rstate, rs_keys[RS_DP + k]);
-        if (value == NULL) typed = PyErr_Occurred() ? -1 : 0;
-        else if (!PyLong_CheckExact(value)) typed = 0;
-    }
-    Py_DECREF(rstate);
-    return typed;
-}
-
 /* One executor row of one side; *status is RV_OK, RV_DECLINE (unsure) or RV_ERROR. */
 static int
 rs_executor(PyObject *row, rs_ctx *ctx, const rv_table *active, PyObject *snapshot_owner, PyObject *used)
@@ -1715,11 +1660,6 @@ rs_executor(PyObject *row, rs_ctx *ctx, const rv_table *active, PyObject *snapsh
     PyObject *estate = PyTuple_GetItem(row, 0), *key = PyTuple_GetItem(row, 1), *bucket = PyTuple_GetItem(row, 2);
     if (estate == NULL || key == NULL || bucket == NULL) goto error;
     if (!PyDict_CheckExact(estate) || !PyList_CheckExact(bucket) || !PyTuple_CheckExact(key)) goto done;
-    {
-        int typed = rs_executor_typed(estate, ctx->rank_type);
-        if (typed < 0) goto error;
-        if (!typed) goto done;
-    }
     lease = rv_item(estate, rs_keys[RS_LEASE]);
     if (lease == NULL || lease == Py_None) goto done;
     attestation = rv_item(estate, rs_keys[RS_ATTESTATION]);
@@ -1742,6 +1682,10 @@ rs_executor(PyObject *row, rs_ctx *ctx, const rv_table *active, PyObject *snapsh
     snapshots = rv_item(estate, rs_keys[RS_SNAPSHOTS]);
     fragment_ids = rv_item(estate, rs_keys[RS_FRAGMENT_IDS]);
     if (snapshots == NULL || fragment_ids == NULL || !PyTuple_CheckExact(snapshots)) goto done;
+    /* Exactly typed as read now (the other fields, the fragment ids' items and the rank's
+     * values were checked when revalidate_views read them: rw_side): the comparisons below
+     * use ``==``, which a str subclass equal to the attested value would pass. */
+    if (!PyUnicode_CheckExact(lease) || !PyUnicode_CheckExact(worker) || !PyTuple_CheckExact(fragment_ids)) goto done;
     RS_GET(objects, view, RS_OBJECTS);
     RS_GET(ids_by_worker, view, RS_IDS);
     if ((objects != Py_None && !PyDict_CheckExact(objects)) || !PyDict_CheckExact(ids_by_worker)) goto done;
@@ -3675,9 +3619,20 @@ rw_side(PyObject *executors, PyTypeObject *rank_type, PyTypeObject *executor_typ
         for (int k = 0; k < RW_NNAMES; k++) {
             v[k] = rv_item(estate, rw_keys[k]);
             if (v[k] == NULL) goto next;
+            /* Exactly typed as ``_require_typed_executor`` checks (exact str; the fragment ids
+             * an exact tuple, its items checked below; the rank's values by rf_rank_tuple),
+             * else unsure: the keys below are hashed and compared with ``==``, which a str
+             * subclass equal to the attested value would pass and the rules reject first. */
+            if (k != RW_RANK && k != RW_FRAGMENT_IDS && !PyUnicode_CheckExact(v[k])) goto next;
         }
+        if (!PyTuple_CheckExact(v[RW_FRAGMENT_IDS])) goto next;
         rc = rf_rank_tuple(v[RW_RANK], &(rf_config){.rank_type = rank_type}, NULL, &rank_tuple);
         if (rc != RV_OK) goto next;
+        /* the rank's values (its instance dict's): exact ints, else unsure (see above) */
+        if (!rs_typed(rank_tuple, RS_KIND_INTS)) {
+            rc = RV_DECLINE;
+            goto next;
+        }
         rc = RV_ERROR;
         key = PyTuple_Pack(7, v[RW_INSTANCE], v[RW_PLACEMENT_ID], v[RW_PARTICIPANT], v[RW_DIGEST], v[RW_LEASE],
                            v[RW_WORKER], rank_tuple);
@@ -3700,6 +3655,11 @@ rw_side(PyObject *executors, PyTypeObject *rank_type, PyTypeObject *executor_typ
         PyObject *fragment_id;
         Py_ssize_t n_ids = indexed ? PyTuple_Size(ids) : 0, at = 0;
         while ((fragment_id = PyIter_Next(iter)) != NULL) {
+            if (!PyUnicode_CheckExact(fragment_id)) { /* not exactly typed: unsure (see above) */
+                Py_DECREF(fragment_id);
+                rc = RV_DECLINE;
+                goto next;
+            }
             /* The str a few ids ahead (its hash is read by the lookup): the ids are scattered. */
             if (at + RW_AHEAD < n_ids) __builtin_prefetch(PyTuple_GetItem(ids, at + RW_AHEAD));
             at++;

@@ -1329,7 +1329,16 @@ def test_views_hostile_inputs() -> None:
         hostile = list(args)
         hostile[position] = bad
         assert _native.revalidate_views(*hostile) is None, position
-    with pytest.raises(TypeError):  # an unhashable fragment id list
-        _native.revalidate_views(plan.source_executors, (_forge(executor, fragment_ids=[["x"]]),), *args[2:])
+    # fragment ids not exactly a tuple of exact str (the rules reject them): declined before hashing
+    for ids in ([["x"]], [executor.fragment_ids[0]], (_StrSub(executor.fragment_ids[0]),), _TupleSub(executor.fragment_ids)):
+        assert _native.revalidate_views(plan.source_executors, (_forge(executor, fragment_ids=ids),), *args[2:]) is None
+    # an identifier of a str subclass, a rank value not exactly an int
+    for changes in (
+        {"worker_id": _StrSub(executor.worker_id)},
+        {"placement_digest": _StrSub(executor.placement_digest)},
+        {"rank": _forge(executor.rank, tp=float(executor.rank.tp))},
+        {"rank": _forge(executor.rank, pp=_IntSub(executor.rank.pp))},
+    ):
+        assert _native.revalidate_views(plan.source_executors, (_forge(executor, **changes),), *args[2:]) is None
     with pytest.raises(AttributeError):  # no instance dict (the caller checks the class)
         _native.revalidate_views((object(),), *args[1:])

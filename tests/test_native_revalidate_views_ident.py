@@ -34,6 +34,9 @@ def _inputs(name: str) -> tuple[Any, ...]:
     return plan.source_executors, plan.target_executors, list(runtime_ids), list(halves), source_of, target_of
 
 
+_EXECUTOR_STRS = ("instance_id", "placement_id", "participant_id", "placement_digest", "runtime_lease_id", "worker_id")
+
+
 def _reference(sources: Any, targets: Any, runtime_ids: Any, halves: Any, source_of: Any, target_of: Any) -> Any:
     """The result revalidate_views must return (None: it declines)."""
     sides = []
@@ -49,6 +52,14 @@ def _reference(sources: Any, targets: Any, runtime_ids: Any, halves: Any, source
             if type(rank) is not ParallelRank:
                 return None
             r = rank.__dict__
+            # every field exactly typed (what _require_typed_executor checks), else unsure
+            if any(type(estate[name]) is not str for name in _EXECUTOR_STRS):
+                return None
+            if any(type(r[name]) is not int for name in ("dp", "tp", "pp", "ep")):
+                return None
+            ids = estate["fragment_ids"]
+            if type(ids) is not tuple or any(type(item) is not str for item in ids):
+                return None
             key = (estate["instance_id"], estate["placement_id"], estate["participant_id"], estate["placement_digest"],
                    estate["runtime_lease_id"], estate["worker_id"], (r["dp"], r["tp"], r["pp"], r["ep"]))
             row = (estate, key, [])
@@ -132,6 +143,9 @@ def test_ids_listed_by_two_executors_belong_to_the_first() -> None:
     for value in (stolen, _copy(stolen), _Str(stolen)):
         forged = (_forge(first, fragment_ids=first.fragment_ids + (value,)),) + targets[1:]
         native = _agree(sources, forged, ids, halves, source_of, target_of)
+        if type(value) is not str:  # not exactly a str (the rules reject it): declined
+            assert native is None
+            continue
         assert native is not None
         # The id's operations went to the first executor's bucket.
         owner = native[3][stolen]
@@ -143,16 +157,16 @@ def test_ids_listed_by_two_executors_belong_to_the_first() -> None:
 def test_fragment_ids_that_are_not_tuples() -> None:
     sources, targets, ids, halves, source_of, target_of = _inputs("split")
     forged = tuple(_forge(e, fragment_ids=list(e.fragment_ids)) for e in targets)
-    with pytest.raises(TypeError):  # a list is no view key
-        _native.revalidate_views(sources, forged, ids, halves, source_of, target_of, ParallelRank)
+    # a list (the rules reject it): declined before it is hashed as part of a view key
+    assert _native.revalidate_views(sources, forged, ids, halves, source_of, target_of, ParallelRank) is None
 
-    class Ids(tuple):  # hashable, iterable, not an exact tuple: listed ids are not indexed
+    class Ids(tuple):  # hashable, iterable, not an exact tuple (the rules reject it): declined
         pass
 
     forged = tuple(_forge(e, fragment_ids=Ids(e.fragment_ids)) for e in targets)
-    assert _agree(sources, forged, ids, halves, source_of, target_of) is not None
+    assert _agree(sources, forged, ids, halves, source_of, target_of) is None
     forged = tuple(_forge(e, fragment_ids=tuple(_Str(i) for i in e.fragment_ids)) for e in targets)
-    assert _agree(sources, forged, ids, halves, source_of, target_of) is not None
+    assert _agree(sources, forged, ids, halves, source_of, target_of) is None  # str subclass items
     forged = tuple(_forge(e, fragment_ids=tuple(_copy(i) for i in e.fragment_ids)) for e in targets)
     assert _agree(sources, forged, ids, halves, source_of, target_of) is not None
 
