@@ -124,11 +124,22 @@ def _state_methods(
     __getstate__ = _state_reader(cls, base, names)
     store = object.__setattr__
 
+    known = frozenset(names)
+
     def __setstate__(self: Any, state: Any) -> None:
         """Store a dict-format state item by item (what unpickling a dict-backed dataclass does
-        to its ``__dict__``)."""
+        to its ``__dict__``). A key that is not one of the layout's field names has no place to
+        go (there is no ``__dict__``): the whole state is refused with ``ValueError`` before
+        anything is stored, as other invalid pickle states are (the dict-backed class kept it as
+        an extra attribute); so is a state that is not a dict (pickle refused it for the
+        dict-backed class)."""
         if not isinstance(state, dict):
-            raise TypeError(f"{type(self).__qualname__} state must be a dict, not {type(state).__qualname__}")
+            raise ValueError(
+                f"{type(self).__qualname__} pickle state is invalid: a {type(state).__qualname__}, not a dict"
+            )
+        for name in state:
+            if type(name) is not str or name not in known:
+                raise ValueError(f"{type(self).__qualname__} pickle state is invalid: unknown field {name!r}")
         for name, value in state.items():
             store(self, name, value)
 

@@ -134,10 +134,26 @@ def test_partial_and_hostile_states() -> None:
     with pytest.raises(AttributeError):
         restored.endpoint
     assert not _snapshot_matches(emptied, VALUES) and _snapshot_matches(snap, VALUES)
-    with pytest.raises(AttributeError):
-        RuntimeFragmentSnapshot.__new__(RuntimeFragmentSnapshot).__setstate__({"forged": 1})
-    with pytest.raises(TypeError):
-        RuntimeFragmentSnapshot.__new__(RuntimeFragmentSnapshot).__setstate__([1, 2])
+    for key in ("forged", "placement_f1agment_id", "__weakref__", "__dict__", 1, None):
+        blank = RuntimeFragmentSnapshot.__new__(RuntimeFragmentSnapshot)
+        state = {**VALUES, key: 1}
+        with pytest.raises(ValueError, match=r"^RuntimeFragmentSnapshot pickle state is invalid: unknown field"):
+            blank.__setstate__(state)
+        assert blank.__getstate__() == {}  # refused before anything was stored
+    for state in ([1, 2], None, (VALUES, None)):
+        with pytest.raises(ValueError, match=r"^RuntimeFragmentSnapshot pickle state is invalid: a \w+, not a dict$"):
+            RuntimeFragmentSnapshot.__new__(RuntimeFragmentSnapshot).__setstate__(state)
+
+
+@pytest.mark.parametrize("protocol", range(pickle.HIGHEST_PROTOCOL + 1))
+def test_pickle_with_a_renamed_field_is_refused_with_value_error(protocol: int) -> None:
+    # (found by the pickle fuzzer in a dict-format plan pickle: the layout has no __dict__ to hold
+    # an unknown state key, and the load must fail as a contract rejection, not AttributeError)
+    payload = pickle.dumps(_snapshot(), protocol=protocol)
+    forged = payload.replace(b"placement_fragment_id", b"placement_f1agment_id")
+    assert forged != payload
+    with pytest.raises(ValueError, match="^RuntimeFragmentSnapshot pickle state is invalid: unknown field 'placement_f1agment_id'$"):
+        pickle.loads(forged)
 
 
 # ---- attested_executors: built in the layout; forged classes decline ---------------------------
