@@ -1198,17 +1198,90 @@ pfl_pair_tail(PyObject *pair, Py_ssize_t *tn)
     return ts;
 }
 
+/* The second text of the dual form (see pfl_parts_direct): prefix + parts + head + the first
+ * text's hex digest + tail + the tensors + after. All ASCII. */
+typedef struct {
+    const char *head, *tail, *after;
+    size_t hn, tn, an;
+} pfl_wire;
+
+/* Lowercase hex of the digest md finishes (64 chars into hex). 0, or -1 with an exception. */
+static int
+pfl_md_hex(EVP_MD_CTX *md, char hex[64])
+{
+    unsigned char out[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+    if (EVP_DigestFinal_ex(md, out, &mdlen) != 1 || mdlen != 32) {
+        PyErr_SetString(PyExc_RuntimeError, "OpenSSL SHA-256 digest failed");
+        return -1;
+    }
+    for (unsigned int i = 0; i < 32; i++) {
+        hex[2 * i] = cj_hex[out[i] >> 4];
+        hex[2 * i + 1] = cj_hex[out[i] & 0xF];
+    }
+    return 0;
+}
+
+static int
+pfl_md_update(EVP_MD_CTX *md, const char *p, size_t n)
+{
+    if (n && EVP_DigestUpdate(md, p, n) != 1) {
+        PyErr_SetString(PyExc_RuntimeError, "OpenSSL SHA-256 digest failed");
+        return -1;
+    }
+    return 0;
+}
+
+/* The dual form's end, the parts text written: the first text goes on with suffix, tensors and
+ * after (its digest: hex1), a copy of the digest state taken after the parts with head, hex1,
+ * tail, tensors and the wire's after (hex2); the tensors are encoded once, into a text both
+ * digests read. (hex1, hex2), or NULL (an exception may be set: the caller declines). */
+static PyObject *
+pfl_dual_end(pfl_sink *sink, const char *ss, size_t sn, PyObject *tensors, PyObject *const *types, const char *fs,
+             size_t fn, const pfl_wire *wire)
+{
+    PyObject *result = NULL;
+    EVP_MD_CTX *second = NULL;
+    pfl_sink text = {{NULL, 0, 0}, NULL}; /* the tensors' text (no digest: kept whole) */
+    char hex1[64], hex2[64];
+    if (pfl_md_update(sink->md, sink->out.data, sink->out.len) < 0) goto done;
+    sink->out.len = 0;
+    second = EVP_MD_CTX_new();
+    if (second == NULL || EVP_MD_CTX_copy_ex(second, sink->md) != 1) {
+        PyErr_SetString(PyExc_RuntimeError, "OpenSSL SHA-256 digest failed");
+        goto done;
+    }
+    if (td_sink_tensors(&text, tensors, types) < 0) goto done;
+    if (pfl_md_update(sink->md, ss, sn) < 0 || pfl_md_update(sink->md, text.out.data, text.out.len) < 0 ||
+        pfl_md_update(sink->md, fs, fn) < 0 || pfl_md_hex(sink->md, hex1) < 0)
+        goto done;
+    if (pfl_md_update(second, wire->head, wire->hn) < 0 || pfl_md_update(second, hex1, 64) < 0 ||
+        pfl_md_update(second, wire->tail, wire->tn) < 0 || pfl_md_update(second, text.out.data, text.out.len) < 0 ||
+        pfl_md_update(second, wire->after, wire->an) < 0 || pfl_md_hex(second, hex2) < 0)
+        goto done;
+    PyObject *first = PyUnicode_DecodeASCII(hex1, 64, NULL);
+    PyObject *other = first == NULL ? NULL : PyUnicode_DecodeASCII(hex2, 64, NULL);
+    if (other != NULL) result = PyTuple_Pack(2, first, other);
+    Py_XDECREF(first);
+    Py_XDECREF(other);
+done:
+    if (second != NULL) EVP_MD_CTX_free(second);
+    cj_free(&text.out);
+    return result;
+}
+
 /* The batched path (exact fragment and rank classes given): the parts encoded in list order
  * straight into the sink (no scratch text, no copy), in batches whose reads overlap (see
  * pfl_batch); then the suffix and, with tensors (not NULL), the canonical JSON list of the
  * tensors (as canonical_tensors_json) and fs[0:fn]. Lists are read as the in-order path reads
  * them (size read again at each step, items held while used). The result, or NULL with no
  * exception: the caller declines (before any read that could run Python code: every object is
- * type-checked before it is read). */
+ * type-checked before it is read). With wire (tensors given, want_sha set), the dual form: the
+ * pair (first hex, second hex) of pfl_dual_end, the parts encoded and hashed once for both. */
 static PyObject *
 pfl_parts_direct(PyObject *pairs, const char *ps, size_t pn, const char *ss, size_t sn, int want_sha,
                  PyObject *tensors, PyObject *const *types, const char *fs, size_t fn, PyObject *fragment_type,
-                 PyObject *rank_type)
+                 PyObject *rank_type, const pfl_wire *wire)
 {
     pfl_ctx c;
     pfl_sink sink = {{NULL, 0, 0}, NULL};
@@ -1265,7 +1338,13 @@ pfl_parts_direct(PyObject *pairs, const char *ps, size_t pn, const char *ss, siz
         Py_DECREF(pair);
         if (rc < 0) goto done;
     }
-    if (pfl_sink_write(&sink, "]", 1) < 0 || pfl_sink_write(&sink, ss, sn) < 0) goto done;
+    if (pfl_sink_write(&sink, "]", 1) < 0) goto done;
+    if (wire != NULL) {
+        result = pfl_dual_end(&sink, ss, sn, tensors, types, fs, fn, wire);
+        ok = result != NULL;
+        goto done;
+    }
+    if (pfl_sink_write(&sink, ss, sn) < 0) goto done;
     if (tensors != NULL && (td_sink_tensors(&sink, tensors, types) < 0 || pfl_sink_write(&sink, fs, fn) < 0))
         goto done;
     result = pfl_sink_result(&sink);
@@ -1281,12 +1360,37 @@ done:
 static PyObject *
 py_canonical_parts_json(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"pairs", "prefix", "suffix", "sha256", "tensors", "after", "types", NULL};
+    static char *kwlist[] = {"pairs", "prefix", "suffix", "sha256", "tensors", "after", "types", "wire", NULL};
     PyObject *pairs, *prefix = NULL, *suffix = NULL, *tensors = Py_None, *after = NULL, *type_tuple = NULL;
+    PyObject *wire_arg = Py_None;
     int want_sha = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|UUpOUO!:canonical_parts_json", kwlist, &pairs, &prefix,
-                                     &suffix, &want_sha, &tensors, &after, &PyTuple_Type, &type_tuple))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|UUpOUO!O:canonical_parts_json", kwlist, &pairs, &prefix,
+                                     &suffix, &want_sha, &tensors, &after, &PyTuple_Type, &type_tuple, &wire_arg))
         return NULL;
+    pfl_wire wire = {"", "", "", 0, 0, 0};
+    if (wire_arg != Py_None) {
+        /* (head, tail, after): the dual form, with tensors and sha256 only */
+        if (!PyTuple_CheckExact(wire_arg) || PyTuple_Size(wire_arg) != 3) {
+            PyErr_SetString(PyExc_TypeError, "wire must be a (head, tail, after) tuple of str");
+            return NULL;
+        }
+        if (tensors == Py_None || !want_sha) {
+            PyErr_SetString(PyExc_ValueError, "wire needs tensors and sha256=True");
+            return NULL;
+        }
+        const char **texts[3] = {&wire.head, &wire.tail, &wire.after};
+        size_t *lens[3] = {&wire.hn, &wire.tn, &wire.an};
+        static const char *const wire_names[3] = {"wire head", "wire tail", "wire after"};
+        for (Py_ssize_t k = 0; k < 3; k++) {
+            Py_ssize_t n = 0;
+            /* borrowed UTF-8 caches of the tuple's str items: the tuple holds them */
+            PyObject *item = PyTuple_GetItem(wire_arg, k);
+            const char *text = item == NULL ? NULL : pfl_ascii(item, &n, wire_names[k]);
+            if (text == NULL) return NULL;
+            *texts[k] = text;
+            *lens[k] = (size_t)n;
+        }
+    }
     if (!PyList_Check(pairs)) {
         PyErr_SetString(PyExc_TypeError, "pairs must be a list");
         return NULL;
@@ -1320,7 +1424,8 @@ py_canonical_parts_json(PyObject *Py_UNUSED(module), PyObject *args, PyObject *k
         const char *as = "";
         if (after != NULL && (as = pfl_ascii(after, &an, "after")) == NULL) return NULL;
         PyObject *fused = pfl_parts_direct(pairs, ps, (size_t)pn, ss, (size_t)sn, want_sha, tensors, types, as,
-                                           (size_t)an, types[TD_TYPES], types[TD_TYPES + 1]);
+                                           (size_t)an, types[TD_TYPES], types[TD_TYPES + 1],
+                                           wire_arg == Py_None ? NULL : &wire);
         if (fused != NULL || PyErr_Occurred()) return fused;
         Py_RETURN_NONE;
     }
@@ -1328,7 +1433,7 @@ py_canonical_parts_json(PyObject *Py_UNUSED(module), PyObject *args, PyObject *k
         /* the batched path when every value is of the exact classes; else (it read nothing
          * observable) the in-order encoding below, which raises the first error in list order */
         PyObject *result = pfl_parts_direct(pairs, ps, (size_t)pn, ss, (size_t)sn, want_sha, NULL, types, "", 0,
-                                            types[TD_TYPES], types[TD_TYPES + 1]);
+                                            types[TD_TYPES], types[TD_TYPES + 1], NULL);
         if (result != NULL || PyErr_Occurred()) return result;
     }
     PyObject *result = NULL;

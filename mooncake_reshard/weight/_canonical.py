@@ -166,43 +166,8 @@ def canonical_json_with_parts(
     in front of it in one C buffer.
     """
     if tensors is not None:
-        if payload and all(
-            type(key) is str and key > "parts" and key != "tensors" for key in payload
-        ):
-            before = {key: value for key, value in payload.items() if key < "tensors"}
-            after = {key: value for key, value in payload.items() if key > "tensors"}
-            middle = ","
-            if before:
-                middle += _native.canonical_json(before)[1:-1] + ","
-            middle += '"tensors":'
-            tensor_items = tensors if type(tensors) is tuple or type(tensors) is list else list(tensors)
-            try:
-                tail = "}"
-                if after:
-                    tail = "," + _native.canonical_json(after)[1:-1] + "}"
-                pairs = _part_pairs(parts)
-            except Exception:
-                tensors_json(tensor_items)  # an error of the tensors comes first, as it did
-                raise
-            # The tensors list encoded by C straight after the middle text, into the same
-            # buffer or digest (no text object of it, no copy); None: something unusual, then
-            # the exact encoding below raises the same errors as before.
-            fused = _native.canonical_parts_json(
-                pairs,
-                prefix='{"parts":',
-                suffix=middle,
-                sha256=sha256,
-                tensors=tensor_items,
-                after=tail,
-                types=_TENSOR_TYPES,
-            )
-            if fused is not None:
-                return fused
-            # one join: the tensors text can be large, copy it once; the fused form declined
-            # before any read that could run Python code, the in-order encoding reads the
-            # tensors, then the fragments in list order (as the dict encoding below does)
-            text = "".join([middle, tensors_json(tensor_items), tail])
-            return _native.canonical_parts_json(pairs, prefix='{"parts":', suffix=text, sha256=sha256)
+        if _fusable(payload):
+            return _fused_with_tensors(payload, parts, sha256, tensors, None)[0]
         payload = dict(payload)
         payload["tensors"] = [tensor_object(tensor) for tensor in tensors]
     if payload and all(type(key) is str and key > "parts" for key in payload):
@@ -221,6 +186,107 @@ def canonical_json_with_parts(
     if sha256:
         return _native.canonical_sha256(content)
     return _native.canonical_json(content)
+
+
+def _fusable(payload: dict[str, Any]) -> bool:
+    return bool(payload) and all(
+        type(key) is str and key > "parts" and key != "tensors" for key in payload
+    )
+
+
+def _middle_and_tail(payload: dict[str, Any]) -> tuple[str, str]:
+    """The text between the parts list and the tensors list, and after the tensors list, of
+    ``canonical_json({**payload, "parts": ..., "tensors": ...})`` (every key of ``payload``
+    sorting after "parts")."""
+    before = {key: value for key, value in payload.items() if key < "tensors"}
+    after = {key: value for key, value in payload.items() if key > "tensors"}
+    middle = ","
+    if before:
+        middle += _native.canonical_json(before)[1:-1] + ","
+    middle += '"tensors":'
+    tail = "}"
+    if after:
+        tail = "," + _native.canonical_json(after)[1:-1] + "}"
+    return middle, tail
+
+
+def _fused_with_tensors(
+    payload: dict[str, Any],
+    parts: Iterable[Any],
+    sha256: bool,
+    tensors: Sequence[TensorDescriptor],
+    wire: Optional[dict[str, Any]],
+) -> tuple[str, Optional[str]]:
+    """``canonical_json_with_parts(payload, parts, sha256=sha256, tensors=tensors)`` for a
+    ``payload`` every key of which sorts after "parts" (and is not "tensors"), and ``None``; or,
+    with ``wire`` (``sha256`` set), the same and the hex SHA-256 of the canonical JSON of ``{**wire,
+    "placement_id": "sha256:" + <that digest>, "parts": ..., "tensors": ...}`` over the same
+    parts and tensors, the parts and tensors encoded once for both (``None`` in its place when
+    the C encoder declines or ``wire`` does not have that shape: the caller encodes it later)."""
+    middle = ","
+    before = {key: value for key, value in payload.items() if key < "tensors"}
+    if before:
+        middle += _native.canonical_json(before)[1:-1] + ","
+    middle += '"tensors":'
+    tensor_items = tensors if type(tensors) is tuple or type(tensors) is list else list(tensors)
+    try:
+        after = {key: value for key, value in payload.items() if key > "tensors"}
+        tail = "}"
+        if after:
+            tail = "," + _native.canonical_json(after)[1:-1] + "}"
+        pairs = _part_pairs(parts)
+    except Exception:
+        tensors_json(tensor_items)  # an error of the tensors comes first, as it did
+        raise
+    wire_texts = None
+    if wire is not None and sha256 and _fusable(wire) and all(key > "placement_id" for key in wire):
+        # "placement_id" sorts first among the wire object's keys after "parts" (every key of
+        # wire sorts after it), so its text from the parts on is ',"placement_id":"sha256:' +
+        # the digest + '"' + the middle text of wire alone
+        try:
+            wire_middle, wire_tail = _middle_and_tail(wire)
+        except Exception:  # not encodable here: the digest is left to placement_wire_json
+            pass
+        else:
+            wire_texts = (',"placement_id":"sha256:', '"' + wire_middle, wire_tail)
+    # The tensors list encoded by C straight after the middle text, into the same
+    # buffer or digest (no text object of it, no copy); None: something unusual, then
+    # the exact encoding below raises the same errors as before.
+    fused = _native.canonical_parts_json(
+        pairs,
+        prefix='{"parts":',
+        suffix=middle,
+        sha256=sha256,
+        tensors=tensor_items,
+        after=tail,
+        types=_TENSOR_TYPES,
+        wire=wire_texts,
+    )
+    if type(fused) is tuple:
+        return fused[0], fused[1]
+    if fused is not None:
+        return fused, None
+    # one join: the tensors text can be large, copy it once; the fused form declined
+    # before any read that could run Python code, the in-order encoding reads the
+    # tensors, then the fragments in list order (as the dict encoding below does)
+    text = "".join([middle, tensors_json(tensor_items), tail])
+    return _native.canonical_parts_json(pairs, prefix='{"parts":', suffix=text, sha256=sha256), None
+
+
+def content_and_wire_sha256(
+    payload: dict[str, Any],
+    parts: Iterable[Any],
+    tensors: Sequence[TensorDescriptor],
+    wire: Optional[dict[str, Any]],
+) -> tuple[str, Optional[str]]:
+    """``(canonical_json_with_parts(payload, parts, sha256=True, tensors=tensors), digest)``,
+    ``digest`` being the hex SHA-256 of ``canonical_json_with_parts({**wire, "placement_id":
+    "sha256:" + <the first>}, parts, tensors=tensors)`` (the placement's wire digest when
+    ``payload`` is its content and ``wire`` its other wire fields), computed from the same
+    encoding of the parts and tensors; ``None`` in its place when that is not done here."""
+    if _fusable(payload):
+        return _fused_with_tensors(payload, parts, True, tensors, wire)
+    return canonical_json_with_parts(payload, parts, sha256=True, tensors=tensors), None
 
 
 def placement_wire_json(placement: Any, *, sha256: bool = False) -> str:

@@ -11,7 +11,7 @@ from .._collector import collector_paused
 from ..contracts._checks import item_tuple, require_str, require_u64
 from ..contracts.ids import PlacementId, PlacementSetId, ResourceId, RevisionId
 from ..contracts.manifest import ResourceKind
-from ._canonical import canonical_json_with_parts, placement_wire_json, topology_object
+from ._canonical import content_and_wire_sha256, placement_wire_json, topology_object
 from ._coverage import validate_complete_coverage
 from .part import WeightPlacementPart, assembled_part
 from .topology import ParallelTopology
@@ -139,11 +139,22 @@ class WeightPlacementManifest:
     @property
     def digest(self) -> str:
         """Hex SHA-256 of the canonical placement JSON (spec §6.4); computed once."""
-        cached = self.__dict__.get("_digest_cache")
+        state = self.__dict__
+        cached = state.get("_digest_cache")
         if cached is None:
-            # the SHA-256 of serde.weight_placement_to_json(self) (ASCII text), hashed as the C
-            # encoder writes it
-            cached = placement_wire_json(self, sha256=True)
+            # computed by the constructor with the placement id (one encoding of the parts and
+            # tensors for both) while the fields it read are still these very objects
+            ahead = state.pop("_digest_ahead", None)
+            if (
+                type(ahead) is tuple
+                and type(self) is WeightPlacementManifest
+                and all(state.get(name) is value for name, value in zip(_WIRE_FIELDS, ahead[1:]))
+            ):
+                cached = ahead[0]
+            else:
+                # the SHA-256 of serde.weight_placement_to_json(self) (ASCII text), hashed as
+                # the C encoder writes it
+                cached = placement_wire_json(self, sha256=True)
             object.__setattr__(self, "_digest_cache", cached)
         return cached
 
@@ -223,6 +234,18 @@ class WeightPlacementManifest:
                 placement_id=placement_id,
             )
 
+
+# the fields placement_wire_json reads, in the order _digest_ahead holds them after the digest
+_WIRE_FIELDS = (
+    "resource_id",
+    "revision",
+    "weight_generation",
+    "placement_set_id",
+    "placement_id",
+    "topology",
+    "parts",
+    "tensors",
+)
 
 _PICKLED_FIELDS = (
     "resource_id",
@@ -338,9 +361,20 @@ def _initialize(
         "placement_set_id": placement_set_id,
         "topology": topology_object(topology),
     }
-    canonical = "sha256:" + canonical_json_with_parts(
-        content, ordered_parts, sha256=True, tensors=tensors
-    )
+    # the wire object's other fields (placement_wire_json's payload without placement_id): its
+    # digest is hashed from the same encoding of the parts and tensors (None: not done here)
+    wire = None
+    if type(self) is WeightPlacementManifest:
+        wire = {
+            "resource_kind": "model_weight",
+            "resource_id": resource_id,
+            "revision": revision,
+            "weight_generation": weight_generation,
+            "placement_set_id": placement_set_id,
+            "topology": content["topology"],
+        }
+    content_digest, wire_digest = content_and_wire_sha256(content, ordered_parts, tensors, wire)
+    canonical = "sha256:" + content_digest
     if placement_id is not None and placement_id != canonical:
         raise ValueError("placement_id does not match canonical logical content")
     state = self.__dict__
@@ -354,6 +388,19 @@ def _initialize(
     state["tensors"] = tensors
     state["fragments"] = fragments
     state["_digest_cache"] = None
+    if wire_digest is not None:
+        # a derived cache (never pickled): what digest returns while these fields are unchanged
+        state["_digest_ahead"] = (
+            wire_digest,
+            resource_id,
+            revision,
+            weight_generation,
+            placement_set_id,
+            canonical,
+            topology,
+            ordered_parts,
+            tensors,
+        )
     if table is not None:
         _native.untrack_table(table)  # holds no Python reference: never on a cycle
         state["_fragment_table"] = table
