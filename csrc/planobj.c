@@ -984,6 +984,15 @@ ss_id_less(PyObject *a, PyObject *b, PyObject *name)
     return result;
 }
 
+/* ss_id_less of two ids already read (no attribute read): 1, 0, 2 when either is not an exact
+ * str, -1 error. */
+static int
+ss_str_less(PyObject *x, PyObject *y)
+{
+    if (!PyUnicode_CheckExact(x) || !PyUnicode_CheckExact(y)) return 2;
+    return PyObject_RichCompareBool(x, y, Py_LT); /* exact str: no Python code runs */
+}
+
 static size_t
 ss_capacity(size_t n)
 {
@@ -1032,14 +1041,103 @@ ss_owner_values(PyObject *owner, PyObject *kinds, Py_ssize_t nk, int64_t *out)
     return 1;
 }
 
+/* The entry of key in the pointer-keyed map m, or NULL when absent. */
+static const Py_ssize_t *
+po_tmap_get(const po_tmap *m, PyObject *key)
+{
+    if (m->key == NULL) return NULL;
+    size_t i = (size_t)po_hash((uint64_t)(uintptr_t)key) & m->mask;
+    while (m->key[i] != NULL) {
+        if (m->key[i] == key) return &m->t[i];
+        i = (i + 1) & m->mask;
+    }
+    return NULL;
+}
+
+/* The tensor index the pointer-keyed map m holds for key, or -1 (absent, or not a needed
+ * tensor). */
+static Py_ssize_t
+po_tmap_find(const po_tmap *m, PyObject *key)
+{
+    const Py_ssize_t *t = po_tmap_get(m, key);
+    return t == NULL ? -1 : *t;
+}
+
+/* The chosen owners of the complete replicas (slots 0..R-1) of the tensors not routed by a DP
+ * owner, as ss_build_tables' lookups chosen[tids[t]] give them, but each chosen dict read in
+ * its own order: an entry whose key object is one the pre-read met (met: tensor-id object ->
+ * tensor index, by value through tensor_index) belongs to that tensor (an exact str equal to
+ * tids[t]: the one key the lookup finds), without hashing the key or probing the dict for it.
+ * A (tensor, slot) no entry filled that way (its key another object of that value, or none)
+ * is then looked up as before. 1 done, 0 fall back, -1 error. */
+static int
+ss_replica_owners(Py_ssize_t ntensors, PyObject *kinds_list, PyObject *slot_list, Py_ssize_t nreplicas,
+                  PyObject **tids, const int64_t *routed, int64_t *owners, int64_t *valid, const po_tmap *met)
+{
+    Py_ssize_t nslots = nreplicas + 1;
+    for (Py_ssize_t s = 0; s < nreplicas; s++) {
+        PyObject *chosen = PyList_GetItem(slot_list, s);
+        if (chosen == NULL) return -1;
+        if (!PyDict_Check(chosen)) return 0;
+        Py_INCREF(chosen);
+        Py_ssize_t pos = 0;
+        PyObject *key, *owner;
+        int rc = 1;
+        while (rc == 1 && PyDict_Next(chosen, &pos, &key, &owner)) { /* no Python code runs */
+            Py_ssize_t t = po_tmap_find(met, key);
+            if (t < 0 || t >= ntensors || routed[t] || tids[t] == NULL || valid[t * nslots + s]) continue;
+            PyObject *kinds = PyList_GetItem(kinds_list, t);
+            if (kinds == NULL) {
+                rc = -1;
+                break;
+            }
+            Py_ssize_t nk = PyTuple_Size(kinds); /* an exact tuple of at most 4 (ss_build_tables) */
+            if (nk < 0) {
+                rc = -1;
+                break;
+            }
+            rc = ss_owner_values(owner, kinds, nk, &owners[(t * nslots + s) * 4]);
+            valid[t * nslots + s] = rc == 1;
+        }
+        Py_DECREF(chosen);
+        if (rc != 1) return rc;
+    }
+    for (Py_ssize_t t = 0; t < ntensors; t++) {
+        if (routed[t] || tids[t] == NULL) continue;
+        for (Py_ssize_t s = 0; s < nreplicas; s++) {
+            if (valid[t * nslots + s]) continue;
+            PyObject *chosen = PyList_GetItem(slot_list, s); /* a dict (checked above) */
+            PyObject *kinds = PyList_GetItem(kinds_list, t);
+            if (chosen == NULL || kinds == NULL) return -1;
+            Py_ssize_t nk = PyTuple_Size(kinds);
+            if (nk < 0) return -1;
+            Py_INCREF(chosen);
+            int rc = 1;
+            PyObject *owner = PyDict_GetItemWithError(chosen, tids[t]); /* borrowed */
+            if (owner == NULL) {
+                rc = PyErr_Occurred() ? -1 : 1; /* no chosen owner: slot stays invalid */
+            } else {
+                Py_INCREF(owner);
+                rc = ss_owner_values(owner, kinds, nk, &owners[(t * nslots + s) * 4]);
+                valid[t * nslots + s] = rc == 1;
+                Py_DECREF(owner);
+            }
+            Py_DECREF(chosen);
+            if (rc != 1) return rc;
+        }
+    }
+    return 1;
+}
+
 /* The owner tables of select_sources from the planner's values. tids[t] receives a strong
  * reference to tensor t's id (NULL when tensor_index names no tensor t). Per tensor t:
  * routed[t], axes[t*4..], and per slot s (R complete replicas, then the DP owner's slot R)
- * valid[t*(R+1)+s] and owners[(t*(R+1)+s)*4..]. 1 done, 0 fall back, -1 error. */
+ * valid[t*(R+1)+s] and owners[(t*(R+1)+s)*4..]. With met (the pre-read's tensor-id map), the
+ * complete replicas' owners come from ss_replica_owners. 1 done, 0 fall back, -1 error. */
 static int
 ss_build_tables(PyObject *tensor_index, Py_ssize_t ntensors, PyObject *kinds_list, PyObject *owner_list,
                 PyObject *slot_list, Py_ssize_t nreplicas, PyObject **tids, int64_t *routed, int64_t *axes,
-                int64_t *owners, int64_t *valid)
+                int64_t *owners, int64_t *valid, const po_tmap *met)
 {
     Py_ssize_t pos = 0;
     PyObject *key, *value;
@@ -1084,7 +1182,7 @@ ss_build_tables(PyObject *tensor_index, Py_ssize_t ntensors, PyObject *kinds_lis
             row_valid[nreplicas] = rc == 1;
         } else {
             routed[t] = 0;
-            for (Py_ssize_t s = 0; rc == 1 && s < nreplicas && tids[t] != NULL; s++) {
+            for (Py_ssize_t s = 0; rc == 1 && met == NULL && s < nreplicas && tids[t] != NULL; s++) {
                 PyObject *chosen = PyList_GetItem(slot_list, s);
                 if (chosen == NULL) {
                     rc = -1;
@@ -1111,7 +1209,45 @@ ss_build_tables(PyObject *tensor_index, Py_ssize_t ntensors, PyObject *kinds_lis
         Py_DECREF(dp_owner);
         if (rc != 1) return rc;
     }
-    return 1;
+    return met == NULL ? 1 : ss_replica_owners(ntensors, kinds_list, slot_list, nreplicas, tids, routed, owners, valid, met);
+}
+
+/* select_sources' per-tensor tables (ss_build_tables) and cover map, read by ss_cover_of. */
+typedef struct {
+    const int64_t *routed, *axes, *owners, *valid, *dps;
+    Py_ssize_t nreplicas;
+    int64_t nslots;
+    const po_map *covers;
+} ss_tables;
+
+/* The cover a fragment of tensor t with rank coordinates rank (dp, tp, pp, ep) is eligible
+ * for: its slot (the DP owner's for a routed tensor, else its complete replica's, found by
+ * rank.dp) must be valid, its owner coordinates the slot's owner and some target must need
+ * the (tensor, slot) cover. The cover id, or -1 when the fragment is not eligible. */
+static int64_t
+ss_cover_of(const ss_tables *tb, int64_t t, const int64_t *rank)
+{
+    int64_t slot = (int64_t)tb->nreplicas;
+    if (!tb->routed[t]) {
+        Py_ssize_t lo = 0, hi = tb->nreplicas;
+        while (lo < hi) {
+            Py_ssize_t mid = lo + (hi - lo) / 2;
+            if (tb->dps[mid] < rank[0]) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo == tb->nreplicas || tb->dps[lo] != rank[0]) return -1;
+        slot = (int64_t)lo;
+    }
+    int64_t key = t * tb->nslots + slot;
+    if (!tb->valid[key]) return -1;
+    for (int k = 0; k < 4; k++) {
+        int64_t a = tb->axes[t * 4 + k];
+        if (a >= 0 && rank[a] != tb->owners[key * 4 + k]) return -1;
+    }
+    const po_map *covers = tb->covers;
+    size_t ci = (size_t)po_hash((uint64_t)key) & covers->mask;
+    while (covers->key[ci] != -1 && covers->key[ci] != key) ci = (ci + 1) & covers->mask;
+    return covers->key[ci] == -1 ? -1 : covers->id[ci]; /* -1: no target needs this cover */
 }
 
 /* What select_sources reads of fragment i, read beforehand in address order (ss_preread). */
@@ -1134,14 +1270,16 @@ ss_pre_free(ss_pre *pre, size_t n)
 
 /* Reads, in the objects' address order, everything select_sources' loop reads of each of the
  * n fragments (exactly ftype, ranks exactly rtype): the tensor index, and for needed tensors
- * the rank coordinates, offsets and shape (po_push_coords into pc), nbytes and the id.
+ * the rank coordinates, offsets and shape (po_push_coords into pc), nbytes and the id. The
+ * tensor index of every tensor-id object met is left in *tmap_out (the caller frees its
+ * arrays; the objects are borrowed from the fragments, which the caller holds).
  * Returns the rows (the caller frees them with ss_pre_free), or NULL with no exception set
  * when anything is unusual (another type, a failed read, a value the loop would not accept):
  * the loop then reads the objects itself, in order, exactly as without this. Nothing here
  * runs Python code: exact types, instance-dict reads, exact str dict keys. */
 static ss_pre *
 ss_preread(PyObject *fragments, int is_list, Py_ssize_t n, PyObject *ftype, PyObject *rtype, PyObject *const *names,
-           PyObject *tensor_index, Py_ssize_t ntensors, const int64_t *tensor_ndim, po_buf *pc)
+           PyObject *tensor_index, Py_ssize_t ntensors, const int64_t *tensor_ndim, po_buf *pc, po_tmap *tmap_out)
 {
     size_t count = (size_t)n;
     mr_kv *order = mr_alloc_array(count ? count : 1, sizeof(mr_kv));
@@ -1150,15 +1288,32 @@ ss_preread(PyObject *fragments, int is_list, Py_ssize_t n, PyObject *ftype, PyOb
     PyObject *v[SS_ID + 1] = {NULL}, *rv[4] = {NULL}; /* fields from the state scans (new references) */
     int ok = 0;
     if (order == NULL || pre == NULL) goto done;
+    size_t tused = 0;
     {
-        size_t tcap = 16;
-        while (tcap < count * 2 && tcap < ((size_t)1 << 24)) tcap *= 2;
+        /* sized by the tensors (grown as distinct id objects come), not by the fragments: a
+         * table twice the fragment count is probed at random and leaves the cache */
+        size_t tcap = 64;
+        while (tcap < (size_t)ntensors * 2 + 64 && tcap < count * 2 && tcap < ((size_t)1 << 24)) tcap *= 2;
         tmap.key = PyMem_Calloc(tcap, sizeof(PyObject *));
         tmap.t = mr_alloc_array(tcap, sizeof(Py_ssize_t));
         if (tmap.key == NULL || tmap.t == NULL) goto done;
         tmap.mask = tcap - 1;
+        /* seeded with tensor_index's own key objects (their entries read in order, the keys
+         * not read): a fragment whose tensor-id object is one of them finds its tensor by
+         * pointer, as the lookup would by identity (an exact str: its hash is its value's) */
+        Py_ssize_t pos = 0;
+        PyObject *key, *value;
+        while (PyDict_Next(tensor_index, &pos, &key, &value)) { /* no Python code runs */
+            if (!PyLong_Check(value)) continue; /* the lookup decides (and declines) */
+            int overflow = 0;
+            long long tv = PyLong_AsLongLongAndOverflow(value, &overflow);
+            if (tv == -1 && PyErr_Occurred()) goto done;
+            if (overflow != 0 || tv < 0 || tv >= (long long)ntensors) continue;
+            Py_ssize_t *slot = po_tmap_slot_grow(&tmap, &tused, key);
+            if (slot == NULL) goto done;
+            *slot = (Py_ssize_t)tv;
+        }
     }
-    size_t tused = 0;
     for (size_t i = 0; i < count; i++) {
         PyObject *item = is_list ? PyList_GetItem(fragments, (Py_ssize_t)i) : PyTuple_GetItem(fragments, (Py_ssize_t)i);
         if (item == NULL) goto done;
@@ -1189,9 +1344,8 @@ ss_preread(PyObject *fragments, int is_list, Py_ssize_t n, PyObject *ftype, PyOb
             goto done;
         }
         Py_ssize_t t = -1;
-        size_t j = (size_t)po_hash((uint64_t)(uintptr_t)tid) & tmap.mask;
-        while (tmap.key[j] != NULL && tmap.key[j] != tid) j = (j + 1) & tmap.mask;
-        if (tmap.key[j] == tid) t = tmap.t[j];
+        const Py_ssize_t *known = po_tmap_get(&tmap, tid);
+        if (known != NULL) t = *known;
         else {
             PyObject *index = PyDict_GetItemWithError(tensor_index, tid); /* exact str: no Python code */
             if (index == NULL) {
@@ -1214,11 +1368,12 @@ ss_preread(PyObject *fragments, int is_list, Py_ssize_t n, PyObject *ftype, PyOb
                 }
                 t = (Py_ssize_t)tv;
             }
-            if ((tused + 1) * 2 <= tmap.mask + 1) { /* else: looked up every time */
-                tmap.key[j] = tid;
-                tmap.t[j] = t;
-                tused++;
+            Py_ssize_t *slot = po_tmap_slot_grow(&tmap, &tused, tid);
+            if (slot == NULL) {
+                Py_DECREF(tid);
+                goto done;
             }
+            *slot = t;
         }
         /* the tid object stays alive: the fragment holds it, and the map compares pointers
          * only while every fragment is alive (this call) */
@@ -1264,12 +1419,13 @@ done:
     for (int a = 0; a < 4; a++) Py_XDECREF(rv[a]);
     if (PyErr_Occurred()) PyErr_Clear();
     PyMem_Free(order);
-    PyMem_Free(tmap.key);
-    PyMem_Free(tmap.t);
     if (!ok) {
+        PyMem_Free(tmap.key);
+        PyMem_Free(tmap.t);
         ss_pre_free(pre, count);
         return NULL;
     }
+    *tmap_out = tmap;
     return pre;
 }
 
@@ -1313,6 +1469,7 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
         return NULL;
     }
     ss_pre *pre = NULL;
+    po_tmap met = {NULL, NULL, 0}; /* the pre-read's tensor-id objects -> tensor index */
     po_buf pc = {0};
     Py_ssize_t npre = 0;
     PyObject *names[SS_N] = {NULL};
@@ -1322,6 +1479,7 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
             *cover_keys = NULL;
     ss_row *rows = NULL;
     size_t nrows = 0;
+    int rows_borrowed = 0; /* rows[].obj borrowed from fragments (the pre path) rather than held */
     po_buf coords = {0};
     size_t *pos_slots = NULL;
     int64_t *positions = NULL;
@@ -1376,9 +1534,15 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
             goto done;
         }
     }
+    Py_ssize_t n = is_list ? PyList_Size(fragments) : PyTuple_Size(fragments);
+    if (n < 0) goto done;
+    if (want_pre) {
+        pre = ss_preread(fragments, is_list, n, ftype, rtype, names, tensor_index, ntensors, tensor_ndim, &pc, &met);
+        if (pre != NULL) npre = n;
+    }
     {
         int rc = ss_build_tables(tensor_index, ntensors, kinds_list, owner_list, slot_list, nreplicas, tids, routed,
-                                 axes, owners, valid);
+                                 axes, owners, valid, pre != NULL ? &met : NULL);
         if (rc < 0) goto done;
         if (rc == 0) {
             result = Py_None;
@@ -1405,8 +1569,6 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
             }
         }
     }
-    Py_ssize_t n = is_list ? PyList_Size(fragments) : PyTuple_Size(fragments);
-    if (n < 0) goto done;
     rows = mr_alloc_array((size_t)n, sizeof(ss_row));
     positions = mr_alloc_array((size_t)n, sizeof(int64_t));
     if (rows == NULL || positions == NULL) goto done;
@@ -1423,10 +1585,12 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
     picks.mask = pcap - 1;
     size_t pos_mask = pcap - 1;
     int64_t npositions = 0, npicks = 0;
-    if (want_pre) {
-        pre = ss_preread(fragments, is_list, n, ftype, rtype, names, tensor_index, ntensors, tensor_ndim, &pc);
-        if (pre != NULL) npre = n;
-    }
+    ss_tables tb = {routed, axes, owners, valid, dps, nreplicas, nslots, &covers};
+    /* With the pre-read values nothing in the loop below runs Python code (no attribute read,
+     * no comparison but of exact str), and an exact tuple never changes (the call holds it):
+     * the rows then borrow their fragments from it instead of holding (touching) every
+     * scattered object; the chosen ones are taken for the result below, still held by it. */
+    rows_borrowed = pre != NULL && PyTuple_CheckExact(fragments);
     size_t ahead_slot[16] = {0}; /* pre path: the position slot of fragment i, taken at i - 16 */
 
     for (Py_ssize_t i = 0; i < n && !fallback; i++) {
@@ -1435,13 +1599,9 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
         if (size < 0) goto done;
         if (i >= size) break;
         if (pre != NULL) {
-            /* hints only (the loop's reads below decide): the fragment 8 further on, and the
-             * position slot (taken 16 ahead) and the row it held (8 ahead) of later fragments;
-             * the rows come in list order, their slots and first rows are scattered */
-            if (i + 8 < size) {
-                PyObject *ahead = is_list ? PyList_GetItem(fragments, i + 8) : PyTuple_GetItem(fragments, i + 8);
-                if (ahead != NULL) __builtin_prefetch(ahead, 1);
-            }
+            /* hints only (the loop's reads below decide): the position slot (taken 16 ahead)
+             * and the row it held (8 ahead) of later fragments; the rows come in list order,
+             * their slots and first rows are scattered */
             if (i + 16 < npre && pre[i + 16].t >= 0 && pc.v != NULL) {
                 const ss_pre *q = &pre[i + 16];
                 size_t at = (size_t)ss_geometry_hash(q->t, &pc.v[q->coord], tensor_ndim[q->t]) & pos_mask;
@@ -1455,9 +1615,10 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
         }
         PyObject *fragment = is_list ? PyList_GetItem(fragments, i) : PyTuple_GetItem(fragments, i);
         if (fragment == NULL) goto done;
-        Py_INCREF(fragment);
+        if (!rows_borrowed) Py_INCREF(fragment);
         PyObject *rank = NULL;
         int rc = -1;
+        int64_t cover = -1;
         if (pre != NULL) { /* the same values, read beforehand; nothing below runs Python code */
             const ss_pre *p = &pre[i];
             if (p->t < 0) {
@@ -1471,6 +1632,7 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
             rc = -1;
             for (int64_t k = 0; k < 2 * tensor_ndim[p->t]; k++)
                 if (po_push(&coords, pc.v[p->coord + (size_t)k]) < 0) goto row_done;
+            cover = ss_cover_of(&tb, p->t, row->rank);
             goto have_row;
         }
         PyObject *tensor_id = PyObject_GetAttr(fragment, names[SS_TENSOR]);
@@ -1519,40 +1681,20 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
         rc = po_push_coords(&coords, shape, tensor_ndim[t]);
         Py_DECREF(shape);
         if (rc <= 0) goto row_done;
+        cover = ss_cover_of(&tb, (int64_t)t, row->rank);
     have_row:
-        /* both paths: rows[nrows] filled (t, rank, coordinates) */
+        /* both paths: rows[nrows] filled (t, rank, coordinates), cover its eligible cover */
         row = &rows[nrows];
         t = (Py_ssize_t)row->t;
         row->at = (size_t)i;
         rc = 1;
         row->obj = fragment;
-        Py_INCREF(fragment);
+        if (!rows_borrowed) Py_INCREF(fragment);
         size_t r = nrows++;
         int64_t position = ss_position(pos_slots, pos_mask, rows, r, coords.v, tensor_ndim, positions,
                                        &npositions);
-        /* Eligibility: the owner routes DP-owned tensors, else the fragment's complete replica. */
-        int64_t slot = nreplicas;
-        if (!routed[t]) {
-            Py_ssize_t lo = 0, hi = nreplicas;
-            while (lo < hi) {
-                Py_ssize_t mid = lo + (hi - lo) / 2;
-                if (dps[mid] < row->rank[0]) lo = mid + 1;
-                else hi = mid;
-            }
-            if (lo == nreplicas || dps[lo] != row->rank[0]) goto row_done; /* rc == 1 */
-            slot = (int64_t)lo;
-        }
-        int64_t key = (int64_t)t * nslots + slot;
-        if (!valid[key]) goto row_done;
-        for (int k = 0; k < 4; k++) {
-            int64_t a = axes[t * 4 + k];
-            if (a >= 0 && row->rank[a] != owners[key * 4 + k]) goto row_done;
-        }
+        if (cover < 0) goto row_done; /* not eligible (rc == 1) */
         {
-            size_t ci = (size_t)po_hash((uint64_t)key) & covers.mask;
-            while (covers.key[ci] != -1 && covers.key[ci] != key) ci = (ci + 1) & covers.mask;
-            if (covers.key[ci] == -1) goto row_done; /* no target needs this cover */
-            int64_t cover = covers.id[ci];
             int64_t pick_key;
             if (mr_mul_i64(cover, (int64_t)n, &pick_key) < 0 || mr_add_i64(pick_key, position, &pick_key) < 0) {
                 rc = 0;
@@ -1566,7 +1708,10 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
                 const ss_row *best = &rows[pick_row[id]];
                 int cmp = ss_rank_cmp(row, best);
                 if (cmp == 0) {
-                    cmp = ss_id_less(row->obj, best->obj, names[SS_ID]);
+                    if (pre != NULL) /* the pre-read ids (both needed: strong references) */
+                        cmp = ss_str_less(pre[row->at].id, pre[best->at].id);
+                    else
+                        cmp = ss_id_less(row->obj, best->obj, names[SS_ID]);
                     if (cmp < 0) {
                         rc = -1;
                         goto row_done;
@@ -1582,7 +1727,7 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
         }
     row_done:
         Py_XDECREF(rank);
-        Py_DECREF(fragment);
+        if (!rows_borrowed) Py_DECREF(fragment);
         if (rc < 0) goto done;
         if (rc == 0) fallback = 1;
     }
@@ -1705,13 +1850,15 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
     }
 done:
     ss_pre_free(pre, (size_t)npre);
+    PyMem_Free(met.key);
+    PyMem_Free(met.t);
     PyMem_Free(pc.v);
     for (int k = 0; k < SS_N; k++) Py_XDECREF(names[k]);
     if (tids != NULL) {
         for (Py_ssize_t t = 0; t < ntensors; t++) Py_XDECREF(tids[t]);
     }
     PyMem_Free(tids);
-    if (rows != NULL) {
+    if (rows != NULL && !rows_borrowed) {
         for (size_t r = 0; r < nrows; r++) Py_DECREF(rows[r].obj);
     }
     PyMem_Free(rows);
