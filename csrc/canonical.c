@@ -2512,13 +2512,100 @@ done:
     return result;
 }
 
+static int
+sg_size_cmp(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return x < y ? -1 : (x > y ? 1 : 0);
+}
+
+/* The distinct form's extras: a list of ngroups tuples, tuple g holding sorted(set(the extras
+ * of the items of group g)) as new ints, from group[0:n] (each item's group) and count (items
+ * per group). Py_None (a new reference, nothing raised) when some extra is not an exact int in
+ * range(2**31): the caller declines; NULL with an exception. */
+static PyObject *
+sg_distinct(PyObject *extra, const size_t *group, size_t n, const size_t *count, size_t ngroups)
+{
+    PyObject *out = NULL;
+    size_t *value = mr_alloc_array(n ? n : 1, sizeof(size_t));
+    size_t *start = mr_alloc_array(ngroups + 1, sizeof(size_t));
+    size_t *fill = mr_alloc_array(ngroups ? ngroups : 1, sizeof(size_t));
+    size_t *bygroup = mr_alloc_array(n ? n : 1, sizeof(size_t));
+    uint32_t *stamp = NULL;
+    size_t top = 0;
+    if (value == NULL || start == NULL || fill == NULL || bygroup == NULL) goto done;
+    for (size_t i = 0; i < n; i++) {
+        PyObject *x = PyList_GetItem(extra, (Py_ssize_t)i);
+        if (x == NULL) goto done;
+        Py_ssize_t v = PyLong_CheckExact(x) ? PyLong_AsSsize_t(x) : -1;
+        if (v == -1 && PyErr_Occurred()) PyErr_Clear();
+        if (v < 0 || v >= ((Py_ssize_t)1 << 31)) {
+            out = Py_NewRef(Py_None);
+            goto done;
+        }
+        value[i] = (size_t)v;
+        if ((size_t)v >= top) top = (size_t)v + 1;
+    }
+    if (ngroups > (size_t)UINT32_MAX - 1) {
+        out = Py_NewRef(Py_None);
+        goto done;
+    }
+    /* values in a range not much wider than their count: a stamp per value skips most repeats
+     * (only a shortcut: the sort below drops every repeat) */
+    if (top <= 2 * n + 1024) {
+        stamp = mr_alloc_array(top ? top : 1, sizeof(uint32_t));
+        if (stamp == NULL) goto done;
+        memset(stamp, 0, (top ? top : 1) * sizeof(uint32_t));
+    }
+    start[0] = 0;
+    for (size_t g = 0; g < ngroups; g++) start[g + 1] = start[g] + count[g];
+    memcpy(fill, start, ngroups * sizeof(size_t));
+    /* each group's values, most repeats skipped (stamp[v] = 1 + the last group to take v) */
+    for (size_t i = 0; i < n; i++) {
+        size_t g = group[i], v = value[i];
+        if (stamp == NULL || stamp[v] != (uint32_t)(g + 1)) {
+            if (stamp != NULL) stamp[v] = (uint32_t)(g + 1);
+            bygroup[fill[g]++] = v;
+        }
+    }
+    /* a value met again in its group after another group's took it is pushed twice: the sort
+     * below brings the copies together and they are dropped */
+    out = PyList_New((Py_ssize_t)ngroups);
+    for (size_t g = 0; out != NULL && g < ngroups; g++) {
+        size_t *vs = bygroup + start[g], m = fill[g] - start[g], k = 0;
+        qsort(vs, m, sizeof(size_t), sg_size_cmp);
+        for (size_t p = 0; p < m; p++)
+            if (p == 0 || vs[p] != vs[p - 1]) vs[k++] = vs[p];
+        PyObject *tuple = PyTuple_New((Py_ssize_t)k);
+        if (tuple == NULL || PyList_SetItem(out, (Py_ssize_t)g, tuple) < 0) {
+            Py_CLEAR(out);
+            break;
+        }
+        for (size_t p = 0; p < k; p++) {
+            PyObject *v = PyLong_FromSize_t(vs[p]);
+            if (v == NULL || PyTuple_SetItem(tuple, (Py_ssize_t)p, v) < 0) { /* steals v */
+                Py_CLEAR(out);
+                break;
+            }
+        }
+    }
+done:
+    PyMem_Free(value);
+    PyMem_Free(start);
+    PyMem_Free(fill);
+    PyMem_Free(bygroup);
+    PyMem_Free(stamp);
+    return out;
+}
+
 static PyObject *
 py_sorted_groups(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *items, *given, *group_arg, *extra;
     Py_ssize_t ngroups_arg;
-    if (!PyArg_ParseTuple(args, "O!O!O!nO!:sorted_groups", &PyList_Type, &items, &PyList_Type, &given, &PyList_Type,
-                          &group_arg, &ngroups_arg, &PyList_Type, &extra))
+    int distinct = 0;
+    if (!PyArg_ParseTuple(args, "O!O!O!nO!|p:sorted_groups", &PyList_Type, &items, &PyList_Type, &given,
+                          &PyList_Type, &group_arg, &ngroups_arg, &PyList_Type, &extra, &distinct))
         return NULL;
     Py_ssize_t n = PyList_Size(items);
     if (n < 0) return NULL;
@@ -2533,6 +2620,8 @@ py_sorted_groups(PyObject *Py_UNUSED(module), PyObject *args)
     size_t ngroups = (size_t)ngroups_arg, un = (size_t)n;
     PyObject *result = NULL, *keys = NULL, *ordered = NULL, *rows = NULL, *groups = NULL, *extras = NULL;
     PyObject **gslots = NULL, **xslots = NULL, **iptr = NULL, **xptr = NULL;
+    unsigned char *ginert = NULL;
+    int every_inert = 1;
     size_t *group = mr_alloc_array(un ? un : 1, sizeof(size_t));
     size_t *count = mr_alloc_array(ngroups ? ngroups : 1, sizeof(size_t));
     size_t *cursor = mr_alloc_array(ngroups ? ngroups : 1, sizeof(size_t));
@@ -2587,10 +2676,22 @@ py_sorted_groups(PyObject *Py_UNUSED(module), PyObject *args)
     if (groups == NULL) goto done;
     extras = sg_group_tuples(count, ngroups, xslots);
     if (extras == NULL) goto done;
+    /* which groups hold only inert items (common.h: no collector support, or an untracked
+     * object that is not a dict; at depth 0 a tracked tuple is not): their tuples, and the
+     * sorted tuple when every item is, are untracked after the fill, as the collector would at
+     * its next pass (and as untrack_inert of the part or placement holding them would, after
+     * visiting every item again in sorted order). Read here, in input order. */
+    ginert = mr_alloc_array(ngroups ? ngroups : 1, 1);
+    if (ginert == NULL) goto done;
+    memset(ginert, 1, ngroups ? ngroups : 1);
     for (Py_ssize_t i = 0; i < n; i++) {
         iptr[i] = PyList_GetItem(items, i);
         xptr[i] = PyList_GetItem(extra, i);
         if (iptr[i] == NULL || xptr[i] == NULL) goto done;
+        if (!mr_gc_inert(iptr[i], 0)) {
+            ginert[group[i]] = 0;
+            every_inert = 0;
+        }
     }
     /* no Python code runs from here to the end of the fill */
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -2616,8 +2717,24 @@ py_sorted_groups(PyObject *Py_UNUSED(module), PyObject *args)
             goto done;
         }
     }
+    /* no Python code has run since the items were judged: they are still untracked */
+    if (every_inert && PyObject_GC_IsTracked(ordered)) PyObject_GC_UnTrack(ordered);
+    for (size_t g = 0; g < ngroups; g++)
+        if (ginert[g] && PyObject_GC_IsTracked(gslots[g])) PyObject_GC_UnTrack(gslots[g]);
+    if (distinct) {
+        /* each group's distinct extras, ascending, instead of its extras */
+        PyObject *sets = sg_distinct(extra, group, un, count, ngroups);
+        if (sets == NULL) goto done;
+        if (sets == Py_None) {
+            result = sets;
+            goto done;
+        }
+        Py_DECREF(extras);
+        extras = sets;
+    }
     result = PyTuple_Pack(4, ordered, rows, groups, extras);
 done:
+    PyMem_Free(ginert);
     Py_XDECREF(keys);
     Py_XDECREF(ordered);
     Py_XDECREF(rows);
@@ -2658,7 +2775,10 @@ static PyMethodDef canonical_methods[] = {
     {"tensor_shape_groups", (PyCFunction)py_tensor_shape_groups, METH_VARARGS, tensor_shape_groups_doc},
     {"sorted_groups", (PyCFunction)py_sorted_groups, METH_VARARGS,
      "(sorted items, rows, items by group, extra by group), the groups in sorted order; None when a key is not "
-     "an exact str."},
+     "an exact str. The sorted tuple and each group's tuple are untracked by the collector when every item "
+     "they hold is inert (no collector support, or an untracked non-dict object). With distinct (a sixth "
+     "argument, default False) each group's extras are sorted(set(...)) of them (a tuple of ints); None also "
+     "when an extra is not an exact int in range(2**31)."},
     {"placement_fragment_id", (PyCFunction)(void (*)(void))py_placement_fragment_id,
      METH_VARARGS | METH_KEYWORDS, "'sha256:' + hex of the canonical placement fragment content (spec 6.1)."},
     {NULL, NULL, 0, NULL},

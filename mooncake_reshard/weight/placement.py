@@ -60,23 +60,25 @@ def _sorted_groups(
     Sequence[Sequence[int]],
 ]:
     """``(ordered, rows, by_group, tensor_ids_by_group)``: ``fragments`` sorted by id (stable),
-    each input fragment's position in it (``None`` from the Python fallback), and per group
-    the fragments (and their ``tensor_ids`` entries) in that order. C does it when every id is
-    a str (tuples, built without touching the objects in the scattered sorted order).
-    ``keys``, when given, are the fragments' ids already read."""
+    each input fragment's position in it (``None`` from the Python fallback), per group the
+    fragments in that order, and per group its distinct ``tensor_ids`` entries, ascending. C
+    does it when every id is a str and every entry an int in ``range(2**31)`` (tuples, built
+    without touching the objects in the scattered sorted order). ``keys``, when given, are the
+    fragments' ids already read."""
     if keys is None:
         keys = list(map(_fragment_key, fragments))
-    result = _native.sorted_groups(list(fragments), keys, group_of, ngroups, tensor_ids)
+    result = _native.sorted_groups(list(fragments), keys, group_of, ngroups, tensor_ids, True)
     if result is not None:
         ordered, rows, by_group, tensor_ids_by_group = result
         return ordered, rows, by_group, tensor_ids_by_group
     order = sorted(range(len(fragments)), key=keys.__getitem__)
     by_group: list[list[PlacementFragment]] = [[] for _ in range(ngroups)]
-    tensor_ids_by_group: list[list[int]] = [[] for _ in range(ngroups)]
+    ids_by_group: list[set[int]] = [set() for _ in range(ngroups)]
     for position in order:
         by_group[group_of[position]].append(fragments[position])
-        tensor_ids_by_group[group_of[position]].append(tensor_ids[position])
-    return [fragments[position] for position in order], None, by_group, tensor_ids_by_group
+        ids_by_group[group_of[position]].add(tensor_ids[position])
+    distinct = [sorted(ids) for ids in ids_by_group]
+    return [fragments[position] for position in order], None, by_group, distinct
 
 
 def _sorted_by_tensor_id(tensors: tuple[TensorDescriptor, ...]) -> list[TensorDescriptor]:
@@ -621,7 +623,7 @@ def _assemble_grouped(
     buckets = []
     for participant, group in zip(topology.participants, participant_groups):
         # the part's tensors, sorted by id: its distinct tensor positions in increasing order
-        part_tensors = tuple(map(tensor_at, sorted(set(tensors_by_group[group]))))
+        part_tensors = tuple(map(tensor_at, tensors_by_group[group]))
         buckets.append((participant, part_tensors, by_group[group]))
     manifest_fields: dict[str, Any] = {
         "resource_id": resource_id,
