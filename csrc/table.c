@@ -998,7 +998,7 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
     PyObject *prev_id = NULL; /* strong reference */
     int rc = 0;
     tbl_rank_memo memo = {NULL, 0, 0};
-    tbl_prefix *prefix = NULL; /* with rows: of ids[i] */
+    tbl_prefix *prefix = NULL; /* with rows: prefix[r] of row r's id (ids[i] of row rows[i]) */
     if (rows != NULL && (prefix = mr_alloc_array(n ? (size_t)n : 1, sizeof(tbl_prefix))) == NULL) return -1;
     for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
         if (rows != NULL && i + TBL_AHEAD < n) {
@@ -1011,6 +1011,7 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
             __builtin_prefetch(&t->nbytes[ahead], 1);
             __builtin_prefetch(&t->tensor[ahead], 1);
             __builtin_prefetch(&t->ndim[ahead], 1);
+            __builtin_prefetch(&prefix[ahead], 1);
         }
         PyObject *fragment = tbl_item(fragments, i);
         if (fragment == NULL) {
@@ -1045,13 +1046,13 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
             else Py_INCREF(v[k]);
         }
         if (rc == 0 && rows != NULL) {
-            /* ids and their prefixes by input position (written in sequence), judged in row
-             * order after the loop */
+            /* ids by input position (written in sequence), their prefixes at their rows (as
+             * the row's other columns), judged in row order after the loop */
             if (!PyUnicode_CheckExact(v[TOK_ID])) *increasing = 0;
             else if (*increasing && ids[i] == NULL) {
                 Py_INCREF(v[TOK_ID]);
                 ids[i] = v[TOK_ID];
-                tbl_prefix_of(v[TOK_ID], &prefix[i]);
+                tbl_prefix_of(v[TOK_ID], &prefix[r]);
             }
         }
         else if (rc == 0 && *increasing) {
@@ -1155,16 +1156,24 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
     }
     Py_XDECREF(prev_id);
     tbl_rank_memo_free(&memo);
-    /* rows: ids strictly increasing in row order (ids[i] is row rows[i]'s) */
+    /* rows: ids strictly increasing in row order (ids[i] is row rows[i]'s), decided by the
+     * prefixes read in sequence; the ids themselves (through input_of, made at the first
+     * need) only where two prefixes tie or one is missing */
     if (rc == 0 && rows != NULL && *increasing && t->n > 1) {
-        size_t *input_of = mr_alloc_array(t->n, sizeof(size_t));
-        if (input_of == NULL) rc = -1;
-        for (size_t i = 0; rc == 0 && i < t->n; i++) input_of[rows[i]] = i;
+        size_t *input_of = NULL;
         for (size_t r = 1; rc == 0 && *increasing && r < t->n; r++) {
-            size_t a = input_of[r - 1], b = input_of[r];
             int cmp = 0;
-            if (prefix[a].ok && prefix[b].ok) cmp = memcmp(prefix[b].b, prefix[a].b, sizeof(prefix[a].b));
+            if (prefix[r - 1].ok && prefix[r].ok) cmp = memcmp(prefix[r].b, prefix[r - 1].b, sizeof(prefix[r].b));
             if (cmp == 0) {
+                if (input_of == NULL) {
+                    input_of = mr_alloc_array(t->n, sizeof(size_t));
+                    if (input_of == NULL) {
+                        rc = -1;
+                        break;
+                    }
+                    for (size_t i = 0; i < t->n; i++) input_of[rows[i]] = i;
+                }
+                size_t a = input_of[r - 1], b = input_of[r];
                 cmp = PyUnicode_Compare(ids[b], ids[a]);
                 if (cmp == -1 && PyErr_Occurred()) rc = -1;
             }
