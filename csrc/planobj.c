@@ -420,6 +420,28 @@ po_tmap_slot_grow(po_tmap *m, size_t *used, PyObject *key)
     return &m->t[i];
 }
 
+/* The entry of key in the pointer-keyed map m, or NULL when absent. */
+static const Py_ssize_t *
+po_tmap_get(const po_tmap *m, PyObject *key)
+{
+    if (m->key == NULL) return NULL;
+    size_t i = (size_t)po_hash((uint64_t)(uintptr_t)key) & m->mask;
+    while (m->key[i] != NULL) {
+        if (m->key[i] == key) return &m->t[i];
+        i = (i + 1) & m->mask;
+    }
+    return NULL;
+}
+
+/* The tensor index the pointer-keyed map m holds for key, or -1 (absent, or not a needed
+ * tensor). */
+static Py_ssize_t
+po_tmap_find(const po_tmap *m, PyObject *key)
+{
+    const Py_ssize_t *t = po_tmap_get(m, key);
+    return t == NULL ? -1 : *t;
+}
+
 /* Geometry of the targets already read by fragment_columns (list order): per fragment its
  * dimension count, coordinates at a running position of offsets / shapes, and nbytes as
  * po_nbytes gives it. Only values that fit this path are ever packed there. */
@@ -698,6 +720,22 @@ po_pack_targets(PyObject *Py_UNUSED(self), PyObject *args)
         if (tmap.key == NULL || tmap.t == NULL) goto done;
         for (size_t i = 0; i < tcap; i++) tmap.key[i] = NULL;
         tmap.mask = tcap - 1;
+        /* seeded with tensor_index's exact str keys (the targets' tensor-id objects, usually:
+         * the planner's index is made from them), each read once here: a target whose id
+         * object is one of them is then known to be an exact str with its tensor, by pointer,
+         * without reading the object (as the lookup would find it, by identity) */
+        Py_ssize_t pos = 0;
+        PyObject *key, *value;
+        while (PyDict_Next(tensor_index, &pos, &key, &value)) { /* no Python code runs */
+            if (!PyUnicode_CheckExact(key) || !PyLong_Check(value)) continue; /* the lookup decides */
+            int overflow = 0;
+            long long tv = PyLong_AsLongLongAndOverflow(value, &overflow);
+            if (tv == -1 && PyErr_Occurred()) goto done;
+            if (overflow != 0 || tv < 0 || tv >= (long long)ntensors) continue;
+            Py_ssize_t *slot = po_tmap_slot_grow(&tmap, &tused, key);
+            if (slot == NULL) goto done;
+            *slot = (Py_ssize_t)tv;
+        }
     }
     /* every fragment packed pushes one tensor, cover and nbytes value and its coordinates
      * (those of the geometry, with g): the buffers sized to that at once */
@@ -712,12 +750,14 @@ po_pack_targets(PyObject *Py_UNUSED(self), PyObject *args)
         PyObject *dp = dps == Py_None ? NULL : PyList_GetItem(dps, i);
         if ((tids != Py_None && tid == NULL) || (dps != Py_None && dp == NULL)) goto done;
         if (tid != NULL && i + PO_AHEAD < PyList_Size(tids)) {
-            /* the targets come in id order, their tensor-id objects in tensor order: ask for
-             * the one PO_AHEAD further on now (a hint: a pointer, not read) */
-            PyObject *ahead = PyList_GetItem(tids, i + PO_AHEAD);
-            if (ahead != NULL) __builtin_prefetch(ahead);
-            /* and the home slot of the one PO_AHEAD / 2 further on in the tensor-id map (its
+            /* the targets come in id order, their tensor-id objects in tensor order: without
+             * the map (no geometry) ask for the one PO_AHEAD further on now (a hint: a pointer,
+             * not read); with it, for the home slot of the one PO_AHEAD / 2 further on (its
              * pointer hashed, not read; the map is as large as the tensors are many) */
+            if (geom == NULL) {
+                PyObject *ahead = PyList_GetItem(tids, i + PO_AHEAD);
+                if (ahead != NULL) __builtin_prefetch(ahead);
+            }
             PyObject *near = geom != NULL ? PyList_GetItem(tids, i + PO_AHEAD / 2) : NULL;
             if (near != NULL) {
                 size_t slot = (size_t)po_hash((uint64_t)(uintptr_t)near) & tmap.mask;
@@ -726,10 +766,13 @@ po_pack_targets(PyObject *Py_UNUSED(self), PyObject *args)
             }
         }
         int rc;
-        if (geom != NULL && PyUnicode_CheckExact(tid) && PyLong_CheckExact(dp)) {
+        /* every key in the map is an exact str (seeded ones checked, the others before their
+         * insertion below): a hit needs no read of the id object */
+        Py_ssize_t *hit = geom != NULL && tid != NULL ? (Py_ssize_t *)po_tmap_get(&tmap, tid) : NULL;
+        if (geom != NULL && (hit != NULL || PyUnicode_CheckExact(tid)) && PyLong_CheckExact(dp)) {
             /* Nothing below runs Python code (exact str keys and ints): the fragment is not
              * touched at all, and the lists (held by the caller) keep tid and dp alive. */
-            Py_ssize_t *t = po_tmap_slot_grow(&tmap, &tused, tid);
+            Py_ssize_t *t = hit != NULL ? hit : po_tmap_slot_grow(&tmap, &tused, tid);
             if (t == NULL) goto done;
             if (*t < 0) {
                 rc = po_tensor_of(tensor_index, tid, ntensors, t);
@@ -1039,28 +1082,6 @@ ss_owner_values(PyObject *owner, PyObject *kinds, Py_ssize_t nk, int64_t *out)
         out[k] = (int64_t)v;
     }
     return 1;
-}
-
-/* The entry of key in the pointer-keyed map m, or NULL when absent. */
-static const Py_ssize_t *
-po_tmap_get(const po_tmap *m, PyObject *key)
-{
-    if (m->key == NULL) return NULL;
-    size_t i = (size_t)po_hash((uint64_t)(uintptr_t)key) & m->mask;
-    while (m->key[i] != NULL) {
-        if (m->key[i] == key) return &m->t[i];
-        i = (i + 1) & m->mask;
-    }
-    return NULL;
-}
-
-/* The tensor index the pointer-keyed map m holds for key, or -1 (absent, or not a needed
- * tensor). */
-static Py_ssize_t
-po_tmap_find(const po_tmap *m, PyObject *key)
-{
-    const Py_ssize_t *t = po_tmap_get(m, key);
-    return t == NULL ? -1 : *t;
 }
 
 /* The chosen owners of the complete replicas (slots 0..R-1) of the tensors not routed by a DP
