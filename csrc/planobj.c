@@ -1945,13 +1945,14 @@ po_str_head(PyObject *id, po_head *h)
     h->kind = PO_HEAD;
 }
 
-/* Whether the exact-str ids (a list; ids[i]'s head at base + i * stride) are in
+/* Whether the exact-str ids (the list ids, or the array arr when not NULL; ids[i]'s head at
+ * base + i * stride) are in
  * non-decreasing order: 1, 0, -1 when some head is PO_NOT_STR, -2 with an exception. Two heads
  * that differ order their ids as PyUnicode_Compare does (UTF-8 byte order is code point order;
  * a zero pad differs only from a byte past the shorter id's end, which then sorts first), so
  * the str objects are compared only when a head is missing or two heads are equal. */
 static int
-po_heads_order(const char *base, size_t stride, PyObject *ids, Py_ssize_t n)
+po_heads_order(const char *base, size_t stride, PyObject *ids, Py_ssize_t n, PyObject *const *arr)
 {
     for (Py_ssize_t i = 0; i < n; i++)
         if (((const po_head *)(const void *)(base + (size_t)i * stride))->kind == PO_NOT_STR) return -1;
@@ -1962,7 +1963,8 @@ po_heads_order(const char *base, size_t stride, PyObject *ids, Py_ssize_t n)
             if (a->w[0] > b->w[0] || (a->w[0] == b->w[0] && a->w[1] > b->w[1])) return 0;
             continue;
         }
-        PyObject *x = PyList_GetItem(ids, i - 1), *y = PyList_GetItem(ids, i);
+        PyObject *x = arr != NULL ? arr[i - 1] : PyList_GetItem(ids, i - 1);
+        PyObject *y = arr != NULL ? arr[i] : PyList_GetItem(ids, i);
         if (x == NULL || y == NULL) return -2;
         int cmp = PyUnicode_Compare(x, y);
         if (cmp == -1 && PyErr_Occurred()) return -2;
@@ -2009,6 +2011,58 @@ done:
     PyMem_Free(ids);
     PyMem_Free(order);
     return ok;
+}
+
+/* The ids of a part's fragments, an exact tuple of n > 0 (which cannot change; the caller
+ * holds it), read in address order when every fragment is exactly ftype and every id an exact
+ * str: then *ids_out holds the n ids (new references, the caller's), *heads_out their heads and
+ * *order_out the address order (arrays the caller frees), and 1 is returned. 0 (nothing kept,
+ * no exception set) otherwise. Unlike pe_ids_address_order no private list is made: the
+ * fragments are not held again (a touch of every scattered object in id order), and the ids
+ * can go straight into the executor's tuple. */
+static int
+pe_tuple_ids(PyObject *fragments, Py_ssize_t n, PyObject *ftype, PyObject *name, PyObject ***ids_out,
+             po_head **heads_out, mr_kv **order_out)
+{
+    size_t count = (size_t)n;
+    mr_kv *order = mr_alloc_array(count, sizeof(mr_kv));
+    PyObject **ids = PyMem_Calloc(count, sizeof(PyObject *));
+    po_head *heads = mr_alloc_array(count, sizeof(po_head));
+    int ok = 0, sorted = 0;
+    if (order == NULL || ids == NULL || heads == NULL) goto done;
+    for (size_t i = 0; i < count; i++) {
+        PyObject *item = PyTuple_GetItem(fragments, (Py_ssize_t)i);
+        if (item == NULL) goto done;
+        order[i].key = (uint64_t)(uintptr_t)item;
+        order[i].idx = i;
+    }
+    if (mr_radix_sort(order, count) < 0) goto done;
+    sorted = 1; /* from here order[] is a permutation of 0..n-1 */
+    for (size_t k = 0; k < count; k++) {
+        if (k + 8 < count) __builtin_prefetch((const void *)(uintptr_t)order[k + 8].key); /* a hint only */
+        PyObject *item = (PyObject *)(uintptr_t)order[k].key; /* held by the tuple (no Python code runs) */
+        if ((PyObject *)Py_TYPE(item) != ftype) goto done;
+        PyObject *id = PyObject_GetAttr(item, name);
+        if (id == NULL) goto done;
+        ids[order[k].idx] = id;
+        if (!PyUnicode_CheckExact(id)) goto done;
+        po_str_head(id, &heads[order[k].idx]);
+    }
+    ok = 1;
+done:
+    if (PyErr_Occurred()) PyErr_Clear();
+    if (!ok) {
+        if (sorted) /* released in address order, as they were read (none before the sort) */
+            for (size_t k = 0; k < count; k++) Py_XDECREF(ids[order[k].idx]);
+        PyMem_Free(ids);
+        PyMem_Free(heads);
+        PyMem_Free(order);
+        return 0;
+    }
+    *ids_out = ids;
+    *heads_out = heads;
+    *order_out = order;
+    return 1;
 }
 
 /* 1 when every item of the list is an exact str and they do not decrease (then sorting is the
@@ -2112,13 +2166,77 @@ pe_used_contains(pe_used *u, PyObject *id)
     return PySet_Contains(u->set, id);
 }
 
+static PyObject *pe_executor(PyObject *cls, PyObject *const *names, PyObject *placement_id, PyObject *participant,
+                             PyObject *rank, PyObject *key, PyObject *sorted_ids);
+
+/* pe_part on the ids pe_tuple_ids read (arr: n new references, all moved into the executor's
+ * tuple or released here; heads and order as it made them): the same reads of the part and
+ * its rank in the same order, the same result. The ids are exact str, so the membership tests
+ * and the order check run no Python code; ids already in order (a placement part's are) become
+ * the tuple without touching any of them again. */
+static PyObject *
+pe_part_tuple(PyObject *cls, PyObject *const *names, PyObject *placement_id, PyObject *part, PyObject *participant,
+              pe_used *used, PyObject **arr, const po_head *heads, const mr_kv *order, Py_ssize_t n)
+{
+    PyObject *result = NULL, *rank = NULL, *key = NULL, *sorted_ids = NULL, *list = NULL;
+    int any = 0;
+    for (Py_ssize_t i = 0; i < n && !any; i++) {
+        int rc = pe_used_contains(used, arr[i]);
+        if (rc < 0) goto done;
+        any = rc;
+    }
+    if (!any) {
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    rank = PyObject_GetAttr(part, names[PE_RANK]);
+    if (rank == NULL) goto done;
+    key = PyTuple_New(4);
+    if (key == NULL) goto done;
+    for (int a = 0; a < 4; a++) {
+        PyObject *value = PyObject_GetAttr(rank, names[PE_DP + a]);
+        if (value == NULL || PyTuple_SetItem(key, a, value) < 0) goto done;
+    }
+    {
+        int in_order = po_heads_order((const char *)heads, sizeof(po_head), NULL, n, arr);
+        if (in_order == -2) goto done;
+        if (in_order == 1) { /* the ids' references move into the tuple */
+            sorted_ids = PyTuple_New(n);
+            if (sorted_ids == NULL) goto done;
+            for (Py_ssize_t i = 0; i < n; i++) {
+                PyTuple_SetItem(sorted_ids, i, arr[i]); /* steals; index in range */
+                arr[i] = NULL;
+            }
+        } else {
+            list = PyList_New(n);
+            if (list == NULL) goto done;
+            for (Py_ssize_t i = 0; i < n; i++) {
+                PyList_SetItem(list, i, arr[i]); /* steals; index in range */
+                arr[i] = NULL;
+            }
+            if (PyList_Sort(list) < 0) goto done;
+            sorted_ids = PyList_AsTuple(list);
+            if (sorted_ids == NULL) goto done;
+        }
+    }
+    result = pe_executor(cls, names, placement_id, participant, rank, key, sorted_ids);
+done:
+    for (Py_ssize_t k = 0; k < n; k++) Py_XDECREF(arr[order[k].idx]); /* those not moved, in address order */
+    Py_XDECREF(list);
+    Py_XDECREF(sorted_ids);
+    Py_XDECREF(rank);
+    Py_XDECREF(key);
+    return result;
+}
+
 static PyObject *
 pe_part(PyObject *cls, PyObject *const *names, PyObject *placement_id, PyObject *part,
         pe_used *used, PyObject *participants, PyObject *ftype)
 {
     PyObject *participant = PyObject_GetAttr(part, names[PE_PARTICIPANT]);
     if (participant == NULL) return NULL;
-    PyObject *result = NULL, *fragments = NULL, *ids = NULL, *rank = NULL, *key = NULL, *dict = NULL;
+    PyObject *result = NULL, *fragments = NULL, *ids = NULL, *rank = NULL, *key = NULL;
     if (participants != Py_None) {
         int rc = PySequence_Contains(participants, participant);
         if (rc < 0) goto done;
@@ -2130,6 +2248,19 @@ pe_part(PyObject *cls, PyObject *const *names, PyObject *placement_id, PyObject 
     }
     fragments = PyObject_GetAttr(part, names[PE_FRAGMENTS]);
     if (fragments == NULL) goto done;
+    if (ftype != Py_None && PyTuple_CheckExact(fragments) && PyTuple_Size(fragments) > 0) {
+        PyObject **arr = NULL;
+        po_head *heads = NULL;
+        mr_kv *order = NULL;
+        Py_ssize_t n = PyTuple_Size(fragments);
+        if (pe_tuple_ids(fragments, n, ftype, names[PE_FRAGMENT_ID], &arr, &heads, &order)) {
+            result = pe_part_tuple(cls, names, placement_id, part, participant, used, arr, heads, order, n);
+            PyMem_Free(arr); /* every reference moved or released */
+            PyMem_Free(heads);
+            PyMem_Free(order);
+            goto done;
+        }
+    }
     ids = PySequence_List(fragments); /* a private list: hostile hooks cannot resize it */
     if (ids == NULL) goto done;
     Py_ssize_t n = PyList_Size(ids);
@@ -2178,30 +2309,35 @@ pe_part(PyObject *cls, PyObject *const *names, PyObject *placement_id, PyObject 
     }
     PyObject *sorted_ids = PyList_AsTuple(ids);
     if (sorted_ids == NULL) goto done;
-    /* The fields stored in field order straight into the instance's own (key-sharing) dict. */
-    PyObject *executor = mr_new_instance(cls, &dict, "project_executors");
-    if (executor == NULL) {
-        Py_DECREF(sorted_ids);
-        goto done;
-    }
-    int rc = PyDict_SetItem(dict, names[PE_PLACEMENT_ID], placement_id);
-    if (rc == 0) rc = PyDict_SetItem(dict, names[PE_PARTICIPANT], participant);
-    if (rc == 0) rc = PyDict_SetItem(dict, names[PE_RANK], rank);
-    if (rc == 0) rc = PyDict_SetItem(dict, names[PE_FRAGMENT_IDS], sorted_ids);
+    result = pe_executor(cls, names, placement_id, participant, rank, key, sorted_ids);
     Py_DECREF(sorted_ids);
-    if (rc < 0) {
-        Py_DECREF(executor);
-        goto done;
-    }
-    (void)mr_untrack_inert(executor, dict); /* out of the cyclic collector when acyclic */
-    result = PyTuple_Pack(2, key, executor);
-    Py_DECREF(executor);
 done:
     Py_DECREF(participant);
     Py_XDECREF(fragments);
     Py_XDECREF(ids);
     Py_XDECREF(rank);
     Py_XDECREF(key);
+    return result;
+}
+
+/* The pair (key, executor) of pe_part: the fields stored in field order straight into the
+ * instance's own (key-sharing) dict. NULL with an exception on error. */
+static PyObject *
+pe_executor(PyObject *cls, PyObject *const *names, PyObject *placement_id, PyObject *participant, PyObject *rank,
+            PyObject *key, PyObject *sorted_ids)
+{
+    PyObject *dict = NULL, *result = NULL;
+    PyObject *executor = mr_new_instance(cls, &dict, "project_executors");
+    if (executor == NULL) goto done;
+    int rc = PyDict_SetItem(dict, names[PE_PLACEMENT_ID], placement_id);
+    if (rc == 0) rc = PyDict_SetItem(dict, names[PE_PARTICIPANT], participant);
+    if (rc == 0) rc = PyDict_SetItem(dict, names[PE_RANK], rank);
+    if (rc == 0) rc = PyDict_SetItem(dict, names[PE_FRAGMENT_IDS], sorted_ids);
+    if (rc < 0) goto done;
+    (void)mr_untrack_inert(executor, dict); /* out of the cyclic collector when acyclic */
+    result = PyTuple_Pack(2, key, executor);
+done:
+    Py_XDECREF(executor);
     Py_XDECREF(dict);
     return result;
 }
@@ -2643,7 +2779,7 @@ fc_at(PyObject *items, Py_ssize_t i)
 static int
 fc_order_rows(const fc_row *rows, PyObject *ids, Py_ssize_t n)
 {
-    return po_heads_order((const char *)&rows[0].head, sizeof(fc_row), ids, n);
+    return po_heads_order((const char *)&rows[0].head, sizeof(fc_row), ids, n, NULL);
 }
 
 /* The address-order pass of fragment_columns over the private list items (n > 0): every item
