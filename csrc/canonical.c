@@ -2598,6 +2598,15 @@ done:
     return out;
 }
 
+/* An input item of sorted_groups, its extra (NULL in the distinct form) and its group. */
+typedef struct {
+    PyObject *item;
+    PyObject *extra;
+    size_t group;
+} sg_row;
+
+#define SG_AHEAD 16 /* rows between a prefetch of an item's row and its use */
+
 static PyObject *
 py_sorted_groups(PyObject *Py_UNUSED(module), PyObject *args)
 {
@@ -2619,7 +2628,8 @@ py_sorted_groups(PyObject *Py_UNUSED(module), PyObject *args)
     }
     size_t ngroups = (size_t)ngroups_arg, un = (size_t)n;
     PyObject *result = NULL, *keys = NULL, *ordered = NULL, *rows = NULL, *groups = NULL, *extras = NULL;
-    PyObject **gslots = NULL, **xslots = NULL, **iptr = NULL, **xptr = NULL;
+    PyObject **gslots = NULL, **xslots = NULL;
+    sg_row *rowv = NULL;
     unsigned char *ginert = NULL;
     int every_inert = 1;
     size_t *group = mr_alloc_array(un ? un : 1, sizeof(size_t));
@@ -2669,13 +2679,25 @@ py_sorted_groups(PyObject *Py_UNUSED(module), PyObject *args)
     if (ordered == NULL || rows == NULL) goto done;
     gslots = mr_alloc_array(ngroups ? ngroups : 1, sizeof(PyObject *));
     xslots = mr_alloc_array(ngroups ? ngroups : 1, sizeof(PyObject *));
-    iptr = mr_alloc_array(un ? un : 1, sizeof(PyObject *));
-    xptr = mr_alloc_array(un ? un : 1, sizeof(PyObject *));
-    if (gslots == NULL || xslots == NULL || iptr == NULL || xptr == NULL) goto done;
+    rowv = mr_alloc_array(un ? un : 1, sizeof(sg_row));
+    if (gslots == NULL || xslots == NULL || rowv == NULL) goto done;
     groups = sg_group_tuples(count, ngroups, gslots);
     if (groups == NULL) goto done;
-    extras = sg_group_tuples(count, ngroups, xslots);
-    if (extras == NULL) goto done;
+    if (distinct) {
+        /* each group's distinct extras, ascending, instead of its extras (before the judging
+         * below: this allocates) */
+        extras = sg_distinct(extra, group, un, count, ngroups);
+        if (extras == NULL) goto done;
+        if (extras == Py_None) {
+            result = extras;
+            extras = NULL;
+            goto done;
+        }
+    }
+    else {
+        extras = sg_group_tuples(count, ngroups, xslots);
+        if (extras == NULL) goto done;
+    }
     /* which groups hold only inert items (common.h: no collector support, or an untracked
      * object that is not a dict; at depth 0 a tracked tuple is not): their tuples, and the
      * sorted tuple when every item is, are untracked after the fill, as the collector would at
@@ -2685,34 +2707,40 @@ py_sorted_groups(PyObject *Py_UNUSED(module), PyObject *args)
     if (ginert == NULL) goto done;
     memset(ginert, 1, ngroups ? ngroups : 1);
     for (Py_ssize_t i = 0; i < n; i++) {
-        iptr[i] = PyList_GetItem(items, i);
-        xptr[i] = PyList_GetItem(extra, i);
-        if (iptr[i] == NULL || xptr[i] == NULL) goto done;
-        if (!mr_gc_inert(iptr[i], 0)) {
-            ginert[group[i]] = 0;
+        sg_row *row = &rowv[i];
+        row->item = PyList_GetItem(items, i);
+        row->extra = distinct ? NULL : PyList_GetItem(extra, i);
+        row->group = group[i];
+        if (row->item == NULL || (!distinct && row->extra == NULL)) goto done;
+        if (!mr_gc_inert(row->item, 0)) {
+            ginert[row->group] = 0;
             every_inert = 0;
         }
     }
     /* no Python code runs from here to the end of the fill */
     for (Py_ssize_t i = 0; i < n; i++) {
-        Py_INCREF(iptr[i]);
-        Py_INCREF(iptr[i]);
-        Py_INCREF(xptr[i]);
+        Py_INCREF(rowv[i].item);
+        Py_INCREF(rowv[i].item);
+        Py_XINCREF(rowv[i].extra);
     }
     for (size_t g = 0; g < ngroups; g++) cursor[g] = 0;
     for (size_t k = 0; k < un; k++) {
-        size_t at = e[k].index, g = group[at], c = cursor[g]++;
+        /* the rows come in sorted order, scattered over rowv: the one SG_AHEAD on is asked
+         * for now (a hint) */
+        if (k + SG_AHEAD < un) __builtin_prefetch(&rowv[e[k + SG_AHEAD].index]);
+        const sg_row *row = &rowv[e[k].index];
+        size_t g = row->group, c = cursor[g]++;
         /* cannot fail: fresh tuples owned by this call, positions in range; each call takes
          * over (or on failure releases) one of the references taken above */
-        int bad = PyTuple_SetItem(ordered, (Py_ssize_t)k, iptr[at]) < 0;
-        bad |= PyTuple_SetItem(gslots[g], (Py_ssize_t)c, iptr[at]) < 0;
-        bad |= PyTuple_SetItem(xslots[g], (Py_ssize_t)c, xptr[at]) < 0;
+        int bad = PyTuple_SetItem(ordered, (Py_ssize_t)k, row->item) < 0;
+        bad |= PyTuple_SetItem(gslots[g], (Py_ssize_t)c, row->item) < 0;
+        if (row->extra != NULL) bad |= PyTuple_SetItem(xslots[g], (Py_ssize_t)c, row->extra) < 0;
         if (bad) {
             for (size_t rest = k + 1; rest < un; rest++) {
-                size_t r = e[rest].index;
-                Py_DECREF(iptr[r]);
-                Py_DECREF(iptr[r]);
-                Py_DECREF(xptr[r]);
+                const sg_row *r = &rowv[e[rest].index];
+                Py_DECREF(r->item);
+                Py_DECREF(r->item);
+                Py_XDECREF(r->extra);
             }
             goto done;
         }
@@ -2721,17 +2749,6 @@ py_sorted_groups(PyObject *Py_UNUSED(module), PyObject *args)
     if (every_inert && PyObject_GC_IsTracked(ordered)) PyObject_GC_UnTrack(ordered);
     for (size_t g = 0; g < ngroups; g++)
         if (ginert[g] && PyObject_GC_IsTracked(gslots[g])) PyObject_GC_UnTrack(gslots[g]);
-    if (distinct) {
-        /* each group's distinct extras, ascending, instead of its extras */
-        PyObject *sets = sg_distinct(extra, group, un, count, ngroups);
-        if (sets == NULL) goto done;
-        if (sets == Py_None) {
-            result = sets;
-            goto done;
-        }
-        Py_DECREF(extras);
-        extras = sets;
-    }
     result = PyTuple_Pack(4, ordered, rows, groups, extras);
 done:
     PyMem_Free(ginert);
@@ -2745,8 +2762,7 @@ done:
     PyMem_Free(cursor);
     PyMem_Free(gslots);
     PyMem_Free(xslots);
-    PyMem_Free(iptr);
-    PyMem_Free(xptr);
+    PyMem_Free(rowv);
     PyMem_Free(e);
     PyMem_Free(tmp);
     return result;
