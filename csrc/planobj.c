@@ -2794,6 +2794,10 @@ fc_address_pass(PyObject *items, Py_ssize_t n, PyObject *ftype, PyObject *rtype,
                 PyObject *ids, PyObject *tids, PyObject *dps, PyObject **geometry, int *order_out)
 {
     size_t count = (size_t)n;
+    /* the fragment's own field names (every name but the rank's dp), in fc_names order */
+    PyObject *fc_state_names[FC_N - 1];
+    for (int f = 0, j = 0; f < FC_N; f++)
+        if (f != FC_DP) fc_state_names[j++] = names[f];
     mr_kv *order = mr_alloc_array(count, sizeof(mr_kv));
     fc_row *rows = mr_alloc_array(count, sizeof(fc_row));
     int64_t *scratch = NULL;
@@ -2815,14 +2819,24 @@ fc_address_pass(PyObject *items, Py_ssize_t n, PyObject *ftype, PyObject *rtype,
         if ((PyObject *)Py_TYPE(item) != ftype) goto done;
         PyObject *v[FC_N] = {NULL};
         int rc = 0;
+        /* the fragment's fields from one scan of its state dict, as the attribute reads of an
+         * exact ftype instance give them (as select_sources' pre-read takes them); a field not
+         * met is read as an attribute */
+        PyObject *met[FC_N] = {NULL};
+        {
+            PyObject *state = PyObject_GenericGetDict(item, NULL);
+            po_scan_state(state, fc_state_names, FC_N - 1, met);
+            Py_XDECREF(state);
+        }
         for (int f = 0; f < FC_N && rc == 0; f++) {
             if (f == FC_DP) {
                 if ((PyObject *)Py_TYPE(v[FC_RANK]) != rtype) rc = -1;
                 else v[f] = PyObject_GetAttr(v[FC_RANK], names[f]);
             }
-            else v[f] = PyObject_GetAttr(item, names[f]);
+            else v[f] = po_take_field(item, &met[f < FC_DP ? f : f - 1], names[f]);
             if (v[f] == NULL) rc = -1;
         }
+        for (int f = 0; f < FC_N - 1; f++) Py_XDECREF(met[f]); /* those not taken (a failed read) */
         fc_row *row = &rows[i];
         if (rc == 0) {
             po_str_head(v[FC_ID], &row->head);
