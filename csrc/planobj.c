@@ -2433,6 +2433,12 @@ typedef struct {
     int64_t v[OM_MAX_KINDS];
 } om_row;
 
+#define OM_MEMO 64 /* owners remembered by om_grouped, by their least values */
+typedef struct {
+    int64_t v[OM_MAX_KINDS];
+    PyObject *owner; /* borrowed from om_grouped's owners map; NULL: empty */
+} om_memo;
+
 static PyObject *om_grouped(const om_row *rows, const size_t *best, const size_t *firsts, size_t nkeys,
                             PyObject *kinds, Py_ssize_t nkinds);
 
@@ -2479,7 +2485,10 @@ om_address_order(PyObject *fragments, int is_list, PyObject *kinds, Py_ssize_t n
         goto done;
     }
     for (size_t k = 0; k < count && !declined; k++) {
-        if (k + 8 < count) __builtin_prefetch(&rows[order[k + 8].idx], 1);
+        if (k + 8 < count) {
+            __builtin_prefetch(&rows[order[k + 8].idx], 1);
+            __builtin_prefetch((const void *)(uintptr_t)order[k + 8].key); /* a hint only */
+        }
         PyObject *item = (PyObject *)(uintptr_t)order[k].key;
         om_row *row = &rows[order[k].idx];
         if ((PyObject *)Py_TYPE(item) != ftype) {
@@ -2582,6 +2591,8 @@ om_grouped(const om_row *rows, const size_t *best, const size_t *firsts, size_t 
     PyObject *result = NULL;
     PyObject *chosen = NULL;         /* borrowed from by_dp: the dict of chosen_dp */
     int64_t chosen_dp = 0;
+    om_memo memo[OM_MEMO];
+    for (size_t k = 0; k < OM_MEMO; k++) memo[k].owner = NULL;
     if (by_dp == NULL || owners == NULL) goto done;
     for (size_t e = 0; e < nkeys; e++) {
         const om_row *first = &rows[firsts[e]], *least = &rows[best[firsts[e]]];
@@ -2597,6 +2608,17 @@ om_grouped(const om_row *rows, const size_t *best, const size_t *firsts, size_t 
             Py_DECREF(dp);
             if (chosen == NULL) goto done;
             chosen_dp = first->dp;
+        }
+        /* the owner of these least values met last time, when they are the same values (a
+         * handful of distinct owners, met over and over): the same owner object the map gives */
+        uint64_t memo_hash = 0x9E3779B97F4A7C15ULL;
+        for (Py_ssize_t a = 0; a < nkinds; a++) memo_hash = po_hash(memo_hash ^ (uint64_t)least->v[a]);
+        size_t memo_at = (size_t)(memo_hash & (OM_MEMO - 1));
+        om_memo *m = &memo[memo_at];
+        if (m->owner != NULL && memcmp(m->v, least->v, (size_t)nkinds * sizeof(int64_t)) == 0) {
+            int rc = PyDict_SetItem(chosen, first->tid, m->owner); /* owners holds it */
+            if (rc < 0) goto done;
+            continue;
         }
         PyObject *values = PyTuple_New(nkinds);
         for (Py_ssize_t a = 0; values != NULL && a < nkinds; a++) {
@@ -2619,6 +2641,8 @@ om_grouped(const om_row *rows, const size_t *best, const size_t *firsts, size_t 
         }
         Py_DECREF(values);
         if (owner == NULL) goto done;
+        memcpy(m->v, least->v, (size_t)nkinds * sizeof(int64_t));
+        m->owner = owner; /* borrowed: owners holds it until the end */
         int rc = PyDict_SetItem(chosen, first->tid, owner);
         Py_DECREF(owner);
         if (rc < 0) goto done;
