@@ -351,6 +351,7 @@ tbl_same_problem(const FragmentTable *t, const size_t *start, const size_t *hord
 }
 
 #define TBL_MAX_REPS_PER_HASH 8
+#define TBL_SMALL_GROUP 32 /* tensors of at most this many fragments sort their hashes in place */
 
 /* Kernel: group fragments by tensor and find tensors repeating an earlier tensor's
  * coverage problem: same caller class cls[] (shape and axes) and the same set of
@@ -373,6 +374,9 @@ tbl_tensor_classes(const FragmentTable *t, const int64_t *cls, size_t *start, si
     for (size_t u = 0; u < nt; u++) start[u + 1] += start[u];
     memcpy(fill, start, nt * sizeof(size_t));
     for (size_t i = 0; i < n; i++) members[fill[t->tensor[i]]++] = i;
+    size_t widest = 0;
+    for (size_t u = 0; u < nt; u++)
+        if (start[u + 1] - start[u] > widest) widest = start[u + 1] - start[u];
     for (size_t i = 0; i < n; i++) {
         uint64_t h = tbl_mix(0x51ED270B27D0A1F3ULL, t->ndim[i]);
         for (size_t k = 0; k < 4; k++) h = tbl_mix(h, (uint64_t)t->rank[i * 4 + k]);
@@ -381,14 +385,36 @@ tbl_tensor_classes(const FragmentTable *t, const int64_t *cls, size_t *start, si
             h = tbl_mix(h, (uint64_t)t->end[i * st + k]);
         }
         fh[i] = h;
-        kv[i].key = h;
-        kv[i].idx = i;
     }
-    if (mr_radix_sort(kv, n) < 0) goto done;
-    memcpy(fill, start, nt * sizeof(size_t));
-    for (size_t p = 0; p < n; p++) {
-        size_t i = kv[p].idx;
-        hord[fill[t->tensor[i]]++] = i;
+    /* hord: each tensor's fragments ordered by (hash, index) */
+    if (widest <= TBL_SMALL_GROUP) {
+        /* few fragments per tensor: each tensor's members (increasing index) sorted in place by
+         * hash, stably (an insertion sort), instead of one sort of every fragment */
+        memcpy(hord, members, n * sizeof(size_t));
+        for (size_t u = 0; u < nt; u++) {
+            size_t *m = hord + start[u], cnt = start[u + 1] - start[u];
+            for (size_t p = 1; p < cnt; p++) {
+                size_t x = m[p], q = p;
+                uint64_t hx = fh[x];
+                while (q > 0 && fh[m[q - 1]] > hx) {
+                    m[q] = m[q - 1];
+                    q--;
+                }
+                m[q] = x;
+            }
+        }
+    }
+    else {
+        for (size_t i = 0; i < n; i++) {
+            kv[i].key = fh[i];
+            kv[i].idx = i;
+        }
+        if (mr_radix_sort(kv, n) < 0) goto done;
+        memcpy(fill, start, nt * sizeof(size_t));
+        for (size_t p = 0; p < n; p++) {
+            size_t i = kv[p].idx;
+            hord[fill[t->tensor[i]]++] = i;
+        }
     }
     for (size_t u = 0; u < nt; u++) {
         uint64_t h = tbl_mix(tbl_mix(0x2545F4914F6CDD1DULL, (uint64_t)cls[u]), start[u + 1] - start[u]);
