@@ -23,6 +23,7 @@ from .contracts import (
 )
 from .geometry import FragmentBoxes, plan_overlap_regions, plan_region_objects
 from .ownership import (
+    _single_signature,
     check_target_coverage,
     complete_parallel_source_replicas,
     dp_owned_source_owners,
@@ -364,7 +365,12 @@ def _select_placed_native(
     value does not fit this path (the caller then selects exactly)."""
     if not tensor_index:
         return None
-    signatures = list(map(source_signatures.__getitem__, tensor_index))
+    # Every planned tensor has a source signature (tensor_columns read it). One signature shared
+    # by every tensor (the usual case) and no DP-owned tensor need no lookup per tensor id.
+    count = len(tensor_index)
+    single = _single_signature(source_signatures)
+    kinds = [single[0]] * count if single is not None else [source_signatures[t][0] for t in tensor_index]
+    owners = list(map(dp_owners.get, tensor_index)) if dp_owners else [None] * count
     try:
         dps = array("q", complete_ranks).tobytes()
         keys = array("q", cover_keys).tobytes()
@@ -374,8 +380,8 @@ def _select_placed_native(
         source_fragments,
         tensor_index,
         ndim_packed,
-        list(map(_record_source, signatures)),
-        list(map(dp_owners.get, tensor_index)),
+        kinds,
+        owners,
         list(map(complete.__getitem__, complete_ranks)),
         dps,
         keys,
@@ -506,8 +512,10 @@ def plan_logical_transfer(
     # on (if any) the loop below decides exactly as before and derives the message.
     planned = ordered if first_stop == len(ordered) else ordered[:first_stop]  # no copy of them all
     tensor_index: dict[str, int] = dict(zip(planned, range(first_stop)))
-    # routed by its (DP) owner rather than by target DP rank
-    tensor_routed: dict[str, bool] = dict(zip(planned, [True] * first_stop if stored else routed_flags))
+    # routed by its (DP) owner rather than by target DP rank, per tensor in tensor_index order (a
+    # map by tensor id only where the exact packing below needs one: hashing every scattered id
+    # again costs as much as a pass over the targets at scale)
+    tensor_routed: list[bool] = [True] * first_stop if stored else routed_flags
     tensor_ndim: list[int] = ndims
     tensor_itemsize: list[int] = itemsizes
     for tensor_id in ordered[first_stop:]:
@@ -521,7 +529,7 @@ def plan_logical_transfer(
             stop = target_tids.index(tensor_id)
             break
         tensor_index[tensor_id] = len(tensor_ndim)
-        tensor_routed[tensor_id] = stored or source_signatures[tensor_id][1]
+        tensor_routed.append(stored or source_signatures[tensor_id][1])
         tensor_ndim.append(len(target_tensor.global_shape))
         tensor_itemsize.append(target_tensor.itemsize)
     # The processed prefix (every target unless a tensor stops the pass), without copying the
@@ -539,7 +547,7 @@ def plan_logical_transfer(
         processed,
         tensor_index,
         ndim_packed,
-        array("q", [1 if routed else 0 for routed in tensor_routed.values()]).tobytes(),
+        array("q", [1 if routed else 0 for routed in tensor_routed]).tobytes(),
         replica_count,
         target_tids,  # already cut to the processed targets
         None if fragment_dps is None else (fragment_dps if every else fragment_dps[:stop]),
@@ -580,11 +588,12 @@ def plan_logical_transfer(
                 position, slot = divmod(key, replica_count + 1)
                 needed[(tensor_list[position], None if slot == replica_count else complete_ranks[slot])] = cover
         else:
-            if all(tensor_routed.values()):
+            routed_of = dict(zip(tensor_index, tensor_routed))
+            if all(tensor_routed):
                 keys: list[tuple[str, Optional[int]]] = [(tensor_id, None) for tensor_id in target_tids]
             else:
                 keys = [
-                    (tensor_id, None) if tensor_routed[tensor_id] else (tensor_id, complete_ranks[dp % replica_count])
+                    (tensor_id, None) if routed_of[tensor_id] else (tensor_id, complete_ranks[dp % replica_count])
                     for tensor_id, dp in zip(target_tids, map(_rank_dp, processed))
                 ]
             claim = needed.setdefault
