@@ -320,6 +320,24 @@ def test_plan_with_an_emptied_bound_field(plan: TransferPlan, field: str) -> Non
                 round_trip(forged)
 
 
+def test_forged_fields_give_the_dict_backed_outcomes() -> None:
+    """Every field of a first / last operation's target / source set to a hostile value or to
+    another fragment's, or removed (an emptied slot; the deleted key of the dict-backed class),
+    then copy / replace / pickle of the plan: exactly the outcome (acceptance, exception type and
+    message) the build before the layout change gave (tests/data/bound_forgeries_r16.json, written
+    by it with tests/data/make_bound_forgeries_r16.py)."""
+    expected = json.loads((Path(__file__).parent / "data" / "bound_forgeries_r16.json").read_text())["outcomes"]
+    spec = importlib.util.spec_from_file_location(
+        "make_bound_forgeries_r16", Path(__file__).parent / "data" / "make_bound_forgeries_r16.py"
+    )
+    assert spec is not None and spec.loader is not None
+    maker = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(maker)
+    got = maker.outcomes()
+    assert len(got) == len(expected) == 364
+    assert {key: value for key, value in got.items() if value != expected[key]} == {}
+
+
 def test_typed_fragment_reads_the_fields(plan: TransferPlan) -> None:
     bound = _bound(plan)
     _require_typed_fragment(bound)

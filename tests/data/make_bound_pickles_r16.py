@@ -1,6 +1,7 @@
 """The objects of tests/data/bound_pickles_r16.json and the script that wrote it: pickles made
-by the dict-backed BoundWeightFragment (run once with the build before the layout change, from
-the tests directory: ``cd tests && python data/make_bound_pickles_r16.py OUT``).
+by the dict-backed BoundWeightFragment (run once with the build before the layout change, with
+the tests directory on the path: ``PYTHONPATH=tests python tests/data/make_bound_pickles_r16.py
+OUT``).
 tests/test_bound_fragment_layout.py imports this module to build the very same objects: a
 bound plan of host placements on deterministic fake addresses (binding never touches the
 memory), so the pickles are the same in every process."""
