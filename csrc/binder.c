@@ -1435,13 +1435,36 @@ done:
 /* ------------------------------------------------------------------------------------------
  * bound_fragments */
 
-/* One trusted bound fragment: the bound_cls instance of (placement fragment, runtime fragment,
- * fences: instance_id, lease_id, generation), no owner and the attestation, its dict filled in
- * field order. New reference, NULL with an exception. */
-static PyObject *
-bd_bound_new(PyObject *const *nm, PyObject *bound_cls, PyObject *placement_fragment, PyObject *runtime,
-             PyObject *const *fences, PyObject *attestation)
+/* The bound fragments' builders' memo (bound_fragments, bound_fragments_ordered): see
+ * bd_bound_check. */
+static mr_layout_memo bd_bound_memo;
+
+/* Per call: *lc accepts bound_cls when it is a C-owned layout of BoundWeightFragment's fields
+ * (layout.h mr_bound_layout; bound fragments are then built with direct stores), else is
+ * cleared (built through their instance dict). BD_OK, BD_FALLBACK for a class whose instances
+ * have no __dict__ that lc did not accept (nothing is built: the Python path decides), BD_ERROR. */
+static int
+bd_bound_check(PyObject *bound_cls, mr_layout_class *lc)
 {
+    if (mr_bound_layout(&bd_bound_memo, lc, bound_cls)) return BD_OK;
+    int has_dict = mr_class_has_dict(bound_cls);
+    return has_dict < 0 ? BD_ERROR : has_dict ? BD_OK : BD_FALLBACK;
+}
+
+/* One trusted bound fragment: the bound_cls instance of (placement fragment, runtime fragment,
+ * fences: instance_id, lease_id, generation), no owner and the attestation, stored directly in
+ * its layout when lc accepted bound_cls (mr_layout_new: what __init__ stores, without the checks
+ * the caller has proven; tracked unless every value is inert), else its dict filled in field
+ * order. New reference, NULL with an exception. */
+static PyObject *
+bd_bound_new(PyObject *const *nm, const mr_layout_class *lc, PyObject *bound_cls, PyObject *placement_fragment,
+             PyObject *runtime, PyObject *const *fences, PyObject *attestation)
+{
+    if (lc->cls != NULL && lc->cls == bound_cls) {
+        PyObject *const values[MR_BF_N] = {placement_fragment, runtime, fences[0], fences[1], fences[2], Py_None,
+                                           attestation};
+        return mr_layout_new(lc, values, MR_BF_N);
+    }
     PyObject *dict = NULL, *bound = bd_new(bound_cls, &dict);
     if (bound != NULL && PyDict_SetItem(dict, nm[N_PLACEMENT], placement_fragment) == 0 &&
         PyDict_SetItem(dict, nm[N_BINDING], runtime) == 0 &&
@@ -1461,10 +1484,10 @@ bd_bound_new(PyObject *const *nm, PyObject *bound_cls, PyObject *placement_fragm
 /* The row (pfid, bound) of one trusted bound fragment (bd_bound_new). New reference, NULL with an
  * exception. */
 static PyObject *
-bd_bound_row(PyObject *const *nm, PyObject *bound_cls, PyObject *placement_fragment, PyObject *runtime,
-             PyObject *pfid, PyObject *const *fences, PyObject *attestation)
+bd_bound_row(PyObject *const *nm, const mr_layout_class *lc, PyObject *bound_cls, PyObject *placement_fragment,
+             PyObject *runtime, PyObject *pfid, PyObject *const *fences, PyObject *attestation)
 {
-    PyObject *bound = bd_bound_new(nm, bound_cls, placement_fragment, runtime, fences, attestation);
+    PyObject *bound = bd_bound_new(nm, lc, bound_cls, placement_fragment, runtime, fences, attestation);
     PyObject *row = bound == NULL ? NULL : PyTuple_Pack(2, pfid, bound);
     Py_XDECREF(bound);
     return row;
@@ -1494,7 +1517,10 @@ bd_bound_fragments(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *evidence = NULL, *binding_dict = NULL, *placement_dict = NULL;
     PyObject *fences[3] = {NULL, NULL, NULL}; /* instance_id, lease_id, generation */
     PyObject *rows = NULL;
-    int status = BD_FALLBACK;
+    mr_layout_class lc;
+    int status = bd_bound_check(bound_cls, &lc);
+    if (status != BD_OK) goto done;
+    status = BD_FALLBACK;
     if ((PyObject *)Py_TYPE(attestation) != att_cls || !PyTuple_CheckExact(part_fragments)) goto done;
     status = bd_get(attestation, nm[N_EVIDENCE], &evidence);
     if (status == BD_OK) status = bd_get(attestation, nm[N_BINDING_DICT], &binding_dict);
@@ -1523,7 +1549,7 @@ bd_bound_fragments(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             goto done;
         }
         status = BD_ERROR;
-        PyObject *row = bd_bound_row(nm, bound_cls, placement_fragment, runtime, pfid, fences, attestation);
+        PyObject *row = bd_bound_row(nm, &lc, bound_cls, placement_fragment, runtime, pfid, fences, attestation);
         Py_DECREF(pfid);
         if (row == NULL || PyTuple_SetItem(rows, i, row) < 0) goto done;
         status = BD_OK;
@@ -1574,13 +1600,13 @@ typedef struct {
 /* Builds entry's row into its part's rows tuple (an entry of result), or with result NULL (as_map)
  * only its bound fragment into entry->bound. 0 ok, -1 error. */
 static int
-bd_make_pending(PyObject *const *nm, PyObject *bound_cls, bd_pending *entry, PyObject *const *fences,
-                PyObject *attestations, PyObject *result)
+bd_make_pending(PyObject *const *nm, const mr_layout_class *lc, PyObject *bound_cls, bd_pending *entry,
+                PyObject *const *fences, PyObject *attestations, PyObject *result)
 {
     PyObject *attestation = PyTuple_GetItem(attestations, entry->part);
     if (attestation == NULL) return -1;
     if (result == NULL) {
-        entry->bound = bd_bound_new(nm, bound_cls, entry->placement, entry->runtime, fences + 3 * entry->part,
+        entry->bound = bd_bound_new(nm, lc, bound_cls, entry->placement, entry->runtime, fences + 3 * entry->part,
                                     attestation);
         if (entry->bound == NULL) return -1;
         entry->made = 1;
@@ -1588,7 +1614,7 @@ bd_make_pending(PyObject *const *nm, PyObject *bound_cls, bd_pending *entry, PyO
     }
     PyObject *rows = PyTuple_GetItem(result, entry->part);
     if (rows == NULL) return -1;
-    PyObject *row = bd_bound_row(nm, bound_cls, entry->placement, entry->runtime, entry->pfid,
+    PyObject *row = bd_bound_row(nm, lc, bound_cls, entry->placement, entry->runtime, entry->pfid,
                                  fences + 3 * entry->part, attestation);
     if (row == NULL || PyTuple_SetItem(rows, entry->pos, row) < 0) return -1; /* steals row */
     entry->made = 1;
@@ -1628,6 +1654,10 @@ bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nar
         as_map = args[7] == Py_True;
     }
     PyObject *field = nm[side == 0 ? N_TARGET : N_SOURCE];
+    mr_layout_class lc;
+    int checked = bd_bound_check(bound_cls, &lc);
+    if (checked == BD_ERROR) return NULL;
+    if (checked != BD_OK) Py_RETURN_NONE;
     if (!PyTuple_CheckExact(parts) || !PyTuple_CheckExact(attestations)) Py_RETURN_NONE;
     Py_ssize_t m = PyTuple_Size(parts);
     if (m < 0) return NULL;
@@ -1739,11 +1769,11 @@ bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nar
             }
             Py_ssize_t g = bd_idtab_get(slots, mask, fragment);
             if (g < 0 || pending[g].made) continue;
-            if (bd_make_pending(nm, bound_cls, &pending[g], fences, attestations, rows_of) < 0) goto done;
+            if (bd_make_pending(nm, &lc, bound_cls, &pending[g], fences, attestations, rows_of) < 0) goto done;
         }
     }
     for (Py_ssize_t g = 0; g < count; g++) {
-        if (!pending[g].made && bd_make_pending(nm, bound_cls, &pending[g], fences, attestations, rows_of) < 0) {
+        if (!pending[g].made && bd_make_pending(nm, &lc, bound_cls, &pending[g], fences, attestations, rows_of) < 0) {
             goto done;
         }
     }
@@ -1953,11 +1983,12 @@ bd_ahead_bound(bd_ahead *slot, PyObject *const *maps)
  * with this very source object got (NULL: looked up here; within one call no Python code runs,
  * so the lookup would return it again). att: bind_regions' untracking memo (NULL: the region
  * alone is offered to mr_untrack_inert): then its bound source (when untrack_source) and target
- * are untracked first (mr_untrack_bound), as mr_untrack_bound_regions would after the pass. */
+ * are untracked first (mr_untrack_bound), as mr_untrack_bound_regions would after the pass
+ * (bound_layout: classes[6] is a C-owned layout mr_bound_layout accepted). */
 static int
 bd_bound_region(const bd_table *tb, PyObject *const *classes, bd_ahead *slot, PyObject *bound_targets,
                 PyObject *bound_sources, PyObject *known_source, mr_att_memo *att, int untrack_source, PyObject **out,
-                PyObject **kept)
+                PyObject **kept, int bound_layout)
 {
     PyObject *const *nm = tb->nm;
     PyObject *region_cls = classes[0], *pf_cls = classes[1], *stored_cls = classes[2];
@@ -2008,8 +2039,8 @@ bd_bound_region(const bd_table *tb, PyObject *const *classes, bd_ahead *slot, Py
         /* GC: what mr_untrack_bound_regions does for this region after the pass (bound_cls =
          * classes[6]): nothing it reads changes within the call, so doing it here decides the
          * same; a source met before was offered when first met (untracked then or never). */
-        if (untrack_source) mr_untrack_bound(bound_source, classes[6], nm[N_ATTESTATION], att);
-        mr_untrack_bound(bound_target, classes[6], nm[N_ATTESTATION], att);
+        if (untrack_source) mr_untrack_bound(bound_source, classes[6], bound_layout, nm[N_ATTESTATION], att);
+        mr_untrack_bound(bound_target, classes[6], bound_layout, nm[N_ATTESTATION], att);
     }
     (void)mr_untrack_inert(region, dict); /* GC: common.h (untracked only when source and target are) */
     for (int k = 0; k < BD_KEPT; k++) kept[k] = v[k]; /* borrowed: the region's dict holds them */
@@ -2148,17 +2179,31 @@ bd_dict_borrowed(PyObject *obj, int *error)
 }
 
 static int
-bd_bound_view(const bd_table *tb, PyObject *const *cls, PyObject *bound, int all, PyObject **v)
+bd_bound_view(const bd_table *tb, PyObject *const *cls, const mr_layout_class *blc, PyObject *bound, int all,
+              PyObject **v)
 {
-    /* cls: bound_cls, runtime_cls (NULL: none), placement_fragment_cls */
+    /* cls: bound_cls, runtime_cls (NULL: none), placement_fragment_cls; blc: bound_cls's layout
+     * check (cls NULL: instance dicts) */
     PyObject *const *nm = tb->nm;
     for (int k = 0; k < BV_COUNT; k++) v[k] = NULL;
     if ((PyObject *)Py_TYPE(bound) != cls[0]) return BD_OK;
     int error = 0;
-    PyObject *dict = bd_dict_borrowed(bound, &error);
-    if (dict == NULL) return error ? BD_ERROR : BD_OK;
-    static const int bound_fields[] = {N_BINDING, N_PLACEMENT, N_INSTANCE_ID, N_LEASE_GENERATION};
-    if (bd_dict_fields(nm, dict, bound_fields, all ? 4 : 1, v) < 0) return BD_ERROR;
+    PyObject *dict = NULL;
+    PyObject *const *bf = mr_layout_fields(bound, blc);
+    if (bf != NULL) {
+        /* its slots hold what its instance dict held (an empty one: a missing key) */
+        v[BV_BINDING] = bf[MR_BF_BINDING];
+        if (all) {
+            v[BV_PLACEMENT] = bf[MR_BF_PLACEMENT];
+            v[BV_INSTANCE] = bf[MR_BF_INSTANCE_ID];
+            v[BV_GENERATION] = bf[MR_BF_LEASE_GENERATION];
+        }
+    } else {
+        dict = bd_dict_borrowed(bound, &error);
+        if (dict == NULL) return error ? BD_ERROR : BD_OK;
+        static const int bound_fields[] = {N_BINDING, N_PLACEMENT, N_INSTANCE_ID, N_LEASE_GENERATION};
+        if (bd_dict_fields(nm, dict, bound_fields, all ? 4 : 1, v) < 0) return BD_ERROR;
+    }
     PyObject *binding = v[BV_BINDING], *placement = v[BV_PLACEMENT];
     if (binding != NULL && cls[1] != NULL && (PyObject *)Py_TYPE(binding) == cls[1]) {
         dict = bd_dict_borrowed(binding, &error);
@@ -2349,6 +2394,7 @@ bd_phys_region(bd_phys *ph, PyObject *target, PyObject *const *v, PyObject *offs
  * unusual only turns the carry off (the new plan's revalidation then runs revalidate_scan). */
 typedef struct {
     PyObject *bound_cls; /* borrowed */
+    mr_layout_class bound_layout; /* bound_cls's layout check (cls NULL: instance dicts) */
     sc_carry sc;         /* the shared core (scan_carry.h): distinct fragments, ends, maxima (no lists) */
     int active;
     /* Per operation, recorded in C and turned into the result's lists by bd_carry_lists once
@@ -2506,7 +2552,16 @@ bd_canon_facts(const bd_table *tb, bd_carry *c, PyObject *fragment, PyObject *co
     PyObject *held[2] = {NULL, NULL}, *v[4] = {NULL, NULL, NULL, NULL};
     static const int bound_fields[] = {N_PLACEMENT, N_BINDING};
     static const int placement_fields[] = {N_TENSOR_ID, N_GLOBAL_OFFSET, N_LOCAL_SHAPE};
-    int status = bd_phys_fields(nm, fragment, bound_fields, 2, held);
+    int status = BD_OK;
+    PyObject *const *bf = mr_layout_fields(fragment, &c->bound_layout);
+    if (bf == NULL) {
+        status = bd_phys_fields(nm, fragment, bound_fields, 2, held);
+    } else if (bf[MR_BF_PLACEMENT] == NULL || bf[MR_BF_BINDING] == NULL) {
+        status = BD_FALLBACK; /* an empty field: a missing key */
+    } else {
+        held[0] = Py_NewRef(bf[MR_BF_PLACEMENT]);
+        held[1] = Py_NewRef(bf[MR_BF_BINDING]);
+    }
     if (status == BD_OK && ((PyObject *)Py_TYPE(held[0]) != c->pf_cls || (PyObject *)Py_TYPE(held[1]) != c->runtime_cls))
         status = BD_FALLBACK;
     if (status == BD_OK) status = bd_phys_fields(nm, held[0], placement_fields, 3, v);
@@ -2689,6 +2744,10 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *ids[2] = {NULL, NULL};
     int undecided = 0;
     bd_carry carry = {.bound_cls = bound_cls};
+    /* bound_cls stored in a C-owned layout of BoundWeightFragment's fields: its instances' fields
+     * are read from their slots (bd_bound_view, bd_canon_facts, mr_untrack_bound) */
+    static mr_layout_memo bound_memo;
+    int bound_layout = bound_cls != NULL && mr_bound_layout(&bound_memo, &carry.bound_layout, bound_cls);
     bd_memo memo = {NULL, 0, 0};
     mr_att_memo *att = NULL;
     if (nargs >= 10 && (!PyBool_Check(args[9]) || (nargs == 11 && !PyBool_Check(args[10])))) {
@@ -2763,7 +2822,7 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         if (status == BD_OK) {
             status = bd_bound_region(&tb, args, slot, bound_targets, bound_sources, hit ? met->bound : NULL, att, !hit,
-                                     &region, kept);
+                                     &region, kept, bound_layout);
         }
         bd_ahead_clear(slot); /* (the operation holds its dict: kept stays valid) */
         if (status != BD_OK || PyList_SetItem(regions, i, region) < 0) {
@@ -2793,13 +2852,14 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             views[0][BV_BINDING] = met->binding;
             views[0][BV_FID] = met->fid;
         } else {
-            status = bd_bound_view(&tb, view_cls, bound_source, 0, views[0]);
+            status = bd_bound_view(&tb, view_cls, &carry.bound_layout, bound_source, 0, views[0]);
             if (status != BD_OK) goto fail;
             met->bound = bound_source;
             met->binding = views[0][BV_BINDING];
             met->fid = views[0][BV_FID];
         }
-        status = bd_bound_view(&tb, view_cls, bound_target, ph.active || (carry.active && carry.canon), views[1]);
+        status = bd_bound_view(&tb, view_cls, &carry.bound_layout, bound_target,
+                               ph.active || (carry.active && carry.canon), views[1]);
         if (status != BD_OK) goto fail;
         if (!undecided) {
             /* bound_fragment_ids on this region: its target must be an exact bound_cls, its source

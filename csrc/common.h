@@ -379,13 +379,49 @@ mr_attestation_closed(PyObject *attestation, PyObject *bound_cls)
     return closed && seen_placement && seen_evidence;
 }
 
+/* The field array of an instance of a C-owned value layout (layout.h mr_layout_object: the
+ * object header, then one pointer per field; layout.h asserts the offset). Only for an object
+ * whose exact class a layout check accepted. */
+static inline PyObject *const *
+mr_layout_slots(PyObject *obj)
+{
+    return (PyObject *const *)(void *)((char *)obj + sizeof(PyObject));
+}
+
+/* BoundWeightFragment's field count and its attestation's index in its C-owned layout (layout.h
+ * MR_BF_N, MR_BF_ATTESTATION). */
+#define MR_BOUND_NFIELDS 7
+#define MR_BOUND_ATTESTATION 6
+
 /* Untracks bound (exactly bound_cls) when its fields are inert but for its attestation, whose
  * closure must hold no bound fragment (memo: per attestation pointer, valid for one pass over
- * objects kept alive by the caller). */
+ * objects kept alive by the caller). layout: nonzero when bound_cls is a C-owned layout of
+ * BoundWeightFragment's fields (layout.h mr_bound_layout accepted it): its fields are read from
+ * the instance (an empty attestation is a missing key: stays tracked), else from its instance
+ * dict (none: stays tracked). */
 static inline void
-mr_untrack_bound(PyObject *bound, PyObject *bound_cls, PyObject *attestation_name, mr_att_memo *memo)
+mr_untrack_bound(PyObject *bound, PyObject *bound_cls, int layout, PyObject *attestation_name, mr_att_memo *memo)
 {
     if ((PyObject *)Py_TYPE(bound) != bound_cls || !PyObject_GC_IsTracked(bound)) return;
+    if (layout) {
+        PyObject *const *fields = mr_layout_slots(bound);
+        PyObject *attestation = fields[MR_BOUND_ATTESTATION];
+        int inert = attestation != NULL;
+        if (inert && attestation != Py_None) {
+            size_t slot = ((uintptr_t)attestation >> 4) % MR_ATT_MEMO;
+            if (memo->key[slot] != attestation) {
+                memo->key[slot] = attestation;
+                memo->closed[slot] = (signed char)mr_attestation_closed(attestation, bound_cls);
+            }
+            inert = memo->closed[slot];
+        }
+        for (Py_ssize_t k = 0; inert && k < MR_BOUND_NFIELDS; k++) {
+            PyObject *value = fields[k];
+            if (value != NULL && value != attestation && !mr_gc_inert(value, MR_INERT_DEPTH)) inert = 0;
+        }
+        if (inert) PyObject_GC_UnTrack(bound);
+        return;
+    }
     PyObject *dict = PyObject_GenericGetDict(bound, NULL);
     if (dict == NULL) {
         PyErr_Clear();
@@ -417,11 +453,11 @@ mr_untrack_bound(PyObject *bound, PyObject *bound_cls, PyObject *attestation_nam
 }
 
 /* bind_regions' regions (a list it built and holds; or a restored plan's tuple): untrack each region's bound source and
- * target (see mr_untrack_bound), then the region when all its fields are inert. Runs no Python
- * code; never fails (errors, never expected, are cleared and stop nothing but untracking). */
+ * target (see mr_untrack_bound; bound_layout: its layout), then the region when all its fields are inert. Runs no
+ * Python code; never fails (errors, never expected, are cleared and stop nothing but untracking). */
 static inline void
-mr_untrack_bound_regions(PyObject *regions, PyObject *bound_cls, PyObject *source_name, PyObject *target_name,
-                         PyObject *attestation_name)
+mr_untrack_bound_regions(PyObject *regions, PyObject *bound_cls, int bound_layout, PyObject *source_name,
+                         PyObject *target_name, PyObject *attestation_name)
 {
     if (PyErr_Occurred() || bound_cls == NULL) return;
     int list = PyList_CheckExact(regions);
@@ -445,8 +481,8 @@ mr_untrack_bound_regions(PyObject *regions, PyObject *bound_cls, PyObject *sourc
             if (target != NULL) {
                 Py_INCREF(source);
                 Py_INCREF(target);
-                mr_untrack_bound(source, bound_cls, attestation_name, memo);
-                mr_untrack_bound(target, bound_cls, attestation_name, memo);
+                mr_untrack_bound(source, bound_cls, bound_layout, attestation_name, memo);
+                mr_untrack_bound(target, bound_cls, bound_layout, attestation_name, memo);
                 Py_DECREF(source);
                 Py_DECREF(target);
                 (void)mr_untrack_inert(region, dict);

@@ -5,6 +5,7 @@
  * mr_untrack_inert directly. See common.h for the rule (which values are inert) and for
  * what forging a cycle through an untracked instance does (a leak, never a crash). */
 #include "gctrack.h"
+#include "layout.h"
 
 PyDoc_STRVAR(untrack_inert_doc,
 "untrack_inert(obj, cls)\n"
@@ -73,7 +74,8 @@ PyDoc_STRVAR(untrack_bound_regions_doc,
 "that is exactly bound_cls when its fields are inert but for its attestation, whose closure\n"
 "holds no bound fragment (only its known keys, untracked placement and evidence, no bound row\n"
 "cached on it), then the region when all its fields are inert (csrc/common.h\n"
-"mr_untrack_bound_regions). Returns None; anything else is left as it was. TypeError for a\n"
+"mr_untrack_bound_regions; a bound_cls stored in a C-owned layout has its fields read from its\n"
+"instances). Returns None; anything else is left as it was. TypeError for a\n"
 "bound_cls that is not a heap class.");
 
 static PyObject *
@@ -90,8 +92,12 @@ gt_untrack_bound_regions(PyObject *Py_UNUSED(module), PyObject *const *args, Py_
     }
     PyObject *names[3] = {PyUnicode_InternFromString("source"), PyUnicode_InternFromString("target"),
                           PyUnicode_InternFromString("attestation")};
+    /* a bound_cls stored in a C-owned layout of BoundWeightFragment's fields: read its slots */
+    static mr_layout_memo memo;
+    mr_layout_class lc;
+    int layout = names[0] != NULL && names[1] != NULL && names[2] != NULL && mr_bound_layout(&memo, &lc, bound_cls);
     if (names[0] != NULL && names[1] != NULL && names[2] != NULL)
-        mr_untrack_bound_regions(args[0], bound_cls, names[0], names[1], names[2]);
+        mr_untrack_bound_regions(args[0], bound_cls, layout, names[0], names[1], names[2]);
     for (int k = 0; k < 3; k++) Py_XDECREF(names[k]);
     if (PyErr_Occurred()) return NULL;
     Py_RETURN_NONE;

@@ -49,6 +49,9 @@ typedef struct {
     PyObject *fields[];
 } mr_layout_object;
 
+/* common.h mr_layout_slots reads the fields at this offset */
+_Static_assert(offsetof(mr_layout_object, fields) == sizeof(PyObject), "layout fields follow the object header");
+
 /* What the capsule holds. base is a weak reference to the layout base (a dead base matches no
  * class); dealloc is the base's tp_dealloc, which identifies types built by value_base; names is
  * the exact tuple of the n field names. */
@@ -352,6 +355,100 @@ mr_layout_new(const mr_layout_class *lc, PyObject *const *values, Py_ssize_t n)
     }
     if (inert) (void)mr_untrack_inert(obj, NULL);
     return obj;
+}
+
+/* ---- BoundWeightFragment (representation change step 3) -------------------------------
+ *
+ * Its fields in layout order (mooncake_reshard/weight/_planner/fragments.py _BOUND_LAYOUT). Each
+ * C reader or builder of bound fragments checks the class it is given once per call (or per
+ * object through a per-call-site memo: a hit is one pointer comparison) with mr_bound_layout;
+ * an accepted class's instances are read with direct loads (an empty field is what a missing key
+ * of the instance dict was), any other class takes the instance-dict path, which declines
+ * (nothing read) on an object without a __dict__. */
+enum {
+    MR_BF_PLACEMENT,
+    MR_BF_BINDING,
+    MR_BF_INSTANCE_ID,
+    MR_BF_RUNTIME_LEASE_ID,
+    MR_BF_LEASE_GENERATION,
+    MR_BF_OWNER,
+    MR_BF_ATTESTATION,
+    MR_BF_N
+};
+
+/* mr_layout_memo_check(memo, out, cls, <the MR_BF_N field names, interned>): 1 when cls is a
+ * C-owned layout of exactly BoundWeightFragment's fields in order (instances of exactly cls
+ * may be read and built with direct loads and stores), else 0 (out cleared). memo is one call
+ * site's and only ever holds this check's names. Never raises; call it with no exception set. */
+static inline int
+mr_bound_layout(mr_layout_memo *memo, mr_layout_class *out, PyObject *cls)
+{
+    static const char *const names[MR_BF_N] = {"placement",        "binding", "instance_id", "runtime_lease_id",
+                                               "lease_generation", "owner",   "attestation"};
+    if (memo->cls != NULL && memo->cls == cls) {
+        out->cls = cls;
+        out->n = MR_BF_N;
+        return 1;
+    }
+    out->cls = NULL;
+    out->n = 0;
+    PyObject *tuple = PyTuple_New(MR_BF_N);
+    if (tuple == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    for (Py_ssize_t k = 0; k < MR_BF_N; k++) {
+        PyObject *name = PyUnicode_InternFromString(names[k]);
+        if (name == NULL || PyTuple_SetItem(tuple, k, name) < 0) { /* steals name */
+            PyErr_Clear();
+            Py_DECREF(tuple);
+            return 0;
+        }
+    }
+    int ok = mr_layout_memo_check(memo, out, cls, tuple);
+    Py_DECREF(tuple);
+    return ok;
+}
+
+/* 1 when instances of cls have an instance __dict__ (a nonzero __dictoffset__), 0 when not,
+ * -1 with an exception. For builders that fill an instance dict: a class without one (a C-owned
+ * layout their check did not accept) is declined before anything is built. */
+static inline int
+mr_class_has_dict(PyObject *cls)
+{
+    PyObject *offset = PyObject_GetAttrString(cls, "__dictoffset__");
+    if (offset == NULL) return -1;
+    Py_ssize_t value = PyLong_Check(offset) ? PyLong_AsSsize_t(offset) : -1;
+    int failed = PyLong_Check(offset) && value == -1 && PyErr_Occurred();
+    Py_DECREF(offset);
+    if (failed) return -1;
+    return value != 0;
+}
+
+/* A new reference to what obj's instance state holds under field `index` (named `name`): its
+ * layout slot when lc accepted exactly its type (NULL, no exception, when empty), else the item
+ * of its instance dict (NULL, no exception, when missing or when obj has no __dict__). NULL
+ * with an exception on error. Runs no Python code. */
+static inline PyObject *
+mr_state_item(PyObject *obj, const mr_layout_class *lc, Py_ssize_t index, PyObject *name)
+{
+    PyObject *const *fields = mr_layout_fields(obj, lc);
+    if (fields != NULL) {
+        if (index < 0 || index >= lc->n) {
+            PyErr_SetString(PyExc_SystemError, "mr_state_item: field index out of range");
+            return NULL;
+        }
+        return fields[index] == NULL ? NULL : Py_NewRef(fields[index]);
+    }
+    PyObject *dict = PyObject_GenericGetDict(obj, NULL);
+    if (dict == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_AttributeError)) PyErr_Clear(); /* no __dict__: nothing read */
+        return NULL;
+    }
+    PyObject *value = PyDict_Check(dict) ? PyDict_GetItemWithError(dict, name) : NULL;
+    Py_XINCREF(value);
+    Py_DECREF(dict);
+    return value;
 }
 
 /* Registers this file's functions on the module; returns 0 or -1 with an exception set. */

@@ -1202,6 +1202,7 @@ typedef struct {
     PyObject *region_cls, *bound_cls, *executor_cls, *snapshot_cls, *attestation_cls;
     PyObject *region_names, *bound_names, *executor_names, *snapshot_names;
     mr_layout_class snapshot_layout; /* snapshot_cls's layout check (cls NULL: instance dicts) */
+    mr_layout_class bound_layout;    /* bound_cls's layout check (cls NULL: instance dicts) */
     pc_vec attestations;    /* placement, evidence per attestation */
     pc_vec fragments;       /* 6 items per bound fragment */
     PyObject *keep;         /* list: the attestations and fragments of the two tables */
@@ -1258,7 +1259,9 @@ pc_fragment_position(pc_record *r, PyObject *fragment, Py_ssize_t *out)
 {
     if (pc_table_get(&r->fragment_index, fragment, out)) return PC_OK;
     PyObject *values[PC_BOUND_FIELDS];
-    int described = pc_exact_values(fragment, r->bound_cls, r->bound_names, PC_BOUND_FIELDS, values);
+    int described = r->bound_layout.cls != NULL
+                        ? pc_layout_values(fragment, &r->bound_layout, PC_BOUND_FIELDS, values)
+                        : pc_exact_values(fragment, r->bound_cls, r->bound_names, PC_BOUND_FIELDS, values);
     if (described <= 0) return described < 0 ? PC_ERROR : PC_ABORT;
     Py_ssize_t position;
     int rc = PC_ABORT; /* an owner is never pickled: fallback */
@@ -1407,6 +1410,8 @@ encode_record(PyObject *self, PyObject *args)
     /* once per call, through a memo (layout.h: the record holds the instance state) */
     static mr_layout_memo snapshot_memo;
     (void)mr_layout_memo_check(&snapshot_memo, &r.snapshot_layout, r.snapshot_cls, r.snapshot_names);
+    static mr_layout_memo bound_memo;
+    (void)mr_layout_memo_check(&bound_memo, &r.bound_layout, r.bound_cls, r.bound_names);
     PyObject *result = NULL;
     pc_vec operation_rows = {NULL, 0, 0}, source_rows = {NULL, 0, 0}, target_rows = {NULL, 0, 0};
     if (pc_table_init(&r.attestation_index, 64) < 0) return NULL;

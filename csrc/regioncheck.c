@@ -14,6 +14,7 @@
  */
 #include "regioncheck.h"
 #include "region_kernels.h"
+#include "layout.h"
 
 /* The kernel (rc_region, rc_region_canonical): region_kernels.h. */
 
@@ -53,6 +54,7 @@ static PyObject *rc_names[RC_NAME_COUNT];
 /* The caller's classes for one call: the bound fragment class and the plain dataclasses. */
 typedef struct {
     PyObject *bound_cls;                        /* borrowed */
+    mr_layout_class bound_layout;               /* bound_cls's layout check (cls NULL: not a layout) */
     PyObject *plain[RC_MAX_PLAIN_TYPES];        /* borrowed */
     Py_ssize_t nplain;
 } rc_classes;
@@ -74,7 +76,12 @@ rc_open(PyObject *obj, const rc_classes *classes, rc_reader *reader)
     for (Py_ssize_t i = 0; i < classes->nplain; i++) {
         if ((PyObject *)Py_TYPE(obj) == classes->plain[i]) {
             reader->dict = PyObject_GenericGetDict(obj, NULL);
-            if (reader->dict == NULL) return -1;
+            if (reader->dict == NULL) {
+                /* no instance dict (a C-owned layout): its attributes are read */
+                if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+                PyErr_Clear();
+                return 0;
+            }
             if (!PyDict_CheckExact(reader->dict)) Py_CLEAR(reader->dict);
             return 0;
         }
@@ -178,7 +185,8 @@ typedef struct {
 
 /* Reads one side's fragment (tensor_id, global_offset, local_shape, nbytes). A fragment of exactly
  * `bound_cls` (``BoundWeightFragment``) is read as its properties do: the first three from its
- * ``placement``, nbytes from its ``binding``. 1 ok, 0 not proven, -1 error. */
+ * ``placement``, nbytes from its ``binding`` (both loaded from its slots when bound_cls is the
+ * checked C-owned layout: an empty one is not proven). 1 ok, 0 not proven, -1 error. */
 static int
 rc_read_side(PyObject *fragment, const rc_classes *classes, Py_ssize_t ndim, rc_side *side)
 {
@@ -188,10 +196,24 @@ rc_read_side(PyObject *fragment, const rc_classes *classes, Py_ssize_t ndim, rc_
     int rc = 1;
     side->tensor_id = NULL;
     box.dict = sized.dict = NULL;
-    if (rc_open(fragment, classes, &frag) < 0) return -1;
+    PyObject *const *bf = mr_layout_fields(fragment, &classes->bound_layout);
+    if (bf != NULL) {
+        frag.obj = fragment;
+        frag.dict = NULL;
+    } else if (rc_open(fragment, classes, &frag) < 0) {
+        return -1;
+    }
     if ((PyObject *)Py_TYPE(fragment) == classes->bound_cls) {
-        rc = rc_get(&frag, rc_names[RC_PLACEMENT], &placement);
-        if (rc == 1) rc = rc_get(&frag, rc_names[RC_BINDING], &binding);
+        if (bf != NULL) {
+            rc = bf[MR_BF_PLACEMENT] != NULL && bf[MR_BF_BINDING] != NULL;
+            if (rc == 1) {
+                placement = Py_NewRef(bf[MR_BF_PLACEMENT]);
+                binding = Py_NewRef(bf[MR_BF_BINDING]);
+            }
+        } else {
+            rc = rc_get(&frag, rc_names[RC_PLACEMENT], &placement);
+            if (rc == 1) rc = rc_get(&frag, rc_names[RC_BINDING], &binding);
+        }
         if (rc == 1 && rc_open(placement, classes, &box) < 0) rc = -1;
         if (rc == 1 && rc_open(binding, classes, &sized) < 0) rc = -1;
     } else {
@@ -303,6 +325,8 @@ regions_canonical(PyObject *Py_UNUSED(self), PyObject *args)
         return NULL;
     }
     classes.bound_cls = bound_cls;
+    static mr_layout_memo bound_memo; /* (once per call; a hit is one pointer comparison) */
+    (void)mr_bound_layout(&bound_memo, &classes.bound_layout, bound_cls);
     classes.nplain = PyTuple_Size(plain_types);
     if (classes.nplain < 0) return NULL;
     if (classes.nplain > RC_MAX_PLAIN_TYPES) {
@@ -356,7 +380,11 @@ rc_same_items(PyObject *obj, PyObject *cls, const int *names, PyObject *const *e
 {
     if ((PyObject *)Py_TYPE(obj) != cls) return 0;
     PyObject *dict = PyObject_GenericGetDict(obj, NULL);
-    if (dict == NULL) return -1;
+    if (dict == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+        PyErr_Clear(); /* no instance dict (a C-owned layout not read here): not proven */
+        return 0;
+    }
     int rc = PyDict_CheckExact(dict) ? 1 : 0;
     for (int k = 0; k < count && rc == 1; k++) {
         PyObject *value = rc_item(dict, rc_names[names[k]]);
@@ -403,9 +431,16 @@ rc_prefetch_object(const PyObject *obj)
  * Nothing is decided here: any unexpected state leaves the hint out (an error is cleared: the
  * read in turn meets the same state and decides). */
 static void
-rc_prefetch_held(PyObject *fragment, PyObject *bound_cls)
+rc_prefetch_held(PyObject *fragment, PyObject *bound_cls, const mr_layout_class *blc)
 {
     if (fragment == NULL || (PyObject *)Py_TYPE(fragment) != bound_cls) return;
+    PyObject *const *bf = mr_layout_fields(fragment, blc);
+    if (bf != NULL) {
+        /* its slots (the C-owned layout) */
+        if (bf[MR_BF_PLACEMENT] != NULL) rc_prefetch_object(bf[MR_BF_PLACEMENT]);
+        if (bf[MR_BF_BINDING] != NULL) rc_prefetch_object(bf[MR_BF_BINDING]);
+        return;
+    }
     PyObject *dict = PyObject_GenericGetDict(fragment, NULL);
     if (dict == NULL) {
         PyErr_Clear();
@@ -431,6 +466,11 @@ regions_canonical_carried(PyObject *Py_UNUSED(self), PyObject *args)
         return NULL;
     }
     if (PyTuple_Size(carried) != 9) Py_RETURN_FALSE;
+    /* bound_cls stored in a C-owned layout of BoundWeightFragment's fields: its fragments'
+     * placement and binding are loaded from their slots (what their instance dict held) */
+    static mr_layout_memo bound_memo;
+    mr_layout_class blc;
+    (void)mr_bound_layout(&bound_memo, &blc, bound_cls);
     PyObject *regions = PyTuple_GetItem(carried, 0), *frags = PyTuple_GetItem(carried, 1);
     PyObject *facts = PyTuple_GetItem(carried, 8);
     if (regions == NULL || frags == NULL || facts == NULL) return NULL;
@@ -455,9 +495,19 @@ regions_canonical_carried(PyObject *Py_UNUSED(self), PyObject *args)
         if (fragment == NULL) return NULL;
         /* hints: the fragment eight on, the placement and binding of the one four on */
         if (p + 8 < distinct) rc_prefetch_object(PyList_GetItem(frags, p + 8));
-        if (p + 4 < distinct) rc_prefetch_held(PyList_GetItem(frags, p + 4), bound_cls);
+        if (p + 4 < distinct) rc_prefetch_held(PyList_GetItem(frags, p + 4), bound_cls, &blc);
         PyObject *held[2] = {NULL, NULL};
-        int rc = rc_same_items(fragment, bound_cls, NULL, NULL, 0, rc_bound_fields, held, 2);
+        PyObject *const *bf = mr_layout_fields(fragment, &blc);
+        int rc;
+        if (bf == NULL) {
+            rc = rc_same_items(fragment, bound_cls, NULL, NULL, 0, rc_bound_fields, held, 2);
+        } else {
+            rc = bf[MR_BF_PLACEMENT] != NULL && bf[MR_BF_BINDING] != NULL; /* empty: a missing key */
+            if (rc == 1) {
+                held[0] = Py_NewRef(bf[MR_BF_PLACEMENT]);
+                held[1] = Py_NewRef(bf[MR_BF_BINDING]);
+            }
+        }
         PyObject *expected[4];
         for (int k = 0; k < 4 && rc == 1; k++) {
             expected[k] = PyList_GetItem(facts, p * 4 + k);

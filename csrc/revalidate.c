@@ -85,14 +85,28 @@ rv_item(PyObject *dict, PyObject *name)
     return value;
 }
 
+/* This file's readers of bound fragments: the memo of their exact class's layout check. */
+static mr_layout_memo rv_bound_memo;
+
+/* A new reference to field `index` (named `name`) of a bound fragment's state: its layout slot
+ * when its exact class is a C-owned layout of BoundWeightFragment's fields (layout.h
+ * mr_bound_layout, through this file's memo: a hit is one pointer comparison), else the item of
+ * its instance dict. NULL with no error when empty / missing (also: no __dict__), NULL with an
+ * error on failure. Runs no Python code. */
+static PyObject *
+rv_bound_item(PyObject *fragment, Py_ssize_t index, PyObject *name)
+{
+    if (fragment == NULL) return NULL; /* (a failed item read: its error is set) */
+    mr_layout_class lc;
+    (void)mr_bound_layout(&rv_bound_memo, &lc, (PyObject *)Py_TYPE(fragment));
+    return mr_state_item(fragment, &lc, index, name);
+}
+
 /* ``fragment.binding.nbytes`` of a BoundWeightFragment (exact class checked by the caller). */
 static int
 rv_fragment_nbytes(PyObject *fragment, int64_t *out)
 {
-    PyObject *dict = PyObject_GenericGetDict(fragment, NULL);
-    if (dict == NULL) return RV_ERROR;
-    PyObject *binding = rv_item(dict, rv_keys[RV_BINDING]);
-    Py_DECREF(dict);
+    PyObject *binding = rv_bound_item(fragment, MR_BF_BINDING, rv_keys[RV_BINDING]);
     if (binding == NULL) return PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
     PyObject *nbytes = PyObject_GetAttr(binding, rv_keys[RV_NBYTES]);
     Py_DECREF(binding);
@@ -261,6 +275,13 @@ rs_prefetch_dict(PyObject *list, Py_ssize_t i)
     if (i >= PyList_Size(list)) return;
     PyObject *item = PyList_GetItem(list, i);
     if (item == NULL) return;
+    if ((PyObject *)Py_TYPE(item) == rv_bound_memo.cls) {
+        /* a bound fragment in its C-owned layout (accepted by rv_bound_item): the fields are in
+         * the object itself, there is no dict */
+        __builtin_prefetch(item);
+        __builtin_prefetch((const char *)item + 48);
+        return;
+    }
     PyObject *dict = PyObject_GenericGetDict(item, NULL);
     if (dict == NULL) {
         PyErr_Clear();
@@ -500,10 +521,7 @@ revalidate_scan_carried(PyObject *Py_UNUSED(module), PyObject *args)
         PyObject *fragment = PyList_GetItem(frags, p);
         if (fragment == NULL) return NULL;
         if (Py_TYPE(fragment) != (PyTypeObject *)bound_obj) Py_RETURN_NONE;
-        PyObject *dict = PyObject_GenericGetDict(fragment, NULL);
-        if (dict == NULL) return NULL;
-        PyObject *binding = rv_item(dict, rv_keys[RV_BINDING]);
-        Py_DECREF(dict);
+        PyObject *binding = rv_bound_item(fragment, MR_BF_BINDING, rv_keys[RV_BINDING]);
         if (binding == NULL) {
             if (PyErr_Occurred()) return NULL;
             Py_RETURN_NONE;
@@ -927,13 +945,18 @@ rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObjec
     PyObject *binding_owner = NULL, *pfid = NULL, *rank = NULL, *rank_tuple = NULL, *worker = NULL;
     PyObject *fragment_id = NULL, *stage = NULL, *expected = NULL, *key = NULL, *route = NULL;
     int rc = RV_DECLINE;
-    PyObject *dict = PyObject_GenericGetDict(fragment, NULL);
-    if (dict == NULL) return RV_ERROR;
+    /* its layout's slots (or its instance dict: rv_bound_item) */
+    static const Py_ssize_t slot_of[F_N] = {MR_BF_PLACEMENT, MR_BF_BINDING, MR_BF_OWNER, MR_BF_ATTESTATION};
+    mr_layout_class lc;
+    (void)mr_bound_layout(&rv_bound_memo, &lc, (PyObject *)Py_TYPE(fragment));
     for (int k = 0; k < F_N; k++) {
-        f[k] = rv_item(dict, rf_keys[RF_PLACEMENT + k]);
+        f[k] = mr_state_item(fragment, &lc, slot_of[k], rf_keys[RF_PLACEMENT + k]);
         if (f[k] == NULL) break;
     }
-    Py_DECREF(dict);
+    if (PyErr_Occurred()) {
+        rc = RV_ERROR;
+        goto done;
+    }
     if (f[F_ATTESTATION] == NULL) goto done;
     if (Py_TYPE(f[F_PLACEMENT]) != cfg->placement_type || Py_TYPE(f[F_BINDING]) != cfg->binding_type) goto done;
     if (f[F_OWNER] != Py_None) goto done;
@@ -1891,12 +1914,15 @@ rs_fragment(PyObject *fragment, PyObject *runtime_id, rs_ctx *ctx, PyObject *sna
     /* The fragment's attestation, placement and lease generation from one fetch of its
      * instance dict (read together; a missing one declines, as each read did). */
     {
-        PyObject *fdict = PyObject_GenericGetDict(fragment, NULL);
-        if (fdict == NULL) goto error;
-        attestation = rv_item(fdict, rs_keys[RS_ATTESTATION]);
-        placement = attestation == NULL ? NULL : rv_item(fdict, rs_keys[RS_PLACEMENT]);
-        lease_generation = placement == NULL ? NULL : rv_item(fdict, rs_keys[RS_LEASE_GENERATION]);
-        Py_DECREF(fdict);
+        /* (or its layout's slots: rv_bound_item) */
+        mr_layout_class lc;
+        (void)mr_bound_layout(&rv_bound_memo, &lc, (PyObject *)Py_TYPE(fragment));
+        attestation = mr_state_item(fragment, &lc, MR_BF_ATTESTATION, rs_keys[RS_ATTESTATION]);
+        placement = attestation == NULL ? NULL : mr_state_item(fragment, &lc, MR_BF_PLACEMENT, rs_keys[RS_PLACEMENT]);
+        lease_generation = placement == NULL ? NULL
+                                             : mr_state_item(fragment, &lc, MR_BF_LEASE_GENERATION,
+                                                             rs_keys[RS_LEASE_GENERATION]);
+        if (PyErr_Occurred()) goto error;
         if (lease_generation == NULL) goto done;
     }
     Py_ssize_t index = rs_lookup(&ctx->entry_of, attestation);
@@ -2095,7 +2121,7 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
         if (row == NULL || row == Py_None) goto decline;
         PyObject *keyed = PyDict_GetItemWithError(by_key, key);
         if (keyed != row) goto decline;
-        PyObject *attestation = rf_dict_item(PyList_GetItem(own_frags, p), rs_keys[RS_ATTESTATION]);
+        PyObject *attestation = rv_bound_item(PyList_GetItem(own_frags, p), MR_BF_ATTESTATION, rs_keys[RS_ATTESTATION]);
         if (attestation == NULL) goto decline;
         PyObject *placement = PyObject_GetAttr(attestation, rs_keys[RS_PLACEMENT]);
         Py_DECREF(attestation);
@@ -2243,11 +2269,11 @@ rp_space(PyObject *fragment, rp_config *cfg, PyObject **space, PyObject **bindin
     *space = NULL;
     *bdict = NULL;
     {
-        PyObject *fdict = PyObject_GenericGetDict(fragment, NULL);
-        if (fdict == NULL) return RV_ERROR;
-        *binding = rv_item(fdict, rp_keys[RP_BINDING]);
-        instance = *binding == NULL ? NULL : rv_item(fdict, rp_keys[RP_INSTANCE]);
-        Py_DECREF(fdict);
+        /* (or its layout's slots: rv_bound_item) */
+        mr_layout_class lc;
+        (void)mr_bound_layout(&rv_bound_memo, &lc, (PyObject *)Py_TYPE(fragment));
+        *binding = mr_state_item(fragment, &lc, MR_BF_BINDING, rp_keys[RP_BINDING]);
+        instance = *binding == NULL ? NULL : mr_state_item(fragment, &lc, MR_BF_INSTANCE_ID, rp_keys[RP_INSTANCE]);
     }
     if (*binding == NULL) return PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
     if (instance == NULL) goto fail;
@@ -2339,7 +2365,7 @@ rp_target_extent(PyObject *fragment, PyObject *binding, PyObject *bdict, const r
     PyObject *address = NULL, *nbytes = NULL, *pdict = NULL;
     int rc = -1;
     *ok = 0;
-    placement = rf_dict_item(fragment, rp_keys[RP_PLACEMENT]);
+    placement = rv_bound_item(fragment, MR_BF_PLACEMENT, rp_keys[RP_PLACEMENT]);
     if (placement == NULL) {
         rc = PyErr_Occurred() ? -1 : 0;
         goto done;
@@ -3110,7 +3136,7 @@ string_pass:
             goto done;
         }
         PyObject *fragment = PyList_GetItem(frags, p);
-        PyObject *attestation = rf_dict_item(fragment, rc_keys[RC_ATTESTATION]);
+        PyObject *attestation = rv_bound_item(fragment, MR_BF_ATTESTATION, rc_keys[RC_ATTESTATION]);
         if (attestation == NULL) {
             rc = PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
             goto done;
@@ -3144,7 +3170,7 @@ string_pass:
             rc = PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
             goto done;
         }
-        PyObject *placement_fragment = rf_dict_item(fragment, rc_keys[RC_PLACEMENT]);
+        PyObject *placement_fragment = rv_bound_item(fragment, MR_BF_PLACEMENT, rc_keys[RC_PLACEMENT]);
         if (by_identity) {
             /* participant is held by its by_attestation pair for the call */
             if (placement_fragment != NULL) rc_file(&filed, placement_fragment, participant, PyList_GetItem(boxes, i));
@@ -4327,6 +4353,17 @@ restore_fragments(PyObject *self, PyObject *args)
     if (!PyTuple_CheckExact(table) || !PyList_CheckExact(attestations)) Py_RETURN_NONE;
     const Py_ssize_t end = PyTuple_Size(table);
     if (end % 6 != 0) Py_RETURN_NONE;
+    /* A bound class stored in a C-owned layout of BoundWeightFragment's fields is built with its
+     * values stored directly, in field order (what _restore stores before __post_init__, whose
+     * checks rb_fragment_ok made; untracked when every value is inert); another class through its
+     * own instance dict, declined when its instances have none. */
+    static mr_layout_memo bound_memo;
+    mr_layout_class lc;
+    if (!mr_bound_layout(&bound_memo, &lc, classes[0])) {
+        int has_dict = mr_class_has_dict(classes[0]);
+        if (has_dict < 0) return NULL;
+        if (!has_dict) Py_RETURN_NONE;
+    }
     PyObject *fragments = PyTuple_New(end / 6);
     if (fragments == NULL) return NULL;
     int status = RV_OK;
@@ -4347,6 +4384,13 @@ restore_fragments(PyObject *self, PyObject *args)
         status = rb_fragment_ok(row, attestation, classes);
         if (status != RV_OK) break;
         status = RV_ERROR;
+        if (lc.cls != NULL) {
+            PyObject *const values[MR_BF_N] = {row[0], row[1], row[2], row[3], row[4], Py_None, attestation};
+            PyObject *fragment = mr_layout_new(&lc, values, MR_BF_N);
+            if (fragment == NULL || PyTuple_SetItem(fragments, position / 6, fragment) < 0) break; /* steals */
+            status = RV_OK;
+            continue;
+        }
         PyObject *dict = NULL;
         PyObject *fragment = mr_new_instance(classes[0], &dict, "restore_fragments");
         if (fragment == NULL) break;
@@ -4561,13 +4605,12 @@ ov_fragment(PyObject *fragment, const ov_config *cfg, PyObject *logical, PyObjec
         return rc;
     }
     if (type != cfg->bound) return RV_DECLINE;
-    /* BoundWeightFragment: bucket of binding.fragment_id, route half of its placement. */
-    PyObject *dict = PyObject_GenericGetDict(fragment, NULL);
-    if (dict == NULL) return RV_ERROR;
+    /* BoundWeightFragment: bucket of binding.fragment_id, route half of its placement (its
+     * layout's slots, or its instance dict: rv_bound_item). */
     PyObject *placement = NULL, *binding = NULL, *binding_dict = NULL, *fragment_id = NULL;
-    rc = ov_get(dict, rf_keys[RF_PLACEMENT], &placement);
-    if (rc == RV_OK) rc = ov_get(dict, rf_keys[RF_BINDING], &binding);
-    Py_DECREF(dict);
+    placement = rv_bound_item(fragment, MR_BF_PLACEMENT, rf_keys[RF_PLACEMENT]);
+    binding = placement == NULL ? NULL : rv_bound_item(fragment, MR_BF_BINDING, rf_keys[RF_BINDING]);
+    rc = binding != NULL ? RV_OK : PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
     if (rc == RV_OK && (Py_TYPE(placement) != cfg->placement || Py_TYPE(binding) != cfg->binding)) rc = RV_DECLINE;
     if (rc == RV_OK) {
         binding_dict = PyObject_GenericGetDict(binding, NULL);

@@ -75,6 +75,29 @@ def forged_copy(value: Any, **fields: Any) -> Any:
     return forged
 
 
+def fields_state(value: Any) -> Dict[str, Any]:
+    """The field state of a value: its instance ``__dict__``, or, for a value stored in a C-owned
+    layout (``mooncake_reshard/_layout.py``: no ``__dict__``), its set fields in field order (a
+    new dict: edit the value itself with ``object.__setattr__`` / ``object.__delattr__``)."""
+    from mooncake.reshard import _native
+    from mooncake.reshard._layout import layout_state_reader
+
+    if _native.layout_info(type(value)) is not None:
+        return layout_state_reader(type(value))(value)
+    state: Dict[str, Any] = value.__dict__
+    return state
+
+
+def forged_instance(cls: Any, state: Dict[str, Any]) -> Any:
+    """An instance of ``cls`` holding ``state`` field by field (``object.__new__`` and
+    ``object.__setattr__``: no ``__init__`` or ``__post_init__``), whether its fields live in an
+    instance dict or in a C-owned layout."""
+    obj = object.__new__(cls)
+    for name, field_value in state.items():
+        object.__setattr__(obj, name, field_value)
+    return obj
+
+
 # ----------------------------------------------------------------------------------------------
 # valid keyword arguments
 

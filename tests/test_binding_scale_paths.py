@@ -14,6 +14,7 @@ from typing import Any, Optional
 import pytest
 
 from memory_executor import HostWorld, tp_placement
+from spec_helpers import fields_state, forged_instance
 
 from mooncake.reshard.weight._planner import bound_validation
 from mooncake.reshard.weight._planner.contracts import _bucket_of, _executor_key, _side_index, build_operation_views
@@ -102,8 +103,7 @@ def test_operation_views_of_a_bound_fragment_subclass_use_its_properties() -> No
     ops = []
     for op in plan.operations:
         target = op.target
-        forged = object.__new__(Renamed)
-        forged.__dict__.update(target.__dict__)
+        forged = forged_instance(Renamed, fields_state(target))
         copy = object.__new__(type(op))
         copy.__dict__.update(op.__dict__)
         copy.__dict__["target"] = forged
@@ -132,10 +132,9 @@ def test_in_place_check_with_shared_sources_equals_the_per_operation_check() -> 
     ) if shared.binding.nbytes <= target.binding.storage_nbytes else None
     if binding is None:
         pytest.skip("fragment sizes do not allow the overlap")
-    forged = object.__new__(BoundWeightFragment)
-    forged.__dict__.update(shared.__dict__)
-    forged.__dict__["binding"] = binding
-    forged.__dict__["instance_id"] = target.instance_id
+    forged = forged_instance(
+        BoundWeightFragment, {**fields_state(shared), "binding": binding, "instance_id": target.instance_id}
+    )
     ops = []
     for op in plan.operations:
         copy = object.__new__(type(op))

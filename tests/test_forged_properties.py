@@ -4,7 +4,8 @@ tensors, identity) are refused with ``ValueError`` (any message) or accepted, ne
 exception type (fuzz findings F2-F4).
 
 A forgery replaces one field of one object with a hostile value, or removes it, the way a
-forged default-pickled dict restores it (``object.__new__`` + ``__dict__``); every occurrence of
+forged default-pickled dict restores it (``object.__new__`` + ``__dict__``, or field by field for a
+value stored in a C-owned layout, which has no ``__dict__``); every occurrence of
 the object in the plan graph is replaced, so shared objects stay shared. The forged graph is
 then revalidated through every path that applies: ``dataclasses.replace`` (operations and
 executors), the field-state format (``TransferPlan.__setstate__``), the compact record
@@ -28,6 +29,8 @@ sys.path.insert(0, _FUZZ)
 
 import _pickle_repro as R  # noqa: E402
 
+from mooncake.reshard import _native  # noqa: E402
+from mooncake.reshard._layout import layout_state_reader  # noqa: E402
 from mooncake.reshard.weight import ParallelRank  # noqa: E402
 
 _GONE = ...  # "remove the field"
@@ -49,8 +52,30 @@ _CLASSES = {
 }
 
 
+def _state(value: Any) -> Optional[dict]:
+    """The field state of ``value``: its instance dict, or the set fields of a value stored in a
+    C-owned layout (``mooncake_reshard/_layout.py``: no instance dict); None for anything else."""
+    state = getattr(value, "__dict__", None)
+    if isinstance(state, dict):
+        return state
+    if _native.layout_info(type(value)) is not None:
+        return layout_state_reader(type(value))(value)
+    return None
+
+
+def _clone(value: Any, state: dict) -> Any:
+    """A new instance of ``value``'s class holding ``state`` (forged: no ``__post_init__``)."""
+    clone = object.__new__(type(value))
+    if isinstance(getattr(clone, "__dict__", None), dict):
+        clone.__dict__.update(state)
+    else:  # a C-owned layout: field by field
+        for name, field_value in state.items():
+            object.__setattr__(clone, name, field_value)
+    return clone
+
+
 def _forgeable(value: Any) -> bool:
-    return type(value).__name__ in _CLASSES and isinstance(getattr(value, "__dict__", None), dict)
+    return type(value).__name__ in _CLASSES and _state(value) is not None
 
 
 def _collect(root: Any, kinds: Optional[set] = None) -> list:
@@ -77,7 +102,7 @@ def _collect(root: Any, kinds: Optional[set] = None) -> list:
         if _forgeable(item):
             if kinds is None or name in kinds:
                 out.append(item)
-            stack.extend(reversed([v for k, v in item.__dict__.items() if not k.startswith("_")]))
+            stack.extend(reversed([v for k, v in _state(item).items() if not k.startswith("_")]))
     return out
 
 
@@ -112,25 +137,23 @@ def _substitute(value: Any, old: Any, new: Any, memo: dict, attestations: bool =
             clone.__dict__.update({"placement": placement, "evidence": evidence})
             result = clone
     elif _forgeable(value):
-        state = {k: _substitute(v, old, new, memo, attestations) for k, v in value.__dict__.items()}
-        if any(state[k] is not value.__dict__[k] for k in state):
-            clone = object.__new__(type(value))
-            clone.__dict__.update(state)
-            result = clone
+        own = _state(value)
+        state = {k: _substitute(v, old, new, memo, attestations) for k, v in own.items()}
+        if any(state[k] is not own[k] for k in state):
+            result = _clone(value, state)
     memo[key] = result
     return result
 
 
 def _forge(obj: Any, field: str, hostile: Any) -> Any:
-    clone = object.__new__(type(obj))
-    clone.__dict__.update(obj.__dict__)
+    state = dict(_state(obj) or {})
     if hostile is _GONE:
-        clone.__dict__.pop(field, None)
+        state.pop(field, None)
     else:
-        clone.__dict__[field] = hostile
-    for key in [k for k in clone.__dict__ if k.startswith("_") and k != "_digest_cache"]:
-        del clone.__dict__[key]  # derived caches are never pickled
-    return clone
+        state[field] = hostile
+    for key in [k for k in state if k.startswith("_") and k != "_digest_cache"]:
+        del state[key]  # derived caches are never pickled
+    return _clone(obj, state)
 
 
 def _expect_value_error_or_plan(load: Callable[[], Any], label: str) -> None:
@@ -194,7 +217,7 @@ def _check_forgery(plan_name: str, kinds: set, pick: int, field_pick: int, hosti
     candidates = _collect(tuple(state.values()), kinds)
     assume(candidates)
     obj = candidates[pick % len(candidates)]
-    names = [k for k in obj.__dict__ if not k.startswith("_")]
+    names = [k for k in _state(obj) if not k.startswith("_")]
     assume(names)
     field = names[field_pick % len(names)]
     forged = _forge(obj, field, hostile)
@@ -260,7 +283,7 @@ def test_forged_stored_manifest_pickle(pick: int, field_pick: int, hostile: Any)
     manifest = R.plan("stored").source_manifest
     candidates = _collect(manifest.fragments + manifest.tensors)
     obj = candidates[pick % len(candidates)]
-    names = [k for k in obj.__dict__ if not k.startswith("_")]
+    names = [k for k in _state(obj) if not k.startswith("_")]
     field = names[field_pick % len(names)]
     forged = _substitute(manifest, obj, _forge(obj, field, hostile), {})
     data = _dumped(lambda: pickle.dumps(forged, protocol=4))
@@ -291,7 +314,7 @@ def test_forged_logical_plans(pick: int, field_pick: int, hostile: Any) -> None:
     roots = tuple(state[name] for name in ("operations", "source_executors", "target_executors", "planning_limits"))
     candidates = _collect(roots, kinds)
     obj = candidates[pick % len(candidates)]
-    names = [k for k in obj.__dict__ if not k.startswith("_")]
+    names = [k for k in _state(obj) if not k.startswith("_")]
     assume(names)
     field = names[field_pick % len(names)]
     forged = _forge(obj, field, hostile)
@@ -330,11 +353,14 @@ def test_attestation_graphs_forged_in_place_then_replaced(plan_name: str, pick: 
     }
     candidates = _collect(tuple(plan.__dict__.values()), kinds)
     obj = candidates[pick % len(candidates)]
-    names = [k for k in obj.__dict__ if not k.startswith("_")]
+    names = [k for k in _state(obj) if not k.startswith("_")]
     assume(names)
     field = names[field_pick % len(names)]
     if hostile is _GONE:
-        del obj.__dict__[field]
+        if isinstance(getattr(obj, "__dict__", None), dict):
+            del obj.__dict__[field]
+        else:  # a C-owned layout: the slot is emptied
+            object.__delattr__(obj, field)
     else:
         object.__setattr__(obj, field, hostile)
     _expect_value_error_or_plan(lambda: dataclasses.replace(plan), f"{type(obj).__name__}.{field}={hostile!r}")

@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory_executor import HostMemory, host_bindings, tp_placement
+from spec_helpers import fields_state
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import (
@@ -548,7 +549,7 @@ def test_bound_fragments_equal_the_python_rows() -> None:
         assert [row[0] for row in rows] == [row[0] for row in reference]
         for (fragment_id, bound), (_, expected) in zip(rows, reference):
             assert bound == expected
-            assert bound.__dict__.keys() == expected.__dict__.keys()
+            assert fields_state(bound).keys() == fields_state(expected).keys()
             assert bound.attestation is attestation and bound.owner is None
             assert bound.placement is attestation._placement_dict[fragment_id]
             assert bound.binding is attestation._binding_dict[fragment_id]

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory_executor import HostMemory, host_bindings, tp_placement
+from spec_helpers import fields_state, forged_instance
 from test_binding_physical import bound, region, workloads
 
 from mooncake.reshard import _native
@@ -52,8 +53,8 @@ def _logical(ops: Sequence[Any]) -> Tuple[Tuple[Any, ...], dict[str, Any], dict[
 def _exact_classes(regions: Sequence[Any]) -> bool:
     return all(
         type(op.target) is BoundWeightFragment
-        and type(op.target.__dict__.get("binding")) is RuntimeBindingFragment
-        and type(op.target.__dict__.get("placement")) is PlacementFragment
+        and type(fields_state(op.target).get("binding")) is RuntimeBindingFragment
+        and type(fields_state(op.target).get("placement")) is PlacementFragment
         for op in regions
     )
 
@@ -131,9 +132,7 @@ class _PlacementSubclass(PlacementFragment):
 
 
 def _subclassed(value: Any, cls: type) -> Any:
-    copy = object.__new__(cls)
-    copy.__dict__.update(value.__dict__)
-    return copy
+    return forged_instance(cls, fields_state(value))
 
 
 @pytest.mark.parametrize(

@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory_executor import HostMemory, host_bindings, tp_placement
+from spec_helpers import fields_state
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import RuntimeBindingFragment, StoredWeightManifest, WeightRuntimeBindingManifest
@@ -86,7 +87,7 @@ def _assert_rows_equal(got: Any, expected: Any) -> None:
         assert fragment_id is expected_id
         assert type(bound) is BoundWeightFragment
         assert bound == reference
-        assert list(bound.__dict__) == list(reference.__dict__)
+        assert list(fields_state(bound)) == list(fields_state(reference))
         for name in ("placement", "binding", "instance_id", "runtime_lease_id", "lease_generation", "owner"):
             assert getattr(bound, name) is getattr(reference, name)
         assert bound.attestation is reference.attestation

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from memory_executor import HostMemory, host_bindings, tp_placement
+from spec_helpers import fields_state, forged_instance
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import StoredFragmentSnapshot
@@ -46,16 +47,11 @@ def _tables() -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _forge(value: Any, **changes: Any) -> Any:
-    forged = object.__new__(type(value))
-    forged.__dict__.update(value.__dict__)
-    forged.__dict__.update(changes)
-    return forged
+    return forged_instance(type(value), {**fields_state(value), **changes})
 
 
 def _without(value: Any, name: str) -> Any:
-    forged = object.__new__(type(value))
-    forged.__dict__.update({k: v for k, v in value.__dict__.items() if k != name})
-    return forged
+    return forged_instance(type(value), {k: v for k, v in fields_state(value).items() if k != name})
 
 
 def _check(operations: Any, targets: Any, sources: Any) -> Any:
@@ -93,8 +89,7 @@ class _BoundSubclass(BoundWeightFragment):
 
 
 def _bound_variants(bound: Any) -> list[Any]:
-    sub = object.__new__(_BoundSubclass)
-    sub.__dict__.update(bound.__dict__)
+    sub = forged_instance(_BoundSubclass, fields_state(bound))
     return [
         _Odd(),
         sub,

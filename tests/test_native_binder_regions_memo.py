@@ -228,7 +228,8 @@ def test_random_sequences_agree_with_the_oracles(picks: list[tuple[int, str]]) -
 
 def _fresh_tables(variant: int) -> tuple[dict[str, Any], dict[str, Any]]:
     """Fresh (tracked) bound fragments: every third one without attestation (untrackable when its
-    other fields are inert), every fifth holding a list (stays tracked), the rest as bound."""
+    other fields are inert), every fifth holding a list as its owner (stays tracked), the rest as
+    bound."""
     tables = []
     for k, table in enumerate((TARGETS, SOURCES)):
         fresh = {}
@@ -237,7 +238,7 @@ def _fresh_tables(variant: int) -> tuple[dict[str, Any], dict[str, Any]]:
             if (j + variant + k) % 3 == 0:
                 changes["attestation"] = None
             if (j + variant + k) % 5 == 0:
-                changes["fences"] = [1]
+                changes["owner"] = [1]  # (a field: bound fragments have no other attribute)
             fresh[pfid] = _copy(bound, **changes)
         tables.append(fresh)
     return tables[0], tables[1]

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from memory_executor import HostMemory, host_bindings, tp_placement
+from spec_helpers import fields_state, forged_instance
 
 from mooncake.reshard import _native
 from mooncake.reshard.contracts.fragments import RuntimeBindingFragment
@@ -184,8 +185,7 @@ def test_short_and_empty_plans() -> None:
 def test_bound_fragment_without_binding_leaves_ids_undecided() -> None:
     targets = dict(TARGETS)
     pfid, bound = next(iter(targets.items()))
-    forged = object.__new__(BoundWeightFragment)
-    forged.__dict__.update({k: v for k, v in bound.__dict__.items() if k != "binding"})
+    forged = forged_instance(BoundWeightFragment, {k: v for k, v in fields_state(bound).items() if k != "binding"})
     targets[pfid] = forged
     fused = _native.bind_regions(
         *CLASSES, LOGICAL.operations, targets, SOURCES, BoundWeightFragment, RuntimeBindingFragment, 10**9, True, True
@@ -206,8 +206,7 @@ def test_subclassed_binding_takes_the_attribute_reads() -> None:
     pfid, bound = next(iter(targets.items()))
     binding = object.__new__(Binding)
     binding.__dict__.update(bound.binding.__dict__)
-    forged = object.__new__(BoundWeightFragment)
-    forged.__dict__.update({**bound.__dict__, "binding": binding})
+    forged = forged_instance(BoundWeightFragment, {**fields_state(bound), "binding": binding})
     targets[pfid] = forged
     fused = _native.bind_regions(
         *CLASSES, LOGICAL.operations, targets, SOURCES, BoundWeightFragment, RuntimeBindingFragment, 10**9, True, True

@@ -27,6 +27,7 @@ from mooncake.reshard.weight.storage_manifest import StoredFragmentSnapshot
 from mooncake.reshard.weight.types import PlacementFragment
 
 from known_answers import case_names, load_case
+from spec_helpers import fields_state, forged_instance
 
 CASES = case_names()
 
@@ -95,16 +96,11 @@ def _decided(operations: tuple[Any, ...], sources: tuple[Any, ...], targets: tup
 
 
 def _forge(value: Any, **changes: Any) -> Any:
-    forged = object.__new__(type(value))
-    forged.__dict__.update(value.__dict__)
-    forged.__dict__.update(changes)
-    return forged
+    return forged_instance(type(value), {**fields_state(value), **changes})
 
 
 def _without(value: Any, name: str) -> Any:
-    forged = object.__new__(type(value))
-    forged.__dict__.update({k: v for k, v in value.__dict__.items() if k != name})
-    return forged
+    return forged_instance(type(value), {k: v for k, v in fields_state(value).items() if k != name})
 
 
 @pytest.mark.parametrize("name,which", _ALL_PLANS)

@@ -146,7 +146,7 @@ def test_fragment_fields_read_from_dicts(where: str, case: str) -> None:
                 elif case == "forged-pfid":
                     object.__setattr__(placement, "placement_fragment_id", "elsewhere")
                 else:
-                    del forged.__dict__["lease_generation"]
+                    object.__delattr__(forged, "lease_generation")  # (an emptied slot: a missing key)
                 object.__setattr__(forged, "placement", placement)
 
             args = (_with_fragment(frags, position, edit), keys, runtime_ids, side_of, runtime, rows, attested)

@@ -56,7 +56,7 @@ from .field_types import (
     require_fields,
     state_type_failure,
 )
-from .fragments import BoundWeightFragment
+from .fragments import BoundWeightFragment, _bound_fields_state
 
 _HEX = frozenset("0123456789abcdef")
 _U64_MAX = (1 << 64) - 1
@@ -905,9 +905,11 @@ class TransferPlan:
             for side, fragment in (("source", sources[index]), ("target", targets[index])):
                 if id(fragment) in keys or not isinstance(fragment, BoundWeightFragment):
                     continue
-                if fragment.owner is not None or fragment.binding.owner is not None:
+                # (an emptied owner / attestation slot reads as its default None, as a missing
+                # key of the dict-backed class's instance dict read the class default)
+                if getattr(fragment, "owner", None) is not None or fragment.binding.owner is not None:
                     raise ValueError(f"transfer plan {side} fragment retains runtime allocation owner")
-                attestation = fragment.attestation
+                attestation = getattr(fragment, "attestation", None)
                 if attestation is None:
                     raise ValueError(f"transfer plan {side} fragment lacks an attested runtime binding")
                 placement = attestation.placement
@@ -1594,7 +1596,12 @@ def _require_typed_fragment(fragment: Any) -> None:
 
         _require_typed_members((), (fragment,))
         return
-    state = getattr(fragment, "__dict__", None)
+    # A bound fragment's set fields (C layout: read from its slots); anything else's instance dict.
+    state = (
+        _bound_fields_state(fragment)
+        if isinstance(fragment, BoundWeightFragment)
+        else getattr(fragment, "__dict__", None)
+    )
     if type(state) is not dict:
         raise ValueError("bound fragment placement is invalid")
     if not isinstance(state.get("placement"), PlacementFragment):
@@ -1762,7 +1769,7 @@ def _require_typed_attestations(operations: tuple[Any, ...], executors: tuple[An
     for op in operations:
         for fragment in (op.source, op.target):
             if isinstance(fragment, BoundWeightFragment):
-                attestations.append(fragment.__dict__.get("attestation"))
+                attestations.append(_bound_fields_state(fragment).get("attestation"))
     attestations.extend(executor.__dict__.get("attestation") for executor in executors)
     for attestation in attestations:
         if not isinstance(attestation, RuntimeBindingAttestation) or id(attestation) in seen:

@@ -106,7 +106,7 @@ from .bound_contracts import (
     _ViewScope,
 )
 from .contracts import PlanningLimits, TransferRegion
-from .fragments import BoundWeightFragment
+from .fragments import BoundWeightFragment, _bound_fields_state
 from .field_types import attestable_shape_failure
 
 _FORMAT = 1
@@ -237,7 +237,7 @@ def _encode(
         """Index of a new bound fragment in the table (its row appended)."""
         if type(fragment) is not BoundWeightFragment:
             raise _Irregular
-        fragment_state = fragment.__dict__
+        fragment_state = _bound_fields_state(fragment)  # its set fields (C layout, no __dict__)
         if len(fragment_state) != _FRAGMENT_COUNT:
             raise _Irregular
         row = _fragment_values(fragment_state)

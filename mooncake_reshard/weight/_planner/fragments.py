@@ -5,11 +5,11 @@ Also names the private fragment unions of spec §8.1 (logical and executable sou
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from dataclasses import field
+from typing import TYPE_CHECKING, Any, Optional, Union
 
+from ..._layout import layout_builder, layout_dataclass, layout_state_reader, value_base
 from ...contracts.fragments import RuntimeBindingFragment
-from ..._shared_keys import share_field_keys
 from ...contracts.ids import LeaseId, PlacementFragmentId, RuntimeFragmentId, RuntimeInstanceId, TensorId
 from ..storage_manifest import StoredFragmentSnapshot
 from ..types import ParallelRank, PlacementFragment
@@ -17,15 +17,31 @@ from .attestation import RuntimeBindingAttestation
 
 _U64_MAX = (1 << 64) - 1
 
+# The field names in field order (``layout_dataclass`` checks them against the annotations; the
+# C readers index the layout in this order: csrc/layout.h MR_BF_*).
+_BOUND_LAYOUT = ("placement", "binding", "instance_id", "runtime_lease_id", "lease_generation", "owner", "attestation")
 
-@dataclass(frozen=True)
-class BoundWeightFragment:
+if TYPE_CHECKING:  # type checkers see a frozen dataclass (layout_dataclass is a dataclass transform)
+    _BoundBase = object
+else:
+    _BoundBase = value_base("BoundWeightFragment", _BOUND_LAYOUT)
+
+
+@layout_dataclass
+class BoundWeightFragment(_BoundBase):
     """A ``PlacementFragment`` joined to one ``RuntimeBindingFragment`` of a live runtime.
 
     ``instance_id``, ``runtime_lease_id`` and ``lease_generation`` fence the runtime that owns
     the memory; ``attestation`` (when present) proves the pair was validated against its
     placement. ``owner`` must be the runtime binding's own owner object (usually ``None``).
+
+    Stored in a C-owned layout (``mooncake_reshard/_layout.py``): the 7 fields live in the
+    instance itself, in field order (no instance ``__dict__``); C readers load them directly
+    (``csrc/layout.h``). Pickling is ``__reduce__``'s (the constructor's arguments, no owner),
+    as for the dict-backed class: the pickles are the same bytes.
     """
+
+    __slots__ = ("__weakref__",)
 
     placement: PlacementFragment
     binding: RuntimeBindingFragment
@@ -72,7 +88,9 @@ class BoundWeightFragment:
                 raise ValueError("bound fragment runtime fence differs from attestation")
 
     def __reduce__(self) -> tuple[Any, ...]:
-        """Rebuild through the constructor, without the owner (spec §13)."""
+        """Rebuild through the constructor, without the owner (spec §13). (An emptied
+        attestation slot reads as its default None, as a missing key of the dict-backed class's
+        instance dict read the class default.)"""
         return (
             type(self),
             (
@@ -82,7 +100,7 @@ class BoundWeightFragment:
                 self.runtime_lease_id,
                 self.lease_generation,
                 None,
-                self.attestation,
+                getattr(self, "attestation", None),
             ),
         )
 
@@ -99,15 +117,19 @@ class BoundWeightFragment:
         """Pickle helper (``TransferPlan`` record): exactly ``cls(placement, binding,
         instance_id, runtime_lease_id, lease_generation, None, attestation)``, i.e. the same
         ``__post_init__`` checks, without the generated frozen ``__init__``."""
-        bound: BoundWeightFragment = object.__new__(cls)
-        state = bound.__dict__
-        state["placement"] = placement
-        state["binding"] = binding
-        state["instance_id"] = instance_id
-        state["runtime_lease_id"] = runtime_lease_id
-        state["lease_generation"] = lease_generation
-        state["owner"] = None
-        state["attestation"] = attestation
+        bound: BoundWeightFragment
+        if cls is BoundWeightFragment:
+            bound = _build_bound(
+                placement, binding, instance_id, runtime_lease_id, lease_generation, None, attestation
+            )
+        else:  # a subclass: stored field by field (what the generated ``__init__`` stores)
+            bound = object.__new__(cls)
+            store = object.__setattr__
+            for name, value in zip(
+                _BOUND_LAYOUT,
+                (placement, binding, instance_id, runtime_lease_id, lease_generation, None, attestation),
+            ):
+                store(bound, name, value)
         bound.__post_init__()
         return bound
 
@@ -194,7 +216,13 @@ class BoundWeightFragment:
         return self.binding.storage_offset_bytes
 
 
-share_field_keys(BoundWeightFragment)  # CPython 3.10: dicts the C core fills stay key-sharing
+# Builds an exact BoundWeightFragment from its 7 field values in field order, stored directly
+# (C, no ``__init__`` / ``__post_init__``: the callers check or trust the values).
+_build_bound = layout_builder(BoundWeightFragment)
+# ``{field: value}`` of a bound fragment's set fields in field order (what the dict-backed
+# class's ``__dict__`` held), read through the layout's own member descriptors (a subclass
+# cannot shadow them here).
+_bound_fields_state = layout_state_reader(BoundWeightFragment)
 
 
 def _trusted_bound_fragment(
@@ -208,15 +236,9 @@ def _trusted_bound_fragment(
     """Private: a ``BoundWeightFragment`` of an attestation's own placement and evidence
     fragment with the evidence's fences (owner-free), i.e. a value ``__post_init__`` accepts by
     construction of the attestation. Never use it for anything else."""
-    bound: BoundWeightFragment = object.__new__(BoundWeightFragment)
-    state = bound.__dict__
-    state["placement"] = placement
-    state["binding"] = binding
-    state["instance_id"] = instance_id
-    state["runtime_lease_id"] = runtime_lease_id
-    state["lease_generation"] = lease_generation
-    state["owner"] = None
-    state["attestation"] = attestation
+    bound: BoundWeightFragment = _build_bound(
+        placement, binding, instance_id, runtime_lease_id, lease_generation, None, attestation
+    )
     return bound
 
 
