@@ -1105,6 +1105,9 @@ ss_replica_owners(Py_ssize_t ntensors, PyObject *kinds_list, PyObject *slot_list
         PyObject *key, *owner;
         int rc = 1;
         while (rc == 1 && PyDict_Next(chosen, &pos, &key, &owner)) { /* no Python code runs */
+            /* only an exact str key (another key, e.g. a str subclass the map was seeded with
+             * from tensor_index, is looked up by value below, as before) */
+            if (!PyUnicode_CheckExact(key)) continue;
             Py_ssize_t t = po_tmap_find(met, key);
             if (t < 0 || t >= ntensors || routed[t] || tids[t] == NULL || valid[t * nslots + s]) continue;
             PyObject *kinds = PyList_GetItem(kinds_list, t);

@@ -183,3 +183,30 @@ def test_a_chosen_key_equal_but_another_object_is_looked_up() -> None:
         # no chosen owner: nothing eligible
         case["slots"] = [{_copy("layer.0.x"): (("tp", 1),)}]
         assert _call(case, False)[0] == [] and _call(case, True)[0] == []
+
+
+def test_a_str_subclass_key_is_looked_up_as_before() -> None:
+    """A tensor_index key that is a str subclass, also the chosen dict's key: the typed path
+    must look it up by value as the plain path does (its __hash__ runs there), not take the
+    entry by pointer."""
+    calls: List[str] = []
+
+    class Counting(str):
+        def __hash__(self) -> int:
+            calls.append(str(self))
+            return str.__hash__(self)
+
+    key = Counting("layer.0.w")
+    fragments = (
+        PlacementFragment(tensor_id="layer.0.w", global_offset=(0,), local_shape=(4,), nbytes=8,
+                          rank=ParallelRank(tp=1), placement_fragment_id="a"),
+    )
+    case = dict(fragments=fragments, tensor_index={key: 0}, ndim=_q([1]), kinds=[("tp",)], dp_owners=[None],
+                slots=[{key: (("tp", 1),)}], replica_dps=[0], cover_keys=[0], names=[key])
+    del calls[:]
+    plain = _call(case, typed=False)
+    plain_calls = list(calls)
+    del calls[:]
+    fast = _call(case, typed=True)
+    assert plain is not None and fast is not None and fast[0] == plain[0] == [fragments[0]]
+    assert calls == plain_calls and plain_calls  # the same hash calls on both paths
