@@ -438,7 +438,12 @@ mr_untrack_bound_regions(PyObject *regions, PyObject *bound_cls, PyObject *sourc
         PyObject *region = list ? PyList_GetItem(regions, i) : PyTuple_GetItem(regions, i);
         if (region == NULL) break;
         PyObject *dict = PyObject_GenericGetDict(region, NULL);
-        if (dict == NULL) break;
+        if (dict == NULL) {
+            /* no instance dict (a C-owned layout: layout.h mr_untrack_layout_regions) */
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) break;
+            PyErr_Clear();
+            continue;
+        }
         if (PyDict_CheckExact(dict)) {
             PyObject *source = PyDict_GetItemWithError(dict, source_name);
             PyObject *target = source == NULL ? NULL : PyDict_GetItemWithError(dict, target_name);

@@ -66,6 +66,34 @@ class IntSub(int):
     """An ``int`` subclass: rejected wherever the spec requires an int."""
 
 
+def field_state(value: Any) -> Dict[str, Any]:
+    """The field values ``value`` holds: its instance ``__dict__``, or for a value stored in a
+    C-owned layout (no instance dict) its set fields in field order (``__getstate__``: what a
+    dict-backed instance's ``__dict__`` held)."""
+    from mooncake.reshard import _native
+
+    if _native.layout_info(type(value)) is None:
+        return vars(value)
+    state: Dict[str, Any] = value.__getstate__()
+    return state
+
+
+def forged_instance(cls: type, state: Dict[Any, Any]) -> Any:
+    """``object.__new__(cls)`` holding ``state`` and never validated: ``state`` as its instance
+    dict, or, for a class stored in a C-owned layout (no instance dict), each item stored with
+    ``object.__setattr__`` in ``state``'s order (a key that is not a field cannot be stored:
+    AttributeError / TypeError)."""
+    from mooncake.reshard import _native
+
+    forged = object.__new__(cls)
+    if _native.layout_info(cls) is None:
+        forged.__dict__.update(state)
+    else:  # (a subclass without __slots__ also has an instance dict: the fields are not there)
+        for name, field_value in state.items():
+            object.__setattr__(forged, name, field_value)
+    return forged
+
+
 def forged_copy(value: Any, **fields: Any) -> Any:
     """``copy.copy(value)`` with each of ``fields`` set by ``object.__setattr__``, in keyword order:
     a forged value that no constructor or ``__post_init__`` has checked (``value`` is unchanged)."""

@@ -27,7 +27,9 @@ sys.path.insert(0, os.path.join(_FUZZ, "findings"))
 sys.path.insert(0, _FUZZ)
 
 import _pickle_repro as R  # noqa: E402
+from spec_helpers import field_state, forged_instance  # noqa: E402
 
+from mooncake.reshard import _native  # noqa: E402
 from mooncake.reshard.weight import ParallelRank  # noqa: E402
 
 _GONE = ...  # "remove the field"
@@ -50,7 +52,10 @@ _CLASSES = {
 
 
 def _forgeable(value: Any) -> bool:
-    return type(value).__name__ in _CLASSES and isinstance(getattr(value, "__dict__", None), dict)
+    # (an object of a class stored in a C-owned layout is forged field by field: spec_helpers)
+    if type(value).__name__ not in _CLASSES:
+        return False
+    return _native.layout_info(type(value)) is not None or isinstance(getattr(value, "__dict__", None), dict)
 
 
 def _collect(root: Any, kinds: Optional[set] = None) -> list:
@@ -77,7 +82,7 @@ def _collect(root: Any, kinds: Optional[set] = None) -> list:
         if _forgeable(item):
             if kinds is None or name in kinds:
                 out.append(item)
-            stack.extend(reversed([v for k, v in item.__dict__.items() if not k.startswith("_")]))
+            stack.extend(reversed([v for k, v in field_state(item).items() if not k.startswith("_")]))
     return out
 
 
@@ -112,18 +117,22 @@ def _substitute(value: Any, old: Any, new: Any, memo: dict, attestations: bool =
             clone.__dict__.update({"placement": placement, "evidence": evidence})
             result = clone
     elif _forgeable(value):
-        state = {k: _substitute(v, old, new, memo, attestations) for k, v in value.__dict__.items()}
-        if any(state[k] is not value.__dict__[k] for k in state):
-            clone = object.__new__(type(value))
-            clone.__dict__.update(state)
-            result = clone
+        own = field_state(value)
+        state = {k: _substitute(v, old, new, memo, attestations) for k, v in own.items()}
+        if any(state[k] is not own[k] for k in state):
+            result = forged_instance(type(value), state)
     memo[key] = result
     return result
 
 
 def _forge(obj: Any, field: str, hostile: Any) -> Any:
-    clone = object.__new__(type(obj))
-    clone.__dict__.update(obj.__dict__)
+    clone = forged_instance(type(obj), dict(field_state(obj)))
+    if _native.layout_info(type(obj)) is not None:  # a C-owned layout: only its fields exist
+        if hostile is _GONE:
+            object.__delattr__(clone, field)
+        else:
+            object.__setattr__(clone, field, hostile)
+        return clone
     if hostile is _GONE:
         clone.__dict__.pop(field, None)
     else:
@@ -194,7 +203,7 @@ def _check_forgery(plan_name: str, kinds: set, pick: int, field_pick: int, hosti
     candidates = _collect(tuple(state.values()), kinds)
     assume(candidates)
     obj = candidates[pick % len(candidates)]
-    names = [k for k in obj.__dict__ if not k.startswith("_")]
+    names = [k for k in field_state(obj) if not k.startswith("_")]
     assume(names)
     field = names[field_pick % len(names)]
     forged = _forge(obj, field, hostile)
@@ -260,7 +269,7 @@ def test_forged_stored_manifest_pickle(pick: int, field_pick: int, hostile: Any)
     manifest = R.plan("stored").source_manifest
     candidates = _collect(manifest.fragments + manifest.tensors)
     obj = candidates[pick % len(candidates)]
-    names = [k for k in obj.__dict__ if not k.startswith("_")]
+    names = [k for k in field_state(obj) if not k.startswith("_")]
     field = names[field_pick % len(names)]
     forged = _substitute(manifest, obj, _forge(obj, field, hostile), {})
     data = _dumped(lambda: pickle.dumps(forged, protocol=4))
@@ -291,7 +300,7 @@ def test_forged_logical_plans(pick: int, field_pick: int, hostile: Any) -> None:
     roots = tuple(state[name] for name in ("operations", "source_executors", "target_executors", "planning_limits"))
     candidates = _collect(roots, kinds)
     obj = candidates[pick % len(candidates)]
-    names = [k for k in obj.__dict__ if not k.startswith("_")]
+    names = [k for k in field_state(obj) if not k.startswith("_")]
     assume(names)
     field = names[field_pick % len(names)]
     forged = _forge(obj, field, hostile)
@@ -330,7 +339,7 @@ def test_attestation_graphs_forged_in_place_then_replaced(plan_name: str, pick: 
     }
     candidates = _collect(tuple(plan.__dict__.values()), kinds)
     obj = candidates[pick % len(candidates)]
-    names = [k for k in obj.__dict__ if not k.startswith("_")]
+    names = [k for k in field_state(obj) if not k.startswith("_")]
     assume(names)
     field = names[field_pick % len(names)]
     if hostile is _GONE:

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from memory_executor import HostMemory, host_bindings, tp_placement
 from test_binding_physical import bound, region, workloads
+from spec_helpers import field_state, forged_copy, forged_instance
 
 from mooncake.reshard import _native
 from mooncake.reshard.contracts.fragments import RuntimeBindingFragment
@@ -39,10 +40,7 @@ def _logical(ops: Sequence[Any]) -> Tuple[Tuple[Any, ...], dict[str, Any], dict[
     targets: dict[str, Any] = {}
     sources: dict[str, Any] = {}
     for op in ops:
-        plain = object.__new__(TransferRegion)
-        plain.__dict__.update(op.__dict__)
-        plain.__dict__["source"] = op.source.placement
-        plain.__dict__["target"] = op.target.placement
+        plain = forged_copy(op, source=op.source.placement, target=op.target.placement)
         targets[op.target.placement.placement_fragment_id] = op.target
         sources[op.source.placement.placement_fragment_id] = op.source
         logical.append(plain)
@@ -72,8 +70,8 @@ def _agree(logical: Tuple[Any, ...], targets: Any, sources: Any, budget: Any = 1
     assert selections == plain[1]
     assert len(regions) == len(plain[0])
     for got, want in zip(regions, plain[0]):
-        assert type(got) is type(want) and list(got.__dict__) == list(want.__dict__)
-        assert all(got.__dict__[k] is want.__dict__[k] for k in want.__dict__)
+        assert type(got) is type(want) and list(field_state(got)) == list(field_state(want))
+        assert all(field_state(got)[k] is field_state(want)[k] for k in field_state(want))
     separate = _native.physical_whole_targets(regions, TransferRegion, BoundWeightFragment, budget)
     positive = type(budget) is int and budget > 0
     assert physical in (True, None)
@@ -131,8 +129,7 @@ class _PlacementSubclass(PlacementFragment):
 
 
 def _subclassed(value: Any, cls: type) -> Any:
-    copy = object.__new__(cls)
-    copy.__dict__.update(value.__dict__)
+    copy = forged_instance(cls, dict(field_state(value)))
     return copy
 
 
@@ -359,8 +356,7 @@ def test_forged_limits_object_gives_the_same_first_failure(monkeypatch: pytest.M
     object.__setattr__(logical, "planning_limits", object())
     if missing_binding:
         first = logical.operations[0]
-        forged = object.__new__(PlacementFragment)
-        forged.__dict__.update(first.target.__dict__)
+        forged = forged_instance(PlacementFragment, dict(field_state(first.target)))
         forged.__dict__["placement_fragment_id"] = "nowhere"
         object.__setattr__(first, "target", forged)
     outcomes = []

@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory_executor import HostMemory, host_bindings, tp_placement
+from spec_helpers import field_state, forged_instance
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import RuntimeBindingFragment, StoredWeightManifest, WeightRuntimeBindingManifest
@@ -159,8 +160,7 @@ def test_operations_that_give_no_hint_are_skipped() -> None:
     parts, attestations = world.side(0)
     ops = world.logical.operations
     first = ops[0]
-    foreign = object.__new__(TransferRegion)
-    foreign.__dict__.update(first.__dict__)
+    foreign = forged_instance(TransferRegion, dict(field_state(first)))
     object.__setattr__(foreign, "target", dataclasses.replace(first.target))  # equal, not the object
     fieldless = object.__new__(TransferRegion)
     odd: list[Any] = [None, 3, "x", object(), first.target, fieldless, foreign, type(first), first]

@@ -10,6 +10,7 @@ import copy
 from typing import Any, Callable
 
 import pytest
+from spec_helpers import field_state, forged_instance
 
 from mooncake.reshard import _native
 from mooncake.reshard.contracts.fragments import RuntimeBindingFragment
@@ -95,15 +96,12 @@ def _decided(operations: tuple[Any, ...], sources: tuple[Any, ...], targets: tup
 
 
 def _forge(value: Any, **changes: Any) -> Any:
-    forged = object.__new__(type(value))
-    forged.__dict__.update(value.__dict__)
-    forged.__dict__.update(changes)
+    forged = forged_instance(type(value), {**field_state(value), **changes})
     return forged
 
 
 def _without(value: Any, name: str) -> Any:
-    forged = object.__new__(type(value))
-    forged.__dict__.update({k: v for k, v in value.__dict__.items() if k != name})
+    forged = forged_instance(type(value), {k: v for k, v in field_state(value).items() if k != name})
     return forged
 
 
@@ -167,8 +165,7 @@ def _placement_forgeries(fragment: Any) -> list[Any]:
         _without(fragment, "rank"),
         _without(fragment, "placement_fragment_id"),
     ]
-    sub = object.__new__(_FragmentSubclass)
-    sub.__dict__.update(fragment.__dict__)
+    sub = forged_instance(_FragmentSubclass, dict(field_state(fragment)))
     out.append(sub)
     return out
 
@@ -201,8 +198,7 @@ def _forged_operations(plan: Any) -> list[tuple[Any, ...]]:
         def put(value: Any, index: int = index) -> tuple[Any, ...]:
             return operations[:index] + (value,) + operations[index + 1 :]
 
-        sub = object.__new__(_RegionSubclass)
-        sub.__dict__.update(op.__dict__)
+        sub = forged_instance(_RegionSubclass, dict(field_state(op)))
         variants += [put(sub), put(_without(op, "source")), put(_without(op, "target")), put(_Weird())]
         variants += [put(_forge(op, source=fragment)) for fragment in _fragment_forgeries(op.source)]
         variants += [put(_forge(op, target=fragment)) for fragment in _fragment_forgeries(op.target)]

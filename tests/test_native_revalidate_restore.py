@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from test_binding_attacks import World
+from spec_helpers import field_state
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight._planner import bound_pickle
@@ -328,9 +329,9 @@ def _check_regions(table: Any, fragments: tuple[Any, ...]) -> bool:
     assert type(native) is tuple and len(native) == len(expected[1])
     for mine, theirs in zip(native, expected[1]):
         assert type(mine) is TransferRegion
-        assert list(mine.__dict__) == list(theirs.__dict__)
-        for name, value in theirs.__dict__.items():
-            assert mine.__dict__[name] is value
+        assert list(field_state(mine)) == list(field_state(theirs))
+        for name, value in field_state(theirs).items():
+            assert field_state(mine)[name] is value
     return True
 
 
