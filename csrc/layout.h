@@ -420,16 +420,10 @@ static inline void
 mr_untrack_layout_regions(PyObject *regions, const mr_layout_class *rl, PyObject *bound_cls,
                           PyObject *attestation_name)
 {
-    if (PyErr_Occurred() || bound_cls == NULL || rl->cls == NULL || rl->n != MR_RG_NFIELDS) return;
-    int list = PyList_CheckExact(regions);
-    if (!list && !PyTuple_CheckExact(regions)) return;
-    Py_ssize_t n = list ? PyList_Size(regions) : PyTuple_Size(regions);
-    if (n < MR_GC_BULK_MIN) return;
-    mr_att_memo *memo = PyMem_Calloc(1, sizeof(mr_att_memo));
-    if (memo == NULL) {
-        PyErr_Clear();
-        return;
-    }
+    if (PyErr_Occurred() || rl->cls == NULL || rl->n != MR_RG_NFIELDS) return;
+    int list = 0;
+    mr_att_memo *memo = NULL;
+    Py_ssize_t n = mr_untrack_regions_begin(regions, bound_cls, &list, &memo);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *region = list ? PyList_GetItem(regions, i) : PyTuple_GetItem(regions, i);
         if (region == NULL) break;
