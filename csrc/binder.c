@@ -1752,11 +1752,24 @@ bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nar
     if (PyTuple_CheckExact(operations)) {
         Py_ssize_t n_ops = PyTuple_Size(operations);
         if (n_ops < 0) goto done;
+        /* region_cls in TransferRegion's C-owned layout: the field read directly (layout.h) */
+        static mr_layout_memo ordered_memo;
+        mr_layout_class rl;
+        (void)mr_region_layout(&ordered_memo, &rl, region_cls);
         for (Py_ssize_t j = 0; j < n_ops; j++) {
             PyObject *op = PyTuple_GetItem(operations, j);
             if (op == NULL) goto done;
             if (j + 8 < n_ops) bd_prefetch_object(PyTuple_GetItem(operations, j + 8)); /* a hint */
             if ((PyObject *)Py_TYPE(op) != region_cls) continue;
+            PyObject *const *op_fields = mr_layout_fields(op, &rl);
+            if (op_fields != NULL) {
+                PyObject *fragment = op_fields[side == 0 ? MR_RG_TARGET : MR_RG_SOURCE]; /* address only */
+                if (fragment == NULL) continue;
+                Py_ssize_t g = bd_idtab_get(slots, mask, fragment);
+                if (g < 0 || pending[g].made) continue;
+                if (bd_make_pending(nm, &lc, bound_cls, &pending[g], fences, attestations, rows_of) < 0) goto done;
+                continue;
+            }
             PyObject *op_dict = NULL;
             int rc = bd_dict_of(op, &op_dict);
             if (rc == BD_ERROR) goto done;
@@ -1917,6 +1930,7 @@ bd_bound_of(PyObject *const *nm, PyObject *fragment, PyObject *bound_map, PyObje
 
 typedef struct {
     PyObject *dict; /* the operation's instance dict (owned), or NULL */
+    PyObject *const *fields; /* or its fields (a region class in a C-owned layout), or NULL */
     int status;     /* BD_OK so far, else the first step's status */
     PyObject *v[BD_KEPT]; /* the field values in kept order (borrowed from dict) */
     /* per side (0 source, 1 target): the fragment's placement fragment id (owned, or NULL) and
@@ -1936,15 +1950,42 @@ bd_ahead_clear(bd_ahead *slot)
     Py_CLEAR(slot->pfid[1]);
 }
 
-/* Step 1 ahead: op's instance dict when op is an exact region_cls (status BD_FALLBACK otherwise). */
+/* Step 1 ahead: op's instance dict when op is an exact region_cls (status BD_FALLBACK otherwise);
+ * when rl accepted region_cls (a C-owned layout, layout.h), its field array instead, and a hint
+ * for the fields read in step 2. */
 static void
-bd_ahead_dict(bd_ahead *slot, PyObject *op, PyObject *region_cls)
+bd_ahead_dict(bd_ahead *slot, PyObject *op, PyObject *region_cls, const mr_layout_class *rl)
 {
     slot->dict = NULL;
+    slot->fields = NULL;
     slot->pfid[0] = slot->pfid[1] = NULL;
     slot->bound[0] = slot->bound[1] = NULL;
     slot->found[0] = slot->found[1] = BD_NOT_READ;
-    slot->status = (PyObject *)Py_TYPE(op) != region_cls ? BD_FALLBACK : bd_dict_of(op, &slot->dict);
+    if ((PyObject *)Py_TYPE(op) != region_cls) {
+        slot->status = BD_FALLBACK;
+        return;
+    }
+    slot->fields = mr_layout_fields(op, rl);
+    if (slot->fields != NULL) {
+        slot->status = BD_OK;
+        __builtin_prefetch(slot->fields);
+        __builtin_prefetch((const char *)slot->fields + 64);
+        return;
+    }
+    slot->status = bd_dict_of(op, &slot->dict);
+}
+
+/* bd_op_values for a region in the checked layout: its fields (borrowed: held by the
+ * operation) in kept order; an empty field is a missing key (BD_FALLBACK). */
+static int
+bd_op_layout_values(PyObject *const *fields, PyObject **v)
+{
+    for (int k = 0; k < BD_KEPT; k++) {
+        int name = bd_region_names[k]; /* field order: k is the field's layout index */
+        v[bd_region_slot(name)] = fields[k];
+        if (fields[k] == NULL) return BD_FALLBACK;
+    }
+    return BD_OK;
 }
 
 /* Step 2 ahead: the field values (bd_op_values), then a hint for the fragments read next. */
@@ -1952,7 +1993,8 @@ static void
 bd_ahead_values(const bd_table *tb, bd_ahead *slot)
 {
     if (slot->status != BD_OK) return;
-    slot->status = bd_op_values(tb->nm, slot->dict, slot->v);
+    slot->status = slot->fields != NULL ? bd_op_layout_values(slot->fields, slot->v)
+                                        : bd_op_values(tb->nm, slot->dict, slot->v);
     if (slot->status != BD_OK) return;
     bd_prefetch_object(slot->v[N_TARGET - N_SOURCE]);
     bd_prefetch_object(slot->v[0]);
@@ -1986,9 +2028,9 @@ bd_ahead_bound(bd_ahead *slot, PyObject *const *maps)
  * are untracked first (mr_untrack_bound), as mr_untrack_bound_regions would after the pass
  * (bound_layout: classes[6] is a C-owned layout mr_bound_layout accepted). */
 static int
-bd_bound_region(const bd_table *tb, PyObject *const *classes, bd_ahead *slot, PyObject *bound_targets,
-                PyObject *bound_sources, PyObject *known_source, mr_att_memo *att, int untrack_source, PyObject **out,
-                PyObject **kept, int bound_layout)
+bd_bound_region(const bd_table *tb, PyObject *const *classes, const mr_layout_class *rl, bd_ahead *slot,
+                PyObject *bound_targets, PyObject *bound_sources, PyObject *known_source, mr_att_memo *att,
+                int untrack_source, PyObject **out, PyObject **kept, int bound_layout)
 {
     PyObject *const *nm = tb->nm;
     PyObject *region_cls = classes[0], *pf_cls = classes[1], *stored_cls = classes[2];
@@ -2020,10 +2062,27 @@ bd_bound_region(const bd_table *tb, PyObject *const *classes, bd_ahead *slot, Py
      * (a key-sharing dict: about half the memory of a separate dict, and fewer cache lines for
      * every later pass that reads the region's fields). */
     status = BD_ERROR;
-    PyObject *region = mr_new_instance(region_cls, &dict, "bind_regions");
-    if (region == NULL) goto done;
     v[0] = bound_source;
     v[N_TARGET - N_SOURCE] = bound_target;
+    if (rl->cls != NULL && rl->cls == region_cls) {
+        /* a C-owned layout (layout.h): the values stored directly in field order; its bound
+         * fragments offered to the collector first, then the region (mr_layout_new: untracked
+         * when every value is inert, as mr_untrack_inert decides for a dict-backed one) */
+        if (att != NULL) {
+            if (untrack_source) mr_untrack_bound(bound_source, classes[6], bound_layout, nm[N_ATTESTATION], att);
+            mr_untrack_bound(bound_target, classes[6], bound_layout, nm[N_ATTESTATION], att);
+        }
+        PyObject *values[MR_RG_NFIELDS];
+        for (int k = 0; k < BD_KEPT; k++) values[k] = v[bd_region_slot(bd_region_names[k])];
+        PyObject *region = mr_layout_new(rl, values, MR_RG_NFIELDS);
+        if (region == NULL) goto done;
+        for (int k = 0; k < BD_KEPT; k++) kept[k] = v[k]; /* borrowed: the region holds them */
+        *out = region;
+        status = BD_OK;
+        goto done;
+    }
+    PyObject *region = mr_new_instance(region_cls, &dict, "bind_regions");
+    if (region == NULL) goto done;
     for (int k = 0; k < BD_KEPT; k++) {
         int name = bd_region_names[k];
         if (PyDict_SetItem(dict, nm[name], v[bd_region_slot(name)]) < 0) {
@@ -2741,6 +2800,10 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (regions == NULL) return NULL;
     bd_ahead ahead[BD_AHEAD];
     for (int k = 0; k < BD_AHEAD; k++) ahead[k].dict = ahead[k].pfid[0] = ahead[k].pfid[1] = NULL;
+    /* args[0] in TransferRegion's C-owned layout: operations read and regions built directly */
+    static mr_layout_memo regions_memo;
+    mr_layout_class rl;
+    (void)mr_region_layout(&regions_memo, &rl, args[0]);
     PyObject *ids[2] = {NULL, NULL};
     int undecided = 0;
     bd_carry carry = {.bound_cls = bound_cls};
@@ -2796,7 +2859,7 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             }
             PyObject *next = PyTuple_GetItem(operations, dict_at);
             if (next == NULL) goto fail;
-            bd_ahead_dict(&ahead[dict_at % BD_AHEAD], next, args[0]);
+            bd_ahead_dict(&ahead[dict_at % BD_AHEAD], next, args[0], &rl);
             if (ahead[dict_at % BD_AHEAD].status == BD_ERROR) goto fail;
         }
         for (; values_at < n && values_at < i + BD_AHEAD / 2; values_at++) {
@@ -2821,8 +2884,8 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             if (met == NULL) goto fail;
         }
         if (status == BD_OK) {
-            status = bd_bound_region(&tb, args, slot, bound_targets, bound_sources, hit ? met->bound : NULL, att, !hit,
-                                     &region, kept, bound_layout);
+            status = bd_bound_region(&tb, args, &rl, slot, bound_targets, bound_sources, hit ? met->bound : NULL, att,
+                                     !hit, &region, kept, bound_layout);
         }
         bd_ahead_clear(slot); /* (the operation holds its dict: kept stays valid) */
         if (status != BD_OK || PyList_SetItem(regions, i, region) < 0) {
@@ -3809,6 +3872,9 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *placement_id = args[4];
     PyObject *region_cls = args[5], *fragment_cls = args[6], *part_cls = args[7], *executor_cls = args[8];
     PyObject *rank_cls = args[9], *tensor_cls = args[10];
+    static mr_layout_memo cover_memo; /* region_cls in TransferRegion's C-owned layout (layout.h) */
+    mr_layout_class rl;
+    (void)mr_region_layout(&cover_memo, &rl, region_cls);
     if (!PyTuple_CheckExact(operations) || !PyTuple_CheckExact(parts) || !PyTuple_CheckExact(executors)
         || !PyTuple_CheckExact(target_tensors) || !PyUnicode_CheckExact(placement_id)) {
         Py_RETURN_NONE;
@@ -4033,7 +4099,17 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if ((PyObject *)Py_TYPE(op) != region_cls) { status = BD_FALLBACK; break; }
         PyObject **ov = &op_fields[CO_COUNT * i];
         static const int op_names[CO_COUNT] = {N_TARGET, N_SOURCE, N_OVERLAP_OFFSET, N_OVERLAP_SHAPE};
-        if (bd_scan_fields(nm, op, op_names, CO_COUNT, ov) < 0) { status = BD_ERROR; break; }
+        PyObject *const *layout_fields = mr_layout_fields(op, &rl);
+        if (layout_fields != NULL) {
+            /* TransferRegion's C-owned layout (layout.h): an empty field is one the scan did not
+             * meet (NULL: read by getattr below, which raises as a missing key's getattr did) */
+            static const int op_layout[CO_COUNT] = {MR_RG_TARGET, MR_RG_SOURCE, MR_RG_OVERLAP_OFFSET,
+                                                    MR_RG_OVERLAP_SHAPE};
+            for (int k = 0; k < CO_COUNT; k++) ov[k] = layout_fields[op_layout[k]];
+        } else if (bd_scan_fields(nm, op, op_names, CO_COUNT, ov) < 0) {
+            status = BD_ERROR;
+            break;
+        }
         /* the target is compared by address only: a scanned one is not touched (borrowed) */
         status = ov[CO_TARGET] != NULL ? BD_OK : bd_get(op, nm[N_TARGET], &target);
         if (status != BD_OK) break;
@@ -5029,6 +5105,9 @@ bd_logical_routes_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t n = PyTuple_Size(operations);
     if (n < 0) return NULL;
     int status = BD_OK;
+    static mr_layout_memo routes_memo; /* region_cls in TransferRegion's C-owned layout (layout.h) */
+    mr_layout_class rl;
+    (void)mr_region_layout(&routes_memo, &rl, region_cls);
     PyObject *last_source = NULL; /* borrowed: the previous operation's plain source (alive in it) */
     for (Py_ssize_t i = 0; i < n && status == BD_OK; i++) {
         PyObject *op = PyTuple_GetItem(operations, i), *dict = NULL, *source = NULL, *target = NULL;
@@ -5037,9 +5116,22 @@ bd_logical_routes_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             status = BD_FALLBACK;
             break;
         }
-        status = bd_dict_of(op, &dict);
-        if (status == BD_OK) status = bd_dget(dict, tb.nm[N_SOURCE], &source);
-        if (status == BD_OK) status = bd_dget(dict, tb.nm[N_TARGET], &target);
+        PyObject *const *fields = mr_layout_fields(op, &rl);
+        if (fields != NULL) {
+            /* an empty field is a missing key (BD_FALLBACK) */
+            source = fields[MR_RG_SOURCE];
+            target = fields[MR_RG_TARGET];
+            if (source == NULL || target == NULL) {
+                status = BD_FALLBACK;
+                break;
+            }
+            Py_INCREF(source);
+            Py_INCREF(target);
+        } else {
+            status = bd_dict_of(op, &dict);
+            if (status == BD_OK) status = bd_dget(dict, tb.nm[N_SOURCE], &source);
+            if (status == BD_OK) status = bd_dget(dict, tb.nm[N_TARGET], &target);
+        }
         if (status == BD_OK && source != last_source && (PyObject *)Py_TYPE(source) != stored_cls) {
             /* (no user code runs in this loop: the same object still has the values read) */
             status = bd_route_half_plain(tb.nm, source, fragment_cls, rank_cls);

@@ -452,6 +452,27 @@ mr_untrack_bound(PyObject *bound, PyObject *bound_cls, int layout, PyObject *att
     PyErr_Clear();
 }
 
+/* The untracking passes over a plan's regions: the count n of regions (an exact list, *list
+ * set, or tuple of at least MR_GC_BULK_MIN items: as the other bulk builders, a smaller plan
+ * costs the collector less than the pass) with *memo a zeroed attestation memo to PyMem_Free
+ * after the pass; 0 (and *memo NULL) when there is nothing to do. Never fails (an error, never
+ * expected, is cleared). */
+static inline Py_ssize_t
+mr_untrack_regions_begin(PyObject *regions, PyObject *bound_cls, int *list, mr_att_memo **memo)
+{
+    *memo = NULL;
+    *list = PyList_CheckExact(regions);
+    if (bound_cls == NULL || (!*list && !PyTuple_CheckExact(regions))) return 0;
+    Py_ssize_t n = *list ? PyList_Size(regions) : PyTuple_Size(regions);
+    if (n < MR_GC_BULK_MIN) return 0;
+    *memo = PyMem_Calloc(1, sizeof(mr_att_memo));
+    if (*memo == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    return n;
+}
+
 /* bind_regions' regions (a list it built and holds; or a restored plan's tuple): untrack each region's bound source and
  * target (see mr_untrack_bound; bound_layout: its layout), then the region when all its fields are inert. Runs no
  * Python code; never fails (errors, never expected, are cleared and stop nothing but untracking). */
@@ -459,22 +480,20 @@ static inline void
 mr_untrack_bound_regions(PyObject *regions, PyObject *bound_cls, int bound_layout, PyObject *source_name,
                          PyObject *target_name, PyObject *attestation_name)
 {
-    if (PyErr_Occurred() || bound_cls == NULL) return;
-    int list = PyList_CheckExact(regions);
-    if (!list && !PyTuple_CheckExact(regions)) return;
-    Py_ssize_t n = list ? PyList_Size(regions) : PyTuple_Size(regions);
-    /* as the other bulk builders: a smaller plan costs the collector less than this pass */
-    if (n < MR_GC_BULK_MIN) return;
-    mr_att_memo *memo = PyMem_Calloc(1, sizeof(mr_att_memo));
-    if (memo == NULL) {
-        PyErr_Clear();
-        return;
-    }
+    if (PyErr_Occurred()) return;
+    int list = 0;
+    mr_att_memo *memo = NULL;
+    Py_ssize_t n = mr_untrack_regions_begin(regions, bound_cls, &list, &memo);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *region = list ? PyList_GetItem(regions, i) : PyTuple_GetItem(regions, i);
         if (region == NULL) break;
         PyObject *dict = PyObject_GenericGetDict(region, NULL);
-        if (dict == NULL) break;
+        if (dict == NULL) {
+            /* no instance dict (a C-owned layout: layout.h mr_untrack_layout_regions) */
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) break;
+            PyErr_Clear();
+            continue;
+        }
         if (PyDict_CheckExact(dict)) {
             PyObject *source = PyDict_GetItemWithError(dict, source_name);
             PyObject *target = source == NULL ? NULL : PyDict_GetItemWithError(dict, target_name);

@@ -92,12 +92,25 @@ gt_untrack_bound_regions(PyObject *Py_UNUSED(module), PyObject *const *args, Py_
     }
     PyObject *names[3] = {PyUnicode_InternFromString("source"), PyUnicode_InternFromString("target"),
                           PyUnicode_InternFromString("attestation")};
-    /* a bound_cls stored in a C-owned layout of BoundWeightFragment's fields: read its slots */
-    static mr_layout_memo memo;
-    mr_layout_class lc;
-    int layout = names[0] != NULL && names[1] != NULL && names[2] != NULL && mr_bound_layout(&memo, &lc, bound_cls);
-    if (names[0] != NULL && names[1] != NULL && names[2] != NULL)
-        mr_untrack_bound_regions(args[0], bound_cls, layout, names[0], names[1], names[2]);
+    if (names[0] != NULL && names[1] != NULL && names[2] != NULL) {
+        /* a bound_cls stored in a C-owned layout of BoundWeightFragment's fields: read its slots */
+        static mr_layout_memo bound_memo;
+        mr_layout_class lc;
+        int layout = mr_bound_layout(&bound_memo, &lc, bound_cls);
+        /* regions in TransferRegion's C-owned layout (the class of the first one) read directly
+         * (any other object in the list is then left tracked: untracking is only ever optional);
+         * otherwise through their instance dicts */
+        static mr_layout_memo memo;
+        mr_layout_class rl = {NULL, 0};
+        Py_ssize_t size = PyList_CheckExact(args[0]) ? PyList_Size(args[0])
+                          : PyTuple_CheckExact(args[0]) ? PyTuple_Size(args[0]) : 0;
+        if (size > 0) {
+            PyObject *first = PyList_CheckExact(args[0]) ? PyList_GetItem(args[0], 0) : PyTuple_GetItem(args[0], 0);
+            if (first != NULL) (void)mr_region_layout(&memo, &rl, (PyObject *)Py_TYPE(first));
+        }
+        if (rl.cls != NULL) mr_untrack_layout_regions(args[0], &rl, bound_cls, layout, names[2]);
+        else mr_untrack_bound_regions(args[0], bound_cls, layout, names[0], names[1], names[2]);
+    }
     for (int k = 0; k < 3; k++) Py_XDECREF(names[k]);
     if (PyErr_Occurred()) return NULL;
     Py_RETURN_NONE;

@@ -628,6 +628,15 @@ typedef struct {
 
 static PyObject *ly_builder_type = NULL; /* created once by Init_Layout */
 
+/* TransferRegion's field names (layout.h mr_region_names), created once by Init_Layout. */
+static PyObject *ly_region_names = NULL;
+
+PyObject *
+mr_region_names(void)
+{
+    return ly_region_names;
+}
+
 static int
 ly_builder_traverse(PyObject *self, visitproc visit, void *arg)
 {
@@ -746,6 +755,23 @@ static PyMethodDef layout_methods[] = {
 int
 Init_Layout(PyObject *module)
 {
+    if (ly_region_names == NULL) {
+        static const char *const names[MR_RG_NFIELDS] = {
+            "tensor_id",          "source",      "target",            "overlap_offset", "overlap_shape",
+            "source_base_offset", "target_base_offset", "inner_bytes", "outer_loop_counts", "source_strides",
+            "target_strides",
+        };
+        PyObject *tuple = PyTuple_New(MR_RG_NFIELDS);
+        if (tuple == NULL) return -1;
+        for (int k = 0; k < MR_RG_NFIELDS; k++) {
+            PyObject *name = PyUnicode_InternFromString(names[k]);
+            if (name == NULL || PyTuple_SetItem(tuple, k, name) < 0) { /* steals name */
+                Py_DECREF(tuple);
+                return -1;
+            }
+        }
+        ly_region_names = tuple; /* kept for the process */
+    }
     if (ly_builder_type == NULL) {
         ly_builder_type = PyType_FromSpec(&ly_builder_spec); /* kept for the process */
         if (ly_builder_type == NULL) return -1;

@@ -328,7 +328,19 @@ mr_layout_fields_set(PyObject *obj, const mr_layout_class *lc)
  * decides for dict-backed instances). NULL with an exception (TypeError when lc was not checked
  * for n fields, MemoryError). */
 static inline PyObject *
+mr_layout_new_gc(const mr_layout_class *lc, PyObject *const *values, Py_ssize_t n, int untrack);
+
+static inline PyObject *
 mr_layout_new(const mr_layout_class *lc, PyObject *const *values, Py_ssize_t n)
+{
+    return mr_layout_new_gc(lc, values, n, 1);
+}
+
+/* mr_layout_new, judging the values for the collector only when untrack is non-zero (a bulk
+ * builder below MR_GC_BULK_MIN objects leaves its instances tracked, as it did dict-backed
+ * ones). */
+static inline PyObject *
+mr_layout_new_gc(const mr_layout_class *lc, PyObject *const *values, Py_ssize_t n, int untrack)
 {
     if (lc->cls == NULL || lc->n != n) {
         PyErr_SetString(PyExc_TypeError, "class is not a checked value layout of this many fields");
@@ -348,7 +360,7 @@ mr_layout_new(const mr_layout_class *lc, PyObject *const *values, Py_ssize_t n)
     PyObject *obj = alloc((PyTypeObject *)lc->cls, 0);
     if (obj == NULL) return NULL;
     PyObject **fields = ((mr_layout_object *)obj)->fields;
-    int inert = 1;
+    int inert = untrack != 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         fields[i] = Py_NewRef(values[i]);
         if (inert && !mr_gc_inert(values[i], MR_INERT_DEPTH)) inert = 0;
@@ -449,6 +461,80 @@ mr_state_item(PyObject *obj, const mr_layout_class *lc, Py_ssize_t index, PyObje
     Py_XINCREF(value);
     Py_DECREF(dict);
     return value;
+}
+
+/* ---- TransferRegion (representation change step 4) --------------------------------------
+ *
+ * TransferRegion's fields in field order (mooncake_reshard/weight/_planner/contracts.py
+ * _REGION_LAYOUT; tests/test_region_layout.py pins both). A reader or builder of regions checks
+ * its region class once per call with mr_region_layout (through a per-call-site memo: what it
+ * reads is the instance state, what a dict-backed region's instance dict held), then reads an
+ * exact instance's fields with mr_layout_fields (an entry NULL: the field is empty, as a key
+ * missing from an instance dict was) or builds with mr_layout_new. A class the check declines
+ * takes the reader's original instance-dict path, which declines on an instance without a
+ * __dict__. */
+enum {
+    MR_RG_TENSOR_ID,
+    MR_RG_SOURCE,
+    MR_RG_TARGET,
+    MR_RG_OVERLAP_OFFSET,
+    MR_RG_OVERLAP_SHAPE,
+    MR_RG_SOURCE_BASE_OFFSET,
+    MR_RG_TARGET_BASE_OFFSET,
+    MR_RG_INNER_BYTES,
+    MR_RG_OUTER_LOOP_COUNTS,
+    MR_RG_SOURCE_STRIDES,
+    MR_RG_TARGET_STRIDES,
+    MR_RG_NFIELDS
+};
+
+/* The exact tuple of TransferRegion's field names (interned str, in field order), made by
+ * Init_Layout and kept for the process; borrowed. */
+PyObject *mr_region_names(void);
+
+/* Per call: *lc accepts cls when it is a C-owned layout of exactly TransferRegion's fields in
+ * field order (1), else is cleared (0: the caller's instance-dict path). memo is the call
+ * site's (static). Never raises; call it with no exception set. */
+static inline int
+mr_region_layout(mr_layout_memo *memo, mr_layout_class *lc, PyObject *cls)
+{
+    PyObject *names = mr_region_names();
+    if (names == NULL) {
+        lc->cls = NULL;
+        lc->n = 0;
+        return 0;
+    }
+    return mr_layout_memo_check(memo, lc, cls, names);
+}
+
+/* mr_untrack_bound_regions for the regions (an exact list or tuple) that are exact instances of
+ * rl's class (a checked region layout): each one's bound source and target offered to
+ * mr_untrack_bound (bound_layout: bound_cls's layout, see there), then the region untracked when every field is set and inert (what
+ * mr_untrack_inert decides from a dict-backed region's dict). Any other region is left to
+ * mr_untrack_bound_regions. Same size threshold; runs no Python code; never fails (errors,
+ * never expected, are cleared and stop nothing but untracking). */
+static inline void
+mr_untrack_layout_regions(PyObject *regions, const mr_layout_class *rl, PyObject *bound_cls, int bound_layout,
+                          PyObject *attestation_name)
+{
+    if (PyErr_Occurred() || rl->cls == NULL || rl->n != MR_RG_NFIELDS) return;
+    int list = 0;
+    mr_att_memo *memo = NULL;
+    Py_ssize_t n = mr_untrack_regions_begin(regions, bound_cls, &list, &memo);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *region = list ? PyList_GetItem(regions, i) : PyTuple_GetItem(regions, i);
+        if (region == NULL) break;
+        PyObject *const *fields = mr_layout_fields_set(region, rl);
+        if (fields == NULL) continue;
+        PyObject *source = Py_NewRef(fields[MR_RG_SOURCE]), *target = Py_NewRef(fields[MR_RG_TARGET]);
+        mr_untrack_bound(source, bound_cls, bound_layout, attestation_name, memo);
+        mr_untrack_bound(target, bound_cls, bound_layout, attestation_name, memo);
+        Py_DECREF(source);
+        Py_DECREF(target);
+        if (mr_untrack_values(region, NULL, fields, MR_RG_NFIELDS) < 0) break;
+    }
+    PyMem_Free(memo);
+    PyErr_Clear();
 }
 
 /* Registers this file's functions on the module; returns 0 or -1 with an exception set. */

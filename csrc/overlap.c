@@ -10,6 +10,7 @@
  * rejects out-of-range values); the glue copies them into aligned buffers and
  * range-checks every value before the kernel sees it. */
 #include "overlap.h"
+#include "layout.h"
 
 /* ------------------------------------------------------------------------ */
 /* Kernel                                                                   */
@@ -1335,7 +1336,7 @@ static const char *const ov_field_names[OV_NFIELDS] = {
 
 /* One instance of cls for region r (fields as build_regions sets them), NULL on error. */
 static PyObject *
-ov_region_object(const ov_plan *P, const ov_region *r, PyObject *cls, PyObject *const *keys,
+ov_region_object(const ov_plan *P, const ov_region *r, PyObject *cls, const mr_layout_class *lc, PyObject *const *keys,
                  PyObject *template, PyObject *source, PyObject *target, PyObject *tensor_id, PyObject *empty,
                  ov_intern *shared)
 {
@@ -1373,6 +1374,12 @@ ov_region_object(const ov_plan *P, const ov_region *r, PyObject *cls, PyObject *
      * next instances to the keys in use (304 -> 160 bytes a region dict, once materialized,
      * than a bare tp_alloc). */
     (void)template;
+    if (lc->cls != NULL) {
+        /* a C-owned layout (layout.h): the values stored directly, in field order (what the
+         * dataclass __init__ stores), untracked under the same rule and threshold as below */
+        region = mr_layout_new_gc(lc, values, OV_NFIELDS, P->regions.len >= MR_GC_BULK_MIN);
+        goto done;
+    }
     if (P->regions.len >= MR_GC_BULK_MIN) {
         /* Large plans materialize every region's dict anyway (to untrack it, below): it is made
          * first (mr_new_instance: the class's shared keys, still empty) and filled in field
@@ -1549,6 +1556,10 @@ ov_plan_regions(PyObject *Py_UNUSED(self), PyObject *args)
     }
     regions = PyTuple_New((Py_ssize_t)P.regions.len);
     if (regions == NULL) goto done;
+    /* cls stored in TransferRegion's C-owned layout: regions built with direct stores */
+    static mr_layout_memo region_memo;
+    mr_layout_class lc;
+    (void)mr_region_layout(&region_memo, &lc, cls);
     ov_intern_init(&shared, P.regions.len);
     for (size_t i = 0; i < P.regions.len; i++) {
         const ov_region *r = (const ov_region *)P.regions.data + i;
@@ -1570,7 +1581,7 @@ ov_plan_regions(PyObject *Py_UNUSED(self), PyObject *args)
         PyObject *target = ov_at(tgt_items, (Py_ssize_t)r->tgt);
         PyObject *tensor_id = tid_items == Py_None ? NULL : PyList_GetItem(tid_items, (Py_ssize_t)r->tgt);
         if (source == NULL || target == NULL || (tid_items != Py_None && tensor_id == NULL)) goto done;
-        PyObject *region = ov_region_object(&P, r, cls, keys, template, source, target, tensor_id, empty,
+        PyObject *region = ov_region_object(&P, r, cls, &lc, keys, template, source, target, tensor_id, empty,
                                             &shared);
         if (region == NULL || PyTuple_SetItem(regions, (Py_ssize_t)i, region) < 0) goto done;
     }

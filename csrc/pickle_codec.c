@@ -1203,6 +1203,7 @@ typedef struct {
     PyObject *region_names, *bound_names, *executor_names, *snapshot_names;
     mr_layout_class snapshot_layout; /* snapshot_cls's layout check (cls NULL: instance dicts) */
     mr_layout_class bound_layout;    /* bound_cls's layout check (cls NULL: instance dicts) */
+    mr_layout_class region_layout;   /* region_cls's layout check (cls NULL: instance dicts) */
     pc_vec attestations;    /* placement, evidence per attestation */
     pc_vec fragments;       /* 6 items per bound fragment */
     PyObject *keep;         /* list: the attestations and fragments of the two tables */
@@ -1288,7 +1289,9 @@ pc_encode_operations(pc_record *r, PyObject *operations, pc_vec *rows)
         PyObject *operation = PyTuple_GetItem(operations, i);
         if (operation == NULL) return PC_ERROR;
         PyObject *values[PC_REGION_FIELDS];
-        int described = pc_exact_values(operation, r->region_cls, r->region_names, PC_REGION_FIELDS, values);
+        int described = r->region_layout.cls != NULL
+                            ? pc_layout_values(operation, &r->region_layout, PC_REGION_FIELDS, values)
+                            : pc_exact_values(operation, r->region_cls, r->region_names, PC_REGION_FIELDS, values);
         if (described <= 0) return described < 0 ? PC_ERROR : PC_ABORT;
         Py_ssize_t source, target;
         int rc = pc_fragment_position(r, values[1], &source);
@@ -1412,6 +1415,8 @@ encode_record(PyObject *self, PyObject *args)
     (void)mr_layout_memo_check(&snapshot_memo, &r.snapshot_layout, r.snapshot_cls, r.snapshot_names);
     static mr_layout_memo bound_memo;
     (void)mr_layout_memo_check(&bound_memo, &r.bound_layout, r.bound_cls, r.bound_names);
+    static mr_layout_memo region_memo;
+    (void)mr_layout_memo_check(&region_memo, &r.region_layout, r.region_cls, r.region_names);
     PyObject *result = NULL;
     pc_vec operation_rows = {NULL, 0, 0}, source_rows = {NULL, 0, 0}, target_rows = {NULL, 0, 0};
     if (pc_table_init(&r.attestation_index, 64) < 0) return NULL;

@@ -7,6 +7,7 @@
  * (mr_new_instance), so a planner-built region costs no Python-level constructor call and
  * no private key table. The records come from plan_overlaps. */
 #include "planobj.h"
+#include "layout.h"
 #include "coverage_kernels.h"
 
 /* New references to the interned strings of src[0..n) in out[0..n), from a per-table cache
@@ -63,8 +64,8 @@ po_index(PyObject *item, Py_ssize_t bound)
 
 /* One region instance of cls from record (a tuple of PO_RECORD_LEN items). */
 static PyObject *
-po_region(PyObject *cls, PyObject *const *keys, PyObject *tensor_key, PyObject *record, PyObject *sources,
-          Py_ssize_t nsources, PyObject *targets, Py_ssize_t ntargets)
+po_region(PyObject *cls, const mr_layout_class *lc, int untrack, PyObject *const *keys, PyObject *tensor_key,
+          PyObject *record, PyObject *sources, Py_ssize_t nsources, PyObject *targets, Py_ssize_t ntargets)
 {
     if (!PyTuple_Check(record) || PyTuple_Size(record) != PO_RECORD_LEN) {
         PyErr_SetString(PyExc_ValueError, "region record must be a tuple of 11 items");
@@ -88,6 +89,16 @@ po_region(PyObject *cls, PyObject *const *keys, PyObject *tensor_key, PyObject *
     PyObject *dict = NULL, *region = NULL;
     PyObject *tensor_id = PyObject_GetAttr(target, tensor_key);
     if (tensor_id == NULL) goto done;
+    if (lc->cls != NULL) {
+        /* TransferRegion's C-owned layout (layout.h): the fields stored directly in field order */
+        PyObject *values[PO_NFIELDS] = {tensor_id, source, target};
+        for (Py_ssize_t k = 3; k < PO_NFIELDS; k++) {
+            values[k] = PyTuple_GetItem(record, k - 1);
+            if (values[k] == NULL) goto done;
+        }
+        region = mr_layout_new_gc(lc, values, PO_NFIELDS, untrack);
+        goto done;
+    }
     /* The fields stored in field order straight into the instance's own (key-sharing) dict. */
     region = mr_new_instance(cls, &dict, "build_regions");
     if (region == NULL) goto done;
@@ -145,6 +156,9 @@ po_build_regions(PyObject *Py_UNUSED(self), PyObject *args)
     static PyObject *cache[PO_NFIELDS];
     if (po_names(cache, po_field_names, PO_NFIELDS, keys) < 0) goto done;
     tensor_key = keys[0];
+    static mr_layout_memo region_memo; /* cls in TransferRegion's C-owned layout (layout.h) */
+    mr_layout_class lc;
+    (void)mr_region_layout(&region_memo, &lc, cls);
     {
         Py_ssize_t n = PyList_Size(records);
         Py_ssize_t nsources = PyList_Size(sources);
@@ -160,11 +174,11 @@ po_build_regions(PyObject *Py_UNUSED(self), PyObject *args)
             ntargets = PyList_Size(targets);
             if (nsources < 0 || ntargets < 0) goto fail;
             Py_INCREF(record);
-            PyObject *region =
-                po_region(cls, keys, tensor_key, record, sources, nsources, targets, ntargets);
+            PyObject *region = po_region(cls, &lc, n >= MR_GC_BULK_MIN, keys, tensor_key, record, sources, nsources,
+                                         targets, ntargets);
             Py_DECREF(record);
             if (region == NULL) goto fail;
-            if (n >= MR_GC_BULK_MIN) { /* out of the cyclic collector when acyclic (common.h) */
+            if (lc.cls == NULL && n >= MR_GC_BULK_MIN) { /* out of the cyclic collector when acyclic (common.h) */
                 PyObject *own = PyObject_GenericGetDict(region, NULL);
                 if (own == NULL) {
                     Py_DECREF(region);

@@ -13,6 +13,7 @@
  * dimensions is "not proven" (Python then decides, with arbitrary-precision ints).
  */
 #include "regioncheck.h"
+#include "layout.h"
 #include "region_kernels.h"
 #include "layout.h"
 
@@ -57,6 +58,7 @@ typedef struct {
     mr_layout_class bound_layout;               /* bound_cls's layout check (cls NULL: not a layout) */
     PyObject *plain[RC_MAX_PLAIN_TYPES];        /* borrowed */
     Py_ssize_t nplain;
+    mr_layout_class region;                     /* a plain class in TransferRegion's C-owned layout */
 } rc_classes;
 
 /* An object whose fields are read: through its instance dict when its exact type is one of the
@@ -65,14 +67,18 @@ typedef struct {
 typedef struct {
     PyObject *obj;   /* borrowed */
     PyObject *dict;  /* owned, or NULL */
+    PyObject *const *fields; /* or its fields (a region in the checked layout: layout.h), or NULL */
 } rc_reader;
 
-/* 0 ok, -1 error. */
+/* 0 ok, -1 error. A plain class instance without an instance dict (a C-owned layout the call
+ * did not check) is read with PyObject_GetAttr. */
 static int
 rc_open(PyObject *obj, const rc_classes *classes, rc_reader *reader)
 {
     reader->obj = obj;
     reader->dict = NULL;
+    reader->fields = mr_layout_fields(obj, &classes->region);
+    if (reader->fields != NULL) return 0;
     for (Py_ssize_t i = 0; i < classes->nplain; i++) {
         if ((PyObject *)Py_TYPE(obj) == classes->plain[i]) {
             reader->dict = PyObject_GenericGetDict(obj, NULL);
@@ -100,6 +106,19 @@ rc_close(rc_reader *reader)
 static int
 rc_get(const rc_reader *reader, PyObject *name, PyObject **out)
 {
+    if (reader->fields != NULL) {
+        /* the region names come first in rc_names, in field order (the layout's) */
+        for (int k = 0; k < MR_RG_NFIELDS; k++) {
+            if (name != rc_names[k]) continue;
+            *out = reader->fields[k];
+            if (*out == NULL) return 0; /* an empty field: a missing key */
+            Py_INCREF(*out);
+            return 1;
+        }
+        /* not a region field: what the instance dict would not hold */
+        *out = NULL;
+        return 0;
+    }
     if (reader->dict != NULL) {
         *out = PyDict_GetItemWithError(reader->dict, name); /* borrowed */
         if (*out != NULL) {
@@ -341,6 +360,13 @@ regions_canonical(PyObject *Py_UNUSED(self), PyObject *args)
             return NULL;
         }
         classes.plain[k] = cls;
+    }
+    /* the first plain class in TransferRegion's C-owned layout (checked through a memo) */
+    static mr_layout_memo region_memo;
+    classes.region.cls = NULL;
+    classes.region.n = 0;
+    for (Py_ssize_t k = 0; k < classes.nplain; k++) {
+        if (mr_region_layout(&region_memo, &classes.region, classes.plain[k])) break;
     }
     count = PyTuple_Size(operations);
     if (count < 0) return NULL;

@@ -22,6 +22,7 @@
  * (not an exact int within int64, an overflow, a rank mismatch, a fragment of another class):
  * the plain scan then decides. */
 #include "restore_scan.h"
+#include "layout.h"
 #include "scan_carry.h"
 
 /* The record's region fields, in TransferRegion's field order (bound_pickle checks it). */
@@ -164,6 +165,12 @@ restore_regions_carried(PyObject *self, PyObject *args)
     const Py_ssize_t n = end / RS_NFIELDS;
     PyObject *regions = PyTuple_New(n);
     if (regions == NULL) return NULL;
+    /* region_cls in a C-owned layout of exactly these names (layout.h): the values stored
+     * directly (what its default pickling's __setstate__ stores); left tracked, as the
+     * dict-backed regions were (the caller offers them to the collector afterwards) */
+    static mr_layout_memo region_memo;
+    mr_layout_class rl;
+    (void)mr_layout_memo_check(&region_memo, &rl, region_cls, names);
     int status = RS_OK;
     for (Py_ssize_t i = 0; i < n && status == RS_OK; i++) {
         const Py_ssize_t position = i * RS_NFIELDS;
@@ -177,9 +184,22 @@ restore_regions_carried(PyObject *self, PyObject *args)
         v[RS_TARGET] = PyTuple_GetItem(fragments, target);
         status = RS_ERROR;
         if (v[RS_SOURCE] == NULL || v[RS_TARGET] == NULL) break;
+        if (rl.cls != NULL) {
+            PyObject *region = mr_layout_new_gc(&rl, v, RS_NFIELDS, 0);
+            if (region == NULL || PyTuple_SetItem(regions, i, region) < 0) break; /* steals region */
+            status = RS_OK;
+            continue;
+        }
         PyObject *dict = NULL;
         PyObject *region = mr_new_instance(region_cls, &dict, "restore_regions_carried");
-        if (region == NULL) break;
+        if (region == NULL) {
+            if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+                /* no instance dict (a layout class not accepted above): the caller decides */
+                PyErr_Clear();
+                status = RS_DECLINE;
+            }
+            break;
+        }
         int failed = 0;
         for (Py_ssize_t k = 0; k < RS_NFIELDS && !failed; k++) {
             failed = PyDict_SetItem(dict, PyTuple_GetItem(names, k), v[k]) < 0;

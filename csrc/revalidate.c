@@ -301,24 +301,49 @@ rv_set_position(PyObject *list, Py_ssize_t i, Py_ssize_t position)
     return PyList_SetItem(list, i, number); /* steals number */
 }
 
-/* One operation; *segments receives its segment count. */
+/* The layout index (layout.h MR_RG_*) of each of rv_operation's fields RV_SOURCE .. RV_SHAPE. */
+static const int rv_region_index[RV_SHAPE + 1] = {
+    MR_RG_SOURCE,             MR_RG_TARGET,       MR_RG_OUTER_LOOP_COUNTS, MR_RG_SOURCE_STRIDES,
+    MR_RG_TARGET_STRIDES,     MR_RG_INNER_BYTES,  MR_RG_SOURCE_BASE_OFFSET, MR_RG_TARGET_BASE_OFFSET,
+    MR_RG_OVERLAP_OFFSET,     MR_RG_OVERLAP_SHAPE,
+};
+
+/* One operation; *segments receives its segment count. rl: region_type's layout check (layout.h;
+ * cls NULL: read through the instance dict). */
 static int
-rv_operation(PyObject *op, PyTypeObject *region_type, PyTypeObject *bound_type, int64_t max_segments,
-             int64_t *segments, PyObject **source, PyObject **target, PyObject **box)
+rv_operation(PyObject *op, PyTypeObject *region_type, const mr_layout_class *rl, PyTypeObject *bound_type,
+             int64_t max_segments, int64_t *segments, PyObject **source, PyObject **target, PyObject **box)
 {
     if (Py_TYPE(op) != region_type) return RV_DECLINE;
-    PyObject *dict = PyObject_GenericGetDict(op, NULL);
-    if (dict == NULL) return RV_ERROR;
     PyObject *v[RV_SHAPE + 1] = {NULL};
     int rc = RV_OK;
-    for (int k = 0; k <= RV_SHAPE; k++) {
-        v[k] = rv_item(dict, rv_keys[k]);
-        if (v[k] == NULL) {
-            rc = PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
-            break;
+    PyObject *const *fields = mr_layout_fields(op, rl);
+    if (fields != NULL) {
+        for (int k = 0; k <= RV_SHAPE; k++) {
+            v[k] = fields[rv_region_index[k]];
+            if (v[k] == NULL) {
+                rc = RV_DECLINE; /* an empty field: a missing key */
+                break;
+            }
+            Py_INCREF(v[k]);
         }
+    } else {
+        PyObject *dict = PyObject_GenericGetDict(op, NULL);
+        if (dict == NULL) {
+            /* no instance dict (a layout class rl did not accept): the rules decide */
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return RV_ERROR;
+            PyErr_Clear();
+            return RV_DECLINE;
+        }
+        for (int k = 0; k <= RV_SHAPE; k++) {
+            v[k] = rv_item(dict, rv_keys[k]);
+            if (v[k] == NULL) {
+                rc = PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
+                break;
+            }
+        }
+        Py_DECREF(dict);
     }
-    Py_DECREF(dict);
     int64_t inner = 0, s_end = 0, t_end = 0, count = 1, s_nbytes = 0, t_nbytes = 0;
     if (rc != RV_OK) goto done;
     if (Py_TYPE(v[RV_SOURCE]) != bound_type || Py_TYPE(v[RV_TARGET]) != bound_type) {
@@ -399,6 +424,9 @@ revalidate_scan(PyObject *Py_UNUSED(module), PyObject *args)
     if (rc == RV_OK) rc = rv_budget(max_total_obj, &max_total);
     if (rc == RV_ERROR) return NULL;
     if (rc == RV_DECLINE) Py_RETURN_NONE;
+    static mr_layout_memo scan_memo; /* region_obj in TransferRegion's C-owned layout (layout.h) */
+    mr_layout_class rl;
+    (void)mr_region_layout(&scan_memo, &rl, region_obj);
     Py_ssize_t n = PyTuple_Size(operations);
     if (n < 0) return NULL;
     if ((size_t)n > SIZE_MAX / 4) return PyErr_NoMemory();
@@ -418,8 +446,8 @@ revalidate_scan(PyObject *Py_UNUSED(module), PyObject *args)
         if (op == NULL) goto done;
         PyObject *source = NULL, *target = NULL, *box = NULL;
         int64_t segments = 0;
-        rc = rv_operation(op, (PyTypeObject *)region_obj, (PyTypeObject *)bound_obj, max_segments, &segments, &source,
-                          &target, &box);
+        rc = rv_operation(op, (PyTypeObject *)region_obj, &rl, (PyTypeObject *)bound_obj, max_segments, &segments,
+                          &source, &target, &box);
         if (rc == RV_ERROR) goto done;
         if (rc == RV_DECLINE || mr_add_i64(total, segments, &total) < 0 || total > max_total) {
             Py_XDECREF(source);
@@ -4446,6 +4474,11 @@ restore_regions(PyObject *self, PyObject *args)
     if (end % size != 0) Py_RETURN_NONE;
     PyObject *regions = PyTuple_New(end / size);
     if (regions == NULL) return NULL;
+    /* region_cls in a C-owned layout of exactly these names (layout.h): built with the values
+     * stored directly (what its default pickling's __setstate__ stores), untracked when inert */
+    static mr_layout_memo restore_memo;
+    mr_layout_class rl;
+    (void)mr_layout_memo_check(&restore_memo, &rl, region_cls, names);
     int status = RV_OK;
     for (Py_ssize_t position = 0; position < end && status == RV_OK; position += size) {
         Py_ssize_t source = 0, target = 0;
@@ -4453,9 +4486,26 @@ restore_regions(PyObject *self, PyObject *args)
         if (status == RV_OK) status = rr_index(PyTuple_GetItem(table, position + 2), count, &target);
         if (status != RV_OK) break;
         status = RV_ERROR;
+        if (rl.cls != NULL && size <= MR_LAYOUT_MAX_FIELDS) {
+            PyObject *values[MR_LAYOUT_MAX_FIELDS];
+            for (Py_ssize_t j = 0; j < size; j++) values[j] = PyTuple_GetItem(table, position + j); /* in range */
+            values[1] = PyTuple_GetItem(fragments, source);
+            values[2] = PyTuple_GetItem(fragments, target);
+            PyObject *region = mr_layout_new_gc(&rl, values, size, 0);
+            if (region == NULL || PyTuple_SetItem(regions, position / size, region) < 0) break;
+            status = RV_OK;
+            continue;
+        }
         PyObject *dict = NULL;
         PyObject *region = rr_object(region_cls, names, size, table, position, &dict);
-        if (region == NULL) break;
+        if (region == NULL) {
+            if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+                /* no instance dict (a layout class not accepted above): declined */
+                PyErr_Clear();
+                status = RV_DECLINE;
+            }
+            break;
+        }
         if (PyDict_SetItem(dict, PyTuple_GetItem(names, 1), PyTuple_GetItem(fragments, source)) < 0 ||
             PyDict_SetItem(dict, PyTuple_GetItem(names, 2), PyTuple_GetItem(fragments, target)) < 0) {
             Py_DECREF(dict);
@@ -4687,16 +4737,35 @@ operation_views(PyObject *Py_UNUSED(module), PyObject *args)
     if (keys == NULL || values == NULL) goto done;
     memset(keys, 0, cap * sizeof(PyObject *));
     if (routes == NULL) goto done;
+    static mr_layout_memo views_memo; /* cfg.region in TransferRegion's C-owned layout (layout.h) */
+    mr_layout_class rl;
+    (void)mr_region_layout(&views_memo, &rl, types[0]);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *op = PyTuple_GetItem(operations, i);
         if (op == NULL) goto done;
         if (Py_TYPE(op) != cfg.region) goto decline;
-        PyObject *dict = PyObject_GenericGetDict(op, NULL);
-        if (dict == NULL) goto done;
         PyObject *source = NULL, *target = NULL;
-        int rc = ov_get(dict, rv_keys[RV_SOURCE], &source);
-        if (rc == RV_OK) rc = ov_get(dict, rv_keys[RV_TARGET], &target);
-        Py_DECREF(dict);
+        int rc = RV_OK;
+        PyObject *const *fields = mr_layout_fields(op, &rl);
+        if (fields != NULL) {
+            /* an empty field is a missing key (decline) */
+            source = fields[MR_RG_SOURCE];
+            target = fields[MR_RG_TARGET];
+            if (source == NULL || target == NULL) goto decline;
+            Py_INCREF(source);
+            Py_INCREF(target);
+        } else {
+            PyObject *dict = PyObject_GenericGetDict(op, NULL);
+            if (dict == NULL) {
+                /* no instance dict (a layout class not accepted): the Python loop decides */
+                if (!PyErr_ExceptionMatches(PyExc_AttributeError)) goto done;
+                PyErr_Clear();
+                goto decline;
+            }
+            rc = ov_get(dict, rv_keys[RV_SOURCE], &source);
+            if (rc == RV_OK) rc = ov_get(dict, rv_keys[RV_TARGET], &target);
+            Py_DECREF(dict);
+        }
         const ov_source *info = NULL;
         if (rc == RV_OK) {
             size_t slot = mr_ptr_slot(source, mask);

@@ -66,6 +66,34 @@ class IntSub(int):
     """An ``int`` subclass: rejected wherever the spec requires an int."""
 
 
+def field_state(value: Any) -> Dict[str, Any]:
+    """The field values ``value`` holds: its instance ``__dict__``, or for a value stored in a
+    C-owned layout (no instance dict) its set fields in field order (``__getstate__``: what a
+    dict-backed instance's ``__dict__`` held)."""
+    from mooncake.reshard import _native
+
+    if _native.layout_info(type(value)) is None:
+        return vars(value)
+    state: Dict[str, Any] = value.__getstate__()
+    return state
+
+
+def forged_instance(cls: type, state: Dict[Any, Any]) -> Any:
+    """``object.__new__(cls)`` holding ``state`` and never validated: ``state`` as its instance
+    dict, or, for a class stored in a C-owned layout (no instance dict), each item stored with
+    ``object.__setattr__`` in ``state``'s order (a key that is not a field cannot be stored:
+    AttributeError / TypeError)."""
+    from mooncake.reshard import _native
+
+    forged = object.__new__(cls)
+    if _native.layout_info(cls) is None:
+        forged.__dict__.update(state)
+    else:  # (a subclass without __slots__ also has an instance dict: the fields are not there)
+        for name, field_value in state.items():
+            object.__setattr__(forged, name, field_value)
+    return forged
+
+
 def forged_copy(value: Any, **fields: Any) -> Any:
     """``copy.copy(value)`` with each of ``fields`` set by ``object.__setattr__``, in keyword order:
     a forged value that no constructor or ``__post_init__`` has checked (``value`` is unchanged)."""
@@ -73,29 +101,6 @@ def forged_copy(value: Any, **fields: Any) -> Any:
     for name, field_value in fields.items():
         object.__setattr__(forged, name, field_value)
     return forged
-
-
-def fields_state(value: Any) -> Dict[str, Any]:
-    """The field state of a value: its instance ``__dict__``, or, for a value stored in a C-owned
-    layout (``mooncake_reshard/_layout.py``: no ``__dict__``), its set fields in field order (a
-    new dict: edit the value itself with ``object.__setattr__`` / ``object.__delattr__``)."""
-    from mooncake.reshard import _native
-    from mooncake.reshard._layout import layout_state_reader
-
-    if _native.layout_info(type(value)) is not None:
-        return layout_state_reader(type(value))(value)
-    state: Dict[str, Any] = value.__dict__
-    return state
-
-
-def forged_instance(cls: Any, state: Dict[str, Any]) -> Any:
-    """An instance of ``cls`` holding ``state`` field by field (``object.__new__`` and
-    ``object.__setattr__``: no ``__init__`` or ``__post_init__``), whether its fields live in an
-    instance dict or in a C-owned layout."""
-    obj = object.__new__(cls)
-    for name, field_value in state.items():
-        object.__setattr__(obj, name, field_value)
-    return obj
 
 
 # ----------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Any, Optional
 import pytest
 
 from memory_executor import HostWorld, tp_placement
-from spec_helpers import fields_state, forged_instance
+from spec_helpers import field_state, forged_copy, forged_instance
 
 from mooncake.reshard.weight._planner import bound_validation
 from mooncake.reshard.weight._planner.contracts import _bucket_of, _executor_key, _side_index, build_operation_views
@@ -103,11 +103,8 @@ def test_operation_views_of_a_bound_fragment_subclass_use_its_properties() -> No
     ops = []
     for op in plan.operations:
         target = op.target
-        forged = forged_instance(Renamed, fields_state(target))
-        copy = object.__new__(type(op))
-        copy.__dict__.update(op.__dict__)
-        copy.__dict__["target"] = forged
-        ops.append(copy)
+        forged = forged_instance(Renamed, dict(field_state(target)))
+        ops.append(forged_copy(op, target=forged))  # a region is stored in its C layout
     views = build_operation_views(tuple(ops), plan.source_executors, plan.target_executors)
     expected = _reference_views(ops, plan.source_executors, plan.target_executors)
     assert _views_tuple(views, plan.source_executors, plan.target_executors) == expected
@@ -133,15 +130,11 @@ def test_in_place_check_with_shared_sources_equals_the_per_operation_check() -> 
     if binding is None:
         pytest.skip("fragment sizes do not allow the overlap")
     forged = forged_instance(
-        BoundWeightFragment, {**fields_state(shared), "binding": binding, "instance_id": target.instance_id}
+        BoundWeightFragment, {**field_state(shared), "binding": binding, "instance_id": target.instance_id}
     )
     ops = []
     for op in plan.operations:
-        copy = object.__new__(type(op))
-        copy.__dict__.update(op.__dict__)
-        if op.source is shared:
-            copy.__dict__["source"] = forged
-        ops.append(copy)
+        ops.append(forged_copy(op, source=forged) if op.source is shared else forged_copy(op))
     with pytest.raises(ValueError, match="in-place reshard is unsupported"):
         bound_validation._validate_no_in_place(ops)
 
@@ -150,9 +143,7 @@ def test_revalidation_still_rejects_a_target_bound_to_another_placement() -> Non
     world = World()
     plan = world.bind()
     other = World(target_tp=4).bind()
-    forged = object.__new__(type(plan.operations[0]))
-    forged.__dict__.update(plan.operations[0].__dict__)
-    forged.__dict__["target"] = other.operations[0].target
+    forged = forged_copy(plan.operations[0], target=other.operations[0].target)
     swapped = (forged,) + plan.operations[1:]
     with pytest.raises(ValueError):
         dataclasses.replace(plan, operations=swapped)

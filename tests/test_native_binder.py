@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory_executor import HostMemory, host_bindings, tp_placement
-from spec_helpers import fields_state
+from spec_helpers import field_state, forged_instance
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import (
@@ -49,8 +49,7 @@ def _part(placement: Any, binding: Any) -> Any:
 
 def _forge(obj: Any, **changes: Any) -> Any:
     """A copy of the frozen ``obj`` with field values set behind its validation."""
-    clone = object.__new__(type(obj))
-    clone.__dict__.update(obj.__dict__)
+    clone = forged_instance(type(obj), dict(field_state(obj)))
     for name, value in changes.items():
         object.__setattr__(clone, name, value)
     return clone
@@ -549,7 +548,7 @@ def test_bound_fragments_equal_the_python_rows() -> None:
         assert [row[0] for row in rows] == [row[0] for row in reference]
         for (fragment_id, bound), (_, expected) in zip(rows, reference):
             assert bound == expected
-            assert fields_state(bound).keys() == fields_state(expected).keys()
+            assert field_state(bound).keys() == field_state(expected).keys()
             assert bound.attestation is attestation and bound.owner is None
             assert bound.placement is attestation._placement_dict[fragment_id]
             assert bound.binding is attestation._binding_dict[fragment_id]
@@ -635,7 +634,7 @@ def test_binding_with_and_without_the_kernels_agree() -> None:
     assert with_kernels.source_executors == without.source_executors
     assert with_kernels.target_executors == without.target_executors
     for got, want in zip(with_kernels.operations, without.operations):
-        assert list(got.__dict__) == list(want.__dict__)
+        assert list(field_state(got)) == list(field_state(want))
 
 
 def _forged_plan(plans: _Plans, index: int, **changes: Any) -> Any:
@@ -680,19 +679,19 @@ def test_bind_regions_decides_and_falls_back() -> None:
     assert regions is not None and len(regions) == len(operations)
     for region, op in zip(regions, operations):
         assert type(region) is TransferRegion
-        assert list(region.__dict__) == [field.name for field in dataclasses.fields(TransferRegion)]
+        assert list(field_state(region)) == [field.name for field in dataclasses.fields(TransferRegion)]
         assert region.target == ("bound-target", op.target)
         assert region.source == ("bound-source", op.source)
-        for name in region.__dict__:
+        for name in field_state(region):
             if name not in ("source", "target"):
-                assert region.__dict__[name] is getattr(op, name)
+                assert field_state(region)[name] is getattr(op, name)
     assert _native.bind_regions(*classes, list(operations), targets, sources) is None
     assert _native.bind_regions(*classes, operations, dict(list(targets.items())[1:]), sources) is None
     assert _native.bind_regions(*classes, operations, targets, {}) is None
     assert _native.bind_regions(*classes, operations, targets.items(), sources) is None
     assert _native.bind_regions(*classes, (operations[0], object()), targets, sources) is None
     stripped = _forge(operations[0])
-    del stripped.__dict__["inner_bytes"]
+    object.__delattr__(stripped, "inner_bytes")  # emptied in its C layout
     assert _native.bind_regions(*classes, (stripped,), targets, sources) is None
     assert _native.bind_regions(*classes, (), targets, sources) == []
     with pytest.raises(TypeError):

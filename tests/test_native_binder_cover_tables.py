@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from memory_executor import tp_placement
+from spec_helpers import field_state, forged_instance
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import ParallelRank, PlacementFragment, StoredFragmentSnapshot, TensorDescriptor
@@ -27,9 +28,7 @@ PLAN = plan_placement_transfer(SOURCE, TARGET)
 
 
 def _copy(value: Any, **changes: Any) -> Any:
-    forged = object.__new__(type(value))
-    forged.__dict__.update({**value.__dict__, **changes})
-    return forged
+    return forged_instance(type(value), {**field_state(value), **changes})
 
 
 def _call(

@@ -16,8 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory_executor import HostMemory, host_bindings, tp_placement
-from spec_helpers import fields_state, forged_instance
+from spec_helpers import field_state, forged_instance
 from test_binding_physical import bound, region, workloads
+from spec_helpers import field_state, forged_copy, forged_instance
 
 from mooncake.reshard import _native
 from mooncake.reshard.contracts.fragments import RuntimeBindingFragment
@@ -40,10 +41,7 @@ def _logical(ops: Sequence[Any]) -> Tuple[Tuple[Any, ...], dict[str, Any], dict[
     targets: dict[str, Any] = {}
     sources: dict[str, Any] = {}
     for op in ops:
-        plain = object.__new__(TransferRegion)
-        plain.__dict__.update(op.__dict__)
-        plain.__dict__["source"] = op.source.placement
-        plain.__dict__["target"] = op.target.placement
+        plain = forged_copy(op, source=op.source.placement, target=op.target.placement)
         targets[op.target.placement.placement_fragment_id] = op.target
         sources[op.source.placement.placement_fragment_id] = op.source
         logical.append(plain)
@@ -53,8 +51,8 @@ def _logical(ops: Sequence[Any]) -> Tuple[Tuple[Any, ...], dict[str, Any], dict[
 def _exact_classes(regions: Sequence[Any]) -> bool:
     return all(
         type(op.target) is BoundWeightFragment
-        and type(fields_state(op.target).get("binding")) is RuntimeBindingFragment
-        and type(fields_state(op.target).get("placement")) is PlacementFragment
+        and type(field_state(op.target).get("binding")) is RuntimeBindingFragment
+        and type(field_state(op.target).get("placement")) is PlacementFragment
         for op in regions
     )
 
@@ -73,8 +71,8 @@ def _agree(logical: Tuple[Any, ...], targets: Any, sources: Any, budget: Any = 1
     assert selections == plain[1]
     assert len(regions) == len(plain[0])
     for got, want in zip(regions, plain[0]):
-        assert type(got) is type(want) and list(got.__dict__) == list(want.__dict__)
-        assert all(got.__dict__[k] is want.__dict__[k] for k in want.__dict__)
+        assert type(got) is type(want) and list(field_state(got)) == list(field_state(want))
+        assert all(field_state(got)[k] is field_state(want)[k] for k in field_state(want))
     separate = _native.physical_whole_targets(regions, TransferRegion, BoundWeightFragment, budget)
     positive = type(budget) is int and budget > 0
     assert physical in (True, None)
@@ -132,7 +130,7 @@ class _PlacementSubclass(PlacementFragment):
 
 
 def _subclassed(value: Any, cls: type) -> Any:
-    return forged_instance(cls, fields_state(value))
+    return forged_instance(cls, field_state(value))
 
 
 @pytest.mark.parametrize(
@@ -358,8 +356,7 @@ def test_forged_limits_object_gives_the_same_first_failure(monkeypatch: pytest.M
     object.__setattr__(logical, "planning_limits", object())
     if missing_binding:
         first = logical.operations[0]
-        forged = object.__new__(PlacementFragment)
-        forged.__dict__.update(first.target.__dict__)
+        forged = forged_instance(PlacementFragment, dict(field_state(first.target)))
         forged.__dict__["placement_fragment_id"] = "nowhere"
         object.__setattr__(first, "target", forged)
     outcomes = []

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from layout_model import Layout, build_placement, build_runtime_bindings
 from test_planner_oracle import placement_pairs
+from spec_helpers import field_state, forged_instance
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import PlacementFragment, StoredFragmentSnapshot
@@ -134,8 +135,7 @@ def test_bound_ids_of_a_bound_plan_and_declines() -> None:
     class Region(TransferRegion):
         pass
 
-    sub = object.__new__(Region)
-    sub.__dict__.update(ops[0].__dict__)
+    sub = forged_instance(Region, dict(field_state(ops[0])))
     assert bound_c((sub,)) is None
     for field, value in (("fragment_id", 7), ("fragment_id", None)):
         op = copy.copy(ops[0])

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory_executor import HostMemory, host_bindings, tp_placement
-from spec_helpers import fields_state
+from spec_helpers import field_state, forged_instance
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import RuntimeBindingFragment, StoredWeightManifest, WeightRuntimeBindingManifest
@@ -87,7 +87,7 @@ def _assert_rows_equal(got: Any, expected: Any) -> None:
         assert fragment_id is expected_id
         assert type(bound) is BoundWeightFragment
         assert bound == reference
-        assert list(fields_state(bound)) == list(fields_state(reference))
+        assert list(field_state(bound)) == list(field_state(reference))
         for name in ("placement", "binding", "instance_id", "runtime_lease_id", "lease_generation", "owner"):
             assert getattr(bound, name) is getattr(reference, name)
         assert bound.attestation is reference.attestation
@@ -160,8 +160,7 @@ def test_operations_that_give_no_hint_are_skipped() -> None:
     parts, attestations = world.side(0)
     ops = world.logical.operations
     first = ops[0]
-    foreign = object.__new__(TransferRegion)
-    foreign.__dict__.update(first.__dict__)
+    foreign = forged_instance(TransferRegion, dict(field_state(first)))
     object.__setattr__(foreign, "target", dataclasses.replace(first.target))  # equal, not the object
     fieldless = object.__new__(TransferRegion)
     odd: list[Any] = [None, 3, "x", object(), first.target, fieldless, foreign, type(first), first]

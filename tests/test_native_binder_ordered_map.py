@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 
-from spec_helpers import fields_state
+from spec_helpers import field_state
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight._planner import binding as planner_binding
@@ -53,7 +53,7 @@ def _assert_map_equals(got: Any, expected: dict[str, Any]) -> None:
     for (key, bound), (expected_key, reference) in zip(got.items(), expected.items()):
         assert key is expected_key
         assert type(bound) is BoundWeightFragment and bound == reference
-        assert list(fields_state(bound)) == list(fields_state(reference))
+        assert list(field_state(bound)) == list(field_state(reference))
         for name in _FIELDS:
             assert getattr(bound, name) is getattr(reference, name)
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spec_helpers import raises
+from spec_helpers import field_state, forged_instance, raises
 from test_binding_physical import bound, oracle, region, workloads
 
 from mooncake.reshard import _native
@@ -149,8 +149,7 @@ def test_missing_attributes_and_subclasses_decline() -> None:
         pass
 
     plain = whole("b", 4096)
-    sub = object.__new__(Region)
-    sub.__dict__.update(plain.__dict__)
+    sub = forged_instance(Region, dict(field_state(plain)))
     assert quick([sub]) is None
     assert quick([object(), plain]) is None
     assert quick([None]) is None

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from memory_executor import HostMemory, host_bindings, tp_placement
-from spec_helpers import fields_state, forged_instance
+from spec_helpers import field_state, forged_instance
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import StoredFragmentSnapshot
@@ -47,11 +47,11 @@ def _tables() -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _forge(value: Any, **changes: Any) -> Any:
-    return forged_instance(type(value), {**fields_state(value), **changes})
+    return forged_instance(type(value), {**field_state(value), **changes})
 
 
 def _without(value: Any, name: str) -> Any:
-    return forged_instance(type(value), {k: v for k, v in fields_state(value).items() if k != name})
+    return forged_instance(type(value), {k: v for k, v in field_state(value).items() if k != name})
 
 
 def _check(operations: Any, targets: Any, sources: Any) -> Any:
@@ -64,8 +64,8 @@ def _check(operations: Any, targets: Any, sources: Any) -> Any:
     regions, selections = fused
     assert len(regions) == len(plain)
     for got, want in zip(regions, plain):
-        assert type(got) is type(want) and got.__dict__ == want.__dict__
-        assert all(got.__dict__[k] is want.__dict__[k] for k in want.__dict__)
+        assert type(got) is type(want) and field_state(got) == field_state(want)
+        assert all(field_state(got)[k] is field_state(want)[k] for k in field_state(want))
     expected = _native.bound_fragment_ids(regions, TransferRegion, BoundWeightFragment, StoredFragmentSnapshot)
     assert selections == expected
     return selections
@@ -89,7 +89,7 @@ class _BoundSubclass(BoundWeightFragment):
 
 
 def _bound_variants(bound: Any) -> list[Any]:
-    sub = forged_instance(_BoundSubclass, fields_state(bound))
+    sub = forged_instance(_BoundSubclass, field_state(bound))
     return [
         _Odd(),
         sub,
@@ -162,8 +162,8 @@ def test_binding_with_and_without_fused_selections_agrees(monkeypatch: pytest.Mo
 
 
 def test_bound_regions_use_their_own_instance_dict_in_field_order() -> None:
-    """A region bind_regions builds is object.__new__ plus its own instance dict filled in field
-    order: the same items as the constructor's, never a larger dict than a constructed region's."""
+    """A region bind_regions builds holds every field in field order in its C layout (no
+    instance dict): the same items as the constructor's, no larger than a constructed region."""
     import sys
 
     targets, sources = _tables()
@@ -171,7 +171,8 @@ def test_bound_regions_use_their_own_instance_dict_in_field_order() -> None:
     names = [field.name for field in dataclasses.fields(TransferRegion)]
     for region in regions:
         assert type(region) is TransferRegion
-        assert list(region.__dict__) == names
-        constructed = TransferRegion(**{name: region.__dict__[name] for name in names})
+        assert not hasattr(region, "__dict__")
+        assert list(field_state(region)) == names
+        constructed = TransferRegion(**{name: field_state(region)[name] for name in names})
         assert constructed == region
-        assert sys.getsizeof(region.__dict__) <= sys.getsizeof(constructed.__dict__)
+        assert sys.getsizeof(region) == sys.getsizeof(constructed)

@@ -22,6 +22,7 @@ from hypothesis import given, settings, strategies as st
 
 from test_native_binder_regions_ids import _forge as _copy  # a distinct object, same class, same (or changed) dict
 from test_native_binder_regions_scan import LOGICAL, SOURCES, TARGETS
+from spec_helpers import field_state
 
 from mooncake.reshard import _native
 from mooncake.reshard.contracts.fragments import RuntimeBindingFragment
@@ -73,14 +74,14 @@ def _check_carried(operations: tuple[Any, ...], fused: Any, sources: dict[str, A
     assert len(regions) == len(operations)
     for op, region in zip(operations, regions):
         assert type(region) is TransferRegion
-        assert list(region.__dict__) == list(FIELDS)
+        assert list(field_state(region)) == list(FIELDS)
         for name in FIELDS:
-            want = op.__dict__[name]
+            want = field_state(op)[name]
             if name == "source":
                 want = _bound_of(want, sources)
             elif name == "target":
                 want = _bound_of(want, TARGETS)
-            assert region.__dict__[name] is want, name
+            assert field_state(region)[name] is want, name
     assert selections == _native.bound_fragment_ids(regions, TransferRegion, BoundWeightFragment, StoredFragmentSnapshot)
     assert carried is not None and len(carried) == 9
     got_regions, frags, source_of, target_of, boxes, ends, max_count, max_total, facts = carried
@@ -220,7 +221,7 @@ def test_random_sequences_agree_with_the_oracles(picks: list[tuple[int, str]]) -
     fused = _fused(ops, TARGETS, SOURCES, prove=False)
     assert fused[3][8] is None
     for a, b in zip(plain, fused[0]):
-        assert all(x is y for x, y in zip(a.__dict__.values(), b.__dict__.values()))
+        assert all(x is y for x, y in zip(field_state(a).values(), field_state(b).values()))
 
 
 # --- the collector --------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memory_executor import HostMemory, host_bindings, tp_placement
-from spec_helpers import fields_state
+from spec_helpers import field_state, forged_instance
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import ParallelRank, PlanningLimits
@@ -428,7 +428,7 @@ def _scan_reference(operations: tuple[Any, ...], max_segments: int, max_total: i
     for op in operations:
         if type(op) is not TransferRegion:
             return None
-        state = op.__dict__
+        state = field_state(op)
         source, target = state["source"], state["target"]
         if type(source) is not BoundWeightFragment or type(target) is not BoundWeightFragment:
             return None
@@ -556,11 +556,10 @@ def test_scan_hostile_inputs() -> None:
     class Region(TransferRegion):  # type: ignore[type-arg]
         pass
 
-    sub = object.__new__(Region)
-    sub.__dict__.update(ops[0].__dict__)
+    sub = forged_instance(Region, dict(field_state(ops[0])))
     assert _scan((sub,)) is None
     missing = _forge(ops[0])
-    del missing.__dict__["target_strides"]
+    object.__delattr__(missing, "target_strides")  # emptied in its C layout
     assert _scan((missing,)) is None
     for changes in (
         {"inner_bytes": 2.0},
@@ -654,7 +653,7 @@ def _fragments_reference(frags: list[Any], identity: tuple[Any, ...]) -> Any:
     runtime_ids: list[Any] = []
     attested: dict[int, Any] = {}
     for fragment in frags:
-        state = fields_state(fragment)
+        state = field_state(fragment)
         placement, binding = state["placement"], state["binding"]
         if type(placement) is not PlacementFragment or type(binding) is not RuntimeBindingFragment:
             return None

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from memory_executor import HostMemory, host_bindings, tp_placement
 from test_binding_physical import bound, region, workloads
 from test_native_binder_fused_physical import CLASSES, _logical, whole
+from spec_helpers import field_state, forged_instance
 
 from mooncake.reshard import _native
 from mooncake.reshard.contracts.fragments import RuntimeBindingFragment
@@ -132,8 +133,7 @@ def test_unusual_bindings_and_fragments_decline() -> None:
     operations, carried = _carried(_ops())
     fragment = operations[1].target
     binding = fragment.binding
-    forged = object.__new__(Binding)
-    forged.__dict__.update(binding.__dict__)
+    forged = forged_instance(Binding, dict(field_state(binding)))
     object.__setattr__(fragment, "binding", forged)
     assert _scan_carried(operations, carried) is None
     operations, carried = _carried(_ops())

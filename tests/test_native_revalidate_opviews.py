@@ -10,6 +10,7 @@ import copy
 from typing import Any, Callable
 
 import pytest
+from spec_helpers import field_state, forged_instance
 
 from mooncake.reshard import _native
 from mooncake.reshard.contracts.fragments import RuntimeBindingFragment
@@ -27,7 +28,7 @@ from mooncake.reshard.weight.storage_manifest import StoredFragmentSnapshot
 from mooncake.reshard.weight.types import PlacementFragment
 
 from known_answers import case_names, load_case
-from spec_helpers import fields_state, forged_instance
+from spec_helpers import field_state, forged_instance
 
 CASES = case_names()
 
@@ -96,11 +97,11 @@ def _decided(operations: tuple[Any, ...], sources: tuple[Any, ...], targets: tup
 
 
 def _forge(value: Any, **changes: Any) -> Any:
-    return forged_instance(type(value), {**fields_state(value), **changes})
+    return forged_instance(type(value), {**field_state(value), **changes})
 
 
 def _without(value: Any, name: str) -> Any:
-    return forged_instance(type(value), {k: v for k, v in fields_state(value).items() if k != name})
+    return forged_instance(type(value), {k: v for k, v in field_state(value).items() if k != name})
 
 
 @pytest.mark.parametrize("name,which", _ALL_PLANS)
@@ -163,8 +164,7 @@ def _placement_forgeries(fragment: Any) -> list[Any]:
         _without(fragment, "rank"),
         _without(fragment, "placement_fragment_id"),
     ]
-    sub = object.__new__(_FragmentSubclass)
-    sub.__dict__.update(fragment.__dict__)
+    sub = forged_instance(_FragmentSubclass, dict(field_state(fragment)))
     out.append(sub)
     return out
 
@@ -197,8 +197,7 @@ def _forged_operations(plan: Any) -> list[tuple[Any, ...]]:
         def put(value: Any, index: int = index) -> tuple[Any, ...]:
             return operations[:index] + (value,) + operations[index + 1 :]
 
-        sub = object.__new__(_RegionSubclass)
-        sub.__dict__.update(op.__dict__)
+        sub = forged_instance(_RegionSubclass, dict(field_state(op)))
         variants += [put(sub), put(_without(op, "source")), put(_without(op, "target")), put(_Weird())]
         variants += [put(_forge(op, source=fragment)) for fragment in _fragment_forgeries(op.source)]
         variants += [put(_forge(op, target=fragment)) for fragment in _fragment_forgeries(op.target)]

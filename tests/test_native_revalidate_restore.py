@@ -13,8 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spec_helpers import fields_state
+from spec_helpers import field_state
 from test_binding_attacks import World
+from spec_helpers import field_state
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight._planner import bound_pickle
@@ -217,9 +218,9 @@ def _check_fragments(table: Any, attestations: list[Any]) -> bool:
     assert type(native) is tuple and len(native) == len(expected[1])
     for mine, theirs in zip(native, expected[1]):
         assert type(mine) is BoundWeightFragment
-        assert list(fields_state(mine)) == list(fields_state(theirs))
-        for name, value in fields_state(theirs).items():
-            assert fields_state(mine)[name] is value, name
+        assert list(field_state(mine)) == list(field_state(theirs))
+        for name, value in field_state(theirs).items():
+            assert field_state(mine)[name] is value, name
     return True
 
 
@@ -329,9 +330,9 @@ def _check_regions(table: Any, fragments: tuple[Any, ...]) -> bool:
     assert type(native) is tuple and len(native) == len(expected[1])
     for mine, theirs in zip(native, expected[1]):
         assert type(mine) is TransferRegion
-        assert list(mine.__dict__) == list(theirs.__dict__)
-        for name, value in theirs.__dict__.items():
-            assert mine.__dict__[name] is value
+        assert list(field_state(mine)) == list(field_state(theirs))
+        for name, value in field_state(theirs).items():
+            assert field_state(mine)[name] is value
     return True
 
 

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from memory_executor import HostWorld, tp_placement
 from test_pickle_codec import _py_unpack
+from spec_helpers import field_state
 
 from mooncake.reshard import _native
 
@@ -120,7 +121,7 @@ def test_restored_plan_shares_equal_ints_and_equals_the_original() -> None:
     assert restored == plan and len(restored.operations) == 1024
     ints: list[Any] = []
     for operation in restored.operations:
-        state = operation.__dict__
+        state = field_state(operation)
         for name in ("overlap_offset", "overlap_shape", "outer_loop_counts", "source_strides", "target_strides"):
             ints.extend(state[name])
         ints += [state["source_base_offset"], state["target_base_offset"], state["inner_bytes"]]

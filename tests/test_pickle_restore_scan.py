@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from memory_executor import HostWorld, tp_placement
 from test_binding_attacks import World
+from spec_helpers import field_state
 
 from mooncake.reshard import _native
 from mooncake.reshard.contracts.fragments import RuntimeBindingFragment
@@ -94,8 +95,8 @@ def _check(table: tuple[Any, ...], fragments: tuple[Any, ...], budgets: tuple[An
     assert type(regions) is tuple and len(regions) == len(expected)
     for mine, theirs in zip(regions, expected):
         assert type(mine) is TransferRegion
-        assert list(mine.__dict__) == list(theirs.__dict__) == list(_REGION_FIELDS)
-        assert all(mine.__dict__[k] is theirs.__dict__[k] for k in _REGION_FIELDS)
+        assert list(field_state(mine)) == list(field_state(theirs)) == list(_REGION_FIELDS)
+        assert all(field_state(mine)[k] is field_state(theirs)[k] for k in _REGION_FIELDS)
     plain = _scan(regions, *budgets)
     if carried is not None:
         assert type(carried) is tuple and len(carried) == 8

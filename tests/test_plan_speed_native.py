@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 import known_answers
 from layout_model import Layout, build_placement
 from test_planner_oracle import placement_pairs
+from spec_helpers import field_state
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import PlacementExecutorPlan
@@ -505,8 +506,8 @@ def test_plan_regions_equals_records_then_build_regions(pair: Tuple[Layout, Layo
         got, native_calls = _plan_with(core.plan_region_objects, lambda: plan_placement_transfer(source, target, planning_limits=limits))
         expected, oracle_calls = _plan_with(_two_step, lambda: plan_placement_transfer(source, target, planning_limits=limits))
         assert got == expected
-        assert [(tuple(map(dict, map(vars, c[0]))), c[1], c[2]) for c in native_calls] == [
-            (tuple(map(dict, map(vars, c[0]))), c[1], c[2]) for c in oracle_calls
+        assert [(tuple(map(dict, map(field_state, c[0]))), c[1], c[2]) for c in native_calls] == [
+            (tuple(map(dict, map(field_state, c[0]))), c[1], c[2]) for c in oracle_calls
         ]
         if got[0] == "ok":
             assert all(type(op) is type(got[1].operations[0]) for op in got[1].operations)

@@ -23,6 +23,7 @@ from hypothesis import given, settings
 from test_binding_physical import workloads
 from test_native_binder_fused_physical import CLASSES, _logical
 from test_native_revalidate_carried import _ops, _outcome, _world
+from spec_helpers import field_state, forged_instance
 
 from mooncake.reshard import _native
 from mooncake.reshard.contracts.fragments import RuntimeBindingFragment
@@ -189,8 +190,7 @@ def test_swapped_or_missing_parts_decline() -> None:
         operations, carried = _carried(_ops())
         fragment = operations[1].target
         held = getattr(fragment, part)
-        forged = object.__new__(cls)
-        forged.__dict__.update(held.__dict__)
+        forged = forged_instance(cls, dict(field_state(held)))
         object.__setattr__(fragment, part, forged)
         assert not _taken(operations, carried)
         operations, carried = _carried(_ops())
@@ -200,8 +200,7 @@ def test_swapped_or_missing_parts_decline() -> None:
         operations, carried = _carried(_ops())
         fragment = operations[1].target
         held = getattr(fragment, part)
-        twin = object.__new__(type(held))
-        twin.__dict__.update(held.__dict__)
+        twin = forged_instance(type(held), dict(field_state(held)))
         object.__setattr__(fragment, part, twin)
         assert _taken(operations, carried) and _full(operations)
     for name in ("tensor_id", "global_offset", "local_shape"):

@@ -12,6 +12,7 @@ import pytest
 
 from test_native_revalidate_carried import whole
 from test_region_check_carried import _carried, _full, _taken
+from spec_helpers import field_state, forged_instance
 
 from mooncake.reshard.contracts.fragments import RuntimeBindingFragment
 from mooncake.reshard.weight.types import PlacementFragment
@@ -41,8 +42,7 @@ def test_a_swapped_part_declines_wherever_it_is(position: int, part: str) -> Non
     operations, carried = _plan()
     fragment = carried[1][position]
     held = getattr(fragment, part)
-    forged = object.__new__(sub)
-    forged.__dict__.update(held.__dict__)
+    forged = forged_instance(sub, dict(field_state(held)))
     object.__setattr__(fragment, part, forged)
     assert not _taken(operations, carried)
 
@@ -71,8 +71,7 @@ def test_an_equal_twin_part_is_taken_wherever_it_is(position: int) -> None:
     operations, carried = _plan()
     fragment = carried[1][position]
     held = fragment.placement
-    twin = object.__new__(type(held))
-    twin.__dict__.update(held.__dict__)
+    twin = forged_instance(type(held), dict(field_state(held)))
     object.__setattr__(fragment, "placement", twin)
     assert _taken(operations, carried) and _full(operations)
 

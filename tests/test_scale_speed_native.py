@@ -19,6 +19,7 @@ import known_answers
 from layout_model import Layout, build_placement
 from oracles import assembly_columns, assembly_maps
 from test_planner_oracle import placement_pairs
+from spec_helpers import field_state
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight.types import ParallelRank, PlacementFragment
@@ -304,7 +305,7 @@ def test_planned_regions_share_equal_coordinate_tuples(case: str) -> None:
     from dataclasses import fields
 
     for region in plan.operations:
-        assert list(region.__dict__) == [f.name for f in fields(region)]
+        assert list(field_state(region)) == [f.name for f in fields(region)]
         assert region == type(region)(**{f.name: getattr(region, f.name) for f in fields(region)})
 
 

@@ -105,7 +105,7 @@ from .bound_contracts import (
     _snapshot_fields_state,
     _ViewScope,
 )
-from .contracts import PlanningLimits, TransferRegion
+from .contracts import PlanningLimits, TransferRegion, _build_region, _region_fields_state
 from .fragments import BoundWeightFragment, _bound_fields_state
 from .field_types import attestable_shape_failure
 
@@ -256,7 +256,7 @@ def _encode(
     for operation in operations:
         if type(operation) is not TransferRegion:
             raise _Irregular
-        region_state = operation.__dict__
+        region_state = _region_fields_state(operation)  # its set fields (C layout, no __dict__)
         if len(region_state) != _REGION_COUNT:
             raise _Irregular
         values = _region_values(region_state)
@@ -592,6 +592,7 @@ def _python_restore_regions(operation_table: Any, fragments: Any) -> tuple[Any, 
     """The regions of a record's operation table by field dict (``_native.restore_regions``'s
     reference; raises for a bad table)."""
     operations = []
+    build_region = _build_region
     count = len(fragments)
     for row in _groups(operation_table, _REGION_COUNT):
         source_index = row[1]
@@ -603,21 +604,18 @@ def _python_restore_regions(operation_table: Any, fragments: Any) -> tuple[Any, 
             or not 0 <= target_index < count
         ):
             raise ValueError(_INVALID)
-        region: TransferRegion[Any, Any] = _new_object(TransferRegion)
-        region.__dict__.update(
-            {
-                "tensor_id": row[0],
-                "source": fragments[source_index],
-                "target": fragments[target_index],
-                "overlap_offset": row[3],
-                "overlap_shape": row[4],
-                "source_base_offset": row[5],
-                "target_base_offset": row[6],
-                "inner_bytes": row[7],
-                "outer_loop_counts": row[8],
-                "source_strides": row[9],
-                "target_strides": row[10],
-            }
+        region: TransferRegion[Any, Any] = build_region(
+            row[0],
+            fragments[source_index],
+            fragments[target_index],
+            row[3],
+            row[4],
+            row[5],
+            row[6],
+            row[7],
+            row[8],
+            row[9],
+            row[10],
         )
         operations.append(region)
     return tuple(operations)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Optional, TypeVar, Union
 
+from ..._layout import layout_builder, layout_dataclass, layout_state_reader, value_base
 from ...contracts.ids import ParticipantId, PlacementFragmentId, PlacementId, ResourceId, RevisionId, TensorId
 from ..._shared_keys import share_field_keys
 from ..placement import WeightPlacementManifest
@@ -134,14 +135,34 @@ class PlanningLimits:
                 raise ValueError(f"planning limit {name} must be a positive integer")
 
 
-@dataclass(frozen=True)
-class TransferRegion(Generic[SourceFragmentT, TargetFragmentT]):
+# The field names in field order (``layout_dataclass`` checks them against the annotations; the
+# C readers and builders hold their own copies, checked against the layout per call).
+_REGION_LAYOUT = tuple(
+    "tensor_id source target overlap_offset overlap_shape source_base_offset target_base_offset inner_bytes"
+    " outer_loop_counts source_strides target_strides".split()
+)
+
+if TYPE_CHECKING:  # type checkers see a frozen generic dataclass (layout_dataclass is a dataclass transform)
+    _RegionBase = object
+else:
+    _RegionBase = value_base("TransferRegion", _REGION_LAYOUT)
+
+
+@layout_dataclass
+class TransferRegion(_RegionBase, Generic[SourceFragmentT, TargetFragmentT]):
     """One source/target N-D overlap as a strided copy (spec §8.4).
 
     A contiguous inner run of ``inner_bytes`` repeated by nested outer loops
     (``outer_loop_counts``, outermost first) with per-side byte strides; base offsets are bytes
     from each fragment's start. The fields must equal the canonical geometry of spec §11.7.
+
+    Stored in a C-owned layout (``mooncake_reshard/_layout.py``): the 11 fields live in the
+    instance itself, in field order (no instance ``__dict__``); C readers load them directly
+    (``csrc/layout.h``). The pickle state is the dict-backed dataclass's ``{field: value}``, so
+    pickles are byte-equal to and interchangeable with the dict-backed class's.
     """
+
+    __slots__ = ("__weakref__",)
 
     tensor_id: TensorId
     source: SourceFragmentT
@@ -328,7 +349,12 @@ class TransferRegion(Generic[SourceFragmentT, TargetFragmentT]):
                 return
 
 
-share_field_keys(TransferRegion)  # CPython 3.10: dicts the C core fills stay key-sharing
+# Builds an exact TransferRegion from its 11 field values in field order (C, no ``__init__``:
+# for values whose invariants the caller has proved).
+_build_region = layout_builder(TransferRegion)
+# ``{field: value}`` of a region's set fields in field order (what a dict-backed region's
+# ``__dict__`` held: its pickle state), read through the layout's own member descriptors.
+_region_fields_state = layout_state_reader(TransferRegion)
 
 
 def _box_inside(
@@ -370,23 +396,18 @@ def _trusted_region(
     target_strides: tuple[int, ...],
 ) -> TransferRegion[Any, Any]:
     """Build a region whose invariants the planner kernel already proved (no re-validation)."""
-    region: TransferRegion[Any, Any] = _new_object(TransferRegion)
-    _set_attr(
-        region,
-        "__dict__",
-        {
-            "tensor_id": tensor_id,
-            "source": source,
-            "target": target,
-            "overlap_offset": overlap_offset,
-            "overlap_shape": overlap_shape,
-            "source_base_offset": source_base_offset,
-            "target_base_offset": target_base_offset,
-            "inner_bytes": inner_bytes,
-            "outer_loop_counts": outer_loop_counts,
-            "source_strides": source_strides,
-            "target_strides": target_strides,
-        },
+    region: TransferRegion[Any, Any] = _build_region(
+        tensor_id,
+        source,
+        target,
+        overlap_offset,
+        overlap_shape,
+        source_base_offset,
+        target_base_offset,
+        inner_bytes,
+        outer_loop_counts,
+        source_strides,
+        target_strides,
     )
     return region
 
@@ -802,7 +823,7 @@ def _logical_type_failure(plan: Any) -> Optional[str]:
     for op in operations if type(operations) is tuple else ():
         if not isinstance(op, TransferRegion):
             continue
-        op_state = op.__dict__
+        op_state = _region_fields_state(op)  # its set fields (C layout, no __dict__)
         for name in _REGION_INT_TUPLES:
             if not _int_sequence(op_state.get(name)):
                 return f"transfer region {name} must contain integers"
