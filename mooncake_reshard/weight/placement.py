@@ -43,7 +43,7 @@ _rank_of = attrgetter("rank")
 _Assembled = tuple[
     tuple[TensorDescriptor, ...],
     tuple[PlacementFragment, ...],
-    Optional[tuple[tuple[PlacementFragment, ...], list[int]]],
+    Optional[tuple[tuple[PlacementFragment, ...], list[int], Optional[dict[str, int]]]],
 ]
 
 
@@ -308,8 +308,9 @@ def _initialize(
     """The constructor's body. ``assembled`` (private, from :meth:`from_fragments` only) is
     ``(tensors, fragments, packed_from)``: ``tensors`` and ``fragments`` already merged and
     sorted by id (the tensor catalog, every one referenced, one object per id; a permutation
-    of the parts' fragments), and ``(source, rows)`` with ``fragments[rows[i]] is source[i]``
-    for packing the table in the source's order. The checks
+    of the parts' fragments), and ``(source, rows, index)`` with ``fragments[rows[i]] is
+    source[i]`` for packing the table in the source's order (``index``: ``None``, or the tensor
+    ids' positions in ``tensors``). The checks
     below then run on them as given; they reject duplicate fragment ids, so a passing
     fragment order is the unique sorted order the merge below would produce.
     """
@@ -429,8 +430,9 @@ def _assemble_from_fragments(
     # The C columns need distinct exact-str tensor ids (they decline otherwise, before any
     # fragment or rank is read): a returned result means no duplicate id, so the duplicate
     # check below, which comes first in the contract, can only fail on the Python path.
-    columns = _assembly_columns(tensor_items, fragment_items, topology)
-    if columns is not None:
+    indexed = _assembly_columns_indexed(tensor_items, fragment_items, topology)
+    if indexed is not None:
+        columns, tensor_index = indexed
         return _assemble_columns(
             cls,
             resource_id=resource_id,
@@ -441,6 +443,7 @@ def _assemble_from_fragments(
             fragment_items=fragment_items,
             placement_id=placement_id,
             columns=columns,
+            tensor_index=tensor_index,
         )
     catalog: dict[str, TensorDescriptor] = {}
     for tensor in tensor_items:
@@ -536,9 +539,22 @@ def _assembly_columns(
     fragment_items: tuple[PlacementFragment, ...],
     topology: Any,
 ) -> Optional[_Columns]:
+    """:func:`_assembly_columns_indexed`'s columns."""
+    indexed = _assembly_columns_indexed(tensor_items, fragment_items, topology)
+    return None if indexed is None else indexed[0]
+
+
+def _assembly_columns_indexed(
+    tensor_items: tuple[TensorDescriptor, ...],
+    fragment_items: tuple[PlacementFragment, ...],
+    topology: Any,
+) -> Optional[tuple[_Columns, Optional[dict[str, int]]]]:
     """The per-fragment columns of the assembly in one C pass (``_native.assembly_columns``):
     tensor positions (in the id-sorted catalog), rank groups and ids, plus the sorted catalog,
-    the rank groups and each participant's group. ``None`` when the checks below the catalog's
+    the rank groups and each participant's group; and, when every tensor is exactly a
+    ``TensorDescriptor``, the ids' positions in the sorted catalog (what packing the fragment
+    table would read again from each sorted tensor), else ``None``. ``None`` when the checks
+    below the catalog's
     would raise (unknown or unreferenced tensor, a non-topology, a rank without participant) or
     a value is unusual: the caller's Python steps then raise the contract's first error."""
     if not isinstance(topology, ParallelTopology) or not fragment_items:
@@ -563,7 +579,10 @@ def _assembly_columns(
     positions, groups, keys, referenced = result
     if referenced != len(sorted_tensors):
         return None  # an unreferenced tensor: the Python steps name it
-    return positions, groups, keys, sorted_tensors, group_of_rank, participant_groups
+    # exact descriptors only: reading their ids again could not differ (nor be seen)
+    exact = set(map(type, tensor_items)) == {TensorDescriptor}
+    columns = (positions, groups, keys, sorted_tensors, group_of_rank, participant_groups)
+    return columns, (tensor_position if exact else None)
 
 
 def _assemble_columns(
@@ -577,6 +596,7 @@ def _assemble_columns(
     fragment_items: tuple[PlacementFragment, ...],
     placement_id: Optional[PlacementId],
     columns: _Columns,
+    tensor_index: Optional[dict[str, int]] = None,
 ) -> WeightPlacementManifest:
     positions, groups, keys, sorted_tensors, group_of_rank, participant_groups = columns
     grouped = _sorted_groups(fragment_items, groups, len(group_of_rank), positions, keys)
@@ -592,6 +612,7 @@ def _assemble_columns(
         participant_groups=participant_groups,
         sorted_tensors=sorted_tensors,
         grouped=grouped,
+        tensor_index=tensor_index,
     )
 
 
@@ -610,6 +631,7 @@ def _assemble_grouped(
     grouped: tuple[
         Sequence[PlacementFragment], Optional[list[int]], Sequence[Sequence[PlacementFragment]], Sequence[Sequence[int]]
     ],
+    tensor_index: Optional[dict[str, int]] = None,
 ) -> WeightPlacementManifest:
     ordered, rows, by_group, tensors_by_group = grouped
     common: dict[str, Any] = {
@@ -656,7 +678,7 @@ def _assemble_grouped(
             assembled=(
                 sorted_tensors,
                 tuple(ordered),
-                None if rows is None else (fragment_items, rows),
+                None if rows is None else (fragment_items, rows, tensor_index),
             ),
             **manifest_fields,
         )

@@ -142,21 +142,26 @@ def pack_placement_fragments(
     return None if packed is None else packed[0]
 
 
+_PackedFrom = tuple[Sequence[PlacementFragment], list[int], Optional[dict[str, int]]]
+
+
 def _pack(
     tensors: Sequence[TensorDescriptor],
     fragments: Sequence[PlacementFragment],
-    packed_from: Optional[tuple[Sequence[PlacementFragment], list[int]]] = None,
+    packed_from: Optional[_PackedFrom] = None,
 ) -> Optional[tuple[_native.FragmentTable, bool, bool]]:
-    # (the maps read the same attributes in the same order as comprehensions would; a later
-    # duplicate id overwrites an earlier one as in a dict comprehension)
-    index: dict[str, int] = dict(zip(map(_TENSOR_ID, tensors), count()))
+    index = None if packed_from is None else packed_from[2]
+    if index is None:
+        # (the maps read the same attributes in the same order as comprehensions would; a
+        # later duplicate id overwrites an earlier one as in a dict comprehension)
+        index = dict(zip(map(_TENSOR_ID, tensors), count()))
     if len(index) != len(tensors):
         return None
     try:
         if packed_from is not None:
             # the same fragments in another order (usually their creation order, which
             # reads their objects from memory in sequence), each placed at its row
-            source, rows = packed_from
+            source, rows, _ = packed_from
             return _native.FragmentTable.pack_objects(
                 list(map(_GLOBAL_SHAPE, tensors)), index, source, rows, PlacementFragment
             )
@@ -172,12 +177,14 @@ def fast_placement_checks(
     fragments: Sequence[PlacementFragment],
     *,
     check_alias_groups: bool,
-    packed_from: Optional[tuple[Sequence[PlacementFragment], list[int]]] = None,
+    packed_from: Optional[_PackedFrom] = None,
 ) -> Optional[_native.FragmentTable]:
     """The §11.4 checks of :func:`validate_placement_fragments` in bulk over a packed table.
 
-    ``packed_from`` (optional) is ``(source, rows)``: the same fragments in another order with
-    ``fragments[rows[i]] is source[i]``; the table is then read from ``source`` in its order.
+    ``packed_from`` (optional) is ``(source, rows, index)``: the same fragments in another order
+    with ``fragments[rows[i]] is source[i]``; the table is then read from ``source`` in its
+    order. ``index``, when not ``None``, is ``{t.tensor_id: i for i, t in enumerate(tensors)}``
+    already read (exact descriptors), which the packing then uses instead of reading it again.
 
     Returns the table when every check passes. Returns ``None`` when any check fails (or the
     input cannot be packed): the caller then runs :func:`validate_placement_fragments`, which
