@@ -31,7 +31,7 @@ def assembly_columns(
     that is not an int in range; errors of the ranks' own ``__hash__`` / ``__eq__`` propagate."""
 
 def sorted_groups(
-    items: list[Any], keys: list[str], group_of: list[int], ngroups: int, extra: list[Any], /
+    items: list[Any], keys: list[str], group_of: list[int], ngroups: int, extra: list[Any], distinct: bool = False, /
 ) -> Any:
     """One stable sort of ``items`` by ``keys`` (``keys[i]`` belongs to ``items[i]``), and in that
     order ``items`` and ``extra`` split by ``group_of[i]`` (ints in ``range(ngroups)``):
@@ -39,7 +39,12 @@ def sorted_groups(
     two lists of ``ngroups`` tuples), ``positions[i]`` being the index of ``items[i]`` in
     ``sorted_items``. The tuples are filled without touching the objects in sorted order (their
     references are taken in input order). ``None`` when some key is not an exact ``str`` (or has
-    no UTF-8 encoding). ``ValueError`` for unequal lengths or a group out of range."""
+    no UTF-8 encoding). ``ValueError`` for unequal lengths or a group out of range.
+
+    With ``distinct=True`` each group's extras come back as ``sorted(set(...))`` (a list), or
+    ``None`` for a group holding an extra that is not an exact int in ``range(2**31)``. The
+    sorted tuple and the groups' tuples are untracked by the collector when every item in them
+    is inert."""
 
 def sha256_hex(data: bytes) -> str:
     """Lowercase hex SHA-256 of ``data``."""
@@ -65,7 +70,8 @@ def canonical_parts_json(
     tensors: list[object] | tuple[object, ...] | None = None,
     after: str = "",
     types: tuple[type, type, type, type, type, type] | None = None,
-) -> str | None:
+    wire: tuple[str, str, str] | None = None,
+) -> str | tuple[str, str] | None:
     """``prefix + "[" + ",".join('{"fragments":' + canonical_fragments_json(f) + "," + tail[1:])
     + "]" + suffix`` over ``(fragments, tail)`` pairs, in one buffer (with ``sha256=True``: the
     lowercase hex SHA-256 of that text instead). It is the canonical JSON of a placement's parts
@@ -87,7 +93,13 @@ def canonical_parts_json(
     the same buffer or digest (no text object of it). That form returns ``None`` (nothing raised)
     whenever a fragment, rank, tensor or axis is not exactly of its class as above, or any read or
     encoding fails: the caller then encodes the exact way. ``TypeError`` for ``tensors`` not a list
-    or tuple, ``ValueError`` for a non-ASCII ``after``."""
+    or tuple, ``ValueError`` for a non-ASCII ``after``.
+
+    With ``wire=(head, tail, after)`` (``tensors`` and ``sha256=True`` required, else
+    ``ValueError``; ``TypeError`` unless a tuple of three str) the parts and tensors are encoded
+    once for two digests: ``(content hex, hex of prefix + parts + head + content hex + tail +
+    tensors + after)`` (the placement id, then the wire digest that embeds it); ``None`` as
+    above when the fused form declines."""
 
 def canonical_tensors_json(
     tensors: list[object] | tuple[object, ...], split_type: type, replicated_type: type, /
