@@ -251,6 +251,17 @@ def test_malformed_records_are_rejected(world: World, edit: Callable[[list[Any]]
         _restore(record)
 
 
+@pytest.mark.parametrize("field", ["operations", "source_executors", "target_executors"])
+@pytest.mark.parametrize("value", [1, None, 2.5, object()])
+def test_field_state_with_a_sequence_that_is_not_iterable_is_invalid(world: World, field: str, value: Any) -> None:
+    # pickle_cases finding: a field-state pickle whose source_executors was the int 1 raised
+    # TypeError("'int' object is not iterable") from inside the revalidation.
+    state = dict(world.bind().__getstate__())
+    state[field] = value
+    with raises(_INVALID):
+        _field_state_restore(state)
+
+
 def test_unrelated_attestation_in_the_record_is_rejected(world: World) -> None:
     plan = world.bind()
     record = _record(plan)

@@ -1166,6 +1166,13 @@ class TransferPlan:
     def __setstate__(self, state: Any) -> None:
         if not isinstance(state, dict) or any(name not in state for name in _INIT_FIELDS):
             raise ValueError("transfer plan pickle state is invalid")
+        for name in ("operations", "source_executors", "target_executors"):
+            # (the rules make a tuple of each: a value that is not iterable is a damaged state,
+            # not a TypeError from deep inside the revalidation; pickle_cases finding)
+            try:
+                iter(state[name])
+            except TypeError:
+                raise ValueError("transfer plan pickle state is invalid") from None
         limits = state["planning_limits"]
         if isinstance(limits, PlanningLimits):
             _require_typed_limits(limits)  # (read before the rules: F2)
