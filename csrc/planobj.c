@@ -2186,6 +2186,23 @@ pe_used_contains(pe_used *u, PyObject *id)
 static PyObject *pe_executor(PyObject *cls, PyObject *const *names, PyObject *placement_id, PyObject *participant,
                              PyObject *rank, PyObject *key, PyObject *sorted_ids);
 
+/* part.rank into *rank and its key (rank.dp, rank.pp, rank.ep, rank.tp) into *key (new
+ * references, each left NULL when not made): the reads both pe_part paths make, in that order.
+ * 0, or -1 with an exception (the caller releases what was made). */
+static int
+pe_rank_key(PyObject *const *names, PyObject *part, PyObject **rank, PyObject **key)
+{
+    *rank = PyObject_GetAttr(part, names[PE_RANK]);
+    if (*rank == NULL) return -1;
+    *key = PyTuple_New(4);
+    if (*key == NULL) return -1;
+    for (int a = 0; a < 4; a++) {
+        PyObject *value = PyObject_GetAttr(*rank, names[PE_DP + a]);
+        if (value == NULL || PyTuple_SetItem(*key, a, value) < 0) return -1;
+    }
+    return 0;
+}
+
 /* pe_part on the ids pe_tuple_ids read (arr: n new references, all moved into the executor's
  * tuple or released here; heads and order as it made them): the same reads of the part and
  * its rank in the same order, the same result. The ids are exact str, so the membership tests
@@ -2207,14 +2224,7 @@ pe_part_tuple(PyObject *cls, PyObject *const *names, PyObject *placement_id, PyO
         Py_INCREF(result);
         goto done;
     }
-    rank = PyObject_GetAttr(part, names[PE_RANK]);
-    if (rank == NULL) goto done;
-    key = PyTuple_New(4);
-    if (key == NULL) goto done;
-    for (int a = 0; a < 4; a++) {
-        PyObject *value = PyObject_GetAttr(rank, names[PE_DP + a]);
-        if (value == NULL || PyTuple_SetItem(key, a, value) < 0) goto done;
-    }
+    if (pe_rank_key(names, part, &rank, &key) < 0) goto done;
     {
         int in_order = po_heads_order((const char *)heads, sizeof(po_head), NULL, n, arr);
         if (in_order == -2) goto done;
@@ -2312,14 +2322,7 @@ pe_part(PyObject *cls, PyObject *const *names, PyObject *placement_id, PyObject 
         Py_INCREF(result);
         goto done;
     }
-    rank = PyObject_GetAttr(part, names[PE_RANK]);
-    if (rank == NULL) goto done;
-    key = PyTuple_New(4);
-    if (key == NULL) goto done;
-    for (int a = 0; a < 4; a++) {
-        PyObject *value = PyObject_GetAttr(rank, names[PE_DP + a]);
-        if (value == NULL || PyTuple_SetItem(key, a, value) < 0) goto done;
-    }
+    if (pe_rank_key(names, part, &rank, &key) < 0) goto done;
     {
         int in_order = pe_sorted_strs(ids, n); /* a placement part's ids already are */
         if (in_order < 0 || (in_order == 0 && PyList_Sort(ids) < 0)) goto done;
