@@ -5,6 +5,7 @@
  * containment and a 128-bit volume sum; the kernel reports a container volume beyond 64 bits as
  * OV_OVERFLOW (the glue treats it as "not covered"). */
 #include "../../csrc/overlap.c"
+#include "../../csrc/layout.c" /* mr_region_names, which layout.h's region check calls */
 #include "fuzz_input.h"
 
 #define MAXN 48

@@ -8,6 +8,7 @@
  * the oracle exactly: it may never prove a forged region, and it must prove every valid one whose
  * box ends (offset + extent) fit int64 (beyond that it may decline and leave it to Python). */
 #include "../../csrc/regioncheck.c"
+#include "../../csrc/layout.c" /* mr_region_names, which layout.h's region check calls */
 #include "fuzz_input.h"
 
 #define MAXD 4
