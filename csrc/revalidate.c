@@ -615,13 +615,19 @@ enum {
     RF_STAGE,
     RF_ATTESTED_VIEW,
     RF_EVIDENCE,
+    RF_RUNTIME_LEASE,
     RF_NNAMES
 };
+
+/* A view's key_base: (instance_id, placement_id, participant_id, digest, lease_id), the last
+ * the evidence's lease (av_build; bound_contracts._AttestedView). */
+#define RF_KEY_BASE_N 5
+#define RF_KEY_BASE_LEASE 4
 
 static const char *const rf_names[RF_NNAMES] = {
     "placement", "binding", "owner", "attestation", "_placement_dict", "_binding_dict", "resource_id",
     "revision", "weight_generation", "key_base", "placement_fragment_id", "rank", "dp", "tp", "pp", "ep",
-    "worker_id", "fragment_id", "pipeline_stage_id", "_attested_view", "evidence",
+    "worker_id", "fragment_id", "pipeline_stage_id", "_attested_view", "evidence", "runtime_lease_id",
 };
 
 static PyObject *rf_keys[RF_NNAMES];
@@ -971,7 +977,7 @@ rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObjec
     enum { F_PLACEMENT, F_BINDING, F_OWNER, F_ATTESTATION, F_N };
     PyObject *f[F_N] = {NULL};
     PyObject *binding_owner = NULL, *pfid = NULL, *rank = NULL, *rank_tuple = NULL, *worker = NULL;
-    PyObject *fragment_id = NULL, *stage = NULL, *expected = NULL, *key = NULL, *route = NULL;
+    PyObject *fragment_id = NULL, *stage = NULL, *expected = NULL, *key = NULL, *route = NULL, *lease = NULL;
     int rc = RV_DECLINE;
     /* its layout's slots (or its instance dict: rv_bound_item) */
     static const Py_ssize_t slot_of[F_N] = {MR_BF_PLACEMENT, MR_BF_BINDING, MR_BF_OWNER, MR_BF_ATTESTATION};
@@ -986,6 +992,10 @@ rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObjec
         goto done;
     }
     if (f[F_ATTESTATION] == NULL) goto done;
+    /* its runtime lease: an exact str, compared with the attested lease below (anything else,
+     * or an emptied slot: the rules decide) */
+    lease = mr_state_item(fragment, &lc, MR_BF_RUNTIME_LEASE_ID, rf_keys[RF_RUNTIME_LEASE]);
+    if (lease == NULL || !PyUnicode_CheckExact(lease)) goto done;
     if (Py_TYPE(f[F_PLACEMENT]) != cfg->placement_type || Py_TYPE(f[F_BINDING]) != cfg->binding_type) goto done;
     if (f[F_OWNER] != Py_None) goto done;
     /* The placement and binding are exactly PlacementFragment and RuntimeBindingFragment,
@@ -1068,7 +1078,24 @@ rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObjec
             if (base == NULL) goto done;
             if (memo->bases != NULL && index < memo->n_bases) memo->bases[index] = Py_NewRef(base);
         }
-        if (!PyTuple_CheckExact(base)) {
+        if (!PyTuple_CheckExact(base) || PyTuple_Size(base) != RF_KEY_BASE_N) {
+            Py_DECREF(base);
+            goto done;
+        }
+        /* the fragment's lease is the evidence's (the constructor's fence, spec §9.3 step 9:
+         * a lease forged in place after construction declines; the rules refuse it) */
+        PyObject *attested_lease = PyTuple_GetItem(base, RF_KEY_BASE_LEASE); /* borrowed; in range */
+        int same = attested_lease == lease;
+        if (!same && attested_lease != NULL && PyUnicode_CheckExact(attested_lease)) {
+            int order = PyUnicode_Compare(lease, attested_lease); /* exact str: runs no Python code */
+            if (order == -1 && PyErr_Occurred()) {
+                Py_DECREF(base);
+                rc = RV_ERROR;
+                goto done;
+            }
+            same = order == 0;
+        }
+        if (!same) {
             Py_DECREF(base);
             goto done;
         }
@@ -1138,6 +1165,7 @@ done:
     Py_XDECREF(expected);
     Py_XDECREF(key);
     Py_XDECREF(route);
+    Py_XDECREF(lease);
     return rc;
 }
 

@@ -778,15 +778,18 @@ class TransferPlan:
             _require_typed_limits(limits)  # a forged limit: its spec 8.3 message, not a TypeError
         if len(operations) > max_regions:
             raise ValueError("transfer plan exceeds max_transfer_regions")
-        if not _fast_revalidate(
+        ruled = not _fast_revalidate(
             self, operations, source_executors, target_executors, limits, check_physical_ranges, carried
-        ):
+        )
+        if ruled:
             self._revalidate_rules(operations, source_executors, target_executors, limits, check_physical_ranges)
         # Beyond the reference: regions restored by default pickling skip their own checks, so
         # forged geometry is refused here, after every spec rule (same first failure otherwise).
         # A bind call's own regions: the proof bind_regions carried, the adapter's values it used
         # read again (carried is None on every other path: everything is proven again).
         recheck_regions(operations, carried)
+        if ruled:  # (the fast path proved every lease: revalidate_fragments)
+            _require_attested_leases(operations)
 
     def _revalidate_rules(
         self,
@@ -1628,6 +1631,25 @@ def _require_typed_fragment(fragment: Any) -> None:
     attestation = state.get("attestation")
     if attestation is not None and not isinstance(attestation, RuntimeBindingAttestation):
         raise ValueError("bound fragment runtime attestation is invalid")
+
+
+def _require_attested_leases(operations: tuple[Any, ...]) -> None:
+    """Beyond the reference, after every spec rule and the region recheck (so the first
+    failure of anything else is unchanged): each bound fragment's ``runtime_lease_id`` (its
+    slot) is a non-empty str equal to its attestation's evidence ``lease_id``, the
+    constructor's checks (spec §9.3 steps 6 and 9, their messages), which a lease forged in
+    place after construction would otherwise pass (``replace``; the fast path's
+    ``revalidate_fragments`` declines such a fragment). The rules before proved every bound
+    fragment attested."""
+    for op in operations:
+        for fragment in (op.source, op.target):
+            if not isinstance(fragment, BoundWeightFragment):
+                continue  # a stored source
+            lease = _bound_fields_state(fragment).get("runtime_lease_id")
+            if type(lease) is not str or not lease:
+                raise ValueError("bound fragment runtime_lease_id must be non-empty")
+            if lease != fragment.attestation.evidence.lease_id:
+                raise ValueError("bound fragment runtime fence differs from attestation")
 
 
 def _require_typed_region(op: Any, source: Any, target: Any) -> None:

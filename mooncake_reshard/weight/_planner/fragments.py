@@ -88,17 +88,20 @@ class BoundWeightFragment(_BoundBase):
                 raise ValueError("bound fragment runtime fence differs from attestation")
 
     def __reduce__(self) -> tuple[Any, ...]:
-        """Rebuild through the constructor, without the owner (spec §13). (An emptied
-        attestation slot reads as its default None, as a missing key of the dict-backed class's
-        instance dict read the class default.)"""
+        """Rebuild through the constructor, without the owner (spec §13). An emptied slot
+        (``object.__delattr__``) is written as None: an emptied attestation reads as its default
+        None, as a missing key of the dict-backed class's instance dict read the class default,
+        and the constructor refuses None for any other field on load with that field's message
+        (what ``copy`` and ``replace`` of a plan holding the fragment raise), instead of an
+        ``AttributeError`` here."""
         return (
             type(self),
             (
-                self.placement,
-                self.binding,
-                self.instance_id,
-                self.runtime_lease_id,
-                self.lease_generation,
+                getattr(self, "placement", None),
+                getattr(self, "binding", None),
+                getattr(self, "instance_id", None),
+                getattr(self, "runtime_lease_id", None),
+                getattr(self, "lease_generation", None),
                 None,
                 getattr(self, "attestation", None),
             ),
