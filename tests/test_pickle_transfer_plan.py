@@ -262,6 +262,21 @@ def test_field_state_with_a_sequence_that_is_not_iterable_is_invalid(world: Worl
         _field_state_restore(state)
 
 
+@pytest.mark.parametrize("field", ["tp_size", "pp_size", "ep_size", "dp_size", "participants", "topology_id"])
+def test_field_state_whose_target_topology_lost_a_field_is_invalid(world: World, field: str) -> None:
+    # A field-state pickle whose top-level target_placement (a copy; the attestations hold the
+    # original) has a topology without one of its fields raised AttributeError from the
+    # revalidation's placement comparisons (the executors' attestation placement, the targets').
+    state = dict(world.bind().__getstate__())
+    placement = copy.copy(state["target_placement"])
+    topology = copy.copy(placement.topology)
+    del topology.__dict__[field]
+    object.__setattr__(placement, "topology", topology)
+    state["target_placement"] = placement
+    with raises(_INVALID):
+        _field_state_restore(state)
+
+
 def test_unrelated_attestation_in_the_record_is_rejected(world: World) -> None:
     plan = world.bind()
     record = _record(plan)

@@ -1181,7 +1181,12 @@ class TransferPlan:
             _require_typed_limits(limits)  # (read before the rules: F2)
         for name, value in state.items():
             object.__setattr__(self, name, value)
-        self.__post_init__()
+        try:
+            self.__post_init__()
+        except AttributeError:
+            # a value the rules cannot even read (a crafted state: e.g. a target placement whose
+            # topology lost a field, compared with the attested placement): a damaged state
+            raise ValueError("transfer plan pickle state is invalid") from None
 
     def __reduce__(self) -> tuple[Any, ...]:
         # The pickle format lives in bound_pickle.py (one concern per file).
