@@ -393,6 +393,19 @@ mr_layout_slots(PyObject *obj)
 #define MR_BOUND_NFIELDS 7
 #define MR_BOUND_ATTESTATION 6
 
+/* mr_attestation_closed(attestation, bound_cls), decided once per attestation pointer in the pass
+ * memo serves (see mr_untrack_bound). */
+static inline int
+mr_att_memo_closed(mr_att_memo *memo, PyObject *attestation, PyObject *bound_cls)
+{
+    size_t slot = ((uintptr_t)attestation >> 4) % MR_ATT_MEMO;
+    if (memo->key[slot] != attestation) {
+        memo->key[slot] = attestation;
+        memo->closed[slot] = (signed char)mr_attestation_closed(attestation, bound_cls);
+    }
+    return memo->closed[slot];
+}
+
 /* Untracks bound (exactly bound_cls) when its fields are inert but for its attestation, whose
  * closure must hold no bound fragment (memo: per attestation pointer, valid for one pass over
  * objects kept alive by the caller). layout: nonzero when bound_cls is a C-owned layout of
@@ -407,14 +420,7 @@ mr_untrack_bound(PyObject *bound, PyObject *bound_cls, int layout, PyObject *att
         PyObject *const *fields = mr_layout_slots(bound);
         PyObject *attestation = fields[MR_BOUND_ATTESTATION];
         int inert = attestation != NULL;
-        if (inert && attestation != Py_None) {
-            size_t slot = ((uintptr_t)attestation >> 4) % MR_ATT_MEMO;
-            if (memo->key[slot] != attestation) {
-                memo->key[slot] = attestation;
-                memo->closed[slot] = (signed char)mr_attestation_closed(attestation, bound_cls);
-            }
-            inert = memo->closed[slot];
-        }
+        if (inert && attestation != Py_None) inert = mr_att_memo_closed(memo, attestation, bound_cls);
         for (Py_ssize_t k = 0; inert && k < MR_BOUND_NFIELDS; k++) {
             PyObject *value = fields[k];
             if (value != NULL && value != attestation && !mr_gc_inert(value, MR_INERT_DEPTH)) inert = 0;
@@ -429,16 +435,9 @@ mr_untrack_bound(PyObject *bound, PyObject *bound_cls, int layout, PyObject *att
     }
     PyObject *attestation = PyDict_CheckExact(dict) ? PyDict_GetItemWithError(dict, attestation_name) : NULL;
     int inert = attestation != NULL;
-    if (inert && attestation != Py_None) {
-        /* the attestation first: on binding's per-part path (rows cached) every bound fragment
-         * of the attestation stays tracked, decided once */
-        size_t slot = ((uintptr_t)attestation >> 4) % MR_ATT_MEMO;
-        if (memo->key[slot] != attestation) {
-            memo->key[slot] = attestation;
-            memo->closed[slot] = (signed char)mr_attestation_closed(attestation, bound_cls);
-        }
-        inert = memo->closed[slot];
-    }
+    /* the attestation first: on binding's per-part path (rows cached) every bound fragment of
+     * the attestation stays tracked, decided once */
+    if (inert && attestation != Py_None) inert = mr_att_memo_closed(memo, attestation, bound_cls);
     Py_ssize_t pos = 0;
     PyObject *key, *value;
     while (inert && PyDict_Next(dict, &pos, &key, &value)) {
@@ -473,6 +472,57 @@ mr_untrack_regions_begin(PyObject *regions, PyObject *bound_cls, int *list, mr_a
     return n;
 }
 
+/* One untracking pass over a plan's regions (mr_untrack_bound_regions, layout.h
+ * mr_untrack_layout_regions): mr_region_pass_begin, mr_region_pass_next until it gives NULL,
+ * mr_region_pass_end. */
+typedef struct {
+    PyObject *regions; /* borrowed: held by the caller for the pass */
+    Py_ssize_t n, i;
+    int list;
+    mr_att_memo *memo;
+} mr_region_pass;
+
+/* The pass over mr_untrack_regions_begin's count of regions (none: nothing to do). */
+static inline void
+mr_region_pass_begin(mr_region_pass *pass, PyObject *regions, PyObject *bound_cls)
+{
+    pass->regions = regions;
+    pass->i = 0;
+    pass->n = mr_untrack_regions_begin(regions, bound_cls, &pass->list, &pass->memo);
+}
+
+/* The next region (borrowed), or NULL after the last one or on an error (never expected; the
+ * list shrank: mr_region_pass_end clears it). */
+static inline PyObject *
+mr_region_pass_next(mr_region_pass *pass)
+{
+    if (pass->i >= pass->n) return NULL;
+    Py_ssize_t i = pass->i++;
+    return pass->list ? PyList_GetItem(pass->regions, i) : PyTuple_GetItem(pass->regions, i);
+}
+
+static inline void
+mr_region_pass_end(mr_region_pass *pass)
+{
+    PyMem_Free(pass->memo);
+    pass->memo = NULL;
+    PyErr_Clear();
+}
+
+/* A region's bound source and target (borrowed) offered to mr_untrack_bound, each held for
+ * the call. */
+static inline void
+mr_untrack_bound_pair(PyObject *source, PyObject *target, PyObject *bound_cls, int bound_layout,
+                      PyObject *attestation_name, mr_att_memo *memo)
+{
+    Py_INCREF(source);
+    Py_INCREF(target);
+    mr_untrack_bound(source, bound_cls, bound_layout, attestation_name, memo);
+    mr_untrack_bound(target, bound_cls, bound_layout, attestation_name, memo);
+    Py_DECREF(source);
+    Py_DECREF(target);
+}
+
 /* bind_regions' regions (a list it built and holds; or a restored plan's tuple): untrack each region's bound source and
  * target (see mr_untrack_bound; bound_layout: its layout), then the region when all its fields are inert. Runs no
  * Python code; never fails (errors, never expected, are cleared and stop nothing but untracking). */
@@ -481,12 +531,10 @@ mr_untrack_bound_regions(PyObject *regions, PyObject *bound_cls, int bound_layou
                          PyObject *target_name, PyObject *attestation_name)
 {
     if (PyErr_Occurred()) return;
-    int list = 0;
-    mr_att_memo *memo = NULL;
-    Py_ssize_t n = mr_untrack_regions_begin(regions, bound_cls, &list, &memo);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *region = list ? PyList_GetItem(regions, i) : PyTuple_GetItem(regions, i);
-        if (region == NULL) break;
+    mr_region_pass pass;
+    mr_region_pass_begin(&pass, regions, bound_cls);
+    PyObject *region;
+    while ((region = mr_region_pass_next(&pass)) != NULL) {
         PyObject *dict = PyObject_GenericGetDict(region, NULL);
         if (dict == NULL) {
             /* no instance dict (a C-owned layout: layout.h mr_untrack_layout_regions) */
@@ -498,20 +546,14 @@ mr_untrack_bound_regions(PyObject *regions, PyObject *bound_cls, int bound_layou
             PyObject *source = PyDict_GetItemWithError(dict, source_name);
             PyObject *target = source == NULL ? NULL : PyDict_GetItemWithError(dict, target_name);
             if (target != NULL) {
-                Py_INCREF(source);
-                Py_INCREF(target);
-                mr_untrack_bound(source, bound_cls, bound_layout, attestation_name, memo);
-                mr_untrack_bound(target, bound_cls, bound_layout, attestation_name, memo);
-                Py_DECREF(source);
-                Py_DECREF(target);
+                mr_untrack_bound_pair(source, target, bound_cls, bound_layout, attestation_name, pass.memo);
                 (void)mr_untrack_inert(region, dict);
             }
         }
         Py_DECREF(dict);
         if (PyErr_Occurred()) break;
     }
-    PyMem_Free(memo);
-    PyErr_Clear();
+    mr_region_pass_end(&pass);
 }
 
 #endif

@@ -518,23 +518,17 @@ mr_untrack_layout_regions(PyObject *regions, const mr_layout_class *rl, PyObject
                           PyObject *attestation_name)
 {
     if (PyErr_Occurred() || rl->cls == NULL || rl->n != MR_RG_NFIELDS) return;
-    int list = 0;
-    mr_att_memo *memo = NULL;
-    Py_ssize_t n = mr_untrack_regions_begin(regions, bound_cls, &list, &memo);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *region = list ? PyList_GetItem(regions, i) : PyTuple_GetItem(regions, i);
-        if (region == NULL) break;
+    mr_region_pass pass;
+    mr_region_pass_begin(&pass, regions, bound_cls);
+    PyObject *region;
+    while ((region = mr_region_pass_next(&pass)) != NULL) {
         PyObject *const *fields = mr_layout_fields_set(region, rl);
         if (fields == NULL) continue;
-        PyObject *source = Py_NewRef(fields[MR_RG_SOURCE]), *target = Py_NewRef(fields[MR_RG_TARGET]);
-        mr_untrack_bound(source, bound_cls, bound_layout, attestation_name, memo);
-        mr_untrack_bound(target, bound_cls, bound_layout, attestation_name, memo);
-        Py_DECREF(source);
-        Py_DECREF(target);
+        mr_untrack_bound_pair(fields[MR_RG_SOURCE], fields[MR_RG_TARGET], bound_cls, bound_layout, attestation_name,
+                              pass.memo);
         if (mr_untrack_values(region, NULL, fields, MR_RG_NFIELDS) < 0) break;
     }
-    PyMem_Free(memo);
-    PyErr_Clear();
+    mr_region_pass_end(&pass);
 }
 
 /* Registers this file's functions on the module; returns 0 or -1 with an exception set. */

@@ -2203,6 +2203,19 @@ pe_rank_key(PyObject *const *names, PyObject *part, PyObject **rank, PyObject **
     return 0;
 }
 
+/* The two pe_part paths' step after the ids are read: none of them used (any 0): *none set to
+ * a new reference to None (the part has no executor); else the part's rank and key read
+ * (pe_rank_key). 0, or -1 with an exception set. */
+static int
+pe_rank_key_if_used(PyObject *const *names, PyObject *part, int any, PyObject **none, PyObject **rank, PyObject **key)
+{
+    if (!any) {
+        *none = Py_NewRef(Py_None);
+        return 0;
+    }
+    return pe_rank_key(names, part, rank, key);
+}
+
 /* pe_part on the ids pe_tuple_ids read (arr: n new references, all moved into the executor's
  * tuple or released here; heads and order as it made them): the same reads of the part and
  * its rank in the same order, the same result. The ids are exact str, so the membership tests
@@ -2219,12 +2232,7 @@ pe_part_tuple(PyObject *cls, PyObject *const *names, PyObject *placement_id, PyO
         if (rc < 0) goto done;
         any = rc;
     }
-    if (!any) {
-        result = Py_None;
-        Py_INCREF(result);
-        goto done;
-    }
-    if (pe_rank_key(names, part, &rank, &key) < 0) goto done;
+    if (pe_rank_key_if_used(names, part, any, &result, &rank, &key) < 0 || result != NULL) goto done;
     {
         int in_order = po_heads_order((const char *)heads, sizeof(po_head), NULL, n, arr);
         if (in_order == -2) goto done;
@@ -2317,12 +2325,7 @@ pe_part(PyObject *cls, PyObject *const *names, PyObject *placement_id, PyObject 
             }
         }
     }
-    if (!any) {
-        result = Py_None;
-        Py_INCREF(result);
-        goto done;
-    }
-    if (pe_rank_key(names, part, &rank, &key) < 0) goto done;
+    if (pe_rank_key_if_used(names, part, any, &result, &rank, &key) < 0 || result != NULL) goto done;
     {
         int in_order = pe_sorted_strs(ids, n); /* a placement part's ids already are */
         if (in_order < 0 || (in_order == 0 && PyList_Sort(ids) < 0)) goto done;
