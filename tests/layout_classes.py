@@ -1,4 +1,7 @@
-"""Throwaway value classes for tests/test_native_layout.py and benchmarks/layout_reads.py.
+"""Throwaway value classes for tests/test_native_layout.py and benchmarks/layout_reads.py, and
+the scaffolding the package's C-layout class tests share (tests/test_snapshot_layout.py,
+tests/test_bound_fragment_layout.py, tests/test_region_layout.py): their fixtures and fixture
+scripts in tests/data, and the instance-shape check.
 
 ``SnapshotD`` is shaped like ``RuntimeFragmentSnapshot`` (its 16 fields, in its order) and
 dict-backed, as the package's classes are today; ``SnapshotL`` is the same class stored in a C
@@ -8,11 +11,63 @@ name is swapped. ``DefaultsD`` / ``DefaultsL`` have fields with defaults."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import importlib.util
+import json
+import weakref
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
 from typing import Any, Dict, Tuple
 
+import pytest
+
 from mooncake.reshard._layout import layout_dataclass, value_base
+
+DATA = Path(__file__).parent / "data"
+
+
+def data_fixture(name: str) -> Any:
+    """The JSON document tests/data/<name>.json."""
+    return json.loads((DATA / f"{name}.json").read_text())
+
+
+def data_module(name: str) -> ModuleType:
+    """The fixture script tests/data/<name>.py, imported (it builds the objects its fixture
+    holds: the tests build the very same ones through it)."""
+    spec = importlib.util.spec_from_file_location(name, DATA / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def check_layout_instance(instance: Any, nfields: int) -> None:
+    """An instance of a C-layout value class: no instance dict (``vars`` raises), the fields
+    and ``__weakref__`` in the object itself, and no attribute but a field can be set."""
+    cls = type(instance)
+    assert not hasattr(instance, "__dict__")
+    with pytest.raises(TypeError):
+        vars(instance)
+    assert cls.__basicsize__ == object.__basicsize__ + 8 * (nfields + 1)
+    assert cls.__dictoffset__ == 0
+    with pytest.raises(AttributeError):
+        object.__setattr__(instance, "extra", 1)  # no non-field attribute can be forged
+
+
+def check_frozen_value(instance: Any, assigned: str, deleted: str) -> None:
+    """What a frozen dataclass value does: ``copy`` / ``deepcopy`` give an equal new object of
+    the same class; assigning field ``assigned`` or deleting field ``deleted`` raises
+    ``FrozenInstanceError`` with the dataclass message; a weak reference reaches it."""
+    cls = type(instance)
+    for clone in (copy.copy(instance), copy.deepcopy(instance)):
+        assert clone == instance and type(clone) is cls and clone is not instance
+    with pytest.raises(dataclasses.FrozenInstanceError, match=f"cannot assign to field '{assigned}'"):
+        setattr(instance, assigned, getattr(instance, assigned))
+    with pytest.raises(dataclasses.FrozenInstanceError, match=f"cannot delete field '{deleted}'"):
+        delattr(instance, deleted)
+    assert weakref.ref(instance)() is instance
 
 SNAPSHOT_FIELDS = (
     "placement_fragment_id",

@@ -17,15 +17,12 @@ from __future__ import annotations
 import copy
 import dataclasses
 import gc
-import importlib.util
-import json
 import pickle
-import weakref
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from layout_classes import check_frozen_value, check_layout_instance, data_fixture, data_module
 from test_native_binder import _part, _python_bound, _world
 
 from mooncake.reshard import _native
@@ -43,14 +40,11 @@ from mooncake.reshard.weight._planner.fragments import (
 from mooncake.reshard.weight.types import PlacementFragment
 from mooncake.reshard.contracts.fragments import RuntimeBindingFragment
 
-FIXTURE = json.loads((Path(__file__).parent / "data" / "bound_pickles_r16.json").read_text())
+FIXTURE = data_fixture("bound_pickles_r16")
 NAMES = tuple(f.name for f in dataclasses.fields(BoundWeightFragment))
 
 # The objects the fixture pickled, built by the script that wrote it (deterministic addresses).
-_spec = importlib.util.spec_from_file_location("make_bound_pickles_r16", Path(__file__).parent / "data" / "make_bound_pickles_r16.py")
-assert _spec is not None and _spec.loader is not None
-_maker = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_maker)
+_maker = data_module("make_bound_pickles_r16")
 
 
 @pytest.fixture(scope="module")
@@ -93,14 +87,7 @@ def test_layout_is_pinned_to_the_dataclass_fields() -> None:
 
 
 def test_instances_have_no_dict_and_are_small(plan: TransferPlan) -> None:
-    bound = _bound(plan)
-    assert not hasattr(bound, "__dict__")
-    with pytest.raises(TypeError):
-        vars(bound)
-    assert BoundWeightFragment.__basicsize__ == object.__basicsize__ + 8 * 8  # 7 fields + __weakref__
-    assert BoundWeightFragment.__dictoffset__ == 0
-    with pytest.raises(AttributeError):
-        object.__setattr__(bound, "extra", 1)  # no non-field attribute can be forged
+    check_layout_instance(_bound(plan), 7)
 
 
 def test_dataclass_behaviour(plan: TransferPlan) -> None:
@@ -132,15 +119,8 @@ def test_dataclass_behaviour(plan: TransferPlan) -> None:
         dataclasses.replace(bound, runtime_lease_id="other")
     with pytest.raises(ValueError, match="^bound fragment lease_generation must fit"):
         BoundWeightFragment(*args[:4], -1)
-    for clone in (copy.copy(bound), copy.deepcopy(bound)):
-        assert clone == bound and type(clone) is BoundWeightFragment and clone is not bound
+    check_frozen_value(bound, "binding", "owner")
     assert copy.copy(bound).attestation is bound.attestation
-    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'binding'"):
-        bound.binding = bound.binding  # type: ignore[misc]
-    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot delete field 'owner'"):
-        del bound.owner  # type: ignore[misc]
-    ref = weakref.ref(bound)
-    assert ref() is bound
     # the properties still read through the fields
     assert bound.fragment_id == bound.binding.fragment_id and bound.tensor_id == bound.placement.tensor_id
 
@@ -325,14 +305,8 @@ def test_forged_fields_give_the_dict_backed_outcomes() -> None:
     then copy / replace / pickle of the plan: exactly the outcome (acceptance, exception type and
     message) the build before the layout change gave (tests/data/bound_forgeries_r16.json, written
     by it with tests/data/make_bound_forgeries_r16.py)."""
-    expected = json.loads((Path(__file__).parent / "data" / "bound_forgeries_r16.json").read_text())["outcomes"]
-    spec = importlib.util.spec_from_file_location(
-        "make_bound_forgeries_r16", Path(__file__).parent / "data" / "make_bound_forgeries_r16.py"
-    )
-    assert spec is not None and spec.loader is not None
-    maker = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(maker)
-    got = maker.outcomes()
+    expected = data_fixture("bound_forgeries_r16")["outcomes"]
+    got = data_module("make_bound_forgeries_r16").outcomes()
     assert len(got) == len(expected) == 364
     closed = {key: _gaps_closed(key, outcome) for key, outcome in expected.items()}
     assert sum(closed[key] != outcome for key, outcome in expected.items()) == 68

@@ -14,24 +14,18 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import importlib.util
 import pickle
-from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 
+from layout_classes import data_module
 from spec_helpers import raises
 
 from mooncake.reshard.weight import TransferPlan
 from mooncake.reshard.weight._planner.fragments import BoundWeightFragment
 
-_spec = importlib.util.spec_from_file_location(
-    "make_bound_pickles_r16", Path(__file__).parent / "data" / "make_bound_pickles_r16.py"
-)
-assert _spec is not None and _spec.loader is not None
-_maker = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_maker)
+_maker = data_module("make_bound_pickles_r16")
 
 _FENCE = "bound fragment runtime fence differs from attestation"
 _LEASE = "bound fragment runtime_lease_id must be non-empty"

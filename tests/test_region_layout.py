@@ -18,16 +18,14 @@ from __future__ import annotations
 import copy
 import dataclasses
 import gc
-import importlib.util
-import json
 import pickle
 import sys
 import typing
-import weakref
-from pathlib import Path
 from typing import Any, Union
 
 import pytest
+
+from layout_classes import check_frozen_value, check_layout_instance, data_fixture, data_module
 
 from mooncake.reshard import _native
 from mooncake.reshard._layout import layout_dataclass, layout_fields, value_base
@@ -42,15 +40,12 @@ from mooncake.reshard.weight import (
 from mooncake.reshard.weight._planner import bound_pickle, contracts
 from mooncake.reshard.weight._planner.region_check import _PLAIN_TYPES
 
-FIXTURE = json.loads((Path(__file__).parent / "data" / "region_pickles_r16.json").read_text())
+FIXTURE = data_fixture("region_pickles_r16")
 NAMES = tuple(f.name for f in dataclasses.fields(TransferRegion))
 BIG = 1 << 62
 
 # The objects the fixture pickled, built by the script that wrote it (deterministic addresses).
-_spec = importlib.util.spec_from_file_location("make_region_pickles_r16", Path(__file__).parent / "data" / "make_region_pickles_r16.py")
-assert _spec is not None and _spec.loader is not None
-_maker = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_maker)
+_maker = data_module("make_region_pickles_r16")
 LOGICAL: LogicalTransferPlan = _maker.LOGICAL
 BOUND: TransferPlan = _maker.BOUND
 OBJECTS: dict[str, Any] = _maker.OBJECTS
@@ -78,14 +73,7 @@ def test_layout_is_pinned_to_the_dataclass_fields() -> None:
 
 
 def test_instances_have_no_dict_and_are_small() -> None:
-    region = LOGICAL.operations[0]
-    assert not hasattr(region, "__dict__")
-    with pytest.raises(TypeError):
-        vars(region)
-    assert TransferRegion.__basicsize__ == object.__basicsize__ + 8 * 12  # 11 fields + __weakref__
-    assert TransferRegion.__dictoffset__ == 0
-    with pytest.raises(AttributeError):
-        object.__setattr__(region, "extra", 1)  # no non-field attribute can be forged
+    check_layout_instance(LOGICAL.operations[0], 11)
 
 
 @pytest.mark.parametrize("which", ["logical", "bound"])
@@ -102,14 +90,7 @@ def test_dataclass_behaviour(which: str) -> None:
     assert dataclasses.replace(region) == region
     with pytest.raises(ValueError, match="^transfer region loop geometry does not match overlap$"):
         dataclasses.replace(region, inner_bytes=region.inner_bytes + 1)
-    for clone in (copy.copy(region), copy.deepcopy(region)):
-        assert clone == region and type(clone) is TransferRegion and clone is not region
-    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'inner_bytes'"):
-        region.inner_bytes = 1  # type: ignore[misc]
-    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot delete field 'source'"):
-        del region.source  # type: ignore[misc]
-    ref = weakref.ref(region)
-    assert ref() is region
+    check_frozen_value(region, "inner_bytes", "source")
     assert all(key is sys.intern(key) for key in _state(region))  # the same pickle memo as a __dict__'s
     assert contracts._region_fields_state(region) == values
 

@@ -14,16 +14,13 @@ from __future__ import annotations
 import copy
 import dataclasses
 import gc
-import importlib.util
-import json
 import pickle
 import sys
-import weakref
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from layout_classes import check_frozen_value, check_layout_instance, data_fixture, data_module
 from test_native_binder import _part, _world
 from test_native_binder_project import CLASSES
 from test_native_binder_snapshot_reads import _attestation
@@ -40,15 +37,12 @@ from mooncake.reshard.weight._planner.bound_contracts import (
 )
 from mooncake.reshard.weight.types import ParallelRank
 
-FIXTURE = json.loads((Path(__file__).parent / "data" / "snapshot_pickles_r15.json").read_text())
+FIXTURE = data_fixture("snapshot_pickles_r15")
 NAMES = tuple(f.name for f in dataclasses.fields(RuntimeFragmentSnapshot))
 
 # The objects the fixture pickled, built by the script that wrote it (so the same constants are
 # shared, and pickle's memo references the same objects).
-_spec = importlib.util.spec_from_file_location("make_snapshot_pickles_r15", Path(__file__).parent / "data" / "make_snapshot_pickles_r15.py")
-assert _spec is not None and _spec.loader is not None
-_maker = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_maker)
+_maker = data_module("make_snapshot_pickles_r15")
 VALUES: dict[str, Any] = _maker.VALUES
 SNAP, SNAP2, EXECUTOR = _maker.snap, _maker.snap2, _maker.ex
 
@@ -73,14 +67,7 @@ def test_layout_is_pinned_to_the_dataclass_fields() -> None:
 
 
 def test_instances_have_no_dict_and_are_small() -> None:
-    snap = _snapshot()
-    assert not hasattr(snap, "__dict__")
-    with pytest.raises(TypeError):
-        vars(snap)
-    assert RuntimeFragmentSnapshot.__basicsize__ == object.__basicsize__ + 8 * 17  # 16 fields + __weakref__
-    assert RuntimeFragmentSnapshot.__dictoffset__ == 0
-    with pytest.raises(AttributeError):
-        object.__setattr__(snap, "extra", 1)  # no non-field attribute can be forged
+    check_layout_instance(_snapshot(), 16)
 
 
 def test_dataclass_behaviour() -> None:
@@ -91,16 +78,9 @@ def test_dataclass_behaviour() -> None:
     assert repr(snap) == "RuntimeFragmentSnapshot(" + ", ".join(f"{k}={v!r}" for k, v in VALUES.items()) + ")"
     assert dataclasses.asdict(snap) == VALUES
     assert dataclasses.replace(snap, device="cuda:1") == _snapshot(device="cuda:1")
-    for clone in (copy.copy(snap), copy.deepcopy(snap)):
-        assert clone == snap and type(clone) is RuntimeFragmentSnapshot and clone is not snap
-    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'address'"):
-        snap.address = 1  # type: ignore[misc]
-    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot delete field 'address'"):
-        del snap.address  # type: ignore[misc]
+    check_frozen_value(snap, "address", "address")
     with pytest.raises(TypeError):
         RuntimeFragmentSnapshot(**{k: v for k, v in VALUES.items() if k != "device"})  # type: ignore[call-arg]
-    ref = weakref.ref(snap)
-    assert ref() is snap
     assert _snapshot_fields_state(snap) == snap.__getstate__() == VALUES
     # the state's keys are the interned field names a dict-backed __dict__ held (same pickle memo)
     assert all(key is sys.intern(key) for key in snap.__getstate__())
