@@ -152,6 +152,28 @@ rv_table_init(rv_table *t, size_t n_items)
     return 0;
 }
 
+/* An identity set of at most n_items pointers (rs_set_has / rs_set_add): keys only (values stays
+ * NULL) and at most two thirds full, so a set of one entry per fragment costs 8 to 16 bytes per
+ * entry instead of rv_table_init's 32 to 64 (revalidate_side's ``hits``: bind's traced peak). */
+static int
+rv_set_init(rv_table *t, size_t n_items)
+{
+    size_t cap = 8;
+    t->keys = NULL;
+    t->values = NULL;
+    t->mask = 0;
+    if (n_items > SIZE_MAX / 4) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    while (cap < n_items + n_items / 2 + 1) cap *= 2; /* (n_items <= SIZE_MAX / 4: no overflow) */
+    t->keys = mr_alloc_array(cap, sizeof(PyObject *));
+    if (t->keys == NULL) return -1;
+    memset(t->keys, 0, cap * sizeof(PyObject *));
+    t->mask = cap - 1;
+    return 0;
+}
+
 static void
 rv_table_free(rv_table *t)
 {
@@ -1445,8 +1467,7 @@ rs_set_add(rv_table *t, PyObject *object)
         if (t->keys[slot] == object) return;
         slot = (slot + 1) & t->mask;
     }
-    t->keys[slot] = object;
-    t->values[slot] = 0;
+    t->keys[slot] = object; /* (a set: its values, if any, are never read) */
 }
 
 /* ``_rank_key(rank)``: (dp, tp, pp, ep) of an exact ParallelRank, else the rank itself. */
@@ -1592,6 +1613,30 @@ rs_store(rv_table *t, PyObject *object, Py_ssize_t value)
     t->values[slot] = value;
 }
 
+/* Room for n_items in t (at most half full, as rv_table_init sizes it): the entries are moved
+ * into a table sized for twice as many when t is too small. 0, or -1 with MemoryError (t is
+ * unchanged). For tables whose final size is usually far below their bound (revalidate_coverage's
+ * attestations: one per participant, bounded by the operations). */
+static int
+rv_table_reserve(rv_table *t, size_t n_items)
+{
+    if (n_items > SIZE_MAX / 8) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (t->keys != NULL && n_items * 2 + 1 <= t->mask + 1) return 0;
+    rv_table bigger;
+    if (rv_table_init(&bigger, n_items * 2) < 0) return -1;
+    if (t->keys != NULL) {
+        for (size_t k = 0; k <= t->mask; k++) {
+            if (t->keys[k] != NULL) rs_store(&bigger, t->keys[k], t->values[k]);
+        }
+    }
+    rv_table_free(t);
+    *t = bigger;
+    return 0;
+}
+
 /* The entry ``attested[id(attestation)]`` (borrowed), NULL when absent. */
 static PyObject *
 rs_entry(const rs_ctx *ctx, PyObject *attestation)
@@ -1621,7 +1666,9 @@ rs_ctx_init(rs_ctx *ctx, Py_ssize_t n_frags)
         PyErr_NoMemory();
         return RV_ERROR;
     }
-    if (rv_table_init(&ctx->proven, (size_t)n_frags) < 0) return RV_ERROR;
+    /* ``proven`` is allocated by the first rs_prove (a bound plan's executors carry the attested
+     * snapshot objects themselves: nothing is proven, and the table would only add to bind's
+     * peak); until then every lookup misses. */
     ctx->proven_room = n_frags;
     ctx->held = PyList_New(0);
     ctx->owners = PyList_New(0);
@@ -1665,6 +1712,7 @@ static int
 rs_prove(rs_ctx *ctx, PyObject *snapshot, PyObject *state)
 {
     if (ctx->proven_room <= 0) return 0; /* full: later checks compare again */
+    if (ctx->proven.keys == NULL && rv_table_init(&ctx->proven, (size_t)ctx->proven_room) < 0) return -1;
     Py_ssize_t index = PyList_Size(ctx->held);
     if (index < 0 || PyList_Append(ctx->held, state) < 0) return -1;
     rs_store(&ctx->proven, snapshot, index);
@@ -2019,7 +2067,7 @@ rs_fragment(PyObject *fragment, PyObject *runtime_id, rs_ctx *ctx, PyObject *sna
         state = PyDict_GetItemWithError(expected_by_pfid, pfid); /* borrowed; held below */
         if (state == NULL || state == Py_None) goto done;
         Py_INCREF(state);
-        Py_ssize_t proven = rs_lookup(&ctx->proven, owned);
+        Py_ssize_t proven = ctx->proven.keys == NULL ? -1 : rs_lookup(&ctx->proven, owned);
         if (proven < 0 || PyList_GetItem(ctx->held, proven) != state) {
             /* Not the attested object itself: its fields must equal the attested ones. */
             int match = rs_snapshot_matches(owned, state, ctx->snapshot_type, &ctx->snapshot_layout);
@@ -2127,10 +2175,7 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
     /* ``active`` holds the attestations' placements: one object in a bound or restored plan.
      * Sized for RS_ACTIVE_ROOM of them (a plan naming more declines below) instead of one slot
      * pair per fragment: this call holds bind's traced-memory peak. */
-    if (seen == NULL || unique == NULL || rv_table_init(&active, RS_ACTIVE_ROOM) < 0 ||
-        rv_table_init(&hits, (size_t)n_frags) < 0) {
-        goto done;
-    }
+    if (seen == NULL || unique == NULL || rv_table_init(&active, RS_ACTIVE_ROOM) < 0) goto done;
     memset(seen, 0, (size_t)n_frags);
     {
         int rc = rs_ctx_init(&ctx, n_frags);
@@ -2203,6 +2248,8 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
      * runtime id is a key (its lookup below declines otherwise), and the snapshots found are
      * as many distinct objects as there are keys. Distinct objects found come from distinct
      * keys, so then every key is found (a snapshot stored under two keys can only decline). */
+    /* one entry per distinct owned snapshot: at most one per unique fragment */
+    if (rv_set_init(&hits, (size_t)n_unique) < 0) goto done;
     Py_ssize_t n_hits = 0;
     for (Py_ssize_t u = 0; u < n_unique; u++) {
         Py_ssize_t p = unique[u];
@@ -2920,7 +2967,7 @@ typedef struct {
 } rc_slot;
 
 typedef struct {
-    rc_slot *slots; /* a power of two of them, at most half used */
+    rc_slot *slots; /* a power of two of them, at most two thirds used */
     size_t mask;
     Py_ssize_t n; /* objects filed */
 } rc_filed;
@@ -2932,13 +2979,13 @@ rc_filed_init(rc_filed *f, Py_ssize_t n_ops)
     f->mask = 0;
     f->n = 0;
     size_t cap = 8;
-    while (cap < (size_t)n_ops * 2 + 1) {
-        if (cap > SIZE_MAX / 4) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        cap *= 2;
+    /* at most two thirds full (40-byte slots, one object per target fragment: at half full this
+     * table alone was 142 to 284 B per operation, the largest item of bind's traced peak) */
+    if (n_ops < 0 || (size_t)n_ops > SIZE_MAX / 4) {
+        PyErr_NoMemory();
+        return -1;
     }
+    while (cap < (size_t)n_ops + (size_t)n_ops / 2 + 1) cap *= 2;
     f->slots = mr_alloc_array(cap, sizeof(rc_slot));
     if (f->slots == NULL) return -1;
     memset(f->slots, 0, cap * sizeof(rc_slot));
@@ -3157,7 +3204,9 @@ revalidate_coverage(PyObject *Py_UNUSED(module), PyObject *args)
         rc = RV_DECLINE;
         goto done;
     }
-    if (rv_table_init(&attestation_of, (size_t)n_ops) < 0) goto done;
+    /* sized for a few attestations, grown as they come (rv_table_reserve): one per participant,
+     * not one per operation */
+    if (rv_table_init(&attestation_of, 16) < 0) goto done;
     if (by_identity && rc_filed_init(&filed, n_ops) < 0) goto done;
     parts = PyDict_New();
     boxes_by_fragment = PyDict_New();
@@ -3214,6 +3263,9 @@ string_pass:
                 if (pair == NULL || index < 0 || PyList_Append(by_attestation, pair) < 0
                     || PySet_Add(op_participants, participant) < 0) {
                     Py_CLEAR(participant);
+                }
+                else if (rv_table_reserve(&attestation_of, (size_t)index + 1) < 0) {
+                    Py_CLEAR(participant); /* MemoryError */
                 }
                 else {
                     rs_store(&attestation_of, attestation, index); /* held by by_attestation */
