@@ -2441,6 +2441,44 @@ rp_add_allocation(PyObject *table, PyObject *space, PyObject *binding, PyObject 
     return rc;
 }
 
+/* A target fragment's ``(binding.storage_address, binding.storage_nbytes)`` (read as
+ * rp_add_allocation reads it, the tuple hashed as adding it to a set would) looked up in
+ * ``sources[space]``: *overlap set to 1 when the source allocations of its address space hold
+ * it. The sets' intersection, one target allocation at a time: no set of every target
+ * allocation is built (~100 B per target fragment of bind's traced peak). 0, 1 (a field missing
+ * from an exact binding's dict), -1 (error). */
+static int
+rp_find_allocation(PyObject *sources, PyObject *space, PyObject *binding, PyObject *bdict, int *overlap)
+{
+    PyObject *address = rp_field(binding, bdict, RP_STORAGE_ADDRESS);
+    if (address == NULL) return PyErr_Occurred() ? -1 : 1;
+    PyObject *nbytes = rp_field(binding, bdict, RP_STORAGE_NBYTES);
+    if (nbytes == NULL) {
+        Py_DECREF(address);
+        return PyErr_Occurred() ? -1 : 1;
+    }
+    PyObject *allocation = PyTuple_Pack(2, address, nbytes);
+    Py_DECREF(address);
+    Py_DECREF(nbytes);
+    if (allocation == NULL) return -1;
+    int rc = -1;
+    if (PyObject_Hash(allocation) != -1) {
+        PyObject *bucket = PyDict_GetItemWithError(sources, space); /* borrowed */
+        if (bucket != NULL) {
+            Py_INCREF(bucket);
+            int found = PySet_Contains(bucket, allocation);
+            Py_DECREF(bucket);
+            if (found > 0) *overlap = 1;
+            rc = found < 0 ? -1 : 0;
+        }
+        else if (!PyErr_Occurred()) {
+            rc = 0;
+        }
+    }
+    Py_DECREF(allocation);
+    return rc;
+}
+
 /* An exact non-negative int below 2**64; 0 with *ok = 0 for anything else. */
 static int
 rp_u64(PyObject *value, uint64_t *out, int *ok)
@@ -2561,7 +2599,8 @@ revalidate_spaces(PyObject *Py_UNUSED(module), PyObject *args)
     rp_config cfg = {binding_arg == Py_None ? NULL : (PyTypeObject *)binding_arg,
                      placement_arg == Py_None ? NULL : (PyTypeObject *)placement_arg,
                      {NULL, 0, 0}};
-    PyObject *result = NULL, *sources = NULL, *targets = NULL, *space_ids = NULL;
+    PyObject *result = NULL, *sources = NULL, *space_ids = NULL;
+    int overlap = 0; /* a target allocation is a source allocation of its address space */
     PyObject *frags = PySequence_List(frags_arg), *source_of = PySequence_List(source_arg);
     PyObject *target_of = PySequence_List(target_arg), *boxes = PySequence_List(boxes_arg);
     unsigned char *seen = NULL;
@@ -2576,12 +2615,12 @@ revalidate_spaces(PyObject *Py_UNUSED(module), PyObject *args)
     seen = mr_alloc_array((size_t)n_frags, 1);
     extents = mr_alloc_array((size_t)n_ops, sizeof(rp_extent));
     sources = PyDict_New();
-    targets = PyDict_New();
     space_ids = PyDict_New();
-    if (seen == NULL || extents == NULL || sources == NULL || targets == NULL || space_ids == NULL) goto done;
+    if (seen == NULL || extents == NULL || sources == NULL || space_ids == NULL) goto done;
     if (rf_memo_init(&cfg.spaces, (size_t)n_frags) < 0) goto done;
     int quick = check_physical;
-    /* Sources (distinct fragments), then targets: allocations per address space. */
+    /* Sources (distinct fragments): allocations per address space; then targets, each looked up
+     * in its space's source allocations. */
     for (int side = 0; side < 2; side++) {
         PyObject *side_of = side == 0 ? source_of : target_of;
         memset(seen, 0, (size_t)n_frags);
@@ -2603,7 +2642,8 @@ revalidate_spaces(PyObject *Py_UNUSED(module), PyObject *args)
                 result = Py_NewRef(Py_False); /* unexpected: decline */
                 goto done;
             }
-            int added = rp_add_allocation(side == 0 ? sources : targets, space, binding, bdict);
+            int added = side == 0 ? rp_add_allocation(sources, space, binding, bdict)
+                                  : rp_find_allocation(sources, space, binding, bdict, &overlap);
             int failed = added < 0;
             if (added > 0) { /* a field missing from an exact binding's dict: decline */
                 Py_DECREF(space);
@@ -2640,25 +2680,9 @@ revalidate_spaces(PyObject *Py_UNUSED(module), PyObject *args)
             if (failed) goto done;
         }
     }
-    {
-        Py_ssize_t pos = 0;
-        PyObject *space, *allocations;
-        while (PyDict_Next(sources, &pos, &space, &allocations)) {
-            PyObject *other = PyDict_GetItemWithError(targets, space); /* borrowed */
-            if (other == NULL) {
-                if (PyErr_Occurred()) goto done;
-                continue;
-            }
-            PyObject *common = PyNumber_And(allocations, other);
-            if (common == NULL) goto done;
-            Py_ssize_t shared = PySet_Size(common);
-            Py_DECREF(common);
-            if (shared < 0) goto done;
-            if (shared > 0) {
-                result = Py_NewRef(Py_False);
-                goto done;
-            }
-        }
+    if (overlap) { /* a source and a target allocation shared in one address space */
+        result = Py_NewRef(Py_False);
+        goto done;
     }
     if (!check_physical) {
         result = Py_NewRef(Py_True);
@@ -2676,7 +2700,6 @@ done:
     PyMem_Free(seen);
     PyMem_Free(extents);
     Py_XDECREF(sources);
-    Py_XDECREF(targets);
     Py_XDECREF(space_ids);
     Py_XDECREF(frags);
     Py_XDECREF(source_of);
