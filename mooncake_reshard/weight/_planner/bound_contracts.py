@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import threading
+from array import array
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
@@ -1376,8 +1377,30 @@ def _fast_revalidate_live(
     ) is None and not _fast_target_coverage(target_placement, frags, target_of, boxes, t_rows, attested, used):
         return False
     object.__setattr__(plan, "source_stored_fragment_snapshots", ())
+    # The index tables live as long as the plan (its operation views read them on first use):
+    # kept as int64 arrays, the three lists naming each operation index (the side rows' buckets
+    # until here) and one int object per index above 256 are freed when this call returns
+    # (~30 B per operation less kept by a bound plan). Smaller plans' indices are the cached
+    # small ints: their lists are kept (the arrays would save nothing and cost a few µs).
+    if len(operations) > _COMPACT_MIN:
+        _compact_index_lists(s_table)
+        _compact_index_lists(t_table)
+        _compact_index_lists(routes)
     object.__setattr__(plan, "_operation_views", OperationViews._deferred(s_table, t_table, routes))
     return True
+
+
+# Operation counts above which _fast_revalidate_live keeps the index tables as arrays (indices up
+# to 256 are CPython's cached small ints).
+_COMPACT_MIN = 257
+
+
+def _compact_index_lists(table: dict[Any, Any]) -> None:
+    """Each value of ``table`` (a list of operation indices) replaced by an int64 array of the
+    same items, in place (``OperationViews`` reads them with ``tuple()``). The fast path's own
+    dict, from ``revalidate_views``."""
+    for key, indices in table.items():
+        table[key] = array("q", indices)
 
 
 _Row = tuple[Any, tuple[Any, ...], list[int]]
