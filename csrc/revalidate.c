@@ -638,18 +638,21 @@ enum {
     RF_ATTESTED_VIEW,
     RF_EVIDENCE,
     RF_RUNTIME_LEASE,
+    RF_INSTANCE_ID,
     RF_NNAMES
 };
 
-/* A view's key_base: (instance_id, placement_id, participant_id, digest, lease_id), the last
- * the evidence's lease (av_build; bound_contracts._AttestedView). */
+/* A view's key_base: (instance_id, placement_id, participant_id, digest, lease_id), the first
+ * and last the evidence's (av_build; bound_contracts._AttestedView). */
 #define RF_KEY_BASE_N 5
+#define RF_KEY_BASE_INSTANCE 0
 #define RF_KEY_BASE_LEASE 4
 
 static const char *const rf_names[RF_NNAMES] = {
     "placement", "binding", "owner", "attestation", "_placement_dict", "_binding_dict", "resource_id",
     "revision", "weight_generation", "key_base", "placement_fragment_id", "rank", "dp", "tp", "pp", "ep",
     "worker_id", "fragment_id", "pipeline_stage_id", "_attested_view", "evidence", "runtime_lease_id",
+    "instance_id",
 };
 
 static PyObject *rf_keys[RF_NNAMES];
@@ -990,6 +993,19 @@ rf_equal(PyObject *expected, PyObject *actual)
     return equal < 0 ? RV_ERROR : (equal ? RV_OK : RV_DECLINE);
 }
 
+/* ``value`` (an exact str) equals the attested ``base[at]``: RV_OK, else RV_DECLINE (no Python
+ * code runs: both exact str). */
+static int
+rf_attested_str(PyObject *base, Py_ssize_t at, PyObject *value)
+{
+    PyObject *attested = PyTuple_GetItem(base, at); /* borrowed; in range */
+    if (attested == value) return RV_OK;
+    if (attested == NULL || !PyUnicode_CheckExact(attested)) return RV_DECLINE;
+    int order = PyUnicode_Compare(value, attested);
+    if (order == -1 && PyErr_Occurred()) return RV_ERROR;
+    return order == 0 ? RV_OK : RV_DECLINE;
+}
+
 /* One fragment: appends its key, route half and runtime id. ``entries`` maps attestations
  * (borrowed; the fragments hold them) to their entry tuple (borrowed from ``attested``). */
 static int
@@ -1000,6 +1016,7 @@ rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObjec
     PyObject *f[F_N] = {NULL};
     PyObject *binding_owner = NULL, *pfid = NULL, *rank = NULL, *rank_tuple = NULL, *worker = NULL;
     PyObject *fragment_id = NULL, *stage = NULL, *expected = NULL, *key = NULL, *route = NULL, *lease = NULL;
+    PyObject *instance = NULL;
     int rc = RV_DECLINE;
     /* its layout's slots (or its instance dict: rv_bound_item) */
     static const Py_ssize_t slot_of[F_N] = {MR_BF_PLACEMENT, MR_BF_BINDING, MR_BF_OWNER, MR_BF_ATTESTATION};
@@ -1018,6 +1035,9 @@ rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObjec
      * or an emptied slot: the rules decide) */
     lease = mr_state_item(fragment, &lc, MR_BF_RUNTIME_LEASE_ID, rf_keys[RF_RUNTIME_LEASE]);
     if (lease == NULL || !PyUnicode_CheckExact(lease)) goto done;
+    /* its instance id: the same (the constructor's fence compares both) */
+    instance = mr_state_item(fragment, &lc, MR_BF_INSTANCE_ID, rf_keys[RF_INSTANCE_ID]);
+    if (instance == NULL || !PyUnicode_CheckExact(instance)) goto done;
     if (Py_TYPE(f[F_PLACEMENT]) != cfg->placement_type || Py_TYPE(f[F_BINDING]) != cfg->binding_type) goto done;
     if (f[F_OWNER] != Py_None) goto done;
     /* The placement and binding are exactly PlacementFragment and RuntimeBindingFragment,
@@ -1104,23 +1124,16 @@ rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObjec
             Py_DECREF(base);
             goto done;
         }
-        /* the fragment's lease is the evidence's (the constructor's fence, spec §9.3 step 9:
-         * a lease forged in place after construction declines; the rules refuse it) */
-        PyObject *attested_lease = PyTuple_GetItem(base, RF_KEY_BASE_LEASE); /* borrowed; in range */
-        int same = attested_lease == lease;
-        if (!same && attested_lease != NULL && PyUnicode_CheckExact(attested_lease)) {
-            int order = PyUnicode_Compare(lease, attested_lease); /* exact str: runs no Python code */
-            if (order == -1 && PyErr_Occurred()) {
-                Py_DECREF(base);
-                rc = RV_ERROR;
-                goto done;
-            }
-            same = order == 0;
-        }
-        if (!same) {
+        /* the fragment's lease and instance id are the evidence's (the constructor's fence,
+         * spec §9.3 step 9: a value forged in place after construction declines; the rules
+         * refuse it) */
+        rc = rf_attested_str(base, RF_KEY_BASE_LEASE, lease);
+        if (rc == RV_OK) rc = rf_attested_str(base, RF_KEY_BASE_INSTANCE, instance);
+        if (rc != RV_OK) {
             Py_DECREF(base);
             goto done;
         }
+        rc = RV_DECLINE;
         PyObject *from[4] = {base, worker, rank_tuple, NULL};
         PyObject *shared = rf_memo_get(&memo->key, from);
         if (shared != NULL) {
@@ -1188,6 +1201,7 @@ done:
     Py_XDECREF(key);
     Py_XDECREF(route);
     Py_XDECREF(lease);
+    Py_XDECREF(instance);
     return rc;
 }
 
@@ -2056,6 +2070,9 @@ rs_fragment(PyObject *fragment, PyObject *runtime_id, rs_ctx *ctx, PyObject *sna
     if (!attested) goto done;
     PyObject *generation = rs_view_field(ctx, index, view, RS_VIEW_GENERATION); /* borrowed */
     if (generation == NULL) goto error;
+    /* an exact int, as the constructor stores (True or 1.0 forged in place compare equal: the
+     * rules refuse them) */
+    if (!PyLong_CheckExact(lease_generation)) goto done;
     int same = rs_compare(lease_generation, generation, Py_EQ);
     if (same < 0) goto error;
     if (!same) goto done;

@@ -309,7 +309,7 @@ def test_forged_fields_give_the_dict_backed_outcomes() -> None:
     got = data_module("make_bound_forgeries_r16").outcomes()
     assert len(got) == len(expected) == 364
     closed = {key: _gaps_closed(key, outcome) for key, outcome in expected.items()}
-    assert sum(closed[key] != outcome for key, outcome in expected.items()) == 68
+    assert sum(closed[key] != outcome for key, outcome in expected.items()) == 120
     expected = closed
     assert {key: value for key, value in got.items() if value != expected[key]} == {}
 
@@ -319,17 +319,21 @@ _LEASE = "ValueError: bound fragment runtime_lease_id must be non-empty"
 
 def _gaps_closed(key: str, outcome: list[str]) -> list[str]:
     """The fixture's outcome (copy, replace, pickle) with the gaps both builds had, closed
-    since (tests/test_bound_lease_fence.py): a forged ``runtime_lease_id`` is refused by
-    ``replace`` as by ``copy`` (a removed one by all three, with the type rule's message), and a
-    removed field pickles as None, refused on load with ``copy``'s message instead of an
-    ``AttributeError`` from ``__reduce__``. 68 of the 364 outcomes change; the rest are the
-    dict-backed build's."""
+    since (tests/test_bound_lease_fence.py): a forged ``runtime_lease_id`` or ``instance_id``,
+    or a ``lease_generation`` of another type equal to the attested one (``1.0``, ``True``), is
+    refused by ``replace`` as by ``copy`` (a removed lease by all three, with the type rule's
+    message), and a removed field pickles as None, refused on load with ``copy``'s message
+    instead of an ``AttributeError`` from ``__reduce__``. 120 of the 364 outcomes change (68
+    with the lease, 52 with the instance id and generation); the rest are the dict-backed
+    build's."""
     copied, replaced, pickled = outcome
     field, label = key.split(".", 1)[1].split("=", 1)
     if field == "runtime_lease_id":
         return [_LEASE] * 3 if label == "gone" else [copied, copied, pickled]
     if label == "gone" and field not in ("owner", "attestation"):
         return [copied, replaced, copied]
+    if field == "instance_id" or (field == "lease_generation" and label in ("1.0", "True")):
+        return [copied, copied, pickled]
     return outcome
 
 

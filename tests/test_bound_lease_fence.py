@@ -1,14 +1,17 @@
-"""A bound fragment's ``runtime_lease_id`` forged in place inside a ``TransferPlan`` (changed with
-``object.__setattr__`` or removed with ``object.__delattr__``), and pickling a plan whose bound
-fragment lost a field.
+"""A bound fragment's fence fields (``instance_id``, ``runtime_lease_id``, ``lease_generation``)
+forged in place inside a ``TransferPlan`` (changed with ``object.__setattr__`` or removed with
+``object.__delattr__``), and pickling a plan whose bound fragment lost a field.
 
 ``copy`` (the plan's revalidation) and a pickle round trip (the constructor's checks, spec §9.3
 step 6 / 9) refused a changed lease, but ``dataclasses.replace`` accepted it: the revalidation's
 fast path did not read the lease, and no rule compared it with the attestation. A removed lease
 was accepted by ``copy``, ``deepcopy`` and ``replace`` for the same reason; pickling a plan whose
 fragment lost any field raised ``AttributeError`` from ``BoundWeightFragment.__reduce__`` (the
-other forged fields: the constructor's ``ValueError`` on load). Every path now gives the
-constructor's message (docs/api.md, "Beyond the reference: a bound fragment's lease")."""
+other forged fields: the constructor's ``ValueError`` on load). The same held for the instance id
+(``replace`` accepted any value but a list) and for a generation of another type equal to the
+attested one (``True`` or ``1.0`` for ``1``: the fast path and the executor rule compare with
+``==``). Every path now gives the constructor's message (docs/api.md, "Beyond the reference: a
+bound fragment's fence")."""
 
 from __future__ import annotations
 
@@ -29,6 +32,8 @@ _maker = data_module("make_bound_pickles_r16")
 
 _FENCE = "bound fragment runtime fence differs from attestation"
 _LEASE = "bound fragment runtime_lease_id must be non-empty"
+_INSTANCE = "bound fragment instance_id must be non-empty"
+_GENERATION = "bound fragment lease_generation must fit in an unsigned 64-bit integer"
 _GONE = object()
 _FIELDS = tuple(f.name for f in dataclasses.fields(BoundWeightFragment))
 
@@ -88,6 +93,95 @@ def test_a_forged_lease_is_refused(plan: TransferPlan, trip: str, side: str, las
     forged = _forged(plan, index, side, "runtime_lease_id", value)
     with raises(message):
         ROUND_TRIPS[trip](forged)
+
+
+class _Str(str):
+    """A str subclass (the constructor takes exact str only)."""
+
+
+def _another(plan: TransferPlan, index: int, side: str, field: str) -> Any:
+    """The field's value in another fragment of the plan (a real value of another runtime)."""
+    mine = getattr(getattr(plan.operations[index], side), field)
+    return next(
+        getattr(fragment, field)
+        for op in plan.operations
+        for fragment in (op.source, op.target)
+        if getattr(fragment, field) != mine
+    )
+
+
+# (value, message), as for the lease: a str other than the attested one is a fence failure, anything
+# else (a str subclass equal to the attested id too) fails the type rule first.
+INSTANCES = [
+    ("x", _FENCE),
+    ("other", _FENCE),
+    ("", _INSTANCE),
+    (None, _INSTANCE),
+    (5, _INSTANCE),
+    ("same-subclass", _INSTANCE),
+    (_GONE, _INSTANCE),
+]
+
+
+@pytest.mark.parametrize("trip", sorted(ROUND_TRIPS))
+@pytest.mark.parametrize("side", ["target", "source"])
+@pytest.mark.parametrize("last", [False, True])
+@pytest.mark.parametrize(
+    "value, message", INSTANCES, ids=["x", "other", "empty", "None", "int", "subclass", "gone"]
+)
+def test_a_forged_instance_id_is_refused(
+    plan: TransferPlan, trip: str, side: str, last: bool, value: Any, message: str
+) -> None:
+    index = len(plan.operations) - 1 if last else 0
+    if value == "other":
+        value = _another(plan, index, side, "instance_id")
+    elif value == "same-subclass":
+        value = _Str(getattr(plan.operations[index], side).instance_id)
+    forged = _forged(plan, index, side, "instance_id", value)
+    with raises(message):
+        ROUND_TRIPS[trip](forged)
+
+
+# A generation of another type equal to the attested int (it is 1 in this plan), or none: the type
+# rule's message on every path.
+GENERATIONS = [(True, "True"), (1.0, "float"), (_GONE, "gone"), (None, "None"), ("1", "str")]
+
+
+@pytest.mark.parametrize("trip", sorted(ROUND_TRIPS))
+@pytest.mark.parametrize("side", ["target", "source"])
+@pytest.mark.parametrize("last", [False, True])
+@pytest.mark.parametrize("value", [value for value, _ in GENERATIONS], ids=[label for _, label in GENERATIONS])
+def test_a_generation_of_another_type_is_refused(plan: TransferPlan, trip: str, side: str, last: bool, value: Any) -> None:
+    index = len(plan.operations) - 1 if last else 0
+    assert getattr(plan.operations[index], side).lease_generation == 1
+    forged = _forged(plan, index, side, "lease_generation", value)
+    with raises(_GENERATION):
+        ROUND_TRIPS[trip](forged)
+
+
+def test_another_generation_fails_a_rule_on_every_path(plan: TransferPlan) -> None:
+    # An int generation other than the attested one: the spec's executor rule refuses it first
+    # when the plan is revalidated as it is (replace), the constructor's fence when the fragment is
+    # rebuilt (copy, pickle): refused everywhere, with the first failing rule's message.
+    forged = _forged(plan, 0, "target", "lease_generation", 5)
+    for name, trip in ROUND_TRIPS.items():
+        message = "target executor fragment provenance differs" if name == "replace" else _FENCE
+        with raises(message):
+            trip(forged)
+
+
+def test_the_attested_fence_is_accepted(plan: TransferPlan) -> None:
+    # equal values in other objects (a str built again, a large int equal to the generation) are
+    # the attested ones: every path accepts them
+    fragment = plan.operations[0].target
+    for field, value in (
+        ("instance_id", "".join(list(fragment.instance_id))),
+        ("lease_generation", int("1")),
+        ("lease_generation", (1 << 70) >> 70),
+    ):
+        forged = _forged(plan, 0, "target", field, value)
+        for trip in ROUND_TRIPS.values():
+            assert trip(forged) == plan
 
 
 def test_the_attested_lease_is_accepted(plan: TransferPlan) -> None:

@@ -789,8 +789,8 @@ class TransferPlan:
         # A bind call's own regions: the proof bind_regions carried, the adapter's values it used
         # read again (carried is None on every other path: everything is proven again).
         recheck_regions(operations, carried)
-        if ruled:  # (the fast path proved every lease: revalidate_fragments)
-            _require_attested_leases(operations)
+        if ruled:  # (the fast path proved every fence: revalidate_fragments, rs_fragment)
+            _require_attested_fences(operations)
 
     def _revalidate_rules(
         self,
@@ -1486,7 +1486,10 @@ def _fast_side_consistent(
         objects_by_pfid = view.object_by_pfid()
         pfid = fragment.placement.placement_fragment_id
         attested_state = view.expected_by_pfid.get(pfid)
-        if attested_state is not None and fragment.lease_generation == view.generation:
+        generation = fragment.lease_generation
+        if type(generation) is not int:  # (True or 1.0 forged in place equal 1: the rules refuse them)
+            return False
+        if attested_state is not None and generation == view.generation:
             if (
                 owned is objects_by_pfid.get(pfid)
                 or proven.get(id(owned)) is attested_state
@@ -1661,22 +1664,36 @@ def _require_typed_fragment(fragment: Any) -> None:
         raise ValueError("bound fragment runtime attestation is invalid")
 
 
-def _require_attested_leases(operations: tuple[Any, ...]) -> None:
+def _require_attested_fences(operations: tuple[Any, ...]) -> None:
     """Beyond the reference, after every spec rule and the region recheck (so the first
-    failure of anything else is unchanged): each bound fragment's ``runtime_lease_id`` (its
-    slot) is a non-empty str equal to its attestation's evidence ``lease_id``, the
-    constructor's checks (spec §9.3 steps 6 and 9, their messages), which a lease forged in
-    place after construction would otherwise pass (``replace``; the fast path's
-    ``revalidate_fragments`` declines such a fragment). The rules before proved every bound
-    fragment attested."""
+    failure of anything else is unchanged): each bound fragment's fence fields (its slots),
+    ``instance_id``, ``runtime_lease_id`` and ``lease_generation``, pass the constructor's
+    checks (spec §9.3 steps 6 and 9, in its order, with its messages): a non-empty str, a
+    non-empty str, an int in the unsigned 64-bit range, all three equal to its attestation's
+    evidence. A field forged in place after construction would otherwise pass (``replace``:
+    no spec rule compares the instance id or the lease, and the generation's comparison takes
+    ``True`` for ``1``; the fast path's ``revalidate_fragments`` / ``rs_fragment`` decline
+    such a fragment). The rules before proved every bound fragment attested."""
     for op in operations:
         for fragment in (op.source, op.target):
             if not isinstance(fragment, BoundWeightFragment):
                 continue  # a stored source
-            lease = _bound_fields_state(fragment).get("runtime_lease_id")
+            state = _bound_fields_state(fragment)
+            instance_id = state.get("instance_id")
+            if type(instance_id) is not str or not instance_id:
+                raise ValueError("bound fragment instance_id must be non-empty")
+            lease = state.get("runtime_lease_id")
             if type(lease) is not str or not lease:
                 raise ValueError("bound fragment runtime_lease_id must be non-empty")
-            if lease != fragment.attestation.evidence.lease_id:
+            generation = state.get("lease_generation")
+            if type(generation) is not int or generation < 0 or generation > _U64_MAX:
+                raise ValueError("bound fragment lease_generation must fit in an unsigned 64-bit integer")
+            evidence = fragment.attestation.evidence
+            if (
+                instance_id != evidence.instance_id
+                or lease != evidence.lease_id
+                or generation != evidence.generation
+            ):
                 raise ValueError("bound fragment runtime fence differs from attestation")
 
 
