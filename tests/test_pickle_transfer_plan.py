@@ -262,19 +262,91 @@ def test_field_state_with_a_sequence_that_is_not_iterable_is_invalid(world: Worl
         _field_state_restore(state)
 
 
-@pytest.mark.parametrize("field", ["tp_size", "pp_size", "ep_size", "dp_size", "participants", "topology_id"])
-def test_field_state_whose_target_topology_lost_a_field_is_invalid(world: World, field: str) -> None:
-    # A field-state pickle whose top-level target_placement (a copy; the attestations hold the
-    # original) has a topology without one of its fields raised AttributeError from the
-    # revalidation's placement comparisons (the executors' attestation placement, the targets').
-    state = dict(world.bind().__getstate__())
-    placement = copy.copy(state["target_placement"])
+_PLACEMENT_INVALID = "transfer plan target placement is invalid"
+_TOPOLOGY_FIELDS = ("tp_size", "pp_size", "ep_size", "dp_size", "participants", "topology_id")
+
+
+def _damaged(value: Any, field: str) -> Any:
+    """A copy of ``value`` without ``field`` in its instance dict."""
+    damaged = copy.copy(value)
+    del damaged.__dict__[field]
+    return damaged
+
+
+def _topology_without(placement: Any, field: str) -> Any:
+    damaged = copy.copy(placement)
+    object.__setattr__(damaged, "topology", _damaged(placement.topology, field))
+    return damaged
+
+
+def _participant_without(placement: Any, field: str) -> Any:
     topology = copy.copy(placement.topology)
-    del topology.__dict__[field]
-    object.__setattr__(placement, "topology", topology)
-    state["target_placement"] = placement
-    with raises(_INVALID):
-        _field_state_restore(state)
+    participants = topology.participants
+    object.__setattr__(topology, "participants", (_damaged(participants[0], field),) + participants[1:])
+    damaged = copy.copy(placement)
+    object.__setattr__(damaged, "topology", topology)
+    return damaged
+
+
+def _part_without(placement: Any, field: str) -> Any:
+    damaged = copy.copy(placement)
+    object.__setattr__(damaged, "parts", (_damaged(placement.parts[0], field),) + placement.parts[1:])
+    return damaged
+
+
+# (label, damage of the plan's top-level target placement (a copy: the attestations hold the
+# original), message): a field the comparison with the attested placement reads, removed from the
+# placement or a value it holds, is an invalid target placement (spec §9.6 step 12's message); an
+# identity field the plan reads first gives its field rule's message (as placement_id, read by the
+# placement shape check, always did).
+_UNREADABLE_PLACEMENTS = [
+    *((f"topology.{field}", lambda p, f=field: _topology_without(p, f), _PLACEMENT_INVALID) for field in _TOPOLOGY_FIELDS),
+    ("topology", lambda p: _damaged(p, "topology"), _PLACEMENT_INVALID),
+    ("tensors", lambda p: _damaged(p, "tensors"), _PLACEMENT_INVALID),
+    ("fragments", lambda p: _damaged(p, "fragments"), _PLACEMENT_INVALID),
+    ("participant.participant_id", lambda p: _participant_without(p, "participant_id"), _PLACEMENT_INVALID),
+    ("participant.rank", lambda p: _participant_without(p, "rank"), _PLACEMENT_INVALID),
+    ("part.resource_id", lambda p: _part_without(p, "resource_id"), _PLACEMENT_INVALID),
+    ("part.topology_id", lambda p: _part_without(p, "topology_id"), _PLACEMENT_INVALID),
+    ("resource_id", lambda p: _damaged(p, "resource_id"), "resource_id must be a non-empty string"),
+    ("revision", lambda p: _damaged(p, "revision"), "revision must be a non-empty string"),
+    ("weight_generation", lambda p: _damaged(p, "weight_generation"), "weight_generation must be an integer"),
+    ("placement_id", lambda p: _damaged(p, "placement_id"), "placement_id must be a non-empty string"),
+]
+
+# Every way a plan is constructed again from an existing one (the field state: what unpickling
+# the fallback format does).
+_REBUILDS: dict[str, Callable[[Any], Any]] = {
+    "replace": dataclasses.replace,
+    "copy": copy.copy,
+    "deepcopy": copy.deepcopy,
+    "field_state": lambda plan: _field_state_restore(dict(plan.__getstate__())),
+    **{f"pickle{protocol}": (lambda p, protocol=protocol: pickle.loads(pickle.dumps(p, protocol))) for protocol in range(6)},
+}
+
+
+@pytest.fixture(scope="module")
+def bound_plan() -> TransferPlan:
+    return World().bind()
+
+
+@pytest.mark.parametrize("rebuild", sorted(_REBUILDS))
+@pytest.mark.parametrize(
+    "damage, message",
+    [(damage, message) for _, damage, message in _UNREADABLE_PLACEMENTS],
+    ids=[label for label, _, _ in _UNREADABLE_PLACEMENTS],
+)
+def test_a_target_placement_the_rules_cannot_read_is_invalid(
+    bound_plan: TransferPlan, rebuild: str, damage: Callable[[Any], Any], message: str
+) -> None:
+    # A plan whose target placement (or its topology, a participant, a part) lost a field raised
+    # AttributeError from the dataclass comparison with the attested placement (spec §12.7) or from
+    # the identity read (step 12) on every path but the field state (bd3b714: "transfer plan pickle
+    # state is invalid"); now every path gives one ValueError, as for any other forged field.
+    forged = copy.copy(bound_plan)
+    object.__setattr__(forged, "target_placement", damage(bound_plan.target_placement))
+    with raises(message):
+        _REBUILDS[rebuild](forged)
 
 
 def test_unrelated_attestation_in_the_record_is_rejected(world: World) -> None:

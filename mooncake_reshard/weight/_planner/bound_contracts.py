@@ -285,6 +285,32 @@ def _placement_identity(placement: Any) -> tuple[Any, Any, Any]:
     return (placement.resource_id, placement.revision, placement.weight_generation)
 
 
+def _target_identity(placement: WeightPlacementManifest) -> tuple[Any, Any, Any]:
+    """``_placement_identity`` of the plan's target placement (spec §9.6 step 12), which may lack
+    a field (a crafted pickle, ``object.__delattr__``): then the placement shape check's message
+    for it (the field rule's, as for any other removed field), not ``AttributeError``."""
+    try:
+        return _placement_identity(placement)
+    except AttributeError:
+        raise ValueError(
+            placement_shape_failure(placement, declared_tensors=False) or "transfer plan target placement is invalid"
+        ) from None
+
+
+def _is_target_placement(attested: Any, placement: WeightPlacementManifest) -> bool:
+    """``attested is placement or attested == placement`` (spec §12.7). The dataclass comparison
+    reads every compared field of both placements and of the values they hold (topology,
+    participants, ranks, parts): such a field of the plan's target placement removed (a crafted
+    pickle, ``object.__delattr__``; the attested one was validated) makes it an invalid target
+    placement, spec §9.6 step 12's message, instead of ``AttributeError``."""
+    if attested is placement:
+        return True
+    try:
+        return bool(attested == placement)
+    except AttributeError:
+        raise ValueError("transfer plan target placement is invalid") from None
+
+
 def _attested_snapshots(attestation: RuntimeBindingAttestation, worker_id: str) -> tuple[RuntimeFragmentSnapshot, ...]:
     """All attested snapshots on ``worker_id`` sorted by runtime fragment id (cached)."""
 
@@ -840,7 +866,7 @@ class TransferPlan:
         target_placement = self.target_placement
         if not isinstance(target_placement, WeightPlacementManifest):
             raise ValueError("transfer plan target placement is invalid")
-        if _placement_identity(target_placement) != (self.resource_id, self.revision, self.weight_generation):
+        if _target_identity(target_placement) != (self.resource_id, self.revision, self.weight_generation):
             raise ValueError("transfer plan target placement identity differs")
         failure = placement_shape_failure(target_placement, declared_tensors=False)
         if failure is not None:  # a default-pickled placement read by the rules below (F2)
@@ -1096,9 +1122,7 @@ class TransferPlan:
             # ``attestation.validates(target.placement, target.binding)`` holds.
             participant = participant_of.get(id(attestation))
             if participant is None:
-                if attestation is None or not (
-                    attestation.placement is placement or attestation.placement == placement
-                ):
+                if attestation is None or not _is_target_placement(attestation.placement, placement):
                     raise ValueError("bound target fragment differs from target placement")
                 # ``validates`` compared the fragment with the entry of the participant's part.
                 participant = attestation.evidence.participant_id
@@ -1127,7 +1151,7 @@ class TransferPlan:
                 or executor.rank != part.rank
                 or executor.placement_id != placement.placement_id
                 or executor.placement_digest != digest
-                or not (attestation.placement is placement or attestation.placement == placement)
+                or not _is_target_placement(attestation.placement, placement)
                 or attestation.evidence.participant_id != executor.participant_id
                 or attestation.evidence.instance_id != executor.instance_id
                 or attestation.evidence.lease_id != executor.runtime_lease_id
@@ -1185,8 +1209,8 @@ class TransferPlan:
         try:
             self.__post_init__()
         except AttributeError:
-            # a value the rules cannot even read (a crafted state: e.g. a target placement whose
-            # topology lost a field, compared with the attested placement): a damaged state
+            # a value the rules cannot even read (a crafted state; a target placement that lost a
+            # field is refused by the rules themselves: _is_target_placement): a damaged state
             raise ValueError("transfer plan pickle state is invalid") from None
 
     def __reduce__(self) -> tuple[Any, ...]:
