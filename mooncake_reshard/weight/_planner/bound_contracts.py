@@ -151,6 +151,7 @@ _build_snapshot = layout_builder(RuntimeFragmentSnapshot)
 # ``{field: value}`` of a snapshot's set fields in field order (its pickle state), read through
 # the layout's own member descriptors (a subclass cannot shadow them here).
 _snapshot_fields_state = layout_state_reader(RuntimeFragmentSnapshot)
+_runtime_fields_state = layout_state_reader(RuntimeBindingFragment)
 
 
 def _snapshot_state(placement_fragment: Any, runtime_fragment: Any, lease_generation: int) -> dict[str, Any]:
@@ -570,7 +571,12 @@ def _record(obj: Any, deps: list[Any], seen: set[int], follow: bool) -> bool:
     if id(obj) in seen:
         return True
     seen.add(id(obj))
-    state = obj if type(obj) is dict else getattr(obj, "__dict__", None)
+    if type(obj) is dict:
+        state = obj
+    elif type(obj) is RuntimeBindingFragment:  # its C-owned layout's set fields (no __dict__)
+        state = _runtime_fields_state(obj)
+    else:
+        state = getattr(obj, "__dict__", None)
     if type(state) is not dict:
         return False
     flat: list[Any] = []
