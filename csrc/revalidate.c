@@ -749,6 +749,13 @@ dc_unchanged(PyObject *object, PyObject *snapshot)
     if (PyDict_CheckExact(object)) {
         dict = Py_NewRef(object);
     }
+    else if (rv_runtime_memo.memo.cls != NULL && (PyObject *)Py_TYPE(object) == rv_runtime_memo.memo.cls) {
+        /* a runtime fragment of the layout class already accepted (one pointer comparison; no
+         * AttributeError raised and cleared per fragment) */
+        lc.cls = rv_runtime_memo.memo.cls;
+        lc.n = MR_RF_N;
+        return dc_unchanged_runtime(object, &lc, snapshot);
+    }
     else {
         dict = PyObject_GenericGetDict(object, NULL);
         if (dict == NULL) {

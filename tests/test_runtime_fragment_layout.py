@@ -325,3 +325,28 @@ def test_untracking() -> None:
     assert gc.is_tracked(_fragment(owner=[]))  # a tracked owner keeps the fragment tracked
     assert not gc.is_tracked(_fragment(owner=object()))  # an inert one does not
     assert not gc.is_tracked(copy.copy(_fragment(owner=[])))
+
+
+def test_attested_view_deps_read_the_slots() -> None:
+    """The attested-view cache records a runtime fragment as its set fields (in field order) and
+    ``deps_unchanged`` compares them with its slots, pointer for pointer."""
+    from mooncake.reshard.weight._planner.bound_contracts import _record
+
+    fragment = _fragment()
+    deps: list[Any] = []
+    assert _record(fragment, deps, set(), True)
+    assert deps[0] is fragment and deps[1] == tuple(x for name in NAMES for x in (name, getattr(fragment, name)))
+    assert _native.deps_unchanged(tuple(deps)) is True
+    object.__setattr__(fragment, "address", int(str(fragment.address)))  # equal, another object
+    assert _native.deps_unchanged(tuple(deps)) is False
+    deps = []
+    assert _record(fragment, deps, set(), True)
+    assert _native.deps_unchanged(tuple(deps)) is True
+    object.__delattr__(fragment, "device")
+    assert _native.deps_unchanged(tuple(deps)) is False
+    deps = []
+    assert _record(fragment, deps, set(), True) and "device" not in deps[1]
+    assert _native.deps_unchanged(tuple(deps)) is True
+    # a subclass instance is not recorded (its class is not one the cache follows)
+    sub_deps: list[Any] = []
+    assert _record(forged_instance(_Sub, field_state(_fragment())), sub_deps, set(), True) is False
