@@ -288,7 +288,7 @@ def test_forged_fields_are_seen_and_pickled() -> None:
     emptied = copy.copy(fragment)
     object.__delattr__(emptied, "device")
     assert "device" not in field_state(emptied)
-    with pytest.raises(AttributeError):  # (the dict-backed class raised KeyError)
+    with pytest.raises(KeyError, match="device"):  # what reading the dict-backed class's dict raised
         pickle.dumps(emptied)
     rebuilt = forged_instance(RuntimeBindingFragment, field_state(fragment))
     assert rebuilt == fragment and type(rebuilt) is RuntimeBindingFragment
@@ -350,3 +350,16 @@ def test_attested_view_deps_read_the_slots() -> None:
     # a subclass instance is not recorded (its class is not one the cache follows)
     sub_deps: list[Any] = []
     assert _record(forged_instance(_Sub, field_state(_fragment())), sub_deps, set(), True) is False
+
+
+def test_forged_bindings_give_the_dict_backed_outcomes() -> None:
+    """616 per-field forgeries of a bound plan's first/last target/source binding (11 hostile
+    values, another binding's value, or the field removed), each through copy, replace and
+    pickle, give exactly the outcomes the build before the layout change gave
+    (tests/data/runtime_forgeries_r17.json, written at ecb3f9d by
+    tests/data/make_runtime_forgeries_r17.py): an emptied owner slot reads as its default None,
+    an emptied field's pickling raises KeyError, as the dict-backed class did."""
+    expected = json.loads((DATA / "runtime_forgeries_r17.json").read_text())["outcomes"]
+    got = _load("make_runtime_forgeries_r17").outcomes()
+    assert len(got) == len(expected) == 616
+    assert {k: v for k, v in got.items() if v != expected[k]} == {}

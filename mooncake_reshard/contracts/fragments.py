@@ -252,10 +252,18 @@ def _constructor_arguments(fragment: RuntimeBindingFragment) -> tuple[Any, ...]:
     """The 13 non-owner fields in order: pickling rebuilds through the constructor (spec §13).
     Read from the instance state (the layout's slots), as the dict-backed class read its
     instance dict: a subclass's property of a field's name is not consulted; an emptied field
-    raises AttributeError, as the missing key did (KeyError then)."""
-    if type(fragment) is RuntimeBindingFragment:
-        return _read_exact(fragment)
-    return tuple([get(fragment) for get in _GETTERS])
+    raises KeyError with the first missing field's name, as reading the instance dict did."""
+    try:
+        if type(fragment) is RuntimeBindingFragment:
+            return _read_exact(fragment)
+        return tuple([get(fragment) for get in _GETTERS])
+    except AttributeError:
+        for name, get in zip(_RUNTIME_LAYOUT, _GETTERS):
+            try:
+                get(fragment)
+            except AttributeError:
+                raise KeyError(name) from None
+        raise
 
 
 # (exact instances: the class's attributes are its layout's member descriptors, layout_dataclass

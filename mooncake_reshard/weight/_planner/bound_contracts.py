@@ -913,7 +913,7 @@ class TransferPlan:
                     continue
                 # (an emptied owner / attestation slot reads as its default None, as a missing
                 # key of the dict-backed class's instance dict read the class default)
-                if getattr(fragment, "owner", None) is not None or fragment.binding.owner is not None:
+                if getattr(fragment, "owner", None) is not None or getattr(fragment.binding, "owner", None) is not None:
                     raise ValueError(f"transfer plan {side} fragment retains runtime allocation owner")
                 attestation = getattr(fragment, "attestation", None)
                 if attestation is None:
