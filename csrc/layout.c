@@ -638,8 +638,10 @@ mr_region_names(void)
     return ly_region_names;
 }
 
-/* RuntimeBindingFragment's field names (layout.h mr_runtime_names), created once by Init_Layout. */
+/* RuntimeBindingFragment's field names (layout.h mr_runtime_names, mr_runtime_name_ptrs), created
+ * once by Init_Layout. */
 static PyObject *ly_runtime_names = NULL;
+PyObject *mr_runtime_name_ptrs[MR_RF_N];
 
 PyObject *
 mr_runtime_names(void)
@@ -879,6 +881,7 @@ Init_Layout(PyObject *module)
         };
         ly_runtime_names = ly_interned_names(names, MR_RF_N); /* kept for the process */
         if (ly_runtime_names == NULL) return -1;
+        for (int k = 0; k < MR_RF_N; k++) mr_runtime_name_ptrs[k] = PyTuple_GetItem(ly_runtime_names, k); /* in range */
     }
     if (ly_builder_type == NULL) {
         ly_builder_type = PyType_FromSpec(&ly_builder_spec); /* kept for the process */

@@ -571,6 +571,10 @@ enum {
  * by Init_Layout and kept for the process; borrowed. */
 PyObject *mr_runtime_names(void);
 
+/* The same names as a plain array (borrowed from that tuple; all NULL before Init_Layout): the
+ * per-read name lookups below compare pointers without a PyTuple_GetItem call each. */
+extern PyObject *mr_runtime_name_ptrs[MR_RF_N];
+
 /* A C file's memo of the runtime layout check: the accepted class (mr_layout_memo), and the
  * last few classes the check declined (strong references, so their addresses are never reused).
  * A declined class stays declined for the process: declining is always safe (the reader takes
@@ -626,11 +630,11 @@ mr_runtime_state(mr_runtime_memo *memo, PyObject *obj)
 static inline Py_ssize_t
 mr_runtime_index(PyObject *name)
 {
+    for (Py_ssize_t i = 0; i < MR_RF_N; i++) {
+        if (mr_runtime_name_ptrs[i] == name) return i; /* (NULL before Init_Layout: no match) */
+    }
     PyObject *names = mr_runtime_names();
     if (names == NULL || !PyUnicode_CheckExact(name)) return -1;
-    for (Py_ssize_t i = 0; i < MR_RF_N; i++) {
-        if (PyTuple_GetItem(names, i) == name) return i; /* in range: made with MR_RF_N items */
-    }
     for (Py_ssize_t i = 0; i < MR_RF_N; i++) {
         if (PyUnicode_Compare(PyTuple_GetItem(names, i), name) == 0) return i;
     }

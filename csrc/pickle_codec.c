@@ -419,8 +419,10 @@ pc_release(PyObject **out, Py_ssize_t n)
     for (Py_ssize_t j = 0; j < n; j++) Py_DECREF(out[j]);
 }
 
-/* This file's readers and builders of runtime fragments: the memo of their class's layout check. */
+/* This file's readers and builders of runtime fragments: the memo of their class's layout check,
+ * and the last registry names tuple found to be the runtime layout's names in order. */
 static mr_runtime_memo pc_runtime_memo;
+static PyObject *pc_runtime_names_seen = NULL;
 
 /* The slots of obj when it is exactly registry class k (of mode 2), a C-owned layout of
  * RuntimeBindingFragment's fields (layout.h mr_runtime_layout) whose registered names are those
@@ -431,12 +433,17 @@ pc_runtime_fields(const pc_registry *reg, Py_ssize_t k, PyObject *obj)
     mr_layout_class lc;
     if (reg->mode[k] != 2 || (PyObject *)Py_TYPE(obj) != reg->cls[k] || reg->nnames[k] != MR_RF_N) return NULL;
     if (!mr_runtime_layout(&pc_runtime_memo, &lc, reg->cls[k])) return NULL;
-    PyObject *names = mr_runtime_names();
-    for (Py_ssize_t j = 0; j < MR_RF_N; j++) {
-        if (PyTuple_GetItem(reg->names[k], j) != PyTuple_GetItem(names, j)) {
-            PyErr_Clear();
-            return NULL;
+    if (reg->names[k] != pc_runtime_names_seen) {
+        for (Py_ssize_t j = 0; j < MR_RF_N; j++) {
+            if (PyTuple_GetItem(reg->names[k], j) != mr_runtime_name_ptrs[j]) {
+                PyErr_Clear();
+                return NULL;
+            }
         }
+        /* (held: the address is never reused while remembered) */
+        PyObject *old = pc_runtime_names_seen;
+        pc_runtime_names_seen = Py_NewRef(reg->names[k]);
+        Py_XDECREF(old);
     }
     return mr_layout_fields(obj, &lc);
 }

@@ -718,15 +718,14 @@ static int
 dc_unchanged_runtime(PyObject *object, const mr_layout_class *lc, PyObject *snapshot)
 {
     PyObject *const *fields = mr_layout_fields(object, lc);
-    PyObject *names = mr_runtime_names();
     const Py_ssize_t count = PyTuple_Size(snapshot);
     if (count < 0) return -1;
-    if (fields == NULL || names == NULL) return 0;
+    if (fields == NULL || mr_runtime_name_ptrs[0] == NULL) return 0;
     Py_ssize_t at = 0;
     for (Py_ssize_t i = 0; i < MR_RF_N; i++) {
         if (fields[i] == NULL) continue;
         if (at > count - 2) return 0;
-        if (PyTuple_GetItem(snapshot, at) != PyTuple_GetItem(names, i) || PyTuple_GetItem(snapshot, at + 1) != fields[i])
+        if (PyTuple_GetItem(snapshot, at) != mr_runtime_name_ptrs[i] || PyTuple_GetItem(snapshot, at + 1) != fields[i])
             return 0;
         at += 2;
     }
