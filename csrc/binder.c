@@ -273,11 +273,31 @@ bd_dict_of(PyObject *obj, PyObject **out)
     return BD_ERROR;
 }
 
-/* *out = new reference to dict[name]; a missing field is a fallback. */
+/* This file's readers of runtime fragments: the memo of their exact class's layout check
+ * (layout.h mr_runtime_layout). */
+static mr_runtime_memo bd_runtime_memo;
+
+/* The state of an exact runtime fragment (*out, new reference; layout.h mr_runtime_state): the
+ * fragment itself when its class is a C-owned runtime layout, else its instance dict (as
+ * bd_dict_of). bd_dget reads either. */
+static int
+bd_runtime_state(PyObject *obj, PyObject **out)
+{
+    mr_layout_class lc;
+    if (mr_runtime_layout(&bd_runtime_memo, &lc, (PyObject *)Py_TYPE(obj))) {
+        *out = Py_NewRef(obj);
+        return BD_OK;
+    }
+    return bd_dict_of(obj, out);
+}
+
+/* *out = new reference to dict[name] (dict: an instance dict, or a runtime fragment's state
+ * from bd_runtime_state); a missing field is a fallback. */
 static int
 bd_dget(PyObject *dict, PyObject *name, PyObject **out)
 {
-    *out = PyDict_GetItemWithError(dict, name);
+    *out = PyDict_CheckExact(dict) ? PyDict_GetItemWithError(dict, name)
+                                   : mr_runtime_state_get(&bd_runtime_memo, dict, name);
     if (*out != NULL) {
         Py_INCREF(*out);
         return BD_OK;
@@ -640,7 +660,7 @@ bd_check_pair(PyObject *const *nm, PyObject *logical, PyObject *runtime, bd_tens
     PyObject *rpfid = NULL, *lpfid = NULL, *tid = NULL, *a = NULL, *b = NULL, *itemsize = NULL;
     PyObject *rdict = NULL, *ldict = NULL;
     int result = BD_FALLBACK;
-    int rc = bd_dict_of(runtime, &rdict);
+    int rc = bd_runtime_state(runtime, &rdict);
     if (rc != BD_OK) { result = rc; goto done; }
     rc = bd_dict_of(logical, &ldict);
     if (rc != BD_OK) { result = rc; goto done; }
@@ -868,7 +888,7 @@ bd_binding_map(PyObject *const *nm, PyObject *fragments, PyObject *rf_cls, PyObj
         if (fragment == NULL) { status = BD_ERROR; break; }
         if ((PyObject *)Py_TYPE(fragment) != rf_cls) { status = BD_FALLBACK; break; }
         PyObject *pfid = NULL, *fid = NULL, *owner = NULL, *fdict = NULL;
-        status = bd_dict_of(fragment, &fdict);
+        status = bd_runtime_state(fragment, &fdict);
         if (status != BD_OK) break;
         status = bd_dget_str(fdict, nm[N_PFID], &pfid);
         if (status != BD_OK) {
@@ -1268,7 +1288,7 @@ bd_group_snapshots(const bd_table *tb, PyObject *snap_cls, PyObject *rf_cls, PyO
         if (runtime == NULL) return BD_ERROR;
         if ((PyObject *)Py_TYPE(runtime) != rf_cls) return BD_FALLBACK;
         PyObject *pfid = NULL, *fid = NULL, *worker = NULL, *snapshot = NULL, *rdict = NULL;
-        int status = bd_dict_of(runtime, &rdict);
+        int status = bd_runtime_state(runtime, &rdict);
         if (status != BD_OK) return status;
         status = bd_dget_str(rdict, nm[N_PFID], &pfid);
         if (status != BD_OK) {
@@ -2219,7 +2239,9 @@ static int
 bd_dict_fields(PyObject *const *nm, PyObject *dict, const int *names, int count, PyObject **out)
 {
     for (int k = 0; k < count; k++) {
-        out[k] = PyDict_GetItemWithError(dict, nm[names[k]]);
+        /* (a runtime fragment's state from bd_runtime_state: its slots) */
+        out[k] = PyDict_CheckExact(dict) ? PyDict_GetItemWithError(dict, nm[names[k]])
+                                         : mr_runtime_state_get(&bd_runtime_memo, dict, nm[names[k]]);
         if (out[k] == NULL && PyErr_Occurred()) return -1;
     }
     return 0;
@@ -2265,7 +2287,12 @@ bd_bound_view(const bd_table *tb, PyObject *const *cls, const mr_layout_class *b
     }
     PyObject *binding = v[BV_BINDING], *placement = v[BV_PLACEMENT];
     if (binding != NULL && cls[1] != NULL && (PyObject *)Py_TYPE(binding) == cls[1]) {
-        dict = bd_dict_borrowed(binding, &error);
+        dict = bd_runtime_state(binding, &dict) == BD_OK ? dict : NULL; /* (or its layout: itself) */
+        if (dict == NULL && PyErr_Occurred()) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return BD_ERROR;
+            PyErr_Clear();
+        }
+        Py_XDECREF(dict); /* borrowed: the binding holds its dict (or is the state) */
         static const int binding_fields[] = {N_FID, N_WORKER_ID, N_DEVICE, N_ADDRESS, N_NBYTES};
         if (dict != NULL && bd_dict_fields(nm, dict, binding_fields, all ? 5 : 1, &v[BV_FID]) < 0) return BD_ERROR;
         if (error) return BD_ERROR;
@@ -2625,7 +2652,13 @@ bd_canon_facts(const bd_table *tb, bd_carry *c, PyObject *fragment, PyObject *co
         status = BD_FALLBACK;
     if (status == BD_OK) status = bd_phys_fields(nm, held[0], placement_fields, 3, v);
     static const int binding_fields[] = {N_NBYTES};
-    if (status == BD_OK) status = bd_phys_fields(nm, held[1], binding_fields, 1, &v[3]);
+    if (status == BD_OK) {
+        /* (the exact runtime fragment's state: its layout, else its instance dict) */
+        PyObject *state = NULL;
+        status = bd_runtime_state(held[1], &state);
+        if (status == BD_OK) status = bd_dget(state, nm[binding_fields[0]], &v[3]);
+        Py_XDECREF(state);
+    }
     for (int k = 0; k < 4 && status == BD_OK; k++) {
         if (PyList_Append(c->facts, v[k]) < 0) status = BD_ERROR;
     }
@@ -3107,7 +3140,7 @@ bd_view_range(PyObject *const *nm, PyObject *view, PyObject *rf_cls, PyObject *s
     /* The fields from the exact runtime fragment's own dict (what getattr reads: the class
      * defines no descriptor for them; a missing one declines). */
     PyObject *rdict = NULL;
-    int status = bd_dict_of(runtime, &rdict);
+    int status = bd_runtime_state(runtime, &rdict);
     if (status != BD_OK) return status;
     status = bd_range_fill(nm, instance, rdict, spaces, range, last);
     Py_DECREF(rdict);
@@ -3477,7 +3510,7 @@ bd_attested_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             status = BD_FALLBACK;
             break;
         }
-        status = bd_dict_of(runtime, &rdict);
+        status = bd_runtime_state(runtime, &rdict);
         if (status == BD_OK) status = bd_dget_str(rdict, nm[N_PFID], &pfid);
         PyObject *placement_fragment = NULL; /* borrowed */
         if (status == BD_OK) {
@@ -4849,7 +4882,7 @@ bd_side_binding(PyObject *const *nm, PyObject *binding, PyObject *binding_cls, P
             break;
         }
         PyObject *fdict = NULL, *fid = NULL;
-        status = bd_dict_of(fragment, &fdict);
+        status = bd_runtime_state(fragment, &fdict);
         if (status == BD_OK) status = bd_dget(fdict, nm[N_FID], &fid);
         Py_XDECREF(fdict);
         if (status != BD_OK) break;

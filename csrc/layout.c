@@ -624,6 +624,7 @@ typedef struct {
     PyObject_HEAD
     PyObject *cls;
     Py_ssize_t n;
+    int store; /* layout_storer: fill an existing instance (its first argument) instead */
 } ly_builder;
 
 static PyObject *ly_builder_type = NULL; /* created once by Init_Layout */
@@ -635,6 +636,34 @@ PyObject *
 mr_region_names(void)
 {
     return ly_region_names;
+}
+
+/* RuntimeBindingFragment's field names (layout.h mr_runtime_names, mr_runtime_name_ptrs), created
+ * once by Init_Layout. */
+static PyObject *ly_runtime_names = NULL;
+PyObject *mr_runtime_name_ptrs[MR_RF_N];
+
+PyObject *
+mr_runtime_names(void)
+{
+    return ly_runtime_names;
+}
+
+/* An exact tuple of the n names, interned (kept for the process by the caller); NULL with an
+ * exception. */
+static PyObject *
+ly_interned_names(const char *const *names, int n)
+{
+    PyObject *tuple = PyTuple_New(n);
+    if (tuple == NULL) return NULL;
+    for (int k = 0; k < n; k++) {
+        PyObject *name = PyUnicode_InternFromString(names[k]);
+        if (name == NULL || PyTuple_SetItem(tuple, k, name) < 0) { /* steals name */
+            Py_DECREF(tuple);
+            return NULL;
+        }
+    }
+    return tuple;
 }
 
 static int
@@ -663,6 +692,8 @@ ly_builder_dealloc(PyObject *self)
     Py_DECREF((PyObject *)type);
 }
 
+static PyObject *ly_storer_call(ly_builder *b, PyObject *args);
+
 static PyObject *
 ly_builder_call(PyObject *self, PyObject *args, PyObject *kwargs)
 {
@@ -675,6 +706,7 @@ ly_builder_call(PyObject *self, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_TypeError, "layout builder is not usable");
         return NULL;
     }
+    if (b->store) return ly_storer_call(b, args);
     Py_ssize_t n = PyTuple_Size(args);
     if (n != b->n) {
         PyErr_Format(PyExc_TypeError, "layout builder takes %zd field values (%zd given)", b->n, n);
@@ -687,6 +719,48 @@ ly_builder_call(PyObject *self, PyObject *args, PyObject *kwargs)
     }
     mr_layout_class lc = {b->cls, b->n};
     return mr_layout_new(&lc, items, n);
+}
+
+/* layout_storer's call: storer(obj, v0, ..., vn-1) replaces the n fields of obj (exactly the
+ * checked class) with new references to the values, then untracks obj from the collector when
+ * every value is inert (mr_layout_new's rule). TypeError (nothing stored) for any other obj. */
+static PyObject *
+ly_storer_call(ly_builder *b, PyObject *args)
+{
+    Py_ssize_t n = PyTuple_Size(args);
+    if (n < 0) return NULL;
+    if (n != b->n + 1) {
+        PyErr_Format(PyExc_TypeError, "layout storer takes an instance and %zd field values (%zd given)", b->n,
+                     n - 1);
+        return NULL;
+    }
+    PyObject *obj = PyTuple_GetItem(args, 0);
+    if (obj == NULL) return NULL;
+    mr_layout_class lc = {b->cls, b->n};
+    if (mr_layout_fields(obj, &lc) == NULL) {
+        PyErr_SetString(PyExc_TypeError, "layout storer: the instance is not exactly its class");
+        return NULL;
+    }
+    PyObject **fields = ((mr_layout_object *)obj)->fields;
+    int inert = 1;
+    for (Py_ssize_t i = 0; i < b->n; i++) {
+        PyObject *value = PyTuple_GetItem(args, i + 1);
+        if (value == NULL) return NULL;
+        if (inert && !mr_gc_inert(value, MR_INERT_DEPTH)) inert = 0;
+    }
+    for (Py_ssize_t i = 0; i < b->n; i++) {
+        PyObject *old = fields[i];
+        fields[i] = Py_NewRef(PyTuple_GetItem(args, i + 1)); /* in range: checked above */
+        Py_XDECREF(old); /* (may run code: the new value is already in place) */
+    }
+    if (inert) {
+        /* judged again after any old value's release: every field must still be a stored value */
+        for (Py_ssize_t i = 0; i < b->n && inert; i++) {
+            if (fields[i] != PyTuple_GetItem(args, i + 1)) inert = 0;
+        }
+        if (inert) (void)mr_untrack_inert(obj, NULL);
+    }
+    Py_RETURN_NONE;
 }
 
 static PyType_Slot ly_builder_slots[] = {
@@ -714,31 +788,56 @@ PyDoc_STRVAR(layout_builder_doc,
 "once, here (``mr_layout_check_fields``): ``fields`` is the tuple of its field names in layout\n"
 "order (or their count). TypeError when ``cls`` fails the check.");
 
+/* layout_builder / layout_storer (store) of (cls, fields). */
 static PyObject *
-layout_builder(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+ly_make_builder(PyObject *const *args, int store, const char *who)
 {
-    (void)self;
-    if (ly_nargs(nargs, 2, "layout_builder") < 0) return NULL;
     mr_layout_class lc;
     if (ly_check_arg(args[0], args[1], &lc) < 0) return NULL;
     if (lc.cls == NULL) {
-        PyErr_SetString(PyExc_TypeError, "layout_builder() class is not a value layout of these fields");
+        PyErr_Format(PyExc_TypeError, "%s() class is not a value layout of these fields", who);
         return NULL;
     }
     if (ly_builder_type == NULL) {
-        PyErr_SetString(PyExc_SystemError, "layout_builder() type not initialized");
+        PyErr_Format(PyExc_SystemError, "%s() type not initialized", who);
         return NULL;
     }
     allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)ly_builder_type, Py_tp_alloc);
     if (alloc == NULL) {
-        PyErr_SetString(PyExc_SystemError, "layout_builder() type has no allocator");
+        PyErr_Format(PyExc_SystemError, "%s() type has no allocator", who);
         return NULL;
     }
     PyObject *builder = alloc((PyTypeObject *)ly_builder_type, 0);
     if (builder == NULL) return NULL;
     ((ly_builder *)builder)->cls = Py_NewRef(lc.cls);
     ((ly_builder *)builder)->n = lc.n;
+    ((ly_builder *)builder)->store = store;
     return builder;
+}
+
+static PyObject *
+layout_builder(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (ly_nargs(nargs, 2, "layout_builder") < 0) return NULL;
+    return ly_make_builder(args, 0, "layout_builder");
+}
+
+PyDoc_STRVAR(layout_storer_doc,
+"layout_storer(cls, fields, /)\n"
+"--\n\n"
+"A callable filling instances of exactly ``cls`` (a hand-written ``__init__``'s last step):\n"
+"``storer(obj, v0, ..., vn-1)`` replaces obj's fields with the values in layout order (no\n"
+"validation: the caller has validated them) and untracks obj from the collector when every\n"
+"value is inert; TypeError (nothing stored) when obj is not exactly ``cls``. ``cls`` is checked\n"
+"once, here, as by ``layout_builder``.");
+
+static PyObject *
+layout_storer(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (ly_nargs(nargs, 2, "layout_storer") < 0) return NULL;
+    return ly_make_builder(args, 1, "layout_storer");
 }
 
 static PyMethodDef layout_methods[] = {
@@ -748,6 +847,7 @@ static PyMethodDef layout_methods[] = {
     {"layout_read", (PyCFunction)(void (*)(void))layout_read, METH_FASTCALL, layout_read_doc},
     {"layout_new", (PyCFunction)(void (*)(void))layout_new, METH_FASTCALL, layout_new_doc},
     {"layout_builder", (PyCFunction)(void (*)(void))layout_builder, METH_FASTCALL, layout_builder_doc},
+    {"layout_storer", (PyCFunction)(void (*)(void))layout_storer, METH_FASTCALL, layout_storer_doc},
     {"layout_read_bench", (PyCFunction)(void (*)(void))layout_read_bench, METH_FASTCALL, layout_read_bench_doc},
     {NULL, NULL, 0, NULL},
 };
@@ -771,6 +871,17 @@ Init_Layout(PyObject *module)
             }
         }
         ly_region_names = tuple; /* kept for the process */
+    }
+    if (ly_runtime_names == NULL) {
+        static const char *const names[MR_RF_N] = {
+            "placement_fragment_id", "fragment_id",     "address",         "nbytes",
+            "worker_id",             "endpoint",        "device",          "itemsize",
+            "local_shape",           "strides_bytes",   "storage_address", "storage_nbytes",
+            "storage_offset_bytes",  "owner",
+        };
+        ly_runtime_names = ly_interned_names(names, MR_RF_N); /* kept for the process */
+        if (ly_runtime_names == NULL) return -1;
+        for (int k = 0; k < MR_RF_N; k++) mr_runtime_name_ptrs[k] = PyTuple_GetItem(ly_runtime_names, k); /* in range */
     }
     if (ly_builder_type == NULL) {
         ly_builder_type = PyType_FromSpec(&ly_builder_spec); /* kept for the process */

@@ -531,6 +531,125 @@ mr_untrack_layout_regions(PyObject *regions, const mr_layout_class *rl, PyObject
     mr_region_pass_end(&pass);
 }
 
+/* ---- RuntimeBindingFragment (representation change step 6) -------------------------------
+ *
+ * Its fields in field order (mooncake_reshard/contracts/fragments.py _RUNTIME_LAYOUT;
+ * tests/test_runtime_fragment_layout.py pins both). Readers of runtime fragments mirror their
+ * instance state, what a dict-backed fragment's instance dict held: each C file keeps one
+ * mr_layout_memo for them (mr_runtime_layout; a hit is one pointer comparison) and, where it used
+ * to fetch the instance dict of an exact runtime fragment and look fields up in it by name, takes
+ * a "state" instead (mr_runtime_state: the object itself when its exact class is an accepted
+ * layout, else its instance dict) and looks names up in it with mr_runtime_state_get (a layout
+ * state: the slot of that name, found by identity among the interned field names; NULL, as a
+ * missing key, when empty or not a field). A class the check declines keeps the instance-dict
+ * path, which declines on an instance without a __dict__. */
+enum {
+    MR_RF_PLACEMENT_FRAGMENT_ID,
+    MR_RF_FRAGMENT_ID,
+    MR_RF_ADDRESS,
+    MR_RF_NBYTES,
+    MR_RF_WORKER_ID,
+    MR_RF_ENDPOINT,
+    MR_RF_DEVICE,
+    MR_RF_ITEMSIZE,
+    MR_RF_LOCAL_SHAPE,
+    MR_RF_STRIDES_BYTES,
+    MR_RF_STORAGE_ADDRESS,
+    MR_RF_STORAGE_NBYTES,
+    MR_RF_STORAGE_OFFSET_BYTES,
+    MR_RF_OWNER,
+    MR_RF_N
+};
+
+/* The exact tuple of RuntimeBindingFragment's field names (interned str, in field order), made
+ * by Init_Layout and kept for the process; borrowed. */
+PyObject *mr_runtime_names(void);
+
+/* The same names as a plain array (borrowed from that tuple; all NULL before Init_Layout): the
+ * per-read name lookups below compare pointers without a PyTuple_GetItem call each. */
+extern PyObject *mr_runtime_name_ptrs[MR_RF_N];
+
+/* A C file's memo of the runtime layout check: the accepted class (mr_layout_memo), and the
+ * last few classes the check declined (strong references, so their addresses are never reused).
+ * A declined class stays declined for the process: declining is always safe (the reader takes
+ * its instance-dict path), and it spares the full check (an MRO walk) per object for the other
+ * classes a reader meets (placement fragments, ranks, ...). */
+#define MR_RUNTIME_DECLINED 4
+typedef struct {
+    mr_layout_memo memo;
+    PyObject *declined[MR_RUNTIME_DECLINED];
+    int next;
+} mr_runtime_memo;
+
+/* Per call (or per object): *lc accepts cls when it is a C-owned layout of exactly
+ * RuntimeBindingFragment's fields in field order (1), else is cleared (0). memo is the C
+ * file's (static). Never raises; call it with no exception set. */
+static inline int
+mr_runtime_layout(mr_runtime_memo *memo, mr_layout_class *lc, PyObject *cls)
+{
+    if (memo->memo.cls != NULL && memo->memo.cls == cls) { /* (the memo only ever holds these names) */
+        lc->cls = cls;
+        lc->n = MR_RF_N;
+        return 1;
+    }
+    lc->cls = NULL;
+    lc->n = 0;
+    for (int k = 0; k < MR_RUNTIME_DECLINED; k++) {
+        if (memo->declined[k] == cls) return 0;
+    }
+    PyObject *names = mr_runtime_names();
+    if (names == NULL) return 0;
+    if (mr_layout_memo_check(&memo->memo, lc, cls, names)) return 1;
+    int slot = memo->next;
+    memo->next = (slot + 1) % MR_RUNTIME_DECLINED;
+    PyObject *old = memo->declined[slot];
+    memo->declined[slot] = Py_NewRef(cls);
+    Py_XDECREF(old); /* after the memo is consistent */
+    return 0;
+}
+
+/* The state of runtime fragment obj (new reference): obj itself when its exact class is a
+ * runtime layout memo accepts, else its instance dict (PyObject_GenericGetDict). NULL with an
+ * exception when neither (AttributeError: no __dict__). Runs no Python code. */
+static inline PyObject *
+mr_runtime_state(mr_runtime_memo *memo, PyObject *obj)
+{
+    mr_layout_class lc;
+    if (mr_runtime_layout(memo, &lc, (PyObject *)Py_TYPE(obj))) return Py_NewRef(obj);
+    return PyObject_GenericGetDict(obj, NULL);
+}
+
+/* The field index of name in a runtime layout (identity with the interned field names, else
+ * equality of exact str), or -1 (not a field). Runs no Python code. */
+static inline Py_ssize_t
+mr_runtime_index(PyObject *name)
+{
+    for (Py_ssize_t i = 0; i < MR_RF_N; i++) {
+        if (mr_runtime_name_ptrs[i] == name) return i; /* (NULL before Init_Layout: no match) */
+    }
+    PyObject *names = mr_runtime_names();
+    if (names == NULL || !PyUnicode_CheckExact(name)) return -1;
+    for (Py_ssize_t i = 0; i < MR_RF_N; i++) {
+        if (PyUnicode_Compare(PyTuple_GetItem(names, i), name) == 0) return i;
+    }
+    PyErr_Clear(); /* (PyUnicode_Compare of exact str does not fail) */
+    return -1;
+}
+
+/* A borrowed reference to state[name] of a state from mr_runtime_state (same memo): the item of
+ * an instance dict, or the slot of a layout instance; NULL with no exception when missing or
+ * empty (also for a non-dict state memo does not hold), NULL with an exception on error. Runs
+ * no Python code (exact str names). */
+static inline PyObject *
+mr_runtime_state_get(const mr_runtime_memo *memo, PyObject *state, PyObject *name)
+{
+    if (PyDict_Check(state)) return PyDict_GetItemWithError(state, name);
+    if (memo->memo.cls == NULL || (PyObject *)Py_TYPE(state) != memo->memo.cls) return NULL;
+    Py_ssize_t index = mr_runtime_index(name);
+    if (index < 0) return NULL;
+    return ((mr_layout_object *)state)->fields[index];
+}
+
 /* Registers this file's functions on the module; returns 0 or -1 with an exception set. */
 int Init_Layout(PyObject *module);
 

@@ -419,12 +419,54 @@ pc_release(PyObject **out, Py_ssize_t n)
     for (Py_ssize_t j = 0; j < n; j++) Py_DECREF(out[j]);
 }
 
+/* This file's readers and builders of runtime fragments: the memo of their class's layout check,
+ * and the last registry names tuple found to be the runtime layout's names in order. */
+static mr_runtime_memo pc_runtime_memo;
+static PyObject *pc_runtime_names_seen = NULL;
+
+/* The slots of obj when it is exactly registry class k (of mode 2), a C-owned layout of
+ * RuntimeBindingFragment's fields (layout.h mr_runtime_layout) whose registered names are those
+ * fields in order (the same interned str objects); else NULL (the instance-dict path). */
+static PyObject *const *
+pc_runtime_fields(const pc_registry *reg, Py_ssize_t k, PyObject *obj)
+{
+    mr_layout_class lc;
+    if (reg->mode[k] != 2 || (PyObject *)Py_TYPE(obj) != reg->cls[k] || reg->nnames[k] != MR_RF_N) return NULL;
+    if (!mr_runtime_layout(&pc_runtime_memo, &lc, reg->cls[k])) return NULL;
+    if (reg->names[k] != pc_runtime_names_seen) {
+        for (Py_ssize_t j = 0; j < MR_RF_N; j++) {
+            if (PyTuple_GetItem(reg->names[k], j) != mr_runtime_name_ptrs[j]) {
+                PyErr_Clear();
+                return NULL;
+            }
+        }
+        /* (held: the address is never reused while remembered) */
+        PyObject *old = pc_runtime_names_seen;
+        pc_runtime_names_seen = Py_NewRef(reg->names[k]);
+        Py_XDECREF(old);
+    }
+    return mr_layout_fields(obj, &lc);
+}
+
 /* 1 with the written values of obj in out (new references: code run by a collection while
  * the caller allocates cannot free them) when it has the registered shape of class k; 0 when
  * it does not (the object is then a leaf); -1 on error. */
 static int
 pc_instance_values(const pc_registry *reg, Py_ssize_t k, PyObject *obj, PyObject **out)
 {
+    if (reg->mode[k] == 2) {
+        /* a runtime fragment on its C-owned layout: the 13 constructor arguments are its first
+         * 13 slots (what its __reduce__ reads); an empty one: a leaf (pickle's own path) */
+        PyObject *const *fields = pc_runtime_fields(reg, k, obj);
+        if (fields != NULL) {
+            for (Py_ssize_t j = 0; j < PC_RBF_ARGS; j++) {
+                if (fields[j] == NULL) return 0;
+            }
+            for (Py_ssize_t j = 0; j < PC_RBF_ARGS; j++) out[j] = fields[j];
+            pc_hold(out, PC_RBF_ARGS);
+            return 1;
+        }
+    }
     PyObject *dict = PyObject_GenericGetDict(obj, NULL);
     if (dict == NULL) {
         if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
@@ -919,6 +961,16 @@ static PyObject *
 pc_instance(const pc_registry *reg, Py_ssize_t k, PyObject *const *values, Py_ssize_t n, PyObject *no_args)
 {
     PyTypeObject *cls = (PyTypeObject *)reg->cls[k];
+    mr_layout_class lc;
+    if (reg->mode[k] == 2 && n == PC_RBF_ARGS && reg->nnames[k] == MR_RF_N
+        && mr_runtime_layout(&pc_runtime_memo, &lc, (PyObject *)cls)) {
+        /* a C-owned runtime layout: the 13 values and owner None stored directly (the slots the
+         * generic stores below would write through the layout's member descriptors) */
+        PyObject *items[MR_RF_N];
+        for (Py_ssize_t j = 0; j < PC_RBF_ARGS; j++) items[j] = values[j];
+        items[MR_RF_OWNER] = Py_None;
+        return mr_layout_new_gc(&lc, items, MR_RF_N, 0); /* (the caller untracks) */
+    }
     newfunc make = (newfunc)PyType_GetSlot(cls, Py_tp_new);
     if (make == NULL) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "graph_unpack: class has no constructor");

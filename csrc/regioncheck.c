@@ -390,10 +390,16 @@ regions_canonical(PyObject *Py_UNUSED(self), PyObject *args)
     return PyLong_FromSsize_t(i);
 }
 
+/* This file's readers of runtime fragments: the memo of their class's layout check (layout.h
+ * mr_runtime_layout). */
+static mr_runtime_memo rc_runtime_memo;
+
 /* Item `name` of an exact dict as a borrowed reference; NULL with no exception when absent. */
 static PyObject *
 rc_item(PyObject *dict, PyObject *name)
 {
+    /* (dict: an instance dict, or a runtime fragment's state from mr_runtime_state) */
+    if (!PyDict_Check(dict)) return mr_runtime_state_get(&rc_runtime_memo, dict, name);
     return PyDict_GetItemWithError(dict, name);
 }
 
@@ -405,13 +411,14 @@ rc_same_items(PyObject *obj, PyObject *cls, const int *names, PyObject *const *e
               const int *held_names, PyObject **held, int nheld)
 {
     if ((PyObject *)Py_TYPE(obj) != cls) return 0;
-    PyObject *dict = PyObject_GenericGetDict(obj, NULL);
+    /* (a runtime fragment on its C-owned layout: its state is itself, read by name) */
+    PyObject *dict = mr_runtime_state(&rc_runtime_memo, obj);
     if (dict == NULL) {
         if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
         PyErr_Clear(); /* no instance dict (a C-owned layout not read here): not proven */
         return 0;
     }
-    int rc = PyDict_CheckExact(dict) ? 1 : 0;
+    int rc = PyDict_CheckExact(dict) || (PyObject *)Py_TYPE(dict) == rc_runtime_memo.memo.cls ? 1 : 0;
     for (int k = 0; k < count && rc == 1; k++) {
         PyObject *value = rc_item(dict, rc_names[names[k]]);
         if (value == NULL) rc = PyErr_Occurred() ? -1 : 0;

@@ -74,12 +74,31 @@ rv_budget(PyObject *value, int64_t *out)
     return RV_OK;
 }
 
+/* This file's readers of runtime fragments: the memo of their exact class's layout check
+ * (layout.h mr_runtime_layout). */
+static mr_runtime_memo rv_runtime_memo;
+
+/* The state of a runtime fragment of the exact class the caller checked (new reference;
+ * layout.h mr_runtime_state): the fragment itself when its class is a C-owned runtime layout,
+ * else its instance dict; rv_item and ov_get read either. NULL with no error when it has
+ * neither (a class the layout check declines, without __dict__: the caller declines), NULL with
+ * an error on failure. */
+static PyObject *
+rv_runtime_state(PyObject *fragment)
+{
+    PyObject *state = mr_runtime_state(&rv_runtime_memo, fragment);
+    if (state == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) PyErr_Clear();
+    return state;
+}
+
 /* Borrowed item ``name`` of an instance dict, as a new reference; NULL with no error when
  * missing, NULL with an error set on failure. */
 static PyObject *
 rv_item(PyObject *dict, PyObject *name)
 {
-    PyObject *value = PyDict_GetItemWithError(dict, name);
+    /* (dict: an instance dict, or a runtime fragment's state from rv_runtime_state) */
+    PyObject *value = PyDict_Check(dict) ? PyDict_GetItemWithError(dict, name)
+                                         : mr_runtime_state_get(&rv_runtime_memo, dict, name);
     if (value == NULL) return NULL;
     Py_INCREF(value);
     return value;
@@ -582,9 +601,12 @@ revalidate_scan_carried(PyObject *Py_UNUSED(module), PyObject *args)
             Py_DECREF(binding);
             Py_RETURN_NONE;
         }
-        PyObject *bdict = PyObject_GenericGetDict(binding, NULL);
+        PyObject *bdict = rv_runtime_state(binding); /* (its layout, or its instance dict) */
         Py_DECREF(binding);
-        if (bdict == NULL) return NULL;
+        if (bdict == NULL) {
+            if (PyErr_Occurred()) return NULL;
+            Py_RETURN_NONE;
+        }
         PyObject *nbytes = rv_item(bdict, rv_keys[RV_NBYTES]);
         Py_DECREF(bdict);
         if (nbytes == NULL) {
@@ -720,6 +742,27 @@ rf_identity(PyObject *placement, PyObject *identity)
     return rc;
 }
 
+/* dc_unchanged of a runtime fragment on its C-owned layout (lc accepted its class): its set
+ * fields, in field order, are the recorded (name, value) pairs (the state _record takes from
+ * layout_state_reader). */
+static int
+dc_unchanged_runtime(PyObject *object, const mr_layout_class *lc, PyObject *snapshot)
+{
+    PyObject *const *fields = mr_layout_fields(object, lc);
+    const Py_ssize_t count = PyTuple_Size(snapshot);
+    if (count < 0) return -1;
+    if (fields == NULL || mr_runtime_name_ptrs[0] == NULL) return 0;
+    Py_ssize_t at = 0;
+    for (Py_ssize_t i = 0; i < MR_RF_N; i++) {
+        if (fields[i] == NULL) continue;
+        if (at > count - 2) return 0;
+        if (PyTuple_GetItem(snapshot, at) != mr_runtime_name_ptrs[i] || PyTuple_GetItem(snapshot, at + 1) != fields[i])
+            return 0;
+        at += 2;
+    }
+    return at == count;
+}
+
 /* 1 when ``object``'s instance dict (or ``object`` itself when it is an exact dict) holds exactly
  * the keys and values of ``snapshot`` (``(key0, value0, key1, value1, ...)``), by pointer, in
  * order, with the same size; 0 otherwise (also when it has no instance dict, or one that is not
@@ -732,14 +775,24 @@ dc_unchanged(PyObject *object, PyObject *snapshot)
         return -1;
     }
     PyObject *dict = NULL;
+    mr_layout_class lc;
     if (PyDict_CheckExact(object)) {
         dict = Py_NewRef(object);
+    }
+    else if (rv_runtime_memo.memo.cls != NULL && (PyObject *)Py_TYPE(object) == rv_runtime_memo.memo.cls) {
+        /* a runtime fragment of the layout class already accepted (one pointer comparison; no
+         * AttributeError raised and cleared per fragment) */
+        lc.cls = rv_runtime_memo.memo.cls;
+        lc.n = MR_RF_N;
+        return dc_unchanged_runtime(object, &lc, snapshot);
     }
     else {
         dict = PyObject_GenericGetDict(object, NULL);
         if (dict == NULL) {
             if (!PyErr_ExceptionMatches(PyExc_AttributeError) && !PyErr_ExceptionMatches(PyExc_TypeError)) return -1;
-            PyErr_Clear(); /* no instance dict: not the recorded object state */
+            PyErr_Clear(); /* no instance dict: not the recorded object state, unless ... */
+            if (mr_runtime_layout(&rv_runtime_memo, &lc, (PyObject *)Py_TYPE(object)))
+                return dc_unchanged_runtime(object, &lc, snapshot);
             return 0;
         }
         if (!PyDict_CheckExact(dict)) {
@@ -1046,10 +1099,10 @@ rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObjec
      * from the dict, where the attribute would be a class default, declines). */
     {
         PyObject *pdict = PyObject_GenericGetDict(f[F_PLACEMENT], NULL);
-        PyObject *bdict = pdict == NULL ? NULL : PyObject_GenericGetDict(f[F_BINDING], NULL);
+        PyObject *bdict = pdict == NULL ? NULL : rv_runtime_state(f[F_BINDING]); /* (or its layout) */
         if (bdict == NULL) {
             Py_XDECREF(pdict);
-            rc = RV_ERROR;
+            rc = PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
             goto done;
         }
         binding_owner = rv_item(bdict, rf_keys[RF_OWNER]);
@@ -2398,7 +2451,10 @@ rp_space(PyObject *fragment, rp_config *cfg, PyObject **space, PyObject **bindin
     if (*binding == NULL) return PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
     if (instance == NULL) goto fail;
     int failed = 0;
-    *bdict = rp_exact_dict(*binding, cfg->binding_type, &failed);
+    if (cfg->binding_type != NULL && Py_TYPE(*binding) == cfg->binding_type) {
+        *bdict = rv_runtime_state(*binding); /* its layout, or its instance dict (NULL: getattr) */
+        failed = *bdict == NULL && PyErr_Occurred();
+    }
     if (failed) goto fail;
     worker = rp_field(*binding, *bdict, RP_WORKER);
     if (worker == NULL) goto fail;
@@ -3502,9 +3558,12 @@ ai_build(PyObject *evidence, PyObject *pdict, PyTypeObject *ev_type, PyTypeObjec
         PyObject *runtime = PyTuple_GetItem(fragments, i); /* borrowed; ``fragments`` holds it */
         if (runtime == NULL) goto done;
         if (Py_TYPE(runtime) != rf_type) goto decline;
-        PyObject *rdict = PyObject_GenericGetDict(runtime, NULL);
-        if (rdict == NULL) goto done;
-        PyObject *pfid = PyDict_Check(rdict) ? ai_text(rdict, rf_keys[RF_PFID]) : NULL;
+        PyObject *rdict = rv_runtime_state(runtime); /* (its layout, or its instance dict) */
+        if (rdict == NULL) {
+            if (PyErr_Occurred()) goto done;
+            goto decline;
+        }
+        PyObject *pfid = ai_text(rdict, rf_keys[RF_PFID]);
         PyObject *worker = pfid == NULL ? NULL : ai_text(rdict, rf_keys[RF_WORKER_ID]);
         PyObject *fid = worker == NULL ? NULL : ai_text(rdict, rf_keys[RF_FRAGMENT_ID]);
         Py_DECREF(rdict);
@@ -4376,7 +4435,7 @@ static PyObject *rb_keys[RB_NNAMES];
 static PyObject *
 rb_field(PyObject *obj, int name)
 {
-    PyObject *dict = PyObject_GenericGetDict(obj, NULL);
+    PyObject *dict = mr_runtime_state(&rv_runtime_memo, obj); /* (a runtime fragment's layout: itself) */
     if (dict == NULL) {
         if (PyErr_ExceptionMatches(PyExc_AttributeError)) PyErr_Clear();
         return NULL;
@@ -4712,7 +4771,8 @@ ov_source_clear(ov_source *info)
 static int
 ov_get(PyObject *dict, PyObject *name, PyObject **out)
 {
-    *out = PyDict_GetItemWithError(dict, name);
+    /* (dict: an instance dict, or a runtime fragment's state from rv_runtime_state) */
+    *out = PyDict_Check(dict) ? PyDict_GetItemWithError(dict, name) : mr_runtime_state_get(&rv_runtime_memo, dict, name);
     if (*out != NULL) {
         Py_INCREF(*out);
         return RV_OK;
@@ -4805,8 +4865,8 @@ ov_fragment(PyObject *fragment, const ov_config *cfg, PyObject *logical, PyObjec
     rc = binding != NULL ? RV_OK : PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
     if (rc == RV_OK && (Py_TYPE(placement) != cfg->placement || Py_TYPE(binding) != cfg->binding)) rc = RV_DECLINE;
     if (rc == RV_OK) {
-        binding_dict = PyObject_GenericGetDict(binding, NULL);
-        if (binding_dict == NULL) rc = RV_ERROR;
+        binding_dict = rv_runtime_state(binding); /* (its layout, or its instance dict) */
+        if (binding_dict == NULL) rc = PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
     }
     if (rc == RV_OK) rc = ov_get(binding_dict, rf_keys[RF_FRAGMENT_ID], &fragment_id);
     if (rc == RV_OK && !PyUnicode_CheckExact(fragment_id)) rc = RV_DECLINE;

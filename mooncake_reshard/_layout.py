@@ -46,11 +46,11 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Dict, Tuple, Type, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Dict, Tuple, Type, TypeVar, overload
 
 from . import _native
 
-__all__ = ["layout_builder", "layout_dataclass", "layout_fields", "layout_state_reader", "value_base"]
+__all__ = ["layout_builder", "layout_dataclass", "layout_storer", "layout_fields", "layout_state_reader", "value_base"]
 
 _T = TypeVar("_T")
 
@@ -82,6 +82,14 @@ def layout_builder(cls: type) -> Callable[..., Any]:
     fields, against ~0.87 us to fill a dict-backed instance's own dict in Python and ~2.8 us for
     the dataclass constructor."""
     return _native.layout_builder(cls, layout_fields(cls))
+
+
+def layout_storer(cls: type) -> Callable[..., None]:
+    """A C function filling an instance of exactly ``cls`` (a :func:`layout_dataclass`) with its
+    field values in field order: ``store(obj, v0, ..., vn-1)`` (a hand-written ``__init__``'s last
+    step, after it has validated the values), then untracking ``obj`` from the collector when
+    every value is inert. TypeError (nothing stored) for an instance of any other class."""
+    return _native.layout_storer(cls, layout_fields(cls))
 
 
 def _state_reader(cls: type, base: type, names: Tuple[str, ...]) -> Callable[[Any], Dict[str, Any]]:
@@ -158,17 +166,33 @@ else:
         return lambda function: function
 
 
+@overload
+def layout_dataclass(cls: Type[_T], /) -> Type[_T]: ...
+
+
+@overload
+def layout_dataclass(*, init: bool = True) -> Callable[[Type[_T]], Type[_T]]: ...
+
+
 @dataclass_transform(frozen_default=True)
-def layout_dataclass(cls: Type[_T]) -> Type[_T]:
+def layout_dataclass(cls: Any = None, /, *, init: bool = True) -> Any:
     """Make ``cls`` (a class deriving from a :func:`value_base` type, with ``__slots__``) a frozen
-    dataclass stored in that layout (see the module docstring)."""
+    dataclass stored in that layout (see the module docstring). ``init=False`` (used as
+    ``@layout_dataclass(init=False)``) is ``dataclass``'s: the class writes its own ``__init__``."""
+    if cls is None:
+        return lambda target: _layout_dataclass(target, init)
+    return _layout_dataclass(cls, init)
+
+
+def _layout_dataclass(cls: Type[_T], init: bool) -> Type[_T]:
+    """:func:`layout_dataclass` of ``cls``."""
     info = _native.layout_info(cls)
     if info is None:
         raise TypeError(f"{cls.__qualname__} is not built on a value_base layout")
     base, names = info
     if "__slots__" not in cls.__dict__ or cls.__dictoffset__ != 0:
         raise TypeError(f"{cls.__qualname__} must declare __slots__ (instances of a layout class have no __dict__)")
-    done = dataclasses.dataclass(frozen=True)(cls)
+    done = dataclasses.dataclass(frozen=True, init=init)(cls)
     fields = tuple(f.name for f in dataclasses.fields(done))
     if fields != names:
         raise TypeError(f"{cls.__qualname__} fields {fields} are not its layout's fields {names} in order")

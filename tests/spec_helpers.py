@@ -86,11 +86,16 @@ def forged_instance(cls: type, state: Dict[Any, Any]) -> Any:
     from mooncake.reshard import _native
 
     forged = object.__new__(cls)
-    if _native.layout_info(cls) is None:
+    info = _native.layout_info(cls)
+    if info is None:
         forged.__dict__.update(state)
     else:  # (a subclass without __slots__ also has an instance dict: the fields are not there)
+        base, names = info
         for name, field_value in state.items():
-            object.__setattr__(forged, name, field_value)
+            if name in names:  # the layout's own slot (a subclass property of that name is bypassed,
+                base.__dict__[name].__set__(forged, field_value)  # as an instance dict's was)
+            else:
+                object.__setattr__(forged, name, field_value)
     return forged
 
 

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from layout_model import Layout, TensorSpec, build_placement, build_runtime_bindings
 from planner_helpers import tp_placement
+from spec_helpers import field_state
 from test_planner_oracle import placement_pairs
 
 from mooncake.reshard import _native
@@ -53,7 +54,7 @@ def fresh_side() -> Tuple[Any, Tuple[Any, ...]]:
 
 def subclass_copy(obj: Any, cls: type) -> Any:
     twin = object.__new__(cls)
-    for key, value in obj.__dict__.items():
+    for key, value in field_state(obj).items():  # (a C layout: its set fields)
         object.__setattr__(twin, key, value)
     return twin
 
@@ -104,7 +105,7 @@ FORGE = {
         b, "fragments", (subclass_copy(b.fragments[0], FragmentSub),) + tuple(b.fragments[1:])
     ),
     "foreign-fragment": lambda b, o: _set(b, "fragments", tuple(b.fragments) + (SimpleNamespace(fragment_id="x"),)),
-    "missing-fragment-id": lambda b, o: b.fragments[0].__dict__.pop("fragment_id") and None,
+    "missing-fragment-id": lambda b, o: object.__delattr__(b.fragments[0], "fragment_id"),
     "other-placement-id": lambda b, o: _set(b, "placement_id", b.placement_id + "-other"),
 }
 

@@ -194,7 +194,7 @@ NESTED: dict[str, Callable[[World, Any], None]] = {
     # the objects the exact attested-view cache records (bound_contracts._view_deps)
     "evidence lease id": lambda w, p: forge(p.operations[0].target.attestation.evidence, "lease_id", "other-lease"),
     "evidence fragment equal address": lambda w, p: forge(_evidence_fragment(p), "address", int(str(_evidence_fragment(p).address))),
-    "evidence fragment deleted device": lambda w, p: _evidence_fragment(p).__dict__.pop("device"),
+    "evidence fragment deleted device": lambda w, p: object.__delattr__(_evidence_fragment(p), "device"),
     "placement fragment rank field": lambda w, p: forge(w.target.parts[0].fragments[0].rank, "tp", w.target.parts[0].fragments[0].rank.tp + 1),
     "placement fragment equal offset": lambda w, p: forge(w.target.parts[0].fragments[0], "global_offset", tuple(list(w.target.parts[0].fragments[0].global_offset))),
     "placement part rank": lambda w, p: forge(w.target.parts[0], "rank", dataclasses.replace(w.target.parts[0].rank, dp=1)),

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from spec_helpers import field_state, forged_instance
 
 from layout_model import build_runtime_bindings
 from memory_executor import tp_placement
@@ -198,10 +199,10 @@ def test_a_str_subclass_instance_id_declines() -> None:
 
 
 def _declines_with_fragment(index: int, cls: Any, state: dict[str, Any]) -> None:
-    """Binding 0's fragment at index replaced by an instance of cls with the given dict."""
+    """Binding 0's fragment at index replaced by an instance of cls with the given state (its
+    fields, stored one by one: the C layout has no __dict__)."""
     bindings = build_runtime_bindings(PLACEMENT)
-    forged_fragment = object.__new__(cls)
-    forged_fragment.__dict__.update(state)
+    forged_fragment = forged_instance(cls, state)
     fragments = list(bindings[0].fragments)
     fragments[index] = forged_fragment
     forged = (_copy(bindings[0], fragments=tuple(fragments)),) + tuple(bindings[1:])
@@ -211,12 +212,12 @@ def _declines_with_fragment(index: int, cls: Any, state: dict[str, Any]) -> None
 
 def test_a_runtime_fragment_subclass_declines() -> None:
     fragment = build_runtime_bindings(PLACEMENT)[0].fragments[9]
-    _declines_with_fragment(9, type("Sub", (type(fragment),), {}), dict(fragment.__dict__))
+    _declines_with_fragment(9, type("Sub", (type(fragment),), {}), dict(field_state(fragment)))
 
 
 def test_a_missing_field_declines() -> None:
     fragment = build_runtime_bindings(PLACEMENT)[0].fragments[4]
-    state = {k: v for k, v in fragment.__dict__.items() if k != "storage_nbytes"}
+    state = {k: v for k, v in field_state(fragment).items() if k != "storage_nbytes"}
     _declines_with_fragment(4, type(fragment), state)
 
 

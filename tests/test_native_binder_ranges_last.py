@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from spec_helpers import field_state, forged_instance
 
 from test_native_binder import _range_views, _ranges_outcome
 
@@ -33,9 +34,9 @@ def _split_names(views: list[Any], which: list[bool]) -> list[Any]:
     for view, split in zip(views, which):
         if split:
             runtime = view[1]
-            forged = object.__new__(type(runtime))
-            forged.__dict__.update(
-                {**runtime.__dict__, "worker_id": _copy_str(runtime.worker_id), "device": _copy_str(runtime.device)}
+            forged = forged_instance(  # (per field: the C layout has no __dict__)
+                type(runtime),
+                {**field_state(runtime), "worker_id": _copy_str(runtime.worker_id), "device": _copy_str(runtime.device)},
             )
             view = (_copy_str(view[0]), forged) + view[2:]
         out.append(view)
@@ -90,6 +91,5 @@ def test_a_field_missing_from_the_dict_declines() -> None:
     views = _range_views([("i", "w", "d", 10, 4, 10, 4), ("i", "w", "d", 20, 4, 20, 4)])
     for name in ("worker_id", "device", "address", "nbytes", "storage_address", "storage_nbytes"):
         runtime = views[1][1]
-        forged = object.__new__(type(runtime))
-        forged.__dict__.update({k: v for k, v in runtime.__dict__.items() if k != name})
+        forged = forged_instance(type(runtime), {k: v for k, v in field_state(runtime).items() if k != name})
         assert _native.address_ranges_clear([views[0], (views[1][0], forged) + views[1][2:]], RuntimeBindingFragment) is False

@@ -176,7 +176,7 @@ def test_a_bound_source_without_fragment_id_met_again_leaves_ids_undecided() -> 
     pfid = op.source.placement_fragment_id
     bound = SOURCES[pfid]
     forged_binding = _copy(bound.binding)
-    del forged_binding.__dict__["fragment_id"]
+    object.__delattr__(forged_binding, "fragment_id")
     sources = dict(SOURCES)
     sources[pfid] = _copy(bound, binding=forged_binding)
     operations = tuple(OPS) * 2
@@ -307,7 +307,7 @@ def test_argument_errors() -> None:
 
 def _fragment_without_id(fragment: Any) -> Any:
     forged = _copy(fragment)
-    del forged.__dict__["placement_fragment_id"]
+    object.__delattr__(forged, "placement_fragment_id")
     return forged
 
 

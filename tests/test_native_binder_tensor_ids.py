@@ -12,6 +12,7 @@ import pytest
 
 from layout_model import build_runtime_bindings
 from memory_executor import tp_placement
+from spec_helpers import field_state, forged_instance
 from test_native_binder_attest_many import CLASSES
 
 from mooncake.reshard import _native
@@ -21,9 +22,8 @@ PLACEMENT = tp_placement(2, prefix="t", shape=(4, 6), tensors=tuple(f"t{k:02d}" 
 
 
 def _copy(value: Any, **changes: Any) -> Any:
-    forged = object.__new__(type(value))
-    forged.__dict__.update({**value.__dict__, **changes})
-    return forged
+    # (per field: a runtime fragment stored in its C layout has no __dict__)
+    return forged_instance(type(value), {**field_state(value), **changes})
 
 
 def _outcome(placement: Any, fused: bool) -> Any:

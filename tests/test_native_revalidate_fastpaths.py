@@ -8,6 +8,7 @@ import pickle
 from typing import Any
 
 import pytest
+from spec_helpers import field_state, forged_instance
 
 from mooncake.reshard import _native
 from mooncake.reshard.contracts.fragments import RuntimeBindingFragment
@@ -112,9 +113,10 @@ def _forged_attestation(attestation: Any, *, fragments: Any = None, placement_di
 
 
 def _spread(fragment: Any, index: int, count: int) -> Any:
-    forged = object.__new__(RuntimeBindingFragment)
-    forged.__dict__.update(fragment.__dict__, worker_id=f"w{index % 2}", fragment_id=f"rt-{count - index:03d}")
-    return forged
+    return forged_instance(  # (per field: its C layout has no __dict__)
+        RuntimeBindingFragment,
+        {**field_state(fragment), "worker_id": f"w{index % 2}", "fragment_id": f"rt-{count - index:03d}"},
+    )
 
 
 def test_attested_index_equals_the_reference() -> None:
@@ -154,8 +156,7 @@ def test_attested_index_declines_and_hostile_inputs() -> None:
         assert _index(forged) is None, fragments
     # Ids that are not exact str: the kernel declines, the reference decides.
     for name, value in (("fragment_id", 7), ("worker_id", None), ("placement_fragment_id", 2**70)):
-        odd = object.__new__(RuntimeBindingFragment)
-        odd.__dict__.update(fragment.__dict__, **{name: value})
+        odd = forged_instance(RuntimeBindingFragment, {**field_state(fragment), name: value})
         forged = _forged_attestation(attestation, fragments=(odd,))
         assert _index(forged) is None, name
         _reference(forged)  # decidable in Python

@@ -97,7 +97,7 @@ def test_missing_field_declines(at: int, which: str, field: str) -> None:
 
     def edit(fragment: Any) -> Any:
         value = copy.copy(getattr(fragment, which))
-        del value.__dict__[field]
+        object.__delattr__(value, field)
         return _replace_field(fragment, which, value)
 
     assert _compare(_with(_frags(plan), at, edit), _identity(plan)) is None
@@ -117,7 +117,7 @@ def test_subclasses_decline(at: int, which: str) -> None:
 
     def edit(fragment: Any) -> Any:
         value = getattr(fragment, which)
-        sub = type("Sub", (type(value),), {})
+        sub = type("Sub", (type(value),), {"__slots__": ()})  # (same layout: __class__ assignable)
         forged = copy.copy(value)
         object.__setattr__(forged, "__class__", sub)
         return _replace_field(fragment, which, forged)
@@ -229,7 +229,7 @@ def test_spaces_missing_fields(at: int, which: str, field: str, typed_answer: An
 
     def edit(fragment: Any) -> Any:
         value = copy.copy(getattr(fragment, which))
-        del value.__dict__[field]
+        object.__delattr__(value, field)
         return _replace_field(fragment, which, value)
 
     forged = _with(frags, at, edit)
@@ -249,7 +249,7 @@ def test_spaces_subclasses_read_as_attributes(at: int, which: str) -> None:
 
     def edit(fragment: Any) -> Any:
         value = copy.copy(getattr(fragment, which))
-        object.__setattr__(value, "__class__", type("Sub", (type(value),), {}))
+        object.__setattr__(value, "__class__", type("Sub", (type(value),), {"__slots__": ()}))
         return _replace_field(fragment, which, value)
 
     forged = _with(frags, at, edit)

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spec_helpers import raises
+from spec_helpers import field_state, forged_instance, raises
 from test_binding_attacks import World
 
 from mooncake.reshard import _native
@@ -414,9 +414,8 @@ def _constructed(args: list[Any]) -> tuple[str, Any]:
 @settings(max_examples=600, deadline=None)
 @given(_rbf_args())
 def test_runtime_fragments_are_restored_as_their_constructor_does(args: list[Any]) -> None:
-    fragment = object.__new__(RuntimeBindingFragment)
     owner = object()
-    fragment.__dict__.update(zip(_RBF_NAMES, args + [owner]))  # an owner is never written
+    fragment = forged_instance(RuntimeBindingFragment, dict(zip(_RBF_NAMES, args + [owner])))  # an owner is never written
     packed = _pack((fragment,), _RBF_REGISTRY)
     assert packed is not None
     codes, values = packed
@@ -429,8 +428,8 @@ def test_runtime_fragments_are_restored_as_their_constructor_does(args: list[Any
     assert actual[0] == expected[0]
     if expected[0] == "ok":
         assert actual[1] == expected[1] and actual[1].owner is None
-        assert actual[1].__dict__ == expected[1].__dict__
-        assert list(actual[1].__dict__) == list(expected[1].__dict__)
+        assert field_state(actual[1]) == field_state(expected[1])
+        assert list(field_state(actual[1])) == list(field_state(expected[1]))
     else:
         assert actual[1] == expected[1]
 
@@ -470,7 +469,7 @@ def test_registry_names_are_the_pickled_fields() -> None:
     assert by_class["RuntimeBindingFragment"][1] == 2
     fragment = RuntimeBindingFragment(*_valid_rbf_args())
     names = by_class["RuntimeBindingFragment"][0]
-    assert tuple(fragment.__dict__[name] for name in names[:13]) == fragment.__reduce__()[1]
+    assert tuple(field_state(fragment)[name] for name in names[:13]) == fragment.__reduce__()[1]
     assert names[13] == "owner"
     assert by_class["PlanningLimits"][1] == 0
     assert by_class["RuntimeBindingEvidence"][1] == 0

@@ -126,7 +126,7 @@ def test_restored_plan_shares_equal_ints_and_equals_the_original() -> None:
             ints.extend(state[name])
         ints += [state["source_base_offset"], state["target_base_offset"], state["inner_bytes"]]
         for side in (operation.source, operation.target):
-            binding = side.binding.__dict__
+            binding = field_state(side.binding)
             ints += [binding["address"], binding["nbytes"], binding["itemsize"]]
             ints.extend(binding["local_shape"])
             ints.extend(binding["strides_bytes"])

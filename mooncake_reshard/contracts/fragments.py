@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from operator import itemgetter
-from typing import Any, Optional
+from dataclasses import field
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, Optional
 
-from .. import _native
-from .._shared_keys import share_field_keys
+from .._layout import layout_dataclass, layout_storer, value_base
 from ._checks import I64_MAX, U64_MAX
 from .ids import PlacementFragmentId, RuntimeFragmentId
 
@@ -56,15 +55,47 @@ def _row_major_strides(shape: tuple[int, ...], itemsize: int) -> list[int]:
     return strides
 
 
-@dataclass(frozen=True, init=False)
-class RuntimeBindingFragment:
+# The field names in field order (``layout_dataclass`` checks them against the annotations; the
+# C readers index the layout in this order: csrc/layout.h MR_RF_*).
+_RUNTIME_LAYOUT = (
+    "placement_fragment_id",
+    "fragment_id",
+    "address",
+    "nbytes",
+    "worker_id",
+    "endpoint",
+    "device",
+    "itemsize",
+    "local_shape",
+    "strides_bytes",
+    "storage_address",
+    "storage_nbytes",
+    "storage_offset_bytes",
+    "owner",
+)
+
+if TYPE_CHECKING:  # type checkers see a frozen dataclass (layout_dataclass is a dataclass transform)
+    _RuntimeBase = object
+else:
+    _RuntimeBase = value_base("RuntimeBindingFragment", _RUNTIME_LAYOUT)
+
+
+@layout_dataclass(init=False)
+class RuntimeBindingFragment(_RuntimeBase):
     """One physical contiguous tensor view on a runtime worker.
 
     ``address`` is the first transferable byte of the view; ``storage_address``,
     ``storage_nbytes`` and ``storage_offset_bytes`` describe the allocation that
     contains it. ``owner`` may keep a framework allocation alive; it is never
     compared, shown, pickled or copied into plans.
+
+    Stored in a C-owned layout (``mooncake_reshard/_layout.py``): the 14 fields live in the
+    instance itself, in field order (no instance ``__dict__``); C readers load them directly
+    (``csrc/layout.h``). Pickling is ``__reduce__``'s (the 13 constructor arguments, no owner),
+    as for the dict-backed class: the pickles are the same bytes.
     """
+
+    __slots__ = ("__weakref__",)
 
     placement_fragment_id: PlacementFragmentId
     fragment_id: RuntimeFragmentId
@@ -188,51 +219,54 @@ class RuntimeBindingFragment:
             raise ValueError("runtime view exceeds storage allocation bounds")
         if large_extent:
             raise ValueError("runtime local_shape must fit in a signed 64-bit integer")
-        state = self.__dict__
-        state["placement_fragment_id"] = placement_fragment_id
-        state["fragment_id"] = fragment_id
-        state["address"] = address
-        state["nbytes"] = nbytes
-        state["worker_id"] = worker_id
-        state["endpoint"] = endpoint
-        state["device"] = device
-        state["itemsize"] = itemsize
-        state["local_shape"] = shape
-        state["strides_bytes"] = strides
-        state["storage_address"] = storage_address
-        state["storage_nbytes"] = storage_nbytes
-        state["storage_offset_bytes"] = storage_offset_bytes
-        state["owner"] = owner
-        # Out of the cyclic collector when every field is inert (an owner that is a tracked
-        # object keeps the fragment tracked): csrc/common.h.
-        _untrack(self, RuntimeBindingFragment)
+        if type(self) is RuntimeBindingFragment:
+            # stored directly, and out of the cyclic collector when every field is inert (an
+            # owner that is a tracked object keeps the fragment tracked): csrc/layout.c
+            _store(
+                self, placement_fragment_id, fragment_id, address, nbytes, worker_id, endpoint, device, itemsize,
+                shape, strides, storage_address, storage_nbytes, storage_offset_bytes, owner,
+            )
+        else:  # a subclass: stored through the layout's own member descriptors (its instance state)
+            for setter, value in zip(
+                _SETTERS,
+                (
+                    placement_fragment_id, fragment_id, address, nbytes, worker_id, endpoint, device, itemsize,
+                    shape, strides, storage_address, storage_nbytes, storage_offset_bytes, owner,
+                ),
+            ):
+                setter(self, value)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), _constructor_arguments(self.__dict__))
+        return (type(self), _constructor_arguments(self))
 
     def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
         # ``__reduce__`` for every protocol, without the ``object.__reduce_ex__`` hop.
-        return (type(self), _constructor_arguments(self.__dict__))
+        return (type(self), _constructor_arguments(self))
 
 
-share_field_keys(RuntimeBindingFragment)  # CPython 3.10: dicts the C core fills stay key-sharing
+_store = layout_storer(RuntimeBindingFragment)
+_SETTERS = tuple(_RuntimeBase.__dict__[name].__set__ for name in _RUNTIME_LAYOUT)
 
 
-_untrack = _native.untrack_inert
+def _constructor_arguments(fragment: RuntimeBindingFragment) -> tuple[Any, ...]:
+    """The 13 non-owner fields in order: pickling rebuilds through the constructor (spec §13).
+    Read from the instance state (the layout's slots), as the dict-backed class read its
+    instance dict: a subclass's property of a field's name is not consulted; an emptied field
+    raises KeyError with the first missing field's name, as reading the instance dict did."""
+    try:
+        if type(fragment) is RuntimeBindingFragment:
+            return _read_exact(fragment)
+        return tuple([get(fragment) for get in _GETTERS])
+    except AttributeError:
+        for name, get in zip(_RUNTIME_LAYOUT, _GETTERS):
+            try:
+                get(fragment)
+            except AttributeError:
+                raise KeyError(name) from None
+        raise
 
-# The 13 non-owner fields in order: pickling rebuilds through the constructor (spec §13).
-_constructor_arguments = itemgetter(
-    "placement_fragment_id",
-    "fragment_id",
-    "address",
-    "nbytes",
-    "worker_id",
-    "endpoint",
-    "device",
-    "itemsize",
-    "local_shape",
-    "strides_bytes",
-    "storage_address",
-    "storage_nbytes",
-    "storage_offset_bytes",
-)
+
+# (exact instances: the class's attributes are its layout's member descriptors, layout_dataclass
+# checked that no class attribute shadows them)
+_read_exact = attrgetter(*_RUNTIME_LAYOUT[:13])
+_GETTERS = tuple(_RuntimeBase.__dict__[name].__get__ for name in _RUNTIME_LAYOUT[:13])

@@ -12,7 +12,10 @@ kind and, for split axes, an int dim).
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import weakref
+from typing import Any, Callable, Optional
+
+from .._layout import layout_state_reader
 
 from .types import OwnershipAxis, ParallelRank, ReplicatedAxis, SplitAxis
 
@@ -23,9 +26,34 @@ _RANK_FIELDS = ("dp", "tp", "pp", "ep")
 
 
 def instance_state(value: Any) -> Optional[dict[str, Any]]:
-    """``value.__dict__`` when it is an exact dict, else None."""
+    """``value.__dict__`` when it is an exact dict, else None. For a value stored in a C-owned
+    layout (``mooncake_reshard/_layout.py``, also a subclass of one), the dict of its set fields
+    read from the layout's slots: what a dict-backed instance's ``__dict__`` held."""
+    cls = type(value)
+    try:
+        reader = _LAYOUT_STATE[cls]
+    except KeyError:
+        reader = _LAYOUT_STATE[cls] = _layout_state(cls)
+    except TypeError:  # an unhashable metaclass instance: not a layout class
+        reader = None
+    if reader is not None:
+        return reader(value)
     state = getattr(value, "__dict__", None)
     return state if type(state) is dict else None
+
+
+def _layout_state(cls: type) -> Optional[Callable[[Any], dict[str, Any]]]:
+    """``layout_state_reader(cls)`` for a class on a C-owned layout, else None."""
+    try:
+        return layout_state_reader(cls)
+    except TypeError:
+        return None
+
+
+# per class: its layout state reader, or None (not a layout class); classes are held weakly
+_LAYOUT_STATE: "weakref.WeakKeyDictionary[type, Optional[Callable[[Any], dict[str, Any]]]]" = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def typed_value(value: Any, kind: str) -> bool:

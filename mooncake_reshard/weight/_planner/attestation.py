@@ -47,7 +47,7 @@ if isinstance(_DEEPCOPY_DISPATCH, dict):
 
 def _owner_free(fragment: RuntimeBindingFragment) -> RuntimeBindingFragment:
     """The same fragment without its allocation owner (the object itself when already owner-free)."""
-    if fragment.owner is None:
+    if getattr(fragment, "owner", None) is None:  # (an emptied owner slot: its default None)
         return fragment
     # Rebuild through the constructor: the owner is the only field that changes.
     copy = fragment.__reduce__()
@@ -330,7 +330,7 @@ def _fast_validated_state(placement: WeightPlacementManifest, binding: Any) -> O
             return None
         pfid = fragment.placement_fragment_id
         runtime_id = fragment.fragment_id
-        if type(pfid) is not str or pfid <= previous or runtime_id in runtime_ids or fragment.owner is not None:
+        if type(pfid) is not str or pfid <= previous or runtime_id in runtime_ids or getattr(fragment, "owner", None) is not None:
             return None
         previous = pfid
         runtime_ids.add(runtime_id)
@@ -418,7 +418,7 @@ def _evidence_from_validated(binding: WeightRuntimeBindingManifest) -> RuntimeBi
     fragments = binding.fragments
     if not _normalised_fragments(fragments) or not _valid_scalars(binding):
         return RuntimeBindingEvidence.from_binding(binding)
-    if any(fragment.owner is not None for fragment in fragments):
+    if any(getattr(fragment, "owner", None) is not None for fragment in fragments):
         fragments = tuple(_owner_free(fragment) for fragment in fragments)
     evidence: RuntimeBindingEvidence = object.__new__(RuntimeBindingEvidence)
     state = evidence.__dict__

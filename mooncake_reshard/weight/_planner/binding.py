@@ -258,7 +258,7 @@ def _project_part(
             instance_id=binding.instance_id,
             runtime_lease_id=binding.lease_id,
             lease_generation=binding.generation,
-            owner=runtime.owner,
+            owner=getattr(runtime, "owner", None),  # (an emptied owner slot: its default None)
             attestation=attestation,
         )
         per_worker.setdefault(runtime.worker_id, []).append(bound)

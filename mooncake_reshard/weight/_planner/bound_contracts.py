@@ -152,6 +152,7 @@ _build_snapshot = layout_builder(RuntimeFragmentSnapshot)
 # ``{field: value}`` of a snapshot's set fields in field order (its pickle state), read through
 # the layout's own member descriptors (a subclass cannot shadow them here).
 _snapshot_fields_state = layout_state_reader(RuntimeFragmentSnapshot)
+_runtime_fields_state = layout_state_reader(RuntimeBindingFragment)
 
 
 def _snapshot_state(placement_fragment: Any, runtime_fragment: Any, lease_generation: int) -> dict[str, Any]:
@@ -597,7 +598,12 @@ def _record(obj: Any, deps: list[Any], seen: set[int], follow: bool) -> bool:
     if id(obj) in seen:
         return True
     seen.add(id(obj))
-    state = obj if type(obj) is dict else getattr(obj, "__dict__", None)
+    if type(obj) is dict:
+        state = obj
+    elif type(obj) is RuntimeBindingFragment:  # its C-owned layout's set fields (no __dict__)
+        state = _runtime_fields_state(obj)
+    else:
+        state = getattr(obj, "__dict__", None)
     if type(state) is not dict:
         return False
     flat: list[Any] = []
@@ -937,7 +943,7 @@ class TransferPlan:
                     continue
                 # (an emptied owner / attestation slot reads as its default None, as a missing
                 # key of the dict-backed class's instance dict read the class default)
-                if getattr(fragment, "owner", None) is not None or fragment.binding.owner is not None:
+                if getattr(fragment, "owner", None) is not None or getattr(fragment.binding, "owner", None) is not None:
                     raise ValueError(f"transfer plan {side} fragment retains runtime allocation owner")
                 attestation = getattr(fragment, "attestation", None)
                 if attestation is None:

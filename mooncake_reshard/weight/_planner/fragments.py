@@ -71,7 +71,9 @@ class BoundWeightFragment(_BoundBase):
         generation = self.lease_generation
         if type(generation) is not int or generation < 0 or generation > _U64_MAX:
             raise ValueError("bound fragment lease_generation must fit in an unsigned 64-bit integer")
-        if self.owner is not binding.owner:
+        # (an emptied owner slot of the binding reads as its default None, as the missing key of
+        # the dict-backed class's instance dict read the class default)
+        if self.owner is not getattr(binding, "owner", None):
             raise ValueError("bound fragment owner differs from runtime binding")
         attestation = self.attestation
         if attestation is not None:
