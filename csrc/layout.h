@@ -537,6 +537,216 @@ mr_untrack_layout_regions(PyObject *regions, const mr_layout_class *rl, PyObject
     PyErr_Clear();
 }
 
+/* ---- PlacementFragment (representation change step 5) ----------------------------------
+ *
+ * Its fields in field order (mooncake_reshard/weight/types.py _FRAGMENT_FIELDS;
+ * tests/test_placement_fragment_layout.py pins both). Readers with a fast path check the class
+ * they are given once per call through a per-call-site memo (mr_pf_layout) and load an exact
+ * instance's fields with mr_layout_fields. Readers of a placement fragment's instance state
+ * (what the dict-backed class's __dict__ held) that accept any class read it with
+ * mr_pf_state: for an instance of any class deriving from a layout base with exactly these
+ * fields (the class itself or a user subclass, whose own __dict__, if any, holds none of the
+ * fields) a new dict of its set fields in field order; for anything else its instance dict. */
+enum {
+    MR_PF_TENSOR_ID,
+    MR_PF_GLOBAL_OFFSET,
+    MR_PF_LOCAL_SHAPE,
+    MR_PF_NBYTES,
+    MR_PF_RANK,
+    MR_PF_PIPELINE_STAGE_ID,
+    MR_PF_ALIASES,
+    MR_PF_PLACEMENT_FRAGMENT_ID,
+    MR_PF_N
+};
+
+/* The exact tuple of PlacementFragment's field names (interned, in field order), made once per
+ * file on first use; borrowed (kept for the process). NULL with an exception on failure. */
+static inline PyObject *
+mr_pf_names(void)
+{
+    static PyObject *names = NULL;
+    static const char *const text[MR_PF_N] = {"tensor_id", "global_offset", "local_shape", "nbytes",
+                                              "rank",      "pipeline_stage_id", "aliases", "placement_fragment_id"};
+    if (names != NULL) return names;
+    PyObject *tuple = PyTuple_New(MR_PF_N);
+    if (tuple == NULL) return NULL;
+    for (Py_ssize_t k = 0; k < MR_PF_N; k++) {
+        PyObject *name = PyUnicode_InternFromString(text[k]);
+        if (name == NULL || PyTuple_SetItem(tuple, k, name) < 0) { /* steals name */
+            Py_DECREF(tuple);
+            return NULL;
+        }
+    }
+    names = tuple;
+    return names;
+}
+
+/* mr_layout_memo_check(memo, out, cls, <PlacementFragment's field names>): 1 when instances of
+ * exactly cls may be read (and built) with direct loads (stores) of its 8 fields in field
+ * order, else 0 (out cleared). Never raises; call it with no exception set. */
+static inline int
+mr_pf_layout(mr_layout_memo *memo, mr_layout_class *out, PyObject *cls)
+{
+    if (memo->cls != NULL && memo->cls == cls) {
+        out->cls = cls;
+        out->n = MR_PF_N;
+        return 1;
+    }
+    out->cls = NULL;
+    out->n = 0;
+    PyObject *names = mr_pf_names();
+    if (names == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    return mr_layout_memo_check(memo, out, cls, names);
+}
+
+/* 1 when instances of type store PlacementFragment's 8 fields in a C-owned layout (type derives
+ * from a value_base type of exactly these field names, in order, found as mr_layout_find finds
+ * it), else 0. The answer cannot change once the class exists (its instance layout is fixed), so
+ * it is remembered per class (strong references, a small table per file; a class that does not
+ * fit is checked again on each call). Never raises; call it with no exception set. */
+static inline int
+mr_pf_derived(PyObject *type)
+{
+    enum { MR_PF_MEMO = 16 };
+    static PyObject *known[MR_PF_MEMO];
+    static signed char verdict[MR_PF_MEMO];
+    static int next;
+    for (int k = 0; k < MR_PF_MEMO && known[k] != NULL; k++) {
+        if (known[k] == type) return verdict[k];
+    }
+    PyObject *base, *mro;
+    Py_ssize_t index;
+    int yes = 0;
+    const mr_layout_info *info = mr_layout_find(type, &base, &index, &mro);
+    if (info != NULL) {
+        Py_DECREF(mro);
+        PyObject *names = mr_pf_names();
+        if (names != NULL && info->n == MR_PF_N && PyTuple_CheckExact(info->names))
+            yes = info->names == names || PyObject_RichCompareBool(info->names, names, Py_EQ) == 1;
+        PyErr_Clear();
+    }
+    int slot = next;
+    next = (next + 1) % MR_PF_MEMO;
+    PyObject *old = known[slot];
+    known[slot] = Py_NewRef(type);
+    verdict[slot] = (signed char)yes;
+    Py_XDECREF(old);
+    return yes;
+}
+
+/* mr_pf_class: mr_pf_layout through one memo per file (a hit is one comparison), any class not
+ * derived from such a layout declined at once (mr_pf_derived). mr_pf_fields: the field array
+ * (entries NULL where empty) of obj when its type is exactly a class mr_pf_class accepts, else
+ * NULL (the caller's instance-dict path; no exception). Neither raises; call them with no
+ * exception set. */
+static inline int
+mr_pf_class(PyObject *cls, mr_layout_class *lc)
+{
+    static mr_layout_memo memo = {NULL, NULL};
+    if (memo.cls != cls && !mr_pf_derived(cls)) { /* (remembered per class: no full check) */
+        lc->cls = NULL;
+        lc->n = 0;
+        return 0;
+    }
+    return mr_pf_layout(&memo, lc, cls);
+}
+
+static inline PyObject *const *
+mr_pf_fields(PyObject *obj)
+{
+    mr_layout_class lc;
+    if (!mr_pf_class((PyObject *)Py_TYPE(obj), &lc)) return NULL;
+    return mr_layout_fields(obj, &lc);
+}
+
+/* 1 when names (a tuple) holds exactly PlacementFragment's field names in field order, else 0.
+ * Never raises. */
+static inline int
+mr_pf_same_names(PyObject *names)
+{
+    PyObject *pf = mr_pf_names();
+    if (pf == NULL || !PyTuple_CheckExact(names)) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (names == pf) return 1;
+    int same = PyObject_RichCompareBool(names, pf, Py_EQ) == 1; /* exact str items: no Python code */
+    PyErr_Clear();
+    return same;
+}
+
+/* The field of a placement fragment's slot array f (from mr_pf_fields) named name (an interned
+ * str, matched by identity): a borrowed pointer, NULL when that slot is empty; *found = 0 (and
+ * NULL) when name is not one of its fields. Never raises. */
+static inline PyObject *
+mr_pf_named(PyObject *const *f, PyObject *name, int *found)
+{
+    PyObject *pf = mr_pf_names(); /* made by the check that gave f */
+    *found = 0;
+    if (pf == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    for (Py_ssize_t j = 0; j < MR_PF_N; j++) {
+        if (PyTuple_GetItem(pf, j) == name) {
+            *found = 1;
+            return f[j];
+        }
+    }
+    return NULL;
+}
+
+/* mr_pf_fields read by name: when obj is exactly an accepted class, v[k] (k < n) = a new
+ * reference to its field named names[k] (interned str, matched by identity), NULL where that
+ * slot is empty or names[k] is not one of its fields, and 1; else 0 (v untouched). Runs no
+ * Python code; never raises. */
+static inline int
+mr_pf_scan(PyObject *obj, PyObject *const *names, int n, PyObject **v)
+{
+    PyObject *const *f = mr_pf_fields(obj);
+    PyObject *pf = f == NULL ? NULL : mr_pf_names(); /* made by mr_pf_fields' check */
+    if (pf == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    for (int k = 0; k < n; k++) {
+        v[k] = NULL;
+        for (Py_ssize_t j = 0; j < MR_PF_N; j++) {
+            if (PyTuple_GetItem(pf, j) == names[k]) {
+                v[k] = f[j] == NULL ? NULL : Py_NewRef(f[j]);
+                break;
+            }
+        }
+    }
+    return 1;
+}
+
+/* A new reference to obj's placement-fragment state: when mr_pf_derived(type(obj)), a new dict
+ * of its set fields in field order (what the dict-backed class's instance dict held); else
+ * obj's instance dict (PyObject_GenericGetDict: AttributeError when it has none). NULL with an
+ * exception on failure. Runs no Python code. */
+static inline PyObject *
+mr_pf_state(PyObject *obj)
+{
+    if (!mr_pf_derived((PyObject *)Py_TYPE(obj))) return PyObject_GenericGetDict(obj, NULL);
+    PyObject *names = mr_pf_names();
+    if (names == NULL) return NULL;
+    PyObject *dict = PyDict_New();
+    if (dict == NULL) return NULL;
+    PyObject *const *fields = (PyObject *const *)((mr_layout_object *)obj)->fields;
+    for (Py_ssize_t k = 0; k < MR_PF_N; k++) {
+        if (fields[k] == NULL) continue;
+        if (PyDict_SetItem(dict, PyTuple_GetItem(names, k), fields[k]) < 0) {
+            Py_DECREF(dict);
+            return NULL;
+        }
+    }
+    return dict;
+}
+
 /* Registers this file's functions on the module; returns 0 or -1 with an exception set. */
 int Init_Layout(PyObject *module);
 

@@ -425,6 +425,18 @@ pc_release(PyObject **out, Py_ssize_t n)
 static int
 pc_instance_values(const pc_registry *reg, Py_ssize_t k, PyObject *obj, PyObject **out)
 {
+    if (reg->mode[k] == 0 && reg->nvalues[k] == MR_PF_N) {
+        /* a placement fragment in its C-owned layout (layout.h): described when every field is
+         * set (its dict-backed state then held exactly the names, in order) and the registered
+         * names are its fields in order; an emptied field is a missing key (a leaf) */
+        PyObject *const *f = mr_pf_fields(obj);
+        if (f != NULL) {
+            if (!mr_layout_all_set(f, MR_PF_N) || !mr_pf_same_names(reg->names[k])) return 0;
+            for (Py_ssize_t j = 0; j < MR_PF_N; j++) out[j] = f[j];
+            pc_hold(out, MR_PF_N);
+            return 1;
+        }
+    }
     PyObject *dict = PyObject_GenericGetDict(obj, NULL);
     if (dict == NULL) {
         if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
@@ -970,6 +982,16 @@ pc_decode_object(pc_decoder *d, int depth)
             }
             obj = PyObject_CallObject(d->reg->cls[k], arguments);
             Py_DECREF(arguments);
+            goto done;
+        }
+    }
+    if (d->reg->mode[k] == 0 && n == MR_PF_N) {
+        /* a class accepted as PlacementFragment's C-owned layout, registered with its field
+         * names in order: built with direct stores (what the generic stores below write into its
+         * slots), untracked as below when the fields are inert */
+        mr_layout_class lc;
+        if (mr_pf_class(d->reg->cls[k], &lc) && mr_pf_same_names(d->reg->names[k])) {
+            obj = mr_layout_new_gc(&lc, values, n, d->untrack);
             goto done;
         }
     }

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Dict, Tuple, Type, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple, Type, TypeVar, overload
 
 from . import _native
 
@@ -158,17 +158,35 @@ else:
         return lambda function: function
 
 
+@overload
+def layout_dataclass(cls: Type[_T]) -> Type[_T]: ...
+
+
+@overload
+def layout_dataclass(*, init: bool = True) -> Callable[[Type[_T]], Type[_T]]: ...
+
+
 @dataclass_transform(frozen_default=True)
-def layout_dataclass(cls: Type[_T]) -> Type[_T]:
+def layout_dataclass(cls: Optional[Type[_T]] = None, *, init: bool = True) -> Any:
     """Make ``cls`` (a class deriving from a :func:`value_base` type, with ``__slots__``) a frozen
-    dataclass stored in that layout (see the module docstring)."""
+    dataclass stored in that layout (see the module docstring). ``init=False`` (used as
+    ``@layout_dataclass(init=False)``) is the dataclass option: the class's own ``__init__`` is
+    kept and ``__dataclass_params__.init`` is False, as for ``@dataclass(frozen=True,
+    init=False)``."""
+    if cls is None:
+        return lambda target: _layout_dataclass(target, init)
+    return _layout_dataclass(cls, init)
+
+
+def _layout_dataclass(cls: Type[_T], init: bool) -> Type[_T]:
+    """``layout_dataclass``'s work (see there)."""
     info = _native.layout_info(cls)
     if info is None:
         raise TypeError(f"{cls.__qualname__} is not built on a value_base layout")
     base, names = info
     if "__slots__" not in cls.__dict__ or cls.__dictoffset__ != 0:
         raise TypeError(f"{cls.__qualname__} must declare __slots__ (instances of a layout class have no __dict__)")
-    done = dataclasses.dataclass(frozen=True)(cls)
+    done = dataclasses.dataclass(frozen=True, init=init)(cls)
     fields = tuple(f.name for f in dataclasses.fields(done))
     if fields != names:
         raise TypeError(f"{cls.__qualname__} fields {fields} are not its layout's fields {names} in order")

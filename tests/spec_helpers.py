@@ -94,6 +94,56 @@ def forged_instance(cls: type, state: Dict[Any, Any]) -> Any:
     return forged
 
 
+def forged_state(cls: type, state: Dict[Any, Any]) -> Any:
+    """``forged_instance`` for a state that may hold what only an instance dict can hold: for a
+    class stored in a C-owned layout the items whose key is one of its field names (exact str)
+    are stored, in ``state``'s order, and any other item (a key that is not a field, a
+    non-interned equal key is still a field name) is left out: the layout has nowhere to keep
+    it. A dict-backed class gets ``state`` as its instance dict."""
+    from mooncake.reshard import _native
+
+    info = _native.layout_info(cls)
+    if info is None:
+        return forged_instance(cls, state)
+    names = set(info[1])
+    return forged_instance(cls, {k: v for k, v in state.items() if type(k) is str and k in names})
+
+
+def store_state(obj: Any, state: Dict[Any, Any], replace: bool = False) -> None:
+    """Forge ``obj``'s state: ``obj.__dict__.update(state)`` (``replace``: ``state`` becomes its
+    instance dict) for a dict-backed value; for a value stored in a C-owned layout each item of
+    ``state`` naming one of its fields is stored with ``object.__setattr__`` (``replace``: every
+    field not in ``state`` is emptied first) and any other item is left out (nowhere to keep it)."""
+    from mooncake.reshard import _native
+
+    info = _native.layout_info(type(obj))
+    if info is None:
+        if replace:
+            object.__setattr__(obj, "__dict__", state)
+        else:
+            obj.__dict__.update(state)
+        return
+    base, names = info  # (stored through the layout's own member descriptors: a subclass's
+    # property of a field's name is not in the way, as it was not for an instance dict)
+    if replace:
+        for name in names:
+            try:
+                base.__dict__[name].__delete__(obj)
+            except AttributeError:
+                pass
+    for key, value in state.items():
+        if type(key) is str and key in names:
+            base.__dict__[key].__set__(obj, value)
+
+
+def pop_field(obj: Any, name: str) -> Any:
+    """``obj.__dict__.pop(name)`` of a dict-backed value; of a C-layout value the field's value,
+    the field then emptied."""
+    value = field_state(obj)[name]
+    object.__delattr__(obj, name)
+    return value
+
+
 def forged_copy(value: Any, **fields: Any) -> Any:
     """``copy.copy(value)`` with each of ``fields`` set by ``object.__setattr__``, in keyword order:
     a forged value that no constructor or ``__post_init__`` has checked (``value`` is unchanged)."""

@@ -17,6 +17,8 @@ from memory_executor import tp_placement
 from test_native_binder_attest_many import CLASSES
 from test_native_binder_tensor_ids import PLACEMENT, _copy
 
+from spec_helpers import field_state, store_state
+
 from mooncake.reshard import _native
 from mooncake.reshard.weight._planner.attestation import _attest_many
 
@@ -50,16 +52,16 @@ def _same_attestation(a: Any, b: Any) -> None:
     assert type(a) is type(b)
     assert a.placement is b.placement
     for name in ("_placement_dict", "_binding_dict"):
-        x, y = a.__dict__[name], b.__dict__[name]
+        x, y = field_state(a)[name], field_state(b)[name]
         assert type(x) is dict and type(y) is dict
         assert list(x) == list(y)
         assert all(k1 is k2 for k1, k2 in zip(x, y))  # the very key objects, in order
         assert all(x[k] is y[k] for k in x)
-    assert dict(a._placement_by_id) == a.__dict__["_placement_dict"]
-    assert dict(a._binding_by_id) == a.__dict__["_binding_dict"]
+    assert dict(a._placement_by_id) == field_state(a)["_placement_dict"]
+    assert dict(a._binding_by_id) == field_state(a)["_binding_dict"]
     ea, eb = a.evidence, b.evidence
-    assert ea.__dict__.keys() == eb.__dict__.keys()
-    assert all(ea.__dict__[k] is eb.__dict__[k] for k in ea.__dict__)
+    assert field_state(ea).keys() == field_state(eb).keys()
+    assert all(field_state(ea)[k] is field_state(eb)[k] for k in field_state(ea))
 
 
 def _outcome(placement: Any, bindings: Any, fused: bool) -> Any:
@@ -112,7 +114,7 @@ def test_gc_state_is_the_three_steps_state() -> None:
     assert gc.is_tracked(a) == gc.is_tracked(b)
     assert gc.is_tracked(a.evidence) == gc.is_tracked(b.evidence)
     for name in ("_placement_dict", "_binding_dict"):
-        assert gc.is_tracked(a.__dict__[name]) == gc.is_tracked(b.__dict__[name])
+        assert gc.is_tracked(field_state(a)[name]) == gc.is_tracked(field_state(b)[name])
 
 
 POSITIONS = [0, 1, 8, N - 1]
@@ -201,7 +203,7 @@ def _declines_with_fragment(index: int, cls: Any, state: dict[str, Any]) -> None
     """Binding 0's fragment at index replaced by an instance of cls with the given dict."""
     bindings = build_runtime_bindings(PLACEMENT)
     forged_fragment = object.__new__(cls)
-    forged_fragment.__dict__.update(state)
+    store_state(forged_fragment, state)
     fragments = list(bindings[0].fragments)
     fragments[index] = forged_fragment
     forged = (_copy(bindings[0], fragments=tuple(fragments)),) + tuple(bindings[1:])
@@ -211,12 +213,12 @@ def _declines_with_fragment(index: int, cls: Any, state: dict[str, Any]) -> None
 
 def test_a_runtime_fragment_subclass_declines() -> None:
     fragment = build_runtime_bindings(PLACEMENT)[0].fragments[9]
-    _declines_with_fragment(9, type("Sub", (type(fragment),), {}), dict(fragment.__dict__))
+    _declines_with_fragment(9, type("Sub", (type(fragment),), {}), dict(field_state(fragment)))
 
 
 def test_a_missing_field_declines() -> None:
     fragment = build_runtime_bindings(PLACEMENT)[0].fragments[4]
-    state = {k: v for k, v in fragment.__dict__.items() if k != "storage_nbytes"}
+    state = {k: v for k, v in field_state(fragment).items() if k != "storage_nbytes"}
     _declines_with_fragment(4, type(fragment), state)
 
 

@@ -53,7 +53,7 @@ def _fused(operations: tuple[Any, ...], targets: dict[str, Any], sources: dict[s
 def _bound_of(fragment: Any, table: dict[str, Any]) -> Any:
     if type(fragment) is StoredFragmentSnapshot:
         return fragment
-    return table[fragment.__dict__["placement_fragment_id"]]
+    return table[field_state(fragment)["placement_fragment_id"]]
 
 
 def _ends(region: Any) -> tuple[int, int, int]:
@@ -176,7 +176,7 @@ def test_a_bound_source_without_fragment_id_met_again_leaves_ids_undecided() -> 
     pfid = op.source.placement_fragment_id
     bound = SOURCES[pfid]
     forged_binding = _copy(bound.binding)
-    del forged_binding.__dict__["fragment_id"]
+    object.__delattr__(forged_binding, "fragment_id")
     sources = dict(SOURCES)
     sources[pfid] = _copy(bound, binding=forged_binding)
     operations = tuple(OPS) * 2
@@ -307,7 +307,7 @@ def test_argument_errors() -> None:
 
 def _fragment_without_id(fragment: Any) -> Any:
     forged = _copy(fragment)
-    del forged.__dict__["placement_fragment_id"]
+    object.__delattr__(forged, "placement_fragment_id")
     return forged
 
 
@@ -330,7 +330,7 @@ FRAGMENT_FORGERIES = [
 def _oracle_declines(operations: tuple[Any, ...]) -> bool:
     for op in operations:
         for fragment, table in ((op.target, TARGETS), (op.source, SOURCES)):
-            pfid = fragment.__dict__.get("placement_fragment_id")
+            pfid = field_state(fragment).get("placement_fragment_id")
             if type(pfid) is not str or not pfid or pfid not in table:
                 return True
     return False

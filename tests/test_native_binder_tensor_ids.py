@@ -14,6 +14,8 @@ from layout_model import build_runtime_bindings
 from memory_executor import tp_placement
 from test_native_binder_attest_many import CLASSES
 
+from spec_helpers import field_state, store_state
+
 from mooncake.reshard import _native
 from mooncake.reshard.weight._planner.attestation import _attest_many
 
@@ -22,7 +24,7 @@ PLACEMENT = tp_placement(2, prefix="t", shape=(4, 6), tensors=tuple(f"t{k:02d}" 
 
 def _copy(value: Any, **changes: Any) -> Any:
     forged = object.__new__(type(value))
-    forged.__dict__.update({**value.__dict__, **changes})
+    store_state(forged, {**field_state(value), **changes})
     return forged
 
 

@@ -15,6 +15,8 @@ import pytest
 from test_native_revalidate import _fragments_reference, _identity, _native_fragments, _scan
 from test_native_revalidate_side_batched import _plan as _side_plan
 
+from spec_helpers import field_state
+
 from mooncake.reshard.weight import ParallelRank
 from mooncake.reshard.weight._planner import bound_contracts as bc
 from mooncake.reshard.weight.planner import TransferPlan
@@ -97,7 +99,7 @@ def test_missing_field_declines(at: int, which: str, field: str) -> None:
 
     def edit(fragment: Any) -> Any:
         value = copy.copy(getattr(fragment, which))
-        del value.__dict__[field]
+        object.__delattr__(value, field)
         return _replace_field(fragment, which, value)
 
     assert _compare(_with(_frags(plan), at, edit), _identity(plan)) is None
@@ -117,7 +119,7 @@ def test_subclasses_decline(at: int, which: str) -> None:
 
     def edit(fragment: Any) -> Any:
         value = getattr(fragment, which)
-        sub = type("Sub", (type(value),), {})
+        sub = type("Sub", (type(value),), {"__slots__": ()})
         forged = copy.copy(value)
         object.__setattr__(forged, "__class__", sub)
         return _replace_field(fragment, which, forged)
@@ -146,7 +148,7 @@ def test_equal_rank_objects_equal_the_loop(name: str) -> None:
     saved = [(f.placement, f.placement.rank) for f in frags]
     try:
         for placement, rank in saved:
-            object.__setattr__(placement, "rank", ParallelRank(**rank.__dict__))
+            object.__setattr__(placement, "rank", ParallelRank(**field_state(rank)))
         assert _compare(frags, _identity(plan)) is not None
     finally:
         for placement, rank in saved:
@@ -162,7 +164,7 @@ def test_forged_shared_rank_equals_the_loop(name: str, field: str, value: Any) -
     frags = _frags(plan)
     rank = frags[len(frags) // 2].placement.rank
     assert sum(f.placement.rank is rank for f in frags) > 1
-    saved = rank.__dict__[field]
+    saved = field_state(rank)[field]
     object.__setattr__(rank, field, value)
     try:
         native = _compare(frags, _identity(plan))
@@ -229,7 +231,7 @@ def test_spaces_missing_fields(at: int, which: str, field: str, typed_answer: An
 
     def edit(fragment: Any) -> Any:
         value = copy.copy(getattr(fragment, which))
-        del value.__dict__[field]
+        object.__delattr__(value, field)
         return _replace_field(fragment, which, value)
 
     forged = _with(frags, at, edit)
@@ -249,7 +251,7 @@ def test_spaces_subclasses_read_as_attributes(at: int, which: str) -> None:
 
     def edit(fragment: Any) -> Any:
         value = copy.copy(getattr(fragment, which))
-        object.__setattr__(value, "__class__", type("Sub", (type(value),), {}))
+        object.__setattr__(value, "__class__", type("Sub", (type(value),), {"__slots__": ()}))
         return _replace_field(fragment, which, value)
 
     forged = _with(frags, at, edit)

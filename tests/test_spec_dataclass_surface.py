@@ -30,6 +30,7 @@ from mooncake.reshard.weight import (
 )
 from mooncake.reshard.weight.storage_manifest import StoredManifestIdentity
 from spec_helpers import (
+    field_state,
     KA_DIGEST,
     KA_STORED_SHA,
     ka_binding,
@@ -149,7 +150,7 @@ def test_instance_state_lives_in_dict() -> None:
         for f in dataclasses.fields(value):
             if f.name == "_digest_cache":
                 continue
-            assert f.name in vars(value), (name, f.name)
+            assert f.name in field_state(value), (name, f.name)  # (a C layout: its slots)
 
 
 def test_replace_revalidates_every_type() -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .types import OwnershipAxis, ParallelRank, ReplicatedAxis, SplitAxis
+from .types import OwnershipAxis, ParallelRank, PlacementFragment, ReplicatedAxis, SplitAxis, _fragment_fields_state
 
 __all__ = ["instance_state", "typed_value"]
 
@@ -23,7 +23,10 @@ _RANK_FIELDS = ("dp", "tp", "pp", "ep")
 
 
 def instance_state(value: Any) -> Optional[dict[str, Any]]:
-    """``value.__dict__`` when it is an exact dict, else None."""
+    """``value.__dict__`` when it is an exact dict, else None; for a ``PlacementFragment``
+    (a C-owned layout, no ``__dict__`` of its fields) the dict of its set fields."""
+    if isinstance(value, PlacementFragment):
+        return _fragment_fields_state(value)
     state = getattr(value, "__dict__", None)
     return state if type(state) is dict else None
 
