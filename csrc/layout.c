@@ -741,6 +741,68 @@ layout_builder(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return builder;
 }
 
+PyDoc_STRVAR(layout_init_doc,
+"layout_init(obj, cls, v0, ..., vn-1, /)\n"
+"--\n\n"
+"Store the n field values into obj, an instance of ``cls`` (a class built on a C layout of\n"
+"exactly n fields, accepted by the per-pass check) or of a subclass, replacing what its slots\n"
+"held: what a dict-backed ``__init__`` storing ``self.__dict__[field] = value`` did, as one\n"
+"call. When obj is exactly ``cls`` and every value is inert it is then untracked by the\n"
+"collector (``untrack_inert``'s rule). Returns None. TypeError when ``cls`` fails the check,\n"
+"obj is not an instance of it, or the count differs.");
+
+static PyObject *
+layout_init(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs < 3) {
+        PyErr_SetString(PyExc_TypeError, "layout_init() takes an object, a class and its field values");
+        return NULL;
+    }
+    PyObject *obj = args[0], *cls = args[1];
+    Py_ssize_t n = nargs - 2;
+    /* classes accepted once stay accepted (their instance layout cannot change): remembered */
+    enum { LY_INIT_MEMO = 4 };
+    static PyObject *known[LY_INIT_MEMO];
+    static Py_ssize_t known_n[LY_INIT_MEMO];
+    static int next;
+    int hit = 0;
+    for (int k = 0; k < LY_INIT_MEMO && known[k] != NULL && !hit; k++) {
+        if (known[k] == cls && known_n[k] == n) hit = 1;
+    }
+    if (!hit) {
+        mr_layout_class lc;
+        if (n > MR_LAYOUT_MAX_FIELDS || !mr_layout_check(&lc, cls, n)) {
+            PyErr_SetString(PyExc_TypeError, "layout_init() class is not a value layout of this many fields");
+            return NULL;
+        }
+        PyObject *old = known[next];
+        known[next] = Py_NewRef(cls);
+        known_n[next] = n;
+        next = (next + 1) % LY_INIT_MEMO;
+        Py_XDECREF(old);
+    }
+    if (!PyType_IsSubtype(Py_TYPE(obj), (PyTypeObject *)cls)) {
+        PyErr_SetString(PyExc_TypeError, "layout_init() object is not an instance of the class");
+        return NULL;
+    }
+    PyObject **fields = ((mr_layout_object *)obj)->fields;
+    PyObject *old[MR_LAYOUT_MAX_FIELDS];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        old[i] = fields[i];
+        fields[i] = Py_NewRef(args[2 + i]);
+    }
+    for (Py_ssize_t i = 0; i < n; i++) Py_XDECREF(old[i]); /* after every slot is stored */
+    if ((PyObject *)Py_TYPE(obj) == cls) {
+        int inert = 1;
+        for (Py_ssize_t i = 0; i < n && inert; i++) {
+            if (!mr_gc_inert(args[2 + i], MR_INERT_DEPTH)) inert = 0;
+        }
+        if (inert) (void)mr_untrack_inert(obj, NULL);
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef layout_methods[] = {
     {"value_base", (PyCFunction)(void (*)(void))value_base, METH_FASTCALL, value_base_doc},
     {"layout_info", layout_info, METH_O, layout_info_doc},
@@ -748,6 +810,7 @@ static PyMethodDef layout_methods[] = {
     {"layout_read", (PyCFunction)(void (*)(void))layout_read, METH_FASTCALL, layout_read_doc},
     {"layout_new", (PyCFunction)(void (*)(void))layout_new, METH_FASTCALL, layout_new_doc},
     {"layout_builder", (PyCFunction)(void (*)(void))layout_builder, METH_FASTCALL, layout_builder_doc},
+    {"layout_init", (PyCFunction)(void (*)(void))layout_init, METH_FASTCALL, layout_init_doc},
     {"layout_read_bench", (PyCFunction)(void (*)(void))layout_read_bench, METH_FASTCALL, layout_read_bench_doc},
     {NULL, NULL, 0, NULL},
 };

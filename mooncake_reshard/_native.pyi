@@ -1203,6 +1203,13 @@ def layout_builder(cls: type, fields: int | tuple[str, ...], /) -> Callable[...,
     value is inert). ``cls`` is checked once, here, against ``fields`` (its field names in
     layout order, or their count); TypeError when it is not such a layout class."""
 
+def layout_init(obj: object, cls: type, /, *values: Any) -> None:
+    """Store the field values into ``obj``, an instance of ``cls`` (a class on a C layout of
+    exactly ``len(values)`` fields, accepted by the per-pass check) or of a subclass, replacing
+    its slots (one call for what a dict-backed ``__init__``'s ``__dict__`` stores did); then,
+    when ``obj`` is exactly ``cls`` and every value is inert, untracked by the collector.
+    TypeError when ``cls`` fails the check or ``obj`` is not an instance of it."""
+
 def layout_read_bench(objects: list[Any], cls: object, names: tuple[str, ...], mode: int, /) -> int:
     """Measurement entry point: a checksum of the fields ``names`` of every object, read by
     direct loads (mode 0; 1 prefetched) or through the instance dict (mode 2; 3 prefetched as

@@ -272,3 +272,25 @@ def test_graph_unpack_builds_layout_fragments() -> None:
     fragments = [op.target.placement for op in restored.operations]
     assert all(type(f) is PlacementFragment and not hasattr(f, "__dict__") for f in fragments)
     assert pickle.dumps(restored, protocol=5) == pickle.dumps(plan, protocol=5)
+
+
+def test_layout_init_stores_the_slots_of_the_class_and_its_subclasses() -> None:
+    values = tuple(getattr(_maker.CANONICAL, name) for name in NAMES)
+    blank = object.__new__(PlacementFragment)
+    assert _native.layout_init(blank, PlacementFragment, *values) is None
+    assert blank == _maker.CANONICAL and not gc.is_tracked(blank)
+    sub = object.__new__(Sub)
+    _native.layout_init(sub, PlacementFragment, *values)
+    assert field_state(sub) == field_state(_maker.CANONICAL) and gc.is_tracked(sub)  # exact only
+    again = copy.copy(_maker.CANONICAL)
+    _native.layout_init(again, PlacementFragment, *values[:-1], "replaced")
+    assert again.placement_fragment_id == "replaced"
+    with pytest.raises(TypeError, match="not an instance"):
+        _native.layout_init(ParallelRank(), PlacementFragment, *values)
+    with pytest.raises(TypeError, match="not a value layout"):
+        _native.layout_init(blank, PlacementFragment, *values[:-1])
+    with pytest.raises(TypeError, match="not a value layout"):
+        _native.layout_init(blank, ParallelRank, *values)
+    mutable = object.__new__(PlacementFragment)
+    _native.layout_init(mutable, PlacementFragment, *values[:-2], ([],), "id")
+    assert gc.is_tracked(mutable)  # a value the collector must see keeps it tracked

@@ -362,20 +362,11 @@ if TYPE_CHECKING:  # type checkers see a frozen dataclass (layout_dataclass is a
 else:
     _FragmentBase = value_base("PlacementFragment", _FRAGMENT_FIELDS)
 
-# The layout's own member descriptors' setters and getters, in field order (a subclass cannot
-# shadow them here): ``__init__`` stores through them (the class is frozen), ``__reduce_ex__``
-# reads them (an empty field raises AttributeError, as a missing key made the state short).
+# The layout's own member descriptors' getters, in field order (a subclass cannot shadow them
+# here): ``__reduce_ex__`` reads them (an empty field raises AttributeError, as a missing key
+# made the state short). ``__init__`` stores the fields with ``_native.layout_init``.
 _FRAGMENT_MEMBERS: tuple[Any, ...] = tuple(_FragmentBase.__dict__[name] for name in _FRAGMENT_FIELDS)
-(
-    _set_tensor_id,
-    _set_global_offset,
-    _set_local_shape,
-    _set_nbytes,
-    _set_rank,
-    _set_pipeline_stage_id,
-    _set_aliases,
-    _set_placement_fragment_id,
-) = (descriptor.__set__ for descriptor in _FRAGMENT_MEMBERS)
+_layout_init = _native.layout_init
 (
     _get_tensor_id,
     _get_global_offset,
@@ -465,15 +456,20 @@ class PlacementFragment(_FragmentBase):
                 raise ValueError("placement_fragment_id must be a non-empty string")
             require_s64_coordinates(offset, "global_offset")
             require_s64_coordinates(shape, "local_shape")
-        _set_tensor_id(self, tensor_id)
-        _set_global_offset(self, offset)
-        _set_local_shape(self, shape)
-        _set_nbytes(self, nbytes)
-        _set_rank(self, rank)
-        _set_pipeline_stage_id(self, pipeline_stage_id)
-        _set_aliases(self, alias_group)
-        _set_placement_fragment_id(self, placement_fragment_id)
-        _untrack(self, PlacementFragment)
+        # the 8 slots stored in one call (what filling the dict-backed instance's __dict__ did),
+        # then untracked by the collector when exactly this class and every value is inert
+        _layout_init(
+            self,
+            PlacementFragment,
+            tensor_id,
+            offset,
+            shape,
+            nbytes,
+            rank,
+            pipeline_stage_id,
+            alias_group,
+            placement_fragment_id,
+        )
 
     @property
     def fragment_id(self) -> PlacementFragmentId:
