@@ -363,19 +363,17 @@ bd_pf_get(PyObject *const *nm, PyObject *const *pf, PyObject *dict, int name, Py
     return bd_dget(dict, nm[name], out);
 }
 
-/* bd_pf_get of an exact non-empty str (bd_slot_str / bd_dget_str). */
+/* bd_pf_get of an exact non-empty str (as bd_slot_str / bd_dget_str). */
 static int
 bd_pf_get_str(PyObject *const *nm, PyObject *const *pf, PyObject *dict, int name, PyObject **out)
 {
-    if (pf != NULL) {
-        int at = bd_pf_index(name);
-        if (at < 0) {
-            *out = NULL;
-            return BD_FALLBACK;
-        }
-        return bd_slot_str(pf[at], out);
+    int rc = bd_pf_get(nm, pf, dict, name, out);
+    if (rc != BD_OK) return rc;
+    if (!PyUnicode_CheckExact(*out) || PyUnicode_GetLength(*out) < 1) {
+        Py_CLEAR(*out);
+        return BD_FALLBACK;
     }
-    return bd_dget_str(dict, nm[name], out);
+    return BD_OK;
 }
 
 /* dict[name] must be an exact, non-empty str; *out a new reference. */
