@@ -275,7 +275,7 @@ bd_dict_of(PyObject *obj, PyObject **out)
 
 /* This file's readers of runtime fragments: the memo of their exact class's layout check
  * (layout.h mr_runtime_layout). */
-static mr_runtime_memo bd_runtime_memo;
+static mr_class_memo bd_runtime_memo;
 
 /* The state of an exact runtime fragment (*out, new reference; layout.h mr_runtime_state): the
  * fragment itself when its class is a C-owned runtime layout, else its instance dict (as
@@ -303,6 +303,97 @@ bd_dget(PyObject *dict, PyObject *name, PyObject **out)
         return BD_OK;
     }
     return PyErr_Occurred() ? BD_ERROR : BD_FALLBACK;
+}
+
+/* The layout index (layout.h MR_PF_*) of the placement-fragment field named bd_names[name], or -1
+ * when it is not one. */
+static int
+bd_pf_index(int name)
+{
+    switch (name) {
+    case N_TENSOR_ID: return MR_PF_TENSOR_ID;
+    case N_GLOBAL_OFFSET: return MR_PF_GLOBAL_OFFSET;
+    case N_LOCAL_SHAPE: return MR_PF_LOCAL_SHAPE;
+    case N_NBYTES: return MR_PF_NBYTES;
+    case N_RANK: return MR_PF_RANK;
+    case N_PIPELINE_STAGE_ID: return MR_PF_PIPELINE_STAGE_ID;
+    case N_ALIASES: return MR_PF_ALIASES;
+    case N_PFID: return MR_PF_PLACEMENT_FRAGMENT_ID;
+    default: return -1;
+    }
+}
+
+/* When obj is exactly a class accepted as PlacementFragment's C-owned layout (layout.h
+ * mr_pf_fields: its slots hold what the dict-backed class's instance dict held): its fields
+ * bd_names[names[k]] for k < count in out[k] (borrowed: obj holds them; NULL where the slot is
+ * empty, as for a key missing from the dict), and 1. Otherwise 0 and nothing read (the
+ * caller's instance-dict path). Runs no Python code; never raises. */
+static int
+bd_pf_slots(PyObject *obj, const int *names, int count, PyObject **out)
+{
+    PyObject *const *f = mr_pf_fields(obj);
+    if (f == NULL) return 0;
+    for (int k = 0; k < count; k++) {
+        int at = bd_pf_index(names[k]);
+        out[k] = at < 0 ? NULL : f[at];
+    }
+    return 1;
+}
+
+/* out = a new reference to a borrowed slot value (BD_OK), or BD_FALLBACK when it is empty (a
+ * key missing from an instance dict). */
+static int
+bd_slot_get(PyObject *value, PyObject **out)
+{
+    *out = value;
+    if (value == NULL) return BD_FALLBACK;
+    Py_INCREF(value);
+    return BD_OK;
+}
+
+/* bd_slot_get, also requiring an exact non-empty str (as bd_dget_str). */
+static int
+bd_slot_str(PyObject *value, PyObject **out)
+{
+    int rc = bd_slot_get(value, out);
+    if (rc != BD_OK) return rc;
+    if (!PyUnicode_CheckExact(*out) || PyUnicode_GetLength(*out) < 1) {
+        Py_CLEAR(*out);
+        return BD_FALLBACK;
+    }
+    return BD_OK;
+}
+
+static int bd_dget(PyObject *dict, PyObject *name, PyObject **out);
+static int bd_dget_str(PyObject *dict, PyObject *name, PyObject **out);
+
+/* Field bd_names[name] of a placement fragment: from its layout's slots pf (mr_pf_fields) when
+ * not NULL (bd_slot_get), else from its instance dict (bd_dget). */
+static int
+bd_pf_get(PyObject *const *nm, PyObject *const *pf, PyObject *dict, int name, PyObject **out)
+{
+    if (pf != NULL) {
+        int at = bd_pf_index(name);
+        if (at < 0) {
+            *out = NULL;
+            return BD_FALLBACK;
+        }
+        return bd_slot_get(pf[at], out);
+    }
+    return bd_dget(dict, nm[name], out);
+}
+
+/* bd_pf_get of an exact non-empty str (as bd_slot_str / bd_dget_str). */
+static int
+bd_pf_get_str(PyObject *const *nm, PyObject *const *pf, PyObject *dict, int name, PyObject **out)
+{
+    int rc = bd_pf_get(nm, pf, dict, name, out);
+    if (rc != BD_OK) return rc;
+    if (!PyUnicode_CheckExact(*out) || PyUnicode_GetLength(*out) < 1) {
+        Py_CLEAR(*out);
+        return BD_FALLBACK;
+    }
+    return BD_OK;
 }
 
 /* dict[name] must be an exact, non-empty str; *out a new reference. */
@@ -662,11 +753,14 @@ bd_check_pair(PyObject *const *nm, PyObject *logical, PyObject *runtime, bd_tens
     int result = BD_FALLBACK;
     int rc = bd_runtime_state(runtime, &rdict);
     if (rc != BD_OK) { result = rc; goto done; }
-    rc = bd_dict_of(logical, &ldict);
-    if (rc != BD_OK) { result = rc; goto done; }
+    PyObject *const *lf = mr_pf_fields(logical); /* its layout's slots, else its dict */
+    if (lf == NULL) {
+        rc = bd_dict_of(logical, &ldict);
+        if (rc != BD_OK) { result = rc; goto done; }
+    }
     rc = bd_dget_str(rdict, nm[N_PFID], &rpfid);
     if (rc != BD_OK) { result = rc; goto done; }
-    rc = bd_dget_str(ldict, nm[N_PFID], &lpfid);
+    rc = bd_pf_get_str(nm, lf, ldict, N_PFID, &lpfid);
     if (rc != BD_OK) { result = rc; goto done; }
     if (previous != NULL) {
         int cmp = bd_compare(rpfid, previous);
@@ -676,7 +770,7 @@ bd_check_pair(PyObject *const *nm, PyObject *logical, PyObject *runtime, bd_tens
     int cmp = bd_compare(rpfid, lpfid);
     if (cmp == -2) { result = BD_ERROR; goto done; }
     if (cmp != 0) goto done;
-    rc = bd_dget_str(ldict, nm[N_TENSOR_ID], &tid);
+    rc = bd_pf_get_str(nm, lf, ldict, N_TENSOR_ID, &tid);
     if (rc != BD_OK) { result = rc; goto done; }
     int error = 0;
     Py_ssize_t t = bd_tensors_find(ts, tid, &error);
@@ -685,7 +779,7 @@ bd_check_pair(PyObject *const *nm, PyObject *logical, PyObject *runtime, bd_tens
     /* nbytes */
     rc = bd_dget(rdict, nm[N_NBYTES], &a);
     if (rc != BD_OK) { result = rc; goto done; }
-    rc = bd_dget(ldict, nm[N_NBYTES], &b);
+    rc = bd_pf_get(nm, lf, ldict, N_NBYTES, &b);
     if (rc != BD_OK) { result = rc; goto done; }
     rc = bd_int_equal(a, b);
     if (rc < 0) { result = BD_ERROR; goto done; }
@@ -695,7 +789,7 @@ bd_check_pair(PyObject *const *nm, PyObject *logical, PyObject *runtime, bd_tens
     /* local_shape */
     rc = bd_dget(rdict, nm[N_LOCAL_SHAPE], &a);
     if (rc != BD_OK) { result = rc; goto done; }
-    rc = bd_dget(ldict, nm[N_LOCAL_SHAPE], &b);
+    rc = bd_pf_get(nm, lf, ldict, N_LOCAL_SHAPE, &b);
     if (rc != BD_OK) { result = rc; goto done; }
     rc = bd_int_tuple(a);
     if (rc <= 0) { result = rc < 0 ? BD_ERROR : BD_FALLBACK; goto done; }
@@ -1060,23 +1154,35 @@ bd_snapshot_values(const bd_table *tb, PyObject *pf_cls, PyObject *placement_fra
     static const int from_placement[] = {N_PFID, N_TENSOR_ID, N_GLOBAL_OFFSET, N_LOCAL_SHAPE};
     PyObject *const *nm = tb->nm;
     PyObject *pdict = NULL;
+    PyObject *slots[4] = {NULL, NULL, NULL, NULL}; /* its C-owned layout's (from_placement order) */
+    int in_slots = 0;
     int status = BD_OK;
     for (int k = 0; k < BD_NSNAP; k++) values[k] = NULL;
     if (pf_cls != NULL && (PyObject *)Py_TYPE(placement_fragment) == pf_cls) {
-        status = bd_dict_of(placement_fragment, &pdict); /* BD_FALLBACK: pdict NULL, getattr */
-        if (status == BD_ERROR) return BD_ERROR;
-        status = BD_OK;
+        in_slots = bd_pf_slots(placement_fragment, from_placement, 4, slots);
+        if (!in_slots) {
+            status = bd_dict_of(placement_fragment, &pdict); /* BD_FALLBACK: pdict NULL, getattr */
+            if (status == BD_ERROR) return BD_ERROR;
+            status = BD_OK;
+        }
     }
     /* Field order: placement_fragment_id, fragment_id, tensor_id, global_offset, local_shape,
      * then the runtime fields, then lease_generation. */
     for (int k = 0; k < N_LEASE_GENERATION && status == BD_OK; k++) {
         int placement_side = 0;
+        PyObject *slot = NULL;
         for (size_t j = 0; j < sizeof(from_placement) / sizeof(from_placement[0]); j++) {
-            if (from_placement[j] == k) placement_side = 1;
+            if (from_placement[j] == k) {
+                placement_side = 1;
+                slot = slots[j];
+            }
         }
         PyObject *value = NULL;
         if (!placement_side) {
             status = bd_dget(runtime_dict, nm[k], &value);
+        }
+        else if (in_slots && slot != NULL) {
+            value = Py_NewRef(slot);
         }
         else if (pdict != NULL && (value = PyDict_GetItemWithError(pdict, nm[k])) != NULL) {
             Py_INCREF(value);
@@ -1863,7 +1969,9 @@ static int bd_add_bound_id(PyObject *const *nm, PyObject *fragment, PyObject *id
 static int
 bd_pfid_of(PyObject *const *nm, PyObject *fragment, PyObject **pfid)
 {
-    PyObject *dict = NULL;
+    PyObject *dict = NULL, *slot = NULL;
+    static const int pfid_name[1] = {N_PFID};
+    if (bd_pf_slots(fragment, pfid_name, 1, &slot)) return bd_slot_str(slot, pfid); /* its layout's slot */
     int status = bd_dict_of(fragment, &dict);
     if (status != BD_OK) return status;
     status = bd_dget_str(dict, nm[N_PFID], pfid);
@@ -2298,8 +2406,9 @@ bd_bound_view(const bd_table *tb, PyObject *const *cls, const mr_layout_class *b
         if (error) return BD_ERROR;
     }
     if (all && placement != NULL && (PyObject *)Py_TYPE(placement) == cls[2]) {
-        dict = bd_dict_borrowed(placement, &error);
         static const int placement_fields[] = {N_TENSOR_ID, N_ALIASES, N_GLOBAL_OFFSET, N_LOCAL_SHAPE};
+        if (bd_pf_slots(placement, placement_fields, 4, &v[BV_TENSOR])) return BD_OK; /* its layout's slots */
+        dict = bd_dict_borrowed(placement, &error);
         if (dict != NULL && bd_dict_fields(nm, dict, placement_fields, 4, &v[BV_TENSOR]) < 0) return BD_ERROR;
         if (error) return BD_ERROR;
     }
@@ -2426,7 +2535,12 @@ bd_phys_space(bd_phys *ph, PyObject *const *key, size_t *out)
 static int
 bd_phys_fields(PyObject *const *nm, PyObject *obj, const int *names, int count, PyObject **out)
 {
-    PyObject *dict = NULL;
+    PyObject *dict = NULL, *slots[8];
+    if (count <= 8 && bd_pf_slots(obj, names, count, slots)) { /* a placement fragment's layout slots */
+        int status = BD_OK;
+        for (int k = 0; k < count && status == BD_OK; k++) status = bd_slot_get(slots[k], &out[k]);
+        return status;
+    }
     int status = bd_dict_of(obj, &dict);
     for (int k = 0; k < count && status == BD_OK; k++) status = bd_dget(dict, nm[names[k]], &out[k]);
     Py_XDECREF(dict);
@@ -3638,6 +3752,7 @@ static int
 bd_scan_fields(PyObject *const *nm, PyObject *obj, const int *names, int count, PyObject **out)
 {
     for (int k = 0; k < count; k++) out[k] = NULL;
+    if (bd_pf_slots(obj, names, count, out)) return 0; /* a placement fragment's layout slots */
     PyObject *dict = NULL;
     int status = bd_dict_of(obj, &dict);
     if (status != BD_OK) return status == BD_ERROR ? -1 : 0;
@@ -5071,10 +5186,19 @@ bd_route_half_plain(PyObject *const *nm, PyObject *fragment, PyObject *fragment_
 {
     PyObject *dict = NULL, *rank = NULL, *stage = NULL, *rank_dict = NULL, *pp = NULL, *pfid = NULL;
     if ((PyObject *)Py_TYPE(fragment) != fragment_cls) return BD_FALLBACK;
-    int status = bd_dict_of(fragment, &dict);
-    if (status == BD_OK) status = bd_dget_str(dict, nm[N_PFID], &pfid); /* its bucket's (hashable) key */
-    if (status == BD_OK) status = bd_dget(dict, nm[N_RANK], &rank);
-    if (status == BD_OK) status = bd_dget(dict, nm[N_PIPELINE_STAGE_ID], &stage);
+    static const int route_names[3] = {N_PFID, N_RANK, N_PIPELINE_STAGE_ID};
+    PyObject *slots[3];
+    int status;
+    if (bd_pf_slots(fragment, route_names, 3, slots)) { /* its layout's slots */
+        status = bd_slot_str(slots[0], &pfid);
+        if (status == BD_OK) status = bd_slot_get(slots[1], &rank);
+        if (status == BD_OK) status = bd_slot_get(slots[2], &stage);
+    } else {
+        status = bd_dict_of(fragment, &dict);
+        if (status == BD_OK) status = bd_dget_str(dict, nm[N_PFID], &pfid); /* its bucket's (hashable) key */
+        if (status == BD_OK) status = bd_dget(dict, nm[N_RANK], &rank);
+        if (status == BD_OK) status = bd_dget(dict, nm[N_PIPELINE_STAGE_ID], &stage);
+    }
     if (status == BD_OK && !(stage == Py_None || PyLong_CheckExact(stage))) status = BD_FALLBACK;
     if (status == BD_OK && (PyObject *)Py_TYPE(rank) != rank_cls) status = BD_FALLBACK;
     if (status == BD_OK) status = bd_dict_of(rank, &rank_dict);

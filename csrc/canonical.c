@@ -9,6 +9,7 @@
  * such UTF-8 equals code point order, so dict keys are sorted with memcmp. */
 #include "canonical.h"
 #include "coverage_kernels.h"
+#include "layout.h"
 
 #include <openssl/evp.h>
 
@@ -693,11 +694,13 @@ pfl_get(PyObject *state, PyObject *key)
     return v;
 }
 
-/* New reference to obj.__dict__ (must be a dict). */
+/* New reference to obj.__dict__ (must be a dict); for a placement fragment stored in a C-owned
+ * layout (layout.h mr_pf_derived: the class or a subclass) the dict of its set fields, what the
+ * dict-backed class's __dict__ held. */
 static PyObject *
 pfl_state(PyObject *obj, PyObject *dict_name)
 {
-    PyObject *state = PyObject_GetAttr(obj, dict_name);
+    PyObject *state = mr_pf_derived((PyObject *)Py_TYPE(obj)) ? mr_pf_state(obj) : PyObject_GetAttr(obj, dict_name);
     if (state != NULL && !PyDict_Check(state)) {
         Py_DECREF(state);
         PyErr_SetString(PyExc_TypeError, "fragment state must be a dict");
@@ -1124,6 +1127,36 @@ pfl_batch(cj_buf *b, PyObject *const *objs, size_t nb, pfl_ctx *c, size_t *start
     PyObject *fields[PFL_BATCH][PFL_TENSOR + 1];
     size_t nstates = 0, nfields = 0;
     int bad = 0;
+    /* an accepted C-owned layout (PlacementFragment): the fields are loaded from the objects
+     * (an empty one declines, as a missing key did) */
+    static mr_class_memo memo;
+    mr_layout_class lc;
+    if (nb > 0 && c->fragment_type != NULL && mr_pf_layout(&memo, &lc, c->fragment_type)) {
+        for (size_t j = 0; j < nb && !bad; j++) {
+            PyObject *const *f = mr_layout_fields_set(objs[j], &lc);
+            if (f == NULL) {
+                bad = 1;
+                break;
+            }
+            PyObject **v = fields[j];
+            v[PFL_ALIASES] = f[MR_PF_ALIASES];
+            v[PFL_OFFSET] = f[MR_PF_GLOBAL_OFFSET];
+            v[PFL_SHAPE] = f[MR_PF_LOCAL_SHAPE];
+            v[PFL_NBYTES] = f[MR_PF_NBYTES];
+            v[PFL_STAGE] = f[MR_PF_PIPELINE_STAGE_ID];
+            v[PFL_ID] = f[MR_PF_PLACEMENT_FRAGMENT_ID];
+            v[PFL_RANK] = f[MR_PF_RANK];
+            v[PFL_TENSOR] = f[MR_PF_TENSOR_ID];
+            pfl_prefetch(v[PFL_ID], 128);
+            pfl_prefetch(v[PFL_OFFSET], 64);
+            pfl_prefetch(v[PFL_SHAPE], 64);
+            pfl_prefetch(v[PFL_NBYTES], 0);
+            pfl_prefetch(v[PFL_TENSOR], 0);
+        }
+        if (bad) return -1;
+        nfields = nb;
+        goto held;
+    }
     for (size_t j = 0; j < nb; j++) {
         PyObject *obj = objs[j];
         if ((PyObject *)Py_TYPE(obj) != c->fragment_type || (states[j] = PyObject_GenericGetDict(obj, NULL)) == NULL) {
@@ -1156,6 +1189,7 @@ pfl_batch(cj_buf *b, PyObject *const *objs, size_t nb, pfl_ctx *c, size_t *start
         pfl_prefetch(v[PFL_TENSOR], 0);
     }
     if (!bad) nfields = nb;
+held:
     for (size_t j = 0; j < nfields; j++) {
         for (int k = 0; k <= PFL_TENSOR; k++) Py_INCREF(fields[j][k]);
         for (int k = PFL_OFFSET; k <= PFL_SHAPE; k++) {
@@ -2223,6 +2257,9 @@ py_assembly_columns(PyObject *Py_UNUSED(module), PyObject *args)
         goto done;
     }
     if (positions == NULL || groups == NULL || ids == NULL) goto done;
+    static mr_class_memo memo;
+    mr_layout_class lc;
+    int layout_ok = mr_pf_layout(&memo, &lc, ftype);
     for (Py_ssize_t i = 0; i < n && !declined; i++) {
         PyObject *fragment = PyTuple_GetItem(fragments, i); /* borrowed: the tuple holds it */
         if (fragment == NULL) goto done;
@@ -2231,12 +2268,20 @@ py_assembly_columns(PyObject *Py_UNUSED(module), PyObject *args)
             break;
         }
         PyObject *v[AC_N] = {NULL, NULL, NULL};
-        /* the fields from one scan of the state dict (an exact fragment_type instance: what
+        /* an accepted C-owned layout (PlacementFragment): the fields loaded from the object
+         * (an empty one is read as an attribute below, as a missing key was); otherwise the
+         * fields from one scan of the state dict (an exact fragment_type instance: what
          * the attribute reads return, without hashing or Python code); a field the scan does
          * not meet (missing, or under a key that is not the interned name) and every field of
          * a state holding a key that is not an exact str are read as attributes */
-        PyObject *state = PyObject_GenericGetDict(fragment, NULL);
-        if (state == NULL || !PyDict_Check(state) || cj_scan_names(state, names, AC_N, v) < 0) {
+        PyObject *const *lf = layout_ok ? mr_layout_fields(fragment, &lc) : NULL;
+        PyObject *state = lf != NULL ? NULL : PyObject_GenericGetDict(fragment, NULL);
+        if (lf != NULL) {
+            v[AC_TENSOR] = lf[MR_PF_TENSOR_ID];
+            v[AC_RANK] = lf[MR_PF_RANK];
+            v[AC_ID] = lf[MR_PF_PLACEMENT_FRAGMENT_ID];
+        }
+        else if (state == NULL || !PyDict_Check(state) || cj_scan_names(state, names, AC_N, v) < 0) {
             PyErr_Clear();
             for (int k = 0; k < AC_N; k++) v[k] = NULL;
         }

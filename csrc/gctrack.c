@@ -14,8 +14,9 @@ PyDoc_STRVAR(untrack_inert_doc,
 "exactly cls and every value in obj's instance dict is inert (an object of a type without\n"
 "GC support, a tuple of inert items, or an untracked non-dict object); tracked tuples among\n"
 "the values are untracked on the way. Returns True when obj was untracked (or already was\n"
-"and qualifies), False otherwise (obj left as it was). Instances of subclasses of cls and\n"
-"objects without an instance dict are never untracked.");
+"and qualifies), False otherwise (obj left as it was). For cls a C-owned layout (value_base)\n"
+"the values are obj's fields, all of which must be set. Instances of subclasses of cls and\n"
+"other objects without an instance dict are never untracked.");
 
 static PyObject *
 gt_untrack_inert(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
@@ -33,6 +34,30 @@ gt_untrack_inert(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t 
     /* Exact heap classes only: a subclass may add fields or mutable state. */
     if ((PyObject *)Py_TYPE(obj) != cls || !(PyType_GetFlags((PyTypeObject *)cls) & Py_TPFLAGS_HEAPTYPE)) {
         Py_RETURN_FALSE;
+    }
+    /* A C-owned layout class (PlacementFragment): judged by its fields, all set and inert.
+     * The memo remembers one accepted class (its instance layout cannot change); any other
+     * class runs the full check, which a dict-backed class fails at once. */
+    static mr_layout_memo memo = {NULL, NULL};
+    mr_layout_class lc = {NULL, 0};
+    if (memo.cls == cls) {
+        lc.cls = cls;
+        lc.n = PyTuple_Size(memo.names);
+    } else {
+        PyObject *base, *mro;
+        Py_ssize_t index;
+        const mr_layout_info *info = mr_layout_find(cls, &base, &index, &mro);
+        if (info != NULL) {
+            Py_DECREF(mro);
+            (void)mr_layout_memo_check(&memo, &lc, cls, info->names);
+        }
+    }
+    if (lc.cls != NULL) {
+        PyObject *const *fields = mr_layout_fields_set(obj, &lc);
+        if (fields == NULL) Py_RETURN_FALSE;
+        int untracked = mr_untrack_values(obj, NULL, fields, lc.n);
+        if (untracked < 0) return NULL;
+        return PyBool_FromLong(untracked);
     }
     PyObject *dict = PyObject_GenericGetDict(obj, NULL);
     if (dict == NULL) {

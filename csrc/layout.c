@@ -649,6 +649,17 @@ mr_runtime_names(void)
     return ly_runtime_names;
 }
 
+/* PlacementFragment's field names (layout.h mr_pf_names, mr_pf_name_ptrs), created once by
+ * Init_Layout. */
+static PyObject *ly_pf_names = NULL;
+PyObject *mr_pf_name_ptrs[MR_PF_N];
+
+PyObject *
+mr_pf_names(void)
+{
+    return ly_pf_names;
+}
+
 /* An exact tuple of the n names, interned (kept for the process by the caller); NULL with an
  * exception. */
 static PyObject *
@@ -721,9 +732,11 @@ ly_builder_call(PyObject *self, PyObject *args, PyObject *kwargs)
     return mr_layout_new(&lc, items, n);
 }
 
-/* layout_storer's call: storer(obj, v0, ..., vn-1) replaces the n fields of obj (exactly the
- * checked class) with new references to the values, then untracks obj from the collector when
- * every value is inert (mr_layout_new's rule). TypeError (nothing stored) for any other obj. */
+/* layout_storer's call: storer(obj, v0, ..., vn-1) replaces the n fields of obj (an instance of
+ * the checked class or of a subclass: the same slots, the base's) with new references to the
+ * values, then untracks obj from the collector when it is exactly the class and every value is
+ * inert (mr_layout_new's rule; a subclass instance stays tracked). TypeError (nothing stored)
+ * for any other obj. */
 static PyObject *
 ly_storer_call(ly_builder *b, PyObject *args)
 {
@@ -736,13 +749,13 @@ ly_storer_call(ly_builder *b, PyObject *args)
     }
     PyObject *obj = PyTuple_GetItem(args, 0);
     if (obj == NULL) return NULL;
-    mr_layout_class lc = {b->cls, b->n};
-    if (mr_layout_fields(obj, &lc) == NULL) {
-        PyErr_SetString(PyExc_TypeError, "layout storer: the instance is not exactly its class");
+    if (!PyType_IsSubtype(Py_TYPE(obj), (PyTypeObject *)b->cls)) {
+        PyErr_SetString(PyExc_TypeError, "layout storer: the object is not an instance of its class");
         return NULL;
     }
+    /* (the checked class's layout: its n fields at the base's offsets, in a subclass too) */
     PyObject **fields = ((mr_layout_object *)obj)->fields;
-    int inert = 1;
+    int inert = (PyObject *)Py_TYPE(obj) == b->cls;
     for (Py_ssize_t i = 0; i < b->n; i++) {
         PyObject *value = PyTuple_GetItem(args, i + 1);
         if (value == NULL) return NULL;
@@ -826,11 +839,11 @@ layout_builder(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 PyDoc_STRVAR(layout_storer_doc,
 "layout_storer(cls, fields, /)\n"
 "--\n\n"
-"A callable filling instances of exactly ``cls`` (a hand-written ``__init__``'s last step):\n"
-"``storer(obj, v0, ..., vn-1)`` replaces obj's fields with the values in layout order (no\n"
-"validation: the caller has validated them) and untracks obj from the collector when every\n"
-"value is inert; TypeError (nothing stored) when obj is not exactly ``cls``. ``cls`` is checked\n"
-"once, here, as by ``layout_builder``.");
+"A callable filling instances of ``cls`` or of a subclass (a hand-written ``__init__``'s last\n"
+"step): ``storer(obj, v0, ..., vn-1)`` replaces obj's fields with the values in layout order (no\n"
+"validation: the caller has validated them) and, when obj is exactly ``cls`` and every value is\n"
+"inert, untracks it from the collector; TypeError (nothing stored) when obj is not an instance\n"
+"of ``cls``. ``cls`` is checked once, here, as by ``layout_builder``.");
 
 static PyObject *
 layout_storer(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -882,6 +895,15 @@ Init_Layout(PyObject *module)
         ly_runtime_names = ly_interned_names(names, MR_RF_N); /* kept for the process */
         if (ly_runtime_names == NULL) return -1;
         for (int k = 0; k < MR_RF_N; k++) mr_runtime_name_ptrs[k] = PyTuple_GetItem(ly_runtime_names, k); /* in range */
+    }
+    if (ly_pf_names == NULL) {
+        static const char *const names[MR_PF_N] = {
+            "tensor_id", "global_offset", "local_shape", "nbytes", "rank", "pipeline_stage_id", "aliases",
+            "placement_fragment_id",
+        };
+        ly_pf_names = ly_interned_names(names, MR_PF_N); /* kept for the process */
+        if (ly_pf_names == NULL) return -1;
+        for (int k = 0; k < MR_PF_N; k++) mr_pf_name_ptrs[k] = PyTuple_GetItem(ly_pf_names, k); /* in range */
     }
     if (ly_builder_type == NULL) {
         ly_builder_type = PyType_FromSpec(&ly_builder_spec); /* kept for the process */

@@ -531,12 +531,231 @@ mr_untrack_layout_regions(PyObject *regions, const mr_layout_class *rl, PyObject
     mr_region_pass_end(&pass);
 }
 
+/* ---- Named layouts: PlacementFragment (step 5), RuntimeBindingFragment (step 6) -----------
+ *
+ * A C file's memo of a named layout's check (mr_class_layout): the accepted class
+ * (mr_layout_memo: a hit is one pointer comparison), and the last few classes the check
+ * declined (strong references, so their addresses are never reused). A declined class stays
+ * declined for the process: declining is always safe (the reader takes its instance-dict path),
+ * and it spares the full check (an MRO walk) per object for the other classes a reader meets
+ * (placement fragments, runtime fragments, ranks, ...). One memo per layout and call site: a
+ * memo only ever holds one layout's names. */
+#define MR_CLASS_DECLINED 8
+typedef struct {
+    mr_layout_memo memo;
+    PyObject *declined[MR_CLASS_DECLINED];
+    int next;
+} mr_class_memo;
+
+/* Per call (or per object): *lc accepts cls when it is a C-owned layout of exactly the n field
+ * names (an exact tuple, NULL before Init_Layout: declined) in field order (1), else is cleared
+ * (0). memo is the C file's (static). Never raises; call it with no exception set. */
+static inline int
+mr_class_layout(mr_class_memo *memo, mr_layout_class *lc, PyObject *cls, PyObject *names, Py_ssize_t n)
+{
+    if (memo->memo.cls != NULL && memo->memo.cls == cls) { /* (the memo only ever holds these names) */
+        lc->cls = cls;
+        lc->n = n;
+        return 1;
+    }
+    lc->cls = NULL;
+    lc->n = 0;
+    for (int k = 0; k < MR_CLASS_DECLINED; k++) {
+        if (memo->declined[k] == cls) return 0;
+    }
+    if (names == NULL) return 0;
+    if (mr_layout_memo_check(&memo->memo, lc, cls, names)) return 1;
+    int slot = memo->next;
+    memo->next = (slot + 1) % MR_CLASS_DECLINED;
+    PyObject *old = memo->declined[slot];
+    memo->declined[slot] = Py_NewRef(cls);
+    Py_XDECREF(old); /* after the memo is consistent */
+    return 0;
+}
+
+/* The field index of name among a named layout's n interned field names (ptrs: borrowed from
+ * the exact tuple names; identity first, else equality of exact str), or -1 (not a field). Runs
+ * no Python code. */
+static inline Py_ssize_t
+mr_name_index(PyObject *const *ptrs, PyObject *names, Py_ssize_t n, PyObject *name)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (ptrs[i] == name) return i; /* (NULL before Init_Layout: no match) */
+    }
+    if (names == NULL || !PyUnicode_CheckExact(name)) return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (PyUnicode_Compare(PyTuple_GetItem(names, i), name) == 0) return i;
+    }
+    PyErr_Clear(); /* (PyUnicode_Compare of exact str does not fail) */
+    return -1;
+}
+
+/* ---- PlacementFragment (representation change step 5) ----------------------------------
+ *
+ * Its fields in field order (mooncake_reshard/weight/types.py _FRAGMENT_FIELDS;
+ * tests/test_placement_fragment_layout.py pins both). Readers with a fast path check the class
+ * they are given once per call through a per-call-site memo (mr_pf_layout, an mr_class_memo) and
+ * load an exact instance's fields with mr_layout_fields. Readers of a placement fragment's
+ * instance state (what the dict-backed class's __dict__ held) that accept any class read it with
+ * mr_pf_state: for an instance of any class deriving from a layout base with exactly these
+ * fields (the class itself or a user subclass, whose own __dict__, if any, holds none of the
+ * fields) a new dict of its set fields in field order; for anything else its instance dict. */
+enum {
+    MR_PF_TENSOR_ID,
+    MR_PF_GLOBAL_OFFSET,
+    MR_PF_LOCAL_SHAPE,
+    MR_PF_NBYTES,
+    MR_PF_RANK,
+    MR_PF_PIPELINE_STAGE_ID,
+    MR_PF_ALIASES,
+    MR_PF_PLACEMENT_FRAGMENT_ID,
+    MR_PF_N
+};
+
+/* The exact tuple of PlacementFragment's field names (interned str, in field order), made by
+ * Init_Layout and kept for the process; borrowed (NULL before Init_Layout). */
+PyObject *mr_pf_names(void);
+
+/* The same names as a plain array (borrowed from that tuple; all NULL before Init_Layout). */
+extern PyObject *mr_pf_name_ptrs[MR_PF_N];
+
+/* mr_class_layout with PlacementFragment's names: 1 when instances of exactly cls may be read
+ * (and built) with direct loads (stores) of its 8 fields in field order, else 0 (out cleared).
+ * Never raises; call it with no exception set. */
+static inline int
+mr_pf_layout(mr_class_memo *memo, mr_layout_class *out, PyObject *cls)
+{
+    return mr_class_layout(memo, out, cls, mr_pf_names(), MR_PF_N);
+}
+
+/* 1 when instances of type store PlacementFragment's 8 fields in a C-owned layout (type derives
+ * from a value_base type of exactly these field names, in order, found as mr_layout_find finds
+ * it: the class itself or any subclass, which mr_pf_layout declines), else 0. The answer cannot
+ * change once the class exists (its instance layout is fixed), so it is remembered per class
+ * (strong references, a small table per file; both answers: the readers of a state meet the
+ * class, user subclasses and every other class alike). Never raises; call it with no exception
+ * set. */
+static inline int
+mr_pf_derived(PyObject *type)
+{
+    enum { MR_PF_MEMO = 16 };
+    static PyObject *known[MR_PF_MEMO];
+    static signed char verdict[MR_PF_MEMO];
+    static int next;
+    for (int k = 0; k < MR_PF_MEMO && known[k] != NULL; k++) {
+        if (known[k] == type) return verdict[k];
+    }
+    PyObject *base, *mro;
+    Py_ssize_t index;
+    int yes = 0;
+    const mr_layout_info *info = mr_layout_find(type, &base, &index, &mro);
+    if (info != NULL) {
+        Py_DECREF(mro);
+        PyObject *names = mr_pf_names();
+        if (names != NULL && info->n == MR_PF_N && PyTuple_CheckExact(info->names))
+            yes = info->names == names || PyObject_RichCompareBool(info->names, names, Py_EQ) == 1;
+        PyErr_Clear();
+    }
+    int slot = next;
+    next = (next + 1) % MR_PF_MEMO;
+    PyObject *old = known[slot];
+    known[slot] = Py_NewRef(type);
+    verdict[slot] = (signed char)yes;
+    Py_XDECREF(old);
+    return yes;
+}
+
+/* mr_pf_class: mr_pf_layout through one memo per file. mr_pf_fields: the field array (entries
+ * NULL where empty) of obj when its type is exactly a class mr_pf_class accepts, else NULL (the
+ * caller's instance-dict path; no exception). Neither raises; call them with no exception set. */
+static inline int
+mr_pf_class(PyObject *cls, mr_layout_class *lc)
+{
+    static mr_class_memo memo;
+    return mr_pf_layout(&memo, lc, cls);
+}
+
+static inline PyObject *const *
+mr_pf_fields(PyObject *obj)
+{
+    mr_layout_class lc;
+    if (!mr_pf_class((PyObject *)Py_TYPE(obj), &lc)) return NULL;
+    return mr_layout_fields(obj, &lc);
+}
+
+/* 1 when names (a tuple) holds exactly PlacementFragment's field names in field order, else 0.
+ * Never raises. */
+static inline int
+mr_pf_same_names(PyObject *names)
+{
+    PyObject *pf = mr_pf_names();
+    if (pf == NULL || !PyTuple_CheckExact(names)) return 0;
+    if (names == pf) return 1;
+    int same = PyObject_RichCompareBool(names, pf, Py_EQ) == 1; /* exact str items: no Python code */
+    PyErr_Clear();
+    return same;
+}
+
+/* The field of a placement fragment's slot array f (from mr_pf_fields) named name (an interned
+ * str, matched by identity): a borrowed pointer, NULL when that slot is empty; *found = 0 (and
+ * NULL) when name is not one of its fields. Never raises. */
+static inline PyObject *
+mr_pf_named(PyObject *const *f, PyObject *name, int *found)
+{
+    for (Py_ssize_t j = 0; j < MR_PF_N; j++) {
+        if (mr_pf_name_ptrs[j] == name) {
+            *found = 1;
+            return f[j];
+        }
+    }
+    *found = 0;
+    return NULL;
+}
+
+/* mr_pf_fields read by name: when obj is exactly an accepted class, v[k] (k < n) = a new
+ * reference to its field named names[k] (interned str, matched by identity), NULL where that
+ * slot is empty or names[k] is not one of its fields, and 1; else 0 (v untouched). Runs no
+ * Python code; never raises. */
+static inline int
+mr_pf_scan(PyObject *obj, PyObject *const *names, int n, PyObject **v)
+{
+    PyObject *const *f = mr_pf_fields(obj);
+    if (f == NULL) return 0;
+    for (int k = 0; k < n; k++) {
+        int found;
+        PyObject *value = mr_pf_named(f, names[k], &found);
+        v[k] = value == NULL ? NULL : Py_NewRef(value);
+    }
+    return 1;
+}
+
+/* A new reference to obj's placement-fragment state: when mr_pf_derived(type(obj)), a new dict
+ * of its set fields in field order (what the dict-backed class's instance dict held); else
+ * obj's instance dict (PyObject_GenericGetDict: AttributeError when it has none). NULL with an
+ * exception on failure. Runs no Python code. */
+static inline PyObject *
+mr_pf_state(PyObject *obj)
+{
+    if (!mr_pf_derived((PyObject *)Py_TYPE(obj))) return PyObject_GenericGetDict(obj, NULL);
+    PyObject *dict = PyDict_New();
+    if (dict == NULL) return NULL;
+    PyObject *const *fields = (PyObject *const *)((mr_layout_object *)obj)->fields;
+    for (Py_ssize_t k = 0; k < MR_PF_N; k++) {
+        if (fields[k] == NULL) continue;
+        if (PyDict_SetItem(dict, mr_pf_name_ptrs[k], fields[k]) < 0) { /* (set: mr_pf_derived found them) */
+            Py_DECREF(dict);
+            return NULL;
+        }
+    }
+    return dict;
+}
+
 /* ---- RuntimeBindingFragment (representation change step 6) -------------------------------
  *
  * Its fields in field order (mooncake_reshard/contracts/fragments.py _RUNTIME_LAYOUT;
  * tests/test_runtime_fragment_layout.py pins both). Readers of runtime fragments mirror their
  * instance state, what a dict-backed fragment's instance dict held: each C file keeps one
- * mr_layout_memo for them (mr_runtime_layout; a hit is one pointer comparison) and, where it used
+ * mr_class_memo for them (mr_runtime_layout; a hit is one pointer comparison) and, where it used
  * to fetch the instance dict of an exact runtime fragment and look fields up in it by name, takes
  * a "state" instead (mr_runtime_state: the object itself when its exact class is an accepted
  * layout, else its instance dict) and looks names up in it with mr_runtime_state_get (a layout
@@ -569,71 +788,30 @@ PyObject *mr_runtime_names(void);
  * per-read name lookups below compare pointers without a PyTuple_GetItem call each. */
 extern PyObject *mr_runtime_name_ptrs[MR_RF_N];
 
-/* A C file's memo of the runtime layout check: the accepted class (mr_layout_memo), and the
- * last few classes the check declined (strong references, so their addresses are never reused).
- * A declined class stays declined for the process: declining is always safe (the reader takes
- * its instance-dict path), and it spares the full check (an MRO walk) per object for the other
- * classes a reader meets (placement fragments, ranks, ...). */
-#define MR_RUNTIME_DECLINED 4
-typedef struct {
-    mr_layout_memo memo;
-    PyObject *declined[MR_RUNTIME_DECLINED];
-    int next;
-} mr_runtime_memo;
-
-/* Per call (or per object): *lc accepts cls when it is a C-owned layout of exactly
- * RuntimeBindingFragment's fields in field order (1), else is cleared (0). memo is the C
+/* Per call (or per object): mr_class_layout with RuntimeBindingFragment's names, memo the C
  * file's (static). Never raises; call it with no exception set. */
 static inline int
-mr_runtime_layout(mr_runtime_memo *memo, mr_layout_class *lc, PyObject *cls)
+mr_runtime_layout(mr_class_memo *memo, mr_layout_class *lc, PyObject *cls)
 {
-    if (memo->memo.cls != NULL && memo->memo.cls == cls) { /* (the memo only ever holds these names) */
-        lc->cls = cls;
-        lc->n = MR_RF_N;
-        return 1;
-    }
-    lc->cls = NULL;
-    lc->n = 0;
-    for (int k = 0; k < MR_RUNTIME_DECLINED; k++) {
-        if (memo->declined[k] == cls) return 0;
-    }
-    PyObject *names = mr_runtime_names();
-    if (names == NULL) return 0;
-    if (mr_layout_memo_check(&memo->memo, lc, cls, names)) return 1;
-    int slot = memo->next;
-    memo->next = (slot + 1) % MR_RUNTIME_DECLINED;
-    PyObject *old = memo->declined[slot];
-    memo->declined[slot] = Py_NewRef(cls);
-    Py_XDECREF(old); /* after the memo is consistent */
-    return 0;
+    return mr_class_layout(memo, lc, cls, mr_runtime_names(), MR_RF_N);
 }
 
 /* The state of runtime fragment obj (new reference): obj itself when its exact class is a
  * runtime layout memo accepts, else its instance dict (PyObject_GenericGetDict). NULL with an
  * exception when neither (AttributeError: no __dict__). Runs no Python code. */
 static inline PyObject *
-mr_runtime_state(mr_runtime_memo *memo, PyObject *obj)
+mr_runtime_state(mr_class_memo *memo, PyObject *obj)
 {
     mr_layout_class lc;
     if (mr_runtime_layout(memo, &lc, (PyObject *)Py_TYPE(obj))) return Py_NewRef(obj);
     return PyObject_GenericGetDict(obj, NULL);
 }
 
-/* The field index of name in a runtime layout (identity with the interned field names, else
- * equality of exact str), or -1 (not a field). Runs no Python code. */
+/* The field index of name in a runtime layout (mr_name_index), or -1 (not a field). */
 static inline Py_ssize_t
 mr_runtime_index(PyObject *name)
 {
-    for (Py_ssize_t i = 0; i < MR_RF_N; i++) {
-        if (mr_runtime_name_ptrs[i] == name) return i; /* (NULL before Init_Layout: no match) */
-    }
-    PyObject *names = mr_runtime_names();
-    if (names == NULL || !PyUnicode_CheckExact(name)) return -1;
-    for (Py_ssize_t i = 0; i < MR_RF_N; i++) {
-        if (PyUnicode_Compare(PyTuple_GetItem(names, i), name) == 0) return i;
-    }
-    PyErr_Clear(); /* (PyUnicode_Compare of exact str does not fail) */
-    return -1;
+    return mr_name_index(mr_runtime_name_ptrs, mr_runtime_names(), MR_RF_N, name);
 }
 
 /* A borrowed reference to state[name] of a state from mr_runtime_state (same memo): the item of
@@ -641,7 +819,7 @@ mr_runtime_index(PyObject *name)
  * empty (also for a non-dict state memo does not hold), NULL with an exception on error. Runs
  * no Python code (exact str names). */
 static inline PyObject *
-mr_runtime_state_get(const mr_runtime_memo *memo, PyObject *state, PyObject *name)
+mr_runtime_state_get(const mr_class_memo *memo, PyObject *state, PyObject *name)
 {
     if (PyDict_Check(state)) return PyDict_GetItemWithError(state, name);
     if (memo->memo.cls == NULL || (PyObject *)Py_TYPE(state) != memo->memo.cls) return NULL;

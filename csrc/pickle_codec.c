@@ -421,7 +421,7 @@ pc_release(PyObject **out, Py_ssize_t n)
 
 /* This file's readers and builders of runtime fragments: the memo of their class's layout check,
  * and the last registry names tuple found to be the runtime layout's names in order. */
-static mr_runtime_memo pc_runtime_memo;
+static mr_class_memo pc_runtime_memo;
 static PyObject *pc_runtime_names_seen = NULL;
 
 /* The slots of obj when it is exactly registry class k (of mode 2), a C-owned layout of
@@ -464,6 +464,18 @@ pc_instance_values(const pc_registry *reg, Py_ssize_t k, PyObject *obj, PyObject
             }
             for (Py_ssize_t j = 0; j < PC_RBF_ARGS; j++) out[j] = fields[j];
             pc_hold(out, PC_RBF_ARGS);
+            return 1;
+        }
+    }
+    if (reg->mode[k] == 0 && reg->nvalues[k] == MR_PF_N) {
+        /* a placement fragment in its C-owned layout (layout.h): described when every field is
+         * set (its dict-backed state then held exactly the names, in order) and the registered
+         * names are its fields in order; an emptied field is a missing key (a leaf) */
+        PyObject *const *f = mr_pf_fields(obj);
+        if (f != NULL) {
+            if (!mr_layout_all_set(f, MR_PF_N) || !mr_pf_same_names(reg->names[k])) return 0;
+            for (Py_ssize_t j = 0; j < MR_PF_N; j++) out[j] = f[j];
+            pc_hold(out, MR_PF_N);
             return 1;
         }
     }
@@ -1022,6 +1034,16 @@ pc_decode_object(pc_decoder *d, int depth)
             }
             obj = PyObject_CallObject(d->reg->cls[k], arguments);
             Py_DECREF(arguments);
+            goto done;
+        }
+    }
+    if (d->reg->mode[k] == 0 && n == MR_PF_N) {
+        /* a class accepted as PlacementFragment's C-owned layout, registered with its field
+         * names in order: built with direct stores (what the generic stores below write into its
+         * slots), untracked as below when the fields are inert */
+        mr_layout_class lc;
+        if (mr_pf_class(d->reg->cls[k], &lc) && mr_pf_same_names(d->reg->names[k])) {
+            obj = mr_layout_new_gc(&lc, values, n, d->untrack);
             goto done;
         }
     }

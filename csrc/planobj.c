@@ -1370,10 +1370,13 @@ ss_preread(PyObject *fragments, int is_list, Py_ssize_t n, PyObject *ftype, PyOb
         if ((PyObject *)Py_TYPE(item) != ftype) goto done;
         {
             /* the fields from one scan of the state dict, as the attribute reads of an exact
-             * ftype instance give them; a field not met is read as an attribute below */
-            PyObject *state = PyObject_GenericGetDict(item, NULL);
-            po_scan_state(state, names, SS_ID + 1, v);
-            Py_XDECREF(state);
+             * ftype instance give them (or its C-owned layout's slots: layout.h mr_pf_scan);
+             * a field not met is read as an attribute below */
+            if (!mr_pf_scan(item, names, SS_ID + 1, v)) {
+                PyObject *state = PyObject_GenericGetDict(item, NULL);
+                po_scan_state(state, names, SS_ID + 1, v);
+                Py_XDECREF(state);
+            }
         }
         PyObject *tid = po_take_field(item, &v[SS_TENSOR], names[SS_TENSOR]);
         if (tid == NULL) goto done;
@@ -2870,7 +2873,7 @@ fc_address_pass(PyObject *items, Py_ssize_t n, PyObject *ftype, PyObject *rtype,
          * exact ftype instance give them (as select_sources' pre-read takes them); a field not
          * met is read as an attribute */
         PyObject *met[FC_N] = {NULL};
-        {
+        if (!mr_pf_scan(item, fc_state_names, FC_N - 1, met)) { /* (or its layout's slots) */
             PyObject *state = PyObject_GenericGetDict(item, NULL);
             po_scan_state(state, fc_state_names, FC_N - 1, met);
             Py_XDECREF(state);

@@ -68,6 +68,7 @@ typedef struct {
     PyObject *obj;   /* borrowed */
     PyObject *dict;  /* owned, or NULL */
     PyObject *const *fields; /* or its fields (a region in the checked layout: layout.h), or NULL */
+    PyObject *const *pf;     /* or its fields (a placement fragment in its C-owned layout), or NULL */
 } rc_reader;
 
 /* 0 ok, -1 error. A plain class instance without an instance dict (a C-owned layout the call
@@ -77,10 +78,13 @@ rc_open(PyObject *obj, const rc_classes *classes, rc_reader *reader)
 {
     reader->obj = obj;
     reader->dict = NULL;
+    reader->pf = NULL;
     reader->fields = mr_layout_fields(obj, &classes->region);
     if (reader->fields != NULL) return 0;
     for (Py_ssize_t i = 0; i < classes->nplain; i++) {
         if ((PyObject *)Py_TYPE(obj) == classes->plain[i]) {
+            reader->pf = mr_pf_fields(obj); /* a placement fragment's slots (layout.h) */
+            if (reader->pf != NULL) return 0;
             reader->dict = PyObject_GenericGetDict(obj, NULL);
             if (reader->dict == NULL) {
                 /* no instance dict (a C-owned layout): its attributes are read */
@@ -118,6 +122,14 @@ rc_get(const rc_reader *reader, PyObject *name, PyObject **out)
         /* not a region field: what the instance dict would not hold */
         *out = NULL;
         return 0;
+    }
+    if (reader->pf != NULL) {
+        /* its slot (an empty one, or a name that is not a field: a missing key) */
+        int found;
+        *out = mr_pf_named(reader->pf, name, &found);
+        if (*out == NULL) return 0;
+        Py_INCREF(*out);
+        return 1;
     }
     if (reader->dict != NULL) {
         *out = PyDict_GetItemWithError(reader->dict, name); /* borrowed */
@@ -392,7 +404,7 @@ regions_canonical(PyObject *Py_UNUSED(self), PyObject *args)
 
 /* This file's readers of runtime fragments: the memo of their class's layout check (layout.h
  * mr_runtime_layout). */
-static mr_runtime_memo rc_runtime_memo;
+static mr_class_memo rc_runtime_memo;
 
 /* Item `name` of an exact dict as a borrowed reference; NULL with no exception when absent. */
 static PyObject *
@@ -411,6 +423,20 @@ rc_same_items(PyObject *obj, PyObject *cls, const int *names, PyObject *const *e
               const int *held_names, PyObject **held, int nheld)
 {
     if ((PyObject *)Py_TYPE(obj) != cls) return 0;
+    PyObject *const *pf = mr_pf_fields(obj);
+    if (pf != NULL) {
+        /* a placement fragment's slots (layout.h): an empty one is a missing key */
+        int rc = 1, found;
+        for (int k = 0; k < count && rc == 1; k++) {
+            if (mr_pf_named(pf, rc_names[names[k]], &found) != expected[k] || expected[k] == NULL) rc = 0;
+        }
+        for (int k = 0; k < nheld && rc == 1; k++) {
+            PyObject *value = mr_pf_named(pf, rc_names[held_names[k]], &found);
+            if (value == NULL) rc = 0;
+            else held[k] = Py_NewRef(value);
+        }
+        return rc;
+    }
     /* (a runtime fragment on its C-owned layout: its state is itself, read by name) */
     PyObject *dict = mr_runtime_state(&rc_runtime_memo, obj);
     if (dict == NULL) {

@@ -76,7 +76,7 @@ rv_budget(PyObject *value, int64_t *out)
 
 /* This file's readers of runtime fragments: the memo of their exact class's layout check
  * (layout.h mr_runtime_layout). */
-static mr_runtime_memo rv_runtime_memo;
+static mr_class_memo rv_runtime_memo;
 
 /* The state of a runtime fragment of the exact class the caller checked (new reference;
  * layout.h mr_runtime_state): the fragment itself when its class is a C-owned runtime layout,
@@ -119,6 +119,23 @@ rv_bound_item(PyObject *fragment, Py_ssize_t index, PyObject *name)
     mr_layout_class lc;
     (void)mr_bound_layout(&rv_bound_memo, &lc, (PyObject *)Py_TYPE(fragment));
     return mr_state_item(fragment, &lc, index, name);
+}
+
+/* This file's readers of placement fragments: the memo of their exact class's layout check. */
+static mr_class_memo rv_pf_memo;
+
+/* A new reference to field `index` (named `name`) of a placement fragment's state: its layout
+ * slot when its exact class is a C-owned layout of PlacementFragment's fields (layout.h
+ * mr_pf_layout, through this file's memo: a hit is one pointer comparison), else the item of
+ * its instance dict. NULL with no error when empty / missing (also: no __dict__), NULL with an
+ * error on failure. Runs no Python code. */
+static PyObject *
+rv_pf_item(PyObject *placement, Py_ssize_t index, PyObject *name)
+{
+    if (placement == NULL) return NULL; /* (a failed item read: its error is set) */
+    mr_layout_class lc;
+    (void)mr_pf_layout(&rv_pf_memo, &lc, (PyObject *)Py_TYPE(placement));
+    return mr_state_item(placement, &lc, index, name);
 }
 
 /* ``fragment.binding.nbytes`` of a BoundWeightFragment (exact class checked by the caller). */
@@ -742,25 +759,30 @@ rf_identity(PyObject *placement, PyObject *identity)
     return rc;
 }
 
-/* dc_unchanged of a runtime fragment on its C-owned layout (lc accepted its class): its set
- * fields, in field order, are the recorded (name, value) pairs (the state _record takes from
- * layout_state_reader). */
+/* dc_unchanged of a value on a C-owned layout: its set fields (fields, n of them, NULL where
+ * empty), in field order, named by names (the interned field names; NULL before Init_Layout),
+ * are the recorded (name, value) pairs (the state _record takes from layout_state_reader). */
 static int
-dc_unchanged_runtime(PyObject *object, const mr_layout_class *lc, PyObject *snapshot)
+dc_unchanged_fields(PyObject *const *fields, PyObject *const *names, Py_ssize_t n, PyObject *snapshot)
 {
-    PyObject *const *fields = mr_layout_fields(object, lc);
     const Py_ssize_t count = PyTuple_Size(snapshot);
     if (count < 0) return -1;
-    if (fields == NULL || mr_runtime_name_ptrs[0] == NULL) return 0;
+    if (fields == NULL || names[0] == NULL) return 0;
     Py_ssize_t at = 0;
-    for (Py_ssize_t i = 0; i < MR_RF_N; i++) {
+    for (Py_ssize_t i = 0; i < n; i++) {
         if (fields[i] == NULL) continue;
         if (at > count - 2) return 0;
-        if (PyTuple_GetItem(snapshot, at) != mr_runtime_name_ptrs[i] || PyTuple_GetItem(snapshot, at + 1) != fields[i])
-            return 0;
+        if (PyTuple_GetItem(snapshot, at) != names[i] || PyTuple_GetItem(snapshot, at + 1) != fields[i]) return 0;
         at += 2;
     }
     return at == count;
+}
+
+/* dc_unchanged of a runtime fragment on its C-owned layout (lc accepted its class). */
+static int
+dc_unchanged_runtime(PyObject *object, const mr_layout_class *lc, PyObject *snapshot)
+{
+    return dc_unchanged_fields(mr_layout_fields(object, lc), mr_runtime_name_ptrs, MR_RF_N, snapshot);
 }
 
 /* 1 when ``object``'s instance dict (or ``object`` itself when it is an exact dict) holds exactly
@@ -785,6 +807,12 @@ dc_unchanged(PyObject *object, PyObject *snapshot)
         lc.cls = rv_runtime_memo.memo.cls;
         lc.n = MR_RF_N;
         return dc_unchanged_runtime(object, &lc, snapshot);
+    }
+    else if (mr_pf_derived((PyObject *)Py_TYPE(object))) {
+        /* a placement fragment in its C-owned layout (the class or a subclass): its set fields in
+         * field order are its recorded state (bound_contracts._record) */
+        return dc_unchanged_fields((PyObject *const *)((mr_layout_object *)object)->fields, mr_pf_name_ptrs, MR_PF_N,
+                                   snapshot);
     }
     else {
         dict = PyObject_GenericGetDict(object, NULL);
@@ -1094,25 +1122,28 @@ rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObjec
     if (Py_TYPE(f[F_PLACEMENT]) != cfg->placement_type || Py_TYPE(f[F_BINDING]) != cfg->binding_type) goto done;
     if (f[F_OWNER] != Py_None) goto done;
     /* The placement and binding are exactly PlacementFragment and RuntimeBindingFragment,
-     * dataclasses without descriptors for these fields: each attribute read is its instance
-     * dict's value, so both dicts are fetched once and read together here (a field missing
-     * from the dict, where the attribute would be a class default, declines). */
+     * classes without descriptors of their own for these fields: each attribute read is its
+     * instance state's value, so both states are read together here (a field missing from
+     * the state, where the attribute would be a class default, declines). */
     {
-        PyObject *pdict = PyObject_GenericGetDict(f[F_PLACEMENT], NULL);
-        PyObject *bdict = pdict == NULL ? NULL : rv_runtime_state(f[F_BINDING]); /* (or its layout) */
+        /* (the placement's fields from its layout's slots: rv_pf_item; the binding's from its
+         * state: its layout, or its instance dict) */
+        PyObject *bdict = rv_runtime_state(f[F_BINDING]);
         if (bdict == NULL) {
-            Py_XDECREF(pdict);
             rc = PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
             goto done;
         }
         binding_owner = rv_item(bdict, rf_keys[RF_OWNER]);
         worker = binding_owner == NULL ? NULL : rv_item(bdict, rf_keys[RF_WORKER_ID]);
         fragment_id = worker == NULL ? NULL : rv_item(bdict, rf_keys[RF_FRAGMENT_ID]);
-        pfid = fragment_id == NULL ? NULL : rv_item(pdict, rf_keys[RF_PFID]);
-        rank = pfid == NULL ? NULL : rv_item(pdict, rf_keys[RF_RANK]);
-        stage = rank == NULL ? NULL : rv_item(pdict, rf_keys[RF_STAGE]);
-        Py_DECREF(pdict);
         Py_DECREF(bdict);
+        pfid = fragment_id == NULL ? NULL : rv_pf_item(f[F_PLACEMENT], MR_PF_PLACEMENT_FRAGMENT_ID, rf_keys[RF_PFID]);
+        rank = pfid == NULL ? NULL : rv_pf_item(f[F_PLACEMENT], MR_PF_RANK, rf_keys[RF_RANK]);
+        stage = rank == NULL ? NULL : rv_pf_item(f[F_PLACEMENT], MR_PF_PIPELINE_STAGE_ID, rf_keys[RF_STAGE]);
+        if (PyErr_Occurred()) {
+            rc = RV_ERROR;
+            goto done;
+        }
     }
     if (stage == NULL || binding_owner != Py_None) goto done;
     PyObject *attestation = f[F_ATTESTATION];
@@ -2103,12 +2134,12 @@ rs_fragment(PyObject *fragment, PyObject *runtime_id, rs_ctx *ctx, PyObject *sna
     if (by_pfid == NULL) goto error;
     if (ctx->placement_type != NULL && Py_TYPE(placement) == ctx->placement_type) {
         /* exactly PlacementFragment (no descriptor for the field): the attribute is the
-         * instance dict's value; missing from the dict declines */
-        PyObject *pdict = PyObject_GenericGetDict(placement, NULL);
-        if (pdict == NULL) goto error;
-        pfid = rv_item(pdict, rs_keys[RS_PFID]);
-        Py_DECREF(pdict);
-        if (pfid == NULL) goto done;
+         * instance state's value (its layout slot: rv_pf_item); missing / empty declines */
+        pfid = rv_pf_item(placement, MR_PF_PLACEMENT_FRAGMENT_ID, rs_keys[RS_PFID]);
+        if (pfid == NULL) {
+            if (PyErr_Occurred()) goto error;
+            goto done;
+        }
     }
     else {
         RS_GET(pfid, placement, RS_PFID);
@@ -2585,9 +2616,13 @@ rp_target_extent(PyObject *fragment, PyObject *binding, PyObject *bdict, const r
         goto done;
     }
     int failed = 0;
-    pdict = rp_exact_dict(placement, cfg->placement_type, &failed);
+    /* an exact placement in an accepted C-owned layout: its fields from its slots (an empty one
+     * declines, as a key missing from the dict-backed class's state did) */
+    int pf_slots = cfg->placement_type != NULL && Py_TYPE(placement) == cfg->placement_type
+                   && mr_pf_fields(placement) != NULL;
+    pdict = pf_slots ? NULL : rp_exact_dict(placement, cfg->placement_type, &failed);
     if (failed) goto done;
-    aliases = rp_field(placement, pdict, RP_ALIASES);
+    aliases = pf_slots ? rv_pf_item(placement, MR_PF_ALIASES, rp_keys[RP_ALIASES]) : rp_field(placement, pdict, RP_ALIASES);
     if (aliases == NULL) { /* missing from an exact placement's dict: not the quick case */
         rc = PyErr_Occurred() ? -1 : 0;
         goto done;
@@ -2598,8 +2633,10 @@ rp_target_extent(PyObject *fragment, PyObject *binding, PyObject *bdict, const r
         rc = 0;
         goto done;
     }
-    offset = rp_field(placement, pdict, RP_OFFSET);
-    shape = offset == NULL ? NULL : rp_field(placement, pdict, RP_SHAPE);
+    offset = pf_slots ? rv_pf_item(placement, MR_PF_GLOBAL_OFFSET, rp_keys[RP_OFFSET]) : rp_field(placement, pdict, RP_OFFSET);
+    shape = offset == NULL ? NULL
+            : pf_slots ? rv_pf_item(placement, MR_PF_LOCAL_SHAPE, rp_keys[RP_SHAPE])
+                       : rp_field(placement, pdict, RP_SHAPE);
     if (shape == NULL) {
         rc = PyErr_Occurred() ? -1 : 0;
         goto done;
@@ -3214,15 +3251,17 @@ rc_whole_by_identity(PyObject *participants, PyObject *parts, rc_filed *f, PyTyp
             rc_slot *slot = rc_find(f, fragment, &at);
             if (slot == NULL || slot->count != 1) goto done;
             if (rc_same_text(slot->participant, participant) != 1) goto done; /* the string rule decides */
-            PyObject *state = PyObject_GenericGetDict(fragment, NULL);
-            if (state == NULL) {
+            /* (its instance state: its layout's slots, rv_pf_item) */
+            PyObject *offset = rv_pf_item(fragment, MR_PF_GLOBAL_OFFSET, rc_keys[RC_OFFSET]);
+            PyObject *shape = offset == NULL ? NULL : rv_pf_item(fragment, MR_PF_LOCAL_SHAPE, rc_keys[RC_SHAPE]);
+            PyObject *pfid = shape == NULL ? NULL : rv_pf_item(fragment, MR_PF_PLACEMENT_FRAGMENT_ID, rc_keys[RC_PFID]);
+            if (PyErr_Occurred()) {
+                Py_XDECREF(offset);
+                Py_XDECREF(shape);
+                Py_XDECREF(pfid);
                 rc = RC_ID_ERROR;
                 goto done;
             }
-            PyObject *offset = rv_item(state, rc_keys[RC_OFFSET]);
-            PyObject *shape = offset == NULL ? NULL : rv_item(state, rc_keys[RC_SHAPE]);
-            PyObject *pfid = shape == NULL ? NULL : rv_item(state, rc_keys[RC_PFID]);
-            Py_DECREF(state);
             int whole = -2; /* -2: fallback */
             if (pfid != NULL && PyUnicode_CheckExact(pfid)) {
                 Py_ssize_t before = PySet_Size(ids);
@@ -4482,9 +4521,9 @@ rb_fragment_ok(PyObject *const *row, PyObject *attestation, PyObject *const *cla
     }
     PyObject *values[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
     int status = RV_DECLINE;
-    values[0] = rb_field(placement, RB_PFID);
+    values[0] = rv_pf_item(placement, MR_PF_PLACEMENT_FRAGMENT_ID, rb_keys[RB_PFID]); /* (its slots, or dict) */
     values[1] = values[0] == NULL ? NULL : rb_field(binding, RB_PFID);
-    values[2] = values[1] == NULL ? NULL : rb_field(placement, RB_NBYTES);
+    values[2] = values[1] == NULL ? NULL : rv_pf_item(placement, MR_PF_NBYTES, rb_keys[RB_NBYTES]);
     values[3] = values[2] == NULL ? NULL : rb_field(binding, RB_NBYTES);
     values[4] = values[3] == NULL ? NULL : rb_field(binding, RB_OWNER);
     if (values[4] == NULL) goto done;
@@ -4803,17 +4842,19 @@ ov_placement(PyObject *fragment, PyTypeObject *rank_type, PyObject **pp, PyObjec
     *pp = NULL;
     *stage = NULL;
     if (pfid != NULL) *pfid = NULL;
-    PyObject *dict = PyObject_GenericGetDict(fragment, NULL);
-    if (dict == NULL) return RV_ERROR;
-    PyObject *rank = NULL, *rank_dict = NULL;
-    int rc = ov_get(dict, rf_keys[RF_RANK], &rank);
-    if (rc == RV_OK) rc = ov_get(dict, rf_keys[RF_STAGE], stage);
+    /* (its instance state: its layout's slots, rv_pf_item; missing / empty declines) */
+    PyObject *rank = rv_pf_item(fragment, MR_PF_RANK, rf_keys[RF_RANK]), *rank_dict = NULL;
+    int rc = rank != NULL ? RV_OK : PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
+    if (rc == RV_OK) {
+        *stage = rv_pf_item(fragment, MR_PF_PIPELINE_STAGE_ID, rf_keys[RF_STAGE]);
+        rc = *stage != NULL ? RV_OK : PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
+    }
     if (rc == RV_OK && *stage != Py_None && !PyLong_CheckExact(*stage)) rc = RV_DECLINE;
     if (rc == RV_OK && pfid != NULL) {
-        rc = ov_get(dict, rf_keys[RF_PFID], pfid);
+        *pfid = rv_pf_item(fragment, MR_PF_PLACEMENT_FRAGMENT_ID, rf_keys[RF_PFID]);
+        rc = *pfid != NULL ? RV_OK : PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
         if (rc == RV_OK && !PyUnicode_CheckExact(*pfid)) rc = RV_DECLINE;
     }
-    Py_DECREF(dict);
     if (rc == RV_OK && Py_TYPE(rank) != rank_type) rc = RV_DECLINE;
     if (rc == RV_OK) {
         rank_dict = PyObject_GenericGetDict(rank, NULL);

@@ -8,6 +8,7 @@
  * overlap nor volume. Each fragment keeps its own dimension count. */
 #include "table.h"
 #include "coverage_kernels.h"
+#include "layout.h"
 
 enum {
     TBL_ENDIM = -3,  /* fragments of one group with different dimension counts */
@@ -735,11 +736,13 @@ tbl_state_get(PyObject *state, PyObject *key)
     return v;
 }
 
-/* New reference to obj.__dict__ (a dict). */
+/* New reference to obj.__dict__ (a dict); for a placement fragment stored in a C-owned layout
+ * (layout.h mr_pf_derived: the class or a subclass) the dict of its set fields, what the
+ * dict-backed class's __dict__ held. */
 static PyObject *
 tbl_state(PyObject *obj, PyObject *dict_name)
 {
-    PyObject *state = PyObject_GetAttr(obj, dict_name);
+    PyObject *state = mr_pf_derived((PyObject *)Py_TYPE(obj)) ? mr_pf_state(obj) : PyObject_GetAttr(obj, dict_name);
     if (state != NULL && !PyDict_Check(state)) {
         Py_DECREF(state);
         PyErr_SetString(PyExc_TypeError, "fragment state must be a dict");
@@ -1026,6 +1029,20 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
     tbl_rank_memo memo = {NULL, 0, 0};
     tbl_prefix *prefix = NULL; /* with rows: prefix[r] of row r's id (ids[i] of row rows[i]) */
     if (rows != NULL && (prefix = mr_alloc_array(n ? (size_t)n : 1, sizeof(tbl_prefix))) == NULL) return -1;
+    /* fragment_type accepted as a C-owned layout of PlacementFragment's fields (layout.h): an
+     * exact instance's fields are loaded from it (an empty one raises KeyError, as a missing
+     * key of the dict-backed class's state did) */
+    static mr_class_memo pf_memo;
+    mr_layout_class pf_lc = {NULL, 0};
+    int pf_ok = fragment_type != NULL && mr_pf_layout(&pf_memo, &pf_lc, fragment_type);
+    static const int tok_of_pf[TOK_ALIASES + 1] = {-1,
+                                                   MR_PF_TENSOR_ID,
+                                                   MR_PF_GLOBAL_OFFSET,
+                                                   MR_PF_LOCAL_SHAPE,
+                                                   MR_PF_NBYTES,
+                                                   MR_PF_RANK,
+                                                   MR_PF_PLACEMENT_FRAGMENT_ID,
+                                                   MR_PF_ALIASES};
     for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
         if (rows != NULL && i + TBL_AHEAD < n) {
             /* the fragments come in input order and their rows are scattered over the arrays:
@@ -1048,24 +1065,39 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
          * (PyObject_GenericGetDict, what the class's __dict__ descriptor returns), read without
          * the attribute lookup; its fields from one identity scan (tbl_scan_fields) */
         int exact = fragment_type != NULL && (PyObject *)Py_TYPE(fragment) == fragment_type;
-        PyObject *state = exact ? PyObject_GenericGetDict(fragment, NULL) : tbl_state(fragment, keys[TOK_DICT]);
-        Py_DECREF(fragment);
+        PyObject *const *lf = exact && pf_ok ? mr_layout_fields(fragment, &pf_lc) : NULL;
+        if (exact && !pf_ok && mr_pf_derived(fragment_type)) exact = 0; /* a layout not accepted: its state */
+        PyObject *state = lf != NULL ? NULL
+                          : exact    ? PyObject_GenericGetDict(fragment, NULL)
+                                     : tbl_state(fragment, keys[TOK_DICT]);
+        if (lf == NULL) Py_DECREF(fragment); /* (else held until its fields are) */
         if (state != NULL && exact && !PyDict_Check(state)) {
             Py_CLEAR(state);
             PyErr_SetString(PyExc_TypeError, "fragment state must be a dict");
         }
-        if (state == NULL) {
+        if (state == NULL && lf == NULL) {
             rc = -1;
             break;
         }
         size_t r = rows != NULL ? rows[i] : (size_t)i;
         /* strong references throughout: lookups below may run Python code */
         PyObject *v[TOK_ALIASES + 1] = {NULL};
-        if (exact) {
+        if (lf != NULL) {
+            for (int k = TOK_TENSOR; k <= TOK_ALIASES && rc == 0; k++) {
+                v[k] = lf[tok_of_pf[k]];
+                if (v[k] == NULL) {
+                    PyErr_SetObject(PyExc_KeyError, keys[k]);
+                    rc = -1;
+                }
+            }
+            for (int k = TOK_TENSOR; k <= TOK_ALIASES; k++) Py_XINCREF(v[k]);
+            Py_DECREF(fragment);
+        }
+        else if (exact) {
             (void)tbl_scan_fields(state, keys, v);
             for (int k = TOK_TENSOR; k <= TOK_ALIASES; k++) Py_XINCREF(v[k]);
         }
-        for (int k = TOK_TENSOR; k <= TOK_ALIASES && rc == 0; k++) {
+        for (int k = TOK_TENSOR; k <= TOK_ALIASES && rc == 0 && lf == NULL; k++) {
             if (v[k] != NULL) continue;
             v[k] = tbl_state_get(state, keys[k]);
             if (v[k] == NULL) rc = -1;
@@ -1178,7 +1210,7 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
             }
         }
         for (int k = TOK_TENSOR; k <= TOK_ALIASES; k++) Py_XDECREF(v[k]);
-        Py_DECREF(state);
+        Py_XDECREF(state);
     }
     Py_XDECREF(prev_id);
     tbl_rank_memo_free(&memo);

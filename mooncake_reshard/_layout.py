@@ -85,10 +85,11 @@ def layout_builder(cls: type) -> Callable[..., Any]:
 
 
 def layout_storer(cls: type) -> Callable[..., None]:
-    """A C function filling an instance of exactly ``cls`` (a :func:`layout_dataclass`) with its
-    field values in field order: ``store(obj, v0, ..., vn-1)`` (a hand-written ``__init__``'s last
-    step, after it has validated the values), then untracking ``obj`` from the collector when
-    every value is inert. TypeError (nothing stored) for an instance of any other class."""
+    """A C function filling an instance of ``cls`` (a :func:`layout_dataclass`) or of a subclass
+    with its field values in field order: ``store(obj, v0, ..., vn-1)`` (a hand-written
+    ``__init__``'s last step, after it has validated the values), then untracking ``obj`` from the
+    collector when it is exactly ``cls`` and every value is inert (a subclass instance stays
+    tracked). TypeError (nothing stored) for an instance of any other class."""
     return _native.layout_storer(cls, layout_fields(cls))
 
 

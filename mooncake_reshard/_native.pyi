@@ -1204,11 +1204,11 @@ def layout_builder(cls: type, fields: int | tuple[str, ...], /) -> Callable[...,
     layout order, or their count); TypeError when it is not such a layout class."""
 
 def layout_storer(cls: type, fields: int | tuple[str, ...], /) -> Callable[..., None]:
-    """A callable filling an instance of exactly ``cls`` (a hand-written ``__init__``'s last
-    step): ``storer(obj, v0, ..., vn-1)`` replaces obj's fields with the values in layout order
-    (no validation) and untracks obj from the collector when every value is inert; TypeError
-    (nothing stored) when obj is not exactly ``cls``. ``cls`` is checked once, here, as by
-    ``layout_builder``."""
+    """A callable filling an instance of ``cls`` or of a subclass (a hand-written ``__init__``'s
+    last step): ``storer(obj, v0, ..., vn-1)`` replaces obj's fields with the values in layout
+    order (no validation) and, when obj is exactly ``cls`` and every value is inert, untracks it
+    from the collector; TypeError (nothing stored) when obj is not an instance of ``cls``.
+    ``cls`` is checked once, here, as by ``layout_builder``."""
 
 def layout_read_bench(objects: list[Any], cls: object, names: tuple[str, ...], mode: int, /) -> int:
     """Measurement entry point: a checksum of the fields ``names`` of every object, read by

@@ -80,23 +80,62 @@ def field_state(value: Any) -> Dict[str, Any]:
 
 def forged_instance(cls: type, state: Dict[Any, Any]) -> Any:
     """``object.__new__(cls)`` holding ``state`` and never validated: ``state`` as its instance
-    dict, or, for a class stored in a C-owned layout (no instance dict), each item stored with
-    ``object.__setattr__`` in ``state``'s order (a key that is not a field cannot be stored:
-    AttributeError / TypeError)."""
+    dict, or, for a class stored in a C-owned layout (no instance dict), each item stored in
+    ``state``'s order (``store_state(..., others=True)``: a key that is not a field cannot be
+    stored: AttributeError / TypeError)."""
+    forged = object.__new__(cls)
+    store_state(forged, state, others=True)
+    return forged
+
+
+def forged_state(cls: type, state: Dict[Any, Any]) -> Any:
+    """``forged_instance`` for a state that may hold what only an instance dict can hold: for a
+    class stored in a C-owned layout the items whose key is one of its field names (exact str)
+    are stored, in ``state``'s order, and any other item (a key that is not a field, a
+    non-interned equal key is still a field name) is left out: the layout has nowhere to keep
+    it. A dict-backed class gets ``state`` as its instance dict."""
+    forged = object.__new__(cls)
+    store_state(forged, state)
+    return forged
+
+
+def store_state(obj: Any, state: Dict[Any, Any], replace: bool = False, others: bool = False) -> None:
+    """Forge ``obj``'s state: ``obj.__dict__.update(state)`` (``replace``: ``state`` becomes its
+    instance dict) for a dict-backed value; for a value stored in a C-owned layout each item of
+    ``state`` naming one of its fields is stored through the layout's own member descriptors
+    (``replace``: every field not in ``state`` is emptied first) and any other item is left out
+    (nowhere to keep it), or with ``others`` stored with ``object.__setattr__`` (a subclass's
+    instance dict; else AttributeError / TypeError)."""
     from mooncake.reshard import _native
 
-    forged = object.__new__(cls)
-    info = _native.layout_info(cls)
+    info = _native.layout_info(type(obj))
     if info is None:
-        forged.__dict__.update(state)
-    else:  # (a subclass without __slots__ also has an instance dict: the fields are not there)
-        base, names = info
-        for name, field_value in state.items():
-            if name in names:  # the layout's own slot (a subclass property of that name is bypassed,
-                base.__dict__[name].__set__(forged, field_value)  # as an instance dict's was)
-            else:
-                object.__setattr__(forged, name, field_value)
-    return forged
+        if replace:
+            object.__setattr__(obj, "__dict__", state)
+        else:
+            obj.__dict__.update(state)
+        return
+    base, names = info  # (stored through the layout's own member descriptors: a subclass's
+    # property of a field's name is not in the way, as it was not for an instance dict)
+    if replace:
+        for name in names:
+            try:
+                base.__dict__[name].__delete__(obj)
+            except AttributeError:
+                pass
+    for key, value in state.items():
+        if (others or type(key) is str) and key in names:
+            base.__dict__[key].__set__(obj, value)
+        elif others:
+            object.__setattr__(obj, key, value)
+
+
+def pop_field(obj: Any, name: str) -> Any:
+    """``obj.__dict__.pop(name)`` of a dict-backed value; of a C-layout value the field's value,
+    the field then emptied."""
+    value = field_state(obj)[name]
+    object.__delattr__(obj, name)
+    return value
 
 
 def forged_copy(value: Any, **fields: Any) -> Any:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from oracles import assembly_columns, assembly_maps
+from spec_helpers import field_state, forged_state
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import ParallelRank, PlacementFragment
@@ -28,20 +29,19 @@ def _fragments(count: int = 40) -> tuple[Any, ...]:
 
 
 def _with_state(fragment: Any, state: dict) -> Any:
-    clone = object.__new__(PlacementFragment)
-    object.__setattr__(clone, "__dict__", state)
-    return clone
+    # (a C-layout fragment keeps only the items naming its fields: spec_helpers.forged_state)
+    return forged_state(PlacementFragment, state)
 
 
 def test_unusual_states_read_as_attributes() -> None:
     made = _fragments()
     positions, groups = assembly_maps(made)
     base = made[5]
-    equal_keys = _with_state(base, {"".join(list(k)): v for k, v in base.__dict__.items()})
-    assert all(a is not b for a, b in zip(equal_keys.__dict__, base.__dict__))
-    int_key = _with_state(base, {**base.__dict__, 1: "x"})
-    extra = _with_state(base, {**base.__dict__, "_cache": object()})
-    reordered = _with_state(base, dict(reversed(list(base.__dict__.items()))))
+    state = field_state(base)
+    equal_keys = _with_state(base, {"".join(list(k)): v for k, v in state.items()})
+    int_key = _with_state(base, {**state, 1: "x"})
+    extra = _with_state(base, {**state, "_cache": object()})
+    reordered = _with_state(base, dict(reversed(list(state.items()))))
     for odd in (equal_keys, int_key, extra, reordered):
         for at in (0, 17, len(made) - 1):
             fragments = made[:at] + (odd,) + made[at + 1 :]
@@ -56,7 +56,7 @@ def test_missing_fields_decline() -> None:
     made = _fragments()
     positions, groups = assembly_maps(made)
     for name in ("tensor_id", "rank", "placement_fragment_id"):
-        state = dict(made[3].__dict__)
+        state = dict(field_state(made[3]))
         del state[name]
         odd = _with_state(made[3], state)
         for at in (0, 20):

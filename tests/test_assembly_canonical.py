@@ -82,7 +82,7 @@ def test_parts_json_equals_dict_encoding(count: int, seed: int, nparts: int, as_
 
 def _broken(fragment: PlacementFragment, missing: str) -> PlacementFragment:
     clone = copy.copy(fragment)
-    del clone.__dict__[missing]
+    object.__delattr__(clone, missing)
     return clone
 
 
@@ -111,7 +111,7 @@ def test_parts_json_hostile_ranks_and_values() -> None:
     tail = '{"participant_id":"p"}'
     # a rank whose state lacks a key, a rank that is not an object with a dict state
     rank = copy.copy(fragment.rank)
-    del rank.__dict__["tp"]
+    object.__delattr__(rank, "tp")
     bad_rank = copy.copy(fragment)
     object.__setattr__(bad_rank, "rank", rank)
     with pytest.raises(KeyError):
@@ -238,7 +238,7 @@ def test_tensors_json_edge_values_and_errors() -> None:
         assert str(ours.value) == str(reference.value)
     # every read happens before any encoding: a missing attribute later wins
     missing = copy.copy(base)
-    del missing.__dict__["layout_fingerprint"]  # no class default to fall back to
+    object.__delattr__(missing, "layout_fingerprint")  # no class default to fall back to
     for tensors in ([bad_dtype, missing], [missing, bad_dtype]):
         with pytest.raises(AttributeError):
             tensors_json(tensors)
@@ -372,7 +372,7 @@ def test_pack_objects_shared_and_hostile_ranks() -> None:
     # one rank object for four fragments: every row carries its values (uncovered groups by tp)
     assert table.uncovered_group(("dp", "tp", "pp", "ep")) == -1
     broken = copy.copy(rank)
-    del broken.__dict__["ep"]
+    object.__delattr__(broken, "ep")
     bad = [fragments[0], PlacementFragment("a", (1,), (1,), 2, rank)]
     object.__setattr__(bad[1], "rank", broken)
     with pytest.raises(KeyError):

@@ -24,6 +24,8 @@ from layout_model import build_placement
 from test_manifest_scale import _table_summary
 from test_planner_oracle import placement_pairs
 
+from spec_helpers import field_state, store_state, pop_field
+
 from mooncake.reshard import _native
 from mooncake.reshard.weight import OwnershipAxis, ParallelRank, PlacementFragment
 from mooncake.reshard.weight import ReplicatedAxis, SplitAxis, TensorDescriptor
@@ -92,11 +94,11 @@ class _Tuple(tuple):  # type: ignore[type-arg]
 def test_tensor_shape_groups_declines_hostile_descriptors() -> None:
     base = _tensors(6, 1)
     sub = object.__new__(_SubTensor)
-    sub.__dict__.update(base[0].__dict__)
+    store_state(sub, field_state(base[0]))
     no_axes = copy.copy(base[0])
-    del no_axes.__dict__["parallel_axes"]
+    object.__delattr__(no_axes, "parallel_axes")
     odd_key = copy.copy(base[0])
-    odd_key.__dict__[1] = "x"  # a key that is not a str
+    store_state(odd_key, {1: "x"})  # a key that is not a str
     hostile = [
         sub,
         no_axes,
@@ -217,16 +219,16 @@ class _SpyFragment(PlacementFragment):
 def _variants(fragment: PlacementFragment) -> list[Any]:
     out: list[Any] = []
     odd = copy.copy(fragment)
-    odd.__dict__[7] = "not a str key"  # every field looked up
+    store_state(odd, {7: "not a str key"})  # every field looked up
     out.append(odd)
     for name in ("rank", "nbytes", "local_shape", "tensor_id", "aliases", "placement_fragment_id"):
         broken = copy.copy(fragment)
-        del broken.__dict__[name]
+        object.__delattr__(broken, name)
         out.append(broken)
     renamed = copy.copy(fragment)
     # a key equal to the field name but not the interned object: found by the lookup
-    value = renamed.__dict__.pop("nbytes")
-    renamed.__dict__["".join(["nby", "tes"])] = value
+    value = pop_field(renamed, "nbytes")
+    field_state(renamed)["".join(["nby", "tes"])] = value
     out.append(renamed)
     for name, value in (
         ("global_offset", [0, 2**70]),
@@ -240,7 +242,7 @@ def _variants(fragment: PlacementFragment) -> list[Any]:
         object.__setattr__(forged, name, value)
         out.append(forged)
     spy = object.__new__(_SpyFragment)
-    object.__getattribute__(spy, "__dict__").update(fragment.__dict__)
+    object.__getattribute__(spy, "__dict__").update(field_state(fragment))
     out.append(spy)
     return out
 

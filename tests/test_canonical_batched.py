@@ -16,6 +16,8 @@ import known_answers
 from layout_model import Layout, build_placement
 from test_planner_oracle import placement_pairs
 
+from spec_helpers import field_state, store_state
+
 from mooncake.reshard import _native
 from mooncake.reshard.weight import (
     OwnershipAxis,
@@ -148,7 +150,7 @@ def test_random_placements_batched_equal_exact(pair: tuple[Layout, Layout]) -> N
 
 def _clone(obj: Any, cls: type | None = None) -> Any:
     copy = object.__new__(cls or type(obj))
-    copy.__dict__.update(obj.__dict__)
+    store_state(copy, field_state(obj))
     return copy
 
 
@@ -164,9 +166,9 @@ def _equal_keys(obj: Any) -> Any:
     """A clone whose state (a plain dict, not key-sharing) has keys equal to the field names but
     not the interned name objects."""
     clone = object.__new__(type(obj))
-    state = {"".join(list(key)): value for key, value in obj.__dict__.items()}
-    assert all(a is not b for a, b in zip(state, obj.__dict__))
-    object.__setattr__(clone, "__dict__", state)
+    state = {"".join(list(key)): value for key, value in field_state(obj).items()}
+    assert all(a is not b for a, b in zip(state, field_state(obj)))
+    store_state(clone, replace=True, state=state)
     return clone
 
 
@@ -179,25 +181,24 @@ def _declining_fragments(fragment: Any) -> dict[str, Any]:
 
     out: dict[str, Any] = {"subclass": _clone(fragment, SubFragment)}
     rank_sub = _clone(fragment)
-    rank_sub.__dict__["rank"] = _clone(fragment.rank, SubRank)
+    store_state(rank_sub, {"rank": _clone(fragment.rank, SubRank)})
     out["rank subclass"] = rank_sub
     for name in ("tensor_id", "rank", "placement_fragment_id", "aliases", "pipeline_stage_id"):
         missing = _clone(fragment)
-        del missing.__dict__[name]
+        object.__delattr__(missing, name)
         out[f"missing {name}"] = missing
-    odd_key = _clone(fragment)
-    odd_key.__dict__[1] = "x"
-    out["int key"] = odd_key
-    out["equal key"] = _equal_keys(fragment)
+    # (a fragment's state is its C layout's slots: an int key cannot be stored, and fields
+    # stored through equal names that are not the interned ones are the genuine state; see
+    # test_equal_key_fragments_are_genuine)
     rank_odd = _clone(fragment)
     rank = _clone(fragment.rank)
-    rank.__dict__[2] = 3
-    rank_odd.__dict__["rank"] = rank
+    store_state(rank, {2: 3})
+    store_state(rank_odd, {"rank": rank})
     out["rank int key"] = rank_odd
     rank_missing = _clone(fragment)
     rank = _clone(fragment.rank)
-    del rank.__dict__["ep"]
-    rank_missing.__dict__["rank"] = rank
+    object.__delattr__(rank, "ep")
+    store_state(rank_missing, {"rank": rank})
     out["rank missing ep"] = rank_missing
     return out
 
@@ -220,12 +221,26 @@ def test_extra_str_keys_do_not_decline() -> None:
     pairs = canonical._part_pairs(placement.parts)
     tensors = list(placement.tensors)
     fragment = _clone(pairs[0][0][2])
-    fragment.__dict__["_cache"] = object()
+    store_state(fragment, {"_cache": object()})
     forged = _replace_fragment(pairs, 0, 2, fragment)
     tensor = _clone(tensors[1])
-    tensor.__dict__["_derived"] = [1]
+    store_state(tensor, {"_derived": [1]})
     tensors[1] = tensor
     assert _fused(forged, tensors, _TYPES6) == _exact(forged, tensors)
+
+
+def test_equal_key_fragments_are_genuine() -> None:
+    """A fragment's fields stored through names equal to, but not, the interned field names are
+    its genuine state (a C layout has slots, not keys): the batched path encodes it exactly."""
+    placement = _big_placement(40, 2, 1)
+    pairs = canonical._part_pairs(placement.parts)
+    tensors = list(placement.tensors)
+    part = next(i for i, (fragments, _) in enumerate(pairs) if len(fragments) > 17)
+    for at in (0, 16, len(pairs[part][0]) - 1):
+        forged = _replace_fragment(pairs, part, at, _equal_keys(pairs[part][0][at]))
+        for sha in (False, True):
+            got = _fused(forged, tensors, _TYPES6, sha)
+            assert got is not None and got == _fused(pairs, tensors, _TYPES6, sha)
 
 
 def test_unusual_tensors_and_axes_decline() -> None:
@@ -234,20 +249,20 @@ def test_unusual_tensors_and_axes_decline() -> None:
     tensors = list(placement.tensors)
     base = tensors[0]
     int_key = _clone(base)
-    int_key.__dict__[0] = 1
+    store_state(int_key, {0: 1})
     equal_key = _equal_keys(base)
     axis = _clone(base.parallel_axes[1])
-    axis.__dict__[5] = 5
+    store_state(axis, {5: 5})
     axis_key = _clone(base)
-    axis_key.__dict__["parallel_axes"] = (base.parallel_axes[0], axis)
+    store_state(axis_key, {"parallel_axes": (base.parallel_axes[0], axis)})
     no_dim = _clone(base.parallel_axes[1])
-    del no_dim.__dict__["dim"]
+    object.__delattr__(no_dim, "dim")
     axis_dim = _clone(base)
-    axis_dim.__dict__["parallel_axes"] = (no_dim,)
+    store_state(axis_dim, {"parallel_axes": (no_dim,)})
     no_kind = _clone(base.parallel_axes[0])
-    del no_kind.__dict__["kind"]
+    object.__delattr__(no_kind, "kind")
     axis_kind = _clone(base)
-    axis_kind.__dict__["parallel_axes"] = (no_kind,)
+    store_state(axis_kind, {"parallel_axes": (no_kind,)})
     for bad in (int_key, equal_key, axis_key, axis_dim, axis_kind):
         for at in (0, 15, 16, 19):
             given = tensors[:at] + [bad] + tensors[at + 1 :]
@@ -285,7 +300,7 @@ def test_forged_values_encode_as_the_exact_encoding() -> None:
     ]
     for edit in edits:
         forged_fragment = _clone(fragment)
-        edit(forged_fragment.__dict__)
+        edit(field_state(forged_fragment))
         forged = _replace_fragment(pairs, 0, 2, forged_fragment)
         try:
             exact: Any = _exact(forged, tensors)

@@ -21,6 +21,8 @@ from hypothesis import given, settings, strategies as st
 
 import oracles
 from layout_model import Layout, build_fragment, build_placement, build_tensor, build_topology
+from spec_helpers import field_state
+
 from mooncake.reshard import _native
 from mooncake.reshard.weight import (
     ParallelRank,
@@ -175,8 +177,8 @@ def test_from_fragments_agrees_with_oracle_and_checked_parts(layout: Layout) -> 
     )
     for fast, slow in zip(placement.parts, checked):
         assert fast == slow
-        assert list(fast.__dict__) == list(slow.__dict__)
-        assert fast.__dict__ == slow.__dict__
+        assert list(field_state(fast)) == list(field_state(slow))
+        assert field_state(fast) == field_state(slow)
     rebuilt = WeightPlacementManifest(
         resource_id=placement.resource_id,
         revision=placement.revision,
@@ -237,7 +239,7 @@ def test_canonical_fragment_json_edge_values() -> None:
     with pytest.raises(AttributeError):
         _native.canonical_fragments_json([1])  # type: ignore[list-item]
     broken = copy.copy(fragments[1])
-    del broken.__dict__["nbytes"]
+    object.__delattr__(broken, "nbytes")
     with pytest.raises(KeyError):
         _native.canonical_fragments_json([broken])
 
@@ -279,13 +281,13 @@ def test_canonical_parts_json_shape_and_errors() -> None:
 @given(valid_layouts())
 def test_table_is_cached_and_never_pickled(layout: Layout) -> None:
     placement = build_placement(layout)
-    table = placement.__dict__.get("_fragment_table")
+    table = field_state(placement).get("_fragment_table")
     assert table is not None and placement._fragments_table() is table
     assert len(table) == len(placement.fragments)
     state = placement.__getstate__()
     assert "_fragment_table" not in state
     clone = pickle.loads(pickle.dumps(placement))
-    assert "_fragment_table" not in clone.__dict__
+    assert "_fragment_table" not in field_state(clone)
     assert clone == placement
     rebuilt = clone._fragments_table()
     assert rebuilt is not None and len(rebuilt) == len(placement.fragments)
@@ -458,7 +460,7 @@ def test_pack_objects_errors() -> None:
     with pytest.raises(AttributeError):
         _native.FragmentTable.pack_objects([(2,)], {"a": 0}, [1])
     broken = copy.copy(fragment)
-    del broken.__dict__["rank"]
+    object.__delattr__(broken, "rank")
     with pytest.raises(KeyError):
         _native.FragmentTable.pack_objects([(2,)], {"a": 0}, [broken])
     table, increasing, any_aliases = _native.FragmentTable.pack_objects([(2,)], {"a": 0}, ())

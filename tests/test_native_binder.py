@@ -247,12 +247,12 @@ def _attest_kernel(placement: Any, binding: Any, part_fragments: Any = "part") -
 
 
 def _attestation_state(attestation: Any) -> dict[str, Any]:
-    state = dict(attestation.__dict__)
+    state = dict(field_state(attestation))
     state.pop("_mooncake_attestation", None)
     for name in ("_placement_by_id", "_binding_by_id"):
         state[name] = dict(state[name])
     evidence = state["evidence"]
-    state["evidence"] = (type(evidence), dict(evidence.__dict__))
+    state["evidence"] = (type(evidence), dict(field_state(evidence)))
     return state
 
 
@@ -264,8 +264,8 @@ def test_attest_builds_the_python_attestation() -> None:
         reference = object.__new__(RuntimeBindingAttestation)
         reference._set_validated_state(placement, RuntimeBindingEvidence.from_binding(binding), binding, validated=True)
         assert _attestation_state(built) == _attestation_state(reference)
-        assert list(built.__dict__) == list(reference.__dict__)
-        assert list(built.evidence.__dict__) == [field.name for field in dataclasses.fields(RuntimeBindingEvidence)]
+        assert list(field_state(built)) == list(field_state(reference))
+        assert list(field_state(built.evidence)) == [field.name for field in dataclasses.fields(RuntimeBindingEvidence)]
         assert built == reference
         assert built.evidence.fragments is binding.fragments
         assert built.evidence == RuntimeBindingEvidence.from_binding(binding)
@@ -429,7 +429,7 @@ def test_attested_executors_equal_the_python_rows(spread: bool) -> None:
             assert executor.attestation is attestation
             assert executor.fragment_ids == tuple(snapshot.fragment_id for snapshot in snapshots)
             assert list(snapshots) == sorted(snapshots, key=lambda snapshot: snapshot.fragment_id)
-            assert list(executor.__dict__) == [field.name for field in dataclasses.fields(ExecutorTransferPlan)]
+            assert list(field_state(executor)) == [field.name for field in dataclasses.fields(ExecutorTransferPlan)]
             for snapshot in snapshots:
                 assert type(snapshot) is RuntimeFragmentSnapshot
                 assert not hasattr(snapshot, "__dict__")  # stored in its C layout
@@ -1048,7 +1048,7 @@ def test_attested_rows_equal_the_attested_view(spread: bool) -> None:
         built = _rows_kernel(attestation)
         assert built is not None
         expected_by_pfid, rows_by_worker, ids_by_worker, complete = built
-        state = attestation.__dict__
+        state = field_state(attestation)
         expected = _python_attested_rows(state, state["evidence"], state["evidence"].generation)
         assert complete is True
         assert (expected_by_pfid, rows_by_worker, ids_by_worker, complete) == expected

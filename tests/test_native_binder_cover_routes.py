@@ -13,6 +13,8 @@ import pytest
 
 from memory_executor import HostMemory, host_bindings, tp_placement
 
+from spec_helpers import field_state, store_state
+
 from mooncake.reshard import _native
 from mooncake.reshard.weight import ParallelRank, StoredFragmentSnapshot
 from mooncake.reshard.weight._planner import validation
@@ -32,7 +34,7 @@ def _world(target_parts: int = 3) -> tuple[Any, Any, Any]:
 
 
 def _args(plan: Any) -> tuple[Any, ...]:
-    state = plan.__dict__
+    state = field_state(plan)
     target = plan.target_placement
     if not validation._COVER_CLASSES:  # filled by the first call, on a genuine plan
         genuine = _world()[0]
@@ -52,7 +54,7 @@ def _separate(plan: Any) -> Optional[bool]:
     if _native.logical_target_cover(*args) is None:
         return None
     routes = _native.logical_routes_plain(
-        plan.__dict__.get("operations"), TransferRegion, PlacementFragment, StoredFragmentSnapshot, ParallelRank
+        field_state(plan).get("operations"), TransferRegion, PlacementFragment, StoredFragmentSnapshot, ParallelRank
     )
     return routes is True
 
@@ -88,7 +90,7 @@ def _forge(logical: Any, forgery: str) -> None:
         source(placement_fragment_id="")
     elif forgery == "source_subclass":
         forged = object.__new__(type("Fragment", (PlacementFragment,), {}))
-        forged.__dict__.update(op.source.__dict__)
+        store_state(forged, field_state(op.source))
         object.__setattr__(op, "source", forged)
     elif forgery == "source_missing":
         object.__delattr__(op, "source")
@@ -105,7 +107,7 @@ def _forge(logical: Any, forgery: str) -> None:
         object.__setattr__(op.target, "rank", [0, 0, 0, 0])
     elif forgery == "target_pp_missing":
         rank_copy = _copy(op.target.rank)
-        del rank_copy.__dict__["pp"]
+        object.__delattr__(rank_copy, "pp")
         object.__setattr__(op.target, "rank", rank_copy)
     elif forgery == "target_stage_missing":
         object.__delattr__(op.target, "pipeline_stage_id")

@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional
 import pytest
 
 from memory_executor import tp_placement
-from spec_helpers import field_state, forged_copy
+from spec_helpers import field_state, forged_copy, store_state
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import ParallelRank, PlacementFragment, StoredFragmentSnapshot, TensorDescriptor
@@ -36,11 +36,16 @@ def _forged(value: Any, state: dict[Any, Any]) -> Any:
     object.__setattr__ (a key that is not a field cannot be stored: AttributeError / TypeError)."""
     forged = object.__new__(type(value))
     if hasattr(forged, "__dict__"):
-        forged.__dict__.update(state)
+        store_state(forged, state)
     else:
         for key, item in state.items():
             object.__setattr__(forged, key, item)
     return forged
+
+
+# (placement fragments and regions are stored in C layouts: fields stored in another order or
+# through an equal name that is not the interned one are the genuine state; an extra or a
+# non-str key cannot be stored at all)
 
 
 def reordered(value: Any) -> Any:
@@ -90,7 +95,7 @@ def _with_fragment(position: int, forge: Callable[[Any], Any]) -> tuple[tuple[An
     old = fragments[position % len(fragments)]
     new = forge(old)
     parts = tuple(
-        _forged(part, {**part.__dict__, "fragments": tuple(new if f is old else f for f in part.fragments)})
+        _forged(part, {**field_state(part), "fragments": tuple(new if f is old else f for f in part.fragments)})
         if any(f is old for f in part.fragments)
         else part
         for part in PLAN.target_placement.parts
@@ -110,7 +115,7 @@ def test_genuine_plan_is_accepted() -> None:
     assert len(PLAN.operations) > 20
 
 
-@pytest.mark.parametrize("forge", [reordered, extra, not_interned, non_str_key])
+@pytest.mark.parametrize("forge", [reordered, not_interned])
 @pytest.mark.parametrize("position", [0, 1, 5, -1])
 def test_benign_forged_fragment_dicts_decide_as_genuine(forge: Callable[[Any], Any], position: int) -> None:
     operations, parts = _with_fragment(position, forge)
@@ -127,9 +132,12 @@ def test_benign_forged_operation_dicts_decide_as_genuine(forge: Callable[[Any], 
 
 @pytest.mark.parametrize("forge", [extra, non_str_key])
 def test_an_operation_cannot_hold_a_key_that_is_not_a_field(forge: Callable[[Any], Any]) -> None:
-    # what an instance dict could hold besides the fields has no place in the region's C layout
+    # what an instance dict could hold besides the fields has no place in the region's (or a
+    # placement fragment's) C layout
     with pytest.raises((AttributeError, TypeError)):
         forge(PLAN.operations[0])
+    with pytest.raises((AttributeError, TypeError)):
+        forge(PLAN.target_placement.parts[0].fragments[0])
 
 
 @pytest.mark.parametrize("name", ["global_offset", "local_shape", "placement_fragment_id"])

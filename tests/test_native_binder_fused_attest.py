@@ -51,16 +51,16 @@ def _same_attestation(a: Any, b: Any) -> None:
     assert type(a) is type(b)
     assert a.placement is b.placement
     for name in ("_placement_dict", "_binding_dict"):
-        x, y = a.__dict__[name], b.__dict__[name]
+        x, y = field_state(a)[name], field_state(b)[name]
         assert type(x) is dict and type(y) is dict
         assert list(x) == list(y)
         assert all(k1 is k2 for k1, k2 in zip(x, y))  # the very key objects, in order
         assert all(x[k] is y[k] for k in x)
-    assert dict(a._placement_by_id) == a.__dict__["_placement_dict"]
-    assert dict(a._binding_by_id) == a.__dict__["_binding_dict"]
+    assert dict(a._placement_by_id) == field_state(a)["_placement_dict"]
+    assert dict(a._binding_by_id) == field_state(a)["_binding_dict"]
     ea, eb = a.evidence, b.evidence
-    assert ea.__dict__.keys() == eb.__dict__.keys()
-    assert all(ea.__dict__[k] is eb.__dict__[k] for k in ea.__dict__)
+    assert field_state(ea).keys() == field_state(eb).keys()
+    assert all(field_state(ea)[k] is field_state(eb)[k] for k in field_state(ea))
 
 
 def _outcome(placement: Any, bindings: Any, fused: bool) -> Any:
@@ -113,7 +113,7 @@ def test_gc_state_is_the_three_steps_state() -> None:
     assert gc.is_tracked(a) == gc.is_tracked(b)
     assert gc.is_tracked(a.evidence) == gc.is_tracked(b.evidence)
     for name in ("_placement_dict", "_binding_dict"):
-        assert gc.is_tracked(a.__dict__[name]) == gc.is_tracked(b.__dict__[name])
+        assert gc.is_tracked(field_state(a)[name]) == gc.is_tracked(field_state(b)[name])
 
 
 POSITIONS = [0, 1, 8, N - 1]

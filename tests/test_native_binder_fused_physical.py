@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory_executor import HostMemory, host_bindings, tp_placement
-from spec_helpers import field_state, forged_instance
+from spec_helpers import field_state, forged_instance, store_state
 from test_binding_physical import bound, region, workloads
 from spec_helpers import field_state, forged_copy, forged_instance
 
@@ -357,7 +357,7 @@ def test_forged_limits_object_gives_the_same_first_failure(monkeypatch: pytest.M
     if missing_binding:
         first = logical.operations[0]
         forged = forged_instance(PlacementFragment, dict(field_state(first.target)))
-        forged.__dict__["placement_fragment_id"] = "nowhere"
+        store_state(forged, {"placement_fragment_id": "nowhere"})
         object.__setattr__(first, "target", forged)
     outcomes = []
     for separate in (False, True):

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory_executor import HostMemory, host_bindings, tp_placement
-from spec_helpers import field_state, forged_instance
+from spec_helpers import field_state, forged_instance, store_state
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import RuntimeBindingFragment, StoredWeightManifest, WeightRuntimeBindingManifest
@@ -202,10 +202,10 @@ def test_hostile_arguments() -> None:
     object.__setattr__(fresh[1], "_placement_dict", dict(fresh[1]._placement_dict).items())
     assert _ordered(parts, fresh, ops) is None
     _, fresh = world.side(0)
-    del fresh[0].__dict__["evidence"]
+    object.__delattr__(fresh[0], "evidence")
     assert _ordered(parts, fresh, ops) is None
     nameless = object.__new__(type(parts[0][0]))
-    nameless.__dict__.update(parts[0][0].__dict__)
+    store_state(nameless, field_state(parts[0][0]))
     object.__setattr__(nameless, "placement_fragment_id", 7)
     _, fresh = world.side(0)
     assert _ordered(((nameless,) + parts[0][1:],) + parts[1:], fresh, ops) is None

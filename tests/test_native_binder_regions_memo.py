@@ -53,7 +53,7 @@ def _fused(operations: tuple[Any, ...], targets: dict[str, Any], sources: dict[s
 def _bound_of(fragment: Any, table: dict[str, Any]) -> Any:
     if type(fragment) is StoredFragmentSnapshot:
         return fragment
-    return table[fragment.__dict__["placement_fragment_id"]]
+    return table[field_state(fragment)["placement_fragment_id"]]
 
 
 def _ends(region: Any) -> tuple[int, int, int]:
@@ -330,7 +330,7 @@ FRAGMENT_FORGERIES = [
 def _oracle_declines(operations: tuple[Any, ...]) -> bool:
     for op in operations:
         for fragment, table in ((op.target, TARGETS), (op.source, SOURCES)):
-            pfid = fragment.__dict__.get("placement_fragment_id")
+            pfid = field_state(fragment).get("placement_fragment_id")
             if type(pfid) is not str or not pfid or pfid not in table:
                 return True
     return False

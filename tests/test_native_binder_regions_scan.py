@@ -66,7 +66,7 @@ def _oracle(operations: tuple[Any, ...], targets: dict[str, Any], sources: dict[
         for name, table in (("source", sources), ("target", targets)):
             fragment = values[name]
             if type(fragment) is PlacementFragment:
-                pfid = fragment.__dict__.get("placement_fragment_id")
+                pfid = field_state(fragment).get("placement_fragment_id")
                 if type(pfid) is not str or not pfid or pfid not in table:
                     return None
                 bound.append(table[pfid])

@@ -14,6 +14,8 @@ import pytest
 
 from memory_executor import HostMemory, host_bindings, tp_placement
 
+from spec_helpers import field_state, store_state
+
 from mooncake.reshard import _native
 from mooncake.reshard.weight import ParallelRank, StoredFragmentSnapshot
 from mooncake.reshard.weight._planner import validation
@@ -78,8 +80,8 @@ _SEEN: list[Any] = []
 
 def _copy(value: Any, **changes: Any) -> Any:
     copy = object.__new__(type(value))
-    copy.__dict__.update(value.__dict__)
-    copy.__dict__.update(changes)
+    store_state(copy, field_state(value))
+    store_state(copy, changes)
     return copy
 
 
@@ -154,7 +156,7 @@ def test_forged_plans_give_the_views_outcome(monkeypatch: pytest.MonkeyPatch, fo
     elif forgery == "source_subclass":
         sub = type("Fragment", (PlacementFragment,), {})
         forged = object.__new__(sub)
-        forged.__dict__.update(op.source.__dict__)
+        store_state(forged, field_state(op.source))
         object.__setattr__(op, "source", forged)
     elif forgery == "target_stage_str":
         object.__setattr__(op.target, "pipeline_stage_id", "2")

@@ -19,6 +19,8 @@ import pytest
 from test_native_binder import _forge, _multi_worker_binding, _part, _world
 from test_native_binder_project import CLASSES, _args
 
+from spec_helpers import field_state, store_state
+
 from mooncake.reshard import _native
 from mooncake.reshard.weight import PlacementFragment
 from mooncake.reshard.weight._planner.attestation import RuntimeBindingAttestation
@@ -114,19 +116,19 @@ class _DictSubclass(dict):  # type: ignore[type-arg]
 
 def _without(fragment: Any, name: str) -> Any:
     clone = _forge(fragment)
-    del clone.__dict__[name]
+    object.__delattr__(clone, name)
     return clone
 
 
 def _retyped(fragment: Any, cls: type) -> Any:
     clone = object.__new__(cls)
-    clone.__dict__.update(fragment.__dict__)
+    store_state(clone, field_state(fragment))
     return clone
 
 
 def _dict_subclass(fragment: Any) -> Any:
     clone = _forge(fragment)
-    object.__setattr__(clone, "__dict__", _DictSubclass(fragment.__dict__))
+    store_state(clone, replace=True, state=_DictSubclass(field_state(fragment)))
     return clone
 
 

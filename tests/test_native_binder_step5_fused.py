@@ -13,6 +13,8 @@ import pytest
 
 from memory_executor import HostMemory, host_bindings, tp_placement
 
+from spec_helpers import field_state, store_state
+
 from mooncake.reshard import _native
 from mooncake.reshard.weight import StoredFragmentSnapshot
 from mooncake.reshard.weight._planner import binding as binding_module
@@ -40,7 +42,7 @@ def _classes() -> tuple[Any, ...]:
 
 
 def _fused(plan: Any, target_fragments: Any = None, source_fragments: Any = None) -> Any:
-    state = plan.__dict__
+    state = field_state(plan)
     target = plan.target_placement
     return _native.logical_target_cover(
         state["operations"],
@@ -126,7 +128,7 @@ def test_forged_operations_agree(forgery: str) -> None:
         object.__delattr__(op, "source")
     elif forgery == "source_subclass":
         forged = object.__new__(type("Fragment", (PlacementFragment,), {}))
-        forged.__dict__.update(op.source.__dict__)
+        store_state(forged, field_state(op.source))
         object.__setattr__(op, "source", forged)
     else:
         object.__setattr__(op, "source", _copy(op.source, placement_fragment_id=7))
@@ -135,7 +137,7 @@ def test_forged_operations_agree(forgery: str) -> None:
 
 def test_hostile_arguments() -> None:
     logical, _, _ = _world()
-    state = logical.__dict__
+    state = field_state(logical)
     target = logical.target_placement
     args = (state["operations"], target.parts, state["target_executors"], state["target_tensors"],
             target.placement_id, *_classes(), StoredFragmentSnapshot)

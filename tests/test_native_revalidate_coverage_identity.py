@@ -12,6 +12,8 @@ from typing import Any, Optional
 
 import pytest
 
+from spec_helpers import field_state, store_state, pop_field
+
 from mooncake.reshard import _native
 from mooncake.reshard.weight import ParallelRank
 from mooncake.reshard.weight._planner import bound_contracts as bc
@@ -171,10 +173,12 @@ def test_one_object_under_two_participants(name: str) -> None:
 
 
 class _FragmentSubclass(PlacementFragment):
-    pass
+    __slots__ = ()  # (the class's C layout: __class__ assignment needs the same layout)
 
 
 class _RenamingSubclass(PlacementFragment):
+    __slots__ = ()  # (the class's C layout: __class__ assignment needs the same layout)
+
     @property  # type: ignore[misc]
     def placement_fragment_id(self) -> str:  # the attribute read differs from the state
         return "renamed"
@@ -213,7 +217,7 @@ def test_subclass_fragments(name: str, cls: type, at: int) -> None:
 def test_forged_fields(name: str, field: str, value: Any, at: int) -> None:
     tables = _tables(name)
     fragment = tables[0].parts[at].fragments[-1]
-    saved = fragment.__dict__[field]
+    saved = field_state(fragment)[field]
     object.__setattr__(fragment, field, value)
     try:
         # the operation's placement is this very object: a forged id is read for its member
@@ -228,11 +232,11 @@ def test_forged_fields(name: str, field: str, value: Any, at: int) -> None:
 def test_missing_field(name: str) -> None:
     tables = _tables(name)
     fragment = tables[0].parts[0].fragments[0]
-    saved = fragment.__dict__.pop("local_shape")
+    saved = pop_field(fragment, "local_shape")
     try:
         assert _decide(tuple(tables)) in (None, AttributeError)
     finally:
-        fragment.__dict__["local_shape"] = saved
+        store_state(fragment, {"local_shape": saved})
 
 
 def test_fragment_type_argument() -> None:

@@ -15,6 +15,8 @@ import pytest
 from test_native_revalidate import _fragments_reference, _identity, _native_fragments, _scan
 from test_native_revalidate_side_batched import _plan as _side_plan
 
+from spec_helpers import field_state
+
 from mooncake.reshard.weight import ParallelRank
 from mooncake.reshard.weight._planner import bound_contracts as bc
 from mooncake.reshard.weight.planner import TransferPlan
@@ -146,7 +148,7 @@ def test_equal_rank_objects_equal_the_loop(name: str) -> None:
     saved = [(f.placement, f.placement.rank) for f in frags]
     try:
         for placement, rank in saved:
-            object.__setattr__(placement, "rank", ParallelRank(**rank.__dict__))
+            object.__setattr__(placement, "rank", ParallelRank(**field_state(rank)))
         assert _compare(frags, _identity(plan)) is not None
     finally:
         for placement, rank in saved:
@@ -162,7 +164,7 @@ def test_forged_shared_rank_equals_the_loop(name: str, field: str, value: Any) -
     frags = _frags(plan)
     rank = frags[len(frags) // 2].placement.rank
     assert sum(f.placement.rank is rank for f in frags) > 1
-    saved = rank.__dict__[field]
+    saved = field_state(rank)[field]
     object.__setattr__(rank, field, value)
     try:
         native = _compare(frags, _identity(plan))

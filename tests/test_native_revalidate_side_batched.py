@@ -140,9 +140,9 @@ def test_fragment_fields_read_from_dicts(where: str, case: str) -> None:
             def edit(forged: Any) -> None:
                 placement = dataclasses.replace(forged.placement)
                 if case == "no-pfid":
-                    del placement.__dict__["placement_fragment_id"]
+                    object.__delattr__(placement, "placement_fragment_id")
                 elif case == "subclass":
-                    object.__setattr__(placement, "__class__", type("Sub", (PlacementFragment,), {}))
+                    object.__setattr__(placement, "__class__", type("Sub", (PlacementFragment,), {"__slots__": ()}))
                 elif case == "forged-pfid":
                     object.__setattr__(placement, "placement_fragment_id", "elsewhere")
                 else:

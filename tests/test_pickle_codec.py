@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spec_helpers import field_state, forged_instance, raises
+from spec_helpers import field_state, forged_instance, raises, store_state
 from test_binding_attacks import World
 
 from mooncake.reshard import _native
@@ -145,7 +145,7 @@ def _py_unpack(codes: bytes, values: tuple[Any, ...], registry: Any) -> Any:
                 built = cls(*items)
             else:
                 built = object.__new__(cls)
-                built.__dict__.update(zip(names, items))
+                store_state(built, dict(zip(names, items)))  # (a C layout's slots, or its dict)
             memo.append(built)
             return built
         raise Malformed
@@ -232,7 +232,7 @@ def test_instances_of_another_shape_are_leaves() -> None:
     odd = Leaf(1, 2)
     object.__setattr__(odd, "extra", 3)  # default pickling keeps it: written by pickle
     missing = Node(1, 2)
-    del missing.__dict__["z"]
+    object.__delattr__(missing, "z")
     cached = Cached(5, "digest")
     cached.__dict__["_derived"] = object()  # dropped, like WeightPlacementManifest's caches
     public = Cached(6)

@@ -14,6 +14,8 @@ from typing import Any, List, Tuple
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spec_helpers import field_state, store_state
+
 from mooncake.reshard import _native
 from mooncake.reshard.weight import ParallelRank, PlacementExecutorPlan, PlacementFragment
 
@@ -21,10 +23,10 @@ from mooncake.reshard.weight import ParallelRank, PlacementExecutorPlan, Placeme
 def _fragment(fid: Any, rank: ParallelRank) -> PlacementFragment:
     made = PlacementFragment(tensor_id="w", global_offset=(0,), local_shape=(4,), nbytes=8, rank=rank,
                              placement_fragment_id="x")
-    state = dict(made.__dict__)
+    state = dict(field_state(made))
     state["placement_fragment_id"] = fid  # as it is (the class checks its own ids)
     clone = object.__new__(PlacementFragment)
-    object.__setattr__(clone, "__dict__", state)
+    store_state(clone, replace=True, state=state)
     return clone
 
 
@@ -70,7 +72,7 @@ def _outcome(parts: List[_Part], used: Any, *extra: Any) -> Any:
         pairs = _native.project_executors(PlacementExecutorPlan, "sha256:" + "0" * 64, tuple(parts), used, None, *extra)
     except (TypeError, AttributeError) as exc:
         return (type(exc).__name__, str(exc))
-    return [(key, executor.__dict__) for key, executor in pairs]
+    return [(key, field_state(executor)) for key, executor in pairs]
 
 
 def _python(parts: List[_Part], used: set) -> Any:

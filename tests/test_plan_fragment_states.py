@@ -15,6 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spec_helpers import field_state, store_state
+
 from mooncake.reshard import _native
 from mooncake.reshard.weight import ParallelRank, PlacementFragment
 
@@ -37,7 +39,7 @@ def _made(count: int) -> List[PlacementFragment]:
 
 def _with_state(state: Dict[Any, Any], cls: type = PlacementFragment) -> Any:
     clone = object.__new__(cls)
-    object.__setattr__(clone, "__dict__", state)
+    store_state(clone, replace=True, state=state)
     return clone
 
 
@@ -99,7 +101,7 @@ def test_state_scans_equal_the_attribute_reads(count: int, forgeries: List[Any],
     made: List[Any] = _made(count)
     for position, kind, name, value in forgeries:
         position %= count
-        state = dict(made[position].__dict__)
+        state = dict(field_state(made[position]))
         forged = {**state, name: value} if kind == "value" else _variant(state, kind, name)
         made[position] = _with_state(forged)
     fragments = tuple(made) if as_tuple else made
@@ -111,4 +113,4 @@ def test_fields_are_the_very_objects_of_the_state() -> None:
     ids, tids, dps, _, geometry = _native.fragment_columns(tuple(made), PlacementFragment, ParallelRank)
     assert geometry is not None
     for fragment, fid, tid in zip(made, ids, tids):
-        assert fid is fragment.__dict__["placement_fragment_id"] and tid is fragment.__dict__["tensor_id"]
+        assert fid is field_state(fragment)["placement_fragment_id"] and tid is field_state(fragment)["tensor_id"]

@@ -14,6 +14,8 @@ from typing import Any, Dict, List, Tuple
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spec_helpers import field_state, store_state
+
 from mooncake.reshard import _native
 from mooncake.reshard.weight import ParallelRank, PlacementFragment
 
@@ -35,10 +37,10 @@ class _Str(str):
 def _fragment(tid: Any, **fields: Any) -> PlacementFragment:
     """A fragment whose tensor_id is tid as it is (a str subclass is refused by the class)."""
     made = PlacementFragment(tensor_id="x", **fields)
-    state = dict(made.__dict__)
+    state = dict(field_state(made))
     state["tensor_id"] = tid
     clone = object.__new__(PlacementFragment)
-    object.__setattr__(clone, "__dict__", state)
+    store_state(clone, replace=True, state=state)
     return clone
 
 

@@ -16,6 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spec_helpers import field_state, store_state
+
 from mooncake.reshard import _native
 from mooncake.reshard.weight import ParallelRank, PlacementFragment
 
@@ -80,7 +82,7 @@ def _both(fragments: Any, args: Tuple[Any, ...]) -> Any:
 
 def _with_state(state: dict, cls: type = PlacementFragment) -> Any:
     clone = object.__new__(cls)
-    object.__setattr__(clone, "__dict__", state)
+    store_state(clone, replace=True, state=state)
     return clone
 
 
@@ -114,7 +116,7 @@ def test_unusual_fragment_states(name: str, position: int) -> None:
     made = _made(40, 1)
     args = _args()
     base = made[position]
-    state = dict(base.__dict__)
+    state = dict(field_state(base))
     variants = [
         # every key equal but not the interned name: all read as attributes
         {_not_interned(k): v for k, v in state.items()},
@@ -138,7 +140,7 @@ def test_forged_values_through_the_scan(value: Any, name: str) -> None:
     made = _made(40, 2)
     args = _args((("tp",),) * 4)
     for position in (0, 17, 39):
-        forged = _with_state({**made[position].__dict__, name: value})
+        forged = _with_state({**field_state(made[position]), name: value})
         _both(made[:position] + [forged] + made[position + 1:], args)
 
 
@@ -164,7 +166,7 @@ def test_unusual_rank_states(axis: str) -> None:
     ]
     for rank in ranks:
         for position in (0, 20, 39):
-            forged = _with_state({**made[position].__dict__, "rank": rank})
+            forged = _with_state({**field_state(made[position]), "rank": rank})
             _both(made[:position] + [forged] + made[position + 1:], args)
 
 
@@ -174,16 +176,16 @@ def test_subclassed_fragments_and_equal_keys_everywhere() -> None:
 
     made = _made(60, 4)
     args = _args()
-    _both(made[:30] + [_with_state(dict(made[30].__dict__), Sub)] + made[31:], args)
+    _both(made[:30] + [_with_state(dict(field_state(made[30])), Sub)] + made[31:], args)
     # every fragment's state under equal, non-interned keys: same as plain
-    rebuilt = [_with_state({_not_interned(k): v for k, v in f.__dict__.items()}) for f in made]
+    rebuilt = [_with_state({_not_interned(k): v for k, v in field_state(f).items()}) for f in made]
     _both(rebuilt, args)
     # a state scan that meets the rank's fields under non-interned keys on every fragment
     ranks = {}
     for f in made:
         if f.rank not in ranks:
-            ranks[f.rank] = _rank_with_state({_not_interned(k): v for k, v in f.rank.__dict__.items()})
-    _both([_with_state({**f.__dict__, "rank": ranks[f.rank]}) for f in made], args)
+            ranks[f.rank] = _rank_with_state({_not_interned(k): v for k, v in field_state(f.rank).items()})
+    _both([_with_state({**field_state(f), "rank": ranks[f.rank]}) for f in made], args)
 
 
 def test_fields_read_from_the_state_are_the_very_objects() -> None:
@@ -192,4 +194,4 @@ def test_fields_read_from_the_state_are_the_very_objects() -> None:
     result = _native.select_sources(made, *args, PlacementFragment, ParallelRank)
     assert result is not None and result[0]
     for obj, fid in zip(result[0], result[7]):
-        assert fid is obj.__dict__["placement_fragment_id"]
+        assert fid is field_state(obj)["placement_fragment_id"]

@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from test_binding_physical import workloads
 from test_native_binder_fused_physical import CLASSES, _logical
 from test_native_revalidate_carried import _ops, _outcome, _world
-from spec_helpers import field_state, forged_instance
+from spec_helpers import field_state, forged_instance, store_state
 
 from mooncake.reshard import _native
 from mooncake.reshard.contracts.fragments import RuntimeBindingFragment
@@ -211,7 +211,7 @@ def test_swapped_or_missing_parts_decline() -> None:
     object.__delattr__(operations[3].source.binding, "nbytes")
     assert not _taken(operations, carried)
     operations, carried = _carried(_ops())
-    object.__setattr__(operations[3].source.placement, "__dict__", {})
+    store_state(operations[3].source.placement, replace=True, state={})
     assert not _taken(operations, carried)
 
 

@@ -173,7 +173,7 @@ def test_subclasses_keep_working() -> None:
     assert _DictSub(**runtime_fragment_kwargs()).__dict__ == {}  # the fields live in the layout
 
 
-def test_storer_fills_only_exact_instances() -> None:
+def test_storer_fills_instances_and_untracks_only_exact_ones() -> None:
     store = layout_storer(RuntimeBindingFragment)
     values = [runtime_fragment_kwargs()[n] for n in NAMES[:13]]
     blank = object.__new__(RuntimeBindingFragment)
@@ -183,8 +183,11 @@ def test_storer_fills_only_exact_instances() -> None:
     holder: list[Any] = []
     store(blank, *values, holder)  # a tracked owner keeps the fragment tracked
     assert blank.owner is holder
-    with pytest.raises(TypeError):
-        store(object.__new__(_Sub), *values, None)
+    sub = object.__new__(_Sub)
+    store(sub, *values, None)  # a subclass instance: the same slots, stays tracked
+    assert field_state(sub) == dict(zip(NAMES, values + [None])) and gc.is_tracked(sub)
+    with pytest.raises(TypeError, match="not an instance"):
+        store(object(), *values, None)
     with pytest.raises(TypeError):
         store(blank, *values)
 

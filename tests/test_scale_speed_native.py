@@ -19,7 +19,7 @@ import known_answers
 from layout_model import Layout, build_placement
 from oracles import assembly_columns, assembly_maps
 from test_planner_oracle import placement_pairs
-from spec_helpers import field_state
+from spec_helpers import field_state, store_state
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight.types import ParallelRank, PlacementFragment
@@ -83,7 +83,7 @@ def _check_columns(fragments: Any) -> Any:
 def _forged(fragment: PlacementFragment, cls: type = PlacementFragment, **fields: Any) -> PlacementFragment:
     """An instance of ``cls`` (no constructor) holding a copy of ``fragment``'s state, ``fields`` set in place."""
     copy: PlacementFragment = object.__new__(cls)
-    object.__setattr__(copy, "__dict__", dict(fragment.__dict__))
+    store_state(copy, replace=True, state=dict(field_state(fragment)))
     for name, value in fields.items():
         object.__setattr__(copy, name, value)
     return copy
@@ -155,9 +155,9 @@ def test_fragment_columns_first_error_in_list_order() -> None:
     made = _some_fragments()
     # made[0] was allocated first (lowest address): an address-order reader meets it first
     late = _forged(made[5])
-    del late.__dict__["rank"]
+    object.__delattr__(late, "rank")
     early = made[0]
-    object.__setattr__(early, "__dict__", {k: v for k, v in early.__dict__.items() if k != "tensor_id"})
+    store_state(early, replace=True, state={k: v for k, v in field_state(early).items() if k != "tensor_id"})
     ordered = [late] + made[1:5] + [early]
     with pytest.raises(AttributeError) as plain:
         _native.fragment_columns(ordered)
@@ -346,7 +346,7 @@ def test_assembly_columns_decline_and_errors() -> None:
         made[:2] + (_forged(made[2], rank=ParallelRank(tp=5)),),  # no group
     ]
     missing = _forged(made[2])
-    del missing.__dict__["placement_fragment_id"]
+    object.__delattr__(missing, "placement_fragment_id")
     declines.append(made[:2] + (missing,))
     for fragments in declines:
         assert _native.assembly_columns(fragments, PlacementFragment, positions, groups) is None
@@ -485,7 +485,7 @@ def test_select_sources_pre_read_other_types_and_missing_fields() -> None:
     for name in ("nbytes", "placement_fragment_id", "rank", "local_shape", "tensor_id"):
         for position in (0, 2, 5):
             gone = _forged(made[position])
-            del gone.__dict__[name]
+            object.__delattr__(gone, name)
             fragments = made[:position] + [gone] + made[position + 1:]
             plain = outcome()
             assert outcome(PlacementFragment, ParallelRank) == plain
@@ -587,7 +587,7 @@ def test_owner_minimums_address_order_declines_to_the_same_result() -> None:
             assert got == want and list(got) == list(want)
             assert [tuple(map(type, v)) for v in got.values()] == [tuple(map(type, v)) for v in want.values()]
     missing = _forged(made[1])
-    del missing.__dict__["rank"]
+    object.__delattr__(missing, "rank")
     for extra in ((), (PlacementFragment, ParallelRank)):
         with pytest.raises(AttributeError):
             _native.owner_minimums(made[:1] + [missing], ("tp",), *extra)
@@ -607,7 +607,7 @@ def _executors(placement: Any, used: set, participants: Any, *extra: Any) -> Any
 
     pairs = _native.project_executors(PlacementExecutorPlan, placement.placement_id, placement.parts, used,
                                       participants, *extra)
-    return [(key, executor.__dict__) for key, executor in pairs]
+    return [(key, field_state(executor)) for key, executor in pairs]
 
 
 @settings(max_examples=40, deadline=None)
@@ -660,7 +660,7 @@ def test_project_executors_address_order_unusual_parts() -> None:
     ids = _executors(Placement(tuple(unsorted)), {made[0].placement_fragment_id}, None, PlacementFragment)[0][1]
     assert list(ids["placement_fragment_ids"]) == sorted(f.placement_fragment_id for f in made)
     missing = _forged(made[1])
-    del missing.__dict__["placement_fragment_id"]
+    object.__delattr__(missing, "placement_fragment_id")
     for extra in ((), (PlacementFragment,)):
         with pytest.raises(AttributeError):
             _executors(Placement((made[0], missing)), set(), None, *extra)

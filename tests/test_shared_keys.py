@@ -159,7 +159,13 @@ _CHECKED = (
 
 # Classes stored in a C-owned layout (``mooncake_reshard/_layout.py``): their instances are
 # checked to have no dict and the size of an instance built by ``__init__``.
-_LAYOUT_CLASSES = ("RuntimeFragmentSnapshot", "BoundWeightFragment", "TransferRegion", "RuntimeBindingFragment")
+_LAYOUT_CLASSES = (
+    "RuntimeFragmentSnapshot",
+    "BoundWeightFragment",
+    "TransferRegion",
+    "PlacementFragment",
+    "RuntimeBindingFragment",
+)
 
 _CHILD = r"""
 import dataclasses, json, pickle, sys, types
@@ -242,7 +248,7 @@ def test_pipeline_instances_are_as_small_as_init_built(
     count, mismatches, with_dict = child_report[stage].get(name, (0, [], None))
     if stage == "pipeline" or name != "PlacementExecutorPlan":  # restored plans have no logical executors
         assert count > 0, sorted(child_report[stage])
-        # RuntimeFragmentSnapshot, BoundWeightFragment, TransferRegion and RuntimeBindingFragment
-        # are stored in their C layouts (no instance dict), the others in dicts
+        # RuntimeFragmentSnapshot, BoundWeightFragment, TransferRegion, PlacementFragment and
+        # RuntimeBindingFragment are stored in their C layouts (no instance dict), the others in dicts
         assert with_dict is (name not in _LAYOUT_CLASSES), (name, with_dict)
     assert mismatches == [], f"{name}: {count} instances, sizes (by item, init-built): {mismatches}"

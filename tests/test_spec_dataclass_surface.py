@@ -31,6 +31,7 @@ from mooncake.reshard.weight import (
 )
 from mooncake.reshard.weight.storage_manifest import StoredManifestIdentity
 from spec_helpers import (
+    field_state,
     KA_DIGEST,
     KA_STORED_SHA,
     ka_binding,

@@ -6,6 +6,7 @@
  * Oracle: naive grouping in first-appearance / increasing-id order, pairwise overlap, containment
  * plus 128-bit volume cover, and the literal spec 4.5 geometry rules. */
 #include "../../csrc/table.c"
+#include "../../csrc/layout.c" /* mr_pf_names / mr_pf_name_ptrs, which layout.h's placement readers use */
 #include "fuzz_input.h"
 
 #define MAXN 40

@@ -219,22 +219,13 @@ class RuntimeBindingFragment(_RuntimeBase):
             raise ValueError("runtime view exceeds storage allocation bounds")
         if large_extent:
             raise ValueError("runtime local_shape must fit in a signed 64-bit integer")
-        if type(self) is RuntimeBindingFragment:
-            # stored directly, and out of the cyclic collector when every field is inert (an
-            # owner that is a tracked object keeps the fragment tracked): csrc/layout.c
-            _store(
-                self, placement_fragment_id, fragment_id, address, nbytes, worker_id, endpoint, device, itemsize,
-                shape, strides, storage_address, storage_nbytes, storage_offset_bytes, owner,
-            )
-        else:  # a subclass: stored through the layout's own member descriptors (its instance state)
-            for setter, value in zip(
-                _SETTERS,
-                (
-                    placement_fragment_id, fragment_id, address, nbytes, worker_id, endpoint, device, itemsize,
-                    shape, strides, storage_address, storage_nbytes, storage_offset_bytes, owner,
-                ),
-            ):
-                setter(self, value)
+        # stored directly (a subclass instance too: the same slots), and out of the cyclic
+        # collector when exactly this class and every field is inert (an owner that is a
+        # tracked object keeps the fragment tracked): csrc/layout.c layout_storer
+        _store(
+            self, placement_fragment_id, fragment_id, address, nbytes, worker_id, endpoint, device, itemsize,
+            shape, strides, storage_address, storage_nbytes, storage_offset_bytes, owner,
+        )
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), _constructor_arguments(self))
@@ -245,7 +236,6 @@ class RuntimeBindingFragment(_RuntimeBase):
 
 
 _store = layout_storer(RuntimeBindingFragment)
-_SETTERS = tuple(_RuntimeBase.__dict__[name].__set__ for name in _RUNTIME_LAYOUT)
 
 
 def _constructor_arguments(fragment: RuntimeBindingFragment) -> tuple[Any, ...]:

@@ -18,6 +18,7 @@ from .types import (
     ReplicatedAxis,
     SplitAxis,
     TensorDescriptor,
+    _fragment_fields_state,
     axis_identity,
 )
 
@@ -76,7 +77,7 @@ def fragment_object(
 
     ``rank_cache`` (keyed by ``id(rank)``, valid for one encoding) shares rank objects.
     """
-    state = fragment.__dict__
+    state = _fragment_fields_state(fragment)  # its fields (C layout, no __dict__)
     rank = state["rank"]
     if rank_cache is None:
         rank_json = rank_object(rank)

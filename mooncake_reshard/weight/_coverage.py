@@ -21,6 +21,7 @@ from .types import (
     ReplicatedAxis,
     SplitAxis,
     TensorDescriptor,
+    _fragment_fields_state,
 )
 
 __all__ = ["validate_complete_coverage"]
@@ -103,7 +104,7 @@ def validate_complete_coverage(
         if len(tensor_fragments) <= _MEMO_MAX_FRAGMENTS:
             items = []
             for fragment in tensor_fragments:
-                state = fragment.__dict__
+                state = _fragment_fields_state(fragment)  # its fields (C layout, no __dict__)
                 rank = state["rank"]
                 row = rows.get(id(rank))
                 if row is None:

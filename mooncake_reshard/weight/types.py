@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any, Literal, Optional, Union
+from typing import TYPE_CHECKING, Any, Literal, Optional, Union
 
 from .. import _native
-from .._shared_keys import share_field_keys
+from .._layout import layout_builder, layout_dataclass, layout_state_reader, layout_storer, value_base
 from ..contracts._checks import (
     I64_MAX,
     U64_MAX,
@@ -344,13 +344,53 @@ def _fragment_coordinates(
     return offset, shape
 
 
-@dataclass(frozen=True, init=False)
-class PlacementFragment:
+# PlacementFragment's field names in field order (``layout_dataclass`` checks them against the
+# annotations; the C readers index the layout in this order: csrc/layout.h MR_PF_*).
+_FRAGMENT_FIELDS = (
+    "tensor_id",
+    "global_offset",
+    "local_shape",
+    "nbytes",
+    "rank",
+    "pipeline_stage_id",
+    "aliases",
+    "placement_fragment_id",
+)
+
+if TYPE_CHECKING:  # type checkers see a frozen dataclass (layout_dataclass is a dataclass transform)
+    _FragmentBase = object
+else:
+    _FragmentBase = value_base("PlacementFragment", _FRAGMENT_FIELDS)
+
+# The layout's own member descriptors' getters, in field order (a subclass cannot shadow them
+# here): ``__reduce_ex__`` reads them (an empty field raises AttributeError, as a missing key
+# made the state short). ``__init__`` stores the fields with ``_store_fragment`` (layout_storer).
+_FRAGMENT_MEMBERS: tuple[Any, ...] = tuple(_FragmentBase.__dict__[name] for name in _FRAGMENT_FIELDS)
+(
+    _get_tensor_id,
+    _get_global_offset,
+    _get_local_shape,
+    _get_nbytes,
+    _get_rank,
+    _get_pipeline_stage_id,
+    _get_aliases,
+    _get_placement_fragment_id,
+) = (descriptor.__get__ for descriptor in _FRAGMENT_MEMBERS)
+
+
+@layout_dataclass(init=False)
+class PlacementFragment(_FragmentBase):
     """An address-free N-D box of one tensor, assigned to one parallel rank.
 
     ``placement_fragment_id`` defaults to the canonical content hash (spec §6.1);
     an explicit id is kept verbatim.
+
+    Stored in a C-owned layout (``mooncake_reshard/_layout.py``): the 8 fields live in the
+    instance itself, in field order (no instance ``__dict__``); C readers load them directly
+    (``csrc/layout.h``). Pickles are the same bytes as the dict-backed class's.
     """
+
+    __slots__ = ("__weakref__",)
 
     tensor_id: TensorId
     global_offset: tuple[int, ...]
@@ -415,16 +455,20 @@ class PlacementFragment:
                 raise ValueError("placement_fragment_id must be a non-empty string")
             require_s64_coordinates(offset, "global_offset")
             require_s64_coordinates(shape, "local_shape")
-        state = self.__dict__
-        state["tensor_id"] = tensor_id
-        state["global_offset"] = offset
-        state["local_shape"] = shape
-        state["nbytes"] = nbytes
-        state["rank"] = rank
-        state["pipeline_stage_id"] = pipeline_stage_id
-        state["aliases"] = alias_group
-        state["placement_fragment_id"] = placement_fragment_id
-        _untrack(self, PlacementFragment)
+        # the 8 slots stored in one call (what filling the dict-backed instance's __dict__ did;
+        # a subclass instance too), then untracked by the collector when exactly this class and
+        # every value is inert: csrc/layout.c layout_storer
+        _store_fragment(
+            self,
+            tensor_id,
+            offset,
+            shape,
+            nbytes,
+            rank,
+            pipeline_stage_id,
+            alias_group,
+            placement_fragment_id,
+        )
 
     @property
     def fragment_id(self) -> PlacementFragmentId:
@@ -432,30 +476,37 @@ class PlacementFragment:
         return self.placement_fragment_id
 
     def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
-        """Default dataclass pickling (spec §13), written as one call (see ``ParallelRank``)."""
-        state = self.__dict__
-        if type(self) is PlacementFragment and len(state) == len(_FRAGMENT_FIELDS):
+        """Default dataclass pickling (spec §13), written as one call (see ``ParallelRank``)
+        for an exact fragment with every field set; anything else pickles by default (the
+        layout's dict-format state: the same bytes as the dict-backed class's)."""
+        if type(self) is PlacementFragment:
+            cls = PlacementFragment
             try:
-                return (_restore_placement_fragment, _fragment_values(state))
-            except KeyError:  # not exactly the fields: default pickling
+                return (
+                    _restore_placement_fragment,
+                    (
+                        _get_tensor_id(self, cls),
+                        _get_global_offset(self, cls),
+                        _get_local_shape(self, cls),
+                        _get_nbytes(self, cls),
+                        _get_rank(self, cls),
+                        _get_pipeline_stage_id(self, cls),
+                        _get_aliases(self, cls),
+                        _get_placement_fragment_id(self, cls),
+                    ),
+                )
+            except AttributeError:  # an emptied field: default pickling
                 pass
         return object.__reduce_ex__(self, protocol)
 
 
-share_field_keys(PlacementFragment)  # CPython 3.10: dicts the C core fills stay key-sharing
-
-
-_FRAGMENT_FIELDS = (
-    "tensor_id",
-    "global_offset",
-    "local_shape",
-    "nbytes",
-    "rank",
-    "pipeline_stage_id",
-    "aliases",
-    "placement_fragment_id",
-)
-_fragment_values = itemgetter(*_FRAGMENT_FIELDS)
+# Builds an exact PlacementFragment from its 8 field values in field order, stored directly (C,
+# no ``__init__``; untracked by the collector when every value is inert).
+_build_fragment = layout_builder(PlacementFragment)
+_store_fragment = layout_storer(PlacementFragment)
+# ``{field: value}`` of a placement fragment's set fields in field order (what the dict-backed
+# class's ``__dict__`` held), read through the layout's own member descriptors.
+_fragment_fields_state = layout_state_reader(PlacementFragment)
 
 
 def _restore_placement_fragment(
@@ -468,18 +519,11 @@ def _restore_placement_fragment(
     aliases: Any,
     placement_fragment_id: Any,
 ) -> PlacementFragment:
-    """Unpickle a ``PlacementFragment``: its field dict, as default pickling restores it."""
-    fragment: PlacementFragment = _new_object(PlacementFragment)
-    state = fragment.__dict__
-    state["tensor_id"] = tensor_id
-    state["global_offset"] = global_offset
-    state["local_shape"] = local_shape
-    state["nbytes"] = nbytes
-    state["rank"] = rank
-    state["pipeline_stage_id"] = pipeline_stage_id
-    state["aliases"] = aliases
-    state["placement_fragment_id"] = placement_fragment_id
-    _untrack(fragment, PlacementFragment)
+    """Unpickle a ``PlacementFragment``: its fields stored as they are, as default pickling
+    restores them (no ``__init__``; untracked when every value is inert)."""
+    fragment: PlacementFragment = _build_fragment(
+        tensor_id, global_offset, local_shape, nbytes, rank, pipeline_stage_id, aliases, placement_fragment_id
+    )
     return fragment
 
 

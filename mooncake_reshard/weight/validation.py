@@ -13,7 +13,7 @@ from operator import attrgetter
 from typing import Any, Optional
 
 from .. import _native
-from .types import PlacementFragment, TensorDescriptor, validate_fragment_geometry
+from .types import PlacementFragment, TensorDescriptor, _fragment_fields_state, validate_fragment_geometry
 
 _FRAGMENT_ID = attrgetter("placement_fragment_id")
 _TENSOR_ID = attrgetter("tensor_id")
@@ -49,7 +49,7 @@ def validate_placement_fragments(
     groups: dict[tuple[Any, ...], list[PlacementFragment]] = {}
     group_boxes: dict[tuple[Any, ...], set[tuple[Any, ...]]] = {}
     for fragment in fragments:
-        state = fragment.__dict__
+        state = _fragment_fields_state(fragment)  # its fields (C layout, no __dict__)
         fragment_id = state["placement_fragment_id"]
         if fragment_id in seen_ids:
             raise ValueError(f"duplicate fragment_id: {fragment_id}")

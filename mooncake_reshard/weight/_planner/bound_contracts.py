@@ -31,7 +31,7 @@ from ..storage_manifest import (
     StoredWeightManifest,
     validate_weight_manifest_snapshot,
 )
-from ..types import ParallelRank, PlacementFragment
+from ..types import ParallelRank, PlacementFragment, _fragment_fields_state
 from .attestation import RuntimeBindingAttestation, RuntimeBindingEvidence
 from .region_check import recheck_regions
 from .bound_validation import (
@@ -592,8 +592,9 @@ _RECORDED: frozenset[type] = frozenset({RuntimeBindingEvidence, RuntimeBindingFr
 
 
 def _record(obj: Any, deps: list[Any], seen: set[int], follow: bool) -> bool:
-    """Appends ``obj`` (an exact dict or an object with an exact instance dict) and the flat
-    ``(key, value, ...)`` tuple of its dict to ``deps``; with ``follow``, every value too (see
+    """Appends ``obj`` (an exact dict, an object with an exact instance dict, or an exact
+    ``PlacementFragment``: its set fields in field order) and the flat ``(key, value, ...)``
+    tuple of its dict to ``deps``; with ``follow``, every value too (see
     ``_record_value``). False when something reached cannot be recorded (no cache then)."""
     if id(obj) in seen:
         return True
@@ -602,6 +603,8 @@ def _record(obj: Any, deps: list[Any], seen: set[int], follow: bool) -> bool:
         state = obj
     elif type(obj) is RuntimeBindingFragment:  # its C-owned layout's set fields (no __dict__)
         state = _runtime_fields_state(obj)
+    elif type(obj) is PlacementFragment:  # its set fields (C layout, no __dict__)
+        state = _fragment_fields_state(obj)
     else:
         state = getattr(obj, "__dict__", None)
     if type(state) is not dict:

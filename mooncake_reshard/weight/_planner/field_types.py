@@ -168,7 +168,7 @@ def placement_shape_failure(placement: Any, *, declared_tensors: bool = True) ->
             failure = field_type_failure(fragment, PLACEMENT_FRAGMENT_FIELDS)
             if failure is not None:
                 return failure
-            tensor_id = fragment.__dict__["tensor_id"]
+            tensor_id = instance_state(fragment)["tensor_id"]  # type: ignore[index]  # typed above
             if declared_tensors and tensor_id not in declared:
                 return f"unknown tensor_id: {tensor_id}"
     return None
