@@ -374,13 +374,14 @@ SPEC_MESSAGES = _load_spec_messages()
 # Messages outside the spec's quoted list that are accepted anyway: the documented signed 64-bit
 # coordinate limitation (docs/manifest.md), and a C-layout value's pickle state that is not a dict
 # or names a key that is not one of its fields (docs/api.md: TransferRegion, BoundWeightFragment,
-# RuntimeFragmentSnapshot, RuntimeBindingFragment).
+# RuntimeFragmentSnapshot, RuntimeBindingFragment, PlacementFragment).
 EXTRA_MESSAGES = (
     "must fit in a signed 64-bit integer",
     "RuntimeFragmentSnapshot pickle state is invalid: ",
     "BoundWeightFragment pickle state is invalid: ",
     "TransferRegion pickle state is invalid: ",
     "RuntimeBindingFragment pickle state is invalid: ",
+    "PlacementFragment pickle state is invalid: ",
 )
 
 
