@@ -115,12 +115,15 @@ tbl_col(const FragmentTable *t, const int64_t *external, int col, size_t i)
     return mr_bias(t->rank[i * 4 + (size_t)col]);
 }
 
-/* order[0:n] := fragment indices sorted (stably) by the given columns, lexicographic. */
+/* order[0:n] := fragment indices sorted (stably) by the given columns, lexicographic. When the
+ * columns' value ranges fit one 64-bit composite key, *composite := 1 and kv[p].key is row
+ * order[p]'s composite key (equal keys exactly when every column is equal); else 0. */
 static int
 tbl_sort_by(const FragmentTable *t, const int64_t *external, const int *cols, size_t ncols, size_t *order,
-            mr_kv *kv)
+            mr_kv *kv, int *composite)
 {
     size_t n = t->n;
+    *composite = 0;
     for (size_t p = 0; p < n; p++) order[p] = p;
     /* one pass on a composite key when the columns' value ranges fit in 64 bits */
     uint64_t lo[8], width[8];
@@ -150,6 +153,7 @@ tbl_sort_by(const FragmentTable *t, const int64_t *external, const int *cols, si
         }
         if (mr_radix_sort(kv, n) < 0) return MR_ENOMEM;
         for (size_t p = 0; p < n; p++) order[p] = kv[p].idx;
+        *composite = 1;
         return 0;
     }
     for (size_t c = ncols; c-- > 0;) {
@@ -227,8 +231,7 @@ typedef enum { CHECK_OVERLAP, CHECK_COVER } tbl_check;
 
 #define TBL_PF 16 /* rows between a prefetch and its use in tbl_check_groups */
 
-/* Hints (no effect on results): the grouping columns of row i, and everything a group check
- * reads of row i. */
+/* Hint (no effect on results): the grouping columns of row i. */
 static inline void
 tbl_prefetch_key(const FragmentTable *t, const int64_t *external, size_t i)
 {
@@ -237,6 +240,7 @@ tbl_prefetch_key(const FragmentTable *t, const int64_t *external, size_t i)
     if (external != NULL) __builtin_prefetch(&external[i]);
 }
 
+/* Hint (no effect on results): everything a group check reads of row i. */
 static inline void
 tbl_prefetch_box(const FragmentTable *t, size_t i)
 {
@@ -249,83 +253,119 @@ tbl_prefetch_box(const FragmentTable *t, size_t i)
 /* Group fragments by cols; visit groups in first-appearance order (external == NULL)
  * or increasing external id (external != NULL, ids < 0 skipped). Returns the position
  * of the first failing group through *fail_frag (its first fragment) and *fail_key (its
- * external id), or leaves them at n / -1. Status: 0 or an MR_ / TBL_ error. */
+ * external id), or leaves them at n / -1. Status: 0 or an MR_ / TBL_ error.
+ *
+ * The rows (in fragment id order) are grouped by a sort; a group's rows are scattered over
+ * the table. They are copied once, in group order, into a private table g (tensor, ndim and
+ * box of each, the row TBL_PF further on asked for ahead), so the checks read memory in
+ * sequence; g's row p is table row order[p] and each group is a run of g's rows holding its
+ * table rows in increasing order, as before (the same boxes in the same order reach the
+ * kernels). Groups are checked in g's order; "the first group in first-appearance order that
+ * fails or errs" is then the one with the smallest first row among those that fail or err
+ * (each group's outcome depends on its own rows only), and groups whose first row is past
+ * the best one found are skipped. */
 static int
 tbl_check_groups(const FragmentTable *t, const int64_t *external, const int *cols, size_t ncols, tbl_check check,
                  int collapse, size_t *fail_frag, int64_t *fail_key)
 {
-    size_t n = t->n;
+    size_t n = t->n, st = t->stride;
     *fail_frag = n;
     *fail_key = -1;
     if (n == 0) return 0;
-    int rc = MR_ENOMEM;
+    int rc = MR_ENOMEM, composite = 0;
+    size_t nbox;
+    FragmentTable g = *t; /* the private copy: tndim, tshape, stride, n as t */
+    g.tensor = NULL;
+    g.ndim = NULL;
+    g.rank = NULL;
+    g.nbytes = NULL;
+    g.begin = NULL;
+    g.end = NULL;
     size_t *order = mr_kalloc(n, sizeof(size_t));
-    size_t *run_end = mr_kalloc(n, sizeof(size_t)); /* run_end[s]: end of the run starting at s */
+    size_t *members = mr_kalloc(n, sizeof(size_t)); /* members[p] = p, reordered per group by collapse */
     mr_kv *kv = mr_kalloc(n, sizeof(mr_kv));
-    mr_kv *heads = mr_kalloc(n, sizeof(mr_kv));
-    int64_t *zeros = calloc(t->stride, sizeof(int64_t));
-    if (order == NULL || run_end == NULL || kv == NULL || heads == NULL || zeros == NULL) goto done;
-    if (tbl_sort_by(t, external, cols, ncols, order, kv) < 0) goto done;
-    /* runs -> heads (first fragment index, run start); runs are stable so the first
-     * element of a run is its smallest fragment index. The rows come in group order, scattered
-     * over the arrays (rows are in fragment id order): the key columns of the row TBL_PF
-     * places further on are asked for ahead (a hint only). */
-    size_t nruns = 0;
-    for (size_t s = 0; s < n;) {
-        size_t e = s + 1;
-        while (e < n) {
-            if (e + TBL_PF < n) tbl_prefetch_key(t, external, order[e + TBL_PF]);
-            if (!tbl_same_key(t, external, cols, ncols, order[s], order[e])) break;
-            e++;
-        }
-        run_end[s] = e;
-        if (external == NULL || external[order[s]] >= 0) {
-            heads[nruns].key = external ? (uint64_t)nruns : (uint64_t)order[s];
-            heads[nruns].idx = s;
-            nruns++;
-        }
-        s = e;
+    int64_t *zeros = calloc(st, sizeof(int64_t));
+    if (!__builtin_mul_overflow(n, st, &nbox)) {
+        g.tensor = mr_kalloc(n, sizeof(uint32_t));
+        g.ndim = mr_kalloc(n, sizeof(uint32_t));
+        g.begin = mr_kalloc(nbox, sizeof(int64_t));
+        g.end = mr_kalloc(nbox, sizeof(int64_t));
     }
-    if (external == NULL && mr_radix_sort(heads, nruns) < 0) goto done;
+    if (order == NULL || members == NULL || kv == NULL || zeros == NULL || g.tensor == NULL || g.ndim == NULL ||
+        g.begin == NULL || g.end == NULL)
+        goto done;
+    if (tbl_sort_by(t, external, cols, ncols, order, kv, &composite) < 0) goto done;
+    for (size_t p = 0; p < n; p++) {
+        if (p + TBL_PF < n) tbl_prefetch_box(t, order[p + TBL_PF]);
+        size_t i = order[p];
+        g.tensor[p] = t->tensor[i];
+        g.ndim[p] = t->ndim[i];
+        memcpy(&g.begin[p * st], &t->begin[i * st], st * sizeof(int64_t));
+        memcpy(&g.end[p * st], &t->end[i * st], st * sizeof(int64_t));
+        members[p] = p;
+    }
     rc = 0;
-    for (size_t r = 0; r < nruns; r++) {
-        size_t s = heads[r].idx, e = run_end[s];
-        if (r + 1 < nruns) {
-            /* the next run's rows (scattered), asked for while this one is checked */
-            size_t s2 = heads[r + 1].idx, e2 = run_end[s2];
-            for (size_t p = s2; p < e2 && p < s2 + TBL_PF; p++) tbl_prefetch_box(t, order[p]);
+    size_t best = n; /* smallest first row of a group that failed or erred so far */
+    int best_rc = 0;
+    for (size_t s = 0; s < n;) {
+        /* the run of equal keys from s: by the composite key (in sequence) when the sort made
+         * one, else by the columns of the rows (scattered; the key TBL_PF on asked for ahead) */
+        size_t e = s + 1;
+        if (composite) {
+            while (e < n && kv[e].key == kv[s].key) e++;
         }
-        size_t first = order[s];
+        else {
+            while (e < n) {
+                if (e + TBL_PF < n) tbl_prefetch_key(t, external, order[e + TBL_PF]);
+                if (!tbl_same_key(t, external, cols, ncols, order[s], order[e])) break;
+                e++;
+            }
+        }
+        size_t first = order[s]; /* the group's smallest row (stable sort) */
+        if ((external != NULL && external[first] < 0) || (external == NULL && first > best)) {
+            s = e;
+            continue;
+        }
         int res, failed = 0;
         if (check == CHECK_OVERLAP) {
-            size_t d = t->ndim[first];
+            size_t d = g.ndim[s];
             res = MR_NO;
             for (size_t p = s; p < e; p++)
-                if (t->ndim[order[p]] != d) res = TBL_ENDIM;
-            if (res == MR_NO)
-                res = mr_boxes_overlap_kernel(e - s, d, t->stride, &order[s], t->begin, t->end, MR_OVERLAP_BUDGET);
+                if (g.ndim[p] != d) res = TBL_ENDIM;
+            if (res == MR_NO) res = mr_boxes_overlap_kernel(e - s, d, st, &members[s], g.begin, g.end, MR_OVERLAP_BUDGET);
             failed = (res == MR_YES);
         }
         else {
-            res = tbl_group_covers(t, &order[s], e - s, collapse, zeros);
+            res = tbl_group_covers(&g, &members[s], e - s, collapse, zeros);
             failed = (res == MR_NO);
         }
-        if (res < 0) {
-            rc = res;
-            break;
+        if (res < 0 || failed) {
+            if (external != NULL) { /* groups in increasing external id: this one is the first */
+                if (res < 0) rc = res;
+                else {
+                    *fail_frag = first;
+                    *fail_key = external[first];
+                }
+                goto done;
+            }
+            best = first; /* first < best: a later group with a larger first row was skipped */
+            best_rc = res < 0 ? res : 0;
         }
-        if (failed) {
-            *fail_frag = first;
-            *fail_key = external ? external[first] : -1;
-            break;
-        }
+        s = e;
+    }
+    if (best < n) {
+        if (best_rc < 0) rc = best_rc;
+        else *fail_frag = best;
     }
 done:
     free(order);
-    free(run_end);
+    free(members);
     free(kv);
-    free(heads);
     free(zeros);
+    free(g.tensor);
+    free(g.ndim);
+    free(g.begin);
+    free(g.end);
     return rc;
 }
 
