@@ -188,28 +188,6 @@ rv_table_init(rv_table *t, size_t n_items)
     return 0;
 }
 
-/* An identity set of at most n_items pointers (rs_set_has / rs_set_add): keys only (values stays
- * NULL) and at most two thirds full, so a set of one entry per fragment costs 8 to 16 bytes per
- * entry instead of rv_table_init's 32 to 64 (revalidate_side's ``hits``: bind's traced peak). */
-static int
-rv_set_init(rv_table *t, size_t n_items)
-{
-    size_t cap = 8;
-    t->keys = NULL;
-    t->values = NULL;
-    t->mask = 0;
-    if (n_items > SIZE_MAX / 4) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    while (cap < n_items + n_items / 2 + 1) cap *= 2; /* (n_items <= SIZE_MAX / 4: no overflow) */
-    t->keys = mr_alloc_array(cap, sizeof(PyObject *));
-    if (t->keys == NULL) return -1;
-    memset(t->keys, 0, cap * sizeof(PyObject *));
-    t->mask = cap - 1;
-    return 0;
-}
-
 static void
 rv_table_free(rv_table *t)
 {
@@ -1663,6 +1641,159 @@ rs_snapshot_matches(PyObject *snapshot, PyObject *expected, PyTypeObject *snapsh
     return n_state == PyDict_Size(expected) ? 0 : 2;
 }
 
+/* ``snapshot_owner`` of the Python version (``_fast_side_consistent``) as one packed table:
+ * exact str snapshot fragment id -> the snapshot stored under it, both held (strong references,
+ * released by rs_owners_free). Open addressing on the str's own hash (exact str: hash and
+ * equality are the str's, no Python code), at most three quarters full, 16 bytes per slot plus
+ * one byte of metadata: 0 empty, else RS_META_FULL | six hash bits (probes compare the key only
+ * when they match), RS_META_HIT once an operation's runtime id found the entry. Sized once for
+ * the side's distinct fragments (``set(operation ids) == set(snapshot_owner)`` cannot hold with
+ * more keys: an extra key declines). It replaces a dict, a list holding its pairs, an identity
+ * index of the dict and an identity set of the snapshots found (86 to 155 bytes per fragment,
+ * where this is 23 to 45: the target side's call held bind's traced peak). */
+typedef struct {
+    PyObject *fid;      /* exact str, held */
+    PyObject *snapshot; /* held */
+} rs_owner_slot;
+
+typedef struct {
+    rs_owner_slot *slots;
+    unsigned char *meta;
+    size_t mask;
+    size_t count; /* keys stored */
+    size_t room;  /* keys allowed */
+    size_t hits;  /* keys found by an operation's runtime id */
+} rs_owners;
+
+#define RS_META_FULL 0x40
+#define RS_META_HIT 0x80
+#define RS_META_TAG 0x3f
+
+static int
+rs_owners_init(rs_owners *t, size_t room)
+{
+    size_t cap = 8;
+    if (room > SIZE_MAX / 8) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    while (cap < room + room / 3 + 1) cap *= 2; /* (room <= SIZE_MAX / 8: no overflow) */
+    /* the slots are read only where the metadata marks them full: left uninitialised (a large
+     * table's untouched pages stay unmapped) */
+    t->slots = mr_alloc_array(cap, sizeof(rs_owner_slot));
+    t->meta = t->slots == NULL ? NULL : mr_alloc_array(cap, 1);
+    if (t->meta == NULL) {
+        PyMem_Free(t->slots);
+        t->slots = NULL;
+        return -1;
+    }
+    memset(t->meta, 0, cap);
+    t->mask = cap - 1;
+    t->count = t->hits = 0;
+    t->room = room;
+    return 0;
+}
+
+static void
+rs_owners_free(rs_owners *t)
+{
+    if (t->meta != NULL) {
+        for (size_t k = 0; k <= t->mask; k++) {
+            if (t->meta[k] == 0) continue;
+            Py_DECREF(t->slots[k].fid);
+            Py_DECREF(t->slots[k].snapshot);
+        }
+    }
+    PyMem_Free(t->slots);
+    PyMem_Free(t->meta);
+    t->slots = NULL;
+    t->meta = NULL;
+}
+
+/* The slot of the exact str ``fid`` (hash ``hash``): *found 1 and its slot, or *found 0 and the
+ * empty slot where it belongs. -1 with an error set (none expected: both are exact str). */
+static Py_ssize_t
+rs_owners_find(const rs_owners *t, PyObject *fid, Py_hash_t hash, int *found)
+{
+    size_t h = (size_t)hash;
+    unsigned char tag = (unsigned char)(RS_META_FULL | ((h >> (sizeof(size_t) * 8 - 6)) & RS_META_TAG));
+    size_t slot = h & t->mask;
+    for (;;) {
+        unsigned char m = t->meta[slot];
+        if (m == 0) {
+            *found = 0;
+            return (Py_ssize_t)slot;
+        }
+        if ((m & (RS_META_FULL | RS_META_TAG)) == tag) {
+            PyObject *key = t->slots[slot].fid;
+            if (key == fid) {
+                *found = 1;
+                return (Py_ssize_t)slot;
+            }
+            int order = PyUnicode_Compare(key, fid);
+            if (order == -1 && PyErr_Occurred()) return -1;
+            if (order == 0) {
+                *found = 1;
+                return (Py_ssize_t)slot;
+            }
+        }
+        slot = (slot + 1) & t->mask;
+    }
+}
+
+/* ``fid in snapshot_owner`` (0: the caller declines) else store fid -> snapshot (1; also 0 when
+ * the table is at its room or fid is not an exact str: unsure). -1 with an error set. */
+static int
+rs_owners_add(rs_owners *t, PyObject *fid, PyObject *snapshot)
+{
+    if (!PyUnicode_CheckExact(fid) || t->count >= t->room) return 0;
+    Py_hash_t hash = PyObject_Hash(fid);
+    if (hash == -1) return -1;
+    int found;
+    Py_ssize_t slot = rs_owners_find(t, fid, hash, &found);
+    if (slot < 0) return -1;
+    if (found) return 0;
+    size_t h = (size_t)hash;
+    t->meta[slot] = (unsigned char)(RS_META_FULL | ((h >> (sizeof(size_t) * 8 - 6)) & RS_META_TAG));
+    t->slots[slot].fid = Py_NewRef(fid);
+    t->slots[slot].snapshot = Py_NewRef(snapshot);
+    t->count++;
+    return 1;
+}
+
+/* ``snapshot_owner.get(runtime_id)`` (borrowed; the table holds it), the entry marked found;
+ * NULL with no error set when absent or runtime_id is not an exact str (unsure: declines). */
+static PyObject *
+rs_owners_take(rs_owners *t, PyObject *runtime_id)
+{
+    if (!PyUnicode_CheckExact(runtime_id)) return NULL;
+    Py_hash_t hash = PyObject_Hash(runtime_id);
+    if (hash == -1) return NULL;
+    int found;
+    Py_ssize_t slot = rs_owners_find(t, runtime_id, hash, &found);
+    if (slot < 0 || !found) return NULL;
+    if (!(t->meta[slot] & RS_META_HIT)) {
+        t->meta[slot] |= RS_META_HIT;
+        t->hits++;
+    }
+    return t->slots[slot].snapshot;
+}
+
+static void
+rs_owners_prefetch(const rs_owners *t, PyObject *runtime_id)
+{
+    /* the str's cached hash (-1 until computed: then nothing is prefetched) */
+    if (!PyUnicode_CheckExact(runtime_id)) return;
+    Py_hash_t hash = PyObject_Hash(runtime_id);
+    if (hash == -1) {
+        PyErr_Clear();
+        return;
+    }
+    size_t slot = (size_t)hash & t->mask;
+    __builtin_prefetch(&t->meta[slot]);
+    __builtin_prefetch(&t->slots[slot]);
+}
+
 /* The per-call tables of ``revalidate_side``. Pointers in the identity tables are compared,
  * never dereferenced, except the entries, which ``attested`` (the caller's private dict,
  * unreachable from the values' own methods) holds. */
@@ -1681,10 +1812,7 @@ typedef struct {
      * derived objects: nothing run during the call can reach them. */
     PyObject **view_fields;
     Py_ssize_t n_entries;
-    /* ``snapshot_owner`` by address: an exact str snapshot fragment id object (a key of the
-     * dict) -> the snapshot stored under it; both also held by ``owners``. */
-    rw_ident owner_of;
-    PyObject *owners;
+    rs_owners owned; /* ``snapshot_owner`` (see rs_owners) */
 } rs_ctx;
 
 enum { RS_VIEW_BY_PFID, RS_VIEW_ATTESTED_PFIDS, RS_VIEW_GENERATION, RS_VIEW_EXPECTED, RS_VIEW_NFIELDS };
@@ -1769,8 +1897,7 @@ rs_ctx_init(rs_ctx *ctx, Py_ssize_t n_frags)
      * peak); until then every lookup misses. */
     ctx->proven_room = n_frags;
     ctx->held = PyList_New(0);
-    ctx->owners = PyList_New(0);
-    if (ctx->held == NULL || ctx->owners == NULL || rw_ident_init(&ctx->owner_of, 16) < 0) return RV_ERROR;
+    if (ctx->held == NULL) return RV_ERROR;
     Py_ssize_t pos = 0, i = 0;
     PyObject *key, *entry;
     while (PyDict_Next(ctx->attested, &pos, &key, &entry)) {
@@ -1801,8 +1928,7 @@ rs_ctx_free(rs_ctx *ctx)
         PyMem_Free(ctx->view_fields);
     }
     Py_XDECREF(ctx->held);
-    Py_XDECREF(ctx->owners);
-    PyMem_Free(ctx->owner_of.slots);
+    rs_owners_free(&ctx->owned);
 }
 
 /* Remember that ``snapshot`` was proven equal to the attested ``state`` (held for the call). */
@@ -1874,7 +2000,7 @@ rs_member(PyObject *container, PyObject *key)
 
 /* One executor row of one side; *status is RV_OK, RV_DECLINE (unsure) or RV_ERROR. */
 static int
-rs_executor(PyObject *row, rs_ctx *ctx, const rv_table *active, PyObject *snapshot_owner, PyObject *used)
+rs_executor(PyObject *row, rs_ctx *ctx, const rv_table *active, PyObject *used)
 {
     PyObject *rows_by_worker = NULL;
     PyObject *lease = NULL, *attestation = NULL, *placement = NULL, *view = NULL, *worker = NULL;
@@ -1980,20 +2106,11 @@ rs_executor(PyObject *row, rs_ctx *ctx, const rv_table *active, PyObject *snapsh
             Py_DECREF(snapshot);
             goto error;
         }
-        /* ``fid in snapshot_owner`` (decline) else store: one lookup, the size tells which (a
-         * replaced value does not matter: the call declines and drops the dict). */
-        Py_ssize_t before = PyDict_Size(snapshot_owner);
-        int failed = PyDict_SetItem(snapshot_owner, fid, snapshot) < 0;
-        int added = !failed && PyDict_Size(snapshot_owner) != before;
-        /* A new key: the dict's key is this very fid object, so a lookup of the same exact str
-         * finds this snapshot (a later equal key declines the call: no entry is replaced). */
-        if (added && PyUnicode_CheckExact(fid)) {
-            failed = PyList_Append(ctx->owners, fid) < 0 || PyList_Append(ctx->owners, snapshot) < 0
-                     || rw_ident_put(&ctx->owner_of, fid, snapshot) < 0;
-        }
+        /* ``fid in snapshot_owner`` (decline) else store */
+        int added = rs_owners_add(&ctx->owned, fid, snapshot);
         Py_DECREF(snapshot);
         Py_CLEAR(fid);
-        if (failed) goto error;
+        if (added < 0) goto error;
         if (!added) goto done;
     }
     if (PyList_Size(bucket) > 0) {
@@ -2098,19 +2215,17 @@ rs_view_field(rs_ctx *ctx, Py_ssize_t index, PyObject *view, int field)
 /* The final per-fragment check of one side: the snapshot owned for the fragment is the
  * attested snapshot object itself, or was proven equal to the attested state by its
  * executor, or has a field dict equal to it (other cases: unsure). On RV_OK ``*owned_out``
- * is the owned snapshot (borrowed: ``snapshot_owner`` holds it). */
+ * is the owned snapshot (borrowed: ``ctx->owned`` holds it). */
 static int
-rs_fragment(PyObject *fragment, PyObject *runtime_id, rs_ctx *ctx, PyObject *snapshot_owner, PyObject **owned_out)
+rs_fragment(PyObject *fragment, PyObject *runtime_id, rs_ctx *ctx, PyObject **owned_out)
 {
     PyObject *state = NULL;
     PyObject *attestation = NULL, *view = NULL, *placement = NULL, *pfid = NULL;
     PyObject *lease_generation = NULL;
     PyObject *owned = NULL;
     int rc = RV_DECLINE;
-    /* ``snapshot_owner.get(runtime_id)``: by address when it is one of the dict's exact str
-     * keys (the same entry), else looked up. Borrowed; held below. */
-    owned = rw_ident_get(&ctx->owner_of, runtime_id);
-    if (owned == NULL) owned = PyDict_GetItemWithError(snapshot_owner, runtime_id);
+    /* ``snapshot_owner.get(runtime_id)`` (borrowed; held below), the entry marked found */
+    owned = runtime_id == NULL ? NULL : rs_owners_take(&ctx->owned, runtime_id);
     if (owned == NULL) goto done;
     Py_INCREF(owned);
     /* The fragment's attestation, placement and lease generation from one fetch of its
@@ -2247,9 +2362,8 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
         PyErr_SetString(PyExc_TypeError, "revalidate_side: row_of must be a list or None");
         return NULL;
     }
-    PyObject *result = NULL, *by_key = NULL, *snapshot_owner = NULL;
-    PyObject *own_frags = NULL, *own_rows = NULL, *own_side = NULL;
-    rv_table active = {NULL, NULL, 0}, hits = {NULL, NULL, 0};
+    PyObject *result = NULL, *by_key = NULL, *own_rows = NULL;
+    rv_table active = {NULL, NULL, 0};
     rs_ctx ctx = {.attested = attested,
                   .attestation_type = (PyTypeObject *)att_type,
                   .rank_type = (PyTypeObject *)rank_type,
@@ -2262,12 +2376,14 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
     Py_ssize_t *unique = NULL;
     Py_ssize_t n_unique = 0;
     size_t n_active = 0;
-    /* Private copies: the values' own methods cannot resize what is iterated. */
-    own_frags = PySequence_List(frags);
+    /* A private copy of the rows (one per executor): the values' own methods cannot resize what
+     * is iterated. ``frags`` and ``side_of`` (one item per fragment / operation) are the fast
+     * path's own lists, read in place: ``side_of`` by a loop that runs no Python code, each
+     * fragment held while it is read (a list resized meanwhile gives IndexError, a failure the
+     * caller turns into the rules' decision). */
     own_rows = PySequence_List(rows);
-    own_side = PySequence_List(side_of);
-    if (own_frags == NULL || own_rows == NULL || own_side == NULL) goto done;
-    Py_ssize_t n_frags = PyList_Size(own_frags), n_rows = PyList_Size(own_rows), n_ops = PyList_Size(own_side);
+    if (own_rows == NULL) goto done;
+    Py_ssize_t n_frags = PyList_Size(frags), n_rows = PyList_Size(own_rows), n_ops = PyList_Size(side_of);
     if (n_frags < 0 || n_rows < 0 || n_ops < 0) goto done;
     if (PyList_Size(keys) != n_frags || PyList_Size(runtime_ids) != n_frags) goto decline;
     if (row_of != Py_None && PyList_Size(row_of) != n_frags) row_of = Py_None; /* not this side's */
@@ -2284,7 +2400,7 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
         if (rc == RV_DECLINE) goto decline;
     }
     for (Py_ssize_t i = 0; i < n_ops; i++) {
-        Py_ssize_t p = rs_position(own_side, i, n_frags);
+        Py_ssize_t p = rs_position(side_of, i, n_frags);
         if (p < 0) goto decline;
         if (!seen[p]) {
             seen[p] = 1;
@@ -2304,11 +2420,11 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
     for (Py_ssize_t u = 0; u < n_unique; u++) {
         Py_ssize_t p = unique[u];
         if (u + RS_AHEAD_OBJECT < n_unique) {
-            rs_prefetch_item(own_frags, unique[u + RS_AHEAD_OBJECT]);
+            rs_prefetch_item(frags, unique[u + RS_AHEAD_OBJECT]);
             if (row_of == Py_None) rs_prefetch_item(runtime_ids, unique[u + RS_AHEAD_OBJECT]);
             rs_prefetch_item(keys, unique[u + RS_AHEAD_OBJECT]);
         }
-        if (u + RS_AHEAD_DICT < n_unique) rs_prefetch_dict(own_frags, unique[u + RS_AHEAD_DICT]);
+        if (u + RS_AHEAD_DICT < n_unique) rs_prefetch_dict(frags, unique[u + RS_AHEAD_DICT]);
         PyObject *key = PyList_GetItem(keys, p);
         if (key == NULL) goto done;
         /* ``runtime.get(runtime_ids[p])``: given by revalidate_views (``row_of``), which found
@@ -2323,7 +2439,11 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
         if (row == NULL || row == Py_None) goto decline;
         PyObject *keyed = PyDict_GetItemWithError(by_key, key);
         if (keyed != row) goto decline;
-        PyObject *attestation = rv_bound_item(PyList_GetItem(own_frags, p), MR_BF_ATTESTATION, rs_keys[RS_ATTESTATION]);
+        PyObject *fragment = PyList_GetItem(frags, p);
+        if (fragment == NULL) goto done;
+        Py_INCREF(fragment);
+        PyObject *attestation = rv_bound_item(fragment, MR_BF_ATTESTATION, rs_keys[RS_ATTESTATION]);
+        Py_DECREF(fragment);
         if (attestation == NULL) goto decline;
         PyObject *placement = PyObject_GetAttr(attestation, rs_keys[RS_PLACEMENT]);
         Py_DECREF(attestation);
@@ -2338,39 +2458,33 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
         }
         Py_DECREF(placement);
     }
-    snapshot_owner = PyDict_New();
-    if (snapshot_owner == NULL) goto done;
+    if (rs_owners_init(&ctx.owned, (size_t)n_unique) < 0) goto done;
     for (Py_ssize_t r = 0; r < n_rows; r++) {
-        int rc = rs_executor(PyList_GetItem(own_rows, r), &ctx, &active, snapshot_owner, used);
+        int rc = rs_executor(PyList_GetItem(own_rows, r), &ctx, &active, used);
         if (rc == RV_ERROR) goto done;
         if (rc == RV_DECLINE) goto decline;
     }
     /* The Python version's ``set(operation ids) == set(snapshot_owner)``: every operation's
-     * runtime id is a key (its lookup below declines otherwise), and the snapshots found are
-     * as many distinct objects as there are keys. Distinct objects found come from distinct
-     * keys, so then every key is found (a snapshot stored under two keys can only decline). */
-    /* one entry per distinct owned snapshot: at most one per unique fragment */
-    if (rv_set_init(&hits, (size_t)n_unique) < 0) goto done;
-    Py_ssize_t n_hits = 0;
+     * runtime id is a key (its lookup below declines otherwise, marking the key found), and
+     * as many distinct keys were found as there are keys. */
     for (Py_ssize_t u = 0; u < n_unique; u++) {
         Py_ssize_t p = unique[u];
         if (u + RS_AHEAD_OBJECT < n_unique) {
-            rs_prefetch_item(own_frags, unique[u + RS_AHEAD_OBJECT]);
+            rs_prefetch_item(frags, unique[u + RS_AHEAD_OBJECT]);
             PyObject *ahead = PyList_GetItem(runtime_ids, unique[u + RS_AHEAD_OBJECT]);
-            if (ahead != NULL) rw_ident_prefetch(&ctx.owner_of, ahead); /* its address only */
+            if (ahead != NULL) rs_owners_prefetch(&ctx.owned, ahead);
         }
-        if (u + RS_AHEAD_DICT < n_unique) rs_prefetch_dict(own_frags, unique[u + RS_AHEAD_DICT]);
+        if (u + RS_AHEAD_DICT < n_unique) rs_prefetch_dict(frags, unique[u + RS_AHEAD_DICT]);
         PyObject *owned = NULL;
-        int rc = rs_fragment(PyList_GetItem(own_frags, p), PyList_GetItem(runtime_ids, p), &ctx, snapshot_owner,
-                             &owned);
+        PyObject *fragment = PyList_GetItem(frags, p);
+        if (fragment == NULL) goto done;
+        Py_INCREF(fragment);
+        int rc = rs_fragment(fragment, PyList_GetItem(runtime_ids, p), &ctx, &owned);
+        Py_DECREF(fragment);
         if (rc == RV_ERROR) goto done;
         if (rc == RV_DECLINE) goto decline;
-        if (!rs_set_has(&hits, owned)) {
-            rs_set_add(&hits, owned);
-            n_hits++;
-        }
     }
-    if (n_hits != PyDict_Size(snapshot_owner)) goto decline;
+    if (ctx.owned.hits != ctx.owned.count) goto decline;
     result = Py_NewRef(Py_True);
     goto done;
 decline:
@@ -2378,14 +2492,10 @@ decline:
 done:
     rs_ctx_free(&ctx);
     rv_table_free(&active);
-    rv_table_free(&hits);
     PyMem_Free(seen);
     PyMem_Free(unique);
     Py_XDECREF(by_key);
-    Py_XDECREF(snapshot_owner);
-    Py_XDECREF(own_frags);
     Py_XDECREF(own_rows);
-    Py_XDECREF(own_side);
     return result;
 }
 
