@@ -1616,6 +1616,102 @@ tbl_first_uncovered_group(PyObject *self, PyObject *args, PyObject *kwargs)
     return PyLong_FromLongLong(frag == t->n ? -1 : (long long)key);
 }
 
+/* 0 when lst is an exact list of len items; -1 with TypeError / ValueError naming what. */
+static int
+tbl_list_arg(PyObject *lst, size_t len, const char *what)
+{
+    if (!PyList_CheckExact(lst)) {
+        PyErr_Format(PyExc_TypeError, "first_tensors: %s must be a list", what);
+        return -1;
+    }
+    Py_ssize_t n = PyList_Size(lst);
+    if (n < 0) return -1;
+    if ((size_t)n != len) {
+        PyErr_Format(PyExc_ValueError, "first_tensors: %s has the wrong length", what);
+        return -1;
+    }
+    return 0;
+}
+
+/* [lst[idx[j]] for j in range(m)] (indices in range: checked by the caller). */
+static PyObject *
+tbl_gather(PyObject *lst, const size_t *idx, size_t m)
+{
+    PyObject *out = PyList_New((Py_ssize_t)m);
+    if (out == NULL) return NULL;
+    for (size_t j = 0; j < m; j++) {
+        PyObject *item = PyList_GetItem(lst, (Py_ssize_t)idx[j]); /* borrowed */
+        if (item == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_INCREF(item);
+        PyList_SetItem(out, (Py_ssize_t)j, item); /* steals; a fresh list: cannot fail */
+    }
+    return out;
+}
+
+/* first_tensors(per_fragment, *per_tensor): the tensors that have fragments, in the order of their
+ * first appearance among the fragments (rows), as items of the given lists: per_fragment (one
+ * item per fragment, or None) taken at each tensor's first row (increasing rows), each
+ * per_tensor list (one item per tensor, in tensor index order) at the tensor's index. One
+ * sequential pass over the tensor column; items are copied by reference, never read. */
+static PyObject *
+tbl_first_tensors(PyObject *self, PyObject *args)
+{
+    const FragmentTable *t = (const FragmentTable *)self;
+    Py_ssize_t nargs = PyTuple_Size(args);
+    if (nargs < 0) return NULL;
+    if (nargs < 1) {
+        PyErr_SetString(PyExc_TypeError, "first_tensors: per_fragment (a list or None) is required");
+        return NULL;
+    }
+    for (Py_ssize_t a = 0; a < nargs; a++) {
+        PyObject *lst = PyTuple_GetItem(args, a);
+        if (lst == NULL) return NULL;
+        if (a == 0 && lst == Py_None) continue;
+        if (tbl_list_arg(lst, a == 0 ? t->n : t->ntensors, a == 0 ? "per_fragment" : "per_tensor") < 0)
+            return NULL;
+    }
+    size_t nt = t->ntensors, m = 0;
+    unsigned char *seen = mr_alloc_array(nt ? nt : 1, 1);
+    size_t *pos = mr_alloc_array(nt ? nt : 1, sizeof(size_t));
+    size_t *row = mr_alloc_array(nt ? nt : 1, sizeof(size_t));
+    PyObject *result = NULL;
+    if (seen == NULL || pos == NULL || row == NULL) goto done;
+    memset(seen, 0, nt ? nt : 1);
+    for (size_t i = 0; i < t->n && m < nt; i++) {
+        uint32_t k = t->tensor[i]; /* < ntensors: checked when the table was packed */
+        if (!seen[k]) {
+            seen[k] = 1;
+            pos[m] = k;
+            row[m++] = i;
+        }
+    }
+    result = PyTuple_New(nargs);
+    if (result == NULL) goto done;
+    for (Py_ssize_t a = 0; a < nargs; a++) {
+        PyObject *lst = PyTuple_GetItem(args, a);
+        PyObject *out = NULL;
+        if (lst == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        if (lst == Py_None) out = Py_NewRef(Py_None); /* only the first argument can be None */
+        else out = tbl_gather(lst, a == 0 ? row : pos, m);
+        if (out == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyTuple_SetItem(result, a, out); /* steals; a fresh tuple: cannot fail */
+    }
+done:
+    PyMem_Free(seen);
+    PyMem_Free(pos);
+    PyMem_Free(row);
+    return result;
+}
+
 static PyObject *
 tbl_total_nbytes(PyObject *self, PyObject *Py_UNUSED(ignored))
 {
@@ -1680,6 +1776,10 @@ static PyMethodDef tbl_methods[] = {
      "(rep, start, members): per-tensor fragment groups and tensors repeating an earlier coverage problem."},
     {"bad_geometry", tbl_bad_geometry, METH_O,
      "Index of the first fragment whose rank, bounds or nbytes disagree with its tensor, or -1."},
+    {"first_tensors", tbl_first_tensors, METH_VARARGS,
+     "first_tensors(per_fragment, *per_tensor): the tensors having fragments, in first-appearance order: "
+     "per_fragment (a list, one item per fragment, or None) at each one's first row, each per_tensor list "
+     "(one item per tensor) at its index."},
     {"total_nbytes", tbl_total_nbytes, METH_NOARGS, "Sum of the fragments' nbytes."},
     {NULL, NULL, 0, NULL},
 };

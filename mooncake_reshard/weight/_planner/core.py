@@ -299,6 +299,44 @@ def _distinct_in_order(values: list[Any]) -> list[Any]:
     return list(dict.fromkeys(values))
 
 
+def _first_table(placement: Any, fragments: Sequence[Any], tensor_ids: list[str]) -> Any:
+    """The placement's fragment table when ``fragments`` are its own fragments (then row i is
+    ``fragments[i]`` and its tensor index the position of ``tensor_ids[i]`` in the placement's
+    catalog, whose ids are distinct), from ``_BULK`` fragments on; otherwise None."""
+    if len(tensor_ids) < _BULK or placement is None or fragments is not placement.fragments:
+        return None
+    table = placement._fragments_table()
+    return table if table is not None and len(table) == len(tensor_ids) else None
+
+
+def _tensor_columns_by_catalog(
+    table: Any,
+    placement: Any,
+    count: int,
+    source_tensors: dict[str, TensorDescriptor],
+    target_tensors: dict[str, TensorDescriptor],
+    signatures: dict[str, Any],
+) -> Optional[tuple[list[int], list[int], list[bool], int]]:
+    """``_native.tensor_columns(ordered, ...)`` for ``ordered``, the ``count`` tensors of the
+    table's rows in first-appearance order, when every catalog tensor is among them and none
+    stops the pass: the same lookups and comparisons per tensor, made in catalog order (the
+    descriptors read in sequence rather than at random) and gathered into first-appearance order
+    by the table (``first_tensors``: catalog position -> first-appearance position). None
+    otherwise (some catalog tensor without fragments, a tensor that stops the pass, an error):
+    the caller then makes the call in first-appearance order, which decides and reports."""
+    catalog_ids = list(map(_tensor_id, placement.tensors))
+    if len(catalog_ids) != count:
+        return None
+    try:
+        ndims, itemsizes, routed, stop = _native.tensor_columns(catalog_ids, source_tensors, target_tensors, signatures)
+    except Exception:  # the call in first-appearance order raises it again, or stops first
+        return None
+    if stop != count:
+        return None
+    _, ndims, itemsizes, routed = table.first_tensors(None, ndims, itemsizes, routed)
+    return ndims, itemsizes, routed, count
+
+
 def _used_ids(ids: list[str], rows: list[int], exact_strs: bool = False) -> set[str] | list[str]:
     """``{ids[r] for r in rows}`` for the kernel's used rows (distinct, increasing, in range):
     as many rows as ids are every id (then no indexing per row).
@@ -444,6 +482,7 @@ def plan_logical_transfer(
         target_tids = list(map(_tensor_id, targets))
         fragment_tids = None
 
+    first_table: Any = None  # the target placement's table, when it has the targets' rows
     # Step 1: tensor sets.
     source_ids = set(source_tensors)
     target_set = set(target_tensors)
@@ -455,8 +494,13 @@ def plan_logical_transfer(
         if extra:
             raise ValueError(f"target manifests contain unknown tensors: {_ids(extra)}")
         # The targets' tensors in first-occurrence order, read once for the coverage check
-        # and the tensor pass below (the check hashes every tensor id anyway).
-        ordered = _distinct_in_order(target_tids)
+        # and the tensor pass below (the check hashes every tensor id anyway). The placement's
+        # own fragments take them from its table (one pass over the tensor column, no hashing).
+        first_table = _first_table(target_placement, target_fragments, target_tids) if fragment_tids is not None else None
+        if first_table is not None:
+            ordered = first_table.first_tensors(target_tids)[0]
+        else:
+            ordered = _distinct_in_order(target_tids)
         check_target_coverage(
             target_tensors,
             target_fragments,
@@ -503,11 +547,16 @@ def plan_logical_transfer(
     # and comprehensions; tensors are visited once, in first-occurrence order.
     stop_error: Optional[str] = None
     stop = len(targets)
+    columns: Optional[tuple[list[int], list[int], list[bool], int]] = None
     if local_target:
         ordered = _distinct_in_order(target_tids)
-    ndims, itemsizes, routed_flags, first_stop = _native.tensor_columns(
-        ordered, source_tensors, target_tensors, source_signatures
-    )
+    elif first_table is not None:
+        columns = _tensor_columns_by_catalog(
+            first_table, target_placement, len(ordered), source_tensors, target_tensors, source_signatures
+        )
+    if columns is None:
+        columns = _native.tensor_columns(ordered, source_tensors, target_tensors, source_signatures)
+    ndims, itemsizes, routed_flags, first_stop = columns
     # The C pass checked the tensors before the first that cannot be planned; from that one
     # on (if any) the loop below decides exactly as before and derives the message.
     planned = ordered if first_stop == len(ordered) else ordered[:first_stop]  # no copy of them all
