@@ -647,9 +647,10 @@ bd_find_tensor(PyObject *const *ids, Py_ssize_t n, PyObject *tensor_id, int *err
 /* A part's tensors loaded for the pair checks: items (borrowed: the tensors tuple holds them)
  * and their ids (new references), strictly increasing; tab: the ids by address (NULL until a
  * lookup needs it, and never below BD_ID_TABLE_MIN tensors or pairs); cursor: the position after
- * the last tensor found. */
+ * the last tensor found; itemsizes: each tensor's itemsize as getattr reads it, read in the load
+ * pass (new references; NULL where that read failed: bd_tensor_itemsize reads it again). */
 typedef struct {
-    PyObject **items, **ids;
+    PyObject **items, **ids, **itemsizes;
     Py_ssize_t n, loaded, cursor;
     int tabled;
     bd_idslot *tab;
@@ -662,10 +663,14 @@ static void
 bd_tensors_free(bd_tensors *ts)
 {
     for (Py_ssize_t k = 0; k < ts->loaded; k++) Py_XDECREF(ts->ids[k]);
+    if (ts->itemsizes != NULL) {
+        for (Py_ssize_t k = 0; k < ts->n; k++) Py_XDECREF(ts->itemsizes[k]);
+    }
     PyMem_Free(ts->ids);
     PyMem_Free(ts->items);
+    PyMem_Free(ts->itemsizes);
     PyMem_Free(ts->tab);
-    ts->ids = ts->items = NULL;
+    ts->ids = ts->items = ts->itemsizes = NULL;
     ts->tab = NULL;
     ts->loaded = 0;
 }
@@ -684,6 +689,9 @@ bd_tensors_load(const bd_table *tb, PyObject *tensors, PyObject *td_cls, Py_ssiz
     if (ts->items == NULL) return BD_ERROR;
     ts->ids = mr_alloc_array((size_t)ntensors, sizeof(PyObject *));
     if (ts->ids == NULL) return BD_ERROR;
+    ts->itemsizes = mr_alloc_array((size_t)ntensors, sizeof(PyObject *));
+    if (ts->itemsizes == NULL) return BD_ERROR;
+    for (Py_ssize_t k = 0; k < ntensors; k++) ts->itemsizes[k] = NULL;
     int status = BD_OK;
     for (; ts->loaded < ntensors; ts->loaded++) {
         Py_ssize_t k = ts->loaded;
@@ -694,6 +702,11 @@ bd_tensors_load(const bd_table *tb, PyObject *tensors, PyObject *td_cls, Py_ssiz
         ts->items[k] = tensor;
         status = bd_get_str(tensor, tb->nm[N_TENSOR_ID], &ts->ids[k]);
         if (status != BD_OK) return status;
+        /* its itemsize now, while the object is in the cache (the pairs visit the tensors in
+         * their fragments' id order); a failed read is left to the pair that needs it, which
+         * reads it again and fails there as before */
+        ts->itemsizes[k] = PyObject_GetAttr(tensor, tb->nm[N_ITEMSIZE]);
+        if (ts->itemsizes[k] == NULL) PyErr_Clear();
         if (k > 0) {
             int cmp = bd_compare(ts->ids[k - 1], ts->ids[k]);
             if (cmp == -2 || cmp >= 0) {
@@ -734,6 +747,25 @@ bd_tensors_find(bd_tensors *ts, PyObject *tid, int *error)
     }
     if (t >= 0) ts->cursor = t + 1;
     return t;
+}
+
+/* Tensor t's itemsize (*out, new reference) as bd_get reads it: the value the load pass read
+ * (the tensors are exact td_cls objects, read by getattr, and no Python code runs in the call
+ * between the reads, so a second getattr would return the same object; the pairs visit a part's
+ * tensors in their fragments' id order, so a read per pair was a random access), else read now.
+ * BD_OK, or bd_get's BD_FALLBACK / BD_ERROR (then nothing is kept). */
+static int
+bd_tensor_itemsize(PyObject *const *nm, bd_tensors *ts, Py_ssize_t t, PyObject **out)
+{
+    if (ts->itemsizes[t] == NULL) {
+        int rc = bd_get(ts->items[t], nm[N_ITEMSIZE], &ts->itemsizes[t]);
+        if (rc != BD_OK) {
+            ts->itemsizes[t] = NULL;
+            return rc;
+        }
+    }
+    *out = Py_NewRef(ts->itemsizes[t]);
+    return BD_OK;
 }
 
 /* What the fused attest path keeps of a checked pair (new references): the runtime
@@ -802,7 +834,7 @@ bd_check_pair(PyObject *const *nm, PyObject *logical, PyObject *runtime, bd_tens
     /* itemsize */
     rc = bd_dget(rdict, nm[N_ITEMSIZE], &a);
     if (rc != BD_OK) { result = rc; goto done; }
-    rc = bd_get(ts->items[t], nm[N_ITEMSIZE], &itemsize);
+    rc = bd_tensor_itemsize(nm, ts, t, &itemsize);
     if (rc != BD_OK) { result = rc; goto done; }
     rc = bd_int_equal(a, itemsize);
     if (rc < 0) { result = BD_ERROR; goto done; }
@@ -1378,6 +1410,25 @@ done:
     return status;
 }
 
+static int bd_same_str(PyObject *a, PyObject *b);
+
+/* dict[key] read as the dict's next entry: when the entry after *pos (PyDict_Next) has a key that
+ * is key, or an exact str equal to the exact str key, that entry is the one dict[key] finds (the
+ * keys of a dict are distinct): 1 with *value its value (borrowed) and *pos advanced. 0 when
+ * that is not so (the caller looks key up), -1 with an exception. Runs no Python code. */
+static int
+bd_dict_step(PyObject *dict, Py_ssize_t *pos, PyObject *key, PyObject **value)
+{
+    PyObject *k = NULL, *v = NULL;
+    if (!PyDict_Next(dict, pos, &k, &v)) return 0;
+    if (k != key) {
+        int same = bd_same_str(k, key);
+        if (same <= 0) return same;
+    }
+    *value = v;
+    return 1;
+}
+
 /* Snapshots of the evidence fragments grouped by worker in `groups` (worker -> list of
  * (fragment_id, position, snapshot)). */
 static int
@@ -1389,6 +1440,10 @@ bd_group_snapshots(const bd_table *tb, PyObject *snap_cls, PyObject *rf_cls, PyO
     PyObject *const *nm = tb->nm;
     Py_ssize_t n = PyTuple_Size(fragments);
     if (n < 0) return BD_ERROR;
+    /* attest builds placement_dict in the evidence fragments' order: each lookup is first tried
+     * as its next entry (bd_dict_step), the lookups decide from the first mismatch on */
+    Py_ssize_t dict_pos = 0;
+    int aligned = 1;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *runtime = PyTuple_GetItem(fragments, i);
         if (runtime == NULL) return BD_ERROR;
@@ -1401,7 +1456,17 @@ bd_group_snapshots(const bd_table *tb, PyObject *snap_cls, PyObject *rf_cls, PyO
             Py_DECREF(rdict);
             return status;
         }
-        PyObject *placement_fragment = PyDict_GetItemWithError(placement_dict, pfid); /* borrowed */
+        PyObject *placement_fragment = NULL; /* borrowed */
+        if (aligned) {
+            int step = bd_dict_step(placement_dict, &dict_pos, pfid, &placement_fragment);
+            if (step < 0) {
+                Py_DECREF(pfid);
+                Py_DECREF(rdict);
+                return BD_ERROR;
+            }
+            if (step == 0) aligned = 0;
+        }
+        if (!aligned) placement_fragment = PyDict_GetItemWithError(placement_dict, pfid);
         Py_DECREF(pfid);
         if (placement_fragment == NULL) {
             Py_DECREF(rdict);
@@ -1835,17 +1900,41 @@ bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nar
             PyObject *rows = PyTuple_New(n);
             if (rows == NULL || PyTuple_SetItem(result, k, rows) < 0) { status = BD_ERROR; goto done; } /* steals */
         }
+        /* The attestation's two dicts hold the part's fragments in part order (attest inserts
+         * them pair by pair): each lookup is first tried as the dicts' next entries (bd_dict_step);
+         * from the first entry that is not that fragment's on, the lookups decide. */
+        Py_ssize_t binding_pos = 0, placement_pos = 0;
+        int aligned = 1;
         for (Py_ssize_t i = 0; i < n; i++) {
             if (count >= total) { status = BD_FALLBACK; goto done; } /* never: tuples are immutable */
             PyObject *placement_fragment = PyTuple_GetItem(part_fragments, i);
             if (placement_fragment == NULL) { status = BD_ERROR; goto done; }
             if (i + 4 < n) bd_prefetch_object(PyTuple_GetItem(part_fragments, i + 4)); /* a hint */
             PyObject *pfid = NULL;
-            status = bd_get_str(placement_fragment, nm[N_PFID], &pfid);
+            PyObject *const *pf = mr_pf_fields(placement_fragment); /* the C-owned layout's slots: getattr's values */
+            status = pf != NULL ? bd_pf_get_str(nm, pf, NULL, N_PFID, &pfid)
+                                : bd_get_str(placement_fragment, nm[N_PFID], &pfid);
             if (status != BD_OK) goto done;
-            PyObject *runtime = PyDict_GetItemWithError(binding_dict, pfid); /* borrowed */
+            PyObject *runtime = NULL, *attested = NULL;
+            if (aligned) {
+                PyObject *value = NULL;
+                int step = bd_dict_step(binding_dict, &binding_pos, pfid, &value);
+                if (step > 0) {
+                    runtime = value; /* borrowed */
+                    step = bd_dict_step(placement_dict, &placement_pos, pfid, &attested);
+                }
+                if (step < 0) {
+                    Py_DECREF(pfid);
+                    status = BD_ERROR;
+                    goto done;
+                }
+                if (step == 0) aligned = 0;
+            }
+            if (!aligned) {
+                runtime = PyDict_GetItemWithError(binding_dict, pfid); /* borrowed */
+                attested = runtime == NULL ? NULL : PyDict_GetItemWithError(placement_dict, pfid);
+            }
             Py_XINCREF(runtime);
-            PyObject *attested = runtime == NULL ? NULL : PyDict_GetItemWithError(placement_dict, pfid);
             if (attested != placement_fragment) {
                 Py_DECREF(pfid);
                 Py_XDECREF(runtime);
@@ -3964,6 +4053,66 @@ bd_strtab_add(bd_strslot *table, size_t mask, PyObject *s)
     return 1;
 }
 
+/* The index {f.placement_fragment_id: f for f in fragments} into the empty dict index, as the
+ * comprehension builds it for exact fragment_cls fragments with exact str ids (no user code; the
+ * last one wins): BD_OK, BD_FALLBACK (another class or id), BD_ERROR. */
+static int
+bd_source_index(PyObject *const *nm, PyObject *fragments, PyObject *fragment_cls, PyObject *index)
+{
+    Py_ssize_t n = PyTuple_Size(fragments);
+    if (n < 0) return BD_ERROR;
+    int status = BD_OK;
+    for (Py_ssize_t k = 0; k < n && status == BD_OK; k++) {
+        PyObject *item = PyTuple_GetItem(fragments, k), *pfid = NULL;
+        if (item == NULL) return BD_ERROR;
+        if (k + 4 < n) bd_prefetch_object(PyTuple_GetItem(fragments, k + 4)); /* a hint */
+        if ((PyObject *)Py_TYPE(item) != fragment_cls) return BD_FALLBACK;
+        status = bd_get_str(item, nm[N_PFID], &pfid);
+        if (status == BD_OK && PyDict_SetItem(index, pfid, item) < 0) status = BD_ERROR;
+        Py_XDECREF(pfid);
+    }
+    return status;
+}
+
+/* bd_source_index's reads without the dict: *snap BD_FALLBACK where it declines (another class,
+ * an id that is not an exact non-empty str: the same reads in the same order, through the
+ * C-owned layout's slot when the fragment has one, what getattr returns), else unchanged, and
+ * *sorted 1 when the ids are strictly increasing (then distinct: the dict would hold every
+ * fragment as its own entry). BD_OK, or BD_ERROR. */
+static int
+bd_source_ids_sorted(PyObject *const *nm, PyObject *fragments, PyObject *fragment_cls, int *snap, int *sorted)
+{
+    Py_ssize_t n = PyTuple_Size(fragments);
+    if (n < 0) return BD_ERROR;
+    PyObject *previous = NULL;
+    int status = BD_OK;
+    for (Py_ssize_t k = 0; k < n && *snap == BD_OK; k++) {
+        PyObject *item = PyTuple_GetItem(fragments, k), *pfid = NULL;
+        if (item == NULL) { status = BD_ERROR; break; }
+        if (k + 4 < n) bd_prefetch_object(PyTuple_GetItem(fragments, k + 4)); /* a hint */
+        if ((PyObject *)Py_TYPE(item) != fragment_cls) { *snap = BD_FALLBACK; break; }
+        PyObject *const *pf = mr_pf_fields(item);
+        int rc = pf != NULL ? bd_pf_get_str(nm, pf, NULL, N_PFID, &pfid) : bd_get_str(item, nm[N_PFID], &pfid);
+        if (rc != BD_OK) {
+            if (rc == BD_ERROR) status = BD_ERROR;
+            else *snap = BD_FALLBACK;
+            break;
+        }
+        if (previous != NULL && *sorted) {
+            int cmp = bd_compare(previous, pfid);
+            if (cmp == -2) {
+                Py_DECREF(pfid);
+                status = BD_ERROR;
+                break;
+            }
+            if (cmp >= 0) *sorted = 0;
+        }
+        BD_SETREF(previous, pfid);
+    }
+    Py_XDECREF(previous);
+    return status;
+}
+
 PyDoc_STRVAR(logical_target_cover_doc,
 "logical_target_cover(operations, parts, executors, target_tensors, placement_id, region_cls,\n"
 "                     fragment_cls, part_cls, executor_cls, rank_cls, tensor_cls)\n"
@@ -4013,6 +4162,7 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *target_fragments = nargs == 14 ? args[12] : NULL, *source_fragments = nargs == 14 ? args[13] : NULL;
     int snap = nargs == 14 ? BD_OK : BD_FALLBACK;
     PyObject *source_index = NULL;
+    int built_index = 0; /* source_index holds the comprehension's entries (else still empty) */
     PyObject *last_snap = NULL; /* borrowed: the previous operation's indexed source (alive in it) */
     unsigned char *listed = NULL;
     PyObject *const *nm = tb.nm;
@@ -4033,7 +4183,13 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (n_exec == 0) Py_RETURN_NONE; /* "logical plan has no target executor metadata" */
     int status = BD_ERROR;
     PyObject **part_fragments = NULL, **part_tensors = NULL, **part_ranks = NULL;
-    PyObject *participants = NULL, *tensors = NULL;
+    PyObject *participants = NULL;
+    /* the target tensor catalog's objects by address (their catalog index), and which of them a
+     * selected part lists */
+    bd_idslot *cat_tab = NULL;
+    size_t cat_mask = 0;
+    unsigned char *cat_seen = NULL;
+    Py_ssize_t n_catalog = 0, n_seen = 0;
     PyObject *owned = NULL; /* ids read through getattr (not from a scanned dict): held here */
     bd_cover_frag *frags = NULL;
     Py_ssize_t *op_frag = NULL, *order = NULL, *exec_parts = NULL, *exec_first = NULL, *part_first = NULL;
@@ -4061,12 +4217,10 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     exec_first = mr_alloc_array((size_t)n_exec, sizeof(Py_ssize_t));
     part_first = mr_alloc_array((size_t)n_parts, sizeof(Py_ssize_t));
     participants = PyDict_New();
-    tensors = PyDict_New();
     if (part_fragments == NULL || part_tensors == NULL || part_ranks == NULL || part_has_op == NULL
         || part_selected == NULL || op_frag == NULL || order == NULL || op_fields == NULL || exec_parts == NULL
         || exec_first == NULL
-        || part_first == NULL || participants == NULL
-        || tensors == NULL) {
+        || part_first == NULL || participants == NULL) {
         goto done;
     }
     memset(part_has_op, 0, (size_t)n_parts);
@@ -4214,21 +4368,25 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             else listed[f] = 1;
         }
         Py_ssize_t n_source = snap == BD_OK ? PyTuple_Size(source_fragments) : 0;
-        for (Py_ssize_t k = 0; k < n_source && snap == BD_OK; k++) {
-            PyObject *item = PyTuple_GetItem(source_fragments, k), *pfid = NULL;
-            if (item == NULL) { status = BD_ERROR; goto done; }
-            if (k + 4 < n_source) bd_prefetch_object(PyTuple_GetItem(source_fragments, k + 4)); /* a hint */
-            if ((PyObject *)Py_TYPE(item) != fragment_cls) { snap = BD_FALLBACK; break; }
-            snap = bd_get_str(item, nm[N_PFID], &pfid);
-            if (snap == BD_OK && PyDict_SetItem(source_index, pfid, item) < 0) snap = BD_ERROR;
-            Py_XDECREF(pfid);
+        /* A source placement lists its fragments in strictly increasing id order (placements
+         * are built sorted by id): checked here in one sequential pass over the ids, which then
+         * are distinct, so the index the dict comprehension builds has every fragment as its
+         * own entry (n_indexed == n_source below) without building it. Any other order builds
+         * the dict as before (bd_source_index); so does an operation whose source is not one
+         * of these objects (below), and both decide exactly as the dict does. */
+        int sorted = 1;
+        if (snap == BD_OK) status = bd_source_ids_sorted(nm, source_fragments, fragment_cls, &snap, &sorted);
+        if (status != BD_OK) goto done;
+        if (snap == BD_OK && !sorted) {
+            snap = bd_source_index(nm, source_fragments, fragment_cls, source_index);
+            if (snap == BD_ERROR) { status = BD_ERROR; goto done; }
+            built_index = 1;
         }
-        if (snap == BD_ERROR) { status = BD_ERROR; goto done; }
         /* No id twice among them (as many entries as fragments): each source fragment is its
          * own index entry, so an operation whose source is one of these very objects (found by
          * address) passes the check below as it would read it (an exact fragment_cls with an
          * exact str id whose entry is itself; no user code runs in this call). */
-        Py_ssize_t n_indexed = snap == BD_OK ? PyDict_Size(source_index) : -1;
+        Py_ssize_t n_indexed = snap != BD_OK ? -1 : built_index ? PyDict_Size(source_index) : n_source;
         if (n_indexed < 0 && PyErr_Occurred()) { status = BD_ERROR; goto done; }
         for (Py_ssize_t k = 0; n_indexed == n_source && k < n_source; k++) {
             PyObject *item = PyTuple_GetItem(source_fragments, k);
@@ -4300,6 +4458,11 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                     PyObject *pfid = NULL;
                     if ((PyObject *)Py_TYPE(source) != fragment_cls) snap = BD_FALLBACK;
                     if (snap == BD_OK) snap = bd_get_str(source, nm[N_PFID], &pfid);
+                    if (snap == BD_OK && !built_index) {
+                        /* the index not built yet (the sorted ids proved it): built now, as before */
+                        snap = bd_source_index(nm, source_fragments, fragment_cls, source_index);
+                        built_index = 1;
+                    }
                     if (snap == BD_OK) {
                         PyObject *indexed = PyDict_GetItemWithError(source_index, pfid); /* borrowed */
                         if (indexed != source) snap = indexed == NULL && PyErr_Occurred() ? BD_ERROR : BD_FALLBACK;
@@ -4325,6 +4488,38 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         op_frag[i] = f;
         frags[f].count++;
         part_has_op[frags[f].part] = 1;
+    }
+    if (status != BD_OK) goto done;
+    /* The catalog's tensors: exact tensor_cls objects with exact str ids, strictly increasing;
+     * by address in cat_tab (the executor loop finds each part tensor there). */
+    n_catalog = PyTuple_Size(target_tensors);
+    if (n_catalog < 0) { status = BD_ERROR; goto done; }
+    cat_tab = bd_idtab_new((size_t)n_catalog, &cat_mask);
+    cat_seen = cat_tab == NULL ? NULL : mr_alloc_array((size_t)n_catalog + 1, 1);
+    if (cat_seen == NULL) { status = BD_ERROR; goto done; }
+    memset(cat_seen, 0, (size_t)n_catalog + 1);
+    {
+        PyObject *previous = NULL;
+        for (Py_ssize_t k = 0; k < n_catalog && status == BD_OK; k++) {
+            PyObject *tensor = PyTuple_GetItem(target_tensors, k), *tid = NULL;
+            if (tensor == NULL) { status = BD_ERROR; break; }
+            if (k + 4 < n_catalog) bd_prefetch_object(PyTuple_GetItem(target_tensors, k + 4)); /* a hint */
+            if ((PyObject *)Py_TYPE(tensor) != tensor_cls) { status = BD_FALLBACK; break; }
+            status = bd_get_str(tensor, nm[N_TENSOR_ID], &tid);
+            if (status != BD_OK) break;
+            if (previous != NULL) {
+                int cmp = bd_compare(previous, tid);
+                if (cmp == -2 || cmp >= 0) status = cmp == -2 ? BD_ERROR : BD_FALLBACK;
+            }
+            BD_SETREF(previous, tid);
+            if (status != BD_OK) break;
+            /* distinct ids, so distinct objects (an object read twice gives its one id) */
+            bd_idslot *slot = bd_idtab_find(cat_tab, cat_mask, tensor);
+            if (slot->key != 0) { status = BD_FALLBACK; break; }
+            slot->key = (uintptr_t)tensor;
+            slot->value = k;
+        }
+        Py_XDECREF(previous);
     }
     if (status != BD_OK) goto done;
     /* Executors (_check_executors): placement, distinct known participants, ranks, fragment ids,
@@ -4374,21 +4569,18 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         Py_CLEAR(value);
         if (status != BD_OK) break;
+        /* Each tensor one of the catalog's objects (by address; see the catalog pass above). */
         Py_ssize_t n_tensors = PyTuple_Size(part_tensors[p]);
         for (Py_ssize_t k = 0; k < n_tensors && status == BD_OK; k++) {
-            PyObject *tensor = PyTuple_GetItem(part_tensors[p], k), *tid = NULL;
+            PyObject *tensor = PyTuple_GetItem(part_tensors[p], k);
             if (tensor == NULL) { status = BD_ERROR; break; }
             if ((PyObject *)Py_TYPE(tensor) != tensor_cls) { status = BD_FALLBACK; break; }
-            status = bd_get_str(tensor, nm[N_TENSOR_ID], &tid);
-            if (status != BD_OK) break;
-            PyObject *known = PyDict_GetItemWithError(tensors, tid); /* borrowed */
-            if (known == NULL) {
-                if (PyErr_Occurred() || PyDict_SetItem(tensors, tid, tensor) < 0) status = BD_ERROR;
+            Py_ssize_t c = bd_idtab_get(cat_tab, cat_mask, tensor);
+            if (c < 0 || c >= n_catalog) { status = BD_FALLBACK; break; }
+            if (!cat_seen[c]) {
+                cat_seen[c] = 1;
+                n_seen++;
             }
-            else if (known != tensor) {
-                status = BD_FALLBACK; /* an equal but distinct descriptor: the Python comparison decides */
-            }
-            Py_DECREF(tid);
         }
     }
     if (status != BD_OK) goto done;
@@ -4404,31 +4596,13 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (with_ops != n_exec) status = BD_FALLBACK;
     }
     if (status != BD_OK) goto done;
-    /* The target tensor catalog: the selected parts' tensors (the very objects) sorted by id. */
-    {
-        Py_ssize_t n_catalog = PyTuple_Size(target_tensors), n_known = PyDict_Size(tensors);
-        if (n_catalog < 0 || n_known < 0) { status = BD_ERROR; goto done; }
-        if (n_catalog != n_known) { status = BD_FALLBACK; goto done; }
-        PyObject *previous = NULL;
-        for (Py_ssize_t k = 0; k < n_catalog && status == BD_OK; k++) {
-            PyObject *tensor = PyTuple_GetItem(target_tensors, k), *tid = NULL;
-            if (tensor == NULL) { status = BD_ERROR; break; }
-            if ((PyObject *)Py_TYPE(tensor) != tensor_cls) { status = BD_FALLBACK; break; }
-            status = bd_get_str(tensor, nm[N_TENSOR_ID], &tid);
-            if (status != BD_OK) break;
-            if (previous != NULL) {
-                int cmp = bd_compare(previous, tid);
-                if (cmp == -2 || cmp >= 0) status = cmp == -2 ? BD_ERROR : BD_FALLBACK;
-            }
-            if (status == BD_OK) {
-                PyObject *known = PyDict_GetItemWithError(tensors, tid); /* borrowed */
-                if (known != tensor) status = known == NULL && PyErr_Occurred() ? BD_ERROR : BD_FALLBACK;
-            }
-            BD_SETREF(previous, tid);
-        }
-        Py_XDECREF(previous);
-    }
-    if (status != BD_OK) goto done;
+    /* The target tensor catalog: the selected parts' tensors (the very objects) sorted by id:
+     * every selected part's tensor is one of the catalog's objects (the executor loop above) and
+     * every catalog object is one of them (n_seen). With the catalog's ids strictly increasing
+     * (so distinct) that is what the dict of the parts' tensors by id decided (each id one
+     * object, the catalog exactly those objects in id order), without reading each part
+     * tensor's id: its object is found by address. */
+    if (n_seen != n_catalog) { status = BD_FALLBACK; goto done; }
     /* Exact cover of every selected fragment by its operations' boxes (operations in order). */
     {
         Py_ssize_t running = 0;
@@ -4513,7 +4687,8 @@ done:
     PyMem_Free(listed);
     Py_XDECREF(source_index);
     Py_XDECREF(participants);
-    Py_XDECREF(tensors);
+    PyMem_Free(cat_tab);
+    PyMem_Free(cat_seen);
     Py_XDECREF(owned);
     if (status == BD_OK) {
         if (nargs == 14) return PyTuple_Pack(2, routes == BD_OK ? Py_True : Py_False, snap == BD_OK ? Py_True : Py_False);
