@@ -376,13 +376,12 @@ def complete_parallel_source_replicas(
                 by_dp, pairs = _group_minimums(found, kinds)
             # The pairs are every (known tensor, dp) exactly when their count is the product and
             # each dp's tensors are known (``_all_pairs_present``: distinct pairs, so each dp then
-            # has them all).
+            # has them all). They are known whenever the placement has its table, which
+            # ``_table_groups_cover`` requires: the table packs only fragments whose tensor id is
+            # in the catalog (by the same hash and equality as a dict), and every catalog id is
+            # a key of ``tensors`` (``_fast_path_placement``); so no lookup per pair is made.
             dps = sorted(by_dp)
-            if (
-                pairs == len(tensors) * len(dps)
-                and all(chosen.keys() <= tensors.keys() for chosen in by_dp.values())
-                and _table_groups_cover(placement, ["dp", *kinds])
-            ):
+            if pairs == len(tensors) * len(dps) and _table_groups_cover(placement, ["dp", *kinds]):
                 return {dp: by_dp[dp] for dp in dps}
     dp_owned = _dp_owned_map(signatures)
     plain = sorted(tensor_id for tensor_id, owned in dp_owned.items() if not owned)
