@@ -380,3 +380,71 @@ def test_check_plan_turns_a_round_trip_comparison_error_into_a_finding(
         monkeypatch.setattr(pickle_cases.pickle, "loads", real_loads)
     assert calls and "round trip" in str(info.value) and "RecursionError" in str(info.value)
 
+
+# --------------------------------------------------------------------------------------------
+# two small gaps (session 17's closing note)
+
+
+def _plan_copy(plan: Any) -> Any:
+    import copy
+
+    return copy.deepcopy(plan)
+
+
+@pytest.mark.parametrize("name", ["max_transfer_regions", "max_segments_per_region", "max_total_lowered_segments"])
+def test_replace_refuses_planning_limits_without_a_field(seed_plan: Any, name: str) -> None:
+    # dataclasses.replace passed the damaged limits on, and reading the removed field fell back
+    # to the class default: accepted, while every pickle path refused it
+    import copy
+
+    forged = copy.copy(seed_plan)
+    limits = copy.copy(seed_plan.planning_limits)
+    del limits.__dict__[name]
+    object.__setattr__(forged, "planning_limits", limits)
+    message = f"planning limit {name} must be a positive integer"
+    with raises(message):
+        dataclasses.replace(forged)
+    for protocol in (4, 5):
+        with raises(message):
+            pickle.loads(pickle.dumps(forged, protocol=protocol))
+
+
+def _damaged_attestation_placement(plan: Any, damage: str) -> Any:
+    import copy
+
+    damaged_plan = _plan_copy(plan)
+    attestation = damaged_plan.target_executors[0].attestation
+    placement = attestation.placement
+    bad = copy.copy(placement)
+    if damage == "topology.tp_size":
+        topology = copy.copy(placement.topology)
+        del topology.__dict__["tp_size"]
+        object.__setattr__(bad, "topology", topology)
+    elif damage == "topology":
+        del bad.__dict__["topology"]
+    else:
+        part = copy.copy(placement.parts[0])
+        del part.__dict__["revision"]
+        object.__setattr__(bad, "parts", (part,) + placement.parts[1:])
+    object.__setattr__(attestation, "placement", bad)
+    return damaged_plan
+
+
+@pytest.mark.parametrize("damage", ["topology.tp_size", "topology", "part.revision"])
+def test_a_damaged_attestation_placement_is_named(seed_plan: Any, damage: str) -> None:
+    # it was reported as "transfer plan target placement is invalid", blaming the target
+    with raises("runtime attestation placement is invalid"):
+        dataclasses.replace(_damaged_attestation_placement(seed_plan, damage))
+
+
+def test_a_damaged_target_placement_is_still_the_target(seed_plan: Any) -> None:
+    import copy
+
+    forged = copy.copy(seed_plan)
+    placement = copy.copy(seed_plan.target_placement)
+    topology = copy.copy(placement.topology)
+    del topology.__dict__["tp_size"]
+    object.__setattr__(placement, "topology", topology)
+    object.__setattr__(forged, "target_placement", placement)
+    with raises("transfer plan target placement is invalid"):
+        dataclasses.replace(forged)
