@@ -601,6 +601,7 @@ def test_tampered_leaf_matches_the_record_format(world: World, data: Any) -> Non
         record = _py_unpack(codes, tampered, _GRAPH_REGISTRY)
         if type(record) is not tuple:
             raise ValueError(_INVALID)
+        bound_pickle._require_typed_placements(record)  # (what the packed restore checks first)
         return _restore_transfer_plan(*record)
 
     expected = _outcome(oracle)

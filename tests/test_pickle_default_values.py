@@ -93,9 +93,16 @@ def test_placement_caches_are_not_pickled_but_the_digest_is() -> None:
 def test_forged_fields_round_trip_unvalidated(index: int) -> None:
     value = _values()[index]
     name = next(iter(field_state(value)))
-    object.__setattr__(value, name, -1)  # no constructor would accept this
+    if isinstance(value, WeightPlacementManifest):
+        name = "placement_id"  # (its resource_id is checked against its parts' on restore)
+    # A value of the field's own type that no constructor would accept. Since session 18 a value
+    # of another type is refused by the placement-graph restores (the field rule's message:
+    # tests/test_forged_placement_types_r18.py); the runtime evidence is checked by its
+    # attestation's routine instead, and keeps any value.
+    forged = -1 if type(getattr(value, name)) is int else ""
+    object.__setattr__(value, name, forged)
     restored = pickle.loads(pickle.dumps(value))
-    assert getattr(restored, name) == -1 and field_state(restored) == _default_state(value)
+    assert getattr(restored, name) == forged and field_state(restored) == _default_state(value)
 
 
 def _move_first_field_last(value: Any) -> None:

@@ -219,15 +219,14 @@ def test_malformed_placement_parts_take_the_python_path(plan: Any) -> None:
     ``__setstate__`` routine's, for valid and for forged evidence."""
     attestation = _attestations(plan)[0]
     for parts in ((1, 2), None, (object(),)):
-        placement = copy.copy(attestation.placement)
-        placement.__dict__.pop("_parts_by_participant", None)
-        object.__setattr__(placement, "parts", parts)
+        # (each a fresh copy of the valid placement, then forged: since session 18 copying the
+        # forged placement itself is refused by its restore, "WeightPlacementManifest parts ...")
         for evidence in (
             forged_copy(attestation.evidence),
             forged_copy(attestation.evidence, lease_id=""),
             forged_copy(attestation.evidence, placement_digest="0" * 64),
         ):
-            expected = _outcome(_oracle, copy.copy(placement), evidence)
-            actual = _outcome(bound_pickle._restore_attestation, copy.copy(placement), evidence)
+            expected = _outcome(_oracle, forged_copy(attestation.placement, parts=parts), evidence)
+            actual = _outcome(bound_pickle._restore_attestation, forged_copy(attestation.placement, parts=parts), evidence)
             assert expected[0] == "error"
             assert actual == expected

@@ -314,6 +314,30 @@ _UNREADABLE_PLACEMENTS = [
     ("placement_id", lambda p: _damaged(p, "placement_id"), "placement_id must be a non-empty string"),
 ]
 
+# Session 18 (fuzz finding F5, the CI cycle): a placement's restore refuses fields of the wrong
+# type below it with the field rule's message, on every path that unpickles the placement (a
+# value that lost a field is default-pickled, and the placement restore reads it); a placement
+# that lost a field is default-pickled itself, which only the packed record (protocol 5) checks
+# at restore (``bound_pickle._require_typed_placements``). ``replace`` and ``copy`` keep the
+# placement object: the rules decide, as before.
+_RESTORE_REFUSES = {
+    **{f"topology.{field}": f"{field} must be an integer" for field in ("tp_size", "pp_size", "ep_size", "dp_size")},
+    "topology.participants": "ParallelTopology participants must be a sequence",
+    "topology.topology_id": "topology_id must be a non-empty string",
+    "participant.participant_id": "participant_id must be a non-empty string",
+    "participant.rank": "topology participant rank must be a ParallelRank",
+    "part.resource_id": "placement part resource_id differs",
+    "part.topology_id": "placement part topology_id differs",
+}
+_PACKED_RESTORE_REFUSES = {
+    "topology": "topology must be a ParallelTopology",
+    "tensors": "WeightPlacementManifest tensors must be a sequence",
+    "fragments": "WeightPlacementManifest fragments must be a sequence",
+    # (a part without the field: its own check in the packed record, the placement's otherwise)
+    "part.resource_id": "resource_id must be a non-empty string",
+    "part.topology_id": "topology_id must be a non-empty string",
+}
+
 # Every way a plan is constructed again from an existing one (the field state: what unpickling
 # the fallback format does).
 _REBUILDS: dict[str, Callable[[Any], Any]] = {
@@ -332,17 +356,21 @@ def bound_plan() -> TransferPlan:
 
 @pytest.mark.parametrize("rebuild", sorted(_REBUILDS))
 @pytest.mark.parametrize(
-    "damage, message",
-    [(damage, message) for _, damage, message in _UNREADABLE_PLACEMENTS],
+    "label, damage, message",
+    _UNREADABLE_PLACEMENTS,
     ids=[label for label, _, _ in _UNREADABLE_PLACEMENTS],
 )
 def test_a_target_placement_the_rules_cannot_read_is_invalid(
-    bound_plan: TransferPlan, rebuild: str, damage: Callable[[Any], Any], message: str
+    bound_plan: TransferPlan, rebuild: str, label: str, damage: Callable[[Any], Any], message: str
 ) -> None:
     # A plan whose target placement (or its topology, a participant, a part) lost a field raised
     # AttributeError from the dataclass comparison with the attested placement (spec §12.7) or from
     # the identity read (step 12) on every path but the field state (bd3b714: "transfer plan pickle
     # state is invalid"); now every path gives one ValueError, as for any other forged field.
+    if rebuild.startswith("pickle") or rebuild == "deepcopy":
+        message = _RESTORE_REFUSES.get(label, message)
+    if rebuild == "pickle5":
+        message = _PACKED_RESTORE_REFUSES.get(label, message)
     forged = copy.copy(bound_plan)
     object.__setattr__(forged, "target_placement", damage(bound_plan.target_placement))
     with raises(message):

@@ -1,8 +1,10 @@
 """F5 reproducer: a plan pickle whose target placement carries forged content (restored by
-default pickling without validation, spec §13) is ACCEPTED when the forgery is in a field the
+default pickling without validation, spec §13) was ACCEPTED when the forgery is in a field the
 plan revalidation never reads: here the tensor descriptor's layout_fingerprint becomes a float
-NaN (not a str; the placement_id no longer matches its content). The restored plan then fails
-its own round trip (NaN != NaN) and carries a placement its constructor would refuse."""
+NaN (not a str; the placement_id no longer matches its content). The restored plan then failed
+its own round trip (NaN != NaN) and carried a placement its constructor would refuse. Since
+session 18 the placement-graph restores refuse a field of the wrong type ("layout_fingerprint
+must be a non-empty string"); a forgery of the right type (another string) is still accepted."""
 
 import dataclasses
 import pickle

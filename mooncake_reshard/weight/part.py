@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any
+from typing import Any, Optional
 
 from .. import _native
 from .._shared_keys import share_field_keys
 from ..contracts._checks import item_tuple, require_str, require_u64
 from ..contracts.ids import ParticipantId, PlacementSetId, ResourceId, RevisionId, TopologyId
-from .types import ParallelRank, PlacementFragment, TensorDescriptor
+from .types import ParallelRank, PlacementFragment, TensorDescriptor, typed_rank
 from .validation import validate_placement_fragments
 
 __all__ = ["WeightPlacementPart"]
@@ -101,6 +101,66 @@ class WeightPlacementPart:
 share_field_keys(WeightPlacementPart)  # CPython 3.10: dicts the C core fills stay key-sharing
 
 
+_PART_TYPES = (str, str, int, str, str, str, ParallelRank, tuple, tuple)
+_TENSOR_TYPES = {TensorDescriptor}
+_FRAGMENT_TYPES = {PlacementFragment}
+
+
+def typed_part_values(values: tuple[Any, ...]) -> bool:
+    """``part_fields_failure``'s fast path for a part's 9 field values in field order: True when
+    every one has exactly the class the constructor stores (a rank, descriptors or fragments of
+    a subclass take ``part_fields_failure``, which accepts them)."""
+    return (
+        tuple(map(type, values)) == _PART_TYPES
+        and typed_rank(values[6])
+        and set(map(type, values[7])) <= _TENSOR_TYPES
+        and set(map(type, values[8])) <= _FRAGMENT_TYPES
+    )
+
+
+def part_fields_failure(
+    resource_id: Any,
+    revision: Any,
+    weight_generation: Any,
+    placement_set_id: Any,
+    topology_id: Any,
+    participant_id: Any,
+    rank: Any,
+    tensors: Any,
+    fragments: Any,
+) -> Optional[str]:
+    """The field rule's message of the first of a restored part's fields that is not of the
+    type its constructor stores (strs, an int generation, a typed rank, tuples of descriptors
+    and of placement fragments), else ``None``. Forged content of the wrong type (a float NaN,
+    another object of the pickle closing a reference cycle) is refused before anything reads
+    it (fuzz finding F5)."""
+    for name, value in (
+        ("resource_id", resource_id),
+        ("revision", revision),
+        ("placement_set_id", placement_set_id),
+        ("topology_id", topology_id),
+        ("participant_id", participant_id),
+    ):
+        if type(value) is not str:
+            return f"{name} must be a non-empty string"
+    if type(weight_generation) is not int:
+        return "weight_generation must be an integer"
+    if not typed_rank(rank):
+        return "placement part rank must be a ParallelRank"
+    if type(tensors) is not tuple:
+        return "WeightPlacementPart tensors must be a sequence"
+    for tensor in tensors:
+        if not isinstance(tensor, TensorDescriptor):
+            return "WeightPlacementPart tensors must contain TensorDescriptor"
+    if type(fragments) is not tuple:
+        return "WeightPlacementPart fragments must be a sequence"
+    # (bulk: one isinstance per distinct item type)
+    for kind in set(map(type, fragments)):
+        if not issubclass(kind, PlacementFragment):
+            return "WeightPlacementPart fragments must contain PlacementFragment"
+    return None
+
+
 def _restore_placement_part(
     resource_id: Any,
     revision: Any,
@@ -112,7 +172,13 @@ def _restore_placement_part(
     tensors: Any,
     fragments: Any,
 ) -> WeightPlacementPart:
-    """Unpickle a ``WeightPlacementPart``: its field dict, as default pickling restores it."""
+    """Unpickle a ``WeightPlacementPart``: its field dict, as default pickling restores it (each
+    field of the type the constructor stores, see ``part_fields_failure``)."""
+    values = (resource_id, revision, weight_generation, placement_set_id, topology_id, participant_id, rank, tensors, fragments)
+    if not typed_part_values(values):
+        failure = part_fields_failure(*values)
+        if failure is not None:
+            raise ValueError(failure)
     part: WeightPlacementPart = object.__new__(WeightPlacementPart)
     state = part.__dict__
     state["resource_id"] = resource_id

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from operator import attrgetter
+from itertools import chain, repeat
+from operator import attrgetter, itemgetter
 from typing import Any, Optional, Sequence
 
 from .. import _native
@@ -13,9 +14,17 @@ from ..contracts.ids import PlacementId, PlacementSetId, ResourceId, RevisionId
 from ..contracts.manifest import ResourceKind
 from ._canonical import content_and_wire_sha256, placement_wire_json, topology_object
 from ._coverage import validate_complete_coverage
-from .part import WeightPlacementPart, assembled_part
-from .topology import ParallelTopology
-from .types import ParallelRank, PlacementFragment, TensorDescriptor
+from .part import _FIELD_NAMES as _PART_FIELD_NAMES
+from .part import WeightPlacementPart, _part_values, assembled_part, part_fields_failure, typed_part_values
+from .topology import (
+    _TOPOLOGY_FIELDS,
+    ParallelTopology,
+    TopologyParticipant,
+    _participant_values,
+    _topology_values,
+    topology_fields_failure,
+)
+from .types import _TENSOR_FIELDS, ParallelRank, PlacementFragment, TensorDescriptor, _rank_values, tensor_fields_failure
 from .validation import (
     fast_placement_checks,
     pack_placement_fragments,
@@ -263,6 +272,231 @@ _PICKLED_FIELDS = (
 )
 
 
+_ABSENT = object()
+_part_identity = itemgetter(*_PART_FIELDS, "topology_id")
+_IDENTITY_TYPES = (str, str, int, str, str)
+
+
+def placement_fields_failure(
+    resource_id: Any,
+    placement_id: Any,
+    revision: Any,
+    weight_generation: Any,
+    placement_set_id: Any,
+    topology: Any,
+    parts: Any,
+    tensors: Any,
+    fragments: Any,
+    digest_cache: Any,
+) -> Optional[str]:
+    """The first failure of a restored placement's fields (spec §13 restores them by default
+    pickling, without validation): a field not of the type the constructor stores (strs, an int
+    generation, a ``ParallelTopology``, tuples of parts, descriptors and placement fragments, a
+    str or ``None`` digest cache: the field rule's message), or a part whose identity or topology
+    id differs from the placement's ("placement part {name} differs", as the constructor
+    checks). ``None`` otherwise. Forged content the revalidation never reads (a float NaN,
+    another object of the pickle closing a reference cycle) is refused here (fuzz finding F5);
+    forged values of the right type stay open there (only a digest recheck would see them)."""
+    for name, value in (
+        ("resource_id", resource_id),
+        ("placement_id", placement_id),
+        ("revision", revision),
+        ("placement_set_id", placement_set_id),
+    ):
+        if type(value) is not str:
+            return f"{name} must be a non-empty string"
+    if type(weight_generation) is not int:
+        return "weight_generation must be an integer"
+    if not isinstance(topology, ParallelTopology):
+        return "topology must be a ParallelTopology"
+    topology_state = getattr(topology, "__dict__", None)
+    if type(topology_state) is not dict:
+        return "topology must be a ParallelTopology"
+    # (all of it: a topology restored by default pickling has not been checked by its restore)
+    failure = topology_fields_failure(*(topology_state.get(name, _ABSENT) for name in _TOPOLOGY_FIELDS))
+    if failure is not None:
+        return failure
+    topology_id = topology_state["topology_id"]
+    if digest_cache is not None and type(digest_cache) is not str:
+        return "placement digest must be a lowercase SHA-256 digest"
+    if type(parts) is not tuple:
+        return "WeightPlacementManifest parts must be a sequence"
+    expected = (resource_id, revision, weight_generation, placement_set_id)
+    identity = expected + (topology_id,)
+    for part in parts:
+        if type(part) is WeightPlacementPart:  # (the common case: equal values of exact types)
+            try:
+                values = _part_identity(part.__dict__)
+            except KeyError:
+                pass
+            else:
+                if values == identity and tuple(map(type, values)) == _IDENTITY_TYPES:
+                    continue
+        state = getattr(part, "__dict__", None) if isinstance(part, WeightPlacementPart) else None
+        if type(state) is not dict:
+            return "WeightPlacementManifest parts must contain WeightPlacementPart"
+        for name, value in zip(_PART_FIELDS, expected):
+            field_value = state.get(name, _ABSENT)
+            if type(field_value) is not type(value) or field_value != value:
+                return f"placement part {name} differs"
+        field_value = state.get("topology_id", _ABSENT)
+        if type(field_value) is not str or field_value != topology_id:
+            return "placement part topology_id differs"
+    if type(tensors) is not tuple:
+        return "WeightPlacementManifest tensors must be a sequence"
+    for tensor in tensors:
+        if not isinstance(tensor, TensorDescriptor):
+            return "WeightPlacementManifest tensors must contain TensorDescriptor"
+    if type(fragments) is not tuple:
+        return "WeightPlacementManifest fragments must be a sequence"
+    for kind in set(map(type, fragments)):  # (bulk: one isinstance per distinct item type)
+        if not issubclass(kind, PlacementFragment):
+            return "WeightPlacementManifest fragments must contain PlacementFragment"
+    return None
+
+
+def restored_graph_failure(placement: Any) -> Optional[str]:
+    """``placement_fields_failure`` of a placement built by field dict without its restore
+    function (the packed plan record, ``_native.graph_unpack``), and the same checks of every
+    part and tensor descriptor below it that their own restores make (``part_fields_failure``,
+    ``tensor_fields_failure``; each distinct object once). ``None`` when everything has the
+    constructor's types."""
+    state = getattr(placement, "__dict__", None) if isinstance(placement, WeightPlacementManifest) else None
+    if type(state) is not dict:
+        return None  # not a placement: the rule that reads it refuses it
+    if _typed_graph(state):
+        return None
+    # children first, as the record's restores run (each part's descriptors, the part; the
+    # placement's own descriptors; then the placement, which checks its topology and parts)
+    seen: set[int] = set()
+    parts = state.get("parts")
+    for part in parts if type(parts) is tuple else ():
+        part_state = getattr(part, "__dict__", None) if isinstance(part, WeightPlacementPart) else None
+        if type(part_state) is not dict:
+            continue  # (placement_fields_failure refuses it)
+        failure = _tensors_failure(part_state.get("tensors"), seen)
+        if failure is not None:
+            return failure
+        try:
+            values = _part_values(part_state)
+        except KeyError:
+            values = tuple(part_state.get(name, _ABSENT) for name in _PART_FIELD_NAMES)
+        if not typed_part_values(values):
+            failure = part_fields_failure(*values)
+            if failure is not None:
+                return failure
+    get = state.get
+    failure = _tensors_failure(get("tensors"), seen)
+    if failure is not None:
+        return failure
+    return placement_fields_failure(*(get(name, _ABSENT) for name in _PICKLED_FIELDS[:9]), get("_digest_cache"))
+
+
+_PLACEMENT_TYPES = (str, str, str, int, str, ParallelTopology, tuple, tuple, tuple)
+_TOPOLOGY_TYPES = (int, int, int, int, tuple, str)
+_placement_state_values = itemgetter(*_PICKLED_FIELDS[:9])
+_PART_FIELD_TYPES = {(str, str, int, str, str, str, ParallelRank, tuple, tuple)}
+_PART_CLASSES = {WeightPlacementPart}
+_PARTICIPANT_TYPES = {TopologyParticipant}
+_PARTICIPANT_FIELD_TYPES = {(str, ParallelRank)}
+_FOUR_INTS = (int, int, int, int)
+_instance_dict = attrgetter("__dict__")
+_part_identity_values = itemgetter(0, 1, 2, 3, 4)
+_second = itemgetter(1)
+_seventh = itemgetter(6)
+_eighth = itemgetter(7)
+_ninth = itemgetter(8)
+_DESCRIPTOR_TYPES = {TensorDescriptor}
+_FRAGMENT_TYPES = {PlacementFragment}
+
+
+def _typed_graph(state: dict[str, Any]) -> bool:
+    """``restored_graph_failure``'s fast path for one placement (see ``typed_graphs``)."""
+    return typed_graphs([state])
+
+
+def typed_graphs(states: list[dict[str, Any]]) -> bool:
+    """The fast path of ``restored_graph_failure`` for several placements at once (their
+    instance dicts): True when every placement, its topology and participants, its descriptors
+    and its parts hold exactly the classes the constructors store and every part names its
+    placement's identity and topology (its descriptors among the placement's); False (anything
+    else, subclasses included): ``restored_graph_failure`` decides, placement by placement. The
+    loops over parts and participants run in C (``map`` of C callables), over all placements
+    together."""
+    try:
+        members: list[Any] = []
+        fields: list[Any] = []
+        identities: list[Any] = []
+        known: set[int] = set()
+        for state in states:
+            values = _placement_state_values(state)
+            if tuple(map(type, values)) != _PLACEMENT_TYPES:
+                return False
+            digest = state.get("_digest_cache")
+            if digest is not None and type(digest) is not str:
+                return False
+            topology = _topology_values(values[5].__dict__)
+            if tuple(map(type, topology)) != _TOPOLOGY_TYPES:
+                return False
+            participants = topology[4]
+            if set(map(type, participants)) != _PARTICIPANT_TYPES:
+                return False
+            members.extend(map(_participant_values, map(_instance_dict, participants)))
+            tensors = values[7]
+            if not set(map(type, tensors)) <= _DESCRIPTOR_TYPES or not set(map(type, values[8])) <= _FRAGMENT_TYPES:
+                return False
+            for tensor in tensors:
+                if id(tensor) not in known:
+                    if _tensor_state_failure(tensor) is not None:
+                        return False
+            own = set(map(id, tensors))
+            parts = values[6]
+            if set(map(type, parts)) != _PART_CLASSES:
+                return False
+            part_fields = list(map(_part_values, map(_instance_dict, parts)))
+            if not own.issuperset(map(id, chain.from_iterable(map(_eighth, part_fields)))):
+                return False
+            known |= own
+            fields.extend(part_fields)
+            identities.extend([(values[0], values[2], values[3], values[4], topology[5])] * len(part_fields))
+        return (
+            set(map(tuple, map(map, repeat(type), members))) <= _PARTICIPANT_FIELD_TYPES
+            and _typed_ranks(map(_second, members))
+            and set(map(tuple, map(map, repeat(type), fields))) <= _PART_FIELD_TYPES
+            and list(map(_part_identity_values, fields)) == identities
+            and (  # (usually the participants' rank objects, checked above)
+                set(map(id, map(_second, members))).issuperset(map(id, map(_seventh, fields)))
+                or _typed_ranks(map(_seventh, fields))
+            )
+            and set(map(type, chain.from_iterable(map(_ninth, fields)))) <= _FRAGMENT_TYPES
+        )
+    except KeyError:  # a field missing somewhere
+        return False
+
+
+def _typed_ranks(ranks: Any) -> bool:
+    """True when every one of ``ranks`` (exact ``ParallelRank`` instances) holds four exact ints."""
+    return set(map(tuple, map(map, repeat(type), map(_rank_values, map(_instance_dict, ranks))))) <= {_FOUR_INTS}
+
+
+def _tensors_failure(tensors: Any, seen: set[int]) -> Optional[str]:
+    """``tensor_fields_failure`` of each descriptor of ``tensors`` not in ``seen`` (ids; added)."""
+    for tensor in tensors if type(tensors) is tuple else ():
+        if id(tensor) not in seen and isinstance(tensor, TensorDescriptor):
+            seen.add(id(tensor))
+            failure = _tensor_state_failure(tensor)
+            if failure is not None:
+                return failure
+    return None
+
+
+def _tensor_state_failure(tensor: Any) -> Optional[str]:
+    state = getattr(tensor, "__dict__", None)
+    if type(state) is not dict:
+        return "WeightPlacementPart tensors must contain TensorDescriptor"
+    return tensor_fields_failure(*(state.get(name, _ABSENT) for name in _TENSOR_FIELDS))
+
+
 def _restore_placement_manifest(
     resource_id: Any,
     placement_id: Any,
@@ -276,7 +510,23 @@ def _restore_placement_manifest(
     digest_cache: Any,
 ) -> WeightPlacementManifest:
     """Unpickle a ``WeightPlacementManifest``: its ``__getstate__`` dict, as default pickling
-    restores it (derived caches are rebuilt lazily)."""
+    restores it (derived caches are rebuilt lazily). Each field must have the type the
+    constructor stores and every part must name this placement's identity and topology
+    (``placement_fields_failure``), else the field rule's ``ValueError``."""
+    failure = placement_fields_failure(
+        resource_id,
+        placement_id,
+        revision,
+        weight_generation,
+        placement_set_id,
+        topology,
+        parts,
+        tensors,
+        fragments,
+        digest_cache,
+    )
+    if failure is not None:
+        raise ValueError(failure)
     placement: WeightPlacementManifest = object.__new__(WeightPlacementManifest)
     state = placement.__dict__
     state["resource_id"] = resource_id

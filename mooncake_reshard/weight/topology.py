@@ -10,7 +10,7 @@ from .. import _native
 from .._shared_keys import share_field_keys
 from ..contracts._checks import item_tuple, require_int, require_str
 from ..contracts.ids import ParticipantId, TopologyId
-from .types import ParallelRank
+from .types import ParallelRank, typed_rank
 
 __all__ = ["ParallelTopology", "TopologyParticipant"]
 
@@ -51,7 +51,13 @@ _participant_values = itemgetter(*_PARTICIPANT_FIELDS)
 
 
 def _restore_topology_participant(participant_id: Any, rank: Any) -> TopologyParticipant:
-    """Unpickle a ``TopologyParticipant``: its field dict, as default pickling restores it."""
+    """Unpickle a ``TopologyParticipant``: its field dict, as default pickling restores it (each
+    field of the type the constructor stores, else the field rule's ``ValueError``: forged
+    content never reaches a placement, fuzz finding F5)."""
+    if type(participant_id) is not str:
+        raise ValueError("participant_id must be a non-empty string")
+    if not typed_rank(rank):
+        raise ValueError("topology participant rank must be a ParallelRank")
     participant: TopologyParticipant = object.__new__(TopologyParticipant)
     state = participant.__dict__
     state["participant_id"] = participant_id
@@ -159,10 +165,47 @@ _TOPOLOGY_FIELDS = ("tp_size", "pp_size", "ep_size", "dp_size", "participants", 
 _topology_values = itemgetter(*_TOPOLOGY_FIELDS)
 
 
+def topology_fields_failure(
+    tp_size: Any, pp_size: Any, ep_size: Any, dp_size: Any, participants: Any, topology_id: Any
+) -> Optional[str]:
+    """The field rule's message of the first of a restored topology's fields that is not of the
+    type its constructor stores (int sizes, a tuple of participants with a str id and a typed
+    rank each, a str id), else ``None``."""
+    for name, value in (("tp_size", tp_size), ("pp_size", pp_size), ("ep_size", ep_size), ("dp_size", dp_size)):
+        if type(value) is not int:
+            return f"{name} must be an integer"
+    if type(participants) is not tuple:
+        return "ParallelTopology participants must be a sequence"
+    for participant in participants:
+        if type(participant) is TopologyParticipant:  # (the common case)
+            try:
+                participant_id, rank = _participant_values(participant.__dict__)
+            except KeyError:
+                pass
+            else:
+                if type(participant_id) is str and typed_rank(rank):
+                    continue
+        state = getattr(participant, "__dict__", None) if isinstance(participant, TopologyParticipant) else None
+        if type(state) is not dict:
+            return "ParallelTopology participants must contain TopologyParticipant"
+        # (a participant restored by default pickling has not been checked by its own restore)
+        if type(state.get("participant_id")) is not str:
+            return "participant_id must be a non-empty string"
+        if not typed_rank(state.get("rank")):
+            return "topology participant rank must be a ParallelRank"
+    if type(topology_id) is not str:
+        return "topology_id must be a non-empty string"
+    return None
+
+
 def _restore_parallel_topology(
     tp_size: Any, pp_size: Any, ep_size: Any, dp_size: Any, participants: Any, topology_id: Any
 ) -> ParallelTopology:
-    """Unpickle a ``ParallelTopology``: its field dict, as default pickling restores it."""
+    """Unpickle a ``ParallelTopology``: its field dict, as default pickling restores it (each
+    field of the type the constructor stores, see ``topology_fields_failure``)."""
+    failure = topology_fields_failure(tp_size, pp_size, ep_size, dp_size, participants, topology_id)
+    if failure is not None:
+        raise ValueError(failure)
     topology: ParallelTopology = object.__new__(ParallelTopology)
     state = topology.__dict__
     state["tp_size"] = tp_size

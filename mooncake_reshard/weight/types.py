@@ -85,8 +85,53 @@ _RANK_FIELDS = ("dp", "tp", "pp", "ep")
 _rank_values = itemgetter(*_RANK_FIELDS)
 
 
+def _int_items(value: Any) -> bool:
+    """True for an exact tuple of exact ints (what the constructors store for int tuples)."""
+    if type(value) is not tuple:
+        return False
+    for item in value:
+        if type(item) is not int:
+            return False
+    return True
+
+
+def rank_fields_failure(dp: Any, tp: Any, pp: Any, ep: Any) -> Optional[str]:
+    """"rank must be a ParallelRank" (the message every path gives a rank whose fields are not
+    all exact ints, ``field_types``' "rank" kind) when one of a restored rank's fields is not of
+    the type its constructor stores, else ``None``. The placement-graph restores refuse forged
+    content of the wrong type (a float NaN, another object of the pickle, a reference cycle)
+    before anything reads it: fuzz finding F5, the session 18 CI cycle."""
+    for value in (dp, tp, pp, ep):
+        if type(value) is not int:
+            return "rank must be a ParallelRank"
+    return None
+
+
+_FOUR_INTS = (int, int, int, int)
+
+
+def typed_rank(value: Any) -> bool:
+    """True for a ``ParallelRank`` (or subclass) instance whose four fields are exact ints."""
+    if type(value) is ParallelRank:  # (the common case, in C calls)
+        try:
+            return tuple(map(type, _rank_values(value.__dict__))) == _FOUR_INTS
+        except KeyError:
+            return False
+    state = getattr(value, "__dict__", None) if isinstance(value, ParallelRank) else None
+    return (
+        type(state) is dict
+        and type(state.get("dp")) is int
+        and type(state.get("tp")) is int
+        and type(state.get("pp")) is int
+        and type(state.get("ep")) is int
+    )
+
+
 def _restore_parallel_rank(dp: Any, tp: Any, pp: Any, ep: Any) -> ParallelRank:
-    """Unpickle a ``ParallelRank``: its field dict, as default pickling restores it."""
+    """Unpickle a ``ParallelRank``: its field dict, as default pickling restores it (each field
+    of the type the constructor stores, else the field rule's ``ValueError``)."""
+    if type(dp) is not int or type(tp) is not int or type(pp) is not int or type(ep) is not int:
+        raise ValueError(rank_fields_failure(dp, tp, pp, ep))
     rank: ParallelRank = _new_object(ParallelRank)
     state = rank.__dict__
     state["dp"] = dp
@@ -134,8 +179,21 @@ _SPLIT_AXIS_FIELDS = ("kind", "dim")
 _split_axis_values = itemgetter(*_SPLIT_AXIS_FIELDS)
 
 
+def axis_fields_failure(kind: Any, dim: Any = 0) -> Optional[str]:
+    """The field rule's message of a restored axis field of the wrong type (a split axis'
+    ``dim`` too), else ``None`` (see ``rank_fields_failure``)."""
+    if type(kind) is not str:
+        return "parallel axis kind must be a non-empty string"
+    if type(dim) is not int:
+        return "split axis dim must be an integer"
+    return None
+
+
 def _restore_split_axis(kind: Any, dim: Any) -> SplitAxis:
-    """Unpickle a ``SplitAxis``: its field dict, as default pickling restores it."""
+    """Unpickle a ``SplitAxis``: its field dict, as default pickling restores it (typed fields,
+    see ``axis_fields_failure``)."""
+    if type(kind) is not str or type(dim) is not int:
+        raise ValueError(axis_fields_failure(kind, dim))
     axis: SplitAxis = _new_object(SplitAxis)
     state = axis.__dict__
     state["kind"] = kind
@@ -163,7 +221,10 @@ class ReplicatedAxis:
 
 
 def _restore_replicated_axis(kind: Any) -> ReplicatedAxis:
-    """Unpickle a ``ReplicatedAxis``: its field dict, as default pickling restores it."""
+    """Unpickle a ``ReplicatedAxis``: its field dict, as default pickling restores it (a typed kind,
+    see ``axis_fields_failure``)."""
+    if type(kind) is not str:
+        raise ValueError(axis_fields_failure(kind))
     axis: ReplicatedAxis = _new_object(ReplicatedAxis)
     axis.__dict__["kind"] = kind
     _untrack(axis, ReplicatedAxis)
@@ -189,7 +250,10 @@ class OwnershipAxis:
 
 
 def _restore_ownership_axis(kind: Any) -> OwnershipAxis:
-    """Unpickle an ``OwnershipAxis``: its field dict, as default pickling restores it."""
+    """Unpickle an ``OwnershipAxis``: its field dict, as default pickling restores it (a typed kind,
+    see ``axis_fields_failure``)."""
+    if type(kind) is not str:
+        raise ValueError(axis_fields_failure(kind))
     axis: OwnershipAxis = _new_object(OwnershipAxis)
     axis.__dict__["kind"] = kind
     _untrack(axis, OwnershipAxis)
@@ -295,6 +359,51 @@ _TENSOR_FIELDS = (
 _tensor_values = itemgetter(*_TENSOR_FIELDS)
 
 
+def tensor_fields_failure(
+    tensor_id: Any,
+    global_shape: Any,
+    dtype: Any,
+    itemsize: Any,
+    shard_dims: Any,
+    layout_fingerprint: Any,
+    parallel_axes: Any,
+    layer_id: Any,
+    expert_id: Any,
+) -> Optional[str]:
+    """The field rule's message of the first of a restored descriptor's fields that is not of
+    the type (and shape) its constructor stores: strs, an int itemsize, tuples of ints, a tuple
+    of axis instances, ``None`` or an int for the optional ids; else ``None`` (see
+    ``rank_fields_failure``)."""
+    if not _int_items(global_shape):
+        return "global_shape must contain integers"
+    if type(tensor_id) is not str:
+        return "tensor_id must be a non-empty string"
+    if type(dtype) is not str:
+        return "dtype must be a non-empty string"
+    if type(itemsize) is not int:
+        return "itemsize must be an integer"
+    if not _int_items(shard_dims):
+        return "shard_dims must contain integers"
+    if type(parallel_axes) is not tuple:
+        return "TensorDescriptor parallel_axes must be a sequence"
+    for axis in parallel_axes:
+        # (an axis restored by default pickling has not been checked by its own restore)
+        state = getattr(axis, "__dict__", None) if isinstance(axis, _AXIS_TYPES) else None
+        if (
+            type(state) is not dict
+            or type(state.get("kind")) is not str
+            or (isinstance(axis, SplitAxis) and type(state.get("dim")) is not int)
+        ):
+            return "TensorDescriptor parallel_axes must contain explicit axis values"
+    if layer_id is not None and type(layer_id) is not int:
+        return "layer_id must be an integer"
+    if expert_id is not None and type(expert_id) is not int:
+        return "expert_id must be an integer"
+    if type(layout_fingerprint) is not str:
+        return "layout_fingerprint must be a non-empty string"
+    return None
+
+
 def _restore_tensor_descriptor(
     tensor_id: Any,
     global_shape: Any,
@@ -306,7 +415,13 @@ def _restore_tensor_descriptor(
     layer_id: Any,
     expert_id: Any,
 ) -> TensorDescriptor:
-    """Unpickle a ``TensorDescriptor``: its field dict, as default pickling restores it."""
+    """Unpickle a ``TensorDescriptor``: its field dict, as default pickling restores it (each
+    field of the type the constructor stores, see ``tensor_fields_failure``)."""
+    failure = tensor_fields_failure(
+        tensor_id, global_shape, dtype, itemsize, shard_dims, layout_fingerprint, parallel_axes, layer_id, expert_id
+    )
+    if failure is not None:
+        raise ValueError(failure)
     tensor: TensorDescriptor = _new_object(TensorDescriptor)
     state = tensor.__dict__
     state["tensor_id"] = tensor_id

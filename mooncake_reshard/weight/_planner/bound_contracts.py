@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from array import array
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 from ... import _native
@@ -309,7 +309,34 @@ def _is_target_placement(attested: Any, placement: WeightPlacementManifest) -> b
     try:
         return bool(attested == placement)
     except AttributeError:
+        # (the attestation's placement edited in place and passed to ``replace``: name it, not
+        # the target, when the target reads whole and it does not)
+        if _compared_fields_readable(placement) and not _compared_fields_readable(attested):
+            raise ValueError("runtime attestation placement is invalid") from None
         raise ValueError("transfer plan target placement is invalid") from None
+
+
+def _compared_fields_readable(value: Any) -> bool:
+    """True when every field the dataclass comparison reads is present on ``value`` and, through
+    tuples, on every dataclass value it holds (each distinct object once); only used after a
+    comparison raised ``AttributeError``, to say which side lost a field."""
+    seen: set[int] = set()
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if type(item) is tuple:
+            stack.extend(item)
+        elif is_dataclass(item) and not isinstance(item, type):
+            for entry in fields(item):
+                if entry.compare:
+                    try:
+                        stack.append(getattr(item, entry.name))
+                    except AttributeError:
+                        return False
+    return True
 
 
 def _attested_snapshots(attestation: RuntimeBindingAttestation, worker_id: str) -> tuple[RuntimeFragmentSnapshot, ...]:
@@ -809,9 +836,11 @@ class TransferPlan:
             raise ValueError("transfer plan source manifest identity is invalid")
         if self.source_manifest is not None and not isinstance(self.source_manifest, StoredWeightManifest):
             raise ValueError("transfer plan source manifest is invalid")
+        # A forged limit: its spec 8.3 message, not a TypeError; a removed one too, as the pickle
+        # paths refuse it (``replace`` passes the limits object on, whose attribute read would
+        # fall back to the class default).
+        _require_typed_limits(limits)
         max_regions = limits.max_transfer_regions
-        if type(max_regions) is not int:
-            _require_typed_limits(limits)  # a forged limit: its spec 8.3 message, not a TypeError
         if len(operations) > max_regions:
             raise ValueError("transfer plan exceeds max_transfer_regions")
         ruled = not _fast_revalidate(

@@ -85,7 +85,7 @@ from ... import _native
 from ..._collector import collector_paused
 from ...contracts.fragments import RuntimeBindingFragment
 from ..part import WeightPlacementPart
-from ..placement import WeightPlacementManifest
+from ..placement import WeightPlacementManifest, restored_graph_failure, typed_graphs
 from ..topology import ParallelTopology, TopologyParticipant
 from ..types import (
     OwnershipAxis,
@@ -643,11 +643,35 @@ def _restore_packed_transfer_plan(codes: Any, values: Any) -> TransferPlan:
         del data
         if type(record) is not tuple:
             raise ValueError(_INVALID)
+        _require_typed_placements(record)
         # Handed over in a list the restore empties: the record's flat tables (about 280 bytes
         # an operation) are freed before the revalidation, the restore's peak.
         items = _Record(record)
         del record
         return _restore_transfer_plan(items)
+
+
+def _require_typed_placements(record: tuple[Any, ...]) -> None:
+    """The packed record's placements (the target's, each attestation's) and the topologies,
+    parts and descriptors below them were built by field dict (``graph_unpack``), without the
+    type checks their restore functions make in the other formats: the same checks
+    (``placement.restored_graph_failure``), else the field rule's ``ValueError`` (fuzz finding
+    F5). A record of another shape is left to ``_restore_transfer_plan``."""
+    if len(record) != _RECORD_LENGTH:
+        return
+    placements = [record[4]]
+    table = record[6]
+    if type(table) is tuple:
+        placements.extend(table[0::2])
+    distinct = list({id(placement): placement for placement in placements}.values())
+    if all(type(placement) is _PLACEMENT for placement in distinct) and typed_graphs(
+        [placement.__dict__ for placement in distinct]
+    ):
+        return  # (the common case, all placements in one pass)
+    for placement in distinct:
+        failure = restored_graph_failure(placement)
+        if failure is not None:
+            raise ValueError(failure)
 
 
 class _Record(list):  # type: ignore[type-arg]
