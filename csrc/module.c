@@ -7,6 +7,7 @@
 #include "binder.h"
 #include "coverage.h"
 #include "gctrack.h"
+#include "graph_typecheck.h"
 #include "layout.h"
 #include "overlap.h"
 #include "physical.h"
@@ -24,6 +25,7 @@ native_exec(PyObject *module)
     if (Init_Canonical(module) < 0) return -1;
     if (Init_Coverage(module) < 0) return -1;
     if (Init_GcTrack(module) < 0) return -1;
+    if (Init_GraphTypecheck(module) < 0) return -1;
     if (Init_Layout(module) < 0) return -1;
     if (Init_Overlap(module) < 0) return -1;
     if (Init_Physical(module) < 0) return -1;

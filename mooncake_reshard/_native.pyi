@@ -1142,6 +1142,16 @@ def graph_unpack(codes: object, values: object, registry: tuple[tuple[type, tupl
     the stream is decoded once per value (equal ints are one object). None when the stream is not
     exactly one well-formed graph using every value once."""
 
+def graph_typed(placements: list[Any] | tuple[Any, ...], classes: tuple[type, ...], /) -> bool:
+    """``placement.typed_graphs``' accept condition over the placements (exact
+    ``WeightPlacementManifest`` instances), checked in one C walk: True when every placement, its
+    topology, participants, ranks, descriptors (and their axes), fragments and parts hold exactly
+    the classes the constructors store and every part names its placement's identity, topology
+    and descriptors; False when anything differs or is not sure (the Python rules decide).
+    ``classes``: (WeightPlacementManifest, ParallelTopology, TopologyParticipant, ParallelRank,
+    WeightPlacementPart, TensorDescriptor, PlacementFragment, SplitAxis, ReplicatedAxis,
+    OwnershipAxis)."""
+
 def encode_record(
     operations: object,
     source_executors: object,

@@ -664,6 +664,8 @@ def _require_typed_placements(record: tuple[Any, ...]) -> None:
     if type(table) is tuple:
         placements.extend(table[0::2])
     distinct = list({id(placement): placement for placement in placements}.values())
+    if _native.graph_typed(distinct, _GRAPH_CLASSES):
+        return  # (the common case, one C walk: typed_graphs' condition, exact classes only)
     if all(type(placement) is _PLACEMENT for placement in distinct) and typed_graphs(
         [placement.__dict__ for placement in distinct]
     ):
@@ -672,6 +674,22 @@ def _require_typed_placements(record: tuple[Any, ...]) -> None:
         failure = restored_graph_failure(placement)
         if failure is not None:
             raise ValueError(failure)
+
+
+# graph_typed's classes, in its order (placement, topology, participant, rank, part,
+# descriptor, fragment, the three axes)
+_GRAPH_CLASSES = (
+    WeightPlacementManifest,
+    ParallelTopology,
+    TopologyParticipant,
+    ParallelRank,
+    WeightPlacementPart,
+    TensorDescriptor,
+    PlacementFragment,
+    SplitAxis,
+    ReplicatedAxis,
+    OwnershipAxis,
+)
 
 
 class _Record(list):  # type: ignore[type-arg]
