@@ -283,3 +283,23 @@ def test_graph_typed_refuses_bad_classes() -> None:
     assert _native.graph_typed((), bound_pickle._GRAPH_CLASSES) is True
     assert _native.graph_typed({}, bound_pickle._GRAPH_CLASSES) is False
     assert _native.graph_typed([object()], bound_pickle._GRAPH_CLASSES) is False
+
+
+def test_graph_typed_leaves_reference_counts_unchanged() -> None:
+    # every value it reads and holds is released, on the accepting and the declining paths
+    rng = random.Random(7)
+    decisions = set()
+    for index in range(120):
+        placements = _placements(_unpacked(_SEEDS[index % len(_SEEDS)][1]))
+        graph = _forge(rng, placements) if index % 3 else _copy_graph(placements)
+        objects = _graph_objects(graph)
+        values = [value for obj in objects if type(obj) is not PlacementFragment for value in obj.__dict__.values()]
+        # (small ints, bools and None are shared with the whole interpreter)
+        watched = [obj for obj in objects + values + graph if type(obj) is not bool and obj is not None]
+        watched = [obj for obj in watched if type(obj) is not int or not -5 <= obj <= 256]
+        before = [sys.getrefcount(obj) for obj in watched]
+        for _ in range(5):
+            decision = _native.graph_typed(graph, bound_pickle._GRAPH_CLASSES)
+        assert [sys.getrefcount(obj) for obj in watched] == before
+        decisions.add(decision)
+    assert decisions == {True, False}
