@@ -2622,10 +2622,12 @@ fail:
     return RV_OK;
 }
 
-/* Add ``(binding.storage_address, binding.storage_nbytes)`` to ``table[space]`` (a set). */
+/* ``(binding.storage_address, binding.storage_nbytes)`` as a new tuple in *allocation: 0, 1 (a
+ * field missing from an exact binding's dict), -1 (error). */
 static int
-rp_add_allocation(PyObject *table, PyObject *space, PyObject *binding, PyObject *bdict)
+rp_allocation(PyObject *binding, PyObject *bdict, PyObject **allocation)
 {
+    *allocation = NULL;
     PyObject *address = rp_field(binding, bdict, RP_STORAGE_ADDRESS);
     if (address == NULL) return PyErr_Occurred() ? -1 : 1;
     PyObject *nbytes = rp_field(binding, bdict, RP_STORAGE_NBYTES);
@@ -2633,10 +2635,19 @@ rp_add_allocation(PyObject *table, PyObject *space, PyObject *binding, PyObject 
         Py_DECREF(address);
         return PyErr_Occurred() ? -1 : 1;
     }
-    PyObject *allocation = PyTuple_Pack(2, address, nbytes);
+    *allocation = PyTuple_Pack(2, address, nbytes);
     Py_DECREF(address);
     Py_DECREF(nbytes);
-    if (allocation == NULL) return -1;
+    return *allocation == NULL ? -1 : 0;
+}
+
+/* Add ``(binding.storage_address, binding.storage_nbytes)`` to ``table[space]`` (a set). */
+static int
+rp_add_allocation(PyObject *table, PyObject *space, PyObject *binding, PyObject *bdict)
+{
+    PyObject *allocation;
+    int read = rp_allocation(binding, bdict, &allocation);
+    if (read != 0) return read;
     int rc = -1;
     PyObject *bucket = PyDict_GetItemWithError(table, space); /* borrowed */
     if (bucket == NULL) {
@@ -2664,17 +2675,9 @@ rp_add_allocation(PyObject *table, PyObject *space, PyObject *binding, PyObject 
 static int
 rp_find_allocation(PyObject *sources, PyObject *space, PyObject *binding, PyObject *bdict, int *overlap)
 {
-    PyObject *address = rp_field(binding, bdict, RP_STORAGE_ADDRESS);
-    if (address == NULL) return PyErr_Occurred() ? -1 : 1;
-    PyObject *nbytes = rp_field(binding, bdict, RP_STORAGE_NBYTES);
-    if (nbytes == NULL) {
-        Py_DECREF(address);
-        return PyErr_Occurred() ? -1 : 1;
-    }
-    PyObject *allocation = PyTuple_Pack(2, address, nbytes);
-    Py_DECREF(address);
-    Py_DECREF(nbytes);
-    if (allocation == NULL) return -1;
+    PyObject *allocation;
+    int read = rp_allocation(binding, bdict, &allocation);
+    if (read != 0) return read;
     int rc = -1;
     if (PyObject_Hash(allocation) != -1) {
         PyObject *bucket = PyDict_GetItemWithError(sources, space); /* borrowed */
