@@ -2058,11 +2058,21 @@ pe_tuple_ids(PyObject *fragments, Py_ssize_t n, PyObject *ftype, PyObject *name,
     }
     if (mr_radix_sort(order, count) < 0) goto done;
     sorted = 1; /* from here order[] is a permutation of 0..n-1 */
+    /* ftype a C-owned PlacementFragment layout that getattr reads from (checked now, in full:
+     * no class attribute shadows a field, generic getattr): the id is the slot's value, loaded
+     * directly; an empty slot takes getattr (which raises, and the call declines) */
+    mr_layout_class lc;
+    PyObject *field = mr_pf_name_ptrs[MR_PF_PLACEMENT_FRAGMENT_ID];
+    int slots = field != NULL && PyUnicode_CheckExact(name)
+                && (name == field || PyUnicode_Compare(name, field) == 0) /* exact str: no code runs */
+                && mr_layout_check_fields(&lc, ftype, MR_PF_N, mr_pf_names());
+    if (PyErr_Occurred()) goto done;
     for (size_t k = 0; k < count; k++) {
         if (k + 8 < count) __builtin_prefetch((const void *)(uintptr_t)order[k + 8].key); /* a hint only */
         PyObject *item = (PyObject *)(uintptr_t)order[k].key; /* held by the tuple (no Python code runs) */
         if ((PyObject *)Py_TYPE(item) != ftype) goto done;
-        PyObject *id = PyObject_GetAttr(item, name);
+        PyObject *id = slots ? mr_layout_fields(item, &lc)[MR_PF_PLACEMENT_FRAGMENT_ID] : NULL;
+        id = id != NULL ? Py_NewRef(id) : PyObject_GetAttr(item, name);
         if (id == NULL) goto done;
         ids[order[k].idx] = id;
         if (!PyUnicode_CheckExact(id)) goto done;
