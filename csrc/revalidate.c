@@ -2327,6 +2327,107 @@ rs_position(PyObject *side_of, Py_ssize_t i, Py_ssize_t n_frags)
     return p >= 0 && p < n_frags ? p : -1;
 }
 
+/* The boxes argument of revalidate_spaces / revalidate_coverage: the scan's list of
+ * ``(overlap_offset, overlap_shape)`` tuples (read from a private copy), or the plan's
+ * operations tuple itself, each operation's box then read from its own region fields (regions
+ * in TransferRegion's C-owned layout, both fields set; anything else declines): the fast path
+ * keeps no box tuple per operation (80 bytes each at bind's peak). */
+typedef struct {
+    PyObject *list;    /* owned: a private copy of the boxes list, or NULL */
+    PyObject *regions; /* borrowed (the caller's argument): the operations tuple, or NULL */
+    mr_layout_class rl; /* the regions' layout (mr_region_layout) */
+} rv_boxes;
+
+/* For n_ops operations: RV_OK, RV_DECLINE (another length, a region outside the accepted
+ * layout) or RV_ERROR. Runs no Python code; rv_boxes_close frees it in every case. */
+static int
+rv_boxes_open(rv_boxes *b, PyObject *arg, Py_ssize_t n_ops)
+{
+    b->list = NULL;
+    b->regions = NULL;
+    b->rl.cls = NULL;
+    b->rl.n = 0;
+    if (PyList_Check(arg)) {
+        b->list = PySequence_List(arg);
+        if (b->list == NULL) return RV_ERROR;
+        return PyList_Size(b->list) == n_ops ? RV_OK : RV_DECLINE;
+    }
+    if (!PyTuple_CheckExact(arg) || PyTuple_Size(arg) != n_ops) return RV_DECLINE;
+    b->regions = arg;
+    if (n_ops == 0) return RV_OK;
+    static mr_layout_memo memo; /* the operations' class in TransferRegion's C-owned layout */
+    PyObject *first = PyTuple_GetItem(arg, 0);
+    if (first == NULL) return RV_ERROR;
+    if (!mr_region_layout(&memo, &b->rl, (PyObject *)Py_TYPE(first))) return RV_DECLINE;
+    for (Py_ssize_t i = 0; i < n_ops; i++) {
+        PyObject *const *fields = mr_layout_fields(PyTuple_GetItem(arg, i), &b->rl);
+        if (fields == NULL || fields[MR_RG_OVERLAP_OFFSET] == NULL || fields[MR_RG_OVERLAP_SHAPE] == NULL) {
+            return RV_DECLINE;
+        }
+    }
+    return RV_OK;
+}
+
+/* The boxes argument's accepted containers: a list, or an exact non-empty tuple whose first item
+ * is an instance of a class in TransferRegion's C-owned layout (the operations; a tuple of box
+ * tuples stays a TypeError). 1 or 0; runs no Python code, never raises. */
+static int
+rv_boxes_arg(PyObject *arg)
+{
+    if (PyList_Check(arg)) return 1;
+    if (!PyTuple_CheckExact(arg) || PyTuple_Size(arg) < 1) return 0;
+    static mr_layout_memo memo;
+    mr_layout_class rl;
+    return mr_region_layout(&memo, &rl, (PyObject *)Py_TYPE(PyTuple_GetItem(arg, 0)));
+}
+
+static void
+rv_boxes_close(rv_boxes *b)
+{
+    Py_CLEAR(b->list);
+    b->regions = NULL;
+}
+
+/* Borrowed: box i's item of the list, or operation i (its region) in the regions form. */
+static PyObject *
+rv_box_handle(const rv_boxes *b, Py_ssize_t i)
+{
+    return b->list != NULL ? PyList_GetItem(b->list, i) : PyTuple_GetItem(b->regions, i);
+}
+
+/* The box a handle stands for as (offset, shape), borrowed: an exact 2-tuple's items in the list
+ * form (anything else: 0), the region's two fields in the regions form (the fields were checked
+ * set by rv_boxes_open; the tuple holds the regions, no Python code runs in between: a NULL
+ * field declines all the same). 1 or 0. */
+static int
+rv_box_parts(const rv_boxes *b, PyObject *handle, PyObject **offset, PyObject **shape)
+{
+    if (b->list != NULL) {
+        if (!PyTuple_CheckExact(handle) || PyTuple_Size(handle) != 2) return 0;
+        *offset = PyTuple_GetItem(handle, 0);
+        *shape = PyTuple_GetItem(handle, 1);
+        return 1;
+    }
+    PyObject *const *fields = mr_layout_fields(handle, &b->rl);
+    if (fields == NULL || fields[MR_RG_OVERLAP_OFFSET] == NULL || fields[MR_RG_OVERLAP_SHAPE] == NULL) return 0;
+    *offset = fields[MR_RG_OVERLAP_OFFSET];
+    *shape = fields[MR_RG_OVERLAP_SHAPE];
+    return 1;
+}
+
+/* Box i as a box object (new reference): the list's item, or a new (overlap_offset,
+ * overlap_shape) tuple of operation i. NULL: an exception, or none set (decline). */
+static PyObject *
+rv_box_new(const rv_boxes *b, Py_ssize_t i)
+{
+    PyObject *handle = rv_box_handle(b, i);
+    if (handle == NULL) return NULL;
+    if (b->list != NULL) return Py_NewRef(handle);
+    PyObject *offset = NULL, *shape = NULL;
+    if (!rv_box_parts(b, handle, &offset, &shape)) return NULL;
+    return PyTuple_Pack(2, offset, shape);
+}
+
 PyDoc_STRVAR(revalidate_side_doc,
 "revalidate_side(frags, keys, runtime_ids, side_of, runtime, rows, attested, used,\n"
 "                attestation_type, rank_type, snapshot_type, placement_type=None, row_of=None)\n"
@@ -2716,8 +2817,8 @@ rp_u64(PyObject *value, uint64_t *out, int *ok)
 /* The quick §12.6 extent of one target operation: *ok = 1 with [*begin, *end) when the
  * operation writes its whole (alias-free) fragment at a representable address range. */
 static int
-rp_target_extent(PyObject *fragment, PyObject *binding, PyObject *bdict, const rp_config *cfg, PyObject *box,
-                 uint64_t *begin, uint64_t *end, int *ok)
+rp_target_extent(PyObject *fragment, PyObject *binding, PyObject *bdict, const rp_config *cfg, const rv_boxes *boxes,
+                 Py_ssize_t i, uint64_t *begin, uint64_t *end, int *ok)
 {
     PyObject *placement = NULL, *aliases = NULL, *offset = NULL, *shape = NULL, *whole = NULL;
     PyObject *address = NULL, *nbytes = NULL, *pdict = NULL;
@@ -2754,9 +2855,28 @@ rp_target_extent(PyObject *fragment, PyObject *binding, PyObject *bdict, const r
         rc = PyErr_Occurred() ? -1 : 0;
         goto done;
     }
-    whole = PyTuple_Pack(2, offset, shape);
-    if (whole == NULL) goto done;
-    int partial = rs_compare(box, whole, Py_NE);
+    PyObject *box = rv_box_handle(boxes, i);
+    if (box == NULL) goto done;
+    int partial;
+    if (boxes->list != NULL) { /* the box object itself, compared as it was */
+        whole = PyTuple_Pack(2, offset, shape);
+        if (whole == NULL) goto done;
+        partial = rs_compare(box, whole, Py_NE);
+    }
+    else { /* what ``(overlap_offset, overlap_shape) != (offset, shape)`` compares: each item */
+        PyObject *box_offset = NULL, *box_shape = NULL;
+        if (!rv_box_parts(boxes, box, &box_offset, &box_shape)) {
+            rc = 0;
+            goto done;
+        }
+        Py_INCREF(box_offset); /* held across the comparisons (they may run Python code) */
+        Py_INCREF(box_shape);
+        partial = PyObject_RichCompareBool(box_offset, offset, Py_EQ); /* (the tuple's item rule) */
+        if (partial == 1) partial = PyObject_RichCompareBool(box_shape, shape, Py_EQ);
+        Py_DECREF(box_offset);
+        Py_DECREF(box_shape);
+        if (partial >= 0) partial = !partial;
+    }
     if (partial < 0) goto done;
     if (partial) {
         rc = 0;
@@ -2802,16 +2922,22 @@ PyDoc_STRVAR(revalidate_spaces_doc,
 "nothing to report), else ``None`` (the sweep must decide). ``TypeError`` for wrong\n"
 "container types. ``binding_type`` / ``placement_type`` (RuntimeBindingFragment,\n"
 "PlacementFragment): exact ones are read through their instance dicts (a field missing\n"
-"there declines).");
+"there declines). ``boxes`` may also be the plan's operations tuple (non-empty, its first item\n"
+"in TransferRegion's C-owned layout): each operation's box is then read from its region's own\n"
+"fields (a region outside that layout, or an empty field, declines).");
 
 static PyObject *
 revalidate_spaces(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *frags_arg, *source_arg, *target_arg, *boxes_arg, *binding_arg = Py_None, *placement_arg = Py_None;
     int check_physical;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!p|OO:revalidate_spaces", &PyList_Type, &frags_arg, &PyList_Type,
-                          &source_arg, &PyList_Type, &target_arg, &PyList_Type, &boxes_arg, &check_physical,
-                          &binding_arg, &placement_arg)) {
+    if (!PyArg_ParseTuple(args, "O!O!O!Op|OO:revalidate_spaces", &PyList_Type, &frags_arg, &PyList_Type,
+                          &source_arg, &PyList_Type, &target_arg, &boxes_arg, &check_physical, &binding_arg,
+                          &placement_arg)) {
+        return NULL;
+    }
+    if (!rv_boxes_arg(boxes_arg)) {
+        PyErr_SetString(PyExc_TypeError, "revalidate_spaces: boxes must be a list or the operations tuple");
         return NULL;
     }
     if ((binding_arg != Py_None && !PyType_Check(binding_arg))
@@ -2825,13 +2951,16 @@ revalidate_spaces(PyObject *Py_UNUSED(module), PyObject *args)
     PyObject *result = NULL, *sources = NULL, *space_ids = NULL;
     int overlap = 0; /* a target allocation is a source allocation of its address space */
     PyObject *frags = PySequence_List(frags_arg), *source_of = PySequence_List(source_arg);
-    PyObject *target_of = PySequence_List(target_arg), *boxes = PySequence_List(boxes_arg);
+    PyObject *target_of = PySequence_List(target_arg);
+    rv_boxes boxes = {NULL, NULL, {NULL, 0}};
     unsigned char *seen = NULL;
     rp_extent *extents = NULL;
-    if (frags == NULL || source_of == NULL || target_of == NULL || boxes == NULL) goto done;
+    if (frags == NULL || source_of == NULL || target_of == NULL) goto done;
     Py_ssize_t n_frags = PyList_Size(frags), n_ops = PyList_Size(target_of);
     if (n_frags < 0 || n_ops < 0) goto done;
-    if (PyList_Size(source_of) != n_ops || PyList_Size(boxes) != n_ops) {
+    int opened = rv_boxes_open(&boxes, boxes_arg, n_ops);
+    if (opened == RV_ERROR) goto done;
+    if (PyList_Size(source_of) != n_ops || opened == RV_DECLINE) {
         result = Py_NewRef(Py_False); /* unexpected: decline */
         goto done;
     }
@@ -2877,7 +3006,7 @@ revalidate_spaces(PyObject *Py_UNUSED(module), PyObject *args)
             }
             if (!failed && side == 1 && quick) {
                 int ok = 0;
-                failed = rp_target_extent(fragment, binding, bdict, &cfg, PyList_GetItem(boxes, i), &extents[i].begin,
+                failed = rp_target_extent(fragment, binding, bdict, &cfg, &boxes, i, &extents[i].begin,
                                           &extents[i].end, &ok) < 0;
                 if (!failed && !ok) quick = 0;
                 if (!failed && ok) {
@@ -2927,7 +3056,7 @@ done:
     Py_XDECREF(frags);
     Py_XDECREF(source_of);
     Py_XDECREF(target_of);
-    Py_XDECREF(boxes);
+    rv_boxes_close(&boxes);
     return result;
 }
 
@@ -3207,7 +3336,7 @@ enum { RC_ID_OK = 0, RC_ID_DECLINE = 1, RC_ID_FALLBACK = 2, RC_ID_ERROR = -1 };
 typedef struct {
     PyObject *object;      /* owned */
     PyObject *participant; /* borrowed: the call's by_attestation pairs hold it */
-    PyObject *box;         /* borrowed: the call's private boxes list holds it */
+    PyObject *box;         /* borrowed box handle (rv_box_handle): the call's boxes hold it */
     uint32_t count;        /* operations filed under the object, counted up to 2 (only "one" is read) */
     uint32_t met;          /* 1 once a part's fragment was this object */
 } rc_slot;
@@ -3336,7 +3465,8 @@ rc_prefetch_ahead(PyObject *list, Py_ssize_t k, Py_ssize_t n, const rc_filed *f)
  * fragment not written whole by one box), RC_ID_FALLBACK (the string rule decides) or
  * RC_ID_ERROR. */
 static int
-rc_whole_by_identity(PyObject *participants, PyObject *parts, rc_filed *f, PyTypeObject *fragment_type)
+rc_whole_by_identity(PyObject *participants, PyObject *parts, rc_filed *f, PyTypeObject *fragment_type,
+                     const rv_boxes *boxes)
 {
     PyObject *ordered = PySequence_List(participants);
     if (ordered == NULL) return RC_ID_ERROR;
@@ -3382,15 +3512,19 @@ rc_whole_by_identity(PyObject *participants, PyObject *parts, rc_filed *f, PyTyp
                     whole = -1;
                 }
                 else if (PySet_Size(ids) != before) { /* an id not met before in this part */
-                    PyObject *box = slot->box;
+                    PyObject *box_offset = NULL, *box_shape = NULL;
                     int truthy = PyObject_IsTrue(offset);
                     whole = 0;
-                    if (truthy < 0 || !PyTuple_CheckExact(box) || PyTuple_Size(box) != 2) {
+                    if (truthy < 0 || !rv_box_parts(boxes, slot->box, &box_offset, &box_shape)) {
                         whole = truthy < 0 ? -1 : 0;
                     }
                     else if (truthy) {
-                        whole = rs_compare(PyTuple_GetItem(box, 0), offset, Py_EQ);
-                        if (whole == 1) whole = rs_compare(PyTuple_GetItem(box, 1), shape, Py_EQ);
+                        Py_INCREF(box_offset); /* held across the comparisons */
+                        Py_INCREF(box_shape);
+                        whole = rs_compare(box_offset, offset, Py_EQ);
+                        if (whole == 1) whole = rs_compare(box_shape, shape, Py_EQ);
+                        Py_DECREF(box_offset);
+                        Py_DECREF(box_shape);
                     }
                 }
             }
@@ -3433,16 +3567,21 @@ PyDoc_STRVAR(revalidate_coverage_doc,
 "the rule holds, ``None`` when unsure (the Python version decides). ``TypeError`` for wrong\n"
 "container types. ``rank_type`` (ParallelRank) lets exact ranks be compared field by field;\n"
 "``fragment_type`` (PlacementFragment) lets the boxes be filed by placement fragment object\n"
-"(identity) instead of by ``(participant, placement_fragment_id)``, with the same answer.");
+"(identity) instead of by ``(participant, placement_fragment_id)``, with the same answer.\n"
+"``boxes`` may also be the plan's operations tuple (as revalidate_spaces).");
 
 static PyObject *
 revalidate_coverage(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *placement, *frags_arg, *target_arg, *boxes_arg, *rows_arg, *attested, *used, *rank_arg = Py_None;
     PyObject *fragment_arg = Py_None;
-    if (!PyArg_ParseTuple(args, "OO!O!O!O!O!O!|OO:revalidate_coverage", &placement, &PyList_Type, &frags_arg,
-                          &PyList_Type, &target_arg, &PyList_Type, &boxes_arg, &PyList_Type, &rows_arg, &PyDict_Type,
-                          &attested, &PySet_Type, &used, &rank_arg, &fragment_arg)) {
+    if (!PyArg_ParseTuple(args, "OO!O!OO!O!O!|OO:revalidate_coverage", &placement, &PyList_Type, &frags_arg,
+                          &PyList_Type, &target_arg, &boxes_arg, &PyList_Type, &rows_arg, &PyDict_Type, &attested,
+                          &PySet_Type, &used, &rank_arg, &fragment_arg)) {
+        return NULL;
+    }
+    if (!rv_boxes_arg(boxes_arg)) {
+        PyErr_SetString(PyExc_TypeError, "revalidate_coverage: boxes must be a list or the operations tuple");
         return NULL;
     }
     if (rank_arg != Py_None && !PyType_Check(rank_arg)) {
@@ -3461,18 +3600,18 @@ revalidate_coverage(PyObject *Py_UNUSED(module), PyObject *args)
     PyObject *result = NULL, *parts = NULL, *part_list = NULL, *boxes_by_fragment = NULL, *op_participants = NULL;
     PyObject *seen = NULL, *participants = NULL, *by_attestation = NULL, *placement_id = NULL, *digest = NULL;
     PyObject *frags = PySequence_List(frags_arg), *target_of = PySequence_List(target_arg);
-    PyObject *boxes = PySequence_List(boxes_arg), *rows = PySequence_List(rows_arg);
+    PyObject *rows = PySequence_List(rows_arg);
+    rv_boxes boxes = {NULL, NULL, {NULL, 0}};
     /* Attestation pointer -> index into by_attestation, a list of (attestation, participant)
      * pairs that holds both for the call. */
     rv_table attestation_of = {NULL, NULL, 0};
     int rc = RV_ERROR;
-    if (frags == NULL || target_of == NULL || boxes == NULL || rows == NULL) goto done;
+    if (frags == NULL || target_of == NULL || rows == NULL) goto done;
     Py_ssize_t n_frags = PyList_Size(frags), n_ops = PyList_Size(target_of);
     if (n_ops < 0 || (size_t)n_ops > SIZE_MAX / 4) goto done;
-    if (PyList_Size(boxes) != n_ops) {
-        rc = RV_DECLINE;
-        goto done;
-    }
+    rc = rv_boxes_open(&boxes, boxes_arg, n_ops);
+    if (rc != RV_OK) goto done;
+    rc = RV_ERROR;
     /* sized for a few attestations, grown as they come (rv_table_reserve): one per participant,
      * not one per operation */
     if (rv_table_init(&attestation_of, 16) < 0) goto done;
@@ -3551,7 +3690,7 @@ string_pass:
         PyObject *placement_fragment = rv_bound_item(fragment, MR_BF_PLACEMENT, rc_keys[RC_PLACEMENT]);
         if (by_identity) {
             /* participant is held by its by_attestation pair for the call */
-            if (placement_fragment != NULL) rc_file(&filed, placement_fragment, participant, PyList_GetItem(boxes, i));
+            if (placement_fragment != NULL) rc_file(&filed, placement_fragment, participant, rv_box_handle(&boxes, i));
             Py_DECREF(participant);
             if (placement_fragment == NULL) {
                 rc = PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
@@ -3565,8 +3704,10 @@ string_pass:
         if (!failed) {
             /* ``boxes_by_fragment[member]``: the fragment's only box, or None for several. */
             int present = PyDict_Contains(boxes_by_fragment, member);
-            failed = present < 0
-                     || PyDict_SetItem(boxes_by_fragment, member, present ? Py_None : PyList_GetItem(boxes, i)) < 0;
+            PyObject *box = present == 0 ? rv_box_new(&boxes, i) : NULL;
+            failed = present < 0 || (present == 0 && box == NULL)
+                     || PyDict_SetItem(boxes_by_fragment, member, present ? Py_None : box) < 0;
+            Py_XDECREF(box);
         }
         Py_DECREF(participant);
         Py_XDECREF(placement_fragment);
@@ -3594,7 +3735,7 @@ string_pass:
     }
     if (!equal) goto done;
     if (by_identity) {
-        int id_rc = rc_whole_by_identity(participants, parts, &filed, fragment_type);
+        int id_rc = rc_whole_by_identity(participants, parts, &filed, fragment_type, &boxes);
         if (id_rc != RC_ID_FALLBACK) {
             rc = id_rc == RC_ID_OK ? RV_OK : (id_rc == RC_ID_DECLINE ? RV_DECLINE : RV_ERROR);
             goto done;
@@ -3624,7 +3765,7 @@ done:
     Py_XDECREF(digest);
     Py_XDECREF(frags);
     Py_XDECREF(target_of);
-    Py_XDECREF(boxes);
+    rv_boxes_close(&boxes);
     Py_XDECREF(rows);
     return result;
 }

@@ -1341,7 +1341,9 @@ def _fast_revalidate_live(
     # A bind call's own regions: bind_regions' carried facts, each fragment's binding and
     # nbytes read again (None: anything unusual, the full scan below decides).
     scanned = None
+    carried_boxes = None
     if carried is not None:
+        carried_boxes = carried[4] if type(carried) is tuple and len(carried) > 4 else None
         scanned = _native.revalidate_scan_carried(
             operations,
             carried,
@@ -1363,6 +1365,15 @@ def _fast_revalidate_live(
         return False
     frags, source_of, target_of, boxes = scanned
     del scanned  # each table is freed as soon as the last pass reading it is done
+    # No box tuple per operation is kept (80 B each, alive through bind's peak): revalidate_spaces
+    # and revalidate_coverage read each box from its region's own fields (the operations were
+    # checked exact TransferRegion by the scan, or are the carried regions themselves), and the
+    # Python fallbacks build the list when they run (_operation_boxes). The carried list is this
+    # bind call's private value, read by nothing after the scan (recheck_regions reads the
+    # carried regions, fragments and proof): it is emptied here, as bind's frame holds it.
+    if boxes is carried_boxes and type(boxes) is list:
+        boxes.clear()
+    del boxes, carried_boxes
     # -- per distinct fragment: §9.6 step 11 (attested execution) ---------------------------
     checked = _native.revalidate_fragments(
         frags,
@@ -1426,7 +1437,7 @@ def _fast_revalidate_live(
     # its own (one complete stream per fragment, free of budget) and the byte extents of one
     # address space are pairwise disjoint, so the sweep has nothing to report.
     spaces = _native.revalidate_spaces(
-        frags, source_of, target_of, boxes, check_physical_ranges, RuntimeBindingFragment, PlacementFragment
+        frags, source_of, target_of, operations, check_physical_ranges, RuntimeBindingFragment, PlacementFragment
     )
     if spaces is False:  # an in-place overlap, or anything unexpected
         return False
@@ -1435,8 +1446,10 @@ def _fast_revalidate_live(
     del source_of, spaces
     # -- §12.7 bound target coverage ----------------------------------------------------------
     if _native.revalidate_coverage(
-        target_placement, frags, target_of, boxes, t_rows, attested, used, ParallelRank, PlacementFragment
-    ) is None and not _fast_target_coverage(target_placement, frags, target_of, boxes, t_rows, attested, used):
+        target_placement, frags, target_of, operations, t_rows, attested, used, ParallelRank, PlacementFragment
+    ) is None and not _fast_target_coverage(
+        target_placement, frags, target_of, _operation_boxes(operations), t_rows, attested, used
+    ):
         return False
     object.__setattr__(plan, "source_stored_fragment_snapshots", ())
     # The index tables live as long as the plan (its operation views read them on first use):
@@ -1450,6 +1463,12 @@ def _fast_revalidate_live(
         _compact_index_lists(routes)
     object.__setattr__(plan, "_operation_views", OperationViews._deferred(s_table, t_table, routes))
     return True
+
+
+def _operation_boxes(operations: tuple[Any, ...]) -> list[tuple[Any, Any]]:
+    """Each operation's ``(overlap_offset, overlap_shape)`` (what ``revalidate_scan`` reads: the
+    operations are exact ``TransferRegion`` instances there), for the Python fallbacks."""
+    return [(op.overlap_offset, op.overlap_shape) for op in operations]
 
 
 # Operation counts above which _fast_revalidate_live keeps the index tables as arrays (indices up

@@ -1,0 +1,209 @@
+"""Session 19 (bind's peak memory): the revalidation fast path keeps no box tuple per operation.
+
+``revalidate_spaces`` and ``revalidate_coverage`` take the plan's operations tuple in place of the
+scan's boxes list and read each operation's ``(overlap_offset, overlap_shape)`` from its region's
+own fields: on every plan and mutation they must decide exactly what they decide on the scan's
+boxes (and what the Python versions decide), decline on regions they cannot read (another class,
+an emptied field), and keep refusing a tuple of box tuples. The bind path empties the carried
+boxes list once the scan has read it, and the plan it builds is the one the rules accept.
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mooncake.reshard import _native
+from mooncake.reshard.weight import ParallelRank
+from mooncake.reshard.weight._planner import bound_contracts as bc
+from mooncake.reshard.weight._planner.contracts import TransferRegion
+from mooncake.reshard.weight.types import PlacementFragment
+from mooncake.reshard.contracts.fragments import RuntimeBindingFragment
+
+from test_native_revalidate import _MUTATIONS, _PLANS, _coverage_tables, _forge, _scan, _spaces_reference
+
+
+def _call(function: Any, *args: Any) -> Any:
+    try:
+        return function(*args)
+    except Exception as error:  # the fast path declines on any exception
+        return type(error)
+
+
+def _spaces_both(plan: Any) -> None:
+    operations = plan.operations
+    scanned = _scan(operations)
+    if scanned is None:
+        return
+    frags, source_of, target_of, boxes = scanned
+    for physical in (True, False):
+        for extra in ((), (RuntimeBindingFragment, PlacementFragment)):
+            by_list = _call(_native.revalidate_spaces, frags, source_of, target_of, boxes, physical, *extra)
+            by_regions = _call(_native.revalidate_spaces, frags, source_of, target_of, operations, physical, *extra)
+            assert by_regions is by_list, (by_regions, by_list)
+        try:
+            reference: Any = _spaces_reference(frags, source_of, target_of, boxes, physical)
+        except Exception:
+            reference = "error"
+        if reference != "error":
+            assert by_regions is reference
+
+
+def _coverage_both(plan: Any) -> None:
+    try:
+        tables = _coverage_tables(plan)
+    except Exception:
+        return
+    if tables is None:
+        return
+    with_regions = list(tables)
+    with_regions[3] = plan.operations
+    for extra in ((), (ParallelRank,), (ParallelRank, PlacementFragment)):
+        by_list = _call(_native.revalidate_coverage, *tables, *extra)
+        by_regions = _call(_native.revalidate_coverage, *with_regions, *extra)
+        assert by_regions is by_list, (by_regions, by_list, extra)
+    if by_regions is True:
+        assert bc._fast_target_coverage(*tables) is True
+    # the fallback's boxes: what the scan read
+    assert bc._operation_boxes(plan.operations) == tables[3]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    name=st.sampled_from(sorted(_PLANS)),
+    choices=st.lists(st.integers(0, len(_MUTATIONS) - 1), min_size=0, max_size=2),
+    data=st.data(),
+)
+def test_boxes_read_from_regions_decide_alike(name: str, choices: list[int], data: Any) -> None:
+    plan = _PLANS[name]
+
+    def pick(n: int) -> int:
+        return data.draw(st.integers(0, max(n - 1, 0))) if n > 1 else 0
+
+    for choice in choices:
+        try:
+            plan = _MUTATIONS[choice](plan, pick)
+        except AttributeError:  # a mutation that does not apply to the plan it was given
+            return
+    _spaces_both(plan)
+    _coverage_both(plan)
+
+
+def test_genuine_plans_accept_with_regions() -> None:
+    plan = _PLANS["split"]
+    frags, source_of, target_of, _boxes = _scan(plan.operations)
+    assert _native.revalidate_spaces(frags, source_of, target_of, plan.operations, True) is True
+    tables = list(_coverage_tables(plan))
+    tables[3] = plan.operations
+    assert _native.revalidate_coverage(*tables, ParallelRank, PlacementFragment) is True
+    assert _native.revalidate_coverage(*tables) is True  # the string-keyed pass builds its boxes
+
+
+def _edited(operations: tuple[Any, ...], index: int, **changes: Any) -> tuple[Any, ...]:
+    edited = list(operations)
+    edited[index] = _forge(operations[index], **changes)
+    return tuple(edited)
+
+
+def test_region_boxes_are_the_regions_own() -> None:
+    """An overlap box edited in place (a partial write) is seen, as the list form sees it."""
+    plan = _PLANS["split"]
+    frags, source_of, target_of, boxes = _scan(plan.operations)
+    offset, shape = boxes[0]
+    smaller = tuple(max(d - 1, 1) for d in shape)
+    assert smaller != shape
+    partial = _edited(plan.operations, 0, overlap_shape=smaller)
+    partial_boxes = list(boxes)
+    partial_boxes[0] = (offset, smaller)
+    assert _native.revalidate_spaces(frags, source_of, target_of, partial_boxes, True) is None
+    assert _native.revalidate_spaces(frags, source_of, target_of, partial, True) is None
+    tables = list(_coverage_tables(plan))
+    for extra in ((), (ParallelRank, PlacementFragment)):
+        tables[3] = partial_boxes
+        by_list = _native.revalidate_coverage(*tables, *extra)
+        tables[3] = partial
+        assert _native.revalidate_coverage(*tables, *extra) is by_list is None
+
+
+def test_unreadable_regions_decline() -> None:
+    plan = _PLANS["split"]
+    operations = plan.operations
+    frags, source_of, target_of, _boxes = _scan(operations)
+    tables = list(_coverage_tables(plan))
+
+    class Region(TransferRegion):
+        pass
+
+    other = object.__new__(Region)
+    for name, value in operations[-1].__getstate__().items():
+        object.__setattr__(other, name, value)
+    emptied = _forge(operations[-1])
+    object.__delattr__(emptied, "overlap_offset")
+    variants = [
+        operations[:-1],  # another length
+        operations[:-1] + (other,),  # another class
+        operations[:-1] + (emptied,),  # an emptied field
+        operations[:-1] + (operations[-1].overlap_offset,),
+    ]
+    for variant in variants:
+        assert _native.revalidate_spaces(frags, source_of, target_of, variant, True) is False
+        tables[3] = variant
+        for extra in ((), (ParallelRank, PlacementFragment)):
+            assert _native.revalidate_coverage(*tables, *extra) is None
+
+
+def test_box_tuples_in_a_tuple_stay_refused() -> None:
+    plan = _PLANS["split"]
+    frags, source_of, target_of, boxes = _scan(plan.operations)
+    tables = list(_coverage_tables(plan))
+    for bad in (tuple(boxes), (), None, (plan.operations[0].source,) + plan.operations[1:]):
+        with pytest.raises(TypeError):
+            _native.revalidate_spaces(frags, source_of, target_of, bad, True)
+        tables[3] = bad
+        with pytest.raises(TypeError):
+            _native.revalidate_coverage(*tables)
+
+
+def test_bind_empties_the_carried_boxes_and_keeps_the_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fast path of the bind call's own plan empties the carried boxes (its private list) and
+    accepts exactly what the rule-by-rule path accepts; the restore path too."""
+    seen: list[Any] = []
+    scan_carried = _native.revalidate_scan_carried
+
+    def spy(operations: Any, carried: Any, *rest: Any) -> Any:
+        seen.append(carried)
+        return scan_carried(operations, carried, *rest)
+
+    monkeypatch.setattr(bc._native, "revalidate_scan_carried", spy)
+    results: list[bool] = []
+    live = bc._fast_revalidate_live
+
+    def record(*args: Any) -> bool:
+        result = live(*args)
+        results.append(result)
+        return result
+
+    monkeypatch.setattr(bc, "_fast_revalidate_live", record)
+    from test_native_revalidate import _bound_plan
+
+    plan = _bound_plan(target_tp=4, shape=(4, 8))
+    assert results == [True]
+    assert seen and all(type(c) is tuple and c[4] == [] for c in seen)
+    assert seen[0][2] and seen[0][3]  # (only the boxes are emptied)
+    restored = pickle.loads(pickle.dumps(plan))
+    assert results == [True, True]
+    assert len(seen) == 2 and seen[1][4] == []  # (the restore's carried boxes as well)
+    # the rules accept the same plan and derive the same operation views
+    monkeypatch.setattr(bc, "_fast_revalidate_live", lambda *args: False)
+    ruled = pickle.loads(pickle.dumps(plan))
+    for side in ("source", "target"):
+        for mine, theirs, fast in zip(
+            getattr(restored, side + "_executors"), getattr(ruled, side + "_executors"), getattr(plan, side + "_executors")
+        ):
+            want = ruled.operation_indices_for_executor(theirs, side)
+            assert restored.operation_indices_for_executor(mine, side) == want
+            assert plan.operation_indices_for_executor(fast, side) == want
