@@ -625,6 +625,10 @@ typedef struct {
     PyObject *cls;
     Py_ssize_t n;
     int store; /* layout_storer: fill an existing instance (its first argument) instead */
+    /* layout_storer with shared tuples (mooncake_reshard/_shared_tuples.py): the namespace
+     * holding SHARED (the table) and SHARED_MAX, read at every call, and which fields share. */
+    PyObject *shared_ns;
+    char shared[MR_LAYOUT_MAX_FIELDS];
 } ly_builder;
 
 static PyObject *ly_builder_type = NULL; /* created once by Init_Layout */
@@ -681,6 +685,7 @@ static int
 ly_builder_traverse(PyObject *self, visitproc visit, void *arg)
 {
     Py_VISIT(((ly_builder *)self)->cls);
+    Py_VISIT(((ly_builder *)self)->shared_ns);
     Py_VISIT((PyObject *)Py_TYPE(self));
     return 0;
 }
@@ -689,6 +694,7 @@ static int
 ly_builder_clear(PyObject *self)
 {
     Py_CLEAR(((ly_builder *)self)->cls);
+    Py_CLEAR(((ly_builder *)self)->shared_ns);
     return 0;
 }
 
@@ -732,6 +738,51 @@ ly_builder_call(PyObject *self, PyObject *args, PyObject *kwargs)
     return mr_layout_new(&lc, items, n);
 }
 
+/* The namespace keys "SHARED" and "SHARED_MAX", interned, created once by Init_Layout. */
+static PyObject *ly_shared_key = NULL, *ly_shared_max_key = NULL;
+
+/* The shared tuple table of namespace ns (borrowed) and its limit: 0, or -1 with an exception (a
+ * namespace without a dict SHARED or an int SHARED_MAX). Exact dict, interned exact-str keys: no
+ * Python code runs. */
+static int
+ly_shared_table(PyObject *ns, PyObject **table, Py_ssize_t *limit)
+{
+    *table = PyDict_GetItemWithError(ns, ly_shared_key);
+    PyObject *limit_obj = *table == NULL ? NULL : PyDict_GetItemWithError(ns, ly_shared_max_key);
+    if (*table == NULL || !PyDict_CheckExact(*table) || limit_obj == NULL || !PyLong_CheckExact(limit_obj)) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "layout storer: the shared tuple table is missing");
+        return -1;
+    }
+    *limit = PyLong_AsSsize_t(limit_obj);
+    return *limit == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* The object to store for a shared field's value (borrowed): the table's equal tuple, else value
+ * itself (entered in the table, emptied first when it holds limit entries; a limit of 0 stores
+ * value unshared). Only an exact tuple of exact ints is looked up: hashing and comparing it runs
+ * no Python code. NULL with an exception (a failed dict operation). */
+static PyObject *
+ly_shared_value(PyObject *table, Py_ssize_t limit, PyObject *value)
+{
+    Py_ssize_t size = PyTuple_Size(value);
+    for (Py_ssize_t k = 0; k < size; k++) {
+        PyObject *item = PyTuple_GetItem(value, k); /* borrowed; in range */
+        if (item == NULL || !PyLong_CheckExact(item)) {
+            PyErr_Clear();
+            return value;
+        }
+    }
+    PyObject *found = PyDict_GetItemWithError(table, value);
+    if (found != NULL) return found;
+    if (PyErr_Occurred()) return NULL;
+    if (PyDict_Size(table) >= limit) {
+        PyDict_Clear(table);
+        if (limit <= 0) return value; /* sharing switched off */
+    }
+    if (PyDict_SetItem(table, value, value) < 0) return NULL;
+    return value;
+}
+
 /* layout_storer's call: storer(obj, v0, ..., vn-1) replaces the n fields of obj (an instance of
  * the checked class or of a subclass: the same slots, the base's) with new references to the
  * values, then untracks obj from the collector when it is exactly the class and every value is
@@ -756,23 +807,36 @@ ly_storer_call(ly_builder *b, PyObject *args)
     /* (the checked class's layout: its n fields at the base's offsets, in a subclass too) */
     PyObject **fields = ((mr_layout_object *)obj)->fields;
     int inert = (PyObject *)Py_TYPE(obj) == b->cls;
+    /* the values to store (borrowed: args holds them, the shared table its own) */
+    PyObject *values[MR_LAYOUT_MAX_FIELDS];
+    PyObject *table = NULL; /* the shared tuple table, read at the first shared tuple */
+    Py_ssize_t limit = 0;
     for (Py_ssize_t i = 0; i < b->n; i++) {
         PyObject *value = PyTuple_GetItem(args, i + 1);
-        if (value == NULL) return NULL;
+        if (value != NULL && b->shared_ns != NULL && b->shared[i] && PyTuple_CheckExact(value)) {
+            if (table == NULL && ly_shared_table(b->shared_ns, &table, &limit) < 0) value = NULL;
+            if (value != NULL) value = ly_shared_value(table, limit, value);
+        }
+        if (value == NULL) {
+            for (Py_ssize_t k = 0; k < i; k++) Py_DECREF(values[k]);
+            return NULL;
+        }
+        values[i] = Py_NewRef(value); /* held across the stores below (a table entry may go) */
         if (inert && !mr_gc_inert(value, MR_INERT_DEPTH)) inert = 0;
     }
     for (Py_ssize_t i = 0; i < b->n; i++) {
         PyObject *old = fields[i];
-        fields[i] = Py_NewRef(PyTuple_GetItem(args, i + 1)); /* in range: checked above */
+        fields[i] = Py_NewRef(values[i]);
         Py_XDECREF(old); /* (may run code: the new value is already in place) */
     }
     if (inert) {
         /* judged again after any old value's release: every field must still be a stored value */
         for (Py_ssize_t i = 0; i < b->n && inert; i++) {
-            if (fields[i] != PyTuple_GetItem(args, i + 1)) inert = 0;
+            if (fields[i] != values[i]) inert = 0;
         }
         if (inert) (void)mr_untrack_inert(obj, NULL);
     }
+    for (Py_ssize_t i = 0; i < b->n; i++) Py_DECREF(values[i]);
     Py_RETURN_NONE;
 }
 
@@ -825,6 +889,8 @@ ly_make_builder(PyObject *const *args, int store, const char *who)
     ((ly_builder *)builder)->cls = Py_NewRef(lc.cls);
     ((ly_builder *)builder)->n = lc.n;
     ((ly_builder *)builder)->store = store;
+    ((ly_builder *)builder)->shared_ns = NULL;
+    memset(((ly_builder *)builder)->shared, 0, sizeof(((ly_builder *)builder)->shared));
     return builder;
 }
 
@@ -837,20 +903,47 @@ layout_builder(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 PyDoc_STRVAR(layout_storer_doc,
-"layout_storer(cls, fields, /)\n"
+"layout_storer(cls, fields, shared=(), namespace=None, /)\n"
 "--\n\n"
 "A callable filling instances of ``cls`` or of a subclass (a hand-written ``__init__``'s last\n"
 "step): ``storer(obj, v0, ..., vn-1)`` replaces obj's fields with the values in layout order (no\n"
 "validation: the caller has validated them) and, when obj is exactly ``cls`` and every value is\n"
 "inert, untracks it from the collector; TypeError (nothing stored) when obj is not an instance\n"
-"of ``cls``. ``cls`` is checked once, here, as by ``layout_builder``.");
+"of ``cls``. ``cls`` is checked once, here, as by ``layout_builder``. With ``shared`` (a tuple of\n"
+"field positions) and ``namespace`` (a dict holding ``SHARED``, a dict, and ``SHARED_MAX``, an\n"
+"int: ``mooncake_reshard._shared_tuples``), a value at a shared position that is an exact tuple\n"
+"of exact ints is replaced by the table's equal tuple, or entered as that tuple.");
 
 static PyObject *
 layout_storer(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (ly_nargs(nargs, 2, "layout_storer") < 0) return NULL;
-    return ly_make_builder(args, 1, "layout_storer");
+    if (nargs != 2 && nargs != 4) {
+        PyErr_Format(PyExc_TypeError, "layout_storer() takes 2 or 4 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *builder = ly_make_builder(args, 1, "layout_storer");
+    if (builder == NULL || nargs == 2) return builder;
+    ly_builder *b = (ly_builder *)builder;
+    PyObject *positions = args[2], *ns = args[3];
+    if (!PyDict_CheckExact(ns) || !PyTuple_CheckExact(positions)) {
+        Py_DECREF(builder);
+        PyErr_SetString(PyExc_TypeError, "layout_storer() shared positions must be a tuple and namespace a dict");
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < PyTuple_Size(positions); k++) {
+        PyObject *item = PyTuple_GetItem(positions, k); /* borrowed; in range */
+        Py_ssize_t position = item != NULL && PyLong_CheckExact(item) ? PyLong_AsSsize_t(item) : -1;
+        if (position < 0 || position >= b->n) {
+            PyErr_Clear();
+            Py_DECREF(builder);
+            PyErr_SetString(PyExc_ValueError, "layout_storer() shared position out of range");
+            return NULL;
+        }
+        b->shared[position] = 1;
+    }
+    b->shared_ns = Py_NewRef(ns);
+    return builder;
 }
 
 static PyMethodDef layout_methods[] = {
@@ -904,6 +997,14 @@ Init_Layout(PyObject *module)
         ly_pf_names = ly_interned_names(names, MR_PF_N); /* kept for the process */
         if (ly_pf_names == NULL) return -1;
         for (int k = 0; k < MR_PF_N; k++) mr_pf_name_ptrs[k] = PyTuple_GetItem(ly_pf_names, k); /* in range */
+    }
+    if (ly_shared_key == NULL) {
+        ly_shared_key = PyUnicode_InternFromString("SHARED"); /* kept for the process */
+        if (ly_shared_key == NULL) return -1;
+    }
+    if (ly_shared_max_key == NULL) {
+        ly_shared_max_key = PyUnicode_InternFromString("SHARED_MAX"); /* kept for the process */
+        if (ly_shared_max_key == NULL) return -1;
     }
     if (ly_builder_type == NULL) {
         ly_builder_type = PyType_FromSpec(&ly_builder_spec); /* kept for the process */

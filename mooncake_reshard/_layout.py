@@ -48,7 +48,7 @@ import dataclasses
 import sys
 from typing import TYPE_CHECKING, Any, Callable, Dict, Tuple, Type, TypeVar, overload
 
-from . import _native
+from . import _native, _shared_tuples
 
 __all__ = ["layout_builder", "layout_dataclass", "layout_storer", "layout_fields", "layout_state_reader", "value_base"]
 
@@ -84,13 +84,19 @@ def layout_builder(cls: type) -> Callable[..., Any]:
     return _native.layout_builder(cls, layout_fields(cls))
 
 
-def layout_storer(cls: type) -> Callable[..., None]:
+def layout_storer(cls: type, shared: Tuple[str, ...] = ()) -> Callable[..., None]:
     """A C function filling an instance of ``cls`` (a :func:`layout_dataclass`) or of a subclass
     with its field values in field order: ``store(obj, v0, ..., vn-1)`` (a hand-written
     ``__init__``'s last step, after it has validated the values), then untracking ``obj`` from the
     collector when it is exactly ``cls`` and every value is inert (a subclass instance stays
-    tracked). TypeError (nothing stored) for an instance of any other class."""
-    return _native.layout_storer(cls, layout_fields(cls))
+    tracked). TypeError (nothing stored) for an instance of any other class. The fields named in
+    ``shared`` store the first equal tuple seen when given an exact tuple of exact ints
+    (:mod:`mooncake_reshard._shared_tuples`)."""
+    names = layout_fields(cls)
+    if not shared:
+        return _native.layout_storer(cls, names)
+    positions = tuple(names.index(name) for name in shared)
+    return _native.layout_storer(cls, names, positions, vars(_shared_tuples))
 
 
 def _state_reader(cls: type, base: type, names: Tuple[str, ...]) -> Callable[[Any], Dict[str, Any]]:

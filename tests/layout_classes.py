@@ -11,6 +11,7 @@ name is swapped. ``DefaultsD`` / ``DefaultsL`` have fields with defaults."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import importlib.util
@@ -19,10 +20,11 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Iterator, Tuple
 
 import pytest
 
+from mooncake.reshard import _shared_tuples
 from mooncake.reshard._layout import layout_dataclass, value_base
 
 DATA = Path(__file__).parent / "data"
@@ -31,6 +33,29 @@ DATA = Path(__file__).parent / "data"
 def data_fixture(name: str) -> Any:
     """The JSON document tests/data/<name>.json."""
     return json.loads((DATA / f"{name}.json").read_text())
+
+
+@contextlib.contextmanager
+def tuples_unshared() -> Iterator[None]:
+    """Constructors store the tuples they are given (as before ``_shared_tuples``) while inside:
+    the pickle fixtures written before tuples were shared pin the bytes of object graphs whose
+    equal tuples are distinct objects (pickle memoizes a shared one)."""
+    saved = _shared_tuples.SHARED_MAX
+    _shared_tuples.SHARED_MAX = 0
+    _shared_tuples.SHARED.clear()
+    try:
+        yield
+    finally:
+        _shared_tuples.SHARED_MAX = saved
+
+
+@pytest.fixture(autouse=True, scope="module")
+def unshared_tuples_module() -> Iterator[None]:
+    """``tuples_unshared`` for every test of a module that imports this fixture (autouse applies
+    to the importing module only; module-scoped, so it is set up before the module's own
+    module-scoped fixtures)."""
+    with tuples_unshared():
+        yield
 
 
 def data_module(name: str) -> ModuleType:

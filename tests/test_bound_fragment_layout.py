@@ -22,7 +22,8 @@ from typing import Any
 
 import pytest
 
-from layout_classes import check_frozen_value, check_layout_instance, data_fixture, data_module
+from layout_classes import check_frozen_value, check_layout_instance, data_fixture, data_module, tuples_unshared
+from layout_classes import unshared_tuples_module  # noqa: F401 (autouse: the fixture pins unshared tuples)
 from test_native_binder import _part, _python_bound, _world
 
 from mooncake.reshard import _native
@@ -44,7 +45,8 @@ FIXTURE = data_fixture("bound_pickles_r16")
 NAMES = tuple(f.name for f in dataclasses.fields(BoundWeightFragment))
 
 # The objects the fixture pickled, built by the script that wrote it (deterministic addresses).
-_maker = data_module("make_bound_pickles_r16")
+with tuples_unshared():
+    _maker = data_module("make_bound_pickles_r16")
 
 
 @pytest.fixture(scope="module")

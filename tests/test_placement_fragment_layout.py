@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from layout_classes import tuples_unshared
+from layout_classes import unshared_tuples_module  # noqa: F401 (autouse: the fixture pins unshared tuples)
 from spec_helpers import field_state, forged_instance, store_state
 
 from mooncake.reshard import _native
@@ -42,7 +44,8 @@ _spec = importlib.util.spec_from_file_location(
 )
 assert _spec is not None and _spec.loader is not None
 _maker = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_maker)
+with tuples_unshared():
+    _spec.loader.exec_module(_maker)
 PROTOCOLS = range(pickle.HIGHEST_PROTOCOL + 1)
 
 

@@ -25,7 +25,8 @@ from typing import Any, Union
 
 import pytest
 
-from layout_classes import check_frozen_value, check_layout_instance, data_fixture, data_module
+from layout_classes import check_frozen_value, check_layout_instance, data_fixture, data_module, tuples_unshared
+from layout_classes import unshared_tuples_module  # noqa: F401 (autouse: the fixture pins unshared tuples)
 
 from mooncake.reshard import _native
 from mooncake.reshard._layout import layout_dataclass, layout_fields, value_base
@@ -45,7 +46,8 @@ NAMES = tuple(f.name for f in dataclasses.fields(TransferRegion))
 BIG = 1 << 62
 
 # The objects the fixture pickled, built by the script that wrote it (deterministic addresses).
-_maker = data_module("make_region_pickles_r16")
+with tuples_unshared():
+    _maker = data_module("make_region_pickles_r16")
 LOGICAL: LogicalTransferPlan = _maker.LOGICAL
 BOUND: TransferPlan = _maker.BOUND
 OBJECTS: dict[str, Any] = _maker.OBJECTS

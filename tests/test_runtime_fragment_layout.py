@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from layout_classes import tuples_unshared
+from layout_classes import unshared_tuples_module  # noqa: F401 (autouse: the fixture pins unshared tuples)
 
 from spec_helpers import field_state, forged_instance, runtime_fragment_kwargs
 
@@ -55,8 +57,9 @@ def _load(name: str) -> Any:
 
 
 # The objects the fixture pickled, built by the script that wrote it (deterministic values).
-_bound_maker = _load("make_bound_pickles_r16")
-_maker = _load("make_runtime_pickles_r17")
+with tuples_unshared():
+    _bound_maker = _load("make_bound_pickles_r16")
+    _maker = _load("make_runtime_pickles_r17")
 
 
 def _fragment(**overrides: Any) -> RuntimeBindingFragment:

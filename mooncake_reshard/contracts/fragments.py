@@ -221,7 +221,8 @@ class RuntimeBindingFragment(_RuntimeBase):
             raise ValueError("runtime local_shape must fit in a signed 64-bit integer")
         # stored directly (a subclass instance too: the same slots), and out of the cyclic
         # collector when exactly this class and every field is inert (an owner that is a
-        # tracked object keeps the fragment tracked): csrc/layout.c layout_storer
+        # tracked object keeps the fragment tracked): csrc/layout.c layout_storer; local_shape
+        # and strides_bytes as the first equal tuples seen (mooncake_reshard/_shared_tuples.py)
         _store(
             self, placement_fragment_id, fragment_id, address, nbytes, worker_id, endpoint, device, itemsize,
             shape, strides, storage_address, storage_nbytes, storage_offset_bytes, owner,
@@ -235,7 +236,7 @@ class RuntimeBindingFragment(_RuntimeBase):
         return (type(self), _constructor_arguments(self))
 
 
-_store = layout_storer(RuntimeBindingFragment)
+_store = layout_storer(RuntimeBindingFragment, shared=("local_shape", "strides_bytes"))
 
 
 def _constructor_arguments(fragment: RuntimeBindingFragment) -> tuple[Any, ...]:

@@ -572,7 +572,8 @@ class PlacementFragment(_FragmentBase):
             require_s64_coordinates(shape, "local_shape")
         # the 8 slots stored in one call (what filling the dict-backed instance's __dict__ did;
         # a subclass instance too), then untracked by the collector when exactly this class and
-        # every value is inert: csrc/layout.c layout_storer
+        # every value is inert: csrc/layout.c layout_storer; global_offset and local_shape as the
+        # first equal tuples seen (mooncake_reshard/_shared_tuples.py)
         _store_fragment(
             self,
             tensor_id,
@@ -618,7 +619,7 @@ class PlacementFragment(_FragmentBase):
 # Builds an exact PlacementFragment from its 8 field values in field order, stored directly (C,
 # no ``__init__``; untracked by the collector when every value is inert).
 _build_fragment = layout_builder(PlacementFragment)
-_store_fragment = layout_storer(PlacementFragment)
+_store_fragment = layout_storer(PlacementFragment, shared=("global_offset", "local_shape"))
 # ``{field: value}`` of a placement fragment's set fields in field order (what the dict-backed
 # class's ``__dict__`` held), read through the layout's own member descriptors.
 _fragment_fields_state = layout_state_reader(PlacementFragment)
