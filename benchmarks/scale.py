@@ -14,7 +14,7 @@ Families (``--families`` selects a subset, comma-separated):
 * ``grid_3d``: one tensor covered by an n x n x n grid of boxes (assembly / coverage cost);
 * ``sweep``: the same small-expert workload from ``--min-fragments`` (10**3) up to
   ``--max-fragments`` fragments, by decades,
-  with the growth factor per decade.
+  with the growth factor per decade (``--sweep-repeats N``: each point's fastest of N runs).
 
 Each workload runs in its own child process, so the reported peak RSS (``ru_maxrss``) is the
 peak of that workload alone (interpreter and package included; the baseline after imports is
@@ -347,6 +347,22 @@ def _run_job(job: Dict[str, Any], in_process: bool) -> Dict[str, Any]:
     return json.loads(lines[-1])
 
 
+def _best_of(job: Dict[str, Any], in_process: bool, repeats: int) -> Dict[str, Any]:
+    """The job run ``repeats`` times (each in a fresh child process unless in-process), keeping
+    the run with the least pipeline CPU time; every run's pipeline CPU time is recorded in
+    ``pipeline_cpu_s_runs``. On a shared machine one reading of the 10^6 point moves by up to
+    1.6x between identical processes (cache and memory-bandwidth contention from the other
+    core), which a single reading per point passes straight into the growth factor; the
+    fastest of a few readings is the least disturbed one. A failed run fails the point."""
+    runs = [_run_job(job, in_process) for _ in range(max(1, repeats))]
+    failed = [run for run in runs if "error" in run or "pipeline" not in run]
+    if failed:
+        return failed[0]
+    best = min(runs, key=lambda run: run["pipeline"]["cpu_s"])
+    best["pipeline_cpu_s_runs"] = [run["pipeline"]["cpu_s"] for run in runs]
+    return best
+
+
 def _growth(points: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     rows = []
     ok = [p for p in points if "error" not in p]
@@ -477,6 +493,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="smallest sweep point (fragments, source + target; default 1000)")
     parser.add_argument("--max-fragments", type=int, help="largest sweep point (fragments, source + target)")
     parser.add_argument("--grid-cells", type=int, help="cells per dimension of the 3-D grid family")
+    parser.add_argument("--sweep-repeats", type=int, default=1, metavar="N",
+                        help="run each sweep point N times (fresh processes) and keep the fastest "
+                             "pipeline (default 1); every reading is in the JSON")
     parser.add_argument("--json", metavar="PATH", help="write the JSON document here ('-' = stdout, the default)")
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="run stages under cProfile (process CPU time) and record the top N functions by own time")
@@ -496,6 +515,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "min_fragments": args.min_fragments,
         "max_fragments": args.max_fragments if args.max_fragments is not None else preset["max_fragments"],
         "grid_cells_per_dim": args.grid_cells if args.grid_cells is not None else preset["grid_cells_per_dim"],
+        "sweep_repeats": args.sweep_repeats,
         "orthogonal": preset["orthogonal"],
         "construction_count": preset["construction_count"],
         "planning_limits": PLANNING_LIMITS,
@@ -508,8 +528,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             points = []
             fragments = args.min_fragments
             while fragments <= parameters["max_fragments"]:
-                points.append(_run_job({"kind": "sweep_point", "fragments": fragments, "profile_top": profile_top},
-                                       args.in_process))
+                points.append(_best_of(
+                    {"kind": "sweep_point", "fragments": fragments, "profile_top": profile_top},
+                    args.in_process, args.sweep_repeats,
+                ))
                 fragments *= 10
             results["sweep"] = {"points": points, "growth": _growth(points)}
             if any("error" in point for point in points):

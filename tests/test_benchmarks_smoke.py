@@ -155,6 +155,22 @@ def test_scale_small_preset(tmp_path: Path) -> None:
     assert isinstance(targets["construction_at_most_1_5x_plain_dataclass"]["met"], bool)
 
 
+def test_scale_sweep_keeps_the_fastest_of_its_repeats(tmp_path: Path) -> None:
+    output = tmp_path / "sweep.json"
+    completed = _run("scale.py", "--families", "sweep", "--min-fragments", "100", "--max-fragments", "1000",
+                     "--sweep-repeats", "3", "--json", str(output))
+    assert completed.returncode == 0, completed.stderr
+    document = json.loads(output.read_text(encoding="utf-8"))
+    assert document["parameters"]["sweep_repeats"] == 3
+    sweep = document["results"]["sweep"]
+    for point in sweep["points"]:
+        _pipeline_checks(point)
+        runs = point["pipeline_cpu_s_runs"]
+        assert len(runs) == 3 and point["pipeline"]["cpu_s"] == min(runs)
+    first, second = sweep["points"]
+    assert sweep["growth"][0]["pipeline_cpu_factor"] == second["pipeline"]["cpu_s"] / first["pipeline"]["cpu_s"]
+
+
 def test_bind_call_peaks_reports_c_calls() -> None:
     completed = _run("bind_call_peaks.py", "--layers", "1", "--experts", "48", "--top", "3")
     assert completed.returncode == 0, completed.stderr
