@@ -2313,10 +2313,66 @@ done:
 #define RS_AHEAD_OBJECT 12
 #define RS_AHEAD_DICT 6
 
+/* Per-operation positions (source_of / target_of / side_of) are a list of ints, or packed:
+ * an exact bytes of one native int32 per operation (bound_contracts._packed_positions: 4 bytes
+ * each where a list costs 8 and an int object per distinct position). 1 for either container, 0
+ * for anything else (the callers' TypeError). */
+static int
+rs_positions_arg(PyObject *side_of)
+{
+    return PyList_Check(side_of) || PyBytes_CheckExact(side_of);
+}
+
+/* The number of positions: the list's length, or the packed count (-1 without an exception:
+ * a packed size that is not a whole number of positions, which callers decline). */
+static Py_ssize_t
+rs_positions_size(PyObject *side_of)
+{
+    if (PyList_Check(side_of)) return PyList_Size(side_of);
+    Py_ssize_t size = PyBytes_Size(side_of);
+    if (size < 0) {
+        PyErr_Clear();
+        return -1;
+    }
+    return size % (Py_ssize_t)sizeof(int32_t) == 0 ? size / (Py_ssize_t)sizeof(int32_t) : -1;
+}
+
+/* A private list of the positions (a copy of the list, or the packed ones as ints). */
+static PyObject *
+rs_positions_list(PyObject *side_of)
+{
+    if (!PyBytes_CheckExact(side_of)) return PySequence_List(side_of);
+    Py_ssize_t n = rs_positions_size(side_of);
+    const char *raw = PyBytes_AsString(side_of);
+    if (raw == NULL) return NULL;
+    if (n < 0) return PyList_New(0); /* (a length no operation count matches: declines) */
+    PyObject *list = PyList_New(n);
+    for (Py_ssize_t i = 0; list != NULL && i < n; i++) {
+        int32_t p;
+        memcpy(&p, raw + (size_t)i * sizeof(int32_t), sizeof(int32_t));
+        PyObject *number = PyLong_FromLong((long)p);
+        if (number == NULL) Py_CLEAR(list);
+        else PyList_SetItem(list, i, number); /* steals; in range */
+    }
+    return list;
+}
+
 /* Position ``side_of[i]`` as an index into ``frags`` (0 <= p < n_frags); -1: decline. */
 static Py_ssize_t
 rs_position(PyObject *side_of, Py_ssize_t i, Py_ssize_t n_frags)
 {
+    if (PyBytes_CheckExact(side_of)) {
+        Py_ssize_t size = PyBytes_Size(side_of);
+        const char *raw = size < 0 ? NULL : PyBytes_AsString(side_of);
+        if (raw == NULL) {
+            PyErr_Clear();
+            return -1;
+        }
+        if (i < 0 || i >= size / (Py_ssize_t)sizeof(int32_t)) return -1;
+        int32_t p;
+        memcpy(&p, raw + (size_t)i * sizeof(int32_t), sizeof(int32_t));
+        return p >= 0 && (Py_ssize_t)p < n_frags ? (Py_ssize_t)p : -1;
+    }
     PyObject *item = PyList_GetItem(side_of, i);
     if (item == NULL || !PyLong_CheckExact(item)) return -1;
     Py_ssize_t p = PyLong_AsSsize_t(item);
@@ -2442,17 +2498,22 @@ PyDoc_STRVAR(revalidate_side_doc,
 "wrong container types. ``placement_type`` (PlacementFragment): the placement fragment id of\n"
 "an exact one is read from its instance dict. ``row_of``: this side's list appended by\n"
 "revalidate_views (fragment position -> runtime row); a list of another length is ignored,\n"
-"None at a used position makes the call unsure.");
+"None at a used position makes the call unsure.\n"
+"Positions may also be packed: an exact bytes of one native int32 per operation.");
 
 static PyObject *
 revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *frags, *keys, *runtime_ids, *side_of, *runtime, *rows, *attested, *used, *att_type, *rank_type;
     PyObject *snapshot_type, *placement_arg = Py_None, *row_of = Py_None;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O!O!O!O!|OO:revalidate_side", &PyList_Type, &frags, &PyList_Type, &keys,
-                          &PyList_Type, &runtime_ids, &PyList_Type, &side_of, &PyDict_Type, &runtime, &PyList_Type,
-                          &rows, &PyDict_Type, &attested, &PySet_Type, &used, &PyType_Type, &att_type, &PyType_Type,
+    if (!PyArg_ParseTuple(args, "O!O!O!OO!O!O!O!O!O!O!|OO:revalidate_side", &PyList_Type, &frags, &PyList_Type, &keys,
+                          &PyList_Type, &runtime_ids, &side_of, &PyDict_Type, &runtime, &PyList_Type, &rows,
+                          &PyDict_Type, &attested, &PySet_Type, &used, &PyType_Type, &att_type, &PyType_Type,
                           &rank_type, &PyType_Type, &snapshot_type, &placement_arg, &row_of)) {
+        return NULL;
+    }
+    if (!rs_positions_arg(side_of)) {
+        PyErr_SetString(PyExc_TypeError, "revalidate_side: side_of must be a list or packed positions");
         return NULL;
     }
     if (placement_arg != Py_None && !PyType_Check(placement_arg)) {
@@ -2484,8 +2545,12 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
      * caller turns into the rules' decision). */
     own_rows = PySequence_List(rows);
     if (own_rows == NULL) goto done;
-    Py_ssize_t n_frags = PyList_Size(frags), n_rows = PyList_Size(own_rows), n_ops = PyList_Size(side_of);
-    if (n_frags < 0 || n_rows < 0 || n_ops < 0) goto done;
+    Py_ssize_t n_frags = PyList_Size(frags), n_rows = PyList_Size(own_rows), n_ops = rs_positions_size(side_of);
+    if (n_frags < 0 || n_rows < 0) goto done;
+    if (n_ops < 0) {
+        if (PyErr_Occurred()) goto done;
+        goto decline; /* packed positions of no whole count */
+    }
     if (PyList_Size(keys) != n_frags || PyList_Size(runtime_ids) != n_frags) goto decline;
     if (row_of != Py_None && PyList_Size(row_of) != n_frags) row_of = Py_None; /* not this side's */
     seen = mr_alloc_array((size_t)n_frags, 1);
@@ -2924,16 +2989,20 @@ PyDoc_STRVAR(revalidate_spaces_doc,
 "PlacementFragment): exact ones are read through their instance dicts (a field missing\n"
 "there declines). ``boxes`` may also be the plan's operations tuple (non-empty, its first item\n"
 "in TransferRegion's C-owned layout): each operation's box is then read from its region's own\n"
-"fields (a region outside that layout, or an empty field, declines).");
+"fields (a region outside that layout, or an empty field, declines).\n"
+"Positions may also be packed: an exact bytes of one native int32 per operation.");
 
 static PyObject *
 revalidate_spaces(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *frags_arg, *source_arg, *target_arg, *boxes_arg, *binding_arg = Py_None, *placement_arg = Py_None;
     int check_physical;
-    if (!PyArg_ParseTuple(args, "O!O!O!Op|OO:revalidate_spaces", &PyList_Type, &frags_arg, &PyList_Type,
-                          &source_arg, &PyList_Type, &target_arg, &boxes_arg, &check_physical, &binding_arg,
-                          &placement_arg)) {
+    if (!PyArg_ParseTuple(args, "O!OOOp|OO:revalidate_spaces", &PyList_Type, &frags_arg, &source_arg, &target_arg,
+                          &boxes_arg, &check_physical, &binding_arg, &placement_arg)) {
+        return NULL;
+    }
+    if (!rs_positions_arg(source_arg) || !rs_positions_arg(target_arg)) {
+        PyErr_SetString(PyExc_TypeError, "revalidate_spaces: positions must be lists or packed positions");
         return NULL;
     }
     if (!rv_boxes_arg(boxes_arg)) {
@@ -2950,17 +3019,23 @@ revalidate_spaces(PyObject *Py_UNUSED(module), PyObject *args)
                      {NULL, 0, 0}};
     PyObject *result = NULL, *sources = NULL, *space_ids = NULL;
     int overlap = 0; /* a target allocation is a source allocation of its address space */
-    PyObject *frags = PySequence_List(frags_arg), *source_of = PySequence_List(source_arg);
-    PyObject *target_of = PySequence_List(target_arg);
+    /* private copies of the lists (packed positions are immutable: read in place) */
+    PyObject *frags = PySequence_List(frags_arg);
+    PyObject *source_of = PyBytes_CheckExact(source_arg) ? Py_NewRef(source_arg) : PySequence_List(source_arg);
+    PyObject *target_of = PyBytes_CheckExact(target_arg) ? Py_NewRef(target_arg) : PySequence_List(target_arg);
     rv_boxes boxes = {NULL, NULL, {NULL, 0}};
     unsigned char *seen = NULL;
     rp_extent *extents = NULL;
     if (frags == NULL || source_of == NULL || target_of == NULL) goto done;
-    Py_ssize_t n_frags = PyList_Size(frags), n_ops = PyList_Size(target_of);
-    if (n_frags < 0 || n_ops < 0) goto done;
+    Py_ssize_t n_frags = PyList_Size(frags), n_ops = rs_positions_size(target_of);
+    if (n_frags < 0 || PyErr_Occurred()) goto done;
+    if (n_ops < 0) {
+        result = Py_NewRef(Py_False); /* packed positions of no whole count: decline */
+        goto done;
+    }
     int opened = rv_boxes_open(&boxes, boxes_arg, n_ops);
     if (opened == RV_ERROR) goto done;
-    if (PyList_Size(source_of) != n_ops || opened == RV_DECLINE) {
+    if (rs_positions_size(source_of) != n_ops || opened == RV_DECLINE) {
         result = Py_NewRef(Py_False); /* unexpected: decline */
         goto done;
     }
@@ -3568,16 +3643,21 @@ PyDoc_STRVAR(revalidate_coverage_doc,
 "container types. ``rank_type`` (ParallelRank) lets exact ranks be compared field by field;\n"
 "``fragment_type`` (PlacementFragment) lets the boxes be filed by placement fragment object\n"
 "(identity) instead of by ``(participant, placement_fragment_id)``, with the same answer.\n"
-"``boxes`` may also be the plan's operations tuple (as revalidate_spaces).");
+"``boxes`` may also be the plan's operations tuple (as revalidate_spaces).\n"
+"Positions may also be packed: an exact bytes of one native int32 per operation.");
 
 static PyObject *
 revalidate_coverage(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *placement, *frags_arg, *target_arg, *boxes_arg, *rows_arg, *attested, *used, *rank_arg = Py_None;
     PyObject *fragment_arg = Py_None;
-    if (!PyArg_ParseTuple(args, "OO!O!OO!O!O!|OO:revalidate_coverage", &placement, &PyList_Type, &frags_arg,
-                          &PyList_Type, &target_arg, &boxes_arg, &PyList_Type, &rows_arg, &PyDict_Type, &attested,
-                          &PySet_Type, &used, &rank_arg, &fragment_arg)) {
+    if (!PyArg_ParseTuple(args, "OO!OOO!O!O!|OO:revalidate_coverage", &placement, &PyList_Type, &frags_arg,
+                          &target_arg, &boxes_arg, &PyList_Type, &rows_arg, &PyDict_Type, &attested, &PySet_Type,
+                          &used, &rank_arg, &fragment_arg)) {
+        return NULL;
+    }
+    if (!rs_positions_arg(target_arg)) {
+        PyErr_SetString(PyExc_TypeError, "revalidate_coverage: target_of must be a list or packed positions");
         return NULL;
     }
     if (!rv_boxes_arg(boxes_arg)) {
@@ -3599,7 +3679,8 @@ revalidate_coverage(PyObject *Py_UNUSED(module), PyObject *args)
     rc_filed filed = {NULL, NULL, 0, 0};
     PyObject *result = NULL, *parts = NULL, *part_list = NULL, *boxes_by_fragment = NULL, *op_participants = NULL;
     PyObject *seen = NULL, *participants = NULL, *by_attestation = NULL, *placement_id = NULL, *digest = NULL;
-    PyObject *frags = PySequence_List(frags_arg), *target_of = PySequence_List(target_arg);
+    PyObject *frags = PySequence_List(frags_arg);
+    PyObject *target_of = PyBytes_CheckExact(target_arg) ? Py_NewRef(target_arg) : PySequence_List(target_arg);
     PyObject *rows = PySequence_List(rows_arg);
     rv_boxes boxes = {NULL, NULL, {NULL, 0}};
     /* Attestation pointer -> index into by_attestation, a list of (attestation, participant)
@@ -3607,8 +3688,13 @@ revalidate_coverage(PyObject *Py_UNUSED(module), PyObject *args)
     rv_table attestation_of = {NULL, NULL, 0};
     int rc = RV_ERROR;
     if (frags == NULL || target_of == NULL || rows == NULL) goto done;
-    Py_ssize_t n_frags = PyList_Size(frags), n_ops = PyList_Size(target_of);
-    if (n_ops < 0 || (size_t)n_ops > SIZE_MAX / 4) goto done;
+    Py_ssize_t n_frags = PyList_Size(frags), n_ops = rs_positions_size(target_of);
+    if (PyErr_Occurred()) goto done;
+    if (n_ops < 0) { /* packed positions of no whole count */
+        rc = RV_DECLINE;
+        goto done;
+    }
+    if ((size_t)n_ops > SIZE_MAX / 4) goto done;
     rc = rv_boxes_open(&boxes, boxes_arg, n_ops);
     if (rc != RV_OK) goto done;
     rc = RV_ERROR;
@@ -4269,7 +4355,8 @@ PyDoc_STRVAR(revalidate_views_doc,
 "id object listed by an executor, plain route halves) and there are at least 4096 fragment\n"
 "positions, two lists are appended to it: per\n"
 "fragment position ``runtime.get(runtime_ids[p])`` of the source and of the target side\n"
-"(None at positions the side has no operation for); else nothing (``revalidate_side``).");
+"(None at positions the side has no operation for); else nothing (``revalidate_side``).\n"
+"Positions may also be packed: an exact bytes of one native int32 per operation.");
 
 /* A route half item whose hash and equality run no Python code and depend on its value
  * only: an exact int, an exact str or None. */
@@ -4292,7 +4379,8 @@ rw_plain_half(PyObject *half)
  * (rw_plain_half) and every operation's runtime fragment id object is one an executor listed
  * (a hit of the side's rw_ident, whose row is the one ``runtime.get`` returns). Anything
  * else returns RV_DECLINE before a single append, and the loop decides. Positions are read
- * once into arrays, each used position's row is found once, in position order (the
+ * from the lists (checked, then again by the appends), each used position's row is found once,
+ * in position order (the
  * runtime id lists are read sequentially and the table slots prefetched ahead), and no key
  * object is read: the lookup is by address. The only Python objects built are the operation
  * indices, route tuples and route buckets, and a route tuple only when the pair of half
@@ -4301,26 +4389,24 @@ rw_plain_half(PyObject *half)
  * lists are read without private copies until the last one is read. With ``row_of_out`` (a
  * list), the two per-position row lists are appended to it (see below). */
 static int
-rw_fast(PyObject *runtime_ids, PyObject *halves, PyObject *source_of, PyObject *target_of, const rw_ident *s_ident,
-        const rw_ident *t_ident, PyObject *routes, PyObject *row_of_out)
+rw_fast(PyObject *runtime_ids, PyObject *halves, PyObject *source_of, PyObject *target_of, rw_ident *s_ident,
+        rw_ident *t_ident, PyObject *routes, PyObject *row_of_out)
 {
-    Py_ssize_t n_ids = PyList_Size(runtime_ids), n_ops = PyList_Size(source_of);
-    /* Per operation its two positions; per position its two rows and which sides use it. */
-    Py_ssize_t *s_pos = mr_alloc_array((size_t)n_ops, 2 * sizeof(Py_ssize_t));
-    Py_ssize_t *t_pos = s_pos == NULL ? NULL : s_pos + n_ops;
+    Py_ssize_t n_ids = PyList_Size(runtime_ids), n_ops = rs_positions_size(source_of);
+    /* Per position its two rows and which sides use it (the operations' positions are read
+     * from the lists again by the appending loop: no per-operation copy, 16 bytes each, is
+     * alive while it allocates). */
     PyObject **s_row = mr_alloc_array((size_t)n_ids, 2 * sizeof(PyObject *));
     PyObject **t_row = s_row == NULL ? NULL : s_row + n_ids;
     unsigned char *used = mr_alloc_array((size_t)n_ids, 1);
     PyObject *last_s = NULL, *last_t = NULL, *last_row = NULL;
     int rc = RV_ERROR;
-    if (s_pos == NULL || s_row == NULL || used == NULL) goto done;
+    if (s_row == NULL || used == NULL) goto done;
     memset(used, 0, (size_t)n_ids);
     rc = RV_DECLINE;
     for (Py_ssize_t i = 0; i < n_ops; i++) {
         Py_ssize_t s = rs_position(source_of, i, n_ids), t = rs_position(target_of, i, n_ids);
         if (s < 0 || t < 0) goto done;
-        s_pos[i] = s;
-        t_pos[i] = t;
         used[s] |= 1;
         used[t] |= 2;
     }
@@ -4342,10 +4428,21 @@ rw_fast(PyObject *runtime_ids, PyObject *halves, PyObject *source_of, PyObject *
             if (t_row[p] == NULL) goto done;
         }
     }
-    /* Decided: from here on every operation is appended (errors only from memory). */
+    /* Decided: from here on every operation is appended (errors only from memory). The
+     * identity tables are not read again: freed before the appends allocate. */
+    PyMem_Free(s_ident->slots);
+    PyMem_Free(t_ident->slots);
+    s_ident->slots = t_ident->slots = NULL;
     rc = RV_ERROR;
     for (Py_ssize_t i = 0; i < n_ops; i++) {
-        Py_ssize_t s = s_pos[i], t = t_pos[i];
+        /* (the lists are unchanged: nothing below runs Python code before this read, and the
+         * positions were checked in range above; a route built below may run the collector,
+         * which changes no list it does not own) */
+        Py_ssize_t s = rs_position(source_of, i, n_ids), t = rs_position(target_of, i, n_ids);
+        if (s < 0 || t < 0 || !(used[s] & 1) || !(used[t] & 2)) { /* (s_row / t_row set there only) */
+            PyErr_SetString(PyExc_RuntimeError, "revalidate_views: positions changed");
+            goto done;
+        }
         PyObject *index = PyLong_FromSsize_t(i);
         if (index == NULL) goto done;
         /* Rows are one per executor (few, hot); their buckets are exact lists (rw_side). */
@@ -4401,7 +4498,6 @@ rw_fast(PyObject *runtime_ids, PyObject *halves, PyObject *source_of, PyObject *
     }
     rc = RV_OK;
 done:
-    PyMem_Free(s_pos);
     PyMem_Free(s_row);
     PyMem_Free(used);
     Py_XDECREF(last_s);
@@ -4416,8 +4512,8 @@ static int
 rw_loop(PyObject *ids_arg, PyObject *halves_arg, PyObject *source_arg, PyObject *target_arg, PyObject *s_runtime,
         PyObject *t_runtime, PyObject *routes)
 {
-    PyObject *own[4] = {PySequence_List(ids_arg), PySequence_List(halves_arg), PySequence_List(source_arg),
-                        PySequence_List(target_arg)};
+    PyObject *own[4] = {PySequence_List(ids_arg), PySequence_List(halves_arg), rs_positions_list(source_arg),
+                        rs_positions_list(target_arg)};
     PyObject *runtime_ids = own[0], *halves = own[1], *source_of = own[2], *target_of = own[3];
     int rc = RV_ERROR;
     if (runtime_ids == NULL || halves == NULL || source_of == NULL || target_of == NULL) goto done;
@@ -4460,10 +4556,13 @@ revalidate_views(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *source_executors, *target_executors, *ids_arg, *halves_arg, *source_arg, *target_arg, *rank_type;
     PyObject *executor_arg = Py_None, *row_of_out = NULL;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!|OO!:revalidate_views", &PyTuple_Type, &source_executors, &PyTuple_Type,
-                          &target_executors, &PyList_Type, &ids_arg, &PyList_Type, &halves_arg, &PyList_Type,
-                          &source_arg, &PyList_Type, &target_arg, &PyType_Type, &rank_type, &executor_arg,
-                          &PyList_Type, &row_of_out)) {
+    if (!PyArg_ParseTuple(args, "O!O!O!O!OOO!|OO!:revalidate_views", &PyTuple_Type, &source_executors, &PyTuple_Type,
+                          &target_executors, &PyList_Type, &ids_arg, &PyList_Type, &halves_arg, &source_arg,
+                          &target_arg, &PyType_Type, &rank_type, &executor_arg, &PyList_Type, &row_of_out)) {
+        return NULL;
+    }
+    if (!rs_positions_arg(source_arg) || !rs_positions_arg(target_arg)) {
+        PyErr_SetString(PyExc_TypeError, "revalidate_views: positions must be lists or packed positions");
         return NULL;
     }
     if (executor_arg != Py_None && !PyType_Check(executor_arg)) {
@@ -4489,7 +4588,12 @@ revalidate_views(PyObject *Py_UNUSED(module), PyObject *args)
     }
     if (rc != RV_OK) goto done;
     /* The lists as they are now (rw_fast reads them without copies and runs no Python code). */
-    if (PyList_Size(halves_arg) == PyList_Size(ids_arg) && PyList_Size(target_arg) == PyList_Size(source_arg)) {
+    Py_ssize_t n_ops = rs_positions_size(source_arg);
+    if (PyErr_Occurred()) {
+        rc = RV_ERROR;
+        goto done;
+    }
+    if (PyList_Size(halves_arg) == PyList_Size(ids_arg) && n_ops >= 0 && rs_positions_size(target_arg) == n_ops) {
         rc = rw_fast(ids_arg, halves_arg, source_arg, target_arg, &s_ident, &t_ident, routes, row_of_out);
         if (rc == RV_DECLINE) rc = rw_loop(ids_arg, halves_arg, source_arg, target_arg, s_runtime, t_runtime, routes);
     } else {

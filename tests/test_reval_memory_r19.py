@@ -192,11 +192,12 @@ def test_bind_empties_the_carried_boxes_and_keeps_the_plan(monkeypatch: pytest.M
 
     plan = _bound_plan(target_tp=4, shape=(4, 8))
     assert results == [True]
-    assert seen and all(type(c) is tuple and c[4] == [] for c in seen)
-    assert seen[0][2] and seen[0][3]  # (only the boxes are emptied)
+    # the carried boxes and positions are emptied (the positions packed), the rest kept
+    assert seen and all(type(c) is tuple and c[2] == c[3] == c[4] == [] for c in seen)
+    assert seen[0][0] and seen[0][1]
     restored = pickle.loads(pickle.dumps(plan))
     assert results == [True, True]
-    assert len(seen) == 2 and seen[1][4] == []  # (the restore's carried boxes as well)
+    assert len(seen) == 2 and seen[1][2] == seen[1][3] == seen[1][4] == []  # (the restore's carry as well)
     # the rules accept the same plan and derive the same operation views
     monkeypatch.setattr(bc, "_fast_revalidate_live", lambda *args: False)
     ruled = pickle.loads(pickle.dumps(plan))
@@ -207,3 +208,171 @@ def test_bind_empties_the_carried_boxes_and_keeps_the_plan(monkeypatch: pytest.M
             want = ruled.operation_indices_for_executor(theirs, side)
             assert restored.operation_indices_for_executor(mine, side) == want
             assert plan.operation_indices_for_executor(fast, side) == want
+
+
+# ---------------------------------------------------------------------------------------
+# Packed positions: source_of / target_of as bytes of native int32 (bc._packed_positions)
+
+from mooncake.reshard.weight import ExecutorTransferPlan  # noqa: E402
+from mooncake.reshard.weight._planner.bound_contracts import (  # noqa: E402
+    BoundWeightFragment,
+    PlacementFragment as _PF,
+    RuntimeBindingAttestation,
+    RuntimeFragmentSnapshot,
+)
+
+from test_native_revalidate import _identity, _native_fragments  # noqa: E402
+
+
+def _comparable(value: Any) -> Any:
+    """Tables with their buckets as plain lists (rows compared by their key and bucket)."""
+    if isinstance(value, dict):
+        return {k: _comparable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_comparable(v) for v in value]
+    if isinstance(value, tuple) and len(value) == 3 and isinstance(value[0], dict):
+        return ("row", value[1], list(value[2]))
+    return value
+
+
+def _pipeline(plan: Any, pack: bool, halves: Any = None) -> list[Any]:
+    """The fast path's passes on the plan's tables, positions packed or not: each pass's
+    answer (tables made comparable), stopping at the first decline."""
+    operations = plan.operations
+    answers: list[Any] = []
+    with bc._ViewScope():
+        scanned = _scan(operations)
+        if scanned is None:
+            return answers
+        frags, source_of, target_of, _boxes = scanned
+        if pack:
+            packed = bc._packed_positions(source_of, target_of)
+            assert packed is not None
+            source_of, target_of = packed
+            assert bc._position_list(source_of) == scanned[1] and bc._position_list(target_of) == scanned[2]
+        checked = _native_fragments(frags, _identity(plan))
+        if checked is None:
+            return answers
+        keys, routes_half, runtime_ids, attested = checked
+        if halves is not None:
+            routes_half = halves(routes_half)
+        row_of: list[Any] = []
+        views = _call(
+            _native.revalidate_views, plan.source_executors, plan.target_executors, runtime_ids, routes_half,
+            source_of, target_of, ParallelRank, ExecutorTransferPlan, row_of,
+        )
+        answers.append(_comparable(views))
+        if not isinstance(views, tuple):
+            return answers
+        s_runtime, s_rows, _s_table, t_runtime, t_rows, _t_table, _routes = views
+        s_row_of, t_row_of = row_of or (None, None)
+        used: set[int] = set()
+        for side_of, runtime, rows, side_row_of in (
+            (source_of, s_runtime, s_rows, s_row_of),
+            (target_of, t_runtime, t_rows, t_row_of),
+        ):
+            side = _call(
+                _native.revalidate_side, frags, keys, runtime_ids, side_of, runtime, rows, attested, used,
+                RuntimeBindingAttestation, ParallelRank, RuntimeFragmentSnapshot, _PF, side_row_of,
+            )
+            python = bc._fast_side_consistent(
+                frags, keys, runtime_ids, bc._position_list(side_of), runtime, rows, attested, set()
+            )
+            answers.append((side, python, sorted(used)))
+        for physical in (True, False):
+            answers.append(_call(
+                _native.revalidate_spaces, frags, source_of, target_of, operations, physical,
+                RuntimeBindingFragment, _PF,
+            ))
+        for extra in ((), (ParallelRank, _PF)):
+            answers.append(_call(
+                _native.revalidate_coverage, plan.target_placement, frags, target_of, operations, t_rows,
+                attested, used, *extra,
+            ))
+    return answers
+
+
+def _same_pipeline(plan: Any, halves: Any = None) -> list[Any]:
+    plain = _pipeline(plan, False, halves)
+    packed = _pipeline(plan, True, halves)
+    assert packed == plain
+    return packed
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    name=st.sampled_from(sorted(_PLANS)),
+    choices=st.lists(st.integers(0, len(_MUTATIONS) - 1), min_size=0, max_size=2),
+    data=st.data(),
+)
+def test_packed_positions_decide_alike(name: str, choices: list[int], data: Any) -> None:
+    plan = _PLANS[name]
+
+    def pick(n: int) -> int:
+        return data.draw(st.integers(0, max(n - 1, 0))) if n > 1 else 0
+
+    for choice in choices:
+        try:
+            plan = _MUTATIONS[choice](plan, pick)
+        except AttributeError:
+            return
+    _same_pipeline(plan)
+
+
+def test_packed_positions_genuine_plans_and_the_views_loop() -> None:
+    answers = _same_pipeline(_PLANS["split"])
+    assert len(answers) == 7 and answers[1][0] is True and answers[2][0] is True and answers[3] is True
+    assert answers[5] is True and answers[6] is True
+    # route halves that are not plain 2-tuples: revalidate_views' general loop (rw_loop) reads
+    # the packed positions as ints
+    loop = _same_pipeline(_PLANS["split"], lambda halves: [(h[0], (h[1],)) for h in halves])
+    assert isinstance(loop[0], tuple) and loop[0][:6] == answers[0][:6]  # (other route keys)
+
+
+def test_packed_positions_out_of_range_or_malformed_decline() -> None:
+    plan = _PLANS["split"]
+    with bc._ViewScope():
+        frags, source_of, target_of, _boxes = _scan(plan.operations)
+        keys, halves, runtime_ids, attested = _native_fragments(frags, _identity(plan))
+        s_packed, t_packed = bc._packed_positions(source_of, target_of)
+        n = len(frags)
+        bad_values = [
+            bc._packed_positions([n] + source_of[1:], target_of)[0],  # one past the fragments
+            bc._packed_positions(source_of, target_of)[0][:-4],  # one operation short
+            s_packed + b"\0",  # not a whole number of positions
+            b"\xff\xff\xff\xff" + s_packed[4:],  # -1
+        ]
+        for bad in bad_values:
+            views = _native.revalidate_views(
+                plan.source_executors, plan.target_executors, runtime_ids, halves, bad, t_packed, ParallelRank,
+                ExecutorTransferPlan,
+            )
+            assert views is None
+            assert _native.revalidate_spaces(frags, bad, t_packed, plan.operations, True) is False
+            views = _native.revalidate_views(
+                plan.source_executors, plan.target_executors, runtime_ids, halves, s_packed, t_packed, ParallelRank,
+                ExecutorTransferPlan,
+            )
+            s_runtime, s_rows, _st, _tr, t_rows, _tt, _routes = views
+            assert _native.revalidate_side(
+                frags, keys, runtime_ids, bad, s_runtime, s_rows, attested, set(), RuntimeBindingAttestation,
+                ParallelRank, RuntimeFragmentSnapshot, _PF,
+            ) is None or bad is bad_values[1]  # (one operation short: the side owns the others alike)
+            assert _native.revalidate_coverage(
+                plan.target_placement, frags, bad, plan.operations, t_rows, attested, set(), ParallelRank, _PF
+            ) is None
+
+
+def test_positions_containers() -> None:
+    plan = _PLANS["split"]
+    frags, source_of, target_of, boxes = _scan(plan.operations)
+    s_packed, t_packed = bc._packed_positions(source_of, target_of)
+    for bad in (tuple(source_of), bytearray(s_packed), memoryview(s_packed), None):
+        with pytest.raises(TypeError):
+            _native.revalidate_spaces(frags, bad, target_of, boxes, True)
+    # the packer keeps the lists for what int32 cannot hold or what is not an int
+    assert bc._packed_positions([1 << 31], [0]) is None
+    assert bc._packed_positions([0], [1.0]) is None
+    assert bc._packed_positions((0,), [0]) is None
+    assert bc._position_list(target_of) is target_of
+    assert bc._position_list(t_packed) == target_of

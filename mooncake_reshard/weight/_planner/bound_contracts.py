@@ -1341,9 +1341,9 @@ def _fast_revalidate_live(
     # A bind call's own regions: bind_regions' carried facts, each fragment's binding and
     # nbytes read again (None: anything unusual, the full scan below decides).
     scanned = None
-    carried_boxes = None
+    carried_lists: Any = ()
     if carried is not None:
-        carried_boxes = carried[4] if type(carried) is tuple and len(carried) > 4 else None
+        carried_lists = carried[2:5] if type(carried) is tuple and len(carried) > 4 else ()
         scanned = _native.revalidate_scan_carried(
             operations,
             carried,
@@ -1371,9 +1371,16 @@ def _fast_revalidate_live(
     # Python fallbacks build the list when they run (_operation_boxes). The carried list is this
     # bind call's private value, read by nothing after the scan (recheck_regions reads the
     # carried regions, fragments and proof): it is emptied here, as bind's frame holds it.
-    if boxes is carried_boxes and type(boxes) is list:
-        boxes.clear()
-    del boxes, carried_boxes
+    # The positions likewise: packed (4 bytes per operation where the lists hold a slot each and
+    # an int object per distinct position), the carried lists emptied once packed.
+    packed = _packed_positions(source_of, target_of)
+    scanned_lists = (source_of, target_of, boxes)
+    for index, carried_list in enumerate(carried_lists):
+        if carried_list is scanned_lists[index] and type(carried_list) is list and (index == 2 or packed is not None):
+            carried_list.clear()
+    if packed is not None:
+        source_of, target_of = packed
+    del boxes, carried_lists, scanned_lists, packed
     # -- per distinct fragment: §9.6 step 11 (attested execution) ---------------------------
     checked = _native.revalidate_fragments(
         frags,
@@ -1426,7 +1433,9 @@ def _fast_revalidate_live(
             RuntimeFragmentSnapshot,
             PlacementFragment,
             side_row_of,
-        ) is None and not _fast_side_consistent(frags, keys, runtime_ids, side_of, runtime, rows, attested, used):
+        ) is None and not _fast_side_consistent(
+            frags, keys, runtime_ids, _position_list(side_of), runtime, rows, attested, used
+        ):
             return False
     # Read by the side checks only: the per-fragment provenance keys (~100 B per fragment),
     # runtime ids and runtime dicts are freed before the coverage check allocates its own.
@@ -1448,7 +1457,7 @@ def _fast_revalidate_live(
     if _native.revalidate_coverage(
         target_placement, frags, target_of, operations, t_rows, attested, used, ParallelRank, PlacementFragment
     ) is None and not _fast_target_coverage(
-        target_placement, frags, target_of, _operation_boxes(operations), t_rows, attested, used
+        target_placement, frags, _position_list(target_of), _operation_boxes(operations), t_rows, attested, used
     ):
         return False
     object.__setattr__(plan, "source_stored_fragment_snapshots", ())
@@ -1463,6 +1472,31 @@ def _fast_revalidate_live(
         _compact_index_lists(routes)
     object.__setattr__(plan, "_operation_views", OperationViews._deferred(s_table, t_table, routes))
     return True
+
+
+# Packed positions: one native int32 per operation (what csrc/revalidate.c reads from a bytes
+# in place of a list of ints); None where ``array("i")`` is not 4 bytes wide.
+_PACKED_CODE: Optional[str] = "i" if array("i").itemsize == 4 else None
+
+
+def _packed_positions(source_of: list[int], target_of: list[int]) -> Optional[tuple[bytes, bytes]]:
+    """The scan's two position lists packed as bytes of native int32 (the C passes read them
+    in place of the lists and check every position against the fragment count, as for the
+    lists), or None (an item beyond int32, not an int: the lists are kept)."""
+    if _PACKED_CODE is None or type(source_of) is not list or type(target_of) is not list:
+        return None
+    try:
+        return array(_PACKED_CODE, source_of).tobytes(), array(_PACKED_CODE, target_of).tobytes()
+    except (OverflowError, TypeError):
+        return None
+
+
+def _position_list(positions: Any) -> Any:
+    """Positions as the Python fallbacks read them: a list (packed ones unpacked)."""
+    if type(positions) is bytes:
+        assert _PACKED_CODE is not None
+        return memoryview(positions).cast(_PACKED_CODE).tolist()
+    return positions
 
 
 def _operation_boxes(operations: tuple[Any, ...]) -> list[tuple[Any, Any]]:
