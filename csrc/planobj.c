@@ -2040,6 +2040,8 @@ done:
  * no exception set) otherwise. Unlike pe_ids_address_order no private list is made: the
  * fragments are not held again (a touch of every scattered object in id order), and the ids
  * can go straight into the executor's tuple. */
+#define PE_SLOTS_MIN 512 /* fragments of a part from which pe_tuple_ids reads ids from the slots */
+
 static int
 pe_tuple_ids(PyObject *fragments, Py_ssize_t n, PyObject *ftype, PyObject *name, PyObject ***ids_out,
              po_head **heads_out, mr_kv **order_out)
@@ -2060,10 +2062,12 @@ pe_tuple_ids(PyObject *fragments, Py_ssize_t n, PyObject *ftype, PyObject *name,
     sorted = 1; /* from here order[] is a permutation of 0..n-1 */
     /* ftype a C-owned PlacementFragment layout that getattr reads from (checked now, in full:
      * no class attribute shadows a field, generic getattr): the id is the slot's value, loaded
-     * directly; an empty slot takes getattr (which raises, and the call declines) */
+     * directly; an empty slot takes getattr (which raises, and the call declines). Only for
+     * parts of PE_SLOTS_MIN fragments on: the check walks the class's MRO (microseconds, as
+     * much as a small plan's whole projection) */
     mr_layout_class lc;
     PyObject *field = mr_pf_name_ptrs[MR_PF_PLACEMENT_FRAGMENT_ID];
-    int slots = field != NULL && PyUnicode_CheckExact(name)
+    int slots = count >= PE_SLOTS_MIN && field != NULL && PyUnicode_CheckExact(name)
                 && (name == field || PyUnicode_Compare(name, field) == 0) /* exact str: no code runs */
                 && mr_layout_check_fields(&lc, ftype, MR_PF_N, mr_pf_names());
     if (PyErr_Occurred()) goto done;
