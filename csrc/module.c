@@ -8,6 +8,7 @@
 #include "coverage.h"
 #include "gctrack.h"
 #include "graph_typecheck.h"
+#include "heap.h"
 #include "layout.h"
 #include "overlap.h"
 #include "physical.h"
@@ -26,6 +27,7 @@ native_exec(PyObject *module)
     if (Init_Coverage(module) < 0) return -1;
     if (Init_GcTrack(module) < 0) return -1;
     if (Init_GraphTypecheck(module) < 0) return -1;
+    if (Init_Heap(module) < 0) return -1;
     if (Init_Layout(module) < 0) return -1;
     if (Init_Overlap(module) < 0) return -1;
     if (Init_Physical(module) < 0) return -1;

@@ -46,6 +46,11 @@ def sorted_groups(
     sorted tuple and the groups' tuples are untracked by the collector when every item in them
     is inert."""
 
+def trim_heap() -> bool:
+    """Return the C heap's free pages to the system (glibc ``malloc_trim(0)``, without the GIL):
+    the scratch memory large passes freed, which the Python objects built next never reuse.
+    True when memory was released; False when none was or the C library has no such call."""
+
 def sha256_hex(data: bytes) -> str:
     """Lowercase hex SHA-256 of ``data``."""
 
