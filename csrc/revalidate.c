@@ -518,6 +518,9 @@ done:
 
 /* --- revalidate_scan_carried ------------------------------------------------------------ */
 
+static Py_ssize_t rs_positions_size(PyObject *side_of);
+static Py_ssize_t rs_position(PyObject *side_of, Py_ssize_t i, Py_ssize_t n_frags);
+
 PyDoc_STRVAR(revalidate_scan_carried_doc,
 "revalidate_scan_carried(operations, carried, max_segments_per_region,\n"
 "                        max_total_lowered_segments, bound_type, binding_type)\n"
@@ -529,7 +532,9 @@ PyDoc_STRVAR(revalidate_scan_carried_doc,
 "exact ``binding_type``) and its ``nbytes``, which must cover the largest extent end of that\n"
 "fragment's operations. ``operations`` must hold exactly the carried regions in order.\n"
 "Returns what revalidate_scan returns for those operations, or ``None`` when anything differs\n"
-"from the carried shape (the caller then runs revalidate_scan).");
+"from the carried shape (the caller then runs revalidate_scan). The compact form of the facts\n"
+"(``bound_contracts._compact_carried``: both position lists packed as bytes of native int32,\n"
+"the boxes None) is accepted as well, and its packed positions and None returned as carried.");
 
 static PyObject *
 revalidate_scan_carried(PyObject *Py_UNUSED(module), PyObject *args)
@@ -548,8 +553,13 @@ revalidate_scan_carried(PyObject *Py_UNUSED(module), PyObject *args)
         if (c[k] == NULL) return NULL;
     }
     PyObject *regions = c[0], *frags = c[1], *source_of = c[2], *target_of = c[3], *boxes = c[4], *ends = c[5];
-    if (!PyList_CheckExact(regions) || !PyList_CheckExact(frags) || !PyList_CheckExact(source_of)
-        || !PyList_CheckExact(target_of) || !PyList_CheckExact(boxes) || !PyBytes_CheckExact(ends)) {
+    /* The compact form (bound_contracts._compact_carried): both position lists packed (exact
+     * bytes of native int32, rs_position) and no boxes (None; the fast path reads each box from
+     * its region); returned as it is carried. */
+    int compact = PyBytes_CheckExact(source_of) && PyBytes_CheckExact(target_of) && boxes == Py_None;
+    if (!PyList_CheckExact(regions) || !PyList_CheckExact(frags)
+        || !(compact || (PyList_CheckExact(source_of) && PyList_CheckExact(target_of) && PyList_CheckExact(boxes)))
+        || !PyBytes_CheckExact(ends)) {
         Py_RETURN_NONE;
     }
     int64_t max_segments = 0, max_total = 0, max_count = 0, max_prefix = 0;
@@ -563,8 +573,8 @@ revalidate_scan_carried(PyObject *Py_UNUSED(module), PyObject *args)
     Py_ssize_t distinct = PyList_Size(frags);
     Py_ssize_t ends_size = PyBytes_Size(ends);
     if (n < 0 || distinct < 0 || ends_size < 0) return NULL;
-    if (n == 0 || PyList_Size(regions) != n || PyList_Size(source_of) != n || PyList_Size(target_of) != n
-        || PyList_Size(boxes) != n || (size_t)distinct > (size_t)PY_SSIZE_T_MAX / sizeof(int64_t)
+    if (n == 0 || PyList_Size(regions) != n || rs_positions_size(source_of) != n || rs_positions_size(target_of) != n
+        || (!compact && PyList_Size(boxes) != n) || (size_t)distinct > (size_t)PY_SSIZE_T_MAX / sizeof(int64_t)
         || ends_size != distinct * (Py_ssize_t)sizeof(int64_t)) {
         Py_RETURN_NONE;
     }
@@ -615,10 +625,15 @@ revalidate_scan_carried(PyObject *Py_UNUSED(module), PyObject *args)
         memcpy(&need, raw + (size_t)p * sizeof(int64_t), sizeof(int64_t));
         if (rc == RV_DECLINE || need > have) Py_RETURN_NONE;
     }
-    /* The position lists: exact ints in [0, distinct) (bind_regions built them). */
+    /* The position lists: exact ints in [0, distinct) (bind_regions built them); packed ones
+     * in that range. */
     PyObject *lists[2] = {source_of, target_of};
     for (int k = 0; k < 2; k++) {
         for (Py_ssize_t i = 0; i < n; i++) {
+            if (compact) {
+                if (rs_position(lists[k], i, distinct) < 0) Py_RETURN_NONE;
+                continue;
+            }
             PyObject *item = PyList_GetItem(lists[k], i);
             if (item == NULL) return NULL;
             int64_t position = 0;

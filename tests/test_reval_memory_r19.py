@@ -11,6 +11,7 @@ boxes list once the scan has read it, and the plan it builds is the one the rule
 from __future__ import annotations
 
 import pickle
+import sys
 from typing import Any
 
 import pytest
@@ -192,8 +193,10 @@ def test_bind_empties_the_carried_boxes_and_keeps_the_plan(monkeypatch: pytest.M
 
     plan = _bound_plan(target_tp=4, shape=(4, 8))
     assert results == [True]
-    # the carried boxes and positions are emptied (the positions packed), the rest kept
-    assert seen and all(type(c) is tuple and c[2] == c[3] == c[4] == [] for c in seen)
+    # the carried boxes and positions are emptied (the positions packed; or carried compact:
+    # bc._compact_carried), the rest kept
+    assert seen and all(type(c) is tuple and c[2] in ([], b"") and c[3] in ([], b"") and c[4] in ([], None) or
+                        type(c[2]) is type(c[3]) is bytes and c[4] is None for c in seen)
     assert seen[0][0] and seen[0][1]
     restored = pickle.loads(pickle.dumps(plan))
     assert results == [True, True]
@@ -376,3 +379,102 @@ def test_positions_containers() -> None:
     assert bc._packed_positions((0,), [0]) is None
     assert bc._position_list(target_of) is target_of
     assert bc._position_list(t_packed) == target_of
+
+
+# ---------------------------------------------------------------------------------------
+# The compact carried form (bc._compact_carried: packed positions, no boxes)
+
+from test_native_revalidate_carried import _bind as _carried_bind, _logical as _carried_logical  # noqa: E402
+from test_native_revalidate_carried import _ops as _carried_ops, BIG  # noqa: E402
+
+
+def _fresh_carried() -> tuple[tuple[Any, ...], Any]:
+    built = _carried_bind(*_carried_logical(_carried_ops()))
+    assert built is not None and built[3] is not None
+    return tuple(built[0]), built[3]
+
+
+def _scan_carried(operations: tuple[Any, ...], carried: Any) -> Any:
+    return _native.revalidate_scan_carried(operations, carried, BIG, BIG, BoundWeightFragment, RuntimeBindingFragment)
+
+
+def test_compact_carried_scans_as_the_lists() -> None:
+    operations, carried = _fresh_carried()
+    want = _scan(operations)
+    lists = (list(carried[2]), list(carried[3]))
+    compact = bc._compact_carried(carried)
+    assert carried[2] == carried[3] == carried[4] == []  # emptied: the call's own lists
+    assert compact[:2] == carried[:2] and compact[5:] == carried[5:] and compact[4] is None
+    assert compact[2:4] == bc._packed_positions(*lists)
+    got = _scan_carried(operations, compact)
+    assert got is not None and all(a is b for a, b in zip(got[0], want[0])) and len(got[0]) == len(want[0])
+    assert bc._position_list(got[1]) == want[1] and bc._position_list(got[2]) == want[2] and got[3] is None
+    # the emptied original declines (another length), the compact one is kept as it is
+    assert _scan_carried(operations, carried) is None
+    assert bc._compact_carried(compact) is compact
+    for other in (None, (), [1], carried[:7], "carried"):
+        assert bc._compact_carried(other) is other
+
+
+def test_forged_compact_carried_declines() -> None:
+    operations, carried = _fresh_carried()
+    compact = bc._compact_carried(carried)
+    s_packed, t_packed = compact[2], compact[3]
+    distinct = len(compact[1])
+    n = len(operations)
+
+    def at(packed: bytes, index: int, value: int) -> bytes:
+        raw = bytearray(packed)
+        raw[4 * index:4 * index + 4] = value.to_bytes(4, sys.byteorder, signed=True)
+        return bytes(raw)
+
+    forgeries = [
+        compact[:2] + (s_packed[:-4], t_packed) + compact[4:],  # one operation short
+        compact[:2] + (s_packed, t_packed + b"\0") + compact[4:],  # ragged
+        compact[:2] + (at(s_packed, n - 1, distinct), t_packed) + compact[4:],  # past the fragments
+        compact[:2] + (s_packed, at(t_packed, 0, -1)) + compact[4:],
+        compact[:2] + (s_packed, t_packed, []) + compact[5:],  # boxes with packed positions
+        compact[:2] + (s_packed, list(t_packed)) + compact[4:],  # one packed, one list
+        compact[:2] + (bytearray(s_packed), t_packed) + compact[4:],
+    ]
+    for forged in forgeries:
+        assert _scan_carried(operations, forged) is None
+    assert _scan_carried(operations, compact) is not None
+
+
+def test_plan_from_compact_carried_is_the_rules_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bind path with the carried facts compacted as soon as bind_regions returns: the fast
+    path takes them (and the region recheck the carried proof) and builds the plan the rules
+    build."""
+    from mooncake.reshard.weight._planner import binding
+
+    real = binding._native.bind_regions
+    compacted: list[Any] = []
+
+    def bind_regions(*args: Any) -> Any:
+        built = real(*args)
+        if built is not None and len(built) > 3 and built[3] is not None:
+            compact = bc._compact_carried(built[3])
+            compacted.append(compact)
+            built = built[:3] + (compact,)
+        return built
+
+    results: list[bool] = []
+    live = bc._fast_revalidate_live
+
+    def record(*args: Any) -> bool:
+        result = live(*args)
+        results.append(result)
+        return result
+
+    monkeypatch.setattr(binding._native, "bind_regions", bind_regions)
+    monkeypatch.setattr(bc, "_fast_revalidate_live", record)
+    from test_native_revalidate import _bound_plan
+
+    plan = _bound_plan(target_tp=4, shape=(4, 8))
+    assert results == [True] and len(compacted) == 1 and compacted[0][4] is None
+    monkeypatch.setattr(bc, "_fast_revalidate_live", lambda *args: False)
+    ruled = pickle.loads(pickle.dumps(plan))
+    for side in ("source", "target"):
+        for theirs, fast in zip(getattr(ruled, side + "_executors"), getattr(plan, side + "_executors")):
+            assert plan.operation_indices_for_executor(fast, side) == ruled.operation_indices_for_executor(theirs, side)

@@ -1491,6 +1491,28 @@ def _packed_positions(source_of: list[int], target_of: list[int]) -> Optional[tu
         return None
 
 
+def _compact_carried(carried: Any) -> Any:
+    """``bind_regions``' carried facts (its fourth result; ``TransferPlan._from_bound_operations``
+    takes them) in the compact form ``revalidate_scan_carried`` also accepts: both position lists
+    packed (``_packed_positions``) and no boxes (the fast path reads each box from its region).
+    For the bind path to call as soon as ``bind_regions`` returns, so the per-operation lists
+    (an int object per distinct position, a box tuple per operation) are not alive through the
+    executor projections that follow; the lists are emptied (that call's own, read by nothing
+    else). Anything else is returned as it is (the revalidation then decides as before)."""
+    if type(carried) is not tuple or len(carried) not in (8, 9):
+        return carried
+    source_of, target_of, boxes = carried[2:5]
+    if type(boxes) is not list:
+        return carried
+    packed = _packed_positions(source_of, target_of)
+    if packed is None:
+        return carried
+    source_of.clear()
+    target_of.clear()
+    boxes.clear()
+    return carried[:2] + packed + (None,) + carried[5:]
+
+
 def _position_list(positions: Any) -> Any:
     """Positions as the Python fallbacks read them: a list (packed ones unpacked)."""
     if type(positions) is bytes:
