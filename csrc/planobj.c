@@ -2482,6 +2482,14 @@ typedef struct {
 static PyObject *om_grouped(const om_row *rows, const size_t *best, const size_t *firsts, size_t nkeys,
                             PyObject *kinds, Py_ssize_t nkinds);
 
+/* The first slot om_address_order probes for row's (tensor id, dp) key (cap a power of two). */
+static inline size_t
+om_slot(const om_row *row, size_t cap)
+{
+    uint64_t h = (uint64_t)row->hash * 0x9E3779B97F4A7C15ULL ^ po_hash((uint64_t)row->dp);
+    return (size_t)po_hash(h) & (cap - 1);
+}
+
 static PyObject *
 om_address_order(PyObject *fragments, int is_list, PyObject *kinds, Py_ssize_t nkinds, PyObject *ftype,
                  PyObject *rtype, int grouped)
@@ -2561,9 +2569,19 @@ om_address_order(PyObject *fragments, int is_list, PyObject *kinds, Py_ssize_t n
         goto done;
     }
     for (size_t i = 0; i < count; i++) {
+        /* hints only: the rows come in list order, their keys' slots and the rows those hold
+         * (and the tensor-id objects compared) are scattered: the slot of row i + 16, then the
+         * row its slot held at i + 8 (the slot was asked for a round earlier) */
+        if (i + 16 < count) __builtin_prefetch(&slots[om_slot(&rows[i + 16], cap)]);
+        if (i + 8 < count) {
+            size_t held = slots[om_slot(&rows[i + 8], cap)];
+            if (held != 0 && held <= count) {
+                __builtin_prefetch(&rows[held - 1]);
+                __builtin_prefetch(rows[held - 1].tid);
+            }
+        }
         const om_row *row = &rows[i];
-        uint64_t h = (uint64_t)row->hash * 0x9E3779B97F4A7C15ULL ^ po_hash((uint64_t)row->dp);
-        size_t j = (size_t)po_hash(h) & (cap - 1);
+        size_t j = om_slot(row, cap);
         for (;;) {
             if (slots[j] == 0) {
                 slots[j] = i + 1;
@@ -2635,6 +2653,16 @@ om_grouped(const om_row *rows, const size_t *best, const size_t *firsts, size_t 
     for (size_t k = 0; k < OM_MEMO; k++) memo[k].owner = NULL;
     if (by_dp == NULL || owners == NULL) goto done;
     for (size_t e = 0; e < nkeys; e++) {
+        /* hints only: the keys' first rows and least rows, and the tensor-id objects the dict
+         * insert reads (their cached hash), are scattered: asked for 16 and 8 keys ahead */
+        if (e + 16 < nkeys) {
+            __builtin_prefetch(&rows[firsts[e + 16]]);
+            __builtin_prefetch(&best[firsts[e + 16]]);
+        }
+        if (e + 8 < nkeys) {
+            __builtin_prefetch(rows[firsts[e + 8]].tid);
+            __builtin_prefetch(&rows[best[firsts[e + 8]]]);
+        }
         const om_row *first = &rows[firsts[e]], *least = &rows[best[firsts[e]]];
         if (chosen == NULL || first->dp != chosen_dp) {
             PyObject *dp = PyLong_FromLongLong(first->dp);
