@@ -24,6 +24,7 @@ from ...contracts.fragments import RuntimeBindingFragment
 from .attestation import RuntimeBindingAttestation, RuntimeBindingEvidence
 from .attestation import _attest, _attest_many, _fused_attestations
 from .bound_contracts import ExecutorTransferPlan, RuntimeFragmentSnapshot, TransferPlan, _attested_snapshots
+from .bound_contracts import _compact_carried
 from . import bound_validation
 from .bound_validation import _attestation_cache, _attestation_values
 from .contracts import LogicalTransferPlan, PlanningLimits, TransferRegion, _trusted_region
@@ -1023,7 +1024,8 @@ def _bind_logical_transfer_plan(
     else:
         operations, selections, physical = bound[:3]
         if len(bound) > 3:  # (tests may stand in a 3-item bind_regions)
-            carried = bound[3]
+            # packed now: the per-operation lists are not alive through the projections below
+            carried = _compact_carried(bound[3])
     # The bound fragments are held by the operations from here on: the maps are not needed.
     del bound_targets, bound_sources, bound
     if len(operations) >= _TRIM_MIN_OPERATIONS:
