@@ -4371,6 +4371,9 @@ PyDoc_STRVAR(revalidate_views_doc,
 "positions, two lists are appended to it: per\n"
 "fragment position ``runtime.get(runtime_ids[p])`` of the source and of the target side\n"
 "(None at positions the side has no operation for); else nothing (``revalidate_side``).\n"
+"``packed_indices`` (optional, false): where the operations are assigned by address, each\n"
+"bucket's indices are one bytes of native int64 instead of a list of ints (the tables' values;\n"
+"a row's bucket list then holds that bytes as its one item); the general loop keeps lists.\n"
 "Positions may also be packed: an exact bytes of one native int32 per operation.");
 
 /* A route half item whose hash and equality run no Python code and depend on its value
@@ -4389,6 +4392,209 @@ rw_plain_half(PyObject *half)
            && rw_plain(PyTuple_GetItem(half, 1));
 }
 
+/* --- revalidate_views' packed index tables (its packed_indices argument) ----------------------
+ *
+ * Instead of an int object per operation appended to three lists (its source row's bucket, its
+ * target row's bucket, its route's bucket: 32 bytes for the int and 8 per list slot, alive
+ * through bind's peak), each bucket's operation indices are written into one bytes of native
+ * int64 (8 bytes per slot): a counting pass numbers the buckets (by identity, in order of first
+ * use) and counts their operations, a second pass writes the indices in ascending order. Each
+ * table value (view key -> bucket, route -> bucket) is then that bytes, and each row's bucket
+ * list holds it as its one item (an executor owning operations keeps a non-empty bucket, which
+ * is all revalidate_side and the Python side check read of it). */
+typedef struct {
+    rv_table numbers; /* bucket list -> number (borrowed: ``held`` holds them) */
+    PyObject *held;   /* the numbered buckets, by number */
+    Py_ssize_t *counts;
+    size_t room;      /* counts' capacity */
+} rw_numbering;
+
+static void
+rw_numbering_free(rw_numbering *nb)
+{
+    rv_table_free(&nb->numbers);
+    Py_CLEAR(nb->held);
+    PyMem_Free(nb->counts);
+    nb->counts = NULL;
+    nb->room = 0;
+}
+
+/* The number of bucket (an exact list); a new one while counting (its count 0), else -1 with
+ * RuntimeError for a bucket the counting pass did not meet. -1 with an exception on error. */
+static Py_ssize_t
+rw_number(rw_numbering *nb, PyObject *bucket, int counting)
+{
+    Py_ssize_t k = nb->numbers.keys == NULL ? -1 : rs_lookup(&nb->numbers, bucket);
+    if (k >= 0) return k;
+    if (!counting || !PyList_CheckExact(bucket)) {
+        PyErr_SetString(PyExc_RuntimeError, "revalidate_views: buckets changed");
+        return -1;
+    }
+    k = PyList_Size(nb->held);
+    if (k < 0 || PyList_Append(nb->held, bucket) < 0 || rv_table_reserve(&nb->numbers, (size_t)k + 1) < 0) return -1;
+    rs_store(&nb->numbers, bucket, k);
+    if ((size_t)k >= nb->room) {
+        size_t room = nb->room < 16 ? 16 : nb->room * 2;
+        if (room > SIZE_MAX / sizeof(Py_ssize_t)) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        Py_ssize_t *grown = PyMem_Realloc(nb->counts, room * sizeof(Py_ssize_t));
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        memset(grown + nb->room, 0, (room - nb->room) * sizeof(Py_ssize_t));
+        nb->counts = grown;
+        nb->room = room;
+    }
+    return k;
+}
+
+/* The route bucket of an operation with positions s and t: ``routes[s_half + t_half]`` (a new
+ * empty list stored there when missing and ``create``; else RuntimeError), cached while the two
+ * half objects repeat (*last_s, *last_t, *last_bucket: owned). Borrowed; NULL with an
+ * exception. The halves were checked plain (rw_plain_half): checked again when they change, as
+ * building a route may run the collector. */
+static PyObject *
+rw_route_bucket(PyObject *halves, Py_ssize_t s, Py_ssize_t t, PyObject *routes, PyObject **last_s, PyObject **last_t,
+                PyObject **last_bucket, int create)
+{
+    PyObject *s_half = PyList_GetItem(halves, s), *t_half = PyList_GetItem(halves, t);
+    if (s_half == NULL || t_half == NULL) return NULL;
+    if (s_half == *last_s && t_half == *last_t && *last_bucket != NULL) return *last_bucket;
+    Py_XDECREF(*last_s);
+    Py_XDECREF(*last_t);
+    Py_CLEAR(*last_bucket);
+    *last_s = Py_NewRef(s_half);
+    *last_t = Py_NewRef(t_half);
+    if (!rw_plain_half(s_half) || !rw_plain_half(t_half)) {
+        PyErr_SetString(PyExc_RuntimeError, "revalidate_views: route halves changed");
+        return NULL;
+    }
+    PyObject *route = PyTuple_Pack(4, PyTuple_GetItem(s_half, 0), PyTuple_GetItem(s_half, 1),
+                                   PyTuple_GetItem(t_half, 0), PyTuple_GetItem(t_half, 1));
+    if (route == NULL) return NULL;
+    PyObject *bucket = PyDict_GetItemWithError(routes, route); /* borrowed; plain: no Python code */
+    if (bucket != NULL) {
+        Py_INCREF(bucket);
+    }
+    else if (!PyErr_Occurred()) {
+        if (!create) {
+            PyErr_SetString(PyExc_RuntimeError, "revalidate_views: route table changed");
+        }
+        else {
+            bucket = PyList_New(0);
+            if (bucket != NULL && PyDict_SetItem(routes, route, bucket) < 0) Py_CLEAR(bucket);
+        }
+    }
+    Py_DECREF(route);
+    *last_bucket = bucket; /* (the reference taken above: the cache holds it) */
+    return bucket;
+}
+
+/* rw_fast's appends in the packed form (see above), for the n_ops operations whose positions
+ * and rows rw_fast decided. 0, or -1 with an exception. */
+static int
+rw_packed(PyObject *source_of, PyObject *target_of, PyObject *halves, PyObject *const *s_row, PyObject *const *t_row,
+          const unsigned char *used, Py_ssize_t n_ids, Py_ssize_t n_ops, PyObject *s_table, PyObject *t_table,
+          PyObject *routes)
+{
+    rw_numbering nb = {{NULL, NULL, 0}, PyList_New(0), NULL, 0};
+    PyObject *made = NULL, *last_s = NULL, *last_t = NULL, *last_bucket = NULL;
+    Py_ssize_t *filled = NULL;
+    char **at = NULL;
+    int rc = -1;
+    if (nb.held == NULL) goto done;
+    for (int pass = 0; pass < 2; pass++) {
+        int counting = pass == 0;
+        Py_CLEAR(last_s);
+        Py_CLEAR(last_t);
+        Py_CLEAR(last_bucket);
+        for (Py_ssize_t i = 0; i < n_ops; i++) {
+            Py_ssize_t s = rs_position(source_of, i, n_ids), t = rs_position(target_of, i, n_ids);
+            if (s < 0 || t < 0 || !(used[s] & 1) || !(used[t] & 2)) { /* (s_row / t_row set there only) */
+                PyErr_SetString(PyExc_RuntimeError, "revalidate_views: positions changed");
+                goto done;
+            }
+            PyObject *buckets[3] = {PyTuple_GetItem(s_row[s], 2), PyTuple_GetItem(t_row[t], 2), NULL};
+            if (buckets[0] == NULL || buckets[1] == NULL) goto done;
+            buckets[2] = rw_route_bucket(halves, s, t, routes, &last_s, &last_t, &last_bucket, counting);
+            if (buckets[2] == NULL) goto done;
+            for (int k = 0; k < 3; k++) {
+                Py_ssize_t number = rw_number(&nb, buckets[k], counting);
+                if (number < 0) goto done;
+                if (counting) {
+                    nb.counts[number]++;
+                }
+                else {
+                    if (filled[number] >= nb.counts[number]) {
+                        PyErr_SetString(PyExc_RuntimeError, "revalidate_views: buckets changed");
+                        goto done;
+                    }
+                    int64_t index = (int64_t)i;
+                    memcpy(at[number] + (size_t)filled[number] * sizeof(int64_t), &index, sizeof(int64_t));
+                    filled[number]++;
+                }
+            }
+        }
+        if (!counting) break;
+        /* one bytes per bucket, sized for its count */
+        Py_ssize_t n_buckets = PyList_Size(nb.held);
+        if (n_buckets < 0) goto done;
+        made = PyList_New(n_buckets);
+        filled = mr_alloc_array((size_t)n_buckets + 1, sizeof(Py_ssize_t));
+        at = mr_alloc_array((size_t)n_buckets + 1, sizeof(char *));
+        if (made == NULL || filled == NULL || at == NULL) goto done;
+        for (Py_ssize_t k = 0; k < n_buckets; k++) {
+            filled[k] = 0;
+            if (nb.counts[k] > PY_SSIZE_T_MAX / (Py_ssize_t)sizeof(int64_t)) { /* (counts <= n_ops) */
+                PyErr_NoMemory();
+                goto done;
+            }
+            PyObject *packed = PyBytes_FromStringAndSize(NULL, nb.counts[k] * (Py_ssize_t)sizeof(int64_t));
+            if (packed == NULL) goto done;
+            PyList_SetItem(made, k, packed); /* steals; in range */
+            at[k] = PyBytes_AsString(packed); /* a new bytes: written before anything reads it */
+            if (at[k] == NULL) goto done;
+        }
+    }
+    {
+        Py_ssize_t n_buckets = PyList_Size(made);
+        for (Py_ssize_t k = 0; k < n_buckets; k++) {
+            if (filled[k] != nb.counts[k]) {
+                PyErr_SetString(PyExc_RuntimeError, "revalidate_views: buckets changed");
+                goto done;
+            }
+        }
+        /* Each table's values: its bucket's bytes (only values change while iterating); each
+         * numbered bucket list then holds its bytes as its one item. */
+        PyObject *tables[3] = {s_table, t_table, routes};
+        for (int k = 0; k < 3; k++) {
+            Py_ssize_t pos = 0;
+            PyObject *key, *value;
+            while (nb.numbers.keys != NULL && PyDict_Next(tables[k], &pos, &key, &value)) {
+                Py_ssize_t number = rs_lookup(&nb.numbers, value);
+                if (number < 0) continue; /* an executor without operations: its empty list */
+                if (PyDict_SetItem(tables[k], key, PyList_GetItem(made, number)) < 0) goto done;
+            }
+        }
+        for (Py_ssize_t k = 0; k < n_buckets; k++) {
+            if (PyList_Append(PyList_GetItem(nb.held, k), PyList_GetItem(made, k)) < 0) goto done;
+        }
+    }
+    rc = 0;
+done:
+    rw_numbering_free(&nb);
+    Py_XDECREF(made);
+    Py_XDECREF(last_s);
+    Py_XDECREF(last_t);
+    Py_XDECREF(last_bucket);
+    PyMem_Free(filled);
+    PyMem_Free(at);
+    return rc;
+}
+
 /* The per-operation pass of revalidate_views for the common case, deciding exactly what the
  * loop of ``rw_loop`` does: every position is in range, every route half a plain 2-tuple
  * (rw_plain_half) and every operation's runtime fragment id object is one an executor listed
@@ -4405,7 +4611,7 @@ rw_plain_half(PyObject *half)
  * list), the two per-position row lists are appended to it (see below). */
 static int
 rw_fast(PyObject *runtime_ids, PyObject *halves, PyObject *source_of, PyObject *target_of, rw_ident *s_ident,
-        rw_ident *t_ident, PyObject *routes, PyObject *row_of_out)
+        rw_ident *t_ident, PyObject *routes, PyObject *row_of_out, PyObject *s_table, PyObject *t_table)
 {
     Py_ssize_t n_ids = PyList_Size(runtime_ids), n_ops = rs_positions_size(source_of);
     /* Per position its two rows and which sides use it (the operations' positions are read
@@ -4449,7 +4655,11 @@ rw_fast(PyObject *runtime_ids, PyObject *halves, PyObject *source_of, PyObject *
     PyMem_Free(t_ident->slots);
     s_ident->slots = t_ident->slots = NULL;
     rc = RV_ERROR;
-    for (Py_ssize_t i = 0; i < n_ops; i++) {
+    if (s_table != NULL && rw_packed(source_of, target_of, halves, s_row, t_row, used, n_ids, n_ops, s_table, t_table,
+                                     routes) < 0) {
+        goto done;
+    }
+    for (Py_ssize_t i = 0; s_table == NULL && i < n_ops; i++) {
         /* (the lists are unchanged: nothing below runs Python code before this read, and the
          * positions were checked in range above; a route built below may run the collector,
          * which changes no list it does not own) */
@@ -4571,9 +4781,11 @@ revalidate_views(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *source_executors, *target_executors, *ids_arg, *halves_arg, *source_arg, *target_arg, *rank_type;
     PyObject *executor_arg = Py_None, *row_of_out = NULL;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!OOO!|OO!:revalidate_views", &PyTuple_Type, &source_executors, &PyTuple_Type,
+    int packed_indices = 0;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!OOO!|OO!p:revalidate_views", &PyTuple_Type, &source_executors, &PyTuple_Type,
                           &target_executors, &PyList_Type, &ids_arg, &PyList_Type, &halves_arg, &source_arg,
-                          &target_arg, &PyType_Type, &rank_type, &executor_arg, &PyList_Type, &row_of_out)) {
+                          &target_arg, &PyType_Type, &rank_type, &executor_arg, &PyList_Type, &row_of_out,
+                          &packed_indices)) {
         return NULL;
     }
     if (!rs_positions_arg(source_arg) || !rs_positions_arg(target_arg)) {
@@ -4609,7 +4821,8 @@ revalidate_views(PyObject *Py_UNUSED(module), PyObject *args)
         goto done;
     }
     if (PyList_Size(halves_arg) == PyList_Size(ids_arg) && n_ops >= 0 && rs_positions_size(target_arg) == n_ops) {
-        rc = rw_fast(ids_arg, halves_arg, source_arg, target_arg, &s_ident, &t_ident, routes, row_of_out);
+        rc = rw_fast(ids_arg, halves_arg, source_arg, target_arg, &s_ident, &t_ident, routes, row_of_out,
+                     packed_indices ? s_table : NULL, packed_indices ? t_table : NULL);
         if (rc == RV_DECLINE) rc = rw_loop(ids_arg, halves_arg, source_arg, target_arg, s_runtime, t_runtime, routes);
     } else {
         rc = RV_DECLINE;

@@ -171,7 +171,9 @@ def test_box_tuples_in_a_tuple_stay_refused() -> None:
 
 def test_bind_empties_the_carried_boxes_and_keeps_the_plan(monkeypatch: pytest.MonkeyPatch) -> None:
     """The fast path of the bind call's own plan empties the carried boxes (its private list) and
-    accepts exactly what the rule-by-rule path accepts; the restore path too."""
+    accepts exactly what the rule-by-rule path accepts; the restore path too. (Every plan size
+    packs its positions here: threshold lowered.)"""
+    monkeypatch.setattr(bc, "_COMPACT_MIN", 0)
     seen: list[Any] = []
     scan_carried = _native.revalidate_scan_carried
 
@@ -398,7 +400,8 @@ def _scan_carried(operations: tuple[Any, ...], carried: Any) -> Any:
     return _native.revalidate_scan_carried(operations, carried, BIG, BIG, BoundWeightFragment, RuntimeBindingFragment)
 
 
-def test_compact_carried_scans_as_the_lists() -> None:
+def test_compact_carried_scans_as_the_lists(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bc, "_COMPACT_MIN", 0)  # (small plans' facts are kept as they are)
     operations, carried = _fresh_carried()
     want = _scan(operations)
     lists = (list(carried[2]), list(carried[3]))
@@ -416,7 +419,8 @@ def test_compact_carried_scans_as_the_lists() -> None:
         assert bc._compact_carried(other) is other
 
 
-def test_forged_compact_carried_declines() -> None:
+def test_forged_compact_carried_declines(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bc, "_COMPACT_MIN", 0)
     operations, carried = _fresh_carried()
     compact = bc._compact_carried(carried)
     s_packed, t_packed = compact[2], compact[3]
@@ -446,6 +450,7 @@ def test_plan_from_compact_carried_is_the_rules_plan(monkeypatch: pytest.MonkeyP
     """The bind path with the carried facts compacted as soon as bind_regions returns: the fast
     path takes them (and the region recheck the carried proof) and builds the plan the rules
     build."""
+    monkeypatch.setattr(bc, "_COMPACT_MIN", 0)
     from mooncake.reshard.weight._planner import binding
 
     real = binding._native.bind_regions
@@ -478,3 +483,127 @@ def test_plan_from_compact_carried_is_the_rules_plan(monkeypatch: pytest.MonkeyP
     for side in ("source", "target"):
         for theirs, fast in zip(getattr(ruled, side + "_executors"), getattr(plan, side + "_executors")):
             assert plan.operation_indices_for_executor(fast, side) == ruled.operation_indices_for_executor(theirs, side)
+
+
+# ---------------------------------------------------------------------------------------
+# revalidate_views' packed index tables (packed_indices: one bytes of int64 per bucket)
+
+
+def _unpacked(table: dict[Any, Any]) -> dict[Any, list[int]]:
+    return {k: memoryview(v).cast("q").tolist() if type(v) is bytes else list(v) for k, v in table.items()}
+
+
+def _views_both(plan: Any, halves: Any = None) -> Any:
+    with bc._ViewScope():
+        scanned = _scan(plan.operations)
+        if scanned is None:
+            return None
+        frags, source_of, target_of, _boxes = scanned
+        checked = _native_fragments(frags, _identity(plan))
+        if checked is None:
+            return None
+        _keys, routes_half, runtime_ids, _attested = checked
+        if halves is not None:
+            routes_half = halves(routes_half)
+        answers = []
+        for packed in (False, True):
+            for positions in ((source_of, target_of), bc._packed_positions(source_of, target_of)):
+                views = _call(
+                    _native.revalidate_views, plan.source_executors, plan.target_executors, runtime_ids,
+                    routes_half, *positions, ParallelRank, ExecutorTransferPlan, [], packed,
+                )
+                if not isinstance(views, tuple):
+                    answers.append(views)
+                    continue
+                s_runtime, s_rows, s_table, t_runtime, t_rows, t_table, routes = views
+                for rows, table in ((s_rows, s_table), (t_rows, t_table)):
+                    for _estate, _key, bucket in rows:
+                        assert type(bucket) is list
+                        if packed and bucket and type(bucket[0]) is bytes:  # its packed indices
+                            assert len(bucket) == 1 and any(value is bucket[0] for value in table.values())
+                        else:  # (the general loop keeps lists)
+                            assert all(type(index) is int for index in bucket)
+                answers.append((
+                    [(key, bool(bucket)) for _e, key, bucket in s_rows],
+                    [(key, bool(bucket)) for _e, key, bucket in t_rows],
+                    _unpacked(s_table), _unpacked(t_table), _unpacked(routes),
+                    {k: row[1] for k, row in s_runtime.items()}, {k: row[1] for k, row in t_runtime.items()},
+                ))
+        assert all(answer == answers[0] for answer in answers), answers
+        return answers[0]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    name=st.sampled_from(sorted(_PLANS)),
+    choices=st.lists(st.integers(0, len(_MUTATIONS) - 1), min_size=0, max_size=2),
+    data=st.data(),
+)
+def test_packed_indices_are_the_lists(name: str, choices: list[int], data: Any) -> None:
+    plan = _PLANS[name]
+
+    def pick(n: int) -> int:
+        return data.draw(st.integers(0, max(n - 1, 0))) if n > 1 else 0
+
+    for choice in choices:
+        try:
+            plan = _MUTATIONS[choice](plan, pick)
+        except AttributeError:
+            return
+    _views_both(plan)
+
+
+def test_packed_indices_genuine_and_general_loop() -> None:
+    for name in sorted(_PLANS):
+        answer = _views_both(_PLANS[name])
+        assert answer is None or isinstance(answer, tuple)
+    assert isinstance(_views_both(_PLANS["split"]), tuple)
+    plan = _PLANS["split"]
+    with bc._ViewScope():
+        frags, source_of, target_of, _boxes = _scan(plan.operations)
+        _keys, halves, runtime_ids, _attested = _native_fragments(frags, _identity(plan))
+        views = _native.revalidate_views(plan.source_executors, plan.target_executors, runtime_ids, halves,
+                                         source_of, target_of, ParallelRank, ExecutorTransferPlan, [], True)
+    assert all(type(v) is bytes for k in (2, 5, 6) for v in views[k].values() if v)  # the packed form taken
+    # the general loop (halves that are not plain) keeps lists whatever packed_indices says
+    assert isinstance(_views_both(_PLANS["split"], lambda halves: [(h[0], (h[1],)) for h in halves]), tuple)
+    with pytest.raises(TypeError):
+        plan = _PLANS["split"]
+        frags, source_of, target_of, _boxes = _scan(plan.operations)
+        _native.revalidate_views(plan.source_executors, plan.target_executors, [], [], source_of, target_of,
+                                 ParallelRank, None, [], False, None)
+
+
+@pytest.mark.parametrize("name", ["split", "plain", "shared", "tied"])
+def test_packed_tables_build_the_rules_views(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every plan size takes the packed tables (threshold lowered): the plan's operation views
+    and routes are the ones the rule-by-rule path derives."""
+    monkeypatch.setattr(bc, "_COMPACT_MIN", 0)
+    plan = pickle.loads(pickle.dumps(_PLANS[name]))
+    packed_views = plan._operation_views
+    assert packed_views is not None and packed_views._pending is not None
+    assert all(type(v).__name__ == "array" for table in packed_views._pending for v in table.values())
+    monkeypatch.setattr(bc, "_fast_revalidate_live", lambda *args: False)
+    ruled = pickle.loads(pickle.dumps(_PLANS[name]))
+    assert plan.pipeline_routes == ruled.pipeline_routes
+    for side in ("source", "target"):
+        for mine, theirs in zip(getattr(plan, side + "_executors"), getattr(ruled, side + "_executors")):
+            assert plan.operation_indices_for_executor(mine, side) == ruled.operation_indices_for_executor(theirs, side)
+
+
+def test_small_plans_keep_their_position_lists(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[Any] = []
+    scan_carried = _native.revalidate_scan_carried
+
+    def spy(operations: Any, carried: Any, *rest: Any) -> Any:
+        seen.append(carried)
+        return scan_carried(operations, carried, *rest)
+
+    monkeypatch.setattr(bc._native, "revalidate_scan_carried", spy)
+    from test_native_revalidate import _bound_plan
+
+    plan = _bound_plan(target_tp=4, shape=(4, 8))
+    assert len(plan.operations) <= bc._COMPACT_MIN
+    assert seen and seen[0][2] and seen[0][3] and seen[0][4] == []  # positions kept, boxes emptied
+    small = _fresh_carried()[1]
+    assert bc._compact_carried(small) is small and small[2] and small[4]  # (kept as they are: small)

@@ -1371,9 +1371,10 @@ def _fast_revalidate_live(
     # Python fallbacks build the list when they run (_operation_boxes). The carried list is this
     # bind call's private value, read by nothing after the scan (recheck_regions reads the
     # carried regions, fragments and proof): it is emptied here, as bind's frame holds it.
-    # The positions likewise: packed (4 bytes per operation where the lists hold a slot each and
-    # an int object per distinct position), the carried lists emptied once packed.
-    packed = _packed_positions(source_of, target_of)
+    # The positions likewise in large plans: packed (4 bytes per operation where the lists hold a
+    # slot each and an int object per distinct position), the carried lists emptied once packed
+    # (small plans keep their lists: packing would cost more than it saves).
+    packed = _packed_positions(source_of, target_of) if len(operations) > _COMPACT_MIN else None
     scanned_lists = (source_of, target_of, boxes)
     for index, carried_list in enumerate(carried_lists):
         if carried_list is scanned_lists[index] and type(carried_list) is list and (index == 2 or packed is not None):
@@ -1403,9 +1404,11 @@ def _fast_revalidate_live(
     # revalidate_views found them by address in a large plan (else empty: revalidate_side
     # looks them up).
     row_of: list[Any] = []
+    # Large plans: each bucket's operation indices packed (one bytes of int64 per bucket, no int
+    # object per operation; turned into arrays below); rows keep a non-empty bucket list.
     views = _native.revalidate_views(
         source_executors, target_executors, runtime_ids, routes_half, source_of, target_of, ParallelRank,
-        ExecutorTransferPlan, row_of,
+        ExecutorTransferPlan, row_of, len(operations) > _COMPACT_MIN,
     )
     if views is None:
         return False
@@ -1498,8 +1501,13 @@ def _compact_carried(carried: Any) -> Any:
     For the bind path to call as soon as ``bind_regions`` returns, so the per-operation lists
     (an int object per distinct position, a box tuple per operation) are not alive through the
     executor projections that follow; the lists are emptied (that call's own, read by nothing
-    else). Anything else is returned as it is (the revalidation then decides as before)."""
+    else). Small plans' facts (``_COMPACT_MIN`` operations at most: packing would cost more
+    than it saves) and anything else are returned as they are (the revalidation then decides
+    as before)."""
     if type(carried) is not tuple or len(carried) not in (8, 9):
+        return carried
+    regions = carried[0]
+    if type(regions) is not list or len(regions) <= _COMPACT_MIN:
         return carried
     source_of, target_of, boxes = carried[2:5]
     if type(boxes) is not list:
@@ -1533,9 +1541,9 @@ _COMPACT_MIN = 257
 
 
 def _compact_index_lists(table: dict[Any, Any]) -> None:
-    """Each value of ``table`` (a list of operation indices) replaced by an int64 array of the
-    same items, in place (``OperationViews`` reads them with ``tuple()``). The fast path's own
-    dict, from ``revalidate_views``."""
+    """Each value of ``table`` (a list of operation indices, or their packed native int64 bytes)
+    replaced by an int64 array of the same items, in place (``OperationViews`` reads them with
+    ``tuple()``). The fast path's own dict, from ``revalidate_views``."""
     for key, indices in table.items():
         table[key] = array("q", indices)
 
