@@ -9,7 +9,7 @@ Each section below belongs to one C file (csrc/<name>.c).
 """
 
 from collections.abc import Callable, Sequence
-from typing import Any, Optional, final
+from typing import Any, Optional, final, overload
 
 # --- canonical.c: canonical JSON and SHA-256 (libcrypto EVP_Digest) ---------
 
@@ -1218,12 +1218,22 @@ def layout_builder(cls: type, fields: int | tuple[str, ...], /) -> Callable[...,
     value is inert). ``cls`` is checked once, here, against ``fields`` (its field names in
     layout order, or their count); TypeError when it is not such a layout class."""
 
+@overload
 def layout_storer(cls: type, fields: int | tuple[str, ...], /) -> Callable[..., None]:
     """A callable filling an instance of ``cls`` or of a subclass (a hand-written ``__init__``'s
     last step): ``storer(obj, v0, ..., vn-1)`` replaces obj's fields with the values in layout
     order (no validation) and, when obj is exactly ``cls`` and every value is inert, untracks it
     from the collector; TypeError (nothing stored) when obj is not an instance of ``cls``.
-    ``cls`` is checked once, here, as by ``layout_builder``."""
+    ``cls`` is checked once, here, as by ``layout_builder``. With ``shared`` (field positions)
+    and ``namespace`` (a dict holding ``SHARED``, a dict, and ``SHARED_MAX``, an int:
+    ``mooncake_reshard._shared_tuples``), a value at a shared position that is an exact tuple of
+    exact ints is replaced by the table's equal tuple, or entered as that tuple (the table
+    emptied first when it holds ``SHARED_MAX`` entries; 0: sharing off)."""
+
+@overload
+def layout_storer(
+    cls: type, fields: int | tuple[str, ...], shared: tuple[int, ...], namespace: dict[str, Any], /
+) -> Callable[..., None]: ...
 
 def layout_read_bench(objects: list[Any], cls: object, names: tuple[str, ...], mode: int, /) -> int:
     """Measurement entry point: a checksum of the fields ``names`` of every object, read by
