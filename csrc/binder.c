@@ -2686,13 +2686,15 @@ typedef struct {
     mr_layout_class bound_layout; /* bound_cls's layout check (cls NULL: instance dicts) */
     sc_carry sc;         /* the shared core (scan_carry.h): distinct fragments, ends, maxima (no lists) */
     int active;
-    /* Per operation, recorded in C and turned into the result's lists by bd_carry_lists once
-     * every region is built (so the lists' items are allocated together after the regions, not
-     * interleaved with them, and one int object serves every operation naming a position):
-     * source and target positions, and the (overlap_offset, overlap_shape) values of its box
-     * (borrowed: the region's dict holds them). */
-    Py_ssize_t *source_of, *target_of;
-    PyObject **box_parts; /* 2 per operation */
+    /* Per operation, recorded in C: its source and target positions as native int32, written
+     * straight into the two bytes the result carries above BD_COMPACT_MIN operations (the
+     * compact form of bound_contracts._compact_carried: no int object, list slot or box tuple
+     * per operation); for smaller calls, turned into the result's lists by bd_carry_lists once
+     * every region is built, with the (overlap_offset, overlap_shape) values of each box
+     * (box_parts, borrowed: the region's dict holds them; NULL in the compact form). */
+    PyObject *packed[2]; /* owned: new bytes of n native int32 (source_of, target_of) */
+    int32_t *positions[2]; /* their buffers (written before the bytes is shared) */
+    PyObject **box_parts; /* 2 per operation, or NULL (compact) */
     /* The carried spec 8.4 proof (regions_canonical_carried): every region built was proven
      * canonical (region_kernels.h) from its own stored values and its fragments' box and size,
      * read once per distinct fragment; facts holds, per distinct fragment in position order, the
@@ -2709,22 +2711,42 @@ bd_carry_clear(bd_carry *c)
 {
     sc_carry_clear(&c->sc);
     Py_CLEAR(c->facts);
-    PyMem_Free(c->source_of);
-    PyMem_Free(c->target_of);
+    Py_CLEAR(c->packed[0]);
+    Py_CLEAR(c->packed[1]);
+    c->positions[0] = c->positions[1] = NULL;
     PyMem_Free(c->box_parts);
-    c->source_of = c->target_of = NULL;
     c->box_parts = NULL;
+}
+
+/* Operation counts above which the carried positions are returned packed and the boxes None
+ * (bound_contracts._COMPACT_MIN: the contract benchmark's small plans keep their lists, which
+ * cost less to read there than packing saves). */
+#define BD_COMPACT_MIN 257
+
+/* Whether n operations' carried positions fit the packed form: every position is below the
+ * distinct fragment count, at most 2n, which must fit a native int32 (what array("i") holds,
+ * which revalidate.c reads; a C int of another width: the carry is off). */
+static int
+bd_carry_fits(Py_ssize_t n)
+{
+    return sizeof(int) == sizeof(int32_t) && n >= 0 && n <= (Py_ssize_t)(INT32_MAX / 2);
 }
 
 static int
 bd_carry_init(bd_carry *c, Py_ssize_t n)
 {
     if (sc_carry_init_core(&c->sc, n, 0) < 0) return -1;
-    c->source_of = mr_alloc_array((size_t)n + 1, sizeof(*c->source_of));
-    c->target_of = c->source_of == NULL ? NULL : mr_alloc_array((size_t)n + 1, sizeof(*c->target_of));
-    /* (n <= SIZE_MAX / 8: checked by sc_carry_init_core) */
-    c->box_parts = c->target_of == NULL ? NULL : mr_alloc_array((size_t)n * 2 + 1, sizeof(*c->box_parts));
-    if (c->box_parts == NULL) return -1;
+    /* (n <= INT32_MAX / 2: checked by the caller, bd_carry_fits) */
+    for (int side = 0; side < 2; side++) {
+        c->packed[side] = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(int32_t));
+        if (c->packed[side] == NULL) return -1;
+        c->positions[side] = (int32_t *)PyBytes_AsString(c->packed[side]);
+        if (c->positions[side] == NULL) return -1;
+    }
+    if (n <= BD_COMPACT_MIN) {
+        c->box_parts = mr_alloc_array((size_t)n * 2 + 1, sizeof(*c->box_parts));
+        if (c->box_parts == NULL) return -1;
+    }
     if (c->canon) {
         c->facts = PyList_New(0);
         if (c->facts == NULL) return -1;
@@ -2732,15 +2754,24 @@ bd_carry_init(bd_carry *c, Py_ssize_t n)
     return 0;
 }
 
-/* The carry's per-operation lists from its arrays, for n operations (all recorded): source_of and
- * target_of (one int object per distinct position, shared by the operations naming it) and boxes
- * (a new (overlap_offset, overlap_shape) tuple per operation), stored in c->sc for
- * sc_carry_result. 0, or -1 with an exception. */
+/* The carry's per-operation items, for n operations (all recorded), stored in c->sc for
+ * sc_carry_result. Above BD_COMPACT_MIN operations the compact form: the two packed bytes as
+ * source_of and target_of, None as boxes. Else lists: source_of and target_of (one int object per
+ * distinct position, shared by the operations naming it) and boxes (a new (overlap_offset,
+ * overlap_shape) tuple per operation). 0, or -1 with an exception. */
 static int
 bd_carry_lists(bd_carry *c, Py_ssize_t n)
 {
     Py_ssize_t distinct = PyList_Size(c->sc.frags);
     if (distinct < 0) return -1;
+    if (c->box_parts == NULL) {
+        c->sc.source_of = c->packed[0];
+        c->sc.target_of = c->packed[1];
+        c->packed[0] = c->packed[1] = NULL;
+        c->positions[0] = c->positions[1] = NULL;
+        c->sc.boxes = Py_NewRef(Py_None);
+        return 0;
+    }
     PyObject **numbers = mr_alloc_array((size_t)distinct + 1, sizeof(PyObject *));
     if (numbers == NULL) return -1;
     int status = 0;
@@ -2755,7 +2786,7 @@ bd_carry_lists(bd_carry *c, Py_ssize_t n)
     c->sc.source_of = status < 0 ? NULL : PyList_New(n);
     c->sc.target_of = c->sc.source_of == NULL ? NULL : PyList_New(n);
     if (c->sc.target_of == NULL) status = -1;
-    const Py_ssize_t *const positions[2] = {c->source_of, c->target_of};
+    const int32_t *const positions[2] = {c->positions[0], c->positions[1]};
     PyObject *const lists[2] = {c->sc.source_of, c->sc.target_of};
     for (int side = 0; side < 2 && status == 0; side++) {
         for (Py_ssize_t i = 0; i < n; i++) {
@@ -2953,10 +2984,13 @@ bd_carry_region(const bd_table *tb, bd_carry *c, PyObject *const *v, PyObject *c
         return BD_ERROR;
     }
     if (sc_carry_place(&c->sc, v[SC_TARGET], t_end, &t_pos) != SC_OK) return BD_ERROR;
-    c->source_of[i] = s_pos;
-    c->target_of[i] = t_pos;
-    c->box_parts[2 * i] = v[SC_OFFSET];
-    c->box_parts[2 * i + 1] = v[SC_SHAPE];
+    /* (positions below the distinct count, at most 2n <= INT32_MAX: bd_carry_fits) */
+    c->positions[0][i] = (int32_t)s_pos;
+    c->positions[1][i] = (int32_t)t_pos;
+    if (c->box_parts != NULL) {
+        c->box_parts[2 * i] = v[SC_OFFSET];
+        c->box_parts[2 * i + 1] = v[SC_SHAPE];
+    }
     *s_out = s_pos;
     if (c->canon) {
         int status = bd_canon_region(tb, c, v, views, s_pos, t_pos);
@@ -2994,6 +3028,9 @@ PyDoc_STRVAR(bind_regions_doc,
 "the same pass: (regions, fragments, source_of, target_of, boxes, ends, max_count,\n"
 "max_total, facts), ends one native int64 per distinct fragment (the largest byte extent end\n"
 "of its operations), max_count the largest segment count, max_total the largest running total.\n"
+"Above 257 operations source_of and target_of are bytes of one native int32 per operation and\n"
+"boxes is None (the compact form of bound_contracts._compact_carried); lists at most 257. With\n"
+"more than 2**30 operations, carried is None.\n"
 "facts is None unless prove (11 arguments, a bool) is True as well: then, when every region\n"
 "built was proven canonical (regions_canonical's kernel, region_kernels.h) from the values it\n"
 "stored and each distinct fragment's placement tensor_id, global_offset, local_shape and\n"
@@ -3057,8 +3094,10 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         carry.pf_cls = args[1];
         carry.runtime_cls = args[7];
         carry.canon = nargs == 11 && args[10] == Py_True;
-        if (bd_carry_init(&carry, n) < 0) goto fail;
-        carry.active = 1;
+        if (bd_carry_fits(n)) { /* (else the carry is off: the plain scan decides) */
+            if (bd_carry_init(&carry, n) < 0) goto fail;
+            carry.active = 1;
+        }
     }
     if (bound_cls != NULL) {
         ids[0] = PyFrozenSet_New(NULL);
@@ -3206,6 +3245,7 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (disjoint) physical = Py_True;
     }
     bd_phys_clear(&ph);
+    sc_carry_drop_table(&carry.sc); /* (read by no step below) */
     PyObject *result;
     PyObject *selections = undecided ? Py_NewRef(Py_None) : PyTuple_Pack(2, ids[0], ids[1]);
     if (selections == NULL) result = NULL;

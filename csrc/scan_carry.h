@@ -41,7 +41,7 @@ typedef struct {
     PyObject *boxes;  /* owned list of (overlap_offset, overlap_shape) */
     PyObject **keys;  /* identity table: fragment -> position (borrowed: frags holds them) */
     Py_ssize_t *values;
-    size_t mask;
+    size_t mask;      /* capacity - 1; grown by doubling at load one half (sc_carry_place) */
     int64_t *ends; /* per distinct fragment: the largest byte extent end an operation needs */
     int64_t max_count, max_total, total;
 } sc_carry;
@@ -62,6 +62,22 @@ sc_carry_clear(sc_carry *c)
     c->ends = NULL;
 }
 
+/* Frees the identity table (no position is placed after this; sc_carry_result does not read it). */
+static inline void
+sc_carry_drop_table(sc_carry *c)
+{
+    PyMem_Free(c->keys);
+    PyMem_Free(c->values);
+    c->keys = NULL;
+    c->values = NULL;
+}
+
+/* The identity table's first capacity: twice the first SC_TABLE_FIRST operations' fragments at
+ * most (load at most one half), grown by doubling from there on (sc_carry_grow), so a call's
+ * table is sized for the fragments it meets, not for 2n of them (~1.1 fragments per operation
+ * in the Kimi-class bind: half the slots of a table sized for 2n). */
+#define SC_TABLE_FIRST 4096
+
 /* For n operations (at most 2n distinct fragments), the running maximum starting at max_total
  * (each caller's own initial value), without the per-operation lists (source_of, target_of,
  * boxes stay NULL: a caller that records positions and boxes in its own arrays builds them at
@@ -74,7 +90,8 @@ sc_carry_init_core(sc_carry *c, Py_ssize_t n, int64_t max_total)
         PyErr_NoMemory();
         return -1;
     }
-    while (cap < (size_t)n * 4 + 1) cap *= 2; /* load at most one half */
+    size_t first = (size_t)n < SC_TABLE_FIRST ? (size_t)n : SC_TABLE_FIRST;
+    while (cap < first * 4 + 1) cap *= 2; /* load at most one half for those operations' fragments */
     c->frags = PyList_New(0);
     c->keys = c->frags == NULL ? NULL : mr_alloc_array(cap, sizeof(*c->keys));
     c->values = c->keys == NULL ? NULL : mr_alloc_array(cap, sizeof(*c->values));
@@ -123,6 +140,39 @@ sc_carry_find(const sc_carry *c, const PyObject *fragment, size_t *slot)
     return -1;
 }
 
+/* The identity table doubled, every key placed again (Python-free): 0, or -1 with MemoryError
+ * (the table unchanged). */
+static inline int
+sc_carry_grow(sc_carry *c)
+{
+    size_t old_cap = c->mask + 1;
+    if (old_cap > SIZE_MAX / 2) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    size_t cap = old_cap * 2, mask = cap - 1;
+    PyObject **keys = mr_alloc_array(cap, sizeof(*keys));
+    Py_ssize_t *values = keys == NULL ? NULL : mr_alloc_array(cap, sizeof(*values));
+    if (values == NULL) {
+        PyMem_Free(keys);
+        return -1;
+    }
+    memset(keys, 0, cap * sizeof(*keys));
+    for (size_t k = 0; k < old_cap; k++) {
+        if (c->keys[k] == NULL) continue;
+        size_t s = mr_ptr_slot(c->keys[k], mask);
+        while (keys[s] != NULL) s = (s + 1) & mask;
+        keys[s] = c->keys[k];
+        values[s] = c->values[k];
+    }
+    PyMem_Free(c->keys);
+    PyMem_Free(c->values);
+    c->keys = keys;
+    c->values = values;
+    c->mask = mask;
+    return 0;
+}
+
 /* Position of fragment (held by a region) in the distinct list, appended when new; its end
  * raised to at least end. SC_OK (*out set) or SC_ERROR. */
 static inline int
@@ -132,7 +182,12 @@ sc_carry_place(sc_carry *c, PyObject *fragment, int64_t end, Py_ssize_t *out)
     Py_ssize_t position = sc_carry_find(c, fragment, &slot);
     if (position < 0) {
         position = PyList_Size(c->frags);
-        if (position < 0 || PyList_Append(c->frags, fragment) < 0) return SC_ERROR;
+        if (position < 0) return SC_ERROR;
+        if (((size_t)position + 1) * 2 > c->mask + 1) { /* load above one half: double, then the slot again */
+            if (sc_carry_grow(c) < 0) return SC_ERROR;
+            (void)sc_carry_find(c, fragment, &slot);
+        }
+        if (PyList_Append(c->frags, fragment) < 0) return SC_ERROR;
         c->keys[slot] = fragment;
         c->values[slot] = position;
         c->ends[position] = end;

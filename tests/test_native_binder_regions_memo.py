@@ -1,8 +1,10 @@
 """``_native.bind_regions`` keeps, within one call, what it read of each operation's source object
 (its bound source, that fragment's binding and fragment id, its carried position), offers every
 region and its bound fragments to the collector as it builds them (what
-``untrack_bound_regions`` did after the pass), and records the carried positions and boxes in C,
-turning them into the carried lists once every region is built (one int object per position).
+``untrack_bound_regions`` did after the pass), and records the carried positions (native int32)
+and boxes in C: above ``COMPACT_MIN`` operations the positions are returned packed (the bytes
+they were written into) with no boxes (``bound_contracts._compact_carried``'s form), else turned
+into the carried lists once every region is built (one int object per position).
 
 Checked against oracles on plans whose operations name the same source objects many times, in
 any order, with sources that are distinct objects of the same id, stored snapshots, forged bound
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+from array import array
 from typing import Any, Optional
 
 import pytest
@@ -27,6 +30,7 @@ from spec_helpers import field_state
 from mooncake.reshard import _native
 from mooncake.reshard.contracts.fragments import RuntimeBindingFragment
 from mooncake.reshard.weight import StoredFragmentSnapshot
+from mooncake.reshard.weight._planner import bound_contracts
 from mooncake.reshard.weight._planner.contracts import TransferRegion
 from mooncake.reshard.weight._planner.fragments import BoundWeightFragment
 from mooncake.reshard.weight.types import PlacementFragment
@@ -35,6 +39,7 @@ CLASSES = (TransferRegion, PlacementFragment, StoredFragmentSnapshot)
 FIELDS = tuple(field.name for field in dataclasses.fields(TransferRegion))
 BIG = 10**12
 GC_BULK_MIN = 1024  # common.h MR_GC_BULK_MIN
+COMPACT_MIN = 257  # binder.c BD_COMPACT_MIN, bound_contracts._COMPACT_MIN
 
 
 OPS = LOGICAL.operations
@@ -90,15 +95,25 @@ def _check_carried(operations: tuple[Any, ...], fused: Any, sources: dict[str, A
     assert scanned is not None
     want_frags, want_source_of, want_target_of, want_boxes = scanned
     assert len(frags) == len(want_frags) and all(a is b for a, b in zip(frags, want_frags))
-    assert source_of == want_source_of and target_of == want_target_of and boxes == want_boxes
-    assert all(type(p) is int for p in source_of + target_of)
-    assert all(type(box) is tuple and len(box) == 2 for box in boxes)
-    for region, box in zip(regions, boxes):
-        assert box[0] is region.overlap_offset and box[1] is region.overlap_shape
-    # one int object per position
-    by_position: dict[int, int] = {}
-    for p in source_of + target_of:
-        assert by_position.setdefault(p, id(p)) == id(p)
+    packed = (source_of, target_of)
+    if len(operations) > COMPACT_MIN:
+        # the compact form: the positions packed as native int32, no boxes
+        assert type(source_of) is bytes and type(target_of) is bytes and boxes is None
+        assert source_of == array("i", want_source_of).tobytes()
+        assert target_of == array("i", want_target_of).tobytes()
+        source_of = memoryview(source_of).cast("i").tolist()
+        target_of = memoryview(target_of).cast("i").tolist()
+        assert bound_contracts._compact_carried(carried) is carried  # (taken as it is)
+    else:
+        assert source_of == want_source_of and target_of == want_target_of and boxes == want_boxes
+        assert all(type(p) is int for p in source_of + target_of)
+        assert all(type(box) is tuple and len(box) == 2 for box in boxes)
+        for region, box in zip(regions, boxes):
+            assert box[0] is region.overlap_offset and box[1] is region.overlap_shape
+        # one int object per position
+        by_position: dict[int, int] = {}
+        for p in source_of + target_of:
+            assert by_position.setdefault(p, id(p)) == id(p)
     # the extent ends and segment maxima, in Python
     want_ends = [0] * len(frags)
     seen = [False] * len(frags)
@@ -122,7 +137,7 @@ def _check_carried(operations: tuple[Any, ...], fused: Any, sources: dict[str, A
         assert all(a is b for a, b in zip(facts[4 * p : 4 * p + 4], want))
     assert _native.revalidate_scan_carried(
         tuple(regions), carried, BIG, BIG, BoundWeightFragment, RuntimeBindingFragment
-    ) == (frags, source_of, target_of, boxes)
+    ) == ((frags,) + packed + (carried[4],))
 
 
 def test_sources_repeat_in_the_plan() -> None:
@@ -130,9 +145,18 @@ def test_sources_repeat_in_the_plan() -> None:
     assert len(set(sources)) < len(sources)
 
 
-def test_repeated_operations_in_any_order() -> None:
-    operations = tuple(OPS) * 3 + tuple(reversed(OPS)) * 2
+@pytest.mark.parametrize("copies", [1, 2, COMPACT_MIN // len(OPS) + 1, 40])
+def test_repeated_operations_in_any_order(copies: int) -> None:
+    operations = (tuple(OPS) * 3 + tuple(reversed(OPS)) * 2) * copies
     _check_carried(operations, _fused(operations, TARGETS, SOURCES))
+
+
+@pytest.mark.parametrize("count", [COMPACT_MIN - 1, COMPACT_MIN, COMPACT_MIN + 1, COMPACT_MIN + 2])
+def test_compact_form_from_the_threshold_on(count: int) -> None:
+    operations = (tuple(OPS) * (count // len(OPS) + 1))[:count]
+    fused = _fused(operations, TARGETS, SOURCES)
+    _check_carried(operations, fused)
+    assert (fused[3][4] is None) == (count > COMPACT_MIN)
 
 
 def test_distinct_source_objects_of_one_id_share_a_position() -> None:
