@@ -2980,10 +2980,12 @@ bd_carry_region(const bd_table *tb, bd_carry *c, PyObject *const *v, PyObject *c
     if (known_source >= 0) {
         s_pos = known_source;
         if (s_end > c->sc.ends[s_pos]) c->sc.ends[s_pos] = s_end;
-    } else if (sc_carry_place(&c->sc, v[SC_SOURCE], s_end, &s_pos) != SC_OK) {
-        return BD_ERROR;
+    } else if ((rc = sc_carry_place(&c->sc, v[SC_SOURCE], s_end, &s_pos)) != SC_OK) {
+        return rc == SC_DECLINE ? BD_FALLBACK : BD_ERROR;
     }
-    if (sc_carry_place(&c->sc, v[SC_TARGET], t_end, &t_pos) != SC_OK) return BD_ERROR;
+    if ((rc = sc_carry_place(&c->sc, v[SC_TARGET], t_end, &t_pos)) != SC_OK) {
+        return rc == SC_DECLINE ? BD_FALLBACK : BD_ERROR;
+    }
     /* (positions below the distinct count, at most 2n <= INT32_MAX: bd_carry_fits) */
     c->positions[0][i] = (int32_t)s_pos;
     c->positions[1][i] = (int32_t)t_pos;

@@ -40,8 +40,8 @@ typedef struct {
     PyObject *target_of;
     PyObject *boxes;  /* owned list of (overlap_offset, overlap_shape) */
     PyObject **keys;  /* identity table: fragment -> position (borrowed: frags holds them) */
-    Py_ssize_t *values;
-    size_t mask;      /* capacity - 1; grown by doubling at load one half (sc_carry_place) */
+    int32_t *values;  /* (positions beyond int32: the carry is off, sc_carry_place) */
+    size_t mask;      /* capacity - 1; grown by doubling above load two thirds (sc_carry_place) */
     int64_t *ends; /* per distinct fragment: the largest byte extent end an operation needs */
     int64_t max_count, max_total, total;
 } sc_carry;
@@ -73,9 +73,10 @@ sc_carry_drop_table(sc_carry *c)
 }
 
 /* The identity table's first capacity: twice the first SC_TABLE_FIRST operations' fragments at
- * most (load at most one half), grown by doubling from there on (sc_carry_grow), so a call's
- * table is sized for the fragments it meets, not for 2n of them (~1.1 fragments per operation
- * in the Kimi-class bind: half the slots of a table sized for 2n). */
+ * most (load at most one half), grown by doubling above load two thirds from there on
+ * (sc_carry_place, sc_carry_grow), so a call's table is sized for the fragments it meets, not
+ * for 2n of them at load one half (~1.1 fragments per operation in the Kimi-class bind: a
+ * quarter of the slots of a table sized for 2n, 12 bytes each). */
 #define SC_TABLE_FIRST 4096
 
 /* For n operations (at most 2n distinct fragments), the running maximum starting at max_total
@@ -152,7 +153,7 @@ sc_carry_grow(sc_carry *c)
     }
     size_t cap = old_cap * 2, mask = cap - 1;
     PyObject **keys = mr_alloc_array(cap, sizeof(*keys));
-    Py_ssize_t *values = keys == NULL ? NULL : mr_alloc_array(cap, sizeof(*values));
+    int32_t *values = keys == NULL ? NULL : mr_alloc_array(cap, sizeof(*values));
     if (values == NULL) {
         PyMem_Free(keys);
         return -1;
@@ -174,7 +175,8 @@ sc_carry_grow(sc_carry *c)
 }
 
 /* Position of fragment (held by a region) in the distinct list, appended when new; its end
- * raised to at least end. SC_OK (*out set) or SC_ERROR. */
+ * raised to at least end. SC_OK (*out set), SC_DECLINE (a new position beyond int32: the carry
+ * is off), SC_ERROR. */
 static inline int
 sc_carry_place(sc_carry *c, PyObject *fragment, int64_t end, Py_ssize_t *out)
 {
@@ -183,13 +185,16 @@ sc_carry_place(sc_carry *c, PyObject *fragment, int64_t end, Py_ssize_t *out)
     if (position < 0) {
         position = PyList_Size(c->frags);
         if (position < 0) return SC_ERROR;
-        if (((size_t)position + 1) * 2 > c->mask + 1) { /* load above one half: double, then the slot again */
+        if (position >= INT32_MAX) return SC_DECLINE;
+        /* load above two thirds: double, then the slot again (in uint64_t: position + 1 <=
+         * INT32_MAX, and a capacity of more than 2**62 slots cannot be allocated) */
+        if ((uint64_t)position * 3 + 3 > (uint64_t)(c->mask + 1) * 2) {
             if (sc_carry_grow(c) < 0) return SC_ERROR;
             (void)sc_carry_find(c, fragment, &slot);
         }
         if (PyList_Append(c->frags, fragment) < 0) return SC_ERROR;
         c->keys[slot] = fragment;
-        c->values[slot] = position;
+        c->values[slot] = (int32_t)position;
         c->ends[position] = end;
     } else if (end > c->ends[position]) {
         c->ends[position] = end;
@@ -198,12 +203,14 @@ sc_carry_place(sc_carry *c, PyObject *fragment, int64_t end, Py_ssize_t *out)
     return SC_OK;
 }
 
-/* sc_carry_place, then the position stored as item i of list. SC_OK (*out set) or SC_ERROR. */
+/* sc_carry_place, then the position stored as item i of list. SC_OK (*out set), SC_DECLINE,
+ * SC_ERROR. */
 static inline int
 sc_carry_position(sc_carry *c, PyObject *fragment, int64_t end, PyObject *list, Py_ssize_t i, Py_ssize_t *out)
 {
     Py_ssize_t position = -1;
-    if (sc_carry_place(c, fragment, end, &position) != SC_OK) return SC_ERROR;
+    int rc = sc_carry_place(c, fragment, end, &position);
+    if (rc != SC_OK) return rc;
     PyObject *number = PyLong_FromSsize_t(position);
     if (number == NULL || PyList_SetItem(list, i, number) < 0) return SC_ERROR; /* steals number */
     *out = position;
@@ -283,8 +290,8 @@ sc_carry_region(sc_carry *c, PyObject *bound_cls, PyObject *const *v, Py_ssize_t
     if (rc != SC_OK) return rc;
     PyObject *box = PyTuple_Pack(2, v[SC_OFFSET], v[SC_SHAPE]);
     if (box == NULL || PyList_SetItem(c->boxes, i, box) < 0) return SC_ERROR; /* steals box */
-    if (sc_carry_position(c, v[SC_SOURCE], s_end, c->source_of, i, s_pos) != SC_OK) return SC_ERROR;
-    if (sc_carry_position(c, v[SC_TARGET], t_end, c->target_of, i, t_pos) != SC_OK) return SC_ERROR;
+    if ((rc = sc_carry_position(c, v[SC_SOURCE], s_end, c->source_of, i, s_pos)) != SC_OK) return rc;
+    if ((rc = sc_carry_position(c, v[SC_TARGET], t_end, c->target_of, i, t_pos)) != SC_OK) return rc;
     return SC_OK;
 }
 

@@ -5,7 +5,7 @@ position as a native int32 straight into the two bytes it returns (``bound_contr
 form: no int object, list slot or box tuple per operation; ``boxes`` None), and its identity table
 grows with the fragments it meets instead of being sized for two per operation. Checked: the
 packed positions, extent ends and maxima equal what ``revalidate_scan`` derives from the regions
-(on a plan whose distinct fragments outgrow the table's first capacity several times), the
+(on a plan whose distinct fragments outgrow the table's first capacity), the
 revalidation takes them as they are, and a bind with the facts carried builds the plan a bind
 without them builds (and the same first error when a binding is forged)."""
 
@@ -29,7 +29,7 @@ from mooncake.reshard.weight._planner.fragments import BoundWeightFragment
 from mooncake.reshard.weight.planner import plan_placement_transfer
 
 COMPACT_MIN = 257  # binder.c BD_COMPACT_MIN
-TABLE_FIRST = 4096  # scan_carry.h SC_TABLE_FIRST: first capacity 2**15 slots, grown at 2**14 fragments
+TABLE_FIRST = 4096  # scan_carry.h SC_TABLE_FIRST: first capacity 2**15 slots, doubled above two thirds
 BIG = 1 << 62
 
 
@@ -80,7 +80,7 @@ def _check_compact(regions: list[Any], carried: Any) -> None:
 
 
 def test_many_distinct_fragments_grow_the_identity_table() -> None:
-    count = 4 * TABLE_FIRST + 3000  # 19,384 distinct fragments: past 2**14, the first growth
+    count = 7 * TABLE_FIRST  # 28,672 distinct fragments: past 2**15 * 2 / 3, the first growth
     ops = [whole(f"f{k}", 4096 + 64 * k) for k in range(count)]
     built = _bind(*_logical(ops))
     assert built is not None
