@@ -1828,6 +1828,10 @@ typedef struct {
     PyObject **view_fields;
     Py_ssize_t n_entries;
     rs_owners owned; /* ``snapshot_owner`` (see rs_owners) */
+    /* Per entry, the hashes of its view's compact ``attested_pfids`` (a tuple in ai_hash_sorted's
+     * form, held by ``view_fields``) in one array, read from the tuple's items on first use
+     * (owned; NULL until read): the search reads them in place of the scattered str objects. */
+    Py_hash_t **pfid_hashes;
 } rs_ctx;
 
 enum { RS_VIEW_BY_PFID, RS_VIEW_ATTESTED_PFIDS, RS_VIEW_GENERATION, RS_VIEW_EXPECTED, RS_VIEW_NFIELDS };
@@ -1902,6 +1906,9 @@ rs_ctx_init(rs_ctx *ctx, Py_ssize_t n_frags)
     ctx->view_fields = mr_alloc_array(((size_t)n + 1) * RS_VIEW_NFIELDS, sizeof(PyObject *));
     if (ctx->view_fields == NULL) return RV_ERROR;
     memset(ctx->view_fields, 0, ((size_t)n + 1) * RS_VIEW_NFIELDS * sizeof(PyObject *));
+    ctx->pfid_hashes = mr_alloc_array((size_t)n + 1, sizeof(Py_hash_t *));
+    if (ctx->pfid_hashes == NULL) return RV_ERROR;
+    memset(ctx->pfid_hashes, 0, ((size_t)n + 1) * sizeof(Py_hash_t *));
     ctx->n_entries = n;
     if ((size_t)n_frags > SIZE_MAX / 4) {
         PyErr_NoMemory();
@@ -1941,6 +1948,10 @@ rs_ctx_free(rs_ctx *ctx)
     if (ctx->view_fields != NULL) {
         for (Py_ssize_t k = 0; k < ctx->n_entries * RS_VIEW_NFIELDS; k++) Py_XDECREF(ctx->view_fields[k]);
         PyMem_Free(ctx->view_fields);
+    }
+    if (ctx->pfid_hashes != NULL) {
+        for (Py_ssize_t k = 0; k < ctx->n_entries; k++) PyMem_Free(ctx->pfid_hashes[k]);
+        PyMem_Free(ctx->pfid_hashes);
     }
     Py_XDECREF(ctx->held);
     rs_owners_free(&ctx->owned);
@@ -2010,6 +2021,48 @@ rs_member(PyObject *container, PyObject *key)
 {
     if (PyDict_CheckExact(container)) return PyDict_Contains(container, key);
     if (PyAnySet_CheckExact(container)) return PySet_Contains(container, key);
+    return 0;
+}
+
+/* ``key in texts`` for entry ``index``'s compact ``attested_pfids`` (an exact tuple in
+ * ai_hash_sorted's form: distinct exact str in hash order): 1, 0 (also when ``key`` or an item is
+ * not an exact str: unsure, the caller declines), -1 with an error set. Only an item equal to
+ * ``key`` gives 1 (a tuple in any other order can only miss, which declines). No Python code
+ * runs. */
+static int
+rs_sorted_member(rs_ctx *ctx, Py_ssize_t index, PyObject *texts, PyObject *key)
+{
+    if (!PyUnicode_CheckExact(key) || index < 0 || index >= ctx->n_entries) return 0;
+    Py_ssize_t n = PyTuple_Size(texts);
+    if (n < 0) return -1;
+    Py_hash_t *hashes = ctx->pfid_hashes[index];
+    if (hashes == NULL) {
+        hashes = mr_alloc_array((size_t)n + 1, sizeof(Py_hash_t));
+        if (hashes == NULL) return -1;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *item = PyTuple_GetItem(texts, i);
+            Py_hash_t h = item != NULL && PyUnicode_CheckExact(item) ? PyObject_Hash(item) : -1;
+            if (h == -1) {
+                PyMem_Free(hashes);
+                return PyErr_Occurred() ? -1 : 0;
+            }
+            hashes[i] = h;
+        }
+        ctx->pfid_hashes[index] = hashes; /* the tuple (immutable) is held by ``view_fields`` */
+    }
+    Py_hash_t hash = PyObject_Hash(key);
+    if (hash == -1) return -1;
+    Py_ssize_t lo = 0, hi = n;
+    while (lo < hi) { /* the first item whose hash is not below ``hash`` */
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (hashes[mid] < hash) lo = mid + 1;
+        else hi = mid;
+    }
+    for (Py_ssize_t i = lo; i < n && hashes[i] == hash; i++) {
+        int order = PyUnicode_Compare(PyTuple_GetItem(texts, i), key); /* exact str (checked above) */
+        if (order == -1 && PyErr_Occurred()) return -1;
+        if (order == 0) return 1;
+    }
     return 0;
 }
 
@@ -2279,7 +2332,8 @@ rs_fragment(PyObject *fragment, PyObject *runtime_id, rs_ctx *ctx, PyObject **ow
     if (!PyDict_CheckExact(by_pfid)) goto done;
     /* ``view.expected_by_pfid.get(pfid) is not None``: the placement fragment id has an
      * attested evidence fragment (its expected state is only needed for a comparison). */
-    int attested = rs_member(attested_pfids, pfid);
+    int attested = PyTuple_CheckExact(attested_pfids) ? rs_sorted_member(ctx, index, attested_pfids, pfid)
+                                                      : rs_member(attested_pfids, pfid);
     if (attested < 0) goto error;
     if (!attested) goto done;
     PyObject *generation = rs_view_field(ctx, index, view, RS_VIEW_GENERATION); /* borrowed */
@@ -2549,8 +2603,9 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
     /* once per call, through a memo (layout.h: the comparison mirrors the instance state) */
     static mr_layout_memo rs_snapshot_memo;
     (void)mr_layout_memo_check(&rs_snapshot_memo, &ctx.snapshot_layout, snapshot_type, rs_snap_keys);
+    /* seen[p]: fragment p is read by an operation of this side. The distinct fragments are
+     * visited in position order by scanning it (no array of them: bind's peak). */
     unsigned char *seen = NULL;
-    Py_ssize_t *unique = NULL;
     Py_ssize_t n_unique = 0;
     size_t n_active = 0;
     /* A private copy of the rows (one per executor): the values' own methods cannot resize what
@@ -2569,11 +2624,10 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
     if (PyList_Size(keys) != n_frags || PyList_Size(runtime_ids) != n_frags) goto decline;
     if (row_of != Py_None && PyList_Size(row_of) != n_frags) row_of = Py_None; /* not this side's */
     seen = mr_alloc_array((size_t)n_frags, 1);
-    unique = mr_alloc_array((size_t)n_frags, sizeof(Py_ssize_t));
     /* ``active`` holds the attestations' placements: one object in a bound or restored plan.
      * Sized for RS_ACTIVE_ROOM of them (a plan naming more declines below) instead of one slot
      * pair per fragment: this call holds bind's traced-memory peak. */
-    if (seen == NULL || unique == NULL || rv_table_init(&active, RS_ACTIVE_ROOM) < 0) goto done;
+    if (seen == NULL || rv_table_init(&active, RS_ACTIVE_ROOM) < 0) goto done;
     memset(seen, 0, (size_t)n_frags);
     {
         int rc = rs_ctx_init(&ctx, n_frags);
@@ -2585,7 +2639,7 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
         if (p < 0) goto decline;
         if (!seen[p]) {
             seen[p] = 1;
-            unique[n_unique++] = p;
+            n_unique++;
         }
     }
     /* Distinct provenance keys, and every fragment's view owner has its fragment's key. */
@@ -2598,14 +2652,14 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
         if (PyDict_SetItem(by_key, PyTuple_GetItem(row, 1), row) < 0) goto done;
     }
     if (PyDict_Size(by_key) != n_rows) goto decline;
-    for (Py_ssize_t u = 0; u < n_unique; u++) {
-        Py_ssize_t p = unique[u];
-        if (u + RS_AHEAD_OBJECT < n_unique) {
-            rs_prefetch_item(frags, unique[u + RS_AHEAD_OBJECT]);
-            if (row_of == Py_None) rs_prefetch_item(runtime_ids, unique[u + RS_AHEAD_OBJECT]);
-            rs_prefetch_item(keys, unique[u + RS_AHEAD_OBJECT]);
+    for (Py_ssize_t p = 0; p < n_frags; p++) {
+        if (!seen[p]) continue;
+        if (p + RS_AHEAD_OBJECT < n_frags) {
+            rs_prefetch_item(frags, p + RS_AHEAD_OBJECT);
+            if (row_of == Py_None) rs_prefetch_item(runtime_ids, p + RS_AHEAD_OBJECT);
+            rs_prefetch_item(keys, p + RS_AHEAD_OBJECT);
         }
-        if (u + RS_AHEAD_DICT < n_unique) rs_prefetch_dict(frags, unique[u + RS_AHEAD_DICT]);
+        if (p + RS_AHEAD_DICT < n_frags) rs_prefetch_dict(frags, p + RS_AHEAD_DICT);
         PyObject *key = PyList_GetItem(keys, p);
         if (key == NULL) goto done;
         /* ``runtime.get(runtime_ids[p])``: given by revalidate_views (``row_of``), which found
@@ -2648,14 +2702,15 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
     /* The Python version's ``set(operation ids) == set(snapshot_owner)``: every operation's
      * runtime id is a key (its lookup below declines otherwise, marking the key found), and
      * as many distinct keys were found as there are keys. */
-    for (Py_ssize_t u = 0; u < n_unique; u++) {
-        Py_ssize_t p = unique[u];
-        if (u + RS_AHEAD_OBJECT < n_unique) {
-            rs_prefetch_item(frags, unique[u + RS_AHEAD_OBJECT]);
-            PyObject *ahead = PyList_GetItem(runtime_ids, unique[u + RS_AHEAD_OBJECT]);
+    for (Py_ssize_t p = 0; p < n_frags; p++) {
+        if (!seen[p]) continue;
+        if (p + RS_AHEAD_OBJECT < n_frags && seen[p + RS_AHEAD_OBJECT]) {
+            rs_prefetch_item(frags, p + RS_AHEAD_OBJECT);
+            PyObject *ahead = PyList_GetItem(runtime_ids, p + RS_AHEAD_OBJECT);
             if (ahead != NULL) rs_owners_prefetch(&ctx.owned, ahead);
+            else PyErr_Clear();
         }
-        if (u + RS_AHEAD_DICT < n_unique) rs_prefetch_dict(frags, unique[u + RS_AHEAD_DICT]);
+        if (p + RS_AHEAD_DICT < n_frags) rs_prefetch_dict(frags, p + RS_AHEAD_DICT);
         PyObject *owned = NULL;
         PyObject *fragment = PyList_GetItem(frags, p);
         if (fragment == NULL) goto done;
@@ -2674,7 +2729,6 @@ done:
     rs_ctx_free(&ctx);
     rv_table_free(&active);
     PyMem_Free(seen);
-    PyMem_Free(unique);
     Py_XDECREF(by_key);
     Py_XDECREF(own_rows);
     return result;
@@ -3034,13 +3088,18 @@ revalidate_spaces(PyObject *Py_UNUSED(module), PyObject *args)
                      {NULL, 0, 0}};
     PyObject *result = NULL, *sources = NULL, *space_ids = NULL;
     int overlap = 0; /* a target allocation is a source allocation of its address space */
-    /* private copies of the lists (packed positions are immutable: read in place) */
-    PyObject *frags = PySequence_List(frags_arg);
+    /* private copies of the position lists (packed positions are immutable: read in place);
+     * ``frags`` (one item per fragment, the fast path's own list) is read in place, each
+     * fragment held while it is read (a list resized meanwhile gives IndexError: an error, which
+     * the caller turns into the rules' decision), as revalidate_side reads it: no copy at
+     * bind's peak */
+    PyObject *frags = Py_NewRef(frags_arg);
     PyObject *source_of = PyBytes_CheckExact(source_arg) ? Py_NewRef(source_arg) : PySequence_List(source_arg);
     PyObject *target_of = PyBytes_CheckExact(target_arg) ? Py_NewRef(target_arg) : PySequence_List(target_arg);
     rv_boxes boxes = {NULL, NULL, {NULL, 0}};
     unsigned char *seen = NULL;
     rp_extent *extents = NULL;
+    PyObject *held = NULL; /* the fragment being read */
     if (frags == NULL || source_of == NULL || target_of == NULL) goto done;
     Py_ssize_t n_frags = PyList_Size(frags), n_ops = rs_positions_size(target_of);
     if (n_frags < 0 || PyErr_Occurred()) goto done;
@@ -3078,6 +3137,9 @@ revalidate_spaces(PyObject *Py_UNUSED(module), PyObject *args)
             }
             seen[p] = 1;
             PyObject *fragment = PyList_GetItem(frags, p), *space = NULL, *binding = NULL, *bdict = NULL;
+            if (fragment == NULL) goto done;
+            Py_INCREF(fragment); /* held while it is read (released below, or at done) */
+            held = fragment;
             int rc = rp_space(fragment, &cfg, &space, &binding, &bdict);
             if (rc == RV_ERROR) goto done;
             if (rc == RV_DECLINE) {
@@ -3119,6 +3181,7 @@ revalidate_spaces(PyObject *Py_UNUSED(module), PyObject *args)
             Py_DECREF(space);
             Py_DECREF(binding);
             Py_XDECREF(bdict);
+            Py_CLEAR(held);
             if (failed) goto done;
         }
     }
@@ -3143,6 +3206,7 @@ done:
     PyMem_Free(extents);
     Py_XDECREF(sources);
     Py_XDECREF(space_ids);
+    Py_XDECREF(held);
     Py_XDECREF(frags);
     Py_XDECREF(source_of);
     Py_XDECREF(target_of);
@@ -3928,10 +3992,69 @@ PyDoc_STRVAR(attested_index_doc,
 "the given types, ``_placement_dict`` is an exact dict, the evidence fragments an exact tuple,\n"
 "and every id read is an exact str. ``TypeError`` when a type argument is not a type.");
 
-/* ``_python_attested_index`` of an attestation's ``evidence`` and ``_placement_dict`` (read by
- * the caller): the index tuple, None (new reference) when not decided here, NULL with an error. */
+typedef struct {
+    Py_hash_t hash;
+    PyObject *text; /* borrowed: the caller's list holds it */
+} ai_hashed;
+
+/* By hash, then by code points (exact str: PyUnicode_Compare runs no Python code and cannot
+ * fail; the order of ``sorted(texts, key=lambda text: (hash(text), text))``). */
+static int
+ai_compare_hashed(const void *a, const void *b)
+{
+    const ai_hashed *x = a, *y = b;
+    if (x->hash != y->hash) return x->hash < y->hash ? -1 : 1;
+    return PyUnicode_Compare(x->text, y->text);
+}
+
+/* The distinct items of ``texts`` (a list of exact str) as a tuple ordered by hash, then by
+ * code points (``bound_contracts._compact_pfids``): the compact form of a view's
+ * ``attested_pfids`` that rs_member searches (8 bytes per item where a set costs ~50). New
+ * reference, NULL with an error set. No Python code runs (exact str hashes and comparisons). */
 static PyObject *
-ai_build(PyObject *evidence, PyObject *pdict, PyTypeObject *ev_type, PyTypeObject *rf_type)
+ai_hash_sorted(PyObject *texts)
+{
+    Py_ssize_t n = PyList_Size(texts);
+    if (n < 0) return NULL;
+    ai_hashed *items = mr_alloc_array((size_t)n + 1, sizeof(ai_hashed));
+    if (items == NULL) return NULL;
+    PyObject *result = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *text = PyList_GetItem(texts, i);
+        if (text == NULL || !PyUnicode_CheckExact(text)) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "ai_hash_sorted: exact str items expected");
+            goto done;
+        }
+        items[i].text = text;
+        items[i].hash = PyObject_Hash(text);
+        if (items[i].hash == -1) goto done;
+    }
+    if (n > 1) qsort(items, (size_t)n, sizeof(ai_hashed), ai_compare_hashed);
+    /* distinct items: equal ones are adjacent now */
+    Py_ssize_t kept = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (kept > 0 && items[kept - 1].hash == items[i].hash) {
+            int order = PyUnicode_Compare(items[kept - 1].text, items[i].text);
+            if (order == -1 && PyErr_Occurred()) goto done;
+            if (order == 0) continue;
+        }
+        items[kept++] = items[i];
+    }
+    result = PyTuple_New(kept);
+    for (Py_ssize_t i = 0; result != NULL && i < kept; i++) {
+        if (PyTuple_SetItem(result, i, Py_NewRef(items[i].text)) < 0) Py_CLEAR(result);
+    }
+done:
+    PyMem_Free(items);
+    return result;
+}
+
+/* ``_python_attested_index`` of an attestation's ``evidence`` and ``_placement_dict`` (read by
+ * the caller): the index tuple, None (new reference) when not decided here, NULL with an error.
+ * ``compact``: the attested placement fragment ids as an ai_hash_sorted tuple instead of a set
+ * (the same members; a view's private form, see av_slots). */
+static PyObject *
+ai_build(PyObject *evidence, PyObject *pdict, PyTypeObject *ev_type, PyTypeObject *rf_type, int compact)
 {
     PyObject *result = NULL, *edict = NULL, *fragments = NULL;
     PyObject *pfids = NULL, *attested = NULL, *everything = NULL;
@@ -3942,7 +4065,7 @@ ai_build(PyObject *evidence, PyObject *pdict, PyTypeObject *ev_type, PyTypeObjec
     if (!PyDict_Check(edict)) goto decline;
     fragments = rv_item(edict, rc_keys[RC_FRAGMENTS]);
     if (fragments == NULL || !PyTuple_CheckExact(fragments)) goto decline;
-    pfids = PySet_New(NULL);
+    pfids = compact ? PyList_New(0) : PySet_New(NULL);
     attested = PyDict_New();
     everything = PyDict_New();
     if (pfids == NULL || attested == NULL || everything == NULL) goto done;
@@ -3970,7 +4093,8 @@ ai_build(PyObject *evidence, PyObject *pdict, PyTypeObject *ev_type, PyTypeObjec
             else if (entry == NULL || entry == Py_None) { /* ``placement_dict.get(pfid) is None`` */
                 complete = 0;
             }
-            else if (PySet_Add(pfids, pfid) < 0 || ai_append(attested, worker, fid) < 0) {
+            else if ((compact ? PyList_Append(pfids, pfid) : PySet_Add(pfids, pfid)) < 0
+                     || ai_append(attested, worker, fid) < 0) {
                 status = RV_ERROR;
             }
             if (status == RV_OK && ai_append(everything, worker, fid) < 0) status = RV_ERROR;
@@ -3982,6 +4106,12 @@ ai_build(PyObject *evidence, PyObject *pdict, PyTypeObject *ev_type, PyTypeObjec
         if (status == RV_DECLINE) goto decline;
     }
     if (ai_freeze(attested) < 0) goto done;
+    if (compact) {
+        PyObject *sorted = ai_hash_sorted(pfids);
+        if (sorted == NULL) goto done;
+        Py_DECREF(pfids);
+        pfids = sorted;
+    }
     if (complete) {
         Py_DECREF(everything);
         everything = Py_NewRef(attested);
@@ -4019,7 +4149,7 @@ attested_index(PyObject *Py_UNUSED(module), PyObject *args)
         pdict = evidence == NULL ? NULL : rv_item(state, rf_keys[RF_PLACEMENT_DICT]);
     }
     if (pdict != NULL) {
-        result = ai_build(evidence, pdict, (PyTypeObject *)ev_type, (PyTypeObject *)rf_type);
+        result = ai_build(evidence, pdict, (PyTypeObject *)ev_type, (PyTypeObject *)rf_type, 0);
     }
     else if (!PyErr_Occurred()) {
         result = Py_NewRef(Py_None);
@@ -4125,7 +4255,10 @@ av_slots(PyObject *module, PyObject *attestation, PyObject *state, PyObject *con
     slots[AV_OBJECTS_BY_PFID] = Py_NewRef(Py_None);
     if (slots[AV_OBJECTS] != Py_None) {
         /* The cheap index; the expected field dicts on first use (``rows()``). */
-        PyObject *built = ai_build(evidence, pdict, (PyTypeObject *)types[1], (PyTypeObject *)types[2]);
+        /* (``attested_pfids`` in its compact form: read only by revalidate_side's rs_member,
+         * the view living as long as one revalidation; ~50 bytes per attested fragment less at
+         * bind's peak) */
+        PyObject *built = ai_build(evidence, pdict, (PyTypeObject *)types[1], (PyTypeObject *)types[2], 1);
         if (built == NULL) goto done;
         if (built == Py_None) {
             Py_DECREF(built);

@@ -449,7 +449,8 @@ class _AttestedView:
             )
             if index is None:
                 index = _python_attested_index(placement_dict, evidence)
-            self.attested_pfids, self.ids_by_worker, self.evidence_ids_by_worker, _complete = index
+            pfids, self.ids_by_worker, self.evidence_ids_by_worker, _complete = index
+            self.attested_pfids = _compact_pfids(pfids)
             self._rows = None
             return
         # The rows in C when it decides them (views of fresh attestations, e.g. after unpickling);
@@ -469,6 +470,31 @@ class _AttestedView:
             self.evidence_ids_by_worker = ids_by_worker
         else:
             self.evidence_ids_by_worker = _python_attested_index(placement_dict, evidence)[2]
+
+
+def _drop_object_tables(attested: dict[int, Any]) -> None:
+    """The side checks' by-pfid tables of binding's snapshot objects (``object_by_pfid``, a cache
+    the method rebuilds when asked again; ~50 B per attested fragment) dropped from the views of
+    ``attested`` (the fast path's own dict) that were given those objects: views of this very
+    revalidation (``_attested_view``), read by nothing else once a side is checked."""
+    for entry in attested.values():
+        view = entry[2] if type(entry) is tuple and len(entry) == 3 else None
+        if type(view) is _AttestedView and view.objects_by_worker is not None:
+            view._objects_by_pfid = None
+
+
+def _pfid_order(text: str) -> tuple[int, str]:
+    return (hash(text), text)
+
+
+def _compact_pfids(pfids: Any) -> Any:
+    """A view's ``attested_pfids`` (read only by ``revalidate_side``: membership) in the form
+    the C view takes when binding's snapshot objects are given: the distinct ids as a tuple in
+    ``(hash, text)`` order, which the C side searches by hash (8 bytes per id where the set costs
+    ~50, alive through bind's peak). The set itself when an id is not an exact str."""
+    if type(pfids) is not set or any(type(pfid) is not str for pfid in pfids):
+        return pfids
+    return tuple(sorted(pfids, key=_pfid_order))
 
 
 def _python_attested_index(placement_dict: Any, evidence: Any) -> tuple[Any, Any, Any, bool]:
@@ -1440,6 +1466,9 @@ def _fast_revalidate_live(
             frags, keys, runtime_ids, _position_list(side_of), runtime, rows, attested, used
         ):
             return False
+        if type(side_row_of) is list:  # read by this side's check only (8 B per fragment)
+            side_row_of.clear()
+        _drop_object_tables(attested)
     # Read by the side checks only: the per-fragment provenance keys (~100 B per fragment),
     # runtime ids and runtime dicts are freed before the coverage check allocates its own.
     del row_of, s_row_of, t_row_of, side_row_of, side_of, runtime, rows
