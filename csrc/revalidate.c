@@ -195,6 +195,9 @@ rv_table_free(rv_table *t)
     PyMem_Free(t->values);
 }
 
+static void rs_store(rv_table *t, PyObject *object, Py_ssize_t value);
+static int rv_table_reserve(rv_table *t, size_t n_items);
+
 /* Position of ``object`` in ``distinct``, appending it when new; -1 with an error set. */
 static Py_ssize_t
 rv_position(rv_table *t, PyObject *distinct, PyObject *object)
@@ -1166,8 +1169,13 @@ rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObjec
                 goto done;
             }
             index = PyList_Size(entry_list) - 1;
-            entries->keys[slot] = attestation; /* alive: the fragment (held by the caller) holds it */
-            entries->values[slot] = index;
+            /* (a table grown as attestations come: one per participant, far fewer than the
+             * fragments it was once sized for: ~16 bytes per fragment of bind's peak) */
+            if (index < 0 || rv_table_reserve(entries, (size_t)index + 1) < 0) {
+                rc = RV_ERROR;
+                goto done;
+            }
+            rs_store(entries, attestation, index); /* alive: the fragment (held by the caller) holds it */
         }
     }
     PyObject *entry = PyList_GetItem(entry_list, index); /* borrowed */
@@ -1354,7 +1362,7 @@ revalidate_fragments(PyObject *module, PyObject *args)
     rf_memo memo = {{NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}, NULL, 0};
     PyObject *result = NULL;
     if (n < 0 || keys == NULL || routes == NULL || runtime_ids == NULL || attested == NULL || entry_list == NULL
-        || (size_t)n > SIZE_MAX / 4 || rv_table_init(&entries, (size_t)n) < 0
+        || (size_t)n > SIZE_MAX / 4 || rv_table_init(&entries, 16) < 0
         || rf_memo_init(&memo.rank, (size_t)n) < 0 || rf_memo_init(&memo.key, (size_t)n) < 0
         || rf_memo_init(&memo.route, (size_t)n) < 0 || rf_memo_init(&memo.rank_object, (size_t)n) < 0) {
         if (n >= 0 && (size_t)n > SIZE_MAX / 4 && !PyErr_Occurred()) PyErr_NoMemory();

@@ -294,3 +294,42 @@ def test_object_tables_dropped_between_sides(monkeypatch: pytest.MonkeyPatch) ->
         bc._drop_object_tables({1: (None, None, view), 2: (None, None, plain), 3: "odd"})
         assert view._objects_by_pfid is None and plain._objects_by_pfid is other
         assert view.object_by_pfid() == table
+
+
+def test_many_attestations_grow_the_entry_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    """revalidate_fragments' attestation table starts small and grows as attestations come (it
+    was sized for the fragments): a plan of more attestations than its first size gives the
+    reference's keys, routes, runtime ids and entries, and its bind is accepted by the fast
+    path."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import _workloads as w
+
+    from mooncake.reshard.weight import bind_logical_transfer_plan, plan_placement_transfer
+    from mooncake.reshard.weight._planner.contracts import PlanningLimits
+    from test_native_revalidate import _fragments_agree
+
+    results: list[bool] = []
+    live = bc._fast_revalidate_live
+
+    def record(*args: Any) -> bool:
+        result = live(*args)
+        results.append(result)
+        return result
+
+    monkeypatch.setattr(bc, "_fast_revalidate_live", record)
+    inputs = w.independent_experts(layers=1, experts=48)
+    source, target = w.assemble(inputs.source), w.assemble(inputs.target)
+    logical = plan_placement_transfer(source, target, planning_limits=PlanningLimits())
+    plan = bind_logical_transfer_plan(
+        logical, w.bindings(target, prefix="dst", window=4096), source_bindings=w.bindings(source, prefix="src", window=0)
+    )
+    assert results == [True]
+    assert len(_attestations(plan)) > 16
+    _fragments_agree(plan)
+    with bc._ViewScope():
+        frags = _scan(plan.operations)[0]
+        checked = _native_fragments(frags, _identity(plan))
+        assert checked is not None and len(checked[3]) == len(_attestations(plan))
