@@ -275,6 +275,14 @@ def test_object_tables_dropped_between_sides(monkeypatch: pytest.MonkeyPatch) ->
 
     monkeypatch.setattr(bc._native, "revalidate_side", spy)
     monkeypatch.setattr(bc, "_fast_revalidate_live", record)
+    # small plans (the contract benchmark's) keep them: nothing worth freeing
+    _bound_plan(target_tp=4, shape=(4, 8))
+    assert results == [True] and len(seen) == 4
+    assert any(table for table in seen[2]) and [t is not None for t in seen[2]] == [t is not None for t in seen[1]]
+    # large plans (threshold lowered) drop them
+    monkeypatch.setattr(bc, "_COMPACT_MIN", 0)
+    seen.clear()
+    results.clear()
     _bound_plan(target_tp=4, shape=(4, 8))
     assert results == [True]
     assert len(seen) == 4

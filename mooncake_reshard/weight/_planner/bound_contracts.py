@@ -1441,6 +1441,7 @@ def _fast_revalidate_live(
     s_runtime, s_rows, s_table, t_runtime, t_rows, t_table, routes = views
     del views, routes_half  # read only by revalidate_views (frees ~5 MiB at 74k operations)
     s_row_of, t_row_of = row_of or (None, None)
+    large = len(operations) > _COMPACT_MIN
     used: set[int] = set()
     for side_of, runtime, rows, side_row_of in (
         (source_of, s_runtime, s_rows, s_row_of),
@@ -1466,9 +1467,10 @@ def _fast_revalidate_live(
             frags, keys, runtime_ids, _position_list(side_of), runtime, rows, attested, used
         ):
             return False
-        if type(side_row_of) is list:  # read by this side's check only (8 B per fragment)
-            side_row_of.clear()
-        _drop_object_tables(attested)
+        if large:  # (small plans: nothing worth freeing, and the contract benchmark's median)
+            if type(side_row_of) is list:  # read by this side's check only (8 B per fragment)
+                side_row_of.clear()
+            _drop_object_tables(attested)
     # Read by the side checks only: the per-fragment provenance keys (~100 B per fragment),
     # runtime ids and runtime dicts are freed before the coverage check allocates its own.
     del row_of, s_row_of, t_row_of, side_row_of, side_of, runtime, rows
