@@ -4346,7 +4346,9 @@ PyDoc_STRVAR(attested_view_doc,
 "attestation, its evidence and placement are exactly the given types with an exact-dict\n"
 "``_placement_dict``, the placement's part index is an exact dict, and the attested rows\n"
 "(``attested_rows``, complete; without objects) or the cheap index (``attested_index``; with\n"
-"objects) are decided in C. Otherwise ``None`` (the Python constructor decides).\n"
+"objects: its ``attested_pfids`` then as the distinct ids in a tuple in ``(hash, text)`` order,\n"
+"``bound_contracts._compact_pfids``) are decided in C. Otherwise ``None`` (the Python\n"
+"constructor decides).\n"
 "Errors of the values' own attributes (e.g. ``placement.digest``) propagate.");
 
 static PyObject *
