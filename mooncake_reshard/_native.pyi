@@ -596,7 +596,9 @@ def revalidate_scan_carried(
     binding (exactly ``binding_type``) and its ``nbytes``, which must cover the largest extent
     end of that fragment's operations. ``operations`` must hold exactly the carried regions.
     What ``revalidate_scan`` returns for them, or None (then run ``revalidate_scan``).
-    ``TypeError`` for wrong argument types."""
+    ``TypeError`` for wrong argument types. The compact form of the facts (``bind_regions``'
+    above 257 operations, ``bound_contracts._compact_carried``: both position lists as bytes of
+    native int32, boxes None) is accepted as well, and its packed positions and None returned."""
 
 def revalidate_fragments(
     fragments: list[Any],
@@ -632,7 +634,7 @@ def revalidate_side(
     frags: list[Any],
     keys: list[Any],
     runtime_ids: list[Any],
-    side_of: list[int],
+    side_of: list[int] | bytes,
     runtime: dict[Any, Any],
     rows: list[Any],
     attested: dict[int, Any],
@@ -689,7 +691,8 @@ def attested_view(
     and the rows (``attested_rows``, complete; without objects) or the cheap index
     (``attested_index``; with objects) are decided in C; otherwise ``None`` (the Python
     constructor decides). ``TypeError`` when a type argument is not a type; errors of the
-    values' own attributes propagate."""
+    values' own attributes propagate. With ``objects`` the view's ``attested_pfids`` is a sorted
+    tuple of the distinct placement fragment ids (``attested_index`` still returns a set)."""
 
 def operation_views(
     operations: tuple[Any, ...],
@@ -722,9 +725,9 @@ def deps_unchanged(deps: tuple[Any, ...], /) -> bool:
 
 def revalidate_spaces(
     frags: list[Any],
-    source_of: list[int],
-    target_of: list[int],
-    boxes: list[tuple[tuple[int, ...], tuple[int, ...]]],
+    source_of: list[int] | bytes,
+    target_of: list[int] | bytes,
+    boxes: list[tuple[tuple[int, ...], tuple[int, ...]]] | tuple[Any, ...],
     check_physical: bool,
     /,
 ) -> Optional[bool]:
@@ -735,13 +738,15 @@ def revalidate_spaces(
     fragment without its binding or instance id: the fast path declines); otherwise ``True`` when ``check_physical`` is
     false or every operation writes a whole, alias-free target fragment of its own with pairwise
     disjoint byte extents per address space, else ``None`` (the physical sweep must decide).
-    ``TypeError`` for wrong container types."""
+    ``TypeError`` for wrong container types. Positions may be packed (bytes of one native int32
+    per operation), and ``boxes`` may be the plan's operations tuple (each box read from its
+    region's own ``overlap_offset`` / ``overlap_shape``)."""
 
 def revalidate_coverage(
     placement: Any,
     frags: list[Any],
-    target_of: list[int],
-    boxes: list[tuple[tuple[int, ...], tuple[int, ...]]],
+    target_of: list[int] | bytes,
+    boxes: list[tuple[tuple[int, ...], tuple[int, ...]]] | tuple[Any, ...],
     rows: list[Any],
     attested: dict[int, Any],
     used: set[int],
@@ -754,20 +759,22 @@ def revalidate_coverage(
     path's own tables (see ``bound_contracts._fast_target_coverage``, which it mirrors).
     ``True`` when the rule holds, ``None`` when unsure. ``rank_type`` (``ParallelRank``) lets
     exact ranks with exact int fields be compared field by field instead of by their ``!=``.
-    ``TypeError`` for wrong container types; errors of the values' own methods propagate."""
+    ``TypeError`` for wrong container types; errors of the values' own methods propagate.
+    Positions and boxes may take the packed forms ``revalidate_spaces`` accepts."""
 
 def revalidate_views(
     source_executors: tuple[Any, ...],
     target_executors: tuple[Any, ...],
     runtime_ids: list[Any],
     route_halves: list[tuple[Any, Any]],
-    source_of: list[int],
-    target_of: list[int],
+    source_of: list[int] | bytes,
+    target_of: list[int] | bytes,
     rank_type: type,
     executor_type: Optional[type] = None,
     row_of: Optional[list[Any]] = None,
+    packed_indices: bool = False,
     /,
-) -> Optional[tuple[dict[Any, Any], list[Any], dict[Any, list[int]], dict[Any, Any], list[Any], dict[Any, list[int]], dict[Any, list[int]]]]:
+) -> Optional[tuple[dict[Any, Any], list[Any], dict[Any, Any], dict[Any, Any], list[Any], dict[Any, Any], dict[Any, Any]]]:
     """Operation views (spec §11.9) of the ``TransferPlan`` revalidation fast path: per side
     ``(runtime, rows, table)`` (rows ``(executor state, provenance key, bucket)``, runtime
     fragment id -> the row of the first executor listing it, view key -> bucket), every
@@ -778,7 +785,10 @@ def revalidate_views(
     wrong container types. ``row_of`` (a list): when the operations were assigned by address and
     there are at least 4096 fragment positions, two lists are appended to it, per fragment
     position ``runtime.get(runtime_ids[p])`` of the source and of the target side (``None``
-    where the side has no operation); else nothing."""
+    where the side has no operation); else nothing. Positions may be packed (bytes of one
+    native int32 per operation). ``packed_indices``: where the operations are assigned by
+    address, each bucket's operation indices are one bytes of native int64 instead of a list of
+    ints (the tables' values; a row's bucket list then holds that bytes as its one item)."""
 
 def restore_executors(
     table: object,
@@ -937,7 +947,10 @@ def bind_regions(
     source_of, target_of, boxes, ends, max_count, max_total, facts)``, derived in the same pass;
     ``facts`` is None, or the list of the four values, placement ``tensor_id``, ``global_offset``,
     ``local_shape`` and binding ``nbytes``, of every distinct fragment, from which every region
-    was proven canonical with ``regions_canonical``'s kernel, when ``prove`` (a bool) is True)."""
+    was proven canonical with ``regions_canonical``'s kernel, when ``prove`` (a bool) is True).
+    Above 257 operations the carried facts are compact: ``source_of`` and ``target_of`` are bytes
+    of native int32 positions and ``boxes`` is None (the revalidation reads each box from its
+    region); up to 257 they are lists of ints and of ``(overlap_offset, overlap_shape)`` tuples."""
 
 def address_ranges_clear(views: object, runtime_fragment_cls: type, /) -> bool:
     """True when the exact list of views ``(instance_id, runtime fragment, ...)`` passes
