@@ -186,3 +186,21 @@ def test_bind_call_peaks_reports_c_calls() -> None:
     assert values == sorted(values, reverse=True)
     # bind keeps its result, so the peak inside its largest call is at least what it keeps
     assert values[0] >= document["kept_bytes_per_op"]
+
+
+def test_bind_rss_curve_reports_stages_and_peak() -> None:
+    completed = _run("bind_rss_curve.py", "--layers", "1", "--experts", "48", "--step", "1")
+    assert completed.returncode == 0, completed.stderr
+    document = json.loads(completed.stdout)
+    assert document["benchmark"] == "bind_rss_curve"
+    assert document["operations"] == 48 * 3 * 8
+    stages = document["stages_rss_hwm_mib"]
+    assert list(stages) == ["inputs", "assemble", "plan", "bindings", "bind"]
+    # the high-water mark never falls, and bind's is the document's peak
+    marks = [hwm for _, hwm in stages.values()]
+    assert marks == sorted(marks) and document["bind_peak_mib"] == marks[-1]
+    assert all(rss <= hwm for rss, hwm in stages.values())
+    for event, function, caller, rss, hwm in document["bind_events"]:
+        assert event in ("c_call", "c_return", "c_exception") and function and ":" in caller
+        assert 0 < rss <= hwm <= document["bind_peak_mib"]
+
