@@ -343,6 +343,37 @@ _MUTATIONS: list[Mutation] = [
 ]
 
 
+def _mutated(name: str, choices: list[int], data: Any) -> Optional[Any]:
+    """``_PLANS[name]`` with the mutations ``choices`` applied in order, each drawing the
+    positions it edits from hypothesis ``data``; None when a mutation does not apply to the plan
+    it is given."""
+    plan = _PLANS[name]
+
+    def pick(n: int) -> int:
+        return data.draw(st.integers(0, max(n - 1, 0))) if n > 1 else 0
+
+    for choice in choices:
+        try:
+            plan = _MUTATIONS[choice](plan, pick)
+        except AttributeError:
+            return None
+    return plan
+
+
+def _record_fast_path(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """The results of every ``bound_contracts._fast_revalidate_live`` call from now on in the test."""
+    results: list[bool] = []
+    live = bc._fast_revalidate_live
+
+    def record(*args: Any) -> bool:
+        result = live(*args)
+        results.append(result)
+        return result
+
+    monkeypatch.setattr(bc, "_fast_revalidate_live", record)
+    return results
+
+
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     name=st.sampled_from(sorted(_PLANS)),

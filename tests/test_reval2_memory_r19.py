@@ -30,7 +30,15 @@ from mooncake.reshard.weight._planner.bound_contracts import (
 )
 from mooncake.reshard.weight.placement import WeightPlacementManifest
 
-from test_native_revalidate import _MUTATIONS, _PLANS, _identity, _native_fragments, _scan
+from test_native_revalidate import (
+    _MUTATIONS,
+    _PLANS,
+    _identity,
+    _mutated,
+    _native_fragments,
+    _record_fast_path,
+    _scan,
+)
 
 _VIEW_ARGS = (RuntimeBindingAttestation, RuntimeBindingEvidence, RuntimeBindingFragment, WeightPlacementManifest)
 
@@ -163,16 +171,10 @@ def _as_tuple(pfids: Any) -> Any:
     data=st.data(),
 )
 def test_compact_and_set_ids_decide_alike(name: str, choices: list[int], data: Any) -> None:
-    plan = _PLANS[name]
-
-    def pick(n: int) -> int:
-        return data.draw(st.integers(0, max(n - 1, 0))) if n > 1 else 0
-
-    for choice in choices:
-        try:
-            plan = _MUTATIONS[choice](plan, pick)
-        except AttributeError:
-            return
+    mutated = _mutated(name, choices, data)
+    if mutated is None:  # a mutation that does not apply to the plan it was given
+        return
+    plan = mutated
     answers = _sides(plan, [_as_set, _as_tuple])
     if answers:
         assert answers[0] == answers[1]
@@ -265,16 +267,9 @@ def test_object_tables_dropped_between_sides(monkeypatch: pytest.MonkeyPatch) ->
         seen.append([entry[2]._objects_by_pfid for entry in attested.values()])
         return result
 
-    results: list[bool] = []
-    live = bc._fast_revalidate_live
-
-    def record(*args: Any) -> bool:
-        result = live(*args)
-        results.append(result)
-        return result
+    results = _record_fast_path(monkeypatch)
 
     monkeypatch.setattr(bc._native, "revalidate_side", spy)
-    monkeypatch.setattr(bc, "_fast_revalidate_live", record)
     # small plans (the contract benchmark's) keep them: nothing worth freeing
     _bound_plan(target_tp=4, shape=(4, 8))
     assert results == [True] and len(seen) == 4
@@ -319,15 +314,8 @@ def test_many_attestations_grow_the_entry_table(monkeypatch: pytest.MonkeyPatch)
     from mooncake.reshard.weight._planner.contracts import PlanningLimits
     from test_native_revalidate import _fragments_agree
 
-    results: list[bool] = []
-    live = bc._fast_revalidate_live
+    results = _record_fast_path(monkeypatch)
 
-    def record(*args: Any) -> bool:
-        result = live(*args)
-        results.append(result)
-        return result
-
-    monkeypatch.setattr(bc, "_fast_revalidate_live", record)
     inputs = w.independent_experts(layers=1, experts=48)
     source, target = w.assemble(inputs.source), w.assemble(inputs.target)
     logical = plan_placement_transfer(source, target, planning_limits=PlanningLimits())

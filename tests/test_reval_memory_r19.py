@@ -25,7 +25,16 @@ from mooncake.reshard.weight._planner.contracts import TransferRegion
 from mooncake.reshard.weight.types import PlacementFragment
 from mooncake.reshard.contracts.fragments import RuntimeBindingFragment
 
-from test_native_revalidate import _MUTATIONS, _PLANS, _coverage_tables, _forge, _scan, _spaces_reference
+from test_native_revalidate import (
+    _MUTATIONS,
+    _PLANS,
+    _coverage_tables,
+    _forge,
+    _mutated,
+    _record_fast_path,
+    _scan,
+    _spaces_reference,
+)
 
 
 def _call(function: Any, *args: Any) -> Any:
@@ -80,16 +89,10 @@ def _coverage_both(plan: Any) -> None:
     data=st.data(),
 )
 def test_boxes_read_from_regions_decide_alike(name: str, choices: list[int], data: Any) -> None:
-    plan = _PLANS[name]
-
-    def pick(n: int) -> int:
-        return data.draw(st.integers(0, max(n - 1, 0))) if n > 1 else 0
-
-    for choice in choices:
-        try:
-            plan = _MUTATIONS[choice](plan, pick)
-        except AttributeError:  # a mutation that does not apply to the plan it was given
-            return
+    mutated = _mutated(name, choices, data)
+    if mutated is None:  # a mutation that does not apply to the plan it was given
+        return
+    plan = mutated
     _spaces_both(plan)
     _coverage_both(plan)
 
@@ -182,15 +185,8 @@ def test_bind_empties_the_carried_boxes_and_keeps_the_plan(monkeypatch: pytest.M
         return scan_carried(operations, carried, *rest)
 
     monkeypatch.setattr(bc._native, "revalidate_scan_carried", spy)
-    results: list[bool] = []
-    live = bc._fast_revalidate_live
+    results = _record_fast_path(monkeypatch)
 
-    def record(*args: Any) -> bool:
-        result = live(*args)
-        results.append(result)
-        return result
-
-    monkeypatch.setattr(bc, "_fast_revalidate_live", record)
     from test_native_revalidate import _bound_plan
 
     plan = _bound_plan(target_tp=4, shape=(4, 8))
@@ -311,16 +307,10 @@ def _same_pipeline(plan: Any, halves: Any = None) -> list[Any]:
     data=st.data(),
 )
 def test_packed_positions_decide_alike(name: str, choices: list[int], data: Any) -> None:
-    plan = _PLANS[name]
-
-    def pick(n: int) -> int:
-        return data.draw(st.integers(0, max(n - 1, 0))) if n > 1 else 0
-
-    for choice in choices:
-        try:
-            plan = _MUTATIONS[choice](plan, pick)
-        except AttributeError:
-            return
+    mutated = _mutated(name, choices, data)
+    if mutated is None:  # a mutation that does not apply to the plan it was given
+        return
+    plan = mutated
     _same_pipeline(plan)
 
 
@@ -464,16 +454,9 @@ def test_plan_from_compact_carried_is_the_rules_plan(monkeypatch: pytest.MonkeyP
             built = built[:3] + (compact,)
         return built
 
-    results: list[bool] = []
-    live = bc._fast_revalidate_live
-
-    def record(*args: Any) -> bool:
-        result = live(*args)
-        results.append(result)
-        return result
+    results = _record_fast_path(monkeypatch)
 
     monkeypatch.setattr(binding._native, "bind_regions", bind_regions)
-    monkeypatch.setattr(bc, "_fast_revalidate_live", record)
     from test_native_revalidate import _bound_plan
 
     plan = _bound_plan(target_tp=4, shape=(4, 8))
@@ -540,16 +523,10 @@ def _views_both(plan: Any, halves: Any = None) -> Any:
     data=st.data(),
 )
 def test_packed_indices_are_the_lists(name: str, choices: list[int], data: Any) -> None:
-    plan = _PLANS[name]
-
-    def pick(n: int) -> int:
-        return data.draw(st.integers(0, max(n - 1, 0))) if n > 1 else 0
-
-    for choice in choices:
-        try:
-            plan = _MUTATIONS[choice](plan, pick)
-        except AttributeError:
-            return
+    mutated = _mutated(name, choices, data)
+    if mutated is None:  # a mutation that does not apply to the plan it was given
+        return
+    plan = mutated
     _views_both(plan)
 
 
