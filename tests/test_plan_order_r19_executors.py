@@ -16,16 +16,10 @@ from typing import Any, Iterator, List
 import pytest
 
 from spec_helpers import field_state, store_state
+from test_plan_executor_tuples import _outcome, _Part, _python
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import ParallelRank, PlacementExecutorPlan, PlacementFragment
-
-
-class _Part:
-    def __init__(self, participant: str, rank: ParallelRank, fragments: Any) -> None:
-        self.participant_id = participant
-        self.rank = rank
-        self.fragments = fragments
 
 
 def _fragment(fid: str, rank: ParallelRank) -> PlacementFragment:
@@ -41,25 +35,6 @@ def _parts(size: int = 600) -> List[_Part]:
         ids = [f"sha256:{p:02d}{k:04d}" for k in range(size)]
         parts.append(_Part(f"p{p}", rank, tuple(_fragment(fid, rank) for fid in ids)))
     return parts
-
-
-def _outcome(parts: List[_Part], used: Any, *extra: Any) -> Any:
-    try:
-        pairs = _native.project_executors(PlacementExecutorPlan, "sha256:" + "0" * 64, tuple(parts), used, None, *extra)
-    except (TypeError, AttributeError) as exc:
-        return (type(exc).__name__, str(exc))
-    return [(key, field_state(executor)) for key, executor in pairs]
-
-
-def _rules(parts: List[_Part], used: set) -> Any:
-    out = []
-    for part in parts:
-        ids = [f.placement_fragment_id for f in part.fragments]
-        if not ids or used.isdisjoint(ids):
-            continue
-        rank = part.rank
-        out.append(((rank.dp, rank.pp, rank.ep, rank.tp), sorted(ids)))
-    return out
 
 
 @pytest.fixture
@@ -81,7 +56,7 @@ def test_slot_reads_equal_getattr() -> None:
         counts = [sys.getrefcount(fid) for fid in every]
         fast = _outcome(parts, used, PlacementFragment)
         assert fast == _outcome(parts, used)
-        assert [(key, list(state["placement_fragment_ids"])) for key, state in fast] == _rules(parts, set(used))
+        assert [(key, list(state["placement_fragment_ids"])) for key, state in fast] == _python(parts, set(used))
         stored = [fid for _, state in fast for fid in state["placement_fragment_ids"]]
         assert {id(fid) for fid in stored} <= {id(fid) for fid in every}  # the slots' own objects
         del fast, stored
@@ -96,7 +71,7 @@ def test_a_shadowing_class_attribute_is_what_getattr_reads(shadowed_ids: None, s
     for used in ({every[0]}, set(every), list(every), {every[0][1:]}):
         fast = _outcome(parts, used, PlacementFragment)
         assert fast == _outcome(parts, used)
-        assert [(key, list(state["placement_fragment_ids"])) for key, state in fast] == _rules(parts, set(used))
+        assert [(key, list(state["placement_fragment_ids"])) for key, state in fast] == _python(parts, set(used))
     assert _outcome(parts, {every[0]}, PlacementFragment) != []  # the shadowed ids are the used ones
 
 
