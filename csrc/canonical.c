@@ -698,30 +698,6 @@ static const char *const pfl_names[PFL_NKEYS] = {
     "aliases", "global_offset", "local_shape", "nbytes", "pipeline_stage_id", "placement_fragment_id",
     "rank", "tensor_id", "dp", "ep", "pp", "tp", "__dict__"};
 
-/* Borrowed state[key]; KeyError (as state[key] would raise) when missing. */
-static PyObject *
-pfl_get(PyObject *state, PyObject *key)
-{
-    PyObject *v = PyDict_GetItemWithError(state, key);
-    if (v == NULL && !PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, key);
-    return v;
-}
-
-/* New reference to obj.__dict__ (must be a dict); for a placement fragment stored in a C-owned
- * layout (layout.h mr_pf_derived: the class or a subclass) the dict of its set fields, what the
- * dict-backed class's __dict__ held. */
-static PyObject *
-pfl_state(PyObject *obj, PyObject *dict_name)
-{
-    PyObject *state = mr_pf_derived((PyObject *)Py_TYPE(obj)) ? mr_pf_state(obj) : PyObject_GetAttr(obj, dict_name);
-    if (state != NULL && !PyDict_Check(state)) {
-        Py_DECREF(state);
-        PyErr_SetString(PyExc_TypeError, "fragment state must be a dict");
-        return NULL;
-    }
-    return state;
-}
-
 static int
 pfl_key_value(cj_buf *b, int first, const char *key, PyObject *value)
 {
@@ -864,10 +840,10 @@ pfl_rank(cj_buf *b, pfl_ctx *c, PyObject *rank)
         for (int k = 0; k < 4; k++) Py_INCREF(r[k]);
     }
     else {
-        rank_state = pfl_state(rank, c->keys[PFL_DICT]);
+        rank_state = mr_pf_state_dict(rank, c->keys[PFL_DICT]);
         if (rank_state == NULL) return -1;
         for (int k = 0; k < 4 && rc == 0; k++) {
-            r[k] = pfl_get(rank_state, c->keys[PFL_DP + k]);
+            r[k] = mr_dict_item(rank_state, c->keys[PFL_DP + k]);
             if (r[k] == NULL) rc = -1;
             else Py_INCREF(r[k]);
         }
@@ -981,7 +957,7 @@ pfl_write_fields(cj_buf *b, PyObject *const *v, pfl_ctx *c)
 static int
 pfl_fragment(cj_buf *b, PyObject *fragment, pfl_ctx *c)
 {
-    PyObject *state = pfl_state(fragment, c->keys[PFL_DICT]);
+    PyObject *state = mr_pf_state_dict(fragment, c->keys[PFL_DICT]);
     if (state == NULL) return -1;
     int rc = 0;
     PyObject *v[PFL_TENSOR + 1];
@@ -992,7 +968,7 @@ pfl_fragment(cj_buf *b, PyObject *fragment, pfl_ctx *c)
     /* the fields not met by the scan looked up in order (the first missing one raises);
      * no Python code has run since the scan: its borrowed values are still the dict's */
     for (; got <= PFL_TENSOR; got++) {
-        if (v[got] == NULL && (v[got] = pfl_get(state, c->keys[got])) == NULL) {
+        if (v[got] == NULL && (v[got] = mr_dict_item(state, c->keys[got])) == NULL) {
             rc = -1;
             break;
         }

@@ -44,6 +44,19 @@ mr_ptr_slot(const void *p, size_t mask)
     return (size_t)(((uintptr_t)p >> 4) * (uintptr_t)0x9E3779B97F4A7C15ULL) & mask;
 }
 
+/* New reference to seq[i]: the list and tuple items directly, anything else through
+ * PySequence_GetItem. NULL with an exception (IndexError out of range). */
+static inline PyObject *
+mr_seq_item(PyObject *seq, Py_ssize_t i)
+{
+    PyObject *item;
+    if (PyList_Check(seq)) item = PyList_GetItem(seq, i);
+    else if (PyTuple_Check(seq)) item = PyTuple_GetItem(seq, i);
+    else return PySequence_GetItem(seq, i);
+    Py_XINCREF(item);
+    return item;
+}
+
 /* Allocation of n elements of size sz with overflow check; sets MemoryError. */
 static inline void *
 mr_alloc_array(size_t n, size_t sz)

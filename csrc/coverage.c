@@ -7,18 +7,6 @@
 static const char MSG_BUDGET[] = "high-dimensional overlap budget exceeded before validation";
 static const char MSG_NDIM[] = "zip() arguments have different lengths";
 
-/* New reference to seq[i] (list and tuple fast paths). */
-static PyObject *
-cov_item(PyObject *seq, Py_ssize_t i)
-{
-    PyObject *item;
-    if (PyList_Check(seq)) item = PyList_GetItem(seq, i);
-    else if (PyTuple_Check(seq)) item = PyTuple_GetItem(seq, i);
-    else return PySequence_GetItem(seq, i);
-    Py_XINCREF(item);
-    return item;
-}
-
 static Py_ssize_t
 cov_len(PyObject *seq)
 {
@@ -64,7 +52,7 @@ cov_vector(PyObject *seq, Py_ssize_t *d, int64_t *out, Py_ssize_t cap)
     }
     *d = n;
     for (Py_ssize_t k = 0; k < n; k++) {
-        PyObject *v = cov_item(seq, k);
+        PyObject *v = mr_seq_item(seq, k);
         if (v == NULL) return -1;
         int rc = cov_int64(v, &out[k]);
         Py_DECREF(v);
@@ -116,7 +104,7 @@ cov_parse_boxes(PyObject *offsets, PyObject *shapes, cov_boxes *out)
         return -1;
     }
     if (n == 0) return 0;
-    PyObject *first = cov_item(offsets, 0);
+    PyObject *first = mr_seq_item(offsets, 0);
     if (first == NULL) return -1;
     Py_ssize_t d = cov_len(first);
     Py_DECREF(first);
@@ -134,13 +122,13 @@ cov_parse_boxes(PyObject *offsets, PyObject *shapes, cov_boxes *out)
     for (Py_ssize_t i = 0; i < n; i++) {
         int64_t *b = out->begin + (size_t)i * (size_t)d;
         int64_t *e = out->end + (size_t)i * (size_t)d;
-        PyObject *o = cov_item(offsets, i);
+        PyObject *o = mr_seq_item(offsets, i);
         if (o == NULL) goto fail;
         Py_ssize_t dd = d;
         int rc = cov_vector(o, &dd, b, d);
         Py_DECREF(o);
         if (rc < 0) goto fail;
-        PyObject *s = cov_item(shapes, i);
+        PyObject *s = mr_seq_item(shapes, i);
         if (s == NULL) goto fail;
         dd = d;
         rc = cov_vector(s, &dd, e, d);

@@ -750,6 +750,31 @@ mr_pf_state(PyObject *obj)
     return dict;
 }
 
+/* A new reference to a placement fragment's state as its ``__dict__`` attribute gives it (must be
+ * a dict: TypeError otherwise): mr_pf_state for a class deriving from the layout base, else the
+ * attribute ``dict_name`` (``"__dict__"``, interned by the caller). May run Python code (a
+ * foreign class's ``__dict__``). NULL with an exception on failure. */
+static inline PyObject *
+mr_pf_state_dict(PyObject *obj, PyObject *dict_name)
+{
+    PyObject *state = mr_pf_derived((PyObject *)Py_TYPE(obj)) ? mr_pf_state(obj) : PyObject_GetAttr(obj, dict_name);
+    if (state != NULL && !PyDict_Check(state)) {
+        Py_DECREF(state);
+        PyErr_SetString(PyExc_TypeError, "fragment state must be a dict");
+        return NULL;
+    }
+    return state;
+}
+
+/* Borrowed state[key] of a state dict; KeyError (as ``state[key]`` would raise) when missing. */
+static inline PyObject *
+mr_dict_item(PyObject *state, PyObject *key)
+{
+    PyObject *v = PyDict_GetItemWithError(state, key);
+    if (v == NULL && !PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, key);
+    return v;
+}
+
 /* ---- RuntimeBindingFragment (representation change step 6) -------------------------------
  *
  * Its fields in field order (mooncake_reshard/contracts/fragments.py _RUNTIME_LAYOUT;

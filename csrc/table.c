@@ -517,17 +517,6 @@ tbl_first_bad_geometry(const FragmentTable *t, const uint64_t *itemsize)
 
 /* ---- Python glue ------------------------------------------------------------------- */
 
-static PyObject *
-tbl_item(PyObject *seq, Py_ssize_t i)
-{
-    PyObject *item;
-    if (PyList_Check(seq)) item = PyList_GetItem(seq, i);
-    else if (PyTuple_Check(seq)) item = PyTuple_GetItem(seq, i);
-    else return PySequence_GetItem(seq, i);
-    Py_XINCREF(item);
-    return item;
-}
-
 static Py_ssize_t
 tbl_len(PyObject *seq, const char *name)
 {
@@ -565,7 +554,7 @@ tbl_int64(PyObject *v, int64_t min, int64_t *out, const char *name)
 static Py_ssize_t
 tbl_inner_len(PyObject *seq, Py_ssize_t i, const char *name)
 {
-    PyObject *inner = tbl_item(seq, i);
+    PyObject *inner = mr_seq_item(seq, i);
     if (inner == NULL) return -1;
     Py_ssize_t n = tbl_len(inner, name);
     Py_DECREF(inner);
@@ -576,7 +565,7 @@ tbl_inner_len(PyObject *seq, Py_ssize_t i, const char *name)
 static int
 tbl_inner_read(PyObject *seq, Py_ssize_t i, Py_ssize_t d, int64_t min, int64_t *out, const char *name)
 {
-    PyObject *inner = tbl_item(seq, i);
+    PyObject *inner = mr_seq_item(seq, i);
     if (inner == NULL) return -1;
     int rc = 0;
     Py_ssize_t n = tbl_len(inner, name);
@@ -586,7 +575,7 @@ tbl_inner_read(PyObject *seq, Py_ssize_t i, Py_ssize_t d, int64_t min, int64_t *
         rc = -1;
     }
     for (Py_ssize_t k = 0; rc == 0 && k < d; k++) {
-        PyObject *v = tbl_item(inner, k);
+        PyObject *v = mr_seq_item(inner, k);
         if (v == NULL) rc = -1;
         else {
             rc = tbl_int64(v, min, &out[k], name);
@@ -702,7 +691,7 @@ tbl_fill(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_index, PyOb
         size_t base = (size_t)i * stride;
         Py_ssize_t d = (Py_ssize_t)t->ndim[i];
         int64_t v;
-        PyObject *item = tbl_item(tensor_index, i);
+        PyObject *item = mr_seq_item(tensor_index, i);
         if (item == NULL) return -1;
         int rc = tbl_int64(item, 0, &v, "tensor_index");
         Py_DECREF(item);
@@ -726,7 +715,7 @@ tbl_fill(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_index, PyOb
             t->end[base + k] = 1;
         }
         if (tbl_inner_read(ranks, i, 4, INT64_MIN, &t->rank[(size_t)i * 4], "ranks") < 0) return -1;
-        item = tbl_item(nbytes, i);
+        item = mr_seq_item(nbytes, i);
         if (item == NULL) return -1;
         PyObject *num = PyLong_Check(item) ? (Py_INCREF(item), item) : PyNumber_Index(item);
         Py_DECREF(item);
@@ -767,30 +756,6 @@ tbl_pack(PyObject *cls, PyObject *args, PyObject *kwargs)
     return self;
 }
 
-/* Borrowed state[key]; KeyError when missing. */
-static PyObject *
-tbl_state_get(PyObject *state, PyObject *key)
-{
-    PyObject *v = PyDict_GetItemWithError(state, key);
-    if (v == NULL && !PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, key);
-    return v;
-}
-
-/* New reference to obj.__dict__ (a dict); for a placement fragment stored in a C-owned layout
- * (layout.h mr_pf_derived: the class or a subclass) the dict of its set fields, what the
- * dict-backed class's __dict__ held. */
-static PyObject *
-tbl_state(PyObject *obj, PyObject *dict_name)
-{
-    PyObject *state = mr_pf_derived((PyObject *)Py_TYPE(obj)) ? mr_pf_state(obj) : PyObject_GetAttr(obj, dict_name);
-    if (state != NULL && !PyDict_Check(state)) {
-        Py_DECREF(state);
-        PyErr_SetString(PyExc_TypeError, "fragment state must be a dict");
-        return NULL;
-    }
-    return state;
-}
-
 enum { TOK_DICT, TOK_TENSOR, TOK_OFFSET, TOK_SHAPE, TOK_NBYTES, TOK_RANK, TOK_ID, TOK_ALIASES,
        TOK_DP, TOK_TP, TOK_PP, TOK_EP, TOK_N };
 static const char *const tok_names[TOK_N] = {"__dict__", "tensor_id", "global_offset", "local_shape", "nbytes",
@@ -821,16 +786,16 @@ tbl_columns_from_objects(PyObject *tensor_index, PyObject *fragments, PyObject *
         if (cols[c] == NULL) goto done;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *fragment = tbl_item(fragments, i);
+        PyObject *fragment = mr_seq_item(fragments, i);
         if (fragment == NULL) goto done;
-        PyObject *state = tbl_state(fragment, keys[TOK_DICT]);
+        PyObject *state = mr_pf_state_dict(fragment, keys[TOK_DICT]);
         Py_DECREF(fragment);
         if (state == NULL) goto done;
         /* strong references throughout: attribute lookups below may run Python code */
         PyObject *v[TOK_ALIASES + 1] = {NULL};
         int ok = 1;
         for (int k = TOK_TENSOR; k <= TOK_ALIASES && ok; k++) {
-            v[k] = tbl_state_get(state, keys[k]);
+            v[k] = mr_dict_item(state, keys[k]);
             if (v[k] == NULL) ok = 0;
             else Py_INCREF(v[k]);
         }
@@ -862,13 +827,13 @@ tbl_columns_from_objects(PyObject *tensor_index, PyObject *fragments, PyObject *
             else Py_INCREF(index);
         }
         if (ok) {
-            rank_state = tbl_state(v[TOK_RANK], keys[TOK_DICT]);
+            rank_state = mr_pf_state_dict(v[TOK_RANK], keys[TOK_DICT]);
             if (rank_state == NULL) ok = 0;
         }
         if (ok) {
             PyObject *r[4];
             for (int k = 0; k < 4 && ok; k++) {
-                r[k] = tbl_state_get(rank_state, keys[TOK_DP + k]);
+                r[k] = mr_dict_item(rank_state, keys[TOK_DP + k]);
                 if (r[k] == NULL) ok = 0;
             }
             if (ok) {
@@ -912,7 +877,7 @@ tbl_read_seq(PyObject *inner, Py_ssize_t d, int64_t min, int64_t *out, const cha
         return -1;
     }
     for (Py_ssize_t k = 0; k < d; k++) {
-        PyObject *v = tbl_item(inner, k);
+        PyObject *v = mr_seq_item(inner, k);
         if (v == NULL) return -1;
         int rc = tbl_int64(v, min, &out[k], name);
         Py_DECREF(v);
@@ -1129,7 +1094,7 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
             __builtin_prefetch(&prefix[ahead], 1);
         }
         if (pf_ok) tbl_prefetch_fields(fragments, i, n, &pf_lc);
-        PyObject *fragment = tbl_item(fragments, i);
+        PyObject *fragment = mr_seq_item(fragments, i);
         if (fragment == NULL) {
             rc = -1;
             break;
@@ -1142,7 +1107,7 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
         if (exact && !pf_ok && mr_pf_derived(fragment_type)) exact = 0; /* a layout not accepted: its state */
         PyObject *state = lf != NULL ? NULL
                           : exact    ? PyObject_GenericGetDict(fragment, NULL)
-                                     : tbl_state(fragment, keys[TOK_DICT]);
+                                     : mr_pf_state_dict(fragment, keys[TOK_DICT]);
         if (lf == NULL) Py_DECREF(fragment); /* (else held until its fields are) */
         if (state != NULL && exact && !PyDict_Check(state)) {
             Py_CLEAR(state);
@@ -1172,7 +1137,7 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
         }
         for (int k = TOK_TENSOR; k <= TOK_ALIASES && rc == 0 && lf == NULL; k++) {
             if (v[k] != NULL) continue;
-            v[k] = tbl_state_get(state, keys[k]);
+            v[k] = mr_dict_item(state, keys[k]);
             if (v[k] == NULL) rc = -1;
             else Py_INCREF(v[k]);
         }
@@ -1250,10 +1215,10 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
             }
             if (hit != NULL) memcpy(&t->rank[r * 4], hit->v, sizeof(hit->v));
             else {
-                PyObject *rank_state = tbl_state(v[TOK_RANK], keys[TOK_DICT]);
+                PyObject *rank_state = mr_pf_state_dict(v[TOK_RANK], keys[TOK_DICT]);
                 if (rank_state == NULL) rc = -1;
                 for (int k = 0; k < 4 && rc == 0; k++) {
-                    PyObject *rv = tbl_state_get(rank_state, keys[TOK_DP + k]);
+                    PyObject *rv = mr_dict_item(rank_state, keys[TOK_DP + k]);
                     if (rv == NULL) rc = -1;
                     else {
                         Py_INCREF(rv);
@@ -1402,7 +1367,7 @@ tbl_pack_objects(PyObject *cls, PyObject *args)
         /* the column path reads the fragments in row order */
         permuted = PyList_New(nrows);
         for (Py_ssize_t i = 0; permuted != NULL && i < nrows; i++) {
-            PyObject *item = tbl_item(fragments, i);
+            PyObject *item = mr_seq_item(fragments, i);
             if (item == NULL || PyList_SetItem(permuted, (Py_ssize_t)rows[i], item) < 0) Py_CLEAR(permuted);
         }
         if (permuted == NULL) rc = -1;
@@ -1455,7 +1420,7 @@ tbl_bad_geometry(PyObject *self, PyObject *itemsizes)
     if (items == NULL) return NULL;
     for (Py_ssize_t i = 0; i < nt; i++) {
         int64_t v;
-        PyObject *item = tbl_item(itemsizes, i);
+        PyObject *item = mr_seq_item(itemsizes, i);
         if (item == NULL) {
             PyMem_Free(items);
             return NULL;
@@ -1509,7 +1474,7 @@ tbl_tensor_classes_py(PyObject *self, PyObject *classes)
     size_t *rep = mr_alloc_array(t->ntensors ? t->ntensors : 1, sizeof(size_t));
     if (cls == NULL || start == NULL || members == NULL || rep == NULL) goto done;
     for (Py_ssize_t i = 0; i < nt; i++) {
-        PyObject *item = tbl_item(classes, i);
+        PyObject *item = mr_seq_item(classes, i);
         if (item == NULL) goto done;
         int rc = tbl_int64(item, 0, &cls[i], "classes");
         Py_DECREF(item);
@@ -1583,7 +1548,7 @@ tbl_uncovered_group(PyObject *self, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     for (Py_ssize_t a = 0; a < na; a++) {
-        PyObject *name = tbl_item(axes, a);
+        PyObject *name = mr_seq_item(axes, a);
         if (name == NULL) return NULL;
         int col = -1;
         if (PyUnicode_Check(name)) {
@@ -1629,7 +1594,7 @@ tbl_first_uncovered_group(PyObject *self, PyObject *args, PyObject *kwargs)
     int64_t *ids = mr_alloc_array(t->n ? t->n : 1, sizeof(int64_t));
     if (ids == NULL) return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *v = tbl_item(group_of, i);
+        PyObject *v = mr_seq_item(group_of, i);
         int rc = (v == NULL) ? -1 : tbl_int64(v, -1, &ids[i], "group_of");
         Py_XDECREF(v);
         if (rc < 0) {
