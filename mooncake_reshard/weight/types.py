@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, Literal, Optional, Union
+from typing import TYPE_CHECKING, Any, Literal, Optional, TypeVar, Union
 
 from .. import _native
 from .._layout import layout_builder, layout_dataclass, layout_state_reader, layout_storer, value_base
@@ -22,6 +22,8 @@ from ..contracts._checks import (
 )
 from ..contracts.fragments import RuntimeBindingFragment
 from ..contracts.ids import PlacementFragmentId, TensorId
+
+_KindAxisT = TypeVar("_KindAxisT")  # ReplicatedAxis or OwnershipAxis (_restore_kind_axis)
 
 __all__ = [
     "ParallelAxisKind",
@@ -214,21 +216,33 @@ class ReplicatedAxis:
 
     def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
         """Default dataclass pickling (spec §13), written as one call (see ``ParallelRank``)."""
-        state = self.__dict__
-        if type(self) is ReplicatedAxis and len(state) == 1 and "kind" in state:
-            return (_restore_replicated_axis, (state["kind"],))
-        return object.__reduce_ex__(self, protocol)
+        return _reduce_kind_axis(self, ReplicatedAxis, _restore_replicated_axis, protocol)
+
+
+def _reduce_kind_axis(axis: Any, cls: type, restore: Any, protocol: Any) -> str | tuple[Any, ...]:
+    """``__reduce_ex__`` of the axes whose only field is ``kind`` (``ReplicatedAxis``,
+    ``OwnershipAxis``): ``restore(kind)`` for an exact instance holding just that field, default
+    pickling otherwise."""
+    state = axis.__dict__
+    if type(axis) is cls and len(state) == 1 and "kind" in state:
+        return (restore, (state["kind"],))
+    return object.__reduce_ex__(axis, protocol)
+
+
+def _restore_kind_axis(cls: type[_KindAxisT], kind: Any) -> _KindAxisT:
+    """Unpickle an axis whose only field is ``kind``: its field dict, as default pickling restores
+    it (a typed kind, see ``axis_fields_failure``)."""
+    if type(kind) is not str:
+        raise ValueError(axis_fields_failure(kind))
+    axis: _KindAxisT = _new_object(cls)
+    axis.__dict__["kind"] = kind
+    _untrack(axis, cls)
+    return axis
 
 
 def _restore_replicated_axis(kind: Any) -> ReplicatedAxis:
-    """Unpickle a ``ReplicatedAxis``: its field dict, as default pickling restores it (a typed kind,
-    see ``axis_fields_failure``)."""
-    if type(kind) is not str:
-        raise ValueError(axis_fields_failure(kind))
-    axis: ReplicatedAxis = _new_object(ReplicatedAxis)
-    axis.__dict__["kind"] = kind
-    _untrack(axis, ReplicatedAxis)
-    return axis
+    """Unpickle a ``ReplicatedAxis`` (``_restore_kind_axis``; the name pickles record)."""
+    return _restore_kind_axis(ReplicatedAxis, kind)
 
 
 @dataclass(frozen=True)
@@ -243,21 +257,12 @@ class OwnershipAxis:
 
     def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
         """Default dataclass pickling (spec §13), written as one call (see ``ParallelRank``)."""
-        state = self.__dict__
-        if type(self) is OwnershipAxis and len(state) == 1 and "kind" in state:
-            return (_restore_ownership_axis, (state["kind"],))
-        return object.__reduce_ex__(self, protocol)
+        return _reduce_kind_axis(self, OwnershipAxis, _restore_ownership_axis, protocol)
 
 
 def _restore_ownership_axis(kind: Any) -> OwnershipAxis:
-    """Unpickle an ``OwnershipAxis``: its field dict, as default pickling restores it (a typed kind,
-    see ``axis_fields_failure``)."""
-    if type(kind) is not str:
-        raise ValueError(axis_fields_failure(kind))
-    axis: OwnershipAxis = _new_object(OwnershipAxis)
-    axis.__dict__["kind"] = kind
-    _untrack(axis, OwnershipAxis)
-    return axis
+    """Unpickle an ``OwnershipAxis`` (``_restore_kind_axis``; the name pickles record)."""
+    return _restore_kind_axis(OwnershipAxis, kind)
 
 
 ParallelAxis = Union[SplitAxis, ReplicatedAxis, OwnershipAxis]
