@@ -1290,14 +1290,48 @@ done:
     return rc;
 }
 
-/* Hints only (nothing is decided on them; no Python code runs): the fragments lie scattered
- * in memory while the loop takes them in list order, so the fragment 12 ahead is prefetched
- * and the dict of the one 6 ahead. */
+/* Hints only (nothing is decided on them; no Python code runs, nothing is held): the fragments
+ * lie scattered in memory while the loop takes them in list order. Staged hints for the
+ * fragment at i + RF_STAGE_* (a fragment, placement or binding of any other class than the
+ * layouts this file's readers accepted is skipped): stage 0 the fragment, 1 its placement and
+ * binding, 2 its placement fragment id (the str the two attested dicts are searched with).
+ * Each stage reads only what the stage before brought into the cache, so the misses of
+ * several fragments overlap instead of following one another. */
+#define RF_STAGE_FRAGMENT 16
+#define RF_STAGE_PARTS 8
+#define RF_STAGE_PFID 4
+
 static void
-rf_prefetch_ahead(PyObject *items, Py_ssize_t i)
+rf_stage_hint(PyObject *items, Py_ssize_t q, int stage)
 {
-    rs_prefetch_item(items, i + 12);
-    rs_prefetch_dict(items, i + 6);
+    if (q >= PyList_Size(items)) return;
+    PyObject *fragment = PyList_GetItem(items, q);
+    if (fragment == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    if (stage == 0) {
+        __builtin_prefetch(fragment);
+        __builtin_prefetch((const char *)fragment + 64);
+        return;
+    }
+    if (rv_bound_memo.cls == NULL || (PyObject *)Py_TYPE(fragment) != rv_bound_memo.cls) return;
+    PyObject *placement = ((mr_layout_object *)fragment)->fields[MR_BF_PLACEMENT];
+    if (placement == NULL) return;
+    if (stage == 1) {
+        PyObject *binding = ((mr_layout_object *)fragment)->fields[MR_BF_BINDING];
+        __builtin_prefetch(placement);
+        __builtin_prefetch((const char *)placement + 64);
+        if (binding != NULL) {
+            __builtin_prefetch(binding);
+            __builtin_prefetch((const char *)binding + 64);
+            __builtin_prefetch((const char *)binding + 128);
+        }
+        return;
+    }
+    if (rv_pf_memo.memo.cls == NULL || (PyObject *)Py_TYPE(placement) != rv_pf_memo.memo.cls) return;
+    PyObject *pfid = ((mr_layout_object *)placement)->fields[MR_PF_PLACEMENT_FRAGMENT_ID];
+    if (pfid != NULL) __builtin_prefetch(pfid);
 }
 
 PyDoc_STRVAR(revalidate_fragments_doc,
@@ -1379,7 +1413,11 @@ revalidate_fragments(PyObject *module, PyObject *args)
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *fragment = PyList_GetItem(items, i); /* borrowed; ``items`` holds it */
         if (fragment == NULL) goto done;
-        if (n >= RF_MEMO_MIN_FRAGMENTS) rf_prefetch_ahead(items, i);
+        if (n >= RF_MEMO_MIN_FRAGMENTS) {
+            rf_stage_hint(items, i + RF_STAGE_FRAGMENT, 0);
+            rf_stage_hint(items, i + RF_STAGE_PARTS, 1);
+            rf_stage_hint(items, i + RF_STAGE_PFID, 2);
+        }
         int rc = rf_fragment(fragment, &cfg, &entries, entry_list, attested, keys, routes, runtime_ids, &memo);
         if (rc == RV_ERROR) goto done;
         if (rc == RV_DECLINE) {
@@ -2074,6 +2112,98 @@ rs_sorted_member(rs_ctx *ctx, Py_ssize_t index, PyObject *texts, PyObject *key)
     return 0;
 }
 
+/* 1 when a and b are exact tuples of the same length holding the very same objects in order
+ * (``a == b`` then holds without calling any ``==``: the identity shortcut of every item), else
+ * 0. Runs no Python code. */
+static int
+rs_same_items(PyObject *a, PyObject *b)
+{
+    if (!PyTuple_CheckExact(a) || !PyTuple_CheckExact(b)) return 0;
+    if (a == b) return 1;
+    Py_ssize_t n = PyTuple_Size(a);
+    if (n < 0 || PyTuple_Size(b) != n) {
+        PyErr_Clear();
+        return 0;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (PyTuple_GetItem(a, k) != PyTuple_GetItem(b, k)) return 0;
+    }
+    return 1;
+}
+
+/* Look-ahead distances (in snapshots) of rs_own_snapshots' staged hints. */
+#define RS_SNAP_OBJECT 8
+#define RS_SNAP_FIELDS 4
+#define RS_SNAP_ITEMS 2
+
+/* Hints for snapshot k of ``snapshots`` (an exact tuple; nothing decided, no Python code, nothing
+ * held): stage 0 its object, 1 its fields' values, 2 the items of its tuple fields and its
+ * fragment id's snapshot_owner slot. Only a snapshot of the checked layout class is read. */
+static void
+rs_snapshot_hint(const rs_ctx *ctx, PyObject *snapshots, Py_ssize_t k, int stage)
+{
+    PyObject *snapshot = PyTuple_GetItem(snapshots, k);
+    if (snapshot == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    if (stage == 0) {
+        __builtin_prefetch(snapshot);
+        __builtin_prefetch((const char *)snapshot + 64);
+        __builtin_prefetch((const char *)snapshot + 128);
+        return;
+    }
+    PyObject *const *fields = mr_layout_fields(snapshot, &ctx->snapshot_layout);
+    if (fields == NULL || ctx->snapshot_layout.n != RS_NSNAP) return;
+    for (Py_ssize_t f = 0; f < RS_NSNAP; f++) {
+        PyObject *value = fields[f];
+        if (value == NULL) continue;
+        if (stage == 1) {
+            __builtin_prefetch(value);
+        }
+        else if (rs_snap_kinds[f] == RS_KIND_INTS && PyTuple_CheckExact(value)) {
+            Py_ssize_t m = PyTuple_Size(value);
+            for (Py_ssize_t i = 0; i < m; i++) __builtin_prefetch(PyTuple_GetItem(value, i));
+        }
+    }
+    if (stage == 2 && fields[1] != NULL) rs_owners_prefetch(&ctx->owned, fields[1]);
+}
+
+/* rs_executor's checks of an executor whose snapshots are the attested objects themselves, in
+ * one pass: each snapshot exactly typed (rs_snapshot_typed), then its ``fragment_id`` (read from
+ * its slot when its class is the checked layout, else as an attribute) added to
+ * ``snapshot_owner`` (rs_owners_add: a repeated id declines). RV_OK, RV_DECLINE or RV_ERROR. */
+static int
+rs_own_snapshots(rs_ctx *ctx, PyObject *snapshots)
+{
+    Py_ssize_t n = PyTuple_Size(snapshots);
+    if (n < 0) return RV_ERROR;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (k + RS_SNAP_OBJECT < n) rs_snapshot_hint(ctx, snapshots, k + RS_SNAP_OBJECT, 0);
+        if (k + RS_SNAP_FIELDS < n) rs_snapshot_hint(ctx, snapshots, k + RS_SNAP_FIELDS, 1);
+        if (k + RS_SNAP_ITEMS < n) rs_snapshot_hint(ctx, snapshots, k + RS_SNAP_ITEMS, 2);
+        PyObject *snapshot = PyTuple_GetItem(snapshots, k);
+        if (snapshot == NULL) return RV_ERROR;
+        int typed = rs_snapshot_typed(snapshot, &ctx->snapshot_layout);
+        if (typed < 0) return RV_ERROR;
+        if (!typed) return RV_DECLINE;
+        Py_INCREF(snapshot);
+        PyObject *const *fields = mr_layout_fields(snapshot, &ctx->snapshot_layout);
+        PyObject *fid = fields != NULL && fields[1] != NULL ? Py_NewRef(fields[1])
+                                                            : PyObject_GetAttr(snapshot, rs_keys[RS_FRAGMENT_ID]);
+        if (fid == NULL) {
+            Py_DECREF(snapshot);
+            return RV_ERROR;
+        }
+        int added = rs_owners_add(&ctx->owned, fid, snapshot);
+        Py_DECREF(snapshot);
+        Py_DECREF(fid);
+        if (added < 0) return RV_ERROR;
+        if (!added) return RV_DECLINE;
+    }
+    return RV_OK;
+}
+
 /* One executor row of one side; *status is RV_OK, RV_DECLINE (unsure) or RV_ERROR. */
 static int
 rs_executor(PyObject *row, rs_ctx *ctx, const rv_table *active, PyObject *used)
@@ -2130,6 +2260,15 @@ rs_executor(PyObject *row, rs_ctx *ctx, const rv_table *active, PyObject *used)
              * first be exactly typed (rs_layout_typed: what the rules check before comparing). */
             PyObject *mine = PyDict_GetItemWithError(objects, worker); /* borrowed */
             if (mine == NULL) goto done;
+            if (rs_same_items(mine, snapshots)) {
+                /* The attested tuple's very items (the common case): equal without running any
+                 * code, so the typed check, the fragment id read and the snapshot_owner entry
+                 * are done in one pass over the snapshots, with staged hints. */
+                int rc2 = rs_own_snapshots(ctx, snapshots);
+                if (rc2 == RV_ERROR) goto error;
+                if (rc2 == RV_DECLINE) goto done;
+                goto owned_all;
+            }
             for (Py_ssize_t k = 0; k < PyTuple_Size(snapshots); k++) {
                 int typed = rs_snapshot_typed(PyTuple_GetItem(snapshots, k), &ctx->snapshot_layout);
                 if (typed < 0) goto error;
@@ -2189,6 +2328,7 @@ rs_executor(PyObject *row, rs_ctx *ctx, const rv_table *active, PyObject *used)
         if (added < 0) goto error;
         if (!added) goto done;
     }
+owned_all:
     if (PyList_Size(bucket) > 0) {
         PyObject *estate_id = PyLong_FromVoidPtr(estate);
         if (estate_id == NULL) goto error;
@@ -2389,6 +2529,69 @@ done:
  * the loops are memory-latency bound once the plan leaves the caches. */
 #define RS_AHEAD_OBJECT 12
 #define RS_AHEAD_DICT 6
+
+/* A cursor over the positions a side reads (``seen``), for the staged look-ahead of
+ * revalidate_side's last loop: rs_next gives the next read position after the cursor's (n when
+ * none is left). */
+typedef struct {
+    const unsigned char *seen;
+    Py_ssize_t n;
+    Py_ssize_t at;
+} rs_cursor;
+
+static Py_ssize_t
+rs_next(rs_cursor *c)
+{
+    if (c->at < c->n) c->at++;
+    while (c->at < c->n && !c->seen[c->at]) c->at++;
+    return c->at;
+}
+
+/* Distances (in read positions) of the three look-ahead stages of that loop: each stage reads
+ * only what the stage before brought into the cache and prefetches the next object of the
+ * chain (fragment -> placement -> placement fragment id; runtime id -> its snapshot_owner slot),
+ * so the misses of several fragments overlap instead of following one another. */
+#define RS_STAGE_FRAGMENT 24
+#define RS_STAGE_PLACEMENT 12
+#define RS_STAGE_PFID 5
+
+/* The staged hints for the fragment at position q (hints only: nothing is decided on them, no
+ * Python code runs, nothing is held; an object of any other class is skipped). stage 0: the
+ * fragment and its runtime id; 1: the fragment's placement and the runtime id's snapshot_owner
+ * slot (the str's hash: cached, or computed without Python code for an exact str); 2: the
+ * placement's placement fragment id. */
+static void
+rs_stage_hint(PyObject *frags, PyObject *runtime_ids, const rs_owners *owned, Py_ssize_t q, int stage)
+{
+    if (q >= PyList_Size(frags) || q >= PyList_Size(runtime_ids)) return;
+    PyObject *fragment = PyList_GetItem(frags, q);
+    if (fragment == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    if (stage == 0) {
+        __builtin_prefetch(fragment);
+        __builtin_prefetch((const char *)fragment + 64);
+        PyObject *runtime_id = PyList_GetItem(runtime_ids, q);
+        if (runtime_id != NULL) __builtin_prefetch(runtime_id);
+        else PyErr_Clear();
+        return;
+    }
+    if (rv_bound_memo.cls == NULL || (PyObject *)Py_TYPE(fragment) != rv_bound_memo.cls) return;
+    PyObject *placement = ((mr_layout_object *)fragment)->fields[MR_BF_PLACEMENT];
+    if (placement == NULL) return;
+    if (stage == 1) {
+        __builtin_prefetch(placement);
+        __builtin_prefetch((const char *)placement + 64);
+        PyObject *runtime_id = PyList_GetItem(runtime_ids, q);
+        if (runtime_id != NULL) rs_owners_prefetch(owned, runtime_id);
+        else PyErr_Clear();
+        return;
+    }
+    if (rv_pf_memo.memo.cls == NULL || (PyObject *)Py_TYPE(placement) != rv_pf_memo.memo.cls) return;
+    PyObject *pfid = ((mr_layout_object *)placement)->fields[MR_PF_PLACEMENT_FRAGMENT_ID];
+    if (pfid != NULL) __builtin_prefetch(pfid);
+}
 
 /* Per-operation positions (source_of / target_of / side_of) are a list of ints, or packed:
  * an exact bytes of one native int32 per operation (bound_contracts._packed_positions: 4 bytes
@@ -2710,15 +2913,17 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
     /* The Python version's ``set(operation ids) == set(snapshot_owner)``: every operation's
      * runtime id is a key (its lookup below declines otherwise, marking the key found), and
      * as many distinct keys were found as there are keys. */
+    rs_cursor ahead[3] = {{seen, n_frags, -1}, {seen, n_frags, -1}, {seen, n_frags, -1}};
+    static const int distance[3] = {RS_STAGE_FRAGMENT, RS_STAGE_PLACEMENT, RS_STAGE_PFID};
+    for (int stage = 0; stage < 3; stage++) {
+        for (int k = 0; k < distance[stage] - 1; k++) (void)rs_next(&ahead[stage]);
+    }
     for (Py_ssize_t p = 0; p < n_frags; p++) {
         if (!seen[p]) continue;
-        if (p + RS_AHEAD_OBJECT < n_frags && seen[p + RS_AHEAD_OBJECT]) {
-            rs_prefetch_item(frags, p + RS_AHEAD_OBJECT);
-            PyObject *ahead = PyList_GetItem(runtime_ids, p + RS_AHEAD_OBJECT);
-            if (ahead != NULL) rs_owners_prefetch(&ctx.owned, ahead);
-            else PyErr_Clear();
+        for (int stage = 0; stage < 3; stage++) {
+            Py_ssize_t q = rs_next(&ahead[stage]);
+            if (q < n_frags) rs_stage_hint(frags, runtime_ids, &ctx.owned, q, stage);
         }
-        if (p + RS_AHEAD_DICT < n_frags) rs_prefetch_dict(frags, p + RS_AHEAD_DICT);
         PyObject *owned = NULL;
         PyObject *fragment = PyList_GetItem(frags, p);
         if (fragment == NULL) goto done;
@@ -3607,19 +3812,45 @@ rc_same_text(PyObject *a, PyObject *b)
 /* Hints only (nothing is decided on them; no Python code runs): for the part's fragment k + 8
  * its object and its table slot, for k + 4 its instance dict and its filed box. */
 static void
-rc_prefetch_ahead(PyObject *list, Py_ssize_t k, Py_ssize_t n, const rc_filed *f)
+rc_prefetch_ahead(PyObject *list, Py_ssize_t k, Py_ssize_t n, const rc_filed *f, const rv_boxes *boxes)
 {
-    if (k + 8 < n) {
-        PyObject *far = PyList_GetItem(list, k + 8);
+    if (k + 12 < n) {
+        PyObject *far = PyList_GetItem(list, k + 12);
         __builtin_prefetch(far);
+        __builtin_prefetch((const char *)far + 64);
         __builtin_prefetch(&f->index[mr_ptr_slot(far, f->mask)]);
     }
-    if (k + 4 < n) {
-        PyObject *near = PyList_GetItem(list, k + 4);
+    if (k + 6 < n) {
+        /* the fragment (in the cache now): its filed entry and box, and when it is of the
+         * placement layout class, the objects its check reads (offset, shape, id) */
+        PyObject *near = PyList_GetItem(list, k + 6);
         size_t at = 0;
         const rc_slot *slot = rc_find(f, near, &at);
-        if (slot != NULL) __builtin_prefetch(slot->box);
-        rs_prefetch_dict(list, k + 4);
+        if (slot != NULL) {
+            __builtin_prefetch(slot->box);
+            __builtin_prefetch((const char *)slot->box + 64);
+        }
+        if (near != NULL && rv_pf_memo.memo.cls != NULL && (PyObject *)Py_TYPE(near) == rv_pf_memo.memo.cls) {
+            PyObject *const *fields = (PyObject *const *)((mr_layout_object *)near)->fields;
+            for (int k2 = 0; k2 < 3; k2++) {
+                static const int which[3] = {MR_PF_GLOBAL_OFFSET, MR_PF_LOCAL_SHAPE, MR_PF_PLACEMENT_FRAGMENT_ID};
+                if (fields[which[k2]] != NULL) __builtin_prefetch(fields[which[k2]]);
+            }
+        }
+        else {
+            rs_prefetch_dict(list, k + 6);
+        }
+    }
+    if (k + 3 < n) {
+        /* the box's region (in the cache now): its offset and shape */
+        PyObject *near = PyList_GetItem(list, k + 3);
+        size_t at = 0;
+        const rc_slot *slot = rc_find(f, near, &at);
+        if (slot != NULL && slot->box != NULL && boxes->list == NULL) {
+            PyObject *const *fields = mr_layout_fields(slot->box, &boxes->rl);
+            if (fields != NULL && fields[MR_RG_OVERLAP_OFFSET] != NULL) __builtin_prefetch(fields[MR_RG_OVERLAP_OFFSET]);
+            if (fields != NULL && fields[MR_RG_OVERLAP_SHAPE] != NULL) __builtin_prefetch(fields[MR_RG_OVERLAP_SHAPE]);
+        }
     }
 }
 
@@ -3649,7 +3880,7 @@ rc_whole_by_identity(PyObject *participants, PyObject *parts, rc_filed *f, PyTyp
         for (Py_ssize_t k = 0; k < n; k++) {
             PyObject *fragment = PyList_GetItem(list, k); /* borrowed; ``list`` holds it */
             if (fragment == NULL) goto done;
-            rc_prefetch_ahead(list, k, n, f);
+            rc_prefetch_ahead(list, k, n, f, boxes);
             rc = RC_ID_FALLBACK;
             if (Py_TYPE(fragment) != fragment_type) goto done;
             size_t at = 0;
@@ -3716,6 +3947,33 @@ done:
     Py_XDECREF(ids);
     Py_DECREF(ordered);
     return rc;
+}
+
+/* Hints for the operations loop of revalidate_coverage while it files by identity (nothing
+ * decided, no Python code, nothing held; another class is skipped): the target fragment of
+ * operation i + 16, and the identity table slot of the placement fragment of operation i + 8
+ * (its bound fragment in the cache by then). */
+static void
+rc_ops_hint(PyObject *frags, PyObject *target_of, Py_ssize_t n_frags, Py_ssize_t n_ops, Py_ssize_t i,
+            const rc_filed *f)
+{
+    if (i + 16 < n_ops) {
+        Py_ssize_t q = rs_position(target_of, i + 16, n_frags);
+        PyObject *fragment = q < 0 ? NULL : PyList_GetItem(frags, q);
+        if (fragment != NULL) __builtin_prefetch(fragment);
+        else if (q >= 0) PyErr_Clear();
+    }
+    if (i + 8 < n_ops) {
+        Py_ssize_t q = rs_position(target_of, i + 8, n_frags);
+        PyObject *fragment = q < 0 ? NULL : PyList_GetItem(frags, q);
+        if (fragment == NULL) {
+            PyErr_Clear();
+            return;
+        }
+        if (rv_bound_memo.cls == NULL || (PyObject *)Py_TYPE(fragment) != rv_bound_memo.cls) return;
+        PyObject *placement = ((mr_layout_object *)fragment)->fields[MR_BF_PLACEMENT];
+        if (placement != NULL) __builtin_prefetch(&f->index[mr_ptr_slot(placement, f->mask)]);
+    }
 }
 
 PyDoc_STRVAR(revalidate_coverage_doc,
@@ -3817,6 +4075,7 @@ revalidate_coverage(PyObject *Py_UNUSED(module), PyObject *args)
      * (by object while by_identity; by (participant, id) in the string pass). */
 string_pass:
     for (Py_ssize_t i = 0; i < n_ops; i++) {
+        if (by_identity) rc_ops_hint(frags, target_of, n_frags, n_ops, i, &filed);
         Py_ssize_t p = rs_position(target_of, i, n_frags);
         if (p < 0) {
             rc = RV_DECLINE;
@@ -4061,6 +4320,30 @@ done:
  * the caller): the index tuple, None (new reference) when not decided here, NULL with an error.
  * ``compact``: the attested placement fragment ids as an ai_hash_sorted tuple instead of a set
  * (the same members; a view's private form, see av_slots). */
+/* Hints for ai_build's loop over the evidence fragments (nothing decided, no Python code,
+ * nothing held; a fragment of any other class than the runtime layout this file's readers
+ * accepted is skipped): stage 0 runtime fragment q, 1 its placement fragment id (the str the
+ * placement dict is searched with). */
+static void
+ai_hint(PyObject *fragments, Py_ssize_t q, int stage)
+{
+    if (q >= PyTuple_Size(fragments)) return;
+    PyObject *runtime = PyTuple_GetItem(fragments, q);
+    if (runtime == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    if (stage == 0) {
+        __builtin_prefetch(runtime);
+        __builtin_prefetch((const char *)runtime + 64);
+        __builtin_prefetch((const char *)runtime + 128);
+        return;
+    }
+    if (rv_runtime_memo.memo.cls == NULL || (PyObject *)Py_TYPE(runtime) != rv_runtime_memo.memo.cls) return;
+    PyObject *pfid = ((mr_layout_object *)runtime)->fields[MR_RF_PLACEMENT_FRAGMENT_ID];
+    if (pfid != NULL) __builtin_prefetch(pfid);
+}
+
 static PyObject *
 ai_build(PyObject *evidence, PyObject *pdict, PyTypeObject *ev_type, PyTypeObject *rf_type, int compact)
 {
@@ -4080,6 +4363,8 @@ ai_build(PyObject *evidence, PyObject *pdict, PyTypeObject *ev_type, PyTypeObjec
     Py_ssize_t n = PyTuple_Size(fragments);
     if (n < 0) goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
+        ai_hint(fragments, i + 16, 0);
+        ai_hint(fragments, i + 6, 1);
         PyObject *runtime = PyTuple_GetItem(fragments, i); /* borrowed; ``fragments`` holds it */
         if (runtime == NULL) goto done;
         if (Py_TYPE(runtime) != rf_type) goto decline;
