@@ -659,6 +659,77 @@ typedef struct {
 
 #define BD_ID_TABLE_MIN 16
 
+/* The tensors one attest_many call has loaded (bd_tensors_load), by address: a part's tensors
+ * are mostly the other parts' tensor objects too (a tensor split over several participants), so
+ * a later binding of the same call takes their id and itemsize from here instead of two getattr
+ * calls each (the same objects getattr would return: the tensors are exact td_cls objects,
+ * frozen placement values, and no Python code runs in the call between the reads; bind runs
+ * with the collector paused). ids / itemsizes: new references (an itemsize NULL where its read
+ * failed: the pair that needs it reads it again, as without the memo); tab: address -> index,
+ * at most half full (grown by doubling). */
+typedef struct {
+    bd_idslot *tab;
+    size_t mask, count, cap;
+    PyObject **ids, **itemsizes;
+} bd_tensor_memo;
+
+static void
+bd_tensor_memo_free(bd_tensor_memo *memo)
+{
+    for (size_t k = 0; k < memo->count; k++) {
+        Py_DECREF(memo->ids[k]);
+        Py_XDECREF(memo->itemsizes[k]);
+    }
+    PyMem_Free(memo->tab);
+    PyMem_Free(memo->ids);
+    PyMem_Free(memo->itemsizes);
+    memset(memo, 0, sizeof(*memo));
+}
+
+/* Room for one more entry in memo (table at most half full, arrays of cap entries): 0, or -1
+ * with MemoryError (the memo is left as it was). */
+static int
+bd_tensor_memo_reserve(bd_tensor_memo *memo)
+{
+    if (memo->count < memo->cap && memo->tab != NULL && 2 * (memo->count + 1) <= memo->mask) return 0;
+    size_t cap = memo->cap ? memo->cap : 64;
+    while (cap <= memo->count) {
+        if (cap > SIZE_MAX / 4 / sizeof(PyObject *)) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        cap *= 2;
+    }
+    PyObject **ids = mr_alloc_array(cap, sizeof(PyObject *));
+    PyObject **itemsizes = ids == NULL ? NULL : mr_alloc_array(cap, sizeof(PyObject *));
+    size_t mask = 0;
+    bd_idslot *tab = itemsizes == NULL ? NULL : bd_idtab_new(cap, &mask);
+    if (tab == NULL) {
+        PyMem_Free(ids);
+        PyMem_Free(itemsizes);
+        return -1;
+    }
+    /* the entries keep their index; the table is rebuilt from the old one's keys */
+    for (size_t k = 0; k < memo->count; k++) {
+        ids[k] = memo->ids[k];
+        itemsizes[k] = memo->itemsizes[k];
+    }
+    for (size_t i = 0; memo->tab != NULL && i <= memo->mask; i++) {
+        if (memo->tab[i].key == 0) continue;
+        bd_idslot *slot = bd_idtab_find(tab, mask, (const void *)memo->tab[i].key);
+        *slot = memo->tab[i];
+    }
+    PyMem_Free(memo->tab);
+    PyMem_Free(memo->ids);
+    PyMem_Free(memo->itemsizes);
+    memo->tab = tab;
+    memo->mask = mask;
+    memo->ids = ids;
+    memo->itemsizes = itemsizes;
+    memo->cap = cap;
+    return 0;
+}
+
 static void
 bd_tensors_free(bd_tensors *ts)
 {
@@ -679,7 +750,8 @@ bd_tensors_free(bd_tensors *ts)
  * increasing str ids (BD_OK), else BD_FALLBACK / BD_ERROR; *ts is freed by the caller either
  * way. tabled: a table by address may be built (npairs and the tensor count large enough). */
 static int
-bd_tensors_load(const bd_table *tb, PyObject *tensors, PyObject *td_cls, Py_ssize_t npairs, bd_tensors *ts)
+bd_tensors_load(const bd_table *tb, PyObject *tensors, PyObject *td_cls, Py_ssize_t npairs, bd_tensors *ts,
+                bd_tensor_memo *memo)
 {
     memset(ts, 0, sizeof(*ts));
     Py_ssize_t ntensors = PyTuple_Size(tensors);
@@ -700,13 +772,32 @@ bd_tensors_load(const bd_table *tb, PyObject *tensors, PyObject *td_cls, Py_ssiz
         if (k + 4 < ntensors) bd_prefetch_object(PyTuple_GetItem(tensors, k + 4)); /* a hint */
         if ((PyObject *)Py_TYPE(tensor) != td_cls) return BD_FALLBACK;
         ts->items[k] = tensor;
-        status = bd_get_str(tensor, tb->nm[N_TENSOR_ID], &ts->ids[k]);
-        if (status != BD_OK) return status;
-        /* its itemsize now, while the object is in the cache (the pairs visit the tensors in
-         * their fragments' id order); a failed read is left to the pair that needs it, which
-         * reads it again and fails there as before */
-        ts->itemsizes[k] = PyObject_GetAttr(tensor, tb->nm[N_ITEMSIZE]);
-        if (ts->itemsizes[k] == NULL) PyErr_Clear();
+        bd_idslot *known = memo != NULL && memo->tab != NULL ? bd_idtab_find(memo->tab, memo->mask, tensor) : NULL;
+        if (known != NULL && known->key != 0) {
+            /* loaded for an earlier binding of this call (bd_tensor_memo): the values read then */
+            ts->ids[k] = Py_NewRef(memo->ids[known->value]);
+            ts->itemsizes[k] = Py_XNewRef(memo->itemsizes[known->value]);
+        } else {
+            status = bd_get_str(tensor, tb->nm[N_TENSOR_ID], &ts->ids[k]);
+            if (status != BD_OK) return status;
+            /* its itemsize now, while the object is in the cache (the pairs visit the tensors in
+             * their fragments' id order); a failed read is left to the pair that needs it, which
+             * reads it again and fails there as before */
+            ts->itemsizes[k] = PyObject_GetAttr(tensor, tb->nm[N_ITEMSIZE]);
+            if (ts->itemsizes[k] == NULL) PyErr_Clear();
+            if (memo != NULL) {
+                if (bd_tensor_memo_reserve(memo) < 0) {
+                    Py_CLEAR(ts->ids[k]);
+                    return BD_ERROR;
+                }
+                bd_idslot *slot = bd_idtab_find(memo->tab, memo->mask, tensor);
+                slot->key = (uintptr_t)tensor; /* absent (looked up above; held by the tuple) */
+                slot->value = (Py_ssize_t)memo->count;
+                memo->ids[memo->count] = Py_NewRef(ts->ids[k]);
+                memo->itemsizes[memo->count] = Py_XNewRef(ts->itemsizes[k]);
+                memo->count++;
+            }
+        }
         if (k > 0) {
             int cmp = bd_compare(ts->ids[k - 1], ts->ids[k]);
             if (cmp == -2 || cmp >= 0) {
@@ -898,7 +989,7 @@ bd_views_core(const bd_table *tb, PyObject *instance_id, PyObject *logical, PyOb
     if (PyTuple_Size(runtime) != n) return BD_FALLBACK;
     bd_tensors ts;
     PyObject *views = NULL, *previous = NULL, *result = NULL;
-    int status = bd_tensors_load(tb, tensors, td_cls, n, &ts);
+    int status = bd_tensors_load(tb, tensors, td_cls, n, &ts, NULL);
     if (status != BD_OK) goto done;
     views = PyList_New(0);
     if (views == NULL) { status = BD_ERROR; goto done; }
@@ -3551,7 +3642,7 @@ bd_same_str(PyObject *a, PyObject *b)
  * failed first, as the steps run in order do; BD_ERROR only for a memory error. */
 static int
 bd_fused_views(const bd_table *tb, PyObject *instance_id, PyObject *logical, PyObject *runtime, PyObject *tensors,
-               PyObject *const *classes, PyObject **maps)
+               PyObject *const *classes, PyObject **maps, bd_tensor_memo *memo)
 {
     PyObject *const *nm = tb->nm;
     PyObject *pf_cls = classes[0], *rf_cls = classes[1], *td_cls = classes[2];
@@ -3566,7 +3657,7 @@ bd_fused_views(const bd_table *tb, PyObject *instance_id, PyObject *logical, PyO
     bd_range *ranges = NULL;
     PyObject *previous = NULL, *spaces = NULL, *seen = NULL, *binding_map = NULL, *placement_map = NULL;
     bd_last_space last = {NULL, NULL, NULL, 0};
-    int status = bd_tensors_load(tb, tensors, td_cls, n, &ts);
+    int status = bd_tensors_load(tb, tensors, td_cls, n, &ts, memo);
     if (status != BD_OK) goto done;
     status = BD_ERROR;
     ranges = mr_alloc_array((size_t)n, sizeof(bd_range));
@@ -3643,8 +3734,10 @@ PyDoc_STRVAR(attest_binding_doc,
 "placement values (exact str), bind_views decides the fragments, address_ranges_clear their\n"
 "views, and attest builds the attestation. None when any of them is not decided here.");
 
+/* attest_binding with memo (NULL: none): the tensors an earlier binding of the same C call
+ * loaded (bd_tensor_memo; attest_many shares one over its bindings). */
 static PyObject *
-bd_attest_binding(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+bd_attest_binding_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, bd_tensor_memo *memo)
 {
     bd_table tb;
     if (nargs != 13) {
@@ -3675,7 +3768,7 @@ bd_attest_binding(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (pairs >= BD_FUSED_MIN) {
         /* the three steps below in one pass (the same checks: see bd_fused_views) */
         PyObject *maps[2] = {NULL, NULL};
-        status = bd_fused_views(&tb, instance_id, args[7], fragments, args[8], view_classes, maps);
+        status = bd_fused_views(&tb, instance_id, args[7], fragments, args[8], view_classes, maps, memo);
         if (status == BD_OK) status = bd_attest_core(&tb, args, placement, binding, args[7], maps, &result);
         Py_XDECREF(maps[0]);
         Py_XDECREF(maps[1]);
@@ -3690,6 +3783,12 @@ bd_attest_binding(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (status == BD_OK) return result;
     if (status == BD_ERROR) return NULL;
     Py_RETURN_NONE;
+}
+
+static PyObject *
+bd_attest_binding(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return bd_attest_binding_with(self, args, nargs, NULL);
 }
 
 
@@ -4155,6 +4254,110 @@ bd_source_ids_sorted(PyObject *const *nm, PyObject *fragments, PyObject *fragmen
     return status;
 }
 
+/* Up to this many parts, logical_target_cover matches the placement's fragments tuple against
+ * the parts' fragments by a merge (bd_cover_merge) instead of tables by address and id. */
+#define BD_MERGE_MAX_PARTS 32
+
+/* 1 when target_fragments (an exact tuple) lists exactly the n_frags fragments of the parts
+ * (part_fragments[p], exact tuples; numbered from 0 in part order, then tuple order), each
+ * entry the next not yet listed fragment of some part (by identity; nothing is dereferenced):
+ * f_at[k] the number of item k and pos_of[f] the position of fragment f. Every fragment of the
+ * parts is then one of its entries and each entry one of them (an object in two parts, or two
+ * entries of one object, would need its id twice in the strictly increasing order the caller
+ * then checks). 0 when that is not so (nothing proven: the caller's tables decide). Never
+ * raises. */
+static int
+bd_cover_merge(PyObject *const *part_fragments, Py_ssize_t n_parts, PyObject *target_fragments, Py_ssize_t n_frags,
+               Py_ssize_t *f_at, Py_ssize_t *pos_of)
+{
+    PyObject *head[BD_MERGE_MAX_PARTS];
+    Py_ssize_t next[BD_MERGE_MAX_PARTS], count[BD_MERGE_MAX_PARTS], first[BD_MERGE_MAX_PARTS];
+    Py_ssize_t total = 0, last = 0;
+    if (n_parts < 1 || n_parts > BD_MERGE_MAX_PARTS || PyTuple_Size(target_fragments) != n_frags) {
+        PyErr_Clear();
+        return 0;
+    }
+    for (Py_ssize_t p = 0; p < n_parts; p++) {
+        count[p] = PyTuple_Size(part_fragments[p]);
+        if (count[p] < 0 || __builtin_add_overflow(total, count[p], &first[p])) {
+            PyErr_Clear();
+            return 0;
+        }
+        first[p] = total;
+        total += count[p];
+        next[p] = 0;
+        head[p] = count[p] > 0 ? PyTuple_GetItem(part_fragments[p], 0) : NULL;
+        if (count[p] > 0 && head[p] == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    if (total != n_frags) return 0;
+    for (Py_ssize_t k = 0; k < n_frags; k++) {
+        PyObject *item = PyTuple_GetItem(target_fragments, k);
+        if (item == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        Py_ssize_t p = last;
+        if (head[p] != item) {
+            for (p = 0; p < n_parts && head[p] != item; p++) {
+            }
+            if (p == n_parts) return 0;
+        }
+        last = p;
+        Py_ssize_t f = first[p] + next[p];
+        f_at[k] = f;
+        pos_of[f] = k;
+        next[p]++;
+        head[p] = NULL;
+        if (next[p] < count[p]) {
+            head[p] = PyTuple_GetItem(part_fragments[p], next[p]);
+            if (head[p] == NULL) {
+                PyErr_Clear();
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+/* A table of capacity for n exact str (bd_strtab_add): *mask its capacity - 1. NULL with
+ * MemoryError. */
+static bd_strslot *
+bd_strtab_new(Py_ssize_t n, size_t *mask)
+{
+    size_t capacity = 16;
+    while (capacity < 2 * (size_t)n + 2 && capacity <= SIZE_MAX / 4 / sizeof(bd_strslot)) capacity *= 2;
+    if (capacity < 2 * (size_t)n + 2) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    bd_strslot *table = mr_alloc_array(capacity, sizeof(bd_strslot));
+    if (table == NULL) return NULL;
+    memset(table, 0, capacity * sizeof(bd_strslot));
+    *mask = capacity - 1;
+    return table;
+}
+
+/* The placement-wide distinctness check of logical_target_cover's fragment pass over frags[0 ..
+ * n) (bd_strtab_add in pass order): BD_OK when no id is there twice, BD_FALLBACK at the first
+ * repeat, BD_ERROR. */
+static int
+bd_cover_distinct(const bd_cover_frag *frags, Py_ssize_t n)
+{
+    size_t mask = 0;
+    bd_strslot *table = bd_strtab_new(n, &mask);
+    if (table == NULL) return BD_ERROR;
+    int status = BD_OK;
+    for (Py_ssize_t f = 0; f < n && status == BD_OK; f++) {
+        int added = bd_strtab_add(table, mask, frags[f].pfid);
+        if (added <= 0) status = added < 0 ? BD_ERROR : BD_FALLBACK;
+    }
+    PyMem_Free(table);
+    return status;
+}
+
 PyDoc_STRVAR(logical_target_cover_doc,
 "logical_target_cover(operations, parts, executors, target_tensors, placement_id, region_cls,\n"
 "                     fragment_cls, part_cls, executor_cls, rank_cls, tensor_cls)\n"
@@ -4241,6 +4444,14 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     bd_idslot *frag_tab = NULL, *src_tab = NULL;
     bd_strslot *pfid_tab = NULL;
     size_t frag_mask = 0, pfid_mask = 0, src_mask = 0, src_count = 0;
+    /* The placement's fragments merged with the parts' (bd_cover_merge; 14 arguments): merged,
+     * f_at / pos_of (placement position <-> fragment number), pfid_at (ids in placement order,
+     * borrowed as frags[f].pfid), pfid_upto (fragments passed the point of the per-fragment
+     * check), distinct_ids (1: ids strictly increasing in placement order). cursor, last_target
+     * and last_f follow the operations along that order. */
+    int merged = 0, distinct_ids = 0;
+    Py_ssize_t *f_at = NULL, *pos_of = NULL, pfid_upto = 0, cursor = 0, last_f = -1;
+    PyObject **pfid_at = NULL, *last_target = NULL;
     unsigned char *part_has_op = NULL, *part_selected = NULL;
     int64_t *coords = NULL;
     size_t coords_cap = 0;
@@ -4295,19 +4506,20 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     status = BD_ERROR;
     frags = mr_alloc_array((size_t)n_frags, sizeof(bd_cover_frag));
     if (frags == NULL) goto done;
-    pfid_tab = NULL;
-    {
-        size_t capacity = 16;
-        while (capacity < 2 * (size_t)n_frags + 2 && capacity <= SIZE_MAX / 4 / sizeof(bd_strslot)) capacity *= 2;
-        if (capacity < 2 * (size_t)n_frags + 2) {
-            PyErr_NoMemory();
-            goto done;
-        }
-        pfid_tab = mr_alloc_array(capacity, sizeof(bd_strslot));
-        if (pfid_tab == NULL) goto done;
-        memset(pfid_tab, 0, capacity * sizeof(bd_strslot));
-        pfid_mask = capacity - 1;
+    /* With the placement's fragments (14 arguments), a few parts: its tuple merged with the
+     * parts' (bd_cover_merge). Then the fragment pass keeps each id at its placement position
+     * (pfid_at) and the ids' distinctness is checked after it, in that order (strictly
+     * increasing: distinct, so distinct objects too), where the ids sit sorted: no table by id
+     * and none by address (the operations' targets are then found along that order). */
+    if (nargs == 14 && PyTuple_CheckExact(target_fragments) && n_parts <= BD_MERGE_MAX_PARTS && n_frags > 0) {
+        f_at = mr_alloc_array((size_t)n_frags, sizeof(Py_ssize_t));
+        pos_of = mr_alloc_array((size_t)n_frags, sizeof(Py_ssize_t));
+        pfid_at = mr_alloc_array((size_t)n_frags, sizeof(PyObject *));
+        if (f_at == NULL || pos_of == NULL || pfid_at == NULL) goto done;
+        merged = bd_cover_merge(part_fragments, n_parts, target_fragments, n_frags, f_at, pos_of);
     }
+    pfid_tab = merged ? NULL : bd_strtab_new(n_frags, &pfid_mask);
+    if (!merged && pfid_tab == NULL) goto done;
     status = BD_OK;
     {
         Py_ssize_t f = 0;
@@ -4337,8 +4549,15 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 /* Placement fragment ids distinct placement-wide (pfid_tab), and each part's in
                  * strictly increasing order, as placements build them (the executor check below
                  * compares with them in that order; another order declines). */
-                int added = bd_strtab_add(pfid_tab, pfid_mask, pfid);
-                if (added <= 0) status = added < 0 ? BD_ERROR : BD_FALLBACK; /* a placement fragment id twice */
+                if (merged) {
+                    /* checked after this pass, in placement order (see merged); an error met in
+                     * this pass first asks whether the check would have declined by now */
+                    pfid_at[pos_of[f]] = pfid;
+                    pfid_upto = f + 1;
+                } else {
+                    int added = bd_strtab_add(pfid_tab, pfid_mask, pfid);
+                    if (added <= 0) status = added < 0 ? BD_ERROR : BD_FALLBACK; /* a placement fragment id twice */
+                }
                 if (status == BD_OK && k > 0) {
                     int cmp = bd_compare(frags[f - 1].pfid, pfid);
                     if (cmp == -2 || cmp >= 0) status = cmp == -2 ? BD_ERROR : BD_FALLBACK;
@@ -4357,15 +4576,58 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             }
         }
     }
-    if (status != BD_OK) goto done;
-    /* Operations: exact regions whose targets are the placement's own fragment objects (found
-     * by address: a target that is not one of those objects declines). */
-    frag_tab = bd_idtab_new((size_t)n_frags, &frag_mask);
-    if (frag_tab == NULL) {
-        status = BD_ERROR;
-        goto done;
+    if (merged && status == BD_ERROR) {
+        /* The check run per fragment would have declined before this error when an id was
+         * twice among the fragments passed by then: that answer, not the error. */
+        PyObject *type = NULL, *value = NULL, *traceback = NULL;
+        PyErr_Fetch(&type, &value, &traceback);
+        int before = bd_cover_distinct(frags, pfid_upto);
+        if (before == BD_FALLBACK) {
+            Py_XDECREF(type);
+            Py_XDECREF(value);
+            Py_XDECREF(traceback);
+            status = BD_FALLBACK;
+        } else if (before == BD_OK) {
+            PyErr_Restore(type, value, traceback);
+        } else {
+            Py_XDECREF(type); /* a memory error of the check itself is the error raised */
+            Py_XDECREF(value);
+            Py_XDECREF(traceback);
+        }
     }
-    for (Py_ssize_t f = 0; f < n_frags; f++) {
+    if (status != BD_OK) goto done;
+    if (merged) {
+        /* Distinct ids: strictly increasing in placement order; else the per-fragment check's
+         * answer (in pass order, as it runs above without the merge). */
+        for (Py_ssize_t k = 1; k < n_frags && distinct_ids == 0; k++) {
+            int cmp = bd_compare(pfid_at[k - 1], pfid_at[k]);
+            if (cmp == -2) {
+                status = BD_ERROR;
+                goto done;
+            }
+            if (cmp >= 0) distinct_ids = -1;
+        }
+        if (distinct_ids == 0) {
+            distinct_ids = 1;
+        } else {
+            distinct_ids = 0;
+            status = bd_cover_distinct(frags, n_frags);
+            if (status != BD_OK) goto done;
+        }
+    }
+    /* Operations: exact regions whose targets are the placement's own fragment objects (found
+     * by address: a target that is not one of those objects declines). With distinct_ids the
+     * fragments are distinct objects, found along the placement's order (f_at) while the
+     * operations follow it, else by address (frag_tab, built at the first operation that does
+     * not follow it). */
+    if (!distinct_ids) {
+        frag_tab = bd_idtab_new((size_t)n_frags, &frag_mask);
+        if (frag_tab == NULL) {
+            status = BD_ERROR;
+            goto done;
+        }
+    }
+    for (Py_ssize_t f = 0; f < n_frags && !distinct_ids; f++) {
         bd_idslot *slot = bd_idtab_find(frag_tab, frag_mask, frags[f].fragment);
         if (slot->key != 0) {
             status = BD_FALLBACK; /* the same object twice */
@@ -4402,7 +4664,9 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             }
             memset(listed, 0, (size_t)n_frags + 1);
         }
-        for (Py_ssize_t k = 0; k < n_frags && snap == BD_OK; k++) {
+        /* distinct_ids: the merge proved it (target_fragments lists each of the parts'
+         * fragments once, and nothing else) */
+        for (Py_ssize_t k = 0; k < n_frags && snap == BD_OK && !distinct_ids; k++) {
             PyObject *item = PyTuple_GetItem(target_fragments, k);
             if (item == NULL) { status = BD_ERROR; goto done; }
             Py_ssize_t f = bd_idtab_get(frag_tab, frag_mask, item);
@@ -4462,7 +4726,33 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         status = ov[CO_TARGET] != NULL ? BD_OK : bd_get(op, nm[N_TARGET], &target);
         if (status != BD_OK) break;
         PyObject *op_target = ov[CO_TARGET] != NULL ? ov[CO_TARGET] : target;
-        Py_ssize_t f = bd_idtab_get(frag_tab, frag_mask, op_target);
+        Py_ssize_t f = -1;
+        if (!distinct_ids) {
+            f = bd_idtab_get(frag_tab, frag_mask, op_target);
+        } else if (op_target == last_target) {
+            f = last_f;
+        } else {
+            PyObject *expected = cursor < n_frags ? PyTuple_GetItem(target_fragments, cursor) : NULL;
+            if (expected == NULL && cursor < n_frags) { status = BD_ERROR; break; }
+            if (expected == op_target) {
+                f = f_at[cursor];
+            } else {
+                if (frag_tab == NULL) {
+                    /* distinct objects (distinct_ids): every address once */
+                    frag_tab = bd_idtab_new((size_t)n_frags, &frag_mask);
+                    if (frag_tab == NULL) { status = BD_ERROR; break; }
+                    for (Py_ssize_t g = 0; g < n_frags; g++) {
+                        bd_idslot *slot = bd_idtab_find(frag_tab, frag_mask, frags[g].fragment);
+                        slot->key = (uintptr_t)frags[g].fragment;
+                        slot->value = g;
+                    }
+                }
+                f = bd_idtab_get(frag_tab, frag_mask, op_target);
+            }
+            if (f >= 0 && f < n_frags) cursor = pos_of[f] + 1; /* the placement's next one follows */
+            last_target = op_target;
+            last_f = f;
+        }
         if (f < 0 || f >= n_frags || frags[f].fragment != op_target) status = BD_FALLBACK;
         Py_CLEAR(target);
         if (status != BD_OK) break;
@@ -4472,8 +4762,15 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
              * fragments (so the target index's entry), its source must be the source index's
              * entry for its id. No user code runs in this call: the same object still has the
              * values read. */
-            PyObject *source = NULL;
-            int got = bd_get_scanned(op, nm[N_SOURCE], ov[CO_SOURCE], &source);
+            /* a scanned source is borrowed (held by op, held by operations: no code runs in this
+             * call), so a source proven for an earlier operation is not touched again; else read
+             * by getattr as before (held in read_source) */
+            PyObject *source = ov[CO_SOURCE], *read_source = NULL;
+            int got = BD_OK;
+            if (source == NULL) {
+                got = bd_get(op, nm[N_SOURCE], &read_source);
+                source = read_source;
+            }
             /* A source proven plain (indexed) for an earlier operation is that very object,
              * unchanged (no user code runs in this call): its answer stands (src_tab, by address;
              * held by that operation, held by operations). */
@@ -4521,7 +4818,7 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 known->key = (uintptr_t)source;
                 known->value = proven;
             }
-            Py_XDECREF(source);
+            Py_XDECREF(read_source);
             if (got == BD_ERROR || routes == BD_ERROR || snap == BD_ERROR) {
                 status = BD_ERROR;
                 break;
@@ -4723,6 +5020,9 @@ done:
     PyMem_Free(part_first);
     PyMem_Free(frag_tab);
     PyMem_Free(pfid_tab);
+    PyMem_Free(f_at);
+    PyMem_Free(pos_of);
+    PyMem_Free(pfid_at);
     PyMem_Free(src_tab);
     PyMem_Free(frags);
     PyMem_Free(coords);
@@ -4853,6 +5153,8 @@ bd_project_attested(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *snapshots_key = PyUnicode_InternFromString("snapshots_by_worker");
     bd_exec_order *order = NULL;
     size_t n_order = 0, order_cap = 0;
+    /* every executor emitted so far has only ids already found in selected (see below) */
+    int emitted_selected = 1;
     if (out == NULL || emitted == NULL || snapshots_key == NULL) goto done;
     status = BD_OK;
     for (Py_ssize_t p = 0; p < n_parts && status == BD_OK; p++) {
@@ -4861,6 +5163,8 @@ bd_project_attested(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyObject *values = NULL, *part_id = NULL, *rows = NULL, *built = NULL, *rank = NULL;
         PyObject *evidence = NULL, *evidence_fragments = NULL, *fragment_ids = NULL, *exec_rank = NULL;
         if (part == NULL) { status = BD_ERROR; break; }
+        /* every evidence fragment's id is in selected (the first selection check below) */
+        int evidence_selected = 0;
         status = bd_get_str(part, nm[N_PARTICIPANT_ID], &participant);
         if (status != BD_OK) goto next;
         key = PyTuple_Pack(2, placement_id, participant);
@@ -4895,6 +5199,7 @@ bd_project_attested(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             int none = bd_selection(nm, evidence_fragments, selected, &all);
             if (none < 0) { status = none == -1 ? BD_ERROR : BD_FALLBACK; goto next; }
             if (none) goto next; /* no attested snapshot of this part is selected */
+            evidence_selected = all;
         }
         /* The attested rows: cached under id(part), else built and cached. */
         values = PyObject_CallFunctionObjArgs(values_of, attestation, NULL);
@@ -4940,7 +5245,13 @@ bd_project_attested(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             status = BD_FALLBACK;
             goto next;
         }
-        if (selected != Py_None) {
+        /* Rows built in this call from this evidence (built) when every evidence fragment's id
+         * is in selected: the snapshots (at least one: attested_executors builds no empty
+         * executor) and the executor's fragment ids are the ids of some of those very evidence
+         * fragments, read in this call (no Python code runs in it), so all of them are in
+         * selected: the check below would find them all. Cached rows are checked as before. */
+        int rows_selected = built != NULL && evidence_selected;
+        if (selected != Py_None && !rows_selected) {
             int all = 0;
             int none = bd_selection(nm, all_snapshots, selected, &all);
             if (none < 0) { status = none == -1 ? BD_ERROR : BD_FALLBACK; goto next; }
@@ -4997,6 +5308,7 @@ bd_project_attested(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         if (status == BD_OK && PyList_Append(out, executor) < 0) status = BD_ERROR;
         if (status == BD_OK) n_order++;
+        if (!rows_selected) emitted_selected = 0;
     next:
         Py_XDECREF(participant);
         Py_XDECREF(key);
@@ -5019,6 +5331,10 @@ bd_project_attested(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_ssize_t n_selected = PySet_Size(selected), n_emitted = PySet_Size(emitted);
         if (n_selected < 0 || n_emitted < 0) { status = BD_ERROR; goto done; }
         if (n_selected != n_emitted) { status = BD_FALLBACK; goto done; }
+    }
+    /* each emitted id found in selected already (emitted_selected): as many as selected holds
+     * is every one of them; else each is looked up */
+    if (selected != Py_None && !emitted_selected) {
         PyObject *iterator = PyObject_GetIter(emitted);
         if (iterator == NULL) { status = BD_ERROR; goto done; }
         PyObject *item;
@@ -5109,6 +5425,9 @@ bd_attest_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (n < 0) return NULL;
     PyObject *out = PyList_New(n);
     if (out == NULL) return NULL;
+    /* the tensors loaded so far, shared by the bindings' attest_binding (bd_tensor_memo) */
+    bd_tensor_memo memo;
+    memset(&memo, 0, sizeof(memo));
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *binding = PyTuple_GetItem(bindings, i);
         PyObject *state = NULL, *participant = NULL, *fragments = NULL, *tensors = NULL, *fused = NULL;
@@ -5132,7 +5451,7 @@ bd_attest_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         {
             PyObject *const call[13] = {args[0], args[1], args[2], args[3], args[4], placement, binding,
                                         fragments, tensors, args[9], args[10], args[11], args[12]};
-            fused = bd_attest_binding(self, call, 13);
+            fused = bd_attest_binding_with(self, call, 13, &memo);
         }
         if (fused == NULL) {
             status = BD_ERROR;
@@ -5158,8 +5477,10 @@ bd_attest_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         PyList_SetItem(out, i, fused); /* steals; the slot is empty */
     }
+    bd_tensor_memo_free(&memo);
     return out;
 fail:
+    bd_tensor_memo_free(&memo);
     Py_DECREF(out);
     return NULL;
 }
