@@ -201,11 +201,27 @@ done:
 
 /* ---- pack_targets: one C pass over the planner's target fragments ------------------------ */
 
+/* A key and its value side by side: a probe reads one cache line, not one in each of two
+ * arrays (the tables below are probed at random and outgrow the cache at scale). */
 typedef struct {
-    int64_t *key;  /* slot keys, -1 = empty */
-    int64_t *id;   /* cover id of the key */
+    int64_t key; /* slot key, -1 = empty */
+    int64_t id;  /* cover id of the key */
+} po_slot;
+
+typedef struct {
+    po_slot *e;
     size_t mask;
 } po_map;
+
+/* n empty slots of a po_map (key -1), or NULL with MemoryError. */
+static po_slot *
+po_map_slots(size_t n)
+{
+    po_slot *e = mr_alloc_array(n, sizeof(po_slot));
+    if (e != NULL)
+        for (size_t i = 0; i < n; i++) e[i].key = -1;
+    return e;
+}
 
 /* pack_targets' cover ids: by key directly (ids[key], -1 = none yet) when the key range is small
  * (a few entries a fragment: a compact array instead of a hash table twice the fragment count,
@@ -232,13 +248,13 @@ static int64_t
 po_map_claim(po_map *m, int64_t key, int64_t *count)
 {
     size_t i = (size_t)po_hash((uint64_t)key) & m->mask;
-    while (m->key[i] != -1) {
-        if (m->key[i] == key) return m->id[i];
+    while (m->e[i].key != -1) {
+        if (m->e[i].key == key) return m->e[i].id;
         i = (i + 1) & m->mask;
     }
-    m->key[i] = key;
-    m->id[i] = (*count)++;
-    return m->id[i];
+    m->e[i].key = key;
+    m->e[i].id = (*count)++;
+    return m->e[i].id;
 }
 
 /* Cover id of key (>= 0), as po_map_claim; -1 for a key outside a direct table's range. */
@@ -387,10 +403,27 @@ po_tensor_of(PyObject *tensor_index, PyObject *tid, Py_ssize_t ntensors, Py_ssiz
 /* Tensor index by tensor-id object (exact str only: equal pointers, equal lookups), so
  * each distinct id object is hashed and looked up once (open addressing, no removal). */
 typedef struct {
-    PyObject **key; /* borrowed; NULL = empty */
-    Py_ssize_t *t;
+    PyObject *key; /* borrowed; NULL = empty */
+    Py_ssize_t t;
+} po_tslot;
+
+typedef struct {
+    po_tslot *e; /* key and value side by side (one cache line a probe) */
     size_t mask;
 } po_tmap;
+
+/* An empty po_tmap of cap (a power of two) slots: 1, or 0 with MemoryError. */
+static int
+po_tmap_init(po_tmap *m, size_t cap)
+{
+    m->e = PyMem_Calloc(cap, sizeof(po_tslot)); /* NULL keys */
+    if (m->e == NULL) {
+        PyErr_NoMemory();
+        return 0;
+    }
+    m->mask = cap - 1;
+    return 1;
+}
 
 #define PO_AHEAD 24 /* targets between a prefetch of a tensor-id object and its use */
 
@@ -401,47 +434,39 @@ static Py_ssize_t *
 po_tmap_slot_grow(po_tmap *m, size_t *used, PyObject *key)
 {
     size_t i = (size_t)po_hash((uint64_t)(uintptr_t)key) & m->mask;
-    while (m->key[i] != NULL && m->key[i] != key) i = (i + 1) & m->mask;
-    if (m->key[i] == key) return &m->t[i];
+    while (m->e[i].key != NULL && m->e[i].key != key) i = (i + 1) & m->mask;
+    if (m->e[i].key == key) return &m->e[i].t;
     if ((*used + 1) * 2 > m->mask + 1) {
         size_t cap = (m->mask + 1) * 2;
-        PyObject **keys = mr_alloc_array(cap, sizeof(PyObject *));
-        Py_ssize_t *ts = mr_alloc_array(cap, sizeof(Py_ssize_t));
-        if (keys == NULL || ts == NULL) {
-            PyMem_Free(keys);
-            PyMem_Free(ts);
-            return NULL;
-        }
-        for (size_t k = 0; k < cap; k++) keys[k] = NULL;
+        po_tslot *e = mr_alloc_array(cap, sizeof(po_tslot));
+        if (e == NULL) return NULL;
+        for (size_t k = 0; k < cap; k++) e[k].key = NULL;
         for (size_t k = 0; k <= m->mask; k++) {
-            if (m->key[k] == NULL) continue;
-            size_t j = (size_t)po_hash((uint64_t)(uintptr_t)m->key[k]) & (cap - 1);
-            while (keys[j] != NULL) j = (j + 1) & (cap - 1);
-            keys[j] = m->key[k];
-            ts[j] = m->t[k];
+            if (m->e[k].key == NULL) continue;
+            size_t j = (size_t)po_hash((uint64_t)(uintptr_t)m->e[k].key) & (cap - 1);
+            while (e[j].key != NULL) j = (j + 1) & (cap - 1);
+            e[j] = m->e[k];
         }
-        PyMem_Free(m->key);
-        PyMem_Free(m->t);
-        m->key = keys;
-        m->t = ts;
+        PyMem_Free(m->e);
+        m->e = e;
         m->mask = cap - 1;
         i = (size_t)po_hash((uint64_t)(uintptr_t)key) & m->mask;
-        while (m->key[i] != NULL) i = (i + 1) & m->mask;
+        while (m->e[i].key != NULL) i = (i + 1) & m->mask;
     }
-    m->key[i] = key;
-    m->t[i] = -1;
+    m->e[i].key = key;
+    m->e[i].t = -1;
     (*used)++;
-    return &m->t[i];
+    return &m->e[i].t;
 }
 
 /* The entry of key in the pointer-keyed map m, or NULL when absent. */
 static const Py_ssize_t *
 po_tmap_get(const po_tmap *m, PyObject *key)
 {
-    if (m->key == NULL) return NULL;
+    if (m->e == NULL) return NULL;
     size_t i = (size_t)po_hash((uint64_t)(uintptr_t)key) & m->mask;
-    while (m->key[i] != NULL) {
-        if (m->key[i] == key) return &m->t[i];
+    while (m->e[i].key != NULL) {
+        if (m->e[i].key == key) return &m->e[i].t;
         i = (i + 1) & m->mask;
     }
     return NULL;
@@ -696,8 +721,8 @@ po_pack_targets(PyObject *Py_UNUSED(self), PyObject *args)
     PyObject *names[PK_N] = {NULL};
     PyObject *result = NULL;
     po_buf tensor = {0}, cover = {0}, offsets = {0}, shapes = {0}, nbytes = {0};
-    po_covers map = {NULL, 0, {NULL, NULL, 0}};
-    po_tmap tmap = {NULL, NULL, 0};
+    po_covers map = {NULL, 0, {NULL, 0}};
+    po_tmap tmap = {NULL, 0};
     int64_t ncovers = 0;
     static PyObject *cache[PK_N];
     if (po_names(cache, pk_names, PK_N, names) < 0) goto done;
@@ -717,11 +742,8 @@ po_pack_targets(PyObject *Py_UNUSED(self), PyObject *args)
             }
             cap *= 2;
         }
-        map.map.key = mr_alloc_array(cap, sizeof(int64_t));
-        if (map.map.key == NULL) goto done;
-        map.map.id = mr_alloc_array(cap, sizeof(int64_t));
-        if (map.map.id == NULL) goto done;
-        for (size_t i = 0; i < cap; i++) map.map.key[i] = -1;
+        map.map.e = po_map_slots(cap);
+        if (map.map.e == NULL) goto done;
         map.map.mask = cap - 1;
     }
     size_t tused = 0;
@@ -729,11 +751,7 @@ po_pack_targets(PyObject *Py_UNUSED(self), PyObject *args)
         /* grown as distinct tensor-id objects come (usually one per tensor) */
         size_t tcap = 64;
         while (tcap < (size_t)ntensors * 2 && tcap < (size_t)n * 2) tcap *= 2;
-        tmap.key = mr_alloc_array(tcap, sizeof(PyObject *));
-        tmap.t = mr_alloc_array(tcap, sizeof(Py_ssize_t));
-        if (tmap.key == NULL || tmap.t == NULL) goto done;
-        for (size_t i = 0; i < tcap; i++) tmap.key[i] = NULL;
-        tmap.mask = tcap - 1;
+        if (!po_tmap_init(&tmap, tcap)) goto done;
         /* seeded with tensor_index's exact str keys (the targets' tensor-id objects, usually:
          * the planner's index is made from them), each read once here: a target whose id
          * object is one of them is then known to be an exact str with its tensor, by pointer,
@@ -775,8 +793,7 @@ po_pack_targets(PyObject *Py_UNUSED(self), PyObject *args)
             PyObject *near = geom != NULL ? PyList_GetItem(tids, i + PO_AHEAD / 2) : NULL;
             if (near != NULL) {
                 size_t slot = (size_t)po_hash((uint64_t)(uintptr_t)near) & tmap.mask;
-                __builtin_prefetch(&tmap.key[slot]);
-                __builtin_prefetch(&tmap.t[slot]);
+                __builtin_prefetch(&tmap.e[slot]);
             }
         }
         int rc;
@@ -829,9 +846,9 @@ po_pack_targets(PyObject *Py_UNUSED(self), PyObject *args)
             }
         }
         for (size_t i = 0; map.ids == NULL && i <= map.map.mask; i++) {
-            if (map.map.key[i] == -1) continue;
-            PyObject *key = PyLong_FromLongLong((long long)map.map.key[i]);
-            if (key == NULL || PyList_SetItem(keys, (Py_ssize_t)map.map.id[i], key) < 0) {
+            if (map.map.e[i].key == -1) continue;
+            PyObject *key = PyLong_FromLongLong((long long)map.map.e[i].key);
+            if (key == NULL || PyList_SetItem(keys, (Py_ssize_t)map.map.e[i].id, key) < 0) {
                 Py_DECREF(keys);
                 goto done;
             }
@@ -851,10 +868,8 @@ done:
     PyMem_Free(shapes.v);
     PyMem_Free(nbytes.v);
     PyMem_Free(map.ids);
-    PyMem_Free(map.map.key);
-    PyMem_Free(map.map.id);
-    PyMem_Free(tmap.key);
-    PyMem_Free(tmap.t);
+    PyMem_Free(map.map.e);
+    PyMem_Free(tmap.e);
     return result;
 }
 
@@ -1098,6 +1113,11 @@ ss_owner_values(PyObject *owner, PyObject *kinds, Py_ssize_t nk, int64_t *out)
     return 1;
 }
 
+/* The pre-read's tensor-id map (met) holds, per id object, the tensor index t of an object read
+ * on some fragment (an exact str; -1: not a needed tensor), and SS_MET_SEEDED(t) (<= -2) for a
+ * key of tensor_index no fragment had (its type not read). */
+#define SS_MET_SEEDED(t) (-2 - (Py_ssize_t)(t))
+
 /* The chosen owners of the complete replicas (slots 0..R-1) of the tensors not routed by a DP
  * owner, as ss_build_tables' lookups chosen[tids[t]] give them, but each chosen dict read in
  * its own order: an entry whose key object is one the pre-read met (met: tensor-id object ->
@@ -1118,24 +1138,43 @@ ss_replica_owners(Py_ssize_t ntensors, PyObject *kinds_list, PyObject *slot_list
         Py_ssize_t pos = 0;
         PyObject *key, *owner;
         int rc = 1;
+        /* the last owner decoded over the last kinds (the chosen owners are usually shared
+         * tuples): both immutable and held by the call while this loop runs no Python code */
+        PyObject *memo_owner = NULL, *memo_kinds = NULL;
+        int64_t memo[4] = {0, 0, 0, 0};
         while (rc == 1 && PyDict_Next(chosen, &pos, &key, &owner)) { /* no Python code runs */
             /* only an exact str key (another key, e.g. a str subclass the map was seeded with
-             * from tensor_index, is looked up by value below, as before) */
-            if (!PyUnicode_CheckExact(key)) continue;
+             * from tensor_index, is looked up by value below, as before); a key the pre-read
+             * met on a fragment was an exact str there (see SS_MET_SEEDED): not read again */
             Py_ssize_t t = po_tmap_find(met, key);
+            if (t <= SS_MET_SEEDED(0)) { /* a seeded tensor_index key no fragment had */
+                if (!PyUnicode_CheckExact(key)) continue;
+                t = SS_MET_SEEDED(0) - t;
+            }
             if (t < 0 || t >= ntensors || routed[t] || tids[t] == NULL || valid[t * nslots + s]) continue;
             PyObject *kinds = PyList_GetItem(kinds_list, t);
             if (kinds == NULL) {
                 rc = -1;
                 break;
             }
+            int64_t *out = &owners[(t * nslots + s) * 4];
+            if (owner == memo_owner && kinds == memo_kinds) {
+                memcpy(out, memo, sizeof memo);
+                valid[t * nslots + s] = 1;
+                continue;
+            }
             Py_ssize_t nk = PyTuple_Size(kinds); /* an exact tuple of at most 4 (ss_build_tables) */
             if (nk < 0) {
                 rc = -1;
                 break;
             }
-            rc = ss_owner_values(owner, kinds, nk, &owners[(t * nslots + s) * 4]);
+            rc = ss_owner_values(owner, kinds, nk, out);
             valid[t * nslots + s] = rc == 1;
+            if (rc == 1) {
+                memo_owner = owner;
+                memo_kinds = kinds;
+                memcpy(memo, out, sizeof memo);
+            }
         }
         Py_DECREF(chosen);
         if (rc != 1) return rc;
@@ -1258,12 +1297,10 @@ typedef struct {
     const po_map *covers;
 } ss_tables;
 
-/* The cover a fragment of tensor t with rank coordinates rank (dp, tp, pp, ep) is eligible
- * for: its slot (the DP owner's for a routed tensor, else its complete replica's, found by
- * rank.dp) must be valid, its owner coordinates the slot's owner and some target must need
- * the (tensor, slot) cover. The cover id, or -1 when the fragment is not eligible. */
+/* The key t * nslots + slot of a fragment of tensor t with rank coordinates rank, or -1 when
+ * its rank.dp is no complete replica's (a tensor not routed by a DP owner). */
 static int64_t
-ss_cover_of(const ss_tables *tb, int64_t t, const int64_t *rank)
+ss_cover_key(const ss_tables *tb, int64_t t, const int64_t *rank)
 {
     int64_t slot = (int64_t)tb->nreplicas;
     if (!tb->routed[t]) {
@@ -1276,7 +1313,27 @@ ss_cover_of(const ss_tables *tb, int64_t t, const int64_t *rank)
         if (lo == tb->nreplicas || tb->dps[lo] != rank[0]) return -1;
         slot = (int64_t)lo;
     }
-    int64_t key = t * tb->nslots + slot;
+    return t * tb->nslots + slot;
+}
+
+/* The home slot of ss_cover_of's probe for that fragment (a prefetch hint; never read). */
+static const void *
+ss_cover_slot(const ss_tables *tb, int64_t t, const int64_t *rank)
+{
+    int64_t key = ss_cover_key(tb, t, rank);
+    if (key < 0) return tb->covers->e;
+    return &tb->covers->e[(size_t)po_hash((uint64_t)key) & tb->covers->mask];
+}
+
+/* The cover a fragment of tensor t with rank coordinates rank (dp, tp, pp, ep) is eligible
+ * for: its slot (the DP owner's for a routed tensor, else its complete replica's, found by
+ * rank.dp) must be valid, its owner coordinates the slot's owner and some target must need
+ * the (tensor, slot) cover. The cover id, or -1 when the fragment is not eligible. */
+static int64_t
+ss_cover_of(const ss_tables *tb, int64_t t, const int64_t *rank)
+{
+    int64_t key = ss_cover_key(tb, t, rank);
+    if (key < 0) return -1;
     if (!tb->valid[key]) return -1;
     for (int k = 0; k < 4; k++) {
         int64_t a = tb->axes[t * 4 + k];
@@ -1284,8 +1341,8 @@ ss_cover_of(const ss_tables *tb, int64_t t, const int64_t *rank)
     }
     const po_map *covers = tb->covers;
     size_t ci = (size_t)po_hash((uint64_t)key) & covers->mask;
-    while (covers->key[ci] != -1 && covers->key[ci] != key) ci = (ci + 1) & covers->mask;
-    return covers->key[ci] == -1 ? -1 : covers->id[ci]; /* -1: no target needs this cover */
+    while (covers->e[ci].key != -1 && covers->e[ci].key != key) ci = (ci + 1) & covers->mask;
+    return covers->e[ci].key == -1 ? -1 : covers->e[ci].id; /* -1: no target needs this cover */
 }
 
 /* What select_sources reads of fragment i, read beforehand in address order (ss_preread). */
@@ -1322,8 +1379,12 @@ ss_preread(PyObject *fragments, int is_list, Py_ssize_t n, PyObject *ftype, PyOb
     size_t count = (size_t)n;
     mr_kv *order = mr_alloc_array(count ? count : 1, sizeof(mr_kv));
     ss_pre *pre = PyMem_Calloc(count ? count : 1, sizeof(ss_pre));
-    po_tmap tmap = {NULL, NULL, 0};
+    po_tmap tmap = {NULL, 0};
     PyObject *v[SS_ID + 1] = {NULL}, *rv[4] = {NULL}; /* fields from the state scans (new references) */
+    /* the last rank object read and its coordinates: an exact rtype instance whose values
+     * nothing here can change (no Python code runs), held so that its address stays its own */
+    PyObject *memo_rank = NULL;
+    int64_t memo_values[4] = {0, 0, 0, 0};
     int ok = 0;
     if (order == NULL || pre == NULL) goto done;
     size_t tused = 0;
@@ -1332,10 +1393,7 @@ ss_preread(PyObject *fragments, int is_list, Py_ssize_t n, PyObject *ftype, PyOb
          * table twice the fragment count is probed at random and leaves the cache */
         size_t tcap = 64;
         while (tcap < (size_t)ntensors * 2 + 64 && tcap < count * 2 && tcap < ((size_t)1 << 24)) tcap *= 2;
-        tmap.key = PyMem_Calloc(tcap, sizeof(PyObject *));
-        tmap.t = mr_alloc_array(tcap, sizeof(Py_ssize_t));
-        if (tmap.key == NULL || tmap.t == NULL) goto done;
-        tmap.mask = tcap - 1;
+        if (!po_tmap_init(&tmap, tcap)) goto done;
         /* seeded with tensor_index's own key objects (their entries read in order, the keys
          * not read): a fragment whose tensor-id object is one of them finds its tensor by
          * pointer, as the lookup would by identity (an exact str: its hash is its value's) */
@@ -1349,7 +1407,7 @@ ss_preread(PyObject *fragments, int is_list, Py_ssize_t n, PyObject *ftype, PyOb
             if (overflow != 0 || tv < 0 || tv >= (long long)ntensors) continue;
             Py_ssize_t *slot = po_tmap_slot_grow(&tmap, &tused, key);
             if (slot == NULL) goto done;
-            *slot = (Py_ssize_t)tv;
+            *slot = SS_MET_SEEDED(tv);
         }
     }
     for (size_t i = 0; i < count; i++) {
@@ -1361,9 +1419,23 @@ ss_preread(PyObject *fragments, int is_list, Py_ssize_t n, PyObject *ftype, PyOb
     if (mr_radix_sort(order, count) < 0) goto done;
     for (size_t k = 0; k < count; k++) {
         for (int f = 0; f <= SS_ID; f++) Py_CLEAR(v[f]);
+        if (k + 16 < count) __builtin_prefetch((const void *)(uintptr_t)order[k + 16].key); /* a hint only */
         if (k + 8 < count) {
             __builtin_prefetch(&pre[order[k + 8].idx], 1);
-            __builtin_prefetch((const void *)(uintptr_t)order[k + 8].key); /* a hint only */
+            /* hints only: the tensor-id and id objects of the fragment 8 ahead (asked for 16
+             * ahead, so its field slots are at hand) and the map slot its tensor-id pointer
+             * hashes to (pointers read from its C-owned slots, not the objects they point to) */
+            PyObject *const *f = mr_pf_fields((PyObject *)(uintptr_t)order[k + 8].key);
+            if (f != NULL) {
+                int found = 0;
+                PyObject *ahead = mr_pf_named(f, names[SS_TENSOR], &found);
+                if (ahead != NULL) {
+                    __builtin_prefetch(ahead);
+                    __builtin_prefetch(&tmap.e[(size_t)po_hash((uint64_t)(uintptr_t)ahead) & tmap.mask]);
+                }
+                ahead = mr_pf_named(f, names[SS_ID], &found);
+                if (ahead != NULL) __builtin_prefetch(ahead, 1);
+            }
         }
         PyObject *item = (PyObject *)(uintptr_t)order[k].key; /* held by fragments (no Python code runs) */
         ss_pre *p = &pre[order[k].idx];
@@ -1385,8 +1457,11 @@ ss_preread(PyObject *fragments, int is_list, Py_ssize_t n, PyObject *ftype, PyOb
             goto done;
         }
         Py_ssize_t t = -1;
-        const Py_ssize_t *known = po_tmap_get(&tmap, tid);
-        if (known != NULL) t = *known;
+        Py_ssize_t *known = (Py_ssize_t *)po_tmap_get(&tmap, tid); /* the map is this call's */
+        if (known != NULL) {
+            t = *known;
+            if (t <= SS_MET_SEEDED(0)) *known = t = SS_MET_SEEDED(0) - t; /* tid: an exact str */
+        }
         else {
             PyObject *index = PyDict_GetItemWithError(tensor_index, tid); /* exact str: no Python code */
             if (index == NULL) {
@@ -1423,6 +1498,11 @@ ss_preread(PyObject *fragments, int is_list, Py_ssize_t n, PyObject *ftype, PyOb
         if (t < 0) continue;
         PyObject *rank = po_take_field(item, &v[SS_RANK], names[SS_RANK]);
         if (rank == NULL) goto done;
+        if (rank == memo_rank) { /* the rank object of an earlier fragment (a few are shared) */
+            Py_DECREF(rank);
+            memcpy(p->rank, memo_values, sizeof memo_values);
+            goto have_rank;
+        }
         int rc = (PyObject *)Py_TYPE(rank) == rtype;
         if (rc == 1) {
             PyObject *state = PyObject_GenericGetDict(rank, NULL);
@@ -1432,8 +1512,14 @@ ss_preread(PyObject *fragments, int is_list, Py_ssize_t n, PyObject *ftype, PyOb
         for (int a = 0; a < 4 && rc == 1; a++)
             rc = po_value_i64(po_take_field(rank, &rv[a], names[SS_DP + a]), &p->rank[a]);
         for (int a = 0; a < 4; a++) Py_CLEAR(rv[a]);
-        Py_DECREF(rank);
-        if (rc != 1) goto done;
+        if (rc != 1) {
+            Py_DECREF(rank);
+            goto done;
+        }
+        Py_XDECREF(memo_rank); /* another rank (this fragment holds it) */
+        memo_rank = rank;      /* the reference taken above, kept */
+        memcpy(memo_values, p->rank, sizeof memo_values);
+    have_rank:
         p->coord = pc->n;
         PyObject *offset = po_take_field(item, &v[SS_OFFSET], names[SS_OFFSET]);
         if (offset == NULL) goto done;
@@ -1456,13 +1542,13 @@ ss_preread(PyObject *fragments, int is_list, Py_ssize_t n, PyObject *ftype, PyOb
     }
     ok = 1;
 done:
+    Py_XDECREF(memo_rank);
     for (int f = 0; f <= SS_ID; f++) Py_XDECREF(v[f]);
     for (int a = 0; a < 4; a++) Py_XDECREF(rv[a]);
     if (PyErr_Occurred()) PyErr_Clear();
     PyMem_Free(order);
     if (!ok) {
-        PyMem_Free(tmap.key);
-        PyMem_Free(tmap.t);
+        PyMem_Free(tmap.e);
         ss_pre_free(pre, count);
         return NULL;
     }
@@ -1510,7 +1596,7 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
         return NULL;
     }
     ss_pre *pre = NULL;
-    po_tmap met = {NULL, NULL, 0}; /* the pre-read's tensor-id objects -> tensor index */
+    po_tmap met = {NULL, 0}; /* the pre-read's tensor-id objects -> tensor index */
     po_buf pc = {0};
     Py_ssize_t npre = 0;
     PyObject *names[SS_N] = {NULL};
@@ -1524,8 +1610,8 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
     po_buf coords = {0};
     size_t *pos_slots = NULL;
     int64_t *positions = NULL;
-    po_map covers = {NULL, NULL, 0};
-    po_map picks = {NULL, NULL, 0};
+    po_map covers = {NULL, 0};
+    po_map picks = {NULL, 0};
     size_t *pick_row = NULL;
     ss_pick *order = NULL;
     Py_ssize_t ntensors = 0, nreplicas = 0, ncovers = 0;
@@ -1593,10 +1679,8 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
     }
     {
         size_t cap = ss_capacity((size_t)ncovers);
-        covers.key = mr_alloc_array(cap, sizeof(int64_t));
-        covers.id = mr_alloc_array(cap, sizeof(int64_t));
-        if (covers.key == NULL || covers.id == NULL) goto done;
-        for (size_t i = 0; i < cap; i++) covers.key[i] = -1;
+        covers.e = po_map_slots(cap);
+        if (covers.e == NULL) goto done;
         covers.mask = cap - 1;
         int64_t count = 0;
         for (Py_ssize_t c = 0; c < ncovers; c++) {
@@ -1615,14 +1699,12 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
     if (rows == NULL || positions == NULL) goto done;
     size_t pcap = ss_capacity((size_t)n);
     pos_slots = PyMem_Calloc(pcap, sizeof(size_t));
-    picks.key = mr_alloc_array(pcap, sizeof(int64_t));
-    picks.id = mr_alloc_array(pcap, sizeof(int64_t));
+    picks.e = po_map_slots(pcap);
     pick_row = mr_alloc_array((size_t)n, sizeof(size_t));
-    if (pos_slots == NULL || picks.key == NULL || picks.id == NULL || pick_row == NULL) {
+    if (pos_slots == NULL || picks.e == NULL || pick_row == NULL) {
         if (pos_slots == NULL && !PyErr_Occurred()) PyErr_NoMemory();
         goto done;
     }
-    for (size_t i = 0; i < pcap; i++) picks.key[i] = -1;
     picks.mask = pcap - 1;
     size_t pos_mask = pcap - 1;
     int64_t npositions = 0, npicks = 0;
@@ -1653,6 +1735,18 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
                 size_t held = pos_slots[ahead_slot[(i + 8) & 15]];
                 if (held != 0 && held <= nrows) __builtin_prefetch(&rows[held - 1]);
             }
+            /* and ss_cover_of's tables of later fragments (indexed by tensor, which come in
+             * id order, at random): the tensor's rows 16 ahead, its cover slot 8 ahead */
+            if (i + 16 < npre && pre[i + 16].t >= 0) {
+                int64_t t16 = pre[i + 16].t;
+                __builtin_prefetch(&routed[t16]);
+                __builtin_prefetch(&axes[t16 * 4]);
+                __builtin_prefetch(&valid[t16 * nslots]);
+                __builtin_prefetch(&owners[t16 * nslots * 4]);
+                __builtin_prefetch(&owners[t16 * nslots * 4 + nslots * 4 - 1]);
+            }
+            if (i + 8 < npre && pre[i + 8].t >= 0)
+                __builtin_prefetch(ss_cover_slot(&tb, pre[i + 8].t, pre[i + 8].rank));
         }
         PyObject *fragment = is_list ? PyList_GetItem(fragments, i) : PyTuple_GetItem(fragments, i);
         if (fragment == NULL) goto done;
@@ -1780,11 +1874,11 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
     order = mr_alloc_array((size_t)npicks, sizeof(ss_pick));
     if (order == NULL) goto done;
     for (size_t i = 0; i <= picks.mask; i++) {
-        if (picks.key[i] == -1) continue;
-        ss_pick *p = &order[picks.id[i]];
-        p->cover = picks.key[i] / (int64_t)n;
-        p->position = picks.key[i] % (int64_t)n;
-        p->row = pick_row[picks.id[i]];
+        if (picks.e[i].key == -1) continue;
+        ss_pick *p = &order[picks.e[i].id];
+        p->cover = picks.e[i].key / (int64_t)n;
+        p->position = picks.e[i].key % (int64_t)n;
+        p->row = pick_row[picks.e[i].id];
     }
     qsort(order, (size_t)npicks, sizeof(ss_pick), ss_pick_cmp);
     {
@@ -1891,8 +1985,7 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
     }
 done:
     ss_pre_free(pre, (size_t)npre);
-    PyMem_Free(met.key);
-    PyMem_Free(met.t);
+    PyMem_Free(met.e);
     PyMem_Free(pc.v);
     for (int k = 0; k < SS_N; k++) Py_XDECREF(names[k]);
     if (tids != NULL) {
@@ -1906,10 +1999,8 @@ done:
     PyMem_Free(positions);
     PyMem_Free(pos_slots);
     PyMem_Free(coords.v);
-    PyMem_Free(covers.key);
-    PyMem_Free(covers.id);
-    PyMem_Free(picks.key);
-    PyMem_Free(picks.id);
+    PyMem_Free(covers.e);
+    PyMem_Free(picks.e);
     PyMem_Free(pick_row);
     PyMem_Free(order);
     PyMem_Free(tensor_ndim);
@@ -2532,10 +2623,23 @@ om_address_order(PyObject *fragments, int is_list, PyObject *kinds, Py_ssize_t n
         PyErr_NoMemory();
         goto done;
     }
+    /* the last rank object read and its values (the fragments share a few ranks): an exact
+     * rtype instance nothing here can change (no Python code runs), held so that its address
+     * stays its own */
+    PyObject *memo_rank = NULL;
+    int64_t memo_dp = 0, memo_v[OM_MAX_KINDS] = {0};
     for (size_t k = 0; k < count && !declined; k++) {
+        if (k + 16 < count) __builtin_prefetch((const void *)(uintptr_t)order[k + 16].key); /* a hint only */
         if (k + 8 < count) {
             __builtin_prefetch(&rows[order[k + 8].idx], 1);
-            __builtin_prefetch((const void *)(uintptr_t)order[k + 8].key); /* a hint only */
+            /* hints only: the tensor-id object of the fragment 8 ahead (asked for 16 ahead, so
+             * its C-owned field slots are at hand; the pointer is read, not the object) */
+            PyObject *const *f = mr_pf_fields((PyObject *)(uintptr_t)order[k + 8].key);
+            if (f != NULL) {
+                int found = 0;
+                PyObject *ahead = mr_pf_named(f, names[0], &found);
+                if (ahead != NULL) __builtin_prefetch(ahead);
+            }
         }
         PyObject *item = (PyObject *)(uintptr_t)order[k].key;
         om_row *row = &rows[order[k].idx];
@@ -2543,13 +2647,26 @@ om_address_order(PyObject *fragments, int is_list, PyObject *kinds, Py_ssize_t n
             declined = 1;
             break;
         }
-        PyObject *tid = PyObject_GetAttr(item, names[0]);
-        PyObject *rank = tid == NULL ? NULL : PyObject_GetAttr(item, names[1]);
+        /* both fields from the C-owned layout's slots when it has them (layout.h mr_pf_scan:
+         * the values the attribute reads give), else (or where a slot is empty) read as
+         * attributes */
+        PyObject *field[2] = {NULL, NULL};
+        if (!mr_pf_scan(item, names, 2, field)) field[0] = field[1] = NULL;
+        PyObject *tid = po_take_field(item, &field[0], names[0]);
+        PyObject *rank = tid == NULL ? NULL : po_take_field(item, &field[1], names[1]);
+        Py_XDECREF(field[1]); /* not taken when the tid read failed */
         declined = rank == NULL || !PyUnicode_CheckExact(tid) || (PyObject *)Py_TYPE(rank) != rtype;
         if (!declined) {
             row->tid = tid;
             row->hash = PyObject_Hash(tid); /* exact str: cached, never -1 without an error */
             declined = row->hash == -1;
+        }
+        if (!declined && rank == memo_rank) {
+            row->dp = memo_dp;
+            memcpy(row->v, memo_v, (size_t)nkinds * sizeof(int64_t));
+            Py_DECREF(rank);
+            Py_DECREF(tid); /* the fragment keeps it alive */
+            continue;
         }
         for (Py_ssize_t a = -1; a < nkinds && !declined; a++) {
             PyObject *name = a < 0 ? names[2] : PyTuple_GetItem(kinds, a);
@@ -2561,9 +2678,17 @@ om_address_order(PyObject *fragments, int is_list, PyObject *kinds, Py_ssize_t n
             declined = overflow != 0 || (v == -1 && PyErr_Occurred());
             if (!declined) *(a < 0 ? &row->dp : &row->v[a]) = (int64_t)v;
         }
-        Py_XDECREF(rank);
+        if (!declined) {
+            Py_XDECREF(memo_rank);
+            memo_rank = rank; /* the reference read above, kept */
+            memo_dp = row->dp;
+            memcpy(memo_v, row->v, (size_t)nkinds * sizeof(int64_t));
+        } else {
+            Py_XDECREF(rank);
+        }
         Py_XDECREF(tid); /* the fragment keeps it alive */
     }
+    Py_XDECREF(memo_rank);
     if (declined) {
         PyErr_Clear();
         goto done;
