@@ -2764,6 +2764,55 @@ rv_box_new(const rv_boxes *b, Py_ssize_t i)
     return PyTuple_Pack(2, offset, shape);
 }
 
+/* revalidate_side's loop memos: slots per table (a power of two; the keys and attestations
+ * of one side are a few objects each), filled and cleared by these two helpers. */
+#define RS_MEMO_SLOTS 32
+
+/* Store a new reference to ``value`` in ``slot``, releasing what it held. */
+#define RS_MEMO_SET(slot, value)                                                                                       \
+    do {                                                                                                               \
+        PyObject *old_ = (slot);                                                                                       \
+        (slot) = Py_NewRef(value);                                                                                     \
+        Py_XDECREF(old_);                                                                                              \
+    } while (0)
+
+/* Empty a memo: release its held keys, and its values when ``values_held`` (the attestation
+ * memo's placements; the key memo's rows are borrowed: only forgotten). */
+static void
+rs_memo_clear(PyObject **held, PyObject **values, int values_held)
+{
+    for (int k = 0; k < RS_MEMO_SLOTS; k++) {
+        Py_CLEAR(held[k]);
+        if (values_held) Py_CLEAR(values[k]);
+        else values[k] = NULL;
+    }
+}
+
+/* 1 when hashing ``key`` and comparing it with ``==`` to a plain value runs no Python code: an
+ * exact tuple whose items are exact str, exact int, or exact tuples of exact str / int (what
+ * revalidate_fragments builds as a provenance key and revalidate_views as an executor's), else
+ * 0. Runs no Python code. */
+static int
+rs_plain(PyObject *key)
+{
+    if (key == NULL || !PyTuple_CheckExact(key)) {
+        PyErr_Clear();
+        return 0;
+    }
+    Py_ssize_t n = PyTuple_Size(key);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *item = PyTuple_GetItem(key, k);
+        if (PyUnicode_CheckExact(item) || PyLong_CheckExact(item)) continue;
+        if (!PyTuple_CheckExact(item)) return 0;
+        Py_ssize_t m = PyTuple_Size(item);
+        for (Py_ssize_t j = 0; j < m; j++) {
+            PyObject *inner = PyTuple_GetItem(item, j);
+            if (!PyUnicode_CheckExact(inner) && !PyLong_CheckExact(inner)) return 0;
+        }
+    }
+    return 1;
+}
+
 PyDoc_STRVAR(revalidate_side_doc,
 "revalidate_side(frags, keys, runtime_ids, side_of, runtime, rows, attested, used,\n"
 "                attestation_type, rank_type, snapshot_type, placement_type=None, row_of=None)\n"
@@ -2805,6 +2854,9 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
         return NULL;
     }
     PyObject *result = NULL, *by_key = NULL, *own_rows = NULL;
+    PyObject *memo_key[RS_MEMO_SLOTS] = {NULL}, *memo_keyed[RS_MEMO_SLOTS] = {NULL};
+    PyObject *memo_attestation[RS_MEMO_SLOTS] = {NULL}, *memo_placement[RS_MEMO_SLOTS] = {NULL};
+    int att_memo_used = 0;
     rv_table active = {NULL, NULL, 0};
     rs_ctx ctx = {.attested = attested,
                   .attestation_type = (PyTypeObject *)att_type,
@@ -2863,6 +2915,19 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
         if (PyDict_SetItem(by_key, PyTuple_GetItem(row, 1), row) < 0) goto done;
     }
     if (PyDict_Size(by_key) != n_rows) goto decline;
+    /* Loop-carried memos (see rs_plain), RS_MEMO_SLOTS direct-mapped slots each: keys looked up
+     * in ``by_key`` with their rows, and attestations with their placements, each held. A key is
+     * kept when its lookup ran no Python code (the keys of ``by_key`` and the fragment's key
+     * plain, its row read from ``row_of``): the same key object then finds the same row (the
+     * keys are immutable, ``by_key`` is this call's own). An attestation is kept when it is
+     * exactly ``attestation_type`` (its placement read runs no code), and the memo is emptied
+     * as soon as anything may have run code: its placement is then the same object. */
+    int plain_rows = 1;
+    for (Py_ssize_t r = 0; r < n_rows && plain_rows; r++) {
+        PyObject *row = PyList_GetItem(own_rows, r); /* an exact 3-tuple (checked above) */
+        plain_rows = row != NULL && rs_plain(PyTuple_GetItem(row, 1));
+    }
+    PyErr_Clear(); /* (none expected: in range) */
     for (Py_ssize_t p = 0; p < n_frags; p++) {
         if (!seen[p]) continue;
         if (p + RS_AHEAD_OBJECT < n_frags) {
@@ -2877,13 +2942,33 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
          * it by address, else looked up (borrowed either way: only its address is compared
          * with ``keyed`` below). */
         PyObject *row = row_of == Py_None ? NULL : PyList_GetItem(row_of, p);
+        int pure = plain_rows && row != NULL;
         if (row == NULL) {
+            PyErr_Clear(); /* (row_of None, or its item p: in range, the size was checked) */
             PyObject *runtime_id = PyList_GetItem(runtime_ids, p);
             if (runtime_id == NULL) goto done;
             row = PyDict_GetItemWithError(runtime, runtime_id);
         }
         if (row == NULL || row == Py_None) goto decline;
-        PyObject *keyed = PyDict_GetItemWithError(by_key, key);
+        /* ``by_key[key]`` from the memo when this key object was looked up before (a plain key:
+         * its lookup ran no code, and the same lookup finds the same row) */
+        PyObject *keyed;
+        size_t key_slot = mr_ptr_slot(key, RS_MEMO_SLOTS - 1);
+        if (pure && memo_key[key_slot] == key) {
+            keyed = memo_keyed[key_slot];
+        }
+        else {
+            pure = pure && rs_plain(key);
+            keyed = PyDict_GetItemWithError(by_key, key);
+            if (pure) {
+                RS_MEMO_SET(memo_key[key_slot], key);
+                memo_keyed[key_slot] = keyed; /* (compared by address only; by_key holds it) */
+            }
+        }
+        if (!pure && att_memo_used) { /* code may have run */
+            rs_memo_clear(memo_attestation, memo_placement, 1);
+            att_memo_used = 0;
+        }
         if (keyed != row) goto decline;
         PyObject *fragment = PyList_GetItem(frags, p);
         if (fragment == NULL) goto done;
@@ -2891,7 +2976,26 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
         PyObject *attestation = rv_bound_item(fragment, MR_BF_ATTESTATION, rs_keys[RS_ATTESTATION]);
         Py_DECREF(fragment);
         if (attestation == NULL) goto decline;
-        PyObject *placement = PyObject_GetAttr(attestation, rs_keys[RS_PLACEMENT]);
+        /* its placement from the memo when this attestation (exactly attestation_type, whose
+         * placement attribute runs no code) was read before and nothing has run since */
+        PyObject *placement;
+        size_t att_slot = mr_ptr_slot(attestation, RS_MEMO_SLOTS - 1);
+        if (memo_attestation[att_slot] == attestation) {
+            placement = Py_NewRef(memo_placement[att_slot]);
+        }
+        else {
+            int exact = Py_TYPE(attestation) == ctx.attestation_type;
+            if (!exact && att_memo_used) { /* its read may run code */
+                rs_memo_clear(memo_attestation, memo_placement, 1);
+                att_memo_used = 0;
+            }
+            placement = PyObject_GetAttr(attestation, rs_keys[RS_PLACEMENT]);
+            if (placement != NULL && exact && pure) {
+                RS_MEMO_SET(memo_attestation[att_slot], attestation);
+                RS_MEMO_SET(memo_placement[att_slot], placement);
+                att_memo_used = 1;
+            }
+        }
         Py_DECREF(attestation);
         if (placement == NULL) goto decline;
         if (!rs_set_has(&active, placement)) {
@@ -2942,6 +3046,8 @@ done:
     rs_ctx_free(&ctx);
     rv_table_free(&active);
     PyMem_Free(seen);
+    rs_memo_clear(memo_key, memo_keyed, 0);
+    rs_memo_clear(memo_attestation, memo_placement, 1);
     Py_XDECREF(by_key);
     Py_XDECREF(own_rows);
     return result;
