@@ -795,6 +795,16 @@ po_pack_targets(PyObject *Py_UNUSED(self), PyObject *args)
                 size_t slot = (size_t)po_hash((uint64_t)(uintptr_t)near) & tmap.mask;
                 __builtin_prefetch(&tmap.e[slot]);
             }
+            /* and, its map slot asked for PO_AHEAD / 4 targets ago, the per-tensor entries the
+             * one PO_AHEAD / 4 further on reads (tensors come at random): routed, tensor_ndim
+             * and its cover ids (a tensor index the map already holds; hints only) */
+            PyObject *close = geom != NULL ? PyList_GetItem(tids, i + PO_AHEAD / 4) : NULL;
+            const Py_ssize_t *known = close != NULL ? po_tmap_get(&tmap, close) : NULL;
+            if (known != NULL && *known >= 0 && *known < ntensors) {
+                __builtin_prefetch(&routed[*known]);
+                __builtin_prefetch(&tensor_ndim[*known]);
+                if (map.ids != NULL) __builtin_prefetch(&map.ids[*known * (replicas + 1)]);
+            }
         }
         int rc;
         /* every key in the map is an exact str (seeded ones checked, the others before their
@@ -2163,7 +2173,14 @@ pe_tuple_ids(PyObject *fragments, Py_ssize_t n, PyObject *ftype, PyObject *name,
                 && mr_layout_check_fields(&lc, ftype, MR_PF_N, mr_pf_names());
     if (PyErr_Occurred()) goto done;
     for (size_t k = 0; k < count; k++) {
-        if (k + 8 < count) __builtin_prefetch((const void *)(uintptr_t)order[k + 8].key); /* a hint only */
+        /* hints only: the fragment 16 ahead, then (its slots at hand) the id object of the one
+         * 8 ahead, whose pointer is read from its slot (an exact ftype: the slots' layout) */
+        if (k + 16 < count) __builtin_prefetch((const void *)(uintptr_t)order[k + 16].key);
+        if (slots && k + 8 < count) {
+            PyObject *ahead = (PyObject *)(uintptr_t)order[k + 8].key;
+            PyObject *const *f = (PyObject *)Py_TYPE(ahead) == ftype ? mr_layout_fields(ahead, &lc) : NULL;
+            if (f != NULL && f[MR_PF_PLACEMENT_FRAGMENT_ID] != NULL) __builtin_prefetch(f[MR_PF_PLACEMENT_FRAGMENT_ID], 1);
+        }
         PyObject *item = (PyObject *)(uintptr_t)order[k].key; /* held by the tuple (no Python code runs) */
         if ((PyObject *)Py_TYPE(item) != ftype) goto done;
         PyObject *id = slots ? mr_layout_fields(item, &lc)[MR_PF_PLACEMENT_FRAGMENT_ID] : NULL;
