@@ -1459,21 +1459,47 @@ bd_executor(const bd_table *tb, PyObject *ex_cls, PyObject *const *values, PyObj
     if (n == 0) return BD_FALLBACK;
     PyObject *ids = PyTuple_New(n);
     if (ids == NULL) return BD_ERROR;
-    PyObject *seen = PySet_New(NULL);
+    /* The ids distinct: strictly increasing as long as they are (the snapshots come sorted by
+     * id from bd_sorted_table: then no set), each one after the first that is not also in seen
+     * (the set of those before it, built then). */
+    PyObject *seen = NULL, *previous = NULL;
     PyObject *dict = NULL, *executor = NULL;
-    int status = seen == NULL ? BD_ERROR : BD_OK;
+    int status = BD_OK;
     for (Py_ssize_t i = 0; i < n && status == BD_OK; i++) {
         PyObject *snapshot = PyTuple_GetItem(snapshots, i);
         PyObject *fid = NULL;
         if (snapshot == NULL) { status = BD_ERROR; break; }
         status = bd_get(snapshot, nm[N_FID], &fid);
         if (status != BD_OK) break;
-        int contains = PySet_Contains(seen, fid);
-        if (contains != 0 || PySet_Add(seen, fid) < 0) {
-            status = contains > 0 ? BD_FALLBACK : BD_ERROR;
-            Py_DECREF(fid);
-            break;
+        if (seen == NULL && previous != NULL) {
+            int cmp = PyUnicode_CheckExact(previous) && PyUnicode_CheckExact(fid) ? bd_compare(previous, fid) : 0;
+            if (cmp == -2) {
+                Py_DECREF(fid);
+                status = BD_ERROR;
+                break;
+            }
+            if (cmp >= 0) {
+                /* not increasing (or not both exact str): the set of the ids so far decides */
+                seen = PySet_New(NULL);
+                for (Py_ssize_t k = 0; seen != NULL && k < i; k++) {
+                    if (PySet_Add(seen, PyTuple_GetItem(ids, k)) < 0) Py_CLEAR(seen);
+                }
+                if (seen == NULL) {
+                    Py_DECREF(fid);
+                    status = BD_ERROR;
+                    break;
+                }
+            }
         }
+        if (seen != NULL) {
+            int contains = PySet_Contains(seen, fid);
+            if (contains != 0 || PySet_Add(seen, fid) < 0) {
+                status = contains > 0 ? BD_FALLBACK : BD_ERROR;
+                Py_DECREF(fid);
+                break;
+            }
+        }
+        previous = fid; /* held by ids */
         if (PyTuple_SetItem(ids, i, fid) < 0) status = BD_ERROR; /* steals fid */
     }
     if (status != BD_OK) goto done;
@@ -1520,6 +1546,56 @@ bd_dict_step(PyObject *dict, Py_ssize_t *pos, PyObject *key, PyObject **value)
     return 1;
 }
 
+/* The snapshot of evidence fragment runtime for bd_group_snapshots and bd_group_snapshots_one:
+ * out[0] its worker, out[1] its runtime fragment id (exact non-empty str) and out[2] its
+ * snapshot (new references), or all NULL when it has no attested placement fragment (no
+ * snapshot). placement_dict is read at *dict_pos while *aligned (attest builds it in the
+ * evidence fragments' order: each lookup is first tried as its next entry, bd_dict_step; the
+ * lookups decide from the first mismatch on). BD_OK, BD_FALLBACK, BD_ERROR (nothing kept). */
+static int
+bd_evidence_snapshot(const bd_table *tb, const mr_layout_class *lc, PyObject *snap_cls, PyObject *rf_cls,
+                     PyObject *pf_cls, PyObject *runtime, PyObject *placement_dict, PyObject *generation,
+                     Py_ssize_t *dict_pos, int *aligned, PyObject **out)
+{
+    PyObject *const *nm = tb->nm;
+    out[0] = out[1] = out[2] = NULL;
+    if ((PyObject *)Py_TYPE(runtime) != rf_cls) return BD_FALLBACK;
+    PyObject *pfid = NULL, *rdict = NULL;
+    int status = bd_runtime_state(runtime, &rdict);
+    if (status != BD_OK) return status;
+    status = bd_dget_str(rdict, nm[N_PFID], &pfid);
+    if (status != BD_OK) {
+        Py_DECREF(rdict);
+        return status;
+    }
+    PyObject *placement_fragment = NULL; /* borrowed */
+    if (*aligned) {
+        int step = bd_dict_step(placement_dict, dict_pos, pfid, &placement_fragment);
+        if (step < 0) {
+            Py_DECREF(pfid);
+            Py_DECREF(rdict);
+            return BD_ERROR;
+        }
+        if (step == 0) *aligned = 0;
+    }
+    if (!*aligned) placement_fragment = PyDict_GetItemWithError(placement_dict, pfid);
+    Py_DECREF(pfid);
+    if (placement_fragment == NULL) {
+        Py_DECREF(rdict);
+        return PyErr_Occurred() ? BD_ERROR : BD_OK; /* not in the attested part: no snapshot */
+    }
+    Py_INCREF(placement_fragment);
+    status = bd_dget_str(rdict, nm[N_WORKER_ID], &out[0]);
+    if (status == BD_OK) status = bd_dget_str(rdict, nm[N_FID], &out[1]);
+    if (status == BD_OK) status = bd_snapshot(tb, lc, snap_cls, pf_cls, placement_fragment, rdict, generation, &out[2]);
+    Py_DECREF(placement_fragment);
+    Py_DECREF(rdict);
+    if (status != BD_OK) {
+        for (int k = 0; k < 3; k++) Py_CLEAR(out[k]);
+    }
+    return status;
+}
+
 /* Snapshots of the evidence fragments grouped by worker in `groups` (worker -> list of
  * (fragment_id, position, snapshot)). */
 static int
@@ -1528,49 +1604,20 @@ bd_group_snapshots(const bd_table *tb, PyObject *snap_cls, PyObject *rf_cls, PyO
 {
     mr_layout_class lc;
     if (bd_snapshot_layout(tb, snap_cls, &lc) < 0) return BD_ERROR;
-    PyObject *const *nm = tb->nm;
     Py_ssize_t n = PyTuple_Size(fragments);
     if (n < 0) return BD_ERROR;
-    /* attest builds placement_dict in the evidence fragments' order: each lookup is first tried
-     * as its next entry (bd_dict_step), the lookups decide from the first mismatch on */
     Py_ssize_t dict_pos = 0;
     int aligned = 1;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *runtime = PyTuple_GetItem(fragments, i);
         if (runtime == NULL) return BD_ERROR;
-        if ((PyObject *)Py_TYPE(runtime) != rf_cls) return BD_FALLBACK;
-        PyObject *pfid = NULL, *fid = NULL, *worker = NULL, *snapshot = NULL, *rdict = NULL;
-        int status = bd_runtime_state(runtime, &rdict);
+        PyObject *read[3]; /* worker, fid, snapshot */
+        int status = bd_evidence_snapshot(tb, &lc, snap_cls, rf_cls, pf_cls, runtime, placement_dict, generation,
+                                          &dict_pos, &aligned, read);
         if (status != BD_OK) return status;
-        status = bd_dget_str(rdict, nm[N_PFID], &pfid);
-        if (status != BD_OK) {
-            Py_DECREF(rdict);
-            return status;
-        }
-        PyObject *placement_fragment = NULL; /* borrowed */
-        if (aligned) {
-            int step = bd_dict_step(placement_dict, &dict_pos, pfid, &placement_fragment);
-            if (step < 0) {
-                Py_DECREF(pfid);
-                Py_DECREF(rdict);
-                return BD_ERROR;
-            }
-            if (step == 0) aligned = 0;
-        }
-        if (!aligned) placement_fragment = PyDict_GetItemWithError(placement_dict, pfid);
-        Py_DECREF(pfid);
-        if (placement_fragment == NULL) {
-            Py_DECREF(rdict);
-            if (PyErr_Occurred()) return BD_ERROR;
-            continue; /* not in the attested part: no snapshot */
-        }
-        Py_INCREF(placement_fragment);
-        status = bd_dget_str(rdict, nm[N_WORKER_ID], &worker);
-        if (status == BD_OK) status = bd_dget_str(rdict, nm[N_FID], &fid);
-        if (status == BD_OK) status = bd_snapshot(tb, &lc, snap_cls, pf_cls, placement_fragment, rdict, generation, &snapshot);
-        Py_DECREF(placement_fragment);
-        Py_DECREF(rdict);
-        if (status == BD_OK) {
+        if (read[2] == NULL) continue; /* not in the attested part: no snapshot */
+        PyObject *worker = read[0], *fid = read[1], *snapshot = read[2];
+        {
             status = BD_ERROR;
             PyObject *position = PyLong_FromSsize_t(i);
             PyObject *entry = position == NULL ? NULL : PyTuple_Pack(3, fid, position, snapshot);
@@ -1598,6 +1645,76 @@ bd_group_snapshots(const bd_table *tb, PyObject *snap_cls, PyObject *rf_cls, PyO
         if (status != BD_OK) return status;
     }
     return BD_OK;
+}
+
+/* bd_group_snapshots then bd_sorted_table, for evidence whose snapshotted fragments all have one
+ * worker (equal exact str) and strictly increasing runtime fragment ids in evidence order: the
+ * entries sorted by (id, position) are then in evidence order, so the table {worker: snapshots
+ * in evidence order} is built directly (no entry tuple, position or sort). *table a new dict
+ * (BD_OK), or NULL with BD_OK when that shape is not met (nothing kept: the caller runs the
+ * general path, which reads the same values again and decides), or BD_FALLBACK / BD_ERROR: the
+ * general path's status for the first fragment that has one (the same reads in the same order
+ * up to there). */
+static int
+bd_group_snapshots_one(const bd_table *tb, PyObject *snap_cls, PyObject *rf_cls, PyObject *pf_cls,
+                       PyObject *fragments, PyObject *placement_dict, PyObject *generation, PyObject **table)
+{
+    *table = NULL;
+    mr_layout_class lc;
+    if (bd_snapshot_layout(tb, snap_cls, &lc) < 0) return BD_ERROR;
+    Py_ssize_t n = PyTuple_Size(fragments);
+    if (n < 0) return BD_ERROR;
+    PyObject *snapshots = PyList_New(0);
+    if (snapshots == NULL) return BD_ERROR;
+    PyObject *worker0 = NULL, *previous = NULL; /* owned */
+    int status = BD_OK, shaped = 1;
+    Py_ssize_t dict_pos = 0;
+    int aligned = 1;
+    for (Py_ssize_t i = 0; i < n && status == BD_OK && shaped; i++) {
+        PyObject *runtime = PyTuple_GetItem(fragments, i);
+        if (runtime == NULL) { status = BD_ERROR; break; }
+        PyObject *read[3]; /* worker, fid, snapshot */
+        status = bd_evidence_snapshot(tb, &lc, snap_cls, rf_cls, pf_cls, runtime, placement_dict, generation,
+                                      &dict_pos, &aligned, read);
+        if (status != BD_OK) break;
+        if (read[2] == NULL) continue; /* not in the attested part: no snapshot */
+        PyObject *worker = read[0], *fid = read[1], *snapshot = read[2];
+        {
+            /* the shape: one worker, increasing ids (exact str, read as exact non-empty str) */
+            if (worker0 == NULL) {
+                worker0 = Py_NewRef(worker);
+            } else if (worker != worker0) {
+                int same = bd_same_str(worker, worker0);
+                if (same < 0) status = BD_ERROR;
+                else if (!same) shaped = 0;
+            }
+            if (status == BD_OK && shaped && previous != NULL) {
+                int cmp = bd_compare(previous, fid);
+                if (cmp == -2) status = BD_ERROR;
+                else if (cmp >= 0) shaped = 0;
+            }
+            if (status == BD_OK && shaped) {
+                BD_SETREF(previous, Py_NewRef(fid));
+                if (PyList_Append(snapshots, snapshot) < 0) status = BD_ERROR;
+            }
+        }
+        Py_XDECREF(worker);
+        Py_XDECREF(fid);
+        Py_XDECREF(snapshot);
+    }
+    Py_XDECREF(previous);
+    if (status == BD_OK && shaped) {
+        *table = PyDict_New();
+        PyObject *items = *table == NULL ? NULL : PyList_AsTuple(snapshots);
+        if (items == NULL || (worker0 != NULL && PyDict_SetItem(*table, worker0, items) < 0)) {
+            status = BD_ERROR;
+            Py_CLEAR(*table);
+        }
+        Py_XDECREF(items);
+    }
+    Py_XDECREF(worker0);
+    Py_DECREF(snapshots);
+    return status;
 }
 
 PyDoc_STRVAR(attested_executors_doc,
@@ -1662,13 +1779,19 @@ bd_attested_executors(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         status = digest < 0 ? BD_ERROR : BD_FALLBACK;
         goto done;
     }
-    status = BD_ERROR;
-    groups = PyDict_New();
-    if (groups == NULL) goto done;
-    status = bd_group_snapshots(&tb, snap_cls, rf_cls, pf_cls, fragments, placement_dict, generation, groups);
+    /* one worker, ids increasing: the table directly (bd_group_snapshots_one), else grouped
+     * and sorted */
+    status = bd_group_snapshots_one(&tb, snap_cls, rf_cls, pf_cls, fragments, placement_dict, generation, &table);
     if (status != BD_OK) goto done;
-    status = bd_sorted_table(groups, &table);
-    if (status != BD_OK) goto done;
+    if (table == NULL) {
+        status = BD_ERROR;
+        groups = PyDict_New();
+        if (groups == NULL) goto done;
+        status = bd_group_snapshots(&tb, snap_cls, rf_cls, pf_cls, fragments, placement_dict, generation, groups);
+        if (status != BD_OK) goto done;
+        status = bd_sorted_table(groups, &table);
+        if (status != BD_OK) goto done;
+    }
     status = BD_ERROR;
     workers = PyDict_Keys(table);
     if (workers == NULL || PyList_Sort(workers) < 0) goto done;
@@ -1879,6 +2002,65 @@ typedef struct {
 } bd_pending;
 
 
+/* The parts' next fragments for bound_fragments_ordered's operation walk (up to
+ * BD_HEADS_MAX parts; more parts: none, every lookup by table): per part the first entry of
+ * pending not yet made (next[p], up to end[p]) and its placement fragment (obj[p], NULL past
+ * the end); hits and misses decide when the heads stop being tried. */
+#define BD_HEADS_MAX 32
+
+typedef struct {
+    Py_ssize_t n, last, hits, misses;
+    Py_ssize_t next[BD_HEADS_MAX], end[BD_HEADS_MAX];
+    PyObject *obj[BD_HEADS_MAX];
+} bd_heads;
+
+static void
+bd_heads_advance(bd_heads *h, const bd_pending *pending, Py_ssize_t p)
+{
+    while (h->next[p] < h->end[p] && pending[h->next[p]].made) h->next[p]++;
+    h->obj[p] = h->next[p] < h->end[p] ? pending[h->next[p]].placement : NULL;
+}
+
+/* pending[0 .. count) in part order, part_of each entry's part among m. */
+static void
+bd_heads_init(bd_heads *h, const bd_pending *pending, Py_ssize_t count, Py_ssize_t m)
+{
+    h->n = m <= BD_HEADS_MAX ? m : 0;
+    h->last = 0;
+    h->hits = h->misses = 0;
+    for (Py_ssize_t p = 0; p < h->n; p++) h->next[p] = h->end[p] = 0;
+    for (Py_ssize_t g = count - 1; g >= 0 && h->n > 0; g--) h->next[pending[g].part] = g; /* first entry */
+    for (Py_ssize_t g = 0; g < count && h->n > 0; g++) h->end[pending[g].part] = g + 1;
+    for (Py_ssize_t p = 0; p < h->n; p++) {
+        if (h->end[p] == 0) h->next[p] = 0; /* an empty part */
+        bd_heads_advance(h, pending, p);
+    }
+}
+
+/* The entry of fragment when it is some part's next fragment (the first such part), advanced
+ * past; else -1 (the caller's table decides). */
+static Py_ssize_t
+bd_heads_take(bd_heads *h, const bd_pending *pending, PyObject *fragment)
+{
+    if (h->n == 0) return -1;
+    Py_ssize_t p = h->last;
+    if (h->obj[p] != fragment) {
+        for (p = 0; p < h->n && h->obj[p] != fragment; p++) {
+        }
+        if (p == h->n) {
+            /* mostly elsewhere: the table alone from now on */
+            if (++h->misses > 64 && h->misses > 4 * h->hits) h->n = 0;
+            return -1;
+        }
+    }
+    h->hits++;
+    h->last = p;
+    Py_ssize_t g = h->next[p];
+    h->next[p]++;
+    bd_heads_advance(h, pending, p);
+    return g;
+}
+
 /* Builds entry's row into its part's rows tuple (an entry of result), or with result NULL (as_map)
  * only its bound fragment into entry->bound. 0 ok, -1 error. */
 static int
@@ -1958,11 +2140,12 @@ bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nar
     if (__builtin_mul_overflow((size_t)m, (size_t)3, &n_fences)) return PyErr_NoMemory();
     PyObject **fences = mr_alloc_array(n_fences, sizeof(PyObject *));
     bd_pending *pending = fences == NULL ? NULL : mr_alloc_array((size_t)total, sizeof(bd_pending));
-    /* the parts' placement fragments by address (an identity table holding its keys) */
+    /* the parts' placement fragments by address (an identity table holding its keys; built
+     * when an operation needs it) */
     size_t mask = 0;
-    bd_idslot *slots = pending == NULL ? NULL : bd_idtab_new((size_t)total, &mask);
+    bd_idslot *slots = NULL;
     /* result: the rows tuple, or with as_map the map (built at the end from pending). */
-    PyObject *result = slots == NULL ? NULL : as_map ? PyDict_New() : PyTuple_New(m);
+    PyObject *result = pending == NULL ? NULL : as_map ? PyDict_New() : PyTuple_New(m);
     PyObject *rows_of = as_map ? NULL : result; /* where bd_make_pending stores rows */
     PyObject *evidence = NULL, *binding_dict = NULL, *placement_dict = NULL;
     Py_ssize_t count = 0; /* entries of pending holding references */
@@ -2040,12 +2223,6 @@ bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nar
             entry->part = k;
             entry->pos = i;
             entry->made = 0;
-            /* held by entry: the address stays its own; a fragment met again keeps its first entry */
-            bd_idslot *slot = bd_idtab_find(slots, mask, placement_fragment);
-            if (slot->key == 0) {
-                slot->key = (uintptr_t)placement_fragment;
-                slot->value = count;
-            }
             count++;
         }
         Py_CLEAR(evidence);
@@ -2062,31 +2239,51 @@ bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nar
         static mr_layout_memo ordered_memo;
         mr_layout_class rl;
         (void)mr_region_layout(&ordered_memo, &rl, region_cls);
+        /* Where the operations name the parts' fragments in a merge of the parts' orders (the
+         * targets of operations sorted by target id: each part lists its fragments by id), the
+         * next one named is the next not yet made fragment of some part (heads, by identity):
+         * found there without a table. Any other one is looked up in the table by address
+         * (slots, built at the first such operation: a fragment met again keeps its first
+         * entry), and once those are most of them the heads are no longer tried. */
+        bd_heads heads;
+        bd_heads_init(&heads, pending, count, m);
+        PyObject *last = NULL; /* the fragment the previous operation named: done with */
         for (Py_ssize_t j = 0; j < n_ops; j++) {
             PyObject *op = PyTuple_GetItem(operations, j);
             if (op == NULL) goto done;
             if (j + 8 < n_ops) bd_prefetch_object(PyTuple_GetItem(operations, j + 8)); /* a hint */
             if ((PyObject *)Py_TYPE(op) != region_cls) continue;
             PyObject *const *op_fields = mr_layout_fields(op, &rl);
+            PyObject *fragment = NULL; /* address only */
             if (op_fields != NULL) {
-                PyObject *fragment = op_fields[side == 0 ? MR_RG_TARGET : MR_RG_SOURCE]; /* address only */
-                if (fragment == NULL) continue;
-                Py_ssize_t g = bd_idtab_get(slots, mask, fragment);
-                if (g < 0 || pending[g].made) continue;
-                if (bd_make_pending(nm, &lc, bound_cls, &pending[g], fences, attestations, rows_of) < 0) goto done;
-                continue;
+                fragment = op_fields[side == 0 ? MR_RG_TARGET : MR_RG_SOURCE];
+            } else {
+                PyObject *op_dict = NULL;
+                int rc = bd_dict_of(op, &op_dict);
+                if (rc == BD_ERROR) goto done;
+                if (rc != BD_OK) continue;
+                fragment = PyDict_GetItemWithError(op_dict, field); /* borrowed */
+                Py_DECREF(op_dict);
+                if (fragment == NULL && PyErr_Occurred()) goto done;
             }
-            PyObject *op_dict = NULL;
-            int rc = bd_dict_of(op, &op_dict);
-            if (rc == BD_ERROR) goto done;
-            if (rc != BD_OK) continue;
-            PyObject *fragment = PyDict_GetItemWithError(op_dict, field); /* borrowed, address only */
-            Py_DECREF(op_dict);
-            if (fragment == NULL) {
-                if (PyErr_Occurred()) goto done;
-                continue;
+            if (fragment == NULL || fragment == last) continue;
+            last = fragment;
+            Py_ssize_t g = bd_heads_take(&heads, pending, fragment);
+            if (g < 0) {
+                if (slots == NULL) {
+                    slots = bd_idtab_new((size_t)count, &mask);
+                    if (slots == NULL) goto done;
+                    for (Py_ssize_t e = 0; e < count; e++) {
+                        /* held by entry e: the address stays its own */
+                        bd_idslot *slot = bd_idtab_find(slots, mask, pending[e].placement);
+                        if (slot->key == 0) {
+                            slot->key = (uintptr_t)pending[e].placement;
+                            slot->value = e;
+                        }
+                    }
+                }
+                g = bd_idtab_get(slots, mask, fragment);
             }
-            Py_ssize_t g = bd_idtab_get(slots, mask, fragment);
             if (g < 0 || pending[g].made) continue;
             if (bd_make_pending(nm, &lc, bound_cls, &pending[g], fences, attestations, rows_of) < 0) goto done;
         }

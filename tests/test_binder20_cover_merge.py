@@ -114,16 +114,16 @@ def test_an_id_in_two_parts_declines_in_id_order() -> None:
     assert _agree(SMALL, parts=parts, target_fragments=tuple(listed)) is None
 
 
-def test_an_id_twice_declines_when_everything_else_agrees() -> None:
-    """Part b's first fragment replaced by a copy carrying one of part a's ids, with its
-    operations and part b's executor following it: only the distinctness of the ids fails."""
+def _second_part_replaced(new_id: str) -> tuple[tuple[Any, ...], Any]:
+    """Part b's first fragment replaced by a copy with id new_id, its operations and part b's
+    executor following it: (the twelve arguments, the fragments in id order)."""
     source, target, plan = SMALL
     first, second = target.parts[0], target.parts[1]
     old = second.fragments[0]
-    clash = _copy(old, placement_fragment_id=first.fragments[-1].placement_fragment_id)
-    fragments = tuple(sorted((clash,) + second.fragments[1:], key=lambda f: f.placement_fragment_id))
+    replaced = _copy(old, placement_fragment_id=new_id)
+    fragments = tuple(sorted((replaced,) + second.fragments[1:], key=lambda f: f.placement_fragment_id))
     parts = (first, _copy(second, fragments=fragments)) + target.parts[2:]
-    operations = tuple(_copy(op, target=clash) if op.target is old else op for op in plan.operations)
+    operations = tuple(_copy(op, target=replaced) if op.target is old else op for op in plan.operations)
     executors = tuple(
         _copy(e, placement_fragment_ids=tuple(f.placement_fragment_id for f in fragments))
         if e.participant_id == second.participant_id else e
@@ -131,20 +131,17 @@ def test_an_id_twice_declines_when_everything_else_agrees() -> None:
     )
     listed = tuple(sorted((f for part in parts for f in part.fragments), key=lambda f: f.placement_fragment_id))
     common = (operations, parts, executors, plan.target_tensors, target.placement_id, *CLASSES, StoredFragmentSnapshot)
+    return common, listed
+
+
+def test_an_id_twice_declines_when_everything_else_agrees() -> None:
+    """Only the distinctness of the ids fails: one of part a's ids on part b's first fragment."""
+    source, target, plan = SMALL
+    common, listed = _second_part_replaced(target.parts[0].fragments[-1].placement_fragment_id)
     assert _native.logical_target_cover(*common) is None  # the tables see the id twice
     assert _native.logical_target_cover(*common, listed, source.fragments) is None
     # the same forgery with a fresh id: decided (so only the repeated id declined above)
-    fresh = _copy(old, placement_fragment_id=old.placement_fragment_id + "-fresh")
-    fragments = tuple(sorted((fresh,) + second.fragments[1:], key=lambda f: f.placement_fragment_id))
-    parts = (first, _copy(second, fragments=fragments)) + target.parts[2:]
-    operations = tuple(_copy(op, target=fresh) if op.target is old else op for op in plan.operations)
-    executors = tuple(
-        _copy(e, placement_fragment_ids=tuple(f.placement_fragment_id for f in fragments))
-        if e.participant_id == second.participant_id else e
-        for e in plan.target_executors
-    )
-    listed = tuple(sorted((f for part in parts for f in part.fragments), key=lambda f: f.placement_fragment_id))
-    common = (operations, parts, executors, plan.target_tensors, target.placement_id, *CLASSES, StoredFragmentSnapshot)
+    common, listed = _second_part_replaced(target.parts[1].fragments[0].placement_fragment_id + "-fresh")
     assert _native.logical_target_cover(*common) is True
     assert _native.logical_target_cover(*common, listed, source.fragments)[0] is True
 

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from layout_model import Layout, build_placement, build_runtime_bindings
-from test_native_binder_project import project, python_loop, split_workers, with_c
+from test_native_binder_project import draw_selection, project, python_loop, split_workers, with_c
 from test_planner_oracle import placement_pairs
 
 from mooncake.reshard.weight._planner.binding import _bind_side
@@ -42,14 +42,8 @@ def test_fresh_rows_give_the_python_loop_executors(pair: Tuple[Layout, Layout], 
     by_part = [[f.fragment_id for f in b.fragments] for b in kept]
     choice = data.draw(st.sampled_from(["none", "all", "subset", "extra", "drop-part", "one-short", "swap-extra"]))
     selected: Any
-    if choice == "none":
-        selected = None
-    elif choice == "all":
-        selected = frozenset(ids)
-    elif choice == "subset":
-        selected = frozenset(data.draw(st.lists(st.sampled_from(ids), unique=True)))
-    elif choice == "extra":
-        selected = frozenset(ids) | {"not-a-runtime-fragment"}
+    if choice in ("none", "all", "subset", "extra"):
+        selected = draw_selection(data, choice, ids)
     elif choice == "drop-part":
         dropped = data.draw(st.integers(0, len(by_part) - 1))
         selected = frozenset(i for k, part in enumerate(by_part) if k != dropped for i in part)

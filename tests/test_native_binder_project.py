@@ -78,6 +78,21 @@ def python_loop(placement: Any, kept: List[Any], attestations: Any, selected: An
         _native.project_attested = original  # type: ignore[attr-defined]
 
 
+def draw_selection(data: st.DataObject, choice: str, ids: List[str]) -> Any:
+    """A selection of the runtime fragment ids ``ids`` (sorted) of the kind ``choice``."""
+    if choice == "none":
+        return None
+    if choice == "all":
+        return frozenset(ids)
+    if choice == "subset":
+        return frozenset(data.draw(st.lists(st.sampled_from(ids), unique=True)))
+    if choice == "extra":
+        return frozenset(ids) | {"not-a-runtime-fragment"}
+    if choice == "list":
+        return ids  # not a frozenset: the C call declines
+    raise ValueError(choice)
+
+
 def with_c(placement: Any, kept: List[Any], attestations: Any, selected: Any) -> Any:
     try:
         return _build_executor_plans_with((placement,), kept, "target", selected, attestations)
@@ -102,17 +117,7 @@ def test_same_executors_as_the_python_loop(pair: Tuple[Layout, Layout], every: i
     placement, kept, attestations = _side(pair, every)
     ids = sorted(f.fragment_id for b in kept for f in b.fragments)
     choice = data.draw(st.sampled_from(["none", "all", "subset", "extra", "list"]))
-    selected: Any
-    if choice == "none":
-        selected = None
-    elif choice == "all":
-        selected = frozenset(ids)
-    elif choice == "subset":
-        selected = frozenset(data.draw(st.lists(st.sampled_from(ids), unique=True)))
-    elif choice == "extra":
-        selected = frozenset(ids) | {"not-a-runtime-fragment"}
-    else:
-        selected = ids  # not a frozenset: the C call declines
+    selected = draw_selection(data, choice, ids)
     expected = python_loop(placement, kept, attestations, selected)
     direct = project(placement, kept, attestations, selected)
     if direct is not None:
