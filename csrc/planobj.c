@@ -232,6 +232,11 @@ typedef struct {
     po_map map;
 } po_covers;
 
+/* Per-tensor tables from this many bytes on outgrow a core's L2 (1 MiB): only then do the
+ * passes that index them by tensor at random ask for their entries ahead (below it the extra
+ * work of the hints costs more than the misses they save). */
+#define PO_TABLES_BIG ((size_t)1 << 20)
+
 static uint64_t
 po_hash(uint64_t x)
 {
@@ -769,6 +774,9 @@ po_pack_targets(PyObject *Py_UNUSED(self), PyObject *args)
             *slot = (Py_ssize_t)tv;
         }
     }
+    /* routed, tensor_ndim and the direct cover ids (when used) of every tensor */
+    int tables_big = (size_t)ntensors * 2 * sizeof(int64_t) + (map.ids != NULL ? (size_t)map.span * sizeof(int64_t) : 0)
+                     >= PO_TABLES_BIG;
     /* every fragment packed pushes one tensor, cover and nbytes value and its coordinates
      * (those of the geometry, with g): the buffers sized to that at once */
     if (po_reserve(&tensor, (size_t)n) < 0 || po_reserve(&cover, (size_t)n) < 0 || po_reserve(&nbytes, (size_t)n) < 0)
@@ -798,7 +806,7 @@ po_pack_targets(PyObject *Py_UNUSED(self), PyObject *args)
             /* and, its map slot asked for PO_AHEAD / 4 targets ago, the per-tensor entries the
              * one PO_AHEAD / 4 further on reads (tensors come at random): routed, tensor_ndim
              * and its cover ids (a tensor index the map already holds; hints only) */
-            PyObject *close = geom != NULL ? PyList_GetItem(tids, i + PO_AHEAD / 4) : NULL;
+            PyObject *close = geom != NULL && tables_big ? PyList_GetItem(tids, i + PO_AHEAD / 4) : NULL;
             const Py_ssize_t *known = close != NULL ? po_tmap_get(&tmap, close) : NULL;
             if (known != NULL && *known >= 0 && *known < ntensors) {
                 __builtin_prefetch(&routed[*known]);
@@ -1725,6 +1733,10 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
      * scattered object; the chosen ones are taken for the result below, still held by it. */
     rows_borrowed = pre != NULL && PyTuple_CheckExact(fragments);
     size_t ahead_slot[16] = {0}; /* pre path: the position slot of fragment i, taken at i - 16 */
+    /* ss_cover_of's tables (routed, axes, then valid and owners per slot, and the covers map;
+     * nowners = ntensors * nslots * 4 was bounded above) */
+    int tables_big = (size_t)ntensors * 5 * sizeof(int64_t) + (size_t)nowners * sizeof(int64_t)
+                     + (size_t)nkeys * sizeof(int64_t) + (covers.mask + 1) * sizeof(po_slot) >= PO_TABLES_BIG;
 
     for (Py_ssize_t i = 0; i < n && !fallback; i++) {
         /* The sequence may change under hostile attribute hooks: re-read its size. */
@@ -1747,7 +1759,7 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
             }
             /* and ss_cover_of's tables of later fragments (indexed by tensor, which come in
              * id order, at random): the tensor's rows 16 ahead, its cover slot 8 ahead */
-            if (i + 16 < npre && pre[i + 16].t >= 0) {
+            if (tables_big && i + 16 < npre && pre[i + 16].t >= 0) {
                 int64_t t16 = pre[i + 16].t;
                 __builtin_prefetch(&routed[t16]);
                 __builtin_prefetch(&axes[t16 * 4]);
@@ -1755,7 +1767,7 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
                 __builtin_prefetch(&owners[t16 * nslots * 4]);
                 __builtin_prefetch(&owners[t16 * nslots * 4 + nslots * 4 - 1]);
             }
-            if (i + 8 < npre && pre[i + 8].t >= 0)
+            if (tables_big && i + 8 < npre && pre[i + 8].t >= 0)
                 __builtin_prefetch(ss_cover_slot(&tb, pre[i + 8].t, pre[i + 8].rank));
         }
         PyObject *fragment = is_list ? PyList_GetItem(fragments, i) : PyTuple_GetItem(fragments, i);
@@ -2142,6 +2154,7 @@ done:
  * fragments are not held again (a touch of every scattered object in id order), and the ids
  * can go straight into the executor's tuple. */
 #define PE_SLOTS_MIN 512 /* fragments of a part from which pe_tuple_ids reads ids from the slots */
+#define PE_IDS_AHEAD_MIN 4096 /* ... and asks for the id objects ahead (smaller parts stay cached) */
 
 static int
 pe_tuple_ids(PyObject *fragments, Py_ssize_t n, PyObject *ftype, PyObject *name, PyObject ***ids_out,
@@ -2175,8 +2188,9 @@ pe_tuple_ids(PyObject *fragments, Py_ssize_t n, PyObject *ftype, PyObject *name,
     for (size_t k = 0; k < count; k++) {
         /* hints only: the fragment 16 ahead, then (its slots at hand) the id object of the one
          * 8 ahead, whose pointer is read from its slot (an exact ftype: the slots' layout) */
-        if (k + 16 < count) __builtin_prefetch((const void *)(uintptr_t)order[k + 16].key);
-        if (slots && k + 8 < count) {
+        size_t far = slots && count >= PE_IDS_AHEAD_MIN ? 16 : 8; /* (8: as before, without the ids) */
+        if (k + far < count) __builtin_prefetch((const void *)(uintptr_t)order[k + far].key);
+        if (far == 16 && k + 8 < count) {
             PyObject *ahead = (PyObject *)(uintptr_t)order[k + 8].key;
             PyObject *const *f = (PyObject *)Py_TYPE(ahead) == ftype ? mr_layout_fields(ahead, &lc) : NULL;
             if (f != NULL && f[MR_PF_PLACEMENT_FRAGMENT_ID] != NULL) __builtin_prefetch(f[MR_PF_PLACEMENT_FRAGMENT_ID], 1);
