@@ -2362,8 +2362,26 @@ done:
  * dict of exact tuples (the method's loop: every snapshot by its ``placement_fragment_id``, later
  * ones replacing earlier ones) and stored in the view's ``_objects_by_pfid`` cache as the method
  * does; otherwise the method builds it. New reference, NULL with an error set on failure. */
+/* Hints for rs_objects_by_pfid's loop (nothing decided, no Python code, nothing held; another
+ * class is skipped): snapshot k + 8 of ``snapshots`` (an exact tuple), and the placement
+ * fragment id of snapshot k + 4 (the str the table is filled with). */
+static void
+rs_pfid_hint(PyObject *snapshots, Py_ssize_t k, const mr_layout_class *lc)
+{
+    Py_ssize_t n = PyTuple_Size(snapshots);
+    if (n < 0) {
+        PyErr_Clear();
+        return;
+    }
+    if (k + 8 < n) __builtin_prefetch(PyTuple_GetItem(snapshots, k + 8));
+    if (k + 4 < n && lc->n == RS_NSNAP) {
+        PyObject *const *fields = mr_layout_fields(PyTuple_GetItem(snapshots, k + 4), lc);
+        if (fields != NULL && fields[0] != NULL) __builtin_prefetch(fields[0]);
+    }
+}
+
 static PyObject *
-rs_objects_by_pfid(PyObject *view)
+rs_objects_by_pfid(PyObject *view, const mr_layout_class *lc)
 {
     PyObject *objects = PyObject_GetAttr(view, rs_keys[RS_OBJECTS]);
     if (objects == NULL) return NULL;
@@ -2385,8 +2403,14 @@ rs_objects_by_pfid(PyObject *view)
     for (Py_ssize_t g = 0; !failed && g < PyList_Size(groups); g++) {
         PyObject *snapshots = PyList_GetItem(groups, g);
         for (Py_ssize_t k = 0; !failed && k < PyTuple_Size(snapshots); k++) {
+            if (lc != NULL) rs_pfid_hint(snapshots, k, lc);
             PyObject *snapshot = PyTuple_GetItem(snapshots, k);
-            PyObject *pfid = snapshot == NULL ? NULL : PyObject_GetAttr(snapshot, rs_keys[RS_PFID]);
+            /* a snapshot of the checked layout class: its slot is what the attribute read
+             * returns (no code runs); an empty slot or any other class: the attribute */
+            PyObject *const *fields = snapshot == NULL || lc == NULL ? NULL : mr_layout_fields(snapshot, lc);
+            PyObject *pfid = snapshot == NULL ? NULL
+                             : fields != NULL && fields[0] != NULL ? Py_NewRef(fields[0])
+                                                                   : PyObject_GetAttr(snapshot, rs_keys[RS_PFID]);
             failed = pfid == NULL || PyDict_SetItem(table, pfid, snapshot) < 0;
             Py_XDECREF(pfid);
         }
@@ -2411,7 +2435,7 @@ rs_view_field(rs_ctx *ctx, Py_ssize_t index, PyObject *view, int field)
         value = PyObject_GetAttr(view, rs_keys[RS_OBJECTS_BY_PFID_CACHE]);
         if (value == Py_None) {
             Py_DECREF(value);
-            value = rs_objects_by_pfid(view);
+            value = rs_objects_by_pfid(view, &ctx->snapshot_layout);
         }
         break;
     case RS_VIEW_ATTESTED_PFIDS:
