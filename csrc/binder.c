@@ -671,7 +671,13 @@ typedef struct {
     bd_idslot *tab;
     size_t mask, count, cap;
     PyObject **ids, **itemsizes;
+    /* tensors found here so far, bindings loaded so far; off: not used any more (the parts do
+     * not share tensors: BD_MEMO_TRIAL bindings without a hit), the entries kept stay valid */
+    size_t hits, bindings;
+    int off;
 } bd_tensor_memo;
+
+#define BD_MEMO_TRIAL 8
 
 static void
 bd_tensor_memo_free(bd_tensor_memo *memo)
@@ -754,6 +760,7 @@ bd_tensors_load(const bd_table *tb, PyObject *tensors, PyObject *td_cls, Py_ssiz
                 bd_tensor_memo *memo)
 {
     memset(ts, 0, sizeof(*ts));
+    if (memo != NULL && memo->off) memo = NULL;
     Py_ssize_t ntensors = PyTuple_Size(tensors);
     if (ntensors < 0) return BD_ERROR;
     ts->n = ntensors;
@@ -775,6 +782,7 @@ bd_tensors_load(const bd_table *tb, PyObject *tensors, PyObject *td_cls, Py_ssiz
         bd_idslot *known = memo != NULL && memo->tab != NULL ? bd_idtab_find(memo->tab, memo->mask, tensor) : NULL;
         if (known != NULL && known->key != 0) {
             /* loaded for an earlier binding of this call (bd_tensor_memo): the values read then */
+            memo->hits++;
             ts->ids[k] = Py_NewRef(memo->ids[known->value]);
             ts->itemsizes[k] = Py_XNewRef(memo->itemsizes[known->value]);
         } else {
@@ -5649,6 +5657,8 @@ bd_attest_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             PyObject *const call[13] = {args[0], args[1], args[2], args[3], args[4], placement, binding,
                                         fragments, tensors, args[9], args[10], args[11], args[12]};
             fused = bd_attest_binding_with(self, call, 13, &memo);
+            memo.bindings++;
+            if (memo.bindings >= BD_MEMO_TRIAL && memo.hits == 0) memo.off = 1;
         }
         if (fused == NULL) {
             status = BD_ERROR;

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from layout_model import TensorSpec, build_placement, build_runtime_bindings
-from planner_helpers import Coord, grid_fragments, layout, split
+from layout_model import FragmentSpec, TensorSpec, build_placement, build_runtime_bindings
+from planner_helpers import Coord, grid_fragments, layout, own, split
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import PlacementFragment, RuntimeBindingFragment, TensorDescriptor
@@ -32,6 +32,13 @@ def shared_placement(tensors: int, tp: int) -> Any:
     ranks = [Coord(tp=t) for t in range(tp)]
     frags = [f for spec in specs for f in grid_fragments(spec, ranks, {"tp": 0}, {"tp": tp})]
     return build_placement(layout("dst", (tp, 1, 1, 1), specs, frags))
+
+
+def owned_placement(experts: int, tensors: int) -> Any:
+    """``tensors`` tensors per expert, each owned by one participant: no part shares a tensor."""
+    specs = [TensorSpec(f"e{e:03d}-w{t:03d}", (4, 4), axes=(own("ep"),)) for e in range(experts) for t in range(tensors)]
+    frags = [FragmentSpec(spec.tensor_id, (0, 0), (4, 4), Coord(ep=int(spec.tensor_id[1:4]))) for spec in specs]
+    return build_placement(layout("dst", (1, 1, experts, 1), specs, frags))
 
 
 def many(placement: Any, bindings: Tuple[Any, ...]) -> List[Any]:
@@ -140,3 +147,18 @@ def test_forged_shared_tensors_match_the_per_binding_oracle(
             k = index % (len(listed) - 1)
             object.__setattr__(part, "tensors", listed[:k] + (listed[k], listed[k]) + listed[k + 2:])
     same_as_alone(placement, bindings)
+
+
+def test_parts_that_share_no_tensor_stop_using_the_memo_and_decide_alike() -> None:
+    """Past the trial bindings without a shared tensor the memo is off: the later bindings load
+    their tensors themselves, and a forged tensor there is still seen."""
+    placement = owned_placement(12, 17)
+    assert len({id(t) for part in placement.parts for t in part.tensors}) == 12 * 17  # nothing shared
+    bindings = build_runtime_bindings(placement)
+    assert len(bindings) == 12
+    result = same_as_alone(placement, bindings)
+    assert all(a is not None for a in result)
+    late = placement._part_index()[bindings[10].participant_id].tensors[5]
+    object.__setattr__(late, "itemsize", late.itemsize + 2)
+    result = same_as_alone(placement, bindings)
+    assert [a is None for a in result] == [k == 10 for k in range(len(bindings))]
