@@ -1000,15 +1000,6 @@ typedef struct {
     size_t row;
 } ss_pick;
 
-static int
-ss_pick_cmp(const void *a, const void *b)
-{
-    const ss_pick *x = a, *y = b;
-    if (x->cover != y->cover) return x->cover < y->cover ? -1 : 1;
-    if (x->position != y->position) return x->position < y->position ? -1 : 1;
-    return 0;
-}
-
 /* Order key (rank.dp, rank.pp, rank.ep, rank.tp) of two rows: <0, 0, >0. */
 static int
 ss_rank_cmp(const ss_row *a, const ss_row *b)
@@ -1893,16 +1884,33 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
         Py_INCREF(result);
         goto done;
     }
-    order = mr_alloc_array((size_t)npicks, sizeof(ss_pick));
+    order = mr_alloc_array(npicks ? (size_t)npicks : 1, sizeof(ss_pick));
     if (order == NULL) goto done;
-    for (size_t i = 0; i <= picks.mask; i++) {
-        if (picks.e[i].key == -1) continue;
-        ss_pick *p = &order[picks.e[i].id];
-        p->cover = picks.e[i].key / (int64_t)n;
-        p->position = picks.e[i].key % (int64_t)n;
-        p->row = pick_row[picks.e[i].id];
+    {
+        /* (cover, position) order is the order of the pick keys cover * n + position (0 <=
+         * position < n, keys >= 0 and distinct): one radix sort of the keys, no comparisons */
+        mr_kv *keyed = mr_alloc_array(npicks ? (size_t)npicks : 1, sizeof(mr_kv));
+        if (keyed == NULL) goto done;
+        size_t m = 0;
+        for (size_t i = 0; i <= picks.mask; i++) {
+            if (picks.e[i].key == -1) continue;
+            keyed[m].key = (uint64_t)picks.e[i].key;
+            keyed[m].idx = (size_t)picks.e[i].id;
+            m++;
+        }
+        if (mr_radix_sort(keyed, m) < 0) {
+            PyMem_Free(keyed);
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (size_t j = 0; j < m; j++) {
+            ss_pick *p = &order[j];
+            p->cover = (int64_t)keyed[j].key / (int64_t)n;
+            p->position = (int64_t)keyed[j].key % (int64_t)n;
+            p->row = pick_row[keyed[j].idx];
+        }
+        PyMem_Free(keyed);
     }
-    qsort(order, (size_t)npicks, sizeof(ss_pick), ss_pick_cmp);
     {
         po_buf tensor = {0}, offs = {0}, shps = {0}, nbytes = {0}, starts = {0}, members = {0};
         PyObject *objects = PyList_New((Py_ssize_t)npicks);
