@@ -2029,7 +2029,8 @@ bd_heads_advance(bd_heads *h, const bd_pending *pending, Py_ssize_t p)
     h->obj[p] = h->next[p] < h->end[p] ? pending[h->next[p]].placement : NULL;
 }
 
-/* pending[0 .. count) in part order, part_of each entry's part among m. */
+/* pending[0 .. count) in part order, each entry's part among m (more than BD_HEADS_MAX: no
+ * heads, the table alone). */
 static void
 bd_heads_init(bd_heads *h, const bd_pending *pending, Py_ssize_t count, Py_ssize_t m)
 {
@@ -2252,9 +2253,10 @@ bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nar
          * next one named is the next not yet made fragment of some part (heads, by identity):
          * found there without a table. Any other one is looked up in the table by address
          * (slots, built at the first such operation: a fragment met again keeps its first
-         * entry), and once those are most of them the heads are no longer tried. */
+         * entry), and once those are most of them the heads are no longer tried. Sources (in
+         * the targets' order, not their own) take the table alone. */
         bd_heads heads;
-        bd_heads_init(&heads, pending, count, m);
+        bd_heads_init(&heads, pending, count, side == 0 ? m : BD_HEADS_MAX + 1); /* sources: the table */
         PyObject *last = NULL; /* the fragment the previous operation named: done with */
         for (Py_ssize_t j = 0; j < n_ops; j++) {
             PyObject *op = PyTuple_GetItem(operations, j);
