@@ -138,6 +138,46 @@ rv_pf_item(PyObject *placement, Py_ssize_t index, PyObject *name)
     return mr_state_item(placement, &lc, index, name);
 }
 
+/* ---- Prefetch hints (the staged loops below): nothing decided, no Python code, nothing held --- */
+
+/* Item q of a list or tuple, borrowed, or NULL (out of range, another container, a failed read;
+ * no error left set). */
+static PyObject *
+rv_hint_item(PyObject *seq, Py_ssize_t q)
+{
+    Py_ssize_t n = PyList_Check(seq) ? PyList_Size(seq) : PyTuple_Check(seq) ? PyTuple_Size(seq) : -1;
+    if (q < 0 || q >= n) return NULL;
+    PyObject *item = PyList_Check(seq) ? PyList_GetItem(seq, q) : PyTuple_GetItem(seq, q);
+    if (item == NULL) PyErr_Clear();
+    return item;
+}
+
+/* The first `lines` cache lines of an object. */
+static void
+rv_prefetch_lines(const PyObject *obj, int lines)
+{
+    for (int k = 0; k < lines; k++) __builtin_prefetch((const char *)obj + 64 * k);
+}
+
+/* The placement slot of a bound fragment of the exact class this file's readers accepted
+ * (rv_bound_memo), or NULL (another class, or the slot empty). */
+static PyObject *
+rv_hint_placement(PyObject *fragment)
+{
+    if (rv_bound_memo.cls == NULL || (PyObject *)Py_TYPE(fragment) != rv_bound_memo.cls) return NULL;
+    return ((mr_layout_object *)fragment)->fields[MR_BF_PLACEMENT];
+}
+
+/* Prefetches the placement fragment id of a placement fragment of the exact class this file's
+ * readers accepted (rv_pf_memo); anything else is skipped. */
+static void
+rv_hint_pfid(PyObject *placement)
+{
+    if (rv_pf_memo.memo.cls == NULL || (PyObject *)Py_TYPE(placement) != rv_pf_memo.memo.cls) return;
+    PyObject *pfid = ((mr_layout_object *)placement)->fields[MR_PF_PLACEMENT_FRAGMENT_ID];
+    if (pfid != NULL) __builtin_prefetch(pfid);
+}
+
 /* ``fragment.binding.nbytes`` of a BoundWeightFragment (exact class checked by the caller). */
 static int
 rv_fragment_nbytes(PyObject *fragment, int64_t *out)
@@ -1304,34 +1344,21 @@ done:
 static void
 rf_stage_hint(PyObject *items, Py_ssize_t q, int stage)
 {
-    if (q >= PyList_Size(items)) return;
-    PyObject *fragment = PyList_GetItem(items, q);
-    if (fragment == NULL) {
-        PyErr_Clear();
-        return;
-    }
+    PyObject *fragment = rv_hint_item(items, q);
+    if (fragment == NULL) return;
     if (stage == 0) {
-        __builtin_prefetch(fragment);
-        __builtin_prefetch((const char *)fragment + 64);
+        rv_prefetch_lines(fragment, 2);
         return;
     }
-    if (rv_bound_memo.cls == NULL || (PyObject *)Py_TYPE(fragment) != rv_bound_memo.cls) return;
-    PyObject *placement = ((mr_layout_object *)fragment)->fields[MR_BF_PLACEMENT];
+    PyObject *placement = rv_hint_placement(fragment);
     if (placement == NULL) return;
     if (stage == 1) {
         PyObject *binding = ((mr_layout_object *)fragment)->fields[MR_BF_BINDING];
-        __builtin_prefetch(placement);
-        __builtin_prefetch((const char *)placement + 64);
-        if (binding != NULL) {
-            __builtin_prefetch(binding);
-            __builtin_prefetch((const char *)binding + 64);
-            __builtin_prefetch((const char *)binding + 128);
-        }
+        rv_prefetch_lines(placement, 2);
+        if (binding != NULL) rv_prefetch_lines(binding, 3);
         return;
     }
-    if (rv_pf_memo.memo.cls == NULL || (PyObject *)Py_TYPE(placement) != rv_pf_memo.memo.cls) return;
-    PyObject *pfid = ((mr_layout_object *)placement)->fields[MR_PF_PLACEMENT_FRAGMENT_ID];
-    if (pfid != NULL) __builtin_prefetch(pfid);
+    rv_hint_pfid(placement);
 }
 
 PyDoc_STRVAR(revalidate_fragments_doc,
@@ -2142,15 +2169,10 @@ rs_same_items(PyObject *a, PyObject *b)
 static void
 rs_snapshot_hint(const rs_ctx *ctx, PyObject *snapshots, Py_ssize_t k, int stage)
 {
-    PyObject *snapshot = PyTuple_GetItem(snapshots, k);
-    if (snapshot == NULL) {
-        PyErr_Clear();
-        return;
-    }
+    PyObject *snapshot = rv_hint_item(snapshots, k);
+    if (snapshot == NULL) return;
     if (stage == 0) {
-        __builtin_prefetch(snapshot);
-        __builtin_prefetch((const char *)snapshot + 64);
-        __builtin_prefetch((const char *)snapshot + 128);
+        rv_prefetch_lines(snapshot, 3);
         return;
     }
     PyObject *const *fields = mr_layout_fields(snapshot, &ctx->snapshot_layout);
@@ -2587,34 +2609,22 @@ rs_next(rs_cursor *c)
 static void
 rs_stage_hint(PyObject *frags, PyObject *runtime_ids, const rs_owners *owned, Py_ssize_t q, int stage)
 {
-    if (q >= PyList_Size(frags) || q >= PyList_Size(runtime_ids)) return;
-    PyObject *fragment = PyList_GetItem(frags, q);
-    if (fragment == NULL) {
-        PyErr_Clear();
-        return;
-    }
+    PyObject *fragment = rv_hint_item(frags, q);
+    PyObject *runtime_id = rv_hint_item(runtime_ids, q);
+    if (fragment == NULL || runtime_id == NULL) return;
     if (stage == 0) {
-        __builtin_prefetch(fragment);
-        __builtin_prefetch((const char *)fragment + 64);
-        PyObject *runtime_id = PyList_GetItem(runtime_ids, q);
-        if (runtime_id != NULL) __builtin_prefetch(runtime_id);
-        else PyErr_Clear();
+        rv_prefetch_lines(fragment, 2);
+        __builtin_prefetch(runtime_id);
         return;
     }
-    if (rv_bound_memo.cls == NULL || (PyObject *)Py_TYPE(fragment) != rv_bound_memo.cls) return;
-    PyObject *placement = ((mr_layout_object *)fragment)->fields[MR_BF_PLACEMENT];
+    PyObject *placement = rv_hint_placement(fragment);
     if (placement == NULL) return;
     if (stage == 1) {
-        __builtin_prefetch(placement);
-        __builtin_prefetch((const char *)placement + 64);
-        PyObject *runtime_id = PyList_GetItem(runtime_ids, q);
-        if (runtime_id != NULL) rs_owners_prefetch(owned, runtime_id);
-        else PyErr_Clear();
+        rv_prefetch_lines(placement, 2);
+        rs_owners_prefetch(owned, runtime_id);
         return;
     }
-    if (rv_pf_memo.memo.cls == NULL || (PyObject *)Py_TYPE(placement) != rv_pf_memo.memo.cls) return;
-    PyObject *pfid = ((mr_layout_object *)placement)->fields[MR_PF_PLACEMENT_FRAGMENT_ID];
-    if (pfid != NULL) __builtin_prefetch(pfid);
+    rv_hint_pfid(placement);
 }
 
 /* Per-operation positions (source_of / target_of / side_of) are a list of ints, or packed:
@@ -4100,8 +4110,7 @@ rc_ops_hint(PyObject *frags, PyObject *target_of, Py_ssize_t n_frags, Py_ssize_t
             PyErr_Clear();
             return;
         }
-        if (rv_bound_memo.cls == NULL || (PyObject *)Py_TYPE(fragment) != rv_bound_memo.cls) return;
-        PyObject *placement = ((mr_layout_object *)fragment)->fields[MR_BF_PLACEMENT];
+        PyObject *placement = rv_hint_placement(fragment);
         if (placement != NULL) __builtin_prefetch(&f->index[mr_ptr_slot(placement, f->mask)]);
     }
 }
@@ -4457,16 +4466,10 @@ done:
 static void
 ai_hint(PyObject *fragments, Py_ssize_t q, int stage)
 {
-    if (q >= PyTuple_Size(fragments)) return;
-    PyObject *runtime = PyTuple_GetItem(fragments, q);
-    if (runtime == NULL) {
-        PyErr_Clear();
-        return;
-    }
+    PyObject *runtime = rv_hint_item(fragments, q);
+    if (runtime == NULL) return;
     if (stage == 0) {
-        __builtin_prefetch(runtime);
-        __builtin_prefetch((const char *)runtime + 64);
-        __builtin_prefetch((const char *)runtime + 128);
+        rv_prefetch_lines(runtime, 3);
         return;
     }
     if (rv_runtime_memo.memo.cls == NULL || (PyObject *)Py_TYPE(runtime) != rv_runtime_memo.memo.cls) return;
