@@ -743,6 +743,7 @@ typedef struct {
     PyObject *module;              /* this module (attested_view's attested_rows) */
     PyObject *view_type;           /* _AttestedView, or NULL: views only through view_of */
     PyObject *evidence_type;       /* RuntimeBindingEvidence (with view_type) */
+    int own;                       /* the fragments are a bind call's own (revalidate_fragments' own) */
 } rf_config;
 
 static PyObject *av_build(PyObject *module, PyObject *view_type, PyObject *attestation, PyObject *const *types,
@@ -1173,8 +1174,14 @@ rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObjec
         worker = binding_owner == NULL ? NULL : rv_item(bdict, rf_keys[RF_WORKER_ID]);
         fragment_id = worker == NULL ? NULL : rv_item(bdict, rf_keys[RF_FRAGMENT_ID]);
         Py_DECREF(bdict);
-        pfid = fragment_id == NULL ? NULL : rv_pf_item(f[F_PLACEMENT], MR_PF_PLACEMENT_FRAGMENT_ID, rf_keys[RF_PFID]);
-        rank = pfid == NULL ? NULL : rv_pf_item(f[F_PLACEMENT], MR_PF_RANK, rf_keys[RF_RANK]);
+        /* (own fragments: the placement fragment id only served the attested entries' lookup,
+         * skipped below) */
+        if (!cfg->own) {
+            pfid = fragment_id == NULL ? NULL
+                                       : rv_pf_item(f[F_PLACEMENT], MR_PF_PLACEMENT_FRAGMENT_ID, rf_keys[RF_PFID]);
+        }
+        PyObject *read = cfg->own ? fragment_id : pfid; /* the last field read so far */
+        rank = read == NULL ? NULL : rv_pf_item(f[F_PLACEMENT], MR_PF_RANK, rf_keys[RF_RANK]);
         stage = rank == NULL ? NULL : rv_pf_item(f[F_PLACEMENT], MR_PF_PIPELINE_STAGE_ID, rf_keys[RF_STAGE]);
         if (PyErr_Occurred()) {
             rc = RV_ERROR;
@@ -1223,7 +1230,16 @@ rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObjec
         rc = RV_ERROR;
         goto done;
     }
-    for (int side = 0; side < 2; side++) {
+    /* The attested entries of its placement fragment id are its placement and binding. Own
+     * fragments (cfg->own, a bind call's: bound_contracts._fast_revalidate_live) skip this rule:
+     * bind's step 7 built each of them from exactly those entries of this very attestation
+     * (bound_fragments_ordered and bound_fragments take the placement fragment that is
+     * ``_placement_dict[pfid]`` and the runtime fragment ``_binding_dict[pfid]``; the Python
+     * rows _trusted_bound_fragment likewise, or the constructor, whose ``validates`` is this
+     * rule), and the attestation, its two dicts and the bound fragment are that call's own
+     * objects, reached by no other code since; the comparison, on those very objects, is by
+     * identity. Every other fragment field is read again below. */
+    for (int side = 0; side < 2 && !cfg->own; side++) {
         expected = PyDict_GetItemWithError(PyTuple_GetItem(entry, side), pfid); /* borrowed */
         if (expected == NULL) goto done;
         Py_INCREF(expected);
@@ -1363,7 +1379,8 @@ rf_stage_hint(PyObject *items, Py_ssize_t q, int stage)
 
 PyDoc_STRVAR(revalidate_fragments_doc,
 "revalidate_fragments(fragments, placement_type, binding_type, attestation_type,\n"
-"                     manifest_type, rank_type, identity, view_of, view_type=None, evidence_type=None)\n"
+"                     manifest_type, rank_type, identity, view_of, view_type=None, evidence_type=None,\n"
+"                     own=False)\n"
 "--\n\n"
 "Per distinct bound fragment of the TransferPlan revalidation fast path (spec §9.6 step 11).\n"
 "``fragments`` is a list of bound fragments (their class is checked by the caller). Returns\n"
@@ -1381,7 +1398,11 @@ PyDoc_STRVAR(revalidate_fragments_doc,
 "deps)``) when the attestation still holds that evidence, placement and placement dict and\n"
 "``deps_unchanged(deps)``, else ``view_of(attestation)``; ``view_type`` and ``evidence_type``\n"
 "are still checked (two types or None) but not used. Errors raised by the values' own methods\n"
-"propagate (TypeError for malformed ``deps`` of such an entry).");
+"propagate (TypeError for malformed ``deps`` of such an entry).\n"
+"``own`` (only the revalidation of the plan a bind call has just built, for the bound\n"
+"fragments that call built from its attestations' entries, the carried fragments of\n"
+"``revalidate_scan_carried``) skips the ``_placement_dict`` / ``_binding_dict`` comparison\n"
+"(bind's step 7 built each fragment from exactly those entries); everything else is the same.");
 
 static PyObject *
 revalidate_fragments(PyObject *module, PyObject *args)
@@ -1390,12 +1411,14 @@ revalidate_fragments(PyObject *module, PyObject *args)
     PyObject *types[5];
     rf_config cfg;
     PyObject *view_type = Py_None, *evidence_type = Py_None;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O|OO:revalidate_fragments", &PyList_Type, &fragments, &PyType_Type,
+    int own = 0;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O|OOp:revalidate_fragments", &PyList_Type, &fragments, &PyType_Type,
                           &types[0], &PyType_Type, &types[1], &PyType_Type, &types[2], &PyType_Type, &types[3],
                           &PyType_Type, &types[4], &PyTuple_Type, &cfg.identity, &cfg.view_of, &view_type,
-                          &evidence_type)) {
+                          &evidence_type, &own)) {
         return NULL;
     }
+    cfg.own = own;
     if ((view_type == Py_None) != (evidence_type == Py_None)
         || (view_type != Py_None && (!PyType_Check(view_type) || !PyType_Check(evidence_type)))) {
         PyErr_SetString(PyExc_TypeError, "revalidate_fragments: view_type and evidence_type must be two types or None");
@@ -1443,7 +1466,7 @@ revalidate_fragments(PyObject *module, PyObject *args)
         if (n >= RF_MEMO_MIN_FRAGMENTS) {
             rf_stage_hint(items, i + RF_STAGE_FRAGMENT, 0);
             rf_stage_hint(items, i + RF_STAGE_PARTS, 1);
-            rf_stage_hint(items, i + RF_STAGE_PFID, 2);
+            if (!cfg.own) rf_stage_hint(items, i + RF_STAGE_PFID, 2); /* (the id is read only then) */
         }
         int rc = rf_fragment(fragment, &cfg, &entries, entry_list, attested, keys, routes, runtime_ids, &memo);
         if (rc == RV_ERROR) goto done;

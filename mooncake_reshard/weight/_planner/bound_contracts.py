@@ -829,14 +829,17 @@ class TransferPlan:
         for name in _INIT_FIELDS:
             object.__setattr__(plan, name, values[name])
         with _ViewScope(built_now=True):  # attestations created by the bind call itself
-            plan._revalidate_scoped(False, carried)
+            plan._revalidate_scoped(False, carried, True)
         return plan
 
     def _revalidate(self, *, check_physical_ranges: bool) -> None:
         with _ViewScope():
             self._revalidate_scoped(check_physical_ranges)
 
-    def _revalidate_scoped(self, check_physical_ranges: bool, carried: Any = None) -> None:
+    def _revalidate_scoped(self, check_physical_ranges: bool, carried: Any = None, bound_now: bool = False) -> None:
+        # ``bound_now``: only from ``_from_bound_operations`` (the plan a bind call has just built
+        # from its own attestations and bound fragments); pickle restore also carries scan facts
+        # (its own regions) but not this: its fragments were decoded, not built from entries.
         # Each sequence as an exact tuple (``tuple(value)``; stored back only when it was not one).
         operations = self.operations
         if type(operations) is not tuple:
@@ -870,7 +873,7 @@ class TransferPlan:
         if len(operations) > max_regions:
             raise ValueError("transfer plan exceeds max_transfer_regions")
         ruled = not _fast_revalidate(
-            self, operations, source_executors, target_executors, limits, check_physical_ranges, carried
+            self, operations, source_executors, target_executors, limits, check_physical_ranges, carried, bound_now
         )
         if ruled:
             self._revalidate_rules(operations, source_executors, target_executors, limits, check_physical_ranges)
@@ -1333,12 +1336,14 @@ def _fast_revalidate(
     limits: PlanningLimits,
     check_physical_ranges: bool,
     carried: Any = None,
+    bound_now: bool = False,
 ) -> bool:
     """True when ``plan`` passed every rule (its derived fields are then set). ``carried``:
-    see ``TransferPlan._from_bound_operations`` (None everywhere else)."""
+    see ``TransferPlan._from_bound_operations`` (None everywhere else); ``bound_now``: see
+    ``TransferPlan._revalidate_scoped``."""
     try:
         return _fast_revalidate_live(
-            plan, operations, source_executors, target_executors, limits, check_physical_ranges, carried
+            plan, operations, source_executors, target_executors, limits, check_physical_ranges, carried, bound_now
         )
     except Exception:  # any surprise: the rule-by-rule path decides (and raises its own error)
         return False
@@ -1352,6 +1357,7 @@ def _fast_revalidate_live(
     limits: PlanningLimits,
     check_physical_ranges: bool,
     carried: Any = None,
+    bound_now: bool = False,
 ) -> bool:
     state = plan.__dict__
     if not operations or state["source_manifest"] is not None or state["source_manifest_identity"] is not None:
@@ -1368,6 +1374,7 @@ def _fast_revalidate_live(
     # nbytes read again (None: anything unusual, the full scan below decides).
     scanned = None
     carried_lists: Any = ()
+    own = False  # the fragments are the ones this bind call built (see revalidate_fragments)
     if carried is not None:
         carried_lists = carried[2:5] if type(carried) is tuple and len(carried) > 4 else ()
         scanned = _native.revalidate_scan_carried(
@@ -1378,6 +1385,10 @@ def _fast_revalidate_live(
             BoundWeightFragment,
             RuntimeBindingFragment,
         )
+        # In a bind call (bound_now), the carried fragments (exactly the plan's, in the scan's
+        # order) are the bound fragments it built at its step 7 from its own attestations'
+        # entries (see revalidate_fragments; pickle restore's carried facts are not that).
+        own = bound_now is True and scanned is not None
         del carried
     if scanned is None:
         scanned = _native.revalidate_scan(
@@ -1420,6 +1431,7 @@ def _fast_revalidate_live(
         _attested_view,
         _AttestedView,
         RuntimeBindingEvidence,
+        own,
     )
     if checked is None:
         return False
