@@ -625,6 +625,52 @@ bd_idtab_get(bd_idslot *table, size_t mask, const void *key)
     return slot->key != 0 ? slot->value : -1;
 }
 
+/* Empties the occupied slot of table (backward-shift deletion: every later key of the probe run
+ * that may move back does, so bd_idtab_find still finds each remaining key). */
+static void
+bd_idtab_remove(bd_idslot *table, size_t mask, bd_idslot *slot)
+{
+    size_t i = (size_t)(slot - table), j = i;
+    for (;;) {
+        j = (j + 1) & mask;
+        if (table[j].key == 0) break;
+        size_t home = mr_ptr_slot((const void *)table[j].key, mask);
+        /* table[j] may fill the hole at i unless its home lies cyclically in (i, j] */
+        int stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+        if (!stays) {
+            table[i] = table[j];
+            i = j;
+        }
+    }
+    table[i].key = 0;
+    table[i].value = 0;
+}
+
+/* The next fragment of each of many parts by address (heads of a merge, more parts than a
+ * linear scan of the heads suits): key an object, value its part. bd_heads_put: 1 stored, 0 the
+ * object is another part's head already (the caller then stops using the table). */
+static int
+bd_heads_put(bd_idslot *table, size_t mask, PyObject *head, Py_ssize_t part)
+{
+    bd_idslot *slot = bd_idtab_find(table, mask, head);
+    if (slot->key != 0) return 0;
+    slot->key = (uintptr_t)head;
+    slot->value = part;
+    return 1;
+}
+
+/* Moves part's head from old to head (either NULL: none) in the heads table: 1, or 0 when head
+ * is another part's head already (as bd_heads_put). */
+static int
+bd_heads_move(bd_idslot *table, size_t mask, PyObject *old, PyObject *head, Py_ssize_t part)
+{
+    if (old != NULL) {
+        bd_idslot *slot = bd_idtab_find(table, mask, old);
+        if (slot->key != 0 && slot->value == part) bd_idtab_remove(table, mask, slot);
+    }
+    return head == NULL ? 1 : bd_heads_put(table, mask, head, part);
+}
+
 /* Index of the tensor whose id equals tensor_id in the strictly increasing ids[0..n), or -1. */
 static Py_ssize_t
 bd_find_tensor(PyObject *const *ids, Py_ssize_t n, PyObject *tensor_id, int *error)
@@ -2010,34 +2056,81 @@ typedef struct {
 } bd_pending;
 
 
-/* The parts' next fragments for bound_fragments_ordered's operation walk (up to
- * BD_HEADS_MAX parts; more parts: none, every lookup by table): per part the first entry of
- * pending not yet made (next[p], up to end[p]) and its placement fragment (obj[p], NULL past
- * the end); hits and misses decide when the heads stop being tried. */
-#define BD_HEADS_MAX 32
+/* The parts' next fragments for bound_fragments_ordered's operation walk: per part the first
+ * entry of pending not yet made (next[p], up to end[p]) and its placement fragment (obj[p], NULL
+ * past the end); hits and misses decide when the heads stop being tried. Up to BD_HEADS_LINEAR
+ * parts the heads are scanned in part order (the first part whose head it is); more parts keep
+ * them by address as well (tab: head -> part, where no object is two parts' head: once one is,
+ * the heads are no longer tried and the caller's table decides, as it does for every lookup
+ * with n 0). */
+#define BD_HEADS_LINEAR 32
 
 typedef struct {
     Py_ssize_t n, last, hits, misses;
-    Py_ssize_t next[BD_HEADS_MAX], end[BD_HEADS_MAX];
-    PyObject *obj[BD_HEADS_MAX];
+    Py_ssize_t *next, *end;
+    PyObject **obj;
+    bd_idslot *tab;
+    size_t mask;
+    Py_ssize_t next_local[BD_HEADS_LINEAR], end_local[BD_HEADS_LINEAR];
+    PyObject *obj_local[BD_HEADS_LINEAR];
 } bd_heads;
+
+static void
+bd_heads_free(bd_heads *h)
+{
+    if (h->next != h->next_local) PyMem_Free(h->next);
+    if (h->end != h->end_local) PyMem_Free(h->end);
+    if (h->obj != h->obj_local) PyMem_Free(h->obj);
+    PyMem_Free(h->tab);
+    h->next = h->next_local;
+    h->end = h->end_local;
+    h->obj = h->obj_local;
+    h->tab = NULL;
+    h->n = 0;
+}
 
 static void
 bd_heads_advance(bd_heads *h, const bd_pending *pending, Py_ssize_t p)
 {
+    PyObject *old = h->obj[p];
     while (h->next[p] < h->end[p] && pending[h->next[p]].made) h->next[p]++;
     h->obj[p] = h->next[p] < h->end[p] ? pending[h->next[p]].placement : NULL;
+    if (h->tab != NULL && old != h->obj[p] && !bd_heads_move(h->tab, h->mask, old, h->obj[p], p)) {
+        bd_heads_free(h); /* an object two parts' head: the table alone from now on */
+    }
 }
 
-/* pending[0 .. count) in part order, each entry's part among m (more than BD_HEADS_MAX: no
- * heads, the table alone). */
+/* pending[0 .. count) in part order, each entry's part among m (0: no heads, the table alone).
+ * Never raises (no memory for the heads of many parts: none, the table alone). */
 static void
 bd_heads_init(bd_heads *h, const bd_pending *pending, Py_ssize_t count, Py_ssize_t m)
 {
-    h->n = m <= BD_HEADS_MAX ? m : 0;
+    h->next = h->next_local;
+    h->end = h->end_local;
+    h->obj = h->obj_local;
+    h->tab = NULL;
+    h->mask = 0;
+    h->n = m;
     h->last = 0;
     h->hits = h->misses = 0;
-    for (Py_ssize_t p = 0; p < h->n; p++) h->next[p] = h->end[p] = 0;
+    if (m > BD_HEADS_LINEAR) {
+        h->next = mr_alloc_array((size_t)m, sizeof(Py_ssize_t));
+        h->end = mr_alloc_array((size_t)m, sizeof(Py_ssize_t));
+        h->obj = mr_alloc_array((size_t)m, sizeof(PyObject *));
+        h->tab = bd_idtab_new((size_t)m, &h->mask);
+        if (h->next == NULL || h->end == NULL || h->obj == NULL || h->tab == NULL) {
+            PyErr_Clear();
+            if (h->next == NULL) h->next = h->next_local;
+            if (h->end == NULL) h->end = h->end_local;
+            if (h->obj == NULL) h->obj = h->obj_local;
+            bd_heads_free(h);
+            return;
+        }
+    }
+    for (Py_ssize_t p = 0; p < h->n; p++) {
+        h->next[p] = h->end[p] = 0;
+        h->obj[p] = NULL;
+    }
     for (Py_ssize_t g = count - 1; g >= 0 && h->n > 0; g--) h->next[pending[g].part] = g; /* first entry */
     for (Py_ssize_t g = 0; g < count && h->n > 0; g++) h->end[pending[g].part] = g + 1;
     for (Py_ssize_t p = 0; p < h->n; p++) {
@@ -2054,11 +2147,16 @@ bd_heads_take(bd_heads *h, const bd_pending *pending, PyObject *fragment)
     if (h->n == 0) return -1;
     Py_ssize_t p = h->last;
     if (h->obj[p] != fragment) {
-        for (p = 0; p < h->n && h->obj[p] != fragment; p++) {
+        if (h->tab != NULL) {
+            p = bd_idtab_get(h->tab, h->mask, fragment); /* the only part whose head it is */
+            if (p < 0) p = h->n;
+        } else {
+            for (p = 0; p < h->n && h->obj[p] != fragment; p++) {
+            }
         }
         if (p == h->n) {
             /* mostly elsewhere: the table alone from now on */
-            if (++h->misses > 64 && h->misses > 4 * h->hits) h->n = 0;
+            if (++h->misses > 64 && h->misses > 4 * h->hits) bd_heads_free(h);
             return -1;
         }
     }
@@ -2159,6 +2257,8 @@ bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nar
     PyObject *evidence = NULL, *binding_dict = NULL, *placement_dict = NULL;
     Py_ssize_t count = 0; /* entries of pending holding references */
     int status = BD_ERROR;
+    bd_heads heads; /* (set up for the operation walk below) */
+    bd_heads_init(&heads, NULL, 0, 0);
     if (result == NULL) goto done;
     for (size_t f = 0; f < n_fences; f++) fences[f] = NULL;
     /* Every part as bound_fragments checks it (its rows left empty). */
@@ -2255,8 +2355,7 @@ bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nar
          * (slots, built at the first such operation: a fragment met again keeps its first
          * entry), and once those are most of them the heads are no longer tried. Sources (in
          * the targets' order, not their own) take the table alone. */
-        bd_heads heads;
-        bd_heads_init(&heads, pending, count, side == 0 ? m : BD_HEADS_MAX + 1); /* sources: the table */
+        bd_heads_init(&heads, pending, count, side == 0 ? m : 0); /* sources: the table */
         PyObject *last = NULL; /* the fragment the previous operation named: done with */
         for (Py_ssize_t j = 0; j < n_ops; j++) {
             PyObject *op = PyTuple_GetItem(operations, j);
@@ -2337,6 +2436,7 @@ done:
     PyMem_Free(fences);
     PyMem_Free(pending);
     PyMem_Free(slots);
+    bd_heads_free(&heads);
     if (status == BD_OK) return result;
     Py_XDECREF(result);
     if (status == BD_ERROR) return NULL;
@@ -4461,9 +4561,10 @@ bd_source_ids_sorted(PyObject *const *nm, PyObject *fragments, PyObject *fragmen
     return status;
 }
 
-/* Up to this many parts, logical_target_cover matches the placement's fragments tuple against
- * the parts' fragments by a merge (bd_cover_merge) instead of tables by address and id. */
-#define BD_MERGE_MAX_PARTS 32
+/* logical_target_cover matches the placement's fragments tuple against the parts' fragments by a
+ * merge (bd_cover_merge) instead of tables by address and id; up to this many parts the merge
+ * scans the parts' next fragments in part order, more parts keep them by address too. */
+#define BD_MERGE_LINEAR_PARTS 32
 
 /* 1 when target_fragments (an exact tuple) lists exactly the n_frags fragments of the parts
  * (part_fragments[p], exact tuples; numbered from 0 in part order, then tuple order), each
@@ -4471,62 +4572,81 @@ bd_source_ids_sorted(PyObject *const *nm, PyObject *fragments, PyObject *fragmen
  * f_at[k] the number of item k and pos_of[f] the position of fragment f. Every fragment of the
  * parts is then one of its entries and each entry one of them (an object in two parts, or two
  * entries of one object, would need its id twice in the strictly increasing order the caller
- * then checks). 0 when that is not so (nothing proven: the caller's tables decide). Never
- * raises. */
+ * then checks). 0 when that is not so (nothing proven: the caller's tables decide); also 0,
+ * with more than BD_MERGE_LINEAR_PARTS parts, when an object is two parts' next fragment at
+ * once or the heads' memory is not there. Never raises. */
 static int
 bd_cover_merge(PyObject *const *part_fragments, Py_ssize_t n_parts, PyObject *target_fragments, Py_ssize_t n_frags,
                Py_ssize_t *f_at, Py_ssize_t *pos_of)
 {
-    PyObject *head[BD_MERGE_MAX_PARTS];
-    Py_ssize_t next[BD_MERGE_MAX_PARTS], count[BD_MERGE_MAX_PARTS], first[BD_MERGE_MAX_PARTS];
+    PyObject *head_local[BD_MERGE_LINEAR_PARTS];
+    Py_ssize_t next_local[BD_MERGE_LINEAR_PARTS], count_local[BD_MERGE_LINEAR_PARTS];
+    Py_ssize_t first_local[BD_MERGE_LINEAR_PARTS];
+    PyObject **head = head_local;
+    Py_ssize_t *next = next_local, *count = count_local, *first = first_local;
+    bd_idslot *tab = NULL; /* more parts: head -> part */
+    size_t mask = 0;
     Py_ssize_t total = 0, last = 0;
-    if (n_parts < 1 || n_parts > BD_MERGE_MAX_PARTS || PyTuple_Size(target_fragments) != n_frags) {
+    int merged = 0;
+    if (n_parts < 1 || PyTuple_Size(target_fragments) != n_frags) {
         PyErr_Clear();
         return 0;
     }
+    if (n_parts > BD_MERGE_LINEAR_PARTS) {
+        head = mr_alloc_array((size_t)n_parts, sizeof(PyObject *));
+        next = mr_alloc_array((size_t)n_parts, sizeof(Py_ssize_t));
+        count = mr_alloc_array((size_t)n_parts, sizeof(Py_ssize_t));
+        first = mr_alloc_array((size_t)n_parts, sizeof(Py_ssize_t));
+        tab = bd_idtab_new((size_t)n_parts, &mask);
+        if (head == NULL || next == NULL || count == NULL || first == NULL || tab == NULL) goto done;
+    }
     for (Py_ssize_t p = 0; p < n_parts; p++) {
         count[p] = PyTuple_Size(part_fragments[p]);
-        if (count[p] < 0 || __builtin_add_overflow(total, count[p], &first[p])) {
-            PyErr_Clear();
-            return 0;
-        }
+        if (count[p] < 0 || __builtin_add_overflow(total, count[p], &first[p])) goto done;
         first[p] = total;
         total += count[p];
         next[p] = 0;
         head[p] = count[p] > 0 ? PyTuple_GetItem(part_fragments[p], 0) : NULL;
-        if (count[p] > 0 && head[p] == NULL) {
-            PyErr_Clear();
-            return 0;
-        }
+        if (count[p] > 0 && head[p] == NULL) goto done;
+        if (tab != NULL && head[p] != NULL && !bd_heads_put(tab, mask, head[p], p)) goto done;
     }
-    if (total != n_frags) return 0;
+    if (total != n_frags) goto done;
     for (Py_ssize_t k = 0; k < n_frags; k++) {
         PyObject *item = PyTuple_GetItem(target_fragments, k);
-        if (item == NULL) {
-            PyErr_Clear();
-            return 0;
-        }
+        if (item == NULL) goto done;
         Py_ssize_t p = last;
         if (head[p] != item) {
-            for (p = 0; p < n_parts && head[p] != item; p++) {
+            if (tab != NULL) {
+                p = bd_idtab_get(tab, mask, item); /* the only part whose head it is */
+                if (p < 0) goto done;
+            } else {
+                for (p = 0; p < n_parts && head[p] != item; p++) {
+                }
+                if (p == n_parts) goto done;
             }
-            if (p == n_parts) return 0;
         }
         last = p;
         Py_ssize_t f = first[p] + next[p];
         f_at[k] = f;
         pos_of[f] = k;
         next[p]++;
+        PyObject *old = head[p];
         head[p] = NULL;
         if (next[p] < count[p]) {
             head[p] = PyTuple_GetItem(part_fragments[p], next[p]);
-            if (head[p] == NULL) {
-                PyErr_Clear();
-                return 0;
-            }
+            if (head[p] == NULL) goto done;
         }
+        if (tab != NULL && !bd_heads_move(tab, mask, old, head[p], p)) goto done;
     }
-    return 1;
+    merged = 1;
+done:
+    if (!merged) PyErr_Clear(); /* (nothing proven: the caller's tables decide) */
+    if (head != head_local) PyMem_Free(head);
+    if (next != next_local) PyMem_Free(next);
+    if (count != count_local) PyMem_Free(count);
+    if (first != first_local) PyMem_Free(first);
+    PyMem_Free(tab);
+    return merged;
 }
 
 /* A table of capacity for n exact str (bd_strtab_add): *mask its capacity - 1. NULL with
@@ -4713,12 +4833,12 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     status = BD_ERROR;
     frags = mr_alloc_array((size_t)n_frags, sizeof(bd_cover_frag));
     if (frags == NULL) goto done;
-    /* With the placement's fragments (14 arguments), a few parts: its tuple merged with the
+    /* With the placement's fragments (14 arguments): its tuple merged with the
      * parts' (bd_cover_merge). Then the fragment pass keeps each id at its placement position
      * (pfid_at) and the ids' distinctness is checked after it, in that order (strictly
      * increasing: distinct, so distinct objects too), where the ids sit sorted: no table by id
      * and none by address (the operations' targets are then found along that order). */
-    if (nargs == 14 && PyTuple_CheckExact(target_fragments) && n_parts <= BD_MERGE_MAX_PARTS && n_frags > 0) {
+    if (nargs == 14 && PyTuple_CheckExact(target_fragments) && n_frags > 0) {
         f_at = mr_alloc_array((size_t)n_frags, sizeof(Py_ssize_t));
         pos_of = mr_alloc_array((size_t)n_frags, sizeof(Py_ssize_t));
         pfid_at = mr_alloc_array((size_t)n_frags, sizeof(PyObject *));
