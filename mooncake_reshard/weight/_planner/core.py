@@ -309,6 +309,33 @@ def _first_table(placement: Any, fragments: Sequence[Any], tensor_ids: list[str]
     return table if table is not None and len(table) == len(tensor_ids) else None
 
 
+def _same_keys(first: Any, second: Any) -> bool:
+    """True when two exact dicts have the very same key objects in the same order (then their
+    key sets are equal). False when that is not known (the caller then compares the key sets).
+    Compares identities only: no key is hashed or compared by value."""
+    return (
+        type(first) is dict
+        and type(second) is dict
+        and len(first) == len(second)
+        and all(map(is_, first, second))
+    )
+
+
+def _first_tensors_and_keys(table: Any, tensor_ids: list[str], tensors: dict[str, Any]) -> tuple[list[str], Optional[list[Any]]]:
+    """``(table.first_tensors(tensor_ids)[0], keys)``: the targets' distinct tensor ids in
+    first-appearance order and ``keys``, the keys of ``tensors`` (in the map's order) at those
+    tensors' catalog positions, gathered by the same table pass; ``keys`` is None when the map
+    is not an exact dict with as many keys as the table has tensors. Where ``keys[i] is ids[i]``, that id is a key
+    of ``tensors`` whatever the positions mean (``_every_tensor_at_every_dp``'s proof)."""
+    if type(tensors) is dict:
+        try:
+            ordered, gathered = table.first_tensors(tensor_ids, list(tensors))
+            return ordered, gathered
+        except ValueError:  # another count of keys than of table tensors (checked first)
+            pass
+    return table.first_tensors(tensor_ids)[0], None
+
+
 def _tensor_columns_by_catalog(
     table: Any,
     placement: Any,
@@ -484,21 +511,24 @@ def plan_logical_transfer(
 
     first_table: Any = None  # the target placement's table, when it has the targets' rows
     # Step 1: tensor sets.
-    source_ids = set(source_tensors)
-    target_set = set(target_tensors)
     if not local_target:
-        missing = source_ids - target_set
-        if missing:
-            raise ValueError(f"target manifests are missing tensors: {_ids(missing)}")
-        extra = target_set - source_ids
-        if extra:
-            raise ValueError(f"target manifests contain unknown tensors: {_ids(extra)}")
+        if not _same_keys(source_tensors, target_tensors):
+            source_ids = set(source_tensors)
+            target_set = set(target_tensors)
+            missing = source_ids - target_set
+            if missing:
+                raise ValueError(f"target manifests are missing tensors: {_ids(missing)}")
+            extra = target_set - source_ids
+            if extra:
+                raise ValueError(f"target manifests contain unknown tensors: {_ids(extra)}")
         # The targets' tensors in first-occurrence order, read once for the coverage check
         # and the tensor pass below (the check hashes every tensor id anyway). The placement's
-        # own fragments take them from its table (one pass over the tensor column, no hashing).
+        # own fragments take them from its table (one pass over the tensor column, no hashing),
+        # with the map's keys at their catalog positions (the check's proof that each is a key).
         first_table = _first_table(target_placement, target_fragments, target_tids) if fragment_tids is not None else None
+        first_keys: Optional[list[Any]] = None
         if first_table is not None:
-            ordered = first_table.first_tensors(target_tids)[0]
+            ordered, first_keys = _first_tensors_and_keys(first_table, target_tids, target_tensors)
         else:
             ordered = _distinct_in_order(target_tids)
         check_target_coverage(
@@ -509,8 +539,11 @@ def plan_logical_transfer(
             fragment_tids,
             fragment_dps,
             ordered if fragment_tids is not None else None,
+            first_keys if fragment_tids is not None else None,
         )
     else:
+        source_ids = set(source_tensors)
+        target_set = set(target_tensors)
         extra = target_set - source_ids
         if extra:
             raise ValueError(f"target manifests contain unknown tensors: {_ids(extra)}")

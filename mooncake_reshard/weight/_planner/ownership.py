@@ -113,8 +113,16 @@ OwnerGroups = dict[RuntimeTensorOwner, dict[Box, None]]
 
 
 def _single_signature(signatures: dict[str, Signature]) -> Optional[Signature]:
-    """``(owner kinds, DP-owned)`` shared by every tensor, or ``None`` when they differ."""
-    distinct = set(signatures.values())
+    """``(owner kinds, DP-owned)`` shared by every tensor, or ``None`` when they differ.
+
+    One signature object shared by every tensor (``_native.owner_signatures`` reuses it for
+    equal kinds) is that value without hashing it per tensor."""
+    values = signatures.values()
+    if type(signatures) is dict and signatures:
+        first = next(iter(values))
+        if all(map(is_, values, repeat(first))):
+            return first
+    distinct = set(values)
     return distinct.pop() if len(distinct) == 1 else None
 
 
@@ -160,22 +168,44 @@ def _all_pairs_present(pairs: Collection[tuple[str, int]], tensors: dict[str, Te
     return len(pairs) == len(tensors) * dp_count and set(map(_first, pairs)) <= tensors.keys()
 
 
+def _distinct_are_the_keys(
+    distinct_tensor_ids: list[str], tensors: dict[str, TensorDescriptor], distinct_keys: Optional[list[Any]]
+) -> bool:
+    """``len(distinct_tensor_ids) == len(tensors) and all(map(tensors.__contains__,
+    distinct_tensor_ids))`` for distinct ids. ``distinct_keys``, when given, is a list of keys of
+    ``tensors`` (an exact dict), one per id: when every id *is* its key object, each is a key
+    without hashing it (no hash read, no probe of the map's table at random); otherwise every
+    id is looked up."""
+    if len(distinct_tensor_ids) != len(tensors):
+        return False
+    if (
+        type(tensors) is dict
+        and type(distinct_keys) is list
+        and len(distinct_keys) == len(distinct_tensor_ids)
+        and all(map(is_, distinct_tensor_ids, distinct_keys))
+    ):
+        return True
+    return all(map(tensors.__contains__, distinct_tensor_ids))
+
+
 def _every_tensor_at_every_dp(
     tensor_ids: list[str],
     dps: list[int],
     tensors: dict[str, TensorDescriptor],
     distinct_tensor_ids: Optional[list[str]] = None,
+    distinct_keys: Optional[list[Any]] = None,
 ) -> bool:
     """``_all_pairs_present`` of the distinct ``zip(tensor_ids, dps)`` pairs and their dp count.
 
     With one dp value (the usual target) the pairs are the distinct tensor ids, so no pair
     tuple is built: present exactly when those ids are the known tensors. ``distinct_tensor_ids``,
-    when given, is ``list(dict.fromkeys(tensor_ids))`` (the caller's; saves a pass)."""
+    when given, is ``list(dict.fromkeys(tensor_ids))`` (the caller's; saves a pass).
+    ``distinct_keys``: see ``_distinct_are_the_keys``."""
     dp_values = set(dps)
     if len(dp_values) == 1:
         if distinct_tensor_ids is None:
             return set(tensor_ids) == tensors.keys()
-        return len(distinct_tensor_ids) == len(tensors) and all(map(tensors.__contains__, distinct_tensor_ids))
+        return _distinct_are_the_keys(distinct_tensor_ids, tensors, distinct_keys)
     pairs = set(zip(tensor_ids, dps))
     return _all_pairs_present(pairs, tensors, len(dp_values))
 
@@ -243,6 +273,7 @@ def check_target_coverage(
     tensor_ids: Optional[list[str]] = None,
     dps: Optional[list[int]] = None,
     distinct_tensor_ids: Optional[list[str]] = None,
+    distinct_keys: Optional[list[Any]] = None,
 ) -> None:
     """Target coverage for non-local planning (spec §11.2).
 
@@ -252,7 +283,9 @@ def check_target_coverage(
     ``tensor_ids``, when given, is the caller's list of the fragments' tensor ids (same order,
     same length); it saves a pass over the fragments and is checked against them by length.
     ``dps``, when given with ``tensor_ids``, is likewise the list of their ``rank.dp`` values;
-    ``distinct_tensor_ids``, when given with ``tensor_ids``, is ``list(dict.fromkeys(tensor_ids))``."""
+    ``distinct_tensor_ids``, when given with ``tensor_ids``, is ``list(dict.fromkeys(tensor_ids))``;
+    ``distinct_keys``, when given with it, keys of ``tensors`` paired with those ids (see
+    ``_every_tensor_at_every_dp``)."""
     if not fragments:
         raise ValueError("target manifests have no fragments")
     signatures = _signatures(tensors, signatures)
@@ -266,19 +299,18 @@ def check_target_coverage(
                 distinct_tensor_ids = None
             if type(distinct_tensor_ids) is not list:
                 distinct_tensor_ids = None
+                distinct_keys = None
             if owned:
                 if distinct_tensor_ids is None:
                     present = set(tensor_ids) == tensors.keys()
                 else:
-                    present = len(distinct_tensor_ids) == len(tensors) and all(
-                        map(tensors.__contains__, distinct_tensor_ids)
-                    )
+                    present = _distinct_are_the_keys(distinct_tensor_ids, tensors, distinct_keys)
                 axes = list(kinds)
             else:
                 if dps is None or type(dps) is not list or len(dps) != len(tensor_ids):
                     dps = list(map(_rank_dp, fragments))
                 # no tuple per fragment for the usual single dp value (same answer)
-                present = _every_tensor_at_every_dp(tensor_ids, dps, tensors, distinct_tensor_ids)
+                present = _every_tensor_at_every_dp(tensor_ids, dps, tensors, distinct_tensor_ids, distinct_keys)
                 axes = ["dp", *kinds]
             if present and _table_groups_cover(placement, axes):
                 return
