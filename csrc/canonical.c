@@ -2197,6 +2197,8 @@ sg_group_tuples(const size_t *count, size_t ngroups, PyObject **slots)
  * steps, which raise the contract's first error. */
 
 enum { AC_TENSOR, AC_RANK, AC_ID, AC_N };
+
+enum { AC_AHEAD = 16 }; /* fragments between a prefetch hint and the visit it is for */
 static const char *const ac_names[AC_N] = {"tensor_id", "rank", "placement_fragment_id"};
 
 typedef struct {
@@ -2250,6 +2252,7 @@ py_assembly_columns(PyObject *Py_UNUSED(module), PyObject *args)
     mr_layout_class lc;
     int layout_ok = mr_pf_layout(&memo, &lc, ftype);
     for (Py_ssize_t i = 0; i < n && !declined; i++) {
+        if (layout_ok) mr_pf_prefetch_ahead(fragments, i, n, &lc, AC_AHEAD);
         PyObject *fragment = PyTuple_GetItem(fragments, i); /* borrowed: the tuple holds it */
         if (fragment == NULL) goto done;
         if ((PyObject *)Py_TYPE(fragment) != ftype) {
@@ -2641,6 +2644,25 @@ typedef struct {
 
 #define SG_AHEAD 16 /* rows between a prefetch of an item's row and its use */
 
+/* Hints for the input-order visits (borrowed pointers, never dereferenced here; NULL ignored): a
+ * str key's header and first bytes (PyUnicode_AsUTF8AndSize and strkey_set read both), an item's
+ * collector header and object header (mr_gc_inert and the references taken read both). */
+static inline void
+sg_prefetch_key(const PyObject *key)
+{
+    if (key == NULL) return;
+    __builtin_prefetch(key);
+    __builtin_prefetch((const char *)key + 63);
+}
+
+static inline void
+sg_prefetch_item(const PyObject *item)
+{
+    if (item == NULL) return;
+    __builtin_prefetch((const char *)item - 16);
+    __builtin_prefetch(item, 1);
+}
+
 static PyObject *
 py_sorted_groups(PyObject *Py_UNUSED(module), PyObject *args)
 {
@@ -2690,6 +2712,8 @@ py_sorted_groups(PyObject *Py_UNUSED(module), PyObject *args)
     keys = PyList_GetSlice(given, 0, n);
     if (keys == NULL) goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
+        /* the key SG_AHEAD on: its header and first bytes (a hint; the list holds it) */
+        if (i + SG_AHEAD < n) sg_prefetch_key(PyList_GetItem(keys, i + SG_AHEAD));
         PyObject *k = PyList_GetItem(keys, i);
         if (k == NULL) goto done;
         Py_ssize_t len = 0;
@@ -2740,22 +2764,30 @@ py_sorted_groups(PyObject *Py_UNUSED(module), PyObject *args)
     ginert = mr_alloc_array(ngroups ? ngroups : 1, 1);
     if (ginert == NULL) goto done;
     memset(ginert, 1, ngroups ? ngroups : 1);
+    /* no Python code runs from here to the end of the fill: each item is judged and the two
+     * references the containers take over are taken in the same visit (one pass over the
+     * scattered objects, the one SG_AHEAD on asked for now) */
     for (Py_ssize_t i = 0; i < n; i++) {
+        if (i + SG_AHEAD < n) sg_prefetch_item(PyList_GetItem(items, i + SG_AHEAD));
         sg_row *row = &rowv[i];
         row->item = PyList_GetItem(items, i);
         row->extra = distinct ? NULL : PyList_GetItem(extra, i);
         row->group = group[i];
-        if (row->item == NULL || (!distinct && row->extra == NULL)) goto done;
+        if (row->item == NULL || (!distinct && row->extra == NULL)) {
+            for (Py_ssize_t taken = 0; taken < i; taken++) {
+                Py_DECREF(rowv[taken].item);
+                Py_DECREF(rowv[taken].item);
+                Py_XDECREF(rowv[taken].extra);
+            }
+            goto done;
+        }
         if (!mr_gc_inert(row->item, 0)) {
             ginert[row->group] = 0;
             every_inert = 0;
         }
-    }
-    /* no Python code runs from here to the end of the fill */
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_INCREF(rowv[i].item);
-        Py_INCREF(rowv[i].item);
-        Py_XINCREF(rowv[i].extra);
+        Py_INCREF(row->item);
+        Py_INCREF(row->item);
+        Py_XINCREF(row->extra);
     }
     for (size_t g = 0; g < ngroups; g++) cursor[g] = 0;
     for (size_t k = 0; k < un; k++) {

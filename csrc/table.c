@@ -975,38 +975,6 @@ tbl_prefix_of(PyObject *str, tbl_prefix *p)
  * that receive strong references to the ids by row, released by the caller. */
 #define TBL_AHEAD 8 /* fragments between a prefetch of a row and its use */
 
-/* Before fragment i of a list or tuple of C-owned layout fragments (lc accepted) is read: ask
- * for the fragment 2 * TBL_AHEAD further on and for the field objects of the one TBL_AHEAD
- * further on (its slots asked for a round earlier). The field objects are read (and their
- * reference counts written) when the fragment is, scattered in memory at scale. Hints only:
- * borrowed pointers, nothing kept, no Python code runs. Always inlined: GCC 12 at -O3 drops
- * the calls to a static function whose only effect is prefetches. */
-static inline __attribute__((always_inline)) void
-tbl_prefetch_fields(PyObject *seq, Py_ssize_t i, Py_ssize_t n, const mr_layout_class *lc)
-{
-    int list = PyList_Check(seq);
-    if (!list && !PyTuple_Check(seq)) return;
-    Py_ssize_t size = list ? PyList_Size(seq) : PyTuple_Size(seq); /* a list may have shrunk */
-    if (size < n) n = size;
-    if (i + 2 * TBL_AHEAD < n) {
-        const char *far = (const char *)(list ? PyList_GetItem(seq, i + 2 * TBL_AHEAD)
-                                              : PyTuple_GetItem(seq, i + 2 * TBL_AHEAD));
-        if (far != NULL) {
-            __builtin_prefetch(far);
-            __builtin_prefetch(far + 64);
-        }
-    }
-    if (i + TBL_AHEAD < n) {
-        PyObject *near = list ? PyList_GetItem(seq, i + TBL_AHEAD) : PyTuple_GetItem(seq, i + TBL_AHEAD);
-        PyObject *const *f = near != NULL ? mr_layout_fields(near, lc) : NULL;
-        if (f != NULL) {
-            for (int k = 0; k < MR_PF_N; k++) {
-                if (f[k] != NULL) __builtin_prefetch(f[k], 1);
-            }
-        }
-    }
-}
-
 /* Borrowed state[keys[k]] for k in TOK_TENSOR..TOK_ALIASES (v[k]) from one scan of an exact
  * fragment's state, matching the interned names by identity (no hashing, no Python code). When
  * every key met is an exact str no two keys are equal, so state[name] is the entry whose key is
@@ -1093,7 +1061,7 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
             __builtin_prefetch(&t->ndim[ahead], 1);
             __builtin_prefetch(&prefix[ahead], 1);
         }
-        if (pf_ok) tbl_prefetch_fields(fragments, i, n, &pf_lc);
+        if (pf_ok) mr_pf_prefetch_ahead(fragments, i, n, &pf_lc, TBL_AHEAD);
         PyObject *fragment = mr_seq_item(fragments, i);
         if (fragment == NULL) {
             rc = -1;
