@@ -1928,6 +1928,7 @@ typedef struct {
      * form, held by ``view_fields``) in one array, read from the tuple's items on first use
      * (owned; NULL until read): the search reads them in place of the scattered str objects. */
     Py_hash_t **pfid_hashes;
+    int own; /* the fragments are a bind call's own (revalidate_side's ``own``: rs_fragment) */
 } rs_ctx;
 
 enum { RS_VIEW_BY_PFID, RS_VIEW_ATTESTED_PFIDS, RS_VIEW_GENERATION, RS_VIEW_EXPECTED, RS_VIEW_NFIELDS };
@@ -2521,11 +2522,13 @@ rs_fragment(PyObject *fragment, PyObject *runtime_id, rs_ctx *ctx, PyObject **ow
         (void)mr_bound_layout(&rv_bound_memo, &lc, (PyObject *)Py_TYPE(fragment));
         attestation = mr_state_item(fragment, &lc, MR_BF_ATTESTATION, rs_keys[RS_ATTESTATION]);
         placement = attestation == NULL ? NULL : mr_state_item(fragment, &lc, MR_BF_PLACEMENT, rs_keys[RS_PLACEMENT]);
-        lease_generation = placement == NULL ? NULL
-                                             : mr_state_item(fragment, &lc, MR_BF_LEASE_GENERATION,
-                                                             rs_keys[RS_LEASE_GENERATION]);
+        if (!ctx->own) {
+            lease_generation = placement == NULL ? NULL
+                                                 : mr_state_item(fragment, &lc, MR_BF_LEASE_GENERATION,
+                                                                 rs_keys[RS_LEASE_GENERATION]);
+        }
         if (PyErr_Occurred()) goto error;
-        if (lease_generation == NULL) goto done;
+        if ((ctx->own ? placement : lease_generation) == NULL) goto done;
     }
     Py_ssize_t index = rs_lookup(&ctx->entry_of, attestation);
     if (index < 0) goto done;
@@ -2544,23 +2547,34 @@ rs_fragment(PyObject *fragment, PyObject *runtime_id, rs_ctx *ctx, PyObject **ow
     else {
         RS_GET(pfid, placement, RS_PFID);
     }
-    PyObject *attested_pfids = rs_view_field(ctx, index, view, RS_VIEW_ATTESTED_PFIDS); /* borrowed */
-    if (attested_pfids == NULL) goto error;
     if (!PyDict_CheckExact(by_pfid)) goto done;
-    /* ``view.expected_by_pfid.get(pfid) is not None``: the placement fragment id has an
-     * attested evidence fragment (its expected state is only needed for a comparison). */
-    int attested = PyTuple_CheckExact(attested_pfids) ? rs_sorted_member(ctx, index, attested_pfids, pfid)
-                                                      : rs_member(attested_pfids, pfid);
-    if (attested < 0) goto error;
-    if (!attested) goto done;
-    PyObject *generation = rs_view_field(ctx, index, view, RS_VIEW_GENERATION); /* borrowed */
-    if (generation == NULL) goto error;
-    /* an exact int, as the constructor stores (True or 1.0 forged in place compare equal: the
-     * rules refuse them) */
-    if (!PyLong_CheckExact(lease_generation)) goto done;
-    int same = rs_compare(lease_generation, generation, Py_EQ);
-    if (same < 0) goto error;
-    if (!same) goto done;
+    /* Own fragments (a bind call's, ctx->own) skip the next two rules, which that call's step 7
+     * proved when it built the fragment, from this very attestation (bound_contracts.py
+     * _fast_revalidate_live; the attestation, its evidence and the fragment are that call's own
+     * objects, reached by no other code since): its placement fragment id is attested (the
+     * fragment was built from the attestation's ``_binding_dict`` entry for the id, one of
+     * the evidence's fragments, and its non-None ``_placement_dict`` entry: what the view's
+     * ``attested_pfids`` lists), and its lease generation is the evidence's generation (the
+     * fence step 7 gave it: bound_fragments_ordered / bound_fragments / _trusted_bound_fragment
+     * take it from the evidence; the constructor checks it against the evidence). */
+    if (!ctx->own) {
+        PyObject *attested_pfids = rs_view_field(ctx, index, view, RS_VIEW_ATTESTED_PFIDS); /* borrowed */
+        if (attested_pfids == NULL) goto error;
+        /* ``view.expected_by_pfid.get(pfid) is not None``: the placement fragment id has an
+         * attested evidence fragment (its expected state is only needed for a comparison). */
+        int attested = PyTuple_CheckExact(attested_pfids) ? rs_sorted_member(ctx, index, attested_pfids, pfid)
+                                                          : rs_member(attested_pfids, pfid);
+        if (attested < 0) goto error;
+        if (!attested) goto done;
+        PyObject *generation = rs_view_field(ctx, index, view, RS_VIEW_GENERATION); /* borrowed */
+        if (generation == NULL) goto error;
+        /* an exact int, as the constructor stores (True or 1.0 forged in place compare equal: the
+         * rules refuse them) */
+        if (!PyLong_CheckExact(lease_generation)) goto done;
+        int same = rs_compare(lease_generation, generation, Py_EQ);
+        if (same < 0) goto error;
+        if (!same) goto done;
+    }
     PyObject *attested_object = PyDict_GetItemWithError(by_pfid, pfid);
     if (attested_object == NULL && PyErr_Occurred()) goto error;
     if (attested_object != owned) {
@@ -2872,7 +2886,8 @@ rs_plain(PyObject *key)
 
 PyDoc_STRVAR(revalidate_side_doc,
 "revalidate_side(frags, keys, runtime_ids, side_of, runtime, rows, attested, used,\n"
-"                attestation_type, rank_type, snapshot_type, placement_type=None, row_of=None)\n"
+"                attestation_type, rank_type, snapshot_type, placement_type=None, row_of=None,\n"
+"                own=False)\n"
 "--\n\n"
 "Executor consistency of one side of the TransferPlan revalidation fast path (spec §12.4),\n"
 "for the common cases: every executor lists all its worker's attested fragments and carries\n"
@@ -2885,17 +2900,21 @@ PyDoc_STRVAR(revalidate_side_doc,
 "an exact one is read from its instance dict. ``row_of``: this side's list appended by\n"
 "revalidate_views (fragment position -> runtime row); a list of another length is ignored,\n"
 "None at a used position makes the call unsure.\n"
-"Positions may also be packed: an exact bytes of one native int32 per operation.");
+"Positions may also be packed: an exact bytes of one native int32 per operation.\n"
+"``own`` (only the revalidation of the plan a bind call has just built, for the carried\n"
+"fragments that call built from its own attestations) skips, per fragment, the attested\n"
+"placement fragment id and the lease generation checks (bind's step 7 proved both).");
 
 static PyObject *
 revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *frags, *keys, *runtime_ids, *side_of, *runtime, *rows, *attested, *used, *att_type, *rank_type;
     PyObject *snapshot_type, *placement_arg = Py_None, *row_of = Py_None;
-    if (!PyArg_ParseTuple(args, "O!O!O!OO!O!O!O!O!O!O!|OO:revalidate_side", &PyList_Type, &frags, &PyList_Type, &keys,
-                          &PyList_Type, &runtime_ids, &side_of, &PyDict_Type, &runtime, &PyList_Type, &rows,
+    int own = 0;
+    if (!PyArg_ParseTuple(args, "O!O!O!OO!O!O!O!O!O!O!|OOp:revalidate_side", &PyList_Type, &frags, &PyList_Type,
+                          &keys, &PyList_Type, &runtime_ids, &side_of, &PyDict_Type, &runtime, &PyList_Type, &rows,
                           &PyDict_Type, &attested, &PySet_Type, &used, &PyType_Type, &att_type, &PyType_Type,
-                          &rank_type, &PyType_Type, &snapshot_type, &placement_arg, &row_of)) {
+                          &rank_type, &PyType_Type, &snapshot_type, &placement_arg, &row_of, &own)) {
         return NULL;
     }
     if (!rs_positions_arg(side_of)) {
@@ -2919,7 +2938,8 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
                   .attestation_type = (PyTypeObject *)att_type,
                   .rank_type = (PyTypeObject *)rank_type,
                   .snapshot_type = (PyTypeObject *)snapshot_type,
-                  .placement_type = placement_arg == Py_None ? NULL : (PyTypeObject *)placement_arg};
+                  .placement_type = placement_arg == Py_None ? NULL : (PyTypeObject *)placement_arg,
+                  .own = own};
     /* once per call, through a memo (layout.h: the comparison mirrors the instance state) */
     static mr_layout_memo rs_snapshot_memo;
     (void)mr_layout_memo_check(&rs_snapshot_memo, &ctx.snapshot_layout, snapshot_type, rs_snap_keys);

@@ -175,9 +175,10 @@ def test_placement_type_argument() -> None:
             _native.revalidate_side(
                 *args, set(), RuntimeBindingAttestation, ParallelRank, bc.RuntimeFragmentSnapshot, None, ()
             )
-        with pytest.raises(TypeError):
+        with pytest.raises(TypeError):  # (placement_type, row_of, own: no fourth optional argument)
             _native.revalidate_side(
-                *args, set(), RuntimeBindingAttestation, ParallelRank, bc.RuntimeFragmentSnapshot, None, None, None
+                *args, set(), RuntimeBindingAttestation, ParallelRank, bc.RuntimeFragmentSnapshot, None, None, False,
+                None,
             )
         # another type: every id read as an attribute
         assert _native.revalidate_side(

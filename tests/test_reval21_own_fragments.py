@@ -1,7 +1,10 @@
-"""``revalidate_fragments(..., own=True)``: the revalidation of the plan a bind call has just
-built skips the attested-entry comparison (each fragment's placement and binding against its
-attestation's ``_placement_dict`` / ``_binding_dict`` entries for its placement fragment id),
-which that call's step 7 proved when it built the bound fragments from exactly those entries.
+"""``own=True`` of ``revalidate_fragments`` and ``revalidate_side``: the revalidation of the plan
+a bind call has just built skips what that call's step 7 proved when it built the bound
+fragments from exactly its attestations' entries: the attested-entry comparison (each
+fragment's placement and binding against its attestation's ``_placement_dict`` /
+``_binding_dict`` entries for its placement fragment id; revalidate_fragments), and per side
+that the fragment's placement fragment id is attested and its lease generation is the
+evidence's (revalidate_side).
 
 Only the bind path passes it, and only for the carried fragments (``revalidate_scan_carried``
 accepted them); the constructor, ``replace`` and pickle restore compare every entry again. With
@@ -26,21 +29,28 @@ from mooncake.reshard.weight import TransferPlan
 from mooncake.reshard.weight._planner import bound_contracts as bc
 
 
+# (name, position of ``own`` among the arguments)
+_OWN_AT = (("revalidate_fragments", 10), ("revalidate_side", 13))
+
+
 def _own_flags(monkeypatch: pytest.MonkeyPatch, force: Any = None) -> list[Any]:
-    """Records each revalidate_fragments call's ``own`` (False when not passed); with ``force``
-    (a bool) passes that instead."""
+    """Records each revalidate_fragments / revalidate_side call's ``(name, own)`` (own False when
+    not passed); with ``force`` (a bool) passes that instead."""
     seen: list[Any] = []
-    original = _native.revalidate_fragments
+    for name, at in _OWN_AT:
+        original = getattr(_native, name)
 
-    def spy(*args: Any) -> Any:
-        own = bool(args[10]) if len(args) > 10 else False
-        seen.append(own)
-        if force is not None:
-            args = args[:10] + (force,)
-        return original(*args)
+        def spy(*args: Any, _original: Any = original, _name: str = name, _at: int = at) -> Any:
+            seen.append((_name, bool(args[_at]) if len(args) > _at else False))
+            if force is not None:
+                args = args[:_at] + (force,)
+            return _original(*args)
 
-    monkeypatch.setattr(bc._native, "revalidate_fragments", spy)
+        monkeypatch.setattr(bc._native, name, spy)
     return seen
+
+
+_BOUND = [("revalidate_fragments", True), ("revalidate_side", True), ("revalidate_side", True)]
 
 
 @pytest.mark.parametrize("name", ["bound", "split"])
@@ -106,7 +116,7 @@ def test_only_bind_passes_own(monkeypatch: pytest.MonkeyPatch) -> None:
         seen = _own_flags(patch)
         plan = _outcome(logical, targets, sources)
         assert isinstance(plan, TransferPlan)
-        assert seen == [True]
+        assert seen == _BOUND
     with monkeypatch.context() as patch:
         seen = _own_flags(patch)
         assert dataclasses.replace(plan) == plan
@@ -115,7 +125,7 @@ def test_only_bind_passes_own(monkeypatch: pytest.MonkeyPatch) -> None:
         for protocol in (4, 5):
             assert pickle.loads(pickle.dumps(plan, protocol=protocol)) == plan
         assert copy.deepcopy(plan) == plan
-        assert seen and not any(seen)
+        assert len(seen) == 5 * 3 and not any(own for _, own in seen)
 
 
 @pytest.mark.parametrize("whole_targets", [True, False])
@@ -124,7 +134,7 @@ def test_binding_with_and_without_own_agrees(monkeypatch: pytest.MonkeyPatch, wh
     with monkeypatch.context() as patch:
         seen = _own_flags(patch)
         own = _outcome(logical, targets, sources)
-        assert seen == [True]
+        assert seen == _BOUND
     with monkeypatch.context() as patch:
         _own_flags(patch, force=False)
         full = _outcome(logical, targets, sources)
@@ -132,3 +142,52 @@ def test_binding_with_and_without_own_agrees(monkeypatch: pytest.MonkeyPatch, wh
     assert own.target_executors == full.target_executors and own.source_executors == full.source_executors
     for protocol in (2, 4, 5):
         assert pickle.dumps(own, protocol=protocol) == pickle.dumps(full, protocol=protocol)
+
+
+def _side_args(plan: TransferPlan) -> list[tuple[Any, ...]]:
+    from test_native_revalidate_side_batched import _sides
+
+    return _sides(plan)
+
+
+def _side(args: tuple[Any, ...], own: bool) -> Any:
+    from mooncake.reshard.weight import ParallelRank
+    from mooncake.reshard.weight._planner.bound_contracts import RuntimeBindingAttestation
+    from mooncake.reshard.weight.types import PlacementFragment
+
+    return _native.revalidate_side(
+        *args, set(), RuntimeBindingAttestation, ParallelRank, bc.RuntimeFragmentSnapshot, PlacementFragment,
+        None, own,
+    )
+
+
+@pytest.mark.parametrize("name", ["bound", "split"])
+def test_own_side_decides_as_the_full_side(name: str) -> None:
+    with bc._ViewScope():
+        for args in _side_args(_PLANS[name]):
+            assert _side(args, False) is True
+            assert _side(args, True) is True
+
+
+@pytest.mark.parametrize("field, value", [("lease_generation", 12345), ("lease_generation", True)])
+def test_side_generation_is_checked_without_own(field: str, value: Any) -> None:
+    """A fragment whose lease generation is not the evidence's: the full side check declines
+    (the constructor refuses the plan); ``own`` does not look (bind's step 7 set it)."""
+    with bc._ViewScope():
+        args = _side_args(_PLANS["bound"])[1]
+        frags = list(args[0])
+        position = next(p for p in range(len(frags)) if p in set(args[3]))
+        forged = copy.copy(frags[position])
+        object.__setattr__(forged, field, value)
+        frags[position] = forged
+        forged_args = (frags,) + args[1:]
+        assert _side(forged_args, False) is None
+        assert _side(forged_args, True) is True
+
+
+def test_side_own_argument_is_a_bool() -> None:
+    with bc._ViewScope():
+        args = _side_args(_PLANS["bound"])[0]
+        assert _side(args, 0) is True
+        with pytest.raises(TypeError):
+            _native.revalidate_side(*args, set(), object, object, object, None, None, True, 1)

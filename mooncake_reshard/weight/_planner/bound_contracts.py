@@ -1475,6 +1475,7 @@ def _fast_revalidate_live(
             RuntimeFragmentSnapshot,
             PlacementFragment,
             side_row_of,
+            own,
         ) is None and not _fast_side_consistent(
             frags, keys, runtime_ids, _position_list(side_of), runtime, rows, attested, used
         ):
