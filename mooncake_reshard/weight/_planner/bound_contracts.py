@@ -823,7 +823,9 @@ class TransferPlan:
         ``carried``: ``bind_regions``' scan facts about the regions that call built (or None),
         taken by ``revalidate_scan_carried`` only (the case "this call's own objects": the
         regions and their bound fragments, not yet returned to any code); the adapter's
-        bindings and the budgets are read again there. Every other constructor (``TransferPlan(...)``,
+        bindings and the budgets are read again there. When they are taken, the fragment and
+        side passes also skip the per-fragment rules bind's step 7 proved (``bound_now``:
+        see ``_fast_revalidate_live``). Every other constructor (``TransferPlan(...)``,
         ``replace``, pickle restore) passes none and revalidates everything."""
         plan: TransferPlan = object.__new__(cls)
         for name in _INIT_FIELDS:
@@ -1387,7 +1389,14 @@ def _fast_revalidate_live(
         )
         # In a bind call (bound_now), the carried fragments (exactly the plan's, in the scan's
         # order) are the bound fragments it built at its step 7 from its own attestations'
-        # entries (see revalidate_fragments; pickle restore's carried facts are not that).
+        # entries (pickle restore's carried facts are not that). ``own`` then skips, per
+        # fragment, only the rules step 7 proved for these very objects (csrc/revalidate.c):
+        # - revalidate_fragments: its placement and binding are its attestation's
+        #   ``_placement_dict`` / ``_binding_dict`` entries for its placement fragment id
+        #   (step 7 took them from exactly those entries);
+        # - revalidate_side (both sides): its placement fragment id is attested (those entries
+        #   exist) and its lease generation is the evidence's (the fence step 7 set from it).
+        # Everything else, and everything the adapter supplied, is read and checked again.
         own = bound_now is True and scanned is not None
         del carried
     if scanned is None:
