@@ -2041,10 +2041,29 @@ strkey_sort(strkey_entry *e, strkey_entry *tmp, size_t n)
         }
     }
     /* LSD radix sort by head (stable, so equal heads keep input order), skipping byte
-     * positions where every head agrees; then the full comparison inside runs of equal heads */
+     * positions where every head agrees; then the full comparison inside runs of equal heads.
+     * The digit passes move (head, position) pairs, half an entry (mr_radix_sort), and the
+     * entries are gathered once in their order; without memory for the pairs, the entries
+     * themselves are moved. */
     {
+        mr_kv *kv = n > 32 ? mr_kalloc(n, sizeof(mr_kv)) : NULL;
+        if (kv != NULL) {
+            for (size_t i = 0; i < n; i++) {
+                kv[i].key = e[i].head;
+                kv[i].idx = i;
+            }
+            if (mr_radix_sort(kv, n) < 0) {
+                free(kv);
+                kv = NULL;
+            }
+        }
+        if (kv != NULL) {
+            for (size_t k = 0; k < n; k++) tmp[k] = e[kv[k].idx];
+            memcpy(e, tmp, n * sizeof(strkey_entry));
+            free(kv);
+        }
         size_t count[256];
-        for (unsigned shift = 0; shift < 64; shift += 8) {
+        for (unsigned shift = 0; shift < 64 && kv == NULL; shift += 8) {
             memset(count, 0, sizeof(count));
             for (size_t i = 0; i < n; i++) count[(e[i].head >> shift) & 0xFF]++;
             if (count[(e[0].head >> shift) & 0xFF] == n) continue;
@@ -2549,13 +2568,6 @@ done:
     return result;
 }
 
-static int
-sg_size_cmp(const void *a, const void *b)
-{
-    size_t x = *(const size_t *)a, y = *(const size_t *)b;
-    return x < y ? -1 : (x > y ? 1 : 0);
-}
-
 /* The distinct form's extras: a list of ngroups tuples, tuple g holding sorted(set(the extras
  * of the items of group g)) as new ints, from group[0:n] (each item's group) and count (items
  * per group). Py_None (a new reference, nothing raised) when some extra is not an exact int in
@@ -2568,9 +2580,10 @@ sg_distinct(PyObject *extra, const size_t *group, size_t n, const size_t *count,
     size_t *start = mr_alloc_array(ngroups + 1, sizeof(size_t));
     size_t *fill = mr_alloc_array(ngroups ? ngroups : 1, sizeof(size_t));
     size_t *bygroup = mr_alloc_array(n ? n : 1, sizeof(size_t));
+    mr_kv *kv = mr_alloc_array(n ? n : 1, sizeof(mr_kv));
     uint32_t *stamp = NULL;
     size_t top = 0;
-    if (value == NULL || start == NULL || fill == NULL || bygroup == NULL) goto done;
+    if (value == NULL || start == NULL || fill == NULL || bygroup == NULL || kv == NULL) goto done;
     for (size_t i = 0; i < n; i++) {
         PyObject *x = PyList_GetItem(extra, (Py_ssize_t)i);
         if (x == NULL) goto done;
@@ -2610,7 +2623,17 @@ sg_distinct(PyObject *extra, const size_t *group, size_t n, const size_t *count,
     out = PyList_New((Py_ssize_t)ngroups);
     for (size_t g = 0; out != NULL && g < ngroups; g++) {
         size_t *vs = bygroup + start[g], m = fill[g] - start[g], k = 0;
-        qsort(vs, m, sizeof(size_t), sg_size_cmp);
+        /* one radix sort of the values (below 2**31: at most four digit passes) */
+        for (size_t p = 0; p < m; p++) {
+            kv[p].key = (uint64_t)vs[p];
+            kv[p].idx = 0;
+        }
+        if (mr_radix_sort(kv, m) < 0) {
+            PyErr_NoMemory();
+            Py_CLEAR(out);
+            break;
+        }
+        for (size_t p = 0; p < m; p++) vs[p] = (size_t)kv[p].key;
         for (size_t p = 0; p < m; p++)
             if (p == 0 || vs[p] != vs[p - 1]) vs[k++] = vs[p];
         PyObject *tuple = PyTuple_New((Py_ssize_t)k);
@@ -2631,6 +2654,7 @@ done:
     PyMem_Free(start);
     PyMem_Free(fill);
     PyMem_Free(bygroup);
+    PyMem_Free(kv);
     PyMem_Free(stamp);
     return out;
 }
