@@ -578,6 +578,15 @@ bd_prefetch_object(const PyObject *obj)
     __builtin_prefetch(obj);
 }
 
+/* A hint: the placement fragment id str of obj when obj is a placement fragment in its C-owned
+ * layout (its slot read: obj should be in the cache by now), else nothing. Never raises. */
+static inline void
+bd_prefetch_pfid(PyObject *obj)
+{
+    PyObject *const *pf = mr_pf_fields(obj);
+    if (pf != NULL && pf[MR_PF_PLACEMENT_FRAGMENT_ID] != NULL) __builtin_prefetch(pf[MR_PF_PLACEMENT_FRAGMENT_ID]);
+}
+
 /* Kernel: an identity table whose slots hold their key (one cache line per probe, where a slot
  * index into a key array costs a second one): capacity a power of two, at least twice the
  * count; key 0 empty (no object lives at 0). Homed by mr_ptr_slot. Python-free. */
@@ -2292,7 +2301,9 @@ bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nar
             if (count >= total) { status = BD_FALLBACK; goto done; } /* never: tuples are immutable */
             PyObject *placement_fragment = PyTuple_GetItem(part_fragments, i);
             if (placement_fragment == NULL) { status = BD_ERROR; goto done; }
-            if (i + 4 < n) bd_prefetch_object(PyTuple_GetItem(part_fragments, i + 4)); /* a hint */
+            /* hints: the fragment eight on, the id of the one four on */
+            if (i + 8 < n) bd_prefetch_object(PyTuple_GetItem(part_fragments, i + 8));
+            if (i + 4 < n) bd_prefetch_pfid(PyTuple_GetItem(part_fragments, i + 4));
             PyObject *pfid = NULL;
             PyObject *const *pf = mr_pf_fields(placement_fragment); /* the C-owned layout's slots: getattr's values */
             status = pf != NULL ? bd_pf_get_str(nm, pf, NULL, N_PFID, &pfid)
@@ -2409,6 +2420,12 @@ bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nar
     /* The map in pending order (part order, then row order: _bound_fragments' loop), the first
      * id met twice raising its duplicate error, as that loop does. */
     for (Py_ssize_t g = 0; as_map && g < count; g++) {
+        if (g + 8 < count) {
+            /* hints: the id whose hash the insert reads and the bound fragment it holds (made in
+             * first-use order, not in this one) */
+            __builtin_prefetch(pending[g + 8].pfid);
+            __builtin_prefetch(pending[g + 8].bound, 1);
+        }
         /* A key already there leaves the size unchanged (the map is then dropped). */
         if (PyDict_SetItem(result, pending[g].pfid, pending[g].bound) < 0) goto done;
         Py_ssize_t size = PyDict_Size(result);
