@@ -4520,6 +4520,29 @@ ai_hint(PyObject *fragments, Py_ssize_t q, int stage)
     if (pfid != NULL) __builtin_prefetch(pfid);
 }
 
+/* ``everything`` of ai_build at its first fragment without a placement entry: a copy of
+ * ``attested`` (every fragment before it had one, so both hold the same ids by worker, with the
+ * workers in the same first-seen order and each list in evidence order). New reference, NULL
+ * with an error set. */
+static PyObject *
+ai_everything(PyObject *attested)
+{
+    PyObject *everything = PyDict_New();
+    if (everything == NULL) return NULL;
+    Py_ssize_t pos = 0;
+    PyObject *key, *bucket;
+    while (PyDict_Next(attested, &pos, &key, &bucket)) {
+        PyObject *copy = PyList_GetSlice(bucket, 0, PY_SSIZE_T_MAX); /* (ai_append's lists) */
+        int rc = copy == NULL ? -1 : PyDict_SetItem(everything, key, copy);
+        Py_XDECREF(copy);
+        if (rc < 0) {
+            Py_DECREF(everything);
+            return NULL;
+        }
+    }
+    return everything;
+}
+
 static PyObject *
 ai_build(PyObject *evidence, PyObject *pdict, PyTypeObject *ev_type, PyTypeObject *rf_type, int compact)
 {
@@ -4534,8 +4557,10 @@ ai_build(PyObject *evidence, PyObject *pdict, PyTypeObject *ev_type, PyTypeObjec
     if (fragments == NULL || !PyTuple_CheckExact(fragments)) goto decline;
     pfids = compact ? PyList_New(0) : PySet_New(NULL);
     attested = PyDict_New();
-    everything = PyDict_New();
-    if (pfids == NULL || attested == NULL || everything == NULL) goto done;
+    /* ``everything`` (every evidence fragment's id by worker) only from the first fragment
+     * without a placement entry on (ai_everything): until then it is exactly ``attested``,
+     * which a complete attestation (the common case) returns for both. */
+    if (pfids == NULL || attested == NULL) goto done;
     Py_ssize_t n = PyTuple_Size(fragments);
     if (n < 0) goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -4561,12 +4586,13 @@ ai_build(PyObject *evidence, PyObject *pdict, PyTypeObject *ev_type, PyTypeObjec
             }
             else if (entry == NULL || entry == Py_None) { /* ``placement_dict.get(pfid) is None`` */
                 complete = 0;
+                if (everything == NULL && (everything = ai_everything(attested)) == NULL) status = RV_ERROR;
             }
             else if ((compact ? PyList_Append(pfids, pfid) : PySet_Add(pfids, pfid)) < 0
                      || ai_append(attested, worker, fid) < 0) {
                 status = RV_ERROR;
             }
-            if (status == RV_OK && ai_append(everything, worker, fid) < 0) status = RV_ERROR;
+            if (status == RV_OK && everything != NULL && ai_append(everything, worker, fid) < 0) status = RV_ERROR;
         }
         Py_XDECREF(pfid);
         Py_XDECREF(worker);
@@ -4582,7 +4608,7 @@ ai_build(PyObject *evidence, PyObject *pdict, PyTypeObject *ev_type, PyTypeObjec
         pfids = sorted;
     }
     if (complete) {
-        Py_DECREF(everything);
+        Py_XDECREF(everything); /* (NULL: never built) */
         everything = Py_NewRef(attested);
     }
     else if (ai_freeze(everything) < 0) {
