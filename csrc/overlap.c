@@ -616,6 +616,8 @@ ov_plan_prefetch(const ov_plan *P, size_t ti)
     }
 }
 
+#define OV_RESERVE_MIN 65536 /* processed targets from which ov_plan_run reserves its outputs */
+
 static int
 ov_plan_run(ov_plan *P)
 {
@@ -634,6 +636,19 @@ ov_plan_run(ov_plan *P)
     }
     ov_prepare_frags(&P->src, P->tensor_nd, P->tensor_itemsize);
     ov_prepare_frags(&P->tgt, P->tensor_nd, P->tensor_itemsize);
+    /* A planned target has at least one region (2 * nd coordinates each): the outputs are
+     * reserved for one region per processed target up front (one allocation each rather than
+     * a doubling series of copies; more regions grow them as before). Only past a size where
+     * the copies add up; a failing reservation is not an error here (the pushes decide). */
+    if (P->nprocess >= OV_RESERVE_MIN) {
+        size_t ncoords = 0;
+        int fits = 1;
+        for (size_t ti = 0; fits && ti < P->nprocess; ti++) {
+            /* T->tensor[ti] < ntensors, tensor_nd in [1, 2^20]: checked when loaded */
+            fits = !__builtin_add_overflow(ncoords, (size_t)(2 * P->tensor_nd[P->tgt.tensor[ti]]), &ncoords);
+        }
+        if (fits && ov_vec_reserve(&P->regions, P->nprocess) == 0) (void)ov_vec_reserve(&P->coords, ncoords);
+    }
 
     for (size_t ti = 0; ti < P->nprocess && status == OV_OK; ti++) {
         const ov_frags *S = &P->src, *T = &P->tgt;
@@ -1504,12 +1519,15 @@ ov_used_indices(const ov_plan *P, int use_src, size_t n)
         int64_t v = use_src ? regions[i].src : regions[i].tgt;
         if (v >= 0 && (uint64_t)v < (uint64_t)n) seen[v] = 1;
     }
-    PyObject *out = PyList_New(0);
-    for (size_t i = 0; out != NULL && i < n; i++) {
+    size_t count = 0;
+    for (size_t i = 0; i < n; i++) count += seen[i];
+    /* the list made at its final length (count <= n, itself a Py_ssize_t: no append growth) */
+    PyObject *out = PyList_New((Py_ssize_t)count);
+    for (size_t i = 0, k = 0; out != NULL && i < n; i++) {
         if (!seen[i]) continue;
         PyObject *x = PyLong_FromSize_t(i);
-        if (x == NULL || PyList_Append(out, x) < 0) Py_CLEAR(out);
-        Py_XDECREF(x);
+        if (x == NULL) Py_CLEAR(out);
+        else PyList_SetItem(out, (Py_ssize_t)k++, x); /* steals x; k < count: in range */
     }
     PyMem_Free(seen);
     return out;
