@@ -392,6 +392,36 @@ tbl_same_problem(const FragmentTable *t, const size_t *start, const size_t *hord
 }
 
 #define TBL_MAX_REPS_PER_HASH 8
+
+/* tensor_classes reads its fragments tensor by tensor, and a tensor's fragments lie at scattered
+ * rows (the table is in fragment id order): hints for the rows a few tensors on. */
+#define TBL_CLASS_AHEAD 32        /* hord entries between asking for a row's hash and reading it */
+#define TBL_CLASS_TENSORS_AHEAD 4 /* tensors between asking for a tensor's rows and comparing them */
+
+/* Ask for fh[hord[q]] for q in [from, min(to, n)); returns where the next call starts. */
+static inline size_t
+tbl_prefetch_hashes(const uint64_t *fh, const size_t *hord, size_t n, size_t from, size_t to)
+{
+    if (to > n) to = n;
+    for (; from < to; from++) __builtin_prefetch(&fh[hord[from]]);
+    return from;
+}
+
+/* Ask for what tbl_same_problem reads of tensor u's first rows (hints only). */
+static inline void
+tbl_prefetch_problem(const FragmentTable *t, const size_t *start, const size_t *hord, const uint64_t *fh, size_t u)
+{
+    size_t end = start[u + 1], st = t->stride;
+    if (end > start[u] + 8) end = start[u] + 8;
+    for (size_t q = start[u]; q < end; q++) {
+        size_t row = hord[q];
+        __builtin_prefetch(&fh[row]);
+        __builtin_prefetch(&t->ndim[row]);
+        __builtin_prefetch(&t->rank[row * 4]);
+        __builtin_prefetch(&t->begin[row * st]);
+        __builtin_prefetch(&t->end[row * st]);
+    }
+}
 #define TBL_SMALL_GROUP 32 /* tensors of at most this many fragments sort their hashes in place */
 
 /* Kernel: group fragments by tensor and find tensors repeating an earlier tensor's
@@ -432,7 +462,9 @@ tbl_tensor_classes(const FragmentTable *t, const int64_t *cls, size_t *start, si
         /* few fragments per tensor: each tensor's members (increasing index) sorted in place by
          * hash, stably (an insertion sort), instead of one sort of every fragment */
         memcpy(hord, members, n * sizeof(size_t));
+        size_t ahead = 0; /* hord entries whose hashes were asked for (hints: rows are scattered) */
         for (size_t u = 0; u < nt; u++) {
+            ahead = tbl_prefetch_hashes(fh, hord, n, ahead, start[u + 1] + TBL_CLASS_AHEAD);
             size_t *m = hord + start[u], cnt = start[u + 1] - start[u];
             for (size_t p = 1; p < cnt; p++) {
                 size_t x = m[p], q = p;
@@ -457,7 +489,9 @@ tbl_tensor_classes(const FragmentTable *t, const int64_t *cls, size_t *start, si
             hord[fill[t->tensor[i]]++] = i;
         }
     }
+    size_t ahead = 0;
     for (size_t u = 0; u < nt; u++) {
+        ahead = tbl_prefetch_hashes(fh, hord, n, ahead, start[u + 1] + TBL_CLASS_AHEAD);
         uint64_t h = tbl_mix(tbl_mix(0x2545F4914F6CDD1DULL, (uint64_t)cls[u]), start[u + 1] - start[u]);
         for (size_t p = start[u]; p < start[u + 1]; p++) h = tbl_mix(h, fh[hord[p]]);
         tk[u].key = h;
@@ -470,6 +504,7 @@ tbl_tensor_classes(const FragmentTable *t, const int64_t *cls, size_t *start, si
         while (e < nt && tk[e].key == tk[s].key) e++;
         size_t reps[TBL_MAX_REPS_PER_HASH], nreps = 0;
         for (size_t p = s; p < e; p++) { /* stable sort: increasing tensor index */
+            if (p + TBL_CLASS_TENSORS_AHEAD < e) tbl_prefetch_problem(t, start, hord, fh, tk[p + TBL_CLASS_TENSORS_AHEAD].idx);
             size_t u = tk[p].idx;
             for (size_t r = 0; r < nreps; r++) {
                 if (cls[reps[r]] == cls[u] && tbl_same_problem(t, start, hord, fh, reps[r], u)) {
