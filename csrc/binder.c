@@ -4554,7 +4554,9 @@ bd_source_ids_sorted(PyObject *const *nm, PyObject *fragments, PyObject *fragmen
     for (Py_ssize_t k = 0; k < n && *snap == BD_OK; k++) {
         PyObject *item = PyTuple_GetItem(fragments, k), *pfid = NULL;
         if (item == NULL) { status = BD_ERROR; break; }
-        if (k + 4 < n) bd_prefetch_object(PyTuple_GetItem(fragments, k + 4)); /* a hint */
+        /* hints: the fragment eight on, the id of the one four on */
+        if (k + 8 < n) bd_prefetch_object(PyTuple_GetItem(fragments, k + 8));
+        if (k + 4 < n) bd_prefetch_pfid(PyTuple_GetItem(fragments, k + 4));
         if ((PyObject *)Py_TYPE(item) != fragment_cls) { *snap = BD_FALLBACK; break; }
         PyObject *const *pf = mr_pf_fields(item);
         int rc = pf != NULL ? bd_pf_get_str(nm, pf, NULL, N_PFID, &pfid) : bd_get_str(item, nm[N_PFID], &pfid);
@@ -4873,7 +4875,9 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             for (Py_ssize_t k = 0; k < count && status == BD_OK; k++, f++) {
                 PyObject *fragment = PyTuple_GetItem(part_fragments[p], k), *pfid = NULL;
                 if (fragment == NULL) { status = BD_ERROR; break; }
-                if (k + 2 < count) bd_prefetch_object(PyTuple_GetItem(part_fragments[p], k + 2)); /* a hint */
+                /* hints: the fragment four on, the id of the one two on */
+                if (k + 4 < count) bd_prefetch_object(PyTuple_GetItem(part_fragments[p], k + 4));
+                if (k + 2 < count) bd_prefetch_pfid(PyTuple_GetItem(part_fragments[p], k + 2));
                 if ((PyObject *)Py_TYPE(fragment) != fragment_cls) { status = BD_FALLBACK; break; }
                 static const int fields[CF_COUNT] = {N_PFID, N_GLOBAL_OFFSET, N_LOCAL_SHAPE, N_RANK, N_PIPELINE_STAGE_ID};
                 if (bd_scan_fields(nm, fragment, fields, CF_COUNT, frags[f].v) < 0) { status = BD_ERROR; break; }
