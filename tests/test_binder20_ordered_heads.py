@@ -71,7 +71,13 @@ def test_plan_order_and_reversed(name: str, which: int) -> None:
 @given(st.sampled_from(sorted(WORLDS)), st.sampled_from([0, 1]), st.data())
 def test_any_operation_order_keeps_first_use_order(name: str, which: int, data: st.DataObject) -> None:
     world = WORLDS[name]
-    operations = list(world.logical.operations)
+    _check(world, _mutated_operations(world.logical.operations, data, window=8), which)
+
+
+def _mutated_operations(operations: Any, data: st.DataObject, *, window: int) -> tuple[Any, ...]:
+    """Up to three drawn edits of ``operations``: shuffled (all, or a window of ``window``), one
+    dropped, one repeated, a foreign object inserted (it gives no hint)."""
+    operations = list(operations)
     for _ in range(data.draw(st.integers(0, 3))):
         kind = data.draw(st.sampled_from(["shuffle", "shuffle-window", "drop", "repeat", "foreign"]))
         rng = random.Random(data.draw(st.integers(0, 10_000)))
@@ -79,14 +85,14 @@ def test_any_operation_order_keeps_first_use_order(name: str, which: int, data: 
             rng.shuffle(operations)
         elif kind == "shuffle-window" and operations:
             at = rng.randrange(len(operations))
-            window = operations[at : at + 8]
-            rng.shuffle(window)
-            operations[at : at + 8] = window
+            shuffled = operations[at : at + window]
+            rng.shuffle(shuffled)
+            operations[at : at + window] = shuffled
         elif kind == "drop" and operations:
             del operations[rng.randrange(len(operations))]
         elif kind == "repeat" and operations:
             at = rng.randrange(len(operations))
             operations.insert(rng.randrange(len(operations) + 1), operations[at])
         elif kind == "foreign":
-            operations.insert(rng.randrange(len(operations) + 1), object())  # gives no hint
-    _check(world, tuple(operations), which)
+            operations.insert(rng.randrange(len(operations) + 1), object())
+    return tuple(operations)

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from memory_executor import tp_placement
 from test_binder20_cover_merge import _agree, _copy, _world
-from test_binder20_ordered_heads import _check
+from test_binder20_ordered_heads import _check, _mutated_operations
 from test_native_binder_ordered import World, _allocated_bound, _check_equal_to_per_part, _ordered
 
 WIDE = _world(70, 2)
@@ -101,25 +101,7 @@ def test_many_heads_plan_order_and_reversed(which: int) -> None:
 @settings(deadline=None, max_examples=40, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from([0, 1]), st.data())
 def test_many_heads_any_operation_order_keeps_first_use_order(which: int, data: st.DataObject) -> None:
-    operations = list(HEADS.logical.operations)
-    for _ in range(data.draw(st.integers(0, 3))):
-        kind = data.draw(st.sampled_from(["shuffle", "shuffle-window", "drop", "repeat", "foreign"]))
-        rng = random.Random(data.draw(st.integers(0, 10_000)))
-        if kind == "shuffle":
-            rng.shuffle(operations)
-        elif kind == "shuffle-window" and operations:
-            at = rng.randrange(len(operations))
-            window = operations[at : at + 16]
-            rng.shuffle(window)
-            operations[at : at + 16] = window
-        elif kind == "drop" and operations:
-            del operations[rng.randrange(len(operations))]
-        elif kind == "repeat" and operations:
-            at = rng.randrange(len(operations))
-            operations.insert(rng.randrange(len(operations) + 1), operations[at])
-        elif kind == "foreign":
-            operations.insert(rng.randrange(len(operations) + 1), object())
-    _check(HEADS, tuple(operations), which)
+    _check(HEADS, _mutated_operations(HEADS.logical.operations, data, window=16), which)
 
 
 @pytest.mark.parametrize("twice", [0, 35, 69])
