@@ -743,7 +743,6 @@ typedef struct {
     PyObject *module;              /* this module (attested_view's attested_rows) */
     PyObject *view_type;           /* _AttestedView, or NULL: views only through view_of */
     PyObject *evidence_type;       /* RuntimeBindingEvidence (with view_type) */
-    int own;                       /* the fragments are a bind call's own (revalidate_fragments' own) */
 } rf_config;
 
 static PyObject *av_build(PyObject *module, PyObject *view_type, PyObject *attestation, PyObject *const *types,
@@ -1174,14 +1173,8 @@ rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObjec
         worker = binding_owner == NULL ? NULL : rv_item(bdict, rf_keys[RF_WORKER_ID]);
         fragment_id = worker == NULL ? NULL : rv_item(bdict, rf_keys[RF_FRAGMENT_ID]);
         Py_DECREF(bdict);
-        /* (own fragments: the placement fragment id only served the attested entries' lookup,
-         * skipped below) */
-        if (!cfg->own) {
-            pfid = fragment_id == NULL ? NULL
-                                       : rv_pf_item(f[F_PLACEMENT], MR_PF_PLACEMENT_FRAGMENT_ID, rf_keys[RF_PFID]);
-        }
-        PyObject *read = cfg->own ? fragment_id : pfid; /* the last field read so far */
-        rank = read == NULL ? NULL : rv_pf_item(f[F_PLACEMENT], MR_PF_RANK, rf_keys[RF_RANK]);
+        pfid = fragment_id == NULL ? NULL : rv_pf_item(f[F_PLACEMENT], MR_PF_PLACEMENT_FRAGMENT_ID, rf_keys[RF_PFID]);
+        rank = pfid == NULL ? NULL : rv_pf_item(f[F_PLACEMENT], MR_PF_RANK, rf_keys[RF_RANK]);
         stage = rank == NULL ? NULL : rv_pf_item(f[F_PLACEMENT], MR_PF_PIPELINE_STAGE_ID, rf_keys[RF_STAGE]);
         if (PyErr_Occurred()) {
             rc = RV_ERROR;
@@ -1230,16 +1223,7 @@ rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObjec
         rc = RV_ERROR;
         goto done;
     }
-    /* The attested entries of its placement fragment id are its placement and binding. Own
-     * fragments (cfg->own, a bind call's: bound_contracts._fast_revalidate_live) skip this rule:
-     * bind's step 7 built each of them from exactly those entries of this very attestation
-     * (bound_fragments_ordered and bound_fragments take the placement fragment that is
-     * ``_placement_dict[pfid]`` and the runtime fragment ``_binding_dict[pfid]``; the Python
-     * rows _trusted_bound_fragment likewise, or the constructor, whose ``validates`` is this
-     * rule), and the attestation, its two dicts and the bound fragment are that call's own
-     * objects, reached by no other code since; the comparison, on those very objects, is by
-     * identity. Every other fragment field is read again below. */
-    for (int side = 0; side < 2 && !cfg->own; side++) {
+    for (int side = 0; side < 2; side++) {
         expected = PyDict_GetItemWithError(PyTuple_GetItem(entry, side), pfid); /* borrowed */
         if (expected == NULL) goto done;
         Py_INCREF(expected);
@@ -1379,8 +1363,7 @@ rf_stage_hint(PyObject *items, Py_ssize_t q, int stage)
 
 PyDoc_STRVAR(revalidate_fragments_doc,
 "revalidate_fragments(fragments, placement_type, binding_type, attestation_type,\n"
-"                     manifest_type, rank_type, identity, view_of, view_type=None, evidence_type=None,\n"
-"                     own=False)\n"
+"                     manifest_type, rank_type, identity, view_of, view_type=None, evidence_type=None)\n"
 "--\n\n"
 "Per distinct bound fragment of the TransferPlan revalidation fast path (spec §9.6 step 11).\n"
 "``fragments`` is a list of bound fragments (their class is checked by the caller). Returns\n"
@@ -1398,11 +1381,7 @@ PyDoc_STRVAR(revalidate_fragments_doc,
 "deps)``) when the attestation still holds that evidence, placement and placement dict and\n"
 "``deps_unchanged(deps)``, else ``view_of(attestation)``; ``view_type`` and ``evidence_type``\n"
 "are still checked (two types or None) but not used. Errors raised by the values' own methods\n"
-"propagate (TypeError for malformed ``deps`` of such an entry).\n"
-"``own`` (only the revalidation of the plan a bind call has just built, for the bound\n"
-"fragments that call built from its attestations' entries, the carried fragments of\n"
-"``revalidate_scan_carried``) skips the ``_placement_dict`` / ``_binding_dict`` comparison\n"
-"(bind's step 7 built each fragment from exactly those entries); everything else is the same.");
+"propagate (TypeError for malformed ``deps`` of such an entry).");
 
 static PyObject *
 revalidate_fragments(PyObject *module, PyObject *args)
@@ -1411,14 +1390,12 @@ revalidate_fragments(PyObject *module, PyObject *args)
     PyObject *types[5];
     rf_config cfg;
     PyObject *view_type = Py_None, *evidence_type = Py_None;
-    int own = 0;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O|OOp:revalidate_fragments", &PyList_Type, &fragments, &PyType_Type,
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O|OO:revalidate_fragments", &PyList_Type, &fragments, &PyType_Type,
                           &types[0], &PyType_Type, &types[1], &PyType_Type, &types[2], &PyType_Type, &types[3],
                           &PyType_Type, &types[4], &PyTuple_Type, &cfg.identity, &cfg.view_of, &view_type,
-                          &evidence_type, &own)) {
+                          &evidence_type)) {
         return NULL;
     }
-    cfg.own = own;
     if ((view_type == Py_None) != (evidence_type == Py_None)
         || (view_type != Py_None && (!PyType_Check(view_type) || !PyType_Check(evidence_type)))) {
         PyErr_SetString(PyExc_TypeError, "revalidate_fragments: view_type and evidence_type must be two types or None");
@@ -1466,7 +1443,7 @@ revalidate_fragments(PyObject *module, PyObject *args)
         if (n >= RF_MEMO_MIN_FRAGMENTS) {
             rf_stage_hint(items, i + RF_STAGE_FRAGMENT, 0);
             rf_stage_hint(items, i + RF_STAGE_PARTS, 1);
-            if (!cfg.own) rf_stage_hint(items, i + RF_STAGE_PFID, 2); /* (the id is read only then) */
+            rf_stage_hint(items, i + RF_STAGE_PFID, 2);
         }
         int rc = rf_fragment(fragment, &cfg, &entries, entry_list, attested, keys, routes, runtime_ids, &memo);
         if (rc == RV_ERROR) goto done;
@@ -1928,7 +1905,6 @@ typedef struct {
      * form, held by ``view_fields``) in one array, read from the tuple's items on first use
      * (owned; NULL until read): the search reads them in place of the scattered str objects. */
     Py_hash_t **pfid_hashes;
-    int own; /* the fragments are a bind call's own (revalidate_side's ``own``: rs_fragment) */
 } rs_ctx;
 
 enum { RS_VIEW_BY_PFID, RS_VIEW_ATTESTED_PFIDS, RS_VIEW_GENERATION, RS_VIEW_EXPECTED, RS_VIEW_NFIELDS };
@@ -2522,13 +2498,11 @@ rs_fragment(PyObject *fragment, PyObject *runtime_id, rs_ctx *ctx, PyObject **ow
         (void)mr_bound_layout(&rv_bound_memo, &lc, (PyObject *)Py_TYPE(fragment));
         attestation = mr_state_item(fragment, &lc, MR_BF_ATTESTATION, rs_keys[RS_ATTESTATION]);
         placement = attestation == NULL ? NULL : mr_state_item(fragment, &lc, MR_BF_PLACEMENT, rs_keys[RS_PLACEMENT]);
-        if (!ctx->own) {
-            lease_generation = placement == NULL ? NULL
-                                                 : mr_state_item(fragment, &lc, MR_BF_LEASE_GENERATION,
-                                                                 rs_keys[RS_LEASE_GENERATION]);
-        }
+        lease_generation = placement == NULL ? NULL
+                                             : mr_state_item(fragment, &lc, MR_BF_LEASE_GENERATION,
+                                                             rs_keys[RS_LEASE_GENERATION]);
         if (PyErr_Occurred()) goto error;
-        if ((ctx->own ? placement : lease_generation) == NULL) goto done;
+        if (lease_generation == NULL) goto done;
     }
     Py_ssize_t index = rs_lookup(&ctx->entry_of, attestation);
     if (index < 0) goto done;
@@ -2547,34 +2521,23 @@ rs_fragment(PyObject *fragment, PyObject *runtime_id, rs_ctx *ctx, PyObject **ow
     else {
         RS_GET(pfid, placement, RS_PFID);
     }
+    PyObject *attested_pfids = rs_view_field(ctx, index, view, RS_VIEW_ATTESTED_PFIDS); /* borrowed */
+    if (attested_pfids == NULL) goto error;
     if (!PyDict_CheckExact(by_pfid)) goto done;
-    /* Own fragments (a bind call's, ctx->own) skip the next two rules, which that call's step 7
-     * proved when it built the fragment, from this very attestation (bound_contracts.py
-     * _fast_revalidate_live; the attestation, its evidence and the fragment are that call's own
-     * objects, reached by no other code since): its placement fragment id is attested (the
-     * fragment was built from the attestation's ``_binding_dict`` entry for the id, one of
-     * the evidence's fragments, and its non-None ``_placement_dict`` entry: what the view's
-     * ``attested_pfids`` lists), and its lease generation is the evidence's generation (the
-     * fence step 7 gave it: bound_fragments_ordered / bound_fragments / _trusted_bound_fragment
-     * take it from the evidence; the constructor checks it against the evidence). */
-    if (!ctx->own) {
-        PyObject *attested_pfids = rs_view_field(ctx, index, view, RS_VIEW_ATTESTED_PFIDS); /* borrowed */
-        if (attested_pfids == NULL) goto error;
-        /* ``view.expected_by_pfid.get(pfid) is not None``: the placement fragment id has an
-         * attested evidence fragment (its expected state is only needed for a comparison). */
-        int attested = PyTuple_CheckExact(attested_pfids) ? rs_sorted_member(ctx, index, attested_pfids, pfid)
-                                                          : rs_member(attested_pfids, pfid);
-        if (attested < 0) goto error;
-        if (!attested) goto done;
-        PyObject *generation = rs_view_field(ctx, index, view, RS_VIEW_GENERATION); /* borrowed */
-        if (generation == NULL) goto error;
-        /* an exact int, as the constructor stores (True or 1.0 forged in place compare equal: the
-         * rules refuse them) */
-        if (!PyLong_CheckExact(lease_generation)) goto done;
-        int same = rs_compare(lease_generation, generation, Py_EQ);
-        if (same < 0) goto error;
-        if (!same) goto done;
-    }
+    /* ``view.expected_by_pfid.get(pfid) is not None``: the placement fragment id has an
+     * attested evidence fragment (its expected state is only needed for a comparison). */
+    int attested = PyTuple_CheckExact(attested_pfids) ? rs_sorted_member(ctx, index, attested_pfids, pfid)
+                                                      : rs_member(attested_pfids, pfid);
+    if (attested < 0) goto error;
+    if (!attested) goto done;
+    PyObject *generation = rs_view_field(ctx, index, view, RS_VIEW_GENERATION); /* borrowed */
+    if (generation == NULL) goto error;
+    /* an exact int, as the constructor stores (True or 1.0 forged in place compare equal: the
+     * rules refuse them) */
+    if (!PyLong_CheckExact(lease_generation)) goto done;
+    int same = rs_compare(lease_generation, generation, Py_EQ);
+    if (same < 0) goto error;
+    if (!same) goto done;
     PyObject *attested_object = PyDict_GetItemWithError(by_pfid, pfid);
     if (attested_object == NULL && PyErr_Occurred()) goto error;
     if (attested_object != owned) {
@@ -2886,8 +2849,7 @@ rs_plain(PyObject *key)
 
 PyDoc_STRVAR(revalidate_side_doc,
 "revalidate_side(frags, keys, runtime_ids, side_of, runtime, rows, attested, used,\n"
-"                attestation_type, rank_type, snapshot_type, placement_type=None, row_of=None,\n"
-"                own=False)\n"
+"                attestation_type, rank_type, snapshot_type, placement_type=None, row_of=None)\n"
 "--\n\n"
 "Executor consistency of one side of the TransferPlan revalidation fast path (spec §12.4),\n"
 "for the common cases: every executor lists all its worker's attested fragments and carries\n"
@@ -2900,21 +2862,17 @@ PyDoc_STRVAR(revalidate_side_doc,
 "an exact one is read from its instance dict. ``row_of``: this side's list appended by\n"
 "revalidate_views (fragment position -> runtime row); a list of another length is ignored,\n"
 "None at a used position makes the call unsure.\n"
-"Positions may also be packed: an exact bytes of one native int32 per operation.\n"
-"``own`` (only the revalidation of the plan a bind call has just built, for the carried\n"
-"fragments that call built from its own attestations) skips, per fragment, the attested\n"
-"placement fragment id and the lease generation checks (bind's step 7 proved both).");
+"Positions may also be packed: an exact bytes of one native int32 per operation.");
 
 static PyObject *
 revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *frags, *keys, *runtime_ids, *side_of, *runtime, *rows, *attested, *used, *att_type, *rank_type;
     PyObject *snapshot_type, *placement_arg = Py_None, *row_of = Py_None;
-    int own = 0;
-    if (!PyArg_ParseTuple(args, "O!O!O!OO!O!O!O!O!O!O!|OOp:revalidate_side", &PyList_Type, &frags, &PyList_Type,
-                          &keys, &PyList_Type, &runtime_ids, &side_of, &PyDict_Type, &runtime, &PyList_Type, &rows,
+    if (!PyArg_ParseTuple(args, "O!O!O!OO!O!O!O!O!O!O!|OO:revalidate_side", &PyList_Type, &frags, &PyList_Type, &keys,
+                          &PyList_Type, &runtime_ids, &side_of, &PyDict_Type, &runtime, &PyList_Type, &rows,
                           &PyDict_Type, &attested, &PySet_Type, &used, &PyType_Type, &att_type, &PyType_Type,
-                          &rank_type, &PyType_Type, &snapshot_type, &placement_arg, &row_of, &own)) {
+                          &rank_type, &PyType_Type, &snapshot_type, &placement_arg, &row_of)) {
         return NULL;
     }
     if (!rs_positions_arg(side_of)) {
@@ -2938,8 +2896,7 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
                   .attestation_type = (PyTypeObject *)att_type,
                   .rank_type = (PyTypeObject *)rank_type,
                   .snapshot_type = (PyTypeObject *)snapshot_type,
-                  .placement_type = placement_arg == Py_None ? NULL : (PyTypeObject *)placement_arg,
-                  .own = own};
+                  .placement_type = placement_arg == Py_None ? NULL : (PyTypeObject *)placement_arg};
     /* once per call, through a memo (layout.h: the comparison mirrors the instance state) */
     static mr_layout_memo rs_snapshot_memo;
     (void)mr_layout_memo_check(&rs_snapshot_memo, &ctx.snapshot_layout, snapshot_type, rs_snap_keys);

@@ -175,10 +175,9 @@ def test_placement_type_argument() -> None:
             _native.revalidate_side(
                 *args, set(), RuntimeBindingAttestation, ParallelRank, bc.RuntimeFragmentSnapshot, None, ()
             )
-        with pytest.raises(TypeError):  # (placement_type, row_of, own: no fourth optional argument)
+        with pytest.raises(TypeError):
             _native.revalidate_side(
-                *args, set(), RuntimeBindingAttestation, ParallelRank, bc.RuntimeFragmentSnapshot, None, None, False,
-                None,
+                *args, set(), RuntimeBindingAttestation, ParallelRank, bc.RuntimeFragmentSnapshot, None, None, None
             )
         # another type: every id read as an attribute
         assert _native.revalidate_side(

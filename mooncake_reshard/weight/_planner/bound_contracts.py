@@ -823,25 +823,20 @@ class TransferPlan:
         ``carried``: ``bind_regions``' scan facts about the regions that call built (or None),
         taken by ``revalidate_scan_carried`` only (the case "this call's own objects": the
         regions and their bound fragments, not yet returned to any code); the adapter's
-        bindings and the budgets are read again there. When they are taken, the fragment and
-        side passes also skip the per-fragment rules bind's step 7 proved (``bound_now``:
-        see ``_fast_revalidate_live``). Every other constructor (``TransferPlan(...)``,
+        bindings and the budgets are read again there. Every other constructor (``TransferPlan(...)``,
         ``replace``, pickle restore) passes none and revalidates everything."""
         plan: TransferPlan = object.__new__(cls)
         for name in _INIT_FIELDS:
             object.__setattr__(plan, name, values[name])
         with _ViewScope(built_now=True):  # attestations created by the bind call itself
-            plan._revalidate_scoped(False, carried, True)
+            plan._revalidate_scoped(False, carried)
         return plan
 
     def _revalidate(self, *, check_physical_ranges: bool) -> None:
         with _ViewScope():
             self._revalidate_scoped(check_physical_ranges)
 
-    def _revalidate_scoped(self, check_physical_ranges: bool, carried: Any = None, bound_now: bool = False) -> None:
-        # ``bound_now``: only from ``_from_bound_operations`` (the plan a bind call has just built
-        # from its own attestations and bound fragments); pickle restore also carries scan facts
-        # (its own regions) but not this: its fragments were decoded, not built from entries.
+    def _revalidate_scoped(self, check_physical_ranges: bool, carried: Any = None) -> None:
         # Each sequence as an exact tuple (``tuple(value)``; stored back only when it was not one).
         operations = self.operations
         if type(operations) is not tuple:
@@ -875,7 +870,7 @@ class TransferPlan:
         if len(operations) > max_regions:
             raise ValueError("transfer plan exceeds max_transfer_regions")
         ruled = not _fast_revalidate(
-            self, operations, source_executors, target_executors, limits, check_physical_ranges, carried, bound_now
+            self, operations, source_executors, target_executors, limits, check_physical_ranges, carried
         )
         if ruled:
             self._revalidate_rules(operations, source_executors, target_executors, limits, check_physical_ranges)
@@ -1338,14 +1333,12 @@ def _fast_revalidate(
     limits: PlanningLimits,
     check_physical_ranges: bool,
     carried: Any = None,
-    bound_now: bool = False,
 ) -> bool:
     """True when ``plan`` passed every rule (its derived fields are then set). ``carried``:
-    see ``TransferPlan._from_bound_operations`` (None everywhere else); ``bound_now``: see
-    ``TransferPlan._revalidate_scoped``."""
+    see ``TransferPlan._from_bound_operations`` (None everywhere else)."""
     try:
         return _fast_revalidate_live(
-            plan, operations, source_executors, target_executors, limits, check_physical_ranges, carried, bound_now
+            plan, operations, source_executors, target_executors, limits, check_physical_ranges, carried
         )
     except Exception:  # any surprise: the rule-by-rule path decides (and raises its own error)
         return False
@@ -1359,7 +1352,6 @@ def _fast_revalidate_live(
     limits: PlanningLimits,
     check_physical_ranges: bool,
     carried: Any = None,
-    bound_now: bool = False,
 ) -> bool:
     state = plan.__dict__
     if not operations or state["source_manifest"] is not None or state["source_manifest_identity"] is not None:
@@ -1376,7 +1368,6 @@ def _fast_revalidate_live(
     # nbytes read again (None: anything unusual, the full scan below decides).
     scanned = None
     carried_lists: Any = ()
-    own = False  # the fragments are the ones this bind call built (see revalidate_fragments)
     if carried is not None:
         carried_lists = carried[2:5] if type(carried) is tuple and len(carried) > 4 else ()
         scanned = _native.revalidate_scan_carried(
@@ -1387,17 +1378,6 @@ def _fast_revalidate_live(
             BoundWeightFragment,
             RuntimeBindingFragment,
         )
-        # In a bind call (bound_now), the carried fragments (exactly the plan's, in the scan's
-        # order) are the bound fragments it built at its step 7 from its own attestations'
-        # entries (pickle restore's carried facts are not that). ``own`` then skips, per
-        # fragment, only the rules step 7 proved for these very objects (csrc/revalidate.c):
-        # - revalidate_fragments: its placement and binding are its attestation's
-        #   ``_placement_dict`` / ``_binding_dict`` entries for its placement fragment id
-        #   (step 7 took them from exactly those entries);
-        # - revalidate_side (both sides): its placement fragment id is attested (those entries
-        #   exist) and its lease generation is the evidence's (the fence step 7 set from it).
-        # Everything else, and everything the adapter supplied, is read and checked again.
-        own = bound_now is True and scanned is not None
         del carried
     if scanned is None:
         scanned = _native.revalidate_scan(
@@ -1440,7 +1420,6 @@ def _fast_revalidate_live(
         _attested_view,
         _AttestedView,
         RuntimeBindingEvidence,
-        own,
     )
     if checked is None:
         return False
@@ -1484,7 +1463,6 @@ def _fast_revalidate_live(
             RuntimeFragmentSnapshot,
             PlacementFragment,
             side_row_of,
-            own,
         ) is None and not _fast_side_consistent(
             frags, keys, runtime_ids, _position_list(side_of), runtime, rows, attested, used
         ):
