@@ -21,7 +21,12 @@ from test_native_binder_ordered import World, _allocated_bound, _check_equal_to_
 
 
 def _expected_order(result: Any, operations: Any, which: int) -> list[Any]:
-    by_placement = {id(bound.placement): bound for rows in result for _, bound in rows}
+    """First-use order: each operation's fragment gives its first row's bound fragment (part
+    order; a fragment in two parts is bound by its first), once; the rows not used follow."""
+    by_placement: dict[int, Any] = {}
+    for rows in result:
+        for _, bound in rows:
+            by_placement.setdefault(id(bound.placement), bound)
     expected: list[Any] = []
     seen: set[int] = set()
     for op in operations:

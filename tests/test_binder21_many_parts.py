@@ -10,7 +10,6 @@ the decision to the tables."""
 from __future__ import annotations
 
 import random
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -18,7 +17,7 @@ from hypothesis import strategies as st
 
 from memory_executor import tp_placement
 from test_binder20_cover_merge import _agree, _copy, _world
-from test_binder20_ordered_heads import _check, _mutated_operations
+from test_binder20_ordered_heads import _check, _expected_order, _mutated_operations
 from test_native_binder_ordered import World, _allocated_bound, _check_equal_to_per_part, _ordered
 
 WIDE = _world(70, 2)
@@ -115,22 +114,7 @@ def test_a_part_listed_twice_leaves_the_order_to_the_table(twice: int) -> None:
     operations = HEADS.logical.operations
     result = _check_equal_to_per_part(parts, attestations, operations, 0)
     result, created = _allocated_bound(lambda: _ordered(parts, attestations, operations, 0))
-    first_entry: dict[int, Any] = {}
-    for rows in result:
-        for _, bound in rows:
-            first_entry.setdefault(id(bound.placement), bound)
-    expected: list[Any] = []
-    seen: set[int] = set()
-    for op in operations:
-        bound = first_entry.get(id(op.target))
-        if bound is not None and id(bound) not in seen:
-            seen.add(id(bound))
-            expected.append(bound)
-    for rows in result:
-        for _, bound in rows:
-            if id(bound) not in seen:
-                seen.add(id(bound))
-                expected.append(bound)
+    expected = _expected_order(result, operations, 0)
     assert len(created) == len(expected) == sum(len(rows) for rows in result)
     assert all(a is b for a, b in zip(created, expected))
 
