@@ -1334,7 +1334,8 @@ done:
  * lie scattered in memory while the loop takes them in list order. Staged hints for the
  * fragment at i + RF_STAGE_* (a fragment, placement or binding of any other class than the
  * layouts this file's readers accepted is skipped): stage 0 the fragment, 1 its placement and
- * binding, 2 its placement fragment id (the str the two attested dicts are searched with).
+ * binding, 2 its placement fragment id (the str the two attested dicts are searched with) and
+ * its binding's runtime fragment id.
  * Each stage reads only what the stage before brought into the cache, so the misses of
  * several fragments overlap instead of following one another. */
 #define RF_STAGE_FRAGMENT 16
@@ -1359,6 +1360,13 @@ rf_stage_hint(PyObject *items, Py_ssize_t q, int stage)
         return;
     }
     rv_hint_pfid(placement);
+    /* and the binding's runtime fragment id (a str of its own per fragment, which the loop
+     * takes a reference to) */
+    PyObject *binding = ((mr_layout_object *)fragment)->fields[MR_BF_BINDING];
+    if (binding == NULL || rv_runtime_memo.memo.cls == NULL) return;
+    if ((PyObject *)Py_TYPE(binding) != rv_runtime_memo.memo.cls) return;
+    PyObject *fid = ((mr_layout_object *)binding)->fields[MR_RF_FRAGMENT_ID];
+    if (fid != NULL) __builtin_prefetch(fid);
 }
 
 PyDoc_STRVAR(revalidate_fragments_doc,
@@ -1882,6 +1890,18 @@ rs_owners_prefetch(const rs_owners *t, PyObject *runtime_id)
     __builtin_prefetch(&t->slots[slot]);
 }
 
+/* The hashes of one view's compact ``attested_pfids`` (see rs_sorted_member): ``hashes`` in the
+ * tuple's order, and when they are ascending and numerous a directory over their top bits
+ * (``dir[b]``: the number of hashes whose top ``bits`` bits, sign flipped, are below b; b up to
+ * 2**bits), which narrows each search to the few hashes sharing the key's top bits (the hashes
+ * of str are uniform: a handful per bucket) instead of a binary search over all of them (one
+ * cache miss per halving at 10^5 ids). Owned arrays; hashes NULL until read. */
+struct rs_pfid_index {
+    Py_hash_t *hashes;
+    Py_ssize_t *dir; /* NULL: no directory (few hashes, or not ascending) */
+    unsigned bits;
+};
+
 /* The per-call tables of ``revalidate_side``. Pointers in the identity tables are compared,
  * never dereferenced, except the entries, which ``attested`` (the caller's private dict,
  * unreachable from the values' own methods) holds. */
@@ -1904,7 +1924,7 @@ typedef struct {
     /* Per entry, the hashes of its view's compact ``attested_pfids`` (a tuple in ai_hash_sorted's
      * form, held by ``view_fields``) in one array, read from the tuple's items on first use
      * (owned; NULL until read): the search reads them in place of the scattered str objects. */
-    Py_hash_t **pfid_hashes;
+    struct rs_pfid_index *pfid_index;
 } rs_ctx;
 
 enum { RS_VIEW_BY_PFID, RS_VIEW_ATTESTED_PFIDS, RS_VIEW_GENERATION, RS_VIEW_EXPECTED, RS_VIEW_NFIELDS };
@@ -1979,9 +1999,9 @@ rs_ctx_init(rs_ctx *ctx, Py_ssize_t n_frags)
     ctx->view_fields = mr_alloc_array(((size_t)n + 1) * RS_VIEW_NFIELDS, sizeof(PyObject *));
     if (ctx->view_fields == NULL) return RV_ERROR;
     memset(ctx->view_fields, 0, ((size_t)n + 1) * RS_VIEW_NFIELDS * sizeof(PyObject *));
-    ctx->pfid_hashes = mr_alloc_array((size_t)n + 1, sizeof(Py_hash_t *));
-    if (ctx->pfid_hashes == NULL) return RV_ERROR;
-    memset(ctx->pfid_hashes, 0, ((size_t)n + 1) * sizeof(Py_hash_t *));
+    ctx->pfid_index = mr_alloc_array((size_t)n + 1, sizeof(struct rs_pfid_index));
+    if (ctx->pfid_index == NULL) return RV_ERROR;
+    memset(ctx->pfid_index, 0, ((size_t)n + 1) * sizeof(struct rs_pfid_index));
     ctx->n_entries = n;
     if ((size_t)n_frags > SIZE_MAX / 4) {
         PyErr_NoMemory();
@@ -2022,9 +2042,12 @@ rs_ctx_free(rs_ctx *ctx)
         for (Py_ssize_t k = 0; k < ctx->n_entries * RS_VIEW_NFIELDS; k++) Py_XDECREF(ctx->view_fields[k]);
         PyMem_Free(ctx->view_fields);
     }
-    if (ctx->pfid_hashes != NULL) {
-        for (Py_ssize_t k = 0; k < ctx->n_entries; k++) PyMem_Free(ctx->pfid_hashes[k]);
-        PyMem_Free(ctx->pfid_hashes);
+    if (ctx->pfid_index != NULL) {
+        for (Py_ssize_t k = 0; k < ctx->n_entries; k++) {
+            PyMem_Free(ctx->pfid_index[k].hashes);
+            PyMem_Free(ctx->pfid_index[k].dir);
+        }
+        PyMem_Free(ctx->pfid_index);
     }
     Py_XDECREF(ctx->held);
     rs_owners_free(&ctx->owned);
@@ -2102,32 +2125,89 @@ rs_member(PyObject *container, PyObject *key)
  * not an exact str: unsure, the caller declines), -1 with an error set. Only an item equal to
  * ``key`` gives 1 (a tuple in any other order can only miss, which declines). No Python code
  * runs. */
+/* Hashes from which rs_pfid_build adds a directory (below: one binary search in a few lines). */
+#define RS_PFID_DIR_MIN 64
+/* Items ahead whose str object the hash loop prefetches (the tuple is in hash order: its items
+ * lie scattered in memory). */
+#define RS_PFID_AHEAD 16
+
+/* The directory bucket of ``hash``: its top ``bits`` bits with the sign flipped (so that the
+ * buckets ascend with the signed hashes). bits is 1..63. */
+static size_t
+rs_pfid_bucket(Py_hash_t hash, unsigned bits)
+{
+    return (size_t)(((uint64_t)hash ^ (UINT64_C(1) << 63)) >> (64 - bits));
+}
+
+/* Fills ``x`` for ``texts`` (n items); 1, 0 when an item is not an exact str (unsure: the caller
+ * declines), -1 with an error set. No Python code runs (exact str hashes). */
+static int
+rs_pfid_build(struct rs_pfid_index *x, PyObject *texts, Py_ssize_t n)
+{
+    Py_hash_t *hashes = mr_alloc_array((size_t)n + 1, sizeof(Py_hash_t));
+    if (hashes == NULL) return -1;
+    int ascending = 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i + RS_PFID_AHEAD < n) {
+            PyObject *ahead = PyTuple_GetItem(texts, i + RS_PFID_AHEAD);
+            if (ahead != NULL) __builtin_prefetch(ahead);
+        }
+        PyObject *item = PyTuple_GetItem(texts, i);
+        Py_hash_t h = item != NULL && PyUnicode_CheckExact(item) ? PyObject_Hash(item) : -1;
+        if (h == -1) {
+            PyMem_Free(hashes);
+            return PyErr_Occurred() ? -1 : 0;
+        }
+        if (i > 0 && h < hashes[i - 1]) ascending = 0;
+        hashes[i] = h;
+    }
+    x->hashes = hashes;
+    x->dir = NULL;
+    x->bits = 0;
+    if (!ascending || n < RS_PFID_DIR_MIN) return 1;
+    unsigned bits = 1;
+    while (bits < 40 && ((Py_ssize_t)1 << (bits + 3)) < n) bits++; /* ~8 hashes per bucket */
+    size_t buckets = (size_t)1 << bits;
+    Py_ssize_t *dir = mr_alloc_array(buckets + 1, sizeof(Py_ssize_t));
+    if (dir == NULL) return -1; /* (x->hashes is kept: rs_ctx_free frees it) */
+    size_t b = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        size_t k = rs_pfid_bucket(hashes[i], bits);
+        while (b <= k) dir[b++] = i;
+    }
+    while (b <= buckets) dir[b++] = n;
+    x->dir = dir;
+    x->bits = bits;
+    return 1;
+}
+
+/* ``key in texts`` for entry ``index``'s compact ``attested_pfids`` (an exact tuple in
+ * ai_hash_sorted's form: distinct exact str in hash order): 1, 0 (also when ``key`` or an item is
+ * not an exact str: unsure, the caller declines), -1 with an error set. Only an item equal to
+ * ``key`` gives 1 (a tuple in any other order can only miss, which declines). No Python code
+ * runs. */
 static int
 rs_sorted_member(rs_ctx *ctx, Py_ssize_t index, PyObject *texts, PyObject *key)
 {
     if (!PyUnicode_CheckExact(key) || index < 0 || index >= ctx->n_entries) return 0;
     Py_ssize_t n = PyTuple_Size(texts);
     if (n < 0) return -1;
-    Py_hash_t *hashes = ctx->pfid_hashes[index];
-    if (hashes == NULL) {
-        hashes = mr_alloc_array((size_t)n + 1, sizeof(Py_hash_t));
-        if (hashes == NULL) return -1;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            PyObject *item = PyTuple_GetItem(texts, i);
-            Py_hash_t h = item != NULL && PyUnicode_CheckExact(item) ? PyObject_Hash(item) : -1;
-            if (h == -1) {
-                PyMem_Free(hashes);
-                return PyErr_Occurred() ? -1 : 0;
-            }
-            hashes[i] = h;
-        }
-        ctx->pfid_hashes[index] = hashes; /* the tuple (immutable) is held by ``view_fields`` */
+    struct rs_pfid_index *x = &ctx->pfid_index[index];
+    if (x->hashes == NULL) {
+        int built = rs_pfid_build(x, texts, n); /* the tuple (immutable) is held by ``view_fields`` */
+        if (built <= 0) return built;
     }
+    const Py_hash_t *hashes = x->hashes;
     Py_hash_t hash = PyObject_Hash(key);
     if (hash == -1) return -1;
     Py_ssize_t lo = 0, hi = n;
+    if (x->dir != NULL) { /* the hashes ascend: the key's bucket bounds its place */
+        size_t b = rs_pfid_bucket(hash, x->bits);
+        lo = x->dir[b];
+        hi = x->dir[b + 1];
+    }
     while (lo < hi) { /* the first item whose hash is not below ``hash`` */
-        Py_ssize_t mid = lo + (hi - lo) / 2;
+        Py_ssize_t mid = lo + (Py_ssize_t)((size_t)(hi - lo) >> 1);
         if (hashes[mid] < hash) lo = mid + 1;
         else hi = mid;
     }
@@ -2486,10 +2566,13 @@ rs_fragment(PyObject *fragment, PyObject *runtime_id, rs_ctx *ctx, PyObject **ow
     PyObject *lease_generation = NULL;
     PyObject *owned = NULL;
     int rc = RV_DECLINE;
-    /* ``snapshot_owner.get(runtime_id)`` (borrowed; held below), the entry marked found */
+    /* ``snapshot_owner.get(runtime_id)``, the entry marked found: borrowed, not held here
+     * (``ctx->owned`` holds it until rs_ctx_free and never drops an entry before, whatever code
+     * runs meanwhile; only its address is compared below unless it is not the attested object):
+     * the snapshot object itself is not touched when it is the attested one (a cache miss per
+     * fragment less) */
     owned = runtime_id == NULL ? NULL : rs_owners_take(&ctx->owned, runtime_id);
     if (owned == NULL) goto done;
-    Py_INCREF(owned);
     /* The fragment's attestation, placement and lease generation from one fetch of its
      * instance dict (read together; a missing one declines, as each read did). */
     {
@@ -2561,7 +2644,6 @@ error:
     rc = RV_ERROR;
 done:
     if (rc == RV_DECLINE && PyErr_Occurred()) rc = RV_ERROR;
-    Py_XDECREF(owned);
     Py_XDECREF(attestation);
     Py_XDECREF(view);
     Py_XDECREF(placement);
@@ -4413,6 +4495,79 @@ ai_compare_hashed(const void *a, const void *b)
     return PyUnicode_Compare(x->text, y->text);
 }
 
+/* From this many items ai_sort_hashed sorts by radix (below: qsort). */
+#define AI_RADIX_MIN 512
+#define AI_RADIX_BITS 11
+
+/* The order of ai_compare_hashed over items[0..n): an LSD radix sort on the hashes (sign bit
+ * flipped: the signed order; stable, digits shared by every item skipped), then each run of
+ * equal hashes ordered by code points (insertion sort, stable; qsort for a long run). The same
+ * order as qsort with ai_compare_hashed, up to the order of equal str (ai_hash_sorted keeps one
+ * of them: the same text). 0, or -1 with MemoryError (items unchanged). No Python code runs. */
+static int
+ai_sort_hashed(ai_hashed *items, size_t n)
+{
+    if (n < AI_RADIX_MIN) {
+        if (n > 1) qsort(items, n, sizeof(ai_hashed), ai_compare_hashed);
+        return 0;
+    }
+    enum { RADIX = 1 << AI_RADIX_BITS, PASSES = (64 + AI_RADIX_BITS - 1) / AI_RADIX_BITS };
+    ai_hashed *other = mr_alloc_array(n, sizeof(ai_hashed));
+    size_t *counts = other == NULL ? NULL : mr_alloc_array((size_t)PASSES * RADIX, sizeof(size_t));
+    if (counts == NULL) {
+        PyMem_Free(other);
+        return -1;
+    }
+    memset(counts, 0, (size_t)PASSES * RADIX * sizeof(size_t));
+    const uint64_t flip = UINT64_C(1) << 63;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t key = (uint64_t)items[i].hash ^ flip;
+        for (int d = 0; d < PASSES; d++) counts[(size_t)d * RADIX + ((key >> (d * AI_RADIX_BITS)) & (RADIX - 1))]++;
+    }
+    ai_hashed *from = items, *to = other;
+    for (int d = 0; d < PASSES; d++) {
+        size_t *count = counts + (size_t)d * RADIX;
+        const uint64_t first = (((uint64_t)from[0].hash ^ flip) >> (d * AI_RADIX_BITS)) & (RADIX - 1);
+        if (count[first] == n) continue; /* every item has this digit: the order stays */
+        size_t sum = 0;
+        for (size_t b = 0; b < RADIX; b++) {
+            size_t c = count[b];
+            count[b] = sum;
+            sum += c;
+        }
+        for (size_t i = 0; i < n; i++) {
+            uint64_t digit = (((uint64_t)from[i].hash ^ flip) >> (d * AI_RADIX_BITS)) & (RADIX - 1);
+            to[count[digit]++] = from[i];
+        }
+        ai_hashed *swap = from;
+        from = to;
+        to = swap;
+    }
+    if (from != items) memcpy(items, from, n * sizeof(ai_hashed));
+    PyMem_Free(other);
+    PyMem_Free(counts);
+    for (size_t start = 0; start < n;) { /* runs of equal hashes, by code points */
+        size_t end = start + 1;
+        while (end < n && items[end].hash == items[start].hash) end++;
+        if (end - start > 16) {
+            qsort(items + start, end - start, sizeof(ai_hashed), ai_compare_hashed);
+        }
+        else {
+            for (size_t i = start + 1; i < end; i++) {
+                ai_hashed item = items[i];
+                size_t j = i;
+                while (j > start && PyUnicode_Compare(items[j - 1].text, item.text) > 0) {
+                    items[j] = items[j - 1];
+                    j--;
+                }
+                items[j] = item;
+            }
+        }
+        start = end;
+    }
+    return 0;
+}
+
 /* The distinct items of ``texts`` (a list of exact str) as a tuple ordered by hash, then by
  * code points (``bound_contracts._compact_pfids``): the compact form of a view's
  * ``attested_pfids`` that rs_member searches (8 bytes per item where a set costs ~50). New
@@ -4435,7 +4590,7 @@ ai_hash_sorted(PyObject *texts)
         items[i].hash = PyObject_Hash(text);
         if (items[i].hash == -1) goto done;
     }
-    if (n > 1) qsort(items, (size_t)n, sizeof(ai_hashed), ai_compare_hashed);
+    if (ai_sort_hashed(items, (size_t)n) < 0) goto done;
     /* distinct items: equal ones are adjacent now */
     Py_ssize_t kept = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
