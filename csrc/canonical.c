@@ -2101,6 +2101,30 @@ strkey_rows(const strkey_entry *e, strkey_entry *tmp, Py_ssize_t n)
     return rows;
 }
 
+/* strkey_rows packed: bytes of n native int64 (array("q")'s layout), entry i being input position
+ * i's place in the sorted order; no int objects made (FragmentTable.pack_objects reads this form
+ * directly). A new bytes object, or NULL with an exception. */
+static PyObject *
+strkey_rows_packed(const strkey_entry *e, Py_ssize_t n)
+{
+    size_t size;
+    if (n < 0 || __builtin_mul_overflow((size_t)n, sizeof(int64_t), &size) || size > (size_t)PY_SSIZE_T_MAX) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    PyObject *rows = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
+    char *p = rows == NULL ? NULL : PyBytes_AsString(rows);
+    if (p == NULL) {
+        Py_XDECREF(rows);
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        int64_t v = (int64_t)k;
+        memcpy(p + e[k].index * sizeof(int64_t), &v, sizeof(v)); /* index < n: a permutation */
+    }
+    return rows;
+}
+
 /* sorted(items, key=...) given keys[i] == key(items[i]), when every key is an exact str
  * (a new list); None (nothing raised) when some key is not, or cannot be encoded. */
 static PyObject *sorted_by_keys_copy(PyObject *items, PyObject *keys, Py_ssize_t n, int want_rows);
@@ -2692,9 +2716,9 @@ py_sorted_groups(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *items, *given, *group_arg, *extra;
     Py_ssize_t ngroups_arg;
-    int distinct = 0;
-    if (!PyArg_ParseTuple(args, "O!O!O!nO!|p:sorted_groups", &PyList_Type, &items, &PyList_Type, &given,
-                          &PyList_Type, &group_arg, &ngroups_arg, &PyList_Type, &extra, &distinct))
+    int distinct = 0, packed = 0;
+    if (!PyArg_ParseTuple(args, "O!O!O!nO!|pp:sorted_groups", &PyList_Type, &items, &PyList_Type, &given,
+                          &PyList_Type, &group_arg, &ngroups_arg, &PyList_Type, &extra, &distinct, &packed))
         return NULL;
     Py_ssize_t n = PyList_Size(items);
     if (n < 0) return NULL;
@@ -2757,7 +2781,7 @@ py_sorted_groups(PyObject *Py_UNUSED(module), PyObject *args)
      * item pointers, and the references the containers take over, taken in input order
      * (objects in sequence in memory) rather than in the scattered sorted order */
     ordered = PyTuple_New(n);
-    rows = ordered == NULL ? NULL : strkey_rows(e, tmp, n);
+    rows = ordered == NULL ? NULL : packed ? strkey_rows_packed(e, n) : strkey_rows(e, tmp, n);
     if (ordered == NULL || rows == NULL) goto done;
     gslots = mr_alloc_array(ngroups ? ngroups : 1, sizeof(PyObject *));
     xslots = mr_alloc_array(ngroups ? ngroups : 1, sizeof(PyObject *));
@@ -2884,7 +2908,8 @@ static PyMethodDef canonical_methods[] = {
      "an exact str. The sorted tuple and each group's tuple are untracked by the collector when every item "
      "they hold is inert (no collector support, or an untracked non-dict object). With distinct (a sixth "
      "argument, default False) each group's extras are sorted(set(...)) of them (a tuple of ints); None also "
-     "when an extra is not an exact int in range(2**31)."},
+     "when an extra is not an exact int in range(2**31). With packed (a seventh, default False) rows is bytes "
+     "of native int64 (array('q') layout) instead of a list of ints."},
     {"placement_fragment_id", (PyCFunction)(void (*)(void))py_placement_fragment_id,
      METH_VARARGS | METH_KEYWORDS, "'sha256:' + hex of the canonical placement fragment content (spec 6.1)."},
     {NULL, NULL, 0, NULL},

@@ -1284,14 +1284,21 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
     return rc;
 }
 
-/* rows argument of pack_objects: a list that is a permutation of range(n), as size_t[n]. */
+/* rows argument of pack_objects: a list, or bytes of native int64 (array("q")'s layout, what
+ * sorted_groups(..., packed=True) returns), that is a permutation of range(n), as size_t[n]. */
 static size_t *
 tbl_rows(PyObject *list, Py_ssize_t n)
 {
-    if (!PyList_Check(list) || PyList_Size(list) != n) {
+    size_t packed_size = 0;
+    int packed = PyBytes_Check(list);
+    if (packed && __builtin_mul_overflow(n ? (size_t)n : 0, sizeof(int64_t), &packed_size)) packed = -1;
+    if (packed ? packed < 0 || (size_t)PyBytes_Size(list) != packed_size
+               : !PyList_Check(list) || PyList_Size(list) != n) {
         PyErr_SetString(PyExc_ValueError, "rows must be a list with one row per fragment");
         return NULL;
     }
+    const char *bytes = packed ? PyBytes_AsString(list) : NULL;
+    if (packed && bytes == NULL) return NULL;
     size_t *rows = mr_alloc_array(n ? (size_t)n : 1, sizeof(size_t));
     unsigned char *seen = mr_alloc_array(n ? (size_t)n : 1, 1);
     if (rows == NULL || seen == NULL) {
@@ -1301,8 +1308,20 @@ tbl_rows(PyObject *list, Py_ssize_t n)
     }
     memset(seen, 0, n ? (size_t)n : 1);
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PyList_GetItem(list, i);
         int64_t v = -1;
+        if (bytes != NULL) {
+            memcpy(&v, bytes + (size_t)i * sizeof(int64_t), sizeof(v));
+            if (v < 0 || v >= (int64_t)n || seen[v]) {
+                PyErr_SetString(PyExc_ValueError, "rows must be a permutation of range(n)");
+                PyMem_Free(rows);
+                PyMem_Free(seen);
+                return NULL;
+            }
+            seen[v] = 1;
+            rows[i] = (size_t)v;
+            continue;
+        }
+        PyObject *item = PyList_GetItem(list, i);
         if (item == NULL || !PyLong_CheckExact(item) || tbl_int64(item, 0, &v, "rows") < 0 || v >= (int64_t)n ||
             seen[v]) {
             if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "rows must be a permutation of range(n)");
@@ -1764,7 +1783,7 @@ static PyMethodDef tbl_methods[] = {
     {"pack_objects", (PyCFunction)tbl_pack_objects, METH_CLASS | METH_VARARGS,
      "pack_objects(tensor_shapes, tensor_index, fragments, rows=None, fragment_type=None): (table, ids strictly "
      "increasing, any aliases) over placement fragment objects' state; an exact fragment_type instance's state "
-     "is read without the attribute lookup (same values)."},
+     "is read without the attribute lookup (same values). rows: a list of ints or bytes of native int64."},
     {"duplicate_logical_fragment", tbl_duplicate_logical_fragment, METH_NOARGS,
      "Index of the first fragment repeating an earlier (tensor, rank, offset, shape), or -1."},
     {"overlapping_rank_group", tbl_overlapping_rank_group, METH_NOARGS,

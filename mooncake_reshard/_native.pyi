@@ -9,7 +9,7 @@ Each section below belongs to one C file (csrc/<name>.c).
 """
 
 from collections.abc import Callable, Sequence
-from typing import Any, Optional, final, overload
+from typing import Any, Optional, Union, final, overload
 
 # --- canonical.c: canonical JSON and SHA-256 (libcrypto EVP_Digest) ---------
 
@@ -31,7 +31,14 @@ def assembly_columns(
     that is not an int in range; errors of the ranks' own ``__hash__`` / ``__eq__`` propagate."""
 
 def sorted_groups(
-    items: list[Any], keys: list[str], group_of: list[int], ngroups: int, extra: list[Any], distinct: bool = False, /
+    items: list[Any],
+    keys: list[str],
+    group_of: list[int],
+    ngroups: int,
+    extra: list[Any],
+    distinct: bool = False,
+    packed: bool = False,
+    /,
 ) -> Any:
     """One stable sort of ``items`` by ``keys`` (``keys[i]`` belongs to ``items[i]``), and in that
     order ``items`` and ``extra`` split by ``group_of[i]`` (ints in ``range(ngroups)``):
@@ -44,7 +51,8 @@ def sorted_groups(
     With ``distinct=True`` each group's extras come back as ``sorted(set(...))`` (a list), or
     ``None`` for a group holding an extra that is not an exact int in ``range(2**31)``. The
     sorted tuple and the groups' tuples are untracked by the collector when every item in them
-    is inert."""
+    is inert. With ``packed=True`` ``positions`` is ``bytes`` of native int64 (``array("q")``'s
+    layout) instead of a list of ints (what ``FragmentTable.pack_objects`` reads as ``rows``)."""
 
 def trim_heap() -> bool:
     """Return the C heap's free pages to the system (glibc ``malloc_trim(0)``, without the GIL):
@@ -203,7 +211,7 @@ class FragmentTable:
         tensor_shapes: Sequence[Sequence[int]],
         tensor_index: dict[str, int],
         fragments: Sequence[object],
-        rows: Optional[list[int]] = None,
+        rows: Optional[Union[list[int], bytes]] = None,
         fragment_type: Optional[type] = None,
         /,
     ) -> tuple[FragmentTable, bool, bool]:
@@ -214,7 +222,8 @@ class FragmentTable:
         than the previous one (so all are distinct); ``any_aliases``: some ``aliases`` is not an
         empty tuple. ``KeyError`` for a missing state entry or an unmapped tensor id, ``TypeError``
         for a non-str tensor id; otherwise the errors of ``pack_fragments``. With ``rows`` (a
-        permutation of ``range(len(fragments))``, else ``ValueError``) ``fragments[i]`` becomes
+        permutation of ``range(len(fragments))``, a list of ints or bytes of native int64 as
+        ``sorted_groups(..., packed=True)`` makes them, else ``ValueError``) ``fragments[i]`` becomes
         row ``rows[i]``: the result equals packing the fragments in row order (``ids_increasing``
         judged in that order), read from memory in the given order. With ``fragment_type``, an
         exact instance's state is read without the attribute lookup (the same values)."""

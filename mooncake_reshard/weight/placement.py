@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from itertools import chain, repeat
 from operator import attrgetter, itemgetter
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, Union
 
 from .. import _native
 from .._collector import collector_paused
@@ -52,7 +52,7 @@ _rank_of = attrgetter("rank")
 _Assembled = tuple[
     tuple[TensorDescriptor, ...],
     tuple[PlacementFragment, ...],
-    Optional[tuple[tuple[PlacementFragment, ...], list[int], Optional[dict[str, int]]]],
+    Optional[tuple[tuple[PlacementFragment, ...], Union[list[int], bytes], Optional[dict[str, int]]]],
 ]
 
 
@@ -64,19 +64,20 @@ def _sorted_groups(
     keys: Optional[list[Any]] = None,
 ) -> tuple[
     Sequence[PlacementFragment],
-    Optional[list[int]],
+    Optional[Union[list[int], bytes]],
     Sequence[Sequence[PlacementFragment]],
     Sequence[Sequence[int]],
 ]:
     """``(ordered, rows, by_group, tensor_ids_by_group)``: ``fragments`` sorted by id (stable),
-    each input fragment's position in it (``None`` from the Python fallback), per group the
+    each input fragment's position in it (``None`` from the Python fallback; from C, bytes of
+    native int64, the form ``FragmentTable.pack_objects`` reads: no int object each), per group the
     fragments in that order, and per group its distinct ``tensor_ids`` entries, ascending. C
     does it when every id is a str and every entry an int in ``range(2**31)`` (tuples, built
     without touching the objects in the scattered sorted order). ``keys``, when given, are the
     fragments' ids already read."""
     if keys is None:
         keys = list(map(_fragment_key, fragments))
-    result = _native.sorted_groups(list(fragments), keys, group_of, ngroups, tensor_ids, True)
+    result = _native.sorted_groups(list(fragments), keys, group_of, ngroups, tensor_ids, True, True)
     if result is not None:
         ordered, rows, by_group, tensor_ids_by_group = result
         return ordered, rows, by_group, tensor_ids_by_group
@@ -879,7 +880,10 @@ def _assemble_grouped(
     participant_groups: list[int],
     sorted_tensors: tuple[TensorDescriptor, ...],
     grouped: tuple[
-        Sequence[PlacementFragment], Optional[list[int]], Sequence[Sequence[PlacementFragment]], Sequence[Sequence[int]]
+        Sequence[PlacementFragment],
+        Optional[Union[list[int], bytes]],
+        Sequence[Sequence[PlacementFragment]],
+        Sequence[Sequence[int]],
     ],
     tensor_index: Optional[dict[str, int]] = None,
 ) -> WeightPlacementManifest:

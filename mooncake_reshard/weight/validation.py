@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import count
 from operator import attrgetter
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from .. import _native
 from .types import PlacementFragment, TensorDescriptor, _fragment_fields_state, validate_fragment_geometry
@@ -142,7 +142,7 @@ def pack_placement_fragments(
     return None if packed is None else packed[0]
 
 
-_PackedFrom = tuple[Sequence[PlacementFragment], list[int], Optional[dict[str, int]]]
+_PackedFrom = tuple[Sequence[PlacementFragment], Union[list[int], bytes], Optional[dict[str, int]]]
 
 
 def _pack(
