@@ -1,14 +1,15 @@
 """Audit (session 22): the facts ``bind_logical_transfer_plan`` carries from one step to a later
 one, against foreign code that runs in between and edits what the proof covered.
 
-Where user code runs inside a bind call after ``bind_regions`` (step 8) and before the new plan's
-revalidation has used the carried facts:
+Where user code runs inside a bind call after a step has proved what a later one uses (most of
+them after ``bind_regions``, step 8, and before the new plan's revalidation uses its facts):
 
 - a ``LogicalTransferPlan`` subclass's attribute reads (the keyword arguments of
   ``TransferPlan._from_bound_operations``; ``planning_limits`` at step 9 when not decided);
 - a ``PlanningLimits`` subclass's attribute reads (``max_segments_per_region`` is read inside
   ``_fast_revalidate_live`` right before ``revalidate_scan_carried``);
-- a subclassed adapter binding's attribute reads at step 11 (``_build_executor_plans_with``);
+- a subclassed adapter binding's attribute reads at step 11 (``_build_executor_plans_with``),
+  and a source binding's at step 6 (after the target side's bindings were validated);
 - ``sys.settrace`` / ``sys.setprofile`` hooks (every line of binding.py, exact classes or not),
   and other threads between bytecodes;
 - not gc callbacks or collector-run finalizers (the bind call pauses the collector), unless
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import pickle
 import sys
 from typing import Any, Callable
 
@@ -66,6 +68,16 @@ def _outcome(call: Callable[[], Any]) -> Any:
 
 def _bind(logical: Any, targets: Any, sources: Any) -> Any:
     return _outcome(lambda: bind_logical_transfer_plan(logical, targets, source_bindings=sources))
+
+
+def _as_class(objects: Any, cls: type) -> list[Any]:
+    """Copies of ``objects`` whose class is the subclass ``cls`` (same fields)."""
+    result = []
+    for obj in objects:
+        hooked = copy.copy(obj)
+        object.__setattr__(hooked, "__class__", cls)
+        result.append(hooked)
+    return result
 
 
 def _hooked_plan(logical: Any, forge: Forge) -> tuple[Any, dict[str, bool]]:
@@ -406,12 +418,7 @@ def test_target_alias_made_at_step11_is_refused():
                     alias(caller.f_locals["operations"])
             return object.__getattribute__(self, name)
 
-    subclassed = []
-    for binding in targets:
-        hooked = copy.copy(binding)
-        object.__setattr__(hooked, "__class__", AdapterBinding)
-        subclassed.append(hooked)
-    result = _bind(logical, subclassed, sources)
+    result = _bind(logical, _as_class(targets, AdapterBinding), sources)
     assert state["done"]
     if isinstance(result, TransferPlan):
         pytest.fail(f"accepted; replace() of it: {_outcome(lambda: dataclasses.replace(result))}")
@@ -485,3 +492,49 @@ def test_operation_snapshot_edited_between_step2_and_step5_is_refused(monkeypatc
     result = _bind(plan, targets, sources)
     assert state["done"]
     assert result == expected
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. Step 6's runtime binding validation (the attestation's validated state): the target side's
+#    runtime fragments (the adapter's own objects, shared by the evidence) are validated before
+#    the source side's bindings are read, and no later step runs those rules again; only a
+#    restore does (spec section 9.2).
+
+
+def _source_side_hook(edit: Callable[[Any], None], state: dict[str, bool]) -> type:
+    class SourceBinding(WeightRuntimeBindingManifest):
+        def __getattribute__(self, name: str) -> Any:
+            if name == "placement_id" and not state["done"]:
+                frame = sys._getframe(1)
+                if frame.f_code.co_name == "_bind_side" and frame.f_locals.get("label") == "source":
+                    attestations = frame.f_back.f_locals["target_attestations"]
+                    state["done"] = True
+                    edit(next(iter(attestations.values())).evidence.fragments[0])
+            return object.__getattribute__(self, name)
+
+    return SourceBinding
+
+
+def _storage_offset_moved(fragment: Any) -> None:
+    object.__setattr__(fragment, "storage_offset_bytes", fragment.storage_offset_bytes + 2)
+
+
+def _strides_doubled(fragment: Any) -> None:
+    object.__setattr__(fragment, "strides_bytes", tuple(2 * stride for stride in fragment.strides_bytes))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="accepted, and a pickle round trip of the result raises: the runtime binding rules ran at "
+    "step 6 before the source adapter's reads, and the plan's revalidation does not run them again",
+)
+@pytest.mark.parametrize("edit", [_storage_offset_moved, _strides_doubled], ids=lambda edit: edit.__name__)
+def test_target_runtime_fragment_edited_after_step6_is_refused(edit):
+    logical, targets, sources, _memory = _world(SMALL)
+    state = {"done": False}
+    result = _bind(logical, targets, _as_class(sources, _source_side_hook(edit, state)))
+    assert state["done"]
+    if isinstance(result, TransferPlan):
+        round_trip = _outcome(lambda: pickle.loads(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)))
+        pytest.fail(f"accepted; its pickle round trip: {round_trip}")
+    assert result[0] == "ValueError"
