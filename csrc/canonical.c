@@ -2129,13 +2129,32 @@ strkey_rows_packed(const strkey_entry *e, Py_ssize_t n)
  * (a new list); None (nothing raised) when some key is not, or cannot be encoded. */
 static PyObject *sorted_by_keys_copy(PyObject *items, PyObject *keys, Py_ssize_t n, int want_rows);
 
+/* After strkey_sort: 1 when no two keys are equal (adjacent in sorted order: equal heads, then
+ * equal lengths and bytes; UTF-8 bytes are equal exactly when the strs are), else 0. Keys with
+ * different heads differ (the heads are their bytes from the common prefix on), so the scattered
+ * key bytes are read only where two heads tie. */
+static int
+strkey_distinct(const strkey_entry *e, size_t n)
+{
+    for (size_t k = 1; k < n; k++) {
+        if (e[k].head == e[k - 1].head && e[k].len == e[k - 1].len && memcmp(e[k].s, e[k - 1].s, e[k].len) == 0)
+            return 0;
+    }
+    return 1;
+}
+
 static PyObject *
 py_sorted_by_str_keys(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *items, *given;
-    int want_rows = 0;
-    if (!PyArg_ParseTuple(args, "O!O!|p:sorted_by_str_keys", &PyList_Type, &items, &PyList_Type, &given, &want_rows))
+    int want_rows = 0, packed = 0;
+    if (!PyArg_ParseTuple(args, "O!O!|pp:sorted_by_str_keys", &PyList_Type, &items, &PyList_Type, &given, &want_rows,
+                          &packed))
         return NULL;
+    if (packed && !want_rows) {
+        PyErr_SetString(PyExc_ValueError, "packed needs rows");
+        return NULL;
+    }
     Py_ssize_t n = PyList_Size(items);
     if (n < 0) return NULL;
     if (PyList_Size(given) != n) {
@@ -2146,7 +2165,7 @@ py_sorted_by_str_keys(PyObject *Py_UNUSED(module), PyObject *args)
      * the GIL is released: no other thread can drop them */
     PyObject *keys = PyList_GetSlice(given, 0, n);
     if (keys == NULL) return NULL;
-    PyObject *out = sorted_by_keys_copy(items, keys, n, want_rows);
+    PyObject *out = sorted_by_keys_copy(items, keys, n, packed ? 2 : want_rows);
     Py_DECREF(keys);
     return out;
 }
@@ -2181,6 +2200,16 @@ sorted_by_keys_copy(PyObject *items, PyObject *keys, Py_ssize_t n, int want_rows
     Py_BEGIN_ALLOW_THREADS
     strkey_sort(e, tmp, (size_t)n);
     Py_END_ALLOW_THREADS
+    if (want_rows == 2) {
+        /* the packed form: (rows as native int64 bytes, every key distinct); the items are not
+         * read (nor a sorted list made) */
+        PyObject *rows = strkey_rows_packed(e, n);
+        PyObject *pair = rows == NULL ? NULL : PyTuple_Pack(2, rows, strkey_distinct(e, (size_t)n) ? Py_True : Py_False);
+        Py_XDECREF(rows);
+        PyMem_Free(e);
+        PyMem_Free(tmp);
+        return pair;
+    }
     PyObject *out = PyList_New(n);
     if (out != NULL) {
         for (Py_ssize_t i = 0; i < n; i++) {
@@ -2900,7 +2929,8 @@ static PyMethodDef canonical_methods[] = {
      "without the intermediate dicts."},
     {"sorted_by_str_keys", (PyCFunction)py_sorted_by_str_keys, METH_VARARGS,
      "sorted(items, key) from the list of keys (exact str each), stable; with rows=True also the position of "
-     "each item in it; None when a key is not an exact str."},
+     "each item in it; None when a key is not an exact str. With rows and packed (a fourth argument) only "
+     "(positions as native int64 bytes, every key distinct)."},
     {"assembly_columns", (PyCFunction)py_assembly_columns, METH_VARARGS, assembly_columns_doc},
     {"tensor_shape_groups", (PyCFunction)py_tensor_shape_groups, METH_VARARGS, tensor_shape_groups_doc},
     {"sorted_groups", (PyCFunction)py_sorted_groups, METH_VARARGS,

@@ -13,11 +13,13 @@ from typing import Any, Optional, Union, final, overload
 
 # --- canonical.c: canonical JSON and SHA-256 (libcrypto EVP_Digest) ---------
 
-def sorted_by_str_keys(items: list[Any], keys: list[str], rows: bool = False, /) -> Any:
+def sorted_by_str_keys(items: list[Any], keys: list[str], rows: bool = False, packed: bool = False, /) -> Any:
     """``sorted(items, key=...)`` given ``keys[i] == key(items[i])`` (a stable sort in C); with
     ``rows`` the pair ``(sorted_items, positions)``, ``positions[i]`` being the index of
     ``items[i]`` in ``sorted_items``. ``None`` when some key is not an exact ``str`` (or has no
-    UTF-8 encoding)."""
+    UTF-8 encoding). With ``rows`` and ``packed`` only ``(positions, distinct)``: the positions as
+    bytes of native int64 (``array("q")``'s layout) and whether no two keys are equal (no sorted
+    list is made, the items are not read); ``packed`` without ``rows``: ``ValueError``."""
 
 def assembly_columns(
     fragments: tuple[Any, ...], fragment_type: type, tensor_position: dict[str, int], group_of_rank: dict[Any, int], /

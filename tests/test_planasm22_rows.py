@@ -146,3 +146,53 @@ def test_from_fragments_packs_through_packed_rows() -> None:
     assert forward == backward
     assert forward.placement_id == backward.placement_id
     assert [f.placement_fragment_id for f in forward.fragments] == sorted(f.placement_fragment_id for f in fragments)
+
+
+# ---- sorted_by_str_keys(..., rows=True, packed=True): positions as bytes and distinctness ---------
+
+_IDS = st.builds(
+    lambda p, s: p + s,
+    st.sampled_from(["", "a", "sha256:", "sha256:0123456789abcdef", "é", "\U0001f600", "\x00"]),
+    st.text(alphabet="ab0\x00é", max_size=3),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_IDS, max_size=80))
+def test_sorted_by_str_keys_packed_matches_oracle(ids: list[str]) -> None:
+    items = [object() for _ in ids]
+    packed = _native.sorted_by_str_keys(items, ids, True, True)
+    assert packed is not None
+    positions, distinct = packed
+    order = sorted(range(len(ids)), key=ids.__getitem__)  # stable, code point order
+    place = [0] * len(ids)
+    for k, i in enumerate(order):
+        place[i] = k
+    assert type(positions) is bytes and array("q", positions).tolist() == place
+    assert distinct is (len(set(ids)) == len(ids))
+    listed = _native.sorted_by_str_keys(items, ids, True)
+    assert listed is not None and listed[1] == place
+
+
+def test_sorted_by_str_keys_packed_declines_and_checks() -> None:
+    assert _native.sorted_by_str_keys([1, 2], ["a", 2], True, True) is None
+    assert _native.sorted_by_str_keys([1], ["\ud800"], True, True) is None
+    assert _native.sorted_by_str_keys([], [], True, True) == (b"", True)
+    with pytest.raises(ValueError, match="packed needs rows"):
+        _native.sorted_by_str_keys([1], ["a"], False, True)
+    # equal ids made as distinct objects, sharing a long prefix (equal heads: the bytes decide)
+    long_a = "sha256:" + "0" * 40 + "x"
+    long_b = "".join(["sha256:", "0" * 40, "x"])
+    assert long_a is not long_b
+    assert _native.sorted_by_str_keys([1, 2, 3], [long_a, "sha256:1", long_b], True, True)[1] is False
+    assert _native.sorted_by_str_keys([1, 2], [long_a, long_a + "\x00"], True, True)[1] is True
+
+
+def test_sorted_ranks_exact_matches_the_dict_ranks() -> None:
+    from mooncake.reshard.weight._planner.core import _sorted_ranks_exact
+
+    for ids in (["b", "a", "c"], ["b", "a", "b"], [], ["x"], ["é", "e", "\U0001f600", "z"]):
+        ranks = {fid: i for i, fid in enumerate(sorted(ids))}
+        expected = array("q", [ranks[fid] for fid in ids]).tobytes()
+        assert _sorted_ranks_exact(list(ids)) == (expected, True)
+    assert _sorted_ranks_exact([1, 0])[1] is False

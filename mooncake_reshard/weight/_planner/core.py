@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
-from itertools import chain, islice, repeat
-from operator import attrgetter, eq, is_, itemgetter
+from itertools import chain, repeat
+from operator import attrgetter, is_, itemgetter
 from typing import Any, Optional
 
 from ... import _native
@@ -389,11 +389,13 @@ def _sorted_ranks(ids: list[Any]) -> bytes:
 
 def _sorted_ranks_exact(ids: list[Any]) -> tuple[bytes, bool]:
     """``(_sorted_ranks(ids), every id is an exact str)`` (the second is False when unknown)."""
-    native = _native.sorted_by_str_keys(ids, ids, True) if type(ids) is list else None
+    # (positions packed as native int64, and whether no two ids are equal: decided in C from the
+    # sorted keys, equal UTF-8 bytes being equal strs, without a sorted list or an == per pair)
+    native = _native.sorted_by_str_keys(ids, ids, True, True) if type(ids) is list else None
     if native is not None:  # the C sort read every id: each is an exact str
-        ordered, positions = native
-        if not any(map(eq, ordered, islice(ordered, 1, None))):
-            return array("q", positions).tobytes(), True
+        positions, distinct = native
+        if distinct:
+            return positions, True
     ranks = {fid: i for i, fid in enumerate(sorted(ids))}
     return array("q", [ranks[fid] for fid in ids]).tobytes(), native is not None
 
