@@ -578,6 +578,16 @@ bd_prefetch_object(const PyObject *obj)
     __builtin_prefetch(obj);
 }
 
+/* bd_prefetch_object, and the lines of the next 128 bytes (a C-owned layout's fields: a runtime
+ * fragment's fourteen span up to three cache lines). Only addresses are computed. */
+static inline void
+bd_prefetch_whole(const PyObject *obj)
+{
+    bd_prefetch_object(obj);
+    __builtin_prefetch((const void *)((uintptr_t)obj + 64));
+    __builtin_prefetch((const void *)((uintptr_t)obj + 127));
+}
+
 /* A hint: the placement fragment id str of obj when obj is a placement fragment in its C-owned
  * layout (its slot read: obj should be in the cache by now), else nothing. Never raises. */
 static inline void
@@ -3090,6 +3100,74 @@ bd_phys_region(bd_phys *ph, PyObject *target, PyObject *const *v, PyObject *offs
     return BD_OK;
 }
 
+/* mr_pointers_distinct's decision with a radix sort (LSD, BD_RADIX_BITS-bit digits over the low
+ * bits up to the highest one where the pointers differ) in place of qsort: the same sorted order,
+ * so the same answer. tmp: scratch of n. Python-free. */
+#define BD_RADIX_BITS 11
+
+static int
+bd_pointers_distinct(uintptr_t *a, uintptr_t *tmp, size_t n)
+{
+    if (n < 2) return 1;
+    uintptr_t diff = 0;
+    for (size_t i = 1; i < n; i++) diff |= a[i] ^ a[0];
+    int bits = 0;
+    while (bits < (int)(8 * sizeof(uintptr_t)) && (diff >> bits) != 0) bits++;
+    size_t count[1 << BD_RADIX_BITS]; /* (16 KiB of stack: this runs without the GIL, so no static) */
+    uintptr_t *src = a, *dst = tmp;
+    for (int shift = 0; shift < bits; shift += BD_RADIX_BITS) {
+        memset(count, 0, sizeof(count));
+        for (size_t i = 0; i < n; i++) count[(src[i] >> shift) & ((1u << BD_RADIX_BITS) - 1)]++;
+        size_t sum = 0;
+        for (size_t b = 0; b < ((size_t)1 << BD_RADIX_BITS); b++) {
+            size_t c = count[b];
+            count[b] = sum;
+            sum += c;
+        }
+        for (size_t i = 0; i < n; i++) dst[count[(src[i] >> shift) & ((1u << BD_RADIX_BITS) - 1)]++] = src[i];
+        uintptr_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    for (size_t i = 1; i < n; i++) {
+        if (src[i] == src[i - 1]) return 0;
+    }
+    return 1;
+}
+
+/* mr_extents_disjoint's decision without sorting when each address space's extents come in
+ * pq_compare_extent order (bind_regions meets each space's targets in address order at scale):
+ * one pass keeping each space's previous extent (last, nspaces zeroed entries; spaces at or
+ * above nspaces, or a space out of order: mr_extents_disjoint sorts and decides). In order, an
+ * extent beginning before its space's previous one ends overlaps it, and with none such a
+ * space's extents are pairwise disjoint: what the sorted scan decides. An overlap found before
+ * an out-of-order extent is a real one, which the sorted scan also finds (sorted by begin, an
+ * extent overlapping any other overlaps its successor). Python-free. */
+typedef struct {
+    uint64_t begin, end;
+    int seen;
+} bd_space_last;
+
+static int
+bd_extents_disjoint(pq_extent *e, bd_space_last *last, size_t n, size_t nspaces)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t space = e[i].space;
+        if (space >= nspaces) return mr_extents_disjoint(e, n);
+        bd_space_last *l = &last[space];
+        if (l->seen) {
+            if (l->begin > e[i].begin || (l->begin == e[i].begin && l->end > e[i].end)) {
+                return mr_extents_disjoint(e, n); /* out of order */
+            }
+            if (e[i].begin < l->end) return 0;
+        }
+        l->begin = e[i].begin;
+        l->end = e[i].end;
+        l->seen = 1;
+    }
+    return 1;
+}
+
 /* The carried scan facts of bind_regions (10 arguments): what revalidate_scan derives from the
  * regions bind_regions has just built, derived in the same pass from the values it has just
  * stored in each region's dict (those regions and their bound fragments were created by this
@@ -3656,9 +3734,21 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *physical = Py_None;
     if (nargs >= 9 && ph.active) {
         int disjoint;
+        /* the spaces' previous extents, then the extents' array as the radix sort's scratch
+         * (none: the qsort kernels decide) */
+        Py_ssize_t nspaces = PyDict_Size(ph.spaces);
+        if (nspaces < 0) goto fail;
+        bd_space_last *last = PyMem_Calloc((size_t)nspaces + 1, sizeof(bd_space_last));
         Py_BEGIN_ALLOW_THREADS
-        disjoint = mr_pointers_distinct(ph.targets, (size_t)n) && mr_extents_disjoint(ph.extents, (size_t)n);
+        if (last != NULL) {
+            _Static_assert(sizeof(pq_extent) >= sizeof(uintptr_t), "pointer scratch fits");
+            disjoint = bd_extents_disjoint(ph.extents, last, (size_t)n, (size_t)nspaces)
+                       && bd_pointers_distinct(ph.targets, (uintptr_t *)(void *)ph.extents, (size_t)n);
+        } else {
+            disjoint = mr_pointers_distinct(ph.targets, (size_t)n) && mr_extents_disjoint(ph.extents, (size_t)n);
+        }
         Py_END_ALLOW_THREADS
+        PyMem_Free(last);
         if (disjoint) physical = Py_True;
     }
     bd_phys_clear(&ph);
@@ -3999,9 +4089,9 @@ bd_fused_views(const bd_table *tb, PyObject *instance_id, PyObject *logical, PyO
             status = BD_ERROR;
             break;
         }
-        if (i + 4 < n) { /* hints: the pair four on */
+        if (i + 4 < n) { /* hints: the pair four on (all of the runtime fragment's fields) */
             bd_prefetch_object(PyTuple_GetItem(logical, i + 4));
-            bd_prefetch_object(PyTuple_GetItem(runtime, i + 4));
+            bd_prefetch_whole(PyTuple_GetItem(runtime, i + 4));
         }
         if ((PyObject *)Py_TYPE(l) != pf_cls || (PyObject *)Py_TYPE(r) != rf_cls) {
             status = BD_FALLBACK;
