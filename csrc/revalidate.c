@@ -4031,26 +4031,128 @@ rc_same_text(PyObject *a, PyObject *b)
     return order == 0;
 }
 
-/* Hints only (nothing is decided on them; no Python code runs): for the part's fragment k + 8
- * its object and its table slot, for k + 4 its instance dict and its filed box. */
+/* The distinct placement fragment ids met in one part (the string rule's members of one
+ * participant): an open-addressing table of (hash, id) over the part's held ids, sized for
+ * the part up front (at most half full), compared as a set of exact strs compares them (hash,
+ * then identity or equal text: no Python code runs). */
+typedef struct {
+    Py_hash_t hash;
+    PyObject *text; /* borrowed: rc_part's held ids hold it */
+} rc_id_slot;
+
+/* One part's working arrays (rc_whole_by_identity): per fragment of the part its filed entry
+ * number + 1 (0: not filed), the ids read so far (owned), and the id table. */
+typedef struct {
+    uint32_t *entry_of;
+    PyObject **held;
+    Py_ssize_t n_held;
+    rc_id_slot *ids;
+    size_t ids_mask;
+} rc_part;
+
 static void
-rc_prefetch_ahead(PyObject *list, Py_ssize_t k, Py_ssize_t n, const rc_filed *f, const rv_boxes *boxes)
+rc_part_free(rc_part *w)
 {
-    if (k + 12 < n) {
-        PyObject *far = PyList_GetItem(list, k + 12);
+    if (w->held != NULL) {
+        for (Py_ssize_t k = 0; k < w->n_held; k++) Py_DECREF(w->held[k]);
+    }
+    PyMem_Free(w->entry_of);
+    PyMem_Free(w->held);
+    PyMem_Free(w->ids);
+    w->entry_of = NULL;
+    w->held = NULL;
+    w->ids = NULL;
+    w->n_held = 0;
+    w->ids_mask = 0;
+}
+
+/* For a part of n fragments: 0, or -1 with MemoryError. */
+static int
+rc_part_init(rc_part *w, Py_ssize_t n)
+{
+    size_t cap = 8;
+    w->entry_of = NULL;
+    w->held = NULL;
+    w->ids = NULL;
+    w->n_held = 0;
+    w->ids_mask = 0;
+    if (n < 0 || (size_t)n > SIZE_MAX / 4 / sizeof(rc_id_slot)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    while (cap < 2 * (size_t)n) cap *= 2;
+    w->entry_of = mr_alloc_array((size_t)n + 1, sizeof(uint32_t));
+    w->held = w->entry_of == NULL ? NULL : mr_alloc_array((size_t)n + 1, sizeof(PyObject *));
+    w->ids = w->held == NULL ? NULL : mr_alloc_array(cap, sizeof(rc_id_slot));
+    if (w->ids == NULL) {
+        rc_part_free(w);
+        return -1;
+    }
+    memset(w->ids, 0, cap * sizeof(rc_id_slot));
+    w->ids_mask = cap - 1;
+    return 0;
+}
+
+/* Adds the exact str ``text`` (held by the caller's w->held) to the part's ids: 1 when it was
+ * not there, 0 when an equal id was, -1 (no error set) when unsure (the string rule decides). */
+static int
+rc_part_add_id(rc_part *w, PyObject *text)
+{
+    Py_hash_t hash = PyObject_Hash(text); /* exact str: its own hash, no Python code */
+    if (hash == -1) {
+        PyErr_Clear();
+        return -1;
+    }
+    size_t k = (size_t)hash & w->ids_mask;
+    while (w->ids[k].text != NULL) {
+        if (w->ids[k].hash == hash) {
+            int same = rc_same_text(w->ids[k].text, text);
+            if (same != 0) return same < 0 ? -1 : 0;
+        }
+        k = (k + 1) & w->ids_mask;
+    }
+    w->ids[k].hash = hash;
+    w->ids[k].text = text;
+    return 1;
+}
+
+/* The entry number + 1 of ``object`` in the filed table, 0 when not filed (no Python code;
+ * the object is not read). */
+static uint32_t
+rc_entry_of(const rc_filed *f, const void *object)
+{
+    size_t k = mr_ptr_slot(object, f->mask);
+    uint32_t e;
+    while ((e = f->index[k]) != 0 && (const void *)f->entries[e - 1].object != object) k = (k + 1) & f->mask;
+    return e;
+}
+
+/* Hints only (nothing is decided on them; no Python code runs): for the part's fragment
+ * k + RC_AHEAD_FAR its object, for k + RC_AHEAD_MID the objects its check reads (offset, shape,
+ * id) and its filed box, for k + RC_AHEAD_NEAR the box's offset and shape. */
+#define RC_AHEAD_FAR 12
+#define RC_AHEAD_MID 6
+#define RC_AHEAD_NEAR 3
+/* rc_whole_by_identity's first pass: index slots 2 * RC_AHEAD_INDEX ahead, entries RC_AHEAD_INDEX. */
+#define RC_AHEAD_INDEX 8
+static void
+rc_prefetch_ahead(PyObject *list, Py_ssize_t k, Py_ssize_t n, const rc_filed *f, const rv_boxes *boxes,
+                  const uint32_t *entry_of)
+{
+    if (k + RC_AHEAD_FAR < n) {
+        PyObject *far = PyList_GetItem(list, k + RC_AHEAD_FAR);
         __builtin_prefetch(far);
         __builtin_prefetch((const char *)far + 64);
-        __builtin_prefetch(&f->index[mr_ptr_slot(far, f->mask)]);
     }
-    if (k + 6 < n) {
-        /* the fragment (in the cache now): its filed entry and box, and when it is of the
-         * placement layout class, the objects its check reads (offset, shape, id) */
-        PyObject *near = PyList_GetItem(list, k + 6);
-        size_t at = 0;
-        const rc_slot *slot = rc_find(f, near, &at);
-        if (slot != NULL) {
-            __builtin_prefetch(slot->box);
-            __builtin_prefetch((const char *)slot->box + 64);
+    if (k + RC_AHEAD_MID < n) {
+        /* the fragment (in the cache now): its filed box, and when it is of the placement
+         * layout class, the objects its check reads (offset, shape, id) */
+        PyObject *near = PyList_GetItem(list, k + RC_AHEAD_MID);
+        uint32_t e = entry_of[k + RC_AHEAD_MID];
+        if (e != 0) {
+            PyObject *box = f->entries[e - 1].box;
+            __builtin_prefetch(box);
+            __builtin_prefetch((const char *)box + 64);
         }
         if (near != NULL && rv_pf_memo.memo.cls != NULL && (PyObject *)Py_TYPE(near) == rv_pf_memo.memo.cls) {
             PyObject *const *fields = (PyObject *const *)((mr_layout_object *)near)->fields;
@@ -4060,15 +4162,13 @@ rc_prefetch_ahead(PyObject *list, Py_ssize_t k, Py_ssize_t n, const rc_filed *f,
             }
         }
         else {
-            rs_prefetch_dict(list, k + 6);
+            rs_prefetch_dict(list, k + RC_AHEAD_MID);
         }
     }
-    if (k + 3 < n) {
+    if (k + RC_AHEAD_NEAR < n && entry_of[k + RC_AHEAD_NEAR] != 0) {
         /* the box's region (in the cache now): its offset and shape */
-        PyObject *near = PyList_GetItem(list, k + 3);
-        size_t at = 0;
-        const rc_slot *slot = rc_find(f, near, &at);
-        if (slot != NULL && slot->box != NULL && boxes->list == NULL) {
+        const rc_slot *slot = &f->entries[entry_of[k + RC_AHEAD_NEAR] - 1];
+        if (slot->box != NULL && boxes->list == NULL) {
             PyObject *const *fields = mr_layout_fields(slot->box, &boxes->rl);
             if (fields != NULL && fields[MR_RG_OVERLAP_OFFSET] != NULL) __builtin_prefetch(fields[MR_RG_OVERLAP_OFFSET]);
             if (fields != NULL && fields[MR_RG_OVERLAP_SHAPE] != NULL) __builtin_prefetch(fields[MR_RG_OVERLAP_SHAPE]);
@@ -4078,18 +4178,21 @@ rc_prefetch_ahead(PyObject *list, Py_ssize_t k, Py_ssize_t n, const rc_filed *f,
 
 /* ``rc_whole_fragments`` on the boxes filed by object (see above): RC_ID_OK, RC_ID_DECLINE (a
  * fragment not written whole by one box), RC_ID_FALLBACK (the string rule decides) or
- * RC_ID_ERROR. */
+ * RC_ID_ERROR. Per part: first every fragment's filed entry, by address in list order (the
+ * index slots asked for ahead; nothing of the fragments read), then the checks in list order,
+ * each fragment's as before (the entry table is this call's own memory: Python code run by a
+ * comparison cannot change it). */
 static int
 rc_whole_by_identity(PyObject *participants, PyObject *parts, rc_filed *f, PyTypeObject *fragment_type,
                      const rv_boxes *boxes)
 {
     PyObject *ordered = PySequence_List(participants);
     if (ordered == NULL) return RC_ID_ERROR;
-    PyObject *ids = PySet_New(NULL);
     PyObject *list = NULL;
+    rc_part w = {NULL, NULL, 0, NULL, 0};
     int rc = RC_ID_ERROR;
     Py_ssize_t met = 0;
-    if (ids == NULL || PyList_Sort(ordered) < 0) goto done;
+    if (PyList_Sort(ordered) < 0) goto done;
     for (Py_ssize_t i = 0; i < PyList_Size(ordered); i++) {
         PyObject *participant = PyList_GetItem(ordered, i);
         PyObject *part = participant == NULL ? NULL : PyDict_GetItemWithError(parts, participant);
@@ -4097,16 +4200,28 @@ rc_whole_by_identity(PyObject *participants, PyObject *parts, rc_filed *f, PyTyp
         PyObject *fragments = PyObject_GetAttr(part, rc_keys[RC_FRAGMENTS]);
         list = fragments == NULL ? NULL : PySequence_List(fragments);
         Py_XDECREF(fragments);
-        if (list == NULL || PySet_Clear(ids) < 0) goto done;
+        if (list == NULL) goto done;
         const Py_ssize_t n = PyList_Size(list);
+        rc_part_free(&w);
+        if (n < 0 || rc_part_init(&w, n) < 0) goto done;
+        for (Py_ssize_t k = 0; k < n; k++) {
+            if (k + 2 * RC_AHEAD_INDEX < n) {
+                __builtin_prefetch(&f->index[mr_ptr_slot(PyList_GetItem(list, k + 2 * RC_AHEAD_INDEX), f->mask)]);
+            }
+            if (k + RC_AHEAD_INDEX < n) {
+                /* the index slot asked for above is in the cache: the entry it names */
+                uint32_t e = f->index[mr_ptr_slot(PyList_GetItem(list, k + RC_AHEAD_INDEX), f->mask)];
+                if (e != 0) __builtin_prefetch(&f->entries[e - 1]);
+            }
+            w.entry_of[k] = rc_entry_of(f, PyList_GetItem(list, k));
+        }
         for (Py_ssize_t k = 0; k < n; k++) {
             PyObject *fragment = PyList_GetItem(list, k); /* borrowed; ``list`` holds it */
             if (fragment == NULL) goto done;
-            rc_prefetch_ahead(list, k, n, f, boxes);
+            rc_prefetch_ahead(list, k, n, f, boxes, w.entry_of);
             rc = RC_ID_FALLBACK;
             if (Py_TYPE(fragment) != fragment_type) goto done;
-            size_t at = 0;
-            rc_slot *slot = rc_find(f, fragment, &at);
+            rc_slot *slot = w.entry_of[k] == 0 ? NULL : &f->entries[w.entry_of[k] - 1];
             if (slot == NULL || slot->count != 1) goto done;
             if (rc_same_text(slot->participant, participant) != 1) goto done; /* the string rule decides */
             /* (its instance state: its layout's slots, rv_pf_item) */
@@ -4122,11 +4237,10 @@ rc_whole_by_identity(PyObject *participants, PyObject *parts, rc_filed *f, PyTyp
             }
             int whole = -2; /* -2: fallback */
             if (pfid != NULL && PyUnicode_CheckExact(pfid)) {
-                Py_ssize_t before = PySet_Size(ids);
-                if (before < 0 || PySet_Add(ids, pfid) < 0) {
-                    whole = -1;
-                }
-                else if (PySet_Size(ids) != before) { /* an id not met before in this part */
+                w.held[w.n_held++] = pfid; /* the part's ids hold it (at most n: one per fragment) */
+                int added = rc_part_add_id(&w, pfid);
+                pfid = NULL;
+                if (added == 1) { /* an id not met before in this part */
                     PyObject *box_offset = NULL, *box_shape = NULL;
                     int truthy = PyObject_IsTrue(offset);
                     whole = 0;
@@ -4151,10 +4265,9 @@ rc_whole_by_identity(PyObject *participants, PyObject *parts, rc_filed *f, PyTyp
                 rc = whole == -1 ? RC_ID_ERROR : (whole == 0 ? RC_ID_DECLINE : RC_ID_FALLBACK);
                 goto done;
             }
-            /* the comparisons may have run Python code: find the slot again (the table does
-             * not move, but stay exact) */
-            slot = rc_find(f, fragment, &at);
-            if (slot != NULL && !slot->met) {
+            /* (the slot is this call's memory, where it was: the comparisons' Python code
+             * cannot reach it) */
+            if (!slot->met) {
                 slot->met = 1;
                 met++;
             }
@@ -4166,7 +4279,7 @@ rc_whole_by_identity(PyObject *participants, PyObject *parts, rc_filed *f, PyTyp
 done:
     if (rc != RC_ID_ERROR && PyErr_Occurred()) rc = RC_ID_ERROR;
     Py_XDECREF(list);
-    Py_XDECREF(ids);
+    rc_part_free(&w);
     Py_DECREF(ordered);
     return rc;
 }
@@ -4182,8 +4295,13 @@ rc_ops_hint(PyObject *frags, PyObject *target_of, Py_ssize_t n_frags, Py_ssize_t
     if (i + 16 < n_ops) {
         Py_ssize_t q = rs_position(target_of, i + 16, n_frags);
         PyObject *fragment = q < 0 ? NULL : PyList_GetItem(frags, q);
-        if (fragment != NULL) __builtin_prefetch(fragment);
-        else if (q >= 0) PyErr_Clear();
+        if (fragment != NULL) {
+            __builtin_prefetch(fragment);
+            __builtin_prefetch((const char *)fragment + 64); /* (its attestation slot) */
+        }
+        else if (q >= 0) {
+            PyErr_Clear();
+        }
     }
     if (i + 8 < n_ops) {
         Py_ssize_t q = rs_position(target_of, i + 8, n_frags);
@@ -4193,7 +4311,10 @@ rc_ops_hint(PyObject *frags, PyObject *target_of, Py_ssize_t n_frags, Py_ssize_t
             return;
         }
         PyObject *placement = rv_hint_placement(fragment);
-        if (placement != NULL) __builtin_prefetch(&f->index[mr_ptr_slot(placement, f->mask)]);
+        if (placement != NULL) {
+            __builtin_prefetch(&f->index[mr_ptr_slot(placement, f->mask)]);
+            __builtin_prefetch(placement, 1); /* (its reference count, taken when filed) */
+        }
     }
 }
 
