@@ -196,3 +196,20 @@ def test_sorted_ranks_exact_matches_the_dict_ranks() -> None:
         expected = array("q", [ranks[fid] for fid in ids]).tobytes()
         assert _sorted_ranks_exact(list(ids)) == (expected, True)
     assert _sorted_ranks_exact([1, 0])[1] is False
+
+
+def test_dp_owned_source_owners_shared_signature_without_dp_ownership() -> None:
+    """One signature object without DP ownership shared by every tensor: no DP-owned tensor
+    (returned before any pass over the tensors or fragments, as the sorted scan found none);
+    equal but distinct signature objects, or one DP-owned signature, take the scan."""
+    from mooncake.reshard.weight._planner.ownership import dp_owned_source_owners
+
+    shared = (("ep",), False)
+    tensors: dict[str, Any] = {"a": None, "b": None, "c": None}
+    assert dp_owned_source_owners(tensors, [], {t: shared for t in tensors}) == {}
+    assert dp_owned_source_owners(tensors, [], {t: (("ep",), False) for t in tensors}) == {}
+    assert dp_owned_source_owners({}, [], {}) == {}
+    # a DP-owned tensor (not the shared case) is still looked for: its owners need its fragments
+    mixed = {"a": shared, "b": (("dp",), True), "c": shared}
+    with pytest.raises(ValueError, match="DP-owned source tensor has no complete declared owner: b"):
+        dp_owned_source_owners(tensors, [], mixed)

@@ -452,6 +452,13 @@ def dp_owned_source_owners(
 ) -> dict[str, RuntimeTensorOwner]:
     """The single complete declared owner of each DP-owned source tensor (spec §11.2)."""
     signatures = _signatures(tensors, signatures)
+    # one signature object shared by every tensor (the usual case, see _single_signature) without
+    # DP ownership: no DP-owned tensor, decided without a pass over the items
+    values = signatures.values()
+    if type(signatures) is dict and signatures:
+        first = next(iter(values))
+        if not first[1] and all(map(is_, values, repeat(first))):
+            return {}
     # the DP-owned tensors, read from the signatures directly (the map below only when some are)
     owned = sorted(tensor_id for tensor_id, signature in signatures.items() if signature[1])
     if not owned:
