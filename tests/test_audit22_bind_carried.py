@@ -18,8 +18,11 @@ them after ``bind_regions``, step 8, and before the new plan's revalidation uses
 Each of these reaches the call's objects through the caller's frames (``sys._getframe``) or
 ``gc.get_objects()``. A forgery is a hole when it is accepted (or refused with another message
 than the unforged-but-invalid plan gets from ``dataclasses.replace``, which revalidates with no
-carried fact): those tests are ``xfail(strict=True)`` with the reason. The others pass and guard
-the next change.
+carried fact). The audit found the carried facts taken whatever had run (the tests below were
+strict xfails on ``dfe02e5``); since then bind takes them only when the call is sealed
+(``binding._sealed``: no hook, the plan, limits, placements and bindings of the exact classes),
+and otherwise revalidates every rule as ``replace`` does. The remaining xfail is described at its
+test. Other threads are not covered (they could equally edit after the last check).
 """
 
 from __future__ import annotations
@@ -181,36 +184,25 @@ def _overlap_doubled(local: dict[str, Any]) -> None:
     object.__setattr__(op, "overlap_shape", tuple(2 * extent for extent in op.overlap_shape))
 
 
-_ACCEPTED = (
-    "accepted: revalidate_scan_carried and regions_canonical_carried check only that each "
-    "operation is the carried region object and trust its source, target and geometry fields"
-)
-_OTHER_MESSAGE = (
-    "refused, but by a later rule (recheck_regions' or the scan's) than the unforged plan's first "
-    "failure: the carried scan facts were derived from the region's old fields"
-)
-
-
-def _case(forge: Forge, tensors: int, reason: str = "") -> Any:
-    marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-    return pytest.param(forge, tensors, marks=marks, id=f"{forge.__name__.lstrip('_')}-{tensors}")
+def _case(forge: Forge, tensors: int) -> Any:
+    return pytest.param(forge, tensors, id=f"{forge.__name__.lstrip('_')}-{tensors}")
 
 
 @pytest.mark.parametrize(
     ("forge", "tensors"),
     [
-        _case(_target_is_source, SMALL, _ACCEPTED),
-        _case(_target_is_source, PROVED, _ACCEPTED),
-        _case(_target_other, SMALL, _OTHER_MESSAGE),
-        _case(_target_other, PROVED, _ACCEPTED),
-        _case(_source_other, SMALL, _OTHER_MESSAGE),
-        _case(_source_other, PROVED, _ACCEPTED),
-        _case(_target_next_generation, SMALL, _ACCEPTED),
-        _case(_target_next_generation, PROVED, _ACCEPTED),
-        _case(_target_offset_beyond, SMALL, _OTHER_MESSAGE),
-        _case(_target_offset_beyond, PROVED, _ACCEPTED),
+        _case(_target_is_source, SMALL),
+        _case(_target_is_source, PROVED),
+        _case(_target_other, SMALL),
+        _case(_target_other, PROVED),
+        _case(_source_other, SMALL),
+        _case(_source_other, PROVED),
+        _case(_target_next_generation, SMALL),
+        _case(_target_next_generation, PROVED),
+        _case(_target_offset_beyond, SMALL),
+        _case(_target_offset_beyond, PROVED),
         _case(_tensor_renamed, SMALL),
-        _case(_tensor_renamed, PROVED, _ACCEPTED),
+        _case(_tensor_renamed, PROVED),
         _case(_overlap_doubled, SMALL),
         _case(_overlap_doubled, PROVED),
     ],
@@ -234,11 +226,6 @@ def _carried_fragment_swapped(local: dict[str, Any]) -> None:
     object.__setattr__(op.target, "lease_generation", op.target.lease_generation + 1)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="accepted: the carried distinct-fragment list is a mutable list bind's frame holds; the "
-    "fast path checks the copy put there, not the edited fragment the regions hold",
-)
 @pytest.mark.parametrize("tensors", [SMALL, PROVED])
 def test_carried_fragment_list_edited_is_refused(tensors):
     expected = _unforged_message(_carried_fragment_swapped, tensors)
@@ -249,7 +236,6 @@ def test_carried_fragment_list_edited_is_refused(tensors):
 # Other channels to the same point: exact classes with a trace hook, and a PlanningLimits subclass.
 
 
-@pytest.mark.xfail(strict=True, reason=_ACCEPTED + " (reached with exact classes through sys.settrace)")
 def test_region_edited_from_trace_hook_is_refused():
     logical, targets, sources, _memory = _world(SMALL)
     code = binding_module._bind_logical_transfer_plan.__code__
@@ -302,7 +288,6 @@ def _hook_limits(limits: PlanningLimits) -> _HookLimits:
     return hooked
 
 
-@pytest.mark.xfail(strict=True, reason=_ACCEPTED + " (reached through a PlanningLimits subclass's read)")
 def test_region_edited_from_limits_subclass_is_refused():
     logical, targets, sources, _memory = _world(SMALL)
     plan = copy.copy(logical)
@@ -332,11 +317,6 @@ def _snapshot_edit(side: str, field: str, change: Callable[[Any], Any]) -> Forge
     return forge
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="accepted: inside _ViewScope(built_now=True) an executor's snapshot that is the object "
-    "binding derived in the same call is not compared field by field, and user code ran since",
-)
 @pytest.mark.parametrize(
     "forge",
     [
@@ -383,11 +363,6 @@ def test_executor_field_edited_before_revalidation_is_refused(forge):
 #    revalidation skips it (_from_bound_operations: check_physical_ranges=False).
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="accepted (and replace() of the result raises): the physical-range check ran at step 9, "
-    "before the adapter's step 11 reads, and the new plan's revalidation does not run it again",
-)
 def test_target_alias_made_at_step11_is_refused():
     logical, targets, sources, _memory = _world(SMALL)
     state = {"done": False}
@@ -470,11 +445,6 @@ def _offset_target_snapshot(plan: Any) -> None:
     object.__setattr__(op, "target", forged)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="accepted (the plan bound is the unforged one: bind_regions binds the placement's own "
-    "fragment by id): step 5's rule is decided at step 2 and user code runs before its use",
-)
 def test_operation_snapshot_edited_between_step2_and_step5_is_refused(monkeypatch):
     plan, targets, sources, _memory, state = _step5_world(_offset_target_snapshot)
     assert isinstance(_bind(plan, targets, sources), TransferPlan)  # the hook alone changes nothing

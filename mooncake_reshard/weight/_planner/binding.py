@@ -9,6 +9,7 @@ first failure in its own order.
 
 from __future__ import annotations
 
+import sys
 from operator import attrgetter
 from typing import Any, Iterable, Optional, Sequence
 
@@ -17,7 +18,7 @@ from ..binding import _binding_views, validate_runtime_binding
 from ..placement import WeightPlacementManifest
 from ..runtime import WeightRuntimeBindingManifest
 from ..storage_manifest import StoredFragmentSnapshot, StoredWeightManifest, validate_weight_manifest_snapshot
-from ..types import ParallelRank, PlacementFragment
+from ..types import ParallelRank, PlacementFragment, TensorDescriptor
 from ... import _native
 from ..._collector import collector_paused
 from ...contracts.fragments import RuntimeBindingFragment
@@ -563,8 +564,11 @@ def _bind_side(
     placement: Optional[WeightPlacementManifest],
     bindings: Any,
     required: set[Any],
+    exact: Optional[list[bool]] = None,
 ) -> tuple[list[WeightRuntimeBindingManifest], dict[tuple[str, str], RuntimeBindingAttestation]]:
-    """Validate one side's bindings (spec §12.1 step 6); return the kept ones and attestations."""
+    """Validate one side's bindings (spec §12.1 step 6); return the kept ones and attestations.
+    ``exact`` (bind's own list) gets False when a given binding or its fragments is not of the
+    exact classes (their reads may run user code: see ``_sealed``)."""
     if isinstance(bindings, WeightRuntimeBindingManifest):
         raise ValueError(f"invalid {label} runtime binding input")
     try:
@@ -584,6 +588,8 @@ def _bind_side(
         WeightRuntimeBindingManifest, RuntimeBindingFragment, given
     )
     if given_participants is None:
+        if exact is not None:
+            exact.append(False)
         given_participants = _bind_side_ids(label, given)
     placement_id = placement.placement_id
     for binding in given:
@@ -791,14 +797,6 @@ def _placement_fragments(placement: WeightPlacementManifest) -> dict[str, Placem
 def _placement_tensors(placement: WeightPlacementManifest) -> dict[str, Any]:
     """The placement's tensors by tensor id."""
     return {tensor.tensor_id: tensor for tensor in placement.tensors}
-    signature = (fragments, tensors, parts)
-    values = {
-        "fragments": {fragment.placement_fragment_id: fragment for fragment in placement.fragments},
-        "tensors": {tensor.tensor_id: tensor for tensor in placement.tensors},
-        "bindable": frozenset(part.participant_id for part in placement.parts if part.fragments),
-    }
-    state[_PLACEMENT_SLOT] = (signature, values)
-    return values
 
 
 def _part_fragment_index(placement: WeightPlacementManifest) -> dict[str, PlacementFragment]:
@@ -871,6 +869,40 @@ def bind_logical_transfer_plan(
     return plan
 
 
+def _no_hooks() -> bool:
+    """No trace or profile function is set (they run Python code at every line and call)."""
+    return sys.gettrace() is None and sys.getprofile() is None
+
+
+def _exact_descriptors(tensors: Any) -> bool:
+    """Every item is an exact ``TensorDescriptor`` (comparing them runs no user ``__eq__``)."""
+    return type(tensors) is tuple and all(type(tensor) is TensorDescriptor for tensor in tensors)
+
+
+def _sealed(
+    logical_plan: Any, limits: Any, source_placement: Any, target_placement: Any
+) -> bool:
+    """Whether no code but this package's can have run during the bind call (called at its end;
+    the caller adds: no hook set at its start, every given binding of the exact classes).
+
+    The new plan's revalidation takes facts the call proved earlier (``carried``: bind_regions'
+    scan and canonical proofs; ``_ViewScope(built_now=True)``: the call's own snapshots compared
+    by identity; step 9's physical ranges, applied once) only then: user code that ran after the
+    proof (a subclass's attribute read, a trace or profile hook) could have changed what it
+    covered through the caller's frames or ``gc.get_objects()`` (tests/test_audit22_bind_carried.py).
+    Otherwise every rule runs again on the new plan, as ``replace`` runs them. The collector is
+    paused during the call (no gc callback or finalizer runs). Another thread, or a signal
+    handler, changing the objects with ``object.__setattr__`` is not guarded against: it could
+    equally change them after the last check."""
+    return (
+        _no_hooks()
+        and type(logical_plan) is LogicalTransferPlan
+        and type(limits) is PlanningLimits
+        and type(target_placement) is WeightPlacementManifest
+        and (source_placement is None or type(source_placement) is WeightPlacementManifest)
+    )
+
+
 def _bind_logical_transfer_plan(
     logical_plan: LogicalTransferPlan,
     target_bindings: Sequence[WeightRuntimeBindingManifest],
@@ -880,6 +912,7 @@ def _bind_logical_transfer_plan(
 ) -> TransferPlan:
     if not isinstance(logical_plan, LogicalTransferPlan):
         raise ValueError("logical_plan must be a LogicalTransferPlan")
+    hooks_clear = _no_hooks()  # (see _sealed)
     step5 = _recheck_logical_target(logical_plan)
     # Step 3: stored-source manifest.
     plan_manifest = logical_plan.source_manifest
@@ -920,9 +953,17 @@ def _bind_logical_transfer_plan(
     logical_plan.validate_source_manifest_snapshot()
     # Decided at step 2 in the target checks' C call (the same passes over the operations), for
     # these very objects: nothing below is read (the fragment indexes only serve the loop).
+    # Only when no user code can have run since (step 4's descriptor comparisons call __eq__,
+    # a subclassed plan's attribute reads, a hook: they could have changed the operations
+    # meanwhile; tests/test_audit22_bind_carried.py).
     operations_checked = (
         step5 is not None
         and step5[3] is True
+        and hooks_clear
+        and _no_hooks()
+        and type(logical_plan) is LogicalTransferPlan
+        and _exact_descriptors(logical_plan.source_tensors)
+        and _exact_descriptors(logical_plan.target_tensors)
         and source_placement is step5[5]
         and target_placement is step5[6]
         and logical_plan.operations is step5[4]
@@ -966,11 +1007,14 @@ def _bind_logical_transfer_plan(
     # The step 5 maps are not read again.
     del target_index, source_index, committed
     # Step 6: bindings, target first.
+    exact_bindings: list[bool] = []  # (see _sealed)
     target_kept, target_attestations = _bind_side(
-        "target", target_placement, target_bindings, target_participants
+        "target", target_placement, target_bindings, target_participants, exact_bindings
     )
     source_required = {executor.participant_id for executor in logical_plan.source_executors}
-    source_kept, source_attestations = _bind_side("source", source_placement, source_bindings, source_required)
+    source_kept, source_attestations = _bind_side(
+        "source", source_placement, source_bindings, source_required, exact_bindings
+    )
     # Step 7: bound fragments.
     # Each side's bound fragments are allocated in the order the operations first use them
     # (the ordered path builds the map in C, no (id, fragment) row whose memory, freed, would
@@ -1071,8 +1115,12 @@ def _bind_logical_transfer_plan(
     del operations
     if len(bound_operations) >= _TRIM_MIN_OPERATIONS:
         _native.trim_heap()  # the projections' temporaries: out of the revalidation's peak
+    sealed = hooks_clear and not exact_bindings and _sealed(logical_plan, limits, source_placement, target_placement)
+    if not sealed:
+        carried = None
     return TransferPlan._from_bound_operations(
         carried,
+        sealed,
         resource_id=logical_plan.resource_id,
         revision=logical_plan.revision,
         weight_generation=target_placement.weight_generation,

@@ -815,21 +815,23 @@ class TransferPlan:
         self._revalidate(check_physical_ranges=True)
 
     @classmethod
-    def _from_bound_operations(cls, carried: Any = None, **values: Any) -> TransferPlan:
-        """Private constructor for ``bind_logical_transfer_plan``: every rule runs except the
-        target physical-range check, which binding has just applied to these very operations
-        (spec §2.5: binding applies that check exactly once).
+    def _from_bound_operations(cls, carried: Any = None, sealed: bool = False, **values: Any) -> TransferPlan:
+        """Private constructor for ``bind_logical_transfer_plan``.
 
-        ``carried``: ``bind_regions``' scan facts about the regions that call built (or None),
-        taken by ``revalidate_scan_carried`` only (the case "this call's own objects": the
-        regions and their bound fragments, not yet returned to any code); the adapter's
-        bindings and the budgets are read again there. Every other constructor (``TransferPlan(...)``,
-        ``replace``, pickle restore) passes none and revalidates everything."""
+        ``sealed`` (binding._sealed: no code but this package's ran during the bind call): every
+        rule runs except the target physical-range check, which binding has just applied to
+        these very operations (spec §2.5: binding applies that check exactly once), the call's
+        own attestations' snapshots are compared by identity (``built_now``), and ``carried``,
+        ``bind_regions``' scan facts about the regions that call built (or None), is taken by
+        ``revalidate_scan_carried`` (the adapter's bindings and the budgets are read again
+        there). Not sealed: ``carried`` is ignored and every rule runs, the physical ranges
+        included, as ``replace`` runs them. Every other constructor (``TransferPlan(...)``,
+        ``replace``, pickle restore) revalidates everything."""
         plan: TransferPlan = object.__new__(cls)
         for name in _INIT_FIELDS:
             object.__setattr__(plan, name, values[name])
-        with _ViewScope(built_now=True):  # attestations created by the bind call itself
-            plan._revalidate_scoped(False, carried)
+        with _ViewScope(built_now=sealed):  # attestations created by the bind call itself
+            plan._revalidate_scoped(not sealed, carried if sealed else None)
         return plan
 
     def _revalidate(self, *, check_physical_ranges: bool) -> None:

@@ -77,6 +77,7 @@ owner): ``(copyreg.__newobj__, (cls,), plan.__getstate__())``, restored by
 from __future__ import annotations
 
 import copyreg
+import sys
 from dataclasses import fields
 from operator import itemgetter
 from typing import Any, Optional
@@ -703,7 +704,15 @@ class _Record(list):  # type: ignore[type-arg]
 
 
 def _restore_transfer_plan(*record: Any) -> TransferPlan:
-    """Rebuild a plan from its compact record through the validating paths (module docstring)."""
+    """Rebuild a plan from its compact record through the validating paths (module docstring).
+    The collector is paused throughout: no gc callback or finalizer runs between the region
+    scan whose facts are carried and the revalidation that takes them (see below)."""
+    with collector_paused():
+        return _restore_record(record)
+
+
+def _restore_record(record: tuple[Any, ...]) -> TransferPlan:
+    hooks_clear = sys.gettrace() is None and sys.getprofile() is None
     if len(record) == 1 and type(record[0]) is _Record:
         items: Any = record[0][:]
         record[0].clear()
@@ -768,6 +777,18 @@ def _restore_transfer_plan(*record: Any) -> TransferPlan:
         }
     )
     del source_executors, target_executors
+    # The carried facts only when no code but this package's ran since the scan: limits and
+    # placement of the exact classes (their reads run no user code) and no trace or profile
+    # hook (else, as for bind's carried facts, that code could have changed the regions since:
+    # tests/test_audit22_restore_carried.py).
+    if not (
+        hooks_clear
+        and sys.gettrace() is None
+        and sys.getprofile() is None
+        and type(planning_limits) is PlanningLimits
+        and type(target_placement) is WeightPlacementManifest
+    ):
+        carried = None
     if carried is None:
         plan.__post_init__()
     else:
