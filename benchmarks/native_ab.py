@@ -64,18 +64,66 @@ class Swapper:
                         raise SystemExit(f"the base build has no {attribute} ({name}.{key})")
                     self.sites.append((module, key, attribute))
 
-    def use(self, which: str) -> None:
+    def use(self, which: str, wrap: Optional[Callable[[Any], Any]] = None) -> None:
+        """Point every site at build ``which``; with ``wrap``, at ``wrap`` of each of its
+        functions (a module site gets a ``_WrappedModule``)."""
         build = self.builds[which]
+        wrapped = _WrappedModule(build, wrap) if wrap is not None else build
         for module, key, attribute in self.sites:
-            setattr(module, key, getattr(build, attribute) if attribute else build)
+            if attribute:
+                function = getattr(build, attribute)
+                setattr(module, key, wrap(function) if wrap is not None else function)
+            else:
+                setattr(module, key, wrapped)
+
+
+class _WrappedModule:
+    """A build's module with its functions wrapped (classes and other values as they are)."""
+
+    def __init__(self, module: ModuleType, wrap: Callable[[Any], Any]) -> None:
+        self._module = module
+        self._wrap = wrap
+        self._functions: Dict[str, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._module, name)
+        if not callable(value) or isinstance(value, type):
+            return value
+        function = self._functions.get(name)
+        if function is None:
+            function = self._functions[name] = self._wrap(value)
+        return function
 
 
 class CallTimer:
-    """Thread CPU per top-level C call (``sys.setprofile``; nested calls count in their caller)."""
+    """Thread CPU per top-level C call (nested calls count in their caller). ``hook``: through
+    ``sys.setprofile``, which also times the C types' methods (``FragmentTable.pack_objects``);
+    otherwise (the bind stage) by wrapping the extension's functions where the package reads
+    them: a profile hook is foreign code to a bind call, which then revalidates everything
+    instead of taking its carried facts (``binding._sealed``), so it would time another path."""
 
-    def __init__(self) -> None:
+    def __init__(self, hook: bool = True) -> None:
+        self.hook = hook
         self.totals: Dict[str, float] = {}
         self._stack: List[Tuple[Any, float]] = []
+        self._depth = 0
+
+    def wrap(self, function: Any) -> Any:
+        """``function`` timed into ``totals`` when called outside another timed call."""
+        name = getattr(function, "__qualname__", None) or getattr(function, "__name__", "?")
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if self._depth:
+                return function(*args, **kwargs)
+            self._depth += 1
+            started = time.thread_time()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self._depth -= 1
+                self.totals[name] = self.totals.get(name, 0.0) + time.thread_time() - started
+
+        return timed
 
     def _hook(self, frame: Any, event: str, arg: Any) -> None:
         if event == "c_call":
@@ -89,13 +137,15 @@ class CallTimer:
     def run(self, function: Callable[[], Any]) -> Tuple[Any, float]:
         self.totals = {}
         self._stack = []
-        sys.setprofile(self._hook)
+        if self.hook:
+            sys.setprofile(self._hook)
         started = time.thread_time()
         try:
             result = function()
         finally:
             elapsed = time.thread_time() - started
-            sys.setprofile(None)
+            if self.hook:
+                sys.setprofile(None)
         return result, elapsed
 
 
@@ -144,14 +194,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         inputs, label = w.sweep(fragments=fragments), f"sweep {fragments}"
     stage, summary = _stage_runner(args.stage, inputs)
     swapper = Swapper(new, base)
-    timer = CallTimer()
+    timer = CallTimer(hook=args.stage != "bind")
     totals: Dict[str, List[float]] = {"base": [], "new": []}
     calls: Dict[str, Dict[str, List[float]]] = {"base": {}, "new": {}}
     summaries: Dict[str, Any] = {}
     try:
         for repeat in range(args.repeats):
             for which in ("base", "new") if repeat % 2 == 0 else ("new", "base"):
-                swapper.use(which)
+                swapper.use(which, None if timer.hook else timer.wrap)
                 gc.collect()
                 result, elapsed = timer.run(stage)
                 totals[which].append(elapsed)
