@@ -5523,15 +5523,20 @@ bd_rank_fields(PyObject *const *nm, PyObject *rank, PyObject *rank_cls, int64_t 
  * fragment_id) is in `selected`, 0 when some is, with *all set when every one is; BD_FALLBACK
  * (as -2) for unexpected values, -1 on error. */
 static int
-bd_selection(PyObject *const *nm, PyObject *items, PyObject *selected, int *all)
+bd_selection(PyObject *const *nm, PyObject *items, PyObject *selected, int *all, PyObject *rf_cls)
 {
     if (!PyTuple_CheckExact(items)) return -2;
     Py_ssize_t n = PyTuple_Size(items), hits = 0;
     if (n < 0) return -1;
+    /* rf_cls (NULL: none) in its C-owned runtime layout: an exact instance's fragment_id is its
+     * slot, what getattr returns (an empty slot: the AttributeError getattr raises) */
+    mr_layout_class rl = {0};
+    if (rf_cls != NULL && !mr_runtime_layout(&bd_runtime_memo, &rl, rf_cls)) rl.cls = NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *item = PyTuple_GetItem(items, i), *fid = NULL;
         if (item == NULL) return -1;
-        int rc = bd_get_str(item, nm[N_FID], &fid);
+        PyObject *const *rf = mr_layout_fields(item, &rl);
+        int rc = rf != NULL ? bd_slot_str(rf[MR_RF_FRAGMENT_ID], &fid) : bd_get_str(item, nm[N_FID], &fid);
         if (rc != BD_OK) return rc == BD_ERROR ? -1 : -2;
         int in = PySet_Contains(selected, fid);
         Py_DECREF(fid);
@@ -5634,7 +5639,7 @@ bd_project_attested(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             if (status == BD_OK) status = bd_get(evidence, nm[N_FRAGMENTS], &evidence_fragments);
             if (status != BD_OK) goto next;
             int all = 0;
-            int none = bd_selection(nm, evidence_fragments, selected, &all);
+            int none = bd_selection(nm, evidence_fragments, selected, &all, args[4]);
             if (none < 0) { status = none == -1 ? BD_ERROR : BD_FALLBACK; goto next; }
             if (none) goto next; /* no attested snapshot of this part is selected */
             evidence_selected = all;
@@ -5691,7 +5696,7 @@ bd_project_attested(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         int rows_selected = built != NULL && evidence_selected;
         if (selected != Py_None && !rows_selected) {
             int all = 0;
-            int none = bd_selection(nm, all_snapshots, selected, &all);
+            int none = bd_selection(nm, all_snapshots, selected, &all, NULL);
             if (none < 0) { status = none == -1 ? BD_ERROR : BD_FALLBACK; goto next; }
             if (none) goto next; /* nothing selected on this worker */
             if (!all) { status = BD_FALLBACK; goto next; } /* a partial selection: Python */
