@@ -1521,6 +1521,12 @@ ov_used_indices(const ov_plan *P, int use_src, size_t n)
     }
     size_t count = 0;
     for (size_t i = 0; i < n; i++) count += seen[i];
+    if (count == n) {
+        /* every index used (the usual case): range(n), the same increasing sequence without an
+         * int object per index (the caller reads its length, or indexes with it) */
+        PyMem_Free(seen);
+        return PyObject_CallFunction((PyObject *)&PyRange_Type, "n", (Py_ssize_t)n);
+    }
     /* the list made at its final length (count <= n, itself a Py_ssize_t: no append growth) */
     PyObject *out = PyList_New((Py_ssize_t)count);
     for (size_t i = 0, k = 0; out != NULL && i < n; i++) {
@@ -1542,7 +1548,8 @@ PyDoc_STRVAR(plan_regions_doc,
 "order (as build_regions from the records; tensor_id from target_tensor_ids[t] when that\n"
 "list, parallel to targets, is given instead of None). sources and targets are lists or tuples indexed like the\n"
 "packed source and target arrays. Returns (regions tuple, used source indices, used target\n"
-"indices) (sorted lists), or plan_overlaps' error tuple (code, target_index, a, b).");
+"indices) (sorted lists; range(n) when every one of the n is used), or plan_overlaps' error\n"
+"tuple (code, target_index, a, b).");
 
 static PyObject *
 ov_plan_regions(PyObject *Py_UNUSED(self), PyObject *args)

@@ -310,13 +310,13 @@ def plan_regions(
     target_tensor_ids: list[Any] | None,
     /,
     *plan_overlaps_arguments: Any,
-) -> tuple[tuple[Any, ...], list[int], list[int]] | tuple[int, int, int, int]:
+) -> tuple[tuple[Any, ...], Sequence[int], Sequence[int]] | tuple[int, int, int, int]:
     """``plan_overlaps(*plan_overlaps_arguments)`` and, on success, its regions built directly as
     instances of ``cls`` (a heap type with instance ``__dict__``; not called), as
     ``build_regions(cls, records, sources, targets)`` would from the records (``tensor_id`` from
     ``target_tensor_ids[t]`` when that list, parallel to ``targets``, is given): returns
     ``(regions, used source indices, used target indices)`` (sorted distinct indices into the
-    lists), or ``plan_overlaps``' error tuple ``(code, target_index, a, b)``. ``sources`` must hold
+    lists: a list, or ``range(n)`` when all n are used), or ``plan_overlaps``' error tuple ``(code, target_index, a, b)``. ``sources`` must hold
     one object per packed source fragment and ``targets`` at least ``nprocess``, else
     ``ValueError``."""
 

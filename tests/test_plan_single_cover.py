@@ -179,7 +179,8 @@ def test_plan_regions_single_member_cover_objects() -> None:
         target_fragment_ids=targets,
     )
     regions, used_sources, used_targets = plan_region_objects(Region, sources, targets, ["w", "w", "w"], **kernel)
-    assert used_sources == [0, 1] and used_targets == [0, 1, 2]
+    assert list(used_sources) == [0, 1] and list(used_targets) == [0, 1, 2]
+    assert used_targets == range(3)  # every target used: range(n), no int object per index
     assert [(r.source, r.target, r.overlap_offset, r.source_base_offset) for r in regions] == [
         ("s0", "t0", (0,), 0),
         ("s1", "t1", (5,), 4),

@@ -506,7 +506,7 @@ def test_plan_regions_equals_records_then_build_regions(pair: Tuple[Layout, Layo
         got, native_calls = _plan_with(core.plan_region_objects, lambda: plan_placement_transfer(source, target, planning_limits=limits))
         expected, oracle_calls = _plan_with(_two_step, lambda: plan_placement_transfer(source, target, planning_limits=limits))
         assert got == expected
-        assert [(tuple(map(dict, map(field_state, c[0]))), c[1], c[2]) for c in native_calls] == [
+        assert [(tuple(map(dict, map(field_state, c[0]))), list(c[1]), list(c[2])) for c in native_calls] == [
             (tuple(map(dict, map(field_state, c[0]))), c[1], c[2]) for c in oracle_calls
         ]
         if got[0] == "ok":
@@ -545,7 +545,7 @@ def test_plan_regions_rejects_hostile_inputs() -> None:
         _native.plan_regions(TransferRegion, sources, targets, tids[:-1], *args)  # not parallel to targets
     with pytest.raises(TypeError):
         _native.plan_regions(TransferRegion, sources, targets, tuple(tids), *args)
-    assert used_s == sorted(set(used_s)) and used_t == sorted(set(used_t))
+    assert list(used_s) == sorted(set(used_s)) and list(used_t) == sorted(set(used_t))
     with pytest.raises(TypeError):
         _native.plan_regions(TransferRegion, sources, targets, None, *args[:-1])
     with pytest.raises(TypeError):

@@ -364,7 +364,7 @@ def _tensor_columns_by_catalog(
     return ndims, itemsizes, routed, count
 
 
-def _used_ids(ids: list[str], rows: list[int], exact_strs: bool = False) -> set[str] | list[str]:
+def _used_ids(ids: list[str], rows: Sequence[int], exact_strs: bool = False) -> set[str] | list[str]:
     """``{ids[r] for r in rows}`` for the kernel's used rows (distinct, increasing, in range):
     as many rows as ids are every id (then no indexing per row).
 

@@ -274,14 +274,14 @@ def plan_region_objects(
     target_packed: Optional[tuple[bytes, bytes, bytes, bytes, bytes]] = None,
     source_packed: Optional[tuple[bytes, bytes, bytes, bytes, bytes, bytes, bytes]] = None,
     tensor_ndim_packed: Optional[bytes] = None,
-) -> tuple[tuple[Any, ...], list[int], list[int]]:
+) -> tuple[tuple[Any, ...], Sequence[int], Sequence[int]]:
     """``plan_overlap_regions`` followed by ``_native.build_regions(region_type, records,
     sources, targets)`` in one C call (``_native.plan_regions``: no intermediate records).
     ``target_tensor_ids`` (parallel to ``targets``), when given, are the targets' tensor ids
     already read by the caller.
 
     Returns ``(regions, used source indices, used target indices)`` (indices into ``sources``
-    and ``targets``, increasing), or raises the same ``ValueError`` as ``plan_overlap_regions``."""
+    and ``targets``, increasing: a list, or ``range(n)`` when all n are used), or raises the same ``ValueError`` as ``plan_overlap_regions``."""
     result = _native.plan_regions(
         region_type,
         sources,
