@@ -1343,6 +1343,22 @@ done:
  * the dict, or a missing / non-dict __dict__, takes today's getattr read of that field, and
  * any other class takes getattr for every field: the values (hence the snapshots) are the very
  * objects getattr returns. */
+/* The runtime layout's field index of snapshot field name k (mr_runtime_index of bd_names[k],
+ * fixed by the names' text: found once per process), or -1 when it is not a runtime field. */
+static Py_ssize_t
+bd_snapshot_rf_index(PyObject *const *nm, int k)
+{
+    static Py_ssize_t known[N_LEASE_GENERATION];
+    static int filled[N_LEASE_GENERATION];
+    if (k < 0 || k >= N_LEASE_GENERATION) return -1;
+    if (!filled[k]) {
+        if (mr_runtime_names() == NULL) return mr_runtime_index(nm[k]); /* (before Init_Layout: not kept) */
+        known[k] = mr_runtime_index(nm[k]);
+        filled[k] = 1;
+    }
+    return known[k];
+}
+
 static int
 bd_snapshot_values(const bd_table *tb, PyObject *pf_cls, PyObject *placement_fragment, PyObject *runtime_dict,
                    PyObject *generation, PyObject **values)
@@ -1354,6 +1370,13 @@ bd_snapshot_values(const bd_table *tb, PyObject *pf_cls, PyObject *placement_fra
     int in_slots = 0;
     int status = BD_OK;
     for (int k = 0; k < BD_NSNAP; k++) values[k] = NULL;
+    /* a runtime fragment state that is the fragment in its C-owned layout (bd_runtime_state):
+     * its slots, read as bd_dget reads them */
+    PyObject *const *rf = NULL;
+    if (!PyDict_Check(runtime_dict) && bd_runtime_memo.memo.cls != NULL
+        && (PyObject *)Py_TYPE(runtime_dict) == bd_runtime_memo.memo.cls) {
+        rf = (PyObject *const *)((mr_layout_object *)runtime_dict)->fields;
+    }
     if (pf_cls != NULL && (PyObject *)Py_TYPE(placement_fragment) == pf_cls) {
         in_slots = bd_pf_slots(placement_fragment, from_placement, 4, slots);
         if (!in_slots) {
@@ -1374,7 +1397,12 @@ bd_snapshot_values(const bd_table *tb, PyObject *pf_cls, PyObject *placement_fra
             }
         }
         PyObject *value = NULL;
-        if (!placement_side) {
+        if (!placement_side && rf != NULL) {
+            /* bd_dget on a runtime layout state: the slot of that name (mr_runtime_state_get) */
+            Py_ssize_t at = bd_snapshot_rf_index(nm, k);
+            status = bd_slot_get(at < 0 ? NULL : rf[at], &value);
+        }
+        else if (!placement_side) {
             status = bd_dget(runtime_dict, nm[k], &value);
         }
         else if (in_slots && slot != NULL) {
