@@ -3931,15 +3931,31 @@ typedef struct {
 } rc_slot;
 
 /* The filed objects in filing order (entries), found through an open-addressing index of
- * entry numbers + 1 (0: an empty index slot), a power of two of them at most two thirds used:
- * 4 bytes per index slot and one entry per object instead of an entry per slot (this table
- * drove bind's peak RSS at Kimi size: 40 MiB for 562k operations, now 22). */
+ * entry numbers + 1 (0: an empty index slot) with 32 more bits of the object's address hash, a
+ * power of two of them at most two thirds used: 8 bytes per index slot and one entry per object
+ * instead of an entry per slot (this table drove bind's peak RSS at Kimi size: 40 MiB for 562k
+ * operations, 22 with 4-byte slots, 26 now). A probe reads the entry of a slot only when the
+ * tags match: the collisions of a probe sequence cost no entry read (a cache miss each, the
+ * entries being in filing order and the lookups in part order). */
 typedef struct {
-    uint32_t *index;
+    uint32_t entry; /* entry number + 1 (0: an empty slot) */
+    uint32_t tag;   /* rc_tag of the entry's object: a probe reads an entry only on a tag match */
+} rc_index_slot;
+
+typedef struct {
+    rc_index_slot *index;
     rc_slot *entries;
     size_t mask;
     Py_ssize_t n; /* objects filed */
 } rc_filed;
+
+/* 32 bits of an address's hash that are not its index slot's (mr_ptr_slot takes the low bits of
+ * the same product; index tables stay below 2^32 slots). */
+static inline uint32_t
+rc_tag(const void *p)
+{
+    return (uint32_t)((((uintptr_t)p >> 4) * (uintptr_t)0x9E3779B97F4A7C15ULL) >> 32);
+}
 
 /* For at most n_ops objects: 0, or -1 with an exception (MemoryError; ValueError when n_ops
  * does not fit the 32-bit entry numbers: the caller then files by string instead). */
@@ -3956,14 +3972,14 @@ rc_filed_init(rc_filed *f, Py_ssize_t n_ops)
         return -1;
     }
     while (cap < (size_t)n_ops + (size_t)n_ops / 2 + 1) cap *= 2;
-    f->index = mr_alloc_array(cap, sizeof(uint32_t));
+    f->index = mr_alloc_array(cap, sizeof(rc_index_slot));
     f->entries = f->index == NULL ? NULL : mr_alloc_array((size_t)n_ops + 1, sizeof(rc_slot));
     if (f->entries == NULL) {
         PyMem_Free(f->index);
         f->index = NULL;
         return -1;
     }
-    memset(f->index, 0, cap * sizeof(uint32_t));
+    memset(f->index, 0, cap * sizeof(rc_index_slot));
     f->mask = cap - 1;
     return 0;
 }
@@ -3986,8 +4002,12 @@ static rc_slot *
 rc_find(const rc_filed *f, const void *object, size_t *at)
 {
     size_t k = mr_ptr_slot(object, f->mask);
+    const uint32_t tag = rc_tag(object);
     uint32_t e;
-    while ((e = f->index[k]) != 0 && (const void *)f->entries[e - 1].object != object) k = (k + 1) & f->mask;
+    while ((e = f->index[k].entry) != 0
+           && (f->index[k].tag != tag || (const void *)f->entries[e - 1].object != object)) {
+        k = (k + 1) & f->mask;
+    }
     *at = k;
     return e == 0 ? NULL : &f->entries[e - 1];
 }
@@ -4013,7 +4033,8 @@ rc_file(rc_filed *f, PyObject *object, PyObject *participant, PyObject *box)
     slot->count = 1;
     slot->met = 0;
     f->n++;
-    f->index[at] = (uint32_t)f->n; /* entry number + 1 (n < UINT32_MAX: rc_filed_init) */
+    f->index[at].entry = (uint32_t)f->n; /* entry number + 1 (n < UINT32_MAX: rc_filed_init) */
+    f->index[at].tag = rc_tag(object);
 }
 
 /* 1 when two exact strs are equal (identical or same text), 0 when not, -1 (no error set):
@@ -4116,15 +4137,29 @@ rc_part_add_id(rc_part *w, PyObject *text)
     return 1;
 }
 
-/* The entry number + 1 of ``object`` in the filed table, 0 when not filed (no Python code;
- * the object is not read). */
+/* The entry number + 1 of the first index slot on ``object``'s probe sequence whose tag is the
+ * object's, 0 when none is (then the object was not filed). A candidate only: the caller checks
+ * that entry's object (rc_entry_check). Reads the index only (no entry, not the object). */
 static uint32_t
 rc_entry_of(const rc_filed *f, const void *object)
 {
     size_t k = mr_ptr_slot(object, f->mask);
+    const uint32_t tag = rc_tag(object);
     uint32_t e;
-    while ((e = f->index[k]) != 0 && (const void *)f->entries[e - 1].object != object) k = (k + 1) & f->mask;
+    while ((e = f->index[k].entry) != 0 && f->index[k].tag != tag) k = (k + 1) & f->mask;
     return e;
+}
+
+/* The filed entry of ``object`` from rc_entry_of's candidate: the candidate's entry when it is
+ * the object's, else rc_find's answer (another object with the same tag came first). NULL when
+ * the object was not filed. */
+static rc_slot *
+rc_entry_check(const rc_filed *f, const void *object, uint32_t candidate)
+{
+    if (candidate == 0) return NULL;
+    if ((const void *)f->entries[candidate - 1].object == object) return &f->entries[candidate - 1];
+    size_t at = 0;
+    return rc_find(f, object, &at);
 }
 
 /* Hints only (nothing is decided on them; no Python code runs): for the part's fragment
@@ -4133,8 +4168,8 @@ rc_entry_of(const rc_filed *f, const void *object)
 #define RC_AHEAD_FAR 12
 #define RC_AHEAD_MID 6
 #define RC_AHEAD_NEAR 3
-/* rc_whole_by_identity's first pass: index slots 2 * RC_AHEAD_INDEX ahead, entries RC_AHEAD_INDEX. */
-#define RC_AHEAD_INDEX 8
+/* rc_whole_by_identity's first pass: index slots RC_AHEAD_INDEX ahead. */
+#define RC_AHEAD_INDEX 16
 static void
 rc_prefetch_ahead(PyObject *list, Py_ssize_t k, Py_ssize_t n, const rc_filed *f, const rv_boxes *boxes,
                   const uint32_t *entry_of)
@@ -4143,13 +4178,14 @@ rc_prefetch_ahead(PyObject *list, Py_ssize_t k, Py_ssize_t n, const rc_filed *f,
         PyObject *far = PyList_GetItem(list, k + RC_AHEAD_FAR);
         __builtin_prefetch(far);
         __builtin_prefetch((const char *)far + 64);
+        if (entry_of[k + RC_AHEAD_FAR] != 0) __builtin_prefetch(&f->entries[entry_of[k + RC_AHEAD_FAR] - 1]);
     }
     if (k + RC_AHEAD_MID < n) {
         /* the fragment (in the cache now): its filed box, and when it is of the placement
          * layout class, the objects its check reads (offset, shape, id) */
         PyObject *near = PyList_GetItem(list, k + RC_AHEAD_MID);
         uint32_t e = entry_of[k + RC_AHEAD_MID];
-        if (e != 0) {
+        if (e != 0 && f->entries[e - 1].object == near) {
             PyObject *box = f->entries[e - 1].box;
             __builtin_prefetch(box);
             __builtin_prefetch((const char *)box + 64);
@@ -4168,7 +4204,7 @@ rc_prefetch_ahead(PyObject *list, Py_ssize_t k, Py_ssize_t n, const rc_filed *f,
     if (k + RC_AHEAD_NEAR < n && entry_of[k + RC_AHEAD_NEAR] != 0) {
         /* the box's region (in the cache now): its offset and shape */
         const rc_slot *slot = &f->entries[entry_of[k + RC_AHEAD_NEAR] - 1];
-        if (slot->box != NULL && boxes->list == NULL) {
+        if (slot->object == PyList_GetItem(list, k + RC_AHEAD_NEAR) && slot->box != NULL && boxes->list == NULL) {
             PyObject *const *fields = mr_layout_fields(slot->box, &boxes->rl);
             if (fields != NULL && fields[MR_RG_OVERLAP_OFFSET] != NULL) __builtin_prefetch(fields[MR_RG_OVERLAP_OFFSET]);
             if (fields != NULL && fields[MR_RG_OVERLAP_SHAPE] != NULL) __builtin_prefetch(fields[MR_RG_OVERLAP_SHAPE]);
@@ -4205,13 +4241,8 @@ rc_whole_by_identity(PyObject *participants, PyObject *parts, rc_filed *f, PyTyp
         rc_part_free(&w);
         if (n < 0 || rc_part_init(&w, n) < 0) goto done;
         for (Py_ssize_t k = 0; k < n; k++) {
-            if (k + 2 * RC_AHEAD_INDEX < n) {
-                __builtin_prefetch(&f->index[mr_ptr_slot(PyList_GetItem(list, k + 2 * RC_AHEAD_INDEX), f->mask)]);
-            }
             if (k + RC_AHEAD_INDEX < n) {
-                /* the index slot asked for above is in the cache: the entry it names */
-                uint32_t e = f->index[mr_ptr_slot(PyList_GetItem(list, k + RC_AHEAD_INDEX), f->mask)];
-                if (e != 0) __builtin_prefetch(&f->entries[e - 1]);
+                __builtin_prefetch(&f->index[mr_ptr_slot(PyList_GetItem(list, k + RC_AHEAD_INDEX), f->mask)]);
             }
             w.entry_of[k] = rc_entry_of(f, PyList_GetItem(list, k));
         }
@@ -4221,7 +4252,7 @@ rc_whole_by_identity(PyObject *participants, PyObject *parts, rc_filed *f, PyTyp
             rc_prefetch_ahead(list, k, n, f, boxes, w.entry_of);
             rc = RC_ID_FALLBACK;
             if (Py_TYPE(fragment) != fragment_type) goto done;
-            rc_slot *slot = w.entry_of[k] == 0 ? NULL : &f->entries[w.entry_of[k] - 1];
+            rc_slot *slot = rc_entry_check(f, fragment, w.entry_of[k]);
             if (slot == NULL || slot->count != 1) goto done;
             if (rc_same_text(slot->participant, participant) != 1) goto done; /* the string rule decides */
             /* (its instance state: its layout's slots, rv_pf_item) */
