@@ -21,8 +21,8 @@ than the unforged-but-invalid plan gets from ``dataclasses.replace``, which reva
 carried fact). The audit found the carried facts taken whatever had run (the tests below were
 strict xfails on ``dfe02e5``); since then bind takes them only when the call is sealed
 (``binding._sealed``: no hook, the plan, limits, placements and bindings of the exact classes),
-and otherwise revalidates every rule as ``replace`` does. The remaining xfail is described at its
-test. Other threads are not covered (they could equally edit after the last check).
+and otherwise revalidates every rule as ``replace`` does. An unsealed call also runs the kept runtime
+fragments' construction rules again (step 6's, which no revalidation rule repeats). Other threads are not covered (they could equally edit after the last check).
 """
 
 from __future__ import annotations
@@ -397,7 +397,9 @@ def test_target_alias_made_at_step11_is_refused():
     assert state["done"]
     if isinstance(result, TransferPlan):
         pytest.fail(f"accepted; replace() of it: {_outcome(lambda: dataclasses.replace(result))}")
-    assert result[0] == "ValueError" and result[1].startswith("conflicting target physical range")
+    # (the edit overlaps two runtime fragments of one binding: step 6's rule, run again by an
+    # unsealed call before the revalidation, whose physical-range check would refuse it next)
+    assert result[0] == "ValueError" and result[1].startswith("runtime binding address ranges overlap: ")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -493,13 +495,18 @@ def _strides_doubled(fragment: Any) -> None:
     object.__setattr__(fragment, "strides_bytes", tuple(2 * stride for stride in fragment.strides_bytes))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="accepted, and a pickle round trip of the result raises: the runtime binding rules ran at "
-    "step 6 before the source adapter's reads, and the plan's revalidation does not run them again",
+# (On dfe02e5 these were accepted, and the result's pickle round trip raised the constructor's
+# message; an unsealed bind now runs the fragments' construction rules again:
+# binding._recheck_runtime_fragments.)
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (_storage_offset_moved, "runtime address must equal storage_address plus storage_offset_bytes"),
+        (_strides_doubled, "runtime binding stride does not describe a canonical contiguous view: t-w000-d0t0"),
+    ],
+    ids=["storage_offset_moved", "strides_doubled"],
 )
-@pytest.mark.parametrize("edit", [_storage_offset_moved, _strides_doubled], ids=lambda edit: edit.__name__)
-def test_target_runtime_fragment_edited_after_step6_is_refused(edit):
+def test_target_runtime_fragment_edited_after_step6_is_refused(edit, message):
     logical, targets, sources, _memory = _world(SMALL)
     state = {"done": False}
     result = _bind(logical, targets, _as_class(sources, _source_side_hook(edit, state)))
@@ -507,4 +514,4 @@ def test_target_runtime_fragment_edited_after_step6_is_refused(edit):
     if isinstance(result, TransferPlan):
         round_trip = _outcome(lambda: pickle.loads(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)))
         pytest.fail(f"accepted; its pickle round trip: {round_trip}")
-    assert result[0] == "ValueError"
+    assert result == ("ValueError", message)

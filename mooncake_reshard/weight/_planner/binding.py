@@ -21,7 +21,7 @@ from ..storage_manifest import StoredFragmentSnapshot, StoredWeightManifest, val
 from ..types import ParallelRank, PlacementFragment, TensorDescriptor
 from ... import _native
 from ..._collector import collector_paused
-from ...contracts.fragments import RuntimeBindingFragment
+from ...contracts.fragments import RuntimeBindingFragment, _constructor_arguments
 from .attestation import RuntimeBindingAttestation, RuntimeBindingEvidence
 from .attestation import _attest, _attest_many, _fused_attestations
 from .bound_contracts import ExecutorTransferPlan, RuntimeFragmentSnapshot, TransferPlan, _attested_snapshots
@@ -903,6 +903,21 @@ def _sealed(
     )
 
 
+def _recheck_runtime_fragments(
+    placement: WeightPlacementManifest, bindings: Sequence[WeightRuntimeBindingManifest]
+) -> None:
+    """An unsealed bind call (see ``_sealed``): step 6's rules for the kept bindings, again
+    (each runtime fragment's construction rules, then ``validate_runtime_binding``). Step 6
+    applied them, but user code ran since and may have edited a fragment with
+    ``object.__setattr__``; the plan's revalidation does not run these rules, and a pickle round
+    trip, which rebuilds every fragment through its constructor and attests it again, would then
+    raise. The first failure's message."""
+    for binding in bindings:
+        for fragment in binding.fragments:
+            RuntimeBindingFragment(*_constructor_arguments(fragment))
+        validate_runtime_binding(placement, binding)
+
+
 def _bind_logical_transfer_plan(
     logical_plan: LogicalTransferPlan,
     target_bindings: Sequence[WeightRuntimeBindingManifest],
@@ -1118,6 +1133,9 @@ def _bind_logical_transfer_plan(
     sealed = hooks_clear and not exact_bindings and _sealed(logical_plan, limits, source_placement, target_placement)
     if not sealed:
         carried = None
+        _recheck_runtime_fragments(target_placement, target_kept)
+        if source_placement is not None:
+            _recheck_runtime_fragments(source_placement, source_kept)
     return TransferPlan._from_bound_operations(
         carried,
         sealed,
