@@ -28,7 +28,7 @@ from .bound_contracts import ExecutorTransferPlan, RuntimeFragmentSnapshot, Tran
 from .bound_contracts import _compact_carried
 from . import bound_validation
 from .bound_validation import _attestation_cache, _attestation_values
-from .contracts import LogicalTransferPlan, PlanningLimits, TransferRegion, _trusted_region
+from .contracts import LogicalTransferPlan, PlacementExecutorPlan, PlanningLimits, TransferRegion, _trusted_region
 from .fragments import BoundWeightFragment, _trusted_bound_fragment
 from . import validation
 from .validation import validate_logical_target_coverage
@@ -874,16 +874,19 @@ def _no_hooks() -> bool:
     return sys.gettrace() is None and sys.getprofile() is None
 
 
-def _exact_descriptors(tensors: Any) -> bool:
-    """Every item is an exact ``TensorDescriptor`` (comparing them runs no user ``__eq__``)."""
-    return type(tensors) is tuple and all(type(tensor) is TensorDescriptor for tensor in tensors)
+def _exact_items(values: Any, cls: type) -> bool:
+    """``values`` is a tuple of exact ``cls`` instances (reading or comparing them runs no user
+    code: no subclass ``__eq__``, property or ``__getattribute__``)."""
+    return type(values) is tuple and all(type(value) is cls for value in values)
 
 
 def _sealed(
     logical_plan: Any, limits: Any, source_placement: Any, target_placement: Any
 ) -> bool:
     """Whether no code but this package's can have run during the bind call (called at its end;
-    the caller adds: no hook set at its start, every given binding of the exact classes).
+    the caller adds: no hook set at its start; the plan's descriptors and executors, the given
+    binding sequences (tuple or list), every given binding and runtime fragment, and the source
+    manifest of the exact classes; step 8's regions built in C).
 
     The new plan's revalidation takes facts the call proved earlier (``carried``: bind_regions'
     scan and canonical proofs; ``_ViewScope(built_now=True)``: the call's own snapshots compared
@@ -971,14 +974,19 @@ def _bind_logical_transfer_plan(
     # Only when no user code can have run since (step 4's descriptor comparisons call __eq__,
     # a subclassed plan's attribute reads, a hook: they could have changed the operations
     # meanwhile; tests/test_audit22_bind_carried.py).
+    exact_plan = (
+        type(logical_plan) is LogicalTransferPlan
+        and _exact_items(logical_plan.source_tensors, TensorDescriptor)
+        and _exact_items(logical_plan.target_tensors, TensorDescriptor)
+        and _exact_items(logical_plan.source_executors, PlacementExecutorPlan)
+        and _exact_items(logical_plan.target_executors, PlacementExecutorPlan)
+    )
     operations_checked = (
         step5 is not None
         and step5[3] is True
         and hooks_clear
         and _no_hooks()
-        and type(logical_plan) is LogicalTransferPlan
-        and _exact_descriptors(logical_plan.source_tensors)
-        and _exact_descriptors(logical_plan.target_tensors)
+        and exact_plan
         and source_placement is step5[5]
         and target_placement is step5[6]
         and logical_plan.operations is step5[4]
@@ -1078,6 +1086,7 @@ def _bind_logical_transfer_plan(
         type(logical_operations) is tuple and len(logical_operations) >= _PROVE_MIN,
     )
     del logical_operations
+    regions_in_c = bound is not None  # (see _sealed)
     if bound is None:
         operations: list[Any] = _bind_operations(logical_plan.operations, bound_targets, bound_sources)
     else:
@@ -1130,7 +1139,16 @@ def _bind_logical_transfer_plan(
     del operations
     if len(bound_operations) >= _TRIM_MIN_OPERATIONS:
         _native.trim_heap()  # the projections' temporaries: out of the revalidation's peak
-    sealed = hooks_clear and not exact_bindings and _sealed(logical_plan, limits, source_placement, target_placement)
+    sealed = (
+        hooks_clear
+        and exact_plan
+        and regions_in_c
+        and not exact_bindings
+        and type(target_bindings) in (tuple, list)
+        and type(source_bindings) in (tuple, list)
+        and (source_manifest is None or type(source_manifest) is StoredWeightManifest)
+        and _sealed(logical_plan, limits, source_placement, target_placement)
+    )
     if not sealed:
         carried = None
         _recheck_runtime_fragments(target_placement, target_kept)
