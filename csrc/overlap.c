@@ -1409,7 +1409,7 @@ static const char *const ov_field_names[OV_NFIELDS] = {
 static PyObject *
 ov_region_object(const ov_plan *P, const ov_region *r, PyObject *cls, const mr_layout_class *lc, PyObject *const *keys,
                  PyObject *template, PyObject *source, PyObject *target, PyObject *tensor_id, PyObject *empty,
-                 ov_intern *shared)
+                 int empty_inert, ov_intern *shared)
 {
     const int64_t *box = (const int64_t *)P->coords.data + r->coord;
     int nd = r->nd;
@@ -1448,7 +1448,14 @@ ov_region_object(const ov_plan *P, const ov_region *r, PyObject *cls, const mr_l
     if (lc->cls != NULL) {
         /* a C-owned layout (layout.h): the values stored directly, in field order (what the
          * dataclass __init__ stores), untracked under the same rule and threshold as below */
-        region = mr_layout_new_gc(lc, values, OV_NFIELDS, P->regions.len >= MR_GC_BULK_MIN);
+        region = mr_layout_new_gc(lc, values, OV_NFIELDS, 0);
+        /* Untracked under the same rule (every field inert, common.h) and threshold as below,
+         * judging only the fields that can be collector objects: the coordinate fields are ints
+         * or tuples of ints from ov_intern_tuple, untracked when made (ov_tuple_i64 / _u64;
+         * nothing tracks a tuple again), and empty was judged once (empty_inert). */
+        if (region != NULL && P->regions.len >= MR_GC_BULK_MIN && empty_inert && mr_gc_inert(values[0], MR_INERT_DEPTH)
+            && mr_gc_inert(source, MR_INERT_DEPTH) && mr_gc_inert(target, MR_INERT_DEPTH))
+            (void)mr_untrack_inert(region, NULL);
         goto done;
     }
     if (P->regions.len >= MR_GC_BULK_MIN) {
@@ -1642,6 +1649,7 @@ ov_plan_regions(PyObject *Py_UNUSED(self), PyObject *args)
     mr_layout_class lc;
     (void)mr_region_layout(&region_memo, &lc, cls);
     ov_intern_init(&shared, P.regions.len);
+    const int empty_inert = mr_gc_inert(empty, MR_INERT_DEPTH);
     for (size_t i = 0; i < P.regions.len; i++) {
         const ov_region *r = (const ov_region *)P.regions.data + i;
         /* The regions come in target order while the fragments (and their tensor ids) lie in
@@ -1655,6 +1663,12 @@ ov_plan_regions(PyObject *Py_UNUSED(self), PyObject *args)
             for (int k = 0; k < 3; k++) {
                 if (hint[k] != NULL) __builtin_prefetch(hint[k], 1);
             }
+            /* and the collector's header just before a source's and a target's object (two
+             * pointers on CPython, read by the inert check, often on the line before); a hint
+             * only, never dereferenced here */
+            for (int k = 0; k < 2; k++) {
+                if (hint[k] != NULL) __builtin_prefetch((const void *)((uintptr_t)hint[k] - 2 * sizeof(void *)), 0);
+            }
             if (PyErr_Occurred()) PyErr_Clear(); /* cannot happen: indices are in range */
         }
         /* region indices come from the checked packed arrays: src < P.src.n, tgt < nprocess */
@@ -1663,7 +1677,7 @@ ov_plan_regions(PyObject *Py_UNUSED(self), PyObject *args)
         PyObject *tensor_id = tid_items == Py_None ? NULL : PyList_GetItem(tid_items, (Py_ssize_t)r->tgt);
         if (source == NULL || target == NULL || (tid_items != Py_None && tensor_id == NULL)) goto done;
         PyObject *region = ov_region_object(&P, r, cls, &lc, keys, template, source, target, tensor_id, empty,
-                                            &shared);
+                                            empty_inert, &shared);
         if (region == NULL || PyTuple_SetItem(regions, (Py_ssize_t)i, region) < 0) goto done;
     }
     if (P.regions.len >= MR_GC_BULK_MIN) (void)mr_gc_inert(regions, 1); /* untracked when every region is */
