@@ -1,0 +1,231 @@
+"""Audit round two (session 22): can foreign code run inside a *sealed* bind call
+(``binding._sealed``: no hook, the plan, its limits, descriptors and executors, the placements,
+the bindings and their runtime fragments of the exact classes) between a proof and its use?
+
+The gate checks the classes of the containers it reads, not of the values inside them. An exact
+``WeightPlacementManifest`` may hold ``TensorDescriptor`` subclasses (its constructor accepts
+them, and a plan of exact descriptors equal to them binds): their ``__eq__`` runs at step 4
+(the plan's descriptors are compared with the placement's) and their attribute reads run at
+step 6 (each binding's attestation reads its placement's descriptors). Both points lie between
+a proof and the use a sealed call makes of it:
+
+- step 5, decided at step 2 (``_recheck_logical_target``'s fused request), is used after step 4;
+- the target side's runtime fragments, validated at step 6, are not validated again in a sealed
+  call (``_recheck_runtime_fragments`` runs only unsealed), and the source side's attestations
+  read the source placement's descriptors after that.
+
+Each forgery below edits, from that foreign code, what the proof covered (as
+tests/test_audit22_bind_carried.py does from a subclassed plan or binding), and compares the
+result with what the same edit gets when the call is not sealed or the step is decided by its
+own loop. Sealed and unsealed calls must also give the same results for valid and for invalid
+inputs (the second half of this file).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import pickle
+import sys
+from typing import Any, Callable
+
+import pytest
+
+from memory_executor import HostMemory, host_bindings, tp_placement
+
+from mooncake.reshard import _native
+from mooncake.reshard.weight import TransferPlan, bind_logical_transfer_plan, plan_placement_transfer
+from mooncake.reshard.weight.types import TensorDescriptor
+from mooncake.reshard.weight._planner import binding as binding_module
+from mooncake.reshard.weight._planner.contracts import LogicalTransferPlan
+
+
+def _world() -> tuple[Any, Any, Any, HostMemory]:
+    names = ("wa", "wb")
+    source = tp_placement(2, prefix="s", dp=2, shape=(4, 6), tensors=names)
+    target = tp_placement(2, prefix="t", shape=(4, 6), tensors=names)
+    memory = HostMemory()
+    logical = plan_placement_transfer(source, target)
+    return logical, host_bindings(target, memory, prefix="dst"), host_bindings(source, memory, prefix="src"), memory
+
+
+def _outcome(call: Callable[[], Any]) -> Any:
+    try:
+        return call()
+    except Exception as exc:
+        return (type(exc).__name__, str(exc))
+
+
+_HOOK: dict[str, Any] = {}
+
+
+class _HookedDescriptor(TensorDescriptor):
+    """Equal to the exact descriptor with the same fields; runs ``_HOOK['hook']`` (once) at its
+    first ``__eq__`` or field read for which ``_HOOK['when']`` accepts the calling frames."""
+
+    def _maybe_run(self) -> None:
+        hook = _HOOK.get("hook")
+        if hook is not None and _HOOK["when"](sys._getframe(2)):
+            _HOOK["hook"] = None
+            _HOOK["done"] = True
+            hook()
+
+    def __eq__(self, other: object) -> bool:
+        object.__getattribute__(self, "_maybe_run")()
+        names = [f.name for f in dataclasses.fields(TensorDescriptor)]
+        return all(object.__getattribute__(self, n) == getattr(other, n, None) for n in names)
+
+    __hash__ = TensorDescriptor.__hash__
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in ("tensor_id", "itemsize"):
+            object.__getattribute__(self, "_maybe_run")()
+        return object.__getattribute__(self, name)
+
+
+def _frame_named(frame: Any, name: str) -> Any:
+    while frame is not None and frame.f_code.co_name != name:
+        frame = frame.f_back
+    return frame
+
+
+def _hooked_placement_world() -> tuple[Any, Any, Any, HostMemory]:
+    """The world, with the source placement's descriptors made ``_HookedDescriptor`` in place and
+    the plan given exact copies of them (so the plan, its descriptors, the placements and the
+    bindings are all of the exact classes the gate checks)."""
+    logical, targets, sources, memory = _world()
+    plan = copy.copy(logical)
+    object.__setattr__(plan, "source_tensors", tuple(copy.copy(t) for t in logical.source_tensors))
+    placement = logical.source_placement
+    seen: set[int] = set()
+    for tensor in placement.tensors + tuple(t for part in placement.parts for t in part.tensors):
+        if id(tensor) not in seen:
+            seen.add(id(tensor))
+            object.__setattr__(tensor, "__class__", _HookedDescriptor)
+    return plan, targets, sources, memory
+
+
+def _bind_counting(monkeypatch: pytest.MonkeyPatch, plan: Any, targets: Any, sources: Any) -> tuple[Any, int]:
+    """The bind outcome, and how often the sealed path's ``revalidate_scan_carried`` ran."""
+    calls = []
+    real = _native.revalidate_scan_carried
+
+    def spy(*args: Any) -> Any:
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(_native, "revalidate_scan_carried", spy)
+    try:
+        return _outcome(lambda: bind_logical_transfer_plan(plan, targets, source_bindings=sources)), len(calls)
+    finally:
+        monkeypatch.undo()
+
+
+def _no_hooks() -> None:
+    if sys.gettrace() is not None or sys.getprofile() is not None:
+        pytest.skip("a trace or profile hook is set (coverage, a debugger): no call is sealed")
+
+
+def test_hooked_placement_descriptors_keep_the_call_sealed(monkeypatch):
+    """The premise: the hooked descriptors alone change nothing, and the call is sealed."""
+    _no_hooks()
+    plan, targets, sources, _memory = _hooked_placement_world()
+    assert type(plan) is LogicalTransferPlan
+    assert all(type(t) is TensorDescriptor for t in plan.source_tensors)
+    assert all(type(t) is _HookedDescriptor for t in plan.source_placement.tensors)
+    result, carried = _bind_counting(monkeypatch, plan, targets, sources)
+    assert isinstance(result, TransferPlan)
+    assert carried == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. Step 5 decided at step 2, used after step 4's descriptor comparisons.
+
+
+def _offset_target_snapshot(plan: Any) -> None:
+    op = plan.operations[0]
+    forged = copy.copy(op.target)
+    object.__setattr__(forged, "global_offset", tuple(value + 1 for value in forged.global_offset))
+    object.__setattr__(op, "target", forged)
+
+
+def _step4(frame: Any) -> bool:
+    return frame.f_code.co_name == "_bind_logical_transfer_plan"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a TensorDescriptor subclass inside an exact placement runs __eq__ at step 4 of a sealed "
+    "call; step 5, decided at step 2, is taken (binding.py operations_checked checks only the plan's "
+    "descriptors) and the forged region is accepted (on 1f495cc: the bound plan is returned)",
+)
+def test_region_edited_by_placement_descriptor_eq_at_step4_is_refused_as_step5(monkeypatch):
+    _no_hooks()
+    expected = ("ValueError", "logical plan and target placement fragment snapshots differ")
+    plan, targets, sources, _memory = _hooked_placement_world()
+    _HOOK.update(hook=lambda: _offset_target_snapshot(plan), when=_step4, done=False)
+    try:
+        result, _carried = _bind_counting(monkeypatch, plan, targets, sources)
+    finally:
+        done = _HOOK.pop("done")
+        _HOOK.clear()
+    assert done
+    assert result == expected
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. Step 6: the target side's runtime fragments validated, then the source side's attestations
+#    read the source placement's descriptors; a sealed call does not run step 6's rules again.
+
+
+def _at_source_side(frame: Any) -> bool:
+    side = _frame_named(frame, "_bind_side")
+    return side is not None and side.f_locals.get("label") == "source"
+
+
+def _edit_first_target_runtime_fragment(edit: Callable[[Any], None]) -> Callable[[], None]:
+    def hook() -> None:
+        bind = _frame_named(sys._getframe(1), "_bind_logical_transfer_plan")
+        attestations = bind.f_locals["target_attestations"]
+        edit(next(iter(attestations.values())).evidence.fragments[0])
+
+    return hook
+
+
+def _storage_offset_moved(fragment: Any) -> None:
+    object.__setattr__(fragment, "storage_offset_bytes", fragment.storage_offset_bytes + 2)
+
+
+def _strides_doubled(fragment: Any) -> None:
+    object.__setattr__(fragment, "strides_bytes", tuple(2 * stride for stride in fragment.strides_bytes))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a TensorDescriptor subclass inside an exact source placement runs its field reads in the "
+    "source side's attestation (step 6) of a sealed call, after the target side's runtime fragments "
+    "were validated; the sealed call does not run _recheck_runtime_fragments, so the edit is accepted "
+    "and the plan's pickle round trip raises",
+)
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (_storage_offset_moved, "runtime address must equal storage_address plus storage_offset_bytes"),
+        (_strides_doubled, "runtime binding stride does not describe a canonical contiguous view: t-wa-d0t0"),
+    ],
+    ids=["storage_offset_moved", "strides_doubled"],
+)
+def test_target_runtime_fragment_edited_by_placement_descriptor_read_is_refused(monkeypatch, edit, message):
+    _no_hooks()
+    plan, targets, sources, _memory = _hooked_placement_world()
+    _HOOK.update(hook=_edit_first_target_runtime_fragment(edit), when=_at_source_side, done=False)
+    try:
+        result, _carried = _bind_counting(monkeypatch, plan, targets, sources)
+    finally:
+        done = _HOOK.pop("done")
+        _HOOK.clear()
+    assert done
+    if isinstance(result, TransferPlan):
+        round_trip = _outcome(lambda: pickle.loads(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)))
+        pytest.fail(f"accepted; its pickle round trip: {round_trip}")
+    assert result == ("ValueError", message)
