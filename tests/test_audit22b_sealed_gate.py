@@ -229,3 +229,103 @@ def test_target_runtime_fragment_edited_by_placement_descriptor_read_is_refused(
         round_trip = _outcome(lambda: pickle.loads(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)))
         pytest.fail(f"accepted; its pickle round trip: {round_trip}")
     assert result == ("ValueError", message)
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. After bind_regions (step 8): a WeightPlacementPart subclass inside the exact target
+#    placement. Its field reads run in step 11 (_build_executor_plans_with) and in the new plan's
+#    revalidation (_fast_revalidate_live, before revalidate_scan_carried takes bind_regions'
+#    facts), and the call stays sealed.
+
+from test_audit22_bind_carried import SMALL, PROVED  # noqa: E402
+from test_audit22_bind_carried import _overlap_doubled, _source_other, _target_is_source  # noqa: E402
+from test_audit22_bind_carried import _target_next_generation, _target_offset_beyond  # noqa: E402
+from test_audit22_bind_carried import _target_other, _tensor_renamed, _unforged_message  # noqa: E402
+from test_audit22_bind_carried import _world as _sized_world  # noqa: E402
+
+
+def _in_revalidation(frame: Any) -> bool:
+    return _frame_named(frame, "_from_bound_operations") is not None
+
+
+def _part_hooked(placement: Any) -> None:
+    """The placement's parts made a subclass (in place) whose ``rank`` read runs ``_HOOK``."""
+
+    def make(cls: type) -> type:
+        def getattribute(self: Any, name: str) -> Any:
+            if name == "rank":
+                hook = _HOOK.get("hook")
+                if hook is not None and _HOOK["when"](sys._getframe(1)):
+                    _HOOK["hook"] = None
+                    _HOOK["done"] = True
+                    hook()
+            return object.__getattribute__(self, name)
+
+        return type(f"Hooked{cls.__name__}", (cls,), {"__getattribute__": getattribute})
+
+    for part in placement.parts:
+        object.__setattr__(part, "__class__", make(type(part)))
+
+
+def _bound_operations_forge(forge: Any) -> Callable[[], None]:
+    def hook() -> None:
+        bind = _frame_named(sys._getframe(1), "_bind_logical_transfer_plan")
+        forge(bind.f_locals)
+
+    return hook
+
+
+def test_hooked_parts_keep_the_call_sealed(monkeypatch):
+    _no_hooks()
+    logical, targets, sources, _memory = _sized_world(SMALL)
+    _part_hooked(logical.target_placement)
+    assert type(logical.target_placement.parts[0]).__name__.startswith("Hooked")
+    result, carried = _bind_counting(monkeypatch, logical, targets, sources)
+    assert isinstance(result, TransferPlan)
+    assert carried == 1
+
+
+def _revalidation_case(forge: Any, tensors: int) -> Any:
+    return pytest.param(
+        forge,
+        tensors,
+        id=f"{forge.__name__.lstrip('_')}-{tensors}",
+        marks=pytest.mark.xfail(
+            strict=True,
+            reason="a WeightPlacementPart subclass inside the exact target placement runs its rank read in "
+            "the new plan's revalidation of a sealed call, after bind_regions' proof and before "
+            "revalidate_scan_carried takes it: the region edited there is accepted or refused with "
+            "another rule's message (on f5f62b3: target_is_source and target_next_generation accepted; "
+            "target_other, source_other, target_offset_beyond refused by another rule)",
+        ),
+    )
+
+
+@pytest.mark.parametrize(
+    ("forge", "tensors"),
+    [
+        _revalidation_case(_target_is_source, SMALL),
+        _revalidation_case(_target_is_source, PROVED),
+        _revalidation_case(_target_other, SMALL),
+        _revalidation_case(_source_other, SMALL),
+        _revalidation_case(_target_next_generation, SMALL),
+        _revalidation_case(_target_offset_beyond, SMALL),
+        # refused with the unforged message (the revalidation's own rules catch these edits):
+        pytest.param(_tensor_renamed, SMALL, id="tensor_renamed-2"),
+        pytest.param(_overlap_doubled, SMALL, id="overlap_doubled-2"),
+    ],
+)
+def test_region_edited_by_placement_part_read_in_revalidation_is_refused_as_unforged(monkeypatch, forge, tensors):
+    _no_hooks()
+    expected = _unforged_message(forge, tensors)
+    assert expected[0] == "ValueError"
+    logical, targets, sources, _memory = _sized_world(tensors)
+    _part_hooked(logical.target_placement)
+    _HOOK.update(hook=_bound_operations_forge(forge), when=_in_revalidation, done=False)
+    try:
+        result, _carried = _bind_counting(monkeypatch, logical, targets, sources)
+    finally:
+        done = _HOOK.pop("done")
+        _HOOK.clear()
+    assert done
+    assert result == expected
