@@ -329,3 +329,143 @@ def test_region_edited_by_placement_part_read_in_revalidation_is_refused_as_unfo
         _HOOK.clear()
     assert done
     assert result == expected
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. The gate does not change results: valid inputs bind equal plans sealed and unsealed, and
+#    invalid inputs fail with the same first message either way. Unsealing wrappers: a trivial
+#    LogicalTransferPlan subclass, a profile hook, a generator of source bindings, a binding
+#    sequence of another type (a tuple subclass).
+
+from mooncake.reshard.contracts.fragments import RuntimeBindingFragment, _constructor_arguments  # noqa: E402
+
+
+def _as_sealed(logical: Any, targets: Any, sources: Any) -> Any:
+    return _outcome(lambda: bind_logical_transfer_plan(logical, targets, source_bindings=sources))
+
+
+def _via_plan_subclass(logical: Any, targets: Any, sources: Any) -> Any:
+    plan = copy.copy(logical)
+    object.__setattr__(plan, "__class__", type("SubLogicalTransferPlan", (LogicalTransferPlan,), {}))
+    return _as_sealed(plan, targets, sources)
+
+
+def _via_profile_hook(logical: Any, targets: Any, sources: Any) -> Any:
+    previous = sys.getprofile()
+    sys.setprofile(lambda frame, event, arg: None)
+    try:
+        return _as_sealed(logical, targets, sources)
+    finally:
+        sys.setprofile(previous)
+
+
+def _via_generator(logical: Any, targets: Any, sources: Any) -> Any:
+    return _as_sealed(logical, targets, (binding for binding in sources))
+
+
+class _Bindings(tuple):  # type: ignore[type-arg]
+    pass
+
+
+def _via_tuple_subclass(logical: Any, targets: Any, sources: Any) -> Any:
+    return _as_sealed(logical, _Bindings(targets), sources)
+
+
+_UNSEALED = [_via_plan_subclass, _via_profile_hook, _via_generator, _via_tuple_subclass]
+
+
+def _with_fragment(binding: Any, index: int, **changes: Any) -> Any:
+    """``binding`` with its ``index``-th runtime fragment rebuilt with ``changes``."""
+    names = [f.name for f in dataclasses.fields(RuntimeBindingFragment) if f.name != "owner"]
+    fragments = list(binding.fragments)
+    values = dict(zip(names, _constructor_arguments(fragments[index])))
+    values.update(changes)
+    fragments[index] = RuntimeBindingFragment(**values)
+    return dataclasses.replace(binding, fragments=tuple(fragments))
+
+
+def _valid(targets: Any, sources: Any) -> tuple[Any, Any]:
+    return targets, sources
+
+
+def _target_missing(targets: Any, sources: Any) -> tuple[Any, Any]:
+    return targets[1:], sources
+
+
+def _target_duplicated(targets: Any, sources: Any) -> tuple[Any, Any]:
+    return targets + targets[:1], sources
+
+
+def _source_missing(targets: Any, sources: Any) -> tuple[Any, Any]:
+    return targets, sources[1:]
+
+
+def _sides_swapped(targets: Any, sources: Any) -> tuple[Any, Any]:
+    return sources, targets
+
+
+def _target_digest_wrong(targets: Any, sources: Any) -> tuple[Any, Any]:
+    return (dataclasses.replace(targets[0], placement_digest="0" * 64),) + targets[1:], sources
+
+
+def _target_generation_changed(targets: Any, sources: Any) -> tuple[Any, Any]:
+    return (dataclasses.replace(targets[0], generation=targets[0].generation + 1),) + targets[1:], sources
+
+
+def _target_fragments_overlap(targets: Any, sources: Any) -> tuple[Any, Any]:
+    first, second = targets[0].fragments[0], targets[0].fragments[1]
+    moved = _with_fragment(
+        targets[0], 1, address=first.address, storage_address=first.storage_address - second.storage_offset_bytes
+    )
+    return (moved,) + targets[1:], sources
+
+
+def _target_fragment_shape_wrong(targets: Any, sources: Any) -> tuple[Any, Any]:
+    fragment = targets[0].fragments[0]
+    shape = (fragment.local_shape[0] // 2,) + fragment.local_shape[1:]
+    nbytes = fragment.nbytes // 2
+    moved = _with_fragment(targets[0], 0, local_shape=shape, nbytes=nbytes)
+    return (moved,) + targets[1:], sources
+
+
+def _source_worker_renamed(targets: Any, sources: Any) -> tuple[Any, Any]:
+    return targets, (_with_fragment(sources[0], 0, worker_id="elsewhere"),) + sources[1:]
+
+
+_INPUTS = [
+    _valid,
+    _target_missing,
+    _target_duplicated,
+    _source_missing,
+    _sides_swapped,
+    _target_digest_wrong,
+    _target_generation_changed,
+    _target_fragments_overlap,
+    _target_fragment_shape_wrong,
+    _source_worker_renamed,
+]
+
+# (a binding of the next generation, a source fragment on another worker name: still valid)
+_VALID = (_valid, _target_generation_changed, _source_worker_renamed)
+
+
+@pytest.mark.parametrize("inputs", _INPUTS, ids=lambda f: f.__name__.lstrip("_"))
+@pytest.mark.parametrize("unsealed", _UNSEALED, ids=lambda f: f.__name__.lstrip("_"))
+def test_sealed_and_unsealed_calls_agree(inputs, unsealed):
+    logical, targets, sources, _memory = _world()
+    targets, sources = inputs(tuple(targets), tuple(sources))
+    sealed = _as_sealed(logical, targets, sources)
+    if inputs in _VALID:
+        assert isinstance(sealed, TransferPlan)
+    else:
+        assert sealed[0] == "ValueError"
+    other = unsealed(logical, targets, sources)
+    if isinstance(sealed, TransferPlan):
+        assert isinstance(other, TransferPlan), other
+        assert (other.operations, other.source_executors, other.target_executors) == (
+            sealed.operations,
+            sealed.source_executors,
+            sealed.target_executors,
+        )
+    else:
+        assert other == sealed
