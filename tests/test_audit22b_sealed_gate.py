@@ -616,3 +616,49 @@ def test_region_edited_by_placement_part_read_in_restore_same_as_unsealed(forge)
     _no_hooks()
     expected = _restore_forged(forge, profiled=True)
     assert _restore_forged(forge, profiled=False) == expected
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. The gate reads classes after user code may have run: a plan descriptor subclass whose
+#    __eq__ (step 4) edits a region and then sets its own class (and its siblings') back to
+#    TensorDescriptor passes the exactness check made after step 4 (exact_plan), so step 5's
+#    decision from step 2 is taken and the call is sealed.
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="exact_plan is computed after step 4's comparisons, which run the plan descriptors' "
+    "__eq__: a descriptor that edits a region there and resets its class to TensorDescriptor makes "
+    "the call sealed and step 5's decision from step 2 taken (on 3258f62: accepted, sealed)",
+)
+def test_plan_descriptor_that_resets_its_class_at_step4_is_refused_as_step5(monkeypatch):
+    _no_hooks()
+    state: dict[str, Any] = {"done": False}
+
+    class ResettingDescriptor(TensorDescriptor):
+        def __eq__(self, other: object) -> bool:
+            plan = state["plan"]
+            if not state["done"]:
+                state["done"] = True
+                _offset_target_snapshot(plan)
+                for tensor in plan.source_tensors:
+                    object.__setattr__(tensor, "__class__", TensorDescriptor)
+            return dataclasses.astuple(self) == dataclasses.astuple(other)  # type: ignore[arg-type]
+
+        __hash__ = TensorDescriptor.__hash__
+
+    logical, targets, sources, _memory = _world()
+    plan = copy.copy(logical)
+    tensors = []
+    for tensor in logical.source_tensors:
+        hooked = copy.copy(tensor)
+        object.__setattr__(hooked, "__class__", ResettingDescriptor)
+        tensors.append(hooked)
+    object.__setattr__(plan, "source_tensors", tuple(tensors))
+    state["plan"] = plan
+    result, carried = _bind_counting(monkeypatch, plan, targets, sources)
+    assert state["done"]
+    assert result == ("ValueError", "logical plan and target placement fragment snapshots differ"), (
+        f"{_accepted_or(result)}; sealed: {carried == 1}"
+    )
+
