@@ -286,6 +286,32 @@ def test_hooked_parts_keep_the_call_sealed(monkeypatch):
     assert carried == 1
 
 
+def test_placement_with_part_subclasses_is_built_planned_and_bound():
+    """The premise, through the public constructors: an exact WeightPlacementManifest built from
+    WeightPlacementPart subclasses, planned into an exact LogicalTransferPlan, binds."""
+    from mooncake.reshard.weight.placement import WeightPlacementManifest
+
+    names = ("wa", "wb")
+    source = tp_placement(2, prefix="s", dp=2, shape=(4, 6), tensors=names)
+    target = tp_placement(2, prefix="t", shape=(4, 6), tensors=names)
+    part_class = type("SubPart", (type(target.parts[0]),), {})
+    parts = []
+    for part in target.parts:
+        copied = copy.copy(part)
+        object.__setattr__(copied, "__class__", part_class)
+        parts.append(copied)
+    fields = ("resource_id", "revision", "weight_generation", "placement_set_id", "topology", "placement_id")
+    rebuilt = WeightPlacementManifest(**{name: getattr(target, name) for name in fields}, parts=tuple(parts))
+    assert type(rebuilt) is WeightPlacementManifest and type(rebuilt.parts[0]) is part_class
+    logical = plan_placement_transfer(source, rebuilt)
+    assert type(logical) is LogicalTransferPlan
+    memory = HostMemory()
+    plan = bind_logical_transfer_plan(
+        logical, host_bindings(rebuilt, memory, prefix="dst"), source_bindings=host_bindings(source, memory, prefix="src")
+    )
+    assert isinstance(plan, TransferPlan)
+
+
 def _at_step11(frame: Any) -> bool:
     return _frame_named(frame, "_build_executor_plans_with") is not None
 
