@@ -31,6 +31,7 @@ from .bound_validation import _attestation_cache, _attestation_values
 from .contracts import LogicalTransferPlan, PlacementExecutorPlan, PlanningLimits, TransferRegion, _trusted_region
 from .fragments import BoundWeightFragment, _trusted_bound_fragment
 from . import validation
+from .exactness import exact_items, exact_placement
 from .validation import validate_logical_target_coverage
 
 _SIDES = ("source", "target")
@@ -874,10 +875,24 @@ def _no_hooks() -> bool:
     return sys.gettrace() is None and sys.getprofile() is None
 
 
-def _exact_items(values: Any, cls: type) -> bool:
-    """``values`` is a tuple of exact ``cls`` instances (reading or comparing them runs no user
-    code: no subclass ``__eq__``, property or ``__getattribute__``)."""
-    return type(values) is tuple and all(type(value) is cls for value in values)
+def _exact_plan(logical_plan: Any) -> bool:
+    """The logical plan, its limits, descriptors, executors and placements (deeply: see
+    ``exactness.exact_placement``) of the exact classes."""
+    if type(logical_plan) is not LogicalTransferPlan:
+        return False
+    try:  # (a forged instance may lack a field: not exact; the steps raise their own messages)
+        source_placement = logical_plan.source_placement
+        return (
+            type(logical_plan.planning_limits) is PlanningLimits
+            and exact_items(logical_plan.source_tensors, TensorDescriptor)
+            and exact_items(logical_plan.target_tensors, TensorDescriptor)
+            and exact_items(logical_plan.source_executors, PlacementExecutorPlan)
+            and exact_items(logical_plan.target_executors, PlacementExecutorPlan)
+            and exact_placement(logical_plan.target_placement)
+            and (source_placement is None or exact_placement(source_placement))
+        )
+    except Exception:
+        return False
 
 
 def _sealed(
@@ -930,7 +945,10 @@ def _bind_logical_transfer_plan(
 ) -> TransferPlan:
     if not isinstance(logical_plan, LogicalTransferPlan):
         raise ValueError("logical_plan must be a LogicalTransferPlan")
-    hooks_clear = _no_hooks()  # (see _sealed)
+    # Decided at entry, before anything reads the inputs (see _sealed): with no hook and every
+    # object this call reads of the exact classes, no user code runs during the call.
+    hooks_clear = _no_hooks()
+    exact_plan = hooks_clear and _exact_plan(logical_plan)
     step5 = _recheck_logical_target(logical_plan)
     # Step 3: stored-source manifest.
     plan_manifest = logical_plan.source_manifest
@@ -974,13 +992,6 @@ def _bind_logical_transfer_plan(
     # Only when no user code can have run since (step 4's descriptor comparisons call __eq__,
     # a subclassed plan's attribute reads, a hook: they could have changed the operations
     # meanwhile; tests/test_audit22_bind_carried.py).
-    exact_plan = (
-        type(logical_plan) is LogicalTransferPlan
-        and _exact_items(logical_plan.source_tensors, TensorDescriptor)
-        and _exact_items(logical_plan.target_tensors, TensorDescriptor)
-        and _exact_items(logical_plan.source_executors, PlacementExecutorPlan)
-        and _exact_items(logical_plan.target_executors, PlacementExecutorPlan)
-    )
     operations_checked = (
         step5 is not None
         and step5[3] is True

@@ -107,6 +107,7 @@ from .bound_contracts import (
     _ViewScope,
 )
 from .contracts import PlanningLimits, TransferRegion, _build_region, _region_fields_state
+from .exactness import exact_placement
 from .fragments import BoundWeightFragment, _bound_fields_state
 from .field_types import attestable_shape_failure
 
@@ -778,15 +779,15 @@ def _restore_record(record: tuple[Any, ...]) -> TransferPlan:
     )
     del source_executors, target_executors
     # The carried facts only when no code but this package's ran since the scan: limits and
-    # placement of the exact classes (their reads run no user code) and no trace or profile
-    # hook (else, as for bind's carried facts, that code could have changed the regions since:
+    # placement (deeply: exactness.exact_placement) of the exact classes (their reads run no
+    # user code) and no trace or profile hook (else, as for bind's carried facts, that code could have changed the regions since:
     # tests/test_audit22_restore_carried.py).
     if not (
         hooks_clear
         and sys.gettrace() is None
         and sys.getprofile() is None
         and type(planning_limits) is PlanningLimits
-        and type(target_placement) is WeightPlacementManifest
+        and exact_placement(target_placement)
     ):
         carried = None
     if carried is None:
