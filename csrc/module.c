@@ -6,6 +6,7 @@
 #include "canonical.h"
 #include "binder.h"
 #include "coverage.h"
+#include "exact.h"
 #include "gctrack.h"
 #include "graph_typecheck.h"
 #include "heap.h"
@@ -25,6 +26,7 @@ native_exec(PyObject *module)
     if (Init_Binder(module) < 0) return -1;
     if (Init_Canonical(module) < 0) return -1;
     if (Init_Coverage(module) < 0) return -1;
+    if (Init_Exact(module) < 0) return -1;
     if (Init_GcTrack(module) < 0) return -1;
     if (Init_GraphTypecheck(module) < 0) return -1;
     if (Init_Heap(module) < 0) return -1;

@@ -336,6 +336,13 @@ def exact_cover_batch(
 
 # --- gctrack.c: keeping acyclic library objects out of the cyclic collector --
 
+def classes_within(
+    items: Any, allowed: tuple[type, ...], name: Optional[str], name_allowed: tuple[type, ...], /
+) -> bool:
+    """True when ``items`` is an exact tuple of objects whose class is exactly one of
+    ``allowed`` (at most 8) and, with ``name``, whose attribute ``name`` has a class exactly one of
+    ``name_allowed`` (read only from items of an allowed class); False otherwise (csrc/exact.c)."""
+
 def untrack_inert(obj: object, cls: type, /) -> bool:
     """Untrack ``obj`` and its instance dict from the cyclic garbage collector when
     ``type(obj) is cls`` (a heap class) and every value in ``obj.__dict__`` is inert: an object

@@ -10,7 +10,6 @@ first failure in its own order.
 from __future__ import annotations
 
 import sys
-from itertools import chain
 from operator import attrgetter
 from typing import Any, Iterable, Optional, Sequence
 
@@ -32,7 +31,7 @@ from .bound_validation import _attestation_cache, _attestation_values
 from .contracts import LogicalTransferPlan, PlacementExecutorPlan, PlanningLimits, TransferRegion, _trusted_region
 from .fragments import BoundWeightFragment, _trusted_bound_fragment
 from . import validation
-from .exactness import exact_items, exact_members, placement_members
+from .exactness import exact_descriptors, exact_items, exact_placement
 from .validation import validate_logical_target_coverage
 
 _SIDES = ("source", "target")
@@ -878,24 +877,19 @@ def _no_hooks() -> bool:
 
 def _exact_plan(logical_plan: Any) -> bool:
     """The logical plan, its limits, descriptors, executors and placements (with every member:
-    see ``exactness.placement_members``) of the exact classes."""
+    see ``exactness.exact_placement``) of the exact classes."""
     if type(logical_plan) is not LogicalTransferPlan:
         return False
     try:  # (a forged instance may lack a field: not exact; the steps raise their own messages)
         source_placement = logical_plan.source_placement
-        target_members = placement_members(logical_plan.target_placement)
-        source_members = () if source_placement is None else placement_members(source_placement)
         return (
-            target_members is not None
-            and source_members is not None
-            and type(logical_plan.planning_limits) is PlanningLimits
+            type(logical_plan.planning_limits) is PlanningLimits
             and exact_items(logical_plan.source_executors, PlacementExecutorPlan)
             and exact_items(logical_plan.target_executors, PlacementExecutorPlan)
-            and type(logical_plan.source_tensors) is tuple
-            and type(logical_plan.target_tensors) is tuple
-            and exact_members(
-                chain(logical_plan.source_tensors, logical_plan.target_tensors, target_members, source_members)
-            )
+            and exact_descriptors(logical_plan.source_tensors)
+            and exact_descriptors(logical_plan.target_tensors)
+            and exact_placement(logical_plan.target_placement)
+            and (source_placement is None or exact_placement(source_placement))
         )
     except Exception:
         return False

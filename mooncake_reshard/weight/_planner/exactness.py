@@ -3,84 +3,62 @@
 package's exact classes runs no user code (no subclass ``__eq__``/``__hash__``, property or
 ``__getattribute__``), so a fact proved on them cannot be changed by foreign code before its use
 (tests/test_audit22_*.py, tests/test_audit22b_sealed_gate.py). Computed afresh on every call,
-never cached on the objects: a class can be swapped between calls."""
+never cached on the objects: a class can be swapped between calls. The per-item loops run in C
+(``_native.classes_within``, csrc/exact.c): they touch every fragment of both placements."""
 
 from __future__ import annotations
 
-from itertools import chain
-from typing import Any, Iterable, Optional
-from operator import attrgetter
+from typing import Any
 
+from ... import _native
 from ..part import WeightPlacementPart
 from ..placement import WeightPlacementManifest
 from ..topology import ParallelTopology, TopologyParticipant
 from ..types import ParallelRank, PlacementFragment, TensorDescriptor
 
-_rank_of = attrgetter("rank")
-_tensors_of = attrgetter("tensors")
-_fragments_of = attrgetter("fragments")
-
-# The classes a placement's members may have (a member of a wrong one of these runs no user code
-# either: the validating steps refuse it with their own messages).
-_MEMBER_CLASSES = frozenset({TopologyParticipant, WeightPlacementPart, PlacementFragment, TensorDescriptor, ParallelRank})
+_classes_within = _native.classes_within
+_PARTICIPANT = (TopologyParticipant,)
+_PART = (WeightPlacementPart,)
+_FRAGMENT = (PlacementFragment,)
+_TENSOR = (TensorDescriptor,)
+_RANK = (ParallelRank,)
 
 
 def exact_items(values: Any, cls: type) -> bool:
     """``values`` is a tuple of exact ``cls`` instances."""
-    return type(values) is tuple and set(map(type, values)) <= {cls}
+    return bool(_classes_within(values, (cls,), None, ()))
 
 
-def placement_members(placement: Any) -> Optional[Iterable[Any]]:
-    """Every member of an exact ``WeightPlacementManifest`` whose class must be checked (topology
-    participants, parts, descriptors and fragments, the placement's and each part's, and their
-    ranks), or None when the placement, its topology or one of its member tuples is not of the
-    exact class (or a forged instance lacks a field; reading one of an exact class runs no user
-    code). A fixed number of passes whatever the part count: the contract benchmark's bind has 8
-    parts per placement and a budget of microseconds."""
-    if type(placement) is not WeightPlacementManifest:
-        return None
-    try:
-        topology = placement.topology
-        participants = topology.participants
-        parts = placement.parts
-        fragments = placement.fragments
-        tensors = placement.tensors
-        if (
-            type(topology) is not ParallelTopology
-            or type(participants) is not tuple
-            or type(parts) is not tuple
-            or type(fragments) is not tuple
-            or type(tensors) is not tuple
-            or not set(map(type, parts)) <= {WeightPlacementPart}
-        ):
-            return None
-        part_tensors = tuple(map(_tensors_of, parts))
-        part_fragments = tuple(map(_fragments_of, parts))
-    except AttributeError:
-        return None
-    if not set(map(type, chain(part_tensors, part_fragments))) <= {tuple}:
-        return None
-    every_fragment = tuple(chain(fragments, chain.from_iterable(part_fragments)))
-    return chain(
-        participants,
-        parts,
-        every_fragment,
-        tensors,
-        chain.from_iterable(part_tensors),
-        map(_rank_of, chain(participants, parts, every_fragment)),
-    )
-
-
-def exact_members(members: Iterable[Any]) -> bool:
-    """Every object in ``members`` is of one of the placement member classes."""
-    return set(map(type, members)) <= _MEMBER_CLASSES
+def exact_descriptors(values: Any) -> bool:
+    """``values`` is a tuple of exact ``TensorDescriptor`` instances."""
+    return bool(_classes_within(values, _TENSOR, None, ()))
 
 
 def exact_placement(placement: Any) -> bool:
-    """An exact ``WeightPlacementManifest`` whose members (``placement_members``) are all of the
-    exact classes."""
-    members = placement_members(placement)
-    try:
-        return members is not None and exact_members(members)
-    except AttributeError:  # (a forged member without its rank)
+    """An exact ``WeightPlacementManifest`` whose topology (and its participants), parts,
+    descriptors and fragments (the placement's and each part's) and their ranks are all of the
+    exact classes, every member sequence an exact tuple. False also for a forged instance that
+    lacks a field (reading one of an exact class runs no user code)."""
+    if type(placement) is not WeightPlacementManifest:
         return False
+    try:
+        topology = placement.topology
+        if type(topology) is not ParallelTopology:
+            return False
+        parts = placement.parts
+        if not (
+            _classes_within(topology.participants, _PARTICIPANT, "rank", _RANK)
+            and _classes_within(parts, _PART, "rank", _RANK)
+            and _classes_within(placement.tensors, _TENSOR, None, ())
+            and _classes_within(placement.fragments, _FRAGMENT, "rank", _RANK)
+        ):
+            return False
+        for part in parts:
+            if not (
+                _classes_within(part.tensors, _TENSOR, None, ())
+                and _classes_within(part.fragments, _FRAGMENT, "rank", _RANK)
+            ):
+                return False
+    except AttributeError:
+        return False
+    return True
