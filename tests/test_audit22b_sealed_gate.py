@@ -37,9 +37,9 @@ from typing import Any, Callable
 
 import pytest
 
+from carried_scans import count_carried_scans
 from memory_executor import HostMemory, host_bindings, tp_placement
 
-from mooncake.reshard import _native
 from mooncake.reshard.weight import TransferPlan, bind_logical_transfer_plan, plan_placement_transfer
 from mooncake.reshard.weight.types import TensorDescriptor
 from mooncake.reshard.weight._planner import binding as binding_module
@@ -113,18 +113,9 @@ def _hooked_placement_world() -> tuple[Any, Any, Any, HostMemory]:
 
 def _bind_counting(monkeypatch: pytest.MonkeyPatch, plan: Any, targets: Any, sources: Any) -> tuple[Any, int]:
     """The bind outcome, and how often the sealed path's ``revalidate_scan_carried`` ran."""
-    calls = []
-    real = _native.revalidate_scan_carried
-
-    def spy(*args: Any) -> Any:
-        calls.append(1)
-        return real(*args)
-
-    monkeypatch.setattr(_native, "revalidate_scan_carried", spy)
-    try:
-        return _outcome(lambda: bind_logical_transfer_plan(plan, targets, source_bindings=sources)), len(calls)
-    finally:
-        monkeypatch.undo()
+    return count_carried_scans(
+        monkeypatch, lambda: _outcome(lambda: bind_logical_transfer_plan(plan, targets, source_bindings=sources))
+    )
 
 
 def _no_hooks() -> None:
@@ -617,17 +608,9 @@ def _restore_forged(forge: Any, profiled: bool) -> Any:
 def test_hooked_parts_pickle_round_trip_does_not_take_the_carried_facts(monkeypatch):
     _no_hooks()
     data = _hooked_pickle()
-    calls = []
-    real = _native.revalidate_scan_carried
-
-    def spy(*args: Any) -> Any:
-        calls.append(1)
-        return real(*args)
-
-    monkeypatch.setattr(_native, "revalidate_scan_carried", spy)
-    restored = pickle.loads(data)
+    restored, calls = count_carried_scans(monkeypatch, lambda: pickle.loads(data))
     assert type(restored.target_placement.parts[0]) is _RESTORE_PARTS["part"]
-    assert calls == []
+    assert calls == 0
 
 
 @pytest.mark.parametrize("forge", [f for f, n in _FORGES if n == SMALL], ids=lambda f: f.__name__.lstrip("_"))

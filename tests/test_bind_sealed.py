@@ -13,9 +13,9 @@ from typing import Any, Callable
 
 import pytest
 
+from carried_scans import count_carried_scans
 from memory_executor import HostMemory, host_bindings, tp_placement
 
-from mooncake.reshard import _native
 from mooncake.reshard.weight import WeightRuntimeBindingManifest, bind_logical_transfer_plan, plan_placement_transfer
 from mooncake.reshard.weight.types import TensorDescriptor
 from mooncake.reshard.weight._planner.contracts import LogicalTransferPlan, PlacementExecutorPlan, PlanningLimits
@@ -40,17 +40,7 @@ def _subclass_copy(obj: Any) -> Any:
 
 
 def _bind_counting(monkeypatch: pytest.MonkeyPatch, logical: Any, targets: Any, sources: Any) -> tuple[Any, int]:
-    calls = []
-    real = _native.revalidate_scan_carried
-
-    def spy(*args: Any) -> Any:
-        calls.append(1)
-        return real(*args)
-
-    monkeypatch.setattr(_native, "revalidate_scan_carried", spy)
-    plan = bind_logical_transfer_plan(logical, targets, source_bindings=sources)
-    monkeypatch.undo()
-    return plan, len(calls)
+    return count_carried_scans(monkeypatch, lambda: bind_logical_transfer_plan(logical, targets, source_bindings=sources))
 
 
 def test_exact_inputs_are_sealed(monkeypatch: pytest.MonkeyPatch) -> None:
