@@ -35,10 +35,11 @@ from typing import Any, Callable
 
 import pytest
 
-from memory_executor import HostMemory, host_bindings, tp_placement
+from forge_helpers import STORAGE_OFFSET_MESSAGE, first_target_runtime_fragment, outcome, sized_world
+from forge_helpers import storage_offset_moved, strides_doubled, strides_message
+from memory_executor import HostMemory
 
 from mooncake.reshard.weight import TransferPlan, WeightRuntimeBindingManifest, bind_logical_transfer_plan
-from mooncake.reshard.weight import plan_placement_transfer
 from mooncake.reshard.weight.types import TensorDescriptor
 from mooncake.reshard.weight._planner import binding as binding_module
 from mooncake.reshard.weight._planner import bound_contracts
@@ -54,19 +55,10 @@ PROVED = 130
 
 
 def _world(tensors: int) -> tuple[Any, Any, Any, HostMemory]:
-    names = tuple(f"w{index:03d}" for index in range(tensors))
-    source = tp_placement(2, prefix="s", dp=2, shape=(4, 6), tensors=names)
-    target = tp_placement(2, prefix="t", shape=(4, 6), tensors=names)
-    memory = HostMemory()
-    logical = plan_placement_transfer(source, target)
-    return logical, host_bindings(target, memory, prefix="dst"), host_bindings(source, memory, prefix="src"), memory
+    return sized_world(tensors)
 
 
-def _outcome(call: Callable[[], Any]) -> Any:
-    try:
-        return call()
-    except Exception as exc:
-        return (type(exc).__name__, str(exc))
+_outcome = outcome
 
 
 def _bind(logical: Any, targets: Any, sources: Any) -> Any:
@@ -479,20 +471,11 @@ def _source_side_hook(edit: Callable[[Any], None], state: dict[str, bool]) -> ty
             if name == "placement_id" and not state["done"]:
                 frame = sys._getframe(1)
                 if frame.f_code.co_name == "_bind_side" and frame.f_locals.get("label") == "source":
-                    attestations = frame.f_back.f_locals["target_attestations"]
                     state["done"] = True
-                    edit(next(iter(attestations.values())).evidence.fragments[0])
+                    edit(first_target_runtime_fragment(frame.f_back.f_locals))
             return object.__getattribute__(self, name)
 
     return SourceBinding
-
-
-def _storage_offset_moved(fragment: Any) -> None:
-    object.__setattr__(fragment, "storage_offset_bytes", fragment.storage_offset_bytes + 2)
-
-
-def _strides_doubled(fragment: Any) -> None:
-    object.__setattr__(fragment, "strides_bytes", tuple(2 * stride for stride in fragment.strides_bytes))
 
 
 # (On dfe02e5 these were accepted, and the result's pickle round trip raised the constructor's
@@ -501,8 +484,8 @@ def _strides_doubled(fragment: Any) -> None:
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (_storage_offset_moved, "runtime address must equal storage_address plus storage_offset_bytes"),
-        (_strides_doubled, "runtime binding stride does not describe a canonical contiguous view: t-w000-d0t0"),
+        (storage_offset_moved, STORAGE_OFFSET_MESSAGE),
+        (strides_doubled, strides_message("t-w000-d0t0")),
     ],
     ids=["storage_offset_moved", "strides_doubled"],
 )

@@ -38,28 +38,18 @@ from typing import Any, Callable
 import pytest
 
 from carried_scans import count_carried_scans
+from forge_helpers import STORAGE_OFFSET_MESSAGE, first_target_runtime_fragment, frame_named, hooked_getattribute
+from forge_helpers import maybe_profiled, outcome, run_armed, storage_offset_moved, strides_doubled, strides_message, with_source_tensor_class
+from forge_helpers import world
 from memory_executor import HostMemory, host_bindings, tp_placement
 
 from mooncake.reshard.weight import TransferPlan, bind_logical_transfer_plan, plan_placement_transfer
 from mooncake.reshard.weight.types import TensorDescriptor
-from mooncake.reshard.weight._planner import binding as binding_module
 from mooncake.reshard.weight._planner.contracts import LogicalTransferPlan
 
 
-def _world() -> tuple[Any, Any, Any, HostMemory]:
-    names = ("wa", "wb")
-    source = tp_placement(2, prefix="s", dp=2, shape=(4, 6), tensors=names)
-    target = tp_placement(2, prefix="t", shape=(4, 6), tensors=names)
-    memory = HostMemory()
-    logical = plan_placement_transfer(source, target)
-    return logical, host_bindings(target, memory, prefix="dst"), host_bindings(source, memory, prefix="src"), memory
-
-
-def _outcome(call: Callable[[], Any]) -> Any:
-    try:
-        return call()
-    except Exception as exc:
-        return (type(exc).__name__, str(exc))
+_world = world
+_outcome = outcome
 
 
 _HOOK: dict[str, Any] = {}
@@ -89,10 +79,7 @@ class _HookedDescriptor(TensorDescriptor):
         return object.__getattribute__(self, name)
 
 
-def _frame_named(frame: Any, name: str) -> Any:
-    while frame is not None and frame.f_code.co_name != name:
-        frame = frame.f_back
-    return frame
+_frame_named = frame_named
 
 
 def _hooked_placement_world() -> tuple[Any, Any, Any, HostMemory]:
@@ -155,13 +142,9 @@ def test_region_edited_by_placement_descriptor_eq_at_step4_is_refused_as_step5(m
     _no_hooks()
     expected = ("ValueError", "logical plan and target placement fragment snapshots differ")
     plan, targets, sources, _memory = _hooked_placement_world()
-    _HOOK.update(hook=lambda: _offset_target_snapshot(plan), when=_step4, done=False)
-    try:
-        result, _carried = _bind_counting(monkeypatch, plan, targets, sources)
-    finally:
-        done = _HOOK.pop("done")
-        _HOOK.clear()
-    assert done
+    result, _carried = run_armed(
+        _HOOK, lambda: _offset_target_snapshot(plan), _step4, lambda: _bind_counting(monkeypatch, plan, targets, sources)
+    )
     assert result == expected
 
 
@@ -178,38 +161,28 @@ def _at_source_side(frame: Any) -> bool:
 def _edit_first_target_runtime_fragment(edit: Callable[[Any], None]) -> Callable[[], None]:
     def hook() -> None:
         bind = _frame_named(sys._getframe(1), "_bind_logical_transfer_plan")
-        attestations = bind.f_locals["target_attestations"]
-        edit(next(iter(attestations.values())).evidence.fragments[0])
+        edit(first_target_runtime_fragment(bind.f_locals))
 
     return hook
-
-
-def _storage_offset_moved(fragment: Any) -> None:
-    object.__setattr__(fragment, "storage_offset_bytes", fragment.storage_offset_bytes + 2)
-
-
-def _strides_doubled(fragment: Any) -> None:
-    object.__setattr__(fragment, "strides_bytes", tuple(2 * stride for stride in fragment.strides_bytes))
 
 
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (_storage_offset_moved, "runtime address must equal storage_address plus storage_offset_bytes"),
-        (_strides_doubled, "runtime binding stride does not describe a canonical contiguous view: t-wa-d0t0"),
+        (storage_offset_moved, STORAGE_OFFSET_MESSAGE),
+        (strides_doubled, strides_message("t-wa-d0t0")),
     ],
     ids=["storage_offset_moved", "strides_doubled"],
 )
 def test_target_runtime_fragment_edited_by_placement_descriptor_read_is_refused(monkeypatch, edit, message):
     _no_hooks()
     plan, targets, sources, _memory = _hooked_placement_world()
-    _HOOK.update(hook=_edit_first_target_runtime_fragment(edit), when=_at_source_side, done=False)
-    try:
-        result, _carried = _bind_counting(monkeypatch, plan, targets, sources)
-    finally:
-        done = _HOOK.pop("done")
-        _HOOK.clear()
-    assert done
+    result, _carried = run_armed(
+        _HOOK,
+        _edit_first_target_runtime_fragment(edit),
+        _at_source_side,
+        lambda: _bind_counting(monkeypatch, plan, targets, sources),
+    )
     if isinstance(result, TransferPlan):
         round_trip = _outcome(lambda: pickle.loads(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)))
         pytest.fail(f"accepted; its pickle round trip: {round_trip}")
@@ -225,8 +198,8 @@ def test_target_runtime_fragment_edited_by_placement_descriptor_read_is_refused(
 from test_audit22_bind_carried import SMALL, PROVED  # noqa: E402
 from test_audit22_bind_carried import _overlap_doubled, _source_other, _target_is_source  # noqa: E402
 from test_audit22_bind_carried import _target_next_generation, _target_offset_beyond  # noqa: E402
-from test_audit22_bind_carried import _target_other, _tensor_renamed, _unforged_message  # noqa: E402
-from test_audit22_bind_carried import _world as _sized_world  # noqa: E402
+from test_audit22_bind_carried import _target_other, _tensor_renamed  # noqa: E402
+from forge_helpers import sized_world as _sized_world  # noqa: E402
 
 
 def _in_revalidation(frame: Any) -> bool:
@@ -237,16 +210,7 @@ def _part_hooked(placement: Any) -> None:
     """The placement's parts made a subclass (in place) whose ``rank`` read runs ``_HOOK``."""
 
     def make(cls: type) -> type:
-        def getattribute(self: Any, name: str) -> Any:
-            if name == "rank":
-                hook = _HOOK.get("hook")
-                if hook is not None and _HOOK["when"](sys._getframe(1)):
-                    _HOOK["hook"] = None
-                    _HOOK["done"] = True
-                    hook()
-            return object.__getattribute__(self, name)
-
-        return type(f"Hooked{cls.__name__}", (cls,), {"__getattribute__": getattribute})
+        return type(f"Hooked{cls.__name__}", (cls,), {"__getattribute__": hooked_getattribute(_HOOK, "rank")})
 
     for part in placement.parts:
         object.__setattr__(part, "__class__", make(type(part)))
@@ -308,18 +272,8 @@ def _accepted_or(result: Any) -> Any:
 def _bind_with_hooked_parts(forge: Any, tensors: int, when: Callable[[Any], bool], profiled: bool) -> Any:
     logical, targets, sources, _memory = _sized_world(tensors)
     _part_hooked(logical.target_placement)
-    _HOOK.update(hook=_bound_operations_forge(forge), when=when, done=False)
-    previous = sys.getprofile()
-    if profiled:
-        sys.setprofile(lambda frame, event, arg: None)
-    try:
-        result = _bind(logical, targets, sources)
-    finally:
-        sys.setprofile(previous)
-        done = _HOOK.pop("done")
-        _HOOK.clear()
-    assert done
-    return _accepted_or(result)
+    call = lambda: maybe_profiled(profiled, lambda: _bind(logical, targets, sources))  # noqa: E731
+    return _accepted_or(run_armed(_HOOK, _bound_operations_forge(forge), when, call))
 
 
 def _bind(logical: Any, targets: Any, sources: Any) -> Any:
@@ -418,12 +372,7 @@ def _via_plan_subclass(logical: Any, targets: Any, sources: Any) -> Any:
 
 
 def _via_profile_hook(logical: Any, targets: Any, sources: Any) -> Any:
-    previous = sys.getprofile()
-    sys.setprofile(lambda frame, event, arg: None)
-    try:
-        return _as_sealed(logical, targets, sources)
-    finally:
-        sys.setprofile(previous)
+    return maybe_profiled(True, lambda: _as_sealed(logical, targets, sources))
 
 
 def _via_generator(logical: Any, targets: Any, sources: Any) -> Any:
@@ -550,16 +499,7 @@ _RESTORE_PARTS: dict[str, type] = {}
 def _restore_part_class(cls: type) -> type:
     """A module-level (picklable) part subclass whose ``rank`` read runs ``_HOOK``."""
     if "part" not in _RESTORE_PARTS:
-
-        def getattribute(self: Any, name: str) -> Any:
-            if name == "rank":
-                hook = _HOOK.get("hook")
-                if hook is not None and _HOOK["when"](sys._getframe(1)):
-                    _HOOK["hook"] = None
-                    _HOOK["done"] = True
-                    hook()
-            return object.__getattribute__(self, name)
-
+        getattribute = hooked_getattribute(_HOOK, "rank")
         part = type("_RestoreHookedPart", (cls,), {"__getattribute__": getattribute, "__module__": __name__})
         globals()["_RestoreHookedPart"] = part
         _RESTORE_PARTS["part"] = part
@@ -591,18 +531,8 @@ def _hooked_pickle() -> bytes:
 
 def _restore_forged(forge: Any, profiled: bool) -> Any:
     data = _hooked_pickle()
-    _HOOK.update(hook=_restored_operations_forge(forge), when=_in_restore_revalidation, done=False)
-    previous = sys.getprofile()
-    if profiled:
-        sys.setprofile(lambda frame, event, arg: None)
-    try:
-        result = _accepted_or(_outcome(lambda: pickle.loads(data)))
-    finally:
-        sys.setprofile(previous)
-        done = _HOOK.pop("done")
-        _HOOK.clear()
-    assert done
-    return result
+    call = lambda: maybe_profiled(profiled, lambda: _outcome(lambda: pickle.loads(data)))  # noqa: E731
+    return _accepted_or(run_armed(_HOOK, _restored_operations_forge(forge), _in_restore_revalidation, call))
 
 
 def test_hooked_parts_pickle_round_trip_does_not_take_the_carried_facts(monkeypatch):
@@ -646,13 +576,7 @@ def test_plan_descriptor_that_resets_its_class_at_step4_is_refused_as_step5(monk
         __hash__ = TensorDescriptor.__hash__
 
     logical, targets, sources, _memory = _world()
-    plan = copy.copy(logical)
-    tensors = []
-    for tensor in logical.source_tensors:
-        hooked = copy.copy(tensor)
-        object.__setattr__(hooked, "__class__", ResettingDescriptor)
-        tensors.append(hooked)
-    object.__setattr__(plan, "source_tensors", tuple(tensors))
+    plan = with_source_tensor_class(logical, ResettingDescriptor)
     state["plan"] = plan
     result, carried = _bind_counting(monkeypatch, plan, targets, sources)
     assert state["done"]

@@ -14,20 +14,14 @@ from typing import Any, Callable
 import pytest
 
 from carried_scans import count_carried_scans
-from memory_executor import HostMemory, host_bindings, tp_placement
+from forge_helpers import maybe_profiled, with_source_tensor_class, world
 
-from mooncake.reshard.weight import WeightRuntimeBindingManifest, bind_logical_transfer_plan, plan_placement_transfer
+from mooncake.reshard.weight import WeightRuntimeBindingManifest, bind_logical_transfer_plan
 from mooncake.reshard.weight.types import TensorDescriptor
 from mooncake.reshard.weight._planner.contracts import LogicalTransferPlan, PlacementExecutorPlan, PlanningLimits
 
 
-def _world() -> tuple[Any, Any, Any, HostMemory]:
-    names = ("wa", "wb")
-    source = tp_placement(2, prefix="s", dp=2, shape=(4, 6), tensors=names)
-    target = tp_placement(2, prefix="t", shape=(4, 6), tensors=names)
-    memory = HostMemory()
-    logical = plan_placement_transfer(source, target)
-    return logical, host_bindings(target, memory, prefix="dst"), host_bindings(source, memory, prefix="src"), memory
+_world = world
 
 
 def _subclass_copy(obj: Any) -> Any:
@@ -74,14 +68,7 @@ class _Descriptor(TensorDescriptor):
 
 
 def _descriptor_subclass(logical: Any, targets: Any, sources: Any) -> tuple[Any, Any, Any]:
-    plan = copy.copy(logical)
-    tensors = []
-    for tensor in logical.source_tensors:
-        hooked = copy.copy(tensor)
-        object.__setattr__(hooked, "__class__", _Descriptor)
-        tensors.append(hooked)
-    object.__setattr__(plan, "source_tensors", tuple(tensors))
-    return plan, targets, sources
+    return with_source_tensor_class(logical, _Descriptor), targets, sources
 
 
 def _executor_subclass(logical: Any, targets: Any, sources: Any) -> tuple[Any, Any, Any]:
@@ -119,12 +106,7 @@ def _bound(plan: Any) -> tuple[Any, ...]:
 def test_a_profile_hook_unseals(monkeypatch: pytest.MonkeyPatch) -> None:
     logical, targets, sources, _memory = _world()
     expected = bind_logical_transfer_plan(logical, targets, source_bindings=sources)
-    previous = sys.getprofile()
-    sys.setprofile(lambda frame, event, arg: None)
-    try:
-        plan, carried = _bind_counting(monkeypatch, logical, targets, sources)
-    finally:
-        sys.setprofile(previous)
+    plan, carried = maybe_profiled(True, lambda: _bind_counting(monkeypatch, logical, targets, sources))
     assert carried == 0
     assert plan == expected
 

@@ -1,0 +1,117 @@
+"""Shared pieces of the forgery tests of the carried facts and the sealed gate (the session 22
+and 23 audits): a small bound world, an outcome recorder, a hooked ``__getattribute__`` that
+runs a forgery once from inside a bind call, and the runtime fragment edits step 6 proves."""
+
+from __future__ import annotations
+
+import copy
+import sys
+from typing import Any, Callable
+
+from memory_executor import HostMemory, host_bindings, tp_placement
+
+from mooncake.reshard.weight import plan_placement_transfer
+
+
+def world(names: tuple[str, ...] = ("wa", "wb")) -> tuple[Any, Any, Any, HostMemory]:
+    """TP2 x DP2 -> TP2 over ``names`` (4x6 tensors): the logical plan, the target and source
+    bindings (host memory, source filled) and the memory."""
+    source = tp_placement(2, prefix="s", dp=2, shape=(4, 6), tensors=names)
+    target = tp_placement(2, prefix="t", shape=(4, 6), tensors=names)
+    memory = HostMemory()
+    logical = plan_placement_transfer(source, target)
+    return logical, host_bindings(target, memory, prefix="dst"), host_bindings(source, memory, prefix="src"), memory
+
+
+def sized_world(tensors: int) -> tuple[Any, Any, Any, HostMemory]:
+    """``world`` over ``tensors`` tensors named w000, w001, ..."""
+    return world(tuple(f"w{index:03d}" for index in range(tensors)))
+
+
+def outcome(call: Callable[[], Any]) -> Any:
+    """``call()``'s result, or ``(exception class name, message)``."""
+    try:
+        return call()
+    except Exception as exc:
+        return (type(exc).__name__, str(exc))
+
+
+def frame_named(frame: Any, name: str) -> Any:
+    """The first frame from ``frame`` outwards running a function called ``name`` (or None)."""
+    while frame is not None and frame.f_code.co_name != name:
+        frame = frame.f_back
+    return frame
+
+
+def hooked_getattribute(table: dict[str, Any], field: str) -> Callable[[Any, str], Any]:
+    """A ``__getattribute__`` whose read of ``field`` runs ``table['hook']()`` once, at the first
+    read for which ``table['when'](caller's frame)`` is true (then sets ``table['done']``)."""
+
+    def getattribute(self: Any, name: str) -> Any:
+        if name == field:
+            hook = table.get("hook")
+            if hook is not None and table["when"](sys._getframe(1)):
+                table["hook"] = None
+                table["done"] = True
+                hook()
+        return object.__getattribute__(self, name)
+
+    return getattribute
+
+
+def first_target_runtime_fragment(bind_locals: dict[str, Any]) -> Any:
+    """The first runtime fragment of the first target attestation in a bind call's frame (the
+    adapter's own object, validated at step 6)."""
+    return next(iter(bind_locals["target_attestations"].values())).evidence.fragments[0]
+
+
+def storage_offset_moved(fragment: Any) -> None:
+    object.__setattr__(fragment, "storage_offset_bytes", fragment.storage_offset_bytes + 2)
+
+
+def strides_doubled(fragment: Any) -> None:
+    object.__setattr__(fragment, "strides_bytes", tuple(2 * stride for stride in fragment.strides_bytes))
+
+
+STORAGE_OFFSET_MESSAGE = "runtime address must equal storage_address plus storage_offset_bytes"
+
+
+def strides_message(fragment_id: str) -> str:
+    return f"runtime binding stride does not describe a canonical contiguous view: {fragment_id}"
+
+
+def with_source_tensor_class(logical: Any, cls: type) -> Any:
+    """A copy of ``logical`` whose ``source_tensors`` are copies made of class ``cls`` (same fields)."""
+    plan = copy.copy(logical)
+    tensors = []
+    for tensor in logical.source_tensors:
+        hooked = copy.copy(tensor)
+        object.__setattr__(hooked, "__class__", cls)
+        tensors.append(hooked)
+    object.__setattr__(plan, "source_tensors", tuple(tensors))
+    return plan
+
+
+def run_armed(table: dict[str, Any], hook: Callable[[], None], when: Callable[[Any], bool], call: Callable[[], Any]) -> Any:
+    """``call()`` with ``table`` armed (see ``hooked_getattribute``); asserts the hook ran, and
+    disarms ``table`` whatever happens."""
+    table.update(hook=hook, when=when, done=False)
+    try:
+        result = call()
+    finally:
+        done = table.pop("done")
+        table.clear()
+    assert done, "the hook did not run"
+    return result
+
+
+def maybe_profiled(profiled: bool, call: Callable[[], Any]) -> Any:
+    """``call()``, under a no-op profile hook when ``profiled`` (which unseals a bind call or a
+    restore: every rule runs again, no carried fact is taken)."""
+    previous = sys.getprofile()
+    if profiled:
+        sys.setprofile(lambda frame, event, arg: None)
+    try:
+        return call()
+    finally:
+        sys.setprofile(previous)
