@@ -15,7 +15,9 @@ Each channel below runs user code inside a call that stays sealed (it takes bind
 facts). From there the code reaches the bound operations through the caller's frames and edits
 them (the session 22 forgeries, tests/test_audit22_bind_carried.py), and the sealed call accepts
 what the same edit at the same point is refused for when the call is unsealed (a profile hook).
-A restore takes the same channel through the record's resource_id (any picklable object).
+A restore takes the same channel through the record's resource_id (any picklable object); an
+int-subclass descriptor ``itemsize`` in the source placement reaches step 6 (the target runtime
+fragments, validated once in a sealed call).
 
 Suggested fix: the gate also checks the values and instance dicts it trusts. Every dict-backed
 exact instance read by the call: its ``__dict__`` an exact dict whose keys are exact strs (a
@@ -24,8 +26,9 @@ field values the package compares or hashes (ids, names, digests) exact ``str``/
 field-kind checks of ``_field_kinds.py``, run at entry; the restore: on the record's
 resource_id, revision, weight_generation). Otherwise the call is unsealed.
 
-Last section (not a gate hole: sealed or not): bind's fast revalidation accepts a target
-descriptor whose tensor_id was made a str subclass after construction, which the rules refuse.
+Not a gate hole (sealed or not): bind's fast revalidation accepts descriptors whose tensor_id
+(target) or itemsize (source) was made a str/int subclass after construction, which the rules
+refuse (the fast path should decline: the field-kind checks on the descriptors it trusts).
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ from typing import Any, Callable
 import pytest
 
 from carried_scans import count_carried_scans
-from forge_helpers import frame_named, maybe_profiled, outcome, sized_world
+from forge_helpers import STORAGE_OFFSET_MESSAGE, first_target_runtime_fragment, frame_named, maybe_profiled, outcome
+from forge_helpers import sized_world, storage_offset_moved, strides_doubled, strides_message
 
 from mooncake.reshard.weight import TransferPlan, bind_logical_transfer_plan
 from test_audit22_bind_carried import PROVED, SMALL, _source_other, _target_is_source, _target_next_generation
@@ -234,39 +238,55 @@ class _PlainText(str):
     pass
 
 
+class _PlainCount(int):
+    pass
+
+
 def _text_tensor_ids(tensors: Any) -> None:
     for tensor in tensors:
         object.__setattr__(tensor, "tensor_id", _PlainText(tensor.tensor_id))
 
 
-_DESCRIPTOR_SETS: dict[str, Callable[[Any], Any]] = {
-    "plan_and_placement": lambda logical: logical.target_tensors + logical.target_placement.tensors,
-    "plan": lambda logical: logical.target_tensors,
-    "placement": lambda logical: logical.target_placement.tensors,
+def _source_itemsizes(logical: Any) -> None:
+    placement = logical.source_placement
+    for tensor in logical.source_tensors + placement.tensors + tuple(t for part in placement.parts for t in part.tensors):
+        object.__setattr__(tensor, "itemsize", _PlainCount(tensor.itemsize))
+
+
+_TENSOR_ID_RULE = "tensor_id must be a non-empty string"
+_VALUE_FORGERIES: dict[str, tuple[Callable[[Any], None], str]] = {
+    "tensor_id-plan_and_placement": (
+        lambda logical: _text_tensor_ids(logical.target_tensors + logical.target_placement.tensors),
+        _TENSOR_ID_RULE,
+    ),
+    "tensor_id-plan": (lambda logical: _text_tensor_ids(logical.target_tensors), _TENSOR_ID_RULE),
+    "tensor_id-placement": (lambda logical: _text_tensor_ids(logical.target_placement.tensors), _TENSOR_ID_RULE),
+    "itemsize-source": (_source_itemsizes, "itemsize must be an integer"),
 }
 
 
-def _bind_text_ids(which: str, tensors: int) -> Any:
+def _bind_value_forged(which: str, tensors: int) -> Any:
     logical, targets, sources, _memory = sized_world(tensors)
-    _text_tensor_ids(_DESCRIPTOR_SETS[which](logical))
+    _VALUE_FORGERIES[which][0](logical)
     return outcome(lambda: bind_logical_transfer_plan(logical, targets, source_bindings=sources))
 
 
 @pytest.mark.parametrize("tensors", [SMALL, PROVED])
-@pytest.mark.parametrize("which", sorted(_DESCRIPTOR_SETS))
+@pytest.mark.parametrize("which", sorted(_VALUE_FORGERIES))
 @pytest.mark.xfail(
     strict=True,
-    reason="bind's fast revalidation accepts a target descriptor whose tensor_id is a str subclass; the "
-    "rules (fast path declined) refuse it with 'tensor_id must be a non-empty string'",
+    reason="bind's fast revalidation accepts a descriptor field made a str/int subclass after construction "
+    "(target tensor_id, source itemsize); the rules (fast path declined) refuse it, and the bound plan's "
+    "pickle round trip raises the rule's message",
 )
-def test_str_subclass_tensor_id_fast_path_agrees_with_the_rules(monkeypatch, which, tensors):
+def test_subclassed_field_value_fast_path_agrees_with_the_rules(monkeypatch, which, tensors):
     from mooncake.reshard.weight._planner import bound_contracts
 
     monkeypatch.setattr(bound_contracts, "_fast_revalidate_live", lambda *args, **kwargs: False)
-    expected = _bind_text_ids(which, tensors)
+    expected = _bind_value_forged(which, tensors)
     monkeypatch.undo()
-    assert expected == ("ValueError", "tensor_id must be a non-empty string")
-    result = _bind_text_ids(which, tensors)
+    assert expected == ("ValueError", _VALUE_FORGERIES[which][1])
+    result = _bind_value_forged(which, tensors)
     if isinstance(result, TransferPlan):
         round_trip = outcome(lambda: pickle.loads(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)))
         pytest.fail(f"accepted; its pickle round trip: {round_trip if isinstance(round_trip, tuple) else 'ok'}")
@@ -345,3 +365,83 @@ def test_restored_region_edited_from_resource_id_is_refused_as_unsealed(monkeypa
     result, carried, state = _restore_forged(forge, False, monkeypatch)
     assert state["done"]
     assert result == expected, f"carried facts taken: {carried == 1}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Step 6 through an int subclass: the source placement's descriptors' itemsize an int subclass
+# (the descriptors, the placement and the plan all of the exact classes). Its __eq__/__hash__
+# run while the source side's bindings are attested (_binding_views_and_part), after the target
+# side's runtime fragments were validated; a sealed call does not run step 6's rules again.
+
+
+class _Count(int):
+    def __eq__(self, other: object) -> bool:
+        _fire(sys._getframe(1))
+        return int.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        _fire(sys._getframe(1))
+        return int.__ne__(self, other)
+
+    def __hash__(self) -> int:
+        _fire(sys._getframe(1))
+        return int.__hash__(self)
+
+
+def _at_source_side(frame: Any) -> Any:
+    """The bind call's locals while the source side's bindings are attested."""
+    side = frame_named(frame, "_bind_side")
+    if side is None or side.f_locals.get("label") != "source":
+        return None
+    return frame_named(side, "_bind_logical_transfer_plan").f_locals
+
+
+def _fragment_edit(edit: Callable[[Any], None]) -> Callable[[dict[str, Any]], None]:
+    # (_fire hands over what ``locate`` found under "bound_operations": here bind's locals)
+    return lambda found: edit(first_target_runtime_fragment(found["bound_operations"]))
+
+
+def _bind_count_itemsize(edit: Callable[[Any], None], profiled: bool, monkeypatch: Any) -> tuple[Any, int, dict[str, Any]]:
+    logical, targets, sources, _memory = sized_world(SMALL)
+    placement = logical.source_placement
+    for tensor in logical.source_tensors + placement.tensors + tuple(t for part in placement.parts for t in part.tensors):
+        object.__setattr__(tensor, "itemsize", _Count(tensor.itemsize))
+    _HOOK.update(forge=_fragment_edit(edit), locate=_at_source_side, ran=False, done=False)
+    try:
+        result, carried = count_carried_scans(
+            monkeypatch,
+            lambda: maybe_profiled(
+                profiled, lambda: outcome(lambda: bind_logical_transfer_plan(logical, targets, source_bindings=sources))
+            ),
+        )
+    finally:
+        state = dict(_HOOK)
+        _HOOK.clear()
+    return ("accepted" if isinstance(result, TransferPlan) else result), carried, state
+
+
+def test_int_subclass_itemsize_alone_binds_sealed(monkeypatch):
+    _no_hooks()
+    result, carried, state = _bind_count_itemsize(lambda _fragment: None, False, monkeypatch)
+    assert result == "accepted" and carried == 1 and state["done"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [(storage_offset_moved, STORAGE_OFFSET_MESSAGE), (strides_doubled, strides_message("t-w000-d0t0"))],
+    ids=["storage_offset_moved", "strides_doubled"],
+)
+@pytest.mark.xfail(
+    strict=True,
+    reason="an int-subclass descriptor itemsize inside the exact source placement runs __eq__/__hash__ at "
+    "step 6 of a sealed call, after the target runtime fragments were validated: the edited fragment "
+    "is accepted (the unsealed call reruns step 6's rules)",
+)
+def test_target_runtime_fragment_edited_from_itemsize_is_refused(monkeypatch, edit, message):
+    _no_hooks()
+    expected, carried, state = _bind_count_itemsize(edit, True, monkeypatch)
+    assert state["done"] and carried == 0
+    assert expected == ("ValueError", message)
+    result, carried, state = _bind_count_itemsize(edit, False, monkeypatch)
+    assert state["done"]
+    assert result == expected, f"sealed: {carried == 1}"
