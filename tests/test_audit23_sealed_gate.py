@@ -9,7 +9,10 @@ run user code when read:
   target placement's in ``_fast_revalidate_live``, right before ``revalidate_scan_carried``);
 - a ``str`` subclass stored as a *key* of an exact instance's ``__dict__`` (same text, same hash):
   every read of that attribute compares the stored key with the looked-up name, which calls the
-  key's ``__eq__`` (an exact dict, exact values: nothing the class checks sees it).
+  key's ``__eq__`` (an exact dict, exact values: nothing the class checks sees it);
+- an instance dict of a dict *subclass* (``object.__setattr__(obj, "__dict__", ...)``): the
+  package's own ``obj.__dict__.get(...)`` calls run its methods (step 5's decision, the
+  placement digest's cache read after bind_regions).
 
 Each channel below runs user code inside a call that stays sealed (it takes bind_regions' carried
 facts). From there the code reaches the bound operations through the caller's frames and edits
@@ -20,7 +23,7 @@ int-subclass descriptor ``itemsize`` in the source placement reaches step 6 (the
 fragments, validated once in a sealed call).
 
 Suggested fix: the gate also checks the values and instance dicts it trusts. Every dict-backed
-exact instance read by the call: its ``__dict__`` an exact dict whose keys are exact strs (a
+exact instance read by the call: its ``__dict__`` an exact dict (``type(...) is dict``) whose keys are exact strs (a
 ``PyDict_Next`` walk in ``classes_within``; the keys a constructor writes are exact), and the
 field values the package compares or hashes (ids, names, digests) exact ``str``/``int`` (the
 field-kind checks of ``_field_kinds.py``, run at entry; the restore: on the record's
@@ -33,6 +36,7 @@ refuse (the fast path should decline: the field-kind checks on the descriptors i
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import pickle
 import sys
@@ -443,5 +447,95 @@ def test_target_runtime_fragment_edited_from_itemsize_is_refused(monkeypatch, ed
     assert state["done"] and carried == 0
     assert expected == ("ValueError", message)
     result, carried, state = _bind_count_itemsize(edit, False, monkeypatch)
+    assert state["done"]
+    assert result == expected, f"sealed: {carried == 1}"
+
+
+# ---------------------------------------------------------------------------------------------
+# An instance dict of a dict subclass (``object.__setattr__(obj, "__dict__", ...)`` accepts any
+# dict subclass): the package's own ``obj.__dict__.get(...)`` calls run its methods. bind reads
+# ``placement.__dict__.get("fragments")`` while deciding whether step 5's decision from step 2
+# still holds (after step 4), and ``placement.__dict__.get("_digest_cache")`` later.
+
+
+class _HookedDict(dict):  # type: ignore[type-arg]
+    def get(self, *args: Any) -> Any:
+        _fire(sys._getframe(1))
+        return dict.get(self, *args)
+
+    def __getitem__(self, key: Any) -> Any:
+        _fire(sys._getframe(1))
+        return dict.__getitem__(self, key)
+
+
+def _step5_decision(plan: Any) -> Callable[[Any], Any]:
+    """Locates the logical plan while bind decides whether step 5's decision still holds."""
+
+    def locate(frame: Any) -> Any:
+        if frame.f_code.co_name == "_bind_logical_transfer_plan" and "target_index" not in frame.f_locals:
+            return plan
+        return None
+
+    return locate
+
+
+def _offset_target_snapshot(found: dict[str, Any]) -> None:
+    """(tests/test_audit22b_sealed_gate.py's step 5 edit) the first operation's target snapshot
+    replaced by one whose global offset is moved."""
+    op = found["bound_operations"].operations[0]
+    forged = copy.copy(op.target)
+    object.__setattr__(forged, "global_offset", tuple(value + 1 for value in forged.global_offset))
+    object.__setattr__(op, "target", forged)
+
+
+def _dict_subclass_bind(which: str, forge: Any, locate: Any, monkeypatch: Any) -> tuple[Any, int, dict[str, Any]]:
+    logical, targets, sources, _memory = sized_world(SMALL)
+    obj = getattr(logical, which)
+    object.__setattr__(obj, "__dict__", _HookedDict(obj.__dict__))
+    _HOOK.update(forge=forge, locate=locate(logical) if locate is _step5_decision else locate, ran=False, done=False)
+    try:
+        result, carried = count_carried_scans(
+            monkeypatch, lambda: outcome(lambda: bind_logical_transfer_plan(logical, targets, source_bindings=sources))
+        )
+    finally:
+        state = dict(_HOOK)
+        _HOOK.clear()
+    return ("accepted" if isinstance(result, TransferPlan) else result), carried, state
+
+
+def test_dict_subclass_instance_dict_alone_binds_sealed(monkeypatch):
+    _no_hooks()
+    result, carried, state = _dict_subclass_bind("target_placement", lambda _found: None, _bound_operations, monkeypatch)
+    assert result == "accepted" and carried == 1 and state["ran"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a dict-subclass __dict__ on the exact target placement runs its get() in bind's step 5 decision "
+    "(after step 4): the operation edited there passes step 5",
+)
+def test_operation_edited_from_instance_dict_get_is_refused_as_step5(monkeypatch):
+    _no_hooks()
+    result, carried, state = _dict_subclass_bind(
+        "target_placement", _offset_target_snapshot, _step5_decision, monkeypatch
+    )
+    assert state["done"]
+    assert result == ("ValueError", "logical plan and target placement fragment snapshots differ"), f"sealed: {carried == 1}"
+
+
+@pytest.mark.parametrize("forge", [_target_is_source, _target_next_generation], ids=lambda f: f.__name__.lstrip("_"))
+@pytest.mark.xfail(
+    strict=True,
+    reason="a dict-subclass __dict__ on the exact target placement runs its get() after bind_regions "
+    "(the placement digest's cache read) in a sealed call: the region edited there is accepted",
+)
+def test_region_edited_from_instance_dict_get_is_refused_as_unsealed(monkeypatch, forge):
+    _no_hooks()
+    expected, carried, state = maybe_profiled(
+        True, lambda: _dict_subclass_bind("target_placement", forge, _bound_operations, monkeypatch)
+    )
+    assert state["done"] and carried == 0
+    assert expected[0] == "ValueError"
+    result, carried, state = _dict_subclass_bind("target_placement", forge, _bound_operations, monkeypatch)
     assert state["done"]
     assert result == expected, f"sealed: {carried == 1}"
