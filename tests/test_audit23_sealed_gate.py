@@ -7,6 +7,9 @@ run user code when read:
   through the instance ``__dict__``): its ``__eq__``/``__hash__`` runs wherever the package
   compares the field or uses it as a dict key (the plan's ``resource_id`` is compared with the
   target placement's in ``_fast_revalidate_live``, right before ``revalidate_scan_carried``);
+- likewise a ``tuple`` subclass field value (a placement fragment's ``aliases``, an operation's
+  ``overlap_shape``): its ``__len__``/``__iter__``/``__eq__`` run (these two reach no forgery
+  below: their reads after bind_regions lie where every rule still runs);
 - a ``str`` subclass stored as a *key* of an exact instance's ``__dict__`` (same text, same hash):
   every read of that attribute compares the stored key with the looked-up name, which calls the
   key's ``__eq__`` (an exact dict, exact values: nothing the class checks sees it);
@@ -123,7 +126,52 @@ def _descriptor_tensor_ids(logical: Any) -> None:
         object.__setattr__(tensor, "tensor_id", _Text(tensor.tensor_id))
 
 
-_CHANNELS = [_dict_key, _plan_resource_id, _executor_participant_ids, _descriptor_tensor_ids]
+class _Tuple(tuple):  # type: ignore[type-arg]
+    """Equal to, and hashing as, the same items; runs ``_fire`` at each length, iteration,
+    comparison or hash."""
+
+    def __len__(self) -> int:
+        _fire(sys._getframe(1))
+        return tuple.__len__(self)
+
+    def __iter__(self) -> Any:
+        _fire(sys._getframe(1))
+        return tuple.__iter__(self)
+
+    def __eq__(self, other: object) -> bool:
+        _fire(sys._getframe(1))
+        return tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        _fire(sys._getframe(1))
+        return tuple.__ne__(self, other)
+
+    def __hash__(self) -> int:
+        _fire(sys._getframe(1))
+        return tuple.__hash__(self)
+
+
+def _fragment_aliases(logical: Any) -> None:
+    """The target placement's fragments' (empty) aliases a ``_Tuple``: its length is read by the
+    physical-range sweep after bind_regions."""
+    for fragment in logical.target_placement.fragments:
+        object.__setattr__(fragment, "aliases", _Tuple(fragment.aliases))
+
+
+def _operation_overlap_shapes(logical: Any) -> None:
+    """The logical operations' overlap shapes a ``_Tuple`` (the bound regions take them over)."""
+    for operation in logical.operations:
+        object.__setattr__(operation, "overlap_shape", _Tuple(operation.overlap_shape))
+
+
+_CHANNELS = [
+    _dict_key,
+    _plan_resource_id,
+    _executor_participant_ids,
+    _descriptor_tensor_ids,
+    _fragment_aliases,
+    _operation_overlap_shapes,
+]
 
 
 def _bind(channel: Callable[[Any], None], forge: Any, tensors: int, profiled: bool, monkeypatch: Any) -> tuple[Any, int]:
@@ -157,9 +205,9 @@ def test_channels_alone_change_nothing(monkeypatch):
 
 
 _GATE_HOLE = (
-    "the sealed gate checks classes, not values or instance dicts: a str subclass held by an exact "
-    "object (as a field value, or as a key of its __dict__) runs __eq__/__hash__ inside a call that "
-    "stays sealed"
+    "the sealed gate checks classes, not values or instance dicts: a str (or tuple) subclass held by an "
+    "exact object (as a field value, or as a key of its __dict__) runs __eq__/__hash__/__len__ inside a "
+    "call that stays sealed"
 )
 
 
