@@ -3349,6 +3349,7 @@ po_owner_signatures(PyObject *Py_UNUSED(self), PyObject *args)
     /* the previous signature, reused (a new reference stored) when the next tensor's kinds are
      * equal: the same value, one tuple pair less per tensor */
     PyObject *last_kinds = NULL, *last_signature = NULL; /* strong */
+    PyObject *shared = NULL; /* strong: the one signature of every tensor so far (see below) */
     if (po_names(cache, os_names, 3, names) < 0) goto done;
     /* A private copy (strong references to every key and descriptor; an exact dict copies
      * without running Python code): hooks cannot change what is iterated, and no (key, value)
@@ -3360,8 +3361,14 @@ po_owner_signatures(PyObject *Py_UNUSED(self), PyObject *args)
         Py_INCREF(result);
         goto done;
     }
-    result = PyDict_New();
-    if (result == NULL) goto done;
+    /* While every tensor so far has the one signature object `shared` (the usual case: equal
+     * kinds reuse the previous signature), nothing is stored: the map is then made at the end
+     * by dict.fromkeys(items, shared), which sizes its table once for all the keys and inserts
+     * each with the hash the copy holds, rather than growing a table insert by insert (every
+     * growth reads each scattered key object again for its hash). The same keys in the same
+     * order, the same value: the same map. At the first other signature the map is made as
+     * before: the `nshared` keys before it inserted with `shared`, then on insert by insert. */
+    Py_ssize_t nshared = 0;
     Py_ssize_t pos = 0;
     PyObject *key, *tensor; /* borrowed from the private copy */
     while (PyDict_Next(items, &pos, &key, &tensor)) {
@@ -3435,14 +3442,49 @@ po_owner_signatures(PyObject *Py_UNUSED(self), PyObject *args)
         }
         Py_XDECREF(kinds_tuple);
         if (signature == NULL) goto fail;
+        if (result == NULL && (shared == NULL || signature == shared)) {
+            if (shared == NULL) shared = Py_NewRef(signature);
+            nshared++;
+            Py_DECREF(signature);
+            continue;
+        }
+        if (result == NULL) { /* the first other signature: the map so far, then on as before */
+            Py_INCREF(key); /* held: inserting may compare keys (equal hashes), which runs code */
+            result = PyDict_New();
+            Py_ssize_t again = 0;
+            PyObject *done_key, *done_tensor;
+            for (Py_ssize_t k = 0; result != NULL && k < nshared; k++) {
+                if (!PyDict_Next(items, &again, &done_key, &done_tensor)) {
+                    PyErr_SetString(PyExc_RuntimeError, "dictionary changed size during iteration");
+                    Py_CLEAR(result);
+                } else if (PyDict_SetItem(result, done_key, shared) < 0) {
+                    Py_CLEAR(result);
+                }
+            }
+            if (result == NULL) {
+                Py_DECREF(key);
+                Py_DECREF(signature);
+                goto fail;
+            }
+            int rc = PyDict_SetItem(result, key, signature);
+            Py_DECREF(key);
+            Py_DECREF(signature);
+            if (rc < 0) goto fail;
+            continue;
+        }
         int rc = PyDict_SetItem(result, key, signature);
         Py_DECREF(signature);
         if (rc < 0) goto fail;
     }
+    if (PyErr_Occurred()) goto fail;
+    if (result == NULL) /* every signature is `shared` (or no tensor) */
+        result = shared == NULL ? PyDict_New()
+                                : PyObject_CallMethod((PyObject *)&PyDict_Type, "fromkeys", "OO", items, shared);
     goto done;
 fail:
     Py_CLEAR(result);
 done:
+    Py_XDECREF(shared);
     Py_XDECREF(last_kinds);
     Py_XDECREF(last_signature);
     for (int k = 0; k < 3; k++) Py_XDECREF(names[k]);
