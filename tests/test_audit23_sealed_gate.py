@@ -83,20 +83,25 @@ def _bound_operations(frame: Any) -> Any:
     return bind.f_locals["bound_operations"] if bind is not None and "bound_operations" in bind.f_locals else None
 
 
-class _Text(str):
-    """Equal to, and hashing as, the same text; runs ``_fire`` at each comparison or hash."""
+def _firing(name: str, base: type, methods: tuple[str, ...]) -> type:
+    """A subclass ``name`` (this module's attribute: picklable) of ``base``, equal to and hashing
+    as the same value, whose ``methods`` run ``_fire`` (on the calling frames) before ``base``'s."""
 
-    def __eq__(self, other: object) -> bool:
-        _fire(sys._getframe(1))
-        return str.__eq__(self, other)
+    def wrap(method_name: str) -> Callable[..., Any]:
+        real = getattr(base, method_name)
 
-    def __ne__(self, other: object) -> bool:
-        _fire(sys._getframe(1))
-        return str.__ne__(self, other)
+        def method(self: Any, *args: Any) -> Any:
+            _fire(sys._getframe(1))
+            return real(self, *args)
 
-    def __hash__(self) -> int:
-        _fire(sys._getframe(1))
-        return str.__hash__(self)
+        method.__name__ = method_name
+        return method
+
+    return type(name, (base,), {method: wrap(method) for method in methods})
+
+
+_COMPARED = ("__eq__", "__ne__", "__hash__")
+_Text = _firing("_Text", str, _COMPARED)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -126,29 +131,7 @@ def _descriptor_tensor_ids(logical: Any) -> None:
         object.__setattr__(tensor, "tensor_id", _Text(tensor.tensor_id))
 
 
-class _Tuple(tuple):  # type: ignore[type-arg]
-    """Equal to, and hashing as, the same items; runs ``_fire`` at each length, iteration,
-    comparison or hash."""
-
-    def __len__(self) -> int:
-        _fire(sys._getframe(1))
-        return tuple.__len__(self)
-
-    def __iter__(self) -> Any:
-        _fire(sys._getframe(1))
-        return tuple.__iter__(self)
-
-    def __eq__(self, other: object) -> bool:
-        _fire(sys._getframe(1))
-        return tuple.__eq__(self, other)
-
-    def __ne__(self, other: object) -> bool:
-        _fire(sys._getframe(1))
-        return tuple.__ne__(self, other)
-
-    def __hash__(self) -> int:
-        _fire(sys._getframe(1))
-        return tuple.__hash__(self)
+_Tuple = _firing("_Tuple", tuple, _COMPARED + ("__len__", "__iter__"))
 
 
 def _fragment_aliases(logical: Any) -> None:
@@ -174,21 +157,25 @@ _CHANNELS = [
 ]
 
 
-def _bind(channel: Callable[[Any], None], forge: Any, tensors: int, profiled: bool, monkeypatch: Any) -> tuple[Any, int]:
-    logical, targets, sources, _memory = sized_world(tensors)
-    channel(logical)
+def _armed(call: Callable[[], Any], forge: Any, profiled: bool, monkeypatch: Any, locate: Any = None) -> tuple[Any, int, dict[str, Any]]:
+    """``call()``'s outcome ("accepted" for a plan), the number of carried scans it ran, and
+    the hook's state, with ``_HOOK`` armed with ``forge`` (and ``locate``) during the call, under a
+    no-op profile hook when ``profiled``."""
     _HOOK.update(forge=forge, ran=False, done=False)
+    if locate is not None:
+        _HOOK["locate"] = locate
     try:
-        result, carried = count_carried_scans(
-            monkeypatch,
-            lambda: maybe_profiled(
-                profiled, lambda: outcome(lambda: bind_logical_transfer_plan(logical, targets, source_bindings=sources))
-            ),
-        )
+        result, carried = count_carried_scans(monkeypatch, lambda: maybe_profiled(profiled, lambda: outcome(call)))
     finally:
         state = dict(_HOOK)
         _HOOK.clear()
     return ("accepted" if isinstance(result, TransferPlan) else result), carried, state
+
+
+def _bind(channel: Callable[[Any], None], forge: Any, tensors: int, profiled: bool, monkeypatch: Any) -> tuple[Any, int, dict[str, Any]]:
+    logical, targets, sources, _memory = sized_world(tensors)
+    channel(logical)
+    return _armed(lambda: bind_logical_transfer_plan(logical, targets, source_bindings=sources), forge, profiled, monkeypatch)
 
 
 def _no_hooks() -> None:
@@ -304,10 +291,11 @@ def _text_tensor_ids(tensors: Any) -> None:
         object.__setattr__(tensor, "tensor_id", _PlainText(tensor.tensor_id))
 
 
-def _source_itemsizes(logical: Any) -> None:
+def _source_itemsizes(logical: Any, cls: type = _PlainCount) -> None:
+    """Every source descriptor's (the plan's, the placement's, its parts') itemsize a ``cls``."""
     placement = logical.source_placement
     for tensor in logical.source_tensors + placement.tensors + tuple(t for part in placement.parts for t in part.tensors):
-        object.__setattr__(tensor, "itemsize", _PlainCount(tensor.itemsize))
+        object.__setattr__(tensor, "itemsize", cls(tensor.itemsize))
 
 
 _TENSOR_ID_RULE = "tensor_id must be a non-empty string"
@@ -380,15 +368,7 @@ def _restore_forged(forge: Any, profiled: bool, monkeypatch: Any) -> tuple[Any, 
     logical, targets, sources, _memory = sized_world(SMALL)
     plan = bind_logical_transfer_plan(logical, targets, source_bindings=sources)
     data = pickle.dumps(_ForgedPayload(plan), protocol=4)
-    _HOOK.update(forge=forge, locate=_restored_operations, ran=False, done=False)
-    try:
-        result, carried = count_carried_scans(
-            monkeypatch, lambda: maybe_profiled(profiled, lambda: outcome(lambda: pickle.loads(data)))
-        )
-    finally:
-        state = dict(_HOOK)
-        _HOOK.clear()
-    return ("accepted" if isinstance(result, TransferPlan) else result), carried, state
+    return _armed(lambda: pickle.loads(data), forge, profiled, monkeypatch, _restored_operations)
 
 
 def test_restored_text_resource_id_alone_restores(monkeypatch):
@@ -431,18 +411,7 @@ def test_restored_region_edited_from_resource_id_is_refused_as_unsealed(monkeypa
 # side's runtime fragments were validated; a sealed call does not run step 6's rules again.
 
 
-class _Count(int):
-    def __eq__(self, other: object) -> bool:
-        _fire(sys._getframe(1))
-        return int.__eq__(self, other)
-
-    def __ne__(self, other: object) -> bool:
-        _fire(sys._getframe(1))
-        return int.__ne__(self, other)
-
-    def __hash__(self) -> int:
-        _fire(sys._getframe(1))
-        return int.__hash__(self)
+_Count = _firing("_Count", int, _COMPARED)
 
 
 def _at_source_side(frame: Any) -> Any:
@@ -460,21 +429,9 @@ def _fragment_edit(edit: Callable[[Any], None]) -> Callable[[dict[str, Any]], No
 
 def _bind_count_itemsize(edit: Callable[[Any], None], profiled: bool, monkeypatch: Any) -> tuple[Any, int, dict[str, Any]]:
     logical, targets, sources, _memory = sized_world(SMALL)
-    placement = logical.source_placement
-    for tensor in logical.source_tensors + placement.tensors + tuple(t for part in placement.parts for t in part.tensors):
-        object.__setattr__(tensor, "itemsize", _Count(tensor.itemsize))
-    _HOOK.update(forge=_fragment_edit(edit), locate=_at_source_side, ran=False, done=False)
-    try:
-        result, carried = count_carried_scans(
-            monkeypatch,
-            lambda: maybe_profiled(
-                profiled, lambda: outcome(lambda: bind_logical_transfer_plan(logical, targets, source_bindings=sources))
-            ),
-        )
-    finally:
-        state = dict(_HOOK)
-        _HOOK.clear()
-    return ("accepted" if isinstance(result, TransferPlan) else result), carried, state
+    _source_itemsizes(logical, _Count)
+    call = lambda: bind_logical_transfer_plan(logical, targets, source_bindings=sources)  # noqa: E731
+    return _armed(call, _fragment_edit(edit), profiled, monkeypatch, _at_source_side)
 
 
 def test_int_subclass_itemsize_alone_binds_sealed(monkeypatch):
@@ -545,15 +502,8 @@ def _dict_subclass_bind(which: str, forge: Any, locate: Any, monkeypatch: Any) -
     logical, targets, sources, _memory = sized_world(SMALL)
     obj = getattr(logical, which)
     object.__setattr__(obj, "__dict__", _HookedDict(obj.__dict__))
-    _HOOK.update(forge=forge, locate=locate(logical) if locate is _step5_decision else locate, ran=False, done=False)
-    try:
-        result, carried = count_carried_scans(
-            monkeypatch, lambda: outcome(lambda: bind_logical_transfer_plan(logical, targets, source_bindings=sources))
-        )
-    finally:
-        state = dict(_HOOK)
-        _HOOK.clear()
-    return ("accepted" if isinstance(result, TransferPlan) else result), carried, state
+    call = lambda: bind_logical_transfer_plan(logical, targets, source_bindings=sources)  # noqa: E731
+    return _armed(call, forge, False, monkeypatch, locate(logical) if locate is _step5_decision else locate)
 
 
 def test_dict_subclass_instance_dict_alone_binds_sealed(monkeypatch):
