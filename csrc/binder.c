@@ -1748,14 +1748,64 @@ bd_group_snapshots(const bd_table *tb, PyObject *snap_cls, PyObject *rf_cls, PyO
     return BD_OK;
 }
 
+/* bd_compare for bd_sort_by_str: an error (none for ready exact str objects) sets *error and
+ * counts as equal (the caller then discards the order). */
+static inline int
+bd_sort_compare(PyObject *a, PyObject *b, int *error)
+{
+    int cmp = bd_compare(a, b);
+    if (cmp == -2) {
+        *error = 1;
+        return 0;
+    }
+    return cmp;
+}
+
+/* Sorts idx[0..n) (positions into keys, exact str) stably by keys[idx[k]] in code point order
+ * (bd_compare: no Python code runs); tmp: room for n positions. A top-down merge sort that skips
+ * the merge of two halves already in order (runs of increasing ids stay cheap). *error set
+ * when a comparison failed. */
+static void
+bd_sort_by_str(Py_ssize_t *idx, Py_ssize_t *tmp, Py_ssize_t n, PyObject *const *keys, int *error)
+{
+    if (n < 2) return;
+    if (n <= 8) { /* insertion sort: stable */
+        for (Py_ssize_t i = 1; i < n; i++) {
+            Py_ssize_t v = idx[i], j = i;
+            while (j > 0 && bd_sort_compare(keys[idx[j - 1]], keys[v], error) > 0) {
+                idx[j] = idx[j - 1];
+                j--;
+            }
+            idx[j] = v;
+        }
+        return;
+    }
+    Py_ssize_t half = n / 2;
+    bd_sort_by_str(idx, tmp, half, keys, error);
+    bd_sort_by_str(idx + half, tmp, n - half, keys, error);
+    if (bd_sort_compare(keys[idx[half - 1]], keys[idx[half]], error) <= 0) return; /* in order */
+    Py_ssize_t i = 0, j = half, k = 0;
+    while (i < half && j < n) {
+        /* the left one first on equal keys (stable) */
+        if (bd_sort_compare(keys[idx[j]], keys[idx[i]], error) < 0) tmp[k++] = idx[j++];
+        else tmp[k++] = idx[i++];
+    }
+    while (i < half) tmp[k++] = idx[i++];
+    /* the rest of the right half is in place already */
+    for (Py_ssize_t m = 0; m < k; m++) idx[m] = tmp[m];
+}
+
 /* bd_group_snapshots then bd_sorted_table, for evidence whose snapshotted fragments all have one
- * worker (equal exact str) and strictly increasing runtime fragment ids in evidence order: the
- * entries sorted by (id, position) are then in evidence order, so the table {worker: snapshots
- * in evidence order} is built directly (no entry tuple, position or sort). *table a new dict
- * (BD_OK), or NULL with BD_OK when that shape is not met (nothing kept: the caller runs the
- * general path, which reads the same values again and decides), or BD_FALLBACK / BD_ERROR: the
- * general path's status for the first fragment that has one (the same reads in the same order
- * up to there). */
+ * worker (equal exact str): the table {worker: snapshots sorted by runtime fragment id, stably}
+ * is built directly, with no (id, position, snapshot) entry, position int or list sort: the
+ * entries the general path sorts by (id, position) have distinct positions increasing in
+ * evidence order, so their order is the stable order by id, which bd_sort_by_str gives (ids
+ * strictly increasing in evidence order, the common case of sorted ids, need no sort at all).
+ * *table a new dict (BD_OK), or NULL with BD_OK when that shape is not met (nothing kept: the
+ * caller runs the general path, which reads the same values again and decides), or
+ * BD_FALLBACK / BD_ERROR: the general path's status for the first fragment that has one (the
+ * same reads in the same order up to there). The ids are exact str (bd_dget_str): comparing
+ * them runs no Python code and cannot fail, as in the general path's sort. */
 static int
 bd_group_snapshots_one(const bd_table *tb, PyObject *snap_cls, PyObject *rf_cls, PyObject *pf_cls,
                        PyObject *fragments, PyObject *placement_dict, PyObject *generation, PyObject **table)
@@ -1765,10 +1815,16 @@ bd_group_snapshots_one(const bd_table *tb, PyObject *snap_cls, PyObject *rf_cls,
     if (bd_snapshot_layout(tb, snap_cls, &lc) < 0) return BD_ERROR;
     Py_ssize_t n = PyTuple_Size(fragments);
     if (n < 0) return BD_ERROR;
-    PyObject *snapshots = PyList_New(0);
-    if (snapshots == NULL) return BD_ERROR;
-    PyObject *worker0 = NULL, *previous = NULL; /* owned */
-    int status = BD_OK, shaped = 1;
+    /* the snapshots and their ids in evidence order (new references; count of them kept) */
+    PyObject **snaps = mr_alloc_array((size_t)n, sizeof(PyObject *));
+    PyObject **fids = snaps == NULL ? NULL : mr_alloc_array((size_t)n, sizeof(PyObject *));
+    if (fids == NULL) {
+        PyMem_Free(snaps);
+        return BD_ERROR;
+    }
+    Py_ssize_t count = 0;
+    PyObject *worker0 = NULL; /* owned */
+    int status = BD_OK, shaped = 1, increasing = 1;
     Py_ssize_t dict_pos = 0;
     int aligned = 1;
     for (Py_ssize_t i = 0; i < n && status == BD_OK && shaped; i++) {
@@ -1779,42 +1835,63 @@ bd_group_snapshots_one(const bd_table *tb, PyObject *snap_cls, PyObject *rf_cls,
                                       &dict_pos, &aligned, read);
         if (status != BD_OK) break;
         if (read[2] == NULL) continue; /* not in the attested part: no snapshot */
-        PyObject *worker = read[0], *fid = read[1], *snapshot = read[2];
-        {
-            /* the shape: one worker, increasing ids (exact str, read as exact non-empty str) */
-            if (worker0 == NULL) {
-                worker0 = Py_NewRef(worker);
-            } else if (worker != worker0) {
-                int same = bd_same_str(worker, worker0);
-                if (same < 0) status = BD_ERROR;
-                else if (!same) shaped = 0;
-            }
-            if (status == BD_OK && shaped && previous != NULL) {
-                int cmp = bd_compare(previous, fid);
-                if (cmp == -2) status = BD_ERROR;
-                else if (cmp >= 0) shaped = 0;
-            }
-            if (status == BD_OK && shaped) {
-                BD_SETREF(previous, Py_NewRef(fid));
-                if (PyList_Append(snapshots, snapshot) < 0) status = BD_ERROR;
-            }
+        PyObject *worker = read[0];
+        /* the shape: one worker (exact str, read as exact non-empty str) */
+        if (worker0 == NULL) {
+            worker0 = Py_NewRef(worker);
+        } else if (worker != worker0) {
+            int same = bd_same_str(worker, worker0);
+            if (same < 0) status = BD_ERROR;
+            else if (!same) shaped = 0;
         }
-        Py_XDECREF(worker);
-        Py_XDECREF(fid);
-        Py_XDECREF(snapshot);
+        Py_DECREF(worker);
+        if (status != BD_OK || !shaped) {
+            Py_DECREF(read[1]);
+            Py_DECREF(read[2]);
+            break;
+        }
+        if (increasing && count > 0) {
+            int cmp = bd_compare(fids[count - 1], read[1]);
+            if (cmp == -2) status = BD_ERROR;
+            else if (cmp >= 0) increasing = 0;
+        }
+        fids[count] = read[1];
+        snaps[count] = read[2];
+        count++;
     }
-    Py_XDECREF(previous);
     if (status == BD_OK && shaped) {
-        *table = PyDict_New();
-        PyObject *items = *table == NULL ? NULL : PyList_AsTuple(snapshots);
-        if (items == NULL || (worker0 != NULL && PyDict_SetItem(*table, worker0, items) < 0)) {
-            status = BD_ERROR;
-            Py_CLEAR(*table);
+        status = BD_ERROR;
+        Py_ssize_t *idx = NULL, *tmp = NULL;
+        if (!increasing) {
+            idx = mr_alloc_array((size_t)count, sizeof(Py_ssize_t));
+            tmp = idx == NULL ? NULL : mr_alloc_array((size_t)count, sizeof(Py_ssize_t));
         }
-        Py_XDECREF(items);
+        PyObject *items = increasing || tmp != NULL ? PyTuple_New(count) : NULL;
+        if (items != NULL) {
+            int error = 0;
+            if (!increasing) {
+                for (Py_ssize_t k = 0; k < count; k++) idx[k] = k;
+                bd_sort_by_str(idx, tmp, count, fids, &error);
+            }
+            for (Py_ssize_t k = 0; k < count && !error; k++) {
+                PyObject *snapshot = snaps[increasing ? k : idx[k]];
+                if (PyTuple_SetItem(items, k, Py_NewRef(snapshot)) < 0) error = 1; /* steals */
+            }
+            *table = error ? NULL : PyDict_New();
+            if (*table != NULL && (worker0 == NULL || PyDict_SetItem(*table, worker0, items) == 0)) status = BD_OK;
+            else Py_CLEAR(*table);
+            Py_DECREF(items);
+        }
+        PyMem_Free(idx);
+        PyMem_Free(tmp);
     }
+    for (Py_ssize_t k = 0; k < count; k++) {
+        Py_DECREF(fids[k]);
+        Py_DECREF(snaps[k]);
+    }
+    PyMem_Free(fids);
+    PyMem_Free(snaps);
     Py_XDECREF(worker0);
-    Py_DECREF(snapshots);
     return status;
 }
 
@@ -1880,8 +1957,7 @@ bd_attested_executors(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         status = digest < 0 ? BD_ERROR : BD_FALLBACK;
         goto done;
     }
-    /* one worker, ids increasing: the table directly (bd_group_snapshots_one), else grouped
-     * and sorted */
+    /* one worker: the table directly (bd_group_snapshots_one), else grouped and sorted */
     status = bd_group_snapshots_one(&tb, snap_cls, rf_cls, pf_cls, fragments, placement_dict, generation, &table);
     if (status != BD_OK) goto done;
     if (table == NULL) {
@@ -3844,14 +3920,27 @@ bd_cmp_storage(const void *pa, const void *pb)
     return 0;
 }
 
+/* Kernel: ranges sorted by cmp already (each one not after the next). */
+static int
+bd_ranges_sorted(const bd_range *ranges, size_t n, int (*cmp)(const void *, const void *))
+{
+    for (size_t i = 1; i < n; i++) {
+        if (cmp(&ranges[i - 1], &ranges[i]) > 0) return 0;
+    }
+    return 1;
+}
+
 /* Kernel (Python-free): 1 when, within every address space, no two views overlap and any two
  * allocations are identical or disjoint (the rule _address_ranges.py checks, without its
- * declared-alias exception); 0 otherwise. Sorts ranges in place. */
+ * declared-alias exception); 0 otherwise. Sorts ranges in place, each sort skipped when they are
+ * in that order already (a binding's fragments laid out in address order): the scans read only
+ * the fields the order compares (and the ends they determine), so ranges that compare equal
+ * are interchangeable and any sorted order decides the same. */
 static int
 bd_ranges_clear(bd_range *ranges, size_t n)
 {
     if (n < 2) return 1;
-    qsort(ranges, n, sizeof(bd_range), bd_cmp_view);
+    if (!bd_ranges_sorted(ranges, n, bd_cmp_view)) qsort(ranges, n, sizeof(bd_range), bd_cmp_view);
     for (size_t i = 1; i < n;) {
         /* one space: ranges[first .. i) */
         size_t first = i - 1;
@@ -3863,7 +3952,7 @@ bd_ranges_clear(bd_range *ranges, size_t n)
         }
         i++;
     }
-    qsort(ranges, n, sizeof(bd_range), bd_cmp_storage);
+    if (!bd_ranges_sorted(ranges, n, bd_cmp_storage)) qsort(ranges, n, sizeof(bd_range), bd_cmp_storage);
     for (size_t i = 1; i < n;) {
         size_t first = i - 1;
         uint64_t reach_start = ranges[first].storage, reach_end = ranges[first].storage_end;
