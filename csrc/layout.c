@@ -1,9 +1,13 @@
 /* C-owned value layouts: the layout base types (layout.h has the reading and building helpers
  * other files use) and a few entry points for the tests and benchmarks/layout_reads.py.
  *
- * value_base(name, fields) builds two heap types: an anchor (a plain mutable type holding the
- * capsule that describes the layout, MR_LAYOUT_ATTR) and, on it, the layout base (immutable,
- * GC, one T_OBJECT_EX member per field at offsetof(mr_layout_object, fields[i])). A Python
+ * value_base(name, fields) builds a module whose state describes the layout (MR_LAYOUT_MODULE,
+ * an mr_layout_info) and the layout base, a heap type made with that module
+ * (PyType_FromModuleAndSpec: immutable, GC, a direct subclass of object, one T_OBJECT_EX member
+ * per field at offsetof(mr_layout_object, fields[i])). The base holds its module; the module
+ * knows the base's address (identity only). (Until session 23 the base derived from a mutable
+ * "anchor" type holding a capsule as a class attribute: CPython 3.13 warns about an immutable
+ * type with a mutable base, and 3.14 refuses to make one.) A Python
  * subclass's instances are dealt with by subtype_dealloc / subtype_traverse / subtype_clear,
  * which clear its own slots (weak references included), then call the base's functions below;
  * the base's dealloc releases the reference the instance holds on its (exact) heap type.
@@ -93,13 +97,10 @@ typedef struct ly_block {
     Py_ssize_t n;
     char *short_name;     /* name as given (UTF-8) */
     char *name;           /* "mooncake.reshard._native.<name>" */
-    char *anchor;         /* "mooncake.reshard._native.<name>_anchor" */
     char **field_names;   /* n UTF-8 names */
     PyMemberDef *members; /* n + 1 */
     PyType_Slot slots[5];
     PyType_Spec spec;
-    PyType_Slot anchor_slots[1];
-    PyType_Spec anchor_spec;
 } ly_block;
 
 static ly_block *ly_blocks = NULL; /* GIL-protected list of every block built */
@@ -150,11 +151,9 @@ ly_block_for(const char *name, Py_ssize_t name_len, const char *const *names, co
     b->n = n;
     b->short_name = ly_concat("", name, name_len, "");
     b->name = ly_concat(LY_PREFIX, name, name_len, "");
-    b->anchor = ly_concat(LY_PREFIX, name, name_len, "_anchor");
     b->field_names = mr_alloc_array((size_t)n, sizeof(char *));
     b->members = mr_alloc_array((size_t)n + 1, sizeof(PyMemberDef));
-    int failed = b->short_name == NULL || b->name == NULL || b->anchor == NULL || b->field_names == NULL
-                 || b->members == NULL;
+    int failed = b->short_name == NULL || b->name == NULL || b->field_names == NULL || b->members == NULL;
     if (b->field_names != NULL) memset(b->field_names, 0, (size_t)n * sizeof(char *));
     for (Py_ssize_t i = 0; !failed && i < n; i++) {
         b->field_names[i] = ly_concat("", names[i], lens[i], "");
@@ -167,7 +166,6 @@ ly_block_for(const char *name, Py_ssize_t name_len, const char *const *names, co
         }
         PyMem_Free(b->field_names);
         PyMem_Free(b->members);
-        PyMem_Free(b->anchor);
         PyMem_Free(b->name);
         PyMem_Free(b->short_name);
         PyMem_Free(b);
@@ -194,33 +192,42 @@ ly_block_for(const char *name, Py_ssize_t name_len, const char *const *names, co
         .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE,
         .slots = b->slots,
     };
-    b->anchor_slots[0] = (PyType_Slot){0, NULL};
-    b->anchor_spec = (PyType_Spec){
-        .name = b->anchor,
-        .basicsize = 0,
-        .itemsize = 0,
-        .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-        .slots = b->anchor_slots,
-    };
     b->next = ly_blocks;
     ly_blocks = b;
     return b;
 }
 
-/* ---- Capsule ------------------------------------------------------------------------------ */
+/* ---- The layout's module ---------------------------------------------------------------- */
+
+/* Its state (an mr_layout_info, zeroed when the module is made) owns one object, the tuple of
+ * field names (str: nothing that can lead back to the module, so no m_clear is needed); m_free
+ * drops it when the module goes (with its base, which holds it). */
+static int
+ly_module_traverse(PyObject *module, visitproc visit, void *arg)
+{
+    mr_layout_info *info = PyModule_GetState(module);
+    if (info == NULL) return 0;
+    Py_VISIT(info->names);
+    return 0;
+}
 
 static void
-ly_capsule_destructor(PyObject *capsule)
+ly_module_free(void *module)
 {
-    mr_layout_info *info = PyCapsule_GetPointer(capsule, MR_LAYOUT_CAPSULE);
-    if (info == NULL) {
-        PyErr_Clear();
-        return;
-    }
-    Py_XDECREF(info->base);
-    Py_XDECREF(info->names);
-    PyMem_Free(info);
+    mr_layout_info *info = PyModule_GetState((PyObject *)module); /* (a module: cannot fail) */
+    if (info == NULL) return;
+    info->base = NULL;
+    Py_CLEAR(info->names);
 }
+
+static PyModuleDef ly_module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = MR_LAYOUT_MODULE,
+    .m_doc = "The description of one C layout base (mooncake_reshard/_layout.py value_base).",
+    .m_size = (Py_ssize_t)sizeof(mr_layout_info),
+    .m_traverse = ly_module_traverse,
+    .m_free = ly_module_free,
+};
 
 /* 1 when s (exact str) is an identifier, 0 when not, -1 with an exception. */
 static int
@@ -312,49 +319,22 @@ value_base(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     ly_block *block = ly_block_for(name_utf8, name_len, names, lens, n);
     if (block == NULL) return NULL;
-    PyObject *anchor = PyType_FromSpec(&block->anchor_spec);
-    if (anchor == NULL) return NULL;
-    PyObject *bases = PyTuple_Pack(1, anchor);
-    if (bases == NULL) {
-        Py_DECREF(anchor);
-        return NULL;
-    }
-    PyObject *base = PyType_FromSpecWithBases(&block->spec, bases);
-    Py_DECREF(bases);
-    if (base == NULL) {
-        Py_DECREF(anchor);
-        return NULL;
-    }
-    mr_layout_info *info = PyMem_Calloc(1, sizeof(mr_layout_info));
+    PyObject *module = PyModule_Create(&ly_module_def);
+    if (module == NULL) return NULL;
+    mr_layout_info *info = PyModule_GetState(module);
     if (info == NULL) {
-        PyErr_NoMemory();
-        goto fail;
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "value_base(): layout module has no state");
+        Py_DECREF(module);
+        return NULL;
     }
     info->dealloc = (void *)ly_gc[n - 1].dealloc;
     info->n = n;
     info->names = Py_NewRef(fields);
-    info->base = PyWeakref_NewRef(base, NULL);
-    if (info->base == NULL) {
-        Py_DECREF(info->names);
-        PyMem_Free(info);
-        goto fail;
-    }
-    PyObject *capsule = PyCapsule_New(info, MR_LAYOUT_CAPSULE, ly_capsule_destructor);
-    if (capsule == NULL) {
-        Py_DECREF(info->base);
-        Py_DECREF(info->names);
-        PyMem_Free(info);
-        goto fail;
-    }
-    int rc = PyObject_SetAttrString(anchor, MR_LAYOUT_ATTR, capsule);
-    Py_DECREF(capsule);
-    if (rc < 0) goto fail;
-    Py_DECREF(anchor); /* the base holds it */
+    PyObject *base = PyType_FromModuleAndSpec(module, &block->spec, NULL);
+    Py_DECREF(module); /* the base holds it (or, on failure, the module goes with its state) */
+    if (base == NULL) return NULL;
+    info->base = base; /* (identity only: see mr_layout_info) */
     return base;
-fail:
-    Py_DECREF(base);
-    Py_DECREF(anchor);
-    return NULL;
 }
 
 PyDoc_STRVAR(layout_info_doc,

@@ -35,10 +35,13 @@
 #define MOONCAKE_RESHARD_LAYOUT_H
 #include "common.h"
 
-/* Name of the capsule describing a layout base, and the attribute of the base's anchor type
- * (the base's own base, a plain mutable heap type) holding it. */
-#define MR_LAYOUT_CAPSULE "mooncake.reshard._native.layout"
-#define MR_LAYOUT_ATTR "__mr_layout__"
+/* m_name of the module definition whose modules describe layout bases: value_base makes one
+ * module per base, with an mr_layout_info as its state, and gives it to the base
+ * (PyType_FromModuleAndSpec), which holds it; PyType_GetModule(base) finds it again. A type's
+ * module is set when the type is made and cannot be set from Python (classes made by ``class``
+ * or ``type()`` have none, and subclasses do not inherit it), so the base itself stays
+ * immutable, as Python 3.14 requires of a type whose bases are all immutable. */
+#define MR_LAYOUT_MODULE "mooncake.reshard._native.layout"
 /* Most fields a layout base may have (the largest value class has 16). */
 #define MR_LAYOUT_MAX_FIELDS 64
 
@@ -52,9 +55,12 @@ typedef struct {
 /* common.h mr_layout_slots reads the fields at this offset */
 _Static_assert(offsetof(mr_layout_object, fields) == sizeof(PyObject), "layout fields follow the object header");
 
-/* What the capsule holds. base is a weak reference to the layout base (a dead base matches no
- * class); dealloc is the base's tp_dealloc, which identifies types built by value_base; names is
- * the exact tuple of the n field names. */
+/* The state of a layout base's module (MR_LAYOUT_MODULE). base is the layout base's address, set
+ * once the base exists and compared by identity only, never dereferenced or owned (the base owns
+ * the module; a module kept after its base died matches no live type: no other type is ever
+ * given it); dealloc is the base's tp_dealloc, which identifies types built by value_base; names
+ * is the exact tuple of the n field names, owned by the module (a tuple of str: never part of a
+ * reference cycle). */
 typedef struct {
     PyObject *base;
     void *dealloc;
@@ -69,33 +75,41 @@ typedef struct {
     Py_ssize_t n;
 } mr_layout_class;
 
-/* The entry of an exact type's own __dict__ under key (new reference), or NULL (absent; no
- * exception). -1 in *error on a failure (exception cleared). Runs no Python code for an exact
- * ``type`` instance and an exact str key. */
-static inline PyObject *
-mr_layout_own_entry(PyObject *type, PyObject *key, int *error)
+/* The layout info of type when type itself is a layout base built by value_base (its own
+ * module, not one inherited: subclasses have none, is an MR_LAYOUT_MODULE module whose state
+ * names type as its base), else NULL (no exception). Runs no Python code; touches no reference
+ * count. */
+static inline const mr_layout_info *
+mr_layout_own_info(PyObject *type)
 {
-    PyObject *proxy = PyObject_GetAttrString(type, "__dict__");
-    if (proxy == NULL) {
-        PyErr_Clear();
-        *error = -1;
+    /* a heap type made immutable (value_base's flags): every class made in Python is mutable and
+     * has no module, so it is passed over here without raising and clearing a TypeError */
+    const unsigned long want = Py_TPFLAGS_HEAPTYPE | Py_TPFLAGS_IMMUTABLETYPE;
+    if ((PyType_GetFlags((PyTypeObject *)type) & want) != want) return NULL;
+    PyObject *module = PyType_GetModule((PyTypeObject *)type); /* borrowed */
+    if (module == NULL) {
+        PyErr_Clear(); /* TypeError: no module */
         return NULL;
     }
-    PyObject *value = PyObject_GetItem(proxy, key);
-    Py_DECREF(proxy);
-    if (value == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_KeyError)) *error = -1;
+    PyModuleDef *def = PyModule_GetDef(module);
+    if (def == NULL || def->m_name == NULL || strcmp(def->m_name, MR_LAYOUT_MODULE) != 0
+        || def->m_size != (Py_ssize_t)sizeof(mr_layout_info)) {
         PyErr_Clear();
+        return NULL;
     }
-    return value;
+    const mr_layout_info *info = (const mr_layout_info *)PyModule_GetState(module);
+    if (info == NULL || info->base == NULL || info->names == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    return info->base == type ? info : NULL;
 }
 
-/* Find the layout base of cls: the layout base B in cls.__mro__ whose anchor is the first MRO
- * entry defining MR_LAYOUT_ATTR. On success returns the info (borrowed from the capsule, which
- * B's anchor keeps), *base_out = B (borrowed; in cls's MRO) and *index_out = B's MRO index, and
- * *mro_out = a new reference to cls.__mro__. NULL otherwise (no exception). Every MRO entry up
- * to the anchor must be an exact ``type`` instance (their __dict__ then is the real one, and no
- * Python code runs). */
+/* Find the layout base of cls: the first layout base B in cls.__mro__ (mr_layout_own_info). On
+ * success returns its info (borrowed from B's module, which B keeps), *base_out = B (borrowed;
+ * in cls's MRO) and *index_out = B's MRO index, and *mro_out = a new reference to cls.__mro__.
+ * NULL otherwise (no exception). cls and every MRO entry up to B must be exact ``type``
+ * instances. Runs no Python code. */
 static inline const mr_layout_info *
 mr_layout_find(PyObject *cls, PyObject **base_out, Py_ssize_t *index_out, PyObject **mro_out)
 {
@@ -106,62 +120,33 @@ mr_layout_find(PyObject *cls, PyObject **base_out, Py_ssize_t *index_out, PyObje
         PyErr_Clear();
         return NULL;
     }
-    PyObject *key = PyUnicode_InternFromString(MR_LAYOUT_ATTR);
-    if (key == NULL || !PyTuple_CheckExact(mro)) {
-        PyErr_Clear();
-        Py_XDECREF(key);
+    if (!PyTuple_CheckExact(mro)) {
         Py_DECREF(mro);
         return NULL;
     }
     const mr_layout_info *found = NULL;
     Py_ssize_t size = PyTuple_Size(mro);
-    for (Py_ssize_t j = 0; j < size && found == NULL; j++) {
+    for (Py_ssize_t j = 0; j < size; j++) {
         PyObject *entry = PyTuple_GetItem(mro, j); /* borrowed; in range */
         if (entry == NULL || !Py_IS_TYPE(entry, &PyType_Type)) break;
-        int error = 0;
-        PyObject *capsule = mr_layout_own_entry(entry, key, &error);
-        if (error) {
-            Py_XDECREF(capsule);
-            break;
-        }
-        if (capsule == NULL) continue;
-        /* the first entry defining the attribute decides: a shadowing value declines */
-        const mr_layout_info *info = NULL;
-        if (PyCapsule_IsValid(capsule, MR_LAYOUT_CAPSULE))
-            info = (const mr_layout_info *)PyCapsule_GetPointer(capsule, MR_LAYOUT_CAPSULE);
-        Py_DECREF(capsule);
-        if (info == NULL) {
+        const mr_layout_info *info = mr_layout_own_info(entry);
+        if (info == NULL) continue;
+        /* the first layout base decides: a type built by value_base (its dealloc), whose size is
+         * exactly n fields */
+        if (PyType_GetSlot((PyTypeObject *)entry, Py_tp_dealloc) != info->dealloc) break;
+        PyObject *size_obj = PyObject_GetAttrString(entry, "__basicsize__");
+        Py_ssize_t basicsize = size_obj == NULL ? -1 : PyLong_AsSsize_t(size_obj);
+        Py_XDECREF(size_obj);
+        if (basicsize < 0) {
             PyErr_Clear();
             break;
         }
-        PyObject *base = PyWeakref_GetObject(info->base); /* borrowed; None when dead */
-        if (base == NULL) {
-            PyErr_Clear();
-            break;
-        }
-        for (Py_ssize_t k = 0; k < j; k++) {
-            if (PyTuple_GetItem(mro, k) == base) {
-                /* a type built by value_base: its dealloc, and its size is exactly n fields */
-                if (PyType_GetSlot((PyTypeObject *)base, Py_tp_dealloc) != info->dealloc) break;
-                PyObject *size_obj = PyObject_GetAttrString(base, "__basicsize__");
-                Py_ssize_t basicsize = size_obj == NULL ? -1 : PyLong_AsSsize_t(size_obj);
-                Py_XDECREF(size_obj);
-                if (basicsize < 0) {
-                    PyErr_Clear();
-                    break;
-                }
-                if ((size_t)basicsize
-                    != offsetof(mr_layout_object, fields) + (size_t)info->n * sizeof(PyObject *))
-                    break;
-                *base_out = base;
-                *index_out = k;
-                found = info;
-                break;
-            }
-        }
+        if ((size_t)basicsize != offsetof(mr_layout_object, fields) + (size_t)info->n * sizeof(PyObject *)) break;
+        *base_out = entry;
+        *index_out = j;
+        found = info;
         break;
     }
-    Py_DECREF(key);
     if (found == NULL) {
         Py_DECREF(mro);
         return NULL;
