@@ -157,3 +157,35 @@ def test_ranges_in_address_order_against_brute_force(data: st.DataObject) -> Non
     assert _native.address_ranges_clear(_range_views(specs), Fragment) is (expected or len(specs) < 2)
     shuffled = data.draw(st.permutations(specs))
     assert _native.address_ranges_clear(_range_views(list(shuffled)), Fragment) is (expected or len(specs) < 2)
+
+
+_EDGES = [0, 1, 255, (1 << 30) - 1, 1 << 30, (1 << 48) + 7, (1 << 62), (1 << 63) - 1, 1 << 63, (1 << 63) + 5,
+          (1 << 64) - 2, (1 << 64) - 1, 1 << 64, 1 << 70, -1, -(1 << 63), -(1 << 64)]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(_EDGES), st.sampled_from(_EDGES[:6]), st.integers(0, 2), st.integers(0, 3)),
+                min_size=2, max_size=5))
+def test_ranges_at_the_u64_edges_against_the_python_rule(rows: List[Any]) -> None:
+    """Addresses and sizes at the int64 / uint64 edges (exact ints read as u64: in range, above
+    2**63 - 1, at and above 2**64, negative): the kernel's answer is the Python rule's (it may
+    only decline, False, where the rule accepts), and a clear answer is the brute force's."""
+    from test_native_binder import _range_views, _ranges_outcome
+
+    from mooncake.reshard import _native
+    from mooncake.reshard.weight import RuntimeBindingFragment as Fragment
+
+    specs = [("i0", "w0", "cpu", address + shift, nbytes, address + shift - min(before, 0), nbytes + before)
+             for address, nbytes, shift, before in rows]
+    views = _range_views(specs)
+    clear = _native.address_ranges_clear(views, Fragment)
+    assert clear in (True, False)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_native, "address_ranges_clear", lambda *args: False)
+        python = _ranges_outcome(views)
+    if clear:
+        assert python == ("value", None)
+        assert all(0 <= s[3] and s[3] + s[4] < 1 << 64 and 0 <= s[5] and s[5] + s[6] < 1 << 64 for s in specs)
+        assert _ranges_expected(specs)
+    elif all(0 <= s[3] and s[3] + s[4] < 1 << 64 and 0 <= s[5] and s[5] + s[6] < 1 << 64 for s in specs):
+        assert not _ranges_expected(specs)  # in range: declined only for an overlap
