@@ -5,6 +5,10 @@
  * tuple, each item's class and its attribute's class read once. No Python code runs: an item's
  * attribute is read only when the item's class is exactly one of the allowed ones. */
 #include "exact.h"
+#include "layout.h"
+
+/* (layout.h: mr_layout_object) */
+typedef mr_layout_object mr_layout_object_view;
 
 PyDoc_STRVAR(classes_within_doc,
 "classes_within(items, allowed, name, name_allowed)\n"
@@ -100,13 +104,638 @@ ex_classes_within(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t
     Py_RETURN_TRUE;
 }
 
+
+/* ---- inert_graph ---------------------------------------------------------------------------
+ * Whether every object reachable from the roots is one whose reading, comparing and hashing runs
+ * no Python code: None, bool, exact int / float / str / bytes, exact tuple / list / dict /
+ * frozenset of such objects, or an instance of exactly one of the given package classes whose
+ * state holds only such objects (a C layout's field slots, or an exact instance dict keyed by
+ * exact strs), or of an opaque class (C-owned contents). The sealed gate (binding._sealed) needs
+ * this beside the class checks: a str subclass stored in a frozen field with object.__setattr__,
+ * or an instance dict replaced by a dict subclass, runs user code wherever the package compares
+ * or hashes it (tests/test_audit23_sealed_gate.py).
+ *
+ * No Python code runs: types are compared by pointer, dicts are read with PyDict_Next, exact
+ * frozensets iterated, and an instance dict is fetched only from an exact package class (whose
+ * __dict__ descriptor is the generic one). Dict-backed instances are walked once (pointer set);
+ * the rest is walked each time it is reached, within a work budget granted per dict-backed
+ * instance and per item of the roots and of the instances' collections, so a forged cycle or
+ * fan-out ends the walk (False: not inert) instead of looping. */
+
+#define IG_MAX_CLASSES 64
+#define IG_GRANT 256 /* work units granted per dict-backed instance and collection item */
+
+typedef struct {
+    PyObject *cls;
+    Py_ssize_t kind; /* >= 0: a layout with this many fields; -1: dict-backed; -2: opaque */
+} ig_class;
+
+typedef struct {
+    PyObject **items;
+    Py_ssize_t size;
+    Py_ssize_t capacity;
+} ig_stack;
+
+typedef struct {
+    uintptr_t *slots; /* 0: empty */
+    size_t mask;
+    size_t used;
+} ig_set;
+
+static int
+ig_push(ig_stack *stack, PyObject *obj)
+{
+    if (stack->size == stack->capacity) {
+        Py_ssize_t capacity = stack->capacity ? stack->capacity : 1024;
+        if (capacity > PY_SSIZE_T_MAX / 2 / (Py_ssize_t)sizeof(PyObject *)) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        capacity *= 2;
+        PyObject **items = PyMem_Realloc(stack->items, (size_t)capacity * sizeof(PyObject *));
+        if (items == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        stack->items = items;
+        stack->capacity = capacity;
+    }
+    stack->items[stack->size++] = obj;
+    return 0;
+}
+
+static inline size_t
+ig_hash(uintptr_t key, size_t mask)
+{
+    return (size_t)(((uint64_t)key >> 4) * UINT64_C(0x9E3779B97F4A7C15) >> 17) & mask;
+}
+
+/* 1 when key was added, 0 when it was there, -1 with an error set. */
+static int
+ig_add(ig_set *set, uintptr_t key)
+{
+    if ((set->used + 1) * 2 > set->mask + 1) {
+        size_t capacity = (set->mask + 1) * 2;
+        if (capacity > SIZE_MAX / sizeof(uintptr_t)) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        uintptr_t *slots = PyMem_Calloc(capacity, sizeof(uintptr_t));
+        if (slots == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        size_t mask = capacity - 1;
+        for (size_t i = 0; i <= set->mask; i++) {
+            uintptr_t old = set->slots[i];
+            if (old == 0) continue;
+            size_t j = ig_hash(old, mask);
+            while (slots[j] != 0) j = (j + 1) & mask;
+            slots[j] = old;
+        }
+        PyMem_Free(set->slots);
+        set->slots = slots;
+        set->mask = mask;
+    }
+    size_t j = ig_hash(key, set->mask);
+    while (set->slots[j] != 0) {
+        if (set->slots[j] == key) return 0;
+        j = (j + 1) & set->mask;
+    }
+    set->slots[j] = key;
+    set->used++;
+    return 1;
+}
+
+static const ig_class *
+ig_find(const ig_class *classes, Py_ssize_t n, PyObject *cls)
+{
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (classes[k].cls == cls) return &classes[k];
+    }
+    return NULL;
+}
+
+static inline int
+ig_scalar(PyObject *obj)
+{
+    return obj == Py_None || PyBool_Check(obj) || PyLong_CheckExact(obj) || PyUnicode_CheckExact(obj)
+           || PyFloat_CheckExact(obj) || PyBytes_CheckExact(obj);
+}
+
+/* Pushes the items of an exact tuple or list (granting budget when grant), or of an exact dict
+ * (keys and values) or frozenset; returns 1 when obj was such a collection, 0 when it is not, -1
+ * with an error set. */
+static int
+ig_push_collection(ig_stack *stack, PyObject *obj, int grant, Py_ssize_t *budget)
+{
+    if (PyTuple_CheckExact(obj) || PyList_CheckExact(obj)) {
+        Py_ssize_t n = PyTuple_CheckExact(obj) ? PyTuple_Size(obj) : PyList_Size(obj);
+        if (n < 0) return -1;
+        if (grant) *budget = n > (PY_SSIZE_T_MAX - *budget) / IG_GRANT ? PY_SSIZE_T_MAX : *budget + n * IG_GRANT;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *item = PyTuple_CheckExact(obj) ? PyTuple_GetItem(obj, i) : PyList_GetItem(obj, i);
+            if (item == NULL) return -1;
+            if (ig_scalar(item)) continue; /* most items: no push */
+            if (ig_push(stack, item) < 0) return -1;
+        }
+        return 1;
+    }
+    if (PyDict_CheckExact(obj)) {
+        Py_ssize_t pos = 0;
+        PyObject *key, *value;
+        while (PyDict_Next(obj, &pos, &key, &value)) {
+            if (!ig_scalar(key) && ig_push(stack, key) < 0) return -1;
+            if (!ig_scalar(value) && ig_push(stack, value) < 0) return -1;
+        }
+        return 1;
+    }
+    if (PyFrozenSet_CheckExact(obj)) {
+        PyObject *iterator = PyObject_GetIter(obj);
+        if (iterator == NULL) return -1;
+        PyObject *item;
+        while ((item = PyIter_Next(iterator)) != NULL) {
+            /* borrowed below: the frozenset holds it */
+            int failed = !ig_scalar(item) && ig_push(stack, item) < 0;
+            Py_DECREF(item);
+            if (failed) {
+                Py_DECREF(iterator);
+                return -1;
+            }
+        }
+        Py_DECREF(iterator);
+        return PyErr_Occurred() ? -1 : 1;
+    }
+    return 0;
+}
+
+/* 1: inert; 0: not; -1: error set. */
+static int
+ig_walk(PyObject *roots, const ig_class *classes, Py_ssize_t n_classes, ig_stack *stack, ig_set *seen)
+{
+    Py_ssize_t budget = 0;
+    if (ig_push_collection(stack, roots, 1, &budget) < 0) return -1;
+    while (stack->size > 0) {
+        PyObject *obj = stack->items[--stack->size];
+        if (--budget < 0) return 0;
+        if (ig_scalar(obj)) continue;
+        int pushed = ig_push_collection(stack, obj, 0, &budget);
+        if (pushed < 0) return -1;
+        if (pushed) continue;
+        const ig_class *cls = ig_find(classes, n_classes, (PyObject *)Py_TYPE(obj));
+        if (cls == NULL) return 0;
+        if (cls->kind == -2) continue;
+        if (cls->kind >= 0) {
+            PyObject **fields = ((mr_layout_object_view *)obj)->fields;
+            for (Py_ssize_t i = 0; i < cls->kind; i++) {
+                PyObject *value = fields[i];
+                if (value == NULL) return 0; /* an unset slot: reading it raises */
+                if (!ig_scalar(value) && ig_push(stack, value) < 0) return -1;
+            }
+            continue;
+        }
+        int added = ig_add(seen, (uintptr_t)obj);
+        if (added < 0) return -1;
+        if (!added) continue;
+        budget = budget > PY_SSIZE_T_MAX - IG_GRANT ? PY_SSIZE_T_MAX : budget + IG_GRANT;
+        PyObject *state = PyObject_GenericGetDict(obj, NULL);
+        if (state == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+            PyErr_Clear();
+            return 0;
+        }
+        int ok = PyDict_CheckExact(state);
+        Py_ssize_t pos = 0;
+        PyObject *key, *value;
+        while (ok && PyDict_Next(state, &pos, &key, &value)) {
+            if (!PyUnicode_CheckExact(key)) {
+                ok = 0;
+                break;
+            }
+            if (ig_scalar(value)) continue;
+            /* the instance's own collections are granted budget per item */
+            if (PyTuple_CheckExact(value) || PyList_CheckExact(value)) {
+                if (ig_push_collection(stack, value, 1, &budget) < 0) {
+                    Py_DECREF(state);
+                    return -1;
+                }
+                continue;
+            }
+            if (ig_push(stack, value) < 0) {
+                Py_DECREF(state);
+                return -1;
+            }
+        }
+        /* the instance holds its dict, and no code runs during the walk: the borrowed items
+         * pushed above stay alive */
+        Py_DECREF(state);
+        if (!ok) return 0;
+    }
+    return 1;
+}
+
+PyDoc_STRVAR(inert_graph_doc,
+"inert_graph(roots, classes)\n"
+"--\n\n"
+"True when every object reachable from roots (an exact tuple) is None, a bool, an exact int,\n"
+"float, str or bytes, an exact tuple, list, dict or frozenset of such objects, or an instance of\n"
+"exactly one class of classes (a tuple of (class, kind) pairs; kind >= 0: a C layout with that\n"
+"many fields, whose slots are walked; -1: dict-backed, whose instance dict must be an exact dict\n"
+"keyed by exact strs, its values walked; -2: opaque, accepted as is). False otherwise, also when\n"
+"the walk exceeds its work budget (a forged cycle). Runs no Python code.");
+
+static PyObject *
+ex_inert_graph(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "inert_graph expects 2 arguments (roots, classes)");
+        return NULL;
+    }
+    PyObject *roots = args[0];
+    PyObject *spec = args[1];
+    if (!PyTuple_CheckExact(roots) || !PyTuple_CheckExact(spec)) {
+        PyErr_SetString(PyExc_TypeError, "inert_graph: roots and classes must be tuples");
+        return NULL;
+    }
+    Py_ssize_t n_classes = PyTuple_Size(spec);
+    if (n_classes < 0) return NULL;
+    if (n_classes > IG_MAX_CLASSES) {
+        PyErr_Format(PyExc_ValueError, "inert_graph: at most %d classes", IG_MAX_CLASSES);
+        return NULL;
+    }
+    ig_class classes[IG_MAX_CLASSES];
+    for (Py_ssize_t k = 0; k < n_classes; k++) {
+        PyObject *pair = PyTuple_GetItem(spec, k);
+        if (pair == NULL) return NULL;
+        if (!PyTuple_CheckExact(pair) || PyTuple_Size(pair) != 2 || !PyType_Check(PyTuple_GetItem(pair, 0))
+            || !PyLong_CheckExact(PyTuple_GetItem(pair, 1))) {
+            PyErr_SetString(PyExc_TypeError, "inert_graph: classes must hold (class, kind) pairs");
+            return NULL;
+        }
+        Py_ssize_t kind = PyLong_AsSsize_t(PyTuple_GetItem(pair, 1));
+        if (kind == -1 && PyErr_Occurred()) return NULL;
+        if (kind < -2 || kind > MR_LAYOUT_MAX_FIELDS) {
+            PyErr_SetString(PyExc_ValueError, "inert_graph: a kind must be -2, -1 or a field count");
+            return NULL;
+        }
+        PyObject *cls = PyTuple_GetItem(pair, 0);
+        if (kind >= 0) {
+            /* the slots read must lie inside the instance */
+            PyObject *size_obj = PyObject_GetAttrString(cls, "__basicsize__");
+            if (size_obj == NULL) return NULL;
+            Py_ssize_t basicsize = PyLong_AsSsize_t(size_obj);
+            Py_DECREF(size_obj);
+            if (basicsize == -1 && PyErr_Occurred()) return NULL;
+            if ((size_t)basicsize < sizeof(PyObject) + (size_t)kind * sizeof(PyObject *)) {
+                PyErr_SetString(PyExc_ValueError, "inert_graph: a layout class is smaller than its field count");
+                return NULL;
+            }
+        }
+        classes[k].cls = cls;
+        classes[k].kind = kind;
+    }
+    ig_stack stack = {NULL, 0, 0};
+    ig_set seen = {NULL, 1023, 0};
+    seen.slots = PyMem_Calloc(1024, sizeof(uintptr_t));
+    if (seen.slots == NULL) return PyErr_NoMemory();
+    int result = ig_walk(roots, classes, n_classes, &stack, &seen);
+    PyMem_Free(stack.items);
+    PyMem_Free(seen.slots);
+    if (result < 0) return NULL;
+    return PyBool_FromLong(result);
+}
+
+/* ---- CodeSet, CodeWatch -------------------------------------------------------------------
+ * A large bind call is sealed (binding._sealed) when no code but the package's ran during it.
+ * Checking every value it reads for inertness (inert_graph) costs in proportion to the
+ * fragments, while the Python frames a sealed call runs are few (its Python layer works per
+ * part and binding, the per-fragment loops are C): a CodeWatch, installed with sys.setprofile
+ * for the call, sees every Python frame that starts in this thread (a subclass's __eq__ or
+ * __hash__, a dict subclass's get, an audit hook written in Python, a generator resumed) and
+ * trips on the first whose code object is not one of the package's (a CodeSet, collected once
+ * from the package's modules and classes). Other events (C calls, returns) are ignored. */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *codes;  /* the tuple of code objects (holds them: their addresses stay unique) */
+    uintptr_t *slots; /* open addressing over their addresses; 0: empty */
+    size_t mask;
+    PyObject *files;       /* a list holding their co_filename objects but "<...>" ones */
+    uintptr_t *file_slots; /* open addressing over those objects' addresses */
+    size_t file_mask;
+} cs_object;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *set;     /* a CodeSet */
+    PyObject *tripper; /* the first foreign code object seen, or NULL */
+    int tripped;
+} cw_object;
+
+static PyObject *cs_type;
+static PyObject *cw_type;
+static PyObject *cw_frame_type; /* type(sys._getframe()) */
+static PyObject *cw_code_type;  /* type(sys._getframe().f_code) */
+
+static int
+cs_probe(const uintptr_t *slots, size_t mask, uintptr_t key)
+{
+    size_t j = ig_hash(key, mask);
+    while (slots[j] != 0) {
+        if (slots[j] == key) return 1;
+        j = (j + 1) & mask;
+    }
+    return 0;
+}
+
+/* Adds key unless there; slots has room (sized for every key at most half full). */
+static void
+cs_insert(uintptr_t *slots, size_t mask, uintptr_t key)
+{
+    size_t j = ig_hash(key, mask);
+    while (slots[j] != 0 && slots[j] != key) j = (j + 1) & mask;
+    slots[j] = key;
+}
+
+/* 1 when code is one of the set's, or was compiled from the same file object as one of them
+ * (a function the set was collected without, e.g. monkeypatched out at the time); 0 if not;
+ * -1 with an error set. */
+static int
+cs_contains(const cs_object *set, PyObject *code)
+{
+    if (cs_probe(set->slots, set->mask, (uintptr_t)code)) return 1;
+    PyObject *file = PyObject_GetAttrString(code, "co_filename");
+    if (file == NULL) return -1;
+    int found = cs_probe(set->file_slots, set->file_mask, (uintptr_t)file);
+    Py_DECREF(file);
+    return found;
+}
+
+/* The capacity (a power of two) that keeps n keys at most half full, or 0 on overflow. */
+static size_t
+cs_capacity(Py_ssize_t n)
+{
+    size_t capacity = 64;
+    while (capacity < (size_t)n * 2 + 2) {
+        if (capacity > SIZE_MAX / 2 / sizeof(uintptr_t)) return 0;
+        capacity *= 2;
+    }
+    return capacity;
+}
+
+static PyObject *
+cs_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *codes;
+    if (kwds != NULL && PyDict_Size(kwds) != 0) {
+        PyErr_SetString(PyExc_TypeError, "CodeSet takes no keyword arguments");
+        return NULL;
+    }
+    if (!PyArg_UnpackTuple(args, "CodeSet", 1, 1, &codes)) return NULL;
+    if (!PyTuple_CheckExact(codes)) {
+        PyErr_SetString(PyExc_TypeError, "CodeSet: codes must be a tuple of code objects");
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_Size(codes);
+    if (n < 0) return NULL;
+    size_t capacity = cs_capacity(n);
+    if (capacity == 0) return PyErr_NoMemory();
+    uintptr_t *slots = PyMem_Calloc(capacity, sizeof(uintptr_t));
+    uintptr_t *file_slots = PyMem_Calloc(capacity, sizeof(uintptr_t));
+    PyObject *files = PyList_New(0);
+    if (slots == NULL || file_slots == NULL || files == NULL) {
+        if (files != NULL || !PyErr_Occurred()) PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *code = PyTuple_GetItem(codes, i);
+        if (code == NULL) goto fail;
+        if (!Py_IS_TYPE(code, (PyTypeObject *)cw_code_type)) {
+            PyErr_SetString(PyExc_TypeError, "CodeSet: codes must be a tuple of code objects");
+            goto fail;
+        }
+        cs_insert(slots, capacity - 1, (uintptr_t)code);
+        PyObject *file = PyObject_GetAttrString(code, "co_filename");
+        if (file == NULL) goto fail;
+        /* generated code ("<string>": dataclass methods) only by its own code object */
+        int generated = !PyUnicode_CheckExact(file) || PyUnicode_GetLength(file) == 0
+                        || PyUnicode_ReadChar(file, 0) == '<';
+        if (!generated && !cs_probe(file_slots, capacity - 1, (uintptr_t)file)) {
+            if (PyList_Append(files, file) < 0) {
+                Py_DECREF(file);
+                goto fail;
+            }
+            cs_insert(file_slots, capacity - 1, (uintptr_t)file);
+        }
+        Py_DECREF(file);
+        if (PyErr_Occurred()) goto fail;
+    }
+    cs_object *self = (cs_object *)PyType_GenericAlloc(type, 0);
+    if (self == NULL) goto fail;
+    self->codes = Py_NewRef(codes);
+    self->slots = slots;
+    self->mask = capacity - 1;
+    self->files = files;
+    self->file_slots = file_slots;
+    self->file_mask = capacity - 1;
+    return (PyObject *)self;
+fail:
+    PyMem_Free(slots);
+    PyMem_Free(file_slots);
+    Py_XDECREF(files);
+    return NULL;
+}
+
+static void
+cs_dealloc(PyObject *obj)
+{
+    cs_object *self = (cs_object *)obj;
+    PyTypeObject *type = Py_TYPE(obj);
+    Py_CLEAR(self->codes);
+    Py_CLEAR(self->files);
+    PyMem_Free(self->slots);
+    PyMem_Free(self->file_slots);
+    self->slots = NULL;
+    self->file_slots = NULL;
+    freefunc free_slot = (freefunc)PyType_GetSlot(type, Py_tp_free);
+    free_slot(obj);
+    Py_DECREF(type);
+}
+
+static int
+cs_sq_contains(PyObject *obj, PyObject *code)
+{
+    if (!Py_IS_TYPE(code, (PyTypeObject *)cw_code_type)) return 0;
+    return cs_contains((cs_object *)obj, code);
+}
+
+static Py_ssize_t
+cs_length(PyObject *obj)
+{
+    return PyTuple_Size(((cs_object *)obj)->codes);
+}
+
+static PyType_Slot cs_slots[] = {
+    {Py_tp_new, cs_new},
+    {Py_tp_dealloc, cs_dealloc},
+    {Py_sq_contains, cs_sq_contains},
+    {Py_sq_length, cs_length},
+    {Py_tp_doc, "CodeSet(codes)\n--\n\nA fixed set of code objects (a tuple), held, looked up by address."},
+    {0, NULL},
+};
+
+static PyType_Spec cs_spec = {
+    .name = "mooncake.reshard._native.CodeSet",
+    .basicsize = sizeof(cs_object),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = cs_slots,
+};
+
+static PyObject *
+cw_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *set;
+    if (kwds != NULL && PyDict_Size(kwds) != 0) {
+        PyErr_SetString(PyExc_TypeError, "CodeWatch takes no keyword arguments");
+        return NULL;
+    }
+    if (!PyArg_UnpackTuple(args, "CodeWatch", 1, 1, &set)) return NULL;
+    if (!Py_IS_TYPE(set, (PyTypeObject *)cs_type)) {
+        PyErr_SetString(PyExc_TypeError, "CodeWatch: expects a CodeSet");
+        return NULL;
+    }
+    cw_object *self = (cw_object *)PyType_GenericAlloc(type, 0);
+    if (self == NULL) return NULL;
+    self->set = Py_NewRef(set);
+    self->tripper = NULL;
+    self->tripped = 0;
+    return (PyObject *)self;
+}
+
+static void
+cw_dealloc(PyObject *obj)
+{
+    cw_object *self = (cw_object *)obj;
+    PyTypeObject *type = Py_TYPE(obj);
+    Py_CLEAR(self->set);
+    Py_CLEAR(self->tripper);
+    freefunc free_slot = (freefunc)PyType_GetSlot(type, Py_tp_free);
+    free_slot(obj);
+    Py_DECREF(type);
+}
+
+/* The profile function: (frame, event, arg). */
+static PyObject *
+cw_call(PyObject *obj, PyObject *args, PyObject *kwds)
+{
+    cw_object *self = (cw_object *)obj;
+    if ((kwds != NULL && PyDict_Size(kwds) != 0) || !PyTuple_CheckExact(args) || PyTuple_Size(args) != 3) {
+        PyErr_SetString(PyExc_TypeError, "CodeWatch expects (frame, event, arg)");
+        return NULL;
+    }
+    PyObject *frame = PyTuple_GetItem(args, 0);
+    PyObject *event = PyTuple_GetItem(args, 1);
+    if (frame == NULL || event == NULL) return NULL;
+    if (!PyUnicode_CheckExact(event)) {
+        PyErr_SetString(PyExc_TypeError, "CodeWatch: event must be a str");
+        return NULL;
+    }
+    if (PyUnicode_CompareWithASCIIString(event, "call") != 0) Py_RETURN_NONE;
+    if (!Py_IS_TYPE(frame, (PyTypeObject *)cw_frame_type)) {
+        PyErr_SetString(PyExc_TypeError, "CodeWatch: a call event's frame must be a frame");
+        return NULL;
+    }
+    PyCodeObject *code = PyFrame_GetCode((PyFrameObject *)frame);
+    if (code == NULL) return NULL;
+    int known = self->tripped ? 1 : cs_contains((cs_object *)self->set, (PyObject *)code);
+    if (known < 0) {
+        Py_DECREF(code);
+        return NULL;
+    }
+    if (!known) {
+        self->tripped = 1;
+        self->tripper = (PyObject *)code; /* the reference PyFrame_GetCode returned */
+        Py_RETURN_NONE;
+    }
+    Py_DECREF(code);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+cw_get_tripped(PyObject *obj, void *Py_UNUSED(closure))
+{
+    return PyBool_FromLong(((cw_object *)obj)->tripped);
+}
+
+static PyObject *
+cw_get_tripper(PyObject *obj, void *Py_UNUSED(closure))
+{
+    PyObject *tripper = ((cw_object *)obj)->tripper;
+    return Py_NewRef(tripper != NULL ? tripper : Py_None);
+}
+
+static PyGetSetDef cw_getset[] = {
+    {"tripped", cw_get_tripped, NULL, "Whether a frame of code outside the set started since creation.", NULL},
+    {"tripper", cw_get_tripper, NULL, "The code object of the first such frame, or None (diagnostics).", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot cw_slots[] = {
+    {Py_tp_new, cw_new},
+    {Py_tp_dealloc, cw_dealloc},
+    {Py_tp_call, cw_call},
+    {Py_tp_getset, cw_getset},
+    {Py_tp_doc, "CodeWatch(code_set)\n--\n\nA profile function (sys.setprofile) that trips on the first Python frame whose code is not in code_set."},
+    {0, NULL},
+};
+
+static PyType_Spec cw_spec = {
+    .name = "mooncake.reshard._native.CodeWatch",
+    .basicsize = sizeof(cw_object),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = cw_slots,
+};
+
 static PyMethodDef ex_methods[] = {
     {"classes_within", (PyCFunction)(void (*)(void))ex_classes_within, METH_FASTCALL, classes_within_doc},
+    {"inert_graph", (PyCFunction)(void (*)(void))ex_inert_graph, METH_FASTCALL, inert_graph_doc},
     {NULL, NULL, 0, NULL},
 };
 
 int
 Init_Exact(PyObject *module)
 {
-    return PyModule_AddFunctions(module, ex_methods);
+    if (PyModule_AddFunctions(module, ex_methods) < 0) return -1;
+    if (cw_frame_type == NULL) {
+        PyObject *frame = (PyObject *)PyEval_GetFrame(); /* borrowed; NULL at import from C */
+        PyObject *sys_getframe = NULL;
+        if (frame == NULL) {
+            PyObject *sys = PyImport_ImportModule("sys");
+            if (sys == NULL) return -1;
+            sys_getframe = PyObject_CallMethod(sys, "_getframe", NULL);
+            Py_DECREF(sys);
+            if (sys_getframe == NULL) return -1;
+            frame = sys_getframe;
+        }
+        PyCodeObject *code = PyFrame_GetCode((PyFrameObject *)frame);
+        if (code == NULL) {
+            Py_XDECREF(sys_getframe);
+            return -1;
+        }
+        cw_code_type = Py_NewRef((PyObject *)Py_TYPE(code)); /* both kept for the process */
+        Py_DECREF(code);
+        cw_frame_type = Py_NewRef((PyObject *)Py_TYPE(frame));
+        Py_XDECREF(sys_getframe);
+    }
+    if (cs_type == NULL) {
+        cs_type = PyType_FromSpec(&cs_spec); /* kept for the process */
+        if (cs_type == NULL) return -1;
+    }
+    if (cw_type == NULL) {
+        cw_type = PyType_FromSpec(&cw_spec);
+        if (cw_type == NULL) return -1;
+    }
+    if (PyModule_AddObjectRef(module, "CodeSet", cs_type) < 0) return -1;
+    if (PyModule_AddObjectRef(module, "CodeWatch", cw_type) < 0) return -1;
+    return 0;
 }

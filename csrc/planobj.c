@@ -3361,6 +3361,11 @@ po_owner_signatures(PyObject *Py_UNUSED(self), PyObject *args)
         Py_INCREF(result);
         goto done;
     }
+    /* ... and out of the collector's lists: the attribute reads below may run Python code, which
+     * must not reach the copy (gc.get_objects) and clear it under the borrowed keys and
+     * descriptors (tests/test_audit23_planner_signatures.py). Nothing is inserted into it, so it
+     * stays untracked; it is in no cycle (its keys and values do not refer to it). */
+    PyObject_GC_UnTrack(items);
     /* While every tensor so far has the one signature object `shared` (the usual case: equal
      * kinds reuse the previous signature), nothing is stored: the map is then made at the end
      * by dict.fromkeys(items, shared), which sizes its table once for all the keys and inserts

@@ -343,6 +343,32 @@ def classes_within(
     ``allowed`` (at most 8) and, with ``name``, whose attribute ``name`` has a class exactly one of
     ``name_allowed`` (read only from items of an allowed class); False otherwise (csrc/exact.c)."""
 
+def inert_graph(roots: tuple[Any, ...], classes: tuple[tuple[type, int], ...], /) -> bool:
+    """True when everything reachable from ``roots`` is None, a bool, an exact int, float, str or
+    bytes, an exact tuple, list, dict or frozenset of such values, or an instance of exactly one
+    class of ``classes`` (pairs: a C layout's field count, whose slots are walked; -1:
+    dict-backed, an exact instance dict keyed by exact strs; -2: accepted as is); False
+    otherwise, also past the walk's work budget (a forged cycle). Runs no Python code
+    (csrc/exact.c)."""
+
+class CodeSet:
+    """A fixed set of code objects, held and looked up by address (csrc/exact.c)."""
+
+    def __init__(self, codes: tuple[Any, ...], /) -> None: ...
+    def __contains__(self, code: object, /) -> bool: ...
+    def __len__(self) -> int: ...
+
+class CodeWatch:
+    """A profile function (``sys.setprofile``) that trips on the first Python frame whose code is
+    not in its ``CodeSet``; other events are ignored (csrc/exact.c)."""
+
+    def __init__(self, codes: CodeSet, /) -> None: ...
+    def __call__(self, frame: Any, event: str, arg: Any, /) -> None: ...
+    @property
+    def tripped(self) -> bool: ...
+    @property
+    def tripper(self) -> Any: ...
+
 def untrack_inert(obj: object, cls: type, /) -> bool:
     """Untrack ``obj`` and its instance dict from the cyclic garbage collector when
     ``type(obj) is cls`` (a heap class) and every value in ``obj.__dict__`` is inert: an object

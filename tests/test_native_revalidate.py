@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from memory_executor import HostMemory, host_bindings, tp_placement
 from spec_helpers import field_state, forged_instance
+from watched import admit_in_watched_calls
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import ParallelRank, PlanningLimits
@@ -371,6 +372,7 @@ def _record_fast_path(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
         return result
 
     monkeypatch.setattr(bc, "_fast_revalidate_live", record)
+    admit_in_watched_calls(monkeypatch, record)
     return results
 
 

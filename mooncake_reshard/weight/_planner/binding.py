@@ -31,7 +31,8 @@ from .bound_validation import _attestation_cache, _attestation_values
 from .contracts import LogicalTransferPlan, PlacementExecutorPlan, PlanningLimits, TransferRegion, _trusted_region
 from .fragments import BoundWeightFragment, _trusted_bound_fragment
 from . import validation
-from .exactness import exact_descriptors, exact_items, exact_placement
+from .exactness import exact_descriptors, exact_items, exact_placement, inert_inputs, no_monitoring_tools
+from .exactness import start_watch, stop_watch, untouched
 from .validation import validate_logical_target_coverage
 
 _SIDES = ("source", "target")
@@ -39,6 +40,9 @@ _SIDES = ("source", "target")
 # bind_regions proves the regions it builds canonical (carried to the new plan's final region
 # recheck) from this many operations on (tests force it through this name).
 _PROVE_MIN = 256
+# From this many operations a bind call is watched (exactness.start_watch) rather than its values
+# walked (exactness.inert_inputs): see _sealed.
+_WATCH_MIN = 256
 # Operation count from which bind hands the C heap's free pages back to the system
 # (_native.trim_heap, csrc/heap.c): after bind_regions, before the new plan's revalidation and
 # after it. Large passes free their scratch arrays into the C heap, where the small Python
@@ -862,17 +866,32 @@ def bind_logical_transfer_plan(
     # collector rescans the growing heap again and again (measured: ~40 % of binding at 74k
     # operations; about a quarter of that saving reappears as one later collection).
     with collector_paused():
-        plan = _bind_logical_transfer_plan(
-            logical_plan, target_bindings, source_bindings=source_bindings, source_manifest=source_manifest
-        )
+        watch = start_watch(_operation_count(logical_plan) >= _WATCH_MIN)  # (see _sealed)
+        try:
+            plan = _bind_logical_transfer_plan(
+                logical_plan, target_bindings, source_bindings=source_bindings, source_manifest=source_manifest, watch=watch
+            )
+        finally:
+            stop_watch(watch)
     if len(plan.operations) >= _TRIM_MIN_OPERATIONS:
         _native.trim_heap()  # the revalidation's tables, freed by now
     return plan
 
 
 def _no_hooks() -> bool:
-    """No trace or profile function is set (they run Python code at every line and call)."""
-    return sys.gettrace() is None and sys.getprofile() is None
+    """No trace or profile function or monitoring tool is set (they run Python code at every line
+    and call)."""
+    return sys.gettrace() is None and sys.getprofile() is None and no_monitoring_tools()
+
+
+def _operation_count(logical_plan: Any) -> int:
+    """The number of operations of an exact plan whose fields are in an exact dict, else 0.
+    (Reads nothing but exact objects; whatever runs before the watch starts runs before the call.)"""
+    if type(logical_plan) is not LogicalTransferPlan:
+        return 0
+    state = logical_plan.__dict__
+    operations = state.get("operations") if type(state) is dict else None
+    return len(operations) if type(operations) is tuple else 0
 
 
 def _exact_plan(logical_plan: Any) -> bool:
@@ -896,7 +915,7 @@ def _exact_plan(logical_plan: Any) -> bool:
 
 
 def _sealed(
-    logical_plan: Any, limits: Any, source_placement: Any, target_placement: Any
+    logical_plan: Any, limits: Any, source_placement: Any, target_placement: Any, watch: Any = None
 ) -> bool:
     """Whether no code but this package's can have run during the bind call (called at its end;
     the caller adds: no hook set at its start; the plan's descriptors and executors, the given
@@ -908,12 +927,25 @@ def _sealed(
     by identity; step 9's physical ranges, applied once) only then: user code that ran after the
     proof (a subclass's attribute read, a trace or profile hook) could have changed what it
     covered through the caller's frames or ``gc.get_objects()`` (tests/test_audit22_bind_carried.py).
-    Otherwise every rule runs again on the new plan, as ``replace`` runs them. The collector is
-    paused during the call (no gc callback or finalizer runs). Another thread, or a signal
-    handler, changing the objects with ``object.__setattr__`` is not guarded against: it could
-    equally change them after the last check."""
+    Otherwise every rule runs again on the new plan, as ``replace`` runs them.
+
+    Exact classes are not enough: an exact object can hold a value whose comparison or hash is
+    user code (a str subclass stored with ``object.__setattr__``, an instance dict replaced by a
+    dict subclass; tests/test_audit23_sealed_gate.py). A call below ``_WATCH_MIN`` operations
+    checks at its entry that every value reachable from its inputs is plain
+    (``exactness.inert_inputs``; in proportion to the values, ~3 % of the contract benchmark's
+    bind). A larger call is watched instead (``exactness.start_watch``: a C profile function that
+    trips on the first frame of code other than the package's; a sealed call runs a few Python
+    frames per part and binding, so the watch costs little however many fragments there are);
+    a watch that tripped before the revalidation took the carried facts unseals the call here,
+    and one that tripped during it makes the caller decide the plan again by every rule.
+
+    The collector is paused during the call (no gc callback or finalizer runs). Out of scope:
+    another thread, a signal handler or an audit hook (``sys.addaudithook``; CPython runs them
+    with profiling paused) changing the objects with ``object.__setattr__``: process-wide code
+    the application installed, which could equally change them after the last check."""
     return (
-        _no_hooks()
+        untouched(watch)
         and type(logical_plan) is LogicalTransferPlan
         and type(limits) is PlanningLimits
         and type(target_placement) is WeightPlacementManifest
@@ -942,13 +974,20 @@ def _bind_logical_transfer_plan(
     *,
     source_bindings: Sequence[WeightRuntimeBindingManifest],
     source_manifest: Optional[StoredWeightManifest],
+    watch: Any = None,
 ) -> TransferPlan:
     if not isinstance(logical_plan, LogicalTransferPlan):
         raise ValueError("logical_plan must be a LogicalTransferPlan")
     # Decided at entry, before anything reads the inputs (see _sealed): with no hook and every
     # object this call reads of the exact classes, no user code runs during the call.
-    hooks_clear = _no_hooks()
-    exact_plan = hooks_clear and _exact_plan(logical_plan)
+    hooks_clear = untouched(watch)
+    # The classes, then the values they hold (tests/test_audit23_sealed_gate.py): checked here,
+    # or, in a large call, watched (see _sealed).
+    exact_plan = (
+        hooks_clear
+        and _exact_plan(logical_plan)
+        and (watch is not None or inert_inputs(logical_plan, target_bindings, source_bindings, source_manifest))
+    )
     step5 = _recheck_logical_target(logical_plan)
     # Step 3: stored-source manifest.
     plan_manifest = logical_plan.source_manifest
@@ -996,7 +1035,7 @@ def _bind_logical_transfer_plan(
         step5 is not None
         and step5[3] is True
         and hooks_clear
-        and _no_hooks()
+        and untouched(watch)
         and exact_plan
         and source_placement is step5[5]
         and target_placement is step5[6]
@@ -1158,16 +1197,14 @@ def _bind_logical_transfer_plan(
         and type(target_bindings) in (tuple, list)
         and type(source_bindings) in (tuple, list)
         and (source_manifest is None or type(source_manifest) is StoredWeightManifest)
-        and _sealed(logical_plan, limits, source_placement, target_placement)
+        and _sealed(logical_plan, limits, source_placement, target_placement, watch)
     )
     if not sealed:
         carried = None
         _recheck_runtime_fragments(target_placement, target_kept)
         if source_placement is not None:
             _recheck_runtime_fragments(source_placement, source_kept)
-    return TransferPlan._from_bound_operations(
-        carried,
-        sealed,
+    fields = dict(
         resource_id=logical_plan.resource_id,
         revision=logical_plan.revision,
         weight_generation=target_placement.weight_generation,
@@ -1179,6 +1216,25 @@ def _bind_logical_transfer_plan(
         source_manifest=authoritative,
         source_manifest_identity=logical_plan.source_manifest_identity,
     )
+    del source_executors, target_executors  # (bound_operations: a local the tests locate)
+    if not sealed:
+        return TransferPlan._from_bound_operations(None, False, **fields)
+    try:
+        plan: Optional[TransferPlan] = TransferPlan._from_bound_operations(carried, True, **fields)
+    except Exception:
+        if untouched(watch):
+            raise
+        plan = None  # (decided below)
+    del carried
+    if plan is None or not untouched(watch):
+        # Code other than the package's ran while the revalidation took the carried facts (the
+        # watch saw its frame): the plan is decided as an unsealed call decides it, by every rule
+        # on the objects as they are now (tests/test_audit23_sealed_gate.py).
+        _recheck_runtime_fragments(target_placement, target_kept)
+        if source_placement is not None:
+            _recheck_runtime_fragments(source_placement, source_kept)
+        plan = TransferPlan._from_bound_operations(None, False, **fields)
+    return plan
 
 
 __all__ = [

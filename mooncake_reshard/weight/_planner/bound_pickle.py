@@ -77,7 +77,6 @@ owner): ``(copyreg.__newobj__, (cls,), plan.__getstate__())``, restored by
 from __future__ import annotations
 
 import copyreg
-import sys
 from dataclasses import fields
 from operator import itemgetter
 from typing import Any, Optional
@@ -107,7 +106,7 @@ from .bound_contracts import (
     _ViewScope,
 )
 from .contracts import PlanningLimits, TransferRegion, _build_region, _region_fields_state
-from .exactness import exact_placement
+from .exactness import exact_placement, inert_inputs, start_watch, stop_watch, untouched
 from .fragments import BoundWeightFragment, _bound_fields_state
 from .field_types import attestable_shape_failure
 
@@ -709,17 +708,38 @@ def _restore_transfer_plan(*record: Any) -> TransferPlan:
     The collector is paused throughout: no gc callback or finalizer runs between the region
     scan whose facts are carried and the revalidation that takes them (see below)."""
     with collector_paused():
-        return _restore_record(record)
+        watch = start_watch(_record_operations(record) >= _WATCH_MIN_ENTRIES)  # (see below)
+        try:
+            return _restore_record(record, watch)
+        finally:
+            stop_watch(watch)
 
 
-def _restore_record(record: tuple[Any, ...]) -> TransferPlan:
-    hooks_clear = sys.gettrace() is None and sys.getprofile() is None
+# From this many operation-table entries a restore is watched (exactness.start_watch) rather than
+# its record's values walked (exactness.inert_inputs): see binding._sealed.
+_WATCH_MIN_ENTRIES = 4096
+
+
+def _record_operations(record: tuple[Any, ...]) -> int:
+    """The length of the record's operation table when it is an exact list or tuple, else 0
+    (reads exact objects only)."""
+    items = record[0] if len(record) == 1 and type(record[0]) is _Record else record
+    table = items[8] if len(items) == _RECORD_LENGTH else None
+    return len(table) if type(table) in (list, tuple) else 0
+
+
+def _restore_record(record: tuple[Any, ...], watch: Any = None) -> TransferPlan:
+    hooks_clear = untouched(watch)
     if len(record) == 1 and type(record[0]) is _Record:
         items: Any = record[0][:]
         record[0].clear()
     else:
         items = record
     del record
+    # The record's values hold nothing but plain values and exact package objects (else the
+    # carried facts below are not taken: tests/test_audit23_sealed_gate.py); a watched restore
+    # sees any other code that runs instead.
+    values_inert = hooks_clear and (watch is not None or inert_inputs(items))
     if len(items) != _RECORD_LENGTH or type(items[0]) is not int or items[0] != _FORMAT:
         raise ValueError(_INVALID)
     (
@@ -783,9 +803,8 @@ def _restore_record(record: tuple[Any, ...]) -> TransferPlan:
     # user code) and no trace or profile hook (else, as for bind's carried facts, that code could have changed the regions since:
     # tests/test_audit22_restore_carried.py).
     if not (
-        hooks_clear
-        and sys.gettrace() is None
-        and sys.getprofile() is None
+        values_inert
+        and untouched(watch)
         and type(planning_limits) is PlanningLimits
         and exact_placement(target_placement)
     ):
@@ -797,9 +816,17 @@ def _restore_record(record: tuple[Any, ...]) -> TransferPlan:
         # scope) with the scan's facts about these regions: this restore's own objects, built
         # from the payload's values just above and reachable by no other code yet; the budgets
         # and every fragment's binding and nbytes are read again (revalidate_scan_carried).
-        with _ViewScope():
-            plan._revalidate_scoped(True, carried)
+        try:
+            with _ViewScope():
+                plan._revalidate_scoped(True, carried)
+        except Exception:
+            if untouched(watch):
+                raise
         del carried
+        if not untouched(watch):
+            # other code ran while the carried facts were taken: every rule, on the objects as
+            # they are now (as an unwatched restore with a hook decides)
+            plan.__post_init__()
     # Out of the cyclic GC (from 1024 operations): the restored bound fragments whose
     # attestation caches none of them, and the regions holding them (see csrc/common.h).
     _native.untrack_bound_regions(operations, BoundWeightFragment)
