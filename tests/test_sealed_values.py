@@ -37,6 +37,12 @@ class SubHeld(Held):
     pass
 
 
+class Slotless:
+    """No instance dict, no slots: its instances are a bare object header on every version."""
+
+    __slots__ = ()
+
+
 class Text(str):
     pass
 
@@ -144,7 +150,7 @@ def test_inert_graph_layout_fields() -> None:
         (((Held,),), TypeError),
         (((Held, 3.0),), TypeError),
         (((Held, -3),), ValueError),
-        (((Held, 2),), ValueError),  # a dict-backed class is smaller than two layout slots
+        (((Slotless, 2),), ValueError),  # smaller than two layout slots (a bare object header)
         (((1, -1),), TypeError),
         (tuple((Held, -1) for _ in range(65)), ValueError),
     ],
