@@ -1133,61 +1133,127 @@ ss_owner_values(PyObject *owner, PyObject *kinds, Py_ssize_t nk, int64_t *out)
  * tensor index, by value through tensor_index) belongs to that tensor (an exact str equal to
  * tids[t]: the one key the lookup finds), without hashing the key or probing the dict for it.
  * A (tensor, slot) no entry filled that way (its key another object of that value, or none)
- * is then looked up as before. 1 done, 0 fall back, -1 error. */
+ * is then looked up as before. 1 done, 0 fall back, -1 error.
+ *
+ * The entries come in each dict's order, their tensors at random (the dicts follow the source
+ * fragments, the tensor index the targets): the per-tensor tables (routed, tids, valid, kinds,
+ * owners) would be read once per entry at random. So the entries are first gathered in order
+ * (key and owner pointers, then each key's tensor through met, its slot asked for a few entries
+ * ahead), sorted by (tensor, slot) (a stable radix sort: a (tensor, slot) met twice keeps the
+ * dict order, the first filling it as before) and only then applied, in tensor order. Nothing
+ * in between runs Python code (pointer reads, exact-type tests; exact str compares in
+ * ss_owner_values), and the call holds the dicts, so the owners read are still theirs. */
+#define SR_AHEAD 16 /* entries between the prefetch of a key's met slot and its lookup */
+
 static int
 ss_replica_owners(Py_ssize_t ntensors, PyObject *kinds_list, PyObject *slot_list, Py_ssize_t nreplicas,
                   PyObject **tids, const int64_t *routed, int64_t *owners, int64_t *valid, const po_tmap *met)
 {
     Py_ssize_t nslots = nreplicas + 1;
+    size_t total = 0;
     for (Py_ssize_t s = 0; s < nreplicas; s++) {
         PyObject *chosen = PyList_GetItem(slot_list, s);
         if (chosen == NULL) return -1;
         if (!PyDict_Check(chosen)) return 0;
+        Py_ssize_t size = PyDict_Size(chosen);
+        if (size < 0) return -1;
+        if (__builtin_add_overflow(total, (size_t)size, &total)) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    /* the dicts held while their borrowed owners are in use (slot_list is the caller's list) */
+    PyObject **held = mr_alloc_array(nreplicas ? (size_t)nreplicas : 1, sizeof(PyObject *));
+    PyObject **keys = mr_alloc_array(total ? total : 1, sizeof(PyObject *));
+    PyObject **values = mr_alloc_array(total ? total : 1, sizeof(PyObject *));
+    mr_kv *order = mr_alloc_array(total ? total : 1, sizeof(mr_kv));
+    Py_ssize_t nheld = 0;
+    int rc = -1;
+    if (held == NULL || keys == NULL || values == NULL || order == NULL) goto done;
+    size_t m = 0; /* entries with a tensor, in order */
+    for (Py_ssize_t s = 0; s < nreplicas; s++) {
+        PyObject *chosen = PyList_GetItem(slot_list, s); /* a dict (checked above) */
+        if (chosen == NULL) goto done;
         Py_INCREF(chosen);
+        held[nheld++] = chosen;
+        /* the entries' pointers, in order (a sequential read of the dict's table) */
+        size_t n = 0;
         Py_ssize_t pos = 0;
         PyObject *key, *owner;
-        int rc = 1;
-        /* the last owner decoded over the last kinds (the chosen owners are usually shared
-         * tuples): both immutable and held by the call while this loop runs no Python code */
-        PyObject *memo_owner = NULL, *memo_kinds = NULL;
-        int64_t memo[4] = {0, 0, 0, 0};
-        while (rc == 1 && PyDict_Next(chosen, &pos, &key, &owner)) { /* no Python code runs */
+        while (PyDict_Next(chosen, &pos, &key, &owner)) { /* no Python code runs */
+            if (n == total - m) break; /* cannot happen: sizes counted above, nothing changed */
+            keys[m + n] = key;
+            values[m + n] = owner;
+            n++;
+        }
+        /* their tensors (met's slots asked for SR_AHEAD entries ahead: pointers hashed, not read);
+         * kept compacted at m */
+        size_t kept = m;
+        for (size_t e = m; e < m + n; e++) {
+            if (e + SR_AHEAD < m + n && met->e != NULL)
+                __builtin_prefetch(&met->e[(size_t)po_hash((uint64_t)(uintptr_t)keys[e + SR_AHEAD]) & met->mask]);
+            PyObject *k = keys[e];
             /* only an exact str key (another key, e.g. a str subclass the map was seeded with
              * from tensor_index, is looked up by value below, as before); a key the pre-read
              * met on a fragment was an exact str there (see SS_MET_SEEDED): not read again */
-            Py_ssize_t t = po_tmap_find(met, key);
+            Py_ssize_t t = po_tmap_find(met, k);
             if (t <= SS_MET_SEEDED(0)) { /* a seeded tensor_index key no fragment had */
-                if (!PyUnicode_CheckExact(key)) continue;
+                if (!PyUnicode_CheckExact(k)) continue;
                 t = SS_MET_SEEDED(0) - t;
             }
-            if (t < 0 || t >= ntensors || routed[t] || tids[t] == NULL || valid[t * nslots + s]) continue;
-            PyObject *kinds = PyList_GetItem(kinds_list, t);
-            if (kinds == NULL) {
-                rc = -1;
-                break;
-            }
-            int64_t *out = &owners[(t * nslots + s) * 4];
-            if (owner == memo_owner && kinds == memo_kinds) {
-                memcpy(out, memo, sizeof memo);
-                valid[t * nslots + s] = 1;
-                continue;
-            }
-            Py_ssize_t nk = PyTuple_Size(kinds); /* an exact tuple of at most 4 (ss_build_tables) */
-            if (nk < 0) {
-                rc = -1;
-                break;
-            }
-            rc = ss_owner_values(owner, kinds, nk, out);
-            valid[t * nslots + s] = rc == 1;
-            if (rc == 1) {
-                memo_owner = owner;
-                memo_kinds = kinds;
-                memcpy(memo, out, sizeof memo);
-            }
+            if (t < 0 || t >= ntensors) continue;
+            values[kept] = values[e];
+            order[kept].key = (uint64_t)t * (uint64_t)nslots + (uint64_t)s; /* < ntensors * nslots */
+            order[kept].idx = kept;
+            kept++;
         }
-        Py_DECREF(chosen);
-        if (rc != 1) return rc;
+        m = kept;
     }
+    if (mr_radix_sort(order, m) < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* the last owner decoded over the last kinds (the chosen owners are usually shared tuples):
+     * both immutable and held while this loop runs no Python code */
+    PyObject *memo_owner = NULL, *memo_kinds = NULL;
+    int64_t memo[4] = {0, 0, 0, 0};
+    rc = 1;
+    for (size_t j = 0; rc == 1 && j < m; j++) {
+        size_t key = (size_t)order[j].key;
+        Py_ssize_t t = (Py_ssize_t)(key / (size_t)nslots);
+        if (routed[t] || tids[t] == NULL || valid[key]) continue;
+        PyObject *kinds = PyList_GetItem(kinds_list, t);
+        if (kinds == NULL) {
+            rc = -1;
+            break;
+        }
+        PyObject *owner = values[order[j].idx];
+        int64_t *out = &owners[key * 4];
+        if (owner == memo_owner && kinds == memo_kinds) {
+            memcpy(out, memo, sizeof memo);
+            valid[key] = 1;
+            continue;
+        }
+        Py_ssize_t nk = PyTuple_Size(kinds); /* an exact tuple of at most 4 (ss_build_tables) */
+        if (nk < 0) {
+            rc = -1;
+            break;
+        }
+        rc = ss_owner_values(owner, kinds, nk, out);
+        valid[key] = rc == 1;
+        if (rc == 1) {
+            memo_owner = owner;
+            memo_kinds = kinds;
+            memcpy(memo, out, sizeof memo);
+        }
+    }
+done:
+    for (Py_ssize_t k = 0; k < nheld; k++) Py_DECREF(held[k]);
+    PyMem_Free(held);
+    PyMem_Free(keys);
+    PyMem_Free(values);
+    PyMem_Free(order);
+    if (rc != 1) return rc;
     for (Py_ssize_t t = 0; t < ntensors; t++) {
         if (routed[t] || tids[t] == NULL) continue;
         for (Py_ssize_t s = 0; s < nreplicas; s++) {
@@ -1198,7 +1264,7 @@ ss_replica_owners(Py_ssize_t ntensors, PyObject *kinds_list, PyObject *slot_list
             Py_ssize_t nk = PyTuple_Size(kinds);
             if (nk < 0) return -1;
             Py_INCREF(chosen);
-            int rc = 1;
+            rc = 1;
             PyObject *owner = PyDict_GetItemWithError(chosen, tids[t]); /* borrowed */
             if (owner == NULL) {
                 rc = PyErr_Occurred() ? -1 : 1; /* no chosen owner: slot stays invalid */
@@ -3739,6 +3805,50 @@ po_all_instances(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t na
     Py_RETURN_TRUE;
 }
 
+/* ---- same_items: identity of two sequences' items, no item read ---------------------------- */
+
+PyDoc_STRVAR(same_items_doc,
+"same_items(first, second, /)\n"
+"--\n\n"
+"all(map(operator.is_, first, second)) for two lists or tuples (exact types, in any mix) of\n"
+"the same length; for two exact dicts, len(first) == len(second) and the same test over their\n"
+"keys in order. Compares pointers only: no item is read, hashed or compared, no Python code\n"
+"runs. None for any other arguments (another type, a subclass, lists or tuples of different\n"
+"lengths): the caller then decides by its own rule.");
+
+static PyObject *
+po_same_items(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "same_items takes exactly 2 arguments");
+        return NULL;
+    }
+    PyObject *a = args[0], *b = args[1];
+    if (PyDict_CheckExact(a) && PyDict_CheckExact(b)) {
+        if (PyDict_Size(a) != PyDict_Size(b)) Py_RETURN_FALSE;
+        /* both walked in step; nothing here runs Python code, so neither changes */
+        Py_ssize_t pa = 0, pb = 0;
+        PyObject *ka, *va, *kb, *vb;
+        while (PyDict_Next(a, &pa, &ka, &va)) {
+            if (!PyDict_Next(b, &pb, &kb, &vb) || ka != kb) Py_RETURN_FALSE;
+        }
+        Py_RETURN_TRUE;
+    }
+    int a_list = PyList_CheckExact(a), b_list = PyList_CheckExact(b);
+    if ((!a_list && !PyTuple_CheckExact(a)) || (!b_list && !PyTuple_CheckExact(b))) Py_RETURN_NONE;
+    Py_ssize_t n = a_list ? PyList_Size(a) : PyTuple_Size(a);
+    Py_ssize_t m = b_list ? PyList_Size(b) : PyTuple_Size(b);
+    if (n < 0 || m < 0) return NULL;
+    if (n != m) Py_RETURN_NONE;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = a_list ? PyList_GetItem(a, i) : PyTuple_GetItem(a, i);
+        PyObject *y = b_list ? PyList_GetItem(b, i) : PyTuple_GetItem(b, i);
+        if (x == NULL || y == NULL) return NULL; /* in range: cannot happen */
+        if (x != y) Py_RETURN_FALSE;
+    }
+    Py_RETURN_TRUE;
+}
+
 /* ---- tensor catalogs: the planner's id -> descriptor map and its check -------------------- */
 
 PyDoc_STRVAR(catalog_map_doc,
@@ -3853,6 +3963,7 @@ static PyMethodDef planobj_methods[] = {
     {"tensor_columns", po_tensor_columns, METH_VARARGS, tensor_columns_doc},
     {"distinct_objects", po_distinct_objects, METH_O, distinct_objects_doc},
     {"all_instances", (PyCFunction)(void (*)(void))po_all_instances, METH_FASTCALL, all_instances_doc},
+    {"same_items", (PyCFunction)(void (*)(void))po_same_items, METH_FASTCALL, same_items_doc},
     {"catalog_map", po_catalog_map, METH_O, catalog_map_doc},
     {"catalog_matches", (PyCFunction)(void (*)(void))po_catalog_matches, METH_FASTCALL, catalog_matches_doc},
     {NULL, NULL, 0, NULL},

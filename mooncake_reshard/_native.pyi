@@ -490,6 +490,13 @@ def all_instances(items: Sequence[object], cls: type, /) -> Optional[bool]:
     ``isinstance``, in order, stopping at the first that is not), reading the items' types a few
     items ahead. ``None`` when ``items`` is neither a list nor a tuple."""
 
+def same_items(first: object, second: object, /) -> Optional[bool]:
+    """``all(map(operator.is_, first, second))`` for two lists or tuples (exact types, in any
+    mix) of the same length; for two exact dicts, ``len(first) == len(second)`` and the same test
+    over their keys in order. Pointers only: no item is read, hashed or compared and no Python
+    code runs. ``None`` for any other arguments (another type, a subclass, sequences of different
+    lengths)."""
+
 def catalog_map(catalog: object, /) -> Optional[dict[Any, Any]]:
     """``{descriptor.tensor_id: descriptor for descriptor in catalog}`` for a tuple ``catalog``
     (each id read once, then stored, in order, as the comprehension does). ``None`` when

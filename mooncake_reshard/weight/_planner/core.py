@@ -312,13 +312,12 @@ def _first_table(placement: Any, fragments: Sequence[Any], tensor_ids: list[str]
 def _same_keys(first: Any, second: Any) -> bool:
     """True when two exact dicts have the very same key objects in the same order (then their
     key sets are equal). False when that is not known (the caller then compares the key sets).
-    Compares identities only: no key is hashed or compared by value."""
-    return (
-        type(first) is dict
-        and type(second) is dict
-        and len(first) == len(second)
-        and all(map(is_, first, second))
-    )
+    Compares identities only: no key is hashed or compared by value (``_native.same_items``: the
+    key pointers of both in one C pass)."""
+    if type(first) is not dict or type(second) is not dict or len(first) != len(second):
+        return False
+    same: Optional[bool] = _native.same_items(first, second)
+    return all(map(is_, first, second)) if same is None else same
 
 
 def _first_tensors_and_keys(table: Any, tensor_ids: list[str], tensors: dict[str, Any]) -> tuple[list[str], Optional[list[Any]]]:

@@ -175,16 +175,16 @@ def _distinct_are_the_keys(
     distinct_tensor_ids))`` for distinct ids. ``distinct_keys``, when given, is a list of keys of
     ``tensors`` (an exact dict), one per id: when every id *is* its key object, each is a key
     without hashing it (no hash read, no probe of the map's table at random); otherwise every
-    id is looked up."""
+    id is looked up. The identity test is one C pass over both lists' pointers
+    (``_native.same_items``) when they are exact lists."""
     if len(distinct_tensor_ids) != len(tensors):
         return False
-    if (
-        type(tensors) is dict
-        and type(distinct_keys) is list
-        and len(distinct_keys) == len(distinct_tensor_ids)
-        and all(map(is_, distinct_tensor_ids, distinct_keys))
-    ):
-        return True
+    if type(tensors) is dict and type(distinct_keys) is list and len(distinct_keys) == len(distinct_tensor_ids):
+        same: Optional[bool] = _native.same_items(distinct_tensor_ids, distinct_keys)
+        if same is None:
+            same = all(map(is_, distinct_tensor_ids, distinct_keys))
+        if same:
+            return True
     return all(map(tensors.__contains__, distinct_tensor_ids))
 
 
