@@ -6564,7 +6564,491 @@ done:
     return result;
 }
 
+/* --- revalidate_shapes ------------------------------------------------------------------ */
+
+/* F4 (session 24): the field kinds of every attestation placement and evidence the fast path
+ * trusts. The rules check them before they read the attestations
+ * (bound_contracts._require_typed_attestations: field_types.evidence_shape_failure and
+ * placement_shape_failure(declared_tensors=False); the plan's target placement likewise), and
+ * refuse e.g. a descriptor whose tensor_id was replaced by a str subclass after construction
+ * (object.__setattr__). The other passes of the fast path never read most of these fields (the
+ * descriptors not at all), so without this check the fast path accepted what the rules refuse.
+ * The accept set here is contained in the rules' (exact classes where the rules take
+ * subclasses): anything else declines and the rules raise their first failure. */
+
+enum {
+    SH_MANIFEST,
+    SH_PART,
+    SH_TENSOR,
+    SH_FRAGMENT,
+    SH_EVIDENCE,
+    SH_RUNTIME,
+    SH_RANK,
+    SH_SPLIT,
+    SH_REPLICATED,
+    SH_OWNERSHIP,
+    SH_VIEW,
+    SH_EXECUTOR,
+    SH_ATTESTATION,
+    SH_NCLASSES
+};
+
+enum {
+    SHK_RESOURCE_ID,
+    SHK_PLACEMENT_ID,
+    SHK_REVISION,
+    SHK_PLACEMENT_SET_ID,
+    SHK_WEIGHT_GENERATION,
+    SHK_DIGEST_CACHE,
+    SHK_PARTS,
+    SHK_PARTICIPANT_ID,
+    SHK_RANK,
+    SHK_TENSORS,
+    SHK_FRAGMENTS,
+    SHK_GLOBAL_SHAPE,
+    SHK_TENSOR_ID,
+    SHK_DTYPE,
+    SHK_ITEMSIZE,
+    SHK_SHARD_DIMS,
+    SHK_PARALLEL_AXES,
+    SHK_LAYER_ID,
+    SHK_EXPERT_ID,
+    SHK_LAYOUT_FINGERPRINT,
+    SHK_KIND,
+    SHK_DIM,
+    SHK_PLACEMENT_DIGEST,
+    SHK_INSTANCE_ID,
+    SHK_LEASE_ID,
+    SHK_GENERATION,
+    SHK_DP,
+    SHK_TP,
+    SHK_PP,
+    SHK_EP,
+    SHK_PLACEMENT,
+    SHK_EVIDENCE,
+    SHK_ATTESTATION,
+    SHK_N
+};
+
+static const char *const sh_names[SHK_N] = {
+    "resource_id", "placement_id", "revision", "placement_set_id", "weight_generation", "_digest_cache", "parts",
+    "participant_id", "rank", "tensors", "fragments", "global_shape", "tensor_id", "dtype", "itemsize",
+    "shard_dims", "parallel_axes", "layer_id", "expert_id", "layout_fingerprint", "kind", "dim",
+    "placement_digest", "instance_id", "lease_id", "generation", "dp", "tp", "pp", "ep", "placement", "evidence",
+    "attestation",
+};
+
+static PyObject *sh_keys[SHK_N];
+
+/* Kinds (field_types / _field_kinds.typed_value): 's' exact str, 'i' exact int, 'n' None or
+ * exact int, 't' exact tuple of exact ints, 'S' exact tuple of exact strs. */
+static int
+sh_kind(PyObject *value, char kind)
+{
+    if (value == NULL) return 0;
+    switch (kind) {
+    case 's':
+        return PyUnicode_CheckExact(value);
+    case 'i':
+        return PyLong_CheckExact(value);
+    case 'n':
+        return value == Py_None || PyLong_CheckExact(value);
+    case 't':
+    case 'S': {
+        if (!PyTuple_CheckExact(value)) return 0;
+        Py_ssize_t n = PyTuple_Size(value);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *item = PyTuple_GetItem(value, i);
+            if (item == NULL) {
+                PyErr_Clear();
+                return 0;
+            }
+            if (kind == 't' ? !PyLong_CheckExact(item) : !PyUnicode_CheckExact(item)) return 0;
+        }
+        return n >= 0;
+    }
+    default:
+        return 0;
+    }
+}
+
+typedef struct {
+    PyTypeObject *cls[SH_NCLASSES];
+    rv_table seen; /* descriptors, ranks, placements and evidences already checked */
+    size_t n_seen;
+    mr_layout_class pf;  /* PlacementFragment's C-owned layout (cls NULL: not one) */
+    mr_layout_class rt;  /* RuntimeBindingFragment's */
+} sh_state;
+
+/* 1 when obj was seen before (else it is recorded: 0), -1 with MemoryError. */
+static int
+sh_seen(sh_state *st, PyObject *obj)
+{
+    if (rs_set_has(&st->seen, obj)) return 1;
+    if (rv_table_reserve(&st->seen, st->n_seen + 1) < 0) return -1;
+    rs_set_add(&st->seen, obj);
+    st->n_seen++;
+    return 0;
+}
+
+/* The exact instance dict of obj (new reference), or NULL with no error set (decline). */
+static PyObject *
+sh_dict(PyObject *obj)
+{
+    PyObject *d = PyObject_GenericGetDict(obj, NULL);
+    if (d == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (!PyDict_CheckExact(d)) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    return d;
+}
+
+/* d[key] of kind (borrowed read; the caller holds d): RV_OK, RV_DECLINE or RV_ERROR. */
+static int
+sh_field(PyObject *d, int key, char kind)
+{
+    PyObject *value = PyDict_GetItemWithError(d, sh_keys[key]);
+    if (value == NULL) return PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
+    return sh_kind(value, kind) ? RV_OK : RV_DECLINE;
+}
+
+/* Each of n (key, kind) fields of d. */
+static int
+sh_fields(PyObject *d, const int *keys, const char *kinds, int n)
+{
+    for (int k = 0; k < n; k++) {
+        int rc = sh_field(d, keys[k], kinds[k]);
+        if (rc != RV_OK) return rc;
+    }
+    return RV_OK;
+}
+
+/* An exact ParallelRank of four exact ints (typed_value "rank"), each distinct rank once. */
+static int
+sh_rank(sh_state *st, PyObject *rank)
+{
+    static const int keys[4] = {SHK_DP, SHK_TP, SHK_PP, SHK_EP};
+    static const char kinds[4] = {'i', 'i', 'i', 'i'};
+    if (rank == NULL || Py_TYPE(rank) != st->cls[SH_RANK]) return RV_DECLINE;
+    int seen = sh_seen(st, rank);
+    if (seen != 0) return seen < 0 ? RV_ERROR : RV_OK;
+    PyObject *d = sh_dict(rank);
+    if (d == NULL) return RV_DECLINE;
+    int rc = sh_fields(d, keys, kinds, 4);
+    Py_DECREF(d);
+    return rc;
+}
+
+/* An exact TensorDescriptor with its fields' kinds (tensor_fields_failure), each once. */
+static int
+sh_tensor(sh_state *st, PyObject *tensor)
+{
+    static const int keys[8] = {SHK_GLOBAL_SHAPE, SHK_TENSOR_ID, SHK_DTYPE, SHK_ITEMSIZE, SHK_SHARD_DIMS,
+                                SHK_LAYER_ID, SHK_EXPERT_ID, SHK_LAYOUT_FINGERPRINT};
+    static const char kinds[8] = {'t', 's', 's', 'i', 't', 'n', 'n', 's'};
+    if (Py_TYPE(tensor) != st->cls[SH_TENSOR]) return RV_DECLINE;
+    int seen = sh_seen(st, tensor);
+    if (seen != 0) return seen < 0 ? RV_ERROR : RV_OK;
+    PyObject *d = sh_dict(tensor);
+    if (d == NULL) return RV_DECLINE;
+    int rc = sh_fields(d, keys, kinds, 8);
+    PyObject *axes = rc == RV_OK ? PyDict_GetItemWithError(d, sh_keys[SHK_PARALLEL_AXES]) : NULL;
+    if (rc == RV_OK && axes == NULL) rc = PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
+    if (rc == RV_OK && !PyTuple_CheckExact(axes)) rc = RV_DECLINE;
+    Py_ssize_t n = rc == RV_OK ? PyTuple_Size(axes) : 0;
+    if (n < 0) rc = RV_ERROR;
+    for (Py_ssize_t i = 0; rc == RV_OK && i < n; i++) {
+        PyObject *axis = PyTuple_GetItem(axes, i);
+        if (axis == NULL) {
+            rc = RV_ERROR;
+            break;
+        }
+        PyTypeObject *kind = Py_TYPE(axis);
+        if (kind != st->cls[SH_SPLIT] && kind != st->cls[SH_REPLICATED] && kind != st->cls[SH_OWNERSHIP]) {
+            rc = RV_DECLINE;
+            break;
+        }
+        PyObject *ad = sh_dict(axis);
+        if (ad == NULL) {
+            rc = RV_DECLINE;
+            break;
+        }
+        rc = sh_field(ad, SHK_KIND, 's');
+        if (rc == RV_OK && kind == st->cls[SH_SPLIT]) rc = sh_field(ad, SHK_DIM, 'i');
+        Py_DECREF(ad);
+    }
+    Py_DECREF(d);
+    return rc;
+}
+
+/* An exact PlacementFragment (C-owned layout) with every field of its kind
+ * (PLACEMENT_FRAGMENT_FIELDS). */
+static int
+sh_fragment(sh_state *st, PyObject *fragment)
+{
+    if (Py_TYPE(fragment) != st->cls[SH_FRAGMENT]) return RV_DECLINE;
+    PyObject *const *f = mr_layout_fields(fragment, &st->pf);
+    if (f == NULL) return RV_DECLINE;
+    if (!sh_kind(f[MR_PF_GLOBAL_OFFSET], 't') || !sh_kind(f[MR_PF_LOCAL_SHAPE], 't') ||
+        !sh_kind(f[MR_PF_TENSOR_ID], 's') || !sh_kind(f[MR_PF_NBYTES], 'i') ||
+        !sh_kind(f[MR_PF_PIPELINE_STAGE_ID], 'n') || !sh_kind(f[MR_PF_ALIASES], 'S') ||
+        !sh_kind(f[MR_PF_PLACEMENT_FRAGMENT_ID], 's'))
+        return RV_DECLINE;
+    return sh_rank(st, f[MR_PF_RANK]);
+}
+
+/* An exact RuntimeBindingFragment (C-owned layout) with every field of its kind
+ * (RUNTIME_FRAGMENT_FIELDS). */
+static int
+sh_runtime(sh_state *st, PyObject *fragment)
+{
+    static const signed char index[MR_RF_N] = {
+        [MR_RF_PLACEMENT_FRAGMENT_ID] = 's', [MR_RF_FRAGMENT_ID] = 's', [MR_RF_ADDRESS] = 'i',
+        [MR_RF_NBYTES] = 'i', [MR_RF_WORKER_ID] = 's', [MR_RF_ENDPOINT] = 's', [MR_RF_DEVICE] = 's',
+        [MR_RF_ITEMSIZE] = 'i', [MR_RF_LOCAL_SHAPE] = 't', [MR_RF_STRIDES_BYTES] = 't',
+        [MR_RF_STORAGE_ADDRESS] = 'i', [MR_RF_STORAGE_NBYTES] = 'i', [MR_RF_STORAGE_OFFSET_BYTES] = 'i',
+        [MR_RF_OWNER] = 0,
+    };
+    if (Py_TYPE(fragment) != st->cls[SH_RUNTIME]) return RV_DECLINE;
+    PyObject *const *f = mr_layout_fields(fragment, &st->rt);
+    if (f == NULL) return RV_DECLINE;
+    for (int k = 0; k < MR_RF_N; k++) {
+        if (index[k] != 0 && !sh_kind(f[k], (char)index[k])) return RV_DECLINE;
+    }
+    return RV_OK;
+}
+
+/* Hints only, for a tuple of C-owned layout fragments of lc's class (nfields fields): the
+ * fragment 2 * SH_AHEAD further on, the field objects of the one SH_AHEAD further on. Nothing is
+ * decided on them, nothing held, no Python code runs. */
+#define SH_AHEAD 6
+
+static inline __attribute__((always_inline)) void
+sh_prefetch(PyObject *items, Py_ssize_t i, Py_ssize_t n, const mr_layout_class *lc, int nfields)
+{
+    if (i + 2 * SH_AHEAD < n) {
+        const char *far = (const char *)PyTuple_GetItem(items, i + 2 * SH_AHEAD);
+        if (far != NULL) {
+            __builtin_prefetch(far);
+            __builtin_prefetch(far + 64);
+        }
+    }
+    if (i + SH_AHEAD < n) {
+        PyObject *near = PyTuple_GetItem(items, i + SH_AHEAD);
+        PyObject *const *f = near != NULL ? mr_layout_fields(near, lc) : NULL;
+        for (int k = 0; f != NULL && k < nfields; k++) {
+            if (f[k] != NULL) __builtin_prefetch(f[k]);
+        }
+    }
+}
+
+/* Each item of the exact tuple (or, with lists, list) seq through check; lc (or NULL): the items'
+ * layout class, for the prefetch hints. */
+static int
+sh_items_hinted(sh_state *st, PyObject *seq, int lists, int (*check)(sh_state *, PyObject *),
+                const mr_layout_class *lc, int nfields)
+{
+    if (seq == NULL) return PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
+    if (!PyTuple_CheckExact(seq) && !(lists && PyList_CheckExact(seq))) return RV_DECLINE;
+    /* (a list: a private copy, nothing below runs code that could resize it, but cheap insurance) */
+    PyObject *items = PySequence_Tuple(seq);
+    if (items == NULL) return RV_ERROR;
+    Py_ssize_t n = PyTuple_Size(items);
+    int rc = n < 0 ? RV_ERROR : RV_OK;
+    for (Py_ssize_t i = 0; rc == RV_OK && i < n; i++) {
+        if (lc != NULL) sh_prefetch(items, i, n, lc, nfields);
+        PyObject *item = PyTuple_GetItem(items, i);
+        rc = item == NULL ? RV_ERROR : check(st, item);
+    }
+    Py_DECREF(items);
+    return rc;
+}
+
+static int
+sh_items(sh_state *st, PyObject *seq, int lists, int (*check)(sh_state *, PyObject *))
+{
+    return sh_items_hinted(st, seq, lists, check, NULL, 0);
+}
+
+/* An exact WeightPlacementPart: participant_id, rank, tensors, fragments (placement_shape_failure). */
+static int
+sh_part(sh_state *st, PyObject *part)
+{
+    if (Py_TYPE(part) != st->cls[SH_PART]) return RV_DECLINE;
+    PyObject *d = sh_dict(part);
+    if (d == NULL) return RV_DECLINE;
+    int rc = sh_field(d, SHK_PARTICIPANT_ID, 's');
+    if (rc == RV_OK) {
+        PyObject *rank = PyDict_GetItemWithError(d, sh_keys[SHK_RANK]);
+        rc = rank == NULL ? (PyErr_Occurred() ? RV_ERROR : RV_DECLINE) : sh_rank(st, rank);
+    }
+    if (rc == RV_OK) rc = sh_items(st, PyDict_GetItemWithError(d, sh_keys[SHK_TENSORS]), 0, sh_tensor);
+    if (rc == RV_OK)
+        rc = sh_items_hinted(st, PyDict_GetItemWithError(d, sh_keys[SHK_FRAGMENTS]), 0, sh_fragment, &st->pf, MR_PF_N);
+    Py_DECREF(d);
+    return rc;
+}
+
+/* An exact WeightPlacementManifest (placement_shape_failure(declared_tensors=False)), once. */
+static int
+sh_placement(sh_state *st, PyObject *placement)
+{
+    static const int keys[5] = {SHK_RESOURCE_ID, SHK_PLACEMENT_ID, SHK_REVISION, SHK_PLACEMENT_SET_ID,
+                                SHK_WEIGHT_GENERATION};
+    static const char kinds[5] = {'s', 's', 's', 's', 'i'};
+    if (Py_TYPE(placement) != st->cls[SH_MANIFEST]) return RV_DECLINE;
+    int seen = sh_seen(st, placement);
+    if (seen != 0) return seen < 0 ? RV_ERROR : RV_OK;
+    PyObject *d = sh_dict(placement);
+    if (d == NULL) return RV_DECLINE;
+    int rc = sh_fields(d, keys, kinds, 5);
+    if (rc == RV_OK) {
+        PyObject *digest = PyDict_GetItemWithError(d, sh_keys[SHK_DIGEST_CACHE]);
+        if (digest == NULL && PyErr_Occurred()) rc = RV_ERROR;
+        else if (digest != NULL && digest != Py_None && !PyUnicode_CheckExact(digest)) rc = RV_DECLINE;
+    }
+    if (rc == RV_OK) rc = sh_items(st, PyDict_GetItemWithError(d, sh_keys[SHK_PARTS]), 0, sh_part);
+    Py_DECREF(d);
+    return rc;
+}
+
+/* An exact RuntimeBindingEvidence (evidence_shape_failure), once. */
+static int
+sh_evidence(sh_state *st, PyObject *evidence)
+{
+    static const int keys[8] = {SHK_RESOURCE_ID, SHK_REVISION, SHK_PLACEMENT_ID, SHK_PLACEMENT_DIGEST,
+                                SHK_INSTANCE_ID, SHK_PARTICIPANT_ID, SHK_LEASE_ID, SHK_GENERATION};
+    static const char kinds[8] = {'s', 's', 's', 's', 's', 's', 's', 'i'};
+    if (Py_TYPE(evidence) != st->cls[SH_EVIDENCE]) return RV_DECLINE;
+    int seen = sh_seen(st, evidence);
+    if (seen != 0) return seen < 0 ? RV_ERROR : RV_OK;
+    PyObject *d = sh_dict(evidence);
+    if (d == NULL) return RV_DECLINE;
+    int rc = sh_fields(d, keys, kinds, 8);
+    if (rc == RV_OK)
+        rc = sh_items_hinted(st, PyDict_GetItemWithError(d, sh_keys[SHK_FRAGMENTS]), 1, sh_runtime, &st->rt, MR_RF_N);
+    Py_DECREF(d);
+    return rc;
+}
+
+/* The placement and evidence of an attested entry's view (an exact _AttestedView: its slots). */
+static int
+sh_view(sh_state *st, PyObject *entry)
+{
+    if (!PyTuple_CheckExact(entry) || PyTuple_Size(entry) < 3) return RV_DECLINE;
+    PyObject *view = PyTuple_GetItem(entry, 2);
+    if (view == NULL) return RV_ERROR;
+    if (Py_TYPE(view) != st->cls[SH_VIEW]) return RV_DECLINE;
+    PyObject *placement = PyObject_GetAttr(view, sh_keys[SHK_PLACEMENT]);
+    if (placement == NULL) return RV_ERROR;
+    int rc = sh_placement(st, placement);
+    Py_DECREF(placement);
+    if (rc != RV_OK) return rc;
+    PyObject *evidence = PyObject_GetAttr(view, sh_keys[SHK_EVIDENCE]);
+    if (evidence == NULL) return RV_ERROR;
+    rc = sh_evidence(st, evidence);
+    Py_DECREF(evidence);
+    return rc;
+}
+
+/* The placement and evidence of an exact executor's attestation (exactly the attestation class). */
+static int
+sh_executor(sh_state *st, PyObject *executor)
+{
+    if (Py_TYPE(executor) != st->cls[SH_EXECUTOR]) return RV_DECLINE;
+    PyObject *d = sh_dict(executor);
+    if (d == NULL) return RV_DECLINE;
+    PyObject *attestation = PyDict_GetItemWithError(d, sh_keys[SHK_ATTESTATION]);
+    int rc = attestation == NULL ? (PyErr_Occurred() ? RV_ERROR : RV_DECLINE) : RV_OK;
+    if (rc == RV_OK) {
+        Py_INCREF(attestation);
+        Py_DECREF(d);
+        d = NULL;
+        if (Py_TYPE(attestation) != st->cls[SH_ATTESTATION]) rc = RV_DECLINE;
+        PyObject *ad = rc == RV_OK ? sh_dict(attestation) : NULL;
+        if (rc == RV_OK && ad == NULL) rc = RV_DECLINE;
+        Py_DECREF(attestation);
+        if (rc == RV_OK) {
+            PyObject *placement = PyDict_GetItemWithError(ad, sh_keys[SHK_PLACEMENT]);
+            PyObject *evidence = placement != NULL ? PyDict_GetItemWithError(ad, sh_keys[SHK_EVIDENCE]) : NULL;
+            if (evidence == NULL) rc = PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
+            if (rc == RV_OK) rc = sh_placement(st, placement);
+            if (rc == RV_OK) rc = sh_evidence(st, evidence);
+        }
+        Py_XDECREF(ad);
+    }
+    Py_XDECREF(d);
+    return rc;
+}
+
+PyDoc_STRVAR(revalidate_shapes_doc,
+"revalidate_shapes(target_placement, attested, source_executors, target_executors, classes, /) -> bool\n"
+"--\n\n"
+"The fast path's form of bound_contracts._require_typed_attestations and of the target\n"
+"placement's placement_shape_failure (F4): True when the target placement, the placement and\n"
+"evidence of every view in ``attested`` (revalidate_fragments' dict: entries whose third item\n"
+"is exactly an _AttestedView) and of every executor's attestation (executors exactly\n"
+"ExecutorTransferPlan, attestations exactly RuntimeBindingAttestation) hold the exact types\n"
+"their constructors store: each placement's identity strs, weight_generation, digest cache,\n"
+"parts (participant_id, rank, tensor descriptors with their axes, placement fragments: every\n"
+"field), each evidence's fields and runtime fragments (every field); each distinct object\n"
+"once. False when not sure (the rules decide and raise their message). classes:\n"
+"(WeightPlacementManifest, WeightPlacementPart, TensorDescriptor, PlacementFragment,\n"
+"RuntimeBindingEvidence, RuntimeBindingFragment, ParallelRank, SplitAxis, ReplicatedAxis,\n"
+"OwnershipAxis, _AttestedView, ExecutorTransferPlan, RuntimeBindingAttestation). Runs no Python\n"
+"code of the values (exact classes, exact containers).");
+
+static PyObject *
+revalidate_shapes(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *target_placement, *attested, *source_executors, *target_executors, *classes;
+    if (!PyArg_ParseTuple(args, "OO!O!O!O!:revalidate_shapes", &target_placement, &PyDict_Type, &attested,
+                          &PyTuple_Type, &source_executors, &PyTuple_Type, &target_executors, &PyTuple_Type, &classes))
+        return NULL;
+    if (PyTuple_Size(classes) != SH_NCLASSES) {
+        PyErr_SetString(PyExc_TypeError, "revalidate_shapes: classes must be a tuple of 13 classes");
+        return NULL;
+    }
+    sh_state st;
+    memset(&st, 0, sizeof(st));
+    for (int k = 0; k < SH_NCLASSES; k++) {
+        PyObject *cls = PyTuple_GetItem(classes, k);
+        if (cls == NULL) return NULL;
+        if (!PyType_Check(cls)) {
+            PyErr_SetString(PyExc_TypeError, "revalidate_shapes: classes must be a tuple of 13 classes");
+            return NULL;
+        }
+        st.cls[k] = (PyTypeObject *)cls;
+    }
+    if (!PyDict_CheckExact(attested) || !PyTuple_CheckExact(source_executors) || !PyTuple_CheckExact(target_executors))
+        Py_RETURN_FALSE;
+    static mr_class_memo pf_memo, rt_memo;
+    if (!mr_pf_layout(&pf_memo, &st.pf, (PyObject *)st.cls[SH_FRAGMENT]) ||
+        !mr_runtime_layout(&rt_memo, &st.rt, (PyObject *)st.cls[SH_RUNTIME]))
+        Py_RETURN_FALSE;
+    /* a private copy of the entries: nothing below runs code that could change the dict */
+    PyObject *entries = PyDict_Values(attested);
+    if (entries == NULL) return NULL;
+    if (rv_table_init(&st.seen, 16) < 0) {
+        Py_DECREF(entries);
+        return NULL;
+    }
+    int rc = sh_placement(&st, target_placement);
+    if (rc == RV_OK) rc = sh_items(&st, entries, 1, sh_view);
+    if (rc == RV_OK) rc = sh_items(&st, source_executors, 0, sh_executor);
+    if (rc == RV_OK) rc = sh_items(&st, target_executors, 0, sh_executor);
+    rv_table_free(&st.seen);
+    Py_DECREF(entries);
+    if (rc == RV_ERROR) return NULL;
+    return PyBool_FromLong(rc == RV_OK);
+}
+
 static PyMethodDef revalidate_methods[] = {
+    {"revalidate_shapes", revalidate_shapes, METH_VARARGS, revalidate_shapes_doc},
     {"operation_views", operation_views, METH_VARARGS, operation_views_doc},
     {"restore_regions", restore_regions, METH_VARARGS, restore_regions_doc},
     {"restore_fragments", restore_fragments, METH_VARARGS, restore_fragments_doc},
@@ -6636,6 +7120,11 @@ Init_Revalidate(PyObject *module)
         if (rb_keys[k] != NULL) continue;
         rb_keys[k] = PyUnicode_InternFromString(rb_names[k]);
         if (rb_keys[k] == NULL) return -1;
+    }
+    for (int k = 0; k < SHK_N; k++) {
+        if (sh_keys[k] != NULL) continue;
+        sh_keys[k] = PyUnicode_InternFromString(sh_names[k]);
+        if (sh_keys[k] == NULL) return -1;
     }
     return PyModule_AddFunctions(module, revalidate_methods);
 }

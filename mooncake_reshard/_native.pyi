@@ -651,6 +651,28 @@ def revalidate_scan_carried(
     above 257 operations, ``bound_contracts._compact_carried``: both position lists as bytes of
     native int32, boxes None) is accepted as well, and its packed positions and None returned."""
 
+def revalidate_shapes(
+    target_placement: object,
+    attested: dict[int, tuple[Any, ...]],
+    source_executors: tuple[Any, ...],
+    target_executors: tuple[Any, ...],
+    classes: tuple[type, ...],
+    /,
+) -> bool:
+    """The fast path's form of ``bound_contracts._require_typed_attestations`` and of the target
+    placement's ``placement_shape_failure`` (F4): True when the target placement, the placement
+    and evidence of every view in ``attested`` (``revalidate_fragments``' dict; each entry's third
+    item exactly an ``_AttestedView``) and of every executor's attestation (executors exactly
+    ``ExecutorTransferPlan``, attestations exactly ``RuntimeBindingAttestation``) hold the exact
+    types their constructors store: each placement's identity strs, ``weight_generation``, digest
+    cache and parts (participant id, rank, tensor descriptors and their axes, placement fragments:
+    every field), each evidence's fields and runtime fragments (every field); each distinct object
+    once. False when not sure (the rules decide). ``classes``: (WeightPlacementManifest,
+    WeightPlacementPart, TensorDescriptor, PlacementFragment, RuntimeBindingEvidence,
+    RuntimeBindingFragment, ParallelRank, SplitAxis, ReplicatedAxis, OwnershipAxis,
+    _AttestedView, ExecutorTransferPlan, RuntimeBindingAttestation). Runs no Python code of the
+    values."""
+
 def revalidate_fragments(
     fragments: list[Any],
     placement_type: type,

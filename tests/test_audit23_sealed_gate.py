@@ -40,9 +40,10 @@ revalidation; it cannot be detected, so the fix there is to make no audited call
 and its use in a sealed call (identity maps and packed arrays built in C), or to declare audit
 hooks out of scope as other threads are.
 
-Not a gate hole (sealed or not): bind's fast revalidation accepts descriptors whose tensor_id
-(target) or itemsize (source) was made a str/int subclass after construction, which the rules
-refuse (the fast path should decline: the field-kind checks on the descriptors it trusts).
+Not a gate hole (sealed or not; F4, fixed in session 24): bind's fast revalidation accepted
+descriptors whose tensor_id (target) or itemsize (source) was made a str/int subclass after
+construction, which the rules refuse; it now checks the field kinds of the placements and
+evidences it trusts and declines.
 """
 
 from __future__ import annotations
@@ -186,11 +187,20 @@ def _no_hooks() -> None:
         pytest.skip("a trace or profile hook is set (coverage, a debugger): no call is sealed")
 
 
+# Channels whose value the rules refuse by its kind (the descriptors' field kinds: F4, session
+# 24; before, the fast path accepted them): the call is refused, as replace() refuses the plan.
+_REFUSED_KINDS = {
+    "_descriptor_tensor_ids": ("ValueError", "tensor_id must be a non-empty string"),
+    "_fragment_aliases": ("ValueError", "aliases must contain non-empty strings"),
+}
+
+
 def test_channels_alone_change_nothing(monkeypatch):
-    """The premise: each channel alone binds (the values are equal to the originals)."""
+    """The premise: each channel alone binds (the values are equal to the originals), but for
+    the values of a kind the rules refuse, which it refuses."""
     for channel in _CHANNELS:
         result, _carried, state = _bind(channel, lambda _local: None, SMALL, False, monkeypatch)
-        assert result == "accepted", channel.__name__
+        assert result == _REFUSED_KINDS.get(channel.__name__, "accepted"), channel.__name__
         assert state["ran"], channel.__name__
 
 
@@ -264,10 +274,10 @@ def test_the_accepted_forgery_is_an_invalid_plan(monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------------
-# Field values of the exact classes are trusted to have the types their constructors guarantee:
-# a descriptor's tensor_id made a str subclass after construction (object.__setattr__) is
+# Field values of the exact classes were trusted to have the types their constructors guarantee:
+# a descriptor's tensor_id made a str subclass after construction (object.__setattr__) was
 # accepted by bind's fast revalidation, while the rules (the fast path declined) refuse it, and
-# the bound plan's pickle round trip raises.
+# the bound plan's pickle round trip raised.
 
 
 class _PlainText(str):
@@ -308,14 +318,12 @@ def _bind_value_forged(which: str, tensors: int) -> Any:
     return outcome(lambda: bind_logical_transfer_plan(logical, targets, source_bindings=sources))
 
 
+# Fixed (REVAL4, session 24; F4): the fast path checks the field kinds of every placement and
+# evidence it trusts (bound_contracts._shapes_typed, _native.revalidate_shapes) and declines, so
+# the rules raise their message; tests/test_reval24_field_kinds.py covers the other fields. Each
+# case below was a strict xfail until then.
 @pytest.mark.parametrize("tensors", [SMALL, PROVED])
 @pytest.mark.parametrize("which", sorted(_VALUE_FORGERIES))
-@pytest.mark.xfail(
-    strict=True,
-    reason="bind's fast revalidation accepts a descriptor field made a str/int subclass after construction "
-    "(target tensor_id, source itemsize); the rules (fast path declined) refuse it, and the bound plan's "
-    "pickle round trip raises the rule's message",
-)
 def test_subclassed_field_value_fast_path_agrees_with_the_rules(monkeypatch, which, tensors):
     from mooncake.reshard.weight._planner import bound_contracts
 
@@ -420,11 +428,12 @@ def _bind_count_itemsize(edit: Callable[[Any], None], profiled: bool, monkeypatc
 
 
 def test_int_subclass_itemsize_alone_binds_unsealed(monkeypatch):
-    """The int subclass runs user code and the call binds, without its carried facts (it took them
-    before the session 23 fix)."""
+    """The int subclass runs user code, without the call's carried facts (it took them before the
+    session 23 fix). The call bound until session 24; the rules refuse a descriptor itemsize of
+    another kind than int, and so does the fast path since (F4)."""
     _no_hooks()
     result, carried, state = _bind_count_itemsize(lambda _fragment: None, False, monkeypatch)
-    assert result == "accepted" and carried == 0 and state["done"]
+    assert result == ("ValueError", "itemsize must be an integer") and carried == 0 and state["done"]
 
 
 @pytest.mark.parametrize(
@@ -488,11 +497,12 @@ def _dict_subclass_bind(which: str, forge: Any, locate: Any, monkeypatch: Any) -
 
 
 def test_dict_subclass_instance_dict_alone_binds_unsealed(monkeypatch):
-    """The dict subclass runs user code and the call binds, without its carried facts (it took
-    them before the session 23 fix)."""
+    """The dict subclass runs user code, without the call's carried facts (it took them before the
+    session 23 fix). The call bound until session 24; the rules refuse a placement whose
+    instance dict is not a dict (placement_shape_failure), and so does the fast path since (F4)."""
     _no_hooks()
     result, carried, state = _dict_subclass_bind("target_placement", lambda _found: None, _bound_operations, monkeypatch)
-    assert result == "accepted" and carried == 0 and state["ran"]
+    assert result == ("ValueError", "runtime attestation placement is invalid") and carried == 0 and state["ran"]
 
 
 def test_operation_edited_from_instance_dict_get_is_decided_as_unsealed(monkeypatch):

@@ -31,7 +31,15 @@ from ..storage_manifest import (
     StoredWeightManifest,
     validate_weight_manifest_snapshot,
 )
-from ..types import ParallelRank, PlacementFragment, _fragment_fields_state
+from ..types import (
+    OwnershipAxis,
+    ParallelRank,
+    PlacementFragment,
+    ReplicatedAxis,
+    SplitAxis,
+    TensorDescriptor,
+    _fragment_fields_state,
+)
 from .attestation import RuntimeBindingAttestation, RuntimeBindingEvidence
 from .region_check import recheck_regions
 from .bound_validation import (
@@ -1442,6 +1450,13 @@ def _fast_revalidate_live(
         return False
     s_runtime, s_rows, s_table, t_runtime, t_rows, t_table, routes = views
     del views, routes_half  # read only by revalidate_views (frees ~5 MiB at 74k operations)
+    # -- the field kinds the rules check before reading any attestation (F4) -----------------
+    # (``_require_typed_attestations``, the target placement's ``placement_shape_failure``): every
+    # placement and evidence the fast path trusts, down to the descriptors and every placement
+    # and runtime fragment (the other passes never read most of these fields; a descriptor whose
+    # tensor_id was made a str subclass after construction was accepted here, refused by the rules)
+    if not _native.revalidate_shapes(target_placement, attested, source_executors, target_executors, _SHAPE_CLASSES):
+        return False
     s_row_of, t_row_of = row_of or (None, None)
     large = len(operations) > _COMPACT_MIN
     used: set[int] = set()
@@ -1508,6 +1523,24 @@ def _fast_revalidate_live(
         _compact_index_lists(routes)
     object.__setattr__(plan, "_operation_views", OperationViews._deferred(s_table, t_table, routes))
     return True
+
+
+# revalidate_shapes' classes, in its order
+_SHAPE_CLASSES = (
+    WeightPlacementManifest,
+    WeightPlacementPart,
+    TensorDescriptor,
+    PlacementFragment,
+    RuntimeBindingEvidence,
+    RuntimeBindingFragment,
+    ParallelRank,
+    SplitAxis,
+    ReplicatedAxis,
+    OwnershipAxis,
+    _AttestedView,
+    ExecutorTransferPlan,
+    RuntimeBindingAttestation,
+)
 
 
 # Packed positions: one native int32 per operation (what csrc/revalidate.c reads from a bytes
