@@ -3012,7 +3012,20 @@ bd_bound_view(const bd_table *tb, PyObject *const *cls, const mr_layout_class *b
         if (bd_dict_fields(nm, dict, bound_fields, all ? 4 : 1, v) < 0) return BD_ERROR;
     }
     PyObject *binding = v[BV_BINDING], *placement = v[BV_PLACEMENT];
-    if (binding != NULL && cls[1] != NULL && (PyObject *)Py_TYPE(binding) == cls[1]) {
+    mr_layout_class rtl;
+    if (binding != NULL && cls[1] != NULL && (PyObject *)Py_TYPE(binding) == cls[1]
+        && mr_runtime_layout(&bd_runtime_memo, &rtl, cls[1])) {
+        /* its C-owned layout: the slots mr_runtime_state_get reads for these names (an empty
+         * one: NULL, a missing key) */
+        PyObject *const *rf = ((mr_layout_object *)binding)->fields;
+        v[BV_FID] = rf[MR_RF_FRAGMENT_ID];
+        if (all) {
+            v[BV_WORKER] = rf[MR_RF_WORKER_ID];
+            v[BV_DEVICE] = rf[MR_RF_DEVICE];
+            v[BV_ADDRESS] = rf[MR_RF_ADDRESS];
+            v[BV_NBYTES] = rf[MR_RF_NBYTES];
+        }
+    } else if (binding != NULL && cls[1] != NULL && (PyObject *)Py_TYPE(binding) == cls[1]) {
         dict = bd_runtime_state(binding, &dict) == BD_OK ? dict : NULL; /* (or its layout: itself) */
         if (dict == NULL && PyErr_Occurred()) {
             if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return BD_ERROR;
@@ -3046,6 +3059,74 @@ bd_add_view_id(PyObject *const *nm, PyObject *fragment, PyObject *const *v, PyOb
     return bd_add_bound_id(nm, fragment, ids);
 }
 
+/* bind_regions' memo of converted int tuples (one call's): direct-mapped by address, each entry
+ * an exact tuple of at most BD_TC_MAX exact ints within int64 that bd_canon_tuple converted
+ * (owned: a strong reference, so no other object can take its address while the memo holds it),
+ * its length and values. Tuples and exact ints are immutable, so a hit gives what converting
+ * the tuple again would; only such tuples are kept (releasing one runs no Python code). The
+ * planner shares its box and stride tuples (a handful of distinct objects per plan), so
+ * nearly every conversion of bind_regions' proofs is a hit. */
+#define BD_TC_MAX 8
+#define BD_TC_BITS 7
+#define BD_TC_SLOTS (1 << BD_TC_BITS)
+
+typedef struct {
+    PyObject *key; /* owned, or NULL */
+    Py_ssize_t n;
+    int64_t v[BD_TC_MAX];
+} bd_tc_slot;
+
+typedef struct {
+    bd_tc_slot s[BD_TC_SLOTS];
+} bd_tcache;
+
+/* The memo slot of an address among 2**BD_TC_BITS (Fibonacci hashing: the product's top bits,
+ * which every address bit reaches; CPython's allocator aligns small objects to their size
+ * class, so the low bits mr_ptr_slot keeps would leave most slots unused). */
+static inline size_t
+bd_tc_slot_of(uintptr_t p)
+{
+    return (size_t)(((uint64_t)p * 0x9E3779B97F4A7C15ULL) >> (64 - BD_TC_BITS));
+}
+
+static void
+bd_tc_clear(bd_tcache *tc)
+{
+    for (int k = 0; tc != NULL && k < BD_TC_SLOTS; k++) Py_CLEAR(tc->s[k].key);
+}
+
+static int bd_canon_tuple(PyObject *value, int64_t *out, Py_ssize_t *len);
+
+/* bd_canon_tuple(value, out, len) through the memo tc (NULL: none): 1 (*len values in out), 0
+ * (not an exact tuple of at most RC_MAX_NDIM exact int64 ints), -1 with an exception. */
+static int
+bd_tc_tuple(bd_tcache *tc, PyObject *value, int64_t *out, Py_ssize_t *len)
+{
+    if (tc == NULL || !PyTuple_CheckExact(value)) return bd_canon_tuple(value, out, len);
+    /* two ways: a pair of slots, the last one used first */
+    size_t at = bd_tc_slot_of((uintptr_t)value) & ~(size_t)1;
+    bd_tc_slot *slot = &tc->s[at], *pair = &tc->s[at + 1];
+    if (slot->key != value && pair->key == value) {
+        bd_tc_slot swap = *slot;
+        *slot = *pair;
+        *pair = swap;
+    }
+    if (slot->key == value) {
+        for (Py_ssize_t d = 0; d < slot->n; d++) out[d] = slot->v[d];
+        *len = slot->n;
+        return 1;
+    }
+    int rc = bd_canon_tuple(value, out, len);
+    if (rc != 1 || *len > BD_TC_MAX) return rc;
+    PyObject *old = pair->key; /* the pair's entry leaves, the slot's moves there */
+    *pair = *slot;
+    slot->key = Py_NewRef(value);
+    slot->n = *len;
+    for (Py_ssize_t d = 0; d < *len; d++) slot->v[d] = out[d];
+    Py_XDECREF(old); /* (an exact tuple of exact ints: no Python code runs) */
+    return 1;
+}
+
 /* The spec 12.6 accept path of physical_whole_targets (physical.c), derived in the pass that
  * builds the bound operations: every region writes its whole target fragment (overlap box equal
  * to the target's global offset and local shape), targets are distinct exact bound fragments
@@ -3055,6 +3136,8 @@ bd_add_view_id(PyObject *const *nm, PyObject *fragment, PyObject *const *v, PyOb
  * ints with 0 < nbytes and address + nbytes < 2**64, extents pairwise disjoint per address space
  * (instance_id, worker_id, device; exact str). Anything else only turns the accept path off
  * (the Python check then runs on the regions, as before). */
+#define BD_SPACE_MEMO BD_TC_SLOTS /* (slots from bd_tc_slot_of) */
+
 typedef struct {
     PyObject *runtime_cls, *pf_cls, *bound_cls; /* borrowed: the caller's arguments */
     pq_extent *extents;
@@ -3063,6 +3146,13 @@ typedef struct {
     PyObject *last[3]; /* owned: the previous region's space key parts (identity shortcut) */
     size_t last_space;
     int active;
+    bd_tcache *tc;     /* bind_regions' tuple memo (borrowed; NULL: none) */
+    /* the spaces met, by the identity of their key parts (owned; direct-mapped): the same
+     * (immutable) str objects make the same key, so the number spaces holds for it */
+    struct {
+        PyObject *key[3];
+        size_t space;
+    } memo[BD_SPACE_MEMO];
 } bd_phys;
 
 static void
@@ -3074,6 +3164,9 @@ bd_phys_clear(bd_phys *ph)
     ph->targets = NULL;
     Py_CLEAR(ph->spaces);
     for (int k = 0; k < 3; k++) Py_CLEAR(ph->last[k]);
+    for (int m = 0; m < BD_SPACE_MEMO; m++) {
+        for (int k = 0; k < 3; k++) Py_CLEAR(ph->memo[m].key[k]);
+    }
 }
 
 /* Equal exact tuples of exact ints (no user code). BD_OK, BD_FALLBACK, BD_ERROR. */
@@ -3094,6 +3187,22 @@ bd_phys_same_box(PyObject *a, PyObject *b)
     int same = PyObject_RichCompareBool(a, b, Py_EQ);
     if (same < 0) return BD_ERROR;
     return same ? BD_OK : BD_FALLBACK;
+}
+
+/* bd_phys_same_box, decided from the memo's conversions when both convert (exact tuples of
+ * exact int64 ints: equal exactly when their lengths and values are); otherwise as it decides. */
+static int
+bd_phys_same_box_tc(bd_tcache *tc, PyObject *a, PyObject *b)
+{
+    if (tc != NULL) {
+        int64_t x[RC_MAX_NDIM], y[RC_MAX_NDIM];
+        Py_ssize_t nx = 0, ny = 0;
+        int ra = bd_tc_tuple(tc, a, x, &nx);
+        int rb = ra == 1 ? bd_tc_tuple(tc, b, y, &ny) : 0;
+        if (ra < 0 || rb < 0) return BD_ERROR;
+        if (ra == 1 && rb == 1) return nx == ny && memcmp(x, y, (size_t)nx * sizeof(int64_t)) == 0 ? BD_OK : BD_FALLBACK;
+    }
+    return bd_phys_same_box(a, b);
 }
 
 /* An exact int in [0, 2**64): BD_OK with *out, BD_FALLBACK otherwise. */
@@ -3119,6 +3228,13 @@ bd_phys_space(bd_phys *ph, PyObject *const *key, size_t *out)
         *out = ph->last_space; /* the very same (immutable) str objects: the same key */
         return BD_OK;
     }
+    size_t at = bd_tc_slot_of((uintptr_t)key[0] ^ ((uintptr_t)key[1] * 3) ^ ((uintptr_t)key[2] * 5));
+    if (ph->memo[at].key[0] == key[0] && ph->memo[at].key[1] == key[1] && ph->memo[at].key[2] == key[2]) {
+        for (int k = 0; k < 3; k++) BD_SETREF(ph->last[k], Py_NewRef(key[k]));
+        ph->last_space = ph->memo[at].space;
+        *out = ph->last_space;
+        return BD_OK;
+    }
     PyObject *space = PyTuple_Pack(3, key[0], key[1], key[2]);
     if (space == NULL) return BD_ERROR;
     int status = BD_OK;
@@ -3142,6 +3258,8 @@ bd_phys_space(bd_phys *ph, PyObject *const *key, size_t *out)
     Py_DECREF(space);
     if (status != BD_OK) return status;
     for (int k = 0; k < 3; k++) BD_SETREF(ph->last[k], Py_NewRef(key[k]));
+    for (int k = 0; k < 3; k++) BD_SETREF(ph->memo[at].key[k], Py_NewRef(key[k])); /* (exact str: no code runs) */
+    ph->memo[at].space = (size_t)id;
     ph->last_space = (size_t)id;
     *out = (size_t)id;
     return BD_OK;
@@ -3187,8 +3305,8 @@ bd_phys_region(bd_phys *ph, PyObject *target, PyObject *const *v, PyObject *offs
     }
     if (!PyTuple_CheckExact(v[BV_ALIASES]) || PyTuple_Size(v[BV_ALIASES]) != 0) return BD_FALLBACK;
     int status;
-    if ((status = bd_phys_same_box(offset, v[BV_GOFF])) != BD_OK) return status;
-    if ((status = bd_phys_same_box(shape, v[BV_LSHAPE])) != BD_OK) return status;
+    if ((status = bd_phys_same_box_tc(ph->tc, offset, v[BV_GOFF])) != BD_OK) return status;
+    if ((status = bd_phys_same_box_tc(ph->tc, shape, v[BV_LSHAPE])) != BD_OK) return status;
     uint64_t address = 0, nbytes = 0, end = 0;
     if ((status = bd_phys_u64(v[BV_ADDRESS], &address)) != BD_OK) return status;
     if ((status = bd_phys_u64(v[BV_NBYTES], &nbytes)) != BD_OK) return status;
@@ -3301,6 +3419,7 @@ typedef struct {
     PyObject *pf_cls, *runtime_cls; /* borrowed: the caller's arguments */
     PyObject *facts;                /* owned list */
     int canon;
+    bd_tcache *tc;                  /* bind_regions' tuple memo (borrowed; NULL: none) */
 } bd_carry;
 
 static void
@@ -3511,14 +3630,16 @@ bd_canon_side(bd_carry *c, Py_ssize_t position, PyObject *tensor_id, Py_ssize_t 
         if (v[k] == NULL) return -1;
     }
     if (!PyUnicode_CheckExact(v[0])) return 0;
-    int cmp = PyUnicode_Compare(tensor_id, v[0]);
-    if (cmp == -1 && PyErr_Occurred()) return -1;
-    if (cmp != 0) return 0;
+    if (v[0] != tensor_id) { /* (the same exact str: equal) */
+        int cmp = PyUnicode_Compare(tensor_id, v[0]);
+        if (cmp == -1 && PyErr_Occurred()) return -1;
+        if (cmp != 0) return 0;
+    }
     Py_ssize_t n = 0;
-    int rc = bd_canon_tuple(v[1], off, &n);
+    int rc = bd_tc_tuple(c->tc, v[1], off, &n);
     if (rc != 1) return rc;
     if (n != ndim) return 0;
-    rc = bd_canon_tuple(v[2], shape, &n);
+    rc = bd_tc_tuple(c->tc, v[2], shape, &n);
     if (rc != 1) return rc;
     if (n != ndim) return 0;
     return bd_canon_i64(v[3], nbytes);
@@ -3542,15 +3663,15 @@ bd_canon_region(const bd_table *tb, bd_carry *c, PyObject *const *kept, PyObject
     Py_ssize_t length = PyUnicode_GetLength(tensor_id);
     if (length < 0) return BD_ERROR;
     int rc = length > 0 ? 1 : 0;
-    if (rc == 1) rc = bd_canon_tuple(kept[V_OFFSET], r.ov_off, &r.ndim);
-    if (rc == 1) rc = bd_canon_tuple(kept[V_SHAPE], r.ov_shape, &n1);
+    if (rc == 1) rc = bd_tc_tuple(c->tc, kept[V_OFFSET], r.ov_off, &r.ndim);
+    if (rc == 1) rc = bd_tc_tuple(c->tc, kept[V_SHAPE], r.ov_shape, &n1);
     if (rc == 1 && (r.ndim == 0 || n1 != r.ndim)) rc = 0;
     if (rc == 1) rc = bd_canon_i64(kept[V_SBASE], &r.s_base);
     if (rc == 1) rc = bd_canon_i64(kept[V_TBASE], &r.t_base);
     if (rc == 1) rc = bd_canon_i64(kept[V_INNER], &r.inner);
-    if (rc == 1) rc = bd_canon_tuple(kept[V_OUTER], r.outer, &r.nloops);
-    if (rc == 1) rc = bd_canon_tuple(kept[V_SSTRIDES], r.s_str, &n2);
-    if (rc == 1) rc = bd_canon_tuple(kept[V_TSTRIDES], r.t_str, &n3);
+    if (rc == 1) rc = bd_tc_tuple(c->tc, kept[V_OUTER], r.outer, &r.nloops);
+    if (rc == 1) rc = bd_tc_tuple(c->tc, kept[V_SSTRIDES], r.s_str, &n2);
+    if (rc == 1) rc = bd_tc_tuple(c->tc, kept[V_TSTRIDES], r.t_str, &n3);
     if (rc == 1 && (n2 != r.nloops || n3 != r.nloops)) rc = 0;
     if (rc == 1) rc = bd_canon_side(c, s_pos, tensor_id, r.ndim, r.s_off, r.s_shape, &r.s_nbytes);
     if (rc == 1) rc = bd_canon_side(c, t_pos, tensor_id, r.ndim, r.t_off, r.t_shape, &r.t_nbytes);
@@ -3651,7 +3772,7 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (bd_check_heap_types(args + 6, nargs >= 9 ? 2 : 1) < 0) return NULL;
         bound_cls = args[6];
     }
-    bd_phys ph = {NULL, NULL, NULL, NULL, NULL, NULL, {NULL, NULL, NULL}, 0, 0};
+    bd_phys ph = {.active = 0}; /* (every other member zero: NULL pointers, no memo entry) */
     if (nargs >= 9 && PyLong_CheckExact(args[8])) {
         /* the budget: a positive int (any size) turns the accept path on */
         int overflow = 0;
@@ -3685,6 +3806,7 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     int bound_layout = bound_cls != NULL && mr_bound_layout(&bound_memo, &carry.bound_layout, bound_cls);
     bd_memo memo = {NULL, 0, 0};
     mr_att_memo *att = NULL;
+    bd_tcache *tc = NULL;
     if (nargs >= 10 && (!PyBool_Check(args[9]) || (nargs == 11 && !PyBool_Check(args[10])))) {
         PyErr_SetString(PyExc_TypeError, "bind_regions' carry and prove arguments must be bools");
         goto fail;
@@ -3711,6 +3833,15 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 goto fail;
             }
         }
+    }
+    if (bound_cls != NULL && (ph.active || carry.active)) {
+        /* the tuple memo of the physical accept path and the carried proof */
+        tc = PyMem_Calloc(1, sizeof(bd_tcache));
+        if (tc == NULL) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+        ph.tc = carry.tc = tc;
     }
     if (ph.active) {
         ph.extents = mr_alloc_array((size_t)n, sizeof(pq_extent));
@@ -3770,6 +3901,8 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 Py_XDECREF(ids[1]);
                 bd_phys_clear(&ph);
                 bd_carry_clear(&carry);
+                bd_tc_clear(tc);
+                PyMem_Free(tc);
                 PyMem_Free(memo.slots);
                 PyMem_Free(att);
                 Py_RETURN_NONE;
@@ -3873,6 +4006,8 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     else if (nargs == 9) result = PyTuple_Pack(3, regions, selections, physical);
     else result = PyTuple_Pack(2, regions, selections);
     bd_carry_clear(&carry);
+    bd_tc_clear(tc);
+    PyMem_Free(tc);
     Py_XDECREF(selections);
     Py_DECREF(regions);
     Py_DECREF(ids[0]);
@@ -3885,6 +4020,8 @@ fail:
     Py_XDECREF(ids[1]);
     bd_phys_clear(&ph);
     bd_carry_clear(&carry);
+    bd_tc_clear(tc);
+    PyMem_Free(tc);
     PyMem_Free(memo.slots);
     PyMem_Free(att);
     return NULL;
