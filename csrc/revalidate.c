@@ -6772,6 +6772,11 @@ sh_tensor(sh_state *st, PyObject *tensor)
             rc = RV_DECLINE;
             break;
         }
+        int seen_axis = sh_seen(st, axis); /* (descriptors share their axis objects) */
+        if (seen_axis != 0) {
+            if (seen_axis < 0) rc = RV_ERROR;
+            continue;
+        }
         PyObject *ad = sh_dict(axis);
         if (ad == NULL) {
             rc = RV_DECLINE;
@@ -6861,6 +6866,11 @@ sh_items_hinted(sh_state *st, PyObject *seq, int lists, int (*check)(sh_state *,
     int rc = n < 0 ? RV_ERROR : RV_OK;
     for (Py_ssize_t i = 0; rc == RV_OK && i < n; i++) {
         if (lc != NULL) sh_prefetch(items, i, n, lc, nfields);
+        else if (nfields == 0 && check == sh_tensor && i + SH_AHEAD < n) {
+            /* a descriptor ahead, unless already checked (its lines only: hints) */
+            PyObject *ahead = PyTuple_GetItem(items, i + SH_AHEAD);
+            if (ahead != NULL && !rs_set_has(&st->seen, ahead)) __builtin_prefetch(ahead);
+        }
         PyObject *item = PyTuple_GetItem(items, i);
         rc = item == NULL ? RV_ERROR : check(st, item);
     }
@@ -6886,7 +6896,8 @@ sh_part(sh_state *st, PyObject *part)
         PyObject *rank = PyDict_GetItemWithError(d, sh_keys[SHK_RANK]);
         rc = rank == NULL ? (PyErr_Occurred() ? RV_ERROR : RV_DECLINE) : sh_rank(st, rank);
     }
-    if (rc == RV_OK) rc = sh_items(st, PyDict_GetItemWithError(d, sh_keys[SHK_TENSORS]), 0, sh_tensor);
+    if (rc == RV_OK)
+        rc = sh_items_hinted(st, PyDict_GetItemWithError(d, sh_keys[SHK_TENSORS]), 0, sh_tensor, NULL, 0);
     if (rc == RV_OK)
         rc = sh_items_hinted(st, PyDict_GetItemWithError(d, sh_keys[SHK_FRAGMENTS]), 0, sh_fragment, &st->pf, MR_PF_N);
     Py_DECREF(d);
