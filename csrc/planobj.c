@@ -1281,15 +1281,11 @@ done:
     return 1;
 }
 
-/* The owner tables of select_sources from the planner's values. tids[t] receives a strong
- * reference to tensor t's id (NULL when tensor_index names no tensor t). Per tensor t:
- * routed[t], axes[t*4..], and per slot s (R complete replicas, then the DP owner's slot R)
- * valid[t*(R+1)+s] and owners[(t*(R+1)+s)*4..]. With met (the pre-read's tensor-id map), the
- * complete replicas' owners come from ss_replica_owners. 1 done, 0 fall back, -1 error. */
+/* tids[t] := a strong reference to the key of tensor_index whose value is t (NULL when
+ * tensor_index names no tensor t), in one pass over the dict's entries. 1 done; 0 fall back
+ * (a value not an int in range(ntensors), or two keys of one index); -1 error. */
 static int
-ss_build_tables(PyObject *tensor_index, Py_ssize_t ntensors, PyObject *kinds_list, PyObject *owner_list,
-                PyObject *slot_list, Py_ssize_t nreplicas, PyObject **tids, int64_t *routed, int64_t *axes,
-                int64_t *owners, int64_t *valid, const po_tmap *met)
+ss_tensor_ids(PyObject *tensor_index, Py_ssize_t ntensors, PyObject **tids)
 {
     Py_ssize_t pos = 0;
     PyObject *key, *value;
@@ -1302,6 +1298,18 @@ ss_build_tables(PyObject *tensor_index, Py_ssize_t ntensors, PyObject *kinds_lis
         Py_INCREF(key);
         tids[t] = key;
     }
+    return 1;
+}
+
+/* The owner tables of select_sources from the planner's values. tids: ss_tensor_ids'. Per tensor t:
+ * routed[t], axes[t*4..], and per slot s (R complete replicas, then the DP owner's slot R)
+ * valid[t*(R+1)+s] and owners[(t*(R+1)+s)*4..]. With met (the pre-read's tensor-id map), the
+ * complete replicas' owners come from ss_replica_owners. 1 done, 0 fall back, -1 error. */
+static int
+ss_build_tables(Py_ssize_t ntensors, PyObject *kinds_list, PyObject *owner_list,
+                PyObject *slot_list, Py_ssize_t nreplicas, PyObject **tids, int64_t *routed, int64_t *axes,
+                int64_t *owners, int64_t *valid, const po_tmap *met)
+{
     Py_ssize_t nslots = nreplicas + 1;
     for (Py_ssize_t t = 0; t < ntensors; t++) {
         PyObject *kinds = PyList_GetItem(kinds_list, t);
@@ -1449,7 +1457,8 @@ ss_pre_free(ss_pre *pre, size_t n)
  * runs Python code: exact types, instance-dict reads, exact str dict keys. */
 static ss_pre *
 ss_preread(PyObject *fragments, int is_list, Py_ssize_t n, PyObject *ftype, PyObject *rtype, PyObject *const *names,
-           PyObject *tensor_index, Py_ssize_t ntensors, const int64_t *tensor_ndim, po_buf *pc, po_tmap *tmap_out)
+           PyObject *tensor_index, PyObject *const *tids, Py_ssize_t ntensors, const int64_t *tensor_ndim, po_buf *pc,
+           po_tmap *tmap_out)
 {
     size_t count = (size_t)n;
     mr_kv *order = mr_alloc_array(count ? count : 1, sizeof(mr_kv));
@@ -1469,18 +1478,13 @@ ss_preread(PyObject *fragments, int is_list, Py_ssize_t n, PyObject *ftype, PyOb
         size_t tcap = 64;
         while (tcap < (size_t)ntensors * 2 + 64 && tcap < count * 2 && tcap < ((size_t)1 << 24)) tcap *= 2;
         if (!po_tmap_init(&tmap, tcap)) goto done;
-        /* seeded with tensor_index's own key objects (their entries read in order, the keys
-         * not read): a fragment whose tensor-id object is one of them finds its tensor by
-         * pointer, as the lookup would by identity (an exact str: its hash is its value's) */
-        Py_ssize_t pos = 0;
-        PyObject *key, *value;
-        while (PyDict_Next(tensor_index, &pos, &key, &value)) { /* no Python code runs */
-            if (!PyLong_Check(value)) continue; /* the lookup decides (and declines) */
-            int overflow = 0;
-            long long tv = PyLong_AsLongLongAndOverflow(value, &overflow);
-            if (tv == -1 && PyErr_Occurred()) goto done;
-            if (overflow != 0 || tv < 0 || tv >= (long long)ntensors) continue;
-            Py_ssize_t *slot = po_tmap_slot_grow(&tmap, &tused, key);
+        /* seeded with tensor_index's own key objects (tids: ss_tensor_ids read them from its
+         * entries, the keys not read): a fragment whose tensor-id object is one of them finds
+         * its tensor by pointer, as the lookup would by identity (an exact str: its hash is its
+         * value's) */
+        for (Py_ssize_t tv = 0; tv < ntensors; tv++) {
+            if (tids[tv] == NULL) continue;
+            Py_ssize_t *slot = po_tmap_slot_grow(&tmap, &tused, tids[tv]);
             if (slot == NULL) goto done;
             *slot = SS_MET_SEEDED(tv);
         }
@@ -1738,12 +1742,22 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
     }
     Py_ssize_t n = is_list ? PyList_Size(fragments) : PyTuple_Size(fragments);
     if (n < 0) goto done;
+    {
+        int rc = ss_tensor_ids(tensor_index, ntensors, tids);
+        if (rc < 0) goto done;
+        if (rc == 0) {
+            result = Py_None;
+            Py_INCREF(result);
+            goto done;
+        }
+    }
     if (want_pre) {
-        pre = ss_preread(fragments, is_list, n, ftype, rtype, names, tensor_index, ntensors, tensor_ndim, &pc, &met);
+        pre = ss_preread(fragments, is_list, n, ftype, rtype, names, tensor_index, tids, ntensors, tensor_ndim, &pc,
+                         &met);
         if (pre != NULL) npre = n;
     }
     {
-        int rc = ss_build_tables(tensor_index, ntensors, kinds_list, owner_list, slot_list, nreplicas, tids, routed,
+        int rc = ss_build_tables(ntensors, kinds_list, owner_list, slot_list, nreplicas, tids, routed,
                                  axes, owners, valid, pre != NULL ? &met : NULL);
         if (rc < 0) goto done;
         if (rc == 0) {
