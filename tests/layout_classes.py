@@ -16,6 +16,7 @@ import copy
 import dataclasses
 import importlib.util
 import json
+import sys
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,14 +69,35 @@ def data_module(name: str) -> ModuleType:
     return module
 
 
+# Py_TPFLAGS_MANAGED_WEAKREF: from CPython 3.12 a class statement that adds ``__weakref__``
+# keeps the weak-reference pointer in a pre-header before the object (with the managed-dict
+# pointer, NULL for these classes), outside ``__basicsize__``; up to 3.11 it is a slot after the
+# fields. The layout classes add it in their Python class statement (``__slots__``).
+_TPFLAGS_MANAGED_WEAKREF = 1 << 3
+
+
+def weakref_slot_bytes(cls: type) -> Tuple[int, int]:
+    """``(in_object, pre_header)``: the bytes ``cls``'s weak-reference slot adds to
+    ``cls.__basicsize__`` and before the object: (8, 0) up to CPython 3.11, (0, 16) from 3.12
+    (two pointers: the weak-reference one and the unused managed-dict one). ``sys.getsizeof`` of
+    an instance counts both, and the 16-byte collector header."""
+    if sys.version_info >= (3, 12) and cls.__flags__ & _TPFLAGS_MANAGED_WEAKREF:
+        return 0, 16
+    return 8, 0
+
+
 def check_layout_instance(instance: Any, nfields: int) -> None:
-    """An instance of a C-layout value class: no instance dict (``vars`` raises), the fields
-    and ``__weakref__`` in the object itself, and no attribute but a field can be set."""
+    """An instance of a C-layout value class: no instance dict (``vars`` raises), the fields in
+    the object itself and a weak-reference slot (after them, or in the pre-header from CPython
+    3.12: ``weakref_slot_bytes``), nothing else, and no attribute but a field can be set."""
     cls = type(instance)
     assert not hasattr(instance, "__dict__")
     with pytest.raises(TypeError):
         vars(instance)
-    assert cls.__basicsize__ == object.__basicsize__ + 8 * (nfields + 1)
+    in_object, pre_header = weakref_slot_bytes(cls)
+    assert cls.__basicsize__ == object.__basicsize__ + 8 * nfields + in_object
+    assert sys.getsizeof(instance) == 16 + pre_header + cls.__basicsize__  # + the collector header
+    assert weakref.ref(instance)() is instance
     assert cls.__dictoffset__ == 0
     with pytest.raises(AttributeError):
         object.__setattr__(instance, "extra", 1)  # no non-field attribute can be forged
