@@ -42,6 +42,32 @@ FIXTURE = json.loads((DATA / "runtime_pickles_r17.json").read_text())
 NAMES = tuple(f.name for f in dataclasses.fields(RuntimeBindingFragment))
 
 
+class _SlotProbe:
+    """A plain slotted class of this module: how this interpreter's slot descriptors name the
+    class of an instance whose slot is empty."""
+
+    __slots__ = ("field",)
+
+
+def _empty_slot_names_the_module() -> bool:
+    """True when reading an empty slot raises ``'<module>.<qualname>' object has no attribute
+    ...`` (CPython 3.13: slot descriptors format the type's fully qualified name, PEP 737),
+    False when it raises ``'<name>' object has no attribute ...`` (the type's ``tp_name``, as up
+    to 3.12, and as a dict-backed instance's missing attribute on every version)."""
+    try:
+        _SlotProbe().field
+    except AttributeError as exc:
+        message = str(exc)
+    else:
+        raise AssertionError("an empty slot was read")
+    qualified = f"'{__name__}._SlotProbe' object has no attribute 'field'"
+    assert message in (qualified, "'_SlotProbe' object has no attribute 'field'")
+    return message == qualified
+
+
+EMPTY_SLOT_NAMES_THE_MODULE = _empty_slot_names_the_module()
+
+
 
 def _load(name: str) -> Any:
     """The fixture script ``tests/data/<name>.py`` as a module (registered: the r17 script
@@ -364,8 +390,38 @@ def test_forged_bindings_give_the_dict_backed_outcomes() -> None:
     pickle, give exactly the outcomes the build before the layout change gave
     (tests/data/runtime_forgeries_r17.json, written at ecb3f9d by
     tests/data/make_runtime_forgeries_r17.py): an emptied owner slot reads as its default None,
-    an emptied field's pickling raises KeyError, as the dict-backed class did."""
+    an emptied field's pickling raises KeyError, as the dict-backed class did. On CPython 3.13
+    the interpreter's message for reading an emptied slot names the class by module and
+    qualified name, and the expected messages are those (the difference from the dict-backed
+    class is pinned by test_emptied_field_reads_raise_the_dict_backed_message)."""
     expected = json.loads((DATA / "runtime_forgeries_r17.json").read_text())["outcomes"]
+    if EMPTY_SLOT_NAMES_THE_MODULE:
+        short = "AttributeError: 'RuntimeBindingFragment' object has no attribute "
+        cls = RuntimeBindingFragment
+        qualified = f"AttributeError: '{cls.__module__}.{cls.__qualname__}' object has no attribute "
+        expected = {
+            key: [qualified + text[len(short) :] if text.startswith(short) else text for text in texts]
+            for key, texts in expected.items()
+        }
+        assert sum(text.startswith(qualified) for texts in expected.values() for text in texts) == 52
     got = _load("make_runtime_forgeries_r17").outcomes()
     assert len(got) == len(expected) == 616
     assert {k: v for k, v in got.items() if v != expected[k]} == {}
+
+
+@pytest.mark.xfail(
+    EMPTY_SLOT_NAMES_THE_MODULE,
+    strict=True,
+    reason="CPython 3.13 names the class of an emptied slot by module and qualified name "
+    "('mooncake.reshard.contracts.fragments.RuntimeBindingFragment'); the dict-backed class's "
+    "message names it 'RuntimeBindingFragment' (reported in session 24, not fixed)",
+)
+def test_emptied_field_reads_raise_the_dict_backed_message() -> None:
+    """Reading a field whose slot was emptied (a forgery, or a pickle state without it) raises
+    the AttributeError a dict-backed instance without that key raised."""
+    for name in ("address", "device", "worker_id"):
+        fragment = _fragment()
+        object.__delattr__(fragment, name)
+        with pytest.raises(AttributeError) as info:
+            getattr(fragment, name)
+        assert str(info.value) == f"'RuntimeBindingFragment' object has no attribute '{name}'"
