@@ -353,9 +353,25 @@ def test_untrack_inert_hostile_arguments() -> None:
     plain.x = (1, "s")
     assert _native.untrack_inert(plain, Mapped) is True and not gc.is_tracked(plain)
     assert _native.untrack_inert(plain, Mapped) is True  # idempotent
-    plain.x = [plain]  # a mutable class: the user created a cycle that now leaks (documented)
-    assert gc.is_tracked(plain.__dict__)
-    plain.x = None
+    # a mutable class: the user creates a cycle through the untracked instance, which leaks
+    # (documented) and never crashes: the instance stays untracked and the collector keeps it
+    plain.x = [plain]
+    assert not gc.is_tracked(plain) and plain.x[0] is plain
+    alive = weakref.ref(plain)
+    del plain
+    gc.collect()
+    leaked = alive()
+    assert leaked is not None and leaked.x[0] is leaked
+    leaked.x = None
+    # an untracked instance dict re-tracks itself when a tracked value is inserted into it
+    # (csrc/common.h: why an untracked dict is never inert; on CPython 3.13 an attribute store
+    # into an instance's inline values leaves its materialized dict's tracking as it was)
+    fresh = Mapped()
+    fresh.x = (1, "s")
+    assert _native.untrack_inert(fresh, Mapped) is True and not gc.is_tracked(fresh.__dict__)
+    fresh.__dict__["x"] = [fresh]
+    assert gc.is_tracked(fresh.__dict__) and not gc.is_tracked(fresh)
+    fresh.__dict__["x"] = None
 
 
 # ---------------------------------------------------------------------------------------------
