@@ -198,8 +198,7 @@ def _package_codes() -> tuple[Any, ...]:
         elif name in bootstrap:
             for value in list(vars(module).values()):
                 if isinstance(value, type) and value.__module__ == name:
-                    stack_values = list(vars(value).values())
-                    for member in stack_values:
+                    for member in list(vars(value).values()):
                         add(member)
                 else:
                     add(value)
