@@ -366,6 +366,8 @@ bd_slot_str(PyObject *value, PyObject **out)
 
 static int bd_dget(PyObject *dict, PyObject *name, PyObject **out);
 static int bd_dget_str(PyObject *dict, PyObject *name, PyObject **out);
+static int bd_rget(PyObject *const *nm, PyObject *state, int name, PyObject **out);
+static int bd_rget_str(PyObject *const *nm, PyObject *state, int name, PyObject **out);
 
 /* Field bd_names[name] of a placement fragment: from its layout's slots pf (mr_pf_fields) when
  * not NULL (bd_slot_get), else from its instance dict (bd_dget). */
@@ -954,7 +956,7 @@ bd_check_pair(PyObject *const *nm, PyObject *logical, PyObject *runtime, bd_tens
         rc = bd_dict_of(logical, &ldict);
         if (rc != BD_OK) { result = rc; goto done; }
     }
-    rc = bd_dget_str(rdict, nm[N_PFID], &rpfid);
+    rc = bd_rget_str(nm, rdict, N_PFID, &rpfid);
     if (rc != BD_OK) { result = rc; goto done; }
     rc = bd_pf_get_str(nm, lf, ldict, N_PFID, &lpfid);
     if (rc != BD_OK) { result = rc; goto done; }
@@ -973,7 +975,7 @@ bd_check_pair(PyObject *const *nm, PyObject *logical, PyObject *runtime, bd_tens
     if (error) { result = BD_ERROR; goto done; }
     if (t < 0) goto done;
     /* nbytes */
-    rc = bd_dget(rdict, nm[N_NBYTES], &a);
+    rc = bd_rget(nm, rdict, N_NBYTES, &a);
     if (rc != BD_OK) { result = rc; goto done; }
     rc = bd_pf_get(nm, lf, ldict, N_NBYTES, &b);
     if (rc != BD_OK) { result = rc; goto done; }
@@ -983,7 +985,7 @@ bd_check_pair(PyObject *const *nm, PyObject *logical, PyObject *runtime, bd_tens
     Py_CLEAR(a);
     Py_CLEAR(b);
     /* local_shape */
-    rc = bd_dget(rdict, nm[N_LOCAL_SHAPE], &a);
+    rc = bd_rget(nm, rdict, N_LOCAL_SHAPE, &a);
     if (rc != BD_OK) { result = rc; goto done; }
     rc = bd_pf_get(nm, lf, ldict, N_LOCAL_SHAPE, &b);
     if (rc != BD_OK) { result = rc; goto done; }
@@ -996,7 +998,7 @@ bd_check_pair(PyObject *const *nm, PyObject *logical, PyObject *runtime, bd_tens
     if (rc == 0) goto done;
     Py_CLEAR(a); /* keep b: the placement local shape */
     /* itemsize */
-    rc = bd_dget(rdict, nm[N_ITEMSIZE], &a);
+    rc = bd_rget(nm, rdict, N_ITEMSIZE, &a);
     if (rc != BD_OK) { result = rc; goto done; }
     rc = bd_tensor_itemsize(nm, ts, t, &itemsize);
     if (rc != BD_OK) { result = rc; goto done; }
@@ -1005,7 +1007,7 @@ bd_check_pair(PyObject *const *nm, PyObject *logical, PyObject *runtime, bd_tens
     if (rc == 0) goto done;
     Py_CLEAR(a);
     /* strides */
-    rc = bd_dget(rdict, nm[N_STRIDES], &a);
+    rc = bd_rget(nm, rdict, N_STRIDES, &a);
     if (rc != BD_OK) { result = rc; goto done; }
     rc = bd_strides_canonical(b, a, itemsize);
     if (rc < 0) { result = BD_ERROR; goto done; }
@@ -1180,7 +1182,7 @@ bd_binding_map(PyObject *const *nm, PyObject *fragments, PyObject *rf_cls, PyObj
         PyObject *pfid = NULL, *fid = NULL, *owner = NULL, *fdict = NULL;
         status = bd_runtime_state(fragment, &fdict);
         if (status != BD_OK) break;
-        status = bd_dget_str(fdict, nm[N_PFID], &pfid);
+        status = bd_rget_str(nm, fdict, N_PFID, &pfid);
         if (status != BD_OK) {
             Py_DECREF(fdict);
             break;
@@ -1195,13 +1197,13 @@ bd_binding_map(PyObject *const *nm, PyObject *fragments, PyObject *rf_cls, PyObj
             }
         }
         BD_SETREF(previous, pfid);
-        status = bd_dget_str(fdict, nm[N_FID], &fid);
+        status = bd_rget_str(nm, fdict, N_FID, &fid);
         if (status == BD_OK) {
             int contains = PySet_Contains(seen, fid);
             if (contains != 0 || PySet_Add(seen, fid) < 0) status = contains > 0 ? BD_FALLBACK : BD_ERROR;
             Py_DECREF(fid);
         }
-        if (status == BD_OK) status = bd_dget(fdict, nm[N_OWNER], &owner);
+        if (status == BD_OK) status = bd_rget(nm, fdict, N_OWNER, &owner);
         Py_DECREF(fdict);
         if (status != BD_OK) break;
         int has_owner = owner != Py_None;
@@ -1348,15 +1350,42 @@ done:
 static Py_ssize_t
 bd_snapshot_rf_index(PyObject *const *nm, int k)
 {
-    static Py_ssize_t known[N_LEASE_GENERATION];
-    static int filled[N_LEASE_GENERATION];
-    if (k < 0 || k >= N_LEASE_GENERATION) return -1;
+    static Py_ssize_t known[N_COUNT];
+    static int filled[N_COUNT];
+    if (k < 0 || k >= N_COUNT) return -1;
     if (!filled[k]) {
         if (mr_runtime_names() == NULL) return mr_runtime_index(nm[k]); /* (before Init_Layout: not kept) */
         known[k] = mr_runtime_index(nm[k]);
         filled[k] = 1;
     }
     return known[k];
+}
+
+/* bd_dget(state, nm[name], out) for a runtime fragment's state (bd_runtime_state): a C-owned
+ * layout state's slot of that name read directly (the index mr_runtime_state_get finds for it,
+ * kept by bd_snapshot_rf_index), anything else through bd_dget. */
+static int
+bd_rget(PyObject *const *nm, PyObject *state, int name, PyObject **out)
+{
+    if (!PyDict_CheckExact(state) && bd_runtime_memo.memo.cls != NULL
+        && (PyObject *)Py_TYPE(state) == bd_runtime_memo.memo.cls) {
+        Py_ssize_t at = bd_snapshot_rf_index(nm, name);
+        if (at >= 0 && at < MR_RF_N) return bd_slot_get(((mr_layout_object *)state)->fields[at], out);
+    }
+    return bd_dget(state, nm[name], out);
+}
+
+/* bd_rget of an exact non-empty str (as bd_dget_str). */
+static int
+bd_rget_str(PyObject *const *nm, PyObject *state, int name, PyObject **out)
+{
+    int rc = bd_rget(nm, state, name, out);
+    if (rc != BD_OK) return rc;
+    if (!PyUnicode_CheckExact(*out) || PyUnicode_GetLength(*out) < 1) {
+        Py_CLEAR(*out);
+        return BD_FALLBACK;
+    }
+    return BD_OK;
 }
 
 static int
@@ -1664,7 +1693,7 @@ bd_evidence_snapshot(const bd_table *tb, const mr_layout_class *lc, PyObject *sn
     PyObject *pfid = NULL, *rdict = NULL;
     int status = bd_runtime_state(runtime, &rdict);
     if (status != BD_OK) return status;
-    status = bd_dget_str(rdict, nm[N_PFID], &pfid);
+    status = bd_rget_str(nm, rdict, N_PFID, &pfid);
     if (status != BD_OK) {
         Py_DECREF(rdict);
         return status;
@@ -1686,8 +1715,8 @@ bd_evidence_snapshot(const bd_table *tb, const mr_layout_class *lc, PyObject *sn
         return PyErr_Occurred() ? BD_ERROR : BD_OK; /* not in the attested part: no snapshot */
     }
     Py_INCREF(placement_fragment);
-    status = bd_dget_str(rdict, nm[N_WORKER_ID], &out[0]);
-    if (status == BD_OK) status = bd_dget_str(rdict, nm[N_FID], &out[1]);
+    status = bd_rget_str(nm, rdict, N_WORKER_ID, &out[0]);
+    if (status == BD_OK) status = bd_rget_str(nm, rdict, N_FID, &out[1]);
     if (status == BD_OK) status = bd_snapshot(tb, lc, snap_cls, pf_cls, placement_fragment, rdict, generation, &out[2]);
     Py_DECREF(placement_fragment);
     Py_DECREF(rdict);
@@ -2175,7 +2204,7 @@ typedef struct {
     PyObject *bound; /* as_map: the bound fragment once made (strong reference) */
     Py_ssize_t part;
     Py_ssize_t pos;
-    int made;
+    int made; /* made, or queued to be made in walk order (bound_fragments_ordered) */
 } bd_pending;
 
 
@@ -2315,6 +2344,10 @@ bd_make_pending(PyObject *const *nm, const mr_layout_class *lc, PyObject *bound_
     return 0;
 }
 
+/* bound_fragments_ordered makes its queued entries with hints for the placement and runtime
+ * fragments of the entry this many on (and for that entry, twice as far). */
+#define BD_MAKE_AHEAD 4
+
 static PyObject *
 bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -2382,6 +2415,7 @@ bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nar
     int status = BD_ERROR;
     bd_heads heads; /* (set up for the operation walk below) */
     bd_heads_init(&heads, NULL, 0, 0);
+    Py_ssize_t *order = NULL, queued = 0; /* (the walk's queue) */
     if (result == NULL) goto done;
     for (size_t f = 0; f < n_fences; f++) fences[f] = NULL;
     /* Every part as bound_fragments checks it (its rows left empty). */
@@ -2481,6 +2515,13 @@ bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nar
          * entry), and once those are most of them the heads are no longer tried. Sources (in
          * the targets' order, not their own) take the table alone. */
         bd_heads_init(&heads, pending, count, side == 0 ? m : 0); /* sources: the table */
+        /* The entries in the order the walk meets them, made after the walk in that order (the
+         * same allocation order as making each when met: the walk reads only the operations'
+         * fields and addresses, and an entry's made flag, which queuing sets), with hints for
+         * the objects each one's making reads a few entries ahead. Without memory for the queue,
+         * each is made when met. */
+        order = mr_alloc_array((size_t)count + 1, sizeof(Py_ssize_t));
+        if (order == NULL) PyErr_Clear();
         PyObject *last = NULL; /* the fragment the previous operation named: done with */
         for (Py_ssize_t j = 0; j < n_ops; j++) {
             PyObject *op = PyTuple_GetItem(operations, j);
@@ -2519,8 +2560,24 @@ bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nar
                 g = bd_idtab_get(slots, mask, fragment);
             }
             if (g < 0 || pending[g].made) continue;
+            if (order != NULL) {
+                order[queued++] = g;
+                pending[g].made = 1;
+                continue;
+            }
             if (bd_make_pending(nm, &lc, bound_cls, &pending[g], fences, attestations, rows_of) < 0) goto done;
         }
+    }
+    for (Py_ssize_t q = 0; q < queued; q++) {
+        if (q + BD_MAKE_AHEAD < queued) {
+            const bd_pending *next = &pending[order[q + BD_MAKE_AHEAD]];
+            bd_prefetch_object(next->placement);
+            bd_prefetch_object(next->runtime);
+        }
+        if (q + 2 * BD_MAKE_AHEAD < queued) __builtin_prefetch(&pending[order[q + 2 * BD_MAKE_AHEAD]]);
+        bd_pending *entry = &pending[order[q]];
+        entry->made = 0; /* (queued: made now) */
+        if (bd_make_pending(nm, &lc, bound_cls, entry, fences, attestations, rows_of) < 0) goto done;
     }
     for (Py_ssize_t g = 0; g < count; g++) {
         if (!pending[g].made && bd_make_pending(nm, &lc, bound_cls, &pending[g], fences, attestations, rows_of) < 0) {
@@ -2567,6 +2624,7 @@ done:
     PyMem_Free(fences);
     PyMem_Free(pending);
     PyMem_Free(slots);
+    PyMem_Free(order);
     bd_heads_free(&heads);
     if (status == BD_OK) return result;
     Py_XDECREF(result);
@@ -3606,7 +3664,7 @@ bd_canon_facts(const bd_table *tb, bd_carry *c, PyObject *fragment, PyObject *co
         /* (the exact runtime fragment's state: its layout, else its instance dict) */
         PyObject *state = NULL;
         status = bd_runtime_state(held[1], &state);
-        if (status == BD_OK) status = bd_dget(state, nm[binding_fields[0]], &v[3]);
+        if (status == BD_OK) status = bd_rget(nm, state, binding_fields[0], &v[3]);
         Py_XDECREF(state);
     }
     for (int k = 0; k < 4 && status == BD_OK; k++) {
@@ -4158,8 +4216,8 @@ bd_range_fill(PyObject *const *nm, PyObject *instance, PyObject *rdict, PyObject
               bd_last_space *last)
 {
     PyObject *worker = NULL, *device = NULL, *key = NULL;
-    int status = bd_dget(rdict, nm[N_WORKER_ID], &worker);
-    if (status == BD_OK) status = bd_dget(rdict, nm[N_DEVICE], &device);
+    int status = bd_rget(nm, rdict, N_WORKER_ID, &worker);
+    if (status == BD_OK) status = bd_rget(nm, rdict, N_DEVICE, &device);
     if (status != BD_OK) goto done;
     status = BD_FALLBACK;
     if (!PyUnicode_CheckExact(worker) || !PyUnicode_CheckExact(device)) goto done;
@@ -4167,7 +4225,7 @@ bd_range_fill(PyObject *const *nm, PyObject *instance, PyObject *rdict, PyObject
     uint64_t values[4];
     for (int k = 0; k < 4; k++) {
         PyObject *value = NULL;
-        status = bd_dget(rdict, nm[fields[k]], &value);
+        status = bd_rget(nm, rdict, fields[k], &value);
         if (status != BD_OK) goto done;
         int rc = bd_as_u64(value, &values[k]);
         Py_DECREF(value);
@@ -4357,12 +4415,12 @@ bd_fused_views(const bd_table *tb, PyObject *instance_id, PyObject *logical, PyO
         if (status != BD_OK) break;
         BD_SETREF(previous, pfid); /* previous holds pfid */
         status = bd_range_fill(nm, instance_id, kept.rdict, spaces, &ranges[i], &last);
-        if (status == BD_OK) status = bd_dget_str(kept.rdict, nm[N_FID], &fid);
+        if (status == BD_OK) status = bd_rget_str(nm, kept.rdict, N_FID, &fid);
         if (status == BD_OK) {
             int contains = PySet_Contains(seen, fid);
             if (contains != 0 || PySet_Add(seen, fid) < 0) status = contains > 0 ? BD_FALLBACK : BD_ERROR;
         }
-        if (status == BD_OK) status = bd_dget(kept.rdict, nm[N_OWNER], &owner);
+        if (status == BD_OK) status = bd_rget(nm, kept.rdict, N_OWNER, &owner);
         if (status == BD_OK && owner != Py_None) status = BD_FALLBACK;
         if (status == BD_OK
             && (PyDict_SetItem(binding_map, pfid, r) < 0 || PyDict_SetItem(placement_map, kept.lpfid, l) < 0)) {
@@ -4523,7 +4581,7 @@ bd_attested_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             break;
         }
         status = bd_runtime_state(runtime, &rdict);
-        if (status == BD_OK) status = bd_dget_str(rdict, nm[N_PFID], &pfid);
+        if (status == BD_OK) status = bd_rget_str(nm, rdict, N_PFID, &pfid);
         PyObject *placement_fragment = NULL; /* borrowed */
         if (status == BD_OK) {
             placement_fragment = PyDict_GetItemWithError(placement_dict, pfid);
@@ -4533,8 +4591,8 @@ bd_attested_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             complete = 0;
         } else if (status == BD_OK) {
             Py_INCREF(placement_fragment);
-            status = bd_dget_str(rdict, nm[N_WORKER_ID], &worker);
-            if (status == BD_OK) status = bd_dget_str(rdict, nm[N_FID], &fid);
+            status = bd_rget_str(nm, rdict, N_WORKER_ID, &worker);
+            if (status == BD_OK) status = bd_rget_str(nm, rdict, N_FID, &fid);
             if (status == BD_OK) status = bd_snapshot_dict(&tb, placement_fragment, rdict, generation, &expected);
             Py_DECREF(placement_fragment);
             if (status == BD_OK) {
@@ -6235,7 +6293,7 @@ bd_side_binding(PyObject *const *nm, PyObject *binding, PyObject *binding_cls, P
         }
         PyObject *fdict = NULL, *fid = NULL;
         status = bd_runtime_state(fragment, &fdict);
-        if (status == BD_OK) status = bd_dget(fdict, nm[N_FID], &fid);
+        if (status == BD_OK) status = bd_rget(nm, fdict, N_FID, &fid);
         Py_XDECREF(fdict);
         if (status != BD_OK) break;
         if (!PyUnicode_CheckExact(fid)) status = BD_FALLBACK;
