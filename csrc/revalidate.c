@@ -850,6 +850,13 @@ dc_unchanged(PyObject *object, PyObject *snapshot)
         return dc_unchanged_fields((PyObject *const *)((mr_layout_object *)object)->fields, mr_pf_name_ptrs, MR_PF_N,
                                    snapshot);
     }
+    else if (PyType_Check(object)) {
+        /* a class: its namespace is no instance dict (bound_contracts._record never records one,
+         * its __dict__ being a mappingproxy); and PyObject_GenericGetDict would store a new dict
+         * in a static builtin type's tp_dict, which CPython 3.12+ keeps NULL (that dict lives in
+         * the interpreter state): deps_unchanged((int, ())) was True there, and int's tp_dict set */
+        return 0;
+    }
     else {
         dict = PyObject_GenericGetDict(object, NULL);
         if (dict == NULL) {
