@@ -3368,12 +3368,15 @@ done:
 /* ---- owner_signatures: (owner kinds, DP-owned) of every tensor (spec §11.2) --------------- */
 
 PyDoc_STRVAR(owner_signatures_doc,
-"owner_signatures(tensors, ownership_type)\n"
+"owner_signatures(tensors, ownership_type, shared_only=False)\n"
 "--\n\n"
 "{tensor_id: (kinds, 'dp' in kinds)} for the dict tensors (tensor id -> descriptor), where\n"
 "kinds = tuple(axis.kind for axis in descriptor.parallel_axes if isinstance(axis,\n"
 "ownership_type)), in the dict's order. None when some parallel_axes is not a tuple or\n"
-"tensors is a dict subclass (the caller then derives the signatures in Python).");
+"tensors is a dict subclass (the caller then derives the signatures in Python). With\n"
+"shared_only true, when every tensor has one signature and every key is an exact str:\n"
+"(signature, keys) instead of the map, keys a private copy of tensors (the map is\n"
+"dict.fromkeys(keys, signature)).");
 
 /* 1 when every item of the tuple t is an exact str. */
 static int
@@ -3421,7 +3424,9 @@ static PyObject *
 po_owner_signatures(PyObject *Py_UNUSED(self), PyObject *args)
 {
     PyObject *tensors, *ownership;
-    if (!PyArg_ParseTuple(args, "O!O:owner_signatures", &PyDict_Type, &tensors, &ownership)) return NULL;
+    int shared_only = 0;
+    if (!PyArg_ParseTuple(args, "O!O|p:owner_signatures", &PyDict_Type, &tensors, &ownership, &shared_only))
+        return NULL;
     static const char *const os_names[3] = {"parallel_axes", "kind", "dp"};
     static PyObject *cache[3];
     PyObject *names[3] = {NULL, NULL, NULL};
@@ -3562,6 +3567,19 @@ po_owner_signatures(PyObject *Py_UNUSED(self), PyObject *args)
         if (rc < 0) goto fail;
     }
     if (PyErr_Occurred()) goto fail;
+    if (result == NULL && shared != NULL && shared_only) {
+        /* every signature is `shared`: (shared, items) when every key is an exact str (then
+         * dict.fromkeys(items, shared), made later or never, hashes and compares no key by
+         * Python code, so not making it now changes nothing observable); else the map now */
+        Py_ssize_t at = 0;
+        PyObject *k, *v;
+        int exact = 1;
+        while (exact && PyDict_Next(items, &at, &k, &v)) exact = PyUnicode_CheckExact(k);
+        if (exact) {
+            result = PyTuple_Pack(2, shared, items);
+            goto done;
+        }
+    }
     if (result == NULL) /* every signature is `shared` (or no tensor) */
         result = shared == NULL ? PyDict_New()
                                 : PyObject_CallMethod((PyObject *)&PyDict_Type, "fromkeys", "OO", items, shared);

@@ -555,12 +555,15 @@ def fragment_columns(
     error in list order is raised); otherwise in order, with the geometry ``None``."""
 
 def owner_signatures(
-    tensors: dict[str, Any], ownership_type: type, /
-) -> dict[str, tuple[tuple[str, ...], bool]] | None:
+    tensors: dict[str, Any], ownership_type: type, shared_only: bool = False, /
+) -> dict[str, tuple[tuple[str, ...], bool]] | tuple[tuple[tuple[str, ...], bool], dict[str, Any]] | None:
     """``{tensor_id: (kinds, "dp" in kinds)}`` in the dict's order, where ``kinds`` are the
     ``kind`` values of the descriptor's ``parallel_axes`` that are instances of
     ``ownership_type``; ``None`` when some ``parallel_axes`` is not a tuple or ``tensors`` is a
-    dict subclass. Consecutive tensors with equal kinds (exact str) share one signature tuple."""
+    dict subclass. Consecutive tensors with equal kinds (exact str) share one signature tuple.
+    With ``shared_only``, when every tensor has one signature and every key is an exact str:
+    ``(signature, keys)`` instead of the map, ``keys`` a private copy of ``tensors`` (the map is
+    ``dict.fromkeys(keys, signature)``)."""
 
 def tensor_columns(
     tensor_ids: list[str],

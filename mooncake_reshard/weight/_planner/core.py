@@ -27,6 +27,7 @@ from .ownership import (
     check_target_coverage,
     complete_parallel_source_replicas,
     dp_owned_source_owners,
+    shared_or_tensor_signatures,
     tensor_signatures,
 )
 
@@ -536,7 +537,7 @@ def plan_logical_transfer(
             target_tensors,
             target_fragments,
             target_placement,
-            tensor_signatures(target_tensors),
+            shared_or_tensor_signatures(target_tensors),  # the map only if its exact path reads it
             fragment_tids,
             fragment_dps,
             ordered if fragment_tids is not None else None,

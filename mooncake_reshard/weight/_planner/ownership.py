@@ -76,8 +76,43 @@ def _tensor_signatures(tensors: dict[str, TensorDescriptor]) -> dict[str, Signat
     return out
 
 
-def _signatures(tensors: dict[str, TensorDescriptor], signatures: Optional[dict[str, Signature]]) -> dict[str, Signature]:
-    return tensor_signatures(tensors) if signatures is None else signatures
+class SharedSignatures:
+    """The signatures of tensors that all have the one signature ``signature``: the map
+    ``tensor_signatures`` gives is ``dict.fromkeys(keys, signature)`` (``keys``: the private copy
+    of the tensors it was derived from, every key an exact str), made only where it is read."""
+
+    __slots__ = ("signature", "keys")
+
+    def __init__(self, signature: Signature, keys: dict[str, Any]) -> None:
+        self.signature = signature
+        self.keys = keys
+
+    def as_map(self) -> dict[str, Signature]:
+        return dict.fromkeys(self.keys, self.signature)
+
+
+def shared_or_tensor_signatures(tensors: dict[str, TensorDescriptor]) -> dict[str, Signature] | SharedSignatures:
+    """``tensor_signatures(tensors)`` (the same reads, in the same order), or a
+    ``SharedSignatures`` standing for it when every tensor has one signature: then no map is
+    built (one insert per tensor, each probe collision reading another scattered key object);
+    ``check_target_coverage`` builds it only when its exact path needs it."""
+    if type(tensors) is dict:
+        native: Any = _native.owner_signatures(tensors, OwnershipAxis, True)
+        if type(native) is tuple:
+            return SharedSignatures(native[0], native[1])
+        if native is not None:
+            return native  # type: ignore[no-any-return]
+    return _tensor_signatures(tensors)
+
+
+def _signatures(
+    tensors: dict[str, TensorDescriptor], signatures: Optional[dict[str, Signature] | SharedSignatures]
+) -> dict[str, Signature]:
+    if signatures is None:
+        return tensor_signatures(tensors)
+    if type(signatures) is SharedSignatures:
+        return signatures.as_map()
+    return signatures  # type: ignore[return-value]
 
 
 def _tensor_box(tensor: TensorDescriptor) -> Box:
@@ -269,7 +304,7 @@ def check_target_coverage(
     tensors: dict[str, TensorDescriptor],
     fragments: Sequence[PlacementFragment],
     placement: Any = None,
-    signatures: Optional[dict[str, Signature]] = None,
+    signatures: Optional[dict[str, Signature] | SharedSignatures] = None,
     tensor_ids: Optional[list[str]] = None,
     dps: Optional[list[int]] = None,
     distinct_tensor_ids: Optional[list[str]] = None,
@@ -285,12 +320,15 @@ def check_target_coverage(
     ``dps``, when given with ``tensor_ids``, is likewise the list of their ``rank.dp`` values;
     ``distinct_tensor_ids``, when given with ``tensor_ids``, is ``list(dict.fromkeys(tensor_ids))``;
     ``distinct_keys``, when given with it, keys of ``tensors`` paired with those ids (see
-    ``_every_tensor_at_every_dp``)."""
+    ``_every_tensor_at_every_dp``). ``signatures`` may be a ``SharedSignatures``
+    (``shared_or_tensor_signatures``): its map is made only for the exact path."""
     if not fragments:
         raise ValueError("target manifests have no fragments")
-    signatures = _signatures(tensors, signatures)
+    shared = signatures if type(signatures) is SharedSignatures else None
+    signatures = _signatures(tensors, signatures) if shared is None else None
     if _fast_path_placement(placement, tensors, fragments):
-        signature = _single_signature(signatures)
+        # (the one signature of every tensor: _single_signature of its map)
+        signature = shared.signature if shared is not None else _single_signature(signatures)  # type: ignore[arg-type]
         if signature is not None:
             kinds, owned = signature
             if tensor_ids is None or type(tensor_ids) is not list or len(tensor_ids) != len(fragments):
@@ -314,6 +352,8 @@ def check_target_coverage(
                 axes = ["dp", *kinds]
             if present and _table_groups_cover(placement, axes):
                 return
+    if signatures is None:
+        signatures = shared.as_map()  # type: ignore[union-attr]
     dp_ranks = sorted(set(map(_rank_dp, fragments)))
     dp_owned = _dp_owned_map(signatures)
     table = _owner_boxes(signatures, fragments, dp_owned)
