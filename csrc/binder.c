@@ -3263,11 +3263,28 @@ bd_phys_same_box_tc(bd_tcache *tc, PyObject *a, PyObject *b)
     return bd_phys_same_box(a, b);
 }
 
+/* An exact int's value when it lies in [0, 2**63): 1 with *out; 0 otherwise (negative, or at
+ * least 2**63: the caller's general read decides); -1 with an exception. PyLong_AsLongLongAndOverflow
+ * works on the digits, where PyLong_AsUnsignedLongLong goes through _PyLong_AsByteArray (about
+ * 170 instructions for an address). */
+static inline int
+bd_u63(PyObject *value, uint64_t *out)
+{
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (x == -1 && overflow == 0 && PyErr_Occurred()) return -1;
+    if (overflow != 0 || x < 0) return 0;
+    *out = (uint64_t)x;
+    return 1;
+}
+
 /* An exact int in [0, 2**64): BD_OK with *out, BD_FALLBACK otherwise. */
 static int
 bd_phys_u64(PyObject *value, uint64_t *out)
 {
     if (!PyLong_CheckExact(value)) return BD_FALLBACK;
+    int fast = bd_u63(value, out);
+    if (fast != 0) return fast > 0 ? BD_OK : BD_ERROR;
     unsigned long long x = PyLong_AsUnsignedLongLong(value);
     if (x == (unsigned long long)-1 && PyErr_Occurred()) {
         if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return BD_ERROR;
@@ -4170,6 +4187,8 @@ static int
 bd_as_u64(PyObject *value, uint64_t *out)
 {
     if (!PyLong_CheckExact(value)) return 0;
+    int fast = bd_u63(value, out);
+    if (fast != 0) return fast;
     unsigned long long v = PyLong_AsUnsignedLongLong(value);
     if (v == (unsigned long long)-1 && PyErr_Occurred()) {
         if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return -1;
