@@ -7055,10 +7055,16 @@ revalidate_shapes(PyObject *Py_UNUSED(module), PyObject *args)
         Py_DECREF(entries);
         return NULL;
     }
+    /* No automatic collection during the walk: it would run gc callbacks and finalizers (user
+     * code) at an allocation (PySequence_Tuple, a materialized instance dict) while borrowed
+     * references are held and ``seen`` is keyed by address (AUDIT4; the Python caller pauses the
+     * collector too). */
+    const int collector_was_enabled = PyGC_Disable();
     int rc = sh_placement(&st, target_placement);
     if (rc == RV_OK) rc = sh_items(&st, entries, 1, sh_view);
     if (rc == RV_OK) rc = sh_items(&st, source_executors, 0, sh_executor);
     if (rc == RV_OK) rc = sh_items(&st, target_executors, 0, sh_executor);
+    if (collector_was_enabled) PyGC_Enable();
     rv_table_free(&st.seen);
     Py_DECREF(entries);
     if (rc == RV_ERROR) return NULL;

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 from ... import _native
+from ..._collector import collector_paused
 from ..._layout import layout_builder, layout_dataclass, layout_state_reader, value_base
 from ..._shared_keys import share_field_keys
 from ...contracts.fragments import RuntimeBindingFragment
@@ -1345,11 +1346,17 @@ def _fast_revalidate(
     carried: Any = None,
 ) -> bool:
     """True when ``plan`` passed every rule (its derived fields are then set). ``carried``:
-    see ``TransferPlan._from_bound_operations`` (None everywhere else)."""
+    see ``TransferPlan._from_bound_operations`` (None everywhere else).
+
+    The collector is paused throughout (bind and restore pause it already; ``replace()`` and
+    direct construction do not): the C passes hold borrowed references across allocations, and
+    an automatic collection there would run ``gc.callbacks`` and finalizers, i.e. user code
+    that can free what a pass is reading (AUDIT4, ``tests/test_audit24_gc_walk.py``)."""
     try:
-        return _fast_revalidate_live(
-            plan, operations, source_executors, target_executors, limits, check_physical_ranges, carried
-        )
+        with collector_paused():
+            return _fast_revalidate_live(
+                plan, operations, source_executors, target_executors, limits, check_physical_ranges, carried
+            )
     except Exception:  # any surprise: the rule-by-rule path decides (and raises its own error)
         return False
 
