@@ -1346,8 +1346,9 @@ done:
  * any other class takes getattr for every field: the values (hence the snapshots) are the very
  * objects getattr returns. */
 /* The runtime layout's field index of snapshot field name k (mr_runtime_index of bd_names[k],
- * fixed by the names' text: found once per process), or -1 when it is not a runtime field. */
-static Py_ssize_t
+ * fixed by the names' text: found once per process), or -1 when it is not a runtime field.
+ * Always inlined: bd_snapshot_values reads every field through it. */
+static inline __attribute__((always_inline)) Py_ssize_t
 bd_snapshot_rf_index(PyObject *const *nm, int k)
 {
     static Py_ssize_t known[N_COUNT];
