@@ -431,6 +431,11 @@ def _targets(document: Dict[str, Any]) -> Dict[str, Any]:
 def _table(document: Dict[str, Any]) -> str:
     lines = [f"mooncake.reshard scale benchmark (preset {document['preset']}, "
              f"Python {document['python']['version']}, {document['machine']['cpu_count']} CPUs)"]
+    probe = document["machine"].get("fault_probe")
+    if probe:
+        lines.append(f"first touch of fresh memory at the start: {probe['small_pages']['system_s_per_gib']:.2f} s/GiB "
+                     f"system time in 4 KiB pages, {probe['huge_pages']['system_s_per_gib']:.2f} s/GiB with huge "
+                     "pages advised (varies with the machine's history: benchmarks/_fault_probe.py)")
     header = f"{'family':<22} {'stage':<16} {'wall s':>10} {'cpu s':>10}"
     for name, result in document["results"].items():
         lines.append("")
@@ -521,6 +526,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "planning_limits": PLANNING_LIMITS,
     }
     profile_top = args.profile
+    # (before the workloads: what fresh memory costs at the start of this run; see _fault_probe)
+    from _fault_probe import fault_probe
+
+    faults = fault_probe()
     results: Dict[str, Any] = {}
     for family in families:
         _progress(f"family {family}")
@@ -553,7 +562,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "preset": args.preset,
         "python": {"implementation": platform.python_implementation(), "version": platform.python_version()},
         "machine": {"platform": platform.platform(), "machine": platform.machine(),
-                    "processor": platform.processor(), "cpu_count": os.cpu_count()},
+                    "processor": platform.processor(), "cpu_count": os.cpu_count(),
+                    "fault_probe": faults},
         "parameters": parameters,
         "results": results,
     }

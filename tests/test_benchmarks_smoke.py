@@ -95,6 +95,10 @@ def test_scale_small_preset(tmp_path: Path) -> None:
     document = json.loads(output.read_text(encoding="utf-8"))
     assert document["benchmark"] == "scale"
     assert document["preset"] == "small"
+    probe = document["machine"]["fault_probe"]  # the first-touch cost at the run's start
+    assert probe["small_pages"]["minor_faults"] >= probe["bytes"] // probe["page_size"] // 2
+    assert probe["small_pages"]["system_s_per_gib"] >= 0
+    assert "first touch of fresh memory" in completed.stdout
     results = document["results"]
     assert set(results) == {"construction", "independent_experts", "grouped_experts", "orthogonal_tp",
                             "grid_3d", "sweep"}
