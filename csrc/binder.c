@@ -1727,6 +1727,54 @@ bd_evidence_snapshot(const bd_table *tb, const mr_layout_class *lc, PyObject *sn
     return status;
 }
 
+/* Hints for the evidence loops (bd_group_snapshots*), which read, per evidence fragment, the
+ * runtime fragment, every field object of it (the snapshot holds them: their reference counts
+ * are written), its placement fragment from the attested placement dict (whose entries follow
+ * the evidence order: attest builds it so) and that fragment's fields. At scale each is a cache
+ * miss. Before fragment i: the runtime fragment 2 * BD_EV_AHEAD on and the field objects of the
+ * one BD_EV_AHEAD on (its slots asked for a round earlier); the placement fragment of the dict
+ * entry 2 * BD_EV_AHEAD on and the key and field objects of the one BD_EV_AHEAD on (cursors
+ * kept in h). Hints only: borrowed pointers, nothing kept or decided, no Python code runs
+ * (PyDict_Next on an exact dict). */
+#define BD_EV_AHEAD 4
+
+typedef struct {
+    Py_ssize_t far_pos, near_pos;     /* PyDict_Next cursors of the two placement stages */
+    Py_ssize_t far_count, near_count; /* entries each has passed */
+} bd_ev_hints;
+
+static inline __attribute__((always_inline)) void
+bd_evidence_prefetch(bd_ev_hints *h, PyObject *fragments, Py_ssize_t i, Py_ssize_t n, PyObject *placement_dict)
+{
+    if (i + 2 * BD_EV_AHEAD < n) {
+        PyObject *far = PyTuple_GetItem(fragments, i + 2 * BD_EV_AHEAD);
+        if (far != NULL) bd_prefetch_whole(far);
+    }
+    if (i + BD_EV_AHEAD < n) {
+        PyObject *near = PyTuple_GetItem(fragments, i + BD_EV_AHEAD);
+        if (near != NULL && bd_runtime_memo.memo.cls != NULL && (PyObject *)Py_TYPE(near) == bd_runtime_memo.memo.cls) {
+            PyObject *const *f = (PyObject *const *)((mr_layout_object *)near)->fields;
+            for (int k = 0; k < MR_RF_N; k++) {
+                if (f[k] != NULL) __builtin_prefetch(f[k], 1);
+            }
+        }
+    }
+    if (!PyDict_CheckExact(placement_dict)) return;
+    PyObject *key = NULL, *value = NULL;
+    while (h->far_count <= i + 2 * BD_EV_AHEAD && PyDict_Next(placement_dict, &h->far_pos, &key, &value)) {
+        bd_prefetch_object(value);
+        h->far_count++;
+    }
+    while (h->near_count <= i + BD_EV_AHEAD && PyDict_Next(placement_dict, &h->near_pos, &key, &value)) {
+        __builtin_prefetch(key);
+        PyObject *const *pf = mr_pf_fields(value);
+        for (int k = 0; pf != NULL && k < MR_PF_N; k++) {
+            if (pf[k] != NULL) __builtin_prefetch(pf[k], 1);
+        }
+        h->near_count++;
+    }
+}
+
 /* Snapshots of the evidence fragments grouped by worker in `groups` (worker -> list of
  * (fragment_id, position, snapshot)). */
 static int
@@ -1739,7 +1787,9 @@ bd_group_snapshots(const bd_table *tb, PyObject *snap_cls, PyObject *rf_cls, PyO
     if (n < 0) return BD_ERROR;
     Py_ssize_t dict_pos = 0;
     int aligned = 1;
+    bd_ev_hints hints = {0, 0, 0, 0};
     for (Py_ssize_t i = 0; i < n; i++) {
+        bd_evidence_prefetch(&hints, fragments, i, n, placement_dict);
         PyObject *runtime = PyTuple_GetItem(fragments, i);
         if (runtime == NULL) return BD_ERROR;
         PyObject *read[3]; /* worker, fid, snapshot */
@@ -1857,7 +1907,9 @@ bd_group_snapshots_one(const bd_table *tb, PyObject *snap_cls, PyObject *rf_cls,
     int status = BD_OK, shaped = 1, increasing = 1;
     Py_ssize_t dict_pos = 0;
     int aligned = 1;
+    bd_ev_hints hints = {0, 0, 0, 0};
     for (Py_ssize_t i = 0; i < n && status == BD_OK && shaped; i++) {
+        bd_evidence_prefetch(&hints, fragments, i, n, placement_dict);
         PyObject *runtime = PyTuple_GetItem(fragments, i);
         if (runtime == NULL) { status = BD_ERROR; break; }
         PyObject *read[3]; /* worker, fid, snapshot */
@@ -4370,6 +4422,24 @@ bd_same_str(PyObject *a, PyObject *b)
  * it the three steps run as before: a part that small stays in the CPU caches). */
 #define BD_FUSED_MIN 16
 
+/* A hint for bd_fused_views: the field objects of a logical / runtime fragment pair in their
+ * C-owned layouts (each read, many of their reference counts written, when the pair is checked;
+ * scattered at scale). Borrowed pointers, nothing kept or decided; never raises. */
+static inline __attribute__((always_inline)) void
+bd_pair_prefetch_fields(PyObject *logical, PyObject *runtime)
+{
+    if (runtime != NULL && bd_runtime_memo.memo.cls != NULL && (PyObject *)Py_TYPE(runtime) == bd_runtime_memo.memo.cls) {
+        PyObject *const *f = (PyObject *const *)((mr_layout_object *)runtime)->fields;
+        for (int k = 0; k < MR_RF_N; k++) {
+            if (f[k] != NULL) __builtin_prefetch(f[k], 1);
+        }
+    }
+    PyObject *const *pf = logical != NULL ? mr_pf_fields(logical) : NULL;
+    for (int k = 0; pf != NULL && k < MR_PF_N; k++) {
+        if (pf[k] != NULL) __builtin_prefetch(pf[k], 1);
+    }
+}
+
 /* attest_binding's bind_views, address_ranges_clear and bd_attest_core's two maps in one pass
  * over the fragment pairs: each runtime fragment's dict read once, no view tuple or list built.
  * BD_OK with maps[0] (the binding map) and maps[1] (the placement map), new dicts, or
@@ -4421,9 +4491,12 @@ bd_fused_views(const bd_table *tb, PyObject *instance_id, PyObject *logical, PyO
             status = BD_ERROR;
             break;
         }
-        if (i + 4 < n) { /* hints: the pair four on (all of the runtime fragment's fields) */
-            bd_prefetch_object(PyTuple_GetItem(logical, i + 4));
-            bd_prefetch_whole(PyTuple_GetItem(runtime, i + 4));
+        if (i + 8 < n) { /* hints: the pair eight on (all of the runtime fragment's fields) */
+            bd_prefetch_object(PyTuple_GetItem(logical, i + 8));
+            bd_prefetch_whole(PyTuple_GetItem(runtime, i + 8));
+        }
+        if (i + 4 < n) { /* and the field objects of the pair four on (asked for a round earlier) */
+            bd_pair_prefetch_fields(PyTuple_GetItem(logical, i + 4), PyTuple_GetItem(runtime, i + 4));
         }
         if ((PyObject *)Py_TYPE(l) != pf_cls || (PyObject *)Py_TYPE(r) != rf_cls) {
             status = BD_FALLBACK;
