@@ -2776,7 +2776,8 @@ bd_bound_of(PyObject *const *nm, PyObject *fragment, PyObject *bound_map, PyObje
 
 
 /* bind_regions reads each operation's instance dict BD_AHEAD operations ahead of building its
- * region, its field values BD_AHEAD / 2 ahead, its fragments' placement fragment ids
+ * region, its field values BD_AHEAD / 2 ahead (asking for every field object), its fragments'
+ * placement fragment id slots 3 * BD_AHEAD / 8 ahead (asking for the strs), the ids
  * BD_AHEAD / 4 ahead and their bound fragments BD_AHEAD / 8 ahead, asking for the next objects
  * each step reads (hints only; nothing read ahead runs Python code or changes anything, so
  * reading ahead decides what reading in turn would, and a status met ahead is acted on in turn). */
@@ -2853,8 +2854,27 @@ bd_ahead_values(const bd_table *tb, bd_ahead *slot)
     slot->status = slot->fields != NULL ? bd_op_layout_values(slot->fields, slot->v)
                                         : bd_op_values(tb->nm, slot->dict, slot->v);
     if (slot->status != BD_OK) return;
-    bd_prefetch_object(slot->v[N_TARGET - N_SOURCE]);
-    bd_prefetch_object(slot->v[0]);
+    /* the fragments (their placement fragment id slot may sit on the next line), and the other
+     * field objects, which the region built in turn holds (their reference counts written) and
+     * the collector check and carried proof read */
+    for (int k = 0; k < BD_KEPT; k++) {
+        if (k == 0 || k == N_TARGET - N_SOURCE) {
+            bd_prefetch_object(slot->v[k]);
+            __builtin_prefetch((const char *)slot->v[k] + 64);
+        } else {
+            __builtin_prefetch(slot->v[k], 1);
+        }
+    }
+}
+
+/* Step 2b ahead: a hint for the placement fragment id strs step 3 reads (bd_prefetch_pfid: the
+ * fragments were asked for in step 2). Nothing is decided here. */
+static void
+bd_ahead_pfids(bd_ahead *slot)
+{
+    if (slot->status != BD_OK) return;
+    bd_prefetch_pfid(slot->v[N_TARGET - N_SOURCE]);
+    bd_prefetch_pfid(slot->v[0]);
 }
 
 /* Step 4 ahead: the bound fragment of each id read in step 3, then a hint for it. BD_OK or BD_ERROR. */
@@ -3981,7 +4001,7 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
      * arguments), placement_fragment_cls */
     PyObject *view_cls[3] = {bound_cls, nargs >= 9 ? args[7] : NULL, args[1]};
     /* the next operations whose dict / values / ids / bound fragments are read ahead */
-    Py_ssize_t dict_at = 0, values_at = 0, ids_at = 0, bound_at = 0;
+    Py_ssize_t dict_at = 0, values_at = 0, pfids_at = 0, ids_at = 0, bound_at = 0;
     PyObject *const maps[2] = {bound_sources, bound_targets};
     for (Py_ssize_t i = 0; i < n; i++) {
         for (; dict_at < n && dict_at < i + BD_AHEAD; dict_at++) {
@@ -3999,6 +4019,7 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             bd_ahead_values(&tb, &ahead[values_at % BD_AHEAD]);
             if (ahead[values_at % BD_AHEAD].status == BD_ERROR) goto fail;
         }
+        for (; pfids_at < n && pfids_at < i + BD_AHEAD * 3 / 8; pfids_at++) bd_ahead_pfids(&ahead[pfids_at % BD_AHEAD]);
         for (; ids_at < n && ids_at < i + BD_AHEAD / 4; ids_at++) {
             if (bd_ahead_ids(&tb, &ahead[ids_at % BD_AHEAD], args[1], &memo) == BD_ERROR) goto fail;
         }
