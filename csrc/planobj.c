@@ -1461,8 +1461,8 @@ ss_preread(PyObject *fragments, int is_list, Py_ssize_t n, PyObject *ftype, PyOb
            po_tmap *tmap_out)
 {
     size_t count = (size_t)n;
-    mr_kv *order = mr_alloc_array(count ? count : 1, sizeof(mr_kv));
-    ss_pre *pre = PyMem_Calloc(count ? count : 1, sizeof(ss_pre));
+    mr_kv *order = mr_alloc_array_huge(count ? count : 1, sizeof(mr_kv));
+    ss_pre *pre = mr_calloc_huge(count ? count : 1, sizeof(ss_pre));
     po_tmap tmap = {NULL, 0};
     PyObject *v[SS_ID + 1] = {NULL}, *rv[4] = {NULL}; /* fields from the state scans (new references) */
     /* the last rank object read and its coordinates: an exact rtype instance whose values
@@ -1783,13 +1783,13 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
             }
         }
     }
-    rows = mr_alloc_array((size_t)n, sizeof(ss_row));
-    positions = mr_alloc_array((size_t)n, sizeof(int64_t));
+    rows = mr_alloc_array_huge((size_t)n, sizeof(ss_row));
+    positions = mr_alloc_array_huge((size_t)n, sizeof(int64_t));
     if (rows == NULL || positions == NULL) goto done;
     size_t pcap = ss_capacity((size_t)n);
-    pos_slots = PyMem_Calloc(pcap, sizeof(size_t));
+    pos_slots = mr_calloc_huge(pcap, sizeof(size_t));
     picks.e = po_map_slots(pcap);
-    pick_row = mr_alloc_array((size_t)n, sizeof(size_t));
+    pick_row = mr_alloc_array_huge((size_t)n, sizeof(size_t));
     if (pos_slots == NULL || picks.e == NULL || pick_row == NULL) {
         if (pos_slots == NULL && !PyErr_Occurred()) PyErr_NoMemory();
         goto done;
@@ -2249,9 +2249,9 @@ pe_tuple_ids(PyObject *fragments, Py_ssize_t n, PyObject *ftype, PyObject *name,
              po_head **heads_out, mr_kv **order_out)
 {
     size_t count = (size_t)n;
-    mr_kv *order = mr_alloc_array(count, sizeof(mr_kv));
-    PyObject **ids = PyMem_Calloc(count, sizeof(PyObject *));
-    po_head *heads = mr_alloc_array(count, sizeof(po_head));
+    mr_kv *order = mr_alloc_array_huge(count, sizeof(mr_kv));
+    PyObject **ids = mr_calloc_huge(count, sizeof(PyObject *));
+    po_head *heads = mr_alloc_array_huge(count, sizeof(po_head));
     int ok = 0, sorted = 0;
     if (order == NULL || ids == NULL || heads == NULL) goto done;
     for (size_t i = 0; i < count; i++) {
@@ -2718,13 +2718,13 @@ om_address_order(PyObject *fragments, int is_list, PyObject *kinds, Py_ssize_t n
     if (po_names(cache, om_names, 3, names) < 0) return NULL;
     Py_ssize_t n = is_list ? PyList_Size(fragments) : PyTuple_Size(fragments);
     size_t count = n < 0 ? 0 : (size_t)n;
-    mr_kv *order = mr_alloc_array(count ? count : 1, sizeof(mr_kv));
-    om_row *rows = mr_alloc_array(count ? count : 1, sizeof(om_row));
+    mr_kv *order = mr_alloc_array_huge(count ? count : 1, sizeof(mr_kv));
+    om_row *rows = mr_alloc_array_huge(count ? count : 1, sizeof(om_row));
     size_t cap = 16;
     while (cap < count * 2) cap *= 2; /* count * sizeof(om_row) was allocated: no overflow */
-    size_t *slots = PyMem_Calloc(cap, sizeof(size_t)); /* 1 + index of the first row of a key; 0 empty */
-    size_t *best = mr_alloc_array(count ? count : 1, sizeof(size_t));  /* per key (by first row): its least row */
-    size_t *firsts = mr_alloc_array(count ? count : 1, sizeof(size_t)); /* keys in order of first appearance */
+    size_t *slots = mr_calloc_huge(cap, sizeof(size_t)); /* 1 + index of the first row of a key; 0 empty */
+    size_t *best = mr_alloc_array_huge(count ? count : 1, sizeof(size_t));  /* per key (by first row): its least row */
+    size_t *firsts = mr_alloc_array_huge(count ? count : 1, sizeof(size_t)); /* keys in order of first appearance */
     size_t nkeys = 0;
     PyObject *result = NULL;
     int declined = 0;
@@ -3134,8 +3134,8 @@ fc_address_pass(PyObject *items, Py_ssize_t n, PyObject *ftype, PyObject *rtype,
     PyObject *fc_state_names[FC_N - 1];
     for (int f = 0, j = 0; f < FC_N; f++)
         if (f != FC_DP) fc_state_names[j++] = names[f];
-    mr_kv *order = mr_alloc_array(count, sizeof(mr_kv));
-    fc_row *rows = mr_alloc_array(count, sizeof(fc_row));
+    mr_kv *order = mr_alloc_array_huge(count, sizeof(mr_kv));
+    fc_row *rows = mr_alloc_array_huge(count, sizeof(fc_row));
     int64_t *scratch = NULL;
     size_t used = 0, cap = 0, filled = 0;
     int ok = 0, fits = 1;
@@ -3207,6 +3207,7 @@ fc_address_pass(PyObject *items, Py_ssize_t n, PyObject *ftype, PyObject *rtype,
                         if (bigger == NULL) rc = -1;
                         else {
                             scratch = bigger;
+                            mr_advise_huge(scratch + cap, (grown - cap) * sizeof(int64_t)); /* the new part */
                             cap = grown;
                         }
                     }

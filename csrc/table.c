@@ -229,6 +229,15 @@ tbl_group_covers(const FragmentTable *t, size_t *members, size_t cnt, int collap
 
 typedef enum { CHECK_OVERLAP, CHECK_COVER } tbl_check;
 
+/* mr_kalloc for a large temporary about to be filled, advised to huge pages (mr_advise_huge). */
+static void *
+tbl_kalloc_huge(size_t n, size_t sz)
+{
+    void *p = mr_kalloc(n, sz);
+    if (p != NULL) mr_advise_huge(p, n * sz); /* n * sz: checked by mr_kalloc */
+    return p;
+}
+
 #define TBL_PF 16 /* rows between a prefetch and its use in tbl_check_groups */
 
 /* Hint (no effect on results): the grouping columns of row i. */
@@ -281,15 +290,15 @@ tbl_check_groups(const FragmentTable *t, const int64_t *external, const int *col
     g.nbytes = NULL;
     g.begin = NULL;
     g.end = NULL;
-    size_t *order = mr_kalloc(n, sizeof(size_t));
-    size_t *members = mr_kalloc(n, sizeof(size_t)); /* members[p] = p, reordered per group by collapse */
-    mr_kv *kv = mr_kalloc(n, sizeof(mr_kv));
+    size_t *order = tbl_kalloc_huge(n, sizeof(size_t));
+    size_t *members = tbl_kalloc_huge(n, sizeof(size_t)); /* members[p] = p, reordered per group by collapse */
+    mr_kv *kv = tbl_kalloc_huge(n, sizeof(mr_kv));
     int64_t *zeros = calloc(st, sizeof(int64_t));
     if (!__builtin_mul_overflow(n, st, &nbox)) {
-        g.tensor = mr_kalloc(n, sizeof(uint32_t));
-        g.ndim = mr_kalloc(n, sizeof(uint32_t));
-        g.begin = mr_kalloc(nbox, sizeof(int64_t));
-        g.end = mr_kalloc(nbox, sizeof(int64_t));
+        g.tensor = tbl_kalloc_huge(n, sizeof(uint32_t));
+        g.ndim = tbl_kalloc_huge(n, sizeof(uint32_t));
+        g.begin = tbl_kalloc_huge(nbox, sizeof(int64_t));
+        g.end = tbl_kalloc_huge(nbox, sizeof(int64_t));
     }
     if (order == NULL || members == NULL || kv == NULL || zeros == NULL || g.tensor == NULL || g.ndim == NULL ||
         g.begin == NULL || g.end == NULL)
