@@ -3,6 +3,7 @@ built in place) against the package ``mooncake.reshard`` resolves to, interleave
 
     git worktree add /tmp/old <rev> && (cd /tmp/old && python setup.py build_ext --inplace)
     python benchmarks/plan_ab.py --old /tmp/old --layers 8 --reps 14 [--check]
+    python benchmarks/plan_ab.py --old /tmp/old --sweep 1000000 --reps 8
 
 Both packages build their own independent_experts workload (``_workloads`` is loaded a second
 time against the old package), then the two plans run alternately (old first on even pairs,
@@ -72,6 +73,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--old", required=True, help="root of a worktree holding the older build")
     parser.add_argument("--layers", type=int, default=8)
+    parser.add_argument("--sweep", type=int, metavar="FRAGMENTS", help="the sweep workload at this size instead")
     parser.add_argument("--experts", type=int, default=384)
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--check", action="store_true")
@@ -87,7 +89,10 @@ def main() -> int:
     old_workloads = _workloads_for(old_package, "_workloads_old")
 
     def setup(workloads: Any) -> tuple[Any, Any]:
-        inputs = workloads.independent_experts(layers=args.layers, experts=args.experts)
+        if args.sweep:
+            inputs = workloads.sweep(fragments=args.sweep)
+        else:
+            inputs = workloads.independent_experts(layers=args.layers, experts=args.experts)
         return workloads.assemble(inputs.source), workloads.assemble(inputs.target)
 
     old_src, old_tgt = setup(old_workloads)
@@ -126,7 +131,7 @@ def main() -> int:
                 times.append(cpu)
     ratios = [n / o for o, n in zip(old_times, new_times)]
     print(
-        f"layers={args.layers} old median {statistics.median(old_times):.4f} s, new median "
+        f"{f'sweep={args.sweep}' if args.sweep else f'layers={args.layers}'} old median {statistics.median(old_times):.4f} s, new median "
         f"{statistics.median(new_times):.4f} s, new/old per-pair median {statistics.median(ratios):.3f} "
         f"(min {min(ratios):.3f}, max {max(ratios):.3f}, n={len(ratios)})"
     )

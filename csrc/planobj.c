@@ -3630,7 +3630,52 @@ PyDoc_STRVAR(tensor_columns_doc,
 "target.itemsize, routed[i] = bool(signatures[id][1]) and stop is the index of the first id\n"
 "whose source descriptor is missing or differs from the target's in layout_fingerprint,\n"
 "global_shape, dtype, itemsize, layer_id or expert_id (compared with !=), or len(tensor_ids).\n"
-"target_tensors[id] must exist (KeyError otherwise).");
+"target_tensors[id] must exist (KeyError otherwise). The ids (and, when read by position,\n"
+"the three maps' entries) are read at the start of the call.");
+
+/* Phase 1 of tensor_columns: the n values each of the maps dicts[0:nd] gives to ids[0:n]
+ * (ids: the call's private list), read by position rather than looked up, when that is
+ * provably the same: each map an exact dict of exactly n entries whose entry i has a key
+ * that is ids[i] or an exact str equal to it, every id an exact str. Then every key is an exact
+ * str (hashed and compared without Python code) and they are distinct (dict keys; so the ids
+ * are distinct), so looking ids[i] up finds entry i and only it. out[m * n + i] := a new
+ * reference to map m's value for ids[i]. 1 done; 0 not provable (nothing held, no exception);
+ * -1 error. Only pointer reads, exact-type tests and exact-str compares: no Python code runs,
+ * so nothing can change the maps between these reads (and the values stay held after). */
+static int
+tc_by_position(PyObject *ids, Py_ssize_t n, PyObject *const *dicts, int nd, PyObject **out)
+{
+    Py_ssize_t pos[3] = {0, 0, 0};
+    for (int m = 0; m < nd; m++)
+        if (!PyDict_CheckExact(dicts[m]) || PyDict_Size(dicts[m]) != n) return 0;
+    Py_ssize_t i = 0;
+    int ok = 1;
+    for (; ok && i < n; i++) {
+        PyObject *id = PyList_GetItem(ids, i); /* the private copy: in range */
+        if (id == NULL || !PyUnicode_CheckExact(id)) {
+            PyErr_Clear();
+            ok = 0;
+            break;
+        }
+        for (int m = 0; m < nd; m++) {
+            PyObject *key, *value;
+            if (!PyDict_Next(dicts[m], &pos[m], &key, &value)) { /* (sizes checked: cannot happen) */
+                ok = 0;
+                break;
+            }
+            if (key != id && (!PyUnicode_CheckExact(key) || PyUnicode_Compare(key, id) != 0)) {
+                PyErr_Clear(); /* (never set for two exact strs) */
+                ok = 0;
+                break;
+            }
+            out[(size_t)m * (size_t)n + (size_t)i] = value; /* borrowed until the loop ends */
+        }
+    }
+    if (!ok) return 0;
+    for (int m = 0; m < nd; m++)
+        for (Py_ssize_t k = 0; k < n; k++) Py_INCREF(out[(size_t)m * (size_t)n + (size_t)k]);
+    return 1;
+}
 
 static PyObject *
 po_tensor_columns(PyObject *Py_UNUSED(self), PyObject *args)
@@ -3642,6 +3687,8 @@ po_tensor_columns(PyObject *Py_UNUSED(self), PyObject *args)
     static PyObject *cache[TC_N];
     PyObject *names[TC_N] = {NULL};
     PyObject *ids = NULL, *ndims = NULL, *itemsizes = NULL, *routed = NULL, *result = NULL;
+    PyObject **held = NULL; /* by position: sources, targets, signatures (n each), strong */
+    Py_ssize_t nheld = 0;
     if (po_names(cache, tc_names, TC_N, names) < 0) goto done;
     ids = PySequence_List(ids_arg); /* a private copy */
     ndims = PyList_New(0);
@@ -3650,43 +3697,69 @@ po_tensor_columns(PyObject *Py_UNUSED(self), PyObject *args)
     if (ids == NULL || ndims == NULL || itemsizes == NULL || routed == NULL) goto done;
     Py_ssize_t n = PyList_Size(ids), stop = n;
     if (n < 0) goto done;
+    /* the maps' entries by position when that is provably what the lookups find (the usual
+     * case: ids in the catalog order the maps were built in), rather than three scattered hash
+     * probes per tensor */
+    if (n > 0) {
+        PyObject *maps[3] = {sources, targets, signatures};
+        held = mr_alloc_array((size_t)n * 3, sizeof(PyObject *)); /* n < PY_SSIZE_T_MAX / 8 (a list) */
+        if (held == NULL) goto done;
+        int by_position = tc_by_position(ids, n, maps, 3, held);
+        if (by_position < 0) goto done;
+        if (by_position) nheld = n;
+        else {
+            PyMem_Free(held); /* nothing held */
+            held = NULL;
+        }
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
-        /* the id 8 further on (held by the private copy; a hint only): the ids are scattered
-         * and each lookup reads its hash first */
-        if (i + 8 < n) __builtin_prefetch(PyList_GetItem(ids, i + 8));
         PyObject *tid = PyList_GetItem(ids, i);
         if (tid == NULL) goto done;
-        /* The same order as the Python loop: target_tensors[id] first (KeyError), then the
-         * source descriptor (missing: stop). */
-        PyObject *target = PyDict_GetItemWithError(targets, tid);
-        if (target == NULL) {
-            if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, tid);
-            goto done;
+        PyObject *target, *source, *signature;
+        if (nheld) { /* the values the lookups below find (tc_by_position); references held */
+            source = Py_NewRef(held[i]);
+            target = Py_NewRef(held[(size_t)n + (size_t)i]);
+            signature = Py_NewRef(held[2 * (size_t)n + (size_t)i]);
+        } else {
+            /* the id 8 further on (held by the private copy; a hint only): the ids are
+             * scattered and each lookup reads its hash first */
+            if (i + 8 < n) __builtin_prefetch(PyList_GetItem(ids, i + 8));
+            /* The same order as the Python loop: target_tensors[id] first (KeyError), then the
+             * source descriptor (missing: stop), then the signature. */
+            target = PyDict_GetItemWithError(targets, tid);
+            if (target == NULL) {
+                if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, tid);
+                goto done;
+            }
+            Py_INCREF(target);
+            source = PyDict_GetItemWithError(sources, tid);
+            if (source == NULL) {
+                Py_DECREF(target);
+                if (PyErr_Occurred()) goto done;
+                stop = i;
+                break;
+            }
+            Py_INCREF(source);
+            signature = NULL; /* looked up after the comparison, as the Python loop */
         }
-        Py_INCREF(target);
-        PyObject *source = PyDict_GetItemWithError(sources, tid);
-        if (source == NULL) {
-            Py_DECREF(target);
-            if (PyErr_Occurred()) goto done;
-            stop = i;
-            break;
-        }
-        Py_INCREF(source);
         int differ = tc_differ(source, target, names);
         Py_DECREF(source);
         if (differ != 0) {
             Py_DECREF(target);
+            Py_XDECREF(signature);
             if (differ < 0) goto done;
             stop = i;
             break;
         }
-        PyObject *signature = PyDict_GetItemWithError(signatures, tid);
         if (signature == NULL) {
-            if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, tid);
-            Py_DECREF(target);
-            goto done;
+            signature = PyDict_GetItemWithError(signatures, tid);
+            if (signature == NULL) {
+                if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, tid);
+                Py_DECREF(target);
+                goto done;
+            }
+            Py_INCREF(signature);
         }
-        Py_INCREF(signature);
         PyObject *owned = PySequence_GetItem(signature, 1);
         Py_DECREF(signature);
         int is_routed = owned == NULL ? -1 : PyObject_IsTrue(owned);
@@ -3707,6 +3780,10 @@ po_tensor_columns(PyObject *Py_UNUSED(self), PyObject *args)
     }
     result = Py_BuildValue("(OOOn)", ndims, itemsizes, routed, stop);
 done:
+    if (held != NULL) {
+        for (Py_ssize_t k = 0; k < 3 * nheld; k++) Py_DECREF(held[k]);
+        PyMem_Free(held);
+    }
     for (int k = 0; k < TC_N; k++) Py_XDECREF(names[k]);
     Py_XDECREF(ids);
     Py_XDECREF(ndims);
