@@ -443,10 +443,10 @@ tbl_tensor_classes(const FragmentTable *t, const int64_t *cls, size_t *start, si
 {
     size_t n = t->n, nt = t->ntensors, st = t->stride;
     int rc = MR_ENOMEM;
-    size_t *fill = mr_kalloc(nt ? nt : 1, sizeof(size_t));
-    size_t *hord = mr_kalloc(n ? n : 1, sizeof(size_t));
-    uint64_t *fh = mr_kalloc(n ? n : 1, sizeof(uint64_t));
-    mr_kv *kv = mr_kalloc(n ? n : 1, sizeof(mr_kv));
+    size_t *fill = tbl_kalloc_huge(nt ? nt : 1, sizeof(size_t));
+    size_t *hord = tbl_kalloc_huge(n ? n : 1, sizeof(size_t));
+    uint64_t *fh = tbl_kalloc_huge(n ? n : 1, sizeof(uint64_t));
+    mr_kv *kv = tbl_kalloc_huge(n ? n : 1, sizeof(mr_kv));
     mr_kv *tk = mr_kalloc(nt ? nt : 1, sizeof(mr_kv));
     if (fill == NULL || hord == NULL || fh == NULL || kv == NULL || tk == NULL) goto done;
     memset(start, 0, (nt + 1) * sizeof(size_t));
@@ -714,10 +714,10 @@ tbl_fill(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_index, PyOb
         PyErr_NoMemory();
         return -1;
     }
-    t->begin = mr_alloc_array(cells, sizeof(int64_t));
-    t->end = mr_alloc_array(cells, sizeof(int64_t));
-    t->rank = mr_alloc_array(t->n ? t->n : 1, 4 * sizeof(int64_t));
-    t->nbytes = mr_alloc_array(t->n ? t->n : 1, sizeof(uint64_t));
+    t->begin = mr_alloc_array_huge(cells, sizeof(int64_t));
+    t->end = mr_alloc_array_huge(cells, sizeof(int64_t));
+    t->rank = mr_alloc_array_huge(t->n ? t->n : 1, 4 * sizeof(int64_t));
+    t->nbytes = mr_alloc_array_huge(t->n ? t->n : 1, sizeof(uint64_t));
     size_t tcells;
     if (__builtin_mul_overflow(t->ntensors ? t->ntensors : 1, stride, &tcells)) {
         PyErr_NoMemory();
@@ -1062,10 +1062,10 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
         PyErr_NoMemory();
         return -1;
     }
-    t->begin = mr_alloc_array(cells, sizeof(int64_t));
-    t->end = mr_alloc_array(cells, sizeof(int64_t));
-    t->rank = mr_alloc_array(t->n ? t->n : 1, 4 * sizeof(int64_t));
-    t->nbytes = mr_alloc_array(t->n ? t->n : 1, sizeof(uint64_t));
+    t->begin = mr_alloc_array_huge(cells, sizeof(int64_t));
+    t->end = mr_alloc_array_huge(cells, sizeof(int64_t));
+    t->rank = mr_alloc_array_huge(t->n ? t->n : 1, 4 * sizeof(int64_t));
+    t->nbytes = mr_alloc_array_huge(t->n ? t->n : 1, sizeof(uint64_t));
     t->tshape = mr_alloc_array(tcells, sizeof(int64_t));
     if (t->begin == NULL || t->end == NULL || t->rank == NULL || t->nbytes == NULL || t->tshape == NULL) return -1;
     for (Py_ssize_t i = 0; i < nt; i++) {
