@@ -577,7 +577,10 @@ def tensor_columns(
     ``bool(signatures[id][1])``; ``stop`` is the index of the first id whose source descriptor
     is missing or differs (``!=``) from the target's in ``layout_fingerprint``, ``global_shape``,
     ``dtype``, ``itemsize``, ``layer_id`` or ``expert_id``, else ``len(tensor_ids)``. A missing
-    ``target_tensors[id]`` or ``signatures[id]`` raises ``KeyError``."""
+    ``target_tensors[id]`` or ``signatures[id]`` raises ``KeyError``. When the three maps are
+    exact dicts of exactly the ids' count whose entry i has the key ``tensor_ids[i]`` (or an
+    exact str equal to it) and every id is an exact str, their values are read by position at
+    the start of the call (what the lookups find); otherwise each id is looked up."""
 
 # --- physical.c: bound physical-range kernels (issue 4) ----------------------
 
