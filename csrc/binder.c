@@ -30,6 +30,7 @@
  * field-dict templates, created once per module object at init: no global PyObject. */
 #include "binder.h"
 #include "layout.h"
+#include "plain_dict.h"
 #include "physical_kernels.h"
 #include "region_kernels.h"
 #include "scan_carry.h"
@@ -241,6 +242,18 @@ bd_get(PyObject *obj, PyObject *name, PyObject **out)
     return BD_ERROR;
 }
 
+/* bd_get of an object whose exact class the caller checked, read by a pass the fast revalidation
+ * reaches (attested_rows, through _AttestedView): a fallback when its instance dict is not plain
+ * (plain_dict.h: a generic getattr probes it). */
+static int
+bd_plain_get(PyObject *obj, PyObject *name, PyObject **out)
+{
+    *out = NULL;
+    int safe = pd_getattr_safe(obj);
+    if (safe <= 0) return safe < 0 ? BD_ERROR : BD_FALLBACK;
+    return bd_get(obj, name, out);
+}
+
 /* obj.name must be an exact, non-empty str; *out a new reference. */
 static int
 bd_get_str(PyObject *obj, PyObject *name, PyObject **out)
@@ -262,7 +275,8 @@ bd_dict_of(PyObject *obj, PyObject **out)
 {
     *out = PyObject_GenericGetDict(obj, NULL);
     if (*out != NULL) {
-        if (PyDict_CheckExact(*out)) return BD_OK;
+        /* (probed by key: only a plain dict runs no Python code in a probe, plain_dict.h) */
+        if (pd_plain_keys(*out)) return BD_OK;
         Py_CLEAR(*out);
         return BD_FALLBACK;
     }
@@ -4664,13 +4678,13 @@ bd_attested_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     int complete = 1;
     int status = BD_FALLBACK;
     if ((PyObject *)Py_TYPE(attestation) != att_cls) goto done;
-    status = bd_get(attestation, nm[N_EVIDENCE], &evidence);
-    if (status == BD_OK) status = bd_get(attestation, nm[N_PLACEMENT_DICT], &placement_dict);
+    status = bd_plain_get(attestation, nm[N_EVIDENCE], &evidence);
+    if (status == BD_OK) status = bd_plain_get(attestation, nm[N_PLACEMENT_DICT], &placement_dict);
     if (status != BD_OK) goto done;
     status = BD_FALLBACK;
     if ((PyObject *)Py_TYPE(evidence) != ev_cls || !PyDict_CheckExact(placement_dict)) goto done;
-    status = bd_get(evidence, nm[N_FRAGMENTS], &fragments);
-    if (status == BD_OK) status = bd_get(evidence, nm[N_GENERATION], &generation);
+    status = bd_plain_get(evidence, nm[N_FRAGMENTS], &fragments);
+    if (status == BD_OK) status = bd_plain_get(evidence, nm[N_GENERATION], &generation);
     if (status != BD_OK) goto done;
     status = BD_FALLBACK;
     if (!PyTuple_CheckExact(fragments)) goto done;

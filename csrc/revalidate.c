@@ -14,6 +14,7 @@
  */
 #include "revalidate.h"
 #include "layout.h"
+#include "plain_dict.h"
 
 enum {
     RV_SOURCE,
@@ -83,10 +84,12 @@ static mr_class_memo rv_runtime_memo;
  * else its instance dict; rv_item and ov_get read either. NULL with no error when it has
  * neither (a class the layout check declines, without __dict__: the caller declines), NULL with
  * an error on failure. */
+static PyObject *rv_plain_runtime_state(PyObject *obj);
+
 static PyObject *
 rv_runtime_state(PyObject *fragment)
 {
-    PyObject *state = mr_runtime_state(&rv_runtime_memo, fragment);
+    PyObject *state = rv_plain_runtime_state(fragment);
     if (state == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) PyErr_Clear();
     return state;
 }
@@ -104,6 +107,30 @@ rv_item(PyObject *dict, PyObject *name)
     return value;
 }
 
+/* mr_runtime_state for this file's passes: an instance dict only when plain (plain_dict.h),
+ * else NULL with AttributeError, as for an object without one. */
+static PyObject *
+rv_plain_runtime_state(PyObject *obj)
+{
+    PyObject *state = mr_runtime_state(&rv_runtime_memo, obj);
+    if (state == NULL || state == obj || pd_plain_keys(state)) return state;
+    Py_DECREF(state);
+    pd_refuse();
+    return NULL;
+}
+
+/* mr_state_item for this file's passes: a dict-backed object's instance dict is probed only when
+ * plain (plain_dict.h); else NULL with no error, as when it has none (the caller declines). */
+static PyObject *
+rv_state_item(PyObject *obj, const mr_layout_class *lc, Py_ssize_t index, PyObject *name)
+{
+    if (mr_layout_fields(obj, lc) == NULL) {
+        int safe = pd_getattr_safe(obj);
+        if (safe <= 0) return NULL; /* (-1: its error is set) */
+    }
+    return mr_state_item(obj, lc, index, name);
+}
+
 /* This file's readers of bound fragments: the memo of their exact class's layout check. */
 static mr_layout_memo rv_bound_memo;
 
@@ -118,7 +145,7 @@ rv_bound_item(PyObject *fragment, Py_ssize_t index, PyObject *name)
     if (fragment == NULL) return NULL; /* (a failed item read: its error is set) */
     mr_layout_class lc;
     (void)mr_bound_layout(&rv_bound_memo, &lc, (PyObject *)Py_TYPE(fragment));
-    return mr_state_item(fragment, &lc, index, name);
+    return rv_state_item(fragment, &lc, index, name);
 }
 
 /* This file's readers of placement fragments: the memo of their exact class's layout check. */
@@ -135,7 +162,7 @@ rv_pf_item(PyObject *placement, Py_ssize_t index, PyObject *name)
     if (placement == NULL) return NULL; /* (a failed item read: its error is set) */
     mr_layout_class lc;
     (void)mr_pf_layout(&rv_pf_memo, &lc, (PyObject *)Py_TYPE(placement));
-    return mr_state_item(placement, &lc, index, name);
+    return rv_state_item(placement, &lc, index, name);
 }
 
 /* ---- Prefetch hints (the staged loops below): nothing decided, no Python code, nothing held --- */
@@ -184,7 +211,7 @@ rv_fragment_nbytes(PyObject *fragment, int64_t *out)
 {
     PyObject *binding = rv_bound_item(fragment, MR_BF_BINDING, rv_keys[RV_BINDING]);
     if (binding == NULL) return PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
-    PyObject *nbytes = PyObject_GetAttr(binding, rv_keys[RV_NBYTES]);
+    PyObject *nbytes = pd_getattr(binding, rv_keys[RV_NBYTES]);
     Py_DECREF(binding);
     if (nbytes == NULL) {
         if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return RV_ERROR;
@@ -407,7 +434,7 @@ rv_operation(PyObject *op, PyTypeObject *region_type, const mr_layout_class *rl,
             Py_INCREF(v[k]);
         }
     } else {
-        PyObject *dict = PyObject_GenericGetDict(op, NULL);
+        PyObject *dict = pd_instance_dict(op);
         if (dict == NULL) {
             /* no instance dict (a layout class rl did not accept): the rules decide */
             if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return RV_ERROR;
@@ -753,7 +780,7 @@ static PyObject *av_build(PyObject *module, PyObject *view_type, PyObject *attes
 static PyObject *
 rf_dict_item(PyObject *object, PyObject *name)
 {
-    PyObject *dict = PyObject_GenericGetDict(object, NULL);
+    PyObject *dict = pd_instance_dict(object);
     if (dict == NULL) return NULL;
     PyObject *value = rv_item(dict, name);
     Py_DECREF(dict);
@@ -764,7 +791,7 @@ rf_dict_item(PyObject *object, PyObject *name)
 static PyObject *
 rf_attr(PyObject *object, PyObject *name)
 {
-    PyObject *value = PyObject_GetAttr(object, name);
+    PyObject *value = pd_getattr(object, name);
     if (value == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) PyErr_Clear();
     return value;
 }
@@ -1083,7 +1110,7 @@ rf_rank_tuple(PyObject *rank, const rf_config *cfg, rf_memo *memo, PyObject **ou
         *out = Py_NewRef(known);
         return RV_OK;
     }
-    PyObject *dict = PyObject_GenericGetDict(rank, NULL);
+    PyObject *dict = pd_instance_dict(rank);
     if (dict == NULL) return RV_ERROR;
     PyObject *values[4];
     for (int k = 0; k < 4; k++) {
@@ -1147,7 +1174,7 @@ rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObjec
     mr_layout_class lc;
     (void)mr_bound_layout(&rv_bound_memo, &lc, (PyObject *)Py_TYPE(fragment));
     for (int k = 0; k < F_N; k++) {
-        f[k] = mr_state_item(fragment, &lc, slot_of[k], rf_keys[RF_PLACEMENT + k]);
+        f[k] = rv_state_item(fragment, &lc, slot_of[k], rf_keys[RF_PLACEMENT + k]);
         if (f[k] == NULL) break;
     }
     if (PyErr_Occurred()) {
@@ -1157,10 +1184,10 @@ rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObjec
     if (f[F_ATTESTATION] == NULL) goto done;
     /* its runtime lease: an exact str, compared with the attested lease below (anything else,
      * or an emptied slot: the rules decide) */
-    lease = mr_state_item(fragment, &lc, MR_BF_RUNTIME_LEASE_ID, rf_keys[RF_RUNTIME_LEASE]);
+    lease = rv_state_item(fragment, &lc, MR_BF_RUNTIME_LEASE_ID, rf_keys[RF_RUNTIME_LEASE]);
     if (lease == NULL || !PyUnicode_CheckExact(lease)) goto done;
     /* its instance id: the same (the constructor's fence compares both) */
-    instance = mr_state_item(fragment, &lc, MR_BF_INSTANCE_ID, rf_keys[RF_INSTANCE_ID]);
+    instance = rv_state_item(fragment, &lc, MR_BF_INSTANCE_ID, rf_keys[RF_INSTANCE_ID]);
     if (instance == NULL || !PyUnicode_CheckExact(instance)) goto done;
     if (Py_TYPE(f[F_PLACEMENT]) != cfg->placement_type || Py_TYPE(f[F_BINDING]) != cfg->binding_type) goto done;
     if (f[F_OWNER] != Py_None) goto done;
@@ -1601,7 +1628,7 @@ static int
 rs_snapshot_typed(PyObject *snapshot, const mr_layout_class *lc)
 {
     if (lc->cls != NULL) return rs_layout_typed(snapshot, lc);
-    PyObject *state = PyObject_GenericGetDict(snapshot, NULL);
+    PyObject *state = pd_instance_dict(snapshot);
     if (state == NULL) {
         if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
         PyErr_Clear();
@@ -1657,7 +1684,7 @@ rs_rank_key(PyObject *rank, PyTypeObject *rank_type)
     PyObject *values[4] = {NULL, NULL, NULL, NULL};
     PyObject *result = NULL;
     for (int k = 0; k < 4; k++) {
-        values[k] = PyObject_GetAttr(rank, rs_keys[RS_DP + k]);
+        values[k] = pd_getattr(rank, rs_keys[RS_DP + k]);
         if (values[k] == NULL) goto done;
     }
     result = PyTuple_Pack(4, values[0], values[1], values[2], values[3]);
@@ -1669,7 +1696,7 @@ done:
 /* An attribute; on failure the error stays set (the caller reports RV_ERROR). */
 #define RS_GET(target, object, name)                                                                                   \
     do {                                                                                                               \
-        (target) = PyObject_GetAttr((object), rs_keys[(name)]);                                                        \
+        (target) = pd_getattr((object), rs_keys[(name)]);                                                        \
         if ((target) == NULL) goto error;                                                                              \
     } while (0)
 
@@ -1722,7 +1749,7 @@ rs_snapshot_matches(PyObject *snapshot, PyObject *expected, PyTypeObject *snapsh
         if (mr_layout_fields_set(snapshot, lc) == NULL) return 2;
         return rs_layout_matches(snapshot, expected, lc);
     }
-    PyObject *state = PyObject_GenericGetDict(snapshot, NULL);
+    PyObject *state = pd_instance_dict(snapshot);
     if (state == NULL) {
         if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
         PyErr_Clear(); /* no instance dict (a layout class not accepted): Python decides */
@@ -2101,7 +2128,7 @@ rs_key_differs(PyObject *key, PyObject *key_base, PyObject *worker, PyObject *pa
 static PyObject *
 rs_view_rows(PyObject *view, int which)
 {
-    PyObject *rows = PyObject_GetAttr(view, rs_keys[RS_ROWS_CACHE]);
+    PyObject *rows = pd_getattr(view, rs_keys[RS_ROWS_CACHE]);
     if (rows == Py_None) {
         Py_DECREF(rows);
         rows = PyObject_CallMethodObjArgs(view, rs_keys[RS_ROWS_METHOD], NULL);
@@ -2299,7 +2326,7 @@ rs_own_snapshots(rs_ctx *ctx, PyObject *snapshots)
         Py_INCREF(snapshot);
         PyObject *const *fields = mr_layout_fields(snapshot, &ctx->snapshot_layout);
         PyObject *fid = fields != NULL && fields[1] != NULL ? Py_NewRef(fields[1])
-                                                            : PyObject_GetAttr(snapshot, rs_keys[RS_FRAGMENT_ID]);
+                                                            : pd_getattr(snapshot, rs_keys[RS_FRAGMENT_ID]);
         if (fid == NULL) {
             Py_DECREF(snapshot);
             return RV_ERROR;
@@ -2425,7 +2452,7 @@ rs_executor(PyObject *row, rs_ctx *ctx, const rv_table *active, PyObject *used)
         PyObject *snapshot = PyTuple_GetItem(snapshots, k);
         if (snapshot == NULL) goto error;
         Py_INCREF(snapshot);
-        fid = PyObject_GetAttr(snapshot, rs_keys[RS_FRAGMENT_ID]);
+        fid = pd_getattr(snapshot, rs_keys[RS_FRAGMENT_ID]);
         if (fid == NULL) {
             Py_DECREF(snapshot);
             goto error;
@@ -2492,7 +2519,7 @@ rs_pfid_hint(PyObject *snapshots, Py_ssize_t k, const mr_layout_class *lc)
 static PyObject *
 rs_objects_by_pfid(PyObject *view, const mr_layout_class *lc)
 {
-    PyObject *objects = PyObject_GetAttr(view, rs_keys[RS_OBJECTS]);
+    PyObject *objects = pd_getattr(view, rs_keys[RS_OBJECTS]);
     if (objects == NULL) return NULL;
     int plain = objects == Py_None || PyDict_CheckExact(objects);
     if (plain && objects != Py_None) {
@@ -2519,7 +2546,7 @@ rs_objects_by_pfid(PyObject *view, const mr_layout_class *lc)
             PyObject *const *fields = snapshot == NULL || lc == NULL ? NULL : mr_layout_fields(snapshot, lc);
             PyObject *pfid = snapshot == NULL ? NULL
                              : fields != NULL && fields[0] != NULL ? Py_NewRef(fields[0])
-                                                                   : PyObject_GetAttr(snapshot, rs_keys[RS_PFID]);
+                                                                   : pd_getattr(snapshot, rs_keys[RS_PFID]);
             failed = pfid == NULL || PyDict_SetItem(table, pfid, snapshot) < 0;
             Py_XDECREF(pfid);
         }
@@ -2541,17 +2568,17 @@ rs_view_field(rs_ctx *ctx, Py_ssize_t index, PyObject *view, int field)
     switch (field) {
     case RS_VIEW_BY_PFID:
         /* ``view.object_by_pfid()``: its cached table when built, else the method builds it. */
-        value = PyObject_GetAttr(view, rs_keys[RS_OBJECTS_BY_PFID_CACHE]);
+        value = pd_getattr(view, rs_keys[RS_OBJECTS_BY_PFID_CACHE]);
         if (value == Py_None) {
             Py_DECREF(value);
             value = rs_objects_by_pfid(view, &ctx->snapshot_layout);
         }
         break;
     case RS_VIEW_ATTESTED_PFIDS:
-        value = PyObject_GetAttr(view, rs_keys[RS_ATTESTED_PFIDS]);
+        value = pd_getattr(view, rs_keys[RS_ATTESTED_PFIDS]);
         break;
     case RS_VIEW_GENERATION:
-        value = PyObject_GetAttr(view, rs_keys[RS_GENERATION]);
+        value = pd_getattr(view, rs_keys[RS_GENERATION]);
         break;
     default:
         value = rs_view_rows(view, 0);
@@ -2586,10 +2613,10 @@ rs_fragment(PyObject *fragment, PyObject *runtime_id, rs_ctx *ctx, PyObject **ow
         /* (or its layout's slots: rv_bound_item) */
         mr_layout_class lc;
         (void)mr_bound_layout(&rv_bound_memo, &lc, (PyObject *)Py_TYPE(fragment));
-        attestation = mr_state_item(fragment, &lc, MR_BF_ATTESTATION, rs_keys[RS_ATTESTATION]);
-        placement = attestation == NULL ? NULL : mr_state_item(fragment, &lc, MR_BF_PLACEMENT, rs_keys[RS_PLACEMENT]);
+        attestation = rv_state_item(fragment, &lc, MR_BF_ATTESTATION, rs_keys[RS_ATTESTATION]);
+        placement = attestation == NULL ? NULL : rv_state_item(fragment, &lc, MR_BF_PLACEMENT, rs_keys[RS_PLACEMENT]);
         lease_generation = placement == NULL ? NULL
-                                             : mr_state_item(fragment, &lc, MR_BF_LEASE_GENERATION,
+                                             : rv_state_item(fragment, &lc, MR_BF_LEASE_GENERATION,
                                                              rs_keys[RS_LEASE_GENERATION]);
         if (PyErr_Occurred()) goto error;
         if (lease_generation == NULL) goto done;
@@ -3112,7 +3139,7 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
                 rs_memo_clear(memo_attestation, memo_placement, 1);
                 att_memo_used = 0;
             }
-            placement = PyObject_GetAttr(attestation, rs_keys[RS_PLACEMENT]);
+            placement = pd_getattr(attestation, rs_keys[RS_PLACEMENT]);
             if (placement != NULL && exact && pure) {
                 RS_MEMO_SET(memo_attestation[att_slot], attestation);
                 RS_MEMO_SET(memo_placement[att_slot], placement);
@@ -3235,7 +3262,7 @@ static PyObject *
 rp_field(PyObject *object, PyObject *dict, int name)
 {
     if (dict != NULL) return rv_item(dict, rp_keys[name]);
-    return PyObject_GetAttr(object, rp_keys[name]);
+    return pd_getattr(object, rp_keys[name]);
 }
 
 /* The instance dict of ``object`` when it is exactly ``type`` (new reference), else NULL;
@@ -3245,7 +3272,7 @@ rp_exact_dict(PyObject *object, PyTypeObject *type, int *failed)
 {
     *failed = 0;
     if (type == NULL || Py_TYPE(object) != type) return NULL;
-    PyObject *dict = PyObject_GenericGetDict(object, NULL);
+    PyObject *dict = pd_instance_dict(object);
     if (dict == NULL) *failed = 1;
     return dict;
 }
@@ -3263,8 +3290,8 @@ rp_space(PyObject *fragment, rp_config *cfg, PyObject **space, PyObject **bindin
         /* (or its layout's slots: rv_bound_item) */
         mr_layout_class lc;
         (void)mr_bound_layout(&rv_bound_memo, &lc, (PyObject *)Py_TYPE(fragment));
-        *binding = mr_state_item(fragment, &lc, MR_BF_BINDING, rp_keys[RP_BINDING]);
-        instance = *binding == NULL ? NULL : mr_state_item(fragment, &lc, MR_BF_INSTANCE_ID, rp_keys[RP_INSTANCE]);
+        *binding = rv_state_item(fragment, &lc, MR_BF_BINDING, rp_keys[RP_BINDING]);
+        instance = *binding == NULL ? NULL : rv_state_item(fragment, &lc, MR_BF_INSTANCE_ID, rp_keys[RP_INSTANCE]);
     }
     if (*binding == NULL) return PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
     if (instance == NULL) goto fail;
@@ -3693,9 +3720,9 @@ static PyObject *rc_keys[RC_NNAMES];
 static PyObject *
 rc_attr2(PyObject *object, int first, int second)
 {
-    PyObject *middle = PyObject_GetAttr(object, rc_keys[first]);
+    PyObject *middle = pd_getattr(object, rc_keys[first]);
     if (middle == NULL) return NULL;
-    PyObject *value = PyObject_GetAttr(middle, rc_keys[second]);
+    PyObject *value = pd_getattr(middle, rc_keys[second]);
     Py_DECREF(middle);
     return value;
 }
@@ -3704,7 +3731,7 @@ rc_attr2(PyObject *object, int first, int second)
 static int
 rc_same_placement(PyObject *attestation, PyObject *placement)
 {
-    PyObject *attested = PyObject_GetAttr(attestation, rc_keys[RC_PLACEMENT]);
+    PyObject *attested = pd_getattr(attestation, rc_keys[RC_PLACEMENT]);
     if (attested == NULL) return -1;
     int same = attested == placement ? 1 : rs_compare(attested, placement, Py_EQ);
     Py_DECREF(attested);
@@ -3747,8 +3774,8 @@ rc_rank_differs(PyObject *a, PyObject *b, PyTypeObject *rank_type)
         return rc_differs(a, b);
     }
     int differs = -2; /* undecided: the generic comparison decides */
-    PyObject *da = PyObject_GenericGetDict(a, NULL);
-    PyObject *db = da == NULL ? NULL : PyObject_GenericGetDict(b, NULL);
+    PyObject *da = pd_instance_dict(a);
+    PyObject *db = da == NULL ? NULL : pd_instance_dict(b);
     if (db != NULL) {
         differs = 0;
         for (int k = 0; k < 4 && differs == 0; k++) {
@@ -3796,7 +3823,7 @@ rc_executor(PyObject *row, PyObject *placement, PyObject *placement_id, PyObject
     attestation = rv_item(estate, rc_keys[RC_ATTESTATION]);
     if (attestation == NULL || attestation == Py_None) goto done;
     /* The checks of ``_validate_bound_target_coverage``, in its order. */
-    int bad = rc_rank_differs(rv_item(estate, rc_keys[RC_RANK]), PyObject_GetAttr(part, rc_keys[RC_RANK]), rank_type);
+    int bad = rc_rank_differs(rv_item(estate, rc_keys[RC_RANK]), pd_getattr(part, rc_keys[RC_RANK]), rank_type);
     if (bad == 0) bad = rc_differs(rv_item(estate, rc_keys[RC_PLACEMENT_ID]), Py_NewRef(placement_id));
     if (bad == 0) bad = rc_differs(rv_item(estate, rc_keys[RC_DIGEST_STATE]), Py_NewRef(digest));
     if (bad == 0) {
@@ -3813,7 +3840,7 @@ rc_executor(PyObject *row, PyObject *placement, PyObject *placement_id, PyObject
     if (id == NULL) goto done;
     PyObject *entry = PyDict_GetItemWithError(attested, id); /* borrowed */
     if (entry == NULL || !PyTuple_CheckExact(entry) || PyTuple_Size(entry) != 3) goto done;
-    ids = PyObject_GetAttr(PyTuple_GetItem(entry, 2), rc_keys[RC_EVIDENCE_IDS]);
+    ids = pd_getattr(PyTuple_GetItem(entry, 2), rc_keys[RC_EVIDENCE_IDS]);
     if (ids == NULL || !PyDict_CheckExact(ids)) goto done;
     PyObject *expected = PyDict_GetItemWithError(ids, worker); /* borrowed */
     if (expected == NULL && PyErr_Occurred()) goto done;
@@ -3851,15 +3878,15 @@ rc_whole_fragments(PyObject *participants, PyObject *parts, PyObject *boxes_by_f
         PyObject *participant = PyList_GetItem(ordered, i);
         PyObject *part = participant == NULL ? NULL : PyDict_GetItemWithError(parts, participant);
         if (part == NULL) goto done;
-        PyObject *fragments = PyObject_GetAttr(part, rc_keys[RC_FRAGMENTS]);
+        PyObject *fragments = pd_getattr(part, rc_keys[RC_FRAGMENTS]);
         PyObject *list = fragments == NULL ? NULL : PySequence_List(fragments);
         Py_XDECREF(fragments);
         if (list == NULL) goto done;
         for (Py_ssize_t k = 0; k < PyList_Size(list); k++) {
             PyObject *fragment = PyList_GetItem(list, k);
-            PyObject *offset = PyObject_GetAttr(fragment, rc_keys[RC_OFFSET]);
-            PyObject *shape = offset == NULL ? NULL : PyObject_GetAttr(fragment, rc_keys[RC_SHAPE]);
-            PyObject *pfid = shape == NULL ? NULL : PyObject_GetAttr(fragment, rc_keys[RC_PFID]);
+            PyObject *offset = pd_getattr(fragment, rc_keys[RC_OFFSET]);
+            PyObject *shape = offset == NULL ? NULL : pd_getattr(fragment, rc_keys[RC_SHAPE]);
+            PyObject *pfid = shape == NULL ? NULL : pd_getattr(fragment, rc_keys[RC_PFID]);
             PyObject *member = pfid == NULL ? NULL : PyTuple_Pack(2, participant, pfid);
             int whole = -1;
             if (member != NULL) {
@@ -4240,7 +4267,7 @@ rc_whole_by_identity(PyObject *participants, PyObject *parts, rc_filed *f, PyTyp
         PyObject *participant = PyList_GetItem(ordered, i);
         PyObject *part = participant == NULL ? NULL : PyDict_GetItemWithError(parts, participant);
         if (part == NULL) goto done;
-        PyObject *fragments = PyObject_GetAttr(part, rc_keys[RC_FRAGMENTS]);
+        PyObject *fragments = pd_getattr(part, rc_keys[RC_FRAGMENTS]);
         list = fragments == NULL ? NULL : PySequence_List(fragments);
         Py_XDECREF(fragments);
         if (list == NULL) goto done;
@@ -4439,13 +4466,13 @@ revalidate_coverage(PyObject *Py_UNUSED(module), PyObject *args)
         goto done;
     }
     {
-        PyObject *seq = PyObject_GetAttr(placement, rc_keys[RC_PARTS]);
+        PyObject *seq = pd_getattr(placement, rc_keys[RC_PARTS]);
         part_list = seq == NULL ? NULL : PySequence_List(seq);
         Py_XDECREF(seq);
         if (part_list == NULL) goto done;
         for (Py_ssize_t k = 0; k < PyList_Size(part_list); k++) {
             PyObject *part = PyList_GetItem(part_list, k);
-            PyObject *pid = part == NULL ? NULL : PyObject_GetAttr(part, rc_keys[RC_PARTICIPANT]);
+            PyObject *pid = part == NULL ? NULL : pd_getattr(part, rc_keys[RC_PARTICIPANT]);
             int failed = pid == NULL || PyDict_SetItem(parts, pid, part) < 0;
             Py_XDECREF(pid);
             if (failed) goto done;
@@ -4510,7 +4537,7 @@ string_pass:
             }
             continue;
         }
-        PyObject *pfid = placement_fragment == NULL ? NULL : PyObject_GetAttr(placement_fragment, rc_keys[RC_PFID]);
+        PyObject *pfid = placement_fragment == NULL ? NULL : pd_getattr(placement_fragment, rc_keys[RC_PFID]);
         PyObject *member = pfid == NULL ? NULL : PyTuple_Pack(2, participant, pfid);
         int failed = member == NULL;
         if (!failed) {
@@ -4531,8 +4558,8 @@ string_pass:
         }
     }
     if (placement_id != NULL) goto string_whole; /* the string pass after the identity one */
-    placement_id = PyObject_GetAttr(placement, rc_keys[RC_PLACEMENT_ID]);
-    digest = placement_id == NULL ? NULL : PyObject_GetAttr(placement, rc_keys[RC_DIGEST]);
+    placement_id = pd_getattr(placement, rc_keys[RC_PLACEMENT_ID]);
+    digest = placement_id == NULL ? NULL : pd_getattr(placement, rc_keys[RC_DIGEST]);
     if (digest == NULL) goto done;
     for (Py_ssize_t r = 0; r < PyList_Size(rows); r++) {
         rc = rc_executor(PyList_GetItem(rows, r), placement, placement_id, digest, parts, seen, participants, attested,
@@ -4821,7 +4848,7 @@ ai_build(PyObject *evidence, PyObject *pdict, PyTypeObject *ev_type, PyTypeObjec
     PyObject *pfids = NULL, *attested = NULL, *everything = NULL;
     int complete = 1;
     if (Py_TYPE(evidence) != ev_type || !PyDict_CheckExact(pdict)) goto decline;
-    edict = PyObject_GenericGetDict(evidence, NULL);
+    edict = pd_instance_dict(evidence);
     if (edict == NULL) goto done;
     if (!PyDict_Check(edict)) goto decline;
     fragments = rv_item(edict, rc_keys[RC_FRAGMENTS]);
@@ -4907,8 +4934,12 @@ attested_index(PyObject *Py_UNUSED(module), PyObject *args)
         return NULL;
     }
     if (Py_TYPE(attestation) != (PyTypeObject *)att_type) Py_RETURN_NONE;
-    PyObject *state = PyObject_GenericGetDict(attestation, NULL);
-    if (state == NULL) return NULL;
+    PyObject *state = pd_instance_dict(attestation);
+    if (state == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
+        PyErr_Clear(); /* not plain (plain_dict.h), or none: the Python index decides */
+        Py_RETURN_NONE;
+    }
     PyObject *evidence = NULL, *pdict = NULL, *result = NULL;
     if (PyDict_Check(state)) {
         evidence = rv_item(state, rf_keys[RF_EVIDENCE]);
@@ -4923,6 +4954,10 @@ attested_index(PyObject *Py_UNUSED(module), PyObject *args)
     Py_DECREF(state);
     Py_XDECREF(evidence);
     Py_XDECREF(pdict);
+    if (result == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        PyErr_Clear(); /* an instance dict that is not plain (plain_dict.h): the Python index decides */
+        return Py_NewRef(Py_None);
+    }
     return result;
 }
 
@@ -4985,16 +5020,16 @@ av_slots(PyObject *module, PyObject *attestation, PyObject *state, PyObject *con
     }
     rc = RV_ERROR;
     /* ``key_base``, attribute by attribute in the constructor's order. */
-    participant = PyObject_GetAttr(evidence, av_keys[AV_PARTICIPANT]);
-    instance = participant == NULL ? NULL : PyObject_GetAttr(evidence, av_keys[AV_INSTANCE]);
-    placement_id = instance == NULL ? NULL : PyObject_GetAttr(placement, av_keys[AV_PLACEMENT_ID]);
-    digest = placement_id == NULL ? NULL : PyObject_GetAttr(placement, av_keys[AV_DIGEST]);
-    lease = digest == NULL ? NULL : PyObject_GetAttr(evidence, av_keys[AV_LEASE]);
+    participant = pd_getattr(evidence, av_keys[AV_PARTICIPANT]);
+    instance = participant == NULL ? NULL : pd_getattr(evidence, av_keys[AV_INSTANCE]);
+    placement_id = instance == NULL ? NULL : pd_getattr(placement, av_keys[AV_PLACEMENT_ID]);
+    digest = placement_id == NULL ? NULL : pd_getattr(placement, av_keys[AV_DIGEST]);
+    lease = digest == NULL ? NULL : pd_getattr(evidence, av_keys[AV_LEASE]);
     if (lease == NULL) goto done;
     slots[AV_KEY_BASE] = PyTuple_Pack(5, instance, placement_id, participant, digest, lease);
     if (slots[AV_KEY_BASE] == NULL) goto done;
     /* ``placement._part_index().get(participant_id)``: the method's cached dict when present. */
-    PyObject *pstate = PyObject_GenericGetDict(placement, NULL);
+    PyObject *pstate = pd_instance_dict(placement);
     if (pstate == NULL) goto done;
     index = PyDict_Check(pstate) ? rv_item(pstate, av_keys[AV_PART_INDEX_CACHE]) : NULL;
     Py_DECREF(pstate);
@@ -5010,9 +5045,9 @@ av_slots(PyObject *module, PyObject *attestation, PyObject *state, PyObject *con
     }
     PyObject *part = PyDict_GetItemWithError(index, participant); /* borrowed; ``index`` holds it */
     if (part == NULL && PyErr_Occurred()) goto done;
-    slots[AV_PART_RANK] = part == NULL ? Py_NewRef(Py_None) : PyObject_GetAttr(part, av_keys[AV_RANK]);
+    slots[AV_PART_RANK] = part == NULL ? Py_NewRef(Py_None) : pd_getattr(part, av_keys[AV_RANK]);
     if (slots[AV_PART_RANK] == NULL) goto done;
-    slots[AV_GENERATION] = PyObject_GetAttr(evidence, av_keys[AV_GENERATION]);
+    slots[AV_GENERATION] = pd_getattr(evidence, av_keys[AV_GENERATION]);
     if (slots[AV_GENERATION] == NULL) goto done;
     /* The snapshot objects only when the caller gives them (binding's objects of this very call,
      * see ``bound_contracts._attested_view``); never read from the attestation: they could have
@@ -5076,7 +5111,7 @@ static PyObject *
 av_build(PyObject *module, PyObject *view_type, PyObject *attestation, PyObject *const *types, PyObject *objects)
 {
     if (Py_TYPE(attestation) != (PyTypeObject *)types[0]) Py_RETURN_NONE;
-    PyObject *state = PyObject_GenericGetDict(attestation, NULL);
+    PyObject *state = pd_instance_dict(attestation);
     if (state == NULL) return NULL;
     PyObject *slots[AV_NSLOTS] = {NULL};
     PyObject *view = NULL;
@@ -5118,7 +5153,14 @@ attested_view(PyObject *module, PyObject *args)
                           &objects)) {
         return NULL;
     }
-    return av_build(module, view_type, attestation, types, objects);
+    PyObject *view = av_build(module, view_type, attestation, types, objects);
+    if (view == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        /* (an instance dict that is not plain, plain_dict.h; or a missing attribute, which the
+         * Python constructor raises again) */
+        PyErr_Clear();
+        return Py_NewRef(Py_None);
+    }
+    return view;
 }
 
 /* --- revalidate_views ------------------------------------------------------------------- */
@@ -5161,7 +5203,7 @@ rw_side(PyObject *executors, PyTypeObject *rank_type, PyTypeObject *executor_typ
         PyObject *executor = PyTuple_GetItem(executors, i);
         if (executor == NULL) return RV_ERROR;
         if (executor_type != NULL && Py_TYPE(executor) != executor_type) return RV_DECLINE;
-        PyObject *estate = PyObject_GenericGetDict(executor, NULL);
+        PyObject *estate = pd_instance_dict(executor);
         if (estate == NULL) return RV_ERROR;
         PyObject *v[RW_NNAMES] = {NULL};
         PyObject *rank_tuple = NULL, *key = NULL, *bucket = NULL, *row = NULL, *view_key = NULL, *iter = NULL;
@@ -5961,7 +6003,7 @@ static PyObject *rb_keys[RB_NNAMES];
 static PyObject *
 rb_field(PyObject *obj, int name)
 {
-    PyObject *dict = mr_runtime_state(&rv_runtime_memo, obj); /* (a runtime fragment's layout: itself) */
+    PyObject *dict = rv_plain_runtime_state(obj); /* (a runtime fragment's layout: itself) */
     if (dict == NULL) {
         if (PyErr_ExceptionMatches(PyExc_AttributeError)) PyErr_Clear();
         return NULL;
@@ -6024,9 +6066,10 @@ rb_fragment_ok(PyObject *const *row, PyObject *attestation, PyObject *const *cla
     if (values[4] != Py_None) goto done; /* owner differs from None */
     if (attestation != Py_None) {
         if ((PyObject *)Py_TYPE(attestation) != classes[3]) goto done;
-        PyObject *dict = PyObject_GenericGetDict(attestation, NULL);
+        PyObject *dict = pd_instance_dict(attestation);
         if (dict == NULL) {
-            status = RV_ERROR;
+            status = PyErr_ExceptionMatches(PyExc_AttributeError) ? RV_DECLINE : RV_ERROR;
+            if (status == RV_DECLINE) PyErr_Clear(); /* not plain (plain_dict.h): the Python path decides */
             goto done;
         }
         PyObject *pdict = PyDict_GetItemWithError(dict, rb_keys[RB_PLACEMENT_DICT]); /* borrowed */
@@ -6344,7 +6387,7 @@ ov_placement(PyObject *fragment, PyTypeObject *rank_type, PyObject **pp, PyObjec
     }
     if (rc == RV_OK && Py_TYPE(rank) != rank_type) rc = RV_DECLINE;
     if (rc == RV_OK) {
-        rank_dict = PyObject_GenericGetDict(rank, NULL);
+        rank_dict = pd_instance_dict(rank);
         if (rank_dict == NULL) rc = RV_ERROR;
     }
     if (rc == RV_OK) rc = ov_get(rank_dict, rf_keys[RF_PP], pp);
@@ -6485,7 +6528,7 @@ operation_views(PyObject *Py_UNUSED(module), PyObject *args)
             Py_INCREF(source);
             Py_INCREF(target);
         } else {
-            PyObject *dict = PyObject_GenericGetDict(op, NULL);
+            PyObject *dict = pd_instance_dict(op);
             if (dict == NULL) {
                 /* no instance dict (a layout class not accepted): the Python loop decides */
                 if (!PyErr_ExceptionMatches(PyExc_AttributeError)) goto done;
@@ -6568,6 +6611,10 @@ done:
     }
     PyMem_Free(keys);
     PyMem_Free(values);
+    if (result == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        PyErr_Clear(); /* an instance dict that is not plain (plain_dict.h): the Python loop decides */
+        result = Py_NewRef(Py_None);
+    }
     return result;
 }
 
@@ -6702,7 +6749,7 @@ sh_seen(sh_state *st, PyObject *obj)
 static PyObject *
 sh_dict(PyObject *obj)
 {
-    PyObject *d = PyObject_GenericGetDict(obj, NULL);
+    PyObject *d = pd_instance_dict(obj);
     if (d == NULL) {
         PyErr_Clear();
         return NULL;
@@ -6961,12 +7008,12 @@ sh_view(sh_state *st, PyObject *entry)
     PyObject *view = PyTuple_GetItem(entry, 2);
     if (view == NULL) return RV_ERROR;
     if (Py_TYPE(view) != st->cls[SH_VIEW]) return RV_DECLINE;
-    PyObject *placement = PyObject_GetAttr(view, sh_keys[SHK_PLACEMENT]);
+    PyObject *placement = pd_getattr(view, sh_keys[SHK_PLACEMENT]);
     if (placement == NULL) return RV_ERROR;
     int rc = sh_placement(st, placement);
     Py_DECREF(placement);
     if (rc != RV_OK) return rc;
-    PyObject *evidence = PyObject_GetAttr(view, sh_keys[SHK_EVIDENCE]);
+    PyObject *evidence = pd_getattr(view, sh_keys[SHK_EVIDENCE]);
     if (evidence == NULL) return RV_ERROR;
     rc = sh_evidence(st, evidence);
     Py_DECREF(evidence);

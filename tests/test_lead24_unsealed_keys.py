@@ -88,12 +88,6 @@ def test_the_probe_sees_foreign_code_in_a_plain_key_order() -> None:
     assert "_fast_revalidate_live" not in ran
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="lead, session 24: the unsealed fast revalidation (replace()) probes instance dicts whose "
-    "keys may be str subclasses; their __eq__ runs inside the C passes (not a regression: 18a3c67 "
-    "did the same for parts, ranks and placements)",
-)
 @pytest.mark.parametrize("which", sorted(_TARGETS))
 def test_no_foreign_code_runs_inside_the_unsealed_fast_revalidation(which: str) -> None:
     assert _fast_path_callers(which) == []

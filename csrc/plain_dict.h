@@ -1,0 +1,105 @@
+/* Plain instance dicts: the instance dicts a C pass may probe by key without running Python code.
+ *
+ * A dict lookup compares every stored key whose hash equals the probe's, unless identical, with
+ * ``==``. An instance dict is writable (``obj.__dict__[key] = ...``, or a dict subclass assigned
+ * to ``__dict__``), so a str subclass (or any object) with a colliding hash stored as a key runs
+ * its ``__eq__`` inside ``PyDict_GetItemWithError`` or a generic ``getattr`` -- user code, while
+ * the pass holds borrowed references and takes its decisions (tests/test_lead24_unsealed_keys.py,
+ * tests/test_sound25_plain_dicts.py). The sealed gate refuses such graphs at entry (exact.c
+ * inert_graph), but replace(), direct construction, unsealed binds and pickle restore reach the
+ * fast revalidation without it, and a fact proved at its entry would not hold for its later passes
+ * (a trace or profile hook, a signal handler or another thread can run Python code between them).
+ * So each reader checks the dict it probes, in the pass that probes it: an exact dict whose keys
+ * are all exact strs, where comparing two keys is unicode_compare (equal but not identical
+ * strs are then found as Python finds them, with no Python code). The check is one PyDict_Next
+ * walk of the dict's few keys; the pass holds the GIL and runs no Python code between it and the
+ * probes, so nothing can add a key in between.
+ *
+ * Both readers fail with AttributeError, as for an object without an instance dict: every caller
+ * then declines (the rule-by-rule path decides, reading the same attributes in Python). */
+#ifndef MOONCAKE_RESHARD_PLAIN_DICT_H
+#define MOONCAKE_RESHARD_PLAIN_DICT_H
+
+#include <Python.h>
+
+/* 1 when dict is an exact dict whose keys are all exact strs, else 0. Runs no Python code. */
+static inline int
+pd_plain_keys(PyObject *dict)
+{
+    if (!PyDict_CheckExact(dict)) return 0;
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+        if (!PyUnicode_CheckExact(key)) return 0;
+    }
+    return 1;
+}
+
+/* The AttributeError of an instance dict the readers below refuse. */
+static inline void
+pd_refuse(void)
+{
+    PyErr_SetString(PyExc_AttributeError, "instance dict is not a plain dict of exact str keys");
+}
+
+/* PyObject_GenericGetDict(obj) for a reader that probes it by key: a new reference when it is
+ * plain (pd_plain_keys), NULL with AttributeError when it is not or obj has no instance dict,
+ * NULL with another error on failure. Runs no Python code. */
+static inline PyObject *
+pd_instance_dict(PyObject *obj)
+{
+    PyObject *dict = PyObject_GenericGetDict(obj, NULL);
+    if (dict == NULL || pd_plain_keys(dict)) return dict;
+    Py_DECREF(dict);
+    pd_refuse();
+    return NULL;
+}
+
+/* Classes whose instances have no instance dict (PyObject_GenericGetDict raised AttributeError
+ * once: a class's layout never changes), per C file; strong references, kept for the process. */
+#define PD_DICTLESS 8
+static PyObject *pd_dictless[PD_DICTLESS];
+
+/* 1 when a generic getattr of obj probes no instance dict that is not plain (obj has none, or
+ * it is plain), 0 when it would, -1 with an error. Materializes the dict of an instance that
+ * keeps its attributes inline (CPython 3.11+: what reading ``__dict__`` does). Runs no Python
+ * code. */
+static inline int
+pd_getattr_safe(PyObject *obj)
+{
+    PyObject *cls = (PyObject *)Py_TYPE(obj);
+    for (int k = 0; k < PD_DICTLESS && pd_dictless[k] != NULL; k++) {
+        if (pd_dictless[k] == cls) return 1;
+    }
+    PyObject *dict = PyObject_GenericGetDict(obj, NULL);
+    if (dict == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+        PyErr_Clear(); /* no instance dict: a getattr reads descriptors (slots, layouts) only */
+        for (int k = 0; k < PD_DICTLESS; k++) {
+            if (pd_dictless[k] == NULL) {
+                pd_dictless[k] = Py_NewRef(cls);
+                break;
+            }
+        }
+        return 1;
+    }
+    int plain = pd_plain_keys(dict);
+    Py_DECREF(dict);
+    return plain;
+}
+
+/* PyObject_GetAttr(obj, name) for a pass: NULL with AttributeError when obj's instance dict is
+ * not plain (pd_getattr_safe). name: an interned exact str; obj: of a class whose attribute
+ * lookup is the generic one (the caller checked its exact class, or declines anything else). */
+static inline PyObject *
+pd_getattr(PyObject *obj, PyObject *name)
+{
+    int safe = pd_getattr_safe(obj);
+    if (safe <= 0) {
+        if (safe == 0) pd_refuse();
+        return NULL;
+    }
+    return PyObject_GetAttr(obj, name);
+}
+
+#endif
