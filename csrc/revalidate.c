@@ -775,18 +775,6 @@ typedef struct {
 static PyObject *av_build(PyObject *module, PyObject *view_type, PyObject *attestation, PyObject *const *types,
                           PyObject *objects);
 
-/* Item ``name`` of ``object``'s instance dict as a new reference; NULL with no error set when
- * it is missing (decline), NULL with an error set on failure. */
-static PyObject *
-rf_dict_item(PyObject *object, PyObject *name)
-{
-    PyObject *dict = pd_instance_dict(object);
-    if (dict == NULL) return NULL;
-    PyObject *value = rv_item(dict, name);
-    Py_DECREF(dict);
-    return value;
-}
-
 /* ``getattr(object, name)``; NULL with no error set on AttributeError (decline). */
 static PyObject *
 rf_attr(PyObject *object, PyObject *name)
@@ -802,9 +790,13 @@ static int
 rf_identity(PyObject *placement, PyObject *identity)
 {
     PyObject *values[3] = {NULL, NULL, NULL};
-    int rc = RV_OK;
+    /* one check of its dict for the three reads (plain fields: no Python code runs between) */
+    int rc = pd_getattr_safe(placement);
+    if (rc <= 0) return rc < 0 ? RV_ERROR : RV_DECLINE;
+    rc = RV_OK;
     for (int k = 0; k < 3 && rc == RV_OK; k++) {
-        values[k] = rf_attr(placement, rf_keys[RF_RESOURCE_ID + k]);
+        values[k] = PyObject_GetAttr(placement, rf_keys[RF_RESOURCE_ID + k]);
+        if (values[k] == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) PyErr_Clear();
         if (values[k] == NULL) rc = PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
     }
     if (rc == RV_OK) {
@@ -939,14 +931,16 @@ dc_all_unchanged(PyObject *deps)
  * placement dict and every recorded dependency is unchanged (new reference); NULL with no
  * error set otherwise (``view_of`` then decides), NULL with an error set on failure. */
 static PyObject *
-rf_exact_view(PyObject *attestation, const rf_config *cfg, PyObject *placement, PyObject *placement_dict)
+rf_exact_view(PyObject *attestation, PyObject *state, const rf_config *cfg, PyObject *placement,
+              PyObject *placement_dict)
 {
+    /* (state: the attestation's instance dict, checked plain by the caller) */
     if (Py_TYPE(attestation) != cfg->attestation_type) return NULL;
-    PyObject *cached = rf_dict_item(attestation, rf_keys[RF_ATTESTED_VIEW]);
+    PyObject *cached = rv_item(state, rf_keys[RF_ATTESTED_VIEW]);
     if (cached == NULL) return NULL;
     PyObject *evidence = NULL, *view = NULL;
     if (!PyTuple_CheckExact(cached) || PyTuple_Size(cached) != 5) goto done;
-    evidence = rf_dict_item(attestation, rf_keys[RF_EVIDENCE]);
+    evidence = rv_item(state, rf_keys[RF_EVIDENCE]);
     if (evidence == NULL) goto done;
     if (PyTuple_GetItem(cached, 1) != evidence || PyTuple_GetItem(cached, 2) != placement ||
         PyTuple_GetItem(cached, 3) != placement_dict) {
@@ -969,19 +963,22 @@ rf_attested_entry(PyObject *attestation, const rf_config *cfg, PyObject **entry)
 {
     PyObject *placement = NULL, *placement_dict = NULL, *binding_dict = NULL, *view = NULL;
     int rc = RV_DECLINE;
-    placement = rf_dict_item(attestation, rf_keys[RF_PLACEMENT]);
+    /* its three fields from one checked dict (rf_identity reads plain fields: no Python code) */
+    PyObject *state = pd_instance_dict(attestation);
+    if (state == NULL) goto done;
+    placement = rv_item(state, rf_keys[RF_PLACEMENT]);
     if (placement == NULL) goto done;
     if (Py_TYPE(placement) != cfg->manifest_type) goto done;
     rc = rf_identity(placement, cfg->identity);
     if (rc != RV_OK) goto done;
     rc = RV_DECLINE;
-    placement_dict = rf_dict_item(attestation, rf_keys[RF_PLACEMENT_DICT]);
+    placement_dict = rv_item(state, rf_keys[RF_PLACEMENT_DICT]);
     if (placement_dict == NULL || !PyDict_CheckExact(placement_dict)) goto done;
-    binding_dict = rf_dict_item(attestation, rf_keys[RF_BINDING_DICT]);
+    binding_dict = rv_item(state, rf_keys[RF_BINDING_DICT]);
     if (binding_dict == NULL || !PyDict_CheckExact(binding_dict)) goto done;
     /* The exact cached view when every object it was derived from is unchanged, else
      * ``view_of`` (which builds a new one from the current values). */
-    view = rf_exact_view(attestation, cfg, placement, placement_dict);
+    view = rf_exact_view(attestation, state, cfg, placement, placement_dict);
     if (view == NULL && PyErr_Occurred()) goto done;
     if (view == NULL) view = PyObject_CallFunctionObjArgs(cfg->view_of, attestation, NULL);
     if (view == NULL) goto done;
@@ -989,6 +986,7 @@ rf_attested_entry(PyObject *attestation, const rf_config *cfg, PyObject **entry)
     rc = *entry == NULL ? RV_ERROR : RV_OK;
 done:
     if (rc == RV_DECLINE && PyErr_Occurred()) rc = RV_ERROR;
+    Py_XDECREF(state);
     Py_XDECREF(placement);
     Py_XDECREF(placement_dict);
     Py_XDECREF(binding_dict);
@@ -1683,8 +1681,14 @@ rs_rank_key(PyObject *rank, PyTypeObject *rank_type)
     if (Py_TYPE(rank) != rank_type) return Py_NewRef(rank);
     PyObject *values[4] = {NULL, NULL, NULL, NULL};
     PyObject *result = NULL;
+    /* one check of its dict for the four reads (plain fields: no Python code runs between) */
+    int safe = pd_getattr_safe(rank);
+    if (safe <= 0) {
+        if (safe == 0) pd_refuse();
+        return NULL;
+    }
     for (int k = 0; k < 4; k++) {
-        values[k] = pd_getattr(rank, rs_keys[RS_DP + k]);
+        values[k] = PyObject_GetAttr(rank, rs_keys[RS_DP + k]);
         if (values[k] == NULL) goto done;
     }
     result = PyTuple_Pack(4, values[0], values[1], values[2], values[3]);
@@ -2353,6 +2357,8 @@ rs_executor(PyObject *row, rs_ctx *ctx, const rv_table *active, PyObject *used)
     PyObject *estate = PyTuple_GetItem(row, 0), *key = PyTuple_GetItem(row, 1), *bucket = PyTuple_GetItem(row, 2);
     if (estate == NULL || key == NULL || bucket == NULL) goto error;
     if (!PyDict_CheckExact(estate) || !PyList_CheckExact(bucket) || !PyTuple_CheckExact(key)) goto done;
+    /* (an executor's instance dict from revalidate_views: checked again, code may have run since) */
+    if (!pd_plain_keys(estate)) goto done;
     lease = rv_item(estate, rs_keys[RS_LEASE]);
     if (lease == NULL || lease == Py_None) goto done;
     attestation = rv_item(estate, rs_keys[RS_ATTESTATION]);
@@ -3810,7 +3816,8 @@ rc_executor(PyObject *row, PyObject *placement, PyObject *placement_id, PyObject
     int rc = RV_DECLINE;
     if (!PyTuple_CheckExact(row) || PyTuple_Size(row) != 3) goto done;
     PyObject *estate = PyTuple_GetItem(row, 0);
-    if (estate == NULL || !PyDict_CheckExact(estate)) goto done;
+    /* (an executor's instance dict from revalidate_views: checked again, code may have run since) */
+    if (estate == NULL || !pd_plain_keys(estate)) goto done;
     participant = rv_item(estate, rc_keys[RC_PARTICIPANT]);
     worker = rv_item(estate, rc_keys[RC_WORKER]);
     if (participant == NULL || worker == NULL) goto done;

@@ -197,7 +197,7 @@ def test_the_watch_records_a_probe_inside_a_pass() -> None:
         assert probe["key"] == 2
     finally:
         _WATCH.pop()
-    assert watch.hits == ["key~planted in revalidate_scan"]
+    assert watch.hits and set(watch.hits) == {"key~planted in revalidate_scan"}
 
 
 @pytest.mark.parametrize(("cls_name", "field"), _PLAN_CASES)
@@ -309,4 +309,69 @@ def test_equal_but_not_identical_keys_stay_sound(cls_name: str, field: str, monk
     assert not any(key is field for key in vars(obj)) and field in vars(obj)
     result, hits = _watched(lambda: dataclasses.replace(plan))
     assert hits == []
+    _same(result, _ruled(lambda: dataclasses.replace(plan), monkeypatch))
+
+
+def _plant_everywhere(root: Any) -> int:
+    """A ``Colliding`` key in front of every field of every dict-backed object reachable from
+    ``root`` (the values unchanged); the number of objects."""
+    objects = list(_dict_backed(root))
+    for obj in objects:
+        state = vars(obj)
+        items = list(state.items())
+        state.clear()
+        for key, value in items:
+            if type(key) is str:
+                state[Colliding(f"{key}~planted")] = None
+            state[key] = value
+    return len(objects)
+
+
+_PASSES = (
+    "revalidate_scan",
+    "revalidate_fragments",
+    "revalidate_views",
+    "revalidate_shapes",
+    "revalidate_side",
+    "revalidate_spaces",
+)
+
+
+class _PlantAfter(_Watch):
+    """A ``_Watch`` that plants keys everywhere when the pass ``after`` returns to
+    ``_fast_revalidate_live`` (as a profile hook, a signal handler or another thread could):
+    what a pass proved about the dicts it read does not carry to the next passes."""
+
+    def __init__(self, root: Any, after: str) -> None:
+        super().__init__()
+        self.root = root
+        self.after = after
+        self.planted = 0
+
+    def __call__(self, frame: Any, event: str, arg: Any) -> None:
+        super().__call__(frame, event, arg)
+        if (
+            event == "c_return"
+            and not self.stack
+            and not self.planted
+            and getattr(arg, "__name__", None) == self.after
+            and frame.f_code.co_name == "_fast_revalidate_live"
+        ):
+            self.planted = _plant_everywhere(self.root)
+
+
+@pytest.mark.parametrize("after", _PASSES)
+def test_keys_planted_between_passes(after: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    plan = _plan()
+    watch = _PlantAfter(plan, after)
+    _WATCH.append(watch)
+    previous = sys.getprofile()
+    sys.setprofile(watch)
+    try:
+        result = outcome(lambda: dataclasses.replace(plan))
+    finally:
+        sys.setprofile(previous)
+        _WATCH.pop()
+    assert watch.planted > 0
+    assert watch.hits == []
     _same(result, _ruled(lambda: dataclasses.replace(plan), monkeypatch))
