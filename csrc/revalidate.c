@@ -124,11 +124,17 @@ rv_plain_runtime_state(PyObject *obj)
 static PyObject *
 rv_state_item(PyObject *obj, const mr_layout_class *lc, Py_ssize_t index, PyObject *name)
 {
-    if (mr_layout_fields(obj, lc) == NULL) {
-        int safe = pd_getattr_safe(obj);
-        if (safe <= 0) return NULL; /* (-1: its error is set) */
+    PyObject *const *fields = mr_layout_fields(obj, lc);
+    if (fields != NULL) return mr_state_item(obj, lc, index, name); /* (its slot) */
+    PyObject *dict = pd_instance_dict(obj);
+    if (dict == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_AttributeError)) PyErr_Clear(); /* none, or not plain */
+        return NULL;
     }
-    return mr_state_item(obj, lc, index, name);
+    PyObject *value = PyDict_GetItemWithError(dict, name);
+    Py_XINCREF(value);
+    Py_DECREF(dict);
+    return value;
 }
 
 /* This file's readers of bound fragments: the memo of their exact class's layout check. */
