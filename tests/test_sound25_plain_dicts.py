@@ -375,3 +375,31 @@ def test_keys_planted_between_passes(after: str, monkeypatch: pytest.MonkeyPatch
     assert watch.planted > 0
     assert watch.hits == []
     _same(result, _ruled(lambda: dataclasses.replace(plan), monkeypatch))
+
+
+_DATA_DICTS = (
+    ("WeightPlacementManifest", "_parts_by_participant"),
+    ("RuntimeBindingAttestation", "_placement_dict"),
+    ("RuntimeBindingAttestation", "_binding_dict"),
+)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="sound5, session 25 (open): the passes also probe the package's derived dicts held in "
+    "instance fields (a placement's part index, an attestation's placement / binding dicts) by key; "
+    "a colliding key planted in one still runs its __eq__ inside revalidate_fragments / attested_view "
+    "(not a regression: 556cc59 does the same)",
+)
+@pytest.mark.parametrize(("cls_name", "field"), _DATA_DICTS)
+def test_no_foreign_code_through_derived_dicts(cls_name: str, field: str) -> None:
+    plan = _plan()
+    derived = vars(_find(plan, cls_name))[field]
+    assert type(derived) is dict and derived
+    items = list(derived.items())
+    derived.clear()
+    for key, value in items:
+        derived[Colliding(f"{key}~planted")] = None
+        derived[key] = value
+    _result, hits = _watched(lambda: dataclasses.replace(plan))
+    assert hits == []
