@@ -5052,7 +5052,9 @@ av_slots(PyObject *module, PyObject *attestation, PyObject *state, PyObject *con
         index = PyObject_CallMethodObjArgs(placement, av_keys[AV_PART_INDEX], NULL);
         if (index == NULL) goto done;
     }
-    if (!PyDict_CheckExact(index)) {
+    /* probed by key after the method's Python code ran: an exact str probed in a plain dict
+     * (plain_dict.h), else the Python constructor decides */
+    if (!PyDict_CheckExact(index) || !PyUnicode_CheckExact(participant) || !pd_plain_keys(index)) {
         rc = RV_DECLINE;
         goto done;
     }
