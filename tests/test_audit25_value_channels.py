@@ -1,0 +1,222 @@
+"""Foreign code inside the fast revalidation's C passes through field *values* (AUDIT5, session 25).
+
+csrc/plain_dict.h (SOUND5, ``c6c7576``) closed the instance-dict *key* channel. The C passes still
+compare, hash and iterate field *values* they have not proven exact: a str, int or tuple subclass
+stored in a package object's field (``object.__setattr__``; frozen dataclasses do not stop it)
+has its ``__eq__`` / ``__hash__`` run by ``PyObject_RichCompare`` / ``PyDict_GetItem`` /
+``PyDict_SetItem`` inside ``revalidate_fragments`` (the placements' identity, placement fragment
+ids), ``revalidate_views`` (executors' fragment ids, runtime fragment ids), ``attested_view``
+(evidence participant ids), ``revalidate_spaces`` and ``revalidate_coverage`` (regions'
+``overlap_offset`` / ``overlap_shape`` and their items). ``revalidate_shapes``, which declines most
+of these kinds, runs *after* ``revalidate_fragments`` and ``revalidate_views``, and never reads the
+regions' boxes. Nothing gates ``dataclasses.replace()`` (nor direct construction, nor an unsealed
+bind), so that code runs while the passes hold borrowed references and take their decisions.
+
+Each case plants one such value and records a dunder called directly by a ``_native`` function
+running under ``_fast_revalidate_live`` (same watch as tests/test_sound25_plain_dicts.py). Strict
+xfails until the passes decline non-exact values before comparing or hashing them (or the
+unsealed entry paths walk the graph with ``_native.inert_graph`` first).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import Any, Callable
+
+import pytest
+
+from forge_helpers import outcome, sized_world
+
+from mooncake.reshard import _native
+from mooncake.reshard.weight import TransferPlan, bind_logical_transfer_plan
+
+_NATIVE = _native.__name__
+
+
+class _Watch:
+    """Profile hook: ``stack`` holds (function, calling frame) of the ``_native`` calls running
+    under ``_fast_revalidate_live`` (and any ``_native`` call below one). A dunder whose caller
+    frame is the innermost one's calling frame was called by that C function itself."""
+
+    def __init__(self) -> None:
+        self.stack: list[tuple[Any, Any]] = []
+        self.hits: list[str] = []
+
+    def __call__(self, frame: Any, event: str, arg: Any) -> None:
+        if event == "c_call":
+            native = getattr(arg, "__module__", None) == _NATIVE or type(getattr(arg, "__self__", None)).__module__ == _NATIVE
+            if native and (self.stack or frame.f_code.co_name == "_fast_revalidate_live"):
+                self.stack.append((arg, frame))
+        elif event in ("c_return", "c_exception") and self.stack and self.stack[-1][0] is arg:
+            self.stack.pop()
+
+
+_WATCH: list[_Watch] = []
+
+
+def _record(what: str) -> None:
+    if _WATCH:
+        watch = _WATCH[-1]
+        caller = sys._getframe(2)
+        if watch.stack and watch.stack[-1][1] is caller:
+            watch.hits.append(f"{what} in {watch.stack[-1][0].__name__}")
+
+
+class ForeignStr(str):
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        _record("str.__eq__")
+        return str.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        _record("str.__ne__")
+        return str.__ne__(self, other)
+
+    def __hash__(self) -> int:
+        _record("str.__hash__")
+        return str.__hash__(self)
+
+
+class ForeignInt(int):
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        _record("int.__eq__")
+        return int.__eq__(self, other)
+
+    def __hash__(self) -> int:
+        _record("int.__hash__")
+        return int.__hash__(self)
+
+
+class ForeignTuple(tuple):  # type: ignore[type-arg]
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        _record("tuple.__eq__")
+        return tuple.__eq__(self, other)
+
+    def __hash__(self) -> int:
+        _record("tuple.__hash__")
+        return tuple.__hash__(self)
+
+
+def _plan() -> Any:
+    logical, targets, sources, _memory = sized_world(2)
+    return bind_logical_transfer_plan(logical, targets, source_bindings=sources)
+
+
+def _op(plan: Any) -> Any:
+    return plan.operations[0]
+
+
+def _item(cls: type, index: int) -> Callable[[Any], Any]:
+    return lambda value: type(value)(cls(item) if at == index else item for at, item in enumerate(value))
+
+
+# (what to reach from the plan, field, how to make the value foreign, the pass it runs in)
+_CASES: dict[str, tuple[Callable[[Any], Any], str, Callable[[Any], Any], str]] = {
+    "plan.resource_id": (lambda plan: plan, "resource_id", ForeignStr, "revalidate_fragments"),
+    "plan.revision": (lambda plan: plan, "revision", ForeignStr, "revalidate_fragments"),
+    "attested placement.resource_id": (
+        lambda plan: _op(plan).target.attestation.placement, "resource_id", ForeignStr, "revalidate_fragments"),
+    "attested placement.weight_generation": (
+        lambda plan: _op(plan).target.attestation.placement, "weight_generation", ForeignInt, "revalidate_fragments"),
+    "placement fragment.placement_fragment_id": (
+        lambda plan: _op(plan).target.placement, "placement_fragment_id", ForeignStr, "revalidate_fragments"),
+    "executor.fragment_ids[0]": (
+        lambda plan: plan.target_executors[0], "fragment_ids", _item(ForeignStr, 0), "revalidate_views"),
+    "runtime fragment.fragment_id": (
+        lambda plan: _op(plan).target.binding, "fragment_id", ForeignStr, "revalidate_views"),
+    "evidence.participant_id": (
+        lambda plan: _op(plan).target.attestation.evidence, "participant_id", ForeignStr, "attested_view"),
+    "region.overlap_offset": (lambda plan: _op(plan), "overlap_offset", ForeignTuple, "revalidate_spaces"),
+    "region.overlap_offset[0]": (lambda plan: _op(plan), "overlap_offset", _item(ForeignInt, 0), "revalidate_spaces"),
+    "region.overlap_shape": (lambda plan: _op(plan), "overlap_shape", ForeignTuple, "revalidate_spaces"),
+    "region.overlap_shape[1]": (lambda plan: _op(plan), "overlap_shape", _item(ForeignInt, 1), "revalidate_spaces"),
+}
+
+
+def _hits(call: Callable[[], Any]) -> list[str]:
+    watch = _Watch()
+    _WATCH.append(watch)
+    previous = sys.getprofile()
+    sys.setprofile(watch)
+    try:
+        outcome(call)
+    finally:
+        sys.setprofile(previous)
+        _WATCH.pop()
+    return sorted(set(watch.hits))
+
+
+def _planted(case: str) -> Any:
+    reach, field, make, _pass = _CASES[case]
+    plan = _plan()
+    obj = reach(plan)
+    object.__setattr__(obj, field, make(getattr(obj, field)))
+    return plan
+
+
+def test_the_watch_sees_a_foreign_dunder_called_by_a_pass() -> None:
+    """The watch itself: a ForeignStr compared by a C function it follows is recorded, the same
+    value compared by Python code is not."""
+    watch = _Watch()
+    _WATCH.append(watch)
+    try:
+        watch.stack.append((_native.revalidate_scan, sys._getframe()))
+        assert ForeignStr("a") in {"a": 1}  # (a dict probe made by C code on behalf of this frame)
+        expected = ["str.__hash__ in revalidate_scan", "str.__eq__ in revalidate_scan"]
+        assert watch.hits == expected
+
+        def python_compare() -> bool:
+            return ForeignStr("a") == "a"
+
+        assert python_compare()
+        assert watch.hits == expected
+    finally:
+        _WATCH.pop()
+
+
+def test_an_exact_plan_runs_no_foreign_code() -> None:
+    assert _hits(lambda: dataclasses.replace(_plan())) == []
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="AUDIT5 F1: a C pass of the fast revalidation compares or hashes a "
+                   "field value it has not proven exact (str/int/tuple subclass): its dunder runs inside the pass")
+@pytest.mark.parametrize("case", sorted(_CASES))
+def test_replace_runs_no_foreign_code_inside_a_pass(case: str) -> None:
+    plan = _planted(case)
+    assert _hits(lambda: dataclasses.replace(plan)) == []
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="AUDIT5 F1: the same channels through direct TransferPlan(...) construction")
+@pytest.mark.parametrize("case", ["plan.resource_id", "executor.fragment_ids[0]", "region.overlap_offset"])
+def test_construction_runs_no_foreign_code_inside_a_pass(case: str) -> None:
+    plan = _planted(case)
+
+    def construct() -> Any:
+        return TransferPlan(**{f.name: getattr(plan, f.name) for f in dataclasses.fields(plan) if f.init})
+
+    assert _hits(construct) == []
+
+
+def _bind_inputs(field: str, make: Callable[[Any], Any], which: str) -> Any:
+    logical, targets, sources, _memory = sized_world(2)
+    obj = logical if which == "logical" else logical.operations[0]
+    object.__setattr__(obj, field, make(getattr(obj, field)))
+    return logical, targets, sources
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="AUDIT5 F1: the same channels through an (unsealed) bind: the "
+                   "foreign value unseals the call, whose fast revalidation then runs its dunders")
+@pytest.mark.parametrize(
+    ("which", "field", "make"),
+    [("logical", "resource_id", ForeignStr), ("region", "overlap_offset", ForeignTuple),
+     ("region", "overlap_shape", _item(ForeignInt, 0))],
+)
+def test_unsealed_bind_runs_no_foreign_code_inside_a_pass(which: str, field: str, make: Any) -> None:
+    logical, targets, sources = _bind_inputs(field, make, which)
+    assert _hits(lambda: bind_logical_transfer_plan(logical, targets, source_bindings=sources)) == []
