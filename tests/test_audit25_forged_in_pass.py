@@ -1,0 +1,118 @@
+"""Foreign code inside a C pass forges what an earlier step of the same pass proved (AUDIT5, session 25).
+
+The rules accept a str subclass as a plan's ``resource_id`` (they check it non-empty), so the fast
+revalidation runs on such a plan. ``revalidate_fragments`` compares each new attestation's placement
+identity with the plan identity (``rf_identity``: ``PyObject_RichCompareBool`` on a tuple holding
+that str subclass), so the subclass's ``__eq__`` runs inside the pass, once per attestation. From
+the second call on, the pass has already proved the first fragment's runtime fence (its lease and
+instance id equal the attested ones: ``rf_attested_str``). Code run there that edits the fragment's
+``runtime_lease_id`` (``object.__setattr__``) is not seen again: ``revalidate_shapes`` checks its
+kind only, and ``_require_attested_fences`` runs only when the rules decided. ``replace()``, direct
+construction and an unsealed bind then return a plan whose state the rules refuse ("bound fragment
+runtime fence differs from attestation").
+
+Strict xfails until no foreign code runs inside the passes (tests/test_audit25_value_channels.py)
+or the fast path of an unsealed call is watched and re-decided like a large sealed bind's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import Any, Callable
+
+import pytest
+
+from forge_helpers import outcome, sized_world
+
+from mooncake.reshard.weight import TransferPlan, bind_logical_transfer_plan
+from mooncake.reshard.weight._planner import bound_contracts
+
+_FENCE = ("ValueError", "bound fragment runtime fence differs from attestation")
+
+
+class ForgingId(str):
+    """Equal to the real identity; at its second comparison made by a C pass called from
+    ``_fast_revalidate_live``, edits the lease of the pass's first fragment (``operations[0]``'s
+    source: fragments are taken in first appearance, source before target)."""
+
+    __slots__ = ()
+    calls: list[str] = []
+
+    def __eq__(self, other: object) -> bool:
+        caller = sys._getframe(1)
+        if caller.f_code.co_name == "_fast_revalidate_live":
+            ForgingId.calls.append("eq")
+            if len(ForgingId.calls) == 2:
+                fragment = caller.f_locals["operations"][0].source
+                object.__setattr__(fragment, "runtime_lease_id", "forged-lease")
+        return str.__eq__(self, other)
+
+    __hash__ = str.__hash__
+
+
+@pytest.fixture(autouse=True)
+def _fresh_calls() -> None:
+    ForgingId.calls = []
+
+
+def _ruled(call: Callable[[], Any]) -> Any:
+    saved = bound_contracts._fast_revalidate
+    bound_contracts._fast_revalidate = lambda *args, **kwargs: False
+    try:
+        return outcome(call)
+    finally:
+        bound_contracts._fast_revalidate = saved
+
+
+def _plan() -> Any:
+    logical, targets, sources, _memory = sized_world(2)
+    return bind_logical_transfer_plan(logical, targets, source_bindings=sources)
+
+
+def _check(result: Any) -> None:
+    """``result`` must not be a plan the rules refuse (the rules re-run on it, fast path off)."""
+    assert len(ForgingId.calls) >= 2, "the forging comparison did not run inside a pass"
+    if isinstance(result, TransferPlan):
+        assert result.operations[0].source.runtime_lease_id == "forged-lease"
+        assert _ruled(lambda: dataclasses.replace(result)) != _FENCE, "accepted a plan the rules refuse"
+
+
+def test_the_rules_accept_a_str_subclass_identity() -> None:
+    """So the fast path runs on such a plan (and the forgery below is the only difference)."""
+    plan = _plan()
+    object.__setattr__(plan, "resource_id", str.__new__(type("Named", (str,), {}), plan.resource_id))
+    assert isinstance(_ruled(lambda: dataclasses.replace(plan)), TransferPlan)
+
+
+def test_the_forged_lease_alone_is_refused() -> None:
+    plan = _plan()
+    object.__setattr__(plan.operations[0].source, "runtime_lease_id", "forged-lease")
+    assert outcome(lambda: dataclasses.replace(plan)) == _FENCE
+
+
+_REASON = ("AUDIT5 F3: a str-subclass plan identity's __eq__ runs inside revalidate_fragments (rf_identity) after "
+           "the pass proved a fragment's fence; editing it there is never re-checked: a plan the rules refuse is accepted")
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=_REASON)
+def test_replace() -> None:
+    plan = _plan()
+    object.__setattr__(plan, "resource_id", ForgingId(plan.resource_id))
+    _check(outcome(lambda: dataclasses.replace(plan)))
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=_REASON)
+def test_direct_construction() -> None:
+    plan = _plan()
+    values = {f.name: getattr(plan, f.name) for f in dataclasses.fields(plan) if f.init}
+    values["resource_id"] = ForgingId(plan.resource_id)
+    _check(outcome(lambda: TransferPlan(**values)))
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=_REASON)
+def test_unsealed_bind() -> None:
+    """The logical plan's identity unseals the bind; its plan is revalidated by the fast path."""
+    logical, targets, sources, _memory = sized_world(2)
+    object.__setattr__(logical, "resource_id", ForgingId(logical.resource_id))
+    _check(outcome(lambda: bind_logical_transfer_plan(logical, targets, source_bindings=sources)))
