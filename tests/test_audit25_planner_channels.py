@@ -1,0 +1,182 @@
+"""Foreign code inside the planner's C passes (AUDIT5, session 25).
+
+``plan_placement_transfer`` trusts its placements' field values: the constructors refuse str, int
+and tuple subclasses, but a value stored after construction with ``object.__setattr__`` (frozen
+dataclasses do not stop it; the threat model of the session 22-24 audits) is compared, hashed or
+iterated by ``_native`` functions of ``csrc/planobj.c`` (``tensor_columns``, ``catalog_map``,
+``owner_minimums``, ``select_sources``, ``project_executors``), whose ``__eq__`` / ``__ne__`` /
+``__hash__`` / ``__iter__`` / ``__len__`` then run inside the pass; ``from_fragments`` does the same
+in ``canonical_tensors_json`` (csrc/canonical.c) with a tuple-subclass ``parallel_axes``. The plan
+is built through the trusted path (no revalidation), so code run there decides with the pass.
+
+Each case records a dunder called directly by any ``_native`` function. Strict xfails until the
+planner declines (or checks exact, as ``_native.inert_graph`` does) values it has not proven plain.
+A bind of such a plan is unsealed (``exactness``) and revalidated by the rules' fast path, and
+tests/test_audit25_value_channels.py covers that path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import Any, Callable
+
+import pytest
+
+from memory_executor import tp_placement
+
+from mooncake.reshard import _native
+from mooncake.reshard.weight import WeightPlacementManifest, plan_placement_transfer
+
+_NATIVE = _native.__name__
+
+
+class _Watch:
+    """Profile hook: ``stack`` holds (function, calling frame) of the running ``_native`` calls.
+    A dunder whose caller frame is the innermost one's calling frame was called by that C
+    function itself."""
+
+    def __init__(self) -> None:
+        self.stack: list[tuple[Any, Any]] = []
+        self.hits: list[str] = []
+
+    def __call__(self, frame: Any, event: str, arg: Any) -> None:
+        if event == "c_call":
+            if getattr(arg, "__module__", None) == _NATIVE or type(getattr(arg, "__self__", None)).__module__ == _NATIVE:
+                self.stack.append((arg, frame))
+        elif event in ("c_return", "c_exception") and self.stack and self.stack[-1][0] is arg:
+            self.stack.pop()
+
+
+_WATCH: list[_Watch] = []
+
+
+def _record(what: str) -> None:
+    if _WATCH:
+        watch = _WATCH[-1]
+        if watch.stack and watch.stack[-1][1] is sys._getframe(2):
+            watch.hits.append(f"{what} in {watch.stack[-1][0].__name__}")
+
+
+class ForeignStr(str):
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        _record("str.__eq__")
+        return str.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        _record("str.__ne__")
+        return str.__ne__(self, other)
+
+    def __hash__(self) -> int:
+        _record("str.__hash__")
+        return str.__hash__(self)
+
+
+class ForeignInt(int):
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        _record("int.__eq__")
+        return int.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        _record("int.__ne__")
+        return int.__ne__(self, other)
+
+    def __hash__(self) -> int:
+        _record("int.__hash__")
+        return int.__hash__(self)
+
+
+class ForeignTuple(tuple):  # type: ignore[type-arg]
+    __slots__ = ()
+
+    def __iter__(self) -> Any:
+        _record("tuple.__iter__")
+        return tuple.__iter__(self)
+
+    def __len__(self) -> int:
+        _record("tuple.__len__")
+        return tuple.__len__(self)
+
+    def __ne__(self, other: object) -> bool:
+        _record("tuple.__ne__")
+        return tuple.__ne__(self, other)
+
+
+def _placements() -> tuple[Any, Any]:
+    source = tp_placement(2, prefix="s", dp=2, shape=(4, 6), tensors=("wa", "wb"))
+    target = tp_placement(2, prefix="t", shape=(4, 6), tensors=("wa", "wb"))
+    return source, target
+
+
+def _hits(call: Callable[[], Any]) -> list[str]:
+    watch = _Watch()
+    _WATCH.append(watch)
+    previous = sys.getprofile()
+    sys.setprofile(watch)
+    try:
+        call()
+    except Exception:
+        pass
+    finally:
+        sys.setprofile(previous)
+        _WATCH.pop()
+    return sorted(set(watch.hits))
+
+
+def _forge(obj: Any, field: str, make: Callable[[Any], Any]) -> None:
+    object.__setattr__(obj, field, make(getattr(obj, field)))
+
+
+def _item(cls: type, index: int) -> Callable[[Any], Any]:
+    return lambda value: type(value)(cls(item) if at == index else item for at, item in enumerate(value))
+
+
+# (the object of the source placement, field, how to make the value foreign)
+_CASES: dict[str, tuple[Callable[[Any], Any], str, Callable[[Any], Any]]] = {
+    "placement.parts": (lambda p: p, "parts", ForeignTuple),
+    "part.fragments": (lambda p: p.parts[0], "fragments", ForeignTuple),
+    "fragment.tensor_id": (lambda p: p.parts[0].fragments[0], "tensor_id", ForeignStr),
+    "fragment.placement_fragment_id": (lambda p: p.parts[0].fragments[0], "placement_fragment_id", ForeignStr),
+    "rank.dp": (lambda p: p.parts[0].fragments[0].rank, "dp", ForeignInt),
+    "descriptor.tensor_id": (lambda p: p.tensors[0], "tensor_id", ForeignStr),
+    "descriptor.dtype": (lambda p: p.tensors[0], "dtype", ForeignStr),
+    "descriptor.itemsize": (lambda p: p.tensors[0], "itemsize", ForeignInt),
+    "descriptor.global_shape": (lambda p: p.tensors[0], "global_shape", ForeignTuple),
+    "descriptor.global_shape[0]": (lambda p: p.tensors[0], "global_shape", _item(ForeignInt, 0)),
+}
+
+
+def test_exact_placements_run_no_foreign_code() -> None:
+    source, target = _placements()
+    assert _hits(lambda: plan_placement_transfer(source, target)) == []
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="AUDIT5 F4: planobj.c passes of plan_placement_transfer "
+                   "compare/hash/iterate placement values not proven exact: a forged subclass's dunder runs inside them")
+@pytest.mark.parametrize("case", sorted(_CASES))
+def test_plan_placement_transfer_runs_no_foreign_code(case: str) -> None:
+    reach, field, make = _CASES[case]
+    source, target = _placements()
+    _forge(reach(source), field, make)
+    assert _hits(lambda: plan_placement_transfer(source, target)) == []
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="AUDIT5 F4: canonical_tensors_json iterates a "
+                   "forged tuple-subclass parallel_axes of a descriptor passed to from_fragments")
+def test_from_fragments_runs_no_foreign_code() -> None:
+    _source, target = _placements()
+    descriptor = target.tensors[0]
+    _forge(descriptor, "parallel_axes", ForeignTuple)
+
+    def assemble() -> Any:
+        return WeightPlacementManifest.from_fragments(
+            resource_id=target.resource_id, revision=target.revision, weight_generation=target.weight_generation,
+            placement_set_id=target.placement_set_id, topology=target.topology, tensors=target.tensors,
+            fragments=target.fragments, placement_id=target.placement_id,
+        )
+
+    assert _hits(assemble) == []
