@@ -115,3 +115,19 @@ def test_unsealed_bind_refuses_a_tuple_subclass_box(field: str, monkeypatch: pyt
     fast, ruled = _outcomes(make, monkeypatch)
     assert ruled == ("ValueError", f"transfer region {field} must contain integers")
     assert fast == ruled
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=_REASON)
+@pytest.mark.parametrize("field", _FIELDS)
+def test_pickle_restore_refuses_a_tuple_subclass_box(field: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pickle
+
+    def make() -> Callable[[], Any]:
+        plan = _plan()
+        _boxed(plan.operations[0], field)
+        data = pickle.dumps(plan)
+        return lambda: pickle.loads(data)
+
+    fast, ruled = _outcomes(make, monkeypatch)
+    assert not isinstance(ruled, TransferPlan)
+    assert fast == ruled

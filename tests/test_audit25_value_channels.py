@@ -220,3 +220,13 @@ def _bind_inputs(field: str, make: Callable[[Any], Any], which: str) -> Any:
 def test_unsealed_bind_runs_no_foreign_code_inside_a_pass(which: str, field: str, make: Any) -> None:
     logical, targets, sources = _bind_inputs(field, make, which)
     assert _hits(lambda: bind_logical_transfer_plan(logical, targets, source_bindings=sources)) == []
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="AUDIT5 F1: the same channels through pickle restore "
+                   "(the foreign values survive pickling; the restore's revalidation runs the fast path)")
+@pytest.mark.parametrize("case", ["plan.resource_id", "executor.fragment_ids[0]", "region.overlap_offset"])
+def test_pickle_restore_runs_no_foreign_code_inside_a_pass(case: str) -> None:
+    import pickle
+
+    data = pickle.dumps(_planted(case))
+    assert _hits(lambda: pickle.loads(data)) == []
