@@ -1,0 +1,174 @@
+"""Foreign code inside bind's own C passes (AUDIT5, session 25).
+
+A bind whose inputs hold a str subclass stored after construction (``object.__setattr__``) is
+unsealed (``exactness``), so no watch runs; before its plan reaches the fast revalidation
+(tests/test_audit25_value_channels.py) the value's ``__eq__`` / ``__hash__`` already runs inside
+csrc/binder.c passes: ``operation_views`` (a logical executor's ``placement_fragment_ids`` are
+the keys of the dict it probes with each fragment's id), ``attest_many`` (participant ids of the
+target placement's parts and of the binding manifests), ``bound_fragments`` (a runtime fragment's
+``placement_fragment_id``), ``project_attested`` (a placement fragment's id). ``replace()`` of a
+logical plan runs ``operation_views`` the same way.
+
+Measured with a vandal hook (every field of every reachable object replaced by an equal fresh
+copy, instance dicts replaced, lists cleared, ``gc.collect()``, under ``PYTHONMALLOC=debug``):
+no crash in any of these passes, so no memory unsafety was shown; the invariant (no foreign code
+inside a pass) still fails. Strict xfails until these passes decline non-exact ids before
+probing with them, or unsealed binds gate their inputs with ``_native.inert_graph``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import Any, Callable
+
+import pytest
+
+from forge_helpers import sized_world
+
+from mooncake.reshard import _native
+from mooncake.reshard.weight import bind_logical_transfer_plan
+
+_NATIVE = _native.__name__
+
+
+class _Watch:
+    """Profile hook: ``stack`` holds (function, calling frame) of the running ``_native`` calls.
+    A dunder whose caller frame is the innermost one's calling frame was called by that C
+    function itself."""
+
+    def __init__(self) -> None:
+        self.stack: list[tuple[Any, Any]] = []
+        self.hits: list[str] = []
+
+    def __call__(self, frame: Any, event: str, arg: Any) -> None:
+        if event == "c_call":
+            if getattr(arg, "__module__", None) == _NATIVE or type(getattr(arg, "__self__", None)).__module__ == _NATIVE:
+                self.stack.append((arg, frame))
+        elif event in ("c_return", "c_exception") and self.stack and self.stack[-1][0] is arg:
+            self.stack.pop()
+
+
+_WATCH: list[_Watch] = []
+
+
+def _record(what: str) -> None:
+    if _WATCH:
+        watch = _WATCH[-1]
+        if watch.stack and watch.stack[-1][1] is sys._getframe(2):
+            watch.hits.append(f"{what} in {watch.stack[-1][0].__name__}")
+
+
+class ForeignStr(str):
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        _record("str.__eq__")
+        return str.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        _record("str.__ne__")
+        return str.__ne__(self, other)
+
+    def __hash__(self) -> int:
+        _record("str.__hash__")
+        return str.__hash__(self)
+
+
+class ForeignInt(int):
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        _record("int.__eq__")
+        return int.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        _record("int.__ne__")
+        return int.__ne__(self, other)
+
+    def __hash__(self) -> int:
+        _record("int.__hash__")
+        return int.__hash__(self)
+
+
+class ForeignTuple(tuple):  # type: ignore[type-arg]
+    __slots__ = ()
+
+    def __iter__(self) -> Any:
+        _record("tuple.__iter__")
+        return tuple.__iter__(self)
+
+    def __len__(self) -> int:
+        _record("tuple.__len__")
+        return tuple.__len__(self)
+
+    def __ne__(self, other: object) -> bool:
+        _record("tuple.__ne__")
+        return tuple.__ne__(self, other)
+
+
+def _inputs() -> tuple[Any, Any, Any]:
+    logical, targets, sources, _memory = sized_world(2)
+    return logical, targets, sources
+
+
+def _hits(call: Callable[[], Any]) -> list[str]:
+    watch = _Watch()
+    _WATCH.append(watch)
+    previous = sys.getprofile()
+    sys.setprofile(watch)
+    try:
+        call()
+    except Exception:
+        pass
+    finally:
+        sys.setprofile(previous)
+        _WATCH.pop()
+    return sorted(set(watch.hits))
+
+
+def _forge(obj: Any, field: str, make: Callable[[Any], Any]) -> None:
+    object.__setattr__(obj, field, make(getattr(obj, field)))
+
+
+def _first_item(cls: type) -> Callable[[Any], Any]:
+    return lambda value: type(value)(cls(item) if at == 0 else item for at, item in enumerate(value))
+
+
+# (the object of the bind inputs (logical, targets, sources), field, how to make it foreign)
+_CASES: dict[str, tuple[Callable[[Any], Any], str, Callable[[Any], Any]]] = {
+    "logical executor.placement_fragment_ids[0]": (
+        lambda inputs: inputs[0].target_executors[0], "placement_fragment_ids", _first_item(ForeignStr)),
+    "target part.participant_id": (lambda inputs: inputs[0].target_placement.parts[0], "participant_id", ForeignStr),
+    "binding manifest.participant_id": (lambda inputs: inputs[1][0], "participant_id", ForeignStr),
+    "runtime fragment.placement_fragment_id": (
+        lambda inputs: inputs[1][0].fragments[0], "placement_fragment_id", ForeignStr),
+    "placement fragment.placement_fragment_id": (
+        lambda inputs: inputs[0].target_placement.parts[0].fragments[0], "placement_fragment_id", ForeignStr),
+}
+
+
+def test_exact_inputs_run_no_foreign_code() -> None:
+    logical, targets, sources = _inputs()
+    assert _hits(lambda: bind_logical_transfer_plan(logical, targets, source_bindings=sources)) == []
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="AUDIT5 F5: binder.c passes (operation_views, "
+                   "attest_many, bound_fragments, project_attested) probe with ids not proven exact: a forged "
+                   "str subclass's __eq__/__hash__ runs inside them")
+@pytest.mark.parametrize("case", sorted(_CASES))
+def test_bind_runs_no_foreign_code_in_its_passes(case: str) -> None:
+    reach, field, make = _CASES[case]
+    inputs = _inputs()
+    _forge(reach(inputs), field, make)
+    logical, targets, sources = inputs
+    hits = _hits(lambda: bind_logical_transfer_plan(logical, targets, source_bindings=sources))
+    assert [hit for hit in hits if not hit.endswith(("revalidate_fragments", "revalidate_views", "attested_view"))] == []
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="AUDIT5 F5: operation_views probes its dict keyed by "
+                   "a logical executor's forged placement_fragment_ids inside replace() of a logical plan")
+def test_logical_replace_runs_no_foreign_code_in_operation_views() -> None:
+    logical, _targets, _sources = _inputs()
+    _forge(logical.target_executors[0], "placement_fragment_ids", _first_item(ForeignStr))
+    assert _hits(lambda: dataclasses.replace(logical)) == []
