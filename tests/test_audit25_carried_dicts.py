@@ -1,4 +1,5 @@
-"""An instance dict checked plain in one pass is probed by later passes (AUDIT5, session 25).
+"""An instance dict checked plain in one pass must not be probed unchecked by later passes
+(AUDIT5 F7, session 25; fixed by SOUND5's 64f69cf, found independently).
 
 csrc/plain_dict.h's rule is "each reader checks the dict it probes, in the pass that probes it",
 because Python code can run between the passes of ``_fast_revalidate_live`` (a profile or trace
@@ -10,7 +11,9 @@ key (``rv_item``) without checking it again. A str-subclass key colliding with a
 in the executor's ``__dict__`` after ``revalidate_shapes`` returned (the last pass that walks the
 executors), runs its ``__eq__`` inside those later passes.
 
-Strict xfails until rs_executor / rc_executor re-check (``pd_plain_keys``) the dict they probe.
+On c6c7576 every case here failed; since 64f69cf rs_executor / rc_executor check the dict again
+where they read it. Kept as regression tests: the second plants the key from foreign code inside
+an earlier pass (no hook), which tests/test_sound25_plain_dicts.py's hook-based cases do not.
 """
 
 from __future__ import annotations
@@ -60,11 +63,6 @@ def _fresh_log() -> None:
     _LOG.clear()
 
 
-_REASON = ("AUDIT5 F7: rs_executor/rc_executor probe the executor dicts revalidate_views checked plain, "
-           "after Python code could change them")
-
-
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=_REASON)
 @pytest.mark.parametrize("field", ["attestation", "runtime_lease_id", "worker_id", "fragment_ids"])
 def test_a_key_planted_between_the_passes_runs_no_code_inside_a_pass(field: str) -> None:
     """Planted by a profile hook when revalidate_shapes returns."""
@@ -102,7 +100,6 @@ class PlantingBox(tuple):  # type: ignore[type-arg]
     __hash__ = tuple.__hash__
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=_REASON)
 def test_a_key_planted_by_foreign_code_in_an_earlier_pass_runs_no_code_in_a_later_one() -> None:
     plan = _plan()
     for op in plan.operations:
