@@ -413,6 +413,18 @@ rv_set_position(PyObject *list, Py_ssize_t i, Py_ssize_t position)
     return PyList_SetItem(list, i, number); /* steals number */
 }
 
+/* 1 when value is an exact tuple whose items are all exact ints, else 0 (runs no Python code). */
+static int
+rv_exact_int_tuple(PyObject *value)
+{
+    if (!PyTuple_CheckExact(value)) return 0;
+    const Py_ssize_t n = PyTuple_Size(value);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (!PyLong_CheckExact(PyTuple_GetItem(value, k))) return 0;
+    }
+    return 1;
+}
+
 /* The layout index (layout.h MR_RG_*) of each of rv_operation's fields RV_SOURCE .. RV_SHAPE. */
 static const int rv_region_index[RV_SHAPE + 1] = {
     MR_RG_SOURCE,             MR_RG_TARGET,       MR_RG_OUTER_LOOP_COUNTS, MR_RG_SOURCE_STRIDES,
@@ -494,6 +506,15 @@ rv_operation(PyObject *op, PyTypeObject *region_type, const mr_layout_class *rl,
     if ((rc = rv_fragment_nbytes(v[RV_SOURCE], &s_nbytes)) != RV_OK) goto done;
     if ((rc = rv_fragment_nbytes(v[RV_TARGET], &t_nbytes)) != RV_OK) goto done;
     if (s_end > s_nbytes || t_end > t_nbytes || count > max_segments) {
+        rc = RV_DECLINE;
+        goto done;
+    }
+    /* the box: exact tuples of exact ints of one length (the rules' _require_typed_region
+     * refuses other kinds; the passes after this one compare and hash them, and a subclass
+     * accepted here would be converted in place by TransferRegion.__post_init__ later:
+     * tests/test_audit25_region_boxes.py) */
+    if (!rv_exact_int_tuple(v[RV_OFFSET]) || !rv_exact_int_tuple(v[RV_SHAPE])
+        || PyTuple_Size(v[RV_OFFSET]) != PyTuple_Size(v[RV_SHAPE])) {
         rc = RV_DECLINE;
         goto done;
     }
@@ -805,6 +826,12 @@ rf_identity(PyObject *placement, PyObject *identity)
         if (values[k] == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) PyErr_Clear();
         if (values[k] == NULL) rc = PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
     }
+    /* exact strs and int only (the plan identity's are checked at the pass's entry): a
+     * subclass's __eq__ would run inside the pass (tests/test_audit25_forged_in_pass.py) */
+    if (rc == RV_OK
+        && (!PyUnicode_CheckExact(values[0]) || !PyUnicode_CheckExact(values[1]) || !PyLong_CheckExact(values[2]))) {
+        rc = RV_DECLINE;
+    }
     if (rc == RV_OK) {
         PyObject *mine = PyTuple_Pack(3, values[0], values[1], values[2]);
         if (mine == NULL) {
@@ -978,10 +1005,13 @@ rf_attested_entry(PyObject *attestation, const rf_config *cfg, PyObject **entry)
     rc = rf_identity(placement, cfg->identity);
     if (rc != RV_OK) goto done;
     rc = RV_DECLINE;
+    /* both probed by placement fragment id below, for every fragment of this attestation:
+     * plain keys (pd_plain_keys: exact dict, exact str keys), so no probe runs Python code
+     * (a planted key's __eq__ could free the entry the pass reads: test_audit25_attested_dicts) */
     placement_dict = rv_item(state, rf_keys[RF_PLACEMENT_DICT]);
-    if (placement_dict == NULL || !PyDict_CheckExact(placement_dict)) goto done;
+    if (placement_dict == NULL || !pd_plain_keys(placement_dict)) goto done;
     binding_dict = rv_item(state, rf_keys[RF_BINDING_DICT]);
-    if (binding_dict == NULL || !PyDict_CheckExact(binding_dict)) goto done;
+    if (binding_dict == NULL || !pd_plain_keys(binding_dict)) goto done;
     /* The exact cached view when every object it was derived from is unchanged, else
      * ``view_of`` (which builds a new one from the current values). */
     view = rf_exact_view(attestation, state, cfg, placement, placement_dict);
@@ -1171,7 +1201,7 @@ rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObjec
     PyObject *f[F_N] = {NULL};
     PyObject *binding_owner = NULL, *pfid = NULL, *rank = NULL, *rank_tuple = NULL, *worker = NULL;
     PyObject *fragment_id = NULL, *stage = NULL, *expected = NULL, *key = NULL, *route = NULL, *lease = NULL;
-    PyObject *instance = NULL;
+    PyObject *instance = NULL, *entry = NULL;
     int rc = RV_DECLINE;
     /* its layout's slots (or its instance dict: rv_bound_item) */
     static const Py_ssize_t slot_of[F_N] = {MR_BF_PLACEMENT, MR_BF_BINDING, MR_BF_OWNER, MR_BF_ATTESTATION};
@@ -1234,14 +1264,14 @@ rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObjec
             slot = (slot + 1) & entries->mask;
         }
         if (index < 0) {
-            PyObject *entry = NULL;
-            rc = rf_attested_entry(attestation, cfg, &entry);
+            PyObject *fresh = NULL;
+            rc = rf_attested_entry(attestation, cfg, &fresh);
             if (rc != RV_OK) goto done;
             rc = RV_DECLINE;
             PyObject *id = PyLong_FromVoidPtr(attestation);
-            int failed = id == NULL || PyDict_SetItem(attested, id, entry) < 0 || PyList_Append(entry_list, entry) < 0;
+            int failed = id == NULL || PyDict_SetItem(attested, id, fresh) < 0 || PyList_Append(entry_list, fresh) < 0;
             Py_XDECREF(id);
-            Py_DECREF(entry);
+            Py_DECREF(fresh);
             if (failed) {
                 rc = RV_ERROR;
                 goto done;
@@ -1256,11 +1286,13 @@ rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObjec
             rs_store(entries, attestation, index); /* alive: the fragment (held by the caller) holds it */
         }
     }
-    PyObject *entry = PyList_GetItem(entry_list, index); /* borrowed */
+    entry = Py_XNewRef(PyList_GetItem(entry_list, index)); /* held: nothing below may free it */
     if (entry == NULL) {
         rc = RV_ERROR;
         goto done;
     }
+    /* probed with an exact str only (a subclass's __hash__ / __eq__ would run in the probe) */
+    if (!PyUnicode_CheckExact(pfid)) goto done;
     for (int side = 0; side < 2; side++) {
         expected = PyDict_GetItemWithError(PyTuple_GetItem(entry, side), pfid); /* borrowed */
         if (expected == NULL) goto done;
@@ -1365,6 +1397,7 @@ done:
     Py_XDECREF(route);
     Py_XDECREF(lease);
     Py_XDECREF(instance);
+    Py_XDECREF(entry);
     return rc;
 }
 
@@ -1453,6 +1486,12 @@ revalidate_fragments(PyObject *module, PyObject *args)
     if (!PyCallable_Check(cfg.view_of)) {
         PyErr_SetString(PyExc_TypeError, "revalidate_fragments: view_of must be callable");
         return NULL;
+    }
+    /* the plan identity (resource_id, revision, weight_generation): exact values, else the
+     * rules decide (rf_identity compares it with every attested placement's) */
+    if (PyTuple_Size(cfg.identity) != 3 || !PyUnicode_CheckExact(PyTuple_GetItem(cfg.identity, 0))
+        || !PyUnicode_CheckExact(PyTuple_GetItem(cfg.identity, 1)) || !PyLong_CheckExact(PyTuple_GetItem(cfg.identity, 2))) {
+        Py_RETURN_NONE;
     }
     cfg.placement_type = (PyTypeObject *)types[0];
     cfg.binding_type = (PyTypeObject *)types[1];

@@ -106,5 +106,7 @@ def test_a_key_planted_by_foreign_code_in_an_earlier_pass_runs_no_code_in_a_late
         object.__setattr__(op, "overlap_offset", PlantingBox(op.overlap_offset))
     PlantingBox.target = plan.target_executors[0]
     outcome(lambda: dataclasses.replace(plan))
-    assert PlantingBox.target is None  # (planted)
+    # Since the lead's r25 fix of F2 the scan declines the tuple-subclass box before any pass
+    # compares it, so no foreign code runs to plant the key (either way, none may run later)
+    assert PlantingBox.target is not None
     assert "_fast_revalidate_live" not in _LOG, _LOG

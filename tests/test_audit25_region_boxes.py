@@ -10,7 +10,8 @@ list of exact ints) refuse the same plan with "transfer region overlap_offset mu
 integers". So ``replace()``, direct construction and an unsealed bind return a plan where the rules
 raise, and ``replace()`` edits the region shared with the plan it was given.
 
-Strict xfails until the fast path declines a non-exact box (e.g. in ``rv_operation``).
+Closed (lead, session 25): ``rv_operation`` declines a box that is not an exact tuple of exact ints
+(the rules then refuse it); these are regression tests now.
 """
 
 from __future__ import annotations
@@ -66,7 +67,6 @@ def test_the_rules_refuse_a_tuple_subclass_box(monkeypatch: pytest.MonkeyPatch) 
     assert ruled == ("ValueError", "transfer region overlap_offset must contain integers")
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=_REASON)
 @pytest.mark.parametrize("field", _FIELDS)
 def test_replace_refuses_a_tuple_subclass_box(field: str, monkeypatch: pytest.MonkeyPatch) -> None:
     def make() -> Callable[[], Any]:
@@ -79,7 +79,6 @@ def test_replace_refuses_a_tuple_subclass_box(field: str, monkeypatch: pytest.Mo
     assert fast == ruled
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=_REASON)
 def test_replace_leaves_the_given_plan_as_it_was() -> None:
     plan = _plan()
     _boxed(plan.operations[0], "overlap_offset")
@@ -87,7 +86,6 @@ def test_replace_leaves_the_given_plan_as_it_was() -> None:
     assert type(plan.operations[0].overlap_offset) is BoxTuple
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=_REASON)
 @pytest.mark.parametrize("field", _FIELDS)
 def test_construction_refuses_a_tuple_subclass_box(field: str, monkeypatch: pytest.MonkeyPatch) -> None:
     def make() -> Callable[[], Any]:
@@ -101,7 +99,6 @@ def test_construction_refuses_a_tuple_subclass_box(field: str, monkeypatch: pyte
     assert fast == ruled
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=_REASON)
 @pytest.mark.parametrize("field", _FIELDS)
 def test_unsealed_bind_refuses_a_tuple_subclass_box(field: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The logical plan's region (a tuple subclass set after construction) unseals the bind; the
@@ -117,7 +114,6 @@ def test_unsealed_bind_refuses_a_tuple_subclass_box(field: str, monkeypatch: pyt
     assert fast == ruled
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=_REASON)
 @pytest.mark.parametrize("field", _FIELDS)
 def test_pickle_restore_refuses_a_tuple_subclass_box(field: str, monkeypatch: pytest.MonkeyPatch) -> None:
     import pickle

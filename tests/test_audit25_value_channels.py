@@ -185,7 +185,20 @@ def test_an_exact_plan_runs_no_foreign_code() -> None:
 
 
 # Cases closed since (regression tests now): the commit that closed each.
-_FIXED = {"evidence.participant_id": "3b33065 (attested_view: exact-str participant)"}
+_LEAD = "lead r25 (revalidate.c: exact identity values in rf_identity, exact-str placement fragment id before the " \
+    "attested dicts' probes, exact int-tuple boxes in revalidate_scan)"
+_FIXED = {
+    "evidence.participant_id": "3b33065 (attested_view: exact-str participant)",
+    "attested placement.resource_id": _LEAD,
+    "attested placement.weight_generation": _LEAD,
+    "placement fragment.placement_fragment_id": _LEAD,
+    "plan.resource_id": _LEAD,
+    "plan.revision": _LEAD,
+    "region.overlap_offset": _LEAD,
+    "region.overlap_offset[0]": _LEAD,
+    "region.overlap_shape": _LEAD,
+    "region.overlap_shape[1]": _LEAD,
+}
 _OPEN = pytest.mark.xfail(strict=True, raises=AssertionError, reason="AUDIT5 F1: a C pass of the fast revalidation "
                           "compares or hashes a field value it has not proven exact (str/int/tuple subclass): its "
                           "dunder runs inside the pass")
@@ -199,8 +212,16 @@ def test_replace_runs_no_foreign_code_inside_a_pass(case: str) -> None:
     assert _hits(lambda: dataclasses.replace(plan)) == []
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="AUDIT5 F1: the same channels through direct TransferPlan(...) construction")
-@pytest.mark.parametrize("case", ["plan.resource_id", "executor.fragment_ids[0]", "region.overlap_offset"])
+def _marked(cases: list[str], reason: str) -> list[Any]:
+    """``cases`` as parameters, the open ones (not in ``_FIXED``) strict xfails for ``reason``."""
+    mark = pytest.mark.xfail(strict=True, raises=AssertionError, reason=reason)
+    return [pytest.param(case, marks=() if case in _FIXED else mark) for case in cases]
+
+
+_SOME = ["plan.resource_id", "executor.fragment_ids[0]", "region.overlap_offset"]
+
+
+@pytest.mark.parametrize("case", _marked(_SOME, "AUDIT5 F1: the same channels through direct TransferPlan(...) construction"))
 def test_construction_runs_no_foreign_code_inside_a_pass(case: str) -> None:
     plan = _planted(case)
 
@@ -217,8 +238,7 @@ def _bind_inputs(field: str, make: Callable[[Any], Any], which: str) -> Any:
     return logical, targets, sources
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="AUDIT5 F1: the same channels through an (unsealed) bind: the "
-                   "foreign value unseals the call, whose fast revalidation then runs its dunders")
+# (closed by the lead's r25 fixes: the logical plan's resource_id, the region boxes)
 @pytest.mark.parametrize(
     ("which", "field", "make"),
     [("logical", "resource_id", ForeignStr), ("region", "overlap_offset", ForeignTuple),
@@ -229,9 +249,8 @@ def test_unsealed_bind_runs_no_foreign_code_inside_a_pass(which: str, field: str
     assert _hits(lambda: bind_logical_transfer_plan(logical, targets, source_bindings=sources)) == []
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="AUDIT5 F1: the same channels through pickle restore "
-                   "(the foreign values survive pickling; the restore's revalidation runs the fast path)")
-@pytest.mark.parametrize("case", ["plan.resource_id", "executor.fragment_ids[0]", "region.overlap_offset"])
+@pytest.mark.parametrize("case", _marked(_SOME, "AUDIT5 F1: the same channels through pickle restore (the foreign "
+                                          "values survive pickling; the restore's revalidation runs the fast path)"))
 def test_pickle_restore_runs_no_foreign_code_inside_a_pass(case: str) -> None:
     import pickle
 
