@@ -7172,19 +7172,41 @@ revalidate_shapes(PyObject *Py_UNUSED(module), PyObject *args)
     return PyBool_FromLong(rc == RV_OK);
 }
 
+/* Every pass runs with the automatic collector off, whatever the Python caller's pause became:
+ * code run between the passes (a profile or trace hook) can call gc.enable(), and a collection
+ * inside a pass would run gc callbacks and finalizers (user code) while it holds borrowed
+ * references (AUDIT5 F8, tests/test_audit25_collector.py; revalidate_shapes pauses its own walk
+ * the same way). The state found is restored. */
+#define RV_COLLECTOR_PAUSED(pass)                                       \
+    static PyObject *pass##_paused(PyObject *module, PyObject *args)    \
+    {                                                                   \
+        const int collector_was_enabled = PyGC_Disable();               \
+        PyObject *result = pass(module, args);                          \
+        if (collector_was_enabled) PyGC_Enable();                       \
+        return result;                                                  \
+    }
+RV_COLLECTOR_PAUSED(revalidate_views)
+RV_COLLECTOR_PAUSED(revalidate_coverage)
+RV_COLLECTOR_PAUSED(revalidate_spaces)
+RV_COLLECTOR_PAUSED(revalidate_side)
+RV_COLLECTOR_PAUSED(revalidate_scan)
+RV_COLLECTOR_PAUSED(revalidate_scan_carried)
+RV_COLLECTOR_PAUSED(revalidate_fragments)
+#undef RV_COLLECTOR_PAUSED
+
 static PyMethodDef revalidate_methods[] = {
     {"revalidate_shapes", revalidate_shapes, METH_VARARGS, revalidate_shapes_doc},
     {"operation_views", operation_views, METH_VARARGS, operation_views_doc},
     {"restore_regions", restore_regions, METH_VARARGS, restore_regions_doc},
     {"restore_fragments", restore_fragments, METH_VARARGS, restore_fragments_doc},
     {"restore_executors", restore_executors, METH_VARARGS, restore_executors_doc},
-    {"revalidate_views", revalidate_views, METH_VARARGS, revalidate_views_doc},
-    {"revalidate_coverage", revalidate_coverage, METH_VARARGS, revalidate_coverage_doc},
-    {"revalidate_spaces", revalidate_spaces, METH_VARARGS, revalidate_spaces_doc},
-    {"revalidate_side", revalidate_side, METH_VARARGS, revalidate_side_doc},
-    {"revalidate_scan", revalidate_scan, METH_VARARGS, revalidate_scan_doc},
-    {"revalidate_scan_carried", revalidate_scan_carried, METH_VARARGS, revalidate_scan_carried_doc},
-    {"revalidate_fragments", revalidate_fragments, METH_VARARGS, revalidate_fragments_doc},
+    {"revalidate_views", revalidate_views_paused, METH_VARARGS, revalidate_views_doc},
+    {"revalidate_coverage", revalidate_coverage_paused, METH_VARARGS, revalidate_coverage_doc},
+    {"revalidate_spaces", revalidate_spaces_paused, METH_VARARGS, revalidate_spaces_doc},
+    {"revalidate_side", revalidate_side_paused, METH_VARARGS, revalidate_side_doc},
+    {"revalidate_scan", revalidate_scan_paused, METH_VARARGS, revalidate_scan_doc},
+    {"revalidate_scan_carried", revalidate_scan_carried_paused, METH_VARARGS, revalidate_scan_carried_doc},
+    {"revalidate_fragments", revalidate_fragments_paused, METH_VARARGS, revalidate_fragments_doc},
     {"attested_index", attested_index, METH_VARARGS, attested_index_doc},
     {"attested_view", attested_view, METH_VARARGS, attested_view_doc},
     {"deps_unchanged", deps_unchanged, METH_VARARGS, deps_unchanged_doc},

@@ -9,8 +9,8 @@ process-wide flag, not a property of the passes. ``revalidate_side``, ``revalida
 ``revalidate_coverage`` then allocate with the collector on, and every automatic collection runs
 ``gc.callbacks`` (user code) inside them.
 
-Strict xfail until each pass that holds borrowed references across allocations disables the
-collector itself (as ``revalidate_shapes`` does) or declines when it finds it enabled.
+Closed (lead, session 25): every revalidation pass disables the collector for its own duration
+(``RV_COLLECTOR_PAUSED`` in csrc/revalidate.c, as ``revalidate_shapes`` does); a regression test now.
 """
 
 from __future__ import annotations
@@ -30,8 +30,6 @@ from mooncake.reshard.weight import TransferPlan, bind_logical_transfer_plan
 _NATIVE = _native.__name__
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="AUDIT5 F8: the later passes rely on a collector "
-                   "pause that Python code between the passes can undo; gc callbacks then run inside them")
 def test_no_gc_callback_runs_inside_a_pass() -> None:
     logical, targets, sources, _memory = sized_world(8)
     plan = bind_logical_transfer_plan(logical, targets, source_bindings=sources)
