@@ -188,10 +188,13 @@ def _no_hooks() -> None:
 
 
 # Channels whose value the rules refuse by its kind (the descriptors' field kinds: F4, session
-# 24; before, the fast path accepted them): the call is refused, as replace() refuses the plan.
+# 24; the region boxes: AUDIT5 F2, session 25; before, the fast path accepted them): the call is
+# refused, as replace() refuses the plan.
 _REFUSED_KINDS = {
     "_descriptor_tensor_ids": ("ValueError", "tensor_id must be a non-empty string"),
     "_fragment_aliases": ("ValueError", "aliases must contain non-empty strings"),
+    # (session 25: the fast revalidation's scan declines a tuple-subclass region box, AUDIT5 F2)
+    "_operation_overlap_shapes": ("ValueError", "transfer region overlap_shape must contain integers"),
 }
 
 
