@@ -16,7 +16,7 @@ then allocate a tuple of its own in the freed memory (CPython's tuple free list)
 side 1 then reads that tuple's items: a use after free, through ``dataclasses.replace()``.
 
 The key channel alone is SOUND5's open xfail (tests/test_sound25_plain_dicts.py,
-``test_no_foreign_code_through_derived_dicts``, f1fea55); this file pins its worse consequence.
+``test_no_foreign_code_through_derived_dicts``, 50bab8b); this file pins its worse consequence.
 Strict xfail until rf_fragment holds the entry with a strong reference (and the passes check those
 dicts' keys, pd_plain_keys, before probing them).
 """

@@ -1,5 +1,5 @@
 """An instance dict checked plain in one pass must not be probed unchecked by later passes
-(AUDIT5 F7, session 25; fixed by SOUND5's 64f69cf, found independently).
+(AUDIT5 F7, session 25; fixed by SOUND5's 3488ab6, found independently).
 
 csrc/plain_dict.h's rule is "each reader checks the dict it probes, in the pass that probes it",
 because Python code can run between the passes of ``_fast_revalidate_live`` (a profile or trace
@@ -11,7 +11,7 @@ key (``rv_item``) without checking it again. A str-subclass key colliding with a
 in the executor's ``__dict__`` after ``revalidate_shapes`` returned (the last pass that walks the
 executors), runs its ``__eq__`` inside those later passes.
 
-On c6c7576 every case here failed; since 64f69cf rs_executor / rc_executor check the dict again
+On c2c1695 every case here failed; since 3488ab6 rs_executor / rc_executor check the dict again
 where they read it. Kept as regression tests: the second plants the key from foreign code inside
 an earlier pass (no hook), which tests/test_sound25_plain_dicts.py's hook-based cases do not.
 """

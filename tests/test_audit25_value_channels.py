@@ -1,6 +1,6 @@
 """Foreign code inside the fast revalidation's C passes through field *values* (AUDIT5, session 25).
 
-csrc/plain_dict.h (SOUND5, ``c6c7576``) closed the instance-dict *key* channel. The C passes still
+csrc/plain_dict.h (SOUND5, ``c2c1695``) closed the instance-dict *key* channel. The C passes still
 compare, hash and iterate field *values* they have not proven exact: a str, int or tuple subclass
 stored in a package object's field (``object.__setattr__``; frozen dataclasses do not stop it)
 has its ``__eq__`` / ``__hash__`` run by ``PyObject_RichCompare`` / ``PyDict_GetItem`` /
@@ -188,7 +188,7 @@ def test_an_exact_plan_runs_no_foreign_code() -> None:
 _LEAD = "lead r25 (revalidate.c: exact identity values in rf_identity, exact-str placement fragment id before the " \
     "attested dicts' probes, exact int-tuple boxes in revalidate_scan)"
 _FIXED = {
-    "evidence.participant_id": "3b33065 (attested_view: exact-str participant)",
+    "evidence.participant_id": "7528fe1 (attested_view: exact-str participant)",
     "attested placement.resource_id": _LEAD,
     "attested placement.weight_generation": _LEAD,
     "placement fragment.placement_fragment_id": _LEAD,
