@@ -425,6 +425,18 @@ rv_exact_int_tuple(PyObject *value)
     return 1;
 }
 
+/* 1 when value is an exact tuple whose items are all exact strs, else 0 (runs no Python code). */
+static int
+rv_exact_str_tuple(PyObject *value)
+{
+    if (!PyTuple_CheckExact(value)) return 0;
+    const Py_ssize_t n = PyTuple_Size(value);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (!PyUnicode_CheckExact(PyTuple_GetItem(value, k))) return 0;
+    }
+    return 1;
+}
+
 /* The layout index (layout.h MR_RG_*) of each of rv_operation's fields RV_SOURCE .. RV_SHAPE. */
 static const int rv_region_index[RV_SHAPE + 1] = {
     MR_RG_SOURCE,             MR_RG_TARGET,       MR_RG_OUTER_LOOP_COUNTS, MR_RG_SOURCE_STRIDES,
@@ -1250,6 +1262,9 @@ rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObjec
         }
     }
     if (stage == NULL || binding_owner != Py_None) goto done;
+    /* the runtime fragment id keys revalidate_views' runtime maps (hashed and compared there):
+     * an exact str only (AUDIT5 F1) */
+    if (!PyUnicode_CheckExact(fragment_id)) goto done;
     PyObject *attestation = f[F_ATTESTATION];
     if (Py_TYPE(attestation) != cfg->attestation_type) goto done;
     /* The attestation's entry: found by identity, else checked and added. */
@@ -5271,7 +5286,9 @@ rw_side(PyObject *executors, PyTypeObject *rank_type, PyTypeObject *executor_typ
              * subclass equal to the attested value would pass and the rules reject first. */
             if (k != RW_RANK && k != RW_FRAGMENT_IDS && !PyUnicode_CheckExact(v[k])) goto next;
         }
-        if (!PyTuple_CheckExact(v[RW_FRAGMENT_IDS])) goto next;
+        /* its ids exact strs too: the view key below is hashed and compared with every item
+         * (a str subclass's __hash__ / __eq__ would run inside the pass: AUDIT5 F1) */
+        if (!rv_exact_str_tuple(v[RW_FRAGMENT_IDS])) goto next;
         rc = rf_rank_tuple(v[RW_RANK], &(rf_config){.rank_type = rank_type}, NULL, &rank_tuple);
         if (rc != RV_OK) goto next;
         /* the rank's values (its instance dict's): exact ints, else unsure (see above) */

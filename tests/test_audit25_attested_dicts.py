@@ -17,8 +17,8 @@ side 1 then reads that tuple's items: a use after free, through ``dataclasses.re
 
 The key channel alone is SOUND5's open xfail (tests/test_sound25_plain_dicts.py,
 ``test_no_foreign_code_through_derived_dicts``, 50bab8b); this file pins its worse consequence.
-Strict xfail until rf_fragment holds the entry with a strong reference (and the passes check those
-dicts' keys, pd_plain_keys, before probing them).
+Closed (lead, session 25): rf_attested_entry checks both dicts' keys (pd_plain_keys) before any
+probe and rf_fragment holds its entry; a regression test now.
 """
 
 from __future__ import annotations
@@ -92,9 +92,6 @@ def _fresh_log() -> None:
     Colliding.hook = None
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="AUDIT5 F6: rf_fragment holds its attested entry "
-                   "borrowed from entry_list across the probe; code run there frees it and the pass reads the "
-                   "tuple allocated in its place (use after free)")
 def test_the_pass_never_reads_a_freed_entry() -> None:
     plan = _plan()
     attestation = plan.operations[0].source.attestation
@@ -129,6 +126,9 @@ def test_the_pass_never_reads_a_freed_entry() -> None:
 
     Colliding.hook = free_the_entry_and_take_its_memory
     _plant(placement_dict)
+    assert any(type(key) is Colliding for key in placement_dict)  # (the setup ran as intended)
     outcome(lambda: dataclasses.replace(plan))
-    assert ("foreign code inside a pass", True) in _LOG  # (the setup ran as intended)
+    # closed (lead, session 25): rf_attested_entry refuses the dict before any probe, so the hook
+    # never runs inside the pass (and rf_fragment holds its entry besides)
+    assert ("foreign code inside a pass", True) not in _LOG, _LOG
     assert ("the pass probed the hook's own tuple", True) not in _LOG, _LOG
