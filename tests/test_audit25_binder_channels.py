@@ -24,88 +24,11 @@ from typing import Any, Callable
 
 import pytest
 
+from native_watch import ForeignInt, ForeignStr, ForeignTuple, native_hits
+
 from forge_helpers import sized_world
 
-from mooncake.reshard import _native
 from mooncake.reshard.weight import bind_logical_transfer_plan
-
-_NATIVE = _native.__name__
-
-
-class _Watch:
-    """Profile hook: ``stack`` holds (function, calling frame) of the running ``_native`` calls.
-    A dunder whose caller frame is the innermost one's calling frame was called by that C
-    function itself."""
-
-    def __init__(self) -> None:
-        self.stack: list[tuple[Any, Any]] = []
-        self.hits: list[str] = []
-
-    def __call__(self, frame: Any, event: str, arg: Any) -> None:
-        if event == "c_call":
-            if getattr(arg, "__module__", None) == _NATIVE or type(getattr(arg, "__self__", None)).__module__ == _NATIVE:
-                self.stack.append((arg, frame))
-        elif event in ("c_return", "c_exception") and self.stack and self.stack[-1][0] is arg:
-            self.stack.pop()
-
-
-_WATCH: list[_Watch] = []
-
-
-def _record(what: str) -> None:
-    if _WATCH:
-        watch = _WATCH[-1]
-        if watch.stack and watch.stack[-1][1] is sys._getframe(2):
-            watch.hits.append(f"{what} in {watch.stack[-1][0].__name__}")
-
-
-class ForeignStr(str):
-    __slots__ = ()
-
-    def __eq__(self, other: object) -> bool:
-        _record("str.__eq__")
-        return str.__eq__(self, other)
-
-    def __ne__(self, other: object) -> bool:
-        _record("str.__ne__")
-        return str.__ne__(self, other)
-
-    def __hash__(self) -> int:
-        _record("str.__hash__")
-        return str.__hash__(self)
-
-
-class ForeignInt(int):
-    __slots__ = ()
-
-    def __eq__(self, other: object) -> bool:
-        _record("int.__eq__")
-        return int.__eq__(self, other)
-
-    def __ne__(self, other: object) -> bool:
-        _record("int.__ne__")
-        return int.__ne__(self, other)
-
-    def __hash__(self) -> int:
-        _record("int.__hash__")
-        return int.__hash__(self)
-
-
-class ForeignTuple(tuple):  # type: ignore[type-arg]
-    __slots__ = ()
-
-    def __iter__(self) -> Any:
-        _record("tuple.__iter__")
-        return tuple.__iter__(self)
-
-    def __len__(self) -> int:
-        _record("tuple.__len__")
-        return tuple.__len__(self)
-
-    def __ne__(self, other: object) -> bool:
-        _record("tuple.__ne__")
-        return tuple.__ne__(self, other)
-
 
 def _inputs() -> tuple[Any, Any, Any]:
     logical, targets, sources, _memory = sized_world(2)
@@ -113,18 +36,7 @@ def _inputs() -> tuple[Any, Any, Any]:
 
 
 def _hits(call: Callable[[], Any]) -> list[str]:
-    watch = _Watch()
-    _WATCH.append(watch)
-    previous = sys.getprofile()
-    sys.setprofile(watch)
-    try:
-        call()
-    except Exception:
-        pass
-    finally:
-        sys.setprofile(previous)
-        _WATCH.pop()
-    return sorted(set(watch.hits))
+    return native_hits(call)
 
 
 def _forge(obj: Any, field: str, make: Callable[[Any], Any]) -> None:

@@ -26,82 +26,13 @@ from typing import Any, Callable
 
 import pytest
 
+import native_watch
+from native_watch import ForeignInt, ForeignStr, ForeignTuple, native_hits
+
 from forge_helpers import outcome, sized_world
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import TransferPlan, bind_logical_transfer_plan
-
-_NATIVE = _native.__name__
-
-
-class _Watch:
-    """Profile hook: ``stack`` holds (function, calling frame) of the ``_native`` calls running
-    under ``_fast_revalidate_live`` (and any ``_native`` call below one). A dunder whose caller
-    frame is the innermost one's calling frame was called by that C function itself."""
-
-    def __init__(self) -> None:
-        self.stack: list[tuple[Any, Any]] = []
-        self.hits: list[str] = []
-
-    def __call__(self, frame: Any, event: str, arg: Any) -> None:
-        if event == "c_call":
-            native = getattr(arg, "__module__", None) == _NATIVE or type(getattr(arg, "__self__", None)).__module__ == _NATIVE
-            if native and (self.stack or frame.f_code.co_name == "_fast_revalidate_live"):
-                self.stack.append((arg, frame))
-        elif event in ("c_return", "c_exception") and self.stack and self.stack[-1][0] is arg:
-            self.stack.pop()
-
-
-_WATCH: list[_Watch] = []
-
-
-def _record(what: str) -> None:
-    if _WATCH:
-        watch = _WATCH[-1]
-        caller = sys._getframe(2)
-        if watch.stack and watch.stack[-1][1] is caller:
-            watch.hits.append(f"{what} in {watch.stack[-1][0].__name__}")
-
-
-class ForeignStr(str):
-    __slots__ = ()
-
-    def __eq__(self, other: object) -> bool:
-        _record("str.__eq__")
-        return str.__eq__(self, other)
-
-    def __ne__(self, other: object) -> bool:
-        _record("str.__ne__")
-        return str.__ne__(self, other)
-
-    def __hash__(self) -> int:
-        _record("str.__hash__")
-        return str.__hash__(self)
-
-
-class ForeignInt(int):
-    __slots__ = ()
-
-    def __eq__(self, other: object) -> bool:
-        _record("int.__eq__")
-        return int.__eq__(self, other)
-
-    def __hash__(self) -> int:
-        _record("int.__hash__")
-        return int.__hash__(self)
-
-
-class ForeignTuple(tuple):  # type: ignore[type-arg]
-    __slots__ = ()
-
-    def __eq__(self, other: object) -> bool:
-        _record("tuple.__eq__")
-        return tuple.__eq__(self, other)
-
-    def __hash__(self) -> int:
-        _record("tuple.__hash__")
-        return tuple.__hash__(self)
-
 
 def _plan() -> Any:
     logical, targets, sources, _memory = sized_world(2)
@@ -140,16 +71,7 @@ _CASES: dict[str, tuple[Callable[[Any], Any], str, Callable[[Any], Any], str]] =
 
 
 def _hits(call: Callable[[], Any]) -> list[str]:
-    watch = _Watch()
-    _WATCH.append(watch)
-    previous = sys.getprofile()
-    sys.setprofile(watch)
-    try:
-        outcome(call)
-    finally:
-        sys.setprofile(previous)
-        _WATCH.pop()
-    return sorted(set(watch.hits))
+    return native_hits(call, under="_fast_revalidate_live")
 
 
 def _planted(case: str) -> Any:
@@ -163,8 +85,8 @@ def _planted(case: str) -> Any:
 def test_the_watch_sees_a_foreign_dunder_called_by_a_pass() -> None:
     """The watch itself: a ForeignStr compared by a C function it follows is recorded, the same
     value compared by Python code is not."""
-    watch = _Watch()
-    _WATCH.append(watch)
+    watch = native_watch.NativeWatch()
+    native_watch._ACTIVE.append(watch)
     try:
         watch.stack.append((_native.revalidate_scan, sys._getframe()))
         assert ForeignStr("a") in {"a": 1}  # (a dict probe made by C code on behalf of this frame)
@@ -177,7 +99,7 @@ def test_the_watch_sees_a_foreign_dunder_called_by_a_pass() -> None:
         assert python_compare()
         assert watch.hits == expected
     finally:
-        _WATCH.pop()
+        native_watch._ACTIVE.pop()
 
 
 def test_an_exact_plan_runs_no_foreign_code() -> None:
