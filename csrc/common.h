@@ -588,4 +588,18 @@ mr_untrack_bound_regions(PyObject *regions, PyObject *bound_cls, int bound_layou
     mr_region_pass_end(&pass);
 }
 
+/* A module function (METH_VARARGS) run with the automatic collector off, whatever the caller's
+ * pause became: a C pass holding borrowed references across allocations must not run gc
+ * callbacks or finalizers (user code), and a profile or trace hook can call gc.enable() between
+ * two passes (AUDIT5 F8, tests/test_audit25_collector.py). Defines ``pass##_paused``; restores
+ * the state it found. */
+#define MR_COLLECTOR_PAUSED(pass)                                       \
+    static PyObject *pass##_paused(PyObject *module, PyObject *args)    \
+    {                                                                   \
+        const int collector_was_enabled = PyGC_Disable();               \
+        PyObject *result = pass(module, args);                          \
+        if (collector_was_enabled) PyGC_Enable();                       \
+        return result;                                                  \
+    }
+
 #endif

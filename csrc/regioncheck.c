@@ -582,9 +582,13 @@ regions_canonical_carried(PyObject *Py_UNUSED(self), PyObject *args)
     Py_RETURN_TRUE;
 }
 
+/* Both run after the revalidation passes, with the collector off as they are (common.h). */
+MR_COLLECTOR_PAUSED(regions_canonical_carried)
+MR_COLLECTOR_PAUSED(regions_canonical)
+
 static PyMethodDef regioncheck_methods[] = {
-    {"regions_canonical_carried", regions_canonical_carried, METH_VARARGS, regions_canonical_carried_doc},
-    {"regions_canonical", regions_canonical, METH_VARARGS,
+    {"regions_canonical_carried", regions_canonical_carried_paused, METH_VARARGS, regions_canonical_carried_doc},
+    {"regions_canonical", regions_canonical_paused, METH_VARARGS,
      "regions_canonical(operations, start, bound_cls, plain_types, /) -> int\n\n"
      "Index of the first operation at or after start (an exact tuple) not proven to satisfy\n"
      "every TransferRegion rule of spec 8.4, or len(operations)."},

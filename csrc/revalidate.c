@@ -7189,27 +7189,14 @@ revalidate_shapes(PyObject *Py_UNUSED(module), PyObject *args)
     return PyBool_FromLong(rc == RV_OK);
 }
 
-/* Every pass runs with the automatic collector off, whatever the Python caller's pause became:
- * code run between the passes (a profile or trace hook) can call gc.enable(), and a collection
- * inside a pass would run gc callbacks and finalizers (user code) while it holds borrowed
- * references (AUDIT5 F8, tests/test_audit25_collector.py; revalidate_shapes pauses its own walk
- * the same way). The state found is restored. */
-#define RV_COLLECTOR_PAUSED(pass)                                       \
-    static PyObject *pass##_paused(PyObject *module, PyObject *args)    \
-    {                                                                   \
-        const int collector_was_enabled = PyGC_Disable();               \
-        PyObject *result = pass(module, args);                          \
-        if (collector_was_enabled) PyGC_Enable();                       \
-        return result;                                                  \
-    }
-RV_COLLECTOR_PAUSED(revalidate_views)
-RV_COLLECTOR_PAUSED(revalidate_coverage)
-RV_COLLECTOR_PAUSED(revalidate_spaces)
-RV_COLLECTOR_PAUSED(revalidate_side)
-RV_COLLECTOR_PAUSED(revalidate_scan)
-RV_COLLECTOR_PAUSED(revalidate_scan_carried)
-RV_COLLECTOR_PAUSED(revalidate_fragments)
-#undef RV_COLLECTOR_PAUSED
+/* Every pass runs with the automatic collector off (common.h MR_COLLECTOR_PAUSED). */
+MR_COLLECTOR_PAUSED(revalidate_views)
+MR_COLLECTOR_PAUSED(revalidate_coverage)
+MR_COLLECTOR_PAUSED(revalidate_spaces)
+MR_COLLECTOR_PAUSED(revalidate_side)
+MR_COLLECTOR_PAUSED(revalidate_scan)
+MR_COLLECTOR_PAUSED(revalidate_scan_carried)
+MR_COLLECTOR_PAUSED(revalidate_fragments)
 
 static PyMethodDef revalidate_methods[] = {
     {"revalidate_shapes", revalidate_shapes, METH_VARARGS, revalidate_shapes_doc},
