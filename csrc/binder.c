@@ -3191,17 +3191,58 @@ bd_bound_view(const bd_table *tb, PyObject *const *cls, const mr_layout_class *b
     return BD_OK;
 }
 
-/* Step 11's id of fragment added to ids, from its view when that read it (an exact str
- * fragment_id of an exact runtime binding of an exact bound fragment: what the attribute reads of
- * bd_add_bound_id return), else by bd_add_bound_id. BD_* status. */
+/* bind_regions' step 11 adds, in operation order, batched: an id its view read (an exact
+ * runtime binding's fragment_id slot or dict entry) is asked for when read and added a few
+ * operations later, by when its str has arrived (the add reads its type, length and hash). The
+ * adds run in the order the pass met them and nothing between changes the ids (no Python code
+ * runs; the regions hold the ids: borrowed), so the sets are what adding each in turn builds. An
+ * id that is not an exact non-empty str makes the selections undecided (BD_FALLBACK) without
+ * the attribute reads bd_add_bound_id would take: those read the same exact classes' state the
+ * view read, so they would return that very object, and bd_get_str would refuse it. An add
+ * without a view id flushes the batch first (bd_add_bound_id's reads stay in order). */
+#define BD_IDS_BATCH 16
+
+typedef struct {
+    PyObject *fid[BD_IDS_BATCH]; /* borrowed */
+    unsigned char side[BD_IDS_BATCH];
+    int count;
+} bd_id_batch;
+
+/* The batch's adds in order: BD_OK, BD_FALLBACK at the first id refused (the rest dropped),
+ * BD_ERROR. The batch is left empty. */
 static int
-bd_add_view_id(PyObject *const *nm, PyObject *fragment, PyObject *const *v, PyObject *ids)
+bd_ids_flush(bd_id_batch *b, PyObject *const *ids)
+{
+    int status = BD_OK;
+    for (int k = 0; k < b->count && status == BD_OK; k++) {
+        PyObject *fid = b->fid[k];
+        if (!PyUnicode_CheckExact(fid)) status = BD_FALLBACK;
+        else {
+            Py_ssize_t length = PyUnicode_GetLength(fid);
+            if (length < 0) status = BD_ERROR;
+            else if (length == 0) status = BD_FALLBACK;
+            else if (PySet_Add(ids[b->side[k]], fid) < 0) status = BD_ERROR;
+        }
+    }
+    b->count = 0;
+    return status;
+}
+
+/* Step 11's id of fragment (side 0 source, 1 target; its view v) added to ids[side]: batched
+ * when its view read it (see bd_id_batch), else, the batch flushed first, by bd_add_bound_id. */
+static int
+bd_ids_add(PyObject *const *nm, bd_id_batch *b, int side, PyObject *fragment, PyObject *const *v, PyObject *const *ids)
 {
     PyObject *fid = v[BV_FID];
-    if (fid != NULL && PyUnicode_CheckExact(fid) && PyUnicode_GetLength(fid) > 0) {
-        return PySet_Add(ids, fid) < 0 ? BD_ERROR : BD_OK;
+    if (fid == NULL) {
+        int status = bd_ids_flush(b, ids);
+        return status != BD_OK ? status : bd_add_bound_id(nm, fragment, ids[side]);
     }
-    return bd_add_bound_id(nm, fragment, ids);
+    __builtin_prefetch(fid);
+    b->fid[b->count] = fid;
+    b->side[b->count] = (unsigned char)side;
+    if (++b->count < BD_IDS_BATCH) return BD_OK;
+    return bd_ids_flush(b, ids);
 }
 
 /* bind_regions' memo of converted int tuples (one call's): direct-mapped by address, each entry
@@ -3967,6 +4008,7 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     static mr_layout_memo bound_memo;
     int bound_layout = bound_cls != NULL && mr_bound_layout(&bound_memo, &carry.bound_layout, bound_cls);
     bd_memo memo = {NULL, 0, 0};
+    bd_id_batch id_batch = {.count = 0}; /* step 11's adds not yet made (bd_ids_add) */
     mr_att_memo *att = NULL;
     bd_tcache *tc = NULL;
     if (nargs >= 10 && (!PyBool_Check(args[9]) || (nargs == 11 && !PyBool_Check(args[10])))) {
@@ -4101,10 +4143,10 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             int added = BD_OK;
             if ((PyObject *)Py_TYPE(bound_target) != bound_cls) added = BD_FALLBACK;
             else if ((PyObject *)Py_TYPE(bound_source) == bound_cls) {
-                if (!hit) added = bd_add_view_id(tb.nm, bound_source, views[0], ids[0]);
+                if (!hit) added = bd_ids_add(tb.nm, &id_batch, 0, bound_source, views[0], ids);
             }
             else if ((PyObject *)Py_TYPE(bound_source) != args[2]) added = BD_FALLBACK;
-            if (added == BD_OK) added = bd_add_view_id(tb.nm, bound_target, views[1], ids[1]);
+            if (added == BD_OK) added = bd_ids_add(tb.nm, &id_batch, 1, bound_target, views[1], ids);
             if (added == BD_ERROR) goto fail;
             if (added == BD_FALLBACK) undecided = 1;
         }
@@ -4127,6 +4169,11 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
     }
     if (bound_cls == NULL) return regions;
+    if (!undecided) {
+        int added = bd_ids_flush(&id_batch, ids); /* the last adds */
+        if (added == BD_ERROR) goto fail;
+        if (added == BD_FALLBACK) undecided = 1;
+    }
     PyMem_Free(memo.slots);
     PyMem_Free(att);
     memo.slots = NULL;
