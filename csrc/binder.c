@@ -2792,8 +2792,9 @@ bd_bound_of(PyObject *const *nm, PyObject *fragment, PyObject *bound_map, PyObje
 /* bind_regions reads each operation's instance dict BD_AHEAD operations ahead of building its
  * region, its field values BD_AHEAD / 2 ahead (asking for every field object), its fragments'
  * placement fragment id slots 3 * BD_AHEAD / 8 ahead (asking for the strs), the ids
- * BD_AHEAD / 4 ahead and their bound fragments BD_AHEAD / 8 ahead, asking for the next objects
- * each step reads (hints only; nothing read ahead runs Python code or changes anything, so
+ * BD_AHEAD / 4 ahead and their bound fragments up to BD_AHEAD / 4 ahead (the lookups of the
+ * operations whose ids were read, back to back, when the current one's is due: their cache
+ * misses overlap), asking for the next objects each step reads (hints only; nothing read ahead runs Python code or changes anything, so
  * reading ahead decides what reading in turn would, and a status met ahead is acted on in turn). */
 #define BD_AHEAD 16
 
@@ -4079,8 +4080,12 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         for (; ids_at < n && ids_at < i + BD_AHEAD / 4; ids_at++) {
             if (bd_ahead_ids(&tb, &ahead[ids_at % BD_AHEAD], args[1], &memo) == BD_ERROR) goto fail;
         }
-        for (; bound_at < n && bound_at < i + BD_AHEAD / 8; bound_at++) {
-            if (bd_ahead_bound(&ahead[bound_at % BD_AHEAD], maps) == BD_ERROR) goto fail;
+        /* the bound fragments of every operation whose ids were read, back to back once the
+         * next one is due (up to BD_AHEAD / 4 lookups whose cache misses can overlap) */
+        if (bound_at <= i) { /* (ids_at > i: read above) */
+            for (; bound_at < ids_at; bound_at++) {
+                if (bd_ahead_bound(&ahead[bound_at % BD_AHEAD], maps) == BD_ERROR) goto fail;
+            }
         }
         bd_ahead *slot = &ahead[i % BD_AHEAD];
         PyObject *region = NULL;
