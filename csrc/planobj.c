@@ -290,10 +290,12 @@ po_i64s(PyObject *obj, Py_ssize_t n, const char *what)
     return (const int64_t *)(const void *)data;
 }
 
-/* Growable int64 buffer. */
+/* Growable int64 buffer. With bytes (po_reserve), v is that bytes object's own storage: the
+ * result handed out without a copy when the buffer is filled exactly (po_buf_take). */
 typedef struct {
     int64_t *v;
     size_t n, cap;
+    PyObject *bytes; /* strong, or NULL: v is a PyMem block */
 } po_buf;
 
 static int po_push_grow(po_buf *b, int64_t x);
@@ -317,10 +319,19 @@ po_push_grow(po_buf *b, int64_t x)
             return -1;
         }
         cap *= 2;
-        int64_t *v = PyMem_Realloc(b->v, cap * sizeof(int64_t));
-        if (v == NULL) {
-            PyErr_NoMemory();
-            return -1;
+        int64_t *v;
+        if (b->bytes != NULL) { /* out of a reserved bytes object (more pushed than reserved) */
+            v = mr_alloc_array(cap, sizeof(int64_t));
+            if (v == NULL) return -1;
+            memcpy(v, b->v, b->n * sizeof(int64_t));
+            Py_CLEAR(b->bytes);
+        }
+        else {
+            v = PyMem_Realloc(b->v, cap * sizeof(int64_t));
+            if (v == NULL) {
+                PyErr_NoMemory();
+                return -1;
+            }
         }
         b->v = v;
         b->cap = cap;
@@ -329,26 +340,59 @@ po_push_grow(po_buf *b, int64_t x)
     return 0;
 }
 
+/* Release b's storage (either kind); b is left empty. */
+static void
+po_buf_free(po_buf *b)
+{
+    if (b->bytes != NULL) Py_CLEAR(b->bytes);
+    else PyMem_Free(b->v);
+    b->v = NULL;
+    b->n = b->cap = 0;
+}
+
 /* Room for cap values in b (empty): one allocation sized to what the caller will push, so the
- * buffer never grows by copies (each a fresh, page-faulting block at scale). 0, or -1 with
- * MemoryError. */
+ * buffer never grows by copies (each a fresh, page-faulting block at scale). The room is a new
+ * bytes object of exactly cap values, not yet shared: filled exactly, it is the result itself
+ * (po_buf_take), not copied into a second fresh block. 0, or -1 with an exception. */
 static int
 po_reserve(po_buf *b, size_t cap)
 {
     if (cap == 0) return 0;
-    int64_t *v = mr_alloc_array(cap, sizeof(int64_t));
-    if (v == NULL) return -1;
-    PyMem_Free(b->v);
-    b->v = v;
+    if (cap > (size_t)PY_SSIZE_T_MAX / sizeof(int64_t)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    PyObject *bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(cap * sizeof(int64_t)));
+    if (bytes == NULL) return -1;
+    char *data = PyBytes_AsString(bytes);
+    if (data == NULL) {
+        Py_DECREF(bytes);
+        return -1;
+    }
+    po_buf_free(b);
+    b->bytes = bytes;
+    b->v = (int64_t *)(void *)data; /* the bytes' storage: 8-aligned (an object's, at a fixed offset) */
     b->n = 0;
     b->cap = cap;
     return 0;
 }
 
+/* The values pushed as a new bytes object (b's own reserved bytes when exactly filled, else a
+ * copy); b is left empty either way. NULL with an exception on error. */
 static PyObject *
-po_buf_bytes(const po_buf *b)
+po_buf_take(po_buf *b)
 {
-    return PyBytes_FromStringAndSize((const char *)b->v, (Py_ssize_t)(b->n * sizeof(int64_t)));
+    PyObject *result;
+    if (b->bytes != NULL && b->n == b->cap) {
+        result = b->bytes; /* the reference b held */
+        b->bytes = NULL;
+        b->v = NULL;
+        b->n = b->cap = 0;
+        return result;
+    }
+    result = PyBytes_FromStringAndSize((const char *)b->v, (Py_ssize_t)(b->n * sizeof(int64_t)));
+    po_buf_free(b);
+    return result;
 }
 
 /* Append the items of tuple t (exactly nd Python ints fitting int64) to b.
@@ -871,8 +915,8 @@ po_pack_targets(PyObject *Py_UNUSED(self), PyObject *args)
                 goto done;
             }
         }
-        PyObject *parts[5] = {po_buf_bytes(&tensor), po_buf_bytes(&cover), po_buf_bytes(&offsets),
-                              po_buf_bytes(&shapes), po_buf_bytes(&nbytes)};
+        PyObject *parts[5] = {po_buf_take(&tensor), po_buf_take(&cover), po_buf_take(&offsets),
+                              po_buf_take(&shapes), po_buf_take(&nbytes)};
         if (parts[0] != NULL && parts[1] != NULL && parts[2] != NULL && parts[3] != NULL && parts[4] != NULL)
             result = PyTuple_Pack(6, parts[0], parts[1], parts[2], parts[3], parts[4], keys);
         for (int k = 0; k < 5; k++) Py_XDECREF(parts[k]);
@@ -880,11 +924,11 @@ po_pack_targets(PyObject *Py_UNUSED(self), PyObject *args)
     }
 done:
     for (int k = 0; k < PK_N; k++) Py_XDECREF(names[k]);
-    PyMem_Free(tensor.v);
-    PyMem_Free(cover.v);
-    PyMem_Free(offsets.v);
-    PyMem_Free(shapes.v);
-    PyMem_Free(nbytes.v);
+    po_buf_free(&tensor);
+    po_buf_free(&cover);
+    po_buf_free(&offsets);
+    po_buf_free(&shapes);
+    po_buf_free(&nbytes);
     PyMem_Free(map.ids);
     PyMem_Free(map.map.e);
     PyMem_Free(tmap.e);
@@ -1803,6 +1847,9 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
      * the rows then borrow their fragments from it instead of holding (touching) every
      * scattered object; the chosen ones are taken for the result below, still held by it. */
     rows_borrowed = pre != NULL && PyTuple_CheckExact(fragments);
+    /* the rows' coordinates: with the pre-read, its buffer (complete and no longer pushed to:
+     * not copied into a second one); otherwise the loop's own, read afresh as it grows */
+    const po_buf *cv = pre != NULL ? &pc : &coords;
     size_t ahead_slot[16] = {0}; /* pre path: the position slot of fragment i, taken at i - 16 */
     /* ss_cover_of's tables (routed, axes, then valid and owners per slot, and the covers map;
      * nowners = ntensors * nslots * 4 was bounded above) */
@@ -1856,10 +1903,7 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
             ss_row *row = &rows[nrows];
             row->t = p->t;
             memcpy(row->rank, p->rank, sizeof row->rank);
-            row->coord = coords.n;
-            rc = -1;
-            for (int64_t k = 0; k < 2 * tensor_ndim[p->t]; k++)
-                if (po_push(&coords, pc.v[p->coord + (size_t)k]) < 0) goto row_done;
+            row->coord = p->coord; /* its coordinates stay in the pre-read's buffer (cv) */
             cover = ss_cover_of(&tb, p->t, row->rank);
             goto have_row;
         }
@@ -1919,7 +1963,7 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
         row->obj = fragment;
         if (!rows_borrowed) Py_INCREF(fragment);
         size_t r = nrows++;
-        int64_t position = ss_position(pos_slots, pos_mask, rows, r, coords.v, tensor_ndim, positions,
+        int64_t position = ss_position(pos_slots, pos_mask, rows, r, cv->v, tensor_ndim, positions,
                                        &npositions);
         if (cover < 0) goto row_done; /* not eligible (rc == 1) */
         {
@@ -2022,7 +2066,7 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
             if (j + 8 < npicks) {
                 const ss_row *next = &rows[order[j + 8].row];
                 __builtin_prefetch(next->obj, 1);
-                if (coords.v != NULL) __builtin_prefetch(&coords.v[next->coord]);
+                if (cv->v != NULL) __builtin_prefetch(&cv->v[next->coord]);
                 if (pre != NULL && next->at < (size_t)npre) __builtin_prefetch(pre[next->at].id, 1);
             }
             const ss_row *row = &rows[order[j].row];
@@ -2033,9 +2077,9 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
             if (!ok) break;
             int64_t nd = tensor_ndim[row->t];
             ok = po_push(&tensor, row->t) == 0 && po_push(&members, j) == 0;
-            for (int64_t k = 0; ok && k < nd; k++) ok = po_push(&offs, coords.v[row->coord + (size_t)k]) == 0;
+            for (int64_t k = 0; ok && k < nd; k++) ok = po_push(&offs, cv->v[row->coord + (size_t)k]) == 0;
             for (int64_t k = 0; ok && k < nd; k++)
-                ok = po_push(&shps, coords.v[row->coord + (size_t)(nd + k)]) == 0;
+                ok = po_push(&shps, cv->v[row->coord + (size_t)(nd + k)]) == 0;
             if (!ok) break;
             int64_t nb = 0;
             int rc;
@@ -2074,8 +2118,8 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
             c++;
         }
         if (ok) {
-            PyObject *parts[6] = {po_buf_bytes(&tensor), po_buf_bytes(&offs), po_buf_bytes(&shps),
-                                  po_buf_bytes(&nbytes), po_buf_bytes(&starts), po_buf_bytes(&members)};
+            PyObject *parts[6] = {po_buf_take(&tensor), po_buf_take(&offs), po_buf_take(&shps),
+                                  po_buf_take(&nbytes), po_buf_take(&starts), po_buf_take(&members)};
             if (parts[0] != NULL && parts[1] != NULL && parts[2] != NULL && parts[3] != NULL && parts[4] != NULL
                 && parts[5] != NULL)
                 result = PyTuple_Pack(8, objects, parts[0], parts[1], parts[2], parts[3], parts[4], parts[5], ids);
@@ -2086,17 +2130,17 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
         }
         Py_XDECREF(objects);
         Py_XDECREF(ids);
-        PyMem_Free(tensor.v);
-        PyMem_Free(offs.v);
-        PyMem_Free(shps.v);
-        PyMem_Free(nbytes.v);
-        PyMem_Free(starts.v);
-        PyMem_Free(members.v);
+        po_buf_free(&tensor);
+        po_buf_free(&offs);
+        po_buf_free(&shps);
+        po_buf_free(&nbytes);
+        po_buf_free(&starts);
+        po_buf_free(&members);
     }
 done:
     ss_pre_free(pre, (size_t)npre);
     PyMem_Free(met.e);
-    PyMem_Free(pc.v);
+    po_buf_free(&pc);
     for (int k = 0; k < SS_N; k++) Py_XDECREF(names[k]);
     if (tids != NULL) {
         for (Py_ssize_t t = 0; t < ntensors; t++) Py_XDECREF(tids[t]);
@@ -2108,7 +2152,7 @@ done:
     PyMem_Free(rows);
     PyMem_Free(positions);
     PyMem_Free(pos_slots);
-    PyMem_Free(coords.v);
+    po_buf_free(&coords);
     PyMem_Free(covers.e);
     PyMem_Free(picks.e);
     PyMem_Free(pick_row);
