@@ -2430,6 +2430,32 @@ pe_used_free(pe_used *u)
     u->ptrs = NULL;
 }
 
+/* set(used) for the list used: PySet_New's adds (each item in list order, the list's size read
+ * afresh after each: an item's hash or equality may run code that changes it), with the item a
+ * few further on asked for ahead (a hint: the list's strs are scattered and each add reads its
+ * hash). NULL with an exception on error. */
+#define PE_SET_AHEAD 8
+static PyObject *
+pe_used_set(PyObject *used)
+{
+    PyObject *set = PySet_New(NULL);
+    if (set == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < PyList_Size(used); i++) {
+        if (i + PE_SET_AHEAD < PyList_Size(used)) __builtin_prefetch(PyList_GetItem(used, i + PE_SET_AHEAD));
+        PyObject *item = PyList_GetItem(used, i);
+        if (item == NULL) break; /* (cannot happen: i < its size) */
+        Py_INCREF(item);
+        int rc = PySet_Add(set, item);
+        Py_DECREF(item);
+        if (rc < 0) {
+            Py_DECREF(set);
+            return NULL;
+        }
+    }
+    if (PyErr_Occurred()) Py_CLEAR(set);
+    return set;
+}
+
 /* 1 when id is in the used ids, 0 when not, -1 with an exception. */
 static int
 pe_used_contains(pe_used *u, PyObject *id)
@@ -2450,7 +2476,7 @@ pe_used_contains(pe_used *u, PyObject *id)
             PyList_GetItem(u->given, (Py_ssize_t)u->ptrs[lo].idx) == id)
             return 1;
     }
-    if (u->set == NULL && (u->set = PySet_New(u->given)) == NULL) return -1;
+    if (u->set == NULL && (u->set = pe_used_set(u->given)) == NULL) return -1;
     return PySet_Contains(u->set, id);
 }
 
@@ -2499,6 +2525,8 @@ pe_part_tuple(PyObject *cls, PyObject *const *names, PyObject *placement_id, PyO
     PyObject *result = NULL, *rank = NULL, *key = NULL, *sorted_ids = NULL, *list = NULL;
     int any = 0;
     for (Py_ssize_t i = 0; i < n && !any; i++) {
+        /* a hint only: the id a few further on (scattered; a value lookup reads its hash) */
+        if (i + PE_SET_AHEAD < n) __builtin_prefetch(arr[i + PE_SET_AHEAD]);
         int rc = pe_used_contains(used, arr[i]);
         if (rc < 0) goto done;
         any = rc;
