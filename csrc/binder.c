@@ -2032,7 +2032,9 @@ bd_attested_executors(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     status = bd_get(attestation, nm[N_PLACEMENT_DICT], &placement_dict);
     if (status != BD_OK) goto done;
     status = BD_FALLBACK;
-    if (!PyDict_CheckExact(placement_dict)) goto done;
+    /* probed with each evidence fragment's id: a plain dict only (plain_dict.h; a key forged
+     * into a str subclass would run its __eq__ in the probe: AUDIT5 F5) */
+    if (!pd_plain_keys(placement_dict)) goto done;
     status = bd_get(evidence, nm[N_FRAGMENTS], &fragments);
     if (status != BD_OK) goto done;
     status = BD_FALLBACK;
@@ -2208,7 +2210,8 @@ bd_bound_fragments(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (status == BD_OK) status = bd_get(evidence, nm[N_GENERATION], &fences[2]);
     if (status != BD_OK) goto done;
     status = BD_FALLBACK;
-    if (!PyDict_CheckExact(binding_dict) || !PyDict_CheckExact(placement_dict)) goto done;
+    /* both probed with each fragment's id: plain dicts only (plain_dict.h, AUDIT5 F5) */
+    if (!pd_plain_keys(binding_dict) || !pd_plain_keys(placement_dict)) goto done;
     Py_ssize_t n = PyTuple_Size(part_fragments);
     if (n < 0) { status = BD_ERROR; goto done; }
     rows = PyTuple_New(n);
@@ -2500,7 +2503,8 @@ bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nar
         if (status == BD_OK) status = bd_get(evidence, nm[N_GENERATION], &fences[3 * k + 2]);
         if (status != BD_OK) goto done;
         status = BD_FALLBACK;
-        if (!PyDict_CheckExact(binding_dict) || !PyDict_CheckExact(placement_dict)) goto done;
+        /* both probed with each fragment's id: plain dicts only (plain_dict.h, AUDIT5 F5) */
+        if (!pd_plain_keys(binding_dict) || !pd_plain_keys(placement_dict)) goto done;
         Py_ssize_t n = PyTuple_Size(part_fragments);
         if (n < 0) { status = BD_ERROR; goto done; }
         if (!as_map) {
@@ -6355,7 +6359,9 @@ bd_attest_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (bd_check_heap_types(args, 6) < 0) return NULL;
     PyObject *const *nm = tb.nm;
     PyObject *binding_cls = args[5], *placement = args[6], *part_index = args[7], *bindings = args[8];
-    if (!PyTuple_CheckExact(bindings) || !PyDict_CheckExact(part_index)) Py_RETURN_NONE;
+    /* part_index is probed with each binding's participant id: a plain dict only, and the ids
+     * exact strs (below), so that no probe runs Python code (plain_dict.h; AUDIT5 F5) */
+    if (!PyTuple_CheckExact(bindings) || !pd_plain_keys(part_index)) Py_RETURN_NONE;
     Py_ssize_t n = PyTuple_Size(bindings);
     if (n < 0) return NULL;
     PyObject *out = PyList_New(n);
@@ -6373,6 +6379,8 @@ bd_attest_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (status != BD_OK) goto next;
         status = bd_dget(state, nm[N_PARTICIPANT_ID], &participant);
         if (status != BD_OK) goto next;
+        status = BD_FALLBACK;
+        if (!PyUnicode_CheckExact(participant)) goto next;
         PyObject *part = PyDict_GetItemWithError(part_index, participant); /* borrowed */
         if (part == NULL) {
             status = PyErr_Occurred() ? BD_ERROR : BD_FALLBACK;

@@ -1922,6 +1922,9 @@ py_canonical_tensors_json(PyObject *Py_UNUSED(module), PyObject *args)
         for (; got <= TD_EXPERT && rc == 0; got++) {
             v[got] = PyObject_GetAttr(tensor, names[got]);
             if (v[got] == NULL) rc = -1;
+            /* iterated here: an exact tuple or list only (a subclass's __iter__ would run inside
+             * the pass, AUDIT5 F4); anything else the Python form encodes */
+            else if (got == TD_AXES && !PyTuple_CheckExact(v[got]) && !PyList_CheckExact(v[got])) rc = 1;
             else if (got == TD_AXES) rc = td_read_axes(&axes, v[got], split_type, replicated_type, names);
         }
         if (rc == 0 && saved_type == NULL) {
@@ -1940,6 +1943,7 @@ py_canonical_tensors_json(PyObject *Py_UNUSED(module), PyObject *args)
         saved_type = saved_value = saved_tb = NULL;
     }
     else if (rc == 0 && cj_putc(&b, ']') == 0) result = PyUnicode_DecodeASCII(b.data, (Py_ssize_t)b.len, NULL);
+    else if (rc == 1) result = Py_NewRef(Py_None); /* not decided here: the Python form encodes */
     Py_XDECREF(saved_type);
     Py_XDECREF(saved_value);
     Py_XDECREF(saved_tb);
@@ -2926,7 +2930,8 @@ static PyMethodDef canonical_methods[] = {
      "canonical_json([fragment_object(f) for f in fragments]) without the intermediate dicts."},
     {"canonical_tensors_json", (PyCFunction)py_canonical_tensors_json, METH_VARARGS,
      "canonical_json([tensor_object(t) for t in tensors]) given the SplitAxis and ReplicatedAxis types, "
-     "without the intermediate dicts."},
+     "without the intermediate dicts; None when a parallel_axes is not an exact tuple or list (its iteration "
+     "would run Python code inside the pass)."},
     {"sorted_by_str_keys", (PyCFunction)py_sorted_by_str_keys, METH_VARARGS,
      "sorted(items, key) from the list of keys (exact str each), stable; with rows=True also the position of "
      "each item in it; None when a key is not an exact str. With rows and packed (a fourth argument) only "

@@ -9,6 +9,7 @@
 #include "planobj.h"
 #include "layout.h"
 #include "coverage_kernels.h"
+#include "plain_dict.h"
 
 /* New references to the interned strings of src[0..n) in out[0..n), from a per-table cache
  * filled on first use (under the GIL; the cache keeps its references for the process).
@@ -519,15 +520,6 @@ po_tmap_get(const po_tmap *m, PyObject *key)
         i = (i + 1) & m->mask;
     }
     return NULL;
-}
-
-/* The tensor index the pointer-keyed map m holds for key, or -1 (absent, or not a needed
- * tensor). */
-static Py_ssize_t
-po_tmap_find(const po_tmap *m, PyObject *key)
-{
-    const Py_ssize_t *t = po_tmap_get(m, key);
-    return t == NULL ? -1 : *t;
 }
 
 /* Geometry of the targets already read by fragment_columns (list order): per fragment its
@@ -1239,8 +1231,15 @@ ss_replica_owners(Py_ssize_t ntensors, PyObject *kinds_list, PyObject *slot_list
             PyObject *k = keys[e];
             /* only an exact str key (another key, e.g. a str subclass the map was seeded with
              * from tensor_index, is looked up by value below, as before); a key the pre-read
-             * met on a fragment was an exact str there (see SS_MET_SEEDED): not read again */
-            Py_ssize_t t = po_tmap_find(met, k);
+             * met on a fragment was an exact str there (see SS_MET_SEEDED): not read again.
+             * A key it did not meet is read: the dicts are probed below, so an inexact key (its
+             * __eq__ would run in a probe: AUDIT5 F4) falls back. */
+            const Py_ssize_t *found = po_tmap_get(met, k);
+            if (found == NULL && !PyUnicode_CheckExact(k)) {
+                rc = 0;
+                goto done;
+            }
+            Py_ssize_t t = found == NULL ? -1 : *found;
             if (t <= SS_MET_SEEDED(0)) { /* a seeded tensor_index key no fragment had */
                 if (!PyUnicode_CheckExact(k)) continue;
                 t = SS_MET_SEEDED(0) - t;
@@ -1334,7 +1333,9 @@ ss_tensor_ids(PyObject *tensor_index, Py_ssize_t ntensors, PyObject **tids)
     Py_ssize_t pos = 0;
     PyObject *key, *value;
     while (PyDict_Next(tensor_index, &pos, &key, &value)) { /* no Python code runs in this loop */
-        if (!PyLong_Check(value)) return 0;
+        /* the pass probes tensor_index with exact-str ids: its keys exact strs too, so that no
+         * probe runs Python code (plain_dict.h; AUDIT5 F4) */
+        if (!PyLong_Check(value) || !PyUnicode_CheckExact(key)) return 0;
         int overflow = 0;
         long long t = PyLong_AsLongLongAndOverflow(value, &overflow);
         if (t == -1 && PyErr_Occurred()) return -1;
@@ -1355,6 +1356,13 @@ ss_build_tables(Py_ssize_t ntensors, PyObject *kinds_list, PyObject *owner_list,
                 int64_t *owners, int64_t *valid, const po_tmap *met)
 {
     Py_ssize_t nslots = nreplicas + 1;
+    /* without met the chosen dicts are probed below: plain ones only (plain_dict.h, AUDIT5 F4;
+     * with met, ss_replica_owners reads every key) */
+    for (Py_ssize_t s = 0; met == NULL && s < nreplicas; s++) {
+        PyObject *chosen = PyList_GetItem(slot_list, s);
+        if (chosen == NULL) return -1;
+        if (!pd_plain_keys(chosen)) return 0;
+    }
     for (Py_ssize_t t = 0; t < ntensors; t++) {
         PyObject *kinds = PyList_GetItem(kinds_list, t);
         PyObject *dp_owner = PyList_GetItem(owner_list, t);
@@ -1909,6 +1917,11 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
         }
         PyObject *tensor_id = PyObject_GetAttr(fragment, names[SS_TENSOR]);
         if (tensor_id == NULL) goto row_done;
+        if (!PyUnicode_CheckExact(tensor_id)) { /* its hash would run in the probe: fall back */
+            Py_DECREF(tensor_id);
+            rc = 0;
+            goto row_done;
+        }
         PyObject *index = PyDict_GetItemWithError(tensor_index, tensor_id); /* borrowed */
         Py_DECREF(tensor_id);
         if (index == NULL) {
@@ -2392,6 +2405,29 @@ typedef struct {
     size_t n;
 } pe_used;
 
+/* 1 when every item of the exact set, frozenset or list c is an exact str (their hashes and
+ * compares in a set run no Python code), else 0; -1 with an exception. Iterating an exact set
+ * runs no Python code. */
+static int
+pe_exact_strs(PyObject *c)
+{
+    if (PyList_CheckExact(c)) {
+        for (Py_ssize_t i = 0; i < PyList_Size(c); i++)
+            if (!PyUnicode_CheckExact(PyList_GetItem(c, i))) return 0; /* (in range) */
+        return 1;
+    }
+    if (!PySet_CheckExact(c) && !PyFrozenSet_CheckExact(c)) return 0;
+    PyObject *it = PyObject_GetIter(c), *item;
+    if (it == NULL) return -1;
+    int ok = 1;
+    while (ok && (item = PyIter_Next(it)) != NULL) {
+        ok = PyUnicode_CheckExact(item);
+        Py_DECREF(item);
+    }
+    Py_DECREF(it);
+    return PyErr_Occurred() ? -1 : ok;
+}
+
 static int
 pe_used_init(pe_used *u, PyObject *used)
 {
@@ -2431,12 +2467,13 @@ pe_used_free(pe_used *u)
 }
 
 /* set(used) for the list used: PySet_New's adds (each item in list order, the list's size read
- * afresh after each: an item's hash or equality may run code that changes it), with the item a
- * few further on asked for ahead (a hint: the list's strs are scattered and each add reads its
- * hash). NULL with an exception on error. */
+ * afresh after each), with the item a few further on asked for ahead (a hint: the list's strs
+ * are scattered and each add reads its hash). Only exact strs are added (their hash and equality
+ * run no Python code): at the first other item, NULL with *declined set and no exception (AUDIT5
+ * F4: the caller's Python form decides). NULL with an exception on error. */
 #define PE_SET_AHEAD 8
 static PyObject *
-pe_used_set(PyObject *used)
+pe_used_set(PyObject *used, int *declined)
 {
     PyObject *set = PySet_New(NULL);
     if (set == NULL) return NULL;
@@ -2444,6 +2481,11 @@ pe_used_set(PyObject *used)
         if (i + PE_SET_AHEAD < PyList_Size(used)) __builtin_prefetch(PyList_GetItem(used, i + PE_SET_AHEAD));
         PyObject *item = PyList_GetItem(used, i);
         if (item == NULL) break; /* (cannot happen: i < its size) */
+        if (!PyUnicode_CheckExact(item)) {
+            *declined = 1;
+            Py_DECREF(set);
+            return NULL;
+        }
         Py_INCREF(item);
         int rc = PySet_Add(set, item);
         Py_DECREF(item);
@@ -2456,7 +2498,8 @@ pe_used_set(PyObject *used)
     return set;
 }
 
-/* 1 when id is in the used ids, 0 when not, -1 with an exception. */
+/* 1 when id (an exact str) is in the used ids, 0 when not, -1 with an exception, -2 when a used
+ * id is not an exact str (not decided here: its __eq__ would run in the set). */
 static int
 pe_used_contains(pe_used *u, PyObject *id)
 {
@@ -2476,7 +2519,11 @@ pe_used_contains(pe_used *u, PyObject *id)
             PyList_GetItem(u->given, (Py_ssize_t)u->ptrs[lo].idx) == id)
             return 1;
     }
-    if (u->set == NULL && (u->set = pe_used_set(u->given)) == NULL) return -1;
+    if (u->set == NULL) {
+        int declined = 0;
+        u->set = pe_used_set(u->given, &declined);
+        if (u->set == NULL) return declined ? -2 : -1;
+    }
     return PySet_Contains(u->set, id);
 }
 
@@ -2520,7 +2567,7 @@ pe_rank_key_if_used(PyObject *const *names, PyObject *part, int any, PyObject **
  * the tuple without touching any of them again. */
 static PyObject *
 pe_part_tuple(PyObject *cls, PyObject *const *names, PyObject *placement_id, PyObject *part, PyObject *participant,
-              pe_used *used, PyObject **arr, const po_head *heads, const mr_kv *order, Py_ssize_t n)
+              pe_used *used, PyObject **arr, const po_head *heads, const mr_kv *order, Py_ssize_t n, int *declined)
 {
     PyObject *result = NULL, *rank = NULL, *key = NULL, *sorted_ids = NULL, *list = NULL;
     int any = 0;
@@ -2528,6 +2575,7 @@ pe_part_tuple(PyObject *cls, PyObject *const *names, PyObject *placement_id, PyO
         /* a hint only: the id a few further on (scattered; a value lookup reads its hash) */
         if (i + PE_SET_AHEAD < n) __builtin_prefetch(arr[i + PE_SET_AHEAD]);
         int rc = pe_used_contains(used, arr[i]);
+        if (rc == -2) *declined = 1;
         if (rc < 0) goto done;
         any = rc;
     }
@@ -2564,13 +2612,20 @@ done:
     return result;
 }
 
+/* One part's pair. NULL with *declined set (no exception): a value this pass does not decide
+ * without running Python code (AUDIT5 F4: a participant or fragment id that is not an exact str,
+ * fragments not an exact tuple or list); the caller's Python form decides then. */
 static PyObject *
 pe_part(PyObject *cls, PyObject *const *names, PyObject *placement_id, PyObject *part,
-        pe_used *used, PyObject *participants, PyObject *ftype)
+        pe_used *used, PyObject *participants, PyObject *ftype, int *declined)
 {
     PyObject *participant = PyObject_GetAttr(part, names[PE_PARTICIPANT]);
     if (participant == NULL) return NULL;
     PyObject *result = NULL, *fragments = NULL, *ids = NULL, *rank = NULL, *key = NULL;
+    if (!PyUnicode_CheckExact(participant)) { /* hashed in participants, stored in the executor */
+        *declined = 1;
+        goto done;
+    }
     if (participants != Py_None) {
         int rc = PySequence_Contains(participants, participant);
         if (rc < 0) goto done;
@@ -2582,13 +2637,17 @@ pe_part(PyObject *cls, PyObject *const *names, PyObject *placement_id, PyObject 
     }
     fragments = PyObject_GetAttr(part, names[PE_FRAGMENTS]);
     if (fragments == NULL) goto done;
+    if (!PyTuple_CheckExact(fragments) && !PyList_CheckExact(fragments)) { /* (its __iter__, __len__) */
+        *declined = 1;
+        goto done;
+    }
     if (ftype != Py_None && PyTuple_CheckExact(fragments) && PyTuple_Size(fragments) > 0) {
         PyObject **arr = NULL;
         po_head *heads = NULL;
         mr_kv *order = NULL;
         Py_ssize_t n = PyTuple_Size(fragments);
         if (pe_tuple_ids(fragments, n, ftype, names[PE_FRAGMENT_ID], &arr, &heads, &order)) {
-            result = pe_part_tuple(cls, names, placement_id, part, participant, used, arr, heads, order, n);
+            result = pe_part_tuple(cls, names, placement_id, part, participant, used, arr, heads, order, n, declined);
             PyMem_Free(arr); /* every reference moved or released */
             PyMem_Free(heads);
             PyMem_Free(order);
@@ -2606,6 +2665,7 @@ pe_part(PyObject *cls, PyObject *const *names, PyObject *placement_id, PyObject 
             PyObject *id = PyList_GetItem(ids, i);
             if (id == NULL) goto done;
             int rc = pe_used_contains(used, id);
+            if (rc == -2) *declined = 1;
             if (rc < 0) goto done;
             any = rc;
         }
@@ -2617,8 +2677,13 @@ pe_part(PyObject *cls, PyObject *const *names, PyObject *placement_id, PyObject 
             PyObject *id = PyObject_GetAttr(fragment, names[PE_FRAGMENT_ID]);
             if (id == NULL) goto done;
             if (PyList_SetItem(ids, i, id) < 0) goto done; /* steals id, releases fragment */
+            if (!PyUnicode_CheckExact(id)) { /* hashed in the used set, sorted below */
+                *declined = 1;
+                goto done;
+            }
             if (!any) {
                 int rc = pe_used_contains(used, id);
+                if (rc == -2) *declined = 1;
                 if (rc < 0) goto done;
                 any = rc;
             }
@@ -2673,7 +2738,10 @@ PyDoc_STRVAR(project_executors_doc,
 "for set(used)), the pair\n"
 "((rank.dp, rank.pp, rank.ep, rank.tp), executor) with the executor's field dict\n"
 "placement_id, participant_id, rank and placement_fragment_ids (the part's ids, sorted).\n"
-"Returns the list of pairs; the caller checks rank uniqueness and orders them.");
+"Returns the list of pairs; the caller checks rank uniqueness and orders them. None when a\n"
+"value is not of the exact kind this pass reads without running Python code (parts or a part's\n"
+"fragments not an exact tuple or list, an id or participant id not an exact str, used or\n"
+"participants not an exact set of exact strs): the caller's Python form decides.");
 
 static PyObject *
 po_project_executors(PyObject *Py_UNUSED(self), PyObject *args)
@@ -2705,6 +2773,25 @@ po_project_executors(PyObject *Py_UNUSED(self), PyObject *args)
     static PyObject *cache[PE_N];
     if (po_names(cache, pe_names, PE_N, names) < 0) goto done;
     if (pe_used_init(&lookup, used) < 0) goto done;
+    /* exact containers of exact-str ids only: the parts are iterated, the used set and the
+     * participants probed with each id (AUDIT5 F4; a list of used ids is checked when its set is
+     * built, pe_used_contains) */
+    int declined = 0;
+    if (!PyTuple_CheckExact(parts) && !PyList_CheckExact(parts)) declined = 1;
+    if (!declined && !PyList_CheckExact(used)) {
+        int exact = pe_exact_strs(used);
+        if (exact < 0) goto done;
+        declined = !exact;
+    }
+    if (!declined && participants != Py_None) {
+        int exact = pe_exact_strs(participants);
+        if (exact < 0) goto done;
+        declined = !exact;
+    }
+    if (declined) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
     items = PySequence_List(parts);
     if (items == NULL) goto done;
     result = PyList_New(0);
@@ -2714,7 +2801,12 @@ po_project_executors(PyObject *Py_UNUSED(self), PyObject *args)
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *part = PyList_GetItem(items, i); /* borrowed; items is private */
         if (part == NULL) goto fail;
-        PyObject *pair = pe_part(cls, names, placement_id, part, &lookup, participants, ftype);
+        PyObject *pair = pe_part(cls, names, placement_id, part, &lookup, participants, ftype, &declined);
+        if (pair == NULL && declined && !PyErr_Occurred()) {
+            Py_DECREF(result);
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
         if (pair == NULL) goto fail;
         int rc = pair == Py_None ? 0 : PyList_Append(result, pair);
         Py_DECREF(pair);
@@ -2740,7 +2832,8 @@ PyDoc_STRVAR(owner_minimums_doc,
 "types, when every fragment is exactly fragment_type with an exact str tensor id and a rank\n"
 "exactly rank_type whose values are exact ints in int64) the same minimums come back grouped:\n"
 "({dp: {tensor_id: tuple(zip(kinds, least))}}, number of keys), in first-appearance order; on\n"
-"any other input the plain dict.");
+"any other input the plain dict. None when a tensor id is not an exact str or a rank value not\n"
+"an exact int (the caller's Python form decides: no Python code runs in this pass).");
 
 /* owner_minimums over exact fragment and rank instances whose values are exact str tensor ids
  * and ints fitting int64: the fragments are read in address order into rows, then combined in
@@ -3088,6 +3181,13 @@ po_owner_minimums(PyObject *Py_UNUSED(self), PyObject *args)
         if (rank == NULL) goto next;
         PyObject *dp = PyObject_GetAttr(rank, dp_name);
         if (dp == NULL) goto next;
+        /* the key is hashed and compared, the values compared with <: exact kinds only, else
+         * the Python form decides (a forged str or int subclass's dunders would run inside the
+         * pass: AUDIT5 F4) */
+        if (!PyUnicode_CheckExact(tensor_id) || !PyLong_CheckExact(dp)) {
+            Py_DECREF(dp);
+            goto undecided;
+        }
         key = PyTuple_Pack(2, tensor_id, dp);
         Py_DECREF(dp);
         if (key == NULL) goto next;
@@ -3098,6 +3198,7 @@ po_owner_minimums(PyObject *Py_UNUSED(self), PyObject *args)
             if (kind == NULL) goto next;
             PyObject *value = PyObject_GetAttr(rank, kind);
             if (value == NULL || PyTuple_SetItem(values, k, value) < 0) goto next;
+            if (!PyLong_CheckExact(value)) goto undecided;
         }
         PyObject *best = PyDict_GetItemWithError(result, key); /* borrowed */
         if (best == NULL) {
@@ -3109,6 +3210,10 @@ po_owner_minimums(PyObject *Py_UNUSED(self), PyObject *args)
             Py_DECREF(best);
             if (less < 0) goto next;
             ok = less == 0 || PyDict_SetItem(result, key, values) == 0;
+        }
+        if (0) {
+        undecided:
+            Py_CLEAR(result); /* (ok stays 0; no exception set) */
         }
     next:
         Py_XDECREF(values);
@@ -3123,7 +3228,8 @@ po_owner_minimums(PyObject *Py_UNUSED(self), PyObject *args)
 fail:
     for (int k = 0; k < 3; k++) Py_XDECREF(names[k]);
     Py_XDECREF(result);
-    return NULL;
+    if (PyErr_Occurred()) return NULL;
+    Py_RETURN_NONE; /* undecided: the caller's Python form decides */
 }
 
 /* ---- fragment_columns: the planner's first pass over the target fragments --------------- */
@@ -3674,7 +3780,22 @@ enum { TC_LAYOUT, TC_SHAPE, TC_DTYPE, TC_ITEMSIZE, TC_LAYER, TC_EXPERT, TC_N };
 static const char *const tc_names[TC_N] = {"layout_fingerprint", "global_shape", "dtype", "itemsize", "layer_id",
                                            "expert_id"};
 
-/* 1 when the descriptors differ in one of the compared fields, 0 when not, -1 error. */
+/* 1 when v is a field value tc_differ compares without running Python code: None, an exact str
+ * or int, or an exact tuple of exact ints (a validated descriptor's kinds; a value forged after
+ * construction, e.g. a str subclass stored with object.__setattr__, would run its __ne__ or
+ * __eq__ inside the pass: AUDIT5 F4). */
+static int
+tc_plain(PyObject *v)
+{
+    if (v == Py_None || PyUnicode_CheckExact(v) || PyLong_CheckExact(v)) return 1;
+    if (!PyTuple_CheckExact(v)) return 0;
+    for (Py_ssize_t k = 0, n = PyTuple_Size(v); k < n; k++)
+        if (!PyLong_CheckExact(PyTuple_GetItem(v, k))) return 0; /* (in range) */
+    return 1;
+}
+
+/* 1 when the descriptors differ in one of the compared fields, 0 when not, 2 when some value is
+ * not plain (tc_plain: the Python loop decides from this tensor on), -1 error. */
 static int
 tc_differ(PyObject *a, PyObject *b, PyObject *const *names)
 {
@@ -3685,6 +3806,11 @@ tc_differ(PyObject *a, PyObject *b, PyObject *const *names)
         if (y == NULL) {
             Py_DECREF(x);
             return -1;
+        }
+        if (!tc_plain(x) || !tc_plain(y)) {
+            Py_DECREF(x);
+            Py_DECREF(y);
+            return 2;
         }
         int ne = PyObject_RichCompareBool(x, y, Py_NE);
         Py_DECREF(x);
@@ -3702,6 +3828,9 @@ PyDoc_STRVAR(tensor_columns_doc,
 "target.itemsize, routed[i] = bool(signatures[id][1]) and stop is the index of the first id\n"
 "whose source descriptor is missing or differs from the target's in layout_fingerprint,\n"
 "global_shape, dtype, itemsize, layer_id or expert_id (compared with !=), or len(tensor_ids).\n"
+"The pass also stops at the first id it does not decide without running Python code (an id or\n"
+"a compared value not of its exact kind, a map with a key that is not an exact str): the\n"
+"caller's loop decides from stop on.\n"
 "target_tensors[id] must exist (KeyError otherwise). The ids (and, when read by position,\n"
 "the three maps' entries) are read at the start of the call.");
 
@@ -3782,11 +3911,21 @@ po_tensor_columns(PyObject *Py_UNUSED(self), PyObject *args)
         else {
             PyMem_Free(held); /* nothing held */
             held = NULL;
+            /* the maps are probed by key below: plain ones only (their keys exact strs, which
+             * tc_by_position proved on its path; plain_dict.h), and exact-str ids, else the
+             * Python loop decides (a forged key's __eq__ or id's __hash__ would run in a probe:
+             * AUDIT5 F4) */
+            for (int m = 0; m < 3 && stop > 0; m++)
+                if (!pd_plain_keys(maps[m])) stop = 0;
         }
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
+    for (Py_ssize_t i = 0; i < stop; i++) {
         PyObject *tid = PyList_GetItem(ids, i);
         if (tid == NULL) goto done;
+        if (!nheld && !PyUnicode_CheckExact(tid)) {
+            stop = i;
+            break;
+        }
         PyObject *target, *source, *signature;
         if (nheld) { /* the values the lookups below find (tc_by_position); references held */
             source = Py_NewRef(held[i]);
@@ -3837,6 +3976,12 @@ po_tensor_columns(PyObject *Py_UNUSED(self), PyObject *args)
         int is_routed = owned == NULL ? -1 : PyObject_IsTrue(owned);
         Py_XDECREF(owned);
         PyObject *shape = is_routed < 0 ? NULL : PyObject_GetAttr(target, names[TC_SHAPE]);
+        if (shape != NULL && !PyTuple_CheckExact(shape)) { /* (its __len__: the Python loop) */
+            Py_DECREF(shape);
+            Py_DECREF(target);
+            stop = i;
+            break;
+        }
         Py_ssize_t nd = shape == NULL ? -1 : PyObject_Size(shape);
         Py_XDECREF(shape);
         PyObject *itemsize = nd < 0 ? NULL : PyObject_GetAttr(target, names[TC_ITEMSIZE]);
@@ -4038,7 +4183,7 @@ PyDoc_STRVAR(catalog_map_doc,
 "--\n\n"
 "{descriptor.tensor_id: descriptor for descriptor in catalog} for a tuple catalog (each id read\n"
 "once, then stored, in order, exactly as the comprehension does), reading the descriptors a few\n"
-"items ahead. None when catalog is not a tuple.");
+"items ahead. None when catalog is not a tuple or an id is not an exact str.");
 
 #define CM_AHEAD 8 /* descriptors between a prefetch of one and its id read */
 
@@ -4059,6 +4204,12 @@ po_catalog_map(PyObject *Py_UNUSED(self), PyObject *catalog)
         }
         PyObject *tensor = PyTuple_GetItem(catalog, i); /* borrowed: the tuple holds it */
         PyObject *tid = tensor == NULL ? NULL : PyObject_GetAttr(tensor, names[0]);
+        if (tid != NULL && !PyUnicode_CheckExact(tid)) { /* its hash is user code (AUDIT5 F4) */
+            Py_DECREF(tid);
+            Py_DECREF(out);
+            Py_DECREF(names[0]);
+            Py_RETURN_NONE; /* the comprehension decides */
+        }
         if (tid == NULL || PyDict_SetItem(out, tid, tensor) < 0) Py_CLEAR(out);
         Py_XDECREF(tid);
     }

@@ -6568,6 +6568,12 @@ operation_views(PyObject *Py_UNUSED(module), PyObject *args)
     Py_ssize_t n = PyTuple_Size(operations);
     if (n < 0) return NULL;
     if ((size_t)n > SIZE_MAX / 64) return PyErr_NoMemory();
+    /* The four tables are probed with exact-str ids: plain dicts only, else a key forged into a
+     * str subclass (an executor's placement_fragment_ids) runs its __eq__ in a probe (plain_dict.h;
+     * AUDIT5 F5). The Python loop decides then. */
+    if (!pd_plain_keys(cfg.s_logical) || !pd_plain_keys(cfg.s_runtime) || !pd_plain_keys(cfg.t_logical)
+        || !pd_plain_keys(cfg.t_runtime))
+        Py_RETURN_NONE;
     /* Source-info cache by fragment pointer (the operations keep every source alive; the
      * cache holds its own references to the values). */
     size_t cap = 8;

@@ -118,7 +118,7 @@ def canonical_parts_json(
 
 def canonical_tensors_json(
     tensors: list[object] | tuple[object, ...], split_type: type, replicated_type: type, /
-) -> str:
+) -> Optional[str]:
     """Exactly ``canonical_json([tensor_object(t) for t in tensors])`` (ASCII), ``tensor_object``
     and ``axis_identity`` being ``weight/_canonical.py``'s and ``weight/types.py``'s (an axis
     is split when an instance of ``split_type``, else replicated when of ``replicated_type``,
@@ -471,7 +471,7 @@ def project_executors(
     participants: set[str] | None,
     fragment_type: type | None = None,
     /,
-) -> list[tuple[tuple[int, int, int, int], object]]:
+) -> Optional[list[tuple[tuple[int, int, int, int], object]]]:
     """Executor projections of one side (spec §11.1 step 7) built without calling ``cls`` (a
     heap type with instance ``__dict__``): per part (in order) whose ``participant_id`` is in
     ``participants`` (``None``: all) and whose fragments include an id in ``used``, the pair
@@ -482,7 +482,9 @@ def project_executors(
     order (same ids; the sort is skipped when they already are in order). ``used`` may be an
     exact list standing for the set of its values: ids are looked up by object first (no id
     object is read) and the set is built on the first miss (``TypeError`` for any other
-    container)."""
+    container). ``None`` when parts or a part's fragments are not an exact tuple or list, an id
+    or participant id is not an exact str, or used / participants are not exact sets of exact
+    strs (AUDIT5 F4: their dunders would run inside the pass; the Python form decides)."""
 
 def all_instances(items: Sequence[object], cls: type, /) -> Optional[bool]:
     """``all(map(isinstance, items, itertools.repeat(cls)))`` for a list or tuple ``items``
@@ -529,7 +531,7 @@ def owner_minimums(
     rank_type: type | None = None,
     grouped: bool = False,
     /,
-) -> dict[tuple[Any, Any], tuple[Any, ...]] | tuple[dict[Any, dict[Any, tuple[tuple[str, Any], ...]]], int]:
+) -> Optional[dict[tuple[Any, Any], tuple[Any, ...]] | tuple[dict[Any, dict[Any, tuple[tuple[str, Any], ...]]], int]]:
     """``{(fragment.tensor_id, fragment.rank.dp): least tuple(getattr(fragment.rank, kind) for
     kind in kinds)}`` over ``fragments`` (a list or tuple), tuples compared with ``<`` (spec
     §11.2: the chosen owner of a complete replica). With both classes, exact instances with
@@ -537,7 +539,8 @@ def owner_minimums(
     and combined in list order (an equal dict, keys in the same order); anything else as
     without them. With ``grouped`` (and the classes, on such inputs) the same minimums come back
     grouped: ``({dp: {tensor_id: tuple(zip(kinds, least))}}, number of keys)`` in
-    first-appearance order; on any other input the plain dict."""
+    first-appearance order; on any other input the plain dict. ``None`` when a tensor id is not
+    an exact str or a rank value not an exact int (AUDIT5 F4: the caller's Python form decides)."""
 
 def fragment_columns(
     fragments: Sequence[object], fragment_type: type | None = None, rank_type: type | None = None, /
@@ -576,7 +579,9 @@ def tensor_columns(
     cannot be planned: ``len(target.global_shape)``, ``target.itemsize`` and
     ``bool(signatures[id][1])``; ``stop`` is the index of the first id whose source descriptor
     is missing or differs (``!=``) from the target's in ``layout_fingerprint``, ``global_shape``,
-    ``dtype``, ``itemsize``, ``layer_id`` or ``expert_id``, else ``len(tensor_ids)``. A missing
+    ``dtype``, ``itemsize``, ``layer_id`` or ``expert_id``, or of the first it does not decide
+    without Python code (an id or value not of its exact kind; AUDIT5 F4), else
+    ``len(tensor_ids)``. A missing
     ``target_tensors[id]`` or ``signatures[id]`` raises ``KeyError``. When the three maps are
     exact dicts of exactly the ids' count whose entry i has the key ``tensor_ids[i]`` (or an
     exact str equal to it) and every id is an exact str, their values are read by position at

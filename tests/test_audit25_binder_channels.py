@@ -12,8 +12,10 @@ logical plan runs ``operation_views`` the same way.
 Measured with a vandal hook (every field of every reachable object replaced by an equal fresh
 copy, instance dicts replaced, lists cleared, ``gc.collect()``, under ``PYTHONMALLOC=debug``):
 no crash in any of these passes, so no memory unsafety was shown; the invariant (no foreign code
-inside a pass) still fails. Strict xfails until these passes decline non-exact ids before
-probing with them, or unsealed binds gate their inputs with ``_native.inert_graph``.
+inside a pass) still failed. Closed (session 26, AUDIT5 F5): these passes and
+``operation_views`` now probe only plain dicts (exact dicts of exact-str keys, plain_dict.h) with
+exact-str ids and decline anything else, so the Python path decides the forged value as the rules
+do. Each case fails on 3d1b789.
 """
 
 from __future__ import annotations
@@ -65,9 +67,6 @@ def test_exact_inputs_run_no_foreign_code() -> None:
     assert _hits(lambda: bind_logical_transfer_plan(logical, targets, source_bindings=sources)) == []
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="AUDIT5 F5: binder.c passes (operation_views, "
-                   "attest_many, bound_fragments, project_attested) probe with ids not proven exact: a forged "
-                   "str subclass's __eq__/__hash__ runs inside them")
 @pytest.mark.parametrize("case", sorted(_CASES))
 def test_bind_runs_no_foreign_code_in_its_passes(case: str) -> None:
     reach, field, make = _CASES[case]
@@ -78,8 +77,6 @@ def test_bind_runs_no_foreign_code_in_its_passes(case: str) -> None:
     assert [hit for hit in hits if not hit.endswith(("revalidate_fragments", "revalidate_views", "attested_view"))] == []
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="AUDIT5 F5: operation_views probes its dict keyed by "
-                   "a logical executor's forged placement_fragment_ids inside replace() of a logical plan")
 def test_logical_replace_runs_no_foreign_code_in_operation_views() -> None:
     logical, _targets, _sources = _inputs()
     _forge(logical.target_executors[0], "placement_fragment_ids", _first_item(ForeignStr))

@@ -9,8 +9,10 @@ iterated by ``_native`` functions of ``csrc/planobj.c`` (``tensor_columns``, ``c
 in ``canonical_tensors_json`` (csrc/canonical.c) with a tuple-subclass ``parallel_axes``. The plan
 is built through the trusted path (no revalidation), so code run there decides with the pass.
 
-Each case records a dunder called directly by any ``_native`` function. Strict xfails until the
-planner declines (or checks exact, as ``_native.inert_graph`` does) values it has not proven plain.
+Each case records a dunder called directly by any ``_native`` function. Closed (session 26,
+AUDIT5 F4): each pass checks the kind of every value it compares, hashes or iterates (exact str,
+int, tuple or list; dicts it probes plain) and otherwise stops or declines, so the planner's
+Python form decides that value. Each case fails on 3d1b789.
 A bind of such a plan is unsealed (``exactness``) and revalidated by the rules' fast path, and
 tests/test_audit25_value_channels.py covers that path.
 """
@@ -67,8 +69,6 @@ def test_exact_placements_run_no_foreign_code() -> None:
     assert _hits(lambda: plan_placement_transfer(source, target)) == []
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="AUDIT5 F4: planobj.c passes of plan_placement_transfer "
-                   "compare/hash/iterate placement values not proven exact: a forged subclass's dunder runs inside them")
 @pytest.mark.parametrize("case", sorted(_CASES))
 def test_plan_placement_transfer_runs_no_foreign_code(case: str) -> None:
     reach, field, make = _CASES[case]
@@ -77,8 +77,6 @@ def test_plan_placement_transfer_runs_no_foreign_code(case: str) -> None:
     assert _hits(lambda: plan_placement_transfer(source, target)) == []
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="AUDIT5 F4: canonical_tensors_json iterates a "
-                   "forged tuple-subclass parallel_axes of a descriptor passed to from_fragments")
 def test_from_fragments_runs_no_foreign_code() -> None:
     _source, target = _placements()
     descriptor = target.tensors[0]

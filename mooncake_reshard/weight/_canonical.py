@@ -67,7 +67,10 @@ def tensors_json(tensors: Sequence[TensorDescriptor]) -> str:
     from the descriptors (no intermediate dicts)."""
     if type(tensors) is not tuple and type(tensors) is not list:
         tensors = list(tensors)
-    return _native.canonical_tensors_json(tensors, SplitAxis, ReplicatedAxis)
+    native: Optional[str] = _native.canonical_tensors_json(tensors, SplitAxis, ReplicatedAxis)
+    if native is None:  # a parallel_axes the C pass does not iterate (not an exact tuple or list)
+        return _native.canonical_json([tensor_object(tensor) for tensor in tensors])
+    return native
 
 
 def fragment_object(

@@ -79,9 +79,11 @@ def project_executors(
     parts (the first repeat, in part order, is reported); executors are ordered by rank key."""
     # an exact list stands for the set of its values (see _used_ids)
     used = used_fragment_ids if type(used_fragment_ids) in (set, list) else set(used_fragment_ids)
-    included: list[tuple[Any, Any]] = _native.project_executors(
+    included: Optional[list[tuple[Any, Any]]] = _native.project_executors(
         PlacementExecutorPlan, placement.placement_id, placement.parts, used, participants, PlacementFragment
     )
+    if included is None:  # a value the C pass does not read (not of its exact kind): the rules' form
+        return _project_executors_python(placement, used_fragment_ids, side, participants)
     keys = list(map(_record_source, included))
     if len(set(keys)) != len(keys):
         seen: set[Any] = set()

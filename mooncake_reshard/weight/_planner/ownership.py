@@ -439,8 +439,10 @@ def complete_parallel_source_replicas(
             found: Any = (
                 _native.owner_minimums(fragments, kinds, PlacementFragment, ParallelRank, True)
                 if type(fragments) in (list, tuple) and type(kinds) is tuple
-                else _owner_minimums(fragments, kinds)
+                else None
             )
+            if found is None:  # (a value the C pass does not compare: not of its exact kind)
+                found = _owner_minimums(fragments, kinds)
             by_dp: dict[int, dict[str, RuntimeTensorOwner]]
             if type(found) is tuple:
                 by_dp, pairs = found
