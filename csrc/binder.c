@@ -4738,7 +4738,8 @@ bd_attested_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (status == BD_OK) status = bd_plain_get(attestation, nm[N_PLACEMENT_DICT], &placement_dict);
     if (status != BD_OK) goto done;
     status = BD_FALLBACK;
-    if ((PyObject *)Py_TYPE(evidence) != ev_cls || !PyDict_CheckExact(placement_dict)) goto done;
+    /* placement_dict is probed with each evidence fragment's id: a plain dict only (plain_dict.h) */
+    if ((PyObject *)Py_TYPE(evidence) != ev_cls || !pd_plain_keys(placement_dict)) goto done;
     status = bd_plain_get(evidence, nm[N_FRAGMENTS], &fragments);
     if (status == BD_OK) status = bd_plain_get(evidence, nm[N_GENERATION], &generation);
     if (status != BD_OK) goto done;

@@ -1001,10 +1001,16 @@ done:
     return view;
 }
 
+/* rf_attested_entry's status when the entry needs ``view_of`` (Python code) and the caller
+ * allows no call (see revalidate_fragments: Python code run after an earlier entry's dicts were
+ * checked could plant a key in them). */
+#define RF_CALLOUT 2
+
 /* The attested entry ``(placement_dict, binding_dict, view)`` of a new attestation, checked
- * (exact manifest class, plan identity); *entry is a new reference. */
+ * (exact manifest class, plan identity); *entry is a new reference. RF_CALLOUT (nothing kept)
+ * when its view is not the exact cached one and may_call is 0. */
 static int
-rf_attested_entry(PyObject *attestation, const rf_config *cfg, PyObject **entry)
+rf_attested_entry(PyObject *attestation, const rf_config *cfg, PyObject **entry, int may_call)
 {
     PyObject *placement = NULL, *placement_dict = NULL, *binding_dict = NULL, *view = NULL;
     int rc = RV_DECLINE;
@@ -1028,8 +1034,17 @@ rf_attested_entry(PyObject *attestation, const rf_config *cfg, PyObject **entry)
      * ``view_of`` (which builds a new one from the current values). */
     view = rf_exact_view(attestation, state, cfg, placement, placement_dict);
     if (view == NULL && PyErr_Occurred()) goto done;
-    if (view == NULL) view = PyObject_CallFunctionObjArgs(cfg->view_of, attestation, NULL);
-    if (view == NULL) goto done;
+    if (view == NULL && !may_call) {
+        rc = RF_CALLOUT;
+        goto done;
+    }
+    if (view == NULL) {
+        view = PyObject_CallFunctionObjArgs(cfg->view_of, attestation, NULL);
+        if (view == NULL) goto done;
+        /* Python code ran (a hook, or what the view's code reaches, could plant a key): the two
+         * dicts checked again before any probe */
+        if (!pd_plain_keys(placement_dict) || !pd_plain_keys(binding_dict)) goto done;
+    }
     *entry = PyTuple_Pack(3, placement_dict, binding_dict, view);
     rc = *entry == NULL ? RV_ERROR : RV_OK;
 done:
@@ -1203,11 +1218,47 @@ rf_attested_str(PyObject *base, Py_ssize_t at, PyObject *value)
     return order == 0 ? RV_OK : RV_DECLINE;
 }
 
+/* The index in entry_list of attestation's entry (an exact attestation_type), made and added
+ * when it has none yet (rf_attested_entry; may_call as there): RV_OK with *index, else
+ * RV_DECLINE, RV_ERROR or RF_CALLOUT. The attestation is held (appended to held): ``entries``
+ * is keyed by address, and Python code run by a later view call could drop the fragment's
+ * reference and put another attestation at that address. */
+static int
+rf_entry_index(PyObject *attestation, const rf_config *cfg, rv_table *entries, PyObject *entry_list,
+               PyObject *attested, PyObject *held, int may_call, Py_ssize_t *index)
+{
+    size_t slot = mr_ptr_slot(attestation, entries->mask);
+    while (entries->keys[slot] != NULL) {
+        if (entries->keys[slot] == attestation) {
+            *index = entries->values[slot];
+            return RV_OK;
+        }
+        slot = (slot + 1) & entries->mask;
+    }
+    PyObject *fresh = NULL;
+    int rc = rf_attested_entry(attestation, cfg, &fresh, may_call);
+    if (rc != RV_OK) return rc;
+    PyObject *id = PyLong_FromVoidPtr(attestation);
+    int failed = id == NULL || PyDict_SetItem(attested, id, fresh) < 0 || PyList_Append(entry_list, fresh) < 0
+                 || PyList_Append(held, attestation) < 0;
+    Py_XDECREF(id);
+    Py_DECREF(fresh);
+    if (failed) return RV_ERROR;
+    *index = PyList_Size(entry_list) - 1;
+    /* (a table grown as attestations come: one per participant, far fewer than the
+     * fragments it was once sized for: ~16 bytes per fragment of bind's peak) */
+    if (*index < 0 || rv_table_reserve(entries, (size_t)*index + 1) < 0) return RV_ERROR;
+    rs_store(entries, attestation, *index); /* alive: the fragment (held by the caller) holds it */
+    return RV_OK;
+}
+
 /* One fragment: appends its key, route half and runtime id. ``entries`` maps attestations
- * (borrowed; the fragments hold them) to their entry tuple (borrowed from ``attested``). */
+ * (borrowed; the fragments hold them) to their entry tuple (borrowed from ``attested``).
+ * RF_CALLOUT: its attestation is new and needs ``view_of`` while may_call is 0 (nothing
+ * appended). */
 static int
 rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObject *entry_list, PyObject *attested,
-            PyObject *keys, PyObject *routes, PyObject *runtime_ids, rf_memo *memo)
+            PyObject *held, PyObject *keys, PyObject *routes, PyObject *runtime_ids, rf_memo *memo, int may_call)
 {
     enum { F_PLACEMENT, F_BINDING, F_OWNER, F_ATTESTATION, F_N };
     PyObject *f[F_N] = {NULL};
@@ -1269,38 +1320,9 @@ rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObjec
     if (Py_TYPE(attestation) != cfg->attestation_type) goto done;
     /* The attestation's entry: found by identity, else checked and added. */
     Py_ssize_t index = -1;
-    {
-        size_t slot = mr_ptr_slot(attestation, entries->mask);
-        while (entries->keys[slot] != NULL) {
-            if (entries->keys[slot] == attestation) {
-                index = entries->values[slot];
-                break;
-            }
-            slot = (slot + 1) & entries->mask;
-        }
-        if (index < 0) {
-            PyObject *fresh = NULL;
-            rc = rf_attested_entry(attestation, cfg, &fresh);
-            if (rc != RV_OK) goto done;
-            rc = RV_DECLINE;
-            PyObject *id = PyLong_FromVoidPtr(attestation);
-            int failed = id == NULL || PyDict_SetItem(attested, id, fresh) < 0 || PyList_Append(entry_list, fresh) < 0;
-            Py_XDECREF(id);
-            Py_DECREF(fresh);
-            if (failed) {
-                rc = RV_ERROR;
-                goto done;
-            }
-            index = PyList_Size(entry_list) - 1;
-            /* (a table grown as attestations come: one per participant, far fewer than the
-             * fragments it was once sized for: ~16 bytes per fragment of bind's peak) */
-            if (index < 0 || rv_table_reserve(entries, (size_t)index + 1) < 0) {
-                rc = RV_ERROR;
-                goto done;
-            }
-            rs_store(entries, attestation, index); /* alive: the fragment (held by the caller) holds it */
-        }
-    }
+    rc = rf_entry_index(attestation, cfg, entries, entry_list, attested, held, may_call, &index);
+    if (rc != RV_OK) goto done;
+    rc = RV_DECLINE;
     entry = Py_XNewRef(PyList_GetItem(entry_list, index)); /* held: nothing below may free it */
     if (entry == NULL) {
         rc = RV_ERROR;
@@ -1455,6 +1477,46 @@ rf_stage_hint(PyObject *items, Py_ssize_t q, int stage)
     if (fid != NULL) __builtin_prefetch(fid);
 }
 
+/* Python code run by a view call (``view_of``: the package's, but a profile or trace hook, or
+ * a forged value's method it reaches, runs there too) after an earlier entry's dicts were checked
+ * could plant a key in them (they are reachable: gc.get_objects()), and the pass would probe them
+ * unchecked. So the pass calls ``view_of`` only while no entry exists yet; the first time a view
+ * call is needed after that, every remaining fragment's new attestation gets its entry at once
+ * (all the calls made here, in fragment order), and then every entry's two dicts are checked
+ * again (pd_plain_keys; one walk each, as when they were made). From there on no Python code runs
+ * in the pass: a new attestation needing a call declines (the rules decide). A fragment whose
+ * attestation is missing or inexact gets none here (rf_fragment declines there). RV_OK,
+ * RV_DECLINE (an entry refused, or a dict no longer plain), RV_ERROR. */
+static int
+rf_enter_all(PyObject *items, Py_ssize_t from, Py_ssize_t n, const rf_config *cfg, rv_table *entries,
+             PyObject *entry_list, PyObject *attested, PyObject *held)
+{
+    for (Py_ssize_t j = from; j < n; j++) {
+        PyObject *fragment = PyList_GetItem(items, j); /* borrowed; the caller's private list holds it */
+        if (fragment == NULL) return RV_ERROR;
+        mr_layout_class lc;
+        (void)mr_bound_layout(&rv_bound_memo, &lc, (PyObject *)Py_TYPE(fragment));
+        PyObject *attestation = rv_state_item(fragment, &lc, MR_BF_ATTESTATION, rf_keys[RF_ATTESTATION]);
+        if (attestation == NULL) {
+            if (PyErr_Occurred()) return RV_ERROR;
+            continue;
+        }
+        Py_ssize_t index = -1;
+        int rc = Py_TYPE(attestation) != cfg->attestation_type
+                     ? RV_OK
+                     : rf_entry_index(attestation, cfg, entries, entry_list, attested, held, 1, &index);
+        Py_DECREF(attestation);
+        if (rc != RV_OK) return rc == RF_CALLOUT ? RV_ERROR : rc; /* (may_call: never RF_CALLOUT) */
+    }
+    const Py_ssize_t count = PyList_Size(entry_list);
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *entry = PyList_GetItem(entry_list, k); /* an exact 3-tuple of this call's */
+        if (entry == NULL) return RV_ERROR;
+        if (!pd_plain_keys(PyTuple_GetItem(entry, 0)) || !pd_plain_keys(PyTuple_GetItem(entry, 1))) return RV_DECLINE;
+    }
+    return RV_OK;
+}
+
 PyDoc_STRVAR(revalidate_fragments_doc,
 "revalidate_fragments(fragments, placement_type, binding_type, attestation_type,\n"
 "                     manifest_type, rank_type, identity, view_of, view_type=None, evidence_type=None)\n"
@@ -1518,12 +1580,12 @@ revalidate_fragments(PyObject *module, PyObject *args)
     if (items == NULL) return NULL;
     Py_ssize_t n = PyList_Size(items);
     PyObject *keys = PyList_New(0), *routes = PyList_New(0), *runtime_ids = PyList_New(0);
-    PyObject *attested = PyDict_New(), *entry_list = PyList_New(0);
+    PyObject *attested = PyDict_New(), *entry_list = PyList_New(0), *held = PyList_New(0);
     rv_table entries = {NULL, NULL, 0};
     rf_memo memo = {{NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}, NULL, 0};
     PyObject *result = NULL;
     if (n < 0 || keys == NULL || routes == NULL || runtime_ids == NULL || attested == NULL || entry_list == NULL
-        || (size_t)n > SIZE_MAX / 4 || rv_table_init(&entries, 16) < 0
+        || held == NULL || (size_t)n > SIZE_MAX / 4 || rv_table_init(&entries, 16) < 0
         || rf_memo_init(&memo.rank, (size_t)n) < 0 || rf_memo_init(&memo.key, (size_t)n) < 0
         || rf_memo_init(&memo.route, (size_t)n) < 0 || rf_memo_init(&memo.rank_object, (size_t)n) < 0) {
         if (n >= 0 && (size_t)n > SIZE_MAX / 4 && !PyErr_Occurred()) PyErr_NoMemory();
@@ -1537,6 +1599,7 @@ revalidate_fragments(PyObject *module, PyObject *args)
         }
         memo.n_bases = n;
     }
+    int entered_all = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *fragment = PyList_GetItem(items, i); /* borrowed; ``items`` holds it */
         if (fragment == NULL) goto done;
@@ -1545,7 +1608,17 @@ revalidate_fragments(PyObject *module, PyObject *args)
             rf_stage_hint(items, i + RF_STAGE_PARTS, 1);
             rf_stage_hint(items, i + RF_STAGE_PFID, 2);
         }
-        int rc = rf_fragment(fragment, &cfg, &entries, entry_list, attested, keys, routes, runtime_ids, &memo);
+        /* view calls only before any entry exists, then all at once (rf_enter_all) */
+        int rc = rf_fragment(fragment, &cfg, &entries, entry_list, attested, held, keys, routes, runtime_ids, &memo,
+                             !entered_all && PyList_Size(entry_list) == 0);
+        if (rc == RF_CALLOUT && !entered_all) {
+            entered_all = 1;
+            rc = rf_enter_all(items, i, n, &cfg, &entries, entry_list, attested, held);
+            if (rc == RV_OK)
+                rc = rf_fragment(fragment, &cfg, &entries, entry_list, attested, held, keys, routes, runtime_ids,
+                                 &memo, 0);
+        }
+        if (rc == RF_CALLOUT) rc = RV_DECLINE; /* a view call needed after rf_enter_all */
         if (rc == RV_ERROR) goto done;
         if (rc == RV_DECLINE) {
             result = Py_NewRef(Py_None);
@@ -1569,6 +1642,7 @@ done:
     Py_XDECREF(runtime_ids);
     Py_XDECREF(attested);
     Py_XDECREF(entry_list);
+    Py_XDECREF(held);
     return result;
 }
 
@@ -4914,7 +4988,9 @@ ai_build(PyObject *evidence, PyObject *pdict, PyTypeObject *ev_type, PyTypeObjec
     PyObject *result = NULL, *edict = NULL, *fragments = NULL;
     PyObject *pfids = NULL, *attested = NULL, *everything = NULL;
     int complete = 1;
-    if (Py_TYPE(evidence) != ev_type || !PyDict_CheckExact(pdict)) goto decline;
+    /* pdict is probed with each evidence fragment's id: a plain dict only (plain_dict.h; a key
+     * planted in it would run its __eq__ in the probe) */
+    if (Py_TYPE(evidence) != ev_type || !pd_plain_keys(pdict)) goto decline;
     edict = pd_instance_dict(evidence);
     if (edict == NULL) goto done;
     if (!PyDict_Check(edict)) goto decline;

@@ -75,6 +75,8 @@ def test_plan_placement_transfer_runs_no_foreign_code(case: str) -> None:
     source, target = _placements()
     _forge(reach(source), field, make)
     assert _hits(lambda: plan_placement_transfer(source, target)) == []
+    # the forged value (equal to the one it replaced) is decided by the Python form: the same plan
+    assert plan_placement_transfer(source, target) == plan_placement_transfer(*_placements())
 
 
 def test_from_fragments_runs_no_foreign_code() -> None:
@@ -90,3 +92,4 @@ def test_from_fragments_runs_no_foreign_code() -> None:
         )
 
     assert _hits(assemble) == []
+    assert assemble().digest == _placements()[1].digest  # encoded by the Python form: the same text

@@ -367,8 +367,11 @@ def test_project_executors_rejects_hostile_inputs() -> None:
         _native.project_executors(int, "p", parts, set(), None)  # not a heap type
     with pytest.raises(TypeError):
         _native.project_executors(PlacementExecutorPlan, "p", parts, ("x",), None)  # not a set or a list
+    # parts not an exact tuple or list: not decided in C (its __iter__ would run inside the pass,
+    # AUDIT5 F4); the Python form raises
+    assert _native.project_executors(PlacementExecutorPlan, "p", 5, set(), None) is None
     with pytest.raises(TypeError):
-        _native.project_executors(PlacementExecutorPlan, "p", 5, set(), None)  # not a sequence
+        core._project_executors_python(type("P", (), {"parts": 5, "placement_id": "p"})(), set(), "target")  # type: ignore[arg-type]
     with pytest.raises(AttributeError):
         _native.project_executors(PlacementExecutorPlan, "p", [object()], set(), None)
     # participants not an exact set of exact strs: not decided in C (a container's dunders would
@@ -376,8 +379,12 @@ def test_project_executors_rejects_hostile_inputs() -> None:
     assert _native.project_executors(PlacementExecutorPlan, "p", parts, set(), 5) is None
     with pytest.raises(TypeError):
         core._project_executors_python(placement, set(), "target", 5)  # type: ignore[arg-type]
-    with pytest.raises(TypeError):  # an unhashable fragment id against the used set
-        _native.project_executors(PlacementExecutorPlan, "p", [_Part([_Fragment([1])])], {"x"}, None)
+    # an unhashable fragment id (not an exact str): not decided in C; the Python form raises
+    # against the used set
+    odd_parts = [_Part([_Fragment([1])])]
+    assert _native.project_executors(PlacementExecutorPlan, "p", odd_parts, {"x"}, None) is None
+    with pytest.raises(TypeError):
+        core._project_executors_python(type("P", (), {"parts": odd_parts, "placement_id": "p"})(), {"x"}, "target")  # type: ignore[arg-type]
     assert _native.project_executors(PlacementExecutorPlan, "p", parts, set(), None) == []
     assert _native.project_executors(PlacementExecutorPlan, "p", (), {"x"}, None) == []
 
