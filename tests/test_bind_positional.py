@@ -291,6 +291,9 @@ def test_attested_executors_in_any_placement_dict_order(how: str) -> None:
         object.__setattr__(reference, "_placement_dict", dict(reordered))
         built = _executors_kernel(placement, part, attestation)
         expected = _python_rows(placement, part, reference)
+        if how == "subclass_key_in_middle":  # its __eq__ would run in a probe: declined (AUDIT5 F5)
+            assert built is None
+            continue
         assert built is not None
         if how != "truncated":  # (the Python loop reads the part, not the forged dict: not an oracle there)
             assert built[1] == expected

@@ -48,9 +48,12 @@ def test_equal_to_the_python_forms(picks: list[int], edit: int, swap: bool) -> N
     catalog = tuple(_D(IDS[p]) for p in picks)
     native = _native.catalog_map(catalog)
     python = _python_map(catalog)
-    assert native == python and list(native) == list(python)
-    assert all(native[k] is python[k] for k in python)
-    assert _catalog_map(catalog) == python
+    if any(type(tensor.tensor_id) is not str for tensor in catalog):
+        assert native is None  # hashed by Python code (AUDIT5 F4): the comprehension decides
+    else:
+        assert native == python and list(native) == list(python)
+        assert all(native[k] is python[k] for k in python)
+    assert _catalog_map(catalog) == python and list(_catalog_map(catalog)) == list(python)
     tensors = dict(python)
     if edit == 1 and tensors:  # another descriptor under a key
         first = next(iter(tensors))

@@ -72,6 +72,9 @@ def _outcome(parts: List[_Part], used: Any, *extra: Any) -> Any:
         pairs = _native.project_executors(PlacementExecutorPlan, "sha256:" + "0" * 64, tuple(parts), used, None, *extra)
     except (TypeError, AttributeError) as exc:
         return (type(exc).__name__, str(exc))
+    if pairs is None:  # an id not an exact str (AUDIT5 F4): the Python form decides
+        assert any(type(f.placement_fragment_id) is not str for part in parts for f in part.fragments)
+        return ("declined",)
     return [(key, field_state(executor)) for key, executor in pairs]
 
 

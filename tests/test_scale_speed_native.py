@@ -584,6 +584,9 @@ def test_owner_minimums_address_order_declines_to_the_same_result() -> None:
         for kinds in _KINDS:
             want = _native.owner_minimums(fragments, kinds)
             got = _native.owner_minimums(fragments, kinds, PlacementFragment, ParallelRank)
+            if want is None:  # a value not of its exact kind (AUDIT5 F4): the Python form decides
+                assert got is None
+                continue
             assert got == want and list(got) == list(want)
             assert [tuple(map(type, v)) for v in got.values()] == [tuple(map(type, v)) for v in want.values()]
     missing = _forged(made[1])

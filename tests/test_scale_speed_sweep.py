@@ -91,9 +91,9 @@ def test_project_executors_list_hostile() -> None:
 
     with pytest.raises(TypeError):  # exactly a list (a subclass could hook its items)
         _native.project_executors(PlacementExecutorPlan, "p", parts, Sub(["x"]), None)
-    # a miss builds the set of the list's values: an unhashable value raises as set() does
-    with pytest.raises(TypeError):
-        _native.project_executors(PlacementExecutorPlan, "p", parts, [["unhashable"]], None)
+    # a miss builds the set of the list's values: a value that is not an exact str (its hash would
+    # run inside the pass, AUDIT5 F4) declines; the Python form's set() raises for an unhashable one
+    assert _native.project_executors(PlacementExecutorPlan, "p", parts, [["unhashable"]], None) is None
     with pytest.raises(TypeError):
         set([["unhashable"]])
 
