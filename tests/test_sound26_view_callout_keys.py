@@ -115,3 +115,34 @@ def test_no_key_planted_at_a_view_call_is_probed_inside_a_pass(pair: tuple[int, 
     assert sorted(set(watch.hits)) == []
     # the planted keys equal no fragment id: the plan is the rules' (accepted, equal)
     assert not isinstance(result, tuple) and result == plan
+
+
+@pytest.mark.parametrize("field", ["_placement_dict", "_binding_dict"])
+def test_an_equal_copy_in_the_attested_dicts_runs_no_eq_inside_the_pass(field: str) -> None:
+    """The attested fragment and the plan's fragment, equal but not the same object: comparing
+    them ran their class's ``__eq__`` (Python code, and a hook with it) inside
+    ``revalidate_fragments`` after the dicts' checks. The pass now takes only the same object and
+    declines otherwise; the rules compare them (==) and accept, as before."""
+    plan, _memory = _plan()
+    attestation = _attestations(plan)[0]
+    mapping = vars(attestation)[field]
+    key = next(iter(mapping))
+    original = mapping[key]
+    mapping[key] = dataclasses.replace(original)
+    assert mapping[key] == original and mapping[key] is not original  # (the setup)
+    eq_code = type(original).__eq__.__code__
+    inside: list[str] = []
+
+    def hook(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code is eq_code and frame.f_back is not None:
+            inside.append(frame.f_back.f_code.co_name)
+
+    previous = sys.getprofile()
+    sys.setprofile(hook)
+    try:
+        result = outcome(lambda: dataclasses.replace(plan))
+    finally:
+        sys.setprofile(previous)
+    assert "_fast_revalidate_live" not in inside, inside
+    assert inside  # (the rules compared them)
+    assert not isinstance(result, tuple) and result == plan
