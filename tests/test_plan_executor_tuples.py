@@ -73,7 +73,9 @@ def _outcome(parts: List[_Part], used: Any, *extra: Any) -> Any:
     except (TypeError, AttributeError) as exc:
         return (type(exc).__name__, str(exc))
     if pairs is None:  # an id not an exact str (AUDIT5 F4): the Python form decides
-        assert any(type(f.placement_fragment_id) is not str for part in parts for f in part.fragments)
+        assert any(type(f.placement_fragment_id) is not str for part in parts for f in part.fragments) or any(
+            type(fid) is not str for fid in list(used)
+        )
         return ("declined",)
     return [(key, field_state(executor)) for key, executor in pairs]
 
