@@ -149,12 +149,35 @@ def _package_codes() -> tuple[Any, ...]:
     objects nested in its constants (comprehensions, lambdas, inner functions)."""
     import inspect
     import sys as _sys
+    import os
+    import sysconfig
 
     import importlib
     import pkgutil
 
-    package = __name__.split(".")[0]
+    # this distribution's package only: "mooncake" is a namespace package that other
+    # distributions share (walking it would import, and trust, their modules)
+    package = ".".join(__name__.split(".")[:2])  # "mooncake.reshard"
     root = importlib.import_module(package)
+    stdlib = sysconfig.get_paths()["stdlib"]
+
+    def own(module_name: str) -> bool:
+        return module_name == package or module_name.startswith(package + ".")
+
+    def trusted(function: Any) -> bool:
+        """The package's own function (dataclass-generated methods included), or the standard
+        library's (the import system, dataclasses, enum, ...: by where its code was compiled).
+        A function planted in a package module or class (by a test's monkeypatch before the
+        first watch, say) is neither, and its frames trip the watch."""
+        if own(str(getattr(function, "__module__", ""))):
+            return True
+        filename = function.__code__.co_filename
+        if filename.startswith("<frozen "):
+            return True
+        parts = filename.split(os.sep)
+        # (a base interpreter's site-packages lies inside its stdlib directory)
+        return filename.startswith(stdlib + os.sep) and "site-packages" not in parts and "dist-packages" not in parts
+
     # every module, those imported lazily too (bound_pickle on the first restore, ...)
     for info in pkgutil.walk_packages(root.__path__, package + "."):
         importlib.import_module(info.name)
@@ -182,11 +205,13 @@ def _package_codes() -> tuple[Any, ...]:
             elif isinstance(item, property):
                 stack.extend(f for f in (item.fget, item.fset, item.fdel) if f is not None)
             elif inspect.isfunction(item):
+                if not trusted(item):
+                    continue
                 add_code(item.__code__)
                 wrapped = getattr(item, "__wrapped__", None)
                 if wrapped is not None:
                     stack.append(wrapped)
-            elif isinstance(item, type) and str(getattr(item, "__module__", "")).split(".")[0] == package:
+            elif isinstance(item, type) and own(str(getattr(item, "__module__", ""))):
                 stack.extend(vars(item).values())
 
     # the import system's own code (function-level imports of the package's modules run it)
