@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from memory_executor import HostMemory, host_bindings, tp_placement
 
-from mooncake.reshard.weight import plan_placement_transfer
+from mooncake.reshard.weight import bind_logical_transfer_plan, plan_placement_transfer
 
 
 def world(names: tuple[str, ...] = ("wa", "wb")) -> tuple[Any, Any, Any, HostMemory]:
@@ -34,6 +34,32 @@ def outcome(call: Callable[[], Any]) -> Any:
         return call()
     except Exception as exc:
         return (type(exc).__name__, str(exc))
+
+
+def profiled_outcome(hook: Callable[[Any, str, Any], Any], call: Callable[[], Any]) -> Any:
+    """``outcome(call)`` with ``hook`` as this thread's profile function (the previous one
+    restored afterwards)."""
+    previous = sys.getprofile()
+    sys.setprofile(hook)
+    try:
+        return outcome(call)
+    finally:
+        sys.setprofile(previous)
+
+
+def tp3_bound_plan(tensors: tuple[str, ...]) -> tuple[Any, Any, HostMemory]:
+    """TP2 x DP2 -> TP3 over ``tensors`` (4x6 each), bound to host memory: the logical plan,
+    the bound plan and the memory (the bind_regions tests' world)."""
+    source = tp_placement(2, prefix="s", dp=2, shape=(4, 6), tensors=tensors)
+    target = tp_placement(3, prefix="t", shape=(4, 6), tensors=tensors)
+    logical = plan_placement_transfer(source, target)
+    memory = HostMemory()
+    plan = bind_logical_transfer_plan(
+        logical,
+        host_bindings(target, memory, prefix="dst"),
+        source_bindings=host_bindings(source, memory, prefix="src"),
+    )
+    return logical, plan, memory
 
 
 def frame_named(frame: Any, name: str) -> Any:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from memory_executor import HostMemory, host_bindings, tp_placement
+from forge_helpers import tp3_bound_plan
 from spec_helpers import field_state, forged_instance
 
 from mooncake.reshard import _native
@@ -20,28 +20,13 @@ from mooncake.reshard.contracts.fragments import RuntimeBindingFragment
 from mooncake.reshard.weight import StoredFragmentSnapshot
 from mooncake.reshard.weight._planner.contracts import TransferRegion
 from mooncake.reshard.weight._planner.fragments import BoundWeightFragment
-from mooncake.reshard.weight.planner import bind_logical_transfer_plan, plan_placement_transfer
 from mooncake.reshard.weight.types import PlacementFragment
 
 CLASSES = (TransferRegion, PlacementFragment, StoredFragmentSnapshot)
 BATCH = 16
 
 
-def _plan() -> tuple[Any, Any, Any]:
-    tensors = tuple(f"t{k}" for k in range(16))
-    source = tp_placement(2, prefix="s", dp=2, shape=(4, 6), tensors=tensors)
-    target = tp_placement(3, prefix="t", shape=(4, 6), tensors=tensors)
-    logical = plan_placement_transfer(source, target)
-    memory = HostMemory()
-    plan = bind_logical_transfer_plan(
-        logical,
-        host_bindings(target, memory, prefix="dst"),
-        source_bindings=host_bindings(source, memory, prefix="src"),
-    )
-    return logical, plan, memory
-
-
-LOGICAL, PLAN, _MEMORY = _plan()
+LOGICAL, PLAN, _MEMORY = tp3_bound_plan(tuple(f"t{k}" for k in range(16)))
 N = len(PLAN.operations)
 
 

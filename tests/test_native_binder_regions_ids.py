@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from memory_executor import HostMemory, host_bindings, tp_placement
+from memory_executor import HostMemory, host_bindings
+from forge_helpers import tp3_bound_plan
 from spec_helpers import field_state, forged_instance
 
 from mooncake.reshard import _native
@@ -18,26 +19,13 @@ from mooncake.reshard.weight import StoredFragmentSnapshot
 from mooncake.reshard.weight._planner import binding as binding_module
 from mooncake.reshard.weight._planner.contracts import TransferRegion
 from mooncake.reshard.weight._planner.fragments import BoundWeightFragment
-from mooncake.reshard.weight.planner import bind_logical_transfer_plan, plan_placement_transfer
+from mooncake.reshard.weight.planner import bind_logical_transfer_plan
 from mooncake.reshard.weight.types import PlacementFragment
 
 CLASSES = (TransferRegion, PlacementFragment, StoredFragmentSnapshot)
 
 
-def _plan() -> tuple[Any, Any, Any]:
-    source = tp_placement(2, prefix="s", dp=2, shape=(4, 6), tensors=("v", "w"))
-    target = tp_placement(3, prefix="t", shape=(4, 6), tensors=("v", "w"))
-    logical = plan_placement_transfer(source, target)
-    memory = HostMemory()
-    plan = bind_logical_transfer_plan(
-        logical,
-        host_bindings(target, memory, prefix="dst"),
-        source_bindings=host_bindings(source, memory, prefix="src"),
-    )
-    return logical, plan, memory
-
-
-LOGICAL, PLAN, _MEMORY = _plan()
+LOGICAL, PLAN, _MEMORY = tp3_bound_plan(("v", "w"))
 
 
 def _tables() -> tuple[dict[str, Any], dict[str, Any]]:

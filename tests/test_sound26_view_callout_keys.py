@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import sys
 from typing import Any
 
 import pytest
 
 import native_watch
-from forge_helpers import outcome, sized_world
+from forge_helpers import profiled_outcome, sized_world
 
 from mooncake.reshard.weight import bind_logical_transfer_plan
 
@@ -104,12 +103,9 @@ def test_no_key_planted_at_a_view_call_is_probed_inside_a_pass(pair: tuple[int, 
         at_view_call(frame, event, arg)
 
     native_watch._ACTIVE.append(watch)
-    previous = sys.getprofile()
-    sys.setprofile(hook)
     try:
-        result = outcome(lambda: dataclasses.replace(plan))
+        result = profiled_outcome(hook, lambda: dataclasses.replace(plan))
     finally:
-        sys.setprofile(previous)
         native_watch._ACTIVE.pop()
     assert planted  # (the setup ran as intended: the pass called view_of for the later one)
     assert sorted(set(watch.hits)) == []
@@ -137,12 +133,7 @@ def test_an_equal_copy_in_the_attested_dicts_runs_no_eq_inside_the_pass(field: s
         if event == "call" and frame.f_code is eq_code and frame.f_back is not None:
             inside.append(frame.f_back.f_code.co_name)
 
-    previous = sys.getprofile()
-    sys.setprofile(hook)
-    try:
-        result = outcome(lambda: dataclasses.replace(plan))
-    finally:
-        sys.setprofile(previous)
+    result = profiled_outcome(hook, lambda: dataclasses.replace(plan))
     assert "_fast_revalidate_live" not in inside, inside
     assert inside  # (the rules compared them)
     assert not isinstance(result, tuple) and result == plan
