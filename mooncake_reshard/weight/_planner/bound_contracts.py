@@ -840,14 +840,14 @@ class TransferPlan:
         for name in _INIT_FIELDS:
             object.__setattr__(plan, name, values[name])
         with _ViewScope(built_now=sealed):  # attestations created by the bind call itself
-            plan._revalidate_scoped(not sealed, carried if sealed else None)
+            plan._revalidate_scoped(not sealed, carried if sealed else None, sealed)
         return plan
 
     def _revalidate(self, *, check_physical_ranges: bool) -> None:
         with _ViewScope():
             self._revalidate_scoped(check_physical_ranges)
 
-    def _revalidate_scoped(self, check_physical_ranges: bool, carried: Any = None) -> None:
+    def _revalidate_scoped(self, check_physical_ranges: bool, carried: Any = None, sealed: bool = False) -> None:
         # Each sequence as an exact tuple (``tuple(value)``; stored back only when it was not one).
         operations = self.operations
         if type(operations) is not tuple:
@@ -881,7 +881,7 @@ class TransferPlan:
         if len(operations) > max_regions:
             raise ValueError("transfer plan exceeds max_transfer_regions")
         ruled = not _fast_revalidate(
-            self, operations, source_executors, target_executors, limits, check_physical_ranges, carried
+            self, operations, source_executors, target_executors, limits, check_physical_ranges, carried, sealed
         )
         if ruled:
             self._revalidate_rules(operations, source_executors, target_executors, limits, check_physical_ranges)
@@ -1344,9 +1344,10 @@ def _fast_revalidate(
     limits: PlanningLimits,
     check_physical_ranges: bool,
     carried: Any = None,
+    sealed: bool = False,
 ) -> bool:
-    """True when ``plan`` passed every rule (its derived fields are then set). ``carried``:
-    see ``TransferPlan._from_bound_operations`` (None everywhere else).
+    """True when ``plan`` passed every rule (its derived fields are then set). ``carried`` and
+    ``sealed``: see ``TransferPlan._from_bound_operations`` (None and False everywhere else).
 
     The collector is paused throughout (bind and restore pause it already; ``replace()`` and
     direct construction do not): the C passes hold borrowed references across allocations, and
@@ -1355,7 +1356,7 @@ def _fast_revalidate(
     try:
         with collector_paused():
             return _fast_revalidate_live(
-                plan, operations, source_executors, target_executors, limits, check_physical_ranges, carried
+                plan, operations, source_executors, target_executors, limits, check_physical_ranges, carried, sealed
             )
     except Exception:  # any surprise: the rule-by-rule path decides (and raises its own error)
         return False
@@ -1369,6 +1370,7 @@ def _fast_revalidate_live(
     limits: PlanningLimits,
     check_physical_ranges: bool,
     carried: Any = None,
+    sealed: bool = False,
 ) -> bool:
     state = plan.__dict__
     if not operations or state["source_manifest"] is not None or state["source_manifest_identity"] is not None:
@@ -1512,10 +1514,17 @@ def _fast_revalidate_live(
         _check_target_physical_ranges(operations, limits.max_total_lowered_segments)
     del source_of, spaces
     # -- §12.7 bound target coverage ----------------------------------------------------------
-    if _native.revalidate_coverage(
-        target_placement, frags, target_of, operations, t_rows, attested, used, ParallelRank, PlacementFragment
-    ) is None and not _fast_target_coverage(
-        target_placement, frags, _position_list(target_of), _operation_boxes(operations), t_rows, attested, used
+    # Not run for a sealed bind call's own plan whose placement's part index is its parts
+    # (_sealed_coverage_holds: every rule of §12.7 then follows from bind's steps and the passes
+    # above, on these very objects).
+    if not (sealed and _sealed_coverage_holds(target_placement)) and (
+        _native.revalidate_coverage(
+            target_placement, frags, target_of, operations, t_rows, attested, used, ParallelRank, PlacementFragment
+        )
+        is None
+        and not _fast_target_coverage(
+            target_placement, frags, _position_list(target_of), _operation_boxes(operations), t_rows, attested, used
+        )
     ):
         return False
     object.__setattr__(plan, "source_stored_fragment_snapshots", ())
@@ -1529,6 +1538,54 @@ def _fast_revalidate_live(
         _compact_index_lists(t_table)
         _compact_index_lists(routes)
     object.__setattr__(plan, "_operation_views", OperationViews._deferred(s_table, t_table, routes))
+    return True
+
+
+def _sealed_coverage_holds(placement: Any) -> bool:
+    """Whether §12.7 (bound target coverage) holds for the plan a *sealed* bind call built
+    (``binding._sealed``: no code but this package's ran in the call, so every object below is as
+    the call's steps read it), given that the fast revalidation's earlier passes accepted it.
+    Checks the one fact the argument needs that no step proves: the placement's derived part
+    index (``_part_index``: step 6 validated the bindings against it, step 7 bound from it,
+    step 11 projected through it) is exactly its ``parts`` (which step 2 and §12.7 read), one
+    part per participant id (tests/test_skip27_final_guards.py: a part index naming a part with
+    one more, unwritten fragment passes every step and only §12.7 refuses it).
+
+    Then, per rule of §12.7 (T the target placement, K the kept target bindings; "part" is the
+    part of ``T.parts`` with a binding's participant id, the one the index names):
+    1. Each operation target is step 7's bound fragment for its placement fragment id (step 8),
+       whose attestation step 6 built with ``placement`` T from a binding of K, whose
+       participant is a part of T with fragments (step 6: required <= given <= bindable).
+    2. Target executors exist (the fast path's entry).
+    3. Step 11 projected one executor per (part, worker), so (participant, worker) is unique;
+       its rank, placement id, digest, attestation and the evidence's participant, instance
+       and lease are those it was built from. Its fragment ids are all of the worker's attested
+       ones: the binding pairs its fragments one to one with the part's (step 6), step 2
+       proved every fragment of each selected (= kept) part exactly covered by operations
+       naming its id (an empty box list covers no non-empty box, and a zero extent is refused
+       there), each such operation's target is that fragment's bound fragment (step 8; ids
+       unique per side, step 7), so step 11's selection holds every attested runtime id. Each
+       executor then owns an operation (§12.4, passed above: one executor per runtime id).
+    4. Executor participants and operation participants are both K's participants (3.).
+    5. The boxes §12.7 files under (participant, placement fragment id) are the regions' boxes,
+       the logical operations' own (step 8 copies them), filed under the same fragment as step 2
+       files them, and the containers are the same fragments: step 2's exact cover.
+    A small call's inputs are inert (no code can run); a large call's watch re-decides the plan
+    by every rule if any other code ran while the revalidation took this (binding.py)."""
+    state = placement.__dict__
+    parts = state.get("parts")
+    index = state.get("_parts_by_participant")
+    if type(parts) is not tuple or type(index) is not dict or len(index) != len(parts):
+        return False
+    for key in index:  # (plain keys: no probe below runs a key's __eq__)
+        if type(key) is not str:
+            return False
+    for part in parts:
+        if type(part) is not WeightPlacementPart:
+            return False
+        participant_id = part.__dict__.get("participant_id")
+        if type(participant_id) is not str or index.get(participant_id) is not part:
+            return False
     return True
 
 
