@@ -8,7 +8,9 @@ derived cache replaced) *before* the call, and bind's steps do not re-check ever
 invariant. Each case here is such an input, at 4 operations (inert inputs) and at 400 (watched):
 the call is sealed (it took bind_regions' carried facts), the named ``_native`` pass of the fast
 revalidation refuses, and the call fails with the unsealed call's (every rule's) message. A change
-that skips that pass in sealed calls makes these tests fail.
+that skips that pass for these inputs in sealed calls makes these tests fail (the coverage pass is
+skipped in sealed calls only when the part index is the placement's parts:
+``bound_contracts._sealed_coverage_holds``, which this part index fails).
 """
 
 from __future__ import annotations
