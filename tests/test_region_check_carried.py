@@ -454,15 +454,16 @@ def test_values_edited_after_bind_regions_are_read_again(
     monkeypatch: pytest.MonkeyPatch, part: str, name: str, value: Any
 ) -> None:
     # An adapter value the proof used, edited while the new plan is revalidated (here: right
-    # before the coverage step, i.e. after bind_regions): the recheck sees the edit exactly as
-    # the full recheck does (same outcome with and without the carried proof).
+    # before the in-place step, i.e. after bind_regions; the coverage step after it is not run
+    # in a sealed call: bound_contracts._sealed_coverage_holds): the recheck sees the edit
+    # exactly as the full recheck does (same outcome with and without the carried proof).
     outcomes = []
     for carry in (True, False):
         logical, targets, sources = _world()
-        original = _native.revalidate_coverage
+        original = _native.revalidate_spaces
 
         def edit(*args: Any, _original: Any = original) -> Any:
-            fragment = args[1][0]  # the first distinct bound fragment
+            fragment = args[0][0]  # the first distinct bound fragment
             owner = getattr(fragment, part)
             new = _equal_copy(getattr(owner, name)) if value == "equal" else value
             object.__setattr__(owner, name, new)
@@ -470,7 +471,7 @@ def test_values_edited_after_bind_regions_are_read_again(
 
         with monkeypatch.context() as patch:
             _carry(patch, carry)
-            patch.setattr(binding_module._native, "revalidate_coverage", edit)
+            patch.setattr(binding_module._native, "revalidate_spaces", edit)
             seen = _spy(patch)
             outcomes.append(_kind(logical, targets, sources))
             if carry and value != "equal":
