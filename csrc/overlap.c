@@ -1149,17 +1149,33 @@ ov_intern_make(const void *v, int n, int is_signed)
 
 /* A new reference to the tuple of v[0:n] (int64 when is_signed is 1, else uint64), or with
  * is_signed == OV_INTERN_INT (n == 1) to the int of the uint64 v[0]. */
-static PyObject *
-ov_intern_tuple(ov_intern *c, const void *v, int n, int is_signed)
+static inline uint64_t
+ov_intern_hash(const uint64_t *u, int n, int is_signed)
 {
-    const uint64_t *u = (const uint64_t *)v; /* same size and representation for both kinds */
-    if (c->slots == NULL || n <= 0) return ov_intern_make(v, n, is_signed);
     uint64_t h = 0x9E3779B97F4A7C15ULL ^ (uint64_t)n ^ ((uint64_t)is_signed << 40);
     for (int i = 0; i < n; i++) {
         h ^= u[i];
         h *= 0xFF51AFD7ED558CCDULL;
         h ^= h >> 29;
     }
+    return h;
+}
+
+/* Ask for the slot ov_intern_tuple(c, v, n, is_signed) probes first (a hint: the table is
+ * several MB at 10^5+ regions, so each probe is a cache miss). */
+static inline void
+ov_intern_prefetch(const ov_intern *c, const void *v, int n, int is_signed)
+{
+    if (c->slots == NULL || n <= 0) return;
+    __builtin_prefetch(&c->slots[(size_t)ov_intern_hash((const uint64_t *)v, n, is_signed) & (c->nslots - 1)]);
+}
+
+static PyObject *
+ov_intern_tuple(ov_intern *c, const void *v, int n, int is_signed)
+{
+    const uint64_t *u = (const uint64_t *)v; /* same size and representation for both kinds */
+    if (c->slots == NULL || n <= 0) return ov_intern_make(v, n, is_signed);
+    uint64_t h = ov_intern_hash(u, n, is_signed);
     size_t mask = c->nslots - 1, i = (size_t)h & mask;
     while (c->slots[i].obj != NULL) {
         const ov_intern_slot *e = &c->slots[i];
@@ -1515,6 +1531,30 @@ ov_at(PyObject *items, Py_ssize_t i)
     return PyTuple_CheckExact(items) ? PyTuple_GetItem(items, i) : PyList_GetItem(items, i);
 }
 
+/* The n items of ov_items' result (or of a private list copy) as a C array of borrowed
+ * references, for indexing in region order (a random order over the sources: a cache miss per
+ * item that a C array lets the loop ask for ahead, which a list's item array does not under the
+ * limited API). The references stay valid while items lives and keeps them: an exact tuple cannot
+ * change, and a private list copy is untracked here, so no Python code (a gc callback or a
+ * finalizer run by a collection inside the loop) can reach it through the collector
+ * (gc.get_objects, gc.get_referrers) to change it; nothing else refers to it. NULL with
+ * MemoryError. */
+static PyObject **
+ov_item_array(PyObject *items, Py_ssize_t n)
+{
+    PyObject **out = mr_alloc_array(n ? (size_t)n : 1, sizeof(PyObject *));
+    if (out == NULL) return NULL;
+    if (!PyTuple_CheckExact(items)) PyObject_GC_UnTrack(items);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        out[i] = ov_at(items, i);
+        if (out[i] == NULL) {
+            PyMem_Free(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
 /* A sorted list of the distinct values of the region field at offset (src or tgt), each < n. */
 static PyObject *
 ov_used_indices(const ov_plan *P, int use_src, size_t n)
@@ -1614,6 +1654,7 @@ ov_plan_regions(PyObject *Py_UNUSED(self), PyObject *args)
     static PyObject *keys[OV_NFIELDS];
     PyObject *result = NULL, *template = NULL, *empty = NULL, *regions = NULL, *used_s = NULL, *used_t = NULL;
     ov_intern shared = {NULL, NULL, 0, 0, 0, 0};
+    PyObject **src_v = NULL, **tgt_v = NULL, **tid_v = NULL; /* borrowed items (ov_item_array) */
     if (status == OV_NOMEM) {
         PyErr_NoMemory();
         goto done;
@@ -1650,16 +1691,30 @@ ov_plan_regions(PyObject *Py_UNUSED(self), PyObject *args)
     (void)mr_region_layout(&region_memo, &lc, cls);
     ov_intern_init(&shared, P.regions.len);
     const int empty_inert = mr_gc_inert(empty, MR_INERT_DEPTH);
+    src_v = ov_item_array(src_items, nsrc);
+    tgt_v = src_v == NULL ? NULL : ov_item_array(tgt_items, ntgt);
+    tid_v = tgt_v == NULL || tid_items == Py_None ? NULL : ov_item_array(tid_items, ntgt);
+    if (tgt_v == NULL || (tid_items != Py_None && tid_v == NULL)) goto done;
     for (size_t i = 0; i < P.regions.len; i++) {
         const ov_region *r = (const ov_region *)P.regions.data + i;
         /* The regions come in target order while the fragments (and their tensor ids) lie in
          * creation order: taking each region's source, target and tensor id is a cache miss
-         * on each. Ask for those of a region OV_AHEAD further now (a hint: pointers only). */
+         * on each, and on its entry of the item arrays. Ask for the entries of a region
+         * 2 * OV_AHEAD further now, and for the objects (and their first interned values'
+         * slots) of a region OV_AHEAD further (hints: pointers only). */
+        if (i + 2 * OV_AHEAD < P.regions.len) {
+            const ov_region *far = r + 2 * OV_AHEAD;
+            if ((uint64_t)far->src < (uint64_t)nsrc && (uint64_t)far->tgt < (uint64_t)ntgt) {
+                __builtin_prefetch(&src_v[far->src]);
+                __builtin_prefetch(&tgt_v[far->tgt]);
+                if (tid_v != NULL) __builtin_prefetch(&tid_v[far->tgt]);
+            }
+        }
         if (i + OV_AHEAD < P.regions.len) {
             const ov_region *ahead = r + OV_AHEAD;
-            PyObject *hint[3] = {ov_at(src_items, (Py_ssize_t)ahead->src),
-                                 ov_at(tgt_items, (Py_ssize_t)ahead->tgt),
-                                 tid_items == Py_None ? NULL : PyList_GetItem(tid_items, (Py_ssize_t)ahead->tgt)};
+            int in_range = (uint64_t)ahead->src < (uint64_t)nsrc && (uint64_t)ahead->tgt < (uint64_t)ntgt;
+            PyObject *hint[3] = {in_range ? src_v[ahead->src] : NULL, in_range ? tgt_v[ahead->tgt] : NULL,
+                                 in_range && tid_v != NULL ? tid_v[ahead->tgt] : NULL};
             for (int k = 0; k < 3; k++) {
                 if (hint[k] != NULL) __builtin_prefetch(hint[k], 1);
             }
@@ -1669,13 +1724,22 @@ ov_plan_regions(PyObject *Py_UNUSED(self), PyObject *args)
             for (int k = 0; k < 2; k++) {
                 if (hint[k] != NULL) __builtin_prefetch((const void *)((uintptr_t)hint[k] - 2 * sizeof(void *)), 0);
             }
-            if (PyErr_Occurred()) PyErr_Clear(); /* cannot happen: indices are in range */
+            const int64_t *abox = (const int64_t *)P.coords.data + ahead->coord;
+            ov_intern_prefetch(&shared, abox, ahead->nd, 1);
+            ov_intern_prefetch(&shared, abox + ahead->nd, ahead->nd, 1);
+            ov_intern_prefetch(&shared, &ahead->src_base, 1, OV_INTERN_INT);
+            ov_intern_prefetch(&shared, &ahead->tgt_base, 1, OV_INTERN_INT);
+            ov_intern_prefetch(&shared, &ahead->inner, 1, OV_INTERN_INT);
         }
-        /* region indices come from the checked packed arrays: src < P.src.n, tgt < nprocess */
-        PyObject *source = ov_at(src_items, (Py_ssize_t)r->src);
-        PyObject *target = ov_at(tgt_items, (Py_ssize_t)r->tgt);
-        PyObject *tensor_id = tid_items == Py_None ? NULL : PyList_GetItem(tid_items, (Py_ssize_t)r->tgt);
-        if (source == NULL || target == NULL || (tid_items != Py_None && tensor_id == NULL)) goto done;
+        /* region indices come from the checked packed arrays: src < P.src.n == nsrc,
+         * tgt < nprocess <= ntgt */
+        if ((uint64_t)r->src >= (uint64_t)nsrc || (uint64_t)r->tgt >= (uint64_t)ntgt) {
+            PyErr_SetString(PyExc_SystemError, "plan_regions: region index out of range");
+            goto done;
+        }
+        PyObject *source = src_v[r->src];
+        PyObject *target = tgt_v[r->tgt];
+        PyObject *tensor_id = tid_v == NULL ? NULL : tid_v[r->tgt];
         PyObject *region = ov_region_object(&P, r, cls, &lc, keys, template, source, target, tensor_id, empty,
                                             empty_inert, &shared);
         if (region == NULL || PyTuple_SetItem(regions, (Py_ssize_t)i, region) < 0) goto done;
@@ -1686,6 +1750,9 @@ ov_plan_regions(PyObject *Py_UNUSED(self), PyObject *args)
     if (used_t == NULL) goto done;
     result = PyTuple_Pack(3, regions, used_s, used_t);
 done:
+    PyMem_Free(src_v);
+    PyMem_Free(tgt_v);
+    PyMem_Free(tid_v);
     ov_intern_free(&shared);
     ov_plan_free(&P);
     Py_XDECREF(template);
