@@ -290,21 +290,26 @@ tbl_check_groups(const FragmentTable *t, const int64_t *external, const int *col
     g.nbytes = NULL;
     g.begin = NULL;
     g.end = NULL;
+    /* The overlap check reads no box of a group of one (no pair), and most groups are of one
+     * (a fragment per tensor and rank): it reads a larger group's boxes from the table itself,
+     * through order (the same boxes in the same order as the copy's rows would give), and makes
+     * no copy. */
+    const int gather = check != CHECK_OVERLAP;
     size_t *order = tbl_kalloc_huge(n, sizeof(size_t));
-    size_t *members = tbl_kalloc_huge(n, sizeof(size_t)); /* members[p] = p, reordered per group by collapse */
+    size_t *members = gather ? tbl_kalloc_huge(n, sizeof(size_t)) : NULL; /* members[p] = p, reordered per group by collapse */
     mr_kv *kv = tbl_kalloc_huge(n, sizeof(mr_kv));
     int64_t *zeros = calloc(st, sizeof(int64_t));
-    if (!__builtin_mul_overflow(n, st, &nbox)) {
+    if (gather && !__builtin_mul_overflow(n, st, &nbox)) {
         g.tensor = tbl_kalloc_huge(n, sizeof(uint32_t));
         g.ndim = tbl_kalloc_huge(n, sizeof(uint32_t));
         g.begin = tbl_kalloc_huge(nbox, sizeof(int64_t));
         g.end = tbl_kalloc_huge(nbox, sizeof(int64_t));
     }
-    if (order == NULL || members == NULL || kv == NULL || zeros == NULL || g.tensor == NULL || g.ndim == NULL ||
-        g.begin == NULL || g.end == NULL)
+    if (order == NULL || kv == NULL || zeros == NULL ||
+        (gather && (members == NULL || g.tensor == NULL || g.ndim == NULL || g.begin == NULL || g.end == NULL)))
         goto done;
     if (tbl_sort_by(t, external, cols, ncols, order, kv, &composite) < 0) goto done;
-    for (size_t p = 0; p < n; p++) {
+    for (size_t p = 0; gather && p < n; p++) {
         if (p + TBL_PF < n) tbl_prefetch_box(t, order[p + TBL_PF]);
         size_t i = order[p];
         g.tensor[p] = t->tensor[i];
@@ -337,11 +342,16 @@ tbl_check_groups(const FragmentTable *t, const int64_t *external, const int *col
         }
         int res, failed = 0;
         if (check == CHECK_OVERLAP) {
-            size_t d = g.ndim[s];
+            /* a group of one: no pair (the kernel's answer for n < 2, MR_NO, without a read) */
             res = MR_NO;
-            for (size_t p = s; p < e; p++)
-                if (g.ndim[p] != d) res = TBL_ENDIM;
-            if (res == MR_NO) res = mr_boxes_overlap_kernel(e - s, d, st, &members[s], g.begin, g.end, MR_OVERLAP_BUDGET);
+            if (e - s > 1) {
+                for (size_t p = s; p < e; p++) tbl_prefetch_box(t, order[p]);
+                size_t d = t->ndim[order[s]];
+                for (size_t p = s; p < e; p++)
+                    if (t->ndim[order[p]] != d) res = TBL_ENDIM;
+                if (res == MR_NO)
+                    res = mr_boxes_overlap_kernel(e - s, d, st, &order[s], t->begin, t->end, MR_OVERLAP_BUDGET);
+            }
             failed = (res == MR_YES);
         }
         else {
