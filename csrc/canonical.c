@@ -731,7 +731,22 @@ typedef struct {
     PyObject *rank_type;
     /* field read at state entry i of the previous fragment (a guess for the next one's order) */
     signed char guess[PFL_TENSOR + 1];
+    /* the text of the exact int tuples (offsets, shapes) met last at each slot (pfl_int_tuple) */
+    struct pfl_tslot *tmemo; /* PFL_TMEMO slots, or NULL (no memo) */
 } pfl_ctx;
+
+/* A placement's fragments share a few offset and shape tuple objects (one per tensor shape, as
+ * a rule): the canonical text of an exact tuple of exact ints is remembered by the tuple's
+ * address, in a small direct-mapped table. Such a tuple and its items cannot change, and the
+ * slot holds a strong reference (no address is reused while the call runs), so the text
+ * remembered is the text the tuple encodes to, at any later point of the call. */
+#define PFL_TMEMO 16
+#define PFL_TMEMO_TEXT 118
+struct pfl_tslot {
+    PyObject *t; /* strong; NULL: empty */
+    unsigned short len;
+    char text[PFL_TMEMO_TEXT];
+};
 
 static int
 pfl_keys(PyObject **keys)
@@ -756,7 +771,13 @@ pfl_ctx_init(pfl_ctx *c)
     c->fragment_type = NULL;
     c->rank_type = NULL;
     for (int k = 0; k <= PFL_TENSOR; k++) c->guess[k] = (signed char)k;
-    return pfl_keys(c->keys);
+    c->tmemo = PyMem_Calloc(PFL_TMEMO, sizeof(struct pfl_tslot)); /* NULL: no memo (not an error) */
+    if (pfl_keys(c->keys) < 0) {
+        PyMem_Free(c->tmemo);
+        c->tmemo = NULL;
+        return -1;
+    }
+    return 0;
 }
 
 static void
@@ -767,6 +788,10 @@ pfl_ctx_free(pfl_ctx *c)
     c->slots = NULL;
     c->cap = c->used = 0;
     cj_free(&c->ranks);
+    if (c->tmemo != NULL)
+        for (int k = 0; k < PFL_TMEMO; k++) Py_XDECREF(c->tmemo[k].t); /* exact int tuples: no Python code */
+    PyMem_Free(c->tmemo);
+    c->tmemo = NULL;
     for (int k = 0; k < PFL_NKEYS; k++) Py_DECREF(c->keys[k]);
 }
 
@@ -870,20 +895,45 @@ pfl_rank(cj_buf *b, pfl_ctx *c, PyObject *rank)
     return cj_write(b, c->ranks.data + off, c->ranks.len - off);
 }
 
-/* A tuple of exact ints (offsets, shapes) without the generic dispatch; else cj_encode. */
+/* A tuple of exact ints (offsets, shapes) without the generic dispatch; else cj_encode. With a
+ * ctx (c not NULL, its memo allocated), an exact tuple of exact ints is encoded once per slot
+ * (pfl_tslot): the text is copied from the memo on a hit. */
 static int
-pfl_int_tuple(cj_buf *b, PyObject *value)
+pfl_int_tuple_memo(cj_buf *b, PyObject *value, pfl_ctx *c)
 {
     if (!PyTuple_CheckExact(value)) return cj_encode(b, value, 1);
+    struct pfl_tslot *slot = NULL;
+    if (c != NULL && c->tmemo != NULL) {
+        uintptr_t a = (uintptr_t)value;
+        slot = &c->tmemo[((a >> 4) ^ (a >> 10)) & (PFL_TMEMO - 1)];
+        if (slot->t == value) return cj_write(b, slot->text, slot->len);
+    }
+    size_t start = b->len;
+    int exact = 1;
     Py_ssize_t n = PyTuple_Size(value);
     if (n < 0 || cj_putc(b, '[') < 0) return -1;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *item = PyTuple_GetItem(value, i);
         if (item == NULL) return -1;
         if (i && cj_putc(b, ',') < 0) return -1;
+        if (!PyLong_CheckExact(item)) exact = 0;
         if ((PyLong_CheckExact(item) ? cj_write_int(b, item) : cj_encode(b, item, 1)) < 0) return -1;
     }
-    return cj_putc(b, ']');
+    if (cj_putc(b, ']') < 0) return -1;
+    if (slot != NULL && exact && b->len - start <= PFL_TMEMO_TEXT) {
+        PyObject *old = slot->t;
+        slot->t = Py_NewRef(value);
+        slot->len = (unsigned short)(b->len - start);
+        memcpy(slot->text, b->data + start, b->len - start);
+        Py_XDECREF(old); /* an exact tuple of exact ints: its release runs no Python code */
+    }
+    return 0;
+}
+
+static int
+pfl_int_tuple(cj_buf *b, PyObject *value)
+{
+    return pfl_int_tuple_memo(b, value, NULL);
 }
 
 /* Borrowed state[name] for every fragment field (v[PFL_ALIASES .. PFL_TENSOR]) from one scan of
@@ -934,9 +984,9 @@ pfl_write_fields(cj_buf *b, PyObject *const *v, pfl_ctx *c)
     if (PyTuple_CheckExact(aliases) && PyTuple_Size(aliases) == 0) rc = cj_write(b, "{\"aliases\":[]", 13);
     else if ((rc = cj_write(b, "{\"aliases\":", 11)) == 0) rc = cj_encode(b, aliases, 1);
     if (rc == 0) rc = cj_write(b, ",\"global_offset\":", 17);
-    if (rc == 0) rc = pfl_int_tuple(b, v[PFL_OFFSET]);
+    if (rc == 0) rc = pfl_int_tuple_memo(b, v[PFL_OFFSET], c);
     if (rc == 0) rc = cj_write(b, ",\"local_shape\":", 15);
-    if (rc == 0) rc = pfl_int_tuple(b, v[PFL_SHAPE]);
+    if (rc == 0) rc = pfl_int_tuple_memo(b, v[PFL_SHAPE], c);
     if (rc == 0) rc = cj_write(b, ",\"nbytes\":", 10);
     if (rc == 0) rc = pfl_int(b, v[PFL_NBYTES]);
     if (rc == 0 && v[PFL_STAGE] != Py_None) {

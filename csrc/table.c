@@ -940,6 +940,60 @@ tbl_read_seq(PyObject *inner, Py_ssize_t d, int64_t min, int64_t *out, const cha
     return 0;
 }
 
+/* Per-call memo of the int64 values of exact int tuples (offsets, shapes): a placement's
+ * fragments share a few offset and shape tuple objects. A small direct-mapped table by the
+ * tuple's address and the lower bound read with; a slot holds a strong reference (no address is
+ * reused while the call runs) and only an exact tuple of exact ints is remembered: it and its
+ * items cannot change, so the values read once are the values any later read gives, and
+ * reading them ran no Python code (so neither does a hit, which skips the read). */
+#define TBL_SEQ_MEMO 16
+#define TBL_SEQ_MEMO_D 8
+typedef struct {
+    PyObject *seq; /* strong; NULL: empty */
+    int64_t min;
+    Py_ssize_t n;
+    int64_t v[TBL_SEQ_MEMO_D];
+} tbl_seq_slot;
+
+static void
+tbl_seq_memo_free(tbl_seq_slot *m)
+{
+    if (m == NULL) return;
+    for (int k = 0; k < TBL_SEQ_MEMO; k++) Py_XDECREF(m[k].seq); /* exact int tuples: no Python code */
+    PyMem_Free(m);
+}
+
+/* tbl_read_seq through the memo m (NULL: none). */
+static int
+tbl_read_seq_memo(tbl_seq_slot *m, PyObject *inner, Py_ssize_t d, int64_t min, int64_t *out, const char *name)
+{
+    tbl_seq_slot *slot = NULL;
+    if (m != NULL && PyTuple_CheckExact(inner)) {
+        uintptr_t a = (uintptr_t)inner;
+        slot = &m[((a >> 4) ^ (a >> 10)) & (TBL_SEQ_MEMO - 1)]; /* one slot per tuple, whatever min */
+        if (slot->seq == inner && slot->min == min && slot->n == d) {
+            memcpy(out, slot->v, (size_t)d * sizeof(int64_t));
+            return 0;
+        }
+    }
+    if (tbl_read_seq(inner, d, min, out, name) < 0) return -1;
+    if (slot == NULL || d > TBL_SEQ_MEMO_D) return 0;
+    for (Py_ssize_t k = 0; k < d; k++) {
+        PyObject *item = PyTuple_GetItem(inner, k); /* in range: the read above took d items */
+        if (item == NULL || !PyLong_CheckExact(item)) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    PyObject *old = slot->seq;
+    slot->seq = Py_NewRef(inner);
+    slot->min = min;
+    slot->n = d;
+    memcpy(slot->v, out, (size_t)d * sizeof(int64_t));
+    Py_XDECREF(old); /* an exact tuple of exact ints: its release runs no Python code */
+    return 0;
+}
+
 /* Per-call memo of fragment rank objects' (dp, tp, pp, ep): a placement's fragments share a
  * few rank objects, read once per call each. A slot holds a strong reference, so no address
  * is reused while the call runs. */
@@ -1086,8 +1140,12 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
     PyObject *prev_id = NULL; /* strong reference */
     int rc = 0;
     tbl_rank_memo memo = {NULL, 0, 0};
+    tbl_seq_slot *seq_memo = PyMem_Calloc(TBL_SEQ_MEMO, sizeof(tbl_seq_slot)); /* NULL: no memo */
     tbl_prefix *prefix = NULL; /* with rows: prefix[r] of row r's id (ids[i] of row rows[i]) */
-    if (rows != NULL && (prefix = mr_alloc_array(n ? (size_t)n : 1, sizeof(tbl_prefix))) == NULL) return -1;
+    if (rows != NULL && (prefix = mr_alloc_array(n ? (size_t)n : 1, sizeof(tbl_prefix))) == NULL) {
+        tbl_seq_memo_free(seq_memo);
+        return -1;
+    }
     /* fragment_type accepted as a C-owned layout of PlacementFragment's fields (layout.h): an
      * exact instance's fields are loaded from it (an empty one raises KeyError, as a missing
      * key of the dict-backed class's state did) */
@@ -1216,8 +1274,8 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
             else if ((size_t)d > stride) rc = 1; /* more dimensions than every tensor */
             else t->ndim[r] = (uint32_t)d;
         }
-        if (rc == 0) rc = tbl_read_seq(v[TOK_OFFSET], d, INT64_MIN, &t->begin[base], "offsets");
-        if (rc == 0) rc = tbl_read_seq(v[TOK_SHAPE], d, 0, &t->end[base], "shapes");
+        if (rc == 0) rc = tbl_read_seq_memo(seq_memo, v[TOK_OFFSET], d, INT64_MIN, &t->begin[base], "offsets");
+        if (rc == 0) rc = tbl_read_seq_memo(seq_memo, v[TOK_SHAPE], d, 0, &t->end[base], "shapes");
         for (Py_ssize_t k = 0; rc == 0 && k < d; k++) {
             if (__builtin_add_overflow(t->begin[base + (size_t)k], t->end[base + (size_t)k],
                                        &t->end[base + (size_t)k])) {
@@ -1274,6 +1332,7 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
     }
     Py_XDECREF(prev_id);
     tbl_rank_memo_free(&memo);
+    tbl_seq_memo_free(seq_memo);
     /* rows: ids strictly increasing in row order (ids[i] is row rows[i]'s), decided by the
      * prefixes read in sequence; the ids themselves (through input_of, made at the first
      * need) only where two prefixes tie or one is missing */
