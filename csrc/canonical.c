@@ -739,7 +739,9 @@ typedef struct {
  * a rule): the canonical text of an exact tuple of exact ints is remembered by the tuple's
  * address, in a small direct-mapped table. Such a tuple and its items cannot change, and the
  * slot holds a strong reference (no address is reused while the call runs), so the text
- * remembered is the text the tuple encodes to, at any later point of the call. */
+ * remembered is the text the tuple encodes to, at any later point of the call. One more slot
+ * (tmemo[PFL_TMEMO]) keeps the text of the last exact str tensor id: consecutive fragments
+ * mostly share their tensor id object, and a str cannot change either. */
 #define PFL_TMEMO 16
 #define PFL_TMEMO_TEXT 118
 struct pfl_tslot {
@@ -771,7 +773,7 @@ pfl_ctx_init(pfl_ctx *c)
     c->fragment_type = NULL;
     c->rank_type = NULL;
     for (int k = 0; k <= PFL_TENSOR; k++) c->guess[k] = (signed char)k;
-    c->tmemo = PyMem_Calloc(PFL_TMEMO, sizeof(struct pfl_tslot)); /* NULL: no memo (not an error) */
+    c->tmemo = PyMem_Calloc(PFL_TMEMO + 1, sizeof(struct pfl_tslot)); /* NULL: no memo (not an error) */
     if (pfl_keys(c->keys) < 0) {
         PyMem_Free(c->tmemo);
         c->tmemo = NULL;
@@ -789,7 +791,7 @@ pfl_ctx_free(pfl_ctx *c)
     c->cap = c->used = 0;
     cj_free(&c->ranks);
     if (c->tmemo != NULL)
-        for (int k = 0; k < PFL_TMEMO; k++) Py_XDECREF(c->tmemo[k].t); /* exact int tuples: no Python code */
+        for (int k = 0; k <= PFL_TMEMO; k++) Py_XDECREF(c->tmemo[k].t); /* exact int tuples, an exact str: no Python code */
     PyMem_Free(c->tmemo);
     c->tmemo = NULL;
     for (int k = 0; k < PFL_NKEYS; k++) Py_DECREF(c->keys[k]);
@@ -930,6 +932,26 @@ pfl_int_tuple_memo(cj_buf *b, PyObject *value, pfl_ctx *c)
     return 0;
 }
 
+/* cj_encode of a fragment's tensor id, the text of an exact str remembered in the ctx's last
+ * slot (see pfl_tslot). */
+static int
+pfl_tensor_id(cj_buf *b, PyObject *value, pfl_ctx *c)
+{
+    if (!PyUnicode_CheckExact(value) || c->tmemo == NULL) return cj_encode(b, value, 1);
+    struct pfl_tslot *slot = &c->tmemo[PFL_TMEMO];
+    if (slot->t == value) return cj_write(b, slot->text, slot->len);
+    size_t start = b->len;
+    if (cj_write_str(b, value, 1) < 0) return -1;
+    if (b->len - start <= PFL_TMEMO_TEXT) {
+        PyObject *old = slot->t;
+        slot->t = Py_NewRef(value);
+        slot->len = (unsigned short)(b->len - start);
+        memcpy(slot->text, b->data + start, b->len - start);
+        Py_XDECREF(old); /* an exact str: its release runs no Python code */
+    }
+    return 0;
+}
+
 static int
 pfl_int_tuple(cj_buf *b, PyObject *value)
 {
@@ -998,7 +1020,7 @@ pfl_write_fields(cj_buf *b, PyObject *const *v, pfl_ctx *c)
     if (rc == 0) rc = cj_write(b, ",\"rank\":", 8);
     if (rc == 0) rc = pfl_rank(b, c, v[PFL_RANK]);
     if (rc == 0) rc = cj_write(b, ",\"tensor_id\":", 13);
-    if (rc == 0) rc = cj_encode(b, v[PFL_TENSOR], 1);
+    if (rc == 0) rc = pfl_tensor_id(b, v[PFL_TENSOR], c);
     if (rc == 0) rc = cj_putc(b, '}');
     return rc;
 }

@@ -158,3 +158,25 @@ def test_many_distinct_tuples_evict() -> None:
     reference = _columns_reference(everything, [(200, 2), (200, 2)], {"a": 0, "b": 1})
     _same_table(table, reference, 2)
     assert table.uncovered_group(()) == -1
+
+
+class _Id(str):
+    pass
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**31))
+def test_parts_text_with_shared_tensor_ids(seed: int) -> None:
+    """The last exact str tensor id's text is remembered too (consecutive fragments share it)."""
+    rng = random.Random(seed)
+    placement = _big_placement(9, 5, 2)
+    pairs = canonical._part_pairs(placement.parts)
+    pool: list[str] = ["a", "layer.0.w\u00e9", "q\"uote\\", "\ud800lone", "x" * 300, "\U0001f600", _Id("sub")]
+    current = rng.choice(pool)
+    for fragments, _ in pairs:
+        for fragment in fragments:
+            if rng.random() < 0.3:
+                current = rng.choice(pool)
+            value = current if rng.random() < 0.8 else "".join(list(current))  # equal, maybe distinct
+            _set(fragment, "tensor_id", value)
+    _check_texts(pairs)
