@@ -2849,6 +2849,7 @@ typedef struct {
 } om_row;
 
 #define OM_MEMO 64 /* owners remembered by om_grouped, by their least values */
+#define OM_PLAIN_SEEN 64 /* ranks om_address_order found with a plain instance dict */
 typedef struct {
     int64_t v[OM_MAX_KINDS];
     PyObject *owner; /* borrowed from om_grouped's owners map; NULL: empty */
@@ -2912,6 +2913,7 @@ om_address_order(PyObject *fragments, int is_list, PyObject *kinds, Py_ssize_t n
      * stays its own */
     PyObject *memo_rank = NULL;
     int64_t memo_dp = 0, memo_v[OM_MAX_KINDS] = {0};
+    PyObject *plain_seen[OM_PLAIN_SEEN] = {NULL}; /* borrowed, compared only (see the rank reads) */
     for (size_t k = 0; k < count && !declined; k++) {
         if (k + 16 < count) __builtin_prefetch((const void *)(uintptr_t)order[k + 16].key); /* a hint only */
         if (k + 8 < count) {
@@ -2951,6 +2953,20 @@ om_address_order(PyObject *fragments, int is_list, PyObject *kinds, Py_ssize_t n
             Py_DECREF(rank);
             Py_DECREF(tid); /* the fragment keeps it alive */
             continue;
+        }
+        /* the rank's attributes are read from its instance dict: only a plain one (plain_dict.h),
+         * so that no read runs Python code (a str-subclass key's __eq__) while the rows hold
+         * borrowed tensor ids and the order borrowed fragments. Else the pass declines and the
+         * caller's in-order loop reads the fragments as the rules do. No Python code runs in
+         * this loop, so a rank found plain stays plain (and alive: its fragments hold it) for
+         * the rest of it: plain_seen remembers the ranks checked (a hint by address; a miss
+         * checks again). */
+        if (!declined) {
+            size_t at = (size_t)((((uintptr_t)rank) >> 4) ^ (((uintptr_t)rank) >> 10)) & (OM_PLAIN_SEEN - 1);
+            if (plain_seen[at] != rank) {
+                if (pd_getattr_safe(rank) <= 0) declined = 1;
+                else plain_seen[at] = rank;
+            }
         }
         for (Py_ssize_t a = -1; a < nkinds && !declined; a++) {
             PyObject *name = a < 0 ? names[2] : PyTuple_GetItem(kinds, a);
