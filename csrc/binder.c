@@ -2274,8 +2274,33 @@ typedef struct {
     PyObject *bound; /* as_map: the bound fragment once made (strong reference) */
     Py_ssize_t part;
     Py_ssize_t pos;
+    Py_ssize_t q; /* its place in the walk's queue once queued (positional form) */
     int made; /* made, or queued to be made in walk order (bound_fragments_ordered) */
 } bd_pending;
+
+/* The positional form of one side's bound map (bind_regions_ordered: built and read within one
+ * C call, in which no Python code runs): made[q] the bound fragment queued q-th by the operation
+ * walk (strong references, first-use order), op_q[j] the queue position of the bound fragment of
+ * operation j's field (target for side 0, source for 1), or -1 when that field is not one of the
+ * parts' placement fragment objects (or operation j is not an exact region). Built only when the
+ * side's placement fragment ids are pairwise distinct, so that bound fragment is what the map
+ * {placement_fragment_id: bound} holds under that field's id. */
+typedef struct {
+    PyObject **made;
+    Py_ssize_t n_made;
+    int32_t *op_q;
+} bd_side_pos;
+
+static void
+bd_side_pos_clear(bd_side_pos *pos)
+{
+    for (Py_ssize_t q = 0; pos->made != NULL && q < pos->n_made; q++) Py_XDECREF(pos->made[q]);
+    PyMem_Free(pos->made);
+    PyMem_Free(pos->op_q);
+    pos->made = NULL;
+    pos->op_q = NULL;
+    pos->n_made = 0;
+}
 
 
 /* The parts' next fragments for bound_fragments_ordered's operation walk: per part the first
@@ -2418,67 +2443,58 @@ bd_make_pending(PyObject *const *nm, const mr_layout_class *lc, PyObject *bound_
  * fragments of the entry this many on (and for that entry, twice as far). */
 #define BD_MAKE_AHEAD 4
 
-static PyObject *
-bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* Forward: the placement fragment ids of pending[0 .. count) pairwise distinct (BD_OK), else
+ * BD_FALLBACK, or BD_ERROR (defined with logical_target_cover's id table below). */
+static int bd_pending_distinct(const bd_pending *pending, Py_ssize_t count);
+
+/* bound_fragments_ordered's work for one side (side 0 target, 1 source): with pos NULL, *out its
+ * result (a new reference: the rows tuple, or with as_map the map); with pos, the side's
+ * positional form (bd_side_pos) instead of a map, only the bound fragments the operations name
+ * made (the map's others are never read), and BD_FALLBACK where the map would have raised its
+ * duplicate error (ids not pairwise distinct). BD_OK, BD_FALLBACK, BD_ERROR. */
+static int
+bd_ordered_build(const bd_table *tb, PyObject *bound_cls, PyObject *att_cls, PyObject *region_cls, PyObject *parts,
+                 PyObject *attestations, PyObject *operations, long side, int as_map, bd_side_pos *pos,
+                 PyObject **out)
 {
-    bd_table tb;
-    if (nargs != 7 && nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "bound_fragments_ordered expects 7 or 8 arguments");
-        return NULL;
-    }
-    if (bd_load_table(self, &tb) < 0) return NULL;
-    PyObject *const *nm = tb.nm;
-    if (bd_check_heap_types(args, 3) < 0) return NULL;
-    PyObject *bound_cls = args[0], *att_cls = args[1], *region_cls = args[2];
-    PyObject *parts = args[3], *attestations = args[4], *operations = args[5], *which = args[6];
-    if (!PyLong_CheckExact(which)) {
-        PyErr_SetString(PyExc_TypeError, "bound_fragments_ordered: which must be an int");
-        return NULL;
-    }
-    int overflow = 0;
-    long side = PyLong_AsLongAndOverflow(which, &overflow);
-    if (side == -1 && PyErr_Occurred()) return NULL;
-    if (overflow != 0 || (side != 0 && side != 1)) {
-        PyErr_SetString(PyExc_ValueError, "bound_fragments_ordered: which must be 0 (target) or 1 (source)");
-        return NULL;
-    }
-    int as_map = 0;
-    if (nargs == 8) {
-        if (!PyBool_Check(args[7])) {
-            PyErr_SetString(PyExc_TypeError, "bound_fragments_ordered: as_map must be a bool");
-            return NULL;
-        }
-        as_map = args[7] == Py_True;
-    }
+    PyObject *const *nm = tb->nm;
+    *out = NULL;
     PyObject *field = nm[side == 0 ? N_TARGET : N_SOURCE];
     mr_layout_class lc;
     int checked = bd_bound_check(bound_cls, &lc);
-    if (checked == BD_ERROR) return NULL;
-    if (checked != BD_OK) Py_RETURN_NONE;
-    if (!PyTuple_CheckExact(parts) || !PyTuple_CheckExact(attestations)) Py_RETURN_NONE;
+    if (checked != BD_OK) return checked;
+    if (!PyTuple_CheckExact(parts) || !PyTuple_CheckExact(attestations)) return BD_FALLBACK;
     Py_ssize_t m = PyTuple_Size(parts);
-    if (m < 0) return NULL;
-    if (PyTuple_Size(attestations) != m) Py_RETURN_NONE;
+    if (m < 0) return BD_ERROR;
+    if (PyTuple_Size(attestations) != m) return BD_FALLBACK;
     Py_ssize_t total = 0;
     for (Py_ssize_t k = 0; k < m; k++) {
         PyObject *part_fragments = PyTuple_GetItem(parts, k);
-        if (part_fragments == NULL) return NULL;
-        if (!PyTuple_CheckExact(part_fragments)) Py_RETURN_NONE;
+        if (part_fragments == NULL) return BD_ERROR;
+        if (!PyTuple_CheckExact(part_fragments)) return BD_FALLBACK;
         Py_ssize_t n = PyTuple_Size(part_fragments);
-        if (n < 0) return NULL;
-        if (__builtin_add_overflow(total, n, &total)) Py_RETURN_NONE;
+        if (n < 0) return BD_ERROR;
+        if (__builtin_add_overflow(total, n, &total)) return BD_FALLBACK;
     }
-    if (total > PY_SSIZE_T_MAX / 4) return PyErr_NoMemory();
+    if (total > PY_SSIZE_T_MAX / 4) {
+        PyErr_NoMemory();
+        return BD_ERROR;
+    }
     size_t n_fences = 0;
-    if (__builtin_mul_overflow((size_t)m, (size_t)3, &n_fences)) return PyErr_NoMemory();
+    if (__builtin_mul_overflow((size_t)m, (size_t)3, &n_fences)) {
+        PyErr_NoMemory();
+        return BD_ERROR;
+    }
     PyObject **fences = mr_alloc_array(n_fences, sizeof(PyObject *));
+    for (size_t f = 0; fences != NULL && f < n_fences; f++) fences[f] = NULL;
     bd_pending *pending = fences == NULL ? NULL : mr_alloc_array((size_t)total, sizeof(bd_pending));
     /* the parts' placement fragments by address (an identity table holding its keys; built
      * when an operation needs it) */
     size_t mask = 0;
     bd_idslot *slots = NULL;
-    /* result: the rows tuple, or with as_map the map (built at the end from pending). */
-    PyObject *result = pending == NULL ? NULL : as_map ? PyDict_New() : PyTuple_New(m);
+    /* result: the rows tuple, or with as_map the map (built at the end from pending); none in
+     * the positional form. */
+    PyObject *result = pending == NULL || pos != NULL ? NULL : as_map ? PyDict_New() : PyTuple_New(m);
     PyObject *rows_of = as_map ? NULL : result; /* where bd_make_pending stores rows */
     PyObject *evidence = NULL, *binding_dict = NULL, *placement_dict = NULL;
     Py_ssize_t count = 0; /* entries of pending holding references */
@@ -2486,8 +2502,7 @@ bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nar
     bd_heads heads; /* (set up for the operation walk below) */
     bd_heads_init(&heads, NULL, 0, 0);
     Py_ssize_t *order = NULL, queued = 0; /* (the walk's queue) */
-    if (result == NULL) goto done;
-    for (size_t f = 0; f < n_fences; f++) fences[f] = NULL;
+    if (pending == NULL || (pos == NULL && result == NULL)) goto done;
     /* Every part as bound_fragments checks it (its rows left empty). */
     for (Py_ssize_t k = 0; k < m; k++) {
         PyObject *attestation = PyTuple_GetItem(attestations, k);
@@ -2507,7 +2522,7 @@ bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nar
         if (!pd_plain_keys(binding_dict) || !pd_plain_keys(placement_dict)) goto done;
         Py_ssize_t n = PyTuple_Size(part_fragments);
         if (n < 0) { status = BD_ERROR; goto done; }
-        if (!as_map) {
+        if (!as_map && pos == NULL) {
             PyObject *rows = PyTuple_New(n);
             if (rows == NULL || PyTuple_SetItem(result, k, rows) < 0) { status = BD_ERROR; goto done; } /* steals */
         }
@@ -2571,9 +2586,22 @@ bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nar
     status = BD_ERROR;
     /* Allocation in first-use order along the operations: an operation field that is one of the
      * parts' placement fragment objects (by address, not dereferenced) gives the next one. */
+    if (pos != NULL && !PyTuple_CheckExact(operations)) {
+        status = BD_FALLBACK;
+        goto done;
+    }
     if (PyTuple_CheckExact(operations)) {
         Py_ssize_t n_ops = PyTuple_Size(operations);
         if (n_ops < 0) goto done;
+        if (pos != NULL) {
+            /* (queue positions and operation indexes fit an int32: bind_regions_ordered) */
+            if (n_ops > INT32_MAX || count > INT32_MAX) {
+                status = BD_FALLBACK;
+                goto done;
+            }
+            pos->op_q = mr_alloc_array((size_t)n_ops + 1, sizeof(int32_t));
+            if (pos->op_q == NULL) goto done;
+        }
         /* region_cls in TransferRegion's C-owned layout: the field read directly (layout.h) */
         static mr_layout_memo ordered_memo;
         mr_layout_class rl;
@@ -2592,12 +2620,17 @@ bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nar
          * the objects each one's making reads a few entries ahead. Without memory for the queue,
          * each is made when met. */
         order = mr_alloc_array((size_t)count + 1, sizeof(Py_ssize_t));
-        if (order == NULL) PyErr_Clear();
+        if (order == NULL) {
+            if (pos != NULL) goto done; /* (the positional form needs the queue) */
+            PyErr_Clear();
+        }
         PyObject *last = NULL; /* the fragment the previous operation named: done with */
+        int32_t last_q = -1;   /* its queue position (-1: none) */
         for (Py_ssize_t j = 0; j < n_ops; j++) {
             PyObject *op = PyTuple_GetItem(operations, j);
             if (op == NULL) goto done;
             if (j + 8 < n_ops) bd_prefetch_object(PyTuple_GetItem(operations, j + 8)); /* a hint */
+            if (pos != NULL) pos->op_q[j] = -1;
             if ((PyObject *)Py_TYPE(op) != region_cls) continue;
             PyObject *const *op_fields = mr_layout_fields(op, &rl);
             PyObject *fragment = NULL; /* address only */
@@ -2612,8 +2645,13 @@ bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nar
                 Py_DECREF(op_dict);
                 if (fragment == NULL && PyErr_Occurred()) goto done;
             }
-            if (fragment == NULL || fragment == last) continue;
+            if (fragment == NULL) continue;
+            if (fragment == last) {
+                if (pos != NULL) pos->op_q[j] = last_q;
+                continue;
+            }
             last = fragment;
+            last_q = -1;
             Py_ssize_t g = bd_heads_take(&heads, pending, fragment);
             if (g < 0) {
                 if (slots == NULL) {
@@ -2630,8 +2668,15 @@ bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nar
                 }
                 g = bd_idtab_get(slots, mask, fragment);
             }
-            if (g < 0 || pending[g].made) continue;
+            if (g < 0) continue;
+            if (pending[g].made) {
+                /* (queued already: in the positional form every entry made is queued) */
+                if (pos != NULL) pos->op_q[j] = last_q = (int32_t)pending[g].q;
+                continue;
+            }
             if (order != NULL) {
+                if (pos != NULL) pos->op_q[j] = last_q = (int32_t)queued;
+                pending[g].q = queued;
                 order[queued++] = g;
                 pending[g].made = 1;
                 continue;
@@ -2639,24 +2684,46 @@ bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nar
             if (bd_make_pending(nm, &lc, bound_cls, &pending[g], fences, attestations, rows_of) < 0) goto done;
         }
     }
+    /* The positional form: the bound fragments made, in queue order, and whether the ids are
+     * strictly increasing along it (then, with every entry queued, pairwise distinct). */
+    int increasing = 1;
+    if (pos != NULL) {
+        pos->made = mr_alloc_array((size_t)queued + 1, sizeof(PyObject *));
+        if (pos->made == NULL) goto done;
+    }
     for (Py_ssize_t q = 0; q < queued; q++) {
         if (q + BD_MAKE_AHEAD < queued) {
             const bd_pending *next = &pending[order[q + BD_MAKE_AHEAD]];
             bd_prefetch_object(next->placement);
             bd_prefetch_object(next->runtime);
+            if (pos != NULL) __builtin_prefetch(next->pfid); /* (compared below) */
         }
         if (q + 2 * BD_MAKE_AHEAD < queued) __builtin_prefetch(&pending[order[q + 2 * BD_MAKE_AHEAD]]);
         bd_pending *entry = &pending[order[q]];
         entry->made = 0; /* (queued: made now) */
         if (bd_make_pending(nm, &lc, bound_cls, entry, fences, attestations, rows_of) < 0) goto done;
+        if (pos == NULL) continue;
+        pos->made[q] = entry->bound; /* (the reference moves) */
+        entry->bound = NULL;
+        pos->n_made = q + 1;
+        if (increasing && q > 0) {
+            int cmp = bd_compare(pending[order[q - 1]].pfid, entry->pfid);
+            if (cmp == -2) goto done;
+            if (cmp >= 0) increasing = 0;
+        }
     }
-    for (Py_ssize_t g = 0; g < count; g++) {
+    for (Py_ssize_t g = 0; g < count && pos == NULL; g++) {
         if (!pending[g].made && bd_make_pending(nm, &lc, bound_cls, &pending[g], fences, attestations, rows_of) < 0) {
             goto done;
         }
     }
     if (count != total) {
         status = BD_FALLBACK;
+        goto done;
+    }
+    if (pos != NULL) {
+        /* The map would hold every entry under its id, and raise at an id met twice. */
+        status = increasing && queued == count ? BD_OK : bd_pending_distinct(pending, count);
         goto done;
     }
     /* The map in pending order (part order, then row order: _bound_fragments' loop), the first
@@ -2689,16 +2756,51 @@ done:
         Py_DECREF(pending[g].pfid);
         Py_XDECREF(pending[g].bound);
     }
-    if (fences != NULL && result != NULL) {
-        for (size_t f = 0; f < n_fences; f++) Py_XDECREF(fences[f]);
-    }
+    for (size_t f = 0; fences != NULL && f < n_fences; f++) Py_XDECREF(fences[f]);
     PyMem_Free(fences);
     PyMem_Free(pending);
     PyMem_Free(slots);
     PyMem_Free(order);
     bd_heads_free(&heads);
+    if (status == BD_OK) *out = result;
+    else Py_XDECREF(result);
+    if (status != BD_OK && pos != NULL) bd_side_pos_clear(pos);
+    return status;
+}
+
+static PyObject *
+bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    bd_table tb;
+    if (nargs != 7 && nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "bound_fragments_ordered expects 7 or 8 arguments");
+        return NULL;
+    }
+    if (bd_load_table(self, &tb) < 0) return NULL;
+    if (bd_check_heap_types(args, 3) < 0) return NULL;
+    PyObject *which = args[6];
+    if (!PyLong_CheckExact(which)) {
+        PyErr_SetString(PyExc_TypeError, "bound_fragments_ordered: which must be an int");
+        return NULL;
+    }
+    int overflow = 0;
+    long side = PyLong_AsLongAndOverflow(which, &overflow);
+    if (side == -1 && PyErr_Occurred()) return NULL;
+    if (overflow != 0 || (side != 0 && side != 1)) {
+        PyErr_SetString(PyExc_ValueError, "bound_fragments_ordered: which must be 0 (target) or 1 (source)");
+        return NULL;
+    }
+    int as_map = 0;
+    if (nargs == 8) {
+        if (!PyBool_Check(args[7])) {
+            PyErr_SetString(PyExc_TypeError, "bound_fragments_ordered: as_map must be a bool");
+            return NULL;
+        }
+        as_map = args[7] == Py_True;
+    }
+    PyObject *result = NULL;
+    int status = bd_ordered_build(&tb, args[0], args[1], args[2], args[3], args[4], args[5], side, as_map, NULL, &result);
     if (status == BD_OK) return result;
-    Py_XDECREF(result);
     if (status == BD_ERROR) return NULL;
     Py_RETURN_NONE;
 }
@@ -2792,6 +2894,28 @@ bd_bound_of(PyObject *const *nm, PyObject *fragment, PyObject *bound_map, PyObje
     return BD_OK;
 }
 
+/* bd_bound_of in bind_regions_ordered, from one side's positional form (pos, built earlier in
+ * the same C call, where no Python code runs: bd_side_pos) for operation index's field fragment
+ * (an exact placement-fragment-class object): the bound fragment the map would hold under its id.
+ * bd_bound_of's id read decides its fallback first: for a fragment in the C-owned layout that is
+ * the very slot the ordered walk read (with the same check) of this very object when it found it
+ * among the parts' fragments; otherwise it is read here. A fragment the walk did not find is a
+ * fallback (the map might hold an equal id: the whole call declines, and the maps decide). */
+static int
+bd_pos_bound(PyObject *const *nm, const bd_side_pos *pos, Py_ssize_t index, PyObject *fragment, PyObject **out)
+{
+    if (mr_pf_fields(fragment) == NULL) {
+        PyObject *pfid = NULL;
+        int status = bd_pfid_of(nm, fragment, &pfid);
+        if (status != BD_OK) return status;
+        Py_DECREF(pfid);
+    }
+    int32_t q = pos->op_q[index];
+    if (q < 0 || q >= pos->n_made) return BD_FALLBACK;
+    *out = pos->made[q];
+    return BD_OK;
+}
+
 
 /* bind_regions reads each operation's instance dict BD_AHEAD operations ahead of building its
  * region, its field values BD_AHEAD / 2 ahead (asking for every field object), its fragments'
@@ -2808,6 +2932,7 @@ bd_bound_of(PyObject *const *nm, PyObject *fragment, PyObject *bound_map, PyObje
 typedef struct {
     PyObject *dict; /* the operation's instance dict (owned), or NULL */
     PyObject *const *fields; /* or its fields (a region class in a C-owned layout), or NULL */
+    Py_ssize_t index; /* the operation's index */
     int status;     /* BD_OK so far, else the first step's status */
     PyObject *v[BD_KEPT]; /* the field values in kept order (borrowed from dict) */
     /* per side (0 source, 1 target): the fragment's placement fragment id (owned, or NULL) and
@@ -2831,8 +2956,9 @@ bd_ahead_clear(bd_ahead *slot)
  * when rl accepted region_cls (a C-owned layout, layout.h), its field array instead, and a hint
  * for the fields read in step 2. */
 static void
-bd_ahead_dict(bd_ahead *slot, PyObject *op, PyObject *region_cls, const mr_layout_class *rl)
+bd_ahead_dict(bd_ahead *slot, PyObject *op, Py_ssize_t index, PyObject *region_cls, const mr_layout_class *rl)
 {
+    slot->index = index;
     slot->dict = NULL;
     slot->fields = NULL;
     slot->pfid[0] = slot->pfid[1] = NULL;
@@ -2925,8 +3051,8 @@ bd_ahead_bound(bd_ahead *slot, PyObject *const *maps)
  * (bound_layout: classes[6] is a C-owned layout mr_bound_layout accepted). */
 static int
 bd_bound_region(const bd_table *tb, PyObject *const *classes, const mr_layout_class *rl, bd_ahead *slot,
-                PyObject *bound_targets, PyObject *bound_sources, PyObject *known_source, mr_att_memo *att,
-                int untrack_source, PyObject **out, PyObject **kept, int bound_layout)
+                PyObject *bound_targets, PyObject *bound_sources, const bd_side_pos *pos, PyObject *known_source,
+                mr_att_memo *att, int untrack_source, PyObject **out, PyObject **kept, int bound_layout)
 {
     PyObject *const *nm = tb->nm;
     PyObject *region_cls = classes[0], *pf_cls = classes[1], *stored_cls = classes[2];
@@ -2938,7 +3064,10 @@ bd_bound_region(const bd_table *tb, PyObject *const *classes, const mr_layout_cl
     if ((PyObject *)Py_TYPE(target) != pf_cls) goto done;
     /* bd_bound_of, or its statuses and result read ahead (steps 3 and 4) */
     status = slot->found[1];
-    if (status == BD_NOT_READ) status = bd_bound_of(nm, target, bound_targets, &slot->bound[1]);
+    if (status == BD_NOT_READ) {
+        status = pos != NULL ? bd_pos_bound(nm, &pos[1], slot->index, target, &slot->bound[1])
+                             : bd_bound_of(nm, target, bound_targets, &slot->bound[1]);
+    }
     bound_target = slot->bound[1];
     if (status != BD_OK) goto done;
     status = BD_FALLBACK;
@@ -2946,7 +3075,10 @@ bd_bound_region(const bd_table *tb, PyObject *const *classes, const mr_layout_cl
         bound_source = known_source; /* (its source passed the checks below when first met) */
     } else if ((PyObject *)Py_TYPE(source) == pf_cls) {
         status = slot->found[0];
-        if (status == BD_NOT_READ) status = bd_bound_of(nm, source, bound_sources, &slot->bound[0]);
+        if (status == BD_NOT_READ) {
+            status = pos != NULL ? bd_pos_bound(nm, &pos[0], slot->index, source, &slot->bound[0])
+                                 : bd_bound_of(nm, source, bound_sources, &slot->bound[0]);
+        }
         bound_source = slot->bound[0];
         if (status != BD_OK) goto done;
     } else if ((PyObject *)Py_TYPE(source) == stored_cls) {
@@ -3078,11 +3210,26 @@ bd_memo_get(bd_memo *m, const void *key, int *hit)
  * (an exception); a fallback is kept in the slot and acted on in turn, where bd_bound_region
  * meets it. */
 static int
-bd_ahead_ids(const bd_table *tb, bd_ahead *slot, PyObject *pf_cls, const bd_memo *memo)
+bd_ahead_ids(const bd_table *tb, bd_ahead *slot, PyObject *pf_cls, const bd_memo *memo, const bd_side_pos *pos)
 {
     if (slot->status != BD_OK) return BD_OK;
     PyObject *target = slot->v[N_TARGET - N_SOURCE], *source = slot->v[0];
     if ((PyObject *)Py_TYPE(target) != pf_cls) return BD_OK; /* (bd_bound_region falls back) */
+    if (pos != NULL) {
+        /* bind_regions_ordered: the bound fragments from the positional forms (no id, no map) */
+        int status = bd_pos_bound(tb->nm, &pos[1], slot->index, target, &slot->bound[1]);
+        if (status == BD_ERROR) return BD_ERROR;
+        slot->found[1] = status;
+        if (status != BD_OK) return BD_OK;
+        bd_prefetch_object(slot->bound[1]);
+        if ((PyObject *)Py_TYPE(source) != pf_cls) return BD_OK;
+        if (memo->slots != NULL && bd_memo_slot_of(memo, source)->key != NULL) return BD_OK;
+        status = bd_pos_bound(tb->nm, &pos[0], slot->index, source, &slot->bound[0]);
+        if (status == BD_ERROR) return BD_ERROR;
+        slot->found[0] = status;
+        if (status == BD_OK) bd_prefetch_object(slot->bound[0]);
+        return BD_OK;
+    }
     int status = bd_pfid_of(tb->nm, target, &slot->pfid[1]);
     if (status == BD_ERROR) return BD_ERROR;
     if (status != BD_OK) {
@@ -3965,8 +4112,11 @@ PyDoc_STRVAR(bind_regions_doc,
 "binding nbytes (read once per fragment), the list of those four objects per distinct\n"
 "fragment (for regions_canonical_carried), else None.");
 
+/* bind_regions; with pos (bind_regions_ordered: nargs 11, args[4] and args[5] unused), each
+ * operation's bound fragments from the two sides' positional forms (pos[0] sources, pos[1]
+ * targets: bd_side_pos) instead of the maps. */
 static PyObject *
-bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+bd_bind_regions_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, const bd_side_pos *pos)
 {
     bd_table tb;
     if (nargs != 6 && nargs != 7 && nargs != 9 && nargs != 10 && nargs != 11) {
@@ -3992,7 +4142,8 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         ph.bound_cls = bound_cls;
     }
     PyObject *operations = args[3], *bound_targets = args[4], *bound_sources = args[5];
-    if (!PyTuple_CheckExact(operations) || !PyDict_CheckExact(bound_targets) || !PyDict_CheckExact(bound_sources)) {
+    if (!PyTuple_CheckExact(operations)
+        || (pos == NULL && (!PyDict_CheckExact(bound_targets) || !PyDict_CheckExact(bound_sources)))) {
         Py_RETURN_NONE;
     }
     Py_ssize_t n = PyTuple_Size(operations);
@@ -4073,7 +4224,7 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             }
             PyObject *next = PyTuple_GetItem(operations, dict_at);
             if (next == NULL) goto fail;
-            bd_ahead_dict(&ahead[dict_at % BD_AHEAD], next, args[0], &rl);
+            bd_ahead_dict(&ahead[dict_at % BD_AHEAD], next, dict_at, args[0], &rl);
             if (ahead[dict_at % BD_AHEAD].status == BD_ERROR) goto fail;
         }
         for (; values_at < n && values_at < i + BD_AHEAD / 2; values_at++) {
@@ -4082,7 +4233,7 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         for (; pfids_at < n && pfids_at < i + BD_AHEAD * 3 / 8; pfids_at++) bd_ahead_pfids(&ahead[pfids_at % BD_AHEAD]);
         for (; ids_at < n && ids_at < i + BD_AHEAD / 4; ids_at++) {
-            if (bd_ahead_ids(&tb, &ahead[ids_at % BD_AHEAD], args[1], &memo) == BD_ERROR) goto fail;
+            if (bd_ahead_ids(&tb, &ahead[ids_at % BD_AHEAD], args[1], &memo, pos) == BD_ERROR) goto fail;
         }
         /* the bound fragments of every operation whose ids were read, back to back once the
          * next one is due (up to BD_AHEAD / 4 lookups whose cache misses can overlap) */
@@ -4103,8 +4254,8 @@ bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             if (met == NULL) goto fail;
         }
         if (status == BD_OK) {
-            status = bd_bound_region(&tb, args, &rl, slot, bound_targets, bound_sources, hit ? met->bound : NULL, att,
-                                     !hit, &region, kept, bound_layout);
+            status = bd_bound_region(&tb, args, &rl, slot, bound_targets, bound_sources, pos, hit ? met->bound : NULL,
+                                     att, !hit, &region, kept, bound_layout);
         }
         bd_ahead_clear(slot); /* (the operation holds its dict: kept stays valid) */
         if (status != BD_OK || PyList_SetItem(regions, i, region) < 0) {
@@ -4244,6 +4395,65 @@ fail:
     PyMem_Free(memo.slots);
     PyMem_Free(att);
     return NULL;
+}
+
+
+static PyObject *
+bd_bind_regions(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return bd_bind_regions_with(self, args, nargs, NULL);
+}
+
+PyDoc_STRVAR(bind_regions_ordered_doc,
+"bind_regions_ordered(region_cls, placement_fragment_cls, stored_fragment_cls, operations,\n"
+"                     target_parts, target_attestations, source_parts, source_attestations,\n"
+"                     attestation_cls, bound_cls, runtime_cls, budget, carry, prove)\n"
+"--\n\n"
+"Binding steps 7 and 8 in one call: what\n"
+"bind_regions(region_cls, placement_fragment_cls, stored_fragment_cls, operations, T, S,\n"
+"bound_cls, runtime_cls, budget, carry, prove) returns for the maps\n"
+"T = bound_fragments_ordered(bound_cls, attestation_cls, region_cls, target_parts,\n"
+"target_attestations, operations, 0, True) and S the same of the source parts and attestations\n"
+"with 1 (the bound fragments allocated in the same order), without building the maps: each\n"
+"operation's bound fragments are the ones the two operation walks queued for its target and\n"
+"source objects, read by position (one C call: nothing changes between the walks and the\n"
+"regions). None when not decided here: either map not decided or raising its duplicate error\n"
+"(ids not pairwise distinct), an operation field that is not one of the parts' fragment\n"
+"objects, or bind_regions returning None; the caller then runs the two calls and bind_regions.");
+
+static PyObject *
+bd_bind_regions_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    bd_table tb;
+    if (nargs != 14) {
+        PyErr_SetString(PyExc_TypeError, "bind_regions_ordered expects 14 arguments");
+        return NULL;
+    }
+    if (bd_load_table(self, &tb) < 0) return NULL;
+    if (bd_check_heap_types(args, 3) < 0 || bd_check_heap_types(args + 8, 3) < 0) return NULL;
+    if (!PyBool_Check(args[12]) || !PyBool_Check(args[13])) {
+        PyErr_SetString(PyExc_TypeError, "bind_regions' carry and prove arguments must be bools");
+        return NULL;
+    }
+    /* bind_regions' side numbering: pos[0] the sources (which 1), pos[1] the targets (which 0);
+     * the targets' bound fragments made first, as the two calls make them */
+    bd_side_pos pos[2] = {{NULL, 0, NULL}, {NULL, 0, NULL}};
+    PyObject *unused = NULL;
+    int status = bd_ordered_build(&tb, args[9], args[8], args[0], args[4], args[5], args[3], 0, 0, &pos[1], &unused);
+    if (status == BD_OK) {
+        status = bd_ordered_build(&tb, args[9], args[8], args[0], args[6], args[7], args[3], 1, 0, &pos[0], &unused);
+    }
+    PyObject *result = NULL;
+    if (status == BD_OK) {
+        PyObject *const core[11] = {args[0], args[1], args[2], args[3], Py_None, Py_None,
+                                    args[9], args[10], args[11], args[12], args[13]};
+        result = bd_bind_regions_with(self, core, 11, pos);
+    }
+    bd_side_pos_clear(&pos[0]);
+    bd_side_pos_clear(&pos[1]);
+    if (status == BD_ERROR) return NULL;
+    if (status == BD_FALLBACK) Py_RETURN_NONE;
+    return result;
 }
 
 
@@ -5285,6 +5495,23 @@ bd_cover_distinct(const bd_cover_frag *frags, Py_ssize_t n)
     int status = BD_OK;
     for (Py_ssize_t f = 0; f < n && status == BD_OK; f++) {
         int added = bd_strtab_add(table, mask, frags[f].pfid);
+        if (added <= 0) status = added < 0 ? BD_ERROR : BD_FALLBACK;
+    }
+    PyMem_Free(table);
+    return status;
+}
+
+/* bd_pending_distinct (declared with bound_fragments_ordered): the ids by value in a table. */
+static int
+bd_pending_distinct(const bd_pending *pending, Py_ssize_t count)
+{
+    size_t mask = 0;
+    bd_strslot *table = bd_strtab_new(count, &mask);
+    if (table == NULL) return BD_ERROR;
+    int status = BD_OK;
+    for (Py_ssize_t g = 0; g < count && status == BD_OK; g++) {
+        if (g + 8 < count) __builtin_prefetch(pending[g + 8].pfid); /* a hint: its hash is read */
+        int added = bd_strtab_add(table, mask, pending[g].pfid); /* (held by the entry) */
         if (added <= 0) status = added < 0 ? BD_ERROR : BD_FALLBACK;
     }
     PyMem_Free(table);
@@ -6799,6 +7026,8 @@ static PyMethodDef binder_methods[] = {
     {"bound_fragments_ordered", (PyCFunction)(void (*)(void))bd_bound_fragments_ordered, METH_FASTCALL,
      bound_fragments_ordered_doc},
     {"bind_regions", (PyCFunction)(void (*)(void))bd_bind_regions, METH_FASTCALL, bind_regions_doc},
+    {"bind_regions_ordered", (PyCFunction)(void (*)(void))bd_bind_regions_ordered, METH_FASTCALL,
+     bind_regions_ordered_doc},
     {"address_ranges_clear", (PyCFunction)(void (*)(void))bd_address_ranges_clear, METH_FASTCALL,
      address_ranges_clear_doc},
     {"attest_binding", (PyCFunction)(void (*)(void))bd_attest_binding, METH_FASTCALL, attest_binding_doc},

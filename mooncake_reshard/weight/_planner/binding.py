@@ -713,6 +713,32 @@ def _ordered_bound_map(
     builds no row. None: not decided there (or rows already cached, or a plan small enough to
     stay in the CPU caches, where the extra call only costs); the caller then runs the per-part
     loop, which raises the first failure."""
+    inputs = _ordered_inputs(placement, parts, kept, attestations, operations)
+    if inputs is None:
+        return None
+    ordered = _native.bound_fragments_ordered(
+        BoundWeightFragment,
+        RuntimeBindingAttestation,
+        TransferRegion,
+        inputs[0],
+        inputs[1],
+        operations,
+        0 if label == "target" else 1,
+        True,
+    )
+    # Nothing is cached on the attestations (unlike the per-part path): the map is this call's.
+    return ordered
+
+
+def _ordered_inputs(
+    placement: WeightPlacementManifest,
+    parts: Any,
+    kept: Sequence[WeightRuntimeBindingManifest],
+    attestations: dict[tuple[str, str], RuntimeBindingAttestation],
+    operations: Any,
+) -> Optional[tuple[tuple[Any, ...], tuple[RuntimeBindingAttestation, ...]]]:
+    """The kept bindings' (part fragments, attestations) that ``_ordered_bound_map`` hands to
+    ``bound_fragments_ordered``, or None where it takes the per-part loop instead."""
     if type(operations) is not tuple or len(operations) < _ORDERED_MIN_OPERATIONS:
         return None
     placement_id = placement.placement_id
@@ -720,18 +746,65 @@ def _ordered_bound_map(
     values = [_attestation_values(attestation) for attestation, _ in chosen]
     if any(~id(part) in cache for (_, part), cache in zip(chosen, values)):
         return None
-    ordered = _native.bound_fragments_ordered(
-        BoundWeightFragment,
-        RuntimeBindingAttestation,
+    return tuple(part.fragments for _, part in chosen), tuple(attestation for attestation, _ in chosen)
+
+
+# From this many operations on (and on the ordered path, _ORDERED_MIN_OPERATIONS), steps 7 and 8
+# are one C call (bind_regions_ordered): no bound map, no lookup by id.
+_FUSED_MIN_OPERATIONS = 4096
+
+
+def _fused_steps_7_8(
+    target_placement: WeightPlacementManifest,
+    target_kept: Sequence[WeightRuntimeBindingManifest],
+    target_attestations: dict[tuple[str, str], RuntimeBindingAttestation],
+    source_placement: Optional[WeightPlacementManifest],
+    source_kept: Sequence[WeightRuntimeBindingManifest],
+    source_attestations: dict[tuple[str, str], RuntimeBindingAttestation],
+    operations: Any,
+    segment_budget: Any,
+    prove: bool,
+) -> Any:
+    """What ``bind_regions`` returns (its 11-argument form) on the maps steps 7 and 8 build with
+    ``_bound_fragments`` when both sides take the ordered path, decided in one C call that builds
+    no map (``bind_regions_ordered``); None when not decided there: the caller then runs steps
+    7 and 8 as before, which raise their first failure."""
+    if type(operations) is not tuple or len(operations) < _FUSED_MIN_OPERATIONS:
+        return None
+    try:
+        # (the reads _bound_fragments makes before its C call, target then source; whatever
+        # they raise, the steps raise again in their own order)
+        target = _ordered_inputs(
+            target_placement, target_placement._part_index(), target_kept, target_attestations, operations
+        )
+        if target is None:
+            return None
+        if source_placement is None:
+            source: Optional[tuple[Any, Any]] = ((), ())
+        else:
+            source = _ordered_inputs(
+                source_placement, source_placement._part_index(), source_kept, source_attestations, operations
+            )
+        if source is None:
+            return None
+    except Exception:
+        return None
+    return _native.bind_regions_ordered(
         TransferRegion,
-        tuple(part.fragments for _, part in chosen),
-        tuple(attestation for attestation, _ in chosen),
+        PlacementFragment,
+        StoredFragmentSnapshot,
         operations,
-        0 if label == "target" else 1,
+        target[0],
+        target[1],
+        source[0],
+        source[1],
+        RuntimeBindingAttestation,
+        BoundWeightFragment,
+        RuntimeBindingFragment,
+        segment_budget,
         True,
+        prove,
     )
-    # Nothing is cached on the attestations (unlike the per-part path): the map is this call's.
-    return ordered
 
 
 def _attested_bound_fragments(
@@ -1088,16 +1161,6 @@ def _bind_logical_transfer_plan(
     source_kept, source_attestations = _bind_side(
         "source", source_placement, source_bindings, source_required, exact_bindings
     )
-    # Step 7: bound fragments.
-    # Each side's bound fragments are allocated in the order the operations first use them
-    # (the ordered path builds the map in C, no (id, fragment) row whose memory, freed, would
-    # be reused by the objects allocated next and scatter them).
-    bound_targets = _bound_fragments(
-        "target", target_placement, target_kept, target_attestations, logical_plan.operations
-    )
-    bound_sources = _bound_fragments(
-        "source", source_placement, source_kept, source_attestations, logical_plan.operations
-    )
     # Step 8: rebuild the operations (in one C call when every operation takes the trusted path
     # below; otherwise this loop, which raises the first failure). The same C pass derives step
     # 11's fragment id selections from the regions it builds (exactly what bound_fragment_ids
@@ -1119,23 +1182,53 @@ def _bind_logical_transfer_plan(
     # (carried: see region_check.recheck_regions; below that the proof's fixed cost exceeds
     # what it saves, and the recheck proves the regions itself).
     carried: Any = None
-    logical_operations = logical_plan.operations
+    # Steps 7 and 8 in one C call when both sides take the ordered path (below) and it decides
+    # (an exact plan: its operations field read before step 7 runs no user code).
     bound: Optional[
         tuple[list[Any], Optional[tuple[frozenset[str], frozenset[str]]], Optional[bool], Any]
-    ] = _native.bind_regions(
-        TransferRegion,
-        PlacementFragment,
-        StoredFragmentSnapshot,
-        logical_operations,
-        bound_targets,
-        bound_sources,
-        BoundWeightFragment,
-        RuntimeBindingFragment,
-        segment_budget,
-        True,
-        type(logical_operations) is tuple and len(logical_operations) >= _PROVE_MIN,
-    )
-    del logical_operations
+    ] = None
+    if type(logical_plan) is LogicalTransferPlan:
+        logical_operations = logical_plan.operations
+        bound = _fused_steps_7_8(
+            target_placement,
+            target_kept,
+            target_attestations,
+            source_placement,
+            source_kept,
+            source_attestations,
+            logical_operations,
+            segment_budget,
+            type(logical_operations) is tuple and len(logical_operations) >= _PROVE_MIN,
+        )
+        del logical_operations
+    bound_targets: dict[str, BoundWeightFragment] = {}
+    bound_sources: dict[str, BoundWeightFragment] = {}
+    if bound is None:
+        # Step 7: bound fragments.
+        # Each side's bound fragments are allocated in the order the operations first use them
+        # (the ordered path builds the map in C, no (id, fragment) row whose memory, freed, would
+        # be reused by the objects allocated next and scatter them).
+        bound_targets = _bound_fragments(
+            "target", target_placement, target_kept, target_attestations, logical_plan.operations
+        )
+        bound_sources = _bound_fragments(
+            "source", source_placement, source_kept, source_attestations, logical_plan.operations
+        )
+        logical_operations = logical_plan.operations
+        bound = _native.bind_regions(
+            TransferRegion,
+            PlacementFragment,
+            StoredFragmentSnapshot,
+            logical_operations,
+            bound_targets,
+            bound_sources,
+            BoundWeightFragment,
+            RuntimeBindingFragment,
+            segment_budget,
+            True,
+            type(logical_operations) is tuple and len(logical_operations) >= _PROVE_MIN,
+        )
+        del logical_operations
     regions_in_c = bound is not None  # (see _sealed)
     if bound is None:
         operations: list[Any] = _bind_operations(logical_plan.operations, bound_targets, bound_sources)
