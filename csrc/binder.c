@@ -2342,6 +2342,9 @@ bd_heads_advance(bd_heads *h, const bd_pending *pending, Py_ssize_t p)
     PyObject *old = h->obj[p];
     while (h->next[p] < h->end[p] && pending[h->next[p]].made) h->next[p]++;
     h->obj[p] = h->next[p] < h->end[p] ? pending[h->next[p]].placement : NULL;
+    /* a hint: the part's entry after it, read when this head is taken (with many parts, one
+     * line per part: the parts' runs are too many streams for the hardware's prefetcher) */
+    if (h->next[p] + 1 < h->end[p]) __builtin_prefetch(&pending[h->next[p] + 1]);
     if (h->tab != NULL && old != h->obj[p] && !bd_heads_move(h->tab, h->mask, old, h->obj[p], p)) {
         bd_heads_free(h); /* an object two parts' head: the table alone from now on */
     }
@@ -2696,7 +2699,11 @@ bd_ordered_build(const bd_table *tb, PyObject *bound_cls, PyObject *att_cls, PyO
             const bd_pending *next = &pending[order[q + BD_MAKE_AHEAD]];
             bd_prefetch_object(next->placement);
             bd_prefetch_object(next->runtime);
-            if (pos != NULL) __builtin_prefetch(next->pfid); /* (compared below) */
+            if (pos != NULL) {
+                /* (compared below: its header and the line its first characters are on) */
+                __builtin_prefetch(next->pfid);
+                __builtin_prefetch((const char *)next->pfid + 63);
+            }
         }
         if (q + 2 * BD_MAKE_AHEAD < queued) __builtin_prefetch(&pending[order[q + 2 * BD_MAKE_AHEAD]]);
         bd_pending *entry = &pending[order[q]];
