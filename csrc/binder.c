@@ -2454,11 +2454,15 @@ static int bd_pending_distinct(const bd_pending *pending, Py_ssize_t count);
  * result (a new reference: the rows tuple, or with as_map the map); with pos, the side's
  * positional form (bd_side_pos) instead of a map, only the bound fragments the operations name
  * made (the map's others are never read), and BD_FALLBACK where the map would have raised its
- * duplicate error (ids not pairwise distinct). BD_OK, BD_FALLBACK, BD_ERROR. */
+ * duplicate error (ids not pairwise distinct); with att (bind_regions' untracking memo), each one
+ * made is offered to the collector check (mr_untrack_bound) there, while its fields are in the
+ * cache: bind_regions would offer it when it meets it, with nothing changed in between (one C
+ * call: no Python code runs, and nothing is cached on the attestations), so it decides the same
+ * (and then finds it untracked, or decides again the same). BD_OK, BD_FALLBACK, BD_ERROR. */
 static int
 bd_ordered_build(const bd_table *tb, PyObject *bound_cls, PyObject *att_cls, PyObject *region_cls, PyObject *parts,
                  PyObject *attestations, PyObject *operations, long side, int as_map, bd_side_pos *pos,
-                 PyObject **out)
+                 mr_att_memo *att, PyObject **out)
 {
     PyObject *const *nm = tb->nm;
     *out = NULL;
@@ -2713,6 +2717,7 @@ bd_ordered_build(const bd_table *tb, PyObject *bound_cls, PyObject *att_cls, PyO
         pos->made[q] = entry->bound; /* (the reference moves) */
         entry->bound = NULL;
         pos->n_made = q + 1;
+        if (att != NULL) mr_untrack_bound(pos->made[q], bound_cls, lc.cls != NULL && lc.cls == bound_cls, nm[N_ATTESTATION], att);
         if (increasing && q > 0) {
             int cmp = bd_compare(pending[order[q - 1]].pfid, entry->pfid);
             if (cmp == -2) goto done;
@@ -2806,7 +2811,8 @@ bd_bound_fragments_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nar
         as_map = args[7] == Py_True;
     }
     PyObject *result = NULL;
-    int status = bd_ordered_build(&tb, args[0], args[1], args[2], args[3], args[4], args[5], side, as_map, NULL, &result);
+    int status = bd_ordered_build(&tb, args[0], args[1], args[2], args[3], args[4], args[5], side, as_map, NULL, NULL,
+                                  &result);
     if (status == BD_OK) return result;
     if (status == BD_ERROR) return NULL;
     Py_RETURN_NONE;
@@ -4446,10 +4452,18 @@ bd_bind_regions_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
      * the targets' bound fragments made first, as the two calls make them */
     bd_side_pos pos[2] = {{NULL, 0, NULL}, {NULL, 0, NULL}};
     PyObject *unused = NULL;
-    int status = bd_ordered_build(&tb, args[9], args[8], args[0], args[4], args[5], args[3], 0, 0, &pos[1], &unused);
+    /* bind_regions' untracking memo when it untracks (bound_cls given, from MR_GC_BULK_MIN
+     * operations): the bound fragments are offered as they are made */
+    Py_ssize_t n_ops = PyTuple_CheckExact(args[3]) ? PyTuple_Size(args[3]) : 0;
+    mr_att_memo *att = n_ops >= MR_GC_BULK_MIN ? PyMem_Calloc(1, sizeof(mr_att_memo)) : NULL;
+    if (n_ops >= MR_GC_BULK_MIN && att == NULL) return PyErr_NoMemory();
+    int status = bd_ordered_build(&tb, args[9], args[8], args[0], args[4], args[5], args[3], 0, 0, &pos[1], att,
+                                  &unused);
     if (status == BD_OK) {
-        status = bd_ordered_build(&tb, args[9], args[8], args[0], args[6], args[7], args[3], 1, 0, &pos[0], &unused);
+        status = bd_ordered_build(&tb, args[9], args[8], args[0], args[6], args[7], args[3], 1, 0, &pos[0], att,
+                                  &unused);
     }
+    PyMem_Free(att);
     PyObject *result = NULL;
     if (status == BD_OK) {
         PyObject *const core[11] = {args[0], args[1], args[2], args[3], Py_None, Py_None,
