@@ -1001,6 +1001,34 @@ def bound_fragments_ordered(
     (part order, then row order; no row built), the first id met twice raising ``ValueError
     ('duplicate bound target|source placement fragment: <id>')``; None as above."""
 
+def bind_regions_ordered(
+    region_cls: type,
+    placement_fragment_cls: type,
+    stored_fragment_cls: type,
+    operations: object,
+    target_parts: object,
+    target_attestations: object,
+    source_parts: object,
+    source_attestations: object,
+    attestation_cls: type,
+    bound_cls: type,
+    runtime_cls: type,
+    budget: object,
+    carry: bool,
+    prove: bool,
+    /,
+) -> Any:
+    """Binding steps 7 and 8 in one call: what ``bind_regions(region_cls, placement_fragment_cls,
+    stored_fragment_cls, operations, T, S, bound_cls, runtime_cls, budget, carry, prove)`` returns
+    for the maps ``T = bound_fragments_ordered(bound_cls, attestation_cls, region_cls,
+    target_parts, target_attestations, operations, 0, True)`` and ``S`` (the source parts and
+    attestations, 1), with the bound fragments allocated in the same order, without building the
+    maps: each operation's bound fragments are the ones the operation walks queued for its
+    fields, read by position. None when not decided here (either map not decided or raising its
+    duplicate error, an operation field that is not one of the parts' fragment objects, or
+    ``bind_regions`` returning None): the caller then runs the three calls. ``TypeError`` for a
+    wrong argument count, classes that are not heap types, or carry / prove not bools."""
+
 def bind_regions(
     region_cls: type,
     placement_fragment_cls: type,
