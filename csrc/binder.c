@@ -4244,7 +4244,10 @@ bd_bind_regions_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, co
             bd_ahead_values(&tb, &ahead[values_at % BD_AHEAD]);
             if (ahead[values_at % BD_AHEAD].status == BD_ERROR) goto fail;
         }
-        for (; pfids_at < n && pfids_at < i + BD_AHEAD * 3 / 8; pfids_at++) bd_ahead_pfids(&ahead[pfids_at % BD_AHEAD]);
+        /* (positional: no id is read) */
+        for (; pos == NULL && pfids_at < n && pfids_at < i + BD_AHEAD * 3 / 8; pfids_at++) {
+            bd_ahead_pfids(&ahead[pfids_at % BD_AHEAD]);
+        }
         for (; ids_at < n && ids_at < i + BD_AHEAD / 4; ids_at++) {
             if (bd_ahead_ids(&tb, &ahead[ids_at % BD_AHEAD], args[1], &memo, pos) == BD_ERROR) goto fail;
         }
