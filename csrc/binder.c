@@ -2717,7 +2717,9 @@ bd_ordered_build(const bd_table *tb, PyObject *bound_cls, PyObject *att_cls, PyO
         pos->made[q] = entry->bound; /* (the reference moves) */
         entry->bound = NULL;
         pos->n_made = q + 1;
-        if (att != NULL) mr_untrack_bound(pos->made[q], bound_cls, lc.cls != NULL && lc.cls == bound_cls, nm[N_ATTESTATION], att);
+        if (att != NULL) {
+            mr_untrack_bound(pos->made[q], bound_cls, lc.cls != NULL && lc.cls == bound_cls, nm[N_ATTESTATION], att);
+        }
         if (increasing && q > 0) {
             int cmp = bd_compare(pending[order[q - 1]].pfid, entry->pfid);
             if (cmp == -2) goto done;

@@ -310,7 +310,9 @@ def test_collector_state_equals_the_three_calls() -> None:
     fragment ends tracked or untracked exactly as with the three calls."""
     from memory_executor import tp_placement
 
-    world = World(tp_placement(36, prefix="s", shape=(144, 144), dim=0), tp_placement(36, prefix="t", shape=(144, 144), dim=1))
+    world = World(
+        tp_placement(36, prefix="s", shape=(144, 144), dim=0), tp_placement(36, prefix="t", shape=(144, 144), dim=1)
+    )
     ops = world.logical.operations
     assert len(ops) >= 1024
     target, source = world.side(0), world.side(1)
