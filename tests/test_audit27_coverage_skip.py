@@ -1,0 +1,415 @@
+"""Audit of the sealed-bind coverage skip (session 27, AUDIT7): a *sealed* bind call does not run
+§12.7's pass (``revalidate_coverage``) when the target placement's part index is its parts
+(``bound_contracts._sealed_coverage_holds``). These are inputs edited before the call (exact
+classes, ``object.__setattr__`` or a replaced binding) against the assumptions of that function's
+rule-by-rule argument, none of them in tests/test_skip27_*.py: the placement's flat ``fragments``
+tuple against its parts' (extra, missing, reordered, repeated), part fragments replaced by equal
+copies or reordered, operation targets that are equal copies, a part listing a fragment twice,
+fragments shared by a selected and an unselected part (object or id), a plan that selects a subset
+of the target parts (with or without the other part's binding), ranks moved consistently or not,
+runtime fragments reordered or on a second worker, the cached digest replaced, the logical
+executors' fragment ids edited, and target fragments covered by several operations (TP2 -> TP3:
+§12.7's exact cover is not its one-box shortcut) with operations dropped, repeated or moved.
+
+Each case checks, at 4 operations (inert inputs) and at ~400 (watched): the sealed call's outcome
+equals the unsealed call's (a profile hook: every pass runs), and the case's documented outcome;
+when the sealed call binds, it was sealed and skipped the pass (so the plan rests on the
+argument), and ``replace()`` and a pickle round trip (every pass again) give an equal plan. No
+case found an acceptance the rules refuse; they guard the argument against a later change."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import pickle
+import sys
+from typing import Any, Callable, Optional
+
+import pytest
+
+from forge_helpers import maybe_profiled, outcome, sized_world
+from memory_executor import HostMemory, host_bindings, tp_placement
+from watched import admit_in_watched_calls
+
+from mooncake.reshard import _native
+from mooncake.reshard.weight import ParallelRank, bind_logical_transfer_plan, plan_placement_transfer
+from mooncake.reshard.weight._planner import exactness
+from mooncake.reshard.weight._planner.bound_contracts import TransferPlan
+
+
+def tp3_world(tensors: int) -> tuple[Any, Any, Any, HostMemory]:
+    """TP2 x DP2 -> TP3 over ``tensors`` 4x6 tensors: the middle target fragment of each tensor
+    is written by two operations (one per source shard)."""
+    names = tuple(f"w{index:03d}" for index in range(tensors))
+    source = tp_placement(2, prefix="s", dp=2, shape=(4, 6), tensors=names)
+    target = tp_placement(3, prefix="t", shape=(4, 6), tensors=names)
+    memory = HostMemory()
+    logical = plan_placement_transfer(source, target)
+    return logical, host_bindings(target, memory, prefix="dst"), host_bindings(source, memory, prefix="src"), memory
+
+
+def _bind(logical: Any, targets: Any, sources: Any) -> Any:
+    return bind_logical_transfer_plan(logical, targets, source_bindings=sources)
+
+
+def _placement(logical: Any) -> Any:
+    return logical.target_placement
+
+
+def _executors_of(logical: Any, participant_id: str) -> list[Any]:
+    return [executor for executor in logical.target_executors if executor.participant_id == participant_id]
+
+
+def _extra_runtime(targets: Any, memory: HostMemory, participant_id: str, pfid: str) -> tuple[Any, ...]:
+    """``targets`` with one more runtime fragment (for ``pfid``, its own allocation) in the
+    binding of ``participant_id``."""
+    at = [binding.participant_id for binding in targets].index(participant_id)
+    binding = targets[at]
+    runtime = binding.fragments[0]
+    address = memory.alloc(runtime.nbytes)
+    added = dataclasses.replace(
+        runtime,
+        placement_fragment_id=pfid,
+        fragment_id=f"{pfid}-rt",
+        address=address,
+        storage_address=address,
+        storage_nbytes=runtime.nbytes,
+        storage_offset_bytes=0,
+    )
+    grown = dataclasses.replace(binding, fragments=binding.fragments + (added,))
+    return tuple(targets[:at]) + (grown,) + tuple(targets[at + 1 :])
+
+
+# -- the placement's flat fragments tuple (read by steps 2 and 5, never by §12.7) ----------------
+
+
+def flat_fragments_extra(logical: Any, targets: Any, sources: Any, memory: Any) -> Any:
+    placement = _placement(logical)
+    extra = copy.copy(placement.fragments[0])
+    object.__setattr__(extra, "placement_fragment_id", "zz-extra")
+    object.__setattr__(placement, "fragments", placement.fragments + (extra,))
+    return targets, sources
+
+
+def flat_fragments_missing(logical: Any, targets: Any, sources: Any, memory: Any) -> Any:
+    placement = _placement(logical)
+    object.__setattr__(placement, "fragments", placement.fragments[1:])
+    return targets, sources
+
+
+def flat_fragments_reversed(logical: Any, targets: Any, sources: Any, memory: Any) -> Any:
+    placement = _placement(logical)
+    object.__setattr__(placement, "fragments", tuple(reversed(placement.fragments)))
+    return targets, sources
+
+
+def flat_fragments_repeated(logical: Any, targets: Any, sources: Any, memory: Any) -> Any:
+    placement = _placement(logical)
+    object.__setattr__(placement, "fragments", placement.fragments + (placement.fragments[0],))
+    return targets, sources
+
+
+# -- a part's fragments (what step 2, step 6 and §12.7 read) -------------------------------------
+
+
+def part_fragment_equal_copy(logical: Any, targets: Any, sources: Any, memory: Any) -> Any:
+    """Part 0's first fragment replaced in the part by an equal copy (the flat tuple and the
+    operations keep the original object)."""
+    part = _placement(logical).parts[0]
+    object.__setattr__(part, "fragments", (copy.copy(part.fragments[0]),) + part.fragments[1:])
+    return targets, sources
+
+
+def part_fragments_reversed(logical: Any, targets: Any, sources: Any, memory: Any) -> Any:
+    part = _placement(logical).parts[0]
+    object.__setattr__(part, "fragments", tuple(reversed(part.fragments)))
+    return targets, sources
+
+
+def part_lists_a_fragment_twice(logical: Any, targets: Any, sources: Any, memory: Any) -> Any:
+    """Part 0 lists its first fragment object twice (its logical executor the id twice)."""
+    part = _placement(logical).parts[0]
+    first = part.fragments[0]
+    object.__setattr__(part, "fragments", (first,) + part.fragments)
+    for executor in _executors_of(logical, part.participant_id):
+        ids = tuple(sorted(executor.placement_fragment_ids + (first.placement_fragment_id,)))
+        object.__setattr__(executor, "placement_fragment_ids", ids)
+    return targets, sources
+
+
+def part_fragment_added_unwritten(logical: Any, targets: Any, sources: Any, memory: Any) -> Any:
+    """Part 0 itself (the object its index names) gains a fragment no operation writes, with a
+    runtime fragment in its binding."""
+    part = _placement(logical).parts[0]
+    extra = copy.copy(part.fragments[0])
+    object.__setattr__(extra, "placement_fragment_id", "zz-extra")
+    object.__setattr__(part, "fragments", part.fragments + (extra,))
+    return _extra_runtime(targets, memory, part.participant_id, "zz-extra"), sources
+
+
+def part_fragment_added_and_listed(logical: Any, targets: Any, sources: Any, memory: Any) -> Any:
+    """As above, and the logical executor lists its id: only the cover can refuse it."""
+    targets, sources = part_fragment_added_unwritten(logical, targets, sources, memory)
+    for executor in _executors_of(logical, _placement(logical).parts[0].participant_id):
+        ids = tuple(sorted(executor.placement_fragment_ids + ("zz-extra",)))
+        object.__setattr__(executor, "placement_fragment_ids", ids)
+    return targets, sources
+
+
+def operation_target_equal_copy(logical: Any, targets: Any, sources: Any, memory: Any) -> Any:
+    operation = logical.operations[0]
+    object.__setattr__(operation, "target", copy.copy(operation.target))
+    return targets, sources
+
+
+# -- a plan selecting a subset of the target parts -----------------------------------------------
+
+
+def _select_part_zero(logical: Any) -> Any:
+    """Part 1's executor and operations dropped (and the source executors left without any)."""
+    second = _placement(logical).parts[1]
+    ids = {fragment.placement_fragment_id for fragment in second.fragments}
+    operations = tuple(op for op in logical.operations if op.target.placement_fragment_id not in ids)
+    object.__setattr__(logical, "operations", operations)
+    executors = tuple(e for e in logical.target_executors if e.participant_id != second.participant_id)
+    object.__setattr__(logical, "target_executors", executors)
+    used = {op.source.placement_fragment_id for op in operations}
+    sources = tuple(e for e in logical.source_executors if set(e.placement_fragment_ids) & used)
+    object.__setattr__(logical, "source_executors", sources)
+    logical.__dict__.pop("_operation_views", None)
+    return second
+
+
+def subset_selected(logical: Any, targets: Any, sources: Any, memory: Any) -> Any:
+    """Part 1 unselected; its binding still given (an extra, validated, not kept)."""
+    _select_part_zero(logical)
+    return targets, sources
+
+
+def subset_selected_without_other_binding(logical: Any, targets: Any, sources: Any, memory: Any) -> Any:
+    second = _select_part_zero(logical)
+    return tuple(b for b in targets if b.participant_id != second.participant_id), sources
+
+
+def unselected_part_shares_a_fragment_object(logical: Any, targets: Any, sources: Any, memory: Any) -> Any:
+    """Part 1 (unselected) also lists part 0's first fragment object."""
+    second = _select_part_zero(logical)
+    first = _placement(logical).parts[0]
+    object.__setattr__(second, "fragments", second.fragments + (first.fragments[0],))
+    return tuple(b for b in targets if b.participant_id != second.participant_id), sources
+
+
+def unselected_part_shares_a_fragment_id(logical: Any, targets: Any, sources: Any, memory: Any) -> Any:
+    """Part 1 (unselected) lists a copy of part 0's first fragment (same id, its own rank)."""
+    second = _select_part_zero(logical)
+    first = _placement(logical).parts[0]
+    twin = copy.copy(first.fragments[0])
+    object.__setattr__(twin, "rank", second.rank)
+    object.__setattr__(second, "fragments", second.fragments + (twin,))
+    return tuple(b for b in targets if b.participant_id != second.participant_id), sources
+
+
+def selected_parts_share_a_fragment_id(logical: Any, targets: Any, sources: Any, memory: Any) -> Any:
+    """Part 0 lists a copy of part 1's first fragment (part 0's rank); both parts selected."""
+    first, second = _placement(logical).parts[:2]
+    twin = copy.copy(second.fragments[0])
+    object.__setattr__(twin, "rank", first.rank)
+    object.__setattr__(first, "fragments", first.fragments + (twin,))
+    return targets, sources
+
+
+# -- ranks, runtime fragments, digest, logical executors -----------------------------------------
+
+
+def part_and_executor_rank(logical: Any, targets: Any, sources: Any, memory: Any) -> Any:
+    """Part 0 and its logical executor moved to a new rank; its fragments keep theirs."""
+    part = _placement(logical).parts[0]
+    rank = ParallelRank(dp=0, tp=7)
+    object.__setattr__(part, "rank", rank)
+    for executor in _executors_of(logical, part.participant_id):
+        object.__setattr__(executor, "rank", rank)
+    return targets, sources
+
+
+def _move_rank(logical: Any, part: Any, rank: Any) -> None:
+    object.__setattr__(part, "rank", rank)
+    for fragment in part.fragments:
+        object.__setattr__(fragment, "rank", rank)
+    for executor in _executors_of(logical, part.participant_id):
+        object.__setattr__(executor, "rank", rank)
+
+
+def part_rank_moved_everywhere(logical: Any, targets: Any, sources: Any, memory: Any) -> Any:
+    _move_rank(logical, _placement(logical).parts[0], ParallelRank(dp=0, tp=7))
+    return targets, sources
+
+
+def parts_swap_ranks(logical: Any, targets: Any, sources: Any, memory: Any) -> Any:
+    first, second = _placement(logical).parts[:2]
+    first_rank, second_rank = first.rank, second.rank
+    _move_rank(logical, first, second_rank)
+    _move_rank(logical, second, first_rank)
+    return targets, sources
+
+
+def runtime_fragments_reversed(logical: Any, targets: Any, sources: Any, memory: Any) -> Any:
+    binding = targets[0]
+    reordered = dataclasses.replace(binding, fragments=tuple(reversed(binding.fragments)))
+    return (reordered,) + tuple(targets[1:]), sources
+
+
+def runtime_fragment_on_a_second_worker(logical: Any, targets: Any, sources: Any, memory: Any) -> Any:
+    """Part 0's first runtime fragment on another worker: two target executors for part 0."""
+    binding = targets[0]
+    moved = dataclasses.replace(binding.fragments[0], worker_id="other-worker")
+    return (dataclasses.replace(binding, fragments=(moved,) + binding.fragments[1:]),) + tuple(targets[1:]), sources
+
+
+def digest_cache_replaced(logical: Any, targets: Any, sources: Any, memory: Any) -> Any:
+    """The placement's cached digest replaced, and every target binding's digest with it."""
+    forged = "f" * 64
+    object.__setattr__(_placement(logical), "_digest_cache", forged)
+    return tuple(dataclasses.replace(binding, placement_digest=forged) for binding in targets), sources
+
+
+def executor_fragment_ids_unsorted(logical: Any, targets: Any, sources: Any, memory: Any) -> Any:
+    executor = logical.target_executors[0]
+    object.__setattr__(executor, "placement_fragment_ids", tuple(reversed(executor.placement_fragment_ids)))
+    return targets, sources
+
+
+# -- fragments covered by several operations (TP2 -> TP3) -----------------------------------------
+
+
+def _split_fragment_operations(logical: Any) -> list[int]:
+    """Indices of the operations of the first target fragment written by more than one."""
+    by_target: dict[str, list[int]] = {}
+    for index, op in enumerate(logical.operations):
+        by_target.setdefault(op.target.placement_fragment_id, []).append(index)
+    return next(indices for indices in by_target.values() if len(indices) > 1)
+
+
+def split_cover_operation_dropped(logical: Any, targets: Any, sources: Any, memory: Any) -> Any:
+    dropped = _split_fragment_operations(logical)[0]
+    object.__setattr__(logical, "operations", logical.operations[:dropped] + logical.operations[dropped + 1 :])
+    logical.__dict__.pop("_operation_views", None)
+    return targets, sources
+
+
+def split_cover_operation_repeated(logical: Any, targets: Any, sources: Any, memory: Any) -> Any:
+    repeated = _split_fragment_operations(logical)[0]
+    object.__setattr__(logical, "operations", logical.operations + (logical.operations[repeated],))
+    logical.__dict__.pop("_operation_views", None)
+    return targets, sources
+
+
+def split_cover_operations_swapped(logical: Any, targets: Any, sources: Any, memory: Any) -> Any:
+    """The two operations of a split fragment in the other order."""
+    first, second = _split_fragment_operations(logical)[:2]
+    operations = list(logical.operations)
+    operations[first], operations[second] = operations[second], operations[first]
+    object.__setattr__(logical, "operations", tuple(operations))
+    logical.__dict__.pop("_operation_views", None)
+    return targets, sources
+
+
+def split_cover_box_moved(logical: Any, targets: Any, sources: Any, memory: Any) -> Any:
+    """One operation of a split fragment given its sibling's overlap box (the two then overlap
+    and a column is left unwritten)."""
+    first, second = _split_fragment_operations(logical)[:2]
+    operations = logical.operations
+    object.__setattr__(operations[first], "overlap_offset", operations[second].overlap_offset)
+    return targets, sources
+
+
+PLAN = "plan"
+TP2 = sized_world
+CASES: list[tuple[Callable[..., Any], Callable[[int], Any], Optional[str]]] = [
+    # (forgery, world, expected: PLAN or the start of the ValueError's message)
+    (flat_fragments_extra, TP2, PLAN),
+    (flat_fragments_missing, TP2, "logical plan and target placement fragment snapshots differ"),
+    (flat_fragments_reversed, TP2, PLAN),
+    (flat_fragments_repeated, TP2, PLAN),
+    (part_fragment_equal_copy, TP2, PLAN),
+    (part_fragments_reversed, TP2, PLAN),
+    (part_lists_a_fragment_twice, TP2, "runtime binding address ranges overlap"),
+    (part_fragment_added_unwritten, TP2, "logical target executor fragments differ from target placement"),
+    (part_fragment_added_and_listed, TP2, "logical target fragment is not fully covered: zz-extra"),
+    (operation_target_equal_copy, TP2, PLAN),
+    (subset_selected, TP2, PLAN),
+    (subset_selected_without_other_binding, TP2, PLAN),
+    (unselected_part_shares_a_fragment_object, TP2, "logical target executors differ from planned operations"),
+    (unselected_part_shares_a_fragment_id, TP2, "logical plan and target placement fragment snapshots differ"),
+    (selected_parts_share_a_fragment_id, TP2, "logical target executor fragments differ from target placement"),
+    (part_and_executor_rank, TP2, "target executor provenance differs from operations"),
+    (part_rank_moved_everywhere, TP2, PLAN),
+    (parts_swap_ranks, TP2, PLAN),
+    (runtime_fragments_reversed, TP2, PLAN),
+    (runtime_fragment_on_a_second_worker, TP2, PLAN),
+    (digest_cache_replaced, TP2, PLAN),
+    (executor_fragment_ids_unsorted, TP2, "logical target executor fragments differ from target placement"),
+    (lambda logical, targets, sources, memory: (targets, sources), tp3_world, PLAN),
+    (split_cover_operation_dropped, tp3_world, "logical target fragment is not fully covered"),
+    (split_cover_operation_repeated, tp3_world, "logical target fragment is not fully covered"),
+    (split_cover_operations_swapped, tp3_world, PLAN),
+    (split_cover_box_moved, tp3_world, "logical target fragment is not fully covered"),
+]
+
+
+def _case_id(case: tuple[Any, ...]) -> str:
+    forge, world, _expected = case
+    name = "unforged" if forge.__name__ == "<lambda>" else forge.__name__
+    return f"{name}-{'tp3' if world is tp3_world else 'tp2'}"
+
+
+def _no_hooks() -> None:
+    if sys.gettrace() is not None or sys.getprofile() is not None:
+        pytest.skip("a trace or profile hook is set (coverage, a debugger): no call is sealed")
+
+
+@pytest.mark.parametrize("tensors", [2, 200], ids=["small", "large"])
+@pytest.mark.parametrize("case", CASES, ids=[_case_id(case) for case in CASES])
+def test_sealed_outcome_equals_every_rule(monkeypatch: pytest.MonkeyPatch, tensors: int, case: Any) -> None:
+    _no_hooks()
+    forge, world, expected = case
+    # the sealed call, spied (the spies admitted in watched calls; the package's code collected
+    # first: a spy installed while it is first collected would be admitted by its file)
+    exactness.code_watch()
+    seen: dict[str, list[Any]] = {"coverage": [], "carried": []}
+    real_coverage, real_carried = _native.revalidate_coverage, _native.revalidate_scan_carried
+
+    def coverage_spy(*args: Any) -> Any:
+        result = real_coverage(*args)
+        seen["coverage"].append(result)
+        return result
+
+    def carried_spy(*args: Any) -> Any:
+        result = real_carried(*args)
+        seen["carried"].append(result is not None)
+        return result
+
+    admit_in_watched_calls(monkeypatch, coverage_spy, carried_spy)
+    monkeypatch.setattr(_native, "revalidate_coverage", coverage_spy)
+    monkeypatch.setattr(_native, "revalidate_scan_carried", carried_spy)
+    logical, targets, sources, memory = world(tensors)
+    targets, sources = forge(logical, targets, sources, memory)
+    sealed = outcome(lambda: _bind(logical, targets, sources))
+    monkeypatch.undo()
+    # every rule: the same inputs under a profile hook, and a second world forged alike
+    unsealed = maybe_profiled(True, lambda: outcome(lambda: _bind(logical, targets, sources)))
+    fresh = world(tensors)
+    again_targets, again_sources = forge(fresh[0], fresh[1], fresh[2], fresh[3])
+    fresh_unsealed = maybe_profiled(True, lambda: outcome(lambda: _bind(fresh[0], again_targets, again_sources)))
+    if expected is PLAN:
+        assert type(sealed) is TransferPlan, sealed
+        # sealed, and the coverage pass skipped: the plan rests on _sealed_coverage_holds' argument
+        assert seen == {"coverage": [], "carried": [True]}
+        assert type(unsealed) is TransferPlan and unsealed == sealed
+        assert type(fresh_unsealed) is TransferPlan
+        # every pass again, §12.7 included
+        assert dataclasses.replace(sealed) == sealed
+        assert pickle.loads(pickle.dumps(sealed, protocol=pickle.HIGHEST_PROTOCOL)) == sealed
+    else:
+        assert type(sealed) is tuple and sealed[0] == "ValueError" and sealed[1].startswith(expected), sealed
+        assert unsealed == sealed
+        assert fresh_unsealed == sealed
