@@ -413,3 +413,93 @@ def test_sealed_outcome_equals_every_rule(monkeypatch: pytest.MonkeyPatch, tenso
         assert type(sealed) is tuple and sealed[0] == "ValueError" and sealed[1].startswith(expected), sealed
         assert unsealed == sealed
         assert fresh_unsealed == sealed
+
+
+# -- foreign code run *during* a sealed call: a weakref callback -----------------------------------
+#
+# A sealed call assumes no code but the package's runs in it (binding._sealed: no hook, inert or
+# watched inputs, the collector paused). A weakref callback breaks that: step 2's accept path reads
+# the logical plan's views (``_target_checks_accepted`` -> ``LogicalTransferPlan._views()``, when a
+# source executor's key is not plain: here a rank field that is a bool), and ``_views()`` replaces
+# the plan's ``_operation_views``. Forged before the call to a weakref-able package object held
+# only there (a ParallelRank: an inert value), it is freed right there, and its weakref callback
+# runs: after step 2 proved the cover, before step 6 reads part 0's fragments. The callback adds an
+# unwritten fragment to part 0 (its binding already holds a runtime fragment for it). Every later
+# step accepts that (§12.4 allows executors listing a subset); only §12.7 refuses it. The callback
+# is Python code, or C code only (``functools.reduce`` over ``map(object.__setattr__, ...)``: no
+# Python frame, which no watch sees). The collector pause does not matter: a refcount release.
+#
+# Small call (inert inputs, not watched): sealed, the coverage skip taken, a plan is returned that
+# ``replace()``, a pickle round trip and the unsealed call refuse. Large call: refused today, but
+# only because the target side's C pass declines the incomplete executor and its Python fallback
+# trips the watch (test_a_weakref_callback_in_a_large_call_is_refused).
+
+
+def _weakref_world(tensors: int, callback: str) -> tuple[Any, Any, Any, Any, list[bool]]:
+    import functools
+    import operator
+    import weakref
+
+    logical, targets, sources, memory = sized_world(tensors)
+    part = _placement(logical).parts[0]
+    extra = copy.copy(part.fragments[0])
+    object.__setattr__(extra, "placement_fragment_id", "zz-extra")
+    grown = part.fragments + (extra,)
+    targets = _extra_runtime(targets, memory, part.participant_id, "zz-extra")
+    # step 2's accept path then reads the plan's views (a source executor's key not plain)
+    executor = logical.source_executors[0]
+    rank = copy.copy(executor.rank)
+    object.__setattr__(rank, "dp", bool(rank.dp))
+    object.__setattr__(executor, "rank", rank)
+    fired: list[bool] = []
+
+    def grow(_ref: Any) -> None:
+        fired.append(True)
+        object.__setattr__(part, "fragments", grown)
+
+    c_only = functools.partial(
+        functools.reduce, operator.is_, map(object.__setattr__, [part], ["fragments"], [grown])
+    )
+    stale = ParallelRank(dp=0)  # held only by the plan once assigned
+    keep = (weakref.ref(stale, grow if callback == "python" else c_only),)
+    object.__setattr__(logical, "_operation_views", stale)
+    del stale
+    return logical, targets, sources, keep, fired
+
+
+def _weakref_outcomes(tensors: int, callback: str) -> tuple[Any, Any, Any]:
+    logical, targets, sources, keep, fired = _weakref_world(tensors, callback)
+    sealed = outcome(lambda: _bind(logical, targets, sources))
+    grown = len(_placement(logical).parts[0].fragments) == tensors + 1
+    assert grown, "the callback ran during the call"
+    if callback == "python":
+        assert fired == [True]
+    logical, targets, sources, keep, fired = _weakref_world(tensors, callback)
+    unsealed = maybe_profiled(True, lambda: outcome(lambda: _bind(logical, targets, sources)))
+    return sealed, unsealed, keep
+
+
+MESSAGE_12_7 = "bound target executor fragments differ from target placement"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="AUDIT7: a weakref callback run by LogicalTransferPlan._views() during a small sealed bind "
+    "edits a part after step 2; the sealed call skips §12.7 and binds a plan replace() refuses",
+)
+@pytest.mark.parametrize("callback", ["python", "c_only"])
+def test_a_weakref_callback_in_a_small_sealed_call_cannot_skip_coverage(callback: str) -> None:
+    _no_hooks()
+    sealed, unsealed, _keep = _weakref_outcomes(2, callback)
+    assert unsealed == ("ValueError", unsealed[1]) and unsealed[1].startswith(MESSAGE_12_7)
+    if type(sealed) is TransferPlan:  # what the rules say of the plan the sealed call returned
+        assert outcome(lambda: dataclasses.replace(sealed)) == unsealed
+    assert sealed == unsealed
+
+
+@pytest.mark.parametrize("callback", ["python", "c_only"])
+def test_a_weakref_callback_in_a_large_call_is_refused(callback: str) -> None:
+    _no_hooks()
+    sealed, unsealed, _keep = _weakref_outcomes(200, callback)
+    assert type(unsealed) is tuple and unsealed[1].startswith(MESSAGE_12_7)
+    assert sealed == unsealed
