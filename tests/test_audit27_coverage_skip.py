@@ -530,7 +530,10 @@ MESSAGES_12_7 = {
     "grown_fragment": "bound target fragment is not fully covered: ",
 }
 # the bindings built for the edit, refused when the part is not edited during the call
-STEP_6_MESSAGES = ("unknown placement fragment in runtime binding: zz-extra", "runtime binding byte size does not match")
+STEP_6_MESSAGES = (
+    "unknown placement fragment in runtime binding: zz-extra",
+    "runtime binding byte size does not match",
+)
 _ACCEPTED = pytest.mark.xfail(
     strict=True,
     reason="AUDIT7: a weakref callback run by LogicalTransferPlan._views() during a sealed bind edits a "
