@@ -17,8 +17,11 @@ when the sealed call binds, it was sealed and skipped the pass (so the plan rest
 argument), and ``replace()`` and a pickle round trip (every pass again) give an equal plan. None
 of these inputs edited before the call is accepted against the rules: they guard the argument.
 
-What breaks it is code run *during* the call, which a sealed call assumes cannot happen: a weakref
-callback fired when the call releases a value its inputs held (below; strict xfails)."""
+What broke it was code run *during* the call, which a sealed call assumes cannot happen: a weakref
+callback fired when the call released a value its inputs held (``LogicalTransferPlan._views()``
+replacing ``_operation_views``, ``WeightPlacementManifest.digest`` popping ``_digest_ahead``),
+below. Bind now holds those values until it returns (``binding._held_values``); on 7d3e768 (before
+that) 10 of these cases bound a plan that ``replace()`` and the unsealed call refuse."""
 
 from __future__ import annotations
 
@@ -534,24 +537,12 @@ STEP_6_MESSAGES = (
     "unknown placement fragment in runtime binding: zz-extra",
     "runtime binding byte size does not match",
 )
-_ACCEPTED = pytest.mark.xfail(
-    strict=True,
-    reason="AUDIT7: a weakref callback run by LogicalTransferPlan._views() during a sealed bind edits a "
-    "part after step 2; the call skips §12.7 and binds a plan that replace() and the unsealed call refuse",
-)
-# refused today (see above: the watch sees a Python frame, or the side pass's fallback's)
-_REFUSED_TODAY = {
-    (channel, 200, callback, edit)
-    for channel in ("views", "digest")
-    for callback, edit in (("python", "extra_fragment"), ("python", "grown_fragment"), ("c_only", "extra_fragment"))
-}
 WEAKREF_CASES = [
     pytest.param(
         channel,
         tensors,
         callback,
         edit,
-        marks=() if (channel, tensors, callback, edit) in _REFUSED_TODAY else _ACCEPTED,
         id=f"{channel}-{size}-{callback}-{edit}",
     )
     for channel in ("views", "digest")

@@ -1013,7 +1013,10 @@ def _sealed(
     a watch that tripped before the revalidation took the carried facts unseals the call here,
     and one that tripped during it makes the caller decide the plan again by every rule.
 
-    The collector is paused during the call (no gc callback or finalizer runs). Out of scope:
+    The collector is paused during the call (no gc callback or finalizer runs), and the values the
+    call replaces or pops from its inputs' derived state are held until it returns
+    (``_held_values``): released, one held only there would run its weakref callbacks, which can
+    be C code alone that no watch sees (tests/test_audit27_coverage_skip.py). Out of scope:
     another thread, a signal handler or an audit hook (``sys.addaudithook``; CPython runs them
     with profiling paused) changing the objects with ``object.__setattr__``: process-wide code
     the application installed, which could equally change them after the last check."""
@@ -1024,6 +1027,24 @@ def _sealed(
         and type(target_placement) is WeightPlacementManifest
         and (source_placement is None or type(source_placement) is WeightPlacementManifest)
     )
+
+
+def _held_values(logical_plan: Any) -> Optional[list[Any]]:
+    """The values a bind call releases from its inputs' derived state: the logical plan's
+    ``_operation_views`` (``LogicalTransferPlan._views()`` replaces it) and each placement's
+    ``_digest_ahead`` (popped at its first ``digest`` read). Bind holds them until it returns:
+    released during the call, a value held only there would run its weakref callbacks (foreign
+    code, unseen by the watch when it is C code only) after the steps proved the facts a sealed
+    call carries (tests/test_audit27_coverage_skip.py). Read from the exact classes' own dicts."""
+    if type(logical_plan) is not LogicalTransferPlan:
+        return None
+    state = logical_plan.__dict__
+    held = [state.get("_operation_views")]
+    for name in ("source_placement", "target_placement"):
+        placement = state.get(name)
+        if type(placement) is WeightPlacementManifest:
+            held.append(placement.__dict__.get("_digest_ahead"))
+    return held
 
 
 def _recheck_runtime_fragments(
@@ -1054,6 +1075,8 @@ def _bind_logical_transfer_plan(
     # Decided at entry, before anything reads the inputs (see _sealed): with no hook and every
     # object this call reads of the exact classes, no user code runs during the call.
     hooks_clear = untouched(watch)
+    # Values the call would release from its inputs, held until it returns (see _held_values).
+    held = _held_values(logical_plan)
     # The classes, then the values they hold (tests/test_audit23_sealed_gate.py): checked here,
     # or, in a large call, watched (see _sealed).
     exact_plan = (
