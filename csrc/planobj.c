@@ -1576,6 +1576,9 @@ ss_preread(PyObject *fragments, int is_list, Py_ssize_t n, PyObject *ftype, PyOb
              * ftype instance give them (or its C-owned layout's slots: layout.h mr_pf_scan);
              * a field not met is read as an attribute below */
             if (!mr_pf_scan(item, names, SS_ID + 1, v)) {
+                /* a field not met is read as an attribute: only from a plain instance dict
+                 * (plain_dict.h), else the generic path decides (see the rank's read below) */
+                if (pd_getattr_safe(item) <= 0) goto done;
                 PyObject *state = PyObject_GenericGetDict(item, NULL);
                 po_scan_state(state, names, SS_ID + 1, v);
                 Py_XDECREF(state);
@@ -1636,8 +1639,13 @@ ss_preread(PyObject *fragments, int is_list, Py_ssize_t n, PyObject *ftype, PyOb
         }
         int rc = (PyObject *)Py_TYPE(rank) == rtype;
         if (rc == 1) {
+            /* the rank's values from a plain instance dict only (plain_dict.h): a key that is
+             * not an exact str would send the reads below to a generic getattr, which runs its
+             * __eq__ (Python code) while the order holds borrowed fragments (of the caller's
+             * list) and the pass reads them out of list order; else the generic path decides */
             PyObject *state = PyObject_GenericGetDict(rank, NULL);
-            po_scan_state(state, &names[SS_DP], 4, rv);
+            if (state != NULL && !pd_plain_keys(state)) rc = 0;
+            else po_scan_state(state, &names[SS_DP], 4, rv);
             Py_XDECREF(state);
         }
         for (int a = 0; a < 4 && rc == 1; a++)
@@ -2799,9 +2807,12 @@ po_project_executors(PyObject *Py_UNUSED(self), PyObject *args)
     Py_ssize_t n = PyList_Size(items);
     if (n < 0) goto fail;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *part = PyList_GetItem(items, i); /* borrowed; items is private */
+        /* held while it is read: its attribute reads may run Python code (a property, a key's
+         * __eq__) that empties the private list (gc.get_objects() finds it) */
+        PyObject *part = Py_XNewRef(PyList_GetItem(items, i));
         if (part == NULL) goto fail;
         PyObject *pair = pe_part(cls, names, placement_id, part, &lookup, participants, ftype, &declined);
+        Py_DECREF(part);
         if (pair == NULL && declined && !PyErr_Occurred()) {
             Py_DECREF(result);
             result = Py_NewRef(Py_None);
@@ -3290,6 +3301,8 @@ fc_coords(PyObject *t, Py_ssize_t nd, int64_t *out)
     return 1;
 }
 
+#define FC_PLAIN_SEEN 64 /* ranks fc_address_pass found with a plain instance dict */
+
 /* What the address-order pass keeps of fragment i (strong references until moved). */
 typedef struct {
     PyObject *id, *tid, *dp;
@@ -3330,6 +3343,7 @@ fc_address_pass(PyObject *items, Py_ssize_t n, PyObject *ftype, PyObject *rtype,
         if (f != FC_DP) fc_state_names[j++] = names[f];
     mr_kv *order = mr_alloc_array_huge(count, sizeof(mr_kv));
     fc_row *rows = mr_alloc_array_huge(count, sizeof(fc_row));
+    PyObject *plain_seen[FC_PLAIN_SEEN] = {NULL}; /* borrowed, compared only (see the rank's read) */
     int64_t *scratch = NULL;
     size_t used = 0, cap = 0, filled = 0;
     int ok = 0, fits = 1;
@@ -3354,14 +3368,29 @@ fc_address_pass(PyObject *items, Py_ssize_t n, PyObject *ftype, PyObject *rtype,
          * met is read as an attribute */
         PyObject *met[FC_N] = {NULL};
         if (!mr_pf_scan(item, fc_state_names, FC_N - 1, met)) { /* (or its layout's slots) */
+            /* a field not met is read as an attribute: only from a plain instance dict
+             * (plain_dict.h), else the in-order loop decides (see the rank's read below) */
+            if (pd_getattr_safe(item) <= 0) goto done;
             PyObject *state = PyObject_GenericGetDict(item, NULL);
             po_scan_state(state, fc_state_names, FC_N - 1, met);
             Py_XDECREF(state);
         }
         for (int f = 0; f < FC_N && rc == 0; f++) {
             if (f == FC_DP) {
-                if ((PyObject *)Py_TYPE(v[FC_RANK]) != rtype) rc = -1;
-                else v[f] = PyObject_GetAttr(v[FC_RANK], names[f]);
+                /* rank.dp is read from the rank's instance dict: only a plain one (plain_dict.h),
+                 * so that no read runs Python code (a str-subclass key's __eq__) while the order
+                 * holds borrowed fragments and the pass reads them out of list order; else the
+                 * in-order loop decides. No Python code runs here, so a rank found plain stays
+                 * plain (and alive: its fragment holds it) for the rest of the pass: plain_seen
+                 * remembers the ranks checked (a hint by address; a miss checks again). */
+                PyObject *rank = v[FC_RANK];
+                size_t at = (size_t)((((uintptr_t)rank) >> 4) ^ (((uintptr_t)rank) >> 10)) & (FC_PLAIN_SEEN - 1);
+                if ((PyObject *)Py_TYPE(rank) != rtype) rc = -1;
+                else if (plain_seen[at] != rank && pd_getattr_safe(rank) <= 0) rc = -1;
+                else {
+                    plain_seen[at] = rank;
+                    v[f] = PyObject_GetAttr(rank, names[f]);
+                }
             }
             else v[f] = po_take_field(item, &met[f < FC_DP ? f : f - 1], names[f]);
             if (v[f] == NULL) rc = -1;
@@ -3521,15 +3550,16 @@ po_fragment_columns(PyObject *Py_UNUSED(self), PyObject *args)
         if (ids == NULL || tids == NULL || dps == NULL) goto fail;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *fragment = fc_at(items, i); /* borrowed from the tuple or the private list */
+        /* held while it is read: an attribute read may run Python code (a property, a key's
+         * __eq__) that empties the private list (gc.get_objects() finds it) */
+        PyObject *fragment = Py_XNewRef(fc_at(items, i));
         if (fragment == NULL) goto fail;
         PyObject *id = PyObject_GetAttr(fragment, names[0]);
-        if (id == NULL) goto fail;
-        PyList_SetItem(ids, i, id); /* steals; index in range */
-        PyObject *tid = PyObject_GetAttr(fragment, names[1]);
-        if (tid == NULL) goto fail;
-        PyList_SetItem(tids, i, tid);
-        PyObject *rank = PyObject_GetAttr(fragment, names[2]);
+        PyObject *tid = id == NULL ? NULL : PyObject_GetAttr(fragment, names[1]);
+        PyObject *rank = tid == NULL ? NULL : PyObject_GetAttr(fragment, names[2]);
+        Py_DECREF(fragment);
+        if (id != NULL) PyList_SetItem(ids, i, id); /* steals; index in range */
+        if (tid != NULL) PyList_SetItem(tids, i, tid);
         if (rank == NULL) goto fail;
         PyObject *dp = PyObject_GetAttr(rank, names[3]);
         Py_DECREF(rank);
@@ -3908,6 +3938,9 @@ po_tensor_columns(PyObject *Py_UNUSED(self), PyObject *args)
     PyObject *ids = NULL, *ndims = NULL, *itemsizes = NULL, *routed = NULL, *result = NULL;
     PyObject **held = NULL; /* by position: sources, targets, signatures (n each), strong */
     Py_ssize_t nheld = 0;
+    /* the id of the tensor at hand, held: the attribute reads between its lookups may run Python
+     * code that empties the private copy of the ids (gc.get_objects() finds it) */
+    PyObject *tid = NULL;
     if (po_names(cache, tc_names, TC_N, names) < 0) goto done;
     ids = PySequence_List(ids_arg); /* a private copy */
     ndims = PyList_New(0);
@@ -3938,7 +3971,8 @@ po_tensor_columns(PyObject *Py_UNUSED(self), PyObject *args)
         }
     }
     for (Py_ssize_t i = 0; i < stop; i++) {
-        PyObject *tid = PyList_GetItem(ids, i);
+        Py_XDECREF(tid);
+        tid = Py_XNewRef(PyList_GetItem(ids, i));
         if (tid == NULL) goto done;
         if (!nheld && !PyUnicode_CheckExact(tid)) {
             stop = i;
@@ -4015,6 +4049,7 @@ po_tensor_columns(PyObject *Py_UNUSED(self), PyObject *args)
     }
     result = Py_BuildValue("(OOOn)", ndims, itemsizes, routed, stop);
 done:
+    Py_XDECREF(tid);
     if (held != NULL) {
         for (Py_ssize_t k = 0; k < 3 * nheld; k++) Py_DECREF(held[k]);
         PyMem_Free(held);

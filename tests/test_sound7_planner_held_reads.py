@@ -1,0 +1,120 @@
+"""The planner's in-order C loops hold what they read across reads that can run Python code
+(session 27, SOUND7).
+
+``fragment_columns``' in-order loop (its fragment), ``project_executors`` (each part) and
+``tensor_columns`` (each tensor id) took their item borrowed from a private list copy and read it
+again after an attribute read. Such a read can run Python code (a property of a class the pass
+accepts, a planted key's ``__eq__``) that finds the copy through the collector
+(``gc.get_objects()``), empties it and drops the caller's references: the item was then freed
+under the pass (a use after free: wrong values or a crash here, a report under ASan). Each loop
+now holds its item for the iteration; the results are those of the undisturbed reads."""
+
+from __future__ import annotations
+
+import gc
+from typing import Any, Callable, Optional
+
+from mooncake.reshard import _native
+from mooncake.reshard.weight import ParallelRank, PlacementFragment
+from mooncake.reshard.weight._planner.contracts import PlacementExecutorPlan
+
+
+def _empty_lists_of(cls: type) -> None:
+    """Empty every list holding only instances of cls (the caller's and the pass's copy)."""
+    for obj in gc.get_objects():
+        if type(obj) is list and obj and all(type(x) is cls for x in obj):  # (test classes only)
+            obj.clear()
+
+
+class _Loose:
+    """Not a PlacementFragment: fragment_columns' in-order loop reads it by attribute."""
+
+    def __init__(self, fid: str, on_read: Optional[Callable[[], None]] = None) -> None:
+        self.fid, self.on_read, self.tensor_id, self.rank = fid, on_read, "w", ParallelRank(dp=3)
+
+    @property
+    def placement_fragment_id(self) -> str:
+        if self.on_read is not None:
+            self.on_read()
+        return self.fid
+
+
+def test_fragment_columns_in_order_loop_holds_its_fragment() -> None:
+    fragments = [_Loose("a"), _Loose("b", lambda: _empty_lists_of(_Loose))]
+    got = _native.fragment_columns(fragments, PlacementFragment, ParallelRank)
+    assert fragments == []  # the property ran and emptied the caller's list
+    assert got[:4] == (["a", "b"], ["w", "w"], [3, 3], 1) and got[4] is None
+
+
+class _Part:
+    """A placement part read by project_executors (any class: attribute reads)."""
+
+    def __init__(self, on_read: Optional[Callable[[], None]] = None) -> None:
+        self.on_read = on_read
+        self.fragments = (PlacementFragment(tensor_id="w", global_offset=(0,), local_shape=(4,), nbytes=8,
+                                            rank=ParallelRank(dp=1), placement_fragment_id="a"),)
+        self.rank = ParallelRank(dp=1, tp=2)
+
+    @property
+    def participant_id(self) -> str:
+        if self.on_read is not None:
+            self.on_read()
+        return "p0"
+
+
+def test_project_executors_holds_its_part() -> None:
+    for ftype in (None, PlacementFragment):
+        parts = [_Part(lambda: _empty_lists_of(_Part))]
+        got = _native.project_executors(PlacementExecutorPlan, "placement", parts, {"a"}, None, ftype)
+        assert parts == []
+        assert got is not None and len(got) == 1
+        key, executor = got[0]
+        assert key == (1, 0, 0, 2)
+        assert executor.participant_id == "p0" and executor.placement_fragment_ids == ("a",)
+        assert executor.rank == ParallelRank(dp=1, tp=2)
+
+
+class _Descriptor:
+    """A tensor descriptor read by tensor_columns (any class: attribute reads)."""
+
+    def __init__(self, on_read: Optional[Callable[[], None]] = None) -> None:
+        self.on_read = on_read
+        self.global_shape, self.dtype, self.itemsize, self.layer_id = (4, 6), "float32", 4, 0
+        self.tensor_id = "w"
+
+    @property
+    def layout_fingerprint(self) -> Any:
+        if self.on_read is not None:
+            self.on_read()
+        return "fp"
+
+    def __getattr__(self, name: str) -> Any:
+        return None  # any other compared field
+
+
+def _tid() -> str:
+    """The tensor id "w0" as its own object, distinct from the maps' keys."""
+    tid = "".join(["w", "0"])
+    assert tid == "w0" and tid is not "w0"  # noqa: F632
+    return tid
+
+
+def _empty_id_lists() -> None:
+    """Empty the lists holding just the id "w0" (the caller's and the pass's copy)."""
+    for obj in gc.get_objects():
+        if type(obj) is list and len(obj) == 1 and type(obj[0]) is str and obj[0] == "w0":
+            obj.clear()
+
+
+def test_tensor_columns_holds_its_tensor_id() -> None:
+    """The maps probed by key (not by position: they hold one more tensor than the ids), the
+    target's first compared field empties the ids' lists: the signature is still looked up
+    with the id held."""
+    tid = "w0"
+    sources = {tid: _Descriptor(), "w1": _Descriptor()}
+    targets = {tid: _Descriptor(_empty_id_lists), "w1": _Descriptor()}
+    signatures = {tid: (("tp",), True), "w1": (("tp",), True)}
+    ids = [_tid()]
+    got = _native.tensor_columns(ids, sources, targets, signatures)
+    assert ids == []
+    assert got == ([2], [4], [True], 1)
