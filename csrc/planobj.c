@@ -989,14 +989,16 @@ po_attr_i64(PyObject *obj, PyObject *name, int64_t *out)
  * the interned names by identity (no hashing, no Python code; as canonical.c's scan): exact when
  * every key met is an exact str (no two keys are then equal). A name not met leaves v[k] NULL;
  * all stay NULL (no exception) when state is NULL or not a dict, or holds a key that is not an
- * exact str. Any exception of the state read is cleared (the caller reads attributes then). */
-static void
+ * exact str. Any exception of the state read is cleared (the caller reads attributes then).
+ * Returns 1 when state is a plain dict (plain_dict.h pd_plain_keys: an attribute read of it runs
+ * no Python code), else 0. */
+static int
 po_scan_state(PyObject *state, PyObject *const *names, int n, PyObject **v)
 {
     for (int k = 0; k < n; k++) v[k] = NULL;
     if (state == NULL || !PyDict_Check(state)) {
         PyErr_Clear();
-        return;
+        return 0;
     }
     Py_ssize_t pos = 0;
     PyObject *key, *value;
@@ -1006,10 +1008,11 @@ po_scan_state(PyObject *state, PyObject *const *names, int n, PyObject **v)
         if (k < n) v[k] = value;
         else if (!PyUnicode_CheckExact(key)) {
             for (k = 0; k < n; k++) v[k] = NULL;
-            return;
+            return 0;
         }
     }
     for (int k = 0; k < n; k++) Py_XINCREF(v[k]);
+    return PyDict_CheckExact(state);
 }
 
 /* Field name of obj as a new reference: *met (taken; from the state scan) when not NULL, else
@@ -1644,8 +1647,7 @@ ss_preread(PyObject *fragments, int is_list, Py_ssize_t n, PyObject *ftype, PyOb
              * __eq__ (Python code) while the order holds borrowed fragments (of the caller's
              * list) and the pass reads them out of list order; else the generic path decides */
             PyObject *state = PyObject_GenericGetDict(rank, NULL);
-            if (state != NULL && !pd_plain_keys(state)) rc = 0;
-            else po_scan_state(state, &names[SS_DP], 4, rv);
+            if (!po_scan_state(state, &names[SS_DP], 4, rv) && state != NULL) rc = 0; /* (one walk) */
             Py_XDECREF(state);
         }
         for (int a = 0; a < 4 && rc == 1; a++)
