@@ -14,6 +14,8 @@ from __future__ import annotations
 import gc
 from typing import Any, Callable, Optional
 
+import pytest
+
 from mooncake.reshard import _native
 from mooncake.reshard.weight import ParallelRank, PlacementFragment
 from mooncake.reshard.weight._planner.contracts import PlacementExecutorPlan
@@ -118,3 +120,50 @@ def test_tensor_columns_holds_its_tensor_id() -> None:
     got = _native.tensor_columns(ids, sources, targets, signatures)
     assert ids == []
     assert got == ([2], [4], [True], 1)
+
+
+class _DictFragment:
+    """A fragment class with an instance dict, given to project_executors as its fragment type
+    (the planner gives PlacementFragment, whose instances have none)."""
+
+    def __init__(self, fid: str) -> None:
+        self.placement_fragment_id = fid
+
+
+class _IdKey(str):
+    __hash__ = str.__hash__
+    hooks: list[Callable[[], None]] = []
+
+    def __eq__(self, other: object) -> bool:
+        for hook in _IdKey.hooks:
+            hook()
+        return False
+
+
+@pytest.mark.xfail(strict=True, reason="the address-order id reads run the planted key out of list order")
+def test_project_executors_reads_a_planted_fragment_in_list_order() -> None:
+    """A str-subclass key with the hash of "placement_fragment_id" in the lower fragment's dict
+    renames the higher one: the address-order read (lower first) saw the new id, the rules
+    (list order, higher first) the old one. The pass now declines such a fragment before
+    reading it; the in-order loop reads in list order."""
+    for container in (list, tuple):
+        one, two = _DictFragment("a"), _DictFragment("b")
+        high, low = (one, two) if id(one) > id(two) else (two, one)
+        high.placement_fragment_id, low.placement_fragment_id = "b", "a"
+        state = low.__dict__
+        state.clear()
+        state[_IdKey("placement_fragment_id")] = "x"
+        state["placement_fragment_id"] = "a"
+
+        def rename() -> None:
+            _IdKey.hooks.clear()
+            high.__dict__["placement_fragment_id"] = "z"
+
+        part = _Part()
+        part.fragments = container([high, low])
+        _IdKey.hooks[:] = [rename]
+        try:
+            got = _native.project_executors(PlacementExecutorPlan, "placement", [part], {"a"}, None, _DictFragment)
+        finally:
+            _IdKey.hooks.clear()
+        assert got is not None and got[0][1].placement_fragment_ids == ("a", "b")  # as read in list order
