@@ -2282,6 +2282,10 @@ pe_ids_address_order(PyObject *items, Py_ssize_t n, PyObject *ftype, PyObject *n
     for (size_t k = 0; k < count; k++) {
         PyObject *item = (PyObject *)(uintptr_t)order[k].key; /* held by items (no Python code runs) */
         if ((PyObject *)Py_TYPE(item) != ftype) goto done;
+        /* read only from a plain instance dict, or none (plain_dict.h; PlacementFragment has
+         * none): a str-subclass key's __eq__ would run out of list order while the order holds
+         * the fragments borrowed; else the in-order loop reads them */
+        if (pd_getattr_safe(item) <= 0) goto done;
         PyObject *id = PyObject_GetAttr(item, name);
         if (id == NULL) goto done;
         ids[order[k].idx] = id;
@@ -2353,6 +2357,8 @@ pe_tuple_ids(PyObject *fragments, Py_ssize_t n, PyObject *ftype, PyObject *name,
         PyObject *item = (PyObject *)(uintptr_t)order[k].key; /* held by the tuple (no Python code runs) */
         if ((PyObject *)Py_TYPE(item) != ftype) goto done;
         PyObject *id = slots ? mr_layout_fields(item, &lc)[MR_PF_PLACEMENT_FRAGMENT_ID] : NULL;
+        /* a getattr only of a plain instance dict, or none (plain_dict.h; as pe_ids_address_order) */
+        if (id == NULL && pd_getattr_safe(item) <= 0) goto done;
         id = id != NULL ? Py_NewRef(id) : PyObject_GetAttr(item, name);
         if (id == NULL) goto done;
         ids[order[k].idx] = id;
@@ -2682,9 +2688,11 @@ pe_part(PyObject *cls, PyObject *const *names, PyObject *placement_id, PyObject 
     }
     else {
         for (Py_ssize_t i = 0; i < n; i++) {
-            PyObject *fragment = PyList_GetItem(ids, i); /* borrowed; replaced below */
+            /* held while it is read (its read may run Python code that empties ids); replaced below */
+            PyObject *fragment = Py_XNewRef(PyList_GetItem(ids, i));
             if (fragment == NULL) goto done;
             PyObject *id = PyObject_GetAttr(fragment, names[PE_FRAGMENT_ID]);
+            Py_DECREF(fragment);
             if (id == NULL) goto done;
             if (PyList_SetItem(ids, i, id) < 0) goto done; /* steals id, releases fragment */
             if (!PyUnicode_CheckExact(id)) { /* hashed in the used set, sorted below */
