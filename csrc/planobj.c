@@ -1025,6 +1025,23 @@ po_take_field(PyObject *obj, PyObject **met, PyObject *name)
     return value != NULL ? value : PyObject_GetAttr(obj, name);
 }
 
+/* Lists made with n empty (NULL) slots are out of the collector while they are filled: Python
+ * code run by an attribute read in between would otherwise find them (gc.get_objects()) and
+ * read a NULL item (a crash). po_lists_track puts them back (each at most once) when filled. */
+static void
+po_lists_untrack(PyObject *const *lists, int n)
+{
+    for (int k = 0; k < n; k++)
+        if (lists[k] != NULL && PyObject_GC_IsTracked(lists[k])) PyObject_GC_UnTrack(lists[k]);
+}
+
+static void
+po_lists_track(PyObject *const *lists, int n)
+{
+    for (int k = 0; k < n; k++)
+        if (lists[k] != NULL && !PyObject_GC_IsTracked(lists[k])) PyObject_GC_Track(lists[k]);
+}
+
 typedef struct {
     PyObject *obj;  /* strong reference */
     int64_t t;      /* kernel tensor index */
@@ -2063,6 +2080,8 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
         PyObject *objects = PyList_New((Py_ssize_t)npicks);
         PyObject *ids = PyList_New((Py_ssize_t)npicks);
         int ok = objects != NULL && ids != NULL;
+        PyObject *lists[2] = {objects, ids};
+        po_lists_untrack(lists, 2); /* the generic path's attribute reads below may run Python code */
         /* the buffers sized to what the loop below pushes at most: one tensor, member and
          * nbytes value per pick, ncovers + 1 starts, at most npicks * (largest ndim)
          * coordinates of each kind (tensor_ndim checked in [0, 4096] above) */
@@ -2141,6 +2160,7 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
             c++;
         }
         if (ok) {
+            po_lists_track(lists, 2); /* filled */
             PyObject *parts[6] = {po_buf_take(&tensor), po_buf_take(&offs), po_buf_take(&shps),
                                   po_buf_take(&nbytes), po_buf_take(&starts), po_buf_take(&members)};
             if (parts[0] != NULL && parts[1] != NULL && parts[2] != NULL && parts[3] != NULL && parts[4] != NULL
@@ -3544,7 +3564,10 @@ po_fragment_columns(PyObject *Py_UNUSED(self), PyObject *args)
     dps = PyList_New(n);
     int order = 1;
     if (n < 0 || ids == NULL || tids == NULL || dps == NULL) goto fail;
+    PyObject *lists[3] = {ids, tids, dps};
+    po_lists_untrack(lists, 3);
     if (want_geometry && n > 0 && fc_address_pass(items, n, ftype, rtype, names, ids, tids, dps, &geometry, &order)) {
+        po_lists_track(lists, 3);
         result = Py_BuildValue("(OOOiO)", ids, tids, dps, order, geometry);
         goto fail;
     }
@@ -3558,6 +3581,8 @@ po_fragment_columns(PyObject *Py_UNUSED(self), PyObject *args)
         tids = PyList_New(n);
         dps = PyList_New(n);
         if (ids == NULL || tids == NULL || dps == NULL) goto fail;
+        lists[0] = ids, lists[1] = tids, lists[2] = dps;
+        po_lists_untrack(lists, 3);
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         /* held while it is read: an attribute read may run Python code (a property, a key's
@@ -3587,6 +3612,7 @@ po_fragment_columns(PyObject *Py_UNUSED(self), PyObject *args)
             }
         }
     }
+    po_lists_track(lists, 3);
     result = want_geometry ? Py_BuildValue("(OOOiO)", ids, tids, dps, order, geometry)
                            : Py_BuildValue("(OOOi)", ids, tids, dps, order);
 fail:

@@ -20,9 +20,10 @@ from mooncake.reshard.weight._planner.contracts import PlacementExecutorPlan
 
 
 def _empty_lists_of(cls: type) -> None:
-    """Empty every list holding only instances of cls (the caller's and the pass's copy)."""
+    """Empty every list holding only instances of cls (the caller's and the pass's copy; cls is
+    this file's own class: no other test's lists)."""
     for obj in gc.get_objects():
-        if type(obj) is list and obj and all(type(x) is cls for x in obj):  # (test classes only)
+        if type(obj) is list and obj and all(type(x) is cls for x in obj):
             obj.clear()
 
 
@@ -99,10 +100,13 @@ def _tid() -> str:
     return tid
 
 
+_TID: list[int] = []  # the address of the test's own id object
+
+
 def _empty_id_lists() -> None:
-    """Empty the lists holding just the id "w0" (the caller's and the pass's copy)."""
+    """Empty the lists holding just the test's id object (the caller's and the pass's copy)."""
     for obj in gc.get_objects():
-        if type(obj) is list and len(obj) == 1 and type(obj[0]) is str and obj[0] == "w0":
+        if type(obj) is list and len(obj) == 1 and id(obj[0]) in _TID:
             obj.clear()
 
 
@@ -115,7 +119,11 @@ def test_tensor_columns_holds_its_tensor_id() -> None:
     targets = {tid: _Descriptor(_empty_id_lists), "w1": _Descriptor()}
     signatures = {tid: (("tp",), True), "w1": (("tp",), True)}
     ids = [_tid()]
-    got = _native.tensor_columns(ids, sources, targets, signatures)
+    _TID[:] = [id(ids[0])]
+    try:
+        got = _native.tensor_columns(ids, sources, targets, signatures)
+    finally:
+        _TID.clear()
     assert ids == []
     assert got == ([2], [4], [True], 1)
 
