@@ -2576,10 +2576,14 @@ pe_rank_key(PyObject *const *names, PyObject *part, PyObject **rank, PyObject **
     if (*rank == NULL) return -1;
     *key = PyTuple_New(4);
     if (*key == NULL) return -1;
+    /* out of the collector until full: the reads may run Python code, which must not find a
+     * tuple with empty slots (gc.get_objects()) */
+    PyObject_GC_UnTrack(*key);
     for (int a = 0; a < 4; a++) {
         PyObject *value = PyObject_GetAttr(*rank, names[PE_DP + a]);
         if (value == NULL || PyTuple_SetItem(*key, a, value) < 0) return -1;
     }
+    PyObject_GC_Track(*key);
     return 0;
 }
 
@@ -3250,6 +3254,9 @@ po_owner_minimums(PyObject *Py_UNUSED(self), PyObject *args)
         if (key == NULL) goto next;
         values = PyTuple_New(nkinds);
         if (values == NULL) goto next;
+        /* out of the collector until full: the reads may run Python code, which must not find a
+         * tuple with empty slots (gc.get_objects()) */
+        PyObject_GC_UnTrack(values);
         for (Py_ssize_t k = 0; k < nkinds; k++) {
             PyObject *kind = PyTuple_GetItem(kinds, k); /* borrowed; kinds is a tuple */
             if (kind == NULL) goto next;
@@ -3257,6 +3264,7 @@ po_owner_minimums(PyObject *Py_UNUSED(self), PyObject *args)
             if (value == NULL || PyTuple_SetItem(values, k, value) < 0) goto next;
             if (!PyLong_CheckExact(value)) goto undecided;
         }
+        PyObject_GC_Track(values);
         PyObject *best = PyDict_GetItemWithError(result, key); /* borrowed */
         if (best == NULL) {
             if (PyErr_Occurred()) goto next;

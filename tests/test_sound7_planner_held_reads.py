@@ -172,3 +172,60 @@ def test_project_executors_reads_a_planted_fragment_in_list_order() -> None:
         finally:
             _IdKey.hooks.clear()
         assert got is not None and got[0][1].placement_fragment_ids == ("a", "b")  # as read in list order
+
+
+def _read_every_tuple() -> None:
+    """What a memory profiler in a hook may do: read every item of every tracked tuple (an
+    empty slot of a tuple still being filled would crash here)."""
+    for obj in gc.get_objects():
+        if type(obj) is tuple:
+            for _item in obj:
+                pass
+
+
+class _TupleScanKey(str):
+    """A key with the hash of its text whose __eq__ scans the tuples (once)."""
+
+    __hash__ = str.__hash__
+    armed: list[bool] = []
+
+    def __eq__(self, other: object) -> bool:
+        if _TupleScanKey.armed:
+            _TupleScanKey.armed.clear()
+            _read_every_tuple()
+        return False
+
+
+def _plant_scan(rank: Any, name: str) -> None:
+    state = rank.__dict__
+    saved = dict(state)
+    state.clear()
+    state[_TupleScanKey(name)] = -1
+    state.update(saved)
+
+
+def test_project_executors_rank_key_is_not_seen_half_made() -> None:
+    part = _Part()
+    _plant_scan(part.rank, "dp")
+    _TupleScanKey.armed[:] = [True]
+    try:
+        got = _native.project_executors(PlacementExecutorPlan, "placement", [part], {"a"}, None, None)
+    finally:
+        _TupleScanKey.armed.clear()
+    assert got is not None and got[0][0] == (1, 0, 0, 2)
+
+
+def test_owner_minimums_values_are_not_seen_half_made() -> None:
+    from mooncake.reshard.weight._planner.ownership import _owner_minimums
+
+    ranks = [ParallelRank(dp=d, tp=t) for d in range(2) for t in range(2)]
+    fragments = [PlacementFragment(tensor_id=f"t{k}", global_offset=(0,), local_shape=(4,), nbytes=8, rank=rank,
+                                   placement_fragment_id=f"f{k}{r}") for k in range(3) for r, rank in enumerate(ranks)]
+    expected = _owner_minimums(fragments, ("tp",))
+    _plant_scan(ranks[1], "tp")
+    _TupleScanKey.armed[:] = [True]
+    try:
+        got = _native.owner_minimums(fragments, ("tp",), PlacementFragment, ParallelRank, False)
+    finally:
+        _TupleScanKey.armed.clear()
+    assert got == expected
