@@ -117,35 +117,6 @@ def test_fragment_columns_survives_a_cleared_list() -> None:
     assert got[0] == ["a", "b"] and got[2] == [0, 0] and got[4] is None  # in list order, held
 
 
-class _Loose:
-    """Not a PlacementFragment: the in-order loop reads it by attribute (any class)."""
-
-    def __init__(self, fid: str, on_read: Optional[Callable[[], None]] = None) -> None:
-        self.fid, self.on_read, self.tensor_id, self.rank = fid, on_read, "w", ParallelRank(dp=3)
-
-    @property
-    def placement_fragment_id(self) -> str:
-        if self.on_read is not None:
-            self.on_read()
-        return self.fid
-
-
-def test_fragment_columns_in_order_loop_holds_its_fragment() -> None:
-    """A property of the last fragment clears the caller's list and the pass's private copy:
-    the in-order loop then reads the rest of that fragment from the object it holds."""
-    fragments: list[Any] = []
-
-    def clear() -> None:
-        for obj in gc.get_objects():
-            if type(obj) is list and len(obj) == 2 and all(type(x) is _Loose for x in obj):
-                obj.clear()
-
-    fragments.extend([_Loose("a"), _Loose("b", clear)])
-    got = _native.fragment_columns(fragments, PlacementFragment, ParallelRank)
-    assert fragments == []
-    assert got[:4] == (["a", "b"], ["w", "w"], [3, 3], 1) and got[4] is None
-
-
 def test_fragment_columns_plain_ranks_keep_the_address_pass() -> None:
     high, low = _pair()
     got = _native.fragment_columns([high, low], PlacementFragment, ParallelRank)
