@@ -35,11 +35,9 @@ import pytest
 
 from forge_helpers import maybe_profiled, outcome, sized_world
 from memory_executor import HostMemory, host_bindings, tp_placement
-from watched import admit_in_watched_calls
+from test_skip27_sealed_coverage import _spied
 
-from mooncake.reshard import _native
 from mooncake.reshard.weight import ParallelRank, bind_logical_transfer_plan, plan_placement_transfer
-from mooncake.reshard.weight._planner import exactness
 from mooncake.reshard.weight._planner.bound_contracts import TransferPlan
 from mooncake.reshard.weight.placement import _WIRE_FIELDS
 
@@ -379,25 +377,7 @@ def _no_hooks() -> None:
 def test_sealed_outcome_equals_every_rule(monkeypatch: pytest.MonkeyPatch, tensors: int, case: Any) -> None:
     _no_hooks()
     forge, world, expected = case
-    # the sealed call, spied (the spies admitted in watched calls; the package's code collected
-    # first: a spy installed while it is first collected would be admitted by its file)
-    exactness.code_watch()
-    seen: dict[str, list[Any]] = {"coverage": [], "carried": []}
-    real_coverage, real_carried = _native.revalidate_coverage, _native.revalidate_scan_carried
-
-    def coverage_spy(*args: Any) -> Any:
-        result = real_coverage(*args)
-        seen["coverage"].append(result)
-        return result
-
-    def carried_spy(*args: Any) -> Any:
-        result = real_carried(*args)
-        seen["carried"].append(result is not None)
-        return result
-
-    admit_in_watched_calls(monkeypatch, coverage_spy, carried_spy)
-    monkeypatch.setattr(_native, "revalidate_coverage", coverage_spy)
-    monkeypatch.setattr(_native, "revalidate_scan_carried", carried_spy)
+    seen = _spied(monkeypatch)  # the sealed call, spied (the coverage pass, its rule form, the carried scan)
     logical, targets, sources, memory = world(tensors)
     targets, sources = forge(logical, targets, sources, memory)
     sealed = outcome(lambda: _bind(logical, targets, sources))

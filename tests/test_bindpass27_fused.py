@@ -27,7 +27,7 @@ from mooncake.reshard.weight._planner.fragments import BoundWeightFragment
 from mooncake.reshard.weight.planner import TransferRegion, bind_logical_transfer_plan
 from mooncake.reshard.weight.storage_manifest import StoredFragmentSnapshot
 
-from test_native_binder_ordered import World, _structure, _world, worlds
+from test_native_binder_ordered import World, _allocated_bound, _structure, _world, worlds
 
 _BOUND_FIELDS = ("placement", "binding", "instance_id", "runtime_lease_id", "lease_generation", "owner", "attestation")
 
@@ -170,27 +170,14 @@ def test_small_plans_keep_the_three_calls() -> None:
         bind_logical_transfer_plan(world.logical, world.target_bindings, source_bindings=world.source_bindings)
 
 
-def _allocated(run: Any) -> tuple[Any, list[Any]]:
-    gc.collect()
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        result = run()
-        created = [obj for obj in gc.get_objects(generation=0) if type(obj) is BoundWeightFragment]
-    finally:
-        if was_enabled:
-            gc.enable()
-    return result, created
-
-
 def test_allocation_order_is_the_three_calls_order() -> None:
     """The bound fragments the operations use are allocated in the same order (targets in first
     use order, then sources); the fragments no operation names (the map's others) are not made."""
     world = _world()
     ops = world.logical.operations
     target, source = world.side(0), world.side(1)
-    old, old_created = _allocated(lambda: _three_calls(ops, target, source))
-    new, new_created = _allocated(lambda: _fused(ops, target, source))
+    old, old_created = _allocated_bound(lambda: _three_calls(ops, target, source))
+    new, new_created = _allocated_bound(lambda: _fused(ops, target, source))
     assert old is not None and new is not None
     used = {id(op.target) for op in old[0]} | {id(op.source) for op in old[0]}
     old_order = [_bound_key(bound)[:2] for bound in old_created if id(bound) in used]
