@@ -31,6 +31,7 @@
 #include "binder.h"
 #include "layout.h"
 #include "plain_dict.h"
+#include "gctrack.h"
 #include "physical_kernels.h"
 #include "region_kernels.h"
 #include "scan_carry.h"
@@ -1602,7 +1603,7 @@ bd_executor(const bd_table *tb, PyObject *ex_cls, PyObject *const *values, PyObj
     Py_ssize_t n = PyTuple_Size(snapshots);
     if (n < 0) return BD_ERROR;
     if (n == 0) return BD_FALLBACK;
-    PyObject *ids = PyTuple_New(n);
+    PyObject *ids = mr_gc_hide(PyTuple_New(n)); /* out of the collector until full (gctrack.h) */
     if (ids == NULL) return BD_ERROR;
     /* The ids distinct: strictly increasing as long as they are (the snapshots come sorted by
      * id from bd_sorted_table: then no set), each one after the first that is not also in seen
@@ -1648,6 +1649,7 @@ bd_executor(const bd_table *tb, PyObject *ex_cls, PyObject *const *values, PyObj
         if (PyTuple_SetItem(ids, i, fid) < 0) status = BD_ERROR; /* steals fid */
     }
     if (status != BD_OK) goto done;
+    mr_gc_show(ids); /* full (before bd_finish judges the values inert) */
     status = BD_ERROR;
     executor = bd_new(ex_cls, &dict);
     if (executor == NULL) goto done;
@@ -2072,7 +2074,7 @@ bd_attested_executors(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (workers == NULL || PyList_Sort(workers) < 0) goto done;
     Py_ssize_t nworkers = PyList_Size(workers);
     if (nworkers < 0) goto done;
-    rows = PyTuple_New(nworkers);
+    rows = mr_gc_hide(PyTuple_New(nworkers)); /* out of the collector until full (gctrack.h) */
     if (rows == NULL) goto done;
     for (Py_ssize_t w = 0; w < nworkers; w++) {
         PyObject *worker = PyList_GetItem(workers, w);
@@ -2092,6 +2094,7 @@ bd_attested_executors(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             goto done;
         }
     }
+    mr_gc_show(rows); /* full */
     result = PyTuple_Pack(2, table, rows);
     status = result == NULL ? BD_ERROR : BD_OK;
 done:
@@ -2214,7 +2217,7 @@ bd_bound_fragments(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (!pd_plain_keys(binding_dict) || !pd_plain_keys(placement_dict)) goto done;
     Py_ssize_t n = PyTuple_Size(part_fragments);
     if (n < 0) { status = BD_ERROR; goto done; }
-    rows = PyTuple_New(n);
+    rows = mr_gc_hide(PyTuple_New(n)); /* out of the collector until full (gctrack.h) */
     if (rows == NULL) { status = BD_ERROR; goto done; }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *placement_fragment = PyTuple_GetItem(part_fragments, i);
@@ -2241,7 +2244,10 @@ done:
     Py_XDECREF(binding_dict);
     Py_XDECREF(placement_dict);
     for (int k = 0; k < 3; k++) Py_XDECREF(fences[k]);
-    if (status == BD_OK) return rows;
+    if (status == BD_OK) {
+        mr_gc_show(rows); /* full */
+        return rows;
+    }
     Py_XDECREF(rows);
     if (status == BD_ERROR) return NULL;
     Py_RETURN_NONE;
@@ -2501,7 +2507,7 @@ bd_ordered_build(const bd_table *tb, PyObject *bound_cls, PyObject *att_cls, PyO
     bd_idslot *slots = NULL;
     /* result: the rows tuple, or with as_map the map (built at the end from pending); none in
      * the positional form. */
-    PyObject *result = pending == NULL || pos != NULL ? NULL : as_map ? PyDict_New() : PyTuple_New(m);
+    PyObject *result = pending == NULL || pos != NULL ? NULL : as_map ? PyDict_New() : mr_gc_hide(PyTuple_New(m));
     PyObject *rows_of = as_map ? NULL : result; /* where bd_make_pending stores rows */
     PyObject *evidence = NULL, *binding_dict = NULL, *placement_dict = NULL;
     Py_ssize_t count = 0; /* entries of pending holding references */
@@ -2530,7 +2536,7 @@ bd_ordered_build(const bd_table *tb, PyObject *bound_cls, PyObject *att_cls, PyO
         Py_ssize_t n = PyTuple_Size(part_fragments);
         if (n < 0) { status = BD_ERROR; goto done; }
         if (!as_map && pos == NULL) {
-            PyObject *rows = PyTuple_New(n);
+            PyObject *rows = mr_gc_hide(PyTuple_New(n)); /* (both out of the collector until full: gctrack.h) */
             if (rows == NULL || PyTuple_SetItem(result, k, rows) < 0) { status = BD_ERROR; goto done; } /* steals */
         }
         /* The attestation's two dicts hold the part's fragments in part order (attest inserts
@@ -2776,6 +2782,10 @@ done:
     PyMem_Free(slots);
     PyMem_Free(order);
     bd_heads_free(&heads);
+    if (status == BD_OK && rows_of != NULL) { /* full: each part's rows, then the tuple */
+        for (Py_ssize_t k = 0; k < m; k++) mr_gc_show(PyTuple_GetItem(rows_of, k));
+        mr_gc_show(rows_of);
+    }
     if (status == BD_OK) *out = result;
     else Py_XDECREF(result);
     if (status != BD_OK && pos != NULL) bd_side_pos_clear(pos);
@@ -3869,8 +3879,9 @@ bd_carry_lists(bd_carry *c, Py_ssize_t n)
             break;
         }
     }
-    c->sc.source_of = status < 0 ? NULL : PyList_New(n);
-    c->sc.target_of = c->sc.source_of == NULL ? NULL : PyList_New(n);
+    /* out of the collector until full: sc_carry_result shows them (gctrack.h) */
+    c->sc.source_of = status < 0 ? NULL : mr_gc_hide(PyList_New(n));
+    c->sc.target_of = c->sc.source_of == NULL ? NULL : mr_gc_hide(PyList_New(n));
     if (c->sc.target_of == NULL) status = -1;
     const int32_t *const positions[2] = {c->positions[0], c->positions[1]};
     PyObject *const lists[2] = {c->sc.source_of, c->sc.target_of};
@@ -3891,7 +3902,7 @@ bd_carry_lists(bd_carry *c, Py_ssize_t n)
     for (Py_ssize_t k = 0; k < made; k++) Py_DECREF(numbers[k]); /* the lists hold the ones used */
     PyMem_Free(numbers);
     if (status == 0) {
-        c->sc.boxes = PyList_New(n);
+        c->sc.boxes = mr_gc_hide(PyList_New(n));
         if (c->sc.boxes == NULL) status = -1;
     }
     for (Py_ssize_t i = 0; i < n && status == 0; i++) {
@@ -4163,7 +4174,7 @@ bd_bind_regions_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, co
     }
     Py_ssize_t n = PyTuple_Size(operations);
     if (n < 0) return NULL;
-    PyObject *regions = PyList_New(n);
+    PyObject *regions = mr_gc_hide(PyList_New(n)); /* out of the collector until full (gctrack.h) */
     if (regions == NULL) return NULL;
     bd_ahead ahead[BD_AHEAD];
     for (int k = 0; k < BD_AHEAD; k++) ahead[k].dict = ahead[k].pfid[0] = ahead[k].pfid[1] = NULL;
@@ -4346,6 +4357,7 @@ bd_bind_regions_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, co
             }
         }
     }
+    mr_gc_show(regions); /* full */
     if (bound_cls == NULL) return regions;
     if (!undecided) {
         int added = bd_ids_flush(&id_batch, ids); /* the last adds */
@@ -5052,8 +5064,9 @@ bd_attested_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (PyList_Sort(entries) < 0) goto done;
         Py_ssize_t count = PyList_Size(entries);
         if (count < 0) goto done;
-        PyObject *rows = PyTuple_New(count);
-        PyObject *ids = rows == NULL ? NULL : PyTuple_New(count);
+        /* both out of the collector until full (the pairs' allocations may collect: gctrack.h) */
+        PyObject *rows = mr_gc_hide(PyTuple_New(count));
+        PyObject *ids = rows == NULL ? NULL : mr_gc_hide(PyTuple_New(count));
         if (ids == NULL) {
             Py_XDECREF(rows);
             goto done;
@@ -5070,6 +5083,10 @@ bd_attested_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             }
             Py_INCREF(fid);
             if (PyTuple_SetItem(ids, k, fid) < 0) ok = 0;
+        }
+        if (ok) {
+            mr_gc_show(rows);
+            mr_gc_show(ids);
         }
         if (ok && (PyDict_SetItem(rows_by_worker, worker, rows) < 0 || PyDict_SetItem(ids_by_worker, worker, ids) < 0)) {
             ok = 0;
@@ -6618,7 +6635,7 @@ bd_attest_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (!PyTuple_CheckExact(bindings) || !pd_plain_keys(part_index)) Py_RETURN_NONE;
     Py_ssize_t n = PyTuple_Size(bindings);
     if (n < 0) return NULL;
-    PyObject *out = PyList_New(n);
+    PyObject *out = mr_gc_hide(PyList_New(n)); /* out of the collector until full (gctrack.h) */
     if (out == NULL) return NULL;
     /* the tensors loaded so far, shared by the bindings' attest_binding (bd_tensor_memo) */
     bd_tensor_memo memo;
@@ -6677,6 +6694,7 @@ bd_attest_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyList_SetItem(out, i, fused); /* steals; the slot is empty */
     }
     bd_tensor_memo_free(&memo);
+    mr_gc_show(out); /* full */
     return out;
 fail:
     bd_tensor_memo_free(&memo);

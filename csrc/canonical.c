@@ -8,6 +8,7 @@
  * error propagates, as json.dumps(...).encode("utf-8") would raise it). Byte order of
  * such UTF-8 equals code point order, so dict keys are sorted with memcmp. */
 #include "canonical.h"
+#include "gctrack.h"
 #include "coverage_kernels.h"
 #include "layout.h"
 
@@ -2321,10 +2322,11 @@ sorted_by_keys_copy(PyObject *items, PyObject *keys, Py_ssize_t n, int want_rows
 static PyObject *
 sg_group_tuples(const size_t *count, size_t ngroups, PyObject **slots)
 {
-    PyObject *out = PyList_New((Py_ssize_t)ngroups);
+    /* all out of the collector until filled (sorted_groups shows them, gctrack.h) */
+    PyObject *out = mr_gc_hide(PyList_New((Py_ssize_t)ngroups));
     if (out == NULL) return NULL;
     for (size_t g = 0; g < ngroups; g++) {
-        PyObject *tuple = PyTuple_New((Py_ssize_t)count[g]);
+        PyObject *tuple = mr_gc_hide(PyTuple_New((Py_ssize_t)count[g]));
         if (tuple == NULL || PyList_SetItem(out, (Py_ssize_t)g, tuple) < 0) {
             Py_DECREF(out);
             return NULL;
@@ -2387,7 +2389,9 @@ py_assembly_columns(PyObject *Py_UNUSED(module), PyObject *args)
     while (cap < (size_t)n * 2 && cap < ((size_t)1 << 20)) cap *= 2; /* distinct ranks: few */
     ac_slot *slots = PyMem_Calloc(cap, sizeof(ac_slot));
     unsigned char *seen = PyMem_Calloc(ntensors ? (size_t)ntensors : 1, 1);
-    PyObject *positions = PyList_New(n), *groups = PyList_New(n), *ids = PyList_New(n), *result = NULL;
+    /* out of the collector until full: the reads below may run Python code (gctrack.h) */
+    PyObject *positions = mr_gc_hide(PyList_New(n)), *groups = mr_gc_hide(PyList_New(n));
+    PyObject *ids = mr_gc_hide(PyList_New(n)), *result = NULL;
     size_t used = 0;
     Py_ssize_t referenced = 0;
     int declined = 0;
@@ -2501,7 +2505,12 @@ py_assembly_columns(PyObject *Py_UNUSED(module), PyObject *args)
         for (int k = 0; k < AC_N; k++) Py_XDECREF(v[k]);
     }
     if (declined) result = Py_NewRef(Py_None);
-    else result = Py_BuildValue("(OOOn)", positions, groups, ids, referenced);
+    else {
+        mr_gc_show(positions); /* full */
+        mr_gc_show(groups);
+        mr_gc_show(ids);
+        result = Py_BuildValue("(OOOn)", positions, groups, ids, referenced);
+    }
 done:
     if (slots != NULL) {
         for (size_t j = 0; j < cap; j++) {
@@ -2669,7 +2678,8 @@ py_tensor_shape_groups(PyObject *Py_UNUSED(module), PyObject *args)
         result = Py_NewRef(Py_None);
         goto done;
     }
-    PyObject *of_list = PyList_New(n), *firsts_list = PyList_New((Py_ssize_t)ngroups);
+    /* (out of the collector until full: the second allocation may collect, gctrack.h) */
+    PyObject *of_list = mr_gc_hide(PyList_New(n)), *firsts_list = mr_gc_hide(PyList_New((Py_ssize_t)ngroups));
     int bad = of_list == NULL || firsts_list == NULL;
     for (size_t i = 0; !bad && i < un; i++) {
         PyObject *x = PyLong_FromSize_t(of[i]);
@@ -2681,7 +2691,11 @@ py_tensor_shape_groups(PyObject *Py_UNUSED(module), PyObject *args)
         if (x == NULL) bad = 1;
         else PyList_SetItem(firsts_list, (Py_ssize_t)g, x);
     }
-    if (!bad) result = PyTuple_Pack(2, of_list, firsts_list);
+    if (!bad) {
+        mr_gc_show(of_list);
+        mr_gc_show(firsts_list);
+        result = PyTuple_Pack(2, of_list, firsts_list);
+    }
     Py_XDECREF(of_list);
     Py_XDECREF(firsts_list);
 done:
@@ -2749,7 +2763,7 @@ sg_distinct(PyObject *extra, const size_t *group, size_t n, const size_t *count,
     }
     /* a value met again in its group after another group's took it is pushed twice: the sort
      * below brings the copies together and they are dropped */
-    out = PyList_New((Py_ssize_t)ngroups);
+    out = mr_gc_hide(PyList_New((Py_ssize_t)ngroups)); /* until full (gctrack.h) */
     for (size_t g = 0; out != NULL && g < ngroups; g++) {
         size_t *vs = bygroup + start[g], m = fill[g] - start[g], k = 0;
         /* one radix sort of the values (below 2**31: at most four digit passes) */
@@ -2778,6 +2792,7 @@ sg_distinct(PyObject *extra, const size_t *group, size_t n, const size_t *count,
             }
         }
     }
+    mr_gc_show(out); /* full (or NULL) */
 done:
     PyMem_Free(value);
     PyMem_Free(start);
@@ -2885,7 +2900,7 @@ py_sorted_groups(PyObject *Py_UNUSED(module), PyObject *args)
     /* every container first (allocations may run the collector, hence finalizers); then the
      * item pointers, and the references the containers take over, taken in input order
      * (objects in sequence in memory) rather than in the scattered sorted order */
-    ordered = PyTuple_New(n);
+    ordered = mr_gc_hide(PyTuple_New(n)); /* (every container out of the collector until full: gctrack.h) */
     rows = ordered == NULL ? NULL : packed ? strkey_rows_packed(e, n) : strkey_rows(e, tmp, n);
     if (ordered == NULL || rows == NULL) goto done;
     gslots = mr_alloc_array(ngroups ? ngroups : 1, sizeof(PyObject *));
@@ -2964,10 +2979,16 @@ py_sorted_groups(PyObject *Py_UNUSED(module), PyObject *args)
             goto done;
         }
     }
-    /* no Python code has run since the items were judged: they are still untracked */
-    if (every_inert && PyObject_GC_IsTracked(ordered)) PyObject_GC_UnTrack(ordered);
-    for (size_t g = 0; g < ngroups; g++)
-        if (ginert[g] && PyObject_GC_IsTracked(gslots[g])) PyObject_GC_UnTrack(gslots[g]);
+    /* no Python code has run since the items were judged: they are still untracked. The
+     * containers, made untracked, are tracked now that they are full, except the tuples of
+     * inert items only (as the collector would leave them) */
+    if (!every_inert) mr_gc_show(ordered);
+    for (size_t g = 0; g < ngroups; g++) {
+        if (!ginert[g]) mr_gc_show(gslots[g]);
+        if (!distinct) mr_gc_show(xslots[g]);
+    }
+    mr_gc_show(groups);
+    mr_gc_show(extras);
     result = PyTuple_Pack(4, ordered, rows, groups, extras);
 done:
     PyMem_Free(ginert);

@@ -11,6 +11,7 @@
  * range-checks every value before the kernel sees it. */
 #include "overlap.h"
 #include "layout.h"
+#include "gctrack.h"
 
 /* ------------------------------------------------------------------------ */
 /* Kernel                                                                   */
@@ -1390,7 +1391,7 @@ ov_plan_overlaps(PyObject *Py_UNUSED(self), PyObject *args)
     {
         PyObject *empty = PyTuple_New(0);
         if (empty == NULL) goto done;
-        PyObject *list = PyList_New((Py_ssize_t)P.regions.len);
+        PyObject *list = mr_gc_hide(PyList_New((Py_ssize_t)P.regions.len)); /* until full (gctrack.h) */
         if (list == NULL) {
             Py_DECREF(empty);
             goto done;
@@ -1405,6 +1406,7 @@ ov_plan_overlaps(PyObject *Py_UNUSED(self), PyObject *args)
             PyList_SetItem(list, (Py_ssize_t)i, rt);
         }
         Py_DECREF(empty);
+        mr_gc_show(list);
         result = list;
     }
 done:
@@ -1683,7 +1685,7 @@ ov_plan_regions(PyObject *Py_UNUSED(self), PyObject *args)
     for (int k = 0; k < OV_NFIELDS; k++) {
         if (PyDict_SetItem(template, keys[k], Py_None) < 0) goto done;
     }
-    regions = PyTuple_New((Py_ssize_t)P.regions.len);
+    regions = mr_gc_hide(PyTuple_New((Py_ssize_t)P.regions.len)); /* out of the collector until full (gctrack.h) */
     if (regions == NULL) goto done;
     /* cls stored in TransferRegion's C-owned layout: regions built with direct stores */
     static mr_layout_memo region_memo;
@@ -1744,6 +1746,7 @@ ov_plan_regions(PyObject *Py_UNUSED(self), PyObject *args)
                                             empty_inert, &shared);
         if (region == NULL || PyTuple_SetItem(regions, (Py_ssize_t)i, region) < 0) goto done;
     }
+    mr_gc_show(regions); /* full */
     if (P.regions.len >= MR_GC_BULK_MIN) (void)mr_gc_inert(regions, 1); /* untracked when every region is */
     used_s = ov_used_indices(&P, 1, P.src.n);
     used_t = used_s == NULL ? NULL : ov_used_indices(&P, 0, (size_t)ntgt);

@@ -10,6 +10,7 @@
 #include "layout.h"
 #include "coverage_kernels.h"
 #include "plain_dict.h"
+#include "gctrack.h"
 
 /* New references to the interned strings of src[0..n) in out[0..n), from a per-table cache
  * filled on first use (under the GIL; the cache keeps its references for the process).
@@ -165,7 +166,7 @@ po_build_regions(PyObject *Py_UNUSED(self), PyObject *args)
         Py_ssize_t nsources = PyList_Size(sources);
         Py_ssize_t ntargets = PyList_Size(targets);
         if (n < 0 || nsources < 0 || ntargets < 0) goto done;
-        result = PyTuple_New(n);
+        result = mr_gc_hide(PyTuple_New(n)); /* out of the collector until full (gctrack.h) */
         if (result == NULL) goto done;
         for (Py_ssize_t i = 0; i < n; i++) {
             PyObject *record = PyList_GetItem(records, i); /* borrowed */
@@ -191,6 +192,7 @@ po_build_regions(PyObject *Py_UNUSED(self), PyObject *args)
             if (PyTuple_SetItem(result, i, region) < 0) goto fail; /* steals region */
         }
     }
+    mr_gc_show(result); /* full */
     if (PyTuple_Size(result) >= MR_GC_BULK_MIN) (void)mr_gc_inert(result, 1); /* when every region is */
     goto done;
 fail:
@@ -4343,7 +4345,7 @@ po_catalog_matches(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t 
      * that matched its key raises at the next step (RuntimeError), as here; the planner's map
      * is its own (built by the planner, reached by no other code), so nothing else can change
      * it, and the check goes on over the keys it started with. */
-    PyObject *keys = PyDict_Keys(tensors);
+    PyObject *keys = mr_gc_hide(PyDict_Keys(tensors)); /* out of reach of the code an id read runs */
     if (keys == NULL) return NULL;
     PyObject *result = NULL;
     int same = PyList_Size(keys) == n;
@@ -4366,8 +4368,10 @@ po_catalog_matches(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t 
         PyObject *tid = PyObject_GetAttr(tensor, names[0]);
         Py_DECREF(tensor);
         if (tid == NULL) goto done;
-        same = tid == PyList_GetItem(keys, i);
+        PyObject *expected = PyList_GetItem(keys, i); /* (the list is private: never NULL) */
+        same = expected != NULL && tid == expected;
         Py_DECREF(tid);
+        if (expected == NULL) goto done; /* never a result with an exception set */
         if (same && PyDict_Size(tensors) != n) {
             PyErr_SetString(PyExc_RuntimeError, "dictionary changed size during iteration");
             goto done;

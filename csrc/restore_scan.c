@@ -23,6 +23,7 @@
  * the plain scan then decides. */
 #include "restore_scan.h"
 #include "layout.h"
+#include "gctrack.h"
 #include "scan_carry.h"
 
 /* The record's region fields, in TransferRegion's field order (bound_pickle checks it). */
@@ -84,7 +85,7 @@ rs_carry_drop(rs_carry *c)
 static int
 rs_carry_init(rs_carry *c, Py_ssize_t n)
 {
-    c->regions = PyList_New(n);
+    c->regions = mr_gc_hide(PyList_New(n)); /* out of the collector until full (gctrack.h) */
     if (c->regions == NULL || sc_carry_init(&c->sc, n, INT64_MIN) < 0) {
         rs_carry_drop(c);
         return -1;
@@ -163,7 +164,7 @@ restore_regions_carried(PyObject *self, PyObject *args)
     if (end < 0 || count < 0) return NULL;
     if (end % RS_NFIELDS != 0) Py_RETURN_NONE;
     const Py_ssize_t n = end / RS_NFIELDS;
-    PyObject *regions = PyTuple_New(n);
+    PyObject *regions = mr_gc_hide(PyTuple_New(n)); /* out of the collector until full (gctrack.h) */
     if (regions == NULL) return NULL;
     /* region_cls in a C-owned layout of exactly these names (layout.h): the values stored
      * directly (what its default pickling's __setstate__ stores); left tracked, as the
@@ -246,6 +247,8 @@ restore_regions_carried(PyObject *self, PyObject *args)
     }
     PyObject *result = NULL;
     if (status == RS_OK) {
+        mr_gc_show(regions); /* full (and so are the carry's lists, sc_carry_result) */
+        if (carry.active) mr_gc_show(carry.regions);
         PyObject *carried = carry.active ? sc_carry_result(&carry.sc, carry.regions, NULL) : Py_NewRef(Py_None);
         if (carried != NULL) {
             result = PyTuple_Pack(2, regions, carried);

@@ -15,6 +15,7 @@
 #include "revalidate.h"
 #include "layout.h"
 #include "plain_dict.h"
+#include "gctrack.h"
 
 enum {
     RV_SOURCE,
@@ -6070,7 +6071,7 @@ restore_executors(PyObject *self, PyObject *args)
             }
         }
         status = RV_ERROR;
-        snapshots = PyTuple_New(count);
+        snapshots = mr_gc_hide(PyTuple_New(count)); /* out of the collector until full (gctrack.h) */
         if (snapshots == NULL) break;
         Py_ssize_t k = 0;
         for (Py_ssize_t offset = start; offset < stop; offset += size, k++) {
@@ -6096,6 +6097,7 @@ restore_executors(PyObject *self, PyObject *args)
             object = NULL;
         }
         if (k != count) break;
+        mr_gc_show(snapshots); /* full */
         object = rr_object(executor_cls, executor_fields, 8, table, position, &dict);
         if (object == NULL) break;
         if (PyDict_SetItem(dict, PyTuple_GetItem(executor_fields, 8), snapshots) < 0) break;
@@ -6312,7 +6314,7 @@ restore_fragments(PyObject *self, PyObject *args)
         if (has_dict < 0) return NULL;
         if (!has_dict) Py_RETURN_NONE;
     }
-    PyObject *fragments = PyTuple_New(end / 6);
+    PyObject *fragments = mr_gc_hide(PyTuple_New(end / 6)); /* out of the collector until full (gctrack.h) */
     if (fragments == NULL) return NULL;
     int status = RV_OK;
     for (Py_ssize_t position = 0; position < end && status == RV_OK; position += 6) {
@@ -6356,6 +6358,7 @@ restore_fragments(PyObject *self, PyObject *args)
         if (status == RV_ERROR) return NULL;
         Py_RETURN_NONE;
     }
+    mr_gc_show(fragments); /* full */
     return fragments;
 }
 
@@ -6392,7 +6395,7 @@ restore_regions(PyObject *self, PyObject *args)
     const Py_ssize_t end = PyTuple_Size(table);
     const Py_ssize_t count = PyTuple_Size(fragments);
     if (end % size != 0) Py_RETURN_NONE;
-    PyObject *regions = PyTuple_New(end / size);
+    PyObject *regions = mr_gc_hide(PyTuple_New(end / size)); /* out of the collector until full (gctrack.h) */
     if (regions == NULL) return NULL;
     /* region_cls in a C-owned layout of exactly these names (layout.h): built with the values
      * stored directly (what its default pickling's __setstate__ stores), untracked when inert */
@@ -6441,6 +6444,7 @@ restore_regions(PyObject *self, PyObject *args)
         if (status == RV_ERROR) return NULL;
         Py_RETURN_NONE;
     }
+    mr_gc_show(regions); /* full */
     return regions;
 }
 

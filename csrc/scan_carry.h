@@ -14,6 +14,7 @@
 #ifndef MOONCAKE_RESHARD_SCAN_CARRY_H
 #define MOONCAKE_RESHARD_SCAN_CARRY_H
 #include "common.h"
+#include "gctrack.h"
 
 #define SC_OK 0
 #define SC_DECLINE 1
@@ -114,9 +115,10 @@ static inline int
 sc_carry_init(sc_carry *c, Py_ssize_t n, int64_t max_total)
 {
     if (sc_carry_init_core(c, n, max_total) < 0) return -1;
-    c->source_of = PyList_New(n);
-    c->target_of = PyList_New(n);
-    c->boxes = PyList_New(n);
+    /* out of the collector until full: sc_carry_result shows them (gctrack.h) */
+    c->source_of = mr_gc_hide(PyList_New(n));
+    c->target_of = mr_gc_hide(PyList_New(n));
+    c->boxes = mr_gc_hide(PyList_New(n));
     if (c->source_of == NULL || c->target_of == NULL || c->boxes == NULL) {
         sc_carry_clear(c);
         return -1;
@@ -304,6 +306,10 @@ sc_carry_result(const sc_carry *c, PyObject *regions, PyObject *extra)
     Py_ssize_t distinct = PyList_Size(c->frags);
     if (distinct < 0) return NULL;
     if ((size_t)distinct > (size_t)PY_SSIZE_T_MAX / sizeof(int64_t)) return PyErr_NoMemory();
+    /* every operation recorded: the per-operation lists are full (made hidden, gctrack.h) */
+    mr_gc_show(c->source_of);
+    mr_gc_show(c->target_of);
+    mr_gc_show(c->boxes);
     PyObject *ends = PyBytes_FromStringAndSize((const char *)c->ends, distinct * (Py_ssize_t)sizeof(int64_t));
     PyObject *max_count = PyLong_FromLongLong(c->max_count);
     PyObject *max_total = PyLong_FromLongLong(c->max_total);

@@ -109,7 +109,6 @@ def _child(*argv: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("stage", ["plan", "bind", "restore", "replace"])
-@pytest.mark.xfail(strict=True, reason="half-filled container (fixed in the next commit)")
 def test_no_pass_leaves_a_half_filled_container_to_a_gc_callback(stage: str) -> None:
     child = _child(stage, "detect")
     assert child.returncode == 0, (child.returncode, child.stderr[-2000:])
@@ -118,7 +117,6 @@ def test_no_pass_leaves_a_half_filled_container_to_a_gc_callback(stage: str) -> 
 
 
 @pytest.mark.parametrize("stage", ["plan", "bind", "restore", "replace"])
-@pytest.mark.xfail(strict=True, reason="half-filled container (fixed in the next commit)")
 def test_a_gc_callback_reading_every_item_does_not_crash(stage: str) -> None:
     child = _child(stage, "read")
     assert child.returncode == 0, (child.returncode, child.stderr[-2000:])
@@ -157,7 +155,6 @@ _BUILD_REGIONS_CHILD = textwrap.dedent(
 )
 
 
-@pytest.mark.xfail(strict=True, reason="half-filled container (fixed in the next commit)")
 def test_build_regions_result_is_not_seen_half_filled() -> None:
     tests = Path(__file__).resolve().parent
     env = dict(os.environ)
@@ -190,7 +187,6 @@ def _empty_key_lists(ids: list[str]) -> None:
             obj.clear()
 
 
-@pytest.mark.xfail(strict=True, reason="half-filled container (fixed in the next commit)")
 def test_catalog_matches_never_returns_with_an_exception_set() -> None:
     """catalog_matches copies the dict's keys into a private list before it reads the ids (which
     can run code). Code that emptied that list made it return False with an IndexError set (a
