@@ -18,6 +18,7 @@
  * the distinct layouts built). The traverse / clear / dealloc functions exist once per field
  * count (macro-generated below), so each knows its n without reading the type. */
 #include "layout.h"
+#include "gctrack.h"
 #include <structmember.h>
 
 #define LY_MAX_NAME 200
@@ -437,7 +438,7 @@ layout_read(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     mr_layout_class lc = {NULL, 0};
     if (in_range) (void)mr_layout_check(&lc, args[1], n);
     Py_ssize_t count = PyList_Size(objects);
-    PyObject *out = PyList_New(count);
+    PyObject *out = mr_gc_hide(PyList_New(count)); /* until full: the items' allocations may collect (gctrack.h) */
     if (out == NULL) return NULL;
     for (Py_ssize_t k = 0; k < count; k++) {
         PyObject *obj = PyList_GetItem(objects, k); /* borrowed; the list is not changed below */
@@ -453,6 +454,7 @@ layout_read(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         PyList_SetItem(out, k, item);
     }
+    mr_gc_show(out); /* full */
     return out;
 fail:
     Py_DECREF(out);

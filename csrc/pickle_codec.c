@@ -32,6 +32,7 @@
  * path). */
 #include "pickle_codec.h"
 #include "layout.h"
+#include "gctrack.h"
 
 #define PC_MAX_CLASSES 32
 #define PC_MAX_FIELDS 16
@@ -1122,7 +1123,7 @@ pc_decode(pc_decoder *d, int depth)
             d->malformed = 1;
             return NULL;
         }
-        obj = PyTuple_New(arg);
+        obj = mr_gc_hide(PyTuple_New(arg)); /* until full: decoding items allocates (may collect), gctrack.h */
         if (obj == NULL) return NULL;
         int inert = 1; /* every item inert (common.h): items were decoded (and untracked) first */
         if (arg >= PC_LOOKAHEAD_ITEMS) {
@@ -1140,7 +1141,7 @@ pc_decode(pc_decoder *d, int depth)
                 }
             }
         }
-        if (inert && d->untrack && PyObject_GC_IsTracked(obj)) PyObject_GC_UnTrack(obj);
+        if (!(inert && d->untrack)) mr_gc_show(obj); /* full; left untracked when inert */
         if (arg > 0 && pc_memo_push(d, obj) < 0) {
             Py_DECREF(obj);
             return NULL;

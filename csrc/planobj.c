@@ -3170,13 +3170,14 @@ om_grouped(const om_row *rows, const size_t *best, const size_t *firsts, size_t 
         if (owner != NULL) {
             Py_INCREF(owner);
         } else if (!PyErr_Occurred()) {
-            owner = PyTuple_New(nkinds);
+            owner = mr_gc_hide(PyTuple_New(nkinds)); /* until full: the pairs' allocations may collect */
             for (Py_ssize_t a = 0; owner != NULL && a < nkinds; a++) {
                 PyObject *kind = PyTuple_GetItem(kinds, a);  /* borrowed; in range */
                 PyObject *value = PyTuple_GetItem(values, a); /* borrowed; in range */
                 PyObject *pair = kind == NULL || value == NULL ? NULL : PyTuple_Pack(2, kind, value);
                 if (pair == NULL || PyTuple_SetItem(owner, a, pair) < 0) Py_CLEAR(owner);
             }
+            mr_gc_show(owner); /* full (or NULL) */
             if (owner != NULL && PyDict_SetItem(owners, values, owner) < 0) Py_CLEAR(owner);
         }
         Py_DECREF(values);

@@ -9,6 +9,7 @@
 #include "table.h"
 #include "coverage_kernels.h"
 #include "layout.h"
+#include "gctrack.h"
 
 enum {
     TBL_ENDIM = -3,  /* fragments of one group with different dimension counts */
@@ -836,7 +837,7 @@ tbl_columns_from_objects(PyObject *tensor_index, PyObject *fragments, PyObject *
     Py_ssize_t n = tbl_len(fragments, "fragments");
     if (n < 0) goto done;
     for (int c = 0; c < 5; c++) {
-        cols[c] = PyList_New(n);
+        cols[c] = mr_gc_hide(PyList_New(n)); /* out of the collector until full (gctrack.h) */
         if (cols[c] == NULL) goto done;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -912,6 +913,7 @@ tbl_columns_from_objects(PyObject *tensor_index, PyObject *fragments, PyObject *
         if (!ok) goto done;
     }
     rc = 0;
+    for (int c = 0; c < 5; c++) mr_gc_show(cols[c]); /* full */
 done:
     Py_XDECREF(prev_id);
     for (int k = 0; k < nkeys; k++) Py_DECREF(keys[k]);
@@ -1465,11 +1467,12 @@ tbl_pack_objects(PyObject *cls, PyObject *args)
     PyObject *permuted = NULL;
     if (rc > 0 && rows != NULL) {
         /* the column path reads the fragments in row order */
-        permuted = PyList_New(nrows);
+        permuted = mr_gc_hide(PyList_New(nrows)); /* until full: an item read may run code (gctrack.h) */
         for (Py_ssize_t i = 0; permuted != NULL && i < nrows; i++) {
             PyObject *item = mr_seq_item(fragments, i);
             if (item == NULL || PyList_SetItem(permuted, (Py_ssize_t)rows[i], item) < 0) Py_CLEAR(permuted);
         }
+        mr_gc_show(permuted);
         if (permuted == NULL) rc = -1;
         else fragments = permuted;
     }
@@ -1786,7 +1789,7 @@ tbl_first_tensors(PyObject *self, PyObject *args)
             row[m++] = i;
         }
     }
-    result = PyTuple_New(nargs);
+    result = mr_gc_hide(PyTuple_New(nargs)); /* until full: the lists' allocations may collect (gctrack.h) */
     if (result == NULL) goto done;
     for (Py_ssize_t a = 0; a < nargs; a++) {
         PyObject *lst = PyTuple_GetItem(args, a);
@@ -1803,6 +1806,7 @@ tbl_first_tensors(PyObject *self, PyObject *args)
         }
         PyTuple_SetItem(result, a, out); /* steals; a fresh tuple: cannot fail */
     }
+    mr_gc_show(result); /* full */
 done:
     PyMem_Free(seen);
     PyMem_Free(pos);

@@ -913,15 +913,19 @@ def _assemble_grouped(
     # parts are assembled unchecked. On any rejection the checked constructors run
     # again, so the error raised is exactly the one the checked path raises first.
     try:
+        # tuple() of a list, not of a generator: CPython fills a tuple(generator) while the
+        # generator runs, and code run meanwhile (a gc callback) could find it half-filled
         trusted = tuple(
-            assembled_part(
-                **common,
-                participant_id=participant.participant_id,
-                rank=participant.rank,
-                tensors=part_tensors,
-                fragments=tuple(part_fragments),
-            )
-            for participant, part_tensors, part_fragments in buckets
+            [
+                assembled_part(
+                    **common,
+                    participant_id=participant.participant_id,
+                    rank=participant.rank,
+                    tensors=part_tensors,
+                    fragments=tuple(part_fragments),
+                )
+                for participant, part_tensors, part_fragments in buckets
+            ]
         )
         if cls is not WeightPlacementManifest:  # a subclass keeps its own constructor
             return cls(parts=trusted, **manifest_fields)
