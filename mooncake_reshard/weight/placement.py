@@ -155,7 +155,9 @@ class WeightPlacementManifest:
         cached = state.get("_digest_cache")
         if cached is None:
             # computed by the constructor with the placement id (one encoding of the parts and
-            # tensors for both) while the fields it read are still these very objects
+            # tensors for both) while the fields it read are still these very objects (a call
+            # that reads the digest holds this value until it returns: binding._held_values,
+            # bound_contracts._ViewState.held)
             ahead = state.pop("_digest_ahead", None)
             if (
                 type(ahead) is tuple

@@ -607,6 +607,12 @@ class _ViewState(threading.local):
     scope: Optional[dict[int, tuple[Any, _AttestedView]]] = None
     # True inside the revalidation of a plan binding has just built (see ``_AttestedView``).
     built_now: bool = False
+    # Values this revalidation releases from its inputs, held until it ends: the ``_VIEW_KEY``
+    # values it replaces and the placements' ``_digest_ahead`` (popped at the first ``digest``
+    # read, which a view build makes). Released there, a value held only there would run its
+    # weakref callbacks (foreign code, C code alone unseen by any watch) between the passes
+    # (tests/test_sound8_release_points.py).
+    held: Optional[list[Any]] = None
 
 
 _VIEW_STATE = _ViewState()
@@ -617,7 +623,7 @@ class _ViewScope:
     ``built_now=True`` only for the plan ``bind_logical_transfer_plan`` has just built from
     attestations it created in the same call."""
 
-    __slots__ = ("saved", "saved_built_now", "built_now")
+    __slots__ = ("saved", "saved_built_now", "saved_held", "built_now")
 
     def __init__(self, built_now: bool = False) -> None:
         self.built_now = built_now
@@ -626,13 +632,16 @@ class _ViewScope:
         state = _VIEW_STATE
         self.saved = state.scope
         self.saved_built_now = state.built_now
+        self.saved_held = state.held
         state.scope = {}
         state.built_now = self.built_now
+        state.held = []
 
     def __exit__(self, *exc: Any) -> None:
         state = _VIEW_STATE
         state.scope = self.saved
         state.built_now = self.saved_built_now
+        state.held = self.saved_held  # (last: the replaced values are released outside the scope)
 
 
 # The exact view cache: inside a revalidation scope (and without binding's snapshot objects) an
@@ -756,6 +765,11 @@ def _attested_view(attestation: RuntimeBindingAttestation) -> _AttestedView:
                 kept: _AttestedView = cached[0]
                 scope[id(attestation)] = (attestation, kept)
                 return kept
+    held = view_state.held
+    if held is not None and type(attestation) is RuntimeBindingAttestation:
+        placement = attestation.__dict__.get("placement")
+        if type(placement) is WeightPlacementManifest:
+            held.append(placement.__dict__.get("_digest_ahead"))  # (see _ViewState.held)
     objects = None
     if built_now and scope is not None:
         # The snapshot objects binding derived from this attestation in this very call.
@@ -790,6 +804,8 @@ def _attested_view(attestation: RuntimeBindingAttestation) -> _AttestedView:
                 # remembered; the record (``_view_deps``) is paid from the second build on.
                 state[_VIEW_KEY] = ()
             else:
+                if held is not None:
+                    held.append(state[_VIEW_KEY])  # replaced below (see _ViewState.held)
                 deps = _view_deps(attestation)
                 if deps is not None and view.evidence is state["evidence"] and view.placement is state["placement"]:
                     state[_VIEW_KEY] = (view, view.evidence, view.placement, state["_placement_dict"], deps)
