@@ -2430,17 +2430,25 @@ pe_sorted_strs(PyObject *items, Py_ssize_t n)
 }
 
 /* The used ids of project_executors: a set (value membership, as given), or a list of ids
- * whose item pointers are looked up first (sorted once, binary search: no id object is read,
- * where building a set reads every scattered str for its hash). A pointer hit counts only while
- * the list still holds that very object at the recorded position (so it is alive and equal to
- * itself); anything else takes the set of the list's values, built once on demand and used for
- * every lookup after it (a part without used ids would otherwise pay a search per id):
- * membership is always that of set(list). */
+ * whose item pointers (recorded with their positions when the pass starts) are looked up first
+ * (no id object is read, where building a set reads every scattered str for its hash). The
+ * first lookups scan the recorded pointers (a part's first id is usually used: a handful of
+ * lookups, each one sequential read, where sorting them for a binary search read and moved them
+ * a dozen times); past a budget of PE_SCAN_BUDGET reads per item they are sorted once and
+ * searched. Both find the same recorded positions. A pointer hit counts only while the list
+ * still holds that very object at a recorded position (so it is alive and equal to itself);
+ * anything else takes the set of the list's values, built once on demand and used for every
+ * lookup after it (a part without used ids would otherwise pay a search per id): membership
+ * is always that of set(list). */
+#define PE_SCAN_BUDGET 4
 typedef struct {
     PyObject *given; /* borrowed: the argument (a set or a list) */
     PyObject *set;   /* strong: the set of a list's values once built; NULL before */
-    mr_kv *ptrs;     /* list: its item pointers (key) and positions (idx), by pointer */
+    PyObject **items; /* list: its item pointers when the pass started (compared, never read) */
+    mr_kv *ptrs;      /* list: items' pointers (key) and positions (idx), by pointer, once sorted */
     size_t n;
+    int is_list;
+    size_t scanned; /* list items read by the scans so far */
 } pe_used;
 
 /* 1 when every item of the exact set, frozenset or list c is an exact str (their hashes and
@@ -2473,6 +2481,9 @@ pe_used_init(pe_used *u, PyObject *used)
     u->set = NULL;
     u->ptrs = NULL;
     u->n = 0;
+    u->items = NULL;
+    u->is_list = 0;
+    u->scanned = 0;
     if (PyAnySet_Check(used)) return 0;
     if (!PyList_CheckExact(used)) {
         PyErr_SetString(PyExc_TypeError, "project_executors: used must be a set or a list");
@@ -2480,13 +2491,24 @@ pe_used_init(pe_used *u, PyObject *used)
     }
     Py_ssize_t n = PyList_Size(used);
     if (n < 0) return -1;
-    u->ptrs = mr_alloc_array(n ? (size_t)n : 1, sizeof(mr_kv));
-    if (u->ptrs == NULL) return -1;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        u->ptrs[i].key = (uint64_t)(uintptr_t)PyList_GetItem(used, i); /* in range: no failure */
-        u->ptrs[i].idx = (size_t)i;
-    }
+    u->items = mr_alloc_array(n ? (size_t)n : 1, sizeof(PyObject *));
+    if (u->items == NULL) return -1;
+    for (Py_ssize_t i = 0; i < n; i++) u->items[i] = PyList_GetItem(used, i); /* in range: no failure */
     u->n = (size_t)n;
+    u->is_list = 1;
+    return 0;
+}
+
+/* u's sorted pointer table, made from the recorded items. 0, or -1 with an exception. */
+static int
+pe_used_sort(pe_used *u)
+{
+    u->ptrs = mr_alloc_array(u->n ? u->n : 1, sizeof(mr_kv));
+    if (u->ptrs == NULL) return -1;
+    for (size_t i = 0; i < u->n; i++) {
+        u->ptrs[i].key = (uint64_t)(uintptr_t)u->items[i];
+        u->ptrs[i].idx = i;
+    }
     if (mr_radix_sort(u->ptrs, u->n) < 0) {
         PyMem_Free(u->ptrs);
         u->ptrs = NULL;
@@ -2502,6 +2524,8 @@ pe_used_free(pe_used *u)
     Py_CLEAR(u->set);
     PyMem_Free(u->ptrs);
     u->ptrs = NULL;
+    PyMem_Free(u->items);
+    u->items = NULL;
 }
 
 /* set(used) for the list used: PySet_New's adds (each item in list order, the list's size read
@@ -2542,7 +2566,24 @@ static int
 pe_used_contains(pe_used *u, PyObject *id)
 {
     if (u->set != NULL) return PySet_Contains(u->set, id); /* a miss built it: values from then on */
-    if (u->ptrs == NULL) return PySet_Contains(u->given, id);
+    if (!u->is_list) return PySet_Contains(u->given, id);
+    if (u->ptrs == NULL) {
+        /* (the budget counts the items read: size_t arithmetic on a list's size, far from
+         * wrapping; a scan stops at its hit, which for a part's first id is usually early) */
+        if (u->scanned + u->n <= (size_t)PE_SCAN_BUDGET * (u->n + 16)) {
+            for (size_t i = 0; i < u->n; i++) { /* no Python code runs in this loop */
+                if (u->items[i] != id) continue;
+                /* the list may have changed since (it is the caller's): as below */
+                if ((size_t)PyList_Size(u->given) > i && PyList_GetItem(u->given, (Py_ssize_t)i) == id) {
+                    u->scanned += i + 1;
+                    return 1;
+                }
+            }
+            u->scanned += u->n;
+            goto miss;
+        }
+        if (pe_used_sort(u) < 0) return -1;
+    }
     uint64_t key = (uint64_t)(uintptr_t)id;
     size_t lo = 0, hi = u->n;
     while (lo < hi) {
@@ -2557,6 +2598,7 @@ pe_used_contains(pe_used *u, PyObject *id)
             PyList_GetItem(u->given, (Py_ssize_t)u->ptrs[lo].idx) == id)
             return 1;
     }
+miss:
     if (u->set == NULL) {
         int declined = 0;
         u->set = pe_used_set(u->given, &declined);
@@ -2813,7 +2855,7 @@ po_project_executors(PyObject *Py_UNUSED(self), PyObject *args)
     }
     PyObject *names[PE_N] = {NULL};
     PyObject *result = NULL, *items = NULL;
-    pe_used lookup = {used, NULL, NULL, 0};
+    pe_used lookup = {used, NULL, NULL, NULL, 0, 0, 0};
     static PyObject *cache[PE_N];
     if (po_names(cache, pe_names, PE_N, names) < 0) goto done;
     if (pe_used_init(&lookup, used) < 0) goto done;
