@@ -5561,6 +5561,40 @@ bd_pending_distinct(const bd_pending *pending, Py_ssize_t count)
     return status;
 }
 
+/* A hint: the lines of a bd_cover_frag the operation passes read (fragment, part, count, start,
+ * plain: its first 40 bytes, which may straddle two lines). Only addresses are computed. */
+static inline void
+bd_prefetch_cover_frag(const bd_cover_frag *fr)
+{
+    __builtin_prefetch(fr, 1);
+    __builtin_prefetch((const char *)fr + offsetof(bd_cover_frag, pfid), 1);
+}
+
+/* Hints for logical_target_cover's operation pass before operation i (nothing read is decided
+ * on; borrowed pointers: operations holds the operations, they hold their fields, and no code
+ * runs in the call): the operation 8 on; with frags (the operations follow the placement's
+ * order, f_at non-NULL) the fragment entry 8 placement positions past the cursor, which frags'
+ * part order scatters; with src_tab, the slot of the source of the operation 4 on (in
+ * TransferRegion's C-owned layout: its object was asked for a round earlier). */
+static inline __attribute__((always_inline)) void
+bd_cover_ahead(PyObject *operations, Py_ssize_t i, Py_ssize_t n_ops, const mr_layout_class *rl,
+               const bd_cover_frag *frags, const Py_ssize_t *f_at, Py_ssize_t cursor, Py_ssize_t n_frags,
+               const bd_idslot *src_tab, size_t src_mask)
+{
+    if (i + 8 < n_ops) bd_prefetch_object(PyTuple_GetItem(operations, i + 8));
+    if (frags != NULL && f_at != NULL && cursor + 8 < n_frags) {
+        Py_ssize_t f = f_at[cursor + 8];
+        if (f >= 0 && f < n_frags) bd_prefetch_cover_frag(&frags[f]);
+    }
+    if (src_tab != NULL && i + 4 < n_ops) {
+        PyObject *op = PyTuple_GetItem(operations, i + 4);
+        PyObject *const *ahead = op != NULL ? mr_layout_fields(op, rl) : NULL;
+        if (ahead != NULL && ahead[MR_RG_SOURCE] != NULL) {
+            __builtin_prefetch(&src_tab[mr_ptr_slot(ahead[MR_RG_SOURCE], src_mask)]);
+        }
+    }
+}
+
 PyDoc_STRVAR(logical_target_cover_doc,
 "logical_target_cover(operations, parts, executors, target_tensors, placement_id, region_cls,\n"
 "                     fragment_cls, part_cls, executor_cls, rank_cls, tensor_cls)\n"
@@ -5913,6 +5947,8 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     for (Py_ssize_t i = 0; i < n_ops && status == BD_OK; i++) {
         PyObject *op = PyTuple_GetItem(operations, i), *target = NULL;
         if (op == NULL) { status = BD_ERROR; break; }
+        bd_cover_ahead(operations, i, n_ops, &rl, distinct_ids ? frags : NULL, f_at, cursor, n_frags, src_tab,
+                       src_mask);
         if ((PyObject *)Py_TYPE(op) != region_cls) { status = BD_FALLBACK; break; }
         PyObject **ov = &op_fields[CO_COUNT * i];
         static const int op_names[CO_COUNT] = {N_TARGET, N_SOURCE, N_OVERLAP_OFFSET, N_OVERLAP_SHAPE};
@@ -6103,10 +6139,13 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         for (Py_ssize_t k = 0; k < count && status == BD_OK; k++) {
             PyObject *id = PyTuple_GetItem(value, k);
             if (id == NULL) { status = BD_ERROR; break; }
-            if (!PyUnicode_CheckExact(id)) { status = BD_FALLBACK; break; }
             Py_ssize_t f = part_first[p] + k;
             if (f < 0 || f >= n_frags || frags[f].part != p) { status = BD_FALLBACK; break; }
+            /* the fragment's own id object: an exact str (checked in the fragment pass; no code
+             * runs in this call), so its header is not read again (a cache miss per id at
+             * scale); any other object is checked as before */
             if (id != frags[f].pfid) {
+                if (!PyUnicode_CheckExact(id)) { status = BD_FALLBACK; break; }
                 int equal = bd_same_str(id, frags[f].pfid);
                 if (equal <= 0) status = equal < 0 ? BD_ERROR : BD_FALLBACK;
             }
@@ -6156,6 +6195,10 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             frags[f].count = 0;
         }
         for (Py_ssize_t i = 0; i < n_ops; i++) {
+            /* hints: the entry of the operation 16 on, the order slot of the one 8 on (the
+             * operations follow the placement's order, frags and order the parts': scattered) */
+            if (i + 16 < n_ops) bd_prefetch_cover_frag(&frags[op_frag[i + 16]]);
+            if (i + 8 < n_ops) __builtin_prefetch(&order[frags[op_frag[i + 8]].start], 1);
             bd_cover_frag *fr = &frags[op_frag[i]];
             order[fr->start + fr->count++] = i;
         }
@@ -6181,11 +6224,18 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             if (status != BD_OK) break;
             if (!bd_cover_ends_fit(coords, coords + r, r)) { status = BD_FALLBACK; break; }
             size_t base = 2 * (size_t)r; /* box b: offsets at base + b*r, extents at base + (n+b)*r */
+            if (k + 8 < count && f + 8 < n_frags) { /* a hint: the fields of the first box 8 fragments on */
+                Py_ssize_t ahead = frags[f + 8].start;
+                if (ahead >= 0 && ahead < n_ops) __builtin_prefetch(&op_fields[CO_COUNT * order[ahead]]);
+            }
             for (Py_ssize_t b = 0; b < n_boxes && status == BD_OK; b++) {
                 Py_ssize_t at_op = order[frags[f].start + b];
-                PyObject *op = PyTuple_GetItem(operations, at_op);
-                if (op == NULL) { status = BD_ERROR; break; }
                 PyObject *const *ov = &op_fields[CO_COUNT * at_op];
+                /* the operation itself only when a field was not scanned (read by getattr); a
+                 * scanned one is borrowed from it, held by operations (no code runs here) */
+                PyObject *op = ov[CO_OFFSET] != NULL && ov[CO_SHAPE] != NULL ? NULL
+                                                                             : PyTuple_GetItem(operations, at_op);
+                if (op == NULL && (ov[CO_OFFSET] == NULL || ov[CO_SHAPE] == NULL)) { status = BD_ERROR; break; }
                 size_t at_offset = base + (size_t)b * (size_t)r;
                 size_t at_shape = base + (size_t)(n_boxes + b) * (size_t)r;
                 status = bd_get_scanned(op, nm[N_OVERLAP_OFFSET], ov[CO_OFFSET], &value);
