@@ -4757,6 +4757,53 @@ bd_same_str(PyObject *a, PyObject *b)
     return cmp == 0;
 }
 
+/* A set of exact str by value (hash, then identity or equality: no user code), for a
+ * distinctness check without a dict entry and an int object per key: capacity a power of two,
+ * at least twice the count; str NULL empty. */
+typedef struct {
+    Py_hash_t hash;
+    PyObject *str; /* borrowed: the caller keeps it alive for the table's life */
+} bd_strslot;
+
+/* Adds the exact str s: 1 added, 0 an equal str is there, -1 error. */
+static int
+bd_strtab_add(bd_strslot *table, size_t mask, PyObject *s)
+{
+    Py_hash_t hash = PyObject_Hash(s);
+    if (hash == -1) return -1;
+    size_t i = (size_t)hash & mask; /* str hashes are spread (SipHash) */
+    while (table[i].str != NULL) {
+        if (table[i].hash == hash) {
+            if (table[i].str == s) return 0;
+            int cmp = bd_compare(table[i].str, s);
+            if (cmp == -2) return -1;
+            if (cmp == 0) return 0;
+        }
+        i = (i + 1) & mask;
+    }
+    table[i].hash = hash;
+    table[i].str = s;
+    return 1;
+}
+
+/* A table of capacity for n exact str (bd_strtab_add): *mask its capacity - 1. NULL with
+ * MemoryError. */
+static bd_strslot *
+bd_strtab_new(Py_ssize_t n, size_t *mask)
+{
+    size_t capacity = 16;
+    while (capacity < 2 * (size_t)n + 2 && capacity <= SIZE_MAX / 4 / sizeof(bd_strslot)) capacity *= 2;
+    if (capacity < 2 * (size_t)n + 2) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    bd_strslot *table = mr_alloc_array(capacity, sizeof(bd_strslot));
+    if (table == NULL) return NULL;
+    memset(table, 0, capacity * sizeof(bd_strslot));
+    *mask = capacity - 1;
+    return table;
+}
+
 /* From this many fragment pairs on, attest_binding takes the fused pass (bd_fused_views; below
  * it the three steps run as before: a part that small stays in the CPU caches). */
 #define BD_FUSED_MIN 16
@@ -4810,15 +4857,22 @@ bd_fused_views(const bd_table *tb, PyObject *instance_id, PyObject *logical, PyO
     if (PyTuple_Size(runtime) != n || !PyUnicode_CheckExact(instance_id)) return BD_FALLBACK;
     bd_tensors ts;
     bd_range *ranges = NULL;
-    PyObject *previous = NULL, *spaces = NULL, *seen = NULL, *binding_map = NULL, *placement_map = NULL;
+    PyObject *previous = NULL, *spaces = NULL, *binding_map = NULL, *placement_map = NULL;
     bd_last_space last = {NULL, NULL, NULL, 0};
+    /* The runtime fragment ids seen, by value (bd_strtab_add decides as a set of exact str:
+     * hash, then identity or equality). Borrowed: each is held by its fragment, held by runtime
+     * (held by the caller); with the collector off no gc callback or finalizer runs in the pass,
+     * so no code can replace a fragment's id while the table points at it. */
+    bd_strslot *seen = NULL;
+    size_t seen_mask = 0;
+    const int collector_was_enabled = PyGC_Disable();
     int status = bd_tensors_load(tb, tensors, td_cls, n, &ts, memo);
     if (status != BD_OK) goto done;
     status = BD_ERROR;
     ranges = mr_alloc_array((size_t)n, sizeof(bd_range));
     if (ranges == NULL) goto done;
     spaces = PyDict_New();
-    seen = PySet_New(NULL);
+    seen = bd_strtab_new(n, &seen_mask);
     binding_map = PyDict_New();
     placement_map = PyDict_New();
     if (spaces == NULL || seen == NULL || binding_map == NULL || placement_map == NULL) goto done;
@@ -4830,8 +4884,12 @@ bd_fused_views(const bd_table *tb, PyObject *instance_id, PyObject *logical, PyO
             status = BD_ERROR;
             break;
         }
-        if (i + 8 < n) { /* hints: the pair eight on (all of the runtime fragment's fields) */
-            bd_prefetch_object(PyTuple_GetItem(logical, i + 8));
+        if (i + 8 < n) { /* hints: the pair eight on (all of the runtime fragment's fields; the
+                           * placement fragment's eight fields span two or three lines) */
+            PyObject *ahead = PyTuple_GetItem(logical, i + 8);
+            bd_prefetch_object(ahead);
+            __builtin_prefetch((const void *)((uintptr_t)ahead + 64));
+            __builtin_prefetch((const void *)((uintptr_t)ahead + 79));
             bd_prefetch_whole(PyTuple_GetItem(runtime, i + 8));
         }
         if (i + 4 < n) { /* and the field objects of the pair four on (asked for a round earlier) */
@@ -4849,8 +4907,8 @@ bd_fused_views(const bd_table *tb, PyObject *instance_id, PyObject *logical, PyO
         status = bd_range_fill(nm, instance_id, kept.rdict, spaces, &ranges[i], &last);
         if (status == BD_OK) status = bd_rget_str(nm, kept.rdict, N_FID, &fid);
         if (status == BD_OK) {
-            int contains = PySet_Contains(seen, fid);
-            if (contains != 0 || PySet_Add(seen, fid) < 0) status = contains > 0 ? BD_FALLBACK : BD_ERROR;
+            int added = bd_strtab_add(seen, seen_mask, fid); /* (fid held by its fragment) */
+            if (added <= 0) status = added < 0 ? BD_ERROR : BD_FALLBACK;
         }
         if (status == BD_OK) status = bd_rget(nm, kept.rdict, N_OWNER, &owner);
         if (status == BD_OK && owner != Py_None) status = BD_FALLBACK;
@@ -4875,9 +4933,10 @@ done:
     PyMem_Free(ranges);
     Py_XDECREF(previous);
     Py_XDECREF(spaces);
-    Py_XDECREF(seen);
+    PyMem_Free(seen);
     Py_XDECREF(binding_map);
     Py_XDECREF(placement_map);
+    if (collector_was_enabled) PyGC_Enable();
     return status;
 }
 
@@ -5329,35 +5388,6 @@ bd_index_put(PyObject *dict, PyObject *key, Py_ssize_t index)
     return rc < 0 ? BD_ERROR : BD_OK;
 }
 
-/* A set of exact str by value (hash, then identity or equality: no user code), for a
- * distinctness check without a dict entry and an int object per key: capacity a power of two,
- * at least twice the count; str NULL empty. */
-typedef struct {
-    Py_hash_t hash;
-    PyObject *str; /* borrowed: the caller keeps it alive for the table's life */
-} bd_strslot;
-
-/* Adds the exact str s: 1 added, 0 an equal str is there, -1 error. */
-static int
-bd_strtab_add(bd_strslot *table, size_t mask, PyObject *s)
-{
-    Py_hash_t hash = PyObject_Hash(s);
-    if (hash == -1) return -1;
-    size_t i = (size_t)hash & mask; /* str hashes are spread (SipHash) */
-    while (table[i].str != NULL) {
-        if (table[i].hash == hash) {
-            if (table[i].str == s) return 0;
-            int cmp = bd_compare(table[i].str, s);
-            if (cmp == -2) return -1;
-            if (cmp == 0) return 0;
-        }
-        i = (i + 1) & mask;
-    }
-    table[i].hash = hash;
-    table[i].str = s;
-    return 1;
-}
-
 /* The index {f.placement_fragment_id: f for f in fragments} into the empty dict index, as the
  * comprehension builds it for exact fragment_cls fragments with exact str ids (no user code; the
  * last one wins): BD_OK, BD_FALLBACK (another class or id), BD_ERROR. */
@@ -5506,24 +5536,6 @@ done:
     if (first != first_local) PyMem_Free(first);
     PyMem_Free(tab);
     return merged;
-}
-
-/* A table of capacity for n exact str (bd_strtab_add): *mask its capacity - 1. NULL with
- * MemoryError. */
-static bd_strslot *
-bd_strtab_new(Py_ssize_t n, size_t *mask)
-{
-    size_t capacity = 16;
-    while (capacity < 2 * (size_t)n + 2 && capacity <= SIZE_MAX / 4 / sizeof(bd_strslot)) capacity *= 2;
-    if (capacity < 2 * (size_t)n + 2) {
-        PyErr_NoMemory();
-        return NULL;
-    }
-    bd_strslot *table = mr_alloc_array(capacity, sizeof(bd_strslot));
-    if (table == NULL) return NULL;
-    memset(table, 0, capacity * sizeof(bd_strslot));
-    *mask = capacity - 1;
-    return table;
 }
 
 /* The placement-wide distinctness check of logical_target_cover's fragment pass over frags[0 ..
