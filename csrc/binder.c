@@ -4804,6 +4804,78 @@ bd_strtab_new(Py_ssize_t n, size_t *mask)
     return table;
 }
 
+/* 1 when an exact str equal to s (as bd_strtab_add compares) is in the table, else 0 (also on
+ * an error, which is cleared: a hash of an exact str does not fail). */
+static int
+bd_strtab_has(const bd_strslot *table, size_t mask, PyObject *s)
+{
+    Py_hash_t hash = PyObject_Hash(s);
+    if (hash == -1) {
+        PyErr_Clear();
+        return 0;
+    }
+    for (size_t i = (size_t)hash & mask; table[i].str != NULL; i = (i + 1) & mask) {
+        if (table[i].hash != hash) continue;
+        if (table[i].str == s) return 1;
+        int cmp = bd_compare(table[i].str, s);
+        if (cmp == -2) PyErr_Clear();
+        else if (cmp == 0) return 1;
+    }
+    return 0;
+}
+
+/* A hint: the home slot of s (an exact str: its hash is computed if not cached, no code runs)
+ * in the table. Only an address is computed from the table. */
+static inline void
+bd_strtab_prefetch(const bd_strslot *table, size_t mask, PyObject *s)
+{
+    if (s == NULL || !PyUnicode_CheckExact(s)) return;
+    Py_hash_t hash = PyObject_Hash(s);
+    if (hash == -1) {
+        PyErr_Clear();
+        return;
+    }
+    __builtin_prefetch(&table[(size_t)hash & mask], 1);
+}
+
+/* Strong references kept in C memory (no Python code can reach them, as it could a list through
+ * the collector): what keeps alive the objects a pass borrows from them. */
+typedef struct {
+    PyObject **items;
+    size_t n, cap;
+} bd_held;
+
+/* Holds a new reference to obj: 0, or -1 with MemoryError. */
+static int
+bd_held_push(bd_held *h, PyObject *obj)
+{
+    if (h->n == h->cap) {
+        size_t grown = h->cap ? 2 * h->cap : 64, bytes;
+        if (__builtin_mul_overflow(grown, sizeof(PyObject *), &bytes)) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        PyObject **larger = PyMem_Realloc(h->items, bytes);
+        if (larger == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        h->items = larger;
+        h->cap = grown;
+    }
+    h->items[h->n++] = Py_NewRef(obj);
+    return 0;
+}
+
+static void
+bd_held_clear(bd_held *h)
+{
+    for (size_t k = 0; k < h->n; k++) Py_DECREF(h->items[k]);
+    PyMem_Free(h->items);
+    h->items = NULL;
+    h->n = h->cap = 0;
+}
+
 /* From this many fragment pairs on, attest_binding takes the fused pass (bd_fused_views; below
  * it the three steps run as before: a part that small stays in the CPU caches). */
 #define BD_FUSED_MIN 16
@@ -6421,13 +6493,30 @@ bd_project_attested(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t n_parts = PyTuple_Size(parts);
     if (n_parts < 0) return NULL;
     int status = BD_ERROR;
-    PyObject *out = PyList_New(0), *emitted = PySet_New(NULL), *result = NULL;
+    PyObject *out = PyList_New(0), *result = NULL;
     PyObject *snapshots_key = PyUnicode_InternFromString("snapshots_by_worker");
     bd_exec_order *order = NULL;
     size_t n_order = 0, order_cap = 0;
     /* every executor emitted so far has only ids already found in selected (see below) */
     int emitted_selected = 1;
-    if (out == NULL || emitted == NULL || snapshots_key == NULL) goto done;
+    /* The emitted ids (only read with selected): by value in a C table (bd_strtab_add decides as
+     * a set of exact str does) with room for as many as selected holds; more distinct ids than
+     * that cannot be exactly the selection (the final check declines: none are added past it).
+     * The ids are borrowed from the executors' fragment_ids tuples, each held in `held` (C-owned:
+     * no Python code can reach it; attestation_values, Python, runs in this call, and a tuple
+     * cannot change, so the ids stay alive). */
+    bd_strslot *emitted = NULL;
+    size_t emitted_mask = 0;
+    Py_ssize_t n_selected = 0, n_emitted = 0;
+    int emitted_over = 0;
+    bd_held held = {NULL, 0, 0};
+    if (out == NULL || snapshots_key == NULL) goto done;
+    if (selected != Py_None) {
+        n_selected = PySet_Size(selected);
+        if (n_selected < 0) goto done;
+        emitted = bd_strtab_new(n_selected, &emitted_mask);
+        if (emitted == NULL) goto done;
+    }
     status = BD_OK;
     for (Py_ssize_t p = 0; p < n_parts && status == BD_OK; p++) {
         PyObject *part = PyTuple_GetItem(parts, p);
@@ -6572,11 +6661,21 @@ bd_project_attested(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         status = bd_get(executor, nm[N_FRAGMENT_IDS], &fragment_ids);
         if (status != BD_OK) goto next;
         if (!PyTuple_CheckExact(fragment_ids)) { status = BD_FALLBACK; goto next; }
+        if (emitted != NULL && bd_held_push(&held, fragment_ids) < 0) { status = BD_ERROR; goto next; }
         for (Py_ssize_t k = 0; k < PyTuple_Size(fragment_ids) && status == BD_OK; k++) {
             PyObject *fid = PyTuple_GetItem(fragment_ids, k);
             if (fid == NULL) status = BD_ERROR;
             else if (!PyUnicode_CheckExact(fid)) status = BD_FALLBACK;
-            else if (PySet_Add(emitted, fid) < 0) status = BD_ERROR;
+            else if (emitted != NULL && !emitted_over) {
+                if (k + 8 < PyTuple_Size(fragment_ids)) { /* a hint: the slot of the id 8 on */
+                    bd_strtab_prefetch(emitted, emitted_mask, PyTuple_GetItem(fragment_ids, k + 8));
+                }
+                int added = n_emitted < n_selected ? bd_strtab_add(emitted, emitted_mask, fid)
+                                                   : bd_strtab_has(emitted, emitted_mask, fid) ? 0 : 2;
+                if (added < 0) status = BD_ERROR;
+                else if (added == 2) emitted_over = 1; /* a distinct id past the selection's size */
+                else n_emitted += added;
+            }
         }
         if (status == BD_OK && PyList_Append(out, executor) < 0) status = BD_ERROR;
         if (status == BD_OK) n_order++;
@@ -6599,24 +6698,16 @@ bd_project_attested(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     if (status != BD_OK) goto done;
     /* every selected id emitted (emitted ids are a subset of the selection here) */
-    if (selected != Py_None) {
-        Py_ssize_t n_selected = PySet_Size(selected), n_emitted = PySet_Size(emitted);
-        if (n_selected < 0 || n_emitted < 0) { status = BD_ERROR; goto done; }
-        if (n_selected != n_emitted) { status = BD_FALLBACK; goto done; }
-    }
+    if (selected != Py_None && (emitted_over || n_emitted != n_selected)) { status = BD_FALLBACK; goto done; }
     /* each emitted id found in selected already (emitted_selected): as many as selected holds
-     * is every one of them; else each is looked up */
+     * is every one of them; else each is looked up (held by `held`; a lookup may run the __eq__
+     * of a selected item that is not an exact str) */
     if (selected != Py_None && !emitted_selected) {
-        PyObject *iterator = PyObject_GetIter(emitted);
-        if (iterator == NULL) { status = BD_ERROR; goto done; }
-        PyObject *item;
-        while (status == BD_OK && (item = PyIter_Next(iterator)) != NULL) {
-            int in = PySet_Contains(selected, item);
-            Py_DECREF(item);
+        for (size_t slot = 0; slot <= emitted_mask && status == BD_OK; slot++) {
+            if (emitted[slot].str == NULL) continue;
+            int in = PySet_Contains(selected, emitted[slot].str);
             if (in <= 0) status = in < 0 ? BD_ERROR : BD_FALLBACK;
         }
-        Py_DECREF(iterator);
-        if (status == BD_OK && PyErr_Occurred()) status = BD_ERROR;
         if (status != BD_OK) goto done;
     }
     /* sorted by rank (dp, pp, ep, tp), stable; no (rank, worker) twice (equal ranks are
@@ -6653,7 +6744,8 @@ bd_project_attested(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 done:
     PyMem_Free(order);
     Py_XDECREF(out);
-    Py_XDECREF(emitted);
+    PyMem_Free(emitted);
+    bd_held_clear(&held);
     Py_XDECREF(snapshots_key);
     if (status == BD_OK) return result;
     Py_XDECREF(result);
