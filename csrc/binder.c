@@ -5658,23 +5658,32 @@ bd_prefetch_cover_frag(const bd_cover_frag *fr)
  * on; borrowed pointers: operations holds the operations, they hold their fields, and no code
  * runs in the call): the operation 8 on; with frags (the operations follow the placement's
  * order, f_at non-NULL) the fragment entry 8 placement positions past the cursor, which frags'
- * part order scatters; with src_tab, the slot of the source of the operation 4 on (in
- * TransferRegion's C-owned layout: its object was asked for a round earlier). */
+ * part order scatters, and its pos_of entry; with src_tab, the slot and the object of the source
+ * of the operation 4 on (in TransferRegion's C-owned layout: its object was asked for a round
+ * earlier). */
 static inline __attribute__((always_inline)) void
 bd_cover_ahead(PyObject *operations, Py_ssize_t i, Py_ssize_t n_ops, const mr_layout_class *rl,
-               const bd_cover_frag *frags, const Py_ssize_t *f_at, Py_ssize_t cursor, Py_ssize_t n_frags,
-               const bd_idslot *src_tab, size_t src_mask)
+               const bd_cover_frag *frags, const Py_ssize_t *f_at, const Py_ssize_t *pos_of, Py_ssize_t cursor,
+               Py_ssize_t n_frags, const bd_idslot *src_tab, size_t src_mask)
 {
-    if (i + 8 < n_ops) bd_prefetch_object(PyTuple_GetItem(operations, i + 8));
+    if (i + 8 < n_ops) {
+        PyObject *op = PyTuple_GetItem(operations, i + 8);
+        bd_prefetch_object(op);
+        __builtin_prefetch((const void *)((uintptr_t)op + 56)); /* (its fields up to overlap_shape) */
+    }
     if (frags != NULL && f_at != NULL && cursor + 8 < n_frags) {
         Py_ssize_t f = f_at[cursor + 8];
-        if (f >= 0 && f < n_frags) bd_prefetch_cover_frag(&frags[f]);
+        if (f >= 0 && f < n_frags) {
+            bd_prefetch_cover_frag(&frags[f]);
+            __builtin_prefetch(&pos_of[f]);
+        }
     }
     if (src_tab != NULL && i + 4 < n_ops) {
         PyObject *op = PyTuple_GetItem(operations, i + 4);
         PyObject *const *ahead = op != NULL ? mr_layout_fields(op, rl) : NULL;
         if (ahead != NULL && ahead[MR_RG_SOURCE] != NULL) {
             __builtin_prefetch(&src_tab[mr_ptr_slot(ahead[MR_RG_SOURCE], src_mask)]);
+            bd_prefetch_object(ahead[MR_RG_SOURCE]);
         }
     }
 }
@@ -5851,7 +5860,12 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 PyObject *fragment = PyTuple_GetItem(part_fragments[p], k), *pfid = NULL;
                 if (fragment == NULL) { status = BD_ERROR; break; }
                 /* hints: the fragment four on, the id of the one two on */
-                if (k + 4 < count) bd_prefetch_object(PyTuple_GetItem(part_fragments[p], k + 4));
+                if (k + 4 < count) { /* (its eight fields span two or three lines) */
+                    PyObject *ahead = PyTuple_GetItem(part_fragments[p], k + 4);
+                    bd_prefetch_object(ahead);
+                    __builtin_prefetch((const void *)((uintptr_t)ahead + 64));
+                    __builtin_prefetch((const void *)((uintptr_t)ahead + 79));
+                }
                 if (k + 2 < count) bd_prefetch_pfid(PyTuple_GetItem(part_fragments[p], k + 2));
                 if ((PyObject *)Py_TYPE(fragment) != fragment_cls) { status = BD_FALLBACK; break; }
                 static const int fields[CF_COUNT] = {N_PFID, N_GLOBAL_OFFSET, N_LOCAL_SHAPE, N_RANK, N_PIPELINE_STAGE_ID};
@@ -5923,6 +5937,10 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         /* Distinct ids: strictly increasing in placement order; else the per-fragment check's
          * answer (in pass order, as it runs above without the merge). */
         for (Py_ssize_t k = 1; k < n_frags && distinct_ids == 0; k++) {
+            if (k + 8 < n_frags) { /* a hint: the id 8 on (scattered in placement order), its text */
+                __builtin_prefetch(pfid_at[k + 8]);
+                __builtin_prefetch((const void *)((uintptr_t)pfid_at[k + 8] + 64));
+            }
             int cmp = bd_compare(pfid_at[k - 1], pfid_at[k]);
             if (cmp == -2) {
                 status = BD_ERROR;
@@ -6031,8 +6049,8 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     for (Py_ssize_t i = 0; i < n_ops && status == BD_OK; i++) {
         PyObject *op = PyTuple_GetItem(operations, i), *target = NULL;
         if (op == NULL) { status = BD_ERROR; break; }
-        bd_cover_ahead(operations, i, n_ops, &rl, distinct_ids ? frags : NULL, f_at, cursor, n_frags, src_tab,
-                       src_mask);
+        bd_cover_ahead(operations, i, n_ops, &rl, distinct_ids ? frags : NULL, f_at, pos_of, cursor, n_frags,
+                       src_tab, src_mask);
         if ((PyObject *)Py_TYPE(op) != region_cls) { status = BD_FALLBACK; break; }
         PyObject **ov = &op_fields[CO_COUNT * i];
         static const int op_names[CO_COUNT] = {N_TARGET, N_SOURCE, N_OVERLAP_OFFSET, N_OVERLAP_SHAPE};
