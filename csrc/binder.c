@@ -859,6 +859,9 @@ bd_tensors_load(const bd_table *tb, PyObject *tensors, PyObject *td_cls, Py_ssiz
         PyObject *tensor = PyTuple_GetItem(tensors, k);
         if (tensor == NULL) return BD_ERROR;
         if (k + 4 < ntensors) bd_prefetch_object(PyTuple_GetItem(tensors, k + 4)); /* a hint */
+        if (memo != NULL && memo->tab != NULL && k + 8 < ntensors) { /* and the memo slot 8 on (by address) */
+            __builtin_prefetch(&memo->tab[mr_ptr_slot(PyTuple_GetItem(tensors, k + 8), memo->mask)]);
+        }
         if ((PyObject *)Py_TYPE(tensor) != td_cls) return BD_FALLBACK;
         ts->items[k] = tensor;
         bd_idslot *known = memo != NULL && memo->tab != NULL ? bd_idtab_find(memo->tab, memo->mask, tensor) : NULL;
@@ -4966,6 +4969,14 @@ bd_fused_views(const bd_table *tb, PyObject *instance_id, PyObject *logical, PyO
         }
         if (i + 4 < n) { /* and the field objects of the pair four on (asked for a round earlier) */
             bd_pair_prefetch_fields(PyTuple_GetItem(logical, i + 4), PyTuple_GetItem(runtime, i + 4));
+        }
+        if (i + 2 < n) { /* and the id table's slot for the fragment id two on (its str asked for) */
+            PyObject *ahead = PyTuple_GetItem(runtime, i + 2);
+            if (ahead != NULL && bd_runtime_memo.memo.cls != NULL
+                && (PyObject *)Py_TYPE(ahead) == bd_runtime_memo.memo.cls) {
+                PyObject *const *f = (PyObject *const *)((mr_layout_object *)ahead)->fields;
+                bd_strtab_prefetch(seen, seen_mask, f[MR_RF_FRAGMENT_ID]);
+            }
         }
         if ((PyObject *)Py_TYPE(l) != pf_cls || (PyObject *)Py_TYPE(r) != rf_cls) {
             status = BD_FALLBACK;
