@@ -6543,7 +6543,9 @@ bd_project_attested(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (selected != Py_None) {
         n_selected = PySet_Size(selected);
         if (n_selected < 0) goto done;
-        emitted = bd_strtab_new(n_selected, &emitted_mask);
+        /* at most n_selected entries: room for 3/4 of them at bd_strtab_new's half load is a
+         * table at most 2/3 full (half the size of a half-full one at Kimi 61: 16 MiB there) */
+        emitted = bd_strtab_new(n_selected - n_selected / 4, &emitted_mask);
         if (emitted == NULL) goto done;
     }
     status = BD_OK;
