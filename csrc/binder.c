@@ -4943,6 +4943,15 @@ bd_fused_views(const bd_table *tb, PyObject *instance_id, PyObject *logical, PyO
     const int collector_was_enabled = PyGC_Disable();
     int status = bd_tensors_load(tb, tensors, td_cls, n, &ts, memo);
     if (status != BD_OK) goto done;
+    /* The loop reads no attribute by getattr (which could run Python code while the id table
+     * borrows): a tensor whose itemsize the load could not read declines here, where a pair
+     * needing it would read it again (and decline or fail; the rule path decides either way). */
+    for (Py_ssize_t k = 0; k < ts.n; k++) {
+        if (ts.itemsizes[k] == NULL) {
+            status = BD_FALLBACK;
+            goto done;
+        }
+    }
     status = BD_ERROR;
     ranges = mr_alloc_array((size_t)n, sizeof(bd_range));
     if (ranges == NULL) goto done;
