@@ -1082,6 +1082,8 @@ typedef struct {
     rf_memo_table rank_object; /* rank object -> its (dp, tp, pp, ep) tuple */
     PyObject **bases;          /* per attested entry index: its view's key_base (owned) */
     Py_ssize_t n_bases;
+    Py_ssize_t *cursors;       /* per attested entry index: its two dicts' cursors (rf_cursor_item) */
+    Py_ssize_t n_cursors;      /* entries with cursors (grown with the entries: a few hundred) */
 } rf_memo;
 
 /* Below this many fragments nothing is shared (the tuples are few; the table would only cost
@@ -1256,6 +1258,52 @@ rf_entry_index(PyObject *attestation, const rf_config *cfg, rv_table *entries, P
     return RV_OK;
 }
 
+/* ``dict[key]`` (borrowed) when the item at the cursor ``*pos`` (PyDict_Next's position) has the
+ * very object ``key`` as its key; the cursor then moves past it. NULL when that item has another
+ * key or the cursor is at the end (the caller probes). The fragments mostly come in their
+ * attestation's dict order (89 % of them at Kimi 4 layers, 80 % in the 10^5 sweep), so this reads
+ * the dict's entries in order where a probe by hash costs its index and entry, two misses once the
+ * dicts leave the cache. Exact: the dict (an exact dict whose keys are exact str, checked by the
+ * caller) maps ``key`` to this value now, since its keys are distinct and ``key`` equals itself,
+ * which is what the probe returns; no Python code runs. A stale cursor (the dict changed) can
+ * only miss or land on another current item. */
+static PyObject *
+rf_cursor_item(PyObject *dict, Py_ssize_t *pos, PyObject *key)
+{
+    Py_ssize_t at = *pos;
+    PyObject *k = NULL, *v = NULL;
+    if (at < 0 || !PyDict_Next(dict, &at, &k, &v) || k != key) return NULL;
+    *pos = at;
+    return v;
+}
+
+/* The two dict cursors of entry ``index`` (rf_cursor_item), the array grown to hold them (new
+ * cursors at the dicts' start); NULL with MemoryError. */
+static Py_ssize_t *
+rf_cursors(rf_memo *memo, Py_ssize_t index)
+{
+    if (index < 0) return NULL;
+    if (index >= memo->n_cursors) {
+        Py_ssize_t room = memo->n_cursors < 8 ? 8 : memo->n_cursors;
+        while (room <= index) {
+            if (room > PY_SSIZE_T_MAX / 8) {
+                PyErr_NoMemory();
+                return NULL;
+            }
+            room *= 2;
+        }
+        Py_ssize_t *grown = PyMem_Realloc(memo->cursors, (size_t)room * 2 * sizeof(Py_ssize_t));
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        memset(grown + 2 * memo->n_cursors, 0, (size_t)(room - memo->n_cursors) * 2 * sizeof(Py_ssize_t));
+        memo->cursors = grown;
+        memo->n_cursors = room;
+    }
+    return memo->cursors + 2 * index;
+}
+
 /* One fragment: appends its key, route half and runtime id. ``entries`` maps attestations
  * (borrowed; the fragments hold them) to their entry tuple (borrowed from ``attested``).
  * RF_CALLOUT: its attestation is new and needs ``view_of`` while may_call is 0 (nothing
@@ -1334,8 +1382,15 @@ rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObjec
     }
     /* probed with an exact str only (a subclass's __hash__ / __eq__ would run in the probe) */
     if (!PyUnicode_CheckExact(pfid)) goto done;
+    Py_ssize_t *cursor = rf_cursors(memo, index);
+    if (cursor == NULL) {
+        rc = RV_ERROR;
+        goto done;
+    }
     for (int side = 0; side < 2; side++) {
-        expected = PyDict_GetItemWithError(PyTuple_GetItem(entry, side), pfid); /* borrowed */
+        PyObject *dict = PyTuple_GetItem(entry, side); /* (the entry holds it) */
+        expected = rf_cursor_item(dict, &cursor[side], pfid); /* borrowed */
+        if (expected == NULL) expected = PyDict_GetItemWithError(dict, pfid); /* borrowed */
         if (expected == NULL) goto done;
         Py_INCREF(expected);
         rc = rf_equal(expected, f[side == 0 ? F_PLACEMENT : F_BINDING]);
@@ -1586,7 +1641,7 @@ revalidate_fragments(PyObject *module, PyObject *args)
     PyObject *keys = PyList_New(0), *routes = PyList_New(0), *runtime_ids = PyList_New(0);
     PyObject *attested = PyDict_New(), *entry_list = PyList_New(0), *held = PyList_New(0);
     rv_table entries = {NULL, NULL, 0};
-    rf_memo memo = {{NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}, NULL, 0};
+    rf_memo memo = {{NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}, NULL, 0, NULL, 0};
     PyObject *result = NULL;
     if (n < 0 || keys == NULL || routes == NULL || runtime_ids == NULL || attested == NULL || entry_list == NULL
         || held == NULL || (size_t)n > SIZE_MAX / 4 || rv_table_init(&entries, 16) < 0
@@ -1639,6 +1694,7 @@ done:
         for (Py_ssize_t k = 0; k < memo.n_bases; k++) Py_XDECREF(memo.bases[k]);
         PyMem_Free(memo.bases);
     }
+    PyMem_Free(memo.cursors);
     rv_table_free(&entries);
     Py_XDECREF(items);
     Py_XDECREF(keys);
