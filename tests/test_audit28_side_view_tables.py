@@ -1,0 +1,165 @@
+"""Keys planted in the attested views' by-pfid tables before ``revalidate_side`` (AUDIT8,
+session 28).
+
+``revalidate_side``'s ``rs_fragment`` probes three tables of each attestation's view with the
+fragment's placement fragment id: ``attested_pfids`` (membership), ``object_by_pfid()`` (the
+``_objects_by_pfid`` cache, or built from binding's snapshot objects) and ``expected_by_pfid``
+(``_rows[0]``). The views are built before the pass (``revalidate_fragments`` keeps them in the
+``attested`` dict it returns) and are mutable objects: a profile hook (or a signal handler, or
+another thread) running between the passes reaches them through ``_fast_revalidate_live``'s
+frame and can plant a str subclass with a colliding hash in those tables, or swap the
+snapshots' ``placement_fragment_id`` the object table is built from. Its ``__eq__`` would then
+run inside the pass's probes (user code while the pass holds borrowed references). The pass now
+checks each table plain (plain_dict.h) once per view and call, when it fetches it, and declines
+otherwise: the rules decide, with the same outcome.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import Any, Callable
+
+import pytest
+
+from forge_helpers import outcome, sized_world
+from test_sound25_plain_dicts import _WATCH, Colliding, _plan, _ruled, _same, _Watch
+
+from mooncake.reshard.weight import bind_logical_transfer_plan
+
+# (before the fix: rs_fragment probed the views' tables without checking them plain)
+pytestmark = pytest.mark.xfail(strict=True, reason="rs_fragment probes unchecked view tables")
+
+
+def _planted_dict(table: dict[Any, Any]) -> None:
+    """A ``Colliding`` key in front of every key of ``table`` (in place)."""
+    items = list(table.items())
+    table.clear()
+    for key, value in items:
+        table[Colliding(f"{key}~planted")] = None
+        table[key] = value
+
+
+def _plant_tables(view: Any) -> int:
+    """Colliding keys in the view's by-pfid tables that exist now; the number of tables."""
+    planted = 0
+    rows = view._rows
+    if type(rows) is tuple and rows and type(rows[0]) is dict and rows[0]:
+        _planted_dict(rows[0])  # expected_by_pfid (also attested_pfids when the view has no objects)
+        planted += 1
+    if type(view._objects_by_pfid) is dict and view._objects_by_pfid:
+        _planted_dict(view._objects_by_pfid)
+        planted += 1
+    if type(view.attested_pfids) is set:
+        view.attested_pfids = {Colliding(f"{key}~planted") for key in view.attested_pfids} | view.attested_pfids
+        planted += 1
+    return planted
+
+
+class _PlantViews(_Watch):
+    """A ``_Watch`` that, when ``revalidate_shapes`` (the pass before ``revalidate_side``)
+    returns to ``_fast_revalidate_live``, plants with ``plant`` in every view of the frame's
+    ``attested`` dict."""
+
+    def __init__(self, plant: Callable[[Any], int]) -> None:
+        super().__init__()
+        self.plant = plant
+        self.planted = 0
+
+    def __call__(self, frame: Any, event: str, arg: Any) -> None:
+        super().__call__(frame, event, arg)
+        if (
+            event == "c_return"
+            and not self.stack
+            and not self.planted
+            and getattr(arg, "__name__", None) == "revalidate_shapes"
+            and frame.f_code.co_name == "_fast_revalidate_live"
+        ):
+            attested = frame.f_locals["attested"]
+            for entry in list(attested.values()):
+                self.planted += self.plant(entry[2])
+
+
+def _run(plant: Callable[[Any], int], call: Callable[[], Any]) -> tuple[Any, _PlantViews]:
+    watch = _PlantViews(plant)
+    _WATCH.append(watch)
+    previous = sys.getprofile()
+    sys.setprofile(watch)
+    try:
+        result = outcome(call)
+    finally:
+        sys.setprofile(previous)
+        _WATCH.pop()
+    return result, watch
+
+
+def test_tables_planted_before_the_side_pass_replace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``replace()``: views without binding's objects (``expected_by_pfid`` is also the
+    ``attested_pfids`` probed first)."""
+    plan = _plan()
+    result, watch = _run(_plant_tables, lambda: dataclasses.replace(plan))
+    assert watch.planted > 0
+    assert watch.hits == []
+    _same(result, _ruled(lambda: dataclasses.replace(plan), monkeypatch))
+
+
+def test_tables_planted_before_the_side_pass_unsealed_bind(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bind (unsealed by the hook) revalidating the plan it built."""
+    logical, targets, sources, _memory = sized_world(2)
+
+    def bind() -> Any:
+        return bind_logical_transfer_plan(logical, targets, source_bindings=sources)
+
+    result, watch = _run(_plant_tables, bind)
+    assert watch.planted > 0
+    assert watch.hits == []
+    _same(result, _ruled(bind, monkeypatch))
+
+
+class _PlantInside(_PlantViews):
+    """Before ``revalidate_side``: every view's rows dropped (``_rows = None``: the pass calls
+    the view's ``rows()`` for the first fragment it compares with the expected state), its
+    ``attested_pfids`` dict kept. At the first such call (package Python code inside the pass,
+    where a hook runs), keys are planted in every view's ``attested_pfids`` dict, which the
+    pass fetched before and probes again for the next fragments."""
+
+    def __init__(self) -> None:
+        super().__init__(self._drop_rows)
+        self.views: list[Any] = []
+        self.inside = 0
+
+    def _drop_rows(self, view: Any) -> int:
+        if type(view.attested_pfids) is not dict or not view.attested_pfids:
+            return 0
+        view._rows = None
+        self.views.append(view)
+        return 1
+
+    def __call__(self, frame: Any, event: str, arg: Any) -> None:
+        super().__call__(frame, event, arg)
+        if (
+            event == "call"
+            and not self.inside
+            and frame.f_code.co_name == "rows"
+            and self.stack
+            and getattr(self.stack[-1][0], "__name__", None) == "revalidate_side"
+        ):
+            for view in self.views:
+                _planted_dict(view.attested_pfids)
+                self.inside += 1
+
+
+def test_tables_planted_at_a_view_call_inside_the_side_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    plan = _plan()
+    watch = _PlantInside()
+    _WATCH.append(watch)
+    previous = sys.getprofile()
+    sys.setprofile(watch)
+    try:
+        result = outcome(lambda: dataclasses.replace(plan))
+    finally:
+        sys.setprofile(previous)
+        _WATCH.pop()
+    assert watch.planted > 0 and watch.inside > 0
+    assert watch.hits == []
+    _same(result, _ruled(lambda: dataclasses.replace(plan), monkeypatch))
