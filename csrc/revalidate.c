@@ -2148,9 +2148,14 @@ typedef struct {
     mr_layout_class snapshot_layout; /* snapshot_type's layout check (cls NULL: instance dicts) */
     PyTypeObject *placement_type; /* PlacementFragment, or NULL (ids read as attributes) */
     /* Per entry, the view's attributes the per-fragment check reads, read once per call (owned;
-     * NULL until read): RS_VIEW_NFIELDS slots per entry. The views are the caller's private
-     * derived objects: nothing run during the call can reach them. */
+     * NULL until read): RS_VIEW_NFIELDS slots per entry. The views are mutable objects a hook
+     * can reach (the caller's frame), so the tables probed by key are checked plain before
+     * their probes (rs_view_plain). */
     PyObject **view_fields;
+    /* Per view field, the ``code_epoch`` at which it was last found plain (0: never); the epoch
+     * grows at every point of the per-fragment check where Python code may run. */
+    uint64_t *view_plain;
+    uint64_t code_epoch;
     Py_ssize_t n_entries;
     rs_owners owned; /* ``snapshot_owner`` (see rs_owners) */
     /* Per entry, the hashes of its view's compact ``attested_pfids`` (a tuple in ai_hash_sorted's
@@ -2231,6 +2236,10 @@ rs_ctx_init(rs_ctx *ctx, Py_ssize_t n_frags)
     ctx->view_fields = mr_alloc_array(((size_t)n + 1) * RS_VIEW_NFIELDS, sizeof(PyObject *));
     if (ctx->view_fields == NULL) return RV_ERROR;
     memset(ctx->view_fields, 0, ((size_t)n + 1) * RS_VIEW_NFIELDS * sizeof(PyObject *));
+    ctx->view_plain = mr_alloc_array(((size_t)n + 1) * RS_VIEW_NFIELDS, sizeof(uint64_t));
+    if (ctx->view_plain == NULL) return RV_ERROR;
+    memset(ctx->view_plain, 0, ((size_t)n + 1) * RS_VIEW_NFIELDS * sizeof(uint64_t));
+    ctx->code_epoch = 1;
     ctx->pfid_index = mr_alloc_array((size_t)n + 1, sizeof(struct rs_pfid_index));
     if (ctx->pfid_index == NULL) return RV_ERROR;
     memset(ctx->pfid_index, 0, ((size_t)n + 1) * sizeof(struct rs_pfid_index));
@@ -2274,6 +2283,7 @@ rs_ctx_free(rs_ctx *ctx)
         for (Py_ssize_t k = 0; k < ctx->n_entries * RS_VIEW_NFIELDS; k++) Py_XDECREF(ctx->view_fields[k]);
         PyMem_Free(ctx->view_fields);
     }
+    PyMem_Free(ctx->view_plain);
     if (ctx->pfid_index != NULL) {
         for (Py_ssize_t k = 0; k < ctx->n_entries; k++) {
             PyMem_Free(ctx->pfid_index[k].hashes);
@@ -2785,7 +2795,40 @@ rs_view_field(rs_ctx *ctx, Py_ssize_t index, PyObject *view, int field)
         break;
     }
     *slot = value;
+    ctx->code_epoch++; /* the reads above may run Python code (methods, a foreign view's attributes) */
     return value;
+}
+
+/* 1 when every item of an exact set or frozenset is an exact str, else 0. Runs no Python code
+ * (an exact set's iterator). -1 with an error set. */
+static int
+rs_plain_set(PyObject *set)
+{
+    PyObject *iter = PyObject_GetIter(set);
+    if (iter == NULL) return -1;
+    int plain = 1;
+    PyObject *item;
+    while (plain && (item = PyIter_Next(iter)) != NULL) {
+        plain = PyUnicode_CheckExact(item);
+        Py_DECREF(item);
+    }
+    Py_DECREF(iter);
+    return PyErr_Occurred() ? -1 : plain;
+}
+
+/* Whether ``table``, view field ``field`` of entry ``index`` (an exact dict or set), may be
+ * probed by key now: its keys all exact strs (plain_dict.h), checked when first probed and again
+ * after any point of the call where Python code may have run (``ctx->code_epoch`` moved: a hook
+ * there can plant a str subclass with a colliding hash, whose ``__eq__`` a probe would run).
+ * 1, 0 (the caller declines: the rules decide), -1 with an error set. Runs no Python code. */
+static int
+rs_view_plain(rs_ctx *ctx, Py_ssize_t index, int field, PyObject *table)
+{
+    uint64_t *checked = &ctx->view_plain[index * RS_VIEW_NFIELDS + field];
+    if (*checked == ctx->code_epoch) return 1;
+    int plain = PyDict_CheckExact(table) ? pd_plain_keys(table) : PyAnySet_CheckExact(table) ? rs_plain_set(table) : 0;
+    if (plain == 1) *checked = ctx->code_epoch;
+    return plain;
 }
 
 /* The final per-fragment check of one side: the snapshot owned for the fragment is the
@@ -2837,10 +2880,19 @@ rs_fragment(PyObject *fragment, PyObject *runtime_id, rs_ctx *ctx, PyObject **ow
     }
     else {
         RS_GET(pfid, placement, RS_PFID);
+        ctx->code_epoch++; /* (another class's attribute: may run Python code) */
     }
+    /* the probes below run no Python code with an exact str (a subclass's __hash__ / __eq__) */
+    if (!PyUnicode_CheckExact(pfid)) goto done;
     PyObject *attested_pfids = rs_view_field(ctx, index, view, RS_VIEW_ATTESTED_PFIDS); /* borrowed */
     if (attested_pfids == NULL) goto error;
     if (!PyDict_CheckExact(by_pfid)) goto done;
+    /* a dict or set is probed only when plain now (a tuple: rs_sorted_member compares exact strs
+     * only; any other container declines) */
+    if (!PyTuple_CheckExact(attested_pfids)) {
+        int plain = rs_view_plain(ctx, index, RS_VIEW_ATTESTED_PFIDS, attested_pfids);
+        if (plain <= 0) goto done;
+    }
     /* ``view.expected_by_pfid.get(pfid) is not None``: the placement fragment id has an
      * attested evidence fragment (its expected state is only needed for a comparison). */
     int attested = PyTuple_CheckExact(attested_pfids) ? rs_sorted_member(ctx, index, attested_pfids, pfid)
@@ -2853,13 +2905,18 @@ rs_fragment(PyObject *fragment, PyObject *runtime_id, rs_ctx *ctx, PyObject **ow
      * rules refuse them) */
     if (!PyLong_CheckExact(lease_generation)) goto done;
     int same = rs_compare(lease_generation, generation, Py_EQ);
+    if (!PyLong_CheckExact(generation)) ctx->code_epoch++; /* (its __eq__ may have run) */
     if (same < 0) goto error;
     if (!same) goto done;
+    int plain = rs_view_plain(ctx, index, RS_VIEW_BY_PFID, by_pfid);
+    if (plain <= 0) goto done;
     PyObject *attested_object = PyDict_GetItemWithError(by_pfid, pfid);
     if (attested_object == NULL && PyErr_Occurred()) goto error;
     if (attested_object != owned) {
         PyObject *expected_by_pfid = rs_view_field(ctx, index, view, RS_VIEW_EXPECTED); /* borrowed */
         if (expected_by_pfid == NULL) goto done;
+        plain = rs_view_plain(ctx, index, RS_VIEW_EXPECTED, expected_by_pfid);
+        if (plain <= 0) goto done;
         state = PyDict_GetItemWithError(expected_by_pfid, pfid); /* borrowed; held below */
         if (state == NULL || state == Py_None) goto done;
         Py_INCREF(state);

@@ -27,8 +27,6 @@ from test_sound25_plain_dicts import _WATCH, Colliding, _plan, _ruled, _same, _W
 
 from mooncake.reshard.weight import bind_logical_transfer_plan
 
-# (before the fix: rs_fragment probed the views' tables without checking them plain)
-pytestmark = pytest.mark.xfail(strict=True, reason="rs_fragment probes unchecked view tables")
 
 
 def _planted_dict(table: dict[Any, Any]) -> None:
