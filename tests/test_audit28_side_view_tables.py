@@ -114,50 +114,33 @@ def test_tables_planted_before_the_side_pass_unsealed_bind(monkeypatch: pytest.M
     _same(result, _ruled(bind, monkeypatch))
 
 
-class _PlantInside(_PlantViews):
-    """Before ``revalidate_side``: every view's rows dropped (``_rows = None``: the pass calls
-    the view's ``rows()`` for the first fragment it compares with the expected state), its
-    ``attested_pfids`` dict kept. At the first such call (package Python code inside the pass,
-    where a hook runs), keys are planted in every view's ``attested_pfids`` dict, which the
-    pass fetched before and probes again for the next fragments."""
+class _Generation(int):
+    """A view's generation whose ``==`` (Python code the pass runs when comparing it, as a hook
+    could at any such point) plants keys in ``table`` at its second call: the view's second
+    fragment, after the pass checked and probed the table for the first."""
 
-    def __init__(self) -> None:
-        super().__init__(self._drop_rows)
-        self.views: list[Any] = []
-        self.inside = 0
+    def __eq__(self, other: object) -> bool:
+        self.calls += 1
+        if self.calls == 2:
+            _planted_dict(self.table)
+        return int(self) == other
 
-    def _drop_rows(self, view: Any) -> int:
-        if type(view.attested_pfids) is not dict or not view.attested_pfids:
-            return 0
-        view._rows = None
-        self.views.append(view)
-        return 1
-
-    def __call__(self, frame: Any, event: str, arg: Any) -> None:
-        super().__call__(frame, event, arg)
-        if (
-            event == "call"
-            and not self.inside
-            and frame.f_code.co_name == "rows"
-            and self.stack
-            and getattr(self.stack[-1][0], "__name__", None) == "revalidate_side"
-        ):
-            for view in self.views:
-                _planted_dict(view.attested_pfids)
-                self.inside += 1
+    __hash__ = int.__hash__
 
 
-def test_tables_planted_at_a_view_call_inside_the_side_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+def _swap_generation(view: Any) -> int:
+    if type(view.attested_pfids) is not dict or not view.attested_pfids:
+        return 0
+    generation = _Generation(view.generation)
+    generation.table = view.attested_pfids  # (also ``expected_by_pfid``: ``_rows[0]``)
+    generation.calls = 0
+    view.generation = generation
+    return 1
+
+
+def test_tables_planted_inside_the_side_pass_between_two_fragments(monkeypatch: pytest.MonkeyPatch) -> None:
     plan = _plan()
-    watch = _PlantInside()
-    _WATCH.append(watch)
-    previous = sys.getprofile()
-    sys.setprofile(watch)
-    try:
-        result = outcome(lambda: dataclasses.replace(plan))
-    finally:
-        sys.setprofile(previous)
-        _WATCH.pop()
-    assert watch.planted > 0 and watch.inside > 0
+    result, watch = _run(_swap_generation, lambda: dataclasses.replace(plan))
+    assert watch.planted > 0
     assert watch.hits == []
     _same(result, _ruled(lambda: dataclasses.replace(plan), monkeypatch))
