@@ -2228,7 +2228,12 @@ rs_ctx_init(rs_ctx *ctx, Py_ssize_t n_frags)
     Py_ssize_t n = PyDict_Size(ctx->attested);
     if (n < 0) return RV_ERROR;
     ctx->entries = mr_alloc_array((size_t)n + 1, sizeof(PyObject *));
-    if (ctx->entries == NULL || rv_table_init(&ctx->entry_of, (size_t)n) < 0) return RV_ERROR;
+    if (ctx->entries == NULL) return RV_ERROR;
+    /* The entries are held (released by rs_ctx_free): Python code the pass runs (a view method,
+     * another class's attribute) can replace the ``attested`` dict's values, which would free a
+     * borrowed entry the pass reads again for the view's next fragment (AUDIT8). */
+    memset(ctx->entries, 0, ((size_t)n + 1) * sizeof(PyObject *));
+    if (rv_table_init(&ctx->entry_of, (size_t)n) < 0) return RV_ERROR;
     if ((size_t)n + 1 > SIZE_MAX / RS_VIEW_NFIELDS) {
         PyErr_NoMemory();
         return RV_ERROR;
@@ -2266,7 +2271,7 @@ rs_ctx_init(rs_ctx *ctx, Py_ssize_t n_frags)
             return RV_DECLINE;
         }
         if (rs_lookup(&ctx->entry_of, pointer) >= 0) return RV_DECLINE;
-        ctx->entries[i] = entry;
+        ctx->entries[i] = Py_NewRef(entry);
         rs_store(&ctx->entry_of, (PyObject *)pointer, i);
         i++;
     }
@@ -2278,7 +2283,10 @@ rs_ctx_free(rs_ctx *ctx)
 {
     rv_table_free(&ctx->entry_of);
     rv_table_free(&ctx->proven);
-    PyMem_Free(ctx->entries);
+    if (ctx->entries != NULL) {
+        for (Py_ssize_t k = 0; k < ctx->n_entries; k++) Py_XDECREF(ctx->entries[k]);
+        PyMem_Free(ctx->entries);
+    }
     if (ctx->view_fields != NULL) {
         for (Py_ssize_t k = 0; k < ctx->n_entries * RS_VIEW_NFIELDS; k++) Py_XDECREF(ctx->view_fields[k]);
         PyMem_Free(ctx->view_fields);
