@@ -23,7 +23,7 @@ from typing import Any, Callable
 import pytest
 
 from forge_helpers import outcome, sized_world
-from test_sound25_plain_dicts import _WATCH, Colliding, _plan, _ruled, _same, _Watch
+from test_sound25_plain_dicts import _WATCH, Colliding, _plan, _ruled, _same, _PlantAfter
 
 from mooncake.reshard.weight import bind_logical_transfer_plan
 
@@ -54,28 +54,17 @@ def _plant_tables(view: Any) -> int:
     return planted
 
 
-class _PlantViews(_Watch):
-    """A ``_Watch`` that, when ``revalidate_shapes`` (the pass before ``revalidate_side``)
+class _PlantViews(_PlantAfter):
+    """A ``_PlantAfter`` that, when ``revalidate_shapes`` (the pass before ``revalidate_side``)
     returns to ``_fast_revalidate_live``, plants with ``plant`` in every view of the frame's
     ``attested`` dict."""
 
     def __init__(self, plant: Callable[[Any], int]) -> None:
-        super().__init__()
+        super().__init__(None, "revalidate_shapes")
         self.plant = plant
-        self.planted = 0
 
-    def __call__(self, frame: Any, event: str, arg: Any) -> None:
-        super().__call__(frame, event, arg)
-        if (
-            event == "c_return"
-            and not self.stack
-            and not self.planted
-            and getattr(arg, "__name__", None) == "revalidate_shapes"
-            and frame.f_code.co_name == "_fast_revalidate_live"
-        ):
-            attested = frame.f_locals["attested"]
-            for entry in list(attested.values()):
-                self.planted += self.plant(entry[2])
+    def plant_now(self, frame: Any) -> int:
+        return sum(self.plant(entry[2]) for entry in list(frame.f_locals["attested"].values()))
 
 
 def _run(plant: Callable[[Any], int], call: Callable[[], Any]) -> tuple[Any, _PlantViews]:

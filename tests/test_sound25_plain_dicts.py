@@ -357,7 +357,11 @@ class _PlantAfter(_Watch):
             and getattr(arg, "__name__", None) == self.after
             and frame.f_code.co_name == "_fast_revalidate_live"
         ):
-            self.planted = _plant_everywhere(self.root)
+            self.planted = self.plant_now(frame)
+
+    def plant_now(self, frame: Any) -> int:
+        """Plants at the moment ``after`` returns; the number of keys planted."""
+        return _plant_everywhere(self.root)
 
 
 @pytest.mark.parametrize("after", _PASSES)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from itertools import chain, repeat
 from operator import attrgetter, itemgetter
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 from .. import _native
 from .._collector import collector_paused
@@ -911,15 +911,12 @@ def _assemble_grouped(
         "topology": topology,
         "placement_id": placement_id,
     }
-    # Fast path: the manifest's whole-manifest checks imply every part check, so the
-    # parts are assembled unchecked. On any rejection the checked constructors run
-    # again, so the error raised is exactly the one the checked path raises first.
-    try:
+    def build_parts(make_part: Callable[..., WeightPlacementPart]) -> tuple[WeightPlacementPart, ...]:
         # tuple() of a list, not of a generator: CPython fills a tuple(generator) while the
         # generator runs, and code run meanwhile (a gc callback) could find it half-filled
-        trusted = tuple(
+        return tuple(
             [
-                assembled_part(
+                make_part(
                     **common,
                     participant_id=participant.participant_id,
                     rank=participant.rank,
@@ -929,6 +926,12 @@ def _assemble_grouped(
                 for participant, part_tensors, part_fragments in buckets
             ]
         )
+
+    # Fast path: the manifest's whole-manifest checks imply every part check, so the
+    # parts are assembled unchecked. On any rejection the checked constructors run
+    # again, so the error raised is exactly the one the checked path raises first.
+    try:
+        trusted = build_parts(assembled_part)
         if cls is not WeightPlacementManifest:  # a subclass keeps its own constructor
             return cls(parts=trusted, **manifest_fields)
         manifest = object.__new__(cls)
@@ -945,17 +948,7 @@ def _assemble_grouped(
         return manifest
     except ValueError:
         pass
-    parts = tuple(
-        WeightPlacementPart(
-            **common,
-            participant_id=participant.participant_id,
-            rank=participant.rank,
-            tensors=part_tensors,
-            fragments=tuple(part_fragments),
-        )
-        for participant, part_tensors, part_fragments in buckets
-    )
-    return cls(parts=parts, **manifest_fields)
+    return cls(parts=build_parts(WeightPlacementPart), **manifest_fields)
 
 
 def _validate_part_set(
