@@ -17,13 +17,12 @@ otherwise: the rules decide, with the same outcome.
 from __future__ import annotations
 
 import dataclasses
-import sys
 from typing import Any, Callable
 
 import pytest
 
-from forge_helpers import outcome, sized_world
-from test_sound25_plain_dicts import _WATCH, Colliding, _plan, _ruled, _same, _PlantAfter
+from forge_helpers import sized_world
+from test_sound25_plain_dicts import Colliding, _plan, _PlantAfter, _ruled, _same, _watched
 
 from mooncake.reshard.weight import bind_logical_transfer_plan
 
@@ -69,14 +68,7 @@ class _PlantViews(_PlantAfter):
 
 def _run(plant: Callable[[Any], int], call: Callable[[], Any]) -> tuple[Any, _PlantViews]:
     watch = _PlantViews(plant)
-    _WATCH.append(watch)
-    previous = sys.getprofile()
-    sys.setprofile(watch)
-    try:
-        result = outcome(call)
-    finally:
-        sys.setprofile(previous)
-        _WATCH.pop()
+    result, _ = _watched(call, watch)
     return result, watch
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import pickle
 import sys
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Optional
 
 import pytest
 
@@ -133,9 +133,10 @@ def _find(root: Any, cls_name: str) -> Any:
     return next(obj for obj in _dict_backed(root) if type(obj).__qualname__ == cls_name)
 
 
-def _watched(call: Callable[[], Any]) -> tuple[Any, list[str]]:
-    """``call()``'s outcome (``forge_helpers.outcome``) under a ``_Watch``, and the hits."""
-    watch = _Watch()
+def _watched(call: Callable[[], Any], watch: Optional[_Watch] = None) -> tuple[Any, list[str]]:
+    """``call()``'s outcome (``forge_helpers.outcome``) under ``watch`` (a fresh ``_Watch`` by
+    default) as the profile hook, and its hits."""
+    watch = _Watch() if watch is None else watch
     _WATCH.append(watch)
     previous = sys.getprofile()
     sys.setprofile(watch)
