@@ -5302,7 +5302,6 @@ enum {
     AV_PLACEMENT_ID,
     AV_DIGEST,
     AV_LEASE,
-    AV_PART_INDEX_CACHE,
     AV_PART_INDEX,
     AV_RANK,
     AV_DERIVED_CACHE,
@@ -5315,7 +5314,7 @@ enum {
 static const char *const av_names[AV_NNAMES] = {
     "placement", "evidence", "key_base", "part_rank", "generation", "attested_pfids", "ids_by_worker",
     "evidence_ids_by_worker", "objects_by_worker", "_objects_by_pfid", "_rows", "_placement_dict",
-    "participant_id", "instance_id", "placement_id", "digest", "lease_id", "_parts_by_participant", "_part_index",
+    "participant_id", "instance_id", "placement_id", "digest", "lease_id", "_part_index",
     "rank", "_derived_cache", "snapshots_by_worker", "_attested_view", "attested_rows",
 };
 
@@ -5348,17 +5347,11 @@ av_slots(PyObject *module, PyObject *attestation, PyObject *state, PyObject *con
     if (lease == NULL) goto done;
     slots[AV_KEY_BASE] = PyTuple_Pack(5, instance, placement_id, participant, digest, lease);
     if (slots[AV_KEY_BASE] == NULL) goto done;
-    /* ``placement._part_index().get(participant_id)``: the method's cached dict when present. */
-    PyObject *pstate = pd_instance_dict(placement);
-    if (pstate == NULL) goto done;
-    index = PyDict_Check(pstate) ? rv_item(pstate, av_keys[AV_PART_INDEX_CACHE]) : NULL;
-    Py_DECREF(pstate);
-    if (index == NULL || index == Py_None) {
-        if (PyErr_Occurred()) goto done;
-        Py_XDECREF(index);
-        index = PyObject_CallMethodObjArgs(placement, av_keys[AV_PART_INDEX], NULL);
-        if (index == NULL) goto done;
-    }
+    /* ``placement._part_index().get(participant_id)``: the method itself, which returns its
+     * cached dict only while that is exactly the placement's parts (a cache edited in place is
+     * ignored there, tests/test_lead29_part_index.py). */
+    index = PyObject_CallMethodObjArgs(placement, av_keys[AV_PART_INDEX], NULL);
+    if (index == NULL) goto done;
     /* probed by key after the method's Python code ran: an exact str probed in a plain dict
      * (plain_dict.h), else the Python constructor decides */
     if (!PyDict_CheckExact(index) || !PyUnicode_CheckExact(participant) || !pd_plain_keys(index)) {

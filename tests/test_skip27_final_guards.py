@@ -8,9 +8,11 @@ derived cache replaced) *before* the call, and bind's steps do not re-check ever
 invariant. Each case here is such an input, at 4 operations (inert inputs) and at 400 (watched):
 the call is sealed (it took bind_regions' carried facts), the named ``_native`` pass of the fast
 revalidation refuses, and the call fails with the unsealed call's (every rule's) message. A change
-that skips that pass for these inputs in sealed calls makes these tests fail (the coverage pass is
-skipped in sealed calls only when the part index is the placement's parts:
-``bound_contracts._sealed_coverage_holds``, which this part index fails).
+that skips that pass for these inputs in sealed calls makes these tests fail.
+
+A forged part index (``_part_index_extra_fragment``, session 27's third case here) no longer gets
+past step 6: since session 29 ``_part_index`` ignores a cache that is not the placement's parts
+(tests/test_lead29_part_index.py), and the rule refusing the extra runtime fragment decides.
 """
 
 from __future__ import annotations
@@ -44,11 +46,12 @@ def _fragment_rank(side: str) -> Callable[[Any, Any, Any, Any], Any]:
 
 
 def _part_index_extra_fragment(logical: Any, targets: Any, sources: Any, memory: Any) -> Any:
-    """The target placement's derived part index (``_part_index``, which step 6 validates the
-    bindings against and step 7 binds from) names a copy of part 0 with one more fragment, and
-    that part's binding holds a runtime fragment for it. No operation writes it, so bind selects
-    only the other fragments of its worker; §12.7 (all the attested fragments of a worker) is the
-    one rule that sees the executor is not complete."""
+    """The target placement's derived part index (``_part_index``'s cached dict, edited in place)
+    names a copy of part 0 with one more fragment, and that part's binding holds a runtime
+    fragment for it. Until session 29 step 6 validated the bindings against that index and
+    step 7 bound from it: no operation writes the fragment, so bind selected only the other
+    fragments of its worker, and §12.7 was the one rule that saw the executor incomplete. Now
+    step 6 reads the parts and refuses the runtime fragment."""
     placement = logical.target_placement
     part = placement.parts[0]
     extra = copy.copy(part.fragments[0])
@@ -100,12 +103,6 @@ def _in_place(logical: Any, targets: Any, sources: Any, memory: Any) -> Any:
 CASES = [
     (_fragment_rank("target"), "revalidate_side", None, "target executor provenance differs from operations"),
     (_fragment_rank("source"), "revalidate_side", None, "source executor provenance differs from operations"),
-    (
-        _part_index_extra_fragment,
-        "revalidate_coverage",
-        None,
-        "bound target executor fragments differ from target placement",
-    ),
     (_in_place, "revalidate_spaces", False, "source and target runtime storage allocations overlap in address space "),
 ]
 

@@ -99,6 +99,27 @@ def _sorted_by_tensor_id(tensors: tuple[TensorDescriptor, ...]) -> list[TensorDe
     return sorted(tensors, key=_tensor_id_of) if ordered is None else ordered
 
 
+
+def part_index_matches(parts: Any, index: Any, *, exact_parts: bool = False) -> bool:
+    """Whether ``index`` is exactly the tuple ``parts`` keyed by participant id: a plain dict
+    with exact str keys (no probe below runs a key's ``__eq__``), one entry per part, each id
+    naming its own part object. (Part ids are unique per placement, so the entries are the
+    parts and nothing else.) ``exact_parts``: every part is also an exact ``WeightPlacementPart``
+    (the sealed checks' types); otherwise any part holding its fields in an instance dict."""
+    if type(parts) is not tuple or type(index) is not dict or len(index) != len(parts):
+        return False
+    for key in index:
+        if type(key) is not str:
+            return False
+    for part in parts:
+        if type(part) is not WeightPlacementPart and (exact_parts or not isinstance(part, WeightPlacementPart)):
+            return False
+        state = getattr(part, "__dict__", None)
+        participant_id = state.get("participant_id") if type(state) is dict else None
+        if type(participant_id) is not str or index.get(participant_id) is not part:
+            return False
+    return True
+
 @dataclass(frozen=True, init=False)
 class WeightPlacementManifest:
     """One complete global logical placement of one weight generation.
@@ -208,12 +229,21 @@ class WeightPlacementManifest:
         return table
 
     def _part_index(self) -> dict[str, WeightPlacementPart]:
-        """Parts keyed by participant id (a derived cache, never pickled)."""
-        index: Optional[dict[str, WeightPlacementPart]] = self.__dict__.get("_parts_by_participant")
+        """Parts keyed by participant id (a derived cache, never pickled).
+
+        The cached dict is returned only while it is exactly ``parts`` keyed by their ids
+        (``part_index_matches``), so no step reads a part the placement does not hold. Anything
+        else found there (a dict edited in place, another type) is ignored: an index built from
+        ``parts`` is returned, and the value is left in place rather than released mid-call
+        (its weakref callbacks would run there: see ``binding._held_values``)."""
+        state = self.__dict__
+        index = state.get("_parts_by_participant")
+        if part_index_matches(state.get("parts"), index):
+            return index
+        built = {part.participant_id: part for part in self.parts}
         if index is None:
-            index = {part.participant_id: part for part in self.parts}
-            self.__dict__["_parts_by_participant"] = index
-        return index
+            state["_parts_by_participant"] = built
+        return built
 
     @classmethod
     def from_fragments(

@@ -25,7 +25,7 @@ from ...contracts.ids import (
     TensorId,
 )
 from ..part import WeightPlacementPart
-from ..placement import WeightPlacementManifest
+from ..placement import WeightPlacementManifest, part_index_matches
 from ..storage_manifest import (
     StoredFragmentSnapshot,
     StoredManifestIdentity,
@@ -1564,8 +1564,10 @@ def _sealed_coverage_holds(placement: Any) -> bool:
     Checks the one fact the argument needs that no step proves: the placement's derived part
     index (``_part_index``: step 6 validated the bindings against it, step 7 bound from it,
     step 11 projected through it) is exactly its ``parts`` (which step 2 and §12.7 read), one
-    part per participant id (tests/test_skip27_final_guards.py: a part index naming a part with
-    one more, unwritten fragment passes every step and only §12.7 refuses it).
+    part per participant id. (Since session 29 ``_part_index`` itself returns only such an index,
+    building one from ``parts`` when the cache is anything else, so the steps never read a
+    forged one (tests/test_lead29_part_index.py); a forged cache left in place makes this check
+    fail, and §12.7 then runs.)
 
     Then, per rule of §12.7 (T the target placement, K the kept target bindings; "part" is the
     part of ``T.parts`` with a binding's participant id, the one the index names):
@@ -1589,20 +1591,7 @@ def _sealed_coverage_holds(placement: Any) -> bool:
     A small call's inputs are inert (no code can run); a large call's watch re-decides the plan
     by every rule if any other code ran while the revalidation took this (binding.py)."""
     state = placement.__dict__
-    parts = state.get("parts")
-    index = state.get("_parts_by_participant")
-    if type(parts) is not tuple or type(index) is not dict or len(index) != len(parts):
-        return False
-    for key in index:  # (plain keys: no probe below runs a key's __eq__)
-        if type(key) is not str:
-            return False
-    for part in parts:
-        if type(part) is not WeightPlacementPart:
-            return False
-        participant_id = part.__dict__.get("participant_id")
-        if type(participant_id) is not str or index.get(participant_id) is not part:
-            return False
-    return True
+    return part_index_matches(state.get("parts"), state.get("_parts_by_participant"), exact_parts=True)
 
 
 # revalidate_shapes' classes, in its order
