@@ -6,6 +6,7 @@
  * attribute is read only when the item's class is exactly one of the allowed ones. */
 #include "exact.h"
 #include "layout.h"
+#include "plain_dict.h"
 
 /* (layout.h: mr_layout_object) */
 typedef mr_layout_object mr_layout_object_view;
@@ -696,9 +697,96 @@ static PyType_Spec cw_spec = {
     .slots = cw_slots,
 };
 
+PyDoc_STRVAR(part_index_exact_doc,
+"part_index_exact(parts, index, part_class)\n"
+"--\n\n"
+"True when index is exactly the parts keyed by participant id: parts an exact tuple of objects of\n"
+"class exactly part_class, each with a plain instance dict (exact str keys) holding an exact str\n"
+"participant_id; index an exact dict of exact str keys with one entry per part, each id naming\n"
+"its own part object. False otherwise. Runs no Python code (placement.part_index_matches is its\n"
+"oracle in the tests).");
+
+static PyObject *ex_participant_id_key; /* interned "participant_id", kept for the process */
+
+/* 1 when parts[i]'s id names parts[i] in index, 0 when not, -1 on error. */
+static int
+ex_part_indexed(PyObject *part, PyObject *index, PyObject *part_class)
+{
+    if ((PyObject *)Py_TYPE(part) != part_class) return 0;
+    PyObject *state = PyObject_GenericGetDict(part, NULL);
+    if (state == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    int found = 0;
+    if (pd_plain_keys(state)) {
+        /* plain keys on both sides: the probes compare exact strs only */
+        PyObject *id = PyDict_GetItemWithError(state, ex_participant_id_key); /* borrowed */
+        if (id != NULL && PyUnicode_CheckExact(id)) {
+            PyObject *named = PyDict_GetItemWithError(index, id); /* borrowed */
+            found = named == part;
+        }
+        if (PyErr_Occurred()) found = -1;
+    }
+    Py_DECREF(state);
+    return found;
+}
+
+static int
+ex_pointer_order(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)*(PyObject *const *)a, y = (uintptr_t)*(PyObject *const *)b;
+    return (x > y) - (x < y);
+}
+
+static PyObject *
+ex_part_index_exact(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "part_index_exact expects (parts, index, part_class)");
+        return NULL;
+    }
+    PyObject *parts = args[0], *index = args[1], *part_class = args[2];
+    if (!PyType_Check(part_class)) {
+        PyErr_SetString(PyExc_TypeError, "part_index_exact: part_class must be a class");
+        return NULL;
+    }
+    if (!PyTuple_CheckExact(parts) || !PyDict_CheckExact(index)) Py_RETURN_FALSE;
+    Py_ssize_t n = PyTuple_Size(parts);
+    if (n < 0) return NULL;
+    if (PyDict_Size(index) != n || !pd_plain_keys(index)) Py_RETURN_FALSE;
+    if (ex_participant_id_key == NULL) {
+        ex_participant_id_key = PyUnicode_InternFromString("participant_id");
+        if (ex_participant_id_key == NULL) return NULL;
+    }
+    /* Each part named by its own id, and the parts distinct objects (then their ids are distinct:
+     * one key names one object), so the n entries are the parts and nothing else. A part listed
+     * twice is refused (the dict built from such parts has fewer entries). No Python code runs
+     * in the loop, so the borrowed items stay. */
+    if ((size_t)n > SIZE_MAX / sizeof(PyObject *)) Py_RETURN_FALSE;
+    PyObject **seen = PyMem_Malloc(n > 0 ? (size_t)n * sizeof(PyObject *) : 1);
+    if (seen == NULL) return PyErr_NoMemory();
+    int result = 1;
+    for (Py_ssize_t i = 0; i < n && result == 1; i++) {
+        seen[i] = PyTuple_GetItem(parts, i);
+        result = ex_part_indexed(seen[i], index, part_class);
+    }
+    if (result == 1 && n > 1) {
+        qsort(seen, (size_t)n, sizeof(PyObject *), ex_pointer_order);
+        for (Py_ssize_t i = 1; i < n && result == 1; i++) {
+            if (seen[i] == seen[i - 1]) result = 0;
+        }
+    }
+    PyMem_Free(seen);
+    if (result < 0) return NULL;
+    return PyBool_FromLong(result);
+}
+
 static PyMethodDef ex_methods[] = {
     {"classes_within", (PyCFunction)(void (*)(void))ex_classes_within, METH_FASTCALL, classes_within_doc},
     {"inert_graph", (PyCFunction)(void (*)(void))ex_inert_graph, METH_FASTCALL, inert_graph_doc},
+    {"part_index_exact", (PyCFunction)(void (*)(void))ex_part_index_exact, METH_FASTCALL, part_index_exact_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -343,6 +343,12 @@ def classes_within(
     ``allowed`` (at most 8) and, with ``name``, whose attribute ``name`` has a class exactly one of
     ``name_allowed`` (read only from items of an allowed class); False otherwise (csrc/exact.c)."""
 
+def part_index_exact(parts: Any, index: Any, part_class: type, /) -> bool:
+    """True when ``index`` is exactly the dict ``parts`` keyed by participant id would build:
+    ``parts`` an exact tuple of distinct objects of class exactly ``part_class`` (plain instance
+    dicts, exact str ids), ``index`` an exact dict of exact str keys, one entry per part, each id
+    naming its own part. False otherwise; no Python code runs (csrc/exact.c)."""
+
 def inert_graph(roots: tuple[Any, ...], classes: tuple[tuple[type, int], ...], /) -> bool:
     """True when everything reachable from ``roots`` is None, a bool, an exact int, float, str or
     bytes, an exact tuple, list, dict or frozenset of such values, or an instance of exactly one

@@ -17,6 +17,7 @@ intact; that the forged value's keys run no code; and that bind does not release
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import gc
 import pickle
@@ -24,11 +25,15 @@ import weakref
 from typing import Any, Callable
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from forge_helpers import maybe_profiled, outcome, sized_world
 from test_skip27_final_guards import _part_index_extra_fragment
 
-from mooncake.reshard.weight import bind_logical_transfer_plan
+from mooncake.reshard import _native
+from mooncake.reshard.weight import WeightPlacementPart, bind_logical_transfer_plan
+from mooncake.reshard.weight.placement import part_index_matches
 
 _EQ_CALLS: list[str] = []
 
@@ -167,3 +172,67 @@ def test_an_intact_index_is_the_cached_one() -> None:
     first[placement.parts[0].participant_id] = placement.parts[1]  # edited in place: ignored
     rebuilt = placement._part_index()
     assert rebuilt is not first and rebuilt == {part.participant_id: part for part in placement.parts}
+
+
+def _oracle(parts: Any, index: Any) -> bool:
+    """``part_index_exact`` by brute force: the dict the parts build, compared entry by entry."""
+    if type(parts) is not tuple or type(index) is not dict:
+        return False
+    if any(type(part) is not WeightPlacementPart for part in parts):
+        return False
+    if any(type(key) is not str for key in index) or any(type(part.participant_id) is not str for part in parts):
+        return False
+    if len({id(part) for part in parts}) != len(parts):
+        return False
+    built = {part.participant_id: part for part in parts}
+    return len(built) == len(index) and all(index.get(key) is value for key, value in built.items())
+
+
+_WORLD_PARTS = sized_world(2)[0].source_placement.parts  # 4 parts
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    chosen=st.lists(st.integers(0, 3), max_size=5),
+    entries=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), max_size=6),
+    loud=st.booleans(),
+    as_list=st.booleans(),
+)
+def test_part_index_exact_matches_its_oracle(chosen: list, entries: list, loud: bool, as_list: bool) -> None:
+    """The C check against the brute-force oracle: parts drawn from a placement's (repeats
+    allowed), an index of their ids (or "x"/"y", maybe str-subclass keys) naming parts or ints;
+    the exact index of the drawn parts, then edited by the drawn entries."""
+    parts = tuple(_WORLD_PARTS[i] for i in chosen)
+    index: Any = {part.participant_id: part for part in parts}
+    ids = [part.participant_id for part in _WORLD_PARTS] + ["x", "y"]
+    for key_at, value_at in entries:
+        key = _LoudKey(ids[key_at]) if loud else ids[key_at]
+        index[key] = _WORLD_PARTS[value_at] if value_at < 4 else value_at
+    if as_list:
+        parts = list(parts)  # type: ignore[assignment]
+    _EQ_CALLS.clear()
+    assert _native.part_index_exact(parts, index, WeightPlacementPart) is _oracle(parts, index)
+    assert part_index_matches(parts, index, exact_parts=True) is _oracle(parts, index)
+    assert _EQ_CALLS == []
+
+
+def test_part_index_exact_refuses_odd_parts() -> None:
+    """Parts of another class, a part without an instance dict, a part whose id is not an
+    exact str, a part whose instance dict has a str-subclass key: False, and no key runs."""
+    part = _WORLD_PARTS[0]
+    index = {part.participant_id: part}
+    assert _native.part_index_exact((part,), index, WeightPlacementPart) is True
+    assert _native.part_index_exact((part,), index, object) is False
+    assert _native.part_index_exact((1,), {part.participant_id: 1}, int) is False
+    odd = copy.copy(part)
+    object.__setattr__(odd, "participant_id", _LoudKey(part.participant_id))
+    assert _native.part_index_exact((odd,), {part.participant_id: odd}, WeightPlacementPart) is False
+    loud_state = copy.copy(part)
+    loud_state.__dict__[_LoudKey("participant_id_")] = 1
+    _EQ_CALLS.clear()
+    assert _native.part_index_exact((loud_state,), {part.participant_id: loud_state}, WeightPlacementPart) is False
+    assert _EQ_CALLS == []
+    with pytest.raises(TypeError):
+        _native.part_index_exact((part,), index, 1)
+    with pytest.raises(TypeError):
+        _native.part_index_exact((part,), index)

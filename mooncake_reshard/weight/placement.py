@@ -101,24 +101,28 @@ def _sorted_by_tensor_id(tensors: tuple[TensorDescriptor, ...]) -> list[TensorDe
 
 
 def part_index_matches(parts: Any, index: Any, *, exact_parts: bool = False) -> bool:
-    """Whether ``index`` is exactly the tuple ``parts`` keyed by participant id: a plain dict
-    with exact str keys (no probe below runs a key's ``__eq__``), one entry per part, each id
-    naming its own part object. (Part ids are unique per placement, so the entries are the
-    parts and nothing else.) ``exact_parts``: every part is also an exact ``WeightPlacementPart``
-    (the sealed checks' types); otherwise any part holding its fields in an instance dict."""
-    if type(parts) is not tuple or type(index) is not dict or len(index) != len(parts):
+    """Whether ``index`` is exactly the dict ``parts`` (a tuple) keyed by participant id would
+    build: a plain dict with exact str keys (no probe runs a key's ``__eq__``), one entry per
+    part, each id naming its own part object, the parts distinct objects (so their ids are
+    distinct and the entries are the parts and nothing else; a part listed twice is refused).
+    ``exact_parts``: every part is also an exact ``WeightPlacementPart`` (the sealed checks'
+    types); otherwise any part holding its fields in an instance dict. Exact parts are checked
+    in C (``_native.part_index_exact``, no Python code), the rest here (its oracle in the tests)."""
+    if _native.part_index_exact(parts, index, WeightPlacementPart):
+        return True
+    if exact_parts or type(parts) is not tuple or type(index) is not dict or len(index) != len(parts):
         return False
     for key in index:
         if type(key) is not str:
             return False
     for part in parts:
-        if type(part) is not WeightPlacementPart and (exact_parts or not isinstance(part, WeightPlacementPart)):
+        if not isinstance(part, WeightPlacementPart):
             return False
         state = getattr(part, "__dict__", None)
         participant_id = state.get("participant_id") if type(state) is dict else None
         if type(participant_id) is not str or index.get(participant_id) is not part:
             return False
-    return True
+    return len({id(part) for part in parts}) == len(parts)
 
 @dataclass(frozen=True, init=False)
 class WeightPlacementManifest:
