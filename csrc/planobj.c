@@ -11,6 +11,7 @@
 #include "coverage_kernels.h"
 #include "plain_dict.h"
 #include "gctrack.h"
+#include "rank_memo.h"
 
 /* New references to the interned strings of src[0..n) in out[0..n), from a per-table cache
  * filled on first use (under the GIL; the cache keeps its references for the process).
@@ -398,6 +399,73 @@ po_buf_take(po_buf *b)
     return result;
 }
 
+/* Per-pass memo of offset and shape tuples' coordinates: a placement's fragments share a few
+ * tuple objects (a tensor's offsets, one shape per kind of shard). Only exact tuples of exact
+ * ints are kept: they cannot change, and a slot holds a strong reference, so no address is
+ * reused while the pass runs; a hit gives the values a read gives. */
+#define PO_TUPLE_MEMO 16
+#define PO_TUPLE_MEMO_D 8 /* coordinates a slot keeps */
+typedef struct {
+    PyObject *tuple; /* strong; NULL: empty */
+    Py_ssize_t n;
+    int64_t v[PO_TUPLE_MEMO_D];
+} po_tuple_slot;
+
+/* The coordinates of tuple t into out[0..nd) when every item is an int fitting int64: 1; 0 when
+ * not (not a tuple of nd items, non-int, out of range); -1 with an exception. */
+static int
+po_coords(PyObject *t, Py_ssize_t nd, int64_t *out)
+{
+    if (!PyTuple_Check(t) || PyTuple_Size(t) != nd) return 0;
+    for (Py_ssize_t k = 0; k < nd; k++) {
+        PyObject *item = PyTuple_GetItem(t, k);
+        if (item == NULL) return -1;
+        if (!PyLong_Check(item)) return 0;
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(item, &overflow);
+        if (v == -1 && PyErr_Occurred()) return -1;
+        if (overflow != 0) return 0;
+        out[k] = (int64_t)v;
+    }
+    return 1;
+}
+
+/* po_coords through the memo m (PO_TUPLE_MEMO slots). */
+static int
+po_coords_memo(po_tuple_slot *m, PyObject *t, Py_ssize_t nd, int64_t *out)
+{
+    po_tuple_slot *slot = NULL;
+    if (PyTuple_CheckExact(t) && nd >= 0 && nd <= PO_TUPLE_MEMO_D) {
+        uintptr_t a = (uintptr_t)t;
+        slot = &m[((a >> 4) ^ (a >> 10)) & (PO_TUPLE_MEMO - 1)];
+        if (slot->tuple == t && slot->n == nd) {
+            memcpy(out, slot->v, (size_t)nd * sizeof(int64_t));
+            return 1;
+        }
+    }
+    int rc = po_coords(t, nd, out);
+    if (rc != 1 || slot == NULL) return rc;
+    for (Py_ssize_t k = 0; k < nd; k++) {
+        PyObject *item = PyTuple_GetItem(t, k); /* in range: po_coords read nd items */
+        if (item == NULL || !PyLong_CheckExact(item)) {
+            PyErr_Clear();
+            return rc;
+        }
+    }
+    PyObject *old = slot->tuple;
+    slot->tuple = Py_NewRef(t);
+    slot->n = nd;
+    memcpy(slot->v, out, (size_t)nd * sizeof(int64_t));
+    Py_XDECREF(old); /* an exact tuple of exact ints: its release runs no Python code */
+    return rc;
+}
+
+static void
+po_tuple_memo_free(po_tuple_slot *m)
+{
+    for (int k = 0; k < PO_TUPLE_MEMO; k++) Py_CLEAR(m[k].tuple);
+}
+
 /* Append the items of tuple t (exactly nd Python ints fitting int64) to b.
  * 1 = done, 0 = not usable here (caller falls back), -1 = error. */
 static int
@@ -415,6 +483,19 @@ po_push_coords(po_buf *b, PyObject *t, int64_t nd)
         if (po_push(b, (int64_t)v) < 0) return -1;
     }
     return 1;
+}
+
+/* po_push_coords through the memo m: the same answer (on 0 nothing is pushed; the callers then
+ * decline). */
+static int
+po_push_coords_memo(po_tuple_slot *m, po_buf *b, PyObject *t, int64_t nd)
+{
+    if (nd < 0 || nd > PO_TUPLE_MEMO_D) return po_push_coords(b, t, nd);
+    int64_t v[PO_TUPLE_MEMO_D];
+    int rc = po_coords_memo(m, t, (Py_ssize_t)nd, v);
+    for (int64_t k = 0; k < nd && rc == 1; k++)
+        if (po_push(b, v[k]) < 0) rc = -1;
+    return rc;
 }
 
 /* nbytes as the kernel wants it: the value when in (0, 2**64), else 0 (inconsistent). */
@@ -1539,10 +1620,11 @@ ss_preread(PyObject *fragments, int is_list, Py_ssize_t n, PyObject *ftype, PyOb
     ss_pre *pre = mr_calloc_huge(count ? count : 1, sizeof(ss_pre));
     po_tmap tmap = {NULL, 0};
     PyObject *v[SS_ID + 1] = {NULL}, *rv[4] = {NULL}; /* fields from the state scans (new references) */
-    /* the last rank object read and its coordinates: an exact rtype instance whose values
-     * nothing here can change (no Python code runs), held so that its address stays its own */
-    PyObject *memo_rank = NULL;
-    int64_t memo_values[4] = {0, 0, 0, 0};
+    /* the rank objects read and their coordinates (the fragments share a few ranks, visited
+     * interleaved): rank_memo.h */
+    rm_memo ranks = {NULL, 0, 0, 0};
+    po_tuple_slot tuples[PO_TUPLE_MEMO]; /* the offset and shape tuples read */
+    memset(tuples, 0, sizeof tuples);
     int ok = 0;
     if (order == NULL || pre == NULL) goto done;
     size_t tused = 0;
@@ -1600,6 +1682,7 @@ ss_preread(PyObject *fragments, int is_list, Py_ssize_t n, PyObject *ftype, PyOb
             if (!mr_pf_scan(item, names, SS_ID + 1, v)) {
                 /* a field not met is read as an attribute: only from a plain instance dict
                  * (plain_dict.h), else the generic path decides (see the rank's read below) */
+                rm_may_run_code(&ranks); /* (its dict may be made here: an allocation) */
                 if (pd_getattr_safe(item) <= 0) goto done;
                 PyObject *state = PyObject_GenericGetDict(item, NULL);
                 po_scan_state(state, names, SS_ID + 1, v);
@@ -1654,12 +1737,14 @@ ss_preread(PyObject *fragments, int is_list, Py_ssize_t n, PyObject *ftype, PyOb
         if (t < 0) continue;
         PyObject *rank = po_take_field(item, &v[SS_RANK], names[SS_RANK]);
         if (rank == NULL) goto done;
-        if (rank == memo_rank) { /* the rank object of an earlier fragment (a few are shared) */
+        rm_slot *slot = rm_find(&ranks, rank);
+        if (rm_fresh(&ranks, slot)) { /* read in this epoch (an exact rtype): the same values */
             Py_DECREF(rank);
-            memcpy(p->rank, memo_values, sizeof memo_values);
+            memcpy(p->rank, slot->v, 4 * sizeof(int64_t));
             goto have_rank;
         }
         int rc = (PyObject *)Py_TYPE(rank) == rtype;
+        if (rc == 1 && slot == NULL) rm_may_run_code(&ranks); /* a first read may make its dict */
         if (rc == 1) {
             /* the rank's values from a plain instance dict only (plain_dict.h): a key that is
              * not an exact str would send the reads below to a generic getattr, which runs its
@@ -1676,19 +1761,18 @@ ss_preread(PyObject *fragments, int is_list, Py_ssize_t n, PyObject *ftype, PyOb
             Py_DECREF(rank);
             goto done;
         }
-        Py_XDECREF(memo_rank); /* another rank (this fragment holds it) */
-        memo_rank = rank;      /* the reference taken above, kept */
-        memcpy(memo_values, p->rank, sizeof memo_values);
+        rm_store(&ranks, slot, rank, NULL, p->rank, 4);
+        Py_DECREF(rank); /* (this fragment holds it) */
     have_rank:
         p->coord = pc->n;
         PyObject *offset = po_take_field(item, &v[SS_OFFSET], names[SS_OFFSET]);
         if (offset == NULL) goto done;
-        rc = po_push_coords(pc, offset, tensor_ndim[t]);
+        rc = po_push_coords_memo(tuples, pc, offset, tensor_ndim[t]);
         Py_DECREF(offset);
         if (rc != 1) goto done;
         PyObject *shape = po_take_field(item, &v[SS_SHAPE], names[SS_SHAPE]);
         if (shape == NULL) goto done;
-        rc = po_push_coords(pc, shape, tensor_ndim[t]);
+        rc = po_push_coords_memo(tuples, pc, shape, tensor_ndim[t]);
         Py_DECREF(shape);
         if (rc != 1) goto done;
         PyObject *value = po_take_field(item, &v[SS_NBYTES], names[SS_NBYTES]);
@@ -1696,13 +1780,15 @@ ss_preread(PyObject *fragments, int is_list, Py_ssize_t n, PyObject *ftype, PyOb
         rc = po_nbytes(value, &p->nbytes);
         Py_DECREF(value);
         if (rc < 0) goto done;
+        if (p->nbytes == 0) rm_may_run_code(&ranks); /* (an overflow error may have been made and cleared) */
         p->nbytes_ok = rc;
         p->id = po_take_field(item, &v[SS_ID], names[SS_ID]);
         if (p->id == NULL) goto done;
     }
     ok = 1;
 done:
-    Py_XDECREF(memo_rank);
+    rm_free(&ranks);
+    po_tuple_memo_free(tuples);
     for (int f = 0; f <= SS_ID; f++) Py_XDECREF(v[f]);
     for (int a = 0; a < 4; a++) Py_XDECREF(rv[a]);
     if (PyErr_Occurred()) PyErr_Clear();
@@ -2929,7 +3015,8 @@ PyDoc_STRVAR(owner_minimums_doc,
  * list order (same keys, same first-appearance order, same minimums, equal values). NULL with
  * no exception set: not this path (the caller's in-order loop decides); NULL with an
  * exception: no memory. */
-#define OM_MAX_KINDS 8
+#define OM_MAX_KINDS 8 /* RM_VALUES - 1 (rank_memo.h: dp and the kinds) */
+_Static_assert(OM_MAX_KINDS + 1 <= RM_VALUES, "a rank memo slot keeps dp and every kind");
 typedef struct {
     PyObject *tid; /* borrowed: the fragment holds it (no Python code runs here) */
     Py_hash_t hash;
@@ -2938,7 +3025,6 @@ typedef struct {
 } om_row;
 
 #define OM_MEMO 64 /* owners remembered by om_grouped, by their least values */
-#define OM_PLAIN_SEEN 64 /* ranks om_address_order found with a plain instance dict */
 typedef struct {
     int64_t v[OM_MAX_KINDS];
     PyObject *owner; /* borrowed from om_grouped's owners map; NULL: empty */
@@ -2997,12 +3083,9 @@ om_address_order(PyObject *fragments, int is_list, PyObject *kinds, Py_ssize_t n
         PyErr_NoMemory();
         goto done;
     }
-    /* the last rank object read and its values (the fragments share a few ranks): an exact
-     * rtype instance nothing here can change (no Python code runs), held so that its address
-     * stays its own */
-    PyObject *memo_rank = NULL;
-    int64_t memo_dp = 0, memo_v[OM_MAX_KINDS] = {0};
-    PyObject *plain_seen[OM_PLAIN_SEEN] = {NULL}; /* borrowed, compared only (see the rank reads) */
+    /* the rank objects read and their values (the fragments share a few ranks, visited
+     * interleaved): rank_memo.h, dp in v[0] and the kinds' values after it */
+    rm_memo ranks = {NULL, 0, 0, 0};
     for (size_t k = 0; k < count && !declined; k++) {
         if (k + 16 < count) __builtin_prefetch((const void *)(uintptr_t)order[k + 16].key); /* a hint only */
         if (k + 8 < count) {
@@ -3026,7 +3109,10 @@ om_address_order(PyObject *fragments, int is_list, PyObject *kinds, Py_ssize_t n
          * the values the attribute reads give), else (or where a slot is empty) read as
          * attributes */
         PyObject *field[2] = {NULL, NULL};
-        if (!mr_pf_scan(item, names, 2, field)) field[0] = field[1] = NULL;
+        if (!mr_pf_scan(item, names, 2, field)) {
+            field[0] = field[1] = NULL;
+            rm_may_run_code(&ranks); /* read as attributes below (a foreign class's) */
+        }
         PyObject *tid = po_take_field(item, &field[0], names[0]);
         PyObject *rank = tid == NULL ? NULL : po_take_field(item, &field[1], names[1]);
         Py_XDECREF(field[1]); /* not taken when the tid read failed */
@@ -3036,9 +3122,10 @@ om_address_order(PyObject *fragments, int is_list, PyObject *kinds, Py_ssize_t n
             row->hash = PyObject_Hash(tid); /* exact str: cached, never -1 without an error */
             declined = row->hash == -1;
         }
-        if (!declined && rank == memo_rank) {
-            row->dp = memo_dp;
-            memcpy(row->v, memo_v, (size_t)nkinds * sizeof(int64_t));
+        rm_slot *slot = declined ? NULL : rm_find(&ranks, rank);
+        if (!declined && rm_fresh(&ranks, slot)) { /* read in this epoch: the same values */
+            row->dp = slot->v[0];
+            memcpy(row->v, slot->v + 1, (size_t)nkinds * sizeof(int64_t));
             Py_DECREF(rank);
             Py_DECREF(tid); /* the fragment keeps it alive */
             continue;
@@ -3046,16 +3133,10 @@ om_address_order(PyObject *fragments, int is_list, PyObject *kinds, Py_ssize_t n
         /* the rank's attributes are read from its instance dict: only a plain one (plain_dict.h),
          * so that no read runs Python code (a str-subclass key's __eq__) while the rows hold
          * borrowed tensor ids and the order borrowed fragments. Else the pass declines and the
-         * caller's in-order loop reads the fragments as the rules do. No Python code runs in
-         * this loop, so a rank found plain stays plain (and alive: its fragments hold it) for
-         * the rest of it: plain_seen remembers the ranks checked (a hint by address; a miss
-         * checks again). */
+         * caller's in-order loop reads the fragments as the rules do. */
         if (!declined) {
-            size_t at = (size_t)((((uintptr_t)rank) >> 4) ^ (((uintptr_t)rank) >> 10)) & (OM_PLAIN_SEEN - 1);
-            if (plain_seen[at] != rank) {
-                if (pd_getattr_safe(rank) <= 0) declined = 1;
-                else plain_seen[at] = rank;
-            }
+            if (slot == NULL) rm_may_run_code(&ranks); /* a first check may make its dict */
+            if (pd_getattr_safe(rank) <= 0) declined = 1;
         }
         for (Py_ssize_t a = -1; a < nkinds && !declined; a++) {
             PyObject *name = a < 0 ? names[2] : PyTuple_GetItem(kinds, a);
@@ -3068,16 +3149,15 @@ om_address_order(PyObject *fragments, int is_list, PyObject *kinds, Py_ssize_t n
             if (!declined) *(a < 0 ? &row->dp : &row->v[a]) = (int64_t)v;
         }
         if (!declined) {
-            Py_XDECREF(memo_rank);
-            memo_rank = rank; /* the reference read above, kept */
-            memo_dp = row->dp;
-            memcpy(memo_v, row->v, (size_t)nkinds * sizeof(int64_t));
-        } else {
-            Py_XDECREF(rank);
+            int64_t values[RM_VALUES]; /* nkinds <= OM_MAX_KINDS == RM_VALUES - 1 */
+            values[0] = row->dp;
+            memcpy(values + 1, row->v, (size_t)nkinds * sizeof(int64_t));
+            rm_store(&ranks, slot, rank, NULL, values, 1 + (size_t)nkinds);
         }
+        Py_XDECREF(rank);
         Py_XDECREF(tid); /* the fragment keeps it alive */
     }
-    Py_XDECREF(memo_rank);
+    rm_free(&ranks);
     if (declined) {
         PyErr_Clear();
         goto done;
@@ -3365,26 +3445,7 @@ enum { FC_ID, FC_TENSOR, FC_RANK, FC_DP, FC_OFFSET, FC_SHAPE, FC_NBYTES, FC_N };
 static const char *const fc_names[FC_N] = {"placement_fragment_id", "tensor_id", "rank", "dp", "global_offset",
                                            "local_shape", "nbytes"};
 
-/* Coordinates of tuple t into out[0..nd) when every item is an int fitting int64: 1; 0 when
- * not (not a tuple of nd items, non-int, out of range); -1 with an exception. */
-static int
-fc_coords(PyObject *t, Py_ssize_t nd, int64_t *out)
-{
-    if (!PyTuple_Check(t) || PyTuple_Size(t) != nd) return 0;
-    for (Py_ssize_t k = 0; k < nd; k++) {
-        PyObject *item = PyTuple_GetItem(t, k);
-        if (item == NULL) return -1;
-        if (!PyLong_Check(item)) return 0;
-        int overflow = 0;
-        long long v = PyLong_AsLongLongAndOverflow(item, &overflow);
-        if (v == -1 && PyErr_Occurred()) return -1;
-        if (overflow != 0) return 0;
-        out[k] = (int64_t)v;
-    }
-    return 1;
-}
 
-#define FC_PLAIN_SEEN 64 /* ranks fc_address_pass found with a plain instance dict */
 
 /* What the address-order pass keeps of fragment i (strong references until moved). */
 typedef struct {
@@ -3427,7 +3488,9 @@ fc_address_pass(PyObject *items, Py_ssize_t n, PyObject *ftype, PyObject *rtype,
     mr_kv *order = mr_alloc_array_huge(count, sizeof(mr_kv));
     /* zeroed by the allocator (fresh pages come zeroed: no pass of its own over 72 bytes a row) */
     fc_row *rows = mr_calloc_huge(count, sizeof(fc_row));
-    PyObject *plain_seen[FC_PLAIN_SEEN] = {NULL}; /* borrowed, compared only (see the rank's read) */
+    rm_memo ranks = {NULL, 0, 0, 0}; /* the ranks' dp values read (rank_memo.h) */
+    po_tuple_slot tuples[PO_TUPLE_MEMO];
+    memset(tuples, 0, sizeof tuples);
     int64_t *scratch = NULL;
     size_t used = 0, cap = 0, filled = 0;
     int ok = 0, fits = 1;
@@ -3453,6 +3516,7 @@ fc_address_pass(PyObject *items, Py_ssize_t n, PyObject *ftype, PyObject *rtype,
         if (!mr_pf_scan(item, fc_state_names, FC_N - 1, met)) { /* (or its layout's slots) */
             /* a field not met is read as an attribute: only from a plain instance dict
              * (plain_dict.h), else the in-order loop decides (see the rank's read below) */
+            rm_may_run_code(&ranks); /* (its dict may be made here: an allocation) */
             if (pd_getattr_safe(item) <= 0) goto done;
             PyObject *state = PyObject_GenericGetDict(item, NULL);
             po_scan_state(state, fc_state_names, FC_N - 1, met);
@@ -3463,16 +3527,20 @@ fc_address_pass(PyObject *items, Py_ssize_t n, PyObject *ftype, PyObject *rtype,
                 /* rank.dp is read from the rank's instance dict: only a plain one (plain_dict.h),
                  * so that no read runs Python code (a str-subclass key's __eq__) while the order
                  * holds borrowed fragments and the pass reads them out of list order; else the
-                 * in-order loop decides. No Python code runs here, so a rank found plain stays
-                 * plain (and alive: its fragment holds it) for the rest of the pass: plain_seen
-                 * remembers the ranks checked (a hint by address; a miss checks again). */
+                 * in-order loop decides. A rank checked and read in the current epoch (no step
+                 * since could run Python code: rank_memo.h) is still plain and its dp the same
+                 * object: the memo gives it without a read. */
                 PyObject *rank = v[FC_RANK];
-                size_t at = (size_t)((((uintptr_t)rank) >> 4) ^ (((uintptr_t)rank) >> 10)) & (FC_PLAIN_SEEN - 1);
                 if ((PyObject *)Py_TYPE(rank) != rtype) rc = -1;
-                else if (plain_seen[at] != rank && pd_getattr_safe(rank) <= 0) rc = -1;
                 else {
-                    plain_seen[at] = rank;
-                    v[f] = PyObject_GetAttr(rank, names[f]);
+                    rm_slot *slot = rm_find(&ranks, rank);
+                    if (rm_fresh(&ranks, slot)) v[f] = Py_NewRef(slot->obj);
+                    else {
+                        if (slot == NULL) rm_may_run_code(&ranks); /* a first check may make its dict */
+                        if (pd_getattr_safe(rank) <= 0) rc = -1;
+                        else if ((v[f] = PyObject_GetAttr(rank, names[f])) != NULL)
+                            rm_store(&ranks, slot, rank, v[f], NULL, 0);
+                    }
                 }
             }
             else v[f] = po_take_field(item, &met[f < FC_DP ? f : f - 1], names[f]);
@@ -3482,6 +3550,7 @@ fc_address_pass(PyObject *items, Py_ssize_t n, PyObject *ftype, PyObject *rtype,
         fc_row *row = &rows[i];
         if (rc == 0) {
             po_str_head(v[FC_ID], &row->head);
+            if (row->head.kind == PO_STR) rm_may_run_code(&ranks); /* an encoding error was made and cleared */
             row->id = v[FC_ID];
             row->tid = v[FC_TENSOR];
             row->dp = v[FC_DP];
@@ -3494,6 +3563,7 @@ fc_address_pass(PyObject *items, Py_ssize_t n, PyObject *ftype, PyObject *rtype,
             else {
                 int64_t nb;
                 rc = po_nbytes(v[FC_NBYTES], &nb) < 0 ? -1 : 0;
+                if (nb == 0) rm_may_run_code(&ranks); /* (an overflow error may have been made and cleared) */
                 row->nbytes = nb;
                 row->ndim = (int64_t)nd;
                 size_t need = used + 2 * (size_t)nd; /* nd < 2**31: no overflow before the check below */
@@ -3520,8 +3590,8 @@ fc_address_pass(PyObject *items, Py_ssize_t n, PyObject *ftype, PyObject *rtype,
                 }
                 if (rc == 0) {
                     row->at = used;
-                    int c1 = fc_coords(v[FC_OFFSET], nd, scratch + used);
-                    int c2 = c1 == 1 ? fc_coords(v[FC_SHAPE], nd, scratch + used + nd) : c1;
+                    int c1 = po_coords_memo(tuples, v[FC_OFFSET], nd, scratch + used);
+                    int c2 = c1 == 1 ? po_coords_memo(tuples, v[FC_SHAPE], nd, scratch + used + nd) : c1;
                     if (c1 < 0 || c2 < 0) rc = -1;
                     else if (c1 == 0 || c2 == 0) fits = 0;
                     else used = need;
@@ -3531,6 +3601,8 @@ fc_address_pass(PyObject *items, Py_ssize_t n, PyObject *ftype, PyObject *rtype,
         for (int f = 0; f < FC_N; f++) Py_XDECREF(v[f]);
         if (rc < 0) goto done;
     }
+    rm_free(&ranks);
+    po_tuple_memo_free(tuples);
     /* every row is filled: move the values into the lists, in order */
     for (size_t i = 0; i < count; i++) {
         PyList_SetItem(ids, (Py_ssize_t)i, rows[i].id); /* steal; index in range */
@@ -3582,6 +3654,8 @@ done:
             Py_XDECREF(rows[i].dp);
         }
     }
+    rm_free(&ranks);
+    po_tuple_memo_free(tuples);
     PyMem_Free(order);
     PyMem_Free(rows);
     PyMem_Free(scratch);
