@@ -20,15 +20,40 @@ PyDoc_STRVAR(classes_within_doc,
 "attribute). The attribute is read only from an item of an allowed class, so no Python code\n"
 "runs when allowed holds only classes whose attribute reads run none.");
 
+/* The index of Py_TYPE(obj) among the n classes, else -1. */
+static Py_ssize_t
+ex_class_at(PyObject *obj, PyObject *const *classes, Py_ssize_t n)
+{
+    PyObject *cls = (PyObject *)Py_TYPE(obj);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (classes[k] == cls) return k;
+    }
+    return -1;
+}
+
 /* 1 when Py_TYPE(obj) is one of the n classes, else 0. */
 static int
 ex_class_in(PyObject *obj, PyObject *const *classes, Py_ssize_t n)
 {
-    PyObject *cls = (PyObject *)Py_TYPE(obj);
+    return ex_class_at(obj, classes, n) >= 0;
+}
+
+/* Per allowed class, the slot of the attribute name in its instances' C-owned layout when that
+ * class is one PlacementFragment layout check accepts (layout.h mr_pf_class: instances of
+ * exactly it are read with direct loads, no descriptor shadows a field, attribute access is the
+ * generic one) and name is one of its field names (by identity: interned), else -1 (getattr).
+ * For such a class the slot is what getattr returns, an empty slot the AttributeError it raises. */
+static void
+ex_layout_slots(PyObject *const *classes, Py_ssize_t n, PyObject *name, Py_ssize_t *slot)
+{
     for (Py_ssize_t k = 0; k < n; k++) {
-        if (classes[k] == cls) return 1;
+        slot[k] = -1;
+        mr_layout_class lc;
+        if (!mr_pf_class(classes[k], &lc)) continue;
+        for (Py_ssize_t j = 0; j < MR_PF_N; j++) {
+            if (mr_pf_name_ptrs[j] == name) slot[k] = j;
+        }
     }
-    return 0;
 }
 
 /* The items of ``classes`` (an exact tuple of classes) into ``out`` (at most 8), or -1 with an
@@ -81,6 +106,8 @@ ex_classes_within(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t
         PyErr_SetString(PyExc_TypeError, "classes_within: name must be a str or None");
         return NULL;
     }
+    Py_ssize_t slot[8];
+    if (with_name) ex_layout_slots(allowed, n_allowed, name, slot);
     Py_ssize_t n = PyTuple_Size(items);
     if (n < 0) return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -90,8 +117,22 @@ ex_classes_within(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t
             PyObject *ahead = PyTuple_GetItem(items, i + 8);
             if (ahead != NULL) __builtin_prefetch(ahead);
         }
-        if (!ex_class_in(item, allowed, n_allowed)) Py_RETURN_FALSE;
+        if (with_name && i + 4 < n) {
+            /* a hint: the attribute object of the item four on, from its slot (that item was
+             * asked for four items ago; only its class and one slot are read) */
+            PyObject *ahead = PyTuple_GetItem(items, i + 4);
+            Py_ssize_t at = ahead == NULL ? -1 : ex_class_at(ahead, allowed, n_allowed);
+            if (at >= 0 && slot[at] >= 0) __builtin_prefetch(((mr_layout_object *)ahead)->fields[slot[at]]);
+        }
+        Py_ssize_t at = ex_class_at(item, allowed, n_allowed);
+        if (at < 0) Py_RETURN_FALSE;
         if (!with_name) continue;
+        if (slot[at] >= 0) {
+            /* the slot getattr reads (an exact class the layout check accepted) */
+            PyObject *held = ((mr_layout_object *)item)->fields[slot[at]];
+            if (held == NULL || !ex_class_in(held, name_allowed, n_name_allowed)) Py_RETURN_FALSE;
+            continue;
+        }
         PyObject *value = PyObject_GetAttr(item, name);
         if (value == NULL) {
             if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
