@@ -3008,13 +3008,19 @@ done:
     return result;
 }
 
+/* With the automatic collector off: the pass's rank memo (pfl_rank) holds a rank's text for the
+ * whole call, and the first read of a rank whose attributes are still inline makes its dict, an
+ * allocation that could otherwise run gc callbacks (Python code that could change a rank already
+ * encoded; tests/test_lead29_collector_memos.py). */
+MR_COLLECTOR_PAUSED_KW(py_canonical_parts_json)
+
 static PyMethodDef canonical_methods[] = {
     {"sha256_hex", (PyCFunction)py_sha256_hex, METH_O, "Lowercase hex SHA-256 of bytes."},
     {"canonical_json", (PyCFunction)(void (*)(void))py_canonical_json, METH_VARARGS | METH_KEYWORDS,
      "json.dumps(obj, sort_keys=True, separators=(',', ':'), ensure_ascii=...) for JSON trees."},
     {"canonical_sha256", (PyCFunction)(void (*)(void))py_canonical_sha256, METH_VARARGS | METH_KEYWORDS,
      "Lowercase hex SHA-256 of the UTF-8 canonical JSON of obj."},
-    {"canonical_parts_json", (PyCFunction)(void (*)(void))py_canonical_parts_json, METH_VARARGS | METH_KEYWORDS,
+    {"canonical_parts_json", (PyCFunction)(void (*)(void))py_canonical_parts_json_paused, METH_VARARGS | METH_KEYWORDS,
      "prefix + canonical JSON of the parts list from (fragments, rest-of-part JSON) pairs + suffix "
      "(or its hex SHA-256); fragments and ranks read in list order. types=(tensor, split, replicated, "
      "ownership, fragment, rank) classes: batched when every value is of them. With tensors=: + their canonical "

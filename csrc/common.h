@@ -602,4 +602,14 @@ mr_untrack_bound_regions(PyObject *regions, PyObject *bound_cls, int bound_layou
         return result;                                                  \
     }
 
+/* MR_COLLECTOR_PAUSED for a METH_VARARGS | METH_KEYWORDS function: defines ``pass##_paused``. */
+#define MR_COLLECTOR_PAUSED_KW(pass)                                                   \
+    static PyObject *pass##_paused(PyObject *module, PyObject *args, PyObject *kwargs) \
+    {                                                                                  \
+        const int collector_was_enabled = PyGC_Disable();                              \
+        PyObject *result = pass(module, args, kwargs);                                 \
+        if (collector_was_enabled) PyGC_Enable();                                      \
+        return result;                                                                 \
+    }
+
 #endif
