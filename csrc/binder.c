@@ -1696,16 +1696,115 @@ bd_dict_step(PyObject *dict, Py_ssize_t *pos, PyObject *key, PyObject **value)
     return 1;
 }
 
+/* The attested placement dict of one attested_executors call as a C array of its entries, read
+ * in one PyDict_Next walk that reads no key or value (the walk attest_many's dict order makes
+ * the common case): the evidence loops look their placement fragments up in it (bd_pdict_get)
+ * and take their hints from it, instead of three more cursor walks and a plain-keys walk.
+ *
+ * Plain keys (plain_dict.h; a key forged into a str subclass would run its __eq__ in a probe,
+ * AUDIT5 F5) are checked lazily, with the same verdict as pd_plain_keys before the pass: an
+ * aligned read takes entry `cursor` only when its key is the exact-str id itself or an exact str
+ * equal to it, which proves that key exact (`proven`: a prefix, as the aligned reads go in
+ * order); the keys not proven so are checked before the first probe (bd_pdict_plain), or at the
+ * end (bd_pdict_end). The entries are borrowed from the dict, which the caller holds, and the
+ * evidence loops run with the collector off and no Python code, so nothing can change the dict
+ * while they are read. */
+typedef struct {
+    PyObject *dict;             /* borrowed (the caller holds it) */
+    PyObject **entries;         /* key, value pairs in dict order (borrowed) */
+    Py_ssize_t n;               /* entries */
+    Py_ssize_t cursor;          /* the next entry an aligned read takes */
+    Py_ssize_t proven;          /* entries [0, proven) have exact-str keys */
+    int aligned;                /* every read so far took its entry at the cursor */
+    int plain;                  /* every key is known to be an exact str */
+} bd_pdict;
+
+/* bd_pdict of an exact dict: BD_OK, BD_FALLBACK (not an exact dict), BD_ERROR. */
+static int
+bd_pdict_load(PyObject *dict, bd_pdict *pd)
+{
+    memset(pd, 0, sizeof(*pd));
+    if (!PyDict_CheckExact(dict)) return BD_FALLBACK;
+    pd->dict = dict;
+    pd->aligned = 1;
+    Py_ssize_t size = PyDict_Size(dict);
+    if (size < 0) return BD_ERROR;
+    pd->entries = mr_alloc_array((size_t)size + 1, 2 * sizeof(PyObject *));
+    if (pd->entries == NULL) return BD_ERROR;
+    Py_ssize_t pos = 0, k = 0;
+    PyObject *key, *value;
+    while (k < size && PyDict_Next(dict, &pos, &key, &value)) {
+        pd->entries[2 * k] = key;
+        pd->entries[2 * k + 1] = value;
+        k++;
+    }
+    pd->n = k;
+    return BD_OK;
+}
+
+static void
+bd_pdict_free(bd_pdict *pd)
+{
+    PyMem_Free(pd->entries);
+    pd->entries = NULL;
+    pd->n = 0;
+}
+
+/* Every key of the dict an exact str (the keys not proven by an aligned read are checked): 1,
+ * else 0 (the pass declines, as pd_plain_keys before it did). Runs no Python code. */
+static int
+bd_pdict_plain(bd_pdict *pd)
+{
+    if (pd->plain) return 1;
+    if (PyDict_Size(pd->dict) != pd->n) return 0; /* (cannot change: no code runs) */
+    for (Py_ssize_t k = pd->proven; k < pd->n; k++) {
+        if (!PyUnicode_CheckExact(pd->entries[2 * k])) return 0;
+    }
+    pd->plain = 1;
+    return 1;
+}
+
+/* The evidence loops read the entries again from the first (bd_group_snapshots after
+ * bd_group_snapshots_one declined its shape): the proven keys stay proven. */
+static void
+bd_pdict_rewind(bd_pdict *pd)
+{
+    pd->cursor = 0;
+    pd->aligned = 1;
+}
+
+/* dict[pfid] (pfid an exact str): 1 with *value (borrowed), 0 when missing, BD_FALLBACK as -2
+ * when the dict is not plain and a probe is needed, -1 with an exception. */
+static int
+bd_pdict_get(bd_pdict *pd, PyObject *pfid, PyObject **value)
+{
+    if (pd->aligned && pd->cursor < pd->n) {
+        PyObject *key = pd->entries[2 * pd->cursor];
+        int same = key == pfid ? 1 : bd_same_str(key, pfid); /* pfid is an exact str */
+        if (same < 0) return -1;
+        if (same) {
+            *value = pd->entries[2 * pd->cursor + 1];
+            pd->cursor++;
+            if (pd->cursor > pd->proven) pd->proven = pd->cursor;
+            return 1;
+        }
+    }
+    pd->aligned = 0;
+    if (!bd_pdict_plain(pd)) return -2;
+    *value = PyDict_GetItemWithError(pd->dict, pfid);
+    if (*value != NULL) return 1;
+    return PyErr_Occurred() ? -1 : 0;
+}
+
 /* The snapshot of evidence fragment runtime for bd_group_snapshots and bd_group_snapshots_one:
  * out[0] its worker, out[1] its runtime fragment id (exact non-empty str) and out[2] its
  * snapshot (new references), or all NULL when it has no attested placement fragment (no
- * snapshot). placement_dict is read at *dict_pos while *aligned (attest builds it in the
- * evidence fragments' order: each lookup is first tried as its next entry, bd_dict_step; the
- * lookups decide from the first mismatch on). BD_OK, BD_FALLBACK, BD_ERROR (nothing kept). */
+ * snapshot). The placement fragment is read from pd (bd_pdict_get: attest builds the dict in
+ * the evidence fragments' order, so each lookup is first tried as its next entry; the lookups
+ * decide from the first mismatch on). BD_OK, BD_FALLBACK, BD_ERROR (nothing kept). */
 static int
 bd_evidence_snapshot(const bd_table *tb, const mr_layout_class *lc, PyObject *snap_cls, PyObject *rf_cls,
-                     PyObject *pf_cls, PyObject *runtime, PyObject *placement_dict, PyObject *generation,
-                     Py_ssize_t *dict_pos, int *aligned, PyObject **out)
+                     PyObject *pf_cls, PyObject *runtime, bd_pdict *pd, PyObject *generation, PyObject **out)
 {
     PyObject *const *nm = tb->nm;
     out[0] = out[1] = out[2] = NULL;
@@ -1719,20 +1818,11 @@ bd_evidence_snapshot(const bd_table *tb, const mr_layout_class *lc, PyObject *sn
         return status;
     }
     PyObject *placement_fragment = NULL; /* borrowed */
-    if (*aligned) {
-        int step = bd_dict_step(placement_dict, dict_pos, pfid, &placement_fragment);
-        if (step < 0) {
-            Py_DECREF(pfid);
-            Py_DECREF(rdict);
-            return BD_ERROR;
-        }
-        if (step == 0) *aligned = 0;
-    }
-    if (!*aligned) placement_fragment = PyDict_GetItemWithError(placement_dict, pfid);
+    int found = bd_pdict_get(pd, pfid, &placement_fragment);
     Py_DECREF(pfid);
-    if (placement_fragment == NULL) {
+    if (found <= 0) {
         Py_DECREF(rdict);
-        return PyErr_Occurred() ? BD_ERROR : BD_OK; /* not in the attested part: no snapshot */
+        return found == 0 ? BD_OK : found == -2 ? BD_FALLBACK : BD_ERROR; /* 0: not in the attested part */
     }
     Py_INCREF(placement_fragment);
     status = bd_rget_str(nm, rdict, N_WORKER_ID, &out[0]);
@@ -1752,18 +1842,13 @@ bd_evidence_snapshot(const bd_table *tb, const mr_layout_class *lc, PyObject *sn
  * the evidence order: attest builds it so) and that fragment's fields. At scale each is a cache
  * miss. Before fragment i: the runtime fragment 2 * BD_EV_AHEAD on and the field objects of the
  * one BD_EV_AHEAD on (its slots asked for a round earlier); the placement fragment of the dict
- * entry 2 * BD_EV_AHEAD on and the key and field objects of the one BD_EV_AHEAD on (cursors
- * kept in h). Hints only: borrowed pointers, nothing kept or decided, no Python code runs
- * (PyDict_Next on an exact dict). */
+ * entry 2 * BD_EV_AHEAD on and the key and field objects of the one BD_EV_AHEAD on (from pd's
+ * array of the entries). Hints only: borrowed pointers, nothing kept or decided, no Python code
+ * runs. */
 #define BD_EV_AHEAD 4
 
-typedef struct {
-    Py_ssize_t far_pos, near_pos;     /* PyDict_Next cursors of the two placement stages */
-    Py_ssize_t far_count, near_count; /* entries each has passed */
-} bd_ev_hints;
-
 static inline __attribute__((always_inline)) void
-bd_evidence_prefetch(bd_ev_hints *h, PyObject *fragments, Py_ssize_t i, Py_ssize_t n, PyObject *placement_dict)
+bd_evidence_prefetch(PyObject *fragments, Py_ssize_t i, Py_ssize_t n, const bd_pdict *pd)
 {
     if (i + 2 * BD_EV_AHEAD < n) {
         PyObject *far = PyTuple_GetItem(fragments, i + 2 * BD_EV_AHEAD);
@@ -1778,19 +1863,14 @@ bd_evidence_prefetch(bd_ev_hints *h, PyObject *fragments, Py_ssize_t i, Py_ssize
             }
         }
     }
-    if (!PyDict_CheckExact(placement_dict)) return;
-    PyObject *key = NULL, *value = NULL;
-    while (h->far_count <= i + 2 * BD_EV_AHEAD && PyDict_Next(placement_dict, &h->far_pos, &key, &value)) {
-        bd_prefetch_object(value);
-        h->far_count++;
-    }
-    while (h->near_count <= i + BD_EV_AHEAD && PyDict_Next(placement_dict, &h->near_pos, &key, &value)) {
-        __builtin_prefetch(key);
-        PyObject *const *pf = mr_pf_fields(value);
+    /* the placement entries (pd's array: indices checked against its count) */
+    if (i + 2 * BD_EV_AHEAD < pd->n) bd_prefetch_object(pd->entries[2 * (i + 2 * BD_EV_AHEAD) + 1]);
+    if (i + BD_EV_AHEAD < pd->n) {
+        __builtin_prefetch(pd->entries[2 * (i + BD_EV_AHEAD)]);
+        PyObject *const *pf = mr_pf_fields(pd->entries[2 * (i + BD_EV_AHEAD) + 1]);
         for (int k = 0; pf != NULL && k < MR_PF_N; k++) {
             if (pf[k] != NULL) __builtin_prefetch(pf[k], 1);
         }
-        h->near_count++;
     }
 }
 
@@ -1798,22 +1878,19 @@ bd_evidence_prefetch(bd_ev_hints *h, PyObject *fragments, Py_ssize_t i, Py_ssize
  * (fragment_id, position, snapshot)). */
 static int
 bd_group_snapshots(const bd_table *tb, PyObject *snap_cls, PyObject *rf_cls, PyObject *pf_cls,
-                   PyObject *fragments, PyObject *placement_dict, PyObject *generation, PyObject *groups)
+                   PyObject *fragments, bd_pdict *pd, PyObject *generation, PyObject *groups)
 {
     mr_layout_class lc;
     if (bd_snapshot_layout(tb, snap_cls, &lc) < 0) return BD_ERROR;
     Py_ssize_t n = PyTuple_Size(fragments);
     if (n < 0) return BD_ERROR;
-    Py_ssize_t dict_pos = 0;
-    int aligned = 1;
-    bd_ev_hints hints = {0, 0, 0, 0};
+    bd_pdict_rewind(pd);
     for (Py_ssize_t i = 0; i < n; i++) {
-        bd_evidence_prefetch(&hints, fragments, i, n, placement_dict);
+        bd_evidence_prefetch(fragments, i, n, pd);
         PyObject *runtime = PyTuple_GetItem(fragments, i);
         if (runtime == NULL) return BD_ERROR;
         PyObject *read[3]; /* worker, fid, snapshot */
-        int status = bd_evidence_snapshot(tb, &lc, snap_cls, rf_cls, pf_cls, runtime, placement_dict, generation,
-                                          &dict_pos, &aligned, read);
+        int status = bd_evidence_snapshot(tb, &lc, snap_cls, rf_cls, pf_cls, runtime, pd, generation, read);
         if (status != BD_OK) return status;
         if (read[2] == NULL) continue; /* not in the attested part: no snapshot */
         PyObject *worker = read[0], *fid = read[1], *snapshot = read[2];
@@ -1907,7 +1984,7 @@ bd_sort_by_str(Py_ssize_t *idx, Py_ssize_t *tmp, Py_ssize_t n, PyObject *const *
  * them runs no Python code and cannot fail, as in the general path's sort. */
 static int
 bd_group_snapshots_one(const bd_table *tb, PyObject *snap_cls, PyObject *rf_cls, PyObject *pf_cls,
-                       PyObject *fragments, PyObject *placement_dict, PyObject *generation, PyObject **table)
+                       PyObject *fragments, bd_pdict *pd, PyObject *generation, PyObject **table)
 {
     *table = NULL;
     mr_layout_class lc;
@@ -1924,16 +2001,13 @@ bd_group_snapshots_one(const bd_table *tb, PyObject *snap_cls, PyObject *rf_cls,
     Py_ssize_t count = 0;
     PyObject *worker0 = NULL; /* owned */
     int status = BD_OK, shaped = 1, increasing = 1;
-    Py_ssize_t dict_pos = 0;
-    int aligned = 1;
-    bd_ev_hints hints = {0, 0, 0, 0};
+    bd_pdict_rewind(pd);
     for (Py_ssize_t i = 0; i < n && status == BD_OK && shaped; i++) {
-        bd_evidence_prefetch(&hints, fragments, i, n, placement_dict);
+        bd_evidence_prefetch(fragments, i, n, pd);
         PyObject *runtime = PyTuple_GetItem(fragments, i);
         if (runtime == NULL) { status = BD_ERROR; break; }
         PyObject *read[3]; /* worker, fid, snapshot */
-        status = bd_evidence_snapshot(tb, &lc, snap_cls, rf_cls, pf_cls, runtime, placement_dict, generation,
-                                      &dict_pos, &aligned, read);
+        status = bd_evidence_snapshot(tb, &lc, snap_cls, rf_cls, pf_cls, runtime, pd, generation, read);
         if (status != BD_OK) break;
         if (read[2] == NULL) continue; /* not in the attested part: no snapshot */
         PyObject *worker = read[0];
@@ -2038,8 +2112,9 @@ bd_attested_executors(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (status != BD_OK) goto done;
     status = BD_FALLBACK;
     /* probed with each evidence fragment's id: a plain dict only (plain_dict.h; a key forged
-     * into a str subclass would run its __eq__ in the probe: AUDIT5 F5) */
-    if (!pd_plain_keys(placement_dict)) goto done;
+     * into a str subclass would run its __eq__ in the probe: AUDIT5 F5), checked lazily by the
+     * evidence loops through bd_pdict (before their first probe, else at their end) */
+    if (!PyDict_CheckExact(placement_dict)) goto done;
     status = bd_get(evidence, nm[N_FRAGMENTS], &fragments);
     if (status != BD_OK) goto done;
     status = BD_FALLBACK;
@@ -2060,16 +2135,29 @@ bd_attested_executors(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         status = digest < 0 ? BD_ERROR : BD_FALLBACK;
         goto done;
     }
-    /* one worker: the table directly (bd_group_snapshots_one), else grouped and sorted */
-    status = bd_group_snapshots_one(&tb, snap_cls, rf_cls, pf_cls, fragments, placement_dict, generation, &table);
-    if (status != BD_OK) goto done;
-    if (table == NULL) {
-        status = BD_ERROR;
-        groups = PyDict_New();
-        if (groups == NULL) goto done;
-        status = bd_group_snapshots(&tb, snap_cls, rf_cls, pf_cls, fragments, placement_dict, generation, groups);
-        if (status != BD_OK) goto done;
-        status = bd_sorted_table(groups, &table);
+    /* one worker: the table directly (bd_group_snapshots_one), else grouped and sorted. The
+     * loops borrow the placement dict's entries (bd_pdict): the collector is off for them, so
+     * no gc callback or finalizer runs (nor can change the dict) while they are read. */
+    {
+        const int collector_was_enabled = PyGC_Disable();
+        bd_pdict pd;
+        status = bd_pdict_load(placement_dict, &pd);
+        if (status == BD_OK) {
+            status = bd_group_snapshots_one(&tb, snap_cls, rf_cls, pf_cls, fragments, &pd, generation, &table);
+        }
+        if (status == BD_OK && table == NULL) {
+            status = BD_ERROR;
+            groups = PyDict_New();
+            if (groups != NULL) {
+                status = bd_group_snapshots(&tb, snap_cls, rf_cls, pf_cls, fragments, &pd, generation, groups);
+            }
+            if (status == BD_OK) status = bd_sorted_table(groups, &table);
+        }
+        /* the keys no aligned read proved and no probe needed checked now: the verdict of
+         * pd_plain_keys before the loops */
+        if (status == BD_OK && !bd_pdict_plain(&pd)) status = BD_FALLBACK;
+        bd_pdict_free(&pd);
+        if (collector_was_enabled) PyGC_Enable();
         if (status != BD_OK) goto done;
     }
     status = BD_ERROR;
