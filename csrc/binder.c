@@ -1613,12 +1613,21 @@ bd_executor(const bd_table *tb, PyObject *ex_cls, PyObject *const *values, PyObj
      * (the set of those before it, built then). */
     PyObject *seen = NULL, *previous = NULL;
     PyObject *dict = NULL, *executor = NULL;
+    /* snapshots in their C-owned layout (bd_snapshot_layout accepted their class): the id is
+     * its slot, what getattr returns (an empty slot: getattr's AttributeError, a decline) */
+    mr_layout_class lc = {0};
+    PyObject *first = PyTuple_GetItem(snapshots, 0);
+    if (first == NULL || bd_snapshot_layout(tb, (PyObject *)Py_TYPE(first), &lc) < 0) {
+        Py_DECREF(ids);
+        return BD_ERROR;
+    }
     int status = BD_OK;
     for (Py_ssize_t i = 0; i < n && status == BD_OK; i++) {
         PyObject *snapshot = PyTuple_GetItem(snapshots, i);
         PyObject *fid = NULL;
         if (snapshot == NULL) { status = BD_ERROR; break; }
-        status = bd_get(snapshot, nm[N_FID], &fid);
+        PyObject *const *sf = mr_layout_fields(snapshot, &lc);
+        status = sf != NULL ? bd_slot_get(sf[N_FID], &fid) : bd_get(snapshot, nm[N_FID], &fid);
         if (status != BD_OK) break;
         if (seen == NULL && previous != NULL) {
             int cmp = PyUnicode_CheckExact(previous) && PyUnicode_CheckExact(fid) ? bd_compare(previous, fid) : 0;
@@ -1937,18 +1946,84 @@ bd_sort_compare(PyObject *a, PyObject *b, int *error)
     return cmp;
 }
 
+/* Sort keys of exact str ids for bd_sort_by_str: every id of at most BD_SORTKEY_CHARS code points
+ * shares a prefix of L code points with the others of that size (the longest such L); its key
+ * packs its next eight code points big-endian, one byte each, 0 past its end, and exists (ok)
+ * when each of them is below 256. Two ids with keys that differ compare as their keys: with
+ * the prefix equal, the first differing byte is either two code points (the order of the ids)
+ * or a 0 past the end of the shorter id against a code point of the longer (the prefix order:
+ * the shorter first). Equal keys, or an id without a key, compare in full (bd_compare). Most
+ * comparisons of a part's ids (e.g. "dst-5-123") are then one integer comparison instead of a
+ * PyUnicode_Compare call. */
+#define BD_SORTKEY_CHARS 64
+
+typedef struct {
+    uint64_t *key;
+    unsigned char *ok;
+} bd_sortkeys;
+
+/* Fills sk for strs[0..n): 0, -1 with an exception. Runs no Python code. */
+static int
+bd_sortkeys_fill(PyObject *const *strs, Py_ssize_t n, bd_sortkeys *sk)
+{
+    Py_UCS4 first[BD_SORTKEY_CHARS], buf[BD_SORTKEY_CHARS];
+    Py_ssize_t first_len = -1, prefix = 0;
+    for (Py_ssize_t i = 0; i < n; i++) { /* the shared prefix */
+        Py_ssize_t len = PyUnicode_GetLength(strs[i]);
+        if (len < 0) return -1;
+        if (len > BD_SORTKEY_CHARS) continue;
+        if (first_len < 0) {
+            if (len > 0 && PyUnicode_AsUCS4(strs[i], first, BD_SORTKEY_CHARS, 0) == NULL) return -1;
+            first_len = prefix = len;
+            continue;
+        }
+        if (len > 0 && PyUnicode_AsUCS4(strs[i], buf, BD_SORTKEY_CHARS, 0) == NULL) return -1;
+        Py_ssize_t m = len < prefix ? len : prefix, j = 0;
+        while (j < m && buf[j] == first[j]) j++;
+        prefix = j;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) { /* the keys */
+        Py_ssize_t len = PyUnicode_GetLength(strs[i]);
+        sk->ok[i] = 0;
+        sk->key[i] = 0;
+        if (len < 0) return -1;
+        if (len > BD_SORTKEY_CHARS) continue;
+        if (len > 0 && PyUnicode_AsUCS4(strs[i], buf, BD_SORTKEY_CHARS, 0) == NULL) return -1;
+        uint64_t key = 0;
+        int ok = 1;
+        for (Py_ssize_t p = prefix; p < prefix + 8; p++) {
+            Py_UCS4 c = p < len ? buf[p] : 0;
+            if (c > 255) ok = 0;
+            key = (key << 8) | (uint64_t)(c & 0xFF);
+        }
+        sk->key[i] = key;
+        sk->ok[i] = (unsigned char)ok;
+    }
+    return 0;
+}
+
+/* ids a and b (positions) in bd_sort_by_str's order: their keys when both have one and they
+ * differ, else bd_sort_compare. */
+static inline int
+bd_sort_idx_compare(Py_ssize_t a, Py_ssize_t b, PyObject *const *keys, const bd_sortkeys *sk, int *error)
+{
+    if (sk != NULL && sk->ok[a] && sk->ok[b] && sk->key[a] != sk->key[b]) return sk->key[a] < sk->key[b] ? -1 : 1;
+    return bd_sort_compare(keys[a], keys[b], error);
+}
+
 /* Sorts idx[0..n) (positions into keys, exact str) stably by keys[idx[k]] in code point order
- * (bd_compare: no Python code runs); tmp: room for n positions. A top-down merge sort that skips
- * the merge of two halves already in order (runs of increasing ids stay cheap). *error set
- * when a comparison failed. */
+ * (bd_compare, or the sort keys sk when not NULL: no Python code runs); tmp: room for n
+ * positions. A top-down merge sort that skips the merge of two halves already in order (runs of
+ * increasing ids stay cheap). *error set when a comparison failed. */
 static void
-bd_sort_by_str(Py_ssize_t *idx, Py_ssize_t *tmp, Py_ssize_t n, PyObject *const *keys, int *error)
+bd_sort_by_str(Py_ssize_t *idx, Py_ssize_t *tmp, Py_ssize_t n, PyObject *const *keys, const bd_sortkeys *sk,
+               int *error)
 {
     if (n < 2) return;
     if (n <= 8) { /* insertion sort: stable */
         for (Py_ssize_t i = 1; i < n; i++) {
             Py_ssize_t v = idx[i], j = i;
-            while (j > 0 && bd_sort_compare(keys[idx[j - 1]], keys[v], error) > 0) {
+            while (j > 0 && bd_sort_idx_compare(idx[j - 1], v, keys, sk, error) > 0) {
                 idx[j] = idx[j - 1];
                 j--;
             }
@@ -1957,13 +2032,13 @@ bd_sort_by_str(Py_ssize_t *idx, Py_ssize_t *tmp, Py_ssize_t n, PyObject *const *
         return;
     }
     Py_ssize_t half = n / 2;
-    bd_sort_by_str(idx, tmp, half, keys, error);
-    bd_sort_by_str(idx + half, tmp, n - half, keys, error);
-    if (bd_sort_compare(keys[idx[half - 1]], keys[idx[half]], error) <= 0) return; /* in order */
+    bd_sort_by_str(idx, tmp, half, keys, sk, error);
+    bd_sort_by_str(idx + half, tmp, n - half, keys, sk, error);
+    if (bd_sort_idx_compare(idx[half - 1], idx[half], keys, sk, error) <= 0) return; /* in order */
     Py_ssize_t i = 0, j = half, k = 0;
     while (i < half && j < n) {
         /* the left one first on equal keys (stable) */
-        if (bd_sort_compare(keys[idx[j]], keys[idx[i]], error) < 0) tmp[k++] = idx[j++];
+        if (bd_sort_idx_compare(idx[j], idx[i], keys, sk, error) < 0) tmp[k++] = idx[j++];
         else tmp[k++] = idx[i++];
     }
     while (i < half) tmp[k++] = idx[i++];
@@ -2037,16 +2112,20 @@ bd_group_snapshots_one(const bd_table *tb, PyObject *snap_cls, PyObject *rf_cls,
     if (status == BD_OK && shaped) {
         status = BD_ERROR;
         Py_ssize_t *idx = NULL, *tmp = NULL;
+        bd_sortkeys sk = {NULL, NULL};
         if (!increasing) {
             idx = mr_alloc_array((size_t)count, sizeof(Py_ssize_t));
             tmp = idx == NULL ? NULL : mr_alloc_array((size_t)count, sizeof(Py_ssize_t));
+            sk.key = tmp == NULL ? NULL : mr_alloc_array((size_t)count, sizeof(uint64_t));
+            sk.ok = sk.key == NULL ? NULL : mr_alloc_array((size_t)count, 1);
         }
-        PyObject *items = increasing || tmp != NULL ? PyTuple_New(count) : NULL;
+        PyObject *items = increasing || sk.ok != NULL ? PyTuple_New(count) : NULL;
         if (items != NULL) {
             int error = 0;
             if (!increasing) {
                 for (Py_ssize_t k = 0; k < count; k++) idx[k] = k;
-                bd_sort_by_str(idx, tmp, count, fids, &error);
+                if (bd_sortkeys_fill(fids, count, &sk) < 0) error = 1;
+                else bd_sort_by_str(idx, tmp, count, fids, &sk, &error);
             }
             for (Py_ssize_t k = 0; k < count && !error; k++) {
                 PyObject *snapshot = snaps[increasing ? k : idx[k]];
@@ -2059,6 +2138,8 @@ bd_group_snapshots_one(const bd_table *tb, PyObject *snap_cls, PyObject *rf_cls,
         }
         PyMem_Free(idx);
         PyMem_Free(tmp);
+        PyMem_Free(sk.key);
+        PyMem_Free(sk.ok);
     }
     for (Py_ssize_t k = 0; k < count; k++) {
         Py_DECREF(fids[k]);
@@ -6562,6 +6643,14 @@ bd_selection(PyObject *const *nm, PyObject *items, PyObject *selected, int *all,
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *item = PyTuple_GetItem(items, i), *fid = NULL;
         if (item == NULL) return -1;
+        /* hints (at scale each item, its id str and the set's slot are a chain of misses; the
+         * slot cannot be hinted): the item 8 on, the id str of the one 4 on (its slot asked for
+         * a round earlier). Borrowed pointers from range-checked positions; nothing decided. */
+        if (i + 8 < n) bd_prefetch_whole(PyTuple_GetItem(items, i + 8));
+        if (i + 4 < n) {
+            PyObject *const *ahead = mr_layout_fields(PyTuple_GetItem(items, i + 4), &rl);
+            if (ahead != NULL && ahead[MR_RF_FRAGMENT_ID] != NULL) __builtin_prefetch(ahead[MR_RF_FRAGMENT_ID]);
+        }
         PyObject *const *rf = mr_layout_fields(item, &rl);
         int rc = rf != NULL ? bd_slot_str(rf[MR_RF_FRAGMENT_ID], &fid) : bd_get_str(item, nm[N_FID], &fid);
         if (rc != BD_OK) return rc == BD_ERROR ? -1 : -2;
