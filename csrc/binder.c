@@ -1962,43 +1962,57 @@ typedef struct {
     unsigned char *ok;
 } bd_sortkeys;
 
-/* Fills sk for strs[0..n): 0, -1 with an exception. Runs no Python code. */
+/* Fills sk for strs[0..n): 0, -1 with an exception. Runs no Python code. The ids' code points
+ * are copied once into one temporary array (PyUnicode_AsUCS4; the key array holds each id's
+ * offset there until its key replaces it). */
 static int
 bd_sortkeys_fill(PyObject *const *strs, Py_ssize_t n, bd_sortkeys *sk)
 {
-    Py_UCS4 first[BD_SORTKEY_CHARS], buf[BD_SORTKEY_CHARS];
-    Py_ssize_t first_len = -1, prefix = 0;
-    for (Py_ssize_t i = 0; i < n; i++) { /* the shared prefix */
+    size_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
         Py_ssize_t len = PyUnicode_GetLength(strs[i]);
         if (len < 0) return -1;
-        if (len > BD_SORTKEY_CHARS) continue;
-        if (first_len < 0) {
-            if (len > 0 && PyUnicode_AsUCS4(strs[i], first, BD_SORTKEY_CHARS, 0) == NULL) return -1;
-            first_len = prefix = len;
+        sk->key[i] = (uint64_t)total;
+        if (len <= BD_SORTKEY_CHARS) total += (size_t)len; /* (at most 64 * n: no overflow) */
+    }
+    Py_UCS4 *chars = mr_alloc_array(total + 1, sizeof(Py_UCS4));
+    if (chars == NULL) return -1;
+    Py_ssize_t first = -1, prefix = 0;
+    for (Py_ssize_t i = 0; i < n; i++) { /* the copies, and the prefix the keyed ids share */
+        Py_ssize_t len = PyUnicode_GetLength(strs[i]);
+        if (len < 0 || len > BD_SORTKEY_CHARS) continue;
+        Py_UCS4 *own = chars + sk->key[i];
+        if (len > 0 && PyUnicode_AsUCS4(strs[i], own, len, 0) == NULL) {
+            PyMem_Free(chars);
+            return -1;
+        }
+        if (first < 0) {
+            first = i;
+            prefix = len;
             continue;
         }
-        if (len > 0 && PyUnicode_AsUCS4(strs[i], buf, BD_SORTKEY_CHARS, 0) == NULL) return -1;
+        const Py_UCS4 *base = chars + sk->key[first];
         Py_ssize_t m = len < prefix ? len : prefix, j = 0;
-        while (j < m && buf[j] == first[j]) j++;
+        while (j < m && own[j] == base[j]) j++;
         prefix = j;
     }
     for (Py_ssize_t i = 0; i < n; i++) { /* the keys */
         Py_ssize_t len = PyUnicode_GetLength(strs[i]);
+        const Py_UCS4 *own = chars + sk->key[i];
         sk->ok[i] = 0;
         sk->key[i] = 0;
-        if (len < 0) return -1;
-        if (len > BD_SORTKEY_CHARS) continue;
-        if (len > 0 && PyUnicode_AsUCS4(strs[i], buf, BD_SORTKEY_CHARS, 0) == NULL) return -1;
+        if (len < 0 || len > BD_SORTKEY_CHARS) continue;
         uint64_t key = 0;
         int ok = 1;
         for (Py_ssize_t p = prefix; p < prefix + 8; p++) {
-            Py_UCS4 c = p < len ? buf[p] : 0;
+            Py_UCS4 c = p < len ? own[p] : 0;
             if (c > 255) ok = 0;
             key = (key << 8) | (uint64_t)(c & 0xFF);
         }
         sk->key[i] = key;
         sk->ok[i] = (unsigned char)ok;
     }
+    PyMem_Free(chars);
     return 0;
 }
 
