@@ -1734,6 +1734,8 @@ enum {
     RS_ROWS_CACHE,
     RS_ROWS_METHOD,
     RS_ATTESTED_PFIDS,
+    RS_MRO,
+    RS_DICT,
         RS_NNAMES
 };
 
@@ -1741,7 +1743,7 @@ static const char *const rs_names[RS_NNAMES] = {
     "runtime_lease_id", "attestation", "placement", "worker_id", "key_base", "part_rank", "fragment_snapshots",
     "fragment_ids", "objects_by_worker", "ids_by_worker", "fragment_id", "object_by_pfid", "expected_by_pfid",
     "generation", "lease_generation", "placement_fragment_id", "dp", "tp", "pp", "ep", "rows_by_worker",
-    "_objects_by_pfid", "_rows", "rows", "attested_pfids",
+    "_objects_by_pfid", "_rows", "rows", "attested_pfids", "__mro__", "__dict__",
 };
 
 static PyObject *rs_keys[RS_NNAMES];
@@ -2156,6 +2158,10 @@ typedef struct {
      * grows at every point of the per-fragment check where Python code may run. */
     uint64_t *view_plain;
     uint64_t code_epoch;
+    /* The view class last found inert (rs_view_inert) and the ``code_epoch`` it was found at:
+     * its slot reads and writes of the view fields run no Python code. */
+    PyTypeObject *inert_view_type;
+    uint64_t inert_view_epoch;
     Py_ssize_t n_entries;
     rs_owners owned; /* ``snapshot_owner`` (see rs_owners) */
     /* Per entry, the hashes of its view's compact ``attested_pfids`` (a tuple in ai_hash_sorted's
@@ -2338,15 +2344,16 @@ rs_key_differs(PyObject *key, PyObject *key_base, PyObject *worker, PyObject *pa
 }
 
 /* Item ``which`` (0: expected_by_pfid, 1: rows_by_worker) of ``view.rows()``: the view's
- * ``_rows`` pair when built, else built by the method. New reference; NULL with no error set
- * when the pair is not an exact 2-tuple of exact dicts (decline), NULL with an error set on
- * failure. */
+ * ``_rows`` pair when built, else built by the method (``*called`` set to 1: Python code ran).
+ * New reference; NULL with no error set when the pair is not an exact 2-tuple of exact dicts
+ * (decline), NULL with an error set on failure. */
 static PyObject *
-rs_view_rows(PyObject *view, int which)
+rs_view_rows(PyObject *view, int which, int *called)
 {
     PyObject *rows = pd_getattr(view, rs_keys[RS_ROWS_CACHE]);
     if (rows == Py_None) {
         Py_DECREF(rows);
+        *called = 1;
         rows = PyObject_CallMethodObjArgs(view, rs_keys[RS_ROWS_METHOD], NULL);
     }
     if (rows == NULL) return NULL;
@@ -2637,7 +2644,8 @@ rs_executor(PyObject *row, rs_ctx *ctx, const rv_table *active, PyObject *used)
         else {
             /* The attested field dicts of the worker's fragments, compared snapshot by snapshot;
              * each proven pair is remembered (``proven`` of the Python version). */
-            rows_by_worker = rs_view_rows(view, 1);
+            int called = 0; /* (rs_executor runs before the probes: see rs_view_plain) */
+            rows_by_worker = rs_view_rows(view, 1, &called);
             if (rows_by_worker == NULL) goto done;
             PyObject *rows = PyDict_GetItemWithError(rows_by_worker, worker); /* borrowed */
             if (rows == NULL && PyErr_Occurred()) goto error;
@@ -2712,10 +2720,6 @@ done:
     return rc;
 }
 
-/* ``view.object_by_pfid()`` built here when the view's ``objects_by_worker`` is None or an exact
- * dict of exact tuples (the method's loop: every snapshot by its ``placement_fragment_id``, later
- * ones replacing earlier ones) and stored in the view's ``_objects_by_pfid`` cache as the method
- * does; otherwise the method builds it. New reference, NULL with an error set on failure. */
 /* Hints for rs_objects_by_pfid's loop (nothing decided, no Python code, nothing held; another
  * class is skipped): snapshot k + 8 of ``snapshots`` (an exact tuple), and the placement
  * fragment id of snapshot k + 4 (the str the table is filled with). */
@@ -2734,8 +2738,17 @@ rs_pfid_hint(PyObject *snapshots, Py_ssize_t k, const mr_layout_class *lc)
     }
 }
 
+/* ``view.object_by_pfid()`` for a view whose ``_objects_by_pfid`` cache is None: built here when
+ * its ``objects_by_worker`` is None or an exact dict of exact tuples (the method's loop: every
+ * snapshot by its ``placement_fragment_id``, later ones replacing earlier ones) and stored in
+ * the cache as the method does, else by the method. New reference, NULL with an error set;
+ * Py_None (decline) when a snapshot's placement fragment id is not an exact str: it is checked
+ * before it is hashed (a str subclass's ``__hash__`` / ``__eq__`` would run in the insertion; the
+ * table would be declined by rs_view_plain anyway). ``*ran`` set to 1 when Python code may have
+ * run (the method, an attribute read of a snapshot of another class); with ``*ran`` left 0 the
+ * table holds exact str keys only and nothing has run since it was made. */
 static PyObject *
-rs_objects_by_pfid(PyObject *view, const mr_layout_class *lc)
+rs_objects_by_pfid(PyObject *view, const mr_layout_class *lc, int *ran)
 {
     PyObject *objects = pd_getattr(view, rs_keys[RS_OBJECTS]);
     if (objects == NULL) return NULL;
@@ -2747,41 +2760,140 @@ rs_objects_by_pfid(PyObject *view, const mr_layout_class *lc)
     }
     if (!plain) {
         Py_DECREF(objects);
+        *ran = 1;
         return PyObject_CallMethodObjArgs(view, rs_keys[RS_OBJECT_BY_PFID], NULL);
     }
     PyObject *table = PyDict_New();
     /* A private list of the snapshot tuples: the attribute reads below may run Python code. */
     PyObject *groups = table == NULL ? NULL : (objects == Py_None ? PyList_New(0) : PyDict_Values(objects));
     Py_DECREF(objects);
-    int failed = groups == NULL;
-    for (Py_ssize_t g = 0; !failed && g < PyList_Size(groups); g++) {
+    int failed = groups == NULL, inexact = 0;
+    for (Py_ssize_t g = 0; !failed && !inexact && g < PyList_Size(groups); g++) {
         PyObject *snapshots = PyList_GetItem(groups, g);
-        for (Py_ssize_t k = 0; !failed && k < PyTuple_Size(snapshots); k++) {
+        for (Py_ssize_t k = 0; !failed && !inexact && k < PyTuple_Size(snapshots); k++) {
             if (lc != NULL) rs_pfid_hint(snapshots, k, lc);
             PyObject *snapshot = PyTuple_GetItem(snapshots, k);
             /* a snapshot of the checked layout class: its slot is what the attribute read
              * returns (no code runs); an empty slot or any other class: the attribute */
             PyObject *const *fields = snapshot == NULL || lc == NULL ? NULL : mr_layout_fields(snapshot, lc);
-            PyObject *pfid = snapshot == NULL ? NULL
-                             : fields != NULL && fields[0] != NULL ? Py_NewRef(fields[0])
-                                                                   : pd_getattr(snapshot, rs_keys[RS_PFID]);
-            failed = pfid == NULL || PyDict_SetItem(table, pfid, snapshot) < 0;
+            PyObject *pfid = NULL;
+            if (snapshot != NULL && fields != NULL && fields[0] != NULL) {
+                pfid = Py_NewRef(fields[0]);
+            }
+            else if (snapshot != NULL) {
+                *ran = 1;
+                pfid = pd_getattr(snapshot, rs_keys[RS_PFID]);
+            }
+            inexact = pfid != NULL && !PyUnicode_CheckExact(pfid);
+            failed = pfid == NULL || (!inexact && PyDict_SetItem(table, pfid, snapshot) < 0);
             Py_XDECREF(pfid);
         }
     }
     Py_XDECREF(groups);
+    if (!failed && inexact) { /* (the cache stays None: the rules decide) */
+        Py_DECREF(table);
+        return Py_NewRef(Py_None);
+    }
     if (!failed) failed = PyObject_SetAttr(view, rs_keys[RS_OBJECTS_BY_PFID_CACHE], table) < 0;
     if (failed) Py_CLEAR(table);
     return table;
 }
 
+/* Whether the attribute ``name`` of instances of ``type`` is a ``__slots__`` slot: the first
+ * class of the MRO whose dict holds ``name`` holds a member descriptor there (a data
+ * descriptor: a generic read or write of the attribute is its C getter or setter, and never
+ * probes the instance dict). Each class dict is read through its mapping proxy, after checking
+ * that all its keys are exact str (a str subclass key could run its ``__eq__`` in the lookup).
+ * ``type``'s metaclass is exactly type (checked by the caller), and so are its bases'. 1, or 0
+ * (also for anything odd or a failure: no error is left set). Runs no Python code. */
+static int
+rs_slot_attr(PyObject *type, PyObject *name)
+{
+    PyObject *mro = PyObject_GetAttr(type, rs_keys[RS_MRO]);
+    if (mro == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int found = 0;
+    Py_ssize_t n = PyTuple_CheckExact(mro) ? PyTuple_Size(mro) : -1;
+    for (Py_ssize_t k = 0; k < n && found == 0; k++) {
+        PyObject *cls = PyTuple_GetItem(mro, k);
+        if (cls == NULL || Py_TYPE(cls) != &PyType_Type) break; /* (0: not known to be a slot) */
+        PyObject *proxy = PyObject_GetAttr(cls, rs_keys[RS_DICT]);
+        PyObject *keys = proxy == NULL ? NULL : PyMapping_Keys(proxy);
+        if (keys == NULL || !PyList_CheckExact(keys)) {
+            Py_XDECREF(keys);
+            Py_XDECREF(proxy);
+            found = -1;
+            break;
+        }
+        int plain = 1;
+        for (Py_ssize_t i = 0; plain && i < PyList_Size(keys); i++) plain = PyUnicode_CheckExact(PyList_GetItem(keys, i));
+        Py_DECREF(keys);
+        if (!plain) {
+            Py_DECREF(proxy);
+            break;
+        }
+        PyObject *attribute = PyObject_GetItem(proxy, name);
+        Py_DECREF(proxy);
+        if (attribute == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_KeyError)) {
+                found = -1;
+                break;
+            }
+            PyErr_Clear();
+            continue;
+        }
+        found = Py_TYPE(attribute) == &PyMemberDescr_Type ? 1 : 2;
+        Py_DECREF(attribute);
+    }
+    if (found == -1 && !PyErr_Occurred()) found = 0; /* (an odd MRO or class dict) */
+    if (found == -1) PyErr_Clear(); /* (anything odd: not known to be a slot) */
+    Py_DECREF(mro);
+    return found == 1;
+}
+
+/* The view fields rs_view_field reads, and whether it writes them (rs_objects_by_pfid). */
+static const struct {
+    int name;
+    int written;
+} rs_view_slots[] = {{RS_OBJECTS_BY_PFID_CACHE, 1}, {RS_OBJECTS, 0}, {RS_ATTESTED_PFIDS, 0}, {RS_GENERATION, 0},
+                     {RS_ROWS_CACHE, 0}};
+
+/* 1 when rs_view_field's reads of ``view`` (and its write of the object table's cache) run no
+ * Python code: the view's class is a heap class of metaclass exactly type with the generic
+ * attribute lookup and assignment, and every field read is a slot (rs_slot_attr; the
+ * ``_AttestedView`` class). Remembered for the call until Python code may have run (the class
+ * can be edited then). 0 otherwise (the reads then move ``code_epoch``). Runs no Python code. */
+static int
+rs_view_inert(rs_ctx *ctx, PyObject *view)
+{
+    PyTypeObject *type = Py_TYPE(view);
+    if (type == ctx->inert_view_type && ctx->inert_view_epoch == ctx->code_epoch) return 1;
+    if (Py_TYPE(type) != &PyType_Type || !(PyType_GetFlags(type) & Py_TPFLAGS_HEAPTYPE)
+        || PyType_GetSlot(type, Py_tp_getattro) != (void *)PyObject_GenericGetAttr
+        || PyType_GetSlot(type, Py_tp_setattro) != (void *)PyObject_GenericSetAttr) {
+        return 0;
+    }
+    for (size_t k = 0; k < sizeof(rs_view_slots) / sizeof(rs_view_slots[0]); k++) {
+        if (rs_slot_attr((PyObject *)type, rs_keys[rs_view_slots[k].name]) != 1) return 0;
+    }
+    ctx->inert_view_type = type;
+    ctx->inert_view_epoch = ctx->code_epoch;
+    return 1;
+}
+
 /* The view attribute ``field`` (RS_VIEW_*) of entry ``index``, read once per call; borrowed
- * (the context holds it). NULL with no error set: decline; NULL with an error set: failure. */
+ * (the context holds it). NULL with no error set: decline; NULL with an error set: failure.
+ * ``code_epoch`` moves unless the read ran no Python code: a view of an inert class
+ * (rs_view_inert) whose fields are read from their slots, with no method called. An object
+ * table built here with no Python code run is plain now (exact str keys): marked checked. */
 static PyObject *
 rs_view_field(rs_ctx *ctx, Py_ssize_t index, PyObject *view, int field)
 {
     PyObject **slot = &ctx->view_fields[index * RS_VIEW_NFIELDS + field];
     if (*slot != NULL) return *slot;
+    int ran = !rs_view_inert(ctx, view), built = 0;
     PyObject *value = NULL;
     switch (field) {
     case RS_VIEW_BY_PFID:
@@ -2789,7 +2901,8 @@ rs_view_field(rs_ctx *ctx, Py_ssize_t index, PyObject *view, int field)
         value = pd_getattr(view, rs_keys[RS_OBJECTS_BY_PFID_CACHE]);
         if (value == Py_None) {
             Py_DECREF(value);
-            value = rs_objects_by_pfid(view, &ctx->snapshot_layout);
+            value = rs_objects_by_pfid(view, &ctx->snapshot_layout, &ran);
+            built = 1;
         }
         break;
     case RS_VIEW_ATTESTED_PFIDS:
@@ -2799,11 +2912,16 @@ rs_view_field(rs_ctx *ctx, Py_ssize_t index, PyObject *view, int field)
         value = pd_getattr(view, rs_keys[RS_GENERATION]);
         break;
     default:
-        value = rs_view_rows(view, 0);
+        value = rs_view_rows(view, 0, &ran);
         break;
     }
     *slot = value;
-    ctx->code_epoch++; /* the reads above may run Python code (methods, a foreign view's attributes) */
+    if (ran || PyErr_Occurred()) {
+        ctx->code_epoch++; /* the reads above may have run Python code (methods, a foreign view's attributes) */
+    }
+    else if (built && value != NULL && PyDict_CheckExact(value)) {
+        ctx->view_plain[index * RS_VIEW_NFIELDS + field] = ctx->code_epoch;
+    }
     return value;
 }
 
