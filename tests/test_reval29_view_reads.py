@@ -39,6 +39,7 @@ from test_audit28_side_view_tables import _planted_dict, _run
 from test_native_revalidate import _bound_plan, _identity, _native_fragments, _scan
 from test_reval2_memory_r19 import _call
 from test_sound25_plain_dicts import Colliding, _plan, _ruled, _same
+from watched import admit_in_watched_calls
 
 _SLOT = bc._AttestedView.__dict__["generation"]  # the member descriptor of the slot
 
@@ -275,3 +276,34 @@ def test_a_setattr_on_the_view_class_counts_as_code(monkeypatch: pytest.MonkeyPa
     assert planted
     assert _Probed.calls == []
     assert answers[0] is None
+
+
+# -- revalidate_side's loop memos, on a plan with row_of (4096+ fragment positions) ----------------
+
+
+def test_large_recorded_sides_are_decided_again_with_the_memos(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first loop's key and attestation memos (rs_memo) serve only when revalidate_views gave
+    ``row_of`` (4096+ fragment positions): a large bind's recorded side calls, made again, accept
+    (every fragment key found through the memo after its first lookup). Mutant: a memo returning
+    the key instead of its row (then every side declines)."""
+    calls: list[tuple[tuple[Any, ...], Any]] = []
+    real = _native.revalidate_side
+
+    def record(*args: Any) -> Any:
+        kept = tuple(list(a) if type(a) is list else a for a in args)  # the caller empties its lists
+        result = real(*args)
+        calls.append((kept, result))
+        return result
+
+    monkeypatch.setattr(bc._native, "revalidate_side", record)
+    admit_in_watched_calls(monkeypatch, record)  # (the bind stays sealed: one revalidation)
+    _bound_plan(tensors=tuple(f"tensor-{i:04d}" for i in range(840)))
+    monkeypatch.setattr(bc._native, "revalidate_side", real)
+    assert len(calls) == 2
+    for args, result in calls:
+        assert len(args[0]) >= 4096 and type(args[12]) is list and len(args[12]) == len(args[0])  # row_of given
+        assert result is True
+        views = [entry[2] for entry in args[6].values()]
+        for view in views:  # (the object tables were dropped after the real call: built again)
+            view._objects_by_pfid = None
+        assert real(*(args[:7] + (set(),) + args[8:])) is True
