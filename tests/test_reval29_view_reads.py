@@ -284,8 +284,8 @@ def test_a_setattr_on_the_view_class_counts_as_code(monkeypatch: pytest.MonkeyPa
 def test_large_recorded_sides_are_decided_again_with_the_memos(monkeypatch: pytest.MonkeyPatch) -> None:
     """The first loop's key and attestation memos (rs_memo) serve only when revalidate_views gave
     ``row_of`` (4096+ fragment positions): a large bind's recorded side calls, made again, accept
-    (every fragment key found through the memo after its first lookup). Mutant: a memo returning
-    the key instead of its row (then every side declines)."""
+    (each attestation's placement found through the memo after its first read). Mutant: a memo
+    returning the object instead of its value (the target side declines)."""
     calls: list[tuple[tuple[Any, ...], Any]] = []
     real = _native.revalidate_side
 
@@ -297,7 +297,9 @@ def test_large_recorded_sides_are_decided_again_with_the_memos(monkeypatch: pyte
 
     monkeypatch.setattr(bc._native, "revalidate_side", record)
     admit_in_watched_calls(monkeypatch, record)  # (the bind stays sealed: one revalidation)
-    _bound_plan(tensors=tuple(f"tensor-{i:04d}" for i in range(840)))
+    # (9 target participants: more attestations than revalidate_side's ``active`` table takes
+    # placements, so a memo giving a wrong placement declines the target side)
+    _bound_plan(tensors=tuple(f"tensor-{i:04d}" for i in range(380)), target_tp=9, shape=(4, 18))
     monkeypatch.setattr(bc._native, "revalidate_side", real)
     assert len(calls) == 2
     for args, result in calls:
