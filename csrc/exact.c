@@ -824,10 +824,109 @@ ex_part_index_exact(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize
     return PyBool_FromLong(result);
 }
 
+PyDoc_STRVAR(part_ranks_exact_doc,
+"part_ranks_exact(parts, part_class, fragment_class, rank_class)\n"
+"--\n\n"
+"True when every fragment of every part has its part's rank: parts an exact tuple of objects of\n"
+"class exactly part_class, each with a plain instance dict holding a rank of class exactly\n"
+"rank_class and an exact tuple of fragments, each of class exactly fragment_class in\n"
+"PlacementFragment's C-owned layout, whose rank is the part's rank object itself or another\n"
+"rank_class instance whose dp, tp, pp and ep (plain instance dicts) are exact ints equal to the\n"
+"part rank's. False otherwise. Runs no Python code (the sealed bind's side-check skip:\n"
+"bound_contracts._sealed_side_holds).");
+
+/* interned "rank", "fragments", "dp", "tp", "pp", "ep", kept for the process */
+static PyObject *ex_rank_keys[6];
+
+/* 1 when rank (exactly rank_class) has a plain instance dict whose four fields are exact ints
+ * equal to those of part_rank (also exactly rank_class, plain), else 0; -1 with an error. */
+static int
+ex_rank_fields_equal(PyObject *rank, PyObject *part_rank, PyObject *rank_class)
+{
+    if ((PyObject *)Py_TYPE(rank) != rank_class || (PyObject *)Py_TYPE(part_rank) != rank_class) return 0;
+    PyObject *a = PyObject_GenericGetDict(rank, NULL), *b = a == NULL ? NULL : PyObject_GenericGetDict(part_rank, NULL);
+    int equal = a != NULL && b != NULL && pd_plain_keys(a) && pd_plain_keys(b);
+    for (int k = 2; equal == 1 && k < 6; k++) {
+        PyObject *x = PyDict_GetItemWithError(a, ex_rank_keys[k]), *y = PyDict_GetItemWithError(b, ex_rank_keys[k]);
+        if (x == NULL || y == NULL || !PyLong_CheckExact(x) || !PyLong_CheckExact(y)) equal = 0;
+        else equal = PyObject_RichCompareBool(x, y, Py_EQ); /* exact ints: no Python code */
+    }
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    if (PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+        PyErr_Clear(); /* (no instance dict: not a plain rank) */
+        return 0;
+    }
+    return equal;
+}
+
+/* 1 when every fragment of part has the part's rank (see the doc), 0 when not, -1 on error. */
+static int
+ex_part_ranks(PyObject *part, PyObject *part_class, PyObject *fragment_class, PyObject *rank_class)
+{
+    if ((PyObject *)Py_TYPE(part) != part_class) return 0;
+    PyObject *state = PyObject_GenericGetDict(part, NULL);
+    if (state == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    int holds = 0;
+    if (pd_plain_keys(state)) {
+        /* borrowed from the part's dict (held: no Python code runs below) */
+        PyObject *rank = PyDict_GetItemWithError(state, ex_rank_keys[0]);
+        PyObject *fragments = rank == NULL ? NULL : PyDict_GetItemWithError(state, ex_rank_keys[1]);
+        holds = fragments != NULL && (PyObject *)Py_TYPE(rank) == rank_class && PyTuple_CheckExact(fragments);
+        Py_ssize_t n = holds ? PyTuple_Size(fragments) : 0;
+        for (Py_ssize_t i = 0; holds == 1 && i < n; i++) {
+            PyObject *fragment = PyTuple_GetItem(fragments, i);
+            PyObject *const *fields = (PyObject *)Py_TYPE(fragment) == fragment_class ? mr_pf_fields(fragment) : NULL;
+            PyObject *own = fields == NULL ? NULL : fields[MR_PF_RANK];
+            holds = own == NULL ? 0 : own == rank ? 1 : ex_rank_fields_equal(own, rank, rank_class);
+        }
+    }
+    Py_DECREF(state);
+    if (holds == 0 && PyErr_Occurred()) holds = -1;
+    return holds;
+}
+
+static PyObject *
+ex_part_ranks_exact(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "part_ranks_exact expects (parts, part_class, fragment_class, rank_class)");
+        return NULL;
+    }
+    PyObject *parts = args[0];
+    for (int k = 1; k < 4; k++) {
+        if (!PyType_Check(args[k])) {
+            PyErr_SetString(PyExc_TypeError, "part_ranks_exact: the classes must be classes");
+            return NULL;
+        }
+    }
+    if (ex_rank_keys[5] == NULL) { /* (filled in order: the last one set means all are) */
+        static const char *const names[6] = {"rank", "fragments", "dp", "tp", "pp", "ep"};
+        for (int k = 0; k < 6; k++) {
+            if (ex_rank_keys[k] == NULL) ex_rank_keys[k] = PyUnicode_InternFromString(names[k]);
+            if (ex_rank_keys[k] == NULL) return NULL;
+        }
+    }
+    if (!PyTuple_CheckExact(parts)) Py_RETURN_FALSE;
+    /* parts is the caller's argument (held by it); no Python code runs in the loop */
+    int result = 1;
+    for (Py_ssize_t i = 0; i < PyTuple_Size(parts) && result == 1; i++) {
+        result = ex_part_ranks(PyTuple_GetItem(parts, i), args[1], args[2], args[3]);
+    }
+    if (result < 0) return NULL;
+    return PyBool_FromLong(result);
+}
+
 static PyMethodDef ex_methods[] = {
     {"classes_within", (PyCFunction)(void (*)(void))ex_classes_within, METH_FASTCALL, classes_within_doc},
     {"inert_graph", (PyCFunction)(void (*)(void))ex_inert_graph, METH_FASTCALL, inert_graph_doc},
     {"part_index_exact", (PyCFunction)(void (*)(void))ex_part_index_exact, METH_FASTCALL, part_index_exact_doc},
+    {"part_ranks_exact", (PyCFunction)(void (*)(void))ex_part_ranks_exact, METH_FASTCALL, part_ranks_exact_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -349,6 +349,13 @@ def part_index_exact(parts: Any, index: Any, part_class: type, /) -> bool:
     dicts, exact str ids), ``index`` an exact dict of exact str keys, one entry per part, each id
     naming its own part. False otherwise; no Python code runs (csrc/exact.c)."""
 
+def part_ranks_exact(parts: Any, part_class: type, fragment_class: type, rank_class: type, /) -> bool:
+    """True when every fragment of every part has its part's rank: ``parts`` an exact tuple of
+    objects of class exactly ``part_class`` (plain instance dicts), each part's rank exactly
+    ``rank_class``, its fragments an exact tuple of ``fragment_class`` instances (C-owned layout)
+    whose rank is the part's rank object or an exact ``rank_class`` with the same four exact-int
+    fields. False otherwise; no Python code runs (csrc/exact.c)."""
+
 def inert_graph(roots: tuple[Any, ...], classes: tuple[tuple[type, int], ...], /) -> bool:
     """True when everything reachable from ``roots`` is None, a bool, an exact int, float, str or
     bytes, an exact tuple, list, dict or frozenset of such values, or an instance of exactly one

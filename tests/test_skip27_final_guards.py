@@ -10,6 +10,11 @@ the call is sealed (it took bind_regions' carried facts), the named ``_native`` 
 revalidation refuses, and the call fails with the unsealed call's (every rule's) message. A change
 that skips that pass for these inputs in sealed calls makes these tests fail.
 
+The two rank cases are refused by §12.4 (``revalidate_side``) alone. Since session 29 a sealed call
+skips that pass when ``bound_contracts._sealed_side_holds`` holds (every fragment of every part has
+its part's rank, the part indexes are the parts); its precondition fails first for these inputs, so
+the pass runs and refuses, as asserted below (tests/test_skip29_sealed_side.py covers the skip).
+
 A forged part index (``_part_index_extra_fragment``, session 27's third case here) no longer gets
 past step 6: since session 29 ``_part_index`` ignores a cache that is not the placement's parts
 (tests/test_lead29_part_index.py), and the rule refusing the extra runtime fragment decides.
@@ -29,6 +34,7 @@ from watched import admit_in_watched_calls
 from mooncake.reshard import _native
 from mooncake.reshard.weight import bind_logical_transfer_plan
 from mooncake.reshard.weight._planner import exactness
+from mooncake.reshard.weight._planner.bound_contracts import _sealed_side_holds
 
 
 def _fragment_rank(side: str) -> Callable[[Any, Any, Any, Any], Any]:
@@ -156,6 +162,8 @@ def test_only_the_final_revalidation_refuses(monkeypatch: pytest.MonkeyPatch, te
     got = outcome(lambda: bind_logical_transfer_plan(logical, targets, source_bindings=sources))
     monkeypatch.undo()
     assert got == expected
+    if pass_name == "revalidate_side":  # the skip's precondition refused first (see above)
+        assert not _sealed_side_holds(logical.target_placement, logical.source_placement)
     # sealed: the call's revalidation took its carried facts. At 4 operations nothing else runs;
     # a watched call may decide the plan again by every rule after the rules' fallback ran
     # (unsealed: no carried scan, the passes run a second time), with the same message.

@@ -1336,7 +1336,9 @@ def _bind_logical_transfer_plan(
     if not sealed:
         return TransferPlan._from_bound_operations(None, False, **fields)
     try:
-        plan: Optional[TransferPlan] = TransferPlan._from_bound_operations(carried, True, **fields)
+        plan: Optional[TransferPlan] = TransferPlan._from_bound_operations(
+            carried, True, source_placement, **fields
+        )
     except Exception:
         if untouched(watch):
             raise

@@ -840,7 +840,9 @@ class TransferPlan:
         self._revalidate(check_physical_ranges=True)
 
     @classmethod
-    def _from_bound_operations(cls, carried: Any = None, sealed: bool = False, **values: Any) -> TransferPlan:
+    def _from_bound_operations(
+        cls, carried: Any = None, sealed: bool = False, source_placement: Any = None, **values: Any
+    ) -> TransferPlan:
         """Private constructor for ``bind_logical_transfer_plan``.
 
         ``sealed`` (binding._sealed: no code but this package's ran during the bind call): every
@@ -851,19 +853,23 @@ class TransferPlan:
         ``revalidate_scan_carried`` (the adapter's bindings and the budgets are read again
         there). Not sealed: ``carried`` is ignored and every rule runs, the physical ranges
         included, as ``replace`` runs them. Every other constructor (``TransferPlan(...)``,
-        ``replace``, pickle restore) revalidates everything."""
+        ``replace``, pickle restore) revalidates everything. ``source_placement``: the sealed
+        call's source placement (its source bindings' attestations were built with it), read
+        only by ``_sealed_side_holds``."""
         plan: TransferPlan = object.__new__(cls)
         for name in _INIT_FIELDS:
             object.__setattr__(plan, name, values[name])
         with _ViewScope(built_now=sealed):  # attestations created by the bind call itself
-            plan._revalidate_scoped(not sealed, carried if sealed else None, sealed)
+            plan._revalidate_scoped(not sealed, carried if sealed else None, sealed, source_placement if sealed else None)
         return plan
 
     def _revalidate(self, *, check_physical_ranges: bool) -> None:
         with _ViewScope():
             self._revalidate_scoped(check_physical_ranges)
 
-    def _revalidate_scoped(self, check_physical_ranges: bool, carried: Any = None, sealed: bool = False) -> None:
+    def _revalidate_scoped(
+        self, check_physical_ranges: bool, carried: Any = None, sealed: bool = False, source_placement: Any = None
+    ) -> None:
         # Each sequence as an exact tuple (``tuple(value)``; stored back only when it was not one).
         operations = self.operations
         if type(operations) is not tuple:
@@ -897,7 +903,15 @@ class TransferPlan:
         if len(operations) > max_regions:
             raise ValueError("transfer plan exceeds max_transfer_regions")
         ruled = not _fast_revalidate(
-            self, operations, source_executors, target_executors, limits, check_physical_ranges, carried, sealed
+            self,
+            operations,
+            source_executors,
+            target_executors,
+            limits,
+            check_physical_ranges,
+            carried,
+            sealed,
+            source_placement,
         )
         if ruled:
             self._revalidate_rules(operations, source_executors, target_executors, limits, check_physical_ranges)
@@ -1361,9 +1375,11 @@ def _fast_revalidate(
     check_physical_ranges: bool,
     carried: Any = None,
     sealed: bool = False,
+    source_placement: Any = None,
 ) -> bool:
-    """True when ``plan`` passed every rule (its derived fields are then set). ``carried`` and
-    ``sealed``: see ``TransferPlan._from_bound_operations`` (None and False everywhere else).
+    """True when ``plan`` passed every rule (its derived fields are then set). ``carried``,
+    ``sealed`` and ``source_placement``: see ``TransferPlan._from_bound_operations`` (None, False
+    and None everywhere else).
 
     The collector is paused throughout (bind and restore pause it already; ``replace()`` and
     direct construction do not): the C passes hold borrowed references across allocations, and
@@ -1372,7 +1388,15 @@ def _fast_revalidate(
     try:
         with collector_paused():
             return _fast_revalidate_live(
-                plan, operations, source_executors, target_executors, limits, check_physical_ranges, carried, sealed
+                plan,
+                operations,
+                source_executors,
+                target_executors,
+                limits,
+                check_physical_ranges,
+                carried,
+                sealed,
+                source_placement,
             )
     except Exception:  # any surprise: the rule-by-rule path decides (and raises its own error)
         return False
@@ -1387,6 +1411,7 @@ def _fast_revalidate_live(
     check_physical_ranges: bool,
     carried: Any = None,
     sealed: bool = False,
+    source_placement: Any = None,
 ) -> bool:
     state = plan.__dict__
     if not operations or state["source_manifest"] is not None or state["source_manifest_identity"] is not None:
@@ -1485,7 +1510,12 @@ def _fast_revalidate_live(
     s_row_of, t_row_of = row_of or (None, None)
     large = len(operations) > _COMPACT_MIN
     used: set[int] = set()
-    for side_of, runtime, rows, side_row_of in (
+    # §12.4 is not checked for a sealed bind call's own plan whose placements' parts carry their
+    # fragments' ranks (_sealed_side_holds: every rule of §12.4 then follows from bind's steps on
+    # these very objects). Its one output, ``used``, is read by §12.7 only, which is then skipped
+    # too (_sealed_side_holds includes _sealed_coverage_holds).
+    side_proven = sealed and _sealed_side_holds(target_placement, source_placement)
+    for side_of, runtime, rows, side_row_of in () if side_proven else (
         (source_of, s_runtime, s_rows, s_row_of),
         (target_of, t_runtime, t_rows, t_row_of),
     ):
@@ -1515,8 +1545,9 @@ def _fast_revalidate_live(
             _drop_object_tables(attested)
     # Read by the side checks only: the per-fragment provenance keys (~100 B per fragment),
     # runtime ids and runtime dicts are freed before the coverage check allocates its own.
-    del row_of, s_row_of, t_row_of, side_row_of, side_of, runtime, rows
-    del keys, runtime_ids, s_runtime, t_runtime, s_rows
+    del row_of, s_row_of, t_row_of, keys, runtime_ids, s_runtime, t_runtime, s_rows
+    if not side_proven:  # (the loop's names)
+        del side_row_of, side_of, runtime, rows
     # -- §12.5 in-place protection, §12.6 target physical ranges ------------------------------
     # The common §12.6 case is decided in C: every operation writes a whole target fragment of
     # its own (one complete stream per fragment, free of budget) and the byte extents of one
@@ -1533,7 +1564,7 @@ def _fast_revalidate_live(
     # Not run for a sealed bind call's own plan whose placement's part index is its parts
     # (_sealed_coverage_holds: every rule of §12.7 then follows from bind's steps and the passes
     # above, on these very objects).
-    if not (sealed and _sealed_coverage_holds(target_placement)) and (
+    if not (side_proven or (sealed and _sealed_coverage_holds(target_placement))) and (
         _native.revalidate_coverage(
             target_placement, frags, target_of, operations, t_rows, attested, used, ParallelRank, PlacementFragment
         )
@@ -1583,7 +1614,8 @@ def _sealed_coverage_holds(placement: Any) -> bool:
        naming its id (an empty box list covers no non-empty box, and a zero extent is refused
        there), each such operation's target is that fragment's bound fragment (step 8; ids
        unique per side, step 7), so step 11's selection holds every attested runtime id. Each
-       executor then owns an operation (§12.4, passed above: one executor per runtime id).
+       executor then owns an operation (§12.4, passed above or proven by _sealed_side_holds'
+       argument: one executor per runtime id).
     4. Executor participants and operation participants are both K's participants (3.).
     5. The boxes §12.7 files under (participant, placement fragment id) are the regions' boxes,
        the logical operations' own (step 8 copies them), filed under the same fragment as step 2
@@ -1592,6 +1624,71 @@ def _sealed_coverage_holds(placement: Any) -> bool:
     by every rule if any other code ran while the revalidation took this (binding.py)."""
     state = placement.__dict__
     return part_index_matches(state.get("parts"), state.get("_parts_by_participant"), exact_parts=True)
+
+
+def _sealed_side_holds(target_placement: Any, source_placement: Any) -> bool:
+    """Whether §12.4 (executor consistency, both sides) holds for the plan a *sealed* bind call
+    built (``binding._sealed``: no code but this package's ran in the call), given that the fast
+    revalidation's earlier passes (scan, fragments, views, shapes) accepted it. Checks, for the
+    target placement and the source placement (the call's own, ``source_placement``), the facts
+    the argument needs that no step proves: the part index is exactly the parts
+    (``_sealed_coverage_holds``' check; also what makes §12.7's skip hold, so ``used``, this
+    check's one output, read by §12.7 only, is never needed), and every fragment of every part
+    has its part's rank (``_native.part_ranks_exact``: the rank object itself, or an exact
+    ``ParallelRank`` of the same exact-int fields). O(parts + placement fragments), in C.
+
+    Why the ranks: the plan's fragment keys (§12.4 rule 4, ``revalidate_fragments``) take the
+    rank of each bound fragment's placement fragment, step 11 projects executors with the part's
+    rank; a placement fragment's (or a source part's) rank edited before the call passes every
+    step and only §12.4 refused it (tests/test_skip27_final_guards.py, test_skip29_sealed_side).
+
+    Then, per rule of §12.4 and side (P the side's placement, K its kept bindings, each of a
+    part of P with fragments (step 6); A the attestation step 6 built for a binding of K, with
+    placement P and evidence E of that binding; "the part" is the part of ``P.parts`` with E's
+    participant id, the one the index names):
+    1-3. Operations exist, none stored, every fragment bound, executors exist: the fast path's
+       entry and scan (live source and target, no manifest).
+    4. Every operation fragment has an attestation (step 7 attaches A); its key is E's instance,
+       P's placement id, E's participant, P's digest, E's lease, the evidence fragment's worker
+       and the placement fragment's rank (``revalidate_fragments`` built it from these objects).
+    5. Per executor (step 11 built one per (part, worker) from A over the part, with
+       ``part.rank``, E's instance and lease, P's placement id and digest):
+       - its lease is E's, which step 6 validated a non-empty str;
+       - keys are distinct: (participant, worker) is, participant ids being distinct (the
+         index check);
+       - its attestation is A, whose placement P has the plan's identity and is the placement
+         of the operation fragments of its runtime ids (``revalidate_fragments`` checked each
+         fragment's attestation identity; the selected runtime ids are the operations' (step 11),
+         runtime ids are unique per side (step 6), so the executor holding id r is the one of
+         the binding whose evidence holds r, with that binding's attestation A);
+       - its key is A's view key: the view's part rank is the index's part's rank, the part
+         step 11 read (the index check; the same objects, no code ran);
+       - its snapshots are the attested ones of its worker, sorted by runtime id, restricted to
+         the selection (step 11 built them from A's pairs: ``_attested_snapshots`` /
+         ``attested_executors``, the objects the views compare in a sealed call);
+       - no runtime id is in two executors (unique per side; one executor per (part, worker)).
+    6. Each operation fragment f, bound at step 7 from part fragment pf and A's evidence
+       fragment e (pf and e have the same placement fragment id), has key (E..., e.worker_id,
+       pf.rank); the executor holding e's runtime id is (part, e.worker_id)'s, key (E...,
+       e.worker_id, part.rank). They are equal because pf.rank is part.rank (checked here): so
+       every operation's view owner (the executor holding its runtime id, §11.9) has the
+       operation's key, which for distinct keys is rule 6 (each executor's indices are the
+       operations whose key is its key; every expected key has an executor).
+    7. The executors' runtime ids are exactly the operations' (step 11: emitted == selected).
+    8. The executor's snapshot of f's runtime id is ``from_attested_pair(A's pf', e, E's
+       generation)`` with pf' A's placement fragment of that id, and f is (pf, e, E's
+       generation) with pf equal to pf' (``revalidate_fragments``: ``validates``), so
+       ``from_fragment(f)`` equals it.
+    A small call's inputs are inert (no code can run); a large call's watch re-decides the plan
+    by every rule if any other code ran while the revalidation took this (binding.py)."""
+    return all(
+        type(placement) is WeightPlacementManifest
+        and _sealed_coverage_holds(placement)
+        and _native.part_ranks_exact(
+            placement.__dict__.get("parts"), WeightPlacementPart, PlacementFragment, ParallelRank
+        )
+        for placement in (target_placement, source_placement)
+    )
 
 
 # revalidate_shapes' classes, in its order
