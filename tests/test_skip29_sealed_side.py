@@ -388,7 +388,9 @@ def _stage_moved(placement: Any, bindings: Any, logical: Any) -> None:
 
 EDITS = [
     _edit("fragment_rank", lambda p, b, l: _set(p.parts[0].fragments[0], "rank", p.parts[1].rank)),
-    _edit("fragment_rank_equal_copy", lambda p, b, l: _set(p.parts[0].fragments[0], "rank", copy.copy(p.parts[0].rank))),
+    _edit(
+        "fragment_rank_equal_copy", lambda p, b, l: _set(p.parts[0].fragments[0], "rank", copy.copy(p.parts[0].rank))
+    ),
     _edit("fragment_own_rank_edited", _own_rank_edited),
     _edit("all_fragments_moved", _all_fragments_moved),
     _edit("part_rank", lambda p, b, l: _set(p.parts[0], "rank", p.parts[1].rank)),

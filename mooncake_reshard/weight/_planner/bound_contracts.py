@@ -860,7 +860,9 @@ class TransferPlan:
         for name in _INIT_FIELDS:
             object.__setattr__(plan, name, values[name])
         with _ViewScope(built_now=sealed):  # attestations created by the bind call itself
-            plan._revalidate_scoped(not sealed, carried if sealed else None, sealed, source_placement if sealed else None)
+            plan._revalidate_scoped(
+                not sealed, carried if sealed else None, sealed, source_placement if sealed else None
+            )
         return plan
 
     def _revalidate(self, *, check_physical_ranges: bool) -> None:
