@@ -297,6 +297,9 @@ def test_large_recorded_sides_are_decided_again_with_the_memos(monkeypatch: pyte
 
     monkeypatch.setattr(bc._native, "revalidate_side", record)
     admit_in_watched_calls(monkeypatch, record)  # (the bind stays sealed: one revalidation)
+    # (a sealed bind skips the pass when bound_contracts._sealed_side_holds: made false here, the
+    # call is still sealed and its views carry the snapshot objects)
+    monkeypatch.setattr(bc, "_sealed_side_holds", lambda target, source: False)
     # (9 target participants: more attestations than revalidate_side's ``active`` table takes
     # placements, so a memo giving a wrong placement declines the target side)
     _bound_plan(tensors=tuple(f"tensor-{i:04d}" for i in range(380)), target_tp=9, shape=(4, 18))
