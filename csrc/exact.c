@@ -781,33 +781,27 @@ ex_pointer_order(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static PyObject *
-ex_part_index_exact(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+int
+mr_part_index_exact(PyObject *parts, PyObject *index, PyObject *part_class)
 {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "part_index_exact expects (parts, index, part_class)");
-        return NULL;
-    }
-    PyObject *parts = args[0], *index = args[1], *part_class = args[2];
-    if (!PyType_Check(part_class)) {
-        PyErr_SetString(PyExc_TypeError, "part_index_exact: part_class must be a class");
-        return NULL;
-    }
-    if (!PyTuple_CheckExact(parts) || !PyDict_CheckExact(index)) Py_RETURN_FALSE;
+    if (!PyTuple_CheckExact(parts) || !PyDict_CheckExact(index)) return 0;
     Py_ssize_t n = PyTuple_Size(parts);
-    if (n < 0) return NULL;
-    if (PyDict_Size(index) != n || !pd_plain_keys(index)) Py_RETURN_FALSE;
+    if (n < 0) return -1;
+    if (PyDict_Size(index) != n || !pd_plain_keys(index)) return 0;
     if (ex_participant_id_key == NULL) {
         ex_participant_id_key = PyUnicode_InternFromString("participant_id");
-        if (ex_participant_id_key == NULL) return NULL;
+        if (ex_participant_id_key == NULL) return -1;
     }
     /* Each part named by its own id, and the parts distinct objects (then their ids are distinct:
      * one key names one object), so the n entries are the parts and nothing else. A part listed
      * twice is refused (the dict built from such parts has fewer entries). No Python code runs
      * in the loop, so the borrowed items stay. */
-    if ((size_t)n > SIZE_MAX / sizeof(PyObject *)) Py_RETURN_FALSE;
+    if ((size_t)n > SIZE_MAX / sizeof(PyObject *)) return 0;
     PyObject **seen = PyMem_Malloc(n > 0 ? (size_t)n * sizeof(PyObject *) : 1);
-    if (seen == NULL) return PyErr_NoMemory();
+    if (seen == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
     int result = 1;
     for (Py_ssize_t i = 0; i < n && result == 1; i++) {
         seen[i] = PyTuple_GetItem(parts, i);
@@ -820,6 +814,21 @@ ex_part_index_exact(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize
         }
     }
     PyMem_Free(seen);
+    return result;
+}
+
+static PyObject *
+ex_part_index_exact(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "part_index_exact expects (parts, index, part_class)");
+        return NULL;
+    }
+    if (!PyType_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "part_index_exact: part_class must be a class");
+        return NULL;
+    }
+    int result = mr_part_index_exact(args[0], args[1], args[2]);
     if (result < 0) return NULL;
     return PyBool_FromLong(result);
 }

@@ -13,6 +13,7 @@
  * product that leaves it, declines (the Python path decides on arbitrary precision).
  */
 #include "revalidate.h"
+#include "exact.h"
 #include "layout.h"
 #include "plain_dict.h"
 #include "gctrack.h"
@@ -5443,6 +5444,8 @@ enum {
     AV_PLACEMENT_ID,
     AV_DIGEST,
     AV_LEASE,
+    AV_PART_INDEX_CACHE,
+    AV_PARTS,
     AV_PART_INDEX,
     AV_RANK,
     AV_DERIVED_CACHE,
@@ -5455,7 +5458,7 @@ enum {
 static const char *const av_names[AV_NNAMES] = {
     "placement", "evidence", "key_base", "part_rank", "generation", "attested_pfids", "ids_by_worker",
     "evidence_ids_by_worker", "objects_by_worker", "_objects_by_pfid", "_rows", "_placement_dict",
-    "participant_id", "instance_id", "placement_id", "digest", "lease_id", "_part_index",
+    "participant_id", "instance_id", "placement_id", "digest", "lease_id", "_parts_by_participant", "parts", "_part_index",
     "rank", "_derived_cache", "snapshots_by_worker", "_attested_view", "attested_rows",
 };
 
@@ -5488,11 +5491,26 @@ av_slots(PyObject *module, PyObject *attestation, PyObject *state, PyObject *con
     if (lease == NULL) goto done;
     slots[AV_KEY_BASE] = PyTuple_Pack(5, instance, placement_id, participant, digest, lease);
     if (slots[AV_KEY_BASE] == NULL) goto done;
-    /* ``placement._part_index().get(participant_id)``: the method itself, which returns its
-     * cached dict only while that is exactly the placement's parts (a cache edited in place is
-     * ignored there, tests/test_lead29_part_index.py). */
-    index = PyObject_CallMethodObjArgs(placement, av_keys[AV_PART_INDEX], NULL);
-    if (index == NULL) goto done;
+    /* ``placement._part_index().get(participant_id)``: the cached dict while it is exactly the
+     * placement's parts (the method's own check, exact.c, with the exact part class), else the
+     * method, which builds one from the parts (a cache edited in place is ignored there,
+     * tests/test_lead29_part_index.py). */
+    if (types[4] != NULL) {
+        PyObject *pstate = pd_instance_dict(placement);
+        if (pstate == NULL) goto done;
+        PyObject *cached = rv_item(pstate, av_keys[AV_PART_INDEX_CACHE]);
+        PyObject *parts = cached == NULL ? NULL : rv_item(pstate, av_keys[AV_PARTS]);
+        Py_DECREF(pstate);
+        int exact = parts == NULL ? 0 : mr_part_index_exact(parts, cached, types[4]);
+        Py_XDECREF(parts);
+        if (exact == 1) index = cached;
+        else Py_XDECREF(cached);
+        if (exact < 0 || (exact == 0 && PyErr_Occurred())) goto done;
+    }
+    if (index == NULL) {
+        index = PyObject_CallMethodObjArgs(placement, av_keys[AV_PART_INDEX], NULL);
+        if (index == NULL) goto done;
+    }
     /* probed by key after the method's Python code ran: an exact str probed in a plain dict
      * (plain_dict.h), else the Python constructor decides */
     if (!PyDict_CheckExact(index) || !PyUnicode_CheckExact(participant) || !pd_plain_keys(index)) {
@@ -5588,7 +5606,7 @@ av_build(PyObject *module, PyObject *view_type, PyObject *attestation, PyObject 
 
 PyDoc_STRVAR(attested_view_doc,
 "attested_view(view_type, attestation, attestation_type, evidence_type, runtime_type, manifest_type,\n"
-"              objects=None)\n"
+"              objects=None, part_class=None)\n"
 "--\n\n"
 "``bound_contracts._AttestedView(attestation, objects)`` built in C from the attestation's\n"
 "current values (never stored on it; snapshot objects only when given), when the\n"
@@ -5598,15 +5616,17 @@ PyDoc_STRVAR(attested_view_doc,
 "objects: its ``attested_pfids`` then as the distinct ids in a tuple in ``(hash, text)`` order,\n"
 "``bound_contracts._compact_pfids``) are decided in C. Otherwise ``None`` (the Python\n"
 "constructor decides).\n"
+"With part_class (the exact part class) the placement's cached part index is read when it is\n"
+"exactly its parts (``part_index_exact``), else ``placement._part_index()`` is called.\n"
 "Errors of the values' own attributes (e.g. ``placement.digest``) propagate.");
 
 static PyObject *
 attested_view(PyObject *module, PyObject *args)
 {
-    PyObject *view_type, *attestation, *types[4], *objects = Py_None;
-    if (!PyArg_ParseTuple(args, "O!OO!O!O!O!|O:attested_view", &PyType_Type, &view_type, &attestation, &PyType_Type,
-                          &types[0], &PyType_Type, &types[1], &PyType_Type, &types[2], &PyType_Type, &types[3],
-                          &objects)) {
+    PyObject *view_type, *attestation, *types[5] = {NULL}, *objects = Py_None;
+    if (!PyArg_ParseTuple(args, "O!OO!O!O!O!|OO!:attested_view", &PyType_Type, &view_type, &attestation,
+                          &PyType_Type, &types[0], &PyType_Type, &types[1], &PyType_Type, &types[2], &PyType_Type,
+                          &types[3], &objects, &PyType_Type, &types[4])) {
         return NULL;
     }
     PyObject *view = av_build(module, view_type, attestation, types, objects);

@@ -779,6 +779,7 @@ def attested_view(
     runtime_type: type,
     manifest_type: type,
     objects: Any = None,
+    part_class: Optional[type] = None,
     /,
 ) -> Any:
     """``bound_contracts._AttestedView(attestation, objects)`` built in C from the attestation's

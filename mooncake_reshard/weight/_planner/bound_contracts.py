@@ -792,6 +792,7 @@ def _attested_view(attestation: RuntimeBindingAttestation) -> _AttestedView:
         RuntimeBindingFragment,
         WeightPlacementManifest,
         objects,
+        WeightPlacementPart,
     )
     if view is None:
         view = _AttestedView(attestation, objects)
