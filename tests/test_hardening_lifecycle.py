@@ -170,6 +170,14 @@ def test_hostile_objects_raise_cleanly_without_leaks(name: str, call: Callable[[
 
     once()
     per_call, objects = slope(once, 200, 1000)
+    # A one-off growth inside the window (a global table of the interpreter resized there, which
+    # depends on what the suite ran before) reads as a slope: measured again, the smallest of
+    # three counts. A leak grows in every measurement.
+    for _ in range(2):
+        if (UNDER_ASAN or per_call < 4) and objects < 0.01:
+            break
+        again = slope(once, 200, 1000)
+        per_call, objects = min(per_call, again[0]), min(objects, again[1])
     # a single leaked reference or buffer per call would be >= 16 bytes per call
     assert UNDER_ASAN or per_call < 4, (name, per_call)
     assert objects < 0.01, (name, objects)
