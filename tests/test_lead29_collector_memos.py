@@ -22,6 +22,7 @@ import pytest
 from mooncake.reshard.weight import ParallelRank
 from mooncake.reshard.weight.validation import pack_placement_fragments
 from mooncake.reshard.weight._canonical import placement_wire_json
+from collector_hooks import collector_armed
 from memory_executor import tp_placement
 
 
@@ -53,25 +54,8 @@ def _collector_ran_inside(name: str, call: Callable[[], Any]) -> bool:
             if getattr(arg, "__name__", None) == name and event in ("c_call", "c_return", "c_exception"):
                 inside[0] = event == "c_call"
 
-        saved = gc.get_threshold()
-        was_enabled = gc.isenabled()
-        gc.disable()
-        gc.collect()
-        hold = [dict() for _ in range(200)]  # the dicts' free list emptied: a rank's dict is allocated
-        gc.collect()
-        gc.callbacks.append(callback)
-        sys.setprofile(profile)
-        gc.set_threshold(threshold)
-        gc.enable()
-        try:
+        with collector_armed(threshold, callback, profile):  # a rank's dict is a fresh allocation
             call()
-        finally:
-            sys.setprofile(None)
-            gc.set_threshold(*saved)
-            gc.callbacks.remove(callback)
-            if not was_enabled:
-                gc.disable()
-        del hold
     return ran_inside
 
 

@@ -27,6 +27,8 @@ import pytest
 from mooncake.reshard import _native
 from mooncake.reshard.weight import ParallelRank, PlacementFragment
 
+from collector_hooks import collector_armed
+
 
 THRESHOLDS = 41
 
@@ -87,25 +89,8 @@ def _collector_runs(target: Any, call: Callable[[List[PlacementFragment]], Any],
             elif arg is target and event in ("c_return", "c_exception"):
                 inside[0] = False
 
-        saved = gc.get_threshold()
-        was_enabled = gc.isenabled()
-        gc.disable()
-        gc.collect()
-        hold = [dict() for _ in range(200)]  # the dicts' free list emptied: a B's dict is allocated
-        gc.collect()
-        gc.callbacks.append(callback)
-        sys.setprofile(profile)
-        gc.set_threshold(threshold)
-        gc.enable()
-        try:
+        with collector_armed(threshold, callback, profile):  # a B's dict is a fresh allocation
             result = call(fragments)
-        finally:
-            sys.setprofile(None)
-            gc.set_threshold(*saved)
-            gc.callbacks.remove(callback)
-            if not was_enabled:
-                gc.disable()
-        del hold
         values = read(result, fragments)
         a_values = [values[i] for i in order if fragments[i].rank is a]
         after = [values[i] for i in order[b_pos[-1] + 1:]]
