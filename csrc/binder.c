@@ -3056,6 +3056,31 @@ bd_region_slot(int name)
     return name == N_TENSOR_ID ? BD_KEPT_TENSOR : name - N_SOURCE;
 }
 
+/* Kept order from field order and back, written out (the loops through bd_region_slot cost
+ * ~270 instructions per operation): field 0 is the tensor id (kept last), field k + 1 kept k. */
+_Static_assert(N_TARGET == N_SOURCE + 1 && N_OVERLAP_OFFSET == N_SOURCE + 2 && N_OVERLAP_SHAPE == N_SOURCE + 3
+                   && N_SOURCE_BASE_OFFSET == N_SOURCE + 4 && N_TARGET_BASE_OFFSET == N_SOURCE + 5
+                   && N_INNER_BYTES == N_SOURCE + 6 && N_OUTER_LOOP_COUNTS == N_SOURCE + 7
+                   && N_SOURCE_STRIDES == N_SOURCE + 8 && N_TARGET_STRIDES == N_SOURCE + 9,
+               "bd_region_names: the tensor id, then source .. target_strides in enum order");
+_Static_assert(BD_KEPT == 11 && BD_KEPT_TENSOR == 10, "kept: ten fields from source, then the tensor id");
+
+static inline void
+bd_kept_from_fields(PyObject *const *fields, PyObject **v)
+{
+    v[0] = fields[1], v[1] = fields[2], v[2] = fields[3], v[3] = fields[4], v[4] = fields[5];
+    v[5] = fields[6], v[6] = fields[7], v[7] = fields[8], v[8] = fields[9], v[9] = fields[10];
+    v[BD_KEPT_TENSOR] = fields[0];
+}
+
+static inline void
+bd_fields_from_kept(PyObject *const *v, PyObject **fields)
+{
+    fields[0] = v[BD_KEPT_TENSOR];
+    fields[1] = v[0], fields[2] = v[1], fields[3] = v[2], fields[4] = v[3], fields[5] = v[4];
+    fields[6] = v[5], fields[7] = v[6], fields[8] = v[7], fields[9] = v[8], fields[10] = v[9];
+}
+
 /* The field values of an operation (its instance dict op_dict) in kept order (v[BD_KEPT], borrowed:
  * held by op_dict, which the operation holds; no Python code runs while they are used). One scan of
  * the dict matches its keys to the interned field names by identity (a key identical to a name is
@@ -3194,10 +3219,10 @@ bd_ahead_dict(bd_ahead *slot, PyObject *op, Py_ssize_t index, PyObject *region_c
 static int
 bd_op_layout_values(PyObject *const *fields, PyObject **v)
 {
+    /* (field order: k is the field's layout index, bd_region_names[k] its name) */
+    bd_kept_from_fields(fields, v);
     for (int k = 0; k < BD_KEPT; k++) {
-        int name = bd_region_names[k]; /* field order: k is the field's layout index */
-        v[bd_region_slot(name)] = fields[k];
-        if (fields[k] == NULL) return BD_FALLBACK;
+        if (v[k] == NULL) return BD_FALLBACK;
     }
     return BD_OK;
 }
@@ -3311,8 +3336,10 @@ bd_bound_region(const bd_table *tb, PyObject *const *classes, const mr_layout_cl
             if (untrack_source) mr_untrack_bound(bound_source, classes[6], bound_layout, nm[N_ATTESTATION], att);
             mr_untrack_bound(bound_target, classes[6], bound_layout, nm[N_ATTESTATION], att);
         }
+        _Static_assert(MR_RG_NFIELDS == BD_KEPT && MR_RG_TENSOR_ID == 0 && MR_RG_SOURCE == 1
+                           && MR_RG_TARGET_STRIDES == 10, "the layout's field order is bd_region_names'");
         PyObject *values[MR_RG_NFIELDS];
-        for (int k = 0; k < BD_KEPT; k++) values[k] = v[bd_region_slot(bd_region_names[k])];
+        bd_fields_from_kept(v, values);
         PyObject *region = mr_layout_new(rl, values, MR_RG_NFIELDS);
         if (region == NULL) goto done;
         for (int k = 0; k < BD_KEPT; k++) kept[k] = v[k]; /* borrowed: the region holds them */
@@ -3363,13 +3390,17 @@ typedef struct {
 typedef struct {
     bd_memo_slot *slots;
     size_t mask, count;
+    int bits; /* capacity 2**bits */
 } bd_memo;
 
-/* The slot of key (its entry, or the empty slot where it goes). */
+/* The slot of key (its entry, or the empty slot where it goes). Homed by the product's top bits
+ * (Fibonacci hashing, as bd_tc_slot_of): the sources are allocated at a fixed stride, and
+ * mr_ptr_slot's low product bits then reach only a fraction of the slots (at Kimi 6, 6,912
+ * sources at load 0.42 took 9.8 extra probes per lookup; the top bits 0.4). */
 static bd_memo_slot *
 bd_memo_slot_of(const bd_memo *m, const void *key)
 {
-    size_t i = mr_ptr_slot(key, m->mask);
+    size_t i = (size_t)(((uint64_t)(uintptr_t)key * 0x9E3779B97F4A7C15ULL) >> (64 - m->bits));
     while (m->slots[i].key != NULL && m->slots[i].key != key) i = (i + 1) & m->mask;
     return &m->slots[i];
 }
@@ -3385,6 +3416,8 @@ bd_memo_resize(bd_memo *m, size_t capacity)
     bd_memo old = *m;
     m->slots = slots;
     m->mask = capacity - 1;
+    m->bits = 0;
+    while (((size_t)1 << m->bits) < capacity) m->bits++;
     for (size_t k = 0; old.slots != NULL && k <= old.mask; k++) {
         if (old.slots[k].key != NULL) *bd_memo_slot_of(m, old.slots[k].key) = old.slots[k];
     }
@@ -3676,6 +3709,18 @@ bd_tc_tuple(bd_tcache *tc, PyObject *value, int64_t *out, Py_ssize_t *len)
     return 1;
 }
 
+/* One region's values converted once and shared by the steps that read them (bind_regions'
+ * loop; valid for that region only): the scan rule's (vals: sc_carry_extents), the carried
+ * proof's (r), and whether the proof set r's overlap box and its target's box and from which
+ * target objects (boxes, t_box: bd_canon_region), which the physical path's same-box checks
+ * then decide from (bd_phys_region). */
+typedef struct {
+    rc_region r;
+    sc_values vals;
+    int boxes;
+    PyObject *t_box[2]; /* borrowed: the target's global_offset and local_shape r.t_off, r.t_shape hold */
+} bd_conv;
+
 /* The spec 12.6 accept path of physical_whole_targets (physical.c), derived in the pass that
  * builds the bound operations: every region writes its whole target fragment (overlap box equal
  * to the target's global offset and local shape), targets are distinct exact bound fragments
@@ -3685,7 +3730,10 @@ bd_tc_tuple(bd_tcache *tc, PyObject *value, int64_t *out, Py_ssize_t *len)
  * ints with 0 < nbytes and address + nbytes < 2**64, extents pairwise disjoint per address space
  * (instance_id, worker_id, device; exact str). Anything else only turns the accept path off
  * (the Python check then runs on the regions, as before). */
-#define BD_SPACE_MEMO BD_TC_SLOTS /* (slots from bd_tc_slot_of) */
+typedef struct {
+    PyObject *key[3]; /* owned, or NULL: empty */
+    size_t space;
+} bd_space_slot;
 
 typedef struct {
     PyObject *runtime_cls, *pf_cls, *bound_cls; /* borrowed: the caller's arguments */
@@ -3696,12 +3744,14 @@ typedef struct {
     size_t last_space;
     int active;
     bd_tcache *tc;     /* bind_regions' tuple memo (borrowed; NULL: none) */
-    /* the spaces met, by the identity of their key parts (owned; direct-mapped): the same
-     * (immutable) str objects make the same key, so the number spaces holds for it */
-    struct {
-        PyObject *key[3];
-        size_t space;
-    } memo[BD_SPACE_MEMO];
+    /* the spaces met, by the identity of their key parts (owned; open addressing, load at most
+     * one half, grown by doubling): the same (immutable) str objects make the same key, so the
+     * number spaces holds for it. (It was direct-mapped with 128 slots: the Kimi-class plans'
+     * 128 spaces collided there, and 23k of 55k operations at Kimi 6 took the tuple and dict
+     * lookup.) */
+    bd_space_slot *memo;
+    size_t memo_count;
+    int memo_bits; /* capacity 2**memo_bits (0: none yet) */
 } bd_phys;
 
 static void
@@ -3713,9 +3763,49 @@ bd_phys_clear(bd_phys *ph)
     ph->targets = NULL;
     Py_CLEAR(ph->spaces);
     for (int k = 0; k < 3; k++) Py_CLEAR(ph->last[k]);
-    for (int m = 0; m < BD_SPACE_MEMO; m++) {
+    for (size_t m = 0; ph->memo != NULL && m < ((size_t)1 << ph->memo_bits); m++) {
         for (int k = 0; k < 3; k++) Py_CLEAR(ph->memo[m].key[k]);
     }
+    PyMem_Free(ph->memo);
+    ph->memo = NULL;
+    ph->memo_count = 0;
+    ph->memo_bits = 0;
+}
+
+/* The space memo's slot of key (its entry, or the empty slot where it goes); memo_bits > 0.
+ * Homed by the product's top bits (bd_tc_slot_of's Fibonacci hashing). Python-free. */
+static bd_space_slot *
+bd_space_slot_of(bd_space_slot *memo, int bits, PyObject *const *key)
+{
+    uint64_t mixed = (uint64_t)(uintptr_t)key[0] ^ ((uint64_t)(uintptr_t)key[1] * 3) ^ ((uint64_t)(uintptr_t)key[2] * 5);
+    size_t mask = ((size_t)1 << bits) - 1;
+    size_t i = (size_t)((mixed * 0x9E3779B97F4A7C15ULL) >> (64 - bits));
+    while (memo[i].key[0] != NULL && (memo[i].key[0] != key[0] || memo[i].key[1] != key[1] || memo[i].key[2] != key[2]))
+        i = (i + 1) & mask;
+    return &memo[i];
+}
+
+/* The memo grown to 2**bits zeroed slots (from none: 2**6), its entries (references moved)
+ * placed again. 0, or -1 with MemoryError (the memo unchanged). Python-free. */
+static int
+bd_space_memo_grow(bd_phys *ph)
+{
+    int bits = ph->memo_bits == 0 ? 6 : ph->memo_bits + 1;
+    if (bits > 40) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    size_t cap = (size_t)1 << bits;
+    bd_space_slot *memo = mr_alloc_array(cap, sizeof(bd_space_slot));
+    if (memo == NULL) return -1;
+    memset(memo, 0, cap * sizeof(bd_space_slot));
+    for (size_t m = 0; ph->memo != NULL && m < ((size_t)1 << ph->memo_bits); m++) {
+        if (ph->memo[m].key[0] != NULL) *bd_space_slot_of(memo, bits, ph->memo[m].key) = ph->memo[m];
+    }
+    PyMem_Free(ph->memo);
+    ph->memo = memo;
+    ph->memo_bits = bits;
+    return 0;
 }
 
 /* Equal exact tuples of exact ints (no user code). BD_OK, BD_FALLBACK, BD_ERROR. */
@@ -3794,12 +3884,14 @@ bd_phys_space(bd_phys *ph, PyObject *const *key, size_t *out)
         *out = ph->last_space; /* the very same (immutable) str objects: the same key */
         return BD_OK;
     }
-    size_t at = bd_tc_slot_of((uintptr_t)key[0] ^ ((uintptr_t)key[1] * 3) ^ ((uintptr_t)key[2] * 5));
-    if (ph->memo[at].key[0] == key[0] && ph->memo[at].key[1] == key[1] && ph->memo[at].key[2] == key[2]) {
-        for (int k = 0; k < 3; k++) BD_SETREF(ph->last[k], Py_NewRef(key[k]));
-        ph->last_space = ph->memo[at].space;
-        *out = ph->last_space;
-        return BD_OK;
+    if (ph->memo != NULL) {
+        bd_space_slot *met = bd_space_slot_of(ph->memo, ph->memo_bits, key);
+        if (met->key[0] != NULL) {
+            for (int k = 0; k < 3; k++) BD_SETREF(ph->last[k], Py_NewRef(key[k]));
+            ph->last_space = met->space;
+            *out = ph->last_space;
+            return BD_OK;
+        }
     }
     PyObject *space = PyTuple_Pack(3, key[0], key[1], key[2]);
     if (space == NULL) return BD_ERROR;
@@ -3823,9 +3915,14 @@ bd_phys_space(bd_phys *ph, PyObject *const *key, size_t *out)
     }
     Py_DECREF(space);
     if (status != BD_OK) return status;
-    for (int k = 0; k < 3; k++) BD_SETREF(ph->last[k], Py_NewRef(key[k]));
-    for (int k = 0; k < 3; k++) BD_SETREF(ph->memo[at].key[k], Py_NewRef(key[k])); /* (exact str: no code runs) */
-    ph->memo[at].space = (size_t)id;
+    for (int k = 0; k < 3; k++) BD_SETREF(ph->last[k], Py_NewRef(key[k])); /* (exact str: no code runs) */
+    if (ph->memo == NULL || (ph->memo_count + 1) * 2 > ((size_t)1 << ph->memo_bits)) {
+        if (bd_space_memo_grow(ph) < 0) return BD_ERROR;
+    }
+    bd_space_slot *slot = bd_space_slot_of(ph->memo, ph->memo_bits, key); /* (empty: a miss above) */
+    for (int k = 0; k < 3; k++) slot->key[k] = Py_NewRef(key[k]);
+    slot->space = (size_t)id;
+    ph->memo_count++;
     ph->last_space = (size_t)id;
     *out = (size_t)id;
     return BD_OK;
@@ -3851,9 +3948,11 @@ bd_phys_fields(PyObject *const *nm, PyObject *obj, const int *names, int count, 
 
 /* Region i's extent (a region just built by bind_regions, whose target, overlap offset and
  * overlap shape the caller passes: the values it has just stored in the region's dict; v the
- * target's view, read with all). BD_OK recorded, BD_FALLBACK (the accept path is off), BD_ERROR. */
+ * target's view, read with all; cv the region's conversions, or NULL). BD_OK recorded,
+ * BD_FALLBACK (the accept path is off), BD_ERROR. */
 static int
-bd_phys_region(bd_phys *ph, PyObject *target, PyObject *const *v, PyObject *offset, PyObject *shape, Py_ssize_t i)
+bd_phys_region(bd_phys *ph, PyObject *target, PyObject *const *v, PyObject *offset, PyObject *shape, Py_ssize_t i,
+               const bd_conv *cv)
 {
     /* physical_whole_targets' reads: every one the view must hold (a missing field, or a binding or
      * placement of another class, turns the accept path off, as reading them here did) */
@@ -3871,8 +3970,17 @@ bd_phys_region(bd_phys *ph, PyObject *target, PyObject *const *v, PyObject *offs
     }
     if (!PyTuple_CheckExact(v[BV_ALIASES]) || PyTuple_Size(v[BV_ALIASES]) != 0) return BD_FALLBACK;
     int status;
-    if ((status = bd_phys_same_box_tc(ph->tc, offset, v[BV_GOFF])) != BD_OK) return status;
-    if ((status = bd_phys_same_box_tc(ph->tc, shape, v[BV_LSHAPE])) != BD_OK) return status;
+    if (cv != NULL && cv->boxes && cv->t_box[0] == v[BV_GOFF] && cv->t_box[1] == v[BV_LSHAPE]) {
+        /* the carried proof converted these very four objects (offset and shape: the caller's,
+         * the proof's kept[V_OFFSET] and kept[V_SHAPE]), each to r.ndim values: what
+         * bd_phys_same_box_tc decides from the same conversions */
+        size_t bytes = (size_t)cv->r.ndim * sizeof(int64_t);
+        if (memcmp(cv->r.ov_off, cv->r.t_off, bytes) != 0 || memcmp(cv->r.ov_shape, cv->r.t_shape, bytes) != 0)
+            return BD_FALLBACK;
+    } else {
+        if ((status = bd_phys_same_box_tc(ph->tc, offset, v[BV_GOFF])) != BD_OK) return status;
+        if ((status = bd_phys_same_box_tc(ph->tc, shape, v[BV_LSHAPE])) != BD_OK) return status;
+    }
     uint64_t address = 0, nbytes = 0, end = 0;
     if ((status = bd_phys_u64(v[BV_ADDRESS], &address)) != BD_OK) return status;
     if ((status = bd_phys_u64(v[BV_NBYTES], &nbytes)) != BD_OK) return status;
@@ -4189,7 +4297,7 @@ bd_canon_facts(const bd_table *tb, bd_carry *c, PyObject *fragment, PyObject *co
  * arrays; the tensor id must equal the region's. 1, 0 (not proven), -1. */
 static int
 bd_canon_side(bd_carry *c, Py_ssize_t position, PyObject *tensor_id, Py_ssize_t ndim, int64_t *off, int64_t *shape,
-              int64_t *nbytes)
+              int64_t *nbytes, PyObject **box)
 {
     PyObject *v[4];
     for (int k = 0; k < 4; k++) {
@@ -4209,19 +4317,29 @@ bd_canon_side(bd_carry *c, Py_ssize_t position, PyObject *tensor_id, Py_ssize_t 
     rc = bd_tc_tuple(c->tc, v[2], shape, &n);
     if (rc != 1) return rc;
     if (n != ndim) return 0;
+    box[0] = v[1];
+    box[1] = v[2];
     return bd_canon_i64(v[3], nbytes);
 }
 
 /* Region i's spec 8.4 proof (regions_canonical's reads and kernel on the values just stored in
- * the region, kept[], and its fragments' carried facts). BD_OK proven, BD_FALLBACK (the proof is
- * not carried), BD_ERROR. */
+ * the region, kept[], and its fragments' carried facts), in cv->r. The scan rule's conversions
+ * of the same objects (cv->vals, filled by sc_carry_extents for this region) are used instead
+ * of converting them again: the scan rule accepted each as an exact int within int64 and each
+ * loop tuple as an exact tuple of such ints of one common length, which is all that converting
+ * them here checks (a length above RC_MAX_NDIM: not kept, converted here and refused as before).
+ * On BD_OK, cv->boxes: r's overlap box (from kept[V_OFFSET], kept[V_SHAPE]) and the target's
+ * box (from the objects cv->t_box, borrowed: c->facts holds them) are set, for the physical
+ * path (bd_phys_region). BD_OK proven, BD_FALLBACK (the proof is not carried), BD_ERROR. */
 static int
 bd_canon_region(const bd_table *tb, bd_carry *c, PyObject *const *kept, PyObject *const *const *views,
-                Py_ssize_t s_pos, Py_ssize_t t_pos)
+                Py_ssize_t s_pos, Py_ssize_t t_pos, bd_conv *cv)
 {
     enum { V_SOURCE, V_TARGET, V_OFFSET, V_SHAPE, V_SBASE, V_TBASE, V_INNER, V_OUTER, V_SSTRIDES, V_TSTRIDES };
-    rc_region r;
+    rc_region *const rp = &cv->r;
+#define r (*rp)
     Py_ssize_t n1 = 0, n2 = 0, n3 = 0;
+    PyObject *s_box[2], *t_box[2];
     int status = bd_canon_facts(tb, c, kept[V_SOURCE], views[0], s_pos);
     if (status == BD_OK) status = bd_canon_facts(tb, c, kept[V_TARGET], views[1], t_pos);
     if (status != BD_OK) return status;
@@ -4233,16 +4351,30 @@ bd_canon_region(const bd_table *tb, bd_carry *c, PyObject *const *kept, PyObject
     if (rc == 1) rc = bd_tc_tuple(c->tc, kept[V_OFFSET], r.ov_off, &r.ndim);
     if (rc == 1) rc = bd_tc_tuple(c->tc, kept[V_SHAPE], r.ov_shape, &n1);
     if (rc == 1 && (r.ndim == 0 || n1 != r.ndim)) rc = 0;
-    if (rc == 1) rc = bd_canon_i64(kept[V_SBASE], &r.s_base);
-    if (rc == 1) rc = bd_canon_i64(kept[V_TBASE], &r.t_base);
-    if (rc == 1) rc = bd_canon_i64(kept[V_INNER], &r.inner);
-    if (rc == 1) rc = bd_tc_tuple(c->tc, kept[V_OUTER], r.outer, &r.nloops);
-    if (rc == 1) rc = bd_tc_tuple(c->tc, kept[V_SSTRIDES], r.s_str, &n2);
-    if (rc == 1) rc = bd_tc_tuple(c->tc, kept[V_TSTRIDES], r.t_str, &n3);
-    if (rc == 1 && (n2 != r.nloops || n3 != r.nloops)) rc = 0;
-    if (rc == 1) rc = bd_canon_side(c, s_pos, tensor_id, r.ndim, r.s_off, r.s_shape, &r.s_nbytes);
-    if (rc == 1) rc = bd_canon_side(c, t_pos, tensor_id, r.ndim, r.t_off, r.t_shape, &r.t_nbytes);
+    if (rc == 1 && cv->vals.rank >= 0) {
+        /* (the loop arrays are r's own: sc_values points at them) */
+        r.s_base = cv->vals.s_base;
+        r.t_base = cv->vals.t_base;
+        r.inner = cv->vals.inner;
+        r.nloops = cv->vals.rank;
+    } else {
+        if (rc == 1) rc = bd_canon_i64(kept[V_SBASE], &r.s_base);
+        if (rc == 1) rc = bd_canon_i64(kept[V_TBASE], &r.t_base);
+        if (rc == 1) rc = bd_canon_i64(kept[V_INNER], &r.inner);
+        if (rc == 1) rc = bd_tc_tuple(c->tc, kept[V_OUTER], r.outer, &r.nloops);
+        if (rc == 1) rc = bd_tc_tuple(c->tc, kept[V_SSTRIDES], r.s_str, &n2);
+        if (rc == 1) rc = bd_tc_tuple(c->tc, kept[V_TSTRIDES], r.t_str, &n3);
+        if (rc == 1 && (n2 != r.nloops || n3 != r.nloops)) rc = 0;
+    }
+    if (rc == 1) rc = bd_canon_side(c, s_pos, tensor_id, r.ndim, r.s_off, r.s_shape, &r.s_nbytes, s_box);
+    if (rc == 1) rc = bd_canon_side(c, t_pos, tensor_id, r.ndim, r.t_off, r.t_shape, &r.t_nbytes, t_box);
     if (rc == 1) rc = rc_region_canonical(&r);
+#undef r
+    if (rc == 1) {
+        cv->boxes = 1;
+        cv->t_box[0] = t_box[0];
+        cv->t_box[1] = t_box[1];
+    }
     return rc < 0 ? BD_ERROR : rc == 1 ? BD_OK : BD_FALLBACK;
 }
 
@@ -4254,13 +4386,17 @@ bd_canon_region(const bd_table *tb, bd_carry *c, PyObject *const *kept, PyObject
  * BD_FALLBACK (the carry is off), BD_ERROR. */
 static int
 bd_carry_region(const bd_table *tb, bd_carry *c, PyObject *const *v, PyObject *const *const *views, Py_ssize_t i,
-                Py_ssize_t known_source, Py_ssize_t *s_out)
+                Py_ssize_t known_source, Py_ssize_t *s_out, bd_conv *cv)
 {
     /* v: the values region i's dict holds, in field order from source (borrowed) */
     _Static_assert((int)SC_NVALUES == (int)N_TARGET_STRIDES - (int)N_SOURCE + 1, "region fields from source");
     Py_ssize_t s_pos = -1, t_pos = -1;
     int64_t s_end = 0, t_end = 0;
-    int rc = sc_carry_extents(&c->sc, c->bound_cls, v, &s_end, &t_end);
+    cv->vals.cap = RC_MAX_NDIM;
+    cv->vals.outer = cv->r.outer;
+    cv->vals.s_str = cv->r.s_str;
+    cv->vals.t_str = cv->r.t_str;
+    int rc = sc_carry_extents(&c->sc, c->bound_cls, v, &s_end, &t_end, &cv->vals);
     if (rc != SC_OK) return rc == SC_DECLINE ? BD_FALLBACK : BD_ERROR;
     if (known_source >= 0) {
         s_pos = known_source;
@@ -4280,7 +4416,7 @@ bd_carry_region(const bd_table *tb, bd_carry *c, PyObject *const *v, PyObject *c
     }
     *s_out = s_pos;
     if (c->canon) {
-        int status = bd_canon_region(tb, c, v, views, s_pos, t_pos);
+        int status = bd_canon_region(tb, c, v, views, s_pos, t_pos, cv);
         if (status == BD_ERROR) return BD_ERROR;
         if (status == BD_FALLBACK) {
             c->canon = 0;
@@ -4375,10 +4511,11 @@ bd_bind_regions_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, co
      * are read from their slots (bd_bound_view, bd_canon_facts, mr_untrack_bound) */
     static mr_layout_memo bound_memo;
     int bound_layout = bound_cls != NULL && mr_bound_layout(&bound_memo, &carry.bound_layout, bound_cls);
-    bd_memo memo = {NULL, 0, 0};
+    bd_memo memo = {NULL, 0, 0, 0};
     bd_id_batch id_batch = {.count = 0}; /* step 11's adds not yet made (bd_ids_add) */
     mr_att_memo *att = NULL;
     bd_tcache *tc = NULL;
+    bd_conv cv; /* the current region's conversions (bd_conv; boxes cleared per region) */
     if (nargs >= 10 && (!PyBool_Check(args[9]) || (nargs == 11 && !PyBool_Check(args[10])))) {
         PyErr_SetString(PyExc_TypeError, "bind_regions' carry and prove arguments must be bools");
         goto fail;
@@ -4525,22 +4662,26 @@ bd_bind_regions_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, co
             if (added == BD_ERROR) goto fail;
             if (added == BD_FALLBACK) undecided = 1;
         }
-        if (ph.active) {
-            status = bd_phys_region(&ph, bound_target, views[1], kept[N_OVERLAP_OFFSET - N_SOURCE],
-                                    kept[N_OVERLAP_SHAPE - N_SOURCE], i);
-            if (status == BD_ERROR) goto fail;
-            if (status == BD_FALLBACK) ph.active = 0;
-        }
+        /* the carry first: the physical path's same-box checks reuse its proof's conversions
+         * (cv.boxes; each step decides on its own, so the order changes no outcome) */
+        cv.boxes = 0;
         if (carry.active) {
             PyObject *const *const side_views[2] = {views[0], views[1]};
             Py_ssize_t s_pos = -1;
-            status = bd_carry_region(&tb, &carry, kept, side_views, i, met->position, &s_pos);
+            status = bd_carry_region(&tb, &carry, kept, side_views, i, met->position, &s_pos, &cv);
             if (status == BD_ERROR) goto fail;
             met->position = s_pos;
             if (status == BD_FALLBACK) {
                 carry.active = 0;
                 bd_carry_clear(&carry);
             }
+        }
+        if (ph.active) {
+            /* (cv.boxes only while the proof is carried: its facts list holds cv.t_box) */
+            status = bd_phys_region(&ph, bound_target, views[1], kept[N_OVERLAP_OFFSET - N_SOURCE],
+                                    kept[N_OVERLAP_SHAPE - N_SOURCE], i, carry.active && carry.canon ? &cv : NULL);
+            if (status == BD_ERROR) goto fail;
+            if (status == BD_FALLBACK) ph.active = 0;
         }
     }
     mr_gc_show(regions); /* full */

@@ -232,12 +232,24 @@ sc_carry_int(PyObject *value, int64_t *out)
     return SC_OK;
 }
 
+/* The int64 values sc_carry_extents converted (each an exact int within int64, the loop tuples
+ * exact tuples of such ints, all three of length rank), for a caller that would convert the
+ * same objects again (binder.c's carried proof): filled only on SC_OK, the loop values only
+ * when rank <= cap (else rank -1). */
+typedef struct {
+    int64_t inner, s_base, t_base;
+    Py_ssize_t cap, rank;
+    int64_t *outer, *s_str, *t_str; /* cap entries each */
+} sc_values;
+
 /* revalidate_scan's per-operation rule on an operation's values v[SC_NVALUES] (borrowed; any NULL
  * declines), its fragments exact bound_cls, same arithmetic in the same order, the running
- * total and maxima updated; its source and target byte extent ends in *s_end_out, *t_end_out.
- * SC_OK, SC_DECLINE (the carry is off), SC_ERROR. */
+ * total and maxima updated; its source and target byte extent ends in *s_end_out, *t_end_out;
+ * with vals (NULL: none), the values converted (sc_values). SC_OK, SC_DECLINE (the carry is
+ * off), SC_ERROR. */
 static inline int
-sc_carry_extents(sc_carry *c, PyObject *bound_cls, PyObject *const *v, int64_t *s_end_out, int64_t *t_end_out)
+sc_carry_extents(sc_carry *c, PyObject *bound_cls, PyObject *const *v, int64_t *s_end_out, int64_t *t_end_out,
+                 sc_values *vals)
 {
     for (int k = 0; k < SC_NVALUES; k++) {
         if (v[k] == NULL) return SC_DECLINE;
@@ -257,6 +269,13 @@ sc_carry_extents(sc_carry *c, PyObject *bound_cls, PyObject *const *v, int64_t *
     if ((rc = sc_carry_int(v[SC_INNER], &inner)) != SC_OK) return rc;
     if ((rc = sc_carry_int(v[SC_SBASE], &s_end)) != SC_OK) return rc;
     if ((rc = sc_carry_int(v[SC_TBASE], &t_end)) != SC_OK) return rc;
+    int keep = vals != NULL && rank <= vals->cap;
+    if (vals != NULL) {
+        vals->inner = inner;
+        vals->s_base = s_end;
+        vals->t_base = t_end;
+        vals->rank = keep ? rank : -1;
+    }
     if (mr_add_i64(s_end, inner, &s_end) < 0 || mr_add_i64(t_end, inner, &t_end) < 0) return SC_DECLINE;
     for (Py_ssize_t d = 0; d < rank; d++) {
         int64_t n = 0, ss = 0, ts = 0, minus, step;
@@ -265,6 +284,11 @@ sc_carry_extents(sc_carry *c, PyObject *bound_cls, PyObject *const *v, int64_t *
         if ((rc = sc_carry_int(items[0], &n)) != SC_OK) return rc;
         if ((rc = sc_carry_int(items[1], &ss)) != SC_OK) return rc;
         if ((rc = sc_carry_int(items[2], &ts)) != SC_OK) return rc;
+        if (keep) {
+            vals->outer[d] = n;
+            vals->s_str[d] = ss;
+            vals->t_str[d] = ts;
+        }
         if (__builtin_sub_overflow(n, (int64_t)1, &minus) || mr_mul_i64(minus, ss, &step) < 0
             || mr_add_i64(s_end, step, &s_end) < 0 || mr_mul_i64(minus, ts, &step) < 0
             || mr_add_i64(t_end, step, &t_end) < 0 || mr_mul_i64(count, n, &count) < 0) {
@@ -288,7 +312,7 @@ sc_carry_region(sc_carry *c, PyObject *bound_cls, PyObject *const *v, Py_ssize_t
                 Py_ssize_t *t_pos)
 {
     int64_t s_end = 0, t_end = 0;
-    int rc = sc_carry_extents(c, bound_cls, v, &s_end, &t_end);
+    int rc = sc_carry_extents(c, bound_cls, v, &s_end, &t_end, NULL);
     if (rc != SC_OK) return rc;
     PyObject *box = PyTuple_Pack(2, v[SC_OFFSET], v[SC_SHAPE]);
     if (box == NULL || PyList_SetItem(c->boxes, i, box) < 0) return SC_ERROR; /* steals box */
