@@ -426,15 +426,26 @@ mr_layout_slots(PyObject *obj)
 #define MR_BOUND_ATTESTATION 6
 
 /* mr_attestation_closed(attestation, bound_cls), decided once per attestation pointer in the pass
- * memo serves (see mr_untrack_bound). */
+ * memo serves (see mr_untrack_bound; memo zeroed when the pass begins). An attestation is kept in
+ * the first free or own slot of the MR_ATT_WAYS from its home, else replaces its home entry:
+ * direct-mapped, the few attestations sharing a slot took turns there (Kimi 6: 176 attestations,
+ * 3,622 decisions, each a scan of the attestation's dict). */
+#define MR_ATT_WAYS 4
+
 static inline int
 mr_att_memo_closed(mr_att_memo *memo, PyObject *attestation, PyObject *bound_cls)
 {
-    size_t slot = ((uintptr_t)attestation >> 4) % MR_ATT_MEMO;
-    if (memo->key[slot] != attestation) {
-        memo->key[slot] = attestation;
-        memo->closed[slot] = (signed char)mr_attestation_closed(attestation, bound_cls);
+    size_t home = ((uintptr_t)attestation >> 4) % MR_ATT_MEMO, slot = home;
+    for (int k = 0; k < MR_ATT_WAYS; k++) {
+        size_t at = (home + (size_t)k) % MR_ATT_MEMO;
+        if (memo->key[at] == attestation) return memo->closed[at];
+        if (memo->key[at] == NULL) {
+            slot = at;
+            break;
+        }
     }
+    memo->key[slot] = attestation;
+    memo->closed[slot] = (signed char)mr_attestation_closed(attestation, bound_cls);
     return memo->closed[slot];
 }
 

@@ -142,3 +142,41 @@ def test_whole_workloads_agree(operations: List[Any]) -> None:
 def test_partial_workloads_agree(workload: Tuple[List[Any], int]) -> None:
     operations, budget = workload
     _agree11(*_logical(operations), budget)
+
+
+def test_the_attestation_memo_decides_per_attestation() -> None:
+    """The untracking passes decide once per attestation pointer (common.h mr_att_memo_closed:
+    a window of slots from each one's home, else the home replaced). With more attestations than
+    the memo has slots (every window full, homes replaced), each bound fragment is still judged by
+    its own attestation: the ones whose cache holds a bound row stay tracked, with their regions."""
+    import gc
+    import random
+
+    import test_gc_bound
+    from spec_helpers import forged_copy
+
+    _, _, _, _, plan = test_gc_bound._bind(72)
+    operations = list(plan.operations)
+    assert len(operations) >= 4096
+    rng = random.Random(30)
+    count = 6000
+    attestations = [forged_copy(operations[k % len(operations)].target.attestation) for k in range(count)]
+    poisoned = set(rng.sample(range(count), count // 5))
+    some_bound = operations[0].target
+    for k in poisoned:
+        a = attestations[k]
+        object.__setattr__(a, "_derived_cache", (a.placement, a.evidence, {"rows": (("row", some_bound),)}))
+    order = list(range(count))
+    rng.shuffle(order)
+    regions = []
+    for k in order:
+        op = operations[k % len(operations)]
+        target = forged_copy(op.target, attestation=attestations[k])
+        source = forged_copy(op.source, attestation=attestations[k])
+        regions.append(forged_copy(op, source=source, target=target))
+    assert all(gc.is_tracked(r.target) and gc.is_tracked(r.source) for r in regions)
+    _native.untrack_bound_regions(regions, BoundWeightFragment)
+    for k, r in zip(order, regions):
+        kept = k in poisoned
+        assert gc.is_tracked(r.target) is kept and gc.is_tracked(r.source) is kept, k
+        assert gc.is_tracked(r) is kept, k
