@@ -2165,6 +2165,75 @@ bd_group_snapshots_one(const bd_table *tb, PyObject *snap_cls, PyObject *rf_cls,
     return status;
 }
 
+/* The attested snapshots of an attestation's evidence fragments (`fragments`, an exact tuple)
+ * per worker, sorted by runtime fragment id, in a new dict *table (worker -> tuple): one worker
+ * directly (bd_group_snapshots_one), else grouped and sorted. placement_dict: the attestation's
+ * _placement_dict, an exact dict. The loops borrow the placement dict's entries (bd_pdict): the
+ * collector is off for them, so no gc callback or finalizer runs (nor can change the dict) while
+ * they are read. BD_OK, BD_FALLBACK, BD_ERROR (*table NULL unless BD_OK). */
+static int
+bd_attested_table(const bd_table *tb, PyObject *snap_cls, PyObject *rf_cls, PyObject *pf_cls,
+                  PyObject *placement_dict, PyObject *fragments, PyObject *generation, PyObject **table)
+{
+    PyObject *groups = NULL;
+    *table = NULL;
+    const int collector_was_enabled = PyGC_Disable();
+    bd_pdict pd;
+    int status = bd_pdict_load(placement_dict, &pd);
+    if (status == BD_OK) {
+        status = bd_group_snapshots_one(tb, snap_cls, rf_cls, pf_cls, fragments, &pd, generation, table);
+    }
+    if (status == BD_OK && *table == NULL) {
+        status = BD_ERROR;
+        groups = PyDict_New();
+        if (groups != NULL) {
+            status = bd_group_snapshots(tb, snap_cls, rf_cls, pf_cls, fragments, &pd, generation, groups);
+        }
+        if (status == BD_OK) status = bd_sorted_table(groups, table);
+    }
+    /* the keys no aligned read proved and no probe needed checked now: the verdict of
+     * pd_plain_keys before the loops */
+    if (status == BD_OK && !bd_pdict_plain(&pd)) status = BD_FALLBACK;
+    bd_pdict_free(&pd);
+    if (collector_was_enabled) PyGC_Enable();
+    Py_XDECREF(groups);
+    if (status != BD_OK) Py_CLEAR(*table);
+    return status;
+}
+
+/* The attestation's evidence, placement dict, evidence fragments and generation as
+ * attested_executors reads them (new references in v[0..3]), checked: exact att_cls / ev_cls,
+ * an exact dict, an exact tuple. BD_OK, BD_FALLBACK, BD_ERROR (nothing kept unless BD_OK). */
+static int
+bd_attested_inputs(const bd_table *tb, PyObject *att_cls, PyObject *ev_cls, PyObject *attestation, PyObject **v)
+{
+    PyObject *const *nm = tb->nm;
+    v[0] = v[1] = v[2] = v[3] = NULL;
+    int status = BD_FALLBACK;
+    if ((PyObject *)Py_TYPE(attestation) != att_cls) goto done;
+    status = bd_get(attestation, nm[N_EVIDENCE], &v[0]);
+    if (status != BD_OK) goto done;
+    status = BD_FALLBACK;
+    if ((PyObject *)Py_TYPE(v[0]) != ev_cls) goto done;
+    status = bd_get(attestation, nm[N_PLACEMENT_DICT], &v[1]);
+    if (status != BD_OK) goto done;
+    status = BD_FALLBACK;
+    /* probed with each evidence fragment's id: a plain dict only (plain_dict.h; a key forged
+     * into a str subclass would run its __eq__ in the probe: AUDIT5 F5), checked lazily by the
+     * evidence loops through bd_pdict (before their first probe, else at their end) */
+    if (!PyDict_CheckExact(v[1])) goto done;
+    status = bd_get(v[0], nm[N_FRAGMENTS], &v[2]);
+    if (status != BD_OK) goto done;
+    status = BD_FALLBACK;
+    if (!PyTuple_CheckExact(v[2])) goto done;
+    status = bd_get(v[0], nm[N_GENERATION], &v[3]);
+done:
+    if (status != BD_OK) {
+        for (int k = 0; k < 4; k++) Py_CLEAR(v[k]);
+    }
+    return status;
+}
+
 PyDoc_STRVAR(attested_executors_doc,
 "attested_executors(executor_cls, snapshot_cls, attestation_cls, evidence_cls,\n"
 "                   runtime_fragment_cls, attestation, placement_id, participant_id,\n"
@@ -2178,8 +2247,19 @@ PyDoc_STRVAR(attested_executors_doc,
 "placement_fragment_cls (optional, None: not given): placement fragments of exactly that class\n"
 "have their fields read from their instance dict (the same values getattr returns).");
 
+static PyObject *bd_attested_executors_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                            PyObject *carried);
+
 static PyObject *
 bd_attested_executors(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return bd_attested_executors_with(self, args, nargs, NULL);
+}
+
+/* attested_executors; carried (borrowed, or NULL): the table bd_attested_table built for this
+ * attestation in attest_many (see bd_carrier), used instead of building it again. */
+static PyObject *
+bd_attested_executors_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *carried)
 {
     bd_table tb;
     if (nargs != 10 && nargs != 11) {
@@ -2195,27 +2275,11 @@ bd_attested_executors(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *attestation = args[5];
     /* instance_id, placement_id, participant_id, placement_digest, runtime_lease_id, rank */
     PyObject *values[6] = {NULL, args[6], args[7], args[8], NULL, args[9]};
-    PyObject *evidence = NULL, *placement_dict = NULL, *fragments = NULL, *generation = NULL;
-    PyObject *groups = NULL, *table = NULL, *workers = NULL, *rows = NULL, *result = NULL;
-    int status = BD_FALLBACK;
-    if ((PyObject *)Py_TYPE(attestation) != att_cls) goto done;
-    status = bd_get(attestation, nm[N_EVIDENCE], &evidence);
+    PyObject *inputs[4] = {NULL, NULL, NULL, NULL}; /* evidence, placement dict, fragments, generation */
+    PyObject *table = NULL, *workers = NULL, *rows = NULL, *result = NULL;
+    int status = bd_attested_inputs(&tb, att_cls, ev_cls, attestation, inputs);
     if (status != BD_OK) goto done;
-    status = BD_FALLBACK;
-    if ((PyObject *)Py_TYPE(evidence) != ev_cls) goto done;
-    status = bd_get(attestation, nm[N_PLACEMENT_DICT], &placement_dict);
-    if (status != BD_OK) goto done;
-    status = BD_FALLBACK;
-    /* probed with each evidence fragment's id: a plain dict only (plain_dict.h; a key forged
-     * into a str subclass would run its __eq__ in the probe: AUDIT5 F5), checked lazily by the
-     * evidence loops through bd_pdict (before their first probe, else at their end) */
-    if (!PyDict_CheckExact(placement_dict)) goto done;
-    status = bd_get(evidence, nm[N_FRAGMENTS], &fragments);
-    if (status != BD_OK) goto done;
-    status = BD_FALLBACK;
-    if (!PyTuple_CheckExact(fragments)) goto done;
-    status = bd_get(evidence, nm[N_GENERATION], &generation);
-    if (status != BD_OK) goto done;
+    PyObject *evidence = inputs[0], *placement_dict = inputs[1], *fragments = inputs[2], *generation = inputs[3];
     /* The executor's identifiers: exact non-empty str, a SHA-256 digest. */
     status = bd_get_str(evidence, nm[N_INSTANCE_ID], &values[0]);
     if (status != BD_OK) goto done;
@@ -2230,29 +2294,13 @@ bd_attested_executors(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         status = digest < 0 ? BD_ERROR : BD_FALLBACK;
         goto done;
     }
-    /* one worker: the table directly (bd_group_snapshots_one), else grouped and sorted. The
-     * loops borrow the placement dict's entries (bd_pdict): the collector is off for them, so
-     * no gc callback or finalizer runs (nor can change the dict) while they are read. */
-    {
-        const int collector_was_enabled = PyGC_Disable();
-        bd_pdict pd;
-        status = bd_pdict_load(placement_dict, &pd);
-        if (status == BD_OK) {
-            status = bd_group_snapshots_one(&tb, snap_cls, rf_cls, pf_cls, fragments, &pd, generation, &table);
-        }
-        if (status == BD_OK && table == NULL) {
-            status = BD_ERROR;
-            groups = PyDict_New();
-            if (groups != NULL) {
-                status = bd_group_snapshots(&tb, snap_cls, rf_cls, pf_cls, fragments, &pd, generation, groups);
-            }
-            if (status == BD_OK) status = bd_sorted_table(groups, &table);
-        }
-        /* the keys no aligned read proved and no probe needed checked now: the verdict of
-         * pd_plain_keys before the loops */
-        if (status == BD_OK && !bd_pdict_plain(&pd)) status = BD_FALLBACK;
-        bd_pdict_free(&pd);
-        if (collector_was_enabled) PyGC_Enable();
+    /* the table: carried from attest_many (bd_carrier_table: built there by bd_attested_table
+     * from this very attestation, in a call whose caller vouches that nothing changed since),
+     * else built now */
+    if (carried != NULL) {
+        table = Py_NewRef(carried);
+    } else {
+        status = bd_attested_table(&tb, snap_cls, rf_cls, pf_cls, placement_dict, fragments, generation, &table);
         if (status != BD_OK) goto done;
     }
     status = BD_ERROR;
@@ -2284,13 +2332,9 @@ bd_attested_executors(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     result = PyTuple_Pack(2, table, rows);
     status = result == NULL ? BD_ERROR : BD_OK;
 done:
-    Py_XDECREF(evidence);
-    Py_XDECREF(placement_dict);
-    Py_XDECREF(fragments);
-    Py_XDECREF(generation);
+    for (int k = 0; k < 4; k++) Py_XDECREF(inputs[k]);
     Py_XDECREF(values[0]);
     Py_XDECREF(values[4]);
-    Py_XDECREF(groups);
     Py_XDECREF(table);
     Py_XDECREF(workers);
     Py_XDECREF(rows);
@@ -6818,11 +6862,119 @@ bd_selection(PyObject *const *nm, PyObject *items, PyObject *selected, int *all,
     return hits == 0 ? 1 : 0;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * The attested tables carried from step 6 (attest_many) to step 11 (project_attested)
+ *
+ * attest_many with a snapshot class also builds, right after each attestation (its runtime and
+ * placement fragments still in the caches), the table attested_executors builds from it at
+ * step 11 (bd_attested_table: the evidence snapshots per worker, sorted), and returns them in a
+ * carrier: a capsule holding, in C memory, (attestation, table) per decided binding and the
+ * classes they were built with. Python code cannot reach or change what it holds (a capsule is
+ * not tracked by the collector and exposes nothing; gc.get_referents of it is empty): only the
+ * capsule itself can be dropped or replaced, and project_attested takes a table from it only for
+ * the very attestation (by identity: the carrier holds it) and the same classes. What the
+ * carrier cannot know is whether a runtime fragment or the attestation changed since: the
+ * caller passes it to project_attested only when no code but the package's can have run in
+ * between (binding._carried_tables: the sealed call's conditions, checked at step 11). */
+
+#define BD_CARRIER_CAPSULE "mooncake_reshard._native.attested_tables"
+
+typedef struct {
+    PyObject *classes[3]; /* snapshot, runtime fragment, placement fragment (or NULL) classes */
+    Py_ssize_t n, cap, cursor;
+    PyObject **att;   /* attestation (owned) */
+    PyObject **table; /* its table (owned) */
+} bd_carrier;
+
+static void
+bd_carrier_free(bd_carrier *c)
+{
+    if (c == NULL) return;
+    for (Py_ssize_t i = 0; i < c->n; i++) {
+        Py_XDECREF(c->att[i]);
+        Py_XDECREF(c->table[i]);
+    }
+    for (int k = 0; k < 3; k++) Py_XDECREF(c->classes[k]);
+    PyMem_Free(c->att);
+    PyMem_Free(c->table);
+    PyMem_Free(c);
+}
+
+static void
+bd_carrier_capsule_destructor(PyObject *capsule)
+{
+    bd_carrier_free(PyCapsule_GetPointer(capsule, BD_CARRIER_CAPSULE));
+}
+
+/* A new carrier for at most cap tables (NULL with an exception). */
+static bd_carrier *
+bd_carrier_new(Py_ssize_t cap, PyObject *snap_cls, PyObject *rf_cls, PyObject *pf_cls)
+{
+    bd_carrier *c = PyMem_Calloc(1, sizeof(bd_carrier));
+    if (c == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    size_t n = cap > 0 ? (size_t)cap : 1;
+    c->att = mr_alloc_array(n, sizeof(PyObject *));
+    c->table = c->att == NULL ? NULL : mr_alloc_array(n, sizeof(PyObject *));
+    if (c->table == NULL) {
+        bd_carrier_free(c);
+        return NULL;
+    }
+    c->cap = (Py_ssize_t)n;
+    c->classes[0] = Py_NewRef(snap_cls);
+    c->classes[1] = Py_NewRef(rf_cls);
+    c->classes[2] = Py_XNewRef(pf_cls);
+    return c;
+}
+
+/* attest_many's step: the table of a just-built attestation (of exactly att_cls), kept with it.
+ * A table not decided there (BD_FALLBACK) is simply not carried: step 11 builds it. 0, or -1
+ * with an exception. */
+static int
+bd_carrier_add(const bd_table *tb, bd_carrier *c, PyObject *att_cls, PyObject *ev_cls, PyObject *attestation)
+{
+    if (c->n >= c->cap) return 0;
+    PyObject *inputs[4];
+    int status = bd_attested_inputs(tb, att_cls, ev_cls, attestation, inputs);
+    PyObject *table = NULL;
+    if (status == BD_OK) {
+        status = bd_attested_table(tb, c->classes[0], c->classes[1], c->classes[2], inputs[1], inputs[2],
+                                   inputs[3], &table);
+    }
+    for (int k = 0; k < 4; k++) Py_XDECREF(inputs[k]);
+    if (status == BD_ERROR) return -1;
+    if (status != BD_OK) return 0;
+    c->att[c->n] = Py_NewRef(attestation);
+    c->table[c->n] = table;
+    c->n++;
+    return 0;
+}
+
+/* The carried table of `attestation` built with these classes (borrowed; held by the carrier),
+ * or NULL. Parts are asked in about the bindings' order: the search starts after the last hit. */
+static PyObject *
+bd_carrier_table(bd_carrier *c, PyObject *attestation, PyObject *snap_cls, PyObject *rf_cls, PyObject *pf_cls)
+{
+    if (c == NULL || c->n == 0 || c->classes[0] != snap_cls || c->classes[1] != rf_cls || c->classes[2] != pf_cls) {
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < c->n; k++) {
+        Py_ssize_t i = (c->cursor + k) % c->n;
+        if (c->att[i] == attestation) {
+            c->cursor = (i + 1) % c->n;
+            return c->table[i];
+        }
+    }
+    return NULL;
+}
+
 PyDoc_STRVAR(project_attested_doc,
 "project_attested(executor_cls, snapshot_cls, attestation_cls, evidence_cls, runtime_fragment_cls,\n"
 "                 rank_cls, attestation_values, placement, parts, part_index, by_key,\n"
 "                 attestations, placement_id, placement_digest, selected,\n"
-"                 placement_fragment_cls=None)\n"
+"                 placement_fragment_cls=None, carried=None)\n"
 "--\n\n"
 "The executors of binding._build_executor_plans_with((placement,), ...) when every bound part\n"
 "takes its attested single-worker path: per part of ``parts`` with a binding in ``by_key``\n"
@@ -6833,20 +6985,28 @@ PyDoc_STRVAR(project_attested_doc,
 "int64 fields and no (rank, worker) twice; sorted by (dp, pp, ep, tp), stable; every selected id\n"
 "emitted. A tuple of the executors, or None when that is not decided here (the Python loop\n"
 "then runs and raises the first failure). placement_fragment_cls (optional, None: not given)\n"
-"is passed on to attested_executors.");
+"is passed on to attested_executors. carried (optional): the carrier attest_many returned;\n"
+"a table it holds for an attestation (built from it at that call, with these classes) is\n"
+"used instead of building it again. Pass it only when neither the attestations nor their\n"
+"runtime fragments can have changed since (no code but the package's ran in between).");
 
 static PyObject *
 bd_project_attested(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     bd_table tb;
-    if (nargs != 15 && nargs != 16) {
-        PyErr_SetString(PyExc_TypeError, "project_attested expects 15 or 16 arguments");
+    if (nargs < 15 || nargs > 17) {
+        PyErr_SetString(PyExc_TypeError, "project_attested expects 15 to 17 arguments");
         return NULL;
     }
     if (bd_load_table(self, &tb) < 0) return NULL;
     if (bd_check_heap_types(args, 6) < 0) return NULL;
-    PyObject *pf_cls = nargs == 16 ? args[15] : Py_None;
+    PyObject *pf_cls = nargs >= 16 ? args[15] : Py_None;
     if (pf_cls != Py_None && bd_check_heap_types(&pf_cls, 1) < 0) return NULL;
+    bd_carrier *carrier = NULL;
+    if (nargs == 17 && args[16] != Py_None) {
+        carrier = PyCapsule_GetPointer(args[16], BD_CARRIER_CAPSULE); /* TypeError/ValueError otherwise */
+        if (carrier == NULL) return NULL;
+    }
     PyObject *const *nm = tb.nm;
     PyObject *rank_cls = args[5], *values_of = args[6], *placement = args[7], *parts = args[8];
     PyObject *part_index = args[9], *by_key = args[10], *attestations = args[11], *placement_id = args[12];
@@ -6952,7 +7112,9 @@ bd_project_attested(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             if (status != BD_OK) goto next;
             PyObject *const call[11] = {args[0], args[1], args[2], args[3], args[4], attestation,
                                         placement_id, participant, digest, rank, pf_cls};
-            built = bd_attested_executors(self, call, 11);
+            PyObject *carried = bd_carrier_table(carrier, attestation, args[1], args[4],
+                                                 pf_cls == Py_None ? NULL : pf_cls); /* borrowed */
+            built = bd_attested_executors_with(self, call, 11, carried);
             if (built == NULL) { status = BD_ERROR; goto next; }
             if (built == Py_None || !PyTuple_CheckExact(built) || PyTuple_Size(built) != 2) {
                 status = BD_FALLBACK;
@@ -7134,7 +7296,7 @@ done:
 PyDoc_STRVAR(attest_many_doc,
 "attest_many(attestation_cls, evidence_cls, runtime_fragment_cls, placement_fragment_cls,\n"
 "            tensor_cls, binding_cls, placement, part_index, bindings, resource_id, placement_id,\n"
-"            placement_digest, revision)\n"
+"            placement_digest, revision, snapshot_cls=None)\n"
 "--\n\n"
 "attestation._attest_many's fused path over a tuple of bindings in one call: per binding, its\n"
 "attestation when the binding is an exact binding_cls, its participant has a part in\n"
@@ -7142,27 +7304,40 @@ PyDoc_STRVAR(attest_many_doc,
 "binding is validated on every call: nothing is read from or written to the bindings).\n"
 "None in the list for every binding not decided here (the caller attests it in Python, in\n"
 "order, so the first failure is raised there). None instead of a list for a bindings value\n"
-"that is not a tuple, or a part_index that is not a dict.");
+"that is not a tuple, or a part_index that is not a dict. With snapshot_cls (not None), a pair\n"
+"(that list, carrier): per decided attestation the carrier holds the table attested_executors\n"
+"would build from it (snapshots of that class), built while its fragments are in the caches,\n"
+"for project_attested's ``carried`` (see there when it may be passed).");
 
 static PyObject *
 bd_attest_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     bd_table tb;
-    if (nargs != 13) {
-        PyErr_SetString(PyExc_TypeError, "attest_many expects 13 arguments");
+    if (nargs != 13 && nargs != 14) {
+        PyErr_SetString(PyExc_TypeError, "attest_many expects 13 or 14 arguments");
         return NULL;
     }
     if (bd_load_table(self, &tb) < 0) return NULL;
     if (bd_check_heap_types(args, 6) < 0) return NULL;
     PyObject *const *nm = tb.nm;
     PyObject *binding_cls = args[5], *placement = args[6], *part_index = args[7], *bindings = args[8];
+    PyObject *snap_cls = nargs == 14 && args[13] != Py_None ? args[13] : NULL;
+    if (snap_cls != NULL && bd_check_heap_types(&snap_cls, 1) < 0) return NULL;
     /* part_index is probed with each binding's participant id: a plain dict only, and the ids
      * exact strs (below), so that no probe runs Python code (plain_dict.h; AUDIT5 F5) */
     if (!PyTuple_CheckExact(bindings) || !pd_plain_keys(part_index)) Py_RETURN_NONE;
     Py_ssize_t n = PyTuple_Size(bindings);
     if (n < 0) return NULL;
+    bd_carrier *carrier = NULL;
+    if (snap_cls != NULL) {
+        carrier = bd_carrier_new(n, snap_cls, args[2], args[3]);
+        if (carrier == NULL) return NULL;
+    }
     PyObject *out = mr_gc_hide(PyList_New(n)); /* out of the collector until full (gctrack.h) */
-    if (out == NULL) return NULL;
+    if (out == NULL) {
+        bd_carrier_free(carrier);
+        return NULL;
+    }
     /* the tensors loaded so far, shared by the bindings' attest_binding (bd_tensor_memo) */
     bd_tensor_memo memo;
     memset(&memo, 0, sizeof(memo));
@@ -7204,6 +7379,7 @@ bd_attest_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             goto next;
         }
         status = BD_OK;
+        if (carrier != NULL && bd_carrier_add(&tb, carrier, args[0], args[1], fused) < 0) status = BD_ERROR;
     next:
         Py_XDECREF(state);
         Py_XDECREF(participant);
@@ -7221,10 +7397,23 @@ bd_attest_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     bd_tensor_memo_free(&memo);
     mr_gc_show(out); /* full */
-    return out;
+    if (carrier == NULL) return out;
+    {
+        PyObject *capsule = PyCapsule_New(carrier, BD_CARRIER_CAPSULE, bd_carrier_capsule_destructor);
+        if (capsule == NULL) {
+            bd_carrier_free(carrier);
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyObject *pair = PyTuple_Pack(2, out, capsule);
+        Py_DECREF(out);
+        Py_DECREF(capsule);
+        return pair;
+    }
 fail:
     bd_tensor_memo_free(&memo);
     Py_DECREF(out);
+    bd_carrier_free(carrier);
     return NULL;
 }
 

@@ -170,10 +170,13 @@ def test_wrong_arguments_raise_type_error(side: Tuple[Any, Tuple[Any, ...]]) -> 
             with pytest.raises(TypeError):
                 _native.attest_many(*classes, placement, placement._part_index(), fresh, placement.resource_id,
                                     placement.placement_id, placement.digest, placement.revision)
-    for extra in (None, "_mooncake_attestation"):  # the former slot argument: now one too many
+    args = (placement, placement._part_index(), fresh, placement.resource_id, placement.placement_id,
+            placement.digest, placement.revision)
+    # the 14th argument is the optional snapshot class (None: not given); not a class, or a 15th
+    for extra in (("_mooncake_attestation",), (1,), (None, None)):
         with pytest.raises(TypeError):
-            _native.attest_many(*CLASSES, placement, placement._part_index(), fresh, placement.resource_id,
-                                placement.placement_id, placement.digest, placement.revision, extra)
+            _native.attest_many(*CLASSES, *args, *extra)
+    assert type(_native.attest_many(*CLASSES, *args, None)) is list
 
 
 @pytest.mark.parametrize("name", ["bindings", "part_index"])

@@ -191,7 +191,10 @@ def test_wrong_arguments_raise_type_error(side: Tuple[Any, List[Any], Any]) -> N
     with pytest.raises(TypeError):
         _native.project_attested(*args[:-1])
     with pytest.raises(TypeError):
-        _native.project_attested(*args, None, None)  # the optional placement fragment class, then one more
+        _native.project_attested(*args, None, None, None)  # the two optional arguments, then one more
+    for carried in ("carrier", 1, object()):  # not the carrier attest_many returns
+        with pytest.raises((TypeError, ValueError)):
+            _native.project_attested(*args, None, carried)
     with pytest.raises(TypeError):
         _native.project_attested(*args, int)  # the optional class given, not a heap type
     for k in range(len(CLASSES)):

@@ -251,4 +251,4 @@ def test_project_attested_argument_errors() -> None:
     with pytest.raises(TypeError):
         _project(int)
     with pytest.raises(TypeError):
-        _project(PlacementFragment, None)
+        _project(PlacementFragment, None, None)  # one more than the optional class and carrier

@@ -474,12 +474,14 @@ def _attest(placement: WeightPlacementManifest, binding: WeightRuntimeBindingMan
 
 
 def _fused_attestations(
-    placement: WeightPlacementManifest, bindings: tuple[Any, ...]
+    placement: WeightPlacementManifest, bindings: tuple[Any, ...], carry: Optional[tuple[type, list[Any]]] = None
 ) -> Optional[list[Optional[RuntimeBindingAttestation]]]:
     """``_native.attest_many`` for an exact placement: per binding the attestation of the fused
     ``validate_runtime_binding`` and attest, or None where that is
-    not decided in C (never a failure: the caller attests those with ``_attest``, in order)."""
-    fused: Optional[list[Optional[RuntimeBindingAttestation]]] = _native.attest_many(
+    not decided in C (never a failure: the caller attests those with ``_attest``, in order).
+    ``carry`` (bind's): (the snapshot class, a list that gets the carrier of the attested tables
+    built in the same call; see ``project_attested``'s ``carried``)."""
+    fused: Any = _native.attest_many(
         RuntimeBindingAttestation,
         RuntimeBindingEvidence,
         RuntimeBindingFragment,
@@ -493,15 +495,22 @@ def _fused_attestations(
         placement.placement_id,
         placement.digest,
         placement.revision,
+        None if carry is None else carry[0],
     )
-    return fused
+    if carry is not None and fused is not None:
+        fused, carrier = fused
+        carry[1].append(carrier)
+    return fused  # type: ignore[no-any-return]
 
 
 def _attest_many(
-    placement: WeightPlacementManifest, bindings: Iterable[WeightRuntimeBindingManifest]
+    placement: WeightPlacementManifest,
+    bindings: Iterable[WeightRuntimeBindingManifest],
+    carry: Optional[tuple[type, list[Any]]] = None,
 ) -> list[RuntimeBindingAttestation]:
     """``[_attest(placement, binding) for binding in bindings]`` (the first failure raises),
-    with the placement values the fused C call compares read once."""
+    with the placement values the fused C call compares read once. ``carry``: see
+    ``_fused_attestations``."""
     if type(placement) is not WeightPlacementManifest:
         return [_attest(placement, binding) for binding in bindings]
     parts = placement._part_index()
@@ -509,7 +518,7 @@ def _attest_many(
         # The fused path for every binding in one C call; the bindings it does not decide are
         # attested here, in order, so the first failure is raised as before (the ones it
         # decided are valid: no failure can come from them).
-        fused_all = _fused_attestations(placement, bindings)
+        fused_all = _fused_attestations(placement, bindings, carry)
         if fused_all is not None:
             return [
                 _attest(placement, binding) if fused is None else fused for binding, fused in zip(bindings, fused_all)

@@ -311,7 +311,9 @@ def _build_executor_plans_with(
     side: str,
     selected_fragment_ids: Optional[frozenset[str]],
     attestations: Optional[dict[tuple[str, str], RuntimeBindingAttestation]],
+    carried: Any = None,
 ) -> tuple[ExecutorTransferPlan, ...]:
+    """(``carried``: the carrier of step 6's attested tables, see ``_carried_tables``, or None.)"""
     if side not in _SIDES:
         raise ValueError(f"invalid executor side: {side}")
     by_key: dict[tuple[str, str], WeightRuntimeBindingManifest] = {}
@@ -360,6 +362,7 @@ def _build_executor_plans_with(
             placement.digest,
             selected_fragment_ids,
             PlacementFragment,
+            carried,
         )
         if projected is not None:
             return projected
@@ -570,10 +573,12 @@ def _bind_side(
     bindings: Any,
     required: set[Any],
     exact: Optional[list[bool]] = None,
+    carry: Optional[list[Any]] = None,
 ) -> tuple[list[WeightRuntimeBindingManifest], dict[tuple[str, str], RuntimeBindingAttestation]]:
     """Validate one side's bindings (spec §12.1 step 6); return the kept ones and attestations.
     ``exact`` (bind's own list) gets False when a given binding or its fragments is not of the
-    exact classes (their reads may run user code: see ``_sealed``)."""
+    exact classes (their reads may run user code: see ``_sealed``). ``carry`` (bind's own list)
+    gets the carrier of the attested tables step 6 built (see ``_carried_tables``)."""
     if isinstance(bindings, WeightRuntimeBindingManifest):
         raise ValueError(f"invalid {label} runtime binding input")
     try:
@@ -603,7 +608,7 @@ def _bind_side(
     bindable = _placement_bindable(placement)
     if not (required <= given_participants <= bindable):
         raise ValueError(f"logical plan and {label} runtime binding participants differ")
-    proven = _validate_bindings_together(placement, given)
+    proven = _validate_bindings_together(placement, given, carry)
     # Every given binding passed validate_runtime_binding just above (or earlier, unchanged).
     attestations = {}
     kept = []
@@ -641,13 +646,17 @@ def _bind_side_ids(label: str, given: tuple[Any, ...]) -> set[str]:
 
 
 def _validate_bindings_together(
-    placement: WeightPlacementManifest, bindings: Sequence[WeightRuntimeBindingManifest]
+    placement: WeightPlacementManifest,
+    bindings: Sequence[WeightRuntimeBindingManifest],
+    carry: Optional[list[Any]] = None,
 ) -> list[Optional[RuntimeBindingAttestation]]:
     """Each binding alone, then the per-instance address ranges across participants (§11.8).
 
     Returns, per binding, its attestation (validated on this call: nothing is remembered)."""
     # validate_runtime_binding then the attestation, binding by binding.
-    proven: list[Optional[RuntimeBindingAttestation]] = list(_attest_many(placement, bindings))
+    proven: list[Optional[RuntimeBindingAttestation]] = list(
+        _attest_many(placement, bindings, None if carry is None else (RuntimeFragmentSnapshot, carry))
+    )
     if len({binding.instance_id for binding in bindings}) == len(bindings):
         return proven  # one binding per instance: its ranges were checked with it
     instances: dict[str, list[WeightRuntimeBindingManifest]] = {}
@@ -1062,6 +1071,26 @@ def _recheck_runtime_fragments(
         validate_runtime_binding(placement, binding)
 
 
+# Step 6 builds the target side's attested tables (each binding's snapshots per worker, sorted)
+# right after attesting it, its fragments still in the CPU caches; step 11 takes them instead of
+# reading every runtime fragment again (see _carried_tables). False: step 11 builds them.
+_CARRY_TABLES = True
+
+
+def _carried_tables(carry: Optional[list[Any]], untouched_since: bool) -> Any:
+    """The carrier of the attested tables step 6 built (``attest_many``'s; held in C memory, out
+    of Python code's reach, and taken by ``project_attested`` only for the very attestation it
+    was built from), when no code but this package's can have run since: ``untouched_since`` is
+    the sealed call's conditions at step 11 (no hook at entry and now, the exact plan with inert
+    or watched values, exact given bindings and fragments, an untripped watch). Otherwise None:
+    a hook or a subclass's attribute read between steps 6 and 11 could have edited a runtime
+    fragment or an attestation in place (``object.__setattr__``), and step 11 reads them as they
+    are then (tests/test_attest30_carried_tables.py)."""
+    if not untouched_since or not carry:
+        return None
+    return carry[0]
+
+
 def _bind_logical_transfer_plan(
     logical_plan: LogicalTransferPlan,
     target_bindings: Sequence[WeightRuntimeBindingManifest],
@@ -1177,8 +1206,9 @@ def _bind_logical_transfer_plan(
     del target_index, source_index, committed
     # Step 6: bindings, target first.
     exact_bindings: list[bool] = []  # (see _sealed)
+    target_carry: Optional[list[Any]] = [] if _CARRY_TABLES else None  # (see _carried_tables)
     target_kept, target_attestations = _bind_side(
-        "target", target_placement, target_bindings, target_participants, exact_bindings
+        "target", target_placement, target_bindings, target_participants, exact_bindings, target_carry
     )
     source_required = {executor.participant_id for executor in logical_plan.source_executors}
     source_kept, source_attestations = _bind_side(
@@ -1295,8 +1325,21 @@ def _bind_logical_transfer_plan(
     else:
         target_selected = frozenset({op.target.binding.fragment_id for op in operations})
     target_executors = _build_executor_plans_with(
-        (target_placement,), target_kept, "target", target_selected, target_attestations
+        (target_placement,),
+        target_kept,
+        "target",
+        target_selected,
+        target_attestations,
+        _carried_tables(
+            target_carry,
+            hooks_clear
+            and exact_plan
+            and not exact_bindings
+            and type(target_bindings) in (tuple, list)
+            and untouched(watch),
+        ),
     )
+    del target_carry
     # The id selections and the region list are not read again: freed before the revalidation
     # of the new plan (bind's peak; ~4 MiB at 74k operations). tuple() of our own list runs no
     # user code, so building it first changes nothing the keyword reads below observe.
