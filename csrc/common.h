@@ -71,43 +71,6 @@ mr_alloc_array(size_t n, size_t sz)
     return p;
 }
 
-/* Advice for a large buffer about to be filled: back it with transparent huge pages (fewer
- * page faults). Buffers under 8 MiB are left alone; failures are ignored (advice only). */
-#include <sys/mman.h>
-static inline void
-mr_advise_huge(void *data, size_t bytes)
-{
-#ifdef MADV_HUGEPAGE
-    const uintptr_t huge = (uintptr_t)2 << 20;
-    if (data == NULL || bytes < ((size_t)8 << 20)) return;
-    uintptr_t begin = ((uintptr_t)data + huge - 1) & ~(huge - 1);
-    uintptr_t end = ((uintptr_t)data + bytes) & ~(huge - 1);
-    if (end > begin) (void)madvise((void *)begin, (size_t)(end - begin), MADV_HUGEPAGE);
-#else
-    (void)data;
-    (void)bytes;
-#endif
-}
-
-/* mr_alloc_array / PyMem_Calloc for a large temporary that is about to be filled: the same
- * allocation, advised to huge pages (mr_advise_huge: from 8 MiB; a first touch of fresh memory
- * costs a page fault per 4 KiB page otherwise). */
-static inline void *
-mr_alloc_array_huge(size_t n, size_t sz)
-{
-    void *p = mr_alloc_array(n, sz);
-    if (p != NULL) mr_advise_huge(p, n * sz); /* n * sz: checked by mr_alloc_array */
-    return p;
-}
-
-static inline void *
-mr_calloc_huge(size_t n, size_t sz)
-{
-    void *p = PyMem_Calloc(n, sz);
-    if (p != NULL) mr_advise_huge(p, n * sz); /* calloc checked n * sz */
-    return p;
-}
-
 /* A new instance of the heap class cls as the slot of ``object.__new__(cls)`` makes it: the
  * class's tp_alloc, then (CPython >= 3.11) the instance's attribute values laid out for the
  * class's shared keys (cls's own __new__ and __init__ are not called); NULL with an exception

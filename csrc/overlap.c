@@ -73,7 +73,6 @@ ov_vec_reserve(ov_vec *v, size_t extra)
     if (__builtin_mul_overflow(cap, v->elem, &bytes)) return -1;
     char *p = realloc(v->data, bytes);
     if (p == NULL) return -1;
-    mr_advise_huge(p, bytes);
     v->data = p;
     v->cap = cap;
     return 0;

@@ -1616,8 +1616,8 @@ ss_preread(PyObject *fragments, int is_list, Py_ssize_t n, PyObject *ftype, PyOb
            po_tmap *tmap_out)
 {
     size_t count = (size_t)n;
-    mr_kv *order = mr_alloc_array_huge(count ? count : 1, sizeof(mr_kv));
-    ss_pre *pre = mr_calloc_huge(count ? count : 1, sizeof(ss_pre));
+    mr_kv *order = mr_alloc_array(count ? count : 1, sizeof(mr_kv));
+    ss_pre *pre = PyMem_Calloc(count ? count : 1, sizeof(ss_pre));
     po_tmap tmap = {NULL, 0};
     PyObject *v[SS_ID + 1] = {NULL}, *rv[4] = {NULL}; /* fields from the state scans (new references) */
     /* the rank objects read and their coordinates (the fragments share a few ranks, visited
@@ -1950,13 +1950,13 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
             }
         }
     }
-    rows = mr_alloc_array_huge((size_t)n, sizeof(ss_row));
-    positions = mr_alloc_array_huge((size_t)n, sizeof(int64_t));
+    rows = mr_alloc_array((size_t)n, sizeof(ss_row));
+    positions = mr_alloc_array((size_t)n, sizeof(int64_t));
     if (rows == NULL || positions == NULL) goto done;
     size_t pcap = ss_capacity((size_t)n);
-    pos_slots = mr_calloc_huge(pcap, sizeof(size_t));
+    pos_slots = PyMem_Calloc(pcap, sizeof(size_t));
     picks.e = po_map_slots(pcap);
-    pick_row = mr_alloc_array_huge((size_t)n, sizeof(size_t));
+    pick_row = mr_alloc_array((size_t)n, sizeof(size_t));
     if (pos_slots == NULL || picks.e == NULL || pick_row == NULL) {
         if (pos_slots == NULL && !PyErr_Occurred()) PyErr_NoMemory();
         goto done;
@@ -2428,9 +2428,9 @@ pe_tuple_ids(PyObject *fragments, Py_ssize_t n, PyObject *ftype, PyObject *name,
              po_head **heads_out, mr_kv **order_out)
 {
     size_t count = (size_t)n;
-    mr_kv *order = mr_alloc_array_huge(count, sizeof(mr_kv));
-    PyObject **ids = mr_calloc_huge(count, sizeof(PyObject *));
-    po_head *heads = mr_alloc_array_huge(count, sizeof(po_head));
+    mr_kv *order = mr_alloc_array(count, sizeof(mr_kv));
+    PyObject **ids = PyMem_Calloc(count, sizeof(PyObject *));
+    po_head *heads = mr_alloc_array(count, sizeof(po_head));
     int ok = 0, sorted = 0;
     if (order == NULL || ids == NULL || heads == NULL) goto done;
     for (size_t i = 0; i < count; i++) {
@@ -3059,13 +3059,13 @@ om_address_order(PyObject *fragments, int is_list, PyObject *kinds, Py_ssize_t n
     if (po_names(cache, om_names, 3, names) < 0) return NULL;
     Py_ssize_t n = is_list ? PyList_Size(fragments) : PyTuple_Size(fragments);
     size_t count = n < 0 ? 0 : (size_t)n;
-    mr_kv *order = mr_alloc_array_huge(count ? count : 1, sizeof(mr_kv));
-    om_row *rows = mr_alloc_array_huge(count ? count : 1, sizeof(om_row));
+    mr_kv *order = mr_alloc_array(count ? count : 1, sizeof(mr_kv));
+    om_row *rows = mr_alloc_array(count ? count : 1, sizeof(om_row));
     size_t cap = 16;
     while (cap < count * 2) cap *= 2; /* count * sizeof(om_row) was allocated: no overflow */
-    size_t *slots = mr_calloc_huge(cap, sizeof(size_t)); /* 1 + index of the first row of a key; 0 empty */
-    size_t *best = mr_alloc_array_huge(count ? count : 1, sizeof(size_t));  /* per key (by first row): its least row */
-    size_t *firsts = mr_alloc_array_huge(count ? count : 1, sizeof(size_t)); /* keys in order of first appearance */
+    size_t *slots = PyMem_Calloc(cap, sizeof(size_t)); /* 1 + index of the first row of a key; 0 empty */
+    size_t *best = mr_alloc_array(count ? count : 1, sizeof(size_t));  /* per key (by first row): its least row */
+    size_t *firsts = mr_alloc_array(count ? count : 1, sizeof(size_t)); /* keys in order of first appearance */
     size_t nkeys = 0;
     PyObject *result = NULL;
     int declined = 0;
@@ -3485,9 +3485,9 @@ fc_address_pass(PyObject *items, Py_ssize_t n, PyObject *ftype, PyObject *rtype,
     PyObject *fc_state_names[FC_N - 1];
     for (int f = 0, j = 0; f < FC_N; f++)
         if (f != FC_DP) fc_state_names[j++] = names[f];
-    mr_kv *order = mr_alloc_array_huge(count, sizeof(mr_kv));
+    mr_kv *order = mr_alloc_array(count, sizeof(mr_kv));
     /* zeroed by the allocator (fresh pages come zeroed: no pass of its own over 72 bytes a row) */
-    fc_row *rows = mr_calloc_huge(count, sizeof(fc_row));
+    fc_row *rows = PyMem_Calloc(count, sizeof(fc_row));
     rm_memo ranks = {NULL, 0, 0, 0}; /* the ranks' dp values read (rank_memo.h) */
     po_tuple_slot tuples[PO_TUPLE_MEMO];
     memset(tuples, 0, sizeof tuples);
@@ -3583,7 +3583,6 @@ fc_address_pass(PyObject *items, Py_ssize_t n, PyObject *ftype, PyObject *rtype,
                         if (bigger == NULL) rc = -1;
                         else {
                             scratch = bigger;
-                            mr_advise_huge(scratch + cap, (grown - cap) * sizeof(int64_t)); /* the new part */
                             cap = grown;
                         }
                     }

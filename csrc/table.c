@@ -230,15 +230,6 @@ tbl_group_covers(const FragmentTable *t, size_t *members, size_t cnt, int collap
 
 typedef enum { CHECK_OVERLAP, CHECK_COVER } tbl_check;
 
-/* mr_kalloc for a large temporary about to be filled, advised to huge pages (mr_advise_huge). */
-static void *
-tbl_kalloc_huge(size_t n, size_t sz)
-{
-    void *p = mr_kalloc(n, sz);
-    if (p != NULL) mr_advise_huge(p, n * sz); /* n * sz: checked by mr_kalloc */
-    return p;
-}
-
 #define TBL_PF 16 /* rows between a prefetch and its use in tbl_check_groups */
 
 /* Hint (no effect on results): the grouping columns of row i. */
@@ -296,15 +287,15 @@ tbl_check_groups(const FragmentTable *t, const int64_t *external, const int *col
      * through order (the same boxes in the same order as the copy's rows would give), and makes
      * no copy. */
     const int gather = check != CHECK_OVERLAP;
-    size_t *order = tbl_kalloc_huge(n, sizeof(size_t));
-    size_t *members = gather ? tbl_kalloc_huge(n, sizeof(size_t)) : NULL; /* members[p] = p, reordered per group by collapse */
-    mr_kv *kv = tbl_kalloc_huge(n, sizeof(mr_kv));
+    size_t *order = mr_kalloc(n, sizeof(size_t));
+    size_t *members = gather ? mr_kalloc(n, sizeof(size_t)) : NULL; /* members[p] = p, reordered per group by collapse */
+    mr_kv *kv = mr_kalloc(n, sizeof(mr_kv));
     int64_t *zeros = calloc(st, sizeof(int64_t));
     if (gather && !__builtin_mul_overflow(n, st, &nbox)) {
-        g.tensor = tbl_kalloc_huge(n, sizeof(uint32_t));
-        g.ndim = tbl_kalloc_huge(n, sizeof(uint32_t));
-        g.begin = tbl_kalloc_huge(nbox, sizeof(int64_t));
-        g.end = tbl_kalloc_huge(nbox, sizeof(int64_t));
+        g.tensor = mr_kalloc(n, sizeof(uint32_t));
+        g.ndim = mr_kalloc(n, sizeof(uint32_t));
+        g.begin = mr_kalloc(nbox, sizeof(int64_t));
+        g.end = mr_kalloc(nbox, sizeof(int64_t));
     }
     if (order == NULL || kv == NULL || zeros == NULL ||
         (gather && (members == NULL || g.tensor == NULL || g.ndim == NULL || g.begin == NULL || g.end == NULL)))
@@ -454,10 +445,10 @@ tbl_tensor_classes(const FragmentTable *t, const int64_t *cls, size_t *start, si
 {
     size_t n = t->n, nt = t->ntensors, st = t->stride;
     int rc = MR_ENOMEM;
-    size_t *fill = tbl_kalloc_huge(nt ? nt : 1, sizeof(size_t));
-    size_t *hord = tbl_kalloc_huge(n ? n : 1, sizeof(size_t));
-    uint64_t *fh = tbl_kalloc_huge(n ? n : 1, sizeof(uint64_t));
-    mr_kv *kv = tbl_kalloc_huge(n ? n : 1, sizeof(mr_kv));
+    size_t *fill = mr_kalloc(nt ? nt : 1, sizeof(size_t));
+    size_t *hord = mr_kalloc(n ? n : 1, sizeof(size_t));
+    uint64_t *fh = mr_kalloc(n ? n : 1, sizeof(uint64_t));
+    mr_kv *kv = mr_kalloc(n ? n : 1, sizeof(mr_kv));
     mr_kv *tk = mr_kalloc(nt ? nt : 1, sizeof(mr_kv));
     if (fill == NULL || hord == NULL || fh == NULL || kv == NULL || tk == NULL) goto done;
     memset(start, 0, (nt + 1) * sizeof(size_t));
@@ -725,10 +716,10 @@ tbl_fill(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_index, PyOb
         PyErr_NoMemory();
         return -1;
     }
-    t->begin = mr_alloc_array_huge(cells, sizeof(int64_t));
-    t->end = mr_alloc_array_huge(cells, sizeof(int64_t));
-    t->rank = mr_alloc_array_huge(t->n ? t->n : 1, 4 * sizeof(int64_t));
-    t->nbytes = mr_alloc_array_huge(t->n ? t->n : 1, sizeof(uint64_t));
+    t->begin = mr_alloc_array(cells, sizeof(int64_t));
+    t->end = mr_alloc_array(cells, sizeof(int64_t));
+    t->rank = mr_alloc_array(t->n ? t->n : 1, 4 * sizeof(int64_t));
+    t->nbytes = mr_alloc_array(t->n ? t->n : 1, sizeof(uint64_t));
     size_t tcells;
     if (__builtin_mul_overflow(t->ntensors ? t->ntensors : 1, stride, &tcells)) {
         PyErr_NoMemory();
@@ -1128,10 +1119,10 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
         PyErr_NoMemory();
         return -1;
     }
-    t->begin = mr_alloc_array_huge(cells, sizeof(int64_t));
-    t->end = mr_alloc_array_huge(cells, sizeof(int64_t));
-    t->rank = mr_alloc_array_huge(t->n ? t->n : 1, 4 * sizeof(int64_t));
-    t->nbytes = mr_alloc_array_huge(t->n ? t->n : 1, sizeof(uint64_t));
+    t->begin = mr_alloc_array(cells, sizeof(int64_t));
+    t->end = mr_alloc_array(cells, sizeof(int64_t));
+    t->rank = mr_alloc_array(t->n ? t->n : 1, 4 * sizeof(int64_t));
+    t->nbytes = mr_alloc_array(t->n ? t->n : 1, sizeof(uint64_t));
     t->tshape = mr_alloc_array(tcells, sizeof(int64_t));
     if (t->begin == NULL || t->end == NULL || t->rank == NULL || t->nbytes == NULL || t->tshape == NULL) return -1;
     for (Py_ssize_t i = 0; i < nt; i++) {
