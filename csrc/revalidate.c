@@ -2800,58 +2800,83 @@ rs_objects_by_pfid(PyObject *view, const mr_layout_class *lc, int *ran)
     return table;
 }
 
-/* Whether the attribute ``name`` of instances of ``type`` is a ``__slots__`` slot: the first
- * class of the MRO whose dict holds ``name`` holds a member descriptor there (a data
- * descriptor: a generic read or write of the attribute is its C getter or setter, and never
- * probes the instance dict). Each class dict is read through its mapping proxy, after checking
- * that all its keys are exact str (a str subclass key could run its ``__eq__`` in the lookup).
- * ``type``'s metaclass is exactly type (checked by the caller), and so are its bases'. 1, or 0
- * (also for anything odd or a failure: no error is left set). Runs no Python code. */
+/* 1 when every key of the class dict behind the mapping proxy ``proxy`` is an exact str, 0 when
+ * not (or anything odd; no error is left set). Iterates the proxy (a type's dict: an exact dict,
+ * whose iterator runs no Python code) instead of building a list of its keys. */
 static int
-rs_slot_attr(PyObject *type, PyObject *name)
+rs_proxy_plain(PyObject *proxy)
 {
+    PyObject *iter = PyObject_GetIter(proxy);
+    if (iter == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int plain = 1;
+    PyObject *key;
+    while (plain && (key = PyIter_Next(iter)) != NULL) {
+        plain = PyUnicode_CheckExact(key);
+        Py_DECREF(key);
+    }
+    Py_DECREF(iter);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        plain = 0;
+    }
+    return plain;
+}
+
+/* Whether each of the attributes ``names[0..n)`` of instances of ``type`` is a ``__slots__``
+ * slot: for each name, the first class of the MRO whose dict holds it holds a member descriptor
+ * there (a data descriptor: a generic read or write of the attribute is its C getter or setter,
+ * and never probes the instance dict). One walk of the MRO for all the names: each class dict is
+ * read through its mapping proxy, after checking that all its keys are exact str (a str subclass
+ * key could run its ``__eq__`` in the lookup); a class whose keys are not, met while a name is
+ * still unresolved, fails the names. ``type``'s metaclass is exactly type (checked by the
+ * caller), and so are its bases'. 1 when every name is a slot, else 0 (also for anything odd or a
+ * failure: no error is left set). Runs no Python code. */
+static int
+rs_slot_attrs(PyObject *type, PyObject *const *names, int n_names)
+{
+    enum { RS_MAX_SLOT_NAMES = 8 };
+    if (n_names > RS_MAX_SLOT_NAMES) return 0;
     PyObject *mro = PyObject_GetAttr(type, rs_keys[RS_MRO]);
     if (mro == NULL) {
         PyErr_Clear();
         return 0;
     }
-    int found = 0;
+    unsigned char done[RS_MAX_SLOT_NAMES] = {0};
+    int left = n_names, ok = 1;
     Py_ssize_t n = PyTuple_CheckExact(mro) ? PyTuple_Size(mro) : -1;
-    for (Py_ssize_t k = 0; k < n && found == 0; k++) {
+    for (Py_ssize_t k = 0; k < n && ok && left > 0; k++) {
         PyObject *cls = PyTuple_GetItem(mro, k);
-        if (cls == NULL || Py_TYPE(cls) != &PyType_Type) break; /* (0: not known to be a slot) */
+        if (cls == NULL || Py_TYPE(cls) != &PyType_Type) { /* (not known to be a slot) */
+            ok = 0;
+            break;
+        }
         PyObject *proxy = PyObject_GetAttr(cls, rs_keys[RS_DICT]);
-        PyObject *keys = proxy == NULL ? NULL : PyMapping_Keys(proxy);
-        if (keys == NULL || !PyList_CheckExact(keys)) {
-            Py_XDECREF(keys);
+        if (proxy == NULL || !rs_proxy_plain(proxy)) {
             Py_XDECREF(proxy);
-            found = -1;
+            ok = 0;
             break;
         }
-        int plain = 1;
-        for (Py_ssize_t i = 0; plain && i < PyList_Size(keys); i++) plain = PyUnicode_CheckExact(PyList_GetItem(keys, i));
-        Py_DECREF(keys);
-        if (!plain) {
-            Py_DECREF(proxy);
-            break;
-        }
-        PyObject *attribute = PyObject_GetItem(proxy, name);
-        Py_DECREF(proxy);
-        if (attribute == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_KeyError)) {
-                found = -1;
-                break;
+        for (int j = 0; j < n_names && ok; j++) {
+            if (done[j]) continue;
+            PyObject *attribute = PyObject_GetItem(proxy, names[j]);
+            if (attribute == NULL) {
+                if (!PyErr_ExceptionMatches(PyExc_KeyError)) ok = 0;
+                PyErr_Clear();
+                continue;
             }
-            PyErr_Clear();
-            continue;
+            ok = Py_TYPE(attribute) == &PyMemberDescr_Type;
+            Py_DECREF(attribute);
+            done[j] = 1;
+            left--;
         }
-        found = Py_TYPE(attribute) == &PyMemberDescr_Type ? 1 : 2;
-        Py_DECREF(attribute);
+        Py_DECREF(proxy);
     }
-    if (found == -1 && !PyErr_Occurred()) found = 0; /* (an odd MRO or class dict) */
-    if (found == -1) PyErr_Clear(); /* (anything odd: not known to be a slot) */
+    PyErr_Clear(); /* (anything odd: not known to be a slot) */
     Py_DECREF(mro);
-    return found == 1;
+    return ok && left == 0;
 }
 
 /* The view fields rs_view_field reads, and whether it writes them (rs_objects_by_pfid). */
@@ -2863,7 +2888,7 @@ static const struct {
 
 /* 1 when rs_view_field's reads of ``view`` (and its write of the object table's cache) run no
  * Python code: the view's class is a heap class of metaclass exactly type with the generic
- * attribute lookup and assignment, and every field read is a slot (rs_slot_attr; the
+ * attribute lookup and assignment, and every field read is a slot (rs_slot_attrs; the
  * ``_AttestedView`` class). Remembered for the call until Python code may have run (the class
  * can be edited then). 0 otherwise (the reads then move ``code_epoch``). Runs no Python code. */
 static int
@@ -2876,9 +2901,10 @@ rs_view_inert(rs_ctx *ctx, PyObject *view)
         || PyType_GetSlot(type, Py_tp_setattro) != (void *)PyObject_GenericSetAttr) {
         return 0;
     }
-    for (size_t k = 0; k < sizeof(rs_view_slots) / sizeof(rs_view_slots[0]); k++) {
-        if (rs_slot_attr((PyObject *)type, rs_keys[rs_view_slots[k].name]) != 1) return 0;
-    }
+    enum { RS_N_VIEW_SLOTS = sizeof(rs_view_slots) / sizeof(rs_view_slots[0]) };
+    PyObject *names[RS_N_VIEW_SLOTS];
+    for (int k = 0; k < RS_N_VIEW_SLOTS; k++) names[k] = rs_keys[rs_view_slots[k].name];
+    if (!rs_slot_attrs((PyObject *)type, names, RS_N_VIEW_SLOTS)) return 0;
     ctx->inert_view_type = type;
     ctx->inert_view_epoch = ctx->code_epoch;
     return 1;
@@ -3360,13 +3386,15 @@ typedef struct {
     Py_ssize_t n_held, room;
 } rs_memo;
 
-static int
+/* Room for ``room`` objects; the tables are allocated by the first rs_memo_put (a small plan's
+ * call, whose keys are never memoized without ``row_of``, pays nothing for them). */
+static void
 rs_memo_init(rs_memo *m, Py_ssize_t room)
 {
     m->room = room;
     m->n_held = 0;
-    m->held = mr_alloc_array((size_t)room, 2 * sizeof(PyObject *));
-    return m->held == NULL ? -1 : rv_table_init(&m->table, (size_t)room);
+    m->held = NULL;
+    m->table = (rv_table){NULL, NULL, 0};
 }
 
 static void
@@ -3385,25 +3413,37 @@ rs_memo_free(rs_memo *m)
 static PyObject *
 rs_memo_get(const rs_memo *m, PyObject *object)
 {
+    if (m->table.keys == NULL) return NULL;
     Py_ssize_t at = rs_lookup(&m->table, object);
     return at < 0 ? NULL : m->held[at];
 }
 
-/* Memoize ``value`` for ``object`` while room is left. */
-static void
+/* Memoize ``value`` for ``object`` while room is left. 0, or -1 with MemoryError (allocating the
+ * tables at the first put). */
+static int
 rs_memo_put(rs_memo *m, PyObject *object, PyObject *value)
 {
-    if (m->n_held >= 2 * m->room) return;
+    if (m->n_held >= 2 * m->room) return 0;
+    if (m->table.keys == NULL) {
+        m->held = mr_alloc_array((size_t)m->room, 2 * sizeof(PyObject *));
+        if (m->held == NULL || rv_table_init(&m->table, (size_t)m->room) < 0) {
+            PyMem_Free(m->held);
+            m->held = NULL;
+            m->table = (rv_table){NULL, NULL, 0};
+            return -1;
+        }
+    }
     m->held[m->n_held++] = Py_NewRef(object);
     m->held[m->n_held++] = Py_NewRef(value);
     rs_store(&m->table, object, m->n_held - 1);
+    return 0;
 }
 
 /* Forget every entry (what it holds stays held until the call ends). */
 static void
 rs_memo_forget(rs_memo *m)
 {
-    memset(m->table.keys, 0, (m->table.mask + 1) * sizeof(PyObject *));
+    if (m->table.keys != NULL) memset(m->table.keys, 0, (m->table.mask + 1) * sizeof(PyObject *));
 }
 
 /* 1 when hashing ``key`` and comparing it with ``==`` to a plain value runs no Python code: an
@@ -3546,7 +3586,8 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
     }
     PyErr_Clear(); /* (none expected: in range) */
     if (n_rows > PY_SSIZE_T_MAX / 4 || ctx.n_entries > PY_SSIZE_T_MAX / 4) goto decline;
-    if (rs_memo_init(&key_memo, 2 * n_rows + 32) < 0 || rs_memo_init(&att_memo, 2 * ctx.n_entries + 32) < 0) goto done;
+    rs_memo_init(&key_memo, 2 * n_rows + 32);
+    rs_memo_init(&att_memo, 2 * ctx.n_entries + 32);
     for (Py_ssize_t p = 0; p < n_frags; p++) {
         if (!seen[p]) continue;
         if (p + RS_AHEAD_OBJECT < n_frags) {
@@ -3575,7 +3616,7 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
         if (keyed == NULL) {
             pure = pure && rs_plain(key);
             keyed = PyDict_GetItemWithError(by_key, key);
-            if (pure && keyed != NULL) rs_memo_put(&key_memo, key, keyed);
+            if (pure && keyed != NULL && rs_memo_put(&key_memo, key, keyed) < 0) goto done;
         }
         if (!pure && att_memo_used) { /* code may have run */
             rs_memo_forget(&att_memo);
@@ -3599,7 +3640,11 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
             }
             placement = pd_getattr(attestation, rs_keys[RS_PLACEMENT]);
             if (placement != NULL && exact && pure) {
-                rs_memo_put(&att_memo, attestation, placement);
+                if (rs_memo_put(&att_memo, attestation, placement) < 0) {
+                    Py_DECREF(placement);
+                    Py_DECREF(attestation);
+                    goto done;
+                }
                 att_memo_used = 1;
             }
         }
