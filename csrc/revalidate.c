@@ -1323,8 +1323,10 @@ rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObjec
     static const Py_ssize_t slot_of[F_N] = {MR_BF_PLACEMENT, MR_BF_BINDING, MR_BF_OWNER, MR_BF_ATTESTATION};
     mr_layout_class lc;
     (void)mr_bound_layout(&rv_bound_memo, &lc, (PyObject *)Py_TYPE(fragment));
+    /* its layout's slots read in place (rv_state_item's layout path, without a call per field) */
+    PyObject *const *ff = mr_layout_fields(fragment, &lc);
     for (int k = 0; k < F_N; k++) {
-        f[k] = rv_state_item(fragment, &lc, slot_of[k], rf_keys[RF_PLACEMENT + k]);
+        f[k] = ff != NULL ? Py_XNewRef(ff[slot_of[k]]) : rv_state_item(fragment, &lc, slot_of[k], rf_keys[RF_PLACEMENT + k]);
         if (f[k] == NULL) break;
     }
     if (PyErr_Occurred()) {
@@ -1334,10 +1336,12 @@ rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObjec
     if (f[F_ATTESTATION] == NULL) goto done;
     /* its runtime lease: an exact str, compared with the attested lease below (anything else,
      * or an emptied slot: the rules decide) */
-    lease = rv_state_item(fragment, &lc, MR_BF_RUNTIME_LEASE_ID, rf_keys[RF_RUNTIME_LEASE]);
+    lease = ff != NULL ? Py_XNewRef(ff[MR_BF_RUNTIME_LEASE_ID])
+                       : rv_state_item(fragment, &lc, MR_BF_RUNTIME_LEASE_ID, rf_keys[RF_RUNTIME_LEASE]);
     if (lease == NULL || !PyUnicode_CheckExact(lease)) goto done;
     /* its instance id: the same (the constructor's fence compares both) */
-    instance = rv_state_item(fragment, &lc, MR_BF_INSTANCE_ID, rf_keys[RF_INSTANCE_ID]);
+    instance = ff != NULL ? Py_XNewRef(ff[MR_BF_INSTANCE_ID])
+                          : rv_state_item(fragment, &lc, MR_BF_INSTANCE_ID, rf_keys[RF_INSTANCE_ID]);
     if (instance == NULL || !PyUnicode_CheckExact(instance)) goto done;
     if (Py_TYPE(f[F_PLACEMENT]) != cfg->placement_type || Py_TYPE(f[F_BINDING]) != cfg->binding_type) goto done;
     if (f[F_OWNER] != Py_None) goto done;
@@ -1348,18 +1352,39 @@ rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObjec
     {
         /* (the placement's fields from its layout's slots: rv_pf_item; the binding's from its
          * state: its layout, or its instance dict) */
-        PyObject *bdict = rv_runtime_state(f[F_BINDING]);
-        if (bdict == NULL) {
-            rc = PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
-            goto done;
+        if (rv_runtime_memo.memo.cls != NULL && (PyObject *)Py_TYPE(f[F_BINDING]) == rv_runtime_memo.memo.cls) {
+            /* the runtime layout this file's readers accepted: its state is the object itself,
+             * read slot by slot (what rv_runtime_state and rv_item read for it) */
+            PyObject *const *bf = (PyObject *const *)((mr_layout_object *)f[F_BINDING])->fields;
+            binding_owner = Py_XNewRef(bf[MR_RF_OWNER]);
+            worker = binding_owner == NULL ? NULL : Py_XNewRef(bf[MR_RF_WORKER_ID]);
+            fragment_id = worker == NULL ? NULL : Py_XNewRef(bf[MR_RF_FRAGMENT_ID]);
         }
-        binding_owner = rv_item(bdict, rf_keys[RF_OWNER]);
-        worker = binding_owner == NULL ? NULL : rv_item(bdict, rf_keys[RF_WORKER_ID]);
-        fragment_id = worker == NULL ? NULL : rv_item(bdict, rf_keys[RF_FRAGMENT_ID]);
-        Py_DECREF(bdict);
-        pfid = fragment_id == NULL ? NULL : rv_pf_item(f[F_PLACEMENT], MR_PF_PLACEMENT_FRAGMENT_ID, rf_keys[RF_PFID]);
-        rank = pfid == NULL ? NULL : rv_pf_item(f[F_PLACEMENT], MR_PF_RANK, rf_keys[RF_RANK]);
-        stage = rank == NULL ? NULL : rv_pf_item(f[F_PLACEMENT], MR_PF_PIPELINE_STAGE_ID, rf_keys[RF_STAGE]);
+        else {
+            PyObject *bdict = rv_runtime_state(f[F_BINDING]);
+            if (bdict == NULL) {
+                rc = PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
+                goto done;
+            }
+            binding_owner = rv_item(bdict, rf_keys[RF_OWNER]);
+            worker = binding_owner == NULL ? NULL : rv_item(bdict, rf_keys[RF_WORKER_ID]);
+            fragment_id = worker == NULL ? NULL : rv_item(bdict, rf_keys[RF_FRAGMENT_ID]);
+            Py_DECREF(bdict);
+        }
+        if (fragment_id != NULL && rv_pf_memo.memo.cls != NULL
+            && (PyObject *)Py_TYPE(f[F_PLACEMENT]) == rv_pf_memo.memo.cls) {
+            /* the placement layout rv_pf_item accepts: the same slots, read in place */
+            PyObject *const *pf = (PyObject *const *)((mr_layout_object *)f[F_PLACEMENT])->fields;
+            pfid = Py_XNewRef(pf[MR_PF_PLACEMENT_FRAGMENT_ID]);
+            rank = pfid == NULL ? NULL : Py_XNewRef(pf[MR_PF_RANK]);
+            stage = rank == NULL ? NULL : Py_XNewRef(pf[MR_PF_PIPELINE_STAGE_ID]);
+        }
+        else {
+            pfid = fragment_id == NULL ? NULL
+                                       : rv_pf_item(f[F_PLACEMENT], MR_PF_PLACEMENT_FRAGMENT_ID, rf_keys[RF_PFID]);
+            rank = pfid == NULL ? NULL : rv_pf_item(f[F_PLACEMENT], MR_PF_RANK, rf_keys[RF_RANK]);
+            stage = rank == NULL ? NULL : rv_pf_item(f[F_PLACEMENT], MR_PF_PIPELINE_STAGE_ID, rf_keys[RF_STAGE]);
+        }
         if (PyErr_Occurred()) {
             rc = RV_ERROR;
             goto done;
@@ -1511,9 +1536,8 @@ done:
 #define RF_STAGE_PFID 4
 
 static void
-rf_stage_hint(PyObject *items, Py_ssize_t q, int stage)
+rf_stage_hint(PyObject *fragment, int stage)
 {
-    PyObject *fragment = rv_hint_item(items, q);
     if (fragment == NULL) return;
     if (stage == 0) {
         rv_prefetch_lines(fragment, 2);
@@ -1664,9 +1688,11 @@ revalidate_fragments(PyObject *module, PyObject *args)
         PyObject *fragment = PyList_GetItem(items, i); /* borrowed; ``items`` holds it */
         if (fragment == NULL) goto done;
         if (n >= RF_MEMO_MIN_FRAGMENTS) {
-            rf_stage_hint(items, i + RF_STAGE_FRAGMENT, 0);
-            rf_stage_hint(items, i + RF_STAGE_PARTS, 1);
-            rf_stage_hint(items, i + RF_STAGE_PFID, 2);
+            /* (``items`` is a list: its current size bounds the reads, no error is set) */
+            const Py_ssize_t size = PyList_Size(items);
+            if (i + RF_STAGE_FRAGMENT < size) rf_stage_hint(PyList_GetItem(items, i + RF_STAGE_FRAGMENT), 0);
+            if (i + RF_STAGE_PARTS < size) rf_stage_hint(PyList_GetItem(items, i + RF_STAGE_PARTS), 1);
+            if (i + RF_STAGE_PFID < size) rf_stage_hint(PyList_GetItem(items, i + RF_STAGE_PFID), 2);
         }
         /* view calls only before any entry exists, then all at once (rf_enter_all) */
         int rc = rf_fragment(fragment, &cfg, &entries, entry_list, attested, held, keys, routes, runtime_ids, &memo,
