@@ -101,9 +101,18 @@ rv_runtime_state(PyObject *fragment)
 static PyObject *
 rv_item(PyObject *dict, PyObject *name)
 {
-    /* (dict: an instance dict, or a runtime fragment's state from rv_runtime_state) */
-    PyObject *value = PyDict_Check(dict) ? PyDict_GetItemWithError(dict, name)
-                                         : mr_runtime_state_get(&rv_runtime_memo, dict, name);
+    /* (dict: an instance dict, or a runtime fragment's state from rv_runtime_state; the accepted
+     * runtime layout class, never a dict, is checked first: one pointer comparison where
+     * PyDict_Check is a call under the limited API) */
+    PyObject *value;
+    if (rv_runtime_memo.memo.cls != NULL && (PyObject *)Py_TYPE(dict) == rv_runtime_memo.memo.cls) {
+        Py_ssize_t index = mr_runtime_index(name);
+        value = index < 0 ? NULL : ((mr_layout_object *)dict)->fields[index];
+    }
+    else {
+        value = PyDict_Check(dict) ? PyDict_GetItemWithError(dict, name)
+                                   : mr_runtime_state_get(&rv_runtime_memo, dict, name);
+    }
     if (value == NULL) return NULL;
     Py_INCREF(value);
     return value;
@@ -3820,8 +3829,11 @@ rp_space(PyObject *fragment, rp_config *cfg, PyObject **space, PyObject **bindin
         /* (or its layout's slots: rv_bound_item) */
         mr_layout_class lc;
         (void)mr_bound_layout(&rv_bound_memo, &lc, (PyObject *)Py_TYPE(fragment));
-        *binding = rv_state_item(fragment, &lc, MR_BF_BINDING, rp_keys[RP_BINDING]);
-        instance = *binding == NULL ? NULL : rv_state_item(fragment, &lc, MR_BF_INSTANCE_ID, rp_keys[RP_INSTANCE]);
+        PyObject *const *ff = mr_layout_fields(fragment, &lc); /* (its slots, read in place) */
+        *binding = ff != NULL ? Py_XNewRef(ff[MR_BF_BINDING]) : rv_state_item(fragment, &lc, MR_BF_BINDING, rp_keys[RP_BINDING]);
+        instance = *binding == NULL ? NULL
+                   : ff != NULL     ? Py_XNewRef(ff[MR_BF_INSTANCE_ID])
+                                    : rv_state_item(fragment, &lc, MR_BF_INSTANCE_ID, rp_keys[RP_INSTANCE]);
     }
     if (*binding == NULL) return PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
     if (instance == NULL) goto fail;
