@@ -1544,7 +1544,9 @@ done:
 #define RF_STAGE_PARTS 8
 #define RF_STAGE_PFID 4
 
-static void
+/* (always inlined: GCC drops the calls to a static function whose only effects are prefetches,
+ * as layout.h's mr_pf_prefetch_ahead notes) */
+static inline __attribute__((always_inline)) void
 rf_stage_hint(PyObject *fragment, int stage)
 {
     if (fragment == NULL) return;
