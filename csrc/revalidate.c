@@ -1314,7 +1314,8 @@ rf_cursors(rf_memo *memo, Py_ssize_t index)
     return memo->cursors + 2 * index;
 }
 
-/* One fragment: appends its key, route half and runtime id. ``entries`` maps attestations
+/* One fragment: appends its key (unless keys is None: revalidate_fragments' want_keys), route
+ * half and runtime id. ``entries`` maps attestations
  * (borrowed; the fragments hold them) to their entry tuple (borrowed from ``attested``).
  * RF_CALLOUT: its attestation is new and needs ``view_of`` while may_call is 0 (nothing
  * appended). */
@@ -1460,6 +1461,10 @@ rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObjec
             goto done;
         }
         rc = RV_DECLINE;
+        if (keys == Py_None) { /* no key wanted: every check above still ran */
+            Py_DECREF(base);
+            goto key_done;
+        }
         PyObject *from[4] = {base, worker, rank_tuple, NULL};
         PyObject *shared = rf_memo_get(&memo->key, from);
         if (shared != NULL) {
@@ -1507,7 +1512,7 @@ key_done:
             if (route != NULL) rf_memo_put(&memo->route, from, route);
         }
     }
-    if (route == NULL || PyList_Append(keys, key) < 0 || PyList_Append(routes, route) < 0
+    if (route == NULL || (keys != Py_None && PyList_Append(keys, key) < 0) || PyList_Append(routes, route) < 0
         || PyList_Append(runtime_ids, fragment_id) < 0) {
         rc = RV_ERROR;
         goto done;
@@ -1614,7 +1619,8 @@ rf_enter_all(PyObject *items, Py_ssize_t from, Py_ssize_t n, const rf_config *cf
 
 PyDoc_STRVAR(revalidate_fragments_doc,
 "revalidate_fragments(fragments, placement_type, binding_type, attestation_type,\n"
-"                     manifest_type, rank_type, identity, view_of, view_type=None, evidence_type=None)\n"
+"                     manifest_type, rank_type, identity, view_of, view_type=None, evidence_type=None,\n"
+"                     want_keys=True)\n"
 "--\n\n"
 "Per distinct bound fragment of the TransferPlan revalidation fast path (spec §9.6 step 11).\n"
 "``fragments`` is a list of bound fragments (their class is checked by the caller). Returns\n"
@@ -1632,7 +1638,9 @@ PyDoc_STRVAR(revalidate_fragments_doc,
 "deps)``) when the attestation still holds that evidence, placement and placement dict and\n"
 "``deps_unchanged(deps)``, else ``view_of(attestation)``; ``view_type`` and ``evidence_type``\n"
 "are still checked (two types or None) but not used. Errors raised by the values' own methods\n"
-"propagate (TypeError for malformed ``deps`` of such an entry).");
+"propagate (TypeError for malformed ``deps`` of such an entry). With ``want_keys`` false the\n"
+"keys are not built (every check is the same) and ``keys`` is None: for a caller that does not\n"
+"run revalidate_side, their only reader.");
 
 static PyObject *
 revalidate_fragments(PyObject *module, PyObject *args)
@@ -1641,10 +1649,11 @@ revalidate_fragments(PyObject *module, PyObject *args)
     PyObject *types[5];
     rf_config cfg;
     PyObject *view_type = Py_None, *evidence_type = Py_None;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O|OO:revalidate_fragments", &PyList_Type, &fragments, &PyType_Type,
+    int want_keys = 1;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O|OOp:revalidate_fragments", &PyList_Type, &fragments, &PyType_Type,
                           &types[0], &PyType_Type, &types[1], &PyType_Type, &types[2], &PyType_Type, &types[3],
                           &PyType_Type, &types[4], &PyTuple_Type, &cfg.identity, &cfg.view_of, &view_type,
-                          &evidence_type)) {
+                          &evidence_type, &want_keys)) {
         return NULL;
     }
     if ((view_type == Py_None) != (evidence_type == Py_None)
@@ -1674,7 +1683,8 @@ revalidate_fragments(PyObject *module, PyObject *args)
     PyObject *items = PySequence_List(fragments);
     if (items == NULL) return NULL;
     Py_ssize_t n = PyList_Size(items);
-    PyObject *keys = PyList_New(0), *routes = PyList_New(0), *runtime_ids = PyList_New(0);
+    PyObject *keys = want_keys ? PyList_New(0) : Py_NewRef(Py_None), *routes = PyList_New(0);
+    PyObject *runtime_ids = PyList_New(0);
     PyObject *attested = PyDict_New(), *entry_list = PyList_New(0), *held = PyList_New(0);
     rv_table entries = {NULL, NULL, 0};
     rf_memo memo = {{NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}, NULL, 0, NULL, 0};
@@ -5748,8 +5758,8 @@ static PyObject *rw_keys[RW_NNAMES];
 #define RW_AHEAD 16
 #define RW_ROW_OF_MIN 4096 /* fragment positions from which revalidate_views returns ``row_of`` */
 
-/* ``_fast_side_index`` of one side: fills runtime (fragment id -> row), rows and table (view
- * key -> bucket). RV_OK, RV_DECLINE (a repeated view key, a non-exact rank, a missing field)
+/* ``_fast_side_index`` of one side: fills runtime (fragment id -> row; NULL: none, see
+ * revalidate_views' side_tables), rows and table (view key -> bucket). RV_OK, RV_DECLINE (a repeated view key, a non-exact rank, a missing field)
  * or RV_ERROR. Also fills ``ident`` (see rw_ident) from the exact str ids of exact-tuple
  * ``fragment_ids``, and appends to ``keep`` every row and every such tuple: whatever Python
  * code runs meanwhile (a field's ``__hash__``), the table's keys and buckets stay alive, so no
@@ -5818,8 +5828,9 @@ rw_side(PyObject *executors, PyTypeObject *rank_type, PyTypeObject *executor_typ
             /* The str a few ids ahead (its hash is read by the lookup): the ids are scattered. */
             if (at + RW_AHEAD < n_ids) __builtin_prefetch(PyTuple_GetItem(ids, at + RW_AHEAD));
             at++;
-            /* ``runtime.setdefault(fragment_id, row)``: the first executor listing an id owns it. */
-            PyObject *owner = PyDict_GetItemWithError(runtime, fragment_id); /* borrowed */
+            /* ``runtime.setdefault(fragment_id, row)``: the first executor listing an id owns it.
+             * (No runtime: its row, the first to list this object (rw_ident_put keeps the first).) */
+            PyObject *owner = runtime == NULL ? row : PyDict_GetItemWithError(runtime, fragment_id); /* borrowed */
             int failed = 0;
             if (owner == NULL) {
                 failed = PyErr_Occurred() != NULL || PyDict_SetItem(runtime, fragment_id, row) < 0;
@@ -5862,7 +5873,8 @@ rw_assign(PyObject *runtime, PyObject *runtime_id, PyObject *index)
 
 PyDoc_STRVAR(revalidate_views_doc,
 "revalidate_views(source_executors, target_executors, runtime_ids, route_halves, source_of,\n"
-"                 target_of, rank_type, executor_type=None, row_of=None)\n"
+"                 target_of, rank_type, executor_type=None, row_of=None, packed_indices=False,\n"
+"                 side_tables=True)\n"
 "--\n\n"
 "Operation views (spec §11.9) of the TransferPlan revalidation fast path: per side\n"
 "``(runtime, rows, table)`` as ``bound_contracts`` documents for its fast path (rows\n"
@@ -5872,7 +5884,7 @@ PyDoc_STRVAR(revalidate_views_doc,
 "s_table, t_runtime, t_rows, t_table, routes)``, or ``None`` for a repeated view key, a rank\n"
 "that is not exactly ``rank_type`` or a missing field, and for an executor that is not\n"
 "exactly ``executor_type`` (when given). ``TypeError`` for wrong container types.\n"
-"``row_of`` (a list, optional): when the operations were assigned by address (every runtime\n"
+"``row_of`` (a list or None, optional): when the operations were assigned by address (every runtime\n"
 "id object listed by an executor, plain route halves) and there are at least 4096 fragment\n"
 "positions, two lists are appended to it: per\n"
 "fragment position ``runtime.get(runtime_ids[p])`` of the source and of the target side\n"
@@ -5880,7 +5892,12 @@ PyDoc_STRVAR(revalidate_views_doc,
 "``packed_indices`` (optional, false): where the operations are assigned by address, each\n"
 "bucket's indices are one bytes of native int64 instead of a list of ints (the tables' values;\n"
 "a row's bucket list then holds that bytes as its one item); the general loop keeps lists.\n"
-"Positions may also be packed: an exact bytes of one native int32 per operation.");
+"Positions may also be packed: an exact bytes of one native int32 per operation.\n"
+"``side_tables`` (optional, true): false for a caller that runs no revalidate_side (the runtime\n"
+"maps' and ``row_of``'s only reader) and whose executors list each runtime fragment id once per\n"
+"side (bind's step 6): the runtime maps are not built (None in the result), ``row_of`` is not\n"
+"filled, each operation is assigned to the executor listing its runtime id object (the first\n"
+"one), and an operation whose id object no executor lists declines. Every check is the same.");
 
 /* A route half item whose hash and equality run no Python code and depend on its value
  * only: an exact int, an exact str or None. */
@@ -6287,11 +6304,19 @@ revalidate_views(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *source_executors, *target_executors, *ids_arg, *halves_arg, *source_arg, *target_arg, *rank_type;
     PyObject *executor_arg = Py_None, *row_of_out = NULL;
-    int packed_indices = 0;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!OOO!|OO!p:revalidate_views", &PyTuple_Type, &source_executors, &PyTuple_Type,
+    int packed_indices = 0, side_tables = 1;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!OOO!|OOpp:revalidate_views", &PyTuple_Type, &source_executors, &PyTuple_Type,
                           &target_executors, &PyList_Type, &ids_arg, &PyList_Type, &halves_arg, &source_arg,
-                          &target_arg, &PyType_Type, &rank_type, &executor_arg, &PyList_Type, &row_of_out,
-                          &packed_indices)) {
+                          &target_arg, &PyType_Type, &rank_type, &executor_arg, &row_of_out, &packed_indices,
+                          &side_tables)) {
+        return NULL;
+    }
+    /* row_of: a list, or None for a caller that does not run revalidate_side (its only reader) */
+    if (row_of_out == Py_None) {
+        row_of_out = NULL;
+    }
+    else if (row_of_out != NULL && !PyList_Check(row_of_out)) {
+        PyErr_SetString(PyExc_TypeError, "revalidate_views: row_of must be a list or None");
         return NULL;
     }
     if (!rs_positions_arg(source_arg) || !rs_positions_arg(target_arg)) {
@@ -6303,12 +6328,16 @@ revalidate_views(PyObject *Py_UNUSED(module), PyObject *args)
         return NULL;
     }
     PyTypeObject *executor_type = executor_arg == Py_None ? NULL : (PyTypeObject *)executor_arg;
-    PyObject *result = NULL, *s_runtime = PyDict_New(), *s_rows = PyList_New(0), *s_table = PyDict_New();
-    PyObject *t_runtime = PyDict_New(), *t_rows = PyList_New(0), *t_table = PyDict_New(), *routes = PyDict_New();
+    /* No side tables (side_tables false): no runtime dicts (None in the result) and no row_of;
+     * the operations are assigned by address only (rw_fast), anything else declines. */
+    if (!side_tables) row_of_out = NULL;
+    PyObject *result = NULL, *s_runtime = side_tables ? PyDict_New() : NULL, *s_rows = PyList_New(0);
+    PyObject *t_runtime = side_tables ? PyDict_New() : NULL, *t_rows = PyList_New(0), *s_table = PyDict_New();
+    PyObject *t_table = PyDict_New(), *routes = PyDict_New();
     PyObject *keep = PyList_New(0);
     rw_ident s_ident = {NULL, 0, 0}, t_ident = {NULL, 0, 0};
     int rc = RV_ERROR;
-    if (s_runtime == NULL || s_rows == NULL || s_table == NULL || t_runtime == NULL || t_rows == NULL
+    if ((side_tables && (s_runtime == NULL || t_runtime == NULL)) || s_rows == NULL || s_table == NULL || t_rows == NULL
         || t_table == NULL || routes == NULL || keep == NULL || rw_ident_init(&s_ident, 16) < 0
         || rw_ident_init(&t_ident, 16) < 0) {
         goto done;
@@ -6329,12 +6358,14 @@ revalidate_views(PyObject *Py_UNUSED(module), PyObject *args)
     if (PyList_Size(halves_arg) == PyList_Size(ids_arg) && n_ops >= 0 && rs_positions_size(target_arg) == n_ops) {
         rc = rw_fast(ids_arg, halves_arg, source_arg, target_arg, &s_ident, &t_ident, routes, row_of_out,
                      packed_indices ? s_table : NULL, packed_indices ? t_table : NULL);
-        if (rc == RV_DECLINE) rc = rw_loop(ids_arg, halves_arg, source_arg, target_arg, s_runtime, t_runtime, routes);
+        if (rc == RV_DECLINE && side_tables)
+            rc = rw_loop(ids_arg, halves_arg, source_arg, target_arg, s_runtime, t_runtime, routes);
     } else {
         rc = RV_DECLINE;
     }
     if (rc != RV_OK) goto done;
-    result = PyTuple_Pack(7, s_runtime, s_rows, s_table, t_runtime, t_rows, t_table, routes);
+    result = PyTuple_Pack(7, side_tables ? s_runtime : Py_None, s_rows, s_table, side_tables ? t_runtime : Py_None,
+                          t_rows, t_table, routes);
 done:
     if (rc == RV_DECLINE && !PyErr_Occurred()) result = Py_NewRef(Py_None);
     PyMem_Free(s_ident.slots);

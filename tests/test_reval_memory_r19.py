@@ -548,7 +548,7 @@ def test_packed_indices_genuine_and_general_loop() -> None:
         plan = _PLANS["split"]
         frags, source_of, target_of, _boxes = _scan(plan.operations)
         _native.revalidate_views(plan.source_executors, plan.target_executors, [], [], source_of, target_of,
-                                 ParallelRank, None, [], False, None)
+                                 ParallelRank, None, [], False, True, None)  # (one argument too many)
 
 
 @pytest.mark.parametrize("name", ["split", "plain", "shared", "tied"])

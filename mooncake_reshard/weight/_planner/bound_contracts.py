@@ -1471,6 +1471,15 @@ def _fast_revalidate_live(
     if packed is not None:
         source_of, target_of = packed
     del boxes, carried_lists, scanned_lists, packed
+    # §12.4 is not checked for a sealed bind call's own plan whose placements' parts carry their
+    # fragments' ranks (_sealed_side_holds: every rule of §12.4 then follows from bind's steps on
+    # these very objects, given that every pass below accepts). Its one output, ``used``, is read
+    # by §12.7 only, which is then skipped too (_sealed_side_holds includes
+    # _sealed_coverage_holds). Decided here, from the placements alone (no foreign code runs in a
+    # sealed call, so they are the objects the passes below read), so that the passes do not
+    # build what only §12.4 reads: the fragments' provenance keys, the views' runtime maps and
+    # ``row_of``.
+    side_proven = sealed and _sealed_side_holds(target_placement, source_placement)
     # -- per distinct fragment: §9.6 step 11 (attested execution) ---------------------------
     checked = _native.revalidate_fragments(
         frags,
@@ -1483,6 +1492,7 @@ def _fast_revalidate_live(
         _attested_view,
         _AttestedView,
         RuntimeBindingEvidence,
+        not side_proven,  # the keys: read by revalidate_side only (None when not built)
     )
     if checked is None:
         return False
@@ -1491,13 +1501,17 @@ def _fast_revalidate_live(
     # -- operation views (§11.9) and executor consistency (§12.4) ---------------------------
     # ``row_of``: per side and fragment position ``runtime.get(runtime_ids[position])``, when
     # revalidate_views found them by address in a large plan (else empty: revalidate_side
-    # looks them up).
-    row_of: list[Any] = []
+    # looks them up). None: not built (no side check runs).
+    row_of: Optional[list[Any]] = None if side_proven else []
     # Large plans: each bucket's operation indices packed (one bytes of int64 per bucket, no int
     # object per operation; turned into arrays below); rows keep a non-empty bucket list.
     views = _native.revalidate_views(
         source_executors, target_executors, runtime_ids, routes_half, source_of, target_of, ParallelRank,
         ExecutorTransferPlan, row_of, len(operations) > _COMPACT_MIN,
+        # the runtime maps (runtime id -> row): read by revalidate_side only; without them each
+        # operation goes to the executor listing its runtime id object, which is the one listing
+        # its id when no id is listed twice on a side (step 6; §12.4, proven: _sealed_side_holds)
+        not side_proven,
     )
     if views is None:
         return False
@@ -1513,11 +1527,6 @@ def _fast_revalidate_live(
     s_row_of, t_row_of = row_of or (None, None)
     large = len(operations) > _COMPACT_MIN
     used: set[int] = set()
-    # §12.4 is not checked for a sealed bind call's own plan whose placements' parts carry their
-    # fragments' ranks (_sealed_side_holds: every rule of §12.4 then follows from bind's steps on
-    # these very objects). Its one output, ``used``, is read by §12.7 only, which is then skipped
-    # too (_sealed_side_holds includes _sealed_coverage_holds).
-    side_proven = sealed and _sealed_side_holds(target_placement, source_placement)
     for side_of, runtime, rows, side_row_of in () if side_proven else (
         (source_of, s_runtime, s_rows, s_row_of),
         (target_of, t_runtime, t_rows, t_row_of),
@@ -1626,13 +1635,20 @@ def _sealed_coverage_holds(placement: Any) -> bool:
     A small call's inputs are inert (no code can run); a large call's watch re-decides the plan
     by every rule if any other code ran while the revalidation took this (binding.py)."""
     state = placement.__dict__
-    return part_index_matches(state.get("parts"), state.get("_parts_by_participant"), exact_parts=True)
+    # (an exact dict: read before the passes that check it, so no subclass's get runs here)
+    return type(state) is dict and part_index_matches(
+        state.get("parts"), state.get("_parts_by_participant"), exact_parts=True
+    )
 
 
 def _sealed_side_holds(target_placement: Any, source_placement: Any) -> bool:
     """Whether §12.4 (executor consistency, both sides) holds for the plan a *sealed* bind call
     built (``binding._sealed``: no code but this package's ran in the call), given that the fast
-    revalidation's earlier passes (scan, fragments, views, shapes) accepted it. Checks, for the
+    revalidation's other passes (scan, fragments, views, shapes) accept it. (It is decided before
+    those passes run, so that they do not build what only §12.4 reads: it reads the placements
+    alone, which no code of the call changes (sealed); the check is skipped only once they all
+    accepted; a forged part-index cache that ``_part_index`` would rebuild meanwhile makes it
+    false, and the pass runs.) Checks, for the
     target placement and the source placement (the call's own, ``source_placement``), the facts
     the argument needs that no step proves: the part index is exactly the parts
     (``_sealed_coverage_holds``' check; also what makes §12.7's skip hold, so ``used``, this
