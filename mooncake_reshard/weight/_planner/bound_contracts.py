@@ -1699,7 +1699,23 @@ def _sealed_side_holds(target_placement: Any, source_placement: Any) -> bool:
        generation) with pf equal to pf' (``revalidate_fragments``: ``validates``), so
        ``from_fragment(f)`` equals it.
     A small call's inputs are inert (no code can run); a large call's watch re-decides the plan
-    by every rule if any other code ran while the revalidation took this (binding.py)."""
+    by every rule if any other code ran while the revalidation took this (binding.py).
+
+    When it holds, the passes do not build what only §12.4 reads (session 30): the fragments'
+    provenance keys (``revalidate_fragments(want_keys=False)``: its checks are the same), the views'
+    ``row_of`` and runtime maps (``revalidate_views(side_tables=False)``). Without the maps each
+    operation goes to the executor listing its runtime id *object* (``rw_ident``, the first one);
+    the rules (§11.9) give it to the first executor listing an *equal* id. These are the same
+    executor when no runtime id is listed by two executors of a side: step 6 refuses an id given
+    twice across a side's bindings, and each executor lists ids of its own binding's evidence
+    (rule 5 above); an operation whose id object no executor lists declines (the rules decide).
+    Every check of §11.9 still runs in ``revalidate_views`` (exact executor, field and rank
+    kinds, distinct view keys: per executor, a few hundred at Kimi scale); its cost is building the
+    tables the plan keeps (ids hashed into view keys, operations into buckets), not the checks.
+    ``revalidate_shapes`` (F4 field kinds) is not reducible this way: no step proves the exact
+    kind of every field (``inert_inputs`` accepts a plain value of the wrong kind and does not run
+    on watched calls; a str subclass with str's own methods binds), it reads the same fields any
+    cheaper check would, and unselected replicas' fragments are read by no other pass."""
     return all(
         type(placement) is WeightPlacementManifest
         and _sealed_coverage_holds(placement)
