@@ -232,8 +232,9 @@ def test_views_executor_type() -> None:
     for bad in (1, "ExecutorTransferPlan", executor):
         with pytest.raises(TypeError):
             _native.revalidate_views(*args, bad)
-    with pytest.raises(TypeError):
-        _native.revalidate_views(*args, bc.ExecutorTransferPlan, None)
+    with pytest.raises(TypeError):  # row_of: a list or None (None: not built)
+        _native.revalidate_views(*args, bc.ExecutorTransferPlan, ())
+    assert _native.revalidate_views(*args, bc.ExecutorTransferPlan, None) is not None
     # The fast path refuses a plan with a subclass executor; the rules decide it.
     forged = _forge(plan, target_executors=plan.target_executors[:-1] + (sub,))
     assert bc._fast_revalidate_live(
