@@ -2872,17 +2872,25 @@ rs_proxy_plain(PyObject *proxy)
     return plain;
 }
 
-/* Whether each of the attributes ``names[0..n)`` of instances of ``type`` is a ``__slots__``
- * slot: for each name, the first class of the MRO whose dict holds it holds a member descriptor
- * there (a data descriptor: a generic read or write of the attribute is its C getter or setter,
- * and never probes the instance dict). One walk of the MRO for all the names: each class dict is
- * read through its mapping proxy, after checking that all its keys are exact str (a str subclass
- * key could run its ``__eq__`` in the lookup); a class whose keys are not, met while a name is
- * still unresolved, fails the names. ``type``'s metaclass is exactly type (checked by the
- * caller), and so are its bases'. 1 when every name is a slot, else 0 (also for anything odd or a
- * failure: no error is left set). Runs no Python code. */
+/* What rs_class_attrs asks of each name: a ``__slots__`` slot, or a plain instance attribute. */
+enum { RS_ATTR_SLOT, RS_ATTR_PLAIN };
+
+/* Whether each of the attributes ``names[0..n)`` of instances of ``type`` is read without
+ * running Python code, found by one walk of the MRO for all the names, each class dict read
+ * through its mapping proxy after checking that all its keys are exact str (a str subclass key
+ * could run its ``__eq__`` in the lookup); a class whose keys are not, met while a name is
+ * still unresolved, fails the names. ``want``:
+ * - RS_ATTR_SLOT: each name is a ``__slots__`` slot: the first class of the MRO whose dict holds
+ *   it holds a member descriptor there (a data descriptor: a generic read or write of the
+ *   attribute is its C getter or setter, and never probes the instance dict);
+ * - RS_ATTR_PLAIN: no class of the MRO holds a descriptor under the name (absent, or first held
+ *   as a value whose type has no ``__get__``): a generic read returns the instance dict's value
+ *   (pd_getattr checks that dict plain) and runs no code.
+ * Every class of the MRO must be of metaclass exactly type (for ``type`` itself: checked by the
+ * caller). 1 when every name qualifies, else 0 (also for anything odd or a failure: no error is
+ * left set). Runs no Python code. */
 static int
-rs_slot_attrs(PyObject *type, PyObject *const *names, int n_names)
+rs_class_attrs(PyObject *type, PyObject *const *names, int n_names, int want)
 {
     enum { RS_MAX_SLOT_NAMES = 8 };
     if (n_names > RS_MAX_SLOT_NAMES) return 0;
@@ -2894,9 +2902,10 @@ rs_slot_attrs(PyObject *type, PyObject *const *names, int n_names)
     unsigned char done[RS_MAX_SLOT_NAMES] = {0};
     int left = n_names, ok = 1;
     Py_ssize_t n = PyTuple_CheckExact(mro) ? PyTuple_Size(mro) : -1;
+    if (n < 0) ok = 0;
     for (Py_ssize_t k = 0; k < n && ok && left > 0; k++) {
         PyObject *cls = PyTuple_GetItem(mro, k);
-        if (cls == NULL || Py_TYPE(cls) != &PyType_Type) { /* (not known to be a slot) */
+        if (cls == NULL || Py_TYPE(cls) != &PyType_Type) { /* (not known to run no code) */
             ok = 0;
             break;
         }
@@ -2914,16 +2923,33 @@ rs_slot_attrs(PyObject *type, PyObject *const *names, int n_names)
                 PyErr_Clear();
                 continue;
             }
-            ok = Py_TYPE(attribute) == &PyMemberDescr_Type;
+            if (want == RS_ATTR_SLOT) ok = Py_TYPE(attribute) == &PyMemberDescr_Type;
+            else ok = PyType_GetSlot(Py_TYPE(attribute), Py_tp_descr_get) == NULL;
             Py_DECREF(attribute);
             done[j] = 1;
             left--;
         }
         Py_DECREF(proxy);
     }
-    PyErr_Clear(); /* (anything odd: not known to be a slot) */
+    PyErr_Clear(); /* (anything odd: not known to run no code) */
     Py_DECREF(mro);
-    return ok && left == 0;
+    return ok && (left == 0 || want == RS_ATTR_PLAIN);
+}
+
+/* 1 when reading ``placement`` from an instance of ``type`` (the call's exact attestation_type,
+ * a dict-backed dataclass) runs no Python code: metaclass exactly type, the generic attribute
+ * lookup (no ``__getattribute__`` or ``__getattr__``), and no descriptor under that name in its
+ * MRO (rs_class_attrs; a property planted on the class at run time is one). Else 0. Runs no
+ * Python code. */
+static int
+rs_attestation_inert(PyTypeObject *type)
+{
+    if (Py_TYPE((PyObject *)type) != &PyType_Type
+        || PyType_GetSlot(type, Py_tp_getattro) != (void *)PyObject_GenericGetAttr) {
+        return 0;
+    }
+    PyObject *names[1] = {rs_keys[RS_PLACEMENT]};
+    return rs_class_attrs((PyObject *)type, names, 1, RS_ATTR_PLAIN);
 }
 
 /* The view fields rs_view_field reads, and whether it writes them (rs_objects_by_pfid). */
@@ -2935,7 +2961,7 @@ static const struct {
 
 /* 1 when rs_view_field's reads of ``view`` (and its write of the object table's cache) run no
  * Python code: the view's class is a heap class of metaclass exactly type with the generic
- * attribute lookup and assignment, and every field read is a slot (rs_slot_attrs; the
+ * attribute lookup and assignment, and every field read is a slot (rs_class_attrs; the
  * ``_AttestedView`` class). Remembered for the call until Python code may have run (the class
  * can be edited then). 0 otherwise (the reads then move ``code_epoch``). Runs no Python code. */
 static int
@@ -2951,7 +2977,7 @@ rs_view_inert(rs_ctx *ctx, PyObject *view)
     enum { RS_N_VIEW_SLOTS = sizeof(rs_view_slots) / sizeof(rs_view_slots[0]) };
     PyObject *names[RS_N_VIEW_SLOTS];
     for (int k = 0; k < RS_N_VIEW_SLOTS; k++) names[k] = rs_keys[rs_view_slots[k].name];
-    if (!rs_slot_attrs((PyObject *)type, names, RS_N_VIEW_SLOTS)) return 0;
+    if (!rs_class_attrs((PyObject *)type, names, RS_N_VIEW_SLOTS, RS_ATTR_SLOT)) return 0;
     ctx->inert_view_type = type;
     ctx->inert_view_epoch = ctx->code_epoch;
     return 1;
@@ -3560,7 +3586,7 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
     }
     PyObject *result = NULL, *by_key = NULL, *own_rows = NULL;
     rs_memo key_memo = {{NULL, NULL, 0}, NULL, 0, 0}, att_memo = {{NULL, NULL, 0}, NULL, 0, 0};
-    int att_memo_used = 0;
+    int att_memo_used = 0, att_inert = -1; /* att_inert: rs_attestation_inert's answer, -1 unknown */
     rv_table active = {NULL, NULL, 0};
     rs_ctx ctx = {.attested = attested,
                   .attestation_type = (PyTypeObject *)att_type,
@@ -3624,7 +3650,9 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
      * kept when its lookup ran no Python code (the keys of ``by_key`` and the fragment's key
      * plain, its row read from ``row_of``): the same key object then finds the same row (the
      * keys are immutable, ``by_key`` is this call's own). An attestation is kept when it is
-     * exactly ``attestation_type`` (its placement read runs no code), and the memo is emptied
+     * exactly ``attestation_type`` and that class's placement read runs no code
+     * (rs_attestation_inert, checked at the first such read and after any point where code may
+     * have run), and the memo is emptied
      * as soon as anything may have run code: its placement is then the same object. */
     int plain_rows = 1;
     for (Py_ssize_t r = 0; r < n_rows && plain_rows; r++) {
@@ -3680,12 +3708,19 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
          * placement attribute runs no code) was read before and nothing has run since */
         PyObject *placement = Py_XNewRef(rs_memo_get(&att_memo, attestation));
         if (placement == NULL) {
+            /* exact: its class is attestation_type, checked inert (rs_attestation_inert) when
+             * the memo may keep its answer (pure), and again once code may have run since (the
+             * class may have been edited) */
             int exact = Py_TYPE(attestation) == ctx.attestation_type;
+            if (!pure) att_inert = -1;
+            else if (exact && att_inert < 0) att_inert = rs_attestation_inert(ctx.attestation_type);
+            exact = exact && att_inert == 1;
             if (!exact && att_memo_used) { /* its read may run code */
                 rs_memo_forget(&att_memo);
                 att_memo_used = 0;
             }
             placement = pd_getattr(attestation, rs_keys[RS_PLACEMENT]);
+            if (!exact) att_inert = -1; /* (its read may have run code) */
             if (placement != NULL && exact && pure) {
                 if (rs_memo_put(&att_memo, attestation, placement) < 0) {
                     Py_DECREF(placement);
