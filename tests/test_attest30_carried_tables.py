@@ -32,7 +32,7 @@ import pytest
 
 from forge_helpers import first_target_runtime_fragment, outcome, sized_world
 from test_native_binder_attest_many import CLASSES
-from watched import admit_in_watched_calls
+from watched import admit_in_watched_calls, no_hooks
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import bind_logical_transfer_plan
@@ -51,11 +51,6 @@ from mooncake.reshard.weight.types import ParallelRank, PlacementFragment
 from mooncake.reshard.weight._planner.bound_validation import _attestation_values
 
 SIZES = pytest.mark.parametrize("tensors", [2, 200], ids=["4ops", "400ops"])
-
-
-def _no_hooks() -> None:
-    if sys.gettrace() is not None or sys.getprofile() is not None:
-        pytest.skip("a trace or profile hook is set (coverage, a debugger): no call is sealed")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -348,7 +343,7 @@ def _same(a: Any, b: Any) -> bool:
 @pytest.mark.parametrize("channel", CHANNELS, ids=lambda f: f.__name__.strip("_"))
 @pytest.mark.parametrize("forge", FORGES, ids=lambda f: f.__name__.strip("_"))
 def test_an_edit_between_steps_6_and_11_binds_as_the_rules(tensors: int, channel: Any, forge: Forge) -> None:
-    _no_hooks()
+    no_hooks()
     on = _bind_forged(tensors, channel, forge, True)
     off = _bind_forged(tensors, channel, forge, False)
     assert _same(on, off), (on, off)
@@ -363,7 +358,7 @@ def test_a_carrier_passed_regardless_of_the_seal_binds_otherwise(
     monkeypatch: pytest.MonkeyPatch, tensors: int
 ) -> None:
     """The mutant: the edits above then bind a different outcome for some (the tests can fail)."""
-    _no_hooks()
+    no_hooks()
     monkeypatch.setattr(binding_module, "_carried_tables", _mutant_carried_tables)
     differ = [
         (channel.__name__, forge.__name__)
@@ -382,7 +377,7 @@ def test_a_carrier_passed_regardless_of_the_seal_binds_otherwise(
 def test_sealed_calls_take_the_carrier_and_bind_the_same_plan(
     monkeypatch: pytest.MonkeyPatch, tensors: int
 ) -> None:
-    _no_hooks()
+    no_hooks()
     logical, targets, sources, _memory = sized_world(tensors)
     exactness.code_watch()
     seen: list[bool] = []

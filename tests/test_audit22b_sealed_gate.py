@@ -42,6 +42,7 @@ from forge_helpers import STORAGE_OFFSET_MESSAGE, first_target_runtime_fragment,
 from forge_helpers import maybe_profiled, outcome, run_armed, storage_offset_moved, strides_doubled, strides_message, with_source_tensor_class
 from forge_helpers import world
 from memory_executor import HostMemory, host_bindings, tp_placement
+from watched import no_hooks
 
 from mooncake.reshard.weight import TransferPlan, bind_logical_transfer_plan, plan_placement_transfer
 from mooncake.reshard.weight.types import TensorDescriptor
@@ -105,15 +106,10 @@ def _bind_counting(monkeypatch: pytest.MonkeyPatch, plan: Any, targets: Any, sou
     )
 
 
-def _no_hooks() -> None:
-    if sys.gettrace() is not None or sys.getprofile() is not None:
-        pytest.skip("a trace or profile hook is set (coverage, a debugger): no call is sealed")
-
-
 def test_hooked_placement_descriptors_unseal_the_call(monkeypatch):
     """The premise: the hooked descriptors alone change nothing; the call is unsealed (it was
     sealed on 3fadf1d, before exactness.exact_placement checked the placements deeply)."""
-    _no_hooks()
+    no_hooks()
     plan, targets, sources, _memory = _hooked_placement_world()
     assert type(plan) is LogicalTransferPlan
     assert all(type(t) is TensorDescriptor for t in plan.source_tensors)
@@ -139,7 +135,7 @@ def _step4(frame: Any) -> bool:
 
 
 def test_region_edited_by_placement_descriptor_eq_at_step4_is_refused_as_step5(monkeypatch):
-    _no_hooks()
+    no_hooks()
     expected = ("ValueError", "logical plan and target placement fragment snapshots differ")
     plan, targets, sources, _memory = _hooked_placement_world()
     result, _carried = run_armed(
@@ -175,7 +171,7 @@ def _edit_first_target_runtime_fragment(edit: Callable[[Any], None]) -> Callable
     ids=["storage_offset_moved", "strides_doubled"],
 )
 def test_target_runtime_fragment_edited_by_placement_descriptor_read_is_refused(monkeypatch, edit, message):
-    _no_hooks()
+    no_hooks()
     plan, targets, sources, _memory = _hooked_placement_world()
     result, _carried = run_armed(
         _HOOK,
@@ -226,7 +222,7 @@ def _bound_operations_forge(forge: Any) -> Callable[[], None]:
 
 
 def test_hooked_parts_unseal_the_call(monkeypatch):
-    _no_hooks()
+    no_hooks()
     logical, targets, sources, _memory = _sized_world(SMALL)
     _part_hooked(logical.target_placement)
     assert type(logical.target_placement.parts[0]).__name__.startswith("Hooked")
@@ -325,7 +321,7 @@ def test_region_edited_by_placement_part_read_at_step11_is_refused_as_unsealed(f
     """Step 11 (after bind_regions, after step 9's physical check): the sealed call's outcome is
     the unsealed call's (a profile hook: every rule runs again) for the same edit at the same
     point."""
-    _no_hooks()
+    no_hooks()
     expected = _bind_with_hooked_parts(forge, tensors, _at_step11, profiled=True)
     assert expected[0] == "ValueError"
     assert _bind_with_hooked_parts(forge, tensors, _at_step11, profiled=False) == expected
@@ -347,7 +343,7 @@ def test_region_edited_by_placement_part_read_in_revalidation_same_sealed_or_not
     revalidation is an edit after the rule that would refuse it, the case the gate leaves out, as
     it leaves out edits after the last check. That the placement's parts run user code inside the
     revalidation at all is the gap: see the report of this audit.)"""
-    _no_hooks()
+    no_hooks()
     expected = _bind_with_hooked_parts(forge, tensors, _in_revalidation, profiled=True)
     assert _bind_with_hooked_parts(forge, tensors, _in_revalidation, profiled=False) == expected
 
@@ -536,7 +532,7 @@ def _restore_forged(forge: Any, profiled: bool) -> Any:
 
 
 def test_hooked_parts_pickle_round_trip_does_not_take_the_carried_facts(monkeypatch):
-    _no_hooks()
+    no_hooks()
     data = _hooked_pickle()
     restored, calls = count_carried_scans(monkeypatch, lambda: pickle.loads(data))
     assert type(restored.target_placement.parts[0]) is _RESTORE_PARTS["part"]
@@ -547,7 +543,7 @@ def test_hooked_parts_pickle_round_trip_does_not_take_the_carried_facts(monkeypa
 def test_region_edited_by_placement_part_read_in_restore_same_as_unsealed(forge):
     """The carried facts do not change the outcome (the reads lie inside the revalidation: see the
     revalidation case above; some of these edits are accepted both ways)."""
-    _no_hooks()
+    no_hooks()
     expected = _restore_forged(forge, profiled=True)
     assert _restore_forged(forge, profiled=False) == expected
 
@@ -560,7 +556,7 @@ def test_region_edited_by_placement_part_read_in_restore_same_as_unsealed(forge)
 
 
 def test_plan_descriptor_that_resets_its_class_at_step4_is_refused_as_step5(monkeypatch):
-    _no_hooks()
+    no_hooks()
     state: dict[str, Any] = {"done": False}
 
     class ResettingDescriptor(TensorDescriptor):

@@ -59,6 +59,7 @@ import pytest
 from carried_scans import count_carried_scans
 from forge_helpers import STORAGE_OFFSET_MESSAGE, first_target_runtime_fragment, frame_named, maybe_profiled, outcome
 from forge_helpers import sized_world, storage_offset_moved, strides_doubled, strides_message
+from watched import no_hooks
 
 from mooncake.reshard.weight import TransferPlan, bind_logical_transfer_plan
 from test_audit22_bind_carried import PROVED, SMALL, _source_other, _target_is_source, _target_next_generation
@@ -182,11 +183,6 @@ def _bind(channel: Callable[[Any], None], forge: Any, tensors: int, profiled: bo
     return _armed(lambda: bind_logical_transfer_plan(logical, targets, source_bindings=sources), forge, profiled, monkeypatch)
 
 
-def _no_hooks() -> None:
-    if sys.gettrace() is not None or sys.getprofile() is not None:
-        pytest.skip("a trace or profile hook is set (coverage, a debugger): no call is sealed")
-
-
 # Channels whose value the rules refuse by its kind (the descriptors' field kinds: F4, session
 # 24; the region boxes: AUDIT5 F2, session 25; before, the fast path accepted them): the call is
 # refused, as replace() refuses the plan.
@@ -215,7 +211,7 @@ def test_channels_alone_change_nothing(monkeypatch):
 @pytest.mark.parametrize("channel", _CHANNELS, ids=lambda f: f.__name__.lstrip("_"))
 def test_user_code_inside_the_call_unseals_it(monkeypatch, channel):
     """``_sealed``'s promise: a call during which user code ran takes no carried fact."""
-    _no_hooks()
+    no_hooks()
     _result, carried, state = _bind(channel, lambda _local: None, SMALL, False, monkeypatch)
     assert state["ran"]
     assert carried == 0
@@ -246,7 +242,7 @@ def _cases() -> list[Any]:
 
 @pytest.mark.parametrize(("channel", "forge", "tensors"), _cases())
 def test_region_edited_from_a_str_subclass_is_refused_as_unsealed(monkeypatch, channel, forge, tensors):
-    _no_hooks()
+    no_hooks()
     expected, carried, state = _bind(channel, forge, tensors, True, monkeypatch)
     assert state["done"] and carried == 0
     assert expected[0] == "ValueError"
@@ -259,7 +255,7 @@ def test_the_accepted_forgery_is_an_invalid_plan(monkeypatch):
     """What the sealed call returns is not a valid plan: ``replace`` (every rule, no carried
     fact) refuses it. (Documents the hole above; passes while it is open, and keeps passing
     once the call is refused.)"""
-    _no_hooks()
+    no_hooks()
     result_holder: dict[str, Any] = {}
     logical, targets, sources, _memory = sized_world(SMALL)
     _dict_key(logical)
@@ -377,7 +373,7 @@ def _restore_forged(forge: Any, profiled: bool, monkeypatch: Any) -> tuple[Any, 
 def test_restored_text_resource_id_alone_restores_unsealed(monkeypatch):
     """The payload restores and runs user code; the record's values are not plain, so the
     carried facts are not taken (they were, before the session 23 fix)."""
-    _no_hooks()
+    no_hooks()
     result, carried, state = _restore_forged(lambda _local: None, False, monkeypatch)
     assert result == "accepted"
     assert carried == 0 and state["ran"]
@@ -391,7 +387,7 @@ def test_restored_text_resource_id_alone_restores_unsealed(monkeypatch):
     ],
 )
 def test_restored_region_edited_from_resource_id_is_refused_as_unsealed(monkeypatch, forge):
-    _no_hooks()
+    no_hooks()
     expected, carried, state = _restore_forged(forge, True, monkeypatch)
     assert state["done"] and carried == 0
     assert expected[0] == "ValueError"
@@ -434,7 +430,7 @@ def test_int_subclass_itemsize_alone_binds_unsealed(monkeypatch):
     """The int subclass runs user code, without the call's carried facts (it took them before the
     session 23 fix). The call bound until session 24; the rules refuse a descriptor itemsize of
     another kind than int, and so does the fast path since (F4)."""
-    _no_hooks()
+    no_hooks()
     result, carried, state = _bind_count_itemsize(lambda _fragment: None, False, monkeypatch)
     assert result == ("ValueError", "itemsize must be an integer") and carried == 0 and state["done"]
 
@@ -445,7 +441,7 @@ def test_int_subclass_itemsize_alone_binds_unsealed(monkeypatch):
     ids=["storage_offset_moved", "strides_doubled"],
 )
 def test_target_runtime_fragment_edited_from_itemsize_is_refused(monkeypatch, edit, message):
-    _no_hooks()
+    no_hooks()
     expected, carried, state = _bind_count_itemsize(edit, True, monkeypatch)
     assert state["done"] and carried == 0
     assert expected == ("ValueError", message)
@@ -503,7 +499,7 @@ def test_dict_subclass_instance_dict_alone_binds_unsealed(monkeypatch):
     """The dict subclass runs user code, without the call's carried facts (it took them before the
     session 23 fix). The call bound until session 24; the rules refuse a placement whose
     instance dict is not a dict (placement_shape_failure), and so does the fast path since (F4)."""
-    _no_hooks()
+    no_hooks()
     result, carried, state = _dict_subclass_bind("target_placement", lambda _found: None, _bound_operations, monkeypatch)
     assert result == ("ValueError", "runtime attestation placement is invalid") and carried == 0 and state["ran"]
 
@@ -513,7 +509,7 @@ def test_operation_edited_from_instance_dict_get_is_decided_as_unsealed(monkeypa
     and an operation edited there passed step 5. Now the call is unsealed at its entry: that
     decision is not read (its get() never runs there, so the edit is never made) and the call
     binds as the profiled, unsealed call does."""
-    _no_hooks()
+    no_hooks()
     expected, _carried, expected_state = maybe_profiled(
         True, lambda: _dict_subclass_bind("target_placement", _offset_target_snapshot, _step5_decision, monkeypatch)
     )
@@ -524,7 +520,7 @@ def test_operation_edited_from_instance_dict_get_is_decided_as_unsealed(monkeypa
 
 @pytest.mark.parametrize("forge", [_target_is_source, _target_next_generation], ids=lambda f: f.__name__.lstrip("_"))
 def test_region_edited_from_instance_dict_get_is_refused_as_unsealed(monkeypatch, forge):
-    _no_hooks()
+    no_hooks()
     expected, carried, state = maybe_profiled(
         True, lambda: _dict_subclass_bind("target_placement", forge, _bound_operations, monkeypatch)
     )
@@ -609,7 +605,7 @@ def _audit_hooked(names: list[str]) -> dict[str, Any]:
     "unsealed call refuses them",
 )
 def test_region_edited_from_an_audit_hook_is_refused_as_unsealed():
-    _no_hooks()
+    no_hooks()
     names = ["_target_offset_beyond", "_tensor_renamed"]
     results = _audit_hooked(names)
     differing = []

@@ -28,7 +28,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import pickle
-import sys
 from typing import Any, Callable, Optional
 
 import pytest
@@ -36,6 +35,7 @@ import pytest
 from forge_helpers import maybe_profiled, outcome, sized_world
 from memory_executor import HostMemory, host_bindings, tp_placement
 from test_skip27_sealed_coverage import _spied
+from watched import no_hooks
 
 from mooncake.reshard.weight import ParallelRank, bind_logical_transfer_plan, plan_placement_transfer
 from mooncake.reshard.weight._planner.bound_contracts import TransferPlan
@@ -367,15 +367,10 @@ def _case_id(case: tuple[Any, ...]) -> str:
     return f"{name}-{'tp3' if world is tp3_world else 'tp2'}"
 
 
-def _no_hooks() -> None:
-    if sys.gettrace() is not None or sys.getprofile() is not None:
-        pytest.skip("a trace or profile hook is set (coverage, a debugger): no call is sealed")
-
-
 @pytest.mark.parametrize("tensors", [2, 200], ids=["small", "large"])
 @pytest.mark.parametrize("case", CASES, ids=[_case_id(case) for case in CASES])
 def test_sealed_outcome_equals_every_rule(monkeypatch: pytest.MonkeyPatch, tensors: int, case: Any) -> None:
-    _no_hooks()
+    no_hooks()
     forge, world, expected = case
     seen = _spied(monkeypatch)  # the sealed call, spied (the coverage pass, its rule form, the carried scan)
     logical, targets, sources, memory = world(tensors)
@@ -536,7 +531,7 @@ WEAKREF_CASES = [
 def test_a_weakref_callback_during_a_sealed_call_cannot_skip_coverage(
     channel: str, tensors: int, callback: str, edit: str
 ) -> None:
-    _no_hooks()
+    no_hooks()
     sealed, unsealed = _weakref_outcomes(tensors, channel, callback, edit)
     # every rule refuses: §12.7 on main (the callback ran), step 6 where it cannot run in the call
     assert type(unsealed) is tuple and unsealed[0] == "ValueError"

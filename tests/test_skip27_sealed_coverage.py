@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import pickle
-import sys
 from typing import Any, Callable
 
 import pytest
@@ -24,18 +23,13 @@ from forge_helpers import maybe_profiled, outcome, sized_world
 from memory_executor import HostWorld
 from test_binding_hypothesis import layouts
 from test_skip27_final_guards import _part_index_extra_fragment
-from watched import admit_in_watched_calls
+from watched import admit_in_watched_calls, no_hooks
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import bind_logical_transfer_plan
 from mooncake.reshard.weight._planner import exactness
 from mooncake.reshard.weight._planner.bound_contracts import TransferPlan, _sealed_coverage_holds
 from mooncake.reshard.weight._planner.contracts import LogicalTransferPlan
-
-
-def _no_hooks() -> None:
-    if sys.gettrace() is not None or sys.getprofile() is not None:
-        pytest.skip("a trace or profile hook is set (coverage, a debugger): no call is sealed")
 
 
 def _spied(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
@@ -77,7 +71,7 @@ SIZES = pytest.mark.parametrize("tensors", [2, 200], ids=["4ops", "400ops"])
 
 @SIZES
 def test_sealed_binds_skip_the_coverage_pass(monkeypatch: pytest.MonkeyPatch, tensors: int) -> None:
-    _no_hooks()
+    no_hooks()
     logical, targets, sources, _memory = sized_world(tensors)
     seen = _spied(monkeypatch)
     plan = _bind(logical, targets, sources)
@@ -113,7 +107,7 @@ def _loud_resource_id(logical: Any, targets: Any, sources: Any) -> tuple[Any, An
 def test_unsealed_binds_run_the_coverage_pass(
     monkeypatch: pytest.MonkeyPatch, tensors: int, unseal: Callable[..., Any]
 ) -> None:
-    _no_hooks()
+    no_hooks()
     logical, targets, sources, _memory = sized_world(tensors)
     expected = _bind(logical, targets, sources)
     seen = _spied(monkeypatch)
@@ -151,7 +145,7 @@ def test_every_other_constructor_runs_the_coverage_pass(monkeypatch: pytest.Monk
 
 
 def test_a_sealed_call_whose_part_index_differs_runs_the_coverage_pass(monkeypatch: pytest.MonkeyPatch) -> None:
-    _no_hooks()
+    no_hooks()
     logical, targets, sources, _memory = sized_world(2)
     placement = logical.target_placement
     # an equal index of other part objects (copies): the argument needs these very parts
@@ -271,7 +265,7 @@ FORGERIES = [
 def test_forged_inputs_fail_alike_sealed_and_unsealed(tensors: int, forge: Callable[..., Any]) -> None:
     """Inputs edited before the call against §12.7's rules: the sealed call (which may skip the
     pass) fails with the unsealed call's first message (every rule)."""
-    _no_hooks()
+    no_hooks()
     outcomes = []
     for profiled in (False, True):
         logical, targets, sources, memory = sized_world(tensors)
@@ -303,7 +297,7 @@ def _hash_or_error(plan: Any) -> Any:
 @settings(deadline=None, max_examples=40)
 @given(layouts(), st.booleans())
 def test_sealed_plans_equal_unsealed_ones(layout: tuple[Any, ...], pickled_first: bool) -> None:
-    _no_hooks()
+    no_hooks()
     source, target, shared_source, shared_target = layout
     world = HostWorld(source, target, fill=True, shared_source=shared_source, shared_target=shared_target)
     sealed = world.bind()
@@ -320,7 +314,7 @@ def test_sealed_plans_equal_unsealed_ones(layout: tuple[Any, ...], pickled_first
 
 
 def test_sealed_plans_equal_unsealed_ones_at_size() -> None:
-    _no_hooks()
+    no_hooks()
     logical, targets, sources, _memory = sized_world(200)
     sealed = _bind(logical, targets, sources)
     unsealed = maybe_profiled(True, lambda: _bind(logical, targets, sources))

@@ -17,7 +17,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import pickle
-import sys
 from types import SimpleNamespace
 from typing import Any, Callable
 
@@ -28,7 +27,7 @@ from forge_helpers import maybe_profiled, outcome, sized_world
 from memory_executor import HostWorld
 from test_binding_hypothesis import layouts
 from test_skip27_sealed_coverage import _loud_resource_id, _plan_subclass, _views
-from watched import admit_in_watched_calls
+from watched import admit_in_watched_calls, no_hooks, spy_on
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import ParallelRank, PlacementFragment, bind_logical_transfer_plan
@@ -37,43 +36,21 @@ from mooncake.reshard.weight._planner.bound_contracts import TransferPlan, _seal
 from mooncake.reshard.weight.part import WeightPlacementPart
 
 
-def _no_hooks() -> None:
-    if sys.gettrace() is not None or sys.getprofile() is not None:
-        pytest.skip("a trace or profile hook is set (coverage, a debugger): no call is sealed")
-
-
 def _spied(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
     """Spies on the side pass, its Python fallback, the rules' §12.4 and the carried scan (a sealed
     call's mark), admitted in watched calls (the package's code collected first)."""
     exactness.code_watch()
     seen: dict[str, list[Any]] = {"side": [], "carried": []}
-    real_side, real_carried = _native.revalidate_side, _native.revalidate_scan_carried
-    real_python = bound_contracts._fast_side_consistent
+    spy_on(monkeypatch, _native, "revalidate_side", lambda args, result: seen["side"].append(result))
+    spy_on(monkeypatch, bound_contracts, "_fast_side_consistent", lambda args, result: seen["side"].append(("python", result)))
+    spy_on(monkeypatch, _native, "revalidate_scan_carried", lambda args, result: seen["carried"].append(result is not None))
     real_rule = TransferPlan._validate_executor_consistency
 
-    def side_spy(*args: Any) -> Any:
-        result = real_side(*args)
-        seen["side"].append(result)
-        return result
-
-    def python_spy(*args: Any) -> Any:
-        result = real_python(*args)
-        seen["side"].append(("python", result))
-        return result
-
-    def carried_spy(*args: Any) -> Any:
-        result = real_carried(*args)
-        seen["carried"].append(result is not None)
-        return result
-
     def rule_spy(self: Any, *args: Any) -> Any:
-        seen["side"].append("rule")
+        seen["side"].append("rule")  # (before it runs: also when it refuses)
         return real_rule(self, *args)
 
-    admit_in_watched_calls(monkeypatch, side_spy, python_spy, carried_spy, rule_spy)
-    monkeypatch.setattr(_native, "revalidate_side", side_spy)
-    monkeypatch.setattr(_native, "revalidate_scan_carried", carried_spy)
-    monkeypatch.setattr(bound_contracts, "_fast_side_consistent", python_spy)
+    admit_in_watched_calls(monkeypatch, rule_spy)
     monkeypatch.setattr(TransferPlan, "_validate_executor_consistency", rule_spy)
     return seen
 
@@ -87,7 +64,7 @@ SIZES = pytest.mark.parametrize("tensors", [2, 200], ids=["4ops", "400ops"])
 
 @SIZES
 def test_sealed_binds_skip_the_side_pass(monkeypatch: pytest.MonkeyPatch, tensors: int) -> None:
-    _no_hooks()
+    no_hooks()
     logical, targets, sources, _memory = sized_world(tensors)
     seen = _spied(monkeypatch)
     plan = _bind(logical, targets, sources)
@@ -104,7 +81,7 @@ def test_sealed_binds_skip_the_side_pass(monkeypatch: pytest.MonkeyPatch, tensor
 def test_unsealed_binds_run_the_side_pass(
     monkeypatch: pytest.MonkeyPatch, tensors: int, unseal: Callable[..., Any]
 ) -> None:
-    _no_hooks()
+    no_hooks()
     logical, targets, sources, _memory = sized_world(tensors)
     expected = _bind(logical, targets, sources)
     seen = _spied(monkeypatch)
@@ -167,7 +144,7 @@ def _part_index_swapped(side: str) -> Callable[..., Any]:
 def test_a_sealed_call_whose_precondition_fails_runs_the_side_pass(
     monkeypatch: pytest.MonkeyPatch, tensors: int, forge: Callable[..., Any]
 ) -> None:
-    _no_hooks()
+    no_hooks()
     logical, targets, sources, memory = sized_world(tensors)
     targets, sources = forge(logical, targets, sources, memory)
     assert not _sealed_side_holds(logical.target_placement, logical.source_placement)
@@ -433,7 +410,7 @@ def test_forged_inputs_fail_alike_sealed_and_unsealed(
 ) -> None:
     """Inputs edited before the call: the sealed call (which may skip the pass) has the unsealed
     call's outcome (every rule), and the ones only §12.4 refuses are kept out of the skip."""
-    _no_hooks()
+    no_hooks()
     logical, targets, sources, memory = sized_world(tensors)
     targets, sources = forge(logical, targets, sources, memory)
     seen = _spied(monkeypatch)
@@ -469,7 +446,7 @@ _REAL_SIDE = _native.revalidate_side
 @settings(deadline=None, max_examples=30)
 @given(layouts())
 def test_sealed_plans_equal_unsealed_ones(layout: tuple[Any, ...]) -> None:
-    _no_hooks()
+    no_hooks()
     source, target, shared_source, shared_target = layout
     world = HostWorld(source, target, fill=True, shared_source=shared_source, shared_target=shared_target)
     # (a live source: the pass would run in this sealed call but for the skip)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
-import sys
 from typing import Any, Callable
 
 import pytest
@@ -28,7 +27,7 @@ from test_native_revalidate import _MUTATIONS, _PLANS, _identity, _mutated, _sca
 from test_reval_memory_r19 import _unpacked
 from test_skip27_sealed_coverage import _views
 from test_skip29_sealed_side import FORGERIES as SKIP29_FORGERIES, _part_index_swapped
-from watched import admit_in_watched_calls
+from watched import no_hooks, spy_on
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import ExecutorTransferPlan, ParallelRank, bind_logical_transfer_plan
@@ -39,48 +38,25 @@ from mooncake.reshard.weight._planner.bound_contracts import TransferPlan, _seal
 from test_native_revalidate import _FRAGMENT_TYPES
 
 
-def _no_hooks() -> None:
-    if sys.gettrace() is not None or sys.getprofile() is not None:
-        pytest.skip("a trace or profile hook is set (coverage, a debugger): no call is sealed")
-
-
 def _spied(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
     """Per call of the two passes: whether it was asked for the side tables and whether it built
     them; per side-pass call its result; the carried scan (a sealed call's mark)."""
     exactness.code_watch()
     seen: dict[str, list[Any]] = {"fragments": [], "views": [], "side": [], "carried": []}
-    real_fragments, real_views = _native.revalidate_fragments, _native.revalidate_views
-    real_side, real_carried = _native.revalidate_side, _native.revalidate_scan_carried
 
-    def fragments_spy(*args: Any) -> Any:
-        result = real_fragments(*args)
-        wanted = args[10] if len(args) > 10 else True
+    def fragments(args: tuple[Any, ...], result: Any) -> None:
         if result is not None:
-            seen["fragments"].append((bool(wanted), result[0] is not None))
-        return result
+            seen["fragments"].append((bool(args[10] if len(args) > 10 else True), result[0] is not None))
 
-    def views_spy(*args: Any) -> Any:
-        result = real_views(*args)
-        wanted = args[10] if len(args) > 10 else True
+    def views(args: tuple[Any, ...], result: Any) -> None:
         if result is not None:
+            wanted = args[10] if len(args) > 10 else True
             seen["views"].append((bool(wanted), args[8] is not None, result[0] is not None, result[3] is not None))
-        return result
 
-    def side_spy(*args: Any) -> Any:
-        result = real_side(*args)
-        seen["side"].append(result)
-        return result
-
-    def carried_spy(*args: Any) -> Any:
-        result = real_carried(*args)
-        seen["carried"].append(result is not None)
-        return result
-
-    admit_in_watched_calls(monkeypatch, fragments_spy, views_spy, side_spy, carried_spy)
-    monkeypatch.setattr(_native, "revalidate_fragments", fragments_spy)
-    monkeypatch.setattr(_native, "revalidate_views", views_spy)
-    monkeypatch.setattr(_native, "revalidate_side", side_spy)
-    monkeypatch.setattr(_native, "revalidate_scan_carried", carried_spy)
+    spy_on(monkeypatch, _native, "revalidate_fragments", fragments)
+    spy_on(monkeypatch, _native, "revalidate_views", views)
+    spy_on(monkeypatch, _native, "revalidate_side", lambda args, result: seen["side"].append(result))
+    spy_on(monkeypatch, _native, "revalidate_scan_carried", lambda args, result: seen["carried"].append(result is not None))
     return seen
 
 
@@ -95,7 +71,7 @@ NOT_BUILT = (False, False)
 
 @SIZES
 def test_sealed_binds_build_no_side_tables(monkeypatch: pytest.MonkeyPatch, tensors: int) -> None:
-    _no_hooks()
+    no_hooks()
     logical, targets, sources, _memory = sized_world(tensors)
     seen = _spied(monkeypatch)
     plan = _bind(logical, targets, sources)
@@ -124,7 +100,7 @@ def test_sealed_binds_build_no_side_tables(monkeypatch: pytest.MonkeyPatch, tens
 
 @SIZES
 def test_a_sealed_call_whose_precondition_fails_builds_them(monkeypatch: pytest.MonkeyPatch, tensors: int) -> None:
-    _no_hooks()
+    no_hooks()
     logical, targets, sources, memory = sized_world(tensors)
     targets, sources = _part_index_swapped("source")(logical, targets, sources, memory)
     assert not _sealed_side_holds(logical.target_placement, logical.source_placement)
@@ -326,7 +302,7 @@ def test_forged_inputs_fail_alike_sealed_and_unsealed(
     """Sealed (the side tables not built when the precondition holds) against unsealed (every
     rule): the same outcome; plans with the same views; the tables built exactly when the
     precondition fails."""
-    _no_hooks()
+    no_hooks()
     logical, targets, sources, memory = sized_world(tensors)
     targets, sources = forge(logical, targets, sources, memory)
     seen = _spied(monkeypatch)

@@ -5,7 +5,8 @@ for the test (``exactness._EXTRA_CODES``, as benchmarks/native_ab.py admits its 
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from typing import Any, Callable
 
 import pytest
 
@@ -16,3 +17,24 @@ def admit_in_watched_calls(monkeypatch: pytest.MonkeyPatch, *functions: Any) -> 
     """The code of ``functions`` runs unseen by the watches of this test's calls."""
     codes = tuple(function.__code__ for function in functions)
     monkeypatch.setattr(exactness, "_EXTRA_CODES", exactness._EXTRA_CODES + codes)
+
+
+def no_hooks() -> None:
+    """Skips the test when a trace or profile hook is set: no call is sealed then."""
+    if sys.gettrace() is not None or sys.getprofile() is not None:
+        pytest.skip("a trace or profile hook is set (coverage, a debugger): no call is sealed")
+
+
+def spy_on(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, record: Callable[[tuple[Any, ...], Any], None]) -> None:
+    """Replaces ``owner.name`` (for the test) by a spy that calls it and then ``record(args,
+    result)``; both admitted in watched calls. A function the spy replaces on a class gets the
+    instance as ``args[0]``."""
+    real = getattr(owner, name)
+
+    def spy(*args: Any) -> Any:
+        result = real(*args)
+        record(args, result)
+        return result
+
+    admit_in_watched_calls(monkeypatch, spy, record)
+    monkeypatch.setattr(owner, name, spy)
