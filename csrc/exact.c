@@ -781,6 +781,45 @@ ex_pointer_order(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* 1 when the n entries of index (an exact dict of exact str keys, n of them), in its order, are
+ * parts[i]'s own id mapped to parts[i], with every part of exactly part_class and a plain
+ * instance dict; 0 otherwise (the caller's full check decides), -1 on error. The index the
+ * placement builds (``{part.participant_id: part for part in parts}``) is in that order, so the
+ * common case needs no probe of index and no sort: each id names its own part (the entry holding
+ * an equal key holds that part), and the keys of a dict are distinct, so the ids are distinct and
+ * the parts distinct objects (one object read twice gives one id). Exactly what the full check
+ * accepts then. No Python code runs (exact str comparisons). */
+static int
+ex_part_index_in_order(PyObject *parts, PyObject *index, PyObject *part_class, Py_ssize_t n)
+{
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyDict_Next(index, &pos, &key, &value)) return 0;
+        PyObject *part = PyTuple_GetItem(parts, i); /* borrowed; in range of an exact tuple */
+        if (part == NULL) return -1;
+        if (value != part || (PyObject *)Py_TYPE(part) != part_class) return 0;
+        PyObject *state = PyObject_GenericGetDict(part, NULL);
+        if (state == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+            PyErr_Clear();
+            return 0;
+        }
+        int same = 0;
+        if (pd_plain_keys(state)) {
+            PyObject *id = PyDict_GetItemWithError(state, ex_participant_id_key); /* borrowed */
+            if (id != NULL && PyUnicode_CheckExact(id)) {
+                /* (key: an exact str, pd_plain_keys(index)) */
+                same = id == key || PyUnicode_Compare(id, key) == 0;
+            }
+            if (PyErr_Occurred()) same = -1;
+        }
+        Py_DECREF(state);
+        if (same != 1) return same;
+    }
+    return 1;
+}
+
 int
 mr_part_index_exact(PyObject *parts, PyObject *index, PyObject *part_class)
 {
@@ -796,6 +835,8 @@ mr_part_index_exact(PyObject *parts, PyObject *index, PyObject *part_class)
      * one key names one object), so the n entries are the parts and nothing else. A part listed
      * twice is refused (the dict built from such parts has fewer entries). No Python code runs
      * in the loop, so the borrowed items stay. */
+    int in_order = ex_part_index_in_order(parts, index, part_class, n);
+    if (in_order != 0) return in_order;
     if ((size_t)n > SIZE_MAX / sizeof(PyObject *)) return 0;
     PyObject **seen = PyMem_Malloc(n > 0 ? (size_t)n * sizeof(PyObject *) : 1);
     if (seen == NULL) {

@@ -5271,9 +5271,57 @@ ai_compare_hashed(const void *a, const void *b)
     return PyUnicode_Compare(x->text, y->text);
 }
 
-/* From this many items ai_sort_hashed sorts by radix (below: qsort). */
+/* From this many items ai_sort_hashed sorts by radix (below: ai_merge_sort). */
 #define AI_RADIX_MIN 512
 #define AI_RADIX_BITS 11
+
+/* ai_compare_hashed(x, y) < 0, inline (a hash comparison decides all but equal hashes). */
+static inline int
+ai_hashed_less(const ai_hashed *x, const ai_hashed *y)
+{
+    if (x->hash != y->hash) return x->hash < y->hash;
+    return PyUnicode_Compare(x->text, y->text) < 0;
+}
+
+/* Runs of this many items are insertion-sorted before ai_merge_sort merges them. */
+#define AI_MERGE_RUN 16
+
+/* items[0..n) in ai_compare_hashed's order (a stable merge sort; equal str keep their order, and
+ * ai_hash_sorted keeps one of them: the same text), without qsort's indirect call per
+ * comparison (a view's ~350 attested ids at Kimi: that qsort was about a quarter of ai_build's
+ * instructions). tmp: room for n items. No Python code runs (exact str comparisons). */
+static void
+ai_merge_sort(ai_hashed *items, ai_hashed *tmp, size_t n)
+{
+    for (size_t start = 0; start < n; start += AI_MERGE_RUN) {
+        size_t end = n - start < AI_MERGE_RUN ? n : start + AI_MERGE_RUN;
+        for (size_t i = start + 1; i < end; i++) {
+            ai_hashed item = items[i];
+            size_t j = i;
+            while (j > start && ai_hashed_less(&item, &items[j - 1])) {
+                items[j] = items[j - 1];
+                j--;
+            }
+            items[j] = item;
+        }
+    }
+    ai_hashed *from = items, *to = tmp;
+    for (size_t width = AI_MERGE_RUN; width < n; width *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * width) {
+            size_t mid = n - lo < width ? n : lo + width;
+            size_t hi = n - mid < width ? n : mid + width;
+            size_t a = lo, b = mid, k = lo;
+            /* (stable: the left run's item first unless the right one is strictly less) */
+            while (a < mid && b < hi) to[k++] = ai_hashed_less(&from[b], &from[a]) ? from[b++] : from[a++];
+            while (a < mid) to[k++] = from[a++];
+            while (b < hi) to[k++] = from[b++];
+        }
+        ai_hashed *swap = from;
+        from = to;
+        to = swap;
+    }
+    if (from != items) memcpy(items, from, n * sizeof(ai_hashed));
+}
 
 /* The order of ai_compare_hashed over items[0..n): an LSD radix sort on the hashes (sign bit
  * flipped: the signed order; stable, digits shared by every item skipped), then each run of
@@ -5284,7 +5332,12 @@ static int
 ai_sort_hashed(ai_hashed *items, size_t n)
 {
     if (n < AI_RADIX_MIN) {
-        if (n > 1) qsort(items, n, sizeof(ai_hashed), ai_compare_hashed);
+        if (n > 1) {
+            ai_hashed *tmp = mr_alloc_array(n, sizeof(ai_hashed));
+            if (tmp == NULL) return -1;
+            ai_merge_sort(items, tmp, n);
+            PyMem_Free(tmp);
+        }
         return 0;
     }
     enum { RADIX = 1 << AI_RADIX_BITS, PASSES = (64 + AI_RADIX_BITS - 1) / AI_RADIX_BITS };
@@ -5392,12 +5445,13 @@ done:
  * (the same members; a view's private form, see av_slots). */
 /* Hints for ai_build's loop over the evidence fragments (nothing decided, no Python code,
  * nothing held; a fragment of any other class than the runtime layout this file's readers
- * accepted is skipped): stage 0 runtime fragment q, 1 its placement fragment id (the str the
- * placement dict is searched with). */
-static void
-ai_hint(PyObject *fragments, Py_ssize_t q, int stage)
+ * accepted is skipped): stage 0 runtime fragment ``runtime`` (an item of the exact evidence
+ * tuple, NULL past its end), 1 its placement fragment id (the str the placement dict is searched
+ * with). (Always inlined: GCC drops the calls to a static function whose only effects are
+ * prefetches; see rf_stage_hint.) */
+static inline __attribute__((always_inline)) void
+ai_hint(PyObject *runtime, int stage)
 {
-    PyObject *runtime = rv_hint_item(fragments, q);
     if (runtime == NULL) return;
     if (stage == 0) {
         rv_prefetch_lines(runtime, 3);
@@ -5406,6 +5460,20 @@ ai_hint(PyObject *fragments, Py_ssize_t q, int stage)
     if (rv_runtime_memo.memo.cls == NULL || (PyObject *)Py_TYPE(runtime) != rv_runtime_memo.memo.cls) return;
     PyObject *pfid = ((mr_layout_object *)runtime)->fields[MR_RF_PLACEMENT_FRAGMENT_ID];
     if (pfid != NULL) __builtin_prefetch(pfid);
+}
+
+/* The bucket (list) of ``key`` in ``table``, created empty on first use: borrowed (``table``
+ * holds it), NULL with an error set. (ai_append's, for ai_build's last-worker bucket.) */
+static PyObject *
+ai_bucket(PyObject *table, PyObject *key)
+{
+    PyObject *bucket = PyDict_GetItemWithError(table, key); /* borrowed */
+    if (bucket != NULL || PyErr_Occurred()) return bucket;
+    bucket = PyList_New(0);
+    if (bucket == NULL) return NULL;
+    int rc = PyDict_SetItem(table, key, bucket);
+    Py_DECREF(bucket);
+    return rc < 0 ? NULL : bucket;
 }
 
 /* ``everything`` of ai_build at its first fragment without a placement entry: a copy of
@@ -5436,6 +5504,7 @@ ai_build(PyObject *evidence, PyObject *pdict, PyTypeObject *ev_type, PyTypeObjec
 {
     PyObject *result = NULL, *edict = NULL, *fragments = NULL;
     PyObject *pfids = NULL, *attested = NULL, *everything = NULL;
+    PyObject *last_worker = NULL, *last_bucket = NULL; /* held: the loop's last attested worker */
     int complete = 1;
     /* pdict is probed with each evidence fragment's id: a plain dict only (plain_dict.h; a key
      * planted in it would run its __eq__ in the probe) */
@@ -5453,21 +5522,42 @@ ai_build(PyObject *evidence, PyObject *pdict, PyTypeObject *ev_type, PyTypeObjec
     if (pfids == NULL || attested == NULL) goto done;
     Py_ssize_t n = PyTuple_Size(fragments);
     if (n < 0) goto done;
+    /* The runtime fragments' three ids from their layout's slots when their class is the runtime
+     * layout this file's readers accepted (what rv_runtime_state and rv_item read for it). */
+    const int slots = rv_runtime_memo.memo.cls != NULL && (PyObject *)rf_type == rv_runtime_memo.memo.cls;
     for (Py_ssize_t i = 0; i < n; i++) {
-        ai_hint(fragments, i + 16, 0);
-        ai_hint(fragments, i + 6, 1);
+        /* (an exact tuple: an index in range is read without an error) */
+        ai_hint(i + 16 < n ? PyTuple_GetItem(fragments, i + 16) : NULL, 0);
+        ai_hint(i + 6 < n ? PyTuple_GetItem(fragments, i + 6) : NULL, 1);
         PyObject *runtime = PyTuple_GetItem(fragments, i); /* borrowed; ``fragments`` holds it */
         if (runtime == NULL) goto done;
         if (Py_TYPE(runtime) != rf_type) goto decline;
-        PyObject *rdict = rv_runtime_state(runtime); /* (its layout, or its instance dict) */
-        if (rdict == NULL) {
-            if (PyErr_Occurred()) goto done;
-            goto decline;
+        PyObject *pfid = NULL, *worker = NULL, *fid = NULL;
+        if (slots) {
+            PyObject *const *rf = (PyObject *const *)((mr_layout_object *)runtime)->fields;
+            pfid = rf[MR_RF_PLACEMENT_FRAGMENT_ID];
+            worker = rf[MR_RF_WORKER_ID];
+            fid = rf[MR_RF_FRAGMENT_ID];
+            /* (ai_text: an empty slot or another class than exact str declines) */
+            if (pfid == NULL || worker == NULL || fid == NULL || !PyUnicode_CheckExact(pfid)
+                || !PyUnicode_CheckExact(worker) || !PyUnicode_CheckExact(fid)) {
+                goto decline;
+            }
+            Py_INCREF(pfid);
+            Py_INCREF(worker);
+            Py_INCREF(fid);
         }
-        PyObject *pfid = ai_text(rdict, rf_keys[RF_PFID]);
-        PyObject *worker = pfid == NULL ? NULL : ai_text(rdict, rf_keys[RF_WORKER_ID]);
-        PyObject *fid = worker == NULL ? NULL : ai_text(rdict, rf_keys[RF_FRAGMENT_ID]);
-        Py_DECREF(rdict);
+        else {
+            PyObject *rdict = rv_runtime_state(runtime); /* (its layout, or its instance dict) */
+            if (rdict == NULL) {
+                if (PyErr_Occurred()) goto done;
+                goto decline;
+            }
+            pfid = ai_text(rdict, rf_keys[RF_PFID]);
+            worker = pfid == NULL ? NULL : ai_text(rdict, rf_keys[RF_WORKER_ID]);
+            fid = worker == NULL ? NULL : ai_text(rdict, rf_keys[RF_FRAGMENT_ID]);
+            Py_DECREF(rdict);
+        }
         int status = fid == NULL ? (PyErr_Occurred() ? RV_ERROR : RV_DECLINE) : RV_OK;
         if (status == RV_OK) {
             PyObject *entry = PyDict_GetItemWithError(pdict, pfid); /* borrowed */
@@ -5478,9 +5568,26 @@ ai_build(PyObject *evidence, PyObject *pdict, PyTypeObject *ev_type, PyTypeObjec
                 complete = 0;
                 if (everything == NULL && (everything = ai_everything(attested)) == NULL) status = RV_ERROR;
             }
-            else if ((compact ? PyList_Append(pfids, pfid) : PySet_Add(pfids, pfid)) < 0
-                     || ai_append(attested, worker, fid) < 0) {
+            else if ((compact ? PyList_Append(pfids, pfid) : PySet_Add(pfids, pfid)) < 0) {
                 status = RV_ERROR;
+            }
+            else {
+                /* ai_append(attested, worker, fid), the last worker's bucket kept (a worker's
+                 * evidence fragments come together): both held, so the address comparison
+                 * stays exact, and ``attested`` only gains keys here (its buckets stay) */
+                if (worker != last_worker) {
+                    PyObject *bucket = ai_bucket(attested, worker);
+                    if (bucket == NULL) {
+                        status = RV_ERROR;
+                    }
+                    else {
+                        Py_XDECREF(last_bucket);
+                        last_bucket = Py_NewRef(bucket);
+                        Py_XDECREF(last_worker);
+                        last_worker = Py_NewRef(worker);
+                    }
+                }
+                if (status == RV_OK && PyList_Append(last_bucket, fid) < 0) status = RV_ERROR;
             }
             if (status == RV_OK && everything != NULL && ai_append(everything, worker, fid) < 0) status = RV_ERROR;
         }
@@ -5509,6 +5616,8 @@ ai_build(PyObject *evidence, PyObject *pdict, PyTypeObject *ev_type, PyTypeObjec
 decline:
     if (!PyErr_Occurred()) result = Py_NewRef(Py_None);
 done:
+    Py_XDECREF(last_worker);
+    Py_XDECREF(last_bucket);
     Py_XDECREF(edict);
     Py_XDECREF(fragments);
     Py_XDECREF(pfids);

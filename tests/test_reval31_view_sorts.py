@@ -1,0 +1,112 @@
+"""Session 31 (REVAL11): the attested view's cheaper parts.
+
+* ``attested_view`` (with binding's snapshot objects) sorts a view's attested placement fragment
+  ids by ``(hash, text)`` with an inline merge sort below 512 ids (it was ``qsort`` with an
+  indirect comparator): the order is checked against ``bc._compact_pfids`` at sizes around the
+  merge sort's run length (16) and over several merge passes, and the other index parts against
+  ``attested_index`` (built the same way; the view's last-worker bucket and slot reads).
+* ``part_index_exact`` first walks the index in its own order against the parts (the order the
+  placement builds it in) and returns True there without a probe or a sort; anything else falls to
+  the full check. Forgeries an in-order walk could get wrong (a wrong key in the right place, an
+  equal but not identical key, a part listed twice) are decided as the oracle decides.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mooncake.reshard import _native
+from mooncake.reshard.weight import WeightPlacementPart
+from mooncake.reshard.weight._planner import bound_contracts as bc
+
+from test_lead29_part_index import _WORLD_PARTS, _oracle
+from test_native_revalidate import _bound_plan
+from test_reval2_memory_r19 import _VIEW_ARGS, _attestations, _objects
+
+
+def _order(text: str) -> tuple[int, str]:
+    return (hash(text), text)
+
+
+@pytest.mark.parametrize("count", [1, 3, 8, 9, 17, 40, 130])
+def test_views_sort_like_compact_pfids(count: int) -> None:
+    plan = _bound_plan(tensors=tuple(f"tensor-{i:03d}" for i in range(count)))
+    sizes = []
+    for attestation in _attestations(plan):
+        objects = _objects(attestation)
+        if objects is None:
+            continue
+        index = _native.attested_index(*_VIEW_ARGS[:3], attestation)
+        built = _native.attested_view(bc._AttestedView, attestation, *_VIEW_ARGS, objects)
+        assert index is not None and built is not None
+        assert type(built.attested_pfids) is tuple
+        assert list(built.attested_pfids) == sorted(index[0], key=_order)
+        assert built.attested_pfids == bc._compact_pfids(index[0])
+        assert built.ids_by_worker == index[1]
+        assert built.evidence_ids_by_worker == index[2]
+        python = bc._AttestedView(attestation, objects)
+        assert python.attested_pfids == built.attested_pfids
+        assert python.ids_by_worker == built.ids_by_worker
+        sizes.append(len(built.attested_pfids))
+    # one id per tensor in each view: 40 and 130 ids are runs of 16 merged over 2 and 4 passes
+    assert sizes and max(sizes) == count
+
+
+def test_views_sort_at_every_size_around_a_run() -> None:
+    """Sizes 1..35: the run boundaries of the merge sort (16, 32)."""
+    seen = set()
+    for count in range(1, 36):
+        plan = _bound_plan(tensors=tuple(f"t{i}" for i in range(count)))
+        for attestation in _attestations(plan):
+            objects = _objects(attestation)
+            if objects is None:
+                continue
+            index = _native.attested_index(*_VIEW_ARGS[:3], attestation)
+            built = _native.attested_view(bc._AttestedView, attestation, *_VIEW_ARGS, objects)
+            assert list(built.attested_pfids) == sorted(index[0], key=_order)
+            seen.add(len(built.attested_pfids))
+    assert {1, 2, 15, 16, 17, 31, 32, 33} <= seen
+
+
+_P0, _P1, _P2 = _WORLD_PARTS[0], _WORLD_PARTS[1], _WORLD_PARTS[2]
+
+
+def _copy(text: str) -> str:
+    copied = "".join([text[:1], text[1:]])
+    assert copied == text and copied is not text
+    return copied
+
+
+@pytest.mark.parametrize(
+    "parts, index",
+    [
+        ((_P0, _P1), {_P0.participant_id: _P0, _P1.participant_id: _P1}),  # in order
+        ((_P0, _P1), {_P1.participant_id: _P1, _P0.participant_id: _P0}),  # reversed: full check
+        ((_P0, _P1), {_P0.participant_id: _P0, "x": _P1}),  # right part, wrong key, in place
+        ((_P0, _P1), {"x": _P0, _P1.participant_id: _P1}),
+        ((_P0, _P1), {_P0.participant_id: _P0, _copy(_P1.participant_id): _P1}),  # equal key
+        ((_P0, _P0), {_P0.participant_id: _P0, "x": _P0}),  # a part listed twice
+        ((_P0, _P0), {"x": _P0, _P0.participant_id: _P0}),
+        ((_P0, _P1, _P2), {_P0.participant_id: _P0, _P1.participant_id: _P2, _P2.participant_id: _P1}),
+        ((_P0, _P1), {_P0.participant_id: _P0, _P1.participant_id: _P0}),
+        ((), {}),
+    ],
+)
+def test_part_index_exact_in_order_walk(parts: tuple, index: dict) -> None:
+    expected = _oracle(parts, index)
+    assert _native.part_index_exact(parts, index, WeightPlacementPart) is expected
+
+
+def test_part_index_exact_in_order_needs_each_parts_own_id() -> None:
+    """A part whose id was edited in place after the index was built: its entry, in order and
+    holding that part, no longer names it (False, as the oracle)."""
+    import copy
+
+    first, second = copy.copy(_P0), copy.copy(_P1)
+    index = {first.participant_id: first, second.participant_id: second}
+    assert _native.part_index_exact((first, second), index, WeightPlacementPart) is True
+    object.__setattr__(second, "participant_id", "renamed")
+    assert _oracle((first, second), index) is False
+    assert _native.part_index_exact((first, second), index, WeightPlacementPart) is False
