@@ -3839,15 +3839,46 @@ typedef struct {
     PyTypeObject *binding_type;   /* or NULL: attributes */
     PyTypeObject *placement_type; /* or NULL: attributes */
     rf_memo_table spaces;
+    /* every space and allocation of the call so far held exact str, exact int or None items
+     * only (no hash or comparison of them runs Python code, and hashing them cannot fail) */
+    int plain;
 } rp_config;
+
+/* An item no hash or comparison runs Python code for. */
+static int
+rp_plain_item(PyObject *item)
+{
+    return PyUnicode_CheckExact(item) || PyLong_CheckExact(item) || item == Py_None;
+}
+
 
 /* ``getattr(object, name)`` (new reference, NULL with an error set), from ``dict`` (the
  * object's instance dict, exact type checked by the caller) when not NULL: a missing item
  * then declines (NULL, no error set). */
+/* The runtime layout's slot (plus one; 0: not a runtime fragment field read here) of each name
+ * rp_field reads from a binding's state: rv_item's own index of that name (mr_runtime_index),
+ * without its search of the layout's names per read. */
+static const Py_ssize_t rp_runtime_slot[RP_NNAMES] = {
+    [RP_WORKER] = MR_RF_WORKER_ID + 1,
+    [RP_DEVICE] = MR_RF_DEVICE + 1,
+    [RP_STORAGE_ADDRESS] = MR_RF_STORAGE_ADDRESS + 1,
+    [RP_STORAGE_NBYTES] = MR_RF_STORAGE_NBYTES + 1,
+    [RP_ADDRESS] = MR_RF_ADDRESS + 1,
+    [RP_NBYTES] = MR_RF_NBYTES + 1,
+};
+
 static PyObject *
 rp_field(PyObject *object, PyObject *dict, int name)
 {
-    if (dict != NULL) return rv_item(dict, rp_keys[name]);
+    if (dict != NULL) {
+        /* a binding of the runtime layout this file's readers accepted is its own state
+         * (rv_runtime_state): its slot, as rv_item reads it */
+        if (rp_runtime_slot[name] > 0 && rv_runtime_memo.memo.cls != NULL
+            && (PyObject *)Py_TYPE(dict) == rv_runtime_memo.memo.cls) {
+            return Py_XNewRef(((mr_layout_object *)dict)->fields[rp_runtime_slot[name] - 1]);
+        }
+        return rv_item(dict, rp_keys[name]);
+    }
     return pd_getattr(object, rp_keys[name]);
 }
 
@@ -3894,6 +3925,7 @@ rp_space(PyObject *fragment, rp_config *cfg, PyObject **space, PyObject **bindin
     if (worker == NULL) goto fail;
     device = rp_field(*binding, *bdict, RP_DEVICE);
     if (device == NULL) goto fail;
+    if (cfg->plain && !(rp_plain_item(instance) && rp_plain_item(worker) && rp_plain_item(device))) cfg->plain = 0;
     PyObject *from[4] = {instance, worker, device, NULL};
     PyObject *shared = rf_memo_get(&cfg->spaces, from);
     if (shared != NULL) {
@@ -3918,7 +3950,7 @@ fail:
 /* ``(binding.storage_address, binding.storage_nbytes)`` as a new tuple in *allocation: 0, 1 (a
  * field missing from an exact binding's dict), -1 (error). */
 static int
-rp_allocation(PyObject *binding, PyObject *bdict, PyObject **allocation)
+rp_allocation(PyObject *binding, PyObject *bdict, rp_config *cfg, PyObject **allocation)
 {
     *allocation = NULL;
     PyObject *address = rp_field(binding, bdict, RP_STORAGE_ADDRESS);
@@ -3928,6 +3960,7 @@ rp_allocation(PyObject *binding, PyObject *bdict, PyObject **allocation)
         Py_DECREF(address);
         return PyErr_Occurred() ? -1 : 1;
     }
+    if (cfg->plain && !(rp_plain_item(address) && rp_plain_item(nbytes))) cfg->plain = 0;
     *allocation = PyTuple_Pack(2, address, nbytes);
     Py_DECREF(address);
     Py_DECREF(nbytes);
@@ -3936,10 +3969,10 @@ rp_allocation(PyObject *binding, PyObject *bdict, PyObject **allocation)
 
 /* Add ``(binding.storage_address, binding.storage_nbytes)`` to ``table[space]`` (a set). */
 static int
-rp_add_allocation(PyObject *table, PyObject *space, PyObject *binding, PyObject *bdict)
+rp_add_allocation(PyObject *table, PyObject *space, PyObject *binding, PyObject *bdict, rp_config *cfg)
 {
     PyObject *allocation;
-    int read = rp_allocation(binding, bdict, &allocation);
+    int read = rp_allocation(binding, bdict, cfg, &allocation);
     if (read != 0) return read;
     int rc = -1;
     PyObject *bucket = PyDict_GetItemWithError(table, space); /* borrowed */
@@ -3966,13 +3999,16 @@ rp_add_allocation(PyObject *table, PyObject *space, PyObject *binding, PyObject 
  * allocation is built (~100 B per target fragment of bind's traced peak). 0, 1 (a field missing
  * from an exact binding's dict), -1 (error). */
 static int
-rp_find_allocation(PyObject *sources, PyObject *space, PyObject *binding, PyObject *bdict, int *overlap)
+rp_find_allocation(PyObject *sources, PyObject *space, PyObject *binding, PyObject *bdict, rp_config *cfg,
+                   int *overlap)
 {
     PyObject *allocation;
-    int read = rp_allocation(binding, bdict, &allocation);
+    int read = rp_allocation(binding, bdict, cfg, &allocation);
     if (read != 0) return read;
     int rc = -1;
-    if (PyObject_Hash(allocation) != -1) {
+    /* (the hash first, as adding the tuple to a set fails first; of plain items it cannot fail,
+     * and runs no Python code: not taken twice then, PySet_Contains hashes it) */
+    if (cfg->plain || PyObject_Hash(allocation) != -1) {
         PyObject *bucket = PyDict_GetItemWithError(sources, space); /* borrowed */
         if (bucket != NULL) {
             Py_INCREF(bucket);
@@ -4143,7 +4179,8 @@ revalidate_spaces(PyObject *Py_UNUSED(module), PyObject *args)
     }
     rp_config cfg = {binding_arg == Py_None ? NULL : (PyTypeObject *)binding_arg,
                      placement_arg == Py_None ? NULL : (PyTypeObject *)placement_arg,
-                     {NULL, 0, 0}};
+                     {NULL, 0, 0},
+                     1};
     PyObject *result = NULL, *sources = NULL, *space_ids = NULL;
     int overlap = 0; /* a target allocation is a source allocation of its address space */
     /* private copies of the position lists (packed positions are immutable: read in place);
@@ -4204,8 +4241,8 @@ revalidate_spaces(PyObject *Py_UNUSED(module), PyObject *args)
                 result = Py_NewRef(Py_False); /* unexpected: decline */
                 goto done;
             }
-            int added = side == 0 ? rp_add_allocation(sources, space, binding, bdict)
-                                  : rp_find_allocation(sources, space, binding, bdict, &overlap);
+            int added = side == 0 ? rp_add_allocation(sources, space, binding, bdict, &cfg)
+                                  : rp_find_allocation(sources, space, binding, bdict, &cfg, &overlap);
             int failed = added < 0;
             if (added > 0) { /* a field missing from an exact binding's dict: decline */
                 Py_DECREF(space);

@@ -5,6 +5,9 @@
   indirect comparator): the order is checked against ``bc._compact_pfids`` at sizes around the
   merge sort's run length (16) and over several merge passes, and the other index parts against
   ``attested_index`` (built the same way; the view's last-worker bucket and slot reads).
+* ``revalidate_spaces`` reads the binding's fields from its layout slots and does not hash a
+  plain target allocation twice: decisions against ``_spaces_reference`` with overlaps and
+  subclass items (below).
 * ``part_index_exact`` first walks the index in its own order against the parts (the order the
   placement builds it in) and returns True there without a probe or a sort; anything else falls to
   the full check. Forgeries an in-order walk could get wrong (a wrong key in the right place, an
@@ -19,6 +22,8 @@ import pytest
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import WeightPlacementPart
+from mooncake.reshard.contracts.fragments import RuntimeBindingFragment
+from mooncake.reshard.weight.types import PlacementFragment
 from mooncake.reshard.weight._planner import bound_contracts as bc
 
 from test_lead29_part_index import _WORLD_PARTS, _oracle
@@ -110,3 +115,90 @@ def test_part_index_exact_in_order_needs_each_parts_own_id() -> None:
     object.__setattr__(second, "participant_id", "renamed")
     assert _oracle((first, second), index) is False
     assert _native.part_index_exact((first, second), index, WeightPlacementPart) is False
+
+
+# ---------------------------------------------------------------------------------------
+# revalidate_spaces: a binding of the accepted runtime layout read from its slots (rp_field), and
+# a target allocation of plain items (exact int) not hashed twice; a space or allocation item of
+# a subclass turns the call's plain flag off for good (its hash runs first again, as before).
+
+from test_native_revalidate import _forge, _scan, _spaces_reference  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def spaces_plan() -> Any:
+    # 400 fragments: past the space tuples' sharing threshold (256)
+    return _bound_plan(tensors=tuple(f"t{i}" for i in range(80)))
+
+
+_TYPES = (RuntimeBindingFragment, PlacementFragment)
+
+
+def _into_source_space(fragment: Any, source: Any, allocation: Any) -> Any:
+    binding = _forge(fragment.binding, worker_id=source.binding.worker_id, device=source.binding.device,
+                     storage_address=allocation[0], storage_nbytes=allocation[1])
+    return _forge(fragment, instance_id=source.instance_id, binding=binding)
+
+
+def _decide(frags: list[Any], source_of: Any, target_of: Any, boxes: Any) -> None:
+    for physical in (True, False):
+        reference = _spaces_reference(frags, source_of, target_of, boxes, physical)
+        assert _native.revalidate_spaces(frags, source_of, target_of, boxes, physical) is reference
+        assert _native.revalidate_spaces(frags, source_of, target_of, boxes, physical, *_TYPES) is reference
+
+
+def test_spaces_overlap_found_in_a_run_of_one_space(spaces_plan: Any) -> None:
+    """Two targets in a row moved into a source's address space (the same str objects, so the
+    same shared space tuple): one with an allocation of its own, one sharing a source
+    allocation, in both orders. The overlap is found (False), at several places of the target
+    order."""
+    frags, source_of, target_of, boxes = _scan(spaces_plan.operations)
+    assert len(frags) >= 256
+    distinct_targets = list(dict.fromkeys(target_of))
+    _decide(list(frags), source_of, target_of, boxes)
+    for at in (0, 1, len(distinct_targets) // 2, len(distinct_targets) - 2):
+        source = frags[source_of[at % len(source_of)]]
+        shared = (source.binding.storage_address, source.binding.storage_nbytes)
+        forged = list(frags)
+        first, second = distinct_targets[at], distinct_targets[at + 1]
+        forged[first] = _into_source_space(frags[first], source, (2**40 + at, 8))
+        forged[second] = _into_source_space(frags[second], source, shared)
+        assert _spaces_reference(forged, source_of, target_of, boxes, False) is False
+        _decide(forged, source_of, target_of, boxes)
+        # the other way round: the overlap first, then one of its own through the same bucket
+        forged[first] = _into_source_space(frags[first], source, shared)
+        forged[second] = _into_source_space(frags[second], source, (2**40 + at, 8))
+        _decide(forged, source_of, target_of, boxes)
+
+
+class _Str(str):
+    pass
+
+
+class _Int(int):
+    pass
+
+
+@pytest.mark.parametrize("field", ["worker_id", "device", "storage_address", "storage_nbytes"])
+def test_spaces_with_a_foreign_item_decide_as_the_reference(spaces_plan: Any, field: str) -> None:
+    """A space or allocation item of a subclass (its hash and comparisons are Python code) from
+    the middle of the sources or targets on: the plain flag is off from there, and the pass
+    decides as the reference, with and without an overlap after it."""
+    frags, source_of, target_of, boxes = _scan(spaces_plan.operations)
+    for side_of in (source_of, target_of):
+        distinct = list(dict.fromkeys(side_of))
+        position = distinct[len(distinct) // 2]
+        fragment = frags[position]
+        value = getattr(fragment.binding, field)
+        odd = _Str(value) if type(value) is str else _Int(value)
+        forged = list(frags)
+        forged[position] = _forge(fragment, binding=_forge(fragment.binding, **{field: odd}))
+        _decide(forged, source_of, target_of, boxes)
+        # and an overlap after it, in a run of two targets in a source's space
+        targets = list(dict.fromkeys(target_of))
+        source = frags[source_of[-1]]
+        shared = (source.binding.storage_address, source.binding.storage_nbytes)
+        forged[targets[-2]] = _into_source_space(frags[targets[-2]], source, (2**41, 8))
+        forged[targets[-1]] = _into_source_space(frags[targets[-1]], source, shared)
+        assert _spaces_reference(forged, source_of, target_of, boxes, False) is False
+        _decide(forged, source_of, target_of, boxes)
