@@ -7430,11 +7430,118 @@ PyDoc_STRVAR(bind_side_ids_doc,
 "runtime_fragment_cls objects with exact str fragment_id, and no fragment_id repeats across\n"
 "the side. None when not decided here (the Python loop runs and raises the first failure).");
 
+/* bind_side_ids' fragment ids met so far (the Python loop's set, which only tells whether an id
+ * repeats): exact strs by hash (open addressing, load at most two thirds as the set's, grown by
+ * doubling), sized for the side's fragment count up front, where the set would be rehashed about
+ * log2(n) times (at 10^6 fragments each move a cache miss). The keys are borrowed: the call runs with the
+ * collector paused and no Python code, so the runtime fragments (held by the given bindings)
+ * keep their ids. */
+typedef struct {
+    Py_hash_t hash;
+    PyObject *key; /* NULL: empty */
+} bd_idset_slot;
+
+typedef struct {
+    bd_idset_slot *slots;
+    size_t mask, count;
+} bd_idset;
+
+/* Zeroed slots for capacity (a power of two), the entries placed again; 0, or -1 with MemoryError. */
+static int
+bd_idset_resize(bd_idset *set, size_t capacity)
+{
+    bd_idset_slot *slots = mr_alloc_array(capacity, sizeof(bd_idset_slot));
+    if (slots == NULL) return -1;
+    memset(slots, 0, capacity * sizeof(bd_idset_slot));
+    size_t mask = capacity - 1;
+    for (size_t k = 0; set->slots != NULL && k <= set->mask; k++) {
+        if (set->slots[k].key == NULL) continue;
+        size_t i = (size_t)set->slots[k].hash & mask;
+        while (slots[i].key != NULL) i = (i + 1) & mask;
+        slots[i] = set->slots[k];
+    }
+    PyMem_Free(set->slots);
+    set->slots = slots;
+    set->mask = mask;
+    return 0;
+}
+
+/* An empty set for about expected ids; 0, or -1 with MemoryError. */
+static int
+bd_idset_init(bd_idset *set, size_t expected)
+{
+    size_t capacity = 64;
+    while ((capacity / 3) * 2 < expected + 1) {
+        if (capacity > SIZE_MAX / 4 / sizeof(bd_idset_slot)) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        capacity *= 2;
+    }
+    set->slots = NULL;
+    set->mask = 0;
+    set->count = 0;
+    return bd_idset_resize(set, capacity);
+}
+
+/* Adds the exact str id: 1 added, 0 an equal str is there (the set's add would leave it as it
+ * is: same hash and ==, which for two exact strs runs no code), -1 error. */
+static int
+bd_idset_add(bd_idset *set, PyObject *id)
+{
+    Py_hash_t hash = PyObject_Hash(id);
+    if (hash == -1) return -1;
+    if (set->count + 1 > ((set->mask + 1) / 3) * 2) {
+        if (set->mask + 1 > SIZE_MAX / 4 / sizeof(bd_idset_slot)) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        if (bd_idset_resize(set, (set->mask + 1) * 2) < 0) return -1;
+    }
+    size_t i = (size_t)hash & set->mask;
+    while (set->slots[i].key != NULL) {
+        if (set->slots[i].key == id) return 0;
+        if (set->slots[i].hash == hash) {
+            int cmp = bd_compare(set->slots[i].key, id);
+            if (cmp == -2) return -1;
+            if (cmp == 0) return 0;
+        }
+        i = (i + 1) & set->mask;
+    }
+    set->slots[i].hash = hash;
+    set->slots[i].key = id;
+    set->count++;
+    return 1;
+}
+
+/* A hint: the number of fragments of the given bindings that are exact binding_cls objects with
+ * an exact tuple fragments value (read as bd_side_binding reads them), counted up to the first
+ * other one. Nothing is decided here: an error is cleared (the read in turn meets the same state
+ * and decides). */
+static size_t
+bd_side_count(PyObject *const *nm, PyObject *given, Py_ssize_t n, PyObject *binding_cls)
+{
+    size_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *binding = PyTuple_GetItem(given, i), *dict = NULL, *fragments = NULL;
+        if (binding == NULL || (PyObject *)Py_TYPE(binding) != binding_cls) break;
+        int status = bd_dict_of(binding, &dict);
+        if (status == BD_OK) status = bd_dget(dict, nm[N_FRAGMENTS], &fragments);
+        Py_XDECREF(dict);
+        if (status == BD_OK && PyTuple_CheckExact(fragments)) total += (size_t)PyTuple_Size(fragments);
+        else status = BD_FALLBACK;
+        Py_XDECREF(fragments);
+        if (status != BD_OK) break;
+    }
+    if (PyErr_Occurred()) PyErr_Clear();
+    return total;
+}
+
 /* One binding of bind_side_ids: its key and participant added, its fragment ids added to ids;
  * BD_FALLBACK at anything the Python loop would read differently or reject. */
 static int
 bd_side_binding(PyObject *const *nm, PyObject *binding, PyObject *binding_cls, PyObject *rf_cls, PyObject *keys,
-                PyObject *participants, PyObject *ids)
+                PyObject *participants, bd_idset *ids)
 {
     if ((PyObject *)Py_TYPE(binding) != binding_cls) return BD_FALLBACK;
     PyObject *dict = NULL, *placement_id = NULL, *participant_id = NULL, *fragments = NULL, *key = NULL;
@@ -7473,10 +7580,9 @@ bd_side_binding(PyObject *const *nm, PyObject *binding, PyObject *binding_cls, P
         if (status != BD_OK) break;
         if (!PyUnicode_CheckExact(fid)) status = BD_FALLBACK;
         else {
-            /* PySet_Add would not tell a repeat: the size does (the set only grows). */
-            Py_ssize_t before = PySet_Size(ids);
-            if (before < 0 || PySet_Add(ids, fid) < 0) status = BD_ERROR;
-            else if (PySet_Size(ids) == before) status = BD_FALLBACK; /* a repeated id */
+            int added = bd_idset_add(ids, fid); /* (borrowed: bd_idset) */
+            if (added < 0) status = BD_ERROR;
+            else if (added == 0) status = BD_FALLBACK; /* a repeated id */
         }
         Py_DECREF(fid);
     }
@@ -7502,15 +7608,23 @@ bd_bind_side_ids(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (!PyTuple_CheckExact(given)) Py_RETURN_NONE;
     Py_ssize_t n = PyTuple_Size(given);
     if (n < 0) return NULL;
-    PyObject *keys = PySet_New(NULL), *participants = PySet_New(NULL), *ids = PySet_New(NULL);
-    int status = keys == NULL || participants == NULL || ids == NULL ? BD_ERROR : BD_OK;
+    /* the collector paused: no Python code runs while ids borrows its keys (bd_idset) */
+    const int collector_was_enabled = PyGC_Disable();
+    bd_idset ids = {NULL, 0, 0};
+    PyObject *keys = PySet_New(NULL), *participants = PySet_New(NULL);
+    int status = keys == NULL || participants == NULL ? BD_ERROR : BD_OK;
+    if (status == BD_OK && bd_idset_init(&ids, bd_side_count(tb.nm, given, n, args[0])) < 0) {
+        PyErr_Clear(); /* (the count is a hint: a small set, grown as the ids come) */
+        if (bd_idset_init(&ids, 0) < 0) status = BD_ERROR;
+    }
     for (Py_ssize_t i = 0; i < n && status == BD_OK; i++) {
         PyObject *binding = PyTuple_GetItem(given, i);
         status = binding == NULL ? BD_ERROR
-                                 : bd_side_binding(tb.nm, binding, args[0], args[1], keys, participants, ids);
+                                 : bd_side_binding(tb.nm, binding, args[0], args[1], keys, participants, &ids);
     }
+    PyMem_Free(ids.slots);
     Py_XDECREF(keys);
-    Py_XDECREF(ids);
+    if (collector_was_enabled) PyGC_Enable();
     if (status == BD_OK) return participants;
     Py_XDECREF(participants);
     if (status == BD_ERROR) return NULL;
