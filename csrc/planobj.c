@@ -30,6 +30,21 @@ po_names(PyObject **cache, const char *const *src, int n, PyObject **out)
     return 0;
 }
 
+/* A new empty dict that keeps each key's hash in its entries (CPython's "general" key table:
+ * a dict that has held a key other than an exact str). Large maps keyed by scattered str ids
+ * are built faster so: an exact-str-only table keeps no hashes, so every probe that meets
+ * another key and every resize re-reads that key's hash from its own str object, a cache miss
+ * each once the ids no longer fit in the cache. The dict is an ordinary dict (same order,
+ * lookups, equality, iteration); the one key stored and deleted here (None: hash and equality
+ * run no Python code) leaves no entry. NULL with an exception on failure. */
+static PyObject *
+po_hashed_dict(void)
+{
+    PyObject *d = PyDict_New();
+    if (d != NULL && (PyDict_SetItem(d, Py_None, Py_None) < 0 || PyDict_DelItem(d, Py_None) < 0)) Py_CLEAR(d);
+    return d;
+}
+
 #define PO_NFIELDS 11
 #define PO_RECORD_LEN 11
 
@@ -3263,7 +3278,7 @@ om_grouped(const om_row *rows, const size_t *best, const size_t *firsts, size_t 
             if (dp == NULL) goto done;
             chosen = PyDict_GetItemWithError(by_dp, dp); /* borrowed */
             if (chosen == NULL && !PyErr_Occurred()) {
-                PyObject *fresh = PyDict_New();
+                PyObject *fresh = po_hashed_dict(); /* one entry per tensor: po_hashed_dict */
                 if (fresh != NULL && PyDict_SetItem(by_dp, dp, fresh) == 0) chosen = fresh; /* by_dp holds it */
                 Py_XDECREF(fresh);
             }
@@ -4411,7 +4426,7 @@ po_catalog_map(PyObject *Py_UNUSED(self), PyObject *catalog)
     if (!PyTuple_CheckExact(catalog)) Py_RETURN_NONE;
     if (po_names(cache, cm_names, 1, names) < 0) return NULL;
     Py_ssize_t n = PyTuple_Size(catalog);
-    PyObject *out = n < 0 ? NULL : PyDict_New();
+    PyObject *out = n < 0 ? NULL : po_hashed_dict(); /* one entry per tensor: po_hashed_dict */
     for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
         if (i + CM_AHEAD < n) {
             PyObject *ahead = PyTuple_GetItem(catalog, i + CM_AHEAD);

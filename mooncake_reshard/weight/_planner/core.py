@@ -286,6 +286,20 @@ def _placed_members(
 _BULK = 1024
 
 
+def _hashed_dict(pairs: Any) -> dict[Any, Any]:
+    """``dict(pairs)`` as a dict that keeps each key's hash in its entries: CPython keeps none
+    in a dict that has only ever held str keys, so each insert or probe that meets another key,
+    and each resize, re-reads that key's hash from its own (scattered) str object, a cache
+    miss per key once the ids outgrow the cache. Having held another key (None, stored and
+    deleted here: its hash and equality run no code) is all that differs; the result is an
+    ordinary dict with the same items in the same order (``_native.catalog_map`` builds its
+    maps the same way)."""
+    out: dict[Any, Any] = {None: None}
+    del out[None]
+    out.update(pairs)
+    return out
+
+
 def _distinct_in_order(values: list[Any]) -> list[Any]:
     """``list(dict.fromkeys(values))``: the repeats of one object dropped first by identity in C
     (no object read), so each distinct object is hashed once rather than every item (a tensor's
@@ -597,7 +611,7 @@ def plan_logical_transfer(
     # The C pass checked the tensors before the first that cannot be planned; from that one
     # on (if any) the loop below decides exactly as before and derives the message.
     planned = ordered if first_stop == len(ordered) else ordered[:first_stop]  # no copy of them all
-    tensor_index: dict[str, int] = dict(zip(planned, range(first_stop)))
+    tensor_index: dict[str, int] = _hashed_dict(zip(planned, range(first_stop)))
     # routed by its (DP) owner rather than by target DP rank, per tensor in tensor_index order (a
     # map by tensor id only where the exact packing below needs one: hashing every scattered id
     # again costs as much as a pass over the targets at scale)
