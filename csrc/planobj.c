@@ -4480,6 +4480,7 @@ po_catalog_matches(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t 
     if (keys == NULL) return NULL;
     PyObject *result = NULL;
     int same = PyList_Size(keys) == n;
+    int all_str = 1; /* every key met in 2 is an exact str */
     /* 1: every value is its catalog descriptor (pointers only: no code runs) */
     Py_ssize_t pos = 0, i = 0;
     PyObject *key, *value;
@@ -4501,6 +4502,9 @@ po_catalog_matches(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t 
         if (tid == NULL) goto done;
         PyObject *expected = PyList_GetItem(keys, i); /* (the list is private: never NULL) */
         same = expected != NULL && tid == expected;
+        /* 3's type test of this key, made now that it is at hand (it is tid): 3 runs only when
+         * every id is its key, and an object's exact str type (or not) never changes */
+        if (same && !PyUnicode_CheckExact(tid)) all_str = 0;
         Py_DECREF(tid);
         if (expected == NULL) goto done; /* never a result with an exception set */
         if (same && PyDict_Size(tensors) != n) {
@@ -4508,8 +4512,8 @@ po_catalog_matches(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t 
             goto done;
         }
     }
-    /* 3: every key is an exact str (types only: no code runs) */
-    for (i = 0; same && i < n; i++) same = PyUnicode_CheckExact(PyList_GetItem(keys, i));
+    /* 3: every key is an exact str (types only: no code runs; read in 2) */
+    same = same && all_str;
     result = Py_NewRef(same ? Py_True : Py_False);
 done:
     Py_XDECREF(names[0]);

@@ -102,3 +102,39 @@ def test_hashed_dict_is_dict_of_its_pairs() -> None:
         _hashed_dict([1])  # not a pair: the error dict(pairs) gives
     with pytest.raises(ValueError):
         _hashed_dict(["abc"])
+
+
+class _Str(str):
+    pass
+
+
+@pytest.mark.parametrize("where", [0, 3, 9])
+def test_catalog_matches_key_types_read_with_the_ids(where: int) -> None:
+    """``catalog_matches``' third test (every key an exact str) is read while the second walks
+    the ids (each key is then its id object): a str-subclass id that is its key, anywhere, still
+    makes it False, and exact ones True."""
+    ids: list[Any] = [f"t{i}" for i in range(10)]
+    catalog = tuple(_D(i) for i in ids)
+    tensors = {d.tensor_id: d for d in catalog}
+    assert _native.catalog_matches(tensors, catalog) is True
+    ids[where] = _Str(ids[where])
+    catalog = tuple(_D(i) for i in ids)
+    tensors = {d.tensor_id: d for d in catalog}
+    assert _native.catalog_matches(tensors, catalog) is False
+    # the str-subclass key does not stop the second test early: every id is still read, as
+    # the Python form's second test reads them all before its third looks at the keys
+    reads: list[int] = []
+
+    class Counting:
+        def __init__(self, index: int, tensor_id: Any) -> None:
+            self.index, self._id = index, tensor_id
+
+        @property
+        def tensor_id(self) -> Any:
+            reads.append(self.index)
+            return self._id
+
+    catalog = tuple(Counting(k, i) for k, i in enumerate(ids))
+    tensors = {d._id: d for d in catalog}
+    assert _native.catalog_matches(tensors, catalog) is False
+    assert reads == list(range(10))
