@@ -11,6 +11,7 @@
 #include "gctrack.h"
 #include "coverage_kernels.h"
 #include "layout.h"
+#include "str_index.h"
 
 #include <openssl/err.h>
 #include <openssl/evp.h>
@@ -2395,6 +2396,8 @@ py_assembly_columns(PyObject *Py_UNUSED(module), PyObject *args)
     size_t used = 0;
     Py_ssize_t referenced = 0;
     int declined = 0;
+    mr_str_memo last; /* the last tensor id looked up (str_index.h) */
+    mr_str_memo_init(&last, positions_of, ntensors);
     if (slots == NULL || seen == NULL) {
         PyErr_NoMemory();
         goto done;
@@ -2419,6 +2422,7 @@ py_assembly_columns(PyObject *Py_UNUSED(module), PyObject *args)
          * not meet (missing, or under a key that is not the interned name) and every field of
          * a state holding a key that is not an exact str are read as attributes */
         PyObject *const *lf = layout_ok ? mr_layout_fields(fragment, &lc) : NULL;
+        if (lf == NULL) mr_str_memo_code(&last); /* the reads below may run Python code */
         PyObject *state = lf != NULL ? NULL : PyObject_GenericGetDict(fragment, NULL);
         if (lf != NULL) {
             v[AC_TENSOR] = lf[MR_PF_TENSOR_ID];
@@ -2441,8 +2445,14 @@ py_assembly_columns(PyObject *Py_UNUSED(module), PyObject *args)
         }
         PyObject *position = NULL, *group = NULL;
         if (!declined && !PyUnicode_CheckExact(v[AC_TENSOR])) declined = 1;
-        if (!declined) {
-            position = PyDict_GetItemWithError(positions_of, v[AC_TENSOR]); /* exact str key: no Python code */
+        int64_t remembered = -1;
+        int keep = 0;
+        if (!declined && (position = mr_str_memo_get(&last, v[AC_TENSOR], &remembered)) != NULL)
+            Py_INCREF(position); /* what the lookup gives (seen[] already set for it) */
+        else if (!declined) {
+            /* an exact str key: a key of the dict that is not an exact str may run its __eq__ */
+            keep = mr_str_memo_will_keep(&last);
+            position = PyDict_GetItemWithError(positions_of, v[AC_TENSOR]);
             if (position == NULL) {
                 if (PyErr_Occurred()) PyErr_Clear();
                 declined = 1;
@@ -2452,9 +2462,12 @@ py_assembly_columns(PyObject *Py_UNUSED(module), PyObject *args)
                 Py_ssize_t at = PyLong_CheckExact(position) ? PyLong_AsSsize_t(position) : -1;
                 if (at == -1 && PyErr_Occurred()) PyErr_Clear();
                 if (at < 0 || at >= ntensors) declined = 1;
-                else if (!seen[at]) {
-                    seen[at] = 1;
-                    referenced++;
+                else {
+                    if (!seen[at]) {
+                        seen[at] = 1;
+                        referenced++;
+                    }
+                    if (keep) mr_str_memo_put(&last, v[AC_TENSOR], position, (int64_t)at);
                 }
             }
         }
@@ -2471,6 +2484,7 @@ py_assembly_columns(PyObject *Py_UNUSED(module), PyObject *args)
             else {
                 /* the rank's own __hash__ / __eq__ may run: the fragments tuple and this call's
                  * references keep everything read so far alive */
+                mr_str_memo_code(&last);
                 group = PyDict_GetItemWithError(groups_of, rank);
                 if (group == NULL) {
                     if (PyErr_Occurred()) {
@@ -2520,6 +2534,7 @@ done:
     }
     PyMem_Free(slots);
     PyMem_Free(seen);
+    mr_str_memo_clear(&last);
     Py_XDECREF(positions);
     Py_XDECREF(groups);
     Py_XDECREF(ids);

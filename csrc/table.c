@@ -10,6 +10,7 @@
 #include "coverage_kernels.h"
 #include "layout.h"
 #include "gctrack.h"
+#include "str_index.h"
 
 enum {
     TBL_ENDIM = -3,  /* fragments of one group with different dimension counts */
@@ -987,6 +988,22 @@ tbl_read_seq_memo(tbl_seq_slot *m, PyObject *inner, Py_ssize_t d, int64_t min, i
     return 0;
 }
 
+/* Whether seq is an exact tuple of exact ints (reading it ran no Python code). */
+static int
+tbl_exact_ints(PyObject *seq)
+{
+    if (!PyTuple_CheckExact(seq)) return 0;
+    Py_ssize_t n = PyTuple_Size(seq);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *item = PyTuple_GetItem(seq, k);
+        if (item == NULL || !PyLong_CheckExact(item)) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* Per-call memo of fragment rank objects' (dp, tp, pp, ep): a placement's fragments share a
  * few rank objects, read once per call each. A slot holds a strong reference, so no address
  * is reused while the call runs. */
@@ -1133,6 +1150,8 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
     PyObject *prev_id = NULL; /* strong reference */
     int rc = 0;
     tbl_rank_memo memo = {NULL, 0, 0};
+    mr_str_memo last; /* the last tensor id looked up (str_index.h) */
+    mr_str_memo_init(&last, tensor_index, PyDict_Size(tensor_index));
     tbl_seq_slot *seq_memo = PyMem_Calloc(TBL_SEQ_MEMO, sizeof(tbl_seq_slot)); /* NULL: no memo */
     tbl_prefix *prefix = NULL; /* with rows: prefix[r] of row r's id (ids[i] of row rows[i]) */
     if (rows != NULL && (prefix = mr_alloc_array(n ? (size_t)n : 1, sizeof(tbl_prefix))) == NULL) {
@@ -1178,6 +1197,7 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
         int exact = fragment_type != NULL && (PyObject *)Py_TYPE(fragment) == fragment_type;
         PyObject *const *lf = exact && pf_ok ? mr_layout_fields(fragment, &pf_lc) : NULL;
         if (exact && !pf_ok && mr_pf_derived(fragment_type)) exact = 0; /* a layout not accepted: its state */
+        if (lf == NULL) mr_str_memo_code(&last); /* the state reads below may run Python code */
         PyObject *state = lf != NULL ? NULL
                           : exact    ? PyObject_GenericGetDict(fragment, NULL)
                                      : mr_pf_state_dict(fragment, keys[TOK_DICT]);
@@ -1241,7 +1261,13 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
             PyErr_SetString(PyExc_TypeError, "tensor_id must be a str");
             rc = -1;
         }
-        if (rc == 0) {
+        int64_t remembered;
+        int keep = 0;
+        if (rc == 0 && mr_str_memo_get(&last, v[TOK_TENSOR], &remembered) != NULL)
+            t->tensor[r] = (uint32_t)remembered; /* checked in range when remembered */
+        else if (rc == 0) {
+            /* an exact str key: a key of the dict that is not an exact str may run its __eq__ */
+            keep = mr_str_memo_will_keep(&last);
             PyObject *index = PyDict_GetItemWithError(tensor_index, v[TOK_TENSOR]);
             if (index == NULL) {
                 if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, v[TOK_TENSOR]);
@@ -1249,6 +1275,10 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
             }
             else {
                 int64_t x;
+                if (!PyLong_CheckExact(index)) { /* its __index__ may run */
+                    keep = 0;
+                    mr_str_memo_code(&last);
+                }
                 Py_INCREF(index);
                 rc = tbl_int64(index, 0, &x, "tensor_index");
                 Py_DECREF(index);
@@ -1257,10 +1287,12 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
                     rc = -1;
                 }
                 if (rc == 0) t->tensor[r] = (uint32_t)x;
+                if (rc == 0 && keep) mr_str_memo_put(&last, v[TOK_TENSOR], index, x);
             }
         }
         size_t base = r * stride;
         Py_ssize_t d = 0;
+        int rank_hit = 0;
         if (rc == 0) {
             d = tbl_len(v[TOK_OFFSET], "offsets");
             if (d < 0) rc = -1;
@@ -1286,6 +1318,7 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
                 hit = &memo.slots[tbl_rank_slot_of(&memo, v[TOK_RANK])];
                 if (hit->rank != v[TOK_RANK]) hit = NULL;
             }
+            rank_hit = hit != NULL;
             if (hit != NULL) memcpy(&t->rank[r * 4], hit->v, sizeof(hit->v));
             else {
                 PyObject *rank_state = mr_pf_state_dict(v[TOK_RANK], keys[TOK_DICT]);
@@ -1320,12 +1353,19 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
                 else t->nbytes[r] = (uint64_t)nb;
             }
         }
+        /* the reads after the lookup ran no Python code only when each was of an exact type
+         * (no __index__, no sequence protocol) and the rank was remembered (a rank read may run
+         * code): else the next lookup is not answered by the memo */
+        if (rc == 0 && !(lf != NULL && rank_hit && PyLong_CheckExact(v[TOK_NBYTES]) &&
+                         tbl_exact_ints(v[TOK_OFFSET]) && tbl_exact_ints(v[TOK_SHAPE])))
+            mr_str_memo_code(&last);
         for (int k = TOK_TENSOR; k <= TOK_ALIASES; k++) Py_XDECREF(v[k]);
         Py_XDECREF(state);
     }
     Py_XDECREF(prev_id);
     tbl_rank_memo_free(&memo);
     tbl_seq_memo_free(seq_memo);
+    mr_str_memo_clear(&last);
     /* rows: ids strictly increasing in row order (ids[i] is row rows[i]'s), decided by the
      * prefixes read in sequence; the ids themselves (through input_of, made at the first
      * need) only where two prefixes tie or one is missing */
