@@ -542,11 +542,21 @@ done:
  * tensor's, whose end exceeds the tensor shape, or whose nbytes is not its volume
  * times its tensor's itemsize (exact 128-bit arithmetic; overflow is a mismatch);
  * n when none. Spec §4.5 / §11.4 geometry. */
+#define TBL_GEOMETRY_AHEAD 16 /* rows between a prefetch of a row's tensor and its use */
 static size_t
 tbl_first_bad_geometry(const FragmentTable *t, const uint64_t *itemsize)
 {
     size_t st = t->stride;
     for (size_t i = 0; i < t->n; i++) {
+        if (i + TBL_GEOMETRY_AHEAD < t->n) {
+            /* rows come in fragment id order, their tensors in no order: ask for the tensor of
+             * the row TBL_GEOMETRY_AHEAD further on now (its arrays outgrow the caches at 10^5
+             * tensors; a hint only, the index is in range) */
+            size_t ahead = t->tensor[i + TBL_GEOMETRY_AHEAD];
+            __builtin_prefetch(&t->tshape[ahead * st]);
+            __builtin_prefetch(&itemsize[ahead]);
+            __builtin_prefetch(&t->tndim[ahead]);
+        }
         uint32_t tix = t->tensor[i];
         uint32_t d = t->ndim[i];
         if (d != t->tndim[tix]) return i;
