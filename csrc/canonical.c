@@ -2396,8 +2396,8 @@ py_assembly_columns(PyObject *Py_UNUSED(module), PyObject *args)
     size_t used = 0;
     Py_ssize_t referenced = 0;
     int declined = 0;
-    mr_str_memo last; /* the last tensor id looked up (str_index.h) */
-    mr_str_memo_init(&last, positions_of, ntensors);
+    mr_str_memo last; /* the tensor ids' table by identity (str_index.h) */
+    mr_str_memo_init(&last, positions_of, ntensors, ntensors);
     if (slots == NULL || seen == NULL) {
         PyErr_NoMemory();
         goto done;
@@ -2407,7 +2407,12 @@ py_assembly_columns(PyObject *Py_UNUSED(module), PyObject *args)
     mr_layout_class lc;
     int layout_ok = mr_pf_layout(&memo, &lc, ftype);
     for (Py_ssize_t i = 0; i < n && !declined; i++) {
-        if (layout_ok) mr_pf_prefetch_ahead(fragments, i, n, &lc, AC_AHEAD);
+        if (layout_ok) {
+            mr_pf_prefetch_ahead(fragments, i, n, &lc, AC_AHEAD);
+            PyObject *near = i + AC_AHEAD < n ? PyTuple_GetItem(fragments, i + AC_AHEAD) : NULL;
+            PyObject *const *nf = near != NULL ? mr_layout_fields(near, &lc) : NULL;
+            if (nf != NULL && nf[MR_PF_TENSOR_ID] != NULL) mr_str_memo_prefetch(&last, nf[MR_PF_TENSOR_ID]);
+        }
         PyObject *fragment = PyTuple_GetItem(fragments, i); /* borrowed: the tuple holds it */
         if (fragment == NULL) goto done;
         if ((PyObject *)Py_TYPE(fragment) != ftype) {
@@ -2445,14 +2450,18 @@ py_assembly_columns(PyObject *Py_UNUSED(module), PyObject *args)
         }
         PyObject *position = NULL, *group = NULL;
         if (!declined && !PyUnicode_CheckExact(v[AC_TENSOR])) declined = 1;
-        int64_t remembered = -1;
-        int keep = 0;
-        if (!declined && (position = mr_str_memo_get(&last, v[AC_TENSOR], &remembered)) != NULL)
-            Py_INCREF(position); /* what the lookup gives (seen[] already set for it) */
+        int64_t known = -1;
+        if (!declined && (position = mr_str_memo_get(&last, v[AC_TENSOR], &known)) != NULL) {
+            Py_INCREF(position); /* what the lookup gives: the dict's value, known in range */
+            if (!seen[known]) {
+                seen[known] = 1;
+                referenced++;
+            }
+        }
         else if (!declined) {
             /* an exact str key: a key of the dict that is not an exact str may run its __eq__ */
-            keep = mr_str_memo_will_keep(&last);
             position = PyDict_GetItemWithError(positions_of, v[AC_TENSOR]);
+            mr_str_memo_missed(&last);
             if (position == NULL) {
                 if (PyErr_Occurred()) PyErr_Clear();
                 declined = 1;
@@ -2462,12 +2471,9 @@ py_assembly_columns(PyObject *Py_UNUSED(module), PyObject *args)
                 Py_ssize_t at = PyLong_CheckExact(position) ? PyLong_AsSsize_t(position) : -1;
                 if (at == -1 && PyErr_Occurred()) PyErr_Clear();
                 if (at < 0 || at >= ntensors) declined = 1;
-                else {
-                    if (!seen[at]) {
-                        seen[at] = 1;
-                        referenced++;
-                    }
-                    if (keep) mr_str_memo_put(&last, v[AC_TENSOR], position, (int64_t)at);
+                else if (!seen[at]) {
+                    seen[at] = 1;
+                    referenced++;
                 }
             }
         }

@@ -1,106 +1,153 @@
-/* A pass's memo of its last lookup in a str-keyed index (tensor id -> position).
+/* A pass's table of a str-keyed index (tensor id -> position) by key object identity.
  *
  * assembly_columns and FragmentTable.pack_objects look every fragment's tensor id up in the
- * caller's {tensor id: position} dict. A tensor's fragments come one after another in a
- * placement's input order and share its id object, so most lookups repeat the previous one; at
- * 10^6 fragments each lookup is a chain of cache misses (the id's hash, the dict's index slot,
- * its entry, the value), a large part of both passes (perf, session 31).
+ * caller's {tensor id: position} dict. At 10^6 fragments the first lookup of each tensor is a
+ * chain of cache misses that cannot be asked for ahead (the dict's index slot, its entry: a
+ * probe at a random place of a table the passes' object reads keep out of the caches; perf,
+ * session 31: unicodekeys_lookup_unicode 13 % of assemble). Fragments hold their tensor's id
+ * object itself (the id the caller's dict was built from), so the pass builds, from one
+ * sequential read of the dict, a table from each key object's address to its value; a fragment's
+ * slot is asked for some fragments ahead (mr_str_memo_prefetch), and a hit answers the lookup.
  *
- * A lookup done again gives what the last one gave while (1) it is the same key object (the memo
- * holds it: its address is not reused), (2) the dict has not changed and (3) neither lookup ran
- * Python code. (2) holds while no Python code has run since the last lookup: the pass calls
- * mr_str_memo_code before (or right after) every step that may run some (a rank's __hash__, an
- * attribute hook, an __index__, a release), which forgets the memo. (3) holds when every key of
- * the dict is an exact str (a lookup of an exact str then compares exact strs only); a key of
- * another type runs its own __eq__ inside a lookup. So the memo is used only after a check of
- * every key made since the last such step. The check reads every key, so it is made only after
- * min_run lookups without a step that may run code (then at most 8 key reads per lookup of the
- * pass, however often such steps come: in a placement they come at the first fragments of each
- * rank, so the check is made about once); a failed check turns the memo off for the pass. Until
- * the check every fragment is looked up, in the caller's dict, as without the memo. */
+ * A hit gives what the lookup gives while (1) it is the same key object as the dict's entry (an
+ * address in the table is a key the dict holds, alive while the dict is unchanged), (2) the dict
+ * has not changed since the table was built and (3) the lookup runs no Python code. (2) holds
+ * while no Python code has run since: the pass calls mr_str_memo_code before (or right after)
+ * every step that may run some (a rank's __hash__, an attribute hook, an __index__), which drops
+ * the table. (3) holds when every key of the dict is an exact str (a lookup of an exact str then
+ * compares exact strs only; a key of another type runs its own __eq__): checked while building.
+ * Only values that are exact ints in [0, limit) are entered (anything else is looked up, and
+ * declines or raises as before). The table is built after min_run lookups without a step that
+ * may run code (so at most 8 key reads per lookup of the pass, however often such steps come:
+ * in a placement they come at the first fragments of each rank, so it is built about once); a key
+ * that is not an exact str turns it off for the pass. Until then, and for ids not in the table
+ * (an equal but distinct str), every fragment is looked up in the caller's dict, as before. */
 #ifndef MOONCAKE_RESHARD_STR_INDEX_H
 #define MOONCAKE_RESHARD_STR_INDEX_H
 
 #include "common.h"
 
 typedef struct {
+    PyObject *key;   /* borrowed (the dict's key object), NULL: empty */
+    PyObject *value; /* borrowed (the dict's value) */
+    int64_t at;      /* its int value, in [0, limit) */
+} mr_str_slot;
+
+typedef struct {
     PyObject *dict;     /* borrowed: the caller's index (held by the pass's arguments) */
-    Py_ssize_t min_run; /* lookups after a step that may run code before the keys are checked */
-    Py_ssize_t run;     /* lookups since the last such step; -1: the memo is off for the pass */
-    int checked;        /* every key an exact str, checked since the last such step */
-    PyObject *key;      /* strong, or NULL: the last key looked up since the check */
-    PyObject *value;    /* what it found (borrowed from dict: unchanged while checked) */
-    int64_t at;         /* the pass's reading of value */
+    int64_t limit;      /* values entered: exact ints in [0, limit) */
+    Py_ssize_t min_run; /* lookups after a step that may run code before the table is built */
+    Py_ssize_t run;     /* lookups since the last such step; -1: the table is off for the pass */
+    int built;          /* the table holds dict as it is (no Python code ran since it was built) */
+    mr_str_slot *slots; /* cap slots (a power of two), or NULL */
+    size_t cap;
 } mr_str_memo;
 
 static inline void
-mr_str_memo_init(mr_str_memo *m, PyObject *dict, Py_ssize_t nkeys)
+mr_str_memo_init(mr_str_memo *m, PyObject *dict, Py_ssize_t nkeys, int64_t limit)
 {
     m->dict = dict;
+    m->limit = limit;
     m->min_run = nkeys / 8 > 16 ? nkeys / 8 : 16;
     m->run = 0;
-    m->checked = 0;
-    m->key = m->value = NULL;
-    m->at = 0;
+    m->built = 0;
+    m->slots = NULL;
+    m->cap = 0;
 }
 
-/* A step that may run Python code follows (or has just run): forget the memo and the check. */
+static inline size_t
+mr_str_home(const void *key, size_t cap)
+{
+    uint64_t x = (uint64_t)(uintptr_t)key;
+    x ^= x >> 33;
+    x *= 0xFF51AFD7ED558CCDULL;
+    x ^= x >> 33;
+    return (size_t)x & (cap - 1);
+}
+
+/* A step that may run Python code follows (or has just run): drop the table. */
 static inline void
 mr_str_memo_code(mr_str_memo *m)
 {
-    PyObject *old = m->key;
-    m->key = m->value = NULL;
-    m->checked = 0;
+    m->built = 0;
     if (m->run > 0) m->run = 0;
-    Py_XDECREF(old); /* an exact str: its release runs no Python code */
 }
 
-/* The memo's value when key is its key (a pointer comparison), else NULL. */
+/* A hint: the slot key will be looked up at. */
+static inline void
+mr_str_memo_prefetch(const mr_str_memo *m, const PyObject *key)
+{
+    if (m->built) __builtin_prefetch(&m->slots[mr_str_home(key, m->cap)]);
+}
+
+/* The dict's value for key when key is one of its key objects in the table, else NULL. */
 static inline PyObject *
 mr_str_memo_get(const mr_str_memo *m, PyObject *key, int64_t *at)
 {
-    if (m->key == NULL || m->key != key) return NULL;
-    *at = m->at;
-    return m->value;
+    if (!m->built) return NULL;
+    for (size_t i = mr_str_home(key, m->cap);; i = (i + 1) & (m->cap - 1)) {
+        const mr_str_slot *s = &m->slots[i];
+        if (s->key == key) {
+            *at = s->at;
+            return s->value;
+        }
+        if (s->key == NULL) return NULL;
+    }
 }
 
-/* Before a lookup of an exact str in m->dict (not answered by the memo): whether its result may
- * be remembered (the keys are checked, so it runs no Python code). Checks the keys (no Python
- * code: PyDict_Next and type reads) once min_run lookups have gone by since the last step that
- * may run code. */
-static inline int
-mr_str_memo_will_keep(mr_str_memo *m)
+/* After a lookup the table did not answer: builds the table once min_run lookups have gone by
+ * since the last step that may run code (no Python code: PyDict_Next, type and int reads).
+ * Without memory, or with a key that is not an exact str, the table is off for the pass. */
+static inline void
+mr_str_memo_missed(mr_str_memo *m)
 {
-    if (m->checked) return 1;
-    if (m->run < 0 || ++m->run < m->min_run) return 0;
+    if (m->built || m->run < 0 || ++m->run < m->min_run) return;
+    Py_ssize_t nkeys = PyDict_Size(m->dict);
+    size_t cap = 16;
+    while (nkeys > 0 && cap < (size_t)nkeys * 2) {
+        if (cap > ((size_t)PY_SSIZE_T_MAX) / (4 * sizeof(mr_str_slot))) {
+            m->run = -1;
+            return;
+        }
+        cap *= 2;
+    }
+    if (cap != m->cap) {
+        PyMem_Free(m->slots);
+        m->slots = PyMem_Malloc(cap * sizeof(mr_str_slot));
+        m->cap = m->slots == NULL ? 0 : cap;
+        if (m->slots == NULL) {
+            m->run = -1;
+            return;
+        }
+    }
+    memset(m->slots, 0, cap * sizeof(mr_str_slot));
     Py_ssize_t pos = 0;
     PyObject *key, *value;
     while (PyDict_Next(m->dict, &pos, &key, &value)) {
         if (!PyUnicode_CheckExact(key)) {
             m->run = -1;
-            return 0;
+            return;
         }
+        if (!PyLong_CheckExact(value)) continue;
+        int overflow = 0;
+        long long at = PyLong_AsLongLongAndOverflow(value, &overflow); /* an exact int: no code */
+        if (overflow || at < 0 || at >= m->limit) continue;
+        size_t i = mr_str_home(key, cap);
+        while (m->slots[i].key != NULL) i = (i + 1) & (cap - 1);
+        m->slots[i].key = key;
+        m->slots[i].value = value;
+        m->slots[i].at = (int64_t)at;
     }
-    m->checked = 1;
-    return 1;
-}
-
-/* Remember key -> value (found by a lookup mr_str_memo_will_keep allowed to keep). */
-static inline void
-mr_str_memo_put(mr_str_memo *m, PyObject *key, PyObject *value, int64_t at)
-{
-    PyObject *old = m->key;
-    m->key = Py_NewRef(key);
-    m->value = value;
-    m->at = at;
-    Py_XDECREF(old); /* an exact str: its release runs no Python code */
+    m->built = 1;
 }
 
 static inline void
 mr_str_memo_clear(mr_str_memo *m)
 {
-    Py_CLEAR(m->key);
-    m->value = NULL;
+    PyMem_Free(m->slots);
+    m->slots = NULL;
+    m->cap = 0;
+    m->built = 0;
 }
 
 #endif

@@ -1160,8 +1160,8 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
     PyObject *prev_id = NULL; /* strong reference */
     int rc = 0;
     tbl_rank_memo memo = {NULL, 0, 0};
-    mr_str_memo last; /* the last tensor id looked up (str_index.h) */
-    mr_str_memo_init(&last, tensor_index, PyDict_Size(tensor_index));
+    mr_str_memo last; /* the tensor ids' table by identity (str_index.h) */
+    mr_str_memo_init(&last, tensor_index, PyDict_Size(tensor_index), (int64_t)t->ntensors);
     tbl_seq_slot *seq_memo = PyMem_Calloc(TBL_SEQ_MEMO, sizeof(tbl_seq_slot)); /* NULL: no memo */
     tbl_prefix *prefix = NULL; /* with rows: prefix[r] of row r's id (ids[i] of row rows[i]) */
     if (rows != NULL && (prefix = mr_alloc_array(n ? (size_t)n : 1, sizeof(tbl_prefix))) == NULL) {
@@ -1195,7 +1195,16 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
             __builtin_prefetch(&t->ndim[ahead], 1);
             __builtin_prefetch(&prefix[ahead], 1);
         }
-        if (pf_ok) mr_pf_prefetch_ahead(fragments, i, n, &pf_lc, TBL_AHEAD);
+        if (pf_ok) {
+            mr_pf_prefetch_ahead(fragments, i, n, &pf_lc, TBL_AHEAD);
+            int list = PyList_Check(fragments);
+            PyObject *near = i + TBL_AHEAD >= n || (!list && !PyTuple_Check(fragments)) ? NULL
+                             : list ? PyList_GetItem(fragments, i + TBL_AHEAD)
+                                    : PyTuple_GetItem(fragments, i + TBL_AHEAD);
+            PyObject *const *nf = near != NULL ? mr_layout_fields(near, &pf_lc) : NULL;
+            if (near == NULL) PyErr_Clear(); /* (a list that shrank: a hint only) */
+            if (nf != NULL && nf[MR_PF_TENSOR_ID] != NULL) mr_str_memo_prefetch(&last, nf[MR_PF_TENSOR_ID]);
+        }
         PyObject *fragment = mr_seq_item(fragments, i);
         if (fragment == NULL) {
             rc = -1;
@@ -1271,24 +1280,20 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
             PyErr_SetString(PyExc_TypeError, "tensor_id must be a str");
             rc = -1;
         }
-        int64_t remembered;
-        int keep = 0;
-        if (rc == 0 && mr_str_memo_get(&last, v[TOK_TENSOR], &remembered) != NULL)
-            t->tensor[r] = (uint32_t)remembered; /* checked in range when remembered */
+        int64_t known;
+        if (rc == 0 && mr_str_memo_get(&last, v[TOK_TENSOR], &known) != NULL)
+            t->tensor[r] = (uint32_t)known; /* in range: only such values are in the table */
         else if (rc == 0) {
             /* an exact str key: a key of the dict that is not an exact str may run its __eq__ */
-            keep = mr_str_memo_will_keep(&last);
             PyObject *index = PyDict_GetItemWithError(tensor_index, v[TOK_TENSOR]);
+            mr_str_memo_missed(&last);
             if (index == NULL) {
                 if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, v[TOK_TENSOR]);
                 rc = -1;
             }
             else {
                 int64_t x;
-                if (!PyLong_CheckExact(index)) { /* its __index__ may run */
-                    keep = 0;
-                    mr_str_memo_code(&last);
-                }
+                if (!PyLong_CheckExact(index)) mr_str_memo_code(&last); /* its __index__ may run */
                 Py_INCREF(index);
                 rc = tbl_int64(index, 0, &x, "tensor_index");
                 Py_DECREF(index);
@@ -1297,7 +1302,6 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
                     rc = -1;
                 }
                 if (rc == 0) t->tensor[r] = (uint32_t)x;
-                if (rc == 0 && keep) mr_str_memo_put(&last, v[TOK_TENSOR], index, x);
             }
         }
         size_t base = r * stride;

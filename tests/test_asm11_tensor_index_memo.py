@@ -89,8 +89,8 @@ def test_lookups_equal_one_per_fragment(runs: list[tuple[int, int, bool]], seed:
     ids: list[str] = []
     picks: list[int] = []
     for pick, length, copies in runs:
-        shared = _copy(names[pick])
-        ids.extend(_copy(names[pick]) if copies else shared for _ in range(length))
+        # (names[pick] is the dict's key object: the table answers it)
+        ids.extend(_copy(names[pick]) if copies else names[pick] for _ in range(length))
         picks.extend([pick] * length)
     fragments = _fragments(ids)
     order = sorted(set(picks))
@@ -180,15 +180,18 @@ class _DictRank(ParallelRank):
 
 
 # 80 fragments: "a" x 40, "b" x 20, "a" x 20 (one id object each); the hooked rank first at
-# fragment 30 (after the memo started), its action remaps the dict and gives fragment 35 the id "b"
+# fragment 30 (after the table was built), its action remaps the dict and gives fragment 35 the id "b"
 _IDS = ["a"] * 40 + ["b"] * 20 + ["a"] * 20
 _HOOKED_AT = 30
 _RETARGETED = 35
 
 
+_A, _B = "a", "b"  # the dict's key objects, shared by the fragments
+
+
 def _hooked_fragments(hooked: Any) -> list[Any]:
     plain = ParallelRank(tp=0)
-    a, b = _copy("a"), _copy("b")
+    a, b = _A, _B
     return [
         PlacementFragment(
             a if t == "a" else b, (i,), (1,), 2, hooked if i == _HOOKED_AT else plain, placement_fragment_id=f"f{i:05d}"
@@ -199,9 +202,9 @@ def _hooked_fragments(hooked: Any) -> list[Any]:
 
 def _change(index: dict, fragments: list[Any]) -> Any:
     def change() -> None:
-        index["a"] = 1
-        index["b"] = 0
-        object.__setattr__(fragments[_RETARGETED], "tensor_id", _copy("b"))
+        index[_A] = 1
+        index[_B] = 0
+        object.__setattr__(fragments[_RETARGETED], "tensor_id", _B)
 
     return change
 
@@ -219,7 +222,8 @@ def test_assembly_columns_sees_changes_made_inside_the_call() -> None:
     plain = fragments[0].rank
     _HashingRank.action = None
     groups = {plain: 0, hooked: 1}
-    index = {"a": 0, "b": 1}
+    index = {_A: 0, _B: 1}
+    assert fragments[0].tensor_id is next(iter(index))
     _HashingRank.action = _change(index, fragments)
     got = _native.assembly_columns(tuple(fragments), PlacementFragment, index, groups)
     assert _HashingRank.action is None  # it ran inside the call
@@ -230,7 +234,7 @@ def test_assembly_columns_sees_changes_made_inside_the_call() -> None:
 @pytest.mark.parametrize("with_rows", [False, True])
 def test_pack_objects_sees_changes_made_inside_the_call(with_rows: bool) -> None:
     fragments = _hooked_fragments(_DictRank(tp=1))
-    index = {"a": 0, "b": 1}
+    index = {_A: 0, _B: 1}
     rows = list(reversed(range(len(fragments)))) if with_rows else None
     _DictRank.action = _change(index, fragments)
     got = _pack(index, fragments, rows, 2)
