@@ -1,16 +1,17 @@
-"""``assembly_columns`` and ``FragmentTable.pack_objects`` remember the last tensor id they looked
-up in the caller's ``{tensor id: position}`` dict (csrc/str_index.h): a tensor's fragments are
-consecutive and share the id object, so most lookups repeat the previous one. The memo answers
-only while no Python code can have run since its lookup, and only after every key of the dict was
-found to be an exact str (so a lookup runs no code); it starts after 16 lookups (or 1/8 of the
-keys) without such code.
+"""``assembly_columns`` and ``FragmentTable.pack_objects`` look every fragment's tensor id up in
+the caller's ``{tensor id: position}`` dict; after 16 lookups (or 1/8 of the keys) with no step
+that may run Python code they build a table from each key object's address to its value
+(csrc/str_index.h) and answer the ids that are the dict's own key objects from it. The table is
+dropped at every step that may run code, and not built for a dict with a key that is not an exact
+str (a lookup could run that key's ``__eq__``).
 
 Pinned here:
 - the columns and the table are those of a lookup per fragment, whatever the id objects (shared,
   equal but distinct, interleaved), with or without rows, including misses (decline / KeyError)
   and out-of-range positions;
-- a dict with a key that is not an exact str gets no memo: every fragment's lookup runs (the
-  key's ``__eq__`` runs as often as without the memo);
+- a dict with a key that is not an exact str gets no table: every fragment's lookup runs (the
+  key's ``__eq__`` runs as often as without the table, also where it collides with a key the
+  fragments hold);
 - code the pass runs (a rank's ``__hash__`` or ``__dict__``) that changes the dict, or a
   fragment's tensor id, is seen by the later fragments' lookups, as without the memo.
 """
@@ -241,3 +242,38 @@ def test_pack_objects_sees_changes_made_inside_the_call(with_rows: bool) -> None
     assert _DictRank.action is None  # it ran inside the call
     want = [_live(i) for i in range(len(fragments))]
     assert got == (want if rows is None else want[::-1])
+
+
+
+class _CollidingKey(str):
+    """A key that is not an exact str, hashing as ``"a"`` but unequal to it: a lookup of ``"a"``
+    that meets it first in the dict's probe sequence runs its ``__eq__`` (Python code)."""
+
+    calls = 0
+
+    def __hash__(self) -> int:
+        return hash("a")
+
+    def __eq__(self, other: object) -> bool:
+        _CollidingKey.calls += 1
+        return False
+
+
+def test_no_table_when_a_colliding_key_is_not_an_exact_str() -> None:
+    """A dict whose non-str key collides with ``"a"`` (inserted first: each lookup of ``"a"``
+    compares it): the table would answer ``"a"`` by address without that ``__eq__``, where a
+    lookup runs it. Every fragment's lookup runs it, as without the table. Mutant (lead, session
+    31): the exact-str check at the table's build removed (the count falls to the lookups made
+    before the build)."""
+    ids = ["a"] * 60 + ["b"] * 40 + ["a"] * 30
+    fragments = _fragments(ids)
+    index = {_CollidingKey("zz"): 1, "a": 0, "b": 1}
+    expected = [0] * 60 + [1] * 40 + [0] * 30
+    _CollidingKey.calls = 0
+    assert _pack(index, fragments, None, 2) == expected
+    assert _CollidingKey.calls == 90
+    _CollidingKey.calls = 0
+    groups = {rank: g for g, rank in enumerate(_RANKS)}
+    got = _native.assembly_columns(tuple(fragments), PlacementFragment, index, groups)
+    assert got is not None and got[0] == expected
+    assert _CollidingKey.calls == 90
