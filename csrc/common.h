@@ -44,6 +44,18 @@ mr_ptr_slot(const void *p, size_t mask)
     return (size_t)(((uintptr_t)p >> 4) * (uintptr_t)0x9E3779B97F4A7C15ULL) & mask;
 }
 
+/* Home slot of an object pointer by a full 64-bit mix (xor-shift, multiply, xor-shift): for
+ * tables whose keys' addresses cluster in the low bits a multiply alone leaves unspread. */
+static inline size_t
+mr_ptr_mix_slot(const void *p, size_t mask)
+{
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33;
+    x *= 0xFF51AFD7ED558CCDULL;
+    x ^= x >> 33;
+    return (size_t)x & mask;
+}
+
 /* New reference to seq[i]: the list and tuple items directly, anything else through
  * PySequence_GetItem. NULL with an exception (IndexError out of range). */
 static inline PyObject *

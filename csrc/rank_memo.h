@@ -24,6 +24,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "common.h"
+
 #define RM_VALUES 9        /* int64 values a slot keeps (owner_minimums: dp and up to 8 kinds) */
 #define RM_MAX_SLOTS 8192  /* the table's largest size (half of it filled at most) */
 
@@ -43,11 +45,7 @@ typedef struct {
 static inline size_t
 rm_home(const void *rank, size_t mask)
 {
-    uint64_t x = (uint64_t)(uintptr_t)rank;
-    x ^= x >> 33;
-    x *= 0xFF51AFD7ED558CCDULL;
-    x ^= x >> 33;
-    return (size_t)x & mask;
+    return mr_ptr_mix_slot(rank, mask);
 }
 
 /* The slot of rank (whatever its epoch), or NULL. */

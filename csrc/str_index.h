@@ -58,11 +58,7 @@ mr_str_memo_init(mr_str_memo *m, PyObject *dict, Py_ssize_t nkeys, int64_t limit
 static inline size_t
 mr_str_home(const void *key, size_t cap)
 {
-    uint64_t x = (uint64_t)(uintptr_t)key;
-    x ^= x >> 33;
-    x *= 0xFF51AFD7ED558CCDULL;
-    x ^= x >> 33;
-    return (size_t)x & (cap - 1);
+    return mr_ptr_mix_slot(key, cap - 1);
 }
 
 /* A step that may run Python code follows (or has just run): drop the table. */
