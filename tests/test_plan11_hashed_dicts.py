@@ -20,6 +20,10 @@ from mooncake.reshard.weight import ParallelRank, PlacementFragment
 from mooncake.reshard.weight._planner import ownership
 from mooncake.reshard.weight._planner.core import _hashed_dict
 
+# CPython 3.11+ keeps no hashes in a dict that has only held exact-str keys (a smaller entry):
+# the general layout is then larger. 3.10 stores every entry's hash: the two sizes are equal.
+_STR_ONLY_LAYOUT = sys.version_info >= (3, 11)
+
 
 class _D:
     def __init__(self, tensor_id: Any) -> None:
@@ -50,7 +54,7 @@ def test_catalog_map_is_the_comprehension_with_hashed_entries(count: int) -> Non
     _same(got, want)
     if count >= 5:
         assert sys.getsizeof(got) == sys.getsizeof(_reference_hashed(want.items()))
-        assert sys.getsizeof(got) > sys.getsizeof(dict(want))
+        assert sys.getsizeof(got) > sys.getsizeof(dict(want)) or not _STR_ONLY_LAYOUT
     # the map stays an ordinary dict: str keys added, removed and looked up by equal copies
     got["extra"] = None
     del got["extra"]
@@ -87,7 +91,7 @@ def test_grouped_owner_maps_keep_hashes_and_the_plain_forms_items(ntensors: int)
         assert chosen == want_by_dp[dp] and list(chosen) == list(want_by_dp[dp]) and None not in chosen
         if ntensors >= 7:
             assert sys.getsizeof(chosen) == sys.getsizeof(_reference_hashed(chosen.items()))
-            assert sys.getsizeof(chosen) > sys.getsizeof({k: v for k, v in chosen.items()})  # (a copy keeps the layout)
+            assert sys.getsizeof(chosen) > sys.getsizeof({k: v for k, v in chosen.items()}) or not _STR_ONLY_LAYOUT
 
 
 def test_hashed_dict_is_dict_of_its_pairs() -> None:
@@ -95,7 +99,7 @@ def test_hashed_dict_is_dict_of_its_pairs() -> None:
     pairs = list(zip(ids, range(len(ids))))
     got = _hashed_dict(iter(pairs))
     _same(got, dict(pairs))
-    assert sys.getsizeof(got) > sys.getsizeof(dict(pairs))
+    assert sys.getsizeof(got) > sys.getsizeof(dict(pairs)) or not _STR_ONLY_LAYOUT
     assert _hashed_dict([(None, 1)]) == {None: 1}  # a None key of the pairs is kept
     assert _hashed_dict([]) == {}
     with pytest.raises(TypeError):
