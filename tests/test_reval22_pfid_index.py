@@ -14,11 +14,8 @@ from typing import Any
 
 import pytest
 
-from mooncake.reshard import _native
-from mooncake.reshard.weight._planner import bound_contracts as bc
-
 from test_native_revalidate import _bound_plan
-from test_reval2_memory_r19 import _VIEW_ARGS, _as_set, _as_tuple, _attestations, _objects, _sides
+from test_reval2_memory_r19 import _as_set, _as_tuple, _sides, _sorted_views
 
 _TENSORS = tuple(f"tensor-{i:03d}" for i in range(600))
 
@@ -28,23 +25,8 @@ def large_plan() -> Any:
     return _bound_plan(tensors=_TENSORS)
 
 
-def _order(text: str) -> tuple[int, str]:
-    return (hash(text), text)
-
-
 def test_large_views_sort_like_compact_pfids(large_plan: Any) -> None:
-    sizes = []
-    for attestation in _attestations(large_plan):
-        objects = _objects(attestation)
-        if objects is None:
-            continue
-        index = _native.attested_index(*_VIEW_ARGS[:3], attestation)
-        built = _native.attested_view(bc._AttestedView, attestation, *_VIEW_ARGS, objects)
-        assert index is not None and built is not None
-        assert type(built.attested_pfids) is tuple
-        assert list(built.attested_pfids) == sorted(index[0], key=_order)
-        assert built.attested_pfids == bc._compact_pfids(index[0])
-        sizes.append(len(built.attested_pfids))
+    sizes = [len(built.attested_pfids) for *_, built in _sorted_views(large_plan)]
     assert sizes and max(sizes) >= 512  # the radix sort and the directory both ran
 
 

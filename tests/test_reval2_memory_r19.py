@@ -63,6 +63,25 @@ def _objects(attestation: Any) -> Any:
     return None if type(cache) is not tuple or len(cache) != 3 else cache[2].get("snapshots_by_worker")
 
 
+def _sorted_views(plan: Any) -> list[tuple[Any, Any, Any, Any]]:
+    """``(attestation, objects, attested_index, attested_view)`` for each attestation of ``plan``
+    that carries binding's snapshot objects, after checking that the view's attested ids are the
+    index's ids as a tuple sorted by ``(hash, text)``, which is ``bc._compact_pfids``' order."""
+    found = []
+    for attestation in _attestations(plan):
+        objects = _objects(attestation)
+        if objects is None:
+            continue
+        index = _native.attested_index(*_VIEW_ARGS[:3], attestation)
+        built = _native.attested_view(bc._AttestedView, attestation, *_VIEW_ARGS, objects)
+        assert index is not None and built is not None
+        assert type(built.attested_pfids) is tuple
+        assert list(built.attested_pfids) == sorted(index[0], key=lambda text: (hash(text), text))
+        assert built.attested_pfids == bc._compact_pfids(index[0])
+        found.append((attestation, objects, index, built))
+    return found
+
+
 def test_compact_pfids_form() -> None:
     texts = {f"pf-{i}" for i in range(300)}
     compact = bc._compact_pfids(texts)

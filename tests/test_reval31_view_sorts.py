@@ -28,27 +28,14 @@ from mooncake.reshard.weight._planner import bound_contracts as bc
 
 from test_lead29_part_index import _WORLD_PARTS, _oracle
 from test_native_revalidate import _bound_plan
-from test_reval2_memory_r19 import _VIEW_ARGS, _attestations, _objects
-
-
-def _order(text: str) -> tuple[int, str]:
-    return (hash(text), text)
+from test_reval2_memory_r19 import _sorted_views
 
 
 @pytest.mark.parametrize("count", [1, 3, 8, 9, 17, 40, 130])
 def test_views_sort_like_compact_pfids(count: int) -> None:
     plan = _bound_plan(tensors=tuple(f"tensor-{i:03d}" for i in range(count)))
     sizes = []
-    for attestation in _attestations(plan):
-        objects = _objects(attestation)
-        if objects is None:
-            continue
-        index = _native.attested_index(*_VIEW_ARGS[:3], attestation)
-        built = _native.attested_view(bc._AttestedView, attestation, *_VIEW_ARGS, objects)
-        assert index is not None and built is not None
-        assert type(built.attested_pfids) is tuple
-        assert list(built.attested_pfids) == sorted(index[0], key=_order)
-        assert built.attested_pfids == bc._compact_pfids(index[0])
+    for attestation, objects, index, built in _sorted_views(plan):
         assert built.ids_by_worker == index[1]
         assert built.evidence_ids_by_worker == index[2]
         python = bc._AttestedView(attestation, objects)
@@ -64,14 +51,7 @@ def test_views_sort_at_every_size_around_a_run() -> None:
     seen = set()
     for count in range(1, 36):
         plan = _bound_plan(tensors=tuple(f"t{i}" for i in range(count)))
-        for attestation in _attestations(plan):
-            objects = _objects(attestation)
-            if objects is None:
-                continue
-            index = _native.attested_index(*_VIEW_ARGS[:3], attestation)
-            built = _native.attested_view(bc._AttestedView, attestation, *_VIEW_ARGS, objects)
-            assert list(built.attested_pfids) == sorted(index[0], key=_order)
-            seen.add(len(built.attested_pfids))
+        seen.update(len(built.attested_pfids) for *_, built in _sorted_views(plan))
     assert {1, 2, 15, 16, 17, 31, 32, 33} <= seen
 
 
