@@ -1448,20 +1448,43 @@ done:
 static int
 ss_tensor_ids(PyObject *tensor_index, Py_ssize_t ntensors, PyObject **tids)
 {
+    /* the entries' pointers first (a sequential read of the dict's table), then the keys and
+     * values they point to, each asked for a few entries ahead (scattered objects); the dict
+     * is the caller's and no Python code runs in between, so the pointers stay its entries' */
+    Py_ssize_t size = PyDict_Size(tensor_index);
+    if (size < 0) return -1;
+    PyObject **kv = mr_alloc_array(size ? 2 * (size_t)size : 1, sizeof(PyObject *));
+    if (kv == NULL) return -1;
+    size_t m = 0;
     Py_ssize_t pos = 0;
     PyObject *key, *value;
-    while (PyDict_Next(tensor_index, &pos, &key, &value)) { /* no Python code runs in this loop */
+    while (m < (size_t)size && PyDict_Next(tensor_index, &pos, &key, &value)) {
+        kv[2 * m] = key;
+        kv[2 * m + 1] = value;
+        m++;
+    }
+    int rc = 1;
+    for (size_t j = 0; j < m && rc == 1; j++) {
+        if (j + 16 < m) {
+            __builtin_prefetch(kv[2 * (j + 16)]);
+            __builtin_prefetch(kv[2 * (j + 16) + 1]);
+        }
+        key = kv[2 * j];
+        value = kv[2 * j + 1];
         /* the pass probes tensor_index with exact-str ids: its keys exact strs too, so that no
          * probe runs Python code (plain_dict.h; AUDIT5 F4) */
-        if (!PyLong_Check(value) || !PyUnicode_CheckExact(key)) return 0;
+        if (!PyLong_Check(value) || !PyUnicode_CheckExact(key)) {
+            rc = 0;
+            break;
+        }
         int overflow = 0;
         long long t = PyLong_AsLongLongAndOverflow(value, &overflow);
-        if (t == -1 && PyErr_Occurred()) return -1;
-        if (overflow != 0 || t < 0 || t >= (long long)ntensors || tids[t] != NULL) return 0;
-        Py_INCREF(key);
-        tids[t] = key;
+        if (t == -1 && PyErr_Occurred()) rc = -1;
+        else if (overflow != 0 || t < 0 || t >= (long long)ntensors || tids[t] != NULL) rc = 0;
+        else tids[t] = Py_NewRef(key);
     }
-    return 1;
+    PyMem_Free(kv);
+    return rc;
 }
 
 /* The owner tables of select_sources from the planner's values. tids: ss_tensor_ids'. Per tensor t:
@@ -1989,6 +2012,10 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
      * not copied into a second one); otherwise the loop's own, read afresh as it grows */
     const po_buf *cv = pre != NULL ? &pc : &coords;
     size_t ahead_slot[16] = {0}; /* pre path: the position slot of fragment i, taken at i - 16 */
+    /* pre path: the cover of fragment i, found at i - 4 (ahead_cover[i & 15] for i when
+     * ahead_at[i & 15] == i + 1; else found at i) */
+    int64_t ahead_cover[16];
+    size_t ahead_at[16] = {0};
     /* ss_cover_of's tables (routed, axes, then valid and owners per slot, and the covers map;
      * nowners = ntensors * nslots * 4 was bounded above) */
     int tables_big = (size_t)ntensors * 5 * sizeof(int64_t) + (size_t)nowners * sizeof(int64_t)
@@ -2003,6 +2030,12 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
             /* hints only (the loop's reads below decide): the position slot (taken 16 ahead)
              * and the row it held (8 ahead) of later fragments; the rows come in list order,
              * their slots and first rows are scattered */
+            /* (the coordinates it hashes and its tensor's ndim, 24 ahead: the coordinates were
+             * pushed in address order, the tensors come at random) */
+            if (i + 24 < npre && pre[i + 24].t >= 0 && pre[i + 24].coord < pc.n) {
+                __builtin_prefetch(&pc.v[pre[i + 24].coord]);
+                if (pre[i + 24].t < ntensors) __builtin_prefetch(&tensor_ndim[pre[i + 24].t]);
+            }
             if (i + 16 < npre && pre[i + 16].t >= 0 && pc.v != NULL) {
                 const ss_pre *q = &pre[i + 16];
                 size_t at = (size_t)ss_geometry_hash(q->t, &pc.v[q->coord], tensor_ndim[q->t]) & pos_mask;
@@ -2011,7 +2044,29 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
             }
             if (i + 8 < npre && pre[i + 8].t >= 0) {
                 size_t held = pos_slots[ahead_slot[(i + 8) & 15]];
-                if (held != 0 && held <= nrows) __builtin_prefetch(&rows[held - 1]);
+                if (held != 0 && held <= nrows) {
+                    __builtin_prefetch(&rows[held - 1]);
+                    __builtin_prefetch(&positions[held - 1]);
+                }
+            }
+            /* 4 ahead (the row and the tables asked for above are at hand): that fragment's
+             * cover, kept for its turn, and for a geometry met before (its row held) the row's
+             * coordinates, which ss_position compares, and the pick slot of (cover, position);
+             * scattered, the misses the loop would otherwise wait for in turn */
+            if (i + 4 < npre && pre[i + 4].t >= 0) {
+                const ss_pre *q = &pre[i + 4];
+                int64_t c4 = ss_cover_of(&tb, q->t, q->rank);
+                ahead_cover[(i + 4) & 15] = c4;
+                ahead_at[(i + 4) & 15] = (size_t)i + 5;
+                size_t held = pos_slots[ahead_slot[(i + 4) & 15]];
+                if (held != 0 && held <= nrows) {
+                    const ss_row *other = &rows[held - 1];
+                    if (other->coord < cv->n) __builtin_prefetch(&cv->v[other->coord]);
+                    int64_t key;
+                    if (c4 >= 0 && mr_mul_i64(c4, (int64_t)n, &key) == 0
+                        && mr_add_i64(key, positions[held - 1], &key) == 0)
+                        __builtin_prefetch(&picks.e[(size_t)po_hash((uint64_t)key) & picks.mask]);
+                }
             }
             /* and ss_cover_of's tables of later fragments (indexed by tensor, which come in
              * id order, at random): the tensor's rows 16 ahead, its cover slot 8 ahead */
@@ -2042,7 +2097,7 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
             row->t = p->t;
             memcpy(row->rank, p->rank, sizeof row->rank);
             row->coord = p->coord; /* its coordinates stay in the pre-read's buffer (cv) */
-            cover = ss_cover_of(&tb, p->t, row->rank);
+            cover = ahead_at[i & 15] == (size_t)i + 1 ? ahead_cover[i & 15] : ss_cover_of(&tb, p->t, row->rank);
             goto have_row;
         }
         PyObject *tensor_id = PyObject_GetAttr(fragment, names[SS_TENSOR]);
