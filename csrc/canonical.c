@@ -2734,10 +2734,15 @@ done:
 
 /* The distinct form's extras: a list of ngroups tuples, tuple g holding sorted(set(the extras
  * of the items of group g)) as new ints, from group[0:n] (each item's group) and count (items
- * per group). Py_None (a new reference, nothing raised) when some extra is not an exact int in
- * range(2**31): the caller declines; NULL with an exception. */
+ * per group); with a catalog (an exact tuple, or NULL) catalog[v] for each such v instead (what
+ * the caller would map them to: no int object each, and the catalog's objects, scattered in
+ * memory, asked for ahead). Py_None (a new reference, nothing raised) when some extra is not an
+ * exact int in range(2**31) (or, with a catalog, not below its length): the caller declines;
+ * NULL with an exception. */
+#define SG_CATALOG_AHEAD 8 /* values between asking for catalog[v]'s object and taking it */
+
 static PyObject *
-sg_distinct(PyObject *extra, const size_t *group, size_t n, const size_t *count, size_t ngroups)
+sg_distinct(PyObject *extra, const size_t *group, size_t n, const size_t *count, size_t ngroups, PyObject *catalog)
 {
     PyObject *out = NULL;
     size_t *value = mr_alloc_array(n ? n : 1, sizeof(size_t));
@@ -2759,6 +2764,10 @@ sg_distinct(PyObject *extra, const size_t *group, size_t n, const size_t *count,
         }
         value[i] = (size_t)v;
         if ((size_t)v >= top) top = (size_t)v + 1;
+    }
+    if (catalog != NULL && top > (size_t)PyTuple_Size(catalog)) {
+        out = Py_NewRef(Py_None);
+        goto done;
     }
     if (ngroups > (size_t)UINT32_MAX - 1) {
         out = Py_NewRef(Py_None);
@@ -2804,6 +2813,19 @@ sg_distinct(PyObject *extra, const size_t *group, size_t n, const size_t *count,
         if (tuple == NULL || PyList_SetItem(out, (Py_ssize_t)g, tuple) < 0) {
             Py_CLEAR(out);
             break;
+        }
+        if (catalog != NULL) {
+            /* no allocation from here to the tuple's end: nothing sees it part-filled */
+            for (size_t p = 0; out != NULL && p < k; p++) {
+                if (p + SG_CATALOG_AHEAD < k) { /* a hint (in range: every value is below top) */
+                    const PyObject *next = PyTuple_GetItem(catalog, (Py_ssize_t)vs[p + SG_CATALOG_AHEAD]);
+                    if (next != NULL) __builtin_prefetch(next, 1);
+                }
+                PyObject *v = PyTuple_GetItem(catalog, (Py_ssize_t)vs[p]); /* borrowed; the args hold it */
+                if (v == NULL || PyTuple_SetItem(tuple, (Py_ssize_t)p, Py_NewRef(v)) < 0) /* steals it */
+                    Py_CLEAR(out);
+            }
+            continue;
         }
         for (size_t p = 0; p < k; p++) {
             PyObject *v = PyLong_FromSize_t(vs[p]);
@@ -2855,12 +2877,17 @@ sg_prefetch_item(const PyObject *item)
 static PyObject *
 py_sorted_groups(PyObject *Py_UNUSED(module), PyObject *args)
 {
-    PyObject *items, *given, *group_arg, *extra;
+    PyObject *items, *given, *group_arg, *extra, *catalog = Py_None;
     Py_ssize_t ngroups_arg;
     int distinct = 0, packed = 0;
-    if (!PyArg_ParseTuple(args, "O!O!O!nO!|pp:sorted_groups", &PyList_Type, &items, &PyList_Type, &given,
-                          &PyList_Type, &group_arg, &ngroups_arg, &PyList_Type, &extra, &distinct, &packed))
+    if (!PyArg_ParseTuple(args, "O!O!O!nO!|ppO:sorted_groups", &PyList_Type, &items, &PyList_Type, &given,
+                          &PyList_Type, &group_arg, &ngroups_arg, &PyList_Type, &extra, &distinct, &packed,
+                          &catalog))
         return NULL;
+    if (catalog != Py_None && (!distinct || !PyTuple_CheckExact(catalog))) {
+        PyErr_SetString(PyExc_TypeError, "catalog must be None or, with distinct, a tuple");
+        return NULL;
+    }
     Py_ssize_t n = PyList_Size(items);
     if (n < 0) return NULL;
     if (PyList_Size(given) != n || PyList_Size(group_arg) != n || PyList_Size(extra) != n) {
@@ -2933,7 +2960,7 @@ py_sorted_groups(PyObject *Py_UNUSED(module), PyObject *args)
     if (distinct) {
         /* each group's distinct extras, ascending, instead of its extras (before the judging
          * below: this allocates) */
-        extras = sg_distinct(extra, group, un, count, ngroups);
+        extras = sg_distinct(extra, group, un, count, ngroups, catalog == Py_None ? NULL : catalog);
         if (extras == NULL) goto done;
         if (extras == Py_None) {
             result = extras;
@@ -3064,7 +3091,8 @@ static PyMethodDef canonical_methods[] = {
      "they hold is inert (no collector support, or an untracked non-dict object). With distinct (a sixth "
      "argument, default False) each group's extras are sorted(set(...)) of them (a tuple of ints); None also "
      "when an extra is not an exact int in range(2**31). With packed (a seventh, default False) rows is bytes "
-     "of native int64 (array('q') layout) instead of a list of ints."},
+     "of native int64 (array('q') layout) instead of a list of ints. With catalog (an eighth, a tuple; distinct "
+     "only) each group's tuple holds catalog[v] for its values v (None also when a value is not below its length)."},
     {"placement_fragment_id", (PyCFunction)(void (*)(void))py_placement_fragment_id,
      METH_VARARGS | METH_KEYWORDS, "'sha256:' + hex of the canonical placement fragment content (spec 6.1)."},
     {NULL, NULL, 0, NULL},

@@ -40,6 +40,7 @@ def sorted_groups(
     extra: list[Any],
     distinct: bool = False,
     packed: bool = False,
+    catalog: Optional[tuple[Any, ...]] = None,
     /,
 ) -> Any:
     """One stable sort of ``items`` by ``keys`` (``keys[i]`` belongs to ``items[i]``), and in that
@@ -54,7 +55,10 @@ def sorted_groups(
     ``None`` for a group holding an extra that is not an exact int in ``range(2**31)``. The
     sorted tuple and the groups' tuples are untracked by the collector when every item in them
     is inert. With ``packed=True`` ``positions`` is ``bytes`` of native int64 (``array("q")``'s
-    layout) instead of a list of ints (what ``FragmentTable.pack_objects`` reads as ``rows``)."""
+    layout) instead of a list of ints (what ``FragmentTable.pack_objects`` reads as ``rows``).
+    With ``catalog`` (an exact tuple; ``distinct`` only, else ``TypeError``) each group's tuple
+    holds ``catalog[v]`` for its values ``v`` instead of the ints (``None`` also when a value is
+    not below ``len(catalog)``)."""
 
 def trim_heap() -> bool:
     """Return the C heap's free pages to the system (glibc ``malloc_trim(0)``, without the GIL):

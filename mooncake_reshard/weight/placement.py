@@ -61,33 +61,36 @@ def _sorted_groups(
     group_of: list[int],
     ngroups: int,
     tensor_ids: list[int],
+    catalog: tuple[TensorDescriptor, ...],
     keys: Optional[list[Any]] = None,
 ) -> tuple[
     Sequence[PlacementFragment],
     Optional[Union[list[int], bytes]],
     Sequence[Sequence[PlacementFragment]],
-    Sequence[Sequence[int]],
+    Sequence[tuple[TensorDescriptor, ...]],
 ]:
-    """``(ordered, rows, by_group, tensor_ids_by_group)``: ``fragments`` sorted by id (stable),
+    """``(ordered, rows, by_group, tensors_by_group)``: ``fragments`` sorted by id (stable),
     each input fragment's position in it (``None`` from the Python fallback; from C, bytes of
     native int64, the form ``FragmentTable.pack_objects`` reads: no int object each), per group the
-    fragments in that order, and per group its distinct ``tensor_ids`` entries, ascending. C
-    does it when every id is a str and every entry an int in ``range(2**31)`` (tuples, built
-    without touching the objects in the scattered sorted order). ``keys``, when given, are the
-    fragments' ids already read."""
+    fragments in that order, and per group ``catalog[p]`` for its distinct ``tensor_ids`` entries
+    ``p``, ascending (a tuple). C does it when every id is a str and every entry an int in
+    ``range(len(catalog))`` below ``2**31`` (tuples, built without touching the objects in the
+    scattered sorted order; the catalog's objects taken directly, no int object each). ``keys``,
+    when given, are the fragments' ids already read."""
     if keys is None:
         keys = list(map(_fragment_key, fragments))
-    result = _native.sorted_groups(list(fragments), keys, group_of, ngroups, tensor_ids, True, True)
+    result = _native.sorted_groups(list(fragments), keys, group_of, ngroups, tensor_ids, True, True, catalog)
     if result is not None:
-        ordered, rows, by_group, tensor_ids_by_group = result
-        return ordered, rows, by_group, tensor_ids_by_group
+        ordered, rows, by_group, tensors_by_group = result
+        return ordered, rows, by_group, tensors_by_group
     order = sorted(range(len(fragments)), key=keys.__getitem__)
     by_group: list[list[PlacementFragment]] = [[] for _ in range(ngroups)]
     ids_by_group: list[set[int]] = [set() for _ in range(ngroups)]
     for position in order:
         by_group[group_of[position]].append(fragments[position])
         ids_by_group[group_of[position]].add(tensor_ids[position])
-    distinct = [sorted(ids) for ids in ids_by_group]
+    tensor_at = catalog.__getitem__
+    distinct = [tuple(map(tensor_at, sorted(ids))) for ids in ids_by_group]
     return [fragments[position] for position in order], None, by_group, distinct
 
 
@@ -777,6 +780,7 @@ def _assemble_from_fragments(
         group_of,
         len(group_of_rank),
         list(map(tensor_position.__getitem__, tensor_ids)),
+        sorted_tensors,
     )
     return _assemble_grouped(
         cls,
@@ -886,7 +890,7 @@ def _assemble_columns(
     tensor_index: Optional[dict[str, int]] = None,
 ) -> WeightPlacementManifest:
     positions, groups, keys, sorted_tensors, group_of_rank, participant_groups = columns
-    grouped = _sorted_groups(fragment_items, groups, len(group_of_rank), positions, keys)
+    grouped = _sorted_groups(fragment_items, groups, len(group_of_rank), positions, sorted_tensors, keys)
     return _assemble_grouped(
         cls,
         resource_id=resource_id,
@@ -919,7 +923,7 @@ def _assemble_grouped(
         Sequence[PlacementFragment],
         Optional[Union[list[int], bytes]],
         Sequence[Sequence[PlacementFragment]],
-        Sequence[Sequence[int]],
+        Sequence[tuple[TensorDescriptor, ...]],
     ],
     tensor_index: Optional[dict[str, int]] = None,
 ) -> WeightPlacementManifest:
@@ -931,11 +935,15 @@ def _assemble_grouped(
         "placement_set_id": placement_set_id,
         "topology_id": topology.topology_id,
     }
-    tensor_at = sorted_tensors.__getitem__
     buckets = []
+    taken: set[int] = set()
     for participant, group in zip(topology.participants, participant_groups):
-        # the part's tensors, sorted by id: its distinct tensor positions in increasing order
-        part_tensors = tuple(map(tensor_at, tensors_by_group[group]))
+        # the part's tensors, sorted by id (its distinct tensor positions in increasing order);
+        # participants sharing a group (equal ranks) each get their own tuple, as before
+        part_tensors = tensors_by_group[group]
+        if group in taken:
+            part_tensors = tuple(list(part_tensors))
+        taken.add(group)
         buckets.append((participant, part_tensors, by_group[group]))
     manifest_fields: dict[str, Any] = {
         "resource_id": resource_id,
