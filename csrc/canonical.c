@@ -2815,16 +2815,25 @@ sg_distinct(PyObject *extra, const size_t *group, size_t n, const size_t *count,
             break;
         }
         if (catalog != NULL) {
-            /* no allocation from here to the tuple's end: nothing sees it part-filled */
+            /* no allocation from here to the tuple's end: nothing sees it part-filled. Each
+             * object is judged inert (common.h) as it is taken: a tuple of inert objects only
+             * is untracked, as sorted_groups does for its groups' items (and the collector, or
+             * untrack_inert of the part holding it, would after visiting each one again) */
+            int inert = 1;
             for (size_t p = 0; out != NULL && p < k; p++) {
-                if (p + SG_CATALOG_AHEAD < k) { /* a hint (in range: every value is below top) */
-                    const PyObject *next = PyTuple_GetItem(catalog, (Py_ssize_t)vs[p + SG_CATALOG_AHEAD]);
-                    if (next != NULL) __builtin_prefetch(next, 1);
+                if (p + SG_CATALOG_AHEAD < k) { /* hints: its header and collector header */
+                    const char *next = (const char *)PyTuple_GetItem(catalog, (Py_ssize_t)vs[p + SG_CATALOG_AHEAD]);
+                    if (next != NULL) {
+                        __builtin_prefetch(next, 1);
+                        __builtin_prefetch(next - 16);
+                    }
                 }
                 PyObject *v = PyTuple_GetItem(catalog, (Py_ssize_t)vs[p]); /* borrowed; the args hold it */
+                if (v != NULL && inert && !mr_gc_inert(v, 0)) inert = 0;
                 if (v == NULL || PyTuple_SetItem(tuple, (Py_ssize_t)p, Py_NewRef(v)) < 0) /* steals it */
                     Py_CLEAR(out);
             }
+            if (out != NULL && inert) mr_gc_hide(tuple); /* full: out of the collector for good */
             continue;
         }
         for (size_t p = 0; p < k; p++) {

@@ -1,8 +1,8 @@
 """Session 32: ``sorted_groups(..., distinct=True, packed, catalog)`` fills each group's tuple with
 ``catalog[v]`` for its distinct values ``v`` (the part's tensors) instead of int objects the
 caller then mapped through the catalog. The same objects, in the same order, as mapping the int
-form (brute-force oracle too); tuples tracked by the collector as ``tuple(map(...))`` leaves
-them; references counted exactly; a value not below the catalog's length declines (``None``,
+form (brute-force oracle too); a tuple untracked by the collector exactly when every object in it
+is inert (as the groups' item tuples); references counted exactly; a value not below the catalog's length declines (``None``,
 the Python path maps and raises as before); a catalog that is not an exact tuple, or one given
 without ``distinct``, is a ``TypeError``. Parts of participants sharing a rank group (a forged
 topology) still get distinct tensor tuples, as the per-part ``tuple(map(...))`` gave them."""
@@ -33,20 +33,42 @@ class _Tensor:
     """A tracked catalog object (its refcount is what the test counts)."""
 
 
+def _catalog_item(kind: int) -> Any:
+    if kind == 0:
+        return _Tensor()  # tracked
+    if kind == 1:  # built inert: untracked
+        return PlacementFragment(tensor_id="t", global_offset=(0,), local_shape=(1,), nbytes=2, rank=ParallelRank())
+    if kind == 2:
+        return {"k": 1}  # a dict is never inert (it may be tracked later)
+    if kind == 3:
+        return (1, [2])  # a tracked tuple
+    return _Tensor.__name__ + str(kind)  # a str: no collector support (an own object each time)
+
+
+def _inert(value: Any) -> bool:
+    if type(value) in (int, str):
+        return True
+    return not gc.is_tracked(value) and type(value) is not dict
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     st.lists(st.tuples(st.text(alphabet="ab\u00e9", max_size=3), st.integers(0, 3), st.integers(0, 30)), max_size=80),
     st.integers(0, 5),
     st.booleans(),
+    st.lists(st.integers(0, 4), min_size=36, max_size=36),
 )
-def test_catalog_form_is_the_mapped_int_form(entries: list[tuple[str, int, int]], spare: int, packed: bool) -> None:
+def test_catalog_form_is_the_mapped_int_form(
+    entries: list[tuple[str, int, int]], spare: int, packed: bool, kinds: list[int]
+) -> None:
     ngroups = 4
     items = [object() for _ in entries]
     keys = [key for key, _, _ in entries]
     group_of = [group for _, group, _ in entries]
     extra = [value for _, _, value in entries]
-    catalog = tuple(_Tensor() for _ in range(max(extra, default=-1) + 1 + spare))
+    catalog = tuple(_catalog_item(kind) for kind in kinds[: max(extra, default=-1) + 1 + spare])
     before = [sys.getrefcount(t) for t in catalog]
+    inert_before = [_inert(t) for t in catalog]
     ints = _native.sorted_groups(items, keys, group_of, ngroups, extra, True, packed)
     mapped = _native.sorted_groups(items, keys, group_of, ngroups, extra, True, packed, catalog)
     assert ints is not None and mapped is not None
@@ -58,8 +80,11 @@ def test_catalog_form_is_the_mapped_int_form(entries: list[tuple[str, int, int]]
         assert type(mapped[3][g]) is tuple
         assert len(mapped[3][g]) == len(oracle)
         assert all(a is catalog[v] for a, v in zip(mapped[3][g], oracle))
-        # tracked as the tuple(map(catalog.__getitem__, ...)) it replaces (empty: the singleton)
-        assert gc.is_tracked(mapped[3][g]) == gc.is_tracked(tuple(map(catalog.__getitem__, oracle)))
+        # untracked exactly when every object in it is inert (as the groups' item tuples; the
+        # collector, or untrack_inert of the part, would untrack it after visiting each again)
+        if oracle:
+            assert gc.is_tracked(mapped[3][g]) is not all(_inert(catalog[v]) for v in oracle)
+    assert [_inert(t) for t in catalog] == inert_before  # the objects themselves untouched
     taken = [sum(v == p for g in range(ngroups) for v in ints[3][g]) for p in range(len(catalog))]
     assert [sys.getrefcount(t) for t in catalog] == [b + n for b, n in zip(before, taken)]
     del mapped

@@ -133,7 +133,9 @@ def test_from_fragments_packs_through_packed_rows() -> None:
 
     def spy(*args: Any) -> Any:
         result = original(*args)
-        seen.append((args[5:], None if result is None else type(result[1])))
+        # (distinct, packed), and the catalog (session 32: the sorted tensors, a tuple)
+        assert len(args) == 8 and type(args[7]) is tuple
+        seen.append((args[5:7], None if result is None else type(result[1])))
         return result
 
     _native.sorted_groups = spy  # type: ignore[assignment]
