@@ -203,6 +203,32 @@ rv_prefetch_lines(const PyObject *obj, int lines)
     for (int k = 0; k < lines; k++) __builtin_prefetch((const char *)obj + 64 * k);
 }
 
+/* pd_plain_keys(dict), the same verdict, for the large attested dicts of revalidate_fragments:
+ * each key's class is read RV_KEYS_AHEAD keys after a hint brought it in, so the misses of
+ * several keys overlap (at 10^6 every key is one: the strs lie scattered). The keys are borrowed
+ * from the dict only between PyDict_Next calls, which run no Python code and change nothing. */
+#define RV_KEYS_AHEAD 8
+
+static int
+rv_plain_keys(PyObject *dict)
+{
+    if (!PyDict_CheckExact(dict)) return 0;
+    PyObject *ring[RV_KEYS_AHEAD];
+    Py_ssize_t pos = 0, seen = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+        __builtin_prefetch(key);
+        PyObject **at = &ring[seen % RV_KEYS_AHEAD];
+        if (seen >= RV_KEYS_AHEAD && !PyUnicode_CheckExact(*at)) return 0;
+        *at = key;
+        seen++;
+    }
+    for (Py_ssize_t k = 0; k < RV_KEYS_AHEAD && k < seen; k++) {
+        if (!PyUnicode_CheckExact(ring[k])) return 0;
+    }
+    return 1;
+}
+
 /* The placement slot of a bound fragment of the exact class this file's readers accepted
  * (rv_bound_memo), or NULL (another class, or the slot empty). */
 static PyObject *
@@ -1017,9 +1043,17 @@ done:
  * checked could plant a key in them). */
 #define RF_CALLOUT 2
 
+/* may_call of rf_attested_entry for rf_enter_all: calls allowed, and the caller checks every
+ * entry's two dicts again after its last call, before any probe (so the check right after this
+ * entry's own call would only be repeated there: at 10^6 each is a walk of a large dict whose
+ * every key is a cache miss). */
+#define RF_CALL_RECHECKED 2
+
 /* The attested entry ``(placement_dict, binding_dict, view)`` of a new attestation, checked
  * (exact manifest class, plan identity); *entry is a new reference. RF_CALLOUT (nothing kept)
- * when its view is not the exact cached one and may_call is 0. */
+ * when its view is not the exact cached one and may_call is 0. With may_call RF_CALL_RECHECKED
+ * the two dicts are checked before the call (so a dict already not plain declines before any
+ * Python code runs, as with 1) but not again after it: the caller does that for every entry. */
 static int
 rf_attested_entry(PyObject *attestation, const rf_config *cfg, PyObject **entry, int may_call)
 {
@@ -1038,9 +1072,9 @@ rf_attested_entry(PyObject *attestation, const rf_config *cfg, PyObject **entry,
      * plain keys (pd_plain_keys: exact dict, exact str keys), so no probe runs Python code
      * (a planted key's __eq__ could free the entry the pass reads: test_audit25_attested_dicts) */
     placement_dict = rv_item(state, rf_keys[RF_PLACEMENT_DICT]);
-    if (placement_dict == NULL || !pd_plain_keys(placement_dict)) goto done;
+    if (placement_dict == NULL || !rv_plain_keys(placement_dict)) goto done;
     binding_dict = rv_item(state, rf_keys[RF_BINDING_DICT]);
-    if (binding_dict == NULL || !pd_plain_keys(binding_dict)) goto done;
+    if (binding_dict == NULL || !rv_plain_keys(binding_dict)) goto done;
     /* The exact cached view when every object it was derived from is unchanged, else
      * ``view_of`` (which builds a new one from the current values). */
     view = rf_exact_view(attestation, state, cfg, placement, placement_dict);
@@ -1053,8 +1087,10 @@ rf_attested_entry(PyObject *attestation, const rf_config *cfg, PyObject **entry,
         view = PyObject_CallFunctionObjArgs(cfg->view_of, attestation, NULL);
         if (view == NULL) goto done;
         /* Python code ran (a hook, or what the view's code reaches, could plant a key): the two
-         * dicts checked again before any probe */
-        if (!pd_plain_keys(placement_dict) || !pd_plain_keys(binding_dict)) goto done;
+         * dicts checked again before any probe (by the caller, after its last call, with
+         * RF_CALL_RECHECKED) */
+        if (may_call != RF_CALL_RECHECKED && (!rv_plain_keys(placement_dict) || !rv_plain_keys(binding_dict)))
+            goto done;
     }
     *entry = PyTuple_Pack(3, placement_dict, binding_dict, view);
     rc = *entry == NULL ? RV_ERROR : RV_OK;
@@ -1583,8 +1619,9 @@ rf_stage_hint(PyObject *fragment, int stage)
  * unchecked. So the pass calls ``view_of`` only while no entry exists yet; the first time a view
  * call is needed after that, every remaining fragment's new attestation gets its entry at once
  * (all the calls made here, in fragment order), and then every entry's two dicts are checked
- * again (pd_plain_keys; one walk each, as when they were made). From there on no Python code runs
- * in the pass: a new attestation needing a call declines (the rules decide). A fragment whose
+ * again (pd_plain_keys; one walk each, and not also right after each call: RF_CALL_RECHECKED).
+ * From there on no Python code runs in the pass: a new attestation needing a call declines (the
+ * rules decide). A fragment whose
  * attestation is missing or inexact gets none here (rf_fragment declines there). RV_OK,
  * RV_DECLINE (an entry refused, or a dict no longer plain), RV_ERROR. */
 static int
@@ -1604,7 +1641,8 @@ rf_enter_all(PyObject *items, Py_ssize_t from, Py_ssize_t n, const rf_config *cf
         Py_ssize_t index = -1;
         int rc = Py_TYPE(attestation) != cfg->attestation_type
                      ? RV_OK
-                     : rf_entry_index(attestation, cfg, entries, entry_list, attested, held, 1, &index);
+                     : rf_entry_index(attestation, cfg, entries, entry_list, attested, held, RF_CALL_RECHECKED,
+                                      &index);
         Py_DECREF(attestation);
         if (rc != RV_OK) return rc == RF_CALLOUT ? RV_ERROR : rc; /* (may_call: never RF_CALLOUT) */
     }
@@ -1612,7 +1650,7 @@ rf_enter_all(PyObject *items, Py_ssize_t from, Py_ssize_t n, const rf_config *cf
     for (Py_ssize_t k = 0; k < count; k++) {
         PyObject *entry = PyList_GetItem(entry_list, k); /* an exact 3-tuple of this call's */
         if (entry == NULL) return RV_ERROR;
-        if (!pd_plain_keys(PyTuple_GetItem(entry, 0)) || !pd_plain_keys(PyTuple_GetItem(entry, 1))) return RV_DECLINE;
+        if (!rv_plain_keys(PyTuple_GetItem(entry, 0)) || !rv_plain_keys(PyTuple_GetItem(entry, 1))) return RV_DECLINE;
     }
     return RV_OK;
 }
@@ -5545,7 +5583,7 @@ ai_build(PyObject *evidence, PyObject *pdict, PyTypeObject *ev_type, PyTypeObjec
     int complete = 1;
     /* pdict is probed with each evidence fragment's id: a plain dict only (plain_dict.h; a key
      * planted in it would run its __eq__ in the probe) */
-    if (Py_TYPE(evidence) != ev_type || !pd_plain_keys(pdict)) goto decline;
+    if (Py_TYPE(evidence) != ev_type || !rv_plain_keys(pdict)) goto decline;
     edict = pd_instance_dict(evidence);
     if (edict == NULL) goto done;
     if (!PyDict_Check(edict)) goto decline;
@@ -5562,6 +5600,7 @@ ai_build(PyObject *evidence, PyObject *pdict, PyTypeObject *ev_type, PyTypeObjec
     /* The runtime fragments' three ids from their layout's slots when their class is the runtime
      * layout this file's readers accepted (what rv_runtime_state and rv_item read for it). */
     const int slots = rv_runtime_memo.memo.cls != NULL && (PyObject *)rf_type == rv_runtime_memo.memo.cls;
+    Py_ssize_t cursor = 0; /* pdict's (rf_cursor_item) */
     for (Py_ssize_t i = 0; i < n; i++) {
         /* (an exact tuple: an index in range is read without an error) */
         ai_hint(i + 16 < n ? PyTuple_GetItem(fragments, i + 16) : NULL, 0);
@@ -5597,7 +5636,11 @@ ai_build(PyObject *evidence, PyObject *pdict, PyTypeObject *ev_type, PyTypeObjec
         }
         int status = fid == NULL ? (PyErr_Occurred() ? RV_ERROR : RV_DECLINE) : RV_OK;
         if (status == RV_OK) {
-            PyObject *entry = PyDict_GetItemWithError(pdict, pfid); /* borrowed */
+            /* pdict in order first (rf_cursor_item: the evidence lists its fragments in the
+             * placement dict's order when both come from one placement; a probe by hash costs two
+             * misses once the dict leaves the cache), else the probe */
+            PyObject *entry = rf_cursor_item(pdict, &cursor, pfid); /* borrowed */
+            if (entry == NULL) entry = PyDict_GetItemWithError(pdict, pfid);
             if (entry == NULL && PyErr_Occurred()) {
                 status = RV_ERROR;
             }
