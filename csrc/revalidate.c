@@ -206,13 +206,16 @@ rv_prefetch_lines(const PyObject *obj, int lines)
 /* pd_plain_keys(dict), the same verdict, for the large attested dicts of revalidate_fragments:
  * each key's class is read RV_KEYS_AHEAD keys after a hint brought it in, so the misses of
  * several keys overlap (at 10^6 every key is one: the strs lie scattered). The keys are borrowed
- * from the dict only between PyDict_Next calls, which run no Python code and change nothing. */
+ * from the dict only between PyDict_Next calls, which run no Python code and change nothing.
+ * Below RV_KEYS_HINTED keys the plain walk (the contract benchmark's few keys stay cached). */
 #define RV_KEYS_AHEAD 8
+#define RV_KEYS_HINTED 32
 
 static int
 rv_plain_keys(PyObject *dict)
 {
     if (!PyDict_CheckExact(dict)) return 0;
+    if (PyDict_Size(dict) < RV_KEYS_HINTED) return pd_plain_keys(dict);
     PyObject *ring[RV_KEYS_AHEAD];
     Py_ssize_t pos = 0, seen = 0;
     PyObject *key, *value;

@@ -135,7 +135,7 @@ def _with_foreign_key(mapping: dict[str, Any], position: int) -> dict[str, Any]:
     return result
 
 
-@pytest.mark.parametrize("size", [3, 40])
+@pytest.mark.parametrize("size", [3, 20, 40, 200])
 def test_index_declines_a_foreign_key_at_any_position(size: int) -> None:
     attestation, fragments = _wide_attestation()
     base = dict(list(attestation._placement_dict.items())[:size])
@@ -171,18 +171,21 @@ def _plan_attestations(plan: Any) -> list[Any]:
     return found
 
 
-@pytest.mark.parametrize("which", range(4))
+_SIZES = [(12, which) for which in range(4)] + [(40, 0), (40, 3)]  # (past rv_plain_keys' RV_KEYS_HINTED: 32)
+
+
+@pytest.mark.parametrize("tensors,which", _SIZES, ids=[f"{t}-{w}" for t, w in _SIZES])
 @pytest.mark.parametrize("when", ["before_the_pass", "at_its_own_view_call"])
 @pytest.mark.parametrize("field", ["_placement_dict", "_binding_dict"])
-def test_pass_declines_a_foreign_key_at_any_position(field: str, when: str, which: int) -> None:
+def test_pass_declines_a_foreign_key_at_any_position(field: str, when: str, tensors: int, which: int) -> None:
     """A colliding foreign key at each position of an attested dict's walk: the pass declines
     before any probe (no __eq__ called by native code); the rules accept the equal plan. Planted
     at the attestation's own view call too: for every attestation but the pass's first, that
     call is made inside rf_enter_all, whose final walk is then the only check of its dicts."""
-    size = len(vars(_plan_attestations(_plan(12))[which])[field])
+    size = len(vars(_plan_attestations(_plan(tensors))[which])[field])
     assert size > 9  # (the setup: past the hint window)
     for position in _positions(size):
-        plan = _plan(12)
+        plan = _plan(tensors)
         attestations = _plan_attestations(plan)
         assert len(attestations) == 4
         target = attestations[which]
