@@ -972,11 +972,155 @@ ex_part_ranks_exact(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize
     return PyBool_FromLong(result);
 }
 
+PyDoc_STRVAR(plain_executor_keys_doc,
+"plain_executor_keys(executors, executor_class, rank_class)\n"
+"--\n\n"
+"True when executors is an exact tuple of objects of class exactly executor_class, each with a\n"
+"plain instance dict (exact str keys) holding an exact str placement_id and participant_id, an\n"
+"exact tuple of exact str placement_fragment_ids and a rank of class exactly rank_class whose\n"
+"plain instance dict holds exact int dp, tp, pp and ep; and the keys (placement_id,\n"
+"participant_id, (dp, tp, pp, ep), placement_fragment_ids) are distinct. False otherwise. Runs no\n"
+"Python code (validation._target_checks_accepted: the plan's executor views cannot fail to\n"
+"build; the tests hold the rule-by-rule oracle).");
+
+/* interned "placement_id", "participant_id", "placement_fragment_ids", "rank", "dp", "tp", "pp",
+ * "ep", kept for the process */
+static PyObject *ex_executor_keys[8];
+
+/* An executor's key fields, borrowed from its instance dict and its rank's (held by the executor:
+ * no Python code runs while they are used). */
+typedef struct {
+    PyObject *placement_id, *participant_id, *ids, *rank[4];
+    Py_hash_t participant_hash;
+} ex_executor_key;
+
+/* 1 when executor's fields are plain (the doc), filling key; 0 when not; -1 with an error. */
+static int
+ex_executor_key_read(PyObject *executor, PyObject *executor_class, PyObject *rank_class, ex_executor_key *key)
+{
+    if ((PyObject *)Py_TYPE(executor) != executor_class) return 0;
+    PyObject *state = PyObject_GenericGetDict(executor, NULL);
+    if (state == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    /* (the executor keeps its instance dict, and the dict its values: borrowed below) */
+    Py_DECREF(state);
+    if (!pd_plain_keys(state)) return 0;
+    PyObject *fields[4];
+    for (int k = 0; k < 4; k++) {
+        fields[k] = PyDict_GetItemWithError(state, ex_executor_keys[k]);
+        if (fields[k] == NULL) return PyErr_Occurred() ? -1 : 0;
+    }
+    key->placement_id = fields[0];
+    key->participant_id = fields[1];
+    key->ids = fields[2];
+    if (!PyUnicode_CheckExact(fields[0]) || !PyUnicode_CheckExact(fields[1]) || !PyTuple_CheckExact(fields[2])) {
+        return 0;
+    }
+    if ((PyObject *)Py_TYPE(fields[3]) != rank_class) return 0;
+    PyObject *rank_state = PyObject_GenericGetDict(fields[3], NULL);
+    if (rank_state == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    Py_DECREF(rank_state); /* (kept by the rank) */
+    if (!pd_plain_keys(rank_state)) return 0;
+    for (int k = 0; k < 4; k++) {
+        key->rank[k] = PyDict_GetItemWithError(rank_state, ex_executor_keys[4 + k]);
+        if (key->rank[k] == NULL) return PyErr_Occurred() ? -1 : 0;
+        if (!PyLong_CheckExact(key->rank[k])) return 0; /* (bool is not exactly int) */
+    }
+    Py_ssize_t n = PyTuple_Size(key->ids);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *id = PyTuple_GetItem(key->ids, i); /* (in range of an exact tuple) */
+        if (id == NULL) return -1;
+        if (!PyUnicode_CheckExact(id)) return 0;
+    }
+    key->participant_hash = PyObject_Hash(key->participant_id); /* (exact str) */
+    return key->participant_hash == -1 ? -1 : 1;
+}
+
+static int
+ex_executor_key_order(const void *a, const void *b)
+{
+    Py_hash_t x = ((const ex_executor_key *)a)->participant_hash, y = ((const ex_executor_key *)b)->participant_hash;
+    return (x > y) - (x < y);
+}
+
+/* 1 when the two keys are equal, 0 when not, -1 with an error. Exact strs, ints and tuples of
+ * exact strs: the comparisons run no Python code. */
+static int
+ex_executor_keys_equal(const ex_executor_key *a, const ex_executor_key *b)
+{
+    PyObject *const pairs[6][2] = {
+        {a->participant_id, b->participant_id}, {a->placement_id, b->placement_id}, {a->rank[0], b->rank[0]},
+        {a->rank[1], b->rank[1]}, {a->rank[2], b->rank[2]}, {a->rank[3], b->rank[3]},
+    };
+    for (int k = 0; k < 6; k++) {
+        int equal = PyObject_RichCompareBool(pairs[k][0], pairs[k][1], Py_EQ);
+        if (equal != 1) return equal;
+    }
+    return PyObject_RichCompareBool(a->ids, b->ids, Py_EQ);
+}
+
+static PyObject *
+ex_plain_executor_keys(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "plain_executor_keys expects (executors, executor_class, rank_class)");
+        return NULL;
+    }
+    if (!PyType_Check(args[1]) || !PyType_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "plain_executor_keys: the classes must be classes");
+        return NULL;
+    }
+    if (ex_executor_keys[7] == NULL) { /* (filled in order: the last one set means all are) */
+        static const char *const names[8] = {
+            "placement_id", "participant_id", "placement_fragment_ids", "rank", "dp", "tp", "pp", "ep",
+        };
+        for (int k = 0; k < 8; k++) {
+            if (ex_executor_keys[k] == NULL) ex_executor_keys[k] = PyUnicode_InternFromString(names[k]);
+            if (ex_executor_keys[k] == NULL) return NULL;
+        }
+    }
+    PyObject *executors = args[0];
+    if (!PyTuple_CheckExact(executors)) Py_RETURN_FALSE;
+    Py_ssize_t n = PyTuple_Size(executors);
+    if (n < 0) return NULL;
+    if ((size_t)n > SIZE_MAX / sizeof(ex_executor_key)) return PyErr_NoMemory();
+    ex_executor_key *keys = PyMem_Malloc(n > 0 ? (size_t)n * sizeof(ex_executor_key) : 1);
+    if (keys == NULL) return PyErr_NoMemory();
+    /* executors is the caller's argument (held by it); no Python code runs below, so the borrowed
+     * fields stay. Distinct keys: sorted by their participant id's hash, only keys in one run of
+     * equal hashes can be equal (then compared in full; distinct ids, the usual case, are
+     * decided by the hash or the id). The ids' strs are read once, not hashed as the tuple key
+     * would hash them. */
+    int result = 1;
+    for (Py_ssize_t i = 0; i < n && result == 1; i++) {
+        PyObject *executor = PyTuple_GetItem(executors, i);
+        result = executor == NULL ? -1 : ex_executor_key_read(executor, args[1], args[2], &keys[i]);
+    }
+    if (result == 1 && n > 1) qsort(keys, (size_t)n, sizeof(ex_executor_key), ex_executor_key_order);
+    for (Py_ssize_t i = 0; i < n && result == 1; i++) {
+        for (Py_ssize_t j = i + 1; j < n && result == 1 && keys[j].participant_hash == keys[i].participant_hash; j++) {
+            int equal = ex_executor_keys_equal(&keys[i], &keys[j]);
+            result = equal < 0 ? -1 : !equal;
+        }
+    }
+    PyMem_Free(keys);
+    if (result < 0) return NULL;
+    return PyBool_FromLong(result);
+}
+
 static PyMethodDef ex_methods[] = {
     {"classes_within", (PyCFunction)(void (*)(void))ex_classes_within, METH_FASTCALL, classes_within_doc},
     {"inert_graph", (PyCFunction)(void (*)(void))ex_inert_graph, METH_FASTCALL, inert_graph_doc},
     {"part_index_exact", (PyCFunction)(void (*)(void))ex_part_index_exact, METH_FASTCALL, part_index_exact_doc},
     {"part_ranks_exact", (PyCFunction)(void (*)(void))ex_part_ranks_exact, METH_FASTCALL, part_ranks_exact_doc},
+    {"plain_executor_keys", (PyCFunction)(void (*)(void))ex_plain_executor_keys, METH_FASTCALL, plain_executor_keys_doc},
     {NULL, NULL, 0, NULL},
 };
 
