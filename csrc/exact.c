@@ -1115,11 +1115,146 @@ ex_plain_executor_keys(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ss
     return PyBool_FromLong(result);
 }
 
+PyDoc_STRVAR(tensor_maps_match_doc,
+"tensor_maps_match(tensors, groups, descriptor_class)\n"
+"--\n\n"
+"True when {t.tensor_id: t for t in tensors} has no two descriptors with one id and equals\n"
+"{t.tensor_id: t for group in groups for t in group}, shown by identity: tensors an exact tuple\n"
+"of objects of class exactly descriptor_class, each with a plain instance dict holding an exact\n"
+"str tensor_id, the ids distinct; groups an exact tuple of exact tuples whose items are all\n"
+"objects of tensors, every one of them listed at least once. None otherwise (binding's step 4\n"
+"then builds and compares the two dicts, and raises its error). Runs no Python code.");
+
+static PyObject *ex_tensor_id_key; /* interned "tensor_id", kept for the process */
+
+/* A slot of tensor_maps_match's table of the tensors by object address. */
+typedef struct {
+    PyObject *tensor; /* borrowed (an item of tensors), NULL: empty */
+    int seen;         /* listed in a group */
+} ex_tensor_slot;
+
+/* 1 when the ids of tensors (exact class, plain instance dicts, exact str ids) are distinct, 0
+ * when not or not plain, -1 with an error. */
+static int
+ex_tensor_ids_distinct(PyObject *tensors, Py_ssize_t n, PyObject *descriptor_class)
+{
+    PyObject *ids = PySet_New(NULL);
+    if (ids == NULL) return -1;
+    int result = 1;
+    for (Py_ssize_t i = 0; i < n && result == 1; i++) {
+        PyObject *tensor = PyTuple_GetItem(tensors, i);
+        if (tensor == NULL) {
+            result = -1;
+            break;
+        }
+        if ((PyObject *)Py_TYPE(tensor) != descriptor_class) {
+            result = 0;
+            break;
+        }
+        PyObject *state = PyObject_GenericGetDict(tensor, NULL);
+        if (state == NULL) {
+            result = PyErr_ExceptionMatches(PyExc_AttributeError) ? 0 : -1;
+            if (result == 0) PyErr_Clear();
+            break;
+        }
+        Py_DECREF(state); /* (kept by the tensor, as its id by the dict: no Python code runs) */
+        PyObject *id = pd_plain_keys(state) ? PyDict_GetItemWithError(state, ex_tensor_id_key) : NULL;
+        if (id == NULL) {
+            result = PyErr_Occurred() ? -1 : 0;
+        } else if (!PyUnicode_CheckExact(id)) {
+            result = 0;
+        } else if (PySet_Add(ids, id) < 0) { /* (an exact str: hashing and comparing run no code) */
+            result = -1;
+        }
+    }
+    if (result == 1 && PySet_Size(ids) != n) result = 0; /* two tensors with one id */
+    Py_DECREF(ids);
+    return result;
+}
+
+static PyObject *
+ex_tensor_maps_match(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "tensor_maps_match expects (tensors, groups, descriptor_class)");
+        return NULL;
+    }
+    if (!PyType_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "tensor_maps_match: descriptor_class must be a class");
+        return NULL;
+    }
+    if (ex_tensor_id_key == NULL) {
+        ex_tensor_id_key = PyUnicode_InternFromString("tensor_id");
+        if (ex_tensor_id_key == NULL) return NULL;
+    }
+    PyObject *tensors = args[0], *groups = args[1];
+    if (!PyTuple_CheckExact(tensors) || !PyTuple_CheckExact(groups)) Py_RETURN_NONE;
+    Py_ssize_t n = PyTuple_Size(tensors);
+    if (n < 0) return NULL;
+    /* Both dicts map an id to the one tensor of tensors that has it (ids distinct; a group item
+     * is one of those objects, so its id is that tensor's id): they are equal when every tensor
+     * is listed in some group. The group items are found by address, without reading them. The
+     * arguments are the caller's (held by it); no Python code runs below. */
+    int result = ex_tensor_ids_distinct(tensors, n, args[2]);
+    if (result != 1) {
+        if (result < 0) return NULL;
+        Py_RETURN_NONE;
+    }
+    size_t cap = 16;
+    while (cap < (size_t)n * 2) {
+        if (cap > SIZE_MAX / 4 / sizeof(ex_tensor_slot)) return PyErr_NoMemory();
+        cap *= 2;
+    }
+    ex_tensor_slot *slots = PyMem_Calloc(cap, sizeof(ex_tensor_slot));
+    if (slots == NULL) return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *tensor = PyTuple_GetItem(tensors, i); /* (in range; checked above) */
+        size_t at = mr_ptr_mix_slot(tensor, cap - 1);
+        while (slots[at].tensor != NULL) at = (at + 1) & (cap - 1);
+        slots[at].tensor = tensor; /* (distinct ids: distinct objects) */
+    }
+    Py_ssize_t unseen = n, count = PyTuple_Size(groups);
+    for (Py_ssize_t g = 0; g < count && result == 1; g++) {
+        PyObject *group = PyTuple_GetItem(groups, g);
+        if (group == NULL) {
+            result = -1;
+            break;
+        }
+        if (!PyTuple_CheckExact(group)) {
+            result = 0;
+            break;
+        }
+        Py_ssize_t size = PyTuple_Size(group);
+        for (Py_ssize_t i = 0; i < size; i++) {
+            PyObject *item = PyTuple_GetItem(group, i);
+            if (item == NULL) {
+                result = -1;
+                break;
+            }
+            size_t at = mr_ptr_mix_slot(item, cap - 1);
+            while (slots[at].tensor != NULL && slots[at].tensor != item) at = (at + 1) & (cap - 1);
+            if (slots[at].tensor == NULL) {
+                result = 0; /* not one of tensors */
+                break;
+            }
+            if (!slots[at].seen) {
+                slots[at].seen = 1;
+                unseen--;
+            }
+        }
+    }
+    PyMem_Free(slots);
+    if (result < 0) return NULL;
+    if (result == 1 && unseen == 0) Py_RETURN_TRUE;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef ex_methods[] = {
     {"classes_within", (PyCFunction)(void (*)(void))ex_classes_within, METH_FASTCALL, classes_within_doc},
     {"inert_graph", (PyCFunction)(void (*)(void))ex_inert_graph, METH_FASTCALL, inert_graph_doc},
     {"part_index_exact", (PyCFunction)(void (*)(void))ex_part_index_exact, METH_FASTCALL, part_index_exact_doc},
     {"part_ranks_exact", (PyCFunction)(void (*)(void))ex_part_ranks_exact, METH_FASTCALL, part_ranks_exact_doc},
+    {"tensor_maps_match", (PyCFunction)(void (*)(void))ex_tensor_maps_match, METH_FASTCALL, tensor_maps_match_doc},
     {"plain_executor_keys", (PyCFunction)(void (*)(void))ex_plain_executor_keys, METH_FASTCALL, plain_executor_keys_doc},
     {NULL, NULL, 0, NULL},
 };

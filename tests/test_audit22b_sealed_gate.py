@@ -131,7 +131,8 @@ def _offset_target_snapshot(plan: Any) -> None:
 
 
 def _step4(frame: Any) -> bool:
-    return frame.f_code.co_name == "_bind_logical_transfer_plan"
+    # (step 4's rule-by-rule comparisons: binding._check_tensor_snapshots since session 32)
+    return frame.f_code.co_name == "_check_tensor_snapshots"
 
 
 def test_region_edited_by_placement_descriptor_eq_at_step4_is_refused_as_step5(monkeypatch):

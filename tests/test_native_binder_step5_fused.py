@@ -245,7 +245,7 @@ def test_objects_replaced_after_step_2_run_step_5(monkeypatch: pytest.MonkeyPatc
     # an object step 5 reads replaced (by an equal one) between steps 2 and 5: the fused answer
     # is for other objects, so step 5 runs itself
     logical, targets, sources = _world()
-    original = binding_module._tensor_map  # step 4
+    original = binding_module._tensor_snapshots_match  # step 4 (an exact plan's first call there)
 
     def edit(*args: Any) -> Any:
         if swap == "operations":
@@ -259,7 +259,7 @@ def test_objects_replaced_after_step_2_run_step_5(monkeypatch: pytest.MonkeyPatc
         return original(*args)
 
     with monkeypatch.context() as patch:
-        patch.setattr(binding_module, "_tensor_map", edit)
+        patch.setattr(binding_module, "_tensor_snapshots_match", edit)
         calls = _snapshots_spy(patch)
         if swap == "source_placement":
             request = binding_module._fused_step5_request
