@@ -360,6 +360,17 @@ def part_ranks_exact(parts: Any, part_class: type, fragment_class: type, rank_cl
     whose rank is the part's rank object or an exact ``rank_class`` with the same four exact-int
     fields. False otherwise; no Python code runs (csrc/exact.c)."""
 
+def plain_executor_keys(executors: Any, executor_class: type, rank_class: type, /) -> bool:
+    """True when ``executors`` is an exact tuple of ``executor_class`` objects (plain instance
+    dicts) with exact str ``placement_id`` / ``participant_id``, an exact tuple of exact str
+    ``placement_fragment_ids`` and an exact ``rank_class`` rank of exact ints, their keys
+    distinct; else False (validation._plain_executor_keys). Runs no Python code."""
+
+def tensor_maps_match(tensors: Any, groups: Any, descriptor_class: type, /) -> Optional[bool]:
+    """True when ``{t.tensor_id: t for t in tensors}`` (ids distinct) equals the dict built from
+    every tensor of every group, shown by identity (every group item one of ``tensors``, each of
+    them listed); None when not decided here (binding's step 4 then compares the dicts)."""
+
 def inert_graph(roots: tuple[Any, ...], classes: tuple[tuple[type, int], ...], /) -> bool:
     """True when everything reachable from ``roots`` is None, a bool, an exact int, float, str or
     bytes, an exact tuple, list, dict or frozenset of such values, or an instance of exactly one
