@@ -2060,6 +2060,49 @@ bd_sort_by_str(Py_ssize_t *idx, Py_ssize_t *tmp, Py_ssize_t n, PyObject *const *
     for (Py_ssize_t m = 0; m < k; m++) idx[m] = tmp[m];
 }
 
+/* The table of bd_group_snapshots_one from its snapshots and their ids in evidence order
+ * (borrowed; count of them, every one of worker worker0, NULL when count is 0): *table a new
+ * dict {worker0: the snapshots sorted by id, stably} (empty when count is 0); increasing: the
+ * ids strictly increase (their order is the sorted one). BD_OK, or BD_ERROR (*table NULL).
+ * Shared with attest_many's pair loop (bd_pair_snaps), which collects the same arrays. */
+static int
+bd_one_worker_table(PyObject *const *snaps, PyObject *const *fids, Py_ssize_t count, PyObject *worker0,
+                    int increasing, PyObject **table)
+{
+    int status = BD_ERROR;
+    *table = NULL;
+    Py_ssize_t *idx = NULL, *tmp = NULL;
+    bd_sortkeys sk = {NULL, NULL};
+    if (!increasing) {
+        idx = mr_alloc_array((size_t)count, sizeof(Py_ssize_t));
+        tmp = idx == NULL ? NULL : mr_alloc_array((size_t)count, sizeof(Py_ssize_t));
+        sk.key = tmp == NULL ? NULL : mr_alloc_array((size_t)count, sizeof(uint64_t));
+        sk.ok = sk.key == NULL ? NULL : mr_alloc_array((size_t)count, 1);
+    }
+    PyObject *items = increasing || sk.ok != NULL ? PyTuple_New(count) : NULL;
+    if (items != NULL) {
+        int error = 0;
+        if (!increasing) {
+            for (Py_ssize_t k = 0; k < count; k++) idx[k] = k;
+            if (bd_sortkeys_fill(fids, count, &sk) < 0) error = 1;
+            else bd_sort_by_str(idx, tmp, count, fids, &sk, &error);
+        }
+        for (Py_ssize_t k = 0; k < count && !error; k++) {
+            PyObject *snapshot = snaps[increasing ? k : idx[k]];
+            if (PyTuple_SetItem(items, k, Py_NewRef(snapshot)) < 0) error = 1; /* steals */
+        }
+        *table = error ? NULL : PyDict_New();
+        if (*table != NULL && (worker0 == NULL || PyDict_SetItem(*table, worker0, items) == 0)) status = BD_OK;
+        else Py_CLEAR(*table);
+        Py_DECREF(items);
+    }
+    PyMem_Free(idx);
+    PyMem_Free(tmp);
+    PyMem_Free(sk.key);
+    PyMem_Free(sk.ok);
+    return status;
+}
+
 /* bd_group_snapshots then bd_sorted_table, for evidence whose snapshotted fragments all have one
  * worker (equal exact str): the table {worker: snapshots sorted by runtime fragment id, stably}
  * is built directly, with no (id, position, snapshot) entry, position int or list sort: the
@@ -2123,38 +2166,7 @@ bd_group_snapshots_one(const bd_table *tb, PyObject *snap_cls, PyObject *rf_cls,
         snaps[count] = read[2];
         count++;
     }
-    if (status == BD_OK && shaped) {
-        status = BD_ERROR;
-        Py_ssize_t *idx = NULL, *tmp = NULL;
-        bd_sortkeys sk = {NULL, NULL};
-        if (!increasing) {
-            idx = mr_alloc_array((size_t)count, sizeof(Py_ssize_t));
-            tmp = idx == NULL ? NULL : mr_alloc_array((size_t)count, sizeof(Py_ssize_t));
-            sk.key = tmp == NULL ? NULL : mr_alloc_array((size_t)count, sizeof(uint64_t));
-            sk.ok = sk.key == NULL ? NULL : mr_alloc_array((size_t)count, 1);
-        }
-        PyObject *items = increasing || sk.ok != NULL ? PyTuple_New(count) : NULL;
-        if (items != NULL) {
-            int error = 0;
-            if (!increasing) {
-                for (Py_ssize_t k = 0; k < count; k++) idx[k] = k;
-                if (bd_sortkeys_fill(fids, count, &sk) < 0) error = 1;
-                else bd_sort_by_str(idx, tmp, count, fids, &sk, &error);
-            }
-            for (Py_ssize_t k = 0; k < count && !error; k++) {
-                PyObject *snapshot = snaps[increasing ? k : idx[k]];
-                if (PyTuple_SetItem(items, k, Py_NewRef(snapshot)) < 0) error = 1; /* steals */
-            }
-            *table = error ? NULL : PyDict_New();
-            if (*table != NULL && (worker0 == NULL || PyDict_SetItem(*table, worker0, items) == 0)) status = BD_OK;
-            else Py_CLEAR(*table);
-            Py_DECREF(items);
-        }
-        PyMem_Free(idx);
-        PyMem_Free(tmp);
-        PyMem_Free(sk.key);
-        PyMem_Free(sk.ok);
-    }
+    if (status == BD_OK && shaped) status = bd_one_worker_table(snaps, fids, count, worker0, increasing, table);
     for (Py_ssize_t k = 0; k < count; k++) {
         Py_DECREF(fids[k]);
         Py_DECREF(snaps[k]);
@@ -5269,6 +5281,128 @@ bd_pair_prefetch_fields(PyObject *logical, PyObject *runtime)
     }
 }
 
+/* attest_many's carried table (bd_carrier), built in bd_fused_views' pair loop where each pair's
+ * placement fragment and runtime fragment state are at hand, instead of from the attestation
+ * afterwards (bd_attested_table: a second walk of the fragments, the placement dict's entries
+ * and a probe or aligned read per fragment). Per checked pair: its worker, id and snapshot;
+ * bd_pair_snaps_table then makes bd_group_snapshots_one's table of them (bd_one_worker_table).
+ * Why it is that table (ATTEST11): in the attestation bd_attest_core then builds, the placement
+ * dict is the loop's placement map, keyed by each pair's placement fragment id (exact
+ * non-empty str, strictly increasing, so distinct, and equal to its runtime fragment's): the
+ * lookup of evidence fragment i (the binding's fragment i) is its aligned entry, placement
+ * fragment i, and every key is an exact str; the evidence fragments and generation are the
+ * very objects read here (checked by identity after the attestation is built), and no code
+ * runs from the pair reads to then (collector off; the reads are slots, see bd_pair_snap).
+ * So each snapshot is bd_snapshot of the same arguments, the ids and workers the same objects,
+ * in evidence order. Anything else (a second worker, a dict-state fragment, a slot empty, a
+ * check failing) stops the build (on = 0) and attest_many builds the table as before. */
+typedef struct {
+    PyObject *snap_cls;      /* borrowed (the carrier holds it); NULL: no build */
+    PyObject *generation;    /* owned: the binding's generation read before the pass */
+    mr_layout_class lc;      /* snap_cls's layout (bd_snapshot_layout); the build needs one */
+    PyObject **snaps, **fids; /* owned, count of each, in pair order */
+    Py_ssize_t count, cap;
+    PyObject *worker0;       /* owned: the first pair's worker */
+    int on, increasing;
+    PyObject *table;         /* owned: the table, once built (bd_pair_snaps_table) */
+} bd_pair_snaps;
+
+static void
+bd_pair_snaps_clear(bd_pair_snaps *sb)
+{
+    for (Py_ssize_t k = 0; k < sb->count; k++) {
+        Py_DECREF(sb->snaps[k]);
+        Py_DECREF(sb->fids[k]);
+    }
+    PyMem_Free(sb->snaps);
+    PyMem_Free(sb->fids);
+    sb->snaps = sb->fids = NULL;
+    sb->count = sb->cap = 0;
+    Py_CLEAR(sb->worker0);
+    Py_CLEAR(sb->generation);
+    Py_CLEAR(sb->table);
+    sb->on = 0;
+}
+
+/* Room for n pairs (sb->on already decided by the caller): 0, -1 with an exception. */
+static int
+bd_pair_snaps_start(bd_pair_snaps *sb, Py_ssize_t n)
+{
+    sb->count = 0;
+    sb->increasing = 1;
+    sb->snaps = mr_alloc_array((size_t)n, sizeof(PyObject *));
+    sb->fids = sb->snaps == NULL ? NULL : mr_alloc_array((size_t)n, sizeof(PyObject *));
+    if (sb->fids == NULL) return -1;
+    sb->cap = n;
+    return 0;
+}
+
+/* One checked pair (l: an exact pf_cls placement fragment; rdict: its runtime fragment's state;
+ * fid: that fragment's id, an exact non-empty str read from rdict): BD_OK (added, or the build
+ * stopped: sb->on 0) or BD_ERROR. Only slot reads: the runtime state must be the fragment's
+ * C-owned layout and the four placement fields bd_snapshot_values reads must be filled, so
+ * bd_snapshot reads slots only (no getattr, no dict probe: no Python code runs while the pass
+ * borrows). */
+static int
+bd_pair_snap(const bd_table *tb, bd_pair_snaps *sb, PyObject *pf_cls, PyObject *l, PyObject *rdict, PyObject *fid)
+{
+    static const int from_placement[] = {N_PFID, N_TENSOR_ID, N_GLOBAL_OFFSET, N_LOCAL_SHAPE};
+    PyObject *slots[4] = {NULL, NULL, NULL, NULL};
+    if (sb->count >= sb->cap || bd_runtime_memo.memo.cls == NULL
+        || (PyObject *)Py_TYPE(rdict) != bd_runtime_memo.memo.cls || !bd_pf_slots(l, from_placement, 4, slots)
+        || slots[0] == NULL || slots[1] == NULL || slots[2] == NULL || slots[3] == NULL) {
+        sb->on = 0;
+        return BD_OK;
+    }
+    PyObject *worker = NULL, *snapshot = NULL;
+    int status = bd_rget_str(tb->nm, rdict, N_WORKER_ID, &worker);
+    if (status == BD_OK && sb->worker0 != NULL && worker != sb->worker0) {
+        int same = bd_same_str(worker, sb->worker0);
+        if (same <= 0) status = same < 0 ? BD_ERROR : BD_FALLBACK; /* a second worker */
+    }
+    if (status == BD_OK && sb->increasing && sb->count > 0) {
+        int cmp = bd_compare(sb->fids[sb->count - 1], fid);
+        if (cmp == -2) status = BD_ERROR;
+        else if (cmp >= 0) sb->increasing = 0;
+    }
+    if (status == BD_OK) status = bd_snapshot(tb, &sb->lc, sb->snap_cls, pf_cls, l, rdict, sb->generation, &snapshot);
+    if (status == BD_OK) {
+        if (sb->worker0 == NULL) sb->worker0 = Py_NewRef(worker);
+        sb->fids[sb->count] = Py_NewRef(fid);
+        sb->snaps[sb->count] = snapshot;
+        sb->count++;
+    }
+    Py_XDECREF(worker);
+    if (status == BD_FALLBACK) {
+        sb->on = 0;
+        status = BD_OK;
+    }
+    return status;
+}
+
+/* After bd_attest_core built `attestation` from the pass of `runtime` (n pairs) whose placement
+ * map is placement_map: sb->table = the table bd_attested_table would build from it now, when
+ * the build ran to the end and the attestation holds the very placement map, evidence
+ * fragments and generation the pairs were read with (else sb->table stays NULL: the caller
+ * builds it from the attestation). 0, -1 with an exception. */
+static int
+bd_pair_snaps_table(const bd_table *tb, bd_pair_snaps *sb, PyObject *const *classes, PyObject *attestation,
+                    PyObject *runtime, PyObject *placement_map)
+{
+    if (!sb->on || sb->count < 1 || sb->count != PyTuple_Size(runtime)
+        || PyDict_Size(placement_map) != sb->count) {
+        return 0;
+    }
+    PyObject *inputs[4]; /* evidence, placement dict, evidence fragments, generation */
+    int status = bd_attested_inputs(tb, classes[0], classes[1], attestation, inputs);
+    if (status == BD_ERROR) return -1;
+    if (status == BD_OK && inputs[1] == placement_map && inputs[2] == runtime && inputs[3] == sb->generation) {
+        status = bd_one_worker_table(sb->snaps, sb->fids, sb->count, sb->worker0, sb->increasing, &sb->table);
+    }
+    for (int k = 0; k < 4; k++) Py_XDECREF(inputs[k]);
+    return status == BD_ERROR ? -1 : 0;
+}
+
 /* attest_binding's bind_views, address_ranges_clear and bd_attest_core's two maps in one pass
  * over the fragment pairs: each runtime fragment's dict read once, no view tuple or list built.
  * BD_OK with maps[0] (the binding map) and maps[1] (the placement map), new dicts, or
@@ -5284,10 +5418,12 @@ bd_pair_prefetch_fields(PyObject *logical, PyObject *runtime)
  *   id, read from the exact pf_cls instance's dict (what its getattr reads: the class defines
  *   no descriptor of that name), an exact non-empty str as bd_get_str requires.
  * Every check that fails declines (BD_FALLBACK) and the whole call returns None, whichever
- * failed first, as the steps run in order do; BD_ERROR only for a memory error. */
+ * failed first, as the steps run in order do; BD_ERROR only for a memory error.
+ * sb (NULL: none): each checked pair's snapshot is collected there too (bd_pair_snap; it decides
+ * nothing of the pass). */
 static int
 bd_fused_views(const bd_table *tb, PyObject *instance_id, PyObject *logical, PyObject *runtime, PyObject *tensors,
-               PyObject *const *classes, PyObject **maps, bd_tensor_memo *memo)
+               PyObject *const *classes, PyObject **maps, bd_tensor_memo *memo, bd_pair_snaps *sb)
 {
     PyObject *const *nm = tb->nm;
     PyObject *pf_cls = classes[0], *rf_cls = classes[1], *td_cls = classes[2];
@@ -5328,6 +5464,7 @@ bd_fused_views(const bd_table *tb, PyObject *instance_id, PyObject *logical, PyO
     binding_map = PyDict_New();
     placement_map = PyDict_New();
     if (spaces == NULL || seen == NULL || binding_map == NULL || placement_map == NULL) goto done;
+    if (sb != NULL && sb->on && bd_pair_snaps_start(sb, n) < 0) goto done;
     status = BD_OK;
     for (Py_ssize_t i = 0; i < n && status == BD_OK; i++) {
         PyObject *l = PyTuple_GetItem(logical, i);
@@ -5376,6 +5513,7 @@ bd_fused_views(const bd_table *tb, PyObject *instance_id, PyObject *logical, PyO
             && (PyDict_SetItem(binding_map, pfid, r) < 0 || PyDict_SetItem(placement_map, kept.lpfid, l) < 0)) {
             status = BD_ERROR;
         }
+        if (status == BD_OK && sb != NULL && sb->on) status = bd_pair_snap(tb, sb, pf_cls, l, kept.rdict, fid);
         Py_XDECREF(fid);
         Py_XDECREF(owner);
         Py_XDECREF(kept.rdict);
@@ -5412,9 +5550,13 @@ PyDoc_STRVAR(attest_binding_doc,
 "views, and attest builds the attestation. None when any of them is not decided here.");
 
 /* attest_binding with memo (NULL: none): the tensors an earlier binding of the same C call
- * loaded (bd_tensor_memo; attest_many shares one over its bindings). */
+ * loaded (bd_tensor_memo; attest_many shares one over its bindings); sb (NULL: none; else
+ * sb->on set and sb->snap_cls / sb->lc filled by attest_many, for an exact binding_cls
+ * binding): the attestation's carried table, built in the fused pass when it can be
+ * (bd_pair_snaps; sb->table, else NULL). */
 static PyObject *
-bd_attest_binding_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, bd_tensor_memo *memo)
+bd_attest_binding_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, bd_tensor_memo *memo,
+                       bd_pair_snaps *sb)
 {
     bd_table tb;
     if (nargs != 13) {
@@ -5445,8 +5587,21 @@ bd_attest_binding_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, 
     if (pairs >= BD_FUSED_MIN) {
         /* the three steps below in one pass (the same checks: see bd_fused_views) */
         PyObject *maps[2] = {NULL, NULL};
-        status = bd_fused_views(&tb, instance_id, args[7], fragments, args[8], view_classes, maps, memo);
+        /* with sb: the collector off from the pair reads to the table (no code runs in between) */
+        const int collector_was_enabled = sb != NULL && sb->on ? PyGC_Disable() : 0;
+        if (status == BD_OK && sb != NULL && sb->on) {
+            /* (read again by bd_attest_core, which decides: a failed read only stops the build) */
+            if (bd_get(binding, nm[N_GENERATION], &sb->generation) != BD_OK) {
+                PyErr_Clear();
+                sb->on = 0;
+            }
+        }
+        if (status == BD_OK) status = bd_fused_views(&tb, instance_id, args[7], fragments, args[8], view_classes, maps, memo, sb);
         if (status == BD_OK) status = bd_attest_core(&tb, args, placement, binding, args[7], maps, &result);
+        if (status == BD_OK && sb != NULL && bd_pair_snaps_table(&tb, sb, args, result, fragments, maps[1]) < 0) {
+            status = BD_ERROR;
+        }
+        if (collector_was_enabled) PyGC_Enable();
         Py_XDECREF(maps[0]);
         Py_XDECREF(maps[1]);
     } else {
@@ -5465,7 +5620,7 @@ bd_attest_binding_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, 
 static PyObject *
 bd_attest_binding(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    return bd_attest_binding_with(self, args, nargs, NULL);
+    return bd_attest_binding_with(self, args, nargs, NULL, NULL);
 }
 
 
@@ -6929,6 +7084,20 @@ bd_carrier_new(Py_ssize_t cap, PyObject *snap_cls, PyObject *rf_cls, PyObject *p
     return c;
 }
 
+/* Keeps (attestation, table): a new reference to the attestation, the table stolen (dropped when
+ * the carrier is full: not carried). */
+static void
+bd_carrier_put(bd_carrier *c, PyObject *attestation, PyObject *table)
+{
+    if (c->n >= c->cap) {
+        Py_DECREF(table);
+        return;
+    }
+    c->att[c->n] = Py_NewRef(attestation);
+    c->table[c->n] = table;
+    c->n++;
+}
+
 /* attest_many's step: the table of a just-built attestation (of exactly att_cls), kept with it.
  * A table not decided there (BD_FALLBACK) is simply not carried: step 11 builds it. 0, or -1
  * with an exception. */
@@ -6946,9 +7115,7 @@ bd_carrier_add(const bd_table *tb, bd_carrier *c, PyObject *att_cls, PyObject *e
     for (int k = 0; k < 4; k++) Py_XDECREF(inputs[k]);
     if (status == BD_ERROR) return -1;
     if (status != BD_OK) return 0;
-    c->att[c->n] = Py_NewRef(attestation);
-    c->table[c->n] = table;
-    c->n++;
+    bd_carrier_put(c, attestation, table);
     return 0;
 }
 
@@ -7341,6 +7508,15 @@ bd_attest_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     /* the tensors loaded so far, shared by the bindings' attest_binding (bd_tensor_memo) */
     bd_tensor_memo memo;
     memset(&memo, 0, sizeof(memo));
+    /* the carried tables, built in each binding's pair loop where they can be (bd_pair_snaps) */
+    bd_pair_snaps sb;
+    memset(&sb, 0, sizeof(sb));
+    sb.snap_cls = snap_cls;
+    if (snap_cls != NULL && bd_snapshot_layout(&tb, snap_cls, &sb.lc) < 0) {
+        bd_carrier_free(carrier);
+        Py_DECREF(out);
+        return NULL;
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *binding = PyTuple_GetItem(bindings, i);
         PyObject *state = NULL, *participant = NULL, *fragments = NULL, *tensors = NULL, *fused = NULL;
@@ -7366,7 +7542,9 @@ bd_attest_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         {
             PyObject *const call[13] = {args[0], args[1], args[2], args[3], args[4], placement, binding,
                                         fragments, tensors, args[9], args[10], args[11], args[12]};
-            fused = bd_attest_binding_with(self, call, 13, &memo);
+            bd_pair_snaps_clear(&sb);
+            sb.on = carrier != NULL && sb.lc.cls != NULL && sb.lc.cls == snap_cls;
+            fused = bd_attest_binding_with(self, call, 13, &memo, carrier != NULL ? &sb : NULL);
             memo.bindings++;
             if (memo.bindings >= BD_MEMO_TRIAL && memo.hits == 0) memo.off = 1;
         }
@@ -7379,7 +7557,12 @@ bd_attest_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             goto next;
         }
         status = BD_OK;
-        if (carrier != NULL && bd_carrier_add(&tb, carrier, args[0], args[1], fused) < 0) status = BD_ERROR;
+        if (carrier != NULL && sb.table != NULL) { /* built in the pair loop */
+            bd_carrier_put(carrier, fused, sb.table);
+            sb.table = NULL;
+        } else if (carrier != NULL && bd_carrier_add(&tb, carrier, args[0], args[1], fused) < 0) {
+            status = BD_ERROR;
+        }
     next:
         Py_XDECREF(state);
         Py_XDECREF(participant);
@@ -7396,6 +7579,7 @@ bd_attest_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyList_SetItem(out, i, fused); /* steals; the slot is empty */
     }
     bd_tensor_memo_free(&memo);
+    bd_pair_snaps_clear(&sb);
     mr_gc_show(out); /* full */
     if (carrier == NULL) return out;
     {
@@ -7412,6 +7596,7 @@ bd_attest_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
 fail:
     bd_tensor_memo_free(&memo);
+    bd_pair_snaps_clear(&sb);
     Py_DECREF(out);
     bd_carrier_free(carrier);
     return NULL;
