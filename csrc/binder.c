@@ -5305,7 +5305,55 @@ typedef struct {
     PyObject *worker0;       /* owned: the first pair's worker */
     int on, increasing;
     PyObject *table;         /* owned: the table, once built (bd_pair_snaps_table) */
+    /* per call (bd_pair_snaps_direct): rf_at[k] is snapshot field k's runtime layout slot
+     * (bd_snapshot_rf_index), -1 for the placement fields and the generation; direct: every
+     * runtime field has a slot in range, so bd_pair_snap copies the slots itself */
+    Py_ssize_t rf_at[BD_NSNAP];
+    int direct;
 } bd_pair_snaps;
+
+/* Per attest_many call: sb->rf_at and sb->direct (see bd_pair_snaps). */
+static void
+bd_pair_snaps_direct(const bd_table *tb, bd_pair_snaps *sb)
+{
+    sb->direct = 1;
+    for (int k = 0; k < BD_NSNAP; k++) {
+        int placement_side = k == N_PFID || k == N_TENSOR_ID || k == N_GLOBAL_OFFSET || k == N_LOCAL_SHAPE;
+        sb->rf_at[k] = placement_side || k == N_LEASE_GENERATION ? -1 : bd_snapshot_rf_index(tb->nm, k);
+        if (!placement_side && k != N_LEASE_GENERATION && (sb->rf_at[k] < 0 || sb->rf_at[k] >= MR_RF_N)) {
+            sb->direct = 0;
+        }
+    }
+}
+
+/* bd_snapshot(tb, &sb->lc, sb->snap_cls, pf_cls, l, rdict, sb->generation, out) for a pair
+ * bd_pair_snap has checked (sb->direct; pslots: l's four layout slots in from_placement order,
+ * all filled; rdict: exactly the runtime layout class, not a dict), without bd_snapshot_values'
+ * generic loop. Why the values are the same objects in the same places: with those inputs
+ * bd_snapshot_values takes, for every field k < N_LEASE_GENERATION, the placement slot of k's
+ * name when k is one of its four from_placement fields (in_slots, slot filled), else the runtime
+ * slot rf[bd_snapshot_rf_index(nm, k)] (rf set: rdict is the layout, not a dict), BD_FALLBACK
+ * when that slot is empty (as here), and the generation last; sb->rf_at holds those indices,
+ * found by the same function. Then the same mr_layout_new (same values: the same collector
+ * decision). BD_OK, BD_FALLBACK (a runtime slot empty: the build stops) or BD_ERROR. */
+static int
+bd_pair_snapshot(const bd_pair_snaps *sb, PyObject *const *pslots, PyObject *rdict, PyObject **out)
+{
+    PyObject *const *rf = (PyObject *const *)((mr_layout_object *)rdict)->fields;
+    PyObject *values[BD_NSNAP]; /* borrowed: l, rdict and sb hold them; no code runs here */
+    for (int k = 0; k < N_LEASE_GENERATION; k++) {
+        Py_ssize_t at = sb->rf_at[k];
+        values[k] = at < 0 ? NULL : rf[at];
+        if (at >= 0 && values[k] == NULL) return BD_FALLBACK;
+    }
+    values[N_PFID] = pslots[0];
+    values[N_TENSOR_ID] = pslots[1];
+    values[N_GLOBAL_OFFSET] = pslots[2];
+    values[N_LOCAL_SHAPE] = pslots[3];
+    values[N_LEASE_GENERATION] = sb->generation;
+    *out = mr_layout_new(&sb->lc, values, BD_NSNAP);
+    return *out == NULL ? BD_ERROR : BD_OK;
+}
 
 static void
 bd_pair_snaps_clear(bd_pair_snaps *sb)
@@ -5348,8 +5396,9 @@ bd_pair_snap(const bd_table *tb, bd_pair_snaps *sb, PyObject *pf_cls, PyObject *
 {
     static const int from_placement[] = {N_PFID, N_TENSOR_ID, N_GLOBAL_OFFSET, N_LOCAL_SHAPE};
     PyObject *slots[4] = {NULL, NULL, NULL, NULL};
-    if (sb->count >= sb->cap || bd_runtime_memo.memo.cls == NULL
-        || (PyObject *)Py_TYPE(rdict) != bd_runtime_memo.memo.cls || !bd_pf_slots(l, from_placement, 4, slots)
+    if (sb->count >= sb->cap || bd_runtime_memo.memo.cls == NULL || PyDict_Check(rdict)
+        || (PyObject *)Py_TYPE(rdict) != bd_runtime_memo.memo.cls || (PyObject *)Py_TYPE(l) != pf_cls
+        || !bd_pf_slots(l, from_placement, 4, slots)
         || slots[0] == NULL || slots[1] == NULL || slots[2] == NULL || slots[3] == NULL) {
         sb->on = 0;
         return BD_OK;
@@ -5365,7 +5414,8 @@ bd_pair_snap(const bd_table *tb, bd_pair_snaps *sb, PyObject *pf_cls, PyObject *
         if (cmp == -2) status = BD_ERROR;
         else if (cmp >= 0) sb->increasing = 0;
     }
-    if (status == BD_OK) status = bd_snapshot(tb, &sb->lc, sb->snap_cls, pf_cls, l, rdict, sb->generation, &snapshot);
+    if (status == BD_OK && sb->direct) status = bd_pair_snapshot(sb, slots, rdict, &snapshot);
+    else if (status == BD_OK) status = bd_snapshot(tb, &sb->lc, sb->snap_cls, pf_cls, l, rdict, sb->generation, &snapshot);
     if (status == BD_OK) {
         if (sb->worker0 == NULL) sb->worker0 = Py_NewRef(worker);
         sb->fids[sb->count] = Py_NewRef(fid);
@@ -7517,6 +7567,7 @@ bd_attest_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_DECREF(out);
         return NULL;
     }
+    bd_pair_snaps_direct(&tb, &sb);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *binding = PyTuple_GetItem(bindings, i);
         PyObject *state = NULL, *participant = NULL, *fragments = NULL, *tensors = NULL, *fused = NULL;
