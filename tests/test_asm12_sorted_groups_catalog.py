@@ -28,6 +28,8 @@ from mooncake.reshard.weight import (
     WeightPlacementManifest,
 )
 
+from test_assembly_sorted_groups_gc import _inert
+
 
 class _Tensor:
     """A tracked catalog object (its refcount is what the test counts)."""
@@ -43,12 +45,6 @@ def _catalog_item(kind: int) -> Any:
     if kind == 3:
         return (1, [2])  # a tracked tuple
     return _Tensor.__name__ + str(kind)  # a str: no collector support (an own object each time)
-
-
-def _inert(value: Any) -> bool:
-    if type(value) in (int, str):
-        return True
-    return not gc.is_tracked(value) and type(value) is not dict
 
 
 @settings(max_examples=150, deadline=None)

@@ -26,6 +26,7 @@ import native_watch
 from spec_helpers import field_state, forged_instance
 from forge_helpers import profiled_outcome, sized_world
 from test_native_revalidate_fastpaths import _attestations, _forged_attestation, _index, _reference, _spread
+from test_sound26_view_callout_keys import _attestations as _plan_attestations
 
 from mooncake.reshard.contracts.fragments import RuntimeBindingFragment
 from mooncake.reshard.weight import bind_logical_transfer_plan
@@ -159,16 +160,6 @@ def test_index_declines_a_foreign_key_at_any_position(size: int) -> None:
 def _plan(tensors: int) -> Any:
     logical, targets, sources, _memory = sized_world(tensors)
     return bind_logical_transfer_plan(logical, targets, source_bindings=sources)
-
-
-def _plan_attestations(plan: Any) -> list[Any]:
-    found: list[Any] = []
-    for operation in plan.operations:
-        for side in (operation.source, operation.target):
-            attestation = getattr(side, "attestation", None)
-            if attestation is not None and all(attestation is not seen for seen in found):
-                found.append(attestation)
-    return found
 
 
 _SIZES = [(12, which) for which in range(4)] + [(40, 0), (40, 3)]  # (past rv_plain_keys' RV_KEYS_HINTED: 32)
