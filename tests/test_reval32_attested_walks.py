@@ -26,7 +26,7 @@ import native_watch
 from spec_helpers import field_state, forged_instance
 from forge_helpers import profiled_outcome, sized_world
 from test_native_revalidate_fastpaths import _attestations, _forged_attestation, _index, _reference, _spread
-from test_sound26_view_callout_keys import _attestations as _plan_attestations
+from test_sound26_view_callout_keys import _attestations as _plan_attestations, _view_call_of
 
 from mooncake.reshard.contracts.fragments import RuntimeBindingFragment
 from mooncake.reshard.weight import bind_logical_transfer_plan
@@ -197,14 +197,7 @@ def test_pass_declines_a_foreign_key_at_any_position(field: str, when: str, tens
 
         def hook(frame: Any, event: str, arg: Any) -> None:
             watch(frame, event, arg)
-            if (
-                not planted
-                and event == "call"
-                and frame.f_code.co_name == "_attested_view"
-                and frame.f_back is not None
-                and frame.f_back.f_code.co_name == "_fast_revalidate_live"  # called by the C pass
-                and frame.f_locals.get("attestation") is target
-            ):
+            if not planted and _view_call_of(frame, event, target):
                 plant()
 
         native_watch._ACTIVE.append(watch)

@@ -52,6 +52,17 @@ def _plan() -> tuple[Any, Any]:
     return bind_logical_transfer_plan(logical, targets, source_bindings=sources), memory
 
 
+def _view_call_of(frame: Any, event: str, attestation: Any) -> bool:
+    """A profile event: the fast revalidation's C pass calls ``_attested_view`` for ``attestation``."""
+    return (
+        event == "call"
+        and frame.f_code.co_name == "_attested_view"
+        and frame.f_back is not None
+        and frame.f_back.f_code.co_name == "_fast_revalidate_live"  # called by the C pass
+        and frame.f_locals.get("attestation") is attestation
+    )
+
+
 def _attestations(plan: Any) -> list[Any]:
     found: list[Any] = []
     for operation in plan.operations:
@@ -85,14 +96,7 @@ def test_no_key_planted_at_a_view_call_is_probed_inside_a_pass(pair: tuple[int, 
     planted: list[bool] = []
 
     def at_view_call(frame: Any, event: str, arg: Any) -> None:
-        if (
-            not planted
-            and event == "call"
-            and frame.f_code.co_name == "_attested_view"
-            and frame.f_back is not None
-            and frame.f_back.f_code.co_name == "_fast_revalidate_live"  # called by the C pass
-            and frame.f_locals.get("attestation") is later
-        ):
+        if not planted and _view_call_of(frame, event, later):
             planted.append(True)
             _plant(vars(earlier)[field])
 
