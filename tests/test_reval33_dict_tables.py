@@ -9,14 +9,13 @@ declines every item that is not the fragment's own placement or binding object."
 
 from __future__ import annotations
 
-import copy
 import random
 import sys
 from typing import Any
 
 import pytest
 from test_native_revalidate import _FRAGMENT_TYPES, _fragments_reference, _identity, _scan
-from test_reval28_dict_cursor import _agree, _both, _dicts, _in_dict_order, _plan
+from test_reval28_dict_cursor import _agree, _another_object_declines, _both, _dicts, _in_dict_order, _plan
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight._planner import bound_contracts as bc
@@ -68,26 +67,7 @@ def test_another_object_at_a_tabled_key_declines(large: Any, side: int, where: s
     identity check declines it."""
     plan, frags = large
     frags = _shuffled(frags)
-    fragment = frags[10 if where == "early" else len(frags) - 3]
-    pfid = fragment.placement.placement_fragment_id
-    dicts = _dicts(fragment)
-    own = dicts[side][pfid]
-    other = next(f for f in frags if f.placement.placement_fragment_id != pfid and _dicts(f) == dicts)
-    try:
-        dicts[side][pfid] = (other.placement, other.binding)[side]
-        native, reference = _both(plan, frags)
-        assert native is None and reference is None
-        equal = copy.copy(own)
-        assert equal is not own and equal == own
-        dicts[side][pfid] = equal
-        native, reference = _both(plan, frags)
-        assert native is None  # an equal object is not the fragment's own: declined
-        assert reference is not None  # (the reference compares with ==)
-        dicts[side][pfid] = own
-        native, reference = _agree(plan, frags)
-        assert native is not None
-    finally:
-        dicts[side][pfid] = own
+    _another_object_declines(plan, frags, frags[10 if where == "early" else len(frags) - 3], side)
 
 
 def test_equal_keys_that_are_other_objects_are_probed(large: Any) -> None:
