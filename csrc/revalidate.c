@@ -309,6 +309,7 @@ rv_table_free(rv_table *t)
 }
 
 static void rs_store(rv_table *t, PyObject *object, Py_ssize_t value);
+static Py_ssize_t rs_lookup(const rv_table *t, const void *object);
 static int rv_table_reserve(rv_table *t, size_t n_items);
 
 /* Position of ``object`` in ``distinct``, appending it when new; -1 with an error set. */
@@ -1126,13 +1127,22 @@ typedef struct {
     size_t used;
 } rf_memo_table;
 
+/* One attested dict of an entry as rf_fragment reads it: a cursor (rf_cursor_item) and, once
+ * the cursor missed RF_TABLE_MISSES times in a dict of RF_TABLE_MIN_KEYS keys or more, an
+ * identity table of its items built in one walk (rf_table_item). */
+struct rf_side {
+    Py_ssize_t cursor;
+    Py_ssize_t misses; /* cursor misses so far; -1: no table for this dict (too small, or no memory) */
+    rw_ident table;    /* slots NULL: not built */
+};
+
 typedef struct {
     rf_memo_table rank, key, route;
     rf_memo_table rank_object; /* rank object -> its (dp, tp, pp, ep) tuple */
     PyObject **bases;          /* per attested entry index: its view's key_base (owned) */
     Py_ssize_t n_bases;
-    Py_ssize_t *cursors;       /* per attested entry index: its two dicts' cursors (rf_cursor_item) */
-    Py_ssize_t n_cursors;      /* entries with cursors (grown with the entries: a few hundred) */
+    struct rf_side *sides;     /* per attested entry index: its two dicts' cursors and tables */
+    Py_ssize_t n_sides;        /* entries with sides (grown with the entries: a few hundred) */
 } rf_memo;
 
 /* Below this many fragments nothing is shared (the tuples are few; the table would only cost
@@ -1326,14 +1336,14 @@ rf_cursor_item(PyObject *dict, Py_ssize_t *pos, PyObject *key)
     return v;
 }
 
-/* The two dict cursors of entry ``index`` (rf_cursor_item), the array grown to hold them (new
- * cursors at the dicts' start); NULL with MemoryError. */
-static Py_ssize_t *
-rf_cursors(rf_memo *memo, Py_ssize_t index)
+/* The two sides of entry ``index`` (its placement and binding dicts: rf_side), the array grown
+ * to hold them (new cursors at the dicts' start, no table); NULL with MemoryError. */
+static struct rf_side *
+rf_sides(rf_memo *memo, Py_ssize_t index)
 {
     if (index < 0) return NULL;
-    if (index >= memo->n_cursors) {
-        Py_ssize_t room = memo->n_cursors < 8 ? 8 : memo->n_cursors;
+    if (index >= memo->n_sides) {
+        Py_ssize_t room = memo->n_sides < 8 ? 8 : memo->n_sides;
         while (room <= index) {
             if (room > PY_SSIZE_T_MAX / 8) {
                 PyErr_NoMemory();
@@ -1341,16 +1351,101 @@ rf_cursors(rf_memo *memo, Py_ssize_t index)
             }
             room *= 2;
         }
-        Py_ssize_t *grown = PyMem_Realloc(memo->cursors, (size_t)room * 2 * sizeof(Py_ssize_t));
+        size_t bytes;
+        if (__builtin_mul_overflow((size_t)room, 2 * sizeof(struct rf_side), &bytes)) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        struct rf_side *grown = PyMem_Realloc(memo->sides, bytes);
         if (grown == NULL) {
             PyErr_NoMemory();
             return NULL;
         }
-        memset(grown + 2 * memo->n_cursors, 0, (size_t)(room - memo->n_cursors) * 2 * sizeof(Py_ssize_t));
-        memo->cursors = grown;
-        memo->n_cursors = room;
+        memset(grown + 2 * memo->n_sides, 0, (size_t)(room - memo->n_sides) * 2 * sizeof(struct rf_side));
+        memo->sides = grown;
+        memo->n_sides = room;
     }
-    return memo->cursors + 2 * index;
+    return memo->sides + 2 * index;
+}
+
+/* Frees every side's table and starts its miss count again (the dicts may have changed: Python
+ * code ran, rf_enter_all's view calls; or the call is over). The cursors stay (a stale cursor
+ * only misses). */
+static void
+rf_sides_reset(rf_memo *memo)
+{
+    for (Py_ssize_t k = 0; k < 2 * memo->n_sides; k++) {
+        PyMem_Free(memo->sides[k].table.slots);
+        memo->sides[k].table.slots = NULL;
+        memo->sides[k].misses = 0;
+    }
+}
+
+/* Fragments whose attestation's dict order is unrelated to theirs (the sweep: the source side's
+ * half of the attestations, ~20 % of the fragments) miss the cursor every time, and each probe
+ * by hash then costs the dict's index slot and entry, two misses once the dicts leave the cache
+ * (~87 ms of the pass at 10^6). After RF_TABLE_MISSES misses in one dict of at least
+ * RF_TABLE_MIN_KEYS keys, the dict's items are put in an identity table (rw_ident: key object ->
+ * value, one walk in the dict's order), whose slot for a coming fragment's placement fragment id
+ * is prefetched ahead (rf_table_hint): one line per probe, brought in early. */
+#define RF_TABLE_MISSES 64
+#define RF_TABLE_MIN_KEYS 1024
+
+/* ``dict[key]`` (borrowed) from the side's identity table, built on the side's
+ * RF_TABLE_MISSES-th cursor miss; NULL when the table does not hold that very key object (or
+ * there is no table): the caller probes the dict, which decides. Never fails (a table that
+ * cannot be allocated is not built). Exact: the table holds the dict's items as of its walk,
+ * and no Python code runs in the pass after that walk (a view call, the only Python code the pass
+ * runs after its first entry, happens in rf_enter_all, which resets the tables), so the dict
+ * maps the very key object to the same value now (what the probe returns: the key equals itself;
+ * the keys are exact str, checked by the caller). */
+static PyObject *
+rf_table_item(struct rf_side *side, PyObject *dict, PyObject *key)
+{
+    if (side->table.slots == NULL) {
+        if (side->misses < 0 || ++side->misses < RF_TABLE_MISSES) return NULL;
+        const Py_ssize_t size = PyDict_Size(dict);
+        size_t cap = 16;
+        while (size >= RF_TABLE_MIN_KEYS && cap < 2 * (size_t)size && cap <= SIZE_MAX / 4) cap *= 2;
+        if (size < RF_TABLE_MIN_KEYS || cap < 2 * (size_t)size || rw_ident_init(&side->table, cap) < 0) {
+            PyErr_Clear(); /* (a negative size: not a dict; a failed allocation: no table) */
+            side->table.slots = NULL;
+            side->misses = -1;
+            return NULL;
+        }
+        Py_ssize_t pos = 0;
+        PyObject *k = NULL, *v = NULL;
+        while (PyDict_Next(dict, &pos, &k, &v)) {
+            if (rw_ident_put(&side->table, k, v) < 0) { /* (sized for them all: never grows) */
+                PyErr_Clear();
+                PyMem_Free(side->table.slots);
+                side->table.slots = NULL;
+                side->misses = -1;
+                return NULL;
+            }
+        }
+    }
+    return rw_ident_get(&side->table, key);
+}
+
+/* Hint only: prefetches the table slots (rf_table_item) of the placement fragment id of the
+ * fragment a few places ahead, when its attestation has an entry whose sides have tables.
+ * Reads only pointers the staged hints brought in; decides nothing, holds nothing. */
+static inline __attribute__((always_inline)) void
+rf_table_hint(const rf_memo *memo, const rv_table *entries, PyObject *fragment)
+{
+    PyObject *placement = fragment == NULL ? NULL : rv_hint_placement(fragment);
+    if (placement == NULL || rv_pf_memo.memo.cls == NULL || (PyObject *)Py_TYPE(placement) != rv_pf_memo.memo.cls)
+        return;
+    PyObject *attestation = ((mr_layout_object *)fragment)->fields[MR_BF_ATTESTATION];
+    PyObject *pfid = ((mr_layout_object *)placement)->fields[MR_PF_PLACEMENT_FRAGMENT_ID];
+    if (attestation == NULL || pfid == NULL) return;
+    const Py_ssize_t index = rs_lookup(entries, attestation);
+    if (index < 0 || index >= memo->n_sides) return;
+    for (int side = 0; side < 2; side++) {
+        const rw_ident *t = &memo->sides[2 * index + side].table;
+        if (t->slots != NULL) rw_ident_prefetch(t, pfid);
+    }
 }
 
 /* One fragment: appends its key (unless keys is None: revalidate_fragments' want_keys), route
@@ -1457,14 +1552,15 @@ rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObjec
     }
     /* probed with an exact str only (a subclass's __hash__ / __eq__ would run in the probe) */
     if (!PyUnicode_CheckExact(pfid)) goto done;
-    Py_ssize_t *cursor = rf_cursors(memo, index);
-    if (cursor == NULL) {
+    struct rf_side *sides = rf_sides(memo, index);
+    if (sides == NULL) {
         rc = RV_ERROR;
         goto done;
     }
     for (int side = 0; side < 2; side++) {
         PyObject *dict = PyTuple_GetItem(entry, side); /* (the entry holds it) */
-        expected = rf_cursor_item(dict, &cursor[side], pfid); /* borrowed */
+        expected = rf_cursor_item(dict, &sides[side].cursor, pfid); /* borrowed */
+        if (expected == NULL) expected = rf_table_item(&sides[side], dict, pfid); /* borrowed */
         if (expected == NULL) expected = PyDict_GetItemWithError(dict, pfid); /* borrowed */
         if (expected == NULL) goto done;
         Py_INCREF(expected);
@@ -1754,7 +1850,10 @@ revalidate_fragments(PyObject *module, PyObject *args)
             const Py_ssize_t size = PyList_Size(items);
             if (i + RF_STAGE_FRAGMENT < size) rf_stage_hint(PyList_GetItem(items, i + RF_STAGE_FRAGMENT), 0);
             if (i + RF_STAGE_PARTS < size) rf_stage_hint(PyList_GetItem(items, i + RF_STAGE_PARTS), 1);
-            if (i + RF_STAGE_PFID < size) rf_stage_hint(PyList_GetItem(items, i + RF_STAGE_PFID), 2);
+            if (i + RF_STAGE_PFID < size) {
+                rf_stage_hint(PyList_GetItem(items, i + RF_STAGE_PFID), 2);
+                rf_table_hint(&memo, &entries, PyList_GetItem(items, i + RF_STAGE_PFID));
+            }
         }
         /* view calls only before any entry exists, then all at once (rf_enter_all) */
         int rc = rf_fragment(fragment, &cfg, &entries, entry_list, attested, held, keys, routes, runtime_ids, &memo,
@@ -1762,6 +1861,7 @@ revalidate_fragments(PyObject *module, PyObject *args)
         if (rc == RF_CALLOUT && !entered_all) {
             entered_all = 1;
             rc = rf_enter_all(items, i, n, &cfg, &entries, entry_list, attested, held);
+            rf_sides_reset(&memo); /* (view calls ran: a table built before may be stale) */
             if (rc == RV_OK)
                 rc = rf_fragment(fragment, &cfg, &entries, entry_list, attested, held, keys, routes, runtime_ids,
                                  &memo, 0);
@@ -1783,7 +1883,8 @@ done:
         for (Py_ssize_t k = 0; k < memo.n_bases; k++) Py_XDECREF(memo.bases[k]);
         PyMem_Free(memo.bases);
     }
-    PyMem_Free(memo.cursors);
+    if (memo.sides != NULL) rf_sides_reset(&memo);
+    PyMem_Free(memo.sides);
     rv_table_free(&entries);
     Py_XDECREF(items);
     Py_XDECREF(keys);

@@ -93,14 +93,21 @@ def test_another_object_at_the_cursor_declines(plan_frags: Any, side: int, where
     probe's identity check declines it (the reference refuses the other fragment's object)."""
     plan, frags = plan_frags
     index = {"first": 0, "middle": len(frags) // 2, "last": len(frags) - 1}[where]
-    fragment = frags[index]
+    _another_object_declines(plan, frags, frags[index], side, in_place=True)
+
+
+def _another_object_declines(plan: Any, frags: list[Any], fragment: Any, side: int, in_place: bool = False) -> None:
+    """Another fragment's placement or binding at the fragment's key of one of its dicts, then an
+    equal copy of its own: both declined (the reference refuses the first, accepts the second);
+    its own object put back: the call agrees with the reference."""
     pfid = fragment.placement.placement_fragment_id
     dicts = _dicts(fragment)
     own = dicts[side][pfid]
     other = next(f for f in frags if f.placement.placement_fragment_id != pfid and _dicts(f) == dicts)
     try:
         dicts[side][pfid] = (other.placement, other.binding)[side]
-        assert list(dicts[side]).index(pfid) == list(dicts[1 - side]).index(pfid)  # (still in place)
+        if in_place:
+            assert list(dicts[side]).index(pfid) == list(dicts[1 - side]).index(pfid)  # (still in place)
         native, reference = _both(plan, frags)
         assert native is None and reference is None
         equal = copy.copy(own)
