@@ -83,6 +83,28 @@ mr_alloc_array(size_t n, size_t sz)
     return p;
 }
 
+/* n rows of sz bytes starting on a 64-byte (cache line) boundary, zeroed when zero: rows whose
+ * size divides 64 then never straddle two lines (a row written or read at random costs one
+ * miss, and one prefetch asks for all of it; the allocator's own blocks start 16 bytes into a
+ * line). *raw is the block to PyMem_Free (NULL on failure). NULL with MemoryError. */
+static inline void *
+mr_alloc_lines(size_t n, size_t sz, int zero, void **raw)
+{
+    size_t total;
+    *raw = NULL;
+    if (__builtin_mul_overflow(n, sz, &total) || __builtin_add_overflow(total, (size_t)64, &total)) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    void *p = zero ? PyMem_Calloc(1, total) : PyMem_Malloc(total);
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    *raw = p;
+    return (void *)(((uintptr_t)p + 63) & ~(uintptr_t)63);
+}
+
 /* A new instance of the heap class cls as the slot of ``object.__new__(cls)`` makes it: the
  * class's tp_alloc, then (CPython >= 3.11) the instance's attribute values laid out for the
  * class's shared keys (cls's own __new__ and __init__ are not called); NULL with an exception

@@ -1621,22 +1621,26 @@ ss_cover_of(const ss_tables *tb, int64_t t, const int64_t *rank)
     return covers->e[ci].key == -1 ? -1 : covers->e[ci].id; /* -1: no target needs this cover */
 }
 
-/* What select_sources reads of fragment i, read beforehand in address order (ss_preread). */
+/* What select_sources reads of fragment i, read beforehand in address order (ss_preread):
+ * one cache line (written at random in list order: one miss a row, all of it asked for by the
+ * prefetch a row ahead; its nbytes is kept after its coordinates, written in order). */
 typedef struct {
     int64_t t;       /* kernel tensor index; -1: not a needed tensor */
     int64_t rank[4]; /* dp, tp, pp, ep */
-    size_t coord;    /* its offsets then shape: 2 * ndim values at the pre-read coordinates */
-    int64_t nbytes;  /* as po_nbytes gives it, when nbytes_ok */
-    int nbytes_ok;   /* 0: po_nbytes would fall back (a non-int) */
+    size_t coord;    /* its offsets then shape: 2 * ndim values at the pre-read coordinates, then
+                      * its nbytes as po_nbytes gives it (when nbytes_ok) */
     PyObject *id;    /* strong; needed fragments only */
+    int nbytes_ok;   /* 0: po_nbytes would fall back (a non-int) */
 } ss_pre;
+_Static_assert(sizeof(ss_pre) == 64, "an ss_pre fills one cache line");
 
+/* Frees n rows pre of mr_alloc_lines' block. */
 static void
-ss_pre_free(ss_pre *pre, size_t n)
+ss_pre_free(ss_pre *pre, size_t n, void *block)
 {
-    if (pre == NULL) return;
-    for (size_t i = 0; i < n; i++) Py_XDECREF(pre[i].id);
-    PyMem_Free(pre);
+    if (pre != NULL)
+        for (size_t i = 0; i < n; i++) Py_XDECREF(pre[i].id);
+    PyMem_Free(block);
 }
 
 /* Reads, in the objects' address order, everything select_sources' loop reads of each of the
@@ -1644,18 +1648,20 @@ ss_pre_free(ss_pre *pre, size_t n)
  * the rank coordinates, offsets and shape (po_push_coords into pc), nbytes and the id. The
  * tensor index of every tensor-id object met is left in *tmap_out (the caller frees its
  * arrays; the objects are borrowed from the fragments, which the caller holds).
- * Returns the rows (the caller frees them with ss_pre_free), or NULL with no exception set
+ * Returns the rows (the caller frees them with ss_pre_free, *block_out their block), or NULL
+ * with no exception set
  * when anything is unusual (another type, a failed read, a value the loop would not accept):
  * the loop then reads the objects itself, in order, exactly as without this. Nothing here
  * runs Python code: exact types, instance-dict reads, exact str dict keys. */
 static ss_pre *
 ss_preread(PyObject *fragments, int is_list, Py_ssize_t n, PyObject *ftype, PyObject *rtype, PyObject *const *names,
            PyObject *tensor_index, PyObject *const *tids, Py_ssize_t ntensors, const int64_t *tensor_ndim, po_buf *pc,
-           po_tmap *tmap_out)
+           po_tmap *tmap_out, void **block_out)
 {
     size_t count = (size_t)n;
     mr_kv *order = mr_alloc_array(count ? count : 1, sizeof(mr_kv));
-    ss_pre *pre = PyMem_Calloc(count ? count : 1, sizeof(ss_pre));
+    void *block = NULL;
+    ss_pre *pre = mr_alloc_lines(count ? count : 1, sizeof(ss_pre), 1, &block); /* zeroed */
     po_tmap tmap = {NULL, 0};
     PyObject *v[SS_ID + 1] = {NULL}, *rv[4] = {NULL}; /* fields from the state scans (new references) */
     /* the rank objects read and their coordinates (the fragments share a few ranks, visited
@@ -1815,10 +1821,11 @@ ss_preread(PyObject *fragments, int is_list, Py_ssize_t n, PyObject *ftype, PyOb
         if (rc != 1) goto done;
         PyObject *value = po_take_field(item, &v[SS_NBYTES], names[SS_NBYTES]);
         if (value == NULL) goto done;
-        rc = po_nbytes(value, &p->nbytes);
+        int64_t nb = 0;
+        rc = po_nbytes(value, &nb);
         Py_DECREF(value);
-        if (rc < 0) goto done;
-        if (p->nbytes == 0) rm_may_run_code(&ranks); /* (an overflow error may have been made and cleared) */
+        if (rc < 0 || po_push(pc, nb) < 0) goto done;
+        if (nb == 0) rm_may_run_code(&ranks); /* (an overflow error may have been made and cleared) */
         p->nbytes_ok = rc;
         p->id = po_take_field(item, &v[SS_ID], names[SS_ID]);
         if (p->id == NULL) goto done;
@@ -1833,10 +1840,11 @@ done:
     PyMem_Free(order);
     if (!ok) {
         PyMem_Free(tmap.e);
-        ss_pre_free(pre, count);
+        ss_pre_free(pre, count, block);
         return NULL;
     }
     *tmap_out = tmap;
+    *block_out = block;
     return pre;
 }
 
@@ -1880,6 +1888,7 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
         return NULL;
     }
     ss_pre *pre = NULL;
+    void *pre_block = NULL; /* pre's allocation (mr_alloc_lines) */
     po_tmap met = {NULL, 0}; /* the pre-read's tensor-id objects -> tensor index */
     po_buf pc = {0};
     Py_ssize_t npre = 0;
@@ -1958,7 +1967,7 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
     }
     if (want_pre) {
         pre = ss_preread(fragments, is_list, n, ftype, rtype, names, tensor_index, tids, ntensors, tensor_ndim, &pc,
-                         &met);
+                         &met, &pre_block);
         if (pre != NULL) npre = n;
     }
     {
@@ -2284,7 +2293,7 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
             int64_t nb = 0;
             int rc;
             if (pre != NULL && row->at < (size_t)npre) {
-                nb = pre[row->at].nbytes;
+                nb = cv->v[row->coord + (size_t)(2 * nd)]; /* after its coordinates (ss_pre) */
                 rc = pre[row->at].nbytes_ok;
             }
             else {
@@ -2339,7 +2348,7 @@ po_select_sources(PyObject *Py_UNUSED(self), PyObject *args)
         po_buf_free(&members);
     }
 done:
-    ss_pre_free(pre, (size_t)npre);
+    ss_pre_free(pre, (size_t)npre, pre_block);
     PyMem_Free(met.e);
     po_buf_free(&pc);
     for (int k = 0; k < SS_N; k++) Py_XDECREF(names[k]);
@@ -3087,12 +3096,30 @@ PyDoc_STRVAR(owner_minimums_doc,
  * exception: no memory. */
 #define OM_MAX_KINDS 8 /* RM_VALUES - 1 (rank_memo.h: dp and the kinds) */
 _Static_assert(OM_MAX_KINDS + 1 <= RM_VALUES, "a rank memo slot keeps dp and every kind");
+/* A row is as long as its kinds need (om_stride): the rows are written at random (address
+ * order) and probed at random (by key), a miss or two a row once they outgrow the cache. */
 typedef struct {
     PyObject *tid; /* borrowed: the fragment holds it (no Python code runs here) */
     Py_hash_t hash;
     int64_t dp;
-    int64_t v[OM_MAX_KINDS];
+    int64_t v[]; /* nkinds values */
 } om_row;
+
+/* Bytes of a row of nkinds values (at most OM_MAX_KINDS): rounded up to 32 or 64 when that
+ * much or less, so that on mr_alloc_lines' rows none straddles two cache lines. */
+static size_t
+om_stride(Py_ssize_t nkinds)
+{
+    size_t bytes = sizeof(om_row) + (size_t)nkinds * sizeof(int64_t);
+    return bytes <= 32 ? 32 : bytes <= 64 ? 64 : bytes;
+}
+
+/* Row i of rows of stride bytes. */
+static inline om_row *
+om_at(const void *rows, size_t stride, size_t i)
+{
+    return (om_row *)(uintptr_t)((const char *)rows + i * stride);
+}
 
 #define OM_MEMO 64 /* owners remembered by om_grouped, by their least values */
 typedef struct {
@@ -3100,7 +3127,7 @@ typedef struct {
     PyObject *owner; /* borrowed from om_grouped's owners map; NULL: empty */
 } om_memo;
 
-static PyObject *om_grouped(const om_row *rows, const size_t *best, const size_t *firsts, size_t nkeys,
+static PyObject *om_grouped(const void *rows, size_t stride, const size_t *best, const size_t *firsts, size_t nkeys,
                             PyObject *kinds, Py_ssize_t nkinds);
 
 /* The first slot om_address_order probes for row's (tensor id, dp) key (cap a power of two). */
@@ -3130,9 +3157,11 @@ om_address_order(PyObject *fragments, int is_list, PyObject *kinds, Py_ssize_t n
     Py_ssize_t n = is_list ? PyList_Size(fragments) : PyTuple_Size(fragments);
     size_t count = n < 0 ? 0 : (size_t)n;
     mr_kv *order = mr_alloc_array(count ? count : 1, sizeof(mr_kv));
-    om_row *rows = mr_alloc_array(count ? count : 1, sizeof(om_row));
+    size_t stride = om_stride(nkinds);
+    void *rows_block = NULL;
+    void *rows = mr_alloc_lines(count ? count : 1, stride, 0, &rows_block);
     size_t cap = 16;
-    while (cap < count * 2) cap *= 2; /* count * sizeof(om_row) was allocated: no overflow */
+    while (cap < count * 2) cap *= 2; /* count * stride (>= 32) was allocated: no overflow */
     size_t *slots = PyMem_Calloc(cap, sizeof(size_t)); /* 1 + index of the first row of a key; 0 empty */
     size_t *best = mr_alloc_array(count ? count : 1, sizeof(size_t));  /* per key (by first row): its least row */
     size_t *firsts = mr_alloc_array(count ? count : 1, sizeof(size_t)); /* keys in order of first appearance */
@@ -3159,7 +3188,7 @@ om_address_order(PyObject *fragments, int is_list, PyObject *kinds, Py_ssize_t n
     for (size_t k = 0; k < count && !declined; k++) {
         if (k + 16 < count) __builtin_prefetch((const void *)(uintptr_t)order[k + 16].key); /* a hint only */
         if (k + 8 < count) {
-            __builtin_prefetch(&rows[order[k + 8].idx], 1);
+            __builtin_prefetch(om_at(rows, stride, order[k + 8].idx), 1);
             /* hints only: the tensor-id object of the fragment 8 ahead (asked for 16 ahead, so
              * its C-owned field slots are at hand; the pointer is read, not the object) */
             PyObject *const *f = mr_pf_fields((PyObject *)(uintptr_t)order[k + 8].key);
@@ -3170,7 +3199,7 @@ om_address_order(PyObject *fragments, int is_list, PyObject *kinds, Py_ssize_t n
             }
         }
         PyObject *item = (PyObject *)(uintptr_t)order[k].key;
-        om_row *row = &rows[order[k].idx];
+        om_row *row = om_at(rows, stride, order[k].idx);
         if ((PyObject *)Py_TYPE(item) != ftype) {
             declined = 1;
             break;
@@ -3236,15 +3265,15 @@ om_address_order(PyObject *fragments, int is_list, PyObject *kinds, Py_ssize_t n
         /* hints only: the rows come in list order, their keys' slots and the rows those hold
          * (and the tensor-id objects compared) are scattered: the slot of row i + 16, then the
          * row its slot held at i + 8 (the slot was asked for a round earlier) */
-        if (i + 16 < count) __builtin_prefetch(&slots[om_slot(&rows[i + 16], cap)]);
+        if (i + 16 < count) __builtin_prefetch(&slots[om_slot(om_at(rows, stride, i + 16), cap)]);
         if (i + 8 < count) {
-            size_t held = slots[om_slot(&rows[i + 8], cap)];
+            size_t held = slots[om_slot(om_at(rows, stride, i + 8), cap)];
             if (held != 0 && held <= count) {
-                __builtin_prefetch(&rows[held - 1]);
-                __builtin_prefetch(rows[held - 1].tid);
+                __builtin_prefetch(om_at(rows, stride, held - 1));
+                __builtin_prefetch(om_at(rows, stride, held - 1)->tid);
             }
         }
-        const om_row *row = &rows[i];
+        const om_row *row = om_at(rows, stride, i);
         size_t j = om_slot(row, cap);
         for (;;) {
             if (slots[j] == 0) {
@@ -3253,11 +3282,11 @@ om_address_order(PyObject *fragments, int is_list, PyObject *kinds, Py_ssize_t n
                 firsts[nkeys++] = i;
                 break;
             }
-            const om_row *first = &rows[slots[j] - 1];
+            const om_row *first = om_at(rows, stride, slots[j] - 1);
             int same = first->dp == row->dp && first->hash == row->hash
                        && (first->tid == row->tid || PyUnicode_Compare(first->tid, row->tid) == 0);
             if (same) {
-                const om_row *least = &rows[best[slots[j] - 1]];
+                const om_row *least = om_at(rows, stride, best[slots[j] - 1]);
                 int less = 0;
                 for (Py_ssize_t a = 0; a < nkinds; a++) {
                     if (row->v[a] != least->v[a]) {
@@ -3272,12 +3301,12 @@ om_address_order(PyObject *fragments, int is_list, PyObject *kinds, Py_ssize_t n
         }
     }
     if (grouped) {
-        result = om_grouped(rows, best, firsts, nkeys, kinds, nkinds);
+        result = om_grouped(rows, stride, best, firsts, nkeys, kinds, nkinds);
         goto done;
     }
     result = PyDict_New();
     for (size_t e = 0; result != NULL && e < nkeys; e++) {
-        const om_row *first = &rows[firsts[e]], *least = &rows[best[firsts[e]]];
+        const om_row *first = om_at(rows, stride, firsts[e]), *least = om_at(rows, stride, best[firsts[e]]);
         PyObject *dp = PyLong_FromLongLong(first->dp);
         PyObject *key = dp == NULL ? NULL : PyTuple_Pack(2, first->tid, dp);
         Py_XDECREF(dp);
@@ -3293,7 +3322,7 @@ om_address_order(PyObject *fragments, int is_list, PyObject *kinds, Py_ssize_t n
 done:
     for (int k = 0; k < 3; k++) Py_XDECREF(names[k]);
     PyMem_Free(order);
-    PyMem_Free(rows);
+    PyMem_Free(rows_block);
     PyMem_Free(slots);
     PyMem_Free(best);
     PyMem_Free(firsts);
@@ -3305,7 +3334,7 @@ done:
  * first-appearance order of their keys, owner = tuple(zip(kinds, least values)), one tuple
  * shared by equal values. NULL with an exception on failure (no memory). */
 static PyObject *
-om_grouped(const om_row *rows, const size_t *best, const size_t *firsts, size_t nkeys, PyObject *kinds,
+om_grouped(const void *rows, size_t stride, const size_t *best, const size_t *firsts, size_t nkeys, PyObject *kinds,
            Py_ssize_t nkinds)
 {
     PyObject *by_dp = PyDict_New();
@@ -3320,14 +3349,14 @@ om_grouped(const om_row *rows, const size_t *best, const size_t *firsts, size_t 
         /* hints only: the keys' first rows and least rows, and the tensor-id objects the dict
          * insert reads (their cached hash), are scattered: asked for 16 and 8 keys ahead */
         if (e + 16 < nkeys) {
-            __builtin_prefetch(&rows[firsts[e + 16]]);
+            __builtin_prefetch(om_at(rows, stride, firsts[e + 16]));
             __builtin_prefetch(&best[firsts[e + 16]]);
         }
         if (e + 8 < nkeys) {
-            __builtin_prefetch(rows[firsts[e + 8]].tid);
-            __builtin_prefetch(&rows[best[firsts[e + 8]]]);
+            __builtin_prefetch(om_at(rows, stride, firsts[e + 8])->tid);
+            __builtin_prefetch(om_at(rows, stride, best[firsts[e + 8]]));
         }
-        const om_row *first = &rows[firsts[e]], *least = &rows[best[firsts[e]]];
+        const om_row *first = om_at(rows, stride, firsts[e]), *least = om_at(rows, stride, best[firsts[e]]);
         if (chosen == NULL || first->dp != chosen_dp) {
             PyObject *dp = PyLong_FromLongLong(first->dp);
             if (dp == NULL) goto done;
@@ -3517,13 +3546,17 @@ static const char *const fc_names[FC_N] = {"placement_fragment_id", "tensor_id",
 
 
 
-/* What the address-order pass keeps of fragment i (strong references until moved). */
+/* What the address-order pass keeps of fragment i (strong references until moved): one cache
+ * line (the rows are written in address order, at random in list order: one miss a row, and
+ * the prefetch a row ahead asks for all of it; nbytes is kept in the scratch, written in
+ * order). */
 typedef struct {
     PyObject *id, *tid, *dp;
-    int64_t ndim, nbytes;
-    size_t at; /* its offsets at scratch[at], then its shape */
+    int64_t ndim;
+    size_t at; /* its offsets at scratch[at], then its shape, then its nbytes */
     po_head head; /* of the id */
 } fc_row;
+_Static_assert(sizeof(fc_row) == 64, "an fc_row fills one cache line");
 
 /* Item i of fragment_columns' items (an exact tuple or a private list), borrowed. */
 static PyObject *
@@ -3556,13 +3589,15 @@ fc_address_pass(PyObject *items, Py_ssize_t n, PyObject *ftype, PyObject *rtype,
     for (int f = 0, j = 0; f < FC_N; f++)
         if (f != FC_DP) fc_state_names[j++] = names[f];
     mr_kv *order = mr_alloc_array(count, sizeof(mr_kv));
-    /* zeroed by the allocator (fresh pages come zeroed: no pass of its own over 72 bytes a row) */
-    fc_row *rows = PyMem_Calloc(count, sizeof(fc_row));
+    /* zeroed by the allocator (fresh pages come zeroed: no pass of its own over 64 bytes a
+     * row), each row on a line of its own */
+    void *rows_block = NULL;
+    fc_row *rows = mr_alloc_lines(count, sizeof(fc_row), 1, &rows_block);
     rm_memo ranks = {NULL, 0, 0, 0}; /* the ranks' dp values read (rank_memo.h) */
     po_tuple_slot tuples[PO_TUPLE_MEMO];
     memset(tuples, 0, sizeof tuples);
     int64_t *scratch = NULL;
-    size_t used = 0, cap = 0, filled = 0;
+    size_t used = 0, cap = 0, filled = 0, coords = 0; /* coords: offsets (and shape values) kept */
     int ok = 0, fits = 1;
     if (order == NULL || rows == NULL) goto done;
     for (size_t i = 0; i < count; i++) {
@@ -3631,16 +3666,15 @@ fc_address_pass(PyObject *items, Py_ssize_t n, PyObject *ftype, PyObject *rtype,
             Py_ssize_t nd = PyTuple_Check(v[FC_OFFSET]) ? PyTuple_Size(v[FC_OFFSET]) : -1;
             if (nd < 0 || nd > INT32_MAX || !PyLong_Check(v[FC_NBYTES])) fits = 0;
             else {
-                int64_t nb;
+                int64_t nb = 0;
                 rc = po_nbytes(v[FC_NBYTES], &nb) < 0 ? -1 : 0;
                 if (nb == 0) rm_may_run_code(&ranks); /* (an overflow error may have been made and cleared) */
-                row->nbytes = nb;
                 row->ndim = (int64_t)nd;
-                size_t need = used + 2 * (size_t)nd; /* nd < 2**31: no overflow before the check below */
+                size_t need = used + 2 * (size_t)nd + 1; /* nd < 2**31: no overflow before the check below */
                 if (rc == 0 && need > cap) {
-                    /* at first room for two dimensions a fragment (pages never written cost
-                     * nothing), then doubled */
-                    size_t grown = cap ? cap : (count < ((size_t)1 << 40) ? 4 * count : 1024);
+                    /* at first room for two dimensions and nbytes a fragment (pages never
+                     * written cost nothing), then doubled */
+                    size_t grown = cap ? cap : (count < ((size_t)1 << 40) ? 5 * count : 1024);
                     while (grown < need) {
                         if (grown > ((size_t)PY_SSIZE_T_MAX / sizeof(int64_t)) / 2) {
                             rc = -1;
@@ -3663,7 +3697,11 @@ fc_address_pass(PyObject *items, Py_ssize_t n, PyObject *ftype, PyObject *rtype,
                     int c2 = c1 == 1 ? po_coords_memo(tuples, v[FC_SHAPE], nd, scratch + used + nd) : c1;
                     if (c1 < 0 || c2 < 0) rc = -1;
                     else if (c1 == 0 || c2 == 0) fits = 0;
-                    else used = need;
+                    else {
+                        scratch[used + 2 * (size_t)nd] = nb;
+                        used = need;
+                        coords += (size_t)nd;
+                    }
                 }
             }
         }
@@ -3690,7 +3728,7 @@ fc_address_pass(PyObject *items, Py_ssize_t n, PyObject *ftype, PyObject *rtype,
     {
         /* the four columns written straight into fresh bytes objects (their buffers are ours
          * to fill until they are shared), in list order */
-        size_t half = used / 2; /* coordinates per kind (used <= PY_SSIZE_T_MAX / 8: allocated) */
+        size_t half = coords; /* coordinates per kind (< used <= PY_SSIZE_T_MAX / 8: allocated) */
         PyObject *parts[4] = {
             PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(count * sizeof(int64_t))),
             PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(half * sizeof(int64_t))),
@@ -3707,7 +3745,7 @@ fc_address_pass(PyObject *items, Py_ssize_t n, PyObject *ftype, PyObject *rtype,
                 memcpy(data[2] + pos * sizeof(int64_t), scratch + rows[i].at + nd, nd * sizeof(int64_t));
                 pos += nd;
                 memcpy(data[0] + i * sizeof(int64_t), &rows[i].ndim, sizeof(int64_t));
-                memcpy(data[3] + i * sizeof(int64_t), &rows[i].nbytes, sizeof(int64_t));
+                memcpy(data[3] + i * sizeof(int64_t), scratch + rows[i].at + 2 * nd, sizeof(int64_t));
             }
             *geometry = PyTuple_Pack(4, parts[0], parts[1], parts[2], parts[3]);
         }
@@ -3726,7 +3764,7 @@ done:
     rm_free(&ranks);
     po_tuple_memo_free(tuples);
     PyMem_Free(order);
-    PyMem_Free(rows);
+    PyMem_Free(rows_block);
     PyMem_Free(scratch);
     return ok;
 }
