@@ -2168,13 +2168,14 @@ strkey_sort(strkey_entry *e, strkey_entry *tmp, size_t n)
  * that a later read of the list in order visits them in the order they lie in memory (made in
  * sorted order they would be scattered over it). A new list, or NULL with an exception. */
 static PyObject *
-strkey_rows(const strkey_entry *e, strkey_entry *tmp, Py_ssize_t n)
+strkey_rows(const strkey_entry *e, strkey_entry *tmp, Py_ssize_t n, int as_tuple)
 {
     for (Py_ssize_t k = 0; k < n; k++) tmp[e[k].index].index = (size_t)k;
-    PyObject *rows = PyList_New(n);
+    PyObject *rows = as_tuple ? PyTuple_New(n) : PyList_New(n);
     for (Py_ssize_t i = 0; rows != NULL && i < n; i++) {
         PyObject *pos = PyLong_FromSize_t(tmp[i].index);
-        if (pos == NULL || PyList_SetItem(rows, i, pos) < 0) Py_CLEAR(rows); /* steals pos */
+        if (pos == NULL || (as_tuple ? PyTuple_SetItem(rows, i, pos) : PyList_SetItem(rows, i, pos)) < 0)
+            Py_CLEAR(rows); /* steals pos */
     }
     return rows;
 }
@@ -2225,12 +2226,16 @@ static PyObject *
 py_sorted_by_str_keys(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *items, *given;
-    int want_rows = 0, packed = 0;
-    if (!PyArg_ParseTuple(args, "O!O!|pp:sorted_by_str_keys", &PyList_Type, &items, &PyList_Type, &given, &want_rows,
-                          &packed))
+    int want_rows = 0, packed = 0, index = 0;
+    if (!PyArg_ParseTuple(args, "O!O!|ppp:sorted_by_str_keys", &PyList_Type, &items, &PyList_Type, &given, &want_rows,
+                          &packed, &index))
         return NULL;
-    if (packed && !want_rows) {
-        PyErr_SetString(PyExc_ValueError, "packed needs rows");
+    if ((packed || index) && !want_rows) {
+        PyErr_SetString(PyExc_ValueError, packed ? "packed needs rows" : "index needs rows");
+        return NULL;
+    }
+    if (packed && index) {
+        PyErr_SetString(PyExc_ValueError, "packed and index exclude each other");
         return NULL;
     }
     Py_ssize_t n = PyList_Size(items);
@@ -2243,7 +2248,7 @@ py_sorted_by_str_keys(PyObject *Py_UNUSED(module), PyObject *args)
      * the GIL is released: no other thread can drop them */
     PyObject *keys = PyList_GetSlice(given, 0, n);
     if (keys == NULL) return NULL;
-    PyObject *out = sorted_by_keys_copy(items, keys, n, packed ? 2 : want_rows);
+    PyObject *out = sorted_by_keys_copy(items, keys, n, packed ? 2 : index ? 3 : want_rows);
     Py_DECREF(keys);
     return out;
 }
@@ -2304,15 +2309,25 @@ sorted_by_keys_copy(PyObject *items, PyObject *keys, Py_ssize_t n, int want_rows
         }
     }
     PyObject *rows = NULL;
+    int distinct = want_rows == 3 ? strkey_distinct(e, (size_t)n) : 0; /* before strkey_rows reuses tmp */
     if (out != NULL && want_rows) {
         /* rows[i]: the position of items[i] in the sorted list */
-        rows = strkey_rows(e, tmp, n);
+        rows = strkey_rows(e, tmp, n, want_rows == 3);
         if (rows == NULL) Py_CLEAR(out);
     }
     PyMem_Free(e);
     PyMem_Free(tmp);
     if (out == NULL || !want_rows) return out;
-    PyObject *pair = PyTuple_Pack(2, out, rows);
+    PyObject *pair = NULL;
+    if (want_rows == 3) {
+        /* the index form: (sorted items, (keys, rows) as tuples, every key distinct) */
+        PyObject *ids = PyList_AsTuple(keys);
+        PyObject *index = ids == NULL ? NULL : PyTuple_Pack(2, ids, rows);
+        if (index != NULL) pair = PyTuple_Pack(3, out, index, distinct ? Py_True : Py_False);
+        Py_XDECREF(ids);
+        Py_XDECREF(index);
+    }
+    else pair = PyTuple_Pack(2, out, rows);
     Py_DECREF(out);
     Py_DECREF(rows);
     return pair;
@@ -2373,14 +2388,24 @@ static PyObject *
 py_assembly_columns(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *fragments, *ftype, *positions_of, *groups_of;
-    if (!PyArg_ParseTuple(args, "O!OO!O!:assembly_columns", &PyTuple_Type, &fragments, &ftype, &PyDict_Type,
-                          &positions_of, &PyDict_Type, &groups_of))
+    if (!PyArg_ParseTuple(args, "O!OOO!:assembly_columns", &PyTuple_Type, &fragments, &ftype, &positions_of,
+                          &PyDict_Type, &groups_of))
         return NULL;
     if (!PyType_Check(ftype)) {
         PyErr_SetString(PyExc_TypeError, "assembly_columns: fragment_type must be a class");
         return NULL;
     }
-    Py_ssize_t n = PyTuple_Size(fragments), ntensors = PyDict_Size(positions_of);
+    int pair = mr_str_is_pair(positions_of);
+    if (!pair && !PyDict_Check(positions_of)) {
+        PyErr_SetString(PyExc_TypeError, "assembly_columns: tensor_position must be a dict or an (ids, positions) pair");
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_Size(fragments);
+    Py_ssize_t ntensors = pair ? mr_str_pair_size(positions_of, -1) : PyDict_Size(positions_of);
+    if (pair && ntensors < 0 && PyErr_ExceptionMatches(PyExc_ValueError)) {
+        PyErr_Clear(); /* a malformed pair: declined, as a value out of range is */
+        Py_RETURN_NONE;
+    }
     if (n < 0 || ntensors < 0) return NULL;
     static PyObject *names[AC_N];
     for (int k = 0; k < AC_N; k++) {
@@ -2397,7 +2422,8 @@ py_assembly_columns(PyObject *Py_UNUSED(module), PyObject *args)
     Py_ssize_t referenced = 0;
     int declined = 0;
     mr_str_memo last; /* the tensor ids' table by identity (str_index.h) */
-    mr_str_memo_init(&last, positions_of, ntensors, ntensors);
+    if (pair) mr_str_memo_init_pair(&last, positions_of, ntensors, ntensors);
+    else mr_str_memo_init(&last, positions_of, ntensors, ntensors);
     if (slots == NULL || seen == NULL) {
         PyErr_NoMemory();
         goto done;
@@ -2460,7 +2486,12 @@ py_assembly_columns(PyObject *Py_UNUSED(module), PyObject *args)
         }
         else if (!declined) {
             /* an exact str key: a key of the dict that is not an exact str may run its __eq__ */
-            position = PyDict_GetItemWithError(positions_of, v[AC_TENSOR]);
+            PyObject *index = mr_str_memo_dict(&last);
+            if (index == NULL) {
+                for (int k = 0; k < AC_N; k++) Py_XDECREF(v[k]);
+                goto done;
+            }
+            position = PyDict_GetItemWithError(index, v[AC_TENSOR]);
             mr_str_memo_missed(&last);
             if (position == NULL) {
                 if (PyErr_Occurred()) PyErr_Clear();
@@ -2958,7 +2989,7 @@ py_sorted_groups(PyObject *Py_UNUSED(module), PyObject *args)
      * item pointers, and the references the containers take over, taken in input order
      * (objects in sequence in memory) rather than in the scattered sorted order */
     ordered = mr_gc_hide(PyTuple_New(n)); /* (every container out of the collector until full: gctrack.h) */
-    rows = ordered == NULL ? NULL : packed ? strkey_rows_packed(e, n) : strkey_rows(e, tmp, n);
+    rows = ordered == NULL ? NULL : packed ? strkey_rows_packed(e, n) : strkey_rows(e, tmp, n, 0);
     if (ordered == NULL || rows == NULL) goto done;
     gslots = mr_alloc_array(ngroups ? ngroups : 1, sizeof(PyObject *));
     xslots = mr_alloc_array(ngroups ? ngroups : 1, sizeof(PyObject *));
@@ -3091,7 +3122,8 @@ static PyMethodDef canonical_methods[] = {
     {"sorted_by_str_keys", (PyCFunction)py_sorted_by_str_keys, METH_VARARGS,
      "sorted(items, key) from the list of keys (exact str each), stable; with rows=True also the position of "
      "each item in it; None when a key is not an exact str. With rows and packed (a fourth argument) only "
-     "(positions as native int64 bytes, every key distinct)."},
+     "(positions as native int64 bytes, every key distinct). With rows and index (a fifth argument): "
+     "(sorted items, (keys, positions) as two tuples, every key distinct)."},
     {"assembly_columns", (PyCFunction)py_assembly_columns, METH_VARARGS, assembly_columns_doc},
     {"tensor_shape_groups", (PyCFunction)py_tensor_shape_groups, METH_VARARGS, tensor_shape_groups_doc},
     {"sorted_groups", (PyCFunction)py_sorted_groups, METH_VARARGS,

@@ -34,13 +34,18 @@ typedef struct {
 } mr_str_slot;
 
 typedef struct {
-    PyObject *dict;     /* borrowed: the caller's index (held by the pass's arguments) */
+    PyObject *dict;     /* borrowed: the caller's index (held by the pass's arguments); with a
+                         * pair (below) NULL until the first lookup the table cannot answer */
     int64_t limit;      /* values entered: exact ints in [0, limit) */
     Py_ssize_t min_run; /* lookups after a step that may run code before the table is built */
     Py_ssize_t run;     /* lookups since the last such step; -1: the table is off for the pass */
     int built;          /* the table holds dict as it is (no Python code ran since it was built) */
     mr_str_slot *slots; /* cap slots (a power of two), or NULL */
     size_t cap;
+    PyObject *pair;     /* borrowed: the (ids, positions) pair (mr_str_memo_init_pair), or NULL */
+    PyObject *own_dict; /* strong: the pair's dict, made at the first need, or NULL */
+    int fixed;          /* a pair's table: built once, never dropped (tuples, strs and ints do
+                         * not change, so no Python code can make it stale) */
 } mr_str_memo;
 
 static inline void
@@ -53,6 +58,9 @@ mr_str_memo_init(mr_str_memo *m, PyObject *dict, Py_ssize_t nkeys, int64_t limit
     m->built = 0;
     m->slots = NULL;
     m->cap = 0;
+    m->pair = NULL;
+    m->own_dict = NULL;
+    m->fixed = 0;
 }
 
 static inline size_t
@@ -65,6 +73,7 @@ mr_str_home(const void *key, size_t cap)
 static inline void
 mr_str_memo_code(mr_str_memo *m)
 {
+    if (m->fixed) return;
     m->built = 0;
     if (m->run > 0) m->run = 0;
 }
@@ -97,7 +106,7 @@ mr_str_memo_get(const mr_str_memo *m, PyObject *key, int64_t *at)
 static inline void
 mr_str_memo_missed(mr_str_memo *m)
 {
-    if (m->built || m->run < 0 || ++m->run < m->min_run) return;
+    if (m->fixed || m->built || m->run < 0 || ++m->run < m->min_run) return;
     Py_ssize_t nkeys = PyDict_Size(m->dict);
     size_t cap = 16;
     while (nkeys > 0 && cap < (size_t)nkeys * 2) {
@@ -144,6 +153,103 @@ mr_str_memo_clear(mr_str_memo *m)
     m->slots = NULL;
     m->cap = 0;
     m->built = 0;
+    Py_CLEAR(m->own_dict);
+}
+
+/* ---- the pair form: (ids, positions), two tuples of equal length, ids exact strs that are
+ * pairwise distinct (the caller's sort has checked it: sorted_by_str_keys(..., index=True)),
+ * positions exact ints in [0, limit): the index {ids[i]: positions[i]} without a dict. Building
+ * that dict (dict(zip(ids, rows))) at 10^6 fragments missed on other keys' str objects at every
+ * collision (a str-keyed dict keeps the hashes in the keys) and at every resize; the table below
+ * reads the tuples only (the keys' addresses, not the keys). The dict is made only when a lookup
+ * needs one (a fragment's id an equal but distinct str, or an unknown id): mr_str_memo_dict. */
+
+/* 1 when index is a pair (a 2-tuple): the caller then inits with mr_str_memo_init_pair. */
+static inline int
+mr_str_is_pair(PyObject *index)
+{
+    return PyTuple_CheckExact(index) && PyTuple_Size(index) == 2;
+}
+
+/* The pair's length after checking its form (ValueError when malformed: positions must lie in
+ * [0, limit), or with a negative limit in [0, the pair's length)), or -1. */
+static inline Py_ssize_t
+mr_str_pair_size(PyObject *pair, int64_t limit)
+{
+    PyObject *ids = PyTuple_GetItem(pair, 0), *positions = PyTuple_GetItem(pair, 1);
+    if (ids == NULL || positions == NULL) return -1;
+    Py_ssize_t n = PyTuple_CheckExact(ids) ? PyTuple_Size(ids) : -1;
+    if (n < 0 || !PyTuple_CheckExact(positions) || PyTuple_Size(positions) != n) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_ValueError, "tensor index pair must be two tuples of one length");
+        return -1;
+    }
+    if (limit < 0) limit = (int64_t)n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *key = PyTuple_GetItem(ids, i), *value = PyTuple_GetItem(positions, i);
+        if (key == NULL || value == NULL) return -1;
+        int overflow = 0;
+        long long at = PyLong_CheckExact(value) ? PyLong_AsLongLongAndOverflow(value, &overflow) : -1;
+        if (!PyUnicode_CheckExact(key) || overflow || at < 0 || at >= limit) {
+            if (PyErr_Occurred()) return -1;
+            PyErr_SetString(PyExc_ValueError, "tensor index pair must map exact strs to ints in range");
+            return -1;
+        }
+    }
+    return n;
+}
+
+/* Init m for a pair already checked by mr_str_pair_size: the table built at once (reads only the
+ * tuples). Without memory for it every lookup goes to the pair's dict. */
+static inline void
+mr_str_memo_init_pair(mr_str_memo *m, PyObject *pair, Py_ssize_t n, int64_t limit)
+{
+    mr_str_memo_init(m, NULL, n, limit);
+    m->pair = pair;
+    m->fixed = 1;
+    size_t cap = 16;
+    while (cap < (size_t)n * 2) {
+        if (cap > ((size_t)PY_SSIZE_T_MAX) / (4 * sizeof(mr_str_slot))) return;
+        cap *= 2;
+    }
+    m->slots = PyMem_Calloc(cap, sizeof(mr_str_slot));
+    if (m->slots == NULL) return;
+    m->cap = cap;
+    PyObject *ids = PyTuple_GetItem(pair, 0), *positions = PyTuple_GetItem(pair, 1);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *key = PyTuple_GetItem(ids, i), *value = PyTuple_GetItem(positions, i);
+        size_t j = mr_str_home(key, cap);
+        while (m->slots[j].key != NULL && m->slots[j].key != key) j = (j + 1) & (cap - 1);
+        m->slots[j].key = key; /* the same object twice: the later value, as in a dict */
+        m->slots[j].value = value;
+        m->slots[j].at = (int64_t)PyLong_AsLongLong(value); /* checked: an exact int in range */
+    }
+    m->built = 1;
+}
+
+/* The dict of a pair: {ids[i]: positions[i]} (a new dict), or NULL with an exception. Exact strs
+ * and ints only: no Python code runs. */
+static inline PyObject *
+mr_str_pair_dict(PyObject *pair)
+{
+    PyObject *ids = PyTuple_GetItem(pair, 0), *positions = PyTuple_GetItem(pair, 1);
+    if (ids == NULL || positions == NULL) return NULL;
+    Py_ssize_t n = PyTuple_Size(ids);
+    PyObject *dict = n < 0 ? NULL : PyDict_New();
+    for (Py_ssize_t i = 0; dict != NULL && i < n; i++) {
+        PyObject *key = PyTuple_GetItem(ids, i), *value = PyTuple_GetItem(positions, i);
+        if (key == NULL || value == NULL || PyDict_SetItem(dict, key, value) < 0) Py_CLEAR(dict);
+    }
+    return dict;
+}
+
+/* The dict to look a key up in when the table does not answer (borrowed; a pair's made at the
+ * first call), or NULL with an exception. */
+static inline PyObject *
+mr_str_memo_dict(mr_str_memo *m)
+{
+    if (m->dict == NULL && m->pair != NULL) m->dict = m->own_dict = mr_str_pair_dict(m->pair);
+    return m->dict;
 }
 
 #endif

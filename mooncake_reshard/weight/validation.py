@@ -142,7 +142,11 @@ def pack_placement_fragments(
     return None if packed is None else packed[0]
 
 
-_PackedFrom = tuple[Sequence[PlacementFragment], Union[list[int], bytes], Optional[dict[str, int]]]
+_PackedFrom = tuple[
+    Sequence[PlacementFragment],
+    Union[list[int], bytes],
+    Union[dict[str, int], tuple[tuple[str, ...], tuple[int, ...]], None],
+]
 
 
 def _pack(
@@ -150,12 +154,15 @@ def _pack(
     fragments: Sequence[PlacementFragment],
     packed_from: Optional[_PackedFrom] = None,
 ) -> Optional[tuple[_native.FragmentTable, bool, bool]]:
+    index: Union[dict[str, int], tuple[tuple[str, ...], tuple[int, ...]], None]
     index = None if packed_from is None else packed_from[2]
     if index is None:
         # (the maps read the same attributes in the same order as comprehensions would; a
         # later duplicate id overwrites an earlier one as in a dict comprehension)
         index = dict(zip(map(_TENSOR_ID, tensors), count()))
-    if len(index) != len(tensors):
+        if len(index) != len(tensors):
+            return None
+    elif len(index if type(index) is dict else index[0]) != len(tensors):  # a pair: (ids, positions)
         return None
     try:
         if packed_from is not None:
@@ -184,7 +191,8 @@ def fast_placement_checks(
     ``packed_from`` (optional) is ``(source, rows, index)``: the same fragments in another order
     with ``fragments[rows[i]] is source[i]``; the table is then read from ``source`` in its
     order. ``index``, when not ``None``, is ``{t.tensor_id: i for i, t in enumerate(tensors)}``
-    already read (exact descriptors), which the packing then uses instead of reading it again.
+    already read (exact descriptors), or that index as the pair ``(ids, positions)`` of tuples
+    (ids distinct), which the packing then uses instead of reading it again.
 
     Returns the table when every check passes. Returns ``None`` when any check fails (or the
     input cannot be packed): the caller then runs :func:`validate_placement_fragments`, which
