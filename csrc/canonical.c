@@ -2763,6 +2763,94 @@ done:
     return result;
 }
 
+/* ---- tensor_shape_columns: the sorted catalog's shapes and itemsizes for the fragment table --
+ * validation._pack read [t.global_shape for t in tensors] and [t.itemsize for t in tensors] by
+ * two Python maps over the id-sorted catalog, whose objects lie scattered in memory (at 10^6
+ * fragments each read of a descriptor and of its state missed, twice per descriptor). One pass
+ * in batches (as td_sink_tensors: each batch's objects asked for one batch ahead, the states got
+ * and touched before they are scanned) reads both from each exact instance's state dict. */
+
+PyDoc_STRVAR(tensor_shape_columns_doc,
+"tensor_shape_columns(tensors, tensor_type)\n"
+"--\n\n"
+"For tensors (a tuple, every item exactly tensor_type with global_shape and itemsize in its\n"
+"state dict under exact str keys): (shapes, itemsizes), the lists [t.global_shape for t in\n"
+"tensors] and [t.itemsize for t in tensors] (the states' own objects). None (nothing raised)\n"
+"when a tensor is not like that. Runs no Python code.");
+
+static PyObject *
+py_tensor_shape_columns(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *tensors, *ttype;
+    if (!PyArg_ParseTuple(args, "O!O:tensor_shape_columns", &PyTuple_Type, &tensors, &ttype)) return NULL;
+    if (!PyType_Check(ttype)) {
+        PyErr_SetString(PyExc_TypeError, "tensor_shape_columns: tensor_type must be a class");
+        return NULL;
+    }
+    static PyObject *names[2];
+    static const char *const tsc_names[2] = {"global_shape", "itemsize"};
+    for (int k = 0; k < 2; k++) {
+        if (names[k] == NULL && (names[k] = PyUnicode_InternFromString(tsc_names[k])) == NULL) return NULL;
+    }
+    Py_ssize_t n = PyTuple_Size(tensors);
+    if (n < 0) return NULL;
+    /* out of the collector until full (gctrack.h) */
+    PyObject *shapes = mr_gc_hide(PyList_New(n)), *itemsizes = mr_gc_hide(PyList_New(n)), *result = NULL;
+    if (shapes == NULL || itemsizes == NULL) goto done;
+    int declined = 0;
+    PyObject *states[PFL_BATCH];
+    for (Py_ssize_t i0 = 0; i0 < n && !declined; i0 += PFL_BATCH) {
+        size_t nb = (size_t)(n - i0 < PFL_BATCH ? n - i0 : PFL_BATCH), nstates = 0;
+        /* the next batch's objects: a hint only */
+        for (Py_ssize_t k = i0 + PFL_BATCH; k < i0 + 2 * PFL_BATCH && k < n; k++) {
+            PyObject *next = PyTuple_GetItem(tensors, k); /* in range */
+            if (next != NULL) pfl_prefetch(next, 0);
+        }
+        for (size_t j = 0; j < nb; j++) {
+            PyObject *tensor = PyTuple_GetItem(tensors, i0 + (Py_ssize_t)j); /* in range */
+            if (tensor == NULL || (PyObject *)Py_TYPE(tensor) != ttype ||
+                (states[j] = PyObject_GenericGetDict(tensor, NULL)) == NULL) {
+                declined = 1;
+                break;
+            }
+            nstates++;
+            if (!PyDict_Check(states[j])) {
+                declined = 1;
+                break;
+            }
+        }
+        for (size_t j = 0; !declined && j < nb; j++) {
+            Py_ssize_t pos = 0;
+            PyObject *key, *value;
+            (void)PyDict_Next(states[j], &pos, &key, &value); /* its table, before the scans */
+        }
+        for (size_t j = 0; !declined && j < nb; j++) {
+            PyObject *v[2];
+            if (cj_scan_names(states[j], names, 2, v) < 0 || v[0] == NULL || v[1] == NULL) {
+                declined = 1;
+                break;
+            }
+            /* steal the new references; indexes in range */
+            PyList_SetItem(shapes, i0 + (Py_ssize_t)j, Py_NewRef(v[0]));
+            PyList_SetItem(itemsizes, i0 + (Py_ssize_t)j, Py_NewRef(v[1]));
+        }
+        for (size_t j = 0; j < nstates; j++) Py_DECREF(states[j]);
+    }
+    if (declined) {
+        PyErr_Clear();
+        result = Py_NewRef(Py_None);
+    }
+    else {
+        mr_gc_show(shapes);
+        mr_gc_show(itemsizes);
+        result = PyTuple_Pack(2, shapes, itemsizes);
+    }
+done:
+    Py_XDECREF(shapes);
+    Py_XDECREF(itemsizes);
+    return result;
+}
+
 /* The distinct form's extras: a list of ngroups tuples, tuple g holding sorted(set(the extras
  * of the items of group g)) as new ints, from group[0:n] (each item's group) and count (items
  * per group); with a catalog (an exact tuple, or NULL) catalog[v] for each such v instead (what
@@ -3126,6 +3214,7 @@ static PyMethodDef canonical_methods[] = {
      "(sorted items, (keys, positions) as two tuples, every key distinct)."},
     {"assembly_columns", (PyCFunction)py_assembly_columns, METH_VARARGS, assembly_columns_doc},
     {"tensor_shape_groups", (PyCFunction)py_tensor_shape_groups, METH_VARARGS, tensor_shape_groups_doc},
+    {"tensor_shape_columns", (PyCFunction)py_tensor_shape_columns, METH_VARARGS, tensor_shape_columns_doc},
     {"sorted_groups", (PyCFunction)py_sorted_groups, METH_VARARGS,
      "(sorted items, rows, items by group, extra by group), the groups in sorted order; None when a key is not "
      "an exact str. The sorted tuple and each group's tuple are untracked by the collector when every item "

@@ -45,6 +45,11 @@ def assembly_columns(
     positions ints in ``range(len(ids))``; a malformed pair: ``None``) standing for
     ``dict(zip(ids, positions))``: looked up by identity, the dict made only if a lookup needs it."""
 
+def tensor_shape_columns(tensors: tuple[Any, ...], tensor_type: type, /) -> tuple[list[Any], list[Any]] | None:
+    """``([t.global_shape for t in tensors], [t.itemsize for t in tensors])`` (the states' own
+    objects) in one pass in batches, when every tensor is exactly ``tensor_type`` holding both in
+    its state dict (keys exact strs); else ``None``. Runs no Python code."""
+
 def sorted_groups(
     items: list[Any],
     keys: list[str],

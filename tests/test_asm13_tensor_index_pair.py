@@ -227,3 +227,68 @@ def test_from_fragments_as_with_the_dict(case: str, monkeypatch: pytest.MonkeyPa
         assert again == placement and again.digest == placement.digest
     if case.startswith("duplicate"):
         assert new == (ValueError, "duplicate tensor_id in placement tensors")
+
+
+# ---- tensor_shape_columns: the packing's shapes and itemsizes in one C pass ---------------------
+
+
+def _maps(tensors: Any) -> Any:
+    return [t.global_shape for t in tensors], [t.itemsize for t in tensors]
+
+
+def test_tensor_shape_columns_equal_the_maps() -> None:
+    tensors = tuple(w.independent_experts(layers=1, experts=48).target.tensors)
+    for count in (0, 1, 7, 8, 9, 17, len(tensors)):
+        part = tensors[:count]
+        got = _native.tensor_shape_columns(part, TensorDescriptor)
+        want = _maps(part)
+        assert got == want
+        assert all(a is b for a, b in zip(got[0], want[0])) and all(a is b for a, b in zip(got[1], want[1]))
+
+
+def test_tensor_shape_columns_decline() -> None:
+    tensors = list(w.independent_experts(layers=1, experts=48).target.tensors)
+    sub = list(tensors)
+    sub[9] = _Descriptor(**tensors[9].__dict__)
+    missing = object.__new__(TensorDescriptor)
+    missing.__dict__.update({k: v for k, v in tensors[3].__dict__.items() if k != "itemsize"})
+    odd_key = object.__new__(TensorDescriptor)
+    odd_key.__dict__.update(tensors[3].__dict__)
+    odd_key.__dict__[1] = "x"
+    for bad in (sub, tensors[:3] + [missing], tensors[:10] + [odd_key], tensors[:2] + [object()]):
+        assert _native.tensor_shape_columns(tuple(bad), TensorDescriptor) is None
+    with pytest.raises(TypeError):
+        _native.tensor_shape_columns(list(tensors), TensorDescriptor)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="tensor_type must be a class"):
+        _native.tensor_shape_columns(tuple(tensors), 3)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("case", ["plain", "subclass", "no-itemsize", "no-shape", "list"])
+def test_fast_checks_as_with_the_maps(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mooncake.reshard.weight import validation
+
+    placement = _assemble(w.independent_experts(layers=1, experts=48).target, w.independent_experts(
+        layers=1, experts=48).target.tensors)
+    tensors: Any = list(placement.tensors)
+    fragments = placement.fragments
+    if case == "subclass":
+        tensors[4] = _Descriptor(**tensors[4].__dict__)
+    elif case in ("no-itemsize", "no-shape"):
+        forged = object.__new__(TensorDescriptor)
+        drop = "itemsize" if case == "no-itemsize" else "global_shape"
+        forged.__dict__.update({k: v for k, v in tensors[4].__dict__.items() if k != drop})
+        tensors[4] = forged
+    tensors = tensors if case == "list" else tuple(tensors)
+
+    def run() -> Any:
+        try:
+            table = validation.fast_placement_checks(tensors, fragments, check_alias_groups=True)
+        except Exception as error:
+            return type(error), str(error)
+        return None if table is None else (len(table), table.bad_geometry([1] * len(tensors)))
+
+    new = run()
+    monkeypatch.setattr(validation._native, "tensor_shape_columns", lambda *args: None)
+    assert run() == new
+    if case in ("plain", "subclass", "list"):
+        assert new is not None and new[0] == len(fragments)

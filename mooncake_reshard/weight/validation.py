@@ -153,7 +153,11 @@ def _pack(
     tensors: Sequence[TensorDescriptor],
     fragments: Sequence[PlacementFragment],
     packed_from: Optional[_PackedFrom] = None,
-) -> Optional[tuple[_native.FragmentTable, bool, bool]]:
+) -> Optional[tuple[_native.FragmentTable, bool, bool, Optional[list[int]]]]:
+    """``(table, ids_increasing, any_aliases, itemsizes)``: ``itemsizes`` is
+    ``[t.itemsize for t in tensors]`` when read with the shapes (exact descriptors in a tuple:
+    ``_native.tensor_shape_columns``, one pass over the scattered objects, no Python code), else
+    ``None`` (the caller reads them)."""
     index: Union[dict[str, int], tuple[tuple[str, ...], tuple[int, ...]], None]
     index = None if packed_from is None else packed_from[2]
     if index is None:
@@ -164,19 +168,21 @@ def _pack(
             return None
     elif len(index if type(index) is dict else index[0]) != len(tensors):  # a pair: (ids, positions)
         return None
+    columns = _native.tensor_shape_columns(tensors, TensorDescriptor) if type(tensors) is tuple else None
+    itemsizes = None if columns is None else columns[1]
     try:
+        shapes = list(map(_GLOBAL_SHAPE, tensors)) if columns is None else columns[0]
         if packed_from is not None:
             # the same fragments in another order (usually their creation order, which
             # reads their objects from memory in sequence), each placed at its row
             source, rows, _ = packed_from
-            return _native.FragmentTable.pack_objects(
-                list(map(_GLOBAL_SHAPE, tensors)), index, source, rows, PlacementFragment
-            )
-        return _native.FragmentTable.pack_objects(
-            list(map(_GLOBAL_SHAPE, tensors)), index, fragments, None, PlacementFragment
-        )
+            packed = _native.FragmentTable.pack_objects(shapes, index, source, rows, PlacementFragment)
+        else:
+            packed = _native.FragmentTable.pack_objects(shapes, index, fragments, None, PlacementFragment)
     except (KeyError, TypeError, ValueError, OverflowError, AttributeError):
         return None
+    table, ids_increasing, any_aliases = packed
+    return table, ids_increasing, any_aliases, itemsizes
 
 
 def fast_placement_checks(
@@ -202,11 +208,11 @@ def fast_placement_checks(
     packed = _pack(tensors, fragments, packed_from)
     if packed is None:
         return None
-    table, ids_increasing, any_aliases = packed
+    table, ids_increasing, any_aliases, itemsizes = packed
     # ids sorted strictly increasing (the manifest's order) are unique; else count them
     if not ids_increasing and len(set(map(_FRAGMENT_ID, fragments))) != len(fragments):
         return None
-    if table.bad_geometry(list(map(_ITEMSIZE, tensors))) >= 0:
+    if table.bad_geometry(list(map(_ITEMSIZE, tensors)) if itemsizes is None else itemsizes) >= 0:
         return None
     if table.duplicate_logical_fragment() >= 0:
         return None
