@@ -2622,21 +2622,31 @@ PyDoc_STRVAR(tensor_shape_groups_doc,
 "numbered in order of first appearance, and firsts[g] the position of group g's first tensor.\n"
 "None (nothing raised) when a tensor is not like that. Runs no Python code.");
 
+/* The arguments (tensors, tensor_type) of a per-tensor pass (format "O!O:<name>"), and the two
+ * state names it reads interned into names (once per process): the tensors' length, or -1 with
+ * an exception. */
+static Py_ssize_t
+tensor_pass_args(PyObject *args, const char *format, PyObject **tensors, PyObject **ttype, PyObject **names,
+                 const char *const *spelled)
+{
+    if (!PyArg_ParseTuple(args, format, &PyTuple_Type, tensors, ttype)) return -1;
+    if (!PyType_Check(*ttype)) {
+        PyErr_Format(PyExc_TypeError, "%s: tensor_type must be a class", strchr(format, ':') + 1);
+        return -1;
+    }
+    for (int k = 0; k < 2; k++) {
+        if (names[k] == NULL && (names[k] = PyUnicode_InternFromString(spelled[k])) == NULL) return -1;
+    }
+    return PyTuple_Size(*tensors);
+}
+
 static PyObject *
 py_tensor_shape_groups(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *tensors, *ttype;
-    if (!PyArg_ParseTuple(args, "O!O:tensor_shape_groups", &PyTuple_Type, &tensors, &ttype)) return NULL;
-    if (!PyType_Check(ttype)) {
-        PyErr_SetString(PyExc_TypeError, "tensor_shape_groups: tensor_type must be a class");
-        return NULL;
-    }
     static PyObject *names[2];
     static const char *const tsg_names[2] = {"global_shape", "parallel_axes"};
-    for (int k = 0; k < 2; k++) {
-        if (names[k] == NULL && (names[k] = PyUnicode_InternFromString(tsg_names[k])) == NULL) return NULL;
-    }
-    Py_ssize_t n = PyTuple_Size(tensors);
+    Py_ssize_t n = tensor_pass_args(args, "O!O:tensor_shape_groups", &tensors, &ttype, names, tsg_names);
     if (n < 0) return NULL;
     size_t un = (size_t)n, cap = 16;
     while (cap < 2 * un) {
@@ -2782,17 +2792,9 @@ static PyObject *
 py_tensor_shape_columns(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *tensors, *ttype;
-    if (!PyArg_ParseTuple(args, "O!O:tensor_shape_columns", &PyTuple_Type, &tensors, &ttype)) return NULL;
-    if (!PyType_Check(ttype)) {
-        PyErr_SetString(PyExc_TypeError, "tensor_shape_columns: tensor_type must be a class");
-        return NULL;
-    }
     static PyObject *names[2];
     static const char *const tsc_names[2] = {"global_shape", "itemsize"};
-    for (int k = 0; k < 2; k++) {
-        if (names[k] == NULL && (names[k] = PyUnicode_InternFromString(tsc_names[k])) == NULL) return NULL;
-    }
-    Py_ssize_t n = PyTuple_Size(tensors);
+    Py_ssize_t n = tensor_pass_args(args, "O!O:tensor_shape_columns", &tensors, &ttype, names, tsc_names);
     if (n < 0) return NULL;
     /* out of the collector until full (gctrack.h) */
     PyObject *shapes = mr_gc_hide(PyList_New(n)), *itemsizes = mr_gc_hide(PyList_New(n)), *result = NULL;

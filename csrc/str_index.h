@@ -26,6 +26,7 @@
 #define MOONCAKE_RESHARD_STR_INDEX_H
 
 #include "common.h"
+#include "coverage_kernels.h"
 
 typedef struct {
     PyObject *key;   /* borrowed (the dict's key object), NULL: empty */
@@ -46,6 +47,10 @@ typedef struct {
     PyObject *own_dict; /* strong: the pair's dict, made at the first need, or NULL */
     int fixed;          /* a pair's table: built once, never dropped (tuples, strs and ints do
                          * not change, so no Python code can make it stale) */
+    mr_kv *by_addr;     /* a pair's table: (key address, pair index) by increasing address */
+    int64_t *at_of;     /* a pair's positions as C ints, by pair index */
+    size_t nby;         /* entries of by_addr */
+    size_t hint;        /* the entry of the last hit */
 } mr_str_memo;
 
 static inline void
@@ -61,6 +66,10 @@ mr_str_memo_init(mr_str_memo *m, PyObject *dict, Py_ssize_t nkeys, int64_t limit
     m->pair = NULL;
     m->own_dict = NULL;
     m->fixed = 0;
+    m->by_addr = NULL;
+    m->at_of = NULL;
+    m->nby = 0;
+    m->hint = 0;
 }
 
 static inline size_t
@@ -82,14 +91,17 @@ mr_str_memo_code(mr_str_memo *m)
 static inline void
 mr_str_memo_prefetch(const mr_str_memo *m, const PyObject *key)
 {
-    if (m->built) __builtin_prefetch(&m->slots[mr_str_home(key, m->cap)]);
+    if (m->built && m->slots != NULL) __builtin_prefetch(&m->slots[mr_str_home(key, m->cap)]);
 }
+
+static inline PyObject *mr_str_pair_get(mr_str_memo *m, PyObject *key, int64_t *at);
 
 /* The dict's value for key when key is one of its key objects in the table, else NULL. */
 static inline PyObject *
-mr_str_memo_get(const mr_str_memo *m, PyObject *key, int64_t *at)
+mr_str_memo_get(mr_str_memo *m, PyObject *key, int64_t *at)
 {
     if (!m->built) return NULL;
+    if (m->by_addr != NULL) return mr_str_pair_get(m, key, at);
     for (size_t i = mr_str_home(key, m->cap);; i = (i + 1) & (m->cap - 1)) {
         const mr_str_slot *s = &m->slots[i];
         if (s->key == key) {
@@ -149,6 +161,10 @@ mr_str_memo_missed(mr_str_memo *m)
 static inline void
 mr_str_memo_clear(mr_str_memo *m)
 {
+    free(m->by_addr);
+    m->by_addr = NULL;
+    PyMem_Free(m->at_of);
+    m->at_of = NULL;
     PyMem_Free(m->slots);
     m->slots = NULL;
     m->cap = 0;
@@ -199,32 +215,76 @@ mr_str_pair_size(PyObject *pair, int64_t limit)
     return n;
 }
 
-/* Init m for a pair already checked by mr_str_pair_size: the table built at once (reads only the
- * tuples). Without memory for it every lookup goes to the pair's dict. */
+/* Init m for a pair already checked by mr_str_pair_size: the table built at once, reading only
+ * the tuples. It is the pair's (key address, index) entries sorted by address, not a hash table:
+ * the ids lie in memory in the order they were made, and fragments, made in about that order,
+ * look them up in increasing address order, so a lookup is mostly the last hit's entry or the
+ * next one (a hash table's slots are random: at 10^6 fragments a miss at each of its ~10^5
+ * inserts and at each tensor's first lookup). Without memory every lookup goes to the dict. */
 static inline void
 mr_str_memo_init_pair(mr_str_memo *m, PyObject *pair, Py_ssize_t n, int64_t limit)
 {
     mr_str_memo_init(m, NULL, n, limit);
     m->pair = pair;
     m->fixed = 1;
-    size_t cap = 16;
-    while (cap < (size_t)n * 2) {
-        if (cap > ((size_t)PY_SSIZE_T_MAX) / (4 * sizeof(mr_str_slot))) return;
-        cap *= 2;
+    size_t un = (size_t)n;
+    mr_kv *kv = mr_kalloc(un ? un : 1, sizeof(mr_kv));
+    int64_t *at_of = mr_alloc_array(un ? un : 1, sizeof(int64_t));
+    if (kv == NULL || at_of == NULL) {
+        PyErr_Clear(); /* (mr_alloc_array sets MemoryError): the dict answers instead */
+        free(kv);
+        PyMem_Free(at_of);
+        return;
     }
-    m->slots = PyMem_Calloc(cap, sizeof(mr_str_slot));
-    if (m->slots == NULL) return;
-    m->cap = cap;
     PyObject *ids = PyTuple_GetItem(pair, 0), *positions = PyTuple_GetItem(pair, 1);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *key = PyTuple_GetItem(ids, i), *value = PyTuple_GetItem(positions, i);
-        size_t j = mr_str_home(key, cap);
-        while (m->slots[j].key != NULL && m->slots[j].key != key) j = (j + 1) & (cap - 1);
-        m->slots[j].key = key; /* the same object twice: the later value, as in a dict */
-        m->slots[j].value = value;
-        m->slots[j].at = (int64_t)PyLong_AsLongLong(value); /* checked: an exact int in range */
+    int increasing = 1;
+    for (size_t i = 0; i < un; i++) {
+        kv[i].key = (uint64_t)(uintptr_t)PyTuple_GetItem(ids, (Py_ssize_t)i);
+        kv[i].idx = i;
+        at_of[i] = (int64_t)PyLong_AsLongLong(PyTuple_GetItem(positions, (Py_ssize_t)i)); /* checked */
+        if (i > 0 && kv[i].key <= kv[i - 1].key) increasing = 0;
     }
+    if (!increasing && mr_radix_sort(kv, un) != 0) {
+        free(kv);
+        PyMem_Free(at_of);
+        return;
+    }
+    /* the same object twice (a caller's pair with a repeated id): its last entry, as in a dict
+     * (the sort is stable) */
+    size_t kept = 0;
+    for (size_t i = 0; i < un; i++) {
+        if (kept > 0 && kv[kept - 1].key == kv[i].key) kept--;
+        kv[kept++] = kv[i];
+    }
+    m->by_addr = kv;
+    m->at_of = at_of;
+    m->nby = kept;
     m->built = 1;
+}
+
+/* A pair's lookup by key address: the last hit's entry, the next one, else a binary search. */
+static inline PyObject *
+mr_str_pair_get(mr_str_memo *m, PyObject *key, int64_t *at)
+{
+    uint64_t k = (uint64_t)(uintptr_t)key;
+    const mr_kv *kv = m->by_addr;
+    size_t h = m->hint, found = m->nby;
+    if (h < m->nby && kv[h].key == k) found = h;
+    else if (h + 1 < m->nby && kv[h + 1].key == k) found = h + 1;
+    else {
+        size_t lo = 0, hi = m->nby;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (kv[mid].key < k) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo < m->nby && kv[lo].key == k) found = lo;
+    }
+    if (found == m->nby) return NULL;
+    m->hint = found;
+    size_t i = kv[found].idx;
+    *at = m->at_of[i];
+    return PyTuple_GetItem(PyTuple_GetItem(m->pair, 1), (Py_ssize_t)i); /* in range */
 }
 
 /* The dict of a pair: {ids[i]: positions[i]} (a new dict), or NULL with an exception. Exact strs
