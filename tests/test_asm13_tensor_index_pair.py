@@ -292,3 +292,41 @@ def test_fast_checks_as_with_the_maps(case: str, monkeypatch: pytest.MonkeyPatch
     assert run() == new
     if case in ("plain", "subclass", "list"):
         assert new is not None and new[0] == len(fragments)
+
+
+# ---- the pair's table by key address ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("count", [5, 33, 300])
+@pytest.mark.parametrize("order", ["made", "shuffled", "reversed"])
+def test_pair_by_address_any_order(count: int, order: str) -> None:
+    rng = random.Random(count)
+    names = [_copy(f"t.{k}.w") for k in range(count)]  # made in order: addresses mostly increasing
+    keys = list(names)
+    if order == "shuffled":
+        rng.shuffle(keys)
+    elif order == "reversed":
+        keys.reverse()
+    positions = tuple(rng.sample(range(count), count))
+    pair, index = (tuple(keys), positions), dict(zip(keys, positions))
+    ids = [names[rng.randrange(count)] for _ in range(3 * count)] + [_copy(names[0])]
+    fragments = _fragments(ids)
+    rows = list(range(len(fragments)))
+    rng.shuffle(rows)
+    for given_rows in (None, rows):
+        assert _pack(pair, fragments, given_rows, count) == _pack_oracle(index, fragments, given_rows, count)  # type: ignore[arg-type]
+    groups = {rank: g for g, rank in enumerate(_RANKS)}
+    got = _native.assembly_columns(tuple(fragments), PlacementFragment, pair, groups)
+    want = assembly_columns(fragments, index, groups)
+    assert got == want and all(a is b for a, b in zip(got[0], want[0]))
+
+
+def test_pair_with_one_object_twice_as_a_dict() -> None:
+    # not what from_fragments passes (its ids are distinct), but the later entry wins as in a dict
+    name = _copy("t.0.w")
+    pair = ((name, name), (0, 1))
+    fragments = _fragments([name, name])
+    groups = {rank: g for g, rank in enumerate(_RANKS)}
+    got = _native.assembly_columns(tuple(fragments), PlacementFragment, pair, groups)
+    assert got == assembly_columns(fragments, dict(zip(*pair)), groups)
+    assert _pack(pair, fragments, None, 2) == _pack_oracle(dict(zip(*pair)), fragments, None, 2)  # type: ignore[arg-type]
