@@ -1174,6 +1174,28 @@ pfl_prefetch(const PyObject *obj, size_t len)
 
 enum { PFL_BATCH = 8 };
 
+/* The state dicts of objs[0:nb] (each exactly type) into states[0:*nstates] (new references, the
+ * caller releases them), each touched (its first entry read) before any is scanned, so that the
+ * batch's cache misses overlap. 0, or -1 (nothing raised, or an exception of the state read) when
+ * one object is not exactly type or its state is not a dict. */
+static int
+batch_states(PyObject *const *objs, size_t nb, PyObject *type, PyObject **states, size_t *nstates)
+{
+    *nstates = 0;
+    for (size_t j = 0; j < nb; j++) {
+        if ((PyObject *)Py_TYPE(objs[j]) != type || (states[j] = PyObject_GenericGetDict(objs[j], NULL)) == NULL)
+            return -1;
+        ++*nstates;
+        if (!PyDict_Check(states[j])) return -1;
+    }
+    for (size_t j = 0; j < nb; j++) {
+        Py_ssize_t pos = 0;
+        PyObject *key, *value;
+        (void)PyDict_Next(states[j], &pos, &key, &value);
+    }
+    return 0;
+}
+
 /* One batch of the fused path's fragment encoding: objs[0:nb] (held by the caller), every one
  * exactly c->fragment_type with a rank exactly c->rank_type and a state dict keyed by exact str,
  * so no read runs Python code and reading the batch ahead of encoding it cannot differ from
@@ -1220,23 +1242,7 @@ pfl_batch(cj_buf *b, PyObject *const *objs, size_t nb, pfl_ctx *c, size_t *start
         nfields = nb;
         goto held;
     }
-    for (size_t j = 0; j < nb; j++) {
-        PyObject *obj = objs[j];
-        if ((PyObject *)Py_TYPE(obj) != c->fragment_type || (states[j] = PyObject_GenericGetDict(obj, NULL)) == NULL) {
-            bad = 1;
-            break;
-        }
-        nstates++;
-        if (!PyDict_Check(states[j])) {
-            bad = 1;
-            break;
-        }
-    }
-    for (size_t j = 0; !bad && j < nb; j++) {
-        Py_ssize_t pos = 0;
-        PyObject *key, *value;
-        (void)PyDict_Next(states[j], &pos, &key, &value);
-    }
+    bad = batch_states(objs, nb, c->fragment_type, states, &nstates) < 0;
     /* borrowed fields (no Python code runs until they are all held) */
     for (size_t j = 0; !bad && j < nb; j++) {
         PyObject **v = fields[j];
@@ -2802,30 +2808,15 @@ py_tensor_shape_columns(PyObject *Py_UNUSED(module), PyObject *args)
     int declined = 0;
     PyObject *states[PFL_BATCH];
     for (Py_ssize_t i0 = 0; i0 < n && !declined; i0 += PFL_BATCH) {
-        size_t nb = (size_t)(n - i0 < PFL_BATCH ? n - i0 : PFL_BATCH), nstates = 0;
+        size_t nb = (size_t)(n - i0 < PFL_BATCH ? n - i0 : PFL_BATCH), nstates;
         /* the next batch's objects: a hint only */
         for (Py_ssize_t k = i0 + PFL_BATCH; k < i0 + 2 * PFL_BATCH && k < n; k++) {
             PyObject *next = PyTuple_GetItem(tensors, k); /* in range */
             if (next != NULL) pfl_prefetch(next, 0);
         }
-        for (size_t j = 0; j < nb; j++) {
-            PyObject *tensor = PyTuple_GetItem(tensors, i0 + (Py_ssize_t)j); /* in range */
-            if (tensor == NULL || (PyObject *)Py_TYPE(tensor) != ttype ||
-                (states[j] = PyObject_GenericGetDict(tensor, NULL)) == NULL) {
-                declined = 1;
-                break;
-            }
-            nstates++;
-            if (!PyDict_Check(states[j])) {
-                declined = 1;
-                break;
-            }
-        }
-        for (size_t j = 0; !declined && j < nb; j++) {
-            Py_ssize_t pos = 0;
-            PyObject *key, *value;
-            (void)PyDict_Next(states[j], &pos, &key, &value); /* its table, before the scans */
-        }
+        PyObject *objs[PFL_BATCH];
+        for (size_t j = 0; j < nb; j++) objs[j] = PyTuple_GetItem(tensors, i0 + (Py_ssize_t)j); /* in range */
+        declined = batch_states(objs, nb, ttype, states, &nstates) < 0;
         for (size_t j = 0; !declined && j < nb; j++) {
             PyObject *v[2];
             if (cj_scan_names(states[j], names, 2, v) < 0 || v[0] == NULL || v[1] == NULL) {
