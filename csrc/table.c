@@ -1920,12 +1920,12 @@ tbl_dealloc(PyObject *self)
  * (tbl_rank_memo) holds a rank's values for the whole call, and the first read of a rank whose
  * attributes are still inline makes its dict, an allocation that could otherwise run gc callbacks
  * (Python code that could change a rank already read; tests/test_lead29_collector_memos.py). */
-MR_COLLECTOR_PAUSED(tbl_pack_objects)
+MR_COLLECTOR_PAUSED_FAST(tbl_pack_objects)
 
 static PyMethodDef tbl_methods[] = {
     {"pack", (PyCFunction)(void (*)(void))tbl_pack, METH_CLASS | METH_VARARGS | METH_KEYWORDS,
      "Build a FragmentTable from per-fragment columns (see pack_fragments)."},
-    {"pack_objects", (PyCFunction)tbl_pack_objects_paused, METH_CLASS | METH_VARARGS,
+    {"pack_objects", (PyCFunction)(void (*)(void))tbl_pack_objects_paused_fast, METH_CLASS | METH_FASTCALL,
      "pack_objects(tensor_shapes, tensor_index, fragments, rows=None, fragment_type=None): (table, ids strictly "
      "increasing, any aliases) over placement fragment objects' state; an exact fragment_type instance's state "
      "is read without the attribute lookup (same values). rows: a list of ints or bytes of native int64."},
