@@ -1174,6 +1174,28 @@ pfl_prefetch(const PyObject *obj, size_t len)
 
 enum { PFL_BATCH = 8 };
 
+/* The state dicts of objs[0:nb] (each exactly type) into states[0:*nstates] (new references, the
+ * caller releases them), each touched (its first entry read) before any is scanned, so that the
+ * batch's cache misses overlap. 0, or -1 (nothing raised, or an exception of the state read) when
+ * one object is not exactly type or its state is not a dict. */
+static int
+batch_states(PyObject *const *objs, size_t nb, PyObject *type, PyObject **states, size_t *nstates)
+{
+    *nstates = 0;
+    for (size_t j = 0; j < nb; j++) {
+        if ((PyObject *)Py_TYPE(objs[j]) != type || (states[j] = PyObject_GenericGetDict(objs[j], NULL)) == NULL)
+            return -1;
+        ++*nstates;
+        if (!PyDict_Check(states[j])) return -1;
+    }
+    for (size_t j = 0; j < nb; j++) {
+        Py_ssize_t pos = 0;
+        PyObject *key, *value;
+        (void)PyDict_Next(states[j], &pos, &key, &value);
+    }
+    return 0;
+}
+
 /* One batch of the fused path's fragment encoding: objs[0:nb] (held by the caller), every one
  * exactly c->fragment_type with a rank exactly c->rank_type and a state dict keyed by exact str,
  * so no read runs Python code and reading the batch ahead of encoding it cannot differ from
@@ -1220,23 +1242,7 @@ pfl_batch(cj_buf *b, PyObject *const *objs, size_t nb, pfl_ctx *c, size_t *start
         nfields = nb;
         goto held;
     }
-    for (size_t j = 0; j < nb; j++) {
-        PyObject *obj = objs[j];
-        if ((PyObject *)Py_TYPE(obj) != c->fragment_type || (states[j] = PyObject_GenericGetDict(obj, NULL)) == NULL) {
-            bad = 1;
-            break;
-        }
-        nstates++;
-        if (!PyDict_Check(states[j])) {
-            bad = 1;
-            break;
-        }
-    }
-    for (size_t j = 0; !bad && j < nb; j++) {
-        Py_ssize_t pos = 0;
-        PyObject *key, *value;
-        (void)PyDict_Next(states[j], &pos, &key, &value);
-    }
+    bad = batch_states(objs, nb, c->fragment_type, states, &nstates) < 0;
     /* borrowed fields (no Python code runs until they are all held) */
     for (size_t j = 0; !bad && j < nb; j++) {
         PyObject **v = fields[j];
@@ -2168,13 +2174,14 @@ strkey_sort(strkey_entry *e, strkey_entry *tmp, size_t n)
  * that a later read of the list in order visits them in the order they lie in memory (made in
  * sorted order they would be scattered over it). A new list, or NULL with an exception. */
 static PyObject *
-strkey_rows(const strkey_entry *e, strkey_entry *tmp, Py_ssize_t n)
+strkey_rows(const strkey_entry *e, strkey_entry *tmp, Py_ssize_t n, int as_tuple)
 {
     for (Py_ssize_t k = 0; k < n; k++) tmp[e[k].index].index = (size_t)k;
-    PyObject *rows = PyList_New(n);
+    PyObject *rows = as_tuple ? PyTuple_New(n) : PyList_New(n);
     for (Py_ssize_t i = 0; rows != NULL && i < n; i++) {
         PyObject *pos = PyLong_FromSize_t(tmp[i].index);
-        if (pos == NULL || PyList_SetItem(rows, i, pos) < 0) Py_CLEAR(rows); /* steals pos */
+        if (pos == NULL || (as_tuple ? PyTuple_SetItem(rows, i, pos) : PyList_SetItem(rows, i, pos)) < 0)
+            Py_CLEAR(rows); /* steals pos */
     }
     return rows;
 }
@@ -2225,12 +2232,16 @@ static PyObject *
 py_sorted_by_str_keys(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *items, *given;
-    int want_rows = 0, packed = 0;
-    if (!PyArg_ParseTuple(args, "O!O!|pp:sorted_by_str_keys", &PyList_Type, &items, &PyList_Type, &given, &want_rows,
-                          &packed))
+    int want_rows = 0, packed = 0, index = 0;
+    if (!PyArg_ParseTuple(args, "O!O!|ppp:sorted_by_str_keys", &PyList_Type, &items, &PyList_Type, &given, &want_rows,
+                          &packed, &index))
         return NULL;
-    if (packed && !want_rows) {
-        PyErr_SetString(PyExc_ValueError, "packed needs rows");
+    if ((packed || index) && !want_rows) {
+        PyErr_SetString(PyExc_ValueError, packed ? "packed needs rows" : "index needs rows");
+        return NULL;
+    }
+    if (packed && index) {
+        PyErr_SetString(PyExc_ValueError, "packed and index exclude each other");
         return NULL;
     }
     Py_ssize_t n = PyList_Size(items);
@@ -2243,7 +2254,7 @@ py_sorted_by_str_keys(PyObject *Py_UNUSED(module), PyObject *args)
      * the GIL is released: no other thread can drop them */
     PyObject *keys = PyList_GetSlice(given, 0, n);
     if (keys == NULL) return NULL;
-    PyObject *out = sorted_by_keys_copy(items, keys, n, packed ? 2 : want_rows);
+    PyObject *out = sorted_by_keys_copy(items, keys, n, packed ? 2 : index ? 3 : want_rows);
     Py_DECREF(keys);
     return out;
 }
@@ -2304,15 +2315,25 @@ sorted_by_keys_copy(PyObject *items, PyObject *keys, Py_ssize_t n, int want_rows
         }
     }
     PyObject *rows = NULL;
+    int distinct = want_rows == 3 ? strkey_distinct(e, (size_t)n) : 0; /* before strkey_rows reuses tmp */
     if (out != NULL && want_rows) {
         /* rows[i]: the position of items[i] in the sorted list */
-        rows = strkey_rows(e, tmp, n);
+        rows = strkey_rows(e, tmp, n, want_rows == 3);
         if (rows == NULL) Py_CLEAR(out);
     }
     PyMem_Free(e);
     PyMem_Free(tmp);
     if (out == NULL || !want_rows) return out;
-    PyObject *pair = PyTuple_Pack(2, out, rows);
+    PyObject *pair = NULL;
+    if (want_rows == 3) {
+        /* the index form: (sorted items, (keys, rows) as tuples, every key distinct) */
+        PyObject *ids = PyList_AsTuple(keys);
+        PyObject *index = ids == NULL ? NULL : PyTuple_Pack(2, ids, rows);
+        if (index != NULL) pair = PyTuple_Pack(3, out, index, distinct ? Py_True : Py_False);
+        Py_XDECREF(ids);
+        Py_XDECREF(index);
+    }
+    else pair = PyTuple_Pack(2, out, rows);
     Py_DECREF(out);
     Py_DECREF(rows);
     return pair;
@@ -2373,14 +2394,24 @@ static PyObject *
 py_assembly_columns(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *fragments, *ftype, *positions_of, *groups_of;
-    if (!PyArg_ParseTuple(args, "O!OO!O!:assembly_columns", &PyTuple_Type, &fragments, &ftype, &PyDict_Type,
-                          &positions_of, &PyDict_Type, &groups_of))
+    if (!PyArg_ParseTuple(args, "O!OOO!:assembly_columns", &PyTuple_Type, &fragments, &ftype, &positions_of,
+                          &PyDict_Type, &groups_of))
         return NULL;
     if (!PyType_Check(ftype)) {
         PyErr_SetString(PyExc_TypeError, "assembly_columns: fragment_type must be a class");
         return NULL;
     }
-    Py_ssize_t n = PyTuple_Size(fragments), ntensors = PyDict_Size(positions_of);
+    int pair = mr_str_is_pair(positions_of);
+    if (!pair && !PyDict_Check(positions_of)) {
+        PyErr_SetString(PyExc_TypeError, "assembly_columns: tensor_position must be a dict or an (ids, positions) pair");
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_Size(fragments);
+    Py_ssize_t ntensors = pair ? mr_str_pair_size(positions_of, -1) : PyDict_Size(positions_of);
+    if (pair && ntensors < 0 && PyErr_ExceptionMatches(PyExc_ValueError)) {
+        PyErr_Clear(); /* a malformed pair: declined, as a value out of range is */
+        Py_RETURN_NONE;
+    }
     if (n < 0 || ntensors < 0) return NULL;
     static PyObject *names[AC_N];
     for (int k = 0; k < AC_N; k++) {
@@ -2397,7 +2428,8 @@ py_assembly_columns(PyObject *Py_UNUSED(module), PyObject *args)
     Py_ssize_t referenced = 0;
     int declined = 0;
     mr_str_memo last; /* the tensor ids' table by identity (str_index.h) */
-    mr_str_memo_init(&last, positions_of, ntensors, ntensors);
+    if (pair) mr_str_memo_init_pair(&last, positions_of, ntensors, ntensors);
+    else mr_str_memo_init(&last, positions_of, ntensors, ntensors);
     if (slots == NULL || seen == NULL) {
         PyErr_NoMemory();
         goto done;
@@ -2460,7 +2492,12 @@ py_assembly_columns(PyObject *Py_UNUSED(module), PyObject *args)
         }
         else if (!declined) {
             /* an exact str key: a key of the dict that is not an exact str may run its __eq__ */
-            position = PyDict_GetItemWithError(positions_of, v[AC_TENSOR]);
+            PyObject *index = mr_str_memo_dict(&last);
+            if (index == NULL) {
+                for (int k = 0; k < AC_N; k++) Py_XDECREF(v[k]);
+                goto done;
+            }
+            position = PyDict_GetItemWithError(index, v[AC_TENSOR]);
             mr_str_memo_missed(&last);
             if (position == NULL) {
                 if (PyErr_Occurred()) PyErr_Clear();
@@ -2591,21 +2628,31 @@ PyDoc_STRVAR(tensor_shape_groups_doc,
 "numbered in order of first appearance, and firsts[g] the position of group g's first tensor.\n"
 "None (nothing raised) when a tensor is not like that. Runs no Python code.");
 
+/* The arguments (tensors, tensor_type) of a per-tensor pass (format "O!O:<name>"), and the two
+ * state names it reads interned into names (once per process): the tensors' length, or -1 with
+ * an exception. */
+static Py_ssize_t
+tensor_pass_args(PyObject *args, const char *format, PyObject **tensors, PyObject **ttype, PyObject **names,
+                 const char *const *spelled)
+{
+    if (!PyArg_ParseTuple(args, format, &PyTuple_Type, tensors, ttype)) return -1;
+    if (!PyType_Check(*ttype)) {
+        PyErr_Format(PyExc_TypeError, "%s: tensor_type must be a class", strchr(format, ':') + 1);
+        return -1;
+    }
+    for (int k = 0; k < 2; k++) {
+        if (names[k] == NULL && (names[k] = PyUnicode_InternFromString(spelled[k])) == NULL) return -1;
+    }
+    return PyTuple_Size(*tensors);
+}
+
 static PyObject *
 py_tensor_shape_groups(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *tensors, *ttype;
-    if (!PyArg_ParseTuple(args, "O!O:tensor_shape_groups", &PyTuple_Type, &tensors, &ttype)) return NULL;
-    if (!PyType_Check(ttype)) {
-        PyErr_SetString(PyExc_TypeError, "tensor_shape_groups: tensor_type must be a class");
-        return NULL;
-    }
     static PyObject *names[2];
     static const char *const tsg_names[2] = {"global_shape", "parallel_axes"};
-    for (int k = 0; k < 2; k++) {
-        if (names[k] == NULL && (names[k] = PyUnicode_InternFromString(tsg_names[k])) == NULL) return NULL;
-    }
-    Py_ssize_t n = PyTuple_Size(tensors);
+    Py_ssize_t n = tensor_pass_args(args, "O!O:tensor_shape_groups", &tensors, &ttype, names, tsg_names);
     if (n < 0) return NULL;
     size_t un = (size_t)n, cap = 16;
     while (cap < 2 * un) {
@@ -2729,6 +2776,71 @@ done:
     PyMem_Free(slots);
     PyMem_Free(of);
     PyMem_Free(firsts);
+    return result;
+}
+
+/* ---- tensor_shape_columns: the sorted catalog's shapes and itemsizes for the fragment table --
+ * validation._pack read [t.global_shape for t in tensors] and [t.itemsize for t in tensors] by
+ * two Python maps over the id-sorted catalog, whose objects lie scattered in memory (at 10^6
+ * fragments each read of a descriptor and of its state missed, twice per descriptor). One pass
+ * in batches (as td_sink_tensors: each batch's objects asked for one batch ahead, the states got
+ * and touched before they are scanned) reads both from each exact instance's state dict. */
+
+PyDoc_STRVAR(tensor_shape_columns_doc,
+"tensor_shape_columns(tensors, tensor_type)\n"
+"--\n\n"
+"For tensors (a tuple, every item exactly tensor_type with global_shape and itemsize in its\n"
+"state dict under exact str keys): (shapes, itemsizes), the lists [t.global_shape for t in\n"
+"tensors] and [t.itemsize for t in tensors] (the states' own objects). None (nothing raised)\n"
+"when a tensor is not like that. Runs no Python code.");
+
+static PyObject *
+py_tensor_shape_columns(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *tensors, *ttype;
+    static PyObject *names[2];
+    static const char *const tsc_names[2] = {"global_shape", "itemsize"};
+    Py_ssize_t n = tensor_pass_args(args, "O!O:tensor_shape_columns", &tensors, &ttype, names, tsc_names);
+    if (n < 0) return NULL;
+    /* out of the collector until full (gctrack.h) */
+    PyObject *shapes = mr_gc_hide(PyList_New(n)), *itemsizes = mr_gc_hide(PyList_New(n)), *result = NULL;
+    if (shapes == NULL || itemsizes == NULL) goto done;
+    int declined = 0;
+    PyObject *states[PFL_BATCH];
+    for (Py_ssize_t i0 = 0; i0 < n && !declined; i0 += PFL_BATCH) {
+        size_t nb = (size_t)(n - i0 < PFL_BATCH ? n - i0 : PFL_BATCH), nstates;
+        /* the next batch's objects: a hint only */
+        for (Py_ssize_t k = i0 + PFL_BATCH; k < i0 + 2 * PFL_BATCH && k < n; k++) {
+            PyObject *next = PyTuple_GetItem(tensors, k); /* in range */
+            if (next != NULL) pfl_prefetch(next, 0);
+        }
+        PyObject *objs[PFL_BATCH];
+        for (size_t j = 0; j < nb; j++) objs[j] = PyTuple_GetItem(tensors, i0 + (Py_ssize_t)j); /* in range */
+        declined = batch_states(objs, nb, ttype, states, &nstates) < 0;
+        for (size_t j = 0; !declined && j < nb; j++) {
+            PyObject *v[2];
+            if (cj_scan_names(states[j], names, 2, v) < 0 || v[0] == NULL || v[1] == NULL) {
+                declined = 1;
+                break;
+            }
+            /* steal the new references; indexes in range */
+            PyList_SetItem(shapes, i0 + (Py_ssize_t)j, Py_NewRef(v[0]));
+            PyList_SetItem(itemsizes, i0 + (Py_ssize_t)j, Py_NewRef(v[1]));
+        }
+        for (size_t j = 0; j < nstates; j++) Py_DECREF(states[j]);
+    }
+    if (declined) {
+        PyErr_Clear();
+        result = Py_NewRef(Py_None);
+    }
+    else {
+        mr_gc_show(shapes);
+        mr_gc_show(itemsizes);
+        result = PyTuple_Pack(2, shapes, itemsizes);
+    }
+done:
+    Py_XDECREF(shapes);
+    Py_XDECREF(itemsizes);
     return result;
 }
 
@@ -2958,7 +3070,7 @@ py_sorted_groups(PyObject *Py_UNUSED(module), PyObject *args)
      * item pointers, and the references the containers take over, taken in input order
      * (objects in sequence in memory) rather than in the scattered sorted order */
     ordered = mr_gc_hide(PyTuple_New(n)); /* (every container out of the collector until full: gctrack.h) */
-    rows = ordered == NULL ? NULL : packed ? strkey_rows_packed(e, n) : strkey_rows(e, tmp, n);
+    rows = ordered == NULL ? NULL : packed ? strkey_rows_packed(e, n) : strkey_rows(e, tmp, n, 0);
     if (ordered == NULL || rows == NULL) goto done;
     gslots = mr_alloc_array(ngroups ? ngroups : 1, sizeof(PyObject *));
     xslots = mr_alloc_array(ngroups ? ngroups : 1, sizeof(PyObject *));
@@ -3091,9 +3203,11 @@ static PyMethodDef canonical_methods[] = {
     {"sorted_by_str_keys", (PyCFunction)py_sorted_by_str_keys, METH_VARARGS,
      "sorted(items, key) from the list of keys (exact str each), stable; with rows=True also the position of "
      "each item in it; None when a key is not an exact str. With rows and packed (a fourth argument) only "
-     "(positions as native int64 bytes, every key distinct)."},
+     "(positions as native int64 bytes, every key distinct). With rows and index (a fifth argument): "
+     "(sorted items, (keys, positions) as two tuples, every key distinct)."},
     {"assembly_columns", (PyCFunction)py_assembly_columns, METH_VARARGS, assembly_columns_doc},
     {"tensor_shape_groups", (PyCFunction)py_tensor_shape_groups, METH_VARARGS, tensor_shape_groups_doc},
+    {"tensor_shape_columns", (PyCFunction)py_tensor_shape_columns, METH_VARARGS, tensor_shape_columns_doc},
     {"sorted_groups", (PyCFunction)py_sorted_groups, METH_VARARGS,
      "(sorted items, rows, items by group, extra by group), the groups in sorted order; None when a key is not "
      "an exact str. The sorted tuple and each group's tuple are untracked by the collector when every item "

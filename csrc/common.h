@@ -610,6 +610,28 @@ mr_untrack_bound_regions(PyObject *regions, PyObject *bound_cls, int bound_layou
         return result;                                                  \
     }
 
+/* MR_COLLECTOR_PAUSED for a METH_VARARGS pass called as METH_FASTCALL: defines
+ * ``pass##_paused_fast``, which pauses the collector before the argument tuple exists and then
+ * builds it. A METH_VARARGS call allocates that tuple after a profile hook's c_call event and
+ * before the pass's pause, and a fresh tuple (none on the free list) can run the collector there:
+ * inside the call as a profiler sees it (tests/test_lead29_collector_memos.py). */
+#define MR_COLLECTOR_PAUSED_FAST(pass)                                                              \
+    static PyObject *pass##_paused_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs) \
+    {                                                                                              \
+        const int collector_was_enabled = PyGC_Disable();                                          \
+        PyObject *result = NULL;                                                                   \
+        PyObject *tuple = PyTuple_New(nargs);                                                      \
+        if (tuple != NULL) {                                                                       \
+            int filled = 1;                                                                        \
+            for (Py_ssize_t i = 0; i < nargs && filled; i++)                                       \
+                filled = PyTuple_SetItem(tuple, i, Py_NewRef(args[i])) == 0;                       \
+            if (filled) result = pass(module, tuple);                                              \
+            Py_DECREF(tuple);                                                                      \
+        }                                                                                          \
+        if (collector_was_enabled) PyGC_Enable();                                                  \
+        return result;                                                                             \
+    }
+
 /* MR_COLLECTOR_PAUSED for a METH_VARARGS | METH_KEYWORDS function: defines ``pass##_paused``. */
 #define MR_COLLECTOR_PAUSED_KW(pass)                                                   \
     static PyObject *pass##_paused(PyObject *module, PyObject *args, PyObject *kwargs) \

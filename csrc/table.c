@@ -1161,7 +1161,12 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
     int rc = 0;
     tbl_rank_memo memo = {NULL, 0, 0};
     mr_str_memo last; /* the tensor ids' table by identity (str_index.h) */
-    mr_str_memo_init(&last, tensor_index, PyDict_Size(tensor_index), (int64_t)t->ntensors);
+    if (!mr_str_is_pair(tensor_index)) mr_str_memo_init(&last, tensor_index, PyDict_Size(tensor_index), (int64_t)t->ntensors);
+    else {
+        Py_ssize_t nkeys = mr_str_pair_size(tensor_index, (int64_t)t->ntensors);
+        if (nkeys < 0) return -1;
+        mr_str_memo_init_pair(&last, tensor_index, nkeys, (int64_t)t->ntensors);
+    }
     tbl_seq_slot *seq_memo = PyMem_Calloc(TBL_SEQ_MEMO, sizeof(tbl_seq_slot)); /* NULL: no memo */
     tbl_prefix *prefix = NULL; /* with rows: prefix[r] of row r's id (ids[i] of row rows[i]) */
     if (rows != NULL && (prefix = mr_alloc_array(n ? (size_t)n : 1, sizeof(tbl_prefix))) == NULL) {
@@ -1285,7 +1290,8 @@ tbl_fill_objects(FragmentTable *t, PyObject *tensor_shapes, PyObject *tensor_ind
             t->tensor[r] = (uint32_t)known; /* in range: only such values are in the table */
         else if (rc == 0) {
             /* an exact str key: a key of the dict that is not an exact str may run its __eq__ */
-            PyObject *index = PyDict_GetItemWithError(tensor_index, v[TOK_TENSOR]);
+            PyObject *lookup = mr_str_memo_dict(&last);
+            PyObject *index = lookup == NULL ? NULL : PyDict_GetItemWithError(lookup, v[TOK_TENSOR]);
             mr_str_memo_missed(&last);
             if (index == NULL) {
                 if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, v[TOK_TENSOR]);
@@ -1465,9 +1471,13 @@ static PyObject *
 tbl_pack_objects(PyObject *cls, PyObject *args)
 {
     PyObject *tensor_shapes, *tensor_index, *fragments, *rows_arg = Py_None, *fragment_type = Py_None;
-    if (!PyArg_ParseTuple(args, "OO!O|OO:pack_placement_fragments", &tensor_shapes, &PyDict_Type, &tensor_index,
-                          &fragments, &rows_arg, &fragment_type))
+    if (!PyArg_ParseTuple(args, "OOO|OO:pack_placement_fragments", &tensor_shapes, &tensor_index, &fragments,
+                          &rows_arg, &fragment_type))
         return NULL;
+    if (!PyDict_Check(tensor_index) && !mr_str_is_pair(tensor_index)) {
+        PyErr_SetString(PyExc_TypeError, "tensor_index must be a dict or an (ids, positions) pair");
+        return NULL;
+    }
     if (fragment_type != Py_None && !PyType_Check(fragment_type)) {
         PyErr_SetString(PyExc_TypeError, "fragment_type must be a class or None");
         return NULL;
@@ -1529,7 +1539,9 @@ tbl_pack_objects(PyObject *cls, PyObject *args)
     if (rc > 0) {
         /* a fragment with more dimensions than every tensor: the column path */
         PyObject *cols[5];
-        int crc = tbl_columns_from_objects(tensor_index, fragments, cols, &increasing, &any_aliases);
+        PyObject *index_dict = mr_str_is_pair(tensor_index) ? mr_str_pair_dict(tensor_index) : Py_NewRef(tensor_index);
+        int crc = index_dict == NULL ? -1 : tbl_columns_from_objects(index_dict, fragments, cols, &increasing, &any_aliases);
+        Py_XDECREF(index_dict);
         Py_XDECREF(permuted);
         if (crc < 0) return NULL;
         PyObject *pargs = Py_BuildValue("(OOOOOO)", tensor_shapes, cols[0], cols[1], cols[2], cols[3], cols[4]);
@@ -1908,12 +1920,12 @@ tbl_dealloc(PyObject *self)
  * (tbl_rank_memo) holds a rank's values for the whole call, and the first read of a rank whose
  * attributes are still inline makes its dict, an allocation that could otherwise run gc callbacks
  * (Python code that could change a rank already read; tests/test_lead29_collector_memos.py). */
-MR_COLLECTOR_PAUSED(tbl_pack_objects)
+MR_COLLECTOR_PAUSED_FAST(tbl_pack_objects)
 
 static PyMethodDef tbl_methods[] = {
     {"pack", (PyCFunction)(void (*)(void))tbl_pack, METH_CLASS | METH_VARARGS | METH_KEYWORDS,
      "Build a FragmentTable from per-fragment columns (see pack_fragments)."},
-    {"pack_objects", (PyCFunction)tbl_pack_objects_paused, METH_CLASS | METH_VARARGS,
+    {"pack_objects", (PyCFunction)(void (*)(void))tbl_pack_objects_paused_fast, METH_CLASS | METH_FASTCALL,
      "pack_objects(tensor_shapes, tensor_index, fragments, rows=None, fragment_type=None): (table, ids strictly "
      "increasing, any aliases) over placement fragment objects' state; an exact fragment_type instance's state "
      "is read without the attribute lookup (same values). rows: a list of ints or bytes of native int64."},

@@ -13,16 +13,26 @@ from typing import Any, Optional, Union, final, overload
 
 # --- canonical.c: canonical JSON and SHA-256 (libcrypto EVP_Digest) ---------
 
-def sorted_by_str_keys(items: list[Any], keys: list[str], rows: bool = False, packed: bool = False, /) -> Any:
+def sorted_by_str_keys(
+    items: list[Any], keys: list[str], rows: bool = False, packed: bool = False, index: bool = False, /
+) -> Any:
     """``sorted(items, key=...)`` given ``keys[i] == key(items[i])`` (a stable sort in C); with
     ``rows`` the pair ``(sorted_items, positions)``, ``positions[i]`` being the index of
     ``items[i]`` in ``sorted_items``. ``None`` when some key is not an exact ``str`` (or has no
     UTF-8 encoding). With ``rows`` and ``packed`` only ``(positions, distinct)``: the positions as
     bytes of native int64 (``array("q")``'s layout) and whether no two keys are equal (no sorted
-    list is made, the items are not read); ``packed`` without ``rows``: ``ValueError``."""
+    list is made, the items are not read); ``packed`` without ``rows``: ``ValueError``. With
+    ``rows`` and ``index`` ``(sorted_items, (keys_tuple, positions_tuple), distinct)``: the pair
+    being the index ``{keys[i]: positions[i]}`` that ``assembly_columns`` and
+    ``FragmentTable.pack_objects`` take in place of a dict (when ``distinct``); ``index`` without
+    ``rows`` or with ``packed``: ``ValueError``."""
 
 def assembly_columns(
-    fragments: tuple[Any, ...], fragment_type: type, tensor_position: dict[str, int], group_of_rank: dict[Any, int], /
+    fragments: tuple[Any, ...],
+    fragment_type: type,
+    tensor_position: Union[dict[str, int], tuple[tuple[str, ...], tuple[int, ...]]],
+    group_of_rank: dict[Any, int],
+    /,
 ) -> tuple[list[int], list[int], list[Any], int] | None:
     """For fragments (every item exactly ``fragment_type``) in one pass: ``(positions, groups,
     ids, referenced)`` with ``positions[i] = tensor_position[fragments[i].tensor_id]``,
@@ -30,7 +40,15 @@ def assembly_columns(
     rank object looked up once, in order of first appearance), ``ids[i]`` the fragment's
     ``placement_fragment_id`` and ``referenced`` the number of distinct positions. ``None`` on a
     wrong type, a failed read, a non-str or unknown tensor id, a rank without group, or a value
-    that is not an int in range; errors of the ranks' own ``__hash__`` / ``__eq__`` propagate."""
+    that is not an int in range; errors of the ranks' own ``__hash__`` / ``__eq__`` propagate.
+    ``tensor_position`` may be the pair ``(ids, positions)`` of tuples (ids distinct exact strs,
+    positions ints in ``range(len(ids))``; a malformed pair: ``None``) standing for
+    ``dict(zip(ids, positions))``: looked up by identity, the dict made only if a lookup needs it."""
+
+def tensor_shape_columns(tensors: tuple[Any, ...], tensor_type: type, /) -> tuple[list[Any], list[Any]] | None:
+    """``([t.global_shape for t in tensors], [t.itemsize for t in tensors])`` (the states' own
+    objects) in one pass in batches, when every tensor is exactly ``tensor_type`` holding both in
+    its state dict (keys exact strs); else ``None``. Runs no Python code."""
 
 def sorted_groups(
     items: list[Any],
@@ -215,7 +233,7 @@ class FragmentTable:
     def pack_objects(
         cls,
         tensor_shapes: Sequence[Sequence[int]],
-        tensor_index: dict[str, int],
+        tensor_index: Union[dict[str, int], tuple[tuple[str, ...], tuple[int, ...]]],
         fragments: Sequence[object],
         rows: Optional[Union[list[int], bytes]] = None,
         fragment_type: Optional[type] = None,
@@ -232,7 +250,10 @@ class FragmentTable:
         ``sorted_groups(..., packed=True)`` makes them, else ``ValueError``) ``fragments[i]`` becomes
         row ``rows[i]``: the result equals packing the fragments in row order (``ids_increasing``
         judged in that order), read from memory in the given order. With ``fragment_type``, an
-        exact instance's state is read without the attribute lookup (the same values)."""
+        exact instance's state is read without the attribute lookup (the same values).
+        ``tensor_index`` may be the pair ``(ids, positions)`` of tuples (ids distinct exact strs,
+        positions ints in ``range(len(tensor_shapes))``, else ``ValueError``) standing for
+        ``dict(zip(ids, positions))``: looked up by identity, the dict made only if needed."""
 
     def tensor_classes(self, classes: Sequence[int], /) -> tuple[list[int], list[int], list[int]]:
         """``(rep, start, members)``: ``members[start[t]:start[t + 1]]`` are tensor t's fragments

@@ -49,10 +49,13 @@ _tensor_id_of = attrgetter("tensor_id")
 _rank_of = attrgetter("rank")
 
 
+# a tensor id index {ids[i]: positions[i]} as two tuples (ids distinct exact strs), which the C
+# passes read without a dict
+_TensorIndex = tuple[tuple[str, ...], tuple[int, ...]]
 _Assembled = tuple[
     tuple[TensorDescriptor, ...],
     tuple[PlacementFragment, ...],
-    Optional[tuple[tuple[PlacementFragment, ...], Union[list[int], bytes], Optional[dict[str, int]]]],
+    Optional[tuple[tuple[PlacementFragment, ...], Union[list[int], bytes], Optional[_TensorIndex]]],
 ]
 
 
@@ -600,7 +603,7 @@ def _initialize(
     sorted by id (the tensor catalog, every one referenced, one object per id; a permutation
     of the parts' fragments), and ``(source, rows, index)`` with ``fragments[rows[i]] is
     source[i]`` for packing the table in the source's order (``index``: ``None``, or the tensor
-    ids' positions in ``tensors``). The checks
+    ids' positions in ``tensors`` as the pair ``(ids, positions)``). The checks
     below then run on them as given; they reject duplicate fragment ids, so a passing
     fragment order is the unique sorted order the merge below would produce.
     """
@@ -839,12 +842,13 @@ def _assembly_columns_indexed(
     tensor_items: tuple[TensorDescriptor, ...],
     fragment_items: tuple[PlacementFragment, ...],
     topology: Any,
-) -> Optional[tuple[_Columns, Optional[dict[str, int]]]]:
+) -> Optional[tuple[_Columns, Optional[_TensorIndex]]]:
     """The per-fragment columns of the assembly in one C pass (``_native.assembly_columns``):
     tensor positions (in the id-sorted catalog), rank groups and ids, plus the sorted catalog,
     the rank groups and each participant's group; and, when every tensor is exactly a
     ``TensorDescriptor``, the ids' positions in the sorted catalog (what packing the fragment
-    table would read again from each sorted tensor), else ``None``. ``None`` when the checks
+    table would read again from each sorted tensor) as the pair ``(ids, positions)`` of tuples
+    (the index ``{ids[i]: positions[i]}``, ids distinct), else ``None``. ``None`` when the checks
     below the catalog's
     would raise (unknown or unreferenced tensor, a non-topology, a rank without participant) or
     a value is unusual: the caller's Python steps then raise the contract's first error."""
@@ -854,14 +858,15 @@ def _assembly_columns_indexed(
         tensor_ids = list(map(_tensor_id_of, tensor_items))
     except Exception:  # a forged descriptor: the Python steps raise it in the contract's order
         return None
-    # each id read once, in input order; rows[i] is tensor_items[i]'s position in id order
-    native = _native.sorted_by_str_keys(list(tensor_items), tensor_ids, True)
+    # each id read once, in input order; the index is the pair (ids, rows) of tuples, rows[i]
+    # being tensor_items[i]'s position in id order: {ids[i]: rows[i]} without building the dict
+    # (the C passes look ids up by identity; str_index.h)
+    native = _native.sorted_by_str_keys(list(tensor_items), tensor_ids, True, False, True)
     if native is None:  # a non-str tensor id
         return None
-    ordered, rows = native
+    ordered, tensor_position, distinct = native
     sorted_tensors = tuple(ordered)
-    tensor_position = dict(zip(tensor_ids, rows))
-    if len(tensor_position) != len(sorted_tensors):
+    if not distinct:
         return None  # a duplicate id: the Python steps report it first
     group_of_rank, participant_groups = _rank_groups(topology)
     result = _native.assembly_columns(fragment_items, PlacementFragment, tensor_position, group_of_rank)
@@ -887,7 +892,7 @@ def _assemble_columns(
     fragment_items: tuple[PlacementFragment, ...],
     placement_id: Optional[PlacementId],
     columns: _Columns,
-    tensor_index: Optional[dict[str, int]] = None,
+    tensor_index: Optional[_TensorIndex] = None,
 ) -> WeightPlacementManifest:
     positions, groups, keys, sorted_tensors, group_of_rank, participant_groups = columns
     grouped = _sorted_groups(fragment_items, groups, len(group_of_rank), positions, sorted_tensors, keys)
@@ -925,7 +930,7 @@ def _assemble_grouped(
         Sequence[Sequence[PlacementFragment]],
         Sequence[tuple[TensorDescriptor, ...]],
     ],
-    tensor_index: Optional[dict[str, int]] = None,
+    tensor_index: Optional[_TensorIndex] = None,
 ) -> WeightPlacementManifest:
     ordered, rows, by_group, tensors_by_group = grouped
     common: dict[str, Any] = {

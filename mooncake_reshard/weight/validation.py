@@ -142,34 +142,47 @@ def pack_placement_fragments(
     return None if packed is None else packed[0]
 
 
-_PackedFrom = tuple[Sequence[PlacementFragment], Union[list[int], bytes], Optional[dict[str, int]]]
+_PackedFrom = tuple[
+    Sequence[PlacementFragment],
+    Union[list[int], bytes],
+    Union[dict[str, int], tuple[tuple[str, ...], tuple[int, ...]], None],
+]
 
 
 def _pack(
     tensors: Sequence[TensorDescriptor],
     fragments: Sequence[PlacementFragment],
     packed_from: Optional[_PackedFrom] = None,
-) -> Optional[tuple[_native.FragmentTable, bool, bool]]:
+) -> Optional[tuple[_native.FragmentTable, bool, bool, Optional[list[int]]]]:
+    """``(table, ids_increasing, any_aliases, itemsizes)``: ``itemsizes`` is
+    ``[t.itemsize for t in tensors]`` when read with the shapes (exact descriptors in a tuple:
+    ``_native.tensor_shape_columns``, one pass over the scattered objects, no Python code), else
+    ``None`` (the caller reads them)."""
+    index: Union[dict[str, int], tuple[tuple[str, ...], tuple[int, ...]], None]
     index = None if packed_from is None else packed_from[2]
     if index is None:
         # (the maps read the same attributes in the same order as comprehensions would; a
         # later duplicate id overwrites an earlier one as in a dict comprehension)
         index = dict(zip(map(_TENSOR_ID, tensors), count()))
-    if len(index) != len(tensors):
+        if len(index) != len(tensors):
+            return None
+    elif len(index if type(index) is dict else index[0]) != len(tensors):  # a pair: (ids, positions)
         return None
+    columns = _native.tensor_shape_columns(tensors, TensorDescriptor) if type(tensors) is tuple else None
+    itemsizes = None if columns is None else columns[1]
     try:
+        shapes = list(map(_GLOBAL_SHAPE, tensors)) if columns is None else columns[0]
         if packed_from is not None:
             # the same fragments in another order (usually their creation order, which
             # reads their objects from memory in sequence), each placed at its row
             source, rows, _ = packed_from
-            return _native.FragmentTable.pack_objects(
-                list(map(_GLOBAL_SHAPE, tensors)), index, source, rows, PlacementFragment
-            )
-        return _native.FragmentTable.pack_objects(
-            list(map(_GLOBAL_SHAPE, tensors)), index, fragments, None, PlacementFragment
-        )
+            packed = _native.FragmentTable.pack_objects(shapes, index, source, rows, PlacementFragment)
+        else:
+            packed = _native.FragmentTable.pack_objects(shapes, index, fragments, None, PlacementFragment)
     except (KeyError, TypeError, ValueError, OverflowError, AttributeError):
         return None
+    table, ids_increasing, any_aliases = packed
+    return table, ids_increasing, any_aliases, itemsizes
 
 
 def fast_placement_checks(
@@ -184,7 +197,8 @@ def fast_placement_checks(
     ``packed_from`` (optional) is ``(source, rows, index)``: the same fragments in another order
     with ``fragments[rows[i]] is source[i]``; the table is then read from ``source`` in its
     order. ``index``, when not ``None``, is ``{t.tensor_id: i for i, t in enumerate(tensors)}``
-    already read (exact descriptors), which the packing then uses instead of reading it again.
+    already read (exact descriptors), or that index as the pair ``(ids, positions)`` of tuples
+    (ids distinct), which the packing then uses instead of reading it again.
 
     Returns the table when every check passes. Returns ``None`` when any check fails (or the
     input cannot be packed): the caller then runs :func:`validate_placement_fragments`, which
@@ -194,11 +208,11 @@ def fast_placement_checks(
     packed = _pack(tensors, fragments, packed_from)
     if packed is None:
         return None
-    table, ids_increasing, any_aliases = packed
+    table, ids_increasing, any_aliases, itemsizes = packed
     # ids sorted strictly increasing (the manifest's order) are unique; else count them
     if not ids_increasing and len(set(map(_FRAGMENT_ID, fragments))) != len(fragments):
         return None
-    if table.bad_geometry(list(map(_ITEMSIZE, tensors))) >= 0:
+    if table.bad_geometry(list(map(_ITEMSIZE, tensors)) if itemsizes is None else itemsizes) >= 0:
         return None
     if table.duplicate_logical_fragment() >= 0:
         return None
