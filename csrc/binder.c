@@ -741,18 +741,29 @@ typedef struct {
 
 #define BD_ID_TABLE_MIN 16
 
-/* The tensors one attest_many call has loaded (bd_tensors_load), by address: a part's tensors
+/* The tensors one attest_many call has loaded (bd_tensors_load), in load order: a part's tensors
  * are mostly the other parts' tensor objects too (a tensor split over several participants), so
  * a later binding of the same call takes their id and itemsize from here instead of two getattr
  * calls each (the same objects getattr would return: the tensors are exact td_cls objects,
  * frozen placement values, and no Python code runs in the call between the reads; bind runs
- * with the collector paused). ids / itemsizes: new references (an itemsize NULL where its read
- * failed: the pair that needs it reads it again, as without the memo); tab: address -> index,
- * at most half full (grown by doubling). */
+ * with the collector paused). keys: the tensors (new references: an address stays its tensor's
+ * for the whole call); ids / itemsizes: new references (an itemsize NULL where its read failed:
+ * the pair that needs it reads it again, as without the memo); ordered[v]: entry v was loaded
+ * right after entry v - 1 in one part's tensors and its id compared greater (the same str
+ * objects compare the same way again).
+ * Found by a cursor first: parts that share tensors list them in the same (id) order, so the
+ * entry after the last one found is usually the next one (one sequential read instead of a
+ * random probe); else at one of the last BD_MEMO_STARTS loads' first entries; else in tab
+ * (address -> index, at most half full), which holds entries [0, indexed) and is built only
+ * when a lookup gets that far (the entries a load added before it, sized for twice as many). */
+#define BD_MEMO_STARTS 16
+
 typedef struct {
     bd_idslot *tab;
-    size_t mask, count, cap;
-    PyObject **ids, **itemsizes;
+    size_t mask, indexed, count, cap;
+    PyObject **keys, **ids, **itemsizes;
+    unsigned char *ordered;
+    size_t starts[BD_MEMO_STARTS], nstarts, loads; /* the last loads' first entries (a ring) */
     /* tensors found here so far, bindings loaded so far; off: not used any more (the parts do
      * not share tensors: BD_MEMO_TRIAL bindings without a hit), the entries kept stay valid */
     size_t hits, bindings;
@@ -765,21 +776,25 @@ static void
 bd_tensor_memo_free(bd_tensor_memo *memo)
 {
     for (size_t k = 0; k < memo->count; k++) {
+        if (k + 8 < memo->count) __builtin_prefetch(memo->keys[k + 8], 1); /* a hint */
+        Py_DECREF(memo->keys[k]);
         Py_DECREF(memo->ids[k]);
         Py_XDECREF(memo->itemsizes[k]);
     }
     PyMem_Free(memo->tab);
+    PyMem_Free(memo->keys);
     PyMem_Free(memo->ids);
     PyMem_Free(memo->itemsizes);
+    PyMem_Free(memo->ordered);
     memset(memo, 0, sizeof(*memo));
 }
 
-/* Room for one more entry in memo (table at most half full, arrays of cap entries): 0, or -1
- * with MemoryError (the memo is left as it was). */
+/* Room for one more entry in memo's arrays (grown by doubling; the table is not touched): 0, or
+ * -1 with MemoryError (the memo is left as it was). */
 static int
 bd_tensor_memo_reserve(bd_tensor_memo *memo)
 {
-    if (memo->count < memo->cap && memo->tab != NULL && 2 * (memo->count + 1) <= memo->mask) return 0;
+    if (memo->count < memo->cap) return 0;
     size_t cap = memo->cap ? memo->cap : 64;
     while (cap <= memo->count) {
         if (cap > SIZE_MAX / 4 / sizeof(PyObject *)) {
@@ -788,34 +803,94 @@ bd_tensor_memo_reserve(bd_tensor_memo *memo)
         }
         cap *= 2;
     }
-    PyObject **ids = mr_alloc_array(cap, sizeof(PyObject *));
+    PyObject **keys = mr_alloc_array(cap, sizeof(PyObject *));
+    PyObject **ids = keys == NULL ? NULL : mr_alloc_array(cap, sizeof(PyObject *));
     PyObject **itemsizes = ids == NULL ? NULL : mr_alloc_array(cap, sizeof(PyObject *));
-    size_t mask = 0;
-    bd_idslot *tab = itemsizes == NULL ? NULL : bd_idtab_new(cap, &mask);
-    if (tab == NULL) {
+    unsigned char *ordered = itemsizes == NULL ? NULL : mr_alloc_array(cap, 1);
+    if (ordered == NULL) {
+        PyMem_Free(keys);
         PyMem_Free(ids);
         PyMem_Free(itemsizes);
         return -1;
     }
-    /* the entries keep their index; the table is rebuilt from the old one's keys */
-    for (size_t k = 0; k < memo->count; k++) {
-        ids[k] = memo->ids[k];
-        itemsizes[k] = memo->itemsizes[k];
+    if (memo->count > 0) {
+        memcpy(keys, memo->keys, memo->count * sizeof(PyObject *));
+        memcpy(ids, memo->ids, memo->count * sizeof(PyObject *));
+        memcpy(itemsizes, memo->itemsizes, memo->count * sizeof(PyObject *));
+        memcpy(ordered, memo->ordered, memo->count);
     }
-    for (size_t i = 0; memo->tab != NULL && i <= memo->mask; i++) {
-        if (memo->tab[i].key == 0) continue;
-        bd_idslot *slot = bd_idtab_find(tab, mask, (const void *)memo->tab[i].key);
-        *slot = memo->tab[i];
-    }
-    PyMem_Free(memo->tab);
+    PyMem_Free(memo->keys);
     PyMem_Free(memo->ids);
     PyMem_Free(memo->itemsizes);
-    memo->tab = tab;
-    memo->mask = mask;
+    PyMem_Free(memo->ordered);
+    memo->keys = keys;
     memo->ids = ids;
     memo->itemsizes = itemsizes;
+    memo->ordered = ordered;
     memo->cap = cap;
     return 0;
+}
+
+/* memo's table holding entries [0, upto) (upto <= count): the entries from memo->indexed on
+ * added, or, when the table would be more than half full, a table sized for 2 * upto built
+ * from all of them (once per such growth, not per doubling of the entries). 0, or -1 with
+ * MemoryError (the memo is left as it was). */
+static int
+bd_tensor_memo_index(bd_tensor_memo *memo, size_t upto)
+{
+    if (memo->indexed >= upto) return 0;
+    if (memo->tab == NULL || 2 * upto + 2 > memo->mask) {
+        if (upto > SIZE_MAX / 8 / sizeof(bd_idslot)) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        size_t mask = 0;
+        bd_idslot *tab = bd_idtab_new(2 * upto, &mask);
+        if (tab == NULL) return -1;
+        PyMem_Free(memo->tab);
+        memo->tab = tab;
+        memo->mask = mask;
+        memo->indexed = 0;
+    }
+    for (size_t v = memo->indexed; v < upto; v++) {
+        bd_idslot *slot = bd_idtab_find(memo->tab, memo->mask, memo->keys[v]);
+        if (slot->key != 0) continue; /* an earlier entry of the same tensor (kept: same values) */
+        slot->key = (uintptr_t)memo->keys[v];
+        slot->value = (Py_ssize_t)v;
+    }
+    memo->indexed = upto;
+    return 0;
+}
+
+/* entry is the first of a load: one of the places bd_tensor_memo_find looks at. */
+static void
+bd_tensor_memo_started(bd_tensor_memo *memo, size_t entry)
+{
+    memo->starts[memo->loads % BD_MEMO_STARTS] = entry;
+    memo->loads++;
+    if (memo->nstarts < BD_MEMO_STARTS) memo->nstarts++;
+}
+
+/* The entry of tensor in memo (found by the cursor *cursor, the recent loads' first entries or,
+ * past entries [0, start) all indexed, the table), or -1; -2 with MemoryError. *cursor: the
+ * entry after the one found. */
+static Py_ssize_t
+bd_tensor_memo_find(bd_tensor_memo *memo, PyObject *tensor, size_t start, size_t *cursor)
+{
+    size_t c = *cursor;
+    Py_ssize_t v = -1;
+    if (c < memo->count && memo->keys[c] == tensor) v = (Py_ssize_t)c;
+    for (size_t s = 0; v < 0 && s < memo->nstarts; s++) {
+        size_t at = memo->starts[s];
+        if (at < memo->count && memo->keys[at] == tensor) v = (Py_ssize_t)at;
+    }
+    if (v < 0 && start > 0) {
+        if (bd_tensor_memo_index(memo, start) < 0) return -2;
+        const bd_idslot *slot = bd_idtab_find(memo->tab, memo->mask, tensor);
+        if (slot->key != 0) v = slot->value;
+    }
+    if (v >= 0) *cursor = (size_t)v + 1;
+    return v;
 }
 
 static void
@@ -854,23 +929,40 @@ bd_tensors_load(const bd_table *tb, PyObject *tensors, PyObject *td_cls, Py_ssiz
     if (ts->itemsizes == NULL) return BD_ERROR;
     for (Py_ssize_t k = 0; k < ntensors; k++) ts->itemsizes[k] = NULL;
     int status = BD_OK;
+    /* with memo: where this load's entries start, the cursor, the entry of the previous tensor */
+    size_t start = memo != NULL ? memo->count : 0, cursor = 0;
+    Py_ssize_t previous_entry = -1;
+    int probing = 1; /* the last lookup was not the cursor's */
     for (; ts->loaded < ntensors; ts->loaded++) {
         Py_ssize_t k = ts->loaded;
         PyObject *tensor = PyTuple_GetItem(tensors, k);
         if (tensor == NULL) return BD_ERROR;
-        if (k + 4 < ntensors) bd_prefetch_object(PyTuple_GetItem(tensors, k + 4)); /* a hint */
-        if (memo != NULL && memo->tab != NULL && k + 8 < ntensors) { /* and the memo slot 8 on (by address) */
+        if (k + 4 < ntensors) { /* a hint, unless the cursor will find it (its object not read) */
+            PyObject *ahead = PyTuple_GetItem(tensors, k + 4);
+            if (memo == NULL || cursor + 4 >= memo->count || memo->keys[cursor + 4] != ahead) bd_prefetch_object(ahead);
+        }
+        if (memo != NULL && memo->tab != NULL && probing && k + 8 < ntensors) {
+            /* and the table slot 8 on while the cursor finds nothing (by address) */
             __builtin_prefetch(&memo->tab[mr_ptr_slot(PyTuple_GetItem(tensors, k + 8), memo->mask)]);
         }
-        if ((PyObject *)Py_TYPE(tensor) != td_cls) return BD_FALLBACK;
-        ts->items[k] = tensor;
-        bd_idslot *known = memo != NULL && memo->tab != NULL ? bd_idtab_find(memo->tab, memo->mask, tensor) : NULL;
-        if (known != NULL && known->key != 0) {
-            /* loaded for an earlier binding of this call (bd_tensor_memo): the values read then */
+        Py_ssize_t entry = -1;
+        if (memo != NULL) {
+            size_t before = cursor;
+            entry = bd_tensor_memo_find(memo, tensor, start, &cursor);
+            if (entry == -2) return BD_ERROR;
+            probing = !(entry >= 0 && (size_t)entry == before);
+            if (k == 0 && entry >= 0) bd_tensor_memo_started(memo, (size_t)entry);
+        }
+        if (entry >= 0) {
+            /* loaded for an earlier binding of this call (bd_tensor_memo): the values read then,
+             * of this very object (held by the memo), whose class was checked then */
+            ts->items[k] = tensor;
             memo->hits++;
-            ts->ids[k] = Py_NewRef(memo->ids[known->value]);
-            ts->itemsizes[k] = Py_XNewRef(memo->itemsizes[known->value]);
+            ts->ids[k] = Py_NewRef(memo->ids[entry]);
+            ts->itemsizes[k] = Py_XNewRef(memo->itemsizes[entry]);
         } else {
+            if ((PyObject *)Py_TYPE(tensor) != td_cls) return BD_FALLBACK;
+            ts->items[k] = tensor;
             status = bd_get_str(tensor, tb->nm[N_TENSOR_ID], &ts->ids[k]);
             if (status != BD_OK) return status;
             /* its itemsize now, while the object is in the cache (the pairs visit the tensors in
@@ -883,21 +975,25 @@ bd_tensors_load(const bd_table *tb, PyObject *tensors, PyObject *td_cls, Py_ssiz
                     Py_CLEAR(ts->ids[k]);
                     return BD_ERROR;
                 }
-                bd_idslot *slot = bd_idtab_find(memo->tab, memo->mask, tensor);
-                slot->key = (uintptr_t)tensor; /* absent (looked up above; held by the tuple) */
-                slot->value = (Py_ssize_t)memo->count;
-                memo->ids[memo->count] = Py_NewRef(ts->ids[k]);
-                memo->itemsizes[memo->count] = Py_XNewRef(ts->itemsizes[k]);
+                entry = (Py_ssize_t)memo->count;
+                memo->keys[entry] = Py_NewRef(tensor);
+                memo->ids[entry] = Py_NewRef(ts->ids[k]);
+                memo->itemsizes[entry] = Py_XNewRef(ts->itemsizes[k]);
+                memo->ordered[entry] = 0;
                 memo->count++;
+                if (k == 0) bd_tensor_memo_started(memo, (size_t)entry);
             }
         }
-        if (k > 0) {
+        /* strictly increasing ids; known for two entries loaded in a row before (ordered) */
+        if (k > 0 && !(entry > 0 && entry == previous_entry + 1 && memo->ordered[entry])) {
             int cmp = bd_compare(ts->ids[k - 1], ts->ids[k]);
             if (cmp == -2 || cmp >= 0) {
                 Py_CLEAR(ts->ids[k]);
                 return cmp == -2 ? BD_ERROR : BD_FALLBACK;
             }
+            if (entry > 0 && entry == previous_entry + 1) memo->ordered[entry] = 1;
         }
+        previous_entry = entry;
     }
     ts->tabled = npairs >= BD_ID_TABLE_MIN && ntensors >= BD_ID_TABLE_MIN;
     return BD_OK;
@@ -5281,6 +5377,33 @@ bd_pair_prefetch_fields(PyObject *logical, PyObject *runtime)
     }
 }
 
+/* Hints for bd_fused_views once bd_tensors_find has built its table (the fragments of a part
+ * do not follow its tensors' order): the table slot of the tensor id of pair i + 4 (that
+ * placement fragment asked for 4 pairs ago), and the id and itemsize entries of the tensor of
+ * pair i + 1 (its slot asked for 3 pairs ago). The tensor id is a slot of the placement
+ * fragment's C-owned layout (else nothing is asked); the table is read as bd_tensors_find reads
+ * it, nothing is kept or decided, nothing raises. */
+static inline __attribute__((always_inline)) void
+bd_pair_prefetch_tensor(const bd_tensors *ts, PyObject *logical, Py_ssize_t i, Py_ssize_t n)
+{
+    if (i + 4 < n) {
+        PyObject *const *pf = mr_pf_fields(PyTuple_GetItem(logical, i + 4));
+        if (pf != NULL && pf[MR_PF_TENSOR_ID] != NULL) {
+            __builtin_prefetch(&ts->tab[mr_ptr_slot(pf[MR_PF_TENSOR_ID], ts->mask)]);
+        }
+    }
+    if (i + 1 < n) {
+        PyObject *const *pf = mr_pf_fields(PyTuple_GetItem(logical, i + 1));
+        if (pf != NULL && pf[MR_PF_TENSOR_ID] != NULL) {
+            Py_ssize_t t = bd_idtab_get(ts->tab, ts->mask, pf[MR_PF_TENSOR_ID]);
+            if (t >= 0 && t < ts->n) {
+                __builtin_prefetch(&ts->ids[t]);
+                __builtin_prefetch(&ts->itemsizes[t]);
+            }
+        }
+    }
+}
+
 /* attest_many's carried table (bd_carrier), built in bd_fused_views' pair loop where each pair's
  * placement fragment and runtime fragment state are at hand, instead of from the attestation
  * afterwards (bd_attested_table: a second walk of the fragments, the placement dict's entries
@@ -5542,6 +5665,7 @@ bd_fused_views(const bd_table *tb, PyObject *instance_id, PyObject *logical, PyO
                 bd_strtab_prefetch(seen, seen_mask, f[MR_RF_FRAGMENT_ID]);
             }
         }
+        if (ts.tab != NULL) bd_pair_prefetch_tensor(&ts, logical, i, n);
         if ((PyObject *)Py_TYPE(l) != pf_cls || (PyObject *)Py_TYPE(r) != rf_cls) {
             status = BD_FALLBACK;
             break;
