@@ -5887,6 +5887,12 @@ static const char *const av_names[AV_NNAMES] = {
 
 static PyObject *av_keys[AV_NNAMES];
 
+/* ``object.__new__`` (the builtin ``getattr(object, "__new__")`` returns on every call; a
+ * built-in type's attributes cannot be rebound), fetched once at module init: av_build calls
+ * it as ``object.__new__(view_type)`` (its own checks, e.g. "is not safe", unchanged) without
+ * the format parse and the attribute lookup per view. */
+static PyObject *av_object_new;
+
 /* The view's slot values (``_AttestedView.__init__``) into slots[AV_NSLOTS] (new references);
  * RV_OK, RV_DECLINE (the Python constructor decides) or RV_ERROR. */
 static int
@@ -6014,7 +6020,7 @@ av_build(PyObject *module, PyObject *view_type, PyObject *attestation, PyObject 
     PyObject *view = NULL;
     int rc = PyDict_CheckExact(state) ? av_slots(module, attestation, state, types, objects, slots) : RV_DECLINE;
     if (rc == RV_OK) {
-        view = PyObject_CallMethod((PyObject *)&PyBaseObject_Type, "__new__", "O", view_type);
+        view = PyObject_CallFunctionObjArgs(av_object_new, view_type, NULL);
         for (int k = 0; view != NULL && k < AV_NSLOTS; k++) {
             if (PyObject_SetAttr(view, av_keys[k], slots[k]) < 0) Py_CLEAR(view);
         }
@@ -8104,6 +8110,10 @@ Init_Revalidate(PyObject *module)
         if (av_keys[k] != NULL) continue;
         av_keys[k] = PyUnicode_InternFromString(av_names[k]);
         if (av_keys[k] == NULL) return -1;
+    }
+    if (av_object_new == NULL) {
+        av_object_new = PyObject_GetAttrString((PyObject *)&PyBaseObject_Type, "__new__");
+        if (av_object_new == NULL) return -1;
     }
     for (int k = 0; k < RS_NNAMES; k++) {
         if (rs_keys[k] != NULL) continue;

@@ -4,10 +4,12 @@ hostile inputs must be refused or declined, never crash."""
 
 from __future__ import annotations
 
+import abc
 import pickle
 from typing import Any
 
 import pytest
+from forge_helpers import outcome
 from spec_helpers import field_state, forged_instance
 
 from mooncake.reshard import _native
@@ -402,6 +404,42 @@ def test_attested_view_declines_and_hostile_inputs() -> None:
         frags, *_FRAGMENT_TYPES, _identity(plan), bc._attested_view, bc._AttestedView, RuntimeBindingEvidence
     ) is not None
     _drop_views(plan)
+
+
+def test_attested_view_allocates_as_object_new() -> None:
+    """The view is allocated by ``object.__new__(view_type)`` itself (the builtin fetched once at
+    module init): a class it refuses raises its TypeError, with its message, and a class whose
+    own ``__new__`` / ``__init__`` would run is still allocated without them."""
+    attestation = _drop_views(_PLANS["plain"])[0]
+    from mooncake.reshard.weight.placement import WeightPlacementManifest
+
+    class Abstract(bc._AttestedView, abc.ABC):
+        __slots__ = ()
+
+        @abc.abstractmethod
+        def must(self) -> None: ...
+
+    calls: list[str] = []
+
+    class Hooked(bc._AttestedView):
+        __slots__ = ()
+
+        def __new__(cls, *args: Any) -> Any:
+            calls.append("new")
+            return super().__new__(cls)
+
+        def __init__(self, *args: Any) -> None:
+            calls.append("init")
+
+    for refused in (int, Abstract):
+        expected = outcome(lambda: object.__new__(refused))
+        assert expected[0] == "TypeError"
+        got = outcome(lambda: _native.attested_view(refused, attestation, *_VIEW_ARGS, WeightPlacementManifest))
+        assert got == expected
+    hooked = _native.attested_view(Hooked, attestation, *_VIEW_ARGS, WeightPlacementManifest)
+    assert type(hooked) is Hooked and calls == []
+    assert _slots(hooked) == _slots(_view_c(attestation))
+    _drop_views(_PLANS["plain"])
 
 
 @pytest.mark.parametrize("name", sorted(_PLANS))
