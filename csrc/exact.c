@@ -83,6 +83,81 @@ ex_classes(PyObject *classes, PyObject **out, const char *what)
     return n;
 }
 
+/* The allowed classes (and, with a name, the attribute's allowed classes and the layout slots)
+ * classes_within checks items against. */
+typedef struct {
+    PyObject *allowed[8];
+    Py_ssize_t n_allowed;
+    int with_name;
+    PyObject *name;
+    PyObject *name_allowed[8];
+    Py_ssize_t n_name_allowed;
+    Py_ssize_t slot[8];
+} ex_within;
+
+/* Parses (allowed, name, name_allowed) into *w: 0, or -1 with an error set. */
+static int
+ex_within_load(ex_within *w, PyObject *allowed, PyObject *name, PyObject *name_allowed)
+{
+    w->n_allowed = ex_classes(allowed, w->allowed, "allowed");
+    if (w->n_allowed < 0) return -1;
+    w->n_name_allowed = 0;
+    w->name = name;
+    w->with_name = PyUnicode_CheckExact(name);
+    if (w->with_name) {
+        w->n_name_allowed = ex_classes(name_allowed, w->name_allowed, "name_allowed");
+        if (w->n_name_allowed < 0) return -1;
+        ex_layout_slots(w->allowed, w->n_allowed, name, w->slot);
+    } else if (name != Py_None) {
+        PyErr_SetString(PyExc_TypeError, "classes_within: name must be a str or None");
+        return -1;
+    }
+    return 0;
+}
+
+/* classes_within's verdict for items: 1 (True), 0 (False), -1 with an error set. */
+static int
+ex_items_within(PyObject *items, const ex_within *w)
+{
+    if (!PyTuple_CheckExact(items)) return 0;
+    Py_ssize_t n = PyTuple_Size(items);
+    if (n < 0) return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GetItem(items, i); /* borrowed; the tuple is immutable */
+        if (item == NULL) return -1;
+        if (i + 8 < n) {
+            PyObject *ahead = PyTuple_GetItem(items, i + 8);
+            if (ahead != NULL) __builtin_prefetch(ahead);
+        }
+        if (w->with_name && i + 4 < n) {
+            /* a hint: the attribute object of the item four on, from its slot (that item was
+             * asked for four items ago; only its class and one slot are read) */
+            PyObject *ahead = PyTuple_GetItem(items, i + 4);
+            Py_ssize_t at = ahead == NULL ? -1 : ex_class_at(ahead, w->allowed, w->n_allowed);
+            if (at >= 0 && w->slot[at] >= 0) __builtin_prefetch(((mr_layout_object *)ahead)->fields[w->slot[at]]);
+        }
+        Py_ssize_t at = ex_class_at(item, w->allowed, w->n_allowed);
+        if (at < 0) return 0;
+        if (!w->with_name) continue;
+        if (w->slot[at] >= 0) {
+            /* the slot getattr reads (an exact class the layout check accepted) */
+            PyObject *held = ((mr_layout_object *)item)->fields[w->slot[at]];
+            if (held == NULL || !ex_class_in(held, w->name_allowed, w->n_name_allowed)) return 0;
+            continue;
+        }
+        PyObject *value = PyObject_GetAttr(item, w->name);
+        if (value == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+            PyErr_Clear();
+            return 0;
+        }
+        int ok = ex_class_in(value, w->name_allowed, w->n_name_allowed);
+        Py_DECREF(value);
+        if (!ok) return 0;
+    }
+    return 1;
+}
+
 static PyObject *
 ex_classes_within(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
@@ -90,60 +165,69 @@ ex_classes_within(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t
         PyErr_SetString(PyExc_TypeError, "classes_within expects 4 arguments (items, allowed, name, name_allowed)");
         return NULL;
     }
-    PyObject *items = args[0];
-    PyObject *name = args[2];
-    if (!PyTuple_CheckExact(items)) Py_RETURN_FALSE;
-    PyObject *allowed[8];
-    PyObject *name_allowed[8];
-    Py_ssize_t n_allowed = ex_classes(args[1], allowed, "allowed");
-    if (n_allowed < 0) return NULL;
-    Py_ssize_t n_name_allowed = 0;
-    int with_name = PyUnicode_CheckExact(name);
-    if (with_name) {
-        n_name_allowed = ex_classes(args[3], name_allowed, "name_allowed");
-        if (n_name_allowed < 0) return NULL;
-    } else if (name != Py_None) {
-        PyErr_SetString(PyExc_TypeError, "classes_within: name must be a str or None");
+    if (!PyTuple_CheckExact(args[0])) Py_RETURN_FALSE;
+    ex_within w;
+    if (ex_within_load(&w, args[1], args[2], args[3]) < 0) return NULL;
+    int rc = ex_items_within(args[0], &w);
+    if (rc < 0) return NULL;
+    return PyBool_FromLong(rc);
+}
+
+PyDoc_STRVAR(parts_members_within_doc,
+"parts_members_within(parts, tensor_allowed, fragment_allowed, name, name_allowed)\n"
+"--\n\n"
+"For each item of parts (an exact tuple), in order: classes_within(part.tensors, tensor_allowed,\n"
+"None, ()) and then classes_within(part.fragments, fragment_allowed, name, name_allowed); False\n"
+"at the first that is False (or when a part lacks either attribute), else True. The caller\n"
+"checked the parts' classes (their attribute reads run no Python code).");
+
+static PyObject *
+ex_parts_members_within(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError,
+                        "parts_members_within expects 5 arguments (parts, tensor_allowed, fragment_allowed, name, "
+                        "name_allowed)");
         return NULL;
     }
-    Py_ssize_t slot[8];
-    if (with_name) ex_layout_slots(allowed, n_allowed, name, slot);
-    Py_ssize_t n = PyTuple_Size(items);
-    if (n < 0) return NULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PyTuple_GetItem(items, i); /* borrowed; the tuple is immutable */
-        if (item == NULL) return NULL;
-        if (i + 8 < n) {
-            PyObject *ahead = PyTuple_GetItem(items, i + 8);
-            if (ahead != NULL) __builtin_prefetch(ahead);
-        }
-        if (with_name && i + 4 < n) {
-            /* a hint: the attribute object of the item four on, from its slot (that item was
-             * asked for four items ago; only its class and one slot are read) */
-            PyObject *ahead = PyTuple_GetItem(items, i + 4);
-            Py_ssize_t at = ahead == NULL ? -1 : ex_class_at(ahead, allowed, n_allowed);
-            if (at >= 0 && slot[at] >= 0) __builtin_prefetch(((mr_layout_object *)ahead)->fields[slot[at]]);
-        }
-        Py_ssize_t at = ex_class_at(item, allowed, n_allowed);
-        if (at < 0) Py_RETURN_FALSE;
-        if (!with_name) continue;
-        if (slot[at] >= 0) {
-            /* the slot getattr reads (an exact class the layout check accepted) */
-            PyObject *held = ((mr_layout_object *)item)->fields[slot[at]];
-            if (held == NULL || !ex_class_in(held, name_allowed, n_name_allowed)) Py_RETURN_FALSE;
-            continue;
-        }
-        PyObject *value = PyObject_GetAttr(item, name);
-        if (value == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
-            PyErr_Clear();
-            Py_RETURN_FALSE;
-        }
-        int ok = ex_class_in(value, name_allowed, n_name_allowed);
-        Py_DECREF(value);
-        if (!ok) Py_RETURN_FALSE;
+    PyObject *parts = args[0];
+    if (!PyTuple_CheckExact(parts)) {
+        PyErr_SetString(PyExc_TypeError, "parts_members_within: parts must be a tuple");
+        return NULL;
     }
-    Py_RETURN_TRUE;
+    ex_within tensors_w, fragments_w;
+    if (ex_within_load(&tensors_w, args[1], Py_None, NULL) < 0) return NULL;
+    if (ex_within_load(&fragments_w, args[2], args[3], args[4]) < 0) return NULL;
+    PyObject *names[2] = {PyUnicode_InternFromString("tensors"), PyUnicode_InternFromString("fragments")};
+    const ex_within *checks[2] = {&tensors_w, &fragments_w};
+    int rc = names[0] != NULL && names[1] != NULL ? 1 : -1;
+    Py_ssize_t n = PyTuple_Size(parts);
+    if (n < 0) rc = -1;
+    for (Py_ssize_t i = 0; rc == 1 && i < n; i++) {
+        PyObject *part = PyTuple_GetItem(parts, i); /* borrowed; the tuple is immutable */
+        if (part == NULL) {
+            rc = -1;
+            break;
+        }
+        for (int k = 0; rc == 1 && k < 2; k++) {
+            PyObject *members = PyObject_GetAttr(part, names[k]);
+            if (members == NULL) {
+                if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+                    PyErr_Clear();
+                    rc = 0;
+                } else {
+                    rc = -1;
+                }
+                break;
+            }
+            rc = ex_items_within(members, checks[k]);
+            Py_DECREF(members);
+        }
+    }
+    Py_XDECREF(names[0]);
+    Py_XDECREF(names[1]);
+    if (rc < 0) return NULL;
+    return PyBool_FromLong(rc);
 }
 
 
@@ -1251,6 +1335,8 @@ ex_tensor_maps_match(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssiz
 
 static PyMethodDef ex_methods[] = {
     {"classes_within", (PyCFunction)(void (*)(void))ex_classes_within, METH_FASTCALL, classes_within_doc},
+    {"parts_members_within", (PyCFunction)(void (*)(void))ex_parts_members_within, METH_FASTCALL,
+     parts_members_within_doc},
     {"inert_graph", (PyCFunction)(void (*)(void))ex_inert_graph, METH_FASTCALL, inert_graph_doc},
     {"part_index_exact", (PyCFunction)(void (*)(void))ex_part_index_exact, METH_FASTCALL, part_index_exact_doc},
     {"part_ranks_exact", (PyCFunction)(void (*)(void))ex_part_ranks_exact, METH_FASTCALL, part_ranks_exact_doc},

@@ -368,6 +368,19 @@ def classes_within(
     ``allowed`` (at most 8) and, with ``name``, whose attribute ``name`` has a class exactly one of
     ``name_allowed`` (read only from items of an allowed class); False otherwise (csrc/exact.c)."""
 
+def parts_members_within(
+    parts: tuple[Any, ...],
+    tensor_allowed: tuple[type, ...],
+    fragment_allowed: tuple[type, ...],
+    name: Optional[str],
+    name_allowed: tuple[type, ...],
+    /,
+) -> bool:
+    """Per part of ``parts`` (an exact tuple; TypeError otherwise), in order:
+    ``classes_within(part.tensors, tensor_allowed, None, ())`` then
+    ``classes_within(part.fragments, fragment_allowed, name, name_allowed)``; False at the first
+    False or a part lacking either attribute, else True (csrc/exact.c)."""
+
 def part_index_exact(parts: Any, index: Any, part_class: type, /) -> bool:
     """True when ``index`` is exactly the dict ``parts`` keyed by participant id would build:
     ``parts`` an exact tuple of distinct objects of class exactly ``part_class`` (plain instance

@@ -412,6 +412,24 @@ def _trusted_region(
     return region
 
 
+# The validation module (it imports this one: bound on first use). A function-level
+# ``from .validation import f`` runs the import machinery on every call (~1 us, one per bind
+# call through validate_source_manifest_snapshot); the module's attribute is still read per
+# call, so a replaced function is seen as before.
+_VALIDATION_MODULE: Any = None
+
+
+def _validation() -> Any:
+    """The ``validation`` module of this package."""
+    global _VALIDATION_MODULE
+    module = _VALIDATION_MODULE
+    if module is None:
+        from . import validation as module
+
+        _VALIDATION_MODULE = module
+    return module
+
+
 _LogicalSourceFragment = Union[PlacementFragment, StoredFragmentSnapshot]
 _LogicalTargetFragment = PlacementFragment
 _ExecutableSourceFragment = Union[BoundWeightFragment, StoredFragmentSnapshot]
@@ -706,10 +724,8 @@ class LogicalTransferPlan:
     _operation_views: ClassVar[Optional[OperationViews]] = None
 
     def __post_init__(self) -> None:
-        from .validation import validate_logical_plan
-
         try:
-            validate_logical_plan(self)
+            _validation().validate_logical_plan(self)
         except (TypeError, AttributeError, KeyError, IndexError):
             # The rules met a value restored from a forged field dict (spec §13: regions,
             # fragments, executors, limits are default-pickled). The spec message of the first
@@ -762,15 +778,11 @@ class LogicalTransferPlan:
 
     def validate_source_manifest_snapshot(self) -> None:
         """Revalidate the stored source snapshot and its selected fragments (spec §8.6)."""
-        from .validation import validate_source_manifest_snapshot
-
-        validate_source_manifest_snapshot(self)
+        _validation().validate_source_manifest_snapshot(self)
 
     def validate_source_placement_snapshot(self) -> None:
         """Run the source-side logical self-checks (spec §11.6)."""
-        from .validation import validate_source_placement_snapshot
-
-        validate_source_placement_snapshot(self)
+        _validation().validate_source_placement_snapshot(self)
 
     def operation_indices_for_executor(self, executor: PlacementExecutorPlan, side: str) -> tuple[int, ...]:
         """Ascending indices of the operations whose ``side`` fragment belongs to ``executor``."""

@@ -58,12 +58,9 @@ def exact_placement(placement: Any) -> bool:
             and _classes_within(placement.fragments, _FRAGMENT, "rank", _RANK)
         ):
             return False
-        for part in parts:
-            if not (
-                _classes_within(part.tensors, _TENSOR, None, ())
-                and _classes_within(part.fragments, _FRAGMENT, "rank", _RANK)
-            ):
-                return False
+        # per part, in order: its tensors, then its fragments with their ranks (one C call)
+        if not _native.parts_members_within(parts, _TENSOR, _FRAGMENT, "rank", _RANK):
+            return False
     except AttributeError:
         return False
     return True
