@@ -198,9 +198,16 @@ ex_parts_members_within(PyObject *Py_UNUSED(module), PyObject *const *args, Py_s
     ex_within tensors_w, fragments_w;
     if (ex_within_load(&tensors_w, args[1], Py_None, NULL) < 0) return NULL;
     if (ex_within_load(&fragments_w, args[2], args[3], args[4]) < 0) return NULL;
-    PyObject *names[2] = {PyUnicode_InternFromString("tensors"), PyUnicode_InternFromString("fragments")};
+    static PyObject *names[2]; /* interned once, kept for the process (as the other keys here) */
+    static const char *const spelled[2] = {"tensors", "fragments"};
+    for (int k = 0; k < 2; k++) {
+        if (names[k] == NULL) {
+            names[k] = PyUnicode_InternFromString(spelled[k]);
+            if (names[k] == NULL) return NULL;
+        }
+    }
     const ex_within *checks[2] = {&tensors_w, &fragments_w};
-    int rc = names[0] != NULL && names[1] != NULL ? 1 : -1;
+    int rc = 1;
     Py_ssize_t n = PyTuple_Size(parts);
     if (n < 0) rc = -1;
     for (Py_ssize_t i = 0; rc == 1 && i < n; i++) {
@@ -224,8 +231,6 @@ ex_parts_members_within(PyObject *Py_UNUSED(module), PyObject *const *args, Py_s
             Py_DECREF(members);
         }
     }
-    Py_XDECREF(names[0]);
-    Py_XDECREF(names[1]);
     if (rc < 0) return NULL;
     return PyBool_FromLong(rc);
 }
