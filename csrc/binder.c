@@ -1352,7 +1352,8 @@ bd_placement_map(PyObject *const *nm, PyObject *part_fragments, PyObject *map)
 }
 
 static int bd_attest_core(const bd_table *tb, PyObject *const *classes, PyObject *placement, PyObject *binding,
-                          PyObject *part_fragments, PyObject *const *maps, PyObject **out);
+                          PyObject *part_fragments, PyObject *const *maps, PyObject *evidence_as_is,
+                          PyObject **out);
 
 PyDoc_STRVAR(attest_doc,
 "attest(attestation_cls, evidence_cls, runtime_fragment_cls, placement, binding, part_fragments)\n"
@@ -1374,7 +1375,7 @@ bd_attest(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (bd_load_table(self, &tb) < 0) return NULL;
     if (bd_check_heap_types(args, 3) < 0) return NULL;
     PyObject *result = NULL;
-    int status = bd_attest_core(&tb, args, args[3], args[4], args[5], NULL, &result);
+    int status = bd_attest_core(&tb, args, args[3], args[4], args[5], NULL, NULL, &result);
     if (status == BD_OK) return result;
     if (status == BD_ERROR) return NULL;
     Py_RETURN_NONE;
@@ -1383,10 +1384,15 @@ bd_attest(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 /* The attestation of attest (*out) or BD_FALLBACK / BD_ERROR. classes: attestation, evidence and
  * runtime fragment classes (checked heap types). maps (NULL: built here): the binding and
  * placement maps bd_binding_map and bd_placement_map would build from the binding's fragments
- * and part_fragments, already built and checked by the caller (bd_fused_views). */
+ * and part_fragments, already built and checked by the caller (bd_fused_views).
+ * evidence_as_is (NULL: none): binding itself, an exact evidence_cls instance (the restore's
+ * unpickled evidence, which the restore stores in the attestation in place of the copy): stored
+ * as the evidence instead of a new evidence built from binding's fields. The copy's field reads
+ * cannot decide anything then: bd_valid_scalars has read those eight fields just before (no
+ * code runs in between), and fragments is binding's own. */
 static int
 bd_attest_core(const bd_table *tb, PyObject *const *classes, PyObject *placement, PyObject *binding,
-               PyObject *part_fragments, PyObject *const *maps, PyObject **out)
+               PyObject *part_fragments, PyObject *const *maps, PyObject *evidence_as_is, PyObject **out)
 {
     PyObject *const *nm = tb->nm;
     PyObject *att_cls = classes[0], *ev_cls = classes[1], *rf_cls = classes[2];
@@ -1404,17 +1410,28 @@ bd_attest_core(const bd_table *tb, PyObject *const *classes, PyObject *placement
     status = maps != NULL ? BD_OK : bd_binding_map(nm, fragments, rf_cls, binding_map);
     if (status != BD_OK) goto done;
     status = BD_ERROR;
-    evidence = bd_new(ev_cls, &ev_dict);
-    if (evidence == NULL) goto done;
-    status = bd_copy_fields(nm, N_RESOURCE_ID, N_FRAGMENTS, binding, ev_dict);
-    if (status != BD_OK) goto done;
-    status = BD_ERROR;
-    if (PyDict_SetItem(ev_dict, nm[N_FRAGMENTS], fragments) < 0) goto done;
-    status = maps != NULL ? BD_OK : bd_placement_map(nm, part_fragments, placement_map);
-    if (status != BD_OK) goto done;
-    status = BD_ERROR;
-    evidence = bd_finish(evidence, &ev_dict, T_EVIDENCE);
-    if (evidence == NULL) goto done;
+    if (evidence_as_is != NULL) {
+        if (evidence_as_is != binding || (PyObject *)Py_TYPE(binding) != ev_cls) {
+            PyErr_SetString(PyExc_SystemError, "bd_attest_core: evidence_as_is must be the evidence binding");
+            goto done;
+        }
+        status = maps != NULL ? BD_OK : bd_placement_map(nm, part_fragments, placement_map);
+        if (status != BD_OK) goto done;
+        status = BD_ERROR;
+        evidence = Py_NewRef(evidence_as_is);
+    } else {
+        evidence = bd_new(ev_cls, &ev_dict);
+        if (evidence == NULL) goto done;
+        status = bd_copy_fields(nm, N_RESOURCE_ID, N_FRAGMENTS, binding, ev_dict);
+        if (status != BD_OK) goto done;
+        status = BD_ERROR;
+        if (PyDict_SetItem(ev_dict, nm[N_FRAGMENTS], fragments) < 0) goto done;
+        status = maps != NULL ? BD_OK : bd_placement_map(nm, part_fragments, placement_map);
+        if (status != BD_OK) goto done;
+        status = BD_ERROR;
+        evidence = bd_finish(evidence, &ev_dict, T_EVIDENCE);
+        if (evidence == NULL) goto done;
+    }
     result = bd_new(att_cls, &state);
     if (result == NULL) goto done;
     if (PyDict_SetItem(state, nm[N_PLACEMENT], placement) < 0) goto done;
@@ -5730,11 +5747,12 @@ PyDoc_STRVAR(attest_binding_doc,
  * (bd_pair_snaps; sb->table, else NULL). */
 static PyObject *
 bd_attest_binding_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, bd_tensor_memo *memo,
-                       bd_pair_snaps *sb)
+                       bd_pair_snaps *sb, int restore)
 {
     bd_table tb;
     if (nargs != 13) {
-        PyErr_SetString(PyExc_TypeError, "attest_binding expects 13 arguments");
+        PyErr_SetString(PyExc_TypeError, restore ? "attest_restored expects 13 arguments"
+                                                 : "attest_binding expects 13 arguments");
         return NULL;
     }
     if (bd_load_table(self, &tb) < 0) return NULL;
@@ -5757,6 +5775,9 @@ bd_attest_binding_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, 
     if (status == BD_OK) status = bd_get(binding, nm[N_FRAGMENTS], &fragments);
     /* (placement fragment, runtime fragment, tensor) classes */
     PyObject *const view_classes[3] = {args[3], args[2], args[4]};
+    /* attest_restored: binding is stored as the evidence when it is an exact evidence (else the
+     * copy is built, as attest_binding does) */
+    PyObject *evidence_as_is = restore && Py_TYPE(binding) == (PyTypeObject *)args[1] ? binding : NULL;
     Py_ssize_t pairs = status == BD_OK && PyTuple_CheckExact(args[7]) ? PyTuple_Size(args[7]) : 0;
     if (pairs >= BD_FUSED_MIN) {
         /* the three steps below in one pass (the same checks: see bd_fused_views) */
@@ -5771,7 +5792,7 @@ bd_attest_binding_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, 
             }
         }
         if (status == BD_OK) status = bd_fused_views(&tb, instance_id, args[7], fragments, args[8], view_classes, maps, memo, sb);
-        if (status == BD_OK) status = bd_attest_core(&tb, args, placement, binding, args[7], maps, &result);
+        if (status == BD_OK) status = bd_attest_core(&tb, args, placement, binding, args[7], maps, evidence_as_is, &result);
         if (status == BD_OK && sb != NULL && bd_pair_snaps_table(&tb, sb, args, result, fragments, maps[1]) < 0) {
             status = BD_ERROR;
         }
@@ -5781,7 +5802,7 @@ bd_attest_binding_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, 
     } else {
         if (status == BD_OK) status = bd_views_core(&tb, instance_id, args[7], fragments, args[8], view_classes, &views);
         if (status == BD_OK && PyList_Size(views) > 1) status = bd_ranges_core(&tb, views, args[2]);
-        if (status == BD_OK) status = bd_attest_core(&tb, args, placement, binding, args[7], NULL, &result);
+        if (status == BD_OK) status = bd_attest_core(&tb, args, placement, binding, args[7], NULL, evidence_as_is, &result);
     }
     Py_XDECREF(instance_id);
     Py_XDECREF(fragments);
@@ -5794,7 +5815,22 @@ bd_attest_binding_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, 
 static PyObject *
 bd_attest_binding(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    return bd_attest_binding_with(self, args, nargs, NULL, NULL);
+    return bd_attest_binding_with(self, args, nargs, NULL, NULL, 0);
+}
+
+PyDoc_STRVAR(attest_restored_doc,
+"attest_restored(attestation_cls, evidence_cls, runtime_fragment_cls, placement_fragment_cls,\n"
+"                tensor_cls, placement, evidence, part_fragments, part_tensors, resource_id,\n"
+"                placement_id, placement_digest, revision)\n"
+"--\n\n"
+"attest_binding for a restore, whose binding is the unpickled evidence: the same checks and\n"
+"the same attestation, except that an exact evidence_cls evidence is stored in it as is (the\n"
+"object the restore would store over the copy attest_binding builds). None when not decided.");
+
+static PyObject *
+bd_attest_restored(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return bd_attest_binding_with(self, args, nargs, NULL, NULL, 1);
 }
 
 
@@ -7719,7 +7755,7 @@ bd_attest_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                                         fragments, tensors, args[9], args[10], args[11], args[12]};
             bd_pair_snaps_clear(&sb);
             sb.on = carrier != NULL && sb.lc.cls != NULL && sb.lc.cls == snap_cls;
-            fused = bd_attest_binding_with(self, call, 13, &memo, carrier != NULL ? &sb : NULL);
+            fused = bd_attest_binding_with(self, call, 13, &memo, carrier != NULL ? &sb : NULL, 0);
             memo.bindings++;
             if (memo.bindings >= BD_MEMO_TRIAL && memo.hits == 0) memo.off = 1;
         }
@@ -8264,6 +8300,7 @@ static PyMethodDef binder_methods[] = {
     {"address_ranges_clear", (PyCFunction)(void (*)(void))bd_address_ranges_clear, METH_FASTCALL,
      address_ranges_clear_doc},
     {"attest_binding", (PyCFunction)(void (*)(void))bd_attest_binding, METH_FASTCALL, attest_binding_doc},
+    {"attest_restored", (PyCFunction)(void (*)(void))bd_attest_restored, METH_FASTCALL, attest_restored_doc},
     {"attested_rows", (PyCFunction)(void (*)(void))bd_attested_rows, METH_FASTCALL, attested_rows_doc},
     {"logical_target_cover", (PyCFunction)(void (*)(void))bd_logical_target_cover, METH_FASTCALL,
      logical_target_cover_doc},
