@@ -288,6 +288,40 @@ bd_dict_of(PyObject *obj, PyObject **out)
     return BD_ERROR;
 }
 
+/* obj.name as bd_get reads it, from state (NULL: none) when it holds the name: state is obj's
+ * plain instance dict (bd_dict_of), obj of an exact dataclass the caller checked, whose field
+ * names have no data descriptor on the class, so the dict's value is what getattr returns; a
+ * name the dict lacks takes getattr (a class default, or the AttributeError fallback). */
+static int
+bd_fget(PyObject *obj, PyObject *state, PyObject *name, PyObject **out)
+{
+    if (state != NULL) {
+        PyObject *value = PyDict_GetItemWithError(state, name);
+        if (value != NULL) {
+            *out = Py_NewRef(value);
+            return BD_OK;
+        }
+        if (PyErr_Occurred()) {
+            *out = NULL;
+            return BD_ERROR;
+        }
+    }
+    return bd_get(obj, name, out);
+}
+
+/* bd_fget of an exact, non-empty str (as bd_get_str). */
+static int
+bd_fget_str(PyObject *obj, PyObject *state, PyObject *name, PyObject **out)
+{
+    int rc = bd_fget(obj, state, name, out);
+    if (rc != BD_OK) return rc;
+    if (!PyUnicode_CheckExact(*out) || PyUnicode_GetLength(*out) < 1) {
+        Py_CLEAR(*out);
+        return BD_FALLBACK;
+    }
+    return BD_OK;
+}
+
 /* This file's readers of runtime fragments: the memo of their exact class's layout check
  * (layout.h mr_runtime_layout). */
 static mr_class_memo bd_runtime_memo;
@@ -1244,25 +1278,26 @@ bd_copy_fields(PyObject *const *nm, int first, int last, PyObject *obj, PyObject
     return BD_OK;
 }
 
-/* The scalar checks of attestation._valid_scalars on binding. */
+/* The scalar checks of attestation._valid_scalars on binding (its fields read through
+ * bd_fget with state: NULL, or its plain instance dict). */
 static int
-bd_valid_scalars(PyObject *const *nm, PyObject *binding)
+bd_valid_scalars(PyObject *const *nm, PyObject *binding, PyObject *state)
 {
     static const int text_fields[] = {N_RESOURCE_ID, N_PLACEMENT_ID, N_INSTANCE_ID, N_LEASE_ID, N_REVISION,
                                       N_PARTICIPANT_ID};
     for (size_t k = 0; k < sizeof(text_fields) / sizeof(text_fields[0]); k++) {
         PyObject *value = NULL;
-        int rc = bd_get_str(binding, nm[text_fields[k]], &value);
+        int rc = bd_fget_str(binding, state, nm[text_fields[k]], &value);
         if (rc != BD_OK) return rc;
         Py_DECREF(value);
     }
     PyObject *value = NULL;
-    int rc = bd_get(binding, nm[N_PLACEMENT_DIGEST], &value);
+    int rc = bd_fget(binding, state, nm[N_PLACEMENT_DIGEST], &value);
     if (rc != BD_OK) return rc;
     rc = bd_is_digest(value);
     Py_DECREF(value);
     if (rc <= 0) return rc < 0 ? BD_ERROR : BD_FALLBACK;
-    rc = bd_get(binding, nm[N_GENERATION], &value);
+    rc = bd_fget(binding, state, nm[N_GENERATION], &value);
     if (rc != BD_OK) return rc;
     if (!PyLong_CheckExact(value)) {
         Py_DECREF(value);
@@ -1353,7 +1388,7 @@ bd_placement_map(PyObject *const *nm, PyObject *part_fragments, PyObject *map)
 
 static int bd_attest_core(const bd_table *tb, PyObject *const *classes, PyObject *placement, PyObject *binding,
                           PyObject *part_fragments, PyObject *const *maps, PyObject *evidence_as_is,
-                          PyObject **out);
+                          PyObject *binding_state, PyObject **out);
 
 PyDoc_STRVAR(attest_doc,
 "attest(attestation_cls, evidence_cls, runtime_fragment_cls, placement, binding, part_fragments)\n"
@@ -1375,7 +1410,7 @@ bd_attest(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (bd_load_table(self, &tb) < 0) return NULL;
     if (bd_check_heap_types(args, 3) < 0) return NULL;
     PyObject *result = NULL;
-    int status = bd_attest_core(&tb, args, args[3], args[4], args[5], NULL, NULL, &result);
+    int status = bd_attest_core(&tb, args, args[3], args[4], args[5], NULL, NULL, NULL, &result);
     if (status == BD_OK) return result;
     if (status == BD_ERROR) return NULL;
     Py_RETURN_NONE;
@@ -1389,19 +1424,21 @@ bd_attest(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
  * unpickled evidence, which the restore stores in the attestation in place of the copy): stored
  * as the evidence instead of a new evidence built from binding's fields. The copy's field reads
  * cannot decide anything then: bd_valid_scalars has read those eight fields just before (no
- * code runs in between), and fragments is binding's own. */
+ * code runs in between), and fragments is binding's own. binding_state (NULL: none): binding's
+ * plain instance dict, its fields read from it (bd_fget). */
 static int
 bd_attest_core(const bd_table *tb, PyObject *const *classes, PyObject *placement, PyObject *binding,
-               PyObject *part_fragments, PyObject *const *maps, PyObject *evidence_as_is, PyObject **out)
+               PyObject *part_fragments, PyObject *const *maps, PyObject *evidence_as_is, PyObject *binding_state,
+               PyObject **out)
 {
     PyObject *const *nm = tb->nm;
     PyObject *att_cls = classes[0], *ev_cls = classes[1], *rf_cls = classes[2];
     PyObject *fragments = NULL, *binding_map = NULL, *placement_map = NULL, *ev_dict = NULL;
     PyObject *evidence = NULL, *state = NULL, *proxy = NULL, *result = NULL;
-    int status = bd_get(binding, nm[N_FRAGMENTS], &fragments);
+    int status = bd_fget(binding, binding_state, nm[N_FRAGMENTS], &fragments);
     if (status != BD_OK) goto done;
     if (!PyTuple_CheckExact(fragments)) { status = BD_FALLBACK; goto done; }
-    status = bd_valid_scalars(nm, binding);
+    status = bd_valid_scalars(nm, binding, binding_state);
     if (status != BD_OK) goto done;
     status = BD_ERROR;
     binding_map = maps != NULL ? Py_NewRef(maps[0]) : PyDict_New();
@@ -5762,22 +5799,25 @@ bd_attest_binding_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, 
     /* binding field -> the placement value it must equal */
     static const int identity[4] = {N_RESOURCE_ID, N_PLACEMENT_ID, N_PLACEMENT_DIGEST, N_REVISION};
     PyObject *instance_id = NULL, *fragments = NULL, *views = NULL, *result = NULL;
+    /* attest_restored: binding is stored as the evidence when it is an exact evidence (else the
+     * copy is built, as attest_binding does), and its fields are read from its instance dict
+     * when that is plain (bd_fget: what getattr reads; NULL: getattr) */
+    PyObject *evidence_as_is = restore && Py_TYPE(binding) == (PyTypeObject *)args[1] ? binding : NULL;
+    PyObject *state = NULL;
+    if (evidence_as_is != NULL && bd_dict_of(binding, &state) == BD_ERROR) return NULL;
     int status = BD_OK;
     for (int k = 0; k < 4 && status == BD_OK; k++) {
         PyObject *value = NULL;
-        status = bd_get(binding, nm[identity[k]], &value);
+        status = bd_fget(binding, state, nm[identity[k]], &value);
         if (status != BD_OK) break;
         int same = bd_same_str(value, args[9 + k]);
         Py_DECREF(value);
         if (same <= 0) status = same < 0 ? BD_ERROR : BD_FALLBACK;
     }
-    if (status == BD_OK) status = bd_get(binding, nm[N_INSTANCE_ID], &instance_id);
-    if (status == BD_OK) status = bd_get(binding, nm[N_FRAGMENTS], &fragments);
+    if (status == BD_OK) status = bd_fget(binding, state, nm[N_INSTANCE_ID], &instance_id);
+    if (status == BD_OK) status = bd_fget(binding, state, nm[N_FRAGMENTS], &fragments);
     /* (placement fragment, runtime fragment, tensor) classes */
     PyObject *const view_classes[3] = {args[3], args[2], args[4]};
-    /* attest_restored: binding is stored as the evidence when it is an exact evidence (else the
-     * copy is built, as attest_binding does) */
-    PyObject *evidence_as_is = restore && Py_TYPE(binding) == (PyTypeObject *)args[1] ? binding : NULL;
     Py_ssize_t pairs = status == BD_OK && PyTuple_CheckExact(args[7]) ? PyTuple_Size(args[7]) : 0;
     if (pairs >= BD_FUSED_MIN) {
         /* the three steps below in one pass (the same checks: see bd_fused_views) */
@@ -5792,7 +5832,7 @@ bd_attest_binding_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, 
             }
         }
         if (status == BD_OK) status = bd_fused_views(&tb, instance_id, args[7], fragments, args[8], view_classes, maps, memo, sb);
-        if (status == BD_OK) status = bd_attest_core(&tb, args, placement, binding, args[7], maps, evidence_as_is, &result);
+        if (status == BD_OK) status = bd_attest_core(&tb, args, placement, binding, args[7], maps, evidence_as_is, state, &result);
         if (status == BD_OK && sb != NULL && bd_pair_snaps_table(&tb, sb, args, result, fragments, maps[1]) < 0) {
             status = BD_ERROR;
         }
@@ -5802,8 +5842,9 @@ bd_attest_binding_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, 
     } else {
         if (status == BD_OK) status = bd_views_core(&tb, instance_id, args[7], fragments, args[8], view_classes, &views);
         if (status == BD_OK && PyList_Size(views) > 1) status = bd_ranges_core(&tb, views, args[2]);
-        if (status == BD_OK) status = bd_attest_core(&tb, args, placement, binding, args[7], NULL, evidence_as_is, &result);
+        if (status == BD_OK) status = bd_attest_core(&tb, args, placement, binding, args[7], NULL, evidence_as_is, state, &result);
     }
+    Py_XDECREF(state);
     Py_XDECREF(instance_id);
     Py_XDECREF(fragments);
     Py_XDECREF(views);

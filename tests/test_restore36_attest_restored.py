@@ -72,8 +72,10 @@ def _same_decision(placement: Any, evidence: Any) -> Any:
     assert a.evidence is evidence
     if type(evidence) is CLASSES[1]:
         assert b.evidence is not evidence
-        assert field_state(b.evidence) == field_state(evidence)
-        assert list(field_state(b.evidence)) == list(field_state(evidence))
+        # (the copy holds the evidence fields, read by name, in the evidence's order)
+        copied = field_state(b.evidence)
+        assert all(copied[name] is getattr(evidence, name) for name in copied)
+        assert list(copied) == [name for name in field_state(evidence) if name in copied]
     return a
 
 
@@ -181,3 +183,28 @@ def test_the_restore_stores_the_unpickled_evidence() -> None:
         oracle.__setstate__((placement, evidence))
         assert list(field_state(restored)) == list(field_state(oracle))
         assert all(field_state(restored)[k] == field_state(oracle)[k] for k in field_state(oracle))
+
+
+class _Key(str):
+    pass
+
+
+class _State(dict):  # type: ignore[type-arg]
+    pass
+
+
+@pytest.mark.parametrize("placement", [SMALL, PLACEMENT], ids=["three-steps", "fused"])
+def test_an_evidence_dict_that_is_not_plain_is_read_by_getattr(placement: Any) -> None:
+    """attest_restored reads an exact evidence's fields from its instance dict only when that is
+    a plain dict (exact str keys); otherwise by getattr, as attest_binding: the same decision."""
+    evidence = _evidences(placement)[0]
+    keyed = forged_copy(evidence)
+    keyed.__dict__[_Key("extra")] = 1
+    _same_decision(placement, keyed)
+    swapped = forged_copy(evidence)
+    object.__setattr__(swapped, "__dict__", _State(evidence.__dict__))
+    _same_decision(placement, swapped)
+    for name, value in _SCALAR_FORGERIES[:6]:
+        forged = forged_copy(evidence, **{name: value})
+        forged.__dict__[_Key("extra")] = 1
+        _same_decision(placement, forged)
