@@ -255,17 +255,24 @@ bd_plain_get(PyObject *obj, PyObject *name, PyObject **out)
     return bd_get(obj, name, out);
 }
 
-/* obj.name must be an exact, non-empty str; *out a new reference. */
+/* A read's status rc with *out (set when BD_OK) required to be an exact, non-empty str: else
+ * *out cleared and BD_FALLBACK. */
 static int
-bd_get_str(PyObject *obj, PyObject *name, PyObject **out)
+bd_nonempty_str(int rc, PyObject **out)
 {
-    int rc = bd_get(obj, name, out);
     if (rc != BD_OK) return rc;
     if (!PyUnicode_CheckExact(*out) || PyUnicode_GetLength(*out) < 1) {
         Py_CLEAR(*out);
         return BD_FALLBACK;
     }
     return BD_OK;
+}
+
+/* obj.name must be an exact, non-empty str; *out a new reference. */
+static int
+bd_get_str(PyObject *obj, PyObject *name, PyObject **out)
+{
+    return bd_nonempty_str(bd_get(obj, name, out), out);
 }
 
 /* The instance __dict__ of obj (*out, new reference), for objects of the exact dataclasses the
@@ -313,13 +320,7 @@ bd_fget(PyObject *obj, PyObject *state, PyObject *name, PyObject **out)
 static int
 bd_fget_str(PyObject *obj, PyObject *state, PyObject *name, PyObject **out)
 {
-    int rc = bd_fget(obj, state, name, out);
-    if (rc != BD_OK) return rc;
-    if (!PyUnicode_CheckExact(*out) || PyUnicode_GetLength(*out) < 1) {
-        Py_CLEAR(*out);
-        return BD_FALLBACK;
-    }
-    return BD_OK;
+    return bd_nonempty_str(bd_fget(obj, state, name, out), out);
 }
 
 /* This file's readers of runtime fragments: the memo of their exact class's layout check
@@ -1548,13 +1549,7 @@ bd_rget(PyObject *const *nm, PyObject *state, int name, PyObject **out)
 static int
 bd_rget_str(PyObject *const *nm, PyObject *state, int name, PyObject **out)
 {
-    int rc = bd_rget(nm, state, name, out);
-    if (rc != BD_OK) return rc;
-    if (!PyUnicode_CheckExact(*out) || PyUnicode_GetLength(*out) < 1) {
-        Py_CLEAR(*out);
-        return BD_FALLBACK;
-    }
-    return BD_OK;
+    return bd_nonempty_str(bd_rget(nm, state, name, out), out);
 }
 
 static int
