@@ -257,7 +257,7 @@ bd_plain_get(PyObject *obj, PyObject *name, PyObject **out)
 
 /* A read's status rc with *out (set when BD_OK) required to be an exact, non-empty str: else
  * *out cleared and BD_FALLBACK. */
-static int
+static inline __attribute__((always_inline)) int
 bd_nonempty_str(int rc, PyObject **out)
 {
     if (rc != BD_OK) return rc;
@@ -299,7 +299,7 @@ bd_dict_of(PyObject *obj, PyObject **out)
  * plain instance dict (bd_dict_of), obj of an exact dataclass the caller checked, whose field
  * names have no data descriptor on the class, so the dict's value is what getattr returns; a
  * name the dict lacks takes getattr (a class default, or the AttributeError fallback). */
-static int
+static inline __attribute__((always_inline)) int
 bd_fget(PyObject *obj, PyObject *state, PyObject *name, PyObject **out)
 {
     if (state != NULL) {
