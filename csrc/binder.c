@@ -255,17 +255,24 @@ bd_plain_get(PyObject *obj, PyObject *name, PyObject **out)
     return bd_get(obj, name, out);
 }
 
-/* obj.name must be an exact, non-empty str; *out a new reference. */
-static int
-bd_get_str(PyObject *obj, PyObject *name, PyObject **out)
+/* A read's status rc with *out (set when BD_OK) required to be an exact, non-empty str: else
+ * *out cleared and BD_FALLBACK. */
+static inline __attribute__((always_inline)) int
+bd_nonempty_str(int rc, PyObject **out)
 {
-    int rc = bd_get(obj, name, out);
     if (rc != BD_OK) return rc;
     if (!PyUnicode_CheckExact(*out) || PyUnicode_GetLength(*out) < 1) {
         Py_CLEAR(*out);
         return BD_FALLBACK;
     }
     return BD_OK;
+}
+
+/* obj.name must be an exact, non-empty str; *out a new reference. */
+static int
+bd_get_str(PyObject *obj, PyObject *name, PyObject **out)
+{
+    return bd_nonempty_str(bd_get(obj, name, out), out);
 }
 
 /* The instance __dict__ of obj (*out, new reference), for objects of the exact dataclasses the
@@ -286,6 +293,34 @@ bd_dict_of(PyObject *obj, PyObject **out)
         return BD_FALLBACK;
     }
     return BD_ERROR;
+}
+
+/* obj.name as bd_get reads it, from state (NULL: none) when it holds the name: state is obj's
+ * plain instance dict (bd_dict_of), obj of an exact dataclass the caller checked, whose field
+ * names have no data descriptor on the class, so the dict's value is what getattr returns; a
+ * name the dict lacks takes getattr (a class default, or the AttributeError fallback). */
+static inline __attribute__((always_inline)) int
+bd_fget(PyObject *obj, PyObject *state, PyObject *name, PyObject **out)
+{
+    if (state != NULL) {
+        PyObject *value = PyDict_GetItemWithError(state, name);
+        if (value != NULL) {
+            *out = Py_NewRef(value);
+            return BD_OK;
+        }
+        if (PyErr_Occurred()) {
+            *out = NULL;
+            return BD_ERROR;
+        }
+    }
+    return bd_get(obj, name, out);
+}
+
+/* bd_fget of an exact, non-empty str (as bd_get_str). */
+static int
+bd_fget_str(PyObject *obj, PyObject *state, PyObject *name, PyObject **out)
+{
+    return bd_nonempty_str(bd_fget(obj, state, name, out), out);
 }
 
 /* This file's readers of runtime fragments: the memo of their exact class's layout check
@@ -1244,25 +1279,26 @@ bd_copy_fields(PyObject *const *nm, int first, int last, PyObject *obj, PyObject
     return BD_OK;
 }
 
-/* The scalar checks of attestation._valid_scalars on binding. */
+/* The scalar checks of attestation._valid_scalars on binding (its fields read through
+ * bd_fget with state: NULL, or its plain instance dict). */
 static int
-bd_valid_scalars(PyObject *const *nm, PyObject *binding)
+bd_valid_scalars(PyObject *const *nm, PyObject *binding, PyObject *state)
 {
     static const int text_fields[] = {N_RESOURCE_ID, N_PLACEMENT_ID, N_INSTANCE_ID, N_LEASE_ID, N_REVISION,
                                       N_PARTICIPANT_ID};
     for (size_t k = 0; k < sizeof(text_fields) / sizeof(text_fields[0]); k++) {
         PyObject *value = NULL;
-        int rc = bd_get_str(binding, nm[text_fields[k]], &value);
+        int rc = bd_fget_str(binding, state, nm[text_fields[k]], &value);
         if (rc != BD_OK) return rc;
         Py_DECREF(value);
     }
     PyObject *value = NULL;
-    int rc = bd_get(binding, nm[N_PLACEMENT_DIGEST], &value);
+    int rc = bd_fget(binding, state, nm[N_PLACEMENT_DIGEST], &value);
     if (rc != BD_OK) return rc;
     rc = bd_is_digest(value);
     Py_DECREF(value);
     if (rc <= 0) return rc < 0 ? BD_ERROR : BD_FALLBACK;
-    rc = bd_get(binding, nm[N_GENERATION], &value);
+    rc = bd_fget(binding, state, nm[N_GENERATION], &value);
     if (rc != BD_OK) return rc;
     if (!PyLong_CheckExact(value)) {
         Py_DECREF(value);
@@ -1352,7 +1388,8 @@ bd_placement_map(PyObject *const *nm, PyObject *part_fragments, PyObject *map)
 }
 
 static int bd_attest_core(const bd_table *tb, PyObject *const *classes, PyObject *placement, PyObject *binding,
-                          PyObject *part_fragments, PyObject *const *maps, PyObject **out);
+                          PyObject *part_fragments, PyObject *const *maps, PyObject *evidence_as_is,
+                          PyObject *binding_state, PyObject **out);
 
 PyDoc_STRVAR(attest_doc,
 "attest(attestation_cls, evidence_cls, runtime_fragment_cls, placement, binding, part_fragments)\n"
@@ -1374,7 +1411,7 @@ bd_attest(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (bd_load_table(self, &tb) < 0) return NULL;
     if (bd_check_heap_types(args, 3) < 0) return NULL;
     PyObject *result = NULL;
-    int status = bd_attest_core(&tb, args, args[3], args[4], args[5], NULL, &result);
+    int status = bd_attest_core(&tb, args, args[3], args[4], args[5], NULL, NULL, NULL, &result);
     if (status == BD_OK) return result;
     if (status == BD_ERROR) return NULL;
     Py_RETURN_NONE;
@@ -1383,19 +1420,26 @@ bd_attest(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 /* The attestation of attest (*out) or BD_FALLBACK / BD_ERROR. classes: attestation, evidence and
  * runtime fragment classes (checked heap types). maps (NULL: built here): the binding and
  * placement maps bd_binding_map and bd_placement_map would build from the binding's fragments
- * and part_fragments, already built and checked by the caller (bd_fused_views). */
+ * and part_fragments, already built and checked by the caller (bd_fused_views).
+ * evidence_as_is (NULL: none): binding itself, an exact evidence_cls instance (the restore's
+ * unpickled evidence, which the restore stores in the attestation in place of the copy): stored
+ * as the evidence instead of a new evidence built from binding's fields. The copy's field reads
+ * cannot decide anything then: bd_valid_scalars has read those eight fields just before (no
+ * code runs in between), and fragments is binding's own. binding_state (NULL: none): binding's
+ * plain instance dict, its fields read from it (bd_fget). */
 static int
 bd_attest_core(const bd_table *tb, PyObject *const *classes, PyObject *placement, PyObject *binding,
-               PyObject *part_fragments, PyObject *const *maps, PyObject **out)
+               PyObject *part_fragments, PyObject *const *maps, PyObject *evidence_as_is, PyObject *binding_state,
+               PyObject **out)
 {
     PyObject *const *nm = tb->nm;
     PyObject *att_cls = classes[0], *ev_cls = classes[1], *rf_cls = classes[2];
     PyObject *fragments = NULL, *binding_map = NULL, *placement_map = NULL, *ev_dict = NULL;
     PyObject *evidence = NULL, *state = NULL, *proxy = NULL, *result = NULL;
-    int status = bd_get(binding, nm[N_FRAGMENTS], &fragments);
+    int status = bd_fget(binding, binding_state, nm[N_FRAGMENTS], &fragments);
     if (status != BD_OK) goto done;
     if (!PyTuple_CheckExact(fragments)) { status = BD_FALLBACK; goto done; }
-    status = bd_valid_scalars(nm, binding);
+    status = bd_valid_scalars(nm, binding, binding_state);
     if (status != BD_OK) goto done;
     status = BD_ERROR;
     binding_map = maps != NULL ? Py_NewRef(maps[0]) : PyDict_New();
@@ -1404,17 +1448,28 @@ bd_attest_core(const bd_table *tb, PyObject *const *classes, PyObject *placement
     status = maps != NULL ? BD_OK : bd_binding_map(nm, fragments, rf_cls, binding_map);
     if (status != BD_OK) goto done;
     status = BD_ERROR;
-    evidence = bd_new(ev_cls, &ev_dict);
-    if (evidence == NULL) goto done;
-    status = bd_copy_fields(nm, N_RESOURCE_ID, N_FRAGMENTS, binding, ev_dict);
-    if (status != BD_OK) goto done;
-    status = BD_ERROR;
-    if (PyDict_SetItem(ev_dict, nm[N_FRAGMENTS], fragments) < 0) goto done;
-    status = maps != NULL ? BD_OK : bd_placement_map(nm, part_fragments, placement_map);
-    if (status != BD_OK) goto done;
-    status = BD_ERROR;
-    evidence = bd_finish(evidence, &ev_dict, T_EVIDENCE);
-    if (evidence == NULL) goto done;
+    if (evidence_as_is != NULL) {
+        if (evidence_as_is != binding || (PyObject *)Py_TYPE(binding) != ev_cls) {
+            PyErr_SetString(PyExc_SystemError, "bd_attest_core: evidence_as_is must be the evidence binding");
+            goto done;
+        }
+        status = maps != NULL ? BD_OK : bd_placement_map(nm, part_fragments, placement_map);
+        if (status != BD_OK) goto done;
+        status = BD_ERROR;
+        evidence = Py_NewRef(evidence_as_is);
+    } else {
+        evidence = bd_new(ev_cls, &ev_dict);
+        if (evidence == NULL) goto done;
+        status = bd_copy_fields(nm, N_RESOURCE_ID, N_FRAGMENTS, binding, ev_dict);
+        if (status != BD_OK) goto done;
+        status = BD_ERROR;
+        if (PyDict_SetItem(ev_dict, nm[N_FRAGMENTS], fragments) < 0) goto done;
+        status = maps != NULL ? BD_OK : bd_placement_map(nm, part_fragments, placement_map);
+        if (status != BD_OK) goto done;
+        status = BD_ERROR;
+        evidence = bd_finish(evidence, &ev_dict, T_EVIDENCE);
+        if (evidence == NULL) goto done;
+    }
     result = bd_new(att_cls, &state);
     if (result == NULL) goto done;
     if (PyDict_SetItem(state, nm[N_PLACEMENT], placement) < 0) goto done;
@@ -1494,13 +1549,7 @@ bd_rget(PyObject *const *nm, PyObject *state, int name, PyObject **out)
 static int
 bd_rget_str(PyObject *const *nm, PyObject *state, int name, PyObject **out)
 {
-    int rc = bd_rget(nm, state, name, out);
-    if (rc != BD_OK) return rc;
-    if (!PyUnicode_CheckExact(*out) || PyUnicode_GetLength(*out) < 1) {
-        Py_CLEAR(*out);
-        return BD_FALLBACK;
-    }
-    return BD_OK;
+    return bd_nonempty_str(bd_rget(nm, state, name, out), out);
 }
 
 static int
@@ -5730,11 +5779,12 @@ PyDoc_STRVAR(attest_binding_doc,
  * (bd_pair_snaps; sb->table, else NULL). */
 static PyObject *
 bd_attest_binding_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, bd_tensor_memo *memo,
-                       bd_pair_snaps *sb)
+                       bd_pair_snaps *sb, int restore)
 {
     bd_table tb;
     if (nargs != 13) {
-        PyErr_SetString(PyExc_TypeError, "attest_binding expects 13 arguments");
+        PyErr_SetString(PyExc_TypeError, restore ? "attest_restored expects 13 arguments"
+                                                 : "attest_binding expects 13 arguments");
         return NULL;
     }
     if (bd_load_table(self, &tb) < 0) return NULL;
@@ -5744,17 +5794,23 @@ bd_attest_binding_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, 
     /* binding field -> the placement value it must equal */
     static const int identity[4] = {N_RESOURCE_ID, N_PLACEMENT_ID, N_PLACEMENT_DIGEST, N_REVISION};
     PyObject *instance_id = NULL, *fragments = NULL, *views = NULL, *result = NULL;
+    /* attest_restored: binding is stored as the evidence when it is an exact evidence (else the
+     * copy is built, as attest_binding does), and its fields are read from its instance dict
+     * when that is plain (bd_fget: what getattr reads; NULL: getattr) */
+    PyObject *evidence_as_is = restore && Py_TYPE(binding) == (PyTypeObject *)args[1] ? binding : NULL;
+    PyObject *state = NULL;
+    if (evidence_as_is != NULL && bd_dict_of(binding, &state) == BD_ERROR) return NULL;
     int status = BD_OK;
     for (int k = 0; k < 4 && status == BD_OK; k++) {
         PyObject *value = NULL;
-        status = bd_get(binding, nm[identity[k]], &value);
+        status = bd_fget(binding, state, nm[identity[k]], &value);
         if (status != BD_OK) break;
         int same = bd_same_str(value, args[9 + k]);
         Py_DECREF(value);
         if (same <= 0) status = same < 0 ? BD_ERROR : BD_FALLBACK;
     }
-    if (status == BD_OK) status = bd_get(binding, nm[N_INSTANCE_ID], &instance_id);
-    if (status == BD_OK) status = bd_get(binding, nm[N_FRAGMENTS], &fragments);
+    if (status == BD_OK) status = bd_fget(binding, state, nm[N_INSTANCE_ID], &instance_id);
+    if (status == BD_OK) status = bd_fget(binding, state, nm[N_FRAGMENTS], &fragments);
     /* (placement fragment, runtime fragment, tensor) classes */
     PyObject *const view_classes[3] = {args[3], args[2], args[4]};
     Py_ssize_t pairs = status == BD_OK && PyTuple_CheckExact(args[7]) ? PyTuple_Size(args[7]) : 0;
@@ -5771,7 +5827,7 @@ bd_attest_binding_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, 
             }
         }
         if (status == BD_OK) status = bd_fused_views(&tb, instance_id, args[7], fragments, args[8], view_classes, maps, memo, sb);
-        if (status == BD_OK) status = bd_attest_core(&tb, args, placement, binding, args[7], maps, &result);
+        if (status == BD_OK) status = bd_attest_core(&tb, args, placement, binding, args[7], maps, evidence_as_is, state, &result);
         if (status == BD_OK && sb != NULL && bd_pair_snaps_table(&tb, sb, args, result, fragments, maps[1]) < 0) {
             status = BD_ERROR;
         }
@@ -5781,8 +5837,9 @@ bd_attest_binding_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, 
     } else {
         if (status == BD_OK) status = bd_views_core(&tb, instance_id, args[7], fragments, args[8], view_classes, &views);
         if (status == BD_OK && PyList_Size(views) > 1) status = bd_ranges_core(&tb, views, args[2]);
-        if (status == BD_OK) status = bd_attest_core(&tb, args, placement, binding, args[7], NULL, &result);
+        if (status == BD_OK) status = bd_attest_core(&tb, args, placement, binding, args[7], NULL, evidence_as_is, state, &result);
     }
+    Py_XDECREF(state);
     Py_XDECREF(instance_id);
     Py_XDECREF(fragments);
     Py_XDECREF(views);
@@ -5794,7 +5851,22 @@ bd_attest_binding_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, 
 static PyObject *
 bd_attest_binding(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    return bd_attest_binding_with(self, args, nargs, NULL, NULL);
+    return bd_attest_binding_with(self, args, nargs, NULL, NULL, 0);
+}
+
+PyDoc_STRVAR(attest_restored_doc,
+"attest_restored(attestation_cls, evidence_cls, runtime_fragment_cls, placement_fragment_cls,\n"
+"                tensor_cls, placement, evidence, part_fragments, part_tensors, resource_id,\n"
+"                placement_id, placement_digest, revision)\n"
+"--\n\n"
+"attest_binding for a restore, whose binding is the unpickled evidence: the same checks and\n"
+"the same attestation, except that an exact evidence_cls evidence is stored in it as is (the\n"
+"object the restore would store over the copy attest_binding builds). None when not decided.");
+
+static PyObject *
+bd_attest_restored(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return bd_attest_binding_with(self, args, nargs, NULL, NULL, 1);
 }
 
 
@@ -7719,7 +7791,7 @@ bd_attest_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                                         fragments, tensors, args[9], args[10], args[11], args[12]};
             bd_pair_snaps_clear(&sb);
             sb.on = carrier != NULL && sb.lc.cls != NULL && sb.lc.cls == snap_cls;
-            fused = bd_attest_binding_with(self, call, 13, &memo, carrier != NULL ? &sb : NULL);
+            fused = bd_attest_binding_with(self, call, 13, &memo, carrier != NULL ? &sb : NULL, 0);
             memo.bindings++;
             if (memo.bindings >= BD_MEMO_TRIAL && memo.hits == 0) memo.off = 1;
         }
@@ -8264,6 +8336,7 @@ static PyMethodDef binder_methods[] = {
     {"address_ranges_clear", (PyCFunction)(void (*)(void))bd_address_ranges_clear, METH_FASTCALL,
      address_ranges_clear_doc},
     {"attest_binding", (PyCFunction)(void (*)(void))bd_attest_binding, METH_FASTCALL, attest_binding_doc},
+    {"attest_restored", (PyCFunction)(void (*)(void))bd_attest_restored, METH_FASTCALL, attest_restored_doc},
     {"attested_rows", (PyCFunction)(void (*)(void))bd_attested_rows, METH_FASTCALL, attested_rows_doc},
     {"logical_target_cover", (PyCFunction)(void (*)(void))bd_logical_target_cover, METH_FASTCALL,
      logical_target_cover_doc},

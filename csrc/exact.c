@@ -255,6 +255,7 @@ ex_parts_members_within(PyObject *Py_UNUSED(module), PyObject *const *args, Py_s
 
 #define IG_MAX_CLASSES 64
 #define IG_GRANT 256 /* work units granted per dict-backed instance and collection item */
+#define IG_SEEN_START 256 /* the pointer set's first capacity (a power of two) */
 
 typedef struct {
     PyObject *cls;
@@ -347,11 +348,14 @@ ig_find(const ig_class *classes, Py_ssize_t n, PyObject *cls)
     return NULL;
 }
 
+/* The scalar classes compared by pointer, the most frequent first (exact int and str: most of a
+ * record's values). */
 static inline int
 ig_scalar(PyObject *obj)
 {
-    return obj == Py_None || PyBool_Check(obj) || PyLong_CheckExact(obj) || PyUnicode_CheckExact(obj)
-           || PyFloat_CheckExact(obj) || PyBytes_CheckExact(obj);
+    PyTypeObject *type = Py_TYPE(obj);
+    return type == &PyLong_Type || type == &PyUnicode_Type || obj == Py_None || type == &PyBool_Type
+           || type == &PyFloat_Type || type == &PyBytes_Type;
 }
 
 /* Pushes the items of an exact tuple or list (granting budget when grant), or of an exact dict
@@ -360,14 +364,24 @@ ig_scalar(PyObject *obj)
 static int
 ig_push_collection(ig_stack *stack, PyObject *obj, int grant, Py_ssize_t *budget)
 {
-    if (PyTuple_CheckExact(obj) || PyList_CheckExact(obj)) {
-        Py_ssize_t n = PyTuple_CheckExact(obj) ? PyTuple_Size(obj) : PyList_Size(obj);
+    int is_tuple = PyTuple_CheckExact(obj);
+    if (is_tuple || PyList_CheckExact(obj)) {
+        Py_ssize_t n = is_tuple ? PyTuple_Size(obj) : PyList_Size(obj);
         if (n < 0) return -1;
         if (grant) *budget = n > (PY_SSIZE_T_MAX - *budget) / IG_GRANT ? PY_SSIZE_T_MAX : *budget + n * IG_GRANT;
+        if (is_tuple) {
+            for (Py_ssize_t i = 0; i < n; i++) {
+                PyObject *item = PyTuple_GetItem(obj, i);
+                if (item == NULL) return -1;
+                if (ig_scalar(item)) continue; /* most items: no push */
+                if (ig_push(stack, item) < 0) return -1;
+            }
+            return 1;
+        }
         for (Py_ssize_t i = 0; i < n; i++) {
-            PyObject *item = PyTuple_CheckExact(obj) ? PyTuple_GetItem(obj, i) : PyList_GetItem(obj, i);
+            PyObject *item = PyList_GetItem(obj, i);
             if (item == NULL) return -1;
-            if (ig_scalar(item)) continue; /* most items: no push */
+            if (ig_scalar(item)) continue;
             if (ig_push(stack, item) < 0) return -1;
         }
         return 1;
@@ -407,9 +421,9 @@ ig_walk(PyObject *roots, const ig_class *classes, Py_ssize_t n_classes, ig_stack
     Py_ssize_t budget = 0;
     if (ig_push_collection(stack, roots, 1, &budget) < 0) return -1;
     while (stack->size > 0) {
+        /* only non-scalars are pushed (every push above and below tests ig_scalar first) */
         PyObject *obj = stack->items[--stack->size];
         if (--budget < 0) return 0;
-        if (ig_scalar(obj)) continue;
         int pushed = ig_push_collection(stack, obj, 0, &budget);
         if (pushed < 0) return -1;
         if (pushed) continue;
@@ -526,8 +540,9 @@ ex_inert_graph(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t na
         classes[k].kind = kind;
     }
     ig_stack stack = {NULL, 0, 0};
-    ig_set seen = {NULL, 1023, 0};
-    seen.slots = PyMem_Calloc(1024, sizeof(uintptr_t));
+    /* small at first (a restore's record holds about 80 dict-backed instances); ig_add grows it */
+    ig_set seen = {NULL, IG_SEEN_START - 1, 0};
+    seen.slots = PyMem_Calloc(IG_SEEN_START, sizeof(uintptr_t));
     if (seen.slots == NULL) return PyErr_NoMemory();
     int result = ig_walk(roots, classes, n_classes, &stack, &seen);
     PyMem_Free(stack.items);

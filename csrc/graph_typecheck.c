@@ -39,7 +39,6 @@ enum {
 
 /* interned field names */
 enum {
-    K_DICT,
     K_RESOURCE_ID,
     K_PLACEMENT_ID,
     K_REVISION,
@@ -77,7 +76,7 @@ enum {
 };
 
 static const char *const gt_key_names[K_NKEYS] = {
-    "__dict__",    "resource_id", "placement_id", "revision",     "weight_generation", "placement_set_id",
+    "resource_id", "placement_id", "revision",     "weight_generation", "placement_set_id",
     "topology",    "parts",       "tensors",      "fragments",    "_digest_cache",     "tp_size",
     "pp_size",     "ep_size",     "dp_size",      "participants", "topology_id",       "participant_id",
     "rank",        "dp",          "tp",           "pp",           "ep",                "tensor_id",
@@ -98,11 +97,12 @@ typedef struct {
 } gt_state;
 
 /* The instance dict of obj (a new reference) when it is an exact dict; NULL (no error set)
- * otherwise. */
+ * otherwise. obj is an instance of one of the exact listed classes (every caller checked its
+ * class), whose __dict__ descriptor is the generic one: read without the attribute lookup. */
 static PyObject *
 gt_dict(PyObject *obj)
 {
-    PyObject *d = PyObject_GetAttr(obj, gt_keys[K_DICT]);
+    PyObject *d = PyObject_GenericGetDict(obj, NULL);
     if (d == NULL) {
         PyErr_Clear();
         return NULL;

@@ -1156,6 +1156,12 @@ def attest_binding(
     ``bind_views`` decides its fragments, ``address_ranges_clear`` their views and ``attest``
     builds the attestation. ``None`` when any of them does not decide."""
 
+# ``attest_binding`` for a restore, whose binding is the unpickled evidence (same arguments, the
+# binding named ``evidence``): the same checks and the same attestation, except that an exact
+# ``evidence_cls`` evidence is stored in it as is (the object the restore stores), not an equal
+# copy built from its fields. ``None`` when not decided.
+attest_restored = attest_binding
+
 def attested_rows(
     attestation_cls: type, evidence_cls: type, runtime_fragment_cls: type, attestation: object, /
 ) -> Optional[tuple[dict[str, dict[str, Any]], dict[str, tuple[tuple[str, dict[str, Any]], ...]], dict[str, tuple[str, ...]], bool]]:

@@ -60,14 +60,14 @@ def test_restored_attestation_equals_the_setstate_path_and_takes_the_c_path(
     plan: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     decided: list[Any] = []
-    native = bound_pickle._attest_binding
+    native = bound_pickle._attest_restored
 
     def spy(*args: Any) -> Any:
         result = native(*args)
         decided.append(result)
         return result
 
-    monkeypatch.setattr(bound_pickle, "_attest_binding", spy)
+    monkeypatch.setattr(bound_pickle, "_attest_restored", spy)
     attestations = _attestations(plan)
     assert len(attestations) >= 4
     for attestation in attestations:

@@ -41,7 +41,7 @@ constructor (their own ``__reduce__``), and the plan as ``TransferPlan.__setstat
 (a hostile payload) raises "transfer plan pickle state is invalid".
 
 The common case runs those same checks in C, each step declining (``None``) to its Python
-reference for anything it does not decide: attestations through ``_native.attest_binding``
+reference for anything it does not decide: attestations through ``_native.attest_restored``
 (``_restore_attestation``), bound fragments through ``_native.restore_fragments`` (after all
 attestations were restored in the reference's first-use order; any failure or decline reruns
 the one-at-a-time reference ``_restore_bound``, so the first failure reported is unchanged),
@@ -126,7 +126,7 @@ _EXECUTOR_ATTESTATION_INDEX = _EXECUTOR_FIELDS.index("attestation")
 # The record has the plan's fields minus the derived/optional ones and plus the three tables.
 _RECORD_LENGTH = 11
 _new_object = object.__new__
-_attest_binding = _native.attest_binding
+_attest_restored = _native.attest_restored
 _native_restore_executors = _native.restore_executors
 _native_restore_fragments = _native.restore_fragments
 _native_restore_regions_carried = _native.restore_regions_carried
@@ -404,7 +404,8 @@ def _restore_attestation(
     evidence))``): the full validated-state routine (spec §9.2, §13) on a new instance.
 
     The common case (exact classes, a known participant) runs that routine in one C call:
-    ``_native.attest_binding`` on the evidence itself (it holds exactly the field values of
+    ``_native.attest_restored`` (``attest_binding`` storing the evidence object itself, not an
+    equal copy) on the evidence itself (it holds exactly the field values of
     ``evidence.to_binding()``, read by name) performs every check of
     ``validate_runtime_binding(placement, evidence.to_binding())`` and of the manifest
     constructor's normalised shape (scalars, sorted placement ids, distinct runtime ids,
@@ -426,7 +427,7 @@ def _restore_attestation(
             try:
                 part = values[0].get(participant_id)
                 if part is not None:
-                    fused = _attest_binding(
+                    fused = _attest_restored(
                         RuntimeBindingAttestation,
                         _EVIDENCE,
                         _RUNTIME_FRAGMENT,
@@ -444,8 +445,7 @@ def _restore_attestation(
             except Exception:  # a malformed placement: the Python routine reports the first failure
                 fused = None
             if fused is not None:
-                # The unpickled evidence object itself (the C call built an equal one).
-                fused.__dict__["evidence"] = evidence
+                # (it holds the unpickled evidence object itself: an exact _EVIDENCE)
                 return fused  # type: ignore[no-any-return]
     # Default-pickled placement-graph objects and evidence (spec §13) never ran their own
     # checks: the shape the routine reads is checked first (fuzz finding F3).
@@ -459,7 +459,7 @@ def _restore_attestation(
 
 def _placement_values(placement: Any) -> Any:
     """``(parts by participant id, resource_id, placement_id, digest, revision)`` of an exact
-    placement for ``_native.attest_binding``, or ``False`` (the Python routine decides): the
+    placement for ``_native.attest_restored``, or ``False`` (the Python routine decides): the
     digest only when already known (``placement.digest`` reads this cache; computing it here
     could fail before a check the Python routine reports first), a placement whose parts cannot
     be indexed is left to the Python routine (its first failure, e.g. of the evidence, is
