@@ -1436,6 +1436,10 @@ bd_attest_core(const bd_table *tb, PyObject *const *classes, PyObject *placement
     PyObject *att_cls = classes[0], *ev_cls = classes[1], *rf_cls = classes[2];
     PyObject *fragments = NULL, *binding_map = NULL, *placement_map = NULL, *ev_dict = NULL;
     PyObject *evidence = NULL, *state = NULL, *proxy = NULL, *result = NULL;
+    /* binding_state was checked plain by the caller before its views passes ran: checked again
+     * here, right before the probes below (plain_dict.h: no pass between the check and the
+     * probe), else read through getattr */
+    if (binding_state != NULL && !pd_plain_keys(binding_state)) binding_state = NULL;
     int status = bd_fget(binding, binding_state, nm[N_FRAGMENTS], &fragments);
     if (status != BD_OK) goto done;
     if (!PyTuple_CheckExact(fragments)) { status = BD_FALLBACK; goto done; }
