@@ -44,7 +44,8 @@ class _Colliding(str):
         return False
 
 
-def _captured(monkeypatch: Any) -> tuple[Any, tuple[Any, ...]]:
+def _captured() -> tuple[Any, tuple[Any, ...]]:
+    """A bound plan and the arguments of the revalidate_shapes call its replace() makes."""
     logical, targets, sources, _memory = sized_world(2)
     plan = bind_logical_transfer_plan(logical, targets, source_bindings=sources)
     seen: list[tuple[Any, ...]] = []
@@ -54,9 +55,11 @@ def _captured(monkeypatch: Any) -> tuple[Any, tuple[Any, ...]]:
         seen.append(args)
         return real(*args)
 
-    with monkeypatch.context() as patch:
-        patch.setattr(_native, "revalidate_shapes", spy)
+    _native.revalidate_shapes = spy
+    try:
         dataclasses.replace(plan)
+    finally:
+        _native.revalidate_shapes = real
     assert seen, "the fast path calls revalidate_shapes"
     return plan, seen[-1]
 
@@ -105,8 +108,8 @@ def _restore(obj: Any, items: dict[Any, Any]) -> None:
     d.update(items)
 
 
-def test_fresh_keys_are_found(monkeypatch):
-    plan, args = _captured(monkeypatch)
+def test_fresh_keys_are_found():
+    plan, args = _captured()
     assert _native.revalidate_shapes(*args) is True
     for name, (obj, _field, _wrong) in _objects(plan).items():
         items = _rekey(obj, True)
@@ -117,8 +120,8 @@ def test_fresh_keys_are_found(monkeypatch):
     assert _native.revalidate_shapes(*args) is True
 
 
-def test_wrong_kind_under_fresh_key_is_declined_as_under_interned(monkeypatch):
-    plan, args = _captured(monkeypatch)
+def test_wrong_kind_under_fresh_key_is_declined_as_under_interned():
+    plan, args = _captured()
     for name, (obj, field, wrong) in _objects(plan).items():
         answers = []
         for fresh in (False, True):
@@ -131,8 +134,8 @@ def test_wrong_kind_under_fresh_key_is_declined_as_under_interned(monkeypatch):
     assert _native.revalidate_shapes(*args) is True
 
 
-def test_colliding_key_declines_without_running_code(monkeypatch):
-    plan, args = _captured(monkeypatch)
+def test_colliding_key_declines_without_running_code():
+    plan, args = _captured()
     for name, (obj, field, _wrong) in _objects(plan).items():
         for fresh in (False, True):
             items = _rekey(obj, fresh, planted=_Colliding(field))
@@ -156,21 +159,7 @@ _NAMES = sorted(("placement", "part", "rank", "tensor", "axis", "evidence", "att
 )
 def test_any_mix_agrees_with_interned_keys(fresh, wrong, planted):
     # oracle: the same edits with every key interned (the lookup the pass made before MEMO36)
-    logical, targets, sources, _memory = sized_world(2)
-    plan = bind_logical_transfer_plan(logical, targets, source_bindings=sources)
-    seen: list[tuple[Any, ...]] = []
-    real = _native.revalidate_shapes
-
-    def spy(*args: Any) -> Any:
-        seen.append(args)
-        return real(*args)
-
-    _native.revalidate_shapes = spy
-    try:
-        dataclasses.replace(plan)
-    finally:
-        _native.revalidate_shapes = real
-    args = seen[-1]
+    plan, args = _captured()
     objects = _objects(plan)
     answers = []
     for use_fresh in (False, True):
