@@ -6108,13 +6108,15 @@ rw_side(PyObject *executors, PyTypeObject *rank_type, PyTypeObject *executor_typ
         PyObject *executor = PyTuple_GetItem(executors, i);
         if (executor == NULL) return RV_ERROR;
         if (executor_type != NULL && Py_TYPE(executor) != executor_type) return RV_DECLINE;
-        PyObject *estate = pd_instance_dict(executor);
+        /* (the fields' values taken in the walk that checks the dict: pd_instance_values) */
+        PyObject *taken[RW_NNAMES];
+        PyObject *estate = pd_instance_values(executor, rw_keys, NULL, RW_NNAMES, taken);
         if (estate == NULL) return RV_ERROR;
         PyObject *v[RW_NNAMES] = {NULL};
         PyObject *rank_tuple = NULL, *key = NULL, *bucket = NULL, *row = NULL, *view_key = NULL, *iter = NULL;
         int rc = RV_DECLINE;
         for (int k = 0; k < RW_NNAMES; k++) {
-            v[k] = rv_item(estate, rw_keys[k]);
+            v[k] = taken[k] != NULL ? Py_NewRef(taken[k]) : rv_item(estate, rw_keys[k]);
             if (v[k] == NULL) goto next;
             /* Exactly typed as ``_require_typed_executor`` checks (exact str; the fragment ids
              * an exact tuple, its items checked below; the rank's values by rf_rank_tuple),
@@ -7682,43 +7684,15 @@ sh_seen(sh_state *st, PyObject *obj)
     return 0;
 }
 
-/* The exact instance dict of obj (new reference), or NULL with no error set (decline): a plain
- * dict (pd_plain_keys), with the values of n of its keys (sh_keys indexes) taken in the walk that
- * checks its keys (MEMO36: a lookup fewer per field). values[k] is the value stored under the
- * interned name sh_keys[keys[k]] itself (borrowed: the returned dict holds it), else NULL:
- * sh_value then looks the name up, which finds a key equal to it but another object as Python
- * finds it (keys of a dict are distinct under ==, so a key identical to the name is the entry a
- * lookup finds). Exact dict, exact str keys: no Python code runs (the pass runs none). */
+/* The exact instance dict of obj (new reference), or NULL with no error set (decline):
+ * pd_instance_values for n of its keys (sh_keys indexes; MEMO36: the values taken in the walk
+ * that checks the keys, a lookup fewer per field). values[k]: borrowed, or NULL (sh_get looks
+ * the name up). The pass runs no Python code between the walk and its reads. */
 static PyObject *
 sh_dict_read(PyObject *obj, const int *keys, int n, PyObject **values)
 {
-    for (int k = 0; k < n; k++) values[k] = NULL;
-    PyObject *d = PyObject_GenericGetDict(obj, NULL);
-    if (d == NULL) {
-        PyErr_Clear();
-        return NULL;
-    }
-    if (!PyDict_CheckExact(d)) {
-        Py_DECREF(d);
-        return NULL;
-    }
-    Py_ssize_t pos = 0;
-    PyObject *key, *value;
-    int left = n;
-    while (PyDict_Next(d, &pos, &key, &value)) {
-        if (!PyUnicode_CheckExact(key)) {
-            for (int k = 0; k < n; k++) values[k] = NULL;
-            Py_DECREF(d);
-            return NULL;
-        }
-        for (int k = 0; left > 0 && k < n; k++) {
-            if (values[k] == NULL && key == sh_keys[keys[k]]) {
-                values[k] = value;
-                left--;
-                break;
-            }
-        }
-    }
+    PyObject *d = pd_instance_values(obj, sh_keys, keys, n, values);
+    if (d == NULL) PyErr_Clear();
     return d;
 }
 

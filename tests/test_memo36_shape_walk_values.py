@@ -1,6 +1,7 @@
-"""MEMO36 (session 36): ``_native.revalidate_shapes`` takes each field's value in the walk that
-checks the instance dict's keys, by identity with the interned field name, and looks up any
-name it did not meet by identity.
+"""MEMO36 (session 36): ``_native.revalidate_shapes`` (and ``revalidate_views``' executor reads,
+rw_side) take each field's value in the walk that checks the instance dict's keys
+(plain_dict.h pd_instance_values), by identity with the interned field name, and look up any
+name not met by identity.
 
 The call is captured from a real ``dataclasses.replace`` of a bound plan and then repeated on
 edited instance dicts:
@@ -17,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,6 +28,10 @@ from mooncake.reshard import _native
 from mooncake.reshard.weight import bind_logical_transfer_plan
 
 _CALLS: list[int] = []
+
+
+class _Text(str):
+    pass
 
 
 class _Colliding(str):
@@ -44,23 +50,23 @@ class _Colliding(str):
         return False
 
 
-def _captured() -> tuple[Any, tuple[Any, ...]]:
-    """A bound plan and the arguments of the revalidate_shapes call its replace() makes."""
+def _captured(name: str = "revalidate_shapes") -> tuple[Any, tuple[Any, ...]]:
+    """A bound plan and the arguments of the pass ``name`` call its replace() makes."""
     logical, targets, sources, _memory = sized_world(2)
     plan = bind_logical_transfer_plan(logical, targets, source_bindings=sources)
     seen: list[tuple[Any, ...]] = []
-    real = _native.revalidate_shapes
+    real = getattr(_native, name)
 
     def spy(*args: Any) -> Any:
         seen.append(args)
         return real(*args)
 
-    _native.revalidate_shapes = spy
+    setattr(_native, name, spy)
     try:
         dataclasses.replace(plan)
     finally:
-        _native.revalidate_shapes = real
-    assert seen, "the fast path calls revalidate_shapes"
+        setattr(_native, name, real)
+    assert seen, "the fast path calls " + name
     return plan, seen[-1]
 
 
@@ -183,3 +189,42 @@ def test_any_mix_agrees_with_interned_keys(fresh, wrong, planted):
         assert answers[0] is True
     elif planted is not None:
         assert answers[0] is False
+
+
+def _views_outcome(args: tuple[Any, ...]) -> Any:
+    try:
+        result = _native.revalidate_views(*args)
+    except Exception as error:  # noqa: BLE001 -- the outcome is compared, whatever it is
+        return ("raised", type(error).__name__, str(error))
+    return result if result is None else ("views", len(result))
+
+
+@pytest.mark.parametrize("side", ("source", "target"))
+@pytest.mark.parametrize("edit", ("fresh", "wrong", "fresh-wrong", "planted", "fresh-planted"))
+def test_views_executor_reads_agree_with_interned_keys(side, edit):
+    # rw_side reads every executor's fields in the walk; oracle: the interned-key dict
+    plan, args = _captured("revalidate_views")
+    unedited = _views_outcome(args)
+    assert unedited is not None and unedited[0] == "views"
+    executors = plan.source_executors if side == "source" else plan.target_executors
+    executor = executors[-1]
+    fresh = edit.startswith("fresh")
+    wrong = ("worker_id", _Text(executor.worker_id)) if "wrong" in edit else None
+    planted = _Colliding("worker_id") if "planted" in edit else None
+    answers = []
+    for use_fresh in (False, True) if fresh else (False,):
+        items = _rekey(executor, use_fresh, wrong, planted)
+        _CALLS.clear()  # (planting compared the key with the field's key)
+        try:
+            answers.append(_views_outcome(args))
+            assert _CALLS == []
+        finally:
+            _restore(executor, items)
+    assert len(set(answers)) == 1, answers
+    if edit == "fresh":
+        assert answers[0] == unedited
+    elif "wrong" in edit:
+        assert answers[0] is None  # a str subclass field: declined
+    else:
+        assert answers[0] is None or answers[0][0] == "raised"  # not a plain dict: never accepted
+    assert _views_outcome(args) == unedited
