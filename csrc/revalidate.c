@@ -6108,13 +6108,15 @@ rw_side(PyObject *executors, PyTypeObject *rank_type, PyTypeObject *executor_typ
         PyObject *executor = PyTuple_GetItem(executors, i);
         if (executor == NULL) return RV_ERROR;
         if (executor_type != NULL && Py_TYPE(executor) != executor_type) return RV_DECLINE;
-        PyObject *estate = pd_instance_dict(executor);
+        /* (the fields' values taken in the walk that checks the dict: pd_instance_values) */
+        PyObject *taken[RW_NNAMES];
+        PyObject *estate = pd_instance_values(executor, rw_keys, NULL, RW_NNAMES, taken);
         if (estate == NULL) return RV_ERROR;
         PyObject *v[RW_NNAMES] = {NULL};
         PyObject *rank_tuple = NULL, *key = NULL, *bucket = NULL, *row = NULL, *view_key = NULL, *iter = NULL;
         int rc = RV_DECLINE;
         for (int k = 0; k < RW_NNAMES; k++) {
-            v[k] = rv_item(estate, rw_keys[k]);
+            v[k] = taken[k] != NULL ? Py_NewRef(taken[k]) : rv_item(estate, rw_keys[k]);
             if (v[k] == NULL) goto next;
             /* Exactly typed as ``_require_typed_executor`` checks (exact str; the fragment ids
              * an exact tuple, its items checked below; the rank's values by rf_rank_tuple),
@@ -7682,37 +7684,41 @@ sh_seen(sh_state *st, PyObject *obj)
     return 0;
 }
 
-/* The exact instance dict of obj (new reference), or NULL with no error set (decline). */
+/* The exact instance dict of obj (new reference), or NULL with no error set (decline):
+ * pd_instance_values for n of its keys (sh_keys indexes; MEMO36: the values taken in the walk
+ * that checks the keys, a lookup fewer per field). values[k]: borrowed, or NULL (sh_get looks
+ * the name up). The pass runs no Python code between the walk and its reads. */
 static PyObject *
-sh_dict(PyObject *obj)
+sh_dict_read(PyObject *obj, const int *keys, int n, PyObject **values)
 {
-    PyObject *d = pd_instance_dict(obj);
-    if (d == NULL) {
-        PyErr_Clear();
-        return NULL;
-    }
-    if (!PyDict_CheckExact(d)) {
-        Py_DECREF(d);
-        return NULL;
-    }
+    PyObject *d = pd_instance_values(obj, sh_keys, keys, n, values);
+    if (d == NULL) PyErr_Clear();
     return d;
 }
 
-/* d[key] of kind (borrowed read; the caller holds d): RV_OK, RV_DECLINE or RV_ERROR. */
-static int
-sh_field(PyObject *d, int key, char kind)
+/* The value of d's key sh_keys[key] (borrowed; the caller holds d): value when sh_dict_read took
+ * it, else looked up; NULL with an error set or not (missing). */
+static PyObject *
+sh_get(PyObject *d, PyObject *value, int key)
 {
-    PyObject *value = PyDict_GetItemWithError(d, sh_keys[key]);
+    return value != NULL ? value : PyDict_GetItemWithError(d, sh_keys[key]);
+}
+
+/* d[key] of kind (value: sh_dict_read's, or NULL): RV_OK, RV_DECLINE or RV_ERROR. */
+static int
+sh_value(PyObject *d, PyObject *value, int key, char kind)
+{
+    value = sh_get(d, value, key);
     if (value == NULL) return PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
     return sh_kind(value, kind) ? RV_OK : RV_DECLINE;
 }
 
-/* Each of n (key, kind) fields of d. */
+/* Each of n (key, kind) fields of d, in order (values: sh_dict_read's for the same keys). */
 static int
-sh_fields(PyObject *d, const int *keys, const char *kinds, int n)
+sh_values(PyObject *d, PyObject *const *values, const int *keys, const char *kinds, int n)
 {
     for (int k = 0; k < n; k++) {
-        int rc = sh_field(d, keys[k], kinds[k]);
+        int rc = sh_value(d, values[k], keys[k], kinds[k]);
         if (rc != RV_OK) return rc;
     }
     return RV_OK;
@@ -7727,9 +7733,10 @@ sh_rank(sh_state *st, PyObject *rank)
     if (rank == NULL || Py_TYPE(rank) != st->cls[SH_RANK]) return RV_DECLINE;
     int seen = sh_seen(st, rank);
     if (seen != 0) return seen < 0 ? RV_ERROR : RV_OK;
-    PyObject *d = sh_dict(rank);
+    PyObject *values[4];
+    PyObject *d = sh_dict_read(rank, keys, 4, values);
     if (d == NULL) return RV_DECLINE;
-    int rc = sh_fields(d, keys, kinds, 4);
+    int rc = sh_values(d, values, keys, kinds, 4);
     Py_DECREF(d);
     return rc;
 }
@@ -7738,16 +7745,18 @@ sh_rank(sh_state *st, PyObject *rank)
 static int
 sh_tensor(sh_state *st, PyObject *tensor)
 {
-    static const int keys[8] = {SHK_GLOBAL_SHAPE, SHK_TENSOR_ID, SHK_DTYPE, SHK_ITEMSIZE, SHK_SHARD_DIMS,
-                                SHK_LAYER_ID, SHK_EXPERT_ID, SHK_LAYOUT_FINGERPRINT};
+    static const int keys[9] = {SHK_GLOBAL_SHAPE, SHK_TENSOR_ID,  SHK_DTYPE,     SHK_ITEMSIZE,
+                                SHK_SHARD_DIMS,   SHK_LAYER_ID,   SHK_EXPERT_ID, SHK_LAYOUT_FINGERPRINT,
+                                SHK_PARALLEL_AXES};
     static const char kinds[8] = {'t', 's', 's', 'i', 't', 'n', 'n', 's'};
     if (Py_TYPE(tensor) != st->cls[SH_TENSOR]) return RV_DECLINE;
     int seen = sh_seen(st, tensor);
     if (seen != 0) return seen < 0 ? RV_ERROR : RV_OK;
-    PyObject *d = sh_dict(tensor);
+    PyObject *values[9];
+    PyObject *d = sh_dict_read(tensor, keys, 9, values);
     if (d == NULL) return RV_DECLINE;
-    int rc = sh_fields(d, keys, kinds, 8);
-    PyObject *axes = rc == RV_OK ? PyDict_GetItemWithError(d, sh_keys[SHK_PARALLEL_AXES]) : NULL;
+    int rc = sh_values(d, values, keys, kinds, 8);
+    PyObject *axes = rc == RV_OK ? sh_get(d, values[8], SHK_PARALLEL_AXES) : NULL;
     if (rc == RV_OK && axes == NULL) rc = PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
     if (rc == RV_OK && !PyTuple_CheckExact(axes)) rc = RV_DECLINE;
     Py_ssize_t n = rc == RV_OK ? PyTuple_Size(axes) : 0;
@@ -7768,13 +7777,15 @@ sh_tensor(sh_state *st, PyObject *tensor)
             if (seen_axis < 0) rc = RV_ERROR;
             continue;
         }
-        PyObject *ad = sh_dict(axis);
+        static const int axis_keys[2] = {SHK_KIND, SHK_DIM};
+        PyObject *axis_values[2];
+        PyObject *ad = sh_dict_read(axis, axis_keys, 2, axis_values);
         if (ad == NULL) {
             rc = RV_DECLINE;
             break;
         }
-        rc = sh_field(ad, SHK_KIND, 's');
-        if (rc == RV_OK && kind == st->cls[SH_SPLIT]) rc = sh_field(ad, SHK_DIM, 'i');
+        rc = sh_value(ad, axis_values[0], SHK_KIND, 's');
+        if (rc == RV_OK && kind == st->cls[SH_SPLIT]) rc = sh_value(ad, axis_values[1], SHK_DIM, 'i');
         Py_DECREF(ad);
     }
     Py_DECREF(d);
@@ -7880,17 +7891,18 @@ static int
 sh_part(sh_state *st, PyObject *part)
 {
     if (Py_TYPE(part) != st->cls[SH_PART]) return RV_DECLINE;
-    PyObject *d = sh_dict(part);
+    static const int keys[4] = {SHK_PARTICIPANT_ID, SHK_RANK, SHK_TENSORS, SHK_FRAGMENTS};
+    PyObject *values[4];
+    PyObject *d = sh_dict_read(part, keys, 4, values);
     if (d == NULL) return RV_DECLINE;
-    int rc = sh_field(d, SHK_PARTICIPANT_ID, 's');
+    int rc = sh_value(d, values[0], SHK_PARTICIPANT_ID, 's');
     if (rc == RV_OK) {
-        PyObject *rank = PyDict_GetItemWithError(d, sh_keys[SHK_RANK]);
+        PyObject *rank = sh_get(d, values[1], SHK_RANK);
         rc = rank == NULL ? (PyErr_Occurred() ? RV_ERROR : RV_DECLINE) : sh_rank(st, rank);
     }
+    if (rc == RV_OK) rc = sh_items_hinted(st, sh_get(d, values[2], SHK_TENSORS), 0, sh_tensor, NULL, 0);
     if (rc == RV_OK)
-        rc = sh_items_hinted(st, PyDict_GetItemWithError(d, sh_keys[SHK_TENSORS]), 0, sh_tensor, NULL, 0);
-    if (rc == RV_OK)
-        rc = sh_items_hinted(st, PyDict_GetItemWithError(d, sh_keys[SHK_FRAGMENTS]), 0, sh_fragment, &st->pf, MR_PF_N);
+        rc = sh_items_hinted(st, sh_get(d, values[3], SHK_FRAGMENTS), 0, sh_fragment, &st->pf, MR_PF_N);
     Py_DECREF(d);
     return rc;
 }
@@ -7899,21 +7911,22 @@ sh_part(sh_state *st, PyObject *part)
 static int
 sh_placement(sh_state *st, PyObject *placement)
 {
-    static const int keys[5] = {SHK_RESOURCE_ID, SHK_PLACEMENT_ID, SHK_REVISION, SHK_PLACEMENT_SET_ID,
-                                SHK_WEIGHT_GENERATION};
+    static const int keys[7] = {SHK_RESOURCE_ID,       SHK_PLACEMENT_ID,  SHK_REVISION, SHK_PLACEMENT_SET_ID,
+                                SHK_WEIGHT_GENERATION, SHK_DIGEST_CACHE, SHK_PARTS};
     static const char kinds[5] = {'s', 's', 's', 's', 'i'};
     if (Py_TYPE(placement) != st->cls[SH_MANIFEST]) return RV_DECLINE;
     int seen = sh_seen(st, placement);
     if (seen != 0) return seen < 0 ? RV_ERROR : RV_OK;
-    PyObject *d = sh_dict(placement);
+    PyObject *values[7];
+    PyObject *d = sh_dict_read(placement, keys, 7, values);
     if (d == NULL) return RV_DECLINE;
-    int rc = sh_fields(d, keys, kinds, 5);
+    int rc = sh_values(d, values, keys, kinds, 5);
     if (rc == RV_OK) {
-        PyObject *digest = PyDict_GetItemWithError(d, sh_keys[SHK_DIGEST_CACHE]);
+        PyObject *digest = sh_get(d, values[5], SHK_DIGEST_CACHE);
         if (digest == NULL && PyErr_Occurred()) rc = RV_ERROR;
         else if (digest != NULL && digest != Py_None && !PyUnicode_CheckExact(digest)) rc = RV_DECLINE;
     }
-    if (rc == RV_OK) rc = sh_items(st, PyDict_GetItemWithError(d, sh_keys[SHK_PARTS]), 0, sh_part);
+    if (rc == RV_OK) rc = sh_items(st, sh_get(d, values[6], SHK_PARTS), 0, sh_part);
     Py_DECREF(d);
     return rc;
 }
@@ -7922,17 +7935,18 @@ sh_placement(sh_state *st, PyObject *placement)
 static int
 sh_evidence(sh_state *st, PyObject *evidence)
 {
-    static const int keys[8] = {SHK_RESOURCE_ID, SHK_REVISION, SHK_PLACEMENT_ID, SHK_PLACEMENT_DIGEST,
-                                SHK_INSTANCE_ID, SHK_PARTICIPANT_ID, SHK_LEASE_ID, SHK_GENERATION};
+    static const int keys[9] = {SHK_RESOURCE_ID,    SHK_REVISION, SHK_PLACEMENT_ID, SHK_PLACEMENT_DIGEST,
+                                SHK_INSTANCE_ID,    SHK_PARTICIPANT_ID, SHK_LEASE_ID, SHK_GENERATION,
+                                SHK_FRAGMENTS};
     static const char kinds[8] = {'s', 's', 's', 's', 's', 's', 's', 'i'};
     if (Py_TYPE(evidence) != st->cls[SH_EVIDENCE]) return RV_DECLINE;
     int seen = sh_seen(st, evidence);
     if (seen != 0) return seen < 0 ? RV_ERROR : RV_OK;
-    PyObject *d = sh_dict(evidence);
+    PyObject *values[9];
+    PyObject *d = sh_dict_read(evidence, keys, 9, values);
     if (d == NULL) return RV_DECLINE;
-    int rc = sh_fields(d, keys, kinds, 8);
-    if (rc == RV_OK)
-        rc = sh_items_hinted(st, PyDict_GetItemWithError(d, sh_keys[SHK_FRAGMENTS]), 1, sh_runtime, &st->rt, MR_RF_N);
+    int rc = sh_values(d, values, keys, kinds, 8);
+    if (rc == RV_OK) rc = sh_items_hinted(st, sh_get(d, values[8], SHK_FRAGMENTS), 1, sh_runtime, &st->rt, MR_RF_N);
     Py_DECREF(d);
     return rc;
 }
@@ -7962,21 +7976,24 @@ static int
 sh_executor(sh_state *st, PyObject *executor)
 {
     if (Py_TYPE(executor) != st->cls[SH_EXECUTOR]) return RV_DECLINE;
-    PyObject *d = sh_dict(executor);
+    static const int keys[1] = {SHK_ATTESTATION};
+    static const int attestation_keys[2] = {SHK_PLACEMENT, SHK_EVIDENCE};
+    PyObject *values[2];
+    PyObject *d = sh_dict_read(executor, keys, 1, values);
     if (d == NULL) return RV_DECLINE;
-    PyObject *attestation = PyDict_GetItemWithError(d, sh_keys[SHK_ATTESTATION]);
+    PyObject *attestation = sh_get(d, values[0], SHK_ATTESTATION);
     int rc = attestation == NULL ? (PyErr_Occurred() ? RV_ERROR : RV_DECLINE) : RV_OK;
     if (rc == RV_OK) {
         Py_INCREF(attestation);
         Py_DECREF(d);
         d = NULL;
         if (Py_TYPE(attestation) != st->cls[SH_ATTESTATION]) rc = RV_DECLINE;
-        PyObject *ad = rc == RV_OK ? sh_dict(attestation) : NULL;
+        PyObject *ad = rc == RV_OK ? sh_dict_read(attestation, attestation_keys, 2, values) : NULL;
         if (rc == RV_OK && ad == NULL) rc = RV_DECLINE;
         Py_DECREF(attestation);
         if (rc == RV_OK) {
-            PyObject *placement = PyDict_GetItemWithError(ad, sh_keys[SHK_PLACEMENT]);
-            PyObject *evidence = placement != NULL ? PyDict_GetItemWithError(ad, sh_keys[SHK_EVIDENCE]) : NULL;
+            PyObject *placement = sh_get(ad, values[0], SHK_PLACEMENT);
+            PyObject *evidence = placement != NULL ? sh_get(ad, values[1], SHK_EVIDENCE) : NULL;
             if (evidence == NULL) rc = PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
             if (rc == RV_OK) rc = sh_placement(st, placement);
             if (rc == RV_OK) rc = sh_evidence(st, evidence);
