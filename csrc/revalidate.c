@@ -4573,15 +4573,25 @@ static int
 rc_executor(PyObject *row, PyObject *placement, PyObject *placement_id, PyObject *digest, PyObject *parts,
             PyObject *seen, PyObject *participants, PyObject *attested, PyObject *used, PyTypeObject *rank_type)
 {
-    PyObject *participant = NULL, *worker = NULL, *pair = NULL, *attestation = NULL, *id = NULL, *ids = NULL;
-    PyObject *fragment_ids = NULL;
+    /* the executor's fields, all read right after its instance dict is checked plain: the checks
+     * below compare and hash them, which may run Python code (an operand that is not exact), and
+     * no probe of that dict may follow such code (plain_dict.h) */
+    enum { E_PARTICIPANT, E_WORKER, E_ATTESTATION, E_RANK, E_PLACEMENT_ID, E_DIGEST, E_INSTANCE, E_LEASE,
+           E_FRAGMENT_IDS, E_N };
+    static const int names[E_N] = {RC_PARTICIPANT, RC_WORKER,   RC_ATTESTATION,  RC_RANK,        RC_PLACEMENT_ID,
+                                   RC_DIGEST_STATE, RC_INSTANCE, RC_RUNTIME_LEASE, RC_FRAGMENT_IDS};
+    PyObject *field[E_N] = {NULL};
+    PyObject *pair = NULL, *id = NULL, *ids = NULL;
     int rc = RV_DECLINE;
     if (!PyTuple_CheckExact(row) || PyTuple_Size(row) != 3) goto done;
     PyObject *estate = PyTuple_GetItem(row, 0);
     /* (an executor's instance dict from revalidate_views: checked again, code may have run since) */
     if (estate == NULL || !pd_plain_keys(estate)) goto done;
-    participant = rv_item(estate, rc_keys[RC_PARTICIPANT]);
-    worker = rv_item(estate, rc_keys[RC_WORKER]);
+    for (int k = 0; k < E_N; k++) {
+        field[k] = rv_item(estate, rc_keys[names[k]]);
+        if (field[k] == NULL && PyErr_Occurred()) goto done;
+    }
+    PyObject *participant = field[E_PARTICIPANT], *worker = field[E_WORKER];
     if (participant == NULL || worker == NULL) goto done;
     pair = PyTuple_Pack(2, participant, worker);
     if (pair == NULL) goto done;
@@ -4589,21 +4599,24 @@ rc_executor(PyObject *row, PyObject *placement, PyObject *placement_id, PyObject
     if (present != 0 || PySet_Add(seen, pair) < 0 || PySet_Add(participants, participant) < 0) goto done;
     PyObject *part = PyDict_GetItemWithError(parts, participant); /* borrowed; ``parts`` holds it */
     if (part == NULL) goto done;
-    attestation = rv_item(estate, rc_keys[RC_ATTESTATION]);
+    PyObject *attestation = field[E_ATTESTATION];
     if (attestation == NULL || attestation == Py_None) goto done;
-    /* The checks of ``_validate_bound_target_coverage``, in its order. */
-    int bad = rc_rank_differs(rv_item(estate, rc_keys[RC_RANK]), pd_getattr(part, rc_keys[RC_RANK]), rank_type);
-    if (bad == 0) bad = rc_differs(rv_item(estate, rc_keys[RC_PLACEMENT_ID]), Py_NewRef(placement_id));
-    if (bad == 0) bad = rc_differs(rv_item(estate, rc_keys[RC_DIGEST_STATE]), Py_NewRef(digest));
+    /* The checks of ``_validate_bound_target_coverage``, in its order (each rc_differs releases
+     * one reference of each operand: the fields are passed as new ones). */
+#define RC_FIELD(k) Py_XNewRef(field[(k)])
+    int bad = rc_rank_differs(RC_FIELD(E_RANK), pd_getattr(part, rc_keys[RC_RANK]), rank_type);
+    if (bad == 0) bad = rc_differs(RC_FIELD(E_PLACEMENT_ID), Py_NewRef(placement_id));
+    if (bad == 0) bad = rc_differs(RC_FIELD(E_DIGEST), Py_NewRef(digest));
     if (bad == 0) {
         int same = rc_same_placement(attestation, placement);
         bad = same < 0 ? -1 : !same;
     }
     if (bad == 0) bad = rc_differs(rc_attr2(attestation, RC_EVIDENCE, RC_PARTICIPANT), Py_NewRef(participant));
-    if (bad == 0) bad = rc_differs(rc_attr2(attestation, RC_EVIDENCE, RC_INSTANCE), rv_item(estate, rc_keys[RC_INSTANCE]));
+    if (bad == 0) bad = rc_differs(rc_attr2(attestation, RC_EVIDENCE, RC_INSTANCE), RC_FIELD(E_INSTANCE));
     if (bad == 0) {
-        bad = rc_differs(rc_attr2(attestation, RC_EVIDENCE, RC_LEASE_ID), rv_item(estate, rc_keys[RC_RUNTIME_LEASE]));
+        bad = rc_differs(rc_attr2(attestation, RC_EVIDENCE, RC_LEASE_ID), RC_FIELD(E_LEASE));
     }
+#undef RC_FIELD
     if (bad != 0) goto done;
     id = PyLong_FromVoidPtr(attestation);
     if (id == NULL) goto done;
@@ -4613,10 +4626,9 @@ rc_executor(PyObject *row, PyObject *placement, PyObject *placement_id, PyObject
     if (ids == NULL || !PyDict_CheckExact(ids)) goto done;
     PyObject *expected = PyDict_GetItemWithError(ids, worker); /* borrowed */
     if (expected == NULL && PyErr_Occurred()) goto done;
-    fragment_ids = rv_item(estate, rc_keys[RC_FRAGMENT_IDS]);
-    if (fragment_ids == NULL) goto done;
+    if (field[E_FRAGMENT_IDS] == NULL) goto done;
     PyObject *empty = expected == NULL ? PyTuple_New(0) : Py_NewRef(expected);
-    if (rc_differs(Py_NewRef(fragment_ids), empty) != 0) goto done;
+    if (rc_differs(Py_NewRef(field[E_FRAGMENT_IDS]), empty) != 0) goto done;
     Py_CLEAR(id);
     id = PyLong_FromVoidPtr(estate);
     if (id == NULL) goto done;
@@ -4624,13 +4636,10 @@ rc_executor(PyObject *row, PyObject *placement, PyObject *placement_id, PyObject
     rc = RV_OK;
 done:
     if (rc == RV_DECLINE && PyErr_Occurred()) rc = RV_ERROR;
-    Py_XDECREF(participant);
-    Py_XDECREF(worker);
+    for (int k = 0; k < E_N; k++) Py_XDECREF(field[k]);
     Py_XDECREF(pair);
-    Py_XDECREF(attestation);
     Py_XDECREF(id);
     Py_XDECREF(ids);
-    Py_XDECREF(fragment_ids);
     return rc;
 }
 
