@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from forge_helpers import outcome
 from test_native_revalidate import _FRAGMENT_TYPES, _bound_plan, _identity, _scan
+from test_sound26_view_callout_keys import _attestations
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import WeightPlacementPart
@@ -33,16 +34,6 @@ class Odd(str):
     """A str subclass key: dicts holding one are not plain (their probes could run its __eq__)."""
 
     __slots__ = ()
-
-
-def _attestations(plan: Any) -> list[Any]:
-    found: list[Any] = []
-    for operation in plan.operations:
-        for side in (operation.source, operation.target):
-            attestation = getattr(side, "attestation", None)
-            if attestation is not None and all(attestation is not seen for seen in found):
-                found.append(attestation)
-    return found
 
 
 def _set_view_key(value: Any) -> Callable[[Any, dict[Any, Any]], None]:
