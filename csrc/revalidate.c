@@ -850,10 +850,16 @@ typedef struct {
     PyObject *module;              /* this module (attested_view's attested_rows) */
     PyObject *view_type;           /* _AttestedView, or NULL: views only through view_of */
     PyObject *evidence_type;       /* RuntimeBindingEvidence (with view_type) */
+    /* ``views`` (rf_view_of): bound_contracts._VIEW_STATE, WeightPlacementPart and
+     * bound_contracts._attested_view_end; NULL (all three): every view through view_of */
+    PyObject *view_state;
+    PyObject *part_class;
+    PyObject *view_end;
 } rf_config;
 
 static PyObject *av_build(PyObject *module, PyObject *view_type, PyObject *attestation, PyObject *const *types,
                           PyObject *objects);
+static PyObject *rf_view_of(PyObject *attestation, const rf_config *cfg);
 
 /* ``getattr(object, name)``; NULL with no error set on AttributeError (decline). */
 static PyObject *
@@ -1088,7 +1094,7 @@ rf_attested_entry(PyObject *attestation, const rf_config *cfg, PyObject **entry,
         goto done;
     }
     if (view == NULL) {
-        view = PyObject_CallFunctionObjArgs(cfg->view_of, attestation, NULL);
+        view = rf_view_of(attestation, cfg);
         if (view == NULL) goto done;
         /* Python code ran (a hook, or what the view's code reaches, could plant a key): the two
          * dicts checked again before any probe (by the caller, after its last call, with
@@ -1757,7 +1763,7 @@ rf_enter_all(PyObject *items, Py_ssize_t from, Py_ssize_t n, const rf_config *cf
 PyDoc_STRVAR(revalidate_fragments_doc,
 "revalidate_fragments(fragments, placement_type, binding_type, attestation_type,\n"
 "                     manifest_type, rank_type, identity, view_of, view_type=None, evidence_type=None,\n"
-"                     want_keys=True)\n"
+"                     want_keys=True, views=None)\n"
 "--\n\n"
 "Per distinct bound fragment of the TransferPlan revalidation fast path (spec §9.6 step 11).\n"
 "``fragments`` is a list of bound fragments (their class is checked by the caller). Returns\n"
@@ -1777,7 +1783,13 @@ PyDoc_STRVAR(revalidate_fragments_doc,
 "are still checked (two types or None) but not used. Errors raised by the values' own methods\n"
 "propagate (TypeError for malformed ``deps`` of such an entry). With ``want_keys`` false the\n"
 "keys are not built (every check is the same) and ``keys`` is None: for a caller that does not\n"
-"run revalidate_side, their only reader.");
+"run revalidate_side, their only reader.\n"
+"``views``, None or ``(view_state, part_class, view_end)`` (``bound_contracts._VIEW_STATE``,\n"
+"``WeightPlacementPart``, ``bound_contracts._attested_view_end``, with ``view_type`` given):\n"
+"``view_of`` is then ``bound_contracts._attested_view`` and its common paths run in C (the\n"
+"scope entry; a first view without ``_attested_view`` recorded; a view with binding's snapshot\n"
+"objects), calling ``view_end`` for its other ends and ``view_of`` whenever something else is\n"
+"found before anything is changed.");
 
 static PyObject *
 revalidate_fragments(PyObject *module, PyObject *args)
@@ -1785,13 +1797,26 @@ revalidate_fragments(PyObject *module, PyObject *args)
     PyObject *fragments;
     PyObject *types[5];
     rf_config cfg;
-    PyObject *view_type = Py_None, *evidence_type = Py_None;
+    PyObject *view_type = Py_None, *evidence_type = Py_None, *views = Py_None;
     int want_keys = 1;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O|OOp:revalidate_fragments", &PyList_Type, &fragments, &PyType_Type,
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O|OOpO:revalidate_fragments", &PyList_Type, &fragments, &PyType_Type,
                           &types[0], &PyType_Type, &types[1], &PyType_Type, &types[2], &PyType_Type, &types[3],
                           &PyType_Type, &types[4], &PyTuple_Type, &cfg.identity, &cfg.view_of, &view_type,
-                          &evidence_type, &want_keys)) {
+                          &evidence_type, &want_keys, &views)) {
         return NULL;
+    }
+    cfg.view_state = cfg.part_class = cfg.view_end = NULL;
+    if (views != Py_None) {
+        if (!PyTuple_CheckExact(views) || PyTuple_Size(views) != 3 || view_type == Py_None
+            || !PyType_Check(PyTuple_GetItem(views, 1)) || !PyCallable_Check(PyTuple_GetItem(views, 2))) {
+            PyErr_SetString(PyExc_TypeError,
+                            "revalidate_fragments: views must be None or (view_state, part_class, view_end) with a "
+                            "view_type");
+            return NULL;
+        }
+        cfg.view_state = PyTuple_GetItem(views, 0); /* borrowed: the caller's tuple holds them */
+        cfg.part_class = PyTuple_GetItem(views, 1);
+        cfg.view_end = PyTuple_GetItem(views, 2);
     }
     if ((view_type == Py_None) != (evidence_type == Py_None)
         || (view_type != Py_None && (!PyType_Check(view_type) || !PyType_Check(evidence_type)))) {
@@ -6077,6 +6102,200 @@ attested_view(PyObject *module, PyObject *args)
     return view;
 }
 
+/* --- rf_view_of: bound_contracts._attested_view's common paths in C --------------------- */
+
+enum { VO_SCOPE, VO_BUILT_NOW, VO_HELD, VO_DIGEST_AHEAD, VO_NNAMES };
+static const char *const vo_names[VO_NNAMES] = {"scope", "built_now", "held", "_digest_ahead"};
+static PyObject *vo_keys[VO_NNAMES];
+
+/* 1 when dict (an exact dict) has exact str and exact int keys only: probing it with an exact
+ * str or int, or storing one, compares two strs (unicode_compare), two ints, or a str with an int
+ * (both decline: unequal), so no Python code runs (plain_dict.h): ``_ViewState.scope`` (id()
+ * keys; reachable, e.g. through gc.get_objects()) and the attestation's ``_derived_cache`` dict
+ * (whose other keys are ints, binding's own). Runs no Python code. */
+static int
+vo_atom_keys(PyObject *dict)
+{
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+        if (!PyUnicode_CheckExact(key) && !PyLong_CheckExact(key)) return 0;
+    }
+    return 1;
+}
+
+/* The attestation's instance dict when plain (new reference), NULL with no error set when it is
+ * not or there is none, NULL with an error set on failure. */
+static PyObject *
+vo_plain_dict(PyObject *obj)
+{
+    PyObject *dict = pd_instance_dict(obj);
+    if (dict == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) PyErr_Clear();
+    return dict;
+}
+
+/* ``view_end(attestation, view, objects, scope, built_now, held)``: the rest of the wrapper. */
+static PyObject *
+vo_end(const rf_config *cfg, PyObject *attestation, PyObject *view, PyObject *objects, PyObject *scope,
+       PyObject *built, PyObject *held)
+{
+    return PyObject_CallFunctionObjArgs(cfg->view_end, attestation, view, objects, scope, built, held, NULL);
+}
+
+/* ``bound_contracts._attested_view(attestation)`` (cfg->view_of) with its common paths in C:
+ * a new reference to the view, NULL with an error set.
+ *
+ * Until the view is built nothing is changed and no Python code runs (the thread's _ViewState
+ * attributes, the scope dict of exact int keys, plain instance dicts); anything else found there
+ * (a scope entry that is not this attestation's, a ``_VIEW_KEY`` value, a dict that is not plain,
+ * state of other types) calls ``view_of``, which then does exactly what the wrapper does. From
+ * ``held.append`` on, the steps are the wrapper's, in its order: ``_native.attested_view``'s
+ * build (av_build: the digest property, Python code, runs there), then the scope entry and the
+ * first view's ``_VIEW_KEY = ()`` when both are stores no Python code can see (the scope's keys
+ * still exact ints without this attestation's, its dict still plain without ``_VIEW_KEY`` or with
+ * None there), else ``view_end`` with the values the wrapper holds at that point. */
+static PyObject *
+rf_view_of(PyObject *attestation, const rf_config *cfg)
+{
+    if (cfg->view_state == NULL || Py_TYPE(attestation) != cfg->attestation_type)
+        return PyObject_CallFunctionObjArgs(cfg->view_of, attestation, NULL);
+    PyObject *scope = NULL, *built = NULL, *held = NULL, *key = NULL, *state = NULL, *ahead = NULL;
+    PyObject *objects = NULL, *view = NULL, *result = NULL, *found = NULL;
+    int fallback = 1, append = 0;
+    scope = PyObject_GetAttr(cfg->view_state, vo_keys[VO_SCOPE]);
+    built = scope == NULL ? NULL : PyObject_GetAttr(cfg->view_state, vo_keys[VO_BUILT_NOW]);
+    held = built == NULL ? NULL : PyObject_GetAttr(cfg->view_state, vo_keys[VO_HELD]);
+    if (held == NULL) {
+        PyErr_Clear(); /* (view_of reads them again and raises) */
+        goto done;
+    }
+    if ((built != Py_True && built != Py_False) || (scope != Py_None && !PyDict_CheckExact(scope))
+        || (held != Py_None && !PyList_CheckExact(held))) {
+        goto done;
+    }
+    const int built_now = built == Py_True;
+    if (scope != Py_None) {
+        if (!vo_atom_keys(scope)) goto done;
+        key = PyLong_FromVoidPtr(attestation); /* id(attestation) */
+        if (key == NULL) goto error;
+        PyObject *entry = PyDict_GetItemWithError(scope, key); /* borrowed */
+        if (entry == NULL && PyErr_Occurred()) goto error;
+        if (entry != NULL) {
+            /* this attestation's view of this revalidation; anything else: the wrapper */
+            if (PyTuple_CheckExact(entry) && PyTuple_Size(entry) == 2 && PyTuple_GetItem(entry, 0) == attestation)
+                result = Py_NewRef(PyTuple_GetItem(entry, 1));
+            goto done;
+        }
+    }
+    state = vo_plain_dict(attestation);
+    if (state == NULL) {
+        if (PyErr_Occurred()) goto error;
+        goto done;
+    }
+    /* (no _VIEW_KEY: the wrapper's cache check fails, and the first view records ``()``) */
+    if (!built_now && PyDict_GetItemWithError(state, av_keys[AV_ATTESTED_VIEW]) != NULL) goto done;
+    if (PyErr_Occurred()) goto error;
+    PyObject *placement = PyDict_GetItemWithError(state, av_keys[AV_PLACEMENT]); /* borrowed */
+    if (placement == NULL && PyErr_Occurred()) goto error;
+    if (held != Py_None && placement != NULL && Py_TYPE(placement) == cfg->manifest_type) {
+        PyObject *pstate = vo_plain_dict(placement);
+        if (pstate == NULL) {
+            if (PyErr_Occurred()) goto error;
+            goto done;
+        }
+        ahead = PyDict_GetItemWithError(pstate, vo_keys[VO_DIGEST_AHEAD]);
+        if (ahead == NULL && PyErr_Occurred()) {
+            Py_DECREF(pstate);
+            goto error;
+        }
+        ahead = Py_NewRef(ahead == NULL ? Py_None : ahead);
+        Py_DECREF(pstate);
+        append = 1;
+    }
+    if (built_now && scope != Py_None) {
+        /* The snapshot objects binding derived from this attestation in this very call. */
+        PyObject *cache = PyDict_GetItemWithError(state, av_keys[AV_DERIVED_CACHE]); /* borrowed */
+        if (cache == NULL && PyErr_Occurred()) goto error;
+        PyObject *evidence = PyDict_GetItemWithError(state, av_keys[AV_EVIDENCE]);
+        if (evidence == NULL && PyErr_Occurred()) goto error;
+        if (cache != NULL && PyTuple_CheckExact(cache) && PyTuple_Size(cache) == 3
+            && PyTuple_GetItem(cache, 0) == (placement == NULL ? Py_None : placement)
+            && PyTuple_GetItem(cache, 1) == (evidence == NULL ? Py_None : evidence)
+            && PyDict_CheckExact(PyTuple_GetItem(cache, 2))) {
+            PyObject *derived = PyTuple_GetItem(cache, 2);
+            if (!vo_atom_keys(derived)) goto done;
+            found = PyDict_GetItemWithError(derived, av_keys[AV_SNAPSHOTS_BY_WORKER]); /* borrowed */
+            if (found == NULL && PyErr_Occurred()) goto error;
+        }
+    }
+    objects = Py_NewRef(found == NULL ? Py_None : found);
+    /* -- from here on the wrapper's steps (nothing falls back to view_of) -- */
+    fallback = 0;
+    if (append && PyList_Append(held, ahead) < 0) goto error;
+    PyObject *types[5] = {(PyObject *)cfg->attestation_type, cfg->evidence_type, (PyObject *)cfg->binding_type,
+                          (PyObject *)cfg->manifest_type, cfg->part_class};
+    view = av_build(cfg->module, cfg->view_type, attestation, types, objects);
+    if (view == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) goto error;
+        PyErr_Clear(); /* (as attested_view: the Python constructor decides) */
+        view = Py_NewRef(Py_None);
+    }
+    if (view == Py_None || scope == Py_None) {
+        result = view == Py_None ? vo_end(cfg, attestation, view, objects, scope, built, held) : Py_NewRef(view);
+        goto done;
+    }
+    /* Python code ran (the digest property): the stores only when still unseen by any */
+    const int record = !built_now && objects == Py_None;
+    PyObject *now = NULL;
+    int plain = vo_atom_keys(scope);
+    if (plain) {
+        PyObject *entry = PyDict_GetItemWithError(scope, key);
+        if (entry == NULL && PyErr_Occurred()) goto error;
+        plain = entry == NULL;
+    }
+    if (plain && record) {
+        now = vo_plain_dict(attestation);
+        if (now == NULL && PyErr_Occurred()) goto error;
+        PyObject *kept = now == NULL ? NULL : PyDict_GetItemWithError(now, av_keys[AV_ATTESTED_VIEW]);
+        if (kept == NULL && PyErr_Occurred()) {
+            Py_DECREF(now);
+            goto error;
+        }
+        plain = now != NULL && (kept == NULL || kept == Py_None);
+    }
+    if (!plain) {
+        Py_XDECREF(now);
+        result = vo_end(cfg, attestation, view, objects, scope, built, held);
+        goto done;
+    }
+    PyObject *pair = PyTuple_Pack(2, attestation, view);
+    int rc = pair == NULL ? -1 : PyDict_SetItem(scope, key, pair); /* holds the attestation */
+    Py_XDECREF(pair);
+    if (rc == 0 && record) {
+        PyObject *empty = PyTuple_New(0);
+        rc = empty == NULL ? -1 : PyDict_SetItem(now, av_keys[AV_ATTESTED_VIEW], empty);
+        Py_XDECREF(empty);
+    }
+    Py_XDECREF(now);
+    if (rc < 0) goto error;
+    result = Py_NewRef(view);
+    goto done;
+error:
+    fallback = 0;
+done:
+    Py_XDECREF(scope);
+    Py_XDECREF(built);
+    Py_XDECREF(held);
+    Py_XDECREF(key);
+    Py_XDECREF(state);
+    Py_XDECREF(ahead);
+    Py_XDECREF(objects);
+    Py_XDECREF(view);
+    if (fallback && result == NULL && !PyErr_Occurred())
+        return PyObject_CallFunctionObjArgs(cfg->view_of, attestation, NULL);
+    return result;
+}
+
 /* --- revalidate_views ------------------------------------------------------------------- */
 
 enum {
@@ -8136,6 +8355,11 @@ Init_Revalidate(PyObject *module)
         if (av_keys[k] != NULL) continue;
         av_keys[k] = PyUnicode_InternFromString(av_names[k]);
         if (av_keys[k] == NULL) return -1;
+    }
+    for (int k = 0; k < VO_NNAMES; k++) {
+        if (vo_keys[k] != NULL) continue;
+        vo_keys[k] = PyUnicode_InternFromString(vo_names[k]);
+        if (vo_keys[k] == NULL) return -1;
     }
     if (av_object_new == NULL) {
         av_object_new = PyObject_GetAttrString((PyObject *)&PyBaseObject_Type, "__new__");

@@ -757,8 +757,10 @@ def revalidate_fragments(
     view_of: Callable[[Any], Any],
     view_type: Optional[type] = None,
     evidence_type: Optional[type] = None,
+    want_keys: bool = True,
+    views: Optional[tuple[Any, type, Callable[..., Any]]] = None,
     /,
-) -> Optional[tuple[list[tuple[Any, ...]], list[tuple[Any, Any]], list[Any], dict[int, tuple[Any, Any, Any]]]]:
+) -> Optional[tuple[Optional[list[tuple[Any, ...]]], list[tuple[Any, Any]], list[Any], dict[int, tuple[Any, Any, Any]]]]:
     """Per distinct bound fragment of the ``TransferPlan`` revalidation fast path (spec §9.6
     step 11). ``None`` unless every fragment's placement and binding are exactly
     ``placement_type`` / ``binding_type``, both owners are ``None``, its attestation is exactly
@@ -772,9 +774,14 @@ def revalidate_fragments(
     of exactly ``attestation_type`` (``_attested_view``: ``(view, evidence, placement,
     placement_dict, deps)``) when the attestation still holds that evidence, placement and
     placement dict and ``deps_unchanged(deps)``; otherwise ``view_of``'s. ``view_type`` and
-    ``evidence_type`` (both or neither) are checked but not used. ``TypeError`` for wrong
-    argument types (also for malformed ``deps`` of such an entry); errors of the values' own
-    methods propagate."""
+    ``evidence_type`` are both given or neither. With ``want_keys`` false ``keys`` is None (the
+    checks are the same). ``views``, ``(bound_contracts._VIEW_STATE, WeightPlacementPart,
+    bound_contracts._attested_view_end)`` with ``view_type`` given, runs the common paths of
+    ``view_of`` (then ``bound_contracts._attested_view``) in C: the scope entry, a first view
+    without ``_attested_view`` recorded, a view with binding's snapshot objects; ``view_end``
+    for its other ends, ``view_of`` whenever anything else is found before anything changed.
+    ``TypeError`` for wrong argument types (also for malformed ``deps`` of such an entry);
+    errors of the values' own methods propagate."""
 
 def revalidate_side(
     frags: list[Any],

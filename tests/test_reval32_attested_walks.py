@@ -26,7 +26,7 @@ import native_watch
 from spec_helpers import field_state, forged_instance
 from forge_helpers import profiled_outcome, sized_world
 from test_native_revalidate_fastpaths import _attestations, _forged_attestation, _index, _reference, _spread
-from test_sound26_view_callout_keys import _attestations as _plan_attestations, _view_call_of
+from test_sound26_view_callout_keys import ViewCallOf, _attestations as _plan_attestations
 
 from mooncake.reshard.contracts.fragments import RuntimeBindingFragment
 from mooncake.reshard.weight import bind_logical_transfer_plan
@@ -184,6 +184,7 @@ def test_pass_declines_a_foreign_key_at_any_position(field: str, when: str, tens
             vars(attestation).pop("_attested_view", None)
         mapping = vars(target)[field]
         planted_items = _with_foreign_key(mapping, position)
+        view_call_of_target = ViewCallOf(plan, target)
         planted: list[bool] = []
 
         def plant() -> None:
@@ -197,7 +198,7 @@ def test_pass_declines_a_foreign_key_at_any_position(field: str, when: str, tens
 
         def hook(frame: Any, event: str, arg: Any) -> None:
             watch(frame, event, arg)
-            if not planted and _view_call_of(frame, event, target):
+            if view_call_of_target(frame, event, arg) and not planted:
                 plant()
 
         native_watch._ACTIVE.append(watch)

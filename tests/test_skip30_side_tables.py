@@ -220,7 +220,7 @@ def test_argument_types() -> None:
             _native.revalidate_views(*args, None, False, False, None)
         with pytest.raises(TypeError):
             _native.revalidate_fragments(frags, *_FRAGMENT_TYPES, _identity(plan), bc._attested_view, None, None,
-                                         False, None)
+                                         False, None, None)
 
 
 # -- inputs edited before the call ----------------------------------------------------------------

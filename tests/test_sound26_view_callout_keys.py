@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import sys
 from typing import Any
 
 import pytest
@@ -28,7 +29,11 @@ import pytest
 import native_watch
 from forge_helpers import profiled_outcome, sized_world
 
+from mooncake.reshard import _native
 from mooncake.reshard.weight import bind_logical_transfer_plan
+from mooncake.reshard.weight._planner import bound_contracts
+
+_MISSING = object()
 
 
 class Planted(str):
@@ -63,6 +68,65 @@ def _view_call_of(frame: Any, event: str, attestation: Any) -> bool:
     )
 
 
+def _pass_build_order(plan: Any) -> list[Any]:
+    """The attestations whose views ``dataclasses.replace(plan)``'s pass builds, in the order it
+    builds them: a run through the Python wrapper (a spy in ``_attested_view``'s place turns
+    ``revalidate_fragments``' C paths off; the pass asks for views at the same points), each
+    attestation's ``_attested_view`` entry restored afterwards."""
+    kept = [(vars(attestation), vars(attestation).get("_attested_view", _MISSING)) for attestation in _attestations(plan)]
+    original = bound_contracts._attested_view
+    order: list[Any] = []
+
+    def spy(attestation: Any) -> Any:
+        scope = bound_contracts._VIEW_STATE.scope
+        if sys._getframe(1).f_code.co_name == "_fast_revalidate_live" and id(attestation) not in (scope or {}):
+            order.append(attestation)
+        return original(attestation)
+
+    bound_contracts._attested_view = spy
+    try:
+        dataclasses.replace(plan)
+    finally:
+        bound_contracts._attested_view = original
+    for state, value in kept:
+        state.pop("_attested_view", None)
+        if value is not _MISSING:
+            state["_attested_view"] = value
+    return order
+
+
+class ViewCallOf:
+    """A profile-hook predicate: the pass's view call for ``attestation`` in
+    ``dataclasses.replace(plan)``. The pass builds a view through ``_attested_view`` (its frame,
+    ``_view_call_of``) or, on the wrapper's common paths, in C (``revalidate_fragments``' views),
+    where the first Python code the build runs is the placement's ``digest`` property, called by
+    the pass itself. Each of the two marks one view build; the attestation's is found by its
+    place in the pass's build order (``_pass_build_order``)."""
+
+    def __init__(self, plan: Any, attestation: Any) -> None:
+        order = _pass_build_order(plan)
+        self.attestation = attestation
+        self.index = next(k for k, built in enumerate(order) if built is attestation)
+        self.builds = 0
+        self.in_pass = False
+
+    def __call__(self, frame: Any, event: str, arg: Any) -> bool:
+        if event in ("c_call", "c_return", "c_exception") and arg is _native.revalidate_fragments:
+            self.in_pass = event == "c_call"
+            return False
+        if not self.in_pass or event != "call" or frame.f_back is None:
+            return False
+        if frame.f_back.f_code.co_name != "_fast_revalidate_live":
+            return False
+        if frame.f_code.co_name not in ("_attested_view", "digest"):
+            return False
+        build = self.builds
+        self.builds += 1
+        if frame.f_code.co_name == "_attested_view":
+            return _view_call_of(frame, event, self.attestation)
+        return build == self.index
+
+
 def _attestations(plan: Any) -> list[Any]:
     found: list[Any] = []
     for operation in plan.operations:
@@ -93,10 +157,11 @@ def test_no_key_planted_at_a_view_call_is_probed_inside_a_pass(pair: tuple[int, 
     earlier, later = attestations[pair[0]], attestations[pair[1]]
     for attestation in attestations:  # no current cached view: the pass calls view_of
         vars(attestation).pop("_attested_view", None)
+    view_call_of_later = ViewCallOf(plan, later)
     planted: list[bool] = []
 
     def at_view_call(frame: Any, event: str, arg: Any) -> None:
-        if not planted and _view_call_of(frame, event, later):
+        if view_call_of_later(frame, event, arg) and not planted:
             planted.append(True)
             _plant(vars(earlier)[field])
 
