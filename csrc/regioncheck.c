@@ -69,7 +69,12 @@ typedef struct {
     PyObject *dict;  /* owned, or NULL */
     PyObject *const *fields; /* or its fields (a region in the checked layout: layout.h), or NULL */
     PyObject *const *pf;     /* or its fields (a placement fragment in its C-owned layout), or NULL */
+    PyObject *rt;            /* or itself (a runtime fragment in its accepted C-owned layout), or NULL */
 } rc_reader;
+
+/* This file's readers of runtime fragments: the memo of their class's layout check (layout.h
+ * mr_runtime_layout). */
+static mr_class_memo rc_runtime_memo;
 
 /* 0 ok, -1 error. A plain class instance without an instance dict (a C-owned layout the call
  * did not check) is read with PyObject_GetAttr. */
@@ -79,12 +84,21 @@ rc_open(PyObject *obj, const rc_classes *classes, rc_reader *reader)
     reader->obj = obj;
     reader->dict = NULL;
     reader->pf = NULL;
+    reader->rt = NULL;
     reader->fields = mr_layout_fields(obj, &classes->region);
     if (reader->fields != NULL) return 0;
     for (Py_ssize_t i = 0; i < classes->nplain; i++) {
         if ((PyObject *)Py_TYPE(obj) == classes->plain[i]) {
             reader->pf = mr_pf_fields(obj); /* a placement fragment's slots (layout.h) */
             if (reader->pf != NULL) return 0;
+            /* a runtime fragment in its accepted layout: its slots, as the other readers of
+             * runtime fragments read them (mr_runtime_state_get), instead of an AttributeError
+             * raised and cleared for its missing instance dict and a getattr per field */
+            mr_layout_class lc;
+            if (mr_runtime_layout(&rc_runtime_memo, &lc, (PyObject *)Py_TYPE(obj))) {
+                reader->rt = obj;
+                return 0;
+            }
             reader->dict = PyObject_GenericGetDict(obj, NULL);
             if (reader->dict == NULL) {
                 /* no instance dict (a C-owned layout): its attributes are read */
@@ -127,6 +141,13 @@ rc_get(const rc_reader *reader, PyObject *name, PyObject **out)
         /* its slot (an empty one, or a name that is not a field: a missing key) */
         int found;
         *out = mr_pf_named(reader->pf, name, &found);
+        if (*out == NULL) return 0;
+        Py_INCREF(*out);
+        return 1;
+    }
+    if (reader->rt != NULL) {
+        /* its slot (an empty one, or a name that is not a field: a missing key) */
+        *out = mr_runtime_state_get(&rc_runtime_memo, reader->rt, name);
         if (*out == NULL) return 0;
         Py_INCREF(*out);
         return 1;
@@ -401,10 +422,6 @@ regions_canonical(PyObject *Py_UNUSED(self), PyObject *args)
     }
     return PyLong_FromSsize_t(i);
 }
-
-/* This file's readers of runtime fragments: the memo of their class's layout check (layout.h
- * mr_runtime_layout). */
-static mr_class_memo rc_runtime_memo;
 
 /* Item `name` of an exact dict as a borrowed reference; NULL with no exception when absent. */
 static PyObject *
