@@ -4568,10 +4568,18 @@ rc_rank_differs(PyObject *a, PyObject *b, PyTypeObject *rank_type)
     }
     int differs = -2; /* undecided: the generic comparison decides */
     /* the four fields' values taken in the walks that check the dicts (pd_instance_values), the
-     * ones not stored under the interned name itself looked up */
+     * ones not stored under the interned name itself looked up; one rank object (an executor
+     * shares its part's) is walked once: the same dict, and no code runs in between */
     PyObject *taken_a[4], *taken_b[4];
     PyObject *da = pd_instance_values(a, rs_keys + RS_DP, NULL, 4, taken_a);
-    PyObject *db = da == NULL ? NULL : pd_instance_values(b, rs_keys + RS_DP, NULL, 4, taken_b);
+    PyObject *db = NULL;
+    if (da != NULL && b == a) {
+        db = Py_NewRef(da);
+        for (int k = 0; k < 4; k++) taken_b[k] = taken_a[k];
+    }
+    else if (da != NULL) {
+        db = pd_instance_values(b, rs_keys + RS_DP, NULL, 4, taken_b);
+    }
     if (db != NULL) {
         differs = 0;
         for (int k = 0; k < 4 && differs == 0; k++) {

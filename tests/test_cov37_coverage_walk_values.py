@@ -212,3 +212,40 @@ def test_any_mix_agrees_with_interned_keys(fresh, wrong, planted):
         assert answers[0] == ("returned", True)
     else:
         assert answers[0] != ("returned", True)
+
+
+def test_a_shared_rank_is_walked_once_with_the_same_answers():
+    # the executor's rank object is its part's (as bound): one walk of its dict serves both
+    plan, args = _captured_shared()
+    state = args[4][-1][0]
+    rank = state["rank"]
+    part = next(p for p in plan.target_placement.parts if p.participant_id == state["participant_id"])
+    assert part.rank is rank
+    d = vars(rank)
+    assert _outcome(args) == ("returned", True)
+    for edit, planted, holds in (
+        (None, None, True),
+        (("tp", 99), None, True),  # (the same object on both sides: still equal)
+        (("dp", "0"), None, True),  # (not an exact int: the generic comparison, of one object)
+        (None, _Colliding("ep"), False),
+    ):
+        answers = []
+        for fresh in (False, True):
+            items = _rekey(d, fresh, edit, planted)
+            _CALLS.clear()
+            try:
+                answers.append(_outcome(args))
+            finally:
+                _restore(d, items)
+            assert _CALLS == []
+        assert answers[0] == answers[1], (edit, answers)
+        assert (answers[0] == ("returned", True)) == holds, (edit, answers)
+
+
+def _captured_shared() -> tuple[Any, tuple[Any, ...]]:
+    plan, args = _captured()
+    state = args[4][-1][0]
+    part = next(p for p in plan.target_placement.parts if p.participant_id == state["participant_id"])
+    if state["rank"] is not part.rank:  # (bound plans share it; made so if not)
+        state["rank"] = part.rank
+    return plan, args
