@@ -16,34 +16,17 @@ placement part). Oracle: the same edit under the interned keys (what the pass lo
 from __future__ import annotations
 
 import copy
-import dataclasses
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from forge_helpers import sized_world
+from test_memo36_shape_walk_values import _CALLS, _Colliding
+from test_memo36_shape_walk_values import _captured as _captured_call
+from test_memo36_shape_walk_values import _rekey as _rekey_dict
+from test_memo36_shape_walk_values import _restore
 
 from mooncake.reshard import _native
-from mooncake.reshard.weight import bind_logical_transfer_plan
-
-_CALLS: list[int] = []
-
-
-class _Colliding(str):
-    """A key equal to nothing, hashed as ``name``; its ``__eq__`` records that it ran."""
-
-    def __new__(cls, name: str) -> "_Colliding":
-        made = super().__new__(cls, "colliding-" + name)
-        made._target = hash(name)  # type: ignore[attr-defined]
-        return made
-
-    def __hash__(self) -> int:
-        return self._target  # type: ignore[attr-defined,no-any-return]
-
-    def __eq__(self, other: object) -> bool:
-        _CALLS.append(1)
-        return False
 
 
 class _Int(int):
@@ -52,22 +35,7 @@ class _Int(int):
 
 def _captured() -> tuple[Any, tuple[Any, ...]]:
     """A bound plan and the arguments of the revalidate_coverage call its replace() makes."""
-    logical, targets, sources, _memory = sized_world(2)
-    plan = bind_logical_transfer_plan(logical, targets, source_bindings=sources)
-    seen: list[tuple[Any, ...]] = []
-    real = _native.revalidate_coverage
-
-    def spy(*args: Any) -> Any:
-        seen.append(args)
-        return real(*args)
-
-    setattr(_native, "revalidate_coverage", spy)
-    try:
-        dataclasses.replace(plan)
-    finally:
-        setattr(_native, "revalidate_coverage", real)
-    assert seen, "the fast path calls revalidate_coverage"
-    return plan, seen[-1]
+    return _captured_call("revalidate_coverage")
 
 
 def _outcome(args: tuple[Any, ...]) -> Any:
@@ -77,8 +45,8 @@ def _outcome(args: tuple[Any, ...]) -> Any:
         return ("raised", type(error).__name__, str(error))
 
 
-def _dicts(plan: Any, args: tuple[Any, ...]) -> dict[str, tuple[dict[Any, Any], str, Any]]:
-    """Dicts the pass walks: (dict, a checked field, a wrong value for it)."""
+def _dicts(plan: Any, args: tuple[Any, ...]) -> dict[str, tuple[Any, str, Any]]:
+    """Objects whose dict the pass walks: (object, a checked field, a wrong value for it)."""
     rows = args[4]
     state = rows[-1][0]
     executor = next(e for e in plan.target_executors if vars(e) is state)
@@ -87,35 +55,27 @@ def _dicts(plan: Any, args: tuple[Any, ...]) -> dict[str, tuple[dict[Any, Any], 
         state["rank"] = copy.copy(part.rank)
     assert executor.rank == part.rank and executor.rank is not part.rank
     return {
-        "executor": (state, "instance_id", "other-instance"),
-        "executor-lease": (state, "runtime_lease_id", "other-lease"),
-        "executor-rank": (vars(executor.rank), "tp", 99),
-        "executor-rank-kind": (vars(executor.rank), "dp", _Int(executor.rank.dp)),
-        "part-rank": (vars(part.rank), "ep", 99),
-        "part-rank-kind": (vars(part.rank), "pp", "0"),
+        "executor": (executor, "instance_id", "other-instance"),
+        "executor-lease": (executor, "runtime_lease_id", "other-lease"),
+        "executor-rank": (executor.rank, "tp", 99),
+        "executor-rank-kind": (executor.rank, "dp", _Int(executor.rank.dp)),
+        "part-rank": (part.rank, "ep", 99),
+        "part-rank-kind": (part.rank, "pp", "0"),
     }
 
 
-def _rekey(d: dict[Any, Any], fresh: bool, edit: Any = None, planted: Any = None) -> dict[Any, Any]:
-    """Re-make dict d: keys as equal non-identical strs when fresh; edit = (name, value) set under
-    that key; planted: an extra key, stored first. Returns the original items to restore."""
-    items = dict(d)
-    d.clear()
-    if planted is not None:  # (first: a lookup of its hash meets it before the field's own key)
+def _rekey(obj: Any, fresh: bool, edit: Any = None, planted: Any = None) -> dict[Any, Any]:
+    """MEMO36's re-keying of obj's instance dict (fresh keys, an edit), with the planted key
+    stored first: a lookup of its hash meets it before the field's own key. Returns the
+    original items to restore."""
+    items = _rekey_dict(obj, fresh, edit)
+    if planted is not None:
+        d = vars(obj)
+        rest = dict(d)
+        d.clear()
         d[planted] = None
-    for key, value in items.items():
-        new_key = "".join(list(key)) if fresh else key
-        if fresh:
-            assert new_key == key and new_key is not key
-        if edit is not None and key == edit[0]:
-            value = edit[1]
-        d[new_key] = value
+        d.update(rest)
     return items
-
-
-def _restore(d: dict[Any, Any], items: dict[Any, Any]) -> None:
-    d.clear()
-    d.update(items)
 
 
 def test_unedited_call_holds():
@@ -127,12 +87,12 @@ def test_unedited_call_holds():
 
 def test_fresh_keys_are_found():
     plan, args = _captured()
-    for name, (d, _field, _wrong) in _dicts(plan, args).items():
-        items = _rekey(d, True)
+    for name, (obj, _field, _wrong) in _dicts(plan, args).items():
+        items = _rekey(obj, True)
         try:
             assert _outcome(args) == ("returned", True), name
         finally:
-            _restore(d, items)
+            _restore(obj, items)
     assert _outcome(args) == ("returned", True)
 
 
@@ -141,14 +101,14 @@ _EQUAL_EDITS = ("executor-rank-kind",)
 
 def test_wrong_value_under_fresh_key_as_under_interned():
     plan, args = _captured()
-    for name, (d, field, wrong) in _dicts(plan, args).items():
+    for name, (obj, field, wrong) in _dicts(plan, args).items():
         answers = []
         for fresh in (False, True):
-            items = _rekey(d, fresh, edit=(field, wrong))
+            items = _rekey(obj, fresh, edit=(field, wrong))
             try:
                 answers.append(_outcome(args))
             finally:
-                _restore(d, items)
+                _restore(obj, items)
         assert answers[0] == answers[1], (name, answers)
         # (an equal int subclass: the generic comparison finds the ranks equal)
         assert (answers[0] == ("returned", True)) == (name in _EQUAL_EDITS), (name, answers)
@@ -157,15 +117,15 @@ def test_wrong_value_under_fresh_key_as_under_interned():
 
 def test_colliding_key_runs_no_code():
     plan, args = _captured()
-    for name, (d, field, _wrong) in _dicts(plan, args).items():
+    for name, (obj, field, _wrong) in _dicts(plan, args).items():
         answers = []
         for fresh in (False, True):
-            items = _rekey(d, fresh, planted=_Colliding(field))
+            items = _rekey(obj, fresh, planted=_Colliding(field))
             _CALLS.clear()  # (planting it compared it with the field's key)
             try:
                 answers.append(_outcome(args))
             finally:
-                _restore(d, items)
+                _restore(obj, items)
             assert _CALLS == [], name
         assert answers[0] == answers[1], (name, answers)
         assert answers[0] != ("returned", True), (name, answers)
@@ -175,14 +135,15 @@ def test_colliding_key_runs_no_code():
 _NAMES = ("executor", "executor-lease", "executor-rank", "executor-rank-kind", "part-rank", "part-rank-kind")
 
 
+_ONE = st.one_of(st.none(), st.sampled_from(_NAMES))
+
+
 @settings(max_examples=40, deadline=None)
-@given(
-    fresh=st.sets(st.sampled_from(_NAMES)),
-    wrong=st.one_of(st.none(), st.sampled_from(_NAMES)),
-    planted=st.one_of(st.none(), st.sampled_from(_NAMES)),
-)
-def test_any_mix_agrees_with_interned_keys(fresh, wrong, planted):
-    # oracle: the same edits with every key interned (the lookups the pass made before COV37)
+@given(mix=st.tuples(st.sets(st.sampled_from(_NAMES)), _ONE, _ONE))
+def test_any_mix_agrees_with_interned_keys(mix):
+    # oracle: the same edits with every key interned (the lookups the pass made before COV37);
+    # mix: (dicts re-keyed fresh, the dict given a wrong value, the dict given a colliding key)
+    fresh, wrong, planted = mix
     plan, args = _captured()
     dicts = _dicts(plan, args)
     answers = []
@@ -191,20 +152,20 @@ def test_any_mix_agrees_with_interned_keys(fresh, wrong, planted):
         done: set[int] = set()
         try:
             for name in _NAMES:
-                d, field, bad = dicts[name]
+                obj, field, bad = dicts[name]
                 edit = (field, bad) if name == wrong else None
                 plant = _Colliding(field) if name == planted else None
                 refresh = use_fresh and name in fresh
                 if edit is None and plant is None and not refresh:
                     continue
-                saved.append((d, _rekey(d, refresh and id(d) not in done, edit, plant)))
-                done.add(id(d))
+                saved.append((obj, _rekey(obj, refresh and id(obj) not in done, edit, plant)))
+                done.add(id(obj))
             _CALLS.clear()  # (planting compared the key with the field's key)
             answers.append(_outcome(args))
             assert _CALLS == []
         finally:
-            for d, items in reversed(saved):
-                _restore(d, items)
+            for obj, items in reversed(saved):
+                _restore(obj, items)
     assert answers[0] == answers[1]
     if planted is not None:
         assert answers[0] != ("returned", True)
@@ -221,7 +182,7 @@ def test_a_shared_rank_is_walked_once_with_the_same_answers():
     rank = state["rank"]
     part = next(p for p in plan.target_placement.parts if p.participant_id == state["participant_id"])
     assert part.rank is rank
-    d = vars(rank)
+    obj = rank
     assert _outcome(args) == ("returned", True)
     for edit, planted, holds in (
         (None, None, True),
@@ -231,12 +192,12 @@ def test_a_shared_rank_is_walked_once_with_the_same_answers():
     ):
         answers = []
         for fresh in (False, True):
-            items = _rekey(d, fresh, edit, planted)
+            items = _rekey(obj, fresh, edit, planted)
             _CALLS.clear()
             try:
                 answers.append(_outcome(args))
             finally:
-                _restore(d, items)
+                _restore(obj, items)
             assert _CALLS == []
         assert answers[0] == answers[1], (edit, answers)
         assert (answers[0] == ("returned", True)) == holds, (edit, answers)
