@@ -93,6 +93,36 @@ pd_instance_values(PyObject *obj, PyObject *const *names, const int *index, int 
     return NULL;
 }
 
+/* pd_plain_keys(dict) that also takes, in the same walk, the value stored under each of the n
+ * names (interned exact strs: names[index[k]], or names[k] when index is NULL) as that very key
+ * object, as pd_instance_values does for an object's instance dict: values[k] borrowed (dict
+ * holds it), or NULL when no key is the name itself (the caller then looks the name up). For a
+ * dict already in hand (an instance dict another pass returned). 1 when plain, else 0 with the
+ * values all NULL. Runs no Python code. */
+static inline int
+pd_plain_values(PyObject *dict, PyObject *const *names, const int *index, int n, PyObject **values)
+{
+    for (int k = 0; k < n; k++) values[k] = NULL;
+    if (!PyDict_CheckExact(dict)) return 0;
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    int left = n;
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+        if (!PyUnicode_CheckExact(key)) {
+            for (int k = 0; k < n; k++) values[k] = NULL;
+            return 0;
+        }
+        for (int k = 0; left > 0 && k < n; k++) {
+            if (values[k] == NULL && key == names[index != NULL ? index[k] : k]) {
+                values[k] = value;
+                left--;
+                break;
+            }
+        }
+    }
+    return 1;
+}
+
 /* Classes whose instances have no instance dict (PyObject_GenericGetDict raised AttributeError
  * once: a class's layout never changes), per C file; strong references, kept for the process. */
 #define PD_DICTLESS 8

@@ -50,6 +50,15 @@ static const char *const rc_name_text[RC_NAME_COUNT] = {
 
 static PyObject *rc_names[RC_NAME_COUNT];
 
+/* rc_get reads a region's slot at the index of its name: the region names first, in field order */
+_Static_assert((int)RC_TENSOR_ID == (int)MR_RG_TENSOR_ID && (int)RC_SOURCE == (int)MR_RG_SOURCE && (int)RC_TARGET == (int)MR_RG_TARGET
+                   && (int)RC_OVERLAP_OFFSET == (int)MR_RG_OVERLAP_OFFSET && (int)RC_OVERLAP_SHAPE == (int)MR_RG_OVERLAP_SHAPE
+                   && (int)RC_SOURCE_BASE_OFFSET == (int)MR_RG_SOURCE_BASE_OFFSET
+                   && (int)RC_TARGET_BASE_OFFSET == (int)MR_RG_TARGET_BASE_OFFSET && (int)RC_INNER_BYTES == (int)MR_RG_INNER_BYTES
+                   && (int)RC_OUTER_LOOP_COUNTS == (int)MR_RG_OUTER_LOOP_COUNTS && (int)RC_SOURCE_STRIDES == (int)MR_RG_SOURCE_STRIDES
+                   && (int)RC_TARGET_STRIDES == (int)MR_RG_TARGET_STRIDES && (int)RC_TARGET_STRIDES + 1 == (int)MR_RG_NFIELDS,
+               "regioncheck: the region names come first in rc_names, in the layout's field order");
+
 #define RC_MAX_PLAIN_TYPES 8
 
 /* The caller's classes for one call: the bound fragment class and the plain dataclasses. */
@@ -69,7 +78,12 @@ typedef struct {
     PyObject *dict;  /* owned, or NULL */
     PyObject *const *fields; /* or its fields (a region in the checked layout: layout.h), or NULL */
     PyObject *const *pf;     /* or its fields (a placement fragment in its C-owned layout), or NULL */
+    PyObject *rt;            /* or itself (a runtime fragment in its accepted C-owned layout), or NULL */
 } rc_reader;
+
+/* This file's readers of runtime fragments: the memo of their class's layout check (layout.h
+ * mr_runtime_layout). */
+static mr_class_memo rc_runtime_memo;
 
 /* 0 ok, -1 error. A plain class instance without an instance dict (a C-owned layout the call
  * did not check) is read with PyObject_GetAttr. */
@@ -79,12 +93,21 @@ rc_open(PyObject *obj, const rc_classes *classes, rc_reader *reader)
     reader->obj = obj;
     reader->dict = NULL;
     reader->pf = NULL;
+    reader->rt = NULL;
     reader->fields = mr_layout_fields(obj, &classes->region);
     if (reader->fields != NULL) return 0;
     for (Py_ssize_t i = 0; i < classes->nplain; i++) {
         if ((PyObject *)Py_TYPE(obj) == classes->plain[i]) {
             reader->pf = mr_pf_fields(obj); /* a placement fragment's slots (layout.h) */
             if (reader->pf != NULL) return 0;
+            /* a runtime fragment in its accepted layout: its slots, as the other readers of
+             * runtime fragments read them (mr_runtime_state_get), instead of an AttributeError
+             * raised and cleared for its missing instance dict and a getattr per field */
+            mr_layout_class lc;
+            if (mr_runtime_layout(&rc_runtime_memo, &lc, (PyObject *)Py_TYPE(obj))) {
+                reader->rt = obj;
+                return 0;
+            }
             reader->dict = PyObject_GenericGetDict(obj, NULL);
             if (reader->dict == NULL) {
                 /* no instance dict (a C-owned layout): its attributes are read */
@@ -105,28 +128,31 @@ rc_close(rc_reader *reader)
     Py_CLEAR(reader->dict);
 }
 
-/* Reads field `name` into *out (a new reference). 1 ok; 0 not proven (absent from the instance
- * dict, or an AttributeError, cleared: Python then decides); -1 error. */
+/* Reads field rc_names[which] into *out (a new reference). 1 ok; 0 not proven (absent from the
+ * instance dict, or an AttributeError, cleared: Python then decides); -1 error. */
 static int
-rc_get(const rc_reader *reader, PyObject *name, PyObject **out)
+rc_get(const rc_reader *reader, int which, PyObject **out)
 {
+    PyObject *name = rc_names[which];
     if (reader->fields != NULL) {
-        /* the region names come first in rc_names, in field order (the layout's) */
-        for (int k = 0; k < MR_RG_NFIELDS; k++) {
-            if (name != rc_names[k]) continue;
-            *out = reader->fields[k];
-            if (*out == NULL) return 0; /* an empty field: a missing key */
-            Py_INCREF(*out);
-            return 1;
-        }
-        /* not a region field: what the instance dict would not hold */
-        *out = NULL;
-        return 0;
+        /* the region names come first in rc_names, in field order (the layout's): its slot by
+         * index; any other name is what the instance dict would not hold */
+        *out = which < MR_RG_NFIELDS ? reader->fields[which] : NULL;
+        if (*out == NULL) return 0; /* an empty field: a missing key */
+        Py_INCREF(*out);
+        return 1;
     }
     if (reader->pf != NULL) {
         /* its slot (an empty one, or a name that is not a field: a missing key) */
         int found;
         *out = mr_pf_named(reader->pf, name, &found);
+        if (*out == NULL) return 0;
+        Py_INCREF(*out);
+        return 1;
+    }
+    if (reader->rt != NULL) {
+        /* its slot (an empty one, or a name that is not a field: a missing key) */
+        *out = mr_runtime_state_get(&rc_runtime_memo, reader->rt, name);
         if (*out == NULL) return 0;
         Py_INCREF(*out);
         return 1;
@@ -162,26 +188,26 @@ rc_read_i64(PyObject *value, int64_t *out)
     return 1;
 }
 
-/* Reads field `name` as an exact int in int64 range. 1 ok, 0 not proven, -1 error. */
+/* Reads field rc_names[which] as an exact int in int64 range. 1 ok, 0 not proven, -1 error. */
 static int
-rc_field_i64(const rc_reader *reader, PyObject *name, int64_t *out)
+rc_field_i64(const rc_reader *reader, int which, int64_t *out)
 {
     PyObject *value;
-    int rc = rc_get(reader, name, &value);
+    int rc = rc_get(reader, which, &value);
     if (rc != 1) return rc;
     rc = rc_read_i64(value, out);
     Py_DECREF(value);
     return rc;
 }
 
-/* Reads field `name` as an exact tuple of exact int64 ints, at most RC_MAX_NDIM long.
+/* Reads field rc_names[which] as an exact tuple of exact int64 ints, at most RC_MAX_NDIM long.
  * 1 ok (*len set), 0 not proven, -1 error. */
 static int
-rc_field_tuple(const rc_reader *reader, PyObject *name, int64_t *out, Py_ssize_t *len)
+rc_field_tuple(const rc_reader *reader, int which, int64_t *out, Py_ssize_t *len)
 {
     PyObject *value;
     Py_ssize_t n;
-    int rc = rc_get(reader, name, &value);
+    int rc = rc_get(reader, which, &value);
     if (rc != 1) return rc;
     if (!PyTuple_CheckExact(value)) {
         Py_DECREF(value);
@@ -242,8 +268,8 @@ rc_read_side(PyObject *fragment, const rc_classes *classes, Py_ssize_t ndim, rc_
                 binding = Py_NewRef(bf[MR_BF_BINDING]);
             }
         } else {
-            rc = rc_get(&frag, rc_names[RC_PLACEMENT], &placement);
-            if (rc == 1) rc = rc_get(&frag, rc_names[RC_BINDING], &binding);
+            rc = rc_get(&frag, RC_PLACEMENT, &placement);
+            if (rc == 1) rc = rc_get(&frag, RC_BINDING, &binding);
         }
         if (rc == 1 && rc_open(placement, classes, &box) < 0) rc = -1;
         if (rc == 1 && rc_open(binding, classes, &sized) < 0) rc = -1;
@@ -253,18 +279,18 @@ rc_read_side(PyObject *fragment, const rc_classes *classes, Py_ssize_t ndim, rc_
         frag.dict = NULL; /* box and sized borrow it; released once below */
         sized.dict = NULL;
     }
-    if (rc == 1) rc = rc_get(&box, rc_names[RC_TENSOR_ID], &side->tensor_id);
+    if (rc == 1) rc = rc_get(&box, RC_TENSOR_ID, &side->tensor_id);
     if (rc == 1) {
-        rc = rc_field_tuple(&box, rc_names[RC_GLOBAL_OFFSET], side->off, &n);
+        rc = rc_field_tuple(&box, RC_GLOBAL_OFFSET, side->off, &n);
         if (rc == 1 && n != ndim) rc = 0;
     }
     if (rc == 1) {
-        rc = rc_field_tuple(&box, rc_names[RC_LOCAL_SHAPE], side->shape, &n);
+        rc = rc_field_tuple(&box, RC_LOCAL_SHAPE, side->shape, &n);
         if (rc == 1 && n != ndim) rc = 0;
     }
     if (rc == 1) {
         if (sized.obj == box.obj) sized.dict = box.dict; /* borrowed for this read */
-        rc = rc_field_i64(&sized, rc_names[RC_NBYTES], side->nbytes);
+        rc = rc_field_i64(&sized, RC_NBYTES, side->nbytes);
         if (sized.obj == box.obj) sized.dict = NULL;
     }
     rc_close(&frag);
@@ -299,20 +325,20 @@ rc_operation(PyObject *op, const rc_classes *classes, rc_region *r)
     int rc;
 
     if (rc_open(op, classes, &reader) < 0) return -1;
-    rc = rc_get(&reader, rc_names[RC_TENSOR_ID], &tensor_id);
+    rc = rc_get(&reader, RC_TENSOR_ID, &tensor_id);
     if (rc == 1 && !(PyUnicode_CheckExact(tensor_id) && PyUnicode_GetLength(tensor_id) > 0)) rc = 0;
-    if (rc == 1) rc = rc_field_tuple(&reader, rc_names[RC_OVERLAP_OFFSET], r->ov_off, &r->ndim);
-    if (rc == 1) rc = rc_field_tuple(&reader, rc_names[RC_OVERLAP_SHAPE], r->ov_shape, &n1);
+    if (rc == 1) rc = rc_field_tuple(&reader, RC_OVERLAP_OFFSET, r->ov_off, &r->ndim);
+    if (rc == 1) rc = rc_field_tuple(&reader, RC_OVERLAP_SHAPE, r->ov_shape, &n1);
     if (rc == 1 && (r->ndim == 0 || n1 != r->ndim)) rc = 0;
-    if (rc == 1) rc = rc_field_i64(&reader, rc_names[RC_SOURCE_BASE_OFFSET], &r->s_base);
-    if (rc == 1) rc = rc_field_i64(&reader, rc_names[RC_TARGET_BASE_OFFSET], &r->t_base);
-    if (rc == 1) rc = rc_field_i64(&reader, rc_names[RC_INNER_BYTES], &r->inner);
-    if (rc == 1) rc = rc_field_tuple(&reader, rc_names[RC_OUTER_LOOP_COUNTS], r->outer, &r->nloops);
-    if (rc == 1) rc = rc_field_tuple(&reader, rc_names[RC_SOURCE_STRIDES], r->s_str, &n2);
-    if (rc == 1) rc = rc_field_tuple(&reader, rc_names[RC_TARGET_STRIDES], r->t_str, &n3);
+    if (rc == 1) rc = rc_field_i64(&reader, RC_SOURCE_BASE_OFFSET, &r->s_base);
+    if (rc == 1) rc = rc_field_i64(&reader, RC_TARGET_BASE_OFFSET, &r->t_base);
+    if (rc == 1) rc = rc_field_i64(&reader, RC_INNER_BYTES, &r->inner);
+    if (rc == 1) rc = rc_field_tuple(&reader, RC_OUTER_LOOP_COUNTS, r->outer, &r->nloops);
+    if (rc == 1) rc = rc_field_tuple(&reader, RC_SOURCE_STRIDES, r->s_str, &n2);
+    if (rc == 1) rc = rc_field_tuple(&reader, RC_TARGET_STRIDES, r->t_str, &n3);
     if (rc == 1 && (n2 != r->nloops || n3 != r->nloops)) rc = 0;
-    if (rc == 1) rc = rc_get(&reader, rc_names[RC_SOURCE], &source);
-    if (rc == 1) rc = rc_get(&reader, rc_names[RC_TARGET], &target);
+    if (rc == 1) rc = rc_get(&reader, RC_SOURCE, &source);
+    if (rc == 1) rc = rc_get(&reader, RC_TARGET, &target);
     if (rc == 1) rc = rc_read_side(source, classes, r->ndim, &s_side);
     if (rc == 1) rc = rc_same_tensor(tensor_id, s_side.tensor_id);
     if (rc == 1) rc = rc_read_side(target, classes, r->ndim, &t_side);
@@ -401,10 +427,6 @@ regions_canonical(PyObject *Py_UNUSED(self), PyObject *args)
     }
     return PyLong_FromSsize_t(i);
 }
-
-/* This file's readers of runtime fragments: the memo of their class's layout check (layout.h
- * mr_runtime_layout). */
-static mr_class_memo rc_runtime_memo;
 
 /* Item `name` of an exact dict as a borrowed reference; NULL with no exception when absent. */
 static PyObject *

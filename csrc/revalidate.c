@@ -4567,13 +4567,26 @@ rc_rank_differs(PyObject *a, PyObject *b, PyTypeObject *rank_type)
         return rc_differs(a, b);
     }
     int differs = -2; /* undecided: the generic comparison decides */
-    PyObject *da = pd_instance_dict(a);
-    PyObject *db = da == NULL ? NULL : pd_instance_dict(b);
+    /* the four fields' values taken in the walks that check the dicts (pd_instance_values), the
+     * ones not stored under the interned name itself looked up; one rank object (an executor
+     * shares its part's) is walked once: the same dict, and no code runs in between */
+    PyObject *taken_a[4], *taken_b[4];
+    PyObject *da = pd_instance_values(a, rs_keys + RS_DP, NULL, 4, taken_a);
+    PyObject *db = NULL;
+    if (da != NULL && b == a) {
+        db = Py_NewRef(da);
+        for (int k = 0; k < 4; k++) taken_b[k] = taken_a[k];
+    }
+    else if (da != NULL) {
+        db = pd_instance_values(b, rs_keys + RS_DP, NULL, 4, taken_b);
+    }
     if (db != NULL) {
         differs = 0;
         for (int k = 0; k < 4 && differs == 0; k++) {
-            PyObject *va = PyDict_GetItemWithError(da, rs_keys[RS_DP + k]); /* borrowed */
-            PyObject *vb = va == NULL ? NULL : PyDict_GetItemWithError(db, rs_keys[RS_DP + k]);
+            PyObject *va = taken_a[k] != NULL ? taken_a[k] : PyDict_GetItemWithError(da, rs_keys[RS_DP + k]);
+            PyObject *vb = va == NULL ? NULL
+                           : taken_b[k] != NULL ? taken_b[k]
+                                                : PyDict_GetItemWithError(db, rs_keys[RS_DP + k]); /* borrowed */
             if (vb == NULL || !PyLong_CheckExact(va) || !PyLong_CheckExact(vb)) {
                 differs = PyErr_Occurred() ? -1 : -2;
                 break;
@@ -4610,10 +4623,12 @@ rc_executor(PyObject *row, PyObject *placement, PyObject *placement_id, PyObject
     int rc = RV_DECLINE;
     if (!PyTuple_CheckExact(row) || PyTuple_Size(row) != 3) goto done;
     PyObject *estate = PyTuple_GetItem(row, 0);
-    /* (an executor's instance dict from revalidate_views: checked again, code may have run since) */
-    if (estate == NULL || !pd_plain_keys(estate)) goto done;
+    /* (an executor's instance dict from revalidate_views: checked again, code may have run since;
+     * the fields' values taken in that walk, pd_plain_values, the others looked up) */
+    PyObject *taken[E_N];
+    if (estate == NULL || !pd_plain_values(estate, rc_keys, names, E_N, taken)) goto done;
     for (int k = 0; k < E_N; k++) {
-        field[k] = rv_item(estate, rc_keys[names[k]]);
+        field[k] = taken[k] != NULL ? Py_NewRef(taken[k]) : rv_item(estate, rc_keys[names[k]]);
         if (field[k] == NULL && PyErr_Occurred()) goto done;
     }
     PyObject *participant = field[E_PARTICIPANT], *worker = field[E_WORKER];
