@@ -1973,6 +1973,7 @@ static const char *const rs_snap_names[RS_NSNAP] = {
     "storage_nbytes", "storage_offset_bytes", "lease_generation",
 };
 static PyObject *rs_snap_keys;
+static PyObject *rs_snap_items[RS_NSNAP]; /* its items (borrowed: the tuple is kept for the process) */
 
 /* The stored type of each snapshot field, in field order (bound_contracts._SNAPSHOT_TYPES):
  * an exact str, an exact int, or an exact tuple of exact ints. */
@@ -2126,12 +2127,17 @@ rs_layout_matches(PyObject *snapshot, PyObject *expected, const mr_layout_class 
     Py_ssize_t size = PyDict_Size(expected);
     if (size < 0) return -1;
     if (size != lc->n) return 2; /* different sizes: not equal, and the sizes differ: unsure */
+    /* The values of an ``expected`` that holds exactly the field names as its keys, in field
+     * order (an attested field dict): taken in one walk (pd_ordered_values: the lookups' very
+     * values), else each field's looked up below. */
+    PyObject *taken[RS_NSNAP];
+    int ordered = lc->n == RS_NSNAP && pd_ordered_values(expected, rs_snap_items, RS_NSNAP, taken);
     for (Py_ssize_t k = 0; k < lc->n; k++) {
         /* read again per field: a value's ``==`` may run code that forges the snapshot */
         PyObject *const *fields = mr_layout_fields(snapshot, lc);
         PyObject *value = fields == NULL ? NULL : fields[k];
         if (value == NULL) return 2; /* emptied meanwhile: Python decides */
-        PyObject *other = PyDict_GetItemWithError(expected, PyTuple_GetItem(rs_snap_keys, k));
+        PyObject *other = ordered ? taken[k] : PyDict_GetItemWithError(expected, PyTuple_GetItem(rs_snap_keys, k));
         if (other == NULL) return PyErr_Occurred() ? -1 : 0; /* a key missing, same sizes: not equal */
         /* Both exactly of the field's stored type, else unsure: the rules reject a snapshot
          * field of another type (equal or not) before comparing, and with both typed the
@@ -8382,6 +8388,7 @@ Init_Revalidate(PyObject *module)
         }
         rs_snap_keys = names;
     }
+    for (int k = 0; k < RS_NSNAP; k++) rs_snap_items[k] = PyTuple_GetItem(rs_snap_keys, k);
     for (int k = 0; k < RF_NNAMES; k++) {
         if (rf_keys[k] != NULL) continue;
         rf_keys[k] = PyUnicode_InternFromString(rf_names[k]);
