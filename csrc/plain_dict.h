@@ -93,6 +93,36 @@ pd_instance_values(PyObject *obj, PyObject *const *names, const int *index, int 
     return NULL;
 }
 
+/* pd_plain_keys(dict) that also takes, in the walk that checks the keys, the value stored under
+ * each of the n names (names[index[k]]: interned exact strs) as that very key object: values[k]
+ * borrowed (the dict holds it), or NULL when no key is the name itself -- the caller then looks
+ * the name up, right away (before any Python code can run), which finds a key equal to it but
+ * another object as Python finds it (see pd_instance_values). 1 plain, 0 not (values all NULL).
+ * Runs no Python code. */
+static inline int
+pd_dict_values(PyObject *dict, PyObject *const *names, const int *index, int n, PyObject **values)
+{
+    for (int k = 0; k < n; k++) values[k] = NULL;
+    if (!PyDict_CheckExact(dict)) return 0;
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    int left = n;
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+        if (!PyUnicode_CheckExact(key)) {
+            for (int k = 0; k < n; k++) values[k] = NULL;
+            return 0;
+        }
+        for (int k = 0; left > 0 && k < n; k++) {
+            if (values[k] == NULL && key == names[index[k]]) {
+                values[k] = value;
+                left--;
+                break;
+            }
+        }
+    }
+    return 1;
+}
+
 /* 1 when ``dict`` is an exact dict holding exactly the n keys ``names[0..n)`` (interned exact
  * strs), stored in that order as those very objects; values[k] is then the value stored under
  * names[k] (borrowed: the dict holds it). 0 otherwise (values unspecified): the caller looks the

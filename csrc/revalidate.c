@@ -2797,11 +2797,24 @@ rs_executor(PyObject *row, rs_ctx *ctx, const rv_table *active, PyObject *used)
     PyObject *estate = PyTuple_GetItem(row, 0), *key = PyTuple_GetItem(row, 1), *bucket = PyTuple_GetItem(row, 2);
     if (estate == NULL || key == NULL || bucket == NULL) goto error;
     if (!PyDict_CheckExact(estate) || !PyList_CheckExact(bucket) || !PyTuple_CheckExact(key)) goto done;
-    /* (an executor's instance dict from revalidate_views: checked again, code may have run since) */
-    if (!pd_plain_keys(estate)) goto done;
-    lease = rv_item(estate, rs_keys[RS_LEASE]);
+    /* (an executor's instance dict from revalidate_views: checked again, code may have run since)
+     * Its fields, all read right after the check (taken in its walk: pd_dict_values), before
+     * any comparison: the key's comparison below runs the view's values' ``==`` (Python code
+     * for a value that is not exact), after which no probe of the dict may follow
+     * (plain_dict.h's rule). */
+    enum { X_LEASE, X_ATTESTATION, X_WORKER, X_SNAPSHOTS, X_FRAGMENT_IDS, X_N };
+    static const int x_names[X_N] = {RS_LEASE, RS_ATTESTATION, RS_WORKER, RS_SNAPSHOTS, RS_FRAGMENT_IDS};
+    PyObject *taken[X_N];
+    if (!pd_dict_values(estate, rs_keys, x_names, X_N, taken)) goto done;
+    PyObject *x[X_N];
+    for (int k = 0; k < X_N; k++) x[k] = taken[k] != NULL ? Py_NewRef(taken[k]) : rv_item(estate, rs_keys[x_names[k]]);
+    lease = x[X_LEASE];
+    attestation = x[X_ATTESTATION];
+    worker = x[X_WORKER];
+    snapshots = x[X_SNAPSHOTS];
+    fragment_ids = x[X_FRAGMENT_IDS];
+    if (PyErr_Occurred()) goto error; /* (a lookup of a plain dict: none expected) */
     if (lease == NULL || lease == Py_None) goto done;
-    attestation = rv_item(estate, rs_keys[RS_ATTESTATION]);
     if (attestation == NULL || Py_TYPE(attestation) != ctx->attestation_type) goto done;
     RS_GET(placement, attestation, RS_PLACEMENT);
     if (!rs_set_has(active, placement)) goto done;
@@ -2810,7 +2823,6 @@ rs_executor(PyObject *row, rs_ctx *ctx, const rv_table *active, PyObject *used)
         if (entry == NULL) goto done;                 /* not a fragment's: unsure */
         view = Py_NewRef(PyTuple_GetItem(entry, 2));
     }
-    worker = rv_item(estate, rs_keys[RS_WORKER]);
     if (worker == NULL) goto done;
     RS_GET(key_base, view, RS_KEY_BASE);
     RS_GET(part_rank, view, RS_PART_RANK);
@@ -2818,8 +2830,6 @@ rs_executor(PyObject *row, rs_ctx *ctx, const rv_table *active, PyObject *used)
     int differs = rs_key_differs(key, key_base, worker, part_rank, ctx->rank_type);
     if (differs < 0) goto error;
     if (differs) goto done;
-    snapshots = rv_item(estate, rs_keys[RS_SNAPSHOTS]);
-    fragment_ids = rv_item(estate, rs_keys[RS_FRAGMENT_IDS]);
     if (snapshots == NULL || fragment_ids == NULL || !PyTuple_CheckExact(snapshots)) goto done;
     /* Exactly typed as read now (the other fields, the fragment ids' items and the rank's
      * values were checked when revalidate_views read them: rw_side): the comparisons below
