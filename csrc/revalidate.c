@@ -2557,9 +2557,41 @@ rs_key_differs(PyObject *key, PyObject *key_base, PyObject *worker, PyObject *pa
     }
     int equal = PyObject_RichCompareBool(PyTuple_GetItem(key, n), worker, Py_EQ);
     if (equal <= 0) return equal < 0 ? -1 : 1;
+    PyObject *key_rank = PyTuple_GetItem(key, n + 1);
+    if (key_rank == NULL) return -1;
+    if (Py_TYPE(part_rank) == rank_type && PyTuple_CheckExact(key_rank)) {
+        /* ``key_rank == (dp, tp, pp, ep)`` without building the tuple: the rank's values read
+         * as rs_rank_key reads them, then what the exact tuple's ``==`` does with a fresh tuple
+         * (never the same object): the items compared in order up to the shorter length (``==``
+         * with the identity shortcut), stopping at the first unequal one; equal when all are and
+         * the lengths match. */
+        Py_INCREF(key_rank); /* held across the comparisons (they may run Python code) */
+        PyObject *values[4] = {NULL, NULL, NULL, NULL};
+        int differs = -1;
+        int safe = pd_getattr_safe(part_rank);
+        if (safe == 0) pd_refuse();
+        for (int k = 0; k < 4 && safe > 0; k++) {
+            values[k] = PyObject_GetAttr(part_rank, rs_keys[RS_DP + k]);
+            if (values[k] == NULL) safe = -1;
+        }
+        if (safe > 0) {
+            Py_ssize_t m = PyTuple_Size(key_rank);
+            differs = m != 4;
+            for (Py_ssize_t k = 0; k < m && k < 4; k++) {
+                equal = PyObject_RichCompareBool(PyTuple_GetItem(key_rank, k), values[k], Py_EQ);
+                if (equal <= 0) {
+                    differs = equal < 0 ? -1 : 1;
+                    break;
+                }
+            }
+        }
+        for (int k = 0; k < 4; k++) Py_XDECREF(values[k]);
+        Py_DECREF(key_rank);
+        return differs;
+    }
     PyObject *rank_key = rs_rank_key(part_rank, rank_type);
     if (rank_key == NULL) return -1;
-    equal = PyObject_RichCompareBool(PyTuple_GetItem(key, n + 1), rank_key, Py_EQ);
+    equal = PyObject_RichCompareBool(key_rank, rank_key, Py_EQ);
     Py_DECREF(rank_key);
     return equal < 0 ? -1 : !equal;
 }
