@@ -2941,7 +2941,9 @@ rs_executor(PyObject *row, rs_ctx *ctx, const rv_table *active, PyObject *used)
         PyObject *snapshot = PyTuple_GetItem(snapshots, k);
         if (snapshot == NULL) goto error;
         Py_INCREF(snapshot);
-        fid = pd_getattr(snapshot, rs_keys[RS_FRAGMENT_ID]);
+        /* (read from its slot when its class is the checked layout, as rs_own_snapshots reads it) */
+        PyObject *const *fields = mr_layout_fields(snapshot, &ctx->snapshot_layout);
+        fid = fields != NULL && fields[1] != NULL ? Py_NewRef(fields[1]) : pd_getattr(snapshot, rs_keys[RS_FRAGMENT_ID]);
         if (fid == NULL) {
             Py_DECREF(snapshot);
             goto error;
@@ -6366,6 +6368,30 @@ static const char *const rw_names[RW_NNAMES] = {
 static PyObject *rw_keys[RW_NNAMES];
 
 #define RW_AHEAD 16
+
+/* rf_rank_tuple(rank, {rank_type}, no memo, out): the rank's (dp, tp, pp, ep) from its instance
+ * dict (RV_DECLINE for another class or a missing value, RV_ERROR when the dict is not plain or
+ * on failure), the values taken in the walk that checks the dict (pd_instance_values; a value not
+ * taken is looked up right after it, before any Python code can run). */
+static int
+rw_rank_tuple(PyObject *rank, PyTypeObject *rank_type, PyObject **out)
+{
+    static const int dp_tp_pp_ep[4] = {RS_DP, RS_TP, RS_PP, RS_EP};
+    if (Py_TYPE(rank) != rank_type) return RV_DECLINE;
+    PyObject *values[4];
+    PyObject *dict = pd_instance_values(rank, rs_keys, dp_tp_pp_ep, 4, values);
+    if (dict == NULL) return RV_ERROR;
+    for (int k = 0; k < 4; k++) {
+        if (values[k] == NULL) values[k] = PyDict_GetItemWithError(dict, rs_keys[dp_tp_pp_ep[k]]); /* borrowed */
+        if (values[k] == NULL) {
+            Py_DECREF(dict);
+            return PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
+        }
+    }
+    *out = PyTuple_Pack(4, values[0], values[1], values[2], values[3]);
+    Py_DECREF(dict);
+    return *out == NULL ? RV_ERROR : RV_OK;
+}
 #define RW_ROW_OF_MIN 4096 /* fragment positions from which revalidate_views returns ``row_of`` */
 
 /* ``_fast_side_index`` of one side: fills runtime (fragment id -> row; NULL: none, see
@@ -6403,7 +6429,7 @@ rw_side(PyObject *executors, PyTypeObject *rank_type, PyTypeObject *executor_typ
         /* its ids exact strs too: the view key below is hashed and compared with every item
          * (a str subclass's __hash__ / __eq__ would run inside the pass: AUDIT5 F1) */
         if (!rv_exact_str_tuple(v[RW_FRAGMENT_IDS])) goto next;
-        rc = rf_rank_tuple(v[RW_RANK], &(rf_config){.rank_type = rank_type}, NULL, &rank_tuple);
+        rc = rw_rank_tuple(v[RW_RANK], rank_type, &rank_tuple);
         if (rc != RV_OK) goto next;
         /* the rank's values (its instance dict's): exact ints, else unsure (see above) */
         if (!rs_typed(rank_tuple, RS_KIND_INTS)) {
