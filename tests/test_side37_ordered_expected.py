@@ -17,11 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_executor import HostMemory, host_bindings, tp_placement
-
 from mooncake.reshard.weight._planner import bound_contracts as bc
-from mooncake.reshard.weight.planner import TransferPlan, bind_logical_transfer_plan, plan_placement_transfer
 from test_native_revalidate import _fast, _slow
+from test_native_revalidate_typed_snapshots import _BOUND  # (its small bound plan)
 
 
 class StrSub(str):
@@ -41,19 +39,6 @@ class Recorder(str):
         return str.__hash__(self)
 
 
-def _plan() -> TransferPlan:
-    source = tp_placement(2, prefix="s", dp=2, shape=(4, 7), tensors=("v", "w"))
-    target = tp_placement(3, prefix="t", shape=(4, 7), tensors=("v", "w"))
-    logical = plan_placement_transfer(source, target)
-    memory = HostMemory()
-    return bind_logical_transfer_plan(
-        logical,
-        host_bindings(target, memory, prefix="dst"),
-        source_bindings=host_bindings(source, memory, prefix="src"),
-    )
-
-
-_BOUND = _plan()
 
 
 def _rekeyed(expected: dict[str, Any], order: list[int], planted: set[int], kind: type) -> dict[str, Any]:
