@@ -123,6 +123,26 @@ pd_plain_values(PyObject *dict, PyObject *const *names, const int *index, int n,
     return 1;
 }
 
+/* 1 when ``dict`` is an exact dict holding exactly the n keys ``names[0..n)`` (interned exact
+ * strs), stored in that order as those very objects; values[k] is then the value stored under
+ * names[k] (borrowed: the dict holds it). 0 otherwise (values unspecified): the caller looks the
+ * names up. Such a dict is plain (its keys are exact strs), and a lookup of names[k] finds the
+ * very entry whose key is names[k] (the keys of a plain dict are distinct under ==): the values
+ * are the lookups', with no lookup, for a dict read right after the walk (plain_dict.h's rule:
+ * before any Python code can run). Runs no Python code. */
+static inline int
+pd_ordered_values(PyObject *dict, PyObject *const *names, Py_ssize_t n, PyObject **values)
+{
+    if (!PyDict_CheckExact(dict) || PyDict_Size(dict) != n) return 0;
+    Py_ssize_t pos = 0, k = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+        if (k >= n || key != names[k]) return 0;
+        values[k++] = value;
+    }
+    return k == n;
+}
+
 /* Classes whose instances have no instance dict (PyObject_GenericGetDict raised AttributeError
  * once: a class's layout never changes), per C file; strong references, kept for the process. */
 #define PD_DICTLESS 8

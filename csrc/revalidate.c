@@ -1973,6 +1973,7 @@ static const char *const rs_snap_names[RS_NSNAP] = {
     "storage_nbytes", "storage_offset_bytes", "lease_generation",
 };
 static PyObject *rs_snap_keys;
+static PyObject *rs_snap_items[RS_NSNAP]; /* its items (borrowed: the tuple is kept for the process) */
 
 /* The stored type of each snapshot field, in field order (bound_contracts._SNAPSHOT_TYPES):
  * an exact str, an exact int, or an exact tuple of exact ints. */
@@ -2126,12 +2127,17 @@ rs_layout_matches(PyObject *snapshot, PyObject *expected, const mr_layout_class 
     Py_ssize_t size = PyDict_Size(expected);
     if (size < 0) return -1;
     if (size != lc->n) return 2; /* different sizes: not equal, and the sizes differ: unsure */
+    /* The values of an ``expected`` that holds exactly the field names as its keys, in field
+     * order (an attested field dict): taken in one walk (pd_ordered_values: the lookups' very
+     * values), else each field's looked up below. */
+    PyObject *taken[RS_NSNAP];
+    int ordered = lc->n == RS_NSNAP && pd_ordered_values(expected, rs_snap_items, RS_NSNAP, taken);
     for (Py_ssize_t k = 0; k < lc->n; k++) {
         /* read again per field: a value's ``==`` may run code that forges the snapshot */
         PyObject *const *fields = mr_layout_fields(snapshot, lc);
         PyObject *value = fields == NULL ? NULL : fields[k];
         if (value == NULL) return 2; /* emptied meanwhile: Python decides */
-        PyObject *other = PyDict_GetItemWithError(expected, PyTuple_GetItem(rs_snap_keys, k));
+        PyObject *other = ordered ? taken[k] : PyDict_GetItemWithError(expected, PyTuple_GetItem(rs_snap_keys, k));
         if (other == NULL) return PyErr_Occurred() ? -1 : 0; /* a key missing, same sizes: not equal */
         /* Both exactly of the field's stored type, else unsure: the rules reject a snapshot
          * field of another type (equal or not) before comparing, and with both typed the
@@ -2551,9 +2557,41 @@ rs_key_differs(PyObject *key, PyObject *key_base, PyObject *worker, PyObject *pa
     }
     int equal = PyObject_RichCompareBool(PyTuple_GetItem(key, n), worker, Py_EQ);
     if (equal <= 0) return equal < 0 ? -1 : 1;
+    PyObject *key_rank = PyTuple_GetItem(key, n + 1);
+    if (key_rank == NULL) return -1;
+    if (Py_TYPE(part_rank) == rank_type && PyTuple_CheckExact(key_rank)) {
+        /* ``key_rank == (dp, tp, pp, ep)`` without building the tuple: the rank's values read
+         * as rs_rank_key reads them, then what the exact tuple's ``==`` does with a fresh tuple
+         * (never the same object): the items compared in order up to the shorter length (``==``
+         * with the identity shortcut), stopping at the first unequal one; equal when all are and
+         * the lengths match. */
+        Py_INCREF(key_rank); /* held across the comparisons (they may run Python code) */
+        PyObject *values[4] = {NULL, NULL, NULL, NULL};
+        int differs = -1;
+        int safe = pd_getattr_safe(part_rank);
+        if (safe == 0) pd_refuse();
+        for (int k = 0; k < 4 && safe > 0; k++) {
+            values[k] = PyObject_GetAttr(part_rank, rs_keys[RS_DP + k]);
+            if (values[k] == NULL) safe = -1;
+        }
+        if (safe > 0) {
+            Py_ssize_t m = PyTuple_Size(key_rank);
+            differs = m != 4;
+            for (Py_ssize_t k = 0; k < m && k < 4; k++) {
+                equal = PyObject_RichCompareBool(PyTuple_GetItem(key_rank, k), values[k], Py_EQ);
+                if (equal <= 0) {
+                    differs = equal < 0 ? -1 : 1;
+                    break;
+                }
+            }
+        }
+        for (int k = 0; k < 4; k++) Py_XDECREF(values[k]);
+        Py_DECREF(key_rank);
+        return differs;
+    }
     PyObject *rank_key = rs_rank_key(part_rank, rank_type);
     if (rank_key == NULL) return -1;
-    equal = PyObject_RichCompareBool(PyTuple_GetItem(key, n + 1), rank_key, Py_EQ);
+    equal = PyObject_RichCompareBool(key_rank, rank_key, Py_EQ);
     Py_DECREF(rank_key);
     return equal < 0 ? -1 : !equal;
 }
@@ -2791,11 +2829,24 @@ rs_executor(PyObject *row, rs_ctx *ctx, const rv_table *active, PyObject *used)
     PyObject *estate = PyTuple_GetItem(row, 0), *key = PyTuple_GetItem(row, 1), *bucket = PyTuple_GetItem(row, 2);
     if (estate == NULL || key == NULL || bucket == NULL) goto error;
     if (!PyDict_CheckExact(estate) || !PyList_CheckExact(bucket) || !PyTuple_CheckExact(key)) goto done;
-    /* (an executor's instance dict from revalidate_views: checked again, code may have run since) */
-    if (!pd_plain_keys(estate)) goto done;
-    lease = rv_item(estate, rs_keys[RS_LEASE]);
+    /* (an executor's instance dict from revalidate_views: checked again, code may have run since)
+     * Its fields, all read right after the check (taken in its walk: pd_plain_values), before
+     * any comparison: the key's comparison below runs the view's values' ``==`` (Python code
+     * for a value that is not exact), after which no probe of the dict may follow
+     * (plain_dict.h's rule). */
+    enum { X_LEASE, X_ATTESTATION, X_WORKER, X_SNAPSHOTS, X_FRAGMENT_IDS, X_N };
+    static const int x_names[X_N] = {RS_LEASE, RS_ATTESTATION, RS_WORKER, RS_SNAPSHOTS, RS_FRAGMENT_IDS};
+    PyObject *taken[X_N];
+    if (!pd_plain_values(estate, rs_keys, x_names, X_N, taken)) goto done;
+    PyObject *x[X_N];
+    for (int k = 0; k < X_N; k++) x[k] = taken[k] != NULL ? Py_NewRef(taken[k]) : rv_item(estate, rs_keys[x_names[k]]);
+    lease = x[X_LEASE];
+    attestation = x[X_ATTESTATION];
+    worker = x[X_WORKER];
+    snapshots = x[X_SNAPSHOTS];
+    fragment_ids = x[X_FRAGMENT_IDS];
+    if (PyErr_Occurred()) goto error; /* (a lookup of a plain dict: none expected) */
     if (lease == NULL || lease == Py_None) goto done;
-    attestation = rv_item(estate, rs_keys[RS_ATTESTATION]);
     if (attestation == NULL || Py_TYPE(attestation) != ctx->attestation_type) goto done;
     RS_GET(placement, attestation, RS_PLACEMENT);
     if (!rs_set_has(active, placement)) goto done;
@@ -2804,7 +2855,6 @@ rs_executor(PyObject *row, rs_ctx *ctx, const rv_table *active, PyObject *used)
         if (entry == NULL) goto done;                 /* not a fragment's: unsure */
         view = Py_NewRef(PyTuple_GetItem(entry, 2));
     }
-    worker = rv_item(estate, rs_keys[RS_WORKER]);
     if (worker == NULL) goto done;
     RS_GET(key_base, view, RS_KEY_BASE);
     RS_GET(part_rank, view, RS_PART_RANK);
@@ -2812,8 +2862,6 @@ rs_executor(PyObject *row, rs_ctx *ctx, const rv_table *active, PyObject *used)
     int differs = rs_key_differs(key, key_base, worker, part_rank, ctx->rank_type);
     if (differs < 0) goto error;
     if (differs) goto done;
-    snapshots = rv_item(estate, rs_keys[RS_SNAPSHOTS]);
-    fragment_ids = rv_item(estate, rs_keys[RS_FRAGMENT_IDS]);
     if (snapshots == NULL || fragment_ids == NULL || !PyTuple_CheckExact(snapshots)) goto done;
     /* Exactly typed as read now (the other fields, the fragment ids' items and the rank's
      * values were checked when revalidate_views read them: rw_side): the comparisons below
@@ -2893,7 +2941,9 @@ rs_executor(PyObject *row, rs_ctx *ctx, const rv_table *active, PyObject *used)
         PyObject *snapshot = PyTuple_GetItem(snapshots, k);
         if (snapshot == NULL) goto error;
         Py_INCREF(snapshot);
-        fid = pd_getattr(snapshot, rs_keys[RS_FRAGMENT_ID]);
+        /* (read from its slot when its class is the checked layout, as rs_own_snapshots reads it) */
+        PyObject *const *fields = mr_layout_fields(snapshot, &ctx->snapshot_layout);
+        fid = fields != NULL && fields[1] != NULL ? Py_NewRef(fields[1]) : pd_getattr(snapshot, rs_keys[RS_FRAGMENT_ID]);
         if (fid == NULL) {
             Py_DECREF(snapshot);
             goto error;
@@ -6333,6 +6383,30 @@ static const char *const rw_names[RW_NNAMES] = {
 static PyObject *rw_keys[RW_NNAMES];
 
 #define RW_AHEAD 16
+
+/* rf_rank_tuple(rank, {rank_type}, no memo, out): the rank's (dp, tp, pp, ep) from its instance
+ * dict (RV_DECLINE for another class or a missing value, RV_ERROR when the dict is not plain or
+ * on failure), the values taken in the walk that checks the dict (pd_instance_values; a value not
+ * taken is looked up right after it, before any Python code can run). */
+static int
+rw_rank_tuple(PyObject *rank, PyTypeObject *rank_type, PyObject **out)
+{
+    static const int dp_tp_pp_ep[4] = {RS_DP, RS_TP, RS_PP, RS_EP};
+    if (Py_TYPE(rank) != rank_type) return RV_DECLINE;
+    PyObject *values[4];
+    PyObject *dict = pd_instance_values(rank, rs_keys, dp_tp_pp_ep, 4, values);
+    if (dict == NULL) return RV_ERROR;
+    for (int k = 0; k < 4; k++) {
+        if (values[k] == NULL) values[k] = PyDict_GetItemWithError(dict, rs_keys[dp_tp_pp_ep[k]]); /* borrowed */
+        if (values[k] == NULL) {
+            Py_DECREF(dict);
+            return PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
+        }
+    }
+    *out = PyTuple_Pack(4, values[0], values[1], values[2], values[3]);
+    Py_DECREF(dict);
+    return *out == NULL ? RV_ERROR : RV_OK;
+}
 #define RW_ROW_OF_MIN 4096 /* fragment positions from which revalidate_views returns ``row_of`` */
 
 /* ``_fast_side_index`` of one side: fills runtime (fragment id -> row; NULL: none, see
@@ -6370,7 +6444,7 @@ rw_side(PyObject *executors, PyTypeObject *rank_type, PyTypeObject *executor_typ
         /* its ids exact strs too: the view key below is hashed and compared with every item
          * (a str subclass's __hash__ / __eq__ would run inside the pass: AUDIT5 F1) */
         if (!rv_exact_str_tuple(v[RW_FRAGMENT_IDS])) goto next;
-        rc = rf_rank_tuple(v[RW_RANK], &(rf_config){.rank_type = rank_type}, NULL, &rank_tuple);
+        rc = rw_rank_tuple(v[RW_RANK], rank_type, &rank_tuple);
         if (rc != RV_OK) goto next;
         /* the rank's values (its instance dict's): exact ints, else unsure (see above) */
         if (!rs_typed(rank_tuple, RS_KIND_INTS)) {
@@ -8397,6 +8471,7 @@ Init_Revalidate(PyObject *module)
         }
         rs_snap_keys = names;
     }
+    for (int k = 0; k < RS_NSNAP; k++) rs_snap_items[k] = PyTuple_GetItem(rs_snap_keys, k);
     for (int k = 0; k < RF_NNAMES; k++) {
         if (rf_keys[k] != NULL) continue;
         rf_keys[k] = PyUnicode_InternFromString(rf_names[k]);
