@@ -1024,15 +1024,17 @@ dc_all_unchanged(PyObject *deps)
  * error set otherwise (``view_of`` then decides), NULL with an error set on failure. */
 static PyObject *
 rf_exact_view(PyObject *attestation, PyObject *state, const rf_config *cfg, PyObject *placement,
-              PyObject *placement_dict)
+              PyObject *placement_dict, PyObject *taken_cached, PyObject *taken_evidence)
 {
-    /* (state: the attestation's instance dict, checked plain by the caller) */
+    /* (state: the attestation's instance dict, checked plain by the caller, no Python code run
+     * since; taken_*: its values under _attested_view and evidence taken in that walk, borrowed,
+     * or NULL: looked up) */
     if (Py_TYPE(attestation) != cfg->attestation_type) return NULL;
-    PyObject *cached = rv_item(state, rf_keys[RF_ATTESTED_VIEW]);
+    PyObject *cached = taken_cached != NULL ? Py_NewRef(taken_cached) : rv_item(state, rf_keys[RF_ATTESTED_VIEW]);
     if (cached == NULL) return NULL;
     PyObject *evidence = NULL, *view = NULL;
     if (!PyTuple_CheckExact(cached) || PyTuple_Size(cached) != 5) goto done;
-    evidence = rv_item(state, rf_keys[RF_EVIDENCE]);
+    evidence = taken_evidence != NULL ? Py_NewRef(taken_evidence) : rv_item(state, rf_keys[RF_EVIDENCE]);
     if (evidence == NULL) goto done;
     if (PyTuple_GetItem(cached, 1) != evidence || PyTuple_GetItem(cached, 2) != placement ||
         PyTuple_GetItem(cached, 3) != placement_dict) {
@@ -1069,10 +1071,16 @@ rf_attested_entry(PyObject *attestation, const rf_config *cfg, PyObject **entry,
 {
     PyObject *placement = NULL, *placement_dict = NULL, *binding_dict = NULL, *view = NULL;
     int rc = RV_DECLINE;
-    /* its three fields from one checked dict (rf_identity reads plain fields: no Python code) */
-    PyObject *state = pd_instance_dict(attestation);
+    /* its five fields from one checked dict (rf_identity reads plain fields: no Python code),
+     * taken in the walk that checks it (pd_instance_values; a name not found there is looked
+     * up) */
+    enum { T_PLACEMENT, T_PLACEMENT_DICT, T_BINDING_DICT, T_CACHED, T_EVIDENCE, T_N };
+    static const int taken_names[T_N] = {RF_PLACEMENT, RF_PLACEMENT_DICT, RF_BINDING_DICT, RF_ATTESTED_VIEW,
+                                         RF_EVIDENCE};
+    PyObject *taken[T_N];
+    PyObject *state = pd_instance_values(attestation, rf_keys, taken_names, T_N, taken);
     if (state == NULL) goto done;
-    placement = rv_item(state, rf_keys[RF_PLACEMENT]);
+    placement = taken[T_PLACEMENT] != NULL ? Py_NewRef(taken[T_PLACEMENT]) : rv_item(state, rf_keys[RF_PLACEMENT]);
     if (placement == NULL) goto done;
     if (Py_TYPE(placement) != cfg->manifest_type) goto done;
     rc = rf_identity(placement, cfg->identity);
@@ -1081,13 +1089,15 @@ rf_attested_entry(PyObject *attestation, const rf_config *cfg, PyObject **entry,
     /* both probed by placement fragment id below, for every fragment of this attestation:
      * plain keys (pd_plain_keys: exact dict, exact str keys), so no probe runs Python code
      * (a planted key's __eq__ could free the entry the pass reads: test_audit25_attested_dicts) */
-    placement_dict = rv_item(state, rf_keys[RF_PLACEMENT_DICT]);
+    placement_dict = taken[T_PLACEMENT_DICT] != NULL ? Py_NewRef(taken[T_PLACEMENT_DICT])
+                                                    : rv_item(state, rf_keys[RF_PLACEMENT_DICT]);
     if (placement_dict == NULL || !rv_plain_keys(placement_dict)) goto done;
-    binding_dict = rv_item(state, rf_keys[RF_BINDING_DICT]);
+    binding_dict = taken[T_BINDING_DICT] != NULL ? Py_NewRef(taken[T_BINDING_DICT])
+                                                : rv_item(state, rf_keys[RF_BINDING_DICT]);
     if (binding_dict == NULL || !rv_plain_keys(binding_dict)) goto done;
     /* The exact cached view when every object it was derived from is unchanged, else
      * ``view_of`` (which builds a new one from the current values). */
-    view = rf_exact_view(attestation, state, cfg, placement, placement_dict);
+    view = rf_exact_view(attestation, state, cfg, placement, placement_dict, taken[T_CACHED], taken[T_EVIDENCE]);
     if (view == NULL && PyErr_Occurred()) goto done;
     if (view == NULL && !may_call) {
         rc = RF_CALLOUT;
@@ -1239,11 +1249,14 @@ rf_rank_tuple(PyObject *rank, const rf_config *cfg, rf_memo *memo, PyObject **ou
         *out = Py_NewRef(known);
         return RV_OK;
     }
-    PyObject *dict = pd_instance_dict(rank);
-    if (dict == NULL) return RV_ERROR;
+    /* (the four values taken in the walk that checks the dict, a name not found there looked
+     * up: pd_instance_values) */
+    static const int names[4] = {RF_DP, RF_TP, RF_PP, RF_EP};
     PyObject *values[4];
+    PyObject *dict = pd_instance_values(rank, rf_keys, names, 4, values);
+    if (dict == NULL) return RV_ERROR;
     for (int k = 0; k < 4; k++) {
-        values[k] = PyDict_GetItemWithError(dict, rf_keys[RF_DP + k]); /* borrowed */
+        if (values[k] == NULL) values[k] = PyDict_GetItemWithError(dict, rf_keys[names[k]]); /* borrowed */
         if (values[k] == NULL) {
             Py_DECREF(dict);
             return PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
