@@ -855,6 +855,7 @@ typedef struct {
     PyObject *view_state;
     PyObject *part_class;
     PyObject *view_end;
+    struct rf_proved *proved;      /* this call's placements of the plan identity, or NULL */
 } rf_config;
 
 static PyObject *av_build(PyObject *module, PyObject *view_type, PyObject *attestation, PyObject *const *types,
@@ -868,6 +869,51 @@ rf_attr(PyObject *object, PyObject *name)
     PyObject *value = pd_getattr(object, name);
     if (value == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) PyErr_Clear();
     return value;
+}
+
+/* The placements one call of revalidate_fragments found of the plan identity (rf_identity:
+ * RV_OK) since Python code last ran in it: the attestations of one participant's side share
+ * their placement (the contract plan's 12 attestations, 2 placements), whose identity is then
+ * not read again. Sound while no Python code runs: rf_identity reads plain fields (its dict
+ * checked, exact class) and compares exact strs and an int, and nothing else the pass does
+ * between two attestations runs Python code or changes a placement (the dict probes of plain
+ * dicts, tuple and layout reads; plain_dict.h's rule); the pass runs Python code only in its
+ * view calls (rf_view_of), before each of which the set is emptied (rf_proved_reset). Held
+ * references: no address is reused while one is kept. Only a passing verdict is kept (a refused
+ * placement is read again: the same checks, errors and order as before). */
+#define RF_PROVED_N 8 /* beyond, a placement's identity is read again */
+
+typedef struct rf_proved {
+    PyObject *placements[RF_PROVED_N]; /* owned, the first n */
+    int n;
+} rf_proved;
+
+/* 1 when placement is kept in proved (NULL: never). */
+static int
+rf_proved_has(const rf_proved *proved, const PyObject *placement)
+{
+    if (proved == NULL) return 0;
+    for (int k = 0; k < proved->n; k++) {
+        if (proved->placements[k] == placement) return 1;
+    }
+    return 0;
+}
+
+static void
+rf_proved_add(rf_proved *proved, PyObject *placement)
+{
+    if (proved != NULL && proved->n < RF_PROVED_N) proved->placements[proved->n++] = Py_NewRef(placement);
+}
+
+/* Forgets every placement (before Python code may run: a view call; and at the call's end). */
+static void
+rf_proved_reset(rf_proved *proved)
+{
+    if (proved == NULL) return;
+    while (proved->n > 0) {
+        proved->n--; /* (not inside Py_CLEAR: a macro that reads its argument twice) */
+        Py_CLEAR(proved->placements[proved->n]);
+    }
 }
 
 /* RV_OK when ``(placement.resource_id, placement.revision, placement.weight_generation)``
@@ -1083,8 +1129,11 @@ rf_attested_entry(PyObject *attestation, const rf_config *cfg, PyObject **entry,
     placement = taken[T_PLACEMENT] != NULL ? Py_NewRef(taken[T_PLACEMENT]) : rv_item(state, rf_keys[RF_PLACEMENT]);
     if (placement == NULL) goto done;
     if (Py_TYPE(placement) != cfg->manifest_type) goto done;
-    rc = rf_identity(placement, cfg->identity);
-    if (rc != RV_OK) goto done;
+    if (!rf_proved_has(cfg->proved, placement)) {
+        rc = rf_identity(placement, cfg->identity);
+        if (rc != RV_OK) goto done;
+        rf_proved_add(cfg->proved, placement);
+    }
     rc = RV_DECLINE;
     /* both probed by placement fragment id below, for every fragment of this attestation:
      * plain keys (pd_plain_keys: exact dict, exact str keys), so no probe runs Python code
@@ -1104,6 +1153,7 @@ rf_attested_entry(PyObject *attestation, const rf_config *cfg, PyObject **entry,
         goto done;
     }
     if (view == NULL) {
+        rf_proved_reset(cfg->proved); /* Python code runs in the call */
         view = rf_view_of(attestation, cfg);
         if (view == NULL) goto done;
         /* Python code ran (a hook, or what the view's code reaches, could plant a key): the two
@@ -1837,6 +1887,7 @@ revalidate_fragments(PyObject *module, PyObject *args)
         return NULL;
     }
     cfg.module = module;
+    cfg.proved = NULL;
     cfg.view_type = view_type == Py_None ? NULL : view_type;
     cfg.evidence_type = evidence_type == Py_None ? NULL : evidence_type;
     if (!PyCallable_Check(cfg.view_of)) {
@@ -1863,6 +1914,8 @@ revalidate_fragments(PyObject *module, PyObject *args)
     PyObject *attested = PyDict_New(), *entry_list = PyList_New(0), *held = PyList_New(0);
     rv_table entries = {NULL, NULL, 0};
     rf_memo memo = {{NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}, NULL, 0, NULL, 0};
+    rf_proved proved = {{NULL}, 0};
+    cfg.proved = &proved;
     PyObject *result = NULL;
     if (n < 0 || keys == NULL || routes == NULL || runtime_ids == NULL || attested == NULL || entry_list == NULL
         || held == NULL || (size_t)n > SIZE_MAX / 4 || rv_table_init(&entries, 16) < 0
@@ -1917,6 +1970,7 @@ done:
     rf_memo_free(&memo.key);
     rf_memo_free(&memo.route);
     rf_memo_free(&memo.rank_object);
+    rf_proved_reset(&proved);
     if (memo.bases != NULL) {
         for (Py_ssize_t k = 0; k < memo.n_bases; k++) Py_XDECREF(memo.bases[k]);
         PyMem_Free(memo.bases);
