@@ -883,9 +883,23 @@ rf_attr(PyObject *object, PyObject *name)
  * placement is read again: the same checks, errors and order as before). */
 #define RF_PROVED_N 8 /* beyond, a placement's identity is read again */
 
+/* And the (object, snapshot) pairs of attested views' deps found unchanged (dc_unchanged: 1)
+ * in that window, for a deps' first RF_PROVED_LEAD pairs only: the placement and its parts
+ * dict (bound_contracts._view_deps records them first), which the attestations of one side
+ * share, with the very same snapshot tuples when recorded in one revalidation (_view_deps
+ * shares them): the contract plan's 12 attestations walked the 12 items of one of 2 placements
+ * and the 8 of its parts dict 12 times. Sound as the identities: dc_unchanged reads exact dicts
+ * (PyDict_Next), C-owned layout slots and tuple items, compares pointers and runs no Python
+ * code; only Python code could change such an object or snapshot. A pair found changed, or an
+ * error, is walked again (the same order of checks and errors as before). */
+#define RF_PROVED_PAIRS 8
+#define RF_PROVED_LEAD 2
+
 typedef struct rf_proved {
     PyObject *placements[RF_PROVED_N]; /* owned, the first n */
     int n;
+    PyObject *pairs[2 * RF_PROVED_PAIRS]; /* owned (object, snapshot), the first 2 * n_pairs */
+    int n_pairs;
 } rf_proved;
 
 /* 1 when placement is kept in proved (NULL: never). */
@@ -905,7 +919,27 @@ rf_proved_add(rf_proved *proved, PyObject *placement)
     if (proved != NULL && proved->n < RF_PROVED_N) proved->placements[proved->n++] = Py_NewRef(placement);
 }
 
-/* Forgets every placement (before Python code may run: a view call; and at the call's end). */
+/* 1 when the pair (object, snapshot) is kept in proved (NULL: never). */
+static int
+rf_proved_has_pair(const rf_proved *proved, const PyObject *object, const PyObject *snapshot)
+{
+    if (proved == NULL) return 0;
+    for (int k = 0; k < proved->n_pairs; k++) {
+        if (proved->pairs[2 * k] == object && proved->pairs[2 * k + 1] == snapshot) return 1;
+    }
+    return 0;
+}
+
+static void
+rf_proved_add_pair(rf_proved *proved, PyObject *object, PyObject *snapshot)
+{
+    if (proved == NULL || proved->n_pairs >= RF_PROVED_PAIRS) return;
+    proved->pairs[2 * proved->n_pairs] = Py_NewRef(object);
+    proved->pairs[2 * proved->n_pairs + 1] = Py_NewRef(snapshot);
+    proved->n_pairs++;
+}
+
+/* Forgets everything (before Python code may run: a view call; and at the call's end). */
 static void
 rf_proved_reset(rf_proved *proved)
 {
@@ -913,6 +947,11 @@ rf_proved_reset(rf_proved *proved)
     while (proved->n > 0) {
         proved->n--; /* (not inside Py_CLEAR: a macro that reads its argument twice) */
         Py_CLEAR(proved->placements[proved->n]);
+    }
+    while (proved->n_pairs > 0) {
+        proved->n_pairs--;
+        Py_CLEAR(proved->pairs[2 * proved->n_pairs]);
+        Py_CLEAR(proved->pairs[2 * proved->n_pairs + 1]);
     }
 }
 
@@ -1047,9 +1086,10 @@ dc_unchanged(PyObject *object, PyObject *snapshot)
 }
 
 /* 1 when every ``(object, snapshot)`` pair of the exact tuple ``deps`` is unchanged (see
- * ``dc_unchanged``), 0 when one is not, -1 with an error set. */
+ * ``dc_unchanged``), 0 when one is not, -1 with an error set. proved (or NULL): the first
+ * RF_PROVED_LEAD pairs found unchanged in this window are not walked again (rf_proved). */
 static int
-dc_all_unchanged(PyObject *deps)
+dc_all_unchanged(PyObject *deps, rf_proved *proved)
 {
     if (!PyTuple_CheckExact(deps) || PyTuple_Size(deps) % 2 != 0) {
         PyErr_SetString(PyExc_TypeError, "deps_unchanged: deps must be a tuple of (object, snapshot) pairs");
@@ -1057,8 +1097,12 @@ dc_all_unchanged(PyObject *deps)
     }
     const Py_ssize_t count = PyTuple_Size(deps);
     for (Py_ssize_t at = 0; at < count; at += 2) {
-        int same = dc_unchanged(PyTuple_GetItem(deps, at), PyTuple_GetItem(deps, at + 1));
+        PyObject *object = PyTuple_GetItem(deps, at), *snapshot = PyTuple_GetItem(deps, at + 1);
+        const int lead = proved != NULL && at < 2 * RF_PROVED_LEAD;
+        if (lead && rf_proved_has_pair(proved, object, snapshot)) continue;
+        int same = dc_unchanged(object, snapshot);
         if (same <= 0) return same;
+        if (lead) rf_proved_add_pair(proved, object, snapshot);
     }
     return 1;
 }
@@ -1088,7 +1132,7 @@ rf_exact_view(PyObject *attestation, PyObject *state, const rf_config *cfg, PyOb
     }
     PyObject *deps = PyTuple_GetItem(cached, 4);
     if (!PyTuple_CheckExact(deps) || PyTuple_Size(deps) == 0) goto done;
-    int same = dc_all_unchanged(deps);
+    int same = dc_all_unchanged(deps, cfg->proved);
     if (same == 1) view = Py_NewRef(PyTuple_GetItem(cached, 0));
 done:
     Py_XDECREF(evidence);
@@ -1914,7 +1958,7 @@ revalidate_fragments(PyObject *module, PyObject *args)
     PyObject *attested = PyDict_New(), *entry_list = PyList_New(0), *held = PyList_New(0);
     rv_table entries = {NULL, NULL, 0};
     rf_memo memo = {{NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}, NULL, 0, NULL, 0};
-    rf_proved proved = {{NULL}, 0};
+    rf_proved proved = {{NULL}, 0, {NULL}, 0};
     cfg.proved = &proved;
     PyObject *result = NULL;
     if (n < 0 || keys == NULL || routes == NULL || runtime_ids == NULL || attested == NULL || entry_list == NULL
@@ -7541,7 +7585,7 @@ deps_unchanged(PyObject *self, PyObject *args)
     (void)self;
     PyObject *deps = NULL;
     if (!PyArg_ParseTuple(args, "O:deps_unchanged", &deps)) return NULL;
-    int same = dc_all_unchanged(deps);
+    int same = dc_all_unchanged(deps, NULL);
     if (same < 0) return NULL;
     return PyBool_FromLong(same);
 }

@@ -311,3 +311,76 @@ def test_no_reference_kept_or_lost():
             counts.append([sys.getrefcount(p) for p in placements])
         # (the first rebuilt views settle the caches)
         assert counts[2:] == [counts[2]] * 4, counts
+
+
+def _fresh_str(text: str) -> str:
+    made = "".join(list(text))
+    assert made == text and made is not text
+    return made
+
+
+def test_view_call_editing_a_shared_dep_rebuilds_later_views():
+    # a view call (Python code) edits a placement whose deps pair an earlier attestation's cache
+    # check found unchanged in this call (rf_proved keeps it): every later attestation sharing it
+    # walks it again, finds it changed (an equal value, another object) and calls for its view
+    _plan, args = _captured()
+    attestations = _attestations(args)
+    a = attestations[0]
+    b = next(x for x in attestations if x.placement is not a.placement)
+    c = next(x for x in attestations if x is not a and x.placement is a.placement)
+    assert a.__dict__["_attested_view"][4][1] is c.__dict__["_attested_view"][4][1]  # (shared)
+    fragments = args[_FRAGMENTS]
+
+    def rank(k: int) -> int:
+        return next((r for r, x in enumerate((a, b, c)) if x is fragments[k].attestation), 3)
+
+    order = sorted(range(len(fragments)), key=rank)
+    target = a.placement
+    saved = target.__dict__["revision"]
+    real_view_of = args[_VIEW_OF]
+    calls: list[Any] = []
+
+    def view_of(attestation: Any) -> Any:
+        calls.append(attestation)
+        if attestation is b:
+            target.__dict__["revision"] = _fresh_str(saved)  # equal: the identity still holds
+        return real_view_of(attestation)
+
+    call = list(args)
+    call[_FRAGMENTS] = [fragments[k] for k in order]
+    call[_VIEW_OF] = view_of
+    call[_VIEWS] = None
+    b.__dict__.pop("_attested_view", None)
+    try:
+        assert _outcome(tuple(call)) is not None
+    finally:
+        target.__dict__["revision"] = saved
+    assert calls[:2] == [b, c], calls
+
+
+def test_view_deps_share_a_placement_snapshot_while_unchanged():
+    from mooncake.reshard.weight._planner import bound_contracts as bc
+
+    _plan, args = _captured()
+    attestations = _attestations(args)
+    a = attestations[0]
+    c = next(x for x in attestations if x is not a and x.placement is a.placement)
+    placement = a.placement
+    # outside a revalidation: nothing shared
+    first, second = bc._view_deps(a), bc._view_deps(c)
+    assert first is not None and second is not None
+    assert first[0] is second[0] is placement and first[1] is not second[1] and first[1] == second[1]
+    with bc._ViewScope():
+        first, second = bc._view_deps(a), bc._view_deps(c)
+        assert first is not None and second is not None
+        assert first[1] is second[1] and first[3] is second[3]  # the placement and its parts dict
+        saved = placement.__dict__["revision"]
+        placement.__dict__["revision"] = _fresh_str(saved)
+        try:
+            third = bc._view_deps(c)
+            assert third is not None and third[1] is not first[1]
+            assert not _native.deps_unchanged(first[:2]) and _native.deps_unchanged(third[:2])
+            assert third[3] is first[3]  # (the parts dict itself unchanged)
+        finally:
+            placement.__dict__["revision"] = saved
+    assert bc._VIEW_STATE.snapshots is None
