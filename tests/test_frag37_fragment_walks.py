@@ -24,31 +24,17 @@ from typing import Any, Optional
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from forge_helpers import COLLIDED_CALLS as _CALLS
+from forge_helpers import CollidingKey as _Colliding
+from forge_helpers import rekey_dict as _rekey
+from forge_helpers import restore_dict as _restore
 from forge_helpers import sized_world
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import bind_logical_transfer_plan
 
-_CALLS: list[int] = []
-
 # revalidate_fragments' positional arguments
 _FRAGMENTS, _VIEW_OF, _VIEWS = 0, 7, 11
-
-
-class _Colliding(str):
-    """A key equal to nothing, hashed as ``name``; its ``__eq__`` records that it ran."""
-
-    def __new__(cls, name: str) -> "_Colliding":
-        made = super().__new__(cls, "colliding-" + name)
-        made._target = hash(name)  # type: ignore[attr-defined]
-        return made
-
-    def __hash__(self) -> int:
-        return self._target  # type: ignore[attr-defined,no-any-return]
-
-    def __eq__(self, other: object) -> bool:
-        _CALLS.append(1)
-        return False
 
 
 def _captured() -> tuple[Any, tuple[Any, ...]]:
@@ -104,30 +90,6 @@ def _objects(args: tuple[Any, ...]) -> dict[str, tuple[Any, str, Any]]:
         "rank": (fragment.placement.rank, "tp", "0"),
         "rank-dp": (fragment.placement.rank, "ep", None),
     }
-
-
-def _rekey(obj: Any, fresh: bool, edit: Any = None, planted: Any = None) -> dict[Any, Any]:
-    """Re-make obj's instance dict: keys as equal non-identical strs when fresh; edit = (name,
-    value) set under that key; planted: an extra key. Returns the original items to restore."""
-    d = obj.__dict__
-    items = dict(d)
-    d.clear()
-    for key, value in items.items():
-        new_key = "".join(list(key)) if fresh else key
-        if fresh:
-            assert new_key == key and new_key is not key
-        if edit is not None and key == edit[0]:
-            value = edit[1]
-        d[new_key] = value
-    if planted is not None:
-        d[planted] = None
-    return items
-
-
-def _restore(obj: Any, items: dict[Any, Any]) -> None:
-    d = obj.__dict__
-    d.clear()
-    d.update(items)
 
 
 def test_fresh_keys_are_found():
@@ -253,43 +215,65 @@ def test_view_call_between_attestations_sharing_a_placement(data):
         assert got is not None and got[0] == "ok", (order, stale, at_call, got)
 
 
-def test_view_call_forging_a_proved_placement_declines_later_entries():
-    # the pinned case: attestation A (placement P) entered first, then B (placement Q) calls its
-    # view, which forges P; C (placement P), entered after, must be refused
+def _fresh_str(text: str) -> str:
+    made = "".join(list(text))
+    assert made == text and made is not text
+    return made
+
+
+def _edited_by_view_call(revision: Any) -> tuple[Any, list[Any], Any]:
+    """The pinned case: attestation A (placement P) entered first with its exact cached view,
+    then B (placement Q), whose view is not cached, calls view_of, which sets P's revision to
+    ``revision(saved)``; C (placement P, cached view) is entered after. Returns (the outcome, the
+    attestations view_of was called for, (a, b, c)); P restored."""
     _plan, args = _captured()
     attestations = _attestations(args)
     a = attestations[0]
     b = next(x for x in attestations if x.placement is not a.placement)
     c = next(x for x in attestations if x is not a and x.placement is a.placement)
+    assert a.__dict__["_attested_view"][4][1] is c.__dict__["_attested_view"][4][1]  # (shared)
     fragments = args[_FRAGMENTS]
+
     def rank(k: int) -> int:
         return next((r for r, x in enumerate((a, b, c)) if x is fragments[k].attestation), 3)
 
-    order = sorted(range(len(fragments)), key=rank)
     target = a.placement
     saved = target.__dict__["revision"]
     real_view_of = args[_VIEW_OF]
-
     calls: list[Any] = []
 
     def view_of(attestation: Any) -> Any:
         calls.append(attestation)
         if attestation is b:
-            target.__dict__["revision"] = saved + "-forged"
+            target.__dict__["revision"] = revision(saved)
         return real_view_of(attestation)
 
     call = list(args)
-    call[_FRAGMENTS] = [fragments[k] for k in order]
+    call[_FRAGMENTS] = [fragments[k] for k in sorted(range(len(fragments)), key=rank)]
     call[_VIEW_OF] = view_of
     call[_VIEWS] = None
     b.__dict__.pop("_attested_view", None)
     try:
-        assert _outcome(tuple(call)) is None
+        got = _outcome(tuple(call))
     finally:
         target.__dict__["revision"] = saved
-    assert calls == [b]  # (a's and c's cached views are exact: no call; a's identity kept)
-    call[_VIEW_OF] = real_view_of
-    assert _outcome(tuple(call)) is not None
+    return got, calls, (a, b, c)
+
+
+def test_view_call_forging_a_proved_placement_declines_later_entries():
+    # C's placement identity, proved for A in this call, is read again after B's view call
+    got, calls, (_a, b, _c) = _edited_by_view_call(lambda saved: saved + "-forged")
+    assert got is None
+    assert calls == [b]  # (A's and C's cached views are exact: no call; A's identity kept)
+
+
+def test_view_call_editing_a_shared_dep_rebuilds_later_views():
+    # the deps pair of P, found unchanged for A in this call (rf_proved keeps it), is walked
+    # again for C after B's view call edited P in place (an equal value, another object: the
+    # identity still holds): C's cached view is stale and C calls for its view
+    got, calls, (_a, b, c) = _edited_by_view_call(_fresh_str)
+    assert got is not None and got[0] == "ok"
+    assert calls[:2] == [b, c], calls
 
 
 def test_no_reference_kept_or_lost():
@@ -311,51 +295,6 @@ def test_no_reference_kept_or_lost():
             counts.append([sys.getrefcount(p) for p in placements])
         # (the first rebuilt views settle the caches)
         assert counts[2:] == [counts[2]] * 4, counts
-
-
-def _fresh_str(text: str) -> str:
-    made = "".join(list(text))
-    assert made == text and made is not text
-    return made
-
-
-def test_view_call_editing_a_shared_dep_rebuilds_later_views():
-    # a view call (Python code) edits a placement whose deps pair an earlier attestation's cache
-    # check found unchanged in this call (rf_proved keeps it): every later attestation sharing it
-    # walks it again, finds it changed (an equal value, another object) and calls for its view
-    _plan, args = _captured()
-    attestations = _attestations(args)
-    a = attestations[0]
-    b = next(x for x in attestations if x.placement is not a.placement)
-    c = next(x for x in attestations if x is not a and x.placement is a.placement)
-    assert a.__dict__["_attested_view"][4][1] is c.__dict__["_attested_view"][4][1]  # (shared)
-    fragments = args[_FRAGMENTS]
-
-    def rank(k: int) -> int:
-        return next((r for r, x in enumerate((a, b, c)) if x is fragments[k].attestation), 3)
-
-    order = sorted(range(len(fragments)), key=rank)
-    target = a.placement
-    saved = target.__dict__["revision"]
-    real_view_of = args[_VIEW_OF]
-    calls: list[Any] = []
-
-    def view_of(attestation: Any) -> Any:
-        calls.append(attestation)
-        if attestation is b:
-            target.__dict__["revision"] = _fresh_str(saved)  # equal: the identity still holds
-        return real_view_of(attestation)
-
-    call = list(args)
-    call[_FRAGMENTS] = [fragments[k] for k in order]
-    call[_VIEW_OF] = view_of
-    call[_VIEWS] = None
-    b.__dict__.pop("_attested_view", None)
-    try:
-        assert _outcome(tuple(call)) is not None
-    finally:
-        target.__dict__["revision"] = saved
-    assert calls[:2] == [b, c], calls
 
 
 def test_view_deps_share_a_placement_snapshot_while_unchanged():
