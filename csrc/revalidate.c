@@ -855,6 +855,7 @@ typedef struct {
     PyObject *view_state;
     PyObject *part_class;
     PyObject *view_end;
+    struct rf_proved *proved;      /* this call's placements of the plan identity, or NULL */
 } rf_config;
 
 static PyObject *av_build(PyObject *module, PyObject *view_type, PyObject *attestation, PyObject *const *types,
@@ -868,6 +869,90 @@ rf_attr(PyObject *object, PyObject *name)
     PyObject *value = pd_getattr(object, name);
     if (value == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) PyErr_Clear();
     return value;
+}
+
+/* The placements one call of revalidate_fragments found of the plan identity (rf_identity:
+ * RV_OK) since Python code last ran in it: the attestations of one participant's side share
+ * their placement (the contract plan's 12 attestations, 2 placements), whose identity is then
+ * not read again. Sound while no Python code runs: rf_identity reads plain fields (its dict
+ * checked, exact class) and compares exact strs and an int, and nothing else the pass does
+ * between two attestations runs Python code or changes a placement (the dict probes of plain
+ * dicts, tuple and layout reads; plain_dict.h's rule); the pass runs Python code only in its
+ * view calls (rf_view_of), before each of which the set is emptied (rf_proved_reset). Held
+ * references: no address is reused while one is kept. Only a passing verdict is kept (a refused
+ * placement is read again: the same checks, errors and order as before). */
+#define RF_PROVED_N 8 /* beyond, a placement's identity is read again */
+
+/* And the (object, snapshot) pairs of attested views' deps found unchanged (dc_unchanged: 1)
+ * in that window, for a deps' first RF_PROVED_LEAD pairs only: the placement and its parts
+ * dict (bound_contracts._view_deps records them first), which the attestations of one side
+ * share, with the very same snapshot tuples when recorded in one revalidation (_view_deps
+ * shares them): the contract plan's 12 attestations walked the 12 items of one of 2 placements
+ * and the 8 of its parts dict 12 times. Sound as the identities: dc_unchanged reads exact dicts
+ * (PyDict_Next), C-owned layout slots and tuple items, compares pointers and runs no Python
+ * code; only Python code could change such an object or snapshot. A pair found changed, or an
+ * error, is walked again (the same order of checks and errors as before). */
+#define RF_PROVED_PAIRS 8
+#define RF_PROVED_LEAD 2
+
+typedef struct rf_proved {
+    PyObject *placements[RF_PROVED_N]; /* owned, the first n */
+    int n;
+    PyObject *pairs[2 * RF_PROVED_PAIRS]; /* owned (object, snapshot), the first 2 * n_pairs */
+    int n_pairs;
+} rf_proved;
+
+/* 1 when placement is kept in proved (NULL: never). */
+static int
+rf_proved_has(const rf_proved *proved, const PyObject *placement)
+{
+    if (proved == NULL) return 0;
+    for (int k = 0; k < proved->n; k++) {
+        if (proved->placements[k] == placement) return 1;
+    }
+    return 0;
+}
+
+static void
+rf_proved_add(rf_proved *proved, PyObject *placement)
+{
+    if (proved != NULL && proved->n < RF_PROVED_N) proved->placements[proved->n++] = Py_NewRef(placement);
+}
+
+/* 1 when the pair (object, snapshot) is kept in proved (NULL: never). */
+static int
+rf_proved_has_pair(const rf_proved *proved, const PyObject *object, const PyObject *snapshot)
+{
+    if (proved == NULL) return 0;
+    for (int k = 0; k < proved->n_pairs; k++) {
+        if (proved->pairs[2 * k] == object && proved->pairs[2 * k + 1] == snapshot) return 1;
+    }
+    return 0;
+}
+
+static void
+rf_proved_add_pair(rf_proved *proved, PyObject *object, PyObject *snapshot)
+{
+    if (proved == NULL || proved->n_pairs >= RF_PROVED_PAIRS) return;
+    proved->pairs[2 * proved->n_pairs] = Py_NewRef(object);
+    proved->pairs[2 * proved->n_pairs + 1] = Py_NewRef(snapshot);
+    proved->n_pairs++;
+}
+
+/* Forgets everything (before Python code may run: a view call; and at the call's end). */
+static void
+rf_proved_reset(rf_proved *proved)
+{
+    if (proved == NULL) return;
+    while (proved->n > 0) {
+        proved->n--; /* (not inside Py_CLEAR: a macro that reads its argument twice) */
+        Py_CLEAR(proved->placements[proved->n]);
+    }
+    while (proved->n_pairs > 0) {
+        proved->n_pairs--;
+        Py_CLEAR(proved->pairs[2 * proved->n_pairs]);
+        Py_CLEAR(proved->pairs[2 * proved->n_pairs + 1]);
+    }
 }
 
 /* RV_OK when ``(placement.resource_id, placement.revision, placement.weight_generation)``
@@ -1001,9 +1086,10 @@ dc_unchanged(PyObject *object, PyObject *snapshot)
 }
 
 /* 1 when every ``(object, snapshot)`` pair of the exact tuple ``deps`` is unchanged (see
- * ``dc_unchanged``), 0 when one is not, -1 with an error set. */
+ * ``dc_unchanged``), 0 when one is not, -1 with an error set. proved (or NULL): the first
+ * RF_PROVED_LEAD pairs found unchanged in this window are not walked again (rf_proved). */
 static int
-dc_all_unchanged(PyObject *deps)
+dc_all_unchanged(PyObject *deps, rf_proved *proved)
 {
     if (!PyTuple_CheckExact(deps) || PyTuple_Size(deps) % 2 != 0) {
         PyErr_SetString(PyExc_TypeError, "deps_unchanged: deps must be a tuple of (object, snapshot) pairs");
@@ -1011,8 +1097,12 @@ dc_all_unchanged(PyObject *deps)
     }
     const Py_ssize_t count = PyTuple_Size(deps);
     for (Py_ssize_t at = 0; at < count; at += 2) {
-        int same = dc_unchanged(PyTuple_GetItem(deps, at), PyTuple_GetItem(deps, at + 1));
+        PyObject *object = PyTuple_GetItem(deps, at), *snapshot = PyTuple_GetItem(deps, at + 1);
+        const int lead = proved != NULL && at < 2 * RF_PROVED_LEAD;
+        if (lead && rf_proved_has_pair(proved, object, snapshot)) continue;
+        int same = dc_unchanged(object, snapshot);
         if (same <= 0) return same;
+        if (lead) rf_proved_add_pair(proved, object, snapshot);
     }
     return 1;
 }
@@ -1024,15 +1114,17 @@ dc_all_unchanged(PyObject *deps)
  * error set otherwise (``view_of`` then decides), NULL with an error set on failure. */
 static PyObject *
 rf_exact_view(PyObject *attestation, PyObject *state, const rf_config *cfg, PyObject *placement,
-              PyObject *placement_dict)
+              PyObject *placement_dict, PyObject *taken_cached, PyObject *taken_evidence)
 {
-    /* (state: the attestation's instance dict, checked plain by the caller) */
+    /* (state: the attestation's instance dict, checked plain by the caller, no Python code run
+     * since; taken_*: its values under _attested_view and evidence taken in that walk, borrowed,
+     * or NULL: looked up) */
     if (Py_TYPE(attestation) != cfg->attestation_type) return NULL;
-    PyObject *cached = rv_item(state, rf_keys[RF_ATTESTED_VIEW]);
+    PyObject *cached = taken_cached != NULL ? Py_NewRef(taken_cached) : rv_item(state, rf_keys[RF_ATTESTED_VIEW]);
     if (cached == NULL) return NULL;
     PyObject *evidence = NULL, *view = NULL;
     if (!PyTuple_CheckExact(cached) || PyTuple_Size(cached) != 5) goto done;
-    evidence = rv_item(state, rf_keys[RF_EVIDENCE]);
+    evidence = taken_evidence != NULL ? Py_NewRef(taken_evidence) : rv_item(state, rf_keys[RF_EVIDENCE]);
     if (evidence == NULL) goto done;
     if (PyTuple_GetItem(cached, 1) != evidence || PyTuple_GetItem(cached, 2) != placement ||
         PyTuple_GetItem(cached, 3) != placement_dict) {
@@ -1040,7 +1132,7 @@ rf_exact_view(PyObject *attestation, PyObject *state, const rf_config *cfg, PyOb
     }
     PyObject *deps = PyTuple_GetItem(cached, 4);
     if (!PyTuple_CheckExact(deps) || PyTuple_Size(deps) == 0) goto done;
-    int same = dc_all_unchanged(deps);
+    int same = dc_all_unchanged(deps, cfg->proved);
     if (same == 1) view = Py_NewRef(PyTuple_GetItem(cached, 0));
 done:
     Py_XDECREF(evidence);
@@ -1069,31 +1161,43 @@ rf_attested_entry(PyObject *attestation, const rf_config *cfg, PyObject **entry,
 {
     PyObject *placement = NULL, *placement_dict = NULL, *binding_dict = NULL, *view = NULL;
     int rc = RV_DECLINE;
-    /* its three fields from one checked dict (rf_identity reads plain fields: no Python code) */
-    PyObject *state = pd_instance_dict(attestation);
+    /* its five fields from one checked dict (rf_identity reads plain fields: no Python code),
+     * taken in the walk that checks it (pd_instance_values; a name not found there is looked
+     * up) */
+    enum { T_PLACEMENT, T_PLACEMENT_DICT, T_BINDING_DICT, T_CACHED, T_EVIDENCE, T_N };
+    static const int taken_names[T_N] = {RF_PLACEMENT, RF_PLACEMENT_DICT, RF_BINDING_DICT, RF_ATTESTED_VIEW,
+                                         RF_EVIDENCE};
+    PyObject *taken[T_N];
+    PyObject *state = pd_instance_values(attestation, rf_keys, taken_names, T_N, taken);
     if (state == NULL) goto done;
-    placement = rv_item(state, rf_keys[RF_PLACEMENT]);
+    placement = taken[T_PLACEMENT] != NULL ? Py_NewRef(taken[T_PLACEMENT]) : rv_item(state, rf_keys[RF_PLACEMENT]);
     if (placement == NULL) goto done;
     if (Py_TYPE(placement) != cfg->manifest_type) goto done;
-    rc = rf_identity(placement, cfg->identity);
-    if (rc != RV_OK) goto done;
+    if (!rf_proved_has(cfg->proved, placement)) {
+        rc = rf_identity(placement, cfg->identity);
+        if (rc != RV_OK) goto done;
+        rf_proved_add(cfg->proved, placement);
+    }
     rc = RV_DECLINE;
     /* both probed by placement fragment id below, for every fragment of this attestation:
      * plain keys (pd_plain_keys: exact dict, exact str keys), so no probe runs Python code
      * (a planted key's __eq__ could free the entry the pass reads: test_audit25_attested_dicts) */
-    placement_dict = rv_item(state, rf_keys[RF_PLACEMENT_DICT]);
+    placement_dict = taken[T_PLACEMENT_DICT] != NULL ? Py_NewRef(taken[T_PLACEMENT_DICT])
+                                                    : rv_item(state, rf_keys[RF_PLACEMENT_DICT]);
     if (placement_dict == NULL || !rv_plain_keys(placement_dict)) goto done;
-    binding_dict = rv_item(state, rf_keys[RF_BINDING_DICT]);
+    binding_dict = taken[T_BINDING_DICT] != NULL ? Py_NewRef(taken[T_BINDING_DICT])
+                                                : rv_item(state, rf_keys[RF_BINDING_DICT]);
     if (binding_dict == NULL || !rv_plain_keys(binding_dict)) goto done;
     /* The exact cached view when every object it was derived from is unchanged, else
      * ``view_of`` (which builds a new one from the current values). */
-    view = rf_exact_view(attestation, state, cfg, placement, placement_dict);
+    view = rf_exact_view(attestation, state, cfg, placement, placement_dict, taken[T_CACHED], taken[T_EVIDENCE]);
     if (view == NULL && PyErr_Occurred()) goto done;
     if (view == NULL && !may_call) {
         rc = RF_CALLOUT;
         goto done;
     }
     if (view == NULL) {
+        rf_proved_reset(cfg->proved); /* Python code runs in the call */
         view = rf_view_of(attestation, cfg);
         if (view == NULL) goto done;
         /* Python code ran (a hook, or what the view's code reaches, could plant a key): the two
@@ -1239,11 +1343,14 @@ rf_rank_tuple(PyObject *rank, const rf_config *cfg, rf_memo *memo, PyObject **ou
         *out = Py_NewRef(known);
         return RV_OK;
     }
-    PyObject *dict = pd_instance_dict(rank);
-    if (dict == NULL) return RV_ERROR;
+    /* (the four values taken in the walk that checks the dict, a name not found there looked
+     * up: pd_instance_values) */
+    static const int names[4] = {RF_DP, RF_TP, RF_PP, RF_EP};
     PyObject *values[4];
+    PyObject *dict = pd_instance_values(rank, rf_keys, names, 4, values);
+    if (dict == NULL) return RV_ERROR;
     for (int k = 0; k < 4; k++) {
-        values[k] = PyDict_GetItemWithError(dict, rf_keys[RF_DP + k]); /* borrowed */
+        if (values[k] == NULL) values[k] = PyDict_GetItemWithError(dict, rf_keys[names[k]]); /* borrowed */
         if (values[k] == NULL) {
             Py_DECREF(dict);
             return PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
@@ -1824,6 +1931,7 @@ revalidate_fragments(PyObject *module, PyObject *args)
         return NULL;
     }
     cfg.module = module;
+    cfg.proved = NULL;
     cfg.view_type = view_type == Py_None ? NULL : view_type;
     cfg.evidence_type = evidence_type == Py_None ? NULL : evidence_type;
     if (!PyCallable_Check(cfg.view_of)) {
@@ -1850,6 +1958,8 @@ revalidate_fragments(PyObject *module, PyObject *args)
     PyObject *attested = PyDict_New(), *entry_list = PyList_New(0), *held = PyList_New(0);
     rv_table entries = {NULL, NULL, 0};
     rf_memo memo = {{NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}, NULL, 0, NULL, 0};
+    rf_proved proved = {{NULL}, 0, {NULL}, 0};
+    cfg.proved = &proved;
     PyObject *result = NULL;
     if (n < 0 || keys == NULL || routes == NULL || runtime_ids == NULL || attested == NULL || entry_list == NULL
         || held == NULL || (size_t)n > SIZE_MAX / 4 || rv_table_init(&entries, 16) < 0
@@ -1904,6 +2014,7 @@ done:
     rf_memo_free(&memo.key);
     rf_memo_free(&memo.route);
     rf_memo_free(&memo.rank_object);
+    rf_proved_reset(&proved);
     if (memo.bases != NULL) {
         for (Py_ssize_t k = 0; k < memo.n_bases; k++) Py_XDECREF(memo.bases[k]);
         PyMem_Free(memo.bases);
@@ -7563,7 +7674,7 @@ deps_unchanged(PyObject *self, PyObject *args)
     (void)self;
     PyObject *deps = NULL;
     if (!PyArg_ParseTuple(args, "O:deps_unchanged", &deps)) return NULL;
-    int same = dc_all_unchanged(deps);
+    int same = dc_all_unchanged(deps, NULL);
     if (same < 0) return NULL;
     return PyBool_FromLong(same);
 }

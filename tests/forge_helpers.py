@@ -141,3 +141,50 @@ def maybe_profiled(profiled: bool, call: Callable[[], Any]) -> Any:
         return call()
     finally:
         sys.setprofile(previous)
+
+
+# -- instance dicts re-keyed (MEMO36, FRAG37: the values a pass takes in the walk that checks a
+# dict, by identity with the interned names, against the lookup of a name met otherwise) -------
+
+COLLIDED_CALLS: list[int] = []
+
+
+class CollidingKey(str):
+    """A key equal to nothing, hashed as ``name``; its ``__eq__`` records (COLLIDED_CALLS) that
+    it ran."""
+
+    def __new__(cls, name: str) -> "CollidingKey":
+        made = super().__new__(cls, "colliding-" + name)
+        made._target = hash(name)  # type: ignore[attr-defined]
+        return made
+
+    def __hash__(self) -> int:
+        return self._target  # type: ignore[attr-defined,no-any-return]
+
+    def __eq__(self, other: object) -> bool:
+        COLLIDED_CALLS.append(1)
+        return False
+
+
+def rekey_dict(obj: Any, fresh: bool, edit: Any = None, planted: Any = None) -> dict[Any, Any]:
+    """Re-make obj's instance dict: keys as equal non-identical strs when fresh; edit = (name,
+    value) set under that key; planted: an extra key. Returns the original items to restore."""
+    d = obj.__dict__
+    items = dict(d)
+    d.clear()
+    for key, value in items.items():
+        new_key = "".join(list(key)) if fresh else key
+        if fresh:
+            assert new_key == key and new_key is not key
+        if edit is not None and key == edit[0]:
+            value = edit[1]
+        d[new_key] = value
+    if planted is not None:
+        d[planted] = None
+    return items
+
+
+def restore_dict(obj: Any, items: dict[Any, Any]) -> None:
+    d = obj.__dict__
+    d.clear()
+    d.update(items)

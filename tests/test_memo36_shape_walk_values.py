@@ -22,32 +22,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from forge_helpers import COLLIDED_CALLS as _CALLS
+from forge_helpers import CollidingKey as _Colliding
+from forge_helpers import rekey_dict as _rekey
+from forge_helpers import restore_dict as _restore
 from forge_helpers import sized_world
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import bind_logical_transfer_plan
 
-_CALLS: list[int] = []
 
 
 class _Text(str):
     pass
-
-
-class _Colliding(str):
-    """A key equal to nothing, hashed as ``name``; its ``__eq__`` records that it ran."""
-
-    def __new__(cls, name: str) -> "_Colliding":
-        made = super().__new__(cls, "colliding-" + name)
-        made._target = hash(name)  # type: ignore[attr-defined]
-        return made
-
-    def __hash__(self) -> int:
-        return self._target  # type: ignore[attr-defined,no-any-return]
-
-    def __eq__(self, other: object) -> bool:
-        _CALLS.append(1)
-        return False
 
 
 def _captured(name: str = "revalidate_shapes") -> tuple[Any, tuple[Any, ...]]:
@@ -88,30 +75,6 @@ def _objects(plan: Any) -> dict[str, tuple[Any, str, Any]]:
         "executor": (executor, "attestation", None),
         "source-evidence": (plan.source_executors[0].attestation.evidence, "generation", "1"),
     }
-
-
-def _rekey(obj: Any, fresh: bool, edit: Any = None, planted: Any = None) -> dict[Any, Any]:
-    """Re-make obj's instance dict: keys as equal non-identical strs when fresh; edit = (name,
-    value) set under that key; planted: an extra key. Returns the original items to restore."""
-    d = obj.__dict__
-    items = dict(d)
-    d.clear()
-    for key, value in items.items():
-        new_key = "".join(list(key)) if fresh else key
-        if fresh:
-            assert new_key == key and new_key is not key
-        if edit is not None and key == edit[0]:
-            value = edit[1]
-        d[new_key] = value
-    if planted is not None:
-        d[planted] = None
-    return items
-
-
-def _restore(obj: Any, items: dict[Any, Any]) -> None:
-    d = obj.__dict__
-    d.clear()
-    d.update(items)
 
 
 def test_fresh_keys_are_found():

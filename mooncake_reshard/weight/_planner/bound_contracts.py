@@ -613,6 +613,11 @@ class _ViewState(threading.local):
     # weakref callbacks (foreign code, C code alone unseen by any watch) between the passes
     # (tests/test_sound8_release_points.py).
     held: Optional[list[Any]] = None
+    # The snapshots ``_view_deps`` recorded in this revalidation for a placement and its parts
+    # dict: id(object) -> (object, snapshot tuple). The views of attestations sharing a placement
+    # then record the very same tuples while the object is unchanged, and revalidate_fragments
+    # walks such a pair once per call (rf_proved). None outside a revalidation.
+    snapshots: Optional[dict[int, tuple[Any, tuple[Any, ...]]]] = None
 
 
 _VIEW_STATE = _ViewState()
@@ -623,7 +628,7 @@ class _ViewScope:
     ``built_now=True`` only for the plan ``bind_logical_transfer_plan`` has just built from
     attestations it created in the same call."""
 
-    __slots__ = ("saved", "saved_built_now", "saved_held", "built_now")
+    __slots__ = ("saved", "saved_built_now", "saved_held", "saved_snapshots", "built_now")
 
     def __init__(self, built_now: bool = False) -> None:
         self.built_now = built_now
@@ -633,14 +638,17 @@ class _ViewScope:
         self.saved = state.scope
         self.saved_built_now = state.built_now
         self.saved_held = state.held
+        self.saved_snapshots = state.snapshots
         state.scope = {}
         state.built_now = self.built_now
         state.held = []
+        state.snapshots = {}
 
     def __exit__(self, *exc: Any) -> None:
         state = _VIEW_STATE
         state.scope = self.saved
         state.built_now = self.saved_built_now
+        state.snapshots = self.saved_snapshots
         state.held = self.saved_held  # (last: the replaced values are released outside the scope)
 
 
@@ -693,6 +701,25 @@ def _record(obj: Any, deps: list[Any], seen: set[int], follow: bool) -> bool:
     return True
 
 
+def _record_shared(obj: Any, deps: list[Any], seen: set[int]) -> bool:
+    """``_record(obj, deps, seen, False)`` that records, while ``obj`` is unchanged since
+    (``deps_unchanged``), the snapshot tuple an earlier view of this revalidation recorded for it
+    (``_ViewState.snapshots``), and keeps the one it records for the next."""
+    shared = _VIEW_STATE.snapshots
+    if shared is not None and id(obj) not in seen:
+        kept = shared.get(id(obj))
+        if kept is not None and kept[0] is obj and _native.deps_unchanged(kept):
+            seen.add(id(obj))
+            deps.append(obj)
+            deps.append(kept[1])
+            return True
+    if not _record(obj, deps, seen, False):
+        return False
+    if shared is not None and len(deps) >= 2 and deps[-2] is obj:
+        shared[id(obj)] = (obj, deps[-1])
+    return True
+
+
 def _record_value(value: Any, deps: list[Any], seen: set[int]) -> bool:
     """Atoms (str, int, ...) need nothing, tuples their items, instances of ``_RECORDED`` are
     recorded with their values; anything else cannot be recorded."""
@@ -725,10 +752,11 @@ def _view_deps(attestation: RuntimeBindingAttestation) -> Optional[tuple[Any, ..
         return None
     deps: list[Any] = []
     seen: set[int] = set()
-    if not _record(placement, deps, seen, False):
+    # (first, shared: the attestations of one side share them; see _record_shared)
+    if not _record_shared(placement, deps, seen):
         return None
     parts = placement.__dict__.get("_parts_by_participant")
-    if type(parts) is not dict or not _record(parts, deps, seen, False):
+    if type(parts) is not dict or not _record_shared(parts, deps, seen):
         return None
     part = parts.get(evidence.__dict__.get("participant_id"))
     if part is not None:
