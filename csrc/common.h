@@ -5,6 +5,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stddef.h>
 #include <string.h>
@@ -630,6 +631,104 @@ mr_untrack_bound_regions(PyObject *regions, PyObject *bound_cls, int bound_layou
         }                                                                                          \
         if (collector_was_enabled) PyGC_Enable();                                                  \
         return result;                                                                             \
+    }
+
+/* PyArg_ParseTuple for a METH_FASTCALL pass's positional arguments, for formats of 'O', 'O!',
+ * 'p', '|' and a ':name' end only. When every argument is plainly accepted (a count within the
+ * format's range, each 'O!' argument of its type or a subtype, each 'p' argument exactly True or
+ * False: no conversion that can run Python code) the outputs are stored here, without the
+ * argument tuple and PyArg_ParseTuple's general machinery; otherwise the tuple is built and
+ * PyArg_VaParse converts (or raises) exactly as the METH_VARARGS pass did. Borrowed outputs
+ * stay alive: the caller holds the vector's references for the call. */
+static inline int
+mr_parse_vector(PyObject *const *args, Py_ssize_t nargs, const char *format, ...)
+{
+    Py_ssize_t min_args = -1, max_args = 0;
+    for (const char *f = format; *f != '\0' && *f != ':'; f++) {
+        if (*f == '|') min_args = max_args;
+        else if (*f == 'O' || *f == 'p') max_args++;
+    }
+    if (min_args < 0) min_args = max_args;
+    va_list va;
+    int plain = nargs >= min_args && nargs <= max_args;
+    if (plain) {
+        va_start(va, format);
+        Py_ssize_t i = 0;
+        for (const char *f = format; plain && i < nargs && *f != '\0' && *f != ':'; f++) {
+            if (*f == 'O') {
+                if (f[1] == '!') {
+                    PyTypeObject *type = va_arg(va, PyTypeObject *);
+                    PyObject **out = va_arg(va, PyObject **);
+                    f++;
+                    if (Py_TYPE(args[i]) == type || PyType_IsSubtype(Py_TYPE(args[i]), type)) *out = args[i];
+                    else plain = 0;
+                }
+                else {
+                    PyObject **out = va_arg(va, PyObject **);
+                    *out = args[i];
+                }
+                i++;
+            }
+            else if (*f == 'p') {
+                int *out = va_arg(va, int *);
+                if (args[i] == Py_True) *out = 1;
+                else if (args[i] == Py_False) *out = 0;
+                else plain = 0;
+                i++;
+            }
+            else if (*f != '|') {
+                plain = 0; /* a format this helper does not convert */
+            }
+        }
+        va_end(va);
+        if (plain) return 1;
+    }
+    PyObject *tuple = PyTuple_New(nargs);
+    if (tuple == NULL) return 0;
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        if (PyTuple_SetItem(tuple, i, Py_NewRef(args[i])) != 0) {
+            Py_DECREF(tuple);
+            return 0;
+        }
+    }
+    va_start(va, format);
+    const int parsed = PyArg_VaParse(tuple, format, va);
+    va_end(va);
+    Py_DECREF(tuple);
+    return parsed;
+}
+
+/* A METH_FASTCALL | METH_KEYWORDS entry for a pass that was METH_VARARGS (arguments by
+ * mr_parse_vector): keywords are refused with METH_VARARGS' message (a plain METH_FASTCALL
+ * function names itself by its qualified name there). */
+static inline int
+mr_refuse_keywords(const char *name, PyObject *kwnames)
+{
+    if (kwnames == NULL || PyTuple_Size(kwnames) == 0) return 0;
+    PyErr_Format(PyExc_TypeError, "%.200s() takes no keyword arguments", name);
+    return -1;
+}
+
+/* MR_COLLECTOR_PAUSED for such a pass: defines ``pass##_paused`` (the keywords refused first, as
+ * the METH_VARARGS call did, before the pause). */
+#define MR_COLLECTOR_PAUSED_VECTOR(pass)                                                       \
+    static PyObject *pass##_paused(PyObject *module, PyObject *const *args, Py_ssize_t nargs, \
+                                   PyObject *kwnames)                                         \
+    {                                                                                          \
+        if (mr_refuse_keywords(#pass, kwnames) < 0) return NULL;                               \
+        const int collector_was_enabled = PyGC_Disable();                                      \
+        PyObject *result = pass(module, args, nargs);                                            \
+        if (collector_was_enabled) PyGC_Enable();                                              \
+        return result;                                                                         \
+    }
+
+/* The same entry without the pause: defines ``pass##_vector``. */
+#define MR_VECTOR_ENTRY(pass)                                                                  \
+    static PyObject *pass##_vector(PyObject *module, PyObject *const *args, Py_ssize_t nargs, \
+                                   PyObject *kwnames)                                         \
+    {                                                                                          \
+        if (mr_refuse_keywords(#pass, kwnames) < 0) return NULL;                               \
+        return pass(module, args, nargs);                                                      \
     }
 
 /* MR_COLLECTOR_PAUSED for a METH_VARARGS | METH_KEYWORDS function: defines ``pass##_paused``. */

@@ -354,7 +354,7 @@ rc_operation(PyObject *op, const rc_classes *classes, rc_region *r)
 }
 
 static PyObject *
-regions_canonical(PyObject *Py_UNUSED(self), PyObject *args)
+regions_canonical(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *operations, *start_obj, *bound_cls, *plain_types;
     Py_ssize_t count, start, i;
@@ -363,7 +363,7 @@ regions_canonical(PyObject *Py_UNUSED(self), PyObject *args)
     rc_region region;
     rc_classes classes;
 
-    if (!PyArg_ParseTuple(args, "OOOO:regions_canonical", &operations, &start_obj, &bound_cls, &plain_types))
+    if (!mr_parse_vector(args, nargs, "OOOO:regions_canonical", &operations, &start_obj, &bound_cls, &plain_types))
         return NULL;
     if (!PyTuple_CheckExact(operations)) {
         PyErr_SetString(PyExc_TypeError, "regions_canonical: operations must be a tuple");
@@ -391,7 +391,7 @@ regions_canonical(PyObject *Py_UNUSED(self), PyObject *args)
         return NULL;
     }
     for (Py_ssize_t k = 0; k < classes.nplain; k++) {
-        PyObject *cls = PyTuple_GetItem(plain_types, k); /* borrowed; the tuple is held by args */
+        PyObject *cls = PyTuple_GetItem(plain_types, k); /* borrowed; the tuple is held by the caller for the call */
         if (cls == NULL) return NULL;
         if (!PyType_Check(cls)) {
             PyErr_SetString(PyExc_TypeError, "regions_canonical: plain_types must be a tuple of types");
@@ -538,10 +538,10 @@ rc_prefetch_held(PyObject *fragment, PyObject *bound_cls, const mr_layout_class 
 }
 
 static PyObject *
-regions_canonical_carried(PyObject *Py_UNUSED(self), PyObject *args)
+regions_canonical_carried(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *operations, *carried, *bound_cls, *placement_cls, *binding_cls;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!:regions_canonical_carried", &PyTuple_Type, &operations, &PyTuple_Type,
+    if (!mr_parse_vector(args, nargs, "O!O!O!O!O!:regions_canonical_carried", &PyTuple_Type, &operations, &PyTuple_Type,
                           &carried, &PyType_Type, &bound_cls, &PyType_Type, &placement_cls, &PyType_Type,
                           &binding_cls)) {
         return NULL;
@@ -605,12 +605,13 @@ regions_canonical_carried(PyObject *Py_UNUSED(self), PyObject *args)
 }
 
 /* Both run after the revalidation passes, with the collector off as they are (common.h). */
-MR_COLLECTOR_PAUSED(regions_canonical_carried)
-MR_COLLECTOR_PAUSED(regions_canonical)
+MR_COLLECTOR_PAUSED_VECTOR(regions_canonical_carried)
+MR_COLLECTOR_PAUSED_VECTOR(regions_canonical)
 
 static PyMethodDef regioncheck_methods[] = {
-    {"regions_canonical_carried", regions_canonical_carried_paused, METH_VARARGS, regions_canonical_carried_doc},
-    {"regions_canonical", regions_canonical_paused, METH_VARARGS,
+    {"regions_canonical_carried", (PyCFunction)(void (*)(void))regions_canonical_carried_paused, METH_FASTCALL | METH_KEYWORDS,
+     regions_canonical_carried_doc},
+    {"regions_canonical", (PyCFunction)(void (*)(void))regions_canonical_paused, METH_FASTCALL | METH_KEYWORDS,
      "regions_canonical(operations, start, bound_cls, plain_types, /) -> int\n\n"
      "Index of the first operation at or after start (an exact tuple) not proven to satisfy\n"
      "every TransferRegion rule of spec 8.4, or len(operations)."},

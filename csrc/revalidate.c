@@ -598,10 +598,10 @@ PyDoc_STRVAR(revalidate_scan_doc,
 "source and target position in that list and its ``(overlap_offset, overlap_shape)``.");
 
 static PyObject *
-revalidate_scan(PyObject *Py_UNUSED(module), PyObject *args)
+revalidate_scan(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *operations, *max_segments_obj, *max_total_obj, *region_obj, *bound_obj;
-    if (!PyArg_ParseTuple(args, "O!OOO!O!:revalidate_scan", &PyTuple_Type, &operations, &max_segments_obj,
+    if (!mr_parse_vector(args, nargs, "O!OOO!O!:revalidate_scan", &PyTuple_Type, &operations, &max_segments_obj,
                           &max_total_obj, &PyType_Type, &region_obj, &PyType_Type, &bound_obj)) {
         return NULL;
     }
@@ -687,10 +687,10 @@ PyDoc_STRVAR(revalidate_scan_carried_doc,
 "the boxes None) is accepted as well, and its packed positions and None returned as carried.");
 
 static PyObject *
-revalidate_scan_carried(PyObject *Py_UNUSED(module), PyObject *args)
+revalidate_scan_carried(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *operations, *carried, *max_segments_obj, *max_total_obj, *bound_obj, *binding_obj;
-    if (!PyArg_ParseTuple(args, "O!O!OOO!O!:revalidate_scan_carried", &PyTuple_Type, &operations, &PyTuple_Type,
+    if (!mr_parse_vector(args, nargs, "O!O!OOO!O!:revalidate_scan_carried", &PyTuple_Type, &operations, &PyTuple_Type,
                           &carried, &max_segments_obj, &max_total_obj, &PyType_Type, &bound_obj, &PyType_Type,
                           &binding_obj)) {
         return NULL;
@@ -1899,14 +1899,14 @@ PyDoc_STRVAR(revalidate_fragments_doc,
 "found before anything is changed.");
 
 static PyObject *
-revalidate_fragments(PyObject *module, PyObject *args)
+revalidate_fragments(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *fragments;
     PyObject *types[5];
     rf_config cfg;
     PyObject *view_type = Py_None, *evidence_type = Py_None, *views = Py_None;
     int want_keys = 1;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O|OOpO:revalidate_fragments", &PyList_Type, &fragments, &PyType_Type,
+    if (!mr_parse_vector(args, nargs, "O!O!O!O!O!O!O!O|OOpO:revalidate_fragments", &PyList_Type, &fragments, &PyType_Type,
                           &types[0], &PyType_Type, &types[1], &PyType_Type, &types[2], &PyType_Type, &types[3],
                           &PyType_Type, &types[4], &PyTuple_Type, &cfg.identity, &cfg.view_of, &view_type,
                           &evidence_type, &want_keys, &views)) {
@@ -4484,11 +4484,11 @@ PyDoc_STRVAR(revalidate_spaces_doc,
 "Positions may also be packed: an exact bytes of one native int32 per operation.");
 
 static PyObject *
-revalidate_spaces(PyObject *Py_UNUSED(module), PyObject *args)
+revalidate_spaces(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *frags_arg, *source_arg, *target_arg, *boxes_arg, *binding_arg = Py_None, *placement_arg = Py_None;
     int check_physical;
-    if (!PyArg_ParseTuple(args, "O!OOOp|OO:revalidate_spaces", &PyList_Type, &frags_arg, &source_arg, &target_arg,
+    if (!mr_parse_vector(args, nargs, "O!OOOp|OO:revalidate_spaces", &PyList_Type, &frags_arg, &source_arg, &target_arg,
                           &boxes_arg, &check_physical, &binding_arg, &placement_arg)) {
         return NULL;
     }
@@ -5378,11 +5378,11 @@ PyDoc_STRVAR(revalidate_coverage_doc,
 "Positions may also be packed: an exact bytes of one native int32 per operation.");
 
 static PyObject *
-revalidate_coverage(PyObject *Py_UNUSED(module), PyObject *args)
+revalidate_coverage(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *placement, *frags_arg, *target_arg, *boxes_arg, *rows_arg, *attested, *used, *rank_arg = Py_None;
     PyObject *fragment_arg = Py_None;
-    if (!PyArg_ParseTuple(args, "OO!OOO!O!O!|OO:revalidate_coverage", &placement, &PyList_Type, &frags_arg,
+    if (!mr_parse_vector(args, nargs, "OO!OOO!O!O!|OO:revalidate_coverage", &placement, &PyList_Type, &frags_arg,
                           &target_arg, &boxes_arg, &PyList_Type, &rows_arg, &PyDict_Type, &attested, &PySet_Type,
                           &used, &rank_arg, &fragment_arg)) {
         return NULL;
@@ -7064,12 +7064,12 @@ done:
 }
 
 static PyObject *
-revalidate_views(PyObject *Py_UNUSED(module), PyObject *args)
+revalidate_views(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *source_executors, *target_executors, *ids_arg, *halves_arg, *source_arg, *target_arg, *rank_type;
     PyObject *executor_arg = Py_None, *row_of_out = NULL;
     int packed_indices = 0, side_tables = 1;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!OOO!|OOpp:revalidate_views", &PyTuple_Type, &source_executors, &PyTuple_Type,
+    if (!mr_parse_vector(args, nargs, "O!O!O!O!OOO!|OOpp:revalidate_views", &PyTuple_Type, &source_executors, &PyTuple_Type,
                           &target_executors, &PyList_Type, &ids_arg, &PyList_Type, &halves_arg, &source_arg,
                           &target_arg, &PyType_Type, &rank_type, &executor_arg, &row_of_out, &packed_indices,
                           &side_tables)) {
@@ -8450,10 +8450,10 @@ PyDoc_STRVAR(revalidate_shapes_doc,
 "code of the values (exact classes, exact containers).");
 
 static PyObject *
-revalidate_shapes(PyObject *Py_UNUSED(module), PyObject *args)
+revalidate_shapes(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *target_placement, *attested, *source_executors, *target_executors, *classes;
-    if (!PyArg_ParseTuple(args, "OO!O!O!O!:revalidate_shapes", &target_placement, &PyDict_Type, &attested,
+    if (!mr_parse_vector(args, nargs, "OO!O!O!O!:revalidate_shapes", &target_placement, &PyDict_Type, &attested,
                           &PyTuple_Type, &source_executors, &PyTuple_Type, &target_executors, &PyTuple_Type, &classes))
         return NULL;
     if (PyTuple_Size(classes) != SH_NCLASSES) {
@@ -8501,27 +8501,35 @@ revalidate_shapes(PyObject *Py_UNUSED(module), PyObject *args)
 }
 
 /* Every pass runs with the automatic collector off (common.h MR_COLLECTOR_PAUSED). */
-MR_COLLECTOR_PAUSED(revalidate_views)
-MR_COLLECTOR_PAUSED(revalidate_coverage)
-MR_COLLECTOR_PAUSED(revalidate_spaces)
+MR_COLLECTOR_PAUSED_VECTOR(revalidate_views)
+MR_COLLECTOR_PAUSED_VECTOR(revalidate_coverage)
+MR_COLLECTOR_PAUSED_VECTOR(revalidate_spaces)
 MR_COLLECTOR_PAUSED(revalidate_side)
-MR_COLLECTOR_PAUSED(revalidate_scan)
-MR_COLLECTOR_PAUSED(revalidate_scan_carried)
-MR_COLLECTOR_PAUSED(revalidate_fragments)
+MR_COLLECTOR_PAUSED_VECTOR(revalidate_scan)
+MR_COLLECTOR_PAUSED_VECTOR(revalidate_scan_carried)
+MR_COLLECTOR_PAUSED_VECTOR(revalidate_fragments)
+MR_VECTOR_ENTRY(revalidate_shapes)
 
 static PyMethodDef revalidate_methods[] = {
-    {"revalidate_shapes", revalidate_shapes, METH_VARARGS, revalidate_shapes_doc},
+    {"revalidate_shapes", (PyCFunction)(void (*)(void))revalidate_shapes_vector, METH_FASTCALL | METH_KEYWORDS,
+     revalidate_shapes_doc},
     {"operation_views", operation_views, METH_VARARGS, operation_views_doc},
     {"restore_regions", restore_regions, METH_VARARGS, restore_regions_doc},
     {"restore_fragments", restore_fragments, METH_VARARGS, restore_fragments_doc},
     {"restore_executors", restore_executors, METH_VARARGS, restore_executors_doc},
-    {"revalidate_views", revalidate_views_paused, METH_VARARGS, revalidate_views_doc},
-    {"revalidate_coverage", revalidate_coverage_paused, METH_VARARGS, revalidate_coverage_doc},
-    {"revalidate_spaces", revalidate_spaces_paused, METH_VARARGS, revalidate_spaces_doc},
+    {"revalidate_views", (PyCFunction)(void (*)(void))revalidate_views_paused, METH_FASTCALL | METH_KEYWORDS,
+     revalidate_views_doc},
+    {"revalidate_coverage", (PyCFunction)(void (*)(void))revalidate_coverage_paused, METH_FASTCALL | METH_KEYWORDS,
+     revalidate_coverage_doc},
+    {"revalidate_spaces", (PyCFunction)(void (*)(void))revalidate_spaces_paused, METH_FASTCALL | METH_KEYWORDS,
+     revalidate_spaces_doc},
     {"revalidate_side", revalidate_side_paused, METH_VARARGS, revalidate_side_doc},
-    {"revalidate_scan", revalidate_scan_paused, METH_VARARGS, revalidate_scan_doc},
-    {"revalidate_scan_carried", revalidate_scan_carried_paused, METH_VARARGS, revalidate_scan_carried_doc},
-    {"revalidate_fragments", revalidate_fragments_paused, METH_VARARGS, revalidate_fragments_doc},
+    {"revalidate_scan", (PyCFunction)(void (*)(void))revalidate_scan_paused, METH_FASTCALL | METH_KEYWORDS,
+     revalidate_scan_doc},
+    {"revalidate_scan_carried", (PyCFunction)(void (*)(void))revalidate_scan_carried_paused, METH_FASTCALL | METH_KEYWORDS,
+     revalidate_scan_carried_doc},
+    {"revalidate_fragments", (PyCFunction)(void (*)(void))revalidate_fragments_paused, METH_FASTCALL | METH_KEYWORDS,
+     revalidate_fragments_doc},
     {"attested_index", attested_index, METH_VARARGS, attested_index_doc},
     {"attested_view", attested_view, METH_VARARGS, attested_view_doc},
     {"deps_unchanged", deps_unchanged, METH_VARARGS, deps_unchanged_doc},

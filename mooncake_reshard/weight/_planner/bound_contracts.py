@@ -619,6 +619,15 @@ class _ViewState(threading.local):
     # walks such a pair once per call (rf_proved). None outside a revalidation.
     snapshots: Optional[dict[int, tuple[Any, tuple[Any, ...]]]] = None
 
+    def __init__(self) -> None:
+        # Run in each thread at its first use: every field is then in the thread's own dict, so
+        # ``_ViewScope`` reads and writes that dict (``__dict__``: one thread-local lookup for
+        # the four fields, each of which is an attribute read or write of its own otherwise).
+        self.scope = None
+        self.built_now = False
+        self.held = None
+        self.snapshots = None
+
 
 _VIEW_STATE = _ViewState()
 
@@ -634,22 +643,22 @@ class _ViewScope:
         self.built_now = built_now
 
     def __enter__(self) -> None:
-        state = _VIEW_STATE
-        self.saved = state.scope
-        self.saved_built_now = state.built_now
-        self.saved_held = state.held
-        self.saved_snapshots = state.snapshots
-        state.scope = {}
-        state.built_now = self.built_now
-        state.held = []
-        state.snapshots = {}
+        state = _VIEW_STATE.__dict__  # this thread's fields (all set: ``_ViewState.__init__``)
+        self.saved = state["scope"]
+        self.saved_built_now = state["built_now"]
+        self.saved_held = state["held"]
+        self.saved_snapshots = state["snapshots"]
+        state["scope"] = {}
+        state["built_now"] = self.built_now
+        state["held"] = []
+        state["snapshots"] = {}
 
     def __exit__(self, *exc: Any) -> None:
-        state = _VIEW_STATE
-        state.scope = self.saved
-        state.built_now = self.saved_built_now
-        state.snapshots = self.saved_snapshots
-        state.held = self.saved_held  # (last: the replaced values are released outside the scope)
+        state = _VIEW_STATE.__dict__
+        state["scope"] = self.saved
+        state["built_now"] = self.saved_built_now
+        state["snapshots"] = self.saved_snapshots
+        state["held"] = self.saved_held  # (last: the replaced values are released outside the scope)
 
 
 # The exact view cache: inside a revalidation scope (and without binding's snapshot objects) an
