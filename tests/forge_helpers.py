@@ -188,3 +188,26 @@ def restore_dict(obj: Any, items: dict[Any, Any]) -> None:
     d = obj.__dict__
     d.clear()
     d.update(items)
+
+
+def rekeyed_answers(
+    obj: Any,
+    run: Callable[[], Any],
+    rekey: Callable[..., dict[Any, Any]] = rekey_dict,
+    edit: Any = None,
+    planted: Any = None,
+) -> list[Any]:
+    """run()'s outcomes with obj's instance dict re-made by ``rekey`` (rekey_dict or a caller's
+    variant; ``edit``, ``planted`` as there), first under its own keys, then under equal new ones;
+    a planted CollidingKey's ``__eq__`` must never run."""
+    answers = []
+    for fresh in (False, True):
+        items = rekey(obj, fresh, edit=edit, planted=planted)
+        COLLIDED_CALLS.clear()  # (planting it compared it with the field's key)
+        try:
+            answers.append(run())
+        finally:
+            restore_dict(obj, items)
+        if planted is not None:
+            assert COLLIDED_CALLS == [], planted
+    return answers

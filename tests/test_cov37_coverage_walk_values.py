@@ -21,6 +21,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from forge_helpers import CollidingKey, rekeyed_answers
 from test_memo36_shape_walk_values import _CALLS, _Colliding
 from test_memo36_shape_walk_values import _captured as _captured_call
 from test_memo36_shape_walk_values import _rekey as _rekey_dict
@@ -102,13 +103,7 @@ _EQUAL_EDITS = ("executor-rank-kind",)
 def test_wrong_value_under_fresh_key_as_under_interned():
     plan, args = _captured()
     for name, (obj, field, wrong) in _dicts(plan, args).items():
-        answers = []
-        for fresh in (False, True):
-            items = _rekey(obj, fresh, edit=(field, wrong))
-            try:
-                answers.append(_outcome(args))
-            finally:
-                _restore(obj, items)
+        answers = rekeyed_answers(obj, lambda: _outcome(args), _rekey, edit=(field, wrong))
         assert answers[0] == answers[1], (name, answers)
         # (an equal int subclass: the generic comparison finds the ranks equal)
         assert (answers[0] == ("returned", True)) == (name in _EQUAL_EDITS), (name, answers)
@@ -118,15 +113,7 @@ def test_wrong_value_under_fresh_key_as_under_interned():
 def test_colliding_key_runs_no_code():
     plan, args = _captured()
     for name, (obj, field, _wrong) in _dicts(plan, args).items():
-        answers = []
-        for fresh in (False, True):
-            items = _rekey(obj, fresh, planted=_Colliding(field))
-            _CALLS.clear()  # (planting it compared it with the field's key)
-            try:
-                answers.append(_outcome(args))
-            finally:
-                _restore(obj, items)
-            assert _CALLS == [], name
+        answers = rekeyed_answers(obj, lambda: _outcome(args), _rekey, planted=CollidingKey(field))
         assert answers[0] == answers[1], (name, answers)
         assert answers[0] != ("returned", True), (name, answers)
     assert _outcome(args) == ("returned", True)

@@ -24,8 +24,7 @@ from typing import Any, Optional
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from forge_helpers import COLLIDED_CALLS as _CALLS
-from forge_helpers import CollidingKey as _Colliding
+from forge_helpers import CollidingKey, rekeyed_answers
 from forge_helpers import rekey_dict as _rekey
 from forge_helpers import restore_dict as _restore
 from forge_helpers import sized_world
@@ -109,13 +108,7 @@ def test_wrong_value_under_fresh_key_as_under_interned():
     _plan, args = _captured()
     expected = _outcome(args)
     for name, (obj, field, wrong) in _objects(args).items():
-        answers = []
-        for fresh in (False, True):
-            items = _rekey(obj, fresh, edit=(field, wrong))
-            try:
-                answers.append(_outcome(args))
-            finally:
-                _restore(obj, items)
+        answers = rekeyed_answers(obj, lambda: _outcome(args), edit=(field, wrong))
         assert answers[0] == answers[1], (name, answers)
         if name != "attestation-view":  # (a cache entry not the view's: rebuilt by view_of)
             assert answers[0] != expected, name
@@ -126,15 +119,7 @@ def test_colliding_key_runs_no_code_and_agrees_with_interned():
     _plan, args = _captured()
     expected = _outcome(args)
     for name, (obj, field, _wrong) in _objects(args).items():
-        answers = []
-        for fresh in (False, True):
-            items = _rekey(obj, fresh, planted=_Colliding(field))
-            _CALLS.clear()  # (planting it compared it with the field's key)
-            try:
-                answers.append(_outcome(args))
-            finally:
-                _restore(obj, items)
-            assert _CALLS == [], name
+        answers = rekeyed_answers(obj, lambda: _outcome(args), planted=CollidingKey(field))
         assert answers[0] == answers[1], (name, answers)
         assert answers[0] != expected, name
     assert _outcome(args) == expected
