@@ -208,3 +208,16 @@ def test_bind_rss_curve_reports_stages_and_peak() -> None:
         assert event in ("c_call", "c_return", "c_exception") and function and ":" in caller
         assert 0 < rss <= hwm <= document["bind_peak_mib"]
 
+
+
+def test_instruction_counts_loop_runs_every_stage() -> None:
+    # The callgrind harness's workload (valgrind itself is not needed: --loop is what it profiles).
+    for stage in ("replace", "restore", "bind"):
+        completed = _run("instruction_counts.py", "--loop", stage, "2")
+        assert completed.returncode == 0, completed.stderr
+
+
+def test_instruction_counts_refuses_an_unknown_stage() -> None:
+    completed = _run("instruction_counts.py", "--stages", "replace,unpickle")
+    assert completed.returncode == 2
+    assert "unpickle" in completed.stderr
