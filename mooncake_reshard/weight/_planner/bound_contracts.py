@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from array import array
 from dataclasses import dataclass, field, fields, is_dataclass
@@ -871,7 +872,19 @@ def _attested_view_end(
 _ATTESTED_VIEW = _attested_view
 
 
-@dataclass(frozen=True)
+class _FactoryDefault:
+    """Stands for "the field's default_factory" in a written-out dataclass ``__init__`` signature
+    (shown as the generated one shows it)."""
+
+    def __repr__(self) -> str:
+        return "<factory>"
+
+
+# The marker a generated __init__ uses, so that inspect.signature(TransferPlan) is unchanged.
+_FACTORY_DEFAULT: Any = getattr(dataclasses, "_HAS_DEFAULT_FACTORY", None) or _FactoryDefault()
+
+
+@dataclass(frozen=True, init=False)
 class TransferPlan:
     """The bound, attested plan (spec §9.6). It has no execute or submit method.
 
@@ -893,8 +906,60 @@ class TransferPlan:
 
     _operation_views: ClassVar[Any] = None
 
+    def __init__(
+        self,
+        resource_id: ResourceId,
+        revision: RevisionId,
+        weight_generation: int,
+        target_placement: WeightPlacementManifest,
+        operations: tuple[ExecutableTransferOperation, ...],
+        planning_limits: PlanningLimits = _FACTORY_DEFAULT,
+        source_executors: tuple[ExecutorTransferPlan, ...] = (),
+        target_executors: tuple[ExecutorTransferPlan, ...] = (),
+        source_manifest: Optional[StoredWeightManifest] = None,
+        source_manifest_identity: Optional[StoredManifestIdentity] = None,
+    ) -> None:
+        # The dataclass-generated __init__ with the same signature and effect (each field set as
+        # object.__setattr__ sets it, then __post_init__), written out because every replace()
+        # runs it: the generated one's object.__setattr__ per field costs about half the
+        # instructions of dataclasses.replace itself. The instance dict is written directly only
+        # for this exact class (no descriptor under a field name); a subclass gets the setattr.
+        if planning_limits is _FACTORY_DEFAULT:
+            planning_limits = PlanningLimits()
+        if type(self) is TransferPlan:
+            state = self.__dict__
+            state["resource_id"] = resource_id
+            state["revision"] = revision
+            state["weight_generation"] = weight_generation
+            state["target_placement"] = target_placement
+            state["operations"] = operations
+            state["planning_limits"] = planning_limits
+            state["source_executors"] = source_executors
+            state["target_executors"] = target_executors
+            state["source_manifest"] = source_manifest
+            state["source_manifest_identity"] = source_manifest_identity
+        else:
+            for name, value in zip(
+                _INIT_FIELDS,
+                (
+                    resource_id,
+                    revision,
+                    weight_generation,
+                    target_placement,
+                    operations,
+                    planning_limits,
+                    source_executors,
+                    target_executors,
+                    source_manifest,
+                    source_manifest_identity,
+                ),
+            ):
+                object.__setattr__(self, name, value)
+        self.__post_init__()
+
     def __post_init__(self) -> None:
-        self._revalidate(check_physical_ranges=True)
+        with _ViewScope():  # (``_revalidate(check_physical_ranges=True)``, one call fewer)
+            self._revalidate_scoped(True)
 
     @classmethod
     def _from_bound_operations(
@@ -2052,6 +2117,8 @@ def _fast_target_coverage(
 
 
 _INIT_FIELDS = tuple(f.name for f in fields(TransferPlan) if f.init)
+# As the generated __init__ is annotated (this module's annotations are strings).
+TransferPlan.__init__.__annotations__["return"] = None
 
 
 def _reduce_transfer_plan(plan: TransferPlan) -> tuple[Any, ...]:
