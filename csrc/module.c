@@ -4,6 +4,7 @@
  * functions through an Init_<Part>() hook declared in its header. */
 #include "common.h"
 #include "canonical.h"
+#include "collector.h"
 #include "binder.h"
 #include "coverage.h"
 #include "exact.h"
@@ -25,6 +26,7 @@ native_exec(PyObject *module)
 {
     if (Init_Binder(module) < 0) return -1;
     if (Init_Canonical(module) < 0) return -1;
+    if (Init_Collector(module) < 0) return -1;
     if (Init_Coverage(module) < 0) return -1;
     if (Init_Exact(module) < 0) return -1;
     if (Init_GcTrack(module) < 0) return -1;

@@ -359,6 +359,20 @@ def exact_cover_batch(
     dimension's distinct intervals are disjoint, else a sweep; 3-D and up keeps the reference's
     1,000,000-comparison budget ("high-dimensional overlap budget exceeded before validation")."""
 
+# --- collector.c: the counted, process-wide pause of the cyclic collector -----
+
+@final
+class CollectorPause:
+    """The context manager of ``_collector.collector_paused()`` (one instance; not
+    instantiable): the first user to enter records whether the collector was enabled and
+    disables it, the last to leave restores it."""
+
+    def __enter__(self) -> None: ...
+    def __exit__(self, exc_type: Any, exc: Any, traceback: Any, /) -> None:
+        """RuntimeError when no user is inside."""
+
+collector_pause: CollectorPause
+
 # --- gctrack.c: keeping acyclic library objects out of the cyclic collector --
 
 def classes_within(

@@ -91,3 +91,32 @@ def test_binding_pauses_the_collector_and_restores_it() -> None:
             gc.enable()
     finally:
         binding_module._recheck_logical_target = original
+
+
+def test_the_pause_is_one_native_object_that_counts_its_users() -> None:
+    from mooncake.reshard import _native
+
+    pause = collector_paused()
+    assert pause is collector_paused() is _native.collector_pause
+    with pytest.raises(TypeError):
+        type(pause)()  # one instance: the count is process-wide
+    # Leaving more often than entering is refused and changes nothing.
+    with pytest.raises(RuntimeError, match="left more often than entered"):
+        pause.__exit__(None, None, None)
+    assert gc.isenabled()
+    with pytest.raises(TypeError, match="takes 3 arguments"):
+        pause.__exit__(None)
+    # Entered twice by hand: disabled until the second exit, then restored.
+    pause.__enter__()
+    pause.__enter__()
+    pause.__exit__(None, None, None)
+    assert not gc.isenabled()
+    pause.__exit__(None, None, None)
+    assert gc.isenabled()
+
+
+def test_an_exception_passes_through_the_pause() -> None:
+    with pytest.raises(KeyError):
+        with collector_paused():
+            raise KeyError("kept")
+    assert gc.isenabled()
