@@ -20,6 +20,7 @@
 #include "restore_scan.h"
 #include "revalidate.h"
 #include "table.h"
+#include "view_scope.h"
 
 static int
 native_exec(PyObject *module)
@@ -41,6 +42,7 @@ native_exec(PyObject *module)
     if (Init_RestoreScan(module) < 0) return -1;
     if (Init_Revalidate(module) < 0) return -1;
     if (Init_Table(module) < 0) return -1;
+    if (Init_ViewScope(module) < 0) return -1;
     return 0;
 }
 

@@ -373,6 +373,20 @@ class CollectorPause:
 
 collector_pause: CollectorPause
 
+# --- view_scope.c: bound_contracts._ViewScope -------------------------------
+
+class ViewScope:
+    """``with ViewScope(built_now=False):`` one revalidation: saves the registered thread-local
+    view state's four fields and installs a fresh scope; leaving restores them (``held`` last)."""
+
+    def __init__(self, built_now: Any = False) -> None: ...
+    def __enter__(self) -> None: ...
+    def __exit__(self, *exc: Any) -> None:
+        """RuntimeError when the scope was not entered."""
+
+def view_scope_state(local: Any, /) -> None:
+    """Register the thread-local ``_ViewState`` whose fields ``ViewScope`` saves and sets."""
+
 # --- gctrack.c: keeping acyclic library objects out of the cyclic collector --
 
 def classes_within(

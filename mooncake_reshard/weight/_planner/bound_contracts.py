@@ -633,33 +633,14 @@ class _ViewState(threading.local):
 _VIEW_STATE = _ViewState()
 
 
-class _ViewScope:
-    """``with _ViewScope():`` one revalidation; every attestation's view is built once in it.
-    ``built_now=True`` only for the plan ``bind_logical_transfer_plan`` has just built from
-    attestations it created in the same call."""
-
-    __slots__ = ("saved", "saved_built_now", "saved_held", "saved_snapshots", "built_now")
-
-    def __init__(self, built_now: bool = False) -> None:
-        self.built_now = built_now
-
-    def __enter__(self) -> None:
-        state = _VIEW_STATE.__dict__  # this thread's fields (all set: ``_ViewState.__init__``)
-        self.saved = state["scope"]
-        self.saved_built_now = state["built_now"]
-        self.saved_held = state["held"]
-        self.saved_snapshots = state["snapshots"]
-        state["scope"] = {}
-        state["built_now"] = self.built_now
-        state["held"] = []
-        state["snapshots"] = {}
-
-    def __exit__(self, *exc: Any) -> None:
-        state = _VIEW_STATE.__dict__
-        state["scope"] = self.saved
-        state["built_now"] = self.saved_built_now
-        state["snapshots"] = self.saved_snapshots
-        state["held"] = self.saved_held  # (last: the replaced values are released outside the scope)
+# ``with _ViewScope():`` one revalidation; every attestation's view is built once in it.
+# ``_ViewScope(built_now=True)`` only for the plan ``bind_logical_transfer_plan`` has just built
+# from attestations it created in the same call. Entering saves this thread's four
+# ``_VIEW_STATE`` fields (its ``__dict__``) and installs a fresh scope ({}, built_now, [], {});
+# leaving puts them back, ``held`` last (the replaced values are released outside the scope).
+# In C (csrc/view_scope.c): every replace, bind and restore enters one.
+_native.view_scope_state(_VIEW_STATE)
+_ViewScope = _native.ViewScope
 
 
 # The exact view cache: inside a revalidation scope (and without binding's snapshot objects) an
