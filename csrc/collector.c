@@ -73,6 +73,7 @@ Init_Collector(PyObject *module)
     /* DISALLOW_INSTANTIATION removes tp_new from Python's view only: the one instance is made here */
     PyObject *pause = PyType_GenericAlloc((PyTypeObject *)type, 0);
     int rc = pause == NULL ? -1 : PyModule_AddObjectRef(module, "collector_pause", pause);
+    if (rc == 0) rc = PyModule_AddType(module, (PyTypeObject *)type);
     Py_XDECREF(pause);
     Py_DECREF(type);
     return rc;
