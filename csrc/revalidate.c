@@ -8157,30 +8157,29 @@ sh_value(PyObject *d, PyObject *value, int key, char kind)
     return sh_kind(value, kind) ? RV_OK : RV_DECLINE;
 }
 
-/* Each of n (key, kind) fields of d, in order (values: sh_dict_read's for the same keys). */
-static inline __attribute__((always_inline)) int
-sh_values(PyObject *d, PyObject *const *values, const int *keys, const char *kinds, int n)
-{
-    for (int k = 0; k < n; k++) {
-        int rc = sh_value(d, values[k], keys[k], kinds[k]);
-        if (rc != RV_OK) return rc;
-    }
-    return RV_OK;
-}
+/* sh_values for field k of a constant kind, written out at each call (no kinds table walk):
+ * rc (RV_OK so far) becomes field k's outcome. */
+#define SH_FIELD(rc, d, values, keys, k, kind)                                                      \
+    do {                                                                                           \
+        if ((rc) == RV_OK) (rc) = sh_value((d), (values)[k], (keys)[k], (kind));                   \
+    } while (0)
 
 /* An exact ParallelRank of four exact ints (typed_value "rank"), each distinct rank once. */
 static int
 sh_rank(sh_state *st, PyObject *rank)
 {
     static const int keys[4] = {SHK_DP, SHK_TP, SHK_PP, SHK_EP};
-    static const char kinds[4] = {'i', 'i', 'i', 'i'};
     if (rank == NULL || Py_TYPE(rank) != st->cls[SH_RANK]) return RV_DECLINE;
     int seen = sh_seen(st, rank);
     if (seen != 0) return seen < 0 ? RV_ERROR : RV_OK;
     PyObject *values[4];
     PyObject *d = sh_dict_read(rank, keys, 4, values);
     if (d == NULL) return RV_DECLINE;
-    int rc = sh_values(d, values, keys, kinds, 4);
+    int rc = RV_OK;
+    SH_FIELD(rc, d, values, keys, 0, 'i');
+    SH_FIELD(rc, d, values, keys, 1, 'i');
+    SH_FIELD(rc, d, values, keys, 2, 'i');
+    SH_FIELD(rc, d, values, keys, 3, 'i');
     Py_DECREF(d);
     return rc;
 }
@@ -8192,14 +8191,21 @@ sh_tensor(sh_state *st, PyObject *tensor)
     static const int keys[9] = {SHK_GLOBAL_SHAPE, SHK_TENSOR_ID,  SHK_DTYPE,     SHK_ITEMSIZE,
                                 SHK_SHARD_DIMS,   SHK_LAYER_ID,   SHK_EXPERT_ID, SHK_LAYOUT_FINGERPRINT,
                                 SHK_PARALLEL_AXES};
-    static const char kinds[8] = {'t', 's', 's', 'i', 't', 'n', 'n', 's'};
     if (Py_TYPE(tensor) != st->cls[SH_TENSOR]) return RV_DECLINE;
     int seen = sh_seen(st, tensor);
     if (seen != 0) return seen < 0 ? RV_ERROR : RV_OK;
     PyObject *values[9];
     PyObject *d = sh_dict_read(tensor, keys, 9, values);
     if (d == NULL) return RV_DECLINE;
-    int rc = sh_values(d, values, keys, kinds, 8);
+    int rc = RV_OK;
+    SH_FIELD(rc, d, values, keys, 0, 't');
+    SH_FIELD(rc, d, values, keys, 1, 's');
+    SH_FIELD(rc, d, values, keys, 2, 's');
+    SH_FIELD(rc, d, values, keys, 3, 'i');
+    SH_FIELD(rc, d, values, keys, 4, 't');
+    SH_FIELD(rc, d, values, keys, 5, 'n');
+    SH_FIELD(rc, d, values, keys, 6, 'n');
+    SH_FIELD(rc, d, values, keys, 7, 's');
     PyObject *axes = rc == RV_OK ? sh_get(d, values[8], SHK_PARALLEL_AXES) : NULL;
     if (rc == RV_OK && axes == NULL) rc = PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
     if (rc == RV_OK && !PyTuple_CheckExact(axes)) rc = RV_DECLINE;
@@ -8257,19 +8263,18 @@ sh_fragment(sh_state *st, PyObject *fragment)
 static int
 sh_runtime(sh_state *st, PyObject *fragment)
 {
-    static const signed char index[MR_RF_N] = {
-        [MR_RF_PLACEMENT_FRAGMENT_ID] = 's', [MR_RF_FRAGMENT_ID] = 's', [MR_RF_ADDRESS] = 'i',
-        [MR_RF_NBYTES] = 'i', [MR_RF_WORKER_ID] = 's', [MR_RF_ENDPOINT] = 's', [MR_RF_DEVICE] = 's',
-        [MR_RF_ITEMSIZE] = 'i', [MR_RF_LOCAL_SHAPE] = 't', [MR_RF_STRIDES_BYTES] = 't',
-        [MR_RF_STORAGE_ADDRESS] = 'i', [MR_RF_STORAGE_NBYTES] = 'i', [MR_RF_STORAGE_OFFSET_BYTES] = 'i',
-        [MR_RF_OWNER] = 0,
-    };
     if (Py_TYPE(fragment) != st->cls[SH_RUNTIME]) return RV_DECLINE;
     PyObject *const *f = mr_layout_fields(fragment, &st->rt);
     if (f == NULL) return RV_DECLINE;
-    for (int k = 0; k < MR_RF_N; k++) {
-        if (index[k] != 0 && !sh_kind(f[k], (char)index[k])) return RV_DECLINE;
-    }
+    /* (every field but owner, each test written out: constant kinds, no table walk) */
+    if (!sh_kind(f[MR_RF_PLACEMENT_FRAGMENT_ID], 's') || !sh_kind(f[MR_RF_FRAGMENT_ID], 's') ||
+        !sh_kind(f[MR_RF_ADDRESS], 'i') || !sh_kind(f[MR_RF_NBYTES], 'i') || !sh_kind(f[MR_RF_WORKER_ID], 's') ||
+        !sh_kind(f[MR_RF_ENDPOINT], 's') || !sh_kind(f[MR_RF_DEVICE], 's') || !sh_kind(f[MR_RF_ITEMSIZE], 'i') ||
+        !sh_kind(f[MR_RF_STORAGE_ADDRESS], 'i') || !sh_kind(f[MR_RF_STORAGE_NBYTES], 'i') ||
+        !sh_kind(f[MR_RF_STORAGE_OFFSET_BYTES], 'i') || !sh_kind(f[MR_RF_LOCAL_SHAPE], 't') ||
+        !sh_kind(f[MR_RF_STRIDES_BYTES], 't'))
+        return RV_DECLINE;
+    _Static_assert(MR_RF_N == 14, "every RuntimeBindingFragment field but owner is tested above");
     return RV_OK;
 }
 
@@ -8306,7 +8311,7 @@ sh_items_hinted(sh_state *st, PyObject *seq, int lists, int (*check)(sh_state *,
     if (seq == NULL) return PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
     if (!PyTuple_CheckExact(seq) && !(lists && PyList_CheckExact(seq))) return RV_DECLINE;
     /* (a list: a private copy, nothing below runs code that could resize it, but cheap insurance) */
-    PyObject *items = PySequence_Tuple(seq);
+    PyObject *items = PyTuple_CheckExact(seq) ? Py_NewRef(seq) : PySequence_Tuple(seq); /* (what it returns) */
     if (items == NULL) return RV_ERROR;
     Py_ssize_t n = PyTuple_Size(items);
     int rc = n < 0 ? RV_ERROR : RV_OK;
@@ -8357,14 +8362,18 @@ sh_placement(sh_state *st, PyObject *placement)
 {
     static const int keys[7] = {SHK_RESOURCE_ID,       SHK_PLACEMENT_ID,  SHK_REVISION, SHK_PLACEMENT_SET_ID,
                                 SHK_WEIGHT_GENERATION, SHK_DIGEST_CACHE, SHK_PARTS};
-    static const char kinds[5] = {'s', 's', 's', 's', 'i'};
     if (Py_TYPE(placement) != st->cls[SH_MANIFEST]) return RV_DECLINE;
     int seen = sh_seen(st, placement);
     if (seen != 0) return seen < 0 ? RV_ERROR : RV_OK;
     PyObject *values[7];
     PyObject *d = sh_dict_read(placement, keys, 7, values);
     if (d == NULL) return RV_DECLINE;
-    int rc = sh_values(d, values, keys, kinds, 5);
+    int rc = RV_OK;
+    SH_FIELD(rc, d, values, keys, 0, 's');
+    SH_FIELD(rc, d, values, keys, 1, 's');
+    SH_FIELD(rc, d, values, keys, 2, 's');
+    SH_FIELD(rc, d, values, keys, 3, 's');
+    SH_FIELD(rc, d, values, keys, 4, 'i');
     if (rc == RV_OK) {
         PyObject *digest = sh_get(d, values[5], SHK_DIGEST_CACHE);
         if (digest == NULL && PyErr_Occurred()) rc = RV_ERROR;
@@ -8382,14 +8391,15 @@ sh_evidence(sh_state *st, PyObject *evidence)
     static const int keys[9] = {SHK_RESOURCE_ID,    SHK_REVISION, SHK_PLACEMENT_ID, SHK_PLACEMENT_DIGEST,
                                 SHK_INSTANCE_ID,    SHK_PARTICIPANT_ID, SHK_LEASE_ID, SHK_GENERATION,
                                 SHK_FRAGMENTS};
-    static const char kinds[8] = {'s', 's', 's', 's', 's', 's', 's', 'i'};
     if (Py_TYPE(evidence) != st->cls[SH_EVIDENCE]) return RV_DECLINE;
     int seen = sh_seen(st, evidence);
     if (seen != 0) return seen < 0 ? RV_ERROR : RV_OK;
     PyObject *values[9];
     PyObject *d = sh_dict_read(evidence, keys, 9, values);
     if (d == NULL) return RV_DECLINE;
-    int rc = sh_values(d, values, keys, kinds, 8);
+    int rc = RV_OK;
+    for (int k = 0; k < 7; k++) SH_FIELD(rc, d, values, keys, k, 's');
+    SH_FIELD(rc, d, values, keys, 7, 'i');
     if (rc == RV_OK) rc = sh_items_hinted(st, sh_get(d, values[8], SHK_FRAGMENTS), 1, sh_runtime, &st->rt, MR_RF_N);
     Py_DECREF(d);
     return rc;

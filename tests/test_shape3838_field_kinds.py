@@ -219,3 +219,30 @@ def test_large_world_refuses_any_forged_field(large, data):
     bad = data.draw(st.sampled_from(_wrong(fields[field], getattr(obj, field))))
     assert _with(obj, field, bad, lambda: _native.revalidate_shapes(*args)) is False
     assert _native.revalidate_shapes(*args) is True
+
+
+class _Tuple(tuple):
+    pass
+
+
+def test_sequences_exact_tuples_and_evidence_lists():
+    # the items of an exact tuple are read from it directly (a list or a tuple subclass is
+    # another path): an evidence's fragments may be a list, parts' sequences may not
+    plan, args = _captured()
+    evidence = plan.target_executors[-1].attestation.evidence
+    part = plan.target_placement.parts[-1]
+    placement = plan.target_placement
+    fragments = evidence.fragments
+    call = lambda: _native.revalidate_shapes(*args)  # noqa: E731
+    assert _with(evidence, "fragments", list(fragments), call) is True
+    assert _with(evidence, "fragments", tuple(fragments), call) is True
+    assert _with(evidence, "fragments", _Tuple(fragments), call) is False
+    forged = list(fragments)
+    runtime = forged[-1]
+    assert _with(evidence, "fragments", forged, lambda: _with(runtime, "device", _Text(runtime.device), call)) is False
+    for obj, field in ((part, "tensors"), (part, "fragments"), (placement, "parts")):
+        value = getattr(obj, field)
+        assert _with(obj, field, list(value), call) is False, field
+        assert _with(obj, field, _Tuple(value), call) is False, field
+        assert _with(obj, field, tuple(value), call) is True, field
+    assert call() is True
