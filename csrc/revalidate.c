@@ -6514,6 +6514,14 @@ rw_rank_tuple(PyObject *rank, PyTypeObject *rank_type, PyObject **out)
             return PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
         }
     }
+    /* the values exact ints, else unsure (rw_side: the tuple is hashed and compared with ``==``;
+     * tested here on the values rather than on the packed tuple's items: SHAPE38) */
+    for (int k = 0; k < 4; k++) {
+        if (!PyLong_CheckExact(values[k])) {
+            Py_DECREF(dict);
+            return RV_DECLINE;
+        }
+    }
     *out = PyTuple_Pack(4, values[0], values[1], values[2], values[3]);
     Py_DECREF(dict);
     return *out == NULL ? RV_ERROR : RV_OK;
@@ -6541,7 +6549,7 @@ rw_side(PyObject *executors, PyTypeObject *rank_type, PyTypeObject *executor_typ
         PyObject *estate = pd_instance_values(executor, rw_keys, NULL, RW_NNAMES, taken);
         if (estate == NULL) return RV_ERROR;
         PyObject *v[RW_NNAMES] = {NULL};
-        PyObject *rank_tuple = NULL, *key = NULL, *bucket = NULL, *row = NULL, *view_key = NULL, *iter = NULL;
+        PyObject *rank_tuple = NULL, *key = NULL, *bucket = NULL, *row = NULL, *view_key = NULL;
         int rc = RV_DECLINE;
         for (int k = 0; k < RW_NNAMES; k++) {
             v[k] = taken[k] != NULL ? Py_NewRef(taken[k]) : rv_item(estate, rw_keys[k]);
@@ -6555,13 +6563,9 @@ rw_side(PyObject *executors, PyTypeObject *rank_type, PyTypeObject *executor_typ
         /* its ids exact strs too: the view key below is hashed and compared with every item
          * (a str subclass's __hash__ / __eq__ would run inside the pass: AUDIT5 F1) */
         if (!rv_exact_str_tuple(v[RW_FRAGMENT_IDS])) goto next;
+        /* (the rank's values, its instance dict's: exact ints, else unsure, see above) */
         rc = rw_rank_tuple(v[RW_RANK], rank_type, &rank_tuple);
         if (rc != RV_OK) goto next;
-        /* the rank's values (its instance dict's): exact ints, else unsure (see above) */
-        if (!rs_typed(rank_tuple, RS_KIND_INTS)) {
-            rc = RV_DECLINE;
-            goto next;
-        }
         rc = RV_ERROR;
         key = PyTuple_Pack(7, v[RW_INSTANCE], v[RW_PLACEMENT_ID], v[RW_PARTICIPANT], v[RW_DIGEST], v[RW_LEASE],
                            v[RW_WORKER], rank_tuple);
@@ -6576,14 +6580,16 @@ rw_side(PyObject *executors, PyTypeObject *rank_type, PyTypeObject *executor_typ
             rc = RV_DECLINE;
             goto next;
         }
+        /* an exact tuple of exact strs (rv_exact_str_tuple above): its items read by index
+         * (SHAPE38: no iterator), alive while ``keep`` holds the tuple */
         PyObject *ids = v[RW_FRAGMENT_IDS];
-        int indexed = PyTuple_CheckExact(ids); /* items alive while ``keep`` holds the tuple */
-        if (indexed && PyList_Append(keep, ids) < 0) goto next;
-        iter = PyObject_GetIter(ids);
-        if (iter == NULL) goto next;
-        PyObject *fragment_id;
-        Py_ssize_t n_ids = indexed ? PyTuple_Size(ids) : 0, at = 0;
-        while ((fragment_id = PyIter_Next(iter)) != NULL) {
+        if (PyList_Append(keep, ids) < 0) goto next;
+        Py_ssize_t n_ids = PyTuple_Size(ids);
+        if (n_ids < 0) goto next;
+        for (Py_ssize_t at = 0; at < n_ids; at++) {
+            PyObject *fragment_id = PyTuple_GetItem(ids, at);
+            if (fragment_id == NULL) goto next;
+            Py_INCREF(fragment_id);
             if (!PyUnicode_CheckExact(fragment_id)) { /* not exactly typed: unsure (see above) */
                 Py_DECREF(fragment_id);
                 rc = RV_DECLINE;
@@ -6591,7 +6597,6 @@ rw_side(PyObject *executors, PyTypeObject *rank_type, PyTypeObject *executor_typ
             }
             /* The str a few ids ahead (its hash is read by the lookup): the ids are scattered. */
             if (at + RW_AHEAD < n_ids) __builtin_prefetch(PyTuple_GetItem(ids, at + RW_AHEAD));
-            at++;
             /* ``runtime.setdefault(fragment_id, row)``: the first executor listing an id owns it.
              * (No runtime: its row, the first to list this object (rw_ident_put keeps the first).) */
             PyObject *owner = runtime == NULL ? row : PyDict_GetItemWithError(runtime, fragment_id); /* borrowed */
@@ -6602,7 +6607,7 @@ rw_side(PyObject *executors, PyTypeObject *rank_type, PyTypeObject *executor_typ
             }
             /* The owner is a row of this side (each is in ``keep``) unless Python code replaced
              * a value of this private dict: only an exact 3-tuple is indexed. */
-            if (!failed && indexed && PyUnicode_CheckExact(fragment_id) && PyTuple_CheckExact(owner)
+            if (!failed && PyUnicode_CheckExact(fragment_id) && PyTuple_CheckExact(owner)
                 && PyTuple_Size(owner) == 3) {
                 failed = rw_ident_put(ident, fragment_id, owner) < 0;
             }
@@ -6619,7 +6624,6 @@ rw_side(PyObject *executors, PyTypeObject *rank_type, PyTypeObject *executor_typ
         Py_XDECREF(bucket);
         Py_XDECREF(row);
         Py_XDECREF(view_key);
-        Py_XDECREF(iter);
         Py_DECREF(estate);
         if (rc != RV_OK) return rc;
     }
