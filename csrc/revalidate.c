@@ -8409,23 +8409,37 @@ sh_evidence(sh_state *st, PyObject *evidence)
     return rc;
 }
 
-/* The placement and evidence of an attested entry's view (an exact _AttestedView: its slots). */
+/* The placement and evidence of an attested entry's view (an exact _AttestedView: its slots),
+ * read but not checked: out[0], out[1] new references (NULL when not read). RV_DECLINE (not
+ * such an entry), RV_ERROR (a read failed: out[0] may hold the placement), else RV_OK. A read is
+ * a generic getattr, which runs Python code when the class was given a descriptor for the name
+ * (a class attribute set after import): revalidate_shapes reads every view before it checks
+ * anything (SHAPE38), so such code cannot edit an object after the pass checked it. */
 static int
-sh_view(sh_state *st, PyObject *entry)
+sh_view_read(sh_state *st, PyObject *entry, PyObject **out)
 {
+    out[0] = out[1] = NULL;
     if (!PyTuple_CheckExact(entry) || PyTuple_Size(entry) < 3) return RV_DECLINE;
     PyObject *view = PyTuple_GetItem(entry, 2);
     if (view == NULL) return RV_ERROR;
     if (Py_TYPE(view) != st->cls[SH_VIEW]) return RV_DECLINE;
-    PyObject *placement = pd_getattr(view, sh_keys[SHK_PLACEMENT]);
-    if (placement == NULL) return RV_ERROR;
-    int rc = sh_placement(st, placement);
-    Py_DECREF(placement);
-    if (rc != RV_OK) return rc;
-    PyObject *evidence = pd_getattr(view, sh_keys[SHK_EVIDENCE]);
-    if (evidence == NULL) return RV_ERROR;
-    rc = sh_evidence(st, evidence);
-    Py_DECREF(evidence);
+    out[0] = pd_getattr(view, sh_keys[SHK_PLACEMENT]);
+    if (out[0] == NULL) return RV_ERROR;
+    out[1] = pd_getattr(view, sh_keys[SHK_EVIDENCE]);
+    return out[1] == NULL ? RV_ERROR : RV_OK;
+}
+
+/* The checks of the views sh_view_read read (n entries: pairs[2 * k], pairs[2 * k + 1], either
+ * NULL when not read), in the order the pass took them before SHAPE38 (each view's placement,
+ * then its evidence): RV_OK when every one read holds. */
+static int
+sh_views_check(sh_state *st, PyObject *const *pairs, Py_ssize_t n)
+{
+    int rc = RV_OK;
+    for (Py_ssize_t k = 0; rc == RV_OK && k < n; k++) {
+        if (pairs[2 * k] != NULL) rc = sh_placement(st, pairs[2 * k]);
+        if (rc == RV_OK && pairs[2 * k + 1] != NULL) rc = sh_evidence(st, pairs[2 * k + 1]);
+    }
     return rc;
 }
 
@@ -8520,12 +8534,39 @@ revalidate_shapes(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t
      * references are held and ``seen`` is keyed by address (AUDIT4; the Python caller pauses the
      * collector too). */
     const int collector_was_enabled = PyGC_Disable();
-    int rc = sh_placement(&st, target_placement);
-    if (rc == RV_OK) rc = sh_items(&st, entries, 1, sh_view);
+    /* Every view read first, then every check (sh_view_read: its reads may run Python code).
+     * A view that stops the reads (declined, or a read that failed: its error kept meanwhile)
+     * decides only when every check before it holds, as when each view was checked as read. */
+    Py_ssize_t n_entries = PyList_Size(entries), n_read = 0;
+    PyObject **pairs = n_entries >= 0 ? mr_alloc_array((size_t)n_entries + 1, 2 * sizeof(PyObject *)) : NULL;
+    int rc = pairs == NULL ? RV_ERROR : RV_OK, stop = RV_OK;
+    PyObject *error_type = NULL, *error_value = NULL, *error_tb = NULL;
+    for (Py_ssize_t k = 0; pairs != NULL && k < n_entries; k++) {
+        PyObject *entry = PyList_GetItem(entries, k); /* (a private list: alive) */
+        stop = entry == NULL ? RV_ERROR : sh_view_read(&st, entry, &pairs[2 * n_read]);
+        if (entry == NULL) pairs[2 * n_read] = pairs[2 * n_read + 1] = NULL;
+        n_read++;
+        if (stop != RV_OK) break;
+    }
+    if (stop == RV_ERROR) PyErr_Fetch(&error_type, &error_value, &error_tb);
+    if (rc == RV_OK) rc = sh_placement(&st, target_placement);
+    if (rc == RV_OK) rc = sh_views_check(&st, pairs, n_read);
+    if (rc == RV_OK && stop != RV_OK) {
+        rc = stop;
+        if (stop == RV_ERROR) {
+            PyErr_Restore(error_type, error_value, error_tb);
+            error_type = error_value = error_tb = NULL;
+        }
+    }
+    Py_XDECREF(error_type);
+    Py_XDECREF(error_value);
+    Py_XDECREF(error_tb);
     if (rc == RV_OK) rc = sh_items(&st, source_executors, 0, sh_executor);
     if (rc == RV_OK) rc = sh_items(&st, target_executors, 0, sh_executor);
     if (collector_was_enabled) PyGC_Enable();
     rv_table_free(&st.seen);
+    for (Py_ssize_t k = 0; pairs != NULL && k < 2 * n_read; k++) Py_XDECREF(pairs[k]);
+    PyMem_Free(pairs);
     Py_DECREF(entries);
     if (rc == RV_ERROR) return NULL;
     return PyBool_FromLong(rc == RV_OK);
