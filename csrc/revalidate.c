@@ -6886,6 +6886,22 @@ done:
     return rc;
 }
 
+/* rc_append(routes, route, index) returning the bucket appended to (borrowed: routes holds
+ * it), NULL with an error set. routes: a private dict, route: a tuple of plain items
+ * (rw_plain_half: its hash and comparisons run no Python code). */
+static PyObject *
+rw_route_append(PyObject *routes, PyObject *route, PyObject *index)
+{
+    PyObject *bucket = PyDict_GetItemWithError(routes, route); /* borrowed */
+    if (bucket != NULL) return PyList_Append(bucket, index) < 0 ? NULL : bucket;
+    if (PyErr_Occurred()) return NULL;
+    bucket = PyList_New(0);
+    if (bucket == NULL) return NULL;
+    int failed = PyList_Append(bucket, index) < 0 || PyDict_SetItem(routes, route, bucket) < 0;
+    Py_DECREF(bucket); /* (routes holds it when stored) */
+    return failed ? NULL : bucket;
+}
+
 /* The per-operation pass of revalidate_views for the common case, deciding exactly what the
  * loop of ``rw_loop`` does: every position is in range, every route half a plain 2-tuple
  * (rw_plain_half) and every operation's runtime fragment id object is one an executor listed
@@ -6981,12 +6997,11 @@ rw_fast(PyObject *runtime_ids, PyObject *halves, PyObject *source_of, PyObject *
                 } else {
                     PyObject *route = PyTuple_Pack(4, PyTuple_GetItem(s_half, 0), PyTuple_GetItem(s_half, 1),
                                                    PyTuple_GetItem(t_half, 0), PyTuple_GetItem(t_half, 1));
-                    failed = route == NULL || rc_append(routes, route, index) < 0;
-                    if (!failed) {
-                        last_row = PyDict_GetItemWithError(routes, route); /* plain: no Python code */
-                        Py_XINCREF(last_row);
-                        failed = last_row == NULL;
-                    }
+                    /* (the bucket rc_append appended to is what a lookup of the route in this
+                     * private dict then finds: kept without that second lookup, SHAPE38) */
+                    last_row = route == NULL ? NULL : rw_route_append(routes, route, index);
+                    Py_XINCREF(last_row);
+                    failed = last_row == NULL;
                     Py_XDECREF(route);
                 }
             } else {

@@ -18,6 +18,8 @@ import dataclasses
 from typing import Any, Callable
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from forge_helpers import sized_world
 
@@ -143,3 +145,38 @@ def test_shared_and_repeated_ids_keep_the_first_owner(captured):
     for fragment_id in last.fragment_ids:
         assert t_runtime[fragment_id][0] is vars(first)
     assert _native.revalidate_views(*tabled) is not None
+
+
+def _route_oracle(halves: list[Any], source_of: list[int], target_of: list[int]) -> dict[tuple[Any, ...], list[int]]:
+    routes: dict[tuple[Any, ...], list[int]] = {}
+    for i, (s, t) in enumerate(zip(source_of, target_of)):
+        routes.setdefault(tuple(halves[s]) + tuple(halves[t]), []).append(i)
+    return routes
+
+
+def test_routes_match_the_python_grouping(captured):
+    # the bucket a route's first operation was appended to takes the next ones of that route
+    _plan_unused, args = captured
+    source_of, target_of, halves = args[4], args[5], args[3]
+    assert isinstance(source_of, list) and isinstance(target_of, list)
+    result = _native.revalidate_views(*args)
+    assert result is not None
+    assert result[6] == _route_oracle(halves, source_of, target_of)
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_routes_of_reordered_operations(captured, data):
+    # operations drawn (with repeats, any order) from the plan's: runs of one route, switches
+    _plan_unused, args = captured
+    source_of, target_of = args[4], args[5]
+    picks = data.draw(st.lists(st.integers(0, len(source_of) - 1), min_size=1, max_size=3 * len(source_of)))
+    s_of = [source_of[i] for i in picks]
+    t_of = [target_of[i] for i in picks]
+    call = list(args)
+    call[4], call[5] = s_of, t_of
+    result = _native.revalidate_views(*call)
+    assert result is not None
+    assert result[6] == _route_oracle(args[3], s_of, t_of)
+    for rows in (result[1], result[4]):
+        assert sum(len(row[2]) for row in rows) == len(picks)
