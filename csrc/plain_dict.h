@@ -79,7 +79,8 @@ pd_instance_values(PyObject *obj, PyObject *const *names, const int *index, int 
             break;
         }
         for (int k = 0; left > 0 && k < n; k++) {
-            if (values[k] == NULL && key == names[index != NULL ? index[k] : k]) {
+            /* (the keys are distinct objects: a name is met at most once, values[k] still NULL) */
+            if (key == names[index != NULL ? index[k] : k]) {
                 values[k] = value;
                 left--;
                 break;
@@ -113,7 +114,8 @@ pd_plain_values(PyObject *dict, PyObject *const *names, const int *index, int n,
             return 0;
         }
         for (int k = 0; left > 0 && k < n; k++) {
-            if (values[k] == NULL && key == names[index != NULL ? index[k] : k]) {
+            /* (the keys are distinct objects: a name is met at most once, values[k] still NULL) */
+            if (key == names[index != NULL ? index[k] : k]) {
                 values[k] = value;
                 left--;
                 break;

@@ -6514,6 +6514,14 @@ rw_rank_tuple(PyObject *rank, PyTypeObject *rank_type, PyObject **out)
             return PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
         }
     }
+    /* the values exact ints, else unsure (rw_side: the tuple is hashed and compared with ``==``;
+     * tested here on the values rather than on the packed tuple's items: SHAPE38) */
+    for (int k = 0; k < 4; k++) {
+        if (!PyLong_CheckExact(values[k])) {
+            Py_DECREF(dict);
+            return RV_DECLINE;
+        }
+    }
     *out = PyTuple_Pack(4, values[0], values[1], values[2], values[3]);
     Py_DECREF(dict);
     return *out == NULL ? RV_ERROR : RV_OK;
@@ -6541,7 +6549,7 @@ rw_side(PyObject *executors, PyTypeObject *rank_type, PyTypeObject *executor_typ
         PyObject *estate = pd_instance_values(executor, rw_keys, NULL, RW_NNAMES, taken);
         if (estate == NULL) return RV_ERROR;
         PyObject *v[RW_NNAMES] = {NULL};
-        PyObject *rank_tuple = NULL, *key = NULL, *bucket = NULL, *row = NULL, *view_key = NULL, *iter = NULL;
+        PyObject *rank_tuple = NULL, *key = NULL, *bucket = NULL, *row = NULL, *view_key = NULL;
         int rc = RV_DECLINE;
         for (int k = 0; k < RW_NNAMES; k++) {
             v[k] = taken[k] != NULL ? Py_NewRef(taken[k]) : rv_item(estate, rw_keys[k]);
@@ -6555,13 +6563,9 @@ rw_side(PyObject *executors, PyTypeObject *rank_type, PyTypeObject *executor_typ
         /* its ids exact strs too: the view key below is hashed and compared with every item
          * (a str subclass's __hash__ / __eq__ would run inside the pass: AUDIT5 F1) */
         if (!rv_exact_str_tuple(v[RW_FRAGMENT_IDS])) goto next;
+        /* (the rank's values, its instance dict's: exact ints, else unsure, see above) */
         rc = rw_rank_tuple(v[RW_RANK], rank_type, &rank_tuple);
         if (rc != RV_OK) goto next;
-        /* the rank's values (its instance dict's): exact ints, else unsure (see above) */
-        if (!rs_typed(rank_tuple, RS_KIND_INTS)) {
-            rc = RV_DECLINE;
-            goto next;
-        }
         rc = RV_ERROR;
         key = PyTuple_Pack(7, v[RW_INSTANCE], v[RW_PLACEMENT_ID], v[RW_PARTICIPANT], v[RW_DIGEST], v[RW_LEASE],
                            v[RW_WORKER], rank_tuple);
@@ -6576,14 +6580,16 @@ rw_side(PyObject *executors, PyTypeObject *rank_type, PyTypeObject *executor_typ
             rc = RV_DECLINE;
             goto next;
         }
+        /* an exact tuple of exact strs (rv_exact_str_tuple above): its items read by index
+         * (SHAPE38: no iterator), alive while ``keep`` holds the tuple */
         PyObject *ids = v[RW_FRAGMENT_IDS];
-        int indexed = PyTuple_CheckExact(ids); /* items alive while ``keep`` holds the tuple */
-        if (indexed && PyList_Append(keep, ids) < 0) goto next;
-        iter = PyObject_GetIter(ids);
-        if (iter == NULL) goto next;
-        PyObject *fragment_id;
-        Py_ssize_t n_ids = indexed ? PyTuple_Size(ids) : 0, at = 0;
-        while ((fragment_id = PyIter_Next(iter)) != NULL) {
+        if (PyList_Append(keep, ids) < 0) goto next;
+        Py_ssize_t n_ids = PyTuple_Size(ids);
+        if (n_ids < 0) goto next;
+        for (Py_ssize_t at = 0; at < n_ids; at++) {
+            PyObject *fragment_id = PyTuple_GetItem(ids, at);
+            if (fragment_id == NULL) goto next;
+            Py_INCREF(fragment_id);
             if (!PyUnicode_CheckExact(fragment_id)) { /* not exactly typed: unsure (see above) */
                 Py_DECREF(fragment_id);
                 rc = RV_DECLINE;
@@ -6591,7 +6597,6 @@ rw_side(PyObject *executors, PyTypeObject *rank_type, PyTypeObject *executor_typ
             }
             /* The str a few ids ahead (its hash is read by the lookup): the ids are scattered. */
             if (at + RW_AHEAD < n_ids) __builtin_prefetch(PyTuple_GetItem(ids, at + RW_AHEAD));
-            at++;
             /* ``runtime.setdefault(fragment_id, row)``: the first executor listing an id owns it.
              * (No runtime: its row, the first to list this object (rw_ident_put keeps the first).) */
             PyObject *owner = runtime == NULL ? row : PyDict_GetItemWithError(runtime, fragment_id); /* borrowed */
@@ -6602,7 +6607,7 @@ rw_side(PyObject *executors, PyTypeObject *rank_type, PyTypeObject *executor_typ
             }
             /* The owner is a row of this side (each is in ``keep``) unless Python code replaced
              * a value of this private dict: only an exact 3-tuple is indexed. */
-            if (!failed && indexed && PyUnicode_CheckExact(fragment_id) && PyTuple_CheckExact(owner)
+            if (!failed && PyUnicode_CheckExact(fragment_id) && PyTuple_CheckExact(owner)
                 && PyTuple_Size(owner) == 3) {
                 failed = rw_ident_put(ident, fragment_id, owner) < 0;
             }
@@ -6619,7 +6624,6 @@ rw_side(PyObject *executors, PyTypeObject *rank_type, PyTypeObject *executor_typ
         Py_XDECREF(bucket);
         Py_XDECREF(row);
         Py_XDECREF(view_key);
-        Py_XDECREF(iter);
         Py_DECREF(estate);
         if (rc != RV_OK) return rc;
     }
@@ -6882,6 +6886,22 @@ done:
     return rc;
 }
 
+/* rc_append(routes, route, index) returning the bucket appended to (borrowed: routes holds
+ * it), NULL with an error set. routes: a private dict, route: a tuple of plain items
+ * (rw_plain_half: its hash and comparisons run no Python code). */
+static PyObject *
+rw_route_append(PyObject *routes, PyObject *route, PyObject *index)
+{
+    PyObject *bucket = PyDict_GetItemWithError(routes, route); /* borrowed */
+    if (bucket != NULL) return PyList_Append(bucket, index) < 0 ? NULL : bucket;
+    if (PyErr_Occurred()) return NULL;
+    bucket = PyList_New(0);
+    if (bucket == NULL) return NULL;
+    int failed = PyList_Append(bucket, index) < 0 || PyDict_SetItem(routes, route, bucket) < 0;
+    Py_DECREF(bucket); /* (routes holds it when stored) */
+    return failed ? NULL : bucket;
+}
+
 /* The per-operation pass of revalidate_views for the common case, deciding exactly what the
  * loop of ``rw_loop`` does: every position is in range, every route half a plain 2-tuple
  * (rw_plain_half) and every operation's runtime fragment id object is one an executor listed
@@ -6977,12 +6997,11 @@ rw_fast(PyObject *runtime_ids, PyObject *halves, PyObject *source_of, PyObject *
                 } else {
                     PyObject *route = PyTuple_Pack(4, PyTuple_GetItem(s_half, 0), PyTuple_GetItem(s_half, 1),
                                                    PyTuple_GetItem(t_half, 0), PyTuple_GetItem(t_half, 1));
-                    failed = route == NULL || rc_append(routes, route, index) < 0;
-                    if (!failed) {
-                        last_row = PyDict_GetItemWithError(routes, route); /* plain: no Python code */
-                        Py_XINCREF(last_row);
-                        failed = last_row == NULL;
-                    }
+                    /* (the bucket rc_append appended to is what a lookup of the route in this
+                     * private dict then finds: kept without that second lookup, SHAPE38) */
+                    last_row = route == NULL ? NULL : rw_route_append(routes, route, index);
+                    Py_XINCREF(last_row);
+                    failed = last_row == NULL;
                     Py_XDECREF(route);
                 }
             } else {
@@ -8061,9 +8080,28 @@ static const char *const sh_names[SHK_N] = {
 
 static PyObject *sh_keys[SHK_N];
 
-/* Kinds (field_types / _field_kinds.typed_value): 's' exact str, 'i' exact int, 'n' None or
- * exact int, 't' exact tuple of exact ints, 'S' exact tuple of exact strs. */
+/* 1 when value is an exact tuple whose items are all of exactly item_type, else 0 (no error). */
 static int
+sh_tuple_of(PyObject *value, PyTypeObject *item_type)
+{
+    if (!PyTuple_CheckExact(value)) return 0;
+    Py_ssize_t n = PyTuple_Size(value);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GetItem(value, i);
+        if (item == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (Py_TYPE(item) != item_type) return 0;
+    }
+    return n >= 0;
+}
+
+/* Kinds (field_types / _field_kinds.typed_value): 's' exact str, 'i' exact int, 'n' None or
+ * exact int, 't' exact tuple of exact ints, 'S' exact tuple of exact strs. Inlined: every call
+ * passes a constant kind, so only the test of that kind remains (SHAPE38: the calls were ~30 Ir
+ * each, ~470 per replace). */
+static inline __attribute__((always_inline)) int
 sh_kind(PyObject *value, char kind)
 {
     if (value == NULL) return 0;
@@ -8075,19 +8113,9 @@ sh_kind(PyObject *value, char kind)
     case 'n':
         return value == Py_None || PyLong_CheckExact(value);
     case 't':
-    case 'S': {
-        if (!PyTuple_CheckExact(value)) return 0;
-        Py_ssize_t n = PyTuple_Size(value);
-        for (Py_ssize_t i = 0; i < n; i++) {
-            PyObject *item = PyTuple_GetItem(value, i);
-            if (item == NULL) {
-                PyErr_Clear();
-                return 0;
-            }
-            if (kind == 't' ? !PyLong_CheckExact(item) : !PyUnicode_CheckExact(item)) return 0;
-        }
-        return n >= 0;
-    }
+        return sh_tuple_of(value, &PyLong_Type);
+    case 'S':
+        return sh_tuple_of(value, &PyUnicode_Type);
     default:
         return 0;
     }
@@ -8105,9 +8133,16 @@ typedef struct {
 static int
 sh_seen(sh_state *st, PyObject *obj)
 {
-    if (rs_set_has(&st->seen, obj)) return 1;
-    if (rv_table_reserve(&st->seen, st->n_seen + 1) < 0) return -1;
-    rs_set_add(&st->seen, obj);
+    rv_table *t = &st->seen;
+    size_t slot = mr_ptr_slot(obj, t->mask);
+    while (t->keys[slot] != NULL) {
+        if (t->keys[slot] == obj) return 1;
+        slot = (slot + 1) & t->mask;
+    }
+    /* (one probe: the empty slot found is where rs_set_add would store obj, unless it grows) */
+    if ((st->n_seen + 1) * 2 + 1 <= t->mask + 1) t->keys[slot] = obj;
+    else if (rv_table_reserve(t, st->n_seen + 1) < 0) return -1;
+    else rs_set_add(t, obj);
     st->n_seen++;
     return 0;
 }
@@ -8133,7 +8168,7 @@ sh_get(PyObject *d, PyObject *value, int key)
 }
 
 /* d[key] of kind (value: sh_dict_read's, or NULL): RV_OK, RV_DECLINE or RV_ERROR. */
-static int
+static inline __attribute__((always_inline)) int
 sh_value(PyObject *d, PyObject *value, int key, char kind)
 {
     value = sh_get(d, value, key);
@@ -8141,30 +8176,29 @@ sh_value(PyObject *d, PyObject *value, int key, char kind)
     return sh_kind(value, kind) ? RV_OK : RV_DECLINE;
 }
 
-/* Each of n (key, kind) fields of d, in order (values: sh_dict_read's for the same keys). */
-static int
-sh_values(PyObject *d, PyObject *const *values, const int *keys, const char *kinds, int n)
-{
-    for (int k = 0; k < n; k++) {
-        int rc = sh_value(d, values[k], keys[k], kinds[k]);
-        if (rc != RV_OK) return rc;
-    }
-    return RV_OK;
-}
+/* sh_values for field k of a constant kind, written out at each call (no kinds table walk):
+ * rc (RV_OK so far) becomes field k's outcome. */
+#define SH_FIELD(rc, d, values, keys, k, kind)                                                      \
+    do {                                                                                           \
+        if ((rc) == RV_OK) (rc) = sh_value((d), (values)[k], (keys)[k], (kind));                   \
+    } while (0)
 
 /* An exact ParallelRank of four exact ints (typed_value "rank"), each distinct rank once. */
 static int
 sh_rank(sh_state *st, PyObject *rank)
 {
     static const int keys[4] = {SHK_DP, SHK_TP, SHK_PP, SHK_EP};
-    static const char kinds[4] = {'i', 'i', 'i', 'i'};
     if (rank == NULL || Py_TYPE(rank) != st->cls[SH_RANK]) return RV_DECLINE;
     int seen = sh_seen(st, rank);
     if (seen != 0) return seen < 0 ? RV_ERROR : RV_OK;
     PyObject *values[4];
     PyObject *d = sh_dict_read(rank, keys, 4, values);
     if (d == NULL) return RV_DECLINE;
-    int rc = sh_values(d, values, keys, kinds, 4);
+    int rc = RV_OK;
+    SH_FIELD(rc, d, values, keys, 0, 'i');
+    SH_FIELD(rc, d, values, keys, 1, 'i');
+    SH_FIELD(rc, d, values, keys, 2, 'i');
+    SH_FIELD(rc, d, values, keys, 3, 'i');
     Py_DECREF(d);
     return rc;
 }
@@ -8176,14 +8210,21 @@ sh_tensor(sh_state *st, PyObject *tensor)
     static const int keys[9] = {SHK_GLOBAL_SHAPE, SHK_TENSOR_ID,  SHK_DTYPE,     SHK_ITEMSIZE,
                                 SHK_SHARD_DIMS,   SHK_LAYER_ID,   SHK_EXPERT_ID, SHK_LAYOUT_FINGERPRINT,
                                 SHK_PARALLEL_AXES};
-    static const char kinds[8] = {'t', 's', 's', 'i', 't', 'n', 'n', 's'};
     if (Py_TYPE(tensor) != st->cls[SH_TENSOR]) return RV_DECLINE;
     int seen = sh_seen(st, tensor);
     if (seen != 0) return seen < 0 ? RV_ERROR : RV_OK;
     PyObject *values[9];
     PyObject *d = sh_dict_read(tensor, keys, 9, values);
     if (d == NULL) return RV_DECLINE;
-    int rc = sh_values(d, values, keys, kinds, 8);
+    int rc = RV_OK;
+    SH_FIELD(rc, d, values, keys, 0, 't');
+    SH_FIELD(rc, d, values, keys, 1, 's');
+    SH_FIELD(rc, d, values, keys, 2, 's');
+    SH_FIELD(rc, d, values, keys, 3, 'i');
+    SH_FIELD(rc, d, values, keys, 4, 't');
+    SH_FIELD(rc, d, values, keys, 5, 'n');
+    SH_FIELD(rc, d, values, keys, 6, 'n');
+    SH_FIELD(rc, d, values, keys, 7, 's');
     PyObject *axes = rc == RV_OK ? sh_get(d, values[8], SHK_PARALLEL_AXES) : NULL;
     if (rc == RV_OK && axes == NULL) rc = PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
     if (rc == RV_OK && !PyTuple_CheckExact(axes)) rc = RV_DECLINE;
@@ -8241,19 +8282,18 @@ sh_fragment(sh_state *st, PyObject *fragment)
 static int
 sh_runtime(sh_state *st, PyObject *fragment)
 {
-    static const signed char index[MR_RF_N] = {
-        [MR_RF_PLACEMENT_FRAGMENT_ID] = 's', [MR_RF_FRAGMENT_ID] = 's', [MR_RF_ADDRESS] = 'i',
-        [MR_RF_NBYTES] = 'i', [MR_RF_WORKER_ID] = 's', [MR_RF_ENDPOINT] = 's', [MR_RF_DEVICE] = 's',
-        [MR_RF_ITEMSIZE] = 'i', [MR_RF_LOCAL_SHAPE] = 't', [MR_RF_STRIDES_BYTES] = 't',
-        [MR_RF_STORAGE_ADDRESS] = 'i', [MR_RF_STORAGE_NBYTES] = 'i', [MR_RF_STORAGE_OFFSET_BYTES] = 'i',
-        [MR_RF_OWNER] = 0,
-    };
     if (Py_TYPE(fragment) != st->cls[SH_RUNTIME]) return RV_DECLINE;
     PyObject *const *f = mr_layout_fields(fragment, &st->rt);
     if (f == NULL) return RV_DECLINE;
-    for (int k = 0; k < MR_RF_N; k++) {
-        if (index[k] != 0 && !sh_kind(f[k], (char)index[k])) return RV_DECLINE;
-    }
+    /* (every field but owner, each test written out: constant kinds, no table walk) */
+    if (!sh_kind(f[MR_RF_PLACEMENT_FRAGMENT_ID], 's') || !sh_kind(f[MR_RF_FRAGMENT_ID], 's') ||
+        !sh_kind(f[MR_RF_ADDRESS], 'i') || !sh_kind(f[MR_RF_NBYTES], 'i') || !sh_kind(f[MR_RF_WORKER_ID], 's') ||
+        !sh_kind(f[MR_RF_ENDPOINT], 's') || !sh_kind(f[MR_RF_DEVICE], 's') || !sh_kind(f[MR_RF_ITEMSIZE], 'i') ||
+        !sh_kind(f[MR_RF_STORAGE_ADDRESS], 'i') || !sh_kind(f[MR_RF_STORAGE_NBYTES], 'i') ||
+        !sh_kind(f[MR_RF_STORAGE_OFFSET_BYTES], 'i') || !sh_kind(f[MR_RF_LOCAL_SHAPE], 't') ||
+        !sh_kind(f[MR_RF_STRIDES_BYTES], 't'))
+        return RV_DECLINE;
+    _Static_assert(MR_RF_N == 14, "every RuntimeBindingFragment field but owner is tested above");
     return RV_OK;
 }
 
@@ -8290,7 +8330,7 @@ sh_items_hinted(sh_state *st, PyObject *seq, int lists, int (*check)(sh_state *,
     if (seq == NULL) return PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
     if (!PyTuple_CheckExact(seq) && !(lists && PyList_CheckExact(seq))) return RV_DECLINE;
     /* (a list: a private copy, nothing below runs code that could resize it, but cheap insurance) */
-    PyObject *items = PySequence_Tuple(seq);
+    PyObject *items = PyTuple_CheckExact(seq) ? Py_NewRef(seq) : PySequence_Tuple(seq); /* (what it returns) */
     if (items == NULL) return RV_ERROR;
     Py_ssize_t n = PyTuple_Size(items);
     int rc = n < 0 ? RV_ERROR : RV_OK;
@@ -8341,14 +8381,18 @@ sh_placement(sh_state *st, PyObject *placement)
 {
     static const int keys[7] = {SHK_RESOURCE_ID,       SHK_PLACEMENT_ID,  SHK_REVISION, SHK_PLACEMENT_SET_ID,
                                 SHK_WEIGHT_GENERATION, SHK_DIGEST_CACHE, SHK_PARTS};
-    static const char kinds[5] = {'s', 's', 's', 's', 'i'};
     if (Py_TYPE(placement) != st->cls[SH_MANIFEST]) return RV_DECLINE;
     int seen = sh_seen(st, placement);
     if (seen != 0) return seen < 0 ? RV_ERROR : RV_OK;
     PyObject *values[7];
     PyObject *d = sh_dict_read(placement, keys, 7, values);
     if (d == NULL) return RV_DECLINE;
-    int rc = sh_values(d, values, keys, kinds, 5);
+    int rc = RV_OK;
+    SH_FIELD(rc, d, values, keys, 0, 's');
+    SH_FIELD(rc, d, values, keys, 1, 's');
+    SH_FIELD(rc, d, values, keys, 2, 's');
+    SH_FIELD(rc, d, values, keys, 3, 's');
+    SH_FIELD(rc, d, values, keys, 4, 'i');
     if (rc == RV_OK) {
         PyObject *digest = sh_get(d, values[5], SHK_DIGEST_CACHE);
         if (digest == NULL && PyErr_Occurred()) rc = RV_ERROR;
@@ -8366,36 +8410,51 @@ sh_evidence(sh_state *st, PyObject *evidence)
     static const int keys[9] = {SHK_RESOURCE_ID,    SHK_REVISION, SHK_PLACEMENT_ID, SHK_PLACEMENT_DIGEST,
                                 SHK_INSTANCE_ID,    SHK_PARTICIPANT_ID, SHK_LEASE_ID, SHK_GENERATION,
                                 SHK_FRAGMENTS};
-    static const char kinds[8] = {'s', 's', 's', 's', 's', 's', 's', 'i'};
     if (Py_TYPE(evidence) != st->cls[SH_EVIDENCE]) return RV_DECLINE;
     int seen = sh_seen(st, evidence);
     if (seen != 0) return seen < 0 ? RV_ERROR : RV_OK;
     PyObject *values[9];
     PyObject *d = sh_dict_read(evidence, keys, 9, values);
     if (d == NULL) return RV_DECLINE;
-    int rc = sh_values(d, values, keys, kinds, 8);
+    int rc = RV_OK;
+    for (int k = 0; k < 7; k++) SH_FIELD(rc, d, values, keys, k, 's');
+    SH_FIELD(rc, d, values, keys, 7, 'i');
     if (rc == RV_OK) rc = sh_items_hinted(st, sh_get(d, values[8], SHK_FRAGMENTS), 1, sh_runtime, &st->rt, MR_RF_N);
     Py_DECREF(d);
     return rc;
 }
 
-/* The placement and evidence of an attested entry's view (an exact _AttestedView: its slots). */
+/* The placement and evidence of an attested entry's view (an exact _AttestedView: its slots),
+ * read but not checked: out[0], out[1] new references (NULL when not read). RV_DECLINE (not
+ * such an entry), RV_ERROR (a read failed: out[0] may hold the placement), else RV_OK. A read is
+ * a generic getattr, which runs Python code when the class was given a descriptor for the name
+ * (a class attribute set after import): revalidate_shapes reads every view before it checks
+ * anything (SHAPE38), so such code cannot edit an object after the pass checked it. */
 static int
-sh_view(sh_state *st, PyObject *entry)
+sh_view_read(sh_state *st, PyObject *entry, PyObject **out)
 {
+    out[0] = out[1] = NULL;
     if (!PyTuple_CheckExact(entry) || PyTuple_Size(entry) < 3) return RV_DECLINE;
     PyObject *view = PyTuple_GetItem(entry, 2);
     if (view == NULL) return RV_ERROR;
     if (Py_TYPE(view) != st->cls[SH_VIEW]) return RV_DECLINE;
-    PyObject *placement = pd_getattr(view, sh_keys[SHK_PLACEMENT]);
-    if (placement == NULL) return RV_ERROR;
-    int rc = sh_placement(st, placement);
-    Py_DECREF(placement);
-    if (rc != RV_OK) return rc;
-    PyObject *evidence = pd_getattr(view, sh_keys[SHK_EVIDENCE]);
-    if (evidence == NULL) return RV_ERROR;
-    rc = sh_evidence(st, evidence);
-    Py_DECREF(evidence);
+    out[0] = pd_getattr(view, sh_keys[SHK_PLACEMENT]);
+    if (out[0] == NULL) return RV_ERROR;
+    out[1] = pd_getattr(view, sh_keys[SHK_EVIDENCE]);
+    return out[1] == NULL ? RV_ERROR : RV_OK;
+}
+
+/* The checks of the views sh_view_read read (n entries: pairs[2 * k], pairs[2 * k + 1], either
+ * NULL when not read), in the order the pass took them before SHAPE38 (each view's placement,
+ * then its evidence): RV_OK when every one read holds. */
+static int
+sh_views_check(sh_state *st, PyObject *const *pairs, Py_ssize_t n)
+{
+    int rc = RV_OK;
+    for (Py_ssize_t k = 0; rc == RV_OK && k < n; k++) {
+        if (pairs[2 * k] != NULL) rc = sh_placement(st, pairs[2 * k]);
+        if (rc == RV_OK && pairs[2 * k + 1] != NULL) rc = sh_evidence(st, pairs[2 * k + 1]);
+    }
     return rc;
 }
 
@@ -8480,7 +8539,8 @@ revalidate_shapes(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t
     /* a private copy of the entries: nothing below runs code that could change the dict */
     PyObject *entries = PyDict_Values(attested);
     if (entries == NULL) return NULL;
-    if (rv_table_init(&st.seen, 16) < 0) {
+    /* (the contract's replace records ~40 objects: sized so that it never grows there) */
+    if (rv_table_init(&st.seen, 48) < 0) {
         Py_DECREF(entries);
         return NULL;
     }
@@ -8489,12 +8549,39 @@ revalidate_shapes(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t
      * references are held and ``seen`` is keyed by address (AUDIT4; the Python caller pauses the
      * collector too). */
     const int collector_was_enabled = PyGC_Disable();
-    int rc = sh_placement(&st, target_placement);
-    if (rc == RV_OK) rc = sh_items(&st, entries, 1, sh_view);
+    /* Every view read first, then every check (sh_view_read: its reads may run Python code).
+     * A view that stops the reads (declined, or a read that failed: its error kept meanwhile)
+     * decides only when every check before it holds, as when each view was checked as read. */
+    Py_ssize_t n_entries = PyList_Size(entries), n_read = 0;
+    PyObject **pairs = n_entries >= 0 ? mr_alloc_array((size_t)n_entries + 1, 2 * sizeof(PyObject *)) : NULL;
+    int rc = pairs == NULL ? RV_ERROR : RV_OK, stop = RV_OK;
+    PyObject *error_type = NULL, *error_value = NULL, *error_tb = NULL;
+    for (Py_ssize_t k = 0; pairs != NULL && k < n_entries; k++) {
+        PyObject *entry = PyList_GetItem(entries, k); /* (a private list: alive) */
+        stop = entry == NULL ? RV_ERROR : sh_view_read(&st, entry, &pairs[2 * n_read]);
+        if (entry == NULL) pairs[2 * n_read] = pairs[2 * n_read + 1] = NULL;
+        n_read++;
+        if (stop != RV_OK) break;
+    }
+    if (stop == RV_ERROR) PyErr_Fetch(&error_type, &error_value, &error_tb);
+    if (rc == RV_OK) rc = sh_placement(&st, target_placement);
+    if (rc == RV_OK) rc = sh_views_check(&st, pairs, n_read);
+    if (rc == RV_OK && stop != RV_OK) {
+        rc = stop;
+        if (stop == RV_ERROR) {
+            PyErr_Restore(error_type, error_value, error_tb);
+            error_type = error_value = error_tb = NULL;
+        }
+    }
+    Py_XDECREF(error_type);
+    Py_XDECREF(error_value);
+    Py_XDECREF(error_tb);
     if (rc == RV_OK) rc = sh_items(&st, source_executors, 0, sh_executor);
     if (rc == RV_OK) rc = sh_items(&st, target_executors, 0, sh_executor);
     if (collector_was_enabled) PyGC_Enable();
     rv_table_free(&st.seen);
+    for (Py_ssize_t k = 0; pairs != NULL && k < 2 * n_read; k++) Py_XDECREF(pairs[k]);
+    PyMem_Free(pairs);
     Py_DECREF(entries);
     if (rc == RV_ERROR) return NULL;
     return PyBool_FromLong(rc == RV_OK);
