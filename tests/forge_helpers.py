@@ -5,11 +5,13 @@ runs a forgery once from inside a bind call, and the runtime fragment edits step
 from __future__ import annotations
 
 import copy
+import dataclasses
 import sys
 from typing import Any, Callable
 
 from memory_executor import HostMemory, host_bindings, tp_placement
 
+from mooncake.reshard import _native
 from mooncake.reshard.weight import bind_logical_transfer_plan, plan_placement_transfer
 
 
@@ -211,3 +213,23 @@ def rekeyed_answers(
         if planted is not None:
             assert COLLIDED_CALLS == [], planted
     return answers
+
+
+def replace_pass_arguments(plan: Any, name: str, replaces: int = 1) -> tuple[Any, ...]:
+    """The arguments of the last ``_native.<name>`` call made by ``replaces`` runs of
+    ``dataclasses.replace(plan)`` (the pass is spied on, then put back)."""
+    seen: list[tuple[Any, ...]] = []
+    real = getattr(_native, name)
+
+    def spy(*args: Any) -> Any:
+        seen.append(args)
+        return real(*args)
+
+    setattr(_native, name, spy)
+    try:
+        for _ in range(replaces):
+            dataclasses.replace(plan)
+    finally:
+        setattr(_native, name, real)
+    assert seen, f"the fast path calls {name}"
+    return seen[-1]

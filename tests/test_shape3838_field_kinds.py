@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from forge_helpers import sized_world
+from forge_helpers import replace_pass_arguments, sized_world
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import bind_logical_transfer_plan
@@ -40,20 +40,7 @@ def _captured(tensors: int = 2) -> tuple[Any, tuple[Any, ...]]:
     revalidate_shapes."""
     logical, targets, sources, _memory = sized_world(tensors)
     plan = bind_logical_transfer_plan(logical, targets, source_bindings=sources)
-    seen: list[tuple[Any, ...]] = []
-    real = _native.revalidate_shapes
-
-    def spy(*args: Any) -> Any:
-        seen.append(args)
-        return real(*args)
-
-    _native.revalidate_shapes = spy
-    try:
-        dataclasses.replace(plan)
-    finally:
-        _native.revalidate_shapes = real
-    assert seen, "the fast path calls revalidate_shapes"
-    return plan, seen[-1]
+    return plan, replace_pass_arguments(plan, "revalidate_shapes")
 
 
 # field -> kind, per object (the kinds of csrc/revalidate.c sh_kind)

@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from forge_helpers import sized_world
+from forge_helpers import replace_pass_arguments, sized_world
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import bind_logical_transfer_plan
@@ -42,20 +42,7 @@ def _plan() -> Any:
 
 
 def _captured(plan: Any) -> tuple[Any, ...]:
-    seen: list[tuple[Any, ...]] = []
-    real = _native.revalidate_shapes
-
-    def spy(*args: Any) -> Any:
-        seen.append(args)
-        return real(*args)
-
-    _native.revalidate_shapes = spy
-    try:
-        dataclasses.replace(plan)
-    finally:
-        _native.revalidate_shapes = real
-    assert seen
-    return seen[-1]
+    return replace_pass_arguments(plan, "revalidate_shapes")
 
 
 class _Hooked:

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from forge_helpers import sized_world
+from forge_helpers import replace_pass_arguments, sized_world
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import bind_logical_transfer_plan
@@ -42,20 +42,7 @@ class _Tuple(tuple):
 def _captured() -> tuple[Any, tuple[Any, ...]]:
     logical, targets, sources, _memory = sized_world(2)
     plan = bind_logical_transfer_plan(logical, targets, source_bindings=sources)
-    seen: list[tuple[Any, ...]] = []
-    real = _native.revalidate_views
-
-    def spy(*args: Any) -> Any:
-        seen.append(args)
-        return real(*args)
-
-    _native.revalidate_views = spy
-    try:
-        dataclasses.replace(plan)
-    finally:
-        _native.revalidate_views = real
-    assert seen, "the fast path calls revalidate_views"
-    return plan, seen[-1]
+    return plan, replace_pass_arguments(plan, "revalidate_views")
 
 
 def _with(obj: Any, field: str, value: Any, call: Callable[[], Any]) -> Any:
