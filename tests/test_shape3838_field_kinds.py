@@ -14,7 +14,6 @@ fragments) only through its first visit.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Callable, Iterator
 
 import pytest

@@ -14,7 +14,6 @@ The call is captured from a real ``dataclasses.replace`` of a bound plan and rep
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Callable
 
 import pytest
