@@ -2097,7 +2097,7 @@ static const unsigned char rs_snap_kinds[RS_NSNAP] = {
 
 /* 1 when ``value`` has exactly the stored type of a field of ``kind`` (``typed_value``: no
  * subclass, no bool, no float, a tuple's items exact ints), else 0. Runs no Python code. */
-static int
+static inline int
 rs_typed(PyObject *value, unsigned char kind)
 {
     if (value == NULL) return 0;
@@ -2243,12 +2243,35 @@ rs_layout_matches(PyObject *snapshot, PyObject *expected, const mr_layout_class 
      * values), else each field's looked up below. */
     PyObject *taken[RS_NSNAP];
     int ordered = lc->n == RS_NSNAP && pd_ordered_values(expected, rs_snap_items, RS_NSNAP, taken);
+    if (ordered) {
+        /* As ``_typed_snapshot_matches``: every value of both exactly typed first (else unsure),
+         * then the pairs compared. With all typed no comparison runs Python code, so the fields
+         * read once here are the ones compared; an identical pair is equal (``==``'s identity
+         * shortcut) and is not compared. */
+        PyObject *const *fields = mr_layout_fields(snapshot, lc);
+        if (fields == NULL) return 2;
+        uint32_t differ = 0; /* bit k: the pair of field k is two objects */
+        for (int k = 0; k < RS_NSNAP; k++) {
+            PyObject *value = fields[k], *other = taken[k];
+            if (!rs_typed(value, rs_snap_kinds[k])) return 2; /* (also an emptied field) */
+            if (other != value) {
+                if (!rs_typed(other, rs_snap_kinds[k])) return 2;
+                differ |= (uint32_t)1 << k;
+            }
+        }
+        for (int k = 0; differ != 0; k++, differ >>= 1) {
+            if (!(differ & 1)) continue;
+            int equal = PyObject_RichCompareBool(fields[k], taken[k], Py_EQ);
+            if (equal <= 0) return equal;
+        }
+        return 1;
+    }
     for (Py_ssize_t k = 0; k < lc->n; k++) {
         /* read again per field: a value's ``==`` may run code that forges the snapshot */
         PyObject *const *fields = mr_layout_fields(snapshot, lc);
         PyObject *value = fields == NULL ? NULL : fields[k];
         if (value == NULL) return 2; /* emptied meanwhile: Python decides */
-        PyObject *other = ordered ? taken[k] : PyDict_GetItemWithError(expected, PyTuple_GetItem(rs_snap_keys, k));
+        PyObject *other = PyDict_GetItemWithError(expected, PyTuple_GetItem(rs_snap_keys, k));
         if (other == NULL) return PyErr_Occurred() ? -1 : 0; /* a key missing, same sizes: not equal */
         /* Both exactly of the field's stored type, else unsure: the rules reject a snapshot
          * field of another type (equal or not) before comparing, and with both typed the
