@@ -3913,11 +3913,11 @@ PyDoc_STRVAR(revalidate_side_doc,
 "Positions may also be packed: an exact bytes of one native int32 per operation.");
 
 static PyObject *
-revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
+revalidate_side(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *frags, *keys, *runtime_ids, *side_of, *runtime, *rows, *attested, *used, *att_type, *rank_type;
     PyObject *snapshot_type, *placement_arg = Py_None, *row_of = Py_None;
-    if (!PyArg_ParseTuple(args, "O!O!O!OO!O!O!O!O!O!O!|OO:revalidate_side", &PyList_Type, &frags, &PyList_Type, &keys,
+    if (!mr_parse_vector(args, nargs, "O!O!O!OO!O!O!O!O!O!O!|OO:revalidate_side", &PyList_Type, &frags, &PyList_Type, &keys,
                           &PyList_Type, &runtime_ids, &side_of, &PyDict_Type, &runtime, &PyList_Type, &rows,
                           &PyDict_Type, &attested, &PySet_Type, &used, &PyType_Type, &att_type, &PyType_Type,
                           &rank_type, &PyType_Type, &snapshot_type, &placement_arg, &row_of)) {
@@ -8527,7 +8527,7 @@ revalidate_shapes(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t
 MR_COLLECTOR_PAUSED_VECTOR(revalidate_views)
 MR_COLLECTOR_PAUSED_VECTOR(revalidate_coverage)
 MR_COLLECTOR_PAUSED_VECTOR(revalidate_spaces)
-MR_COLLECTOR_PAUSED(revalidate_side)
+MR_COLLECTOR_PAUSED_VECTOR(revalidate_side)
 MR_COLLECTOR_PAUSED_VECTOR(revalidate_scan)
 MR_COLLECTOR_PAUSED_VECTOR(revalidate_scan_carried)
 MR_COLLECTOR_PAUSED_VECTOR(revalidate_fragments)
@@ -8546,7 +8546,8 @@ static PyMethodDef revalidate_methods[] = {
      revalidate_coverage_doc},
     {"revalidate_spaces", (PyCFunction)(void (*)(void))revalidate_spaces_paused, METH_FASTCALL | METH_KEYWORDS,
      revalidate_spaces_doc},
-    {"revalidate_side", revalidate_side_paused, METH_VARARGS, revalidate_side_doc},
+    {"revalidate_side", (PyCFunction)(void (*)(void))revalidate_side_paused, METH_FASTCALL | METH_KEYWORDS,
+     revalidate_side_doc},
     {"revalidate_scan", (PyCFunction)(void (*)(void))revalidate_scan_paused, METH_FASTCALL | METH_KEYWORDS,
      revalidate_scan_doc},
     {"revalidate_scan_carried", (PyCFunction)(void (*)(void))revalidate_scan_carried_paused, METH_FASTCALL | METH_KEYWORDS,
