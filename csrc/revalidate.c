@@ -3895,6 +3895,48 @@ rs_plain(PyObject *key)
     return 1;
 }
 
+/* 1 when ``key == plain`` is shown without running Python code, for ``plain`` an exact tuple
+ * rs_plain accepts: ``key`` is it, or an exact tuple of the same length whose items are each
+ * the same object as ``plain``'s or equal exact str / exact int / exact tuples of those (what
+ * ``==`` decides for them, with no ``__eq__`` or ``__hash__`` of another class). Else 0 (unequal
+ * or not shown: the caller looks the key up as before). ``key`` is then plain too, with the
+ * hash of ``plain``. Runs no Python code. */
+static int
+rs_plain_equal(PyObject *key, PyObject *plain, int depth)
+{
+    if (key == plain) return 1;
+    if (!PyTuple_CheckExact(key) || !PyTuple_CheckExact(plain)) return 0;
+    Py_ssize_t n = PyTuple_Size(plain);
+    if (n < 0 || PyTuple_Size(key) != n) {
+        PyErr_Clear(); /* (none expected: exact tuples) */
+        return 0;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *x = PyTuple_GetItem(key, k), *y = PyTuple_GetItem(plain, k);
+        if (x == y) continue;
+        if (x == NULL || y == NULL) return 0;
+        if (PyUnicode_CheckExact(x) && PyUnicode_CheckExact(y)) {
+            if (PyUnicode_Compare(x, y) != 0) { /* (exact strs: never fails) */
+                PyErr_Clear();
+                return 0;
+            }
+        }
+        else if (PyLong_CheckExact(x) && PyLong_CheckExact(y)) {
+            if (PyObject_RichCompareBool(x, y, Py_EQ) != 1) { /* (exact ints: no code, no error) */
+                PyErr_Clear();
+                return 0;
+            }
+        }
+        else if (depth == 0 && PyTuple_CheckExact(y)) {
+            if (!rs_plain_equal(x, y, 1)) return 0; /* a nested tuple of exact str / int */
+        }
+        else {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 PyDoc_STRVAR(revalidate_side_doc,
 "revalidate_side(frags, keys, runtime_ids, side_of, runtime, rows, attested, used,\n"
 "                attestation_type, rank_type, snapshot_type, placement_type=None, row_of=None)\n"
@@ -3938,7 +3980,7 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t n
     PyObject *result = NULL, *by_key = NULL, *own_rows = NULL;
     rs_memo key_memo = {{NULL, NULL, 0}, NULL, 0, 0}, att_memo = {{NULL, NULL, 0}, NULL, 0, 0};
     int att_memo_used = 0, att_inert = -1; /* att_inert: rs_attestation_inert's answer, -1 unknown */
-    rv_table active = {NULL, NULL, 0};
+    rv_table active = {NULL, NULL, 0}, row_set = {NULL, NULL, 0};
     rs_ctx ctx = {.attested = attested,
                   .attestation_type = (PyTypeObject *)att_type,
                   .rank_type = (PyTypeObject *)rank_type,
@@ -4012,6 +4054,14 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t n
     }
     PyErr_Clear(); /* (none expected: in range) */
     if (n_rows > PY_SSIZE_T_MAX / 4 || ctx.n_entries > PY_SSIZE_T_MAX / 4) goto decline;
+    /* The rows by address (those of ``by_key``: the private copy holds them): with distinct
+     * plain keys, ``by_key[key] is row`` holds exactly when ``row`` is one of them and ``key ==
+     * row[1]`` (a plain key equal to row[1] has its hash and equals no other key), shown without
+     * hashing ``key`` by rs_plain_equal; a key it does not show equal is looked up as before. */
+    if (plain_rows) {
+        if (rv_table_init(&row_set, (size_t)n_rows) < 0) goto done;
+        for (Py_ssize_t r = 0; r < n_rows; r++) rs_set_add(&row_set, PyList_GetItem(own_rows, r));
+    }
     rs_memo_init(&key_memo, 2 * n_rows + 32);
     rs_memo_init(&att_memo, 2 * ctx.n_entries + 32);
     for (Py_ssize_t p = 0; p < n_frags; p++) {
@@ -4039,6 +4089,9 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t n
         /* ``by_key[key]`` from the memo when this key object was looked up before (a plain key:
          * its lookup ran no code, and the same lookup finds the same row) */
         PyObject *keyed = pure ? rs_memo_get(&key_memo, key) : NULL;
+        if (keyed == NULL && plain_rows && rs_set_has(&row_set, row) && rs_plain_equal(key, PyTuple_GetItem(row, 1), 0)) {
+            keyed = row; /* (an exact 3-tuple of own_rows; key plain: ``pure`` stands) */
+        }
         if (keyed == NULL) {
             pure = pure && rs_plain(key);
             keyed = PyDict_GetItemWithError(by_key, key);
@@ -4132,6 +4185,7 @@ decline:
 done:
     rs_ctx_free(&ctx);
     rv_table_free(&active);
+    rv_table_free(&row_set);
     PyMem_Free(seen);
     rs_memo_free(&key_memo);
     rs_memo_free(&att_memo);
