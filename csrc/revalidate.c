@@ -3556,6 +3556,9 @@ rs_next(rs_cursor *c)
 #define RS_STAGE_BUCKET 4
 #define RS_STAGE_HASHES 2
 #define RS_NSTAGES 5
+/* Fragments from which revalidate_side's loops give the hints above (and their prefetches): a
+ * smaller plan's objects are in the cache, and the cursors cost more than they save. */
+#define RS_HINTED_FRAGS 256
 
 /* For the hints of stages 3 and 4: the search index of the attested pfids of the fragment's
  * entry (only once rs_sorted_member built it with a directory) and its placement fragment id's
@@ -4066,12 +4069,12 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t n
     rs_memo_init(&att_memo, 2 * ctx.n_entries + 32);
     for (Py_ssize_t p = 0; p < n_frags; p++) {
         if (!seen[p]) continue;
-        if (p + RS_AHEAD_OBJECT < n_frags) {
+        if (n_frags >= RS_HINTED_FRAGS && p + RS_AHEAD_OBJECT < n_frags) {
             rs_prefetch_item(frags, p + RS_AHEAD_OBJECT);
             if (row_of == Py_None) rs_prefetch_item(runtime_ids, p + RS_AHEAD_OBJECT);
             rs_prefetch_item(keys, p + RS_AHEAD_OBJECT);
         }
-        if (p + RS_AHEAD_DICT < n_frags) rs_prefetch_dict(frags, p + RS_AHEAD_DICT);
+        if (n_frags >= RS_HINTED_FRAGS && p + RS_AHEAD_DICT < n_frags) rs_prefetch_dict(frags, p + RS_AHEAD_DICT);
         PyObject *key = PyList_GetItem(keys, p);
         if (key == NULL) goto done;
         /* ``runtime.get(runtime_ids[p])``: given by revalidate_views (``row_of``), which found
@@ -4158,13 +4161,15 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t n
     rs_cursor ahead[RS_NSTAGES];
     static const int distance[RS_NSTAGES] = {RS_STAGE_FRAGMENT, RS_STAGE_PLACEMENT, RS_STAGE_PFID, RS_STAGE_BUCKET,
                                              RS_STAGE_HASHES};
-    for (int stage = 0; stage < RS_NSTAGES; stage++) {
+    /* (hints only: a plan of few fragments is in the cache, its cursors would only cost) */
+    const int hinted = n_frags >= RS_HINTED_FRAGS;
+    for (int stage = 0; hinted && stage < RS_NSTAGES; stage++) {
         ahead[stage] = (rs_cursor){seen, n_frags, -1};
         for (int k = 0; k < distance[stage] - 1; k++) (void)rs_next(&ahead[stage]);
     }
     for (Py_ssize_t p = 0; p < n_frags; p++) {
         if (!seen[p]) continue;
-        for (int stage = 0; stage < RS_NSTAGES; stage++) {
+        for (int stage = 0; hinted && stage < RS_NSTAGES; stage++) {
             Py_ssize_t q = rs_next(&ahead[stage]);
             if (q < n_frags) rs_stage_hint(frags, runtime_ids, &ctx, q, stage);
         }
