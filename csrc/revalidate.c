@@ -2097,7 +2097,7 @@ static const unsigned char rs_snap_kinds[RS_NSNAP] = {
 
 /* 1 when ``value`` has exactly the stored type of a field of ``kind`` (``typed_value``: no
  * subclass, no bool, no float, a tuple's items exact ints), else 0. Runs no Python code. */
-static int
+static inline int
 rs_typed(PyObject *value, unsigned char kind)
 {
     if (value == NULL) return 0;
@@ -2243,12 +2243,35 @@ rs_layout_matches(PyObject *snapshot, PyObject *expected, const mr_layout_class 
      * values), else each field's looked up below. */
     PyObject *taken[RS_NSNAP];
     int ordered = lc->n == RS_NSNAP && pd_ordered_values(expected, rs_snap_items, RS_NSNAP, taken);
+    if (ordered) {
+        /* As ``_typed_snapshot_matches``: every value of both exactly typed first (else unsure),
+         * then the pairs compared. With all typed no comparison runs Python code, so the fields
+         * read once here are the ones compared; an identical pair is equal (``==``'s identity
+         * shortcut) and is not compared. */
+        PyObject *const *fields = mr_layout_fields(snapshot, lc);
+        if (fields == NULL) return 2;
+        uint32_t differ = 0; /* bit k: the pair of field k is two objects */
+        for (int k = 0; k < RS_NSNAP; k++) {
+            PyObject *value = fields[k], *other = taken[k];
+            if (!rs_typed(value, rs_snap_kinds[k])) return 2; /* (also an emptied field) */
+            if (other != value) {
+                if (!rs_typed(other, rs_snap_kinds[k])) return 2;
+                differ |= (uint32_t)1 << k;
+            }
+        }
+        for (int k = 0; differ != 0; k++, differ >>= 1) {
+            if (!(differ & 1)) continue;
+            int equal = PyObject_RichCompareBool(fields[k], taken[k], Py_EQ);
+            if (equal <= 0) return equal;
+        }
+        return 1;
+    }
     for (Py_ssize_t k = 0; k < lc->n; k++) {
         /* read again per field: a value's ``==`` may run code that forges the snapshot */
         PyObject *const *fields = mr_layout_fields(snapshot, lc);
         PyObject *value = fields == NULL ? NULL : fields[k];
         if (value == NULL) return 2; /* emptied meanwhile: Python decides */
-        PyObject *other = ordered ? taken[k] : PyDict_GetItemWithError(expected, PyTuple_GetItem(rs_snap_keys, k));
+        PyObject *other = PyDict_GetItemWithError(expected, PyTuple_GetItem(rs_snap_keys, k));
         if (other == NULL) return PyErr_Occurred() ? -1 : 0; /* a key missing, same sizes: not equal */
         /* Both exactly of the field's stored type, else unsure: the rules reject a snapshot
          * field of another type (equal or not) before comparing, and with both typed the
@@ -3533,6 +3556,9 @@ rs_next(rs_cursor *c)
 #define RS_STAGE_BUCKET 4
 #define RS_STAGE_HASHES 2
 #define RS_NSTAGES 5
+/* Fragments from which revalidate_side's loops give the hints above (and their prefetches): a
+ * smaller plan's objects are in the cache, and the cursors cost more than they save. */
+#define RS_HINTED_FRAGS 256
 
 /* For the hints of stages 3 and 4: the search index of the attested pfids of the fragment's
  * entry (only once rs_sorted_member built it with a directory) and its placement fragment id's
@@ -3872,6 +3898,48 @@ rs_plain(PyObject *key)
     return 1;
 }
 
+/* 1 when ``key == plain`` is shown without running Python code, for ``plain`` an exact tuple
+ * rs_plain accepts: ``key`` is it, or an exact tuple of the same length whose items are each
+ * the same object as ``plain``'s or equal exact str / exact int / exact tuples of those (what
+ * ``==`` decides for them, with no ``__eq__`` or ``__hash__`` of another class). Else 0 (unequal
+ * or not shown: the caller looks the key up as before). ``key`` is then plain too, with the
+ * hash of ``plain``. Runs no Python code. */
+static int
+rs_plain_equal(PyObject *key, PyObject *plain, int depth)
+{
+    if (key == plain) return 1;
+    if (!PyTuple_CheckExact(key) || !PyTuple_CheckExact(plain)) return 0;
+    Py_ssize_t n = PyTuple_Size(plain);
+    if (n < 0 || PyTuple_Size(key) != n) {
+        PyErr_Clear(); /* (none expected: exact tuples) */
+        return 0;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *x = PyTuple_GetItem(key, k), *y = PyTuple_GetItem(plain, k);
+        if (x == y) continue;
+        if (x == NULL || y == NULL) return 0;
+        if (PyUnicode_CheckExact(x) && PyUnicode_CheckExact(y)) {
+            if (PyUnicode_Compare(x, y) != 0) { /* (exact strs: never fails) */
+                PyErr_Clear();
+                return 0;
+            }
+        }
+        else if (PyLong_CheckExact(x) && PyLong_CheckExact(y)) {
+            if (PyObject_RichCompareBool(x, y, Py_EQ) != 1) { /* (exact ints: no code, no error) */
+                PyErr_Clear();
+                return 0;
+            }
+        }
+        else if (depth == 0 && PyTuple_CheckExact(y)) {
+            if (!rs_plain_equal(x, y, 1)) return 0; /* a nested tuple of exact str / int */
+        }
+        else {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 PyDoc_STRVAR(revalidate_side_doc,
 "revalidate_side(frags, keys, runtime_ids, side_of, runtime, rows, attested, used,\n"
 "                attestation_type, rank_type, snapshot_type, placement_type=None, row_of=None)\n"
@@ -3890,11 +3958,11 @@ PyDoc_STRVAR(revalidate_side_doc,
 "Positions may also be packed: an exact bytes of one native int32 per operation.");
 
 static PyObject *
-revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
+revalidate_side(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *frags, *keys, *runtime_ids, *side_of, *runtime, *rows, *attested, *used, *att_type, *rank_type;
     PyObject *snapshot_type, *placement_arg = Py_None, *row_of = Py_None;
-    if (!PyArg_ParseTuple(args, "O!O!O!OO!O!O!O!O!O!O!|OO:revalidate_side", &PyList_Type, &frags, &PyList_Type, &keys,
+    if (!mr_parse_vector(args, nargs, "O!O!O!OO!O!O!O!O!O!O!|OO:revalidate_side", &PyList_Type, &frags, &PyList_Type, &keys,
                           &PyList_Type, &runtime_ids, &side_of, &PyDict_Type, &runtime, &PyList_Type, &rows,
                           &PyDict_Type, &attested, &PySet_Type, &used, &PyType_Type, &att_type, &PyType_Type,
                           &rank_type, &PyType_Type, &snapshot_type, &placement_arg, &row_of)) {
@@ -3915,7 +3983,7 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
     PyObject *result = NULL, *by_key = NULL, *own_rows = NULL;
     rs_memo key_memo = {{NULL, NULL, 0}, NULL, 0, 0}, att_memo = {{NULL, NULL, 0}, NULL, 0, 0};
     int att_memo_used = 0, att_inert = -1; /* att_inert: rs_attestation_inert's answer, -1 unknown */
-    rv_table active = {NULL, NULL, 0};
+    rv_table active = {NULL, NULL, 0}, row_set = {NULL, NULL, 0};
     rs_ctx ctx = {.attested = attested,
                   .attestation_type = (PyTypeObject *)att_type,
                   .rank_type = (PyTypeObject *)rank_type,
@@ -3989,16 +4057,24 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
     }
     PyErr_Clear(); /* (none expected: in range) */
     if (n_rows > PY_SSIZE_T_MAX / 4 || ctx.n_entries > PY_SSIZE_T_MAX / 4) goto decline;
+    /* The rows by address (those of ``by_key``: the private copy holds them): with distinct
+     * plain keys, ``by_key[key] is row`` holds exactly when ``row`` is one of them and ``key ==
+     * row[1]`` (a plain key equal to row[1] has its hash and equals no other key), shown without
+     * hashing ``key`` by rs_plain_equal; a key it does not show equal is looked up as before. */
+    if (plain_rows) {
+        if (rv_table_init(&row_set, (size_t)n_rows) < 0) goto done;
+        for (Py_ssize_t r = 0; r < n_rows; r++) rs_set_add(&row_set, PyList_GetItem(own_rows, r));
+    }
     rs_memo_init(&key_memo, 2 * n_rows + 32);
     rs_memo_init(&att_memo, 2 * ctx.n_entries + 32);
     for (Py_ssize_t p = 0; p < n_frags; p++) {
         if (!seen[p]) continue;
-        if (p + RS_AHEAD_OBJECT < n_frags) {
+        if (n_frags >= RS_HINTED_FRAGS && p + RS_AHEAD_OBJECT < n_frags) {
             rs_prefetch_item(frags, p + RS_AHEAD_OBJECT);
             if (row_of == Py_None) rs_prefetch_item(runtime_ids, p + RS_AHEAD_OBJECT);
             rs_prefetch_item(keys, p + RS_AHEAD_OBJECT);
         }
-        if (p + RS_AHEAD_DICT < n_frags) rs_prefetch_dict(frags, p + RS_AHEAD_DICT);
+        if (n_frags >= RS_HINTED_FRAGS && p + RS_AHEAD_DICT < n_frags) rs_prefetch_dict(frags, p + RS_AHEAD_DICT);
         PyObject *key = PyList_GetItem(keys, p);
         if (key == NULL) goto done;
         /* ``runtime.get(runtime_ids[p])``: given by revalidate_views (``row_of``), which found
@@ -4016,6 +4092,9 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
         /* ``by_key[key]`` from the memo when this key object was looked up before (a plain key:
          * its lookup ran no code, and the same lookup finds the same row) */
         PyObject *keyed = pure ? rs_memo_get(&key_memo, key) : NULL;
+        if (keyed == NULL && plain_rows && rs_set_has(&row_set, row) && rs_plain_equal(key, PyTuple_GetItem(row, 1), 0)) {
+            keyed = row; /* (an exact 3-tuple of own_rows; key plain: ``pure`` stands) */
+        }
         if (keyed == NULL) {
             pure = pure && rs_plain(key);
             keyed = PyDict_GetItemWithError(by_key, key);
@@ -4082,13 +4161,15 @@ revalidate_side(PyObject *Py_UNUSED(module), PyObject *args)
     rs_cursor ahead[RS_NSTAGES];
     static const int distance[RS_NSTAGES] = {RS_STAGE_FRAGMENT, RS_STAGE_PLACEMENT, RS_STAGE_PFID, RS_STAGE_BUCKET,
                                              RS_STAGE_HASHES};
-    for (int stage = 0; stage < RS_NSTAGES; stage++) {
+    /* (hints only: a plan of few fragments is in the cache, its cursors would only cost) */
+    const int hinted = n_frags >= RS_HINTED_FRAGS;
+    for (int stage = 0; hinted && stage < RS_NSTAGES; stage++) {
         ahead[stage] = (rs_cursor){seen, n_frags, -1};
         for (int k = 0; k < distance[stage] - 1; k++) (void)rs_next(&ahead[stage]);
     }
     for (Py_ssize_t p = 0; p < n_frags; p++) {
         if (!seen[p]) continue;
-        for (int stage = 0; stage < RS_NSTAGES; stage++) {
+        for (int stage = 0; hinted && stage < RS_NSTAGES; stage++) {
             Py_ssize_t q = rs_next(&ahead[stage]);
             if (q < n_frags) rs_stage_hint(frags, runtime_ids, &ctx, q, stage);
         }
@@ -4109,6 +4190,7 @@ decline:
 done:
     rs_ctx_free(&ctx);
     rv_table_free(&active);
+    rv_table_free(&row_set);
     PyMem_Free(seen);
     rs_memo_free(&key_memo);
     rs_memo_free(&att_memo);
@@ -8591,7 +8673,7 @@ revalidate_shapes(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t
 MR_COLLECTOR_PAUSED_VECTOR(revalidate_views)
 MR_COLLECTOR_PAUSED_VECTOR(revalidate_coverage)
 MR_COLLECTOR_PAUSED_VECTOR(revalidate_spaces)
-MR_COLLECTOR_PAUSED(revalidate_side)
+MR_COLLECTOR_PAUSED_VECTOR(revalidate_side)
 MR_COLLECTOR_PAUSED_VECTOR(revalidate_scan)
 MR_COLLECTOR_PAUSED_VECTOR(revalidate_scan_carried)
 MR_COLLECTOR_PAUSED_VECTOR(revalidate_fragments)
@@ -8610,7 +8692,8 @@ static PyMethodDef revalidate_methods[] = {
      revalidate_coverage_doc},
     {"revalidate_spaces", (PyCFunction)(void (*)(void))revalidate_spaces_paused, METH_FASTCALL | METH_KEYWORDS,
      revalidate_spaces_doc},
-    {"revalidate_side", revalidate_side_paused, METH_VARARGS, revalidate_side_doc},
+    {"revalidate_side", (PyCFunction)(void (*)(void))revalidate_side_paused, METH_FASTCALL | METH_KEYWORDS,
+     revalidate_side_doc},
     {"revalidate_scan", (PyCFunction)(void (*)(void))revalidate_scan_paused, METH_FASTCALL | METH_KEYWORDS,
      revalidate_scan_doc},
     {"revalidate_scan_carried", (PyCFunction)(void (*)(void))revalidate_scan_carried_paused, METH_FASTCALL | METH_KEYWORDS,
