@@ -63,6 +63,14 @@ _VARIANTS: dict[str, dict[str, tuple[Callable[[Any], Optional[Any]], Optional[bo
 }
 
 _CASES = [(name, variant) for name, kind in bc._SNAPSHOT_TYPES for variant in _VARIANTS[kind]]
+# The values the plan's snapshots (equal to the attested ones) hold per field: "bool" applies only
+# to a field holding 0 or 1, so the exhaustive test is not parametrized with the others.
+_HELD = {
+    name: {getattr(snapshot, name) for executor in _BOUND.source_executors + _BOUND.target_executors
+           for snapshot in executor.fragment_snapshots}
+    for name, _ in bc._SNAPSHOT_TYPES
+}
+_APPLICABLE_CASES = [(name, variant) for name, variant in _CASES if variant != "bool" or _HELD[name] & {0, 1}]
 
 
 def _edited_rows(rows: Any, worker_pick: int, row_pick: int, name: str, variant: str, reorder: bool) -> Any:
@@ -124,7 +132,7 @@ def _c_answers(
 
 
 @pytest.mark.parametrize("reorder", (False, True))
-@pytest.mark.parametrize(("name", "variant"), _CASES)
+@pytest.mark.parametrize(("name", "variant"), _APPLICABLE_CASES)
 def test_attested_value_variants(name: str, variant: str, reorder: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     want = _VARIANTS[_KINDS[name]][variant][1]
     tried = 0
@@ -153,8 +161,6 @@ def test_attested_value_variants(name: str, variant: str, reorder: bool, monkeyp
                         lambda rows: _edited_rows(rows, worker_pick, row_pick, name, variant, reorder),
                     )
                     assert applied_other and other[1 - call_pick] is None, (call_pick, entry_pick, other)
-    if variant == "bool" and not tried:
-        pytest.skip("no attested value is 0 or 1 for this field")
     assert tried
 
 
