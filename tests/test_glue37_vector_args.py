@@ -163,16 +163,21 @@ def test_any_arguments_raise_like_the_varargs_parse(values: list[object]) -> Non
             pass  # a pass's own check after the parse (not this test's subject)
 
 
-def test_passes_keep_the_collector_state() -> None:
+def assert_collector_kept(calls: list[tuple[str, list[object]]]) -> None:
+    """Each ``_native.<name>(*args)`` (raising or not) leaves the collector enabled."""
     was = gc.isenabled()
     gc.enable()
     try:
-        for name in _FORMATS:
+        for name, args in calls:
             try:
-                getattr(_native, name)(*_plain_args(name))
+                getattr(_native, name)(*args)
             except Exception:
                 pass
             assert gc.isenabled()
     finally:
         if not was:
             gc.disable()
+
+
+def test_passes_keep_the_collector_state() -> None:
+    assert_collector_kept([(name, _plain_args(name)) for name in _FORMATS])

@@ -15,7 +15,6 @@ edited instance dicts:
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import pytest
@@ -26,7 +25,7 @@ from forge_helpers import COLLIDED_CALLS as _CALLS
 from forge_helpers import CollidingKey as _Colliding
 from forge_helpers import rekey_dict as _rekey
 from forge_helpers import restore_dict as _restore
-from forge_helpers import sized_world
+from forge_helpers import replace_pass_arguments, sized_world
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import bind_logical_transfer_plan
@@ -41,20 +40,7 @@ def _captured(name: str = "revalidate_shapes") -> tuple[Any, tuple[Any, ...]]:
     """A bound plan and the arguments of the pass ``name`` call its replace() makes."""
     logical, targets, sources, _memory = sized_world(2)
     plan = bind_logical_transfer_plan(logical, targets, source_bindings=sources)
-    seen: list[tuple[Any, ...]] = []
-    real = getattr(_native, name)
-
-    def spy(*args: Any) -> Any:
-        seen.append(args)
-        return real(*args)
-
-    setattr(_native, name, spy)
-    try:
-        dataclasses.replace(plan)
-    finally:
-        setattr(_native, name, real)
-    assert seen, "the fast path calls " + name
-    return plan, seen[-1]
+    return plan, replace_pass_arguments(plan, name)
 
 
 def _objects(plan: Any) -> dict[str, tuple[Any, str, Any]]:

@@ -8,7 +8,6 @@ helpers from the pass's format."""
 from __future__ import annotations
 
 import contextlib
-import gc
 from typing import Iterator
 
 import pytest
@@ -93,15 +92,6 @@ def test_any_arguments_raise_like_the_varargs_parse(values: list[object]) -> Non
 
 
 def test_the_pass_keeps_the_collector_state() -> None:
-    was = gc.isenabled()
-    gc.enable()
-    try:
-        for args in (glue._plain_args(NAME), [1.5], []):
-            try:
-                _native.revalidate_side(*args)
-            except Exception:
-                pass
-            assert gc.isenabled()
-    finally:
-        if not was:
-            gc.disable()
+    with _side_only():
+        calls = [(NAME, args) for args in (glue._plain_args(NAME), [1.5], [])]
+    glue.assert_collector_kept(calls)
