@@ -36,6 +36,19 @@ mr_add_i64(int64_t a, int64_t b, int64_t *out)
     return __builtin_add_overflow(a, b, out) ? -1 : 0;
 }
 
+/* 1 when value is an exact tuple whose items are all exactly of item_type, else 0. Never fails
+ * (an exact tuple's items are read in range). */
+static inline int
+mr_exact_tuple_of(PyObject *value, PyTypeObject *item_type)
+{
+    if (!PyTuple_CheckExact(value)) return 0;
+    const Py_ssize_t n = PyTuple_Size(value);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (Py_TYPE(PyTuple_GetItem(value, k)) != item_type) return 0;
+    }
+    return 1;
+}
+
 /* Home slot of an object pointer in an open-addressing identity table of mask + 1 slots (a
  * power of two). Objects are at least 16-byte aligned, so the low four bits carry nothing; a
  * Fibonacci multiply spreads the rest. One definition for every identity table of the core. */

@@ -640,17 +640,7 @@ pq_get(PyObject *obj, int name, PyObject **out)
 static int
 pq_int_tuple(PyObject *value)
 {
-    if (!PyTuple_CheckExact(value)) return 0;
-    Py_ssize_t n = PyTuple_Size(value);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PyTuple_GetItem(value, i);
-        if (item == NULL) {
-            PyErr_Clear();
-            return 0;
-        }
-        if (!PyLong_CheckExact(item)) return 0;
-    }
-    return n >= 0;
+    return mr_exact_tuple_of(value, &PyLong_Type);
 }
 
 /* Equal exact tuples of exact ints (no user code): PQ_ACCEPT, PQ_DECLINE otherwise. */

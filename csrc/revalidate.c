@@ -458,24 +458,14 @@ rv_set_position(PyObject *list, Py_ssize_t i, Py_ssize_t position)
 static int
 rv_exact_int_tuple(PyObject *value)
 {
-    if (!PyTuple_CheckExact(value)) return 0;
-    const Py_ssize_t n = PyTuple_Size(value);
-    for (Py_ssize_t k = 0; k < n; k++) {
-        if (!PyLong_CheckExact(PyTuple_GetItem(value, k))) return 0;
-    }
-    return 1;
+    return mr_exact_tuple_of(value, &PyLong_Type);
 }
 
 /* 1 when value is an exact tuple whose items are all exact strs, else 0 (runs no Python code). */
 static int
 rv_exact_str_tuple(PyObject *value)
 {
-    if (!PyTuple_CheckExact(value)) return 0;
-    const Py_ssize_t n = PyTuple_Size(value);
-    for (Py_ssize_t k = 0; k < n; k++) {
-        if (!PyUnicode_CheckExact(PyTuple_GetItem(value, k))) return 0;
-    }
-    return 1;
+    return mr_exact_tuple_of(value, &PyUnicode_Type);
 }
 
 /* The layout index (layout.h MR_RG_*) of each of rv_operation's fields RV_SOURCE .. RV_SHAPE. */
@@ -8166,17 +8156,7 @@ static PyObject *sh_keys[SHK_N];
 static int
 sh_tuple_of(PyObject *value, PyTypeObject *item_type)
 {
-    if (!PyTuple_CheckExact(value)) return 0;
-    Py_ssize_t n = PyTuple_Size(value);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PyTuple_GetItem(value, i);
-        if (item == NULL) {
-            PyErr_Clear();
-            return 0;
-        }
-        if (Py_TYPE(item) != item_type) return 0;
-    }
-    return n >= 0;
+    return mr_exact_tuple_of(value, item_type);
 }
 
 /* Kinds (field_types / _field_kinds.typed_value): 's' exact str, 'i' exact int, 'n' None or
