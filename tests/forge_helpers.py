@@ -233,3 +233,14 @@ def replace_pass_arguments(plan: Any, name: str, replaces: int = 1) -> tuple[Any
         setattr(_native, name, real)
     assert seen, f"the fast path calls {name}"
     return seen[-1]
+
+
+def with_field(obj: Any, field: str, value: Any, call: Callable[[], Any]) -> Any:
+    """``call()`` with ``obj.field`` set to ``value`` through ``object.__setattr__`` (the old
+    value put back afterwards)."""
+    old = getattr(obj, field)
+    object.__setattr__(obj, field, value)
+    try:
+        return call()
+    finally:
+        object.__setattr__(obj, field, old)

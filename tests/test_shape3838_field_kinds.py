@@ -14,13 +14,14 @@ fragments) only through its first visit.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from forge_helpers import replace_pass_arguments, sized_world
+from forge_helpers import with_field as _with
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import bind_logical_transfer_plan
@@ -111,15 +112,6 @@ def _targets(plan: Any) -> Iterator[tuple[str, Any, dict[str, str]]]:
         yield f"{side}-fragment-rank", part.fragments[-1].rank, _RANK
         yield f"{side}-evidence", evidence, _EVIDENCE
         yield f"{side}-runtime", list(evidence.fragments)[-1], _RUNTIME
-
-
-def _with(obj: Any, field: str, value: Any, call: Callable[[], Any]) -> Any:
-    old = getattr(obj, field)
-    object.__setattr__(obj, field, value)
-    try:
-        return call()
-    finally:
-        object.__setattr__(obj, field, old)
 
 
 def _cases(plan: Any) -> list[tuple[str, Any, str, str]]:

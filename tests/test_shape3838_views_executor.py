@@ -14,13 +14,14 @@ The call is captured from a real ``dataclasses.replace`` of a bound plan and rep
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from forge_helpers import replace_pass_arguments, sized_world
+from forge_helpers import with_field as _with
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import bind_logical_transfer_plan
@@ -42,15 +43,6 @@ def _captured() -> tuple[Any, tuple[Any, ...]]:
     logical, targets, sources, _memory = sized_world(2)
     plan = bind_logical_transfer_plan(logical, targets, source_bindings=sources)
     return plan, replace_pass_arguments(plan, "revalidate_views")
-
-
-def _with(obj: Any, field: str, value: Any, call: Callable[[], Any]) -> Any:
-    old = getattr(obj, field)
-    object.__setattr__(obj, field, value)
-    try:
-        return call()
-    finally:
-        object.__setattr__(obj, field, old)
 
 
 def _tabled(args: tuple[Any, ...]) -> tuple[Any, ...]:
