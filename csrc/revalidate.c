@@ -3218,7 +3218,20 @@ enum { RS_ATTR_SLOT, RS_ATTR_PLAIN };
  * caller). 1 when every name qualifies, else 0 (also for anything odd or a failure: no error is
  * left set). Runs no Python code. */
 static int
+rs_class_attrs_known(PyObject *type, PyObject *const *names, int n_names, int want, PyObject **plain_object);
+
+static int
 rs_class_attrs(PyObject *type, PyObject *const *names, int n_names, int want)
+{
+    return rs_class_attrs_known(type, names, n_names, want, NULL);
+}
+
+/* rs_class_attrs that, when ``plain_object`` is not NULL, skips the key walk of ``object``'s
+ * dict when *plain_object is ``object`` (the caller found it plain with no Python code run
+ * since), and sets *plain_object to ``object`` once that walk found it plain (the class in every
+ * MRO: its 24 keys are most of a proof's walk). */
+static int
+rs_class_attrs_known(PyObject *type, PyObject *const *names, int n_names, int want, PyObject **plain_object)
 {
     enum { RS_MAX_SLOT_NAMES = 8 };
     if (n_names > RS_MAX_SLOT_NAMES) return 0;
@@ -3238,11 +3251,13 @@ rs_class_attrs(PyObject *type, PyObject *const *names, int n_names, int want)
             break;
         }
         PyObject *proxy = PyObject_GetAttr(cls, rs_keys[RS_DICT]);
-        if (proxy == NULL || !rs_proxy_plain(proxy)) {
+        int known = plain_object != NULL && cls == (PyObject *)&PyBaseObject_Type;
+        if (proxy == NULL || !((known && *plain_object == cls) || rs_proxy_plain(proxy))) {
             Py_XDECREF(proxy);
             ok = 0;
             break;
         }
+        if (known) *plain_object = cls;
         for (int j = 0; j < n_names && ok; j++) {
             if (done[j]) continue;
             /* (a membership test first: a missing name raises no KeyError; the class dict is an
@@ -4798,6 +4813,7 @@ typedef struct {
     uint64_t parts_at;              /* code_epoch at which ``parts``' keys were found all exact strs */
     uint64_t attested_at;           /* ... ``attested``'s keys all exact ints */
     uint64_t used_at;               /* ... ``used``'s items all exact ints */
+    uint64_t object_at;             /* ... ``object``'s dict found plain (rs_class_attrs_known) */
     uint64_t sets_at;               /* code_epoch at which ``seen`` and ``participants`` were made
                                      * (empty): the rows add only exact strs (pairs of them) to
                                      * them while the epoch has not moved */
@@ -4828,7 +4844,10 @@ rc_class_inert(rc_ctx *ctx, int role, PyTypeObject *type)
     PyObject *names[3];
     for (int k = 0; k < rc_role_count[role]; k++) names[k] = rc_keys[rc_role_names[role][k]];
     int want = role == RC_ROLE_VIEW ? RS_ATTR_SLOT : RS_ATTR_PLAIN;
-    if (!rs_class_attrs((PyObject *)type, names, rc_role_count[role], want)) return 0;
+    PyObject *plain_object = ctx->object_at == ctx->code_epoch ? (PyObject *)&PyBaseObject_Type : NULL;
+    int inert = rs_class_attrs_known((PyObject *)type, names, rc_role_count[role], want, &plain_object);
+    if (plain_object != NULL) ctx->object_at = ctx->code_epoch;
+    if (!inert) return 0;
     ctx->inert[role] = type;
     ctx->inert_at[role] = ctx->code_epoch;
     return 1;
