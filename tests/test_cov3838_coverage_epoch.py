@@ -232,7 +232,10 @@ def _colliding(target: int, fired: _Fired) -> _CollidingInt:
 
 
 @pytest.mark.parametrize("edit", ("evidence_class", "part_class", "evidence_dict"))
-@pytest.mark.parametrize("table", ("attested", "used"))
+# (``attested`` only: a dict's probe order for equal hashes is its insertion order, so the
+# planted key is compared first in both runs; a set's order can flip when it is resized, so a
+# key planted in ``used`` fires at another row in the C run than in the mirror's)
+@pytest.mark.parametrize("table", ("attested",))
 def test_an_edit_made_by_a_table_probe_is_seen_by_the_later_rows(
     table: str, edit: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
