@@ -5019,6 +5019,7 @@ rc_executor(rc_ctx *ctx, PyObject *row, PyObject *placement, PyObject *placement
     PyObject *field[E_N] = {NULL};
     PyObject *pair = NULL, *id = NULL, *ids = NULL, *part = NULL, *part_rank = NULL, *entry = NULL;
     rc_row reads = {0, {NULL, NULL}, {NULL, NULL, NULL}, 0};
+    const uint64_t epoch_at_start = ctx->code_epoch;
     int rc = RV_DECLINE;
     if (!PyTuple_CheckExact(row) || PyTuple_Size(row) != 3) goto done;
     PyObject *estate = PyTuple_GetItem(row, 0);
@@ -5102,6 +5103,9 @@ done:
     Py_XDECREF(part);
     Py_XDECREF(part_rank);
     Py_XDECREF(entry);
+    /* Python code ran in this row (the epoch moved): it may have dropped the dicts' references
+     * to values the row still held, so a release above may have run a finalizer */
+    if (ctx->code_epoch != epoch_at_start) ctx->code_epoch++;
     return rc;
 }
 
