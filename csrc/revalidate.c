@@ -3231,7 +3231,20 @@ enum { RS_ATTR_SLOT, RS_ATTR_PLAIN };
  * caller). 1 when every name qualifies, else 0 (also for anything odd or a failure: no error is
  * left set). Runs no Python code. */
 static int
+rs_class_attrs_known(PyObject *type, PyObject *const *names, int n_names, int want, PyObject **plain_object);
+
+static int
 rs_class_attrs(PyObject *type, PyObject *const *names, int n_names, int want)
+{
+    return rs_class_attrs_known(type, names, n_names, want, NULL);
+}
+
+/* rs_class_attrs that, when ``plain_object`` is not NULL, skips the key walk of ``object``'s
+ * dict when *plain_object is ``object`` (the caller found it plain with no Python code run
+ * since), and sets *plain_object to ``object`` once that walk found it plain (the class in every
+ * MRO: its 24 keys are most of a proof's walk). */
+static int
+rs_class_attrs_known(PyObject *type, PyObject *const *names, int n_names, int want, PyObject **plain_object)
 {
     enum { RS_MAX_SLOT_NAMES = 8 };
     if (n_names > RS_MAX_SLOT_NAMES) return 0;
@@ -3251,17 +3264,25 @@ rs_class_attrs(PyObject *type, PyObject *const *names, int n_names, int want)
             break;
         }
         PyObject *proxy = PyObject_GetAttr(cls, rs_keys[RS_DICT]);
-        if (proxy == NULL || !rs_proxy_plain(proxy)) {
+        int known = plain_object != NULL && cls == (PyObject *)&PyBaseObject_Type;
+        if (proxy == NULL || !((known && *plain_object == cls) || rs_proxy_plain(proxy))) {
             Py_XDECREF(proxy);
             ok = 0;
             break;
         }
+        if (known) *plain_object = cls;
         for (int j = 0; j < n_names && ok; j++) {
             if (done[j]) continue;
+            /* (a membership test first: a missing name raises no KeyError; the class dict is an
+             * exact dict of exact str keys, so the proxy's test is the dict's, no code) */
+            int held = PySequence_Contains(proxy, names[j]);
+            if (held <= 0) {
+                if (held < 0) ok = 0;
+                continue;
+            }
             PyObject *attribute = PyObject_GetItem(proxy, names[j]);
             if (attribute == NULL) {
-                if (!PyErr_ExceptionMatches(PyExc_KeyError)) ok = 0;
-                PyErr_Clear();
+                ok = 0;
                 continue;
             }
             if (want == RS_ATTR_SLOT) ok = Py_TYPE(attribute) == &PyMemberDescr_Type;
@@ -4794,9 +4815,10 @@ rc_append(PyObject *table, PyObject *key, PyObject *value)
  * the field values are compared directly (ints: no identity or NaN subtlety, so the result is
  * the dataclass equality's); anything else goes through Python's ``!=``. */
 static int
-rc_rank_differs(PyObject *a, PyObject *b, PyTypeObject *rank_type)
+rc_rank_differs(PyObject *a, PyObject *b, PyTypeObject *rank_type, uint64_t *code_epoch)
 {
     if (a == NULL || b == NULL || rank_type == NULL || Py_TYPE(a) != rank_type || Py_TYPE(b) != rank_type) {
+        (*code_epoch)++; /* (Python's != may run Python code) */
         return rc_differs(a, b);
     }
     int differs = -2; /* undecided: the generic comparison decides */
@@ -4833,16 +4855,231 @@ rc_rank_differs(PyObject *a, PyObject *b, PyTypeObject *rank_type)
     }
     Py_XDECREF(da);
     Py_XDECREF(db);
-    if (differs == -2) return rc_differs(a, b);
+    if (differs == -2) {
+        (*code_epoch)++;
+        return rc_differs(a, b);
+    }
     Py_DECREF(a);
     Py_DECREF(b);
     return differs;
 }
 
+/* The code epoch of the executor rows. Each row reads an attestation's placement and evidence,
+ * the evidence's participant, instance and lease ids, its part's rank and its view's
+ * evidence_ids_by_worker. Read one at a time (pd_getattr: a plain-dict walk and a generic getattr
+ * each), that is 11 dict walks per row. When an object's class is proved inert for the names
+ * read (rc_class_inert: metaclass exactly type, the generic attribute lookup, no descriptor
+ * under those names in the MRO, so the instance dict is the attribute's source), the object's
+ * values are all taken in the one walk that checks its dict plain (rc_take), and used while no
+ * Python code can have run since. ``code_epoch`` moves before every point of the rows where it
+ * may: a comparison of operands not known inert (rc_inert_pair), a getattr of a class not proved
+ * inert, a probe of a table not known to hold only exact keys. A proof, a table check or a taken
+ * value of another epoch is made again (a hook run at such a point can patch a class, edit a dict
+ * through ``__dict__`` or reach the call's own tables through the collector). */
+enum { RC_ROLE_ATTESTATION, RC_ROLE_EVIDENCE, RC_ROLE_PART, RC_ROLE_VIEW, RC_NROLES };
+
+typedef struct {
+    uint64_t code_epoch;
+    PyTypeObject *inert[RC_NROLES]; /* per role: the class last proved inert (compared, never read) */
+    uint64_t inert_at[RC_NROLES];   /* ... and the code_epoch of that proof (0: none) */
+    uint64_t parts_at;              /* code_epoch at which ``parts``' keys were found all exact strs */
+    uint64_t attested_at;           /* ... ``attested``'s keys all exact ints */
+    uint64_t used_at;               /* ... ``used``'s items all exact ints */
+    uint64_t object_at;             /* ... ``object``'s dict found plain (rs_class_attrs_known) */
+    uint64_t sets_at;               /* code_epoch at which ``seen`` and ``participants`` were made
+                                     * (empty): the rows add only exact strs (pairs of them) to
+                                     * them while the epoch has not moved */
+} rc_ctx;
+
+/* The names each role reads (rc_keys indices) and whether they are slots (RS_ATTR_SLOT). */
+static const int rc_role_names[RC_NROLES][3] = {
+    {RC_PLACEMENT, RC_EVIDENCE, -1},
+    {RC_PARTICIPANT, RC_INSTANCE, RC_LEASE_ID},
+    {RC_RANK, -1, -1},
+    {RC_EVIDENCE_IDS, -1, -1},
+};
+static const int rc_role_count[RC_NROLES] = {2, 3, 1, 1};
+
+/* 1 when reading the role's names from an instance of ``type`` runs no Python code and (plain
+ * roles) returns the instance dict's value when it holds the name: metaclass exactly type, the
+ * generic attribute lookup (no ``__getattribute__`` / ``__getattr__``), and rs_class_attrs over
+ * the MRO (no descriptor under a plain name; a member slot for the view's name). Remembered for
+ * the call while the epoch does not move. 0 otherwise. Runs no Python code. */
+static int
+rc_class_inert(rc_ctx *ctx, int role, PyTypeObject *type)
+{
+    if (ctx->inert[role] == type && ctx->inert_at[role] == ctx->code_epoch) return 1;
+    if (Py_TYPE((PyObject *)type) != &PyType_Type
+        || PyType_GetSlot(type, Py_tp_getattro) != (void *)PyObject_GenericGetAttr) {
+        return 0;
+    }
+    PyObject *names[3];
+    for (int k = 0; k < rc_role_count[role]; k++) names[k] = rc_keys[rc_role_names[role][k]];
+    int want = role == RC_ROLE_VIEW ? RS_ATTR_SLOT : RS_ATTR_PLAIN;
+    PyObject *plain_object = ctx->object_at == ctx->code_epoch ? (PyObject *)&PyBaseObject_Type : NULL;
+    int inert = rs_class_attrs_known((PyObject *)type, names, rc_role_count[role], want, &plain_object);
+    if (plain_object != NULL) ctx->object_at = ctx->code_epoch;
+    if (!inert) return 0;
+    ctx->inert[role] = type;
+    ctx->inert_at[role] = ctx->code_epoch;
+    return 1;
+}
+
+/* The role's attributes of ``obj`` (a plain role) as new references in values[]: 1 when taken
+ * from its instance dict in the walk that checks it plain (class inert at this epoch, every name
+ * stored), the same values a generic getattr returns, with no Python code; 0 when not taken (the
+ * caller reads them as before: pd_getattr, moving the epoch), values all NULL; -1 with an error. */
+static int
+rc_take(rc_ctx *ctx, int role, PyObject *obj, PyObject **values)
+{
+    const int n = rc_role_count[role];
+    for (int k = 0; k < n; k++) values[k] = NULL;
+    if (obj == NULL || !rc_class_inert(ctx, role, Py_TYPE(obj))) return 0;
+    PyObject *taken[3];
+    PyObject *dict = pd_instance_values(obj, rc_keys, rc_role_names[role], n, taken);
+    if (dict == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+        PyErr_Clear(); /* (no plain dict: pd_getattr raises the same error) */
+        return 0;
+    }
+    int rc = 1;
+    for (int k = 0; k < n && rc == 1; k++) {
+        /* a key equal to the name but another object: looked up (plain: no code) */
+        PyObject *value = taken[k] != NULL ? taken[k] : PyDict_GetItemWithError(dict, rc_keys[rc_role_names[role][k]]);
+        if (value == NULL) rc = PyErr_Occurred() ? -1 : 0; /* (not stored: a class value or AttributeError) */
+        else values[k] = Py_NewRef(value);
+    }
+    Py_DECREF(dict);
+    if (rc != 1) {
+        for (int k = 0; k < n; k++) Py_CLEAR(values[k]);
+    }
+    return rc;
+}
+
+/* 1 when comparing a with b (==, !=) runs no Python code: both exact strs, exact ints or None,
+ * or both exact tuples of such items. */
+static int
+rc_inert_scalar(PyObject *o)
+{
+    return PyUnicode_CheckExact(o) || PyLong_CheckExact(o) || o == Py_None;
+}
+
+static int
+rc_inert_pair(PyObject *a, PyObject *b)
+{
+    if (a == NULL || b == NULL) return 1; /* (nothing compared) */
+    if (rc_inert_scalar(a) && rc_inert_scalar(b)) return 1;
+    if (!PyTuple_CheckExact(a) || !PyTuple_CheckExact(b)) return 0;
+    for (int t = 0; t < 2; t++) {
+        PyObject *tuple = t == 0 ? a : b;
+        for (Py_ssize_t k = 0; k < PyTuple_Size(tuple); k++) {
+            if (!rc_inert_scalar(PyTuple_GetItem(tuple, k))) return 0;
+        }
+    }
+    return 1;
+}
+
+/* rc_differs that moves the epoch unless the comparison runs no Python code. */
+static int
+rc_ne(rc_ctx *ctx, PyObject *a, PyObject *b)
+{
+    if (!rc_inert_pair(a, b)) ctx->code_epoch++;
+    return rc_differs(a, b);
+}
+
+/* 1 when ``table`` is an exact dict whose keys are all exact strs (kind 0), all exact ints
+ * (kind 1), or an exact set whose items are all exact ints (kind 2), found at this epoch (*at).
+ * A probe of it with a key of that kind then compares exact values only: no Python code. 0 when
+ * not (the caller moves the epoch). Runs no Python code. */
+static int
+rc_table_inert(rc_ctx *ctx, PyObject *table, int kind, uint64_t *at)
+{
+    if (*at == ctx->code_epoch) return 1;
+    int inert = 1;
+    if (kind == 2) {
+        if (!PyAnySet_CheckExact(table)) return 0;
+        PyObject *iter = PyObject_GetIter(table); /* (an exact set's iterator: no code) */
+        if (iter == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        PyObject *item;
+        while (inert && (item = PyIter_Next(iter)) != NULL) {
+            inert = PyLong_CheckExact(item);
+            Py_DECREF(item);
+        }
+        Py_DECREF(iter);
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            inert = 0;
+        }
+    }
+    else {
+        if (!PyDict_CheckExact(table)) return 0;
+        Py_ssize_t pos = 0;
+        PyObject *key, *value;
+        while (inert && PyDict_Next(table, &pos, &key, &value)) {
+            inert = kind == 0 ? PyUnicode_CheckExact(key) : PyLong_CheckExact(key);
+        }
+    }
+    if (inert) *at = ctx->code_epoch;
+    return inert;
+}
+
+/* One row's reads of its attestation (rc_row_*): the values taken at epoch ``at`` (owned;
+ * usable while the epoch is still ``at``), each NULL when not taken. */
+typedef struct {
+    uint64_t at;
+    PyObject *att[2]; /* placement, evidence */
+    PyObject *ev[3];  /* participant_id, instance_id, lease_id */
+    int ev_tried;
+} rc_row;
+
+static void
+rc_row_clear(rc_row *r)
+{
+    for (int k = 0; k < 2; k++) Py_CLEAR(r->att[k]);
+    for (int k = 0; k < 3; k++) Py_CLEAR(r->ev[k]);
+}
+
+/* ``attestation.placement is placement or attestation.placement == placement`` (1, 0, -1): the
+ * taken value when there is one (the first read of the row: nothing ran since the walk), else
+ * rc_same_placement (the epoch moved before it). */
+static int
+rc_row_same_placement(rc_ctx *ctx, rc_row *r, PyObject *attestation, PyObject *placement)
+{
+    if (r->att[0] == NULL || r->at != ctx->code_epoch) {
+        ctx->code_epoch++;
+        return rc_same_placement(attestation, placement);
+    }
+    if (r->att[0] == placement) return 1;
+    ctx->code_epoch++; /* (the placements' __eq__) */
+    return rs_compare(r->att[0], placement, Py_EQ);
+}
+
+/* ``attestation.evidence.<name>`` (k: 0 participant_id, 1 instance_id, 2 lease_id) as a new
+ * reference: the values taken while the epoch has not moved since the attestation's walk, else
+ * rc_attr2 (moving the epoch). */
+static PyObject *
+rc_row_evidence(rc_ctx *ctx, rc_row *r, PyObject *attestation, int k)
+{
+    static const int second[3] = {RC_PARTICIPANT, RC_INSTANCE, RC_LEASE_ID};
+    if (r->att[1] != NULL && r->at == ctx->code_epoch) {
+        if (!r->ev_tried) {
+            r->ev_tried = 1;
+            if (rc_take(ctx, RC_ROLE_EVIDENCE, r->att[1], r->ev) < 0) return NULL;
+        }
+        if (r->ev[k] != NULL) return Py_NewRef(r->ev[k]);
+    }
+    ctx->code_epoch++;
+    return rc_attr2(attestation, RC_EVIDENCE, second[k]);
+}
+
 /* One executor row of the target side (spec §12.7 executor checks); RV_OK / RV_DECLINE / RV_ERROR. */
 static int
-rc_executor(PyObject *row, PyObject *placement, PyObject *placement_id, PyObject *digest, PyObject *parts,
-            PyObject *seen, PyObject *participants, PyObject *attested, PyObject *used, PyTypeObject *rank_type)
+rc_executor(rc_ctx *ctx, PyObject *row, PyObject *placement, PyObject *placement_id, PyObject *digest,
+            PyObject *parts, PyObject *seen, PyObject *participants, PyObject *attested, PyObject *used,
+            PyTypeObject *rank_type)
 {
     /* the executor's fields, all read right after its instance dict is checked plain: the checks
      * below compare and hash them, which may run Python code (an operand that is not exact), and
@@ -4852,7 +5089,9 @@ rc_executor(PyObject *row, PyObject *placement, PyObject *placement_id, PyObject
     static const int names[E_N] = {RC_PARTICIPANT, RC_WORKER,   RC_ATTESTATION,  RC_RANK,        RC_PLACEMENT_ID,
                                    RC_DIGEST_STATE, RC_INSTANCE, RC_RUNTIME_LEASE, RC_FRAGMENT_IDS};
     PyObject *field[E_N] = {NULL};
-    PyObject *pair = NULL, *id = NULL, *ids = NULL;
+    PyObject *pair = NULL, *id = NULL, *ids = NULL, *part = NULL, *part_rank = NULL, *entry = NULL;
+    rc_row reads = {0, {NULL, NULL}, {NULL, NULL, NULL}, 0};
+    const uint64_t epoch_at_start = ctx->code_epoch;
     int rc = RV_DECLINE;
     if (!PyTuple_CheckExact(row) || PyTuple_Size(row) != 3) goto done;
     PyObject *estate = PyTuple_GetItem(row, 0);
@@ -4866,53 +5105,79 @@ rc_executor(PyObject *row, PyObject *placement, PyObject *placement_id, PyObject
     }
     PyObject *participant = field[E_PARTICIPANT], *worker = field[E_WORKER];
     if (participant == NULL || worker == NULL) goto done;
+    /* (the sets hold only exact strs while the epoch is the one they were made at) */
+    int plain_ids = PyUnicode_CheckExact(participant) && PyUnicode_CheckExact(worker);
+    if (!plain_ids || ctx->sets_at != ctx->code_epoch) ctx->code_epoch++;
     pair = PyTuple_Pack(2, participant, worker);
     if (pair == NULL) goto done;
     int present = PySet_Contains(seen, pair);
     if (present != 0 || PySet_Add(seen, pair) < 0 || PySet_Add(participants, participant) < 0) goto done;
-    PyObject *part = PyDict_GetItemWithError(parts, participant); /* borrowed; ``parts`` holds it */
+    if (!plain_ids || !rc_table_inert(ctx, parts, 0, &ctx->parts_at)) ctx->code_epoch++;
+    part = Py_XNewRef(PyDict_GetItemWithError(parts, participant));
     if (part == NULL) goto done;
     PyObject *attestation = field[E_ATTESTATION];
     if (attestation == NULL || attestation == Py_None) goto done;
     /* The checks of ``_validate_bound_target_coverage``, in its order (each rc_differs releases
      * one reference of each operand: the fields are passed as new ones). */
 #define RC_FIELD(k) Py_XNewRef(field[(k)])
-    int bad = rc_rank_differs(RC_FIELD(E_RANK), pd_getattr(part, rc_keys[RC_RANK]), rank_type);
-    if (bad == 0) bad = rc_differs(RC_FIELD(E_PLACEMENT_ID), Py_NewRef(placement_id));
-    if (bad == 0) bad = rc_differs(RC_FIELD(E_DIGEST), Py_NewRef(digest));
+    int taken_rank = rc_take(ctx, RC_ROLE_PART, part, &part_rank);
+    if (taken_rank < 0) goto done;
+    if (taken_rank == 0) {
+        ctx->code_epoch++; /* (a getattr of a class not proved inert) */
+        part_rank = pd_getattr(part, rc_keys[RC_RANK]);
+    }
+    int bad = rc_rank_differs(RC_FIELD(E_RANK), Py_XNewRef(part_rank), rank_type, &ctx->code_epoch);
+    if (bad == 0) bad = rc_ne(ctx, RC_FIELD(E_PLACEMENT_ID), Py_NewRef(placement_id));
+    if (bad == 0) bad = rc_ne(ctx, RC_FIELD(E_DIGEST), Py_NewRef(digest));
     if (bad == 0) {
-        int same = rc_same_placement(attestation, placement);
+        /* the attestation's placement and evidence, and the evidence's ids, each taken in one walk
+         * of its dict (rc_take) when its class is inert, while nothing runs in between */
+        reads.at = ctx->code_epoch;
+        if (rc_take(ctx, RC_ROLE_ATTESTATION, attestation, reads.att) < 0) goto done;
+        int same = rc_row_same_placement(ctx, &reads, attestation, placement);
         bad = same < 0 ? -1 : !same;
     }
-    if (bad == 0) bad = rc_differs(rc_attr2(attestation, RC_EVIDENCE, RC_PARTICIPANT), Py_NewRef(participant));
-    if (bad == 0) bad = rc_differs(rc_attr2(attestation, RC_EVIDENCE, RC_INSTANCE), RC_FIELD(E_INSTANCE));
-    if (bad == 0) {
-        bad = rc_differs(rc_attr2(attestation, RC_EVIDENCE, RC_LEASE_ID), RC_FIELD(E_LEASE));
-    }
+    if (bad == 0) bad = rc_ne(ctx, rc_row_evidence(ctx, &reads, attestation, 0), Py_NewRef(participant));
+    if (bad == 0) bad = rc_ne(ctx, rc_row_evidence(ctx, &reads, attestation, 1), RC_FIELD(E_INSTANCE));
+    if (bad == 0) bad = rc_ne(ctx, rc_row_evidence(ctx, &reads, attestation, 2), RC_FIELD(E_LEASE));
 #undef RC_FIELD
     if (bad != 0) goto done;
     id = PyLong_FromVoidPtr(attestation);
     if (id == NULL) goto done;
-    PyObject *entry = PyDict_GetItemWithError(attested, id); /* borrowed */
+    if (!rc_table_inert(ctx, attested, 1, &ctx->attested_at)) ctx->code_epoch++;
+    entry = Py_XNewRef(PyDict_GetItemWithError(attested, id));
     if (entry == NULL || !PyTuple_CheckExact(entry) || PyTuple_Size(entry) != 3) goto done;
-    ids = pd_getattr(PyTuple_GetItem(entry, 2), rc_keys[RC_EVIDENCE_IDS]);
+    PyObject *view = PyTuple_GetItem(entry, 2);
+    if (view == NULL) goto done;
+    /* (a slot of a view class proved inert: its member getter, no code) */
+    if (!rc_class_inert(ctx, RC_ROLE_VIEW, Py_TYPE(view))) ctx->code_epoch++;
+    ids = pd_getattr(view, rc_keys[RC_EVIDENCE_IDS]);
     if (ids == NULL || !PyDict_CheckExact(ids)) goto done;
+    if (!PyUnicode_CheckExact(worker) || !pd_plain_keys(ids)) ctx->code_epoch++;
     PyObject *expected = PyDict_GetItemWithError(ids, worker); /* borrowed */
     if (expected == NULL && PyErr_Occurred()) goto done;
     if (field[E_FRAGMENT_IDS] == NULL) goto done;
     PyObject *empty = expected == NULL ? PyTuple_New(0) : Py_NewRef(expected);
-    if (rc_differs(Py_NewRef(field[E_FRAGMENT_IDS]), empty) != 0) goto done;
+    if (rc_ne(ctx, Py_NewRef(field[E_FRAGMENT_IDS]), empty) != 0) goto done;
     Py_CLEAR(id);
     id = PyLong_FromVoidPtr(estate);
     if (id == NULL) goto done;
+    if (!rc_table_inert(ctx, used, 2, &ctx->used_at)) ctx->code_epoch++;
     if (PySet_Contains(used, id) != 1) goto done;
     rc = RV_OK;
 done:
     if (rc == RV_DECLINE && PyErr_Occurred()) rc = RV_ERROR;
     for (int k = 0; k < E_N; k++) Py_XDECREF(field[k]);
+    rc_row_clear(&reads);
     Py_XDECREF(pair);
     Py_XDECREF(id);
     Py_XDECREF(ids);
+    Py_XDECREF(part);
+    Py_XDECREF(part_rank);
+    Py_XDECREF(entry);
+    /* Python code ran in this row (the epoch moved): it may have dropped the dicts' references
+     * to values the row still held, so a release above may have run a finalizer */
+    if (ctx->code_epoch != epoch_at_start) ctx->code_epoch++;
     return rc;
 }
 
@@ -5509,11 +5774,8 @@ revalidate_coverage(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize
     parts = PyDict_New();
     boxes_by_fragment = PyDict_New();
     op_participants = PySet_New(NULL);
-    seen = PySet_New(NULL);
-    participants = PySet_New(NULL);
     by_attestation = PyList_New(0);
-    if (parts == NULL || boxes_by_fragment == NULL || op_participants == NULL || seen == NULL
-        || participants == NULL || by_attestation == NULL) {
+    if (parts == NULL || boxes_by_fragment == NULL || op_participants == NULL || by_attestation == NULL) {
         goto done;
     }
     {
@@ -5612,9 +5874,15 @@ string_pass:
     placement_id = pd_getattr(placement, rc_keys[RC_PLACEMENT_ID]);
     digest = placement_id == NULL ? NULL : pd_getattr(placement, rc_keys[RC_DIGEST]);
     if (digest == NULL) goto done;
+    /* (made here, after the digest property ran: see rc_ctx's sets_at) */
+    seen = PySet_New(NULL);
+    participants = PySet_New(NULL);
+    if (seen == NULL || participants == NULL) goto done;
+    rc_ctx ctx = {.code_epoch = 1};
+    ctx.sets_at = ctx.code_epoch;
     for (Py_ssize_t r = 0; r < PyList_Size(rows); r++) {
-        rc = rc_executor(PyList_GetItem(rows, r), placement, placement_id, digest, parts, seen, participants, attested,
-                         used, rank_type);
+        rc = rc_executor(&ctx, PyList_GetItem(rows, r), placement, placement_id, digest, parts, seen, participants,
+                         attested, used, rank_type);
         if (rc != RV_OK) goto done;
     }
     rc = RV_DECLINE;
