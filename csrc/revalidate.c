@@ -839,6 +839,11 @@ static const char *const rf_names[RF_NNAMES] = {
 
 static PyObject *rf_keys[RF_NNAMES];
 
+/* What rs_class_attrs (revalidate_side) asks of each name: a ``__slots__`` slot, or a plain
+ * instance attribute. */
+enum { RS_ATTR_SLOT, RS_ATTR_PLAIN };
+static int rs_class_attrs(PyObject *type, PyObject *const *names, int n_names, int want);
+
 typedef struct {
     PyTypeObject *placement_type;  /* PlacementFragment */
     PyTypeObject *binding_type;    /* RuntimeBindingFragment */
@@ -900,6 +905,10 @@ typedef struct rf_proved {
     int n;
     PyObject *pairs[2 * RF_PROVED_PAIRS]; /* owned (object, snapshot), the first 2 * n_pairs */
     int n_pairs;
+    /* The classes proven inert for the pass's generic reads in that window (rf_inert: a
+     * placement's identity fields, a view's key_base), owned, or NULL. A class is only edited
+     * by Python code, so a proof holds until the next view call, as the facts above. */
+    PyObject *inert[2];
 } rf_proved;
 
 /* 1 when placement is kept in proved (NULL: never). */
@@ -953,14 +962,48 @@ rf_proved_reset(rf_proved *proved)
         Py_CLEAR(proved->pairs[2 * proved->n_pairs]);
         Py_CLEAR(proved->pairs[2 * proved->n_pairs + 1]);
     }
+    Py_CLEAR(proved->inert[0]);
+    Py_CLEAR(proved->inert[1]);
+}
+
+/* The two generic reads rf_inert proves: a placement's identity, a view's key_base. */
+enum { RF_INERT_IDENTITY, RF_INERT_KEY_BASE };
+
+/* 1 when a generic getattr of the read ``which`` on an instance of ``type`` runs no Python code
+ * (AUDIT38): metaclass exactly type, the generic attribute lookup, and for the identity no
+ * descriptor under resource_id, revision or weight_generation in the MRO (the instance dict's
+ * values, checked plain by pd_getattr_safe), for key_base a slot (rs_class_attrs). A data
+ * descriptor planted on the class (a property) would run code inside the pass, after earlier
+ * placements were proven and earlier fragments checked, and could forge them
+ * (tests/test_audit3838_fragment_reads.py). Else 0: the caller declines. Remembered in proved
+ * until Python code may run (rf_proved_reset). Runs no Python code. */
+static int
+rf_inert(rf_proved *proved, PyTypeObject *type, int which)
+{
+    if (proved != NULL && proved->inert[which] == (PyObject *)type) return 1;
+    if (Py_TYPE((PyObject *)type) != &PyType_Type
+        || PyType_GetSlot(type, Py_tp_getattro) != (void *)PyObject_GenericGetAttr) {
+        return 0;
+    }
+    int ok = which == RF_INERT_IDENTITY
+                 ? rs_class_attrs((PyObject *)type, &rf_keys[RF_RESOURCE_ID], 3, RS_ATTR_PLAIN)
+                 : rs_class_attrs((PyObject *)type, &rf_keys[RF_KEY_BASE], 1, RS_ATTR_SLOT);
+    if (ok && proved != NULL) {
+        PyObject *old = proved->inert[which];
+        proved->inert[which] = Py_NewRef((PyObject *)type);
+        Py_XDECREF(old);
+    }
+    return ok;
 }
 
 /* RV_OK when ``(placement.resource_id, placement.revision, placement.weight_generation)``
  * equals the plan identity, RV_DECLINE when not, RV_ERROR on failure. */
 static int
-rf_identity(PyObject *placement, PyObject *identity)
+rf_identity(PyObject *placement, PyObject *identity, rf_proved *proved)
 {
     PyObject *values[3] = {NULL, NULL, NULL};
+    /* its class first: a descriptor under one of the names would run code (rf_inert) */
+    if (!rf_inert(proved, Py_TYPE(placement), RF_INERT_IDENTITY)) return RV_DECLINE;
     /* one check of its dict for the three reads (plain fields: no Python code runs between) */
     int rc = pd_getattr_safe(placement);
     if (rc <= 0) return rc < 0 ? RV_ERROR : RV_DECLINE;
@@ -1172,13 +1215,8 @@ rf_attested_entry(PyObject *attestation, const rf_config *cfg, PyObject **entry,
     if (state == NULL) goto done;
     placement = taken[T_PLACEMENT] != NULL ? Py_NewRef(taken[T_PLACEMENT]) : rv_item(state, rf_keys[RF_PLACEMENT]);
     if (placement == NULL) goto done;
+    /* (its identity: rf_identities, once every view call of the pass has run) */
     if (Py_TYPE(placement) != cfg->manifest_type) goto done;
-    if (!rf_proved_has(cfg->proved, placement)) {
-        rc = rf_identity(placement, cfg->identity);
-        if (rc != RV_OK) goto done;
-        rf_proved_add(cfg->proved, placement);
-    }
-    rc = RV_DECLINE;
     /* both probed by placement fragment id below, for every fragment of this attestation:
      * plain keys (pd_plain_keys: exact dict, exact str keys), so no probe runs Python code
      * (a planted key's __eq__ could free the entry the pass reads: test_audit25_attested_dicts) */
@@ -1691,7 +1729,13 @@ rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObjec
         PyObject *base = NULL;
         if (memo->bases != NULL && index < memo->n_bases) base = Py_XNewRef(memo->bases[index]);
         if (base == NULL) {
-            base = rf_attr(PyTuple_GetItem(entry, 2), rf_keys[RF_KEY_BASE]);
+            PyObject *view = PyTuple_GetItem(entry, 2); /* (the entry holds it) */
+            if (view == NULL) {
+                rc = RV_ERROR;
+                goto done;
+            }
+            if (!rf_inert(cfg->proved, Py_TYPE(view), RF_INERT_KEY_BASE)) goto done; /* (rf_inert) */
+            base = rf_attr(view, rf_keys[RF_KEY_BASE]);
             if (base == NULL) goto done;
             if (memo->bases != NULL && index < memo->n_bases) memo->bases[index] = Py_NewRef(base);
         }
@@ -1867,6 +1911,45 @@ rf_enter_all(PyObject *items, Py_ssize_t from, Py_ssize_t n, const rf_config *cf
     return RV_OK;
 }
 
+/* The plan identity of every entry's attested placement (``held``: the entries' attestations,
+ * exact attestation_type, in entry order), checked after the fragment loop (AUDIT38): the
+ * pass's view calls run Python code (and a read of the identity would, through a descriptor
+ * planted on the manifest class), which could edit a placement already checked; here no Python
+ * code runs from the checks to the pass's return (rf_inert proves the reads run none), so what
+ * is checked is what the rules read. Each placement is read again from its attestation's
+ * instance dict (plain), exactly manifest_type. RV_OK, RV_DECLINE, RV_ERROR. */
+static int
+rf_identities(PyObject *held, const rf_config *cfg)
+{
+    rf_proved_reset(cfg->proved); /* (proofs made before a view call are not relied on) */
+    const Py_ssize_t count = PyList_Size(held);
+    if (count < 0) return RV_ERROR;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *attestation = PyList_GetItem(held, k); /* borrowed; held holds it */
+        if (attestation == NULL) return RV_ERROR;
+        PyObject *taken[1];
+        static const int names[1] = {RF_PLACEMENT};
+        PyObject *state = pd_instance_values(attestation, rf_keys, names, 1, taken);
+        if (state == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return RV_ERROR;
+            PyErr_Clear();
+            return RV_DECLINE;
+        }
+        PyObject *placement = taken[0] != NULL ? Py_NewRef(taken[0]) : rv_item(state, rf_keys[RF_PLACEMENT]);
+        Py_DECREF(state);
+        if (placement == NULL) return PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
+        int rc = RV_OK;
+        if (Py_TYPE(placement) != cfg->manifest_type) rc = RV_DECLINE;
+        else if (!rf_proved_has(cfg->proved, placement)) {
+            rc = rf_identity(placement, cfg->identity, cfg->proved);
+            if (rc == RV_OK) rf_proved_add(cfg->proved, placement);
+        }
+        Py_DECREF(placement);
+        if (rc != RV_OK) return rc;
+    }
+    return RV_OK;
+}
+
 PyDoc_STRVAR(revalidate_fragments_doc,
 "revalidate_fragments(fragments, placement_type, binding_type, attestation_type,\n"
 "                     manifest_type, rank_type, identity, view_of, view_type=None, evidence_type=None,\n"
@@ -1958,7 +2041,7 @@ revalidate_fragments(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *attested = PyDict_New(), *entry_list = PyList_New(0), *held = PyList_New(0);
     rv_table entries = {NULL, NULL, 0};
     rf_memo memo = {{NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}, NULL, 0, NULL, 0};
-    rf_proved proved = {{NULL}, 0, {NULL}, 0};
+    rf_proved proved = {{NULL}, 0, {NULL}, 0, {NULL, NULL}};
     cfg.proved = &proved;
     PyObject *result = NULL;
     if (n < 0 || keys == NULL || routes == NULL || runtime_ids == NULL || attested == NULL || entry_list == NULL
@@ -2002,6 +2085,14 @@ revalidate_fragments(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                                  &memo, 0);
         }
         if (rc == RF_CALLOUT) rc = RV_DECLINE; /* a view call needed after rf_enter_all */
+        if (rc == RV_ERROR) goto done;
+        if (rc == RV_DECLINE) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+    }
+    {
+        const int rc = rf_identities(held, &cfg);
         if (rc == RV_ERROR) goto done;
         if (rc == RV_DECLINE) {
             result = Py_NewRef(Py_None);
@@ -3200,9 +3291,6 @@ rs_proxy_plain(PyObject *proxy)
     return plain;
 }
 
-/* What rs_class_attrs asks of each name: a ``__slots__`` slot, or a plain instance attribute. */
-enum { RS_ATTR_SLOT, RS_ATTR_PLAIN };
-
 /* Whether each of the attributes ``names[0..n)`` of instances of ``type`` is read without
  * running Python code, found by one walk of the MRO for all the names, each class dict read
  * through its mapping proxy after checking that all its keys are exact str (a str subclass key
@@ -3238,7 +3326,9 @@ rs_class_attrs(PyObject *type, PyObject *const *names, int n_names, int want)
             break;
         }
         PyObject *proxy = PyObject_GetAttr(cls, rs_keys[RS_DICT]);
-        if (proxy == NULL || !rs_proxy_plain(proxy)) {
+        /* (``object``'s dict is made once by C and cannot be edited: its keys are exact strs,
+         * not walked again) */
+        if (proxy == NULL || (cls != (PyObject *)&PyBaseObject_Type && !rs_proxy_plain(proxy))) {
             Py_XDECREF(proxy);
             ok = 0;
             break;
