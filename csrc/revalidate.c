@@ -909,6 +909,13 @@ typedef struct rf_proved {
      * placement's identity fields, a view's key_base), owned, or NULL. A class is only edited
      * by Python code, so a proof holds until the next view call, as the facts above. */
     PyObject *inert[2];
+    /* Kept for the whole call (not reset): the view calls made so far; each entry's placement
+     * as read when the entry was made (a list, in entry order, or NULL); and how many entries
+     * were made before (or by) the last view call: their placements may have been edited since
+     * and are read again by rf_identities, the others are still the ones read. */
+    Py_ssize_t calls;
+    PyObject *read_placements;
+    Py_ssize_t stale;
 } rf_proved;
 
 /* 1 when placement is kept in proved (NULL: never). */
@@ -1200,7 +1207,7 @@ done:
  * the two dicts are checked before the call (so a dict already not plain declines before any
  * Python code runs, as with 1) but not again after it: the caller does that for every entry. */
 static int
-rf_attested_entry(PyObject *attestation, const rf_config *cfg, PyObject **entry, int may_call)
+rf_attested_entry(PyObject *attestation, const rf_config *cfg, PyObject **entry, int may_call, PyObject **read)
 {
     PyObject *placement = NULL, *placement_dict = NULL, *binding_dict = NULL, *view = NULL;
     int rc = RV_DECLINE;
@@ -1236,6 +1243,7 @@ rf_attested_entry(PyObject *attestation, const rf_config *cfg, PyObject **entry,
     }
     if (view == NULL) {
         rf_proved_reset(cfg->proved); /* Python code runs in the call */
+        if (cfg->proved != NULL) cfg->proved->calls++;
         view = rf_view_of(attestation, cfg);
         if (view == NULL) goto done;
         /* Python code ran (a hook, or what the view's code reaches, could plant a key): the two
@@ -1246,6 +1254,7 @@ rf_attested_entry(PyObject *attestation, const rf_config *cfg, PyObject **entry,
     }
     *entry = PyTuple_Pack(3, placement_dict, binding_dict, view);
     rc = *entry == NULL ? RV_ERROR : RV_OK;
+    if (rc == RV_OK) *read = Py_NewRef(placement);
 done:
     if (rc == RV_DECLINE && PyErr_Occurred()) rc = RV_ERROR;
     Py_XDECREF(state);
@@ -1451,16 +1460,22 @@ rf_entry_index(PyObject *attestation, const rf_config *cfg, rv_table *entries, P
         }
         slot = (slot + 1) & entries->mask;
     }
-    PyObject *fresh = NULL;
-    int rc = rf_attested_entry(attestation, cfg, &fresh, may_call);
+    PyObject *fresh = NULL, *placement = NULL;
+    rf_proved *proved = cfg->proved;
+    const Py_ssize_t calls = proved != NULL ? proved->calls : 0;
+    int rc = rf_attested_entry(attestation, cfg, &fresh, may_call, &placement);
     if (rc != RV_OK) return rc;
     PyObject *id = PyLong_FromVoidPtr(attestation);
     int failed = id == NULL || PyDict_SetItem(attested, id, fresh) < 0 || PyList_Append(entry_list, fresh) < 0
-                 || PyList_Append(held, attestation) < 0;
+                 || PyList_Append(held, attestation) < 0
+                 || (proved != NULL && proved->read_placements != NULL && PyList_Append(proved->read_placements, placement) < 0);
     Py_XDECREF(id);
     Py_DECREF(fresh);
+    Py_DECREF(placement);
     if (failed) return RV_ERROR;
     *index = PyList_Size(entry_list) - 1;
+    /* (a view call made for this entry: every entry so far was read before it) */
+    if (proved != NULL && proved->calls != calls) proved->stale = *index + 1;
     /* (a table grown as attestations come: one per participant, far fewer than the
      * fragments it was once sized for: ~16 bytes per fragment of bind's peak) */
     if (*index < 0 || rv_table_reserve(entries, (size_t)*index + 1) < 0) return RV_ERROR;
@@ -1921,10 +1936,26 @@ rf_enter_all(PyObject *items, Py_ssize_t from, Py_ssize_t n, const rf_config *cf
 static int
 rf_identities(PyObject *held, const rf_config *cfg)
 {
-    rf_proved_reset(cfg->proved); /* (proofs made before a view call are not relied on) */
+    rf_proved *proved = cfg->proved;
+    rf_proved_reset(proved); /* (proofs made before a view call are not relied on) */
     const Py_ssize_t count = PyList_Size(held);
-    if (count < 0) return RV_ERROR;
+    if (count < 0 || proved == NULL || proved->read_placements == NULL || PyList_Size(proved->read_placements) != count)
+        return count < 0 || PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
     for (Py_ssize_t k = 0; k < count; k++) {
+        if (k >= proved->stale) {
+            /* read when its entry was made, no view call since (and no Python code: the reads
+             * of the pass run none) */
+            PyObject *placement = PyList_GetItem(proved->read_placements, k); /* borrowed; in range */
+            if (placement == NULL) return RV_ERROR;
+            if (Py_TYPE(placement) != cfg->manifest_type) return RV_DECLINE;
+            if (rf_proved_has(proved, placement)) continue;
+            Py_INCREF(placement); /* (held across the reads) */
+            int rc = rf_identity(placement, cfg->identity, proved);
+            if (rc == RV_OK) rf_proved_add(proved, placement);
+            Py_DECREF(placement);
+            if (rc != RV_OK) return rc;
+            continue;
+        }
         PyObject *attestation = PyList_GetItem(held, k); /* borrowed; held holds it */
         if (attestation == NULL) return RV_ERROR;
         PyObject *taken[1];
@@ -2041,11 +2072,11 @@ revalidate_fragments(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *attested = PyDict_New(), *entry_list = PyList_New(0), *held = PyList_New(0);
     rv_table entries = {NULL, NULL, 0};
     rf_memo memo = {{NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}, NULL, 0, NULL, 0};
-    rf_proved proved = {{NULL}, 0, {NULL}, 0, {NULL, NULL}};
+    rf_proved proved = {{NULL}, 0, {NULL}, 0, {NULL, NULL}, 0, PyList_New(0), 0};
     cfg.proved = &proved;
     PyObject *result = NULL;
     if (n < 0 || keys == NULL || routes == NULL || runtime_ids == NULL || attested == NULL || entry_list == NULL
-        || held == NULL || (size_t)n > SIZE_MAX / 4 || rv_table_init(&entries, 16) < 0
+        || held == NULL || proved.read_placements == NULL || (size_t)n > SIZE_MAX / 4 || rv_table_init(&entries, 16) < 0
         || rf_memo_init(&memo.rank, (size_t)n) < 0 || rf_memo_init(&memo.key, (size_t)n) < 0
         || rf_memo_init(&memo.route, (size_t)n) < 0 || rf_memo_init(&memo.rank_object, (size_t)n) < 0) {
         if (n >= 0 && (size_t)n > SIZE_MAX / 4 && !PyErr_Occurred()) PyErr_NoMemory();
@@ -2106,6 +2137,7 @@ done:
     rf_memo_free(&memo.route);
     rf_memo_free(&memo.rank_object);
     rf_proved_reset(&proved);
+    Py_XDECREF(proved.read_placements);
     if (memo.bases != NULL) {
         for (Py_ssize_t k = 0; k < memo.n_bases; k++) Py_XDECREF(memo.bases[k]);
         PyMem_Free(memo.bases);
@@ -3325,21 +3357,51 @@ rs_class_attrs(PyObject *type, PyObject *const *names, int n_names, int want)
             ok = 0;
             break;
         }
-        PyObject *proxy = PyObject_GetAttr(cls, rs_keys[RS_DICT]);
-        /* (``object``'s dict is made once by C and cannot be edited: its keys are exact strs,
-         * not walked again) */
-        if (proxy == NULL || (cls != (PyObject *)&PyBaseObject_Type && !rs_proxy_plain(proxy))) {
-            Py_XDECREF(proxy);
-            ok = 0;
-            break;
+        /* A heap class's own dict (a type's tp_dict, at its tp_dictoffset: what the proxy
+         * wraps), walked and probed directly; any other class through its mapping proxy. */
+        PyObject *dict = NULL, *proxy = NULL;
+        if (PyType_GetFlags((PyTypeObject *)cls) & Py_TPFLAGS_HEAPTYPE) {
+            dict = PyObject_GenericGetDict(cls, NULL);
+            if (dict != NULL && !pd_plain_keys(dict)) {
+                Py_DECREF(dict);
+                ok = 0;
+                break;
+            }
+        }
+        if (dict == NULL) {
+            PyErr_Clear();
+            proxy = PyObject_GetAttr(cls, rs_keys[RS_DICT]);
+            /* (``object``'s dict is made once by C and cannot be edited: its keys are exact
+             * strs, not walked again) */
+            if (proxy == NULL || (cls != (PyObject *)&PyBaseObject_Type && !rs_proxy_plain(proxy))) {
+                Py_XDECREF(proxy);
+                ok = 0;
+                break;
+            }
         }
         for (int j = 0; j < n_names && ok; j++) {
             if (done[j]) continue;
-            PyObject *attribute = PyObject_GetItem(proxy, names[j]);
-            if (attribute == NULL) {
-                if (!PyErr_ExceptionMatches(PyExc_KeyError)) ok = 0;
-                PyErr_Clear();
-                continue;
+            PyObject *attribute;
+            if (dict != NULL) {
+                attribute = Py_XNewRef(PyDict_GetItemWithError(dict, names[j])); /* (plain keys) */
+                if (attribute == NULL) {
+                    if (PyErr_Occurred()) ok = 0;
+                    continue;
+                }
+            }
+            else {
+                /* (membership first: an absent name, the common case, raises no KeyError) */
+                const int member = PySequence_Contains(proxy, names[j]);
+                if (member <= 0) {
+                    if (member < 0) ok = 0;
+                    continue;
+                }
+                attribute = PyObject_GetItem(proxy, names[j]);
+                if (attribute == NULL) {
+                    if (!PyErr_ExceptionMatches(PyExc_KeyError)) ok = 0;
+                    PyErr_Clear();
+                    continue;
+                }
             }
             if (want == RS_ATTR_SLOT) ok = Py_TYPE(attribute) == &PyMemberDescr_Type;
             else ok = PyType_GetSlot(Py_TYPE(attribute), Py_tp_descr_get) == NULL;
@@ -3347,7 +3409,8 @@ rs_class_attrs(PyObject *type, PyObject *const *names, int n_names, int want)
             done[j] = 1;
             left--;
         }
-        Py_DECREF(proxy);
+        Py_XDECREF(dict);
+        Py_XDECREF(proxy);
     }
     PyErr_Clear(); /* (anything odd: not known to run no code) */
     Py_DECREF(mro);

@@ -186,3 +186,46 @@ def test_a_planted_descriptor_declines_the_pass():
     finally:
         bc._AttestedView.key_base = slot
     assert bc._native.revalidate_fragments(*args) is not None
+
+
+def test_a_placement_swapped_by_a_later_view_call_declines():
+    # Python code run by a view call (here the view function itself; a profile hook reaches it
+    # too) puts another placement, exact class but of another revision, on an attestation whose
+    # entry was made before: its identity is read again once every view call has run
+    import copy
+
+    plan = _plan()
+    state: dict[str, Any] = {"armed": False}
+    with _armed_pass("revalidate_fragments", state):
+        dataclasses.replace(plan)
+    args = list(state["args"])
+    fragments = args[0]
+    attestations: list[Any] = []
+    for fragment in fragments:
+        if all(fragment.attestation is not seen for seen in attestations):
+            attestations.append(fragment.attestation)
+    assert len(attestations) > 1
+    first = attestations[0]
+    real_view_of = args[7]
+    calls: list[Any] = []
+    saved = first.__dict__["placement"]
+    forged = copy.copy(saved)
+    forged.__dict__["revision"] = saved.revision + "-other"
+
+    def view_of(attestation: Any) -> Any:
+        calls.append(attestation)
+        if len(calls) == len(attestations):  # the last call: every entry made before it
+            first.__dict__["placement"] = forged
+        return real_view_of(attestation)
+
+    args[7], args[11] = view_of, None
+    try:
+        for attestation in attestations:  # every view rebuilt: a call per entry
+            attestation.__dict__.pop("_attested_view", None)
+        got = bc._native.revalidate_fragments(*args)
+        assert len(calls) == len(attestations) and first.__dict__["placement"] is forged
+        assert got is None
+    finally:
+        first.__dict__["placement"] = saved
+    args[7] = real_view_of
+    assert bc._native.revalidate_fragments(*args) is not None
