@@ -829,6 +829,11 @@ static const char *const rf_names[RF_NNAMES] = {
 
 static PyObject *rf_keys[RF_NNAMES];
 
+/* What rs_class_attrs (revalidate_side) asks of each name: a ``__slots__`` slot, or a plain
+ * instance attribute. */
+enum { RS_ATTR_SLOT, RS_ATTR_PLAIN };
+static int rs_class_attrs(PyObject *type, PyObject *const *names, int n_names, int want);
+
 typedef struct {
     PyTypeObject *placement_type;  /* PlacementFragment */
     PyTypeObject *binding_type;    /* RuntimeBindingFragment */
@@ -890,6 +895,17 @@ typedef struct rf_proved {
     int n;
     PyObject *pairs[2 * RF_PROVED_PAIRS]; /* owned (object, snapshot), the first 2 * n_pairs */
     int n_pairs;
+    /* The classes proven inert for the pass's generic reads in that window (rf_inert: a
+     * placement's identity fields, a view's key_base), owned, or NULL. A class is only edited
+     * by Python code, so a proof holds until the next view call, as the facts above. */
+    PyObject *inert[2];
+    /* Kept for the whole call (not reset): the view calls made so far; each entry's placement
+     * as read when the entry was made (a list, in entry order, or NULL); and how many entries
+     * were made before (or by) the last view call: their placements may have been edited since
+     * and are read again by rf_identities, the others are still the ones read. */
+    Py_ssize_t calls;
+    PyObject *read_placements;
+    Py_ssize_t stale;
 } rf_proved;
 
 /* 1 when placement is kept in proved (NULL: never). */
@@ -943,14 +959,48 @@ rf_proved_reset(rf_proved *proved)
         Py_CLEAR(proved->pairs[2 * proved->n_pairs]);
         Py_CLEAR(proved->pairs[2 * proved->n_pairs + 1]);
     }
+    Py_CLEAR(proved->inert[0]);
+    Py_CLEAR(proved->inert[1]);
+}
+
+/* The two generic reads rf_inert proves: a placement's identity, a view's key_base. */
+enum { RF_INERT_IDENTITY, RF_INERT_KEY_BASE };
+
+/* 1 when a generic getattr of the read ``which`` on an instance of ``type`` runs no Python code
+ * (AUDIT38): metaclass exactly type, the generic attribute lookup, and for the identity no
+ * descriptor under resource_id, revision or weight_generation in the MRO (the instance dict's
+ * values, checked plain by pd_getattr_safe), for key_base a slot (rs_class_attrs). A data
+ * descriptor planted on the class (a property) would run code inside the pass, after earlier
+ * placements were proven and earlier fragments checked, and could forge them
+ * (tests/test_audit3838_fragment_reads.py). Else 0: the caller declines. Remembered in proved
+ * until Python code may run (rf_proved_reset). Runs no Python code. */
+static int
+rf_inert(rf_proved *proved, PyTypeObject *type, int which)
+{
+    if (proved != NULL && proved->inert[which] == (PyObject *)type) return 1;
+    if (Py_TYPE((PyObject *)type) != &PyType_Type
+        || PyType_GetSlot(type, Py_tp_getattro) != (void *)PyObject_GenericGetAttr) {
+        return 0;
+    }
+    int ok = which == RF_INERT_IDENTITY
+                 ? rs_class_attrs((PyObject *)type, &rf_keys[RF_RESOURCE_ID], 3, RS_ATTR_PLAIN)
+                 : rs_class_attrs((PyObject *)type, &rf_keys[RF_KEY_BASE], 1, RS_ATTR_SLOT);
+    if (ok && proved != NULL) {
+        PyObject *old = proved->inert[which];
+        proved->inert[which] = Py_NewRef((PyObject *)type);
+        Py_XDECREF(old);
+    }
+    return ok;
 }
 
 /* RV_OK when ``(placement.resource_id, placement.revision, placement.weight_generation)``
  * equals the plan identity, RV_DECLINE when not, RV_ERROR on failure. */
 static int
-rf_identity(PyObject *placement, PyObject *identity)
+rf_identity(PyObject *placement, PyObject *identity, rf_proved *proved)
 {
     PyObject *values[3] = {NULL, NULL, NULL};
+    /* its class first: a descriptor under one of the names would run code (rf_inert) */
+    if (!rf_inert(proved, Py_TYPE(placement), RF_INERT_IDENTITY)) return RV_DECLINE;
     /* one check of its dict for the three reads (plain fields: no Python code runs between) */
     int rc = pd_getattr_safe(placement);
     if (rc <= 0) return rc < 0 ? RV_ERROR : RV_DECLINE;
@@ -1147,7 +1197,7 @@ done:
  * the two dicts are checked before the call (so a dict already not plain declines before any
  * Python code runs, as with 1) but not again after it: the caller does that for every entry. */
 static int
-rf_attested_entry(PyObject *attestation, const rf_config *cfg, PyObject **entry, int may_call)
+rf_attested_entry(PyObject *attestation, const rf_config *cfg, PyObject **entry, int may_call, PyObject **read)
 {
     PyObject *placement = NULL, *placement_dict = NULL, *binding_dict = NULL, *view = NULL;
     int rc = RV_DECLINE;
@@ -1162,13 +1212,8 @@ rf_attested_entry(PyObject *attestation, const rf_config *cfg, PyObject **entry,
     if (state == NULL) goto done;
     placement = taken[T_PLACEMENT] != NULL ? Py_NewRef(taken[T_PLACEMENT]) : rv_item(state, rf_keys[RF_PLACEMENT]);
     if (placement == NULL) goto done;
+    /* (its identity: rf_identities, once every view call of the pass has run) */
     if (Py_TYPE(placement) != cfg->manifest_type) goto done;
-    if (!rf_proved_has(cfg->proved, placement)) {
-        rc = rf_identity(placement, cfg->identity);
-        if (rc != RV_OK) goto done;
-        rf_proved_add(cfg->proved, placement);
-    }
-    rc = RV_DECLINE;
     /* both probed by placement fragment id below, for every fragment of this attestation:
      * plain keys (pd_plain_keys: exact dict, exact str keys), so no probe runs Python code
      * (a planted key's __eq__ could free the entry the pass reads: test_audit25_attested_dicts) */
@@ -1188,6 +1233,7 @@ rf_attested_entry(PyObject *attestation, const rf_config *cfg, PyObject **entry,
     }
     if (view == NULL) {
         rf_proved_reset(cfg->proved); /* Python code runs in the call */
+        if (cfg->proved != NULL) cfg->proved->calls++;
         view = rf_view_of(attestation, cfg);
         if (view == NULL) goto done;
         /* Python code ran (a hook, or what the view's code reaches, could plant a key): the two
@@ -1198,6 +1244,7 @@ rf_attested_entry(PyObject *attestation, const rf_config *cfg, PyObject **entry,
     }
     *entry = PyTuple_Pack(3, placement_dict, binding_dict, view);
     rc = *entry == NULL ? RV_ERROR : RV_OK;
+    if (rc == RV_OK) *read = Py_NewRef(placement);
 done:
     if (rc == RV_DECLINE && PyErr_Occurred()) rc = RV_ERROR;
     Py_XDECREF(state);
@@ -1403,16 +1450,22 @@ rf_entry_index(PyObject *attestation, const rf_config *cfg, rv_table *entries, P
         }
         slot = (slot + 1) & entries->mask;
     }
-    PyObject *fresh = NULL;
-    int rc = rf_attested_entry(attestation, cfg, &fresh, may_call);
+    PyObject *fresh = NULL, *placement = NULL;
+    rf_proved *proved = cfg->proved;
+    const Py_ssize_t calls = proved != NULL ? proved->calls : 0;
+    int rc = rf_attested_entry(attestation, cfg, &fresh, may_call, &placement);
     if (rc != RV_OK) return rc;
     PyObject *id = PyLong_FromVoidPtr(attestation);
     int failed = id == NULL || PyDict_SetItem(attested, id, fresh) < 0 || PyList_Append(entry_list, fresh) < 0
-                 || PyList_Append(held, attestation) < 0;
+                 || PyList_Append(held, attestation) < 0
+                 || (proved != NULL && proved->read_placements != NULL && PyList_Append(proved->read_placements, placement) < 0);
     Py_XDECREF(id);
     Py_DECREF(fresh);
+    Py_DECREF(placement);
     if (failed) return RV_ERROR;
     *index = PyList_Size(entry_list) - 1;
+    /* (a view call made for this entry: every entry so far was read before it) */
+    if (proved != NULL && proved->calls != calls) proved->stale = *index + 1;
     /* (a table grown as attestations come: one per participant, far fewer than the
      * fragments it was once sized for: ~16 bytes per fragment of bind's peak) */
     if (*index < 0 || rv_table_reserve(entries, (size_t)*index + 1) < 0) return RV_ERROR;
@@ -1681,7 +1734,13 @@ rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObjec
         PyObject *base = NULL;
         if (memo->bases != NULL && index < memo->n_bases) base = Py_XNewRef(memo->bases[index]);
         if (base == NULL) {
-            base = rf_attr(PyTuple_GetItem(entry, 2), rf_keys[RF_KEY_BASE]);
+            PyObject *view = PyTuple_GetItem(entry, 2); /* (the entry holds it) */
+            if (view == NULL) {
+                rc = RV_ERROR;
+                goto done;
+            }
+            if (!rf_inert(cfg->proved, Py_TYPE(view), RF_INERT_KEY_BASE)) goto done; /* (rf_inert) */
+            base = rf_attr(view, rf_keys[RF_KEY_BASE]);
             if (base == NULL) goto done;
             if (memo->bases != NULL && index < memo->n_bases) memo->bases[index] = Py_NewRef(base);
         }
@@ -1857,6 +1916,61 @@ rf_enter_all(PyObject *items, Py_ssize_t from, Py_ssize_t n, const rf_config *cf
     return RV_OK;
 }
 
+/* The plan identity of every entry's attested placement (``held``: the entries' attestations,
+ * exact attestation_type, in entry order), checked after the fragment loop (AUDIT38): the
+ * pass's view calls run Python code (and a read of the identity would, through a descriptor
+ * planted on the manifest class), which could edit a placement already checked; here no Python
+ * code runs from the checks to the pass's return (rf_inert proves the reads run none), so what
+ * is checked is what the rules read. Each placement is read again from its attestation's
+ * instance dict (plain), exactly manifest_type. RV_OK, RV_DECLINE, RV_ERROR. */
+static int
+rf_identities(PyObject *held, const rf_config *cfg)
+{
+    rf_proved *proved = cfg->proved;
+    rf_proved_reset(proved); /* (proofs made before a view call are not relied on) */
+    const Py_ssize_t count = PyList_Size(held);
+    if (count < 0 || proved == NULL || proved->read_placements == NULL || PyList_Size(proved->read_placements) != count)
+        return count < 0 || PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        if (k >= proved->stale) {
+            /* read when its entry was made, no view call since (and no Python code: the reads
+             * of the pass run none) */
+            PyObject *placement = PyList_GetItem(proved->read_placements, k); /* borrowed; in range */
+            if (placement == NULL) return RV_ERROR;
+            if (Py_TYPE(placement) != cfg->manifest_type) return RV_DECLINE;
+            if (rf_proved_has(proved, placement)) continue;
+            Py_INCREF(placement); /* (held across the reads) */
+            int rc = rf_identity(placement, cfg->identity, proved);
+            if (rc == RV_OK) rf_proved_add(proved, placement);
+            Py_DECREF(placement);
+            if (rc != RV_OK) return rc;
+            continue;
+        }
+        PyObject *attestation = PyList_GetItem(held, k); /* borrowed; held holds it */
+        if (attestation == NULL) return RV_ERROR;
+        PyObject *taken[1];
+        static const int names[1] = {RF_PLACEMENT};
+        PyObject *state = pd_instance_values(attestation, rf_keys, names, 1, taken);
+        if (state == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return RV_ERROR;
+            PyErr_Clear();
+            return RV_DECLINE;
+        }
+        PyObject *placement = taken[0] != NULL ? Py_NewRef(taken[0]) : rv_item(state, rf_keys[RF_PLACEMENT]);
+        Py_DECREF(state);
+        if (placement == NULL) return PyErr_Occurred() ? RV_ERROR : RV_DECLINE;
+        int rc = RV_OK;
+        if (Py_TYPE(placement) != cfg->manifest_type) rc = RV_DECLINE;
+        else if (!rf_proved_has(cfg->proved, placement)) {
+            rc = rf_identity(placement, cfg->identity, cfg->proved);
+            if (rc == RV_OK) rf_proved_add(cfg->proved, placement);
+        }
+        Py_DECREF(placement);
+        if (rc != RV_OK) return rc;
+    }
+    return RV_OK;
+}
+
 PyDoc_STRVAR(revalidate_fragments_doc,
 "revalidate_fragments(fragments, placement_type, binding_type, attestation_type,\n"
 "                     manifest_type, rank_type, identity, view_of, view_type=None, evidence_type=None,\n"
@@ -1948,11 +2062,11 @@ revalidate_fragments(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *attested = PyDict_New(), *entry_list = PyList_New(0), *held = PyList_New(0);
     rv_table entries = {NULL, NULL, 0};
     rf_memo memo = {{NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}, NULL, 0, NULL, 0};
-    rf_proved proved = {{NULL}, 0, {NULL}, 0};
+    rf_proved proved = {{NULL}, 0, {NULL}, 0, {NULL, NULL}, 0, PyList_New(0), 0};
     cfg.proved = &proved;
     PyObject *result = NULL;
     if (n < 0 || keys == NULL || routes == NULL || runtime_ids == NULL || attested == NULL || entry_list == NULL
-        || held == NULL || (size_t)n > SIZE_MAX / 4 || rv_table_init(&entries, 16) < 0
+        || held == NULL || proved.read_placements == NULL || (size_t)n > SIZE_MAX / 4 || rv_table_init(&entries, 16) < 0
         || rf_memo_init(&memo.rank, (size_t)n) < 0 || rf_memo_init(&memo.key, (size_t)n) < 0
         || rf_memo_init(&memo.route, (size_t)n) < 0 || rf_memo_init(&memo.rank_object, (size_t)n) < 0) {
         if (n >= 0 && (size_t)n > SIZE_MAX / 4 && !PyErr_Occurred()) PyErr_NoMemory();
@@ -1998,6 +2112,14 @@ revalidate_fragments(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             goto done;
         }
     }
+    {
+        const int rc = rf_identities(held, &cfg);
+        if (rc == RV_ERROR) goto done;
+        if (rc == RV_DECLINE) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+    }
     result = PyTuple_Pack(4, keys, routes, runtime_ids, attested);
 done:
     rf_memo_free(&memo.rank);
@@ -2005,6 +2127,7 @@ done:
     rf_memo_free(&memo.route);
     rf_memo_free(&memo.rank_object);
     rf_proved_reset(&proved);
+    Py_XDECREF(proved.read_placements);
     if (memo.bases != NULL) {
         for (Py_ssize_t k = 0; k < memo.n_bases; k++) Py_XDECREF(memo.bases[k]);
         PyMem_Free(memo.bases);
@@ -3213,9 +3336,6 @@ rs_proxy_plain(PyObject *proxy)
     return plain;
 }
 
-/* What rs_class_attrs asks of each name: a ``__slots__`` slot, or a plain instance attribute. */
-enum { RS_ATTR_SLOT, RS_ATTR_PLAIN };
-
 /* Whether each of the attributes ``names[0..n)`` of instances of ``type`` is read without
  * running Python code, found by one walk of the MRO for all the names, each class dict read
  * through its mapping proxy after checking that all its keys are exact str (a str subclass key
@@ -3263,27 +3383,52 @@ rs_class_attrs_known(PyObject *type, PyObject *const *names, int n_names, int wa
             ok = 0;
             break;
         }
-        PyObject *proxy = PyObject_GetAttr(cls, rs_keys[RS_DICT]);
-        int known = plain_object != NULL && cls == (PyObject *)&PyBaseObject_Type;
-        if (proxy == NULL || !((known && *plain_object == cls) || rs_proxy_plain(proxy))) {
-            Py_XDECREF(proxy);
-            ok = 0;
-            break;
+        /* A heap class's own dict (a type's tp_dict, at its tp_dictoffset: what the proxy
+         * wraps), walked and probed directly; any other class through its mapping proxy
+         * (``object``'s walked once per code epoch when the caller keeps *plain_object). */
+        PyObject *dict = NULL, *proxy = NULL;
+        const int known = plain_object != NULL && cls == (PyObject *)&PyBaseObject_Type;
+        if (PyType_GetFlags((PyTypeObject *)cls) & Py_TPFLAGS_HEAPTYPE) {
+            dict = PyObject_GenericGetDict(cls, NULL);
+            if (dict != NULL && !pd_plain_keys(dict)) {
+                Py_DECREF(dict);
+                ok = 0;
+                break;
+            }
+        }
+        if (dict == NULL) {
+            PyErr_Clear();
+            proxy = PyObject_GetAttr(cls, rs_keys[RS_DICT]);
+            if (proxy == NULL || !((known && *plain_object == cls) || rs_proxy_plain(proxy))) {
+                Py_XDECREF(proxy);
+                ok = 0;
+                break;
+            }
         }
         if (known) *plain_object = cls;
         for (int j = 0; j < n_names && ok; j++) {
             if (done[j]) continue;
-            /* (a membership test first: a missing name raises no KeyError; the class dict is an
-             * exact dict of exact str keys, so the proxy's test is the dict's, no code) */
-            int held = PySequence_Contains(proxy, names[j]);
-            if (held <= 0) {
-                if (held < 0) ok = 0;
-                continue;
+            PyObject *attribute;
+            if (dict != NULL) {
+                attribute = Py_XNewRef(PyDict_GetItemWithError(dict, names[j])); /* (plain keys) */
+                if (attribute == NULL) {
+                    if (PyErr_Occurred()) ok = 0;
+                    continue;
+                }
             }
-            PyObject *attribute = PyObject_GetItem(proxy, names[j]);
-            if (attribute == NULL) {
-                ok = 0;
-                continue;
+            else {
+                /* (membership first: an absent name, the common case, raises no KeyError) */
+                const int member = PySequence_Contains(proxy, names[j]);
+                if (member <= 0) {
+                    if (member < 0) ok = 0;
+                    continue;
+                }
+                attribute = PyObject_GetItem(proxy, names[j]);
+                if (attribute == NULL) {
+                    if (!PyErr_ExceptionMatches(PyExc_KeyError)) ok = 0;
+                    PyErr_Clear();
+                    continue;
+                }
             }
             if (want == RS_ATTR_SLOT) ok = Py_TYPE(attribute) == &PyMemberDescr_Type;
             else ok = PyType_GetSlot(Py_TYPE(attribute), Py_tp_descr_get) == NULL;
@@ -3291,7 +3436,8 @@ rs_class_attrs_known(PyObject *type, PyObject *const *names, int n_names, int wa
             done[j] = 1;
             left--;
         }
-        Py_DECREF(proxy);
+        Py_XDECREF(dict);
+        Py_XDECREF(proxy);
     }
     PyErr_Clear(); /* (anything odd: not known to run no code) */
     Py_DECREF(mro);

@@ -71,14 +71,16 @@ class _Reads:
         _SLOT.__set__(view, value)
 
 
-def _replace_outcome(monkeypatch: pytest.MonkeyPatch, install: Callable[[pytest.MonkeyPatch, _Reads], None]) -> None:
+def _replace_outcome(
+    monkeypatch: pytest.MonkeyPatch, install: Callable[[pytest.MonkeyPatch, _Reads], None], planted: bool = True
+) -> None:
     plan = _plan()
     expected = _ruled(lambda: dataclasses.replace(plan), monkeypatch)
     reads = _Reads()
     with monkeypatch.context() as patch:
         install(patch, reads)
         result, watch = _run(lambda view: 0, lambda: dataclasses.replace(plan))
-    assert reads.planted > 0  # keys were planted in tables probed before
+    assert (reads.planted > 0) == planted  # keys were planted in tables probed before
     assert watch.hits == []  # no planted key's __eq__ ran inside a pass
     _same(result, expected)
 
@@ -106,7 +108,10 @@ def test_a_getattribute_on_the_view_class_counts_as_code(monkeypatch: pytest.Mon
 
         patch.setattr(bc._AttestedView, "__getattribute__", getattribute)
 
-    _replace_outcome(monkeypatch, install)
+    # AUDIT38: revalidate_fragments now declines first (a view's key_base is read only on a class
+    # with the generic lookup: rf_inert), so no pass runs the class's code; the outcome is still
+    # the rules'
+    _replace_outcome(monkeypatch, install, planted=False)
 
 
 class _PlantInBuilt(int):
