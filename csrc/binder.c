@@ -6112,8 +6112,14 @@ bd_get_scanned(PyObject *obj, PyObject *name, PyObject *scanned, PyObject **out)
 
 /* Forward: logical_routes_plain's check of one route half (defined with it below). */
 static int bd_route_half_plain(PyObject *const *nm, PyObject *fragment, PyObject *fragment_cls, PyObject *rank_cls);
+/* bd_route_half_scanned's memo of the rank it last checked (rank NULL: none), valid while no
+ * Python code runs (its caller clears it where a read could run some). */
+typedef struct {
+    PyObject *rank; /* borrowed: the fragment read holds it (address only) */
+    int status;     /* its verdict (BD_OK or BD_FALLBACK) */
+} bd_rank_memo;
 static int bd_route_half_scanned(PyObject *const *nm, PyObject *fragment, PyObject *fragment_cls, PyObject *const *v,
-                                 PyObject *rank_cls);
+                                 PyObject *rank_cls, bd_rank_memo *memo);
 
 /* Kernel: boxes (n of rank r: offsets bo, shapes bs, row-major) exactly cover the container
  * (co, cs) with every coordinate >= 0, every extent >= 1, ends and volumes representable:
@@ -6646,6 +6652,7 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     status = BD_OK;
     {
         Py_ssize_t f = 0;
+        bd_rank_memo rank_memo = {NULL, BD_FALLBACK}; /* (bd_route_half_scanned) */
         for (Py_ssize_t p = 0; p < n_parts && status == BD_OK; p++) {
             Py_ssize_t count = PyTuple_Size(part_fragments[p]);
             part_first[p] = f;
@@ -6665,6 +6672,7 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 if (bd_scan_fields(nm, fragment, fields, CF_COUNT, frags[f].v) < 0) { status = BD_ERROR; break; }
                 /* The id as read from the fragment's own dict (held there; no code runs in this
                  * call that could drop it), else as getattr reads it (then held by owned). */
+                if (frags[f].v[CF_PFID] == NULL) rank_memo.rank = NULL; /* (a getattr below) */
                 status = bd_get_scanned(fragment, nm[N_PFID], frags[f].v[CF_PFID], &pfid);
                 if (status == BD_OK && frags[f].v[CF_PFID] == NULL) {
                     if (owned == NULL) owned = PyList_New(0);
@@ -6700,7 +6708,7 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 frags[f].plain = BD_FALLBACK;
                 if (status == BD_OK && routes == BD_OK) {
                     /* its route half, read now: an operation targeting it reads this very object */
-                    frags[f].plain = bd_route_half_scanned(nm, fragment, fragment_cls, frags[f].v, rank_cls);
+                    frags[f].plain = bd_route_half_scanned(nm, fragment, fragment_cls, frags[f].v, rank_cls, &rank_memo);
                     if (frags[f].plain == BD_ERROR) status = BD_ERROR;
                 }
             }
@@ -8235,23 +8243,32 @@ bd_route_half_plain(PyObject *const *nm, PyObject *fragment, PyObject *fragment_
 
 /* bd_route_half_plain on a fragment whose placement_fragment_id, rank and pipeline_stage_id
  * were scanned (v, bd_cover_frag's fields; the same dict reads): when one is NULL, the original
- * reads decide. */
+ * reads decide. memo: the rank checked last and its verdict. The fragments of a part share their
+ * rank object, and its check (a plain-keys walk of its instance dict, the pp lookup) reads only
+ * that dict, which no C code here changes: while no Python code runs (the caller clears the memo
+ * where a read could run some), the same rank gets the same verdict (BD_ERROR is never kept). */
 static int
 bd_route_half_scanned(PyObject *const *nm, PyObject *fragment, PyObject *fragment_cls, PyObject *const *v,
-                      PyObject *rank_cls)
+                      PyObject *rank_cls, bd_rank_memo *memo)
 {
     PyObject *pfid = v[CF_PFID], *rank = v[CF_RANK], *stage = v[CF_STAGE];
     if ((PyObject *)Py_TYPE(fragment) != fragment_cls) return BD_FALLBACK;
-    if (pfid == NULL || rank == NULL || stage == NULL) return bd_route_half_plain(nm, fragment, fragment_cls, rank_cls);
+    if (pfid == NULL || rank == NULL || stage == NULL) {
+        memo->rank = NULL; /* (the original reads: getattrs) */
+        return bd_route_half_plain(nm, fragment, fragment_cls, rank_cls);
+    }
     if (!PyUnicode_CheckExact(pfid) || PyUnicode_GetLength(pfid) < 1) return BD_FALLBACK;
     if (!(stage == Py_None || PyLong_CheckExact(stage))) return BD_FALLBACK;
     if ((PyObject *)Py_TYPE(rank) != rank_cls) return BD_FALLBACK;
+    if (rank == memo->rank) return memo->status;
     PyObject *rank_dict = NULL, *pp = NULL;
     int status = bd_dict_of(rank, &rank_dict);
     if (status == BD_OK) status = bd_dget(rank_dict, nm[N_PP], &pp);
     if (status == BD_OK && !PyLong_CheckExact(pp)) status = BD_FALLBACK;
     Py_XDECREF(rank_dict);
     Py_XDECREF(pp);
+    memo->rank = status == BD_ERROR ? NULL : rank;
+    memo->status = status;
     return status;
 }
 
