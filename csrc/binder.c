@@ -3610,6 +3610,15 @@ bd_memo_slot_of(const bd_memo *m, const void *key)
     return &m->slots[i];
 }
 
+/* A hint for the home slot of key (where bd_memo_slot_of starts its probe). Reads nothing. */
+static inline void
+bd_memo_prefetch(const bd_memo *m, const void *key)
+{
+    if (m->slots == NULL) return;
+    size_t i = (size_t)(((uint64_t)(uintptr_t)key * 0x9E3779B97F4A7C15ULL) >> (64 - m->bits));
+    __builtin_prefetch(&m->slots[i]);
+}
+
 /* The table moved to capacity zeroed slots (a power of two, above twice the count), its entries
  * re-homed (none in a new table: slots NULL). 0, or -1 with MemoryError (the table unchanged). */
 static int
@@ -4784,6 +4793,8 @@ bd_bind_regions_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, co
         for (; values_at < n && values_at < i + BD_AHEAD / 2; values_at++) {
             bd_ahead_values(&tb, &ahead[values_at % BD_AHEAD]);
             if (ahead[values_at % BD_AHEAD].status == BD_ERROR) goto fail;
+            /* a hint for its source's memo slot (probed by bd_ahead_ids and bd_memo_get) */
+            if (ahead[values_at % BD_AHEAD].status == BD_OK) bd_memo_prefetch(&memo, ahead[values_at % BD_AHEAD].v[0]);
         }
         /* (positional: no id is read) */
         for (; pos == NULL && pfids_at < n && pfids_at < i + BD_AHEAD * 3 / 8; pfids_at++) {
