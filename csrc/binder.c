@@ -416,7 +416,8 @@ bd_slot_str(PyObject *value, PyObject **out)
 
 static int bd_dget(PyObject *dict, PyObject *name, PyObject **out);
 static int bd_dget_str(PyObject *dict, PyObject *name, PyObject **out);
-static int bd_rget(PyObject *const *nm, PyObject *state, int name, PyObject **out);
+static inline __attribute__((always_inline)) int bd_rget(PyObject *const *nm, PyObject *state, int name,
+                                                       PyObject **out);
 static int bd_rget_str(PyObject *const *nm, PyObject *state, int name, PyObject **out);
 
 /* Field bd_names[name] of a placement fragment: from its layout's slots pf (mr_pf_fields) when
@@ -651,11 +652,21 @@ bd_prefetch_pfid(PyObject *obj)
 
 /* Kernel: an identity table whose slots hold their key (one cache line per probe, where a slot
  * index into a key array costs a second one): capacity a power of two, at least twice the
- * count; key 0 empty (no object lives at 0). Homed by mr_ptr_slot. Python-free. */
+ * count; key 0 empty (no object lives at 0). Homed by bd_idtab_home. Python-free. */
 typedef struct {
     uintptr_t key;
     Py_ssize_t value;
 } bd_idslot;
+
+/* The home slot of key: a full mix of the address (mr_ptr_mix_slot). The keys are objects of one
+ * class allocated at a fixed stride (fragments, tensors, sources), whose addresses mr_ptr_slot's
+ * low product bits spread over a fraction of the slots: at Kimi 2 the probe loop took 5.1M
+ * instructions of the bind stage, the heads table of 128 parts 92 per move (BIND39). */
+static inline size_t
+bd_idtab_home(const void *key, size_t mask)
+{
+    return mr_ptr_mix_slot(key, mask);
+}
 
 /* logical_target_cover's proven-source bits */
 #define BD_SRC_ROUTE 1
@@ -683,7 +694,7 @@ bd_idtab_new(size_t count, size_t *mask)
 static bd_idslot *
 bd_idtab_find(bd_idslot *table, size_t mask, const void *key)
 {
-    size_t i = mr_ptr_slot(key, mask);
+    size_t i = bd_idtab_home(key, mask);
     while (table[i].key != 0 && table[i].key != (uintptr_t)key) i = (i + 1) & mask;
     return &table[i];
 }
@@ -705,7 +716,7 @@ bd_idtab_remove(bd_idslot *table, size_t mask, bd_idslot *slot)
     for (;;) {
         j = (j + 1) & mask;
         if (table[j].key == 0) break;
-        size_t home = mr_ptr_slot((const void *)table[j].key, mask);
+        size_t home = bd_idtab_home((const void *)table[j].key, mask);
         /* table[j] may fill the hole at i unless its home lies cyclically in (i, j] */
         int stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
         if (!stays) {
@@ -978,7 +989,7 @@ bd_tensors_load(const bd_table *tb, PyObject *tensors, PyObject *td_cls, Py_ssiz
         }
         if (memo != NULL && memo->tab != NULL && probing && k + 8 < ntensors) {
             /* and the table slot 8 on while the cursor finds nothing (by address) */
-            __builtin_prefetch(&memo->tab[mr_ptr_slot(PyTuple_GetItem(tensors, k + 8), memo->mask)]);
+            __builtin_prefetch(&memo->tab[bd_idtab_home(PyTuple_GetItem(tensors, k + 8), memo->mask)]);
         }
         Py_ssize_t entry = -1;
         if (memo != NULL) {
@@ -1537,8 +1548,9 @@ bd_snapshot_rf_index(PyObject *const *nm, int k)
 
 /* bd_dget(state, nm[name], out) for a runtime fragment's state (bd_runtime_state): a C-owned
  * layout state's slot of that name read directly (the index mr_runtime_state_get finds for it,
- * kept by bd_snapshot_rf_index), anything else through bd_dget. */
-static int
+ * kept by bd_snapshot_rf_index), anything else through bd_dget. Always inlined: called about
+ * 40 times per fragment pair at Kimi scale, where the call itself was half its cost (BIND39). */
+static inline __attribute__((always_inline)) int
 bd_rget(PyObject *const *nm, PyObject *state, int name, PyObject **out)
 {
     if (!PyDict_CheckExact(state) && bd_runtime_memo.memo.cls != NULL
@@ -3610,6 +3622,15 @@ bd_memo_slot_of(const bd_memo *m, const void *key)
     return &m->slots[i];
 }
 
+/* A hint for the home slot of key (where bd_memo_slot_of starts its probe). Reads nothing. */
+static inline void
+bd_memo_prefetch(const bd_memo *m, const void *key)
+{
+    if (m->slots == NULL) return;
+    size_t i = (size_t)(((uint64_t)(uintptr_t)key * 0x9E3779B97F4A7C15ULL) >> (64 - m->bits));
+    __builtin_prefetch(&m->slots[i]);
+}
+
 /* The table moved to capacity zeroed slots (a power of two, above twice the count), its entries
  * re-homed (none in a new table: slots NULL). 0, or -1 with MemoryError (the table unchanged). */
 static int
@@ -4784,6 +4805,8 @@ bd_bind_regions_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, co
         for (; values_at < n && values_at < i + BD_AHEAD / 2; values_at++) {
             bd_ahead_values(&tb, &ahead[values_at % BD_AHEAD]);
             if (ahead[values_at % BD_AHEAD].status == BD_ERROR) goto fail;
+            /* a hint for its source's memo slot (probed by bd_ahead_ids and bd_memo_get) */
+            if (ahead[values_at % BD_AHEAD].status == BD_OK) bd_memo_prefetch(&memo, ahead[values_at % BD_AHEAD].v[0]);
         }
         /* (positional: no id is read) */
         for (; pos == NULL && pfids_at < n && pfids_at < i + BD_AHEAD * 3 / 8; pfids_at++) {
@@ -5442,7 +5465,7 @@ bd_pair_prefetch_tensor(const bd_tensors *ts, PyObject *logical, Py_ssize_t i, P
     if (i + 4 < n) {
         PyObject *const *pf = mr_pf_fields(PyTuple_GetItem(logical, i + 4));
         if (pf != NULL && pf[MR_PF_TENSOR_ID] != NULL) {
-            __builtin_prefetch(&ts->tab[mr_ptr_slot(pf[MR_PF_TENSOR_ID], ts->mask)]);
+            __builtin_prefetch(&ts->tab[bd_idtab_home(pf[MR_PF_TENSOR_ID], ts->mask)]);
         }
     }
     if (i + 1 < n) {
@@ -6112,8 +6135,14 @@ bd_get_scanned(PyObject *obj, PyObject *name, PyObject *scanned, PyObject **out)
 
 /* Forward: logical_routes_plain's check of one route half (defined with it below). */
 static int bd_route_half_plain(PyObject *const *nm, PyObject *fragment, PyObject *fragment_cls, PyObject *rank_cls);
+/* bd_route_half_scanned's memo of the rank it last checked (rank NULL: none), valid while no
+ * Python code runs (its caller clears it where a read could run some). */
+typedef struct {
+    PyObject *rank; /* borrowed: the fragment read holds it (address only) */
+    int status;     /* its verdict (BD_OK or BD_FALLBACK) */
+} bd_rank_memo;
 static int bd_route_half_scanned(PyObject *const *nm, PyObject *fragment, PyObject *fragment_cls, PyObject *const *v,
-                                 PyObject *rank_cls);
+                                 PyObject *rank_cls, bd_rank_memo *memo);
 
 /* Kernel: boxes (n of rank r: offsets bo, shapes bs, row-major) exactly cover the container
  * (co, cs) with every coordinate >= 0, every extent >= 1, ends and volumes representable:
@@ -6475,7 +6504,7 @@ bd_cover_ahead(PyObject *operations, Py_ssize_t i, Py_ssize_t n_ops, const mr_la
         PyObject *op = PyTuple_GetItem(operations, i + 4);
         PyObject *const *ahead = op != NULL ? mr_layout_fields(op, rl) : NULL;
         if (ahead != NULL && ahead[MR_RG_SOURCE] != NULL) {
-            __builtin_prefetch(&src_tab[mr_ptr_slot(ahead[MR_RG_SOURCE], src_mask)]);
+            __builtin_prefetch(&src_tab[bd_idtab_home(ahead[MR_RG_SOURCE], src_mask)]);
             bd_prefetch_object(ahead[MR_RG_SOURCE]);
         }
     }
@@ -6646,6 +6675,7 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     status = BD_OK;
     {
         Py_ssize_t f = 0;
+        bd_rank_memo rank_memo = {NULL, BD_FALLBACK}; /* (bd_route_half_scanned) */
         for (Py_ssize_t p = 0; p < n_parts && status == BD_OK; p++) {
             Py_ssize_t count = PyTuple_Size(part_fragments[p]);
             part_first[p] = f;
@@ -6665,6 +6695,7 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 if (bd_scan_fields(nm, fragment, fields, CF_COUNT, frags[f].v) < 0) { status = BD_ERROR; break; }
                 /* The id as read from the fragment's own dict (held there; no code runs in this
                  * call that could drop it), else as getattr reads it (then held by owned). */
+                if (frags[f].v[CF_PFID] == NULL) rank_memo.rank = NULL; /* (a getattr below) */
                 status = bd_get_scanned(fragment, nm[N_PFID], frags[f].v[CF_PFID], &pfid);
                 if (status == BD_OK && frags[f].v[CF_PFID] == NULL) {
                     if (owned == NULL) owned = PyList_New(0);
@@ -6700,7 +6731,7 @@ bd_logical_target_cover(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 frags[f].plain = BD_FALLBACK;
                 if (status == BD_OK && routes == BD_OK) {
                     /* its route half, read now: an operation targeting it reads this very object */
-                    frags[f].plain = bd_route_half_scanned(nm, fragment, fragment_cls, frags[f].v, rank_cls);
+                    frags[f].plain = bd_route_half_scanned(nm, fragment, fragment_cls, frags[f].v, rank_cls, &rank_memo);
                     if (frags[f].plain == BD_ERROR) status = BD_ERROR;
                 }
             }
@@ -8235,23 +8266,32 @@ bd_route_half_plain(PyObject *const *nm, PyObject *fragment, PyObject *fragment_
 
 /* bd_route_half_plain on a fragment whose placement_fragment_id, rank and pipeline_stage_id
  * were scanned (v, bd_cover_frag's fields; the same dict reads): when one is NULL, the original
- * reads decide. */
+ * reads decide. memo: the rank checked last and its verdict. The fragments of a part share their
+ * rank object, and its check (a plain-keys walk of its instance dict, the pp lookup) reads only
+ * that dict, which no C code here changes: while no Python code runs (the caller clears the memo
+ * where a read could run some), the same rank gets the same verdict (BD_ERROR is never kept). */
 static int
 bd_route_half_scanned(PyObject *const *nm, PyObject *fragment, PyObject *fragment_cls, PyObject *const *v,
-                      PyObject *rank_cls)
+                      PyObject *rank_cls, bd_rank_memo *memo)
 {
     PyObject *pfid = v[CF_PFID], *rank = v[CF_RANK], *stage = v[CF_STAGE];
     if ((PyObject *)Py_TYPE(fragment) != fragment_cls) return BD_FALLBACK;
-    if (pfid == NULL || rank == NULL || stage == NULL) return bd_route_half_plain(nm, fragment, fragment_cls, rank_cls);
+    if (pfid == NULL || rank == NULL || stage == NULL) {
+        memo->rank = NULL; /* (the original reads: getattrs) */
+        return bd_route_half_plain(nm, fragment, fragment_cls, rank_cls);
+    }
     if (!PyUnicode_CheckExact(pfid) || PyUnicode_GetLength(pfid) < 1) return BD_FALLBACK;
     if (!(stage == Py_None || PyLong_CheckExact(stage))) return BD_FALLBACK;
     if ((PyObject *)Py_TYPE(rank) != rank_cls) return BD_FALLBACK;
+    if (rank == memo->rank) return memo->status;
     PyObject *rank_dict = NULL, *pp = NULL;
     int status = bd_dict_of(rank, &rank_dict);
     if (status == BD_OK) status = bd_dget(rank_dict, nm[N_PP], &pp);
     if (status == BD_OK && !PyLong_CheckExact(pp)) status = BD_FALLBACK;
     Py_XDECREF(rank_dict);
     Py_XDECREF(pp);
+    memo->rank = status == BD_ERROR ? NULL : rank;
+    memo->status = status;
     return status;
 }
 
