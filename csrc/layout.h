@@ -225,8 +225,12 @@ mr_layout_check(mr_layout_class *out, PyObject *cls, Py_ssize_t n)
  * layout base declines. Each mutable class's dict is probed for the names after its keys were
  * found exact strs (another key's ``__eq__`` could run in a lookup), walked once per MRO tuple
  * (mr_plain_mros). Class dicts can change
- * between any two calls (and Python code run by a pass can change them), so nothing is
- * remembered: callers prove it per call. ``mro_key``: the interned str ``"__mro__"`` (made once
+ * between any two calls (and Python code run by a pass can change them), so no outcome is
+ * remembered: callers prove it per call. ``pinned`` (NULL or an exact tuple of ``(name,
+ * value)`` exact 2-tuples): each name is held by ``cls``'s own dict as exactly that value (the
+ * methods a pass reproduces, e.g. ParallelRank's dataclass ``__eq__``); ``absent`` (NULL or an
+ * exact tuple of exact str): no walked class holds any of these names (e.g. ``__ne__``).
+ * ``mro_key``: the interned str ``"__mro__"`` (made once
  * by the caller: a str made per call costs more than the proof). 0 for anything else (no error
  * left set). Runs no Python code. */
 enum { MR_PLAIN_MROS = 64 };
@@ -261,9 +265,10 @@ mr_plain_mro_add(PyObject *mro)
 }
 
 static inline int
-mr_fields_unshadowed(PyObject *cls, PyObject *names, PyObject *mro_key)
+mr_fields_unshadowed(PyObject *cls, PyObject *names, PyObject *pinned, PyObject *absent, PyObject *mro_key)
 {
     if (!PyType_Check(cls) || !Py_IS_TYPE(cls, &PyType_Type) || !PyTuple_CheckExact(names)
+        || (pinned != NULL && !PyTuple_CheckExact(pinned)) || (absent != NULL && !PyTuple_CheckExact(absent))
         || PyType_GetSlot((PyTypeObject *)cls, Py_tp_getattro) != (void *)PyObject_GenericGetAttr) {
         return 0;
     }
@@ -322,6 +327,23 @@ mr_fields_unshadowed(PyObject *cls, PyObject *names, PyObject *mro_key)
                 }
             }
             ok = dict_backed == 1 && PyType_GetSlot(Py_TYPE(held), Py_tp_descr_get) == NULL;
+        }
+        const Py_ssize_t n_absent = absent == NULL ? 0 : PyTuple_Size(absent);
+        for (Py_ssize_t j = 0; j < n_absent && ok; j++) {
+            PyObject *name = PyTuple_GetItem(absent, j); /* borrowed; in range */
+            if (name == NULL || !PyUnicode_CheckExact(name) || PyDict_GetItemWithError(dict, name) != NULL
+                || PyErr_Occurred()) {
+                ok = 0;
+            }
+        }
+        const Py_ssize_t n_pinned = k > 0 || pinned == NULL ? 0 : PyTuple_Size(pinned);
+        for (Py_ssize_t j = 0; j < n_pinned && ok; j++) {
+            PyObject *pin = PyTuple_GetItem(pinned, j); /* borrowed; in range */
+            if (pin == NULL || !PyTuple_CheckExact(pin) || PyTuple_Size(pin) != 2
+                || !PyUnicode_CheckExact(PyTuple_GetItem(pin, 0))
+                || PyDict_GetItemWithError(dict, PyTuple_GetItem(pin, 0)) != PyTuple_GetItem(pin, 1)) {
+                ok = 0;
+            }
         }
         Py_DECREF(dict);
     }

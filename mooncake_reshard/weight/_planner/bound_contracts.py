@@ -1881,6 +1881,15 @@ _STATE_FIELDS = tuple(
         ReplicatedAxis,
         OwnershipAxis,
     )
+) + (
+    # ParallelRank's equality and hash as imported (the passes compare ranks field by field:
+    # rc_rank_differs, rs_rank_key, rw_rank_tuple), and no ``__ne__`` of its own (COV38/AUDIT39)
+    (
+        ParallelRank,
+        (),
+        tuple((name, ParallelRank.__dict__[name]) for name in ("__eq__", "__hash__")),
+        ("__ne__",),
+    ),
 )
 _fields_unshadowed = _native.fields_unshadowed
 
