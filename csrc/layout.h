@@ -364,7 +364,10 @@ mr_fields_unshadowed(PyObject *cls, PyObject *names, PyObject *pinned, PyObject 
  * other class or names (a declined class is never remembered: it is checked on every call). A
  * class attribute added later that shadows a field does not matter to these readers (the
  * instance state is what they mirror) and is not re-checked: readers that mirror getattr must
- * call mr_layout_check_fields on each pass instead. One class per call site. */
+ * call mr_layout_check_fields on each pass instead. One class per call site. (AUDIT39: the fast
+ * revalidation's passes mirror rules that read attributes; its driver proves per call that no
+ * field is shadowed, mr_fields_unshadowed, before and after them. Bind's memo'd steps are not
+ * covered yet: tests/test_audit39_bind_warm_memo.py.) */
 typedef struct {
     PyObject *cls;
     PyObject *names;
