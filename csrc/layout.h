@@ -211,6 +211,148 @@ mr_layout_check(mr_layout_class *out, PyObject *cls, Py_ssize_t n)
     return mr_layout_check_fields(out, cls, n, NULL);
 }
 
+/* The per-call proof (AUDIT39) that the state readers' values are the attributes the rules read:
+ * 1 when instances of ``cls`` read each of the fields ``names`` (an exact tuple of exact str) by
+ * the generic attribute lookup from their state. ``cls`` and every class of its MRO up to its
+ * layout base (mr_layout_own_info: immutable, its entries are the fields' member descriptors),
+ * or the whole MRO for a dict-backed class, are of metaclass exactly ``type``; ``cls`` has the
+ * generic attribute lookup (no ``__getattribute__`` / ``__getattr__`` planted); and no such
+ * class's own dict holds a field's name, as anything: a value there shadows a layout member (an
+ * instance has no dict), or, for a dict-backed class, as a value with ``__get__`` (a property
+ * planted after import is a data descriptor the rules call; a plain value or a default loses to
+ * the instance dict). ``object`` (immutable: no attribute can be set on it; no field is named as
+ * one of its attributes) is passed over; any other immutable or static class that is not the
+ * layout base declines. Each mutable class's dict is probed for the names after its keys were
+ * found exact strs (another key's ``__eq__`` could run in a lookup), walked once per MRO tuple
+ * (mr_plain_mros). Class dicts can change
+ * between any two calls (and Python code run by a pass can change them), so no outcome is
+ * remembered: callers prove it per call. ``pinned`` (NULL or an exact tuple of ``(name,
+ * value)`` exact 2-tuples): each name is held by ``cls``'s own dict as exactly that value (the
+ * methods a pass reproduces, e.g. ParallelRank's dataclass ``__eq__``); ``absent`` (NULL or an
+ * exact tuple of exact str): no walked class holds any of these names (e.g. ``__ne__``).
+ * ``mro_key``: the interned str ``"__mro__"`` (made once
+ * by the caller: a str made per call costs more than the proof). 0 for anything else (no error
+ * left set). Runs no Python code. */
+enum { MR_PLAIN_MROS = 64 };
+
+/* The MRO tuples (strong references: an address is never reused while held) every mutable class
+ * of which, up to a layout base, was found to hold exact str keys only (mr_fields_unshadowed).
+ * Such a class's dict keeps that: attribute assignment (``setattr``, ``type.__setattr__``, a
+ * class body's later ``cls.x = ...``) stores an exact, interned str key whatever str subclass it
+ * was given, and a class holding other keys enters an MRO only with a new MRO tuple
+ * (``__bases__`` assignment). (Writing into a type's dict behind its back, e.g. through
+ * ``gc.get_referents``, is unsupported by CPython itself: its attribute cache ignores it.) */
+static PyObject *mr_plain_mros[MR_PLAIN_MROS];
+
+static inline int
+mr_plain_mro_known(PyObject *mro)
+{
+    for (int k = 0; k < MR_PLAIN_MROS && mr_plain_mros[k] != NULL; k++) {
+        if (mr_plain_mros[k] == mro) return 1;
+    }
+    return 0;
+}
+
+static inline void
+mr_plain_mro_add(PyObject *mro)
+{
+    for (int k = 0; k < MR_PLAIN_MROS; k++) {
+        if (mr_plain_mros[k] == NULL) {
+            mr_plain_mros[k] = Py_NewRef(mro);
+            return;
+        }
+    }
+}
+
+static inline int
+mr_fields_unshadowed(PyObject *cls, PyObject *names, PyObject *pinned, PyObject *absent, PyObject *mro_key)
+{
+    if (!PyType_Check(cls) || !Py_IS_TYPE(cls, &PyType_Type) || !PyTuple_CheckExact(names)
+        || (pinned != NULL && !PyTuple_CheckExact(pinned)) || (absent != NULL && !PyTuple_CheckExact(absent))
+        || PyType_GetSlot((PyTypeObject *)cls, Py_tp_getattro) != (void *)PyObject_GenericGetAttr) {
+        return 0;
+    }
+    const Py_ssize_t n_names = PyTuple_Size(names);
+    PyObject *mro = PyObject_GetAttr(cls, mro_key);
+    if (mro == NULL || !PyTuple_CheckExact(mro) || n_names < 0) {
+        Py_XDECREF(mro);
+        PyErr_Clear();
+        return 0;
+    }
+    const int known = mr_plain_mro_known(mro);
+    int ok = 1, dict_backed = -1; /* (-1: not yet known) */
+    const Py_ssize_t size = PyTuple_Size(mro);
+    for (Py_ssize_t k = 0; k < size && ok; k++) {
+        PyObject *entry = PyTuple_GetItem(mro, k); /* borrowed; in range */
+        if (entry == NULL || !Py_IS_TYPE(entry, &PyType_Type)) {
+            ok = 0;
+            break;
+        }
+        if (entry == (PyObject *)&PyBaseObject_Type) continue;
+        if (mr_layout_own_info(entry) != NULL) break; /* (the fields' members: nothing after it shadows them) */
+        const unsigned long flags = PyType_GetFlags((PyTypeObject *)entry);
+        if (!(flags & Py_TPFLAGS_HEAPTYPE) || (flags & Py_TPFLAGS_IMMUTABLETYPE)) {
+            ok = 0;
+            break;
+        }
+        PyObject *dict = PyObject_GenericGetDict(entry, NULL); /* (a heap type's own dict) */
+        if (dict == NULL || !PyDict_CheckExact(dict)) {
+            Py_XDECREF(dict);
+            ok = 0;
+            break;
+        }
+        /* exact str keys only (another key's __eq__ could run in a lookup): walked once per MRO */
+        Py_ssize_t pos = 0;
+        PyObject *key, *value;
+        while (!known && ok && PyDict_Next(dict, &pos, &key, &value)) {
+            if (!PyUnicode_CheckExact(key)) ok = 0;
+        }
+        for (Py_ssize_t j = 0; j < n_names && ok; j++) {
+            PyObject *name = PyTuple_GetItem(names, j); /* borrowed; in range */
+            if (name == NULL || !PyUnicode_CheckExact(name)) {
+                ok = 0;
+                break;
+            }
+            PyObject *held = PyDict_GetItemWithError(dict, name); /* borrowed; plain keys */
+            if (held == NULL) {
+                if (PyErr_Occurred()) ok = 0;
+                continue;
+            }
+            /* (a value under a field name: harmless only before a dict-backed instance's dict,
+             * and only when it is no descriptor) */
+            if (dict_backed < 0) {
+                dict_backed = 1;
+                for (Py_ssize_t b = k + 1; b < size; b++) {
+                    if (mr_layout_own_info(PyTuple_GetItem(mro, b)) != NULL) dict_backed = 0;
+                }
+            }
+            ok = dict_backed == 1 && PyType_GetSlot(Py_TYPE(held), Py_tp_descr_get) == NULL;
+        }
+        const Py_ssize_t n_absent = absent == NULL ? 0 : PyTuple_Size(absent);
+        for (Py_ssize_t j = 0; j < n_absent && ok; j++) {
+            PyObject *name = PyTuple_GetItem(absent, j); /* borrowed; in range */
+            if (name == NULL || !PyUnicode_CheckExact(name) || PyDict_GetItemWithError(dict, name) != NULL
+                || PyErr_Occurred()) {
+                ok = 0;
+            }
+        }
+        const Py_ssize_t n_pinned = k > 0 || pinned == NULL ? 0 : PyTuple_Size(pinned);
+        for (Py_ssize_t j = 0; j < n_pinned && ok; j++) {
+            PyObject *pin = PyTuple_GetItem(pinned, j); /* borrowed; in range */
+            if (pin == NULL || !PyTuple_CheckExact(pin) || PyTuple_Size(pin) != 2
+                || !PyUnicode_CheckExact(PyTuple_GetItem(pin, 0))
+                || PyDict_GetItemWithError(dict, PyTuple_GetItem(pin, 0)) != PyTuple_GetItem(pin, 1)) {
+                ok = 0;
+            }
+        }
+        Py_DECREF(dict);
+    }
+    if (ok && !known) mr_plain_mro_add(mro);
+    Py_DECREF(mro);
+    PyErr_Clear();
+    return ok;
+}
+
 /* A per-call-site memo of mr_layout_check_fields for readers of an instance's STATE (what its
  * instance dict held, e.g. pickle state and state comparisons, which never consulted class
  * attributes) and for builders: both need only that instances of exactly cls store the named
@@ -222,7 +364,10 @@ mr_layout_check(mr_layout_class *out, PyObject *cls, Py_ssize_t n)
  * other class or names (a declined class is never remembered: it is checked on every call). A
  * class attribute added later that shadows a field does not matter to these readers (the
  * instance state is what they mirror) and is not re-checked: readers that mirror getattr must
- * call mr_layout_check_fields on each pass instead. One class per call site. */
+ * call mr_layout_check_fields on each pass instead. One class per call site. (AUDIT39: the fast
+ * revalidation's passes mirror rules that read attributes; its driver proves per call that no
+ * field is shadowed, mr_fields_unshadowed, before and after them. Bind's memo'd steps are not
+ * covered yet: tests/test_audit39_bind_warm_memo.py.) */
 typedef struct {
     PyObject *cls;
     PyObject *names;

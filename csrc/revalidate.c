@@ -9073,7 +9073,33 @@ MR_COLLECTOR_PAUSED_VECTOR(revalidate_scan_carried)
 MR_COLLECTOR_PAUSED_VECTOR(revalidate_fragments)
 MR_VECTOR_ENTRY(revalidate_shapes)
 
+/* fields_unshadowed(specs): True when mr_fields_unshadowed(cls, names, pinned, absent) holds
+ * for every ``(cls, names)`` or ``(cls, names, pinned, absent)`` of ``specs`` (an exact tuple of
+ * exact tuples), else False (also for a malformed ``specs``). The fast revalidation's per-call proof (AUDIT39) that the value classes
+ * whose fields its passes read from instance state still read them so as attributes (no
+ * descriptor planted on a field since import): else the rules decide. Runs no Python code. */
+static PyObject *
+fields_unshadowed(PyObject *Py_UNUSED(module), PyObject *specs)
+{
+    if (!PyTuple_CheckExact(specs)) Py_RETURN_FALSE;
+    const Py_ssize_t n = PyTuple_Size(specs);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *spec = PyTuple_GetItem(specs, k); /* borrowed; in range */
+        const Py_ssize_t size = spec != NULL && PyTuple_CheckExact(spec) ? PyTuple_Size(spec) : -1;
+        if ((size != 2 && size != 4)
+            || !mr_fields_unshadowed(PyTuple_GetItem(spec, 0), PyTuple_GetItem(spec, 1),
+                                     size == 4 ? PyTuple_GetItem(spec, 2) : NULL,
+                                     size == 4 ? PyTuple_GetItem(spec, 3) : NULL, rs_keys[RS_MRO])) {
+            PyErr_Clear();
+            Py_RETURN_FALSE;
+        }
+    }
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef revalidate_methods[] = {
+    {"fields_unshadowed", (PyCFunction)fields_unshadowed, METH_O,
+     "fields_unshadowed(specs): no (cls, names) pair's fields are shadowed by a class attribute (AUDIT39)."},
     {"revalidate_shapes", (PyCFunction)(void (*)(void))revalidate_shapes_vector, METH_FASTCALL | METH_KEYWORDS,
      revalidate_shapes_doc},
     {"operation_views", operation_views, METH_VARARGS, operation_views_doc},

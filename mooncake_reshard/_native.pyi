@@ -752,6 +752,18 @@ def revalidate_scan_carried(
     above 257 operations, ``bound_contracts._compact_carried``: both position lists as bytes of
     native int32, boxes None) is accepted as well, and its packed positions and None returned."""
 
+def fields_unshadowed(specs: tuple[tuple[Any, ...], ...]) -> bool:
+    """True when, for every ``(cls, names)`` or ``(cls, names, pinned, absent)`` of ``specs``,
+    instances of ``cls`` read each field in ``names`` as the generic attribute lookup reads it
+    from their state: metaclass exactly ``type``, the generic ``__getattribute__``, and no class
+    of the MRO up to the layout base (the whole MRO for a dict-backed class; ``object`` passed
+    over) holding a field's name (a layout class: anything; a dict-backed one: a value with
+    ``__get__``); ``pinned`` ``(name, value)`` pairs held identically by ``cls``'s own dict,
+    ``absent`` names held by no walked class. False otherwise (also for malformed ``specs``).
+    The fast revalidation's per-call proof (AUDIT39). Runs no Python code."""
+    ...
+
+
 def revalidate_shapes(
     target_placement: object,
     attested: dict[int, tuple[Any, ...]],

@@ -45,7 +45,6 @@ CASES = [
 ]
 
 
-@pytest.mark.xfail(strict=True, reason="AUDIT38 open hole: C state reads ignore a descriptor planted on a value class")
 @pytest.mark.parametrize("cls,field,edit", CASES, ids=[f"{c.__name__}.{f}" for c, f, _ in CASES])
 def test_a_planted_field_descriptor_is_refused_as_by_the_rules(cls, field, edit):
     plan = _plan()

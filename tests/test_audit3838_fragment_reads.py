@@ -77,6 +77,10 @@ def test_code_run_by_an_identity_read_cannot_forge_a_proven_placement(field, whe
         return self.__dict__[field]
 
     setattr(WeightPlacementManifest, field, property(get))
+    # (AUDIT39: the per-call proof declines any plan read with a planted field property before
+    # the passes; bypassed here so that the pass's own defence against mid-pass code is tested)
+    proof = bc._fields_unshadowed
+    bc._fields_unshadowed = lambda specs: True
     try:
         with _armed_pass("revalidate_fragments", state):
             dataclasses.replace(plan)  # planted, nothing forged: accepted (the pass or the rules)
@@ -92,6 +96,7 @@ def test_code_run_by_an_identity_read_cannot_forge_a_proven_placement(field, whe
                 dataclasses.replace(plan)
         assert state["forged"] is not None  # the descriptor ran inside the pass
     finally:
+        bc._fields_unshadowed = proof
         delattr(WeightPlacementManifest, field)
         if state["forged"] is not None:
             first, old = state["forged"]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 import threading
 from array import array
 from dataclasses import dataclass, field, fields, is_dataclass
@@ -1518,6 +1519,8 @@ def _fast_revalidate_live(
     sealed: bool = False,
     source_placement: Any = None,
 ) -> bool:
+    if not _fields_unshadowed(_STATE_FIELDS):  # (AUDIT39: the reads below are the rules' attributes)
+        return False
     state = plan.__dict__
     if not operations or state["source_manifest"] is not None or state["source_manifest_identity"] is not None:
         return False
@@ -1691,6 +1694,9 @@ def _fast_revalidate_live(
         )
     ):
         return False
+    # (again: a pass may have run Python code, e.g. a view's or an __eq__, that planted one)
+    if not _fields_unshadowed(_STATE_FIELDS):
+        return False
     object.__setattr__(plan, "source_stored_fragment_snapshots", ())
     # The index tables live as long as the plan (its operation views read them on first use):
     # kept as int64 arrays, the three lists naming each operation index (the side rows' buckets
@@ -1848,6 +1854,44 @@ _SHAPE_CLASSES = (
     RuntimeBindingAttestation,
 )
 
+
+# The value classes whose fields the fast revalidation's C passes (and this module's reads of
+# ``plan.__dict__``) take from instance state (C-owned layout slots, instance dicts), each with
+# its field names: ``_native.fields_unshadowed`` proves per call that each still reads them so as
+# an attribute (no descriptor or shadowing value planted on the class or a class of its MRO since
+# import, the generic attribute lookup), else the rules decide (AUDIT39,
+# tests/test_audit3838_class_descriptors.py). (``_AttestedView``'s slots: rs_view_inert.)
+_STATE_FIELDS = tuple(
+    (cls, tuple(sys.intern(item.name) for item in fields(cls)))
+    for cls in (
+        TransferPlan,
+        TransferRegion,
+        BoundWeightFragment,
+        RuntimeBindingFragment,
+        PlacementFragment,
+        RuntimeFragmentSnapshot,
+        ExecutorTransferPlan,
+        RuntimeBindingAttestation,
+        RuntimeBindingEvidence,
+        WeightPlacementManifest,
+        WeightPlacementPart,
+        TensorDescriptor,
+        ParallelRank,
+        SplitAxis,
+        ReplicatedAxis,
+        OwnershipAxis,
+    )
+) + (
+    # ParallelRank's equality and hash as imported (the passes compare ranks field by field:
+    # rc_rank_differs, rs_rank_key, rw_rank_tuple), and no ``__ne__`` of its own (COV38/AUDIT39)
+    (
+        ParallelRank,
+        (),
+        tuple((name, ParallelRank.__dict__[name]) for name in ("__eq__", "__hash__")),
+        ("__ne__",),
+    ),
+)
+_fields_unshadowed = _native.fields_unshadowed
 
 # Packed positions: one native int32 per operation (what csrc/revalidate.c reads from a bytes
 # in place of a list of ints); None where ``array("i")`` is not 4 bytes wide.
