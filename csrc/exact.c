@@ -865,9 +865,12 @@ ex_part_indexed(PyObject *part, PyObject *index, PyObject *part_class)
         return 0;
     }
     int found = 0;
-    if (pd_plain_keys(state)) {
+    PyObject *id = NULL;
+    /* (the id taken in the walk that checks the keys: pd_plain_values; an equal key that is not
+     * the interned name itself is looked up) */
+    if (pd_plain_values(state, &ex_participant_id_key, NULL, 1, &id)) {
         /* plain keys on both sides: the probes compare exact strs only */
-        PyObject *id = PyDict_GetItemWithError(state, ex_participant_id_key); /* borrowed */
+        if (id == NULL) id = PyDict_GetItemWithError(state, ex_participant_id_key); /* borrowed */
         if (id != NULL && PyUnicode_CheckExact(id)) {
             PyObject *named = PyDict_GetItemWithError(index, id); /* borrowed */
             found = named == part;
@@ -910,8 +913,10 @@ ex_part_index_in_order(PyObject *parts, PyObject *index, PyObject *part_class, P
             return 0;
         }
         int same = 0;
-        if (pd_plain_keys(state)) {
-            PyObject *id = PyDict_GetItemWithError(state, ex_participant_id_key); /* borrowed */
+        PyObject *id = NULL;
+        /* (taken in the walk that checks the keys, as in ex_part_indexed) */
+        if (pd_plain_values(state, &ex_participant_id_key, NULL, 1, &id)) {
+            if (id == NULL) id = PyDict_GetItemWithError(state, ex_participant_id_key); /* borrowed */
             if (id != NULL && PyUnicode_CheckExact(id)) {
                 /* (key: an exact str, pd_plain_keys(index)) */
                 same = id == key || PyUnicode_Compare(id, key) == 0;
