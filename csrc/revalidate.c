@@ -6608,10 +6608,14 @@ av_slots(PyObject *module, PyObject *attestation, PyObject *state, PyObject *con
     }
     rc = RV_ERROR;
     /* ``key_base``, attribute by attribute in the constructor's order. */
+    /* (each instance dict walked before the first of consecutive reads of its object: a generic
+     * read of the exact class's field from a plain dict runs no code, so the dict is the one found
+     * plain at the second read; ``lease`` follows the digest property, Python code, so its
+     * object's dict is walked again) */
     participant = pd_getattr(evidence, av_keys[AV_PARTICIPANT]);
-    instance = participant == NULL ? NULL : pd_getattr(evidence, av_keys[AV_INSTANCE]);
+    instance = participant == NULL ? NULL : PyObject_GetAttr(evidence, av_keys[AV_INSTANCE]);
     placement_id = instance == NULL ? NULL : pd_getattr(placement, av_keys[AV_PLACEMENT_ID]);
-    digest = placement_id == NULL ? NULL : pd_getattr(placement, av_keys[AV_DIGEST]);
+    digest = placement_id == NULL ? NULL : PyObject_GetAttr(placement, av_keys[AV_DIGEST]);
     lease = digest == NULL ? NULL : pd_getattr(evidence, av_keys[AV_LEASE]);
     if (lease == NULL) goto done;
     slots[AV_KEY_BASE] = PyTuple_Pack(5, instance, placement_id, participant, digest, lease);

@@ -1,0 +1,87 @@
+"""The C view build (``_native.attested_view``, revalidate.c av_slots) and ``attested_rows``
+(binder.c) walk each instance dict once before consecutive reads of one object (RESTORE39): the
+second read follows the first with no code run between. A key that is not an exact str planted
+in any of the dicts read (evidence, placement, attestation) still declines (None: the Python
+constructor decides) without running the key's ``__eq__``, wherever it sits in the dict, and the
+view built from intact objects equals the Python constructor's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from memory_executor import HostMemory, host_bindings, tp_placement
+
+from mooncake.reshard import _native
+from mooncake.reshard.contracts.fragments import RuntimeBindingFragment
+from mooncake.reshard.weight import WeightPlacementManifest, WeightPlacementPart
+from mooncake.reshard.weight._planner import bound_contracts as bc
+from mooncake.reshard.weight._planner.attestation import RuntimeBindingAttestation, RuntimeBindingEvidence
+
+_EQ_CALLS: list[str] = []
+
+
+class _LoudKey(str):
+    def __eq__(self, other: object) -> bool:
+        _EQ_CALLS.append(str(self))
+        return str.__eq__(self, other)
+
+    __hash__ = str.__hash__
+
+
+def _attestation() -> Any:
+    placement = tp_placement(2, prefix="p", shape=(4, 6), tensors=("w0", "w1"))
+    binding = host_bindings(placement, HostMemory(), prefix="b")[0]
+    return RuntimeBindingAttestation._from_validated(placement, binding)
+
+
+def _view(attestation: Any) -> Any:
+    return _native.attested_view(
+        bc._AttestedView,
+        attestation,
+        RuntimeBindingAttestation,
+        RuntimeBindingEvidence,
+        RuntimeBindingFragment,
+        WeightPlacementManifest,
+        None,
+        WeightPlacementPart,
+    )
+
+
+def _rows(attestation: Any) -> Any:
+    return _native.attested_rows(RuntimeBindingAttestation, RuntimeBindingEvidence, RuntimeBindingFragment, attestation)
+
+
+def _owner(attestation: Any, which: str) -> Any:
+    if which == "attestation":
+        return attestation
+    return attestation.__dict__[which]
+
+
+@pytest.mark.parametrize("which", ["evidence", "placement", "attestation"])
+@pytest.mark.parametrize("name", ["instance_id", "participant_id", "placement_id", "generation", "zzz"])
+def test_a_planted_key_declines_without_running(which: str, name: str) -> None:
+    attestation = _attestation()
+    assert _view(attestation) is not None and _rows(attestation) is not None
+    state = _owner(attestation, which).__dict__
+    # a str subclass key equal to a field read second (or to nothing): hashed as that name
+    loud = _LoudKey(name)
+    if name in state:
+        value = state.pop(name)
+        state[loud] = value
+    else:
+        state[loud] = 1
+    _EQ_CALLS.clear()
+    assert _view(attestation) is None
+    if which != "placement":  # (attested_rows reads the attestation and its evidence only)
+        assert _rows(attestation) is None
+    assert _EQ_CALLS == []
+
+
+def test_the_view_equals_the_python_constructor() -> None:
+    attestation = _attestation()
+    built = _view(attestation)
+    reference = bc._AttestedView(attestation)
+    for name in ("key_base", "part_rank", "generation", "attested_pfids", "ids_by_worker"):
+        assert getattr(built, name) == getattr(reference, name)
