@@ -85,3 +85,33 @@ def test_the_view_equals_the_python_constructor() -> None:
     reference = bc._AttestedView(attestation)
     for name in ("key_base", "part_rank", "generation", "attested_pfids", "ids_by_worker"):
         assert getattr(built, name) == getattr(reference, name)
+
+
+@pytest.mark.parametrize("name", ["rank", "zzz"])
+def test_a_planted_key_in_a_part_declines_without_running(name: str) -> None:
+    attestation = _attestation()
+    placement = attestation.__dict__["placement"]
+    participant = attestation.__dict__["evidence"].participant_id
+    part = placement._part_index()[participant]
+    state = part.__dict__
+    loud = _LoudKey(name)
+    state[loud] = state.pop(name) if name in state else 1
+    _EQ_CALLS.clear()
+    assert _view(attestation) is None
+    assert _EQ_CALLS == []
+
+
+def test_a_rebuilt_part_index_still_walks_the_part() -> None:
+    # (the cached index not exactly the parts: the method builds one, Python code runs, and
+    # the part and the evidence are walked again before their reads)
+    attestation = _attestation()
+    placement = attestation.__dict__["placement"]
+    placement.__dict__["_parts_by_participant"] = {}
+    reference = bc._AttestedView(attestation)
+    built = _view(attestation)
+    assert built is not None and built.part_rank == reference.part_rank
+    evidence = attestation.__dict__["evidence"]
+    evidence.__dict__[_LoudKey("zzz")] = 1
+    _EQ_CALLS.clear()
+    assert _view(attestation) is None
+    assert _EQ_CALLS == []
