@@ -52,10 +52,11 @@ def _reference(parts: Any, index: Any) -> bool:
 
 
 def _rekeyed(part: Any, key: Any) -> None:
-    """The part's ``participant_id`` stored under ``key`` (same text, another object)."""
-    state = part.__dict__
-    value = state.pop("participant_id")
-    state[key] = value
+    """The part's ``participant_id`` stored under ``key`` (same text, another object), in a new
+    (combined) instance dict: a split dict would keep its shared, interned key object."""
+    rebuilt = {key if name == "participant_id" else name: value for name, value in part.__dict__.items()}
+    object.__setattr__(part, "__dict__", rebuilt)
+    assert any(name is key for name in part.__dict__)
 
 
 @pytest.mark.parametrize("in_order", [True, False])

@@ -115,3 +115,26 @@ def test_a_rebuilt_part_index_still_walks_the_part() -> None:
     _EQ_CALLS.clear()
     assert _view(attestation) is None
     assert _EQ_CALLS == []
+
+
+@pytest.mark.parametrize("target", ["evidence", "part"])
+def test_code_run_by_the_part_index_method_is_seen(target: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The cached index is not the parts, so the view build calls ``_part_index()`` (Python code):
+    # a key that code plants in the evidence's or the part's dict is found by the walks before
+    # their next reads (the build declines, no __eq__ runs).
+    attestation = _attestation()
+    placement = attestation.__dict__["placement"]
+    evidence = attestation.__dict__["evidence"]
+    placement.__dict__["_parts_by_participant"] = {}
+    original = WeightPlacementManifest._part_index
+
+    def planting(self: Any) -> Any:
+        index = original(self)
+        owner = evidence if target == "evidence" else index[evidence.participant_id]
+        owner.__dict__[_LoudKey("zzz")] = 1
+        return index
+
+    monkeypatch.setattr(WeightPlacementManifest, "_part_index", planting)
+    _EQ_CALLS.clear()
+    assert _view(attestation) is None
+    assert _EQ_CALLS == []
