@@ -5929,14 +5929,17 @@ bd_attested_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     int complete = 1;
     int status = BD_FALLBACK;
     if ((PyObject *)Py_TYPE(attestation) != att_cls) goto done;
+    /* (each object's dict walked once: the second read of an object follows the first with no
+     * code run between, a generic read of the exact class's field from a plain dict running
+     * none, as bd_plain_get's readers take; the dict is the one just found plain) */
     status = bd_plain_get(attestation, nm[N_EVIDENCE], &evidence);
-    if (status == BD_OK) status = bd_plain_get(attestation, nm[N_PLACEMENT_DICT], &placement_dict);
+    if (status == BD_OK) status = bd_get(attestation, nm[N_PLACEMENT_DICT], &placement_dict);
     if (status != BD_OK) goto done;
     status = BD_FALLBACK;
     /* placement_dict is probed with each evidence fragment's id: a plain dict only (plain_dict.h) */
     if ((PyObject *)Py_TYPE(evidence) != ev_cls || !pd_plain_keys(placement_dict)) goto done;
     status = bd_plain_get(evidence, nm[N_FRAGMENTS], &fragments);
-    if (status == BD_OK) status = bd_plain_get(evidence, nm[N_GENERATION], &generation);
+    if (status == BD_OK) status = bd_get(evidence, nm[N_GENERATION], &generation);
     if (status != BD_OK) goto done;
     status = BD_FALLBACK;
     if (!PyTuple_CheckExact(fragments)) goto done;

@@ -6608,10 +6608,14 @@ av_slots(PyObject *module, PyObject *attestation, PyObject *state, PyObject *con
     }
     rc = RV_ERROR;
     /* ``key_base``, attribute by attribute in the constructor's order. */
+    /* (each instance dict walked before the first of consecutive reads of its object: a generic
+     * read of the exact class's field from a plain dict runs no code, so the dict is the one found
+     * plain at the second read; ``lease`` follows the digest property, Python code, so its
+     * object's dict is walked again) */
     participant = pd_getattr(evidence, av_keys[AV_PARTICIPANT]);
-    instance = participant == NULL ? NULL : pd_getattr(evidence, av_keys[AV_INSTANCE]);
+    instance = participant == NULL ? NULL : PyObject_GetAttr(evidence, av_keys[AV_INSTANCE]);
     placement_id = instance == NULL ? NULL : pd_getattr(placement, av_keys[AV_PLACEMENT_ID]);
-    digest = placement_id == NULL ? NULL : pd_getattr(placement, av_keys[AV_DIGEST]);
+    digest = placement_id == NULL ? NULL : PyObject_GetAttr(placement, av_keys[AV_DIGEST]);
     lease = digest == NULL ? NULL : pd_getattr(evidence, av_keys[AV_LEASE]);
     if (lease == NULL) goto done;
     slots[AV_KEY_BASE] = PyTuple_Pack(5, instance, placement_id, participant, digest, lease);
@@ -6632,7 +6636,9 @@ av_slots(PyObject *module, PyObject *attestation, PyObject *state, PyObject *con
         else Py_XDECREF(cached);
         if (exact < 0 || (exact == 0 && PyErr_Occurred())) goto done;
     }
+    int called = 0; /* Python code ran since the evidence's dict was walked (for ``lease``) */
     if (index == NULL) {
+        called = 1;
         index = PyObject_CallMethodObjArgs(placement, av_keys[AV_PART_INDEX], NULL);
         if (index == NULL) goto done;
     }
@@ -6644,9 +6650,15 @@ av_slots(PyObject *module, PyObject *attestation, PyObject *state, PyObject *con
     }
     PyObject *part = PyDict_GetItemWithError(index, participant); /* borrowed; ``index`` holds it */
     if (part == NULL && PyErr_Occurred()) goto done;
-    slots[AV_PART_RANK] = part == NULL ? Py_NewRef(Py_None) : pd_getattr(part, av_keys[AV_RANK]);
+    /* Without the method call no code ran since the evidence's dict was walked (``lease``) and
+     * since mr_part_index_exact walked every part's dict (``part``, one of them: the index is
+     * exactly the parts), so neither is walked again (as for ``instance`` above). */
+    slots[AV_PART_RANK] = part == NULL ? Py_NewRef(Py_None)
+                          : called    ? pd_getattr(part, av_keys[AV_RANK])
+                                      : PyObject_GetAttr(part, av_keys[AV_RANK]);
     if (slots[AV_PART_RANK] == NULL) goto done;
-    slots[AV_GENERATION] = pd_getattr(evidence, av_keys[AV_GENERATION]);
+    slots[AV_GENERATION] = called ? pd_getattr(evidence, av_keys[AV_GENERATION])
+                                  : PyObject_GetAttr(evidence, av_keys[AV_GENERATION]);
     if (slots[AV_GENERATION] == NULL) goto done;
     /* The snapshot objects only when the caller gives them (binding's objects of this very call,
      * see ``bound_contracts._attested_view``); never read from the attestation: they could have
