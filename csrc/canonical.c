@@ -2079,8 +2079,6 @@ strkey_set(strkey_entry *e, strkey_entry *tmp, size_t i, const char *s, size_t l
     tmp[i].head = w[1];
 }
 
-#define STRKEY_AHEAD 16 /* entries between a prefetch of a scattered entry and its use */
-
 /* Kernel: stable sort of e[0:n] by key bytes (UTF-8 byte order == code point order); tmp: n scratch entries,
  * the keys given by strkey_set. */
 static void
@@ -2132,26 +2130,21 @@ strkey_sort(strkey_entry *e, strkey_entry *tmp, size_t n)
      * entries are gathered once in their order; without memory for the pairs, the entries
      * themselves are moved. */
     {
-        /* the pairs and the radix sort's scratch in tmp (2n pairs fit in its n entries, no
-         * longer needed: the heads are in e): no fresh pages to fault in (at 10^6 keys, 8k) */
-        _Static_assert(2 * sizeof(mr_kv) <= sizeof(strkey_entry), "two pairs per entry");
-        mr_kv *kv = n > 32 ? (mr_kv *)(void *)tmp : NULL;
+        mr_kv *kv = n > 32 ? mr_kalloc(n, sizeof(mr_kv)) : NULL;
         if (kv != NULL) {
             for (size_t i = 0; i < n; i++) {
                 kv[i].key = e[i].head;
                 kv[i].idx = i;
             }
-            if (mr_radix_sort_into(kv, kv + n, n) < 0) kv = NULL; /* e unmoved: sorted below */
+            if (mr_radix_sort(kv, n) < 0) {
+                free(kv);
+                kv = NULL;
+            }
         }
         if (kv != NULL) {
-            /* gathered into tmp from the last entry down: entry k's bytes hold pairs 2k and
-             * 2k + 1, both already taken when it is written (pair k is read first) */
-            for (size_t k = n; k-- > 0;) {
-                if (k >= STRKEY_AHEAD) __builtin_prefetch(&e[kv[k - STRKEY_AHEAD].idx]); /* a hint */
-                size_t from = kv[k].idx;
-                tmp[k] = e[from];
-            }
+            for (size_t k = 0; k < n; k++) tmp[k] = e[kv[k].idx];
             memcpy(e, tmp, n * sizeof(strkey_entry));
+            free(kv);
         }
         size_t count[256];
         for (unsigned shift = 0; shift < 64 && kv == NULL; shift += 8) {

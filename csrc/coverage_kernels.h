@@ -49,19 +49,8 @@ typedef struct {
  * the digit. Returns 0 or MR_ENOMEM. The counts of all eight digits come from one read of
  * the keys (a pass per digit read the n records again eight times: at 10^6 records, 16 MB
  * each, out of cache); the records are only moved for the digits that differ. */
-static inline int mr_radix_sort_into(mr_kv *a, mr_kv *scratch, size_t n);
-
 static inline int
 mr_radix_sort(mr_kv *a, size_t n)
-{
-    return mr_radix_sort_into(a, NULL, n);
-}
-
-/* mr_radix_sort with scratch: n records the digit passes may use (the caller's memory, its
- * contents lost), or NULL for a fresh allocation of them (a caller that has the memory spares
- * the fresh pages their first touch faults in). */
-static inline int
-mr_radix_sort_into(mr_kv *a, mr_kv *scratch, size_t n)
 {
     if (n < 2) return 0;
     if (n <= 32) { /* insertion sort: stable */
@@ -76,10 +65,10 @@ mr_radix_sort_into(mr_kv *a, mr_kv *scratch, size_t n)
         }
         return 0;
     }
-    mr_kv *tmp = scratch != NULL ? scratch : mr_kalloc(n, sizeof(mr_kv));
+    mr_kv *tmp = mr_kalloc(n, sizeof(mr_kv));
     size_t(*counts)[256] = calloc(8, sizeof *counts); /* (may run without the GIL: malloc) */
     if (tmp == NULL || counts == NULL) {
-        if (tmp != scratch) free(tmp);
+        free(tmp);
         free(counts);
         return MR_ENOMEM;
     }
@@ -105,7 +94,7 @@ mr_radix_sort_into(mr_kv *a, mr_kv *scratch, size_t n)
         dst = t;
     }
     if (src != a) memcpy(a, src, n * sizeof(mr_kv));
-    if (tmp != scratch) free(tmp);
+    free(tmp);
     free(counts);
     return 0;
 }
