@@ -164,6 +164,20 @@ cj_write_utf8_string(cj_buf *b, const unsigned char *s, size_t n, int ensure_asc
             i += 8;
         }
         if (i >= n) break;
+        if (i + 8 > n && n >= 8) {
+            /* the last fewer than eight bytes: when the word ending the string is plain, so is
+             * every byte of it, and each of its bytes before i was copied as is (a plain byte
+             * is, by either loop): its copy ends the output so far, written again with the tail */
+            uint64_t w;
+            memcpy(&w, s + n - 8, 8);
+            if (cj_word_plain(w)) {
+                size_t back = i - (n - 8); /* < 8: bytes of the word already written */
+                memcpy(out - back, s + n - 8, 8);
+                out += 8 - back;
+                i = n;
+                break;
+            }
+        }
         unsigned char c = s[i];
         if (c < 0x80) {
             const char *esc;
