@@ -151,6 +151,21 @@ def maybe_profiled(profiled: bool, call: Callable[[], Any]) -> Any:
 COLLIDED_CALLS: list[int] = []
 
 
+# Calls of LoudKey.__eq__ (clear before the call under test; an empty list after it: no key
+# comparison ran).
+EQ_CALLS: list[str] = []
+
+
+class LoudKey(str):
+    """A str subclass key whose comparison records that it ran (in ``EQ_CALLS``)."""
+
+    def __eq__(self, other: object) -> bool:
+        EQ_CALLS.append(str(self))
+        return str.__eq__(self, other)
+
+    __hash__ = str.__hash__
+
+
 class CollidingKey(str):
     """A key equal to nothing, hashed as ``name``; its ``__eq__`` records (COLLIDED_CALLS) that
     it ran."""

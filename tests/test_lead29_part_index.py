@@ -28,24 +28,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from forge_helpers import EQ_CALLS as _EQ_CALLS
+from forge_helpers import LoudKey as _LoudKey
 from forge_helpers import maybe_profiled, outcome, sized_world
 from test_skip27_final_guards import _part_index_extra_fragment
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import WeightPlacementPart, bind_logical_transfer_plan
 from mooncake.reshard.weight.placement import part_index_matches
-
-_EQ_CALLS: list[str] = []
-
-
-class _LoudKey(str):
-    """A str subclass key whose comparison records that it ran."""
-
-    def __eq__(self, other: object) -> bool:
-        _EQ_CALLS.append(str(self))
-        return str.__eq__(self, other)
-
-    __hash__ = str.__hash__
 
 
 def _swapped(placement: Any) -> dict:

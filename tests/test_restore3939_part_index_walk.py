@@ -11,21 +11,13 @@ from typing import Any
 
 import pytest
 
+from forge_helpers import EQ_CALLS as _EQ_CALLS
+from forge_helpers import LoudKey as _LoudKey
 from forge_helpers import sized_world
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import WeightPlacementPart
 from mooncake.reshard.weight.placement import part_index_matches
-
-_EQ_CALLS: list[str] = []
-
-
-class _LoudKey(str):
-    def __eq__(self, other: object) -> bool:
-        _EQ_CALLS.append(str(self))
-        return str.__eq__(self, other)
-
-    __hash__ = str.__hash__
 
 
 def _placement() -> Any:

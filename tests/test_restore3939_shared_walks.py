@@ -12,22 +12,14 @@ from typing import Any
 import pytest
 
 from memory_executor import HostMemory, host_bindings, tp_placement
+from forge_helpers import EQ_CALLS as _EQ_CALLS
+from forge_helpers import LoudKey as _LoudKey
 
 from mooncake.reshard import _native
 from mooncake.reshard.contracts.fragments import RuntimeBindingFragment
 from mooncake.reshard.weight import WeightPlacementManifest, WeightPlacementPart
 from mooncake.reshard.weight._planner import bound_contracts as bc
 from mooncake.reshard.weight._planner.attestation import RuntimeBindingAttestation, RuntimeBindingEvidence
-
-_EQ_CALLS: list[str] = []
-
-
-class _LoudKey(str):
-    def __eq__(self, other: object) -> bool:
-        _EQ_CALLS.append(str(self))
-        return str.__eq__(self, other)
-
-    __hash__ = str.__hash__
 
 
 def _attestation() -> Any:
