@@ -38,7 +38,7 @@ gt_untrack_inert(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t 
     /* A C-owned layout class (PlacementFragment): judged by its fields, all set and inert.
      * The memo remembers one accepted class (its instance layout cannot change); any other
      * class runs the full check, which a dict-backed class fails at once. */
-    static mr_layout_memo memo = {NULL, NULL};
+    static mr_layout_memo memo;
     mr_layout_class lc = {NULL, 0};
     if (memo.cls == cls) {
         lc.cls = cls;

@@ -19,6 +19,7 @@
  * count (macro-generated below), so each knows its n without reading the type. */
 #include "layout.h"
 #include "gctrack.h"
+#include <limits.h>
 #include <structmember.h>
 
 #define LY_MAX_NAME 200
@@ -928,7 +929,112 @@ layout_storer(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return builder;
 }
 
+/* Cold mode (layout.h mr_layout_memo, AUDIT40): the level, and the list of memos ever filled. */
+int mr_memo_cold = 0;
+static mr_layout_memo *ly_memo_list = NULL;
+
+void
+mr_memo_listed(mr_layout_memo *memo)
+{
+    if (memo->listed) return;
+    memo->listed = 1;
+    memo->next = ly_memo_list;
+    ly_memo_list = memo;
+}
+
+PyDoc_STRVAR(layout_memos_cold_doc,
+"layout_memos_cold(delta, /)\n"
+"--\n\n"
+"Enter (delta 1) or leave (delta -1) cold mode, which nests, and return the new level: while the\n"
+"level is above 0, no per-call-site layout memo answers from what it holds, so every memo'd C\n"
+"step decides as in a fresh process (csrc/layout.h mr_layout_memo). Entering from level 0\n"
+"empties every memo first. For a call whose per-call proof (fields_unshadowed) failed. ValueError\n"
+"for any other delta or below level 0.");
+
+static PyObject *
+layout_memos_cold(PyObject *Py_UNUSED(module), PyObject *arg)
+{
+    long delta = PyLong_CheckExact(arg) ? PyLong_AsLong(arg) : 0;
+    if (delta == -1 && PyErr_Occurred()) return NULL;
+    if ((delta != 1 && delta != -1) || (delta == -1 && mr_memo_cold <= 0) || (delta == 1 && mr_memo_cold == INT_MAX)) {
+        PyErr_SetString(PyExc_ValueError, "layout_memos_cold: delta must be 1, or -1 in cold mode");
+        return NULL;
+    }
+    mr_memo_cold += (int)delta; /* (first: a class released below may run code that reads a memo) */
+    if (delta == 1 && mr_memo_cold == 1) {
+        for (mr_layout_memo *memo = ly_memo_list; memo != NULL; memo = memo->next) mr_layout_memo_forget(memo);
+    }
+    return PyLong_FromLong(mr_memo_cold);
+}
+
+static PyObject *ly_mro_key = NULL; /* interned "__mro__", made once by Init_Layout */
+
+PyDoc_STRVAR(layout_memos_unshadowed_doc,
+"layout_memos_unshadowed(specs, /)\n"
+"--\n\n"
+"True when each (cls, names) pair of specs (an exact tuple of exact 2-tuples: the package's layout\n"
+"classes) and each class a per-call-site layout memo holds, with the memo's names, passes\n"
+"mr_fields_unshadowed (no class of its MRO up to the layout base holds a field's name, metaclass\n"
+"exactly type, the generic __getattribute__): a memo hit then answers what the full check would\n"
+"answer now. Else False (then run the call in cold mode: layout_memos_cold). The specs stay\n"
+"proved when a nested cold call empties the memos. The per-call proof of the entry points whose\n"
+"memo'd C steps stand for rules that read attributes (AUDIT40). Runs no Python code.");
+
+/* 1 when a and b are exact tuples of the same items (identity: interned names). */
+static int
+ly_same_items(PyObject *a, PyObject *b)
+{
+    if (a == b) return 1;
+    if (a == NULL || b == NULL || !PyTuple_CheckExact(a) || !PyTuple_CheckExact(b)) return 0;
+    const Py_ssize_t n = PyTuple_Size(a);
+    if (PyTuple_Size(b) != n) return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (PyTuple_GetItem(a, i) != PyTuple_GetItem(b, i)) return 0; /* in range */
+    }
+    return 1;
+}
+
+static PyObject *
+layout_memos_unshadowed(PyObject *Py_UNUSED(module), PyObject *specs)
+{
+    enum { LY_SEEN = 32 };
+    PyObject *seen[LY_SEEN][2]; /* (class, names) pairs proved by this call: borrowed */
+    int n_seen = 0;
+    if (ly_mro_key == NULL || !PyTuple_CheckExact(specs)) Py_RETURN_FALSE;
+    const Py_ssize_t n_specs = PyTuple_Size(specs);
+    for (Py_ssize_t k = 0; k < n_specs; k++) {
+        PyObject *spec = PyTuple_GetItem(specs, k); /* borrowed; in range */
+        if (spec == NULL || !PyTuple_CheckExact(spec) || PyTuple_Size(spec) != 2
+            || !mr_fields_unshadowed(PyTuple_GetItem(spec, 0), PyTuple_GetItem(spec, 1), NULL, NULL, ly_mro_key)) {
+            PyErr_Clear();
+            Py_RETURN_FALSE;
+        }
+        if (n_seen < LY_SEEN) {
+            seen[n_seen][0] = PyTuple_GetItem(spec, 0);
+            seen[n_seen][1] = PyTuple_GetItem(spec, 1);
+            n_seen++;
+        }
+    }
+    for (const mr_layout_memo *memo = ly_memo_list; memo != NULL; memo = memo->next) {
+        if (memo->cls == NULL) continue;
+        int known = 0;
+        for (int k = 0; k < n_seen && !known; k++) known = seen[k][0] == memo->cls && ly_same_items(seen[k][1], memo->names);
+        if (known) continue;
+        if (memo->names == NULL || !mr_fields_unshadowed(memo->cls, memo->names, NULL, NULL, ly_mro_key)) {
+            Py_RETURN_FALSE;
+        }
+        if (n_seen < LY_SEEN) {
+            seen[n_seen][0] = memo->cls;
+            seen[n_seen][1] = memo->names;
+            n_seen++;
+        }
+    }
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef layout_methods[] = {
+    {"layout_memos_cold", layout_memos_cold, METH_O, layout_memos_cold_doc},
+    {"layout_memos_unshadowed", layout_memos_unshadowed, METH_O, layout_memos_unshadowed_doc},
     {"value_base", (PyCFunction)(void (*)(void))value_base, METH_FASTCALL, value_base_doc},
     {"layout_info", layout_info, METH_O, layout_info_doc},
     {"layout_check", (PyCFunction)(void (*)(void))layout_check, METH_FASTCALL, layout_check_doc},
@@ -987,6 +1093,10 @@ Init_Layout(PyObject *module)
     if (ly_shared_max_key == NULL) {
         ly_shared_max_key = PyUnicode_InternFromString("SHARED_MAX"); /* kept for the process */
         if (ly_shared_max_key == NULL) return -1;
+    }
+    if (ly_mro_key == NULL) {
+        ly_mro_key = PyUnicode_InternFromString("__mro__"); /* kept for the process */
+        if (ly_mro_key == NULL) return -1;
     }
     if (ly_builder_type == NULL) {
         ly_builder_type = PyType_FromSpec(&ly_builder_spec); /* kept for the process */

@@ -366,12 +366,42 @@ mr_fields_unshadowed(PyObject *cls, PyObject *names, PyObject *pinned, PyObject 
  * instance state is what they mirror) and is not re-checked: readers that mirror getattr must
  * call mr_layout_check_fields on each pass instead. One class per call site. (AUDIT39: the fast
  * revalidation's passes mirror rules that read attributes; its driver proves per call that no
- * field is shadowed, mr_fields_unshadowed, before and after them. Bind's memo'd steps are not
- * covered yet: tests/test_audit39_bind_warm_memo.py.) */
-typedef struct {
+ * field is shadowed, mr_fields_unshadowed, before and after them.)
+ *
+ * Cold mode (AUDIT40): many memo'd steps stand for rules that read attributes (bind's steps,
+ * tests/test_audit39_bind_warm_memo.py), so a public call whose per-call proof fails
+ * (``_native.layout_memos_unshadowed``: mr_fields_unshadowed for every class a memo holds, with
+ * its names) runs with mr_memo_cold > 0 (``_native.layout_memos_cold``): on
+ * entering it every memo that ever held a class is emptied (each one is linked into one list when
+ * first filled: ``next``), and while it lasts no memo answers from what it holds (every check is
+ * the full one, which declines a class with a shadowed field), a memo whose full check declines
+ * is emptied (readers that compare a type with ``memo.cls`` directly see no class), and no class
+ * is added to an mr_class_memo's declined list (it would stay declined once the shadow is
+ * gone). Each memo'd step then decides as in a fresh process (a cold call): the layout check
+ * declines and the rules (the Python steps) decide. Memos filled meanwhile hold classes the full
+ * check accepted, so they stay valid after it. */
+typedef struct mr_layout_memo {
     PyObject *cls;
     PyObject *names;
+    struct mr_layout_memo *next; /* the list of filled memos (mr_memo_listed), or NULL */
+    int listed;
 } mr_layout_memo;
+
+/* > 0 while a call runs in cold mode (above); layout.c. */
+extern int mr_memo_cold;
+
+/* Links memo into the list of filled memos (once; memos are static storage). layout.c. */
+void mr_memo_listed(mr_layout_memo *memo);
+
+/* Empties memo (its references released last). */
+static inline void
+mr_layout_memo_forget(mr_layout_memo *memo)
+{
+    PyObject *old[2] = {memo->cls, memo->names};
+    memo->cls = NULL;
+    memo->names = NULL;
+    for (int k = 0; k < 2; k++) Py_XDECREF(old[k]);
+}
 
 /* 1 when the names tuple's items are the memo's, the same objects in order (exact tuples). */
 static inline int
@@ -398,7 +428,7 @@ mr_layout_memo_hit(const mr_layout_memo *memo, mr_layout_class *out, PyObject *c
 {
     out->cls = NULL;
     out->n = 0;
-    if (memo->cls == NULL || memo->cls != cls || PyTuple_Size(memo->names) != n) return 0;
+    if (memo->cls == NULL || memo->cls != cls || mr_memo_cold > 0 || PyTuple_Size(memo->names) != n) return 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         if (PyTuple_GetItem(memo->names, i) != names[i]) return 0; /* in range */
     }
@@ -412,15 +442,19 @@ mr_layout_memo_hit(const mr_layout_memo *memo, mr_layout_class *out, PyObject *c
 static inline int
 mr_layout_memo_check(mr_layout_memo *memo, mr_layout_class *out, PyObject *cls, PyObject *names)
 {
-    if (memo->cls != NULL && memo->cls == cls && mr_layout_memo_same_names(memo, names)) {
+    if (memo->cls != NULL && memo->cls == cls && mr_memo_cold == 0 && mr_layout_memo_same_names(memo, names)) {
         out->cls = cls;
         out->n = PyTuple_Size(names);
         return 1;
     }
-    if (!mr_layout_check_fields(out, cls, 0, names)) return 0;
+    if (!mr_layout_check_fields(out, cls, 0, names)) {
+        if (mr_memo_cold > 0) mr_layout_memo_forget(memo); /* (cold mode: no class left to compare with) */
+        return 0;
+    }
     PyObject *old[2] = {memo->cls, memo->names};
     memo->cls = Py_NewRef(cls);
     memo->names = Py_NewRef(names);
+    mr_memo_listed(memo);
     for (int k = 0; k < 2; k++) Py_XDECREF(old[k]); /* after the memo is consistent */
     return 1;
 }
@@ -527,7 +561,7 @@ mr_bound_layout(mr_layout_memo *memo, mr_layout_class *out, PyObject *cls)
 {
     static const char *const names[MR_BF_N] = {"placement",        "binding", "instance_id", "runtime_lease_id",
                                                "lease_generation", "owner",   "attestation"};
-    if (memo->cls != NULL && memo->cls == cls) {
+    if (memo->cls != NULL && memo->cls == cls && mr_memo_cold == 0) {
         out->cls = cls;
         out->n = MR_BF_N;
         return 1;
@@ -668,8 +702,9 @@ mr_untrack_layout_regions(PyObject *regions, const mr_layout_class *rl, PyObject
  * declined (strong references, so their addresses are never reused). A declined class stays
  * declined for the process: declining is always safe (the reader takes its instance-dict path),
  * and it spares the full check (an MRO walk) per object for the other classes a reader meets
- * (placement fragments, runtime fragments, ranks, ...). One memo per layout and call site: a
- * memo only ever holds one layout's names. */
+ * (placement fragments, runtime fragments, ranks, ...). A layout class of these very fields
+ * declined for a shadowed field is not remembered (the shadow may go: AUDIT40), nor any class in
+ * cold mode. One memo per layout and call site: a memo only ever holds one layout's names. */
 #define MR_CLASS_DECLINED 8
 typedef struct {
     mr_layout_memo memo;
@@ -677,13 +712,29 @@ typedef struct {
     int next;
 } mr_class_memo;
 
+/* 1 when cls derives from a layout base (mr_layout_find) whose field names equal names (an exact
+ * tuple of exact str), else 0. Never raises; runs no Python code. */
+static inline int
+mr_layout_has_names(PyObject *cls, PyObject *names)
+{
+    PyObject *base, *mro;
+    Py_ssize_t index;
+    const mr_layout_info *info = mr_layout_find(cls, &base, &index, &mro);
+    if (info == NULL) return 0;
+    Py_DECREF(mro);
+    int same = info->names == names
+               || (PyTuple_CheckExact(names) && PyObject_RichCompareBool(info->names, names, Py_EQ) == 1);
+    PyErr_Clear();
+    return same;
+}
+
 /* Per call (or per object): *lc accepts cls when it is a C-owned layout of exactly the n field
  * names (an exact tuple, NULL before Init_Layout: declined) in field order (1), else is cleared
  * (0). memo is the C file's (static). Never raises; call it with no exception set. */
 static inline int
 mr_class_layout(mr_class_memo *memo, mr_layout_class *lc, PyObject *cls, PyObject *names, Py_ssize_t n)
 {
-    if (memo->memo.cls != NULL && memo->memo.cls == cls) { /* (the memo only ever holds these names) */
+    if (memo->memo.cls != NULL && memo->memo.cls == cls && mr_memo_cold == 0) { /* (only ever these names) */
         lc->cls = cls;
         lc->n = n;
         return 1;
@@ -695,6 +746,9 @@ mr_class_layout(mr_class_memo *memo, mr_layout_class *lc, PyObject *cls, PyObjec
     }
     if (names == NULL) return 0;
     if (mr_layout_memo_check(&memo->memo, lc, cls, names)) return 1;
+    /* (not remembered in cold mode, nor a class whose layout has these very fields: declined for
+     * a shadowed field, which may go, AUDIT40) */
+    if (mr_memo_cold > 0 || mr_layout_has_names(cls, names)) return 0;
     int slot = memo->next;
     memo->next = (slot + 1) % MR_CLASS_DECLINED;
     PyObject *old = memo->declined[slot];

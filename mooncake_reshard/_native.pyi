@@ -752,6 +752,22 @@ def revalidate_scan_carried(
     above 257 operations, ``bound_contracts._compact_carried``: both position lists as bytes of
     native int32, boxes None) is accepted as well, and its packed positions and None returned."""
 
+def layout_memos_cold(delta: int, /) -> int:
+    """Enter (``delta`` 1) or leave (-1) cold mode, which nests; returns the new level. While it is
+    above 0 no per-call-site layout memo answers from what it holds (each memo'd C step checks
+    its class in full, as in a fresh process); entering it from 0 empties every memo. For a call
+    whose per-call proof (``fields_unshadowed``) failed (AUDIT40, ``bound_contracts._memo_proved``).
+    ``ValueError`` for another delta or for leaving at level 0."""
+    ...
+
+def layout_memos_unshadowed(specs: tuple[tuple[type, tuple[str, ...]], ...], /) -> bool:
+    """True when each ``(cls, names)`` of ``specs`` (the package's layout classes) and each class
+    a per-call-site layout memo holds, with the memo's names, still reads those fields from its
+    layout slots as the generic attribute lookup would (``fields_unshadowed``'s proof), so a memo
+    hit answers what the full check would; else False (also for malformed ``specs``; then run the
+    call in cold mode). Runs no Python code (AUDIT40, ``_memo_proof.memo_proved``)."""
+    ...
+
 def fields_unshadowed(specs: tuple[tuple[Any, ...], ...]) -> bool:
     """True when, for every ``(cls, names)`` or ``(cls, names, pinned, absent)`` of ``specs``,
     instances of ``cls`` read each field in ``names`` as the generic attribute lookup reads it

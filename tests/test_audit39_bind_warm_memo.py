@@ -1,4 +1,6 @@
-"""AUDIT39 (item 3), an open hole, recorded (strict xfail: fix it, then drop the marker): bind's
+"""AUDIT39 (item 3), closed by AUDIT40 (_memo_proof.memo_proved;
+tests/test_audit4040_bind_cold_memos.py extends the cases to every field bind's C steps read,
+planted on the class and on a base). Bind's
 C steps (csrc/binder.c, regioncheck.c, exact.c) check a value class's C-owned layout through
 per-call-site memos (layout.h ``mr_layout_memo``: "a class attribute added later that shadows a
 field does not matter to these readers"), while the steps they stand for are rules that read
@@ -41,7 +43,6 @@ def _rules(plan: Any) -> Any:
         bc._fast_revalidate_live = real
 
 
-@pytest.mark.xfail(strict=True, reason="AUDIT39 open hole: bind's layout memos ignore a planted field property")
 @pytest.mark.parametrize(
     "cls,field,edit", [(PlacementFragment, "tensor_id", _next), (RuntimeBindingFragment, "address", _other)]
 )
@@ -57,7 +58,6 @@ def test_a_warm_bind_returns_no_plan_the_rules_refuse(cls, field, edit):
     assert isinstance(plan, tuple) or not isinstance(verdict, tuple), verdict
 
 
-@pytest.mark.xfail(strict=True, reason="AUDIT39 open hole: bind's layout memos ignore a planted field property")
 def test_a_warm_bind_refuses_as_the_rules_do():
     _bind(sized_world(2))
     world = sized_world(2)

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import _native
+from .._memo_proof import memo_proved
 from ..contracts._checks import item_tuple
 from ..contracts.fragments import RuntimeBindingFragment
 from ..contracts.manifest import validate_resource_binding_identity
@@ -138,13 +139,18 @@ def validate_runtime_binding(
     placement: WeightPlacementManifest, binding: WeightRuntimeBindingManifest
 ) -> None:
     """Check that ``binding`` is a valid physical snapshot of its participant's part."""
-    validate_runtime_address_ranges(_binding_views(placement, binding))
+    # (the C steps' layout memos trusted only while proved: mooncake_reshard._memo_proof)
+    memo_proved(lambda: validate_runtime_address_ranges(_binding_views(placement, binding)))
 
 
 def validate_runtime_bindings(
     placement: WeightPlacementManifest, bindings: Sequence[WeightRuntimeBindingManifest]
 ) -> None:
     """Check a complete binding set: one binding per participant that owns fragments."""
+    memo_proved(lambda: _validate_runtime_bindings(placement, bindings))
+
+
+def _validate_runtime_bindings(placement: Any, bindings: Any) -> None:
     items = item_tuple(bindings, "runtime bindings", WeightRuntimeBindingManifest)
     participants = [binding.participant_id for binding in items]
     if len(set(participants)) != len(participants):

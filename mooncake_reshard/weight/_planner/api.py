@@ -6,6 +6,7 @@ from typing import Any, Optional
 
 from ... import _native
 from ..._collector import collector_paused
+from ..._memo_proof import memo_proved
 from ...contracts.ids import ParticipantId
 from ..part import WeightPlacementPart
 from ..placement import WeightPlacementManifest
@@ -111,6 +112,11 @@ def plan_placement_transfer(
     result selects one complete source DP replica per target DP rank (round robin) and lists
     every overlap as one compact strided :class:`TransferRegion`.
     """
+    # (each public entry point: its C steps' layout memos trusted only while proved, _memo_proof)
+    return memo_proved(lambda: _plan_placement_transfer(source_placement, target_placement, planning_limits))
+
+
+def _plan_placement_transfer(source_placement: Any, target_placement: Any, planning_limits: Any) -> LogicalTransferPlan:
     source = _require_placement(source_placement, "source")
     target = _require_placement(target_placement, "target")
     _check_identity(source, target)
@@ -129,6 +135,14 @@ def plan_placement_transfer_to_local_target(
     With ``target_participant_id=None`` the target must have exactly one participant. The plan
     binds with that participant's target binding plus the source bindings.
     """
+    return memo_proved(
+        lambda: _plan_to_local_target(source_placement, target_placement, target_participant_id, planning_limits)
+    )
+
+
+def _plan_to_local_target(
+    source_placement: Any, target_placement: Any, target_participant_id: Any, planning_limits: Any
+) -> LogicalTransferPlan:
     source = _require_placement(source_placement, "source")
     target = _require_placement(target_placement, "target")
     if target_participant_id is None:
@@ -157,6 +171,10 @@ def plan_stored_transfer_to_target_placement(
     The plan keeps the revalidated manifest and its identity; binding later needs the same
     manifest again (``source_manifest=``).
     """
+    return memo_proved(lambda: _plan_stored_transfer(source_manifest, target_placement, planning_limits))
+
+
+def _plan_stored_transfer(source_manifest: Any, target_placement: Any, planning_limits: Any) -> LogicalTransferPlan:
     if not isinstance(source_manifest, StoredWeightManifest):
         raise ValueError("source manifest must be a StoredWeightManifest")
     target = _require_placement(target_placement, "target")

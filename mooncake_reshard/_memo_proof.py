@@ -1,0 +1,61 @@
+"""The per-call proof that the C steps' layout memos may be trusted (AUDIT40)."""
+
+from __future__ import annotations
+
+from typing import Callable, TypeVar
+
+from . import _native
+
+_T = TypeVar("_T")
+
+# The package's layout value classes with their layout's field names (``_layout.layout_dataclass``
+# registers each one): proved on every call whatever the memos hold at that moment (a nested
+# cold call empties them).
+_SPECS: tuple[tuple[type, tuple[str, ...]], ...] = ()
+
+
+def register_layout(cls: type, names: tuple[str, ...]) -> None:
+    """Add a layout value class (``_layout.layout_dataclass``) to the classes every proof covers."""
+    global _SPECS
+    _SPECS = _SPECS + ((cls, names),)
+
+
+def memo_proved(call: Callable[[], _T]) -> _T:
+    """``call()`` for a public entry point whose C steps check a value class's layout through
+    per-call-site memos (csrc/layout.h ``mr_layout_memo``: a class accepted once is not checked
+    again, so a field property planted on it later is not seen), while the steps they stand for
+    are rules that read attributes (AUDIT40; tests/test_audit39_bind_warm_memo.py). The memos are
+    trusted only when ``_native.layout_memos_unshadowed(_SPECS)`` holds before the call and again
+    after it: ``mr_fields_unshadowed``, the revalidation's per-call proof, for the package's layout
+    classes and for every class a memo holds (a user subclass a memo accepted as well), with its
+    field names.
+    Otherwise the call runs (again) in cold mode (``_native.layout_memos_cold``): every memo'd
+    step checks its class in full, declines a shadowed one and leaves the decision to the rules,
+    as in a fresh process.
+
+    Why after, too: the steps run foreign Python code for inputs that are not of the exact classes
+    or hold values that are not plain (a subclass's attribute read, a non-exact ``__eq__`` or
+    ``__hash__`` in a snapshot comparison, a descriptor, a profile hook), and such code can plant a
+    property after the first proof. A plant standing at the end is seen by the second proof (which
+    also covers classes memos took during the call) and the call is decided again, cold, on the
+    classes as they are then (its raise as well as its result: a refusal can come from a memo'd
+    step too). One planted and removed again within the call is not seen (as for the
+    revalidation, which proves before and after its passes). Both proofs run no Python code."""
+    if _native.layout_memos_unshadowed(_SPECS):
+        try:
+            result = call()
+        except Exception:
+            if _native.layout_memos_unshadowed(_SPECS):
+                raise
+        else:
+            if _native.layout_memos_unshadowed(_SPECS):
+                return result
+            del result
+    _native.layout_memos_cold(1)
+    try:
+        return call()
+    finally:
+        _native.layout_memos_cold(-1)
+
+
+__all__ = ["memo_proved"]
