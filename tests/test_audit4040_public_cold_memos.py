@@ -1,8 +1,9 @@
 """AUDIT40 (item 3): the other public entry points whose C steps check a value class's layout
 through per-call-site memos (csrc/layout.h ``mr_layout_memo``) and stand for rules that read
 attributes: planning (``plan_placement_transfer``: csrc/table.c, canonical.c, overlap.c,
-planobj.c build and check the fragments and regions) and ``validate_runtime_binding(s)``
-(csrc/binder.c, regioncheck.c: the runtime fragments against the placement's). Warmed by one
+planobj.c build and check the fragments and regions), ``LogicalTransferPlan``'s validation
+(``dataclasses.replace``, pickle restore) and ``validate_runtime_binding(s)`` (csrc/binder.c,
+regioncheck.c: the runtime fragments against the placement's). Warmed by one
 call, they ignored a property planted afterwards on a layout field (PlacementFragment,
 RuntimeBindingFragment, TransferRegion; on the class or on a class put between it and its
 layout base): planning returned a plan a cold process refuses (or a different plan), validation
@@ -12,16 +13,17 @@ The oracle, as in tests/test_audit4040_bind_cold_memos.py: a fresh interpreter b
 placements and bindings (no planning or validation call), then forks one child per case, which
 plants and calls. Each case fails on the start build (6574542).
 
-Found and not fixed (see the session report): with a bound plan, ``resolve_executor_plan``,
-``LogicalTransferPlan`` replace and pickle restore, and the rules' path of ``TransferPlan``
-replace and restore (the fast revalidation declines on the planted property, the Python rules
+Found and not fixed (see the session report): with a bound plan, ``resolve_executor_plan``
+and the rules' path of ``TransferPlan`` replace and restore (the fast revalidation declines on the planted property, the Python rules
 then call memo'd C helpers) also decide differently warm and in cold mode; no cold-process
 oracle is available for them here (building a bound plan warms the memos)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import pickle
 import re
 import subprocess
 import sys
@@ -49,6 +51,8 @@ CLASSES = {"PlacementFragment": PlacementFragment, "RuntimeBindingFragment": Run
 EDITS = {"next": _next, "other": _other}
 OPS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "plan": lambda w: plan_placement_transfer(w["source"], w["target"]),
+    "logical_replace": lambda w: dataclasses.replace(w["logical"]),
+    "logical_restore": lambda w: pickle.loads(w["logical_pickle"]),
     "validate_binding": lambda w: validate_runtime_binding(w["target"], w["bindings"][0]),
     "validate_bindings": lambda w: validate_runtime_bindings(w["target"], w["bindings"]),
 }
@@ -61,8 +65,16 @@ _PF_VALIDATE = [(name, "next") for name in ("tensor_id", "local_shape", "nbytes"
 _RF_VALIDATE = [(name, "next") for name in ("placement_fragment_id", "nbytes", "itemsize", "local_shape",
                                             "strides_bytes")] + [
     (name, "other") for name in ("address", "storage_address", "storage_nbytes")]
+_PF_LOGICAL = _PF_PLAN + [("pipeline_stage_id", "other")]
+_REGION_LOGICAL = [(name, "next") for name in ("tensor_id", "overlap_offset", "overlap_shape", "source_strides",
+                                               "target_strides")]
+LOGICAL_OPS = ("logical_replace", "logical_restore")
+# (no TransferRegion case for logical_restore: the restored regions are new objects the planted
+# property reads alike, warm or cold)
 FIELDS = (
     [("plan", "PlacementFragment", f, e) for f, e in _PF_PLAN]
+    + [(op, "PlacementFragment", f, e) for op in LOGICAL_OPS for f, e in _PF_LOGICAL]
+    + [("logical_replace", "TransferRegion", f, e) for f, e in _REGION_LOGICAL]
     + [("plan", "TransferRegion", f, e) for f, e in _REGION]
     + [(op, "PlacementFragment", f, e) for op in ("validate_binding", "validate_bindings") for f, e in _PF_VALIDATE]
     + [(op, "RuntimeBindingFragment", f, e) for op in ("validate_binding", "validate_bindings") for f, e in _RF_VALIDATE]
@@ -84,8 +96,18 @@ def _summary(result: Any) -> list[str]:
     return ["value", re.sub(r"0x[0-9a-f]+", "0x?", repr(result))]
 
 
+def _prepared(op: str, world: dict[str, Any]) -> dict[str, Any]:
+    """The world with what op needs built (unplanted): a logical plan and its pickle. (Planning
+    warms its own memos: the cold oracle plans in the child, before the plant, as here.)"""
+    if op not in LOGICAL_OPS:
+        return world
+    logical = plan_placement_transfer(world["source"], world["target"])
+    return dict(world, logical=logical, logical_pickle=pickle.dumps(logical))
+
+
 def _planted(case: tuple[str, ...], world: dict[str, Any]) -> list[str]:
     op, cls_name, field, edit, place = case
+    world = _prepared(op, world)
     make = _planter if place == "class" else _base_planter
     undo = make(CLASSES[cls_name], field, EDITS[edit])()
     try:
@@ -129,7 +151,7 @@ def cold() -> dict[str, list[str]]:
 
 @pytest.mark.parametrize("case", CASES, ids=["-".join(case) for case in CASES])
 def test_a_warm_call_decides_a_planted_property_as_a_cold_process(case, cold):
-    world = _world()
+    world = _prepared(case[0], _world())
     outcome(lambda: OPS[case[0]](world))  # (warms the memos)
     assert _planted(case, world) == cold["|".join(case)]
     assert _summary(outcome(lambda: OPS[case[0]](world)))[0] == "value"  # (nothing left behind)

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Optional, TypeVar, Union
 
+from ..._memo_proof import memo_proved
 from ..._layout import layout_builder, layout_dataclass, layout_state_reader, value_base
 from ...contracts.ids import ParticipantId, PlacementFragmentId, PlacementId, ResourceId, RevisionId, TensorId
 from ..._shared_keys import share_field_keys
@@ -725,7 +726,8 @@ class LogicalTransferPlan:
 
     def __post_init__(self) -> None:
         try:
-            _validation().validate_logical_plan(self)
+            # (its C steps' layout memos trusted only while proved: mooncake_reshard._memo_proof)
+            memo_proved(lambda: _validation().validate_logical_plan(self))
         except (TypeError, AttributeError, KeyError, IndexError):
             # The rules met a value restored from a forged field dict (spec §13: regions,
             # fragments, executors, limits are default-pickled). The spec message of the first
