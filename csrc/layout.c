@@ -998,7 +998,8 @@ static PyObject *
 layout_memos_unshadowed(PyObject *Py_UNUSED(module), PyObject *specs)
 {
     enum { LY_SEEN = 32 };
-    PyObject *seen[LY_SEEN][2]; /* (class, names) pairs proved by this call: borrowed */
+    /* (class, names, another names tuple of the same items) proved by this call: borrowed */
+    PyObject *seen[LY_SEEN][3];
     int n_seen = 0;
     if (ly_mro_key == NULL || !PyTuple_CheckExact(specs)) Py_RETURN_FALSE;
     const Py_ssize_t n_specs = PyTuple_Size(specs);
@@ -1011,21 +1012,29 @@ layout_memos_unshadowed(PyObject *Py_UNUSED(module), PyObject *specs)
         }
         if (n_seen < LY_SEEN) {
             seen[n_seen][0] = PyTuple_GetItem(spec, 0);
-            seen[n_seen][1] = PyTuple_GetItem(spec, 1);
+            seen[n_seen][1] = seen[n_seen][2] = PyTuple_GetItem(spec, 1);
             n_seen++;
         }
     }
     for (const mr_layout_memo *memo = ly_memo_list; memo != NULL; memo = memo->next) {
         if (memo->cls == NULL) continue;
         int known = 0;
-        for (int k = 0; k < n_seen && !known; k++) known = seen[k][0] == memo->cls && ly_same_items(seen[k][1], memo->names);
+        for (int k = 0; k < n_seen && !known; k++) {
+            if (seen[k][0] != memo->cls) continue;
+            /* (memos share a few names tuples: the items compared once per tuple and call) */
+            known = memo->names == seen[k][1] || memo->names == seen[k][2];
+            if (!known && ly_same_items(seen[k][1], memo->names)) {
+                known = 1;
+                seen[k][2] = memo->names;
+            }
+        }
         if (known) continue;
         if (memo->names == NULL || !mr_fields_unshadowed(memo->cls, memo->names, NULL, NULL, ly_mro_key)) {
             Py_RETURN_FALSE;
         }
         if (n_seen < LY_SEEN) {
             seen[n_seen][0] = memo->cls;
-            seen[n_seen][1] = memo->names;
+            seen[n_seen][1] = seen[n_seen][2] = memo->names;
             n_seen++;
         }
     }
