@@ -51,6 +51,8 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Tuple, Type, TypeVar, ove
 from . import _native, _shared_tuples
 from ._memo_proof import register_layout
 
+_PACKAGE = __name__.rpartition(".")[0] + "."  # (mooncake.reshard. or mooncake_reshard.)
+
 __all__ = ["layout_builder", "layout_dataclass", "layout_storer", "layout_fields", "layout_state_reader", "value_base"]
 
 _T = TypeVar("_T")
@@ -212,7 +214,8 @@ def _layout_dataclass(cls: Type[_T], init: bool) -> Type[_T]:
             delattr(done, f.name)  # the default lives on in __init__ and the Field
         else:
             raise TypeError(f"{cls.__qualname__}.{f.name} shadows the layout's field")
-    register_layout(done, names)  # (its memos' per-call proof: _memo_proof.memo_proved)
+    if done.__module__.startswith(_PACKAGE):  # (the package's own: kept for the process)
+        register_layout(done, names)  # (its memos' per-call proof: _memo_proof.memo_proved)
     getstate, setstate = _state_methods(done, base, names)
     if "__getstate__" not in done.__dict__:
         done.__getstate__ = getstate  # type: ignore[attr-defined]
