@@ -3359,6 +3359,61 @@ rs_class_attrs(PyObject *type, PyObject *const *names, int n_names, int want)
     return rs_class_attrs_known(type, names, n_names, want, NULL);
 }
 
+/* The MRO tuples (strong references: an address is never reused while held) whose every class
+ * was found plain by one walk of all its keys (rs_mro_plain): of metaclass exactly type, a heap
+ * class's own dict an exact dict of exact str keys, any other class's behind its proxy exact str
+ * keys. That holds while the tuple is held (REVAL40): a heap class's dict is never replaced and
+ * attribute assignment stores an exact, interned str key whatever it was given (the argument of
+ * layout.h's mr_plain_mros), a static or immutable class's dict cannot be changed from Python, and
+ * a class holding other keys enters an MRO only with a new MRO tuple. rs_class_attrs_known then
+ * skips its per-call key walks for the tuple's classes (they would all pass), not the probes. */
+enum { RS_PLAIN_MROS = 64 };
+static PyObject *rs_plain_mros[RS_PLAIN_MROS];
+
+static inline int
+rs_plain_mro_known(PyObject *mro)
+{
+    for (int k = 0; k < RS_PLAIN_MROS && rs_plain_mros[k] != NULL; k++) {
+        if (rs_plain_mros[k] == mro) return 1;
+    }
+    return 0;
+}
+
+/* 1 (and mro remembered, room permitting) when every class of the exact tuple mro is plain (see
+ * rs_plain_mros), else 0 (no error left set). Runs no Python code. */
+static int
+rs_mro_plain(PyObject *mro)
+{
+    const Py_ssize_t n = PyTuple_Size(mro);
+    int plain = n >= 0;
+    for (Py_ssize_t k = 0; k < n && plain; k++) {
+        PyObject *cls = PyTuple_GetItem(mro, k); /* borrowed; in range */
+        if (cls == NULL || Py_TYPE(cls) != &PyType_Type) {
+            plain = 0;
+            break;
+        }
+        if (PyType_GetFlags((PyTypeObject *)cls) & Py_TPFLAGS_HEAPTYPE) {
+            PyObject *dict = PyObject_GenericGetDict(cls, NULL);
+            plain = dict != NULL && pd_plain_keys(dict);
+            Py_XDECREF(dict);
+        }
+        else {
+            PyObject *proxy = PyObject_GetAttr(cls, rs_keys[RS_DICT]);
+            plain = proxy != NULL && rs_proxy_plain(proxy);
+            Py_XDECREF(proxy);
+        }
+    }
+    PyErr_Clear();
+    if (!plain) return 0;
+    for (int k = 0; k < RS_PLAIN_MROS; k++) {
+        if (rs_plain_mros[k] == NULL) {
+            rs_plain_mros[k] = Py_NewRef(mro);
+            break;
+        }
+    }
+    return 1;
+}
+
 /* rs_class_attrs that, when ``plain_object`` is not NULL, skips the key walk of ``object``'s
  * dict when *plain_object is ``object`` (the caller found it plain with no Python code run
  * since), and sets *plain_object to ``object`` once that walk found it plain (the class in every
@@ -3377,6 +3432,8 @@ rs_class_attrs_known(PyObject *type, PyObject *const *names, int n_names, int wa
     int left = n_names, ok = 1;
     Py_ssize_t n = PyTuple_CheckExact(mro) ? PyTuple_Size(mro) : -1;
     if (n < 0) ok = 0;
+    /* every class's keys found plain with this tuple: the walks below are skipped (rs_plain_mros) */
+    const int plain_mro = ok && (rs_plain_mro_known(mro) || rs_mro_plain(mro));
     for (Py_ssize_t k = 0; k < n && ok && left > 0; k++) {
         PyObject *cls = PyTuple_GetItem(mro, k);
         if (cls == NULL || Py_TYPE(cls) != &PyType_Type) { /* (not known to run no code) */
@@ -3390,7 +3447,7 @@ rs_class_attrs_known(PyObject *type, PyObject *const *names, int n_names, int wa
         const int known = plain_object != NULL && cls == (PyObject *)&PyBaseObject_Type;
         if (PyType_GetFlags((PyTypeObject *)cls) & Py_TPFLAGS_HEAPTYPE) {
             dict = PyObject_GenericGetDict(cls, NULL);
-            if (dict != NULL && !pd_plain_keys(dict)) {
+            if (dict != NULL && !(plain_mro ? PyDict_CheckExact(dict) : pd_plain_keys(dict))) {
                 Py_DECREF(dict);
                 ok = 0;
                 break;
@@ -3399,7 +3456,7 @@ rs_class_attrs_known(PyObject *type, PyObject *const *names, int n_names, int wa
         if (dict == NULL) {
             PyErr_Clear();
             proxy = PyObject_GetAttr(cls, rs_keys[RS_DICT]);
-            if (proxy == NULL || !((known && *plain_object == cls) || rs_proxy_plain(proxy))) {
+            if (proxy == NULL || !(plain_mro || (known && *plain_object == cls) || rs_proxy_plain(proxy))) {
                 Py_XDECREF(proxy);
                 ok = 0;
                 break;
