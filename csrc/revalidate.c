@@ -3359,6 +3359,61 @@ rs_class_attrs(PyObject *type, PyObject *const *names, int n_names, int want)
     return rs_class_attrs_known(type, names, n_names, want, NULL);
 }
 
+/* The MRO tuples (strong references: an address is never reused while held) whose every class
+ * was found plain by one walk of all its keys (rs_mro_plain): of metaclass exactly type, a heap
+ * class's own dict an exact dict of exact str keys, any other class's behind its proxy exact str
+ * keys. That holds while the tuple is held (REVAL40): a heap class's dict is never replaced and
+ * attribute assignment stores an exact, interned str key whatever it was given (the argument of
+ * layout.h's mr_plain_mros), a static or immutable class's dict cannot be changed from Python, and
+ * a class holding other keys enters an MRO only with a new MRO tuple. rs_class_attrs_known then
+ * skips its per-call key walks for the tuple's classes (they would all pass), not the probes. */
+enum { RS_PLAIN_MROS = 64 };
+static PyObject *rs_plain_mros[RS_PLAIN_MROS];
+
+static inline int
+rs_plain_mro_known(PyObject *mro)
+{
+    for (int k = 0; k < RS_PLAIN_MROS && rs_plain_mros[k] != NULL; k++) {
+        if (rs_plain_mros[k] == mro) return 1;
+    }
+    return 0;
+}
+
+/* 1 (and mro remembered, room permitting) when every class of the exact tuple mro is plain (see
+ * rs_plain_mros), else 0 (no error left set). Runs no Python code. */
+static int
+rs_mro_plain(PyObject *mro)
+{
+    const Py_ssize_t n = PyTuple_Size(mro);
+    int plain = n >= 0;
+    for (Py_ssize_t k = 0; k < n && plain; k++) {
+        PyObject *cls = PyTuple_GetItem(mro, k); /* borrowed; in range */
+        if (cls == NULL || Py_TYPE(cls) != &PyType_Type) {
+            plain = 0;
+            break;
+        }
+        if (PyType_GetFlags((PyTypeObject *)cls) & Py_TPFLAGS_HEAPTYPE) {
+            PyObject *dict = PyObject_GenericGetDict(cls, NULL);
+            plain = dict != NULL && pd_plain_keys(dict);
+            Py_XDECREF(dict);
+        }
+        else {
+            PyObject *proxy = PyObject_GetAttr(cls, rs_keys[RS_DICT]);
+            plain = proxy != NULL && rs_proxy_plain(proxy);
+            Py_XDECREF(proxy);
+        }
+    }
+    PyErr_Clear();
+    if (!plain) return 0;
+    for (int k = 0; k < RS_PLAIN_MROS; k++) {
+        if (rs_plain_mros[k] == NULL) {
+            rs_plain_mros[k] = Py_NewRef(mro);
+            break;
+        }
+    }
+    return 1;
+}
+
 /* rs_class_attrs that, when ``plain_object`` is not NULL, skips the key walk of ``object``'s
  * dict when *plain_object is ``object`` (the caller found it plain with no Python code run
  * since), and sets *plain_object to ``object`` once that walk found it plain (the class in every
@@ -3377,6 +3432,8 @@ rs_class_attrs_known(PyObject *type, PyObject *const *names, int n_names, int wa
     int left = n_names, ok = 1;
     Py_ssize_t n = PyTuple_CheckExact(mro) ? PyTuple_Size(mro) : -1;
     if (n < 0) ok = 0;
+    /* every class's keys found plain with this tuple: the walks below are skipped (rs_plain_mros) */
+    const int plain_mro = ok && (rs_plain_mro_known(mro) || rs_mro_plain(mro));
     for (Py_ssize_t k = 0; k < n && ok && left > 0; k++) {
         PyObject *cls = PyTuple_GetItem(mro, k);
         if (cls == NULL || Py_TYPE(cls) != &PyType_Type) { /* (not known to run no code) */
@@ -3390,7 +3447,7 @@ rs_class_attrs_known(PyObject *type, PyObject *const *names, int n_names, int wa
         const int known = plain_object != NULL && cls == (PyObject *)&PyBaseObject_Type;
         if (PyType_GetFlags((PyTypeObject *)cls) & Py_TPFLAGS_HEAPTYPE) {
             dict = PyObject_GenericGetDict(cls, NULL);
-            if (dict != NULL && !pd_plain_keys(dict)) {
+            if (dict != NULL && !(plain_mro ? PyDict_CheckExact(dict) : pd_plain_keys(dict))) {
                 Py_DECREF(dict);
                 ok = 0;
                 break;
@@ -3399,7 +3456,7 @@ rs_class_attrs_known(PyObject *type, PyObject *const *names, int n_names, int wa
         if (dict == NULL) {
             PyErr_Clear();
             proxy = PyObject_GetAttr(cls, rs_keys[RS_DICT]);
-            if (proxy == NULL || !((known && *plain_object == cls) || rs_proxy_plain(proxy))) {
+            if (proxy == NULL || !(plain_mro || (known && *plain_object == cls) || rs_proxy_plain(proxy))) {
                 Py_XDECREF(proxy);
                 ok = 0;
                 break;
@@ -9085,6 +9142,260 @@ MR_COLLECTOR_PAUSED_VECTOR(revalidate_scan_carried)
 MR_COLLECTOR_PAUSED_VECTOR(revalidate_fragments)
 MR_VECTOR_ENTRY(revalidate_shapes)
 
+/* ---- fields_unshadowed's compiled specs (REVAL40) ---------------------------------------------
+ * The per-call proof (AUDIT39) for one specs tuple, the driver's ``_STATE_FIELDS``, without
+ * re-reading what cannot change between calls. Decoded once per specs tuple (held, so its address
+ * is never reused, and a tuple of tuples of str never changes): each spec's class, names, pins and
+ * absent names in C arrays (borrowed from the held tuple). Per spec, the MRO tuple last found for
+ * its class (held) with what mr_fields_unshadowed derives from that tuple alone: the classes it
+ * walks (up to the layout base, or the whole MRO but ``object``), whether the class is
+ * dict-backed, and that every walked class's dict held exact str keys only (mr_plain_mros'
+ * argument: such a dict keeps that, and a class holding other keys enters an MRO only with a new
+ * MRO tuple). A class's entry in an MRO keeps its metaclass (``__class__`` cannot be assigned on a
+ * class), its flags and its module (set when the class is made), so the walk found for a tuple
+ * holds while that tuple is the class's MRO. Everything else is read per call as
+ * mr_fields_unshadowed reads it: metaclass exactly ``type``, the generic ``__getattribute__``,
+ * ``cls.__mro__`` (through ``type``'s own ``__mro__`` member: what the generic type lookup calls
+ * for a class of metaclass exactly ``type``; ``type`` is immutable), each walked class's dict and
+ * every name probed in it. So the outcome is mr_fields_unshadowed's for each spec (a specs tuple
+ * that does not decode, or a walk longer than FU_MAX_WALK, takes mr_fields_unshadowed itself). */
+enum { FU_MAX_SPECS = 32, FU_MAX_NAMES = 512, FU_MAX_WALK = 8 };
+
+typedef struct {
+    PyObject *cls;            /* borrowed from the held specs */
+    Py_ssize_t names_at;      /* fu_names[names_at .. names_at + n_names) */
+    Py_ssize_t n_names;
+    Py_ssize_t pins_at;       /* fu_names / fu_pin_values[pins_at .. pins_at + n_pins) */
+    Py_ssize_t n_pins;
+    Py_ssize_t absent_at;     /* fu_names[absent_at .. absent_at + n_absent) */
+    Py_ssize_t n_absent;
+    PyObject *mro;            /* strong: the MRO tuple the walk was found for, or NULL */
+    PyObject *walk[FU_MAX_WALK]; /* borrowed from mro: the classes whose dicts are probed */
+    int n_walk;
+    int dict_backed;          /* no layout base in the MRO */
+    int pins_first;           /* walk[0] is mro[0] (pins are probed in cls's own dict only) */
+} fu_spec;
+
+static PyObject *fu_specs;                  /* strong: the decoded specs tuple, or NULL */
+static Py_ssize_t fu_n_specs;
+static fu_spec fu_spec_of[FU_MAX_SPECS];
+static PyObject *fu_names[FU_MAX_NAMES];      /* borrowed from fu_specs */
+static PyObject *fu_pin_values[FU_MAX_NAMES]; /* borrowed from fu_specs */
+/* MRO tuples a walk was found for, replaced since by a newer one (strong): released at the start
+ * of the next call, before anything is proven (defensive: a release frees at most the tuple, as
+ * each class it holds is held by its own MRO until the collector breaks that cycle, but nothing
+ * that could run a finaliser happens mid-proof) */
+static PyObject *fu_stale[FU_MAX_SPECS];
+static PyObject *fu_mro_member;             /* strong: type.__dict__["__mro__"] (made at init) */
+static descrgetfunc fu_mro_get;             /* its tp_descr_get */
+
+/* cls.__mro__ (a new reference) for a class of metaclass exactly ``type``, NULL (no exception)
+ * when it is not an exact tuple. */
+static inline PyObject *
+fu_class_mro(PyObject *cls)
+{
+    PyObject *mro = fu_mro_get != NULL ? fu_mro_get(fu_mro_member, cls, (PyObject *)&PyType_Type)
+                                       : PyObject_GetAttr(cls, rs_keys[RS_MRO]);
+    if (mro == NULL || !PyTuple_CheckExact(mro)) {
+        Py_XDECREF(mro);
+        PyErr_Clear();
+        return NULL;
+    }
+    return mro;
+}
+
+/* Copies the exact str items of an exact tuple to fu_names[*at ..] (values: with pins, each item
+ * an exact (str, value) pair). 1, or 0 when anything else (nothing raised). */
+static int
+fu_decode_names(PyObject *tuple, int pairs, Py_ssize_t *at, Py_ssize_t *count)
+{
+    if (!PyTuple_CheckExact(tuple)) return 0;
+    const Py_ssize_t n = PyTuple_Size(tuple);
+    if (n < 0 || n > FU_MAX_NAMES - *at) return 0;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *item = PyTuple_GetItem(tuple, j); /* borrowed; in range */
+        PyObject *name = item, *value = NULL;
+        if (pairs) {
+            if (item == NULL || !PyTuple_CheckExact(item) || PyTuple_Size(item) != 2) return 0;
+            name = PyTuple_GetItem(item, 0);
+            value = PyTuple_GetItem(item, 1);
+        }
+        if (name == NULL || !PyUnicode_CheckExact(name) || (pairs && value == NULL)) return 0;
+        fu_names[*at + j] = name;
+        fu_pin_values[*at + j] = value;
+    }
+    *count = n;
+    *at += n;
+    return 1;
+}
+
+/* Releases the stale MRO tuples (fu_stale). Each slot is emptied before any is released: a
+ * finaliser run by a release may call fields_unshadowed again. */
+static void
+fu_release_stale(void)
+{
+    PyObject *drop[FU_MAX_SPECS];
+    for (int k = 0; k < FU_MAX_SPECS; k++) {
+        drop[k] = fu_stale[k];
+        fu_stale[k] = NULL;
+    }
+    for (int k = 0; k < FU_MAX_SPECS; k++) Py_XDECREF(drop[k]);
+}
+
+/* Empties the cache, then releases what it held (as fu_release_stale: emptied first). */
+static void
+fu_forget(void)
+{
+    PyObject *drop[FU_MAX_SPECS + 1];
+    int n = 0;
+    for (Py_ssize_t k = 0; k < fu_n_specs; k++) {
+        drop[n++] = fu_spec_of[k].mro;
+        fu_spec_of[k].mro = NULL;
+    }
+    drop[n++] = fu_specs;
+    fu_specs = NULL;
+    fu_n_specs = 0;
+    for (int k = 0; k < n; k++) Py_XDECREF(drop[k]);
+}
+
+/* Decodes specs into the cache (see above). 1, or 0 (the cache emptied; nothing raised). */
+static int
+fu_decode(PyObject *specs)
+{
+    fu_forget();
+    if (fu_specs != NULL) return 0; /* (a finaliser run by a release decoded others: decline) */
+    const Py_ssize_t n = PyTuple_Size(specs);
+    if (n < 0 || n > FU_MAX_SPECS) {
+        PyErr_Clear();
+        return 0;
+    }
+    Py_ssize_t at = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *spec = PyTuple_GetItem(specs, k); /* borrowed; in range */
+        const Py_ssize_t size = spec != NULL && PyTuple_CheckExact(spec) ? PyTuple_Size(spec) : -1;
+        fu_spec *s = &fu_spec_of[k];
+        memset(s, 0, sizeof(*s));
+        s->names_at = at;
+        int ok = (size == 2 || size == 4) && fu_decode_names(PyTuple_GetItem(spec, 1), 0, &at, &s->n_names);
+        s->pins_at = at;
+        ok = ok && (size == 2 || fu_decode_names(PyTuple_GetItem(spec, 2), 1, &at, &s->n_pins));
+        s->absent_at = at;
+        ok = ok && (size == 2 || fu_decode_names(PyTuple_GetItem(spec, 3), 0, &at, &s->n_absent));
+        if (!ok) {
+            PyErr_Clear();
+            return 0;
+        }
+        s->cls = PyTuple_GetItem(spec, 0);
+        if (s->cls == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    fu_specs = Py_NewRef(specs);
+    fu_n_specs = n;
+    return 1;
+}
+
+/* Finds spec s's walk for mro (a new tuple for its class; see above) and takes a reference to
+ * mro. 1, 0 (the class is refused: mr_fields_unshadowed gives 0), -1 (more than FU_MAX_WALK
+ * classes: let mr_fields_unshadowed decide). Nothing raised. */
+static int
+fu_walk_find(fu_spec *s, PyObject *mro)
+{
+    if (s->mro != NULL) {
+        const Py_ssize_t at = s - fu_spec_of;
+        if (fu_stale[at] != NULL) return -1; /* (not reached: one walk per spec and call) */
+        fu_stale[at] = s->mro;
+        s->mro = NULL;
+    }
+    s->n_walk = 0;
+    s->dict_backed = 1;
+    s->pins_first = 0;
+    const Py_ssize_t size = PyTuple_Size(mro);
+    for (Py_ssize_t k = 0; k < size; k++) {
+        PyObject *entry = PyTuple_GetItem(mro, k); /* borrowed; in range */
+        if (entry == NULL || !Py_IS_TYPE(entry, &PyType_Type)) return 0;
+        if (entry == (PyObject *)&PyBaseObject_Type) continue;
+        if (mr_layout_own_info(entry) != NULL) {
+            s->dict_backed = 0;
+            break;
+        }
+        const unsigned long flags = PyType_GetFlags((PyTypeObject *)entry);
+        if (!(flags & Py_TPFLAGS_HEAPTYPE) || (flags & Py_TPFLAGS_IMMUTABLETYPE)) return 0;
+        if (s->n_walk == FU_MAX_WALK) return -1;
+        PyObject *dict = PyObject_GenericGetDict(entry, NULL); /* (a heap type's own dict) */
+        if (dict == NULL || !PyDict_CheckExact(dict)) {
+            Py_XDECREF(dict);
+            PyErr_Clear();
+            return 0;
+        }
+        Py_ssize_t pos = 0;
+        PyObject *key, *value;
+        int plain = 1;
+        while (plain && PyDict_Next(dict, &pos, &key, &value)) plain = PyUnicode_CheckExact(key);
+        Py_DECREF(dict);
+        if (!plain) return 0;
+        if (k == 0) s->pins_first = 1;
+        s->walk[s->n_walk++] = entry;
+    }
+    s->mro = Py_NewRef(mro);
+    return 1;
+}
+
+/* mr_fields_unshadowed for decoded spec s (see above): 1 or 0 (an error possibly left set: the
+ * caller clears it), or -1 (mr_fields_unshadowed decides). */
+static int
+fu_spec_holds(fu_spec *s)
+{
+    PyObject *cls = s->cls;
+    if (!Py_IS_TYPE(cls, &PyType_Type)
+        || PyType_GetSlot((PyTypeObject *)cls, Py_tp_getattro) != (void *)PyObject_GenericGetAttr) {
+        return 0;
+    }
+    PyObject *mro = fu_class_mro(cls);
+    if (mro == NULL) return 0;
+    if (mro != s->mro) {
+        const int found = fu_walk_find(s, mro);
+        if (found <= 0) {
+            Py_DECREF(mro);
+            return found;
+        }
+    }
+    int ok = 1;
+    for (int w = 0; w < s->n_walk && ok; w++) {
+        PyObject *dict = PyObject_GenericGetDict(s->walk[w], NULL); /* (a heap type's own dict) */
+        if (dict == NULL || !PyDict_CheckExact(dict)) {
+            Py_XDECREF(dict);
+            ok = 0;
+            break;
+        }
+        /* exact str keys only (fu_walk_find), exact str names: no probe runs Python code or can
+         * fail; an error would still be found below, before the outcome is given */
+        PyObject *const *name = &fu_names[s->names_at];
+        for (Py_ssize_t j = 0; j < s->n_names && ok; j++) {
+            PyObject *held = PyDict_GetItemWithError(dict, name[j]); /* borrowed */
+            /* (a value under a field name: harmless only in a dict-backed class's MRO, and only
+             * when it is no descriptor) */
+            if (held != NULL) ok = s->dict_backed && PyType_GetSlot(Py_TYPE(held), Py_tp_descr_get) == NULL;
+        }
+        PyObject *const *absent = &fu_names[s->absent_at];
+        for (Py_ssize_t j = 0; j < s->n_absent && ok; j++) {
+            if (PyDict_GetItemWithError(dict, absent[j]) != NULL) ok = 0;
+        }
+        if (w == 0 && s->pins_first) {
+            PyObject *const *pin = &fu_names[s->pins_at];
+            PyObject *const *value = &fu_pin_values[s->pins_at];
+            for (Py_ssize_t j = 0; j < s->n_pins && ok; j++) {
+                if (PyDict_GetItemWithError(dict, pin[j]) != value[j]) ok = 0;
+            }
+        }
+        Py_DECREF(dict);
+        if (PyErr_Occurred()) ok = 0;
+    }
+    Py_DECREF(mro);
+    return ok;
+}
+
 /* fields_unshadowed(specs): True when mr_fields_unshadowed(cls, names, pinned, absent) holds
  * for every ``(cls, names)`` or ``(cls, names, pinned, absent)`` of ``specs`` (an exact tuple of
  * exact tuples), else False (also for a malformed ``specs``). The fast revalidation's per-call proof (AUDIT39) that the value classes
@@ -9094,6 +9405,24 @@ static PyObject *
 fields_unshadowed(PyObject *Py_UNUSED(module), PyObject *specs)
 {
     if (!PyTuple_CheckExact(specs)) Py_RETURN_FALSE;
+    fu_release_stale(); /* (before anything is proven: may run Python code) */
+    if (specs == fu_specs || fu_decode(specs)) {
+        for (Py_ssize_t k = 0; k < fu_n_specs; k++) {
+            int holds = fu_spec_holds(&fu_spec_of[k]);
+            if (holds < 0) {
+                PyObject *spec = PyTuple_GetItem(specs, k); /* borrowed; in range (decoded) */
+                const int full = PyTuple_Size(spec) == 4;
+                holds = mr_fields_unshadowed(PyTuple_GetItem(spec, 0), PyTuple_GetItem(spec, 1),
+                                             full ? PyTuple_GetItem(spec, 2) : NULL,
+                                             full ? PyTuple_GetItem(spec, 3) : NULL, rs_keys[RS_MRO]);
+            }
+            if (!holds) {
+                PyErr_Clear();
+                Py_RETURN_FALSE;
+            }
+        }
+        Py_RETURN_TRUE;
+    }
     const Py_ssize_t n = PyTuple_Size(specs);
     for (Py_ssize_t k = 0; k < n; k++) {
         PyObject *spec = PyTuple_GetItem(specs, k); /* borrowed; in range */
@@ -9193,6 +9522,15 @@ Init_Revalidate(PyObject *module)
         rs_snap_keys = names;
     }
     for (int k = 0; k < RS_NSNAP; k++) rs_snap_items[k] = PyTuple_GetItem(rs_snap_keys, k);
+    if (fu_mro_member == NULL) {
+        PyObject *proxy = PyObject_GetAttr((PyObject *)&PyType_Type, rs_keys[RS_DICT]);
+        if (proxy == NULL) return -1;
+        fu_mro_member = PyObject_GetItem(proxy, rs_keys[RS_MRO]);
+        Py_DECREF(proxy);
+        if (fu_mro_member == NULL) return -1;
+        fu_mro_get = (descrgetfunc)PyType_GetSlot(Py_TYPE(fu_mro_member), Py_tp_descr_get);
+        if (fu_mro_get == NULL) PyErr_Clear(); /* (fu_class_mro reads the attribute then) */
+    }
     for (int k = 0; k < RF_NNAMES; k++) {
         if (rf_keys[k] != NULL) continue;
         rf_keys[k] = PyUnicode_InternFromString(rf_names[k]);
