@@ -4296,6 +4296,26 @@ bd_extents_disjoint(pq_extent *e, bd_space_last *last, size_t n, size_t nspaces)
  * bind call; nothing reaches them before the call returns the plan). The adapter's bindings are
  * not read here: revalidate_scan_carried re-reads every fragment's binding.nbytes. Anything
  * unusual only turns the carry off (the new plan's revalidation then runs revalidate_scan). */
+/* The carried proof's conversions of one distinct fragment's facts (bd_canon_side), kept by
+ * position in a direct-mapped table of one call: the tensor id and box objects it read (borrowed:
+ * the facts list holds them, and a position's four entries never change once appended), the
+ * box's length and values and the size. Only facts that converted in full are kept (an exact str
+ * tensor id, two exact tuples of one common length of at most BD_FC_MAX exact int64 ints, an
+ * exact int64 size): tuples, ints and strs are immutable, so a hit gives what converting the
+ * same objects again would, and leaves only the region's own checks (its tensor id equal, its
+ * rank the box's). The Kimi-class plans name each source fragment in several operations, a few
+ * thousand positions apart at most. */
+#define BD_FC_MAX 4
+#define BD_FC_BITS 12
+
+typedef struct {
+    Py_ssize_t position; /* -1: empty */
+    PyObject *tensor, *box[2];
+    Py_ssize_t ndim;
+    int64_t nbytes;
+    int64_t off[BD_FC_MAX], shape[BD_FC_MAX];
+} bd_fc_slot;
+
 typedef struct {
     PyObject *bound_cls; /* borrowed */
     mr_layout_class bound_layout; /* bound_cls's layout check (cls NULL: instance dicts) */
@@ -4320,6 +4340,8 @@ typedef struct {
     PyObject *facts;                /* owned list */
     int canon;
     bd_tcache *tc;                  /* bind_regions' tuple memo (borrowed; NULL: none) */
+    bd_fc_slot *fc;                 /* the facts' conversions by position (owned; NULL: none) */
+    size_t fc_mask;
 } bd_carry;
 
 static void
@@ -4332,6 +4354,8 @@ bd_carry_clear(bd_carry *c)
     c->positions[0] = c->positions[1] = NULL;
     PyMem_Free(c->box_parts);
     c->box_parts = NULL;
+    PyMem_Free(c->fc);
+    c->fc = NULL;
 }
 
 /* Operation counts above which the carried positions are returned packed and the boxes None
@@ -4366,6 +4390,13 @@ bd_carry_init(bd_carry *c, Py_ssize_t n)
     if (c->canon) {
         c->facts = PyList_New(0);
         if (c->facts == NULL) return -1;
+        /* at most 2n positions: no more slots than that (a small call clears a small table) */
+        size_t slots = 4;
+        while (slots < ((size_t)1 << BD_FC_BITS) && slots < (size_t)n * 2) slots *= 2;
+        c->fc = mr_alloc_array(slots, sizeof(bd_fc_slot));
+        if (c->fc == NULL) return -1;
+        for (size_t k = 0; k < slots; k++) c->fc[k].position = -1;
+        c->fc_mask = slots - 1;
     }
     return 0;
 }
@@ -4469,9 +4500,11 @@ bd_canon_tuple(PyObject *value, int64_t *out, Py_ssize_t *len)
  * fragments, whose fields are read from their instance dicts (no data descriptor shadows them:
  * what getattr, and regions_canonical, read). BD_OK, BD_FALLBACK, BD_ERROR. */
 static int
-bd_canon_facts(const bd_table *tb, bd_carry *c, PyObject *fragment, PyObject *const *view, Py_ssize_t position)
+bd_canon_facts(const bd_table *tb, bd_carry *c, PyObject *fragment, PyObject *const *view, Py_ssize_t position,
+               PyObject **fresh)
 {
     PyObject *const *nm = tb->nm;
+    fresh[0] = NULL; /* (set to the four values when appended here) */
     Py_ssize_t have = PyList_Size(c->facts);
     if (have < 0) return BD_ERROR;
     if (have / 4 > position) return BD_OK; /* read when the fragment was first seen */
@@ -4484,6 +4517,7 @@ bd_canon_facts(const bd_table *tb, bd_carry *c, PyObject *fragment, PyObject *co
         for (int k = 0; k < 4; k++) {
             if (PyList_Append(c->facts, facts[k]) < 0) return BD_ERROR;
         }
+        for (int k = 0; k < 4; k++) fresh[k] = facts[k]; /* (the list holds them now) */
         return BD_OK;
     }
     PyObject *held[2] = {NULL, NULL}, *v[4] = {NULL, NULL, NULL, NULL};
@@ -4519,33 +4553,70 @@ bd_canon_facts(const bd_table *tb, bd_carry *c, PyObject *fragment, PyObject *co
     return status;
 }
 
-/* One side's box and size from its carried facts (borrowed from c->facts) into the kernel's
- * arrays; the tensor id must equal the region's. 1, 0 (not proven), -1. */
+/* One side's box and size from its carried facts (borrowed from c->facts; fresh: the four just
+ * appended for this position, or fresh[0] NULL) into the kernel's arrays; the tensor id must
+ * equal the region's. Through c->fc (bd_fc_slot): a position's facts are converted once while
+ * their slot keeps them; keep: a miss takes the slot (the sources: the Kimi-class plans name
+ * each target in one operation, whose entries would only evict the sources'). 1, 0 (not
+ * proven), -1. */
 static int
-bd_canon_side(bd_carry *c, Py_ssize_t position, PyObject *tensor_id, Py_ssize_t ndim, int64_t *off, int64_t *shape,
-              int64_t *nbytes, PyObject **box)
+bd_canon_side(bd_carry *c, Py_ssize_t position, PyObject *const *fresh, int keep, PyObject *tensor_id,
+              Py_ssize_t ndim, int64_t *off, int64_t *shape, int64_t *nbytes, PyObject **box)
 {
-    PyObject *v[4];
-    for (int k = 0; k < 4; k++) {
-        v[k] = PyList_GetItem(c->facts, position * 4 + k);
-        if (v[k] == NULL) return -1;
+    bd_fc_slot *e = c->fc == NULL ? NULL : &c->fc[(size_t)position & c->fc_mask];
+    if (e == NULL || e->position != position) {
+        PyObject *v[4];
+        for (int k = 0; k < 4; k++) {
+            v[k] = fresh[0] != NULL ? fresh[k] : PyList_GetItem(c->facts, position * 4 + k);
+            if (v[k] == NULL) return -1;
+        }
+        if (!PyUnicode_CheckExact(v[0])) return 0;
+        Py_ssize_t n = 0, n2 = 0;
+        int64_t size = 0;
+        int rc = bd_tc_tuple(c->tc, v[1], off, &n);
+        if (rc == 1) rc = bd_tc_tuple(c->tc, v[2], shape, &n2);
+        if (rc == 1) rc = bd_canon_i64(v[3], &size);
+        if (rc != 1) return rc;
+        if (n != n2) return 0;
+        if (e != NULL && keep && n <= BD_FC_MAX) {
+            e->position = position;
+            e->tensor = v[0];
+            e->box[0] = v[1];
+            e->box[1] = v[2];
+            e->ndim = n;
+            e->nbytes = size;
+            for (Py_ssize_t d = 0; d < n; d++) {
+                e->off[d] = off[d];
+                e->shape[d] = shape[d];
+            }
+        } else {
+            /* (not kept: the region's checks on the values just converted) */
+            if (v[0] != tensor_id) { /* (the same exact str: equal) */
+                int cmp = PyUnicode_Compare(tensor_id, v[0]);
+                if (cmp == -1 && PyErr_Occurred()) return -1;
+                if (cmp != 0) return 0;
+            }
+            if (n != ndim) return 0;
+            box[0] = v[1];
+            box[1] = v[2];
+            *nbytes = size;
+            return 1;
+        }
     }
-    if (!PyUnicode_CheckExact(v[0])) return 0;
-    if (v[0] != tensor_id) { /* (the same exact str: equal) */
-        int cmp = PyUnicode_Compare(tensor_id, v[0]);
+    if (e->tensor != tensor_id) { /* (the same exact str: equal) */
+        int cmp = PyUnicode_Compare(tensor_id, e->tensor);
         if (cmp == -1 && PyErr_Occurred()) return -1;
         if (cmp != 0) return 0;
     }
-    Py_ssize_t n = 0;
-    int rc = bd_tc_tuple(c->tc, v[1], off, &n);
-    if (rc != 1) return rc;
-    if (n != ndim) return 0;
-    rc = bd_tc_tuple(c->tc, v[2], shape, &n);
-    if (rc != 1) return rc;
-    if (n != ndim) return 0;
-    box[0] = v[1];
-    box[1] = v[2];
-    return bd_canon_i64(v[3], nbytes);
+    if (e->ndim != ndim) return 0;
+    for (Py_ssize_t d = 0; d < ndim; d++) {
+        off[d] = e->off[d];
+        shape[d] = e->shape[d];
+    }
+    box[0] = e->box[0];
+    box[1] = e->box[1];
+    *nbytes = e->nbytes;
+    return 1;
 }
 
 /* Region i's spec 8.4 proof (regions_canonical's reads and kernel on the values just stored in
@@ -4565,9 +4636,9 @@ bd_canon_region(const bd_table *tb, bd_carry *c, PyObject *const *kept, PyObject
     rc_region *const rp = &cv->r;
 #define r (*rp)
     Py_ssize_t n1 = 0, n2 = 0, n3 = 0;
-    PyObject *s_box[2], *t_box[2];
-    int status = bd_canon_facts(tb, c, kept[V_SOURCE], views[0], s_pos);
-    if (status == BD_OK) status = bd_canon_facts(tb, c, kept[V_TARGET], views[1], t_pos);
+    PyObject *s_box[2], *t_box[2], *s_fresh[4], *t_fresh[4];
+    int status = bd_canon_facts(tb, c, kept[V_SOURCE], views[0], s_pos, s_fresh);
+    if (status == BD_OK) status = bd_canon_facts(tb, c, kept[V_TARGET], views[1], t_pos, t_fresh);
     if (status != BD_OK) return status;
     PyObject *tensor_id = kept[BD_KEPT_TENSOR];
     if (tensor_id == NULL || !PyUnicode_CheckExact(tensor_id)) return BD_FALLBACK;
@@ -4592,8 +4663,8 @@ bd_canon_region(const bd_table *tb, bd_carry *c, PyObject *const *kept, PyObject
         if (rc == 1) rc = bd_tc_tuple(c->tc, kept[V_TSTRIDES], r.t_str, &n3);
         if (rc == 1 && (n2 != r.nloops || n3 != r.nloops)) rc = 0;
     }
-    if (rc == 1) rc = bd_canon_side(c, s_pos, tensor_id, r.ndim, r.s_off, r.s_shape, &r.s_nbytes, s_box);
-    if (rc == 1) rc = bd_canon_side(c, t_pos, tensor_id, r.ndim, r.t_off, r.t_shape, &r.t_nbytes, t_box);
+    if (rc == 1) rc = bd_canon_side(c, s_pos, s_fresh, 1, tensor_id, r.ndim, r.s_off, r.s_shape, &r.s_nbytes, s_box);
+    if (rc == 1) rc = bd_canon_side(c, t_pos, t_fresh, 0, tensor_id, r.ndim, r.t_off, r.t_shape, &r.t_nbytes, t_box);
     if (rc == 1) rc = rc_region_canonical(&r);
 #undef r
     if (rc == 1) {
