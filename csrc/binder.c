@@ -1849,6 +1849,18 @@ done:
 
 static int bd_same_str(PyObject *a, PyObject *b);
 
+/* pd_plain_keys' walk of an exact dict from the PyDict_Next cursor pos on: 1 when every key
+ * there is an exact str, else 0. Runs no Python code. */
+static int
+bd_keys_plain_from(PyObject *dict, Py_ssize_t pos)
+{
+    PyObject *key, *value;
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+        if (!PyUnicode_CheckExact(key)) return 0;
+    }
+    return 1;
+}
+
 /* dict[key] read as the dict's next entry: when the entry after *pos (PyDict_Next) has a key that
  * is key, or an exact str equal to the exact str key, that entry is the one dict[key] finds (the
  * keys of a dict are distinct): 1 with *value its value (borrowed) and *pos advanced. 0 when
@@ -2934,8 +2946,13 @@ bd_ordered_build(const bd_table *tb, PyObject *bound_cls, PyObject *att_cls, PyO
         if (status == BD_OK) status = bd_get(evidence, nm[N_GENERATION], &fences[3 * k + 2]);
         if (status != BD_OK) goto done;
         status = BD_FALLBACK;
-        /* both probed with each fragment's id: plain dicts only (plain_dict.h, AUDIT5 F5) */
-        if (!pd_plain_keys(binding_dict) || !pd_plain_keys(placement_dict)) goto done;
+        /* Both probed with each fragment's id: plain dicts only (plain_dict.h, AUDIT5 F5), with
+         * pd_plain_keys' verdict: exact dicts now; their keys walked before the first probe or
+         * getattr (nothing before it runs Python code: the dicts are as they are here), or, when
+         * every read took its entry aligned, only the entries past the two cursors (each one
+         * taken was the exact-str id itself or an exact str equal to it), at the part's end. */
+        if (!PyDict_CheckExact(binding_dict) || !PyDict_CheckExact(placement_dict)) goto done;
+        int keys_plain = 0;
         Py_ssize_t n = PyTuple_Size(part_fragments);
         if (n < 0) { status = BD_ERROR; goto done; }
         if (!as_map && pos == NULL) {
@@ -2956,6 +2973,10 @@ bd_ordered_build(const bd_table *tb, PyObject *bound_cls, PyObject *att_cls, PyO
             if (i + 4 < n) bd_prefetch_pfid(PyTuple_GetItem(part_fragments, i + 4));
             PyObject *pfid = NULL;
             PyObject *const *pf = mr_pf_fields(placement_fragment); /* the C-owned layout's slots: getattr's values */
+            if (pf == NULL && !keys_plain) { /* (getattr may run Python code) */
+                if (!pd_plain_keys(binding_dict) || !pd_plain_keys(placement_dict)) goto done;
+                keys_plain = 1;
+            }
             status = pf != NULL ? bd_pf_get_str(nm, pf, NULL, N_PFID, &pfid)
                                 : bd_get_str(placement_fragment, nm[N_PFID], &pfid);
             if (status != BD_OK) goto done;
@@ -2975,6 +2996,14 @@ bd_ordered_build(const bd_table *tb, PyObject *bound_cls, PyObject *att_cls, PyO
                 if (step == 0) aligned = 0;
             }
             if (!aligned) {
+                if (!keys_plain) {
+                    if (!pd_plain_keys(binding_dict) || !pd_plain_keys(placement_dict)) {
+                        Py_DECREF(pfid);
+                        status = BD_FALLBACK;
+                        goto done;
+                    }
+                    keys_plain = 1;
+                }
                 runtime = PyDict_GetItemWithError(binding_dict, pfid); /* borrowed */
                 attested = runtime == NULL ? NULL : PyDict_GetItemWithError(placement_dict, pfid);
             }
@@ -2994,6 +3023,13 @@ bd_ordered_build(const bd_table *tb, PyObject *bound_cls, PyObject *att_cls, PyO
             entry->pos = i;
             entry->made = 0;
             count++;
+        }
+        if (!keys_plain) {
+            /* (aligned throughout: the keys before the cursors are exact strs) */
+            status = BD_FALLBACK;
+            if (!bd_keys_plain_from(binding_dict, binding_pos) || !bd_keys_plain_from(placement_dict, placement_pos)) {
+                goto done;
+            }
         }
         Py_CLEAR(evidence);
         Py_CLEAR(binding_dict);
