@@ -3637,7 +3637,8 @@ done:
 typedef struct {
     const void *key; /* NULL: empty */
     PyObject *bound, *binding, *fid; /* borrowed (the maps / the dicts read hold them) */
-    Py_ssize_t position;
+    int32_t position; /* (below the carry's distinct count, at most 2n <= INT32_MAX: bd_carry_fits) */
+    int32_t fc;       /* its carried facts' conversions in the carry's fc (bd_fc_slot), or -1 */
 } bd_memo_slot;
 
 typedef struct {
@@ -3706,6 +3707,7 @@ bd_memo_get(bd_memo *m, const void *key, int *hit)
     slot->key = key;
     slot->bound = slot->binding = slot->fid = NULL;
     slot->position = -1;
+    slot->fc = -1;
     m->count++;
     return slot;
 }
@@ -4332,17 +4334,16 @@ bd_extents_disjoint(pq_extent *e, bd_space_last *last, size_t n, size_t nspaces)
  * bind call; nothing reaches them before the call returns the plan). The adapter's bindings are
  * not read here: revalidate_scan_carried re-reads every fragment's binding.nbytes. Anything
  * unusual only turns the carry off (the new plan's revalidation then runs revalidate_scan). */
-/* The carried proof's conversions of one distinct fragment's facts (bd_canon_side), kept by
- * position in a direct-mapped table of one call: the tensor id and box objects it read (borrowed:
- * the facts list holds them, and a position's four entries never change once appended), the
- * box's length and values and the size. Only facts that converted in full are kept (an exact str
- * tensor id, two exact tuples of one common length of at most BD_FC_MAX exact int64 ints, an
- * exact int64 size): tuples, ints and strs are immutable, so a hit gives what converting the
- * same objects again would, and leaves only the region's own checks (its tensor id equal, its
- * rank the box's). The Kimi-class plans name each source fragment in several operations, a few
- * thousand positions apart at most. */
+/* The carried proof's conversions of one distinct source fragment's facts (bd_canon_side), one
+ * entry per source object in first-use order (the carry's fc, found through the source's memo
+ * slot: bd_memo_slot.fc): its position, the tensor id and box objects it read (borrowed: the
+ * facts list holds them, and a position's four entries never change once appended), the box's
+ * length and values and the size. Only facts that converted in full are kept (an exact str tensor
+ * id, two exact tuples of one common length of at most BD_FC_MAX exact int64 ints, an exact int64
+ * size): tuples, ints and strs are immutable, so a hit gives what converting the same objects
+ * again would, and leaves only the region's own checks (its tensor id equal, its rank the box's).
+ * The Kimi-class plans name each source fragment in several operations. */
 #define BD_FC_MAX 4
-#define BD_FC_BITS 12
 
 typedef struct {
     Py_ssize_t position; /* -1: empty */
@@ -4376,8 +4377,8 @@ typedef struct {
     PyObject *facts;                /* owned list */
     int canon;
     bd_tcache *tc;                  /* bind_regions' tuple memo (borrowed; NULL: none) */
-    bd_fc_slot *fc;                 /* the facts' conversions by position (owned; NULL: none) */
-    size_t fc_mask;
+    bd_fc_slot *fc;                 /* the sources' facts' conversions (owned; NULL: none yet) */
+    size_t fc_count, fc_cap;
 } bd_carry;
 
 static void
@@ -4392,6 +4393,7 @@ bd_carry_clear(bd_carry *c)
     c->box_parts = NULL;
     PyMem_Free(c->fc);
     c->fc = NULL;
+    c->fc_count = c->fc_cap = 0;
 }
 
 /* Operation counts above which the carried positions are returned packed and the boxes None
@@ -4426,13 +4428,6 @@ bd_carry_init(bd_carry *c, Py_ssize_t n)
     if (c->canon) {
         c->facts = PyList_New(0);
         if (c->facts == NULL) return -1;
-        /* at most 2n positions: no more slots than that (a small call clears a small table) */
-        size_t slots = 4;
-        while (slots < ((size_t)1 << BD_FC_BITS) && slots < (size_t)n * 2) slots *= 2;
-        c->fc = mr_alloc_array(slots, sizeof(bd_fc_slot));
-        if (c->fc == NULL) return -1;
-        for (size_t k = 0; k < slots; k++) c->fc[k].position = -1;
-        c->fc_mask = slots - 1;
     }
     return 0;
 }
@@ -4589,17 +4584,32 @@ bd_canon_facts(const bd_table *tb, bd_carry *c, PyObject *fragment, PyObject *co
     return status;
 }
 
+/* A new entry of c->fc (grown by doubling): its index, or -1 with no memory left (no exception:
+ * the caller converts without keeping). */
+static Py_ssize_t
+bd_fc_new(bd_carry *c)
+{
+    if (c->fc_count == c->fc_cap) {
+        size_t cap = c->fc_cap == 0 ? 64 : c->fc_cap * 2;
+        if (cap > (size_t)INT32_MAX || cap > PY_SSIZE_T_MAX / sizeof(bd_fc_slot)) return -1;
+        bd_fc_slot *grown = PyMem_Realloc(c->fc, cap * sizeof(bd_fc_slot));
+        if (grown == NULL) return -1;
+        c->fc = grown;
+        c->fc_cap = cap;
+    }
+    return (Py_ssize_t)c->fc_count++;
+}
+
 /* One side's box and size from its carried facts (borrowed from c->facts; fresh: the four just
  * appended for this position, or fresh[0] NULL) into the kernel's arrays; the tensor id must
- * equal the region's. Through c->fc (bd_fc_slot): a position's facts are converted once while
- * their slot keeps them; keep: a miss takes the slot (the sources: the Kimi-class plans name
- * each target in one operation, whose entries would only evict the sources'). 1, 0 (not
- * proven), -1. */
+ * equal the region's. kept (a source's memo slot's fc, or NULL): the index of the entry of c->fc
+ * holding this position's conversions, -1 when none yet (then one is made, when the facts
+ * converted in full). 1, 0 (not proven), -1. */
 static int
-bd_canon_side(bd_carry *c, Py_ssize_t position, PyObject *const *fresh, int keep, PyObject *tensor_id,
+bd_canon_side(bd_carry *c, Py_ssize_t position, PyObject *const *fresh, int32_t *kept, PyObject *tensor_id,
               Py_ssize_t ndim, int64_t *off, int64_t *shape, int64_t *nbytes, PyObject **box)
 {
-    bd_fc_slot *e = c->fc == NULL ? NULL : &c->fc[(size_t)position & c->fc_mask];
+    bd_fc_slot *e = kept != NULL && *kept >= 0 && (size_t)*kept < c->fc_count ? &c->fc[*kept] : NULL;
     if (e == NULL || e->position != position) {
         PyObject *v[4];
         for (int k = 0; k < 4; k++) {
@@ -4614,18 +4624,8 @@ bd_canon_side(bd_carry *c, Py_ssize_t position, PyObject *const *fresh, int keep
         if (rc == 1) rc = bd_canon_i64(v[3], &size);
         if (rc != 1) return rc;
         if (n != n2) return 0;
-        if (e != NULL && keep && n <= BD_FC_MAX) {
-            e->position = position;
-            e->tensor = v[0];
-            e->box[0] = v[1];
-            e->box[1] = v[2];
-            e->ndim = n;
-            e->nbytes = size;
-            for (Py_ssize_t d = 0; d < n; d++) {
-                e->off[d] = off[d];
-                e->shape[d] = shape[d];
-            }
-        } else {
+        Py_ssize_t at = kept != NULL && n <= BD_FC_MAX ? bd_fc_new(c) : -1;
+        if (at < 0) {
             /* (not kept: the region's checks on the values just converted) */
             if (v[0] != tensor_id) { /* (the same exact str: equal) */
                 int cmp = PyUnicode_Compare(tensor_id, v[0]);
@@ -4637,6 +4637,18 @@ bd_canon_side(bd_carry *c, Py_ssize_t position, PyObject *const *fresh, int keep
             box[1] = v[2];
             *nbytes = size;
             return 1;
+        }
+        e = &c->fc[at];
+        *kept = (int32_t)at; /* (below fc_cap <= INT32_MAX) */
+        e->position = position;
+        e->tensor = v[0];
+        e->box[0] = v[1];
+        e->box[1] = v[2];
+        e->ndim = n;
+        e->nbytes = size;
+        for (Py_ssize_t d = 0; d < n; d++) {
+            e->off[d] = off[d];
+            e->shape[d] = shape[d];
         }
     }
     if (e->tensor != tensor_id) { /* (the same exact str: equal) */
@@ -4666,7 +4678,7 @@ bd_canon_side(bd_carry *c, Py_ssize_t position, PyObject *const *fresh, int keep
  * path (bd_phys_region). BD_OK proven, BD_FALLBACK (the proof is not carried), BD_ERROR. */
 static int
 bd_canon_region(const bd_table *tb, bd_carry *c, PyObject *const *kept, PyObject *const *const *views,
-                Py_ssize_t s_pos, Py_ssize_t t_pos, bd_conv *cv)
+                Py_ssize_t s_pos, Py_ssize_t t_pos, int32_t *s_fc, bd_conv *cv)
 {
     enum { V_SOURCE, V_TARGET, V_OFFSET, V_SHAPE, V_SBASE, V_TBASE, V_INNER, V_OUTER, V_SSTRIDES, V_TSTRIDES };
     rc_region *const rp = &cv->r;
@@ -4699,8 +4711,8 @@ bd_canon_region(const bd_table *tb, bd_carry *c, PyObject *const *kept, PyObject
         if (rc == 1) rc = bd_tc_tuple(c->tc, kept[V_TSTRIDES], r.t_str, &n3);
         if (rc == 1 && (n2 != r.nloops || n3 != r.nloops)) rc = 0;
     }
-    if (rc == 1) rc = bd_canon_side(c, s_pos, s_fresh, 1, tensor_id, r.ndim, r.s_off, r.s_shape, &r.s_nbytes, s_box);
-    if (rc == 1) rc = bd_canon_side(c, t_pos, t_fresh, 0, tensor_id, r.ndim, r.t_off, r.t_shape, &r.t_nbytes, t_box);
+    if (rc == 1) rc = bd_canon_side(c, s_pos, s_fresh, s_fc, tensor_id, r.ndim, r.s_off, r.s_shape, &r.s_nbytes, s_box);
+    if (rc == 1) rc = bd_canon_side(c, t_pos, t_fresh, NULL, tensor_id, r.ndim, r.t_off, r.t_shape, &r.t_nbytes, t_box);
     if (rc == 1) rc = rc_region_canonical(&r);
 #undef r
     if (rc == 1) {
@@ -4719,7 +4731,7 @@ bd_canon_region(const bd_table *tb, bd_carry *c, PyObject *const *kept, PyObject
  * BD_FALLBACK (the carry is off), BD_ERROR. */
 static int
 bd_carry_region(const bd_table *tb, bd_carry *c, PyObject *const *v, PyObject *const *const *views, Py_ssize_t i,
-                Py_ssize_t known_source, Py_ssize_t *s_out, bd_conv *cv)
+                Py_ssize_t known_source, Py_ssize_t *s_out, int32_t *s_fc, bd_conv *cv)
 {
     /* v: the values region i's dict holds, in field order from source (borrowed) */
     _Static_assert((int)SC_NVALUES == (int)N_TARGET_STRIDES - (int)N_SOURCE + 1, "region fields from source");
@@ -4749,7 +4761,7 @@ bd_carry_region(const bd_table *tb, bd_carry *c, PyObject *const *v, PyObject *c
     }
     *s_out = s_pos;
     if (c->canon) {
-        int status = bd_canon_region(tb, c, v, views, s_pos, t_pos, cv);
+        int status = bd_canon_region(tb, c, v, views, s_pos, t_pos, s_fc, cv);
         if (status == BD_ERROR) return BD_ERROR;
         if (status == BD_FALLBACK) {
             c->canon = 0;
@@ -5003,9 +5015,9 @@ bd_bind_regions_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, co
         if (carry.active) {
             PyObject *const *const side_views[2] = {views[0], views[1]};
             Py_ssize_t s_pos = -1;
-            status = bd_carry_region(&tb, &carry, kept, side_views, i, met->position, &s_pos, &cv);
+            status = bd_carry_region(&tb, &carry, kept, side_views, i, met->position, &s_pos, &met->fc, &cv);
             if (status == BD_ERROR) goto fail;
-            met->position = s_pos;
+            met->position = (int32_t)s_pos; /* (bd_carry_fits) */
             if (status == BD_FALLBACK) {
                 carry.active = 0;
                 bd_carry_clear(&carry);
