@@ -1849,6 +1849,18 @@ done:
 
 static int bd_same_str(PyObject *a, PyObject *b);
 
+/* pd_plain_keys' walk of an exact dict from the PyDict_Next cursor pos on: 1 when every key
+ * there is an exact str, else 0. Runs no Python code. */
+static int
+bd_keys_plain_from(PyObject *dict, Py_ssize_t pos)
+{
+    PyObject *key, *value;
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+        if (!PyUnicode_CheckExact(key)) return 0;
+    }
+    return 1;
+}
+
 /* dict[key] read as the dict's next entry: when the entry after *pos (PyDict_Next) has a key that
  * is key, or an exact str equal to the exact str key, that entry is the one dict[key] finds (the
  * keys of a dict are distinct): 1 with *value its value (borrowed) and *pos advanced. 0 when
@@ -2934,8 +2946,13 @@ bd_ordered_build(const bd_table *tb, PyObject *bound_cls, PyObject *att_cls, PyO
         if (status == BD_OK) status = bd_get(evidence, nm[N_GENERATION], &fences[3 * k + 2]);
         if (status != BD_OK) goto done;
         status = BD_FALLBACK;
-        /* both probed with each fragment's id: plain dicts only (plain_dict.h, AUDIT5 F5) */
-        if (!pd_plain_keys(binding_dict) || !pd_plain_keys(placement_dict)) goto done;
+        /* Both probed with each fragment's id: plain dicts only (plain_dict.h, AUDIT5 F5), with
+         * pd_plain_keys' verdict: exact dicts now; their keys walked before the first probe or
+         * getattr (nothing before it runs Python code: the dicts are as they are here), or, when
+         * every read took its entry aligned, only the entries past the two cursors (each one
+         * taken was the exact-str id itself or an exact str equal to it), at the part's end. */
+        if (!PyDict_CheckExact(binding_dict) || !PyDict_CheckExact(placement_dict)) goto done;
+        int keys_plain = 0;
         Py_ssize_t n = PyTuple_Size(part_fragments);
         if (n < 0) { status = BD_ERROR; goto done; }
         if (!as_map && pos == NULL) {
@@ -2956,6 +2973,10 @@ bd_ordered_build(const bd_table *tb, PyObject *bound_cls, PyObject *att_cls, PyO
             if (i + 4 < n) bd_prefetch_pfid(PyTuple_GetItem(part_fragments, i + 4));
             PyObject *pfid = NULL;
             PyObject *const *pf = mr_pf_fields(placement_fragment); /* the C-owned layout's slots: getattr's values */
+            if (pf == NULL && !keys_plain) { /* (getattr may run Python code) */
+                if (!pd_plain_keys(binding_dict) || !pd_plain_keys(placement_dict)) goto done;
+                keys_plain = 1;
+            }
             status = pf != NULL ? bd_pf_get_str(nm, pf, NULL, N_PFID, &pfid)
                                 : bd_get_str(placement_fragment, nm[N_PFID], &pfid);
             if (status != BD_OK) goto done;
@@ -2975,6 +2996,14 @@ bd_ordered_build(const bd_table *tb, PyObject *bound_cls, PyObject *att_cls, PyO
                 if (step == 0) aligned = 0;
             }
             if (!aligned) {
+                if (!keys_plain) {
+                    if (!pd_plain_keys(binding_dict) || !pd_plain_keys(placement_dict)) {
+                        Py_DECREF(pfid);
+                        status = BD_FALLBACK;
+                        goto done;
+                    }
+                    keys_plain = 1;
+                }
                 runtime = PyDict_GetItemWithError(binding_dict, pfid); /* borrowed */
                 attested = runtime == NULL ? NULL : PyDict_GetItemWithError(placement_dict, pfid);
             }
@@ -2994,6 +3023,13 @@ bd_ordered_build(const bd_table *tb, PyObject *bound_cls, PyObject *att_cls, PyO
             entry->pos = i;
             entry->made = 0;
             count++;
+        }
+        if (!keys_plain) {
+            /* (aligned throughout: the keys before the cursors are exact strs) */
+            status = BD_FALLBACK;
+            if (!bd_keys_plain_from(binding_dict, binding_pos) || !bd_keys_plain_from(placement_dict, placement_pos)) {
+                goto done;
+            }
         }
         Py_CLEAR(evidence);
         Py_CLEAR(binding_dict);
@@ -3601,7 +3637,8 @@ done:
 typedef struct {
     const void *key; /* NULL: empty */
     PyObject *bound, *binding, *fid; /* borrowed (the maps / the dicts read hold them) */
-    Py_ssize_t position;
+    int32_t position; /* (below the carry's distinct count, at most 2n <= INT32_MAX: bd_carry_fits) */
+    int32_t fc;       /* its carried facts' conversions in the carry's fc (bd_fc_slot), or -1 */
 } bd_memo_slot;
 
 typedef struct {
@@ -3670,6 +3707,7 @@ bd_memo_get(bd_memo *m, const void *key, int *hit)
     slot->key = key;
     slot->bound = slot->binding = slot->fid = NULL;
     slot->position = -1;
+    slot->fc = -1;
     m->count++;
     return slot;
 }
@@ -4296,6 +4334,25 @@ bd_extents_disjoint(pq_extent *e, bd_space_last *last, size_t n, size_t nspaces)
  * bind call; nothing reaches them before the call returns the plan). The adapter's bindings are
  * not read here: revalidate_scan_carried re-reads every fragment's binding.nbytes. Anything
  * unusual only turns the carry off (the new plan's revalidation then runs revalidate_scan). */
+/* The carried proof's conversions of one distinct source fragment's facts (bd_canon_side), one
+ * entry per source object in first-use order (the carry's fc, found through the source's memo
+ * slot: bd_memo_slot.fc): its position, the tensor id and box objects it read (borrowed: the
+ * facts list holds them, and a position's four entries never change once appended), the box's
+ * length and values and the size. Only facts that converted in full are kept (an exact str tensor
+ * id, two exact tuples of one common length of at most BD_FC_MAX exact int64 ints, an exact int64
+ * size): tuples, ints and strs are immutable, so a hit gives what converting the same objects
+ * again would, and leaves only the region's own checks (its tensor id equal, its rank the box's).
+ * The Kimi-class plans name each source fragment in several operations. */
+#define BD_FC_MAX 4
+
+typedef struct {
+    Py_ssize_t position; /* -1: empty */
+    PyObject *tensor, *box[2];
+    Py_ssize_t ndim;
+    int64_t nbytes;
+    int64_t off[BD_FC_MAX], shape[BD_FC_MAX];
+} bd_fc_slot;
+
 typedef struct {
     PyObject *bound_cls; /* borrowed */
     mr_layout_class bound_layout; /* bound_cls's layout check (cls NULL: instance dicts) */
@@ -4320,6 +4377,8 @@ typedef struct {
     PyObject *facts;                /* owned list */
     int canon;
     bd_tcache *tc;                  /* bind_regions' tuple memo (borrowed; NULL: none) */
+    bd_fc_slot *fc;                 /* the sources' facts' conversions (owned; NULL: none yet) */
+    size_t fc_count, fc_cap;
 } bd_carry;
 
 static void
@@ -4332,6 +4391,9 @@ bd_carry_clear(bd_carry *c)
     c->positions[0] = c->positions[1] = NULL;
     PyMem_Free(c->box_parts);
     c->box_parts = NULL;
+    PyMem_Free(c->fc);
+    c->fc = NULL;
+    c->fc_count = c->fc_cap = 0;
 }
 
 /* Operation counts above which the carried positions are returned packed and the boxes None
@@ -4469,9 +4531,11 @@ bd_canon_tuple(PyObject *value, int64_t *out, Py_ssize_t *len)
  * fragments, whose fields are read from their instance dicts (no data descriptor shadows them:
  * what getattr, and regions_canonical, read). BD_OK, BD_FALLBACK, BD_ERROR. */
 static int
-bd_canon_facts(const bd_table *tb, bd_carry *c, PyObject *fragment, PyObject *const *view, Py_ssize_t position)
+bd_canon_facts(const bd_table *tb, bd_carry *c, PyObject *fragment, PyObject *const *view, Py_ssize_t position,
+               PyObject **fresh)
 {
     PyObject *const *nm = tb->nm;
+    fresh[0] = NULL; /* (set to the four values when appended here) */
     Py_ssize_t have = PyList_Size(c->facts);
     if (have < 0) return BD_ERROR;
     if (have / 4 > position) return BD_OK; /* read when the fragment was first seen */
@@ -4484,6 +4548,7 @@ bd_canon_facts(const bd_table *tb, bd_carry *c, PyObject *fragment, PyObject *co
         for (int k = 0; k < 4; k++) {
             if (PyList_Append(c->facts, facts[k]) < 0) return BD_ERROR;
         }
+        for (int k = 0; k < 4; k++) fresh[k] = facts[k]; /* (the list holds them now) */
         return BD_OK;
     }
     PyObject *held[2] = {NULL, NULL}, *v[4] = {NULL, NULL, NULL, NULL};
@@ -4519,33 +4584,87 @@ bd_canon_facts(const bd_table *tb, bd_carry *c, PyObject *fragment, PyObject *co
     return status;
 }
 
-/* One side's box and size from its carried facts (borrowed from c->facts) into the kernel's
- * arrays; the tensor id must equal the region's. 1, 0 (not proven), -1. */
-static int
-bd_canon_side(bd_carry *c, Py_ssize_t position, PyObject *tensor_id, Py_ssize_t ndim, int64_t *off, int64_t *shape,
-              int64_t *nbytes, PyObject **box)
+/* A new entry of c->fc (grown by doubling): its index, or -1 with no memory left (no exception:
+ * the caller converts without keeping). */
+static Py_ssize_t
+bd_fc_new(bd_carry *c)
 {
-    PyObject *v[4];
-    for (int k = 0; k < 4; k++) {
-        v[k] = PyList_GetItem(c->facts, position * 4 + k);
-        if (v[k] == NULL) return -1;
+    if (c->fc_count == c->fc_cap) {
+        size_t cap = c->fc_cap == 0 ? 64 : c->fc_cap * 2;
+        if (cap > (size_t)INT32_MAX || cap > PY_SSIZE_T_MAX / sizeof(bd_fc_slot)) return -1;
+        bd_fc_slot *grown = PyMem_Realloc(c->fc, cap * sizeof(bd_fc_slot));
+        if (grown == NULL) return -1;
+        c->fc = grown;
+        c->fc_cap = cap;
     }
-    if (!PyUnicode_CheckExact(v[0])) return 0;
-    if (v[0] != tensor_id) { /* (the same exact str: equal) */
-        int cmp = PyUnicode_Compare(tensor_id, v[0]);
+    return (Py_ssize_t)c->fc_count++;
+}
+
+/* One side's box and size from its carried facts (borrowed from c->facts; fresh: the four just
+ * appended for this position, or fresh[0] NULL) into the kernel's arrays; the tensor id must
+ * equal the region's. kept (a source's memo slot's fc, or NULL): the index of the entry of c->fc
+ * holding this position's conversions, -1 when none yet (then one is made, when the facts
+ * converted in full). 1, 0 (not proven), -1. */
+static int
+bd_canon_side(bd_carry *c, Py_ssize_t position, PyObject *const *fresh, int32_t *kept, PyObject *tensor_id,
+              Py_ssize_t ndim, int64_t *off, int64_t *shape, int64_t *nbytes, PyObject **box)
+{
+    bd_fc_slot *e = kept != NULL && *kept >= 0 && (size_t)*kept < c->fc_count ? &c->fc[*kept] : NULL;
+    if (e == NULL || e->position != position) {
+        PyObject *v[4];
+        for (int k = 0; k < 4; k++) {
+            v[k] = fresh[0] != NULL ? fresh[k] : PyList_GetItem(c->facts, position * 4 + k);
+            if (v[k] == NULL) return -1;
+        }
+        if (!PyUnicode_CheckExact(v[0])) return 0;
+        Py_ssize_t n = 0, n2 = 0;
+        int64_t size = 0;
+        int rc = bd_tc_tuple(c->tc, v[1], off, &n);
+        if (rc == 1) rc = bd_tc_tuple(c->tc, v[2], shape, &n2);
+        if (rc == 1) rc = bd_canon_i64(v[3], &size);
+        if (rc != 1) return rc;
+        if (n != n2) return 0;
+        Py_ssize_t at = kept != NULL && n <= BD_FC_MAX ? bd_fc_new(c) : -1;
+        if (at < 0) {
+            /* (not kept: the region's checks on the values just converted) */
+            if (v[0] != tensor_id) { /* (the same exact str: equal) */
+                int cmp = PyUnicode_Compare(tensor_id, v[0]);
+                if (cmp == -1 && PyErr_Occurred()) return -1;
+                if (cmp != 0) return 0;
+            }
+            if (n != ndim) return 0;
+            box[0] = v[1];
+            box[1] = v[2];
+            *nbytes = size;
+            return 1;
+        }
+        e = &c->fc[at];
+        *kept = (int32_t)at; /* (below fc_cap <= INT32_MAX) */
+        e->position = position;
+        e->tensor = v[0];
+        e->box[0] = v[1];
+        e->box[1] = v[2];
+        e->ndim = n;
+        e->nbytes = size;
+        for (Py_ssize_t d = 0; d < n; d++) {
+            e->off[d] = off[d];
+            e->shape[d] = shape[d];
+        }
+    }
+    if (e->tensor != tensor_id) { /* (the same exact str: equal) */
+        int cmp = PyUnicode_Compare(tensor_id, e->tensor);
         if (cmp == -1 && PyErr_Occurred()) return -1;
         if (cmp != 0) return 0;
     }
-    Py_ssize_t n = 0;
-    int rc = bd_tc_tuple(c->tc, v[1], off, &n);
-    if (rc != 1) return rc;
-    if (n != ndim) return 0;
-    rc = bd_tc_tuple(c->tc, v[2], shape, &n);
-    if (rc != 1) return rc;
-    if (n != ndim) return 0;
-    box[0] = v[1];
-    box[1] = v[2];
-    return bd_canon_i64(v[3], nbytes);
+    if (e->ndim != ndim) return 0;
+    for (Py_ssize_t d = 0; d < ndim; d++) {
+        off[d] = e->off[d];
+        shape[d] = e->shape[d];
+    }
+    box[0] = e->box[0];
+    box[1] = e->box[1];
+    *nbytes = e->nbytes;
+    return 1;
 }
 
 /* Region i's spec 8.4 proof (regions_canonical's reads and kernel on the values just stored in
@@ -4559,15 +4678,15 @@ bd_canon_side(bd_carry *c, Py_ssize_t position, PyObject *tensor_id, Py_ssize_t 
  * path (bd_phys_region). BD_OK proven, BD_FALLBACK (the proof is not carried), BD_ERROR. */
 static int
 bd_canon_region(const bd_table *tb, bd_carry *c, PyObject *const *kept, PyObject *const *const *views,
-                Py_ssize_t s_pos, Py_ssize_t t_pos, bd_conv *cv)
+                Py_ssize_t s_pos, Py_ssize_t t_pos, int32_t *s_fc, bd_conv *cv)
 {
     enum { V_SOURCE, V_TARGET, V_OFFSET, V_SHAPE, V_SBASE, V_TBASE, V_INNER, V_OUTER, V_SSTRIDES, V_TSTRIDES };
     rc_region *const rp = &cv->r;
 #define r (*rp)
     Py_ssize_t n1 = 0, n2 = 0, n3 = 0;
-    PyObject *s_box[2], *t_box[2];
-    int status = bd_canon_facts(tb, c, kept[V_SOURCE], views[0], s_pos);
-    if (status == BD_OK) status = bd_canon_facts(tb, c, kept[V_TARGET], views[1], t_pos);
+    PyObject *s_box[2], *t_box[2], *s_fresh[4], *t_fresh[4];
+    int status = bd_canon_facts(tb, c, kept[V_SOURCE], views[0], s_pos, s_fresh);
+    if (status == BD_OK) status = bd_canon_facts(tb, c, kept[V_TARGET], views[1], t_pos, t_fresh);
     if (status != BD_OK) return status;
     PyObject *tensor_id = kept[BD_KEPT_TENSOR];
     if (tensor_id == NULL || !PyUnicode_CheckExact(tensor_id)) return BD_FALLBACK;
@@ -4592,8 +4711,8 @@ bd_canon_region(const bd_table *tb, bd_carry *c, PyObject *const *kept, PyObject
         if (rc == 1) rc = bd_tc_tuple(c->tc, kept[V_TSTRIDES], r.t_str, &n3);
         if (rc == 1 && (n2 != r.nloops || n3 != r.nloops)) rc = 0;
     }
-    if (rc == 1) rc = bd_canon_side(c, s_pos, tensor_id, r.ndim, r.s_off, r.s_shape, &r.s_nbytes, s_box);
-    if (rc == 1) rc = bd_canon_side(c, t_pos, tensor_id, r.ndim, r.t_off, r.t_shape, &r.t_nbytes, t_box);
+    if (rc == 1) rc = bd_canon_side(c, s_pos, s_fresh, s_fc, tensor_id, r.ndim, r.s_off, r.s_shape, &r.s_nbytes, s_box);
+    if (rc == 1) rc = bd_canon_side(c, t_pos, t_fresh, NULL, tensor_id, r.ndim, r.t_off, r.t_shape, &r.t_nbytes, t_box);
     if (rc == 1) rc = rc_region_canonical(&r);
 #undef r
     if (rc == 1) {
@@ -4612,7 +4731,7 @@ bd_canon_region(const bd_table *tb, bd_carry *c, PyObject *const *kept, PyObject
  * BD_FALLBACK (the carry is off), BD_ERROR. */
 static int
 bd_carry_region(const bd_table *tb, bd_carry *c, PyObject *const *v, PyObject *const *const *views, Py_ssize_t i,
-                Py_ssize_t known_source, Py_ssize_t *s_out, bd_conv *cv)
+                Py_ssize_t known_source, Py_ssize_t *s_out, int32_t *s_fc, bd_conv *cv)
 {
     /* v: the values region i's dict holds, in field order from source (borrowed) */
     _Static_assert((int)SC_NVALUES == (int)N_TARGET_STRIDES - (int)N_SOURCE + 1, "region fields from source");
@@ -4642,7 +4761,7 @@ bd_carry_region(const bd_table *tb, bd_carry *c, PyObject *const *v, PyObject *c
     }
     *s_out = s_pos;
     if (c->canon) {
-        int status = bd_canon_region(tb, c, v, views, s_pos, t_pos, cv);
+        int status = bd_canon_region(tb, c, v, views, s_pos, t_pos, s_fc, cv);
         if (status == BD_ERROR) return BD_ERROR;
         if (status == BD_FALLBACK) {
             c->canon = 0;
@@ -4896,9 +5015,9 @@ bd_bind_regions_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, co
         if (carry.active) {
             PyObject *const *const side_views[2] = {views[0], views[1]};
             Py_ssize_t s_pos = -1;
-            status = bd_carry_region(&tb, &carry, kept, side_views, i, met->position, &s_pos, &cv);
+            status = bd_carry_region(&tb, &carry, kept, side_views, i, met->position, &s_pos, &met->fc, &cv);
             if (status == BD_ERROR) goto fail;
-            met->position = s_pos;
+            met->position = (int32_t)s_pos; /* (bd_carry_fits) */
             if (status == BD_FALLBACK) {
                 carry.active = 0;
                 bd_carry_clear(&carry);
