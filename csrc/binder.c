@@ -1485,6 +1485,10 @@ bd_attest_core(const bd_table *tb, PyObject *const *classes, PyObject *placement
         evidence = bd_finish(evidence, &ev_dict, T_EVIDENCE);
         if (evidence == NULL) goto done;
     }
+    /* the id maps hold str keys and inert fragments: out of the collector now rather than at its
+     * first scan of them (gctrack.h) */
+    mr_gc_untrack_atomic_dict(placement_map);
+    mr_gc_untrack_atomic_dict(binding_map);
     result = bd_new(att_cls, &state);
     if (result == NULL) goto done;
     if (PyDict_SetItem(state, nm[N_PLACEMENT], placement) < 0) goto done;
