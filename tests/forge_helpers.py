@@ -259,3 +259,43 @@ def with_field(obj: Any, field: str, value: Any, call: Callable[[], Any]) -> Any
         return call()
     finally:
         object.__setattr__(obj, field, old)
+
+
+def forked_answers(cases: Any, decide: Callable[[Any], Any]) -> dict[str, Any]:
+    """Each case's ``decide(case)`` (JSON-able), computed in a forked child of this process so that
+    nothing one case does (planted properties, warmed memos) reaches the next; keyed by
+    ``"|".join(case)``. A child that raises reports ``["crash", repr(exc)]``."""
+    import json
+    import os
+
+    answers = {}
+    for case in cases:
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover (the child)
+            os.close(read)
+            try:
+                data = json.dumps(decide(case))
+            except BaseException as exc:  # (reported, not raised, in the child)
+                data = json.dumps(["crash", repr(exc)])
+            os.write(write, data.encode())
+            os._exit(0)
+        os.close(write)
+        with os.fdopen(read, "rb") as pipe:
+            answers["|".join(case)] = json.loads(pipe.read())
+        os.waitpid(pid, 0)
+    return answers
+
+
+def fresh_interpreter_json(script: str) -> Any:
+    """Runs the test module ``script`` as ``__main__`` in a fresh interpreter (its directory and
+    this ``sys.path`` importable) and returns the JSON it prints: a cold-process oracle."""
+    import json
+    import os
+    import subprocess
+
+    here = os.path.dirname(script)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([here] + sys.path))
+    done = subprocess.run([sys.executable, script], capture_output=True, text=True, env=env, cwd=here, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)

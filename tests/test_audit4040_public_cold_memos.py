@@ -25,13 +25,12 @@ import json
 import os
 import pickle
 import re
-import subprocess
 import sys
 from typing import Any, Callable
 
 import pytest
 
-from forge_helpers import outcome
+from forge_helpers import forked_answers, fresh_interpreter_json, outcome
 from memory_executor import HostMemory, host_bindings, tp_placement
 
 from mooncake.reshard.contracts.fragments import RuntimeBindingFragment
@@ -118,35 +117,14 @@ def _planted(case: tuple[str, ...], world: dict[str, Any]) -> list[str]:
 
 def _cold_outcomes() -> dict[str, list[str]]:
     world = _world()
-    answers = {}
-    for case in CASES:
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover (the child)
-            os.close(read)
-            try:
-                data = json.dumps(_planted(case, world))
-            except BaseException as exc:  # (reported, not raised, in the child)
-                data = json.dumps(["crash", repr(exc)])
-            os.write(write, data.encode())
-            os._exit(0)
-        os.close(write)
-        with os.fdopen(read, "rb") as pipe:
-            answers["|".join(case)] = json.loads(pipe.read())
-        os.waitpid(pid, 0)
-    return answers
+    return forked_answers(CASES, lambda case: _planted(case, world))
 
 
 @pytest.fixture(scope="module")
 def cold() -> dict[str, list[str]]:
     if not hasattr(os, "fork"):
         pytest.skip("the cold oracle forks")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(__file__)] + sys.path))
-    done = subprocess.run(
-        [sys.executable, __file__], capture_output=True, text=True, env=env, cwd=os.path.dirname(__file__), timeout=600
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    return fresh_interpreter_json(__file__)
 
 
 @pytest.mark.parametrize("case", CASES, ids=["-".join(case) for case in CASES])
