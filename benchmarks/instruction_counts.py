@@ -11,6 +11,12 @@ total whatever else the machine does. This script runs the contract workload of
 
     python benchmarks/instruction_counts.py                    # replace, restore, bind
     python benchmarks/instruction_counts.py --stages replace --calls 200 --functions 30
+    python benchmarks/instruction_counts.py --stages bind,bind_fresh --calls 200 --functions 40
+
+``bind_fresh`` is ``bind`` on fresh, equal inputs for every call, as runtime_binding.py's
+``medians_fresh_inputs_ms`` times it (a ``copy.copy`` of the logical plan, source and target
+bindings rebuilt through their constructors): both of its profiles build the same N sets of
+inputs, so only the N bind calls differ.
 
 ``--functions K`` also prints the K functions with the largest inclusive count per call (the
 difference of the two profiles' ``callgrind_annotate --inclusive=yes`` listings) among those
@@ -19,7 +25,7 @@ how the per-pass figures of ``docs/performance.md`` are read. Needs valgrind on 
 package is imported as ``python`` would import it (installed, or the in-place build on
 ``PYTHONPATH``).
 
-``--loop STAGE N`` (internal) runs the workload itself; the script calls itself that way under
+``--loop STAGE N [BUILDS]`` (internal; BUILDS defaults to N) runs the workload itself; the script calls itself that way under
 callgrind.
 """
 
@@ -27,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import copy
 import dataclasses
 import os
 import pickle
@@ -37,13 +44,14 @@ import sys
 import tempfile
 from typing import Callable, Dict, List, Sequence
 
-STAGES = ("replace", "restore", "bind")
+STAGES = ("replace", "restore", "bind", "bind_fresh")
 _TOTALS = re.compile(r"^\s*([\d,]+)\s.*PROGRAM TOTALS")
 _ROW = re.compile(r"^\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(\S.*)$")
 
 
 def _stage_calls() -> Dict[str, Callable[[], object]]:
-    """The three stages on the contract workload, built as runtime_binding.py builds it."""
+    """The stages on the contract workload, built as runtime_binding.py builds it (``bind_fresh``
+    is a setup that returns the fresh inputs and the bind call that takes them)."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import runtime_binding as rb  # the benchmark's own builders: one workload, one definition
 
@@ -62,28 +70,45 @@ def _stage_calls() -> Dict[str, Callable[[], object]]:
     logical = plan_placement_transfer(source, target)
     plan = bind_logical_transfer_plan(logical, target_bindings, source_bindings=source_bindings)
     payload = pickle.dumps(plan, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def fresh() -> Callable[[], object]:
+        # runtime_binding.py's fresh_bindings: equal values, new objects
+        plan_copy = copy.copy(logical)
+        targets = rb._bindings(target, "target", 1 << 44)
+        sources = rb._bindings(source, "source", 1 << 40)
+        return lambda: bind_logical_transfer_plan(plan_copy, targets, source_bindings=sources)
+
     return {
         "replace": lambda: dataclasses.replace(plan),
         "restore": lambda: pickle.loads(payload),
         "bind": lambda: bind_logical_transfer_plan(logical, target_bindings, source_bindings=source_bindings),
+        "bind_fresh": fresh,
     }
 
 
-def _loop(stage: str, calls: int) -> None:
+def _loop(stage: str, calls: int, builds: int) -> None:
     stages = _stage_calls()
     for _ in range(3):  # warm every stage's caches the same way in both profiles
-        for run in stages.values():
-            run()
+        for name, run in stages.items():
+            run()() if name == "bind_fresh" else run()
     run = stages[stage]
+    if stage == "bind_fresh":
+        # both profiles build ``builds`` sets of fresh inputs; only the counted one binds them
+        for index in range(builds):
+            bind = run()
+            if index < calls:
+                bind()
+            del bind
+        return
     for _ in range(calls):
         run()
 
 
-def _profile(stage: str, calls: int, out: str) -> None:
+def _profile(stage: str, calls: int, builds: int, out: str) -> None:
     env = dict(os.environ, PYTHONHASHSEED="0")
     command = [
         "valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-        sys.executable, os.path.abspath(__file__), "--loop", stage, str(calls),
+        sys.executable, os.path.abspath(__file__), "--loop", stage, str(calls), str(builds),
     ]
     subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -119,10 +144,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--match", default="csrc/", help="list only functions whose file:name matches this regex (default csrc/)"
     )
-    parser.add_argument("--loop", nargs=2, metavar=("STAGE", "N"), help=argparse.SUPPRESS)
+    parser.add_argument("--loop", nargs="+", metavar="STAGE N [BUILDS]", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.loop:
-        _loop(args.loop[0], int(args.loop[1]))
+        if len(args.loop) not in (2, 3):
+            parser.error("--loop takes STAGE N [BUILDS]")
+        _loop(args.loop[0], int(args.loop[1]), int(args.loop[-1]))
         return 0
     stages = [name for name in args.stages.split(",") if name]
     unknown = [name for name in stages if name not in STAGES]
@@ -134,8 +161,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as work:
         for stage in stages:
             empty, counted = os.path.join(work, f"{stage}.0"), os.path.join(work, f"{stage}.n")
-            _profile(stage, 0, empty)
-            _profile(stage, args.calls, counted)
+            _profile(stage, 0, args.calls, empty)
+            _profile(stage, args.calls, args.calls, counted)
             per_call = (_total(counted) - _total(empty)) / args.calls
             print(f"{stage}: {per_call:,.0f} instructions per call ({args.calls} calls)")
             if args.functions:
