@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Callable, TypeVar
+import sys
+from typing import Any, Callable, Optional, TypeVar
 
 from . import _native
 
@@ -20,7 +21,22 @@ def register_layout(cls: type, names: tuple[str, ...]) -> None:
     _SPECS = _SPECS + ((cls, names),)
 
 
-def memo_proved(call: Callable[[], _T]) -> _T:
+_MONITORING = getattr(sys, "monitoring", None)  # CPython 3.12+
+
+
+def _quiet() -> bool:
+    """No trace or profile function and no ``sys.monitoring`` tool is set (runs no Python code
+    but this function's)."""
+    if sys.gettrace() is not None or sys.getprofile() is not None:
+        return False
+    if _MONITORING is not None:
+        for tool in range(6):
+            if _MONITORING.get_tool(tool) is not None:
+                return False
+    return True
+
+
+def memo_proved(call: Callable[[], _T], sealed: Optional[list[Any]] = None) -> _T:
     """``call()`` for a public entry point whose C steps check a value class's layout through
     per-call-site memos (csrc/layout.h ``mr_layout_memo``: a class accepted once is not checked
     again, so a field property planted on it later is not seen), while the steps they stand for
@@ -40,7 +56,20 @@ def memo_proved(call: Callable[[], _T]) -> _T:
     also covers classes memos took during the call) and the call is decided again, cold, on the
     classes as they are then (its raise as well as its result: a refusal can come from a memo'd
     step too). One planted and removed again within the call is not seen (as for the
-    revalidation, which proves before and after its passes). Both proofs run no Python code."""
+    revalidation, which proves before and after its passes). Both proofs run no Python code.
+
+    ``sealed`` (opt-in; FRESH41): an empty list the call appends to when it returns a result it
+    decided sealed, i.e. it proved that no code but this package's ran from its entry to its
+    return (bind's ``_sealed``: no hook at its entry and at its end, or an untripped watch; the
+    exact classes holding plain values; the collector paused; the values it releases from its
+    inputs held in that very list, so they are released only after this decision). The proof
+    after the call is then skipped, and only when no hook was set before the first proof either:
+    from that proof to the call's entry only this function and the call's first lines run, so no
+    code can have planted a property between the two (a hook that was set, planted and removed
+    itself before the call's entry would be gone by its entry check: hence the check here,
+    before the proof). A call that raised, or did not append, is proved after as before. Out of
+    scope as for the sealed call itself: another thread, a signal handler, an audit hook."""
+    quiet = sealed is not None and not sealed and _quiet()  # (before the proof: see above)
     if _native.layout_memos_unshadowed(_SPECS):
         try:
             result = call()
@@ -48,9 +77,11 @@ def memo_proved(call: Callable[[], _T]) -> _T:
             if _native.layout_memos_unshadowed(_SPECS):
                 raise
         else:
-            if _native.layout_memos_unshadowed(_SPECS):
+            if (quiet and sealed) or _native.layout_memos_unshadowed(_SPECS):
                 return result
             del result
+    if sealed is not None:
+        del sealed[:]  # (the cold call decides afresh; its own appends are not read)
     _native.layout_memos_cold(1)
     try:
         return call()

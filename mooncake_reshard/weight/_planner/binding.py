@@ -1011,11 +1011,16 @@ def bind_logical_transfer_plan(
     # Binding creates several long-lived, acyclic objects per operation; without the pause the
     # collector rescans the growing heap again and again (measured: ~40 % of binding at 74k
     # operations; about a quarter of that saving reappears as one later collection).
-    # The C steps' layout memos are trusted only while no field is shadowed (see memo_proved).
+    # The C steps' layout memos are trusted only while no field is shadowed (see memo_proved;
+    # a call that ran sealed to its end says so in ``sealed``, which also holds the values it
+    # released from its inputs until the proof is decided, and skips the proof after it).
+    sealed: list[Any] = []
     with collector_paused():
         plan = memo_proved(
-            lambda: _watched_bind(logical_plan, target_bindings, source_bindings, source_manifest)
+            lambda: _watched_bind(logical_plan, target_bindings, source_bindings, source_manifest, sealed),
+            sealed,
         )
+    del sealed
     if len(plan.operations) >= _TRIM_MIN_OPERATIONS:
         _native.trim_heap()  # the revalidation's tables, freed by now
     return plan
@@ -1026,11 +1031,17 @@ def _watched_bind(
     target_bindings: Sequence[WeightRuntimeBindingManifest],
     source_bindings: Sequence[WeightRuntimeBindingManifest],
     source_manifest: Optional[StoredWeightManifest],
+    sealed: Optional[list[Any]] = None,
 ) -> TransferPlan:
     watch = start_watch(_operation_count(logical_plan) >= _WATCH_MIN)  # (see _sealed)
     try:
         return _bind_logical_transfer_plan(
-            logical_plan, target_bindings, source_bindings=source_bindings, source_manifest=source_manifest, watch=watch
+            logical_plan,
+            target_bindings,
+            source_bindings=source_bindings,
+            source_manifest=source_manifest,
+            watch=watch,
+            sealed_out=sealed,
         )
     finally:
         stop_watch(watch)
@@ -1174,6 +1185,7 @@ def _bind_logical_transfer_plan(
     source_bindings: Sequence[WeightRuntimeBindingManifest],
     source_manifest: Optional[StoredWeightManifest],
     watch: Any = None,
+    sealed_out: Optional[list[Any]] = None,
 ) -> TransferPlan:
     if not isinstance(logical_plan, LogicalTransferPlan):
         raise ValueError("logical_plan must be a LogicalTransferPlan")
@@ -1454,6 +1466,11 @@ def _bind_logical_transfer_plan(
         if source_placement is not None:
             _recheck_runtime_fragments(source_placement, source_kept)
         plan = TransferPlan._from_bound_operations(None, False, **fields)
+    elif sealed_out is not None:
+        # Sealed to the end (untouched just now; nothing but this frame's returns runs until
+        # memo_proved reads it): its proof after the call is skipped. ``held`` goes with it, so
+        # the values the call released stay alive until that decision (see memo_proved).
+        sealed_out.append(held)
     return plan
 
 
