@@ -438,8 +438,8 @@ def inert_graph(roots: tuple[Any, ...], classes: tuple[tuple[type, int], ...], /
     bytes, an exact tuple, list, dict or frozenset of such values, or an instance of exactly one
     class of ``classes`` (pairs: a C layout's field count, whose slots are walked; -1:
     dict-backed, an exact instance dict keyed by exact strs; -2: accepted as is); False
-    otherwise, also past the walk's work budget (a forged cycle). Runs no Python code
-    (csrc/exact.c)."""
+    otherwise, also past the walk's work budget (a forged fan-out). Each object is walked once
+    (a cycle ends there). Runs no Python code (csrc/exact.c)."""
 
 class CodeSet:
     """A fixed set of code objects, held and looked up by address (csrc/exact.c)."""
