@@ -299,3 +299,22 @@ def fresh_interpreter_json(script: str) -> Any:
     done = subprocess.run([sys.executable, script], capture_output=True, text=True, env=env, cwd=here, timeout=600)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
+
+
+def memos_emptied() -> None:
+    """Empties every per-call-site layout memo (csrc/layout.h ``mr_layout_memo``: entering cold
+    mode from level 0 empties each memo that ever held a class; leaving it, level 0 again): the
+    memos then stand as in a fresh process, for a cold oracle that must build bound plans first
+    (bind's C steps fill the memos)."""
+    assert _native.layout_memos_cold(1) == 1
+    assert _native.layout_memos_cold(-1) == 0
+
+
+def cold_summary(result: Any) -> list[str]:
+    """A cold oracle's answer: ``[exception class, message]`` (object addresses masked), else
+    ``["value", the result's class name]`` (values hold addresses of the process's memory)."""
+    import re
+
+    if isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], str) and result[0].endswith("Error"):
+        return [result[0], re.sub(r"0x[0-9a-f]+", "0x?", result[1])]
+    return ["value", type(result).__name__]
