@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import pickle
 import sys
 from typing import Any, Callable
 
 import pytest
 
-from forge_helpers import cold_summary, forked_answers, fresh_interpreter_json, memos_emptied, outcome, sized_world
+from forge_helpers import cold_oracle, cold_summary, forked_answers, memos_emptied, outcome, sized_world
 
 from mooncake.reshard.contracts.fragments import RuntimeBindingFragment
 from mooncake.reshard.weight import bind_logical_transfer_plan, resolve_executor_plan, resolve_executor_plans
@@ -99,11 +98,7 @@ def _cold_outcomes() -> dict[str, list[str]]:
     return forked_answers(CASES, lambda case: _planted(case, world))
 
 
-@pytest.fixture(scope="module")
-def cold() -> dict[str, list[str]]:
-    if not hasattr(os, "fork"):
-        pytest.skip("the cold oracle forks")
-    return fresh_interpreter_json(__file__)
+cold = cold_oracle(__file__)
 
 
 @pytest.fixture(scope="module")

@@ -1036,26 +1036,13 @@ class TransferPlan:
         # The rules call C helpers that check a class's layout through per-call-site memos: they
         # are trusted only while no field is shadowed, else decided as in a fresh process
         # (memo_proved; AUDIT41, tests/test_audit4141_rules_cold_memos.py).
-        memo_proved(
-            lambda: self._revalidate_ruled(
-                operations, source_executors, target_executors, limits, check_physical_ranges, carried
-            )
-        )
 
-    def _revalidate_ruled(
-        self,
-        operations: tuple[Any, ...],
-        source_executors: tuple[Any, ...],
-        target_executors: tuple[Any, ...],
-        limits: PlanningLimits,
-        check_physical_ranges: bool,
-        carried: Any,
-    ) -> None:
-        """The rules (``_revalidate_rules``), the regions' recheck and the fences (the fast path
-        declined)."""
-        self._revalidate_rules(operations, source_executors, target_executors, limits, check_physical_ranges)
-        recheck_regions(operations, carried)
-        _require_attested_fences(operations)
+        def ruled_steps() -> None:
+            self._revalidate_rules(operations, source_executors, target_executors, limits, check_physical_ranges)
+            recheck_regions(operations, carried)
+            _require_attested_fences(operations)
+
+        memo_proved(ruled_steps)
 
     def _revalidate_rules(
         self,
