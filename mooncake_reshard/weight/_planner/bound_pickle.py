@@ -657,7 +657,7 @@ def _restore_packed(codes: Any, values: Any) -> TransferPlan:
         # an operation) are freed before the revalidation, the restore's peak.
         items = _Record(record)
         del record
-        return _restore_transfer_plan(items)
+        return _restore_proved(items)  # (proved by the caller: memo_proved_once)
 
 
 def _require_typed_placements(record: tuple[Any, ...]) -> None:
@@ -715,16 +715,21 @@ def _restore_transfer_plan(*record: Any) -> TransferPlan:
     """Rebuild a plan from its compact record through the validating paths (module docstring).
     The collector is paused throughout: no gc callback or finalizer runs between the region
     scan whose facts are carried and the revalidation that takes them (see below)."""
+    # The restore's C steps check classes' layouts through per-call-site memos, trusted only
+    # while no field is shadowed (AUDIT41, tests/test_audit4141_rules_cold_memos.py). A record in
+    # a _Record is emptied as it is read (it cannot be read again): its plan is re-decided
+    # instead (memo_proved_once).
+    if len(record) == 1 and type(record[0]) is _Record:
+        return memo_proved_once(lambda: _restore_proved(*record), _post_init_again)
+    return memo_proved(lambda: _restore_proved(*record))
+
+
+def _restore_proved(*record: Any) -> TransferPlan:
+    """``_restore_transfer_plan`` under its caller's memo proof."""
     with collector_paused():
         watch = start_watch(_record_operations(record) >= _WATCH_MIN_ENTRIES)  # (see below)
         try:
-            # The restore's C steps check classes' layouts through per-call-site memos, trusted
-            # only while no field is shadowed (AUDIT41, tests/test_audit4141_rules_cold_memos.py).
-            # A packed record is emptied as it is read (it cannot be read again): its plan is
-            # re-decided instead (memo_proved_once).
-            if len(record) == 1 and type(record[0]) is _Record:
-                return memo_proved_once(lambda: _restore_record(record, watch), _post_init_again)
-            return memo_proved(lambda: _restore_record(record, watch))
+            return _restore_record(record, watch)
         finally:
             stop_watch(watch)
 
