@@ -89,4 +89,27 @@ def memo_proved(call: Callable[[], _T], sealed: Optional[list[Any]] = None) -> _
         _native.layout_memos_cold(-1)
 
 
-__all__ = ["memo_proved"]
+def memo_proved_once(call: Callable[[], _T], recheck: Callable[[_T], None]) -> _T:
+    """``memo_proved`` for a call that consumes its input and cannot run again (a packed pickle
+    restore empties its record as it goes, AUDIT41): proved before, it runs as is, else in cold
+    mode. When the proof after it fails, ``recheck(result)`` re-decides the result in cold mode
+    (every rule on the objects as they are then: ``TransferPlan.__post_init__``); a raise stands
+    (the input is gone: a refusal by a memo'd step with a property planted during the call is
+    not decided again)."""
+    if not _native.layout_memos_unshadowed(_SPECS):
+        _native.layout_memos_cold(1)
+        try:
+            return call()
+        finally:
+            _native.layout_memos_cold(-1)
+    result = call()
+    if not _native.layout_memos_unshadowed(_SPECS):
+        _native.layout_memos_cold(1)
+        try:
+            recheck(result)
+        finally:
+            _native.layout_memos_cold(-1)
+    return result
+
+
+__all__ = ["memo_proved", "memo_proved_once"]

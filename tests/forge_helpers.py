@@ -299,3 +299,52 @@ def fresh_interpreter_json(script: str) -> Any:
     done = subprocess.run([sys.executable, script], capture_output=True, text=True, env=env, cwd=here, timeout=600)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
+
+
+def memos_emptied() -> None:
+    """Empties every per-call-site layout memo (csrc/layout.h ``mr_layout_memo``: entering cold
+    mode from level 0 empties each memo that ever held a class; leaving it, level 0 again): the
+    memos then stand as in a fresh process, for a cold oracle that must build bound plans first
+    (bind's C steps fill the memos)."""
+    assert _native.layout_memos_cold(1) == 1
+    assert _native.layout_memos_cold(-1) == 0
+
+
+def cold_summary(result: Any) -> list[str]:
+    """A cold oracle's answer: ``[exception class, message]`` (object addresses masked), else
+    ``["value", the result's class name]`` (values hold addresses of the process's memory)."""
+    import re
+
+    if isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], str) and result[0].endswith("Error"):
+        return [result[0], re.sub(r"0x[0-9a-f]+", "0x?", result[1])]
+    return ["value", type(result).__name__]
+
+
+def rules_only(call: Callable[[], Any]) -> Any:
+    """``outcome(call)`` with the fast revalidation off (``_fast_revalidate_live`` declines): the
+    rule-by-rule path decides every ``TransferPlan`` revalidation it makes."""
+    from mooncake.reshard.weight._planner import bound_contracts
+
+    real = bound_contracts._fast_revalidate_live
+    bound_contracts._fast_revalidate_live = lambda *args, **kwargs: False
+    try:
+        return outcome(call)
+    finally:
+        bound_contracts._fast_revalidate_live = real
+
+
+def cold_oracle(script: str) -> Any:
+    """A module-scoped pytest fixture (``cold = cold_oracle(__file__)`` in a test module): the
+    JSON the module ``script`` prints when run in a fresh interpreter (``fresh_interpreter_json``),
+    skipped where the oracle cannot fork."""
+    import os
+
+    import pytest
+
+    @pytest.fixture(scope="module")
+    def cold() -> Any:
+        if not hasattr(os, "fork"):
+            pytest.skip("the cold oracle forks")
+        return fresh_interpreter_json(script)
+
+    return cold

@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
-from forge_helpers import outcome, sized_world
+from forge_helpers import outcome, rules_only, sized_world
 
 from mooncake.reshard.weight import TransferPlan, bind_logical_transfer_plan
-from mooncake.reshard.weight._planner import bound_contracts
 
 _FENCE = ("ValueError", "bound fragment runtime fence differs from attestation")
 
@@ -56,15 +55,6 @@ def _fresh_calls() -> None:
     ForgingId.calls = []
 
 
-def _ruled(call: Callable[[], Any]) -> Any:
-    saved = bound_contracts._fast_revalidate
-    bound_contracts._fast_revalidate = lambda *args, **kwargs: False
-    try:
-        return outcome(call)
-    finally:
-        bound_contracts._fast_revalidate = saved
-
-
 def _plan() -> Any:
     logical, targets, sources, _memory = sized_world(2)
     return bind_logical_transfer_plan(logical, targets, source_bindings=sources)
@@ -73,7 +63,7 @@ def _plan() -> Any:
 def _check(result: Any) -> None:
     """``result`` must not be a plan the rules refuse (the rules re-run on it, fast path off)."""
     if isinstance(result, TransferPlan) and result.operations[0].source.runtime_lease_id == "forged-lease":
-        assert _ruled(lambda: dataclasses.replace(result)) != _FENCE, "accepted a plan the rules refuse"
+        assert rules_only(lambda: dataclasses.replace(result)) != _FENCE, "accepted a plan the rules refuse"
     # closed (lead, session 25): the pass declines a non-exact identity before comparing it, so
     # the forging comparison never runs inside it (at most once, in Python, before the passes)
     assert len(ForgingId.calls) < 2, "the forging comparison ran inside a pass"
@@ -83,7 +73,7 @@ def test_the_rules_accept_a_str_subclass_identity() -> None:
     """So the fast path runs on such a plan (and the forgery below is the only difference)."""
     plan = _plan()
     object.__setattr__(plan, "resource_id", str.__new__(type("Named", (str,), {}), plan.resource_id))
-    assert isinstance(_ruled(lambda: dataclasses.replace(plan)), TransferPlan)
+    assert isinstance(rules_only(lambda: dataclasses.replace(plan)), TransferPlan)
 
 
 def test_the_forged_lease_alone_is_refused() -> None:

@@ -19,11 +19,10 @@ from typing import Any
 
 import pytest
 
-from forge_helpers import outcome, sized_world
+from forge_helpers import outcome, rules_only, sized_world
 
 from mooncake.reshard.contracts.fragments import RuntimeBindingFragment
 from mooncake.reshard.weight import bind_logical_transfer_plan
-from mooncake.reshard.weight._planner import bound_contracts as bc
 from mooncake.reshard.weight.types import PlacementFragment
 
 from test_audit39_class_descriptors import _next, _other, _planter
@@ -35,12 +34,7 @@ def _bind(world: Any) -> Any:
 
 
 def _rules(plan: Any) -> Any:
-    real = bc._fast_revalidate_live
-    bc._fast_revalidate_live = lambda *args, **kwargs: False
-    try:
-        return outcome(lambda: dataclasses.replace(plan))
-    finally:
-        bc._fast_revalidate_live = real
+    return rules_only(lambda: dataclasses.replace(plan))
 
 
 @pytest.mark.parametrize(

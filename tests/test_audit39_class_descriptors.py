@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import pytest
 
-from forge_helpers import outcome, sized_world
+from forge_helpers import outcome, rules_only, sized_world
 
 from mooncake.reshard import _native
 from mooncake.reshard.contracts.fragments import RuntimeBindingFragment
@@ -112,21 +112,12 @@ def _call(plan: Any, stage: str) -> Callable[[], Any]:
     return lambda: pickle.loads(payload)
 
 
-def _rules_only(call: Callable[[], Any]) -> Any:
-    real = bc._fast_revalidate_live
-    bc._fast_revalidate_live = lambda *args, **kwargs: False
-    try:
-        return outcome(call)
-    finally:
-        bc._fast_revalidate_live = real
-
-
 def _check(plant: Callable[[], Callable[[], None]], stage: str) -> None:
     plan = _plan()
     call = _call(plan, stage)
     undo = plant()
     try:
-        rules = _rules_only(call)
+        rules = rules_only(call)
         fast = outcome(call)
     finally:
         undo()

@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 import sys
 from typing import Any, Callable
 
 import pytest
 
-from forge_helpers import forked_answers, fresh_interpreter_json, outcome, profiled_outcome, sized_world
+from forge_helpers import cold_oracle, forked_answers, outcome, profiled_outcome, sized_world
 
 from mooncake.reshard import _memo_proof, _native
 from mooncake.reshard.contracts.fragments import RuntimeBindingFragment
@@ -107,11 +106,7 @@ def _cold_outcomes() -> dict[str, list[str]]:
     return forked_answers(CASES, lambda case: _planted_bind(case))
 
 
-@pytest.fixture(scope="module")
-def cold() -> dict[str, list[str]]:
-    if not hasattr(os, "fork"):
-        pytest.skip("the cold oracle forks")
-    return fresh_interpreter_json(__file__)
+cold = cold_oracle(__file__)
 
 
 @pytest.mark.parametrize("case", CASES, ids=["-".join(case) for case in CASES])

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import pickle
 import re
 import sys
@@ -30,7 +29,7 @@ from typing import Any, Callable
 
 import pytest
 
-from forge_helpers import forked_answers, fresh_interpreter_json, outcome
+from forge_helpers import cold_oracle, forked_answers, outcome
 from memory_executor import HostMemory, host_bindings, tp_placement
 
 from mooncake.reshard.contracts.fragments import RuntimeBindingFragment
@@ -120,11 +119,7 @@ def _cold_outcomes() -> dict[str, list[str]]:
     return forked_answers(CASES, lambda case: _planted(case, world))
 
 
-@pytest.fixture(scope="module")
-def cold() -> dict[str, list[str]]:
-    if not hasattr(os, "fork"):
-        pytest.skip("the cold oracle forks")
-    return fresh_interpreter_json(__file__)
+cold = cold_oracle(__file__)
 
 
 @pytest.mark.parametrize("case", CASES, ids=["-".join(case) for case in CASES])

@@ -629,13 +629,13 @@ def test_restore_pauses_the_collector_and_restores_its_state(world: World) -> No
     plan = world.bind()
     blob = pickle.dumps(plan, protocol=5)
     seen: list[bool] = []
-    original = bound_pickle._restore_transfer_plan
+    original = bound_pickle._restore_proved
 
     def spy(*record: Any) -> Any:
         seen.append(gc.isenabled())
         return original(*record)
 
-    bound_pickle._restore_transfer_plan = spy
+    bound_pickle._restore_proved = spy
     try:
         for enabled in (True, False):
             (gc.enable if enabled else gc.disable)()
@@ -645,7 +645,7 @@ def test_restore_pauses_the_collector_and_restores_its_state(world: World) -> No
                 pickle.loads(pickle.dumps(_Packed(b"\x00", (None,))))
             assert gc.isenabled() is enabled
     finally:
-        bound_pickle._restore_transfer_plan = original
+        bound_pickle._restore_proved = original
         gc.enable()
     assert seen == [False, False]
 

@@ -9,6 +9,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 from .. import _native
 from .._collector import collector_paused
+from .._memo_proof import memo_proved
 from ..contracts._checks import item_tuple, require_str, require_u64
 from ..contracts.ids import PlacementId, PlacementSetId, ResourceId, RevisionId
 from ..contracts.manifest import ResourceKind
@@ -275,17 +276,21 @@ class WeightPlacementManifest:
         """
         # Assembly allocates many container objects and keeps them: pause the cyclic GC
         # (its collections would rescan them) and restore its state afterwards.
+        # (its C steps' layout memos trusted only while no field is shadowed: memo_proved;
+        # AUDIT41, tests/test_audit4141_public_cold_memos.py)
         with collector_paused():
-            return _assemble_from_fragments(
-                cls,
-                resource_id=resource_id,
-                revision=revision,
-                weight_generation=weight_generation,
-                placement_set_id=placement_set_id,
-                topology=topology,
-                tensors=tensors,
-                fragments=fragments,
-                placement_id=placement_id,
+            return memo_proved(
+                lambda: _assemble_from_fragments(
+                    cls,
+                    resource_id=resource_id,
+                    revision=revision,
+                    weight_generation=weight_generation,
+                    placement_set_id=placement_set_id,
+                    topology=topology,
+                    tensors=tensors,
+                    fragments=fragments,
+                    placement_id=placement_id,
+                )
             )
 
 

@@ -472,6 +472,17 @@ def resolve_executor_plans(
 ) -> tuple[ExecutorTransferPlan, ...]:
     """Re-derive the executor projections one live binding owns and check them against the
     plan's (spec §12.2); returns the plan's matching executors."""
+    # (its C steps' layout memos are trusted only while no field is shadowed: memo_proved,
+    # AUDIT41, tests/test_audit4141_rules_cold_memos.py)
+    return memo_proved(lambda: _resolve_executor_plans(plan, placement, binding, side))
+
+
+def _resolve_executor_plans(
+    plan: TransferPlan,
+    placement: WeightPlacementManifest,
+    binding: WeightRuntimeBindingManifest,
+    side: str,
+) -> tuple[ExecutorTransferPlan, ...]:
     if side == "source":
         executors = plan.source_executors
     elif side == "target":

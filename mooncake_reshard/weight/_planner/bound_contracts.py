@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Optional
 from ... import _native
 from ..._collector import collector_paused
 from ..._layout import layout_builder, layout_dataclass, layout_state_reader, value_base
+from ..._memo_proof import memo_proved
 from ..._shared_keys import share_field_keys
 from ...contracts.fragments import RuntimeBindingFragment
 from ...contracts.ids import (
@@ -781,6 +782,9 @@ def _attested_view(attestation: RuntimeBindingAttestation) -> _AttestedView:
                 and cached[2] is state.get("placement")
                 and cached[3] is state.get("_placement_dict")
                 and _native.deps_unchanged(cached[4])
+                # (a record mirrors the state: it answers for the rules' attribute reads only
+                # while no field is shadowed, AUDIT41)
+                and _fields_unshadowed(_STATE_FIELDS)
             ):
                 kept: _AttestedView = cached[0]
                 scope[id(attestation)] = (attestation, kept)
@@ -839,7 +843,9 @@ def _attested_view_end(
                 # The first view of this attestation (e.g. a plan just unpickled): only that is
                 # remembered; the record (``_view_deps``) is paid from the second build on.
                 state[_VIEW_KEY] = ()
-            else:
+            elif _fields_unshadowed(_STATE_FIELDS):
+                # (a view the rules built through a shadowed field is not the state's: never
+                # recorded, else taken once the shadow is gone, AUDIT41)
                 if held is not None:
                     held.append(state[_VIEW_KEY])  # replaced below (see _ViewState.held)
                 deps = _view_deps(attestation)
@@ -1019,15 +1025,24 @@ class TransferPlan:
             sealed,
             source_placement,
         )
-        if ruled:
+        if not ruled:
+            # Beyond the reference: regions restored by default pickling skip their own checks,
+            # so forged geometry is refused here, after every spec rule (same first failure
+            # otherwise). A bind call's own regions: the proof bind_regions carried, the
+            # adapter's values it used read again (carried is None on every other path: everything
+            # is proven again). (The fast path proved fields_unshadowed before and after itself.)
+            recheck_regions(operations, carried)
+            return
+        # The rules call C helpers that check a class's layout through per-call-site memos: they
+        # are trusted only while no field is shadowed, else decided as in a fresh process
+        # (memo_proved; AUDIT41, tests/test_audit4141_rules_cold_memos.py).
+
+        def ruled_steps() -> None:
             self._revalidate_rules(operations, source_executors, target_executors, limits, check_physical_ranges)
-        # Beyond the reference: regions restored by default pickling skip their own checks, so
-        # forged geometry is refused here, after every spec rule (same first failure otherwise).
-        # A bind call's own regions: the proof bind_regions carried, the adapter's values it used
-        # read again (carried is None on every other path: everything is proven again).
-        recheck_regions(operations, carried)
-        if ruled:  # (the fast path proved every fence: revalidate_fragments, rs_fragment)
+            recheck_regions(operations, carried)
             _require_attested_fences(operations)
+
+        memo_proved(ruled_steps)
 
     def _revalidate_rules(
         self,

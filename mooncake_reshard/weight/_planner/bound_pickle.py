@@ -83,6 +83,7 @@ from typing import Any, Optional
 
 from ... import _native
 from ..._collector import collector_paused
+from ..._memo_proof import memo_proved, memo_proved_once
 from ...contracts.fragments import RuntimeBindingFragment
 from ..part import WeightPlacementPart
 from ..placement import WeightPlacementManifest, restored_graph_failure, typed_graphs
@@ -631,7 +632,14 @@ def _restore_packed_transfer_plan(codes: Any, values: Any) -> TransferPlan:
     ``codes`` is a bytearray in the payloads ``reduce_ex_transfer_plan`` writes (bytes in older
     ones): its content is copied once and the bytearray emptied, so the opcode string (about 260
     bytes an operation) is freed once decoded, before the revalidation, although pickle's memo
-    holds the bytearray object until ``pickle.loads`` returns."""
+    holds the bytearray object until ``pickle.loads`` returns.
+
+    ``graph_unpack`` builds the record's objects through per-call-site layout memos too: the
+    whole restore is proved (``memo_proved_once``: the codes are emptied as they are read; AUDIT41)."""
+    return memo_proved_once(lambda: _restore_packed(codes, values), _post_init_again)
+
+
+def _restore_packed(codes: Any, values: Any) -> TransferPlan:
     # Many new objects, all kept: no automatic collection rescans them meanwhile.
     with collector_paused():
         if type(codes) is bytearray:
@@ -649,7 +657,7 @@ def _restore_packed_transfer_plan(codes: Any, values: Any) -> TransferPlan:
         # an operation) are freed before the revalidation, the restore's peak.
         items = _Record(record)
         del record
-        return _restore_transfer_plan(items)
+        return _restore_proved(items)  # (proved by the caller: memo_proved_once)
 
 
 def _require_typed_placements(record: tuple[Any, ...]) -> None:
@@ -707,12 +715,27 @@ def _restore_transfer_plan(*record: Any) -> TransferPlan:
     """Rebuild a plan from its compact record through the validating paths (module docstring).
     The collector is paused throughout: no gc callback or finalizer runs between the region
     scan whose facts are carried and the revalidation that takes them (see below)."""
+    # The restore's C steps check classes' layouts through per-call-site memos, trusted only
+    # while no field is shadowed (AUDIT41, tests/test_audit4141_rules_cold_memos.py). A record in
+    # a _Record is emptied as it is read (it cannot be read again): its plan is re-decided
+    # instead (memo_proved_once).
+    if len(record) == 1 and type(record[0]) is _Record:
+        return memo_proved_once(lambda: _restore_proved(*record), _post_init_again)
+    return memo_proved(lambda: _restore_proved(*record))
+
+
+def _restore_proved(*record: Any) -> TransferPlan:
+    """``_restore_transfer_plan`` under its caller's memo proof."""
     with collector_paused():
         watch = start_watch(_record_operations(record) >= _WATCH_MIN_ENTRIES)  # (see below)
         try:
             return _restore_record(record, watch)
         finally:
             stop_watch(watch)
+
+
+def _post_init_again(plan: TransferPlan) -> None:
+    plan.__post_init__()
 
 
 # From this many operation-table entries a restore is watched (exactness.start_watch) rather than
