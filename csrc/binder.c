@@ -1787,13 +1787,20 @@ bd_executor(const bd_table *tb, PyObject *ex_cls, PyObject *const *values, PyObj
         return BD_ERROR;
     }
     int status = BD_OK;
+    /* GC: ids of exact str only, and snapshots (an exact tuple) of inert snapshots only (as bind
+     * builds them: untracked), are inert tuples (common.h mr_gc_inert): never on a cycle, left
+     * out of the collector here, judged in this pass (at 10^6 fragments the first collection
+     * after bind walked them all) */
+    int ids_inert = 1, snapshots_inert = PyTuple_CheckExact(snapshots);
     for (Py_ssize_t i = 0; i < n && status == BD_OK; i++) {
         PyObject *snapshot = PyTuple_GetItem(snapshots, i);
         PyObject *fid = NULL;
         if (snapshot == NULL) { status = BD_ERROR; break; }
+        if (snapshots_inert && !mr_gc_inert(snapshot, 0)) snapshots_inert = 0;
         PyObject *const *sf = mr_layout_fields(snapshot, &lc);
         status = sf != NULL ? bd_slot_get(sf[N_FID], &fid) : bd_get(snapshot, nm[N_FID], &fid);
         if (status != BD_OK) break;
+        if (!PyUnicode_CheckExact(fid)) ids_inert = 0;
         if (seen == NULL && previous != NULL) {
             int cmp = PyUnicode_CheckExact(previous) && PyUnicode_CheckExact(fid) ? bd_compare(previous, fid) : 0;
             if (cmp == -2) {
@@ -1826,7 +1833,8 @@ bd_executor(const bd_table *tb, PyObject *ex_cls, PyObject *const *values, PyObj
         if (PyTuple_SetItem(ids, i, fid) < 0) status = BD_ERROR; /* steals fid */
     }
     if (status != BD_OK) goto done;
-    mr_gc_show(ids); /* full (before bd_finish judges the values inert) */
+    if (!ids_inert) mr_gc_show(ids); /* full (before bd_finish judges the values inert) */
+    if (snapshots_inert && PyObject_GC_IsTracked(snapshots)) PyObject_GC_UnTrack(snapshots);
     status = BD_ERROR;
     executor = bd_new(ex_cls, &dict);
     if (executor == NULL) goto done;
