@@ -2564,16 +2564,19 @@ bd_bound_check(PyObject *bound_cls, mr_layout_class *lc)
 /* One trusted bound fragment: the bound_cls instance of (placement fragment, runtime fragment,
  * fences: instance_id, lease_id, generation), no owner and the attestation, stored directly in
  * its layout when lc accepted bound_cls (mr_layout_new: what __init__ stores, without the checks
- * the caller has proven; tracked unless every value is inert), else its dict filled in field
- * order. New reference, NULL with an exception. */
+ * the caller has proven; tracked unless every value is inert, judged only when judge is
+ * non-zero: a caller that offers it to mr_untrack_bound right after passes 0, since an
+ * attestation (tracked: it holds its caches) fails mr_layout_new's rule after every other field
+ * was judged, and mr_untrack_bound judges them again), else its dict filled in field order. New
+ * reference, NULL with an exception. */
 static PyObject *
 bd_bound_new(PyObject *const *nm, const mr_layout_class *lc, PyObject *bound_cls, PyObject *placement_fragment,
-             PyObject *runtime, PyObject *const *fences, PyObject *attestation)
+             PyObject *runtime, PyObject *const *fences, PyObject *attestation, int judge)
 {
     if (lc->cls != NULL && lc->cls == bound_cls) {
         PyObject *const values[MR_BF_N] = {placement_fragment, runtime, fences[0], fences[1], fences[2], Py_None,
                                            attestation};
-        return mr_layout_new(lc, values, MR_BF_N);
+        return mr_layout_new_gc(lc, values, MR_BF_N, judge);
     }
     PyObject *dict = NULL, *bound = bd_new(bound_cls, &dict);
     if (bound != NULL && PyDict_SetItem(dict, nm[N_PLACEMENT], placement_fragment) == 0 &&
@@ -2597,7 +2600,7 @@ static PyObject *
 bd_bound_row(PyObject *const *nm, const mr_layout_class *lc, PyObject *bound_cls, PyObject *placement_fragment,
              PyObject *runtime, PyObject *pfid, PyObject *const *fences, PyObject *attestation)
 {
-    PyObject *bound = bd_bound_new(nm, lc, bound_cls, placement_fragment, runtime, fences, attestation);
+    PyObject *bound = bd_bound_new(nm, lc, bound_cls, placement_fragment, runtime, fences, attestation, 1);
     PyObject *row = bound == NULL ? NULL : PyTuple_Pack(2, pfid, bound);
     Py_XDECREF(bound);
     return row;
@@ -2852,16 +2855,17 @@ bd_heads_take(bd_heads *h, const bd_pending *pending, PyObject *fragment)
 }
 
 /* Builds entry's row into its part's rows tuple (an entry of result), or with result NULL (as_map)
- * only its bound fragment into entry->bound. 0 ok, -1 error. */
+ * only its bound fragment into entry->bound (judged for the collector unless offered: the caller
+ * offers it to mr_untrack_bound at once, see bd_bound_new). 0 ok, -1 error. */
 static int
 bd_make_pending(PyObject *const *nm, const mr_layout_class *lc, PyObject *bound_cls, bd_pending *entry,
-                PyObject *const *fences, PyObject *attestations, PyObject *result)
+                PyObject *const *fences, PyObject *attestations, PyObject *result, int offered)
 {
     PyObject *attestation = PyTuple_GetItem(attestations, entry->part);
     if (attestation == NULL) return -1;
     if (result == NULL) {
         entry->bound = bd_bound_new(nm, lc, bound_cls, entry->placement, entry->runtime, fences + 3 * entry->part,
-                                    attestation);
+                                    attestation, !offered);
         if (entry->bound == NULL) return -1;
         entry->made = 1;
         return 0;
@@ -3145,7 +3149,7 @@ bd_ordered_build(const bd_table *tb, PyObject *bound_cls, PyObject *att_cls, PyO
                 pending[g].made = 1;
                 continue;
             }
-            if (bd_make_pending(nm, &lc, bound_cls, &pending[g], fences, attestations, rows_of) < 0) goto done;
+            if (bd_make_pending(nm, &lc, bound_cls, &pending[g], fences, attestations, rows_of, 0) < 0) goto done;
         }
     }
     /* The positional form: the bound fragments made, in queue order, and whether the ids are
@@ -3169,7 +3173,10 @@ bd_ordered_build(const bd_table *tb, PyObject *bound_cls, PyObject *att_cls, PyO
         if (q + 2 * BD_MAKE_AHEAD < queued) __builtin_prefetch(&pending[order[q + 2 * BD_MAKE_AHEAD]]);
         bd_pending *entry = &pending[order[q]];
         entry->made = 0; /* (queued: made now) */
-        if (bd_make_pending(nm, &lc, bound_cls, entry, fences, attestations, rows_of) < 0) goto done;
+        /* (offered to mr_untrack_bound below when in the positional form with att) */
+        if (bd_make_pending(nm, &lc, bound_cls, entry, fences, attestations, rows_of, pos != NULL && att != NULL) < 0) {
+            goto done;
+        }
         if (pos == NULL) continue;
         pos->made[q] = entry->bound; /* (the reference moves) */
         entry->bound = NULL;
@@ -3184,7 +3191,7 @@ bd_ordered_build(const bd_table *tb, PyObject *bound_cls, PyObject *att_cls, PyO
         }
     }
     for (Py_ssize_t g = 0; g < count && pos == NULL; g++) {
-        if (!pending[g].made && bd_make_pending(nm, &lc, bound_cls, &pending[g], fences, attestations, rows_of) < 0) {
+        if (!pending[g].made && bd_make_pending(nm, &lc, bound_cls, &pending[g], fences, attestations, rows_of, 0) < 0) {
             goto done;
         }
     }

@@ -92,6 +92,19 @@ def test_bind_tuples_start_untracked(collector_off: None, layers: int) -> None:
             assert not gc.is_tracked(value), name
 
 
+def test_ordered_bind_leaves_bound_fragments_untracked(collector_off: None) -> None:
+    """The ordered path builds its bound fragments without judging them in mr_layout_new and
+    offers each to mr_untrack_bound at once (INERT41): every one still ends untracked, as on the
+    start build, and holds only inert values but for its (tracked) attestation."""
+    plan = _bound(4)
+    for op in plan.operations:
+        for bound in (op.source, op.target):
+            assert not gc.is_tracked(bound)
+            assert gc.is_tracked(bound.attestation)
+            for name in ("placement", "binding", "instance_id", "runtime_lease_id", "lease_generation", "owner"):
+                assert _inert(getattr(bound, name)), name
+
+
 def test_small_bind_follows_the_rule(collector_off: None) -> None:
     """Below MR_GC_BULK_MIN the regions stay tracked: the operations tuple holding them too;
     whatever is untracked holds only inert items."""
