@@ -1787,13 +1787,20 @@ bd_executor(const bd_table *tb, PyObject *ex_cls, PyObject *const *values, PyObj
         return BD_ERROR;
     }
     int status = BD_OK;
+    /* GC: ids of exact str only, and snapshots (an exact tuple) of inert snapshots only (as bind
+     * builds them: untracked), are inert tuples (common.h mr_gc_inert): never on a cycle, left
+     * out of the collector here, judged in this pass (at 10^6 fragments the first collection
+     * after bind walked them all) */
+    int ids_inert = 1, snapshots_inert = PyTuple_CheckExact(snapshots);
     for (Py_ssize_t i = 0; i < n && status == BD_OK; i++) {
         PyObject *snapshot = PyTuple_GetItem(snapshots, i);
         PyObject *fid = NULL;
         if (snapshot == NULL) { status = BD_ERROR; break; }
+        if (snapshots_inert && !mr_gc_inert(snapshot, 0)) snapshots_inert = 0;
         PyObject *const *sf = mr_layout_fields(snapshot, &lc);
         status = sf != NULL ? bd_slot_get(sf[N_FID], &fid) : bd_get(snapshot, nm[N_FID], &fid);
         if (status != BD_OK) break;
+        if (!PyUnicode_CheckExact(fid)) ids_inert = 0;
         if (seen == NULL && previous != NULL) {
             int cmp = PyUnicode_CheckExact(previous) && PyUnicode_CheckExact(fid) ? bd_compare(previous, fid) : 0;
             if (cmp == -2) {
@@ -1826,7 +1833,8 @@ bd_executor(const bd_table *tb, PyObject *ex_cls, PyObject *const *values, PyObj
         if (PyTuple_SetItem(ids, i, fid) < 0) status = BD_ERROR; /* steals fid */
     }
     if (status != BD_OK) goto done;
-    mr_gc_show(ids); /* full (before bd_finish judges the values inert) */
+    if (!ids_inert) mr_gc_show(ids); /* full (before bd_finish judges the values inert) */
+    if (snapshots_inert && PyObject_GC_IsTracked(snapshots)) PyObject_GC_UnTrack(snapshots);
     status = BD_ERROR;
     executor = bd_new(ex_cls, &dict);
     if (executor == NULL) goto done;
@@ -2556,16 +2564,19 @@ bd_bound_check(PyObject *bound_cls, mr_layout_class *lc)
 /* One trusted bound fragment: the bound_cls instance of (placement fragment, runtime fragment,
  * fences: instance_id, lease_id, generation), no owner and the attestation, stored directly in
  * its layout when lc accepted bound_cls (mr_layout_new: what __init__ stores, without the checks
- * the caller has proven; tracked unless every value is inert), else its dict filled in field
- * order. New reference, NULL with an exception. */
+ * the caller has proven; tracked unless every value is inert, judged only when judge is
+ * non-zero: a caller that offers it to mr_untrack_bound right after passes 0, since an
+ * attestation (tracked: it holds its caches) fails mr_layout_new's rule after every other field
+ * was judged, and mr_untrack_bound judges them again), else its dict filled in field order. New
+ * reference, NULL with an exception. */
 static PyObject *
 bd_bound_new(PyObject *const *nm, const mr_layout_class *lc, PyObject *bound_cls, PyObject *placement_fragment,
-             PyObject *runtime, PyObject *const *fences, PyObject *attestation)
+             PyObject *runtime, PyObject *const *fences, PyObject *attestation, int judge)
 {
     if (lc->cls != NULL && lc->cls == bound_cls) {
         PyObject *const values[MR_BF_N] = {placement_fragment, runtime, fences[0], fences[1], fences[2], Py_None,
                                            attestation};
-        return mr_layout_new(lc, values, MR_BF_N);
+        return mr_layout_new_gc(lc, values, MR_BF_N, judge);
     }
     PyObject *dict = NULL, *bound = bd_new(bound_cls, &dict);
     if (bound != NULL && PyDict_SetItem(dict, nm[N_PLACEMENT], placement_fragment) == 0 &&
@@ -2589,7 +2600,7 @@ static PyObject *
 bd_bound_row(PyObject *const *nm, const mr_layout_class *lc, PyObject *bound_cls, PyObject *placement_fragment,
              PyObject *runtime, PyObject *pfid, PyObject *const *fences, PyObject *attestation)
 {
-    PyObject *bound = bd_bound_new(nm, lc, bound_cls, placement_fragment, runtime, fences, attestation);
+    PyObject *bound = bd_bound_new(nm, lc, bound_cls, placement_fragment, runtime, fences, attestation, 1);
     PyObject *row = bound == NULL ? NULL : PyTuple_Pack(2, pfid, bound);
     Py_XDECREF(bound);
     return row;
@@ -2844,16 +2855,17 @@ bd_heads_take(bd_heads *h, const bd_pending *pending, PyObject *fragment)
 }
 
 /* Builds entry's row into its part's rows tuple (an entry of result), or with result NULL (as_map)
- * only its bound fragment into entry->bound. 0 ok, -1 error. */
+ * only its bound fragment into entry->bound (judged for the collector unless offered: the caller
+ * offers it to mr_untrack_bound at once, see bd_bound_new). 0 ok, -1 error. */
 static int
 bd_make_pending(PyObject *const *nm, const mr_layout_class *lc, PyObject *bound_cls, bd_pending *entry,
-                PyObject *const *fences, PyObject *attestations, PyObject *result)
+                PyObject *const *fences, PyObject *attestations, PyObject *result, int offered)
 {
     PyObject *attestation = PyTuple_GetItem(attestations, entry->part);
     if (attestation == NULL) return -1;
     if (result == NULL) {
         entry->bound = bd_bound_new(nm, lc, bound_cls, entry->placement, entry->runtime, fences + 3 * entry->part,
-                                    attestation);
+                                    attestation, !offered);
         if (entry->bound == NULL) return -1;
         entry->made = 1;
         return 0;
@@ -3137,7 +3149,7 @@ bd_ordered_build(const bd_table *tb, PyObject *bound_cls, PyObject *att_cls, PyO
                 pending[g].made = 1;
                 continue;
             }
-            if (bd_make_pending(nm, &lc, bound_cls, &pending[g], fences, attestations, rows_of) < 0) goto done;
+            if (bd_make_pending(nm, &lc, bound_cls, &pending[g], fences, attestations, rows_of, 0) < 0) goto done;
         }
     }
     /* The positional form: the bound fragments made, in queue order, and whether the ids are
@@ -3161,7 +3173,10 @@ bd_ordered_build(const bd_table *tb, PyObject *bound_cls, PyObject *att_cls, PyO
         if (q + 2 * BD_MAKE_AHEAD < queued) __builtin_prefetch(&pending[order[q + 2 * BD_MAKE_AHEAD]]);
         bd_pending *entry = &pending[order[q]];
         entry->made = 0; /* (queued: made now) */
-        if (bd_make_pending(nm, &lc, bound_cls, entry, fences, attestations, rows_of) < 0) goto done;
+        /* (offered to mr_untrack_bound below when in the positional form with att) */
+        if (bd_make_pending(nm, &lc, bound_cls, entry, fences, attestations, rows_of, pos != NULL && att != NULL) < 0) {
+            goto done;
+        }
         if (pos == NULL) continue;
         pos->made[q] = entry->bound; /* (the reference moves) */
         entry->bound = NULL;
@@ -3176,7 +3191,7 @@ bd_ordered_build(const bd_table *tb, PyObject *bound_cls, PyObject *att_cls, PyO
         }
     }
     for (Py_ssize_t g = 0; g < count && pos == NULL; g++) {
-        if (!pending[g].made && bd_make_pending(nm, &lc, bound_cls, &pending[g], fences, attestations, rows_of) < 0) {
+        if (!pending[g].made && bd_make_pending(nm, &lc, bound_cls, &pending[g], fences, attestations, rows_of, 0) < 0) {
             goto done;
         }
     }
@@ -4943,6 +4958,22 @@ bd_bind_regions_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, co
         if (bound_at <= i) { /* (ids_at > i: read above) */
             for (; bound_at < ids_at; bound_at++) {
                 if (bd_ahead_bound(&ahead[bound_at % BD_AHEAD], maps) == BD_ERROR) goto fail;
+            }
+        }
+        /* bind_regions_ordered: the binding and placement fragments of the bound fragments of
+         * the operation BD_AHEAD / 8 on (found by bd_ahead_ids, which asked for their headers
+         * BD_AHEAD / 8 operations ago): bd_bound_view and the carried proof read them at its
+         * region, cache misses at 10^6 fragments otherwise. Hints only: addresses are read from
+         * the bound fragments' slots (C-owned layout), nothing is dereferenced. */
+        if (pos != NULL && bound_layout && i + BD_AHEAD / 8 < ids_at) {
+            const bd_ahead *next = &ahead[(i + BD_AHEAD / 8) % BD_AHEAD];
+            for (int side = 0; side < 2 && next->status == BD_OK; side++) {
+                PyObject *const *bf =
+                    next->found[side] == BD_OK && next->bound[side] != NULL
+                        ? mr_layout_fields(next->bound[side], &carry.bound_layout) : NULL;
+                if (bf == NULL) continue;
+                if (bf[MR_BF_BINDING] != NULL) bd_prefetch_whole(bf[MR_BF_BINDING]);
+                if (bf[MR_BF_PLACEMENT] != NULL) bd_prefetch_whole(bf[MR_BF_PLACEMENT]);
             }
         }
         bd_ahead *slot = &ahead[i % BD_AHEAD];

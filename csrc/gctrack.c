@@ -141,7 +141,49 @@ gt_untrack_bound_regions(PyObject *Py_UNUSED(module), PyObject *const *args, Py_
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(inert_tuple_doc,
+"inert_tuple(items, /)\n"
+"--\n\n"
+"tuple(items) for an exact list items, untracked by the cyclic garbage collector when every\n"
+"item is inert (csrc/common.h mr_gc_inert: an object of a type without GC support, a tuple of\n"
+"inert items, or an untracked non-dict object): a tuple never changes once built, so one whose\n"
+"items can reach nothing that holds it is never part of a reference cycle. The collector's own\n"
+"first scan would walk every item (and keep a tuple of untracked instances); bind's operations\n"
+"tuple (10^6 regions at the largest sweep point) is judged here, in the pass that copies it.\n"
+"TypeError for anything but an exact list. Runs no Python code.");
+
+static PyObject *
+gt_inert_tuple(PyObject *Py_UNUSED(module), PyObject *items)
+{
+    if (!PyList_CheckExact(items)) {
+        PyErr_SetString(PyExc_TypeError, "inert_tuple: items must be an exact list");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_Size(items);
+    if (n < 0) return NULL;
+    /* out of the collector until full (gctrack.h); shown again unless every item is inert */
+    PyObject *tuple = mr_gc_hide(PyTuple_New(n));
+    if (tuple == NULL) return NULL;
+    int inert = 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyList_GetItem(items, i); /* borrowed; in range (no code runs here) */
+        if (item == NULL) {
+            Py_DECREF(tuple);
+            return NULL;
+        }
+        if (inert && !mr_gc_inert(item, MR_INERT_DEPTH)) inert = 0;
+        Py_INCREF(item);
+        if (PyTuple_SetItem(tuple, i, item) < 0) { /* steals item */
+            Py_DECREF(tuple);
+            return NULL;
+        }
+    }
+    if (!inert) mr_gc_show(tuple);
+    return tuple;
+}
+
 static PyMethodDef gctrack_methods[] = {
+    {"inert_tuple", gt_inert_tuple, METH_O, inert_tuple_doc},
     {"untrack_inert", (PyCFunction)(void (*)(void))gt_untrack_inert, METH_FASTCALL, untrack_inert_doc},
     {"untrack_table", gt_untrack_table, METH_O, untrack_table_doc},
     {"untrack_bound_regions", (PyCFunction)(void (*)(void))gt_untrack_bound_regions, METH_FASTCALL,

@@ -474,6 +474,12 @@ def untrack_bound_regions(regions: object, bound_cls: type, /) -> None:
     csrc/common.h ``mr_untrack_bound_regions``). ``TypeError`` for a ``bound_cls`` that is not
     a heap class."""
 
+def inert_tuple(items: list[Any], /) -> tuple[Any, ...]:
+    """``tuple(items)`` for an exact list, untracked by the cyclic garbage collector when every
+    item is inert (an object of a type without collector support, a tuple of inert items, or an
+    untracked object other than a dict: csrc/common.h ``mr_gc_inert``), judged in the copying
+    pass. ``TypeError`` for anything but an exact list. Runs no Python code."""
+
 def untrack_table(table: object, /) -> bool:
     """Untrack ``table`` when it is exactly a ``FragmentTable`` (plain C arrays, no reference to
     a Python object but its type: never on a reference cycle); True then, False for anything

@@ -1425,8 +1425,10 @@ def _bind_logical_transfer_plan(
     # The id selections and the region list are not read again: freed before the revalidation
     # of the new plan (bind's peak; ~4 MiB at 74k operations). tuple() of our own list runs no
     # user code, so building it first changes nothing the keyword reads below observe.
+    # (_native.inert_tuple: that tuple, out of the collector when every region is (as bind
+    # leaves them from 1024 operations on): the first collection after bind no longer walks it.)
     del selections, target_selected
-    bound_operations = tuple(operations)
+    bound_operations = _native.inert_tuple(operations) if type(operations) is list else tuple(operations)
     del operations
     if len(bound_operations) >= _TRIM_MIN_OPERATIONS:
         _native.trim_heap()  # the projections' temporaries: out of the revalidation's peak
