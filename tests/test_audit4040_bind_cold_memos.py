@@ -70,6 +70,17 @@ def _base_planter(cls: type, field: str, edit: Callable[[Any], Any]) -> Callable
     return plant
 
 
+def outcome_while_planted(cls: type, field: str, edit: Callable[[Any], Any], place: str, call: Callable[[], Any]) -> Any:
+    """``outcome(call)`` with a property planted on ``cls`` (``place`` "class") or on a class put
+    between it and its layout base ("base"), removed again after the call."""
+    make = _planter if place == "class" else _base_planter
+    undo = make(cls, field, edit)()
+    try:
+        return outcome(call)
+    finally:
+        undo()
+
+
 def _plant(case: tuple[str, str, str, str]) -> Callable[[], None]:
     cls_name, field, edit, place = case
     make = _planter if place == "class" else _base_planter

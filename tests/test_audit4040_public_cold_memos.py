@@ -41,8 +41,8 @@ from mooncake.reshard.weight import (
 )
 from mooncake.reshard.weight.types import PlacementFragment
 
-from test_audit39_class_descriptors import _next, _other, _planter
-from test_audit4040_bind_cold_memos import _base_planter
+from test_audit39_class_descriptors import _next, _other
+from test_audit4040_bind_cold_memos import outcome_while_planted
 
 CLASSES = {"PlacementFragment": PlacementFragment, "RuntimeBindingFragment": RuntimeBindingFragment,
            "TransferRegion": TransferRegion}
@@ -106,12 +106,7 @@ def _prepared(op: str, world: dict[str, Any]) -> dict[str, Any]:
 def _planted(case: tuple[str, ...], world: dict[str, Any]) -> list[str]:
     op, cls_name, field, edit, place = case
     world = _prepared(op, world)
-    make = _planter if place == "class" else _base_planter
-    undo = make(CLASSES[cls_name], field, EDITS[edit])()
-    try:
-        return _summary(outcome(lambda: OPS[op](world)))
-    finally:
-        undo()
+    return _summary(outcome_while_planted(CLASSES[cls_name], field, EDITS[edit], place, lambda: OPS[op](world)))
 
 
 def _cold_outcomes() -> dict[str, list[str]]:

@@ -34,7 +34,7 @@ from mooncake.reshard.weight._planner.fragments import BoundWeightFragment
 from mooncake.reshard.weight.types import PlacementFragment
 
 from test_audit39_class_descriptors import _next, _other, _planter
-from test_audit4040_bind_cold_memos import _base_planter
+from test_audit4040_bind_cold_memos import outcome_while_planted
 
 CLASSES = {
     "PlacementFragment": PlacementFragment,
@@ -84,12 +84,7 @@ CASES = _all_cases()
 
 def _planted(case: tuple[str, ...], world: dict[str, Any]) -> list[str]:
     op, cls_name, field, edit, place = case
-    make = _planter if place == "class" else _base_planter
-    undo = make(CLASSES[cls_name], field, EDITS[edit])()
-    try:
-        return cold_summary(outcome(lambda: OPS[op](world)))
-    finally:
-        undo()
+    return cold_summary(outcome_while_planted(CLASSES[cls_name], field, EDITS[edit], place, lambda: OPS[op](world)))
 
 
 def _cold_outcomes() -> dict[str, list[str]]:

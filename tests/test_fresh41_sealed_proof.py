@@ -85,6 +85,28 @@ def test_a_call_that_raises_is_proved_after_even_when_sealed():
     assert count[0] == 2
 
 
+def _bind_planted_by_hook(case: tuple[str, str, str, str], at_function: str) -> Any:
+    """Bind's outcome (warm memos) while a profile hook, set before the call, plants ``case``'s
+    property at ``at_function``'s call and removes itself; the plant is undone after the call."""
+    _bind(sized_world(2))
+    world = sized_world(2)
+    undo: list[Callable[[], None]] = []
+
+    def hook(frame: Any, event: str, _arg: Any) -> None:
+        if event == "call" and frame.f_code.co_name == at_function and not undo:
+            undo.append(_plant(case))
+            sys.setprofile(None)
+
+    previous = sys.getprofile()
+    sys.setprofile(hook)
+    try:
+        return _bind(world)
+    finally:
+        sys.setprofile(previous)
+        assert undo, "the hook did not plant"
+        undo[0]()
+
+
 @pytest.mark.parametrize("case", MIDCALL, ids=["-".join(case) for case in MIDCALL])
 def test_a_hook_that_plants_and_removes_itself_before_bind_is_caught(case, cold):  # noqa: F811
     """A profile hook, set before the call, plants the property right after memo_proved's first
@@ -92,23 +114,7 @@ def test_a_hook_that_plants_and_removes_itself_before_bind_is_caught(case, cold)
     runs sealed, but memo_proved saw the hook before its proof and proves after the call, which
     fails; the call is decided again, cold, as a cold process decides it with the property
     planted first."""
-    _bind(sized_world(2))
-    world = sized_world(2)
-    undo: list[Callable[[], None]] = []
-
-    def hook(frame: Any, event: str, _arg: Any) -> None:
-        if event == "call" and frame.f_code.co_name == "_watched_bind" and not undo:
-            undo.append(_plant(case))
-            sys.setprofile(None)
-
-    previous = sys.getprofile()
-    sys.setprofile(hook)
-    try:
-        result = _bind(world)
-    finally:
-        sys.setprofile(previous)
-        assert undo, "the hook did not plant"
-        undo[0]()
+    result = _bind_planted_by_hook(case, "_watched_bind")
     assert _summary(result) == cold["|".join(case)]
     assert _summary(_bind(sized_world(2))) == ["plan"]
 
@@ -117,23 +123,7 @@ def test_a_hook_that_plants_and_removes_itself_before_bind_is_caught(case, cold)
 def test_a_property_planted_mid_bind_by_a_hook_is_still_seen(case, cold):  # noqa: F811
     """As tests/test_audit4040's mid-call plant, with a hook that removes itself once it planted
     (at step 7-8's call): the call is unsealed at its end check or proved after it."""
-    _bind(sized_world(2))
-    world = sized_world(2)
-    undo: list[Callable[[], None]] = []
-
-    def hook(frame: Any, event: str, _arg: Any) -> None:
-        if event == "call" and frame.f_code.co_name == "_fused_steps_7_8" and not undo:
-            undo.append(_plant(case))
-            sys.setprofile(None)
-
-    previous = sys.getprofile()
-    sys.setprofile(hook)
-    try:
-        result = _bind(world)
-    finally:
-        sys.setprofile(previous)
-        assert undo, "the hook did not plant"
-        undo[0]()
+    result = _bind_planted_by_hook(case, "_fused_steps_7_8")
     assert _summary(result) == cold["|".join(case)]
 
 
