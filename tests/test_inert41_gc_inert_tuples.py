@@ -24,19 +24,7 @@ from mooncake.reshard.weight import PlanningLimits, bind_logical_transfer_plan, 
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import _workloads as w  # noqa: E402
-
-
-def _inert(value: Any, depth: int = 4) -> bool:
-    """common.h's mr_gc_inert, from its comment (as tests/test_planasm22_region_gc.py)."""
-    if type(value) in (str, int) or value is None:
-        return True
-    if type(value) is tuple:
-        if not gc.is_tracked(value):
-            return True
-        return depth > 0 and all(_inert(item, depth - 1) for item in value)
-    if isinstance(value, dict):
-        return False
-    return not gc.is_tracked(value)
+from test_planasm22_region_gc import _inert  # noqa: E402  (common.h's mr_gc_inert, from its comment)
 
 
 def _holds_only_inert(container: tuple[Any, ...]) -> bool:
