@@ -1617,8 +1617,43 @@ tbl_size_list(const size_t *v, size_t n)
     return list;
 }
 
+/* tensor_classes' result in the form _coverage's check reads, (empty, checks): empty, the first
+ * tensor without fragments (-1 when none); checks, [(t, members of t)] for each tensor t that is
+ * its own rep, in tensor order, up to empty (not included): the tensors the check visits, and
+ * only their members as int objects (the three full lists made one each per fragment and tensor,
+ * read only at these). */
 static PyObject *
-tbl_tensor_classes_py(PyObject *self, PyObject *classes)
+tbl_class_checks(size_t nt, const size_t *start, const size_t *members, const size_t *rep)
+{
+    size_t empty = nt;
+    for (size_t u = 0; u < nt; u++)
+        if (start[u] == start[u + 1]) {
+            empty = u;
+            break;
+        }
+    PyObject *checks = PyList_New(0), *result = NULL;
+    if (checks == NULL) return NULL;
+    for (size_t u = 0; u < empty; u++) {
+        if (rep[u] != u) continue;
+        PyObject *pos = PyLong_FromSize_t(u);
+        PyObject *group = pos == NULL ? NULL : tbl_size_list(members + start[u], start[u + 1] - start[u]);
+        PyObject *pair = group == NULL ? NULL : PyTuple_Pack(2, pos, group);
+        Py_XDECREF(pos);
+        Py_XDECREF(group);
+        int rc = pair == NULL ? -1 : PyList_Append(checks, pair);
+        Py_XDECREF(pair);
+        if (rc < 0) {
+            Py_DECREF(checks);
+            return NULL;
+        }
+    }
+    result = Py_BuildValue("(nO)", empty == nt ? (Py_ssize_t)-1 : (Py_ssize_t)empty, checks);
+    Py_DECREF(checks);
+    return result;
+}
+
+static PyObject *
+tbl_tensor_classes_form(PyObject *self, PyObject *classes, int checks)
 {
     const FragmentTable *t = (const FragmentTable *)self;
     Py_ssize_t nt = tbl_len(classes, "classes");
@@ -1648,6 +1683,10 @@ tbl_tensor_classes_py(PyObject *self, PyObject *classes)
         tbl_status_error(rc);
         goto done;
     }
+    if (checks) {
+        result = tbl_class_checks(t->ntensors, start, members, rep);
+        goto done;
+    }
     PyObject *a = tbl_size_list(rep, t->ntensors);
     PyObject *b = a ? tbl_size_list(start, t->ntensors + 1) : NULL;
     PyObject *c = b ? tbl_size_list(members, t->n) : NULL;
@@ -1661,6 +1700,18 @@ done:
     PyMem_Free(members);
     PyMem_Free(rep);
     return result;
+}
+
+static PyObject *
+tbl_tensor_classes_py(PyObject *self, PyObject *classes)
+{
+    return tbl_tensor_classes_form(self, classes, 0);
+}
+
+static PyObject *
+tbl_tensor_class_checks(PyObject *self, PyObject *classes)
+{
+    return tbl_tensor_classes_form(self, classes, 1);
 }
 
 static PyObject *
@@ -1939,6 +1990,9 @@ static PyMethodDef tbl_methods[] = {
      METH_VARARGS | METH_KEYWORDS, "Smallest caller-given group id not exactly covering its tensor, or -1."},
     {"tensor_classes", tbl_tensor_classes_py, METH_O,
      "(rep, start, members): per-tensor fragment groups and tensors repeating an earlier coverage problem."},
+    {"tensor_class_checks", tbl_tensor_class_checks, METH_O,
+     "(empty, [(t, members of t)]): the first tensor without fragments (-1 if none) and, before it, each tensor "
+     "t with rep[t] == t (tensor_classes) and its fragments, in tensor order."},
     {"bad_geometry", tbl_bad_geometry, METH_O,
      "Index of the first fragment whose rank, bounds or nbytes disagree with its tensor, or -1."},
     {"first_tensors", tbl_first_tensors, METH_VARARGS,
