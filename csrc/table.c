@@ -436,6 +436,56 @@ tbl_prefetch_problem(const FragmentTable *t, const size_t *start, const size_t *
 }
 #define TBL_SMALL_GROUP 32 /* tensors of at most this many fragments sort their hashes in place */
 
+#define TBL_LEAD_AHEAD 16 /* rows between asking for a row's tensor's lead and reading it */
+
+/* Rows a and b hold the same (hash, rank, box), as tbl_same_problem compares them. */
+static inline int
+tbl_same_row(const FragmentTable *t, const uint64_t *fh, size_t a, size_t b)
+{
+    size_t st = t->stride, d = t->ndim[a];
+    return fh[a] == fh[b] && d == t->ndim[b] && memcmp(&t->rank[a * 4], &t->rank[b * 4], 4 * sizeof(int64_t)) == 0 &&
+           memcmp(&t->begin[a * st], &t->begin[b * st], d * sizeof(int64_t)) == 0 &&
+           memcmp(&t->end[a * st], &t->end[b * st], d * sizeof(int64_t)) == 0;
+}
+
+/* For each run of equal keys in tk[0:nt] (tensors sorted stably by problem hash), led by its
+ * first tensor f: bad[f] = 0 when every member u has f's class, f's non-zero fragment count and
+ * tbl_same_problem(u, f), else 1 (bad[u] of the other members is not set). lead[nt] and
+ * place[n] are scratch: lead[u] = f (u itself when its run is not checked this way), place[r] =
+ * row r's position in its tensor's hord range. The members' rows are compared with f's in
+ * table order. */
+static void
+tbl_verify_runs(const FragmentTable *t, const int64_t *cls, const size_t *start, const size_t *hord,
+                const uint64_t *fh, const mr_kv *tk, size_t *lead, size_t *place, unsigned char *bad)
+{
+    size_t nt = t->ntensors, n = t->n;
+    int any = 0;
+    for (size_t s = 0; s < nt;) {
+        size_t f = tk[s].idx, cnt = start[f + 1] - start[f], e = s + 1;
+        int simple = cnt != 0;
+        while (e < nt && tk[e].key == tk[s].key) {
+            size_t u = tk[e].idx;
+            if (cls[u] != cls[f] || start[u + 1] - start[u] != cnt) simple = 0;
+            e++;
+        }
+        bad[f] = (unsigned char)!simple;
+        for (size_t p = s; p < e; p++) lead[tk[p].idx] = simple ? f : tk[p].idx;
+        if (simple && e - s > 1) any = 1;
+        s = e;
+    }
+    if (!any) return;
+    for (size_t u = 0; u < nt; u++) {
+        if (lead[u] == u) continue;
+        for (size_t q = start[u]; q < start[u + 1]; q++) place[hord[q]] = q - start[u];
+    }
+    for (size_t a = 0; a < n; a++) {
+        if (a + TBL_LEAD_AHEAD < n) __builtin_prefetch(&lead[t->tensor[a + TBL_LEAD_AHEAD]]); /* a hint */
+        size_t u = t->tensor[a], f = lead[u];
+        /* a member's rows: its count is f's, so place[a] < that count */
+        if (f != u && !bad[f] && !tbl_same_row(t, fh, a, hord[start[f] + place[a]])) bad[f] = 1;
+    }
+}
+
 /* Kernel: group fragments by tensor and find tensors repeating an earlier tensor's
  * coverage problem: same caller class cls[] (shape and axes) and the same set of
  * (rank, offset, shape). Outputs start[ntensors + 1] and members[n] (each tensor's
@@ -456,7 +506,10 @@ tbl_tensor_classes(const FragmentTable *t, const int64_t *cls, size_t *start, si
     for (size_t i = 0; i < n; i++) start[t->tensor[i] + 1]++;
     for (size_t u = 0; u < nt; u++) start[u + 1] += start[u];
     memcpy(fill, start, nt * sizeof(size_t));
-    for (size_t i = 0; i < n; i++) members[fill[t->tensor[i]]++] = i;
+    for (size_t i = 0; i < n; i++) {
+        if (i + TBL_LEAD_AHEAD < n) __builtin_prefetch(&fill[t->tensor[i + TBL_LEAD_AHEAD]], 1); /* a hint */
+        members[fill[t->tensor[i]]++] = i;
+    }
     size_t widest = 0;
     for (size_t u = 0; u < nt; u++)
         if (start[u + 1] - start[u] > widest) widest = start[u + 1] - start[u];
@@ -511,9 +564,23 @@ tbl_tensor_classes(const FragmentTable *t, const int64_t *cls, size_t *start, si
         rep[u] = u;
     }
     if (mr_radix_sort(tk, nt) < 0) goto done;
+    /* The usual run of equal problem hashes: one class, one fragment count, one problem. Its
+     * first tensor f (the lowest index: the sort is stable) is then every member's rep, as the
+     * loop below finds. That is proved row by row in table order (tbl_verify_runs: the rows of
+     * the members are read in sequence, f's few rows stay in cache) instead of tensor by tensor
+     * over rows scattered through the table; a run it cannot prove takes the loop. fill (dead
+     * from here) holds each tensor's run first, kv (dead) each row's place in its tensor. */
+    unsigned char *bad = mr_kalloc(nt ? nt : 1, 1);
+    if (bad == NULL) goto done;
+    tbl_verify_runs(t, cls, start, hord, fh, tk, fill, (size_t *)(void *)kv, bad);
     for (size_t s = 0; s < nt;) {
         size_t e = s + 1;
         while (e < nt && tk[e].key == tk[s].key) e++;
+        if (!bad[tk[s].idx]) { /* proved: f's problem is each member's */
+            for (size_t p = s; p < e; p++) rep[tk[p].idx] = tk[s].idx;
+            s = e;
+            continue;
+        }
         size_t reps[TBL_MAX_REPS_PER_HASH], nreps = 0;
         for (size_t p = s; p < e; p++) { /* stable sort: increasing tensor index */
             if (p + TBL_CLASS_TENSORS_AHEAD < e) tbl_prefetch_problem(t, start, hord, fh, tk[p + TBL_CLASS_TENSORS_AHEAD].idx);
@@ -528,6 +595,7 @@ tbl_tensor_classes(const FragmentTable *t, const int64_t *cls, size_t *start, si
         }
         s = e;
     }
+    free(bad);
     rc = 0;
 done:
     free(fill);
@@ -1617,8 +1685,43 @@ tbl_size_list(const size_t *v, size_t n)
     return list;
 }
 
+/* tensor_classes' result in the form _coverage's check reads, (empty, checks): empty, the first
+ * tensor without fragments (-1 when none); checks, [(t, members of t)] for each tensor t that is
+ * its own rep, in tensor order, up to empty (not included): the tensors the check visits, and
+ * only their members as int objects (the three full lists made one each per fragment and tensor,
+ * read only at these). */
 static PyObject *
-tbl_tensor_classes_py(PyObject *self, PyObject *classes)
+tbl_class_checks(size_t nt, const size_t *start, const size_t *members, const size_t *rep)
+{
+    size_t empty = nt;
+    for (size_t u = 0; u < nt; u++)
+        if (start[u] == start[u + 1]) {
+            empty = u;
+            break;
+        }
+    PyObject *checks = PyList_New(0), *result = NULL;
+    if (checks == NULL) return NULL;
+    for (size_t u = 0; u < empty; u++) {
+        if (rep[u] != u) continue;
+        PyObject *pos = PyLong_FromSize_t(u);
+        PyObject *group = pos == NULL ? NULL : tbl_size_list(members + start[u], start[u + 1] - start[u]);
+        PyObject *pair = group == NULL ? NULL : PyTuple_Pack(2, pos, group);
+        Py_XDECREF(pos);
+        Py_XDECREF(group);
+        int rc = pair == NULL ? -1 : PyList_Append(checks, pair);
+        Py_XDECREF(pair);
+        if (rc < 0) {
+            Py_DECREF(checks);
+            return NULL;
+        }
+    }
+    result = Py_BuildValue("(nO)", empty == nt ? (Py_ssize_t)-1 : (Py_ssize_t)empty, checks);
+    Py_DECREF(checks);
+    return result;
+}
+
+static PyObject *
+tbl_tensor_classes_form(PyObject *self, PyObject *classes, int checks)
 {
     const FragmentTable *t = (const FragmentTable *)self;
     Py_ssize_t nt = tbl_len(classes, "classes");
@@ -1648,6 +1751,10 @@ tbl_tensor_classes_py(PyObject *self, PyObject *classes)
         tbl_status_error(rc);
         goto done;
     }
+    if (checks) {
+        result = tbl_class_checks(t->ntensors, start, members, rep);
+        goto done;
+    }
     PyObject *a = tbl_size_list(rep, t->ntensors);
     PyObject *b = a ? tbl_size_list(start, t->ntensors + 1) : NULL;
     PyObject *c = b ? tbl_size_list(members, t->n) : NULL;
@@ -1661,6 +1768,18 @@ done:
     PyMem_Free(members);
     PyMem_Free(rep);
     return result;
+}
+
+static PyObject *
+tbl_tensor_classes_py(PyObject *self, PyObject *classes)
+{
+    return tbl_tensor_classes_form(self, classes, 0);
+}
+
+static PyObject *
+tbl_tensor_class_checks(PyObject *self, PyObject *classes)
+{
+    return tbl_tensor_classes_form(self, classes, 1);
 }
 
 static PyObject *
@@ -1939,6 +2058,9 @@ static PyMethodDef tbl_methods[] = {
      METH_VARARGS | METH_KEYWORDS, "Smallest caller-given group id not exactly covering its tensor, or -1."},
     {"tensor_classes", tbl_tensor_classes_py, METH_O,
      "(rep, start, members): per-tensor fragment groups and tensors repeating an earlier coverage problem."},
+    {"tensor_class_checks", tbl_tensor_class_checks, METH_O,
+     "(empty, [(t, members of t)]): the first tensor without fragments (-1 if none) and, before it, each tensor "
+     "t with rep[t] == t (tensor_classes) and its fragments, in tensor order."},
     {"bad_geometry", tbl_bad_geometry, METH_O,
      "Index of the first fragment whose rank, bounds or nbytes disagree with its tensor, or -1."},
     {"first_tensors", tbl_first_tensors, METH_VARARGS,

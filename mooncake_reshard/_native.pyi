@@ -262,6 +262,12 @@ class FragmentTable:
         sort; a tie of hashes only ever yields ``rep[t] == t``), else t. Tensors without
         fragments are their own ``rep``. ``classes`` has one entry (>= 0) per tensor."""
 
+    def tensor_class_checks(self, classes: Sequence[int], /) -> tuple[int, list[tuple[int, list[int]]]]:
+        """``(empty, checks)`` from ``tensor_classes(classes)``'s ``(rep, start, members)``:
+        ``empty`` the first t with ``start[t] == start[t + 1]`` (-1 when none); ``checks`` the
+        pairs ``(t, members[start[t]:start[t + 1]])`` for each t < empty (every t when -1) with
+        ``rep[t] == t``, in increasing t. Only those members become int objects."""
+
     def bad_geometry(self, itemsizes: Sequence[int], /) -> int:
         """Index of the first fragment (input order) whose dimension count differs from its
         tensor's, whose box leaves ``[0, global_shape)`` or is empty, or whose ``nbytes`` is not

@@ -9,8 +9,8 @@ C kernel. Participant groupings are computed once per axis-kind signature.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import compress, count, islice, product
-from operator import attrgetter, eq
+from itertools import product
+from operator import attrgetter
 from typing import Any, Optional
 
 from .. import _native
@@ -149,20 +149,17 @@ def _validate_with_table(
     # problem exactly (no hash is trusted), so only the first of each kind is checked here,
     # in tensor order, which keeps the first error the same.
     class_of = _tensor_classes(tensors)
-    rep, start, members = table.tensor_classes(class_of)
+    # Tensor order: the first tensor without fragments raises; a tensor before it that is the
+    # first of its class is checked. C finds both (tensor_classes' rep, start and members read
+    # at those tensors only: no int object per fragment or tensor).
+    empty, checks = table.tensor_class_checks(class_of)
     sizes = _topology_sizes(topology)
     indexes: dict[tuple[Any, ...], _ParticipantIndex] = {}
-    # Tensor order: the first tensor without fragments raises; a tensor before it that is the
-    # first of its class is checked. Both positions are found by C-speed scans (the per-tensor
-    # loop read nothing per tensor but these lists).
-    empty = next(compress(count(), map(eq, start, islice(start, 1, None))), None)
-    for position in compress(count(), map(eq, rep, count())):
-        if empty is not None and position >= empty:
-            break
+    for position, members in checks:
         tensor = tensors[position]
-        group = [fragments[index] for index in members[start[position] : start[position + 1]]]
+        group = [fragments[index] for index in members]
         _check_tensor(tensor, group, sizes, topology, indexes)
-    if empty is not None:
+    if empty >= 0:
         raise ValueError(f"global placement tensor is not fully covered: {tensors[empty].tensor_id}")
 
 
