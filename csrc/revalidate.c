@@ -4649,6 +4649,361 @@ rp_find_allocation(PyObject *sources, PyObject *space, PyObject *binding, PyObje
     return rc;
 }
 
+/* A small identity cache of revalidate_spaces' space numbers: space tuple -> the number a dict
+ * of the call gave it (both held, so an address cannot be reused meanwhile). Only spaces of
+ * plain items are cached (rp_config.plain when it was put): looking such a tuple up in the dict
+ * runs no Python code and gives the same number every time (the dict only gains keys, and a
+ * tuple of plain items hashes and compares the same for the call), so a hit skips exactly a
+ * lookup nothing could observe. The fragments share their space tuples (rp_space's shared tuples;
+ * ~180 spaces at Kimi, interleaved): the lookup hashed the tuple per fragment. */
+#define RP_IDS_BITS 9
+#define RP_IDS (1 << RP_IDS_BITS)
+
+typedef struct {
+    PyObject **space; /* RP_IDS slots, each owned or NULL; NULL: no cache (a small call) */
+    size_t *number;
+} rp_ids;
+
+/* The cache's slots (empty); 0, or -1 with MemoryError. */
+static int
+rp_ids_open(rp_ids *c)
+{
+    c->space = PyMem_Calloc(RP_IDS, sizeof(PyObject *));
+    c->number = PyMem_Calloc(RP_IDS, sizeof(size_t));
+    if (c->space != NULL && c->number != NULL) return 0;
+    PyMem_Free(c->space);
+    PyMem_Free(c->number);
+    c->space = NULL;
+    c->number = NULL;
+    PyErr_NoMemory();
+    return -1;
+}
+
+static size_t
+rp_ids_slot(const PyObject *space)
+{
+    return (size_t)(((uint64_t)(uintptr_t)space * UINT64_C(0x9E3779B97F4A7C15)) >> (64 - RP_IDS_BITS));
+}
+
+static int
+rp_ids_get(const rp_ids *c, PyObject *space, size_t *number)
+{
+    if (c->space == NULL) return 0;
+    size_t slot = rp_ids_slot(space);
+    if (c->space[slot] != space) return 0;
+    *number = c->number[slot];
+    return 1;
+}
+
+static void
+rp_ids_put(rp_ids *c, PyObject *space, size_t number)
+{
+    if (c->space == NULL) return;
+    size_t slot = rp_ids_slot(space);
+    PyObject *old = c->space[slot]; /* (a tuple of plain items: its release runs no Python code) */
+    c->space[slot] = Py_NewRef(space);
+    c->number[slot] = number;
+    Py_XDECREF(old);
+}
+
+static void
+rp_ids_clear(rp_ids *c)
+{
+    if (c->space == NULL) return;
+    for (int k = 0; k < RP_IDS; k++) Py_CLEAR(c->space[k]);
+    PyMem_Free(c->space);
+    PyMem_Free(c->number);
+    c->space = NULL;
+    c->number = NULL;
+}
+
+/* The number ``ids`` gives ``space`` (a new one, its size, for a space not in it), through the
+ * cache when ``plain`` (the space's items plain). 0, or -1 with an error set. */
+static int
+rp_space_number(PyObject *ids, rp_ids *cache, int plain, PyObject *space, size_t *number)
+{
+    if (plain && rp_ids_get(cache, space, number)) return 0;
+    PyObject *found = PyDict_GetItemWithError(ids, space); /* borrowed */
+    if (found == NULL) {
+        if (PyErr_Occurred()) return -1;
+        Py_ssize_t next = PyDict_Size(ids);
+        if (next < 0) return -1;
+        PyObject *fresh = PyLong_FromSsize_t(next);
+        int failed = fresh == NULL || PyDict_SetItem(ids, space, fresh) < 0;
+        Py_XDECREF(fresh);
+        if (failed) return -1;
+        *number = (size_t)next;
+    }
+    else {
+        *number = PyLong_AsSize_t(found);
+        if (*number == (size_t)-1 && PyErr_Occurred()) return -1;
+    }
+    if (plain) rp_ids_put(cache, space, *number);
+    return 0;
+}
+
+/* The source allocations of revalidate_spaces in C while every space and allocation of the call
+ * is plain (rp_config.plain) and every allocation is two exact ints of int64 range: each source
+ * allocation is (space number, storage_address, storage_nbytes), the space numbered by equality
+ * (a dict of the call's space tuples, plain items: no Python code), and a target's allocation is
+ * looked up by its value. For exact ints, tuple equality of ``(address, nbytes)`` is equality of
+ * the two int64 values, and spaces are equal exactly when their numbers are: the same verdict as
+ * the sets of tuples (rp_add_allocation, rp_find_allocation), without a tuple and a set entry per
+ * fragment (at 10^6 fragments the sets' random probes and the tuples' allocations were most of
+ * the pass). On the first value outside that case the sets are built from the log, in the order
+ * the sources came (the same sets, the same insertion order; the items equal exact ints), and
+ * the pass goes on with them. */
+#define RP_FAST_MIN_OPS 64
+
+typedef struct {
+    size_t space;
+    unsigned long long address, nbytes; /* the values, as their two's complement when negative */
+    unsigned char kinds;                /* bit 0 / 1: address / nbytes is above 2**63 - 1 */
+} rp_alloc;
+
+typedef struct {
+    int active;          /* the C table decides (else the sets do) */
+    rp_alloc *log;       /* the source allocations in the order they came */
+    size_t n_log, room;
+    uint32_t *slots;     /* open addressing: 1 + an index into log, 0 empty; a power of two */
+    size_t mask;
+    PyObject *numbers;   /* space tuple -> its number (exact int) */
+    PyObject *spaces;    /* number -> space tuple (the first of its value) */
+    rp_ids cache;
+} rp_fast;
+
+static void
+rp_fast_free(rp_fast *f)
+{
+    PyMem_Free(f->log);
+    PyMem_Free(f->slots);
+    f->log = NULL;
+    f->slots = NULL;
+    f->n_log = f->room = f->mask = 0;
+    Py_CLEAR(f->numbers);
+    Py_CLEAR(f->spaces);
+    rp_ids_clear(&f->cache);
+    f->active = 0;
+}
+
+static size_t
+rp_fast_hash(const rp_alloc *a)
+{
+    uint64_t h = (uint64_t)a->space * UINT64_C(0x9E3779B97F4A7C15);
+    h ^= (uint64_t)a->address + UINT64_C(0x632BE59BD9B4E019) + (h << 6) + (h >> 2);
+    h ^= (uint64_t)a->nbytes + UINT64_C(0x8CB92BA72F3D8DD7) + (h << 6) + (h >> 2);
+    h ^= a->kinds;
+    h ^= h >> 31;
+    h *= UINT64_C(0xBF58476D1CE4E5B9);
+    h ^= h >> 29;
+    return (size_t)h;
+}
+
+/* The slot of ``a`` (its own, or the empty one it would take). */
+static size_t
+rp_fast_slot(const rp_fast *f, const rp_alloc *a)
+{
+    size_t slot = rp_fast_hash(a) & f->mask;
+    while (f->slots[slot] != 0) {
+        const rp_alloc *b = &f->log[f->slots[slot] - 1];
+        if (b->space == a->space && b->address == a->address && b->nbytes == a->nbytes && b->kinds == a->kinds)
+            break;
+        slot = (slot + 1) & f->mask;
+    }
+    return slot;
+}
+
+/* Room for one more logged allocation (the log doubled, the slots kept under half full). 0, or
+ * -1 with MemoryError. */
+static int
+rp_fast_reserve(rp_fast *f)
+{
+    if (f->n_log >= (size_t)UINT32_MAX - 1) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (f->n_log == f->room) {
+        size_t room = f->room ? f->room * 2 : 1024;
+        size_t bytes;
+        if (__builtin_mul_overflow(room, sizeof(rp_alloc), &bytes)) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        rp_alloc *log = PyMem_Realloc(f->log, bytes);
+        if (log == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        f->log = log;
+        f->room = room;
+    }
+    if (f->slots == NULL || 2 * (f->n_log + 1) > f->mask + 1) {
+        size_t size = f->slots == NULL ? 2048 : 2 * (f->mask + 1);
+        uint32_t *slots = mr_alloc_array(size, sizeof(uint32_t));
+        if (slots == NULL) return -1;
+        memset(slots, 0, size * sizeof(uint32_t));
+        PyMem_Free(f->slots);
+        f->slots = slots;
+        f->mask = size - 1;
+        for (size_t k = 0; k < f->n_log; k++) f->slots[rp_fast_slot(f, &f->log[k])] = (uint32_t)(k + 1);
+    }
+    return 0;
+}
+
+/* The number of ``space`` (plain items: its hash and comparisons run no Python code), a new one
+ * for a space not seen yet (listed in ``spaces``). 0, or -1 with an error set. */
+static int
+rp_fast_space(rp_fast *f, PyObject *space, size_t *number)
+{
+    Py_ssize_t before = PyDict_Size(f->numbers);
+    if (rp_space_number(f->numbers, &f->cache, 1, space, number) < 0) return -1;
+    if (PyDict_Size(f->numbers) != before && PyList_Append(f->spaces, space) < 0) return -1;
+    return 0;
+}
+
+/* Leave the C table: every logged source allocation added to ``sources`` as
+ * rp_add_allocation adds it, in the order they came. 0, or -1 with an error set. */
+static int
+rp_fast_leave(rp_fast *f, PyObject *sources)
+{
+    f->active = 0;
+    for (size_t k = 0; k < f->n_log; k++) {
+        const rp_alloc *a = &f->log[k];
+        PyObject *space = PyList_GetItem(f->spaces, (Py_ssize_t)a->space); /* borrowed */
+        if (space == NULL) return -1;
+        /* (the values themselves: rp_fast_int's encoding undone) */
+        PyObject *address = a->kinds & 1 ? PyLong_FromUnsignedLongLong(a->address)
+                                         : PyLong_FromLongLong((long long)a->address);
+        PyObject *nbytes = address == NULL ? NULL
+                           : a->kinds & 2 ? PyLong_FromUnsignedLongLong(a->nbytes)
+                                          : PyLong_FromLongLong((long long)a->nbytes);
+        PyObject *allocation = nbytes == NULL ? NULL : PyTuple_Pack(2, address, nbytes);
+        Py_XDECREF(address);
+        Py_XDECREF(nbytes);
+        if (allocation == NULL) return -1;
+        int rc = -1;
+        PyObject *bucket = PyDict_GetItemWithError(sources, space); /* borrowed */
+        if (bucket == NULL) {
+            if (!PyErr_Occurred()) {
+                bucket = PySet_New(NULL);
+                if (bucket != NULL) {
+                    rc = PySet_Add(bucket, allocation) < 0 || PyDict_SetItem(sources, space, bucket) < 0 ? -1 : 0;
+                    Py_DECREF(bucket);
+                }
+            }
+        }
+        else {
+            rc = PySet_Add(bucket, allocation);
+        }
+        Py_DECREF(allocation);
+        if (rc < 0) return -1;
+    }
+    return 0;
+}
+
+/* An exact int in [-2**63, 2**64) into *out (its two's complement when negative) and *above
+ * (1 when above 2**63 - 1: then *out is the value itself): 1, else 0 (no error left set). Two
+ * such ints are equal exactly when their (*out, *above) are. */
+static int
+rp_fast_int(PyObject *value, unsigned long long *out, int *above)
+{
+    if (!PyLong_CheckExact(value)) return 0;
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (x == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (overflow == 0) {
+        *out = (unsigned long long)x;
+        *above = 0;
+        return 1;
+    }
+    if (overflow < 0) return 0;
+    unsigned long long u = PyLong_AsUnsignedLongLong(value);
+    if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    *out = u;
+    *above = 1;
+    return 1;
+}
+
+/* rp_add_allocation (side 0) / rp_find_allocation (side 1) through the C table while it is
+ * active (leaving it first, rp_fast_leave, for an allocation or space outside its case): 0, 1
+ * (a field missing from an exact binding's dict), -1 (error). The fields are read once, in
+ * rp_allocation's order. */
+static int
+rp_fast_allocation(rp_fast *f, int side, PyObject *sources, PyObject *space, PyObject *binding, PyObject *bdict,
+                   rp_config *cfg, int *overlap)
+{
+    PyObject *address = rp_field(binding, bdict, RP_STORAGE_ADDRESS);
+    if (address == NULL) return PyErr_Occurred() ? -1 : 1;
+    PyObject *nbytes = rp_field(binding, bdict, RP_STORAGE_NBYTES);
+    if (nbytes == NULL) {
+        Py_DECREF(address);
+        return PyErr_Occurred() ? -1 : 1;
+    }
+    if (cfg->plain && !(rp_plain_item(address) && rp_plain_item(nbytes))) cfg->plain = 0;
+    int rc = -1, above_address = 0, above_nbytes = 0;
+    rp_alloc a;
+    if (cfg->plain && rp_fast_int(address, &a.address, &above_address) && rp_fast_int(nbytes, &a.nbytes, &above_nbytes)) {
+        a.kinds = (unsigned char)(above_address | (above_nbytes << 1));
+        if (rp_fast_space(f, space, &a.space) < 0) goto done;
+        if (side == 0) {
+            if (rp_fast_reserve(f) < 0) goto done;
+            size_t slot = rp_fast_slot(f, &a);
+            if (f->slots[slot] == 0) {
+                f->log[f->n_log] = a;
+                f->slots[slot] = (uint32_t)(++f->n_log);
+            }
+        }
+        else if (f->slots != NULL && f->slots[rp_fast_slot(f, &a)] != 0) {
+            *overlap = 1;
+        }
+        rc = 0;
+        goto done;
+    }
+    /* outside the table's case: the sets from here on, this allocation included */
+    if (rp_fast_leave(f, sources) < 0) goto done;
+    PyObject *allocation = PyTuple_Pack(2, address, nbytes);
+    if (allocation == NULL) goto done;
+    if (side == 0) {
+        PyObject *bucket = PyDict_GetItemWithError(sources, space); /* borrowed */
+        if (bucket == NULL) {
+            if (!PyErr_Occurred()) {
+                bucket = PySet_New(NULL);
+                if (bucket != NULL) {
+                    rc = PySet_Add(bucket, allocation) < 0 || PyDict_SetItem(sources, space, bucket) < 0 ? -1 : 0;
+                    Py_DECREF(bucket);
+                }
+            }
+        }
+        else {
+            rc = PySet_Add(bucket, allocation);
+        }
+    }
+    else if (cfg->plain || PyObject_Hash(allocation) != -1) { /* (rp_find_allocation's steps) */
+        PyObject *bucket = PyDict_GetItemWithError(sources, space); /* borrowed */
+        if (bucket != NULL) {
+            Py_INCREF(bucket);
+            int found = PySet_Contains(bucket, allocation);
+            Py_DECREF(bucket);
+            if (found > 0) *overlap = 1;
+            rc = found < 0 ? -1 : 0;
+        }
+        else if (!PyErr_Occurred()) {
+            rc = 0;
+        }
+    }
+    Py_DECREF(allocation);
+done:
+    Py_DECREF(address);
+    Py_DECREF(nbytes);
+    return rc;
+}
+
 /* An exact non-negative int below 2**64; 0 with *ok = 0 for anything else. */
 static int
 rp_u64(PyObject *value, uint64_t *out, int *ok)
@@ -4816,6 +5171,8 @@ revalidate_spaces(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t
     PyObject *source_of = PyBytes_CheckExact(source_arg) ? Py_NewRef(source_arg) : PySequence_List(source_arg);
     PyObject *target_of = PyBytes_CheckExact(target_arg) ? Py_NewRef(target_arg) : PySequence_List(target_arg);
     rv_boxes boxes = {NULL, NULL, {NULL, 0}};
+    rp_fast fast = {0, NULL, 0, 0, NULL, 0, NULL, NULL, {NULL, NULL}};
+    rp_ids quick_ids = {NULL, NULL}; /* space_ids' cache (from RP_FAST_MIN_OPS operations) */
     unsigned char *seen = NULL;
     rp_extent *extents = NULL;
     PyObject *held = NULL; /* the fragment being read */
@@ -4838,6 +5195,14 @@ revalidate_spaces(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t
     space_ids = PyDict_New();
     if (seen == NULL || extents == NULL || sources == NULL || space_ids == NULL) goto done;
     if (rf_memo_init(&cfg.spaces, (size_t)n_frags) < 0) goto done;
+    /* (the C table from RP_FAST_MIN_OPS operations: a small plan's few sets cost less) */
+    if (n_ops >= RP_FAST_MIN_OPS) {
+        fast.numbers = PyDict_New();
+        fast.spaces = PyList_New(0);
+        if (fast.numbers == NULL || fast.spaces == NULL || rp_ids_open(&fast.cache) < 0 || rp_ids_open(&quick_ids) < 0)
+            goto done;
+        fast.active = 1;
+    }
     int quick = check_physical;
     /* Sources (distinct fragments): allocations per address space; then targets, each looked up
      * in its space's source allocations. */
@@ -4865,8 +5230,9 @@ revalidate_spaces(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t
                 result = Py_NewRef(Py_False); /* unexpected: decline */
                 goto done;
             }
-            int added = side == 0 ? rp_add_allocation(sources, space, binding, bdict, &cfg)
-                                  : rp_find_allocation(sources, space, binding, bdict, &cfg, &overlap);
+            int added = fast.active ? rp_fast_allocation(&fast, side, sources, space, binding, bdict, &cfg, &overlap)
+                        : side == 0 ? rp_add_allocation(sources, space, binding, bdict, &cfg)
+                                    : rp_find_allocation(sources, space, binding, bdict, &cfg, &overlap);
             int failed = added < 0;
             if (added > 0) { /* a field missing from an exact binding's dict: decline */
                 Py_DECREF(space);
@@ -4881,20 +5247,9 @@ revalidate_spaces(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t
                                           &extents[i].end, &ok) < 0;
                 if (!failed && !ok) quick = 0;
                 if (!failed && ok) {
-                    PyObject *number = PyDict_GetItemWithError(space_ids, space); /* borrowed */
-                    if (number == NULL && !PyErr_Occurred()) {
-                        PyObject *fresh = PyLong_FromSsize_t(PyDict_Size(space_ids));
-                        failed = fresh == NULL || PyDict_SetItem(space_ids, space, fresh) < 0;
-                        number = fresh;
-                        Py_XDECREF(fresh); /* the dict holds it */
-                    }
-                    if (!failed && number != NULL) {
-                        extents[i].space = (size_t)PyLong_AsSize_t(number);
-                        failed = PyErr_Occurred() != NULL;
-                    }
-                    else {
-                        failed = 1;
-                    }
+                    /* (cached while the call's spaces are plain: cfg.plain, read after this
+                     * space's items were) */
+                    failed = rp_space_number(space_ids, &quick_ids, cfg.plain, space, &extents[i].space) < 0;
                 }
             }
             Py_DECREF(space);
@@ -4921,6 +5276,8 @@ revalidate_spaces(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t
     result = Py_NewRef(quick ? Py_True : Py_None);
 done:
     rf_memo_free(&cfg.spaces);
+    rp_fast_free(&fast);
+    rp_ids_clear(&quick_ids);
     PyMem_Free(seen);
     PyMem_Free(extents);
     Py_XDECREF(sources);
