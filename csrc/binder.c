@@ -2570,13 +2570,13 @@ bd_bound_check(PyObject *bound_cls, mr_layout_class *lc)
  * was judged, and mr_untrack_bound judges them again), else its dict filled in field order. New
  * reference, NULL with an exception. */
 static PyObject *
-bd_bound_new(PyObject *const *nm, const mr_layout_class *lc, PyObject *bound_cls, PyObject *placement_fragment,
-             PyObject *runtime, PyObject *const *fences, PyObject *attestation, int judge)
+bd_bound_new(PyObject *const *nm, const mr_layout_class *lc, const mr_layout_alloc *la, PyObject *bound_cls,
+             PyObject *placement_fragment, PyObject *runtime, PyObject *const *fences, PyObject *attestation, int judge)
 {
     if (lc->cls != NULL && lc->cls == bound_cls) {
         PyObject *const values[MR_BF_N] = {placement_fragment, runtime, fences[0], fences[1], fences[2], Py_None,
                                            attestation};
-        return mr_layout_new_gc(lc, values, MR_BF_N, judge);
+        return mr_layout_new_with(la, lc, values, MR_BF_N, judge);
     }
     PyObject *dict = NULL, *bound = bd_new(bound_cls, &dict);
     if (bound != NULL && PyDict_SetItem(dict, nm[N_PLACEMENT], placement_fragment) == 0 &&
@@ -2600,7 +2600,7 @@ static PyObject *
 bd_bound_row(PyObject *const *nm, const mr_layout_class *lc, PyObject *bound_cls, PyObject *placement_fragment,
              PyObject *runtime, PyObject *pfid, PyObject *const *fences, PyObject *attestation)
 {
-    PyObject *bound = bd_bound_new(nm, lc, bound_cls, placement_fragment, runtime, fences, attestation, 1);
+    PyObject *bound = bd_bound_new(nm, lc, NULL, bound_cls, placement_fragment, runtime, fences, attestation, 1);
     PyObject *row = bound == NULL ? NULL : PyTuple_Pack(2, pfid, bound);
     Py_XDECREF(bound);
     return row;
@@ -2858,13 +2858,13 @@ bd_heads_take(bd_heads *h, const bd_pending *pending, PyObject *fragment)
  * only its bound fragment into entry->bound (judged for the collector unless offered: the caller
  * offers it to mr_untrack_bound at once, see bd_bound_new). 0 ok, -1 error. */
 static int
-bd_make_pending(PyObject *const *nm, const mr_layout_class *lc, PyObject *bound_cls, bd_pending *entry,
-                PyObject *const *fences, PyObject *attestations, PyObject *result, int offered)
+bd_make_pending(PyObject *const *nm, const mr_layout_class *lc, const mr_layout_alloc *la, PyObject *bound_cls,
+                bd_pending *entry, PyObject *const *fences, PyObject *attestations, PyObject *result, int offered)
 {
     PyObject *attestation = PyTuple_GetItem(attestations, entry->part);
     if (attestation == NULL) return -1;
     if (result == NULL) {
-        entry->bound = bd_bound_new(nm, lc, bound_cls, entry->placement, entry->runtime, fences + 3 * entry->part,
+        entry->bound = bd_bound_new(nm, lc, la, bound_cls, entry->placement, entry->runtime, fences + 3 * entry->part,
                                     attestation, !offered);
         if (entry->bound == NULL) return -1;
         entry->made = 1;
@@ -2878,6 +2878,10 @@ bd_make_pending(PyObject *const *nm, const mr_layout_class *lc, PyObject *bound_
     entry->made = 1;
     return 0;
 }
+
+/* From this many objects of one class a bulk builder describes the class for mr_layout_new_with
+ * (its three attribute reads cost about what 20 allocations save). */
+#define BD_BULK_ALLOC_MIN 256
 
 /* bound_fragments_ordered makes its queued entries with hints for the placement and runtime
  * fragments of the entry this many on (and for that entry, twice as far). */
@@ -2924,6 +2928,11 @@ bd_ordered_build(const bd_table *tb, PyObject *bound_cls, PyObject *att_cls, PyO
         PyErr_NoMemory();
         return BD_ERROR;
     }
+    /* the bound fragments' class described once for bulk allocation (mr_layout_alloc: the same
+     * objects; a few attribute reads, not worth it for a few fragments) */
+    mr_layout_alloc la;
+    la.cls = NULL;
+    if (total >= BD_BULK_ALLOC_MIN) mr_layout_alloc_init(&la, &lc);
     size_t n_fences = 0;
     if (__builtin_mul_overflow((size_t)m, (size_t)3, &n_fences)) {
         PyErr_NoMemory();
@@ -3149,7 +3158,7 @@ bd_ordered_build(const bd_table *tb, PyObject *bound_cls, PyObject *att_cls, PyO
                 pending[g].made = 1;
                 continue;
             }
-            if (bd_make_pending(nm, &lc, bound_cls, &pending[g], fences, attestations, rows_of, 0) < 0) goto done;
+            if (bd_make_pending(nm, &lc, &la, bound_cls, &pending[g], fences, attestations, rows_of, 0) < 0) goto done;
         }
     }
     /* The positional form: the bound fragments made, in queue order, and whether the ids are
@@ -3174,7 +3183,7 @@ bd_ordered_build(const bd_table *tb, PyObject *bound_cls, PyObject *att_cls, PyO
         bd_pending *entry = &pending[order[q]];
         entry->made = 0; /* (queued: made now) */
         /* (offered to mr_untrack_bound below when in the positional form with att) */
-        if (bd_make_pending(nm, &lc, bound_cls, entry, fences, attestations, rows_of, pos != NULL && att != NULL) < 0) {
+        if (bd_make_pending(nm, &lc, &la, bound_cls, entry, fences, attestations, rows_of, pos != NULL && att != NULL) < 0) {
             goto done;
         }
         if (pos == NULL) continue;
@@ -3191,7 +3200,7 @@ bd_ordered_build(const bd_table *tb, PyObject *bound_cls, PyObject *att_cls, PyO
         }
     }
     for (Py_ssize_t g = 0; g < count && pos == NULL; g++) {
-        if (!pending[g].made && bd_make_pending(nm, &lc, bound_cls, &pending[g], fences, attestations, rows_of, 0) < 0) {
+        if (!pending[g].made && bd_make_pending(nm, &lc, &la, bound_cls, &pending[g], fences, attestations, rows_of, 0) < 0) {
             goto done;
         }
     }
@@ -3558,8 +3567,9 @@ bd_ahead_bound(bd_ahead *slot, PyObject *const *maps)
  * are untracked first (mr_untrack_bound), as mr_untrack_bound_regions would after the pass
  * (bound_layout: classes[6] is a C-owned layout mr_bound_layout accepted). */
 static int
-bd_bound_region(const bd_table *tb, PyObject *const *classes, const mr_layout_class *rl, bd_ahead *slot,
-                PyObject *bound_targets, PyObject *bound_sources, const bd_side_pos *pos, PyObject *known_source,
+bd_bound_region(const bd_table *tb, PyObject *const *classes, const mr_layout_class *rl, const mr_layout_alloc *ra,
+                bd_ahead *slot, PyObject *bound_targets, PyObject *bound_sources, const bd_side_pos *pos,
+                PyObject *known_source,
                 mr_att_memo *att, int untrack_source, PyObject **out, PyObject **kept, int bound_layout)
 {
     PyObject *const *nm = tb->nm;
@@ -3612,7 +3622,7 @@ bd_bound_region(const bd_table *tb, PyObject *const *classes, const mr_layout_cl
                            && MR_RG_TARGET_STRIDES == 10, "the layout's field order is bd_region_names'");
         PyObject *values[MR_RG_NFIELDS];
         bd_fields_from_kept(v, values);
-        PyObject *region = mr_layout_new(rl, values, MR_RG_NFIELDS);
+        PyObject *region = mr_layout_new_with(ra, rl, values, MR_RG_NFIELDS, 1);
         if (region == NULL) goto done;
         for (int k = 0; k < BD_KEPT; k++) kept[k] = v[k]; /* borrowed: the region holds them */
         *out = region;
@@ -4868,6 +4878,9 @@ bd_bind_regions_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, co
     static mr_layout_memo regions_memo;
     mr_layout_class rl;
     (void)mr_region_layout(&regions_memo, &rl, args[0]);
+    mr_layout_alloc ra; /* (for bulk allocation: mr_layout_alloc) */
+    ra.cls = NULL;
+    if (n >= BD_BULK_ALLOC_MIN) mr_layout_alloc_init(&ra, &rl);
     PyObject *ids[2] = {NULL, NULL};
     int undecided = 0;
     bd_carry carry = {.bound_cls = bound_cls};
@@ -4988,7 +5001,7 @@ bd_bind_regions_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, co
             if (met == NULL) goto fail;
         }
         if (status == BD_OK) {
-            status = bd_bound_region(&tb, args, &rl, slot, bound_targets, bound_sources, pos, hit ? met->bound : NULL,
+            status = bd_bound_region(&tb, args, &rl, &ra, slot, bound_targets, bound_sources, pos, hit ? met->bound : NULL,
                                      att, !hit, &region, kept, bound_layout);
         }
         bd_ahead_clear(slot); /* (the operation holds its dict: kept stays valid) */

@@ -533,6 +533,115 @@ mr_layout_new_gc(const mr_layout_class *lc, PyObject *const *values, Py_ssize_t 
     return obj;
 }
 
+/* ---- Bulk allocation without tp_alloc's zeroing and collector round trip ----------------
+ *
+ * mr_layout_new allocates through the class's tp_alloc (PyType_GenericAlloc for every value
+ * class): the whole instance zeroed, linked and tracked by the collector, then untracked again
+ * when its values are inert. A bulk builder (thousands of instances of one class in one call)
+ * may instead describe the class once (mr_layout_alloc_init) and build with mr_layout_new_with:
+ * the instance comes from PyObject_GC_New (the same block size, the same collector link and
+ * generation count, the type's reference and the object's header set by the same
+ * _PyObject_Init), its fields stored, the bytes after them (a subclass's __weakref__ slot)
+ * zeroed as PyType_GenericAlloc zeroed them, and it is tracked only when not inert: the object
+ * PyType_GenericAlloc + mr_layout_new_gc leave, byte for byte and in the same collector state.
+ * Only for a class whose tp_alloc is PyType_GenericAlloc and tp_free PyObject_GC_Del (the pair
+ * PyObject_GC_New's blocks need), a collector type without any of the type flags that put data
+ * before the object or inline values in it (bits 2-4: inline values, managed weakref, managed
+ * dict, 3.11-3.13; unused in 3.10), with no item size and no instance dict, and whose size holds
+ * exactly the n fields and then pointer-sized slots. A class's slots, flags and sizes cannot
+ * change after it is made, and the caller holds it for the call. */
+typedef struct {
+    PyObject *cls; /* NULL: not described (mr_layout_new_with takes mr_layout_new_gc's path) */
+    Py_ssize_t n;
+    size_t tail_at, size; /* the bytes [tail_at, size) of an instance zeroed */
+} mr_layout_alloc;
+
+/* An int attribute of a type read once (*out), 0; -1 with no exception when it is missing or not
+ * a non-negative int that fits. Runs no Python code (type attributes of these names are
+ * getset descriptors of type itself, read through type's own getattro: cls's metaclass is
+ * exactly type, checked by the caller). */
+static inline int
+mr_type_size_attr(PyObject *cls, const char *name, Py_ssize_t *out)
+{
+    PyObject *value = PyObject_GetAttrString(cls, name);
+    if (value == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    *out = PyLong_CheckExact(value) ? PyLong_AsSsize_t(value) : -1;
+    Py_DECREF(value);
+    if (*out < 0) {
+        PyErr_Clear();
+        return -1;
+    }
+    return 0;
+}
+
+/* Describes lc's class for mr_layout_new_with (la->cls NULL when it does not qualify, or lc
+ * accepted none). Never raises. */
+static inline void
+mr_layout_alloc_init(mr_layout_alloc *la, const mr_layout_class *lc)
+{
+    la->cls = NULL;
+    la->n = 0;
+    la->tail_at = la->size = 0;
+    if (lc->cls == NULL || !Py_IS_TYPE(lc->cls, &PyType_Type) || lc->n < 0 || lc->n > MR_LAYOUT_MAX_FIELDS) return;
+    PyTypeObject *type = (PyTypeObject *)lc->cls;
+    const unsigned long preheader = (1UL << 2) | (1UL << 3) | (1UL << 4);
+    unsigned long flags = PyType_GetFlags(type);
+    if (!(flags & Py_TPFLAGS_HAVE_GC) || (flags & preheader) != 0) return;
+    if (PyType_GetSlot(type, Py_tp_alloc) != (void *)PyType_GenericAlloc
+        || PyType_GetSlot(type, Py_tp_free) != (void *)PyObject_GC_Del) {
+        PyErr_Clear();
+        return;
+    }
+    Py_ssize_t basicsize = 0, itemsize = 0, dictoffset = 0;
+    if (mr_type_size_attr(lc->cls, "__basicsize__", &basicsize) < 0
+        || mr_type_size_attr(lc->cls, "__itemsize__", &itemsize) < 0
+        || mr_type_size_attr(lc->cls, "__dictoffset__", &dictoffset) < 0) {
+        return;
+    }
+    size_t fields_end = offsetof(mr_layout_object, fields) + (size_t)lc->n * sizeof(PyObject *);
+    if (itemsize != 0 || dictoffset != 0 || (size_t)basicsize < fields_end
+        || (size_t)basicsize % sizeof(PyObject *) != 0) {
+        return;
+    }
+    la->cls = lc->cls;
+    la->n = lc->n;
+    la->tail_at = fields_end;
+    la->size = (size_t)basicsize;
+}
+
+/* mr_layout_new_gc(lc, values, n, untrack), through la when it describes lc's class (see
+ * mr_layout_alloc: the same object, the same collector state). Kept out of line, as
+ * mr_layout_new_gc is: inlined into a bulk builder's loop it crowds out what the compiler inlines
+ * there (bind_regions: +4.3M instructions at Kimi 2 layers, bd_canon_region left out of line). */
+static __attribute__((noinline, unused)) PyObject *
+mr_layout_new_with(const mr_layout_alloc *la, const mr_layout_class *lc, PyObject *const *values, Py_ssize_t n,
+                   int untrack)
+{
+    if (la == NULL || la->cls == NULL || la->cls != lc->cls || la->n != n || lc->n != n) {
+        return mr_layout_new_gc(lc, values, n, untrack);
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (values[i] == NULL) {
+            PyErr_SetString(PyExc_SystemError, "mr_layout_new: NULL field value");
+            return NULL;
+        }
+    }
+    PyObject *obj = PyObject_GC_New(PyObject, (PyTypeObject *)la->cls); /* untracked */
+    if (obj == NULL) return NULL;
+    PyObject **fields = ((mr_layout_object *)obj)->fields;
+    int inert = untrack != 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        fields[i] = Py_NewRef(values[i]);
+        if (inert && !mr_gc_inert(values[i], MR_INERT_DEPTH)) inert = 0;
+    }
+    if (la->size > la->tail_at) memset((char *)obj + la->tail_at, 0, la->size - la->tail_at);
+    if (!inert) PyObject_GC_Track(obj);
+    return obj;
+}
+
 /* ---- BoundWeightFragment (representation change step 3) -------------------------------
  *
  * Its fields in layout order (mooncake_reshard/weight/_planner/fragments.py _BOUND_LAYOUT). Each
