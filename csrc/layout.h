@@ -500,6 +500,33 @@ mr_layout_new(const mr_layout_class *lc, PyObject *const *values, Py_ssize_t n)
     return mr_layout_new_gc(lc, values, n, 1);
 }
 
+/* Non-zero, with SystemError set, when one of values[0 .. n-1] is NULL. */
+static inline int
+mr_layout_values_missing(PyObject *const *values, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (values[i] == NULL) {
+            PyErr_SetString(PyExc_SystemError, "mr_layout_new: NULL field value");
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Store new references to values[0 .. n-1] in a fresh instance's fields; non-zero when judge is
+ * and every value is inert for the collector (mr_gc_inert). */
+static inline int
+mr_layout_store(PyObject *obj, PyObject *const *values, Py_ssize_t n, int judge)
+{
+    PyObject **fields = ((mr_layout_object *)obj)->fields;
+    int inert = judge != 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        fields[i] = Py_NewRef(values[i]);
+        if (inert && !mr_gc_inert(values[i], MR_INERT_DEPTH)) inert = 0;
+    }
+    return inert;
+}
+
 /* mr_layout_new, judging the values for the collector only when untrack is non-zero (a bulk
  * builder below MR_GC_BULK_MIN objects leaves its instances tracked, as it did dict-backed
  * ones). */
@@ -510,12 +537,7 @@ mr_layout_new_gc(const mr_layout_class *lc, PyObject *const *values, Py_ssize_t 
         PyErr_SetString(PyExc_TypeError, "class is not a checked value layout of this many fields");
         return NULL;
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (values[i] == NULL) {
-            PyErr_SetString(PyExc_SystemError, "mr_layout_new: NULL field value");
-            return NULL;
-        }
-    }
+    if (mr_layout_values_missing(values, n)) return NULL;
     allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)lc->cls, Py_tp_alloc);
     if (alloc == NULL) {
         PyErr_SetString(PyExc_TypeError, "value layout class has no allocator");
@@ -523,12 +545,7 @@ mr_layout_new_gc(const mr_layout_class *lc, PyObject *const *values, Py_ssize_t 
     }
     PyObject *obj = alloc((PyTypeObject *)lc->cls, 0);
     if (obj == NULL) return NULL;
-    PyObject **fields = ((mr_layout_object *)obj)->fields;
-    int inert = untrack != 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        fields[i] = Py_NewRef(values[i]);
-        if (inert && !mr_gc_inert(values[i], MR_INERT_DEPTH)) inert = 0;
-    }
+    int inert = mr_layout_store(obj, values, n, untrack);
     if (inert) (void)mr_untrack_inert(obj, NULL);
     return obj;
 }
@@ -623,20 +640,10 @@ mr_layout_new_with(const mr_layout_alloc *la, const mr_layout_class *lc, PyObjec
     if (la == NULL || la->cls == NULL || la->cls != lc->cls || la->n != n || lc->n != n) {
         return mr_layout_new_gc(lc, values, n, untrack);
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (values[i] == NULL) {
-            PyErr_SetString(PyExc_SystemError, "mr_layout_new: NULL field value");
-            return NULL;
-        }
-    }
+    if (mr_layout_values_missing(values, n)) return NULL;
     PyObject *obj = PyObject_GC_New(PyObject, (PyTypeObject *)la->cls); /* untracked */
     if (obj == NULL) return NULL;
-    PyObject **fields = ((mr_layout_object *)obj)->fields;
-    int inert = untrack != 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        fields[i] = Py_NewRef(values[i]);
-        if (inert && !mr_gc_inert(values[i], MR_INERT_DEPTH)) inert = 0;
-    }
+    int inert = mr_layout_store(obj, values, n, untrack);
     if (la->size > la->tail_at) memset((char *)obj + la->tail_at, 0, la->size - la->tail_at);
     if (!inert) PyObject_GC_Track(obj);
     return obj;

@@ -4591,6 +4591,20 @@ rp_allocation(PyObject *binding, PyObject *bdict, rp_config *cfg, PyObject **all
     return *allocation == NULL ? -1 : 0;
 }
 
+/* Add ``allocation`` to ``table[space]`` (a set, made on the space's first allocation). */
+static int
+rp_bucket_add(PyObject *table, PyObject *space, PyObject *allocation)
+{
+    PyObject *bucket = PyDict_GetItemWithError(table, space); /* borrowed */
+    if (bucket != NULL) return PySet_Add(bucket, allocation);
+    if (PyErr_Occurred()) return -1;
+    bucket = PySet_New(NULL);
+    if (bucket == NULL) return -1;
+    int rc = PySet_Add(bucket, allocation) < 0 || PyDict_SetItem(table, space, bucket) < 0 ? -1 : 0;
+    Py_DECREF(bucket);
+    return rc;
+}
+
 /* Add ``(binding.storage_address, binding.storage_nbytes)`` to ``table[space]`` (a set). */
 static int
 rp_add_allocation(PyObject *table, PyObject *space, PyObject *binding, PyObject *bdict, rp_config *cfg)
@@ -4598,20 +4612,7 @@ rp_add_allocation(PyObject *table, PyObject *space, PyObject *binding, PyObject 
     PyObject *allocation;
     int read = rp_allocation(binding, bdict, cfg, &allocation);
     if (read != 0) return read;
-    int rc = -1;
-    PyObject *bucket = PyDict_GetItemWithError(table, space); /* borrowed */
-    if (bucket == NULL) {
-        if (!PyErr_Occurred()) {
-            bucket = PySet_New(NULL);
-            if (bucket != NULL) {
-                rc = PySet_Add(bucket, allocation) < 0 || PyDict_SetItem(table, space, bucket) < 0 ? -1 : 0;
-                Py_DECREF(bucket);
-            }
-        }
-    }
-    else {
-        rc = PySet_Add(bucket, allocation);
-    }
+    int rc = rp_bucket_add(table, space, allocation);
     Py_DECREF(allocation);
     return rc;
 }
@@ -4881,20 +4882,7 @@ rp_fast_leave(rp_fast *f, PyObject *sources)
         Py_XDECREF(address);
         Py_XDECREF(nbytes);
         if (allocation == NULL) return -1;
-        int rc = -1;
-        PyObject *bucket = PyDict_GetItemWithError(sources, space); /* borrowed */
-        if (bucket == NULL) {
-            if (!PyErr_Occurred()) {
-                bucket = PySet_New(NULL);
-                if (bucket != NULL) {
-                    rc = PySet_Add(bucket, allocation) < 0 || PyDict_SetItem(sources, space, bucket) < 0 ? -1 : 0;
-                    Py_DECREF(bucket);
-                }
-            }
-        }
-        else {
-            rc = PySet_Add(bucket, allocation);
-        }
+        int rc = rp_bucket_add(sources, space, allocation);
         Py_DECREF(allocation);
         if (rc < 0) return -1;
     }

@@ -11,9 +11,12 @@ Select a profile with ``HYPOTHESIS_PROFILE``:
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
+from typing import Iterator
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 # the helper modules (strategies, oracles, layout_model, known_answers) live beside the tests
@@ -41,3 +44,16 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture
+def collector_off() -> Iterator[None]:
+    """The cyclic collector disabled for the test (a collection between building values and
+    checking their collector state would untrack tuples itself)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

@@ -13,7 +13,7 @@ import gc
 import sys
 import weakref
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -29,18 +29,6 @@ from test_planasm22_region_gc import _inert  # noqa: E402  (common.h's mr_gc_ine
 
 def _holds_only_inert(container: tuple[Any, ...]) -> bool:
     return all(_inert(item) for item in container)
-
-
-@pytest.fixture
-def collector_off() -> Iterator[None]:
-    """No collection between the build and the checks (it would untrack tuples itself)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _bound(layers: int, experts: int = 48) -> Any:

@@ -12,7 +12,7 @@ import gc
 import sys
 import weakref
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -26,18 +26,6 @@ from test_planasm22_region_gc import _inert  # noqa: E402  (common.h's mr_gc_ine
 
 _REGION_FIELDS = TransferRegion.__dataclass_fields__
 _BOUND_FIELDS = BoundWeightFragment.__dataclass_fields__
-
-
-@pytest.fixture
-def collector_off() -> Iterator[None]:
-    """No collection between the build and the checks (it would untrack tuples itself)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _inputs(layers: int, experts: int = 48) -> tuple[Any, Any, Any]:
