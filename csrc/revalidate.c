@@ -4571,20 +4571,32 @@ fail:
     return RV_OK;
 }
 
+/* ``binding.storage_address`` and ``binding.storage_nbytes`` as new references in *address and
+ * *nbytes (cfg->plain cleared unless both are plain items): 0, 1 (a field missing from an exact
+ * binding's dict), -1 (error). */
+static int
+rp_allocation_fields(PyObject *binding, PyObject *bdict, rp_config *cfg, PyObject **address, PyObject **nbytes)
+{
+    *address = rp_field(binding, bdict, RP_STORAGE_ADDRESS);
+    if (*address == NULL) return PyErr_Occurred() ? -1 : 1;
+    *nbytes = rp_field(binding, bdict, RP_STORAGE_NBYTES);
+    if (*nbytes == NULL) {
+        Py_CLEAR(*address);
+        return PyErr_Occurred() ? -1 : 1;
+    }
+    if (cfg->plain && !(rp_plain_item(*address) && rp_plain_item(*nbytes))) cfg->plain = 0;
+    return 0;
+}
+
 /* ``(binding.storage_address, binding.storage_nbytes)`` as a new tuple in *allocation: 0, 1 (a
  * field missing from an exact binding's dict), -1 (error). */
 static int
 rp_allocation(PyObject *binding, PyObject *bdict, rp_config *cfg, PyObject **allocation)
 {
     *allocation = NULL;
-    PyObject *address = rp_field(binding, bdict, RP_STORAGE_ADDRESS);
-    if (address == NULL) return PyErr_Occurred() ? -1 : 1;
-    PyObject *nbytes = rp_field(binding, bdict, RP_STORAGE_NBYTES);
-    if (nbytes == NULL) {
-        Py_DECREF(address);
-        return PyErr_Occurred() ? -1 : 1;
-    }
-    if (cfg->plain && !(rp_plain_item(address) && rp_plain_item(nbytes))) cfg->plain = 0;
+    PyObject *address, *nbytes;
+    int read = rp_allocation_fields(binding, bdict, cfg, &address, &nbytes);
+    if (read != 0) return read;
     *allocation = PyTuple_Pack(2, address, nbytes);
     Py_DECREF(address);
     Py_DECREF(nbytes);
@@ -4603,6 +4615,22 @@ rp_bucket_add(PyObject *table, PyObject *space, PyObject *allocation)
     int rc = PySet_Add(bucket, allocation) < 0 || PyDict_SetItem(table, space, bucket) < 0 ? -1 : 0;
     Py_DECREF(bucket);
     return rc;
+}
+
+/* Whether ``allocation`` is in ``sources[space]`` (*overlap = 1 when it is): 0, or -1 with an
+ * exception. The hash first, as adding the tuple to a set fails first; of plain items (``plain``)
+ * it cannot fail and runs no Python code: not taken twice then, PySet_Contains hashes it. */
+static int
+rp_bucket_find(PyObject *sources, PyObject *space, PyObject *allocation, int plain, int *overlap)
+{
+    if (!plain && PyObject_Hash(allocation) == -1) return -1;
+    PyObject *bucket = PyDict_GetItemWithError(sources, space); /* borrowed */
+    if (bucket == NULL) return PyErr_Occurred() ? -1 : 0;
+    Py_INCREF(bucket);
+    int found = PySet_Contains(bucket, allocation);
+    Py_DECREF(bucket);
+    if (found > 0) *overlap = 1;
+    return found < 0 ? -1 : 0;
 }
 
 /* Add ``(binding.storage_address, binding.storage_nbytes)`` to ``table[space]`` (a set). */
@@ -4630,22 +4658,7 @@ rp_find_allocation(PyObject *sources, PyObject *space, PyObject *binding, PyObje
     PyObject *allocation;
     int read = rp_allocation(binding, bdict, cfg, &allocation);
     if (read != 0) return read;
-    int rc = -1;
-    /* (the hash first, as adding the tuple to a set fails first; of plain items it cannot fail,
-     * and runs no Python code: not taken twice then, PySet_Contains hashes it) */
-    if (cfg->plain || PyObject_Hash(allocation) != -1) {
-        PyObject *bucket = PyDict_GetItemWithError(sources, space); /* borrowed */
-        if (bucket != NULL) {
-            Py_INCREF(bucket);
-            int found = PySet_Contains(bucket, allocation);
-            Py_DECREF(bucket);
-            if (found > 0) *overlap = 1;
-            rc = found < 0 ? -1 : 0;
-        }
-        else if (!PyErr_Occurred()) {
-            rc = 0;
-        }
-    }
+    int rc = rp_bucket_find(sources, space, allocation, cfg->plain, overlap);
     Py_DECREF(allocation);
     return rc;
 }
@@ -4926,14 +4939,9 @@ static int
 rp_fast_allocation(rp_fast *f, int side, PyObject *sources, PyObject *space, PyObject *binding, PyObject *bdict,
                    rp_config *cfg, int *overlap)
 {
-    PyObject *address = rp_field(binding, bdict, RP_STORAGE_ADDRESS);
-    if (address == NULL) return PyErr_Occurred() ? -1 : 1;
-    PyObject *nbytes = rp_field(binding, bdict, RP_STORAGE_NBYTES);
-    if (nbytes == NULL) {
-        Py_DECREF(address);
-        return PyErr_Occurred() ? -1 : 1;
-    }
-    if (cfg->plain && !(rp_plain_item(address) && rp_plain_item(nbytes))) cfg->plain = 0;
+    PyObject *address, *nbytes;
+    int read = rp_allocation_fields(binding, bdict, cfg, &address, &nbytes);
+    if (read != 0) return read;
     int rc = -1, above_address = 0, above_nbytes = 0;
     rp_alloc a;
     if (cfg->plain && rp_fast_int(address, &a.address, &above_address) && rp_fast_int(nbytes, &a.nbytes, &above_nbytes)) {
@@ -4957,34 +4965,8 @@ rp_fast_allocation(rp_fast *f, int side, PyObject *sources, PyObject *space, PyO
     if (rp_fast_leave(f, sources) < 0) goto done;
     PyObject *allocation = PyTuple_Pack(2, address, nbytes);
     if (allocation == NULL) goto done;
-    if (side == 0) {
-        PyObject *bucket = PyDict_GetItemWithError(sources, space); /* borrowed */
-        if (bucket == NULL) {
-            if (!PyErr_Occurred()) {
-                bucket = PySet_New(NULL);
-                if (bucket != NULL) {
-                    rc = PySet_Add(bucket, allocation) < 0 || PyDict_SetItem(sources, space, bucket) < 0 ? -1 : 0;
-                    Py_DECREF(bucket);
-                }
-            }
-        }
-        else {
-            rc = PySet_Add(bucket, allocation);
-        }
-    }
-    else if (cfg->plain || PyObject_Hash(allocation) != -1) { /* (rp_find_allocation's steps) */
-        PyObject *bucket = PyDict_GetItemWithError(sources, space); /* borrowed */
-        if (bucket != NULL) {
-            Py_INCREF(bucket);
-            int found = PySet_Contains(bucket, allocation);
-            Py_DECREF(bucket);
-            if (found > 0) *overlap = 1;
-            rc = found < 0 ? -1 : 0;
-        }
-        else if (!PyErr_Occurred()) {
-            rc = 0;
-        }
-    }
+    rc = side == 0 ? rp_bucket_add(sources, space, allocation)
+                   : rp_bucket_find(sources, space, allocation, cfg->plain, overlap);
     Py_DECREF(allocation);
 done:
     Py_DECREF(address);
