@@ -381,6 +381,16 @@ done:
     return rc;
 }
 
+/* Rows a and b hold the same (hash, rank, box). */
+static inline int
+tbl_same_row(const FragmentTable *t, const uint64_t *fh, size_t a, size_t b)
+{
+    size_t st = t->stride, d = t->ndim[a];
+    return fh[a] == fh[b] && d == t->ndim[b] && memcmp(&t->rank[a * 4], &t->rank[b * 4], 4 * sizeof(int64_t)) == 0 &&
+           memcmp(&t->begin[a * st], &t->begin[b * st], d * sizeof(int64_t)) == 0 &&
+           memcmp(&t->end[a * st], &t->end[b * st], d * sizeof(int64_t)) == 0;
+}
+
 /* Fragments of tensors u and w (hord ranges, each sorted by fragment hash) are the same
  * set of (rank, box): element-wise identical after the hash sort. A hash tie inside a
  * tensor can only make this answer "different", which is the safe answer. */
@@ -390,15 +400,8 @@ tbl_same_problem(const FragmentTable *t, const size_t *start, const size_t *hord
 {
     size_t cnt = start[u + 1] - start[u];
     if (cnt == 0 || cnt != start[w + 1] - start[w]) return 0;
-    size_t st = t->stride;
     for (size_t p = 0; p < cnt; p++) {
-        size_t a = hord[start[u] + p], b = hord[start[w] + p];
-        if (fh[a] != fh[b] || t->ndim[a] != t->ndim[b]) return 0;
-        if (memcmp(&t->rank[a * 4], &t->rank[b * 4], 4 * sizeof(int64_t)) != 0) return 0;
-        size_t d = t->ndim[a];
-        if (memcmp(&t->begin[a * st], &t->begin[b * st], d * sizeof(int64_t)) != 0 ||
-            memcmp(&t->end[a * st], &t->end[b * st], d * sizeof(int64_t)) != 0)
-            return 0;
+        if (!tbl_same_row(t, fh, hord[start[u] + p], hord[start[w] + p])) return 0;
     }
     return 1;
 }
@@ -437,16 +440,6 @@ tbl_prefetch_problem(const FragmentTable *t, const size_t *start, const size_t *
 #define TBL_SMALL_GROUP 32 /* tensors of at most this many fragments sort their hashes in place */
 
 #define TBL_LEAD_AHEAD 16 /* rows between asking for a row's tensor's lead and reading it */
-
-/* Rows a and b hold the same (hash, rank, box), as tbl_same_problem compares them. */
-static inline int
-tbl_same_row(const FragmentTable *t, const uint64_t *fh, size_t a, size_t b)
-{
-    size_t st = t->stride, d = t->ndim[a];
-    return fh[a] == fh[b] && d == t->ndim[b] && memcmp(&t->rank[a * 4], &t->rank[b * 4], 4 * sizeof(int64_t)) == 0 &&
-           memcmp(&t->begin[a * st], &t->begin[b * st], d * sizeof(int64_t)) == 0 &&
-           memcmp(&t->end[a * st], &t->end[b * st], d * sizeof(int64_t)) == 0;
-}
 
 /* For each run of equal keys in tk[0:nt] (tensors sorted stably by problem hash), led by its
  * first tensor f: bad[f] = 0 when every member u has f's class, f's non-zero fragment count and
