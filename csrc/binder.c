@@ -3458,6 +3458,9 @@ typedef struct {
     PyObject *pfid[2];
     PyObject *bound[2];
     int found[2];
+    /* the source's memo entry when bd_ahead_ids found it there (its carry position and facts'
+     * conversions slot, -1 when none): hints only, for the carry's arrays read at its region */
+    int32_t met_position, met_fc;
 } bd_ahead;
 
 /* Frees what a slot holds. */
@@ -3481,6 +3484,7 @@ bd_ahead_dict(bd_ahead *slot, PyObject *op, Py_ssize_t index, PyObject *region_c
     slot->pfid[0] = slot->pfid[1] = NULL;
     slot->bound[0] = slot->bound[1] = NULL;
     slot->found[0] = slot->found[1] = BD_NOT_READ;
+    slot->met_position = slot->met_fc = -1;
     if ((PyObject *)Py_TYPE(op) != region_cls) {
         slot->status = BD_FALLBACK;
         return;
@@ -3741,6 +3745,19 @@ bd_memo_get(bd_memo *m, const void *key, int *hit)
     return slot;
 }
 
+/* Whether memo holds source (a source met before), noting its entry's carry position and facts'
+ * conversions slot in slot (hints for bind_regions' loop; nothing is decided from them). */
+static inline int
+bd_ahead_met(const bd_memo *memo, bd_ahead *slot, const void *source)
+{
+    if (memo->slots == NULL) return 0;
+    const bd_memo_slot *met = bd_memo_slot_of(memo, source);
+    if (met->key == NULL) return 0;
+    slot->met_position = met->position;
+    slot->met_fc = met->fc;
+    return 1;
+}
+
 /* Step 3 ahead: the placement fragment id of each exact placement-fragment-class fragment, the
  * target's first (as bd_bound_region reads them; the source not when the target's read falls
  * back, nor when memo, bind_regions' memo of sources met before, holds it). BD_OK, or BD_ERROR
@@ -3760,7 +3777,7 @@ bd_ahead_ids(const bd_table *tb, bd_ahead *slot, PyObject *pf_cls, const bd_memo
         if (status != BD_OK) return BD_OK;
         bd_prefetch_object(slot->bound[1]);
         if ((PyObject *)Py_TYPE(source) != pf_cls) return BD_OK;
-        if (memo->slots != NULL && bd_memo_slot_of(memo, source)->key != NULL) return BD_OK;
+        if (bd_ahead_met(memo, slot, source)) return BD_OK;
         status = bd_pos_bound(tb->nm, &pos[0], slot->index, source, &slot->bound[0]);
         if (status == BD_ERROR) return BD_ERROR;
         slot->found[0] = status;
@@ -3775,7 +3792,7 @@ bd_ahead_ids(const bd_table *tb, bd_ahead *slot, PyObject *pf_cls, const bd_memo
     }
     bd_prefetch_object(slot->pfid[1]);
     if ((PyObject *)Py_TYPE(source) != pf_cls) return BD_OK;
-    if (memo->slots != NULL && bd_memo_slot_of(memo, source)->key != NULL) return BD_OK;
+    if (bd_ahead_met(memo, slot, source)) return BD_OK;
     status = bd_pfid_of(tb->nm, source, &slot->pfid[0]);
     if (status == BD_ERROR) return BD_ERROR;
     if (status != BD_OK) slot->found[0] = status;
@@ -4964,7 +4981,19 @@ bd_bind_regions_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, co
             bd_ahead_pfids(&ahead[pfids_at % BD_AHEAD]);
         }
         for (; ids_at < n && ids_at < i + BD_AHEAD / 4; ids_at++) {
-            if (bd_ahead_ids(&tb, &ahead[ids_at % BD_AHEAD], args[1], &memo, pos) == BD_ERROR) goto fail;
+            bd_ahead *read = &ahead[ids_at % BD_AHEAD];
+            if (bd_ahead_ids(&tb, read, args[1], &memo, pos) == BD_ERROR) goto fail;
+            /* a source met before: hints for its carry end and its facts' conversions, which its
+             * region reads and writes (indexed by the source's first region: scattered lines at
+             * 10^6 fragments). Addresses only, each index checked against its array's extent. */
+            if (carry.active && read->met_position >= 0 && (size_t)read->met_position < 2 * (size_t)n) {
+                __builtin_prefetch(&carry.sc.ends[read->met_position], 1);
+            }
+            if (carry.active && carry.canon && read->met_fc >= 0 && (size_t)read->met_fc < carry.fc_count) {
+                const bd_fc_slot *fc = &carry.fc[read->met_fc];
+                __builtin_prefetch(fc);
+                __builtin_prefetch((const char *)fc + sizeof(*fc) - 1);
+            }
         }
         /* the bound fragments of every operation whose ids were read, back to back once the
          * next one is due (up to BD_AHEAD / 4 lookups whose cache misses can overlap) */
