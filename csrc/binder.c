@@ -4994,6 +4994,17 @@ bd_bind_regions_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, co
                 __builtin_prefetch(fc);
                 __builtin_prefetch((const char *)fc + sizeof(*fc) - 1);
             }
+            /* and the home slots of its bound fragments in the carry's identity table, which
+             * sc_carry_place probes (the region's target and source: the bound ones; the
+             * source's when not met). In the positional form they are known here; the table may
+             * grow before then (a missed hint). */
+            for (int side = 1; carry.active && side >= 0; side--) {
+                if (read->found[side] != BD_OK || read->bound[side] == NULL) continue;
+                if (side == 0 && read->met_position >= 0) continue;
+                size_t home = sc_carry_home(read->bound[side], carry.sc.mask);
+                __builtin_prefetch(&carry.sc.keys[home], 1);
+                __builtin_prefetch(&carry.sc.values[home], 1);
+            }
         }
         /* the bound fragments of every operation whose ids were read, back to back once the
          * next one is due (up to BD_AHEAD / 4 lookups whose cache misses can overlap) */
