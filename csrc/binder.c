@@ -2887,6 +2887,16 @@ bd_make_pending(PyObject *const *nm, const mr_layout_class *lc, const mr_layout_
  * fragments of the entry this many on (and for that entry, twice as far). */
 #define BD_MAKE_AHEAD 4
 
+/* For the operation walk's hints: op's target (side 0) or source field, read from its slots when
+ * op is an exact region_cls in the checked layout (rl); else NULL. Never raises (NULL op: NULL). */
+static inline PyObject *
+bd_walk_field(PyObject *op, PyObject *region_cls, const mr_layout_class *rl, long side)
+{
+    if (op == NULL || (PyObject *)Py_TYPE(op) != region_cls) return NULL;
+    PyObject *const *fields = mr_layout_fields(op, rl);
+    return fields == NULL ? NULL : fields[side == 0 ? MR_RG_TARGET : MR_RG_SOURCE];
+}
+
 /* Forward: the placement fragment ids of pending[0 .. count) pairwise distinct (BD_OK), else
  * BD_FALLBACK, or BD_ERROR (defined with logical_target_cover's id table below). */
 static int bd_pending_distinct(const bd_pending *pending, Py_ssize_t count);
@@ -3106,7 +3116,21 @@ bd_ordered_build(const bd_table *tb, PyObject *bound_cls, PyObject *att_cls, PyO
         for (Py_ssize_t j = 0; j < n_ops; j++) {
             PyObject *op = PyTuple_GetItem(operations, j);
             if (op == NULL) goto done;
-            if (j + 8 < n_ops) bd_prefetch_object(PyTuple_GetItem(operations, j + 8)); /* a hint */
+            if (slots != NULL && heads.n == 0) {
+                /* the table alone (the sources): hints for the operation 16 on, the table slot of
+                 * the fragment of the one 8 on, and the entry of the one 4 on (their field read
+                 * as below when in the checked layout, else no hint; addresses only) */
+                if (j + 16 < n_ops) bd_prefetch_object(PyTuple_GetItem(operations, j + 16));
+                PyObject *ahead8 = j + 8 < n_ops ? bd_walk_field(PyTuple_GetItem(operations, j + 8), region_cls, &rl, side)
+                                                 : NULL;
+                if (ahead8 != NULL) __builtin_prefetch(&slots[bd_idtab_home(ahead8, mask)]);
+                PyObject *ahead4 = j + 4 < n_ops ? bd_walk_field(PyTuple_GetItem(operations, j + 4), region_cls, &rl, side)
+                                                 : NULL;
+                Py_ssize_t e = ahead4 != NULL ? bd_idtab_get(slots, mask, ahead4) : -1;
+                if (e >= 0) __builtin_prefetch(&pending[e]);
+            } else if (j + 8 < n_ops) {
+                bd_prefetch_object(PyTuple_GetItem(operations, j + 8)); /* a hint */
+            }
             if (pos != NULL) pos->op_q[j] = -1;
             if ((PyObject *)Py_TYPE(op) != region_cls) continue;
             PyObject *const *op_fields = mr_layout_fields(op, &rl);
