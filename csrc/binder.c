@@ -641,6 +641,26 @@ bd_prefetch_whole(const PyObject *obj)
     __builtin_prefetch((const void *)((uintptr_t)obj + 127));
 }
 
+/* A hint: the head of a small object (a str's header and first characters, an int's size and
+ * first digits, a short tuple's items): the lines of obj and obj + 47. pymalloc places blocks at
+ * 16-byte steps after a 48-byte pool header, so the 128- and 64-byte size classes (the 71-char
+ * placement fragment ids, short fragment ids) always start 48 bytes into a line: the line of obj
+ * holds only the reference count and type, the length, hash and characters are on the next
+ * (ATTEST43: a hint on obj alone left PyUnicode_GetLength waiting there). obj + 47 is that next
+ * line when obj starts 32 or 48 bytes in, else obj's own line (an int of the 32-byte class that
+ * starts 16 bytes in ends in it). Only addresses are computed; nothing is read. */
+static inline void
+bd_prefetch_head(const void *obj, int rw)
+{
+    if (rw) {
+        __builtin_prefetch(obj, 1);
+        __builtin_prefetch((const void *)((uintptr_t)obj + 47), 1);
+    } else {
+        __builtin_prefetch(obj);
+        __builtin_prefetch((const void *)((uintptr_t)obj + 47));
+    }
+}
+
 /* A hint: the placement fragment id str of obj when obj is a placement fragment in its C-owned
  * layout (its slot read: obj should be in the cache by now), else nothing. Never raises. */
 static inline void
@@ -2053,17 +2073,17 @@ bd_evidence_prefetch(PyObject *fragments, Py_ssize_t i, Py_ssize_t n, const bd_p
         if (near != NULL && bd_runtime_memo.memo.cls != NULL && (PyObject *)Py_TYPE(near) == bd_runtime_memo.memo.cls) {
             PyObject *const *f = (PyObject *const *)((mr_layout_object *)near)->fields;
             for (int k = 0; k < MR_RF_N; k++) {
-                if (f[k] != NULL) __builtin_prefetch(f[k], 1);
+                if (f[k] != NULL) bd_prefetch_head(f[k], 1);
             }
         }
     }
     /* the placement entries (pd's array: indices checked against its count) */
     if (i + 2 * BD_EV_AHEAD < pd->n) bd_prefetch_object(pd->entries[2 * (i + 2 * BD_EV_AHEAD) + 1]);
     if (i + BD_EV_AHEAD < pd->n) {
-        __builtin_prefetch(pd->entries[2 * (i + BD_EV_AHEAD)]);
+        bd_prefetch_head(pd->entries[2 * (i + BD_EV_AHEAD)], 0);
         PyObject *const *pf = mr_pf_fields(pd->entries[2 * (i + BD_EV_AHEAD) + 1]);
         for (int k = 0; pf != NULL && k < MR_PF_N; k++) {
-            if (pf[k] != NULL) __builtin_prefetch(pf[k], 1);
+            if (pf[k] != NULL) bd_prefetch_head(pf[k], 1);
         }
     }
 }
@@ -5611,12 +5631,12 @@ bd_pair_prefetch_fields(PyObject *logical, PyObject *runtime)
     if (runtime != NULL && bd_runtime_memo.memo.cls != NULL && (PyObject *)Py_TYPE(runtime) == bd_runtime_memo.memo.cls) {
         PyObject *const *f = (PyObject *const *)((mr_layout_object *)runtime)->fields;
         for (int k = 0; k < MR_RF_N; k++) {
-            if (f[k] != NULL) __builtin_prefetch(f[k], 1);
+            if (f[k] != NULL) bd_prefetch_head(f[k], 1);
         }
     }
     PyObject *const *pf = logical != NULL ? mr_pf_fields(logical) : NULL;
     for (int k = 0; pf != NULL && k < MR_PF_N; k++) {
-        if (pf[k] != NULL) __builtin_prefetch(pf[k], 1);
+        if (pf[k] != NULL) bd_prefetch_head(pf[k], 1);
     }
 }
 
@@ -7454,7 +7474,7 @@ bd_selection(PyObject *const *nm, PyObject *items, PyObject *selected, int *all,
         if (i + 8 < n) bd_prefetch_whole(PyTuple_GetItem(items, i + 8));
         if (i + 4 < n) {
             PyObject *const *ahead = mr_layout_fields(PyTuple_GetItem(items, i + 4), &rl);
-            if (ahead != NULL && ahead[MR_RF_FRAGMENT_ID] != NULL) __builtin_prefetch(ahead[MR_RF_FRAGMENT_ID]);
+            if (ahead != NULL && ahead[MR_RF_FRAGMENT_ID] != NULL) bd_prefetch_head(ahead[MR_RF_FRAGMENT_ID], 0);
         }
         PyObject *const *rf = mr_layout_fields(item, &rl);
         int rc = rf != NULL ? bd_slot_str(rf[MR_RF_FRAGMENT_ID], &fid) : bd_get_str(item, nm[N_FID], &fid);
@@ -7819,7 +7839,9 @@ bd_project_attested(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             if (fid == NULL) status = BD_ERROR;
             else if (!PyUnicode_CheckExact(fid)) status = BD_FALLBACK;
             else if (emitted != NULL && !emitted_over) {
-                if (k + 8 < PyTuple_Size(fragment_ids)) { /* a hint: the slot of the id 8 on */
+                if (k + 8 < PyTuple_Size(fragment_ids)) { /* hints: the head of the id 12 on (its hash
+                                                           * is read 4 rounds later), the slot of the id 8 on */
+                    if (k + 12 < PyTuple_Size(fragment_ids)) bd_prefetch_head(PyTuple_GetItem(fragment_ids, k + 12), 0);
                     bd_strtab_prefetch(emitted, emitted_mask, PyTuple_GetItem(fragment_ids, k + 8));
                 }
                 int added = n_emitted < n_selected ? bd_strtab_add(emitted, emitted_mask, fid)
@@ -8196,7 +8218,7 @@ bd_side_prefetch(PyObject *fragments, Py_ssize_t i, Py_ssize_t n, const bd_idset
         PyObject *near = PyTuple_GetItem(fragments, i + 6);
         if (near != NULL && (PyObject *)Py_TYPE(near) == memo_cls) {
             PyObject *fid = ((mr_layout_object *)near)->fields[MR_RF_FRAGMENT_ID];
-            if (fid != NULL) __builtin_prefetch(fid);
+            if (fid != NULL) bd_prefetch_head(fid, 0);
         }
     }
     if (i + 3 < n) {
