@@ -572,32 +572,70 @@ bd_canonical_strides(const int64_t *shape, Py_ssize_t rank, int64_t itemsize, in
 
 #define BD_MAX_RANK 64
 
+/* The last placement local shape and itemsize whose canonical strides a pass computed
+ * (bd_strides_canonical_with): new references (NULL: none), and the strides for them. */
+typedef struct {
+    PyObject *shape, *itemsize;
+    Py_ssize_t rank;
+    int64_t expected[BD_MAX_RANK];
+} bd_strides_memo;
+
+static void
+bd_strides_memo_clear(bd_strides_memo *memo)
+{
+    Py_CLEAR(memo->shape);
+    Py_CLEAR(memo->itemsize);
+    memo->rank = 0;
+}
+
 /* Does the exact tuple `strides` equal the canonical strides of the exact tuple `shape` (of
- * exact ints) for `itemsize`? 1 yes, 0 not decided / no, -1 error. */
+ * exact ints) for `itemsize`? 1 yes, 0 not decided / no, -1 error.
+ * memo (NULL: none): when shape and itemsize are the very objects of the memo, their canonical
+ * strides are the memo's (ATTEST43: a part's fragments of one tensor share one local shape
+ * tuple, so the pair loop read its dims and the itemsize again for every fragment). The memo
+ * holds them, and an exact tuple of exact ints and an exact int are immutable: the same values,
+ * so the same rank, the same outcome of the reads and of bd_canonical_strides (both passed when
+ * the memo was set: it is set only then), the same strides. The checks that read `strides`
+ * (exact tuple, its size against the rank) run in both ways and decline (0) alike; the shape
+ * reads before them cannot fail on those objects. Same result, same errors. */
 static int
-bd_strides_canonical(PyObject *shape, PyObject *strides, PyObject *itemsize)
+bd_strides_canonical_with(PyObject *shape, PyObject *strides, PyObject *itemsize, bd_strides_memo *memo)
 {
     if (!PyTuple_CheckExact(shape) || !PyTuple_CheckExact(strides)) return 0;
-    Py_ssize_t rank = PyTuple_Size(shape);
-    if (rank < 0) return -1;
-    if (rank > BD_MAX_RANK || PyTuple_Size(strides) != rank) return 0;
-    int64_t dims[BD_MAX_RANK];
-    int64_t expected[BD_MAX_RANK];
-    int64_t item = 0;
-    int rc = bd_as_i64(itemsize, &item);
-    if (rc <= 0) return rc;
-    for (Py_ssize_t d = 0; d < rank; d++) {
-        PyObject *value = PyTuple_GetItem(shape, d);
-        if (value == NULL) return -1;
-        rc = bd_as_i64(value, &dims[d]);
+    Py_ssize_t rank;
+    int64_t computed[BD_MAX_RANK];
+    const int64_t *expected = computed;
+    if (memo != NULL && memo->shape == shape && memo->itemsize == itemsize) {
+        rank = memo->rank;
+        if (PyTuple_Size(strides) != rank) return 0;
+        expected = memo->expected;
+    } else {
+        rank = PyTuple_Size(shape);
+        if (rank < 0) return -1;
+        if (rank > BD_MAX_RANK || PyTuple_Size(strides) != rank) return 0;
+        int64_t dims[BD_MAX_RANK];
+        int64_t item = 0;
+        int rc = bd_as_i64(itemsize, &item);
         if (rc <= 0) return rc;
+        for (Py_ssize_t d = 0; d < rank; d++) {
+            PyObject *value = PyTuple_GetItem(shape, d);
+            if (value == NULL) return -1;
+            rc = bd_as_i64(value, &dims[d]);
+            if (rc <= 0) return rc;
+        }
+        if (bd_canonical_strides(dims, rank, item, computed) < 0) return 0;
+        if (memo != NULL) {
+            BD_SETREF(memo->shape, Py_NewRef(shape));
+            BD_SETREF(memo->itemsize, Py_NewRef(itemsize));
+            memo->rank = rank;
+            memcpy(memo->expected, computed, (size_t)rank * sizeof(int64_t));
+        }
     }
-    if (bd_canonical_strides(dims, rank, item, expected) < 0) return 0;
     for (Py_ssize_t d = 0; d < rank; d++) {
         PyObject *value = PyTuple_GetItem(strides, d);
         if (value == NULL) return -1;
         int64_t got = 0;
-        rc = bd_as_i64(value, &got);
+        int rc = bd_as_i64(value, &got);
         if (rc <= 0) return rc;
         if (got != expected[d]) return 0;
     }
@@ -803,6 +841,7 @@ typedef struct {
     int tabled;
     bd_idslot *tab;
     size_t mask;
+    bd_strides_memo strides; /* bd_check_pair's (see bd_strides_canonical_with) */
 } bd_tensors;
 
 #define BD_ID_TABLE_MIN 16
@@ -970,6 +1009,7 @@ bd_tensors_free(bd_tensors *ts)
     PyMem_Free(ts->items);
     PyMem_Free(ts->itemsizes);
     PyMem_Free(ts->tab);
+    bd_strides_memo_clear(&ts->strides);
     ts->ids = ts->items = ts->itemsizes = NULL;
     ts->tab = NULL;
     ts->loaded = 0;
@@ -1171,7 +1211,7 @@ bd_check_pair(PyObject *const *nm, PyObject *logical, PyObject *runtime, bd_tens
     if (rc != BD_OK) { result = rc; goto done; }
     rc = bd_int_tuple(a);
     if (rc <= 0) { result = rc < 0 ? BD_ERROR : BD_FALLBACK; goto done; }
-    rc = bd_int_tuple(b);
+    rc = b == a ? 1 : bd_int_tuple(b); /* the very tuple just checked (immutable): 1 again */
     if (rc <= 0) { result = rc < 0 ? BD_ERROR : BD_FALLBACK; goto done; }
     rc = PyObject_RichCompareBool(a, b, Py_EQ);
     if (rc < 0) { result = BD_ERROR; goto done; }
@@ -1189,7 +1229,7 @@ bd_check_pair(PyObject *const *nm, PyObject *logical, PyObject *runtime, bd_tens
     /* strides */
     rc = bd_rget(nm, rdict, N_STRIDES, &a);
     if (rc != BD_OK) { result = rc; goto done; }
-    rc = bd_strides_canonical(b, a, itemsize);
+    rc = bd_strides_canonical_with(b, a, itemsize, &ts->strides);
     if (rc < 0) { result = BD_ERROR; goto done; }
     if (rc == 0) goto done;
     if (views != NULL) {
