@@ -572,32 +572,70 @@ bd_canonical_strides(const int64_t *shape, Py_ssize_t rank, int64_t itemsize, in
 
 #define BD_MAX_RANK 64
 
+/* The last placement local shape and itemsize whose canonical strides a pass computed
+ * (bd_strides_canonical_with): new references (NULL: none), and the strides for them. */
+typedef struct {
+    PyObject *shape, *itemsize;
+    Py_ssize_t rank;
+    int64_t expected[BD_MAX_RANK];
+} bd_strides_memo;
+
+static void
+bd_strides_memo_clear(bd_strides_memo *memo)
+{
+    Py_CLEAR(memo->shape);
+    Py_CLEAR(memo->itemsize);
+    memo->rank = 0;
+}
+
 /* Does the exact tuple `strides` equal the canonical strides of the exact tuple `shape` (of
- * exact ints) for `itemsize`? 1 yes, 0 not decided / no, -1 error. */
+ * exact ints) for `itemsize`? 1 yes, 0 not decided / no, -1 error.
+ * memo (NULL: none): when shape and itemsize are the very objects of the memo, their canonical
+ * strides are the memo's (ATTEST43: a part's fragments of one tensor share one local shape
+ * tuple, so the pair loop read its dims and the itemsize again for every fragment). The memo
+ * holds them, and an exact tuple of exact ints and an exact int are immutable: the same values,
+ * so the same rank, the same outcome of the reads and of bd_canonical_strides (both passed when
+ * the memo was set: it is set only then), the same strides. The checks that read `strides`
+ * (exact tuple, its size against the rank) run in both ways and decline (0) alike; the shape
+ * reads before them cannot fail on those objects. Same result, same errors. */
 static int
-bd_strides_canonical(PyObject *shape, PyObject *strides, PyObject *itemsize)
+bd_strides_canonical_with(PyObject *shape, PyObject *strides, PyObject *itemsize, bd_strides_memo *memo)
 {
     if (!PyTuple_CheckExact(shape) || !PyTuple_CheckExact(strides)) return 0;
-    Py_ssize_t rank = PyTuple_Size(shape);
-    if (rank < 0) return -1;
-    if (rank > BD_MAX_RANK || PyTuple_Size(strides) != rank) return 0;
-    int64_t dims[BD_MAX_RANK];
-    int64_t expected[BD_MAX_RANK];
-    int64_t item = 0;
-    int rc = bd_as_i64(itemsize, &item);
-    if (rc <= 0) return rc;
-    for (Py_ssize_t d = 0; d < rank; d++) {
-        PyObject *value = PyTuple_GetItem(shape, d);
-        if (value == NULL) return -1;
-        rc = bd_as_i64(value, &dims[d]);
+    Py_ssize_t rank;
+    int64_t computed[BD_MAX_RANK];
+    const int64_t *expected = computed;
+    if (memo != NULL && memo->shape == shape && memo->itemsize == itemsize) {
+        rank = memo->rank;
+        if (PyTuple_Size(strides) != rank) return 0;
+        expected = memo->expected;
+    } else {
+        rank = PyTuple_Size(shape);
+        if (rank < 0) return -1;
+        if (rank > BD_MAX_RANK || PyTuple_Size(strides) != rank) return 0;
+        int64_t dims[BD_MAX_RANK];
+        int64_t item = 0;
+        int rc = bd_as_i64(itemsize, &item);
         if (rc <= 0) return rc;
+        for (Py_ssize_t d = 0; d < rank; d++) {
+            PyObject *value = PyTuple_GetItem(shape, d);
+            if (value == NULL) return -1;
+            rc = bd_as_i64(value, &dims[d]);
+            if (rc <= 0) return rc;
+        }
+        if (bd_canonical_strides(dims, rank, item, computed) < 0) return 0;
+        if (memo != NULL) {
+            BD_SETREF(memo->shape, Py_NewRef(shape));
+            BD_SETREF(memo->itemsize, Py_NewRef(itemsize));
+            memo->rank = rank;
+            memcpy(memo->expected, computed, (size_t)rank * sizeof(int64_t));
+        }
     }
-    if (bd_canonical_strides(dims, rank, item, expected) < 0) return 0;
     for (Py_ssize_t d = 0; d < rank; d++) {
         PyObject *value = PyTuple_GetItem(strides, d);
         if (value == NULL) return -1;
         int64_t got = 0;
-        rc = bd_as_i64(value, &got);
+        int rc = bd_as_i64(value, &got);
         if (rc <= 0) return rc;
         if (got != expected[d]) return 0;
     }
@@ -639,6 +677,26 @@ bd_prefetch_whole(const PyObject *obj)
     bd_prefetch_object(obj);
     __builtin_prefetch((const void *)((uintptr_t)obj + 64));
     __builtin_prefetch((const void *)((uintptr_t)obj + 127));
+}
+
+/* A hint: the head of a small object (a str's header and first characters, an int's size and
+ * first digits, a short tuple's items): the lines of obj and obj + 47. pymalloc places blocks at
+ * 16-byte steps after a 48-byte pool header, so the 128- and 64-byte size classes (the 71-char
+ * placement fragment ids, short fragment ids) always start 48 bytes into a line: the line of obj
+ * holds only the reference count and type, the length, hash and characters are on the next
+ * (ATTEST43: a hint on obj alone left PyUnicode_GetLength waiting there). obj + 47 is that next
+ * line when obj starts 32 or 48 bytes in, else obj's own line (an int of the 32-byte class that
+ * starts 16 bytes in ends in it). Only addresses are computed; nothing is read. */
+static inline void
+bd_prefetch_head(const void *obj, int rw)
+{
+    if (rw) {
+        __builtin_prefetch(obj, 1);
+        __builtin_prefetch((const void *)((uintptr_t)obj + 47), 1);
+    } else {
+        __builtin_prefetch(obj);
+        __builtin_prefetch((const void *)((uintptr_t)obj + 47));
+    }
 }
 
 /* A hint: the placement fragment id str of obj when obj is a placement fragment in its C-owned
@@ -783,6 +841,7 @@ typedef struct {
     int tabled;
     bd_idslot *tab;
     size_t mask;
+    bd_strides_memo strides; /* bd_check_pair's (see bd_strides_canonical_with) */
 } bd_tensors;
 
 #define BD_ID_TABLE_MIN 16
@@ -950,6 +1009,7 @@ bd_tensors_free(bd_tensors *ts)
     PyMem_Free(ts->items);
     PyMem_Free(ts->itemsizes);
     PyMem_Free(ts->tab);
+    bd_strides_memo_clear(&ts->strides);
     ts->ids = ts->items = ts->itemsizes = NULL;
     ts->tab = NULL;
     ts->loaded = 0;
@@ -1151,7 +1211,7 @@ bd_check_pair(PyObject *const *nm, PyObject *logical, PyObject *runtime, bd_tens
     if (rc != BD_OK) { result = rc; goto done; }
     rc = bd_int_tuple(a);
     if (rc <= 0) { result = rc < 0 ? BD_ERROR : BD_FALLBACK; goto done; }
-    rc = bd_int_tuple(b);
+    rc = b == a ? 1 : bd_int_tuple(b); /* the very tuple just checked (immutable): 1 again */
     if (rc <= 0) { result = rc < 0 ? BD_ERROR : BD_FALLBACK; goto done; }
     rc = PyObject_RichCompareBool(a, b, Py_EQ);
     if (rc < 0) { result = BD_ERROR; goto done; }
@@ -1169,7 +1229,7 @@ bd_check_pair(PyObject *const *nm, PyObject *logical, PyObject *runtime, bd_tens
     /* strides */
     rc = bd_rget(nm, rdict, N_STRIDES, &a);
     if (rc != BD_OK) { result = rc; goto done; }
-    rc = bd_strides_canonical(b, a, itemsize);
+    rc = bd_strides_canonical_with(b, a, itemsize, &ts->strides);
     if (rc < 0) { result = BD_ERROR; goto done; }
     if (rc == 0) goto done;
     if (views != NULL) {
@@ -2053,17 +2113,17 @@ bd_evidence_prefetch(PyObject *fragments, Py_ssize_t i, Py_ssize_t n, const bd_p
         if (near != NULL && bd_runtime_memo.memo.cls != NULL && (PyObject *)Py_TYPE(near) == bd_runtime_memo.memo.cls) {
             PyObject *const *f = (PyObject *const *)((mr_layout_object *)near)->fields;
             for (int k = 0; k < MR_RF_N; k++) {
-                if (f[k] != NULL) __builtin_prefetch(f[k], 1);
+                if (f[k] != NULL) bd_prefetch_head(f[k], 1);
             }
         }
     }
     /* the placement entries (pd's array: indices checked against its count) */
     if (i + 2 * BD_EV_AHEAD < pd->n) bd_prefetch_object(pd->entries[2 * (i + 2 * BD_EV_AHEAD) + 1]);
     if (i + BD_EV_AHEAD < pd->n) {
-        __builtin_prefetch(pd->entries[2 * (i + BD_EV_AHEAD)]);
+        bd_prefetch_head(pd->entries[2 * (i + BD_EV_AHEAD)], 0);
         PyObject *const *pf = mr_pf_fields(pd->entries[2 * (i + BD_EV_AHEAD) + 1]);
         for (int k = 0; pf != NULL && k < MR_PF_N; k++) {
-            if (pf[k] != NULL) __builtin_prefetch(pf[k], 1);
+            if (pf[k] != NULL) bd_prefetch_head(pf[k], 1);
         }
     }
 }
@@ -5675,12 +5735,12 @@ bd_pair_prefetch_fields(PyObject *logical, PyObject *runtime)
     if (runtime != NULL && bd_runtime_memo.memo.cls != NULL && (PyObject *)Py_TYPE(runtime) == bd_runtime_memo.memo.cls) {
         PyObject *const *f = (PyObject *const *)((mr_layout_object *)runtime)->fields;
         for (int k = 0; k < MR_RF_N; k++) {
-            if (f[k] != NULL) __builtin_prefetch(f[k], 1);
+            if (f[k] != NULL) bd_prefetch_head(f[k], 1);
         }
     }
     PyObject *const *pf = logical != NULL ? mr_pf_fields(logical) : NULL;
     for (int k = 0; pf != NULL && k < MR_PF_N; k++) {
-        if (pf[k] != NULL) __builtin_prefetch(pf[k], 1);
+        if (pf[k] != NULL) bd_prefetch_head(pf[k], 1);
     }
 }
 
@@ -7518,7 +7578,7 @@ bd_selection(PyObject *const *nm, PyObject *items, PyObject *selected, int *all,
         if (i + 8 < n) bd_prefetch_whole(PyTuple_GetItem(items, i + 8));
         if (i + 4 < n) {
             PyObject *const *ahead = mr_layout_fields(PyTuple_GetItem(items, i + 4), &rl);
-            if (ahead != NULL && ahead[MR_RF_FRAGMENT_ID] != NULL) __builtin_prefetch(ahead[MR_RF_FRAGMENT_ID]);
+            if (ahead != NULL && ahead[MR_RF_FRAGMENT_ID] != NULL) bd_prefetch_head(ahead[MR_RF_FRAGMENT_ID], 0);
         }
         PyObject *const *rf = mr_layout_fields(item, &rl);
         int rc = rf != NULL ? bd_slot_str(rf[MR_RF_FRAGMENT_ID], &fid) : bd_get_str(item, nm[N_FID], &fid);
@@ -7883,7 +7943,9 @@ bd_project_attested(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             if (fid == NULL) status = BD_ERROR;
             else if (!PyUnicode_CheckExact(fid)) status = BD_FALLBACK;
             else if (emitted != NULL && !emitted_over) {
-                if (k + 8 < PyTuple_Size(fragment_ids)) { /* a hint: the slot of the id 8 on */
+                if (k + 8 < PyTuple_Size(fragment_ids)) { /* hints: the head of the id 12 on (its hash
+                                                           * is read 4 rounds later), the slot of the id 8 on */
+                    if (k + 12 < PyTuple_Size(fragment_ids)) bd_prefetch_head(PyTuple_GetItem(fragment_ids, k + 12), 0);
                     bd_strtab_prefetch(emitted, emitted_mask, PyTuple_GetItem(fragment_ids, k + 8));
                 }
                 int added = n_emitted < n_selected ? bd_strtab_add(emitted, emitted_mask, fid)
@@ -8260,7 +8322,7 @@ bd_side_prefetch(PyObject *fragments, Py_ssize_t i, Py_ssize_t n, const bd_idset
         PyObject *near = PyTuple_GetItem(fragments, i + 6);
         if (near != NULL && (PyObject *)Py_TYPE(near) == memo_cls) {
             PyObject *fid = ((mr_layout_object *)near)->fields[MR_RF_FRAGMENT_ID];
-            if (fid != NULL) __builtin_prefetch(fid);
+            if (fid != NULL) bd_prefetch_head(fid, 0);
         }
     }
     if (i + 3 < n) {
