@@ -6809,6 +6809,18 @@ ai_everything(PyObject *attested)
     return everything;
 }
 
+/* 1 when every key of ``dict`` (an exact dict) from PyDict_Next's position ``pos`` on is an
+ * exact str, else 0. Runs no Python code. */
+static int
+ai_keys_plain_from(PyObject *dict, Py_ssize_t pos)
+{
+    PyObject *key, *value;
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+        if (!PyUnicode_CheckExact(key)) return 0;
+    }
+    return 1;
+}
+
 static PyObject *
 ai_build(PyObject *evidence, PyObject *pdict, PyTypeObject *ev_type, PyTypeObject *rf_type, int compact)
 {
@@ -6816,9 +6828,17 @@ ai_build(PyObject *evidence, PyObject *pdict, PyTypeObject *ev_type, PyTypeObjec
     PyObject *pfids = NULL, *attested = NULL, *everything = NULL;
     PyObject *last_worker = NULL, *last_bucket = NULL; /* held: the loop's last attested worker */
     int complete = 1;
+    Py_ssize_t cursor = 0; /* pdict's (rf_cursor_item) */
     /* pdict is probed with each evidence fragment's id: a plain dict only (plain_dict.h; a key
-     * planted in it would run its __eq__ in the probe) */
-    if (Py_TYPE(evidence) != ev_type || !rv_plain_keys(pdict)) goto decline;
+     * planted in it would run its __eq__ in the probe). Checked in the walk the loop makes anyway
+     * (FRAG43): a cursor hit is pdict's next live entry, whose key is the very exact str looked
+     * for, so the live keys before the cursor are exact strs; the rest (ai_keys_plain_from) is
+     * checked before the first probe, else when the loop ends (on every exit: a pdict not plain
+     * gives None, as the check before everything gave; no Python code runs in between, so the
+     * keys found are the ones the check would have found). */
+    int plain = 1; /* 0: pdict's keys past the cursor not checked yet */
+    if (Py_TYPE(evidence) != ev_type || !PyDict_CheckExact(pdict)) goto decline;
+    plain = 0;
     edict = pd_instance_dict(evidence);
     if (edict == NULL) goto done;
     if (!PyDict_Check(edict)) goto decline;
@@ -6835,7 +6855,6 @@ ai_build(PyObject *evidence, PyObject *pdict, PyTypeObject *ev_type, PyTypeObjec
     /* The runtime fragments' three ids from their layout's slots when their class is the runtime
      * layout this file's readers accepted (what rv_runtime_state and rv_item read for it). */
     const int slots = rv_runtime_memo.memo.cls != NULL && (PyObject *)rf_type == rv_runtime_memo.memo.cls;
-    Py_ssize_t cursor = 0; /* pdict's (rf_cursor_item) */
     for (Py_ssize_t i = 0; i < n; i++) {
         /* (an exact tuple: an index in range is read without an error) */
         ai_hint(i + 16 < n ? PyTuple_GetItem(fragments, i + 16) : NULL, 0);
@@ -6875,8 +6894,14 @@ ai_build(PyObject *evidence, PyObject *pdict, PyTypeObject *ev_type, PyTypeObjec
              * placement dict's order when both come from one placement; a probe by hash costs two
              * misses once the dict leaves the cache), else the probe */
             PyObject *entry = rf_cursor_item(pdict, &cursor, pfid); /* borrowed */
-            if (entry == NULL) entry = PyDict_GetItemWithError(pdict, pfid);
-            if (entry == NULL && PyErr_Occurred()) {
+            if (entry == NULL && !plain) {
+                plain = ai_keys_plain_from(pdict, cursor); /* (before the first probe) */
+                if (!plain) status = RV_DECLINE;
+            }
+            if (status != RV_OK) {
+                /* (pdict not plain: declined below) */
+            }
+            else if (entry == NULL && (entry = PyDict_GetItemWithError(pdict, pfid)) == NULL && PyErr_Occurred()) {
                 status = RV_ERROR;
             }
             else if (entry == NULL || entry == Py_None) { /* ``placement_dict.get(pfid) is None`` */
@@ -6931,6 +6956,12 @@ ai_build(PyObject *evidence, PyObject *pdict, PyTypeObject *ev_type, PyTypeObjec
 decline:
     if (!PyErr_Occurred()) result = Py_NewRef(Py_None);
 done:
+    if (!plain && !ai_keys_plain_from(pdict, cursor)) {
+        /* pdict not plain: None, whatever the loop found (the check before everything declined) */
+        PyErr_Clear();
+        Py_XDECREF(result); /* (this call's tuple of sets, lists and dicts of exact strs) */
+        result = Py_NewRef(Py_None);
+    }
     Py_XDECREF(last_worker);
     Py_XDECREF(last_bucket);
     Py_XDECREF(edict);

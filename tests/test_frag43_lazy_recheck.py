@@ -105,3 +105,76 @@ def test_a_key_planted_inside_enter_all_declines_the_pass(pair: tuple[int, int],
     assert hits == []  # no native probe met the planted key
     assert verdicts == [False]  # the fast path declined: the rules decided
     assert not isinstance(result, tuple) and result == plan
+
+
+# -- ai_build (attested_index, and the views the pass builds): its placement dict checked in the
+# walk its loop makes (cursor hits), the rest before the first probe or when the loop ends ------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from test_reval32_attested_walks import _plan as _sized_plan  # noqa: E402
+from test_native_revalidate_fastpaths import _forged_attestation, _index, _reference  # noqa: E402
+
+
+def _in_order_attestation() -> Any:
+    """An attestation whose evidence lists each fragment once, in its placement dict's order
+    (every read of the index's loop a cursor hit)."""
+    attestation = max(_attestations(_sized_plan(12)), key=lambda a: len(a.evidence.fragments))
+    order = {key: k for k, key in enumerate(attestation._placement_dict)}
+    fragments = tuple(sorted(attestation.evidence.fragments, key=lambda f: order[f.placement_fragment_id]))
+    assert len(fragments) >= 9 and len(set(f.placement_fragment_id for f in fragments)) == len(fragments)
+    return _forged_attestation(attestation, fragments=fragments)
+
+
+def _watched_index(attestation: Any) -> tuple[Any, list[Any]]:
+    watch = native_watch.NativeWatch()
+    native_watch._ACTIVE.append(watch)
+    try:
+        result = profiled_outcome(watch, lambda: _index(attestation))
+    finally:
+        native_watch._ACTIVE.pop()
+    return result, watch.hits
+
+
+@pytest.mark.parametrize("extra", [0, 1, 5])
+def test_index_of_an_in_order_attestation_declines_a_foreign_key_anywhere(extra: int) -> None:
+    """Past the end of the evidence's ids (``extra`` unrelated keys after them): no cursor hit and
+    no probe meets the key; only the check when the loop ends does (a build without it accepts)."""
+    attestation = _in_order_attestation()
+    base = dict(attestation._placement_dict)
+    for k in range(extra):
+        base[f"extra-{k}"] = None
+    plain = _forged_attestation(attestation, placement_dict=base)
+    assert _index(plain) == _reference(plain)  # (the setup: plain, accepted)
+    for position in range(len(base) + 1):
+        forged = _forged_attestation(attestation, placement_dict=_with_key_at(base, position))
+        result, hits = _watched_index(forged)
+        assert result is None, position
+        assert hits == [], position
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_index_equals_the_reference_in_any_order(data: st.DataObject) -> None:
+    """Evidence ids in any order, repeated or dropped, some entries None, unrelated keys
+    anywhere; plain dicts (the index equals the reference) and a foreign key (None)."""
+    attestation = _in_order_attestation()
+    fragments = list(attestation.evidence.fragments)
+    chosen = data.draw(st.lists(st.sampled_from(fragments), min_size=1, max_size=2 * len(fragments)))
+    items = list(attestation._placement_dict.items())
+    nones = data.draw(st.sets(st.integers(0, len(items) - 1)))
+    mapping: dict[Any, Any] = {}
+    for k, (key, value) in enumerate(items):
+        if data.draw(st.booleans()) and len(mapping) % 3 == 0:
+            mapping[f"unrelated-{k}"] = object()
+        mapping[key] = None if k in nones else value
+    foreign = data.draw(st.one_of(st.none(), st.integers(0, len(mapping))))
+    if foreign is not None:
+        mapping = _with_key_at(mapping, foreign)
+    forged = _forged_attestation(attestation, fragments=tuple(chosen), placement_dict=mapping)
+    result, hits = _watched_index(forged)
+    assert hits == []
+    if foreign is not None:
+        assert result is None
+    else:
+        assert result == _reference(forged)
