@@ -1281,6 +1281,9 @@ struct rf_side {
     Py_ssize_t cursor;
     Py_ssize_t misses; /* cursor misses so far; -1: no table for this dict (too small, or no memory) */
     rw_ident table;    /* slots NULL: not built */
+    /* (for an entry whose dicts rf_enter_all's view calls left unchecked: rf_side_plain) */
+    Py_ssize_t hits_from; /* the cursor when the last Python code had run (0 for a side made since) */
+    int checked;          /* 1: every key found an exact str since the last Python code ran */
 };
 
 typedef struct {
@@ -1290,6 +1293,10 @@ typedef struct {
     Py_ssize_t n_bases;
     struct rf_side *sides;     /* per attested entry index: its two dicts' cursors and tables */
     Py_ssize_t n_sides;        /* entries with sides (grown with the entries: a few hundred) */
+    /* entries below this index: their two dicts are checked plain (rf_side_plain) before any
+     * probe of them and before the pass returns (rf_enter_all's view calls ran Python code after
+     * their checks); 0 while no view call ran after an entry's own check */
+    Py_ssize_t recheck_below;
 } rf_memo;
 
 /* Below this many fragments nothing is shared (the tuples are few; the table would only cost
@@ -1537,6 +1544,32 @@ rf_sides_reset(rf_memo *memo)
     }
 }
 
+/* 1 when ``dict``, side ``side`` of entry ``index``, is plain (pd_plain_keys) now, else 0; no
+ * Python code runs. For the entries rf_enter_all's view calls left unchecked (below
+ * memo->recheck_below): no Python code has run in the pass since those calls, and the only reads
+ * of their dicts since are rf_cursor_item's (a hit is the dict's next live entry, whose key is
+ * the very exact str looked for; a miss reads nothing) and rf_table_item's (after this check), so
+ * the live keys from the side's hits_from up to its cursor were all met as exact strs. A side
+ * counting its hits from the dict's start (hits_from 0) walks only the keys from its cursor on;
+ * else the whole dict. Once found plain a side stays so (no Python code runs after). Entries
+ * made after the calls were checked when made (rf_attested_entry, with no call since). This
+ * replaces rf_enter_all's walk of every entry's dicts (at 10^6 each key of it a cache miss):
+ * an in-order side then needs no walk of its own; the verdict is the same, since a dict found
+ * not plain here or at the end of the pass declines it (before any probe, as before). */
+static int
+rf_side_plain(const rf_memo *memo, Py_ssize_t index, struct rf_side *side, PyObject *dict)
+{
+    if (index >= memo->recheck_below || side->checked) return 1;
+    if (!PyDict_CheckExact(dict)) return 0;
+    Py_ssize_t pos = side->hits_from == 0 && side->cursor >= 0 ? side->cursor : 0;
+    PyObject *key, *value;
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+        if (!PyUnicode_CheckExact(key)) return 0;
+    }
+    side->checked = 1;
+    return 1;
+}
+
 /* Fragments whose attestation's dict order is unrelated to theirs (the sweep: the source side's
  * half of the attestations, ~20 % of the fragments) miss the cursor every time, and each probe
  * by hash then costs the dict's index slot and entry, two misses once the dicts leave the cache
@@ -1716,6 +1749,7 @@ rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObjec
     for (int side = 0; side < 2; side++) {
         PyObject *dict = PyTuple_GetItem(entry, side); /* (the entry holds it) */
         expected = rf_cursor_item(dict, &sides[side].cursor, pfid); /* borrowed */
+        if (expected == NULL && !rf_side_plain(memo, index, &sides[side], dict)) goto done; /* (before a probe) */
         if (expected == NULL) expected = rf_table_item(&sides[side], dict, pfid); /* borrowed */
         if (expected == NULL) expected = PyDict_GetItemWithError(dict, pfid); /* borrowed */
         if (expected == NULL) goto done;
@@ -1880,11 +1914,11 @@ rf_stage_hint(PyObject *fragment, int stage)
  * unchecked. So the pass calls ``view_of`` only while no entry exists yet; the first time a view
  * call is needed after that, every remaining fragment's new attestation gets its entry at once
  * (all the calls made here, in fragment order), and then every entry's two dicts are checked
- * again (pd_plain_keys; one walk each, and not also right after each call: RF_CALL_RECHECKED).
- * From there on no Python code runs in the pass: a new attestation needing a call declines (the
- * rules decide). A fragment whose
+ * again by the caller (rf_side_plain: before any probe of a dict and before the pass returns;
+ * not also right after each call: RF_CALL_RECHECKED). From there on no Python code runs in the
+ * pass: a new attestation needing a call declines (the rules decide). A fragment whose
  * attestation is missing or inexact gets none here (rf_fragment declines there). RV_OK,
- * RV_DECLINE (an entry refused, or a dict no longer plain), RV_ERROR. */
+ * RV_DECLINE (an entry refused), RV_ERROR. */
 static int
 rf_enter_all(PyObject *items, Py_ssize_t from, Py_ssize_t n, const rf_config *cfg, rv_table *entries,
              PyObject *entry_list, PyObject *attested, PyObject *held)
@@ -1907,12 +1941,8 @@ rf_enter_all(PyObject *items, Py_ssize_t from, Py_ssize_t n, const rf_config *cf
         Py_DECREF(attestation);
         if (rc != RV_OK) return rc == RF_CALLOUT ? RV_ERROR : rc; /* (may_call: never RF_CALLOUT) */
     }
-    const Py_ssize_t count = PyList_Size(entry_list);
-    for (Py_ssize_t k = 0; k < count; k++) {
-        PyObject *entry = PyList_GetItem(entry_list, k); /* an exact 3-tuple of this call's */
-        if (entry == NULL) return RV_ERROR;
-        if (!rv_plain_keys(PyTuple_GetItem(entry, 0)) || !rv_plain_keys(PyTuple_GetItem(entry, 1))) return RV_DECLINE;
-    }
+    /* (every entry's two dicts checked again by the caller: rf_side_plain, before any probe of
+     * them and before the pass returns) */
     return RV_OK;
 }
 
@@ -2061,7 +2091,7 @@ revalidate_fragments(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *runtime_ids = PyList_New(0);
     PyObject *attested = PyDict_New(), *entry_list = PyList_New(0), *held = PyList_New(0);
     rv_table entries = {NULL, NULL, 0};
-    rf_memo memo = {{NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}, NULL, 0, NULL, 0};
+    rf_memo memo = {{NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}, NULL, 0, NULL, 0, 0};
     rf_proved proved = {{NULL}, 0, {NULL}, 0, {NULL, NULL}, 0, PyList_New(0), 0};
     cfg.proved = &proved;
     PyObject *result = NULL;
@@ -2101,6 +2131,13 @@ revalidate_fragments(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             entered_all = 1;
             rc = rf_enter_all(items, i, n, &cfg, &entries, entry_list, attested, held);
             rf_sides_reset(&memo); /* (view calls ran: a table built before may be stale) */
+            /* (view calls ran after every entry's check: each dict is checked again,
+             * rf_side_plain, its hits counted from its cursor now) */
+            memo.recheck_below = PyList_Size(entry_list);
+            for (Py_ssize_t k = 0; k < 2 * memo.n_sides; k++) {
+                memo.sides[k].hits_from = memo.sides[k].cursor;
+                memo.sides[k].checked = 0;
+            }
             if (rc == RV_OK)
                 rc = rf_fragment(fragment, &cfg, &entries, entry_list, attested, held, keys, routes, runtime_ids,
                                  &memo, 0);
@@ -2110,6 +2147,20 @@ revalidate_fragments(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (rc == RV_DECLINE) {
             result = Py_NewRef(Py_None);
             goto done;
+        }
+    }
+    /* every dict rf_enter_all's view calls left unchecked and no probe checked: plain, else the
+     * rules decide (rf_side_plain) */
+    for (Py_ssize_t k = 0; k < memo.recheck_below; k++) {
+        PyObject *entry = PyList_GetItem(entry_list, k); /* an exact 3-tuple of this call's */
+        if (entry == NULL) goto done;
+        for (int side = 0; side < 2; side++) {
+            struct rf_side fresh = {0, 0, {0}, 0, 0}; /* (no side made: counted from the start) */
+            struct rf_side *at = k < memo.n_sides ? &memo.sides[2 * k + side] : &fresh;
+            if (!rf_side_plain(&memo, k, at, PyTuple_GetItem(entry, side))) {
+                result = Py_NewRef(Py_None);
+                goto done;
+            }
         }
     }
     {
@@ -6758,6 +6809,18 @@ ai_everything(PyObject *attested)
     return everything;
 }
 
+/* 1 when every key of ``dict`` (an exact dict) from PyDict_Next's position ``pos`` on is an
+ * exact str, else 0. Runs no Python code. */
+static int
+ai_keys_plain_from(PyObject *dict, Py_ssize_t pos)
+{
+    PyObject *key, *value;
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+        if (!PyUnicode_CheckExact(key)) return 0;
+    }
+    return 1;
+}
+
 static PyObject *
 ai_build(PyObject *evidence, PyObject *pdict, PyTypeObject *ev_type, PyTypeObject *rf_type, int compact)
 {
@@ -6765,9 +6828,17 @@ ai_build(PyObject *evidence, PyObject *pdict, PyTypeObject *ev_type, PyTypeObjec
     PyObject *pfids = NULL, *attested = NULL, *everything = NULL;
     PyObject *last_worker = NULL, *last_bucket = NULL; /* held: the loop's last attested worker */
     int complete = 1;
+    Py_ssize_t cursor = 0; /* pdict's (rf_cursor_item) */
     /* pdict is probed with each evidence fragment's id: a plain dict only (plain_dict.h; a key
-     * planted in it would run its __eq__ in the probe) */
-    if (Py_TYPE(evidence) != ev_type || !rv_plain_keys(pdict)) goto decline;
+     * planted in it would run its __eq__ in the probe). Checked in the walk the loop makes anyway
+     * (FRAG43): a cursor hit is pdict's next live entry, whose key is the very exact str looked
+     * for, so the live keys before the cursor are exact strs; the rest (ai_keys_plain_from) is
+     * checked before the first probe, else when the loop ends (on every exit: a pdict not plain
+     * gives None, as the check before everything gave; no Python code runs in between, so the
+     * keys found are the ones the check would have found). */
+    int plain = 1; /* 0: pdict's keys past the cursor not checked yet */
+    if (Py_TYPE(evidence) != ev_type || !PyDict_CheckExact(pdict)) goto decline;
+    plain = 0;
     edict = pd_instance_dict(evidence);
     if (edict == NULL) goto done;
     if (!PyDict_Check(edict)) goto decline;
@@ -6784,7 +6855,6 @@ ai_build(PyObject *evidence, PyObject *pdict, PyTypeObject *ev_type, PyTypeObjec
     /* The runtime fragments' three ids from their layout's slots when their class is the runtime
      * layout this file's readers accepted (what rv_runtime_state and rv_item read for it). */
     const int slots = rv_runtime_memo.memo.cls != NULL && (PyObject *)rf_type == rv_runtime_memo.memo.cls;
-    Py_ssize_t cursor = 0; /* pdict's (rf_cursor_item) */
     for (Py_ssize_t i = 0; i < n; i++) {
         /* (an exact tuple: an index in range is read without an error) */
         ai_hint(i + 16 < n ? PyTuple_GetItem(fragments, i + 16) : NULL, 0);
@@ -6824,8 +6894,14 @@ ai_build(PyObject *evidence, PyObject *pdict, PyTypeObject *ev_type, PyTypeObjec
              * placement dict's order when both come from one placement; a probe by hash costs two
              * misses once the dict leaves the cache), else the probe */
             PyObject *entry = rf_cursor_item(pdict, &cursor, pfid); /* borrowed */
-            if (entry == NULL) entry = PyDict_GetItemWithError(pdict, pfid);
-            if (entry == NULL && PyErr_Occurred()) {
+            if (entry == NULL && !plain) {
+                plain = ai_keys_plain_from(pdict, cursor); /* (before the first probe) */
+                if (!plain) status = RV_DECLINE;
+            }
+            if (status != RV_OK) {
+                /* (pdict not plain: declined below) */
+            }
+            else if (entry == NULL && (entry = PyDict_GetItemWithError(pdict, pfid)) == NULL && PyErr_Occurred()) {
                 status = RV_ERROR;
             }
             else if (entry == NULL || entry == Py_None) { /* ``placement_dict.get(pfid) is None`` */
@@ -6880,6 +6956,12 @@ ai_build(PyObject *evidence, PyObject *pdict, PyTypeObject *ev_type, PyTypeObjec
 decline:
     if (!PyErr_Occurred()) result = Py_NewRef(Py_None);
 done:
+    if (!plain && !ai_keys_plain_from(pdict, cursor)) {
+        /* pdict not plain: None, whatever the loop found (the check before everything declined) */
+        PyErr_Clear();
+        Py_XDECREF(result); /* (this call's tuple of sets, lists and dicts of exact strs) */
+        result = Py_NewRef(Py_None);
+    }
     Py_XDECREF(last_worker);
     Py_XDECREF(last_bucket);
     Py_XDECREF(edict);
