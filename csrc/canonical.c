@@ -1917,7 +1917,7 @@ td_sink_tensors(pfl_sink *s, PyObject *tensors, PyObject *const *types)
     PyObject *v[PFL_BATCH][TD_EXPERT + 1];
     int done = 0;
     for (Py_ssize_t i0 = 0; rc == 0 && !done; i0 += PFL_BATCH) {
-        size_t nb = 0, nstates = 0, nfields = 0;
+        size_t nb = 0, nstates = 0;
         for (; nb < PFL_BATCH; nb++) {
             int more = cj_seq_item(tensors, is_list, i0 + (Py_ssize_t)nb, &items[nb]);
             if (more < 0) rc = -1;
@@ -1960,9 +1960,10 @@ td_sink_tensors(pfl_sink *s, PyObject *tensors, PyObject *const *types)
             pfl_prefetch(f[TD_EXPERT], 0);
             pfl_prefetch(f[TD_LAYER], 0);
         }
-        if (rc == 0) nfields = nb;
-        for (size_t j = 0; j < nfields; j++)
-            for (int k = 0; k <= TD_EXPERT; k++) Py_INCREF(v[j][k]);
+        /* the fields stay borrowed from the held state dicts: a dict changes only through Python
+         * code, which none of the encoding below runs (exact classes, every caller under
+         * canonical_parts_json with the collector paused; cj_encode only on its error path, after
+         * which no field is read) */
         for (size_t j = 0; rc == 0 && j < nb; j++) {
             PyObject *raw = v[j][TD_AXES];
             Py_ssize_t na = PyTuple_CheckExact(raw) ? PyTuple_Size(raw) : -1;
@@ -1997,8 +1998,6 @@ td_sink_tensors(pfl_sink *s, PyObject *tensors, PyObject *const *types)
             if (rc == 0) rc = cj_putc(b, '}');
             if (rc == 0) rc = pfl_sink_write(s, "", 0); /* hands full blocks to the digest */
         }
-        for (size_t j = 0; j < nfields; j++)
-            for (int k = 0; k <= TD_EXPERT; k++) Py_DECREF(v[j][k]);
         for (size_t j = 0; j < nstates; j++) Py_DECREF(states[j]);
         for (size_t j = 0; j < nb; j++) Py_DECREF(items[j]);
     }

@@ -171,3 +171,53 @@ def test_hostile_error_path_frees_the_batch_fields() -> None:
     assert fired
     # the exact encoding, of the now-replaced fields, agrees with the batched one
     _check(forged, tensors)
+
+
+def _clone_tensor(tensor: Any) -> Any:
+    copy = object.__new__(type(tensor))
+    store_state(copy, dict(vars(tensor)))
+    return copy
+
+
+def test_tensor_field_reference_counts_are_unchanged() -> None:
+    placement = _big_placement(21, 2, 1)
+    pairs = canonical._part_pairs(placement.parts)
+    tensors = [_clone_tensor(t) for t in placement.tensors]
+    for index, tensor in enumerate(tensors):
+        store_state(tensor, {"layout_fingerprint": "".join(["fp", str(index)]), "global_shape": (8, int("3"))})
+    values = [value for t in tensors for value in vars(t).values() if sys.getrefcount(value) < 1000]
+    before = [sys.getrefcount(value) for value in values]
+    for _ in range(3):
+        assert _fused(pairs, tensors, _TYPES6) == _exact(pairs, tensors)
+        _fused(pairs, tensors, _TYPES6, sha256=True)
+    forged = _clone_tensor(tensors[11])
+    store_state(forged, {"dtype": object()})
+    assert _fused(pairs, [*tensors[:11], forged, *tensors[12:]], _TYPES6) is None
+    del forged
+    assert [sys.getrefcount(value) for value in values] == before
+
+
+def test_hostile_error_path_frees_the_batch_tensor_fields() -> None:
+    """A tensor field whose type's metaclass, when the type error is formatted, empties the state
+    of every tensor (freeing the fields of the batch read ahead): the fused form declines."""
+    placement = _big_placement(21, 1, 1)
+    pairs = canonical._part_pairs(placement.parts)
+    tensors = [_clone_tensor(t) for t in placement.tensors]
+    for index, tensor in enumerate(tensors):
+        store_state(tensor, {"layout_fingerprint": "".join(["fp", str(index)]), "global_shape": (4, int("3"))})
+    fired: list[int] = []
+
+    class Meta(type):
+        @property
+        def __name__(cls) -> str:  # type: ignore[override]
+            fired.append(1)
+            for tensor in tensors:
+                vars(tensor).clear()
+            return "Hostile"
+
+    class Hostile(metaclass=Meta):
+        pass
+
+    store_state(tensors[10], {"dtype": Hostile()})  # the third of its batch of 8
+    assert _fused(pairs, tensors, _TYPES6) is None
+    assert fired
