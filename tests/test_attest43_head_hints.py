@@ -20,7 +20,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from layout_model import build_runtime_bindings
-from test_native_binder_fused_attest import _decides_as_python, _forge_runtime, _fused, _same_attestation, _three_steps
+from test_native_binder_fused_attest import (
+    _decides_as_python,
+    _forge_runtime,
+    _fused,
+    _same_attestation,
+    _three_steps,
+    forgeries_decide_as_python,
+)
 from test_native_binder_project import project, python_loop, with_c
 from test_native_binder_tensor_ids import PLACEMENT
 
@@ -106,13 +113,7 @@ VALUES = st.one_of(
 @given(st.dictionaries(st.integers(min_value=0, max_value=N - 1), st.dictionaries(FIELDS, VALUES, max_size=3),
                        max_size=4))
 def test_forged_values_of_any_size_in_the_hint_windows_decide_as_python(changes: dict[int, dict[str, Any]]) -> None:
-    bindings = _forge_runtime(build_runtime_bindings(PLACEMENT), changes)
-    fused = _fused(PLACEMENT, bindings[0])
-    steps = _three_steps(PLACEMENT, bindings[0])
-    assert (fused is None) == (steps is None)
-    if fused is not None:
-        _same_attestation(fused, steps)
-    _decides_as_python(bindings)
+    forgeries_decide_as_python(changes)
 
 
 def _first_errors(bindings: Tuple[Any, ...]) -> List[Any]:

@@ -20,25 +20,10 @@ import pytest
 
 import native_watch
 from forge_helpers import profiled_outcome
-from test_reval32_attested_walks import Recorded
+from test_reval32_attested_walks import _with_foreign_key
 from test_sound26_view_callout_keys import ViewCallOf, _attestations, _plan
 
 from mooncake.reshard.weight._planner import bound_contracts
-
-
-def _with_key_at(mapping: dict[str, Any], position: int) -> dict[str, Any]:
-    """``mapping``'s items with a Recorded key inserted at walk position ``position`` (past the end
-    when ``position == len(mapping)``), hashing as the key at that position (the last key for
-    past the end)."""
-    items = list(mapping.items())
-    result: dict[Any, Any] = {}
-    for index, (key, value) in enumerate(items):
-        if index == position:
-            result[Recorded(f"{key}~planted")] = None
-        result[key] = value
-    if position == len(items):
-        result[Recorded(f"{items[-1][0]}~planted")] = None
-    return result
 
 
 def _run(pair: tuple[int, int] | None, field: str, where: str) -> tuple[Any, Any, list[Any], list[bool]]:
@@ -55,7 +40,7 @@ def _run(pair: tuple[int, int] | None, field: str, where: str) -> tuple[Any, Any
         mapping = vars(earlier)[field]
         size = len(mapping)
         position = {"start": 0, "middle": size // 2, "end": size}[where]
-        items = _with_key_at(mapping, position)
+        items = _with_foreign_key(mapping, position)
     verdicts: list[Any] = []
     original = bound_contracts._fast_revalidate_live
 
@@ -147,7 +132,7 @@ def test_index_of_an_in_order_attestation_declines_a_foreign_key_anywhere(extra:
     plain = _forged_attestation(attestation, placement_dict=base)
     assert _index(plain) == _reference(plain)  # (the setup: plain, accepted)
     for position in range(len(base) + 1):
-        forged = _forged_attestation(attestation, placement_dict=_with_key_at(base, position))
+        forged = _forged_attestation(attestation, placement_dict=_with_foreign_key(base, position))
         result, hits = _watched_index(forged)
         assert result is None, position
         assert hits == [], position
@@ -170,7 +155,7 @@ def test_index_equals_the_reference_in_any_order(data: st.DataObject) -> None:
         mapping[key] = None if k in nones else value
     foreign = data.draw(st.one_of(st.none(), st.integers(0, len(mapping))))
     if foreign is not None:
-        mapping = _with_key_at(mapping, foreign)
+        mapping = _with_foreign_key(mapping, foreign)
     forged = _forged_attestation(attestation, fragments=tuple(chosen), placement_dict=mapping)
     result, hits = _watched_index(forged)
     assert hits == []

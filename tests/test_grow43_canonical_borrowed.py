@@ -20,17 +20,9 @@ from test_canonical_batched import _TYPES6, _big_placement, _exact, _fused, _exa
 from mooncake.reshard import _native
 from mooncake.reshard.weight import PlacementFragment
 from mooncake.reshard.weight import _canonical as canonical
+from mooncake.reshard.weight.types import _FRAGMENT_FIELDS
 
-_FIELDS = (
-    "tensor_id",
-    "global_offset",
-    "local_shape",
-    "nbytes",
-    "rank",
-    "pipeline_stage_id",
-    "aliases",
-    "placement_fragment_id",
-)
+_FIELDS = _FRAGMENT_FIELDS
 
 
 def _clone(fragment: Any) -> Any:

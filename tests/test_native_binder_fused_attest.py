@@ -249,6 +249,12 @@ VALUES = st.one_of(st.integers(min_value=-2, max_value=2**66), st.sampled_from([
 @given(st.dictionaries(st.integers(min_value=0, max_value=N - 1), st.dictionaries(FIELDS, VALUES, max_size=2),
                        max_size=3))
 def test_random_forgeries_decide_as_python(changes: dict[int, dict[str, Any]]) -> None:
+    forgeries_decide_as_python(changes)
+
+
+def forgeries_decide_as_python(changes: dict[int, dict[str, Any]]) -> None:
+    """PLACEMENT's runtime bindings with ``changes`` (fragment index -> field -> value): the fused
+    pass and the three steps agree, and the bind decides as the Python rules do."""
     bindings = _forge_runtime(build_runtime_bindings(PLACEMENT), changes)
     fused = _fused(PLACEMENT, bindings[0])
     steps = _three_steps(PLACEMENT, bindings[0])
