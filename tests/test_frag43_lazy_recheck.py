@@ -20,7 +20,7 @@ import pytest
 
 import native_watch
 from forge_helpers import profiled_outcome
-from test_reval32_attested_walks import _with_foreign_key
+from test_reval32_attested_walks import _watched_index, _with_foreign_key
 from test_sound26_view_callout_keys import ViewCallOf, _attestations, _plan
 
 from mooncake.reshard.weight._planner import bound_contracts
@@ -109,16 +109,6 @@ def _in_order_attestation() -> Any:
     fragments = tuple(sorted(attestation.evidence.fragments, key=lambda f: order[f.placement_fragment_id]))
     assert len(fragments) >= 9 and len(set(f.placement_fragment_id for f in fragments)) == len(fragments)
     return _forged_attestation(attestation, fragments=fragments)
-
-
-def _watched_index(attestation: Any) -> tuple[Any, list[Any]]:
-    watch = native_watch.NativeWatch()
-    native_watch._ACTIVE.append(watch)
-    try:
-        result = profiled_outcome(watch, lambda: _index(attestation))
-    finally:
-        native_watch._ACTIVE.pop()
-    return result, watch.hits
 
 
 @pytest.mark.parametrize("extra", [0, 1, 5])

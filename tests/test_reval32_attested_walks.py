@@ -136,6 +136,17 @@ def _with_foreign_key(mapping: dict[str, Any], position: int) -> dict[str, Any]:
     return result
 
 
+def _watched_index(attestation: Any) -> tuple[Any, list[Any]]:
+    """``_index(attestation)`` and the hits a ``NativeWatch`` recorded while it ran."""
+    watch = native_watch.NativeWatch()
+    native_watch._ACTIVE.append(watch)
+    try:
+        result = profiled_outcome(watch, lambda: _index(attestation))
+    finally:
+        native_watch._ACTIVE.pop()
+    return result, watch.hits
+
+
 @pytest.mark.parametrize("size", [3, 20, 40, 200])
 def test_index_declines_a_foreign_key_at_any_position(size: int) -> None:
     attestation, fragments = _wide_attestation()
@@ -147,14 +158,9 @@ def test_index_declines_a_foreign_key_at_any_position(size: int) -> None:
     for position in _positions(len(base)):
         mapping = _with_foreign_key(base, position)
         forged = _forged_attestation(attestation, fragments=fragments, placement_dict=mapping)
-        watch = native_watch.NativeWatch()
-        native_watch._ACTIVE.append(watch)
-        try:
-            result = profiled_outcome(watch, lambda: _index(forged))
-        finally:
-            native_watch._ACTIVE.pop()
+        result, hits = _watched_index(forged)
         assert result is None, position
-        assert watch.hits == [], position
+        assert hits == [], position
 
 
 def _plan(tensors: int) -> Any:
