@@ -83,6 +83,7 @@ def _pipeline_checks(result: Dict[str, Any]) -> None:
         assert set(timings) == {"wall_s", "cpu_s", "system_s", "minor_faults", "peak_rss_after_bytes"}
         assert timings["system_s"] >= 0 and isinstance(timings["minor_faults"], int) and timings["minor_faults"] >= 0
     assert result["pipeline"]["stages"] == ["assemble", "plan", "bind"]
+    assert result["pipeline"]["system_s"] == sum(result["stages"][s]["system_s"] for s in ("assemble", "plan", "bind"))
     memory = result["memory"]
     assert memory["peak_rss_bytes"] >= memory["baseline_rss_bytes"] > 0
 
@@ -173,6 +174,13 @@ def test_scale_sweep_keeps_the_fastest_of_its_repeats(tmp_path: Path) -> None:
         assert len(runs) == 3 and point["pipeline"]["cpu_s"] == min(runs)
     first, second = sweep["points"]
     assert sweep["growth"][0]["pipeline_cpu_factor"] == second["pipeline"]["cpu_s"] / first["pipeline"]["cpu_s"]
+
+    def user(point: Dict[str, Any]) -> float:
+        return max(point["pipeline"]["cpu_s"] - point["pipeline"]["system_s"], 0.0)
+
+    # the user-time factor beside the target's (kernel time apart), from the same kept runs
+    assert sweep["growth"][0]["pipeline_user_cpu_factor"] == user(second) / max(user(first), 1e-9)
+    assert "user growth" in completed.stdout
 
 
 def test_bind_call_peaks_reports_c_calls() -> None:
