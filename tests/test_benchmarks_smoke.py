@@ -229,3 +229,39 @@ def test_instruction_counts_refuses_an_unknown_stage() -> None:
     completed = _run("instruction_counts.py", "--stages", "replace,unpickle")
     assert completed.returncode == 2
     assert "unpickle" in completed.stderr
+
+
+def _perf_growth_module() -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("perf_growth", BENCHMARKS / "perf_growth.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_perf_growth_reads_perf_report_text_as_seconds() -> None:
+    module = _perf_growth_module()
+    report = "\n".join([
+        "# Samples: 27K of event 'cpu-clock'",
+        "# Overhead  Symbol",
+        "#",
+        "    50.00%  [k] clear_page_erms",
+        "    25.00%  [.] bd_bind_regions_with",
+        "    25.00%  [.] set_add_entry.constprop.0",
+        "",
+    ])
+    assert module.parse_report(report, 2.0) == {
+        "clear_page_erms": 1.0, "bd_bind_regions_with": 0.5, "set_add_entry.constprop.0": 0.5}
+
+
+def test_perf_growth_orders_symbols_by_excess_over_linear() -> None:
+    module = _perf_growth_module()
+    small = {"linear": 0.1, "superlinear": 0.01, "gone": 0.02}
+    large = {"linear": 1.0, "superlinear": 0.5, "new": 0.05}
+    rows = module.excess_rows(small, large, 10.0)
+    assert [row[0] for row in rows] == ["superlinear", "new", "linear", "gone"]
+    excess = {row[0]: row[1] for row in rows}
+    assert abs(excess["superlinear"] - 0.4) < 1e-12 and abs(excess["linear"]) < 1e-12
+    assert abs(excess["gone"] + 0.2) < 1e-12 and abs(excess["new"] - 0.05) < 1e-12

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Which functions make a stage grow faster than linearly (issue 5, growth per decade).
+
+Runs one stage (``bind`` or ``plan``) of the sweep workload at two sizes, each in a fresh
+process under ``perf record -e cpu-clock`` (attached for that stage only, after its inputs are
+built), and prints, per symbol, its seconds at both sizes, its growth factor and its excess over
+linear growth: seconds at the large size minus ``size ratio`` x seconds at the small one.
+Kernel symbols count too: on these VMs the first touch of fresh memory (``clear_page_erms``)
+costs far more per page in a large process than in a small one ("Machine and method" in
+docs/performance.md).
+
+Needs Linux ``perf`` (cpu-clock sampling works where hardware counters are not exposed).
+
+    python benchmarks/perf_growth.py --stage bind --points 99996,999996 [--top 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+HERE = Path(__file__).resolve().parent
+
+
+def parse_report(text: str, total_s: float) -> Dict[str, float]:
+    """Seconds per symbol from ``perf report --no-children --sort sym`` text (its percentages of
+    the samples, scaled to the stage's CPU seconds ``total_s``)."""
+    seconds: Dict[str, float] = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) < 3 or line.lstrip().startswith("#") or not fields[0].endswith("%"):
+            continue
+        try:
+            share = float(fields[0][:-1]) / 100.0
+        except ValueError:
+            continue
+        symbol = " ".join(fields[2:])  # (fields[1] is perf's [.] user / [k] kernel mark)
+        seconds[symbol] = seconds.get(symbol, 0.0) + share * total_s
+    return seconds
+
+
+def excess_rows(small: Dict[str, float], large: Dict[str, float], ratio: float) -> List[Tuple[str, float, float, float]]:
+    """(symbol, excess over linear s, small s, large s) for every symbol, largest excess first."""
+    rows = [(symbol, large.get(symbol, 0.0) - ratio * small.get(symbol, 0.0), small.get(symbol, 0.0), large.get(symbol, 0.0))
+            for symbol in set(small) | set(large)]
+    rows.sort(key=lambda row: (-row[1], row[0]))
+    return rows
+
+
+def _child(stage: str, fragments: int, data: str) -> None:
+    """Builds the inputs, then records ``stage`` alone; prints its CPU seconds."""
+    sys.path.insert(0, str(HERE))
+    import _workloads as w
+    from scale import _limits
+    from mooncake.reshard.weight import bind_logical_transfer_plan, plan_placement_transfer
+
+    inputs = w.sweep(fragments=fragments)
+    source, target = w.assemble(inputs.source), w.assemble(inputs.target)
+    _ = (source.digest, target.digest)
+    logical = plan_placement_transfer(source, target, planning_limits=_limits())
+    source_bindings = w.bindings(source, prefix="src", window=0)
+    target_bindings = w.bindings(target, prefix="dst", window=4096)
+    recorder = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", "4000", "-p", str(os.getpid()),
+                                 "-o", data], stderr=subprocess.DEVNULL)
+    time.sleep(1.0)  # (perf attaches asynchronously)
+    started = time.process_time()
+    if stage == "bind":
+        bind_logical_transfer_plan(logical, target_bindings, source_bindings=source_bindings)
+    else:
+        plan_placement_transfer(source, target, planning_limits=_limits())
+    elapsed = time.process_time() - started
+    recorder.send_signal(signal.SIGINT)
+    # (perf record re-raises the SIGINT it stopped on once the data is written)
+    if recorder.wait() not in (0, -signal.SIGINT):
+        raise SystemExit(f"perf record exited with status {recorder.returncode}")
+    print(elapsed)
+
+
+def _measure(stage: str, fragments: int, directory: str) -> Dict[str, float]:
+    data = os.path.join(directory, f"{stage}_{fragments}.data")
+    completed = subprocess.run([sys.executable, __file__, "--child", stage, str(fragments), data],
+                               stdout=subprocess.PIPE, text=True, check=True)
+    total = float(completed.stdout.split()[-1])
+    report = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "sym", "--stdio"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, check=True)
+    print(f"[perf_growth] {stage} at {fragments}: {total:.3f} s CPU", file=sys.stderr)
+    return parse_report(report.stdout, total)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--child"]:
+        _child(argv[1], int(argv[2]), argv[3])
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--stage", choices=("bind", "plan"), default="bind")
+    parser.add_argument("--points", default="99996,999996", help="two sweep sizes, small first")
+    parser.add_argument("--top", type=int, default=30)
+    args = parser.parse_args(argv)
+    small_n, large_n = (int(part) for part in args.points.split(","))
+    with tempfile.TemporaryDirectory() as directory:
+        small = _measure(args.stage, small_n, directory)
+        large = _measure(args.stage, large_n, directory)
+    ratio = large_n / small_n
+    print(f"{args.stage}: {sum(small.values()):.3f} s at {small_n}, {sum(large.values()):.3f} s at {large_n}; "
+          f"excess over {ratio:.1f}x linear {sum(large.values()) - ratio * sum(small.values()):.3f} s")
+    print(f"{'excess s':>9} {'small s':>9} {'large s':>9} {'growth':>8}  symbol")
+    for symbol, excess, small_s, large_s in excess_rows(small, large, ratio)[: args.top]:
+        growth = f"{large_s / small_s:7.1f}x" if small_s > 0 else f"{'new':>8}"
+        print(f"{excess:>9.3f} {small_s:>9.4f} {large_s:>9.3f} {growth}  {symbol}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
