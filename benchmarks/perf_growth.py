@@ -72,13 +72,15 @@ def _child(stage: str, fragments: int, data: str) -> None:
     time.sleep(1.0)  # (perf attaches asynchronously)
     started = time.process_time()
     if stage == "bind":
-        bind_logical_transfer_plan(logical, target_bindings, source_bindings=source_bindings)
+        result = bind_logical_transfer_plan(logical, target_bindings, source_bindings=source_bindings)
     else:
-        plan_placement_transfer(source, target, planning_limits=_limits())
+        result = plan_placement_transfer(source, target, planning_limits=_limits())
     elapsed = time.process_time() - started
     recorder.send_signal(signal.SIGINT)
+    recorder.wait()  # (the result is freed after the recording ends: its deallocation is not the stage's)
+    del result
     # (perf record re-raises the SIGINT it stopped on once the data is written)
-    if recorder.wait() not in (0, -signal.SIGINT):
+    if recorder.returncode not in (0, -signal.SIGINT):
         raise SystemExit(f"perf record exited with status {recorder.returncode}")
     print(elapsed)
 
