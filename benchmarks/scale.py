@@ -15,6 +15,9 @@ Families (``--families`` selects a subset, comma-separated):
 * ``sweep``: the same small-expert workload from ``--min-fragments`` (10**3) up to
   ``--max-fragments`` fragments, by decades,
   with the growth factor per decade (``--sweep-repeats N``: each point's fastest of N runs).
+  Before it, ``_visit_probe.py`` times object visits in creation and in random order at the same
+  sizes (``machine.visit_probe``): how much dearer a scattered visit gets per decade on this
+  machine, a floor under the growth of every pass that visits fragments in id order.
 
 Each workload runs in its own child process, so the reported peak RSS (``ru_maxrss``) is the
 peak of that workload alone (interpreter and package included; the baseline after imports is
@@ -448,6 +451,11 @@ def _table(document: Dict[str, Any]) -> str:
         lines.append(f"first touch of fresh memory at the start: {probe['small_pages']['system_s_per_gib']:.2f} s/GiB "
                      f"system time in 4 KiB pages, {probe['huge_pages']['system_s_per_gib']:.2f} s/GiB with huge "
                      "pages advised (varies with the machine's history: benchmarks/_fault_probe.py)")
+    visits = document["machine"].get("visit_probe")
+    if visits:
+        lines.append("object visit, ns (sequential / random order; benchmarks/_visit_probe.py): " + ", ".join(
+            f"{point['objects']} objects {point['sequential_ns']:.0f} / {point['random_ns']:.0f}"
+            for point in visits["points"]))
     header = f"{'family':<22} {'stage':<16} {'wall s':>10} {'cpu s':>10}"
     for name, result in document["results"].items():
         lines.append("")
@@ -543,18 +551,27 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from _fault_probe import fault_probe
 
     faults = fault_probe()
+    sweep_sizes: List[int] = []
+    while (args.min_fragments * 10 ** len(sweep_sizes)) <= parameters["max_fragments"]:
+        sweep_sizes.append(args.min_fragments * 10 ** len(sweep_sizes))
+    visits: Optional[Dict[str, Any]] = None
+    if "sweep" in families and sweep_sizes:
+        # (what a scattered object visit costs at the sweep's sizes: its growth sets a floor
+        # under the sweep's; see _visit_probe)
+        from _visit_probe import visit_probe
+
+        _progress("visit probe")
+        visits = visit_probe(sweep_sizes)
     results: Dict[str, Any] = {}
     for family in families:
         _progress(f"family {family}")
         if family == "sweep":
             points = []
-            fragments = args.min_fragments
-            while fragments <= parameters["max_fragments"]:
+            for fragments in sweep_sizes:
                 points.append(_best_of(
                     {"kind": "sweep_point", "fragments": fragments, "profile_top": profile_top},
                     args.in_process, args.sweep_repeats,
                 ))
-                fragments *= 10
             results["sweep"] = {"points": points, "growth": _growth(points)}
             if any("error" in point for point in points):
                 results["sweep"]["error"] = "a sweep point failed"
@@ -576,7 +593,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "python": {"implementation": platform.python_implementation(), "version": platform.python_version()},
         "machine": {"platform": platform.platform(), "machine": platform.machine(),
                     "processor": platform.processor(), "cpu_count": os.cpu_count(),
-                    "fault_probe": faults},
+                    "fault_probe": faults, "visit_probe": visits},
         "parameters": parameters,
         "results": results,
     }

@@ -100,6 +100,13 @@ def test_scale_small_preset(tmp_path: Path) -> None:
     assert probe["small_pages"]["minor_faults"] >= probe["bytes"] // probe["page_size"] // 2
     assert probe["small_pages"]["system_s_per_gib"] >= 0
     assert "first touch of fresh memory" in completed.stdout
+    visits = document["machine"]["visit_probe"]  # object visits at the sweep's sizes
+    assert [point["objects"] for point in visits["points"]] == [100, 1000]
+    assert all(point["sequential_ns"] > 0 and point["random_ns"] > 0 for point in visits["points"])
+    (decade,) = visits["growth"]
+    assert (decade["from_objects"], decade["to_objects"]) == (100, 1000)
+    assert decade["random_visit_factor"] == visits["points"][1]["random_ns"] / visits["points"][0]["random_ns"]
+    assert "object visit, ns" in completed.stdout
     results = document["results"]
     assert set(results) == {"construction", "independent_experts", "grouped_experts", "orthogonal_tp",
                             "grid_3d", "sweep"}
@@ -231,10 +238,11 @@ def test_instruction_counts_refuses_an_unknown_stage() -> None:
     assert "unpickle" in completed.stderr
 
 
-def _perf_growth_module() -> Any:
+def _benchmark_module(name: str) -> Any:
+    """benchmarks/NAME.py imported by path (the folder is not a package)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("perf_growth", BENCHMARKS / "perf_growth.py")
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -242,7 +250,7 @@ def _perf_growth_module() -> Any:
 
 
 def test_perf_growth_reads_perf_report_text_as_seconds() -> None:
-    module = _perf_growth_module()
+    module = _benchmark_module("perf_growth")
     report = "\n".join([
         "# Samples: 27K of event 'cpu-clock'",
         "# Overhead  Symbol",
@@ -257,7 +265,7 @@ def test_perf_growth_reads_perf_report_text_as_seconds() -> None:
 
 
 def test_perf_growth_orders_symbols_by_excess_over_linear() -> None:
-    module = _perf_growth_module()
+    module = _benchmark_module("perf_growth")
     small = {"linear": 0.1, "superlinear": 0.01, "gone": 0.02}
     large = {"linear": 1.0, "superlinear": 0.5, "new": 0.05}
     rows = module.excess_rows(small, large, 10.0)
@@ -265,3 +273,17 @@ def test_perf_growth_orders_symbols_by_excess_over_linear() -> None:
     excess = {row[0]: row[1] for row in rows}
     assert abs(excess["superlinear"] - 0.4) < 1e-12 and abs(excess["linear"]) < 1e-12
     assert abs(excess["gone"] + 0.2) < 1e-12 and abs(excess["new"] - 0.05) < 1e-12
+
+
+def test_visit_probe_times_both_orders_at_each_size() -> None:
+    module = _benchmark_module("_visit_probe")
+    probe = module.visit_probe([0, 20, 200], repeats=2)
+    assert probe["repeats"] == 2
+    assert [point["objects"] for point in probe["points"]] == [1, 20, 200]  # (at least one object)
+    for point in probe["points"]:
+        assert point["sequential_ns"] > 0 and point["random_ns"] > 0
+        assert point["random_over_sequential"] == point["random_ns"] / point["sequential_ns"]
+    assert [(row["from_objects"], row["to_objects"]) for row in probe["growth"]] == [(1, 20), (20, 200)]
+    small, large = probe["points"][1:]
+    assert probe["growth"][1]["random_visit_factor"] == large["random_ns"] / small["random_ns"]
+    assert probe["growth"][1]["sequential_visit_factor"] == large["sequential_ns"] / small["sequential_ns"]
