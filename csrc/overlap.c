@@ -7,7 +7,7 @@
  *
  * Inputs cross the boundary as bytes objects holding native int64 / uint64
  * arrays (the Python layer packs them with the array module, which already
- * rejects out-of-range values); the glue copies them into aligned buffers and
+ * rejects out-of-range values); the glue reads them in place (ov_i64_view) and
  * range-checks every value before the kernel sees it. */
 #include "overlap.h"
 #include "layout.h"
@@ -315,14 +315,15 @@ ov_exact_cover(const int64_t *coff, const int64_t *cshp, const ov_box *boxes, si
 
 /* ---- fragment tables and covers ------------------------------------------ */
 
+/* The packed input arrays are read where they lie (ov_i64_view): const, never written. */
 typedef struct {
     size_t n;
-    int64_t *tensor;
+    const int64_t *tensor;
     int64_t *start;       /* coordinate start per fragment */
-    int64_t *off;         /* flat coordinates */
-    int64_t *shape;       /* flat extents */
-    uint64_t *nbytes;
-    int64_t *order;       /* fragment id rank (sources) */
+    const int64_t *off;   /* flat coordinates */
+    const int64_t *shape; /* flat extents */
+    const uint64_t *nbytes;
+    const int64_t *order; /* fragment id rank (sources) */
     uint64_t *strides;    /* flat row-major byte strides (valid when ok) */
     unsigned char *ok;    /* nbytes == volume * itemsize */
 } ov_frags;
@@ -518,17 +519,25 @@ ov_hit_cmp2(const void *pa, const void *pb)
     return 0;
 }
 
+/* Copies ov_i64_view made of packed arrays it could not read in place (freed with the plan). */
+#define OV_MAX_OWNED 16
+typedef struct {
+    void *buf[OV_MAX_OWNED];
+    int n;
+} ov_owned;
+
 typedef struct {
     /* inputs */
     size_t ntensors;
-    int64_t *tensor_nd;
-    int64_t *tensor_itemsize;
+    const int64_t *tensor_nd;
+    const int64_t *tensor_itemsize;
     ov_frags src;
     ov_frags tgt;
     size_t ncovers;
-    int64_t *cover_start;
-    int64_t *cover_members;
-    int64_t *tgt_cover;
+    const int64_t *cover_start;
+    const int64_t *cover_members;
+    const int64_t *tgt_cover;
+    ov_owned owned;
     size_t nprocess;
     uint64_t max_regions;
     uint64_t max_seg_region;
@@ -965,6 +974,36 @@ ov_i64_from_bytes(PyObject *obj, const char *name, size_t *count)
     return out;
 }
 
+/* The native int64 values of a bytes object, read in place: no copy of arrays that are tens of
+ * MB at 10^6 fragments (fresh pages and a memcpy each). Sound because a bytes object cannot
+ * change and the caller's argument tuple keeps it alive for the whole call, the kernel's
+ * GIL-free part included. Its buffer lies at a fixed offset in an aligned allocation on CPython
+ * (8-byte aligned); should it not be, the values are copied into a buffer owned by owned. */
+static const int64_t *
+ov_i64_view(PyObject *obj, const char *name, size_t *count, ov_owned *owned)
+{
+    char *data;
+    Py_ssize_t size;
+    if (!PyBytes_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s must be bytes", name);
+        return NULL;
+    }
+    if (PyBytes_AsStringAndSize(obj, &data, &size) < 0) return NULL;
+    if (size % (Py_ssize_t)sizeof(int64_t) != 0) {
+        PyErr_Format(PyExc_ValueError, "%s has a partial 64-bit element", name);
+        return NULL;
+    }
+    *count = (size_t)size / sizeof(int64_t);
+    if ((uintptr_t)data % _Alignof(int64_t) == 0) return (const int64_t *)(const void *)data;
+    if (owned->n >= OV_MAX_OWNED) {
+        PyErr_SetString(PyExc_SystemError, "ov_i64_view: too many copies");
+        return NULL;
+    }
+    int64_t *copy = ov_i64_from_bytes(obj, name, count);
+    if (copy != NULL) owned->buf[owned->n++] = copy;
+    return copy;
+}
+
 static int
 ov_u64_limit(PyObject *obj, const char *name, uint64_t *out)
 {
@@ -990,12 +1029,7 @@ ov_u64_limit(PyObject *obj, const char *name, uint64_t *out)
 static void
 ov_frags_free(ov_frags *f)
 {
-    PyMem_Free(f->tensor);
     PyMem_Free(f->start);
-    PyMem_Free(f->off);
-    PyMem_Free(f->shape);
-    PyMem_Free(f->nbytes);
-    PyMem_Free(f->order);
     PyMem_Free(f->strides);
     PyMem_Free(f->ok);
     memset(f, 0, sizeof(*f));
@@ -1003,22 +1037,22 @@ ov_frags_free(ov_frags *f)
 
 /* Loads one fragment side; validates tensor indices, coordinates and sizes. */
 static int
-ov_frags_load(ov_frags *f, const char *side, size_t ntensors, const int64_t *tensor_nd,
+ov_frags_load(ov_frags *f, const char *side, size_t ntensors, const int64_t *tensor_nd, ov_owned *owned,
               PyObject *tensor, PyObject *off, PyObject *shape, PyObject *nbytes, PyObject *order)
 {
     size_t n, noff, nshape, nnb, nord = 0;
     memset(f, 0, sizeof(*f));
-    f->tensor = ov_i64_from_bytes(tensor, "fragment tensors", &n);
+    f->tensor = ov_i64_view(tensor, "fragment tensors", &n, owned);
     if (f->tensor == NULL) return -1;
     f->n = n;
-    f->off = ov_i64_from_bytes(off, "fragment offsets", &noff);
+    f->off = ov_i64_view(off, "fragment offsets", &noff, owned);
     if (f->off == NULL) return -1;
-    f->shape = ov_i64_from_bytes(shape, "fragment shapes", &nshape);
+    f->shape = ov_i64_view(shape, "fragment shapes", &nshape, owned);
     if (f->shape == NULL) return -1;
-    f->nbytes = (uint64_t *)ov_i64_from_bytes(nbytes, "fragment nbytes", &nnb);
+    f->nbytes = (const uint64_t *)ov_i64_view(nbytes, "fragment nbytes", &nnb, owned);
     if (f->nbytes == NULL) return -1;
     if (order != NULL) {
-        f->order = ov_i64_from_bytes(order, "fragment order", &nord);
+        f->order = ov_i64_view(order, "fragment order", &nord, owned);
         if (f->order == NULL) return -1;
     }
     if (nnb != n || (order != NULL && nord != n) || noff != nshape) {
@@ -1266,13 +1300,10 @@ PyDoc_STRVAR(plan_overlaps_doc,
 static void
 ov_plan_free(ov_plan *P)
 {
-    PyMem_Free(P->tensor_nd);
-    PyMem_Free(P->tensor_itemsize);
     ov_frags_free(&P->src);
     ov_frags_free(&P->tgt);
-    PyMem_Free(P->cover_start);
-    PyMem_Free(P->cover_members);
-    PyMem_Free(P->tgt_cover);
+    for (int i = 0; i < P->owned.n; i++) PyMem_Free(P->owned.buf[i]);
+    P->owned.n = 0;
     ov_vec_free(&P->regions);
     ov_vec_free(&P->coords);
 }
@@ -1303,9 +1334,9 @@ ov_plan_from_args(PyObject *args, const char *fname, ov_plan *Pp)
         || ov_u64_limit(lim_t, "max_total_lowered_segments", &Pp->max_seg_total) < 0) {
         goto fail;
     }
-    Pp->tensor_nd = ov_i64_from_bytes(a_nd, "tensor ndim", &nt);
+    Pp->tensor_nd = ov_i64_view(a_nd, "tensor ndim", &nt, &Pp->owned);
     if (Pp->tensor_nd == NULL) goto fail;
-    Pp->tensor_itemsize = ov_i64_from_bytes(a_it, "tensor itemsize", &nit);
+    Pp->tensor_itemsize = ov_i64_view(a_it, "tensor itemsize", &nit, &Pp->owned);
     if (Pp->tensor_itemsize == NULL) goto fail;
     if (nit != nt) {
         PyErr_SetString(PyExc_ValueError, "tensor arrays have inconsistent lengths");
@@ -1318,13 +1349,13 @@ ov_plan_from_args(PyObject *args, const char *fname, ov_plan *Pp)
             goto fail;
         }
     }
-    if (ov_frags_load(&Pp->src, "source", nt, Pp->tensor_nd, s_t, s_o, s_s, s_n, s_r) < 0) goto fail;
-    if (ov_frags_load(&Pp->tgt, "target", nt, Pp->tensor_nd, t_t, t_o, t_s, t_n, NULL) < 0) goto fail;
-    Pp->cover_start = ov_i64_from_bytes(c_s, "cover starts", &ncs);
+    if (ov_frags_load(&Pp->src, "source", nt, Pp->tensor_nd, &Pp->owned, s_t, s_o, s_s, s_n, s_r) < 0) goto fail;
+    if (ov_frags_load(&Pp->tgt, "target", nt, Pp->tensor_nd, &Pp->owned, t_t, t_o, t_s, t_n, NULL) < 0) goto fail;
+    Pp->cover_start = ov_i64_view(c_s, "cover starts", &ncs, &Pp->owned);
     if (Pp->cover_start == NULL) goto fail;
-    Pp->cover_members = ov_i64_from_bytes(c_m, "cover members", &ncm);
+    Pp->cover_members = ov_i64_view(c_m, "cover members", &ncm, &Pp->owned);
     if (Pp->cover_members == NULL) goto fail;
-    Pp->tgt_cover = ov_i64_from_bytes(t_c, "target covers", &ntc);
+    Pp->tgt_cover = ov_i64_view(t_c, "target covers", &ntc, &Pp->owned);
     if (Pp->tgt_cover == NULL) goto fail;
     if (ncs < 1 || Pp->cover_start[0] != 0 || (uint64_t)Pp->cover_start[ncs - 1] != (uint64_t)ncm
         || ntc != Pp->tgt.n || nprocess < 0 || (size_t)nprocess > Pp->tgt.n) {
