@@ -951,34 +951,12 @@ ov_plan_run(ov_plan *P)
 /* Glue                                                                     */
 /* ------------------------------------------------------------------------ */
 
-/* Copies a bytes object of native int64 values into a fresh buffer. */
-static int64_t *
-ov_i64_from_bytes(PyObject *obj, const char *name, size_t *count)
-{
-    char *data;
-    Py_ssize_t size;
-    if (!PyBytes_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s must be bytes", name);
-        return NULL;
-    }
-    if (PyBytes_AsStringAndSize(obj, &data, &size) < 0) return NULL;
-    if (size % (Py_ssize_t)sizeof(int64_t) != 0) {
-        PyErr_Format(PyExc_ValueError, "%s has a partial 64-bit element", name);
-        return NULL;
-    }
-    size_t n = (size_t)size / sizeof(int64_t);
-    int64_t *out = mr_alloc_array(n, sizeof(int64_t));
-    if (out == NULL) return NULL;
-    if (n) memcpy(out, data, n * sizeof(int64_t));
-    *count = n;
-    return out;
-}
-
 /* The native int64 values of a bytes object, read in place: no copy of arrays that are tens of
  * MB at 10^6 fragments (fresh pages and a memcpy each). Sound because a bytes object cannot
  * change and the caller's argument tuple keeps it alive for the whole call, the kernel's
  * GIL-free part included. Its buffer lies at a fixed offset in an aligned allocation on CPython
- * (8-byte aligned); should it not be, the values are copied into a buffer owned by owned. */
+ * (8-byte aligned); should it not be, the values are copied into a buffer owned by owned (freed
+ * with ov_owned_free). NULL with an exception. */
 static const int64_t *
 ov_i64_view(PyObject *obj, const char *name, size_t *count, ov_owned *owned)
 {
@@ -993,15 +971,25 @@ ov_i64_view(PyObject *obj, const char *name, size_t *count, ov_owned *owned)
         PyErr_Format(PyExc_ValueError, "%s has a partial 64-bit element", name);
         return NULL;
     }
-    *count = (size_t)size / sizeof(int64_t);
+    size_t n = (size_t)size / sizeof(int64_t);
+    *count = n;
     if ((uintptr_t)data % _Alignof(int64_t) == 0) return (const int64_t *)(const void *)data;
     if (owned->n >= OV_MAX_OWNED) {
         PyErr_SetString(PyExc_SystemError, "ov_i64_view: too many copies");
         return NULL;
     }
-    int64_t *copy = ov_i64_from_bytes(obj, name, count);
-    if (copy != NULL) owned->buf[owned->n++] = copy;
+    int64_t *copy = mr_alloc_array(n, sizeof(int64_t));
+    if (copy == NULL) return NULL;
+    if (n) memcpy(copy, data, n * sizeof(int64_t));
+    owned->buf[owned->n++] = copy;
     return copy;
+}
+
+static void
+ov_owned_free(ov_owned *owned)
+{
+    for (int i = 0; i < owned->n; i++) PyMem_Free(owned->buf[i]);
+    owned->n = 0;
 }
 
 static int
@@ -1302,8 +1290,7 @@ ov_plan_free(ov_plan *P)
 {
     ov_frags_free(&P->src);
     ov_frags_free(&P->tgt);
-    for (int i = 0; i < P->owned.n; i++) PyMem_Free(P->owned.buf[i]);
-    P->owned.n = 0;
+    ov_owned_free(&P->owned);
     ov_vec_free(&P->regions);
     ov_vec_free(&P->coords);
 }
@@ -1816,23 +1803,24 @@ ov_exact_cover_batch(PyObject *Py_UNUSED(self), PyObject *args)
     if (!PyArg_ParseTuple(args, "OOOOOO:exact_cover_batch", &a_nd, &a_co, &a_cs, &a_bs, &a_bo, &a_bsh)) {
         return NULL;
     }
-    int64_t *nd = NULL, *co = NULL, *cs = NULL, *bs = NULL, *bo = NULL, *bsh = NULL;
+    const int64_t *nd = NULL, *co = NULL, *cs = NULL, *bs = NULL, *bo = NULL, *bsh = NULL;
+    ov_owned owned = {.n = 0}; /* (copies ov_i64_view had to make) */
     ov_box *boxes = NULL;
     size_t n, nco, ncs, nbs, nbo, nbsh;
     PyObject *result = NULL;
     long long first_bad = -1;
     int status = OV_OK;
-    nd = ov_i64_from_bytes(a_nd, "container ndim", &n);
+    nd = ov_i64_view(a_nd, "container ndim", &n, &owned);
     if (nd == NULL) goto done;
-    co = ov_i64_from_bytes(a_co, "container offsets", &nco);
+    co = ov_i64_view(a_co, "container offsets", &nco, &owned);
     if (co == NULL) goto done;
-    cs = ov_i64_from_bytes(a_cs, "container shapes", &ncs);
+    cs = ov_i64_view(a_cs, "container shapes", &ncs, &owned);
     if (cs == NULL) goto done;
-    bs = ov_i64_from_bytes(a_bs, "box starts", &nbs);
+    bs = ov_i64_view(a_bs, "box starts", &nbs, &owned);
     if (bs == NULL) goto done;
-    bo = ov_i64_from_bytes(a_bo, "box offsets", &nbo);
+    bo = ov_i64_view(a_bo, "box offsets", &nbo, &owned);
     if (bo == NULL) goto done;
-    bsh = ov_i64_from_bytes(a_bsh, "box shapes", &nbsh);
+    bsh = ov_i64_view(a_bsh, "box shapes", &nbsh, &owned);
     if (bsh == NULL) goto done;
     if (nco != ncs || nbo != nbsh || nbs != n + 1 || bs[0] != 0) {
         PyErr_SetString(PyExc_ValueError, "exact cover arrays are inconsistent");
@@ -1913,12 +1901,7 @@ ov_exact_cover_batch(PyObject *Py_UNUSED(self), PyObject *args)
     }
     result = PyLong_FromLongLong(first_bad);
 done:
-    PyMem_Free(nd);
-    PyMem_Free(co);
-    PyMem_Free(cs);
-    PyMem_Free(bs);
-    PyMem_Free(bo);
-    PyMem_Free(bsh);
+    ov_owned_free(&owned);
     PyMem_Free(boxes);
     return result;
 }

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import sys
 from typing import Any, List, Sequence, Tuple
 
 import pytest
@@ -162,3 +163,61 @@ def test_brick_cover_planning_matches_cells(data: st.DataObject) -> None:
         expected = sorted(s.fragment_id for s in sources if set(cells(s.global_offset, s.local_shape)) & box)
         mine = sorted(op.source.fragment_id for op in plan.operations if op.target == fragment)
         assert mine == expected
+
+
+# --- the kernel's packed inputs, read in place ---------------------------------------------------
+
+_KERNEL_ARRAYS = (
+    "tensor ndim", "tensor itemsize", "fragment tensors", "fragment offsets", "fragment shapes",
+    "fragment nbytes", "fragment order", "cover starts", "cover members", "fragment tensors",
+    "fragment offsets", "fragment shapes", "fragment nbytes", "target covers",
+)
+
+
+def _kernel_call(monkeypatch: pytest.MonkeyPatch) -> Tuple[Any, ...]:
+    """plan_overlaps' 18 arguments as the planner passes them (captured from plan_regions) for
+    TP2 -> TP4 of one (8, 6) tensor."""
+    from mooncake.reshard.weight import plan_placement_transfer
+
+    captured: List[Tuple[Any, ...]] = []
+    real = _native.plan_regions
+
+    def spy(*args: Any) -> Any:
+        captured.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(_native, "plan_regions", spy)
+    spec = TensorSpec("w", (8, 6), itemsize=2)
+    plan_placement_transfer(tp_placement("src", spec, 2, 0), tp_placement("dst", spec, 4, 1))
+    (args,) = captured
+    return args[4:]
+
+
+def test_kernel_reads_packed_arrays_and_names_a_malformed_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    args = _kernel_call(monkeypatch)
+    arrays = [i for i, value in enumerate(args) if isinstance(value, bytes)]
+    assert len(arrays) == len(_KERNEL_ARRAYS) == 14
+    expected = _native.plan_overlaps(*args)
+    assert isinstance(expected, list) and len(expected) == 8  # each of the 4 targets meets both sources
+    # fresh bytes objects held by nothing but the call's argument tuple: the same regions
+    assert _native.plan_overlaps(*(bytes(bytearray(v)) if isinstance(v, bytes) else v for v in args)) == expected
+    for i, name in zip(arrays, _KERNEL_ARRAYS):
+        for bad, error, message in ((bytearray(args[i]), TypeError, f"{name} must be bytes"),
+                                    (args[i] + b"\x00", ValueError, f"{name} has a partial 64-bit element")):
+            changed = args[:i] + (bad,) + args[i + 1:]
+            with pytest.raises(error, match=f"^{message}$"):
+                _native.plan_overlaps(*changed)
+    assert _native.plan_overlaps(*args) == expected
+
+
+def test_exact_cover_batch_names_a_malformed_array() -> None:
+    one = (1).to_bytes(8, sys.byteorder)  # native int64
+    zero = bytes(8)
+    args = (one, zero, one, zero + one, zero, one)  # one 1-D container [0, 1) covered by one box
+    assert _native.exact_cover_batch(*args) == -1
+    names = ("container ndim", "container offsets", "container shapes", "box starts", "box offsets", "box shapes")
+    for i, name in enumerate(names):
+        with pytest.raises(TypeError, match=f"^{name} must be bytes$"):
+            _native.exact_cover_batch(*args[:i], bytearray(args[i]), *args[i + 1:])
+        with pytest.raises(ValueError, match=f"^{name} has a partial 64-bit element$"):
+            _native.exact_cover_batch(*args[:i], args[i] + b"\x00", *args[i + 1:])
