@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 HERE = Path(__file__).resolve().parent
 
@@ -54,8 +54,10 @@ def excess_rows(small: Dict[str, float], large: Dict[str, float], ratio: float) 
     return rows
 
 
-def _child(stage: str, fragments: int, data: str) -> None:
-    """Builds the inputs, then records ``stage`` alone; prints its CPU seconds."""
+def prepare_stage(stage: str, fragments: int) -> Callable[[], Any]:
+    """The sweep workload's inputs for ``stage`` (``bind`` or ``plan``) at ``fragments``, built
+    (placements assembled, a plan made, bindings built); returns the call that runs the stage
+    once on them and returns its result."""
     sys.path.insert(0, str(HERE))
     import _workloads as w
     from scale import _limits
@@ -64,17 +66,24 @@ def _child(stage: str, fragments: int, data: str) -> None:
     inputs = w.sweep(fragments=fragments)
     source, target = w.assemble(inputs.source), w.assemble(inputs.target)
     _ = (source.digest, target.digest)
+    # (the plan and the bindings are built for both stages: plan then runs a second time, in a
+    # process holding what bind's would hold)
     logical = plan_placement_transfer(source, target, planning_limits=_limits())
     source_bindings = w.bindings(source, prefix="src", window=0)
     target_bindings = w.bindings(target, prefix="dst", window=4096)
+    if stage == "plan":
+        return lambda: plan_placement_transfer(source, target, planning_limits=_limits())
+    return lambda: bind_logical_transfer_plan(logical, target_bindings, source_bindings=source_bindings)
+
+
+def _child(stage: str, fragments: int, data: str) -> None:
+    """Builds the inputs, then records ``stage`` alone; prints its CPU seconds."""
+    run = prepare_stage(stage, fragments)
     recorder = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", "4000", "-p", str(os.getpid()),
                                  "-o", data], stderr=subprocess.DEVNULL)
     time.sleep(1.0)  # (perf attaches asynchronously)
     started = time.process_time()
-    if stage == "bind":
-        result = bind_logical_transfer_plan(logical, target_bindings, source_bindings=source_bindings)
-    else:
-        result = plan_placement_transfer(source, target, planning_limits=_limits())
+    result = run()
     elapsed = time.process_time() - started
     recorder.send_signal(signal.SIGINT)
     recorder.wait()  # (the result is freed after the recording ends: its deallocation is not the stage's)

@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List
 
+import pytest
+
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
@@ -287,3 +289,20 @@ def test_visit_probe_times_both_orders_at_each_size() -> None:
     small, large = probe["points"][1:]
     assert probe["growth"][1]["random_visit_factor"] == large["random_ns"] / small["random_ns"]
     assert probe["growth"][1]["sequential_visit_factor"] == large["sequential_ns"] / small["sequential_ns"]
+
+
+def test_instruction_growth_reads_callgrinds_collected_count() -> None:
+    module = _benchmark_module("instruction_growth")
+    log = "==19117== Events    : Ir\n==19117== Collected : 19661259127\n==19117==\n==19117== I   refs:      19,661,259,127\n"
+    assert module.collected(log) == 19661259127
+    with pytest.raises(ValueError, match="no 'Collected' line"):
+        module.collected("==1== I   refs:      5\n")
+
+
+def test_perf_growth_prepares_a_stage_that_runs() -> None:
+    module = _benchmark_module("perf_growth")
+    plan = module.prepare_stage("plan", 24)
+    first = plan()
+    assert len(first.operations) > 0 and plan() == first  # the same plan from the same placements
+    bind = module.prepare_stage("bind", 24)
+    assert len(bind().operations) == len(first.operations)  # one bound operation per planned one
