@@ -6005,6 +6005,11 @@ bd_fused_views(const bd_table *tb, PyObject *instance_id, PyObject *logical, PyO
     placement_map = PyDict_New();
     if (spaces == NULL || seen == NULL || binding_map == NULL || placement_map == NULL) goto done;
     if (sb != NULL && sb->on && bd_pair_snaps_start(sb, n) < 0) goto done;
+    /* Whether both maps may leave the collector (mr_gc_untrack_atomic_dict's rule: exact str
+     * keys, every value an untracked object that is not a tuple), decided from the headers the
+     * pass reads anyway (each fragment's own, asked for eight pairs ahead): the untrack walk
+     * after the pass would read every key and value again, scattered at 10^6. */
+    int atomic = 1;
     status = BD_OK;
     for (Py_ssize_t i = 0; i < n && status == BD_OK; i++) {
         PyObject *l = PyTuple_GetItem(logical, i);
@@ -6054,6 +6059,9 @@ bd_fused_views(const bd_table *tb, PyObject *instance_id, PyObject *logical, PyO
             && (PyDict_SetItem(binding_map, pfid, r) < 0 || PyDict_SetItem(placement_map, kept.lpfid, l) < 0)) {
             status = BD_ERROR;
         }
+        /* (keys: pfid and kept.lpfid are exact str, checked by bd_check_pair; values: l and r
+         * are exact instances of the layout classes, GC types that are not tuples) */
+        if (atomic && (PyObject_GC_IsTracked(l) || PyObject_GC_IsTracked(r))) atomic = 0;
         if (status == BD_OK && sb != NULL && sb->on) status = bd_pair_snap(tb, sb, pf_cls, l, kept.rdict, fid);
         Py_XDECREF(fid);
         Py_XDECREF(owner);
@@ -6063,6 +6071,10 @@ bd_fused_views(const bd_table *tb, PyObject *instance_id, PyObject *logical, PyO
     /* The kernel only sees the C array. */
     if (status == BD_OK && !bd_ranges_clear(ranges, (size_t)n)) status = BD_FALLBACK;
     if (status == BD_OK) {
+        if (atomic) { /* (insertdict tracks a dict again when a tracked value is added later) */
+            mr_gc_hide(binding_map);
+            mr_gc_hide(placement_map);
+        }
         maps[0] = binding_map;
         maps[1] = placement_map;
         binding_map = placement_map = NULL;

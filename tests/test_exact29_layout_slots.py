@@ -1,7 +1,7 @@
 """_native.classes_within reads the attribute of an item whose exact class is PlacementFragment's
 C-owned layout from its slot (csrc/exact.c ex_layout_slots: the slot getattr reads, an empty one
 the AttributeError it raises) instead of PyObject_GetAttr, and asks for the attribute object of
-the item four on. The answers must be the brute-force oracle's for slots emptied or holding
+the item EX_AHEAD / 2 on (16; the item's own line EX_AHEAD = 32 on). The answers must be the brute-force oracle's for slots emptied or holding
 another class's object at every position (around the hint's distance), for a name that is an
 equal str but not the interned field name (getattr's path), and for allowed classes mixing the
 layout class with a dict-backed one."""
@@ -20,7 +20,7 @@ from mooncake.reshard.weight.types import ParallelRank
 
 def _fragments() -> List[Any]:
     fragments = list(_placement().fragments)
-    while len(fragments) < 13:  # past the hint's distance (4) and the prefetch's (8)
+    while len(fragments) < 41:  # past the hint's distance (16) and the prefetch's (32)
         fragments += list(_placement().fragments)
     return fragments
 
@@ -56,7 +56,7 @@ def test_exact_fragments_pass() -> None:
 
 
 @pytest.mark.parametrize("forge", sorted(FORGES))
-@pytest.mark.parametrize("position", [0, 3, 4, 5, 8, -5, -4, -1])
+@pytest.mark.parametrize("position", [0, 3, 15, 16, 17, 32, 33, -33, -17, -16, -15, -1])
 def test_forged_slot_at_each_position(forge: str, position: int) -> None:
     fragments = _fragments()
     FORGES[forge](fragments[position])

@@ -69,6 +69,19 @@ def test_classes_within_matches_the_oracle(items, allowed, name, name_allowed, a
     assert _native.classes_within(values, allowed, name, name_allowed) is _oracle(values, allowed, name, name_allowed)
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(_ITEM, min_size=20, max_size=80),
+    _CLASSES,
+    st.sampled_from([None, "tag"]),
+    _CLASSES,
+)
+def test_classes_within_long_tuples_match_the_oracle(items, allowed, name, name_allowed):
+    # (past csrc/exact.c's hint distances: the item 32 on, the attribute of the one 16 on)
+    values = tuple(items)
+    assert _native.classes_within(values, allowed, name, name_allowed) is _oracle(values, allowed, name, name_allowed)
+
+
 def test_attribute_read_only_from_allowed_items():
     reads = []
 
@@ -153,3 +166,15 @@ def test_one_member_of_a_subclass_is_not_exact(forge):
 def test_the_rank_class_is_the_package_one():
     placement = _placement()
     assert type(placement.parts[0].rank) is ParallelRank
+
+
+@pytest.mark.parametrize("position", [None, 0, 15, 16, 31, 32, 47, 79])
+def test_classes_within_long_tuple_with_one_odd_item(position):
+    items = [Thing(index) for index in range(80)]
+    if position is not None:
+        items[position] = Thing(str(position))
+    values = tuple(items)
+    expected = _oracle(values, (Thing,), "tag", (int,))
+    assert expected is (position is None)
+    assert _native.classes_within(values, (Thing,), "tag", (int,)) is expected
+    assert _native.classes_within(values, (Thing,), None, ()) is True
