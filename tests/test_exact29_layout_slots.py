@@ -1,10 +1,10 @@
 """_native.classes_within reads the attribute of an item whose exact class is PlacementFragment's
 C-owned layout from its slot (csrc/exact.c ex_layout_slots: the slot getattr reads, an empty one
 the AttributeError it raises) instead of PyObject_GetAttr, and asks for the attribute object of
-the item EX_AHEAD / 2 on (16; the item's own line EX_AHEAD = 32 on). The answers must be the brute-force oracle's for slots emptied or holding
-another class's object at every position (around the hint's distance), for a name that is an
-equal str but not the interned field name (getattr's path), and for allowed classes mixing the
-layout class with a dict-backed one."""
+the item EX_AHEAD / 2 = 16 on (the item's own line EX_AHEAD = 32 on). The answers must be the
+brute-force oracle's for slots emptied or holding another class's object at every position
+(around the hints' distances), for a name that is an equal str but not the interned field name
+(getattr's path), and for allowed classes mixing the layout class with a dict-backed one."""
 
 from __future__ import annotations
 
