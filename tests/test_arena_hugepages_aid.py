@@ -15,6 +15,8 @@ import sys
 import sysconfig
 from pathlib import Path
 
+import pytest
+
 SOURCE = Path(__file__).resolve().parent.parent / "benchmarks" / "arena_hugepages.c"
 
 # Objects past several arenas, released, then made again: fresh arenas first, released ones after.
@@ -42,15 +44,25 @@ def _child_env(library: Path, **extra: str) -> dict:
     return env
 
 
-def _build(tmp_path: Path) -> Path:
-    library = tmp_path / "arena_hugepages.so"
+@pytest.fixture(scope="module")
+def library(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    built_at = tmp_path_factory.mktemp("arena_hugepages") / "arena_hugepages.so"
     built = subprocess.run(
-        [*_compiler(), "-O2", "-Wall", "-Werror", "-shared", "-fPIC", "-o", str(library), str(SOURCE), "-ldl",
+        [*_compiler(), "-O2", "-Wall", "-Werror", "-shared", "-fPIC", "-o", str(built_at), str(SOURCE), "-ldl",
          "-lpthread"],
         capture_output=True, text=True, timeout=120,
     )
     assert built.returncode == 0, built.stderr
-    return library
+    return built_at
+
+
+def _run_child(library: Path, **extra: str) -> str:
+    """CHILD under the library with ARENA_HUGEPAGES_REPORT=1 and ``extra``; its stderr."""
+    done = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=120,
+                          env=_child_env(library, ARENA_HUGEPAGES_REPORT="1", **extra))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+    return done.stderr
 
 
 def _report(stderr: str) -> dict:
@@ -61,13 +73,8 @@ def _report(stderr: str) -> dict:
     return {"served": served, "again": again, "passed": passed, "used_mib": used}
 
 
-def test_arenas_are_served_from_the_region_and_served_again(tmp_path: Path) -> None:
-    library = _build(tmp_path)
-    done = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=120,
-                          env=_child_env(library, ARENA_HUGEPAGES_REPORT="1"))
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "ok"
-    report = _report(done.stderr)
+def test_arenas_are_served_from_the_region_and_served_again(library: Path) -> None:
+    report = _report(_run_child(library))
     # a million objects take well over ten 1 MiB arenas; the second list reuses released ones
     assert report["served"] >= 10, report
     assert report["again"] >= 1, report
@@ -75,21 +82,11 @@ def test_arenas_are_served_from_the_region_and_served_again(tmp_path: Path) -> N
     assert report["used_mib"] == report["served"], report
 
 
-def test_a_used_up_region_passes_arenas_through(tmp_path: Path) -> None:
-    library = _build(tmp_path)
-    done = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=120,
-                          env=_child_env(library, ARENA_HUGEPAGES_REPORT="1", ARENA_HUGEPAGES_MIB="4"))
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "ok"
-    report = _report(done.stderr)
+def test_a_used_up_region_passes_arenas_through(library: Path) -> None:
+    report = _report(_run_child(library, ARENA_HUGEPAGES_MIB="4"))
     assert report["served"] == report["used_mib"] == 4, report
     assert report["passed"] >= 1, report
 
 
-def test_a_region_of_zero_turns_the_library_off(tmp_path: Path) -> None:
-    library = _build(tmp_path)
-    done = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=120,
-                          env=_child_env(library, ARENA_HUGEPAGES_REPORT="1", ARENA_HUGEPAGES_MIB="0"))
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "ok"
-    assert "arena_hugepages:" not in done.stderr
+def test_a_region_of_zero_turns_the_library_off(library: Path) -> None:
+    assert "arena_hugepages:" not in _run_child(library, ARENA_HUGEPAGES_MIB="0")
