@@ -8052,12 +8052,16 @@ done:
 PyDoc_STRVAR(attest_many_doc,
 "attest_many(attestation_cls, evidence_cls, runtime_fragment_cls, placement_fragment_cls,\n"
 "            tensor_cls, binding_cls, placement, part_index, bindings, resource_id, placement_id,\n"
-"            placement_digest, revision, snapshot_cls=None)\n"
+"            placement_digest, revision, snapshot_cls=None, part_cls=None)\n"
 "--\n\n"
 "attestation._attest_many's fused path over a tuple of bindings in one call: per binding, its\n"
 "attestation when the binding is an exact binding_cls, its participant has a part in\n"
 "``part_index`` and attest_binding decides it with the part's fragments and tensors (every\n"
 "binding is validated on every call: nothing is read from or written to the bindings).\n"
+"With part_cls (a class), a part must be exactly of it, its fragments and tensors read from\n"
+"its plain instance dict (no Python code runs between the bindings), and the bindings share\n"
+"the tensors loaded so far; without it they are read by getattr, which may run code, and\n"
+"each binding loads its tensors itself.\n"
 "None in the list for every binding not decided here (the caller attests it in Python, in\n"
 "order, so the first failure is raised there). None instead of a list for a bindings value\n"
 "that is not a tuple, or a part_index that is not a dict. With snapshot_cls (not None), a pair\n"
@@ -8069,16 +8073,18 @@ static PyObject *
 bd_attest_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     bd_table tb;
-    if (nargs != 13 && nargs != 14) {
-        PyErr_SetString(PyExc_TypeError, "attest_many expects 13 or 14 arguments");
+    if (nargs < 13 || nargs > 15) {
+        PyErr_SetString(PyExc_TypeError, "attest_many expects 13 to 15 arguments");
         return NULL;
     }
     if (bd_load_table(self, &tb) < 0) return NULL;
     if (bd_check_heap_types(args, 6) < 0) return NULL;
     PyObject *const *nm = tb.nm;
     PyObject *binding_cls = args[5], *placement = args[6], *part_index = args[7], *bindings = args[8];
-    PyObject *snap_cls = nargs == 14 && args[13] != Py_None ? args[13] : NULL;
+    PyObject *snap_cls = nargs >= 14 && args[13] != Py_None ? args[13] : NULL;
     if (snap_cls != NULL && bd_check_heap_types(&snap_cls, 1) < 0) return NULL;
+    PyObject *part_cls = nargs == 15 ? args[14] : NULL;
+    if (part_cls != NULL && bd_check_heap_types(&part_cls, 1) < 0) return NULL;
     /* part_index is probed with each binding's participant id: a plain dict only, and the ids
      * exact strs (below), so that no probe runs Python code (plain_dict.h; AUDIT5 F5) */
     if (!PyTuple_CheckExact(bindings) || !pd_plain_keys(part_index)) Py_RETURN_NONE;
@@ -8094,9 +8100,12 @@ bd_attest_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         bd_carrier_free(carrier);
         return NULL;
     }
-    /* the tensors loaded so far, shared by the bindings' attest_binding (bd_tensor_memo) */
+    /* the tensors loaded so far, shared by the bindings' attest_binding (bd_tensor_memo); only
+     * with part_cls: without it a part's getattr may run code between two bindings (a property
+     * of a part subclass), which could edit a tensor the memo has loaded */
     bd_tensor_memo memo;
     memset(&memo, 0, sizeof(memo));
+    memo.off = part_cls == NULL;
     /* the carried tables, built in each binding's pair loop where they can be (bd_pair_snaps) */
     bd_pair_snaps sb;
     memset(&sb, 0, sizeof(sb));
@@ -8125,8 +8134,17 @@ bd_attest_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             goto next;
         }
         Py_INCREF(part);
-        status = bd_get(part, nm[N_FRAGMENTS], &fragments);
-        if (status == BD_OK) status = bd_get(part, nm[N_TENSORS], &tensors);
+        if (part_cls == NULL) {
+            status = bd_get(part, nm[N_FRAGMENTS], &fragments);
+            if (status == BD_OK) status = bd_get(part, nm[N_TENSORS], &tensors);
+        } else if ((PyObject *)Py_TYPE(part) == part_cls) {
+            /* its own plain dict, as the binding's (a part of another class: attested in Python) */
+            PyObject *part_state = NULL;
+            status = bd_dict_of(part, &part_state);
+            if (status == BD_OK) status = bd_dget(part_state, nm[N_FRAGMENTS], &fragments);
+            if (status == BD_OK) status = bd_dget(part_state, nm[N_TENSORS], &tensors);
+            Py_XDECREF(part_state);
+        }
         Py_DECREF(part);
         if (status != BD_OK) goto next;
         {

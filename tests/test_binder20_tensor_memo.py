@@ -20,7 +20,7 @@ from planner_helpers import Coord, grid_fragments, layout, own, split
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import PlacementFragment, RuntimeBindingFragment, TensorDescriptor
-from mooncake.reshard.weight import WeightRuntimeBindingManifest
+from mooncake.reshard.weight import WeightPlacementPart, WeightRuntimeBindingManifest
 from mooncake.reshard.weight._planner.attestation import RuntimeBindingAttestation, RuntimeBindingEvidence
 
 CLASSES = (RuntimeBindingAttestation, RuntimeBindingEvidence, RuntimeBindingFragment, PlacementFragment, TensorDescriptor)
@@ -44,7 +44,7 @@ def owned_placement(experts: int, tensors: int) -> Any:
 def many(placement: Any, bindings: Tuple[Any, ...]) -> List[Any]:
     return _native.attest_many(
         *CLASSES, WeightRuntimeBindingManifest, placement, placement._part_index(), bindings,
-        placement.resource_id, placement.placement_id, placement.digest, placement.revision,
+        placement.resource_id, placement.placement_id, placement.digest, placement.revision, None, WeightPlacementPart,
     )
 
 

@@ -19,7 +19,7 @@ from test_planner_oracle import placement_pairs
 
 from mooncake.reshard import _native
 from mooncake.reshard.weight import PlacementFragment, RuntimeBindingFragment, TensorDescriptor
-from mooncake.reshard.weight import WeightRuntimeBindingManifest
+from mooncake.reshard.weight import WeightPlacementPart, WeightRuntimeBindingManifest
 from mooncake.reshard.weight._planner.attestation import (
     RuntimeBindingAttestation,
     RuntimeBindingEvidence,
@@ -47,7 +47,8 @@ def call(placement: Any, given: Any, **replace: Any) -> Any:
         "revision": placement.revision,
     }
     values.update(replace)
-    return _native.attest_many(*CLASSES, *values.values())
+    # (no snapshot class; the part class as attestation.py passes it)
+    return _native.attest_many(*CLASSES, *values.values(), None, WeightPlacementPart)
 
 
 def outcome(placement: Any, bindings: Tuple[Any, ...], fused: bool) -> Any:
@@ -172,11 +173,13 @@ def test_wrong_arguments_raise_type_error(side: Tuple[Any, Tuple[Any, ...]]) -> 
                                     placement.placement_id, placement.digest, placement.revision)
     args = (placement, placement._part_index(), fresh, placement.resource_id, placement.placement_id,
             placement.digest, placement.revision)
-    # the 14th argument is the optional snapshot class (None: not given); not a class, or a 15th
-    for extra in (("_mooncake_attestation",), (1,), (None, None)):
+    # the 14th argument is the optional snapshot class (None: not given), the 15th the optional
+    # part class (a class when given); not a class, or a 16th
+    for extra in (("_mooncake_attestation",), (1,), (None, None), (None, "part"), (None, WeightPlacementPart, None)):
         with pytest.raises(TypeError):
             _native.attest_many(*CLASSES, *args, *extra)
     assert type(_native.attest_many(*CLASSES, *args, None)) is list
+    assert type(_native.attest_many(*CLASSES, *args, None, WeightPlacementPart)) is list
 
 
 @pytest.mark.parametrize("name", ["bindings", "part_index"])

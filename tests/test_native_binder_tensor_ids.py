@@ -16,6 +16,7 @@ from spec_helpers import field_state, forged_instance
 from test_native_binder_attest_many import CLASSES
 
 from mooncake.reshard import _native
+from mooncake.reshard.weight import WeightPlacementPart
 from mooncake.reshard.weight._planner.attestation import _attest_many
 
 PLACEMENT = tp_placement(2, prefix="t", shape=(4, 6), tensors=tuple(f"t{k:02d}" for k in range(20)))
@@ -56,7 +57,7 @@ def test_the_table_path_runs_and_decides() -> None:
     bindings = build_runtime_bindings(PLACEMENT)
     decided = _native.attest_many(
         *CLASSES, PLACEMENT, PLACEMENT._part_index(), bindings, PLACEMENT.resource_id,
-        PLACEMENT.placement_id, PLACEMENT.digest, PLACEMENT.revision,
+        PLACEMENT.placement_id, PLACEMENT.digest, PLACEMENT.revision, None, WeightPlacementPart,
     )
     assert decided is not None and all(item is not None for item in decided)
 

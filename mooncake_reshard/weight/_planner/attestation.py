@@ -22,6 +22,7 @@ from ...contracts.ids import (
 )
 from .._address_ranges import validate_runtime_address_ranges
 from ..binding import _binding_views_and_part, validate_runtime_binding
+from ..part import WeightPlacementPart
 from ..placement import WeightPlacementManifest
 from ..runtime import WeightRuntimeBindingManifest
 from ..types import PlacementFragment, TensorDescriptor
@@ -496,6 +497,7 @@ def _fused_attestations(
         placement.digest,
         placement.revision,
         None if carry is None else carry[0],
+        WeightPlacementPart,  # (parts of another class are attested in Python: their reads may run code)
     )
     if carry is not None and fused is not None:
         fused, carrier = fused
