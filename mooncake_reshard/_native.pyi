@@ -1342,14 +1342,20 @@ def attest_many(
     placement_id: object,
     placement_digest: object,
     revision: object,
+    snapshot_cls: Optional[type] = None,
+    part_cls: type = ...,
     /,
-) -> Optional[list[Any]]:
+) -> Any:
     """``attestation._attest_many``'s fused path over a tuple of bindings: per binding the
     attestation ``attest_binding`` decides (an exact ``binding_cls``, a part in ``part_index``),
     validated on every call (nothing is read from or written to the bindings); None for each
     binding not decided here (attested in Python, in order). None instead of a list when
     ``bindings`` is not a tuple or ``part_index`` not a dict; ``TypeError`` for a class that is
-    not a heap type."""
+    not a heap type. With ``snapshot_cls``, a pair (that list, the carrier of the attested
+    tables for ``project_attested``). With ``part_cls``, a part must be exactly of that class
+    (read from its plain instance dict; another part's binding is left to Python) and the
+    bindings share the tensors loaded so far; without it parts are read by getattr and nothing
+    is shared."""
 
 def bind_side_ids(binding_cls: type, runtime_fragment_cls: type, given: object, /) -> Optional[set[str]]:
     """``binding._bind_side_ids`` over a tuple of bindings in one call: the set of their
