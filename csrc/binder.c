@@ -8052,7 +8052,7 @@ done:
 PyDoc_STRVAR(attest_many_doc,
 "attest_many(attestation_cls, evidence_cls, runtime_fragment_cls, placement_fragment_cls,\n"
 "            tensor_cls, binding_cls, placement, part_index, bindings, resource_id, placement_id,\n"
-"            placement_digest, revision, snapshot_cls=None, part_cls=None)\n"
+"            placement_digest, revision, snapshot_cls=None[, part_cls])\n"
 "--\n\n"
 "attestation._attest_many's fused path over a tuple of bindings in one call: per binding, its\n"
 "attestation when the binding is an exact binding_cls, its participant has a part in\n"
