@@ -8052,13 +8052,13 @@ done:
 PyDoc_STRVAR(attest_many_doc,
 "attest_many(attestation_cls, evidence_cls, runtime_fragment_cls, placement_fragment_cls,\n"
 "            tensor_cls, binding_cls, placement, part_index, bindings, resource_id, placement_id,\n"
-"            placement_digest, revision, snapshot_cls=None[, part_cls])\n"
+"            placement_digest, revision, snapshot_cls=None, part_cls=None)\n"
 "--\n\n"
 "attestation._attest_many's fused path over a tuple of bindings in one call: per binding, its\n"
 "attestation when the binding is an exact binding_cls, its participant has a part in\n"
 "``part_index`` and attest_binding decides it with the part's fragments and tensors (every\n"
 "binding is validated on every call: nothing is read from or written to the bindings).\n"
-"With part_cls (a class), a part must be exactly of it, its fragments and tensors read from\n"
+"With part_cls (a class, not None), a part must be exactly of it, its fragments and tensors read from\n"
 "its plain instance dict (no Python code runs between the bindings), and the bindings share\n"
 "the tensors loaded so far; without it they are read by getattr, which may run code, and\n"
 "each binding loads its tensors itself.\n"
@@ -8083,7 +8083,7 @@ bd_attest_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *binding_cls = args[5], *placement = args[6], *part_index = args[7], *bindings = args[8];
     PyObject *snap_cls = nargs >= 14 && args[13] != Py_None ? args[13] : NULL;
     if (snap_cls != NULL && bd_check_heap_types(&snap_cls, 1) < 0) return NULL;
-    PyObject *part_cls = nargs == 15 ? args[14] : NULL;
+    PyObject *part_cls = nargs == 15 && args[14] != Py_None ? args[14] : NULL;
     if (part_cls != NULL && bd_check_heap_types(&part_cls, 1) < 0) return NULL;
     /* part_index is probed with each binding's participant id: a plain dict only, and the ids
      * exact strs (below), so that no probe runs Python code (plain_dict.h; AUDIT5 F5) */

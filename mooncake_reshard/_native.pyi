@@ -1343,7 +1343,7 @@ def attest_many(
     placement_digest: object,
     revision: object,
     snapshot_cls: Optional[type] = None,
-    part_cls: type = ...,
+    part_cls: Optional[type] = None,
     /,
 ) -> Any:
     """``attestation._attest_many``'s fused path over a tuple of bindings: per binding the
@@ -1352,7 +1352,7 @@ def attest_many(
     binding not decided here (attested in Python, in order). None instead of a list when
     ``bindings`` is not a tuple or ``part_index`` not a dict; ``TypeError`` for a class that is
     not a heap type. With ``snapshot_cls``, a pair (that list, the carrier of the attested
-    tables for ``project_attested``). With ``part_cls``, a part must be exactly of that class
+    tables for ``project_attested``). With ``part_cls`` (not None), a part must be exactly of that class
     (read from its plain instance dict; another part's binding is left to Python) and the
     bindings share the tensors loaded so far; without it parts are read by getattr and nothing
     is shared."""

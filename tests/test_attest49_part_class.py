@@ -62,7 +62,7 @@ def test_exact_parts_are_decided_with_the_part_class() -> None:
     assert all(item is not None for item in got)
 
 
-@pytest.mark.parametrize("extra", [(), (None,)], ids=["13 arguments", "no snapshot class"])
+@pytest.mark.parametrize("extra", [(), (None,), (None, None)], ids=["13 arguments", "no snapshot class", "None"])
 def test_without_the_part_class_a_part_edit_is_seen_by_the_next_binding(extra: Tuple[Any, ...]) -> None:
     placement = shared_placement(16, 2)
     bindings = build_runtime_bindings(placement)

@@ -173,13 +173,14 @@ def test_wrong_arguments_raise_type_error(side: Tuple[Any, Tuple[Any, ...]]) -> 
                                     placement.placement_id, placement.digest, placement.revision)
     args = (placement, placement._part_index(), fresh, placement.resource_id, placement.placement_id,
             placement.digest, placement.revision)
-    # the 14th argument is the optional snapshot class (None: not given), the 15th the optional
-    # part class (a class when given); not a class, or a 16th
-    for extra in (("_mooncake_attestation",), (1,), (None, None), (None, "part"), (None, WeightPlacementPart, None)):
+    # the 14th argument is the optional snapshot class, the 15th the optional part class (None:
+    # not given); not a class, or a 16th
+    for extra in (("_mooncake_attestation",), (1,), (None, "part"), (None, WeightPlacementPart, None)):
         with pytest.raises(TypeError):
             _native.attest_many(*CLASSES, *args, *extra)
     assert type(_native.attest_many(*CLASSES, *args, None)) is list
     assert type(_native.attest_many(*CLASSES, *args, None, WeightPlacementPart)) is list
+    assert type(_native.attest_many(*CLASSES, *args, None, None)) is list
 
 
 @pytest.mark.parametrize("name", ["bindings", "part_index"])
