@@ -4830,7 +4830,9 @@ typedef struct {
     int active;          /* the C table decides (else the sets do) */
     rp_alloc *log;       /* the source allocations in the order they came */
     size_t n_log, room;
-    uint32_t *slots;     /* open addressing: 1 + an index into log, 0 empty; a power of two */
+    uint64_t *slots;     /* open addressing: 1 + an index into log in the low 32 bits, the hash's
+                          * high 32 bits above them (compared first: a probe past another entry
+                          * reads no log line), 0 empty; a power of two */
     size_t mask;
     PyObject *numbers;   /* space tuple -> its number (exact int) */
     PyObject *spaces;    /* number -> space tuple (the first of its value) */
@@ -4851,7 +4853,7 @@ rp_fast_free(rp_fast *f)
     f->active = 0;
 }
 
-static size_t
+static uint64_t
 rp_fast_hash(const rp_alloc *a)
 {
     uint64_t h = (uint64_t)a->space * UINT64_C(0x9E3779B97F4A7C15);
@@ -4861,21 +4863,31 @@ rp_fast_hash(const rp_alloc *a)
     h ^= h >> 31;
     h *= UINT64_C(0xBF58476D1CE4E5B9);
     h ^= h >> 29;
-    return (size_t)h;
+    return h;
 }
 
-/* The slot of ``a`` (its own, or the empty one it would take). */
+/* The slot of ``a`` (its own, or the empty one it would take), its hash given. At 10^6 logged
+ * allocations each log line is a cache miss, so an occupied slot's log entry is read only when
+ * its stored high hash bits match. */
 static size_t
-rp_fast_slot(const rp_fast *f, const rp_alloc *a)
+rp_fast_slot_hashed(const rp_fast *f, const rp_alloc *a, uint64_t h)
 {
-    size_t slot = rp_fast_hash(a) & f->mask;
-    while (f->slots[slot] != 0) {
-        const rp_alloc *b = &f->log[f->slots[slot] - 1];
+    size_t slot = (size_t)h & f->mask;
+    const uint64_t tag = h >> 32 << 32;
+    for (uint64_t s; (s = f->slots[slot]) != 0; slot = (slot + 1) & f->mask) {
+        if ((s & ~(uint64_t)UINT32_MAX) != tag) continue;
+        const rp_alloc *b = &f->log[(uint32_t)s - 1];
         if (b->space == a->space && b->address == a->address && b->nbytes == a->nbytes && b->kinds == a->kinds)
             break;
-        slot = (slot + 1) & f->mask;
     }
     return slot;
+}
+
+/* The slot entry of log index k with hash h. */
+static uint64_t
+rp_fast_entry(size_t k, uint64_t h)
+{
+    return (h >> 32 << 32) | (uint64_t)(k + 1);
 }
 
 /* Room for one more logged allocation (the log doubled, the slots kept under half full). 0, or
@@ -4904,13 +4916,19 @@ rp_fast_reserve(rp_fast *f)
     }
     if (f->slots == NULL || 2 * (f->n_log + 1) > f->mask + 1) {
         size_t size = f->slots == NULL ? 2048 : 2 * (f->mask + 1);
-        uint32_t *slots = mr_alloc_array(size, sizeof(uint32_t));
+        uint64_t *slots = mr_alloc_array(size, sizeof(uint64_t));
         if (slots == NULL) return -1;
-        memset(slots, 0, size * sizeof(uint32_t));
+        memset(slots, 0, size * sizeof(uint64_t));
         PyMem_Free(f->slots);
         f->slots = slots;
         f->mask = size - 1;
-        for (size_t k = 0; k < f->n_log; k++) f->slots[rp_fast_slot(f, &f->log[k])] = (uint32_t)(k + 1);
+        /* (the logged allocations are distinct: each takes the first empty slot of its probe) */
+        for (size_t k = 0; k < f->n_log; k++) {
+            uint64_t h = rp_fast_hash(&f->log[k]);
+            size_t slot = (size_t)h & f->mask;
+            while (f->slots[slot] != 0) slot = (slot + 1) & f->mask;
+            f->slots[slot] = rp_fast_entry(k, h);
+        }
     }
     return 0;
 }
@@ -4998,15 +5016,17 @@ rp_fast_allocation(rp_fast *f, int side, PyObject *sources, PyObject *space, PyO
     if (cfg->plain && rp_fast_int(address, &a.address, &above_address) && rp_fast_int(nbytes, &a.nbytes, &above_nbytes)) {
         a.kinds = (unsigned char)(above_address | (above_nbytes << 1));
         if (rp_fast_space(f, space, &a.space) < 0) goto done;
+        uint64_t h = rp_fast_hash(&a);
         if (side == 0) {
             if (rp_fast_reserve(f) < 0) goto done;
-            size_t slot = rp_fast_slot(f, &a);
+            size_t slot = rp_fast_slot_hashed(f, &a, h);
             if (f->slots[slot] == 0) {
                 f->log[f->n_log] = a;
-                f->slots[slot] = (uint32_t)(++f->n_log);
+                f->slots[slot] = rp_fast_entry(f->n_log, h);
+                f->n_log++;
             }
         }
-        else if (f->slots != NULL && f->slots[rp_fast_slot(f, &a)] != 0) {
+        else if (f->slots != NULL && f->slots[rp_fast_slot_hashed(f, &a, h)] != 0) {
             *overlap = 1;
         }
         rc = 0;
