@@ -478,6 +478,28 @@ def known_finding(exc: BaseException) -> Optional[str]:
     return None
 
 
+# Fields the public ``TransferPlan`` constructor converts with a bare ``tuple(value)`` (spec:
+# "operations, source_executors, target_executors are converted to tuples"): damaged bytes that
+# REDUCE the class itself with a non-iterable there get Python's own TypeError, as from the
+# reference (spec 1.4). ``__setstate__`` refuses the same value with INVALID instead.
+TUPLE_CONVERTED_FIELDS = ("operations", "source_executors", "target_executors")
+
+
+def constructor_tuple_conversion(exc: BaseException) -> bool:
+    """True when ``exc`` is the TypeError of the constructor's own ``tuple(field)`` conversion:
+    a package ``__init__`` frame below, and the innermost frame the line ``field = tuple(field)``
+    of one of TUPLE_CONVERTED_FIELDS. Any other "not iterable" TypeError stays a finding."""
+    if type(exc) is not TypeError or "is not iterable" not in str(exc):
+        return False
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames or not _ours(exc):
+        return False
+    if not any(frame.name == "__init__" and "reshard" in frame.filename for frame in frames):
+        return False
+    line = (frames[-1].line or "").replace(" ", "")
+    return any(line == f"{name}=tuple({name})" for name in TUPLE_CONVERTED_FIELDS)
+
+
 def _judge(exc: BaseException, data: Any, structured: bool) -> None:
     if isinstance(exc, pyfuzz.Finding):
         raise exc
@@ -485,6 +507,8 @@ def _judge(exc: BaseException, data: Any, structured: bool) -> None:
         return  # pickle's own framing / resolution errors on damaged bytes
     if message_ok(exc):
         return
+    if constructor_tuple_conversion(exc):
+        return  # the class REDUCEd as a constructor call: spec behaviour, see above
     if known_finding(exc) is not None:
         return
     where = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []

@@ -12,6 +12,7 @@ filtered by ``pickle_cases.known_finding``; everything else fails these tests.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import random
@@ -166,3 +167,43 @@ def test_known_finding_filter_is_narrow(monkeypatch: pytest.MonkeyPatch) -> None
     assert pickle_cases.message_ok(ValueError("transfer plan pickle state is invalid"))
     monkeypatch.setenv("MOONCAKE_FUZZ_KNOWN", "1")
     assert known(_raised_in(root + "binding.py", KeyError("w"))) is None
+
+
+class _ConstructorCall:
+    """Pickles as a REDUCE of ``factory(*args)``: damaged bytes can call a class directly."""
+
+    def __init__(self, factory: object, args: tuple) -> None:
+        self.factory, self.args = factory, args
+
+    def __reduce__(self) -> tuple:
+        return self.factory, self.args
+
+
+def test_constructor_tuple_conversion_is_spec_behaviour() -> None:
+    """A pickle that REDUCEs ``TransferPlan`` with a non-iterable executors field gets the spec's
+    bare ``tuple(value)`` TypeError (session 50's CI finding, case 17356315377077054370): not a
+    finding. The same message raised anywhere else, or from the restore paths, still is."""
+    from mooncake.reshard.weight import TransferPlan
+
+    plan = next(plan for _, plan in pickle_cases.seed_plans() if plan.target_executors)
+    names = [field.name for field in dataclasses.fields(TransferPlan) if field.init]
+    fields = [getattr(plan, name) for name in names]
+    for index, name in enumerate(names):
+        if name not in pickle_cases.TUPLE_CONVERTED_FIELDS:
+            continue
+        args = tuple(fields[:index]) + (5,) + tuple(fields[index + 1 :])
+        with pytest.raises(TypeError, match="is not iterable") as raised:
+            TransferPlan(*args)
+        assert pickle_cases.constructor_tuple_conversion(raised.value), name
+        data = pickle.dumps(_ConstructorCall(TransferPlan, args), protocol=4)
+        assert pickle_cases.check_loads(data, structured=False) is None
+    root = "/x/mooncake_reshard/weight/_planner/"
+    for path in (root + "bound_contracts.py", root + "bound_pickle.py", "/x/elsewhere.py"):
+        stray = _raised_in(path, TypeError("'int' object is not iterable"))
+        assert not pickle_cases.constructor_tuple_conversion(stray)
+        with pytest.raises(pickle_cases.pyfuzz.Finding):
+            pickle_cases._judge(stray, b"", structured=True)
+    # The state path refuses the same value with the restore message, not a TypeError.
+    state = dict(plan.__getstate__(), source_executors=5)
+    with pytest.raises(ValueError, match="transfer plan pickle state is invalid"):
+        object.__new__(TransferPlan).__setstate__(state)
