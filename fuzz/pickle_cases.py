@@ -557,6 +557,12 @@ def check_loads(data: bytes, *, structured: bool) -> Optional[Any]:
 
     if not structured and type(result) is not TransferPlan:
         return None  # damage turned the outer object into something else: pickle's business
+    if not structured and not vars(result):
+        # NEWOBJ of the class and STOP before any BUILD: Python's bare ``cls.__new__(cls)``, as
+        # for any picklable class (the reference's too); no restore path ran, and every field
+        # read fails with AttributeError. A BUILD always reaches ``__setstate__``, which refuses
+        # a state without the fields, so an empty instance dict means exactly this case.
+        return None
     check_plan(result, data)
     return result
 

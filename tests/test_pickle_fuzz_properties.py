@@ -207,3 +207,23 @@ def test_constructor_tuple_conversion_is_spec_behaviour() -> None:
     state = dict(plan.__getstate__(), source_executors=5)
     with pytest.raises(ValueError, match="transfer plan pickle state is invalid"):
         object.__new__(TransferPlan).__setstate__(state)
+
+
+def test_stateless_new_object_is_pythons_own_creation() -> None:
+    """NEWOBJ of ``TransferPlan`` and STOP before any BUILD (session 51's fuzz case
+    2636912393250717263) gives Python's bare ``cls.__new__(cls)``: no restore path ran, so the
+    harness does not judge it as a restored plan. Any BUILD reaches ``__setstate__``, which
+    refuses a state without the fields, so such an instance's dict is always empty."""
+    from mooncake.reshard.weight import TransferPlan
+
+    module, name = TransferPlan.__module__.encode(), TransferPlan.__qualname__.encode()
+    # PROTO 4, SHORT_BINUNICODE module and name, STACK_GLOBAL, EMPTY_TUPLE, NEWOBJ, STOP
+    bare = b"\x80\x04\x8c" + bytes([len(module)]) + module + b"\x8c" + bytes([len(name)]) + name
+    bare += b"\x93)\x81."
+    loaded = pickle.loads(bare)
+    assert type(loaded) is TransferPlan and vars(loaded) == {}
+    with pytest.raises(AttributeError):
+        loaded.resource_id  # noqa: B018
+    assert pickle_cases.check_loads(bare, structured=False) is None
+    with pytest.raises(ValueError, match="transfer plan pickle state is invalid"):
+        object.__new__(TransferPlan).__setstate__({})
