@@ -12,6 +12,7 @@ filtered by ``pickle_cases.known_finding``; everything else fails these tests.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import pickle
@@ -227,3 +228,25 @@ def test_stateless_new_object_is_pythons_own_creation() -> None:
     assert pickle_cases.check_loads(bare, structured=False) is None
     with pytest.raises(ValueError, match="transfer plan pickle state is invalid"):
         object.__new__(TransferPlan).__setstate__({})
+
+
+def test_stateless_attestation_attests_nothing() -> None:
+    """An attestation whose state was never set (its reduce helper's object with the BUILD lost:
+    session 51's atheris finding, ``KeyError: '_placement_dict'`` from ``validates``) validates
+    no fragment, so a bound fragment or plan holding it gets a spec ValueError."""
+    from mooncake.reshard.weight._planner.attestation import RuntimeBindingAttestation, _new_attestation
+
+    plan = next(plan for _, plan in pickle_cases.seed_plans() if plan.target_executors)
+    bare = _new_attestation(RuntimeBindingAttestation)
+    target = plan.operations[0].target
+    assert target.attestation is not None and target.attestation.validates(target.placement, target.binding)
+    assert bare.validates(target.placement, target.binding) is False
+    with pytest.raises(ValueError, match="bound fragment does not match its runtime binding attestation"):
+        dataclasses.replace(target, attestation=bare)
+    forged = copy.copy(target)
+    object.__setattr__(forged, "attestation", bare)  # as default pickling restores it
+    region = copy.copy(plan.operations[0])
+    object.__setattr__(region, "target", forged)
+    with pytest.raises(ValueError) as raised:
+        dataclasses.replace(plan, operations=(region,) + plan.operations[1:])
+    assert pickle_cases.message_ok(raised.value), raised.value

@@ -272,7 +272,9 @@ class RuntimeBindingAttestation:
         try:
             expected_placement = state["_placement_dict"].get(fragment_id)
             expected_binding = state["_binding_dict"].get(fragment_id)
-        except TypeError:
+        except (TypeError, KeyError):
+            # (KeyError: an attestation whose state was never set, e.g. unpickled by its reduce
+            # helper with the BUILD lost: it attests nothing, so the caller's spec error follows)
             return False
         if expected_placement is None or expected_binding is None:
             return False
