@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Which functions make a stage grow faster than linearly (issue 5, growth per decade).
 
-Runs one stage (``bind`` or ``plan``) of the sweep workload at two sizes, each in a fresh
-process under ``perf record -e cpu-clock`` (attached for that stage only, after its inputs are
-built), and prints, per symbol, its seconds at both sizes, its growth factor and its excess over
+Runs one stage (``assemble``, ``plan`` or ``bind``) of the sweep workload at two sizes, each in a
+fresh process under ``perf record -e cpu-clock`` (attached for that stage only, after its inputs
+are built), and prints, per symbol, its seconds at both sizes, its growth factor and its excess over
 linear growth: seconds at the large size minus ``size ratio`` x seconds at the small one.
 Kernel symbols count too: on these VMs the first touch of fresh memory (``clear_page_erms``)
 costs far more per page in a large process than in a small one ("Machine and method" in
@@ -55,17 +55,31 @@ def excess_rows(small: Dict[str, float], large: Dict[str, float], ratio: float) 
 
 
 def prepare_stage(stage: str, fragments: int) -> Callable[[], Any]:
-    """The sweep workload's inputs for ``stage`` (``bind`` or ``plan``) at ``fragments``, built
-    (placements assembled, a plan made, bindings built); returns the call that runs the stage
-    once on them and returns its result."""
+    """The sweep workload's inputs for ``stage`` at ``fragments``: see ``prepare_stage_on``."""
+    sys.path.insert(0, str(HERE))
+    import _workloads as w
+
+    return prepare_stage_on(stage, w.sweep(fragments=fragments))
+
+
+def prepare_stage_on(stage: str, inputs: Any) -> Callable[[], Any]:
+    """The call that runs ``stage`` (``assemble``, ``plan`` or ``bind``) once on a workload's
+    ``inputs`` (``_workloads.WorkloadInputs``) and returns its result, with what the stage takes
+    built first as ``scale.py`` builds it (placements assembled with their digests, a plan made,
+    bindings built)."""
     sys.path.insert(0, str(HERE))
     import _workloads as w
     from scale import _limits
     from mooncake.reshard.weight import bind_logical_transfer_plan, plan_placement_transfer
 
-    inputs = w.sweep(fragments=fragments)
-    source, target = w.assemble(inputs.source), w.assemble(inputs.target)
-    _ = (source.digest, target.digest)
+    def assemble() -> Tuple[Any, Any]:
+        source, target = w.assemble(inputs.source), w.assemble(inputs.target)
+        _ = (source.digest, target.digest)  # (scale.py's assemble stage computes them too)
+        return source, target
+
+    if stage == "assemble":
+        return assemble
+    source, target = assemble()
     # (the plan and the bindings are built for both stages: plan then runs a second time, in a
     # process holding what bind's would hold)
     logical = plan_placement_transfer(source, target, planning_limits=_limits())
@@ -76,10 +90,10 @@ def prepare_stage(stage: str, fragments: int) -> Callable[[], Any]:
     return lambda: bind_logical_transfer_plan(logical, target_bindings, source_bindings=source_bindings)
 
 
-def _child(stage: str, fragments: int, data: str) -> None:
-    """Builds the inputs, then records ``stage`` alone; prints its CPU seconds."""
-    run = prepare_stage(stage, fragments)
-    recorder = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", "4000", "-p", str(os.getpid()),
+def record_stage(run: Callable[[], Any], data: str, options: Sequence[str] = ("-F", "4000")) -> float:
+    """Runs ``run()`` once under ``perf record -e cpu-clock`` (attached to this process for that
+    call alone, with ``options``; samples written to ``data``) and returns its CPU seconds."""
+    recorder = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", *options, "-p", str(os.getpid()),
                                  "-o", data], stderr=subprocess.DEVNULL)
     time.sleep(1.0)  # (perf attaches asynchronously)
     started = time.process_time()
@@ -91,7 +105,12 @@ def _child(stage: str, fragments: int, data: str) -> None:
     # (perf record re-raises the SIGINT it stopped on once the data is written)
     if recorder.returncode not in (0, -signal.SIGINT):
         raise SystemExit(f"perf record exited with status {recorder.returncode}")
-    print(elapsed)
+    return elapsed
+
+
+def _child(stage: str, fragments: int, data: str) -> None:
+    """Builds the inputs, then records ``stage`` alone; prints its CPU seconds."""
+    print(record_stage(prepare_stage(stage, fragments), data))
 
 
 def _measure(stage: str, fragments: int, directory: str) -> Dict[str, float]:
@@ -111,7 +130,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         _child(argv[1], int(argv[2]), argv[3])
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--stage", choices=("bind", "plan"), default="bind")
+    parser.add_argument("--stage", choices=("assemble", "plan", "bind"), default="bind")
     parser.add_argument("--points", default="99996,999996", help="two sweep sizes, small first")
     parser.add_argument("--top", type=int, default=30)
     args = parser.parse_args(argv)

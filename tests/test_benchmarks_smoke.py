@@ -306,3 +306,48 @@ def test_perf_growth_prepares_a_stage_that_runs() -> None:
     assert len(first.operations) > 0 and plan() == first  # the same plan from the same placements
     bind = module.prepare_stage("bind", 24)
     assert len(bind().operations) == len(first.operations)  # one bound operation per planned one
+
+
+def test_perf_growth_prepares_the_assemble_stage() -> None:
+    module = _benchmark_module("perf_growth")
+    assemble = module.prepare_stage("assemble", 24)
+    source, target = assemble()
+    again = assemble()
+    assert source.digest == again[0].digest and target.digest == again[1].digest  # (computed)
+    assert len(source.fragments) + len(target.fragments) >= 24
+
+
+def test_perf_passes_reads_inclusive_and_self_shares() -> None:
+    module = _benchmark_module("perf_passes")
+    report = "\n".join([
+        "# Samples: 5K of event 'cpu-clock'",
+        "# Children      Self  Symbol",
+        "#",
+        "    79.66%     0.05%  [.] _PyEval_EvalFrameDefault",
+        "    20.34%     5.97%  [.] bd_bind_regions_with",
+        "     9.91%     0.00%  [.] bd_attest_many",
+        "     4.37%     0.00%  [.] bd_attest_many",
+        "     5.11%     0.00%  [.] revalidate_views (inlined)",
+        "     3.97%     3.97%  [.] PyTuple_GetItem",
+        "     2.85%     2.85%  [k] clear_page_erms",
+        "",
+    ])
+    shares = module.parse_children_report(report)
+    assert shares["bd_bind_regions_with"] == (20.34, 5.97)
+    assert abs(shares["bd_attest_many"][0] - 14.28) < 1e-9 and shares["bd_attest_many"][1] == 0.0  # (copies summed)
+    assert shares["revalidate_views (inlined)"] == (5.11, 0.0)
+    assert shares["clear_page_erms"] == (2.85, 2.85)
+    assert len(shares) == 6
+    nm_output = "\n".join([
+        "0000000000012340 t bd_bind_regions_with",
+        "0000000000012400 t bd_attest_many",
+        "0000000000012500 T PyInit__native",
+        "                 U PyTuple_GetItem",
+        "0000000000080000 d bd_table_data",
+    ])
+    ours = module.extension_symbols(nm_output)
+    assert ours == {"bd_bind_regions_with", "bd_attest_many", "PyInit__native"}
+    assert [row[0] for row in module.pass_rows(shares, ours)] == ["bd_bind_regions_with", "bd_attest_many"]
+    flat = module.flat_rows(shares)
+    assert [row[0] for row in flat] == [
+        "bd_bind_regions_with", "PyTuple_GetItem", "clear_page_erms", "_PyEval_EvalFrameDefault"]
