@@ -41,7 +41,7 @@ import pickle
 import random
 import sys
 import traceback
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 if _HERE not in sys.path:
@@ -519,19 +519,118 @@ def _judge(exc: BaseException, data: Any, structured: bool) -> None:
 _MEMO_BOUND = 1 << 16
 
 
+class _CUnpicklerReads:
+    """The bytes CPython's C unpickler reads from an ``io.BytesIO`` (``_pickle.c``, 3.10-3.13:
+    a file with ``read``, ``readline`` and ``readinto`` but no ``peek``), so that the opcodes it
+    runs can be walked without running it.
+
+    The unpickler reads from a buffer that holds the last chunk it took from the file: the
+    current frame, or the last read that did not fit. A read that does not fit in the buffer's
+    rest takes a new chunk of exactly its size from the file *and drops that rest*. So does a
+    line with no newline in the buffer's rest, which takes the next line from the file.
+    ``FRAME n`` reads its n bytes as one such read, then goes back to their start. A bytes
+    payload (``_Unpickler_ReadInto``) is the exception: it takes the buffer's rest, then the file.
+
+    So bytes that stop a frame early, such as a ``FRAME`` inside a frame whose length runs past
+    it, make the unpickler skip the rest of the frame. ``pickletools.genops`` reads on through
+    those bytes, so it sees other opcodes than the unpickler runs."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self._file_at = 0  # bytes of data the file has handed out
+        self._buffer = b""
+        self._at = 0  # the buffer's next unread byte
+
+    def _from_file(self, count: Optional[int]) -> bytes:
+        """A new chunk from the file (count bytes, or with None one line), which becomes the
+        buffer, the old buffer's rest dropped."""
+        if count is None:
+            newline = self._data.find(b"\n", self._file_at)
+            count = len(self._data) - self._file_at if newline < 0 else newline + 1 - self._file_at
+        chunk = self._data[self._file_at : self._file_at + count]
+        self._file_at += len(chunk)
+        self._buffer, self._at = chunk, len(chunk)
+        return chunk
+
+    def read(self, count: int) -> bytes:
+        """``_Unpickler_Read``: count bytes (fewer at the end of the data: the unpickler stops)."""
+        if count <= len(self._buffer) - self._at:
+            self._at += count
+            return self._buffer[self._at - count : self._at]
+        return self._from_file(count)
+
+    def readline(self) -> bytes:
+        """``_Unpickler_Readline``: up to and including the next newline."""
+        newline = self._buffer.find(b"\n", self._at)
+        if newline >= 0:
+            line, self._at = self._buffer[self._at : newline + 1], newline + 1
+            return line
+        return self._from_file(None)
+
+    def read_into(self, count: int) -> bytes:
+        """``_Unpickler_ReadInto`` (a bytes or bytearray payload): the buffer's rest, then the file."""
+        head = self._buffer[self._at : self._at + count]
+        self._at += len(head)
+        tail = self._data[self._file_at : self._file_at + count - len(head)]
+        self._file_at += len(tail)
+        return head + tail
+
+    def frame(self, count: int) -> bool:
+        """``load_frame``: the frame's count bytes read, then read again from their start. False
+        when the data ends first (the unpickler stops there)."""
+        if len(self.read(count)) < count:
+            return False
+        self._at -= count
+        return True
+
+
+# pickletools' argument kinds whose payload the unpickler reads with _Unpickler_ReadInto, by the
+# size of the length before it (SHORT_BINBYTES, BINBYTES, BINBYTES8, BYTEARRAY8)
+_READ_INTO_LENGTH = {"bytes1": 1, "bytes4": 4, "bytes8": 8, "bytearray8": 8}
+
+
+def c_unpickler_opcodes(data: bytes) -> Iterator[Tuple[str, Any]]:
+    """(opcode name, argument) of each opcode CPython's C unpickler runs on
+    ``io.BytesIO(data)``, in order (``_CUnpicklerReads``), up to ``STOP``, the end of the data,
+    or an opcode it cannot decode. A counted item longer than the data left raises pickletools'
+    ``ValueError`` ("... but only ... remain")."""
+    import pickletools
+
+    by_code = {opcode.code.encode("latin-1"): opcode for opcode in pickletools.opcodes}
+    reads = _CUnpicklerReads(data)
+    while True:
+        opcode = by_code.get(reads.read(1))
+        if opcode is None:
+            return
+        argument: Any = None
+        if opcode.arg is not None and opcode.arg.name in _READ_INTO_LENGTH:
+            width = _READ_INTO_LENGTH[opcode.arg.name]
+            length_bytes = reads.read(width)
+            if len(length_bytes) < width:
+                return
+            length = int.from_bytes(length_bytes, "little")
+            argument = reads.read_into(length)
+            if len(argument) < length:
+                raise ValueError(f"expected {length} bytes in a {opcode.arg.name}, but only {len(argument)} remain")
+        elif opcode.arg is not None:
+            argument = opcode.arg.reader(reads)
+        yield opcode.name, argument
+        if opcode.name == "STOP" or (opcode.name == "FRAME" and not reads.frame(int(argument))):
+            return
+
+
 def pickle_level_hazard(data: bytes) -> bool:
     """True when damaged bytes would make pickle itself allocate far beyond the input (a
     ``LONG_BINPUT``/``PUT`` memo index far past the input: CPython's unpickler grows its memo
     array to that index; a counted string/bytes/bytearray longer than the input: CPython 3.11
     allocates it first, and for ``BYTEARRAY8`` prints "SystemError: deallocated bytearray object
     has exported buffers" while raising MemoryError). Not the package's business: such inputs
-    are skipped. Opcodes after the first undecodable one are not looked at (the unpickler stops
-    there too)."""
-    import pickletools
-
+    are skipped. The opcodes looked at are those the C unpickler runs on ``io.BytesIO(data)``
+    (``c_unpickler_opcodes``: damaged framing makes it skip bytes that ``pickletools`` would
+    read), up to the first one it cannot decode (the unpickler stops there too)."""
     try:
-        for opcode, arg, _ in pickletools.genops(data):
-            if opcode.name in ("PUT", "BINPUT", "LONG_BINPUT") and int(arg) > _MEMO_BOUND:
+        for name, argument in c_unpickler_opcodes(data):
+            if name in ("PUT", "BINPUT", "LONG_BINPUT") and int(argument) > _MEMO_BOUND:
                 return True
     except Exception as exc:  # noqa: BLE001 - damage: the unpickler stops at the same place
         return "but only" in str(exc)  # a counted item longer than the input

@@ -250,3 +250,74 @@ def test_stateless_attestation_attests_nothing() -> None:
     with pytest.raises(ValueError) as raised:
         dataclasses.replace(plan, operations=(region,) + plan.operations[1:])
     assert pickle_cases.message_ok(raised.value), raised.value
+
+
+def _frame(body: bytes) -> bytes:
+    return b"\x95" + len(body).to_bytes(8, "little") + body
+
+
+def test_c_unpickler_opcodes_are_pickletools_opcodes_on_whole_frames() -> None:
+    import pickletools
+
+    def plain(value: object) -> object:
+        return bytes(value) if isinstance(value, (bytes, bytearray)) else value
+
+    for name, data in pickle_cases.seed_pickles():
+        expected = [(opcode.name, plain(argument)) for opcode, argument, _ in pickletools.genops(data)]
+        assert [(op, plain(arg)) for op, arg in pickle_cases.c_unpickler_opcodes(data)] == expected, name
+        assert ("FRAME" in {op for op, _ in expected}) == (data[1] >= 4), name  # (framed from protocol 4 on)
+        assert not pickle_cases.pickle_level_hazard(data), name
+
+
+# Each case: bytes whose framing is damaged, what CPython's unpickler returns when it reads them
+# from a file (the opcodes c_unpickler_opcodes walks), and whether pickletools reads the same
+# opcodes and arguments.
+_CUT_FRAMES = [
+    # a FRAME inside a frame, longer than the frame's rest: the rest (BININT1 1, STOP) is
+    # skipped, the inner frame's bytes come from after the outer frame
+    (b"\x80\x04" + _frame(b"\x95" + (4).to_bytes(8, "little") + b"K\x01.") + b"K\x02\x85.", (2,), False),
+    # a line (INT) running past the frame: the frame's rest ("1") dropped, the next line read
+    (b"\x80\x04" + _frame(b"I1") + b"7\n.", 7, False),
+    # a str payload running past the frame: dropped too, its 4 bytes read after the frame
+    (b"\x80\x04" + _frame(b"\x8c\x04ab") + b"cdef.", "cdef", False),
+    # a bytes payload running past the frame is the exception: the frame's rest, then the file
+    (b"\x80\x04" + _frame(b"C\x04ab") + b"cd.", b"abcd", True),
+]
+
+
+@pytest.mark.parametrize("data, loaded, pickletools_agrees", _CUT_FRAMES)
+def test_c_unpickler_opcodes_follow_cpythons_reads_when_a_frame_is_cut_short(
+    data: bytes, loaded: object, pickletools_agrees: bool
+) -> None:
+    import io
+    import pickletools
+
+    assert pickle.load(io.BytesIO(data)) == loaded  # what the C unpickler runs
+    walked = list(pickle_cases.c_unpickler_opcodes(data))
+    assert walked[-1][0] == "STOP"
+    # the value the walked opcodes build: the last one pushed before STOP (TUPLE1 wraps it)
+    pushed = [argument for name, argument in walked if name in ("BININT1", "INT", "SHORT_BINUNICODE", "SHORT_BINBYTES")]
+    assert ((pushed[-1],) if walked[-2][0] == "TUPLE1" else pushed[-1]) == loaded
+    try:
+        read_on = [(opcode.name, argument) for opcode, argument, _ in pickletools.genops(data)]
+    except ValueError:
+        read_on = None  # (pickletools may fail to read on through the damage)
+    assert (read_on == walked) == pickletools_agrees
+
+
+def test_a_memo_index_behind_a_cut_frame_is_a_pickle_level_hazard() -> None:
+    import pickletools
+
+    # the inner frame's bytes, read from after the outer frame: NONE, LONG_BINPUT 680825748 (the
+    # unpickler would grow its memo array to 10 GB: libFuzzer's out-of-memory finding of
+    # session 52), STOP; pickletools reads the outer frame's rest instead and sees no PUT
+    inner = b"N" + b"r" + (680825748).to_bytes(4, "little") + b"."
+    data = b"\x80\x04" + _frame(b"\x95" + len(inner).to_bytes(8, "little") + b"N.") + inner
+    assert not any("PUT" in opcode.name for opcode, _, _ in pickletools.genops(data))
+    assert ("LONG_BINPUT", 680825748) in list(pickle_cases.c_unpickler_opcodes(data))
+    assert pickle_cases.pickle_level_hazard(data)
+    assert pickle_cases.check_loads(data, structured=False) is None  # skipped, never loaded
+    found = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fuzz", "corpus", "pickle",
+                         "hazard-frame-cut-short")
+    with open(found, "rb") as handle:
+        assert pickle_cases.pickle_level_hazard(handle.read()[1:])  # (atheris input: mode byte first)
