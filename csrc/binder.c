@@ -2785,6 +2785,9 @@ typedef struct {
     PyObject **made;
     Py_ssize_t n_made;
     int32_t *op_q;
+    /* (targets only) the operations name every fragment of the parts, and each part's attested
+     * evidence lists as many runtime fragments as the part has fragments: see bd_ordered_build */
+    int complete;
 } bd_side_pos;
 
 static void
@@ -2796,6 +2799,7 @@ bd_side_pos_clear(bd_side_pos *pos)
     pos->made = NULL;
     pos->op_q = NULL;
     pos->n_made = 0;
+    pos->complete = 0;
 }
 
 
@@ -2969,7 +2973,19 @@ static int bd_pending_distinct(const bd_pending *pending, Py_ssize_t count);
  * made is offered to the collector check (mr_untrack_bound) there, while its fields are in the
  * cache: bind_regions would offer it when it meets it, with nothing changed in between (one C
  * call: no Python code runs, and nothing is cached on the attestations), so it decides the same
- * (and then finds it untracked, or decides again the same). BD_OK, BD_FALLBACK, BD_ERROR. */
+ * (and then finds it untracked, or decides again the same). BD_OK, BD_FALLBACK, BD_ERROR.
+ *
+ * The positional targets are complete (pos->complete) when every entry was queued (the
+ * operations name every fragment of the parts) and each part's attestation's evidence lists
+ * exactly as many fragments as the part. Then the runtime fragments the bound targets hold are
+ * every one of those evidence fragments: each entry's runtime fragment is the part's
+ * _binding_dict[pfid], a dict built as {f.placement_fragment_id: f for f in evidence.fragments}
+ * (attest and the pure-Python attestation alike); the n pairwise distinct ids of a part's n
+ * fragments were all found in it, so it has n keys, and n keys from n evidence fragments are one
+ * per fragment. Step 11's target selection, the ids of the bound targets' runtime fragments, is
+ * then the ids of every evidence fragment of these parts, which is what projecting them without a
+ * selection emits (bind takes it so only while no code but the package's ran since, with every
+ * id checked an exact str: see bd_bind_regions_with and binding.py's step 11). */
 static int
 bd_ordered_build(const bd_table *tb, PyObject *bound_cls, PyObject *att_cls, PyObject *region_cls, PyObject *parts,
                  PyObject *attestations, PyObject *operations, long side, int as_map, bd_side_pos *pos,
@@ -3022,6 +3038,8 @@ bd_ordered_build(const bd_table *tb, PyObject *bound_cls, PyObject *att_cls, PyO
     PyObject *evidence = NULL, *binding_dict = NULL, *placement_dict = NULL;
     Py_ssize_t count = 0; /* entries of pending holding references */
     int status = BD_ERROR;
+    /* (positional targets) every part's evidence lists as many fragments as the part */
+    int evidence_full = 1;
     bd_heads heads; /* (set up for the operation walk below) */
     bd_heads_init(&heads, NULL, 0, 0);
     Py_ssize_t *order = NULL, queued = 0; /* (the walk's queue) */
@@ -3050,6 +3068,15 @@ bd_ordered_build(const bd_table *tb, PyObject *bound_cls, PyObject *att_cls, PyO
         int keys_plain = 0;
         Py_ssize_t n = PyTuple_Size(part_fragments);
         if (n < 0) { status = BD_ERROR; goto done; }
+        if (pos != NULL && side == 0 && evidence_full) {
+            /* (read like the fences above; anything unexpected only leaves the side incomplete) */
+            PyObject *evidence_fragments = NULL;
+            int read = bd_get(evidence, nm[N_FRAGMENTS], &evidence_fragments);
+            if (read == BD_ERROR) { status = BD_ERROR; goto done; }
+            evidence_full = read == BD_OK && PyTuple_CheckExact(evidence_fragments)
+                            && PyTuple_Size(evidence_fragments) == n;
+            Py_XDECREF(evidence_fragments);
+        }
         if (!as_map && pos == NULL) {
             PyObject *rows = mr_gc_hide(PyTuple_New(n)); /* (both out of the collector until full: gctrack.h) */
             if (rows == NULL || PyTuple_SetItem(result, k, rows) < 0) { status = BD_ERROR; goto done; } /* steals */
@@ -3295,6 +3322,7 @@ bd_ordered_build(const bd_table *tb, PyObject *bound_cls, PyObject *att_cls, PyO
     if (pos != NULL) {
         /* The map would hold every entry under its id, and raise at an id met twice. */
         status = increasing && queued == count ? BD_OK : bd_pending_distinct(pending, count);
+        pos->complete = side == 0 && status == BD_OK && evidence_full && queued == count;
         goto done;
     }
     /* The map in pending order (part order, then row order: _bound_fragments' loop), the first
@@ -3999,7 +4027,9 @@ typedef struct {
 } bd_id_batch;
 
 /* The batch's adds in order: BD_OK, BD_FALLBACK at the first id refused (the rest dropped),
- * BD_ERROR. The batch is left empty. */
+ * BD_ERROR. The batch is left empty. A side without a set (ids[side] NULL: the targets when
+ * bind_regions_ordered found them complete) has its ids checked as an add checks them, and not
+ * added. */
 static int
 bd_ids_flush(bd_id_batch *b, PyObject *const *ids)
 {
@@ -4011,7 +4041,7 @@ bd_ids_flush(bd_id_batch *b, PyObject *const *ids)
             Py_ssize_t length = PyUnicode_GetLength(fid);
             if (length < 0) status = BD_ERROR;
             else if (length == 0) status = BD_FALLBACK;
-            else if (PySet_Add(ids[b->side[k]], fid) < 0) status = BD_ERROR;
+            else if (ids[b->side[k]] != NULL && PySet_Add(ids[b->side[k]], fid) < 0) status = BD_ERROR;
         }
     }
     b->count = 0;
@@ -4026,6 +4056,7 @@ bd_ids_add(PyObject *const *nm, bd_id_batch *b, int side, PyObject *fragment, Py
     PyObject *fid = v[BV_FID];
     if (fid == NULL) {
         int status = bd_ids_flush(b, ids);
+        if (status == BD_OK && ids[side] == NULL) return BD_FALLBACK; /* (not read here: undecided) */
         return status != BD_OK ? status : bd_add_bound_id(nm, fragment, ids[side]);
     }
     __builtin_prefetch(fid);
@@ -5007,10 +5038,15 @@ bd_bind_regions_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, co
             carry.active = 1;
         }
     }
+    /* The targets found complete by bind_regions_ordered (bd_ordered_build): their selection is
+     * returned as None, "every runtime fragment the target parts' attestations list", which is
+     * what the set would hold (see bd_ordered_build), and is not built; each id is still checked
+     * an exact non-empty str as it would be added. */
+    int targets_complete = pos != NULL && pos[1].complete;
     if (bound_cls != NULL) {
         ids[0] = PyFrozenSet_New(NULL);
-        ids[1] = ids[0] == NULL ? NULL : PyFrozenSet_New(NULL);
-        if (ids[1] == NULL || bd_memo_resize(&memo, 64) < 0) goto fail;
+        ids[1] = ids[0] == NULL || targets_complete ? NULL : PyFrozenSet_New(NULL);
+        if (ids[0] == NULL || (!targets_complete && ids[1] == NULL) || bd_memo_resize(&memo, 64) < 0) goto fail;
         /* GC: the regions and their bound fragments are offered for untracking as they are built
          * (what mr_untrack_bound_regions did after the pass; same size threshold) */
         if (n >= MR_GC_BULK_MIN) {
@@ -5237,7 +5273,8 @@ bd_bind_regions_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, co
     bd_phys_clear(&ph);
     sc_carry_drop_table(&carry.sc); /* (read by no step below) */
     PyObject *result;
-    PyObject *selections = undecided ? Py_NewRef(Py_None) : PyTuple_Pack(2, ids[0], ids[1]);
+    PyObject *selections = undecided ? Py_NewRef(Py_None)
+                                     : PyTuple_Pack(2, ids[0], ids[1] != NULL ? ids[1] : Py_None);
     if (selections == NULL) result = NULL;
     else if (nargs >= 10) {
         /* (regions, fragments, source_of, target_of, boxes, ends, max_count, max_total, facts):
@@ -5256,8 +5293,8 @@ bd_bind_regions_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, co
     PyMem_Free(tc);
     Py_XDECREF(selections);
     Py_DECREF(regions);
-    Py_DECREF(ids[0]);
-    Py_DECREF(ids[1]);
+    Py_XDECREF(ids[0]);
+    Py_XDECREF(ids[1]);
     return result;
 fail:
     for (int k = 0; k < BD_AHEAD; k++) bd_ahead_clear(&ahead[k]);
@@ -5295,7 +5332,11 @@ PyDoc_STRVAR(bind_regions_ordered_doc,
 "source objects, read by position (one C call: nothing changes between the walks and the\n"
 "regions). None when not decided here: either map not decided or raising its duplicate error\n"
 "(ids not pairwise distinct), an operation field that is not one of the parts' fragment\n"
-"objects, or bind_regions returning None; the caller then runs the two calls and bind_regions.");
+"objects, or bind_regions returning None; the caller then runs the two calls and bind_regions.\n"
+"One difference: when the operations name every fragment of the target parts and each target\n"
+"attestation's evidence lists as many fragments as its part, the target selection is None\n"
+"(complete: the ids of every evidence fragment of those attestations; each id checked an exact\n"
+"non-empty str) instead of that frozenset.");
 
 static PyObject *
 bd_bind_regions_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -5313,7 +5354,7 @@ bd_bind_regions_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     /* bind_regions' side numbering: pos[0] the sources (which 1), pos[1] the targets (which 0);
      * the targets' bound fragments made first, as the two calls make them */
-    bd_side_pos pos[2] = {{NULL, 0, NULL}, {NULL, 0, NULL}};
+    bd_side_pos pos[2] = {{NULL, 0, NULL, 0}, {NULL, 0, NULL, 0}};
     PyObject *unused = NULL;
     /* bind_regions' untracking memo when it untracks (bound_cls given, from MR_GC_BULK_MIN
      * operations): the bound fragments are offered as they are made */

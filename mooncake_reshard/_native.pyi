@@ -1164,7 +1164,11 @@ def bind_regions_ordered(
     maps: each operation's bound fragments are the ones the operation walks queued for its
     fields, read by position. None when not decided here (either map not decided or raising its
     duplicate error, an operation field that is not one of the parts' fragment objects, or
-    ``bind_regions`` returning None): the caller then runs the three calls. ``TypeError`` for a
+    ``bind_regions`` returning None): the caller then runs the three calls. One difference: when
+    the operations name every fragment of the target parts and each target attestation's
+    evidence lists as many fragments as its part, the target selection (``selections[1]``) is
+    None, meaning complete: the ids of every evidence fragment of those attestations (each id
+    still checked an exact non-empty str), which the frozenset would hold. ``TypeError`` for a
     wrong argument count, classes that are not heap types, or carry / prove not bools."""
 
 def bind_regions(

@@ -96,14 +96,42 @@ def _result_key(result: Any) -> Any:
     return rows, selections, physical, _carried_key(carried)
 
 
+def _targets_complete(ops: Any, target: Any) -> bool:
+    """The oracle of the fused call's complete target selection: the operations name (by
+    identity) every fragment of the target parts, and each target attestation's evidence lists as
+    many fragments as its part (in a tuple)."""
+    parts, attestations = target
+    named = {id(op.target) for op in ops if type(op) is TransferRegion}
+    return all(id(fragment) in named for fragments in parts for fragment in fragments) and all(
+        type(attestation.evidence.fragments) is tuple and len(attestation.evidence.fragments) == len(fragments)
+        for fragments, attestation in zip(parts, attestations)
+    )
+
+
+def _evidence_ids(target: Any) -> frozenset[str]:
+    return frozenset(fragment.fragment_id for attestation in target[1] for fragment in attestation.evidence.fragments)
+
+
 def _assert_same(ops: Any, target: Any, source: Any, **kwargs: Any) -> Any:
+    """The fused call returns what the three calls return, except that a complete target selection
+    (exactly when _targets_complete holds) is None, the three calls' frozenset being then the ids
+    of every target evidence fragment."""
     old = _three_calls(ops, target, source, **kwargs)
     new = _fused(ops, target, source, **kwargs)
     if old is None or type(old) is tuple and old[0] is ValueError:
         assert new is None  # (binding then runs the three calls: None, or their error)
     else:
         assert new is not None
-        assert _result_key(new) == _result_key(old)
+        new_key, old_key = _result_key(new), _result_key(old)
+        if old_key[1] is not None:
+            assert new_key[1] is not None and new_key[1][0] == old_key[1][0]
+            if new_key[1][1] is None:
+                assert _targets_complete(ops, target)
+                assert old_key[1][1] == _evidence_ids(target)
+                new_key = (new_key[0], old_key[1], *new_key[2:])
+            else:
+                assert not _targets_complete(ops, target)
+        assert new_key == old_key
         assert new[0] == old[0]
     return new
 

@@ -1189,6 +1189,26 @@ def _carried_tables(carry: Optional[list[Any]], untouched_since: bool) -> Any:
     return carry[0]
 
 
+def _target_selection(selections: Any, operations: Any, untouched_since: bool) -> Optional[frozenset[str]]:
+    """Step 11's target selection, the runtime fragment ids of the bound targets: step 8's set
+    (``selections[1]``), else derived from the operations. None (project every attested fragment,
+    no selection) when step 8 found it complete: ``bind_regions_ordered`` returns None there when
+    the operations name every fragment of the target parts and each target attestation's evidence
+    lists as many fragments as its part, so that the bound targets hold every evidence fragment
+    of those attestations, each id an exact str (csrc/binder.c, ``bd_ordered_build``). Projecting
+    without a selection then emits what projecting with that set emits, and the ~4 % of a large
+    bind that building, probing and counting the set took is saved. Taken only while
+    ``untouched_since`` (the sealed call's conditions at step 11, as for ``_carried_tables``): code
+    that ran since could have edited an attestation's evidence in place; the set is derived then."""
+    if selections is not None:
+        if selections[1] is not None or untouched_since:
+            return selections[1]
+        derived = _native.bound_fragment_ids(operations, TransferRegion, BoundWeightFragment, StoredFragmentSnapshot)
+        if derived is not None:
+            return derived[1]
+    return frozenset({op.target.binding.fragment_id for op in operations})
+
+
 def _bind_logical_transfer_plan(
     logical_plan: LogicalTransferPlan,
     target_bindings: Sequence[WeightRuntimeBindingManifest],
@@ -1307,7 +1327,8 @@ def _bind_logical_transfer_plan(
     # None: the check below runs on the regions, as before. Its budget is read here from the
     # exact classes' own dicts (no user code, nothing raised before step 8's failures) and
     # handed straight to the call; otherwise None (not decided there).
-    selections: Optional[tuple[frozenset[str], frozenset[str]]] = None
+    # (selections[1] None: the target selection is complete, see _target_selection)
+    selections: Optional[tuple[frozenset[str], Optional[frozenset[str]]]] = None
     physical: Optional[bool] = None
     limits = logical_plan.__dict__.get("planning_limits") if type(logical_plan) is LogicalTransferPlan else None
     segment_budget = limits.__dict__.get("max_total_lowered_segments") if type(limits) is PlanningLimits else None
@@ -1320,7 +1341,7 @@ def _bind_logical_transfer_plan(
     # Steps 7 and 8 in one C call when both sides take the ordered path (below) and it decides
     # (an exact plan: its operations field read before step 7 runs no user code).
     bound: Optional[
-        tuple[list[Any], Optional[tuple[frozenset[str], frozenset[str]]], Optional[bool], Any]
+        tuple[list[Any], Optional[tuple[frozenset[str], Optional[frozenset[str]]]], Optional[bool], Any]
     ] = None
     if type(logical_plan) is LogicalTransferPlan:
         logical_operations = logical_plan.operations
@@ -1402,24 +1423,23 @@ def _bind_logical_transfer_plan(
         del source_selected
     else:
         source_executors = ()
-    if selections is not None:
-        target_selected = selections[1]
-    else:
-        target_selected = frozenset({op.target.binding.fragment_id for op in operations})
+    # The sealed call's conditions now (see _carried_tables): what step 6 and step 8 proved of
+    # the runtime fragments and attestations still holds.
+    untouched_since = (
+        hooks_clear
+        and exact_plan
+        and not exact_bindings
+        and type(target_bindings) in (tuple, list)
+        and untouched(watch)
+    )
+    target_selected = _target_selection(selections, operations, untouched_since)
     target_executors = _build_executor_plans_with(
         (target_placement,),
         target_kept,
         "target",
         target_selected,
         target_attestations,
-        _carried_tables(
-            target_carry,
-            hooks_clear
-            and exact_plan
-            and not exact_bindings
-            and type(target_bindings) in (tuple, list)
-            and untouched(watch),
-        ),
+        _carried_tables(target_carry, untouched_since),
     )
     del target_carry
     # The id selections and the region list are not read again: freed before the revalidation
