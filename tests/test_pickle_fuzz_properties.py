@@ -230,6 +230,42 @@ def test_stateless_new_object_is_pythons_own_creation() -> None:
         object.__new__(TransferPlan).__setstate__({})
 
 
+class _Name(str):
+    pass
+
+
+class _Disguised:
+    """A key whose ``__class__`` claims str (isinstance would believe it)."""
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        return str
+
+
+@pytest.mark.parametrize("name", [("operations", 0), 7, None, _Disguised()], ids=repr)
+def test_a_state_name_that_is_not_a_str_is_an_invalid_state(name: object) -> None:
+    """F9 (session 53, ``fuzz/pickle_cases.py --case 3567611955570220973``): a plan state whose
+    dict holds a key that is not a str reached ``object.__setattr__``, whose ``TypeError``
+    ("attribute name must be string") escaped the restore. Such a state is damaged: the spec's
+    ValueError, before anything is stored. A str subclass is a name ``object.__setattr__``
+    stores, as the spec's ``__setstate__`` does."""
+    from mooncake.reshard.weight._planner.bound_contracts import TransferPlan
+
+    plan = next(plan for _, plan in pickle_cases.seed_plans() if plan.target_executors)
+    state = plan.__getstate__()
+    restored = object.__new__(TransferPlan)
+    restored.__setstate__(dict(state))  # the state as it is: accepted
+    assert restored == plan
+    named = object.__new__(TransferPlan)
+    named.__setstate__({**state, _Name("note"): 1})
+    assert named == plan and getattr(named, "note") == 1
+    state[name] = 1
+    fresh = object.__new__(TransferPlan)
+    with pytest.raises(ValueError, match="transfer plan pickle state is invalid"):
+        fresh.__setstate__(state)
+    assert vars(fresh) == {}
+
+
 def test_stateless_attestation_attests_nothing() -> None:
     """An attestation whose state was never set (its reduce helper's object with the BUILD lost:
     session 51's atheris finding, ``KeyError: '_placement_dict'`` from ``validates``) validates

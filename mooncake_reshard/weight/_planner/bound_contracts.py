@@ -1420,6 +1420,11 @@ class TransferPlan:
     def __setstate__(self, state: Any) -> None:
         if not isinstance(state, dict) or any(name not in state for name in _INIT_FIELDS):
             raise ValueError("transfer plan pickle state is invalid")
+        # (every name is stored as an attribute below, as the spec says: a name that is not a
+        # str is a damaged state, not object.__setattr__'s TypeError; a str subclass is stored,
+        # as object.__setattr__ stores it; F9. issubclass of its type: no __class__ of its own)
+        if not all([issubclass(type(name), str) for name in state]):
+            raise ValueError("transfer plan pickle state is invalid")
         for name in ("operations", "source_executors", "target_executors"):
             # (the rules make a tuple of each: a value that is not iterable is a damaged state,
             # not a TypeError from deep inside the revalidation; pickle_cases finding)
