@@ -339,6 +339,40 @@ def test_forged_logical_plans(pick: int, field_pick: int, hostile: Any) -> None:
         _expect_value_error_or_plan(lambda: pickle.loads(data), f"field state: {label}")
 
 
+@settings(max_examples=150, deadline=None)
+@given(PICKS, PICKS, HOSTILE)
+def test_forged_logical_plan_placements(pick: int, field_pick: int, hostile: Any) -> None:
+    """The same for every object reachable from a logical plan's placements and tensor tuples
+    (placements, parts, fragments, descriptors, ranks, topology, axes): ValueError or a plan
+    (fuzz finding F10), through replace and the field-state pickle."""
+    from mooncake.reshard.weight import LogicalTransferPlan
+
+    plan = _logical_plan()
+    state = dict(plan.__dict__)
+    state.pop("_operation_views", None)
+    names = ("source_placement", "target_placement", "source_tensors", "target_tensors")
+    candidates = _collect(tuple(state[name] for name in names))
+    obj = candidates[pick % len(candidates)]
+    fields = [k for k in _state(obj) if not k.startswith("_")]
+    assume(fields)
+    field = fields[field_pick % len(fields)]
+    forged = _forge(obj, field, hostile)
+    changes = {name: _substitute(state[name], obj, forged, {}, attestations=False) for name in names}
+    changes = {name: value for name, value in changes.items() if value is not state[name]}
+    assume(changes)
+    label = f"{type(obj).__name__}.{field}={hostile!r}"
+    _expect_value_error_or_plan(lambda: dataclasses.replace(plan, **changes), f"replace: {label}")
+    forged_state = {**state, **changes}
+
+    class _Logical:
+        def __reduce__(self) -> Any:
+            return (object.__new__, (LogicalTransferPlan,), forged_state)
+
+    data = _dumped(lambda: pickle.dumps(_Logical(), protocol=4))
+    if data is not None:
+        _expect_value_error_or_plan(lambda: pickle.loads(data), f"field state: {label}")
+
+
 @settings(max_examples=100, deadline=None)
 @given(PLANS, PICKS, PICKS, HOSTILE)
 def test_attestation_graphs_forged_in_place_then_replaced(plan_name: str, pick: int, field_pick: int, hostile: Any) -> None:

@@ -1,4 +1,4 @@
-"""Regression tests of fuzz findings F2, F3 and F4 (``fuzz/findings/F2``-``F4``; their
+"""Regression tests of fuzz findings F2, F3, F4 and F10 (``fuzz/findings/F2``-``F4``, ``F10``; the F2-F4
 reproducers ``fuzz/findings/f2_repro.py`` etc. print the same outcomes).
 
 Values restored by default pickling (spec §13) or forged with ``object.__new__`` + ``__dict__``
@@ -314,3 +314,82 @@ def test_replace_with_any_forged_limit(name: str, value: Any) -> None:
     limits = R.forged(plan.planning_limits, **{name: value})
     _raises(f"planning limit {name} must be a positive integer",
             lambda: dataclasses.replace(plan, planning_limits=limits))
+
+
+# -- F10: a logical plan's placements and tensor tuples -----------------------------------------
+
+
+def _logical_plan() -> Any:
+    from memory_executor import tp_placement  # type: ignore[import-not-found]
+    from mooncake.reshard.weight import plan_placement_transfer
+
+    return plan_placement_transfer(tp_placement(2, prefix="s", dp=2), tp_placement(3, prefix="t"))
+
+
+def _load_logical_state(state: dict) -> Any:
+    """A logical plan's field-state pickle: a new ``LogicalTransferPlan``, then its
+    ``__setstate__`` (which runs ``__post_init__``)."""
+    from mooncake.reshard.weight import LogicalTransferPlan
+
+    class _State:
+        def __reduce__(self) -> Any:
+            return (object.__new__, (LogicalTransferPlan,), state)
+
+    return pickle.loads(pickle.dumps(_State(), protocol=4))
+
+
+def _forged_part(placement: Any, **fields: Any) -> Any:
+    """``placement`` with its first part forged (the manifest's other fields kept)."""
+    parts = (R.forged(placement.parts[0], **fields),) + placement.parts[1:]
+    return R.forged(placement, parts=parts)
+
+
+def _f10_cases(plan: Any) -> list:
+    """(changes, message): each change made the rules raise Python's error before F10's fix.
+    (A forged value no rule reads, e.g. the target manifest's own ``tensors``, is accepted as
+    the rules accept it; one a rule compares, e.g. a target descriptor, gets that rule's
+    message.)"""
+    target, source = plan.target_placement, plan.source_placement
+    part = target.parts[0]
+    fragment = part.fragments[0]
+    return [
+        ({"target_placement": R.forged(target, resource_id=...)}, "resource_id must be a non-empty string"),
+        ({"source_placement": R.forged(source, revision=...)}, "revision must be a non-empty string"),
+        ({"target_placement": R.forged(target, parts=-1)}, "WeightPlacementManifest parts must be a sequence"),
+        (
+            {"target_placement": R.forged(target, parts=("x", "y"))},
+            "WeightPlacementManifest parts must contain WeightPlacementPart",
+        ),
+        ({"target_placement": _forged_part(target, fragments=True)}, "WeightPlacementPart fragments must be a sequence"),
+        ({"target_placement": _forged_part(target, tensors="x")}, "WeightPlacementPart tensors must be a sequence"),
+        ({"target_placement": _forged_part(target, participant_id=[])}, "participant_id must be a non-empty string"),
+        ({"target_placement": _forged_part(target, rank=...)}, "placement part rank must be a ParallelRank"),
+        (
+            {"target_placement": _forged_part(
+                target, fragments=(R.forged(fragment, placement_fragment_id=[1]),) + part.fragments[1:]
+            )},
+            "placement_fragment_id must be a non-empty string",
+        ),
+        ({"source_placement": R.forged(source, tensors=...)}, "WeightPlacementManifest tensors must be a sequence"),
+        ({"source_placement": _forged_part(source, rank=...)}, "placement part rank must be a ParallelRank"),
+    ]
+
+
+def test_f10_logical_plan_placement_graph_forged() -> None:
+    """Found by a forgery fuzzer over every object of a logical plan's state (F10): a forged
+    placement, part, fragment or tensor descriptor in a ``LogicalTransferPlan`` reached its rules
+    as ``AttributeError``/``TypeError`` through ``replace`` and the field-state pickle. The spec
+    message of the first mistyped field now replaces Python's error, as for regions (F2)."""
+    plan = _logical_plan()
+    state = plan.__getstate__()
+    for changes, message in _f10_cases(plan):
+        _raises(message, lambda: dataclasses.replace(plan, **changes))
+        _raises(message, lambda: _load_logical_state({**state, **changes}))
+
+
+def test_f10_a_well_typed_logical_plan_still_round_trips() -> None:
+    """The check runs only after a rule raised Python's error: an intact plan is unchanged."""
+    plan = _logical_plan()
+    assert pickle.loads(pickle.dumps(plan)) == plan
+    assert _load_logical_state(plan.__getstate__()) == plan
+    assert dataclasses.replace(plan) == plan

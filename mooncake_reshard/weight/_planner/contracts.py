@@ -818,7 +818,13 @@ def _logical_type_failure(plan: Any) -> Optional[str]:
     """The spec message of the first field of a logical plan (or of its operations, their
     fragments, its executors, limits) that is absent or not of its constructed type; None
     when there is none. Used only after the rules raised a Python error."""
-    from .field_types import PLACEMENT_FRAGMENT_FIELDS, field_type_failure, typed_rank
+    from .field_types import (
+        PLACEMENT_FRAGMENT_FIELDS,
+        TENSOR_FIELDS,
+        field_type_failure,
+        manifest_shape_failure,
+        typed_rank,
+    )
     from .._field_kinds import typed_value
     from ..storage_manifest import _SNAPSHOT_TYPES, _field_type_message
 
@@ -876,6 +882,22 @@ def _logical_type_failure(plan: Any) -> Optional[str]:
                 return "placement executor identifiers must not be empty"
             if not typed_rank(ex_state.get("rank")):
                 return "rank must be a ParallelRank"
+    # The placements and the plan's tensor tuples, restored by default pickling too (F10): the
+    # rules read their identities, parts, tensors and fragments.
+    for side in ("source", "target"):
+        placement = state[f"{side}_placement"]
+        if isinstance(placement, WeightPlacementManifest):
+            failure = manifest_shape_failure(placement, f"logical transfer plan {side} placement")
+            if failure is not None:
+                return failure
+    for name in ("source_tensors", "target_tensors"):
+        tensors = state[name]
+        for tensor in tensors if type(tensors) is tuple else ():
+            if not isinstance(tensor, TensorDescriptor):
+                return f"logical transfer plan {name} must contain TensorDescriptor"
+            failure = field_type_failure(tensor, TENSOR_FIELDS)
+            if failure is not None:
+                return failure
     return None
 
 

@@ -1,4 +1,4 @@
-"""Exact field types of values restored without their own checks (fuzz findings F2, F3).
+"""Exact field types of values restored without their own checks (fuzz findings F2, F3, F10).
 
 Spec §13 restores placement-graph objects, regions, executors and snapshots by default
 pickling, without ``__post_init__``; ``object.__new__`` plus a forged ``__dict__`` does the same
@@ -22,6 +22,7 @@ from ..types import PlacementFragment, TensorDescriptor
 __all__ = [
     "attestable_shape_failure",
     "evidence_shape_failure",
+    "manifest_shape_failure",
     "field_type_failure",
     "state_type_failure",
     "placement_shape_failure",
@@ -171,6 +172,39 @@ def placement_shape_failure(placement: Any, *, declared_tensors: bool = True) ->
             tensor_id = instance_state(fragment)["tensor_id"]  # type: ignore[index]  # typed above
             if declared_tensors and tensor_id not in declared:
                 return f"unknown tensor_id: {tensor_id}"
+    return None
+
+
+def manifest_shape_failure(placement: Any, label: str) -> Optional[str]:
+    """The first shape failure of a (default-pickled) placement that a logical plan's rules read
+    (spec §8.6: its identity, parts, and the manifest-wide ``tensors`` and ``fragments`` tuples):
+    ``placement_shape_failure`` without the declared-tensor rule (a value the rules decide), then
+    both tuples typed. ``label`` names the placement ("logical transfer plan target placement")
+    when it has no field state at all."""
+    state = instance_state(placement)
+    if state is None:
+        return f"{label} is invalid"
+    failure = placement_shape_failure(placement, declared_tensors=False)
+    if failure is not None:
+        return failure
+    tensors = state.get("tensors")
+    if type(tensors) is not tuple:
+        return "WeightPlacementManifest tensors must be a sequence"
+    for tensor in tensors:
+        if not isinstance(tensor, TensorDescriptor):
+            return "WeightPlacementManifest tensors must contain TensorDescriptor"
+        failure = field_type_failure(tensor, TENSOR_FIELDS)
+        if failure is not None:
+            return failure
+    fragments = state.get("fragments")
+    if type(fragments) is not tuple:
+        return "WeightPlacementManifest fragments must be a sequence"
+    for fragment in fragments:
+        if not isinstance(fragment, PlacementFragment):
+            return "WeightPlacementManifest fragments must contain PlacementFragment"
+        failure = field_type_failure(fragment, PLACEMENT_FRAGMENT_FIELDS)
+        if failure is not None:
+            return failure
     return None
 
 
