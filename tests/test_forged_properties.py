@@ -74,13 +74,14 @@ def _clone(value: Any, state: dict) -> Any:
     return clone
 
 
-def _forgeable(value: Any) -> bool:
-    return type(value).__name__ in _CLASSES and _state(value) is not None
+def _forgeable(value: Any, classes: Optional[set] = None) -> bool:
+    return type(value).__name__ in (_CLASSES if classes is None else classes) and _state(value) is not None
 
 
-def _collect(root: Any, kinds: Optional[set] = None) -> list:
+def _collect(root: Any, kinds: Optional[set] = None, follow: Optional[set] = None) -> list:
     """Every forgeable object reachable from ``root`` (tuples, lists, dicts, object dicts;
-    attestations are followed through their placement and evidence), in a stable order."""
+    attestations are followed through their placement and evidence; ``follow``: the class names
+    walked into, default ``_CLASSES``), in a stable order."""
     out: list = []
     seen: set = set()
     stack = [root]
@@ -99,14 +100,16 @@ def _collect(root: Any, kinds: Optional[set] = None) -> list:
         if name == "RuntimeBindingAttestation":
             stack.extend((item.evidence, item.placement))
             continue
-        if _forgeable(item):
+        if _forgeable(item, follow):
             if kinds is None or name in kinds:
                 out.append(item)
             stack.extend(reversed([v for k, v in _state(item).items() if not k.startswith("_")]))
     return out
 
 
-def _substitute(value: Any, old: Any, new: Any, memo: dict, attestations: bool = True) -> Any:
+def _substitute(
+    value: Any, old: Any, new: Any, memo: dict, attestations: bool = True, follow: Optional[set] = None
+) -> Any:
     """``value`` with every occurrence of ``old`` (identity) replaced by ``new``; containers and
     forgeable objects on the way are copied only when something below them changed."""
     if value is old:
@@ -119,11 +122,11 @@ def _substitute(value: Any, old: Any, new: Any, memo: dict, attestations: bool =
     memo[key] = value  # cycles: keep the original
     result = value
     if type(value) in (tuple, list):
-        items = [_substitute(item, old, new, memo, attestations) for item in value]
+        items = [_substitute(item, old, new, memo, attestations, follow) for item in value]
         if any(a is not b for a, b in zip(items, value)):
             result = type(value)(items)
     elif type(value) is dict:
-        items = {k: _substitute(v, old, new, memo, attestations) for k, v in value.items()}
+        items = {k: _substitute(v, old, new, memo, attestations, follow) for k, v in value.items()}
         if any(items[k] is not value[k] for k in value):
             result = items
     elif type(value).__name__ == "RuntimeBindingAttestation":
@@ -136,9 +139,9 @@ def _substitute(value: Any, old: Any, new: Any, memo: dict, attestations: bool =
             # what a pickle carrying this forged pair restores: (placement, evidence), revalidated
             clone.__dict__.update({"placement": placement, "evidence": evidence})
             result = clone
-    elif _forgeable(value):
+    elif _forgeable(value, follow):
         own = _state(value)
-        state = {k: _substitute(v, old, new, memo, attestations) for k, v in own.items()}
+        state = {k: _substitute(v, old, new, memo, attestations, follow) for k, v in own.items()}
         if any(state[k] is not own[k] for k in state):
             result = _clone(value, state)
     memo[key] = result
@@ -371,6 +374,46 @@ def test_forged_logical_plan_placements(pick: int, field_pick: int, hostile: Any
     data = _dumped(lambda: pickle.dumps(_Logical(), protocol=4))
     if data is not None:
         _expect_value_error_or_plan(lambda: pickle.loads(data), f"field state: {label}")
+
+
+_BIND_WORLD: list = []
+_PLAN_CONTAINERS = ("operations", "source_executors", "target_executors", "source_tensors", "target_tensors")
+
+
+@settings(max_examples=200, deadline=None)
+@given(PICKS, PICKS, HOSTILE)
+def test_forged_bind_inputs(pick: int, field_pick: int, hostile: Any) -> None:
+    """``bind_logical_transfer_plan`` on inputs with one object forged (fuzz finding F11): the
+    logical plan itself or anything it holds, a runtime binding manifest (what its default
+    pickling restores) or a runtime fragment. ValueError or a plan; Python's TypeError only for a
+    plan container replaced by a value that is not iterable (as the constructor's ``tuple()``
+    raises it)."""
+    if not _BIND_WORLD:
+        from test_binding_attacks import World  # type: ignore[import-not-found]
+
+        _BIND_WORLD.append(World())
+    world = _BIND_WORLD[0]
+    roots = (world.logical, tuple(world.target_bindings), tuple(world.source_bindings))
+    kinds = _CLASSES | {"LogicalTransferPlan", "WeightRuntimeBindingManifest", "RuntimeBindingFragment"}
+    candidates = _collect(roots, kinds, follow=kinds)
+    obj = candidates[pick % len(candidates)]
+    fields = [k for k in _state(obj) if not k.startswith("_")]
+    assume(fields)
+    field = fields[field_pick % len(fields)]
+    forged = _forge(obj, field, hostile)
+    memo: dict = {}
+    logical, targets, sources = (
+        _substitute(root, obj, forged, memo, attestations=False, follow=kinds) for root in roots
+    )
+    label = f"{type(obj).__name__}.{field}={hostile!r}"
+    try:
+        world.bind(targets, logical=logical, source_bindings=sources)
+    except ValueError as exc:
+        assert type(exc) is ValueError, (label, exc)
+    except TypeError as exc:
+        not_iterable = not isinstance(hostile, (tuple, list, str, bytes, set, frozenset, dict))
+        plan_container = type(obj).__name__ == "LogicalTransferPlan" and field in _PLAN_CONTAINERS
+        assert plan_container and not_iterable, (label, exc)
 
 
 @settings(max_examples=100, deadline=None)

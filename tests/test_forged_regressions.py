@@ -1,5 +1,5 @@
-"""Regression tests of fuzz findings F2, F3, F4 and F10 (``fuzz/findings/F2``-``F4``, ``F10``; the F2-F4
-reproducers ``fuzz/findings/f2_repro.py`` etc. print the same outcomes).
+"""Regression tests of fuzz findings F2, F3, F4, F10 and F11 (``fuzz/findings/F2``-``F4``,
+``F10``, ``F11``; the F2-F4 reproducers ``fuzz/findings/f2_repro.py`` etc. print the same outcomes).
 
 Values restored by default pickling (spec §13) or forged with ``object.__new__`` + ``__dict__``
 never ran their own checks. Revalidation (plan pickle formats, ``dataclasses.replace``,
@@ -393,3 +393,100 @@ def test_f10_a_well_typed_logical_plan_still_round_trips() -> None:
     assert pickle.loads(pickle.dumps(plan)) == plan
     assert _load_logical_state(plan.__getstate__()) == plan
     assert dataclasses.replace(plan) == plan
+
+
+# -- F11: bind's inputs (a default-pickled binding manifest, a logical plan forged in place) ----
+
+
+def _world() -> Any:
+    from test_binding_attacks import World  # type: ignore[import-not-found]
+
+    return World()
+
+
+def _damaged_binding_pickle(binding: Any, **fields: Any) -> Any:
+    """What unpickling a damaged ``WeightRuntimeBindingManifest`` gives: its default pickling
+    (spec §13) restores the dict without ``__post_init__``."""
+    return pickle.loads(pickle.dumps(R.forged(binding, **fields)))
+
+
+@pytest.mark.parametrize("side", ["target", "source"])
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"fragments": ...}, "WeightRuntimeBindingManifest fragments must be a sequence"),
+        ({"fragments": 0}, "WeightRuntimeBindingManifest fragments must be a sequence"),
+        ({"fragments": ("x",)}, "WeightRuntimeBindingManifest fragments must contain RuntimeBindingFragment"),
+        ({"fragments": [1]}, "WeightRuntimeBindingManifest fragments must contain RuntimeBindingFragment"),
+        ({"generation": ...}, "generation must be an integer"),
+        ({"participant_id": []}, "participant_id must be a non-empty string"),
+        ({"placement_id": {}}, "placement_id must be a non-empty string"),
+        ({"lease_id": ...}, "lease_id must be a non-empty string"),
+        ({"placement_digest": ...}, "placement_digest must be a non-empty string"),
+    ],
+)
+def test_f11_damaged_binding_pickle(side: str, fields: dict, message: str) -> None:
+    """Found by a forgery run over bind's inputs (F11): runtime binding manifests gathered from
+    ranks by pickle restore without their checks, and bind's rules met a missing or mistyped
+    field as ``AttributeError``/``TypeError``. The field's §4.9 message replaces it."""
+    world = _world()
+    bindings = world.target_bindings if side == "target" else world.source_bindings
+    damaged = (_damaged_binding_pickle(bindings[0], **fields),) + tuple(bindings[1:])
+    if side == "target":
+        _raises(message, lambda: world.bind(damaged))
+    else:
+        _raises(message, lambda: world.bind(source_bindings=damaged))
+
+
+def test_f11_forged_runtime_fragment_in_a_binding() -> None:
+    """A runtime fragment forged in place inside a binding: the fragment field's message."""
+    world = _world()
+    binding = world.target_bindings[0]
+    fragments = (R.forged(binding.fragments[0], address=...),) + binding.fragments[1:]
+    damaged = (R.forged(binding, fragments=fragments),) + tuple(world.target_bindings[1:])
+    _raises("address must be an integer", lambda: world.bind(damaged))
+
+
+def test_f11_logical_plan_forged_in_place() -> None:
+    """A logical plan whose fields were replaced in place (``object.__new__`` + its dict: its
+    ``__post_init__`` never saw them): the construction check's message for an object of another
+    class; bind's step 8 message for a non-region operation; the field's message for a forged
+    region, fragment, placement or descriptor inside it."""
+    world = _world()
+    plan = world.logical
+    op = plan.operations[0]
+    cases = [
+        ({"operations": (plan.target_executors[0],)}, "logical transfer operation is not canonical"),
+        ({"operations": "x"}, "logical transfer operation is not canonical"),
+        ({"planning_limits": None}, "logical transfer plan planning_limits is invalid"),
+        ({"target_placement": frozenset({1})}, "logical transfer plan target placement is invalid"),
+        ({"source_placement": ()}, "logical transfer plan source placement is invalid"),
+        ({"target_executors": (op,)}, "logical transfer plan has invalid canonical executor metadata"),
+        ({"source_tensors": [1]}, "logical transfer plan source_tensors must contain TensorDescriptor"),
+        (
+            {"target_tensors": (R.forged(plan.target_tensors[0], tensor_id=...),)},
+            "tensor_id must be a non-empty string",
+        ),
+        ({"source_tensors": (R.forged(plan.source_tensors[0], itemsize=...),)}, "itemsize must be an integer"),
+        ({"source_manifest_identity": ...}, "logical transfer plan source_manifest_identity is invalid"),
+        ({"operations": (R.forged(op, overlap_shape=-1),) + plan.operations[1:]},
+         "transfer region overlap_shape must contain integers"),
+        (
+            {"target_placement": _forged_part(plan.target_placement, rank=...)},
+            "placement part rank must be a ParallelRank",
+        ),
+    ]
+    for fields, message in cases:
+        _raises(message, lambda: world.bind(logical=R.forged(plan, **fields)))
+
+
+def test_f11_a_container_that_is_not_iterable_keeps_pythons_type_error() -> None:
+    """As the constructor's ``tuple()`` step raises it (§1.4: Python's own TypeError), and an
+    intact bind is unchanged."""
+    world = _world()
+    plan = world.logical
+    with pytest.raises(TypeError):
+        world.bind(logical=R.forged(plan, operations=True))
+    with pytest.raises(TypeError):
+        dataclasses.replace(plan, operations=True)
+    assert world.bind().operations

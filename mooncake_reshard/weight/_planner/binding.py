@@ -1026,15 +1026,83 @@ def bind_logical_transfer_plan(
     # a call that ran sealed to its end says so in ``sealed``, which also holds the values it
     # released from its inputs until the proof is decided, and skips the proof after it).
     sealed: list[Any] = []
-    with collector_paused():
-        plan = memo_proved(
-            lambda: _watched_bind(logical_plan, target_bindings, source_bindings, source_manifest, sealed),
-            sealed,
-        )
+    try:
+        with collector_paused():
+            plan = memo_proved(
+                lambda: _watched_bind(logical_plan, target_bindings, source_bindings, source_manifest, sealed),
+                sealed,
+            )
+    except (TypeError, AttributeError, KeyError, IndexError):
+        # The rules met a value that never ran its own checks: a default-pickled runtime binding
+        # manifest (spec §13; bindings gathered from ranks by pickle) or a value forged in place.
+        # The spec message of the first absent or mistyped field replaces Python's error (fuzz
+        # finding F11); inputs whose fields all have their types re-raise it. Nothing on the
+        # accepting path.
+        failure = _bind_input_type_failure(logical_plan, target_bindings, source_bindings)
+        if failure is not None:
+            raise ValueError(failure) from None
+        raise
     del sealed
     if len(plan.operations) >= _TRIM_MIN_OPERATIONS:
         _native.trim_heap()  # the revalidation's tables, freed by now
     return plan
+
+
+# The containers whose items _logical_item_failure reads (iterated without user code).
+_BUILTIN_CONTAINERS = (tuple, list, str, bytes, set, frozenset, dict)
+
+
+def _logical_item_failure(state: dict[str, Any]) -> Optional[str]:
+    """For a logical plan forged in place (its ``__post_init__`` never saw these values): the
+    message of the first field holding an object of another class than its construction
+    checks (§8.6 steps 3, 4, 6, 13; a non-region operation with bind's step 8 message). The
+    items of a built-in container are read (those the constructor's ``tuple()`` step accepts
+    without running user code); anything else is left to the rules, and a value that is not
+    iterable keeps Python's ``TypeError``, as the constructor's ``tuple()`` raises it."""
+    if not isinstance(state.get("target_placement"), WeightPlacementManifest):
+        return "logical transfer plan target placement is invalid"
+    if not isinstance(state.get("planning_limits"), PlanningLimits):
+        return "logical transfer plan planning_limits is invalid"
+    source = state.get("source_placement")
+    if source is not None and not isinstance(source, WeightPlacementManifest):
+        return "logical transfer plan source placement is invalid"
+    checks = (
+        ("operations", TransferRegion, "logical transfer operation is not canonical"),
+        ("source_executors", PlacementExecutorPlan, "logical transfer plan has invalid canonical executor metadata"),
+        ("target_executors", PlacementExecutorPlan, "logical transfer plan has invalid canonical executor metadata"),
+        ("source_tensors", TensorDescriptor, "logical transfer plan source_tensors must contain TensorDescriptor"),
+        ("target_tensors", TensorDescriptor, "logical transfer plan target_tensors must contain TensorDescriptor"),
+    )
+    for name, cls, message in checks:
+        items = state.get(name)
+        for item in items if type(items) in _BUILTIN_CONTAINERS else ():
+            if not isinstance(item, cls):
+                return message
+    return None
+
+
+def _bind_input_type_failure(logical_plan: Any, target_bindings: Any, source_bindings: Any) -> Optional[str]:
+    """The spec message of the first absent or mistyped field of bind's inputs, in bind's step
+    order (the logical plan, with its placements; then the target bindings, then the source
+    bindings, each with its fragments); None when there is none. Used only after a rule raised
+    a Python error (read from the instances' field states: no user code runs)."""
+    from .contracts import _logical_type_failure
+    from .field_types import evidence_shape_failure
+
+    if isinstance(logical_plan, LogicalTransferPlan) and type(logical_plan.__dict__) is dict:
+        failure = _logical_item_failure(logical_plan.__dict__) or _logical_type_failure(logical_plan)
+        if failure is None and "source_manifest_identity" not in logical_plan.__dict__:
+            failure = "logical transfer plan source_manifest_identity is invalid"
+        if failure is not None:
+            return failure
+    for bindings in (target_bindings, source_bindings):
+        for binding in bindings if type(bindings) in (tuple, list) else ():
+            if isinstance(binding, WeightRuntimeBindingManifest):
+                # (a binding has the evidence's nine fields, with the same §4.9 messages)
+                failure = evidence_shape_failure(binding)
+                if failure is not None:
+                    return failure
+    return None
 
 
 def _watched_bind(
