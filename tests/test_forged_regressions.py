@@ -490,3 +490,32 @@ def test_f11_a_container_that_is_not_iterable_keeps_pythons_type_error() -> None
     with pytest.raises(TypeError):
         dataclasses.replace(plan, operations=True)
     assert world.bind().operations
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"fragments": ...}, "WeightRuntimeBindingManifest fragments must be a sequence"),
+        ({"fragments": (None,)}, "WeightRuntimeBindingManifest fragments must contain RuntimeBindingFragment"),
+        ({"instance_id": ...}, "instance_id must be a non-empty string"),
+        ({"participant_id": {}}, "participant_id must be a non-empty string"),
+        ({"placement_id": ...}, "placement_id must be a non-empty string"),
+    ],
+)
+def test_f11_damaged_binding_pickle_in_the_other_entry_points(fields: dict, message: str) -> None:
+    """The public calls that take a binding meet the same restored values: validating one or a
+    set of bindings against their placement, and resolving a plan's executors for a binding."""
+    from mooncake.reshard.weight import validate_runtime_binding, validate_runtime_bindings
+    from mooncake.reshard.weight.planner import resolve_executor_plan, resolve_executor_plans
+
+    world = _world()
+    plan = world.bind()
+    for side, bindings, placement in (
+        ("target", world.target_bindings, world.target),
+        ("source", world.source_bindings, world.source),
+    ):
+        damaged = _damaged_binding_pickle(bindings[0], **fields)
+        _raises(message, lambda: validate_runtime_binding(placement, damaged))
+        _raises(message, lambda: validate_runtime_bindings(placement, (damaged,) + tuple(bindings[1:])))
+        _raises(message, lambda: resolve_executor_plan(plan, placement, damaged, side))
+        _raises(message, lambda: resolve_executor_plans(plan, placement, damaged, side))

@@ -140,14 +140,37 @@ def validate_runtime_binding(
 ) -> None:
     """Check that ``binding`` is a valid physical snapshot of its participant's part."""
     # (the C steps' layout memos trusted only while proved: mooncake_reshard._memo_proof)
-    memo_proved(lambda: validate_runtime_address_ranges(_binding_views(placement, binding)))
+    try:
+        memo_proved(lambda: validate_runtime_address_ranges(_binding_views(placement, binding)))
+    except _PYTHON_ERRORS:
+        _raise_shape_failure((binding,))
+        raise
 
 
 def validate_runtime_bindings(
     placement: WeightPlacementManifest, bindings: Sequence[WeightRuntimeBindingManifest]
 ) -> None:
     """Check a complete binding set: one binding per participant that owns fragments."""
-    memo_proved(lambda: _validate_runtime_bindings(placement, bindings))
+    try:
+        memo_proved(lambda: _validate_runtime_bindings(placement, bindings))
+    except _PYTHON_ERRORS:
+        _raise_shape_failure(bindings)
+        raise
+
+
+# Python's errors from rules that met a field absent or of another type than construction
+# guarantees (a binding restored by its default pickling, spec §13, or forged in place).
+_PYTHON_ERRORS = (TypeError, AttributeError, KeyError, IndexError)
+
+
+def _raise_shape_failure(bindings: Any) -> None:
+    """``ValueError`` with the spec message of the first absent or mistyped field of the
+    bindings (fuzz finding F11), if any; otherwise returns and the caller re-raises."""
+    from ._planner.field_types import binding_shape_failure  # (the planner imports this module)
+
+    failure = binding_shape_failure(bindings)
+    if failure is not None:
+        raise ValueError(failure) from None
 
 
 def _validate_runtime_bindings(placement: Any, bindings: Any) -> None:

@@ -14,7 +14,7 @@ from operator import attrgetter
 from typing import Any, Iterable, Optional, Sequence
 
 from .._address_ranges import validate_runtime_address_ranges
-from ..binding import _binding_views, validate_runtime_binding
+from ..binding import _PYTHON_ERRORS, _binding_views, _raise_shape_failure, validate_runtime_binding
 from ..placement import WeightPlacementManifest
 from ..runtime import WeightRuntimeBindingManifest
 from ..storage_manifest import StoredFragmentSnapshot, StoredWeightManifest, validate_weight_manifest_snapshot
@@ -474,7 +474,11 @@ def resolve_executor_plans(
     plan's (spec §12.2); returns the plan's matching executors."""
     # (its C steps' layout memos are trusted only while no field is shadowed: memo_proved,
     # AUDIT41, tests/test_audit4141_rules_cold_memos.py)
-    return memo_proved(lambda: _resolve_executor_plans(plan, placement, binding, side))
+    try:
+        return memo_proved(lambda: _resolve_executor_plans(plan, placement, binding, side))
+    except _PYTHON_ERRORS:
+        _raise_shape_failure((binding,))  # (F11: a damaged binding pickle)
+        raise
 
 
 def _resolve_executor_plans(
@@ -1032,7 +1036,7 @@ def bind_logical_transfer_plan(
                 lambda: _watched_bind(logical_plan, target_bindings, source_bindings, source_manifest, sealed),
                 sealed,
             )
-    except (TypeError, AttributeError, KeyError, IndexError):
+    except _PYTHON_ERRORS:
         # The rules met a value that never ran its own checks: a default-pickled runtime binding
         # manifest (spec §13; bindings gathered from ranks by pickle) or a value forged in place.
         # The spec message of the first absent or mistyped field replaces Python's error (fuzz
@@ -1087,7 +1091,7 @@ def _bind_input_type_failure(logical_plan: Any, target_bindings: Any, source_bin
     bindings, each with its fragments); None when there is none. Used only after a rule raised
     a Python error (read from the instances' field states: no user code runs)."""
     from .contracts import _logical_type_failure
-    from .field_types import evidence_shape_failure
+    from .field_types import binding_shape_failure
 
     if isinstance(logical_plan, LogicalTransferPlan) and type(logical_plan.__dict__) is dict:
         failure = _logical_item_failure(logical_plan.__dict__) or _logical_type_failure(logical_plan)
@@ -1095,14 +1099,7 @@ def _bind_input_type_failure(logical_plan: Any, target_bindings: Any, source_bin
             failure = "logical transfer plan source_manifest_identity is invalid"
         if failure is not None:
             return failure
-    for bindings in (target_bindings, source_bindings):
-        for binding in bindings if type(bindings) in (tuple, list) else ():
-            if isinstance(binding, WeightRuntimeBindingManifest):
-                # (a binding has the evidence's nine fields, with the same §4.9 messages)
-                failure = evidence_shape_failure(binding)
-                if failure is not None:
-                    return failure
-    return None
+    return binding_shape_failure(target_bindings) or binding_shape_failure(source_bindings)
 
 
 def _watched_bind(

@@ -21,6 +21,7 @@ from ..types import PlacementFragment, TensorDescriptor
 
 __all__ = [
     "attestable_shape_failure",
+    "binding_shape_failure",
     "evidence_shape_failure",
     "manifest_shape_failure",
     "field_type_failure",
@@ -233,6 +234,22 @@ def evidence_shape_failure(evidence: Any) -> Optional[str]:
         failure = field_type_failure(fragment, RUNTIME_FRAGMENT_FIELDS)
         if failure is not None:
             return failure
+    return None
+
+
+def binding_shape_failure(bindings: Any) -> Optional[str]:
+    """The first shape failure of the ``WeightRuntimeBindingManifest`` items of ``bindings`` (a
+    tuple or list; anything else, and items of other classes, are left to the rules): a binding
+    has the evidence's nine fields, with the same §4.9 messages (``evidence_shape_failure``).
+    For the public entry points that take bindings, after a rule raised Python's error on one
+    restored by its default pickling (spec §13) or forged in place (fuzz finding F11)."""
+    from ..runtime import WeightRuntimeBindingManifest
+
+    for binding in bindings if type(bindings) in (tuple, list) else ():
+        if isinstance(binding, WeightRuntimeBindingManifest):
+            failure = evidence_shape_failure(binding)
+            if failure is not None:
+                return failure
     return None
 
 
