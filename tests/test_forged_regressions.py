@@ -519,3 +519,45 @@ def test_f11_damaged_binding_pickle_in_the_other_entry_points(fields: dict, mess
         _raises(message, lambda: validate_runtime_bindings(placement, (damaged,) + tuple(bindings[1:])))
         _raises(message, lambda: resolve_executor_plan(plan, placement, damaged, side))
         _raises(message, lambda: resolve_executor_plans(plan, placement, damaged, side))
+
+
+@pytest.mark.parametrize(
+    "forge, message, local",
+    [
+        (lambda p: R.forged(p, resource_id=...), "resource_id must be a non-empty string", True),
+        (lambda p: R.forged(p, parts="x"), "WeightPlacementManifest parts must be a sequence", True),
+        (lambda p: R.forged(p, tensors="x"), "WeightPlacementManifest tensors must be a sequence", False),
+        (lambda p: R.forged(p, tensors=(1,)), "WeightPlacementManifest tensors must contain TensorDescriptor", False),
+        (lambda p: _forged_part(p, rank=[1]), "placement part rank must be a ParallelRank", True),
+        (lambda p: _forged_part(p, fragments=None), "WeightPlacementPart fragments must be a sequence", True),
+        (
+            lambda p: R.forged(p, fragments=(R.forged(p.fragments[0], nbytes=b"x"),) + p.fragments[1:]),
+            "nbytes must be an integer",
+            False,
+        ),
+    ],
+)
+def test_f11_placements_forged_in_place_reach_the_planner(
+    forge: Callable[[Any], Any], message: str, local: bool
+) -> None:
+    """The three planning entry points read the placements' fields too (a placement pickle is
+    shape-checked when restored; one forged in place is not): the first mistyped field's
+    message, never Python's error. (Planning for one local target reads that participant's part,
+    not the target manifest's own ``tensors`` and ``fragments``: those forgeries are accepted
+    there, as its rules accept them.)"""
+    from memory_executor import tp_placement  # type: ignore[import-not-found]
+    from mooncake.reshard.weight import (
+        plan_placement_transfer,
+        plan_placement_transfer_to_local_target,
+        plan_stored_transfer_to_target_placement,
+    )
+    from test_binding_attacks import _stored_world  # type: ignore[import-not-found]
+
+    source, target = tp_placement(2, prefix="s", dp=2), tp_placement(3, prefix="t")
+    _raises(message, lambda: plan_placement_transfer(forge(source), target))
+    _raises(message, lambda: plan_placement_transfer(source, forge(target)))
+    participant = target.parts[0].participant_id
+    if local:
+        _raises(message, lambda: plan_placement_transfer_to_local_target(source, forge(target), participant))
+    stored_target, manifest, _, _ = _stored_world()
+    _raises(message, lambda: plan_stored_transfer_to_target_placement(manifest, forge(stored_target)))

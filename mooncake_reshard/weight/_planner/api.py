@@ -8,11 +8,13 @@ from ... import _native
 from ..._collector import collector_paused
 from ..._memo_proof import memo_proved
 from ...contracts.ids import ParticipantId
+from ..binding import _PYTHON_ERRORS
 from ..part import WeightPlacementPart
 from ..placement import WeightPlacementManifest
 from ..storage_manifest import StoredWeightManifest, validate_weight_manifest_snapshot
 from .contracts import LogicalTransferPlan, PlanningLimits
 from .core import plan_logical_transfer
+from .field_types import manifest_shape_failure
 
 __all__ = [
     "plan_placement_transfer",
@@ -55,6 +57,18 @@ def _catalog_map(catalog: Any) -> dict[str, Any]:
     if native is None:
         return {tensor.tensor_id: tensor for tensor in catalog}
     return native
+
+
+def _raise_placement_shape_failure(source: Any, target: Any) -> None:
+    """After a planning rule raised Python's error: ``ValueError`` with the spec message of the
+    first absent or mistyped field of the placements (a placement, part, fragment or descriptor
+    forged in place never ran its own checks; fuzz findings F10, F11), if any; otherwise returns
+    and the caller re-raises Python's error."""
+    for side, placement in (("source", source), ("target", target)):
+        if isinstance(placement, WeightPlacementManifest):
+            failure = manifest_shape_failure(placement, f"{side} placement")
+            if failure is not None:
+                raise ValueError(failure) from None
 
 
 def _require_placement(value: object, side: str) -> WeightPlacementManifest:
@@ -113,7 +127,11 @@ def plan_placement_transfer(
     every overlap as one compact strided :class:`TransferRegion`.
     """
     # (each public entry point: its C steps' layout memos trusted only while proved, _memo_proof)
-    return memo_proved(lambda: _plan_placement_transfer(source_placement, target_placement, planning_limits))
+    try:
+        return memo_proved(lambda: _plan_placement_transfer(source_placement, target_placement, planning_limits))
+    except _PYTHON_ERRORS:
+        _raise_placement_shape_failure(source_placement, target_placement)
+        raise
 
 
 def _plan_placement_transfer(source_placement: Any, target_placement: Any, planning_limits: Any) -> LogicalTransferPlan:
@@ -135,9 +153,13 @@ def plan_placement_transfer_to_local_target(
     With ``target_participant_id=None`` the target must have exactly one participant. The plan
     binds with that participant's target binding plus the source bindings.
     """
-    return memo_proved(
-        lambda: _plan_to_local_target(source_placement, target_placement, target_participant_id, planning_limits)
-    )
+    try:
+        return memo_proved(
+            lambda: _plan_to_local_target(source_placement, target_placement, target_participant_id, planning_limits)
+        )
+    except _PYTHON_ERRORS:
+        _raise_placement_shape_failure(source_placement, target_placement)
+        raise
 
 
 def _plan_to_local_target(
@@ -171,7 +193,11 @@ def plan_stored_transfer_to_target_placement(
     The plan keeps the revalidated manifest and its identity; binding later needs the same
     manifest again (``source_manifest=``).
     """
-    return memo_proved(lambda: _plan_stored_transfer(source_manifest, target_placement, planning_limits))
+    try:
+        return memo_proved(lambda: _plan_stored_transfer(source_manifest, target_placement, planning_limits))
+    except _PYTHON_ERRORS:
+        _raise_placement_shape_failure(None, target_placement)
+        raise
 
 
 def _plan_stored_transfer(source_manifest: Any, target_placement: Any, planning_limits: Any) -> LogicalTransferPlan:
