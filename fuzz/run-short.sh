@@ -3,7 +3,9 @@
 #   1. the libFuzzer targets over the C kernels (ASan + UBSan), each from the committed corpus;
 #   2. the Python-level random fuzzer (placement JSON + hostile constructor fields);
 #   3. the atheris (coverage-guided) JSON/constructor target, when atheris is installed;
-#   4. the pickle target (unpickling of bound plans): the random runner, and its atheris
+#   4. the forgery target (a field of one input object replaced or removed: the logical plan's
+#      revalidation, bind, the binding entry points, the planners);
+#   5. the pickle target (unpickling of bound plans): the random runner, and its atheris
 #      driver when atheris is installed.
 # Every finding fails the run (non-zero exit) and leaves its input in $FUZZ_OUT.
 # Environment: PYTHON (default python3), FUZZ_SECONDS per target (default 15),
@@ -55,6 +57,9 @@ if "$python" -c "import atheris" >/dev/null 2>&1; then
 else
   echo "== atheris not installed: coverage-guided Python target skipped (pip install atheris)"
 fi
+
+echo "== Python forgery fuzzer (${seconds}s)"
+(cd "$root" && "$python" "$here/forgery.py" --seconds "$seconds") || status=1
 
 echo "== Python pickle fuzzer (${seconds}s)"
 (cd "$root" && "$python" "$here/pickle_cases.py" --seconds "$seconds") || status=1

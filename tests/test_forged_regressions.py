@@ -561,3 +561,29 @@ def test_f11_placements_forged_in_place_reach_the_planner(
         _raises(message, lambda: plan_placement_transfer_to_local_target(source, forge(target), participant))
     stored_target, manifest, _, _ = _stored_world()
     _raises(message, lambda: plan_stored_transfer_to_target_placement(manifest, forge(stored_target)))
+
+
+def test_f11_found_by_the_forgery_runner() -> None:
+    """Two cases ``fuzz/forgery.py`` found after the fixes above: a plan container of a str
+    subclass (its items read through str's own iteration: no user code), and a part that no
+    longer declares the tensor its fragments name (the catalog lookup's KeyError; §4.7 step 8's
+    message)."""
+    from memory_executor import tp_placement  # type: ignore[import-not-found]
+    from mooncake.reshard.weight import plan_placement_transfer_to_local_target
+
+    class Text(str):
+        pass
+
+    world = _world()
+    plan = world.logical
+    _raises(
+        "logical transfer plan has invalid canonical executor metadata",
+        lambda: world.bind(logical=R.forged(plan, target_executors=Text("x"))),
+    )
+    source, target = tp_placement(2, prefix="s", dp=2), tp_placement(3, prefix="t")
+    forged = _forged_part(target, tensors=())
+    tensor_id = target.parts[0].fragments[0].tensor_id
+    _raises(
+        f"unknown tensor_id: {tensor_id}",
+        lambda: plan_placement_transfer_to_local_target(source, forged, target.parts[0].participant_id),
+    )

@@ -1052,7 +1052,8 @@ def bind_logical_transfer_plan(
     return plan
 
 
-# The containers whose items _logical_item_failure reads (iterated without user code).
+# The containers whose items _logical_item_failure reads (a subclass's too, through the
+# built-in class's own iteration: no user code runs).
 _BUILTIN_CONTAINERS = (tuple, list, str, bytes, set, frozenset, dict)
 
 
@@ -1060,9 +1061,9 @@ def _logical_item_failure(state: dict[str, Any]) -> Optional[str]:
     """For a logical plan forged in place (its ``__post_init__`` never saw these values): the
     message of the first field holding an object of another class than its construction
     checks (§8.6 steps 3, 4, 6, 13; a non-region operation with bind's step 8 message). The
-    items of a built-in container are read (those the constructor's ``tuple()`` step accepts
-    without running user code); anything else is left to the rules, and a value that is not
-    iterable keeps Python's ``TypeError``, as the constructor's ``tuple()`` raises it."""
+    items of a built-in container (or of a subclass of one, read through the built-in class's
+    iteration) are read; anything else is left to the rules, and a value that is not iterable
+    keeps Python's ``TypeError``, as the constructor's ``tuple()`` raises it."""
     if not isinstance(state.get("target_placement"), WeightPlacementManifest):
         return "logical transfer plan target placement is invalid"
     if not isinstance(state.get("planning_limits"), PlanningLimits):
@@ -1079,7 +1080,8 @@ def _logical_item_failure(state: dict[str, Any]) -> Optional[str]:
     )
     for name, cls, message in checks:
         items = state.get(name)
-        for item in items if type(items) in _BUILTIN_CONTAINERS else ():
+        base = next((kind for kind in _BUILTIN_CONTAINERS if isinstance(items, kind)), None)
+        for item in () if base is None else base.__iter__(items):  # (the built-in iteration)
             if not isinstance(item, cls):
                 return message
     return None

@@ -177,15 +177,16 @@ def placement_shape_failure(placement: Any, *, declared_tensors: bool = True) ->
 
 
 def manifest_shape_failure(placement: Any, label: str) -> Optional[str]:
-    """The first shape failure of a (default-pickled) placement that a logical plan's rules read
-    (spec §8.6: its identity, parts, and the manifest-wide ``tensors`` and ``fragments`` tuples):
-    ``placement_shape_failure`` without the declared-tensor rule (a value the rules decide), then
-    both tuples typed. ``label`` names the placement ("logical transfer plan target placement")
-    when it has no field state at all."""
+    """The first shape failure of a placement restored or forged without its checks, as the
+    planner's and a logical plan's rules read it (spec §8.6, §10: its identity, parts, and the
+    manifest-wide ``tensors`` and ``fragments`` tuples): ``placement_shape_failure`` (a part's
+    fragment naming a tensor the part does not declare: "unknown tensor_id: {id}", which the
+    rules' catalog lookups meet as ``KeyError``), then both tuples typed. ``label`` names the
+    placement ("logical transfer plan target placement") when it has no field state at all."""
     state = instance_state(placement)
     if state is None:
         return f"{label} is invalid"
-    failure = placement_shape_failure(placement, declared_tensors=False)
+    failure = placement_shape_failure(placement)
     if failure is not None:
         return failure
     tensors = state.get("tensors")
