@@ -6,6 +6,9 @@ Environment switches (documented in README.md):
 * ``MOONCAKE_RESHARD_SANITIZE=1`` AddressSanitizer + UndefinedBehaviorSanitizer, -O1 -g
 * ``MOONCAKE_RESHARD_DEBUG=1``    -O0 -g
 * ``OPENSSL_PREFIX=/path``        where to find include/ and lib/ of OpenSSL libcrypto
+
+Without the sanitizer or debug switch the build is -O2 -fvisibility=hidden (plus -fno-plt on
+Linux): only ``PyInit__native`` is exported.
 """
 
 from __future__ import annotations
@@ -85,6 +88,12 @@ def _compile_args() -> tuple[list[str], list[str]]:
         cflags += ["-O0", "-g"]
     else:
         cflags += ["-O2"]
+        # Only PyInit__native is exported (PyMODINIT_FUNC marks it visible), and calls into
+        # libpython go through the GOT without a PLT stub: about 3 % of a Kimi-class bind, whose
+        # loops call PyTuple_GetItem and friends per item (docs/performance.md, session 54).
+        cflags += ["-fvisibility=hidden"]
+        if sys.platform.startswith("linux"):
+            cflags += ["-fno-plt"]
     return cflags, ldflags
 
 
