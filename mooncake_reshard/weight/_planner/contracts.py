@@ -823,6 +823,7 @@ def _logical_type_failure(plan: Any) -> Optional[str]:
         TENSOR_FIELDS,
         field_type_failure,
         manifest_shape_failure,
+        typed_items_failure,
         typed_rank,
     )
     from .._field_kinds import typed_value
@@ -891,13 +892,12 @@ def _logical_type_failure(plan: Any) -> Optional[str]:
             if failure is not None:
                 return failure
     for name in ("source_tensors", "target_tensors"):
-        tensors = state[name]
-        for tensor in tensors if type(tensors) is tuple else ():
-            if not isinstance(tensor, TensorDescriptor):
-                return f"logical transfer plan {name} must contain TensorDescriptor"
-            failure = field_type_failure(tensor, TENSOR_FIELDS)
-            if failure is not None:
-                return failure
+        tensors = state[name]  # (another container: left to the rules, as step 1's tuple())
+        failure = None if type(tensors) is not tuple else (
+            typed_items_failure(tensors, f"logical transfer plan {name}", TensorDescriptor, TENSOR_FIELDS)
+        )
+        if failure is not None:
+            return failure
     return None
 
 

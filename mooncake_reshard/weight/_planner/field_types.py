@@ -28,6 +28,7 @@ __all__ = [
     "state_type_failure",
     "placement_shape_failure",
     "require_fields",
+    "typed_items_failure",
     "typed_rank",
     "PLACEMENT_FRAGMENT_FIELDS",
     "RUNTIME_FRAGMENT_FIELDS",
@@ -189,22 +190,22 @@ def manifest_shape_failure(placement: Any, label: str) -> Optional[str]:
     failure = placement_shape_failure(placement)
     if failure is not None:
         return failure
-    tensors = state.get("tensors")
-    if type(tensors) is not tuple:
-        return "WeightPlacementManifest tensors must be a sequence"
-    for tensor in tensors:
-        if not isinstance(tensor, TensorDescriptor):
-            return "WeightPlacementManifest tensors must contain TensorDescriptor"
-        failure = field_type_failure(tensor, TENSOR_FIELDS)
-        if failure is not None:
-            return failure
-    fragments = state.get("fragments")
-    if type(fragments) is not tuple:
-        return "WeightPlacementManifest fragments must be a sequence"
-    for fragment in fragments:
-        if not isinstance(fragment, PlacementFragment):
-            return "WeightPlacementManifest fragments must contain PlacementFragment"
-        failure = field_type_failure(fragment, PLACEMENT_FRAGMENT_FIELDS)
+    return typed_items_failure(
+        state.get("tensors"), "WeightPlacementManifest tensors", TensorDescriptor, TENSOR_FIELDS
+    ) or typed_items_failure(
+        state.get("fragments"), "WeightPlacementManifest fragments", PlacementFragment, PLACEMENT_FRAGMENT_FIELDS
+    )
+
+
+def typed_items_failure(items: Any, label: str, cls: type, fields: tuple[tuple[str, str], ...]) -> Optional[str]:
+    """The item-sequence messages of ``label`` (§1.3) for ``items`` that is not a tuple of
+    ``cls``, else the first field failure of an item; None when all are typed."""
+    if type(items) is not tuple:
+        return f"{label} must be a sequence"
+    for item in items:
+        if not isinstance(item, cls):
+            return f"{label} must contain {cls.__name__}"
+        failure = field_type_failure(item, fields)
         if failure is not None:
             return failure
     return None
