@@ -357,3 +357,26 @@ def test_a_memo_index_behind_a_cut_frame_is_a_pickle_level_hazard() -> None:
                          "hazard-frame-cut-short")
     with open(found, "rb") as handle:
         assert pickle_cases.pickle_level_hazard(handle.read()[1:])  # (atheris input: mode byte first)
+
+
+def test_a_lone_surrogate_in_a_stored_manifest_is_the_encoders_error() -> None:
+    """Found by atheris_pickle in session 54 (``fuzz/corpus/pickle/f12-stored-surrogate-revision``,
+    a stored-source plan whose ``revision`` holds ``"x\\udfffy"``): the stored manifest's digest
+    encodes its canonical JSON as UTF-8 (spec §6.5, ``ensure_ascii=False``), so its
+    ``__setstate__`` raises ``UnicodeEncodeError`` (a ``ValueError``), as its constructor does and
+    as ``pyfuzz.check_constructor`` accepts. The harness judges the pickle side the same way;
+    another ``UnicodeEncodeError`` stays a finding."""
+    corpus = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fuzz", "corpus", "pickle")
+    with open(os.path.join(corpus, "f12-stored-surrogate-revision"), "rb") as handle:
+        data = handle.read()[1:]  # (the first byte is atheris_pickle's mode selector: raw)
+    with pytest.raises(UnicodeEncodeError) as info:
+        pickle.loads(data)
+    assert pickle_cases.stored_digest_surrogate(info.value)
+    pickle_cases.check_loads(data, structured=False)  # no Finding
+    manifest = pickle_cases.seed_plans()[-1][1].source_manifest
+    with pytest.raises(UnicodeEncodeError):
+        dataclasses.replace(manifest, revision="x\udfffy")
+    try:
+        "\udfff".encode("utf-8")
+    except UnicodeEncodeError as other:
+        assert not pickle_cases.stored_digest_surrogate(other)
