@@ -45,10 +45,58 @@ typedef struct {
     size_t idx;
 } mr_kv;
 
+/* From this many records on, mr_radix_sort takes 11-bit digits (six passes at most for 64-bit
+ * keys, against eight of 8 bits): each pass reads and scatters every record, which at 10^5
+ * records and more costs more than the larger counting tables (2048 counters a digit, where the
+ * 8-bit digits' 256 cost less below; crossover measured between 2k and 8k records). */
+#define MR_RADIX_WIDE_MIN 16384
+
+/* mr_radix_sort's passes with digits of `bits` bits (digits * bits >= 64). Always inlined, so
+ * each call's digit width is a constant its loops are compiled for. */
+static inline __attribute__((always_inline)) int
+mr_radix_sort_digits(mr_kv *a, size_t n, unsigned bits, unsigned digits)
+{
+    const size_t radix = (size_t)1 << bits;
+    const uint64_t mask = radix - 1;
+    mr_kv *tmp = mr_kalloc(n, sizeof(mr_kv));
+    size_t *counts = calloc((size_t)digits * radix, sizeof(size_t)); /* (may run without the GIL: malloc) */
+    if (tmp == NULL || counts == NULL) {
+        free(tmp);
+        free(counts);
+        return MR_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint64_t k = a[i].key;
+        for (unsigned d = 0; d < digits; d++) counts[d * radix + ((k >> (bits * d)) & mask)]++;
+    }
+    mr_kv *src = a, *dst = tmp;
+    for (unsigned d = 0; d < digits; d++) {
+        size_t *c = counts + d * radix;
+        unsigned shift = bits * d;
+        /* the passes move records, not keys: the multiset of digits, and so every count, holds */
+        if (c[(src[0].key >> shift) & mask] == n) continue;
+        size_t sum = 0;
+        for (size_t b = 0; b < radix; b++) {
+            size_t x = c[b];
+            c[b] = sum;
+            sum += x;
+        }
+        for (size_t i = 0; i < n; i++) dst[c[(src[i].key >> shift) & mask]++] = src[i];
+        mr_kv *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != a) memcpy(a, src, n * sizeof(mr_kv));
+    free(tmp);
+    free(counts);
+    return 0;
+}
+
 /* Stable LSD radix sort of a[0:n] by key; skips digit passes where every key shares
- * the digit. Returns 0 or MR_ENOMEM. The counts of all eight digits come from one read of
- * the keys (a pass per digit read the n records again eight times: at 10^6 records, 16 MB
- * each, out of cache); the records are only moved for the digits that differ. */
+ * the digit. Returns 0 or MR_ENOMEM. The counts of all digits come from one read of
+ * the keys (a counting pass per digit would read the n records once per digit: at 10^6
+ * records, 16 MB each, out of cache); the records are only moved for the digits that differ.
+ * 8-bit digits below MR_RADIX_WIDE_MIN records, 11-bit digits from there on. */
 static inline int
 mr_radix_sort(mr_kv *a, size_t n)
 {
@@ -65,38 +113,8 @@ mr_radix_sort(mr_kv *a, size_t n)
         }
         return 0;
     }
-    mr_kv *tmp = mr_kalloc(n, sizeof(mr_kv));
-    size_t(*counts)[256] = calloc(8, sizeof *counts); /* (may run without the GIL: malloc) */
-    if (tmp == NULL || counts == NULL) {
-        free(tmp);
-        free(counts);
-        return MR_ENOMEM;
-    }
-    for (size_t i = 0; i < n; i++) {
-        uint64_t k = a[i].key;
-        for (unsigned d = 0; d < 8; d++) counts[d][(k >> (8 * d)) & 0xFF]++;
-    }
-    mr_kv *src = a, *dst = tmp;
-    for (unsigned d = 0; d < 8; d++) {
-        size_t *c = counts[d];
-        unsigned shift = 8 * d;
-        /* the passes move records, not keys: the multiset of digits, and so every count, holds */
-        if (c[(src[0].key >> shift) & 0xFF] == n) continue;
-        size_t sum = 0;
-        for (unsigned b = 0; b < 256; b++) {
-            size_t x = c[b];
-            c[b] = sum;
-            sum += x;
-        }
-        for (size_t i = 0; i < n; i++) dst[c[(src[i].key >> shift) & 0xFF]++] = src[i];
-        mr_kv *t = src;
-        src = dst;
-        dst = t;
-    }
-    if (src != a) memcpy(a, src, n * sizeof(mr_kv));
-    free(tmp);
-    free(counts);
-    return 0;
+    if (n < MR_RADIX_WIDE_MIN) return mr_radix_sort_digits(a, n, 8, 8);
+    return mr_radix_sort_digits(a, n, 11, 6);
 }
 
 static inline int
