@@ -1,4 +1,4 @@
-"""Exact field types of values restored without their own checks (fuzz findings F2, F3, F10).
+"""Exact field types of values restored without their own checks (fuzz findings F2, F3, F10, F11).
 
 Spec §13 restores placement-graph objects, regions, executors and snapshots by default
 pickling, without ``__post_init__``; ``object.__new__`` plus a forged ``__dict__`` does the same
@@ -8,7 +8,9 @@ present with the exact type construction guarantees, BEFORE the rules run, and r
 §1.3 message of the first field that is not (values are left to the rules themselves, so the
 first failure of a value with the right types is unchanged).
 
-Only the Python fallback paths call them (the C fast paths decline on any unexpected type).
+Only the Python fallback paths call them (the C fast paths decline on any unexpected type),
+and the public entry points that catch a Python error of their rules (F11: bind, the binding
+validators and resolvers, the planners) to raise the first such message instead.
 """
 
 from __future__ import annotations
