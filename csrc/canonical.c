@@ -3038,15 +3038,21 @@ py_sorted_groups(PyObject *Py_UNUSED(module), PyObject *args)
     PyObject *items, *given, *group_arg, *extra, *catalog = Py_None;
     Py_ssize_t ngroups_arg;
     int distinct = 0, packed = 0;
-    if (!PyArg_ParseTuple(args, "O!O!O!nO!|ppO:sorted_groups", &PyList_Type, &items, &PyList_Type, &given,
-                          &PyList_Type, &group_arg, &ngroups_arg, &PyList_Type, &extra, &distinct, &packed,
-                          &catalog))
+    if (!PyArg_ParseTuple(args, "OO!O!nO!|ppO:sorted_groups", &items, &PyList_Type, &given, &PyList_Type, &group_arg,
+                          &ngroups_arg, &PyList_Type, &extra, &distinct, &packed, &catalog))
         return NULL;
+    /* items: a list, or an exact tuple (read in place: no copy of a placement's fragments,
+     * whose references a list would take and drop one by one over the scattered objects) */
+    const int items_list = PyList_Check(items);
+    if (!items_list && !PyTuple_CheckExact(items)) {
+        PyErr_SetString(PyExc_TypeError, "sorted_groups: items must be a list or a tuple");
+        return NULL;
+    }
     if (catalog != Py_None && (!distinct || !PyTuple_CheckExact(catalog))) {
         PyErr_SetString(PyExc_TypeError, "catalog must be None or, with distinct, a tuple");
         return NULL;
     }
-    Py_ssize_t n = PyList_Size(items);
+    Py_ssize_t n = items_list ? PyList_Size(items) : PyTuple_Size(items);
     if (n < 0) return NULL;
     if (PyList_Size(given) != n || PyList_Size(group_arg) != n || PyList_Size(extra) != n) {
         PyErr_SetString(PyExc_ValueError, "items, keys, group_of and extra must have the same length");
@@ -3057,8 +3063,9 @@ py_sorted_groups(PyObject *Py_UNUSED(module), PyObject *args)
         return NULL;
     }
     size_t ngroups = (size_t)ngroups_arg, un = (size_t)n;
-    PyObject *result = NULL, *keys = NULL, *ordered = NULL, *rows = NULL, *groups = NULL, *extras = NULL;
-    PyObject **gslots = NULL, **xslots = NULL;
+    PyObject *result = NULL, *ordered = NULL, *rows = NULL, *groups = NULL, *extras = NULL;
+    PyObject **gslots = NULL, **xslots = NULL, **held = NULL; /* held: n_held keys (strong) */
+    Py_ssize_t n_held = 0;
     sg_row *rowv = NULL;
     unsigned char *ginert = NULL;
     int every_inert = 1;
@@ -3081,15 +3088,16 @@ py_sorted_groups(PyObject *Py_UNUSED(module), PyObject *args)
         group[i] = (size_t)v;
         count[v]++;
     }
-    /* a private copy holds a strong reference to every key (and so its UTF-8 bytes) while the
-     * GIL is released */
-    keys = PyList_GetSlice(given, 0, n);
-    if (keys == NULL) goto done;
+    /* a strong reference to every key (and so its UTF-8 bytes) while the GIL is released,
+     * taken as the key is read (no Python code runs in this loop: the list is as it was) */
+    held = mr_alloc_array(un ? un : 1, sizeof(PyObject *));
+    if (held == NULL) goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
         /* the key SG_AHEAD on: its header and first bytes (a hint; the list holds it) */
-        if (i + SG_AHEAD < n) sg_prefetch_key(PyList_GetItem(keys, i + SG_AHEAD));
-        PyObject *k = PyList_GetItem(keys, i);
+        if (i + SG_AHEAD < n) sg_prefetch_key(PyList_GetItem(given, i + SG_AHEAD));
+        PyObject *k = PyList_GetItem(given, i);
         if (k == NULL) goto done;
+        held[n_held++] = Py_NewRef(k);
         Py_ssize_t len = 0;
         const char *s = PyUnicode_CheckExact(k) ? PyUnicode_AsUTF8AndSize(k, &len) : NULL;
         if (s == NULL) {
@@ -3142,9 +3150,10 @@ py_sorted_groups(PyObject *Py_UNUSED(module), PyObject *args)
      * references the containers take over are taken in the same visit (one pass over the
      * scattered objects, the one SG_AHEAD on asked for now) */
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (i + SG_AHEAD < n) sg_prefetch_item(PyList_GetItem(items, i + SG_AHEAD));
+        if (i + SG_AHEAD < n)
+            sg_prefetch_item(items_list ? PyList_GetItem(items, i + SG_AHEAD) : PyTuple_GetItem(items, i + SG_AHEAD));
         sg_row *row = &rowv[i];
-        row->item = PyList_GetItem(items, i);
+        row->item = items_list ? PyList_GetItem(items, i) : PyTuple_GetItem(items, i);
         row->extra = distinct ? NULL : PyList_GetItem(extra, i);
         row->group = group[i];
         if (row->item == NULL || (!distinct && row->extra == NULL)) {
@@ -3198,7 +3207,8 @@ py_sorted_groups(PyObject *Py_UNUSED(module), PyObject *args)
     result = PyTuple_Pack(4, ordered, rows, groups, extras);
 done:
     PyMem_Free(ginert);
-    Py_XDECREF(keys);
+    for (Py_ssize_t k = 0; k < n_held; k++) Py_DECREF(held[k]);
+    PyMem_Free(held);
     Py_XDECREF(ordered);
     Py_XDECREF(rows);
     Py_XDECREF(groups);
@@ -3246,7 +3256,8 @@ static PyMethodDef canonical_methods[] = {
     {"tensor_shape_groups", (PyCFunction)py_tensor_shape_groups, METH_VARARGS, tensor_shape_groups_doc},
     {"tensor_shape_columns", (PyCFunction)py_tensor_shape_columns, METH_VARARGS, tensor_shape_columns_doc},
     {"sorted_groups", (PyCFunction)py_sorted_groups, METH_VARARGS,
-     "(sorted items, rows, items by group, extra by group), the groups in sorted order; None when a key is not "
+     "(sorted items, rows, items by group, extra by group), the groups in sorted order (items a list or a tuple); "
+     "None when a key is not "
      "an exact str. The sorted tuple and each group's tuple are untracked by the collector when every item "
      "they hold is inert (no collector support, or an untracked non-dict object). With distinct (a sixth "
      "argument, default False) each group's extras are sorted(set(...)) of them (a tuple of ints); None also "

@@ -303,8 +303,10 @@ def test_sorted_groups_hostile_arguments() -> None:
     for bad in ((items, ["a"], [0, 0], 1, [1, 2]), (items, ["a", "b"], [0], 1, [1, 2]), (items, ["a", "b"], [0, 0], 1, [1])):
         with pytest.raises(ValueError):
             _native.sorted_groups(*bad)
-    with pytest.raises(TypeError):
-        _native.sorted_groups(tuple(items), ["a", "b"], [0, 0], 1, [1, 2])  # type: ignore[arg-type]
+    assert _native.sorted_groups(tuple(items), ["b", "a"], [0, 0], 1, [1, 2])[0] == (items[1], items[0])
+    for not_items in (iter(items), set(items), None):
+        with pytest.raises(TypeError):
+            _native.sorted_groups(not_items, ["a", "b"], [0, 0], 1, [1, 2])  # type: ignore[arg-type]
 
 
 def _assembled(layout: Any, reverse: bool) -> Any:

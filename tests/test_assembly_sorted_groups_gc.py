@@ -6,7 +6,10 @@ oracle (a stable sort by key, then split by group), whatever the tracking."""
 from __future__ import annotations
 
 import gc
+import sys
 from typing import Any
+
+import pytest
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -45,15 +48,19 @@ def _inert(value: Any) -> bool:
 @given(
     st.lists(st.tuples(st.text(alphabet="ab\u00e9", max_size=4), st.integers(0, 3), st.integers(0, 5)), max_size=40),
     st.integers(1, 4),
+    st.booleans(),
 )
-def test_tracking_and_contents_against_the_oracle(rows: list[tuple[str, int, int]], extra_groups: int) -> None:
+def test_tracking_and_contents_against_the_oracle(
+    rows: list[tuple[str, int, int]], extra_groups: int, as_tuple: bool
+) -> None:
     ngroups = max([g for _, g, _ in rows], default=0) + extra_groups
     items = [_item(kind, index) for index, (_, _, kind) in enumerate(rows)]
     keys = [key for key, _, _ in rows]
     group_of = [group for _, group, _ in rows]
     extra = [index * 10 for index in range(len(rows))]
     inert_before = [_inert(item) for item in items]
-    result = _native.sorted_groups(items, keys, group_of, ngroups, extra)
+    # the items as a list, or as an exact tuple (read in place: the same result)
+    result = _native.sorted_groups(tuple(items) if as_tuple else items, keys, group_of, ngroups, extra)
     ordered, positions, by_group, extra_by_group = result
     order = sorted(range(len(rows)), key=keys.__getitem__)
     assert list(ordered) == [items[i] for i in order]
@@ -113,3 +120,33 @@ def test_distinct_declines_on_other_extras() -> None:
         assert _native.sorted_groups(items, keys, [0, 1, 0], 2, bad, True) is None
         assert _native.sorted_groups(items, keys, [0, 1, 0], 2, bad) is not None
     assert _native.sorted_groups(items, keys, [0, 1, 0], 2, [5, 2**31 - 1, 5], True)[3] == [(5,), (2**31 - 1,)]
+
+
+class _TupleSubclass(tuple):
+    pass
+
+
+def test_items_a_list_or_an_exact_tuple() -> None:
+    """Items are a list (a subclass too) or an exact tuple; anything else is a TypeError."""
+    keys, group_of, extra = ["b", "a"], [0, 0], [1, 2]
+    a, b = object(), object()
+    for items in ([a, b], (a, b), type("L", (list,), {})([a, b])):
+        ordered, positions, by_group, _ = _native.sorted_groups(items, keys, group_of, 1, extra)
+        assert ordered == (b, a) and list(positions) == [1, 0] and by_group == [(b, a)]
+    for items in (_TupleSubclass((a, b)), iter([a, b]), {a: 1, b: 2}):
+        with pytest.raises(TypeError, match="items must be a list or a tuple"):
+            _native.sorted_groups(items, keys, group_of, 1, extra)
+
+
+def test_the_keys_references_are_released() -> None:
+    """The keys are held while the sort runs without the GIL, and released after it: also when
+    the call declines on a key that is not an exact str part way through."""
+    keys = ["".join(("key", str(i))) for i in range(100)]  # (fresh objects: their own counts)
+    before = [sys.getrefcount(key) for key in keys]
+    items = tuple(object() for _ in keys)
+    assert _native.sorted_groups(items, keys, [0] * 100, 1, list(range(100))) is not None
+    assert [sys.getrefcount(key) for key in keys] == before
+    declined = keys[:50] + [b"bytes"] + keys[51:]
+    assert _native.sorted_groups(items, declined, [0] * 100, 1, list(range(100))) is None
+    del declined
+    assert [sys.getrefcount(key) for key in keys] == before

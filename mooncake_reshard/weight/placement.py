@@ -83,7 +83,9 @@ def _sorted_groups(
     when given, are the fragments' ids already read."""
     if keys is None:
         keys = list(map(_fragment_key, fragments))
-    result = _native.sorted_groups(list(fragments), keys, group_of, ngroups, tensor_ids, True, True, catalog)
+    # (a tuple is read in place; anything else through a private list, which no other code holds)
+    items = fragments if type(fragments) is tuple else list(fragments)
+    result = _native.sorted_groups(items, keys, group_of, ngroups, tensor_ids, True, True, catalog)
     if result is not None:
         ordered, rows, by_group, tensors_by_group = result
         return ordered, rows, by_group, tensors_by_group
