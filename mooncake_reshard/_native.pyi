@@ -65,8 +65,9 @@ def sorted_groups(
     order ``items`` and ``extra`` split by ``group_of[i]`` (ints in ``range(ngroups)``):
     ``(sorted_items, positions, items_by_group, extra_by_group)`` (a tuple, a list of ints, and
     two lists of ``ngroups`` tuples), ``positions[i]`` being the index of ``items[i]`` in
-    ``sorted_items``. ``items`` is a list or an exact tuple (read in place), else ``TypeError``. The tuples are filled without touching the objects in sorted order (their
-    references are taken in input order). ``None`` when some key is not an exact ``str`` (or has
+    ``sorted_items``. ``items`` is a list or an exact tuple (read in place), else ``TypeError``.
+    The tuples are filled without touching the objects in sorted order (their references are
+    taken in input order). ``None`` when some key is not an exact ``str`` (or has
     no UTF-8 encoding). ``ValueError`` for unequal lengths or a group out of range.
 
     With ``distinct=True`` each group's extras come back as ``sorted(set(...))`` (a list), or
