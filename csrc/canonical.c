@@ -2116,6 +2116,86 @@ strkey_set(strkey_entry *e, strkey_entry *tmp, size_t i, const char *s, size_t l
     tmp[i].head = w[1];
 }
 
+/* Runs of at most this many entries are sorted by insertion (strkey_cmp), not refined further. */
+#define STRKEY_SMALL_RUN 16
+/* strkey_refine goes this many 8-byte steps past a run's first head, then sorts what is left
+ * of a run by comparison (a bound on its recursion: keys equal over 64 more bytes are rare). */
+#define STRKEY_REFINE_STEPS 8
+
+/* Insertion sort of e[0:n] by strkey_cmp (small runs: no call through qsort per comparison). */
+static void
+strkey_insertion(strkey_entry *e, size_t n)
+{
+    for (size_t i = 1; i < n; i++) {
+        strkey_entry v = e[i];
+        size_t j = i;
+        while (j > 0 && strkey_cmp(&e[j - 1], &v) > 0) {
+            e[j] = e[j - 1];
+            j--;
+        }
+        e[j] = v;
+    }
+}
+
+/* Bytes at..at+7 of an entry's key, big-endian, zero padded past its end. */
+static inline uint64_t
+strkey_head_at(const strkey_entry *x, size_t at)
+{
+    uint64_t h = 0;
+    if (at < x->len && x->len - at >= 8) {
+        memcpy(&h, x->s + at, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        h = __builtin_bswap64(h);
+#endif
+        return h;
+    }
+    for (size_t k = 0; k < 8; k++) h = (h << 8) | (at + k < x->len ? (unsigned char)x->s[at + k] : 0u);
+    return h;
+}
+
+/* Sorts a run e[0:n] (n >= 2) of keys whose bytes before `at` agree once zero padded (a run of
+ * equal heads), in strkey_cmp's order, stable: the keys' bytes at..at+7 as the head (stable
+ * radix sort of (head, position) pairs in kv, n entries, then the entries gathered through tmp),
+ * then each run of equal heads the same way 8 bytes on; a run past every key's end holds keys
+ * equal once padded, which differ only in trailing zero bytes (their lengths) or are equal (in
+ * input order already). Each key's bytes are read once a step, where qsort compared whole keys
+ * about log2(n) times each. Small runs, runs STRKEY_REFINE_STEPS steps deep, and any run when kv
+ * is NULL or the radix sort has no memory, are sorted by strkey_cmp. The heads of e are left as
+ * the last step set them: two adjacent entries with different heads still have different keys
+ * (strkey_distinct reads the bytes only where heads tie). */
+static void
+strkey_refine(strkey_entry *e, strkey_entry *tmp, mr_kv *kv, size_t n, size_t at, int steps)
+{
+    if (n <= STRKEY_SMALL_RUN) {
+        strkey_insertion(e, n);
+        return;
+    }
+    size_t maxlen = 0;
+    for (size_t k = 0; k < n; k++)
+        if (e[k].len > maxlen) maxlen = e[k].len;
+    if (kv == NULL || steps >= STRKEY_REFINE_STEPS || at >= maxlen) {
+        qsort(e, n, sizeof(strkey_entry), strkey_cmp);
+        return;
+    }
+    for (size_t k = 0; k < n; k++) {
+        e[k].head = strkey_head_at(&e[k], at);
+        kv[k].key = e[k].head;
+        kv[k].idx = k;
+    }
+    if (mr_radix_sort(kv, n) < 0) {
+        qsort(e, n, sizeof(strkey_entry), strkey_cmp);
+        return;
+    }
+    for (size_t k = 0; k < n; k++) tmp[k] = e[kv[k].idx];
+    memcpy(e, tmp, n * sizeof(strkey_entry));
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        while (j < n && e[j].head == e[i].head) j++;
+        if (j - i > 1) strkey_refine(e + i, tmp + i, kv + i, j - i, at + 8, steps + 1);
+        i = j;
+    }
+}
+
 /* Kernel: stable sort of e[0:n] by key bytes (UTF-8 byte order == code point order); tmp: n scratch entries,
  * the keys given by strkey_set. */
 static void
@@ -2181,7 +2261,6 @@ strkey_sort(strkey_entry *e, strkey_entry *tmp, size_t n)
         if (kv != NULL) {
             for (size_t k = 0; k < n; k++) tmp[k] = e[kv[k].idx];
             memcpy(e, tmp, n * sizeof(strkey_entry));
-            free(kv);
         }
         size_t count[256];
         for (unsigned shift = 0; shift < 64 && kv == NULL; shift += 8) {
@@ -2197,12 +2276,15 @@ strkey_sort(strkey_entry *e, strkey_entry *tmp, size_t n)
             for (size_t i = 0; i < n; i++) tmp[count[(e[i].head >> shift) & 0xFF]++] = e[i];
             memcpy(e, tmp, n * sizeof(strkey_entry));
         }
+        /* runs of equal heads: the bytes after the head decide (strkey_refine, the pairs'
+         * memory reused; without it, by comparison) */
         for (size_t i = 0; i < n;) {
             size_t j = i + 1;
             while (j < n && e[j].head == e[i].head) j++;
-            if (j - i > 1) qsort(e + i, j - i, sizeof(strkey_entry), strkey_cmp);
+            if (j - i > 1) strkey_refine(e + i, tmp + i, kv == NULL ? NULL : kv + i, j - i, lcp + 8, 0);
             i = j;
         }
+        free(kv);
     }
 }
 
