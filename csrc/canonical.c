@@ -2196,6 +2196,32 @@ strkey_refine(strkey_entry *e, strkey_entry *tmp, mr_kv *kv, size_t n, size_t at
     }
 }
 
+/* 0 when each of the 8 bytes of w is a lowercase hex digit ('0'-'9', 'a'-'f'), else nonzero.
+ * Per byte (below 0x80 once the high bits are known clear, so no carry crosses bytes): adding
+ * 0x80 - lo sets its high bit when it is at least lo, adding 0x7f - hi when it is above hi. */
+static inline uint64_t
+strkey_not_hex(uint64_t w)
+{
+    const uint64_t high = 0x8080808080808080ull, ones = 0x0101010101010101ull;
+    uint64_t low7 = w & ~high;
+    uint64_t digit = (low7 + ones * (0x80 - '0')) & ~(low7 + ones * (0x7f - '9'));
+    uint64_t letter = (low7 + ones * (0x80 - 'a')) & ~(low7 + ones * (0x7f - 'f'));
+    return (w & high) | (~(digit | letter) & high);
+}
+
+/* The 32-bit value of 8 lowercase hex digits (big-endian: the first digit the highest nibble),
+ * increasing with the bytes: '0'-'9' are 0-9 and 'a'-'f' 10-15 ((b & 15) + 9 for a letter,
+ * whose bit 6 is set). */
+static inline uint64_t
+strkey_hex_value(uint64_t w)
+{
+    const uint64_t ones = 0x0101010101010101ull;
+    uint64_t v = (w & (ones * 0x0f)) + 9 * ((w >> 6) & ones);
+    v = (v | (v >> 4)) & 0x00ff00ff00ff00ffull;
+    v = (v | (v >> 8)) & 0x0000ffff0000ffffull;
+    return (v | (v >> 16)) & 0xffffffffull;
+}
+
 /* Kernel: stable sort of e[0:n] by key bytes (UTF-8 byte order == code point order); tmp: n scratch entries,
  * the keys given by strkey_set. */
 static void
@@ -2249,10 +2275,16 @@ strkey_sort(strkey_entry *e, strkey_entry *tmp, size_t n)
     {
         mr_kv *kv = n > 32 ? mr_kalloc(n, sizeof(mr_kv)) : NULL;
         if (kv != NULL) {
+            uint64_t not_hex = 0;
             for (size_t i = 0; i < n; i++) {
                 kv[i].key = e[i].head;
                 kv[i].idx = i;
+                not_hex |= strkey_not_hex(e[i].head);
             }
+            /* heads of lowercase hex digits only (derived ids, "sha256:" + hex): the same order
+             * from their 32-bit values, whose upper digits the radix sort then skips */
+            if (not_hex == 0)
+                for (size_t i = 0; i < n; i++) kv[i].key = strkey_hex_value(kv[i].key);
             if (mr_radix_sort(kv, n) < 0) {
                 free(kv);
                 kv = NULL;

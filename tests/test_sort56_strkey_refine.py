@@ -86,3 +86,35 @@ def test_sort56_groups_match_sorted(parts):
     keys = [str(a) + "g" * 8 + b + "y" * filler + c for a, b, filler, c in parts]
     _groups_check(keys)
 
+
+_HEX = "0123456789abcdef"
+# the bytes around the hex ranges' edges, and others: any one of them in a head keeps the
+# heads' own values (not their hex value) as the sort's keys
+_NOT_HEX = ["/", ":", "@", "`", "g", "A", "F", "\x00", "\x7f", "é", "😀", "<cut>"]
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    st.sampled_from(["sha256:", "", "x", "sha256:0000"]),
+    st.lists(st.text(alphabet=_HEX, min_size=8, max_size=20), min_size=33, max_size=400),
+    st.lists(st.tuples(st.integers(0, 399), st.integers(0, 19), st.sampled_from(_NOT_HEX)), max_size=3),
+)
+def test_sort56_hex_heads(prefix, digits, planted):
+    """Derived-id-like keys (a prefix, then lowercase hex digits): sorted by the digits' 32-bit
+    value when every head is hex, else by the heads' bytes; a planted non-hex character or a key
+    cut short (a zero padded head) anywhere must give the same order as ``sorted``."""
+    keys = [prefix + d for d in digits]
+    for at, offset, ch in planted:
+        at %= len(keys)
+        key = keys[at]
+        cut = min(len(prefix) + offset, len(key))
+        keys[at] = key[:cut] if ch == "<cut>" else key[:cut] + ch + key[cut + 1 :]
+    _check(keys)
+    _groups_check(keys)
+
+
+def test_sort56_hex_digit_order():
+    """Every hex digit against every other in each head position (the value's nibbles)."""
+    keys = ["sha256:" + "7" * k + a + "3" * (7 - k) for k in range(8) for a in _HEX for _ in range(2)]
+    keys = [keys[(i * 37) % len(keys)] for i in range(len(keys))]
+    _check(keys)
