@@ -2268,7 +2268,8 @@ strkey_sort(strkey_entry *e, strkey_entry *tmp, size_t n)
         }
     }
     /* LSD radix sort by head (stable, so equal heads keep input order), skipping byte
-     * positions where every head agrees; then the full comparison inside runs of equal heads.
+     * positions where every head agrees; then runs of equal heads by the bytes after them
+     * (strkey_refine).
      * The digit passes move (head, position) pairs, half an entry (mr_radix_sort), and the
      * entries are gathered once in their order; without memory for the pairs, the entries
      * themselves are moved. */
