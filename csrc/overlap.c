@@ -1133,20 +1133,49 @@ typedef struct {
 typedef struct {
     ov_intern_slot *slots; /* nslots of them, or NULL: no sharing */
     uint64_t *vals;
-    size_t nslots, nvals, cap, used;
+    size_t nslots, max_slots, nvals, cap, used;
 } ov_intern;
 
-/* A table for the values of about nregions regions (two slots per region, a power of two up
- * to OV_INTERN_SLOTS), kept at most half full. */
+/* A table for the values of about nregions regions: at most two slots per region, a power of
+ * two up to OV_INTERN_SLOTS (its limit, max_slots), kept at most half full. It starts small and
+ * grows by four as values come: a plan's regions usually repeat a few hundred distinct values,
+ * whose slots then stay in the near caches, where a table sized for the limit at once (several
+ * MB at 10^5+ regions) spreads them over as many pages and makes every probe a miss. The values
+ * shared are the same either way: the first max_slots / 2 distinct ones. */
+#define OV_INTERN_FIRST_SLOTS ((size_t)1 << 10)
+
 static void
 ov_intern_init(ov_intern *c, size_t nregions)
 {
-    size_t nslots = 64;
-    while (nslots < OV_INTERN_SLOTS && nslots / 2 < nregions) nslots *= 2;
+    size_t limit = 64;
+    while (limit < OV_INTERN_SLOTS && limit / 2 < nregions) limit *= 2;
+    size_t nslots = limit < OV_INTERN_FIRST_SLOTS ? limit : OV_INTERN_FIRST_SLOTS;
     c->slots = PyMem_Calloc(nslots, sizeof(ov_intern_slot)); /* NULL: every value fresh */
     c->nslots = c->slots == NULL ? 0 : nslots;
+    c->max_slots = limit;
     c->vals = NULL;
     c->nvals = c->cap = c->used = 0;
+}
+
+/* Four times the slots (at most max_slots), every entry moved by its kept hash; 0, or -1 when
+ * the larger table cannot be had (the table is then left as it was). */
+static int
+ov_intern_grow(ov_intern *c)
+{
+    size_t nslots = c->nslots * 4 < c->max_slots ? c->nslots * 4 : c->max_slots;
+    ov_intern_slot *slots = PyMem_Calloc(nslots, sizeof(ov_intern_slot));
+    if (slots == NULL) return -1;
+    size_t mask = nslots - 1;
+    for (size_t k = 0; k < c->nslots; k++) {
+        if (c->slots[k].obj == NULL) continue;
+        size_t i = (size_t)c->slots[k].hash & mask;
+        while (slots[i].obj != NULL) i = (i + 1) & mask;
+        slots[i] = c->slots[k];
+    }
+    PyMem_Free(c->slots);
+    c->slots = slots;
+    c->nslots = nslots;
+    return 0;
 }
 
 static void
@@ -1207,7 +1236,13 @@ ov_intern_tuple(ov_intern *c, const void *v, int n, int is_signed)
         i = (i + 1) & mask;
     }
     PyObject *t = ov_intern_make(v, n, is_signed);
-    if (t == NULL || c->used >= c->nslots / 2) return t;
+    if (t == NULL) return t;
+    if (c->used >= c->nslots / 2) {
+        if (c->nslots >= c->max_slots || ov_intern_grow(c) < 0) return t; /* no sharing for this one */
+        mask = c->nslots - 1;
+        i = (size_t)h & mask;
+        while (c->slots[i].obj != NULL) i = (i + 1) & mask; /* not there: it was not found above */
+    }
     if (c->nvals + (size_t)n > c->cap) {
         size_t cap = c->cap ? c->cap : 4096;
         while (cap < c->nvals + (size_t)n) {
@@ -1672,7 +1707,7 @@ ov_plan_regions(PyObject *Py_UNUSED(self), PyObject *args)
     }
     static PyObject *keys[OV_NFIELDS];
     PyObject *result = NULL, *template = NULL, *empty = NULL, *regions = NULL, *used_s = NULL, *used_t = NULL;
-    ov_intern shared = {NULL, NULL, 0, 0, 0, 0};
+    ov_intern shared = {NULL, NULL, 0, 0, 0, 0, 0};
     PyObject **src_v = NULL, **tgt_v = NULL, **tid_v = NULL; /* borrowed items (ov_item_array) */
     if (status == OV_NOMEM) {
         PyErr_NoMemory();
