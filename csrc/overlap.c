@@ -1198,8 +1198,6 @@ ov_intern_make(const void *v, int n, int is_signed)
     return is_signed ? ov_tuple_i64((const int64_t *)v, n) : ov_tuple_u64((const uint64_t *)v, n);
 }
 
-/* A new reference to the tuple of v[0:n] (int64 when is_signed is 1, else uint64), or with
- * is_signed == OV_INTERN_INT (n == 1) to the int of the uint64 v[0]. */
 static inline uint64_t
 ov_intern_hash(const uint64_t *u, int n, int is_signed)
 {
@@ -1212,8 +1210,8 @@ ov_intern_hash(const uint64_t *u, int n, int is_signed)
     return h;
 }
 
-/* Ask for the slot ov_intern_tuple(c, v, n, is_signed) probes first (a hint: the table is
- * several MB at 10^5+ regions, so each probe is a cache miss). */
+/* Ask for the slot ov_intern_tuple(c, v, n, is_signed) probes first (a hint: a plan with many
+ * distinct values grows the table to several MB, and each probe is then a cache miss). */
 static inline void
 ov_intern_prefetch(const ov_intern *c, const void *v, int n, int is_signed)
 {
@@ -1221,27 +1219,18 @@ ov_intern_prefetch(const ov_intern *c, const void *v, int n, int is_signed)
     __builtin_prefetch(&c->slots[(size_t)ov_intern_hash((const uint64_t *)v, n, is_signed) & (c->nslots - 1)]);
 }
 
-static PyObject *
-ov_intern_tuple(ov_intern *c, const void *v, int n, int is_signed)
+/* ov_intern_tuple's miss: the value v[0:n] (hash h), not in the table, whose probe ended at the
+ * empty slot i; built, and kept while the table has room. Out of line: most lookups hit. */
+static __attribute__((noinline)) PyObject *
+ov_intern_insert(ov_intern *c, const uint64_t *u, int n, int is_signed, uint64_t h, size_t i)
 {
-    const uint64_t *u = (const uint64_t *)v; /* same size and representation for both kinds */
-    if (c->slots == NULL || n <= 0) return ov_intern_make(v, n, is_signed);
-    uint64_t h = ov_intern_hash(u, n, is_signed);
-    size_t mask = c->nslots - 1, i = (size_t)h & mask;
-    while (c->slots[i].obj != NULL) {
-        const ov_intern_slot *e = &c->slots[i];
-        if (e->hash == h && e->n == n && e->is_signed == is_signed
-            && memcmp(c->vals + e->at, u, (size_t)n * sizeof(uint64_t)) == 0)
-            return Py_NewRef(e->obj);
-        i = (i + 1) & mask;
-    }
-    PyObject *t = ov_intern_make(v, n, is_signed);
+    PyObject *t = ov_intern_make(u, n, is_signed);
     if (t == NULL) return t;
     if (c->used >= c->nslots / 2) {
         if (c->nslots >= c->max_slots || ov_intern_grow(c) < 0) return t; /* no sharing for this one */
-        mask = c->nslots - 1;
+        size_t mask = c->nslots - 1;
         i = (size_t)h & mask;
-        while (c->slots[i].obj != NULL) i = (i + 1) & mask; /* not there: it was not found above */
+        while (c->slots[i].obj != NULL) i = (i + 1) & mask; /* not there: it was not found before */
     }
     if (c->nvals + (size_t)n > c->cap) {
         size_t cap = c->cap ? c->cap : 4096;
@@ -1264,6 +1253,30 @@ ov_intern_tuple(ov_intern *c, const void *v, int n, int is_signed)
     c->nvals += (size_t)n;
     c->used++;
     return t;
+}
+
+/* A new reference to the tuple of v[0:n] (int64 when is_signed is 1, else uint64), or with
+ * is_signed == OV_INTERN_INT (n == 1) to the int of the uint64 v[0], shared when kept.
+ * Inlined into each field of ov_region_object (a region asks up to eight times): the hash, the
+ * probe and the comparison of a few values, no call on a hit. */
+static inline __attribute__((always_inline)) PyObject *
+ov_intern_tuple(ov_intern *c, const void *v, int n, int is_signed)
+{
+    const uint64_t *u = (const uint64_t *)v; /* same size and representation for both kinds */
+    if (c->slots == NULL || n <= 0) return ov_intern_make(v, n, is_signed);
+    uint64_t h = ov_intern_hash(u, n, is_signed);
+    size_t mask = c->nslots - 1, i = (size_t)h & mask;
+    for (;;) {
+        const ov_intern_slot *e = &c->slots[i];
+        if (e->obj == NULL) return ov_intern_insert(c, u, n, is_signed, h, i);
+        if (e->hash == h && e->n == n && e->is_signed == is_signed) {
+            const uint64_t *kept = c->vals + e->at;
+            int k = 0;
+            while (k < n && kept[k] == u[k]) k++;
+            if (k == n) return Py_NewRef(e->obj);
+        }
+        i = (i + 1) & mask;
+    }
 }
 
 /* Builds (src, tgt, overlap_offset, overlap_shape, source_base, target_base,
