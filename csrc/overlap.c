@@ -1138,7 +1138,7 @@ typedef struct {
 
 /* A table for the values of about nregions regions: at most two slots per region, a power of
  * two up to OV_INTERN_SLOTS (its limit, max_slots), kept at most half full. It starts small and
- * grows by four as values come: a plan's regions usually repeat a few hundred distinct values,
+ * grows by four as values come: a plan's regions usually repeat a few dozen distinct values,
  * whose slots then stay in the near caches, where a table sized for the limit at once (several
  * MB at 10^5+ regions) spreads them over as many pages and makes every probe a miss. The values
  * shared are the same either way: the first max_slots / 2 distinct ones. */
