@@ -44,8 +44,8 @@ _SMALL_INTS = range(-5, 257)  # CPython's cached ints: the same object whoever b
 
 
 def _split_layout(lengths: List[int], width: int, tp: int) -> Layout:
-    """One (length, width) tensor per entry, split on dim 0 into ``tp`` uneven-free pieces
-    (length // tp rows each, the last taking the rest), at DP 1."""
+    """One (length, width) tensor per entry, split on dim 0 into ``tp`` pieces of length // tp
+    rows each, the last taking the rest (one DP replica)."""
     tensors = []
     fragments = []
     for k, length in enumerate(lengths):
