@@ -699,13 +699,16 @@ bd_prefetch_head(const void *obj, int rw)
     }
 }
 
-/* A hint: the placement fragment id str of obj when obj is a placement fragment in its C-owned
- * layout (its slot read: obj should be in the cache by now), else nothing. Never raises. */
+/* A hint: the head of the placement fragment id str of obj (bd_prefetch_head: the line of its
+ * type and the one of its length, hash and first characters, which the readers check and
+ * compare; a hint on the first alone left logical_target_cover's PyUnicode_GetLength waiting on
+ * the second) when obj is a placement fragment in its C-owned layout (its slot read: obj should
+ * be in the cache by now), else nothing. Never raises. */
 static inline void
 bd_prefetch_pfid(PyObject *obj)
 {
     PyObject *const *pf = mr_pf_fields(obj);
-    if (pf != NULL && pf[MR_PF_PLACEMENT_FRAGMENT_ID] != NULL) __builtin_prefetch(pf[MR_PF_PLACEMENT_FRAGMENT_ID]);
+    if (pf != NULL && pf[MR_PF_PLACEMENT_FRAGMENT_ID] != NULL) bd_prefetch_head(pf[MR_PF_PLACEMENT_FRAGMENT_ID], 0);
 }
 
 /* Kernel: an identity table whose slots hold their key (one cache line per probe, where a slot
