@@ -3642,6 +3642,8 @@ bd_ahead_values(const bd_table *tb, bd_ahead *slot)
         if (k == 0 || k == N_TARGET - N_SOURCE) {
             bd_prefetch_object(slot->v[k]);
             __builtin_prefetch((const char *)slot->v[k] + 64);
+        } else if (k == BD_KEPT_TENSOR) {
+            bd_prefetch_head(slot->v[k], 1); /* (bd_canon_region reads its length too) */
         } else {
             __builtin_prefetch(slot->v[k], 1);
         }
@@ -4062,7 +4064,7 @@ bd_ids_add(PyObject *const *nm, bd_id_batch *b, int side, PyObject *fragment, Py
         if (status == BD_OK && ids[side] == NULL) return BD_FALLBACK; /* (not read here: undecided) */
         return status != BD_OK ? status : bd_add_bound_id(nm, fragment, ids[side]);
     }
-    __builtin_prefetch(fid);
+    bd_prefetch_head(fid, 0); /* (the add reads its type, then its length and hash: two lines) */
     b->fid[b->count] = fid;
     b->side[b->count] = (unsigned char)side;
     if (++b->count < BD_IDS_BATCH) return BD_OK;
