@@ -679,27 +679,7 @@ bd_prefetch_whole(const PyObject *obj)
     __builtin_prefetch((const void *)((uintptr_t)obj + 127));
 }
 
-/* A hint: the head of a small object (a str's header and first characters, an int's size and
- * first digits, a short tuple's items): the lines of obj and obj + 47. pymalloc places blocks at
- * 16-byte steps after a 48-byte pool header, so the 128- and 64-byte size classes (the 71-char
- * placement fragment ids, short fragment ids) always start 48 bytes into a line: the line of obj
- * holds only the reference count and type, the length, hash and characters are on the next
- * (ATTEST43: a hint on obj alone left PyUnicode_GetLength waiting there). obj + 47 is that next
- * line when obj starts 32 or 48 bytes in, else obj's own line (an int of the 32-byte class that
- * starts 16 bytes in ends in it). Only addresses are computed; nothing is read. */
-static inline void
-bd_prefetch_head(const void *obj, int rw)
-{
-    if (rw) {
-        __builtin_prefetch(obj, 1);
-        __builtin_prefetch((const void *)((uintptr_t)obj + 47), 1);
-    } else {
-        __builtin_prefetch(obj);
-        __builtin_prefetch((const void *)((uintptr_t)obj + 47));
-    }
-}
-
-/* A hint: the head of the placement fragment id str of obj (bd_prefetch_head: the line of its
+/* A hint: the head of the placement fragment id str of obj (mr_prefetch_head: the line of its
  * type and the one of its length, hash and first characters, which the readers check and
  * compare; a hint on the first alone left logical_target_cover's PyUnicode_GetLength waiting on
  * the second) when obj is a placement fragment in its C-owned layout (its slot read: obj should
@@ -708,7 +688,7 @@ static inline void
 bd_prefetch_pfid(PyObject *obj)
 {
     PyObject *const *pf = mr_pf_fields(obj);
-    if (pf != NULL && pf[MR_PF_PLACEMENT_FRAGMENT_ID] != NULL) bd_prefetch_head(pf[MR_PF_PLACEMENT_FRAGMENT_ID], 0);
+    if (pf != NULL && pf[MR_PF_PLACEMENT_FRAGMENT_ID] != NULL) mr_prefetch_head(pf[MR_PF_PLACEMENT_FRAGMENT_ID], 0);
 }
 
 /* Kernel: an identity table whose slots hold their key (one cache line per probe, where a slot
@@ -2116,17 +2096,17 @@ bd_evidence_prefetch(PyObject *fragments, Py_ssize_t i, Py_ssize_t n, const bd_p
         if (near != NULL && bd_runtime_memo.memo.cls != NULL && (PyObject *)Py_TYPE(near) == bd_runtime_memo.memo.cls) {
             PyObject *const *f = (PyObject *const *)((mr_layout_object *)near)->fields;
             for (int k = 0; k < MR_RF_N; k++) {
-                if (f[k] != NULL) bd_prefetch_head(f[k], 1);
+                if (f[k] != NULL) mr_prefetch_head(f[k], 1);
             }
         }
     }
     /* the placement entries (pd's array: indices checked against its count) */
     if (i + 2 * BD_EV_AHEAD < pd->n) bd_prefetch_object(pd->entries[2 * (i + 2 * BD_EV_AHEAD) + 1]);
     if (i + BD_EV_AHEAD < pd->n) {
-        bd_prefetch_head(pd->entries[2 * (i + BD_EV_AHEAD)], 0);
+        mr_prefetch_head(pd->entries[2 * (i + BD_EV_AHEAD)], 0);
         PyObject *const *pf = mr_pf_fields(pd->entries[2 * (i + BD_EV_AHEAD) + 1]);
         for (int k = 0; pf != NULL && k < MR_PF_N; k++) {
-            if (pf[k] != NULL) bd_prefetch_head(pf[k], 1);
+            if (pf[k] != NULL) mr_prefetch_head(pf[k], 1);
         }
     }
 }
@@ -3643,7 +3623,7 @@ bd_ahead_values(const bd_table *tb, bd_ahead *slot)
             bd_prefetch_object(slot->v[k]);
             __builtin_prefetch((const char *)slot->v[k] + 64);
         } else if (k == BD_KEPT_TENSOR) {
-            bd_prefetch_head(slot->v[k], 1); /* (bd_canon_region reads its length too) */
+            mr_prefetch_head(slot->v[k], 1); /* (bd_canon_region reads its length too) */
         } else {
             __builtin_prefetch(slot->v[k], 1);
         }
@@ -4064,7 +4044,7 @@ bd_ids_add(PyObject *const *nm, bd_id_batch *b, int side, PyObject *fragment, Py
         if (status == BD_OK && ids[side] == NULL) return BD_FALLBACK; /* (not read here: undecided) */
         return status != BD_OK ? status : bd_add_bound_id(nm, fragment, ids[side]);
     }
-    bd_prefetch_head(fid, 0); /* (the add reads its type, then its length and hash: two lines) */
+    mr_prefetch_head(fid, 0); /* (the add reads its type, then its length and hash: two lines) */
     b->fid[b->count] = fid;
     b->side[b->count] = (unsigned char)side;
     if (++b->count < BD_IDS_BATCH) return BD_OK;
@@ -5781,12 +5761,12 @@ bd_pair_prefetch_fields(PyObject *logical, PyObject *runtime)
     if (runtime != NULL && bd_runtime_memo.memo.cls != NULL && (PyObject *)Py_TYPE(runtime) == bd_runtime_memo.memo.cls) {
         PyObject *const *f = (PyObject *const *)((mr_layout_object *)runtime)->fields;
         for (int k = 0; k < MR_RF_N; k++) {
-            if (f[k] != NULL) bd_prefetch_head(f[k], 1);
+            if (f[k] != NULL) mr_prefetch_head(f[k], 1);
         }
     }
     PyObject *const *pf = logical != NULL ? mr_pf_fields(logical) : NULL;
     for (int k = 0; pf != NULL && k < MR_PF_N; k++) {
-        if (pf[k] != NULL) bd_prefetch_head(pf[k], 1);
+        if (pf[k] != NULL) mr_prefetch_head(pf[k], 1);
     }
 }
 
@@ -7636,7 +7616,7 @@ bd_selection(PyObject *const *nm, PyObject *items, PyObject *selected, int *all,
         if (i + 8 < n) bd_prefetch_whole(PyTuple_GetItem(items, i + 8));
         if (i + 4 < n) {
             PyObject *const *ahead = mr_layout_fields(PyTuple_GetItem(items, i + 4), &rl);
-            if (ahead != NULL && ahead[MR_RF_FRAGMENT_ID] != NULL) bd_prefetch_head(ahead[MR_RF_FRAGMENT_ID], 0);
+            if (ahead != NULL && ahead[MR_RF_FRAGMENT_ID] != NULL) mr_prefetch_head(ahead[MR_RF_FRAGMENT_ID], 0);
         }
         PyObject *const *rf = mr_layout_fields(item, &rl);
         int rc = rf != NULL ? bd_slot_str(rf[MR_RF_FRAGMENT_ID], &fid) : bd_get_str(item, nm[N_FID], &fid);
@@ -8003,7 +7983,7 @@ bd_project_attested(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             else if (emitted != NULL && !emitted_over) {
                 if (k + 8 < PyTuple_Size(fragment_ids)) { /* hints: the head of the id 12 on (its hash
                                                            * is read 4 rounds later), the slot of the id 8 on */
-                    if (k + 12 < PyTuple_Size(fragment_ids)) bd_prefetch_head(PyTuple_GetItem(fragment_ids, k + 12), 0);
+                    if (k + 12 < PyTuple_Size(fragment_ids)) mr_prefetch_head(PyTuple_GetItem(fragment_ids, k + 12), 0);
                     bd_strtab_prefetch(emitted, emitted_mask, PyTuple_GetItem(fragment_ids, k + 8));
                 }
                 int added = n_emitted < n_selected ? bd_strtab_add(emitted, emitted_mask, fid)
@@ -8398,7 +8378,7 @@ bd_side_prefetch(PyObject *fragments, Py_ssize_t i, Py_ssize_t n, const bd_idset
         PyObject *near = PyTuple_GetItem(fragments, i + 6);
         if (near != NULL && (PyObject *)Py_TYPE(near) == memo_cls) {
             PyObject *fid = ((mr_layout_object *)near)->fields[MR_RF_FRAGMENT_ID];
-            if (fid != NULL) bd_prefetch_head(fid, 0);
+            if (fid != NULL) mr_prefetch_head(fid, 0);
         }
     }
     if (i + 3 < n) {

@@ -36,6 +36,26 @@ mr_add_i64(int64_t a, int64_t b, int64_t *out)
     return __builtin_add_overflow(a, b, out) ? -1 : 0;
 }
 
+/* A hint: the head of a small object (a str's header and first characters, an int's size and
+ * first digits, a short tuple's items): the lines of obj and obj + 47. pymalloc places blocks at
+ * 16-byte steps after a 48-byte pool header, so the 128- and 64-byte size classes (the 71-char
+ * placement fragment ids, short fragment ids) always start 48 bytes into a line: the line of obj
+ * holds only the reference count and type, the length, hash and characters are on the next
+ * (ATTEST43: a hint on obj alone left PyUnicode_GetLength waiting there). obj + 47 is that next
+ * line when obj starts 32 or 48 bytes in, else obj's own line (an int of the 32-byte class that
+ * starts 16 bytes in ends in it). Only addresses are computed; nothing is read. */
+static inline __attribute__((always_inline)) void
+mr_prefetch_head(const void *obj, int rw)
+{
+    if (rw) {
+        __builtin_prefetch(obj, 1);
+        __builtin_prefetch((const void *)((uintptr_t)obj + 47), 1);
+    } else {
+        __builtin_prefetch(obj);
+        __builtin_prefetch((const void *)((uintptr_t)obj + 47));
+    }
+}
+
 /* 1 when value is an exact tuple whose items are all exactly of item_type, else 0. Never fails
  * (an exact tuple's items are read in range). */
 static inline int

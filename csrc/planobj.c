@@ -2539,7 +2539,7 @@ pe_tuple_ids(PyObject *fragments, Py_ssize_t n, PyObject *ftype, PyObject *name,
         if (far == 16 && k + 8 < count) {
             PyObject *ahead = (PyObject *)(uintptr_t)order[k + 8].key;
             PyObject *const *f = (PyObject *)Py_TYPE(ahead) == ftype ? mr_layout_fields(ahead, &lc) : NULL;
-            if (f != NULL && f[MR_PF_PLACEMENT_FRAGMENT_ID] != NULL) __builtin_prefetch(f[MR_PF_PLACEMENT_FRAGMENT_ID], 1);
+            if (f != NULL && f[MR_PF_PLACEMENT_FRAGMENT_ID] != NULL) mr_prefetch_head(f[MR_PF_PLACEMENT_FRAGMENT_ID], 1);
         }
         PyObject *item = (PyObject *)(uintptr_t)order[k].key; /* held by the tuple (no Python code runs) */
         if ((PyObject *)Py_TYPE(item) != ftype) goto done;
