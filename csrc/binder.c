@@ -5134,6 +5134,20 @@ bd_bind_regions_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs, co
                 if (bf[MR_BF_PLACEMENT] != NULL) bd_prefetch_whole(bf[MR_BF_PLACEMENT]);
             }
         }
+        /* and, the binding fragments of the operation one on asked for a round ago, the head of
+         * their address (an int of each fragment's own, bd_phys_region reads its digits) */
+        if (pos != NULL && bound_layout && i + 1 < ids_at && bd_runtime_memo.memo.cls != NULL) {
+            const bd_ahead *next = &ahead[(i + 1) % BD_AHEAD];
+            for (int side = 0; side < 2 && next->status == BD_OK; side++) {
+                PyObject *const *bf =
+                    next->found[side] == BD_OK && next->bound[side] != NULL
+                        ? mr_layout_fields(next->bound[side], &carry.bound_layout) : NULL;
+                PyObject *binding = bf != NULL ? bf[MR_BF_BINDING] : NULL;
+                if (binding == NULL || (PyObject *)Py_TYPE(binding) != bd_runtime_memo.memo.cls) continue;
+                PyObject *address = ((mr_layout_object *)binding)->fields[MR_RF_ADDRESS];
+                if (address != NULL) mr_prefetch_head(address, 0);
+            }
+        }
         bd_ahead *slot = &ahead[i % BD_AHEAD];
         PyObject *region = NULL;
         PyObject *kept[BD_KEPT] = {NULL};
