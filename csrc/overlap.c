@@ -1762,6 +1762,9 @@ ov_plan_regions(PyObject *Py_UNUSED(self), PyObject *args)
     tgt_v = src_v == NULL ? NULL : ov_item_array(tgt_items, ntgt);
     tid_v = tgt_v == NULL || tid_items == Py_None ? NULL : ov_item_array(tid_items, ntgt);
     if (tgt_v == NULL || (tid_items != Py_None && tid_v == NULL)) goto done;
+    /* every region built so far untracked (read from each new region's own header while it is
+     * in the cache): then the tuple of them is inert and is untracked without walking them */
+    int regions_untracked = 1;
     for (size_t i = 0; i < P.regions.len; i++) {
         const ov_region *r = (const ov_region *)P.regions.data + i;
         /* The regions come in target order while the fragments (and their tensor ids) lie in
@@ -1810,9 +1813,14 @@ ov_plan_regions(PyObject *Py_UNUSED(self), PyObject *args)
         PyObject *region = ov_region_object(&P, r, cls, &lc, keys, template, source, target, tensor_id, empty,
                                             empty_inert, &shared);
         if (region == NULL || PyTuple_SetItem(regions, (Py_ssize_t)i, region) < 0) goto done;
+        if (regions_untracked && PyObject_GC_IsTracked(region)) regions_untracked = 0;
     }
     mr_gc_show(regions); /* full */
-    if (P.regions.len >= MR_GC_BULK_MIN) (void)mr_gc_inert(regions, 1); /* untracked when every region is */
+    /* untracked when every region is (what mr_gc_inert(regions, 1) decided by reading every
+     * region's header again, a miss each at scale; the regions are instances of cls, neither
+     * dicts nor tuples, and no code has run since each was read: only an object's creation
+     * tracks it, and the collector only ever untracks) */
+    if (P.regions.len >= MR_GC_BULK_MIN && regions_untracked) PyObject_GC_UnTrack(regions);
     used_s = ov_used_indices(&P, 1, P.src.n);
     used_t = used_s == NULL ? NULL : ov_used_indices(&P, 0, (size_t)ntgt);
     if (used_t == NULL) goto done;

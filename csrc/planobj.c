@@ -2839,6 +2839,10 @@ pe_part_tuple(PyObject *cls, PyObject *const *names, PyObject *placement_id, PyO
                 PyTuple_SetItem(sorted_ids, i, arr[i]); /* steals; index in range */
                 arr[i] = NULL;
             }
+            /* exact strs only (pe_tuple_ids): inert, so out of the collector now, and the
+             * executor's inert check (mr_untrack_inert) stops at the tuple instead of reading
+             * every id's type again, a miss each for a large part */
+            PyObject_GC_UnTrack(sorted_ids);
         } else {
             list = PyList_New(n);
             if (list == NULL) goto done;
@@ -2849,6 +2853,7 @@ pe_part_tuple(PyObject *cls, PyObject *const *names, PyObject *placement_id, PyO
             if (PyList_Sort(list) < 0) goto done;
             sorted_ids = PyList_AsTuple(list);
             if (sorted_ids == NULL) goto done;
+            PyObject_GC_UnTrack(sorted_ids); /* (exact strs only, as above) */
         }
     }
     result = pe_executor(cls, names, placement_id, participant, rank, key, sorted_ids);

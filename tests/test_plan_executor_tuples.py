@@ -8,6 +8,7 @@ that of the in-order reads (no fragment class) and of the Python rules."""
 
 from __future__ import annotations
 
+import gc
 import sys
 from typing import Any, List, Tuple
 
@@ -118,3 +119,24 @@ def test_ids_in_order_share_the_objects_and_others_are_sorted() -> None:
     # an id that is not a str: the in-order path decides (sorting mixed types fails the same way)
     part = _Part("p", rank, tuple(_fragment(fid, rank) for fid in ["b", 3, "a"]))
     assert _outcome([part], {"a"}, PlacementFragment) == _outcome([part], {"a"})
+
+
+def test_the_ids_tuple_is_out_of_the_collector() -> None:
+    """Exact str ids only: the tuple is untracked when made, in order or sorted (session 59), so
+    the executor's inert check stops at it; the ids themselves are the same objects."""
+    rank = ParallelRank(tp=1)
+    ids = [f"{_PREFIX}{k:03d}" for k in range(40)]
+    enabled = gc.isenabled()
+    gc.disable()  # (a collection would untrack a tuple of strs itself)
+    try:
+        for order in (ids, list(reversed(ids))):
+            part = _Part("p", rank, tuple(_fragment(fid, rank) for fid in order))
+            pairs = _native.project_executors(PlacementExecutorPlan, "x", (part,), {ids[0]}, None, PlacementFragment)
+            stored = pairs[0][1].placement_fragment_ids
+            assert list(stored) == ids and not gc.is_tracked(stored)
+            # without the fragment class (the in-order reads): the same executor
+            plain = _native.project_executors(PlacementExecutorPlan, "x", (part,), {ids[0]}, None)
+            assert list(plain[0][1].placement_fragment_ids) == ids
+    finally:
+        if enabled:
+            gc.enable()
