@@ -7,8 +7,8 @@ Environment switches (documented in README.md):
 * ``MOONCAKE_RESHARD_DEBUG=1``    -O0 -g
 * ``OPENSSL_PREFIX=/path``        where to find include/ and lib/ of OpenSSL libcrypto
 
-Without the sanitizer or debug switch the build is -O2 -fvisibility=hidden (plus -fno-plt on
-Linux): only ``PyInit__native`` is exported.
+Without the sanitizer or debug switch the build is -O2 -fvisibility=hidden (plus -fno-plt and
+-falign-loops=32 on Linux): only ``PyInit__native`` is exported.
 """
 
 from __future__ import annotations
@@ -94,6 +94,12 @@ def _compile_args() -> tuple[list[str], list[str]]:
         cflags += ["-fvisibility=hidden"]
         if sys.platform.startswith("linux"):
             cflags += ["-fno-plt"]
+            # Loop heads on 32-byte boundaries (GCC's generic tuning: 16 at most): a change
+            # anywhere in the files linked before one moved its hot loops across a boundary,
+            # and pack_targets read 66 or 73 ms for the same code. With it a Kimi-class plan
+            # stage measured 0.957, assemble and bind within the noise (docs/performance.md,
+            # session 59).
+            cflags += ["-falign-loops=32"]
     return cflags, ldflags
 
 
