@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Which functions make a stage grow faster than linearly (issue 5, growth per decade).
 
-Runs one stage (``assemble``, ``plan`` or ``bind``) of the sweep workload at two sizes, each in a
-fresh process under ``perf record -e cpu-clock`` (attached for that stage only, after its inputs
-are built), and prints, per symbol, its seconds at both sizes, its growth factor and its excess over
-linear growth: seconds at the large size minus ``size ratio`` x seconds at the small one.
+Runs one stage (``assemble``, ``plan``, ``bind`` or ``restore``: the pickle round trip's load of
+the bound plan) of the sweep workload at two sizes, each in a fresh process under ``perf record
+-e cpu-clock`` (attached for that stage only, after its inputs are built), and prints, per
+symbol, its seconds at both sizes, its growth factor and its excess over linear growth: seconds
+at the large size minus ``size ratio`` x seconds at the small one.
 Kernel symbols count too: on these VMs the first touch of fresh memory (``clear_page_erms``)
 costs far more per page in a large process than in a small one ("Machine and method" in
 docs/performance.md).
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -27,6 +29,8 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 HERE = Path(__file__).resolve().parent
+
+STAGES = ("assemble", "plan", "bind", "restore")
 
 
 def parse_report(text: str, total_s: float) -> Dict[str, float]:
@@ -63,10 +67,13 @@ def prepare_stage(stage: str, fragments: int) -> Callable[[], Any]:
 
 
 def prepare_stage_on(stage: str, inputs: Any) -> Callable[[], Any]:
-    """The call that runs ``stage`` (``assemble``, ``plan`` or ``bind``) once on a workload's
-    ``inputs`` (``_workloads.WorkloadInputs``) and returns its result, with what the stage takes
-    built first as ``scale.py`` builds it (placements assembled with their digests, a plan made,
-    bindings built)."""
+    """The call that runs ``stage`` (one of ``STAGES``) once on a workload's ``inputs``
+    (``_workloads.WorkloadInputs``) and returns its result, with what the stage takes built first
+    as ``scale.py`` builds it (placements assembled with their digests, a plan made, bindings
+    built; for ``restore``, the bound plan pickled, and held while it is loaded, as ``scale.py``'s
+    ``pickle_load`` stage runs)."""
+    if stage not in STAGES:
+        raise ValueError(f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
     sys.path.insert(0, str(HERE))
     import _workloads as w
     from scale import _limits
@@ -87,7 +94,20 @@ def prepare_stage_on(stage: str, inputs: Any) -> Callable[[], Any]:
     target_bindings = w.bindings(target, prefix="dst", window=4096)
     if stage == "plan":
         return lambda: plan_placement_transfer(source, target, planning_limits=_limits())
-    return lambda: bind_logical_transfer_plan(logical, target_bindings, source_bindings=source_bindings)
+
+    def bind() -> Any:
+        return bind_logical_transfer_plan(logical, target_bindings, source_bindings=source_bindings)
+
+    if stage == "bind":
+        return bind
+    bound = bind()  # (stage "restore")
+    payload = pickle.dumps(bound, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def restore() -> Any:
+        _ = bound  # (held: the process holds what scale.py's holds when it loads the payload)
+        return pickle.loads(payload)
+
+    return restore
 
 
 def record_stage(run: Callable[[], Any], data: str, options: Sequence[str] = ("-F", "4000")) -> float:
@@ -130,7 +150,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         _child(argv[1], int(argv[2]), argv[3])
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--stage", choices=("assemble", "plan", "bind"), default="bind")
+    parser.add_argument("--stage", choices=STAGES, default="bind")
     parser.add_argument("--points", default="99996,999996", help="two sweep sizes, small first")
     parser.add_argument("--top", type=int, default=30)
     args = parser.parse_args(argv)

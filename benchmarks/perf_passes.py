@@ -2,9 +2,9 @@
 """Where one stage of the Kimi-K2-class workload goes, call by call (issue 5, the 2 s target).
 
 Builds the ``independent_experts`` inputs as ``scale.py`` does, then records one stage
-(``assemble``, ``plan`` or ``bind``) alone in a fresh process under ``perf record -e cpu-clock
---call-graph dwarf`` (attached for that call only, after its inputs are built: the same recorder
-as ``perf_growth.py``). It prints two tables from ``perf report``:
+(``assemble``, ``plan``, ``bind`` or ``restore``, the load of the pickled bound plan) alone in a
+fresh process under ``perf record -e cpu-clock --call-graph dwarf`` (attached for that call
+only, after its inputs are built: the same recorder as ``perf_growth.py``). It prints two tables from ``perf report``:
 
 - the extension's functions by inclusive share: the samples in a function and in everything it
   calls. The top-level C calls of the stage are its passes. A function the compiler inlined
@@ -35,7 +35,7 @@ sys.path.insert(0, str(HERE))
 
 import perf_growth  # noqa: E402  (benchmarks/ on the path first)
 
-STAGES = ("assemble", "plan", "bind")
+STAGES = perf_growth.STAGES
 
 
 def parse_children_report(text: str) -> Dict[str, Tuple[float, float]]:

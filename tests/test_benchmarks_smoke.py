@@ -317,6 +317,21 @@ def test_perf_growth_prepares_the_assemble_stage() -> None:
     assert len(source.fragments) + len(target.fragments) >= 24
 
 
+def test_perf_growth_prepares_the_restore_stage() -> None:
+    module = _benchmark_module("perf_growth")
+    bound = module.prepare_stage("bind", 24)()
+    restore = module.prepare_stage("restore", 24)
+    first = restore()
+    assert first is not restore()  # a new plan from the payload at every call
+    assert type(first) is type(bound) and first == bound  # the bound plan, round-tripped
+    with pytest.raises(ValueError, match="unknown stage"):
+        module.prepare_stage("dump", 24)
+
+
+def test_perf_passes_offers_every_prepared_stage() -> None:
+    assert _benchmark_module("perf_passes").STAGES == _benchmark_module("perf_growth").STAGES
+
+
 def test_perf_passes_reads_inclusive_and_self_shares() -> None:
     module = _benchmark_module("perf_passes")
     report = "\n".join([
