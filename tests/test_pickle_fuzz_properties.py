@@ -241,6 +241,10 @@ class _Disguised:
     def __class__(self) -> type:
         return str
 
+    def __repr__(self) -> str:
+        # (a fixed test id: pytest-xdist's workers must collect the same ids)
+        return "_Disguised()"
+
 
 @pytest.mark.parametrize("name", [("operations", 0), 7, None, _Disguised()], ids=repr)
 def test_a_state_name_that_is_not_a_str_is_an_invalid_state(name: object) -> None:
