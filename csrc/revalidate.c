@@ -4819,7 +4819,6 @@ rp_space_number(PyObject *ids, rp_ids *cache, int plain, PyObject *space, size_t
  * the sources came (the same sets, the same insertion order; the items equal exact ints), and
  * the pass goes on with them. */
 #define RP_FAST_MIN_OPS 64
-#define RP_PENDING 16 /* rp_fast's allocations in flight */
 
 typedef struct {
     size_t space;
@@ -4838,19 +4837,6 @@ typedef struct {
     PyObject *numbers;   /* space tuple -> its number (exact int) */
     PyObject *spaces;    /* number -> space tuple (the first of its value) */
     rp_ids cache;
-    /* Allocations read but not yet inserted (side 0) or looked up (side 1), oldest first at
-     * ring[head]: each waits RP_PENDING reads with its slot's line asked for (rp_fast_settle).
-     * At 10^6 fragments the table is far larger than the caches and a probe right after the
-     * read waited for its line every time (rp_fast_slot_hashed grew 95x from 10^5 to 10^6).
-     * Settling in arrival order changes nothing: the log and the slots take the inserts in the
-     * same order, every source before any target, and a target's finding only sets the call's
-     * overlap flag, read after the last one settled (rp_fast_drain). */
-    struct {
-        rp_alloc a;
-        uint64_t h;
-        int side;
-    } ring[RP_PENDING];
-    size_t head, pending;
 } rp_fast;
 
 static void
@@ -4861,7 +4847,6 @@ rp_fast_free(rp_fast *f)
     f->log = NULL;
     f->slots = NULL;
     f->n_log = f->room = f->mask = 0;
-    f->head = f->pending = 0;
     Py_CLEAR(f->numbers);
     Py_CLEAR(f->spaces);
     rp_ids_clear(&f->cache);
@@ -4905,16 +4890,16 @@ rp_fast_entry(size_t k, uint64_t h)
     return (h >> 32 << 32) | (uint64_t)(k + 1);
 }
 
-/* Room for ``need`` logged allocations (the log doubled, the slots kept at most half full). 0,
- * or -1 with MemoryError. */
+/* Room for one more logged allocation (the log doubled, the slots kept under half full). 0, or
+ * -1 with MemoryError. */
 static int
-rp_fast_reserve(rp_fast *f, size_t need)
+rp_fast_reserve(rp_fast *f)
 {
-    if (need >= (size_t)UINT32_MAX - 1) {
+    if (f->n_log >= (size_t)UINT32_MAX - 1) {
         PyErr_NoMemory();
         return -1;
     }
-    while (need > f->room) {
+    if (f->n_log == f->room) {
         size_t room = f->room ? f->room * 2 : 1024;
         size_t bytes;
         if (__builtin_mul_overflow(room, sizeof(rp_alloc), &bytes)) {
@@ -4929,9 +4914,8 @@ rp_fast_reserve(rp_fast *f, size_t need)
         f->log = log;
         f->room = room;
     }
-    if (f->slots == NULL || 2 * need > f->mask + 1) {
+    if (f->slots == NULL || 2 * (f->n_log + 1) > f->mask + 1) {
         size_t size = f->slots == NULL ? 2048 : 2 * (f->mask + 1);
-        while (2 * need > size) size *= 2;
         uint64_t *slots = mr_alloc_array(size, sizeof(uint64_t));
         if (slots == NULL) return -1;
         memset(slots, 0, size * sizeof(uint64_t));
@@ -4960,43 +4944,11 @@ rp_fast_space(rp_fast *f, PyObject *space, size_t *number)
     return 0;
 }
 
-/* The oldest pending allocation inserted (side 0: logged unless an equal one is; its room was
- * reserved when it came) or looked up (side 1: *overlap set when a source allocation equals
- * it). Runs no Python code and cannot fail. */
-static void
-rp_fast_settle(rp_fast *f, int *overlap)
-{
-    const rp_alloc *a = &f->ring[f->head].a;
-    uint64_t h = f->ring[f->head].h;
-    if (f->ring[f->head].side == 0) {
-        size_t slot = rp_fast_slot_hashed(f, a, h);
-        if (f->slots[slot] == 0) {
-            f->log[f->n_log] = *a;
-            f->slots[slot] = rp_fast_entry(f->n_log, h);
-            f->n_log++;
-        }
-    }
-    else if (f->slots != NULL && f->slots[rp_fast_slot_hashed(f, a, h)] != 0) {
-        *overlap = 1;
-    }
-    f->head = (f->head + 1) % RP_PENDING;
-    f->pending--;
-}
-
-/* Every pending allocation settled, oldest first. */
-static void
-rp_fast_drain(rp_fast *f, int *overlap)
-{
-    while (f->pending > 0) rp_fast_settle(f, overlap);
-}
-
 /* Leave the C table: every logged source allocation added to ``sources`` as
- * rp_add_allocation adds it, in the order they came (the pending ones settled first, against
- * the table). 0, or -1 with an error set. */
+ * rp_add_allocation adds it, in the order they came. 0, or -1 with an error set. */
 static int
-rp_fast_leave(rp_fast *f, PyObject *sources, int *overlap)
+rp_fast_leave(rp_fast *f, PyObject *sources)
 {
-    rp_fast_drain(f, overlap);
     f->active = 0;
     for (size_t k = 0; k < f->n_log; k++) {
         const rp_alloc *a = &f->log[k];
@@ -5065,20 +5017,23 @@ rp_fast_allocation(rp_fast *f, int side, PyObject *sources, PyObject *space, PyO
         a.kinds = (unsigned char)(above_address | (above_nbytes << 1));
         if (rp_fast_space(f, space, &a.space) < 0) goto done;
         uint64_t h = rp_fast_hash(&a);
-        /* (room for every pending source and this one: settling cannot fail) */
-        if (side == 0 && rp_fast_reserve(f, f->n_log + f->pending + 1) < 0) goto done;
-        if (f->pending == RP_PENDING) rp_fast_settle(f, overlap);
-        if (f->slots != NULL) __builtin_prefetch(&f->slots[(size_t)h & f->mask]);
-        size_t tail = (f->head + f->pending) % RP_PENDING;
-        f->ring[tail].a = a;
-        f->ring[tail].h = h;
-        f->ring[tail].side = side;
-        f->pending++;
+        if (side == 0) {
+            if (rp_fast_reserve(f) < 0) goto done;
+            size_t slot = rp_fast_slot_hashed(f, &a, h);
+            if (f->slots[slot] == 0) {
+                f->log[f->n_log] = a;
+                f->slots[slot] = rp_fast_entry(f->n_log, h);
+                f->n_log++;
+            }
+        }
+        else if (f->slots != NULL && f->slots[rp_fast_slot_hashed(f, &a, h)] != 0) {
+            *overlap = 1;
+        }
         rc = 0;
         goto done;
     }
     /* outside the table's case: the sets from here on, this allocation included */
-    if (rp_fast_leave(f, sources, overlap) < 0) goto done;
+    if (rp_fast_leave(f, sources) < 0) goto done;
     PyObject *allocation = PyTuple_Pack(2, address, nbytes);
     if (allocation == NULL) goto done;
     rc = side == 0 ? rp_bucket_add(sources, space, allocation)
@@ -5257,7 +5212,7 @@ revalidate_spaces(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t
     PyObject *source_of = PyBytes_CheckExact(source_arg) ? Py_NewRef(source_arg) : PySequence_List(source_arg);
     PyObject *target_of = PyBytes_CheckExact(target_arg) ? Py_NewRef(target_arg) : PySequence_List(target_arg);
     rv_boxes boxes = {NULL, NULL, {NULL, 0}};
-    rp_fast fast = {.active = 0}; /* (every other member zero: no table, nothing pending) */
+    rp_fast fast = {0, NULL, 0, 0, NULL, 0, NULL, NULL, {NULL, NULL}};
     rp_ids quick_ids = {NULL, NULL}; /* space_ids' cache (from RP_FAST_MIN_OPS operations) */
     unsigned char *seen = NULL;
     rp_extent *extents = NULL;
@@ -5345,7 +5300,6 @@ revalidate_spaces(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t
             if (failed) goto done;
         }
     }
-    if (fast.active) rp_fast_drain(&fast, &overlap);
     if (overlap) { /* a source and a target allocation shared in one address space */
         result = Py_NewRef(Py_False);
         goto done;
