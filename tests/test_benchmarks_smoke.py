@@ -112,6 +112,14 @@ def test_scale_small_preset(tmp_path: Path) -> None:
     results = document["results"]
     assert set(results) == {"construction", "independent_experts", "grouped_experts", "orthogonal_tp",
                             "grid_3d", "sweep"}
+    # Every timed workload ran after one untimed warm-up pipeline in its process (construction
+    # times medians of many calls and runs none); each warm-up is recorded.
+    assert document["parameters"]["warmup_fragments"] == 996
+    timed = [results[name] for name in ("independent_experts", "grouped_experts", "orthogonal_tp", "grid_3d")]
+    for result in timed + results["sweep"]["points"]:
+        assert result["warmup"]["fragments"] == 996 and result["warmup"]["cpu_s"] > 0, result.get("warmup")
+    assert results["construction"]["warmup"] is None
+    assert "each process ran one untimed 996-fragment pipeline" in completed.stdout
     # The readable table goes to stdout when the JSON goes to a file.
     assert "assemble+plan+bind" in completed.stdout and "targets" in completed.stdout
 
@@ -172,13 +180,17 @@ def test_scale_small_preset(tmp_path: Path) -> None:
 def test_scale_sweep_keeps_the_fastest_of_its_repeats(tmp_path: Path) -> None:
     output = tmp_path / "sweep.json"
     completed = _run("scale.py", "--families", "sweep", "--min-fragments", "100", "--max-fragments", "1000",
-                     "--sweep-repeats", "3", "--json", str(output))
+                     "--sweep-repeats", "3", "--cold", "--json", str(output))
     assert completed.returncode == 0, completed.stderr
     document = json.loads(output.read_text(encoding="utf-8"))
     assert document["parameters"]["sweep_repeats"] == 3
+    # --cold: the first calls of each process timed, no warm-up pipeline before them
+    assert document["parameters"]["warmup_fragments"] == 0
+    assert "cold processes" in completed.stdout
     sweep = document["results"]["sweep"]
     for point in sweep["points"]:
         _pipeline_checks(point)
+        assert point["warmup"] is None
         runs = point["pipeline_cpu_s_runs"]
         assert len(runs) == 3 and point["pipeline"]["cpu_s"] == min(runs)
     first, second = sweep["points"]
