@@ -210,7 +210,7 @@ def _run_pipeline(label: str, build: Callable[[], Any], profile_top: int) -> Dic
     return {"stages": stages.results, "profiles": stages.profiles, "counts": counts}
 
 
-def _warm_up(fragments: int) -> Dict[str, Any]:
+def warm_up(fragments: int) -> Dict[str, Any]:
     """Runs every stage once, untimed by the stages' table, on a small sweep workload: what a
     process pays only on its first calls is then paid here. Returns its fragment count and CPU
     seconds (recorded, so that the one-time cost stays visible)."""
@@ -317,7 +317,7 @@ def _child(job: Dict[str, Any]) -> Dict[str, Any]:
 
     kind = job["kind"]
     # (construction times medians of many calls: warm by itself)
-    warmup = _warm_up(job["warmup_fragments"]) if job.get("warmup_fragments") and kind != "construction" else None
+    warmup = warm_up(job["warmup_fragments"]) if job.get("warmup_fragments") and kind != "construction" else None
     baseline = _rss_bytes()
     profile_top = job.get("profile_top", 0)
     if kind == "construction":

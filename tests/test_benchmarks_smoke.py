@@ -320,6 +320,23 @@ def test_perf_growth_prepares_a_stage_that_runs() -> None:
     assert len(bind().operations) == len(first.operations)  # one bound operation per planned one
 
 
+def test_perf_growth_warms_a_fresh_process_up_before_the_stage() -> None:
+    # (in a fresh interpreter: this process has bound plans already) The first large bind of a
+    # process collects the package's code objects for its watch; the warm-up pays that, so the
+    # plan stage prepared here (which binds nothing) finds them collected.
+    script = (
+        f"import sys; sys.path.insert(0, {str(BENCHMARKS)!r}); import perf_growth\n"
+        "from mooncake.reshard.weight._planner import exactness\n"
+        "assert exactness._CODES is None\n"
+        "perf_growth.prepare_stage('plan', 24)\n"
+        "print('collected' if exactness._CODES is not None else 'not collected')\n"
+    )
+    completed = subprocess.run([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, timeout=600, env=dict(os.environ))
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.split() == ["collected"]
+
+
 def test_perf_growth_prepares_the_assemble_stage() -> None:
     module = _benchmark_module("perf_growth")
     assemble = module.prepare_stage("assemble", 24)
