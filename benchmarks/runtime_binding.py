@@ -48,11 +48,13 @@ from mooncake.reshard.weight import (
     TopologyParticipant,
     WeightPlacementManifest,
     WeightRuntimeBindingManifest,
-    bind_logical_transfer_plan,
     plan_placement_transfer,
 )
-from mooncake.reshard.weight._planner.binding import _build_executor_plans
-from mooncake.reshard.weight._planner.bound_validation import _validate_target_physical_ranges
+
+# The binding names (bind_logical_transfer_plan, _build_executor_plans,
+# _validate_target_physical_ranges) are imported in main(): the placement builders import against
+# a package without runtime binding, such as the released reference that
+# benchmarks/reference_side_by_side.py runs.
 
 TENSOR_ID = "layers.2.experts.3.w1"
 GLOBAL_SHAPE = (4096, 4096)
@@ -153,6 +155,15 @@ def _placement(
         tensors=(tensor,),
         fragments=fragments,
     )
+
+
+def contract_placements() -> Tuple[WeightPlacementManifest, WeightPlacementManifest]:
+    """The contract's source (TP4 x DP2) and target (TP8 x PP2 x EP2) placements."""
+    source_ranks = [ParallelRank(dp=dp, tp=tp) for dp in range(2) for tp in range(4)]
+    target_ranks = [ParallelRank(tp=tp, pp=1, ep=1) for tp in range(8)]
+    source = _placement("source", source_ranks, tp_size=4, pp_size=1, ep_size=1, dp_size=2)
+    target = _placement("target", target_ranks, tp_size=8, pp_size=2, ep_size=2, dp_size=1)
+    return source, target
 
 
 def _bindings(
@@ -258,10 +269,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.warmup < 0 or args.repeats < 1 or args.physical_rows < 1 or args.physical_regions < 1:
         parser.error("--warmup must be >= 0; --repeats, --physical-rows, --physical-regions >= 1")
 
-    source_ranks = [ParallelRank(dp=dp, tp=tp) for dp in range(2) for tp in range(4)]
-    target_ranks = [ParallelRank(tp=tp, pp=1, ep=1) for tp in range(8)]
-    source = _placement("source", source_ranks, tp_size=4, pp_size=1, ep_size=1, dp_size=2)
-    target = _placement("target", target_ranks, tp_size=8, pp_size=2, ep_size=2, dp_size=1)
+    from mooncake.reshard.weight import bind_logical_transfer_plan
+    from mooncake.reshard.weight._planner.binding import _build_executor_plans
+    from mooncake.reshard.weight._planner.bound_validation import _validate_target_physical_ranges
+
+    source, target = contract_placements()
     source_bindings = _bindings(source, "source", 1 << 40)
     target_bindings = _bindings(target, "target", 1 << 44)
 
