@@ -395,3 +395,52 @@ def test_perf_passes_reads_inclusive_and_self_shares() -> None:
     flat = module.flat_rows(shares)
     assert [row[0] for row in flat] == [
         "bd_bind_regions_with", "PyTuple_GetItem", "clear_page_erms", "_PyEval_EvalFrameDefault"]
+
+
+def test_reference_side_by_side_child_reports_our_contract_plan() -> None:
+    completed = _run("reference_side_by_side.py", "--child", "contract", "--warmup", "0", "--repeats", "1")
+    assert completed.returncode == 0, completed.stderr
+    result = json.loads(completed.stdout)
+    assert result["implementation"]["native"] is True
+    assert result["operations"] == 8 and result["logical_planning_median_ms"] > 0
+    assert len(result["fingerprint"]) == 64 and int(result["fingerprint"], 16) >= 0
+
+
+def test_reference_side_by_side_fingerprints_every_operation_field() -> None:
+    module = _benchmark_module("reference_side_by_side")
+    contract = _benchmark_module("runtime_binding")
+    from mooncake.reshard.weight import plan_placement_transfer
+
+    source, target = contract.contract_placements()
+    plan = plan_placement_transfer(source, target)
+    again = plan_placement_transfer(*contract.contract_placements())
+    assert module.plan_fingerprint(source, target, plan) == module.plan_fingerprint(source, target, again)
+
+    class Shuffled:  # the same operations in another order
+        operations = tuple(reversed(plan.operations))
+
+    assert module.plan_fingerprint(source, target, Shuffled()) != module.plan_fingerprint(source, target, plan)
+    swapped = module.plan_fingerprint(target, source, plan)  # the placements' ids count too
+    assert swapped != module.plan_fingerprint(source, target, plan)
+
+
+def test_reference_side_by_side_refuses_our_package_as_the_reference(tmp_path: Path) -> None:
+    import mooncake.reshard
+
+    # a "reference" directory whose mooncake.reshard is ours, C core included
+    (tmp_path / "mooncake").mkdir()
+    (tmp_path / "mooncake" / "__init__.py").write_text("")
+    (tmp_path / "mooncake" / "reshard").symlink_to(Path(mooncake.reshard.__path__[0]).resolve())
+    completed = _run("reference_side_by_side.py", "--reference", str(tmp_path), "--workloads", "contract",
+                     "--processes", "1", "--warmup", "0", "--repeats", "1")
+    assert completed.returncode != 0
+    assert "not the reference in" in completed.stderr
+
+
+def test_reference_side_by_side_requires_a_fetched_reference(tmp_path: Path) -> None:
+    completed = _run("reference_side_by_side.py", "--reference", str(tmp_path))
+    assert completed.returncode == 2
+    assert "holds no reference package" in completed.stderr
+    completed = _run("reference_side_by_side.py", "--reference", str(tmp_path), "--workloads", "contract,nope")
+    assert completed.returncode == 2
+    assert "unknown workloads: nope" in completed.stderr
