@@ -1,0 +1,98 @@
+"""What one implementation makes of a plain-data input: the same code runs on ours (in the test
+process) and on the reference (in ``reference_server.py``'s process), so the two answers compare
+field for field.
+
+Each outcome is JSON-ready: either the values (ids, digests, the wire JSON, the plans in the
+known-answer README's canonical form) or ``{"error": [type name, message]}`` for the exception
+the inputs raised.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, Optional
+
+from known_answers import canonical
+from layout_model import Layout, build_fragment, build_placement
+
+
+def _error(error: BaseException) -> Dict[str, Any]:
+    return {"error": [type(error).__name__, str(error)]}
+
+
+def _placement_values(placement: Any) -> Dict[str, Any]:
+    from mooncake.reshard.weight import weight_placement_to_json
+
+    return {
+        "placement_id": placement.placement_id,
+        "digest": placement.digest,
+        "json": weight_placement_to_json(placement),
+    }
+
+
+# spec/API.md §11.4 check 3; the released reference ends it with the repeated fragment's id
+# instead of its tensor id (test_reference.py: as_specified)
+DUPLICATE_LOGICAL = "duplicate logical fragment for tensor and parallel rank: "
+
+
+def placement_outcome(layout: Layout) -> Dict[str, Any]:
+    """``WeightPlacementManifest.from_fragments`` of the layout: its ids and wire JSON, or the
+    error it raised. With a duplicate-logical-fragment error, also the tensor id of every
+    fragment id (``fragment_tensors``: what maps the release's message to the specified one)."""
+    try:
+        placement = build_placement(layout)
+    except Exception as error:  # the answer compared, whatever it is
+        outcome = _error(error)
+        if str(error).startswith(DUPLICATE_LOGICAL):
+            fragments = [build_fragment(layout, f) for f in layout.fragments]
+            outcome["fragment_tensors"] = {f.placement_fragment_id: f.tensor_id for f in fragments}
+        return outcome
+    return _placement_values(placement)
+
+
+def plan_outcome(source: Layout, target: Layout, participant_id: Optional[str]) -> Dict[str, Any]:
+    """Both placements, ``plan_placement_transfer`` and, with a participant id,
+    ``plan_placement_transfer_to_local_target`` for it: each plan in canonical form (as JSON
+    text), or the error that ended the sequence."""
+    from mooncake.reshard.weight import plan_placement_transfer, plan_placement_transfer_to_local_target
+
+    outcome: Dict[str, Any] = {}
+    try:
+        placements = []
+        for side, layout in (("source", source), ("target", target)):
+            outcome["stage"] = f"{side} placement"
+            placements.append(build_placement(layout))
+        outcome["stage"] = "plan"
+        plan = plan_placement_transfer(placements[0], placements[1])
+        outcome["plan"] = json.dumps(canonical(plan), sort_keys=True)
+        if participant_id is not None:
+            outcome["stage"] = "local plan"
+            local = plan_placement_transfer_to_local_target(placements[0], placements[1], participant_id)
+            outcome["local_plan"] = json.dumps(canonical(local), sort_keys=True)
+    except Exception as error:  # the answer compared, whatever it is
+        outcome.update(_error(error))
+        return outcome
+    del outcome["stage"]
+    return outcome
+
+
+def known_answer_outcome(name: str) -> Dict[str, Any]:
+    """A known-answer case's placements (from its wire JSON) and logical plans, as
+    ``test_known_answers_logical.py`` computes them."""
+    from known_answers import load_case
+    from mooncake.reshard.weight import (
+        plan_placement_transfer,
+        plan_placement_transfer_to_local_target,
+        weight_placement_from_json,
+    )
+
+    inputs = load_case(name)["inputs"]
+    source = weight_placement_from_json(inputs["source_placement_json"])
+    target = weight_placement_from_json(inputs["target_placement_json"])
+    local = plan_placement_transfer_to_local_target(source, target, inputs["local_target_participant_id"])
+    return {
+        "source": [source.placement_id, source.digest],
+        "target": [target.placement_id, target.digest],
+        "logical_plan": json.dumps(canonical(plan_placement_transfer(source, target)), sort_keys=True),
+        "local_target_plan": json.dumps(canonical(local), sort_keys=True),
+    }
