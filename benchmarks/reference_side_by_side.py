@@ -8,9 +8,15 @@ contracts and the logical planner (``plan_placement_transfer``) but not yet runt
 
 * ``contract``: the logical-planning median of ``runtime_binding.py``'s workload (its placements,
   ``--warmup`` / ``--repeats`` as there; wall-clock medians, as the reference figures are);
-* ``independent_experts`` (Kimi-K2-class at ``--layers 61``), ``grouped_experts`` and
-  ``orthogonal_tp``: building the inputs, assembling both placements and planning (process CPU
-  seconds), the workloads and limits of ``scale.py``'s full preset.
+* ``independent_experts`` (Kimi-K2-class: 384 experts, ``--layers`` of them; the target's
+  workload is ``--layers 61``), ``grouped_experts`` (``--layers`` too) and ``orthogonal_tp``:
+  building the inputs, assembling both placements and planning (process CPU seconds), the
+  workloads and limits of ``scale.py``'s full preset.
+
+The reference's planner checks each operation's target fragment against its participant's
+fragments one by one (``_validate_logical_target_coverage``), so its plan stage grows with the
+square of the layers: about a minute in all at the default ``--layers 8``, about half an hour
+at 61.
 
 Both packages are named ``mooncake.reshard``, so each measurement runs in a child process of its
 own, the reference's with only its directory added to ``sys.path``; the child reports which
@@ -28,6 +34,8 @@ to its time, the second ratio is a lower bound of the target's.
 
     python benchmarks/reference_side_by_side.py --fetch /tmp/reference   # once: download, unpack
     python benchmarks/reference_side_by_side.py --reference /tmp/reference --json side.json
+    python benchmarks/reference_side_by_side.py --reference /tmp/reference --layers 61 \
+        --workloads independent_experts                                    # half an hour
 
 ``--fetch DIR`` runs ``pip download`` of ``REFERENCE_WHEEL`` (no dependencies) and unpacks its
 ``mooncake/reshard`` package alone into ``DIR`` (with an empty ``mooncake/__init__.py``: the
@@ -270,8 +278,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--reference", metavar="DIR", help="a directory made by --fetch")
     parser.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated subset of "
                         + ", ".join(WORKLOADS))
-    parser.add_argument("--layers", type=int, default=61, help="model layers of the expert workloads")
-    parser.add_argument("--processes", type=int, default=2, help="processes per implementation and workload")
+    parser.add_argument("--layers", type=int, default=8,
+                        help="model layers of the expert workloads (the Kimi-class target: 61)")
+    parser.add_argument("--processes", type=int, default=1, help="processes per implementation and workload")
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=31)
     parser.add_argument("--json", default="-", metavar="PATH")
