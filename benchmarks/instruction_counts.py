@@ -55,16 +55,9 @@ def _stage_calls() -> Dict[str, Callable[[], object]]:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import runtime_binding as rb  # the benchmark's own builders: one workload, one definition
 
-    from mooncake.reshard.weight import ParallelRank, bind_logical_transfer_plan, plan_placement_transfer
+    from mooncake.reshard.weight import bind_logical_transfer_plan, plan_placement_transfer
 
-    source = rb._placement(
-        "source", [ParallelRank(dp=dp, tp=tp) for dp in range(2) for tp in range(4)],
-        tp_size=4, pp_size=1, ep_size=1, dp_size=2,
-    )
-    target = rb._placement(
-        "target", [ParallelRank(tp=tp, pp=1, ep=1) for tp in range(8)],
-        tp_size=8, pp_size=2, ep_size=2, dp_size=1,
-    )
+    source, target = rb.contract_placements()
     source_bindings = rb._bindings(source, "source", 1 << 40)
     target_bindings = rb._bindings(target, "target", 1 << 44)
     logical = plan_placement_transfer(source, target)

@@ -72,14 +72,11 @@ def _bp() -> Any:
 
 def _benchmark_plan() -> Any:
     import runtime_binding as rb
-    from mooncake.reshard.weight import ParallelRank
+    from mooncake.reshard.weight import bind_logical_transfer_plan, plan_placement_transfer
 
-    source_ranks = [ParallelRank(dp=d, tp=t) for d in range(2) for t in range(4)]
-    target_ranks = [ParallelRank(tp=t, pp=1, ep=1) for t in range(8)]
-    source = rb._placement("source", source_ranks, tp_size=4, pp_size=1, ep_size=1, dp_size=2)
-    target = rb._placement("target", target_ranks, tp_size=8, pp_size=2, ep_size=2, dp_size=1)
-    logical = rb.plan_placement_transfer(source, target)
-    return rb.bind_logical_transfer_plan(
+    source, target = rb.contract_placements()
+    logical = plan_placement_transfer(source, target)
+    return bind_logical_transfer_plan(
         logical, rb._bindings(target, "target", 1 << 44), source_bindings=rb._bindings(source, "source", 1 << 40)
     )
 
