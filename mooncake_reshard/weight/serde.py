@@ -136,11 +136,9 @@ def _rank(
 
 
 def _topology(value: Any) -> ParallelTopology:
+    # The reference's order, where the spec gives none: the participants, then the sizes, then
+    # the id (what a document with several faults reports first).
     raw = _object(value, "parallel topology", _TOPOLOGY_KEYS)
-    sizes = {
-        name: _int(raw[name], name, 1) for name in ("tp_size", "pp_size", "ep_size", "dp_size")
-    }
-    topology_id = _str(raw["topology_id"], "topology_id")
     participants = []
     for index, item in enumerate(_list(raw["participants"], "parallel topology participants")):
         entry = _object(item, f"parallel topology participant {index}", _PARTICIPANT_KEYS)
@@ -150,6 +148,10 @@ def _topology(value: Any) -> ParallelTopology:
                 _rank(entry["rank"], f"parallel topology rank {index}"),
             )
         )
+    sizes = {
+        name: _int(raw[name], name, 1) for name in ("tp_size", "pp_size", "ep_size", "dp_size")
+    }
+    topology_id = _str(raw["topology_id"], "topology_id")
     return ParallelTopology(
         tp_size=sizes["tp_size"],
         pp_size=sizes["pp_size"],
@@ -267,7 +269,10 @@ def weight_placement_from_json(value: str) -> WeightPlacementManifest:
         if tensor.tensor_id in catalog:
             raise ValueError("duplicate tensor_id in placement JSON")
         catalog[tensor.tensor_id] = tensor
-    decoded_parts: list[tuple[str, ParallelRank, list[PlacementFragment]]] = []
+    # Each part is decoded and built before the next one is read, and the unknown and
+    # unreferenced tensors are the first by id: the reference's order, where the spec gives
+    # none (what a document with several faults reports first).
+    parts = []
     referenced: set[str] = set()
     ranks: dict[tuple[int, ...], ParallelRank] = {}
     for index, item in enumerate(_list(raw["parts"], "placement parts")):
@@ -280,17 +285,11 @@ def weight_placement_from_json(value: str) -> WeightPlacementManifest:
                 _list(entry["fragments"], "placement part fragments")
             )
         ]
-        for fragment in fragments:
-            if fragment.tensor_id not in catalog:
-                raise ValueError(f"unknown tensor_id in placement part: {fragment.tensor_id}")
-            referenced.add(fragment.tensor_id)
-        decoded_parts.append((participant_id, rank, fragments))
-    for tensor_id in catalog:
-        if tensor_id not in referenced:
-            raise ValueError(f"placement JSON contains an unreferenced tensor: {tensor_id}")
-    parts = []
-    for participant_id, rank, fragments in decoded_parts:
         tensor_ids = sorted({fragment.tensor_id for fragment in fragments})
+        for tensor_id in tensor_ids:
+            if tensor_id not in catalog:
+                raise ValueError(f"unknown tensor_id in placement part: {tensor_id}")
+        referenced.update(tensor_ids)
         parts.append(
             WeightPlacementPart(
                 resource_id=resource_id,  # type: ignore[arg-type]
@@ -304,6 +303,9 @@ def weight_placement_from_json(value: str) -> WeightPlacementManifest:
                 fragments=tuple(fragments),
             )
         )
+    unreferenced = sorted(set(catalog) - referenced)
+    if unreferenced:
+        raise ValueError(f"placement JSON contains an unreferenced tensor: {unreferenced[0]}")
     return WeightPlacementManifest(
         resource_id=resource_id,  # type: ignore[arg-type]
         revision=revision,  # type: ignore[arg-type]
