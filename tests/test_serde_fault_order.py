@@ -2,9 +2,9 @@
 
 The spec (§7.2) lists the checks but not their order across objects; these follow the released
 reference (``conformance/`` found the differences): a topology's participants are read before
-its sizes and id; each part is decoded and built (its constructor's checks included) before the
-next part is read; a part's unknown tensor and the document's unreferenced tensor are the first
-by id.
+its sizes and id; a fragment's pipeline stage is read before its aliases; each part is decoded
+and built (its constructor's checks included) before the next part is read; a part's unknown
+tensor and the document's unreferenced tensor are the first by id.
 """
 
 from __future__ import annotations
@@ -108,3 +108,15 @@ def test_a_parts_faults_come_before_an_unreferenced_tensor() -> None:
     alone = _error(_with(rank_mismatch_in_part_1))
     assert _error(_with(unreferenced)) == "placement JSON contains an unreferenced tensor: z"
     assert _error(_with(unreferenced, rank_mismatch_in_part_1)) == alone
+
+
+def test_a_fragments_stage_is_read_before_its_aliases() -> None:
+    def bad_stage(doc: Doc) -> None:
+        doc["parts"][0]["fragments"][0]["pipeline_stage_id"] = -1
+
+    def bad_aliases(doc: Doc) -> None:
+        doc["parts"][0]["fragments"][0]["aliases"] = "w"
+
+    assert _error(_with(bad_aliases)) == "aliases must be a sequence"
+    assert _error(_with(bad_stage)) == "pipeline_stage_id must be an integer at least 0"
+    assert _error(_with(bad_aliases, bad_stage)) == "pipeline_stage_id must be an integer at least 0"

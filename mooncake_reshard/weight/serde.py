@@ -227,8 +227,9 @@ def _fragment(
     local_shape = _ints(value["local_shape"], "local_shape", 1)
     nbytes = _int(value["nbytes"], "nbytes", 1)
     rank = _rank(value["rank"], f"placement rank {index}", ranks)
-    aliases = tuple(_str(item, "alias") for item in _list(value["aliases"], "aliases"))
+    # (the stage before the aliases: the reference's order, where the spec gives none)
     stage = _optional_int(value.get("pipeline_stage_id"), "pipeline_stage_id", 0)
+    aliases = tuple(_str(item, "alias") for item in _list(value["aliases"], "aliases"))
     return PlacementFragment(
         tensor_id,  # type: ignore[arg-type]
         global_offset,
