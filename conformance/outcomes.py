@@ -96,3 +96,28 @@ def known_answer_outcome(name: str) -> Dict[str, Any]:
         "logical_plan": json.dumps(canonical(plan_placement_transfer(source, target)), sort_keys=True),
         "local_target_plan": json.dumps(canonical(local), sort_keys=True),
     }
+
+
+def json_outcome(text: Any) -> Dict[str, Any]:
+    """``weight_placement_from_json`` of the text (any value: the function's own checks decide):
+    the placement's ids and its wire JSON again, or the error it raised (with
+    ``fragment_tensors`` as ``placement_outcome`` gives it)."""
+    from mooncake.reshard.weight import weight_placement_from_json
+
+    try:
+        placement = weight_placement_from_json(text)
+    except Exception as error:  # the answer compared, whatever it is
+        outcome = _error(error)
+        if str(error).startswith(DUPLICATE_LOGICAL):
+            outcome["fragment_tensors"] = _document_fragment_tensors(text)
+        return outcome
+    return _placement_values(placement)
+
+
+def _document_fragment_tensors(text: str) -> Dict[str, Any]:
+    """The tensor id of each fragment id a placement document lists (the last one wins)."""
+    tensors: Dict[str, Any] = {}
+    for part in json.loads(text)["parts"]:
+        for fragment in part["fragments"]:
+            tensors[fragment["placement_fragment_id"]] = fragment["tensor_id"]
+    return tensors

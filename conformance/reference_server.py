@@ -41,6 +41,10 @@ def receive(stream: BinaryIO) -> Any:
 def main() -> int:
     reference, tests = sys.argv[1], sys.argv[2]
     sys.path[:0] = [reference, tests, os.path.dirname(os.path.abspath(__file__))]
+    import resource
+
+    # (a fault of the release must not take the machine: e.g. a huge size it enumerates)
+    resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
     import mooncake.reshard.weight as weight
 
     import outcomes
