@@ -713,6 +713,12 @@ def _initialize(
         _native.untrack_inert(self, WeightPlacementManifest)
 
 
+def _first_by_id(ids: set[Any]) -> Any:
+    """The least id (str order); ids a forged value made other than str come after, by their
+    text (a comparison of mixed types would raise TypeError)."""
+    return min(ids, key=lambda value: (type(value) is not str, str(value)))
+
+
 def _assemble_from_fragments(
     cls: type[WeightPlacementManifest],
     *,
@@ -752,15 +758,14 @@ def _assemble_from_fragments(
         catalog[tensor.tensor_id] = tensor
     tensor_ids = list(map(_tensor_id_of, fragment_items))
     referenced = set(tensor_ids)
-    if not referenced.issubset(catalog):
-        for fragment in fragment_items:
-            if fragment.tensor_id not in catalog:
-                raise ValueError(f"unknown tensor_id: {fragment.tensor_id}")
-    for tensor in tensor_items:
-        if tensor.tensor_id not in referenced:
-            raise ValueError(
-                f"global placement contains an unreferenced tensor: {tensor.tensor_id}"
-            )
+    # (the first unknown and the first unreferenced tensor by id: the reference's choice,
+    # where the spec names none)
+    unknown = referenced.difference(catalog)
+    if unknown:
+        raise ValueError(f"unknown tensor_id: {_first_by_id(unknown)}")
+    unreferenced = set(catalog).difference(referenced)
+    if unreferenced:
+        raise ValueError(f"global placement contains an unreferenced tensor: {_first_by_id(unreferenced)}")
     if not isinstance(topology, ParallelTopology):
         raise ValueError("topology must be a ParallelTopology")
     # One group per distinct participant rank (participants with equal ranks share one).
