@@ -10,10 +10,10 @@ the inputs raised.
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from known_answers import canonical
-from layout_model import Layout, build_fragment, build_placement
+from layout_model import Layout, build_fragment, build_placement, build_runtime_bindings
 
 
 def _error(error: BaseException) -> Dict[str, Any]:
@@ -121,3 +121,71 @@ def _document_fragment_tensors(text: str) -> Dict[str, Any]:
         for fragment in part["fragments"]:
             tensors[fragment["placement_fragment_id"]] = fragment["tensor_id"]
     return tensors
+
+
+# Fields a binding edit may change (RuntimeBindingFragment's, then WeightRuntimeBindingManifest's).
+FRAGMENT_FIELDS = (
+    "placement_fragment_id", "fragment_id", "address", "nbytes", "worker_id", "endpoint", "device", "itemsize",
+    "local_shape", "strides_bytes", "storage_address", "storage_nbytes", "storage_offset_bytes",
+)
+MANIFEST_FIELDS = (
+    "resource_id", "placement_id", "placement_digest", "instance_id", "generation", "lease_id", "revision",
+    "participant_id",
+)
+
+
+def binding_outcome(layout: Layout, edits: Sequence[Tuple[Any, ...]]) -> Dict[str, Any]:
+    """``validate_runtime_bindings`` of the layout's placement and its canonical bindings
+    (``layout_model.build_runtime_bindings``) after ``edits``, applied in order:
+
+    - ``("fragment", b, f, field, value)``: that field of fragment ``f`` of binding ``b``
+      replaced (``dataclasses.replace``: the constructors check it), the manifest rebuilt;
+    - ``("manifest", b, field, value)``: that field of binding ``b`` replaced;
+    - ``("drop", b)`` / ``("repeat", b)``: binding ``b`` left out / listed twice.
+
+    Indices are taken modulo the counts; a ``value`` of ``("copy", b, f)`` is that fragment's (or,
+    with ``f`` None, that binding's) value of the same field. ``{"valid": True}``, or the error
+    that ended the sequence (``stage`` says where)."""
+    import dataclasses
+
+    from mooncake.reshard.weight import validate_runtime_bindings
+
+    outcome: Dict[str, Any] = {"stage": "placement"}
+    try:
+        placement = build_placement(layout)
+        bindings = list(build_runtime_bindings(placement))
+        for number, edit in enumerate(edits):
+            outcome["stage"] = f"edit {number}"
+            if not bindings:
+                break
+            b = edit[1] % len(bindings)
+            if edit[0] == "drop":
+                del bindings[b]
+            elif edit[0] == "repeat":
+                bindings.append(bindings[b])
+            elif edit[0] == "manifest":
+                _, _, field, value = edit
+                value = _edit_value(bindings, value, field, None)
+                bindings[b] = dataclasses.replace(bindings[b], **{field: value})
+            else:
+                _, _, f, field, value = edit
+                fragments = list(bindings[b].fragments)
+                f %= len(fragments)
+                value = _edit_value(bindings, value, field, True)
+                fragments[f] = dataclasses.replace(fragments[f], **{field: value})
+                bindings[b] = dataclasses.replace(bindings[b], fragments=tuple(fragments))
+        outcome["stage"] = "validate"
+        validate_runtime_bindings(placement, tuple(bindings))
+    except Exception as error:  # the answer compared, whatever it is
+        outcome.update(_error(error))
+        return outcome
+    return {"valid": True}
+
+
+def _edit_value(bindings: List[Any], value: Any, field: str, of_fragment: Optional[bool]) -> Any:
+    if not (type(value) is tuple and len(value) == 3 and value[0] == "copy"):
+        return value
+    source = bindings[value[1] % len(bindings)]
+    if of_fragment:
+        source = source.fragments[(value[2] or 0) % len(source.fragments)]
+    return getattr(source, field)
