@@ -1,15 +1,20 @@
 """Our answers against the released reference's, on the inputs the test suite's strategies draw.
 
-The reference planner released so far has placements and logical planning (not runtime
-binding), so these compare: ``from_fragments`` (placement id, digest and wire JSON, or the
-exact error) on valid, mutated and partial-topology layouts; ``plan_placement_transfer`` and
+The reference released so far has placements, runtime-binding validation and logical
+planning (not runtime binding), so these compare: ``from_fragments`` (placement id, digest and
+wire JSON, or the exact error) on valid, mutated and partial-topology layouts;
+``weight_placement_from_json`` on mutated wire documents; ``validate_runtime_bindings`` on
+edited canonical bindings; ``plan_placement_transfer`` and
 ``plan_placement_transfer_to_local_target`` (every field of the plans, or the exact error) on
-pairs of placements of the same tensors; and, to tie the release to the reference our known
-answers come from, the known-answer logical plans computed by the reference itself.
+pairs of placements of the same tensors, and the planner's refusals on mismatched pairs; and, to
+tie the release to the reference our known answers come from, the known-answer logical plans
+computed by the reference itself. Where the release departs from the spec, ``as_specified`` and
+``assert_agrees`` say how the answers are compared.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -206,6 +211,48 @@ def test_plans_match_the_reference(reference: Ask, pair: Tuple[Layout, Layout], 
     # is refused for a participant without target fragments)
     assert "plan" in ours, ours
     assert_agrees(ours, reference("plan_outcome", source, target, participant))
+
+
+@st.composite
+def mismatched_pairs(draw: Any) -> Tuple[Layout, Layout]:
+    """A drawn placement pair made unplannable in one way the planner must refuse: the plan's
+    identity fields differ, a tensor's descriptor differs between the sides (dtype, itemsize,
+    fingerprint, layer or expert id), or a tensor is on one side only."""
+    source, target = draw(placement_pairs())
+    how = draw(st.sampled_from(["resource_id", "revision", "weight_generation", "descriptor", "missing"]))
+    if how in ("resource_id", "revision"):
+        return source, dataclasses.replace(target, **{how: getattr(target, how) + "-other"})
+    if how == "weight_generation":
+        return source, dataclasses.replace(target, weight_generation=target.weight_generation + 1)
+    index = draw(st.integers(0, len(target.tensors) - 1))
+    tensor = target.tensors[index]
+    if how == "descriptor":
+        field = draw(st.sampled_from(["dtype", "itemsize", "layout_fingerprint", "layer_id", "expert_id"]))
+        value = {"dtype": "int8", "itemsize": 1, "layout_fingerprint": "other:v1", "layer_id": 99, "expert_id": 99}[field]
+        if field == "dtype" and tensor.dtype == "int8":
+            value = "float64"
+        changed = dataclasses.replace(tensor, **{field: value})
+        tensors = target.tensors[:index] + (changed,) + target.tensors[index + 1:]
+        fragments = target.fragments
+        if field == "itemsize":  # (the fragments' byte sizes follow the tensor's)
+            fragments = tuple(dataclasses.replace(f, nbytes=None) for f in fragments)
+        return source, dataclasses.replace(target, tensors=tensors, fragments=fragments)
+    if len(target.tensors) < 2:  # (a side needs a tensor): drop it from the source instead
+        return source, dataclasses.replace(target, tensors=target.tensors + (dataclasses.replace(
+            tensor, tensor_id=tensor.tensor_id + ".extra"),), fragments=target.fragments + tuple(
+            dataclasses.replace(f, tensor_id=tensor.tensor_id + ".extra", fragment_id=None)
+            for f in target.fragments if f.tensor_id == tensor.tensor_id))
+    return source, dataclasses.replace(
+        target,
+        tensors=target.tensors[:index] + target.tensors[index + 1:],
+        fragments=tuple(f for f in target.fragments if f.tensor_id != tensor.tensor_id),
+    )
+
+
+@given(mismatched_pairs())
+def test_plan_refusals_match_the_reference(reference: Ask, pair: Tuple[Layout, Layout]) -> None:
+    source, target = pair
+    assert_agrees(plan_outcome(source, target, None), reference("plan_outcome", source, target, None))
 
 
 # The reference's own view of the known answers (the placement cases: the stored case has no
