@@ -228,7 +228,8 @@ def mismatched_pairs(draw: Any) -> Tuple[Layout, Layout]:
     tensor = target.tensors[index]
     if how == "descriptor":
         field = draw(st.sampled_from(["dtype", "itemsize", "layout_fingerprint", "layer_id", "expert_id"]))
-        value = {"dtype": "int8", "itemsize": 1, "layout_fingerprint": "other:v1", "layer_id": 99, "expert_id": 99}[field]
+        other = {"dtype": "int8", "itemsize": 1, "layout_fingerprint": "other:v1", "layer_id": 99, "expert_id": 99}
+        value = other[field]
         if field == "dtype" and tensor.dtype == "int8":
             value = "float64"
         changed = dataclasses.replace(tensor, **{field: value})

@@ -40,7 +40,7 @@ def test_the_unknown_tensor_named_is_the_first_by_id() -> None:
 def test_the_unreferenced_tensor_named_is_the_first_by_id() -> None:
     placement = source_placement(CASE)
     tensor = placement.tensors[0]
-    tensors = placement.tensors + (dataclasses.replace(tensor, tensor_id="z"), dataclasses.replace(tensor, tensor_id="m"))
+    tensors = placement.tensors + tuple(dataclasses.replace(tensor, tensor_id=name) for name in ("z", "m"))
     with pytest.raises(ValueError, match=r"^global placement contains an unreferenced tensor: m$"):
         _assemble(tensors, placement.fragments)
 
