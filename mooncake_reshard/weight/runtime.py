@@ -45,14 +45,15 @@ class WeightRuntimeBindingManifest:
     fragments: tuple[RuntimeBindingFragment, ...]
 
     def __post_init__(self) -> None:
+        # (spec §4.9's order, the reference's: the six ids, then the digest, then the generation)
         require_str(self.resource_id, "resource_id")
         require_str(self.placement_id, "placement_id")
-        require_sha256_digest(self.placement_digest, "placement_digest")
         require_str(self.instance_id, "instance_id")
-        require_u64(self.generation, "generation")
         require_str(self.lease_id, "lease_id")
         require_str(self.revision, "revision")
         require_str(self.participant_id, "participant_id")
+        require_sha256_digest(self.placement_digest, "placement_digest")
+        require_u64(self.generation, "generation")
         fragments = item_tuple(
             self.fragments, "WeightRuntimeBindingManifest fragments", RuntimeBindingFragment
         )
