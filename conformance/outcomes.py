@@ -189,3 +189,32 @@ def _edit_value(bindings: List[Any], value: Any, field: str, of_fragment: Option
     if of_fragment:
         source = source.fragments[(value[2] or 0) % len(source.fragments)]
     return getattr(source, field)
+
+
+# The value types whose constructors both implementations have (the release has no stored
+# manifest of the spec's shape and no PipelineRouteGroup / PlacementExecutorPlan constructors of
+# the same fields), in fuzz/pyfuzz.py's order.
+CONSTRUCTOR_LABELS = (
+    "ParallelRank", "SplitAxis", "ReplicatedAxis", "OwnershipAxis", "TensorDescriptor", "PlacementFragment",
+    "RuntimeBindingFragment", "TopologyParticipant", "ParallelTopology", "WeightPlacementPart",
+    "WeightPlacementManifest", "WeightRuntimeBindingManifest", "PlanningLimits",
+)
+
+
+def constructor_outcome(seed: int) -> Dict[str, Any]:
+    """``fuzz/pyfuzz.py``'s hostile constructor call drawn from ``seed`` (the same call in both
+    processes: the hostile values are made afresh by the same generator), over
+    ``CONSTRUCTOR_LABELS``: the value in canonical form, or the error (object addresses in a
+    message masked)."""
+    import random
+    import re
+
+    import pyfuzz
+
+    label, factory, kwargs = pyfuzz.hostile_call(random.Random(seed), CONSTRUCTOR_LABELS)
+    try:
+        value = factory(**kwargs)
+    except Exception as error:  # the answer compared, whatever it is
+        kind, message = _error(error)["error"]
+        return {"label": label, "error": [kind, re.sub(r"0x[0-9a-f]+", "0x", message)]}
+    return {"label": label, "value": json.dumps(canonical(value), sort_keys=True, default=repr)}

@@ -40,7 +40,8 @@ def receive(stream: BinaryIO) -> Any:
 
 def main() -> int:
     reference, tests = sys.argv[1], sys.argv[2]
-    sys.path[:0] = [reference, tests, os.path.dirname(os.path.abspath(__file__))]
+    fuzz = os.path.join(os.path.dirname(tests), "fuzz")  # (pyfuzz.py: the hostile constructor calls)
+    sys.path[:0] = [reference, tests, os.path.dirname(os.path.abspath(__file__)), fuzz]
     import resource
 
     # (a fault of the release must not take the machine: e.g. a huge size it enumerates)

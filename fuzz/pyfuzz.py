@@ -33,7 +33,7 @@ import math
 import pickle
 import random
 import sys
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 U64 = 2**64 - 1
 
@@ -527,22 +527,21 @@ def check_constructor(factory: Callable[..., Any], kwargs: Dict[str, Any], label
 # constructor targets
 
 
-def constructor_targets() -> List[Tuple[str, Callable[..., Any], Callable[[], Dict[str, Any]]]]:
-    """(label, factory, valid-kwargs builder) for the public value types."""
-    from mooncake.reshard.weight import (
-        OwnershipAxis, ParallelRank, ParallelTopology, PipelineRouteGroup, PlacementExecutorPlan,
-        PlacementFragment, PlanningLimits, ReplicatedAxis, RuntimeBindingFragment, SplitAxis,
-        StoredFragmentSnapshot, StoredWeightManifest, TensorDescriptor, TopologyParticipant,
-        WeightPlacementManifest, WeightPlacementPart, WeightRuntimeBindingManifest,
-    )
+def constructor_targets(
+    labels: Optional[Sequence[str]] = None,
+) -> List[Tuple[str, Callable[..., Any], Callable[[], Dict[str, Any]]]]:
+    """(label, factory, valid-kwargs builder) for the public value types, or for those of
+    ``labels`` in that order (``conformance/`` asks for the types the released reference has:
+    the classes are looked up only for the targets returned)."""
+    import mooncake.reshard.weight as w
 
     def tensor() -> Dict[str, Any]:
         return dict(tensor_id="w", global_shape=(4, 4), dtype="bfloat16", itemsize=2, shard_dims=(0,),
-                    layout_fingerprint="fp:v1", parallel_axes=(SplitAxis("tp", 0),), layer_id=None,
+                    layout_fingerprint="fp:v1", parallel_axes=(w.SplitAxis("tp", 0),), layer_id=None,
                     expert_id=None)
 
     def fragment() -> Dict[str, Any]:
-        return dict(tensor_id="w", global_offset=(0, 0), local_shape=(4, 4), nbytes=32, rank=ParallelRank(),
+        return dict(tensor_id="w", global_offset=(0, 0), local_shape=(4, 4), nbytes=32, rank=w.ParallelRank(),
                     pipeline_stage_id=None, aliases=(), placement_fragment_id=None)
 
     def runtime_fragment() -> Dict[str, Any]:
@@ -552,24 +551,24 @@ def constructor_targets() -> List[Tuple[str, Callable[..., Any], Callable[[], Di
 
     def topology() -> Dict[str, Any]:
         return dict(tp_size=1, pp_size=1, ep_size=1, dp_size=1,
-                    participants=(TopologyParticipant("worker-0", ParallelRank()),), topology_id=None)
+                    participants=(w.TopologyParticipant("worker-0", w.ParallelRank()),), topology_id=None)
 
     def part() -> Dict[str, Any]:
-        topo = ParallelTopology(**topology())
+        topo = w.ParallelTopology(**topology())
         return dict(resource_id="model", revision="r", weight_generation=7, placement_set_id="s",
-                    topology_id=topo.topology_id, participant_id="worker-0", rank=ParallelRank(),
-                    tensors=(TensorDescriptor(**tensor()),),
-                    fragments=(PlacementFragment(**dict(fragment(), placement_fragment_id="pf-0")),))
+                    topology_id=topo.topology_id, participant_id="worker-0", rank=w.ParallelRank(),
+                    tensors=(w.TensorDescriptor(**tensor()),),
+                    fragments=(w.PlacementFragment(**dict(fragment(), placement_fragment_id="pf-0")),))
 
     def manifest() -> Dict[str, Any]:
         return dict(resource_id="model", revision="r", weight_generation=7, placement_set_id="s",
-                    topology=ParallelTopology(**topology()), parts=(WeightPlacementPart(**part()),),
+                    topology=w.ParallelTopology(**topology()), parts=(w.WeightPlacementPart(**part()),),
                     placement_id=None)
 
     def binding() -> Dict[str, Any]:
         return dict(resource_id="model", placement_id="sha256:x", placement_digest="a" * 64, instance_id="i",
                     generation=1, lease_id="l", revision="r", participant_id="worker-0",
-                    fragments=(RuntimeBindingFragment(**runtime_fragment()),))
+                    fragments=(w.RuntimeBindingFragment(**runtime_fragment()),))
 
     def stored_fragment() -> Dict[str, Any]:
         return dict(fragment_id="stored-0", tensor_id="w", global_offset=(0, 0), local_shape=(4, 4),
@@ -577,33 +576,32 @@ def constructor_targets() -> List[Tuple[str, Callable[..., Any], Callable[[], Di
 
     def stored() -> Dict[str, Any]:
         return dict(namespace="default", resource_id="model", revision="r", weight_generation=7, group_id="g",
-                    manifest_key="g/manifest", tensors=(TensorDescriptor(**tensor()),),
-                    fragments=(StoredFragmentSnapshot(**stored_fragment()),), created_at="2026-07-17T00:00:00Z")
+                    manifest_key="g/manifest", tensors=(w.TensorDescriptor(**tensor()),),
+                    fragments=(w.StoredFragmentSnapshot(**stored_fragment()),), created_at="2026-07-17T00:00:00Z")
 
-    return [
-        ("ParallelRank", ParallelRank, lambda: dict(dp=0, tp=1, pp=0, ep=0)),
-        ("SplitAxis", SplitAxis, lambda: dict(kind="tp", dim=1)),
-        ("ReplicatedAxis", ReplicatedAxis, lambda: dict(kind="dp")),
-        ("OwnershipAxis", OwnershipAxis, lambda: dict(kind="pp")),
-        ("TensorDescriptor", TensorDescriptor, tensor),
-        ("PlacementFragment", PlacementFragment, fragment),
-        ("RuntimeBindingFragment", RuntimeBindingFragment, runtime_fragment),
-        ("TopologyParticipant", TopologyParticipant, lambda: dict(participant_id="w0", rank=ParallelRank())),
-        ("ParallelTopology", ParallelTopology, topology),
-        ("WeightPlacementPart", WeightPlacementPart, part),
-        ("WeightPlacementManifest", WeightPlacementManifest, manifest),
-        ("WeightRuntimeBindingManifest", WeightRuntimeBindingManifest, binding),
-        ("StoredFragmentSnapshot", StoredFragmentSnapshot, stored_fragment),
-        ("StoredWeightManifest", StoredWeightManifest, stored),
-        ("PlanningLimits", PlanningLimits, lambda: dict(max_transfer_regions=5, max_segments_per_region=5,
-                                                        max_total_lowered_segments=5)),
-        ("PipelineRouteGroup", PipelineRouteGroup, lambda: dict(source_pp=0, source_pipeline_stage_id=None,
-                                                                target_pp=1, target_pipeline_stage_id=2,
-                                                                operation_indices=(0, 1))),
-        ("PlacementExecutorPlan", PlacementExecutorPlan, lambda: dict(placement_id="p", participant_id="w0",
-                                                                      rank=ParallelRank(),
-                                                                      placement_fragment_ids=("a", "b"))),
-    ]
+    builders: Dict[str, Callable[[], Dict[str, Any]]] = {
+        "ParallelRank": lambda: dict(dp=0, tp=1, pp=0, ep=0),
+        "SplitAxis": lambda: dict(kind="tp", dim=1),
+        "ReplicatedAxis": lambda: dict(kind="dp"),
+        "OwnershipAxis": lambda: dict(kind="pp"),
+        "TensorDescriptor": tensor,
+        "PlacementFragment": fragment,
+        "RuntimeBindingFragment": runtime_fragment,
+        "TopologyParticipant": lambda: dict(participant_id="w0", rank=w.ParallelRank()),
+        "ParallelTopology": topology,
+        "WeightPlacementPart": part,
+        "WeightPlacementManifest": manifest,
+        "WeightRuntimeBindingManifest": binding,
+        "StoredFragmentSnapshot": stored_fragment,
+        "StoredWeightManifest": stored,
+        "PlanningLimits": lambda: dict(max_transfer_regions=5, max_segments_per_region=5,
+                                       max_total_lowered_segments=5),
+        "PipelineRouteGroup": lambda: dict(source_pp=0, source_pipeline_stage_id=None, target_pp=1,
+                                           target_pipeline_stage_id=2, operation_indices=(0, 1)),
+        "PlacementExecutorPlan": lambda: dict(placement_id="p", participant_id="w0", rank=w.ParallelRank(),
+                                              placement_fragment_ids=("a", "b")),
+    }
+    return [(label, getattr(w, label), builders[label]) for label in (builders if labels is None else labels)]
 
 
 def hostile_value(rng: random.Random, current: Any) -> Any:
@@ -628,14 +626,22 @@ def hostile_value(rng: random.Random, current: Any) -> Any:
     return rng.choice(hostile_objects())
 
 
-def fuzz_constructor_once(rng: random.Random) -> Tuple[str, bool]:
-    """One random constructor call with 1-3 hostile fields; returns (label, accepted)."""
-    targets = constructor_targets()
-    label, factory, build = rng.choice(targets)
+def hostile_call(
+    rng: random.Random, labels: Optional[Sequence[str]] = None
+) -> Tuple[str, Callable[..., Any], Dict[str, Any]]:
+    """A random constructor (of ``labels``, default all) and its valid arguments with 1-3 fields
+    made hostile: (label, factory, kwargs)."""
+    label, factory, build = rng.choice(constructor_targets(labels))
     kwargs = build()
     for _ in range(rng.randint(1, 3)):
         name = rng.choice(sorted(kwargs))
         kwargs[name] = hostile_value(rng, kwargs[name])
+    return label, factory, kwargs
+
+
+def fuzz_constructor_once(rng: random.Random) -> Tuple[str, bool]:
+    """One random constructor call with 1-3 hostile fields; returns (label, accepted)."""
+    label, factory, kwargs = hostile_call(rng)
     return label, check_constructor(factory, kwargs, label) is not None
 
 
