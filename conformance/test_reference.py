@@ -4,12 +4,12 @@ The reference released so far has placements, runtime-binding validation and log
 planning (not runtime binding), so these compare: ``from_fragments`` (placement id, digest and
 wire JSON, or the exact error) on valid, mutated and partial-topology layouts;
 ``weight_placement_from_json`` on mutated wire documents; ``validate_runtime_bindings`` on
-edited canonical bindings; the value types' constructors on hostile fields; ``plan_placement_transfer`` and
-``plan_placement_transfer_to_local_target`` (every field of the plans, or the exact error) on
-pairs of placements of the same tensors, and the planner's refusals on mismatched pairs; and, to
-tie the release to the reference our known answers come from, the known-answer logical plans
-computed by the reference itself. Where the release departs from the spec, ``as_specified`` and
-``assert_agrees`` say how the answers are compared.
+edited canonical bindings; the value types' constructors on hostile fields;
+``plan_placement_transfer`` and ``plan_placement_transfer_to_local_target`` (every field of the
+plans, or the exact error) on pairs of placements of the same tensors, and the planner's
+refusals on mismatched pairs; and, to tie the release to the reference our known answers come
+from, the known-answer logical plans computed by the reference itself. Where the release departs
+from the spec, ``as_specified`` and ``assert_agrees`` say how the answers are compared.
 """
 
 from __future__ import annotations
@@ -50,8 +50,9 @@ RESOURCE_KIND = "placement manifest resource_kind must be model_weight"
 
 
 def as_specified(answer: Dict[str, Any]) -> Dict[str, Any]:
-    """The release's answer with its known departures from spec/API.md undone (found by this
-    suite; every other answer of the release agreed with ours):
+    """The release's answer with its known departures from spec/API.md's messages undone (found
+    by this suite; the other differences it found are in ``assert_agrees`` and
+    ``test_constructors_match_the_reference``):
 
     - §11.4 check 3 names the repeated fragment's tensor id, the release its fragment id;
     - §7.2: a document the JSON parser cannot read is "not valid JSON", and every failure a
@@ -131,7 +132,7 @@ def test_runtime_bindings_match_the_reference(reference: Ask, layout: Layout, ed
 
 
 def test_the_release_names_a_repeated_fragment_by_its_id() -> None:
-    """as_specified's one rewrite, on the release's form of the message."""
+    """as_specified's fragment-id rewrite, on the release's form of the message."""
     answer = {"error": ["ValueError", DUPLICATE_LOGICAL + "frag-003"], "fragment_tensors": {"frag-003": "norm"}}
     assert as_specified(answer)["error"] == ["ValueError", DUPLICATE_LOGICAL + "norm"]
     assert as_specified({"placement_id": "p"}) == {"placement_id": "p"}
