@@ -241,11 +241,14 @@ def mismatched_pairs(draw: Any) -> Tuple[Layout, Layout]:
         if field == "itemsize":  # (the fragments' byte sizes follow the tensor's)
             fragments = tuple(dataclasses.replace(f, nbytes=None) for f in fragments)
         return source, dataclasses.replace(target, tensors=tensors, fragments=fragments)
-    if len(target.tensors) < 2:  # (a side needs a tensor): drop it from the source instead
-        return source, dataclasses.replace(target, tensors=target.tensors + (dataclasses.replace(
-            tensor, tensor_id=tensor.tensor_id + ".extra"),), fragments=target.fragments + tuple(
-            dataclasses.replace(f, tensor_id=tensor.tensor_id + ".extra", fragment_id=None)
-            for f in target.fragments if f.tensor_id == tensor.tensor_id))
+    if len(target.tensors) < 2:
+        # (a placement needs a tensor, so the target keeps its one and gains a copy of it under
+        # a new id, with copies of its fragments: a tensor on the target side only)
+        extra = tensor.tensor_id + ".extra"
+        copies = tuple(dataclasses.replace(f, tensor_id=extra, fragment_id=None)
+                       for f in target.fragments if f.tensor_id == tensor.tensor_id)
+        tensors = target.tensors + (dataclasses.replace(tensor, tensor_id=extra),)
+        return source, dataclasses.replace(target, tensors=tensors, fragments=target.fragments + copies)
     return source, dataclasses.replace(
         target,
         tensors=target.tensors[:index] + target.tensors[index + 1:],
