@@ -50,24 +50,39 @@ def placement_outcome(layout: Layout) -> Dict[str, Any]:
     return _placement_values(placement)
 
 
-def plan_outcome(source: Layout, target: Layout, participant_id: Optional[str]) -> Dict[str, Any]:
+def plan_outcome(
+    source: Layout, target: Layout, participant_id: Optional[str], limits: Optional[Tuple[int, int, int]] = None
+) -> Dict[str, Any]:
     """Both placements, ``plan_placement_transfer`` and, with a participant id,
     ``plan_placement_transfer_to_local_target`` for it: each plan in canonical form (as JSON
-    text), or the error that ended the sequence."""
-    from mooncake.reshard.weight import plan_placement_transfer, plan_placement_transfer_to_local_target
+    text), or the error that ended the sequence. ``limits``: ``(max_transfer_regions,
+    max_segments_per_region, max_total_lowered_segments)`` of the ``PlanningLimits`` both plans
+    are made with (None: the default limits, ``planning_limits`` not passed)."""
+    from mooncake.reshard.weight import (
+        PlanningLimits,
+        plan_placement_transfer,
+        plan_placement_transfer_to_local_target,
+    )
 
     outcome: Dict[str, Any] = {}
     try:
+        keywords: Dict[str, Any] = {}
+        if limits is not None:
+            outcome["stage"] = "limits"
+            regions, per_region, total = limits
+            keywords["planning_limits"] = PlanningLimits(
+                max_transfer_regions=regions, max_segments_per_region=per_region, max_total_lowered_segments=total
+            )
         placements = []
         for side, layout in (("source", source), ("target", target)):
             outcome["stage"] = f"{side} placement"
             placements.append(build_placement(layout))
         outcome["stage"] = "plan"
-        plan = plan_placement_transfer(placements[0], placements[1])
+        plan = plan_placement_transfer(placements[0], placements[1], **keywords)
         outcome["plan"] = json.dumps(canonical(plan), sort_keys=True)
         if participant_id is not None:
             outcome["stage"] = "local plan"
-            local = plan_placement_transfer_to_local_target(placements[0], placements[1], participant_id)
+            local = plan_placement_transfer_to_local_target(placements[0], placements[1], participant_id, **keywords)
             outcome["local_plan"] = json.dumps(canonical(local), sort_keys=True)
     except Exception as error:  # the answer compared, whatever it is
         outcome.update(_error(error))

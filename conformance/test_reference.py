@@ -6,8 +6,9 @@ wire JSON, or the exact error) on valid, mutated and partial-topology layouts;
 ``weight_placement_from_json`` on mutated wire documents; ``validate_runtime_bindings`` on
 edited canonical bindings; the value types' constructors on hostile fields;
 ``plan_placement_transfer`` and ``plan_placement_transfer_to_local_target`` (every field of the
-plans, or the exact error) on pairs of placements of the same tensors, and the planner's
-refusals on mismatched pairs; and, to tie the release to the reference our known answers come
+plans, or the exact error) on pairs of placements of the same tensors, the same under planning
+limits drawn around what the plans need (the budget refusals), and the planner's refusals on
+mismatched pairs; and, to tie the release to the reference our known answers come
 from, the known-answer logical plans computed by the reference itself. Where the release departs
 from the spec, ``as_specified`` and ``assert_agrees`` say how the answers are compared.
 """
@@ -22,7 +23,7 @@ import sys
 from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
-from hypothesis import assume, given, strategies as st
+from hypothesis import assume, event, given, strategies as st
 
 from known_answers import case_names, load_case
 from layout_model import Layout
@@ -260,6 +261,58 @@ def mismatched_pairs(draw: Any) -> Tuple[Layout, Layout]:
 def test_plan_refusals_match_the_reference(reference: Ask, pair: Tuple[Layout, Layout]) -> None:
     source, target = pair
     assert_agrees(plan_outcome(source, target, None), reference("plan_outcome", source, target, None))
+
+
+def _requirements(source: Layout, target: Layout, participant_id: Optional[str]) -> List[Tuple[int, int, int]]:
+    """What each plan of ``plan_outcome`` needs of the planning limits, by our planner: its
+    operation count, largest ``segment_count`` and total of them (the plan, then the local
+    plan when a participant is given)."""
+    from layout_model import build_placement
+    from mooncake.reshard.weight import plan_placement_transfer, plan_placement_transfer_to_local_target
+
+    placements = (build_placement(source), build_placement(target))
+    plans = [plan_placement_transfer(*placements)]
+    if participant_id is not None:
+        plans.append(plan_placement_transfer_to_local_target(*placements, participant_id))
+    needs = []
+    for plan in plans:
+        counts = [operation.segment_count for operation in plan.operations]
+        needs.append((len(counts), max(counts, default=0), sum(counts)))
+    return needs
+
+
+DEFAULT_LIMITS = (1_000_000, 1_000_000, 10_000_000)  # spec/API.md §8.3
+
+
+@st.composite
+def budgets(draw: Any, need: int, default: int) -> int:
+    """A limit around what a plan needs: exactly it, one below or above, 1, anything up to one
+    above, or the default."""
+    return draw(st.sampled_from([need, need - 1, need + 1, 1, default]).filter(lambda limit: limit > 0)
+                | st.integers(1, max(1, need + 1)))
+
+
+@given(placement_pairs(), st.data())
+def test_plan_budgets_match_the_reference(reference: Ask, pair: Tuple[Layout, Layout], data: st.DataObject) -> None:
+    """Both planners under drawn ``PlanningLimits`` around what the plans need (spec/API.md
+    §11.1 step 5, items 5 and 9): the same plans, or the same first budget refusal with the same
+    figures in its message."""
+    source, target = pair
+    participant: Optional[str] = data.draw(st.none() | st.sampled_from([pid for pid, _ in target.participants]))
+    try:
+        needs = _requirements(source, target, participant)
+    except ValueError:  # (a local plan refused for a participant without target fragments)
+        participant = None
+        needs = _requirements(source, target, None)
+    need = data.draw(st.sampled_from(needs))  # (around the plan's or the local plan's needs)
+    limits = (
+        data.draw(budgets(need[0], DEFAULT_LIMITS[0])),
+        data.draw(budgets(need[1], DEFAULT_LIMITS[1])),
+        data.draw(budgets(need[2], DEFAULT_LIMITS[2])),
+    )
+    ours = plan_outcome(source, target, participant, limits)
+    event("refused: " + ours["error"][1].split(":")[0] if "error" in ours else "planned")
+    assert_agrees(ours, reference("plan_outcome", source, target, participant, limits))
 
 
 @given(st.integers(0, 2**64 - 1))
