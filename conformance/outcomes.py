@@ -159,11 +159,14 @@ def binding_outcome(layout: Layout, edits: Sequence[Tuple[Any, ...]]) -> Dict[st
     - ``("drop", b)`` / ``("repeat", b)``: binding ``b`` left out / listed twice.
 
     Indices are taken modulo the counts; a ``value`` of ``("copy", b, f)`` is that fragment's (or,
-    with ``f`` None, that binding's) value of the same field. ``{"valid": True}``, or the error
-    that ended the sequence (``stage`` says where)."""
+    with ``f`` None, that binding's) value of the same field, one of ``("shift", delta)`` the
+    field's own value moved by ``delta`` (an int; a tuple's first int item). ``{"valid": True}``, or the error
+    that ended the sequence (``stage`` says where). Once the edits are made, ``each`` holds the
+    verdict of ``validate_runtime_binding`` on each binding alone (``{"valid": True}`` or its
+    error), in list order."""
     import dataclasses
 
-    from mooncake.reshard.weight import validate_runtime_bindings
+    from mooncake.reshard.weight import validate_runtime_binding, validate_runtime_bindings
 
     outcome: Dict[str, Any] = {"stage": "placement"}
     try:
@@ -180,24 +183,40 @@ def binding_outcome(layout: Layout, edits: Sequence[Tuple[Any, ...]]) -> Dict[st
                 bindings.append(bindings[b])
             elif edit[0] == "manifest":
                 _, _, field, value = edit
-                value = _edit_value(bindings, value, field, None)
+                value = _edit_value(bindings, value, field, None, getattr(bindings[b], field))
                 bindings[b] = dataclasses.replace(bindings[b], **{field: value})
             else:
                 _, _, f, field, value = edit
                 fragments = list(bindings[b].fragments)
                 f %= len(fragments)
-                value = _edit_value(bindings, value, field, True)
+                value = _edit_value(bindings, value, field, True, getattr(fragments[f], field))
                 fragments[f] = dataclasses.replace(fragments[f], **{field: value})
                 bindings[b] = dataclasses.replace(bindings[b], fragments=tuple(fragments))
+        each: List[Dict[str, Any]] = []
+        for binding in bindings:
+            try:
+                validate_runtime_binding(placement, binding)
+            except Exception as error:  # the answer compared, whatever it is
+                each.append(_error(error))
+            else:
+                each.append({"valid": True})
+        outcome["each"] = each
         outcome["stage"] = "validate"
         validate_runtime_bindings(placement, tuple(bindings))
     except Exception as error:  # the answer compared, whatever it is
         outcome.update(_error(error))
         return outcome
-    return {"valid": True}
+    return {"each": each, "valid": True}
 
 
-def _edit_value(bindings: List[Any], value: Any, field: str, of_fragment: Optional[bool]) -> Any:
+def _edit_value(bindings: List[Any], value: Any, field: str, of_fragment: Optional[bool], current: Any) -> Any:
+    if type(value) is tuple and len(value) == 2 and value[0] == "shift":
+        # an int moved by the delta; a tuple of ints with its first item moved (kept when empty)
+        if type(current) is int:
+            return current + value[1]
+        if type(current) is tuple and current and type(current[0]) is int:
+            return (current[0] + value[1],) + current[1:]
+        return current
     if not (type(value) is tuple and len(value) == 3 and value[0] == "copy"):
         return value
     source = bindings[value[1] % len(bindings)]

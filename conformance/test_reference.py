@@ -112,12 +112,16 @@ def test_placements_match_the_reference(reference: Ask, layout: Layout) -> None:
     assert_agrees(placement_outcome(layout), reference("placement_outcome", layout))
 
 
-# Values a binding edit may write: wrong kinds, the limits of the ranges, and ("copy", b, f):
-# another fragment's or binding's value of the same field (shared ids, overlapping ranges).
+# Values a binding edit may write: wrong kinds, the limits of the ranges, ("copy", b, f):
+# another fragment's or binding's value of the same field (shared ids, overlapping ranges), and
+# ("shift", delta): the field's own value moved (sizes, shapes and addresses a little off, which
+# the constructors accept and the validation must judge).
 EDIT_VALUES = st.sampled_from([
     0, 1, -1, 2, 7, 64, 4096, 2**20, 2**63, 2**64 - 1, 2**64, True, None, "", "x", "cuda:1", (), (1,), (2, 2), (0,),
     [1, 2], 1.0,
-]) | st.tuples(st.just("copy"), st.integers(0, 9), st.none() | st.integers(0, 9))
+]) | st.tuples(st.just("copy"), st.integers(0, 9), st.none() | st.integers(0, 9)) | st.tuples(
+    st.just("shift"), st.sampled_from([-256, -2, -1, 1, 2, 256, 4096, 2**32])
+)
 BINDING_EDITS = st.one_of(
     st.tuples(st.just("fragment"), st.integers(0, 9), st.integers(0, 9), st.sampled_from(FRAGMENT_FIELDS), EDIT_VALUES),
     st.tuples(st.just("manifest"), st.integers(0, 9), st.sampled_from(MANIFEST_FIELDS), EDIT_VALUES),
@@ -125,11 +129,20 @@ BINDING_EDITS = st.one_of(
 )
 
 
-@given(valid_layouts(max_tensors=2, max_ndim=3), st.lists(BINDING_EDITS, max_size=3))
+@given(valid_layouts(max_tensors=2, max_ndim=3), st.lists(BINDING_EDITS, min_size=1, max_size=3))
 def test_runtime_bindings_match_the_reference(reference: Ask, layout: Layout, edits: List[Tuple[Any, ...]]) -> None:
     """A placement's canonical runtime bindings with up to three edits: the same verdict of
-    ``validate_runtime_bindings`` (or the same constructor error on the way)."""
-    assert_agrees(binding_outcome(layout, edits), reference("binding_outcome", layout, edits))
+    ``validate_runtime_binding`` on each binding alone and of ``validate_runtime_bindings`` on
+    the set (or the same constructor error on the way)."""
+    ours, theirs = binding_outcome(layout, edits), reference("binding_outcome", layout, edits)
+    our_each, their_each = ours.pop("each", None), theirs.pop("each", None)
+    refused = [one["error"][1].split(":")[0] for one in our_each or () if "error" in one]
+    event("each: " + (refused[0] if refused else "not reached" if our_each is None else "all valid"))
+    assert (our_each is None) == (their_each is None), (our_each, their_each)
+    assert len(our_each or ()) == len(their_each or ())
+    for one_of_ours, one_of_theirs in zip(our_each or (), their_each or ()):
+        assert_agrees(one_of_ours, one_of_theirs)
+    assert_agrees(ours, theirs)
 
 
 def test_the_release_names_a_repeated_fragment_by_its_id() -> None:
