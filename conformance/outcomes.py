@@ -50,6 +50,89 @@ def placement_outcome(layout: Layout) -> Dict[str, Any]:
     return _placement_values(placement)
 
 
+PART_FIELDS = (
+    "resource_id", "revision", "weight_generation", "placement_set_id", "topology_id", "participant_id", "rank",
+)
+CALL_FIELDS = ("resource_id", "revision", "weight_generation", "placement_set_id")
+
+
+def parts_outcome(layout: Layout, edits: Sequence[Tuple[Any, ...]]) -> Dict[str, Any]:
+    """The ``WeightPlacementManifest`` constructor (from parts) on the parts of the layout's
+    placement (``from_fragments``) after ``edits``, applied in order (part indices modulo the
+    count; each edited part made again by ``dataclasses.replace``, which checks it):
+
+    - ``("order", seed)``: the parts shuffled by ``random.Random(seed)``;
+    - ``("drop", p)`` / ``("repeat", p)``: part ``p`` left out / listed twice;
+    - ``("part", p, field, value)``: that field of part ``p`` replaced; a ``value`` of
+      ``("copy", q)`` is part ``q``'s value of the field;
+    - ``("fragment", p, how, i, q)``: fragment ``i`` of part ``p`` dropped (``how`` "drop"),
+      listed twice ("repeat") or moved to the end of part ``q`` ("move"); "reverse" reverses
+      the part's fragments;
+    - ``("tensor", p, how, i)``: the same for the part's tensors ("drop", "repeat", "reverse");
+    - ``("call", field, value)``: that argument of the constructor call replaced;
+    - ``("placement_id", value)``: passed as ``placement_id`` ("own": the placement's own id).
+
+    The new placement's ids and wire JSON, or the error that ended the sequence (``stage`` says
+    where)."""
+    import dataclasses
+    import random
+
+    from mooncake.reshard.weight import WeightPlacementManifest
+
+    outcome: Dict[str, Any] = {"stage": "placement"}
+    try:
+        placement = build_placement(layout)
+        parts = list(placement.parts)
+        call: Dict[str, Any] = {name: getattr(placement, name) for name in CALL_FIELDS}
+        call["topology"] = placement.topology
+        for number, edit in enumerate(edits):
+            outcome["stage"] = f"edit {number}"
+            kind = edit[0]
+            if kind == "order":
+                random.Random(edit[1]).shuffle(parts)
+            elif kind == "call":
+                call[edit[1]] = edit[2]
+            elif kind == "placement_id":
+                call["placement_id"] = placement.placement_id if edit[1] == "own" else edit[1]
+            elif parts:
+                p = edit[1] % len(parts)
+                if kind == "drop":
+                    del parts[p]
+                elif kind == "repeat":
+                    parts.append(parts[p])
+                elif kind == "part":
+                    _, _, field, value = edit
+                    if type(value) is tuple and len(value) == 2 and value[0] == "copy":
+                        value = getattr(parts[value[1] % len(parts)], field)
+                    parts[p] = dataclasses.replace(parts[p], **{field: value})
+                else:
+                    name = "fragments" if kind == "fragment" else "tensors"
+                    items = list(getattr(parts[p], name))
+                    how = edit[2]
+                    if how == "reverse":
+                        items.reverse()
+                    elif items:
+                        i = edit[3] % len(items)
+                        if how == "repeat":
+                            items.append(items[i])
+                        else:
+                            moved = items.pop(i)
+                            q = edit[4] % len(parts) if how == "move" else None
+                            if q == p:
+                                items.append(moved)
+                            elif q is not None:
+                                parts[q] = dataclasses.replace(parts[q], **{name: getattr(parts[q], name) + (moved,)})
+                    parts[p] = dataclasses.replace(parts[p], **{name: tuple(items)})
+        outcome["stage"] = "construct"
+        result = WeightPlacementManifest(parts=tuple(parts), **call)
+        outcome["stage"] = "values"
+        values = _placement_values(result)
+    except Exception as error:  # the answer compared, whatever it is
+        outcome.update(_error(error))
+        return outcome
+    return values
+
+
 def plan_outcome(
     source: Layout, target: Layout, participant_id: Optional[str], limits: Optional[Tuple[int, int, int]] = None
 ) -> Dict[str, Any]:
