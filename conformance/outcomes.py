@@ -174,6 +174,54 @@ def plan_outcome(
     return outcome
 
 
+# The arguments of a planner call: the placements of the drawn pair, or other values.
+ARGUMENT_KINDS = ("source", "target", "none", "zero", "text", "source part", "source topology", "dict")
+LIMIT_KINDS = ("absent", "none", "default", "zero", "empty dict", "five", "text", "one region")
+
+
+def planner_call_outcome(
+    source: Layout, target: Layout, local: bool, first: str, second: str, participant: Any, limits: str
+) -> Dict[str, Any]:
+    """A planner called with the arguments ``ARGUMENT_KINDS`` names (``first`` and ``second``,
+    made from the pair's placements), ``planning_limits`` as ``LIMIT_KINDS`` names it and, with
+    ``local``, ``plan_placement_transfer_to_local_target`` with ``participant``: the plan in
+    canonical form, or the error."""
+    from mooncake.reshard.weight import (
+        PlanningLimits,
+        plan_placement_transfer,
+        plan_placement_transfer_to_local_target,
+    )
+
+    outcome: Dict[str, Any] = {"stage": "placements"}
+    try:
+        placements = {"source": build_placement(source), "target": build_placement(target)}
+        values = {
+            **placements,
+            "none": None,
+            "zero": 0,
+            "text": "x",
+            "source part": placements["source"].parts[0],
+            "source topology": placements["source"].topology,
+            "dict": {},
+        }
+        keywords: Dict[str, Any] = {}
+        if limits != "absent":
+            keywords["planning_limits"] = {
+                "none": None, "zero": 0, "empty dict": {}, "five": 5, "text": "x",
+            }.get(limits) if limits not in ("default", "one region") else (
+                PlanningLimits() if limits == "default" else PlanningLimits(max_transfer_regions=1)
+            )
+        outcome["stage"] = "plan"
+        if local:
+            plan = plan_placement_transfer_to_local_target(values[first], values[second], participant, **keywords)
+        else:
+            plan = plan_placement_transfer(values[first], values[second], **keywords)
+        return {"plan": json.dumps(canonical(plan), sort_keys=True)}
+    except Exception as error:  # the answer compared, whatever it is
+        outcome.update(_error(error))
+        return outcome
+
+
 def known_answer_outcome(name: str) -> Dict[str, Any]:
     """A known-answer case's placements (from its wire JSON) and logical plans, as
     ``test_known_answers_logical.py`` computes them."""

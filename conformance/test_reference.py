@@ -8,10 +8,11 @@ on a placement's own parts, edited; ``weight_placement_from_json`` on mutated wi
 value types' constructors on hostile fields; ``plan_placement_transfer`` and
 ``plan_placement_transfer_to_local_target`` (every field of the plans, or the exact error) on
 pairs of placements of the same tensors, the same under planning limits drawn around what the
-plans need (the budget refusals), and the planner's refusals on mismatched pairs; and, to tie
-the release to the reference our known answers come from, the known-answer logical plans
-computed by the reference itself. Where the release departs from the spec, ``as_specified`` and
-``assert_agrees`` say how the answers are compared.
+plans need (the budget refusals), the planners called with arguments of other kinds, and the
+planner's refusals on mismatched pairs; and, to tie the release to the reference our known
+answers come from, the known-answer logical plans computed by the reference itself. Where the
+release departs from the spec, ``as_specified`` and ``assert_agrees`` say how the answers are
+compared.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from hypothesis import assume, event, given, strategies as st
 from known_answers import case_names, load_case
 from layout_model import Layout
 from outcomes import (
+    ARGUMENT_KINDS,
+    LIMIT_KINDS,
     DUPLICATE_LOGICAL,
     FRAGMENT_FIELDS,
     CALL_FIELDS,
@@ -40,6 +43,7 @@ from outcomes import (
     parts_outcome,
     placement_outcome,
     plan_outcome,
+    planner_call_outcome,
 )
 from strategies import any_layouts, valid_layouts
 from test_planner_oracle import placement_pairs
@@ -260,6 +264,50 @@ def test_plans_match_the_reference(reference: Ask, pair: Tuple[Layout, Layout], 
     # is refused for a participant without target fragments)
     assert "plan" in ours, ours
     assert_agrees(ours, reference("plan_outcome", source, target, participant))
+
+
+@given(placement_pairs(), st.booleans(), st.sampled_from(ARGUMENT_KINDS), st.sampled_from(ARGUMENT_KINDS),
+       st.sampled_from(LIMIT_KINDS), st.data())
+def test_planner_arguments_match_the_reference(
+    reference: Ask, pair: Tuple[Layout, Layout], local: bool, first: str, second: str, limits: str,
+    data: st.DataObject,
+) -> None:
+    """Either planner called with other values in the placements' places (the other side's
+    placement, None, a part, a topology, ...), with ``planning_limits`` absent, None, default,
+    tight or of another kind, and for a local plan a participant id of the target, an unknown
+    one, or None."""
+    source, target = pair
+    participant = data.draw(st.sampled_from([pid for pid, _ in target.participants] + ["nobody", None, ""]))
+    ours = planner_call_outcome(source, target, local, first, second, participant, limits)
+    theirs = reference("planner_call_outcome", source, target, local, first, second, participant, limits)
+    event("planner: " + (ours["error"][1].split(":")[0][:60] if "error" in ours else "planned"))
+    if _planner_argument_departure(ours, theirs, limits):
+        return
+    assert_agrees(ours, theirs)
+
+
+NOT_LIMITS = "planning_limits must be a PlanningLimits"
+NOT_TARGET = "target placement manifests must be WeightPlacementManifest"
+
+
+def _planner_argument_departure(ours: Dict[str, Any], theirs: Dict[str, Any], limits: str) -> bool:
+    """Whether the answers differ by one of our two refusals of a planner argument of the wrong
+    kind (docs/api.md, "Planning entry points"; spec/API.md §1.4: every validation failure a
+    ``ValueError``):
+
+    - ``planning_limits`` neither None nor a ``PlanningLimits``: we refuse it before planning;
+      the release plans with the default limits for a false value (0, an empty dict) and fails
+      on another where the planning loop reads it (an ``AttributeError``), or first on anything
+      the loop finds before that;
+    - a target that is not a placement in a local plan: we refuse it as the full planner does;
+      the release fails on its first attribute read (an ``AttributeError``).
+    """
+    error = ours.get("error")
+    if error == ["ValueError", NOT_LIMITS]:
+        return limits in ("zero", "empty dict", "five", "text")
+    if error == ["ValueError", NOT_TARGET]:
+        return theirs.get("error", [""])[0] == "AttributeError"
+    return False
 
 
 @st.composite

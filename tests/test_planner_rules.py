@@ -46,6 +46,39 @@ def test_entry_point_type_checks() -> None:
         plan_stored_transfer_to_target_placement(stored_manifest(), source.parts)  # type: ignore[arg-type]
 
 
+def test_local_planner_refuses_a_target_that_is_not_a_placement() -> None:
+    """docs/api.md: checked as the full planner checks it, before the participant is looked up
+    (the released reference fails with an AttributeError on its first read of the target)."""
+    source, target = pair()
+    for value in (None, 0, target.parts[0], target.topology, {}):
+        for participant in (target.parts[0].participant_id, None):
+            with raises("target placement manifests must be WeightPlacementManifest"):
+                plan_placement_transfer_to_local_target(source, value, participant)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", [0, {}, "", 5, "x", object(), dataclasses.asdict(PlanningLimits())])
+def test_planning_limits_of_another_kind_fail_closed(value: Any) -> None:
+    """docs/api.md: a planning_limits neither None nor a PlanningLimits is refused, a false one
+    included (the released reference takes a false value for the default limits), after the
+    placement, participant and identity checks."""
+    source, target = pair()
+    stored, placement = stored_manifest(), target
+    for plan in (
+        lambda: plan_placement_transfer(source, target, planning_limits=value),
+        lambda: plan_placement_transfer_to_local_target(source, target, target.parts[0].participant_id,
+                                                        planning_limits=value),
+        lambda: plan_stored_transfer_to_target_placement(stored, placement, planning_limits=value),
+    ):
+        with raises("planning_limits must be a PlanningLimits"):
+            plan()
+    other, _ = pair(revision="rev-2")
+    with raises("source and target revision differ"):  # (the identity first)
+        plan_placement_transfer(other, target, planning_limits=value)
+    with raises("unknown target participant: nobody"):  # (the participant first)
+        plan_placement_transfer_to_local_target(source, target, "nobody", planning_limits=value)
+    assert plan_placement_transfer(source, target, planning_limits=None).planning_limits == PlanningLimits()
+
+
 @pytest.mark.parametrize(
     "identity, message",
     [
