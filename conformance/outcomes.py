@@ -222,6 +222,27 @@ def planner_call_outcome(
         return outcome
 
 
+def geometry_outcome(name: str, args: Tuple[Any, ...]) -> Dict[str, Any]:
+    """``mooncake.reshard.geometry.<name>(*args)``: its value, or the error it raised. For
+    ``regions_exactly_cover`` the arguments are ``(offset, shape, boxes)``, passed as a target
+    and regions of plain classes with those attributes."""
+    from types import SimpleNamespace
+
+    from mooncake.reshard import geometry
+
+    try:
+        if name == "regions_exactly_cover":
+            offset, shape, boxes = args
+            target = SimpleNamespace(global_offset=offset, local_shape=shape)
+            regions = [SimpleNamespace(overlap_offset=o, overlap_shape=s) for o, s in boxes]
+            value = geometry.regions_exactly_cover(target, regions)
+        else:
+            value = getattr(geometry, name)(*args)
+    except Exception as error:  # the answer compared, whatever it is
+        return _error(error)
+    return {"value": value}
+
+
 def known_answer_outcome(name: str) -> Dict[str, Any]:
     """A known-answer case's placements (from its wire JSON) and logical plans, as
     ``test_known_answers_logical.py`` computes them."""

@@ -9,10 +9,10 @@ value types' constructors on hostile fields; ``plan_placement_transfer`` and
 ``plan_placement_transfer_to_local_target`` (every field of the plans, or the exact error) on
 pairs of placements of the same tensors, the same under planning limits drawn around what the
 plans need (the budget refusals), the planners called with arguments of other kinds, and the
-planner's refusals on mismatched pairs; and, to tie the release to the reference our known
-answers come from, the known-answer logical plans computed by the reference itself. Where the
-release departs from the spec, ``as_specified`` and ``assert_agrees`` say how the answers are
-compared.
+planner's refusals on mismatched pairs; the geometry functions on boxes with positive extents,
+and near the 3-D overlap budget; and, to tie the release to the reference our known answers come
+from, the known-answer logical plans computed by the reference itself. Where the release departs
+from the spec, ``as_specified`` and ``assert_agrees`` say how the answers are compared.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import sys
 from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
-from hypothesis import assume, event, given, strategies as st
+from hypothesis import assume, event, given, settings, strategies as st
 
 from known_answers import case_names, load_case
 from layout_model import Layout
@@ -39,6 +39,7 @@ from outcomes import (
     PART_FIELDS,
     binding_outcome,
     constructor_outcome,
+    geometry_outcome,
     json_outcome,
     parts_outcome,
     placement_outcome,
@@ -47,6 +48,7 @@ from outcomes import (
 )
 from strategies import any_layouts, valid_layouts
 from test_planner_oracle import placement_pairs
+from test_spec_geometry import tilings
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fuzz"))
 import pyfuzz  # noqa: E402  (the wire-document mutators)
@@ -425,6 +427,56 @@ def _manifest_check_order(ours: Dict[str, Any], theirs: Dict[str, Any]) -> bool:
     return ours.get("error", ["", ""])[1].startswith("placement_set_id must") and theirs.get(
         "error", ["", ""]
     )[1].startswith("weight_generation must")
+
+
+@st.composite
+def box_calls(draw: Any) -> Tuple[str, Tuple[Any, ...]]:
+    """A call of one of the four geometry functions on boxes of one dimension count (1 to 4),
+    small non-negative offsets and positive extents: where both implementations are defined
+    (docs/api.md and tests/test_spec_geometry.py say where they are not)."""
+    ndim = draw(st.integers(1, 4))
+
+    def box() -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
+        offset = tuple(draw(st.integers(0, 5)) for _ in range(ndim))
+        return offset, tuple(draw(st.integers(1, 5)) for _ in range(ndim))
+
+    boxes = [box() for _ in range(draw(st.integers(0, 8)))]
+    name = draw(st.sampled_from(["box_contains", "boxes_overlap", "boxes_exactly_cover", "regions_exactly_cover"]))
+    if name == "box_contains":
+        return name, box() + box()
+    if name == "boxes_overlap":
+        return name, (boxes,)
+    if draw(st.booleans()):  # a container and its tiling, perhaps perturbed (mostly true answers)
+        return name, draw(tilings())
+    return name, box() + (boxes,)
+
+
+@given(box_calls())
+def test_geometry_matches_the_reference(reference: Ask, call: Tuple[str, Tuple[Any, ...]]) -> None:
+    name, args = call
+    ours = geometry_outcome(name, args)
+    event(f"{name}: {ours}")
+    assert ours == reference("geometry_outcome", name, args)
+
+
+@pytest.mark.parametrize("count", [1414, 1415])  # 998,991 and 1,000,405 comparisons without the extra boxes
+@settings(max_examples=3)
+@given(st.integers(0, 3), st.integers(0, 2**32))
+def test_the_overlap_budget_matches_the_reference(reference: Ask, count: int, extra: int, seed: int) -> None:
+    """Near the 3-D sweep's budget of 1,000,000 comparisons (spec/API.md §11.3): ``count`` boxes
+    that all overlap on the sweep dimension and are pairwise disjoint on the others (about
+    count * (count - 1) / 2 comparisons), plus a few drawn boxes that add comparisons, end early
+    or overlap one of them: the same answer, or the same refusal."""
+    rng = random.Random(seed)
+    boxes = [((k, k // 40, k % 40), (count, 1, 1)) for k in range(count)]  # (dim 0: the sweep's)
+    for number in range(extra):
+        # (in rows of their own: comparisons only, ending early or not; else anywhere)
+        row = 40 + number if rng.random() < 0.7 else rng.randrange(40)
+        boxes.insert(rng.randrange(len(boxes) + 1),
+                     ((rng.randrange(count), row, rng.randrange(40)), (rng.choice([1, 3, count]), 1, 1)))
+    ours = geometry_outcome("boxes_overlap", (boxes,))
+    event(f"{count} + {extra}: {ours}")
+    assert ours == reference("geometry_outcome", "boxes_overlap", (boxes,))
 
 
 # The reference's own view of the known answers (the placement cases: the stored case has no
