@@ -13,7 +13,7 @@ import json
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from known_answers import canonical
-from layout_model import Layout, build_fragment, build_placement, build_runtime_bindings
+from layout_model import Layout, build_fragment, build_placement, build_runtime_bindings, build_tensor
 
 
 def _error(error: BaseException) -> Dict[str, Any]:
@@ -238,6 +238,28 @@ def geometry_outcome(name: str, args: Tuple[Any, ...]) -> Dict[str, Any]:
             value = geometry.regions_exactly_cover(target, regions)
         else:
             value = getattr(geometry, name)(*args)
+    except Exception as error:  # the answer compared, whatever it is
+        return _error(error)
+    return {"value": value}
+
+
+def helper_outcome(name: str, args: Tuple[Any, ...], tensor: Any = None) -> Dict[str, Any]:
+    """``mooncake.reshard.weight.types.<name>(*args)``: its value, or the error it raised. For
+    ``validate_fragment_geometry`` the arguments are ``(fragment_id, global_offset, local_shape,
+    nbytes)`` with ``tensor`` (a ``layout_model.TensorSpec``) built as the descriptor; for
+    ``require_manifest_items`` ``args[2]`` names the item class ("int", "str" or "tuple")."""
+    from mooncake.reshard.weight import types
+
+    try:
+        if name == "validate_fragment_geometry":
+            fragment_id, offset, shape, nbytes = args
+            value = types.validate_fragment_geometry(
+                build_tensor(tensor), fragment_id=fragment_id, global_offset=offset, local_shape=shape, nbytes=nbytes
+            )
+        elif name == "require_manifest_items":
+            value = types.require_manifest_items(args[0], args[1], {"int": int, "str": str, "tuple": tuple}[args[2]])
+        else:
+            value = getattr(types, name)(*args)
     except Exception as error:  # the answer compared, whatever it is
         return _error(error)
     return {"value": value}

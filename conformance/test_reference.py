@@ -40,6 +40,7 @@ from outcomes import (
     binding_outcome,
     constructor_outcome,
     geometry_outcome,
+    helper_outcome,
     json_outcome,
     parts_outcome,
     placement_outcome,
@@ -477,6 +478,54 @@ def test_the_overlap_budget_matches_the_reference(reference: Ask, count: int, ex
     ours = geometry_outcome("boxes_overlap", (boxes,))
     event(f"{count} + {extra}: {ours}")
     assert ours == reference("geometry_outcome", "boxes_overlap", (boxes,))
+
+
+ODD_VALUES = st.sampled_from([
+    0, 1, 2, -1, 2**63, 2**64, True, None, "x", "", 1.0, (), [1, 2], b"ab", "a" * 64, "0" * 64, "A" * 64, "g" * 64,
+    "0" * 63,
+])
+SMALL = st.integers(0, 6)
+
+
+def int_sequences(size: int) -> Any:
+    """A tuple of ``size`` small ints (a few odd values among them), sometimes a list or a str."""
+    items = st.lists(SMALL | ODD_VALUES, min_size=size, max_size=size)
+    return st.one_of(items.map(tuple), items, st.just("x"), st.lists(SMALL, min_size=size, max_size=size).map(tuple))
+
+
+@st.composite
+def helper_calls(draw: Any) -> Tuple[str, Tuple[Any, ...], Any]:
+    """A call of one of the helpers spec/API.md §4.5 names, with drawn arguments."""
+    from layout_model import TensorSpec
+
+    name = draw(st.sampled_from(
+        ["canonical_strides_bytes", "validate_fragment_geometry", "require_sha256_digest", "require_manifest_items"]
+    ))
+    if name == "canonical_strides_bytes":
+        return name, (draw(int_sequences(draw(st.integers(0, 4)))), draw(SMALL | ODD_VALUES)), None
+    if name == "require_sha256_digest":
+        hex_like = st.text(alphabet="0123456789abcdefA", min_size=63, max_size=65)
+        return name, (draw(ODD_VALUES | hex_like), draw(st.sampled_from(["placement_digest", "x"]))), None
+    if name == "require_manifest_items":
+        value = draw(st.sampled_from([(), (1, 2), [1, "a"], "abc", None, 5, {1: 2}, b"ab", ((1,), (2,)), [(), ()]]))
+        return name, (value, "items", draw(st.sampled_from(["int", "str", "tuple"]))), None
+    ndim = draw(st.integers(1, 3))
+    tensor = TensorSpec("t", tuple(draw(st.integers(1, 6)) for _ in range(ndim)), itemsize=draw(st.sampled_from([1, 2, 4])))
+    offset = draw(int_sequences(draw(st.sampled_from([ndim, ndim, ndim - 1, ndim + 1]))))
+    shape = draw(int_sequences(draw(st.sampled_from([ndim, ndim, ndim + 1]))))
+    return name, (draw(st.sampled_from(["f", "", None])), offset, shape, draw(SMALL | ODD_VALUES)), tensor
+
+
+@given(helper_calls())
+def test_helpers_match_the_reference(reference: Ask, call: Tuple[str, Tuple[Any, ...], Any]) -> None:
+    """``canonical_strides_bytes``, ``validate_fragment_geometry``, ``require_sha256_digest`` and
+    ``require_manifest_items`` on drawn arguments, odd kinds included: the same value or error.
+    (The reference answers first: a list argument may be changed in place by the call.)"""
+    name, args, tensor = call
+    theirs = reference("helper_outcome", name, args, tensor)
+    ours = helper_outcome(name, args, tensor)
+    event(f"{name}: " + (ours["error"][1].split(":")[0][:50] if "error" in ours else "value"))
+    assert ours == theirs
 
 
 # The reference's own view of the known answers (the placement cases: the stored case has no
