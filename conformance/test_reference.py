@@ -10,7 +10,8 @@ value types' constructors on hostile fields; ``plan_placement_transfer`` and
 pairs of placements of the same tensors, the same under planning limits drawn around what the
 plans need (the budget refusals), the planners called with arguments of other kinds, and the
 planner's refusals on mismatched pairs; the geometry functions on boxes with positive extents,
-and near the 3-D overlap budget; and, to tie the release to the reference our known answers come
+and near the 3-D overlap budget; the §4.5 helpers (strides, fragment geometry, digests, item
+sequences) on drawn arguments; and, to tie the release to the reference our known answers come
 from, the known-answer logical plans computed by the reference itself. Where the release departs
 from the spec, ``as_specified`` and ``assert_agrees`` say how the answers are compared.
 """
