@@ -265,6 +265,152 @@ def helper_outcome(name: str, args: Tuple[Any, ...], tensor: Any = None) -> Dict
     return {"value": value}
 
 
+def _attempt(call: Any) -> Any:
+    """``call()``'s value in canonical form, or its error."""
+    try:
+        return canonical(call())
+    except Exception as error:  # the answer compared, whatever it is
+        return _error(error)
+
+
+def _plan_views(plan: Any) -> Dict[str, Any]:
+    """Everything a plan derives beyond its compared fields (``canonical`` reads only those):
+    its totals and placement ids, pipeline routes, each executor's operation indices, and per
+    operation the region's derived values, its segments and its bounds check."""
+    views: Dict[str, Any] = {
+        "total_bytes": _attempt(lambda: plan.total_bytes),
+        "placement_ids": _attempt(lambda: (plan.source_placement_id, plan.target_placement_id)),
+        "pipeline_routes": _attempt(lambda: plan.pipeline_routes),
+        "source_snapshot": _attempt(plan.validate_source_placement_snapshot),
+        "manifest_snapshot": _attempt(plan.validate_source_manifest_snapshot),
+        "indices": [
+            _attempt(lambda: plan.operation_indices_for_executor(executor, side))
+            for side in ("source", "target")
+            for executor in getattr(plan, side + "_executors")
+        ],
+        "wrong_side": _attempt(lambda: plan.operation_indices_for_executor(plan.target_executors[0], "sideways")),
+        "foreign": _attempt(lambda: plan.operation_indices_for_executor(plan.target_executors[0], "source")),
+    }
+    regions = []
+    for region in plan.operations:
+        regions.append({
+            name: _attempt(lambda name=name: getattr(region, name))
+            for name in ("nbytes", "repeat", "segment_count", "total_bytes", "source_offset", "target_offset",
+                         "source_stride", "target_stride")
+        })
+        count = region.segment_count
+        regions[-1]["segments"] = _attempt(lambda: list(region.iter_segments(max_segments=count)))
+        regions[-1]["over_budget"] = _attempt(lambda: list(region.iter_segments(max_segments=max(count - 1, 0))))
+        regions[-1]["bounds"] = _attempt(region.validate_bounds)
+        regions[-1]["fragment_ids"] = _attempt(lambda: (region.source.fragment_id, region.target.fragment_id))
+    views["regions"] = regions
+    return views
+
+
+def plan_views_outcome(source: Layout, target: Layout, participant_id: Optional[str]) -> Dict[str, Any]:
+    """``_plan_views`` of ``plan_placement_transfer``'s plan and, with a participant id, of the
+    local plan for it (``plan_outcome`` compares the plans' fields), or the error on the way."""
+    from mooncake.reshard.weight import plan_placement_transfer, plan_placement_transfer_to_local_target
+
+    outcome: Dict[str, Any] = {"stage": "plans"}
+    try:
+        placements = (build_placement(source), build_placement(target))
+        outcome["plan"] = _plan_views(plan_placement_transfer(*placements))
+        if participant_id is not None:
+            local = plan_placement_transfer_to_local_target(*placements, participant_id)
+            outcome["local_plan"] = _plan_views(local)
+    except Exception as error:  # the answer compared, whatever it is
+        outcome.update(_error(error))
+    return outcome
+
+
+REGION_FIELDS = (
+    "tensor_id", "source", "target", "overlap_offset", "overlap_shape", "source_base_offset", "target_base_offset",
+    "inner_bytes", "outer_loop_counts", "source_strides", "target_strides",
+)
+
+
+def _edited(items: Tuple[Any, ...], how: str, i: int, j: int) -> Tuple[Any, ...]:
+    """``items`` with item ``i`` dropped, repeated at the end, swapped with item ``j`` or moved
+    to the end, or all reversed (indices modulo the count; unchanged when empty)."""
+    out = list(items)
+    if how == "reverse":
+        out.reverse()
+    elif out:
+        i, j = i % len(out), j % len(out)
+        if how == "drop":
+            del out[i]
+        elif how == "repeat":
+            out.append(out[i])
+        elif how == "swap":
+            out[i], out[j] = out[j], out[i]
+        else:
+            out.append(out.pop(i))
+    return tuple(out)
+
+
+def plan_edit_outcome(source: Layout, target: Layout, edits: Sequence[Tuple[Any, ...]]) -> Dict[str, Any]:
+    """``plan_placement_transfer``'s plan rebuilt by ``dataclasses.replace`` after ``edits``
+    (each replace runs the constructor's checks, spec/API.md §8.6; a region's replace its own,
+    §8.4), applied in order:
+
+    - ``("operations", how, i, j)``, ``("source_executors", ...)``, ``("target_executors", ...)``,
+      ``("source_tensors", ...)``, ``("target_tensors", ...)``: that tuple edited (``_edited``);
+    - ``("region", i, field, value)``: that field of operation ``i`` replaced; a ``value`` of
+      ``("copy", j)`` is operation ``j``'s value of the field, ``("shift", delta)`` its own int
+      (or a tuple's first int) moved;
+    - ``("plan", field, value)``: a plan field replaced; the values "source placement", "target
+      placement" and "one region" stand for those objects (``PlanningLimits`` with
+      ``max_transfer_regions=1``).
+
+    The rebuilt plan in canonical form with ``_plan_views``, or the error on the way."""
+    import dataclasses
+
+    from mooncake.reshard.weight import PlanningLimits, plan_placement_transfer
+
+    outcome: Dict[str, Any] = {"stage": "plan"}
+    try:
+        placements = (build_placement(source), build_placement(target))
+        plan = plan_placement_transfer(*placements)
+        for number, edit in enumerate(edits):
+            outcome["stage"] = f"edit {number}"
+            kind = edit[0]
+            if kind == "region":
+                _, i, field, value = edit
+                operations = list(plan.operations)
+                if not operations:
+                    continue
+                i %= len(operations)
+                current = getattr(operations[i], field)
+                if type(value) is tuple and len(value) == 2 and value[0] == "copy":
+                    value = getattr(operations[value[1] % len(operations)], field)
+                elif type(value) is tuple and len(value) == 2 and value[0] == "shift":
+                    if type(current) is int:
+                        value = current + value[1]
+                    elif type(current) is tuple and current and type(current[0]) is int:
+                        value = (current[0] + value[1],) + current[1:]
+                    else:
+                        value = current
+                operations[i] = dataclasses.replace(operations[i], **{field: value})
+                plan = dataclasses.replace(plan, operations=tuple(operations))
+            elif kind == "plan":
+                _, field, value = edit
+                value = {
+                    "source placement": placements[0], "target placement": placements[1],
+                    "one region": PlanningLimits(max_transfer_regions=1),
+                }.get(value, value) if type(value) is str else value
+                plan = dataclasses.replace(plan, **{field: value})
+            else:
+                _, how, i, j = edit
+                plan = dataclasses.replace(plan, **{kind: _edited(getattr(plan, kind), how, i, j)})
+        outcome["stage"] = "views"
+        values = {"plan": json.dumps(canonical(plan), sort_keys=True), "views": _plan_views(plan)}
+    except Exception as error:  # the answer compared, whatever it is
+        outcome.update(_error(error))
+        return outcome
+    return values
+
+
 def known_answer_outcome(name: str) -> Dict[str, Any]:
     """A known-answer case's placements (from its wire JSON) and logical plans, as
     ``test_known_answers_logical.py`` computes them."""

@@ -8,7 +8,8 @@ on a placement's own parts, edited; ``weight_placement_from_json`` on mutated wi
 value types' constructors on hostile fields; ``plan_placement_transfer`` and
 ``plan_placement_transfer_to_local_target`` (every field of the plans, or the exact error) on
 pairs of placements of the same tensors, the same under planning limits drawn around what the
-plans need (the budget refusals), the planners called with arguments of other kinds, and the
+plans need (the budget refusals), the planners called with arguments of other kinds, what the
+plans derive beyond their fields (views, segments, bounds), plans rebuilt after edits, and the
 planner's refusals on mismatched pairs; the geometry functions on boxes with positive extents,
 and near the 3-D overlap budget; the §4.5 helpers (strides, fragment geometry, digests, item
 sequences) on drawn arguments; and, to tie the release to the reference our known answers come
@@ -45,7 +46,10 @@ from outcomes import (
     json_outcome,
     parts_outcome,
     placement_outcome,
+    REGION_FIELDS,
+    plan_edit_outcome,
     plan_outcome,
+    plan_views_outcome,
     planner_call_outcome,
 )
 from strategies import any_layouts, valid_layouts
@@ -312,6 +316,63 @@ def _planner_argument_departure(ours: Dict[str, Any], theirs: Dict[str, Any], li
     if error == ["ValueError", NOT_TARGET]:
         return theirs.get("error", [""])[0] == "AttributeError"
     return False
+
+
+@given(placement_pairs(), st.data())
+def test_plan_views_match_the_reference(reference: Ask, pair: Tuple[Layout, Layout], data: st.DataObject) -> None:
+    """What the plans derive beyond their fields: totals, placement ids, pipeline routes, each
+    executor's operation indices (and the refusals of a wrong side or a foreign executor), the
+    snapshot checks, and per region its derived sizes and strides, every segment
+    ``iter_segments`` yields (and its refusal one segment below), and ``validate_bounds``."""
+    source, target = pair
+    participant: Optional[str] = data.draw(st.none() | st.sampled_from([pid for pid, _ in target.participants]))
+    ours = plan_views_outcome(source, target, participant)
+    event("plan views: " + (ours["error"][1].split(":")[0] if "error" in ours else "compared"))
+    assert ours == reference("plan_views_outcome", source, target, participant)
+
+
+TUPLE_EDITS = st.tuples(st.sampled_from(["drop", "repeat", "swap", "move", "reverse"]), st.integers(0, 99),
+                        st.integers(0, 99))
+PLAN_EDITS = st.one_of(
+    st.tuples(st.sampled_from(["operations", "operations", "source_executors", "target_executors", "source_tensors",
+                               "target_tensors"]), TUPLE_EDITS).map(lambda pair: (pair[0],) + pair[1]),
+    st.tuples(st.just("region"), st.integers(0, 99), st.sampled_from(REGION_FIELDS),
+              st.tuples(st.just("copy"), st.integers(0, 99))
+              | st.tuples(st.just("shift"), st.sampled_from([-2, -1, 1, 2, 64]))
+              | st.sampled_from([0, -1, (), (0,), None, "x"])),
+    st.tuples(st.just("plan"), st.sampled_from(["resource_id", "revision"]), st.sampled_from(["", "other", None])),
+    st.tuples(st.just("plan"), st.sampled_from(["source_placement", "target_placement"]),
+              st.sampled_from(["source placement", "target placement", None])),
+    st.tuples(st.just("plan"), st.just("planning_limits"), st.sampled_from(["one region", None])),
+)
+
+
+@given(placement_pairs(), st.lists(PLAN_EDITS, min_size=1, max_size=3))
+def test_edited_plans_match_the_reference(reference: Ask, pair: Tuple[Layout, Layout],
+                                          edits: List[Tuple[Any, ...]]) -> None:
+    """A logical plan rebuilt with ``dataclasses.replace`` after up to three edits (operations,
+    executors or tensors dropped, repeated, swapped, moved or reversed; a region's field
+    replaced, copied from another or moved a little; the plan's identity, placements or limits
+    replaced): the constructors' same first refusal, or the same plan and views."""
+    source, target = pair
+    ours, theirs = plan_edit_outcome(source, target, edits), reference("plan_edit_outcome", source, target, edits)
+    event("edited plan: " + (ours["error"][1].split(":")[0][:60] if "error" in ours else "accepted"))
+    if _not_a_fragment(edits) and ours.get("error", [""])[0] == "ValueError" and theirs.get("error", [""])[0] in (
+        "AttributeError", "TypeError"
+    ):
+        return  # a region's source or target that is not a fragment: see _not_a_fragment
+    assert_agrees(ours, theirs)
+
+
+def _not_a_fragment(edits: List[Tuple[Any, ...]]) -> bool:
+    """Whether an edit made a region's ``source`` or ``target`` a value that is not a fragment.
+    We refuse it with a ``ValueError`` (spec/API.md §1.4; the check of §8.4 that reads it first
+    gives its message); the release fails on the first attribute read (``AttributeError``) or
+    arithmetic (``TypeError``)."""
+    return any(
+        edit[0] == "region" and edit[2] in ("source", "target") and not (type(edit[3]) is tuple and edit[3][:1] == ("copy",))
+        for edit in edits
+    )
 
 
 @st.composite
