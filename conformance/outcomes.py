@@ -411,6 +411,46 @@ def plan_edit_outcome(source: Layout, target: Layout, edits: Sequence[Tuple[Any,
     return values
 
 
+def pickled_values_outcome(source: Layout, target: Layout, participant_id: Optional[str]) -> Dict[str, bytes]:
+    """Pickles (protocols 2 and the highest) of the pair's placements, one of each value type
+    they hold, and both plans, keyed by what they are: for the other implementation to load."""
+    import pickle
+
+    from mooncake.reshard.weight import plan_placement_transfer, plan_placement_transfer_to_local_target
+
+    placements = (build_placement(source), build_placement(target))
+    plan = plan_placement_transfer(*placements)
+    values: Dict[str, Any] = {
+        "source placement": placements[0], "target placement": placements[1], "plan": plan,
+        "part": placements[1].parts[0], "topology": placements[1].topology, "tensor": placements[1].tensors[0],
+        "fragment": placements[1].fragments[0], "region": plan.operations[0], "limits": plan.planning_limits,
+        "executor": plan.target_executors[0], "route": plan.pipeline_routes[0],
+    }
+    if participant_id is not None:
+        try:
+            values["local plan"] = plan_placement_transfer_to_local_target(*placements, participant_id)
+        except ValueError:  # (a participant without target fragments)
+            pass
+    return {
+        f"{name} {protocol}": pickle.dumps(value, protocol=protocol)
+        for name, value in values.items()
+        for protocol in (2, pickle.HIGHEST_PROTOCOL)
+    }
+
+
+def unpickled_outcome(payloads: Dict[str, bytes]) -> Dict[str, Any]:
+    """Each payload loaded: its value in canonical form (a plan as JSON text), or the error."""
+    import pickle
+
+    outcome: Dict[str, Any] = {}
+    for name, payload in payloads.items():
+        try:
+            outcome[name] = json.dumps(canonical(pickle.loads(payload)), sort_keys=True)
+        except Exception as error:  # the answer compared, whatever it is
+            outcome[name] = _error(error)
+    return outcome
+
+
 def known_answer_outcome(name: str) -> Dict[str, Any]:
     """A known-answer case's placements (from its wire JSON) and logical plans, as
     ``test_known_answers_logical.py`` computes them."""

@@ -51,6 +51,7 @@ from outcomes import (
     plan_outcome,
     plan_views_outcome,
     planner_call_outcome,
+    unpickled_outcome,
 )
 from strategies import any_layouts, valid_layouts
 from test_planner_oracle import placement_pairs
@@ -373,6 +374,20 @@ def _not_a_fragment(edits: List[Tuple[Any, ...]]) -> bool:
         edit[0] == "region" and edit[2] in ("source", "target") and not (type(edit[3]) is tuple and edit[3][:1] == ("copy",))
         for edit in edits
     )
+
+
+@given(placement_pairs(), st.data())
+def test_we_load_the_references_pickles(reference: Ask, pair: Tuple[Layout, Layout], data: st.DataObject) -> None:
+    """The release's pickles (protocol 2 and the highest) of placements, their parts, topology,
+    a tensor, a fragment, both plans, a region, the limits, an executor and a route load here
+    into the values the release restores from them. (The other way round does not hold:
+    docs/api.md, "Pickle, copy and replace at a glance".)"""
+    source, target = pair
+    participant = data.draw(st.sampled_from([pid for pid, _ in target.participants]))
+    payloads = reference("pickled_values_outcome", source, target, participant)
+    ours = unpickled_outcome(payloads)
+    assert all("error" not in answer for answer in ours.values() if isinstance(answer, dict)), ours
+    assert ours == reference("unpickled_outcome", payloads)
 
 
 @st.composite
