@@ -205,12 +205,12 @@ def planner_call_outcome(
             "dict": {},
         }
         keywords: Dict[str, Any] = {}
-        if limits != "absent":
-            keywords["planning_limits"] = {
-                "none": None, "zero": 0, "empty dict": {}, "five": 5, "text": "x",
-            }.get(limits) if limits not in ("default", "one region") else (
-                PlanningLimits() if limits == "default" else PlanningLimits(max_transfer_regions=1)
-            )
+        if limits == "default":
+            keywords["planning_limits"] = PlanningLimits()
+        elif limits == "one region":
+            keywords["planning_limits"] = PlanningLimits(max_transfer_regions=1)
+        elif limits != "absent":
+            keywords["planning_limits"] = {"none": None, "zero": 0, "empty dict": {}, "five": 5, "text": "x"}[limits]
         outcome["stage"] = "plan"
         if local:
             plan = plan_placement_transfer_to_local_target(values[first], values[second], participant, **keywords)

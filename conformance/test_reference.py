@@ -33,12 +33,13 @@ from known_answers import case_names, load_case
 from layout_model import Layout
 from outcomes import (
     ARGUMENT_KINDS,
-    LIMIT_KINDS,
+    CALL_FIELDS,
     DUPLICATE_LOGICAL,
     FRAGMENT_FIELDS,
-    CALL_FIELDS,
+    LIMIT_KINDS,
     MANIFEST_FIELDS,
     PART_FIELDS,
+    REGION_FIELDS,
     binding_outcome,
     constructor_outcome,
     geometry_outcome,
@@ -46,7 +47,6 @@ from outcomes import (
     json_outcome,
     parts_outcome,
     placement_outcome,
-    REGION_FIELDS,
     plan_edit_outcome,
     plan_outcome,
     plan_views_outcome,
@@ -371,7 +371,9 @@ def _not_a_fragment(edits: List[Tuple[Any, ...]]) -> bool:
     gives its message); the release fails on the first attribute read (``AttributeError``) or
     arithmetic (``TypeError``)."""
     return any(
-        edit[0] == "region" and edit[2] in ("source", "target") and not (type(edit[3]) is tuple and edit[3][:1] == ("copy",))
+        edit[0] == "region"
+        and edit[2] in ("source", "target")
+        and not (type(edit[3]) is tuple and edit[3][:1] == ("copy",))
         for edit in edits
     )
 
@@ -587,7 +589,8 @@ def helper_calls(draw: Any) -> Tuple[str, Tuple[Any, ...], Any]:
         value = draw(st.sampled_from([(), (1, 2), [1, "a"], "abc", None, 5, {1: 2}, b"ab", ((1,), (2,)), [(), ()]]))
         return name, (value, "items", draw(st.sampled_from(["int", "str", "tuple"]))), None
     ndim = draw(st.integers(1, 3))
-    tensor = TensorSpec("t", tuple(draw(st.integers(1, 6)) for _ in range(ndim)), itemsize=draw(st.sampled_from([1, 2, 4])))
+    shape_of_tensor = tuple(draw(st.integers(1, 6)) for _ in range(ndim))
+    tensor = TensorSpec("t", shape_of_tensor, itemsize=draw(st.sampled_from([1, 2, 4])))
     offset = draw(int_sequences(draw(st.sampled_from([ndim, ndim, ndim - 1, ndim + 1]))))
     shape = draw(int_sequences(draw(st.sampled_from([ndim, ndim, ndim + 1]))))
     return name, (draw(st.sampled_from(["f", "", None])), offset, shape, draw(SMALL | ODD_VALUES)), tensor
