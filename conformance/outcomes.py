@@ -21,12 +21,21 @@ def _error(error: BaseException) -> Dict[str, Any]:
 
 
 def _placement_values(placement: Any) -> Dict[str, Any]:
+    """A placement's ids, wire JSON, its fragments' ``fragment_id`` and its ``resource_kind``, and
+    what its topology answers: its world size and each participant (and an unknown id's refusal)
+    by ``participant``."""
     from mooncake.reshard.weight import weight_placement_to_json
 
+    topology = placement.topology
+    ids = [participant.participant_id for participant in topology.participants] + ["nobody"]
     return {
         "placement_id": placement.placement_id,
         "digest": placement.digest,
         "json": weight_placement_to_json(placement),
+        "world_size": topology.world_size,
+        "participants": [_attempt(lambda pid=pid: topology.participant(pid)) for pid in ids],
+        "fragment_ids": [fragment.fragment_id for fragment in placement.fragments],
+        "resource_kind": str(placement.resource_kind),
     }
 
 
