@@ -7,6 +7,7 @@ import copy
 import dataclasses
 import pickle
 import typing
+from types import SimpleNamespace
 
 import pytest
 
@@ -206,6 +207,24 @@ def test_iter_segments_rules() -> None:
     with raises("max_segments must be a positive integer"):
         next(gen)
     assert list(r.iter_segments(max_segments=2)) == [(0, 0, 4), (8, 4, 4)]
+
+
+def test_transfer_region_refuses_a_side_that_is_not_a_fragment() -> None:
+    """docs/api.md (TransferRegion): a source or target without a fragment's fields is a
+    ValueError with the message of the first check that reads the missing field (the released
+    reference raises that read's AttributeError)."""
+    s = frag((0, 0), (2, 4))
+    good = region(s, frag((0, 0), (2, 2)), (0, 0), (2, 2))
+    for side in ("source", "target"):
+        for value in (None, 0, "x", ()):
+            with raises("transfer region tensor mismatch"):
+                dataclasses.replace(good, **{side: value})
+    named = SimpleNamespace(tensor_id=s.tensor_id)  # (a tensor id, nothing else)
+    with raises("global_offset must contain integers"):
+        dataclasses.replace(good, source=named)
+    boxed = SimpleNamespace(tensor_id=s.tensor_id, global_offset=s.global_offset, local_shape=s.local_shape)
+    with raises("transfer region fragment byte size is invalid"):  # (no nbytes)
+        dataclasses.replace(good, source=boxed)
 
 
 def test_transfer_region_rules_in_order() -> None:
