@@ -50,6 +50,7 @@ from outcomes import (
     plan_edit_outcome,
     plan_outcome,
     plan_views_outcome,
+    pickled_values_outcome,
     planner_call_outcome,
     unpickled_outcome,
 )
@@ -386,14 +387,25 @@ def _not_a_fragment(edit: Tuple[Any, ...]) -> bool:
 def test_we_load_the_references_pickles(reference: Ask, pair: Tuple[Layout, Layout], data: st.DataObject) -> None:
     """The release's pickles (protocol 2 and the highest) of placements, their parts, topology,
     a tensor, a fragment, both plans, a region, the limits, an executor and a route load here
-    into the values the release restores from them. (The other way round does not hold:
-    docs/api.md, "Pickle, copy and replace at a glance".)"""
+    into the values the release restores from them."""
     source, target = pair
     participant = data.draw(st.sampled_from([pid for pid, _ in target.participants]))
     payloads = reference("pickled_values_outcome", source, target, participant)
     ours = unpickled_outcome(payloads)
     assert all("error" not in answer for answer in ours.values() if isinstance(answer, dict)), ours
     assert ours == reference("unpickled_outcome", payloads)
+
+
+@given(placement_pairs(), st.data())
+def test_the_reference_loads_our_pickles(reference: Ask, pair: Tuple[Layout, Layout], data: st.DataObject) -> None:
+    """Our pickles (protocol 2 and the highest) of the same values load in the release into the
+    values we restore from them: default dataclass pickling (spec §13) both ways."""
+    source, target = pair
+    participant = data.draw(st.sampled_from([pid for pid, _ in target.participants]))
+    payloads = pickled_values_outcome(source, target, participant)
+    ours = unpickled_outcome(payloads)
+    assert all("error" not in answer for answer in ours.values() if isinstance(answer, dict)), ours
+    assert reference("unpickled_outcome", payloads) == ours
 
 
 @st.composite

@@ -36,6 +36,14 @@ def data_fixture(name: str) -> Any:
     return json.loads((DATA / f"{name}.json").read_text())
 
 
+def written_since_r66(name: str) -> Any:
+    """What this build pickles of the objects of the fixture tests/data/<name>.json, under the
+    same keys: its family of tests/data/default_pickles_r66.json (default dataclass pickling of
+    the placement graph since session 66; the earlier fixture keeps the bytes earlier builds
+    wrote, which must still load)."""
+    return data_fixture("default_pickles_r66")[name]
+
+
 @contextlib.contextmanager
 def tuples_unshared() -> Iterator[None]:
     """Constructors store the tuples they are given (as before ``_shared_tuples``) while inside:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from typing import Any, Dict, Iterator
+from typing import Any, Callable, Dict, Iterator
 
 import pytest
 
@@ -56,6 +56,17 @@ def raises(message: str) -> Iterator[Any]:
     assert type(info.value) is ValueError, f"{type(info.value)!r} is not exactly ValueError"
     text = str(info.value)
     assert text.startswith(message), f"message {text!r} does not start with {message!r}"
+
+
+class PickledCall:
+    """Pickles as one call ``function(*args)`` (a pickle naming ``function``, whatever it is)."""
+
+    def __init__(self, function: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        self.function = function
+        self.args = args
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (self.function, self.args)
 
 
 class StrSub(str):

@@ -239,6 +239,17 @@ def test_bind_rss_curve_reports_stages_and_peak() -> None:
 
 
 
+def test_pickle_formats_reports_both_values_at_both_protocols() -> None:
+    completed = _run("pickle_formats.py", "--fragments", "1000", "--repeats", "1")
+    assert completed.returncode == 0, completed.stderr
+    document = json.loads(completed.stdout)
+    assert document["fragments"] == 1000
+    for value in ("placement", "plan"):
+        for protocol in (4, 5):
+            assert document[f"{value}_p{protocol}_bytes"] > 0
+            assert document[f"{value}_p{protocol}_dump_s"] >= 0 and document[f"{value}_p{protocol}_load_s"] >= 0
+
+
 def test_instruction_counts_loop_runs_every_stage() -> None:
     # The callgrind harness's workload (valgrind itself is not needed: --loop is what it profiles).
     for stage in ("replace", "restore", "bind"):

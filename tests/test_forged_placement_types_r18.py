@@ -8,17 +8,19 @@ CI's short fuzz run crashed with an uncaught ``RecursionError`` in a dataclass `
 fields, so the plan was accepted with a reference cycle and its round-trip comparison recursed
 forever. Fuzz finding F5 is the same family (a float NaN ``layout_fingerprint``).
 
-Now every restore of the placement graph (``_restore_parallel_rank``, the axes,
-``_restore_tensor_descriptor``, ``_restore_topology_participant``, ``_restore_parallel_topology``,
-``_restore_placement_part``, ``_restore_placement_manifest``; the packed record's placements
-through ``bound_pickle._require_typed_placements``) checks that each field has the type the
-constructor stores and that every part names its placement's identity and topology, and raises
-the field rule's ``ValueError`` otherwise. ``fuzz/pickle_cases.check_plan`` turns any exception
+Now every restore of the placement graph (the ``__setstate__`` of ``ParallelRank``, the axes,
+``TensorDescriptor``, ``TopologyParticipant``, ``ParallelTopology``, ``WeightPlacementPart`` and
+``WeightPlacementManifest`` under default pickling since session 66, ``weight/_default_state.py``;
+the restore helpers that pickles written before then name, ``_restore_parallel_rank`` and the
+like; the packed record's placements through ``bound_pickle._require_typed_placements``) checks
+that each field has the type the constructor stores and that every part names its placement's
+identity and topology, and raises the field rule's ``ValueError`` otherwise. ``fuzz/pickle_cases.check_plan`` turns any exception
 raised while comparing or re-pickling an accepted plan into a ``pyfuzz.Finding``.
 """
 
 from __future__ import annotations
 
+import copyreg
 import dataclasses
 import io
 import os
@@ -29,14 +31,18 @@ from typing import Any, Callable
 
 import pytest
 
-from spec_helpers import ka_placement, raises
+from spec_helpers import PickledCall, ka_placement, raises
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fuzz"))
 
 import pickle_cases  # noqa: E402
 import pyfuzz  # noqa: E402
 
-from mooncake.reshard.weight import TransferPlan  # noqa: E402
+from mooncake.reshard.weight import TransferPlan, WeightPlacementManifest  # noqa: E402
+from mooncake.reshard.weight import part as weight_part  # noqa: E402
+from mooncake.reshard.weight import placement as weight_placement  # noqa: E402
+from mooncake.reshard.weight import topology as weight_topology  # noqa: E402
+from mooncake.reshard.weight import types as weight_types  # noqa: E402
 from mooncake.reshard.weight._planner import bound_pickle  # noqa: E402
 
 
@@ -91,28 +97,56 @@ def test_binget_redirected_to_the_plan_or_its_state_is_refused_or_sound(protocol
     assert refused >= 64, (name, refused, accepted)
 
 
+_STRING_OPS = ("BINUNICODE", "SHORT_BINUNICODE", "BINUNICODE8", "UNICODE")
+_PART_KEYS = {"participant_id", "rank", "tensors", "fragments", "topology_id"}
+
+
 def _part_identity_positions(data: bytes) -> list[int]:
-    """Positions of the BINGETs that pass ``_restore_placement_part`` its resource_id, revision,
-    placement_set_id and topology_id (arguments 0, 1, 3, 4): the first call names the function
-    (``STACK_GLOBAL``, ``MEMOIZE`` as m), later ones fetch it (``BINGET m``); then ``MARK`` and
-    the arguments."""
-    ops = list(pickletools.genops(data))
-    memo = 0
-    function = None
-    starts = []
-    for index, (opcode, arg, _) in enumerate(ops):
-        if opcode.name == "MEMOIZE":
-            if ops[index - 1][0].name == "STACK_GLOBAL" and ops[index - 3][1] == "_restore_placement_part":
-                function = memo
-                starts.append(index + 1)
-            memo += 1
-        elif opcode.name == "BINGET" and function is not None and arg == function:
-            starts.append(index + 1)
-    positions = []
-    for start in starts:
-        assert ops[start][0].name == "MARK"
-        args = ops[start + 1 : start + 6]
-        positions.extend(args[i][2] for i in (0, 1, 3, 4) if args[i][0].name == "BINGET")
+    """Positions of the BINGETs that are the value of a placement part's resource_id, revision,
+    placement_set_id or topology_id in its default-pickling state dict (a dict holding the
+    part's keys). The stream's stack is simulated (each entry: where it starts, its op, the str
+    it is when it is one), so that each dict's items are paired whatever their values hold."""
+    memo: dict[int, Any] = {}
+    stack: list[Any] = []  # (start, opcode name, str or None), or the MARK sentinel
+    mark = object()
+    positions: list[int] = []
+    for opcode, arg, position in pickletools.genops(data):
+        name = opcode.name
+        if name == "MARK":
+            stack.append(mark)
+            continue
+        if name in ("BINPUT", "LONG_BINPUT", "PUT"):
+            memo[int(arg)] = stack[-1][2]
+            continue
+        if name == "MEMOIZE":
+            memo[len(memo)] = stack[-1][2]
+            continue
+        if name in ("BINGET", "LONG_BINGET", "GET"):
+            stack.append((position, name, memo.get(int(arg))))
+            continue
+        popped: list[Any] = []
+        before = opcode.stack_before
+        if pickletools.markobject in before:
+            while stack[-1] is not mark:
+                popped.insert(0, stack.pop())
+            stack.pop()
+            items = list(popped)
+            for _ in range(before.index(pickletools.markobject)):
+                popped.insert(0, stack.pop())
+            if name == "SETITEMS":
+                keys = {key[2]: value for key, value in zip(items[::2], items[1::2])}
+                if _PART_KEYS <= keys.keys():
+                    positions.extend(
+                        keys[field][0]
+                        for field in ("resource_id", "revision", "placement_set_id", "topology_id")
+                        if field in keys and keys[field][1] == "BINGET"
+                    )
+        else:
+            for _ in before:
+                popped.insert(0, stack.pop())
+        value = arg if name in _STRING_OPS else None
+        start = popped[0][0] if popped else position
+        stack.extend((start, name, value) for _ in opcode.stack_after)
     return positions
 
 
@@ -205,56 +239,84 @@ _FIELDS: list[tuple[str, int, str]] = [
 ]
 
 
+def _field_dict(value: Any) -> dict[str, Any]:
+    """The value's default pickling state (its fields in field order; a placement's digest
+    cache last)."""
+    state = value.__getstate__() if isinstance(value, WeightPlacementManifest) else dict(value.__dict__)
+    return dict(state)
+
+
+def _instance(cls: type, state: dict[str, Any]) -> Any:
+    """An instance of ``cls`` holding exactly ``state`` as its instance dict (a forgery)."""
+    forged = object.__new__(cls)
+    forged.__dict__.update(state)
+    return forged
+
+
+# The restore helpers that pickles written before session 66 name (one call per value with its
+# field values): they must keep refusing what ``__setstate__`` refuses.
+_LEGACY_RESTORES: dict[str, Callable[..., Any]] = {
+    "rank": weight_types._restore_parallel_rank,
+    "tensor": weight_types._restore_tensor_descriptor,
+    "participant": weight_topology._restore_topology_participant,
+    "topology": weight_topology._restore_parallel_topology,
+    "part": weight_part._restore_placement_part,
+    "placement": weight_placement._restore_placement_manifest,
+    "SplitAxis": weight_types._restore_split_axis,
+}
+
+
 @pytest.mark.parametrize("kind, index, message", _FIELDS, ids=[f"{k}-{i}" for k, i, _ in _FIELDS])
 @pytest.mark.parametrize("forgery", range(len(_FORGERIES)))
 def test_each_restore_refuses_a_field_of_another_type(kind: str, index: int, message: str, forgery: int) -> None:
     value = _graph_values()[kind]
-    restore, args = value.__reduce_ex__(4)
-    assert restore.__name__.startswith("_restore_")
-    assert restore(*args) == value  # (the unforged arguments restore an equal value)
-    forged = list(args)
-    forged[index] = _FORGERIES[forgery]
+    cls = type(value)
+    state = _field_dict(value)
+    assert value.__reduce_ex__(4)[:3] == (copyreg.__newobj__, (cls,), state)  # default pickling
+    name = list(state)[index]
+    forged = {**state, name: _FORGERIES[forgery]}
+    blank = object.__new__(cls)
     with raises(message):
-        restore(*forged)
-    # and through pickle itself: the whole forged value inside another pickle
+        blank.__setstate__(forged)
+    assert blank.__dict__ == {}  # refused before anything was stored
+    blank.__setstate__(state)  # (the unforged state restores an equal value)
+    assert blank == value and blank.__dict__ == state
+    # through pickle itself: the forged value, alone and inside another pickle
+    for data in (pickle.dumps(_instance(cls, forged)), pickle.dumps([_instance(cls, forged)], protocol=2)):
+        with raises(message):
+            pickle.loads(data)
+    # and the pre-session-66 form: one call of the restore helper with the field values
+    restore = _LEGACY_RESTORES[kind]
+    assert restore(*state.values()) == value
     with raises(message):
-        pickle.loads(pickle.dumps(_Call(restore, tuple(forged))))
-
-
-class _Call:
-    def __init__(self, function: Callable[..., Any], args: tuple[Any, ...]) -> None:
-        self.function = function
-        self.args = args
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (self.function, self.args)
+        restore(*forged.values())
+    with raises(message):
+        pickle.loads(pickle.dumps(PickledCall(restore, tuple(forged.values()))))
 
 
 def test_values_of_the_right_type_are_still_restored_unvalidated() -> None:
     # spec §13: default pickling restores without __post_init__; only the type is checked
     values = _graph_values()
-    restore, args = values["part"].__reduce_ex__(4)
-    part = restore("", *args[1:])
-    assert part.resource_id == ""
-    restore, args = values["rank"].__reduce_ex__(4)
-    assert restore(-1, *args[1:]).dp == -1
-    restore, args = values["tensor"].__reduce_ex__(4)
-    assert restore(*args[:5], "other-fingerprint", *args[6:]).layout_fingerprint == "other-fingerprint"
+    for kind, name, forged in (("part", "resource_id", ""), ("rank", "dp", -1), ("tensor", "layout_fingerprint", "other")):
+        value = values[kind]
+        state = {**_field_dict(value), name: forged}
+        restored = pickle.loads(pickle.dumps(_instance(type(value), state)))
+        assert getattr(restored, name) == forged and restored.__dict__ == state
+        assert getattr(_LEGACY_RESTORES[kind](*state.values()), name) == forged
 
 
 @pytest.mark.parametrize("name", ["resource_id", "revision", "weight_generation", "placement_set_id", "topology_id"])
 def test_a_part_that_differs_from_its_placement_is_refused(name: str) -> None:
     placement = ka_placement()
-    restore_part, part_args = placement.parts[0].__reduce_ex__(4)
-    fields = ("resource_id", "revision", "weight_generation", "placement_set_id", "topology_id")
-    part_values = list(part_args)
-    part_values[fields.index(name)] = placement.weight_generation + 1 if name == "weight_generation" else "other"
-    part = restore_part(*part_values)
-    restore, args = placement.__reduce_ex__(4)
-    forged = list(args)
-    forged[6] = (part,) + placement.parts[1:]
+    placement.digest  # noqa: B018  (pickled with the fields)
+    part = placement.parts[0]
+    other = placement.weight_generation + 1 if name == "weight_generation" else "other"
+    forged_part = _instance(type(part), {**part.__dict__, name: other})
+    state = {**_field_dict(placement), "parts": (forged_part,) + placement.parts[1:]}
     with raises(f"placement part {name} differs"):
-        restore(*forged)
+        pickle.loads(pickle.dumps(_instance(WeightPlacementManifest, state)))
+    with raises(f"placement part {name} differs"):
+        _LEGACY_RESTORES["placement"](*state.values())
 
 
 # --------------------------------------------------------------------------------------------

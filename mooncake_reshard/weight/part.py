@@ -10,6 +10,7 @@ from .. import _native
 from .._shared_keys import share_field_keys
 from ..contracts._checks import item_tuple, require_str, require_u64
 from ..contracts.ids import ParticipantId, PlacementSetId, ResourceId, RevisionId, TopologyId
+from ._default_state import restore_default_state, restore_field_values
 from .types import ParallelRank, PlacementFragment, TensorDescriptor, typed_rank
 from .validation import validate_placement_fragments
 
@@ -86,16 +87,11 @@ class WeightPlacementPart:
         state["fragments"] = fragments
         _native.untrack_inert(self, WeightPlacementPart)  # out of the cyclic GC when inert
 
-    def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
-        """Default dataclass pickling (spec §13: the field dict, restored without
-        ``__post_init__``) written as one call when the dict holds exactly the fields."""
-        state = self.__dict__
-        if type(self) is WeightPlacementPart and len(state) == len(_FIELD_NAMES):
-            try:
-                return (_restore_placement_part, _part_values(state))
-            except KeyError:  # not exactly the fields: default pickling
-                pass
-        return object.__reduce_ex__(self, protocol)
+    def __setstate__(self, state: Any) -> None:
+        """Default dataclass pickling's restore (spec §13: the field dict, without
+        ``__post_init__``), refusing fields of another type than the constructor stores
+        (``_default_state``, fuzz finding F5)."""
+        restore_default_state(self, state, WeightPlacementPart, _FIELD_NAMES, typed_part_failure)
 
 
 share_field_keys(WeightPlacementPart)  # CPython 3.10: dicts the C core fills stay key-sharing
@@ -161,6 +157,12 @@ def part_fields_failure(
     return None
 
 
+def typed_part_failure(*values: Any) -> Optional[str]:
+    """``part_fields_failure`` of a part's 9 field values in field order, after its fast path
+    (``typed_part_values``)."""
+    return None if typed_part_values(values) else part_fields_failure(*values)
+
+
 def _restore_placement_part(
     resource_id: Any,
     revision: Any,
@@ -172,25 +174,10 @@ def _restore_placement_part(
     tensors: Any,
     fragments: Any,
 ) -> WeightPlacementPart:
-    """Unpickle a ``WeightPlacementPart``: its field dict, as default pickling restores it (each
-    field of the type the constructor stores, see ``part_fields_failure``)."""
+    """Unpickle a ``WeightPlacementPart`` from an older pickle of this package
+    (``_default_state``)."""
     values = (resource_id, revision, weight_generation, placement_set_id, topology_id, participant_id, rank, tensors, fragments)
-    if not typed_part_values(values):
-        failure = part_fields_failure(*values)
-        if failure is not None:
-            raise ValueError(failure)
-    part: WeightPlacementPart = object.__new__(WeightPlacementPart)
-    state = part.__dict__
-    state["resource_id"] = resource_id
-    state["revision"] = revision
-    state["weight_generation"] = weight_generation
-    state["placement_set_id"] = placement_set_id
-    state["topology_id"] = topology_id
-    state["participant_id"] = participant_id
-    state["rank"] = rank
-    state["tensors"] = tensors
-    state["fragments"] = fragments
-    _native.untrack_inert(part, WeightPlacementPart)
+    part: WeightPlacementPart = restore_field_values(WeightPlacementPart, _FIELD_NAMES, typed_part_failure, values)
     return part
 
 

@@ -15,6 +15,7 @@ from ..contracts.ids import PlacementId, PlacementSetId, ResourceId, RevisionId
 from ..contracts.manifest import ResourceKind
 from ._canonical import content_and_wire_sha256, placement_wire_json, topology_object
 from ._coverage import validate_complete_coverage
+from ._default_state import restore_default_state, restore_field_values
 from .part import _FIELD_NAMES as _PART_FIELD_NAMES
 from .part import WeightPlacementPart, _part_values, assembled_part, part_fields_failure, typed_part_values
 from .topology import (
@@ -213,20 +214,12 @@ class WeightPlacementManifest:
             if not name.startswith("_") or name == "_digest_cache"
         }
 
-    def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
-        """Default pickling of ``__getstate__`` (spec §13: the fields and ``_digest_cache``,
-        restored without validation) written as one call when the dict holds exactly those
-        first, in order, and only derived ``_`` caches after them."""
-        state = self.__dict__
-        if type(self) is WeightPlacementManifest:
-            names = tuple(state)
-            if names[:10] == _PICKLED_FIELDS:
-                for name in names[10:]:
-                    if name[:1] != "_" or name == "_digest_cache":
-                        break
-                else:
-                    return (_restore_placement_manifest, tuple(state.values())[:10])
-        return object.__reduce_ex__(self, protocol)
+    def __setstate__(self, state: Any) -> None:
+        """Default pickling's restore of ``__getstate__`` (spec §13: the fields and
+        ``_digest_cache``, without validation; derived caches are rebuilt lazily), refusing
+        fields of another type than the constructor stores and parts that do not name this
+        placement's identity and topology (``placement_fields_failure``, ``_default_state``)."""
+        restore_default_state(self, state, WeightPlacementManifest, _PICKLED_FIELDS, placement_fields_failure)
 
     def _fragments_table(self) -> Optional[_native.FragmentTable]:
         """The fragments packed into C arrays (tensor index = position in ``tensors``).
@@ -559,37 +552,12 @@ def _restore_placement_manifest(
     fragments: Any,
     digest_cache: Any,
 ) -> WeightPlacementManifest:
-    """Unpickle a ``WeightPlacementManifest``: its ``__getstate__`` dict, as default pickling
-    restores it (derived caches are rebuilt lazily). Each field must have the type the
-    constructor stores and every part must name this placement's identity and topology
-    (``placement_fields_failure``), else the field rule's ``ValueError``."""
-    failure = placement_fields_failure(
-        resource_id,
-        placement_id,
-        revision,
-        weight_generation,
-        placement_set_id,
-        topology,
-        parts,
-        tensors,
-        fragments,
-        digest_cache,
+    """Unpickle a ``WeightPlacementManifest`` from an older pickle of this package
+    (``_default_state``)."""
+    values = (resource_id, placement_id, revision, weight_generation, placement_set_id, topology, parts, tensors, fragments, digest_cache)
+    placement: WeightPlacementManifest = restore_field_values(
+        WeightPlacementManifest, _PICKLED_FIELDS, placement_fields_failure, values
     )
-    if failure is not None:
-        raise ValueError(failure)
-    placement: WeightPlacementManifest = object.__new__(WeightPlacementManifest)
-    state = placement.__dict__
-    state["resource_id"] = resource_id
-    state["placement_id"] = placement_id
-    state["revision"] = revision
-    state["weight_generation"] = weight_generation
-    state["placement_set_id"] = placement_set_id
-    state["topology"] = topology
-    state["parts"] = parts
-    state["tensors"] = tensors
-    state["fragments"] = fragments
-    state["_digest_cache"] = digest_cache
-    _native.untrack_inert(placement, WeightPlacementManifest)
     return placement
 
 

@@ -10,6 +10,7 @@ from .. import _native
 from .._shared_keys import share_field_keys
 from ..contracts._checks import item_tuple, require_int, require_str
 from ..contracts.ids import ParticipantId, TopologyId
+from ._default_state import restore_default_state, restore_field_values
 from .types import ParallelRank, typed_rank
 
 __all__ = ["ParallelTopology", "TopologyParticipant"]
@@ -34,35 +35,33 @@ class TopologyParticipant:
             raise ValueError("topology participant rank must be a ParallelRank")
         _native.untrack_inert(self, TopologyParticipant)  # out of the cyclic GC when inert
 
-    def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
-        """Default dataclass pickling (spec §13: the field dict, restored without
-        ``__post_init__``) written as one call when the dict holds exactly the fields."""
-        state = self.__dict__
-        if type(self) is TopologyParticipant and len(state) == len(_PARTICIPANT_FIELDS):
-            try:
-                return (_restore_topology_participant, _participant_values(state))
-            except KeyError:  # not exactly the fields: default pickling
-                pass
-        return object.__reduce_ex__(self, protocol)
+    def __setstate__(self, state: Any) -> None:
+        """Default dataclass pickling's restore (spec §13: the field dict, without
+        ``__post_init__``), refusing fields of another type than the constructor stores:
+        forged content never reaches a placement (``_default_state``, fuzz finding F5)."""
+        restore_default_state(self, state, TopologyParticipant, _PARTICIPANT_FIELDS, participant_fields_failure)
 
 
 _PARTICIPANT_FIELDS = ("participant_id", "rank")
 _participant_values = itemgetter(*_PARTICIPANT_FIELDS)
 
 
-def _restore_topology_participant(participant_id: Any, rank: Any) -> TopologyParticipant:
-    """Unpickle a ``TopologyParticipant``: its field dict, as default pickling restores it (each
-    field of the type the constructor stores, else the field rule's ``ValueError``: forged
-    content never reaches a placement, fuzz finding F5)."""
+def participant_fields_failure(participant_id: Any, rank: Any) -> Optional[str]:
+    """The field rule's message of a restored participant's field that is not of the type its
+    constructor stores (a str id, a rank of four ints), else ``None``."""
     if type(participant_id) is not str:
-        raise ValueError("participant_id must be a non-empty string")
+        return "participant_id must be a non-empty string"
     if not typed_rank(rank):
-        raise ValueError("topology participant rank must be a ParallelRank")
-    participant: TopologyParticipant = object.__new__(TopologyParticipant)
-    state = participant.__dict__
-    state["participant_id"] = participant_id
-    state["rank"] = rank
-    _native.untrack_inert(participant, TopologyParticipant)
+        return "topology participant rank must be a ParallelRank"
+    return None
+
+
+def _restore_topology_participant(participant_id: Any, rank: Any) -> TopologyParticipant:
+    """Unpickle a ``TopologyParticipant`` from an older pickle of this package
+    (``_default_state``)."""
+    participant: TopologyParticipant = restore_field_values(
+        TopologyParticipant, _PARTICIPANT_FIELDS, participant_fields_failure, (participant_id, rank)
+    )
     return participant
 
 
@@ -147,15 +146,9 @@ class ParallelTopology:
                 return candidate
         raise ValueError(f"unknown topology participant: {participant_id}")
 
-    def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
-        """Default dataclass pickling (spec §13), written as one call (see ``TopologyParticipant``)."""
-        state = self.__dict__
-        if type(self) is ParallelTopology and len(state) == len(_TOPOLOGY_FIELDS):
-            try:
-                return (_restore_parallel_topology, _topology_values(state))
-            except KeyError:  # not exactly the fields: default pickling
-                pass
-        return object.__reduce_ex__(self, protocol)
+    def __setstate__(self, state: Any) -> None:
+        """Default dataclass pickling's restore with typed fields (see ``TopologyParticipant``)."""
+        restore_default_state(self, state, ParallelTopology, _TOPOLOGY_FIELDS, topology_fields_failure)
 
 
 share_field_keys(ParallelTopology)  # CPython 3.10: dicts the C core fills stay key-sharing
@@ -201,18 +194,8 @@ def topology_fields_failure(
 def _restore_parallel_topology(
     tp_size: Any, pp_size: Any, ep_size: Any, dp_size: Any, participants: Any, topology_id: Any
 ) -> ParallelTopology:
-    """Unpickle a ``ParallelTopology``: its field dict, as default pickling restores it (each
-    field of the type the constructor stores, see ``topology_fields_failure``)."""
-    failure = topology_fields_failure(tp_size, pp_size, ep_size, dp_size, participants, topology_id)
-    if failure is not None:
-        raise ValueError(failure)
-    topology: ParallelTopology = object.__new__(ParallelTopology)
-    state = topology.__dict__
-    state["tp_size"] = tp_size
-    state["pp_size"] = pp_size
-    state["ep_size"] = ep_size
-    state["dp_size"] = dp_size
-    state["participants"] = participants
-    state["topology_id"] = topology_id
-    _native.untrack_inert(topology, ParallelTopology)
+    """Unpickle a ``ParallelTopology`` from an older pickle of this package
+    (``_default_state``)."""
+    values = (tp_size, pp_size, ep_size, dp_size, participants, topology_id)
+    topology: ParallelTopology = restore_field_values(ParallelTopology, _TOPOLOGY_FIELDS, topology_fields_failure, values)
     return topology

@@ -7,6 +7,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Literal, Optional, TypeVar, Union
 
 from .. import _native
+from ._default_state import restore_default_state, restore_field_values
 from .._layout import layout_builder, layout_dataclass, layout_state_reader, layout_storer, value_base
 from ..contracts._checks import (
     I64_MAX,
@@ -48,7 +49,6 @@ SplitAxisKind = Literal["ep", "tp"]
 #: Canonical axis order used for sorting everywhere: dp, pp, ep, tp.
 AXIS_ORDER: dict[str, int] = {"dp": 0, "pp": 1, "ep": 2, "tp": 3}
 _HEX = frozenset("0123456789abcdef")
-_new_object = object.__new__
 #: Untracks a just-built exact instance from the cyclic collector when its fields are inert
 #: (ints, strs, tuples of those, untracked library values): see csrc/common.h.
 _untrack = _native.untrack_inert
@@ -71,16 +71,11 @@ class ParallelRank:
                 require_int(value, f"parallel rank {name}", 0)
         _untrack(self, ParallelRank)
 
-    def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
-        """Default dataclass pickling (spec §13: the field dict, restored without
-        ``__post_init__``) written as one call when the dict holds exactly the fields."""
-        state = self.__dict__
-        if type(self) is ParallelRank and len(state) == len(_RANK_FIELDS):
-            try:
-                return (_restore_parallel_rank, _rank_values(state))
-            except KeyError:  # not exactly the fields: default pickling
-                pass
-        return object.__reduce_ex__(self, protocol)
+    def __setstate__(self, state: Any) -> None:
+        """Default dataclass pickling's restore (spec §13: the field dict, without
+        ``__post_init__``), refusing fields of another type than the constructor stores
+        (``_default_state``)."""
+        restore_default_state(self, state, ParallelRank, _RANK_FIELDS, rank_fields_failure)
 
 
 _RANK_FIELDS = ("dp", "tp", "pp", "ep")
@@ -130,17 +125,8 @@ def typed_rank(value: Any) -> bool:
 
 
 def _restore_parallel_rank(dp: Any, tp: Any, pp: Any, ep: Any) -> ParallelRank:
-    """Unpickle a ``ParallelRank``: its field dict, as default pickling restores it (each field
-    of the type the constructor stores, else the field rule's ``ValueError``)."""
-    if type(dp) is not int or type(tp) is not int or type(pp) is not int or type(ep) is not int:
-        raise ValueError(rank_fields_failure(dp, tp, pp, ep))
-    rank: ParallelRank = _new_object(ParallelRank)
-    state = rank.__dict__
-    state["dp"] = dp
-    state["tp"] = tp
-    state["pp"] = pp
-    state["ep"] = ep
-    _untrack(rank, ParallelRank)
+    """Unpickle a ``ParallelRank`` from an older pickle of this package (``_default_state``)."""
+    rank: ParallelRank = restore_field_values(ParallelRank, _RANK_FIELDS, rank_fields_failure, (dp, tp, pp, ep))
     return rank
 
 
@@ -166,19 +152,12 @@ class SplitAxis:
             raise ValueError("EP must split the leading logical expert dimension")
         _untrack(self, SplitAxis)
 
-    def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
-        """Default dataclass pickling (spec §13), written as one call (see ``ParallelRank``)."""
-        state = self.__dict__
-        if type(self) is SplitAxis and len(state) == len(_SPLIT_AXIS_FIELDS):
-            try:
-                return (_restore_split_axis, _split_axis_values(state))
-            except KeyError:  # not exactly the fields: default pickling
-                pass
-        return object.__reduce_ex__(self, protocol)
+    def __setstate__(self, state: Any) -> None:
+        """Default dataclass pickling's restore with typed fields (see ``ParallelRank``)."""
+        restore_default_state(self, state, SplitAxis, _SPLIT_AXIS_FIELDS, axis_fields_failure)
 
 
 _SPLIT_AXIS_FIELDS = ("kind", "dim")
-_split_axis_values = itemgetter(*_SPLIT_AXIS_FIELDS)
 
 
 def axis_fields_failure(kind: Any, dim: Any = 0) -> Optional[str]:
@@ -192,15 +171,8 @@ def axis_fields_failure(kind: Any, dim: Any = 0) -> Optional[str]:
 
 
 def _restore_split_axis(kind: Any, dim: Any) -> SplitAxis:
-    """Unpickle a ``SplitAxis``: its field dict, as default pickling restores it (typed fields,
-    see ``axis_fields_failure``)."""
-    if type(kind) is not str or type(dim) is not int:
-        raise ValueError(axis_fields_failure(kind, dim))
-    axis: SplitAxis = _new_object(SplitAxis)
-    state = axis.__dict__
-    state["kind"] = kind
-    state["dim"] = dim
-    _untrack(axis, SplitAxis)
+    """Unpickle a ``SplitAxis`` from an older pickle of this package (``_default_state``)."""
+    axis: SplitAxis = restore_field_values(SplitAxis, _SPLIT_AXIS_FIELDS, axis_fields_failure, (kind, dim))
     return axis
 
 
@@ -214,34 +186,23 @@ class ReplicatedAxis:
         _require_axis_kind(self.kind)
         _untrack(self, ReplicatedAxis)
 
-    def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
-        """Default dataclass pickling (spec §13), written as one call (see ``ParallelRank``)."""
-        return _reduce_kind_axis(self, ReplicatedAxis, _restore_replicated_axis, protocol)
+    def __setstate__(self, state: Any) -> None:
+        """Default dataclass pickling's restore with a typed kind (see ``ParallelRank``)."""
+        restore_default_state(self, state, ReplicatedAxis, _KIND_AXIS_FIELDS, axis_fields_failure)
 
 
-def _reduce_kind_axis(axis: Any, cls: type, restore: Any, protocol: Any) -> str | tuple[Any, ...]:
-    """``__reduce_ex__`` of the axes whose only field is ``kind`` (``ReplicatedAxis``,
-    ``OwnershipAxis``): ``restore(kind)`` for an exact instance holding just that field, default
-    pickling otherwise."""
-    state = axis.__dict__
-    if type(axis) is cls and len(state) == 1 and "kind" in state:
-        return (restore, (state["kind"],))
-    return object.__reduce_ex__(axis, protocol)
+_KIND_AXIS_FIELDS = ("kind",)
 
 
 def _restore_kind_axis(cls: type[_KindAxisT], kind: Any) -> _KindAxisT:
-    """Unpickle an axis whose only field is ``kind``: its field dict, as default pickling restores
-    it (a typed kind, see ``axis_fields_failure``)."""
-    if type(kind) is not str:
-        raise ValueError(axis_fields_failure(kind))
-    axis: _KindAxisT = _new_object(cls)
-    axis.__dict__["kind"] = kind
-    _untrack(axis, cls)
+    """Unpickle an axis whose only field is ``kind`` from an older pickle of this package
+    (``_default_state``)."""
+    axis: _KindAxisT = restore_field_values(cls, _KIND_AXIS_FIELDS, axis_fields_failure, (kind,))
     return axis
 
 
 def _restore_replicated_axis(kind: Any) -> ReplicatedAxis:
-    """Unpickle a ``ReplicatedAxis`` (``_restore_kind_axis``; the name pickles record)."""
+    """Unpickle a ``ReplicatedAxis`` from an older pickle of this package (``_restore_kind_axis``)."""
     return _restore_kind_axis(ReplicatedAxis, kind)
 
 
@@ -255,13 +216,13 @@ class OwnershipAxis:
         _require_axis_kind(self.kind)
         _untrack(self, OwnershipAxis)
 
-    def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
-        """Default dataclass pickling (spec §13), written as one call (see ``ParallelRank``)."""
-        return _reduce_kind_axis(self, OwnershipAxis, _restore_ownership_axis, protocol)
+    def __setstate__(self, state: Any) -> None:
+        """Default dataclass pickling's restore with a typed kind (see ``ParallelRank``)."""
+        restore_default_state(self, state, OwnershipAxis, _KIND_AXIS_FIELDS, axis_fields_failure)
 
 
 def _restore_ownership_axis(kind: Any) -> OwnershipAxis:
-    """Unpickle an ``OwnershipAxis`` (``_restore_kind_axis``; the name pickles record)."""
+    """Unpickle an ``OwnershipAxis`` from an older pickle of this package (``_restore_kind_axis``)."""
     return _restore_kind_axis(OwnershipAxis, kind)
 
 
@@ -339,15 +300,9 @@ class TensorDescriptor:
         state["parallel_axes"] = axes
         _untrack(self, TensorDescriptor)
 
-    def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
-        """Default dataclass pickling (spec §13), written as one call (see ``ParallelRank``)."""
-        state = self.__dict__
-        if type(self) is TensorDescriptor and len(state) == len(_TENSOR_FIELDS):
-            try:
-                return (_restore_tensor_descriptor, _tensor_values(state))
-            except KeyError:  # not exactly the fields: default pickling
-                pass
-        return object.__reduce_ex__(self, protocol)
+    def __setstate__(self, state: Any) -> None:
+        """Default dataclass pickling's restore with typed fields (see ``ParallelRank``)."""
+        restore_default_state(self, state, TensorDescriptor, _TENSOR_FIELDS, tensor_fields_failure)
 
 
 _TENSOR_FIELDS = (
@@ -361,7 +316,6 @@ _TENSOR_FIELDS = (
     "layer_id",
     "expert_id",
 )
-_tensor_values = itemgetter(*_TENSOR_FIELDS)
 
 
 def tensor_fields_failure(
@@ -420,25 +374,10 @@ def _restore_tensor_descriptor(
     layer_id: Any,
     expert_id: Any,
 ) -> TensorDescriptor:
-    """Unpickle a ``TensorDescriptor``: its field dict, as default pickling restores it (each
-    field of the type the constructor stores, see ``tensor_fields_failure``)."""
-    failure = tensor_fields_failure(
-        tensor_id, global_shape, dtype, itemsize, shard_dims, layout_fingerprint, parallel_axes, layer_id, expert_id
-    )
-    if failure is not None:
-        raise ValueError(failure)
-    tensor: TensorDescriptor = _new_object(TensorDescriptor)
-    state = tensor.__dict__
-    state["tensor_id"] = tensor_id
-    state["global_shape"] = global_shape
-    state["dtype"] = dtype
-    state["itemsize"] = itemsize
-    state["shard_dims"] = shard_dims
-    state["layout_fingerprint"] = layout_fingerprint
-    state["parallel_axes"] = parallel_axes
-    state["layer_id"] = layer_id
-    state["expert_id"] = expert_id
-    _untrack(tensor, TensorDescriptor)
+    """Unpickle a ``TensorDescriptor`` from an older pickle of this package
+    (``_default_state``)."""
+    values = (tensor_id, global_shape, dtype, itemsize, shard_dims, layout_fingerprint, parallel_axes, layer_id, expert_id)
+    tensor: TensorDescriptor = restore_field_values(TensorDescriptor, _TENSOR_FIELDS, tensor_fields_failure, values)
     return tensor
 
 
@@ -482,20 +421,8 @@ if TYPE_CHECKING:  # type checkers see a frozen dataclass (layout_dataclass is a
 else:
     _FragmentBase = value_base("PlacementFragment", _FRAGMENT_FIELDS)
 
-# The layout's own member descriptors' getters, in field order (a subclass cannot shadow them
-# here): ``__reduce_ex__`` reads them (an empty field raises AttributeError, as a missing key
-# made the state short). ``__init__`` stores the fields with ``_store_fragment`` (layout_storer).
-_FRAGMENT_MEMBERS: tuple[Any, ...] = tuple(_FragmentBase.__dict__[name] for name in _FRAGMENT_FIELDS)
-(
-    _get_tensor_id,
-    _get_global_offset,
-    _get_local_shape,
-    _get_nbytes,
-    _get_rank,
-    _get_pipeline_stage_id,
-    _get_aliases,
-    _get_placement_fragment_id,
-) = (descriptor.__get__ for descriptor in _FRAGMENT_MEMBERS)
+# ``__init__`` stores the fields with ``_store_fragment`` (layout_storer); pickling is the layout's
+# dict-format default (``_layout.py``).
 
 
 @layout_dataclass(init=False)
@@ -596,35 +523,32 @@ class PlacementFragment(_FragmentBase):
         """Alias of :attr:`placement_fragment_id`."""
         return self.placement_fragment_id
 
-    def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
-        """Default dataclass pickling (spec §13), written as one call (see ``ParallelRank``)
-        for an exact fragment with every field set; anything else pickles by default (the
-        layout's dict-format state: the same bytes as the dict-backed class's)."""
-        if type(self) is PlacementFragment:
-            cls = PlacementFragment
-            try:
-                return (
-                    _restore_placement_fragment,
-                    (
-                        _get_tensor_id(self, cls),
-                        _get_global_offset(self, cls),
-                        _get_local_shape(self, cls),
-                        _get_nbytes(self, cls),
-                        _get_rank(self, cls),
-                        _get_pipeline_stage_id(self, cls),
-                        _get_aliases(self, cls),
-                        _get_placement_fragment_id(self, cls),
-                    ),
-                )
-            except AttributeError:  # an emptied field: default pickling
-                pass
-        return object.__reduce_ex__(self, protocol)
 
+_layout_setstate = PlacementFragment.__setstate__
+
+
+def _fragment_setstate(self: PlacementFragment, state: Any) -> None:
+    """Default dataclass pickling's restore (the layout's dict-format ``__setstate__``), then out
+    of the cyclic garbage collector when exactly a ``PlacementFragment`` whose fields are all set
+    and inert, as one the constructor built. The usual state (the 8 fields in field order) is
+    stored in one C call that untracks too (``layout_storer``)."""
+    if type(state) is dict and len(state) == 8 and tuple(state) == _FRAGMENT_FIELDS:
+        _restore_fragment_fields(self, *state.values())
+        return
+    _layout_setstate(self, state)
+    _untrack(self, PlacementFragment)
+
+
+_fragment_setstate.__qualname__ = "PlacementFragment.__setstate__"
+PlacementFragment.__setstate__ = _fragment_setstate  # type: ignore[method-assign]
 
 # Builds an exact PlacementFragment from its 8 field values in field order, stored directly (C,
 # no ``__init__``; untracked by the collector when every value is inert).
 _build_fragment = layout_builder(PlacementFragment)
 _store_fragment = layout_storer(PlacementFragment, shared=("global_offset", "local_shape"))
+# Stores the 8 field values as they are (a restored state: no tuple sharing, which would change
+# the identity structure pickle restored).
+_restore_fragment_fields = layout_storer(PlacementFragment)
 # ``{field: value}`` of a placement fragment's set fields in field order (what the dict-backed
 # class's ``__dict__`` held), read through the layout's own member descriptors.
 _fragment_fields_state = layout_state_reader(PlacementFragment)
@@ -640,8 +564,9 @@ def _restore_placement_fragment(
     aliases: Any,
     placement_fragment_id: Any,
 ) -> PlacementFragment:
-    """Unpickle a ``PlacementFragment``: its fields stored as they are, as default pickling
-    restores them (no ``__init__``; untracked when every value is inert)."""
+    """Unpickle a ``PlacementFragment`` from an older pickle of this package (``_default_state``):
+    its fields stored as they are, as default pickling restores them (no ``__init__``;
+    untracked when every value is inert)."""
     fragment: PlacementFragment = _build_fragment(
         tensor_id, global_offset, local_shape, nbytes, rank, pipeline_stage_id, aliases, placement_fragment_id
     )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from operator import itemgetter
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Optional
 
@@ -21,6 +20,7 @@ from ...contracts.ids import (
     RuntimeInstanceId,
 )
 from .._address_ranges import validate_runtime_address_ranges
+from .._default_state import no_field_check, restore_default_state
 from ..binding import _binding_views_and_part, validate_runtime_binding
 from ..part import WeightPlacementPart
 from ..placement import WeightPlacementManifest
@@ -113,17 +113,11 @@ class RuntimeBindingEvidence:
             fragments=self.fragments,
         )
 
-    def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
-        """Default dataclass pickling (spec §13: the field dict, restored without
-        ``__post_init__``; an attestation holding it revalidates it) written as one call when
-        the dict holds exactly the fields."""
-        state = self.__dict__
-        if type(self) is RuntimeBindingEvidence and len(state) == len(_EVIDENCE_FIELDS):
-            try:
-                return (_restore_evidence, _evidence_values(state))
-            except KeyError:  # not exactly the fields: default pickling
-                pass
-        return object.__reduce_ex__(self, protocol)
+    def __setstate__(self, state: Any) -> None:
+        """Default dataclass pickling's restore (spec §13: the field dict, without
+        ``__post_init__``; the attestation holding it revalidates it), then out of the cyclic
+        garbage collector when its values are inert (``weight/_default_state.py``)."""
+        restore_default_state(self, state, RuntimeBindingEvidence, (), no_field_check)
 
 
 share_field_keys(RuntimeBindingEvidence)  # CPython 3.10: dicts the C core fills stay key-sharing
@@ -140,7 +134,6 @@ _EVIDENCE_FIELDS = (
     "lease_id",
     "fragments",
 )
-_evidence_values = itemgetter(*_EVIDENCE_FIELDS)
 
 
 def _restore_evidence(
@@ -154,7 +147,9 @@ def _restore_evidence(
     lease_id: Any,
     fragments: Any,
 ) -> RuntimeBindingEvidence:
-    """Unpickle a ``RuntimeBindingEvidence``: its field dict, as default pickling restores it."""
+    """Unpickle a ``RuntimeBindingEvidence`` from an older pickle of this package (it reduced the
+    evidence to this call; now default pickling: ``weight/_default_state.py``): its field dict, as
+    default pickling restores it."""
     evidence: RuntimeBindingEvidence = object.__new__(RuntimeBindingEvidence)
     state = evidence.__dict__
     state["resource_id"] = resource_id
