@@ -372,9 +372,10 @@ def _load_spec_messages() -> List[Any]:
 
 SPEC_MESSAGES = _load_spec_messages()
 # Messages outside the spec's quoted list that are accepted anyway: the documented signed 64-bit
-# coordinate limitation (docs/manifest.md), and a C-layout value's pickle state that is not a dict
+# coordinate limitation (docs/manifest.md), a C-layout value's pickle state that is not a dict
 # or names a key that is not one of its fields (docs/api.md: TransferRegion, BoundWeightFragment,
-# RuntimeFragmentSnapshot, RuntimeBindingFragment, PlacementFragment).
+# RuntimeFragmentSnapshot, RuntimeBindingFragment, PlacementFragment), and a placement graph
+# value's state that is not a dict (weight/_default_state.py).
 EXTRA_MESSAGES = (
     "must fit in a signed 64-bit integer",
     "RuntimeFragmentSnapshot pickle state is invalid: ",
@@ -382,6 +383,12 @@ EXTRA_MESSAGES = (
     "TransferRegion pickle state is invalid: ",
     "RuntimeBindingFragment pickle state is invalid: ",
     "PlacementFragment pickle state is invalid: ",
+    *(
+        f"{name} pickle state is invalid: "
+        for name in ("ParallelRank", "SplitAxis", "ReplicatedAxis", "OwnershipAxis", "TensorDescriptor",
+                     "TopologyParticipant", "ParallelTopology", "WeightPlacementPart",
+                     "WeightPlacementManifest", "RuntimeBindingEvidence")
+    ),
 )
 
 

@@ -395,6 +395,33 @@ def test_placement_fragments_holding_another_object_are_refused(seed_plan: Any, 
         load(_with_target_placement(record, placement, forged))
 
 
+@pytest.mark.parametrize("load", [_load_record, _load_packed], ids=["protocol4", "packed"])
+def test_a_placement_missing_a_field_is_refused(seed_plan: Any, load: Callable[[list[Any]], Any]) -> None:
+    # session 66's fuzz finding (pickle_cases --case 6015047197458986675): one byte turned the
+    # target placement's "topology" key into "tkpology"; the plan loaded, and comparing its round
+    # trip raised AttributeError. A state missing a field is now refused like a mistyped one.
+    record = _record(seed_plan)
+    placement = record[4]
+    forged = _forged(placement)
+    forged.__dict__["tkpology"] = forged.__dict__.pop("topology")
+    with raises("topology must be a ParallelTopology"):
+        load(_with_target_placement(record, placement, forged))
+
+
+def test_a_descriptor_left_without_its_state_is_refused(seed_plan: Any) -> None:
+    # A descriptor with an empty dict pickles with no BUILD, so no __setstate__ runs for it. In
+    # the placement's catalog only (its parts hold the real one) no revalidation rule reads it:
+    # the compact record's whole-graph check (bound_pickle._require_typed_placements, as for the
+    # packed record) refuses it.
+    record = _record(seed_plan)
+    placement = record[4]
+    empty = object.__new__(type(placement.tensors[0]))
+    assert empty.__reduce_ex__(4)[2] is None
+    forged = _forged(placement, tensors=(empty,) + placement.tensors[1:])
+    with raises("global_shape must contain integers"):
+        _load_record(_with_target_placement(record, placement, forged))
+
+
 def test_unforged_seed_plans_still_round_trip() -> None:
     for _, plan in pickle_cases.seed_plans():
         for protocol in range(pickle.HIGHEST_PROTOCOL + 1):

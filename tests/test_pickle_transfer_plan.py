@@ -315,11 +315,12 @@ _UNREADABLE_PLACEMENTS = [
 ]
 
 # Session 18 (fuzz finding F5, the CI cycle): a placement's restore refuses fields of the wrong
-# type below it with the field rule's message, on every path that unpickles the placement (a
-# value that lost a field is default-pickled, and the placement restore reads it); a placement
-# that lost a field is default-pickled itself, which only the packed record (protocol 5) checks
-# at restore (``bound_pickle._require_typed_placements``). ``replace`` and ``copy`` keep the
-# placement object: the rules decide, as before.
+# type below it with the field rule's message. Since session 66 every path through the plan's
+# record (``copy``, ``deepcopy``, pickle at any protocol) runs the packed record's whole-graph
+# check (``bound_pickle._require_typed_placements``) on the placements it holds, and each
+# placement graph type's ``__setstate__`` refuses a state missing a field: all give the field
+# rule's message. ``replace`` and the field state keep the placement object: the rules decide, as
+# before.
 _RESTORE_REFUSES = {
     **{f"topology.{field}": f"{field} must be an integer" for field in ("tp_size", "pp_size", "ep_size", "dp_size")},
     "topology.participants": "ParallelTopology participants must be a sequence",
@@ -367,10 +368,9 @@ def test_a_target_placement_the_rules_cannot_read_is_invalid(
     # AttributeError from the dataclass comparison with the attested placement (spec §12.7) or from
     # the identity read (step 12) on every path but the field state (bd3b714: "transfer plan pickle
     # state is invalid"); now every path gives one ValueError, as for any other forged field.
-    if rebuild.startswith("pickle") or rebuild == "deepcopy":
-        message = _RESTORE_REFUSES.get(label, message)
-    if rebuild == "pickle5":
-        message = _PACKED_RESTORE_REFUSES.get(label, message)
+    if rebuild.startswith("pickle") or rebuild in ("copy", "deepcopy"):
+        # every path through the plan's record: the whole-graph check refuses it first
+        message = _PACKED_RESTORE_REFUSES.get(label, _RESTORE_REFUSES.get(label, message))
     forged = copy.copy(bound_plan)
     object.__setattr__(forged, "target_placement", damage(bound_plan.target_placement))
     with raises(message):

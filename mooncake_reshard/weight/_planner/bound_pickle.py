@@ -661,11 +661,13 @@ def _restore_packed(codes: Any, values: Any) -> TransferPlan:
 
 
 def _require_typed_placements(record: tuple[Any, ...]) -> None:
-    """The packed record's placements (the target's, each attestation's) and the topologies,
-    parts and descriptors below them were built by field dict (``graph_unpack``), without the
-    type checks their restore functions make in the other formats: the same checks
-    (``placement.restored_graph_failure``), else the field rule's ``ValueError`` (fuzz finding
-    F5). A record of another shape is left to ``_restore_transfer_plan``."""
+    """The record's placements (the target's, each attestation's) and the topologies, parts and
+    descriptors below them: built by field dict in the packed record (``graph_unpack``), without
+    the type checks their ``__setstate__`` makes in the other formats, or restored by default
+    pickling in the compact record, where a forged stream can skip an object's ``__setstate__``
+    (no ``BUILD``). The same checks over the whole graph (``placement.restored_graph_failure``),
+    else the field rule's ``ValueError`` (fuzz finding F5). A record of another shape is left to
+    ``_restore_transfer_plan``."""
     if len(record) != _RECORD_LENGTH:
         return
     placements = [record[4]]
@@ -721,6 +723,10 @@ def _restore_transfer_plan(*record: Any) -> TransferPlan:
     # instead (memo_proved_once).
     if len(record) == 1 and type(record[0]) is _Record:
         return memo_proved_once(lambda: _restore_proved(*record), _post_init_again)
+    # The record's placements were restored by default pickling: each object's __setstate__
+    # checked its fields, but a forged stream can leave one without its state (NEWOBJ, no
+    # BUILD). The packed record's check of the whole graph refuses that too.
+    _require_typed_placements(record)
     return memo_proved(lambda: _restore_proved(*record))
 
 
