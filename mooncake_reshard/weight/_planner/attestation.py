@@ -20,7 +20,7 @@ from ...contracts.ids import (
     RuntimeInstanceId,
 )
 from .._address_ranges import validate_runtime_address_ranges
-from .._default_state import no_field_check, restore_default_state
+from .._default_state import no_field_check, restore_default_state, restore_field_values
 from ..binding import _binding_views_and_part, validate_runtime_binding
 from ..part import WeightPlacementPart
 from ..placement import WeightPlacementManifest
@@ -150,18 +150,8 @@ def _restore_evidence(
     """Unpickle a ``RuntimeBindingEvidence`` from an older pickle of this package (it reduced the
     evidence to this call; now default pickling: ``weight/_default_state.py``): its field dict, as
     default pickling restores it."""
-    evidence: RuntimeBindingEvidence = object.__new__(RuntimeBindingEvidence)
-    state = evidence.__dict__
-    state["resource_id"] = resource_id
-    state["revision"] = revision
-    state["placement_id"] = placement_id
-    state["placement_digest"] = placement_digest
-    state["instance_id"] = instance_id
-    state["participant_id"] = participant_id
-    state["generation"] = generation
-    state["lease_id"] = lease_id
-    state["fragments"] = fragments
-    _native.untrack_inert(evidence, RuntimeBindingEvidence)
+    values = (resource_id, revision, placement_id, placement_digest, instance_id, participant_id, generation, lease_id, fragments)
+    evidence: RuntimeBindingEvidence = restore_field_values(RuntimeBindingEvidence, _EVIDENCE_FIELDS, no_field_check, values)
     return evidence
 
 
