@@ -1691,10 +1691,15 @@ def _fast_revalidate_live(
     # -- §12.5 in-place protection, §12.6 target physical ranges ------------------------------
     # The common §12.6 case is decided in C: every operation writes a whole target fragment of
     # its own (one complete stream per fragment, free of budget) and the byte extents of one
-    # address space are pairwise disjoint, so the sweep has nothing to report.
-    spaces = _native.revalidate_spaces(
-        frags, source_of, target_of, operations, check_physical_ranges, RuntimeBindingFragment, PlacementFragment
-    )
+    # address space are pairwise disjoint, so the sweep has nothing to report. Not run for a
+    # sealed bind call's own plan (§12.6 applied by bind) whose two sides' executors name
+    # disjoint instances (_sealed_spaces_apart: no address space then holds allocations of both
+    # sides, which is all §12.5 asks).
+    spaces: Optional[bool] = True
+    if check_physical_ranges or not (side_proven and _sealed_spaces_apart(source_executors, target_executors)):
+        spaces = _native.revalidate_spaces(
+            frags, source_of, target_of, operations, check_physical_ranges, RuntimeBindingFragment, PlacementFragment
+        )
     if spaces is False:  # an in-place overlap, or anything unexpected
         return False
     if spaces is None:  # no in-place overlap; the sweep decides §12.6 (raises on a failure)
@@ -1855,6 +1860,46 @@ def _sealed_side_holds(target_placement: Any, source_placement: Any) -> bool:
         )
         for placement in (target_placement, source_placement)
     )
+
+
+def _sealed_spaces_apart(source_executors: tuple[Any, ...], target_executors: tuple[Any, ...]) -> bool:
+    """Whether §12.5 (in-place protection) holds for the plan a *sealed* bind call built whose
+    §12.4 is proven (``_sealed_side_holds``), given that the fast revalidation's passes before
+    §12.5 accepted it: every executor of both sides is exactly ``ExecutorTransferPlan`` with an
+    exact str ``instance_id`` in an exact instance dict, and no instance id is on both sides.
+    O(executors): a few hundred reads at Kimi scale, where the pass it replaces reads every
+    bound fragment and its runtime fragment (562k of each).
+
+    The argument (X a side, f an operation fragment of X, A the attestation step 6 built for the
+    kept binding f was bound from, E its evidence):
+    1. f's ``instance_id`` is E's ``instance_id`` object: step 7 builds every bound fragment
+       with the fences read from A's evidence (``_attested_bound_fragments``;
+       csrc/binder.c ``bd_bound_new``), and no code but this package's ran since (sealed).
+    2. The executor of X listing f's runtime id was built by step 11 from A, with E's
+       ``instance_id`` (``_attested_executors``; the argument of ``_sealed_side_holds``, rule 6),
+       and every operation fragment's runtime id is listed (rule 7: step 11 emitted exactly the
+       selection, the operations' runtime ids).
+    So the instance ids of X's operation fragments are among X's executors' ``instance_id``
+    values, the same exact str objects read here. An address space is ``(instance_id,
+    worker_id, device)``: with no instance id on both sides (exact str equality, as the space
+    tuples compare), no space holds a source and a target allocation, so their sets cannot
+    intersect. §12.6 is not covered: bind applied it (``check_physical_ranges`` is false in a
+    sealed call; the caller runs the pass whenever it is true). Anything else (a shared
+    instance, as an in-place reshard within one process would have): False, and the pass runs.
+    A large call's watch re-decides the plan by every rule if any other code ran meanwhile."""
+    instances: list[set[str]] = []
+    for executors in (source_executors, target_executors):
+        side: set[str] = set()
+        for executor in executors:
+            if type(executor) is not ExecutorTransferPlan:
+                return False
+            state = executor.__dict__
+            instance = state.get("instance_id") if type(state) is dict else None
+            if type(instance) is not str:
+                return False
+            side.add(instance)
+        instances.append(side)
+    return instances[0].isdisjoint(instances[1])
 
 
 # revalidate_shapes' classes, in its order
