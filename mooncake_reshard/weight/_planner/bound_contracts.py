@@ -957,7 +957,10 @@ class TransferPlan:
 
         ``sealed`` (binding._sealed: no code but this package's ran during the bind call): every
         rule runs except the target physical-range check, which binding has just applied to
-        these very operations (spec §2.5: binding applies that check exactly once), the call's
+        these very operations (spec §2.5: binding applies that check exactly once), and the
+        rules whose outcome bind's steps prove for these very objects when the placements allow
+        it (§12.4 and §12.7: ``_sealed_side_holds``, ``_sealed_coverage_holds``; §12.5:
+        ``_sealed_spaces_apart``), the call's
         own attestations' snapshots are compared by identity (``built_now``), and ``carried``,
         ``bind_regions``' scan facts about the regions that call built (or None), is taken by
         ``revalidate_scan_carried`` (the adapter's bindings and the budgets are read again
