@@ -30,6 +30,30 @@ def sized_world(tensors: int) -> tuple[Any, Any, Any, HostMemory]:
     return world(tuple(f"w{index:03d}" for index in range(tensors)))
 
 
+def bindings_sharing_instances(targets: Any, sources: Any, *, in_place: bool) -> tuple[Any, ...]:
+    """The target bindings, each given the instance id of the source binding at its position;
+    ``in_place``: each target fragment also bound to the storage, worker and device of the source
+    fragment at its position (an in-place reshard, which spec §12.5 refuses)."""
+    shared = []
+    for mine, theirs in zip(targets, sources):
+        fragments = mine.fragments
+        if in_place:
+            fragments = tuple(
+                dataclasses.replace(
+                    fragment,
+                    address=other.address,
+                    storage_address=other.storage_address,
+                    storage_nbytes=other.storage_nbytes,
+                    storage_offset_bytes=other.storage_offset_bytes,
+                    worker_id=other.worker_id,
+                    device=other.device,
+                )
+                for fragment, other in zip(mine.fragments, theirs.fragments)
+            )
+        shared.append(dataclasses.replace(mine, instance_id=theirs.instance_id, fragments=fragments))
+    return tuple(shared)
+
+
 def outcome(call: Callable[[], Any]) -> Any:
     """``call()``'s result, or ``(exception class name, message)``."""
     try:

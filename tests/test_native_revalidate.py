@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from forge_helpers import bindings_sharing_instances
 from memory_executor import HostMemory, host_bindings, tp_placement
 from spec_helpers import field_state, forged_instance
 from watched import admit_in_watched_calls
@@ -418,21 +419,7 @@ def test_in_place_storage_is_rejected_by_both_paths(monkeypatch: pytest.MonkeyPa
     memory = HostMemory()
     source_bindings = host_bindings(source, memory, prefix="src")
     target_bindings = host_bindings(target, memory, prefix="dst")
-    aliased = []
-    for mine, theirs in zip(target_bindings, source_bindings):
-        fragments = tuple(
-            dataclasses.replace(
-                fragment,
-                address=other.address,
-                storage_address=other.storage_address,
-                storage_nbytes=other.storage_nbytes,
-                storage_offset_bytes=other.storage_offset_bytes,
-                worker_id=other.worker_id,
-                device=other.device,
-            )
-            for fragment, other in zip(mine.fragments, theirs.fragments)
-        )
-        aliased.append(dataclasses.replace(mine, instance_id=theirs.instance_id, fragments=fragments))
+    aliased = bindings_sharing_instances(target_bindings, source_bindings, in_place=True)
     logical = plan_placement_transfer(source, target)
     with pytest.raises(ValueError, match="in-place reshard is unsupported"):
         bind_logical_transfer_plan(logical, tuple(aliased), source_bindings=source_bindings)

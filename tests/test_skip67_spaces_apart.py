@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from forge_helpers import maybe_profiled, outcome, sized_world
+from forge_helpers import bindings_sharing_instances, maybe_profiled, outcome, sized_world
 from spec_helpers import field_state, forged_instance
 from watched import no_hooks, spy_on
 
@@ -45,30 +45,6 @@ def _spied(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
 
 def _bind(logical: Any, targets: Any, sources: Any) -> Any:
     return bind_logical_transfer_plan(logical, targets, source_bindings=sources)
-
-
-def _sharing_instances(targets: Any, sources: Any, *, in_place: bool) -> tuple[Any, ...]:
-    """The target bindings, each given the instance id of a source binding; ``in_place``: each
-    target fragment also bound to the storage of the source fragment at its position (an
-    in-place reshard on one worker and device)."""
-    shared = []
-    for mine, theirs in zip(targets, sources):
-        fragments = mine.fragments
-        if in_place:
-            fragments = tuple(
-                dataclasses.replace(
-                    fragment,
-                    address=other.address,
-                    storage_address=other.storage_address,
-                    storage_nbytes=other.storage_nbytes,
-                    storage_offset_bytes=other.storage_offset_bytes,
-                    worker_id=other.worker_id,
-                    device=other.device,
-                )
-                for fragment, other in zip(mine.fragments, theirs.fragments)
-            )
-        shared.append(dataclasses.replace(mine, instance_id=theirs.instance_id, fragments=fragments))
-    return tuple(shared)
 
 
 @SIZES
@@ -98,7 +74,7 @@ def test_a_sealed_bind_whose_sides_share_an_instance_runs_the_pass(
 ) -> None:
     no_hooks()
     logical, targets, sources, _memory = sized_world(tensors)
-    shared = _sharing_instances(targets, sources, in_place=False)
+    shared = bindings_sharing_instances(targets, sources, in_place=False)
     assert {binding.instance_id for binding in shared} <= {binding.instance_id for binding in sources}
     seen = _spied(monkeypatch)
     plan = _bind(logical, shared, sources)
@@ -111,14 +87,14 @@ def test_a_sealed_bind_whose_sides_share_an_instance_runs_the_pass(
 def test_a_sealed_in_place_bind_is_refused(monkeypatch: pytest.MonkeyPatch, tensors: int) -> None:
     no_hooks()
     logical, targets, sources, _memory = sized_world(tensors)
-    aliased = _sharing_instances(targets, sources, in_place=True)
+    aliased = bindings_sharing_instances(targets, sources, in_place=True)
     seen = _spied(monkeypatch)
     refused = outcome(lambda: _bind(logical, aliased, sources))
     assert refused[0] == "ValueError" and IN_PLACE in refused[1]
     assert seen["carried"] == [True] and seen["spaces"][:1] == [False]  # sealed: the pass found it
     assert maybe_profiled(True, lambda: outcome(lambda: _bind(logical, aliased, sources))) == refused
     # the same instance id set on the given target bindings in place after their construction
-    edited = _sharing_instances(targets, sources, in_place=True)
+    edited = bindings_sharing_instances(targets, sources, in_place=True)
     for binding, other in zip(edited, targets):
         object.__setattr__(binding, "instance_id", str(other.instance_id))
     assert isinstance(_bind(logical, edited, sources), TransferPlan)  # apart again: no shared space
