@@ -851,6 +851,9 @@ typedef struct {
     PyObject *part_class;
     PyObject *view_end;
     struct rf_proved *proved;      /* this call's placements of the plan identity, or NULL */
+    /* revalidate_fragments' attested_by_call: the two-sided lookups of each fragment in its
+     * attestation's dicts, and the dicts' plain-key checks, are the caller's proven facts */
+    int attested_by_call;
 } rf_config;
 
 static PyObject *av_build(PyObject *module, PyObject *view_type, PyObject *attestation, PyObject *const *types,
@@ -1219,10 +1222,14 @@ rf_attested_entry(PyObject *attestation, const rf_config *cfg, PyObject **entry,
      * (a planted key's __eq__ could free the entry the pass reads: test_audit25_attested_dicts) */
     placement_dict = taken[T_PLACEMENT_DICT] != NULL ? Py_NewRef(taken[T_PLACEMENT_DICT])
                                                     : rv_item(state, rf_keys[RF_PLACEMENT_DICT]);
-    if (placement_dict == NULL || !rv_plain_keys(placement_dict)) goto done;
+    /* (attested_by_call: neither dict is probed, in this pass or after it: exact dicts only) */
+    if (placement_dict == NULL
+        || !(cfg->attested_by_call ? PyDict_CheckExact(placement_dict) : rv_plain_keys(placement_dict)))
+        goto done;
     binding_dict = taken[T_BINDING_DICT] != NULL ? Py_NewRef(taken[T_BINDING_DICT])
                                                 : rv_item(state, rf_keys[RF_BINDING_DICT]);
-    if (binding_dict == NULL || !rv_plain_keys(binding_dict)) goto done;
+    if (binding_dict == NULL || !(cfg->attested_by_call ? PyDict_CheckExact(binding_dict) : rv_plain_keys(binding_dict)))
+        goto done;
     /* The exact cached view when every object it was derived from is unchanged, else
      * ``view_of`` (which builds a new one from the current values). */
     view = rf_exact_view(attestation, state, cfg, placement, placement_dict, taken[T_CACHED], taken[T_EVIDENCE]);
@@ -1239,7 +1246,8 @@ rf_attested_entry(PyObject *attestation, const rf_config *cfg, PyObject **entry,
         /* Python code ran (a hook, or what the view's code reaches, could plant a key): the two
          * dicts checked again before any probe (by the caller, after its last call, with
          * RF_CALL_RECHECKED) */
-        if (may_call != RF_CALL_RECHECKED && (!rv_plain_keys(placement_dict) || !rv_plain_keys(binding_dict)))
+        if (may_call != RF_CALL_RECHECKED && !cfg->attested_by_call
+            && (!rv_plain_keys(placement_dict) || !rv_plain_keys(binding_dict)))
             goto done;
     }
     *entry = PyTuple_Pack(3, placement_dict, binding_dict, view);
@@ -1708,7 +1716,8 @@ rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObjec
             && (PyObject *)Py_TYPE(f[F_PLACEMENT]) == rv_pf_memo.memo.cls) {
             /* the placement layout rv_pf_item accepts: the same slots, read in place */
             PyObject *const *pf = (PyObject *const *)((mr_layout_object *)f[F_PLACEMENT])->fields;
-            pfid = Py_XNewRef(pf[MR_PF_PLACEMENT_FRAGMENT_ID]);
+            /* (read only for the lookups, which attested_by_call skips: not touched then) */
+            pfid = cfg->attested_by_call ? Py_NewRef(Py_None) : Py_XNewRef(pf[MR_PF_PLACEMENT_FRAGMENT_ID]);
             rank = pfid == NULL ? NULL : Py_XNewRef(pf[MR_PF_RANK]);
             stage = rank == NULL ? NULL : Py_XNewRef(pf[MR_PF_PIPELINE_STAGE_ID]);
         }
@@ -1740,13 +1749,15 @@ rf_fragment(PyObject *fragment, const rf_config *cfg, rv_table *entries, PyObjec
         goto done;
     }
     /* probed with an exact str only (a subclass's __hash__ / __eq__ would run in the probe) */
-    if (!PyUnicode_CheckExact(pfid)) goto done;
-    struct rf_side *sides = rf_sides(memo, index);
-    if (sides == NULL) {
+    if (!cfg->attested_by_call && !PyUnicode_CheckExact(pfid)) goto done;
+    /* attested_by_call: the caller proved that the two dicts map pfid to these very objects
+     * (revalidate_fragments' doc), which is what the lookups below would find */
+    struct rf_side *sides = cfg->attested_by_call ? NULL : rf_sides(memo, index);
+    if (sides == NULL && !cfg->attested_by_call) {
         rc = RV_ERROR;
         goto done;
     }
-    for (int side = 0; side < 2; side++) {
+    for (int side = 0; sides != NULL && side < 2; side++) {
         PyObject *dict = PyTuple_GetItem(entry, side); /* (the entry holds it) */
         expected = rf_cursor_item(dict, &sides[side].cursor, pfid); /* borrowed */
         if (expected == NULL && !rf_side_plain(memo, index, &sides[side], dict)) goto done; /* (before a probe) */
@@ -1898,7 +1909,7 @@ rf_stage_hint(PyObject *fragment, int stage)
         if (binding != NULL) rv_prefetch_lines(binding, 3);
         return;
     }
-    rv_hint_pfid(placement);
+    if (stage == 2) rv_hint_pfid(placement); /* (stage 3: the runtime fragment id only) */
     /* and the binding's runtime fragment id (a str of its own per fragment, which the loop
      * takes a reference to) */
     PyObject *binding = ((mr_layout_object *)fragment)->fields[MR_BF_BINDING];
@@ -2030,7 +2041,13 @@ PyDoc_STRVAR(revalidate_fragments_doc,
 "``view_of`` is then ``bound_contracts._attested_view`` and its common paths run in C (the\n"
 "scope entry; a first view without ``_attested_view`` recorded; a view with binding's snapshot\n"
 "objects), calling ``view_end`` for its other ends and ``view_of`` whenever something else is\n"
-"found before anything is changed.");
+"found before anything is changed.\n"
+"``attested_by_call`` (requires ``want_keys`` false): the caller's proof that every fragment's\n"
+"placement and binding are the very objects its attestation's ``_placement_dict`` and\n"
+"``_binding_dict`` map its placement fragment id to, and that nothing probes those dicts after\n"
+"this pass: then the two lookups per fragment and the dicts' plain-key checks (which guard\n"
+"those probes) are skipped, and every other check runs. A sealed bind call proves it for the\n"
+"fragments bind_regions_ordered made in that call (bound_contracts._fast_revalidate_live).");
 
 static PyObject *
 revalidate_fragments(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -2039,13 +2056,19 @@ revalidate_fragments(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *types[5];
     rf_config cfg;
     PyObject *view_type = Py_None, *evidence_type = Py_None, *views = Py_None;
-    int want_keys = 1;
-    if (!mr_parse_vector(args, nargs, "O!O!O!O!O!O!O!O|OOpO:revalidate_fragments", &PyList_Type, &fragments, &PyType_Type,
-                          &types[0], &PyType_Type, &types[1], &PyType_Type, &types[2], &PyType_Type, &types[3],
-                          &PyType_Type, &types[4], &PyTuple_Type, &cfg.identity, &cfg.view_of, &view_type,
-                          &evidence_type, &want_keys, &views)) {
+    int want_keys = 1, attested_by_call = 0;
+    if (!mr_parse_vector(args, nargs, "O!O!O!O!O!O!O!O|OOpOp:revalidate_fragments", &PyList_Type, &fragments,
+                          &PyType_Type, &types[0], &PyType_Type, &types[1], &PyType_Type, &types[2], &PyType_Type,
+                          &types[3], &PyType_Type, &types[4], &PyTuple_Type, &cfg.identity, &cfg.view_of, &view_type,
+                          &evidence_type, &want_keys, &views, &attested_by_call)) {
         return NULL;
     }
+    if (attested_by_call && want_keys) {
+        /* (the keys' reader, revalidate_side, probes the dicts this mode leaves unchecked) */
+        PyErr_SetString(PyExc_TypeError, "revalidate_fragments: attested_by_call requires want_keys false");
+        return NULL;
+    }
+    cfg.attested_by_call = attested_by_call;
     cfg.view_state = cfg.part_class = cfg.view_end = NULL;
     if (views != Py_None) {
         if (!PyTuple_CheckExact(views) || PyTuple_Size(views) != 3 || view_type == Py_None
@@ -2119,7 +2142,10 @@ revalidate_fragments(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             const Py_ssize_t size = PyList_Size(items);
             if (i + RF_STAGE_FRAGMENT < size) rf_stage_hint(PyList_GetItem(items, i + RF_STAGE_FRAGMENT), 0);
             if (i + RF_STAGE_PARTS < size) rf_stage_hint(PyList_GetItem(items, i + RF_STAGE_PARTS), 1);
-            if (i + RF_STAGE_PFID < size) {
+            if (i + RF_STAGE_PFID < size && cfg.attested_by_call) {
+                rf_stage_hint(PyList_GetItem(items, i + RF_STAGE_PFID), 3); /* (no dict is probed) */
+            }
+            else if (i + RF_STAGE_PFID < size) {
                 rf_stage_hint(PyList_GetItem(items, i + RF_STAGE_PFID), 2);
                 rf_table_hint(&memo, &entries, PyList_GetItem(items, i + RF_STAGE_PFID));
             }
@@ -2150,8 +2176,9 @@ revalidate_fragments(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
     }
     /* every dict rf_enter_all's view calls left unchecked and no probe checked: plain, else the
-     * rules decide (rf_side_plain) */
-    for (Py_ssize_t k = 0; k < memo.recheck_below; k++) {
+     * rules decide (rf_side_plain); none with attested_by_call (no dict was probed, and the
+     * caller probes none after the pass) */
+    for (Py_ssize_t k = 0; !cfg.attested_by_call && k < memo.recheck_below; k++) {
         PyObject *entry = PyList_GetItem(entry_list, k); /* an exact 3-tuple of this call's */
         if (entry == NULL) goto done;
         for (int side = 0; side < 2; side++) {

@@ -828,6 +828,7 @@ def revalidate_fragments(
     evidence_type: Optional[type] = None,
     want_keys: bool = True,
     views: Optional[tuple[Any, type, Callable[..., Any]]] = None,
+    attested_by_call: bool = False,
     /,
 ) -> Optional[tuple[Optional[list[tuple[Any, ...]]], list[tuple[Any, Any]], list[Any], dict[int, tuple[Any, Any, Any]]]]:
     """Per distinct bound fragment of the ``TransferPlan`` revalidation fast path (spec §9.6
@@ -849,8 +850,12 @@ def revalidate_fragments(
     ``view_of`` (then ``bound_contracts._attested_view``) in C: the scope entry, a first view
     without ``_attested_view`` recorded, a view with binding's snapshot objects; ``view_end``
     for its other ends, ``view_of`` whenever anything else is found before anything changed.
-    ``TypeError`` for wrong argument types (also for malformed ``deps`` of such an entry);
-    errors of the values' own methods propagate."""
+    ``attested_by_call`` (requires ``want_keys`` false, else ``TypeError``): the caller has proven
+    that each fragment's placement and binding are the very objects its attestation's two dicts
+    map its placement fragment id to, and that nothing probes those dicts after this pass; the
+    two lookups per fragment and the dicts' plain-key checks are then skipped (every other check
+    runs). ``TypeError`` for wrong argument types (also for malformed ``deps`` of such an
+    entry); errors of the values' own methods propagate."""
 
 def revalidate_side(
     frags: list[Any],

@@ -18,7 +18,7 @@ from mooncake.reshard import _native
 _FORMATS = {
     "revalidate_scan": "O!OOO!O!",
     "revalidate_scan_carried": "O!O!OOO!O!",
-    "revalidate_fragments": "O!O!O!O!O!O!O!O|OOpO",
+    "revalidate_fragments": "O!O!O!O!O!O!O!O|OOpOp",
     "revalidate_spaces": "O!OOOp|OO",
     "revalidate_coverage": "OO!OOO!O!O!|OO",
     "revalidate_views": "O!O!O!O!OOO!|OOpp",

@@ -218,9 +218,9 @@ def test_argument_types() -> None:
             _native.revalidate_views(*args, ())
         with pytest.raises(TypeError):  # one argument too many
             _native.revalidate_views(*args, None, False, False, None)
-        with pytest.raises(TypeError):
+        with pytest.raises(TypeError):  # one argument too many
             _native.revalidate_fragments(frags, *_FRAGMENT_TYPES, _identity(plan), bc._attested_view, None, None,
-                                         False, None, None)
+                                         False, None, False, None)
 
 
 # -- inputs edited before the call ----------------------------------------------------------------

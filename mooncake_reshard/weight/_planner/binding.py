@@ -1424,6 +1424,10 @@ def _bind_logical_transfer_plan(
             type(logical_operations) is tuple and len(logical_operations) >= _PROVE_MIN,
         )
         del logical_operations
+    # Every bound fragment made in this call, each from its attestation's own dict entries
+    # (bind_regions_ordered; see bound_contracts._attested_by_call). The other path may take
+    # bound fragments cached on an attestation by an earlier call.
+    attested_now = bound is not None
     bound_targets: dict[str, BoundWeightFragment] = {}
     bound_sources: dict[str, BoundWeightFragment] = {}
     if bound is None:
@@ -1551,7 +1555,7 @@ def _bind_logical_transfer_plan(
         return TransferPlan._from_bound_operations(None, False, **fields)
     try:
         plan: Optional[TransferPlan] = TransferPlan._from_bound_operations(
-            carried, True, source_placement, **fields
+            carried, True, source_placement, attested_now, **fields
         )
     except Exception:
         if untouched(watch):

@@ -951,7 +951,12 @@ class TransferPlan:
 
     @classmethod
     def _from_bound_operations(
-        cls, carried: Any = None, sealed: bool = False, source_placement: Any = None, **values: Any
+        cls,
+        carried: Any = None,
+        sealed: bool = False,
+        source_placement: Any = None,
+        attested_now: bool = False,
+        **values: Any,
     ) -> TransferPlan:
         """Private constructor for ``bind_logical_transfer_plan``.
 
@@ -968,13 +973,19 @@ class TransferPlan:
         included, as ``replace`` runs them. Every other constructor (``TransferPlan(...)``,
         ``replace``, pickle restore) revalidates everything. ``source_placement``: the sealed
         call's source placement (its source bindings' attestations were built with it), read
-        only by ``_sealed_side_holds``."""
+        only by ``_sealed_side_holds``. ``attested_now`` (sealed calls only): the bound
+        fragments were made by ``bind_regions_ordered`` in this call (see
+        ``_fast_revalidate_live``: the attested-dict lookups of §9.6 step 11 are then proven)."""
         plan: TransferPlan = object.__new__(cls)
         for name in _INIT_FIELDS:
             object.__setattr__(plan, name, values[name])
         with _ViewScope(built_now=sealed):  # attestations created by the bind call itself
             plan._revalidate_scoped(
-                not sealed, carried if sealed else None, sealed, source_placement if sealed else None
+                not sealed,
+                carried if sealed else None,
+                sealed,
+                source_placement if sealed else None,
+                sealed and attested_now,
             )
         return plan
 
@@ -983,7 +994,12 @@ class TransferPlan:
             self._revalidate_scoped(check_physical_ranges)
 
     def _revalidate_scoped(
-        self, check_physical_ranges: bool, carried: Any = None, sealed: bool = False, source_placement: Any = None
+        self,
+        check_physical_ranges: bool,
+        carried: Any = None,
+        sealed: bool = False,
+        source_placement: Any = None,
+        attested_now: bool = False,
     ) -> None:
         # Each sequence as an exact tuple (``tuple(value)``; stored back only when it was not one).
         operations = self.operations
@@ -1027,6 +1043,7 @@ class TransferPlan:
             carried,
             sealed,
             source_placement,
+            attested_now,
         )
         if not ruled:
             # Beyond the reference: regions restored by default pickling skip their own checks,
@@ -1505,10 +1522,11 @@ def _fast_revalidate(
     carried: Any = None,
     sealed: bool = False,
     source_placement: Any = None,
+    attested_now: bool = False,
 ) -> bool:
     """True when ``plan`` passed every rule (its derived fields are then set). ``carried``,
-    ``sealed`` and ``source_placement``: see ``TransferPlan._from_bound_operations`` (None, False
-    and None everywhere else).
+    ``sealed``, ``source_placement`` and ``attested_now``: see
+    ``TransferPlan._from_bound_operations`` (None, False, None and False everywhere else).
 
     The collector is paused throughout (bind and restore pause it already; ``replace()`` and
     direct construction do not): the C passes hold borrowed references across allocations, and
@@ -1526,6 +1544,7 @@ def _fast_revalidate(
                 carried,
                 sealed,
                 source_placement,
+                attested_now,
             )
     except Exception:  # any surprise: the rule-by-rule path decides (and raises its own error)
         return False
@@ -1541,6 +1560,7 @@ def _fast_revalidate_live(
     carried: Any = None,
     sealed: bool = False,
     source_placement: Any = None,
+    attested_now: bool = False,
 ) -> bool:
     if not _fields_unshadowed(_STATE_FIELDS):  # (AUDIT39: the reads below are the rules' attributes)
         return False
@@ -1570,6 +1590,8 @@ def _fast_revalidate_live(
             RuntimeBindingFragment,
         )
         del carried
+    # (the distinct fragments are bind_regions' own list: the ones that call made)
+    frags_carried = scanned is not None
     if scanned is None:
         scanned = _native.revalidate_scan(
             operations,
@@ -1608,6 +1630,10 @@ def _fast_revalidate_live(
     # build what only §12.4 reads: the fragments' provenance keys, the views' runtime maps and
     # ``row_of``.
     side_proven = sealed and _sealed_side_holds(target_placement, source_placement)
+    # The attested-dict lookups of §9.6 step 11 are proven, not repeated, for the fragments a
+    # sealed call's bind_regions_ordered made (_attested_by_call), when no pass below probes
+    # those dicts (§12.4 and §12.7 skipped: side_proven).
+    attested_by_call = side_proven and attested_now and frags_carried and _attested_by_call()
     # -- per distinct fragment: §9.6 step 11 (attested execution) ---------------------------
     checked = _native.revalidate_fragments(
         frags,
@@ -1624,6 +1650,7 @@ def _fast_revalidate_live(
         # ``_attested_view``'s common paths run in C (the rest through ``_attested_view_end``),
         # unless another function stands in its place (a test's spy: every view through it)
         (_VIEW_STATE, WeightPlacementPart, _attested_view_end) if _attested_view is _ATTESTED_VIEW else None,
+        attested_by_call,
     )
     if checked is None:
         return False
@@ -1865,6 +1892,34 @@ def _sealed_side_holds(target_placement: Any, source_placement: Any) -> bool:
     )
 
 
+def _attested_by_call() -> bool:
+    """Whether a sealed bind call's own plan may take the attested-dict lookups of §9.6 step 11
+    (``revalidate_fragments(attested_by_call=True)``) as proven, given that the caller checked
+    the rest of the premise: the call was sealed (``binding._sealed``), its bound fragments were
+    made by ``bind_regions_ordered`` (``attested_now``), the distinct fragments are that call's
+    carried list (``revalidate_scan_carried`` took it: exactly those objects), and no later pass
+    probes the attestations' dicts (``_sealed_side_holds``: §12.4 and §12.7 not run).
+
+    Why it is sound. ``bind_regions_ordered`` (``bd_ordered_build``) made each bound fragment of
+    a part from the part's placement fragment ``p`` and ``r = attestation._binding_dict[pfid]``,
+    with ``pfid`` the exact str ``p.placement_fragment_id``, only after finding that
+    ``attestation._placement_dict[pfid] is p`` (else it declines), and stored that very
+    attestation in the fragment. Both dicts were read with ``getattr`` there, while
+    ``revalidate_fragments`` reads the attestation's instance dict: the two are the same value
+    when no class of ``RuntimeBindingAttestation``'s MRO defines either name (checked here, with
+    the metaclass and ``__getattribute__`` rules of ``fields_unshadowed``). No code but the
+    package's ran since (sealed), and the package never writes an attestation's dicts, nor a
+    bound or placement fragment's fields, after constructing them. So the lookups of the pass
+    would find, for every fragment, the very placement and binding it holds: what they check
+    (``rf_equal`` is identity). The plain-key checks of the two dicts guard only probes of them
+    (this pass's lookups, and ``revalidate_side`` / ``revalidate_coverage``, not run here), so
+    they are skipped with the lookups. Every other check of the pass still runs (exact classes,
+    owners, the plan identity of every attested placement, lease and instance against the
+    evidence, ranks), and a watch that trips during the revalidation makes bind decide the plan
+    again by every rule."""
+    return bool(_fields_unshadowed(_ATTESTATION_DICTS))
+
+
 def _sealed_spaces_apart(source_executors: tuple[Any, ...], target_executors: tuple[Any, ...]) -> bool:
     """Whether §12.5 (in-place protection) holds for the plan a *sealed* bind call built whose
     §12.4 is proven (``_sealed_side_holds``), given that the fast revalidation's passes before
@@ -1960,6 +2015,8 @@ _STATE_FIELDS = tuple(
     ),
 )
 _fields_unshadowed = _native.fields_unshadowed
+# The attestation's two dicts, read by getattr in bind_regions_ordered (see _attested_by_call)
+_ATTESTATION_DICTS = ((RuntimeBindingAttestation, (sys.intern("_placement_dict"), sys.intern("_binding_dict"))),)
 
 # Packed positions: one native int32 per operation (what csrc/revalidate.c reads from a bytes
 # in place of a list of ints); None where ``array("i")`` is not 4 bytes wide.
