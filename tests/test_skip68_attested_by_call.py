@@ -24,7 +24,14 @@ from forge_helpers import maybe_profiled, sized_world
 from watched import no_hooks, spy_on
 
 from mooncake.reshard import _native
-from mooncake.reshard.weight import PlacementFragment, TransferPlan, bind_logical_transfer_plan
+from mooncake.reshard.weight import (
+    ParallelRank,
+    PlacementFragment,
+    RuntimeBindingFragment,
+    TransferPlan,
+    WeightPlacementManifest,
+    bind_logical_transfer_plan,
+)
 from mooncake.reshard.weight._planner import binding as binding_module
 from mooncake.reshard.weight._planner import bound_contracts as bc
 from mooncake.reshard.weight._planner import exactness
@@ -149,8 +156,6 @@ def _pass_inputs(plan: TransferPlan) -> tuple[list[Any], tuple[Any, ...]]:
     for op in plan.operations:
         for fragment in (op.target, op.source):
             seen.setdefault(id(fragment), fragment)
-    from mooncake.reshard.weight import ParallelRank, RuntimeBindingFragment, WeightPlacementManifest
-
     fixed = (
         PlacementFragment,
         RuntimeBindingFragment,
